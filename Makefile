@@ -1,0 +1,45 @@
+# Thin wrapper over meson. `make check` and `make serve` install what is
+# missing (scripts/deps.sh), build, and then test or run.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+PYTEST     ?= /usr/bin/python3 -m pytest
+
+.PHONY: all deps build asan check unit integration bench demo serve clean
+
+all: build
+
+deps:
+	sh scripts/deps.sh
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD)
+
+$(ASAN_BUILD)/build.ninja:
+	meson setup $(ASAN_BUILD) -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+
+build: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+asan: deps $(ASAN_BUILD)/build.ninja
+	ninja -C $(ASAN_BUILD)
+
+unit: build asan
+	meson test -C $(BUILD) --print-errorlogs
+	meson test -C $(ASAN_BUILD) --print-errorlogs
+
+# Every test: C unit tests under both builds, then the integration suite
+# (the real binary, as root) under the plain build and the core of it again
+# under ASan+UBSan.
+check: unit
+	sh scripts/check.sh
+
+bench: build
+	/usr/bin/python3 bench/startup.py
+
+# Until the service exists: run an example script through the sandbox.
+demo: build
+	./$(BUILD)/airlock run --out /tmp/airlock-demo examples/hello.py
+	@echo "artifacts in /tmp/airlock-demo:"; ls -l /tmp/airlock-demo
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

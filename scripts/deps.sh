@@ -1,0 +1,32 @@
+#!/bin/sh
+# Installs every Debian package that building and testing airlock needs.
+# Idempotent: packages already present are not touched, and apt is only
+# consulted when something is missing. Runs with no standard input (CI).
+set -eu
+
+PKGS="build-essential meson ninja-build pkg-config
+libseccomp-dev libjansson-dev libssl-dev
+python3 python3-pytest nodejs bash coreutils ca-certificates
+bubblewrap iproute2 procps util-linux"
+
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+        missing="$missing $p"
+    fi
+done
+# nodejs may come from another Debian-compatible source that already provides
+# /usr/bin/node; accept it rather than fight over the package name.
+case " $missing " in *" nodejs "*) [ -x /usr/bin/node ] && missing=$(echo "$missing" | sed 's/ nodejs//');; esac
+
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "deps: missing packages:$missing (run as root to install them)" >&2
+        exit 1
+    fi
+    echo "deps: installing$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq </dev/null
+    # shellcheck disable=SC2086
+    apt-get install -y -qq --no-install-recommends $missing </dev/null
+fi

@@ -1,0 +1,499 @@
+/*
+ * The parent side of a box: prepare (uid, filter, cgroup), clone, write the
+ * maps, stage inputs, supervise (output pumps with caps, wall clock), kill
+ * every process of the box, and only then collect /out.
+ */
+#include "box.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "child.h"
+#include "collect.h"
+#include "proto.h"
+#include "seccomp.h"
+#include "stage.h"
+#include "uidpool.h"
+
+#define SANDBOX_ID 65534
+/* how long the setup steps may take before we call the box stuck */
+#define SETUP_TIMEOUT_MS 10000
+/* after a kill, how long until the box must be gone */
+#define KILL_GRACE_MS 5000
+
+static const char *const reason_names[_AL_REASON_MAX] = {
+    "exited", "timeout", "memory", "pids", "output_limit", "error",
+};
+const char *al_reason_name(al_reason r) { return r < _AL_REASON_MAX ? reason_names[r] : "error"; }
+
+static const char *const level_names[_AL_LEVEL_MAX] = { "boundary", "applied", "not enforced" };
+const char *al_level_name(al_level l) { return l < _AL_LEVEL_MAX ? level_names[l] : "not enforced"; }
+
+void al_box_limits_default(al_box_limits *l) {
+    *l = (al_box_limits){
+        .wall_ms = 60 * 1000,
+        .memory_bytes = 512ULL << 20,
+        .cpu_millis = 500,
+        .pids = 256,
+        .tmpfs_bytes = 64ULL << 20,
+        .tmpfs_inodes = 16384,
+        .output_bytes = 1ULL << 20,
+        .max_artifacts = 100,
+        .max_artifact_bytes = 32ULL << 20,
+        .max_artifacts_total = 64ULL << 20,
+        .max_depth = 16,
+        .nofile = 1024,
+        .stage_bytes = 64ULL << 20,
+        .stage_files = 1000,
+    };
+}
+
+void al_box_result_free(al_box_result *r) {
+    for (int i = 0; i < _AL_STREAM_MAX; i++)
+        free(r->out[i]);
+    for (size_t i = 0; i < r->n_artifacts; i++)
+        free(r->artifacts[i].path);
+    free(r->artifacts);
+    for (size_t i = 0; i < r->n_skipped; i++) {
+        free(r->skipped[i].path);
+        free(r->skipped[i].why);
+    }
+    free(r->skipped);
+    memset(r, 0, sizeof *r);
+}
+
+static void control(al_control *c, al_level l, const char *fmt, ...) _printf_(3, 4);
+static void control(al_control *c, al_level l, const char *fmt, ...) {
+    c->level = l;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->detail, sizeof c->detail, fmt, ap);
+    va_end(ap);
+}
+
+static int write_maps(pid_t pid, uid_t uid, gid_t gid, al_error *err) {
+    char path[64], map[64];
+    snprintf(path, sizeof path, "/proc/%d/setgroups", (int)pid);
+    int r = al_write_str(AT_FDCWD, path, "deny");
+    if (r < 0)
+        return al_err(err, "userns", r, "write %s: %s", path, strerror(-r));
+    /* one line each: the sandbox id and nothing else, no root mapping */
+    snprintf(path, sizeof path, "/proc/%d/uid_map", (int)pid);
+    snprintf(map, sizeof map, "%d %u 1\n", SANDBOX_ID, (unsigned)uid);
+    if ((r = al_write_str(AT_FDCWD, path, map)) < 0)
+        return al_err(err, "userns", r, "write uid_map \"%d %u 1\": %s", SANDBOX_ID, (unsigned)uid, strerror(-r));
+    snprintf(path, sizeof path, "/proc/%d/gid_map", (int)pid);
+    snprintf(map, sizeof map, "%d %u 1\n", SANDBOX_ID, (unsigned)gid);
+    if ((r = al_write_str(AT_FDCWD, path, map)) < 0)
+        return al_err(err, "userns", r, "write gid_map \"%d %u 1\": %s", SANDBOX_ID, (unsigned)gid, strerror(-r));
+    return 0;
+}
+
+/* Wait for one message from the box during setup, bounded in time. */
+static int recv_setup(int sock, al_msg *m, int *fds, unsigned *nfds, al_error *err) {
+    struct pollfd p = { .fd = sock, .events = POLLIN };
+    int n = poll(&p, 1, SETUP_TIMEOUT_MS);
+    if (n == 0)
+        return al_err(err, "setup", ETIMEDOUT, "the box did not finish setting up in %d ms", SETUP_TIMEOUT_MS);
+    if (n < 0)
+        return al_err(err, "setup", errno, "poll: %m");
+    int r = al_msg_recv(sock, m, fds, nfds);
+    if (r < 0)
+        return al_err(err, "setup", r, "read from the box: %s", strerror(-r));
+    if (r == 0)
+        return al_err(err, "setup", EPIPE, "the box exited during setup");
+    if (m->type == AL_MSG_ERROR) {
+        *err = m->err;
+        return -(m->err.err ? m->err.err : EIO);
+    }
+    return 0;
+}
+
+typedef struct pump {
+    int fd;
+    char *buf;
+    size_t len, cap;
+    uint64_t total;
+    bool truncated;
+} pump;
+
+/* Read what is there; returns 0 on EOF, 1 on data or EAGAIN. */
+static int pump_read(pump *p, al_stream s, const al_box_config *cfg, bool *over) {
+    char chunk[65536];
+    ssize_t n = read(p->fd, chunk, sizeof chunk);
+    if (n < 0)
+        return (errno == EAGAIN || errno == EINTR) ? 1 : 0;
+    if (n == 0)
+        return 0;
+    p->total += (uint64_t)n;
+    size_t room = p->cap - p->len;
+    size_t keep = (size_t)n < room ? (size_t)n : room;
+    if (keep) {
+        memcpy(p->buf + p->len, chunk, keep);
+        p->len += keep;
+        if (cfg->on_output)
+            cfg->on_output(s, chunk, keep, cfg->userdata);
+    }
+    if (keep < (size_t)n) {
+        p->truncated = true;
+        *over = true;
+    }
+    return 1;
+}
+
+typedef struct box_ctx {
+    const al_box_config *cfg;
+    al_box_result *res;
+    const al_cgroup_ops *cg_ops;
+    al_cgroup *cg;
+    pid_t pid;
+    int pidfd;
+} box_ctx;
+
+static void kill_box(box_ctx *b) {
+    /* PID 1's death takes the pid namespace with it; the cgroup kill also
+     * gets anything caught mid-fork. */
+    if (b->pidfd >= 0)
+        syscall(SYS_pidfd_send_signal, b->pidfd, SIGKILL, NULL, 0);
+    if (b->cg)
+        b->cg_ops->kill_all(b->cg);
+}
+
+static int supervise(box_ctx *b, int sock, int out_r[2], uint64_t start, al_error *err) {
+    const al_box_config *cfg = b->cfg;
+    al_box_result *res = b->res;
+    pump pumps[_AL_STREAM_MAX];
+    for (int i = 0; i < _AL_STREAM_MAX; i++) {
+        pumps[i] = (pump){ .fd = out_r[i], .cap = cfg->limits.output_bytes };
+        pumps[i].buf = malloc(pumps[i].cap + 1);
+        if (!pumps[i].buf) {
+            free(pumps[0].buf);
+            return -ENOMEM;
+        }
+        fcntl(out_r[i], F_SETFL, O_NONBLOCK);
+    }
+    uint64_t deadline = start + cfg->limits.wall_ms, kill_deadline = 0;
+    bool open_[_AL_STREAM_MAX] = { true, true }, sock_open = true, init_done = false, have_status = false;
+    bool killed = false;
+    int status = 0, r = 0;
+    al_reason kill_reason = AL_REASON_EXITED;
+
+    while (open_[0] || open_[1] || !init_done || sock_open) {
+        uint64_t now = al_now_ms();
+        if (!killed && now >= deadline) {
+            kill_reason = AL_REASON_TIMEOUT;
+            killed = true;
+            kill_deadline = now + KILL_GRACE_MS;
+            kill_box(b);
+        }
+        if (killed && now >= kill_deadline) {
+            r = al_err(err, "kill", ETIMEDOUT, "the box did not die within %d ms of SIGKILL", KILL_GRACE_MS);
+            break;
+        }
+        struct pollfd p[4];
+        int idx[4], n = 0;
+        for (int i = 0; i < _AL_STREAM_MAX; i++)
+            if (open_[i]) {
+                p[n] = (struct pollfd){ .fd = out_r[i], .events = POLLIN };
+                idx[n++] = i;
+            }
+        if (sock_open) {
+            p[n] = (struct pollfd){ .fd = sock, .events = POLLIN };
+            idx[n++] = 2;
+        }
+        if (!init_done) {
+            p[n] = (struct pollfd){ .fd = b->pidfd, .events = POLLIN };
+            idx[n++] = 3;
+        }
+        uint64_t until = killed ? kill_deadline : deadline;
+        int timeout = until > now ? (int)(until - now) : 0;
+        int k = poll(p, (nfds_t)n, timeout);
+        if (k < 0 && errno != EINTR) {
+            r = al_err(err, "supervise", errno, "poll: %m");
+            break;
+        }
+        for (int j = 0; k > 0 && j < n; j++) {
+            if (!p[j].revents)
+                continue;
+            if (idx[j] < 2) {
+                bool over = false;
+                if (pump_read(&pumps[idx[j]], (al_stream)idx[j], cfg, &over) == 0)
+                    open_[idx[j]] = false;
+                if (over && !killed) {
+                    kill_reason = AL_REASON_OUTPUT_LIMIT;
+                    killed = true;
+                    kill_deadline = al_now_ms() + KILL_GRACE_MS;
+                    kill_box(b);
+                }
+            } else if (idx[j] == 2) {
+                al_msg m;
+                int q = al_msg_recv(sock, &m, NULL, NULL);
+                if (q <= 0) {
+                    sock_open = false;
+                } else if (m.type == AL_MSG_STATUS) {
+                    status = m.status;
+                    have_status = true;
+                } else if (m.type == AL_MSG_ERROR && !res->error.step[0]) {
+                    res->error = m.err;
+                }
+            } else {
+                siginfo_t si;
+                if (waitid((idtype_t)P_PIDFD, (id_t)b->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid != 0)
+                    init_done = true;
+            }
+        }
+    }
+    res->wall_ms = al_now_ms() - start;
+    for (int i = 0; i < _AL_STREAM_MAX; i++) {
+        pumps[i].buf[pumps[i].len] = '\0';
+        res->out[i] = pumps[i].buf;
+        res->out_len[i] = pumps[i].len;
+        res->out_total[i] = pumps[i].total;
+        res->out_truncated[i] = pumps[i].truncated;
+    }
+    if (r < 0)
+        return r;
+    if (have_status && WIFEXITED(status)) {
+        res->exit_code = WEXITSTATUS(status);
+        res->signal = 0;
+    } else if (have_status && WIFSIGNALED(status)) {
+        res->exit_code = -1;
+        res->signal = WTERMSIG(status);
+    } else {
+        /* PID 1 was killed before it could report: so was the script */
+        res->exit_code = -1;
+        res->signal = SIGKILL;
+    }
+    res->reason = kill_reason;
+    return 0;
+}
+
+static void fill_static_controls(al_controls *c, bool root, uid_t uid, const al_cgroup_caps *caps,
+                                 const al_box_limits *l) {
+    c->host_uid = uid;
+    c->host_uid_unique = root;
+    if (root)
+        control(&c->userns, AL_LEVEL_BOUNDARY, "uid 65534 in the box is host uid %u, unique to this box; no root mapping", (unsigned)uid);
+    else
+        control(&c->userns, AL_LEVEL_APPLIED, "uid 65534 in the box is host uid %u, the invoking user's own (shared with its other processes)", (unsigned)uid);
+    control(&c->seccomp, AL_LEVEL_BOUNDARY, "default-deny allow-list (EPERM); i386 and x32 calls kill the process");
+    control(&c->no_new_privs, AL_LEVEL_BOUNDARY, "set before exec; setuid and file capabilities cannot raise privileges");
+    control(&c->caps, AL_LEVEL_BOUNDARY, "every capability set empty (bounding and ambient included)");
+    control(&c->network, AL_LEVEL_BOUNDARY, "offline: a new network namespace holding only lo");
+    control(&c->tmpfs, AL_LEVEL_BOUNDARY, "/work, /out, /tmp: %llu MiB and %llu inodes each",
+            (unsigned long long)(l->tmpfs_bytes >> 20), (unsigned long long)l->tmpfs_inodes);
+    snprintf(c->cgroup_version, sizeof c->cgroup_version, "%s", caps->version);
+    bool have = strcmp(caps->version, "none") != 0;
+    if (have && caps->memory)
+        control(&c->memory, caps->swap ? AL_LEVEL_BOUNDARY : AL_LEVEL_APPLIED, "%llu MiB (cgroup %s)%s",
+                (unsigned long long)(l->memory_bytes >> 20), caps->version, caps->swap ? ", swap 0" : "; swap not capped: no swap accounting");
+    else
+        control(&c->memory, AL_LEVEL_NOT_ENFORCED, "no memory cgroup: %s", caps->why_not);
+    if (have && caps->pids)
+        control(&c->pids, AL_LEVEL_BOUNDARY, "%llu processes and threads (cgroup %s)", (unsigned long long)l->pids, caps->version);
+    else if (root)
+        control(&c->pids, AL_LEVEL_APPLIED, "RLIMIT_NPROC %llu on the box's own uid only: %s", (unsigned long long)l->pids, caps->why_not);
+    else
+        control(&c->pids, AL_LEVEL_NOT_ENFORCED, "no pids cgroup, and the uid is shared: %s", caps->why_not);
+    if (have && caps->cpu)
+        control(&c->cpu, AL_LEVEL_BOUNDARY, "%llu.%03llu CPUs (cgroup %s)", (unsigned long long)(l->cpu_millis / 1000),
+                (unsigned long long)(l->cpu_millis % 1000), caps->version);
+    else
+        control(&c->cpu, AL_LEVEL_NOT_ENFORCED, "no cpu controller: %s", caps->why_not);
+}
+
+static int stage_all(const al_box_config *cfg, int workfd, uid_t uid, gid_t gid, al_error *err) {
+    al_stage st = { .workfd = workfd, .uid = uid, .gid = gid, .max_files = cfg->limits.stage_files,
+                    .max_bytes = cfg->limits.stage_bytes, .max_depth = cfg->limits.max_depth };
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < cfg->n_files; i++)
+        r = al_stage_data(&st, cfg->files[i].name, cfg->files[i].data, cfg->files[i].len, cfg->files[i].mode, err);
+    for (size_t i = 0; r == 0 && i < cfg->n_inputs; i++)
+        r = al_stage_path(&st, cfg->inputs[i], err);
+    return r;
+}
+
+int al_box_run(const al_box_config *cfg, al_box_result *res) {
+    memset(res, 0, sizeof *res);
+    res->exit_code = -1;
+    res->reason = AL_REASON_ERROR;
+    al_error *err = &res->error;
+    uint64_t start = al_now_ms();
+    bool root = geteuid() == 0;
+    int r;
+
+    _cleanup_close_ int uid_lock = -1, workfd = -1, outfd = -1;
+    uid_t uid = geteuid();
+    gid_t gid = getegid();
+    if (root) {
+        if ((r = al_uid_acquire(&uid, &uid_lock, err)) < 0)
+            return r;
+        gid = (gid_t)uid;
+    }
+    al_cgroup_caps caps;
+    const al_cgroup_ops *ops = al_cgroup_pick(&caps);
+    fill_static_controls(&res->controls, root, uid, &caps, &cfg->limits);
+
+    al_seccomp_prog prog = { 0 };
+    if ((r = al_seccomp_compile(&prog, err)) < 0)
+        return r;
+
+    box_ctx b = { .cfg = cfg, .res = res, .cg_ops = ops, .pid = -1, .pidfd = -1 };
+    if (ops) {
+        static unsigned counter;
+        char name[64];
+        snprintf(name, sizeof name, "box-%u-%d-%u", (unsigned)uid, (int)getpid(), counter++);
+        al_cgroup_limits cl = { cfg->limits.memory_bytes, cfg->limits.pids, cfg->limits.cpu_millis };
+        if ((r = ops->create(name, &cl, &b.cg, err)) < 0)
+            goto out_prog;
+        snprintf(res->cgroup_path, sizeof res->cgroup_path, "%s", ops->path(b.cg));
+    }
+
+    int sv[2] = { -1, -1 }, outp[2][2] = { { -1, -1 }, { -1, -1 } };
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        r = al_err(err, "setup", errno, "socketpair: %m");
+        goto out_cg;
+    }
+    if (pipe2(outp[0], O_CLOEXEC) < 0 || pipe2(outp[1], O_CLOEXEC) < 0) {
+        r = al_err(err, "setup", errno, "pipe: %m");
+        goto out_fds;
+    }
+    /* Supplementary groups survive into a user namespace and cannot be
+     * dropped there (setgroups is denied): drop them before cloning. */
+    if (root && setgroups(0, NULL) < 0) {
+        r = al_err(err, "setup", errno, "setgroups(0): %m");
+        goto out_fds;
+    }
+
+    al_child_args ca = {
+        .sock = sv[1], .out_w = { outp[0][1], outp[1][1] }, .stdin_fd = cfg->stdin_fd,
+        .runtime = cfg->runtime, .limits = &cfg->limits, .seccomp = &prog,
+        .argv = cfg->argv, .envp = cfg->envp, .unique_uid = root,
+    };
+    /* The cgroup namespace is entered later, from inside the box cgroup,
+     * so the box sees its own cgroup as "/". */
+    pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
+                                              CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD, NULL, NULL, NULL, 0);
+    if (pid < 0) {
+        r = al_err(err, "clone", errno, "clone new namespaces: %m");
+        goto out_fds;
+    }
+    if (pid == 0)
+        al_child_main(&ca);
+
+    b.pid = pid;
+    res->init_pid = pid;
+    b.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    close(sv[1]);
+    sv[1] = -1;
+    close(outp[0][1]);
+    close(outp[1][1]);
+    outp[0][1] = outp[1][1] = -1;
+    if (b.pidfd < 0) {
+        r = al_err(err, "setup", errno, "pidfd_open: %m");
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        goto out_fds;
+    }
+
+    int fds[2] = { -1, -1 };
+    unsigned nfds = 2;
+    al_msg m = { .type = AL_MSG_GO };
+    if ((r = write_maps(pid, uid, gid, err)) < 0 ||
+        (b.cg && (r = ops->attach(b.cg, pid, err)) < 0) ||
+        (r = al_msg_send(sv[0], &m, NULL, 0)) < 0 ||            /* sync 1: maps written, in cgroup */
+        (r = recv_setup(sv[0], &m, fds, &nfds, err)) < 0) {     /* sync 2: scratch fds received */
+        if (!err->step[0])
+            al_err(err, "setup", r, "talk to the box: %s", strerror(-r));
+        goto out_kill;
+    }
+    workfd = fds[0];
+    outfd = fds[1];
+    if (m.type != AL_MSG_FDS || nfds != 2) {
+        r = al_err(err, "setup", EPROTO, "the box did not send its scratch directories");
+        goto out_kill;
+    }
+    if ((r = stage_all(cfg, workfd, uid, gid, err)) < 0)
+        goto out_kill;
+    m = (al_msg){ .type = AL_MSG_GO };
+    if ((r = al_msg_send(sv[0], &m, NULL, 0)) < 0) {            /* sync 3: inputs staged */
+        al_err(err, "setup", r, "the box went away while starting");
+        goto out_kill;
+    }
+
+    int out_r[2] = { outp[0][0], outp[1][0] };
+    r = supervise(&b, sv[0], out_r, start, err);
+    if (r < 0)
+        goto out_kill;
+    if (res->error.step[0]) {
+        /* the box reported a failed step (an exec that did not happen) */
+        res->reason = AL_REASON_ERROR;
+        r = -(res->error.err ? res->error.err : EIO);
+        goto out_kill;
+    }
+
+    /* Nothing is collected while anything of the box could still run. */
+    if (b.cg) {
+        int e = al_cgroup_wait_empty(ops, b.cg, KILL_GRACE_MS);
+        if (e < 0) {
+            r = al_err(err, "kill", e, "processes of the box are still alive in %s", res->cgroup_path);
+            goto out_kill;
+        }
+        al_cgroup_stats st = { 0 };
+        ops->stats(b.cg, &st);
+        res->cpu_ms = st.cpu_usec / 1000;
+        res->peak_memory_bytes = st.peak_memory_bytes;
+        if (res->reason == AL_REASON_EXITED && st.oom_kills > 0)
+            res->reason = AL_REASON_MEMORY;
+        else if (res->reason == AL_REASON_EXITED && st.pids_max_hits > 0)
+            res->reason = AL_REASON_PIDS;
+    }
+    al_collect_limits cl = {
+        .max_files = cfg->limits.max_artifacts, .max_file_bytes = cfg->limits.max_artifact_bytes,
+        .max_total_bytes = cfg->limits.max_artifacts_total, .max_depth = cfg->limits.max_depth,
+        .max_entries = cfg->limits.max_artifacts * 10 + 1000,
+    };
+    cl.uid = uid;
+    cl.gid = gid;
+    r = al_collect(outfd, cfg->out_dirfd, &cl, res, err);
+    goto out_reap;
+
+out_kill:
+    res->reason = AL_REASON_ERROR;
+    kill_box(&b);
+    if (b.cg)
+        al_cgroup_wait_empty(ops, b.cg, KILL_GRACE_MS);
+out_reap:
+    if (b.pid > 0)
+        waitpid(b.pid, NULL, 0);
+    if (b.pidfd >= 0)
+        close(b.pidfd);
+out_fds:
+    for (int i = 0; i < 2; i++) {
+        if (sv[i] >= 0)
+            close(sv[i]);
+        for (int j = 0; j < 2; j++)
+            if (outp[i][j] >= 0)
+                close(outp[i][j]);
+    }
+out_cg:
+    if (b.cg) {
+        int e = ops->destroy(b.cg);
+        if (e < 0 && r == 0)
+            r = al_err(err, "cgroup", e, "remove %s: %s", res->cgroup_path, strerror(-e));
+    }
+out_prog:
+    al_seccomp_prog_free(&prog);
+    if (r < 0)
+        res->reason = AL_REASON_ERROR;
+    return r;
+}

@@ -1,0 +1,134 @@
+/*
+ * libairlock-box: run one program in a sandbox that exists for that run alone.
+ *
+ * This is the mechanism only. It knows nothing of HTTP, JSON, tenants or
+ * languages: callers decide the policy (argv, limits, inputs) and get a
+ * result back. It never prints and never exits the caller. The caller must
+ * be single-threaded when it calls al_box_run() (it clones).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../util/util.h"
+#include "cgroup.h"
+#include "runtime.h"
+
+typedef enum al_reason {
+    AL_REASON_EXITED,
+    AL_REASON_TIMEOUT,
+    AL_REASON_MEMORY,
+    AL_REASON_PIDS,
+    AL_REASON_OUTPUT_LIMIT,
+    AL_REASON_ERROR,
+    _AL_REASON_MAX,
+} al_reason;
+
+const char *al_reason_name(al_reason r);
+
+typedef enum al_stream { AL_STREAM_STDOUT, AL_STREAM_STDERR, _AL_STREAM_MAX } al_stream;
+
+typedef struct al_box_limits {
+    uint64_t wall_ms;
+    uint64_t memory_bytes;
+    uint64_t cpu_millis;          /* 1000 = one CPU */
+    uint64_t pids;
+    uint64_t tmpfs_bytes;         /* each of /work, /out, /tmp, /dev/shm */
+    uint64_t tmpfs_inodes;
+    uint64_t output_bytes;        /* kept per stream */
+    uint64_t max_artifacts;
+    uint64_t max_artifact_bytes;
+    uint64_t max_artifacts_total;
+    uint64_t max_depth;
+    uint64_t nofile;
+    uint64_t stage_bytes;         /* total bytes staged into /work */
+    uint64_t stage_files;
+} al_box_limits;
+
+/* The product's defaults; callers change fields within their maxima. */
+void al_box_limits_default(al_box_limits *l);
+
+typedef void (*al_output_fn)(al_stream s, const char *buf, size_t len, void *userdata);
+
+typedef struct al_box_file {
+    const char *name;             /* one path component, placed in /work */
+    const void *data;
+    size_t len;
+    mode_t mode;
+} al_box_file;
+
+typedef struct al_box_config {
+    const al_runtime *runtime;
+    char *const *argv;            /* argv[0] is an absolute path inside the box */
+    char *const *envp;
+    const al_box_file *files;     /* written into /work (e.g. the script) */
+    size_t n_files;
+    const char *const *inputs;    /* host paths staged into /work by base name */
+    size_t n_inputs;
+    int stdin_fd;                 /* -1: /dev/null */
+    int out_dirfd;                /* host directory to copy /out into, or -1 */
+    al_box_limits limits;
+    al_output_fn on_output;       /* live output, may be NULL */
+    void *userdata;
+} al_box_config;
+
+typedef struct al_artifact {
+    char *path;                   /* relative to /out, raw bytes of the names */
+    uint64_t size;
+    char sha256[65];
+} al_artifact;
+
+typedef struct al_skip {
+    char *path;
+    char *why;
+} al_skip;
+
+typedef enum al_level {
+    AL_LEVEL_BOUNDARY,            /* a kernel-enforced boundary */
+    AL_LEVEL_APPLIED,             /* applied, with known gaps */
+    AL_LEVEL_NOT_ENFORCED,
+    _AL_LEVEL_MAX,
+} al_level;
+
+const char *al_level_name(al_level l);
+
+typedef struct al_control {
+    al_level level;
+    char detail[160];
+} al_control;
+
+typedef struct al_controls {
+    al_control userns, seccomp, no_new_privs, network, memory, pids, cpu, tmpfs, caps;
+    char cgroup_version[8];       /* "v1", "v2" or "none" */
+    uid_t host_uid;
+    bool host_uid_unique;
+} al_controls;
+
+typedef struct al_box_result {
+    int exit_code;                /* -1 when killed by a signal or not started */
+    int signal;
+    al_reason reason;
+    char *out[_AL_STREAM_MAX];    /* captured output, NUL-terminated, capped */
+    size_t out_len[_AL_STREAM_MAX];
+    uint64_t out_total[_AL_STREAM_MAX];
+    bool out_truncated[_AL_STREAM_MAX];
+    uint64_t wall_ms, cpu_ms, peak_memory_bytes;
+    al_artifact *artifacts;
+    size_t n_artifacts;
+    al_skip *skipped;
+    size_t n_skipped;
+    al_controls controls;
+    pid_t init_pid;               /* host pid of the box's PID 1 */
+    char cgroup_path[256];
+    al_error error;               /* set when reason == AL_REASON_ERROR */
+} al_box_result;
+
+/*
+ * Run one box to completion. Returns 0 when the box ran (whatever the script
+ * did: see result->reason), or a negative errno when airlock itself failed;
+ * result->error then names the step. Always free the result.
+ */
+int al_box_run(const al_box_config *cfg, al_box_result *result);
+void al_box_result_free(al_box_result *r);

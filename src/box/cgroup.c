@@ -1,0 +1,135 @@
+#include "cgroup.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+
+int al_cgroup_write(const char *dir, const char *file, const char *value) {
+    char path[512];
+    if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path)
+        return -ENAMETOOLONG;
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -errno;
+    ssize_t w = write(fd, value, strlen(value));
+    if (w < 0)
+        return -errno;
+    return 0;
+}
+
+static int read_file(const char *dir, const char *file, char **ret) {
+    char path[512];
+    if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path)
+        return -ENAMETOOLONG;
+    return al_read_small(AT_FDCWD, path, 1 << 20, ret, NULL);
+}
+
+int al_cgroup_read_u64(const char *dir, const char *file, uint64_t *ret) {
+    _cleanup_free_ char *buf = NULL;
+    int r = read_file(dir, file, &buf);
+    if (r < 0)
+        return r;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(buf, &end, 10);
+    if (errno || end == buf)
+        return -EINVAL;
+    *ret = v;
+    return 0;
+}
+
+int al_cgroup_parse_key(const char *text, const char *key, uint64_t *ret) {
+    size_t kl = strlen(key);
+    for (const char *line = text; line && *line;) {
+        if (strncmp(line, key, kl) == 0 && line[kl] == ' ') {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(line + kl + 1, &end, 10);
+            if (errno || end == line + kl + 1)
+                return -EINVAL;
+            *ret = v;
+            return 0;
+        }
+        line = strchr(line, '\n');
+        if (line)
+            line++;
+    }
+    return -ENOENT;
+}
+
+int al_cgroup_read_key(const char *dir, const char *file, const char *key, uint64_t *ret) {
+    _cleanup_free_ char *buf = NULL;
+    int r = read_file(dir, file, &buf);
+    if (r < 0)
+        return r;
+    return al_cgroup_parse_key(buf, key, ret);
+}
+
+int al_cgroup_count_procs(const char *dir) {
+    _cleanup_free_ char *buf = NULL;
+    int r = read_file(dir, "cgroup.procs", &buf);
+    if (r < 0)
+        return r;
+    int n = 0;
+    for (char *p = buf; *p; p++)
+        if (*p == '\n')
+            n++;
+    return n;
+}
+
+int al_cgroup_kill_listed(const char *dir) {
+    _cleanup_free_ char *buf = NULL;
+    int r = read_file(dir, "cgroup.procs", &buf);
+    if (r < 0)
+        return r;
+    for (char *p = buf; *p;) {
+        char *end;
+        long pid = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        if (pid > 1)
+            kill((pid_t)pid, SIGKILL);
+        p = end;
+        while (*p == '\n')
+            p++;
+    }
+    return 0;
+}
+
+int al_cgroup_wait_empty(const al_cgroup_ops *ops, al_cgroup *cg, uint64_t timeout_ms) {
+    uint64_t deadline = al_now_ms() + timeout_ms;
+    for (;;) {
+        int n = ops->nprocs(cg);
+        if (n <= 0)
+            return n;
+        if (al_now_ms() >= deadline)
+            return -EBUSY;
+        ops->kill_all(cg);
+        struct timespec ts = { 0, 2 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+const al_cgroup_ops *al_cgroup_pick(al_cgroup_caps *caps) {
+    const char *want = getenv("AIRLOCK_CGROUP");
+    memset(caps, 0, sizeof *caps);
+    caps->version = "none";
+    if (want && strcmp(want, "none") == 0) {
+        snprintf(caps->why_not, sizeof caps->why_not, "disabled by AIRLOCK_CGROUP=none");
+        return NULL;
+    }
+    const al_cgroup_ops *order[2] = { &al_cgroup_v2_ops, &al_cgroup_v1_ops };
+    for (size_t i = 0; i < ELEMENTSOF(order); i++) {
+        if (want && strcmp(want, order[i]->version) != 0)
+            continue;
+        al_cgroup_caps c = { .version = order[i]->version };
+        if (order[i]->detect(&c) == 0) {
+            *caps = c;
+            return order[i];
+        }
+        /* keep the reason of the last backend tried */
+        snprintf(caps->why_not, sizeof caps->why_not, "%s", c.why_not);
+    }
+    return NULL;
+}

@@ -1,0 +1,65 @@
+/*
+ * cgroups for one box: memory, pids, cpu limits, accounting and a kill that
+ * reaches every process of the box. Two backends (v1, v2) behind one table.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../util/util.h"
+
+typedef struct al_cgroup al_cgroup;
+
+typedef struct al_cgroup_limits {
+    uint64_t memory_bytes;
+    uint64_t pids;
+    uint64_t cpu_millis;
+} al_cgroup_limits;
+
+typedef struct al_cgroup_stats {
+    uint64_t cpu_usec;
+    uint64_t peak_memory_bytes;
+    uint64_t oom_kills;
+    uint64_t pids_max_hits;
+    uint64_t nr_throttled;
+} al_cgroup_stats;
+
+/* What a backend can enforce on this host (filled by al_cgroup_detect). */
+typedef struct al_cgroup_caps {
+    const char *version;          /* "v1", "v2", or "none" */
+    bool memory, swap, pids, cpu, kill;
+    char why_not[200];            /* why something is missing */
+} al_cgroup_caps;
+
+typedef struct al_cgroup_ops {
+    const char *version;
+    int (*detect)(al_cgroup_caps *caps);
+    int (*create)(const char *name, const al_cgroup_limits *lim, al_cgroup **ret, al_error *err);
+    int (*attach)(al_cgroup *cg, pid_t pid, al_error *err);
+    int (*kill_all)(al_cgroup *cg);         /* SIGKILL every process, orphans included */
+    int (*nprocs)(al_cgroup *cg);           /* processes left, or -errno */
+    int (*stats)(al_cgroup *cg, al_cgroup_stats *st);
+    int (*destroy)(al_cgroup *cg);          /* remove the directories (must be empty) */
+    const char *(*path)(al_cgroup *cg);
+} al_cgroup_ops;
+
+extern const al_cgroup_ops al_cgroup_v1_ops;
+extern const al_cgroup_ops al_cgroup_v2_ops;
+
+/*
+ * Pick the backend for this host: AIRLOCK_CGROUP=v1|v2|none overrides.
+ * Returns NULL (and caps->version "none") when no usable hierarchy exists.
+ */
+const al_cgroup_ops *al_cgroup_pick(al_cgroup_caps *caps);
+
+/* Helpers shared by the backends. */
+int al_cgroup_write(const char *dir, const char *file, const char *value);
+int al_cgroup_read_u64(const char *dir, const char *file, uint64_t *ret);
+/* Find "KEY N" in a flat-keyed file such as memory.events. */
+int al_cgroup_read_key(const char *dir, const char *file, const char *key, uint64_t *ret);
+int al_cgroup_parse_key(const char *text, const char *key, uint64_t *ret);
+int al_cgroup_count_procs(const char *dir);
+int al_cgroup_kill_listed(const char *dir);
+int al_cgroup_wait_empty(const al_cgroup_ops *ops, al_cgroup *cg, uint64_t timeout_ms);

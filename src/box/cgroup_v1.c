@@ -1,0 +1,235 @@
+/*
+ * cgroup v1 backend: one directory per controller (memory, pids, cpu,
+ * cpuacct, freezer), found through /proc/self/mountinfo so co-mounted
+ * controllers (cpu,cpuacct) share a directory. v1 has no cgroup.kill: we
+ * freeze the box, kill what is listed, thaw, and repeat until it is empty,
+ * so a process forking at the moment of the kill cannot slip through.
+ */
+#include "cgroup.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+enum { C_MEMORY, C_PIDS, C_CPU, C_CPUACCT, C_FREEZER, _C_MAX };
+static const char *const ctl_names[_C_MAX] = { "memory", "pids", "cpu", "cpuacct", "freezer" };
+
+struct al_cgroup {
+    char mnt[_C_MAX][PATH_MAX];   /* mount point of each controller, "" if absent */
+    char dir[_C_MAX][PATH_MAX];   /* this box's directory in it */
+    bool made[_C_MAX];
+};
+
+static bool opt_has(const char *opts, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = opts; (p = strstr(p, name)); p += n)
+        if ((p == opts || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
+/* mountinfo: ... mount-point ... - fstype source super-options */
+static int find_mounts(char mnt[_C_MAX][PATH_MAX]) {
+    _cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return -errno;
+    char line[4096];
+    for (int i = 0; i < _C_MAX; i++)
+        mnt[i][0] = '\0';
+    while (fgets(line, sizeof line, f)) {
+        char *sep = strstr(line, " - ");
+        if (!sep)
+            continue;
+        char fstype[32], source[256], opts[1024];
+        if (sscanf(sep + 3, "%31s %255s %1023s", fstype, source, opts) != 3)
+            continue;
+        if (strcmp(fstype, "cgroup") != 0)
+            continue;
+        char mp[PATH_MAX];
+        if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1)
+            continue;
+        for (int i = 0; i < _C_MAX; i++)
+            if (!mnt[i][0] && opt_has(opts, ctl_names[i]))
+                snprintf(mnt[i], PATH_MAX, "%s", mp);
+    }
+    return 0;
+}
+
+static int v1_detect(al_cgroup_caps *caps) {
+    char mnt[_C_MAX][PATH_MAX];
+    int r = find_mounts(mnt);
+    if (r < 0) {
+        snprintf(caps->why_not, sizeof caps->why_not, "cannot read /proc/self/mountinfo");
+        return r;
+    }
+    if (!mnt[C_MEMORY][0] || !mnt[C_PIDS][0]) {
+        snprintf(caps->why_not, sizeof caps->why_not, "cgroup v1 memory and pids controllers are not mounted");
+        return -ENOENT;
+    }
+    if (access(mnt[C_MEMORY], W_OK) != 0 || access(mnt[C_PIDS], W_OK) != 0) {
+        snprintf(caps->why_not, sizeof caps->why_not, "%s is not writable (not root?)", mnt[C_MEMORY]);
+        return -EACCES;
+    }
+    char p[PATH_MAX + 32];
+    caps->memory = true;
+    snprintf(p, sizeof p, "%s/memory.memsw.limit_in_bytes", mnt[C_MEMORY]);
+    caps->swap = access(p, F_OK) == 0;
+    caps->pids = true;
+    caps->cpu = mnt[C_CPU][0] != '\0';
+    caps->kill = mnt[C_FREEZER][0] != '\0';
+    if (!caps->swap)
+        snprintf(caps->why_not, sizeof caps->why_not, "no swap accounting (memory.memsw.*): swap cannot be capped");
+    return 0;
+}
+
+static int v1_create(const char *name, const al_cgroup_limits *lim, al_cgroup **ret, al_error *err) {
+    _cleanup_free_ al_cgroup *cg = calloc(1, sizeof *cg);
+    if (!cg)
+        return -ENOMEM;
+    int r = find_mounts(cg->mnt);
+    if (r < 0)
+        return al_err(err, "cgroup", r, "read /proc/self/mountinfo");
+    for (int i = 0; i < _C_MAX; i++) {
+        if (!cg->mnt[i][0])
+            continue;
+        /* co-mounted controllers share one directory: make it once */
+        bool dup = false;
+        for (int j = 0; j < i; j++)
+            if (strcmp(cg->mnt[i], cg->mnt[j]) == 0) {
+                snprintf(cg->dir[i], PATH_MAX, "%s", cg->dir[j]);
+                dup = true;
+            }
+        if (dup)
+            continue;
+        char base[PATH_MAX];
+        if (snprintf(base, sizeof base, "%s/airlock", cg->mnt[i]) >= (int)sizeof base ||
+            snprintf(cg->dir[i], PATH_MAX, "%s/%s", base, name) >= PATH_MAX)
+            return al_err(err, "cgroup", ENAMETOOLONG, "cgroup path too long");
+        if (mkdir(base, 0755) < 0 && errno != EEXIST)
+            return al_err(err, "cgroup", errno, "mkdir %s: %m", base);
+        if (mkdir(cg->dir[i], 0755) < 0) {
+            int e = errno;
+            for (int j = 0; j < i; j++)
+                if (cg->made[j])
+                    rmdir(cg->dir[j]);
+            return al_err(err, "cgroup", e, "mkdir %s: %s", cg->dir[i], strerror(e));
+        }
+        cg->made[i] = true;
+    }
+
+    char v[64];
+    const char *mem = cg->dir[C_MEMORY];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)lim->memory_bytes);
+    if (lim->memory_bytes) {
+        r = al_cgroup_write(mem, "memory.limit_in_bytes", v);
+        if (r < 0)
+            goto fail;
+        /* memsw is memory+swap: equal to the memory limit means no swap */
+        al_cgroup_write(mem, "memory.memsw.limit_in_bytes", v);
+        al_cgroup_write(mem, "memory.swappiness", "0");
+    }
+    if (lim->pids) {
+        snprintf(v, sizeof v, "%llu", (unsigned long long)lim->pids);
+        r = al_cgroup_write(cg->dir[C_PIDS], "pids.max", v);
+        if (r < 0)
+            goto fail;
+    }
+    if (lim->cpu_millis && cg->dir[C_CPU][0]) {
+        al_cgroup_write(cg->dir[C_CPU], "cpu.cfs_period_us", "100000");
+        snprintf(v, sizeof v, "%llu", (unsigned long long)(lim->cpu_millis * 100));
+        r = al_cgroup_write(cg->dir[C_CPU], "cpu.cfs_quota_us", v);
+        if (r < 0)
+            goto fail;
+    }
+    *ret = TAKE_PTR(cg);
+    return 0;
+fail:
+    for (int j = 0; j < _C_MAX; j++)
+        if (cg->made[j])
+            rmdir(cg->dir[j]);
+    return al_err(err, "cgroup", r, "set limits in %s: %s", mem, strerror(-r));
+}
+
+static int v1_attach(al_cgroup *cg, pid_t pid, al_error *err) {
+    char v[32];
+    snprintf(v, sizeof v, "%d", (int)pid);
+    for (int i = 0; i < _C_MAX; i++) {
+        if (!cg->made[i])
+            continue;
+        int r = al_cgroup_write(cg->dir[i], "cgroup.procs", v);
+        if (r < 0)
+            return al_err(err, "cgroup", r, "move pid %d into %s: %s", (int)pid, cg->dir[i], strerror(-r));
+    }
+    return 0;
+}
+
+static const char *any_dir(al_cgroup *cg) {
+    if (cg->made[C_FREEZER])
+        return cg->dir[C_FREEZER];
+    return cg->dir[C_PIDS];
+}
+
+static int v1_kill_all(al_cgroup *cg) {
+    const char *fz = cg->made[C_FREEZER] ? cg->dir[C_FREEZER] : NULL;
+    if (fz) {
+        al_cgroup_write(fz, "freezer.state", "FROZEN");
+        /* FREEZING -> FROZEN is asynchronous; wait a little for it */
+        for (int i = 0; i < 50; i++) {
+            _cleanup_free_ char *st = NULL;
+            char p[PATH_MAX + 16];
+            snprintf(p, sizeof p, "%s/freezer.state", fz);
+            if (al_read_small(AT_FDCWD, p, 64, &st, NULL) < 0 || strncmp(st, "FROZEN", 6) == 0)
+                break;
+            struct timespec ts = { 0, 1000 * 1000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    int r = al_cgroup_kill_listed(any_dir(cg));
+    if (fz)
+        al_cgroup_write(fz, "freezer.state", "THAWED");
+    return r;
+}
+
+static int v1_nprocs(al_cgroup *cg) { return al_cgroup_count_procs(any_dir(cg)); }
+
+static int v1_stats(al_cgroup *cg, al_cgroup_stats *st) {
+    uint64_t v;
+    if (cg->made[C_CPUACCT] || cg->dir[C_CPUACCT][0])
+        if (al_cgroup_read_u64(cg->dir[C_CPUACCT], "cpuacct.usage", &v) == 0)
+            st->cpu_usec = v / 1000;
+    if (cg->dir[C_CPU][0] && al_cgroup_read_key(cg->dir[C_CPU], "cpu.stat", "nr_throttled", &v) == 0)
+        st->nr_throttled = v;
+    if (al_cgroup_read_u64(cg->dir[C_MEMORY], "memory.max_usage_in_bytes", &v) == 0)
+        st->peak_memory_bytes = v;
+    if (al_cgroup_read_key(cg->dir[C_MEMORY], "memory.oom_control", "oom_kill", &v) == 0)
+        st->oom_kills = v;
+    if (al_cgroup_read_key(cg->dir[C_PIDS], "pids.events", "max", &v) == 0)
+        st->pids_max_hits = v;
+    return 0;
+}
+
+static int v1_destroy(al_cgroup *cg) {
+    int ret = 0;
+    for (int i = 0; i < _C_MAX; i++)
+        if (cg->made[i] && rmdir(cg->dir[i]) < 0 && errno != ENOENT)
+            ret = -errno;
+    free(cg);
+    return ret;
+}
+
+static const char *v1_path(al_cgroup *cg) { return cg->dir[C_MEMORY]; }
+
+const al_cgroup_ops al_cgroup_v1_ops = {
+    .version = "v1",
+    .detect = v1_detect,
+    .create = v1_create,
+    .attach = v1_attach,
+    .kill_all = v1_kill_all,
+    .nprocs = v1_nprocs,
+    .stats = v1_stats,
+    .destroy = v1_destroy,
+    .path = v1_path,
+};

@@ -1,0 +1,203 @@
+/*
+ * cgroup v2 backend, written to Documentation/admin-guide/cgroup-v2.rst:
+ * memory.max + memory.swap.max=0, pids.max, cpu.max; accounting from
+ * cpu.stat, memory.peak (5.19+), memory.events and pids.events; cgroup.kill
+ * (5.14+) kills every process of the box at once, orphans included.
+ */
+#include "cgroup.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/vfs.h>
+#include <time.h>
+
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+struct al_cgroup {
+    char dir[PATH_MAX];
+    bool kill;
+};
+
+static int find_root(char *buf, size_t len) {
+    const char *env = getenv("AIRLOCK_CGROUP_ROOT");
+    const char *cands[] = { env, "/sys/fs/cgroup", "/sys/fs/cgroup/unified" };
+    for (size_t i = 0; i < ELEMENTSOF(cands); i++) {
+        struct statfs sf;
+        if (!cands[i])
+            continue;
+        if (statfs(cands[i], &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC) {
+            snprintf(buf, len, "%s", cands[i]);
+            return 0;
+        }
+        if (env)
+            break; /* an explicit root that is not cgroup2 is an error */
+    }
+    return -ENOENT;
+}
+
+static bool has_controller(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)); p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\n' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
+static int base_dir(char *buf, size_t len) {
+    char root[PATH_MAX];
+    int r = find_root(root, sizeof root);
+    if (r < 0)
+        return r;
+    if (snprintf(buf, len, "%s/airlock", root) >= (int)len)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
+static int v2_detect(al_cgroup_caps *caps) {
+    char root[PATH_MAX];
+    if (find_root(root, sizeof root) < 0) {
+        snprintf(caps->why_not, sizeof caps->why_not, "no cgroup2 hierarchy mounted");
+        return -ENOENT;
+    }
+    _cleanup_free_ char *ctl = NULL;
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/cgroup.controllers", root);
+    if (al_read_small(AT_FDCWD, path, 4096, &ctl, NULL) < 0) {
+        snprintf(caps->why_not, sizeof caps->why_not, "cannot read %s", path);
+        return -ENOENT;
+    }
+    caps->memory = has_controller(ctl, "memory");
+    caps->swap = caps->memory;
+    caps->pids = has_controller(ctl, "pids");
+    caps->cpu = has_controller(ctl, "cpu");
+    snprintf(path, sizeof path, "%s/cgroup.kill", root);
+    /* the root has no cgroup.kill; a child does when the kernel has it */
+    caps->kill = access(root, W_OK) == 0;
+    if (access(root, W_OK) != 0) {
+        snprintf(caps->why_not, sizeof caps->why_not, "%s is not writable (not root, or not delegated)", root);
+        return -EACCES;
+    }
+    /* Only chosen by default when it can enforce the limits; a host whose
+     * controllers are bound to v1 (hybrid) uses v1 unless told otherwise. */
+    const char *want = getenv("AIRLOCK_CGROUP");
+    if (!(caps->memory && caps->pids) && !(want && strcmp(want, "v2") == 0)) {
+        snprintf(caps->why_not, sizeof caps->why_not,
+                 "cgroup2 at %s lacks the memory and pids controllers (bound to v1?)", root);
+        return -ENOTSUP;
+    }
+    if (!caps->memory || !caps->pids || !caps->cpu)
+        snprintf(caps->why_not, sizeof caps->why_not, "cgroup2 at %s offers only: %.*s", root,
+                 (int)strcspn(ctl, "\n"), ctl);
+    return 0;
+}
+
+static void enable_controllers(const char *dir) {
+    /* one at a time: a missing controller must not stop the others */
+    al_cgroup_write(dir, "cgroup.subtree_control", "+memory");
+    al_cgroup_write(dir, "cgroup.subtree_control", "+pids");
+    al_cgroup_write(dir, "cgroup.subtree_control", "+cpu");
+}
+
+static int v2_create(const char *name, const al_cgroup_limits *lim, al_cgroup **ret, al_error *err) {
+    char base[PATH_MAX];
+    int r = base_dir(base, sizeof base);
+    if (r < 0)
+        return al_err(err, "cgroup", r, "no cgroup2 hierarchy");
+    char root[PATH_MAX];
+    find_root(root, sizeof root);
+    enable_controllers(root);
+    if (mkdir(base, 0755) < 0 && errno != EEXIST)
+        return al_err(err, "cgroup", errno, "mkdir %s: %m", base);
+    enable_controllers(base);
+
+    _cleanup_free_ al_cgroup *cg = calloc(1, sizeof *cg);
+    if (!cg)
+        return -ENOMEM;
+    if (snprintf(cg->dir, sizeof cg->dir, "%s/%s", base, name) >= (int)sizeof cg->dir)
+        return al_err(err, "cgroup", ENAMETOOLONG, "cgroup name too long");
+    if (mkdir(cg->dir, 0755) < 0)
+        return al_err(err, "cgroup", errno, "mkdir %s: %m", cg->dir);
+
+    char v[64];
+    if (lim->memory_bytes) {
+        snprintf(v, sizeof v, "%llu", (unsigned long long)lim->memory_bytes);
+        if (al_cgroup_write(cg->dir, "memory.max", v) == 0) {
+            al_cgroup_write(cg->dir, "memory.swap.max", "0");
+        }
+    }
+    if (lim->pids) {
+        snprintf(v, sizeof v, "%llu", (unsigned long long)lim->pids);
+        al_cgroup_write(cg->dir, "pids.max", v);
+    }
+    if (lim->cpu_millis) {
+        snprintf(v, sizeof v, "%llu 100000", (unsigned long long)(lim->cpu_millis * 100));
+        al_cgroup_write(cg->dir, "cpu.max", v);
+    }
+    char kp[PATH_MAX + 16];
+    snprintf(kp, sizeof kp, "%s/cgroup.kill", cg->dir);
+    cg->kill = access(kp, W_OK) == 0;
+    *ret = TAKE_PTR(cg);
+    return 0;
+}
+
+static int v2_attach(al_cgroup *cg, pid_t pid, al_error *err) {
+    char v[32];
+    snprintf(v, sizeof v, "%d", (int)pid);
+    int r = al_cgroup_write(cg->dir, "cgroup.procs", v);
+    if (r < 0)
+        return al_err(err, "cgroup", r, "move pid %d into %s: %s", (int)pid, cg->dir, strerror(-r));
+    return 0;
+}
+
+static int v2_kill_all(al_cgroup *cg) {
+    if (cg->kill)
+        return al_cgroup_write(cg->dir, "cgroup.kill", "1");
+    /* Before 5.14: freeze so nothing forks while we read the list, then kill. */
+    al_cgroup_write(cg->dir, "cgroup.freeze", "1");
+    int r = al_cgroup_kill_listed(cg->dir);
+    al_cgroup_write(cg->dir, "cgroup.freeze", "0");
+    return r;
+}
+
+static int v2_nprocs(al_cgroup *cg) { return al_cgroup_count_procs(cg->dir); }
+
+static int v2_stats(al_cgroup *cg, al_cgroup_stats *st) {
+    uint64_t v;
+    if (al_cgroup_read_key(cg->dir, "cpu.stat", "usage_usec", &v) == 0)
+        st->cpu_usec = v;
+    if (al_cgroup_read_key(cg->dir, "cpu.stat", "nr_throttled", &v) == 0)
+        st->nr_throttled = v;
+    if (al_cgroup_read_u64(cg->dir, "memory.peak", &v) == 0)
+        st->peak_memory_bytes = v;
+    if (al_cgroup_read_key(cg->dir, "memory.events", "oom_kill", &v) == 0)
+        st->oom_kills = v;
+    if (al_cgroup_read_key(cg->dir, "pids.events", "max", &v) == 0)
+        st->pids_max_hits = v;
+    return 0;
+}
+
+static int v2_destroy(al_cgroup *cg) {
+    int r = rmdir(cg->dir) < 0 ? -errno : 0;
+    free(cg);
+    return r;
+}
+
+static const char *v2_path(al_cgroup *cg) { return cg->dir; }
+
+const al_cgroup_ops al_cgroup_v2_ops = {
+    .version = "v2",
+    .detect = v2_detect,
+    .create = v2_create,
+    .attach = v2_attach,
+    .kill_all = v2_kill_all,
+    .nprocs = v2_nprocs,
+    .stats = v2_stats,
+    .destroy = v2_destroy,
+    .path = v2_path,
+};

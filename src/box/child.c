@@ -1,0 +1,353 @@
+/*
+ * The box side: runs as the first process of the new user, mount, pid,
+ * net, ipc and uts namespaces, sets the box up, drops everything, and
+ * becomes a tiny PID 1 that reaps and reports the script's exit.
+ *
+ * A failing step sends {step, errno, message} to the parent and _exits.
+ */
+#include "child.h"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/close_range.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "mount.h"
+#include "proto.h"
+
+#define SANDBOX_ID 65534
+
+static _Noreturn void fail(int sock, al_error *e) {
+    al_msg m = { .type = AL_MSG_ERROR, .err = *e };
+    al_msg_send(sock, &m, NULL, 0);
+    _exit(125);
+}
+
+#define CHECK(expr)                                                                                \
+    do {                                                                                           \
+        if ((expr) < 0)                                                                            \
+            fail(a->sock, &err);                                                                   \
+    } while (0)
+
+static int wait_go(int sock, al_error *err) {
+    al_msg m;
+    int r = al_msg_recv(sock, &m, NULL, NULL);
+    if (r <= 0 || m.type != AL_MSG_GO)
+        return al_err(err, "sync", r < 0 ? -r : EPIPE, "parent went away");
+    return 0;
+}
+
+static int become_sandbox_user(al_error *err) {
+    /* No root mapping exists in this namespace, so changing uid does not
+     * clear the capabilities we still need for mounting; KEEPCAPS makes it
+     * explicit. Files we create from here on are owned by the box user. */
+    if (prctl(PR_SET_KEEPCAPS, 1) < 0)
+        return al_err(err, "identity", errno, "PR_SET_KEEPCAPS: %m");
+    if (setresgid(SANDBOX_ID, SANDBOX_ID, SANDBOX_ID) < 0)
+        return al_err(err, "identity", errno, "setresgid(65534): %m");
+    if (setresuid(SANDBOX_ID, SANDBOX_ID, SANDBOX_ID) < 0)
+        return al_err(err, "identity", errno, "setresuid(65534): %m");
+    struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) < 0)
+        return al_err(err, "identity", errno, "capget: %m");
+    d[0].effective = d[0].permitted;
+    d[1].effective = d[1].permitted;
+    if (syscall(SYS_capset, &h, d) < 0)
+        return al_err(err, "identity", errno, "capset: %m");
+    return 0;
+}
+
+static int loopback_up(al_error *err) {
+    _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return al_err(err, "network", errno, "socket: %m");
+    struct ifreq ifr = { 0 };
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+    if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+        return al_err(err, "network", errno, "get lo flags: %m");
+    ifr.ifr_flags |= IFF_UP;
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+        return al_err(err, "network", errno, "bring lo up: %m");
+    return 0;
+}
+
+static int no_nested_userns(al_error *err) {
+    /* A second, kernel-enforced layer behind seccomp's unshare/clone rules:
+     * this namespace may not create user namespaces at all. The per-userns
+     * sysctl resolves against the writer's own namespace. */
+    int r = al_write_str(AT_FDCWD, "/proc/sys/user/max_user_namespaces", "0");
+    if (r < 0)
+        return al_err(err, "userns", r, "set max_user_namespaces=0: %s", strerror(-r));
+    return 0;
+}
+
+static int make_dev(int rootfd, const al_box_limits *lim, al_error *err) {
+    if (mkdirat(rootfd, "dev", 0755) < 0)
+        return al_err(err, "dev", errno, "mkdir /dev: %m");
+    _cleanup_close_ int dev = openat(rootfd, "dev", O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (dev < 0)
+        return al_err(err, "dev", errno, "open /dev: %m");
+    static const char *const nodes[] = { "null", "zero", "full", "random", "urandom" };
+    for (size_t i = 0; i < ELEMENTSOF(nodes); i++) {
+        char host[32];
+        snprintf(host, sizeof host, "/dev/%s", nodes[i]);
+        _cleanup_close_ int f = openat(dev, nodes[i], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (f < 0)
+            return al_err(err, "dev", errno, "create /dev/%s: %m", nodes[i]);
+        _cleanup_close_ int m = al_mount_bind(host, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err);
+        if (m < 0)
+            return m;
+        int r = al_mount_attach(m, dev, nodes[i], err);
+        if (r < 0)
+            return r;
+    }
+    static const struct { const char *name, *target; } links[] = {
+        { "fd", "/proc/self/fd" }, { "stdin", "/proc/self/fd/0" },
+        { "stdout", "/proc/self/fd/1" }, { "stderr", "/proc/self/fd/2" },
+    };
+    for (size_t i = 0; i < ELEMENTSOF(links); i++)
+        if (symlinkat(links[i].target, dev, links[i].name) < 0)
+            return al_err(err, "dev", errno, "link /dev/%s: %m", links[i].name);
+    if (mkdirat(dev, "shm", 01777) < 0)
+        return al_err(err, "dev", errno, "mkdir /dev/shm: %m");
+    al_tmpfs_opts o = { lim->tmpfs_bytes, lim->tmpfs_inodes, 01777, SANDBOX_ID, SANDBOX_ID };
+    _cleanup_close_ int shm = al_mount_tmpfs(&o, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
+    if (shm < 0)
+        return shm;
+    return al_mount_attach(shm, dev, "shm", err);
+}
+
+static int make_scratch(int rootfd, const char *name, unsigned mode, const al_box_limits *lim, al_error *err) {
+    if (mkdirat(rootfd, name, 0755) < 0)
+        return al_err(err, "scratch", errno, "mkdir /%s: %m", name);
+    al_tmpfs_opts o = { lim->tmpfs_bytes, lim->tmpfs_inodes, mode, SANDBOX_ID, SANDBOX_ID };
+    _cleanup_close_ int m = al_mount_tmpfs(&o, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
+    if (m < 0)
+        return m;
+    return al_mount_attach(m, rootfd, name, err);
+}
+
+/* The box's root: a small fresh tmpfs holding only what we put there. */
+static int build_root(const al_child_args *a, int *ret_rootfd, al_error *err) {
+    al_tmpfs_opts o = { 16 << 20, 4096, 0755, SANDBOX_ID, SANDBOX_ID };
+    _cleanup_close_ int root = al_mount_tmpfs(&o, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
+    if (root < 0)
+        return root;
+    /* Attach it somewhere so later mounts can go beneath it; /tmp exists on
+     * every host and the overmount is private to this namespace. */
+    int r = al_mount_attach(root, AT_FDCWD, "/tmp", err);
+    if (r < 0)
+        return r;
+    if ((r = a->runtime->populate(a->runtime, root, err)) < 0)
+        return r;
+    if ((r = make_dev(root, a->limits, err)) < 0)
+        return r;
+    if ((r = make_scratch(root, "work", 0755, a->limits, err)) < 0 ||
+        (r = make_scratch(root, "out", 0755, a->limits, err)) < 0 ||
+        (r = make_scratch(root, "tmp", 01777, a->limits, err)) < 0)
+        return r;
+    if (mkdirat(root, "proc", 0555) < 0)
+        return al_err(err, "proc", errno, "mkdir /proc: %m");
+    _cleanup_close_ int proc = al_mount_proc(err);
+    if (proc < 0)
+        return proc;
+    if ((r = al_mount_attach(proc, root, "proc", err)) < 0)
+        return r;
+    *ret_rootfd = TAKE_FD(root);
+    return 0;
+}
+
+static int send_scratch_fds(int sock, int rootfd, al_error *err) {
+    /* Fresh tmpfs, nothing of the script's has run yet: no links to fear. */
+    _cleanup_close_ int work = openat(rootfd, "work", O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    _cleanup_close_ int out = openat(rootfd, "out", O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (work < 0 || out < 0)
+        return al_err(err, "scratch", errno, "open /work or /out: %m");
+    al_msg m = { .type = AL_MSG_FDS };
+    int fds[2] = { work, out };
+    int r = al_msg_send(sock, &m, fds, 2);
+    if (r < 0)
+        return al_err(err, "sync", r, "send scratch fds: %s", strerror(-r));
+    return 0;
+}
+
+static int enter_root(int rootfd, al_error *err) {
+    /* pivot_root(".", ".") stacks the old root on top of the new one; the
+     * detach then drops the host's tree from this namespace entirely. */
+    if (fchdir(rootfd) < 0)
+        return al_err(err, "pivot_root", errno, "chdir to new root: %m");
+    if (syscall(SYS_pivot_root, ".", ".") < 0)
+        return al_err(err, "pivot_root", errno, "pivot_root: %m");
+    if (umount2(".", MNT_DETACH) < 0)
+        return al_err(err, "pivot_root", errno, "detach old root: %m");
+    if (chdir("/") < 0)
+        return al_err(err, "pivot_root", errno, "chdir /: %m");
+    /* the root itself becomes read-only; /work, /out, /tmp stay writable */
+    int r = al_mount_setattr(AT_FDCWD, "/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
+    if (r < 0)
+        return r;
+    if (chdir("/work") < 0)
+        return al_err(err, "pivot_root", errno, "chdir /work: %m");
+    return 0;
+}
+
+static int set_rlimits(const al_child_args *a, al_error *err) {
+    const al_box_limits *l = a->limits;
+    struct { int res; rlim_t v; const char *name; } lim[] = {
+        { RLIMIT_NOFILE, l->nofile, "NOFILE" },
+        { RLIMIT_FSIZE, l->tmpfs_bytes, "FSIZE" },
+        { RLIMIT_CORE, 0, "CORE" },
+        { RLIMIT_NPROC, a->unique_uid ? l->pids : RLIM_INFINITY, "NPROC" },
+    };
+    for (size_t i = 0; i < ELEMENTSOF(lim); i++) {
+        if (lim[i].v == RLIM_INFINITY)
+            continue;
+        struct rlimit rl = { lim[i].v, lim[i].v };
+        if (setrlimit(lim[i].res, &rl) < 0)
+            return al_err(err, "rlimits", errno, "RLIMIT_%s: %m", lim[i].name);
+    }
+    return 0;
+}
+
+static int drop_privileges(al_error *err) {
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return al_err(err, "no_new_privs", errno, "PR_SET_NO_NEW_PRIVS: %m");
+    for (int c = 0; c <= 63; c++)
+        if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+            return al_err(err, "capabilities", errno, "drop bounding cap %d: %m", c);
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+        return al_err(err, "capabilities", errno, "clear ambient: %m");
+    struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof d);
+    if (syscall(SYS_capset, &h, d) < 0)
+        return al_err(err, "capabilities", errno, "capset(0): %m");
+    prctl(PR_SET_KEEPCAPS, 0);
+    /* nobody in the box may open our fds through /proc/1/fd or ptrace us */
+    if (prctl(PR_SET_DUMPABLE, 0) < 0)
+        return al_err(err, "capabilities", errno, "PR_SET_DUMPABLE: %m");
+    return 0;
+}
+
+static _Noreturn void exec_script(const al_child_args *a, int in_fd) {
+    al_error err = { 0 };
+    /* back to defaults for the script; PID 1 keeps its own */
+    signal(SIGPIPE, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (dup2(in_fd, 0) < 0 || dup2(a->out_w[AL_STREAM_STDOUT], 1) < 0 || dup2(a->out_w[AL_STREAM_STDERR], 2) < 0) {
+        al_err(&err, "exec", errno, "set up stdio: %m");
+        fail(a->sock, &err);
+    }
+    /* every fd but 0-2 goes at exec; the sync socket stays open until then
+     * so an exec failure can still be reported */
+    syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+    execve(a->argv[0], a->argv, a->envp);
+    al_err(&err, "exec", errno, "execve %s: %m", a->argv[0]);
+    fail(a->sock, &err);
+}
+
+static _Noreturn void be_init(const al_child_args *a, pid_t script) {
+    /* PID 1: holds no secrets and no host fds, only the sync socket. Signals
+     * from inside the namespace cannot reach it (no handlers installed). */
+    int status = 0;
+    for (;;) {
+        pid_t p = waitpid(-1, &status, 0);
+        if (p == script)
+            break;
+        if (p < 0 && errno == ECHILD)
+            _exit(125);
+    }
+    al_msg m = { .type = AL_MSG_STATUS, .status = status };
+    al_msg_send(a->sock, &m, NULL, 0);
+    /* our exit takes the namespace down: every orphan left is killed */
+    _exit(0);
+}
+
+/* Keep only the fds the box needs, moved above the stdio range so the
+ * script's dup2()s cannot clobber them; everything else the caller had open
+ * (its terminal, locks, sockets) is closed, so PID 1 holds no host fds. */
+static int keep_only_own_fds(al_child_args *a) {
+    int *fds[] = { &a->sock, &a->out_w[0], &a->out_w[1], &a->stdin_fd };
+    int keep[ELEMENTSOF(fds)];
+    size_t n = 0;
+    for (size_t i = 0; i < ELEMENTSOF(fds); i++) {
+        if (*fds[i] < 0)
+            continue;
+        int nfd = fcntl(*fds[i], F_DUPFD_CLOEXEC, 64);
+        if (nfd < 0)
+            return -errno;
+        *fds[i] = nfd;
+        /* insertion sort: the list is tiny */
+        size_t j = n++;
+        for (; j > 0 && keep[j - 1] > nfd; j--)
+            keep[j] = keep[j - 1];
+        keep[j] = nfd;
+    }
+    unsigned from = 0;
+    for (size_t i = 0; i < n; i++) {
+        if ((unsigned)keep[i] > from)
+            syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0);
+        from = (unsigned)keep[i] + 1;
+    }
+    syscall(SYS_close_range, from, ~0U, 0);
+    return 0;
+}
+
+_Noreturn void al_child_main(const al_child_args *args) {
+    al_error err = { 0 };
+    al_child_args own = *args, *a = &own;
+    if (keep_only_own_fds(a) < 0)
+        _exit(125); /* the socket may be gone: the parent sees EOF and says so */
+    int rootfd = -1, in_fd = a->stdin_fd;
+
+    /* Order matters: identity first (files we make must be owned by a
+     * mapped uid), then the tree while the host is still visible, then the
+     * parent stages inputs, then pivot, then limits, then privileges go,
+     * and seccomp comes last so the steps before it need no allow-listing. */
+    CHECK(wait_go(a->sock, &err));                       /* sync 1: maps written, in cgroup */
+    CHECK(unshare(CLONE_NEWCGROUP) < 0 ? al_err(&err, "cgroupns", errno, "unshare(CLONE_NEWCGROUP): %m") : 0);
+    CHECK(become_sandbox_user(&err));
+    CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ? al_err(&err, "mount", errno, "make / private: %m") : 0);
+    CHECK(sethostname("airlock", 7) < 0 ? al_err(&err, "hostname", errno, "sethostname: %m") : 0);
+    CHECK(loopback_up(&err));
+    CHECK(no_nested_userns(&err));
+    CHECK(build_root(a, &rootfd, &err));
+    CHECK(send_scratch_fds(a->sock, rootfd, &err));      /* sync 2: scratch fds sent */
+    CHECK(wait_go(a->sock, &err));                       /* sync 3: inputs staged */
+    CHECK(enter_root(rootfd, &err));
+    if (in_fd < 0 && (in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
+        CHECK(al_err(&err, "stdin", errno, "open /dev/null: %m"));
+    CHECK(set_rlimits(a, &err));
+    CHECK(setsid() < 0 ? al_err(&err, "setsid", errno, "setsid: %m") : 0);
+    CHECK(drop_privileges(&err));
+    CHECK(al_seccomp_load(a->seccomp) < 0 ? al_err(&err, "seccomp", errno, "load filter: %m") : 0);
+
+    pid_t script = fork();
+    if (script < 0) {
+        al_err(&err, "fork", errno, "fork the script: %m");
+        fail(a->sock, &err);
+    }
+    if (script == 0)
+        exec_script(a, in_fd);
+    /* PID 1 lets go of the script's stdio so the parent sees EOF when the
+     * script and its descendants are done. */
+    close(a->out_w[0]);
+    close(a->out_w[1]);
+    close(in_fd);
+    close(rootfd);
+    be_init(a, script);
+}

@@ -1,0 +1,19 @@
+#pragma once
+
+#include "box.h"
+#include "seccomp.h"
+
+typedef struct al_child_args {
+    int sock;                     /* child end of the sync socket */
+    int out_w[_AL_STREAM_MAX];    /* write ends of the stdout/stderr pipes */
+    int stdin_fd;                 /* -1: /dev/null inside the box */
+    const al_runtime *runtime;
+    const al_box_limits *limits;
+    const al_seccomp_prog *seccomp;
+    char *const *argv;
+    char *const *envp;
+    bool unique_uid;              /* RLIMIT_NPROC can be a second pids layer */
+} al_child_args;
+
+/* The box side of the sequence; never returns. */
+_Noreturn void al_child_main(const al_child_args *a);

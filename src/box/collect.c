@@ -1,0 +1,272 @@
+#include "collect.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <openssl/evp.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+int al_openat_beneath(int dirfd, const char *name, int flags, mode_t mode) {
+    struct open_how how = {
+        .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY),
+        .mode = (flags & O_CREAT) ? mode : 0,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+    };
+    long fd;
+    do
+        fd = syscall(SYS_openat2, dirfd, name, &how, sizeof how);
+    while (fd < 0 && errno == EINTR);
+    return fd < 0 ? -errno : (int)fd;
+}
+
+#define AS_BOX(lim, expr) ({ al_fsid _s = al_fsid_enter((lim)->uid, (lim)->gid); __typeof__(expr) _v = (expr); int _e = errno; al_fsid_leave(_s); errno = _e; _v; })
+
+typedef struct frame {
+    int src, dst;                 /* box dir, host dir (or -1) */
+    char *rel;                    /* path under /out, "" for the top */
+    unsigned depth;
+    DIR *d;
+} frame;
+
+static char *join(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    char *s = malloc(la + lb + 2);
+    if (!s)
+        return NULL;
+    memcpy(s, a, la);
+    size_t o = la;
+    if (la)
+        s[o++] = '/';
+    memcpy(s + o, b, lb + 1);
+    return s;
+}
+
+static int add_skip(al_box_result *res, const char *rel, const char *why) {
+    al_skip *n = realloc(res->skipped, (res->n_skipped + 1) * sizeof *n);
+    if (!n)
+        return -ENOMEM;
+    res->skipped = n;
+    n[res->n_skipped].path = strdup(rel);
+    n[res->n_skipped].why = strdup(why);
+    if (!n[res->n_skipped].path || !n[res->n_skipped].why)
+        return -ENOMEM;
+    res->n_skipped++;
+    return 0;
+}
+
+static int add_artifact(al_box_result *res, const char *rel, uint64_t size, const char *hex) {
+    al_artifact *n = realloc(res->artifacts, (res->n_artifacts + 1) * sizeof *n);
+    if (!n)
+        return -ENOMEM;
+    res->artifacts = n;
+    n[res->n_artifacts].path = strdup(rel);
+    if (!n[res->n_artifacts].path)
+        return -ENOMEM;
+    n[res->n_artifacts].size = size;
+    memcpy(n[res->n_artifacts].sha256, hex, 65);
+    res->n_artifacts++;
+    return 0;
+}
+
+static const char *type_name(mode_t m) {
+    if (S_ISLNK(m)) return "symbolic link (not followed)";
+    if (S_ISFIFO(m)) return "fifo (not a regular file)";
+    if (S_ISSOCK(m)) return "socket (not a regular file)";
+    if (S_ISCHR(m) || S_ISBLK(m)) return "device node (not a regular file)";
+    return "not a regular file";
+}
+
+/* Copy one regular file; returns 1 when collected, 0 when skipped. */
+static int copy_one(int src_dir, int dst_dir, const char *name, const char *rel, const struct stat *pre,
+                    const al_collect_limits *lim, uint64_t *total, al_box_result *res) {
+    char why[160];
+    if ((uint64_t)pre->st_size > lim->max_file_bytes) {
+        snprintf(why, sizeof why, "larger than the per-file cap (%llu > %llu bytes)",
+                 (unsigned long long)pre->st_size, (unsigned long long)lim->max_file_bytes);
+        return add_skip(res, rel, why);
+    }
+    if (*total + (uint64_t)pre->st_size > lim->max_total_bytes) {
+        snprintf(why, sizeof why, "total artifact cap reached (%llu bytes)", (unsigned long long)lim->max_total_bytes);
+        return add_skip(res, rel, why);
+    }
+    /* O_NONBLOCK: if the entry were swapped for a fifo, opening must not block */
+    _cleanup_close_ int in = AS_BOX(lim, al_openat_beneath(src_dir, name, O_RDONLY | O_NONBLOCK, 0));
+    if (in < 0) {
+        snprintf(why, sizeof why, "unreadable: %s", strerror(-in));
+        return add_skip(res, rel, why);
+    }
+    struct stat st;
+    if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode) || st.st_ino != pre->st_ino || st.st_dev != pre->st_dev)
+        return add_skip(res, rel, "changed while being collected");
+    _cleanup_close_ int out = -1;
+    if (dst_dir >= 0) {
+        out = al_openat_beneath(dst_dir, name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (out < 0) {
+            snprintf(why, sizeof why, "cannot write on the host: %s", strerror(-out));
+            return add_skip(res, rel, why);
+        }
+        fchmod(out, 0644); /* normalised: no setuid, setgid, exec or odd bits */
+    }
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+        EVP_MD_CTX_free(md);
+        return -ENOMEM;
+    }
+    char buf[65536];
+    uint64_t got = 0;
+    const char *fail = NULL;
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            snprintf(why, sizeof why, "read failed: %s", strerror(errno));
+            fail = why;
+            break;
+        }
+        if (n == 0)
+            break;
+        got += (uint64_t)n;
+        /* caps hold on bytes read, not on what stat said */
+        if (got > lim->max_file_bytes || *total + got > lim->max_total_bytes) {
+            fail = "grew past the cap while being read";
+            break;
+        }
+        EVP_DigestUpdate(md, buf, (size_t)n);
+        if (out >= 0 && al_write_all(out, buf, (size_t)n) < 0) {
+            snprintf(why, sizeof why, "cannot write on the host: %s", strerror(errno));
+            fail = why;
+            break;
+        }
+    }
+    unsigned char dig[32];
+    unsigned dl = 0;
+    EVP_DigestFinal_ex(md, dig, &dl);
+    EVP_MD_CTX_free(md);
+    if (fail) {
+        if (out >= 0)
+            unlinkat(dst_dir, name, 0);
+        return add_skip(res, rel, fail);
+    }
+    char hex[65];
+    for (unsigned i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", dig[i]);
+    *total += got;
+    int r = add_artifact(res, rel, got, hex);
+    return r < 0 ? r : 1;
+}
+
+int al_collect(int outfd, int hostfd, const al_collect_limits *lim, al_box_result *res, al_error *err) {
+    /* An explicit stack: depth is capped, and recursion would put the cap
+     * on the C stack instead. */
+    size_t cap = lim->max_depth + 2;
+    _cleanup_free_ frame *stack = calloc(cap, sizeof *stack);
+    if (!stack)
+        return -ENOMEM;
+    size_t sp = 0;
+    int top = fcntl(outfd, F_DUPFD_CLOEXEC, 3);
+    if (top < 0)
+        return al_err(err, "collect", errno, "dup /out: %m");
+    stack[sp++] = (frame){ .src = top, .dst = hostfd >= 0 ? fcntl(hostfd, F_DUPFD_CLOEXEC, 3) : -1, .rel = strdup(""), .depth = 0 };
+    uint64_t files = 0, entries = 0, total = 0;
+    int r = 0;
+    bool entries_capped = false;
+
+    while (sp > 0 && r >= 0) {
+        _cleanup_free_ char *rel = NULL;
+        frame *f = &stack[sp - 1];
+        if (!f->d) {
+            int dfd = fcntl(f->src, F_DUPFD_CLOEXEC, 3);
+            f->d = dfd >= 0 ? fdopendir(dfd) : NULL;
+            if (!f->d) {
+                if (dfd >= 0)
+                    close(dfd);
+                r = add_skip(res, f->rel[0] ? f->rel : ".", "directory unreadable");
+                goto pop;
+            }
+        }
+        errno = 0;
+        struct dirent *de = readdir(f->d);
+        if (!de)
+            goto pop;
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        rel = join(f->rel, de->d_name);
+        if (!rel) {
+            r = -ENOMEM;
+            break;
+        }
+        if (++entries > lim->max_entries) {
+            if (!entries_capped)
+                r = add_skip(res, rel, "entry limit reached: the rest of /out was not examined");
+            entries_capped = true;
+            break;
+        }
+        struct stat st;
+        if (AS_BOX(lim, fstatat(f->src, de->d_name, &st, AT_SYMLINK_NOFOLLOW)) < 0) {
+            r = add_skip(res, rel, "vanished");
+            continue;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            if (f->depth + 1 > lim->max_depth) {
+                r = add_skip(res, rel, "deeper than the depth cap");
+                continue;
+            }
+            int sub = AS_BOX(lim, al_openat_beneath(f->src, de->d_name, O_RDONLY | O_DIRECTORY, 0));
+            if (sub < 0) {
+                r = add_skip(res, rel, "directory unreadable");
+                continue;
+            }
+            int dsub = -1;
+            if (f->dst >= 0) {
+                if (mkdirat(f->dst, de->d_name, 0755) < 0 && errno != EEXIST) {
+                    close(sub);
+                    r = add_skip(res, rel, "cannot create the directory on the host");
+                    continue;
+                }
+                dsub = al_openat_beneath(f->dst, de->d_name, O_RDONLY | O_DIRECTORY, 0);
+                if (dsub < 0) {
+                    close(sub);
+                    r = add_skip(res, rel, "cannot open the directory on the host");
+                    continue;
+                }
+            }
+            stack[sp++] = (frame){ .src = sub, .dst = dsub, .rel = TAKE_PTR(rel), .depth = f->depth + 1 };
+            continue;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            r = add_skip(res, rel, type_name(st.st_mode));
+            continue;
+        }
+        if (files >= lim->max_files) {
+            r = add_skip(res, rel, "artifact count cap reached");
+            continue;
+        }
+        r = copy_one(f->src, f->dst, de->d_name, rel, &st, lim, &total, res);
+        if (r == 1)
+            files++;
+        continue;
+    pop:
+        if (f->d)
+            closedir(f->d);
+        close(f->src);
+        if (f->dst >= 0)
+            close(f->dst);
+        free(f->rel);
+        sp--;
+    }
+    while (sp > 0) {
+        frame *f = &stack[--sp];
+        if (f->d)
+            closedir(f->d);
+        close(f->src);
+        if (f->dst >= 0)
+            close(f->dst);
+        free(f->rel);
+    }
+    if (r < 0)
+        return al_err(err, "collect", r, "collecting /out: %s", strerror(-r));
+    return 0;
+}

@@ -1,0 +1,25 @@
+/* Collect-out: copy the regular files a box left in /out, after every
+ * process of the box is dead, without following any link. */
+#pragma once
+
+#include <stdint.h>
+
+#include "box.h"
+
+typedef struct al_collect_limits {
+    uint64_t max_files, max_file_bytes, max_total_bytes, max_depth;
+    uint64_t max_entries;         /* directory entries examined in all */
+    uid_t uid;                    /* the box's host uid/gid: /out is read with */
+    gid_t gid;                    /* its rights, so what it hid stays unread */
+} al_collect_limits;
+
+/*
+ * Walk OUTFD (the box's /out) iteratively. Regular files within the caps
+ * are hashed and, when HOSTFD >= 0, copied under it with normalised modes.
+ * Everything else is listed in the skips with the reason. Names are taken
+ * as they are, one component at a time, so none can traverse.
+ */
+int al_collect(int outfd, int hostfd, const al_collect_limits *lim, al_box_result *res, al_error *err);
+
+/* openat2 with RESOLVE_BENEATH | NO_SYMLINKS | NO_MAGICLINKS | NO_XDEV. */
+int al_openat_beneath(int dirfd, const char *name, int flags, mode_t mode);

@@ -1,0 +1,155 @@
+#include "doctor.h"
+
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <linux/openat2.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "mount.h"
+#include "seccomp.h"
+
+/* Run FN in a child made with clone FLAGS; its exit code is the errno it
+ * failed with, 0 on success. */
+static int try_in_child(unsigned long flags, int (*fn)(void)) {
+    pid_t pid = (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, 0);
+    if (pid < 0)
+        return errno;
+    if (pid == 0)
+        _exit(fn());
+    int st;
+    if (waitpid(pid, &st, 0) < 0)
+        return errno;
+    if (WIFSIGNALED(st))
+        return EINTR;
+    return WEXITSTATUS(st);
+}
+
+static int ok(void) { return 0; }
+
+static int t_tmpfs(void) {
+    al_error e = { 0 };
+    al_tmpfs_opts o = { 1 << 20, 64, 0755, -1, -1 };
+    int fd = al_mount_tmpfs(&o, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, &e);
+    return fd < 0 ? -fd : 0;
+}
+
+static int t_proc(void) {
+    al_error e = { 0 };
+    int fd = al_mount_proc(&e);
+    return fd < 0 ? -fd : 0;
+}
+
+static int t_seccomp(void) {
+    al_error e = { 0 };
+    al_seccomp_prog p = { 0 };
+    if (al_seccomp_compile(&p, &e) < 0)
+        return e.err ? e.err : EIO;
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return errno;
+    if (al_seccomp_load(&p) < 0)
+        return errno;
+    /* keyctl must now be refused before it reaches the kernel */
+    long r = syscall(SYS_keyctl, 0, 0, 0, 0, 0);
+    return (r < 0 && errno == EPERM) ? 0 : ENOTRECOVERABLE;
+}
+
+static int t_nnp(void) {
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return errno;
+    return prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1 ? 0 : EINVAL;
+}
+
+static void item(al_doctor_item *it, const char *name, al_level l, const char *fmt, ...) _printf_(4, 5);
+static void item(al_doctor_item *it, const char *name, al_level l, const char *fmt, ...) {
+    it->name = name;
+    it->level = l;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(it->detail, sizeof it->detail, fmt, ap);
+    va_end(ap);
+}
+
+size_t al_doctor(al_doctor_item *items) {
+    size_t n = 0;
+    bool root = geteuid() == 0;
+    const unsigned long ns = CLONE_NEWUSER | CLONE_NEWNS;
+
+    int e = try_in_child(CLONE_NEWUSER, ok);
+    if (e == 0 && root)
+        item(&items[n++], "user namespace", AL_LEVEL_BOUNDARY, "each box gets its own host uid (from %u), no root mapping", 1900000000u);
+    else if (e == 0)
+        item(&items[n++], "user namespace", AL_LEVEL_APPLIED, "rootless: the box's uid is your own uid, shared with your other processes");
+    else
+        item(&items[n++], "user namespace", AL_LEVEL_NOT_ENFORCED, "cannot create one: %s (boxes cannot run)", strerror(e));
+
+    al_cgroup_caps caps;
+    const al_cgroup_ops *ops = al_cgroup_pick(&caps);
+    if (!ops) {
+        item(&items[n++], "cgroup memory", AL_LEVEL_NOT_ENFORCED, "%s", caps.why_not);
+        item(&items[n++], "cgroup pids", root ? AL_LEVEL_APPLIED : AL_LEVEL_NOT_ENFORCED,
+             root ? "only RLIMIT_NPROC on the box's unique uid: %s" : "%s", caps.why_not);
+        item(&items[n++], "cgroup cpu", AL_LEVEL_NOT_ENFORCED, "%s", caps.why_not);
+        item(&items[n++], "kill every process", AL_LEVEL_APPLIED, "by the pid namespace's init dying (no cgroup to sweep)");
+    } else {
+        if (caps.memory && caps.swap)
+            item(&items[n++], "cgroup memory", AL_LEVEL_BOUNDARY, "cgroup %s: memory limit with swap 0", caps.version);
+        else if (caps.memory)
+            item(&items[n++], "cgroup memory", AL_LEVEL_APPLIED, "cgroup %s: memory limited, swap not capped (%s)", caps.version, caps.why_not);
+        else
+            item(&items[n++], "cgroup memory", AL_LEVEL_NOT_ENFORCED, "cgroup %s lacks the memory controller", caps.version);
+        item(&items[n++], "cgroup pids", caps.pids ? AL_LEVEL_BOUNDARY : AL_LEVEL_NOT_ENFORCED,
+             caps.pids ? "cgroup %s pids.max" : "cgroup %s lacks the pids controller", caps.version);
+        item(&items[n++], "cgroup cpu", caps.cpu ? AL_LEVEL_BOUNDARY : AL_LEVEL_NOT_ENFORCED,
+             caps.cpu ? "cgroup %s CPU bandwidth" : "cgroup %s lacks the cpu controller", caps.version);
+        item(&items[n++], "kill every process", AL_LEVEL_BOUNDARY,
+             strcmp(caps.version, "v2") == 0 ? "cgroup.kill (or freeze and kill) plus the pid namespace"
+                                             : "freezer: freeze, kill, thaw, until empty; plus the pid namespace");
+    }
+
+    e = try_in_child(0, t_seccomp);
+    if (e == 0)
+        item(&items[n++], "seccomp", AL_LEVEL_BOUNDARY, "default-deny allow-list loads and refuses keyctl; i386 and x32 calls kill");
+    else
+        item(&items[n++], "seccomp", AL_LEVEL_NOT_ENFORCED, "filter did not load or did not hold: %s", strerror(e));
+
+    e = try_in_child(0, t_nnp);
+    item(&items[n++], "no_new_privs", e == 0 ? AL_LEVEL_BOUNDARY : AL_LEVEL_NOT_ENFORCED,
+         e == 0 ? "PR_SET_NO_NEW_PRIVS holds" : "PR_SET_NO_NEW_PRIVS failed: %s", strerror(e));
+
+    e = try_in_child(CLONE_NEWUSER | CLONE_NEWNET, ok);
+    item(&items[n++], "network namespace", e == 0 ? AL_LEVEL_BOUNDARY : AL_LEVEL_NOT_ENFORCED,
+         e == 0 ? "offline: a new namespace with only lo" : "cannot create one: %s", strerror(e));
+
+    e = try_in_child(ns, t_tmpfs);
+    item(&items[n++], "tmpfs caps", e == 0 ? AL_LEVEL_BOUNDARY : AL_LEVEL_NOT_ENFORCED,
+         e == 0 ? "size= and nr_inodes= on /work, /out, /tmp" : "tmpfs in a user namespace failed: %s", strerror(e));
+
+    e = try_in_child(ns | CLONE_NEWPID, t_proc);
+    item(&items[n++], "masked /proc", e == 0 ? AL_LEVEL_BOUNDARY : AL_LEVEL_NOT_ENFORCED,
+         e == 0 ? "proc with subset=pid: only the box's processes, no sys, kcore, keys" : "proc subset=pid failed: %s", strerror(e));
+
+    struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
+    long fd = syscall(SYS_openat2, AT_FDCWD, ".", &how, sizeof how);
+    if (fd >= 0) {
+        close((int)fd);
+        item(&items[n++], "openat2", AL_LEVEL_BOUNDARY, "artifacts are collected without following any link");
+    } else {
+        item(&items[n++], "openat2", AL_LEVEL_NOT_ENFORCED, "unavailable (%s): artifacts cannot be collected safely", strerror(errno));
+    }
+
+    int r = 0;
+    char *buf = NULL;
+    if (al_read_small(AT_FDCWD, "/proc/sys/kernel/unprivileged_bpf_disabled", 64, &buf, NULL) == 0)
+        r = atoi(buf);
+    free(buf);
+    item(&items[n++], "host sysctls", r >= 1 ? AL_LEVEL_BOUNDARY : AL_LEVEL_APPLIED,
+         "kernel.unprivileged_bpf_disabled=%d (bpf is also denied by seccomp)", r);
+    return n;
+}

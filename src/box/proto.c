@@ -1,0 +1,68 @@
+#include "proto.h"
+
+#include <string.h>
+#include <sys/socket.h>
+
+int al_msg_send(int sock, const al_msg *m, const int *fds, unsigned nfds) {
+    struct iovec iov = { .iov_base = (void *)m, .iov_len = sizeof *m };
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * 4)];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    if (nfds > 4)
+        return -EINVAL;
+    if (nfds) {
+        memset(&u, 0, sizeof u);
+        mh.msg_control = u.buf;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+    }
+    ssize_t n;
+    do
+        n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    return n == (ssize_t)sizeof *m ? 0 : (n < 0 ? -errno : -EIO);
+}
+
+int al_msg_recv(int sock, al_msg *m, int *fds, unsigned *nfds) {
+    struct iovec iov = { .iov_base = m, .iov_len = sizeof *m };
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * 4)];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+    ssize_t n;
+    do
+        n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -errno;
+    unsigned got = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        unsigned k = (unsigned)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        int tmp[8];
+        if (k > 8)
+            k = 8;
+        memcpy(tmp, CMSG_DATA(c), sizeof(int) * k);
+        for (unsigned i = 0; i < k; i++) {
+            if (fds && nfds && got < *nfds)
+                fds[got++] = tmp[i];
+            else
+                close(tmp[i]);
+        }
+    }
+    if (nfds)
+        *nfds = got;
+    if (n == 0)
+        return 0;
+    if (n != (ssize_t)sizeof *m || (mh.msg_flags & MSG_TRUNC))
+        return -EBADMSG;
+    return 1;
+}

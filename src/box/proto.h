@@ -1,0 +1,24 @@
+/* Messages between the parent and the box's PID 1 on one SOCK_SEQPACKET
+ * pair; the numbered sync points match comments on both sides. */
+#pragma once
+
+#include <stdint.h>
+
+#include "../util/util.h"
+
+enum {
+    AL_MSG_GO = 1,                /* parent -> child: go on to the next step */
+    AL_MSG_FDS,                   /* child -> parent: /work and /out dir fds */
+    AL_MSG_ERROR,                 /* child -> parent: a step failed */
+    AL_MSG_STATUS,                /* init -> parent: the script's wait status */
+};
+
+typedef struct al_msg {
+    uint32_t type;
+    int32_t status;
+    al_error err;
+} al_msg;
+
+int al_msg_send(int sock, const al_msg *m, const int *fds, unsigned nfds);
+/* Receive one message; passed fds land in FDS (up to *NFDS). 0 on EOF. */
+int al_msg_recv(int sock, al_msg *m, int *fds, unsigned *nfds);

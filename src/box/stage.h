@@ -1,0 +1,20 @@
+/* Stage-in: put the script and the caller's input files into the box's
+ * /work before the box starts. Runs in the parent, fd-relative to /work. */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../util/util.h"
+
+typedef struct al_stage {
+    int workfd;
+    uid_t uid;                    /* files in /work are created as the box's uid */
+    gid_t gid;
+    uint64_t max_files, max_bytes, max_depth;
+    uint64_t files, bytes;        /* used so far */
+} al_stage;
+
+int al_stage_data(al_stage *st, const char *name, const void *data, size_t len, mode_t mode, al_error *err);
+/* Copy a host file or directory tree into /work under its base name. */
+int al_stage_path(al_stage *st, const char *host_path, al_error *err);

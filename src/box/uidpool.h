@@ -1,0 +1,14 @@
+/* Host uids for boxes: each concurrent box gets its own, never root and
+ * never the host's shared nobody, so RLIMIT_NPROC, file ownership and
+ * signals are never shared between boxes (SECURITY.md J2). */
+#pragma once
+
+#include <sys/types.h>
+
+#include "../util/util.h"
+
+#define AL_UID_BASE 1900000000u
+#define AL_UID_COUNT 65536u
+
+/* Reserve a uid; the lock lives as long as *ret_lockfd is open. */
+int al_uid_acquire(uid_t *ret_uid, int *ret_lockfd, al_error *err);

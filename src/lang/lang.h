@@ -1,0 +1,17 @@
+/* The language table: how each language's script is named and started. */
+#pragma once
+
+#include <stddef.h>
+
+typedef struct al_lang {
+    const char *name;
+    const char *interpreter;      /* absolute path inside the box */
+    const char *default_file;     /* the script's name in /work for -c */
+    const char *const *extensions;
+} al_lang;
+
+const al_lang *al_lang_by_name(const char *name);
+/* By the file name's extension; NULL when unknown. */
+const al_lang *al_lang_by_file(const char *filename);
+/* "python, node, bash" for messages. */
+const char *al_lang_names(void);

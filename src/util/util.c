@@ -1,0 +1,173 @@
+#include "util.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <string.h>
+#include <time.h>
+
+int al_err(al_error *err, const char *step, int errnum, const char *fmt, ...) {
+    if (errnum < 0)
+        errnum = -errnum;
+    if (errnum == 0)
+        errnum = EIO;
+    /* The innermost failure names the step; outer layers keep it. */
+    if (err && err->step[0] == '\0') {
+        snprintf(err->step, sizeof err->step, "%s", step);
+        err->err = errnum;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -errnum;
+}
+
+int al_parse_u64(const char *s, uint64_t *ret) {
+    if (!s || !*s)
+        return -EINVAL;
+    uint64_t v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -EINVAL;
+        if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+            return -ERANGE;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    *ret = v;
+    return 0;
+}
+
+int al_parse_size(const char *s, uint64_t *ret_bytes) {
+    if (!s || !*s)
+        return -EINVAL;
+    size_t n = strlen(s);
+    uint64_t mult = 1;
+    char last = s[n - 1];
+    if (last == 'b' || last == 'B') {
+        if (n < 2)
+            return -EINVAL;
+        n--;
+        last = s[n - 1];
+    }
+    switch (last) {
+    case 'k': case 'K': mult = 1ULL << 10; n--; break;
+    case 'm': case 'M': mult = 1ULL << 20; n--; break;
+    case 'g': case 'G': mult = 1ULL << 30; n--; break;
+    case 't': case 'T': mult = 1ULL << 40; n--; break;
+    default: break;
+    }
+    if (n == 0 || n > 20)
+        return -EINVAL;
+    char buf[24];
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    uint64_t v;
+    int r = al_parse_u64(buf, &v);
+    if (r < 0)
+        return r;
+    if (v > UINT64_MAX / mult)
+        return -ERANGE;
+    *ret_bytes = v * mult;
+    return 0;
+}
+
+int al_parse_millis(const char *s, uint64_t *ret_millis) {
+    if (!s || !*s)
+        return -EINVAL;
+    const char *dot = strchr(s, '.');
+    char whole[24];
+    size_t wl = dot ? (size_t)(dot - s) : strlen(s);
+    if (wl >= sizeof whole)
+        return -ERANGE;
+    memcpy(whole, s, wl);
+    whole[wl] = '\0';
+    uint64_t w = 0, frac = 0;
+    if (wl > 0 && al_parse_u64(whole, &w) < 0)
+        return -EINVAL;
+    if (dot) {
+        const char *f = dot + 1;
+        size_t fl = strlen(f);
+        if (fl == 0 || fl > 3 || (wl == 0 && fl == 0))
+            return -EINVAL;
+        uint64_t fv;
+        if (al_parse_u64(f, &fv) < 0)
+            return -EINVAL;
+        for (size_t i = fl; i < 3; i++)
+            fv *= 10;
+        frac = fv;
+    } else if (wl == 0) {
+        return -EINVAL;
+    }
+    if (w > UINT64_MAX / 1000 - 1)
+        return -ERANGE;
+    *ret_millis = w * 1000 + frac;
+    return 0;
+}
+
+uint64_t al_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int al_write_all(int fd, const void *buf, size_t len) {
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int al_read_small(int dirfd, const char *path, size_t max, char **ret_buf, size_t *ret_len) {
+    _cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    _cleanup_free_ char *buf = malloc(max + 1);
+    if (!buf)
+        return -ENOMEM;
+    size_t len = 0;
+    for (;;) {
+        if (len == max)
+            return -EFBIG;
+        ssize_t r = read(fd, buf + len, max - len);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (r == 0)
+            break;
+        len += (size_t)r;
+    }
+    buf[len] = '\0';
+    if (ret_len)
+        *ret_len = len;
+    *ret_buf = TAKE_PTR(buf);
+    return 0;
+}
+
+int al_write_str(int dirfd, const char *path, const char *s) {
+    _cleanup_close_ int fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC | O_NOCTTY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return -errno;
+    return al_write_all(fd, s, strlen(s));
+}
+
+#include <sys/fsuid.h>
+
+al_fsid al_fsid_enter(uid_t uid, gid_t gid) {
+    al_fsid s = { setfsuid(uid), setfsgid(gid) };
+    return s;
+}
+
+void al_fsid_leave(al_fsid saved) {
+    setfsgid((gid_t)saved.gid);
+    setfsuid((uid_t)saved.uid);
+}

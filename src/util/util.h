@@ -1,0 +1,76 @@
+/* Small shared helpers: cleanup attributes, the error object, sizes. */
+#pragma once
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _unused_ __attribute__((unused))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+
+static inline void al_freep(void *p) { free(*(void **)p); }
+static inline void al_closep(int *fd) {
+    if (*fd >= 0) {
+        int saved = errno;
+        close(*fd);
+        errno = saved;
+    }
+}
+static inline void al_fclosep(FILE **f) { if (*f) fclose(*f); }
+
+#define _cleanup_free_ _cleanup_(al_freep)
+#define _cleanup_close_ _cleanup_(al_closep)
+#define _cleanup_fclose_ _cleanup_(al_fclosep)
+
+/* Hand ownership out of a cleanup-scoped variable. */
+#define TAKE_PTR(p) ({ __typeof__(p) _tp = (p); (p) = NULL; _tp; })
+#define TAKE_FD(fd) ({ int _tf = (fd); (fd) = -1; _tf; })
+
+#define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
+
+/*
+ * Library code never prints: it returns a negative errno and fills one of
+ * these, naming the step that failed, so the caller can say what went wrong.
+ */
+typedef struct al_error {
+    char step[48];
+    int err;          /* positive errno, 0 if none */
+    char msg[512];
+} al_error;
+
+/* Fill ERR (if not already set) and return -errnum. */
+int al_err(al_error *err, const char *step, int errnum, const char *fmt, ...) _printf_(4, 5);
+
+/* Parse "512M", "64k", "1G", "1024" into bytes; -EINVAL/-ERANGE on bad input. */
+int al_parse_size(const char *s, uint64_t *ret_bytes);
+
+/* Parse a non-negative decimal (optionally with one fractional part of up to 3
+ * digits) into thousandths: "0.5" -> 500. */
+int al_parse_millis(const char *s, uint64_t *ret_millis);
+
+/* Parse a plain unsigned decimal. */
+int al_parse_u64(const char *s, uint64_t *ret);
+
+uint64_t al_now_ms(void);
+
+/* Write all of BUF to FD, retrying on EINTR and short writes. */
+int al_write_all(int fd, const void *buf, size_t len);
+
+/* Read a small file (at most MAX bytes) into a NUL-terminated buffer. */
+int al_read_small(int dirfd, const char *path, size_t max, char **ret_buf, size_t *ret_len);
+
+/* Write a whole small file, creating or truncating it. */
+int al_write_str(int dirfd, const char *path, const char *s);
+
+/* Act on files as another uid/gid for a moment (setfsuid/setfsgid). Going
+ * from fsuid 0 to another uid also drops the file capabilities, so the
+ * kernel checks permissions exactly as it would for that user. */
+typedef struct al_fsid { int uid, gid; } al_fsid;
+al_fsid al_fsid_enter(uid_t uid, gid_t gid);
+void al_fsid_leave(al_fsid saved);

@@ -1,0 +1,63 @@
+"""Shared helpers for the integration suite: they drive the real binary."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("AIRLOCK_BUILD", ROOT / "build"))
+AIRLOCK = Path(os.environ.get("AIRLOCK_BIN", BUILD / "airlock"))
+PROBE = Path(os.environ.get("AIRLOCK_PROBE", BUILD / "tests" / "probe" / "probe"))
+MUST_WORK = os.environ.get("AIRLOCK_MUST_WORK") == "1"
+
+
+def need(condition, reason):
+    """Skip when the host lacks a feature, naming it; fail under AIRLOCK_MUST_WORK=1."""
+    if condition:
+        return
+    if MUST_WORK:
+        pytest.fail(f"host lacks a required feature (AIRLOCK_MUST_WORK=1): {reason}")
+    pytest.skip(f"host lacks a feature: {reason}")
+
+
+def airlock(*args, input=None, timeout=120, check=False, env=None):
+    """Run the real airlock binary; returns CompletedProcess with bytes output."""
+    proc = subprocess.run([str(AIRLOCK), *map(str, args)], input=input,
+                          capture_output=True, timeout=timeout, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"airlock {args} exited {proc.returncode}: {proc.stderr.decode(errors='replace')}")
+    return proc
+
+
+def run_json(*args, timeout=120, env=None):
+    """`airlock run --json ARGS`; returns (exit status, parsed document)."""
+    proc = airlock("run", "--json", *args, timeout=timeout, env=env)
+    try:
+        doc = json.loads(proc.stdout)
+    except ValueError as e:
+        raise AssertionError(f"not JSON (exit {proc.returncode}): {proc.stdout[:2000]!r} stderr={proc.stderr[:2000]!r}") from e
+    return proc.returncode, doc
+
+
+def run_code(lang, code, *extra, timeout=120):
+    """Run CODE in LANG with --json; returns the parsed document."""
+    _, doc = run_json("--lang", lang, *extra, "-c", code, timeout=timeout)
+    return doc
+
+
+@pytest.fixture(scope="session")
+def is_root():
+    return os.geteuid() == 0
+
+
+@pytest.fixture(scope="session", autouse=True)
+def binary_exists():
+    assert AIRLOCK.exists(), f"{AIRLOCK} not built (run `make build`)"
+
+
+@pytest.fixture(scope="session")
+def probe():
+    assert PROBE.exists(), f"{PROBE} not built"
+    return PROBE

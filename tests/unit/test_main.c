@@ -1,0 +1,103 @@
+/* Unit tests for the pure logic of libairlock-box. Prints a TAP-like line
+ * per check and a "N passed, N failed" summary. */
+#include <string.h>
+
+#include "box/box.h"
+#include "box/cgroup.h"
+#include "lang/lang.h"
+#include "util/util.h"
+
+static int passed, failed;
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            passed++;                                                                              \
+        } else {                                                                                   \
+            failed++;                                                                              \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                        \
+        }                                                                                          \
+    } while (0)
+
+static void test_sizes(void) {
+    uint64_t v = 0;
+    CHECK(al_parse_size("512M", &v) == 0 && v == 512ULL << 20);
+    CHECK(al_parse_size("64k", &v) == 0 && v == 64ULL << 10);
+    CHECK(al_parse_size("1G", &v) == 0 && v == 1ULL << 30);
+    CHECK(al_parse_size("1GB", &v) == 0 && v == 1ULL << 30);
+    CHECK(al_parse_size("100", &v) == 0 && v == 100);
+    CHECK(al_parse_size("", &v) == -EINVAL);
+    CHECK(al_parse_size("M", &v) == -EINVAL);
+    CHECK(al_parse_size("-1M", &v) == -EINVAL);
+    CHECK(al_parse_size("1.5M", &v) == -EINVAL);
+    CHECK(al_parse_size("99999999999999999999T", &v) < 0);
+    CHECK(al_parse_size("18446744073709551615T", &v) == -ERANGE);
+}
+
+static void test_millis(void) {
+    uint64_t v = 0;
+    CHECK(al_parse_millis("0.5", &v) == 0 && v == 500);
+    CHECK(al_parse_millis("2", &v) == 0 && v == 2000);
+    CHECK(al_parse_millis("1.25", &v) == 0 && v == 1250);
+    CHECK(al_parse_millis(".5", &v) == 0 && v == 500);
+    CHECK(al_parse_millis("1.", &v) == -EINVAL);
+    CHECK(al_parse_millis("1.2345", &v) == -EINVAL);
+    CHECK(al_parse_millis("abc", &v) == -EINVAL);
+    CHECK(al_parse_millis("", &v) == -EINVAL);
+}
+
+static void test_cgroup_keys(void) {
+    uint64_t v = 0;
+    const char *events = "low 0\nhigh 0\nmax 12\noom 3\noom_kill 2\noom_group_kill 0\n";
+    CHECK(al_cgroup_parse_key(events, "oom_kill", &v) == 0 && v == 2);
+    CHECK(al_cgroup_parse_key(events, "oom", &v) == 0 && v == 3);
+    CHECK(al_cgroup_parse_key(events, "max", &v) == 0 && v == 12);
+    CHECK(al_cgroup_parse_key(events, "missing", &v) == -ENOENT);
+    /* v1 memory.oom_control */
+    const char *oomc = "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n";
+    CHECK(al_cgroup_parse_key(oomc, "oom_kill", &v) == 0 && v == 1);
+    CHECK(al_cgroup_parse_key("usage_usec 1234\nuser_usec 1000\n", "usage_usec", &v) == 0 && v == 1234);
+}
+
+static void test_lang(void) {
+    CHECK(al_lang_by_file("analysis.py") == al_lang_by_name("python"));
+    CHECK(al_lang_by_file("x.mjs") == al_lang_by_name("node"));
+    CHECK(al_lang_by_file("job.sh") == al_lang_by_name("bash"));
+    CHECK(al_lang_by_file("README") == NULL);
+    CHECK(al_lang_by_file("x.rb") == NULL);
+    CHECK(al_lang_by_name("python3") == al_lang_by_name("python"));
+    CHECK(al_lang_by_name("cobol") == NULL);
+    CHECK(strcmp(al_lang_by_name("node")->interpreter, "/usr/bin/node") == 0);
+}
+
+static void test_errors(void) {
+    al_error e = { 0 };
+    CHECK(al_err(&e, "mount", ENOENT, "first %d", 1) == -ENOENT);
+    CHECK(al_err(&e, "outer", EPERM, "second") == -EPERM);
+    /* the innermost failure is kept */
+    CHECK(strcmp(e.step, "mount") == 0 && e.err == ENOENT && strcmp(e.msg, "first 1") == 0);
+}
+
+static void test_defaults(void) {
+    al_box_limits l;
+    al_box_limits_default(&l);
+    CHECK(l.wall_ms == 60000);
+    CHECK(l.memory_bytes == 512ULL << 20);
+    CHECK(l.cpu_millis == 500);
+    CHECK(l.pids == 256);
+    CHECK(l.tmpfs_bytes == 64ULL << 20);
+    CHECK(l.output_bytes == 1ULL << 20);
+    CHECK(strcmp(al_reason_name(AL_REASON_OUTPUT_LIMIT), "output_limit") == 0);
+    CHECK(strcmp(al_reason_name(_AL_REASON_MAX), "error") == 0);
+}
+
+int main(void) {
+    test_sizes();
+    test_millis();
+    test_cgroup_keys();
+    test_lang();
+    test_errors();
+    test_defaults();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
