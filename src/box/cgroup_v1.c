@@ -99,7 +99,7 @@ static int v1_create(const char *name, const al_cgroup_limits *lim, al_cgroup **
         bool dup = false;
         for (int j = 0; j < i; j++)
             if (strcmp(cg->mnt[i], cg->mnt[j]) == 0) {
-                snprintf(cg->dir[i], PATH_MAX, "%s", cg->dir[j]);
+                memcpy(cg->dir[i], cg->dir[j], PATH_MAX);
                 dup = true;
             }
         if (dup)

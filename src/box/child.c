@@ -209,7 +209,9 @@ static int set_rlimits(const al_child_args *a, al_error *err) {
         { RLIMIT_NOFILE, l->nofile, "NOFILE" },
         { RLIMIT_FSIZE, l->tmpfs_bytes, "FSIZE" },
         { RLIMIT_CORE, 0, "CORE" },
-        { RLIMIT_NPROC, a->unique_uid ? l->pids : RLIM_INFINITY, "NPROC" },
+        /* a second layer under pids.max, set above it so the cgroup, which
+         * reports what happened, is the one that stops a fork bomb */
+        { RLIMIT_NPROC, a->unique_uid ? l->pids + 16 : RLIM_INFINITY, "NPROC" },
     };
     for (size_t i = 0; i < ELEMENTSOF(lim); i++) {
         if (lim[i].v == RLIM_INFINITY)

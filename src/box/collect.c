@@ -158,6 +158,14 @@ static int copy_one(int src_dir, int dst_dir, const char *name, const char *rel,
     return r < 0 ? r : 1;
 }
 
+static int by_path(const void *a, const void *b) {
+    return strcmp(((const al_artifact *)a)->path, ((const al_artifact *)b)->path);
+}
+
+static int skip_by_path(const void *a, const void *b) {
+    return strcmp(((const al_skip *)a)->path, ((const al_skip *)b)->path);
+}
+
 int al_collect(int outfd, int hostfd, const al_collect_limits *lim, al_box_result *res, al_error *err) {
     /* An explicit stack: depth is capped, and recursion would put the cap
      * on the C stack instead. */
@@ -268,5 +276,10 @@ int al_collect(int outfd, int hostfd, const al_collect_limits *lim, al_box_resul
     }
     if (r < 0)
         return al_err(err, "collect", r, "collecting /out: %s", strerror(-r));
+    /* readdir order is the tmpfs's; callers get a stable one */
+    if (res->n_artifacts > 1)
+        qsort(res->artifacts, res->n_artifacts, sizeof *res->artifacts, by_path);
+    if (res->n_skipped > 1)
+        qsort(res->skipped, res->n_skipped, sizeof *res->skipped, skip_by_path);
     return 0;
 }
