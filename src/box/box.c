@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -344,24 +345,23 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     fill_static_controls(&res->controls, root, uid, &caps, &cfg->limits);
 
     al_seccomp_prog prog = { 0 };
-    if ((r = al_seccomp_compile(&prog, err)) < 0)
-        return r;
-
     box_ctx b = { .cfg = cfg, .res = res, .cg_ops = ops, .pid = -1, .pidfd = -1 };
+    int sv[2] = { -1, -1 }, outp[2][2] = { { -1, -1 }, { -1, -1 } };
+    al_cgroup_join join = { .n_self = 0, .clone_fd = -1 };
     if (ops) {
         static unsigned counter;
         char name[64];
         snprintf(name, sizeof name, "box-%u-%d-%u", (unsigned)uid, (int)getpid(), counter++);
         al_cgroup_limits cl = { cfg->limits.memory_bytes, cfg->limits.pids, cfg->limits.cpu_millis };
         if ((r = ops->create(name, &cl, &b.cg, err)) < 0)
-            goto out_prog;
+            goto out_fds;
         snprintf(res->cgroup_path, sizeof res->cgroup_path, "%s", ops->path(b.cg));
+        if ((r = ops->join(b.cg, &join, err)) < 0)
+            goto out_fds;
     }
-
-    int sv[2] = { -1, -1 }, outp[2][2] = { { -1, -1 }, { -1, -1 } };
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
         r = al_err(err, "setup", errno, "socketpair: %m");
-        goto out_cg;
+        goto out_fds;
     }
     if (pipe2(outp[0], O_CLOEXEC) < 0 || pipe2(outp[1], O_CLOEXEC) < 0) {
         r = al_err(err, "setup", errno, "pipe: %m");
@@ -376,19 +376,27 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
 
     al_child_args ca = {
         .sock = sv[1], .out_w = { outp[0][1], outp[1][1] }, .stdin_fd = cfg->stdin_fd,
-        .runtime = cfg->runtime, .limits = &cfg->limits, .seccomp = &prog,
-        .argv = cfg->argv, .envp = cfg->envp, .unique_uid = root,
+        .runtime = cfg->runtime, .limits = &cfg->limits,
+        .argv = cfg->argv, .envp = cfg->envp, .unique_uid = root, .cgroup = join,
     };
     /* The cgroup namespace is entered later, from inside the box cgroup,
      * so the box sees its own cgroup as "/". */
-    pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
-                                              CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD, NULL, NULL, NULL, 0);
+    const uint64_t ns = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+    pid_t pid;
+    if (join.clone_fd >= 0) {
+        struct clone_args ca3 = { .flags = ns | CLONE_INTO_CGROUP, .exit_signal = SIGCHLD,
+                                  .cgroup = (uint64_t)join.clone_fd };
+        pid = (pid_t)syscall(SYS_clone3, &ca3, sizeof ca3);
+    } else {
+        pid = (pid_t)syscall(SYS_clone, ns | SIGCHLD, NULL, NULL, NULL, 0);
+    }
     if (pid < 0) {
         r = al_err(err, "clone", errno, "clone new namespaces: %m");
         goto out_fds;
     }
     if (pid == 0)
         al_child_main(&ca);
+    al_cgroup_join_close(&join);
 
     b.pid = pid;
     res->init_pid = pid;
@@ -409,13 +417,17 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     unsigned nfds = 2;
     al_msg m = { .type = AL_MSG_GO };
     if ((r = write_maps(pid, uid, gid, err)) < 0 ||
-        (b.cg && (r = ops->attach(b.cg, pid, err)) < 0) ||
-        (r = al_msg_send(sv[0], &m, NULL, 0)) < 0 ||            /* sync 1: maps written, in cgroup */
-        (r = recv_setup(sv[0], &m, fds, &nfds, err)) < 0) {     /* sync 2: scratch fds received */
+        (r = al_msg_send(sv[0], &m, NULL, 0)) < 0) {            /* sync 1: maps written */
         if (!err->step[0])
             al_err(err, "setup", r, "talk to the box: %s", strerror(-r));
         goto out_kill;
     }
+    /* While the box builds its tree, compile its filter; the box runs only
+     * our code until sync 3, which brings it. */
+    if ((r = al_seccomp_compile(&prog, err)) < 0)
+        goto out_kill;
+    if ((r = recv_setup(sv[0], &m, fds, &nfds, err)) < 0)      /* sync 2: scratch fds received */
+        goto out_kill;
     workfd = fds[0];
     outfd = fds[1];
     if (m.type != AL_MSG_FDS || nfds != 2) {
@@ -424,8 +436,11 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     }
     if ((r = stage_all(cfg, workfd, uid, gid, err)) < 0)
         goto out_kill;
-    m = (al_msg){ .type = AL_MSG_GO };
-    if ((r = al_msg_send(sv[0], &m, NULL, 0)) < 0) {            /* sync 3: inputs staged */
+    m = (al_msg){ .type = AL_MSG_GO, .status = (int32_t)ELEMENTSOF(prog.f) };
+    r = al_msg_send(sv[0], &m, NULL, 0);                        /* sync 3: in cgroup, staged, filter */
+    for (size_t i = 0; r == 0 && i < ELEMENTSOF(prog.f); i++)
+        r = al_msg_send_raw(sv[0], prog.f[i].insns, prog.f[i].len * sizeof(struct sock_filter));
+    if (r < 0) {
         al_err(err, "setup", r, "the box went away while starting");
         goto out_kill;
     }
@@ -478,6 +493,7 @@ out_reap:
     if (b.pidfd >= 0)
         close(b.pidfd);
 out_fds:
+    al_cgroup_join_close(&join);
     for (int i = 0; i < 2; i++) {
         if (sv[i] >= 0)
             close(sv[i]);
@@ -485,13 +501,11 @@ out_fds:
             if (outp[i][j] >= 0)
                 close(outp[i][j]);
     }
-out_cg:
     if (b.cg) {
         int e = ops->destroy(b.cg);
         if (e < 0 && r == 0)
             r = al_err(err, "cgroup", e, "remove %s: %s", res->cgroup_path, strerror(-e));
     }
-out_prog:
     al_seccomp_prog_free(&prog);
     if (r < 0)
         res->reason = AL_REASON_ERROR;

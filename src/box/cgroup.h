@@ -33,11 +33,32 @@ typedef struct al_cgroup_caps {
     char why_not[200];            /* why something is missing */
 } al_cgroup_caps;
 
+/*
+ * How a new box enters its cgroup without anyone writing a pid into
+ * cgroup.procs: that write takes a global lock whose first use waits for an
+ * RCU grace period (4-20 ms measured here), on every run.
+ *  - v1: the box's first process writes "0" (itself, one thread) into each
+ *    hierarchy's "tasks" file, which the kernel migrates without the global
+ *    lock. The fds are opened by the parent (open-time credentials decide)
+ *    and closed by the child right after, long before any script runs.
+ *  - v2: clone3(CLONE_INTO_CGROUP) creates the box inside its cgroup.
+ */
+#define AL_CGROUP_JOIN_MAX 8
+typedef struct al_cgroup_join {
+    int self_fds[AL_CGROUP_JOIN_MAX];
+    unsigned n_self;
+    int clone_fd;                 /* cgroup dir fd for CLONE_INTO_CGROUP, or -1 */
+} al_cgroup_join;
+
+/* In the child: join through the self fds, then close them. */
+int al_cgroup_join_self(al_cgroup_join *j);
+void al_cgroup_join_close(al_cgroup_join *j);
+
 typedef struct al_cgroup_ops {
     const char *version;
     int (*detect)(al_cgroup_caps *caps);
     int (*create)(const char *name, const al_cgroup_limits *lim, al_cgroup **ret, al_error *err);
-    int (*attach)(al_cgroup *cg, pid_t pid, al_error *err);
+    int (*join)(al_cgroup *cg, al_cgroup_join *ret, al_error *err);
     int (*kill_all)(al_cgroup *cg);         /* SIGKILL every process, orphans included */
     int (*nprocs)(al_cgroup *cg);           /* processes left, or -errno */
     int (*stats)(al_cgroup *cg, al_cgroup_stats *st);

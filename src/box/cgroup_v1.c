@@ -153,15 +153,21 @@ fail:
     return al_err(err, "cgroup", r, "set limits in %s: %s", mem, strerror(-r));
 }
 
-static int v1_attach(al_cgroup *cg, pid_t pid, al_error *err) {
-    char v[32];
-    snprintf(v, sizeof v, "%d", (int)pid);
+static int v1_join(al_cgroup *cg, al_cgroup_join *j, al_error *err) {
+    j->n_self = 0;
+    j->clone_fd = -1;
     for (int i = 0; i < _C_MAX; i++) {
         if (!cg->made[i])
             continue;
-        int r = al_cgroup_write(cg->dir[i], "cgroup.procs", v);
-        if (r < 0)
-            return al_err(err, "cgroup", r, "move pid %d into %s: %s", (int)pid, cg->dir[i], strerror(-r));
+        char p[PATH_MAX + 16];
+        snprintf(p, sizeof p, "%s/tasks", cg->dir[i]);
+        int fd = open(p, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) {
+            int e = errno;
+            al_cgroup_join_close(j);
+            return al_err(err, "cgroup", e, "open %s: %s", p, strerror(e));
+        }
+        j->self_fds[j->n_self++] = fd;
     }
     return 0;
 }
@@ -226,7 +232,7 @@ const al_cgroup_ops al_cgroup_v1_ops = {
     .version = "v1",
     .detect = v1_detect,
     .create = v1_create,
-    .attach = v1_attach,
+    .join = v1_join,
     .kill_all = v1_kill_all,
     .nprocs = v1_nprocs,
     .stats = v1_stats,

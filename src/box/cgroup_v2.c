@@ -146,12 +146,11 @@ static int v2_create(const char *name, const al_cgroup_limits *lim, al_cgroup **
     return 0;
 }
 
-static int v2_attach(al_cgroup *cg, pid_t pid, al_error *err) {
-    char v[32];
-    snprintf(v, sizeof v, "%d", (int)pid);
-    int r = al_cgroup_write(cg->dir, "cgroup.procs", v);
-    if (r < 0)
-        return al_err(err, "cgroup", r, "move pid %d into %s: %s", (int)pid, cg->dir, strerror(-r));
+static int v2_join(al_cgroup *cg, al_cgroup_join *j, al_error *err) {
+    j->n_self = 0;
+    j->clone_fd = open(cg->dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (j->clone_fd < 0)
+        return al_err(err, "cgroup", errno, "open %s: %m", cg->dir);
     return 0;
 }
 
@@ -194,7 +193,7 @@ const al_cgroup_ops al_cgroup_v2_ops = {
     .version = "v2",
     .detect = v2_detect,
     .create = v2_create,
-    .attach = v2_attach,
+    .join = v2_join,
     .kill_all = v2_kill_all,
     .nprocs = v2_nprocs,
     .stats = v2_stats,

@@ -48,6 +48,28 @@ static int wait_go(int sock, al_error *err) {
     return 0;
 }
 
+/* sync 3 brings the filter the parent compiled while we built the tree:
+ * a GO whose status is the number of programs, then one datagram each. */
+static int recv_filter(int sock, al_seccomp_prog *prog, al_error *err) {
+    al_msg m;
+    int r = al_msg_recv(sock, &m, NULL, NULL);
+    if (r <= 0 || m.type != AL_MSG_GO)
+        return al_err(err, "sync", r < 0 ? -r : EPIPE, "parent went away");
+    if (m.status != (int)ELEMENTSOF(prog->f))
+        return al_err(err, "seccomp", EPROTO, "expected %zu filters, got %d", ELEMENTSOF(prog->f), m.status);
+    for (size_t i = 0; i < ELEMENTSOF(prog->f); i++) {
+        size_t cap = BPF_MAXINSNS * sizeof(struct sock_filter);
+        prog->f[i].insns = malloc(cap);
+        if (!prog->f[i].insns)
+            return al_err(err, "seccomp", ENOMEM, "no memory for the filter");
+        ssize_t n = al_msg_recv_raw(sock, prog->f[i].insns, cap);
+        if (n <= 0 || n % (ssize_t)sizeof(struct sock_filter))
+            return al_err(err, "seccomp", n < 0 ? (int)-n : EPROTO, "bad filter from the parent");
+        prog->f[i].len = (unsigned short)((size_t)n / sizeof(struct sock_filter));
+    }
+    return 0;
+}
+
 static int become_sandbox_user(al_error *err) {
     /* No root mapping exists in this namespace, so changing uid does not
      * clear the capabilities we still need for mounting; KEEPCAPS makes it
@@ -283,10 +305,13 @@ static _Noreturn void be_init(const al_child_args *a, pid_t script) {
  * script's dup2()s cannot clobber them; everything else the caller had open
  * (its terminal, locks, sockets) is closed, so PID 1 holds no host fds. */
 static int keep_only_own_fds(al_child_args *a) {
-    int *fds[] = { &a->sock, &a->out_w[0], &a->out_w[1], &a->stdin_fd };
+    int *fds[4 + AL_CGROUP_JOIN_MAX] = { &a->sock, &a->out_w[0], &a->out_w[1], &a->stdin_fd };
+    size_t nf = 4;
+    for (unsigned i = 0; i < a->cgroup.n_self; i++)
+        fds[nf++] = &a->cgroup.self_fds[i];
     int keep[ELEMENTSOF(fds)];
     size_t n = 0;
-    for (size_t i = 0; i < ELEMENTSOF(fds); i++) {
+    for (size_t i = 0; i < nf; i++) {
         if (*fds[i] < 0)
             continue;
         int nfd = fcntl(*fds[i], F_DUPFD_CLOEXEC, 64);
@@ -315,13 +340,15 @@ _Noreturn void al_child_main(const al_child_args *args) {
     if (keep_only_own_fds(a) < 0)
         _exit(125); /* the socket may be gone: the parent sees EOF and says so */
     int rootfd = -1, in_fd = a->stdin_fd;
+    al_seccomp_prog prog = { 0 };
 
     /* Order matters: identity first (files we make must be owned by a
      * mapped uid), then the tree while the host is still visible, then the
      * parent stages inputs, then pivot, then limits, then privileges go,
      * and seccomp comes last so the steps before it need no allow-listing. */
-    CHECK(wait_go(a->sock, &err));                       /* sync 1: maps written, in cgroup */
-    CHECK(unshare(CLONE_NEWCGROUP) < 0 ? al_err(&err, "cgroupns", errno, "unshare(CLONE_NEWCGROUP): %m") : 0);
+    /* into the cgroup first, so everything from here on is accounted */
+    CHECK(al_cgroup_join_self(&a->cgroup) < 0 ? al_err(&err, "cgroup", errno, "join the box's cgroup: %m") : 0);
+    CHECK(wait_go(a->sock, &err));                       /* sync 1: maps written */
     CHECK(become_sandbox_user(&err));
     CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ? al_err(&err, "mount", errno, "make / private: %m") : 0);
     CHECK(sethostname("airlock", 7) < 0 ? al_err(&err, "hostname", errno, "sethostname: %m") : 0);
@@ -329,14 +356,17 @@ _Noreturn void al_child_main(const al_child_args *args) {
     CHECK(no_nested_userns(&err));
     CHECK(build_root(a, &rootfd, &err));
     CHECK(send_scratch_fds(a->sock, rootfd, &err));      /* sync 2: scratch fds sent */
-    CHECK(wait_go(a->sock, &err));                       /* sync 3: inputs staged */
+    CHECK(recv_filter(a->sock, &prog, &err));            /* sync 3: staged, filter compiled */
+    /* the cgroup namespace is made from inside the box's cgroup, so the box
+     * sees its own cgroup as "/" */
+    CHECK(unshare(CLONE_NEWCGROUP) < 0 ? al_err(&err, "cgroupns", errno, "unshare(CLONE_NEWCGROUP): %m") : 0);
     CHECK(enter_root(rootfd, &err));
     if (in_fd < 0 && (in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
         CHECK(al_err(&err, "stdin", errno, "open /dev/null: %m"));
     CHECK(set_rlimits(a, &err));
     CHECK(setsid() < 0 ? al_err(&err, "setsid", errno, "setsid: %m") : 0);
     CHECK(drop_privileges(&err));
-    CHECK(al_seccomp_load(a->seccomp) < 0 ? al_err(&err, "seccomp", errno, "load filter: %m") : 0);
+    CHECK(al_seccomp_load(&prog) < 0 ? al_err(&err, "seccomp", errno, "load filter: %m") : 0);
 
     pid_t script = fork();
     if (script < 0) {

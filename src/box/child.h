@@ -9,9 +9,9 @@ typedef struct al_child_args {
     int stdin_fd;                 /* -1: /dev/null inside the box */
     const al_runtime *runtime;
     const al_box_limits *limits;
-    const al_seccomp_prog *seccomp;
     char *const *argv;
     char *const *envp;
+    al_cgroup_join cgroup;        /* the box joins its own cgroup (v1) */
     bool unique_uid;              /* RLIMIT_NPROC can be a second pids layer */
 } al_child_args;
 

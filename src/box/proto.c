@@ -66,3 +66,25 @@ int al_msg_recv(int sock, al_msg *m, int *fds, unsigned *nfds) {
         return -EBADMSG;
     return 1;
 }
+
+int al_msg_send_raw(int sock, const void *buf, size_t len) {
+    ssize_t n;
+    do
+        n = send(sock, buf, len, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    return n == (ssize_t)len ? 0 : (n < 0 ? -errno : -EIO);
+}
+
+ssize_t al_msg_recv_raw(int sock, void *buf, size_t cap) {
+    struct iovec iov = { .iov_base = buf, .iov_len = cap };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    ssize_t n;
+    do
+        n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -errno;
+    if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+        return -EMSGSIZE;
+    return n;
+}

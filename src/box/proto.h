@@ -20,5 +20,9 @@ typedef struct al_msg {
 } al_msg;
 
 int al_msg_send(int sock, const al_msg *m, const int *fds, unsigned nfds);
+/* A raw payload (the compiled filter) as one datagram. */
+int al_msg_send_raw(int sock, const void *buf, size_t len);
+/* Receive one raw datagram into BUF; returns its length, 0 on EOF. */
+ssize_t al_msg_recv_raw(int sock, void *buf, size_t cap);
 /* Receive one message; passed fds land in FDS (up to *NFDS). 0 on EOF. */
 int al_msg_recv(int sock, al_msg *m, int *fds, unsigned *nfds);
