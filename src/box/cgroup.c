@@ -1,5 +1,6 @@
 #include "cgroup.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -154,4 +155,23 @@ void al_cgroup_join_close(al_cgroup_join *j) {
     if (j->clone_fd >= 0)
         close(j->clone_fd);
     j->clone_fd = -1;
+}
+
+void al_cgroup_sweep(const char *base) {
+    DIR *d = opendir(base);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        unsigned uid, n;
+        int pid;
+        if (sscanf(de->d_name, "box-%u-%d-%u", &uid, &pid, &n) != 3 || pid <= 0)
+            continue;
+        if (kill(pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", base, de->d_name);
+        rmdir(p); /* fails harmlessly if anything still runs there */
+    }
+    closedir(d);
 }

@@ -82,5 +82,8 @@ int al_cgroup_read_u64(const char *dir, const char *file, uint64_t *ret);
 int al_cgroup_read_key(const char *dir, const char *file, const char *key, uint64_t *ret);
 int al_cgroup_parse_key(const char *text, const char *key, uint64_t *ret);
 int al_cgroup_count_procs(const char *dir);
+/* Remove empty box cgroups under BASE left by an airlock that was killed
+ * (their names carry the creating pid, which no longer exists). */
+void al_cgroup_sweep(const char *base);
 int al_cgroup_kill_listed(const char *dir);
 int al_cgroup_wait_empty(const al_cgroup_ops *ops, al_cgroup *cg, uint64_t timeout_ms);

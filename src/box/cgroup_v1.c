@@ -110,6 +110,7 @@ static int v1_create(const char *name, const al_cgroup_limits *lim, al_cgroup **
             return al_err(err, "cgroup", ENAMETOOLONG, "cgroup path too long");
         if (mkdir(base, 0755) < 0 && errno != EEXIST)
             return al_err(err, "cgroup", errno, "mkdir %s: %m", base);
+        al_cgroup_sweep(base);
         if (mkdir(cg->dir[i], 0755) < 0) {
             int e = errno;
             for (int j = 0; j < i; j++)

@@ -115,6 +115,7 @@ static int v2_create(const char *name, const al_cgroup_limits *lim, al_cgroup **
     if (mkdir(base, 0755) < 0 && errno != EEXIST)
         return al_err(err, "cgroup", errno, "mkdir %s: %m", base);
     enable_controllers(base);
+    al_cgroup_sweep(base);
 
     _cleanup_free_ al_cgroup *cg = calloc(1, sizeof *cg);
     if (!cg)

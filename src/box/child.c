@@ -350,6 +350,10 @@ _Noreturn void al_child_main(const al_child_args *args) {
     CHECK(al_cgroup_join_self(&a->cgroup) < 0 ? al_err(&err, "cgroup", errno, "join the box's cgroup: %m") : 0);
     CHECK(wait_go(a->sock, &err));                       /* sync 1: maps written */
     CHECK(become_sandbox_user(&err));
+    /* If airlock dies, the box dies with it. Set after the last change of
+     * our credentials, which would clear it; a parent that died before
+     * this shows as EOF at the next sync, where we exit. */
+    CHECK(prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ? al_err(&err, "pdeathsig", errno, "PR_SET_PDEATHSIG: %m") : 0);
     CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ? al_err(&err, "mount", errno, "make / private: %m") : 0);
     CHECK(sethostname("airlock", 7) < 0 ? al_err(&err, "hostname", errno, "sethostname: %m") : 0);
     CHECK(loopback_up(&err));
