@@ -21,7 +21,6 @@
 #include "child.h"
 #include "collect.h"
 #include "proto.h"
-#include "seccomp.h"
 #include "stage.h"
 #include "uidpool.h"
 
@@ -323,6 +322,25 @@ static int stage_all(const al_box_config *cfg, int workfd, uid_t uid, gid_t gid,
     return r;
 }
 
+static int make_cgroup(box_ctx *b, uid_t uid, al_cgroup_join *join) {
+    const al_box_config *cfg = b->cfg;
+    char name[64];
+    /* named after the box's host uid: holding the uid's lock makes the name
+     * ours, and a leftover of a killed airlock is reclaimed by the next.
+     * Rootless boxes share the user's uid, so theirs add pid and count. */
+    static unsigned counter;
+    if (b->res->controls.host_uid_unique)
+        snprintf(name, sizeof name, "box-%u", (unsigned)uid);
+    else
+        snprintf(name, sizeof name, "box-%u-%d-%u", (unsigned)uid, (int)getpid(), counter++);
+    al_cgroup_limits cl = { cfg->limits.memory_bytes, cfg->limits.pids, cfg->limits.cpu_millis };
+    int r = b->cg_ops->create(name, &cl, &b->cg, &b->res->error);
+    if (r < 0)
+        return r;
+    snprintf(b->res->cgroup_path, sizeof b->res->cgroup_path, "%s", b->cg_ops->path(b->cg));
+    return b->cg_ops->join(b->cg, join, &b->res->error);
+}
+
 int al_box_run(const al_box_config *cfg, al_box_result *res) {
     memset(res, 0, sizeof *res);
     res->exit_code = -1;
@@ -344,21 +362,13 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     const al_cgroup_ops *ops = al_cgroup_pick(&caps);
     fill_static_controls(&res->controls, root, uid, &caps, &cfg->limits);
 
-    al_seccomp_prog prog = { 0 };
     box_ctx b = { .cfg = cfg, .res = res, .cg_ops = ops, .pid = -1, .pidfd = -1 };
     int sv[2] = { -1, -1 }, outp[2][2] = { { -1, -1 }, { -1, -1 } };
     al_cgroup_join join = { .n_self = 0, .clone_fd = -1 };
-    if (ops) {
-        static unsigned counter;
-        char name[64];
-        snprintf(name, sizeof name, "box-%u-%d-%u", (unsigned)uid, (int)getpid(), counter++);
-        al_cgroup_limits cl = { cfg->limits.memory_bytes, cfg->limits.pids, cfg->limits.cpu_millis };
-        if ((r = ops->create(name, &cl, &b.cg, err)) < 0)
-            goto out_fds;
-        snprintf(res->cgroup_path, sizeof res->cgroup_path, "%s", ops->path(b.cg));
-        if ((r = ops->join(b.cg, &join, err)) < 0)
-            goto out_fds;
-    }
+    /* v2 creates the box inside its cgroup, so the cgroup comes first; v1
+     * makes it while the kernel is still creating the box's namespaces */
+    if (ops && ops->join_by_clone && (r = make_cgroup(&b, uid, &join)) < 0)
+        goto out_fds;
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
         r = al_err(err, "setup", errno, "socketpair: %m");
         goto out_fds;
@@ -377,7 +387,7 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     al_child_args ca = {
         .sock = sv[1], .out_w = { outp[0][1], outp[1][1] }, .stdin_fd = cfg->stdin_fd,
         .runtime = cfg->runtime, .limits = &cfg->limits,
-        .argv = cfg->argv, .envp = cfg->envp, .unique_uid = root, .cgroup = join,
+        .argv = cfg->argv, .envp = cfg->envp, .unique_uid = root,
     };
     /* The cgroup namespace is entered later, from inside the box cgroup,
      * so the box sees its own cgroup as "/". */
@@ -396,7 +406,6 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     }
     if (pid == 0)
         al_child_main(&ca);
-    al_cgroup_join_close(&join);
 
     b.pid = pid;
     res->init_pid = pid;
@@ -416,16 +425,15 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     int fds[2] = { -1, -1 };
     unsigned nfds = 2;
     al_msg m = { .type = AL_MSG_GO };
+    if (ops && !ops->join_by_clone && (r = make_cgroup(&b, uid, &join)) < 0)
+        goto out_kill;
     if ((r = write_maps(pid, uid, gid, err)) < 0 ||
-        (r = al_msg_send(sv[0], &m, NULL, 0)) < 0) {            /* sync 1: maps written */
+        (r = al_msg_send(sv[0], &m, join.self_fds, join.n_self)) < 0) { /* sync 1: maps, cgroup */
         if (!err->step[0])
             al_err(err, "setup", r, "talk to the box: %s", strerror(-r));
         goto out_kill;
     }
-    /* While the box builds its tree, compile its filter; the box runs only
-     * our code until sync 3, which brings it. */
-    if ((r = al_seccomp_compile(&prog, err)) < 0)
-        goto out_kill;
+    al_cgroup_join_close(&join);
     if ((r = recv_setup(sv[0], &m, fds, &nfds, err)) < 0)      /* sync 2: scratch fds received */
         goto out_kill;
     workfd = fds[0];
@@ -436,11 +444,8 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     }
     if ((r = stage_all(cfg, workfd, uid, gid, err)) < 0)
         goto out_kill;
-    m = (al_msg){ .type = AL_MSG_GO, .status = (int32_t)ELEMENTSOF(prog.f) };
-    r = al_msg_send(sv[0], &m, NULL, 0);                        /* sync 3: in cgroup, staged, filter */
-    for (size_t i = 0; r == 0 && i < ELEMENTSOF(prog.f); i++)
-        r = al_msg_send_raw(sv[0], prog.f[i].insns, prog.f[i].len * sizeof(struct sock_filter));
-    if (r < 0) {
+    m = (al_msg){ .type = AL_MSG_GO };
+    if ((r = al_msg_send(sv[0], &m, NULL, 0)) < 0) {           /* sync 3: inputs staged */
         al_err(err, "setup", r, "the box went away while starting");
         goto out_kill;
     }
@@ -506,7 +511,6 @@ out_fds:
         if (e < 0 && r == 0)
             r = al_err(err, "cgroup", e, "remove %s: %s", res->cgroup_path, strerror(-e));
     }
-    al_seccomp_prog_free(&prog);
     if (r < 0)
         res->reason = AL_REASON_ERROR;
     return r;

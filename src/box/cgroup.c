@@ -1,6 +1,6 @@
 #include "cgroup.h"
 
-#include <dirent.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -157,21 +157,17 @@ void al_cgroup_join_close(al_cgroup_join *j) {
     j->clone_fd = -1;
 }
 
-void al_cgroup_sweep(const char *base) {
-    DIR *d = opendir(base);
-    if (!d)
-        return;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        unsigned uid, n;
-        int pid;
-        if (sscanf(de->d_name, "box-%u-%d-%u", &uid, &pid, &n) != 3 || pid <= 0)
-            continue;
-        if (kill(pid, 0) == 0 || errno != ESRCH)
-            continue;
-        char p[4096];
-        snprintf(p, sizeof p, "%s/%s", base, de->d_name);
-        rmdir(p); /* fails harmlessly if anything still runs there */
+int al_cgroup_mkdir_fresh(const char *dir) {
+    if (mkdir(dir, 0755) == 0)
+        return 0;
+    if (errno != EEXIST)
+        return -errno;
+    for (int i = 0; i < 100; i++) {
+        al_cgroup_kill_listed(dir);
+        if (rmdir(dir) == 0 || errno == ENOENT)
+            break;
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
     }
-    closedir(d);
+    return mkdir(dir, 0755) < 0 ? -errno : 0;
 }

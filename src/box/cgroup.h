@@ -56,6 +56,9 @@ void al_cgroup_join_close(al_cgroup_join *j);
 
 typedef struct al_cgroup_ops {
     const char *version;
+    /* true: the cgroup must exist before the box is cloned (v2); false: it
+     * can be made while the box's namespaces are being created (v1) */
+    bool join_by_clone;
     int (*detect)(al_cgroup_caps *caps);
     int (*create)(const char *name, const al_cgroup_limits *lim, al_cgroup **ret, al_error *err);
     int (*join)(al_cgroup *cg, al_cgroup_join *ret, al_error *err);
@@ -82,8 +85,8 @@ int al_cgroup_read_u64(const char *dir, const char *file, uint64_t *ret);
 int al_cgroup_read_key(const char *dir, const char *file, const char *key, uint64_t *ret);
 int al_cgroup_parse_key(const char *text, const char *key, uint64_t *ret);
 int al_cgroup_count_procs(const char *dir);
-/* Remove empty box cgroups under BASE left by an airlock that was killed
- * (their names carry the creating pid, which no longer exists). */
-void al_cgroup_sweep(const char *base);
+/* mkdir DIR; if it exists (left by an airlock that was killed while holding
+ * the same uid), kill what is in it, remove it and make it afresh. */
+int al_cgroup_mkdir_fresh(const char *dir);
 int al_cgroup_kill_listed(const char *dir);
 int al_cgroup_wait_empty(const al_cgroup_ops *ops, al_cgroup *cg, uint64_t timeout_ms);

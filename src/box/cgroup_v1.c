@@ -110,9 +110,8 @@ static int v1_create(const char *name, const al_cgroup_limits *lim, al_cgroup **
             return al_err(err, "cgroup", ENAMETOOLONG, "cgroup path too long");
         if (mkdir(base, 0755) < 0 && errno != EEXIST)
             return al_err(err, "cgroup", errno, "mkdir %s: %m", base);
-        al_cgroup_sweep(base);
-        if (mkdir(cg->dir[i], 0755) < 0) {
-            int e = errno;
+        if ((r = al_cgroup_mkdir_fresh(cg->dir[i])) < 0) {
+            int e = -r;
             for (int j = 0; j < i; j++)
                 if (cg->made[j])
                     rmdir(cg->dir[j]);
@@ -231,6 +230,7 @@ static const char *v1_path(al_cgroup *cg) { return cg->dir[C_MEMORY]; }
 
 const al_cgroup_ops al_cgroup_v1_ops = {
     .version = "v1",
+    .join_by_clone = false,
     .detect = v1_detect,
     .create = v1_create,
     .join = v1_join,

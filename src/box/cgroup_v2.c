@@ -115,15 +115,14 @@ static int v2_create(const char *name, const al_cgroup_limits *lim, al_cgroup **
     if (mkdir(base, 0755) < 0 && errno != EEXIST)
         return al_err(err, "cgroup", errno, "mkdir %s: %m", base);
     enable_controllers(base);
-    al_cgroup_sweep(base);
 
     _cleanup_free_ al_cgroup *cg = calloc(1, sizeof *cg);
     if (!cg)
         return -ENOMEM;
     if (snprintf(cg->dir, sizeof cg->dir, "%s/%s", base, name) >= (int)sizeof cg->dir)
         return al_err(err, "cgroup", ENAMETOOLONG, "cgroup name too long");
-    if (mkdir(cg->dir, 0755) < 0)
-        return al_err(err, "cgroup", errno, "mkdir %s: %m", cg->dir);
+    if ((r = al_cgroup_mkdir_fresh(cg->dir)) < 0)
+        return al_err(err, "cgroup", -r, "mkdir %s: %s", cg->dir, strerror(-r));
 
     char v[64];
     if (lim->memory_bytes) {
@@ -192,6 +191,7 @@ static const char *v2_path(al_cgroup *cg) { return cg->dir; }
 
 const al_cgroup_ops al_cgroup_v2_ops = {
     .version = "v2",
+    .join_by_clone = true,
     .detect = v2_detect,
     .create = v2_create,
     .join = v2_join,

@@ -48,25 +48,21 @@ static int wait_go(int sock, al_error *err) {
     return 0;
 }
 
-/* sync 3 brings the filter the parent compiled while we built the tree:
- * a GO whose status is the number of programs, then one datagram each. */
-static int recv_filter(int sock, al_seccomp_prog *prog, al_error *err) {
+/* sync 1 may carry the cgroup's self-join fds (v1): join at once, so all
+ * that follows is accounted to the box. */
+static int wait_go_and_join(int sock, al_error *err) {
     al_msg m;
-    int r = al_msg_recv(sock, &m, NULL, NULL);
-    if (r <= 0 || m.type != AL_MSG_GO)
+    al_cgroup_join j = { .clone_fd = -1 };
+    unsigned n = AL_CGROUP_JOIN_MAX;
+    int r = al_msg_recv(sock, &m, j.self_fds, &n);
+    if (r <= 0 || m.type != AL_MSG_GO) {
+        j.n_self = n;
+        al_cgroup_join_close(&j);
         return al_err(err, "sync", r < 0 ? -r : EPIPE, "parent went away");
-    if (m.status != (int)ELEMENTSOF(prog->f))
-        return al_err(err, "seccomp", EPROTO, "expected %zu filters, got %d", ELEMENTSOF(prog->f), m.status);
-    for (size_t i = 0; i < ELEMENTSOF(prog->f); i++) {
-        size_t cap = BPF_MAXINSNS * sizeof(struct sock_filter);
-        prog->f[i].insns = malloc(cap);
-        if (!prog->f[i].insns)
-            return al_err(err, "seccomp", ENOMEM, "no memory for the filter");
-        ssize_t n = al_msg_recv_raw(sock, prog->f[i].insns, cap);
-        if (n <= 0 || n % (ssize_t)sizeof(struct sock_filter))
-            return al_err(err, "seccomp", n < 0 ? (int)-n : EPROTO, "bad filter from the parent");
-        prog->f[i].len = (unsigned short)((size_t)n / sizeof(struct sock_filter));
     }
+    j.n_self = n;
+    if (al_cgroup_join_self(&j) < 0)
+        return al_err(err, "cgroup", errno, "join the box's cgroup: %m");
     return 0;
 }
 
@@ -248,9 +244,13 @@ static int set_rlimits(const al_child_args *a, al_error *err) {
 static int drop_privileges(al_error *err) {
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return al_err(err, "no_new_privs", errno, "PR_SET_NO_NEW_PRIVS: %m");
+    /* EINVAL past the kernel's last capability ends the loop */
     for (int c = 0; c <= 63; c++)
-        if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+        if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0) {
+            if (errno == EINVAL)
+                break;
             return al_err(err, "capabilities", errno, "drop bounding cap %d: %m", c);
+        }
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
         return al_err(err, "capabilities", errno, "clear ambient: %m");
     struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
@@ -305,10 +305,8 @@ static _Noreturn void be_init(const al_child_args *a, pid_t script) {
  * script's dup2()s cannot clobber them; everything else the caller had open
  * (its terminal, locks, sockets) is closed, so PID 1 holds no host fds. */
 static int keep_only_own_fds(al_child_args *a) {
-    int *fds[4 + AL_CGROUP_JOIN_MAX] = { &a->sock, &a->out_w[0], &a->out_w[1], &a->stdin_fd };
-    size_t nf = 4;
-    for (unsigned i = 0; i < a->cgroup.n_self; i++)
-        fds[nf++] = &a->cgroup.self_fds[i];
+    int *fds[] = { &a->sock, &a->out_w[0], &a->out_w[1], &a->stdin_fd };
+    size_t nf = ELEMENTSOF(fds);
     int keep[ELEMENTSOF(fds)];
     size_t n = 0;
     for (size_t i = 0; i < nf; i++) {
@@ -340,15 +338,12 @@ _Noreturn void al_child_main(const al_child_args *args) {
     if (keep_only_own_fds(a) < 0)
         _exit(125); /* the socket may be gone: the parent sees EOF and says so */
     int rootfd = -1, in_fd = a->stdin_fd;
-    al_seccomp_prog prog = { 0 };
 
     /* Order matters: identity first (files we make must be owned by a
      * mapped uid), then the tree while the host is still visible, then the
      * parent stages inputs, then pivot, then limits, then privileges go,
      * and seccomp comes last so the steps before it need no allow-listing. */
-    /* into the cgroup first, so everything from here on is accounted */
-    CHECK(al_cgroup_join_self(&a->cgroup) < 0 ? al_err(&err, "cgroup", errno, "join the box's cgroup: %m") : 0);
-    CHECK(wait_go(a->sock, &err));                       /* sync 1: maps written */
+    CHECK(wait_go_and_join(a->sock, &err));              /* sync 1: maps written, cgroup made */
     CHECK(become_sandbox_user(&err));
     /* If airlock dies, the box dies with it. Set after the last change of
      * our credentials, which would clear it; a parent that died before
@@ -360,7 +355,7 @@ _Noreturn void al_child_main(const al_child_args *args) {
     CHECK(no_nested_userns(&err));
     CHECK(build_root(a, &rootfd, &err));
     CHECK(send_scratch_fds(a->sock, rootfd, &err));      /* sync 2: scratch fds sent */
-    CHECK(recv_filter(a->sock, &prog, &err));            /* sync 3: staged, filter compiled */
+    CHECK(wait_go(a->sock, &err));                       /* sync 3: inputs staged */
     /* the cgroup namespace is made from inside the box's cgroup, so the box
      * sees its own cgroup as "/" */
     CHECK(unshare(CLONE_NEWCGROUP) < 0 ? al_err(&err, "cgroupns", errno, "unshare(CLONE_NEWCGROUP): %m") : 0);
@@ -370,7 +365,7 @@ _Noreturn void al_child_main(const al_child_args *args) {
     CHECK(set_rlimits(a, &err));
     CHECK(setsid() < 0 ? al_err(&err, "setsid", errno, "setsid: %m") : 0);
     CHECK(drop_privileges(&err));
-    CHECK(al_seccomp_load(&prog) < 0 ? al_err(&err, "seccomp", errno, "load filter: %m") : 0);
+    CHECK(al_seccomp_load_builtin() < 0 ? al_err(&err, "seccomp", errno, "load filter: %m") : 0);
 
     pid_t script = fork();
     if (script < 0) {

@@ -11,7 +11,6 @@ typedef struct al_child_args {
     const al_box_limits *limits;
     char *const *argv;
     char *const *envp;
-    al_cgroup_join cgroup;        /* the box joins its own cgroup (v1) */
     bool unique_uid;              /* RLIMIT_NPROC can be a second pids layer */
 } al_child_args;
 

@@ -3,7 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <openssl/evp.h>
+#include <nettle/sha2.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -109,11 +109,8 @@ static int copy_one(int src_dir, int dst_dir, const char *name, const char *rel,
         }
         fchmod(out, 0644); /* normalised: no setuid, setgid, exec or odd bits */
     }
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
-        EVP_MD_CTX_free(md);
-        return -ENOMEM;
-    }
+    struct sha256_ctx md;
+    sha256_init(&md);
     char buf[65536];
     uint64_t got = 0;
     const char *fail = NULL;
@@ -134,17 +131,15 @@ static int copy_one(int src_dir, int dst_dir, const char *name, const char *rel,
             fail = "grew past the cap while being read";
             break;
         }
-        EVP_DigestUpdate(md, buf, (size_t)n);
+        sha256_update(&md, (size_t)n, (const uint8_t *)buf);
         if (out >= 0 && al_write_all(out, buf, (size_t)n) < 0) {
             snprintf(why, sizeof why, "cannot write on the host: %s", strerror(errno));
             fail = why;
             break;
         }
     }
-    unsigned char dig[32];
-    unsigned dl = 0;
-    EVP_DigestFinal_ex(md, dig, &dl);
-    EVP_MD_CTX_free(md);
+    uint8_t dig[SHA256_DIGEST_SIZE];
+    sha256_digest(&md, sizeof dig, dig);
     if (fail) {
         if (out >= 0)
             unlinkat(dst_dir, name, 0);

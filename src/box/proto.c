@@ -6,11 +6,11 @@
 int al_msg_send(int sock, const al_msg *m, const int *fds, unsigned nfds) {
     struct iovec iov = { .iov_base = (void *)m, .iov_len = sizeof *m };
     union {
-        char buf[CMSG_SPACE(sizeof(int) * 4)];
+        char buf[CMSG_SPACE(sizeof(int) * AL_MSG_MAX_FDS)];
         struct cmsghdr align;
     } u;
     struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-    if (nfds > 4)
+    if (nfds > AL_MSG_MAX_FDS)
         return -EINVAL;
     if (nfds) {
         memset(&u, 0, sizeof u);
@@ -32,7 +32,7 @@ int al_msg_send(int sock, const al_msg *m, const int *fds, unsigned nfds) {
 int al_msg_recv(int sock, al_msg *m, int *fds, unsigned *nfds) {
     struct iovec iov = { .iov_base = m, .iov_len = sizeof *m };
     union {
-        char buf[CMSG_SPACE(sizeof(int) * 4)];
+        char buf[CMSG_SPACE(sizeof(int) * AL_MSG_MAX_FDS)];
         struct cmsghdr align;
     } u;
     struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
@@ -47,9 +47,9 @@ int al_msg_recv(int sock, al_msg *m, int *fds, unsigned *nfds) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
             continue;
         unsigned k = (unsigned)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-        int tmp[8];
-        if (k > 8)
-            k = 8;
+        int tmp[AL_MSG_MAX_FDS];
+        if (k > AL_MSG_MAX_FDS)
+            k = AL_MSG_MAX_FDS;
         memcpy(tmp, CMSG_DATA(c), sizeof(int) * k);
         for (unsigned i = 0; i < k; i++) {
             if (fds && nfds && got < *nfds)
@@ -67,24 +67,3 @@ int al_msg_recv(int sock, al_msg *m, int *fds, unsigned *nfds) {
     return 1;
 }
 
-int al_msg_send_raw(int sock, const void *buf, size_t len) {
-    ssize_t n;
-    do
-        n = send(sock, buf, len, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    return n == (ssize_t)len ? 0 : (n < 0 ? -errno : -EIO);
-}
-
-ssize_t al_msg_recv_raw(int sock, void *buf, size_t cap) {
-    struct iovec iov = { .iov_base = buf, .iov_len = cap };
-    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-    ssize_t n;
-    do
-        n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
-    if (n < 0)
-        return -errno;
-    if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
-        return -EMSGSIZE;
-    return n;
-}

@@ -13,6 +13,8 @@ enum {
     AL_MSG_STATUS,                /* init -> parent: the script's wait status */
 };
 
+#define AL_MSG_MAX_FDS 8
+
 typedef struct al_msg {
     uint32_t type;
     int32_t status;
@@ -20,9 +22,6 @@ typedef struct al_msg {
 } al_msg;
 
 int al_msg_send(int sock, const al_msg *m, const int *fds, unsigned nfds);
-/* A raw payload (the compiled filter) as one datagram. */
-int al_msg_send_raw(int sock, const void *buf, size_t len);
-/* Receive one raw datagram into BUF; returns its length, 0 on EOF. */
-ssize_t al_msg_recv_raw(int sock, void *buf, size_t cap);
+
 /* Receive one message; passed fds land in FDS (up to *NFDS). 0 on EOF. */
 int al_msg_recv(int sock, al_msg *m, int *fds, unsigned *nfds);

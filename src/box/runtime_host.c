@@ -20,7 +20,7 @@ static const char nsswitch[] = "passwd: files\ngroup: files\nshadow: files\nhost
 
 /* Host /etc entries bound read-only when present: CA certificates, the
  * alternatives links many /usr/bin entries point through, and fonts. */
-static const char *const etc_binds[] = { "ssl/certs", "alternatives", "fonts", "mime.types" };
+static const char *const etc_binds[] = { "ssl/certs", "alternatives", "fonts" };
 /* Host /etc files copied (small, non-secret). */
 static const char *const etc_copies[] = { "ld.so.cache", "localtime" };
 

@@ -16,7 +16,17 @@ typedef struct al_seccomp_prog {
     } f[2];
 } al_seccomp_prog;
 
+/* Compile the policy with libseccomp (build time and tests). */
 int al_seccomp_compile(al_seccomp_prog *ret, al_error *err);
-/* Async-signal-safe: used in the child after clone. */
+/* The policy as compiled when airlock was built: no work at run time. */
+int al_seccomp_builtin(al_seccomp_prog *ret, al_error *err);
+/* Load P, then the built-in policy: async-signal-safe, no allocation. */
 int al_seccomp_load(const al_seccomp_prog *p);
-void al_seccomp_prog_free(al_seccomp_prog *p);
+int al_seccomp_load_builtin(void);
+static inline void al_seccomp_prog_free(al_seccomp_prog *p) {
+    for (int i = 0; i < 2; i++) {
+        free(p->f[i].insns);
+        p->f[i].insns = NULL;
+        p->f[i].len = 0;
+    }
+}

@@ -4,6 +4,7 @@
 
 #include "box/box.h"
 #include "box/cgroup.h"
+#include "box/seccomp.h"
 #include "lang/lang.h"
 #include "util/util.h"
 
@@ -91,6 +92,20 @@ static void test_defaults(void) {
     CHECK(strcmp(al_reason_name(_AL_REASON_MAX), "error") == 0);
 }
 
+static void test_builtin_filter_is_the_policy(void) {
+    al_error e = { 0 };
+    al_seccomp_prog fresh, built;
+    CHECK(al_seccomp_compile(&fresh, &e) == 0);
+    CHECK(al_seccomp_builtin(&built, &e) == 0);
+    for (int i = 0; i < 2; i++) {
+        CHECK(fresh.f[i].len > 0);
+        CHECK(fresh.f[i].len == built.f[i].len);
+        CHECK(memcmp(fresh.f[i].insns, built.f[i].insns, fresh.f[i].len * sizeof(struct sock_filter)) == 0);
+    }
+    al_seccomp_prog_free(&fresh);
+    al_seccomp_prog_free(&built);
+}
+
 int main(void) {
     test_sizes();
     test_millis();
@@ -98,6 +113,7 @@ int main(void) {
     test_lang();
     test_errors();
     test_defaults();
+    test_builtin_filter_is_the_policy();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
