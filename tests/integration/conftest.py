@@ -8,7 +8,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("AIRLOCK_BUILD", ROOT / "build"))
-AIRLOCK = Path(os.environ.get("AIRLOCK_BIN", BUILD / "airlock"))
+AIRLOCK = Path(os.environ.get("AIRLOCK_BIN", BUILD / "airlock")).resolve()
 # the probe is static, so always from the plain build (a sanitizer build cannot link it)
 PROBE = Path(os.environ.get("AIRLOCK_PROBE", ROOT / "build" / "tests" / "probe" / "probe"))
 MUST_WORK = os.environ.get("AIRLOCK_MUST_WORK") == "1"
