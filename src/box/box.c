@@ -31,7 +31,7 @@
 #define KILL_GRACE_MS 5000
 
 static const char *const reason_names[_AL_REASON_MAX] = {
-    "exited", "timeout", "memory", "pids", "output_limit", "error",
+    "exited", "timeout", "memory", "pids", "output_limit", "error", "canceled",
 };
 const char *al_reason_name(al_reason r) { return r < _AL_REASON_MAX ? reason_names[r] : "error"; }
 
@@ -199,8 +199,8 @@ static int supervise(box_ctx *b, int sock, int out_r[2], uint64_t start, al_erro
             r = al_err(err, "kill", ETIMEDOUT, "the box did not die within %d ms of SIGKILL", KILL_GRACE_MS);
             break;
         }
-        struct pollfd p[4];
-        int idx[4], n = 0;
+        struct pollfd p[5];
+        int idx[5], n = 0;
         for (int i = 0; i < _AL_STREAM_MAX; i++)
             if (open_[i]) {
                 p[n] = (struct pollfd){ .fd = out_r[i], .events = POLLIN };
@@ -213,6 +213,10 @@ static int supervise(box_ctx *b, int sock, int out_r[2], uint64_t start, al_erro
         if (!init_done) {
             p[n] = (struct pollfd){ .fd = b->pidfd, .events = POLLIN };
             idx[n++] = 3;
+        }
+        if (!killed && cfg->cancel_fd >= 0) {
+            p[n] = (struct pollfd){ .fd = cfg->cancel_fd, .events = POLLIN };
+            idx[n++] = 4;
         }
         uint64_t until = killed ? kill_deadline : deadline;
         int timeout = until > now ? (int)(until - now) : 0;
@@ -245,6 +249,11 @@ static int supervise(box_ctx *b, int sock, int out_r[2], uint64_t start, al_erro
                 } else if (m.type == AL_MSG_ERROR && !res->error.step[0]) {
                     res->error = m.err;
                 }
+            } else if (idx[j] == 4) {
+                kill_reason = AL_REASON_CANCELED;
+                killed = true;
+                kill_deadline = al_now_ms() + KILL_GRACE_MS;
+                kill_box(b);
             } else {
                 siginfo_t si;
                 if (waitid((idtype_t)P_PIDFD, (id_t)b->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid != 0)
@@ -450,6 +459,8 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
         goto out_kill;
     }
 
+    if (cfg->on_started)
+        cfg->on_started(cfg->userdata);
     int out_r[2] = { outp[0][0], outp[1][0] };
     r = supervise(&b, sv[0], out_r, start, err);
     if (r < 0)

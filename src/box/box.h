@@ -23,6 +23,7 @@ typedef enum al_reason {
     AL_REASON_PIDS,
     AL_REASON_OUTPUT_LIMIT,
     AL_REASON_ERROR,
+    AL_REASON_CANCELED,           /* the caller asked, through cancel_fd */
     _AL_REASON_MAX,
 } al_reason;
 
@@ -71,7 +72,9 @@ typedef struct al_box_config {
     int out_dirfd;                /* host directory to copy /out into, or -1 */
     al_box_limits limits;
     al_output_fn on_output;       /* live output, may be NULL */
+    void (*on_started)(void *userdata); /* the script is about to run, may be NULL */
     void *userdata;
+    int cancel_fd;                /* readable (or closed) = kill the box; -1 for none */
 } al_box_config;
 
 typedef struct al_artifact {

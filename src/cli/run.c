@@ -3,6 +3,8 @@
 #include <stdarg.h>
 #include <libgen.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 
 #include "../lang/lang.h"
@@ -212,6 +214,16 @@ int cli_run(int argc, char **argv) {
     for (size_t k = 0; k < n_args; k++)
         box_argv[k + 2] = script_args[k];
 
+    /* Ctrl-C, SIGTERM or a hangup cancel the box cleanly (killed, cgroup
+     * removed) instead of leaving it to die with us */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
+    sigprocmask(SIG_BLOCK, &sigs, NULL);
+    _cleanup_close_ int sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+
     bool tty = isatty(STDOUT_FILENO) || isatty(STDERR_FILENO);
     al_box_file sf = { script_name, script, script_len, 0644 };
     al_box_config cfg = {
@@ -227,6 +239,7 @@ int cli_run(int argc, char **argv) {
         .limits = lim,
         .on_output = json ? NULL : on_output,
         .userdata = &tty,
+        .cancel_fd = sig_fd,
     };
     al_box_result res;
     int r = al_box_run(&cfg, &res);
