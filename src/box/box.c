@@ -526,3 +526,21 @@ out_fds:
         res->reason = AL_REASON_ERROR;
     return r;
 }
+
+static bool stale_box(const char *name) {
+    unsigned uid;
+    int pid, consumed = 0;
+    unsigned n;
+    if (sscanf(name, "box-%u-%d-%u%n", &uid, &pid, &n, &consumed) == 3 && name[consumed] == '\0')
+        return pid > 0 && kill(pid, 0) < 0 && errno == ESRCH; /* rootless: by creator */
+    if (sscanf(name, "box-%u%n", &uid, &consumed) == 1 && name[consumed] == '\0')
+        return al_uid_is_free((uid_t)uid);
+    return false;
+}
+
+void al_box_sweep_stale(void) {
+    al_cgroup_caps caps;
+    const al_cgroup_ops *ops = al_cgroup_pick(&caps);
+    if (ops)
+        ops->sweep(stale_box);
+}

@@ -135,3 +135,7 @@ typedef struct al_box_result {
  */
 int al_box_run(const al_box_config *cfg, al_box_result *result);
 void al_box_result_free(al_box_result *r);
+
+/* After a crash: kill and remove the cgroups of boxes whose airlock is gone
+ * (their uid lock is free, or their creating process no longer exists). */
+void al_box_sweep_stale(void);

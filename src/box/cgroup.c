@@ -1,5 +1,6 @@
 #include "cgroup.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -170,4 +171,25 @@ int al_cgroup_mkdir_fresh(const char *dir) {
         nanosleep(&ts, NULL);
     }
     return mkdir(dir, 0755) < 0 ? -errno : 0;
+}
+
+void al_cgroup_sweep_dir(const char *base, bool (*stale)(const char *name)) {
+    DIR *d = opendir(base);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, "box-", 4) != 0 || !stale(de->d_name))
+            continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", base, de->d_name);
+        for (int i = 0; i < 50; i++) {
+            al_cgroup_kill_listed(p);
+            if (rmdir(p) == 0 || errno == ENOENT)
+                break;
+            struct timespec ts = { 0, 10 * 1000 * 1000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    closedir(d);
 }

@@ -67,6 +67,8 @@ typedef struct al_cgroup_ops {
     int (*stats)(al_cgroup *cg, al_cgroup_stats *st);
     int (*destroy)(al_cgroup *cg);          /* remove the directories (must be empty) */
     const char *(*path)(al_cgroup *cg);
+    /* Kill and remove every box cgroup that STALE says nobody owns. */
+    void (*sweep)(bool (*stale)(const char *name));
 } al_cgroup_ops;
 
 extern const al_cgroup_ops al_cgroup_v1_ops;
@@ -88,5 +90,7 @@ int al_cgroup_count_procs(const char *dir);
 /* mkdir DIR; if it exists (left by an airlock that was killed while holding
  * the same uid), kill what is in it, remove it and make it afresh. */
 int al_cgroup_mkdir_fresh(const char *dir);
+/* Sweep the box-* directories under BASE (one hierarchy). */
+void al_cgroup_sweep_dir(const char *base, bool (*stale)(const char *name));
 int al_cgroup_kill_listed(const char *dir);
 int al_cgroup_wait_empty(const al_cgroup_ops *ops, al_cgroup *cg, uint64_t timeout_ms);

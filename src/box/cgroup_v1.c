@@ -228,6 +228,19 @@ static int v1_destroy(al_cgroup *cg) {
 
 static const char *v1_path(al_cgroup *cg) { return cg->dir[C_MEMORY]; }
 
+static void v1_sweep(bool (*stale)(const char *name)) {
+    char mnt[_C_MAX][PATH_MAX];
+    if (find_mounts(mnt) < 0)
+        return;
+    for (int i = 0; i < _C_MAX; i++) {
+        if (!mnt[i][0])
+            continue;
+        char base[PATH_MAX + 16];
+        snprintf(base, sizeof base, "%s/airlock", mnt[i]);
+        al_cgroup_sweep_dir(base, stale);
+    }
+}
+
 const al_cgroup_ops al_cgroup_v1_ops = {
     .version = "v1",
     .join_by_clone = false,
@@ -239,4 +252,5 @@ const al_cgroup_ops al_cgroup_v1_ops = {
     .stats = v1_stats,
     .destroy = v1_destroy,
     .path = v1_path,
+    .sweep = v1_sweep,
 };

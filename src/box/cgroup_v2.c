@@ -189,6 +189,12 @@ static int v2_destroy(al_cgroup *cg) {
 
 static const char *v2_path(al_cgroup *cg) { return cg->dir; }
 
+static void v2_sweep(bool (*stale)(const char *name)) {
+    char base[PATH_MAX];
+    if (base_dir(base, sizeof base) == 0)
+        al_cgroup_sweep_dir(base, stale);
+}
+
 const al_cgroup_ops al_cgroup_v2_ops = {
     .version = "v2",
     .join_by_clone = true,
@@ -200,4 +206,5 @@ const al_cgroup_ops al_cgroup_v2_ops = {
     .stats = v2_stats,
     .destroy = v2_destroy,
     .path = v2_path,
+    .sweep = v2_sweep,
 };

@@ -38,3 +38,15 @@ int al_uid_acquire(uid_t *ret_uid, int *ret_lockfd, al_error *err) {
     }
     return al_err(err, "uid", EAGAIN, "no free host uid for a box in %s", dir);
 }
+
+bool al_uid_is_free(uid_t uid) {
+    const char *dir = getenv("AIRLOCK_UID_LOCKS");
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%u", dir ? dir : "/run/airlock/uids", (unsigned)uid);
+    int fd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return errno == ENOENT;
+    bool free_ = flock(fd, LOCK_EX | LOCK_NB) == 0;
+    close(fd); /* drops the lock if we took it */
+    return free_;
+}

@@ -3,6 +3,7 @@
  * signals are never shared between boxes (SECURITY.md J2). */
 #pragma once
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "../util/util.h"
@@ -12,3 +13,6 @@
 
 /* Reserve a uid; the lock lives as long as *ret_lockfd is open. */
 int al_uid_acquire(uid_t *ret_uid, int *ret_lockfd, al_error *err);
+
+/* True when no live airlock holds UID's lock (a box of it would be stale). */
+bool al_uid_is_free(uid_t uid);

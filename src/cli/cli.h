@@ -5,6 +5,12 @@
 #include "../box/box.h"
 
 int cli_run(int argc, char **argv);
+int cli_helper(int argc, char **argv);
+int cli_serve(int argc, char **argv);
+int cli_admin(int argc, char **argv);
+
+/* The environment every box gets, and nothing else. */
+extern char *const cli_box_env[];
 int cli_doctor(int argc, char **argv);
 
 /* JSON of a run result, with text made valid UTF-8 (invalid bytes become U+FFFD). */

@@ -15,7 +15,7 @@
 #define MAX_INPUTS 256
 #define MAX_ARGS 1024
 
-static char *const box_env[] = {
+char *const cli_box_env[] = {
     "PATH=/usr/local/bin:/usr/bin:/bin",
     "HOME=/tmp",
     "TMPDIR=/tmp",
@@ -229,7 +229,7 @@ int cli_run(int argc, char **argv) {
     al_box_config cfg = {
         .runtime = &al_runtime_host,
         .argv = box_argv,
-        .envp = box_env,
+        .envp = cli_box_env,
         .files = &sf,
         .n_files = 1,
         .inputs = inputs,

@@ -1,0 +1,133 @@
+/*
+ * `airlock helper`: the single-threaded process the service's native
+ * driver starts for each run. It reads one job (JSON) on stdin, runs the
+ * box, and writes events as JSON lines on stdout:
+ *   {"type":"started"}
+ *   {"type":"stdout"|"stderr","data":"..."}
+ *   {"type":"result","result":{...the fields of airlock run --json...}}
+ * SIGTERM cancels the box. Job:
+ *   {"language", "code", "inputs": [host paths], "out_dir": host dir,
+ *    "limits": {"timeout_s", "memory_bytes", "cpu_millis", "pids",
+ *               "output_bytes", "tmpfs_bytes"}}
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/signalfd.h>
+
+#include "../lang/lang.h"
+#include "cli.h"
+
+#define MAX_JOB (1u << 20)
+#define MAX_INPUTS 1024
+
+static void emit(json_t *ev) {
+    char *s = json_dumps(ev, JSON_COMPACT);
+    json_decref(ev);
+    if (!s)
+        return;
+    size_t n = strlen(s);
+    s[n] = '\n';
+    al_write_all(STDOUT_FILENO, s, n + 1);
+    free(s);
+}
+
+static void on_output(al_stream st, const char *buf, size_t len, void *userdata) {
+    emit(json_pack("{s:s, s:o}", "type", st == AL_STREAM_STDOUT ? "stdout" : "stderr", "data", cli_string(buf, len)));
+}
+
+static void on_started(void *userdata) { emit(json_pack("{s:s}", "type", "started")); }
+
+static int fail(const char *step, const char *msg) {
+    emit(json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "step", step, "message", msg));
+    return 125;
+}
+
+static uint64_t get_u64(json_t *o, const char *k, uint64_t def) {
+    json_t *v = json_object_get(o, k);
+    if (json_is_integer(v) && json_integer_value(v) >= 0)
+        return (uint64_t)json_integer_value(v);
+    return def;
+}
+
+int cli_helper(int argc, char **argv) {
+    _cleanup_free_ char *buf = malloc(MAX_JOB + 1);
+    size_t len = 0;
+    if (!buf)
+        return fail("job", "out of memory");
+    for (;;) {
+        ssize_t n = read(STDIN_FILENO, buf + len, MAX_JOB - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        if (len == MAX_JOB)
+            return fail("job", "job larger than 1 MiB");
+    }
+    json_error_t jerr;
+    json_t *job = json_loadb(buf, len, 0, &jerr);
+    if (!job)
+        return fail("job", jerr.text);
+    const char *lang_name = json_string_value(json_object_get(job, "language"));
+    const char *code = json_string_value(json_object_get(job, "code"));
+    const char *out_dir = json_string_value(json_object_get(job, "out_dir"));
+    const al_lang *lang = lang_name ? al_lang_by_name(lang_name) : NULL;
+    if (!lang || !code || !out_dir) {
+        json_decref(job);
+        return fail("job", "the job needs language, code and out_dir");
+    }
+    al_box_limits lim;
+    al_box_limits_default(&lim);
+    json_t *l = json_object_get(job, "limits");
+    lim.wall_ms = get_u64(l, "timeout_s", lim.wall_ms / 1000) * 1000;
+    lim.memory_bytes = get_u64(l, "memory_bytes", lim.memory_bytes);
+    lim.cpu_millis = get_u64(l, "cpu_millis", lim.cpu_millis);
+    lim.pids = get_u64(l, "pids", lim.pids);
+    lim.output_bytes = get_u64(l, "output_bytes", lim.output_bytes);
+    lim.tmpfs_bytes = get_u64(l, "tmpfs_bytes", lim.tmpfs_bytes);
+
+    json_t *ins = json_object_get(job, "inputs");
+    const char *inputs[MAX_INPUTS];
+    size_t n_inputs = 0;
+    for (size_t i = 0; i < json_array_size(ins) && n_inputs < MAX_INPUTS; i++)
+        if (json_is_string(json_array_get(ins, i)))
+            inputs[n_inputs++] = json_string_value(json_array_get(ins, i));
+
+    _cleanup_close_ int out_fd = open(out_dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+    if (out_fd < 0) {
+        json_decref(job);
+        return fail("job", "cannot open out_dir");
+    }
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigprocmask(SIG_BLOCK, &sigs, NULL);
+    _cleanup_close_ int sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+    signal(SIGPIPE, SIG_IGN);
+
+    char *box_argv[] = { (char *)lang->interpreter, (char *)lang->default_file, NULL };
+    al_box_file sf = { lang->default_file, code, strlen(code), 0644 };
+    al_box_config cfg = {
+        .runtime = &al_runtime_host,
+        .argv = box_argv,
+        .envp = cli_box_env,
+        .files = &sf,
+        .n_files = 1,
+        .inputs = inputs,
+        .n_inputs = n_inputs,
+        .stdin_fd = -1,
+        .out_dirfd = out_fd,
+        .limits = lim,
+        .on_output = on_output,
+        .on_started = on_started,
+        .cancel_fd = sig_fd,
+    };
+    al_box_result res;
+    al_box_run(&cfg, &res);
+    emit(json_pack("{s:s, s:o}", "type", "result", "result", cli_result_json(&res, cfg.runtime)));
+    al_box_result_free(&res);
+    json_decref(job);
+    return 0;
+}

@@ -1,0 +1,35 @@
+/*
+ * Drivers run a job somewhere: native (a box on this host, through a
+ * single-threaded helper process), disabled (refuses). One ops table; the
+ * service knows nothing of clone flags, the driver nothing of tenants.
+ */
+#pragma once
+
+#include <jansson.h>
+#include <sys/types.h>
+
+#include "../util/util.h"
+
+typedef struct al_driver_run {
+    pid_t pid;                    /* the helper running the job, or -1 */
+    int events_fd;                /* JSON lines: started, stdout, stderr, result */
+} al_driver_run;
+
+typedef struct al_driver_ops {
+    const char *name;
+    /* What it enforces on this host, as {control: {level, detail}}. */
+    json_t *(*capabilities)(void);
+    /* 0 when it can run jobs here, else -errno with the reason in ERR. */
+    int (*probe)(al_error *err);
+    /* Start JOB (a JSON document: see src/cli/helper.c). Called from a
+     * thread that lives as long as the run: the helper dies with it. */
+    int (*start)(const char *self_exe, const char *job, al_driver_run *ret, al_error *err);
+    int (*cancel)(al_driver_run *r);
+    /* Reap after the events stream ended; returns the helper's wait status. */
+    int (*wait)(al_driver_run *r);
+} al_driver_ops;
+
+extern const al_driver_ops al_driver_native;
+extern const al_driver_ops al_driver_disabled;
+
+const al_driver_ops *al_driver_by_name(const char *name);

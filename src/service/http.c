@@ -1,0 +1,832 @@
+/*
+ * HTTP: libmicrohttpd glue, authentication, routing and the handlers of
+ * docs/api.md. One thread per connection, so an event stream may block
+ * waiting for the next event; connections are capped.
+ */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <microhttpd.h>
+#include <nettle/base64.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "openapi.h"
+#include "service.h"
+
+#define MAX_CONNECTIONS 512
+#define LIST_MAX 200
+#define FILE_NAME_MAX 255
+#define ARTIFACT_REFS_MAX 100
+#define DESCRIPTION_MAX 4096
+#define SSE_KEEPALIVE_S 15
+
+struct al_http {
+    struct MHD_Daemon *d;
+};
+
+typedef struct request {
+    char *body;
+    size_t len;
+    bool too_large;
+    bool answered;
+} request;
+
+/* --------------------------------------------------------------- replies */
+
+static enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, json_t *doc) {
+    char *s = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    if (!s)
+        return MHD_NO;
+    size_t n = strlen(s);
+    struct MHD_Response *r = MHD_create_response_from_buffer(n, s, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, const char *code, const char *fmt, ...) {
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return reply_json(c, status, json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg));
+}
+
+static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *type, char *text) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, "Content-Type", type);
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* --------------------------------------------------------------- records */
+
+static const char *const terminal_states[] = { "succeeded", "failed", "timed_out", "killed", "canceled", "error" };
+
+static bool is_terminal(const char *state) {
+    for (size_t i = 0; state && i < ELEMENTSOF(terminal_states); i++)
+        if (strcmp(state, terminal_states[i]) == 0)
+            return true;
+    return false;
+}
+
+static json_t *parse_or_null(json_t *row, const char *key) {
+    const char *t = json_string_value(json_object_get(row, key));
+    json_t *j = t ? json_loads(t, 0, NULL) : NULL;
+    return j ? j : json_null();
+}
+
+json_t *al_run_json(al_service *s, json_t *row) {
+    al_error err = { 0 };
+    const char *id = json_string_value(json_object_get(row, "id"));
+    json_t *lim = parse_or_null(row, "limits");
+    json_t *limits = json_pack("{s:O, s:I, s:f, s:O}", "timeout_s", json_object_get(lim, "timeout_s"), "memory_mb",
+                               (json_int_t)(json_integer_value(json_object_get(lim, "memory_bytes")) >> 20), "cpus",
+                               (double)json_integer_value(json_object_get(lim, "cpu_millis")) / 1000.0, "pids",
+                               json_object_get(lim, "pids"));
+    json_decref(lim);
+    json_t *result = parse_or_null(row, "result");
+    if (json_is_object(result)) {
+        /* the box's internals (host uid, cgroup path) stay on the host;
+         * artifacts and skips are given at the run's level */
+        json_object_del(result, "box");
+        json_object_del(result, "artifacts");
+        json_object_del(result, "skipped");
+    }
+    json_t *arts = al_store_query(s->store, &err,
+                                  "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
+                                  "FROM artifacts WHERE run_id = ? ORDER BY path",
+                                  "s", id);
+    json_t *error = json_is_string(json_object_get(row, "error_code"))
+                        ? json_pack("{s:O, s:O}", "code", json_object_get(row, "error_code"), "message",
+                                    json_object_get(row, "error_message"))
+                        : json_null();
+    json_t *previews = parse_or_null(row, "previews");
+    json_t *skipped = parse_or_null(row, "skipped");
+    return json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:o, s:O, s:O, s:O, s:o, s:o, s:o, s:o, s:o}",
+                     "id", json_object_get(row, "id"), "state", json_object_get(row, "state"),
+                     "language", json_object_get(row, "language"), "thread_id", json_object_get(row, "thread_id"),
+                     "description", json_object_get(row, "description"), "network", json_object_get(row, "network"),
+                     "limits", limits, "created_at", json_object_get(row, "created_at"),
+                     "started_at", json_object_get(row, "started_at"), "finished_at", json_object_get(row, "finished_at"),
+                     "result", result, "error", error, "artifacts", arts ? arts : json_array(),
+                     "previews", json_is_array(previews) ? previews : (json_decref(previews), json_array()),
+                     "skipped", json_is_array(skipped) ? skipped : (json_decref(skipped), json_array()));
+}
+
+static json_t *load_run(al_service *s, const al_principal *p, const char *id) {
+    al_error err = { 0 };
+    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ? AND workspace_id = ?", "ss", id,
+                                  p->workspace_id);
+    json_t *row = rows && json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
+    json_decref(rows);
+    return row;
+}
+
+/* ----------------------------------------------------------- validation */
+
+static bool valid_thread_id(const char *t) {
+    size_t n = strlen(t);
+    if (n == 0 || n > 64)
+        return false;
+    for (const char *c = t; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
+              *c == '_' || *c == '-'))
+            return false;
+    return strcmp(t, ".") != 0 && strcmp(t, "..") != 0;
+}
+
+static bool valid_file_name(const char *n) {
+    size_t len = strlen(n);
+    return len > 0 && len <= FILE_NAME_MAX && !strchr(n, '/') && strcmp(n, ".") != 0 && strcmp(n, "..") != 0;
+}
+
+static int decode_base64(const char *in, char **ret, size_t *ret_len) {
+    size_t n = strlen(in);
+    char *out = malloc(BASE64_DECODE_LENGTH(n) + 1);
+    if (!out)
+        return -ENOMEM;
+    struct base64_decode_ctx ctx;
+    base64_decode_init(&ctx);
+    size_t len = BASE64_DECODE_LENGTH(n);
+    if (!base64_decode_update(&ctx, &len, (uint8_t *)out, n, in) || !base64_decode_final(&ctx)) {
+        free(out);
+        return -EINVAL;
+    }
+    *ret = out;
+    *ret_len = len;
+    return 0;
+}
+
+typedef struct limit_spec {
+    const char *key;
+    double def, min, max;
+} limit_spec;
+
+/* ---------------------------------------------------------------- routes */
+
+static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const al_principal *p, request *rq) {
+    al_error err = { 0 };
+    json_error_t jerr;
+    json_t *body = json_loadb(rq->body ? rq->body : "", rq->len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!json_is_object(body)) {
+        json_decref(body);
+        return reply_error(c, 400, "bad_request", "the body must be a JSON object: %s", jerr.text);
+    }
+    enum MHD_Result ret;
+    json_t *lang = json_object_get(body, "language"), *code = json_object_get(body, "code");
+    json_t *thread = json_object_get(body, "thread_id"), *files = json_object_get(body, "files");
+    json_t *arts = json_object_get(body, "artifacts"), *net = json_object_get(body, "network");
+    json_t *lim = json_object_get(body, "limits"), *desc = json_object_get(body, "description");
+    static const char *const langs[] = { "python", "node", "bash" };
+    const char *language = json_string_value(lang);
+    bool lang_ok = false;
+    for (size_t i = 0; language && i < ELEMENTSOF(langs); i++)
+        lang_ok |= strcmp(language, langs[i]) == 0;
+    if (!lang_ok) {
+        ret = reply_error(c, 400, "bad_request", "language must be one of python, node, bash");
+        goto out;
+    }
+    if (!json_is_string(code) || json_string_length(code) == 0) {
+        ret = reply_error(c, 400, "bad_request", "code must be a non-empty string");
+        goto out;
+    }
+    if (json_string_length(code) > s->cfg.code_max || memchr(json_string_value(code), 0, json_string_length(code))) {
+        ret = reply_error(c, json_string_length(code) > s->cfg.code_max ? 413 : 400,
+                          json_string_length(code) > s->cfg.code_max ? "payload_too_large" : "bad_request",
+                          "code must be at most %llu bytes, without NUL", (unsigned long long)s->cfg.code_max);
+        goto out;
+    }
+    if (thread && !json_is_null(thread) && (!json_is_string(thread) || !valid_thread_id(json_string_value(thread)))) {
+        ret = reply_error(c, 400, "bad_request", "thread_id must be 1-64 characters of A-Z a-z 0-9 . _ -");
+        goto out;
+    }
+    if (net && !json_is_null(net) && (!json_is_string(net) || strcmp(json_string_value(net), "offline") != 0)) {
+        ret = reply_error(c, 400, "bad_request", "network: only \"offline\" is available on this service");
+        goto out;
+    }
+    if (desc && !json_is_null(desc) && (!json_is_string(desc) || json_string_length(desc) > DESCRIPTION_MAX)) {
+        ret = reply_error(c, 400, "bad_request", "description must be a string of at most %d bytes", DESCRIPTION_MAX);
+        goto out;
+    }
+    if (files && !json_is_null(files) && (!json_is_array(files) || json_array_size(files) > s->cfg.files_max)) {
+        ret = reply_error(c, 400, "bad_request", "files must be an array of at most %llu entries",
+                          (unsigned long long)s->cfg.files_max);
+        goto out;
+    }
+    if (arts && !json_is_null(arts) && (!json_is_array(arts) || json_array_size(arts) > ARTIFACT_REFS_MAX)) {
+        ret = reply_error(c, 400, "bad_request", "artifacts must be an array of at most %d artifact ids", ARTIFACT_REFS_MAX);
+        goto out;
+    }
+    if (lim && !json_is_null(lim) && !json_is_object(lim)) {
+        ret = reply_error(c, 400, "bad_request", "limits must be an object");
+        goto out;
+    }
+    /* limits, each within the workspace's maxima */
+    json_t *ws = al_store_query(s->store, &err, "SELECT * FROM workspaces WHERE id = ?", "s", p->workspace_id);
+    json_t *w = json_array_get(ws, 0);
+    double max_t = (double)json_integer_value(json_object_get(w, "max_timeout_s"));
+    if (max_t > s->cfg.max_timeout_s)
+        max_t = s->cfg.max_timeout_s;
+    limit_spec specs[] = {
+        { "timeout_s", 60, 1, max_t },
+        { "memory_mb", 512, 16, (double)json_integer_value(json_object_get(w, "max_memory_mb")) },
+        { "cpus", 0.5, 0.01, (double)json_integer_value(json_object_get(w, "max_cpus_milli")) / 1000.0 },
+        { "pids", 256, 8, (double)json_integer_value(json_object_get(w, "max_pids")) },
+    };
+    json_decref(ws);
+    double v[4];
+    const char *key;
+    json_t *val;
+    json_object_foreach(lim, key, val) {
+        bool known = false;
+        for (size_t i = 0; i < ELEMENTSOF(specs); i++)
+            known |= strcmp(key, specs[i].key) == 0;
+        if (!known) {
+            ret = reply_error(c, 400, "bad_request", "unknown limit \"%s\" (timeout_s, memory_mb, cpus, pids)", key);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < ELEMENTSOF(specs); i++) {
+        json_t *x = json_object_get(lim, specs[i].key);
+        v[i] = specs[i].def > specs[i].max ? specs[i].max : specs[i].def;
+        if (x && !json_is_null(x)) {
+            if (!json_is_number(x) || json_number_value(x) < specs[i].min || json_number_value(x) > specs[i].max) {
+                ret = reply_error(c, 400, "bad_request", "limits.%s must be a number from %g to %g", specs[i].key,
+                                  specs[i].min, specs[i].max);
+                goto out;
+            }
+            v[i] = json_number_value(x);
+        }
+    }
+    /* files: decoded now so a bad one is refused before anything is made */
+    size_t nf = json_array_size(files);
+    char **data = calloc(nf + 1, sizeof *data);
+    size_t *dlen = calloc(nf + 1, sizeof *dlen);
+    ret = MHD_YES;
+    bool bad = false;
+    for (size_t i = 0; i < nf && !bad; i++) {
+        json_t *f = json_array_get(files, i);
+        const char *name = json_string_value(json_object_get(f, "name"));
+        const char *b64 = json_string_value(json_object_get(f, "content_base64"));
+        static const char *const reserved[] = { "main.py", "main.js", "main.sh", "documents" };
+        bool res = false;
+        for (size_t k = 0; name && k < ELEMENTSOF(reserved); k++)
+            res |= strcmp(name, reserved[k]) == 0;
+        if (!json_is_object(f) || !name || !valid_file_name(name) || res) {
+            ret = reply_error(c, 400, "bad_request", "files[%zu].name must be a plain file name (no /, not . or .., not %s)",
+                              i, "main.py, main.js, main.sh or documents");
+            bad = true;
+        } else if (!b64 || decode_base64(b64, &data[i], &dlen[i]) < 0) {
+            ret = reply_error(c, 400, "bad_request", "files[%zu].content_base64 is not valid base64", i);
+            bad = true;
+        }
+        for (size_t k = 0; !bad && k < i; k++)
+            if (strcmp(name, json_string_value(json_object_get(json_array_get(files, k), "name"))) == 0) {
+                ret = reply_error(c, 400, "bad_request", "two files are named \"%s\"", name);
+                bad = true;
+            }
+    }
+    for (size_t i = 0; !bad && i < json_array_size(arts); i++) {
+        const char *aid = json_string_value(json_array_get(arts, i));
+        json_t *a = aid ? al_store_query(s->store, &err, "SELECT id FROM artifacts WHERE id = ? AND workspace_id = ?", "ss",
+                                         aid, p->workspace_id)
+                        : NULL;
+        if (!a || json_array_size(a) != 1) {
+            ret = reply_error(c, 404, "not_found", "artifacts[%zu]: no such artifact", i);
+            bad = true;
+        }
+        json_decref(a);
+    }
+    al_error perr = { 0 };
+    if (!bad && s->driver->probe(&perr) < 0) {
+        ret = reply_error(c, 503, "driver_disabled", "%s", perr.msg);
+        bad = true;
+    }
+    if (!bad) {
+        json_t *q = al_store_query(s->store, &err, "SELECT storage_quota_bytes AS q FROM orgs WHERE id = ?", "s", p->org_id);
+        int64_t quota = json_integer_value(json_object_get(json_array_get(q, 0), "q"));
+        json_decref(q);
+        if (al_artifacts_org_usage(s, p->org_id) >= quota) {
+            ret = reply_error(c, 507, "quota_exceeded", "the organisation's artifact storage (%lld bytes) is full",
+                              (long long)quota);
+            bad = true;
+        }
+    }
+    if (!bad) {
+        pthread_mutex_lock(&s->mu);
+        bool full = s->queue_len >= s->cfg.queue_max;
+        pthread_mutex_unlock(&s->mu);
+        if (full) {
+            struct MHD_Response *r = NULL;
+            char *m = strdup("{\"error\":{\"code\":\"queue_full\",\"message\":\"the run queue is full; retry later\"}}");
+            r = MHD_create_response_from_buffer(strlen(m), m, MHD_RESPMEM_MUST_FREE);
+            MHD_add_response_header(r, "Content-Type", "application/json");
+            MHD_add_response_header(r, "Retry-After", "5");
+            ret = MHD_queue_response(c, 429, r);
+            MHD_destroy_response(r);
+            bad = true;
+        }
+    }
+    char run_id[40], now[40], dir[PATH_MAX + 64];
+    if (!bad) {
+        al_store_new_id("run", run_id, sizeof run_id);
+        al_store_now(now, sizeof now);
+        /* inline files go to disk, not the database */
+        snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, run_id);
+        char in[PATH_MAX + 80];
+        snprintf(in, sizeof in, "%s/in", dir);
+        if (nf && (mkdir(dir, 0700) < 0 || mkdir(in, 0700) < 0)) {
+            ret = reply_error(c, 500, "internal", "cannot store the run's files: %s", strerror(errno));
+            bad = true;
+        }
+        for (size_t i = 0; !bad && i < nf; i++) {
+            char fp[PATH_MAX + 400];
+            snprintf(fp, sizeof fp, "%s/%s", in, json_string_value(json_object_get(json_array_get(files, i), "name")));
+            int fd = open(fp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+            if (fd < 0 || al_write_all(fd, data[i], dlen[i]) < 0) {
+                ret = reply_error(c, 507, "storage", "cannot store the run's files: %s", strerror(errno));
+                bad = true;
+            }
+            if (fd >= 0)
+                close(fd);
+        }
+        if (bad)
+            al_rm_rf(dir);
+    }
+    for (size_t i = 0; i < nf; i++)
+        free(data[i]);
+    free(data);
+    free(dlen);
+    if (bad)
+        goto out;
+
+    json_t *limits = json_pack("{s:I, s:I, s:I, s:I}", "timeout_s", (json_int_t)v[0], "memory_bytes",
+                               (json_int_t)(v[1] * 1048576.0), "cpu_millis", (json_int_t)(v[2] * 1000.0 + 0.5), "pids",
+                               (json_int_t)v[3]);
+    char *limits_text = json_dumps(limits, JSON_COMPACT);
+    json_decref(limits);
+    json_t *inputs = json_pack("{s:O}", "artifacts", arts && json_is_array(arts) ? arts : json_array());
+    char *inputs_text = json_dumps(inputs, JSON_COMPACT);
+    json_decref(inputs);
+    int n = al_store_exec(s->store, &err,
+                          "INSERT INTO runs (id, org_id, workspace_id, person_id, thread_id, language, code, description, "
+                          "network, limits, inputs, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'offline', ?, ?, 'queued', ?)",
+                          "ssssSssssss", run_id, p->org_id, p->workspace_id, p->person_id, json_string_value(thread),
+                          language, json_string_value(code), desc && json_is_string(desc) ? json_string_value(desc) : "",
+                          limits_text, inputs_text, now);
+    free(limits_text);
+    free(inputs_text);
+    if (n < 0) {
+        al_rm_rf(dir);
+        ret = reply_error(c, 500, "internal", "cannot record the run: %s", err.msg);
+        goto out;
+    }
+    al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "queued"));
+    if (al_service_enqueue(s, run_id, p->person_id) < 0) {
+        al_service_cancel(s, run_id);
+        ret = reply_error(c, 429, "queue_full", "the run queue is full; retry later");
+        goto out;
+    }
+    const char *wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
+    if (wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0)) {
+        const char *ts = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout_s");
+        uint64_t secs = (uint64_t)v[0] + 30;
+        uint64_t x;
+        if (ts && al_parse_u64(ts, &x) == 0 && x <= 3600)
+            secs = x;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += (time_t)secs;
+        json_t *row = NULL;
+        for (;;) {
+            json_decref(row);
+            row = load_run(s, p, run_id);
+            if (!row || is_terminal(json_string_value(json_object_get(row, "state"))))
+                break;
+            pthread_mutex_lock(&s->mu);
+            int wr = s->stopping ? ETIMEDOUT : pthread_cond_timedwait(&s->events_cond, &s->mu, &until);
+            pthread_mutex_unlock(&s->mu);
+            if (wr == ETIMEDOUT) {
+                json_decref(row);
+                row = load_run(s, p, run_id);
+                break;
+            }
+        }
+        ret = row ? reply_json(c, 200, al_run_json(s, row)) : reply_error(c, 500, "internal", "run vanished");
+        json_decref(row);
+        goto out;
+    }
+    json_t *row = load_run(s, p, run_id);
+    ret = reply_json(c, 201, al_run_json(s, row));
+    json_decref(row);
+out:
+    json_decref(body);
+    return ret;
+}
+
+static enum MHD_Result list_runs(al_service *s, struct MHD_Connection *c, const al_principal *p) {
+    al_error err = { 0 };
+    const char *state = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "state");
+    const char *thread = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "thread_id");
+    const char *lim = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
+    const char *cur = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cursor");
+    uint64_t limit = 50, cursor = INT64_MAX;
+    if (lim && (al_parse_u64(lim, &limit) < 0 || limit < 1 || limit > LIST_MAX))
+        return reply_error(c, 400, "bad_request", "limit must be from 1 to %d", LIST_MAX);
+    if (cur && (al_parse_u64(cur, &cursor) < 0 || cursor > INT64_MAX))
+        return reply_error(c, 400, "bad_request", "bad cursor");
+    json_t *rows = al_store_query(s->store, &err,
+                                  "SELECT * FROM runs WHERE workspace_id = ? AND (? IS NULL OR state = ?) "
+                                  "AND (? IS NULL OR thread_id = ?) AND seq < ? ORDER BY seq DESC LIMIT ?",
+                                  "sSSSSii", p->workspace_id, state, state, thread, thread, (int64_t)cursor,
+                                  (int64_t)limit + 1);
+    if (!rows)
+        return reply_error(c, 500, "internal", "%s", err.msg);
+    json_t *out = json_array(), *next = json_null();
+    for (size_t i = 0; i < json_array_size(rows) && i < limit; i++)
+        json_array_append_new(out, al_run_json(s, json_array_get(rows, i)));
+    if (json_array_size(rows) > limit) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(json_object_get(json_array_get(rows, limit - 1), "seq")));
+        next = json_string(buf);
+    }
+    json_decref(rows);
+    return reply_json(c, 200, json_pack("{s:o, s:o}", "runs", out, "next_cursor", next));
+}
+
+/* ------------------------------------------------------------------- SSE */
+
+typedef struct sse {
+    al_service *s;
+    char run_id[40];
+    int64_t last;
+    char *buf;
+    size_t len, pos;
+    bool ended;
+} sse;
+
+static ssize_t sse_read(void *cls, uint64_t off, char *out, size_t max) {
+    sse *e = cls;
+    al_error err = { 0 };
+    while (e->pos >= e->len) {
+        if (e->ended)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        free(e->buf);
+        e->buf = NULL;
+        e->len = e->pos = 0;
+        json_t *rows = al_store_query(e->s->store, &err,
+                                      "SELECT seq, type, data FROM run_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT 64",
+                                      "si", e->run_id, e->last);
+        if (!rows)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (json_array_size(rows) == 0) {
+            json_decref(rows);
+            pthread_mutex_lock(&e->s->mu);
+            bool stopping = e->s->stopping;
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += SSE_KEEPALIVE_S;
+            int w = stopping ? 0 : pthread_cond_timedwait(&e->s->events_cond, &e->s->mu, &until);
+            pthread_mutex_unlock(&e->s->mu);
+            if (stopping)
+                return MHD_CONTENT_READER_END_OF_STREAM;
+            if (w == ETIMEDOUT) {
+                /* a comment keeps proxies and clients from timing out */
+                e->buf = strdup(": keepalive\n\n");
+                e->len = e->buf ? strlen(e->buf) : 0;
+            }
+            continue;
+        }
+        size_t cap = 0;
+        for (size_t i = 0; i < json_array_size(rows); i++)
+            cap += json_string_length(json_object_get(json_array_get(rows, i), "data")) + 96;
+        e->buf = malloc(cap + 1);
+        if (!e->buf) {
+            json_decref(rows);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        for (size_t i = 0; i < json_array_size(rows); i++) {
+            json_t *r = json_array_get(rows, i);
+            const char *type = json_string_value(json_object_get(r, "type"));
+            e->last = json_integer_value(json_object_get(r, "seq"));
+            /* data is one line of compact JSON: no newline can split it */
+            e->len += (size_t)snprintf(e->buf + e->len, cap + 1 - e->len, "id: %lld\nevent: %s\ndata: %s\n\n",
+                                       (long long)e->last, type, json_string_value(json_object_get(r, "data")));
+            if (strcmp(type, "result") == 0)
+                e->ended = true;
+        }
+        json_decref(rows);
+    }
+    size_t n = e->len - e->pos < max ? e->len - e->pos : max;
+    memcpy(out, e->buf + e->pos, n);
+    e->pos += n;
+    return (ssize_t)n;
+}
+
+static void sse_free(void *cls) {
+    sse *e = cls;
+    free(e->buf);
+    free(e);
+}
+
+static enum MHD_Result run_events(al_service *s, struct MHD_Connection *c, const al_principal *p, const char *id) {
+    json_t *row = load_run(s, p, id);
+    if (!row)
+        return reply_error(c, 404, "not_found", "no run %s", id);
+    json_decref(row);
+    sse *e = calloc(1, sizeof *e);
+    if (!e)
+        return MHD_NO;
+    e->s = s;
+    snprintf(e->run_id, sizeof e->run_id, "%s", id);
+    const char *last = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID");
+    uint64_t l;
+    if (last && al_parse_u64(last, &l) == 0 && l < INT64_MAX)
+        e->last = (int64_t)l;
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, sse_read, e, sse_free);
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* ------------------------------------------------------------- artifacts */
+
+static enum MHD_Result artifact(al_service *s, struct MHD_Connection *c, const al_principal *p, const char *id,
+                                bool content) {
+    al_error err = { 0 };
+    json_t *rows = al_store_query(s->store, &err,
+                                  "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
+                                  "FROM artifacts WHERE id = ? AND workspace_id = ?",
+                                  "ss", id, p->workspace_id);
+    json_t *a = rows && json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
+    json_decref(rows);
+    if (!a)
+        return reply_error(c, 404, "not_found", "no artifact %s", id);
+    if (!content)
+        return reply_json(c, 200, a);
+    char path[PATH_MAX];
+    al_blob_path(s, json_string_value(json_object_get(a, "sha256")), path, sizeof path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        if (fd >= 0)
+            close(fd);
+        json_decref(a);
+        return reply_error(c, 500, "internal", "the artifact's content is missing from the store");
+    }
+    struct MHD_Response *r = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
+    MHD_add_response_header(r, "Content-Type", json_string_value(json_object_get(a, "content_type")));
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    /* never rendered inline by a browser: it is the box's output */
+    MHD_add_response_header(r, "Content-Disposition", "attachment");
+    MHD_add_response_header(r, "Content-Security-Policy", "sandbox");
+    json_decref(a);
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result thread_artifacts(al_service *s, struct MHD_Connection *c, const al_principal *p,
+                                        const char *thread) {
+    al_error err = { 0 };
+    if (!valid_thread_id(thread))
+        return reply_error(c, 400, "bad_request", "bad thread id");
+    const char *all = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "all");
+    bool every = all && (strcmp(all, "true") == 0 || strcmp(all, "1") == 0);
+    json_t *rows = al_store_query(s->store, &err,
+                                  every ? "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
+                                          "FROM artifacts WHERE workspace_id = ? AND thread_id = ? ORDER BY path, version"
+                                        : "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
+                                          "FROM artifacts a WHERE workspace_id = ? AND thread_id = ? AND version = "
+                                          "(SELECT MAX(version) FROM artifacts b WHERE b.workspace_id = a.workspace_id "
+                                          "AND b.thread_key = a.thread_key AND b.path = a.path) ORDER BY path",
+                                  "ss", p->workspace_id, thread);
+    if (!rows)
+        return reply_error(c, 500, "internal", "%s", err.msg);
+    return reply_json(c, 200, json_pack("{s:o}", "artifacts", rows));
+}
+
+/* ------------------------------------------------------------ operations */
+
+static enum MHD_Result metrics(al_service *s, struct MHD_Connection *c) {
+    al_error err = { 0 };
+    json_t *rows = al_store_query(s->store, &err, "SELECT state, COUNT(*) AS n FROM runs GROUP BY state", NULL);
+    size_t cap = 8192;
+    char *t = malloc(cap);
+    if (!t)
+        return MHD_NO;
+    size_t o = 0;
+#define OUT(...) o += (size_t)snprintf(t + o, o < cap ? cap - o : 0, __VA_ARGS__)
+    OUT("# HELP airlock_runs Runs by state.\n# TYPE airlock_runs gauge\n");
+    for (size_t i = 0; rows && i < json_array_size(rows); i++)
+        OUT("airlock_runs{state=\"%s\"} %lld\n", json_string_value(json_object_get(json_array_get(rows, i), "state")),
+            (long long)json_integer_value(json_object_get(json_array_get(rows, i), "n")));
+    json_decref(rows);
+    pthread_mutex_lock(&s->mu);
+    OUT("# HELP airlock_queue_length Runs waiting for a slot.\n# TYPE airlock_queue_length gauge\nairlock_queue_length %d\n",
+        s->queue_len);
+    OUT("# HELP airlock_boxes_alive Runs being provisioned or running.\n# TYPE airlock_boxes_alive gauge\nairlock_boxes_alive %d\n",
+        s->active_count);
+    OUT("# HELP airlock_runs_started_total Runs started since the service started.\n# TYPE airlock_runs_started_total counter\n"
+        "airlock_runs_started_total %llu\n", (unsigned long long)s->runs_started);
+    static const char *const le[12] = { "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "30", "60", "120", "+Inf" };
+    OUT("# HELP airlock_run_duration_seconds Time from provisioning to the end of a run.\n"
+        "# TYPE airlock_run_duration_seconds histogram\n");
+    for (int i = 0; i < 12; i++)
+        OUT("airlock_run_duration_seconds_bucket{le=\"%s\"} %llu\n", le[i], (unsigned long long)s->duration_buckets[i]);
+    OUT("airlock_run_duration_seconds_sum %.3f\nairlock_run_duration_seconds_count %llu\n", s->duration_sum,
+        (unsigned long long)s->runs_finished);
+    pthread_mutex_unlock(&s->mu);
+#undef OUT
+    return reply_text(c, 200, "text/plain; version=0.0.4", t);
+}
+
+static json_t *settings_json(al_service *s) {
+    return json_pack("{s:s, s:o, s:{s:i, s:i, s:i}, s:{s:{s:i, s:i, s:f, s:i}, s:{s:i}}, s:[s]}",
+                     "driver", s->driver->name, "badges", s->driver->capabilities(),
+                     "concurrency", "per_person", s->cfg.per_person, "max_concurrent", s->cfg.max_concurrent,
+                     "queue_max", s->cfg.queue_max,
+                     "limits", "defaults", "timeout_s", 60, "memory_mb", 512, "cpus", 0.5, "pids", 256,
+                     "maxima", "timeout_s", s->cfg.max_timeout_s,
+                     "network_modes", "offline");
+}
+
+/* ---------------------------------------------------------------- router */
+
+static int split(const char *url, char parts[6][128]) {
+    int n = 0;
+    for (const char *p = url; *p && n < 6;) {
+        while (*p == '/')
+            p++;
+        if (!*p)
+            break;
+        size_t l = strcspn(p, "/");
+        if (l >= 128)
+            return -1;
+        memcpy(parts[n], p, l);
+        parts[n][l] = '\0';
+        n++;
+        p += l;
+    }
+    return n;
+}
+
+static enum MHD_Result route(al_service *s, struct MHD_Connection *c, const char *url, const char *method, request *rq) {
+    char seg[6][128];
+    int n = split(url, seg);
+    bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0, post = strcmp(method, "POST") == 0;
+    if (n < 0)
+        return reply_error(c, 404, "not_found", "no such path");
+    if (n == 1 && strcmp(seg[0], "healthz") == 0 && get) {
+        al_error e = { 0 };
+        int ok = s->driver->probe(&e);
+        return reply_json(c, 200, json_pack("{s:s, s:s, s:o, s:s*}", "status", ok == 0 ? "ok" : "degraded", "driver",
+                                            s->driver->name, "badges", s->driver->capabilities(), "reason",
+                                            ok == 0 ? NULL : e.msg));
+    }
+    if (n == 1 && strcmp(seg[0], "metrics") == 0 && get)
+        return metrics(s, c);
+    if (n == 1 && strcmp(seg[0], "openapi.json") == 0 && get)
+        return reply_text(c, 200, "application/json", strdup(al_openapi[0].text));
+    if (n == 0 || strcmp(seg[0], "v1") != 0)
+        return reply_error(c, 404, "not_found", "no such path");
+
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    al_principal p;
+    al_error err = { 0 };
+    int a = auth && strncmp(auth, "Bearer ", 7) == 0 ? al_store_authenticate(s->store, auth + 7, &p, &err) : 0;
+    if (a < 0)
+        return reply_error(c, 500, "internal", "%s", err.msg);
+    if (a == 0)
+        return reply_error(c, 401, "unauthorized", "a valid API key is required (Authorization: Bearer KEY)");
+
+    if (n == 2 && strcmp(seg[1], "runs") == 0) {
+        if (post)
+            return rq->too_large ? reply_error(c, 413, "payload_too_large", "the body is larger than %llu bytes",
+                                               (unsigned long long)s->cfg.body_max)
+                                 : create_run(s, c, &p, rq);
+        if (get)
+            return list_runs(s, c, &p);
+        return reply_error(c, 405, "method_not_allowed", "use GET or POST");
+    }
+    if (n >= 3 && strcmp(seg[1], "runs") == 0) {
+        if (n == 3 && get) {
+            json_t *row = load_run(s, &p, seg[2]);
+            if (!row)
+                return reply_error(c, 404, "not_found", "no run %s", seg[2]);
+            enum MHD_Result r = reply_json(c, 200, al_run_json(s, row));
+            json_decref(row);
+            return r;
+        }
+        if (n == 4 && strcmp(seg[3], "events") == 0 && get)
+            return run_events(s, c, &p, seg[2]);
+        if (n == 4 && strcmp(seg[3], "cancel") == 0 && post) {
+            json_t *row = load_run(s, &p, seg[2]);
+            if (!row)
+                return reply_error(c, 404, "not_found", "no run %s", seg[2]);
+            bool ended = is_terminal(json_string_value(json_object_get(row, "state")));
+            json_decref(row);
+            if (ended || al_service_cancel(s, seg[2]) == 0)
+                return reply_error(c, 409, "conflict", "run %s has already ended", seg[2]);
+            row = load_run(s, &p, seg[2]);
+            enum MHD_Result r = reply_json(c, 202, al_run_json(s, row));
+            json_decref(row);
+            return r;
+        }
+        return reply_error(c, n <= 4 ? 405 : 404, n <= 4 ? "method_not_allowed" : "not_found", "no such route");
+    }
+    if (n == 4 && strcmp(seg[1], "threads") == 0 && strcmp(seg[3], "artifacts") == 0 && get)
+        return thread_artifacts(s, c, &p, seg[2]);
+    if (n == 3 && strcmp(seg[1], "artifacts") == 0 && get)
+        return artifact(s, c, &p, seg[2], false);
+    if (n == 4 && strcmp(seg[1], "artifacts") == 0 && strcmp(seg[3], "content") == 0 && get)
+        return artifact(s, c, &p, seg[2], true);
+    if (n == 2 && strcmp(seg[1], "settings") == 0 && get)
+        return reply_json(c, 200, settings_json(s));
+    return reply_error(c, 404, "not_found", "no such path");
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    al_service *s = cls;
+    request *rq = *con_cls;
+    if (!rq) {
+        rq = calloc(1, sizeof *rq);
+        if (!rq)
+            return MHD_NO;
+        *con_cls = rq;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        /* bodies are capped: past the cap we keep nothing and answer 413 */
+        if (!rq->too_large && rq->len + *upload_size <= s->cfg.body_max) {
+            char *nb = realloc(rq->body, rq->len + *upload_size + 1);
+            if (!nb)
+                return MHD_NO;
+            rq->body = nb;
+            memcpy(rq->body + rq->len, upload, *upload_size);
+            rq->len += *upload_size;
+            rq->body[rq->len] = '\0';
+        } else {
+            rq->too_large = true;
+            free(rq->body);
+            rq->body = NULL;
+            rq->len = 0;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (rq->answered)
+        return MHD_YES;
+    rq->answered = true;
+    return route(s, c, url, method, rq);
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    request *rq = *con_cls;
+    if (rq) {
+        free(rq->body);
+        free(rq);
+    }
+    *con_cls = NULL;
+}
+
+int al_http_start(al_service *s, al_http **ret, al_error *err) {
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)s->cfg.port) };
+    if (inet_pton(AF_INET, s->cfg.listen_host, &sa.sin_addr) != 1)
+        return al_err(err, "listen", EINVAL, "listen address %s is not an IPv4 address", s->cfg.listen_host);
+    al_http *h = calloc(1, sizeof *h);
+    if (!h)
+        return -ENOMEM;
+    h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
+                            (uint16_t)s->cfg.port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, &sa,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+    if (!h->d) {
+        free(h);
+        return al_err(err, "listen", EADDRINUSE, "cannot listen on %s:%d (in use, or not allowed)", s->cfg.listen_host,
+                      s->cfg.port);
+    }
+    *ret = h;
+    return 0;
+}
+
+void al_http_stop(al_http *h) {
+    if (!h)
+        return;
+    MHD_stop_daemon(h->d);
+    free(h);
+}

@@ -1,0 +1,625 @@
+/*
+ * The daemon's core: configuration, the scheduler (per-person cap, global
+ * cap, a bounded FIFO queue in which no person's runs starve another's),
+ * the runner (one thread per active run, talking to its driver), the end of
+ * a run (state, artifacts, events), and recovery after a crash.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "../box/box.h"
+#include "service.h"
+
+struct active_run {
+    active_run *next;
+    char run_id[40], person_id[40];
+    al_driver_run dr;
+    bool cancel_requested;
+};
+
+/* ---------------------------------------------------------------- config */
+
+void al_service_config_default(al_service_config *c) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->listen_host, sizeof c->listen_host, "127.0.0.1");
+    c->port = 8080;
+    snprintf(c->state_dir, sizeof c->state_dir, "/var/lib/airlock");
+    snprintf(c->driver, sizeof c->driver, "native");
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    c->max_concurrent = n > 0 ? (int)n * 2 : 4;
+    c->per_person = 3;
+    c->queue_max = 1000;
+    c->max_timeout_s = 120;
+    c->body_max = 8u << 20;
+    c->code_max = 1u << 20;
+    c->files_max = 64;
+}
+
+static int set_int(int *field, const char *v, int min, int max, const char *key, al_error *err) {
+    uint64_t x;
+    if (al_parse_u64(v, &x) < 0 || x < (uint64_t)min || x > (uint64_t)max)
+        return al_err(err, "config", EINVAL, "%s = %s: want a number from %d to %d", key, v, min, max);
+    *field = (int)x;
+    return 0;
+}
+
+int al_service_config_set(al_service_config *c, const char *key, const char *value, al_error *err) {
+    if (strcmp(key, "listen") == 0) {
+        const char *colon = strrchr(value, ':');
+        if (!colon || colon == value || (size_t)(colon - value) >= sizeof c->listen_host)
+            return al_err(err, "config", EINVAL, "listen = %s: want ADDR:PORT", value);
+        snprintf(c->listen_host, sizeof c->listen_host, "%.*s", (int)(colon - value), value);
+        return set_int(&c->port, colon + 1, 1, 65535, key, err);
+    }
+    if (strcmp(key, "state") == 0) {
+        if (value[0] != '/' && value[0] != '.')
+            return al_err(err, "config", EINVAL, "state = %s: want a path", value);
+        snprintf(c->state_dir, sizeof c->state_dir, "%s", value);
+        return 0;
+    }
+    if (strcmp(key, "driver") == 0) {
+        if (!al_driver_by_name(value))
+            return al_err(err, "config", EINVAL, "driver = %s: want native or disabled", value);
+        snprintf(c->driver, sizeof c->driver, "%s", value);
+        return 0;
+    }
+    if (strcmp(key, "max_concurrent") == 0)
+        return set_int(&c->max_concurrent, value, 1, 1024, key, err);
+    if (strcmp(key, "per_person_concurrency") == 0)
+        return set_int(&c->per_person, value, 1, 1024, key, err);
+    if (strcmp(key, "queue_max") == 0)
+        return set_int(&c->queue_max, value, 1, 100000, key, err);
+    if (strcmp(key, "max_timeout_s") == 0)
+        return set_int(&c->max_timeout_s, value, 1, 3600, key, err);
+    return al_err(err, "config", EINVAL, "unknown setting \"%s\"", key);
+}
+
+int al_service_config_load(al_service_config *c, const char *path, al_error *err) {
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    if (!f)
+        return al_err(err, "config", errno, "open %s: %m", path);
+    char line[1024];
+    int lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char *p = line + strspn(line, " \t");
+        if (*p == '#' || *p == '\n' || *p == '\0')
+            continue;
+        char *eq = strchr(p, '=');
+        if (!eq)
+            return al_err(err, "config", EINVAL, "%s:%d: want key = value", path, lineno);
+        char *k_end = eq;
+        while (k_end > p && (k_end[-1] == ' ' || k_end[-1] == '\t'))
+            k_end--;
+        *k_end = '\0';
+        char *v = eq + 1 + strspn(eq + 1, " \t");
+        v[strcspn(v, "\r\n")] = '\0';
+        for (char *e = v + strlen(v); e > v && (e[-1] == ' ' || e[-1] == '\t');)
+            *--e = '\0';
+        int r = al_service_config_set(c, p, v, err);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- events */
+
+int64_t al_service_append_event(al_service *s, const char *run_id, const char *type, json_t *data) {
+    char *text = json_dumps(data, JSON_COMPACT);
+    json_decref(data);
+    if (!text)
+        return -ENOMEM;
+    al_error err = { 0 };
+    /* one statement: the next number is taken atomically */
+    int r = al_store_exec(s->store, &err,
+                          "INSERT INTO run_events (run_id, seq, type, data) "
+                          "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM run_events WHERE run_id = ?",
+                          "ssss", run_id, type, text, run_id);
+    free(text);
+    pthread_mutex_lock(&s->mu);
+    pthread_cond_broadcast(&s->events_cond);
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+static void state_event(al_service *s, const char *run_id, const char *state) {
+    al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", state));
+}
+
+/* ---------------------------------------------------------------- queue */
+
+int al_service_enqueue(al_service *s, const char *run_id, const char *person_id) {
+    pthread_mutex_lock(&s->mu);
+    if (s->queue_len >= s->cfg.queue_max) {
+        pthread_mutex_unlock(&s->mu);
+        return -EAGAIN;
+    }
+    queued_run *q = &s->queue[s->queue_len++];
+    snprintf(q->run_id, sizeof q->run_id, "%s", run_id);
+    snprintf(q->person_id, sizeof q->person_id, "%s", person_id);
+    pthread_cond_broadcast(&s->sched_cond);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+int al_service_person_queued(al_service *s, const char *person_id) {
+    pthread_mutex_lock(&s->mu);
+    int n = 0;
+    for (int i = 0; i < s->queue_len; i++)
+        n += strcmp(s->queue[i].person_id, person_id) == 0;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+static void finish_canceled_queued(al_service *s, const char *run_id) {
+    char now[40];
+    al_store_now(now, sizeof now);
+    al_error err = { 0 };
+    int n = al_store_exec(s->store, &err,
+                          "UPDATE runs SET state = 'canceled', finished_at = ?, error_code = 'canceled', "
+                          "error_message = 'canceled before it started' WHERE id = ? AND state = 'queued'",
+                          "ss", now, run_id);
+    if (n > 0) {
+        state_event(s, run_id, "canceled");
+        json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", run_id);
+        if (rows && json_array_size(rows))
+            al_service_append_event(s, run_id, "result", al_run_json(s, json_array_get(rows, 0)));
+        json_decref(rows);
+    }
+}
+
+int al_service_cancel(al_service *s, const char *run_id) {
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->queue_len; i++) {
+        if (strcmp(s->queue[i].run_id, run_id) == 0) {
+            memmove(&s->queue[i], &s->queue[i + 1], (size_t)(s->queue_len - i - 1) * sizeof *s->queue);
+            s->queue_len--;
+            pthread_mutex_unlock(&s->mu);
+            finish_canceled_queued(s, run_id);
+            return 1;
+        }
+    }
+    for (active_run *a = s->active; a; a = a->next) {
+        if (strcmp(a->run_id, run_id) == 0) {
+            a->cancel_requested = true;
+            if (a->dr.pid > 0)
+                s->driver->cancel(&a->dr);
+            pthread_mutex_unlock(&s->mu);
+            return 1;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- runner */
+
+static const char *state_of(json_t *result) {
+    const char *reason = json_string_value(json_object_get(result, "reason"));
+    if (!reason)
+        return "error";
+    if (strcmp(reason, "exited") == 0) {
+        json_t *code = json_object_get(result, "exit_code");
+        return json_is_integer(code) && json_integer_value(code) == 0 ? "succeeded" : "failed";
+    }
+    if (strcmp(reason, "timeout") == 0)
+        return "timed_out";
+    if (strcmp(reason, "memory") == 0 || strcmp(reason, "pids") == 0 || strcmp(reason, "output_limit") == 0)
+        return "killed";
+    if (strcmp(reason, "canceled") == 0)
+        return "canceled";
+    return "error";
+}
+
+static json_t *job_for(al_service *s, json_t *run, const char *dir, al_error *err) {
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        al_err(err, "stage", errno, "mkdir %s: %m", dir);
+        return NULL;
+    }
+    json_t *limits = json_loads(json_string_value(json_object_get(run, "limits")), 0, NULL);
+    if (!limits)
+        limits = json_object();
+    json_t *inputs = json_array();
+    char in_dir[PATH_MAX + 64], docs[PATH_MAX + 64], out[PATH_MAX + 64];
+    snprintf(in_dir, sizeof in_dir, "%s/in", dir);
+    snprintf(docs, sizeof docs, "%s/documents", dir);
+    snprintf(out, sizeof out, "%s/out", dir);
+    DIR *d = opendir(in_dir);
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d)))
+            if (de->d_name[0] != '.' || (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)) {
+                char p[PATH_MAX + 320];
+                snprintf(p, sizeof p, "%s/%s", in_dir, de->d_name);
+                json_array_append_new(inputs, json_string(p));
+            }
+        closedir(d);
+    }
+    json_t *arts = json_loads(json_string_value(json_object_get(run, "inputs")), 0, NULL);
+    int r = al_artifacts_stage(s, json_string_value(json_object_get(run, "workspace_id")),
+                               json_string_value(json_object_get(run, "thread_id")),
+                               json_object_get(arts, "artifacts"), docs, err);
+    json_decref(arts);
+    if (r < 0) {
+        json_decref(limits);
+        json_decref(inputs);
+        return NULL;
+    }
+    if (r > 0)
+        json_array_append_new(inputs, json_string(docs));
+    if (mkdir(out, 0700) < 0 && errno != EEXIST) {
+        al_err(err, "stage", errno, "mkdir %s: %m", out);
+        json_decref(limits);
+        json_decref(inputs);
+        return NULL;
+    }
+    return json_pack("{s:O, s:O, s:o, s:s, s:o}", "language", json_object_get(run, "language"), "code",
+                     json_object_get(run, "code"), "inputs", inputs, "out_dir", out, "limits", limits);
+}
+
+typedef struct runner_arg {
+    al_service *s;
+    active_run *a;
+} runner_arg;
+
+static void end_run(al_service *s, json_t *run, const char *state, json_t *result, const char *err_code,
+                    const char *err_msg, const char *dir) {
+    const char *run_id = json_string_value(json_object_get(run, "id"));
+    al_error err = { 0 };
+    json_t *published = NULL, *previews = NULL, *skipped = json_array();
+    if (result) {
+        json_t *sk = json_object_get(result, "skipped");
+        json_array_extend(skipped, sk ? sk : json_array());
+        char out[PATH_MAX + 64];
+        snprintf(out, sizeof out, "%s/out", dir);
+        if (al_artifacts_ingest(s, run, out, result, &published, &previews, skipped, &err) < 0 && !err_code) {
+            state = "error";
+            err_code = "artifacts";
+            err_msg = err.msg;
+        }
+    }
+    char now[40];
+    al_store_now(now, sizeof now);
+    char *res_text = result ? json_dumps(result, JSON_COMPACT) : NULL;
+    char *prev_text = previews ? json_dumps(previews, JSON_COMPACT) : NULL;
+    char *skip_text = json_dumps(skipped, JSON_COMPACT);
+    al_store_exec(s->store, &err,
+                  "UPDATE runs SET state = ?, result = ?, previews = ?, skipped = ?, error_code = ?, "
+                  "error_message = ?, finished_at = ? WHERE id = ?",
+                  "sSSSSSss", state, res_text, prev_text, skip_text, err_code, err_msg, now, run_id);
+    free(res_text);
+    free(prev_text);
+    free(skip_text);
+    for (size_t i = 0; published && i < json_array_size(published); i++)
+        al_service_append_event(s, run_id, "artifact", json_incref(json_array_get(published, i)));
+    json_decref(published);
+    json_decref(previews);
+    json_decref(skipped);
+    state_event(s, run_id, state);
+    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", run_id);
+    if (rows && json_array_size(rows))
+        al_service_append_event(s, run_id, "result", al_run_json(s, json_array_get(rows, 0)));
+    json_decref(rows);
+}
+
+static void *runner_main(void *p) {
+    runner_arg *ra = p;
+    al_service *s = ra->s;
+    active_run *a = ra->a;
+    free(ra);
+    al_error err = { 0 };
+    char dir[PATH_MAX + 64], now[40];
+    snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, a->run_id);
+    al_store_now(now, sizeof now);
+    json_t *result = NULL, *run = NULL, *job = NULL;
+    const char *final = "error", *ecode = NULL, *emsg = NULL;
+    char emsg_buf[600] = "";
+    uint64_t t0 = al_now_ms();
+
+    /* queued -> provisioning, unless it was canceled in between */
+    int n = al_store_exec(s->store, &err, "UPDATE runs SET state = 'provisioning', started_at = ? WHERE id = ? AND state = 'queued'",
+                          "ss", now, a->run_id);
+    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", a->run_id);
+    run = rows && json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
+    json_decref(rows);
+    if (n <= 0 || !run)
+        goto done;
+    state_event(s, a->run_id, "provisioning");
+
+    job = job_for(s, run, dir, &err);
+    if (!job) {
+        ecode = "provisioning";
+        snprintf(emsg_buf, sizeof emsg_buf, "%s", err.msg);
+        emsg = emsg_buf;
+        goto finish;
+    }
+    char *job_text = json_dumps(job, JSON_COMPACT);
+    al_driver_run dr = { .pid = -1, .events_fd = -1 };
+    int r = job_text ? s->driver->start(s->self_exe, job_text, &dr, &err) : -ENOMEM;
+    free(job_text);
+    if (r < 0) {
+        ecode = "provisioning";
+        snprintf(emsg_buf, sizeof emsg_buf, "%s", err.msg[0] ? err.msg : strerror(-r));
+        emsg = emsg_buf;
+        goto finish;
+    }
+    pthread_mutex_lock(&s->mu);
+    a->dr = dr;
+    bool cancel = a->cancel_requested;
+    pthread_mutex_unlock(&s->mu);
+    if (cancel)
+        s->driver->cancel(&a->dr);
+
+    FILE *ev = fdopen(dr.events_fd, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    json_t *helper_error = NULL;
+    while (ev && getline(&line, &cap, ev) > 0) {
+        json_t *e = json_loads(line, 0, NULL);
+        const char *type = json_string_value(json_object_get(e, "type"));
+        if (!type) {
+            json_decref(e);
+            continue;
+        }
+        if (strcmp(type, "started") == 0) {
+            al_store_exec(s->store, &err, "UPDATE runs SET state = 'running' WHERE id = ? AND state = 'provisioning'", "s",
+                          a->run_id);
+            state_event(s, a->run_id, "running");
+        } else if (strcmp(type, "stdout") == 0 || strcmp(type, "stderr") == 0) {
+            al_service_append_event(s, a->run_id, type, json_pack("{s:O}", "data", json_object_get(e, "data")));
+        } else if (strcmp(type, "result") == 0) {
+            json_decref(result);
+            result = json_incref(json_object_get(e, "result"));
+        } else if (strcmp(type, "error") == 0) {
+            json_decref(helper_error);
+            helper_error = json_incref(json_object_get(e, "error"));
+        }
+        json_decref(e);
+    }
+    free(line);
+    pthread_mutex_lock(&s->mu);
+    a->dr.pid = -1;
+    pthread_mutex_unlock(&s->mu);
+    if (ev) {
+        fclose(ev);
+        dr.events_fd = -1;
+    }
+    int st = s->driver->wait(&dr);
+    if (result) {
+        final = state_of(result);
+        json_t *e = json_object_get(result, "error");
+        if (strcmp(final, "error") == 0 && e) {
+            ecode = "box";
+            snprintf(emsg_buf, sizeof emsg_buf, "step %s: %s", json_string_value(json_object_get(e, "step")),
+                     json_string_value(json_object_get(e, "message")));
+            emsg = emsg_buf;
+        }
+    } else {
+        ecode = "helper";
+        snprintf(emsg_buf, sizeof emsg_buf, "the run's helper ended without a result (%s %d)%s%s",
+                 WIFSIGNALED(st) ? "signal" : "exit", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
+                 helper_error ? ": " : "", helper_error ? json_string_value(json_object_get(helper_error, "message")) : "");
+        emsg = emsg_buf;
+    }
+    json_decref(helper_error);
+finish:
+    end_run(s, run, final, result, ecode, emsg, dir);
+done:
+    al_rm_rf(dir);
+    json_decref(result);
+    json_decref(job);
+    json_decref(run);
+    pthread_mutex_lock(&s->mu);
+    for (active_run **pp = &s->active; *pp; pp = &(*pp)->next)
+        if (*pp == a) {
+            *pp = a->next;
+            break;
+        }
+    s->active_count--;
+    s->runs_finished++;
+    double secs = (double)(al_now_ms() - t0) / 1000.0;
+    static const double bounds[12] = { 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 1e18 };
+    for (int i = 0; i < 12; i++)
+        if (secs <= bounds[i])
+            s->duration_buckets[i]++;
+    s->duration_sum += secs;
+    pthread_cond_broadcast(&s->sched_cond);
+    pthread_cond_broadcast(&s->events_cond);
+    pthread_mutex_unlock(&s->mu);
+    free(a);
+    return NULL;
+}
+
+static int person_active(al_service *s, const char *person_id) {
+    int n = 0;
+    for (active_run *a = s->active; a; a = a->next)
+        n += strcmp(a->person_id, person_id) == 0;
+    return n;
+}
+
+static void *scheduler_main(void *p) {
+    al_service *s = p;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stopping) {
+        bool started = false;
+        /* FIFO among the runs whose person is under the cap: a person with
+         * many queued runs cannot hold back another person's */
+        for (int i = 0; i < s->queue_len && s->active_count < s->cfg.max_concurrent;) {
+            if (person_active(s, s->queue[i].person_id) >= s->cfg.per_person) {
+                i++;
+                continue;
+            }
+            active_run *a = calloc(1, sizeof *a);
+            runner_arg *ra = calloc(1, sizeof *ra);
+            if (!a || !ra) {
+                free(a);
+                free(ra);
+                break;
+            }
+            memcpy(a->run_id, s->queue[i].run_id, sizeof a->run_id);
+            memcpy(a->person_id, s->queue[i].person_id, sizeof a->person_id);
+            a->dr = (al_driver_run){ .pid = -1, .events_fd = -1 };
+            memmove(&s->queue[i], &s->queue[i + 1], (size_t)(s->queue_len - i - 1) * sizeof *s->queue);
+            s->queue_len--;
+            a->next = s->active;
+            s->active = a;
+            s->active_count++;
+            s->runs_started++;
+            ra->s = s;
+            ra->a = a;
+            pthread_t t;
+            pthread_attr_t attr;
+            pthread_attr_init(&attr);
+            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+            if (pthread_create(&t, &attr, runner_main, ra) != 0) {
+                /* put it back at the head and try later */
+                s->active = a->next;
+                s->active_count--;
+                memmove(&s->queue[1], &s->queue[0], (size_t)s->queue_len * sizeof *s->queue);
+                memcpy(s->queue[0].run_id, a->run_id, sizeof a->run_id);
+                memcpy(s->queue[0].person_id, a->person_id, sizeof a->person_id);
+                s->queue_len++;
+                free(a);
+                free(ra);
+                pthread_attr_destroy(&attr);
+                break;
+            }
+            pthread_attr_destroy(&attr);
+            started = true;
+        }
+        if (!started)
+            pthread_cond_wait(&s->sched_cond, &s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* -------------------------------------------------------------- recovery */
+
+static void recover(al_service *s) {
+    al_error err = { 0 };
+    char now[40];
+    al_store_now(now, sizeof now);
+    /* Runs that were being provisioned or running when the service died:
+     * their helpers died with it (PDEATHSIG), and their boxes with those. */
+    json_t *lost = al_store_query(s->store, &err, "SELECT id FROM runs WHERE state IN ('provisioning', 'running')", NULL);
+    for (size_t i = 0; lost && i < json_array_size(lost); i++) {
+        const char *id = json_string_value(json_object_get(json_array_get(lost, i), "id"));
+        al_store_exec(s->store, &err,
+                      "UPDATE runs SET state = 'error', error_code = 'lost', "
+                      "error_message = 'the service stopped while this run was active', finished_at = ? WHERE id = ?",
+                      "ss", now, id);
+        state_event(s, id, "error");
+        json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", id);
+        if (rows && json_array_size(rows))
+            al_service_append_event(s, id, "result", al_run_json(s, json_array_get(rows, 0)));
+        json_decref(rows);
+        char dir[PATH_MAX + 64];
+        snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, id);
+        al_rm_rf(dir);
+    }
+    json_decref(lost);
+    /* Boxes' cgroups whose uid nobody holds any more are leftovers. */
+    al_box_sweep_stale();
+    /* Queued runs never started: they wait again, in their order. */
+    json_t *queued = al_store_query(s->store, &err, "SELECT id, person_id FROM runs WHERE state = 'queued' ORDER BY seq", NULL);
+    for (size_t i = 0; queued && i < json_array_size(queued); i++) {
+        json_t *r = json_array_get(queued, i);
+        if (al_service_enqueue(s, json_string_value(json_object_get(r, "id")),
+                               json_string_value(json_object_get(r, "person_id"))) < 0)
+            finish_canceled_queued(s, json_string_value(json_object_get(r, "id")));
+    }
+    json_decref(queued);
+}
+
+/* ------------------------------------------------------------------ main */
+
+static int make_dir(const char *p, al_error *err) {
+    if (mkdir(p, 0700) < 0 && errno != EEXIST)
+        return al_err(err, "state", errno, "mkdir %s: %m", p);
+    return 0;
+}
+
+int al_service_run(al_service_config *cfg, al_error *err) {
+    al_service *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    s->cfg = *cfg;
+    int r = 0;
+    s->driver = al_driver_by_name(cfg->driver);
+    if (!s->driver)
+        return al_err(err, "config", EINVAL, "unknown driver %s", cfg->driver);
+    ssize_t n = readlink("/proc/self/exe", s->self_exe, sizeof s->self_exe - 1);
+    if (n < 0)
+        return al_err(err, "service", errno, "readlink /proc/self/exe: %m");
+    s->self_exe[n] = '\0';
+    if ((r = make_dir(cfg->state_dir, err)) < 0)
+        return r;
+    snprintf(s->blobs_dir, sizeof s->blobs_dir, "%s/blobs", cfg->state_dir);
+    snprintf(s->runs_dir, sizeof s->runs_dir, "%s/runs", cfg->state_dir);
+    if ((r = make_dir(s->blobs_dir, err)) < 0 || (r = make_dir(s->runs_dir, err)) < 0)
+        return r;
+    char db[PATH_MAX + 16];
+    snprintf(db, sizeof db, "%s/airlock.db", cfg->state_dir);
+    if ((r = al_store_open(db, &s->store, err)) < 0)
+        return r;
+    s->queue = calloc((size_t)cfg->queue_max, sizeof *s->queue);
+    if (!s->queue)
+        return -ENOMEM;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->sched_cond, NULL);
+    pthread_cond_init(&s->events_cond, NULL);
+
+    /* Block the signals we wait for before any thread starts, so every
+     * thread inherits the mask and only sigwait below sees them. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    recover(s);
+    if (pthread_create(&s->scheduler, NULL, scheduler_main, s) != 0)
+        return al_err(err, "service", EAGAIN, "start the scheduler");
+    al_http *http = NULL;
+    if ((r = al_http_start(s, &http, err)) < 0)
+        return r;
+    fprintf(stderr, "airlock: serving on http://%s:%d (state %s, driver %s)\n", cfg->listen_host, cfg->port,
+            cfg->state_dir, cfg->driver);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "airlock: signal %d: stopping; canceling active runs\n", sig);
+    /* Graceful: stop taking runs, cancel the active ones (their boxes are
+     * killed and cleaned up), wait for their runners, keep queued runs
+     * queued for the next start. */
+    pthread_mutex_lock(&s->mu);
+    s->stopping = true;
+    for (active_run *a = s->active; a; a = a->next) {
+        a->cancel_requested = true;
+        if (a->dr.pid > 0)
+            s->driver->cancel(&a->dr);
+    }
+    pthread_cond_broadcast(&s->sched_cond);
+    pthread_cond_broadcast(&s->events_cond);
+    while (s->active_count > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&s->sched_cond, &s->mu, &ts);
+        pthread_cond_broadcast(&s->events_cond);
+    }
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->scheduler, NULL);
+    al_http_stop(http);
+    al_store_close(s->store);
+    return 0;
+}

@@ -1,0 +1,83 @@
+/* The execution service: shared state of the daemon's parts. */
+#pragma once
+
+#include <jansson.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "../drivers/driver.h"
+#include "../store/store.h"
+
+typedef struct al_service_config {
+    char listen_host[64];
+    int port;
+    char state_dir[PATH_MAX];
+    char driver[16];
+    int max_concurrent;           /* boxes at once, all people */
+    int per_person;               /* boxes at once, one person */
+    int queue_max;                /* queued runs before 429 */
+    int max_timeout_s;            /* ceiling over every workspace's maximum */
+    uint64_t body_max;            /* request body bytes */
+    uint64_t code_max;            /* code bytes */
+    uint64_t files_max;           /* inline files per run */
+} al_service_config;
+
+void al_service_config_default(al_service_config *c);
+/* Read `key = value` lines; unknown keys are an error. */
+int al_service_config_load(al_service_config *c, const char *path, al_error *err);
+int al_service_config_set(al_service_config *c, const char *key, const char *value, al_error *err);
+
+typedef struct active_run active_run;
+
+typedef struct queued_run {
+    char run_id[40], person_id[40];
+} queued_run;
+
+typedef struct al_service {
+    al_service_config cfg;
+    al_store *store;
+    const al_driver_ops *driver;
+    char self_exe[PATH_MAX];
+    char blobs_dir[PATH_MAX + 8], runs_dir[PATH_MAX + 8];
+
+    pthread_mutex_t mu;           /* guards everything below */
+    pthread_cond_t sched_cond;    /* queue or capacity changed */
+    pthread_cond_t events_cond;   /* a run got a new event or ended */
+    queued_run *queue;
+    int queue_len;
+    active_run *active;           /* linked list */
+    int active_count;
+    bool stopping;
+    pthread_t scheduler;
+
+    /* metrics */
+    uint64_t runs_started, runs_finished;
+    uint64_t duration_buckets[12]; /* histogram of run wall time */
+    double duration_sum;
+} al_service;
+
+/* service.c */
+int al_service_run(al_service_config *cfg, al_error *err);
+int al_service_enqueue(al_service *s, const char *run_id, const char *person_id);
+/* 1 when it was queued or running and is now being canceled; 0 if ended. */
+int al_service_cancel(al_service *s, const char *run_id);
+int al_service_person_queued(al_service *s, const char *person_id);
+int64_t al_service_append_event(al_service *s, const char *run_id, const char *type, json_t *data);
+
+/* artifacts.c */
+int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, json_t *artifact_ids,
+                       const char *dir, al_error *err);
+int al_artifacts_ingest(al_service *s, json_t *run, const char *out_dir, json_t *result, json_t **ret_published,
+                        json_t **ret_previews, json_t *skipped, al_error *err);
+const char *al_content_type(const char *path);
+int64_t al_artifacts_org_usage(al_service *s, const char *org_id);
+void al_blob_path(al_service *s, const char *sha, char *buf, size_t len);
+/* Remove a directory tree we made (no links followed). */
+void al_rm_rf(const char *path);
+
+/* http.c */
+typedef struct al_http al_http;
+int al_http_start(al_service *s, al_http **ret, al_error *err);
+void al_http_stop(al_http *h);
+json_t *al_run_json(al_service *s, json_t *row);

@@ -1,0 +1,42 @@
+/*
+ * The store: tenants, keys, runs, their events and artifacts. One interface
+ * (this file); sqlite.c is the embedded implementation. Records come back as
+ * jansson objects whose keys are the column names.
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../util/util.h"
+
+typedef struct al_store al_store;
+
+typedef struct al_principal {
+    char org_id[40], workspace_id[40], person_id[40];
+} al_principal;
+
+int al_store_open(const char *path, al_store **ret, al_error *err);
+void al_store_close(al_store *s);
+
+/* ---- queries: FMT has one letter per parameter: s text, S text or NULL,
+ * i int64. Returns the rows as an array of objects (NULL on error). */
+json_t *al_store_query(al_store *s, al_error *err, const char *sql, const char *fmt, ...);
+/* Run a statement; returns changes >= 0 or -errno. */
+int al_store_exec(al_store *s, al_error *err, const char *sql, const char *fmt, ...);
+/* Several statements as one transaction (BEGIN IMMEDIATE ... COMMIT). */
+int al_store_begin(al_store *s, al_error *err);
+int al_store_commit(al_store *s, al_error *err);
+void al_store_rollback(al_store *s);
+
+/* ---- tenants */
+int al_store_new_id(const char *prefix, char *buf, size_t len);
+void al_store_now(char *buf, size_t len);
+int al_store_create_org(al_store *s, const char *name, char *ret_id, al_error *err);
+int al_store_create_workspace(al_store *s, const char *org_id, const char *name, char *ret_id, al_error *err);
+int al_store_create_person(al_store *s, const char *ws_id, const char *name, char *ret_id, al_error *err);
+/* The key is returned once in RET_KEY (at least 64 bytes); only its hash is kept. */
+int al_store_create_key(al_store *s, const char *person_id, char *ret_key, char *ret_id, al_error *err);
+/* 1 and the principal when KEY is valid, 0 when not, -errno on failure. */
+int al_store_authenticate(al_store *s, const char *key, al_principal *ret, al_error *err);
