@@ -36,7 +36,12 @@ check: unit
 bench: build
 	/usr/bin/python3 bench/startup.py
 
-# Until the service exists: run an example script through the sandbox.
+# The service on 127.0.0.1:8080 with its SQLite store in $(STATE):
+# creates the first organisation, workspace, person and key if none exist.
+serve: build
+	sh scripts/serve.sh
+
+# Run an example script through the sandbox, no service needed.
 demo: build
 	./$(BUILD)/airlock run --out /tmp/airlock-demo examples/hello.py
 	@echo "artifacts in /tmp/airlock-demo:"; ls -l /tmp/airlock-demo

@@ -1,0 +1,25 @@
+#!/bin/sh
+# `make serve`: first organisation, workspace, person and API key if none
+# exist (the key is printed once), a ready-to-paste curl example, then the
+# service in the foreground on 127.0.0.1.
+set -eu
+cd "$(dirname "$0")/.."
+STATE=${STATE:-/var/lib/airlock}
+LISTEN=${LISTEN:-127.0.0.1:8080}
+out=$(./build/airlock admin --state "$STATE" bootstrap)
+echo "$out"
+key=$(echo "$out" | sed -n 's/^api key: //p')
+[ -n "$key" ] || key='YOUR_API_KEY   # created earlier; make another: ./build/airlock admin --state '"$STATE"' key create --person ID'
+cat <<MSG
+
+airlock is starting on http://$LISTEN (state in $STATE). Try:
+
+  curl -s -H 'Authorization: Bearer $key' \\
+       -H 'Content-Type: application/json' \\
+       'http://$LISTEN/v1/runs?wait=true' \\
+       -d '{"language": "python", "code": "print(6 * 7)"}'
+
+API: docs/api.md, or GET http://$LISTEN/openapi.json. Stop with Ctrl-C.
+
+MSG
+exec ./build/airlock serve --listen "$LISTEN" --state "$STATE"
