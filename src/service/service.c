@@ -306,6 +306,26 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
     if (rows && json_array_size(rows))
         al_service_append_event(s, run_id, "result", al_run_json(s, json_array_get(rows, 0)));
     json_decref(rows);
+    al_service_log(s, "run.end", json_pack("{s:s, s:s, s:s, s:s?, s:O?}", "run_id", run_id, "workspace_id",
+                                          json_string_value(json_object_get(run, "workspace_id")), "state", state,
+                                          "error", err_code, "wall_ms", result ? json_object_get(result, "wall_ms") : NULL));
+}
+
+void al_service_log(al_service *s, const char *event, json_t *fields) {
+    /* one JSON object per line on stderr: journald and log shippers take it as is */
+    char now[40];
+    al_store_now(now, sizeof now);
+    if (!fields)
+        fields = json_object();
+    json_object_set_new(fields, "time", json_string(now));
+    json_object_set_new(fields, "event", json_string(event));
+    char *line = json_dumps(fields, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(fields);
+    if (line) {
+        fprintf(stderr, "%s\n", line);
+        free(line);
+    }
+    (void)s;
 }
 
 static void *runner_main(void *p) {
@@ -516,6 +536,7 @@ static void recover(al_service *s) {
                       "error_message = 'the service stopped while this run was active', finished_at = ? WHERE id = ?",
                       "ss", now, id);
         state_event(s, id, "error");
+        al_service_log(s, "run.lost", json_pack("{s:s}", "run_id", id));
         json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", id);
         if (rows && json_array_size(rows))
             al_service_append_event(s, id, "result", al_run_json(s, json_array_get(rows, 0)));
@@ -592,12 +613,12 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     al_http *http = NULL;
     if ((r = al_http_start(s, &http, err)) < 0)
         return r;
-    fprintf(stderr, "airlock: serving on http://%s:%d (state %s, driver %s)\n", cfg->listen_host, cfg->port,
-            cfg->state_dir, cfg->driver);
+    al_service_log(s, "service.start", json_pack("{s:s, s:i, s:s, s:s}", "listen", cfg->listen_host, "port", cfg->port,
+                                                 "state", cfg->state_dir, "driver", cfg->driver));
 
     int sig = 0;
     sigwait(&sigs, &sig);
-    fprintf(stderr, "airlock: signal %d: stopping; canceling active runs\n", sig);
+    al_service_log(s, "service.stop", json_pack("{s:i}", "signal", sig));
     /* Graceful: stop taking runs, cancel the active ones (their boxes are
      * killed and cleaned up), wait for their runners, keep queued runs
      * queued for the next start. */

@@ -64,6 +64,8 @@ int al_service_enqueue(al_service *s, const char *run_id, const char *person_id)
 int al_service_cancel(al_service *s, const char *run_id);
 int al_service_person_queued(al_service *s, const char *person_id);
 int64_t al_service_append_event(al_service *s, const char *run_id, const char *type, json_t *data);
+/* A structured log line (JSON) on stderr; steals FIELDS. */
+void al_service_log(al_service *s, const char *event, json_t *fields);
 
 /* artifacts.c */
 int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, json_t *artifact_ids,
