@@ -491,6 +491,15 @@ static ssize_t sse_read(void *cls, uint64_t off, char *out, size_t max) {
             return MHD_CONTENT_READER_END_WITH_ERROR;
         if (json_array_size(rows) == 0) {
             json_decref(rows);
+            /* a client that already has the result (Last-Event-ID past it)
+             * has nothing more coming */
+            json_t *done = al_store_query(e->s->store, &err,
+                                          "SELECT 1 FROM run_events WHERE run_id = ? AND type = 'result' AND seq <= ?",
+                                          "si", e->run_id, e->last);
+            bool over = done && json_array_size(done) > 0;
+            json_decref(done);
+            if (over)
+                return MHD_CONTENT_READER_END_OF_STREAM;
             pthread_mutex_lock(&e->s->mu);
             bool stopping = e->s->stopping;
             struct timespec until;
