@@ -410,13 +410,11 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         json_t *row = NULL;
         for (;;) {
             json_decref(row);
+            uint64_t gen = al_service_event_gen(s);
             row = load_run(s, p, run_id);
             if (!row || is_terminal(json_string_value(json_object_get(row, "state"))))
                 break;
-            pthread_mutex_lock(&s->mu);
-            int wr = s->stopping ? ETIMEDOUT : pthread_cond_timedwait(&s->events_cond, &s->mu, &until);
-            pthread_mutex_unlock(&s->mu);
-            if (wr == ETIMEDOUT) {
+            if (!al_service_wait_event(s, gen, &until)) {
                 json_decref(row);
                 row = load_run(s, p, run_id);
                 break;
@@ -484,6 +482,7 @@ static ssize_t sse_read(void *cls, uint64_t off, char *out, size_t max) {
         free(e->buf);
         e->buf = NULL;
         e->len = e->pos = 0;
+        uint64_t gen = al_service_event_gen(e->s);
         json_t *rows = al_store_query(e->s->store, &err,
                                       "SELECT seq, type, data FROM run_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT 64",
                                       "si", e->run_id, e->last);
@@ -500,16 +499,15 @@ static ssize_t sse_read(void *cls, uint64_t off, char *out, size_t max) {
             json_decref(done);
             if (over)
                 return MHD_CONTENT_READER_END_OF_STREAM;
-            pthread_mutex_lock(&e->s->mu);
-            bool stopping = e->s->stopping;
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
             until.tv_sec += SSE_KEEPALIVE_S;
-            int w = stopping ? 0 : pthread_cond_timedwait(&e->s->events_cond, &e->s->mu, &until);
-            pthread_mutex_unlock(&e->s->mu);
-            if (stopping)
-                return MHD_CONTENT_READER_END_OF_STREAM;
-            if (w == ETIMEDOUT) {
+            if (!al_service_wait_event(e->s, gen, &until)) {
+                pthread_mutex_lock(&e->s->mu);
+                bool stopping = e->s->stopping;
+                pthread_mutex_unlock(&e->s->mu);
+                if (stopping)
+                    return MHD_CONTENT_READER_END_OF_STREAM;
                 /* a comment keeps proxies and clients from timing out */
                 e->buf = strdup(": keepalive\n\n");
                 e->len = e->buf ? strlen(e->buf) : 0;

@@ -123,9 +123,34 @@ int64_t al_service_append_event(al_service *s, const char *run_id, const char *t
                           "ssss", run_id, type, text, run_id);
     free(text);
     pthread_mutex_lock(&s->mu);
+    s->event_gen++;
     pthread_cond_broadcast(&s->events_cond);
     pthread_mutex_unlock(&s->mu);
     return r;
+}
+
+uint64_t al_service_event_gen(al_service *s) {
+    pthread_mutex_lock(&s->mu);
+    uint64_t g = s->event_gen;
+    pthread_mutex_unlock(&s->mu);
+    return g;
+}
+
+/* Read the generation before looking at the store, wait here after: an
+ * event appended in between bumps it, so no wakeup is ever missed. */
+bool al_service_wait_event(al_service *s, uint64_t gen, const struct timespec *until) {
+    bool got = true;
+    pthread_mutex_lock(&s->mu);
+    while (s->event_gen == gen && !s->stopping) {
+        if (pthread_cond_timedwait(&s->events_cond, &s->mu, until) == ETIMEDOUT) {
+            got = s->event_gen != gen;
+            break;
+        }
+    }
+    if (s->stopping)
+        got = false;
+    pthread_mutex_unlock(&s->mu);
+    return got;
 }
 
 static void state_event(al_service *s, const char *run_id, const char *state) {
@@ -450,6 +475,7 @@ done:
             s->duration_buckets[i]++;
     s->duration_sum += secs;
     pthread_cond_broadcast(&s->sched_cond);
+    s->event_gen++;
     pthread_cond_broadcast(&s->events_cond);
     pthread_mutex_unlock(&s->mu);
     free(a);

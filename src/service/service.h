@@ -44,6 +44,7 @@ typedef struct al_service {
     pthread_mutex_t mu;           /* guards everything below */
     pthread_cond_t sched_cond;    /* queue or capacity changed */
     pthread_cond_t events_cond;   /* a run got a new event or ended */
+    uint64_t event_gen;           /* bumped with every broadcast of events_cond */
     queued_run *queue;
     int queue_len;
     active_run *active;           /* linked list */
@@ -64,6 +65,10 @@ int al_service_enqueue(al_service *s, const char *run_id, const char *person_id)
 int al_service_cancel(al_service *s, const char *run_id);
 int al_service_person_queued(al_service *s, const char *person_id);
 int64_t al_service_append_event(al_service *s, const char *run_id, const char *type, json_t *data);
+/* Wait until an event newer than GEN (from al_service_event_gen) or the
+ * deadline; returns false on timeout or when the service is stopping. */
+uint64_t al_service_event_gen(al_service *s);
+bool al_service_wait_event(al_service *s, uint64_t gen, const struct timespec *until);
 /* A structured log line (JSON) on stderr; steals FIELDS. */
 void al_service_log(al_service *s, const char *event, json_t *fields);
 
