@@ -29,6 +29,12 @@
 #define SETUP_TIMEOUT_MS 10000
 /* after a kill, how long until the box must be gone */
 #define KILL_GRACE_MS 5000
+/* A box that has hit pids.max and stays full is a fork bomb: bash, for
+ * one, retries a failed fork forever. Checked every tick; this many ticks
+ * in a row at the limit, after a refused fork, and the box is killed with
+ * reason "pids". */
+#define PIDS_TICK_MS 250
+#define PIDS_STREAK 4
 
 static const char *const reason_names[_AL_REASON_MAX] = {
     "exited", "timeout", "memory", "pids", "output_limit", "error", "canceled",
@@ -186,6 +192,8 @@ static int supervise(box_ctx *b, int sock, int out_r[2], uint64_t start, al_erro
     bool killed = false;
     int status = 0, r = 0;
     al_reason kill_reason = AL_REASON_EXITED;
+    uint64_t next_tick = start + PIDS_TICK_MS, pids_hits = 0;
+    int pids_streak = 0;
 
     while (open_[0] || open_[1] || !init_done || sock_open) {
         uint64_t now = al_now_ms();
@@ -194,6 +202,20 @@ static int supervise(box_ctx *b, int sock, int out_r[2], uint64_t start, al_erro
             killed = true;
             kill_deadline = now + KILL_GRACE_MS;
             kill_box(b);
+        }
+        if (!killed && b->cg && now >= next_tick) {
+            al_cgroup_stats st = { 0 };
+            b->cg_ops->stats(b->cg, &st);
+            bool full = st.pids_max_hits > 0 && st.pids_current + 2 >= cfg->limits.pids;
+            pids_streak = full || st.pids_max_hits > pids_hits ? pids_streak + 1 : 0;
+            pids_hits = st.pids_max_hits;
+            next_tick = now + PIDS_TICK_MS;
+            if (pids_streak >= PIDS_STREAK) {
+                kill_reason = AL_REASON_PIDS;
+                killed = true;
+                kill_deadline = now + KILL_GRACE_MS;
+                kill_box(b);
+            }
         }
         if (killed && now >= kill_deadline) {
             r = al_err(err, "kill", ETIMEDOUT, "the box did not die within %d ms of SIGKILL", KILL_GRACE_MS);
@@ -218,7 +240,7 @@ static int supervise(box_ctx *b, int sock, int out_r[2], uint64_t start, al_erro
             p[n] = (struct pollfd){ .fd = cfg->cancel_fd, .events = POLLIN };
             idx[n++] = 4;
         }
-        uint64_t until = killed ? kill_deadline : deadline;
+        uint64_t until = killed ? kill_deadline : (b->cg && next_tick < deadline ? next_tick : deadline);
         int timeout = until > now ? (int)(until - now) : 0;
         int k = poll(p, (nfds_t)n, timeout);
         if (k < 0 && errno != EINTR) {

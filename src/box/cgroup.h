@@ -23,6 +23,7 @@ typedef struct al_cgroup_stats {
     uint64_t peak_memory_bytes;
     uint64_t oom_kills;
     uint64_t pids_max_hits;
+    uint64_t pids_current;
     uint64_t nr_throttled;
 } al_cgroup_stats;
 

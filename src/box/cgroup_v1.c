@@ -214,6 +214,8 @@ static int v1_stats(al_cgroup *cg, al_cgroup_stats *st) {
         st->oom_kills = v;
     if (al_cgroup_read_key(cg->dir[C_PIDS], "pids.events", "max", &v) == 0)
         st->pids_max_hits = v;
+    if (al_cgroup_read_u64(cg->dir[C_PIDS], "pids.current", &v) == 0)
+        st->pids_current = v;
     return 0;
 }
 

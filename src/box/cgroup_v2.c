@@ -178,6 +178,8 @@ static int v2_stats(al_cgroup *cg, al_cgroup_stats *st) {
         st->oom_kills = v;
     if (al_cgroup_read_key(cg->dir, "pids.events", "max", &v) == 0)
         st->pids_max_hits = v;
+    if (al_cgroup_read_u64(cg->dir, "pids.current", &v) == 0)
+        st->pids_current = v;
     return 0;
 }
 

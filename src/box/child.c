@@ -272,9 +272,14 @@ static _Noreturn void exec_script(const al_child_args *a, int in_fd) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    if (dup2(in_fd, 0) < 0 || dup2(a->out_w[AL_STREAM_STDOUT], 1) < 0 || dup2(a->out_w[AL_STREAM_STDERR], 2) < 0) {
-        al_err(&err, "exec", errno, "set up stdio: %m");
-        fail(a->sock, &err);
+    int std[3] = { in_fd, a->out_w[AL_STREAM_STDOUT], a->out_w[AL_STREAM_STDERR] };
+    for (int i = 0; i < 3; i++) {
+        /* dup2 onto itself keeps close-on-exec: clear it by hand then */
+        int r = std[i] == i ? fcntl(i, F_SETFD, 0) : dup2(std[i], i);
+        if (r < 0) {
+            al_err(&err, "exec", errno, "set up stdio: %m");
+            fail(a->sock, &err);
+        }
     }
     /* every fd but 0-2 goes at exec; the sync socket stays open until then
      * so an exec failure can still be reported */
@@ -282,6 +287,45 @@ static _Noreturn void exec_script(const al_child_args *a, int in_fd) {
     execve(a->argv[0], a->argv, a->envp);
     al_err(&err, "exec", errno, "execve %s: %m", a->argv[0]);
     fail(a->sock, &err);
+}
+
+/* A private copy of a NULL-terminated string vector (the script's argv may
+ * point into our own argv, which scrub_cmdline blanks). */
+static char **copy_strv(char *const *v) {
+    size_t n = 0;
+    while (v && v[n])
+        n++;
+    char **c = calloc(n + 1, sizeof *c);
+    for (size_t i = 0; c && i < n; i++)
+        if (!(c[i] = strdup(v[i])))
+            return NULL;
+    return c;
+}
+
+/* PID 1 is a copy of airlock, argv and environment included: anyone in
+ * the box can read /proc/1/cmdline. Blank both regions of our own copy
+ * (their bounds are in /proc/self/stat), leaving only a name. */
+static void scrub_cmdline(void) {
+    _cleanup_free_ char *stat = NULL;
+    if (al_read_small(AT_FDCWD, "/proc/self/stat", 4096, &stat, NULL) < 0)
+        return;
+    /* fields after the ")" of the command name; arg_start is field 48 */
+    char *p = strrchr(stat, ')');
+    if (!p)
+        return;
+    unsigned long v[52] = { 0 };
+    int field = 2;
+    for (char *tok = strtok(p + 1, " "); tok && field < 52; tok = strtok(NULL, " "))
+        v[++field] = strtoul(tok, NULL, 10);
+    unsigned long arg_start = v[48], arg_end = v[49], env_start = v[50], env_end = v[51];
+    if (arg_start && arg_end > arg_start && arg_end - arg_start < (1UL << 24)) {
+        memset((void *)arg_start, 0, arg_end - arg_start);
+        static const char name[] = "airlock-init";
+        if (arg_end - arg_start > sizeof name)
+            memcpy((void *)arg_start, name, sizeof name);
+    }
+    if (env_start && env_end > env_start && env_end - env_start < (1UL << 24))
+        memset((void *)env_start, 0, env_end - env_start);
 }
 
 static _Noreturn void be_init(const al_child_args *a, pid_t script) {
@@ -343,6 +387,12 @@ _Noreturn void al_child_main(const al_child_args *args) {
      * mapped uid), then the tree while the host is still visible, then the
      * parent stages inputs, then pivot, then limits, then privileges go,
      * and seccomp comes last so the steps before it need no allow-listing. */
+    char **argv = copy_strv(a->argv), **envp = copy_strv(a->envp);
+    if (!argv || !envp)
+        CHECK(al_err(&err, "exec", ENOMEM, "copy the script's argv"));
+    a->argv = argv;
+    a->envp = envp;
+    scrub_cmdline();
     CHECK(wait_go_and_join(a->sock, &err));              /* sync 1: maps written, cgroup made */
     CHECK(become_sandbox_user(&err));
     /* If airlock dies, the box dies with it. Set after the last change of

@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -66,6 +67,12 @@ class Workdir:
 
     def __truediv__(self, other):
         return self.path / other
+
+    def __str__(self):
+        return str(self.path)
+
+    def __fspath__(self):
+        return str(self.path)
 
     def cleanup(self):
         shutil.rmtree(self.path, ignore_errors=True)
@@ -338,6 +345,17 @@ class LiveRun:
                                      stdin=stdin, env=env, **popen_kw)
         self.hwm_kb = 0
         self.t0 = time.monotonic()
+        # drain both pipes while polling: the JSON document can exceed a pipe buffer
+        self._out, self._err = [], []
+        self._threads = [threading.Thread(target=self._drain, args=(self.proc.stdout, self._out), daemon=True),
+                         threading.Thread(target=self._drain, args=(self.proc.stderr, self._err), daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    @staticmethod
+    def _drain(f, sink):
+        for chunk in iter(lambda: f.read(65536), b""):
+            sink.append(chunk)
 
     def poll_hwm(self):
         st = proc_status(self.proc.pid)
@@ -353,11 +371,13 @@ class LiveRun:
                 on_poll()
             if time.monotonic() > deadline:
                 self.proc.kill()
-                out, err = self.proc.communicate()
+                self.proc.wait()
                 raise AssertionError(f"airlock did not return within {timeout}s "
-                                     f"(DAEMON-OK violated): {err[-2000:]!r}")
+                                     f"(DAEMON-OK violated): {b''.join(self._err)[-2000:]!r}")
             time.sleep(poll)
-        out, err = self.proc.communicate()
+        for t in self._threads:
+            t.join()
+        out, err = b"".join(self._out), b"".join(self._err)
         self.wall = time.monotonic() - self.t0
         self.stdout_raw = out
         self.stderr_raw = err

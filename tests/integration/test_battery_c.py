@@ -84,7 +84,8 @@ def test_c1_userns_cgroup_fsconfig_chains(plain_workdir):
     harness(cv.returncode == 0 and cv.stdout.strip() not in ("", "0"),
             f"control: nsenter read of a fresh userns's max_user_namespaces: {cv.stdout!r} {cv.stderr!r}")
     marker = uniq("c1")
-    run = LiveRun("--lang", "bash", "-c", f"sleep 3; : {marker}")
+    # the marker goes in the script's argv: PID 1's command line is blanked
+    run = LiveRun("--lang", "bash", "-c", "sleep 3", marker)
     try:
         pids = wait_for(lambda: pids_with_marker(marker, boxed=True), timeout=10)
         assert pids, "could not find the box process on the host"

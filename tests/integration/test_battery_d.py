@@ -352,11 +352,13 @@ def test_d6_no_inherited_fds(probe, workdir):
 
 def test_d6_standard_fds_are_open():
     """cli.md: stdin is /dev/null unless --stdin; a closed fd 0 would be reused by the next open()."""
-    doc = box_bash("for i in 0 1 2; do printf '%s=%s\\n' $i \"$(readlink /proc/self/fd/$i)\"; done")
+    doc = box_py("import json, os\nr = {}\nfor fd in (0, 1, 2):\n    try:\n        os.fstat(fd)\n"
+                 "        r[fd] = os.readlink(f'/proc/self/fd/{fd}')\n    except OSError as e:\n"
+                 "        r[fd] = 'closed (errno %d)' % e.errno\nprint(json.dumps(r))\n")
     assert_exited(doc)
-    got = dict(l.split("=", 1) for l in doc["stdout"].splitlines() if "=" in l)
+    got = _last(doc)
     assert got.get("0") == "/dev/null", f"fd 0 in the box is {got.get('0')!r} (cli.md: /dev/null): {got}"
-    assert got.get("1") and got.get("2"), got
+    assert not got["1"].startswith("closed") and not got["2"].startswith("closed"), got
 
 
 D7_PY = r'''

@@ -10,9 +10,9 @@ import uuid
 
 import pytest
 
-from battery_util import (NOBODY, PY, LiveRun, assert_box_gone, assert_exited, box_bash, describe,
+from battery_util import (NOBODY, PY, LiveRun, assert_box_gone, assert_exited, box_bash, box_probe, describe,
                           harness, host_bash, host_probe, host_py, kill_pids, pids_with_marker,
-                          probe_cmd, probe_lines, run_code, uniq, workdir, plain_workdir)  # noqa: F401
+                          probe_cmd, probe_lines, run_code, uniq, workdir, plain_workdir, outdir)  # noqa: F401
 
 GRACE_S = 5  # seconds airlock may take past --timeout to kill and report
 
@@ -91,11 +91,11 @@ def test_g2_fork_bomb_pids_limit(bomb, probe, workdir):
                     "ok=0; for i in $(seq 1 60); do /bin/true && ok=$((ok+1)); sleep 0.05; done; echo ok=$ok")
     extra = ("--in", str(probe)) if bomb == "pthread" else ()
     t0 = time.monotonic()
-    doc = run_code(lang, code, *extra, "--pids", "64", "--timeout", "15", timeout=60)
+    doc = run_code(lang, code, *extra, "--pids", "64", "--timeout", "8", timeout=60)
     wall = time.monotonic() - t0
     odoc = other.wait(timeout=60)
     assert doc.get("reason") == "pids", f"fork bomb ({bomb}): want reason=pids: {describe(doc)}"
-    assert wall < 15 + GRACE_S
+    assert wall < 8 + GRACE_S
     assert_box_gone(doc)
     assert_exited(odoc)
     assert "ok=60" in odoc["stdout"], f"the concurrent box was affected by the bomb: {describe(odoc)}"
@@ -164,6 +164,7 @@ def test_g4_sleeper_ignoring_signals_killed_at_timeout(case):
 # ------------------------------------------------------------------ G5
 
 G5_SH = r'''
+exec >/dev/null 2>&1
 ( setsid nohup bash -c "exec -a @M@-a sleep 3600" >/dev/null 2>&1 & )
 python3 - <<'EOF'
 import ctypes, os, sys, time

@@ -1,0 +1,594 @@
+"""Fixtures and helpers for the service suite (test_service_*.py): a real
+`airlock serve` on a free loopback port with its own state directory, driven
+over HTTP with the standard library only.  See docs/api.md.
+"""
+import atexit
+import base64
+import copy
+import glob
+import http.client
+import json as jsonlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+from conftest import AIRLOCK
+
+_BIN = None
+
+
+def service_binary():
+    """A private copy of the airlock binary, taken once per session: the service
+    re-executes /proc/self/exe's path for its helper, so a rebuild of build/airlock
+    while the suite runs would otherwise pair an old service with a new helper."""
+    global _BIN
+    if _BIN is None:
+        d = Path(tempfile.mkdtemp(prefix="airlock-bin-"))
+        _BIN = d / "airlock"
+        shutil.copy2(AIRLOCK, _BIN)
+        atexit.register(shutil.rmtree, d, True)
+    return _BIN
+
+BOX_UID_MIN = 1900000000
+TERMINAL = {"succeeded", "failed", "timed_out", "killed", "canceled", "error"}
+LIVE = {"queued", "provisioning", "running"}
+STATES = TERMINAL | LIVE
+ERROR_HTTP = {
+    "unauthorized": 401, "not_found": 404, "bad_request": 400, "payload_too_large": 413,
+    "queue_full": 429, "quota_exceeded": 507, "driver_disabled": 503,
+    "method_not_allowed": 405, "conflict": 409,
+}
+RUN_FIELDS = {
+    "id", "state", "language", "thread_id", "description", "created_at", "started_at",
+    "finished_at", "limits", "network", "result", "error", "artifacts", "previews", "skipped",
+}
+RESULT_FIELDS = {
+    "exit_code", "signal", "reason", "stdout", "stderr", "stdout_truncated", "stderr_truncated",
+    "wall_ms", "cpu_ms", "peak_memory_bytes", "controls",
+}
+ARTIFACT_FIELDS = {"id", "thread_id", "run_id", "path", "version", "size", "sha256", "content_type", "created_at"}
+_DEFAULT = object()
+
+
+def b64(data):
+    if isinstance(data, str):
+        data = data.encode()
+    return base64.b64encode(data).decode()
+
+
+# ------------------------------------------------------------ host state
+
+
+# Service processes this pytest started (every start, killed ones included).
+OUR_PIDS = set()
+# Box cgroups that existed before any service of this session started (not ours).
+_BASELINE_CGROUPS = None
+
+
+def _status(pid):
+    """(ppid, max uid, exe basename) of PID, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+        ppid = int(fields["PPid"].split()[0])
+        uid = max(int(u) for u in fields["Uid"].split())
+    except (OSError, KeyError, ValueError):
+        return None
+    try:
+        exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+    except OSError:
+        exe = ""
+    return ppid, uid, exe
+
+
+def _own_ancestors():
+    out, pid = set(), os.getpid()
+    while pid > 0:
+        out.add(pid)
+        st = _status(pid)
+        if st is None:
+            break
+        pid = st[0]
+    return out
+
+
+def _foreign(pid):
+    """A box process of someone else: another test run on this host (`airlock run`
+    from another pytest).  Ours: its first ancestor that is neither a box process
+    nor an airlock binary is one of our services, this pytest, one of our own
+    ancestors, or init (an orphan: a box leaked by a killed service)."""
+    own = _own_ancestors() | OUR_PIDS | {1}
+    st = _status(pid)
+    seen = 0
+    while st is not None and seen < 64:
+        ppid = st[0]
+        if ppid in own or ppid <= 1:
+            return False
+        pst = _status(ppid)
+        if pst is None:
+            return False
+        if pst[1] >= BOX_UID_MIN or pst[2].startswith("airlock"):
+            st = pst
+            seen += 1
+            continue
+        return True
+    return False
+
+
+def box_processes(mine_only=True):
+    """Host processes whose real or effective uid is a box uid: [(pid, uid, cmdline)].
+    MINE_ONLY leaves out boxes of other test runs on this host (see _foreign)."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        st = _status(int(d))
+        if st is None or st[1] < BOX_UID_MIN:
+            continue
+        if mine_only and _foreign(int(d)):
+            continue
+        try:
+            cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            cmd = "?"
+        found.append((int(d), st[1], cmd.strip()))
+    return found
+
+
+def _all_box_cgroups():
+    return sorted(glob.glob("/sys/fs/cgroup/*/airlock/box-*") + glob.glob("/sys/fs/cgroup/airlock/box-*"))
+
+
+def box_cgroups(mine_only=True):
+    """Box cgroup directories, without those that predate our services or belong
+    to another test run's live box (MINE_ONLY)."""
+    cgs = _all_box_cgroups()
+    if not mine_only:
+        return cgs
+    foreign_uids = {str(uid) for pid, uid, _ in box_processes(mine_only=False) if _foreign(pid)}
+    base = set(_BASELINE_CGROUPS or ())
+    return [c for c in cgs if c not in base and c.rsplit("box-", 1)[-1] not in foreign_uids]
+
+
+def wait_no_boxes(timeout=15.0):
+    """Wait until none of our box processes and box cgroups is left; returns what is left."""
+    deadline = time.monotonic() + timeout
+    while True:
+        procs, cgs = box_processes(), box_cgroups()
+        if (not procs and not cgs) or time.monotonic() > deadline:
+            return procs, cgs
+        time.sleep(0.2)
+
+
+def reap_boxes():
+    """Kill our leftover box processes (by pid) and remove our leftover box
+    cgroups, so that one failure does not spill into the next test."""
+    for pid, _, _ in box_processes():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    deadline = time.monotonic() + 5
+    while box_processes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for cg in sorted(box_cgroups(), key=len, reverse=True):
+        try:
+            os.rmdir(cg)
+        except OSError:
+            pass
+
+
+def assert_no_boxes(timeout=15.0, what=""):
+    procs, cgs = wait_no_boxes(timeout)
+    if procs or cgs:
+        reap_boxes()
+    assert not procs, f"box processes left {what}: {procs}"
+    assert not cgs, f"box cgroups left {what}: {cgs}"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def parse_time(s):
+    from datetime import datetime
+    assert isinstance(s, str) and re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", s), f"not RFC 3339: {s!r}"
+    return datetime.fromisoformat(s.replace("Z", "+00:00"))
+
+
+def assert_error(status, doc, code, http_status=None):
+    """The JSON error shape of docs/api.md with CODE (and its HTTP status)."""
+    want = http_status or ERROR_HTTP[code]
+    assert status == want, f"want HTTP {want} {code}, got {status}: {doc!r}"
+    assert isinstance(doc, dict) and isinstance(doc.get("error"), dict), f"not the JSON error shape: {doc!r}"
+    assert doc["error"].get("code") == code, f"want error code {code}: {doc!r}"
+    assert isinstance(doc["error"].get("message"), str) and doc["error"]["message"], f"empty message: {doc!r}"
+
+
+# ------------------------------------------------------------ the service
+
+
+class Tenant:
+    def __init__(self, svc, org, workspace, person, key):
+        self.org, self.workspace, self.person, self.key = org, workspace, person, key
+        self.client = svc.with_key(key)
+
+
+class Service:
+    """One `airlock serve` process and an HTTP client bound to one API key."""
+
+    def __init__(self, state, config=None, key=None, bootstrap=True, extra_env=None):
+        self.state = Path(state)
+        self.state.mkdir(parents=True, exist_ok=True)
+        self.config = config
+        self.extra_env = extra_env or {}
+        self.port = free_port()
+        self.host = "127.0.0.1"
+        self.base_url = f"http://{self.host}:{self.port}"
+        self.log_path = self.state / "serve.log"
+        self.proc = None
+        self.key = key
+        self.starts = 0
+        if bootstrap and key is None:
+            out = self.admin("bootstrap")
+            m = re.search(r"\b(al_[A-Za-z0-9_\-]+)", out)
+            assert m, f"`airlock admin bootstrap` printed no al_ key: {out!r}"
+            self.key = m.group(1)
+
+    # -------------------------------------------------------- process
+
+    def admin(self, *args, check=True):
+        proc = subprocess.run([str(service_binary()), "admin", "--state", str(self.state), *map(str, args)],
+                              capture_output=True, timeout=60)
+        out = proc.stdout.decode(errors="replace")
+        if check:
+            assert proc.returncode == 0, (
+                f"airlock admin {args} exited {proc.returncode}: stdout={out!r} "
+                f"stderr={proc.stderr.decode(errors='replace')!r}")
+        return out
+
+    def admin_id(self, *args):
+        out = self.admin(*args).split()
+        assert out, f"airlock admin {args} printed nothing"
+        return out[-1]
+
+    def new_tenant(self, name):
+        """A second organisation with its own workspace, person and key."""
+        org = self.admin_id("org", "create", name)
+        ws = self.admin_id("workspace", "create", "--org", org, name + "-ws")
+        person, key = self.new_person(ws, name + "-person")
+        return Tenant(self, org, ws, person, key)
+
+    def new_person(self, workspace, name):
+        person = self.admin_id("person", "create", "--workspace", workspace, name)
+        out = self.admin("key", "create", "--person", person)
+        m = re.search(r"\b(al_[A-Za-z0-9_\-]+)", out)
+        assert m, f"`airlock admin key create` printed no al_ key: {out!r}"
+        return person, m.group(1)
+
+    def start(self, timeout=30.0):
+        args = [str(service_binary()), "serve", "--listen", f"{self.host}:{self.port}", "--state", str(self.state)]
+        if self.config is not None:
+            cfg = self.state.parent / f"{self.state.name}.conf"
+            cfg.write_text("".join(f"{k} = {v}\n" for k, v in self.config.items()))
+            args += ["--config", str(cfg)]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
+        env.update(self.extra_env)
+        self.starts += 1
+        log = open(self.log_path, "ab")
+        log.write(f"\n===== start {self.starts}: {' '.join(args)}\n".encode())
+        log.flush()
+        global _BASELINE_CGROUPS
+        if _BASELINE_CGROUPS is None:
+            _BASELINE_CGROUPS = _all_box_cgroups()
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        OUR_PIDS.add(self.proc.pid)
+        log.close()
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"airlock serve exited {self.proc.returncode} at start\n{self.log_tail()}")
+            try:
+                status, _, doc = self.request("GET", "/healthz", key=None, timeout=2)
+                if status == 200:
+                    return self
+                last = (status, doc)
+            except (OSError, http.client.HTTPException) as e:
+                last = e
+            time.sleep(0.1)
+        self.stop()
+        pytest.fail(f"airlock serve did not answer /healthz in {timeout}s (last: {last!r})\n{self.log_tail()}")
+
+    def stop(self, timeout=20.0):
+        """SIGTERM, then SIGKILL; returns the exit status."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            return "SIGKILL"
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def log_tail(self, lines=80):
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return f"----- {self.log_path} (last {lines} lines)\n" + "\n".join(text[-lines:])
+
+    def with_key(self, key):
+        other = copy.copy(self)
+        other.key = key
+        return other
+
+    # -------------------------------------------------------- HTTP
+
+    def _headers(self, key, headers):
+        h = {"Host": f"{self.host}:{self.port}"}
+        if key is not None:
+            h["Authorization"] = f"Bearer {key}"
+        h.update(headers or {})
+        return h
+
+    def request(self, method, path, json=None, key=_DEFAULT, body=None, headers=None, timeout=90, query=None):
+        """One request; returns (status, headers as a lowercase dict, parsed JSON or bytes)."""
+        if key is _DEFAULT:
+            key = self.key
+        if query:
+            path = path + ("&" if "?" in path else "?") + urlencode(query)
+        h = self._headers(key, headers)
+        if json is not None:
+            body = jsonlib.dumps(json).encode()
+            h.setdefault("Content-Type", "application/json")
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers=h)
+            resp = conn.getresponse()
+            raw = resp.read()
+            hdrs = {k.lower(): v for k, v in resp.getheaders()}
+            status = resp.status
+        finally:
+            conn.close()
+        ctype = hdrs.get("content-type", "")
+        if "json" in ctype:
+            try:
+                return status, hdrs, jsonlib.loads(raw)
+            except ValueError:
+                pass
+        return status, hdrs, raw
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def ok(self, method, path, want=200, **kw):
+        status, _, doc = self.request(method, path, **kw)
+        assert status == want, f"{method} {path}: want {want}, got {status}: {doc!r}"
+        return doc
+
+    def post_run(self, code, language="python", wait=False, timeout_s=None, key=_DEFAULT, **fields):
+        body = {"language": language, "code": code, **fields}
+        query = {}
+        if wait:
+            query["wait"] = "true"
+        if timeout_s is not None:
+            query["timeout_s"] = str(timeout_s)
+        return self.request("POST", "/v1/runs", json=body, key=key, query=query, timeout=300)
+
+    def run(self, code, language="python", wait=True, key=_DEFAULT, **fields):
+        """POST /v1/runs (?wait=true by default); returns the run object."""
+        status, _, doc = self.post_run(code, language, wait=wait, key=key, **fields)
+        want = 200 if wait else 201
+        assert status == want, f"POST /v1/runs{'?wait=true' if wait else ''}: want {want}, got {status}: {doc!r}"
+        assert isinstance(doc, dict) and str(doc.get("id", "")).startswith("run_"), doc
+        if wait:
+            assert doc["state"] in TERMINAL, f"?wait=true answered a run that has not ended: {doc!r}"
+        return doc
+
+    def get_run(self, run_id, key=_DEFAULT):
+        return self.ok("GET", f"/v1/runs/{run_id}", key=key)
+
+    def wait_state(self, run_id, states, timeout=60.0, key=_DEFAULT):
+        """Poll GET /v1/runs/{id} until its state is one of STATES; returns the run."""
+        states = {states} if isinstance(states, str) else set(states)
+        deadline = time.monotonic() + timeout
+        while True:
+            run = self.get_run(run_id, key=key)
+            if run["state"] in states:
+                return run
+            assert time.monotonic() < deadline, f"run {run_id} never reached {states}: {run!r}"
+            time.sleep(0.05)
+
+    def cancel(self, run_id, key=_DEFAULT):
+        return self.request("POST", f"/v1/runs/{run_id}/cancel", key=key)
+
+    def content(self, art_id, key=_DEFAULT):
+        status, hdrs, raw = self.request("GET", f"/v1/artifacts/{art_id}/content", key=key)
+        assert status == 200, f"GET /v1/artifacts/{art_id}/content: {status} {raw!r}"
+        if not isinstance(raw, (bytes, bytearray)):   # a JSON artifact got parsed: take the bytes again
+            raw = jsonlib.dumps(raw).encode()
+        return hdrs, raw
+
+    def content_bytes(self, art_id, key=_DEFAULT):
+        """The exact bytes of an artifact (never parsed)."""
+        if key is _DEFAULT:
+            key = self.key
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        try:
+            conn.request("GET", f"/v1/artifacts/{art_id}/content", headers=self._headers(key, None))
+            resp = conn.getresponse()
+            raw = resp.read()
+            assert resp.status == 200, f"GET /v1/artifacts/{art_id}/content: {resp.status} {raw[:500]!r}"
+            return {k.lower(): v for k, v in resp.getheaders()}, raw
+        finally:
+            conn.close()
+
+    def list_runs(self, key=_DEFAULT, limit=200, **filters):
+        """Every run of GET /v1/runs, following next_cursor; returns the list (with duplicates)."""
+        out, cursor, pages = [], None, 0
+        while True:
+            q = {"limit": str(limit), **filters}
+            if cursor:
+                q["cursor"] = cursor
+            doc = self.ok("GET", "/v1/runs", key=key, query=q)
+            assert set(doc) >= {"runs", "next_cursor"}, doc
+            assert len(doc["runs"]) <= limit
+            out.extend(doc["runs"])
+            cursor = doc["next_cursor"]
+            pages += 1
+            assert pages < 10000
+            if not cursor:
+                return out
+
+    # -------------------------------------------------------- SSE
+
+    def stream(self, run_id, last_event_id=None, key=_DEFAULT, timeout=120):
+        """Yield (id, event, data, monotonic time received) from /v1/runs/{id}/events until it ends."""
+        if key is _DEFAULT:
+            key = self.key
+        h = self._headers(key, {"Accept": "text/event-stream"})
+        if last_event_id is not None:
+            h["Last-Event-ID"] = str(last_event_id)
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            conn.request("GET", f"/v1/runs/{run_id}/events", headers=h)
+            resp = conn.getresponse()
+            if resp.status != 200:
+                raise AssertionError(f"GET /v1/runs/{run_id}/events: {resp.status} {resp.read()[:1000]!r}")
+            ctype = resp.getheader("Content-Type", "")
+            assert ctype.startswith("text/event-stream"), f"events Content-Type {ctype!r}"
+            ev_id, ev_type, data = None, "message", []
+            while True:
+                line = resp.readline()
+                if not line:
+                    if data:
+                        raise AssertionError(f"stream ended inside an event: {ev_id} {ev_type} {data}")
+                    return
+                line = line.decode("utf-8").rstrip("\n").rstrip("\r")
+                if line == "":
+                    if data or ev_id is not None:
+                        text = "\n".join(data)
+                        try:
+                            parsed = jsonlib.loads(text)
+                        except ValueError as e:
+                            raise AssertionError(f"event {ev_id} {ev_type}: data not JSON: {text[:500]!r}") from e
+                        yield (int(ev_id) if ev_id is not None else None), ev_type, parsed, time.monotonic()
+                    ev_id, ev_type, data = None, "message", []
+                    continue
+                if line.startswith(":"):
+                    continue
+                field, _, value = line.partition(":")
+                if value.startswith(" "):
+                    value = value[1:]
+                if field == "id":
+                    ev_id = value
+                elif field == "event":
+                    ev_type = value
+                elif field == "data":
+                    data.append(value)
+        finally:
+            conn.close()
+
+    def events(self, run_id, last_event_id=None, key=_DEFAULT, timeout=120):
+        """Every event of the run's stream until it ends: [(id, event, data)]."""
+        return [(i, e, d) for i, e, d, _ in self.stream(run_id, last_event_id, key=key, timeout=timeout)]
+
+
+def start_service(tmp_root, name, config=None, **kw):
+    state = Path(tmp_root) / name
+    svc = Service(state, config=config, **kw)
+    return svc.start()
+
+
+def shutdown(svc, check_boxes=True):
+    """Stop the service and assert that it left no box behind."""
+    svc.stop()
+    if check_boxes:
+        procs, cgs = wait_no_boxes(15)
+        if procs or cgs:
+            sys.__stderr__.write(svc.log_tail() + "\n")
+            reap_boxes()
+        assert not procs, f"box processes left after the service stopped: {procs}"
+        assert not cgs, f"box cgroups left after the service stopped: {cgs}"
+
+
+class ServiceSet:
+    """A temp root for services a module starts itself; stops them all at teardown."""
+
+    def __init__(self, request):
+        self.root = Path(tempfile.mkdtemp(prefix="airlock-svc-"))
+        self.request = request
+        self.services = []
+        self.failed_before = request.session.testsfailed
+
+    def start(self, name, config=None, **kw):
+        svc = start_service(self.root, name, config, **kw)
+        self.services.append(svc)
+        return svc
+
+    def close(self):
+        failed = self.request.session.testsfailed > self.failed_before
+        for svc in self.services:
+            svc.stop()
+        if failed:
+            for svc in self.services:
+                sys.__stderr__.write("\n" + svc.log_tail(120) + "\n")
+            sys.__stderr__.write(f"(service state kept in {self.root})\n")
+        procs, cgs = wait_no_boxes(15)
+        if procs or cgs:
+            reap_boxes()
+        if not failed and not procs and not cgs:
+            shutil.rmtree(self.root, ignore_errors=True)
+        assert not procs, f"box processes left after the services stopped: {procs}"
+        assert not cgs, f"box cgroups left after the services stopped: {cgs}"
+
+
+# The main service: generous global cap so that the per-person cap (default 3) is what bites.
+MAIN_CONFIG = {"max_concurrent": 8}
+
+
+@pytest.fixture(scope="module")
+def service(request):
+    """The module's service (bootstrap tenant's key); stopped at the end of the module.
+
+    Module scope (not session) because a fixture imported into several test
+    modules from here would be instantiated once per module anyway."""
+    ss = ServiceSet(request)
+    svc = ss.start("main", MAIN_CONFIG)
+    yield svc
+    ss.close()
+
+
+@pytest.fixture
+def services(request):
+    """Start extra services in a test: services.start(name, config) -> Service."""
+    ss = ServiceSet(request)
+    yield ss
+    ss.close()
+
+
+@pytest.fixture
+def fresh(service):
+    """A client of the shared service with a tenant of its own (new org, workspace, person, key)."""
+    t = service.new_tenant(f"t{time.monotonic_ns() % 10**12}")
+    return t.client

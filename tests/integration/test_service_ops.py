@@ -1,0 +1,302 @@
+"""`airlock serve` operations: /healthz, /metrics, /openapi.json (in sync with
+docs/api.md), /v1/settings, configuration, the disabled driver, graceful
+shutdown, and kill -9 of the service during runs with recovery on restart."""
+import os
+import re
+import signal
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from conftest import ROOT
+from service_util import (LIVE, OUR_PIDS, TERMINAL, Service, service_binary, assert_error, assert_no_boxes, box_cgroups, box_processes,
+                          free_port, service, services, wait_no_boxes)  # noqa: F401
+
+# Every operation of docs/api.md.  test_docs_list_matches keeps this list honest.
+API = [
+    ("POST", "/v1/runs"),
+    ("GET", "/v1/runs"),
+    ("GET", "/v1/runs/{id}"),
+    ("GET", "/v1/runs/{id}/events"),
+    ("POST", "/v1/runs/{id}/cancel"),
+    ("GET", "/v1/threads/{thread_id}/artifacts"),
+    ("GET", "/v1/artifacts/{id}"),
+    ("GET", "/v1/artifacts/{id}/content"),
+    ("GET", "/healthz"),
+    ("GET", "/metrics"),
+    ("GET", "/openapi.json"),
+    ("GET", "/v1/settings"),
+]
+
+
+def norm(path):
+    return re.sub(r"\{[^}]*\}", "{}", path)
+
+
+def test_docs_list_matches():
+    text = (ROOT / "docs" / "api.md").read_text()
+    documented = set(re.findall(r"`(GET|POST|PUT|DELETE|PATCH) (/[^`?\s]*)", text))
+    assert {(m, norm(p)) for m, p in documented} == {(m, norm(p)) for m, p in API}, (
+        "docs/api.md and the API list of this test differ")
+
+
+def test_openapi_lists_every_path(service):
+    status, hdrs, doc = service.get("/openapi.json", key=None)
+    assert status == 200 and isinstance(doc, dict), (status, hdrs)
+    assert str(doc.get("openapi", "")).startswith("3."), doc.get("openapi")
+    assert doc.get("info", {}).get("title") and doc["info"].get("version")
+    paths = {norm(p): ops for p, ops in doc["paths"].items()}
+    for method, path in API:
+        assert norm(path) in paths, f"/openapi.json lacks {path}"
+        ops = paths[norm(path)]
+        assert method.lower() in ops, f"/openapi.json lacks {method} {path}"
+        assert ops[method.lower()].get("responses"), f"{method} {path} has no responses"
+    extra = set(paths) - {norm(p) for _, p in API}
+    assert not extra, f"/openapi.json has paths docs/api.md does not: {extra}"
+    # the run-creation body names the documented fields
+    text = str(doc)
+    for field in ("language", "code", "thread_id", "files", "artifacts", "network", "limits", "description",
+                  "timeout_s", "memory_mb", "cpus", "pids", "content_base64"):
+        assert field in text, f"/openapi.json never mentions {field}"
+    for state in ("queued", "provisioning", "running", "succeeded", "failed", "timed_out", "killed",
+                  "canceled", "error"):
+        assert state in text, f"/openapi.json never mentions the state {state}"
+
+
+def test_healthz(service):
+    status, _, doc = service.get("/healthz", key=None)
+    assert status == 200, (status, doc)
+    assert doc["status"] == "ok" and doc["driver"] == "native" and isinstance(doc["badges"], dict), doc
+
+
+def test_settings(service):
+    doc = service.ok("GET", "/v1/settings")
+    assert doc["driver"] == "native" and isinstance(doc["badges"], dict), doc
+    text = str(doc)
+    assert "timeout_s" in text and "120" in text, f"settings lack the timeout maximum: {doc}"
+    assert "concurren" in text, f"settings lack concurrency: {doc}"
+    status, _, err = service.get("/v1/settings", key=None)
+    assert_error(status, err, "unauthorized")
+
+
+METRIC_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)(\s+\d+)?$")
+
+
+def parse_metrics(text):
+    out = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        m = METRIC_LINE.match(line)
+        assert m, f"not Prometheus text: {line!r}"
+        float(m.group(3))
+        out.append((m.group(1), m.group(2) or "", float(m.group(3))))
+    return out
+
+
+def test_metrics(service):
+    for _ in range(2):
+        assert service.run("print(1)")["state"] == "succeeded"
+    assert service.run("import sys; sys.exit(1)")["state"] == "failed"
+    status, hdrs, raw = service.get("/metrics", key=None)
+    assert status == 200
+    assert hdrs.get("content-type", "").startswith("text/plain"), hdrs
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    samples = parse_metrics(text)
+    by_state = [(n, lab, v) for n, lab, v in samples if "run" in n and 'state="succeeded"' in lab]
+    assert by_state, f"no runs-by-state metric:\n{text}"
+    assert max(v for _, _, v in by_state) >= 2
+    assert any("run" in n and 'state="failed"' in lab and v >= 1 for n, lab, v in samples), text
+    assert any("queue" in n for n, _, _ in samples), f"no queue-length metric:\n{text}"
+    assert any(n.endswith("_bucket") and "le=" in lab and "duration" in n for n, lab, _ in samples), \
+        f"no run duration histogram:\n{text}"
+    assert any("box" in n for n, _, _ in samples), f"no boxes-alive metric:\n{text}"
+    assert "# TYPE" in text
+    # once the runs have ended, the histogram counts them and no box is alive (allow a moment)
+    deadline = time.monotonic() + 3
+    while True:
+        samples = parse_metrics(service.get("/metrics", key=None)[2].decode())
+        count = sum(v for n, lab, v in samples if n.endswith("duration_seconds_count"))
+        alive = sum(v for n, lab, v in samples if "box" in n and "alive" in n)
+        if (count >= 3 and alive == 0) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert count >= 3, f"run duration histogram counts {count} of 3+ ended runs"
+    assert alive == 0, f"{alive} boxes alive after every run ended"
+
+
+def test_bootstrap_twice_makes_no_second_key(service):
+    out = service.admin("bootstrap", check=False)
+    assert "al_" not in out, f"a second bootstrap printed a key: {out!r}"
+    assert service.ok("GET", "/v1/runs")
+
+
+def test_environment_configuration(tmp_path):
+    state = tmp_path / "envstate"
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
+    env.update(AIRLOCK_LISTEN=f"127.0.0.1:{port}", AIRLOCK_STATE=str(state))
+    log = open(tmp_path / "serve.log", "wb")
+    proc = subprocess.Popen([str(service_binary()), "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    OUR_PIDS.add(proc.pid)
+    try:
+        probe = Service(state, bootstrap=False)
+        probe.port, probe.base_url = port, f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while True:
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+            try:
+                if probe.get("/healthz", key=None, timeout=2)[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "no /healthz with AIRLOCK_LISTEN/AIRLOCK_STATE"
+            time.sleep(0.1)
+        assert state.is_dir() and any(state.iterdir()), "AIRLOCK_STATE not used"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_max_timeout_configured(services):
+    svc = services.start("maxt", {"max_timeout_s": 5})
+    status, _, doc = svc.post_run("print(1)", limits={"timeout_s": 10})
+    assert_error(status, doc, "bad_request")
+    run = svc.run("print(1)", limits={"timeout_s": 5})
+    assert run["state"] == "succeeded" and run["limits"]["timeout_s"] == 5
+
+
+def test_disabled_driver(services):
+    svc = services.start("disabled", {"driver": "disabled"})
+    status, _, doc = svc.get("/healthz", key=None)
+    assert status in (200, 503) and doc["driver"] == "disabled", (status, doc)
+    status, _, doc = svc.post_run("print(1)")
+    assert_error(status, doc, "driver_disabled")
+    assert "disabled" in doc["error"]["message"].lower() or "driver" in doc["error"]["message"].lower()
+    status, _, doc = svc.post_run("print(1)", wait=True)
+    assert_error(status, doc, "driver_disabled")
+    assert svc.ok("GET", "/v1/settings")["driver"] == "disabled"
+    assert svc.ok("GET", "/v1/runs")["runs"] == [], "the disabled driver left a run record"
+    assert box_processes() == [] and box_cgroups() == []
+
+
+def test_storage_quota(services):
+    svc = services.start("quota", {"storage_quota_mb": 1})
+    code = "import os\nopen('/out/big.bin', 'wb').write(os.urandom(int(1.5 * 1024 * 1024)))\n"
+    status, _, run = svc.post_run(code, wait=True)
+    signals = []
+    if status == 200:
+        skipped = [s for s in run.get("skipped", []) if "quota" in s.get("why", "").lower()]
+        if skipped:
+            signals.append("skipped")
+        if run["state"] == "error" and run["error"] and "quota" in (run["error"]["code"] + run["error"]["message"]):
+            signals.append("error")
+        stored = [a for a in run["artifacts"] if a["path"] == "big.bin"]
+        assert not stored or not signals, run
+    else:
+        assert_error(status, run, "quota_exceeded")
+        signals.append("507 at once")
+    status, _, doc = svc.post_run("open('/out/more.bin', 'wb').write(b'x' * 600000)", wait=True)
+    if status == 507:
+        assert_error(status, doc, "quota_exceeded")
+        signals.append("507 next")
+    assert signals, f"over the storage quota with no clear error: first run {run!r}"
+
+
+def _ppid(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def start_sleepers(svc, n, thread=None):
+    ids = []
+    for _ in range(n):
+        fields = {"thread_id": thread} if thread else {}
+        ids.append(svc.run("import time; print('up', flush=True); time.sleep(120)", wait=False, **fields)["id"])
+    for i in ids:
+        svc.wait_state(i, "running", timeout=30)
+    return ids
+
+
+def test_kill9_and_restart(services):
+    svc = services.start("crash", {"max_concurrent": 8})
+    thread = "crash-" + uuid.uuid4().hex[:8]
+    data = os.urandom(5000)
+    code = f"open('/out/keep.bin', 'wb').write(bytes.fromhex('{data.hex()}'))"
+    done = svc.run(code, thread_id=thread)
+    art = done["artifacts"][0]
+    lost = start_sleepers(svc, 3, thread)
+    assert box_processes(), "no box process while three runs sleep?"
+    port = svc.port
+    children = [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == svc.proc.pid]
+    svc.kill9()
+    time.sleep(0.5)
+    svc.start()
+    assert svc.port == port
+    for i in lost:
+        run = svc.wait_state(i, TERMINAL, timeout=30)
+        assert run["state"] == "error", f"a run lost by a killed service is {run['state']}: {run}"
+        assert run["error"] and run["error"].get("code") and run["error"].get("message"), run
+        assert run["finished_at"] is not None
+        ev = svc.events(i, timeout=15)
+        assert ev[-1][1] == "result" and ev[-1][2]["state"] == "error"
+    assert_no_boxes(20, "after a restart following kill -9")
+    left = [p for p in children if _ppid(p) is not None and p != svc.proc.pid]
+    assert not left, f"the killed service's helper processes are still alive: {left}"
+    # what was stored before is still there
+    assert svc.ok("GET", f"/v1/artifacts/{art['id']}") == art
+    assert svc.content_bytes(art["id"])[1] == data
+    assert svc.get_run(done["id"])["state"] == "succeeded"
+    arts = svc.ok("GET", f"/v1/threads/{thread}/artifacts")["artifacts"]
+    assert [a["id"] for a in arts] == [art["id"]]
+    # and the service works, staging the old artifact into a new run of the thread
+    r = svc.run("import hashlib; print(hashlib.sha256(open('/work/documents/keep.bin','rb').read()).hexdigest())",
+                thread_id=thread)
+    assert r["state"] == "succeeded" and r["result"]["stdout"].strip() == art["sha256"], r
+    listed = {x["id"]: x["state"] for x in svc.list_runs()}
+    assert all(listed[i] == "error" for i in lost) and listed[done["id"]] == "succeeded"
+    # metrics agree
+    text = svc.get("/metrics", key=None)[2]
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    assert any('state="error"' in line and not line.rstrip().endswith(" 0") for line in text.splitlines()), text
+
+
+def test_kill9_with_queued_runs(services):
+    svc = services.start("crashq", {"max_concurrent": 1, "per_person_concurrency": 1})
+    running = start_sleepers(svc, 1)
+    queued = svc.run("print('queued one')", wait=False)["id"]
+    assert svc.get_run(queued)["state"] == "queued"
+    svc.kill9()
+    svc.start()
+    assert svc.wait_state(running[0], TERMINAL, timeout=30)["state"] == "error"
+    # a queued run was never started: it may be failed as lost, or run after the restart
+    q = svc.wait_state(queued, TERMINAL, timeout=30)
+    assert q["state"] in ("error", "succeeded"), q
+    if q["state"] == "succeeded":
+        assert q["result"]["stdout"] == "queued one\n"
+    else:
+        assert q["error"] and q["error"]["message"]
+    assert_no_boxes(20, "after a restart following kill -9")
+
+
+def test_graceful_shutdown(services):
+    svc = services.start("term")
+    ids = start_sleepers(svc, 2)
+    t0 = time.monotonic()
+    rc = svc.stop(timeout=30)
+    assert rc == 0, f"SIGTERM: exit status {rc} after {time.monotonic() - t0:.1f}s"
+    assert_no_boxes(10, "after SIGTERM")
+    svc.start()
+    for i in ids:
+        run = svc.get_run(i)
+        assert run["state"] in ("canceled", "error"), f"after a graceful shutdown a run is {run['state']}"
+        assert run["finished_at"] is not None
