@@ -5,7 +5,9 @@
  *   {"type":"started"}
  *   {"type":"stdout"|"stderr","data":"..."}
  *   {"type":"result","result":{...the fields of airlock run --json...}}
- * SIGTERM cancels the box. Job:
+ * SIGTERM cancels the box, and so does the end of stdin: the service keeps
+ * it open for the run's life, so its death (any death) ends the box. Job,
+ * one line on stdin:
  *   {"language", "code", "inputs": [host paths], "out_dir": host dir,
  *    "limits": {"timeout_s", "memory_bytes", "cpu_millis", "pids",
  *               "output_bytes", "tmpfs_bytes"}}
@@ -13,6 +15,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/signalfd.h>
 
 #include "../lang/lang.h"
@@ -62,6 +65,8 @@ int cli_helper(int argc, char **argv) {
         if (n <= 0)
             break;
         len += (size_t)n;
+        if (memchr(buf + len - (size_t)n, '\n', (size_t)n))
+            break;
         if (len == MAX_JOB)
             return fail("job", "job larger than 1 MiB");
     }
@@ -106,6 +111,14 @@ int cli_helper(int argc, char **argv) {
     sigprocmask(SIG_BLOCK, &sigs, NULL);
     _cleanup_close_ int sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
     signal(SIGPIPE, SIG_IGN);
+    /* one fd that is readable when either a signal or stdin's end comes */
+    _cleanup_close_ int cancel = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event e1 = { .events = EPOLLIN }, e2 = { .events = EPOLLIN | EPOLLHUP };
+    if (cancel < 0 || epoll_ctl(cancel, EPOLL_CTL_ADD, sig_fd, &e1) < 0 ||
+        epoll_ctl(cancel, EPOLL_CTL_ADD, STDIN_FILENO, &e2) < 0) {
+        json_decref(job);
+        return fail("job", "cannot watch for cancellation");
+    }
 
     char *box_argv[] = { (char *)lang->interpreter, (char *)lang->default_file, NULL };
     al_box_file sf = { lang->default_file, code, strlen(code), 0644 };
@@ -122,7 +135,7 @@ int cli_helper(int argc, char **argv) {
         .limits = lim,
         .on_output = on_output,
         .on_started = on_started,
-        .cancel_fd = sig_fd,
+        .cancel_fd = cancel,
     };
     al_box_result res;
     al_box_run(&cfg, &res);

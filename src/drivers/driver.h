@@ -13,6 +13,7 @@
 typedef struct al_driver_run {
     pid_t pid;                    /* the helper running the job, or -1 */
     int events_fd;                /* JSON lines: started, stdout, stderr, result */
+    int job_fd;                   /* kept open: its end tells the helper we are gone */
 } al_driver_run;
 
 typedef struct al_driver_ops {

@@ -61,10 +61,15 @@ static int native_start(const char *self_exe, const char *job, al_driver_run *re
     }
     close(in[0]);
     close(out[1]);
-    /* the job is small (code and paths, never file contents) */
+    /* The job is one line (code and paths, never file contents). The pipe
+     * then stays open: if this process dies, even by SIGKILL, the helper
+     * sees its end and kills its box, cleanly. (PDEATHSIG alone is not
+     * enough: the helper's setfsuid() while staging files clears it.) */
     int r = al_write_all(in[1], job, strlen(job));
-    close(in[1]);
+    if (r == 0)
+        r = al_write_all(in[1], "\n", 1);
     if (r < 0) {
+        close(in[1]);
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         close(out[0]);
@@ -72,6 +77,7 @@ static int native_start(const char *self_exe, const char *job, al_driver_run *re
     }
     ret->pid = pid;
     ret->events_fd = out[0];
+    ret->job_fd = in[1];
     return 0;
 }
 
@@ -90,6 +96,10 @@ static int native_wait(al_driver_run *r) {
     if (r->events_fd >= 0) {
         close(r->events_fd);
         r->events_fd = -1;
+    }
+    if (r->job_fd >= 0) {
+        close(r->job_fd);
+        r->job_fd = -1;
     }
     return st;
 }

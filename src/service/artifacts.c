@@ -80,6 +80,16 @@ int64_t al_artifacts_org_usage(al_service *s, const char *org_id) {
     return used;
 }
 
+int64_t al_artifacts_org_quota(al_service *s, const char *org_id) {
+    if (s->cfg.storage_quota_bytes)
+        return (int64_t)s->cfg.storage_quota_bytes;
+    al_error err = { 0 };
+    json_t *rows = al_store_query(s->store, &err, "SELECT storage_quota_bytes AS q FROM orgs WHERE id = ?", "s", org_id);
+    int64_t q = rows && json_array_size(rows) ? json_integer_value(json_object_get(json_array_get(rows, 0), "q")) : 0;
+    json_decref(rows);
+    return q;
+}
+
 /* Each component of a stored path came from a directory listing in the
  * box, so none is empty, "." or ".."; check anyway before it becomes a path
  * on the host. */
@@ -181,11 +191,7 @@ int al_artifacts_ingest(al_service *s, json_t *run, const char *out_dir, json_t 
     const char *thread_id = json_string_value(json_object_get(run, "thread_id"));
     const char *thread_key = thread_id ? thread_id : run_id;
     json_t *published = json_array(), *previews = json_array();
-    json_t *quota = al_store_query(s->store, err, "SELECT storage_quota_bytes FROM orgs WHERE id = ?", "s", org_id);
-    int64_t limit = quota && json_array_size(quota)
-                        ? json_integer_value(json_object_get(json_array_get(quota, 0), "storage_quota_bytes"))
-                        : 0;
-    json_decref(quota);
+    int64_t limit = al_artifacts_org_quota(s, org_id);
     int64_t used = al_artifacts_org_usage(s, org_id);
     json_t *arts = json_object_get(result, "artifacts");
     int r = 0;

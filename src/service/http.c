@@ -183,6 +183,18 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         return reply_error(c, 400, "bad_request", "the body must be a JSON object: %s", jerr.text);
     }
     enum MHD_Result ret;
+    const char *wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
+    const char *ts = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout_s");
+    bool want_wait = wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0);
+    uint64_t wait_secs = 0;
+    if (wait && !want_wait && strcmp(wait, "false") != 0 && strcmp(wait, "0") != 0) {
+        ret = reply_error(c, 400, "bad_request", "wait must be true or false");
+        goto out;
+    }
+    if (ts && (al_parse_u64(ts, &wait_secs) < 0 || wait_secs < 1 || wait_secs > 3600)) {
+        ret = reply_error(c, 400, "bad_request", "timeout_s must be a whole number of seconds from 1 to 3600");
+        goto out;
+    }
     json_t *lang = json_object_get(body, "language"), *code = json_object_get(body, "code");
     json_t *thread = json_object_get(body, "thread_id"), *files = json_object_get(body, "files");
     json_t *arts = json_object_get(body, "artifacts"), *net = json_object_get(body, "network");
@@ -313,9 +325,7 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         bad = true;
     }
     if (!bad) {
-        json_t *q = al_store_query(s->store, &err, "SELECT storage_quota_bytes AS q FROM orgs WHERE id = ?", "s", p->org_id);
-        int64_t quota = json_integer_value(json_object_get(json_array_get(q, 0), "q"));
-        json_decref(q);
+        int64_t quota = al_artifacts_org_quota(s, p->org_id);
         if (al_artifacts_org_usage(s, p->org_id) >= quota) {
             ret = reply_error(c, 507, "quota_exceeded", "the organisation's artifact storage (%lld bytes) is full",
                               (long long)quota);
@@ -397,13 +407,8 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         ret = reply_error(c, 429, "queue_full", "the run queue is full; retry later");
         goto out;
     }
-    const char *wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
-    if (wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0)) {
-        const char *ts = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout_s");
-        uint64_t secs = (uint64_t)v[0] + 30;
-        uint64_t x;
-        if (ts && al_parse_u64(ts, &x) == 0 && x <= 3600)
-            secs = x;
+    if (want_wait) {
+        uint64_t secs = wait_secs ? wait_secs : (uint64_t)v[0] + 30;
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += (time_t)secs;
@@ -443,6 +448,12 @@ static enum MHD_Result list_runs(al_service *s, struct MHD_Connection *c, const 
         return reply_error(c, 400, "bad_request", "limit must be from 1 to %d", LIST_MAX);
     if (cur && (al_parse_u64(cur, &cursor) < 0 || cursor > INT64_MAX))
         return reply_error(c, 400, "bad_request", "bad cursor");
+    if (state && !is_terminal(state) && strcmp(state, "queued") != 0 && strcmp(state, "provisioning") != 0 &&
+        strcmp(state, "running") != 0)
+        return reply_error(c, 400, "bad_request", "state must be one of queued, provisioning, running, succeeded, "
+                                                  "failed, timed_out, killed, canceled, error");
+    if (thread && !valid_thread_id(thread))
+        return reply_error(c, 400, "bad_request", "thread_id must be 1-64 characters of A-Z a-z 0-9 . _ -");
     json_t *rows = al_store_query(s->store, &err,
                                   "SELECT * FROM runs WHERE workspace_id = ? AND (? IS NULL OR state = ?) "
                                   "AND (? IS NULL OR thread_id = ?) AND seq < ? ORDER BY seq DESC LIMIT ?",
@@ -696,6 +707,9 @@ static enum MHD_Result route(al_service *s, struct MHD_Connection *c, const char
     bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0, post = strcmp(method, "POST") == 0;
     if (n < 0)
         return reply_error(c, 404, "not_found", "no such path");
+    if (n == 1 && !get && (strcmp(seg[0], "healthz") == 0 || strcmp(seg[0], "metrics") == 0 ||
+                           strcmp(seg[0], "openapi.json") == 0))
+        return reply_error(c, 405, "method_not_allowed", "use GET");
     if (n == 1 && strcmp(seg[0], "healthz") == 0 && get) {
         al_error e = { 0 };
         int ok = s->driver->probe(&e);
@@ -754,13 +768,19 @@ static enum MHD_Result route(al_service *s, struct MHD_Connection *c, const char
         }
         return reply_error(c, n <= 4 ? 405 : 404, n <= 4 ? "method_not_allowed" : "not_found", "no such route");
     }
-    if (n == 4 && strcmp(seg[1], "threads") == 0 && strcmp(seg[3], "artifacts") == 0 && get)
+    bool known = (n == 4 && strcmp(seg[1], "threads") == 0 && strcmp(seg[3], "artifacts") == 0) ||
+                 (n == 3 && strcmp(seg[1], "artifacts") == 0) ||
+                 (n == 4 && strcmp(seg[1], "artifacts") == 0 && strcmp(seg[3], "content") == 0) ||
+                 (n == 2 && strcmp(seg[1], "settings") == 0);
+    if (known && !get)
+        return reply_error(c, 405, "method_not_allowed", "use GET");
+    if (n == 4 && strcmp(seg[1], "threads") == 0 && strcmp(seg[3], "artifacts") == 0)
         return thread_artifacts(s, c, &p, seg[2]);
-    if (n == 3 && strcmp(seg[1], "artifacts") == 0 && get)
+    if (n == 3 && strcmp(seg[1], "artifacts") == 0)
         return artifact(s, c, &p, seg[2], false);
-    if (n == 4 && strcmp(seg[1], "artifacts") == 0 && strcmp(seg[3], "content") == 0 && get)
+    if (n == 4 && strcmp(seg[1], "artifacts") == 0 && strcmp(seg[3], "content") == 0)
         return artifact(s, c, &p, seg[2], true);
-    if (n == 2 && strcmp(seg[1], "settings") == 0 && get)
+    if (n == 2 && strcmp(seg[1], "settings") == 0)
         return reply_json(c, 200, settings_json(s));
     return reply_error(c, 404, "not_found", "no such path");
 }

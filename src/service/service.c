@@ -76,6 +76,13 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
         return set_int(&c->queue_max, value, 1, 100000, key, err);
     if (strcmp(key, "max_timeout_s") == 0)
         return set_int(&c->max_timeout_s, value, 1, 3600, key, err);
+    if (strcmp(key, "storage_quota_mb") == 0) {
+        int mb = 0;
+        int r = set_int(&mb, value, 1, 1 << 30, key, err);
+        if (r == 0)
+            c->storage_quota_bytes = (uint64_t)mb << 20;
+        return r;
+    }
     return al_err(err, "config", EINVAL, "unknown setting \"%s\"", key);
 }
 
@@ -385,7 +392,7 @@ static void *runner_main(void *p) {
         goto finish;
     }
     char *job_text = json_dumps(job, JSON_COMPACT);
-    al_driver_run dr = { .pid = -1, .events_fd = -1 };
+    al_driver_run dr = { .pid = -1, .events_fd = -1, .job_fd = -1 };
     int r = job_text ? s->driver->start(s->self_exe, job_text, &dr, &err) : -ENOMEM;
     free(job_text);
     if (r < 0) {
@@ -494,13 +501,25 @@ static void *scheduler_main(void *p) {
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
         bool started = false;
-        /* FIFO among the runs whose person is under the cap: a person with
-         * many queued runs cannot hold back another person's */
-        for (int i = 0; i < s->queue_len && s->active_count < s->cfg.max_concurrent;) {
-            if (person_active(s, s->queue[i].person_id) >= s->cfg.per_person) {
-                i++;
-                continue;
+        /* Fair share: the next slot goes to the eligible person (under the
+         * per-person cap) with the fewest runs active, and within a person
+         * FIFO. A person with many queued runs cannot hold back another's. */
+        for (;;) {
+            if (s->active_count >= s->cfg.max_concurrent)
+                break;
+            int best = -1, best_active = 0;
+            for (int k = 0; k < s->queue_len; k++) {
+                int n = person_active(s, s->queue[k].person_id);
+                if (n >= s->cfg.per_person)
+                    continue;
+                if (best < 0 || n < best_active) {
+                    best = k;
+                    best_active = n;
+                }
             }
+            if (best < 0)
+                break;
+            int i = best;
             active_run *a = calloc(1, sizeof *a);
             runner_arg *ra = calloc(1, sizeof *ra);
             if (!a || !ra) {
@@ -510,7 +529,7 @@ static void *scheduler_main(void *p) {
             }
             memcpy(a->run_id, s->queue[i].run_id, sizeof a->run_id);
             memcpy(a->person_id, s->queue[i].person_id, sizeof a->person_id);
-            a->dr = (al_driver_run){ .pid = -1, .events_fd = -1 };
+            a->dr = (al_driver_run){ .pid = -1, .events_fd = -1, .job_fd = -1 };
             memmove(&s->queue[i], &s->queue[i + 1], (size_t)(s->queue_len - i - 1) * sizeof *s->queue);
             s->queue_len--;
             a->next = s->active;

@@ -21,6 +21,7 @@ typedef struct al_service_config {
     uint64_t body_max;            /* request body bytes */
     uint64_t code_max;            /* code bytes */
     uint64_t files_max;           /* inline files per run */
+    uint64_t storage_quota_bytes; /* per organisation; 0: each one's own setting */
 } al_service_config;
 
 void al_service_config_default(al_service_config *c);
@@ -79,6 +80,7 @@ int al_artifacts_ingest(al_service *s, json_t *run, const char *out_dir, json_t 
                         json_t **ret_previews, json_t *skipped, al_error *err);
 const char *al_content_type(const char *path);
 int64_t al_artifacts_org_usage(al_service *s, const char *org_id);
+int64_t al_artifacts_org_quota(al_service *s, const char *org_id);
 void al_blob_path(al_service *s, const char *sha, char *buf, size_t len);
 /* Remove a directory tree we made (no links followed). */
 void al_rm_rf(const char *path);

@@ -209,6 +209,14 @@ def test_storage_quota(services):
     assert signals, f"over the storage quota with no clear error: first run {run!r}"
 
 
+def _zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
 def _ppid(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -250,7 +258,8 @@ def test_kill9_and_restart(services):
         ev = svc.events(i, timeout=15)
         assert ev[-1][1] == "result" and ev[-1][2]["state"] == "error"
     assert_no_boxes(20, "after a restart following kill -9")
-    left = [p for p in children if _ppid(p) is not None and p != svc.proc.pid]
+    # a zombie has died: this machine's PID 1 may be slow to reap orphans
+    left = [p for p in children if _ppid(p) is not None and p != svc.proc.pid and not _zombie(p)]
     assert not left, f"the killed service's helper processes are still alive: {left}"
     # what was stored before is still there
     assert svc.ok("GET", f"/v1/artifacts/{art['id']}") == art
