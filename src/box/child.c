@@ -315,7 +315,7 @@ static void scrub_cmdline(void) {
         return;
     unsigned long v[52] = { 0 };
     int field = 2;
-    for (char *tok = strtok(p + 1, " "); tok && field < 52; tok = strtok(NULL, " "))
+    for (char *tok = strtok(p + 1, " "); tok && field < 51; tok = strtok(NULL, " "))
         v[++field] = strtoul(tok, NULL, 10);
     unsigned long arg_start = v[48], arg_end = v[49], env_start = v[50], env_end = v[51];
     if (arg_start && arg_end > arg_start && arg_end - arg_start < (1UL << 24)) {
