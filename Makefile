@@ -35,6 +35,7 @@ check: unit
 
 bench: build
 	/usr/bin/python3 bench/startup.py
+	/usr/bin/python3 bench/service.py
 
 # The service on 127.0.0.1:8080 with its SQLite store in $(STATE):
 # creates the first organisation, workspace, person and key if none exist.
