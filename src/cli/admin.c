@@ -2,6 +2,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../service/audit.h"
 #include "../service/service.h"
 #include "cli.h"
 
@@ -10,9 +11,12 @@ static int usage(void) {
                     "  bootstrap                          first organisation, workspace, person and key, if none exist\n"
                     "  org create NAME\n"
                     "  workspace create --org ORG_ID NAME\n"
-                    "  person create --workspace WS_ID NAME\n"
+                    "  person create --workspace WS_ID NAME [--role admin|approver|member]\n"
                     "  key create --person PERSON_ID      prints the key once; only its hash is kept\n"
-                    "  list\n");
+                    "  list\n"
+                    "  credits grant --org ORG_ID AMOUNT    (a negative amount takes back)\n"
+                    "  credits show --org ORG_ID\n"
+                    "  audit verify                       check every workspace's audit hash chain\n");
     return 125;
 }
 
@@ -80,7 +84,7 @@ int cli_admin(int argc, char **argv) {
             char org[40], ws[40], per[40];
             if ((r = al_store_create_org(s, "default", org, &err)) == 0 &&
                 (r = al_store_create_workspace(s, org, "default", ws, &err)) == 0 &&
-                (r = al_store_create_person(s, ws, "admin", per, &err)) == 0 &&
+                (r = al_store_create_person(s, ws, "admin", "admin", per, &err)) == 0 &&
                 (r = al_store_create_key(s, per, key, id, &err)) == 0) {
                 printf("organisation %s, workspace %s, person %s\n", org, ws, per);
                 printf("api key: %s\n", key);
@@ -96,7 +100,10 @@ int cli_admin(int argc, char **argv) {
             printf("workspace %s\n", id);
     } else if (strcmp(cmd, "person") == 0 && strcmp(sub, "create") == 0 && i + 4 < argc &&
                strcmp(argv[i + 2], "--workspace") == 0) {
-        if ((r = al_store_create_person(s, argv[i + 3], argv[i + 4], id, &err)) == 0)
+        const char *role = "member";
+        if (i + 6 < argc && strcmp(argv[i + 5], "--role") == 0)
+            role = argv[i + 6];
+        if ((r = al_store_create_person(s, argv[i + 3], argv[i + 4], role, id, &err)) == 0)
             printf("person %s\n", id);
     } else if (strcmp(cmd, "key") == 0 && strcmp(sub, "create") == 0 && i + 3 < argc &&
                strcmp(argv[i + 2], "--person") == 0) {
@@ -104,6 +111,66 @@ int cli_admin(int argc, char **argv) {
             printf("key %s\napi key: %s\n(shown once: only its hash is stored)\n", id, key);
     } else if (strcmp(cmd, "list") == 0) {
         r = list(s, &err);
+    } else if (strcmp(cmd, "credits") == 0 && i + 3 < argc && strcmp(argv[i + 2], "--org") == 0) {
+        const char *org = argv[i + 3];
+        if (strcmp(sub, "grant") == 0 && i + 4 < argc) {
+            char *end;
+            errno = 0;
+            long long amount = strtoll(argv[i + 4], &end, 10);
+            if (errno || *end || end == argv[i + 4] || amount < -1000000000LL || amount > 1000000000LL) {
+                al_store_close(s);
+                fprintf(stderr, "airlock admin: credits grant: AMOUNT must be a whole number\n");
+                return 125;
+            }
+            r = al_store_grant_credits(s, org, amount, &err);
+        }
+        if (r == 0 && (strcmp(sub, "grant") == 0 || strcmp(sub, "show") == 0)) {
+            json_t *b = al_store_query(s, &err, "SELECT credit_balance AS b FROM orgs WHERE id = ?", "s", org);
+            if (!b || !json_array_size(b))
+                r = al_err(&err, "credits", ENOENT, "no organisation %s", org);
+            else
+                printf("organisation %s: balance %lld\n", org,
+                       (long long)json_integer_value(json_object_get(json_array_get(b, 0), "b")));
+            json_decref(b);
+            json_t *l = r == 0 ? al_store_query(s, &err,
+                                                "SELECT kind, amount, balance_after, run_id, created_at FROM ledger "
+                                                "WHERE org_id = ? ORDER BY rowid DESC LIMIT 20", "s", org) : NULL;
+            size_t k;
+            json_t *e;
+            json_array_foreach(l, k, e) printf("  %s %s %+lld -> %lld %s\n", json_string_value(json_object_get(e, "created_at")),
+                                               json_string_value(json_object_get(e, "kind")),
+                                               (long long)json_integer_value(json_object_get(e, "amount")),
+                                               (long long)json_integer_value(json_object_get(e, "balance_after")),
+                                               json_is_string(json_object_get(e, "run_id")) ? json_string_value(json_object_get(e, "run_id")) : "");
+            json_decref(l);
+        } else if (r == 0) {
+            al_store_close(s);
+            return usage();
+        }
+    } else if (strcmp(cmd, "audit") == 0 && strcmp(sub, "verify") == 0) {
+        json_t *report = NULL;
+        r = al_audit_verify(s, &report, &err);
+        if (r >= 0) {
+            size_t k;
+            json_t *e;
+            json_array_foreach(report, k, e) {
+                if (json_is_true(json_object_get(e, "intact")))
+                    printf("workspace %s: %lld events, chain intact\n", json_string_value(json_object_get(e, "workspace_id")),
+                           (long long)json_integer_value(json_object_get(e, "events")));
+                else
+                    printf("workspace %s: BROKEN at event seq %lld (%s): %s\n",
+                           json_string_value(json_object_get(e, "workspace_id")),
+                           (long long)json_integer_value(json_object_get(e, "first_broken_seq")),
+                           json_string_value(json_object_get(e, "kind")), json_string_value(json_object_get(e, "why")));
+            }
+            if (json_array_size(report) == 0)
+                printf("no audit events yet\n");
+            json_decref(report);
+            if (r == 1) {
+                al_store_close(s);
+                return 1;
+            }
+        }
     } else {
         al_store_close(s);
         return usage();

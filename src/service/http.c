@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "audit.h"
 #include "openapi.h"
 #include "service.h"
 
@@ -70,7 +71,8 @@ static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, con
 
 /* --------------------------------------------------------------- records */
 
-static const char *const terminal_states[] = { "succeeded", "failed", "timed_out", "killed", "canceled", "error" };
+static const char *const terminal_states[] = { "succeeded", "failed", "timed_out", "killed", "canceled", "error",
+                                                "denied" };
 
 static bool is_terminal(const char *state) {
     for (size_t i = 0; state && i < ELEMENTSOF(terminal_states); i++)
@@ -112,7 +114,20 @@ json_t *al_run_json(al_service *s, json_t *row) {
                         : json_null();
     json_t *previews = parse_or_null(row, "previews");
     json_t *skipped = parse_or_null(row, "skipped");
-    return json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:o, s:O, s:O, s:O, s:o, s:o, s:o, s:o, s:o}",
+    json_t *appr = al_store_query(s->store, &err, "SELECT * FROM approval_requests WHERE run_id = ?", "s", id);
+    json_t *approval = json_null();
+    if (appr && json_array_size(appr)) {
+        json_t *a = json_array_get(appr, 0);
+        approval = json_loads(json_string_value(json_object_get(a, "card")), 0, NULL);
+        if (!approval)
+            approval = json_object();
+        json_object_set(approval, "decision", json_object_get(a, "decision"));
+        json_object_set(approval, "decided_by", json_object_get(a, "decided_by"));
+        json_object_set(approval, "decided_at", json_object_get(a, "decided_at"));
+        json_object_set(approval, "reason", json_object_get(a, "reason"));
+    }
+    json_decref(appr);
+    json_t *out = json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:o, s:O, s:O, s:O, s:o, s:o, s:o, s:o, s:o}",
                      "id", json_object_get(row, "id"), "state", json_object_get(row, "state"),
                      "language", json_object_get(row, "language"), "thread_id", json_object_get(row, "thread_id"),
                      "description", json_object_get(row, "description"), "network", json_object_get(row, "network"),
@@ -121,6 +136,14 @@ json_t *al_run_json(al_service *s, json_t *row) {
                      "result", result, "error", error, "artifacts", arts ? arts : json_array(),
                      "previews", json_is_array(previews) ? previews : (json_decref(previews), json_array()),
                      "skipped", json_is_array(skipped) ? skipped : (json_decref(skipped), json_array()));
+    if (out) {
+        json_object_set_new(out, "approval", approval);
+        json_object_set(out, "redactions", json_object_get(row, "redactions"));
+        json_object_set(out, "price", json_object_get(row, "price"));
+    } else {
+        json_decref(approval);
+    }
+    return out;
 }
 
 static json_t *load_run(al_service *s, const al_principal *p, const char *id) {
@@ -183,6 +206,7 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         return reply_error(c, 400, "bad_request", "the body must be a JSON object: %s", jerr.text);
     }
     enum MHD_Result ret;
+    json_t *settings = NULL;
     const char *wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
     const char *ts = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout_s");
     bool want_wait = wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0);
@@ -193,6 +217,19 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
     }
     if (ts && (al_parse_u64(ts, &wait_secs) < 0 || wait_secs < 1 || wait_secs > 3600)) {
         ret = reply_error(c, 400, "bad_request", "timeout_s must be a whole number of seconds from 1 to 3600");
+        goto out;
+    }
+    settings = al_settings_load(s, p->workspace_id);
+    /* the IAM decision: is code execution a tool this workspace may call? */
+    bool tool_ok = false;
+    size_t ti;
+    json_t *tv;
+    json_array_foreach(json_object_get(settings, "tools"), ti, tv) tool_ok |= strcmp(json_string_value(tv), "code_execution") == 0;
+    if (!tool_ok) {
+        al_audit_append(s->store, p->org_id, p->workspace_id, "capability.invoke_denied", p->person_id, NULL,
+                        json_pack("{s:s, s:s}", "tool", "code_execution", "reason", "not on the workspace's tool allow-list"),
+                        &err);
+        ret = reply_error(c, 403, "tool_not_allowed", "code_execution is not on this workspace's tool allow-list");
         goto out;
     }
     json_t *lang = json_object_get(body, "language"), *code = json_object_get(body, "code");
@@ -246,13 +283,15 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
     /* limits, each within the workspace's maxima */
     json_t *ws = al_store_query(s->store, &err, "SELECT * FROM workspaces WHERE id = ?", "s", p->workspace_id);
     json_t *w = json_array_get(ws, 0);
-    double max_t = (double)json_integer_value(json_object_get(w, "max_timeout_s"));
+    double max_t = json_number_value(json_object_get(settings, "max_timeout_s"));
     if (max_t > s->cfg.max_timeout_s)
         max_t = s->cfg.max_timeout_s;
     limit_spec specs[] = {
-        { "timeout_s", 60, 1, max_t },
-        { "memory_mb", 512, 16, (double)json_integer_value(json_object_get(w, "max_memory_mb")) },
-        { "cpus", 0.5, 0.01, (double)json_integer_value(json_object_get(w, "max_cpus_milli")) / 1000.0 },
+        { "timeout_s", json_number_value(json_object_get(settings, "timeout_s")), 1, max_t },
+        { "memory_mb", json_number_value(json_object_get(settings, "memory_mb")), 16,
+          (double)json_integer_value(json_object_get(w, "max_memory_mb")) },
+        { "cpus", json_number_value(json_object_get(settings, "cpus")), 0.01,
+          (double)json_integer_value(json_object_get(w, "max_cpus_milli")) / 1000.0 },
         { "pids", 256, 8, (double)json_integer_value(json_object_get(w, "max_pids")) },
     };
     json_decref(ws);
@@ -320,8 +359,22 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         json_decref(a);
     }
     al_error perr = { 0 };
-    if (!bad && s->driver->probe(&perr) < 0) {
+    if (!bad && strcmp(json_string_value(json_object_get(settings, "driver")), "disabled") == 0) {
+        snprintf(perr.msg, sizeof perr.msg, "code execution is disabled for this workspace (driver = disabled)");
+        perr.err = ENOTSUP;
+    }
+    if (!bad && (perr.err || s->driver->probe(&perr) < 0)) {
+        al_audit_append(s->store, p->org_id, p->workspace_id, "capability.invoke_denied", p->person_id, NULL,
+                        json_pack("{s:s, s:s}", "tool", "code_execution", "reason", perr.msg), &err);
         ret = reply_error(c, 503, "driver_disabled", "%s", perr.msg);
+        bad = true;
+    }
+    int64_t price = (int64_t)json_number_value(json_object_get(settings, "price_per_run"));
+    if (!bad && al_credits_balance(s, p->org_id) < price) {
+        al_audit_append(s->store, p->org_id, p->workspace_id, "capability.invoke_denied", p->person_id, NULL,
+                        json_pack("{s:s, s:s}", "tool", "code_execution", "reason", "insufficient credits"), &err);
+        ret = reply_error(c, 402, "payment_required", "a run costs %lld credits and the organisation has %lld",
+                          (long long)price, (long long)al_credits_balance(s, p->org_id));
         bad = true;
     }
     if (!bad) {
@@ -388,12 +441,16 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
     json_t *inputs = json_pack("{s:O}", "artifacts", arts && json_is_array(arts) ? arts : json_array());
     char *inputs_text = json_dumps(inputs, JSON_COMPACT);
     json_decref(inputs);
+    const char *policy = json_string_value(json_object_get(settings, "approval_policy"));
+    /* code execution is risk "high": high_risk asks for approval as always does */
+    bool needs_approval = strcmp(policy, "always") == 0 || strcmp(policy, "high_risk") == 0;
     int n = al_store_exec(s->store, &err,
                           "INSERT INTO runs (id, org_id, workspace_id, person_id, thread_id, language, code, description, "
-                          "network, limits, inputs, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'offline', ?, ?, 'queued', ?)",
-                          "ssssSssssss", run_id, p->org_id, p->workspace_id, p->person_id, json_string_value(thread),
+                          "network, limits, inputs, state, created_at, price) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'offline', ?, ?, ?, ?, ?)",
+                          "ssssSsssssssi", run_id, p->org_id, p->workspace_id, p->person_id, json_string_value(thread),
                           language, json_string_value(code), desc && json_is_string(desc) ? json_string_value(desc) : "",
-                          limits_text, inputs_text, now);
+                          limits_text, inputs_text, needs_approval ? "pending_approval" : "queued", now, price);
     free(limits_text);
     free(inputs_text);
     if (n < 0) {
@@ -401,12 +458,43 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         ret = reply_error(c, 500, "internal", "cannot record the run: %s", err.msg);
         goto out;
     }
-    al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "queued"));
-    if (al_service_enqueue(s, run_id, p->person_id) < 0) {
-        al_service_cancel(s, run_id);
-        ret = reply_error(c, 429, "queue_full", "the run queue is full; retry later");
-        goto out;
+    json_t *run_row = load_run(s, p, run_id);
+    char in_hash[65];
+    al_approval_hash(run_row, in_hash);
+    al_governance_audit(s, run_row, "capability.invoke_allowed", NULL,
+                        json_pack("{s:s, s:s, s:s}", "tool", "code_execution", "language", language, "approval",
+                                  needs_approval ? "required" : "not required"));
+    if (needs_approval) {
+        char apid[40], expires[40];
+        al_store_new_id("apr", apid, sizeof apid);
+        al_rfc3339_after((int64_t)json_number_value(json_object_get(settings, "approval_ttl_s")), expires, sizeof expires);
+        json_t *rj = al_run_json(s, run_row);
+        json_t *card = json_pack("{s:s, s:O, s:s, s:s, s:s, s:O, s:s, s:O, s:s, s:s, s:s}", "id", apid, "code", code,
+                                 "language", language, "runtime", "host", "network", "offline", "limits",
+                                 json_object_get(rj, "limits"), "risk", "high", "description",
+                                 json_object_get(run_row, "description"), "hash", in_hash, "requested_at", now,
+                                 "expires_at", expires);
+        json_decref(rj);
+        char *card_text = json_dumps(card, JSON_COMPACT);
+        al_store_exec(s->store, &err,
+                      "INSERT INTO approval_requests (id, run_id, org_id, workspace_id, hash, card, requested_at, expires_at) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                      "ssssssss", apid, run_id, p->org_id, p->workspace_id, in_hash, card_text, now, expires);
+        free(card_text);
+        al_governance_audit(s, run_row, "approval.requested", NULL,
+                            json_pack("{s:s, s:s, s:s}", "approval_id", apid, "hash", in_hash, "expires_at", expires));
+        al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "pending_approval"));
+        al_service_append_event(s, run_id, "approval", card);
+    } else {
+        al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "queued"));
+        if (al_service_enqueue(s, run_id, p->person_id, (int)json_number_value(json_object_get(settings, "concurrency"))) < 0) {
+            json_decref(run_row);
+            al_service_cancel(s, run_id);
+            ret = reply_error(c, 429, "queue_full", "the run queue is full; retry later");
+            goto out;
+        }
     }
+    json_decref(run_row);
     if (want_wait) {
         uint64_t secs = wait_secs ? wait_secs : (uint64_t)v[0] + 30;
         struct timespec until;
@@ -433,6 +521,7 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
     ret = reply_json(c, 201, al_run_json(s, row));
     json_decref(row);
 out:
+    json_decref(settings);
     json_decref(body);
     return ret;
 }
@@ -449,9 +538,9 @@ static enum MHD_Result list_runs(al_service *s, struct MHD_Connection *c, const 
     if (cur && (al_parse_u64(cur, &cursor) < 0 || cursor > INT64_MAX))
         return reply_error(c, 400, "bad_request", "bad cursor");
     if (state && !is_terminal(state) && strcmp(state, "queued") != 0 && strcmp(state, "provisioning") != 0 &&
-        strcmp(state, "running") != 0)
-        return reply_error(c, 400, "bad_request", "state must be one of queued, provisioning, running, succeeded, "
-                                                  "failed, timed_out, killed, canceled, error");
+        strcmp(state, "running") != 0 && strcmp(state, "pending_approval") != 0)
+        return reply_error(c, 400, "bad_request", "state must be one of pending_approval, queued, provisioning, running, "
+                                                  "succeeded, failed, timed_out, killed, canceled, error, denied");
     if (thread && !valid_thread_id(thread))
         return reply_error(c, 400, "bad_request", "thread_id must be 1-64 characters of A-Z a-z 0-9 . _ -");
     json_t *rows = al_store_query(s->store, &err,
@@ -671,14 +760,209 @@ static enum MHD_Result metrics(al_service *s, struct MHD_Connection *c) {
     return reply_text(c, 200, "text/plain; version=0.0.4", t);
 }
 
-static json_t *settings_json(al_service *s) {
-    return json_pack("{s:s, s:o, s:{s:i, s:i, s:i}, s:{s:{s:i, s:i, s:f, s:i}, s:{s:i}}, s:[s]}",
-                     "driver", s->driver->name, "badges", s->driver->capabilities(),
-                     "concurrency", "per_person", s->cfg.per_person, "max_concurrent", s->cfg.max_concurrent,
-                     "queue_max", s->cfg.queue_max,
-                     "limits", "defaults", "timeout_s", 60, "memory_mb", 512, "cpus", 0.5, "pids", 256,
-                     "maxima", "timeout_s", s->cfg.max_timeout_s,
-                     "network_modes", "offline");
+
+/* ------------------------------------------------------------ governance */
+
+static json_t *body_object(request *rq) {
+    if (!rq->body || rq->len == 0)
+        return json_object();
+    return json_loadb(rq->body, rq->len, JSON_REJECT_DUPLICATES, NULL);
+}
+
+static bool may_approve(const al_principal *p) {
+    return strcmp(p->role, "admin") == 0 || strcmp(p->role, "approver") == 0;
+}
+
+static enum MHD_Result decide(al_service *s, struct MHD_Connection *c, const al_principal *p, const char *id,
+                              bool approve, request *rq) {
+    json_t *row = load_run(s, p, id);
+    if (!row)
+        return reply_error(c, 404, "not_found", "no run %s", id);
+    if (!may_approve(p)) {
+        json_decref(row);
+        return reply_error(c, 403, "forbidden", "only admins and approvers may decide approvals");
+    }
+    json_t *b = body_object(rq);
+    if (!json_is_object(b)) {
+        json_decref(b);
+        json_decref(row);
+        return reply_error(c, 400, "bad_request", "the body must be a JSON object ({hash, reason})");
+    }
+    json_t *hash = json_object_get(b, "hash"), *reason = json_object_get(b, "reason");
+    if ((hash && !json_is_string(hash) && !json_is_null(hash)) || (reason && !json_is_string(reason) && !json_is_null(reason)) ||
+        (json_is_string(reason) && json_string_length(reason) > 2000)) {
+        json_decref(b);
+        json_decref(row);
+        return reply_error(c, 400, "bad_request", "hash and reason must be strings (reason at most 2000 bytes)");
+    }
+    al_error err = { 0 };
+    int r = al_service_decide(s, row, p->person_id, approve, json_string_value(hash), json_string_value(reason), &err);
+    json_decref(b);
+    json_decref(row);
+    if (r == -ENOENT)
+        return reply_error(c, 409, "conflict", "%s", err.msg);
+    if (r == -EEXIST || r == -ESTALE)
+        return reply_error(c, 409, "conflict", "%s", err.msg);
+    if (r < 0)
+        return reply_error(c, 500, "internal", "%s", err.msg);
+    row = load_run(s, p, id);
+    enum MHD_Result ret = reply_json(c, 200, al_run_json(s, row));
+    json_decref(row);
+    return ret;
+}
+
+static json_t *settings_json(al_service *s, const char *ws_id) {
+    json_t *eff = al_settings_load(s, ws_id);
+    json_object_set_new(eff, "badges", s->driver->capabilities());
+    json_object_set_new(eff, "service", json_pack("{s:s, s:i, s:i, s:i, s:i}", "driver", s->driver->name, "per_person",
+                                                  s->cfg.per_person, "max_concurrent", s->cfg.max_concurrent, "queue_max",
+                                                  s->cfg.queue_max, "max_timeout_s", s->cfg.max_timeout_s));
+    json_object_set_new(eff, "network_modes", json_pack("[s]", "offline"));
+    return eff;
+}
+
+static enum MHD_Result put_settings(al_service *s, struct MHD_Connection *c, const al_principal *p, request *rq) {
+    if (strcmp(p->role, "admin") != 0)
+        return reply_error(c, 403, "forbidden", "only admins may change settings");
+    if (rq->too_large)
+        return reply_error(c, 413, "payload_too_large", "the body is too large");
+    json_error_t jerr;
+    json_t *b = json_loadb(rq->body ? rq->body : "", rq->len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!json_is_object(b)) {
+        json_decref(b);
+        return reply_error(c, 400, "bad_request", "the body must be a JSON object: %s", jerr.text);
+    }
+    al_error err = { 0 };
+    json_t *eff = NULL;
+    int r = al_settings_put(s, p->workspace_id, b, &eff, &err);
+    json_decref(b);
+    if (r < 0)
+        return reply_error(c, r == -EINVAL ? 400 : 500, r == -EINVAL ? "bad_request" : "internal", "%s", err.msg);
+    json_decref(eff);
+    al_audit_append(s->store, p->org_id, p->workspace_id, "settings.changed", p->person_id, NULL,
+                    json_pack("{s:s}", "by", p->person_id), &err);
+    return reply_json(c, 200, settings_json(s, p->workspace_id));
+}
+
+static enum MHD_Result usage(al_service *s, struct MHD_Connection *c, const al_principal *p) {
+    al_error err = { 0 };
+    const char *from = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from");
+    const char *to = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "to");
+    const char *lim = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
+    uint64_t limit = 100;
+    if (lim && (al_parse_u64(lim, &limit) < 0 || limit < 1 || limit > 1000))
+        return reply_error(c, 400, "bad_request", "limit must be from 1 to 1000");
+    if ((from && strlen(from) > 40) || (to && strlen(to) > 40))
+        return reply_error(c, 400, "bad_request", "from and to are RFC 3339 times");
+    json_t *ledger = al_store_query(s->store, &err,
+                                    "SELECT id, kind, amount, run_id, balance_after, created_at FROM ledger WHERE org_id = ? "
+                                    "AND (? IS NULL OR created_at >= ?) AND (? IS NULL OR created_at < ?) "
+                                    "ORDER BY rowid DESC LIMIT ?",
+                                    "sSSSSi", p->org_id, from, from, to, to, (int64_t)limit);
+    json_t *by_state = al_store_query(s->store, &err,
+                                      "SELECT state, COUNT(*) AS n FROM runs WHERE workspace_id = ? AND (? IS NULL OR created_at >= ?) "
+                                      "AND (? IS NULL OR created_at < ?) GROUP BY state",
+                                      "sSSSS", p->workspace_id, from, from, to, to);
+    json_t *by_lang = al_store_query(s->store, &err,
+                                     "SELECT language, COUNT(*) AS n FROM runs WHERE workspace_id = ? AND (? IS NULL OR created_at >= ?) "
+                                     "AND (? IS NULL OR created_at < ?) GROUP BY language",
+                                     "sSSSS", p->workspace_id, from, from, to, to);
+    if (!ledger || !by_state || !by_lang) {
+        json_decref(ledger);
+        json_decref(by_state);
+        json_decref(by_lang);
+        return reply_error(c, 500, "internal", "%s", err.msg);
+    }
+    json_t *st = json_object(), *lg = json_object();
+    size_t i;
+    json_t *r;
+    json_array_foreach(by_state, i, r) json_object_set(st, json_string_value(json_object_get(r, "state")), json_object_get(r, "n"));
+    json_array_foreach(by_lang, i, r) json_object_set(lg, json_string_value(json_object_get(r, "language")), json_object_get(r, "n"));
+    json_decref(by_state);
+    json_decref(by_lang);
+    return reply_json(c, 200, json_pack("{s:I, s:o, s:{s:o, s:o}}", "balance", (json_int_t)al_credits_balance(s, p->org_id),
+                                        "ledger", ledger, "runs", "by_state", st, "by_language", lg));
+}
+
+static json_t *audit_rows(al_service *s, const al_principal *p, const char *kind, const char *person, const char *run,
+                          const char *from, const char *to, int64_t cursor, int64_t limit, al_error *err) {
+    json_t *rows = al_store_query(s->store, err,
+                                  "SELECT seq, kind, person_id, run_id, data, created_at, prev_hash, hash FROM audit_events "
+                                  "WHERE workspace_id = ? AND (? IS NULL OR kind = ?) AND (? IS NULL OR person_id = ?) "
+                                  "AND (? IS NULL OR run_id = ?) AND (? IS NULL OR created_at >= ?) AND (? IS NULL OR created_at < ?) "
+                                  "AND seq < ? ORDER BY seq DESC LIMIT ?",
+                                  "sSSSSSSSSSSii", p->workspace_id, kind, kind, person, person, run, run, from, from, to,
+                                  to, cursor, limit);
+    size_t i;
+    json_t *r;
+    json_array_foreach(rows, i, r) {
+        json_t *d = json_loads(json_string_value(json_object_get(r, "data")), 0, NULL);
+        json_object_set_new(r, "data", d ? d : json_object());
+    }
+    return rows;
+}
+
+static enum MHD_Result audit(al_service *s, struct MHD_Connection *c, const al_principal *p) {
+    al_error err = { 0 };
+    const char *kind = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "kind");
+    const char *person = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "person_id");
+    const char *run = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "run_id");
+    const char *from = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from");
+    const char *to = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "to");
+    const char *lim = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
+    const char *cur = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cursor");
+    uint64_t limit = 100, cursor = INT64_MAX;
+    if (lim && (al_parse_u64(lim, &limit) < 0 || limit < 1 || limit > 1000))
+        return reply_error(c, 400, "bad_request", "limit must be from 1 to 1000");
+    if (cur && (al_parse_u64(cur, &cursor) < 0 || cursor > INT64_MAX))
+        return reply_error(c, 400, "bad_request", "bad cursor");
+    json_t *rows = audit_rows(s, p, kind, person, run, from, to, (int64_t)cursor, (int64_t)limit + 1, &err);
+    if (!rows)
+        return reply_error(c, 500, "internal", "%s", err.msg);
+    json_t *next = json_null();
+    if (json_array_size(rows) > limit) {
+        char b[32];
+        snprintf(b, sizeof b, "%lld", (long long)json_integer_value(json_object_get(json_array_get(rows, limit - 1), "seq")));
+        next = json_string(b);
+        json_array_remove(rows, limit);
+    }
+    return reply_json(c, 200, json_pack("{s:o, s:o}", "events", rows, "next_cursor", next));
+}
+
+static enum MHD_Result trace(al_service *s, struct MHD_Connection *c, const al_principal *p, const char *id) {
+    al_error err = { 0 };
+    json_t *row = load_run(s, p, id);
+    if (!row)
+        return reply_error(c, 404, "not_found", "no run %s", id);
+    json_t *rj = al_run_json(s, row);
+    json_t *decisions = audit_rows(s, p, NULL, NULL, id, NULL, NULL, INT64_MAX, 1000, &err);
+    if (decisions) {
+        /* oldest first reads as a story */
+        json_t *rev = json_array();
+        for (size_t i = json_array_size(decisions); i > 0; i--)
+            json_array_append(rev, json_array_get(decisions, i - 1));
+        json_decref(decisions);
+        decisions = rev;
+    }
+    json_t *inputs = parse_or_null(row, "inputs");
+    json_t *result = json_object_get(rj, "result");
+    json_t *doc = json_pack("{s:O, s:{s:O, s:O, s:O, s:O, s:o}, s:{s:O, s:O, s:O, s:O, s:O}, s:o, s:{s:O, s:O, s:O, s:O}}",
+                            "run", rj,
+                            "input", "language", json_object_get(row, "language"), "code", json_object_get(row, "code"),
+                            "network", json_object_get(row, "network"), "limits", json_object_get(rj, "limits"),
+                            "artifacts", json_is_object(inputs) ? json_incref(json_object_get(inputs, "artifacts")) : json_array(),
+                            "output", "stdout", result ? json_object_get(result, "stdout") : json_null(),
+                            "stderr", result ? json_object_get(result, "stderr") : json_null(),
+                            "exit_code", result ? json_object_get(result, "exit_code") : json_null(),
+                            "artifacts", json_object_get(rj, "artifacts"), "redactions", json_object_get(rj, "redactions"),
+                            "decisions", decisions ? decisions : json_array(),
+                            "timing", "created_at", json_object_get(row, "created_at"), "started_at",
+                            json_object_get(row, "started_at"), "finished_at", json_object_get(row, "finished_at"),
+                            "wall_ms", result ? json_object_get(result, "wall_ms") : json_null());
+    json_decref(inputs);
+    json_decref(rj);
+    json_decref(row);
+    return doc ? reply_json(c, 200, doc) : reply_error(c, 500, "internal", "cannot build the trace");
 }
 
 /* ---------------------------------------------------------------- router */
@@ -753,13 +1037,31 @@ static enum MHD_Result route(al_service *s, struct MHD_Connection *c, const char
         }
         if (n == 4 && strcmp(seg[3], "events") == 0 && get)
             return run_events(s, c, &p, seg[2]);
+        if (n == 4 && strcmp(seg[3], "trace") == 0 && get)
+            return trace(s, c, &p, seg[2]);
+        if (n == 4 && (strcmp(seg[3], "approve") == 0 || strcmp(seg[3], "deny") == 0) && post)
+            return decide(s, c, &p, seg[2], seg[3][0] == 'a', rq);
         if (n == 4 && strcmp(seg[3], "cancel") == 0 && post) {
             json_t *row = load_run(s, &p, seg[2]);
             if (!row)
                 return reply_error(c, 404, "not_found", "no run %s", seg[2]);
-            bool ended = is_terminal(json_string_value(json_object_get(row, "state")));
+            const char *st = json_string_value(json_object_get(row, "state"));
+            bool ended = is_terminal(st), pending = st && strcmp(st, "pending_approval") == 0;
             json_decref(row);
-            if (ended || al_service_cancel(s, seg[2]) == 0)
+            if (pending) {
+                /* withdrawn before anyone decided */
+                char now[40];
+                al_store_now(now, sizeof now);
+                al_store_exec(s->store, &err, "UPDATE approval_requests SET decision = 'canceled', decided_at = ? "
+                                              "WHERE run_id = ? AND decision IS NULL", "ss", now, seg[2]);
+                al_store_exec(s->store, &err, "UPDATE runs SET state = 'canceled', error_code = 'canceled', "
+                                              "error_message = 'canceled while waiting for approval', finished_at = ? "
+                                              "WHERE id = ? AND state = 'pending_approval'", "ss", now, seg[2]);
+                al_service_append_event(s, seg[2], "state", json_pack("{s:s}", "state", "canceled"));
+                row = load_run(s, &p, seg[2]);
+                al_service_append_event(s, seg[2], "result", al_run_json(s, row));
+                json_decref(row);
+            } else if (ended || al_service_cancel(s, seg[2]) == 0)
                 return reply_error(c, 409, "conflict", "run %s has already ended", seg[2]);
             row = load_run(s, &p, seg[2]);
             enum MHD_Result r = reply_json(c, 202, al_run_json(s, row));
@@ -768,10 +1070,13 @@ static enum MHD_Result route(al_service *s, struct MHD_Connection *c, const char
         }
         return reply_error(c, n <= 4 ? 405 : 404, n <= 4 ? "method_not_allowed" : "not_found", "no such route");
     }
+    if (n == 2 && strcmp(seg[1], "settings") == 0 && (strcmp(method, "PUT") == 0 || strcmp(method, "PATCH") == 0))
+        return put_settings(s, c, &p, rq);
     bool known = (n == 4 && strcmp(seg[1], "threads") == 0 && strcmp(seg[3], "artifacts") == 0) ||
                  (n == 3 && strcmp(seg[1], "artifacts") == 0) ||
                  (n == 4 && strcmp(seg[1], "artifacts") == 0 && strcmp(seg[3], "content") == 0) ||
-                 (n == 2 && strcmp(seg[1], "settings") == 0);
+                 (n == 2 && strcmp(seg[1], "settings") == 0) || (n == 2 && strcmp(seg[1], "usage") == 0) ||
+                 (n == 2 && strcmp(seg[1], "audit") == 0);
     if (known && !get)
         return reply_error(c, 405, "method_not_allowed", "use GET");
     if (n == 4 && strcmp(seg[1], "threads") == 0 && strcmp(seg[3], "artifacts") == 0)
@@ -781,7 +1086,11 @@ static enum MHD_Result route(al_service *s, struct MHD_Connection *c, const char
     if (n == 4 && strcmp(seg[1], "artifacts") == 0 && strcmp(seg[3], "content") == 0)
         return artifact(s, c, &p, seg[2], true);
     if (n == 2 && strcmp(seg[1], "settings") == 0)
-        return reply_json(c, 200, settings_json(s));
+        return reply_json(c, 200, settings_json(s, p.workspace_id));
+    if (n == 2 && strcmp(seg[1], "usage") == 0)
+        return usage(s, c, &p);
+    if (n == 2 && strcmp(seg[1], "audit") == 0)
+        return audit(s, c, &p);
     return reply_error(c, 404, "not_found", "no such path");
 }
 

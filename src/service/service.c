@@ -5,6 +5,7 @@
  * a run (state, artifacts, events), and recovery after a crash.
  */
 #include <dirent.h>
+#include <nettle/sha2.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -13,11 +14,14 @@
 #include <sys/wait.h>
 
 #include "../box/box.h"
+#include "audit.h"
+#include "dlp.h"
 #include "service.h"
 
 struct active_run {
     active_run *next;
     char run_id[40], person_id[40];
+    int cap;
     al_driver_run dr;
     bool cancel_requested;
 };
@@ -166,7 +170,7 @@ static void state_event(al_service *s, const char *run_id, const char *state) {
 
 /* ---------------------------------------------------------------- queue */
 
-int al_service_enqueue(al_service *s, const char *run_id, const char *person_id) {
+int al_service_enqueue(al_service *s, const char *run_id, const char *person_id, int cap) {
     pthread_mutex_lock(&s->mu);
     if (s->queue_len >= s->cfg.queue_max) {
         pthread_mutex_unlock(&s->mu);
@@ -175,6 +179,7 @@ int al_service_enqueue(al_service *s, const char *run_id, const char *person_id)
     queued_run *q = &s->queue[s->queue_len++];
     snprintf(q->run_id, sizeof q->run_id, "%s", run_id);
     snprintf(q->person_id, sizeof q->person_id, "%s", person_id);
+    q->cap = cap > 0 && cap < s->cfg.per_person ? cap : s->cfg.per_person;
     pthread_cond_broadcast(&s->sched_cond);
     pthread_mutex_unlock(&s->mu);
     return 0;
@@ -300,10 +305,39 @@ typedef struct runner_arg {
     active_run *a;
 } runner_arg;
 
+static void sha256_hex(const char *t, size_t n, char out[65]) {
+    struct sha256_ctx c;
+    uint8_t d[SHA256_DIGEST_SIZE];
+    sha256_init(&c);
+    sha256_update(&c, n, (const uint8_t *)t);
+    sha256_digest(&c, sizeof d, d);
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+/* The result's output as the agent will see it: redacted, and the count. */
+static int redact_result(al_dlp *dlp, json_t *result) {
+    int count = 0;
+    static const char *const keys[] = { "stdout", "stderr" };
+    for (size_t i = 0; dlp && result && i < 2; i++) {
+        json_t *v = json_object_get(result, keys[i]);
+        if (!json_is_string(v))
+            continue;
+        size_t n = 0;
+        char *red = al_dlp_redact(dlp, json_string_value(v), json_string_length(v), &count, &n);
+        if (red)
+            json_object_set_new(result, keys[i], json_stringn(red, n) ? json_stringn(red, n) : json_string(""));
+        free(red);
+    }
+    return count;
+}
+
 static void end_run(al_service *s, json_t *run, const char *state, json_t *result, const char *err_code,
-                    const char *err_msg, const char *dir) {
+                    const char *err_msg, const char *dir, al_dlp *dlp, int64_t duration_ms) {
     const char *run_id = json_string_value(json_object_get(run, "id"));
     al_error err = { 0 };
+    /* nothing unredacted is stored where the agent can read it */
+    int redactions = redact_result(dlp, result);
     json_t *published = NULL, *previews = NULL, *skipped = json_array();
     if (result) {
         json_t *sk = json_object_get(result, "skipped");
@@ -323,8 +357,10 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
     char *skip_text = json_dumps(skipped, JSON_COMPACT);
     al_store_exec(s->store, &err,
                   "UPDATE runs SET state = ?, result = ?, previews = ?, skipped = ?, error_code = ?, "
-                  "error_message = ?, finished_at = ? WHERE id = ?",
-                  "sSSSSSss", state, res_text, prev_text, skip_text, err_code, err_msg, now, run_id);
+                  "error_message = ?, finished_at = ?, redactions = ? WHERE id = ?",
+                  "sSSSSSsis", state, res_text, prev_text, skip_text, err_code, err_msg, now, (int64_t)redactions, run_id);
+    if (strcmp(state, "error") == 0)
+        al_credits_refund(s, run_id, &err); /* airlock's own failure is not charged */
     free(res_text);
     free(prev_text);
     free(skip_text);
@@ -338,6 +374,31 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
     if (rows && json_array_size(rows))
         al_service_append_event(s, run_id, "result", al_run_json(s, json_array_get(rows, 0)));
     json_decref(rows);
+    /* the tool-call record and the analytics row */
+    const char *code = json_string_value(json_object_get(run, "code"));
+    char input_hash[65];
+    sha256_hex(code ? code : "", code ? strlen(code) : 0, input_hash);
+    char preview[513] = "";
+    if (result) {
+        const char *o = json_string_value(json_object_get(result, "stdout"));
+        const char *e = json_string_value(json_object_get(result, "stderr"));
+        snprintf(preview, sizeof preview, "%s%s", o ? o : "", e ? e : "");
+    }
+    json_t *exit_code = result ? json_object_get(result, "exit_code") : NULL;
+    al_governance_audit(s, run, "tool.call", NULL,
+                        json_pack("{s:s, s:s, s:s, s:O, s:s, s:s, s:I, s:O, s:s, s:{s:i, s:i}, s:s, s:i}",
+                                  "tool", "code_execution", "invocation_id", run_id, "input_sha256", input_hash,
+                                  "exit_code", exit_code ? exit_code : json_null(), "output_preview", preview,
+                                  "language", json_string_value(json_object_get(run, "language")), "duration_ms",
+                                  (json_int_t)duration_ms, "network", json_object_get(run, "network"),
+                                  "image_digest", "host", "egress", "connections", 0, "bytes", 0, "state", state,
+                                  "redactions", redactions));
+    al_store_exec(s->store, &err,
+                  "INSERT OR REPLACE INTO analytics (run_id, org_id, workspace_id, language, state, exit_code, duration_ms, "
+                  "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                  "sssssiis", run_id, json_string_value(json_object_get(run, "org_id")),
+                  json_string_value(json_object_get(run, "workspace_id")), json_string_value(json_object_get(run, "language")),
+                  state, (int64_t)(json_is_integer(exit_code) ? json_integer_value(exit_code) : -1), duration_ms, now);
     al_service_log(s, "run.end", json_pack("{s:s, s:s, s:s, s:s?, s:O?}", "run_id", run_id, "workspace_id",
                                           json_string_value(json_object_get(run, "workspace_id")), "state", state,
                                           "error", err_code, "wall_ms", result ? json_object_get(result, "wall_ms") : NULL));
@@ -374,15 +435,48 @@ static void *runner_main(void *p) {
     char emsg_buf[600] = "";
     uint64_t t0 = al_now_ms();
 
-    /* queued -> provisioning, unless it was canceled in between */
-    int n = al_store_exec(s->store, &err, "UPDATE runs SET state = 'provisioning', started_at = ? WHERE id = ? AND state = 'queued'",
-                          "ss", now, a->run_id);
+    al_dlp *dlp = NULL;
+    al_dlp_stream streams[2] = { { 0 }, { 0 } };
+    /* queued -> provisioning and the charge, in one transaction, unless it
+     * was canceled in between */
+    int n = al_credits_charge(s, a->run_id, &err);
     json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", a->run_id);
     run = rows && json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
     json_decref(rows);
-    if (n <= 0 || !run)
+    if (n == 0 || !run)
         goto done;
+    if (n < 0) {
+        ecode = n == -ENOSPC ? "payment_required" : "provisioning";
+        snprintf(emsg_buf, sizeof emsg_buf, "%s", n == -ENOSPC ? "the organisation's credits do not cover this run"
+                                                                : err.msg);
+        emsg = emsg_buf;
+        goto finish;
+    }
     state_event(s, a->run_id, "provisioning");
+    {
+        json_t *st = al_settings_load(s, json_string_value(json_object_get(run, "workspace_id")));
+        if (al_dlp_new(json_object_get(st, "dlp_patterns"), &dlp, &err) < 0)
+            dlp = NULL;
+        json_decref(st);
+        for (int i = 0; i < 2; i++)
+            streams[i].dlp = dlp;
+    }
+    /* an approved run runs exactly what was approved */
+    json_t *appr = al_store_query(s->store, &err, "SELECT hash, decision FROM approval_requests WHERE run_id = ?", "s",
+                                  a->run_id);
+    if (appr && json_array_size(appr)) {
+        char h[65];
+        al_approval_hash(run, h);
+        json_t *ar = json_array_get(appr, 0);
+        const char *dec = json_string_value(json_object_get(ar, "decision"));
+        if (!dec || strcmp(dec, "approved") != 0 || strcmp(h, json_string_value(json_object_get(ar, "hash"))) != 0) {
+            json_decref(appr);
+            ecode = "approval";
+            emsg = "the run differs from what was approved";
+            goto finish;
+        }
+    }
+    json_decref(appr);
 
     job = job_for(s, run, dir, &err);
     if (!job) {
@@ -424,7 +518,16 @@ static void *runner_main(void *p) {
                           a->run_id);
             state_event(s, a->run_id, "running");
         } else if (strcmp(type, "stdout") == 0 || strcmp(type, "stderr") == 0) {
-            al_service_append_event(s, a->run_id, type, json_pack("{s:O}", "data", json_object_get(e, "data")));
+            /* held back to the end of its line, then redacted */
+            json_t *d = json_object_get(e, "data");
+            al_dlp_stream *ds = &streams[type[3] == 'o' ? 0 : 1];
+            size_t rn = 0;
+            char *red = ds->dlp ? al_dlp_stream_feed(ds, json_string_value(d), json_string_length(d), &rn) : NULL;
+            if (!ds->dlp)
+                al_service_append_event(s, a->run_id, type, json_pack("{s:O}", "data", d));
+            else if (red)
+                al_service_append_event(s, a->run_id, type, json_pack("{s:s%}", "data", red, rn));
+            free(red);
         } else if (strcmp(type, "result") == 0) {
             json_decref(result);
             result = json_incref(json_object_get(e, "result"));
@@ -443,6 +546,13 @@ static void *runner_main(void *p) {
         dr.events_fd = -1;
     }
     int st = s->driver->wait(&dr);
+    for (int i = 0; i < 2; i++) {
+        size_t rn = 0;
+        char *red = streams[i].dlp ? al_dlp_stream_flush(&streams[i], &rn) : NULL;
+        if (red && rn)
+            al_service_append_event(s, a->run_id, i == 0 ? "stdout" : "stderr", json_pack("{s:s%}", "data", red, rn));
+        free(red);
+    }
     if (result) {
         final = state_of(result);
         json_t *e = json_object_get(result, "error");
@@ -461,8 +571,11 @@ static void *runner_main(void *p) {
     }
     json_decref(helper_error);
 finish:
-    end_run(s, run, final, result, ecode, emsg, dir);
+    end_run(s, run, final, result, ecode, emsg, dir, dlp, (int64_t)(al_now_ms() - t0));
 done:
+    for (int i = 0; i < 2; i++)
+        free(streams[i].pending);
+    al_dlp_free(dlp);
     al_rm_rf(dir);
     json_decref(result);
     json_decref(job);
@@ -498,6 +611,7 @@ static int person_active(al_service *s, const char *person_id) {
 
 static void *scheduler_main(void *p) {
     al_service *s = p;
+    uint64_t next_expiry = 0;
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
         bool started = false;
@@ -510,7 +624,7 @@ static void *scheduler_main(void *p) {
             int best = -1, best_active = 0;
             for (int k = 0; k < s->queue_len; k++) {
                 int n = person_active(s, s->queue[k].person_id);
-                if (n >= s->cfg.per_person)
+                if (n >= s->queue[k].cap)
                     continue;
                 if (best < 0 || n < best_active) {
                     best = k;
@@ -529,6 +643,7 @@ static void *scheduler_main(void *p) {
             }
             memcpy(a->run_id, s->queue[i].run_id, sizeof a->run_id);
             memcpy(a->person_id, s->queue[i].person_id, sizeof a->person_id);
+            a->cap = s->queue[i].cap;
             a->dr = (al_driver_run){ .pid = -1, .events_fd = -1, .job_fd = -1 };
             memmove(&s->queue[i], &s->queue[i + 1], (size_t)(s->queue_len - i - 1) * sizeof *s->queue);
             s->queue_len--;
@@ -549,6 +664,7 @@ static void *scheduler_main(void *p) {
                 memmove(&s->queue[1], &s->queue[0], (size_t)s->queue_len * sizeof *s->queue);
                 memcpy(s->queue[0].run_id, a->run_id, sizeof a->run_id);
                 memcpy(s->queue[0].person_id, a->person_id, sizeof a->person_id);
+                s->queue[0].cap = a->cap;
                 s->queue_len++;
                 free(a);
                 free(ra);
@@ -558,11 +674,108 @@ static void *scheduler_main(void *p) {
             pthread_attr_destroy(&attr);
             started = true;
         }
-        if (!started)
-            pthread_cond_wait(&s->sched_cond, &s->mu);
+        if (!started) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += 1;
+            pthread_cond_timedwait(&s->sched_cond, &s->mu, &until);
+        }
+        /* approvals that ran out of time end as denied (outside the lock:
+         * it appends events, which takes it) */
+        uint64_t now_ms = al_now_ms();
+        if (now_ms >= next_expiry) {
+            next_expiry = now_ms + 1000;
+            pthread_mutex_unlock(&s->mu);
+            al_service_expire_approvals(s);
+            pthread_mutex_lock(&s->mu);
+        }
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
+}
+
+/* ------------------------------------------------------------ approvals */
+
+static void end_unapproved(al_service *s, json_t *run, const char *code, const char *reason) {
+    al_error err = { 0 };
+    const char *id = json_string_value(json_object_get(run, "id"));
+    char now[40];
+    al_store_now(now, sizeof now);
+    al_store_exec(s->store, &err,
+                  "UPDATE runs SET state = 'denied', error_code = ?, error_message = ?, finished_at = ? "
+                  "WHERE id = ? AND state = 'pending_approval'",
+                  "ssss", code, reason, now, id);
+    state_event(s, id, "denied");
+    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", id);
+    if (rows && json_array_size(rows))
+        al_service_append_event(s, id, "result", al_run_json(s, json_array_get(rows, 0)));
+    json_decref(rows);
+}
+
+int al_service_decide(al_service *s, json_t *run, const char *person_id, bool approve, const char *hash,
+                      const char *reason, al_error *err) {
+    const char *id = json_string_value(json_object_get(run, "id"));
+    json_t *rows = al_store_query(s->store, err, "SELECT * FROM approval_requests WHERE run_id = ?", "s", id);
+    json_t *ar = rows && json_array_size(rows) ? json_array_get(rows, 0) : NULL;
+    if (!ar) {
+        json_decref(rows);
+        return al_err(err, "approval", ENOENT, "run %s does not wait for an approval", id);
+    }
+    if (!json_is_null(json_object_get(ar, "decision"))) {
+        int r = al_err(err, "approval", EEXIST, "run %s was already %s", id, json_string_value(json_object_get(ar, "decision")));
+        json_decref(rows);
+        return r;
+    }
+    if (hash && strcmp(hash, json_string_value(json_object_get(ar, "hash"))) != 0) {
+        json_decref(rows);
+        return al_err(err, "approval", ESTALE, "the hash does not match the approval card: nothing was approved");
+    }
+    json_decref(rows);
+    char now[40];
+    al_store_now(now, sizeof now);
+    /* decided once: the update only lands while the decision is open */
+    int n = al_store_exec(s->store, err,
+                          "UPDATE approval_requests SET decision = ?, decided_by = ?, decided_at = ?, reason = ? "
+                          "WHERE run_id = ? AND decision IS NULL",
+                          "sssss", approve ? "approved" : "denied", person_id, now, reason ? reason : "", id);
+    if (n <= 0)
+        return n < 0 ? n : al_err(err, "approval", EEXIST, "run %s was decided meanwhile", id);
+    al_governance_audit(s, run, approve ? "approval.approved" : "approval.denied", person_id,
+                        json_pack("{s:s, s:s}", "run_id", id, "reason", reason ? reason : ""));
+    if (!approve) {
+        end_unapproved(s, run, "denied", reason && *reason ? reason : "denied by an approver");
+        return 0;
+    }
+    al_store_exec(s->store, err, "UPDATE runs SET state = 'queued' WHERE id = ? AND state = 'pending_approval'", "s", id);
+    state_event(s, id, "queued");
+    json_t *st = al_settings_load(s, json_string_value(json_object_get(run, "workspace_id")));
+    int cap = (int)json_number_value(json_object_get(st, "concurrency"));
+    json_decref(st);
+    if (al_service_enqueue(s, id, json_string_value(json_object_get(run, "person_id")), cap) < 0)
+        al_service_cancel(s, id);
+    return 0;
+}
+
+void al_service_expire_approvals(al_service *s) {
+    al_error err = { 0 };
+    char now[40];
+    al_store_now(now, sizeof now);
+    json_t *due = al_store_query(s->store, &err,
+                                 "SELECT r.* FROM approval_requests a JOIN runs r ON r.id = a.run_id "
+                                 "WHERE a.decision IS NULL AND a.expires_at <= ?",
+                                 "s", now);
+    size_t i;
+    json_t *run;
+    json_array_foreach(due, i, run) {
+        const char *id = json_string_value(json_object_get(run, "id"));
+        if (al_store_exec(s->store, &err,
+                          "UPDATE approval_requests SET decision = 'expired', decided_at = ? WHERE run_id = ? AND decision IS NULL",
+                          "ss", now, id) > 0) {
+            al_governance_audit(s, run, "approval.expired", NULL, json_pack("{s:s}", "run_id", id));
+            end_unapproved(s, run, "expired", "no one approved this run before its approval expired");
+        }
+    }
+    json_decref(due);
 }
 
 /* -------------------------------------------------------------- recovery */
@@ -573,7 +786,7 @@ static void recover(al_service *s) {
     al_store_now(now, sizeof now);
     /* Runs that were being provisioned or running when the service died:
      * their helpers died with it (PDEATHSIG), and their boxes with those. */
-    json_t *lost = al_store_query(s->store, &err, "SELECT id FROM runs WHERE state IN ('provisioning', 'running')", NULL);
+    json_t *lost = al_store_query(s->store, &err, "SELECT * FROM runs WHERE state IN ('provisioning', 'running')", NULL);
     for (size_t i = 0; lost && i < json_array_size(lost); i++) {
         const char *id = json_string_value(json_object_get(json_array_get(lost, i), "id"));
         al_store_exec(s->store, &err,
@@ -581,10 +794,14 @@ static void recover(al_service *s) {
                       "error_message = 'the service stopped while this run was active', finished_at = ? WHERE id = ?",
                       "ss", now, id);
         state_event(s, id, "error");
+        al_credits_refund(s, id, &err); /* airlock's own failure: not charged */
         al_service_log(s, "run.lost", json_pack("{s:s}", "run_id", id));
         json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", id);
-        if (rows && json_array_size(rows))
+        if (rows && json_array_size(rows)) {
             al_service_append_event(s, id, "result", al_run_json(s, json_array_get(rows, 0)));
+            al_governance_audit(s, json_array_get(rows, 0), "tool.call", NULL,
+                                json_pack("{s:s, s:s, s:s}", "invocation_id", id, "state", "error", "error", "lost"));
+        }
         json_decref(rows);
         char dir[PATH_MAX + 64];
         snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, id);
@@ -594,11 +811,14 @@ static void recover(al_service *s) {
     /* Boxes' cgroups whose uid nobody holds any more are leftovers. */
     al_box_sweep_stale();
     /* Queued runs never started: they wait again, in their order. */
-    json_t *queued = al_store_query(s->store, &err, "SELECT id, person_id FROM runs WHERE state = 'queued' ORDER BY seq", NULL);
+    json_t *queued = al_store_query(s->store, &err, "SELECT id, person_id, workspace_id FROM runs WHERE state = 'queued' ORDER BY seq", NULL);
     for (size_t i = 0; queued && i < json_array_size(queued); i++) {
         json_t *r = json_array_get(queued, i);
+        json_t *st = al_settings_load(s, json_string_value(json_object_get(r, "workspace_id")));
+        int cap = (int)json_number_value(json_object_get(st, "concurrency"));
+        json_decref(st);
         if (al_service_enqueue(s, json_string_value(json_object_get(r, "id")),
-                               json_string_value(json_object_get(r, "person_id"))) < 0)
+                               json_string_value(json_object_get(r, "person_id")), cap) < 0)
             finish_canceled_queued(s, json_string_value(json_object_get(r, "id")));
     }
     json_decref(queued);

@@ -33,6 +33,7 @@ typedef struct active_run active_run;
 
 typedef struct queued_run {
     char run_id[40], person_id[40];
+    int cap;                      /* the person's concurrency cap in its workspace */
 } queued_run;
 
 typedef struct al_service {
@@ -61,7 +62,7 @@ typedef struct al_service {
 
 /* service.c */
 int al_service_run(al_service_config *cfg, al_error *err);
-int al_service_enqueue(al_service *s, const char *run_id, const char *person_id);
+int al_service_enqueue(al_service *s, const char *run_id, const char *person_id, int cap);
 /* 1 when it was queued or running and is now being canceled; 0 if ended. */
 int al_service_cancel(al_service *s, const char *run_id);
 int al_service_person_queued(al_service *s, const char *person_id);
@@ -84,6 +85,21 @@ int64_t al_artifacts_org_quota(al_service *s, const char *org_id);
 void al_blob_path(al_service *s, const char *sha, char *buf, size_t len);
 /* Remove a directory tree we made (no links followed). */
 void al_rm_rf(const char *path);
+
+/* governance.c */
+json_t *al_settings_load(al_service *s, const char *ws_id);
+int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret, al_error *err);
+/* 1 charged (and moved to provisioning), 0 no longer queued, -ENOSPC cannot pay. */
+int al_credits_charge(al_service *s, const char *run_id, al_error *err);
+int al_credits_refund(al_service *s, const char *run_id, al_error *err);
+int64_t al_credits_balance(al_service *s, const char *org_id);
+void al_approval_hash(json_t *run, char out[65]);
+void al_rfc3339_after(int64_t secs, char *buf, size_t len);
+int al_governance_audit(al_service *s, json_t *run, const char *kind, const char *person_id, json_t *data);
+/* service.c: an approver's decision; -EEXIST decided already, -ESTALE hash differs */
+int al_service_decide(al_service *s, json_t *run, const char *person_id, bool approve, const char *hash,
+                      const char *reason, al_error *err);
+void al_service_expire_approvals(al_service *s);
 
 /* http.c */
 typedef struct al_http al_http;

@@ -259,12 +259,40 @@ static void hash_key(const char *key, char hex[65]) {
         snprintf(hex + 2 * i, 3, "%02x", d[i]);
 }
 
+/* New organisations start with this many credits (a ledger grant). */
+#define INITIAL_CREDITS 1000
+
 int al_store_create_org(al_store *s, const char *name, char *ret_id, al_error *err) {
     char now[40];
     al_store_now(now, sizeof now);
     al_store_new_id("org", ret_id, 40);
     int r = al_store_exec(s, err, "INSERT INTO orgs (id, name, created_at) VALUES (?, ?, ?)", "sss", ret_id, name, now);
-    return r < 0 ? r : 0;
+    if (r < 0)
+        return r;
+    return al_store_grant_credits(s, ret_id, INITIAL_CREDITS, err);
+}
+
+int al_store_grant_credits(al_store *s, const char *org_id, int64_t amount, al_error *err) {
+    char now[40], id[40];
+    al_store_now(now, sizeof now);
+    al_store_new_id("led", id, sizeof id);
+    int r = al_store_begin(s, err);
+    if (r < 0)
+        return r;
+    r = al_store_exec(s, err, "UPDATE orgs SET credit_balance = credit_balance + ? WHERE id = ? AND credit_balance + ? >= 0",
+                      "isi", amount, org_id, amount);
+    if (r == 0)
+        r = al_err(err, "credits", ENOENT, "no organisation %s, or the balance would go below zero", org_id);
+    if (r > 0)
+        r = al_store_exec(s, err,
+                          "INSERT INTO ledger (id, org_id, kind, amount, balance_after, created_at) "
+                          "SELECT ?, id, 'grant', ?, credit_balance, ? FROM orgs WHERE id = ?",
+                          "siss", id, amount, now, org_id);
+    if (r < 0) {
+        al_store_rollback(s);
+        return r;
+    }
+    return al_store_commit(s, err);
 }
 
 int al_store_create_workspace(al_store *s, const char *org_id, const char *name, char *ret_id, al_error *err) {
@@ -278,13 +306,16 @@ int al_store_create_workspace(al_store *s, const char *org_id, const char *name,
     return r < 0 ? r : 0;
 }
 
-int al_store_create_person(al_store *s, const char *ws_id, const char *name, char *ret_id, al_error *err) {
+int al_store_create_person(al_store *s, const char *ws_id, const char *name, const char *role, char *ret_id,
+                           al_error *err) {
     char now[40];
+    if (strcmp(role, "admin") != 0 && strcmp(role, "approver") != 0 && strcmp(role, "member") != 0)
+        return al_err(err, "store", EINVAL, "role must be admin, approver or member");
     al_store_now(now, sizeof now);
     al_store_new_id("per", ret_id, 40);
-    int r = al_store_exec(s, err, "INSERT INTO people (id, org_id, workspace_id, name, created_at) "
-                                  "SELECT ?, org_id, id, ?, ? FROM workspaces WHERE id = ?",
-                          "ssss", ret_id, name, now, ws_id);
+    int r = al_store_exec(s, err, "INSERT INTO people (id, org_id, workspace_id, name, role, created_at) "
+                                  "SELECT ?, org_id, id, ?, ?, ? FROM workspaces WHERE id = ?",
+                          "sssss", ret_id, name, role, now, ws_id);
     if (r == 0)
         return al_err(err, "store", ENOENT, "no workspace %s", ws_id);
     return r < 0 ? r : 0;
@@ -318,7 +349,7 @@ int al_store_authenticate(al_store *s, const char *key, al_principal *ret, al_er
     char hex[65];
     hash_key(key, hex);
     json_t *rows = al_store_query(s, err,
-                                  "SELECT p.org_id, p.workspace_id, p.id AS person_id FROM api_keys k "
+                                  "SELECT p.org_id, p.workspace_id, p.id AS person_id, p.role FROM api_keys k "
                                   "JOIN people p ON p.id = k.person_id WHERE k.hash = ? AND k.revoked_at IS NULL",
                                   "s", hex);
     if (!rows)
@@ -329,6 +360,7 @@ int al_store_authenticate(al_store *s, const char *key, al_principal *ret, al_er
         snprintf(ret->org_id, sizeof ret->org_id, "%s", json_string_value(json_object_get(r, "org_id")));
         snprintf(ret->workspace_id, sizeof ret->workspace_id, "%s", json_string_value(json_object_get(r, "workspace_id")));
         snprintf(ret->person_id, sizeof ret->person_id, "%s", json_string_value(json_object_get(r, "person_id")));
+        snprintf(ret->role, sizeof ret->role, "%s", json_string_value(json_object_get(r, "role")));
     }
     json_decref(rows);
     return found;

@@ -15,6 +15,7 @@ typedef struct al_store al_store;
 
 typedef struct al_principal {
     char org_id[40], workspace_id[40], person_id[40];
+    char role[16];                /* admin | approver | member */
 } al_principal;
 
 int al_store_open(const char *path, al_store **ret, al_error *err);
@@ -35,7 +36,10 @@ int al_store_new_id(const char *prefix, char *buf, size_t len);
 void al_store_now(char *buf, size_t len);
 int al_store_create_org(al_store *s, const char *name, char *ret_id, al_error *err);
 int al_store_create_workspace(al_store *s, const char *org_id, const char *name, char *ret_id, al_error *err);
-int al_store_create_person(al_store *s, const char *ws_id, const char *name, char *ret_id, al_error *err);
+int al_store_create_person(al_store *s, const char *ws_id, const char *name, const char *role, char *ret_id,
+                           al_error *err);
+/* Credits: grant AMOUNT (may be negative to take back) with a ledger row. */
+int al_store_grant_credits(al_store *s, const char *org_id, int64_t amount, al_error *err);
 /* The key is returned once in RET_KEY (at least 64 bytes); only its hash is kept. */
 int al_store_create_key(al_store *s, const char *person_id, char *ret_key, char *ret_id, al_error *err);
 /* 1 and the principal when KEY is valid, 0 when not, -errno on failure. */

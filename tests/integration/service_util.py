@@ -592,3 +592,128 @@ def fresh(service):
     """A client of the shared service with a tenant of its own (new org, workspace, person, key)."""
     t = service.new_tenant(f"t{time.monotonic_ns() % 10**12}")
     return t.client
+
+
+# ------------------------------------------------------------ governance (docs/api.md "Governance")
+# Helpers for test_governance_*.py: roles, per-workspace settings, approvals,
+# credits, the audit trail, DLP and the tool allow-list.
+
+GOV_TERMINAL = TERMINAL | {"denied"}
+ROLES = ("admin", "approver", "member")
+AUDIT_FIELDS = {"seq", "kind", "person_id", "run_id", "data", "created_at", "prev_hash", "hash"}
+LEDGER_FIELDS = {"id", "kind", "amount", "run_id", "balance_after", "created_at"}
+CARD_FIELDS = {"id", "code", "language", "runtime", "network", "limits", "risk", "description", "hash",
+               "requested_at", "expires_at"}
+SETTINGS_KEYS = {"driver", "network", "timeout_s", "max_timeout_s", "memory_mb", "cpus", "concurrency",
+                 "approval_policy", "approval_ttl_s", "price_per_run", "tools", "dlp_patterns", "secrets"}
+
+
+def _one_id(out, prefix, what):
+    m = re.findall(rf"\b({prefix}_[A-Za-z0-9]+)", out)
+    assert m, f"{what} printed no {prefix}_ id: {out!r}"
+    return m[-1]
+
+
+def new_role_person(svc, workspace, name, role=None):
+    """`airlock admin person create --workspace WS NAME [--role ROLE]` and a key for it:
+    (person id, client bound to its key)."""
+    args = ["person", "create", "--workspace", workspace, name]
+    if role is not None:
+        args += ["--role", role]
+    person = _one_id(svc.admin(*args), "per", f"airlock admin {' '.join(args)}")
+    out = svc.admin("key", "create", "--person", person)
+    m = re.search(r"\b(al_[A-Za-z0-9_\-]+)", out)
+    assert m, f"`airlock admin key create` printed no al_ key: {out!r}"
+    return person, svc.with_key(m.group(1))
+
+
+class GovTenant:
+    """An organisation of its own with a workspace and an admin person (`client`);
+    `person(role)` adds people, `workspace2()` another workspace of the same organisation."""
+
+    def __init__(self, svc, name):
+        self.svc, self.name = svc, name
+        self.org = _one_id(svc.admin("org", "create", name), "org", "airlock admin org create")
+        self.workspace = self.add_workspace(name + "-ws")
+        self.person, self.client = new_role_person(svc, self.workspace, name + "-admin", "admin")
+        self.key = self.client.key
+
+    def add_workspace(self, wsname):
+        return _one_id(self.svc.admin("workspace", "create", "--org", self.org, wsname), "ws",
+                       "airlock admin workspace create")
+
+    def person_in(self, role, workspace=None, name=None):
+        """(person id, client) of a new person with ROLE in this tenant's (or WORKSPACE's) workspace."""
+        name = name or f"{self.name}-{role}-{time.monotonic_ns() % 10**9}"
+        return new_role_person(self.svc, workspace or self.workspace, name, role)
+
+
+def gov_tenant(svc, prefix="gov"):
+    return GovTenant(svc, f"{prefix}{time.monotonic_ns() % 10**12}")
+
+
+def get_settings(client):
+    return client.ok("GET", "/v1/settings")
+
+
+def put_settings(client, want=200, **fields):
+    """PUT /v1/settings with FIELDS; returns the answer (asserting its status is WANT)."""
+    status, _, doc = client.request("PUT", "/v1/settings", json=fields, timeout=30)
+    assert status == want, f"PUT /v1/settings {fields!r}: want {want}, got {status}: {doc!r}"
+    return doc
+
+
+def audit_events(client, limit=None, **filters):
+    """Every event of GET /v1/audit (following next_cursor), oldest first by seq."""
+    out, cursor, pages = [], None, 0
+    while True:
+        q = {k: str(v) for k, v in filters.items()}
+        if limit is not None:
+            q["limit"] = str(limit)
+        if cursor:
+            q["cursor"] = cursor
+        doc = client.ok("GET", "/v1/audit", query=q)
+        assert isinstance(doc, dict) and isinstance(doc.get("events"), list) and "next_cursor" in doc, doc
+        out.extend(doc["events"])
+        cursor = doc["next_cursor"]
+        pages += 1
+        assert pages < 5000, "GET /v1/audit pages never end"
+        if not cursor:
+            break
+    return sorted(out, key=lambda e: e["seq"])
+
+
+def usage(client, **query):
+    doc = client.ok("GET", "/v1/usage", query={k: str(v) for k, v in query.items()} or None)
+    assert isinstance(doc, dict) and {"balance", "ledger", "runs"} <= set(doc), f"GET /v1/usage shape: {doc!r}"
+    return doc
+
+
+def balance(client):
+    return usage(client)["balance"]
+
+
+def ledger_by_run(entries):
+    """{run_id: {"charge": [amounts], "refund": [amounts]}} of ledger ENTRIES (amounts as positive numbers)."""
+    out = {}
+    for e in entries:
+        if e.get("run_id") and e["kind"] in ("charge", "refund"):
+            out.setdefault(e["run_id"], {"charge": [], "refund": []})[e["kind"]].append(abs(e["amount"]))
+    return out
+
+
+def wait_gov_state(client, run_id, states, timeout=60.0):
+    """Like Service.wait_state, for the governance states too (pending_approval, denied)."""
+    return client.wait_state(run_id, states, timeout=timeout)
+
+
+def walk_json(doc):
+    """Every dict inside DOC (DOC included)."""
+    stack = [doc]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            yield x
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)

@@ -28,6 +28,12 @@ API = [
     ("GET", "/metrics"),
     ("GET", "/openapi.json"),
     ("GET", "/v1/settings"),
+    ("PUT", "/v1/settings"),
+    ("POST", "/v1/runs/{id}/approve"),
+    ("POST", "/v1/runs/{id}/deny"),
+    ("GET", "/v1/runs/{id}/trace"),
+    ("GET", "/v1/usage"),
+    ("GET", "/v1/audit"),
 ]
 
 

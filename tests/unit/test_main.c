@@ -6,6 +6,7 @@
 #include "box/cgroup.h"
 #include "box/seccomp.h"
 #include "lang/lang.h"
+#include "service/dlp.h"
 #include "util/util.h"
 
 static int passed, failed;
@@ -106,6 +107,60 @@ static void test_builtin_filter_is_the_policy(void) {
     al_seccomp_prog_free(&built);
 }
 
+static char *red(al_dlp *d, const char *in, int *count) {
+    size_t n;
+    return al_dlp_redact(d, in, strlen(in), count, &n);
+}
+
+static void test_dlp(void) {
+    al_error e = { 0 };
+    al_dlp *d = NULL;
+    json_t *extra = json_pack("[{s:s, s:s}]", "name", "emp", "pattern", "EMP-[0-9]{6}");
+    CHECK(al_dlp_new(extra, &d, &e) == 0);
+    json_decref(extra);
+    int c = 0;
+    char *o = red(d, "id AKIAABCDEFGHIJKLMNOP end\n", &c);
+    CHECK(strcmp(o, "id [REDACTED:aws_access_key] end\n") == 0 && c == 1);
+    free(o);
+    c = 0;
+    o = red(d, "Authorization: Bearer abc.DEF-123_xyz\nghp_0123456789abcdefghijAB sk-abcdefghijklmnopqrstuvwx\n", &c);
+    CHECK(strstr(o, "abc.DEF") == NULL && strstr(o, "ghp_0123") == NULL && strstr(o, "sk-abcd") == NULL && c == 3);
+    free(o);
+    c = 0;
+    o = red(d, "a\n-----BEGIN RSA PRIVATE KEY-----\nMIIEsecret\nmore\n-----END RSA PRIVATE KEY-----\nb\n", &c);
+    CHECK(strcmp(o, "a\n[REDACTED:private_key]\nb\n") == 0 && c == 1);
+    free(o);
+    c = 0;
+    o = red(d, "db https://bob:hunter2@example.com x EMP-123456\n", &c);
+    CHECK(strstr(o, "hunter2") == NULL && strstr(o, "EMP-123456") == NULL && c == 2);
+    free(o);
+    /* split across chunks: held to the end of the line */
+    al_dlp_stream st = { .dlp = d };
+    size_t n = 0;
+    char *a = al_dlp_stream_feed(&st, "token ghp_0123456789", 20, &n);
+    CHECK(a == NULL);
+    char *b = al_dlp_stream_feed(&st, "abcdefghij tail\nnext", 20, &n);
+    CHECK(b && strcmp(b, "token [REDACTED:github_token] tail\n") == 0);
+    char *f = al_dlp_stream_flush(&st, &n);
+    CHECK(f && strcmp(f, "next") == 0);
+    free(a);
+    free(b);
+    free(f);
+    /* a megabyte on one line of pattern-ish characters finishes (segments) */
+    size_t big = 1 << 20;
+    char *x = malloc(big + 1);
+    memset(x, 'x', big);
+    x[big] = '\0';
+    c = 0;
+    size_t on = 0;
+    o = al_dlp_redact(d, x, big, &c, &on);
+    CHECK(o && on == big && c == 0);
+    free(o);
+    free(x);
+    CHECK(al_dlp_check_pattern("([", &e) < 0);
+    al_dlp_free(d);
+}
+
 int main(void) {
     test_sizes();
     test_millis();
@@ -114,6 +169,7 @@ int main(void) {
     test_errors();
     test_defaults();
     test_builtin_filter_is_the_policy();
+    test_dlp();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

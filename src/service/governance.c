@@ -1,0 +1,321 @@
+/*
+ * Governance: per-workspace settings, credits (charge at provisioning,
+ * refund on airlock's own failure), approvals (a card bound by hash to what
+ * runs), and the audit events around them.
+ */
+#include <nettle/sha2.h>
+#include <string.h>
+#include <time.h>
+
+#include "audit.h"
+#include "dlp.h"
+#include "service.h"
+
+#define SECRETS_MAX 32
+#define SECRET_VALUE_MAX 4096
+#define DLP_PATTERNS_MAX 32
+#define DLP_PATTERN_LEN_MAX 512
+
+static const char *const tool_names[] = { "code_execution", "run_skill_script" };
+
+/* ------------------------------------------------------------- settings */
+
+static json_t *defaults(al_service *s) {
+    return json_pack("{s:s, s:s, s:i, s:i, s:i, s:f, s:i, s:s, s:i, s:i, s:[s, s], s:[]}", "driver", s->driver->name,
+                     "network", "offline", "timeout_s", 60 < s->cfg.max_timeout_s ? 60 : s->cfg.max_timeout_s,
+                     "max_timeout_s", s->cfg.max_timeout_s, "memory_mb", 512, "cpus", 0.5, "concurrency",
+                     s->cfg.per_person, "approval_policy", "never", "approval_ttl_s", 3600, "price_per_run", 2, "tools",
+                     tool_names[0], tool_names[1], "dlp_patterns");
+}
+
+json_t *al_settings_load(al_service *s, const char *ws_id) {
+    al_error err = { 0 };
+    json_t *eff = defaults(s);
+    json_t *rows = al_store_query(s->store, &err, "SELECT settings, secrets FROM workspace_settings WHERE workspace_id = ?",
+                                  "s", ws_id);
+    json_t *names = json_array();
+    if (rows && json_array_size(rows)) {
+        json_t *row = json_array_get(rows, 0);
+        json_t *st = json_loads(json_string_value(json_object_get(row, "settings")), 0, NULL);
+        json_object_update(eff, st);
+        json_decref(st);
+        json_t *sec = json_loads(json_string_value(json_object_get(row, "secrets")), 0, NULL);
+        const char *k;
+        json_t *v;
+        /* write-only: names, never values */
+        json_object_foreach(sec, k, v) json_array_append_new(names, json_string(k));
+        json_decref(sec);
+    }
+    json_decref(rows);
+    json_object_set_new(eff, "secrets", names);
+    /* the service's own driver bounds the workspace's choice */
+    if (strcmp(s->driver->name, "disabled") == 0)
+        json_object_set_new(eff, "driver", json_string("disabled"));
+    return eff;
+}
+
+static bool in_list(const char *v, const char *const *list, size_t n) {
+    for (size_t i = 0; v && i < n; i++)
+        if (strcmp(v, list[i]) == 0)
+            return true;
+    return false;
+}
+
+static int num_in(json_t *v, double min, double max, const char *key, al_error *err) {
+    if (!json_is_number(v) || json_number_value(v) < min || json_number_value(v) > max)
+        return al_err(err, "settings", EINVAL, "%s must be a number from %g to %g", key, min, max);
+    return 0;
+}
+
+int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret, al_error *err) {
+    if (!json_is_object(body))
+        return al_err(err, "settings", EINVAL, "the body must be a JSON object");
+    json_t *ws = al_store_query(s->store, err, "SELECT * FROM workspaces WHERE id = ?", "s", ws_id);
+    if (!ws || !json_array_size(ws)) {
+        json_decref(ws);
+        return al_err(err, "settings", ENOENT, "no workspace");
+    }
+    json_t *w = json_array_get(ws, 0);
+    double max_mem = (double)json_integer_value(json_object_get(w, "max_memory_mb"));
+    double max_cpus = (double)json_integer_value(json_object_get(w, "max_cpus_milli")) / 1000.0;
+    json_decref(ws);
+    json_t *rows = al_store_query(s->store, err, "SELECT settings, secrets FROM workspace_settings WHERE workspace_id = ?",
+                                  "s", ws_id);
+    json_t *cur = NULL, *sec = NULL;
+    if (rows && json_array_size(rows)) {
+        cur = json_loads(json_string_value(json_object_get(json_array_get(rows, 0), "settings")), 0, NULL);
+        sec = json_loads(json_string_value(json_object_get(json_array_get(rows, 0), "secrets")), 0, NULL);
+    }
+    json_decref(rows);
+    if (!cur)
+        cur = json_object();
+    if (!sec)
+        sec = json_object();
+    json_t *eff = defaults(s);
+    json_object_update(eff, cur);
+    int r = 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v) {
+        if (r < 0)
+            break;
+        if (strcmp(key, "driver") == 0) {
+            static const char *const d[] = { "native", "disabled" };
+            if (!in_list(json_string_value(v), d, 2))
+                r = al_err(err, "settings", EINVAL, "driver must be native or disabled");
+            else if (strcmp(json_string_value(v), "native") == 0 && strcmp(s->driver->name, "native") != 0)
+                r = al_err(err, "settings", EINVAL, "this service's driver is %s: a workspace cannot enable native",
+                           s->driver->name);
+        } else if (strcmp(key, "network") == 0) {
+            if (!json_is_string(v) || strcmp(json_string_value(v), "offline") != 0)
+                r = al_err(err, "settings", EINVAL, "network: only \"offline\" is available on this service");
+        } else if (strcmp(key, "max_timeout_s") == 0) {
+            r = num_in(v, 1, s->cfg.max_timeout_s, key, err);
+        } else if (strcmp(key, "timeout_s") == 0) {
+            json_t *mx = json_object_get(body, "max_timeout_s");
+            r = num_in(v, 1, mx && json_is_number(mx) ? json_number_value(mx)
+                                                       : json_number_value(json_object_get(eff, "max_timeout_s")),
+                       key, err);
+        } else if (strcmp(key, "memory_mb") == 0) {
+            r = num_in(v, 16, max_mem, key, err);
+        } else if (strcmp(key, "cpus") == 0) {
+            r = num_in(v, 0.01, max_cpus, key, err);
+        } else if (strcmp(key, "concurrency") == 0) {
+            r = num_in(v, 1, s->cfg.per_person, key, err);
+        } else if (strcmp(key, "approval_policy") == 0) {
+            static const char *const p[] = { "never", "always", "high_risk" };
+            if (!in_list(json_string_value(v), p, 3))
+                r = al_err(err, "settings", EINVAL, "approval_policy must be never, always or high_risk");
+        } else if (strcmp(key, "approval_ttl_s") == 0) {
+            r = num_in(v, 1, 7 * 86400, key, err);
+        } else if (strcmp(key, "price_per_run") == 0) {
+            r = num_in(v, 0, 1000000, key, err);
+            if (r == 0 && !json_is_integer(v))
+                r = al_err(err, "settings", EINVAL, "price_per_run must be a whole number");
+        } else if (strcmp(key, "tools") == 0) {
+            size_t i;
+            json_t *t;
+            if (!json_is_array(v))
+                r = al_err(err, "settings", EINVAL, "tools must be an array");
+            json_array_foreach(v, i, t) if (r == 0 && !in_list(json_string_value(t), tool_names, ELEMENTSOF(tool_names)))
+                r = al_err(err, "settings", EINVAL, "unknown tool in tools (code_execution, run_skill_script)");
+        } else if (strcmp(key, "dlp_patterns") == 0) {
+            size_t i;
+            json_t *p;
+            if (!json_is_array(v) || json_array_size(v) > DLP_PATTERNS_MAX)
+                r = al_err(err, "settings", EINVAL, "dlp_patterns must be an array of at most %d", DLP_PATTERNS_MAX);
+            json_array_foreach(v, i, p) {
+                const char *name = json_string_value(json_object_get(p, "name"));
+                const char *pat = json_string_value(json_object_get(p, "pattern"));
+                if (r < 0)
+                    break;
+                if (!name || !pat || strlen(name) == 0 || strlen(name) > 40 || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(name) ||
+                    strlen(pat) == 0 || strlen(pat) > DLP_PATTERN_LEN_MAX)
+                    r = al_err(err, "settings", EINVAL, "dlp_patterns[%zu]: want {name: [a-z0-9_]{1,40}, pattern: 1-%d bytes}",
+                               i, DLP_PATTERN_LEN_MAX);
+                else if (al_dlp_check_pattern(pat, err) < 0)
+                    r = -EINVAL;
+            }
+        } else if (strcmp(key, "secrets") == 0) {
+            const char *k;
+            json_t *sv;
+            if (!json_is_object(v))
+                r = al_err(err, "settings", EINVAL, "secrets must be an object of names to values");
+            json_object_foreach(v, k, sv) {
+                if (r < 0)
+                    break;
+                if (json_is_null(sv))
+                    json_object_del(sec, k);
+                else if (!json_is_string(sv) || json_string_length(sv) > SECRET_VALUE_MAX || strlen(k) == 0 || strlen(k) > 64)
+                    r = al_err(err, "settings", EINVAL, "secrets.%s: want a string of at most %d bytes (null deletes)", k,
+                               SECRET_VALUE_MAX);
+                else
+                    json_object_set(sec, k, sv);
+            }
+            if (r == 0 && json_object_size(sec) > SECRETS_MAX)
+                r = al_err(err, "settings", EINVAL, "at most %d secrets", SECRETS_MAX);
+            continue;
+        } else {
+            r = al_err(err, "settings", EINVAL, "unknown setting \"%s\"", key);
+        }
+        if (r == 0)
+            json_object_set(cur, key, v);
+    }
+    if (r == 0) {
+        char now[40];
+        al_store_now(now, sizeof now);
+        char *st = json_dumps(cur, JSON_COMPACT), *se = json_dumps(sec, JSON_COMPACT);
+        r = al_store_exec(s->store, err,
+                          "INSERT INTO workspace_settings (workspace_id, settings, secrets, updated_at) VALUES (?, ?, ?, ?) "
+                          "ON CONFLICT (workspace_id) DO UPDATE SET settings = excluded.settings, "
+                          "secrets = excluded.secrets, updated_at = excluded.updated_at",
+                          "ssss", ws_id, st, se, now);
+        free(st);
+        free(se);
+    }
+    json_decref(eff);
+    json_decref(cur);
+    json_decref(sec);
+    if (r < 0)
+        return r;
+    *ret = al_settings_load(s, ws_id);
+    return 0;
+}
+
+/* -------------------------------------------------------------- credits */
+
+int al_credits_charge(al_service *s, const char *run_id, al_error *err) {
+    /* In one transaction: the move to provisioning and the charge. A run
+     * already moved (restart, race with cancel) is left alone. */
+    char now[40], id[40];
+    al_store_now(now, sizeof now);
+    al_store_new_id("led", id, sizeof id);
+    int r = al_store_begin(s->store, err);
+    if (r < 0)
+        return r;
+    r = al_store_exec(s->store, err, "UPDATE runs SET state = 'provisioning', started_at = ? WHERE id = ? AND state = 'queued'",
+                      "ss", now, run_id);
+    if (r <= 0) {
+        al_store_rollback(s->store);
+        return r < 0 ? r : 0;
+    }
+    r = al_store_exec(s->store, err,
+                      "UPDATE orgs SET credit_balance = credit_balance - (SELECT price FROM runs WHERE id = ?) "
+                      "WHERE id = (SELECT org_id FROM runs WHERE id = ?) AND credit_balance >= (SELECT price FROM runs WHERE id = ?)",
+                      "sss", run_id, run_id, run_id);
+    if (r == 0) {
+        al_store_rollback(s->store);
+        return -ENOSPC; /* cannot pay */
+    }
+    if (r > 0)
+        r = al_store_exec(s->store, err,
+                          "INSERT INTO ledger (id, org_id, workspace_id, run_id, kind, amount, balance_after, created_at) "
+                          "SELECT ?, r.org_id, r.workspace_id, r.id, 'charge', -r.price, o.credit_balance, ? "
+                          "FROM runs r JOIN orgs o ON o.id = r.org_id WHERE r.id = ?",
+                          "sss", id, now, run_id);
+    if (r < 0) {
+        al_store_rollback(s->store);
+        return r;
+    }
+    r = al_store_commit(s->store, err);
+    return r < 0 ? r : 1;
+}
+
+int al_credits_refund(al_service *s, const char *run_id, al_error *err) {
+    char now[40], id[40];
+    al_store_now(now, sizeof now);
+    al_store_new_id("led", id, sizeof id);
+    int r = al_store_begin(s->store, err);
+    if (r < 0)
+        return r;
+    /* only a run that was charged, and only once: (run_id, kind) is unique */
+    json_t *c = al_store_query(s->store, err,
+                               "SELECT amount FROM ledger WHERE run_id = ? AND kind = 'charge' AND NOT EXISTS "
+                               "(SELECT 1 FROM ledger WHERE run_id = ? AND kind = 'refund')",
+                               "ss", run_id, run_id);
+    if (!c || !json_array_size(c)) {
+        json_decref(c);
+        al_store_rollback(s->store);
+        return 0;
+    }
+    int64_t amount = -json_integer_value(json_object_get(json_array_get(c, 0), "amount"));
+    json_decref(c);
+    r = al_store_exec(s->store, err,
+                      "UPDATE orgs SET credit_balance = credit_balance + ? WHERE id = (SELECT org_id FROM runs WHERE id = ?)",
+                      "is", amount, run_id);
+    if (r >= 0)
+        r = al_store_exec(s->store, err,
+                          "INSERT INTO ledger (id, org_id, workspace_id, run_id, kind, amount, balance_after, created_at) "
+                          "SELECT ?, r.org_id, r.workspace_id, r.id, 'refund', ?, o.credit_balance, ? "
+                          "FROM runs r JOIN orgs o ON o.id = r.org_id WHERE r.id = ?",
+                          "siss", id, amount, now, run_id);
+    if (r < 0) {
+        al_store_rollback(s->store);
+        return r;
+    }
+    return al_store_commit(s->store, err);
+}
+
+int64_t al_credits_balance(al_service *s, const char *org_id) {
+    al_error err = { 0 };
+    json_t *rows = al_store_query(s->store, &err, "SELECT credit_balance AS b FROM orgs WHERE id = ?", "s", org_id);
+    int64_t b = rows && json_array_size(rows) ? json_integer_value(json_object_get(json_array_get(rows, 0), "b")) : 0;
+    json_decref(rows);
+    return b;
+}
+
+/* ------------------------------------------------------------ approvals */
+
+void al_approval_hash(json_t *run, char out[65]) {
+    /* what the approver saw: the code, the language, the network policy
+     * and the limits, as canonical JSON */
+    json_t *c = json_pack("{s:O, s:O, s:O, s:O}", "code", json_object_get(run, "code"), "language",
+                          json_object_get(run, "language"), "network", json_object_get(run, "network"), "limits",
+                          json_object_get(run, "limits"));
+    char *t = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(c);
+    struct sha256_ctx h;
+    uint8_t d[SHA256_DIGEST_SIZE];
+    sha256_init(&h);
+    if (t)
+        sha256_update(&h, strlen(t), (const uint8_t *)t);
+    sha256_digest(&h, sizeof d, d);
+    free(t);
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+void al_rfc3339_after(int64_t secs, char *buf, size_t len) {
+    time_t t = time(NULL) + secs;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+}
+
+int al_governance_audit(al_service *s, json_t *run, const char *kind, const char *person_id, json_t *data) {
+    al_error err = { 0 };
+    return al_audit_append(s->store, json_string_value(json_object_get(run, "org_id")),
+                           json_string_value(json_object_get(run, "workspace_id")), kind,
+                           person_id ? person_id : json_string_value(json_object_get(run, "person_id")),
+                           json_string_value(json_object_get(run, "id")), data, &err);
+}
