@@ -9,6 +9,10 @@ int cli_helper(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_admin(int argc, char **argv);
 
+/* Block SIGINT, SIGTERM and SIGHUP and return a signalfd for them: the box
+ * is canceled cleanly instead of dying with us. */
+int cli_cancel_signals(void);
+
 /* The environment every box gets, and nothing else. */
 extern char *const cli_box_env[];
 int cli_doctor(int argc, char **argv);

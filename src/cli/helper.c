@@ -16,7 +16,6 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/signalfd.h>
 
 #include "../lang/lang.h"
 #include "cli.h"
@@ -104,12 +103,7 @@ int cli_helper(int argc, char **argv) {
         json_decref(job);
         return fail("job", "cannot open out_dir");
     }
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    sigprocmask(SIG_BLOCK, &sigs, NULL);
-    _cleanup_close_ int sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+    _cleanup_close_ int sig_fd = cli_cancel_signals();
     signal(SIGPIPE, SIG_IGN);
     /* one fd that is readable when either a signal or stdin's end comes */
     _cleanup_close_ int cancel = epoll_create1(EPOLL_CLOEXEC);

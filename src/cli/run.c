@@ -56,6 +56,16 @@ static void on_output(al_stream s, const char *buf, size_t len, void *userdata) 
     fflush(f);
 }
 
+int cli_cancel_signals(void) {
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
+    sigprocmask(SIG_BLOCK, &sigs, NULL);
+    return signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
 static void human_bytes(char *buf, size_t n, uint64_t b) {
     if (b >= (1ULL << 20))
         snprintf(buf, n, "%.1f MiB", (double)b / (1 << 20));
@@ -216,13 +226,7 @@ int cli_run(int argc, char **argv) {
 
     /* Ctrl-C, SIGTERM or a hangup cancel the box cleanly (killed, cgroup
      * removed) instead of leaving it to die with us */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGHUP);
-    sigprocmask(SIG_BLOCK, &sigs, NULL);
-    _cleanup_close_ int sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+    _cleanup_close_ int sig_fd = cli_cancel_signals();
 
     bool tty = isatty(STDOUT_FILENO) || isatty(STDERR_FILENO);
     al_box_file sf = { script_name, script, script_len, 0644 };

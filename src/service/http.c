@@ -526,17 +526,31 @@ out:
     return ret;
 }
 
+/* ?limit=N&cursor=C of a listing newest first; false (and a 400 queued)
+ * when either is malformed. */
+static bool page_params(struct MHD_Connection *c, uint64_t max, uint64_t *limit, uint64_t *cursor, enum MHD_Result *ret) {
+    const char *lim = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
+    const char *cur = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cursor");
+    *cursor = INT64_MAX;
+    if (lim && (al_parse_u64(lim, limit) < 0 || *limit < 1 || *limit > max)) {
+        *ret = reply_error(c, 400, "bad_request", "limit must be from 1 to %llu", (unsigned long long)max);
+        return false;
+    }
+    if (cur && (al_parse_u64(cur, cursor) < 0 || *cursor > INT64_MAX)) {
+        *ret = reply_error(c, 400, "bad_request", "bad cursor");
+        return false;
+    }
+    return true;
+}
+
 static enum MHD_Result list_runs(al_service *s, struct MHD_Connection *c, const al_principal *p) {
     al_error err = { 0 };
     const char *state = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "state");
     const char *thread = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "thread_id");
-    const char *lim = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
-    const char *cur = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cursor");
-    uint64_t limit = 50, cursor = INT64_MAX;
-    if (lim && (al_parse_u64(lim, &limit) < 0 || limit < 1 || limit > LIST_MAX))
-        return reply_error(c, 400, "bad_request", "limit must be from 1 to %d", LIST_MAX);
-    if (cur && (al_parse_u64(cur, &cursor) < 0 || cursor > INT64_MAX))
-        return reply_error(c, 400, "bad_request", "bad cursor");
+    uint64_t limit = 50, cursor;
+    enum MHD_Result bad;
+    if (!page_params(c, LIST_MAX, &limit, &cursor, &bad))
+        return bad;
     if (state && !is_terminal(state) && strcmp(state, "queued") != 0 && strcmp(state, "provisioning") != 0 &&
         strcmp(state, "running") != 0 && strcmp(state, "pending_approval") != 0)
         return reply_error(c, 400, "bad_request", "state must be one of pending_approval, queued, provisioning, running, "
@@ -909,13 +923,10 @@ static enum MHD_Result audit(al_service *s, struct MHD_Connection *c, const al_p
     const char *run = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "run_id");
     const char *from = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from");
     const char *to = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "to");
-    const char *lim = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
-    const char *cur = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cursor");
-    uint64_t limit = 100, cursor = INT64_MAX;
-    if (lim && (al_parse_u64(lim, &limit) < 0 || limit < 1 || limit > 1000))
-        return reply_error(c, 400, "bad_request", "limit must be from 1 to 1000");
-    if (cur && (al_parse_u64(cur, &cursor) < 0 || cursor > INT64_MAX))
-        return reply_error(c, 400, "bad_request", "bad cursor");
+    uint64_t limit = 100, cursor;
+    enum MHD_Result bad;
+    if (!page_params(c, 1000, &limit, &cursor, &bad))
+        return bad;
     json_t *rows = audit_rows(s, p, kind, person, run, from, to, (int64_t)cursor, (int64_t)limit + 1, &err);
     if (!rows)
         return reply_error(c, 500, "internal", "%s", err.msg);

@@ -132,22 +132,30 @@ static json_t *column(sqlite3_stmt *st, int i) {
     }
 }
 
-json_t *al_store_query(al_store *s, al_error *err, const char *sql, const char *fmt, ...) {
-    pthread_mutex_lock(&s->lock);
+/* Prepare SQL and bind its parameters; NULL (with ERR) on failure. */
+static sqlite3_stmt *prepare(al_store *s, al_error *err, const char *sql, const char *fmt, va_list ap) {
     sqlite3_stmt *st = NULL;
-    json_t *rows = NULL;
     if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
         db_err(s, err, "prepare");
-        goto out;
+        return NULL;
     }
+    if (bind_all(st, fmt, ap) < 0) {
+        db_err(s, err, "bind");
+        sqlite3_finalize(st);
+        return NULL;
+    }
+    return st;
+}
+
+json_t *al_store_query(al_store *s, al_error *err, const char *sql, const char *fmt, ...) {
+    pthread_mutex_lock(&s->lock);
+    json_t *rows = NULL;
     va_list ap;
     va_start(ap, fmt);
-    int r = bind_all(st, fmt, ap);
+    sqlite3_stmt *st = prepare(s, err, sql, fmt, ap);
     va_end(ap);
-    if (r < 0) {
-        db_err(s, err, "bind");
+    if (!st)
         goto out;
-    }
     rows = json_array();
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -169,18 +177,13 @@ out:
 
 int al_store_exec(al_store *s, al_error *err, const char *sql, const char *fmt, ...) {
     pthread_mutex_lock(&s->lock);
-    sqlite3_stmt *st = NULL;
     int ret;
-    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
-        ret = db_err(s, err, "prepare");
-        goto out;
-    }
     va_list ap;
     va_start(ap, fmt);
-    int r = bind_all(st, fmt, ap);
+    sqlite3_stmt *st = prepare(s, err, sql, fmt, ap);
     va_end(ap);
-    if (r < 0) {
-        ret = db_err(s, err, "bind");
+    if (!st) {
+        ret = -EIO;
         goto out;
     }
     int rc = sqlite3_step(st);
