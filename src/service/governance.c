@@ -306,10 +306,29 @@ void al_approval_hash(json_t *run, char out[65]) {
 }
 
 void al_rfc3339_after(int64_t secs, char *buf, size_t len) {
-    time_t t = time(NULL) + secs;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    time_t t = ts.tv_sec + secs;
     struct tm tm;
     gmtime_r(&t, &tm);
-    strftime(buf, len, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+    char base[32];
+    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, len, "%s.%03ldZ", base, ts.tv_nsec / 1000000);
+}
+
+bool al_rfc3339_valid(const char *t) {
+    /* YYYY-MM-DDTHH:MM:SS[.fff][Z]: what the store writes and compares */
+    static const char shape[] = "dddd-dd-ddTdd:dd:dd";
+    size_t n = strlen(t);
+    if (n < 19 || n > 40)
+        return false;
+    for (size_t i = 0; i < 19; i++)
+        if (shape[i] == 'd' ? (t[i] < '0' || t[i] > '9') : t[i] != shape[i])
+            return false;
+    for (size_t i = 19; i < n; i++)
+        if (!((t[i] >= '0' && t[i] <= '9') || t[i] == '.' || t[i] == 'Z'))
+            return false;
+    return true;
 }
 
 int al_governance_audit(al_service *s, json_t *run, const char *kind, const char *person_id, json_t *data) {

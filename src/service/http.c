@@ -866,8 +866,8 @@ static enum MHD_Result usage(al_service *s, struct MHD_Connection *c, const al_p
     uint64_t limit = 100;
     if (lim && (al_parse_u64(lim, &limit) < 0 || limit < 1 || limit > 1000))
         return reply_error(c, 400, "bad_request", "limit must be from 1 to 1000");
-    if ((from && strlen(from) > 40) || (to && strlen(to) > 40))
-        return reply_error(c, 400, "bad_request", "from and to are RFC 3339 times");
+    if ((from && !al_rfc3339_valid(from)) || (to && !al_rfc3339_valid(to)))
+        return reply_error(c, 400, "bad_request", "from and to are RFC 3339 UTC times (2026-01-31T12:00:00Z)");
     json_t *ledger = al_store_query(s->store, &err,
                                     "SELECT id, kind, amount, run_id, balance_after, created_at FROM ledger WHERE org_id = ? "
                                     "AND (? IS NULL OR created_at >= ?) AND (? IS NULL OR created_at < ?) "
@@ -927,6 +927,8 @@ static enum MHD_Result audit(al_service *s, struct MHD_Connection *c, const al_p
     enum MHD_Result bad;
     if (!page_params(c, 1000, &limit, &cursor, &bad))
         return bad;
+    if ((from && !al_rfc3339_valid(from)) || (to && !al_rfc3339_valid(to)))
+        return reply_error(c, 400, "bad_request", "from and to are RFC 3339 UTC times (2026-01-31T12:00:00Z)");
     json_t *rows = audit_rows(s, p, kind, person, run, from, to, (int64_t)cursor, (int64_t)limit + 1, &err);
     if (!rows)
         return reply_error(c, 500, "internal", "%s", err.msg);

@@ -352,29 +352,8 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
     }
     char now[40];
     al_store_now(now, sizeof now);
-    char *res_text = result ? json_dumps(result, JSON_COMPACT) : NULL;
-    char *prev_text = previews ? json_dumps(previews, JSON_COMPACT) : NULL;
-    char *skip_text = json_dumps(skipped, JSON_COMPACT);
-    al_store_exec(s->store, &err,
-                  "UPDATE runs SET state = ?, result = ?, previews = ?, skipped = ?, error_code = ?, "
-                  "error_message = ?, finished_at = ?, redactions = ? WHERE id = ?",
-                  "sSSSSSsis", state, res_text, prev_text, skip_text, err_code, err_msg, now, (int64_t)redactions, run_id);
-    if (strcmp(state, "error") == 0)
-        al_credits_refund(s, run_id, &err); /* airlock's own failure is not charged */
-    free(res_text);
-    free(prev_text);
-    free(skip_text);
-    for (size_t i = 0; published && i < json_array_size(published); i++)
-        al_service_append_event(s, run_id, "artifact", json_incref(json_array_get(published, i)));
-    json_decref(published);
-    json_decref(previews);
-    json_decref(skipped);
-    state_event(s, run_id, state);
-    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", run_id);
-    if (rows && json_array_size(rows))
-        al_service_append_event(s, run_id, "result", al_run_json(s, json_array_get(rows, 0)));
-    json_decref(rows);
-    /* the tool-call record and the analytics row */
+    /* recorded before the run is seen to end, so whoever sees the end
+     * finds the record */
     const char *code = json_string_value(json_object_get(run, "code"));
     char input_hash[65];
     sha256_hex(code ? code : "", code ? strlen(code) : 0, input_hash);
@@ -399,6 +378,28 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
                   "sssssiis", run_id, json_string_value(json_object_get(run, "org_id")),
                   json_string_value(json_object_get(run, "workspace_id")), json_string_value(json_object_get(run, "language")),
                   state, (int64_t)(json_is_integer(exit_code) ? json_integer_value(exit_code) : -1), duration_ms, now);
+    char *res_text = result ? json_dumps(result, JSON_COMPACT) : NULL;
+    char *prev_text = previews ? json_dumps(previews, JSON_COMPACT) : NULL;
+    char *skip_text = json_dumps(skipped, JSON_COMPACT);
+    al_store_exec(s->store, &err,
+                  "UPDATE runs SET state = ?, result = ?, previews = ?, skipped = ?, error_code = ?, "
+                  "error_message = ?, finished_at = ?, redactions = ? WHERE id = ?",
+                  "sSSSSSsis", state, res_text, prev_text, skip_text, err_code, err_msg, now, (int64_t)redactions, run_id);
+    if (strcmp(state, "error") == 0)
+        al_credits_refund(s, run_id, &err); /* airlock's own failure is not charged */
+    free(res_text);
+    free(prev_text);
+    free(skip_text);
+    for (size_t i = 0; published && i < json_array_size(published); i++)
+        al_service_append_event(s, run_id, "artifact", json_incref(json_array_get(published, i)));
+    json_decref(published);
+    json_decref(previews);
+    json_decref(skipped);
+    state_event(s, run_id, state);
+    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", run_id);
+    if (rows && json_array_size(rows))
+        al_service_append_event(s, run_id, "result", al_run_json(s, json_array_get(rows, 0)));
+    json_decref(rows);
     al_service_log(s, "run.end", json_pack("{s:s, s:s, s:s, s:s?, s:O?}", "run_id", run_id, "workspace_id",
                                           json_string_value(json_object_get(run, "workspace_id")), "state", state,
                                           "error", err_code, "wall_ms", result ? json_object_get(result, "wall_ms") : NULL));

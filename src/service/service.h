@@ -95,6 +95,7 @@ int al_credits_refund(al_service *s, const char *run_id, al_error *err);
 int64_t al_credits_balance(al_service *s, const char *org_id);
 void al_approval_hash(json_t *run, char out[65]);
 void al_rfc3339_after(int64_t secs, char *buf, size_t len);
+bool al_rfc3339_valid(const char *t);
 int al_governance_audit(al_service *s, json_t *run, const char *kind, const char *person_id, json_t *data);
 /* service.c: an approver's decision; -EEXIST decided already, -ESTALE hash differs */
 int al_service_decide(al_service *s, json_t *run, const char *person_id, bool approve, const char *hash,

@@ -338,12 +338,14 @@ def test_other_tenants_cannot_decide(service, ws):
                                    ("POST", f"/v1/runs/{run['id']}/deny", {"reason": "mine now"}),
                                    ("GET", f"/v1/runs/{run['id']}/trace", None),
                                    ("GET", f"/v1/runs/{run['id']}", None),
+                                   ("GET", f"/v1/runs/{run['id']}/events", None),
                                    ("POST", f"/v1/runs/{run['id']}/cancel", None)]:
             status, _, doc = c.request(method, path, json=body, timeout=15)
             assert_error(status, doc, "not_found")
         status, _, doc = c.request("GET", "/v1/audit", query={"run_id": run["id"]})
         assert status == 404 or (status == 200 and doc["events"] == []), (status, doc)
         assert run["id"] not in json.dumps(audit_events(c))
+        assert run["id"] not in {r["id"] for r in c.list_runs()}
     assert ws.member.get_run(run["id"])["state"] == "pending_approval"
     deny(ws.client, run["id"], reason="cleanup")
 
@@ -417,3 +419,37 @@ def test_approved_but_unpaid(service):
         assert done["state"] != "succeeded" and done["result"] is None, f"an unpaid run ran: {done}"
         assert done["error"] and "payment" in json.dumps(done["error"]) or "credit" in json.dumps(done["error"]), done
     assert balance(t.client) == 400, "an unpaid run was charged (or the balance went below zero)"
+
+
+def test_list_filters_by_new_states(ws):
+    p = pending(ws.member, "print('listed pending')")
+    d = pending(ws.member, "print('listed denied')")
+    deny(ws.client, d["id"], reason="for the list")
+    ws.member.wait_state(d["id"], GOV_TERMINAL, timeout=10)
+    pend = ws.member.list_runs(state="pending_approval")
+    assert p["id"] in {r["id"] for r in pend} and all(r["state"] == "pending_approval" for r in pend), pend
+    den = ws.member.list_runs(state="denied")
+    assert d["id"] in {r["id"] for r in den} and all(r["state"] == "denied" for r in den), den
+    deny(ws.client, p["id"], reason="cleanup")
+
+
+def test_approved_while_driver_disabled(service):
+    """A card approved after the workspace's driver was switched off: a clear refusal
+    (503 at approval, or the run ends in error), and no charge."""
+    t = gov_tenant(service, "offdrv")
+    put_settings(t.client, approval_policy="always")
+    r = pending(t.client, "print('should not run')")
+    put_settings(t.client, driver="disabled")
+    try:
+        status, _, doc = t.client.request("POST", f"/v1/runs/{r['id']}/approve", json={})
+        if status == 503:
+            assert_error(status, doc, "driver_disabled")
+        else:
+            assert status in (200, 202), (status, doc)
+            done = t.client.wait_state(r["id"], GOV_TERMINAL, timeout=30)
+            assert done["state"] in ("error", "denied") and done["result"] is None, done
+            assert done["error"] and done["error"]["message"], done
+    finally:
+        put_settings(t.client, driver="native")
+    net = usage(t.client)
+    assert net["balance"] == 1000, f"a run that could not run was charged: {net['ledger']}"

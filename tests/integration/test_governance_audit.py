@@ -92,7 +92,7 @@ def test_tool_call_recorded_when_run_ends(tenant):
 
     def client(k):
         _, c = t.person_in("member")
-        for i in range(8):
+        for i in range(12):
             run = c.run(code, wait=(i % 2 == 0))
             how = "wait"
             if i % 2:
@@ -107,7 +107,7 @@ def test_tool_call_recorded_when_run_ends(tenant):
         th.start()
     for th in threads:
         th.join(120)
-    assert not missing, (f"{len(missing)} of 32 runs had ended (?wait=true answer / result event) with no "
+    assert not missing, (f"{len(missing)} of 48 runs had ended (?wait=true answer / result event) with no "
                          f"tool.call audit event yet: {missing[:6]}")
 
 
@@ -327,3 +327,68 @@ def test_tamper_delete_and_hash_detected(services):
     assert rc != 0, f"audit verify passed a forged hash: {out}"
     assert re.search(rf"(?<![0-9])({victim['seq']}|{e2[2]['seq']})(?![0-9])", out), out
     del eb
+
+
+def test_every_column_is_covered(services):
+    """Forging any column of an event (who, what kind, which run, when, the data, the link)
+    breaks the chain; putting the value back repairs it."""
+    svc, a, b = _populated(services, "columns")
+    evs = audit_events(a.client)
+    victim = [e for e in evs if e["person_id"] and e["run_id"]][1]
+    svc.stop()
+    path = str(svc.state / "airlock.db")
+    forged = {
+        "data": '{"forged": true}',
+        "kind": "capability.invoke_denied" if victim["kind"] != "capability.invoke_denied" else "tool.call",
+        "person_id": b.person,
+        "run_id": "run_forged0000000000000",
+        "created_at": "2020-01-01T00:00:00.000Z",
+        "prev_hash": "0" * 64,
+        "org_id": b.org,
+    }
+    missed = []
+    for col, value in forged.items():
+        db = sqlite3.connect(path)
+        try:
+            (orig,) = db.execute(f"SELECT {col} FROM audit_events WHERE workspace_id = ? AND seq = ?",
+                                 (a.workspace, victim["seq"])).fetchone()
+            assert orig != value
+            db.execute(f"UPDATE audit_events SET {col} = ? WHERE workspace_id = ? AND seq = ?",
+                       (value, a.workspace, victim["seq"]))
+            db.commit()
+        finally:
+            db.close()
+        rc, out = verify(svc.state)
+        if rc == 0:
+            missed.append(col)
+        db = sqlite3.connect(path)
+        try:
+            db.execute(f"UPDATE audit_events SET {col} = ? WHERE workspace_id = ? AND seq = ?",
+                       (orig, a.workspace, victim["seq"]))
+            db.commit()
+        finally:
+            db.close()
+        rc, out = verify(svc.state)
+        assert rc == 0, f"verify still fails after {col} was put back: {out}"
+    assert not missed, f"audit verify does not notice a forged {missed} (seq {victim['seq']})"
+
+
+def test_moved_or_swapped_events_detected(services):
+    svc, a, b = _populated(services, "swap")
+    ea = audit_events(a.client)
+    svc.stop()
+    path = str(svc.state / "airlock.db")
+    db = sqlite3.connect(path)
+    try:
+        # swap the data of two events of the same kind (two tool.calls)
+        calls = [e["seq"] for e in ea if e["kind"] == "tool.call"][:2]
+        rows = [db.execute("SELECT data FROM audit_events WHERE workspace_id = ? AND seq = ?",
+                           (a.workspace, s)).fetchone()[0] for s in calls]
+        for s, d in zip(calls, reversed(rows)):
+            db.execute("UPDATE audit_events SET data = ? WHERE workspace_id = ? AND seq = ?", (d, a.workspace, s))
+        db.commit()
+    finally:
+        db.close()
+    rc, out = verify(svc.state)
+    assert rc != 0, f"verify passed two swapped tool.call records: {out}"
+    assert re.search(rf"(?<![0-9]){calls[0]}(?![0-9])", out), out

@@ -3,11 +3,12 @@ the workspace, PUT for admins, write-only secrets, validation), settings that
 take effect on runs, the per-workspace disabled driver, and the tool
 allow-list (403 tool_not_allowed + capability.invoke_denied)."""
 import json
+import time
 import uuid
 
 import pytest
 
-from service_util import (SETTINGS_KEYS, assert_error, audit_events, balance, get_settings, gov_tenant,
+from service_util import (GOV_TERMINAL, SETTINGS_KEYS, assert_error, audit_events, balance, get_settings, gov_tenant,
                           new_role_person, put_settings, service)  # noqa: F401
 
 
@@ -109,6 +110,33 @@ def test_bad_values_are_400(org, body):
     assert get_settings(org.client) == before, f"a refused PUT {body} changed the settings"
 
 
+def test_workspace_maximum_timeout(service):
+    t = gov_tenant(service, "maxt")
+    doc = put_settings(t.client, max_timeout_s=10, timeout_s=5)
+    assert doc["max_timeout_s"] == 10 and doc["timeout_s"] == 5, doc
+    status, _, err = t.client.post_run("print(1)", limits={"timeout_s": 20})
+    assert_error(status, err, "bad_request")
+    assert t.client.run("print(1)", limits={"timeout_s": 10})["state"] == "succeeded"
+    assert t.client.run("print(1)")["limits"]["timeout_s"] == 5
+    # the default may not exceed the maximum
+    status, _, err = t.client.request("PUT", "/v1/settings", json={"timeout_s": 30})
+    assert_error(status, err, "bad_request")
+    status, _, err = t.client.request("PUT", "/v1/settings", json={"max_timeout_s": 121})
+    assert_error(status, err, "bad_request")
+
+
+def test_workspace_concurrency(service):
+    t = gov_tenant(service, "conc")
+    put_settings(t.client, concurrency=1)
+    a = t.client.run("import time; print('up', flush=True); time.sleep(3)", wait=False)
+    t.client.wait_state(a["id"], "running", timeout=30)
+    b = t.client.run("print('b')", wait=False)
+    time.sleep(0.5)
+    assert t.client.get_run(b["id"])["state"] == "queued", "the workspace's concurrency 1 was not applied"
+    t.client.cancel(a["id"])
+    assert t.client.wait_state(b["id"], ("succeeded",), timeout=30)["result"]["stdout"] == "b\n"
+
+
 def test_bad_json_is_400(org):
     status, _, doc = org.client.request("PUT", "/v1/settings", body=b"{not json",
                                         headers={"Content-Type": "application/json"})
@@ -175,6 +203,24 @@ def test_disabled_driver_per_workspace(service, org):
     put_settings(t.client, driver="native")
     assert member.run("print(3)")["state"] == "succeeded"
     assert balance(t.client) == bal - 2
+
+
+def test_disabled_driver_stops_queued_runs(service):
+    """Switching a workspace's driver off also keeps its queued runs from starting
+    (they end in error, uncharged), like a service whose driver is disabled."""
+    t = gov_tenant(service, "drvq")
+    put_settings(t.client, concurrency=1)
+    a = t.client.run("import time; print('up', flush=True); time.sleep(2)", wait=False)
+    t.client.wait_state(a["id"], "running", timeout=30)
+    b = t.client.run("print('queued before the switch')", wait=False)
+    put_settings(t.client, driver="disabled")
+    try:
+        done = t.client.wait_state(b["id"], GOV_TERMINAL, timeout=30)
+        assert done["state"] != "succeeded" and done["result"] is None, \
+            f"a queued run started after its workspace's driver was disabled: {done['state']}"
+    finally:
+        put_settings(t.client, driver="native")
+    assert balance(t.client) == 998
 
 
 # ------------------------------------------------------------ tool allow-list

@@ -2,6 +2,7 @@
 with ?wait=true; nothing lost, nothing doubled (issue 5, Tests)."""
 import collections
 import concurrent.futures
+import re
 import time
 
 import pytest
@@ -17,6 +18,9 @@ CONFIG = {"max_concurrent": 4, "per_person_concurrency": 4, "queue_max": 256}
 def loaded(request):
     ss = ServiceSet(request)
     svc = ss.start("load", CONFIG)
+    # every run is charged (2 credits): fund the 1,000 of them
+    org = re.search(r"id=(org_\w+)", svc.admin("list")).group(1)
+    svc.admin("credits", "grant", "--org", org, 2 * N_RUNS)
     yield svc
     ss.close()
 
