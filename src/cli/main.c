@@ -1,7 +1,31 @@
-/* airlock: run untrusted code in a sandbox that exists for one run. */
+/* airlock: run untrusted code in a sandbox that exists for one run.
+ *
+ * Two binaries: `airlock` (run, doctor, helper: the box and nothing else,
+ * so a box starts without loading HTTP, TLS and SQLite libraries) and
+ * `airlock-server` beside it (serve, admin), which `airlock serve` and
+ * `airlock admin` hand over to. */
+#include <libgen.h>
+#include <limits.h>
 #include <string.h>
 
 #include "cli.h"
+
+#ifndef AIRLOCK_SERVER
+/* exec the sibling airlock-server with the same arguments */
+static int hand_over(char **argv) {
+    char self[PATH_MAX], path[PATH_MAX + 32];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n < 0) {
+        perror("airlock: readlink /proc/self/exe");
+        return 125;
+    }
+    self[n] = '\0';
+    snprintf(path, sizeof path, "%s/airlock-server", dirname(self));
+    execv(path, argv);
+    fprintf(stderr, "airlock: cannot run %s: %s (it is installed beside airlock)\n", path, strerror(errno));
+    return 125;
+}
+#endif
 
 static int usage(FILE *f) {
     fprintf(f, "usage: airlock COMMAND [ARGS]\n\n"
@@ -22,10 +46,15 @@ int main(int argc, char **argv) {
         return cli_run(argc - 1, argv + 1);
     if (strcmp(cmd, "doctor") == 0)
         return cli_doctor(argc - 1, argv + 1);
+#ifdef AIRLOCK_SERVER
     if (strcmp(cmd, "serve") == 0)
         return cli_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "admin") == 0)
         return cli_admin(argc - 1, argv + 1);
+#else
+    if (strcmp(cmd, "serve") == 0 || strcmp(cmd, "admin") == 0)
+        return hand_over(argv);
+#endif
     if (strcmp(cmd, "helper") == 0)
         return cli_helper(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

@@ -36,6 +36,8 @@ def service_binary():
         d = Path(tempfile.mkdtemp(prefix="airlock-bin-"))
         _BIN = d / "airlock"
         shutil.copy2(AIRLOCK, _BIN)
+        # `airlock serve` and `airlock admin` hand over to airlock-server beside it
+        shutil.copy2(AIRLOCK.parent / "airlock-server", d / "airlock-server")
         atexit.register(shutil.rmtree, d, True)
     return _BIN
 
