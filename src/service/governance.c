@@ -328,7 +328,11 @@ bool al_rfc3339_valid(const char *t) {
     for (size_t i = 19; i < n; i++)
         if (!((t[i] >= '0' && t[i] <= '9') || t[i] == '.' || t[i] == 'Z'))
             return false;
-    return true;
+    /* and a real calendar time: month 1-12, day 1-31, 23:59:60 at most */
+    int mo = (t[5] - '0') * 10 + (t[6] - '0'), d = (t[8] - '0') * 10 + (t[9] - '0');
+    int h = (t[11] - '0') * 10 + (t[12] - '0'), mi = (t[14] - '0') * 10 + (t[15] - '0');
+    int se = (t[17] - '0') * 10 + (t[18] - '0');
+    return mo >= 1 && mo <= 12 && d >= 1 && d <= 31 && h <= 23 && mi <= 59 && se <= 60;
 }
 
 int al_governance_audit(al_service *s, json_t *run, const char *kind, const char *person_id, json_t *data) {

@@ -438,10 +438,32 @@ static void *runner_main(void *p) {
 
     al_dlp *dlp = NULL;
     al_dlp_stream streams[2] = { { 0 }, { 0 } };
+    json_t *rows = NULL;
+    /* A workspace whose driver was switched off while this run waited:
+     * it does not start (and is not charged). */
+    json_t *pre = al_store_query(s->store, &err, "SELECT workspace_id FROM runs WHERE id = ? AND state = 'queued'", "s",
+                                 a->run_id);
+    if (pre && json_array_size(pre)) {
+        json_t *st = al_settings_load(s, json_string_value(json_object_get(json_array_get(pre, 0), "workspace_id")));
+        bool off = strcmp(json_string_value(json_object_get(st, "driver")), "disabled") == 0;
+        json_decref(st);
+        if (off) {
+            json_decref(pre);
+            rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", a->run_id);
+            run = rows && json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
+            json_decref(rows);
+            if (!run)
+                goto done;
+            ecode = "driver_disabled";
+            emsg = "code execution was disabled for this workspace before the run started";
+            goto finish;
+        }
+    }
+    json_decref(pre);
     /* queued -> provisioning and the charge, in one transaction, unless it
      * was canceled in between */
     int n = al_credits_charge(s, a->run_id, &err);
-    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", a->run_id);
+    rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", a->run_id);
     run = rows && json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
     json_decref(rows);
     if (n == 0 || !run)

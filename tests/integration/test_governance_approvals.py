@@ -453,3 +453,32 @@ def test_approved_while_driver_disabled(service):
         put_settings(t.client, driver="native")
     net = usage(t.client)
     assert net["balance"] == 1000, f"a run that could not run was charged: {net['ledger']}"
+
+
+def test_code_changed_after_approval_does_not_run(services):
+    """The binding holds at execution: code altered in the store after the approval
+    (while the run waits for a slot) is not what runs; the run does not execute it."""
+    import sqlite3
+    svc = services.start("bind", {"max_concurrent": 1, "per_person_concurrency": 1})
+    t = gov_tenant(svc, "bind")
+    busy = t.client.run("import time; print('up', flush=True); time.sleep(3)", wait=False)
+    t.client.wait_state(busy["id"], "running", timeout=30)
+    put_settings(t.client, approval_policy="always")
+    tok = token()
+    r = pending(t.client, f"print('{tok}')")
+    approve(t.client, r["id"], hash=r["approval"]["hash"])
+    assert t.client.get_run(r["id"])["state"] == "queued"
+    db = sqlite3.connect(str(svc.state / "airlock.db"), timeout=10)
+    try:
+        n = db.execute("UPDATE runs SET code = ? WHERE id = ?", ("print('EVIL-' + 'CODE')", r["id"])).rowcount
+        db.commit()
+    finally:
+        db.close()
+    assert n == 1
+    done = t.client.wait_state(r["id"], GOV_TERMINAL, timeout=60)
+    out = json.dumps(done.get("result"))
+    assert "EVIL-CODE" not in out, f"code changed after the approval ran: {done}"
+    assert done["state"] in ("error", "denied") and done["error"], done
+    by = {e["run_id"]: e for e in usage(t.client)["ledger"] if e["kind"] == "charge"}
+    refunds = {e["run_id"] for e in usage(t.client)["ledger"] if e["kind"] == "refund"}
+    assert r["id"] not in by or r["id"] in refunds, "a run refused at execution was charged"

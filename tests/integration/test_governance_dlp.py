@@ -234,14 +234,16 @@ def test_secret_variants(ws, kind):
     assert out.startswith("before-marker\n") and out.endswith("after-marker\n"), out
 
 
-def test_secret_in_a_long_line_split_across_chunks(ws):
-    """A long single line (minified JSON, say) whose secret is split across two writes:
-    the stream must not release the first half before it has seen the rest."""
+@pytest.mark.parametrize("sep", [", ", ","], ids=["with-blanks", "minified"])
+def test_secret_in_a_long_line_split_across_chunks(ws, sep):
+    """A long single line (JSON, say) whose secret is split across two writes: the stream
+    must not release the first half before it has seen the rest (with or without blanks)."""
     key = "ghp_" + rand(36)
     ws.current.append(key)
     k = len(key) // 2
+    colon = ": " if sep == ", " else ":"
     code = ("import sys, time\n"
-            f"sys.stdout.write('{{\"blob\": \"' + 'x' * 70000 + '\", \"token\": \"' + {key[:k]!r})\n"
+            f"sys.stdout.write('{{\"blob\"{colon}\"' + 'x' * 70000 + '\"{sep}\"token\"{colon}\"' + {key[:k]!r})\n"
             "sys.stdout.flush(); time.sleep(0.3)\n"
             f"sys.stdout.write({key[k:]!r} + '\"}}\\n'); sys.stdout.flush()\n")
     assert key not in code
