@@ -342,10 +342,17 @@ static void fill_static_controls(al_controls *c, bool root, uid_t uid, const al_
         control(&c->cpu, AL_LEVEL_NOT_ENFORCED, "no cpu controller: %s", caps->why_not);
 }
 
-static int stage_all(const al_box_config *cfg, int workfd, uid_t uid, gid_t gid, al_error *err) {
+static int stage_all(const al_box_config *cfg, int workfd, int tmpfd, uid_t uid, gid_t gid, al_error *err) {
     al_stage st = { .workfd = workfd, .uid = uid, .gid = gid, .max_files = cfg->limits.stage_files,
                     .max_bytes = cfg->limits.stage_bytes, .max_depth = cfg->limits.max_depth };
     int r = 0;
+    const al_runtime *rt = cfg->runtime;
+    if (rt->tmp_seed && rt->tmp_seed_name && access(rt->tmp_seed, F_OK) == 0) {
+        al_stage seed = st;
+        seed.workfd = tmpfd;
+        if ((r = al_stage_path_as(&seed, rt->tmp_seed, rt->tmp_seed_name, err)) < 0)
+            return r;
+    }
     for (size_t i = 0; r == 0 && i < cfg->n_files; i++)
         r = al_stage_data(&st, cfg->files[i].name, cfg->files[i].data, cfg->files[i].len, cfg->files[i].mode, err);
     for (size_t i = 0; r == 0 && i < cfg->n_inputs; i++)
@@ -381,7 +388,7 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     bool root = geteuid() == 0;
     int r;
 
-    _cleanup_close_ int uid_lock = -1, workfd = -1, outfd = -1;
+    _cleanup_close_ int uid_lock = -1, workfd = -1, outfd = -1, tmpfd = -1;
     uid_t uid = geteuid();
     gid_t gid = getegid();
     if (root) {
@@ -416,7 +423,7 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     }
 
     al_child_args ca = {
-        .sock = sv[1], .out_w = { outp[0][1], outp[1][1] }, .stdin_fd = cfg->stdin_fd,
+        .sock = sv[1], .out_w = { outp[0][1], outp[1][1] }, .stdin_fd = cfg->stdin_fd, .runtime_fd = -1,
         .runtime = cfg->runtime, .limits = &cfg->limits,
         .argv = cfg->argv, .envp = cfg->envp, .unique_uid = root,
     };
@@ -453,8 +460,8 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
         goto out_fds;
     }
 
-    int fds[2] = { -1, -1 };
-    unsigned nfds = 2;
+    int fds[3] = { -1, -1, -1 };
+    unsigned nfds = 3;
     al_msg m = { .type = AL_MSG_GO };
     if (ops && !ops->join_by_clone && (r = make_cgroup(&b, uid, &join)) < 0)
         goto out_kill;
@@ -469,11 +476,12 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
         goto out_kill;
     workfd = fds[0];
     outfd = fds[1];
-    if (m.type != AL_MSG_FDS || nfds != 2) {
+    tmpfd = fds[2];
+    if (m.type != AL_MSG_FDS || nfds != 3) {
         r = al_err(err, "setup", EPROTO, "the box did not send its scratch directories");
         goto out_kill;
     }
-    if ((r = stage_all(cfg, workfd, uid, gid, err)) < 0)
+    if ((r = stage_all(cfg, workfd, tmpfd, uid, gid, err)) < 0)
         goto out_kill;
     m = (al_msg){ .type = AL_MSG_GO };
     if ((r = al_msg_send(sv[0], &m, NULL, 0)) < 0) {           /* sync 3: inputs staged */

@@ -159,6 +159,7 @@ static int make_scratch(int rootfd, const char *name, unsigned mode, const al_bo
 
 /* The box's root: a small fresh tmpfs holding only what we put there. */
 static int build_root(const al_child_args *a, int *ret_rootfd, al_error *err) {
+    _cleanup_close_ int src = a->runtime_fd; /* done with once the tree is built */
     al_tmpfs_opts o = { 16 << 20, 4096, 0755, SANDBOX_ID, SANDBOX_ID };
     _cleanup_close_ int root = al_mount_tmpfs(&o, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
     if (root < 0)
@@ -168,7 +169,7 @@ static int build_root(const al_child_args *a, int *ret_rootfd, al_error *err) {
     int r = al_mount_attach(root, AT_FDCWD, "/tmp", err);
     if (r < 0)
         return r;
-    if ((r = a->runtime->populate(a->runtime, root, err)) < 0)
+    if ((r = a->runtime->populate(a->runtime, src, root, err)) < 0)
         return r;
     if ((r = make_dev(root, a->limits, err)) < 0)
         return r;
@@ -191,11 +192,12 @@ static int send_scratch_fds(int sock, int rootfd, al_error *err) {
     /* Fresh tmpfs, nothing of the script's has run yet: no links to fear. */
     _cleanup_close_ int work = openat(rootfd, "work", O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     _cleanup_close_ int out = openat(rootfd, "out", O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-    if (work < 0 || out < 0)
-        return al_err(err, "scratch", errno, "open /work or /out: %m");
+    _cleanup_close_ int tmp = openat(rootfd, "tmp", O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (work < 0 || out < 0 || tmp < 0)
+        return al_err(err, "scratch", errno, "open /work, /out or /tmp: %m");
     al_msg m = { .type = AL_MSG_FDS };
-    int fds[2] = { work, out };
-    int r = al_msg_send(sock, &m, fds, 2);
+    int fds[3] = { work, out, tmp };
+    int r = al_msg_send(sock, &m, fds, 3);
     if (r < 0)
         return al_err(err, "sync", r, "send scratch fds: %s", strerror(-r));
     return 0;
@@ -349,7 +351,7 @@ static _Noreturn void be_init(const al_child_args *a, pid_t script) {
  * script's dup2()s cannot clobber them; everything else the caller had open
  * (its terminal, locks, sockets) is closed, so PID 1 holds no host fds. */
 static int keep_only_own_fds(al_child_args *a) {
-    int *fds[] = { &a->sock, &a->out_w[0], &a->out_w[1], &a->stdin_fd };
+    int *fds[] = { &a->sock, &a->out_w[0], &a->out_w[1], &a->stdin_fd, &a->runtime_fd };
     size_t nf = ELEMENTSOF(fds);
     int keep[ELEMENTSOF(fds)];
     size_t n = 0;
@@ -394,6 +396,8 @@ _Noreturn void al_child_main(const al_child_args *args) {
     a->envp = envp;
     scrub_cmdline();
     CHECK(wait_go_and_join(a->sock, &err));              /* sync 1: maps written, cgroup made */
+    if (a->runtime->open)
+        CHECK(a->runtime_fd = a->runtime->open(a->runtime, &err));
     CHECK(become_sandbox_user(&err));
     /* If airlock dies, the box dies with it. Set after the last change of
      * our credentials, which would clear it; a parent that died before

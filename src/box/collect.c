@@ -9,8 +9,9 @@
 #include <sys/syscall.h>
 
 int al_openat_beneath(int dirfd, const char *name, int flags, mode_t mode) {
+    /* openat2 refuses O_NOCTTY beside O_PATH */
     struct open_how how = {
-        .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY),
+        .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW | ((flags & O_PATH) ? 0 : O_NOCTTY)),
         .mode = (flags & O_CREAT) ? mode : 0,
         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
     };

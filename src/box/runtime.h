@@ -13,12 +13,24 @@ struct al_runtime {
     const char *name;
     const char *digest;           /* content digest, or NULL for the host */
     /*
-     * Fill ROOTFD, the box's empty root directory (already attached and
-     * writable), with the runtime's tree. Runs inside the box's mount
-     * namespace before pivot_root, with the host still visible.
+     * Optional: open the runtime's source tree (an fd, or -errno). Runs in
+     * the box's own mount namespace (a mount can only be cloned from the
+     * namespace it is in) before the box takes its sandbox identity and
+     * before anything is mounted there, so it has the caller's file rights
+     * and no mount of the box can hide the source.
      */
-    int (*populate)(const al_runtime *rt, int rootfd, al_error *err);
+    int (*open)(const al_runtime *rt, al_error *err);
+    /*
+     * Fill ROOTFD, the box's empty root directory (already attached and
+     * writable), with the runtime's tree; SRCFD is what open() gave, or -1.
+     * Runs inside the box's mount namespace before pivot_root.
+     */
+    int (*populate)(const al_runtime *rt, int srcfd, int rootfd, al_error *err);
     const void *data;
+    /* A host directory copied into the box's /tmp as TMP_SEED_NAME before the
+     * script starts (a cache built with the image, that must be writable). */
+    const char *tmp_seed;
+    const char *tmp_seed_name;
 };
 
 extern const al_runtime al_runtime_host;

@@ -71,7 +71,7 @@ static int bind_into(int rootfd, const char *host, const char *rel, bool dir, al
     return al_mount_attach(m, rootfd, rel, err);
 }
 
-static int host_populate(const al_runtime *rt, int rootfd, al_error *err) {
+static int host_populate(const al_runtime *rt, int srcfd, int rootfd, al_error *err) {
     int r = bind_into(rootfd, "/usr", "usr", true, err);
     if (r < 0)
         return r;
@@ -117,6 +117,7 @@ static int host_populate(const al_runtime *rt, int rootfd, al_error *err) {
             return r;
     }
     (void)rt;
+    (void)srcfd;
     return 0;
 }
 

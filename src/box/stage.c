@@ -135,7 +135,10 @@ int al_stage_path(al_stage *st, const char *host_path, al_error *err) {
     _cleanup_free_ char *copy = strdup(host_path);
     if (!copy)
         return -ENOMEM;
-    const char *name = basename(copy);
+    return al_stage_path_as(st, host_path, basename(copy), err);
+}
+
+int al_stage_path_as(al_stage *st, const char *host_path, const char *name, al_error *err) {
     int r = check_name(name, err);
     if (r < 0)
         return r;

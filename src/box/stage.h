@@ -18,3 +18,5 @@ typedef struct al_stage {
 int al_stage_data(al_stage *st, const char *name, const void *data, size_t len, mode_t mode, al_error *err);
 /* Copy a host file or directory tree into /work under its base name. */
 int al_stage_path(al_stage *st, const char *host_path, al_error *err);
+/* The same, under NAME. */
+int al_stage_path_as(al_stage *st, const char *host_path, const char *name, al_error *err);

@@ -8,6 +8,9 @@ int cli_run(int argc, char **argv);
 int cli_helper(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_admin(int argc, char **argv);
+int cli_image(int argc, char **argv);
+/* AIRLOCK_STATE or /var/lib/airlock */
+const char *cli_state_dir(void);
 
 /* Block SIGINT, SIGTERM and SIGHUP and return a signalfd for them: the box
  * is canceled cleanly instead of dying with us. */

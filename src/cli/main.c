@@ -31,6 +31,7 @@ static int usage(FILE *f) {
     fprintf(f, "usage: airlock COMMAND [ARGS]\n\n"
                "  run [OPTIONS] (FILE | -c CODE) [ARGS...]   run a script in a fresh sandbox\n"
                "  doctor [--json]                          what this host enforces, control by control\n"
+               "  image build|ls|verify|rm                 runtime images (airlock image for help)\n"
                "  serve [--listen ADDR:PORT] [--state DIR] [--config FILE]   the execution service (docs/api.md)\n"
                "  admin [--state DIR] bootstrap|org|workspace|person|key|list  tenants and API keys\n"
                "  version                                  print the version\n\n"
@@ -55,6 +56,8 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "serve") == 0 || strcmp(cmd, "admin") == 0)
         return hand_over(argv);
 #endif
+    if (strcmp(cmd, "image") == 0)
+        return cli_image(argc - 1, argv + 1);
     if (strcmp(cmd, "helper") == 0)
         return cli_helper(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

@@ -2,11 +2,13 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <libgen.h>
+#include <limits.h>
 #include <string.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 
+#include "../image/image.h"
 #include "../lang/lang.h"
 #include "cli.h"
 
@@ -90,7 +92,7 @@ int cli_run(int argc, char **argv) {
         { "--max-artifacts-total", &lim.max_artifacts_total, 0, 4ULL << 30, K_SIZE },
         { "--max-depth", &lim.max_depth, 1, 64, K_COUNT },
     };
-    const char *lang_name = NULL, *code = NULL, *file = NULL, *out_dir = NULL, *stdin_path = NULL;
+    const char *lang_name = NULL, *code = NULL, *file = NULL, *out_dir = NULL, *stdin_path = NULL, *image = NULL;
     const char *inputs[MAX_INPUTS];
     size_t n_inputs = 0;
     bool json = false;
@@ -127,6 +129,8 @@ int cli_run(int argc, char **argv) {
             out_dir = v;
         } else if (strcmp(a, "--stdin") == 0) {
             stdin_path = v;
+        } else if (strcmp(a, "--image") == 0) {
+            image = v;
         } else if (strcmp(a, "--net") == 0) {
             if (strcmp(v, "offline") != 0)
                 return usage_error("--net %s: only \"offline\" is available in this build", v);
@@ -229,9 +233,23 @@ int cli_run(int argc, char **argv) {
     _cleanup_close_ int sig_fd = cli_cancel_signals();
 
     bool tty = isatty(STDOUT_FILENO) || isatty(STDERR_FILENO);
+    /* the runtime: the host's /usr, or an image named by alias or digest */
+    al_image_runtime ir;
+    const al_runtime *runtime = &al_runtime_host;
+    if (image && strcmp(image, "host") != 0) {
+        char images[PATH_MAX], dir[PATH_MAX], digest[65];
+        al_error ierr = { 0 };
+        al_image_dir(cli_state_dir(), images, sizeof images);
+        if (al_image_resolve(images, image, dir, sizeof dir, digest, &ierr) < 0) {
+            fprintf(stderr, "airlock run: --image %s: %s\n", image, ierr.msg);
+            return EXIT_AIRLOCK;
+        }
+        al_image_runtime_init(&ir, dir, digest);
+        runtime = &ir.rt;
+    }
     al_box_file sf = { script_name, script, script_len, 0644 };
     al_box_config cfg = {
-        .runtime = &al_runtime_host,
+        .runtime = runtime,
         .argv = box_argv,
         .envp = cli_box_env,
         .files = &sf,

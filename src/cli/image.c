@@ -1,0 +1,187 @@
+/* `airlock image`: build, ls, verify, rm runtime images (src/image). */
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "../image/image.h"
+#include "cli.h"
+
+const char *cli_state_dir(void) {
+    const char *s = getenv("AIRLOCK_STATE");
+    return s && *s ? s : "/var/lib/airlock";
+}
+
+static int usage(void) {
+    fprintf(stderr, "usage: airlock image [--state DIR] COMMAND\n"
+                    "  build [--recipe DIR] [--alias NAME]   build an image from a recipe (default: image/default)\n"
+                    "  ls [--json]                           images: digest, aliases, size, created, what they hold\n"
+                    "  verify NAME|sha256:DIGEST             re-hash the tree against its manifest\n"
+                    "  rm sha256:DIGEST                      remove an image (and its aliases)\n");
+    return 125;
+}
+
+static void default_recipe(char *buf, size_t len) {
+    const char *env = getenv("AIRLOCK_RECIPES");
+    if (env) {
+        snprintf(buf, len, "%s/default", env);
+        return;
+    }
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        /* a build tree (build/airlock) or an install (bin/airlock) */
+        snprintf(buf, len, "%s/../image/default", dirname(self));
+        if (access(buf, F_OK) == 0)
+            return;
+    }
+    snprintf(buf, len, "/usr/share/airlock/image/default");
+}
+
+static int build(const char *images, int argc, char **argv) {
+    char recipe[PATH_MAX];
+    const char *alias = "default";
+    default_recipe(recipe, sizeof recipe);
+    for (int i = 0; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--recipe") == 0)
+            snprintf(recipe, sizeof recipe, "%s", argv[++i]);
+        else if (strcmp(argv[i], "--alias") == 0)
+            alias = argv[++i];
+    }
+    char script[PATH_MAX + 16];
+    snprintf(script, sizeof script, "%s/build.sh", recipe);
+    if (access(script, R_OK) != 0) {
+        fprintf(stderr, "airlock image build: no recipe at %s\n", script);
+        return 125;
+    }
+    if (mkdir(images, 0755) < 0 && errno != EEXIST) {
+        fprintf(stderr, "airlock image build: mkdir %s: %s\n", images, strerror(errno));
+        return 125;
+    }
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s/.build-XXXXXX", images);
+    if (!mkdtemp(tmp)) {
+        fprintf(stderr, "airlock image build: %s: %s\n", tmp, strerror(errno));
+        return 125;
+    }
+    char rootfs[PATH_MAX + 16];
+    snprintf(rootfs, sizeof rootfs, "%s/rootfs", tmp);
+    fprintf(stderr, "image: building %s into %s\n", recipe, rootfs);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* progress goes to stderr: stdout carries only the digest */
+        dup2(STDERR_FILENO, STDOUT_FILENO);
+        execl("/bin/sh", "sh", script, rootfs, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    char cmd[PATH_MAX * 2];
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        /* no half image is left behind */
+        snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", tmp);
+        if (system(cmd) != 0)
+            fprintf(stderr, "airlock image build: could not remove %s\n", tmp);
+        fprintf(stderr, "airlock image build: the recipe failed (%s %d): nothing was stored\n",
+                WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+        return 125;
+    }
+    char holds_path[PATH_MAX + 64];
+    snprintf(holds_path, sizeof holds_path, "%s/usr/share/airlock/manifest.json", rootfs);
+    json_t *holds = json_load_file(holds_path, 0, NULL);
+    json_t *info = json_pack("{s:s, s:o}", "recipe", recipe, "holds", holds ? holds : json_object());
+    al_error err = { 0 };
+    char digest[65], before[65] = "", dir[PATH_MAX];
+    al_error e2 = { 0 };
+    al_image_resolve(images, alias, dir, sizeof dir, before, &e2);
+    fprintf(stderr, "image: hashing the tree\n");
+    int r = al_image_commit(images, rootfs, info, digest, &err);
+    json_decref(info);
+    rmdir(tmp);
+    if (r < 0 || al_image_alias(images, alias, digest, &err) < 0) {
+        snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", tmp);
+        if (system(cmd) != 0)
+            fprintf(stderr, "airlock image build: could not remove %s\n", tmp);
+        fprintf(stderr, "airlock image build: %s\n", err.msg);
+        return 125;
+    }
+    printf("sha256:%s\n", digest);
+    fprintf(stderr, "image: %s is sha256:%s (%s)\n", alias, digest,
+            !before[0] ? "new" : strcmp(before, digest) == 0 ? "digest unchanged" : "digest changed");
+    return 0;
+}
+
+int cli_image(int argc, char **argv) {
+    const char *state = cli_state_dir();
+    int i = 1;
+    if (i + 1 < argc && strcmp(argv[i], "--state") == 0) {
+        state = argv[i + 1];
+        i += 2;
+    }
+    if (i >= argc)
+        return usage();
+    char images[PATH_MAX];
+    al_image_dir(state, images, sizeof images);
+    const char *cmd = argv[i];
+    al_error err = { 0 };
+    if (strcmp(cmd, "build") == 0)
+        return build(images, argc - i - 1, argv + i + 1);
+    if (strcmp(cmd, "ls") == 0) {
+        json_t *l = al_image_list(images);
+        if (i + 1 < argc && strcmp(argv[i + 1], "--json") == 0) {
+            char *s = json_dumps(l, JSON_INDENT(2));
+            printf("%s\n", s ? s : "[]");
+            free(s);
+        } else {
+            printf("%-73s %-10s %-21s %s\n", "DIGEST", "ALIASES", "CREATED", "HOLDS");
+            size_t k;
+            json_t *e;
+            json_array_foreach(l, k, e) {
+                json_t *h = json_object_get(e, "holds");
+                char aliases[128] = "";
+                size_t j;
+                json_t *a;
+                json_array_foreach(json_object_get(e, "aliases"), j, a) {
+                    strncat(aliases, json_string_value(a), sizeof aliases - strlen(aliases) - 2);
+                    strcat(aliases, " ");
+                }
+                printf("%-73s %-10s %-21s python %s, node %s\n", json_string_value(json_object_get(e, "digest")), aliases,
+                       json_string_value(json_object_get(e, "created")) ?: "-",
+                       json_string_value(json_object_get(h, "python")) ?: "-",
+                       json_string_value(json_object_get(h, "node")) ?: "-");
+            }
+        }
+        json_decref(l);
+        return 0;
+    }
+    if ((strcmp(cmd, "verify") == 0 || strcmp(cmd, "rm") == 0) && i + 1 < argc) {
+        char dir[PATH_MAX], digest[65];
+        if (al_image_resolve(images, argv[i + 1], dir, sizeof dir, digest, &err) < 0) {
+            fprintf(stderr, "airlock image %s: %s\n", cmd, err.msg);
+            return 125;
+        }
+        if (strcmp(cmd, "rm") == 0) {
+            if (al_image_remove(images, digest, &err) < 0) {
+                fprintf(stderr, "airlock image rm: %s\n", err.msg);
+                return 125;
+            }
+            printf("removed sha256:%s\n", digest);
+            return 0;
+        }
+        int r = al_image_verify(dir, digest, &err);
+        if (r < 0) {
+            fprintf(stderr, "airlock image verify: %s\n", err.msg);
+            return 125;
+        }
+        if (r == 0) {
+            printf("sha256:%s: CHANGED: %s\n", digest, err.msg);
+            return 1;
+        }
+        printf("sha256:%s: intact\n", digest);
+        return 0;
+    }
+    return usage();
+}

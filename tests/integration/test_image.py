@@ -1,0 +1,128 @@
+"""Runtime images (issue 3): the store, digests, verify, rm, and runs on an image.
+
+The trees here are small ones the tests make from the host's own bash and
+its libraries (the default image, built with debootstrap, is its own test).
+"""
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import AIRLOCK, airlock
+
+
+def tiny_tree(dest: Path):
+    """bash, cat, ls and their libraries: enough to run a bash script."""
+    (dest / "usr/bin").mkdir(parents=True)
+    (dest / "usr/lib/x86_64-linux-gnu").mkdir(parents=True)
+    (dest / "usr/lib64").mkdir(parents=True)
+    (dest / "etc").mkdir()
+    for b in ("bash", "cat", "ls"):
+        shutil.copy2(f"/usr/bin/{b}", dest / "usr/bin" / b)
+    libs = set()
+    for b in ("bash", "cat", "ls"):
+        out = subprocess.run(["ldd", f"/usr/bin/{b}"], capture_output=True, text=True).stdout
+        libs |= {w for w in out.split() if w.startswith("/")}
+    for lib in libs:
+        target = dest / ("usr/lib64" if "ld-linux" in lib else "usr/lib/x86_64-linux-gnu") / os.path.basename(lib)
+        shutil.copy2(os.path.realpath(lib), target)
+    for name, to in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")):
+        os.symlink(to, dest / name)
+    (dest / "etc/passwd").write_text("nobody:x:65534:65534:nobody:/tmp:/bin/bash\n")
+    (dest / "etc/marker").write_text("tiny image\n")
+
+
+@pytest.fixture
+def store(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    tree = tmp_path / "tree"
+    tiny_tree(tree)
+    recipe = tmp_path / "recipe"
+    recipe.mkdir()
+    (recipe / "build.sh").write_text(f'#!/bin/sh\nset -eu\ncp -a "{tree}" "$1"\necho "image: step 1/1: copied"\n')
+    return state, recipe, tree
+
+
+def image(state, *args, check=True):
+    p = airlock("image", "--state", state, *args)
+    if check:
+        assert p.returncode == 0, (p.stdout, p.stderr)
+    return p
+
+
+def run_on(state, name, code):
+    env = dict(os.environ, AIRLOCK_STATE=str(state))
+    p = subprocess.run([str(AIRLOCK), "run", "--json", "--image", name, "--lang", "bash", "-c", code],
+                       capture_output=True, timeout=60, env=env)
+    return p.returncode, json.loads(p.stdout) if p.stdout else None, p.stderr
+
+
+def test_build_ls_run_verify_rm(store):
+    state, recipe, _ = store
+    p = image(state, "build", "--recipe", recipe, "--alias", "tiny")
+    digest = p.stdout.decode().strip()
+    assert digest.startswith("sha256:") and len(digest) == 71
+    assert b"new" in p.stderr
+    listing = json.loads(image(state, "ls", "--json").stdout)
+    assert [e["digest"] for e in listing] == [digest]
+    assert listing[0]["aliases"] == ["tiny"]
+
+    status, doc, err = run_on(state, "tiny", "cat /etc/marker; ls /usr/bin")
+    assert status == 0, err
+    assert doc["stdout"].splitlines() == ["tiny image", "bash", "cat", "ls"]
+    assert doc["box"]["runtime"] == digest            # the run reports what it ran on
+    status, doc, err = run_on(state, digest, "cat /etc/marker")
+    assert status == 0 and doc["stdout"] == "tiny image\n"
+
+    assert image(state, "verify", "tiny").returncode == 0
+    rootfs = state / "images" / ("sha256-" + digest[7:]) / "rootfs"
+    with open(rootfs / "etc/marker", "a") as f:
+        f.write("changed\n")
+    p = image(state, "verify", digest, check=False)
+    assert p.returncode == 1 and b"CHANGED" in p.stdout and b"/etc/marker" in p.stdout
+
+    image(state, "rm", digest)
+    assert json.loads(image(state, "ls", "--json").stdout) == []
+    status, _, err = run_on(state, "tiny", "true")
+    assert status == 125 and b"no image" in err
+
+
+def test_same_tree_same_digest(store):
+    state, recipe, _ = store
+    a = image(state, "build", "--recipe", recipe).stdout.strip()
+    p = image(state, "build", "--recipe", recipe)
+    assert p.stdout.strip() == a
+    assert b"digest unchanged" in p.stderr
+    assert len(json.loads(image(state, "ls", "--json").stdout)) == 1
+
+
+def test_failed_build_leaves_nothing(store, tmp_path):
+    state, _, _ = store
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "build.sh").write_text('#!/bin/sh\nmkdir -p "$1/usr"; echo "E: Unable to locate package nosuch" >&2; exit 100\n')
+    p = image(state, "build", "--recipe", bad, check=False)
+    assert p.returncode == 125 and b"nothing was stored" in p.stderr
+    assert [e for e in (state / "images").iterdir() if e.name != "aliases"] == []
+
+
+def test_image_whose_usr_is_a_link_to_the_host_is_refused(store):
+    """An image is content: a /usr that is a link to / must never bind the host's root."""
+    state, recipe, tree = store
+    shutil.rmtree(tree / "usr")
+    os.symlink("/", tree / "usr")
+    digest = image(state, "build", "--recipe", recipe).stdout.decode().strip()
+    status, doc, err = run_on(state, digest, "ls /usr/bin | head -1")
+    assert status == 125, doc
+    assert b"open /usr in the image" in err
+
+
+def test_bad_names_are_clear_errors(store):
+    state, _, _ = store
+    for name in ("../../etc", "sha256:xyz", "nosuch"):
+        status, _, err = run_on(state, name, "true")
+        assert status == 125 and (b"bad image" in err or b"no image" in err), (name, err)
