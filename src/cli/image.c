@@ -19,7 +19,8 @@ static int usage(void) {
                     "  build [--recipe DIR] [--alias NAME]   build an image from a recipe (default: image/default)\n"
                     "  ls [--json]                           images: digest, aliases, size, created, what they hold\n"
                     "  verify NAME|sha256:DIGEST             re-hash the tree against its manifest\n"
-                    "  rm sha256:DIGEST                      remove an image (and its aliases)\n");
+                    "  rm sha256:DIGEST                      remove an image (and its aliases)\n"
+                    "  import TARBALL [--alias NAME]         a docker save or OCI layout tarball as an image\n");
     return 125;
 }
 
@@ -129,6 +130,19 @@ int cli_image(int argc, char **argv) {
     al_error err = { 0 };
     if (strcmp(cmd, "build") == 0)
         return build(images, argc - i - 1, argv + i + 1);
+    if (strcmp(cmd, "import") == 0 && i + 1 < argc) {
+        char digest[65];
+        if (al_image_import(images, argv[i + 1], digest, &err) < 0) {
+            fprintf(stderr, "airlock image import: %s: nothing was stored\n", err.msg);
+            return 125;
+        }
+        if (i + 3 < argc && strcmp(argv[i + 2], "--alias") == 0 && al_image_alias(images, argv[i + 3], digest, &err) < 0) {
+            fprintf(stderr, "airlock image import: %s\n", err.msg);
+            return 125;
+        }
+        printf("sha256:%s\n", digest);
+        return 0;
+    }
     if (strcmp(cmd, "ls") == 0) {
         json_t *l = al_image_list(images);
         if (i + 1 < argc && strcmp(argv[i + 1], "--json") == 0) {

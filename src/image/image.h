@@ -43,6 +43,9 @@ int al_image_remove(const char *images_dir, const char *digest, al_error *err);
 /* Every image: [{digest, aliases, size, created, holds}]. */
 json_t *al_image_list(const char *images_dir);
 
+/* Import a docker save / OCI layout tarball; nothing is left on failure. */
+int al_image_import(const char *images_dir, const char *tarball, char ret_digest[65], al_error *err);
+
 /* A runtime for the image at IMAGE_DIR (kept by the caller while it runs). */
 typedef struct al_image_runtime {
     al_runtime rt;

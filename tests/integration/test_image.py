@@ -126,3 +126,107 @@ def test_bad_names_are_clear_errors(store):
     for name in ("../../etc", "sha256:xyz", "nosuch"):
         status, _, err = run_on(state, name, "true")
         assert status == 125 and (b"bad image" in err or b"no image" in err), (name, err)
+
+
+# ------------------------------------------------------------------ import
+
+import io
+import tarfile
+
+
+def tar_bytes(entries):
+    """entries: (TarInfo fields dict, bytes or None)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        for fields, data in entries:
+            ti = tarfile.TarInfo(fields.pop("name"))
+            for k, v in fields.items():
+                setattr(ti, k, v)
+            if data is not None:
+                ti.size = len(data)
+                t.addfile(ti, io.BytesIO(data))
+            else:
+                t.addfile(ti)
+    return buf.getvalue()
+
+
+def docker_save(path, layers):
+    """A `docker save` tarball: manifest.json and one layer.tar per layer."""
+    outer = []
+    names = []
+    for i, layer in enumerate(layers):
+        n = f"layer{i}/layer.tar"
+        names.append(n)
+        outer.append(({"name": n}, layer))
+    manifest = json.dumps([{"Config": "config.json", "RepoTags": ["test:1"], "Layers": names}]).encode()
+    outer.append(({"name": "manifest.json"}, manifest))
+    outer.append(({"name": "config.json"}, b"{}"))
+    path.write_bytes(tar_bytes(outer))
+
+
+def tree_layer(tree: Path):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        t.add(tree, arcname=".")
+    return buf.getvalue()
+
+
+def test_import_round_trip_with_whiteouts(store, tmp_path):
+    state, _, tree = store
+    (tree / "etc/gone").write_text("removed by the next layer\n")
+    top = tar_bytes([({"name": "etc/.wh.gone"}, b""), ({"name": "etc/added", "mode": 0o4755}, b"from layer 2\n")])
+    tb = tmp_path / "app.tar"
+    docker_save(tb, [tree_layer(tree), top])
+    p = image(state, "import", tb, "--alias", "app")
+    digest = p.stdout.decode().strip()
+    status, doc, err = run_on(state, "app", "cat /etc/marker /etc/added; ls /etc; ls -l /etc/added")
+    assert status == 0, err
+    out = doc["stdout"]
+    assert "tiny image\nfrom layer 2\n" in out
+    assert "gone" not in out                      # the whiteout removed it
+    assert "-rwxr-xr-x" in out                    # setuid dropped
+    assert doc["box"]["runtime"] == digest
+    # the same tarball again is the same image
+    assert image(state, "import", tb).stdout.decode().strip() == digest
+
+
+HOSTILE = {
+    "traversal": [({"name": "../../../../tmp/airlock-pwned"}, b"x")],
+    "absolute": [({"name": "/tmp/airlock-pwned"}, b"x")],
+    "symlink_then_write": [({"name": "esc", "type": tarfile.SYMTYPE, "linkname": "/tmp"}, None),
+                           ({"name": "esc/airlock-pwned"}, b"x")],
+    "device": [({"name": "dev/mem", "type": tarfile.CHRTYPE, "devmajor": 1, "devminor": 1}, None)],
+    "hardlink_out": [({"name": "h", "type": tarfile.LNKTYPE, "linkname": "../../etc/passwd"}, None)],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_hostile_tarballs_are_refused(store, tmp_path, kind):
+    state, _, _ = store
+    tb = tmp_path / f"{kind}.tar"
+    docker_save(tb, [tar_bytes([(dict(f), d) for f, d in HOSTILE[kind]])])
+    before = set(os.listdir("/tmp"))
+    p = image(state, "import", tb, check=False)
+    assert p.returncode == 125, (p.stdout, p.stderr)
+    assert b"nothing was stored" in p.stderr
+    assert not Path("/tmp/airlock-pwned").exists()
+    assert set(os.listdir("/tmp")) - before == set()
+    images = state / "images"
+    assert [e.name for e in images.iterdir()] in ([], ["aliases"]), list(images.iterdir())
+
+
+def test_entry_count_bomb_is_refused(store, tmp_path):
+    state, _, _ = store
+    tb = tmp_path / "many.tar"
+    docker_save(tb, [tar_bytes([({"name": f"f{i}"}, b"") for i in range(1100)])])
+    env = dict(os.environ, AIRLOCK_IMPORT_MAX_ENTRIES="1000")
+    p = subprocess.run([str(AIRLOCK), "image", "--state", str(state), "import", str(tb)], capture_output=True, env=env)
+    assert p.returncode == 125 and b"more than 1000 entries" in p.stderr
+
+
+def test_not_an_image_tarball(store, tmp_path):
+    state, _, _ = store
+    tb = tmp_path / "plain.tar"
+    tb.write_bytes(tar_bytes([({"name": "hello.txt"}, b"hi")]))
+    p = image(state, "import", tb, check=False)
+    assert p.returncode == 125 and b"no layers" in p.stderr
