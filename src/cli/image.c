@@ -1,5 +1,7 @@
 /* `airlock image`: build, ls, verify, rm runtime images (src/image). */
+#include <dirent.h>
 #include <fcntl.h>
+#include <nettle/sha2.h>
 #include <libgen.h>
 #include <limits.h>
 #include <string.h>
@@ -40,6 +42,32 @@ static void default_recipe(char *buf, size_t len) {
             return;
     }
     snprintf(buf, len, "/usr/share/airlock/image/default");
+}
+
+/* sha256 over the recipe's regular files (name and content, sorted by
+ * name): a cached image of the same recipe can be recognised. */
+static void recipe_hash(const char *recipe, char out[65]) {
+    struct dirent **names = NULL;
+    int n = scandir(recipe, &names, NULL, alphasort);
+    struct sha256_ctx c;
+    sha256_init(&c);
+    for (int i = 0; i < n; i++) {
+        char p[PATH_MAX + 300];
+        snprintf(p, sizeof p, "%s/%s", recipe, names[i]->d_name);
+        struct stat st;
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && al_read_small(AT_FDCWD, p, 16 << 20, &data, &len) == 0) {
+            sha256_update(&c, strlen(names[i]->d_name) + 1, (const uint8_t *)names[i]->d_name);
+            sha256_update(&c, len, (const uint8_t *)data);
+        }
+        free(names[i]);
+    }
+    free(names);
+    uint8_t d[SHA256_DIGEST_SIZE];
+    sha256_digest(&c, sizeof d, d);
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
 static int build(const char *images, int argc, char **argv) {
@@ -93,7 +121,9 @@ static int build(const char *images, int argc, char **argv) {
     char holds_path[PATH_MAX + 64];
     snprintf(holds_path, sizeof holds_path, "%s/usr/share/airlock/manifest.json", rootfs);
     json_t *holds = json_load_file(holds_path, 0, NULL);
-    json_t *info = json_pack("{s:s, s:o}", "recipe", recipe, "holds", holds ? holds : json_object());
+    char rh[65];
+    recipe_hash(recipe, rh);
+    json_t *info = json_pack("{s:s, s:s, s:o}", "recipe", recipe, "recipe_sha256", rh, "holds", holds ? holds : json_object());
     al_error err = { 0 };
     char digest[65], before[65] = "", dir[PATH_MAX];
     al_error e2 = { 0 };

@@ -1,0 +1,283 @@
+#!/bin/sh
+# Builds airlock's default runtime image (a root filesystem tree) into DEST.
+#
+#   sh image/default/build.sh DEST
+#
+# DEST must not exist or must be an empty directory. The tree is made with
+# debootstrap (minbase + the packages listed next to this script) from the
+# bookworm mirror the host's apt already uses (AIRLOCK_IMAGE_MIRROR overrides).
+# Then the matplotlib font cache is built, /usr/share/airlock/manifest.json
+# records what the image holds, and every package manager (apt, dpkg, debconf,
+# pip, ensurepip, npm) is removed with its caches and data, along with docs,
+# man pages and locales. No setuid/setgid bit is left.
+#
+# Needs root, debootstrap and chroot. Reads no standard input. On any failure
+# DEST is removed, so nothing half built is left behind, and the exit is
+# non-zero.
+set -eu
+
+SUITE=bookworm
+FALLBACK_MIRROR=http://deb.debian.org/debian
+STEPS=8
+# "distribution:module" for each Python library the image promises.
+PYLIBS="numpy:numpy pandas:pandas matplotlib:matplotlib Pillow:PIL
+reportlab:reportlab pypdf:pypdf requests:requests openpyxl:openpyxl
+XlsxWriter:xlsxwriter scipy:scipy"
+MPLDIR=/usr/share/airlock/matplotlib
+MANIFEST=/usr/share/airlock/manifest.json
+
+say() { echo "image: $*"; }
+die() { echo "image: error: $*" >&2; exit 1; }
+step() { n=$1; shift; say "step $n/$STEPS: $*"; }
+
+[ $# -eq 1 ] || { echo "usage: sh build.sh DEST" >&2; exit 2; }
+[ -n "$1" ] || die "DEST is empty"
+
+here=$(cd "$(dirname "$0")" && pwd)
+pkgfile=$here/packages
+[ -r "$pkgfile" ] || die "package list $pkgfile not readable"
+[ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap and chroot need it)"
+command -v debootstrap >/dev/null 2>&1 || die "debootstrap not found (apt-get install debootstrap)"
+command -v chroot >/dev/null 2>&1 || die "chroot not found"
+
+# --- DEST: must be new or empty; made absolute ------------------------------
+if [ -e "$1" ] || [ -L "$1" ]; then
+    if [ ! -d "$1" ] || [ -L "$1" ]; then die "$1 exists and is not a directory"; fi
+    [ -z "$(ls -A "$1")" ] || die "$1 is not empty; refusing to build into it"
+fi
+mkdir -p "$1"
+DEST=$(cd "$1" && pwd -P)
+[ "$DEST" != / ] || die "refusing to build into /"
+
+# --- failure handling: unmount anything under DEST, remove it ---------------
+finished=0
+cleanup() {
+    rc=$?
+    [ "$finished" -eq 1 ] && return 0
+    [ "$rc" -ne 0 ] || rc=1
+    echo "image: build FAILED (exit $rc); removing $DEST" >&2
+    if [ -f "$DEST/debootstrap/debootstrap.log" ]; then
+        echo "image: last lines of debootstrap.log:" >&2
+        tail -n 15 "$DEST/debootstrap/debootstrap.log" | sed 's/^/image:   /' >&2
+    fi
+    # debootstrap mounts proc/sys inside the target; never rm through a mount.
+    awk -v d="$DEST" '$2 == d || index($2, d "/") == 1 { print $2 }' /proc/mounts |
+        sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" || true; done
+    rm -rf --one-file-system "$DEST" || echo "image: could not fully remove $DEST" >&2
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+
+# --- step 1: package list and mirror ----------------------------------------
+step 1 "reading package list and finding the $SUITE mirror"
+pkgs=$(sed 's/#.*//' "$pkgfile" | tr -s ' \t' '\n' | sed '/^$/d')
+[ -n "$pkgs" ] || die "package list $pkgfile is empty"
+include=$(echo "$pkgs" | paste -sd, -)
+say "  $(echo "$pkgs" | wc -l) packages: $include"
+
+# First http(s) URI that serves "$SUITE main" in the host's apt sources:
+# one-line format (sources.list, sources.list.d/*.list), then deb822 (*.sources).
+find_mirror() {
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [ -r "$f" ] || continue
+        sed -e 's/#.*//' -e 's/\[[^]]*\]//' "$f" | awk -v s="$SUITE" '
+            $1 == "deb" && $3 == s { for (i = 4; i <= NF; i++) if ($i == "main") { print $2; exit } }'
+    done
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -r "$f" ] || continue
+        awk -v s="$SUITE" '
+            function flush(   n, i, a, ok) {
+                if (en != "no" && (" " ty " ") ~ / deb / && (" " su " ") ~ (" " s " ") && (" " co " ") ~ / main /) {
+                    n = split(ur, a, " "); for (i = 1; i <= n; i++) print a[i]
+                }
+                ty = ur = su = co = en = ""; key = ""
+            }
+            /^[ \t]*#/ { next }
+            /^[ \t]*$/ { flush(); next }
+            /^[ \t]/ { val = $0; sub(/^[ \t]+/, "", val); add(key, val); next }
+            {
+                key = tolower($0); sub(/:.*/, "", key)
+                val = $0; sub(/^[^:]*:[ \t]*/, "", val); add(key, val)
+            }
+            function add(k, v) {
+                if (k == "types") ty = ty " " v; else if (k == "uris") ur = ur " " v
+                else if (k == "suites") su = su " " v; else if (k == "components") co = co " " v
+                else if (k == "enabled") en = tolower(v)
+            }
+            END { flush() }' "$f"
+    done
+}
+if [ -n "${AIRLOCK_IMAGE_MIRROR:-}" ]; then
+    mirror=$AIRLOCK_IMAGE_MIRROR
+    say "  mirror $mirror (from AIRLOCK_IMAGE_MIRROR)"
+else
+    mirror=$(find_mirror | grep -E '^https?://' | head -n 1 || true)
+    if [ -n "$mirror" ]; then
+        say "  mirror $mirror (from host apt sources)"
+    else
+        mirror=$FALLBACK_MIRROR
+        say "  mirror $mirror (fallback: no $SUITE main source in host apt config)"
+    fi
+fi
+
+# --- step 2: debootstrap ------------------------------------------------------
+step 2 "debootstrap --variant=minbase $SUITE (this downloads ~150 MB and takes minutes)"
+if ! debootstrap --variant=minbase --include="$include" "$SUITE" "$DEST" "$mirror" </dev/null; then
+    echo "image: error: debootstrap failed (see its E: line above): either the mirror" >&2
+    echo "image: error:   $mirror is unreachable (no network?), or a package" >&2
+    echo "image: error:   listed in $pkgfile does not exist in $SUITE" >&2
+    exit 1
+fi
+
+# Run a command in the new tree with a small, fixed environment.
+inroot() {
+    chroot "$DEST" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin \
+        HOME=/tmp LANG=C.UTF-8 "$@" </dev/null
+}
+
+# debootstrap only warns about some unresolvable names; insist on every one.
+# shellcheck disable=SC2016
+installed=$(inroot dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' | awk '$1 == "ii" { print $2 }')
+notfound=""
+for p in $pkgs; do
+    echo "$installed" | grep -qx "$p" || notfound="$notfound $p"
+done
+[ -z "$notfound" ] || die "packages not installed after debootstrap:$notfound"
+say "  $(echo "$installed" | wc -l) Debian packages installed"
+
+# --- step 3: matplotlib font cache ------------------------------------------
+step 3 "building matplotlib font cache in $MPLDIR"
+mkdir -p "$DEST$MPLDIR"
+inroot MPLCONFIGDIR=$MPLDIR python3 -c 'import matplotlib; matplotlib.use("Agg"); import matplotlib.pyplot as plt; import matplotlib.font_manager' \
+    || die "importing matplotlib in the image failed"
+produced=$(cd "$DEST$MPLDIR" && find . -type f | sed 's|^\./||' | sort)
+[ -n "$produced" ] || die "matplotlib produced no cache files in $MPLDIR"
+echo "$produced" | grep -q '^fontlist-.*\.json$' || die "no fontlist-*.json in $MPLDIR"
+for f in $produced; do say "  produced $MPLDIR/$f ($(wc -c <"$DEST$MPLDIR/$f") bytes)"; done
+chmod -R u=rwX,go=rX "$DEST/usr/share/airlock"
+
+# --- step 4: manifest ---------------------------------------------------------
+step 4 "writing $MANIFEST"
+# shellcheck disable=SC2016
+inroot python3 -c '
+import json, subprocess, sys, platform, importlib, importlib.metadata as md
+manifest_path, mirror, suite, mpldir, pyl, pkgs, cache = sys.argv[1:8]
+libs = {}
+for spec in pyl.split():
+    dist, mod = spec.split(":")
+    try:
+        v = md.version(dist)
+    except md.PackageNotFoundError:
+        v = getattr(importlib.import_module(mod), "__version__", None)
+    if not v:
+        sys.exit("no version for " + dist)
+    libs[dist] = {"module": mod, "version": v}
+node = subprocess.run(["node", "--version"], capture_output=True, text=True, check=True).stdout.strip()
+out = subprocess.run(["dpkg-query", "-W", "-f=${Package}\t${Version}\t${Architecture}\n"],
+                     capture_output=True, text=True, check=True).stdout
+debs = [dict(zip(("name", "version", "arch"), l.split("\t"))) for l in out.splitlines() if l]
+m = {
+    "format": 1,
+    "name": "default",
+    "source": {"suite": suite, "mirror": mirror, "variant": "minbase", "requested": pkgs.split()},
+    "python": {"version": platform.python_version(), "executable": "/usr/bin/python3", "libraries": libs},
+    "node": {"version": node.lstrip("v"), "executable": "/usr/bin/node"},
+    "environment": {"HOME": "/tmp", "MPLCONFIGDIR": "/tmp/.matplotlib", "LANG": "C.UTF-8"},
+    "matplotlib_cache": {"dir": mpldir, "files": cache.split()},
+    "debian_packages": sorted(debs, key=lambda d: d["name"]),
+}
+with open(manifest_path, "w") as f:
+    json.dump(m, f, indent=2, sort_keys=True)
+    f.write("\n")
+print("image:   python %s, node %s, %s" % (m["python"]["version"], m["node"]["version"],
+      ", ".join("%s %s" % (k, v["version"]) for k, v in libs.items())))
+' "$MANIFEST" "$mirror" "$SUITE" "$MPLDIR" "$PYLIBS" "$pkgs" "$produced" \
+    || die "could not write the manifest"
+chmod 0644 "$DEST$MANIFEST"
+
+# --- step 5: remove package managers, caches, docs --------------------------
+step 5 "removing package managers (apt, dpkg, debconf, pip, ensurepip, npm), caches, docs"
+removed=0
+zap() {
+    for pat in "$@"; do
+        for p in "$DEST"$pat; do
+            [ -e "$p" ] || [ -L "$p" ] || continue
+            say "  removed ${p#"$DEST"}"
+            rm -rf --one-file-system "$p"
+            removed=$((removed + 1))
+        done
+    done
+}
+# apt
+zap '/usr/bin/apt' '/usr/bin/apt-*' '/usr/lib/apt' '/etc/apt' '/var/lib/apt' '/var/cache/apt' \
+    '/usr/lib/*-linux-gnu/libapt-*' '/etc/cron.daily/apt-compat' '/etc/logrotate.d/apt' \
+    '/lib/systemd/system/apt-*' '/usr/lib/systemd/system/apt-*' \
+    '/usr/share/bash-completion/completions/apt*'
+# dpkg
+zap '/usr/bin/dpkg' '/usr/bin/dpkg-*' '/usr/sbin/dpkg-*' '/usr/bin/update-alternatives' \
+    '/usr/sbin/update-alternatives' '/var/lib/dpkg' '/etc/dpkg' '/usr/lib/dpkg' '/usr/libexec/dpkg' \
+    '/usr/share/dpkg' '/etc/cron.daily/dpkg' '/etc/logrotate.d/dpkg' '/lib/systemd/system/dpkg-*' \
+    '/usr/lib/systemd/system/dpkg-*' '/usr/share/bash-completion/completions/dpkg*'
+# debconf
+zap '/usr/bin/debconf' '/usr/bin/debconf-*' '/usr/share/debconf' '/var/cache/debconf' \
+    '/etc/debconf.conf' '/usr/share/perl5/Debconf' '/usr/share/perl5/Debian/DebConf' \
+    '/usr/lib/python3/dist-packages/debconf.py'
+# pip, ensurepip
+zap '/usr/bin/pip' '/usr/bin/pip3' '/usr/bin/pip3.*' '/usr/lib/python3/dist-packages/pip' \
+    '/usr/lib/python3/dist-packages/pip-*' '/usr/lib/python3*/ensurepip' \
+    '/usr/lib/python3*/site-packages/pip' '/usr/share/python-wheels'
+# npm, npx, corepack
+zap '/usr/bin/npm' '/usr/bin/npx' '/usr/bin/corepack' '/usr/share/nodejs/npm' \
+    '/usr/share/nodejs/corepack' '/usr/lib/node_modules/npm' '/usr/lib/node_modules/corepack'
+# logs, docs, man, info
+zap '/var/log/*' '/usr/share/doc' '/usr/share/man' '/usr/share/info' '/usr/share/lintian'
+# locales: keep C (and C.*) and top-level files such as locale.alias
+nloc=0
+for p in "$DEST"/usr/share/locale/*/; do
+    [ -d "$p" ] || continue
+    case $(basename "$p") in C|C.*) continue;; esac
+    rm -rf --one-file-system "$p"
+    nloc=$((nloc + 1))
+done
+say "  removed $nloc directories /usr/share/locale/* (all but C)"
+# host data debootstrap copies in, and anything left in scratch dirs
+zap '/etc/resolv.conf' '/etc/hostname' '/tmp/*' '/var/tmp/*' '/root/.cache' '/etc/passwd-' \
+    '/etc/group-' '/etc/shadow' '/etc/shadow-' '/etc/gshadow' '/etc/gshadow-'
+echo airlock >"$DEST/etc/hostname"
+say "  $removed paths removed"
+for b in apt apt-get dpkg dpkg-query pip pip3 npm npx corepack debconf; do
+    for d in /usr/bin /bin /usr/sbin /sbin /usr/local/bin; do
+        [ ! -e "$DEST$d/$b" ] || die "$d/$b still present after removal"
+    done
+done
+
+# --- step 6: no setuid/setgid -----------------------------------------------
+step 6 "clearing setuid/setgid bits"
+nsid=$(find "$DEST" -xdev -perm /6000 ! -type l | wc -l)
+find "$DEST" -xdev -perm /6000 ! -type l -print -exec chmod ug-s {} + | sed "s|^$DEST|image:   cleared |"
+[ -z "$(find "$DEST" -xdev -perm /6000 ! -type l)" ] || die "setuid/setgid files remain"
+say "  $nsid files cleared"
+
+# --- step 7: users and groups -----------------------------------------------
+step 7 "writing /etc/passwd and /etc/group"
+cat >"$DEST/etc/passwd" <<'EOF'
+root:x:0:0:root:/root:/bin/sh
+nobody:x:65534:65534:nobody:/tmp:/usr/sbin/nologin
+EOF
+cat >"$DEST/etc/group" <<'EOF'
+root:x:0:
+nogroup:x:65534:
+EOF
+chmod 0644 "$DEST/etc/passwd" "$DEST/etc/group"
+
+# --- step 8: check -------------------------------------------------------------
+step 8 "checking the image"
+mods=$(for s in $PYLIBS; do printf '%s,' "${s#*:}"; done)
+inroot python3 -c "import ${mods%,}" || die "a Python library does not import"
+[ "$(inroot node -e 'console.log(1)')" = 1 ] || die "node does not run"
+say "  $(du -sh "$DEST" | cut -f1) in $DEST"
+
+finished=1
+say "done: $DEST"
