@@ -180,22 +180,32 @@ int cli_image(int argc, char **argv) {
             printf("%s\n", s ? s : "[]");
             free(s);
         } else {
-            printf("%-73s %-10s %-21s %s\n", "DIGEST", "ALIASES", "CREATED", "HOLDS");
+            printf("%-73s %-10s %-9s %-21s %s\n", "DIGEST", "ALIASES", "SIZE", "CREATED", "HOLDS");
             size_t k;
             json_t *e;
             json_array_foreach(l, k, e) {
                 json_t *h = json_object_get(e, "holds");
-                char aliases[128] = "";
+                char aliases[128] = "", libs[512] = "";
                 size_t j;
                 json_t *a;
                 json_array_foreach(json_object_get(e, "aliases"), j, a) {
                     strncat(aliases, json_string_value(a), sizeof aliases - strlen(aliases) - 2);
                     strcat(aliases, " ");
                 }
-                printf("%-73s %-10s %-21s python %s, node %s\n", json_string_value(json_object_get(e, "digest")), aliases,
+                const char *lk;
+                json_t *lv;
+                json_object_foreach(json_object_get(json_object_get(h, "python"), "libraries"), lk, lv) {
+                    char one[80];
+                    snprintf(one, sizeof one, "%s%s %s", libs[0] ? ", " : "", lk,
+                             json_string_value(json_object_get(lv, "version")) ?: "?");
+                    strncat(libs, one, sizeof libs - strlen(libs) - 1);
+                }
+                printf("%-73s %-10s %6.0f MB %-21s python %s, node %s%s%s%s\n", json_string_value(json_object_get(e, "digest")),
+                       aliases, (double)json_integer_value(json_object_get(e, "bytes")) / 1e6,
                        json_string_value(json_object_get(e, "created")) ?: "-",
-                       json_string_value(json_object_get(h, "python")) ?: "-",
-                       json_string_value(json_object_get(h, "node")) ?: "-");
+                       json_string_value(json_object_get(json_object_get(h, "python"), "version")) ?: "-",
+                       json_string_value(json_object_get(json_object_get(h, "node"), "version")) ?: "-",
+                       libs[0] ? " (" : "", libs, libs[0] ? ")" : "");
             }
         }
         json_decref(l);

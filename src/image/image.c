@@ -229,6 +229,25 @@ static void rm_tree(int dirfd, const char *name) {
     unlinkat(dirfd, name, AT_REMOVEDIR);
 }
 
+/* Total bytes and entries listed by a manifest's text. */
+static json_int_t manifest_bytes(const char *text, json_int_t *ret_entries) {
+    json_int_t bytes = 0, entries = 0;
+    for (const char *ln = text; *ln;) {
+        char type;
+        unsigned mode;
+        long long size;
+        if (sscanf(ln, "%*s %c %o %lld", &type, &mode, &size) == 3)
+            bytes += size;
+        entries++;
+        ln += strcspn(ln, "\n");
+        if (*ln)
+            ln++;
+    }
+    if (ret_entries)
+        *ret_entries = entries;
+    return bytes;
+}
+
 int al_image_commit(const char *images_dir, const char *src, json_t *info, char ret_digest[65], al_error *err) {
     _cleanup_close_ int sfd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (sfd < 0)
@@ -258,7 +277,10 @@ int al_image_commit(const char *images_dir, const char *src, json_t *info, char 
     strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
     json_object_set_new(info, "created", json_string(now));
     json_object_set_new(info, "digest", json_sprintf("sha256:%s", ret_digest));
-    json_object_set_new(info, "entries", json_integer((json_int_t)len ? json_integer_value(json_object_get(info, "entries")) : 0));
+    /* size and entry count, from the manifest just made */
+    json_int_t entries = 0, bytes = manifest_bytes(text, &entries);
+    json_object_set_new(info, "bytes", json_integer(bytes));
+    json_object_set_new(info, "entries", json_integer(entries));
     char *it = json_dumps(info, JSON_INDENT(2));
     snprintf(p, sizeof p, "%s/info.json", dir);
     r = it ? write_file(p, it, strlen(it)) : -ENOMEM;
@@ -415,6 +437,14 @@ json_t *al_image_list(const char *images_dir) {
         if (a)
             closedir(a);
         json_object_set_new(info, "aliases", aliases);
+        if (!json_object_get(info, "bytes")) {
+            /* an image stored before its size was recorded: from its manifest */
+            char mp[4500];
+            snprintf(mp, sizeof mp, "%s/%s/manifest", images_dir, de->d_name);
+            _cleanup_free_ char *text = NULL;
+            json_int_t bytes = al_read_small(AT_FDCWD, mp, 1u << 30, &text, NULL) == 0 ? manifest_bytes(text, NULL) : 0;
+            json_object_set_new(info, "bytes", json_integer(bytes));
+        }
         json_array_append_new(out, info);
     }
     closedir(d);
