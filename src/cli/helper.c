@@ -10,13 +10,15 @@
  * one line on stdin:
  *   {"language", "code", "inputs": [host paths], "out_dir": host dir,
  *    "limits": {"timeout_s", "memory_bytes", "cpu_millis", "pids",
- *               "output_bytes", "tmpfs_bytes"}}
+ *               "output_bytes", "tmpfs_bytes"},
+ *    "image_dir", "image_digest" (optional: run on that image)}
  */
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
 
+#include "../image/image.h"
 #include "../lang/lang.h"
 #include "cli.h"
 
@@ -114,10 +116,19 @@ int cli_helper(int argc, char **argv) {
         return fail("job", "cannot watch for cancellation");
     }
 
+    /* the runtime: the host's, or an image the service resolved */
+    al_image_runtime ir;
+    const al_runtime *runtime = &al_runtime_host;
+    const char *img_dir = json_string_value(json_object_get(job, "image_dir"));
+    const char *img_digest = json_string_value(json_object_get(job, "image_digest"));
+    if (img_dir && img_digest) {
+        al_image_runtime_init(&ir, img_dir, img_digest);
+        runtime = &ir.rt;
+    }
     char *box_argv[] = { (char *)lang->interpreter, (char *)lang->default_file, NULL };
     al_box_file sf = { lang->default_file, code, strlen(code), 0644 };
     al_box_config cfg = {
-        .runtime = &al_runtime_host,
+        .runtime = runtime,
         .argv = box_argv,
         .envp = cli_box_env,
         .files = &sf,

@@ -289,9 +289,10 @@ int64_t al_credits_balance(al_service *s, const char *org_id) {
 void al_approval_hash(json_t *run, char out[65]) {
     /* what the approver saw: the code, the language, the network policy
      * and the limits, as canonical JSON */
-    json_t *c = json_pack("{s:O, s:O, s:O, s:O}", "code", json_object_get(run, "code"), "language",
+    json_t *im = json_object_get(run, "image");
+    json_t *c = json_pack("{s:O, s:O, s:O, s:O, s:o}", "code", json_object_get(run, "code"), "language",
                           json_object_get(run, "language"), "network", json_object_get(run, "network"), "limits",
-                          json_object_get(run, "limits"));
+                          json_object_get(run, "limits"), "runtime", json_is_string(im) ? json_incref(im) : json_string("host"));
     char *t = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(c);
     struct sha256_ctx h;

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "../image/image.h"
 #include "audit.h"
 #include "openapi.h"
 #include "service.h"
@@ -140,6 +141,8 @@ json_t *al_run_json(al_service *s, json_t *row) {
         json_object_set_new(out, "approval", approval);
         json_object_set(out, "redactions", json_object_get(row, "redactions"));
         json_object_set(out, "price", json_object_get(row, "price"));
+        json_t *im = json_object_get(row, "image");
+        json_object_set_new(out, "image", json_is_string(im) ? json_incref(im) : json_string("host"));
     } else {
         json_decref(approval);
     }
@@ -236,6 +239,22 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
     json_t *thread = json_object_get(body, "thread_id"), *files = json_object_get(body, "files");
     json_t *arts = json_object_get(body, "artifacts"), *net = json_object_get(body, "network");
     json_t *lim = json_object_get(body, "limits"), *desc = json_object_get(body, "description");
+    json_t *img = json_object_get(body, "image");
+    char image_ref[80] = "";
+    if (img && !json_is_null(img)) {
+        /* an alias or a digest, resolved now and kept as the digest, so the
+         * run (and its approval card) names exactly one tree */
+        char images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
+        al_error ierr = { 0 };
+        snprintf(images, sizeof images, "%s/images", s->cfg.state_dir);
+        if (!json_is_string(img) || (strcmp(json_string_value(img), "host") != 0 &&
+                                     al_image_resolve(images, json_string_value(img), idir, sizeof idir, digest, &ierr) < 0)) {
+            ret = reply_error(c, 400, "bad_request", "image: %s", ierr.msg[0] ? ierr.msg : "want an alias or sha256 digest");
+            goto out;
+        }
+        if (strcmp(json_string_value(img), "host") != 0)
+            snprintf(image_ref, sizeof image_ref, "sha256:%s", digest);
+    }
     static const char *const langs[] = { "python", "node", "bash" };
     const char *language = json_string_value(lang);
     bool lang_ok = false;
@@ -446,11 +465,12 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
     bool needs_approval = strcmp(policy, "always") == 0 || strcmp(policy, "high_risk") == 0;
     int n = al_store_exec(s->store, &err,
                           "INSERT INTO runs (id, org_id, workspace_id, person_id, thread_id, language, code, description, "
-                          "network, limits, inputs, state, created_at, price) "
-                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'offline', ?, ?, ?, ?, ?)",
-                          "ssssSsssssssi", run_id, p->org_id, p->workspace_id, p->person_id, json_string_value(thread),
+                          "network, limits, inputs, state, created_at, price, image) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'offline', ?, ?, ?, ?, ?, ?)",
+                          "ssssSsssssssiS", run_id, p->org_id, p->workspace_id, p->person_id, json_string_value(thread),
                           language, json_string_value(code), desc && json_is_string(desc) ? json_string_value(desc) : "",
-                          limits_text, inputs_text, needs_approval ? "pending_approval" : "queued", now, price);
+                          limits_text, inputs_text, needs_approval ? "pending_approval" : "queued", now, price,
+                          image_ref[0] ? image_ref : NULL);
     free(limits_text);
     free(inputs_text);
     if (n < 0) {
@@ -470,7 +490,7 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         al_rfc3339_after((int64_t)json_number_value(json_object_get(settings, "approval_ttl_s")), expires, sizeof expires);
         json_t *rj = al_run_json(s, run_row);
         json_t *card = json_pack("{s:s, s:O, s:s, s:s, s:s, s:O, s:s, s:O, s:s, s:s, s:s}", "id", apid, "code", code,
-                                 "language", language, "runtime", "host", "network", "offline", "limits",
+                                 "language", language, "runtime", image_ref[0] ? image_ref : "host", "network", "offline", "limits",
                                  json_object_get(rj, "limits"), "risk", "high", "description",
                                  json_object_get(run_row, "description"), "hash", in_hash, "requested_at", now,
                                  "expires_at", expires);

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 
 #include "../box/box.h"
+#include "../image/image.h"
 #include "audit.h"
 #include "dlp.h"
 #include "service.h"
@@ -296,8 +297,22 @@ static json_t *job_for(al_service *s, json_t *run, const char *dir, al_error *er
         json_decref(inputs);
         return NULL;
     }
-    return json_pack("{s:O, s:O, s:o, s:s, s:o}", "language", json_object_get(run, "language"), "code",
-                     json_object_get(run, "code"), "inputs", inputs, "out_dir", out, "limits", limits);
+    json_t *job = json_pack("{s:O, s:O, s:o, s:s, s:o}", "language", json_object_get(run, "language"), "code",
+                            json_object_get(run, "code"), "inputs", inputs, "out_dir", out, "limits", limits);
+    const char *image = json_string_value(json_object_get(run, "image"));
+    if (image) {
+        /* resolved again now: an image removed since the run was accepted
+         * is a provisioning failure, not a broken box */
+        char images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
+        snprintf(images, sizeof images, "%s/images", s->cfg.state_dir);
+        if (al_image_resolve(images, image, idir, sizeof idir, digest, err) < 0) {
+            json_decref(job);
+            return NULL;
+        }
+        json_object_set_new(job, "image_dir", json_string(idir));
+        json_object_set_new(job, "image_digest", json_string(digest));
+    }
+    return job;
 }
 
 typedef struct runner_arg {
@@ -370,7 +385,9 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
                                   "exit_code", exit_code ? exit_code : json_null(), "output_preview", preview,
                                   "language", json_string_value(json_object_get(run, "language")), "duration_ms",
                                   (json_int_t)duration_ms, "network", json_object_get(run, "network"),
-                                  "image_digest", "host", "egress", "connections", 0, "bytes", 0, "state", state,
+                                  "image_digest", json_is_string(json_object_get(run, "image"))
+                                                      ? json_string_value(json_object_get(run, "image")) : "host",
+                                  "egress", "connections", 0, "bytes", 0, "state", state,
                                   "redactions", redactions));
     al_store_exec(s->store, &err,
                   "INSERT OR REPLACE INTO analytics (run_id, org_id, workspace_id, language, state, exit_code, duration_ms, "

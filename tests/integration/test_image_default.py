@@ -100,3 +100,35 @@ def test_image_is_intact_and_listed(default_image):
     assert p.returncode == 0 and b"intact" in p.stdout, p.stdout + p.stderr
     holds = default_image.get("holds", {})
     assert holds, default_image
+
+
+def test_verify_catches_a_changed_file(default_image):
+    rootfs = CACHE / "images" / ("sha256-" + default_image["digest"][7:]) / "rootfs"
+    victim = rootfs / "etc" / "debian_version"
+    original = victim.read_bytes()
+    try:
+        victim.write_bytes(original + b"tampered\n")
+        p = image_cmd("verify", "default", timeout=600)
+        assert p.returncode == 1 and b"CHANGED" in p.stdout and b"/etc/debian_version" in p.stdout, p.stdout
+    finally:
+        victim.write_bytes(original)
+    assert image_cmd("verify", "default", timeout=600).returncode == 0
+
+
+def test_service_runs_on_the_image(default_image, tmp_path):
+    """POST /v1/runs {"image": "default"}: the run names the digest it ran on."""
+    from service_util import Service
+    state = tmp_path / "svc"
+    state.mkdir()
+    (state / "images").symlink_to(CACHE / "images")
+    svc = Service(state).start()
+    try:
+        run = svc.run("import pandas as pd\nprint(pd.Series([1, 2, 3]).sum())", image="default",
+                      limits={"memory_mb": 1024, "cpus": 1})
+        assert run["state"] == "succeeded", run
+        assert run["result"]["stdout"] == "6\n"
+        assert run["image"] == default_image["digest"]
+        status, _, err = svc.post_run("print(1)", "python", wait=False, image="nosuch")
+        assert status == 400 and "no image" in err["error"]["message"]
+    finally:
+        svc.stop()
