@@ -230,3 +230,25 @@ def test_not_an_image_tarball(store, tmp_path):
     tb.write_bytes(tar_bytes([({"name": "hello.txt"}, b"hi")]))
     p = image(state, "import", tb, check=False)
     assert p.returncode == 125 and b"no layers" in p.stderr
+
+
+def test_import_oci_layout(store, tmp_path):
+    """An OCI image layout tarball: index.json -> manifest blob -> gzip layers."""
+    import gzip
+    import hashlib
+    state, _, tree = store
+    layer = gzip.compress(tree_layer(tree))
+    ld = hashlib.sha256(layer).hexdigest()
+    manifest = json.dumps({"schemaVersion": 2, "layers": [
+        {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": f"sha256:{ld}", "size": len(layer)}]}).encode()
+    md = hashlib.sha256(manifest).hexdigest()
+    index = json.dumps({"schemaVersion": 2, "manifests": [{"digest": f"sha256:{md}", "size": len(manifest)}]}).encode()
+    tb = tmp_path / "oci.tar"
+    tb.write_bytes(tar_bytes([({"name": "oci-layout"}, b'{"imageLayoutVersion": "1.0.0"}'),
+                              ({"name": "index.json"}, index),
+                              ({"name": f"blobs/sha256/{md}"}, manifest),
+                              ({"name": f"blobs/sha256/{ld}"}, layer)]))
+    digest = image(state, "import", tb, "--alias", "oci").stdout.decode().strip()
+    status, doc, err = run_on(state, "oci", "cat /etc/marker")
+    assert status == 0 and doc["stdout"] == "tiny image\n", err
+    assert doc["box"]["runtime"] == digest
