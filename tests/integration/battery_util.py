@@ -223,11 +223,11 @@ def descendants(root):
         st = proc_status(pid)
         if st and "PPid" in st:
             children.setdefault(int(st["PPid"]), []).append(pid)
-    out, todo = [], [root]
-    while todo:
-        p = todo.pop()
+    out, pending = [], [root]
+    while pending:
+        p = pending.pop()
         out.append(p)
-        todo.extend(children.get(p, []))
+        pending.extend(children.get(p, []))
     return out
 
 
