@@ -1,11 +1,13 @@
 /* Unit tests for the pure logic of libairlock-box. Prints a TAP-like line
  * per check and a "N passed, N failed" summary. */
+#include <arpa/inet.h>
 #include <string.h>
 
 #include "box/box.h"
 #include "box/cgroup.h"
 #include "box/seccomp.h"
 #include "lang/lang.h"
+#include "proxy/addr.h"
 #include "service/dlp.h"
 #include "util/util.h"
 
@@ -161,6 +163,62 @@ static void test_dlp(void) {
     al_dlp_free(d);
 }
 
+/* Private or not, as the proxy will judge a CONNECT authority's host. */
+static bool denied(const char *h) {
+    al_host x;
+    switch (al_host_parse(h, &x)) {
+    case AL_HOST_IPV4:
+        return al_addr4_private(x.v4) != NULL;
+    case AL_HOST_IPV6:
+        return al_addr6_private(&x.v6) != NULL;
+    case AL_HOST_NAME:
+        return al_name_is_local(x.name);
+    default:
+        return true;
+    }
+}
+
+static void test_proxy_deny_set(void) {
+    /* SECURITY.md I9: every spelling of private and metadata addresses */
+    static const char *const bad[] = {
+        "2852039166", "0xA9FEA9FE", "0xa9.0xfe.0xa9.0xfe", "0251.0376.0251.0376", "169.254.43518", "127.1", "0",
+        "0.0.0.0", "[::]", "[::1]", "[::ffff:7f00:1]", "[::ffff:169.254.169.254]", "[::169.254.169.254]",
+        "[64:ff9b::a9fe:a9fe]", "[2002:a9fe:a9fe::]", "[fe80::1]", "[fe80::1%eth0]", "localhost", "localhost.",
+        "x.localhost", "LOCALHOST", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "100.64.0.1",
+        "100.127.255.255", "127.0.0.1", "169.254.169.254", "192.0.0.1", "198.18.0.1", "198.19.255.255",
+        "224.0.0.1", "239.255.255.250", "240.0.0.1", "255.255.255.255", "[fc00::1]", "[fd00:ec2::254]",
+        "[ff02::1]", "[2001:db8::1]", "[2001:0:4136:e378:8000:63bf:3fff:fdd2]", "[64:ff9b:1::1]",
+        "100.100.100.200", "168.63.129.16", "[::ffff:10.0.0.1]", "[2002:0a00:0001::]", "[fec0::1]", "[100::1]",
+        "1.2.3.4.5", "", "a..b", "-bad.example", "user@allowed.example@evil.net", "exa mple.com", "[::1",
+    };
+    for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+        bool d = denied(bad[i]);
+        if (!d)
+            fprintf(stderr, "not denied: %s\n", bad[i]);
+        CHECK(d);
+    }
+    static const char *const good[] = {
+        "1.1.1.1", "8.8.8.8", "93.184.216.34", "[2606:4700:4700::1111]", "[::ffff:1.1.1.1]", "[64:ff9b::808:808]",
+        "[2002:0808:0808::1]", "example.com", "Example.COM.", "xn--bcher-kva.example", "pypi.org", "172.32.0.1",
+        "100.128.0.1", "11.0.0.1", "192.169.0.1",
+    };
+    for (size_t i = 0; i < ELEMENTSOF(good); i++) {
+        bool d = denied(good[i]);
+        if (d)
+            fprintf(stderr, "denied: %s\n", good[i]);
+        CHECK(!d);
+    }
+    /* names: normalised, matched whole */
+    al_host h;
+    CHECK(al_host_parse("ALLOWED.Example.", &h) == AL_HOST_NAME && strcmp(h.name, "allowed.example") == 0);
+    const char *const list[] = { "allowed.example", "pypi.org" };
+    CHECK(al_name_allowed("allowed.example", list, 2));
+    CHECK(!al_name_allowed("evilallowed.example", list, 2));
+    CHECK(!al_name_allowed("allowed.example.evil.net", list, 2));
+    CHECK(!al_name_allowed("sub.allowed.example", list, 2));
+    CHECK(al_host_parse("0xA9FEA9FE", &h) == AL_HOST_IPV4 && ntohl(h.v4.s_addr) == 0xA9FEA9FEu);
+}
+
 int main(void) {
     test_sizes();
     test_millis();
@@ -170,6 +228,7 @@ int main(void) {
     test_defaults();
     test_builtin_filter_is_the_policy();
     test_dlp();
+    test_proxy_deny_set();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
