@@ -204,30 +204,6 @@ static int write_file(const char *path, const char *text, size_t len) {
     return al_write_all(fd, text, len);
 }
 
-static void rm_tree(int dirfd, const char *name) {
-    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        unlinkat(dirfd, name, 0);
-        return;
-    }
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return;
-    }
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        struct stat st;
-        if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-            rm_tree(fd, de->d_name);
-        else
-            unlinkat(fd, de->d_name, 0);
-    }
-    closedir(d);
-    unlinkat(dirfd, name, AT_REMOVEDIR);
-}
 
 /* Total bytes and entries listed by a manifest's text. */
 static json_int_t manifest_bytes(const char *text, json_int_t *ret_entries) {
@@ -262,7 +238,7 @@ int al_image_commit(const char *images_dir, const char *src, json_t *info, char 
     snprintf(rootfs, sizeof rootfs, "%s/rootfs", dir);
     if (access(rootfs, F_OK) == 0) {
         /* the same tree is already stored: one image */
-        rm_tree(AT_FDCWD, src);
+        al_rm_tree(AT_FDCWD, src);
         return 0;
     }
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
@@ -385,7 +361,7 @@ int al_image_remove(const char *images_dir, const char *digest, al_error *err) {
     _cleanup_close_ int dfd = open(images_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return al_err(err, "image", errno, "open %s: %m", images_dir);
-    rm_tree(dfd, name);
+    al_rm_tree(dfd, name);
     /* aliases that pointed at it go too */
     char ad[4200];
     snprintf(ad, sizeof ad, "%s/aliases", images_dir);

@@ -98,24 +98,6 @@ static int mkdir_p(int rootfd, const char *rel) {
     }
 }
 
-static void remove_at(int dfd, const char *name) {
-    if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
-        return;
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return;
-    }
-    struct dirent *de;
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-            remove_at(fd, de->d_name);
-    closedir(d);
-    unlinkat(dfd, name, AT_REMOVEDIR);
-}
 
 /* Apply one layer (an archive already open on A) to ROOTFD. */
 static int apply_layer(struct archive *a, int rootfd, limits *lim, al_error *err) {
@@ -146,14 +128,14 @@ static int apply_layer(struct archive *a, int rootfd, limits *lim, al_error *err
             struct dirent *de;
             while (d && (de = readdir(d)))
                 if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-                    remove_at(dfd, de->d_name);
+                    al_rm_tree(dfd, de->d_name);
             if (d)
                 closedir(d);
             continue;
         }
         if (strncmp(base, ".wh.", 4) == 0) {
             if (base[4] && strcmp(base + 4, ".") != 0 && strcmp(base + 4, "..") != 0)
-                remove_at(dfd, base + 4);
+                al_rm_tree(dfd, base + 4);
             continue;
         }
         mode_t type = archive_entry_filetype(e);
@@ -166,7 +148,7 @@ static int apply_layer(struct archive *a, int rootfd, limits *lim, al_error *err
             _cleanup_close_ int t = al_openat_beneath(rootfd, target, O_PATH, 0);
             if (t < 0)
                 return al_err(err, "import", -t, "hard link \"%.200s\" -> \"%.200s\": no such file in the tree", path, target);
-            remove_at(dfd, base);
+            al_rm_tree(dfd, base);
             if (linkat(t, "", dfd, base, AT_EMPTY_PATH) < 0)
                 return al_err(err, "import", errno, "hard link %.200s: %m", path);
             continue;
@@ -179,7 +161,7 @@ static int apply_layer(struct archive *a, int rootfd, limits *lim, al_error *err
                 return al_err(err, "import", -sub, "\"%.200s\" is not a directory in the tree", path);
             fchmod(sub, mode);
         } else if (type == AE_IFREG) {
-            remove_at(dfd, base);
+            al_rm_tree(dfd, base);
             _cleanup_close_ int fd = al_openat_beneath(dfd, base, O_WRONLY | O_CREAT | O_EXCL, 0600);
             if (fd < 0)
                 return al_err(err, "import", -fd, "create %.200s: %s", path, strerror(-fd));
@@ -198,7 +180,7 @@ static int apply_layer(struct archive *a, int rootfd, limits *lim, al_error *err
             fchmod(fd, mode);
         } else if (type == AE_IFLNK) {
             const char *target = archive_entry_symlink(e);
-            remove_at(dfd, base);
+            al_rm_tree(dfd, base);
             /* kept as written: it resolves inside the box, where only the image is */
             if (!target || symlinkat(target, dfd, base) < 0)
                 return al_err(err, "import", errno, "symlink %.200s: %m", path);
@@ -329,7 +311,7 @@ out:
         _cleanup_close_ int pfd = open(images_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         const char *slash = strrchr(work, '/');
         if (pfd >= 0 && slash)
-            remove_at(pfd, slash + 1);
+            al_rm_tree(pfd, slash + 1);
     }
     return r;
 }

@@ -42,34 +42,7 @@ void al_blob_path(al_service *s, const char *sha, char *buf, size_t len) {
     snprintf(buf, len, "%s/%.2s/%s", s->blobs_dir, sha, sha);
 }
 
-void al_rm_rf(const char *path) {
-    /* our own run directories only: no links followed, bounded depth */
-    int fd = open(path, O_DIRECTORY | O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        unlink(path);
-        return;
-    }
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return;
-    }
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        char p[PATH_MAX];
-        if (snprintf(p, sizeof p, "%s/%s", path, de->d_name) >= (int)sizeof p)
-            continue;
-        struct stat st;
-        if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-            al_rm_rf(p);
-        else
-            unlinkat(fd, de->d_name, 0);
-    }
-    closedir(d);
-    rmdir(path);
-}
+void al_rm_rf(const char *path) { al_rm_tree(AT_FDCWD, path); }
 
 int64_t al_artifacts_org_usage(al_service *s, const char *org_id) {
     al_error err = { 0 };

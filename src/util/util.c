@@ -1,5 +1,6 @@
 #include "util.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <string.h>
@@ -170,4 +171,23 @@ al_fsid al_fsid_enter(uid_t uid, gid_t gid) {
 void al_fsid_leave(al_fsid saved) {
     setfsgid((gid_t)saved.gid);
     setfsuid((uid_t)saved.uid);
+}
+
+void al_rm_tree(int dirfd, const char *name) {
+    if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
+        return;
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            al_rm_tree(fd, de->d_name);
+    closedir(d);
+    unlinkat(dirfd, name, AT_REMOVEDIR);
 }

@@ -74,3 +74,8 @@ int al_write_str(int dirfd, const char *path, const char *s);
 typedef struct al_fsid { int uid, gid; } al_fsid;
 al_fsid al_fsid_enter(uid_t uid, gid_t gid);
 void al_fsid_leave(al_fsid saved);
+
+/* Remove NAME under DIRFD and everything below it, never following a link
+ * (a link is removed, not what it points at). Best effort: what cannot be
+ * removed is left. */
+void al_rm_tree(int dirfd, const char *name);
