@@ -18,7 +18,7 @@ set -eu
 
 SUITE=bookworm
 FALLBACK_MIRROR=http://deb.debian.org/debian
-STEPS=8
+STEPS=9
 # "distribution:module" for each Python library the image promises.
 PYLIBS="numpy:numpy pandas:pandas matplotlib:matplotlib Pillow:PIL
 reportlab:reportlab pypdf:pypdf requests:requests openpyxl:openpyxl
@@ -35,7 +35,9 @@ step() { n=$1; shift; say "step $n/$STEPS: $*"; }
 
 here=$(cd "$(dirname "$0")" && pwd)
 pkgfile=$here/packages
+dropfile=$here/drop
 [ -r "$pkgfile" ] || die "package list $pkgfile not readable"
+[ -r "$dropfile" ] || die "drop list $dropfile not readable"
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap and chroot need it)"
 command -v debootstrap >/dev/null 2>&1 || die "debootstrap not found (apt-get install debootstrap)"
 command -v chroot >/dev/null 2>&1 || die "chroot not found"
@@ -76,6 +78,10 @@ pkgs=$(sed 's/#.*//' "$pkgfile" | tr -s ' \t' '\n' | sed '/^$/d')
 [ -n "$pkgs" ] || die "package list $pkgfile is empty"
 include=$(echo "$pkgs" | paste -sd, -)
 say "  $(echo "$pkgs" | wc -l) packages: $include"
+drops=$(sed 's/#.*//' "$dropfile" | tr -s ' \t' '\n' | sed '/^$/d')
+for p in $drops; do
+    if echo "$pkgs" | grep -qx "$p"; then die "$p is both in $pkgfile and in $dropfile"; fi
+done
 
 # First http(s) URI that serves "$SUITE main" in the host's apt sources:
 # one-line format (sources.list, sources.list.d/*.list), then deb822 (*.sources).
@@ -147,23 +153,81 @@ done
 [ -z "$notfound" ] || die "packages not installed after debootstrap:$notfound"
 say "  $(echo "$installed" | wc -l) Debian packages installed"
 
-# --- step 3: matplotlib font cache ------------------------------------------
-step 3 "building matplotlib font cache in $MPLDIR"
+# --- step 3: drop what only bookworm's metadata wants -----------------------
+step 3 "purging build-time-only dependencies: $(echo "$drops" | paste -sd" " -)"
+# Keep the dependency closure (Depends, Pre-Depends) of the requested packages
+# and of the minbase system (Essential or Priority: required), never following
+# into a dropped package; everything else installed goes.
+# shellcheck disable=SC2016
+purge=$(inroot python3 -c '
+import re, sys
+want, drop = sys.argv[1].split(), set(sys.argv[2].split())
+pk, prov = {}, {}
+for b in open("/var/lib/dpkg/status").read().split("\n\n"):
+    f = dict(re.findall(r"^([\w-]+): ?(.*)$", b, re.M))
+    if not f.get("Status", "").endswith(" installed"):
+        continue
+    pk[f["Package"]] = f
+    for v in [f["Package"]] + [x.split()[0] for x in f.get("Provides", "").split(",") if x.strip()]:
+        prov.setdefault(v, []).append(f["Package"])
+missing = drop - set(pk)
+if missing:
+    sys.exit("drop list names packages that are not installed: " + " ".join(sorted(missing)))
+base = sorted(n for n, f in pk.items() if f.get("Essential") == "yes" or f.get("Priority") == "required")
+keep, todo = set(), list(want) + base
+while todo:
+    n = todo.pop(0)
+    if n in keep or n in drop:
+        continue
+    keep.add(n)
+    for fld in ("Pre-Depends", "Depends"):
+        for clause in pk[n].get(fld, "").split(","):
+            alts = [a.split()[0].split(":")[0] for a in clause.split("|") if a.strip()]
+            cands = [c for a in alts for c in prov.get(a, []) if c not in drop]
+            if cands and not any(c in keep for c in cands):
+                todo.append(cands[0])
+print(" ".join(sorted(set(pk) - keep)))
+' "$pkgs" "$drops") || die "could not work out what to purge"
+say "  purging $(echo "$purge" | wc -w) packages: $purge"
+if [ -n "$purge" ]; then
+    # shellcheck disable=SC2086
+    inroot dpkg --purge --force-depends $purge >"$DEST/tmp/purge.log" 2>&1 || {
+        sed 's/^/image:   /' "$DEST/tmp/purge.log" >&2
+        die "dpkg --purge failed"
+    }
+    rm -f "$DEST/tmp/purge.log"
+fi
+# shellcheck disable=SC2016
+left=$(inroot dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' | awk '$1 == "ii"' | wc -l)
+say "  $left Debian packages left"
+
+# --- step 4: matplotlib font cache ------------------------------------------
+step 4 "building matplotlib font cache in $MPLDIR"
 mkdir -p "$DEST$MPLDIR"
 inroot MPLCONFIGDIR=$MPLDIR python3 -c 'import matplotlib; matplotlib.use("Agg"); import matplotlib.pyplot as plt; import matplotlib.font_manager' \
     || die "importing matplotlib in the image failed"
+# The font list follows directory-listing order; sort it so that two builds
+# of the same packages give the same bytes (and the same image digest).
+inroot MPLCONFIGDIR=$MPLDIR python3 -c '
+import glob, matplotlib.font_manager as fm
+for path in glob.glob(fm.mpl.get_cachedir() + "/fontlist-*.json"):
+    m = fm.json_load(path)
+    m.ttflist.sort(key=lambda e: (e.fname, e.name, e.style, e.weight))
+    m.afmlist.sort(key=lambda e: (e.fname, e.name, e.style, e.weight))
+    fm.json_dump(m, path)
+' || die "could not normalise the matplotlib font cache"
 produced=$(cd "$DEST$MPLDIR" && find . -type f | sed 's|^\./||' | sort)
 [ -n "$produced" ] || die "matplotlib produced no cache files in $MPLDIR"
 echo "$produced" | grep -q '^fontlist-.*\.json$' || die "no fontlist-*.json in $MPLDIR"
 for f in $produced; do say "  produced $MPLDIR/$f ($(wc -c <"$DEST$MPLDIR/$f") bytes)"; done
 chmod -R u=rwX,go=rX "$DEST/usr/share/airlock"
 
-# --- step 4: manifest ---------------------------------------------------------
-step 4 "writing $MANIFEST"
+# --- step 5: manifest ---------------------------------------------------------
+step 5 "writing $MANIFEST"
 # shellcheck disable=SC2016
 inroot python3 -c '
 import json, subprocess, sys, platform, importlib, importlib.metadata as md
-manifest_path, mirror, suite, mpldir, pyl, pkgs, cache = sys.argv[1:8]
+manifest_path, mirror, suite, mpldir, pyl, pkgs, cache, drops, purged = sys.argv[1:10]
 libs = {}
 for spec in pyl.split():
     dist, mod = spec.split(":")
@@ -181,7 +245,8 @@ debs = [dict(zip(("name", "version", "arch"), l.split("\t"))) for l in out.split
 m = {
     "format": 1,
     "name": "default",
-    "source": {"suite": suite, "mirror": mirror, "variant": "minbase", "requested": pkgs.split()},
+    "source": {"suite": suite, "mirror": mirror, "variant": "minbase", "requested": pkgs.split(),
+               "dropped": drops.split(), "purged": purged.split()},
     "python": {"version": platform.python_version(), "executable": "/usr/bin/python3", "libraries": libs},
     "node": {"version": node.lstrip("v"), "executable": "/usr/bin/node"},
     "environment": {"HOME": "/tmp", "MPLCONFIGDIR": "/tmp/.matplotlib", "LANG": "C.UTF-8"},
@@ -193,12 +258,12 @@ with open(manifest_path, "w") as f:
     f.write("\n")
 print("image:   python %s, node %s, %s" % (m["python"]["version"], m["node"]["version"],
       ", ".join("%s %s" % (k, v["version"]) for k, v in libs.items())))
-' "$MANIFEST" "$mirror" "$SUITE" "$MPLDIR" "$PYLIBS" "$pkgs" "$produced" \
+' "$MANIFEST" "$mirror" "$SUITE" "$MPLDIR" "$PYLIBS" "$pkgs" "$produced" "$drops" "$purge" \
     || die "could not write the manifest"
 chmod 0644 "$DEST$MANIFEST"
 
-# --- step 5: remove package managers, caches, docs --------------------------
-step 5 "removing package managers (apt, dpkg, debconf, pip, ensurepip, npm), caches, docs"
+# --- step 6: remove package managers, caches, docs --------------------------
+step 6 "removing package managers (apt, dpkg, debconf, pip, ensurepip, npm), caches, docs"
 removed=0
 zap() {
     for pat in "$@"; do
@@ -242,8 +307,10 @@ for p in "$DEST"/usr/share/locale/*/; do
     nloc=$((nloc + 1))
 done
 say "  removed $nloc directories /usr/share/locale/* (all but C)"
+# device nodes (the sandbox makes its own /dev), ldconfig's inode cache,
 # host data debootstrap copies in, and anything left in scratch dirs
-zap '/etc/resolv.conf' '/etc/hostname' '/tmp/*' '/var/tmp/*' '/root/.cache' '/etc/passwd-' \
+zap '/dev/*' '/var/cache/ldconfig/aux-cache' '/etc/resolv.conf' '/etc/hostname' '/tmp/*' '/tmp/.[!.]*' \
+    '/var/tmp/*' '/root/.cache' '/etc/passwd-' \
     '/etc/group-' '/etc/shadow' '/etc/shadow-' '/etc/gshadow' '/etc/gshadow-'
 echo airlock >"$DEST/etc/hostname"
 say "  $removed paths removed"
@@ -253,15 +320,15 @@ for b in apt apt-get dpkg dpkg-query pip pip3 npm npx corepack debconf; do
     done
 done
 
-# --- step 6: no setuid/setgid -----------------------------------------------
-step 6 "clearing setuid/setgid bits"
+# --- step 7: no setuid/setgid -----------------------------------------------
+step 7 "clearing setuid/setgid bits"
 nsid=$(find "$DEST" -xdev -perm /6000 ! -type l | wc -l)
 find "$DEST" -xdev -perm /6000 ! -type l -print -exec chmod ug-s {} + | sed "s|^$DEST|image:   cleared |"
 [ -z "$(find "$DEST" -xdev -perm /6000 ! -type l)" ] || die "setuid/setgid files remain"
-say "  $nsid files cleared"
+say "  $nsid paths cleared"
 
-# --- step 7: users and groups -----------------------------------------------
-step 7 "writing /etc/passwd and /etc/group"
+# --- step 8: users and groups -----------------------------------------------
+step 8 "writing /etc/passwd and /etc/group"
 cat >"$DEST/etc/passwd" <<'EOF'
 root:x:0:0:root:/root:/bin/sh
 nobody:x:65534:65534:nobody:/tmp:/usr/sbin/nologin
@@ -272,11 +339,14 @@ nogroup:x:65534:
 EOF
 chmod 0644 "$DEST/etc/passwd" "$DEST/etc/group"
 
-# --- step 8: check -------------------------------------------------------------
-step 8 "checking the image"
+# --- step 9: check -------------------------------------------------------------
+step 9 "checking the image"
 mods=$(for s in $PYLIBS; do printf '%s,' "${s#*:}"; done)
 inroot python3 -c "import ${mods%,}" || die "a Python library does not import"
 [ "$(inroot node -e 'console.log(1)')" = 1 ] || die "node does not run"
+[ -z "$(ls -A "$DEST/dev")" ] || die "something was created in /dev during the checks"
+# the checks' own leftovers (matplotlib makes $HOME/.config/matplotlib)
+find "$DEST/tmp" "$DEST/var/tmp" -xdev -mindepth 1 -delete
 say "  $(du -sh "$DEST" | cut -f1) in $DEST"
 
 finished=1
