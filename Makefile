@@ -4,7 +4,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 PYTEST     ?= /usr/bin/python3 -m pytest
 
-.PHONY: all deps build asan check unit integration bench demo serve clean
+.PHONY: all deps build asan check unit integration bench demo serve image clean
 
 all: build
 
@@ -36,11 +36,16 @@ check: unit
 bench: build
 	/usr/bin/python3 bench/startup.py
 	/usr/bin/python3 bench/service.py
+	@echo "(bench/image.py needs a built default image: make image, then AIRLOCK_STATE=... bench/image.py)"
 
 # The service on 127.0.0.1:8080 with its SQLite store in $(STATE):
 # creates the first organisation, workspace, person and key if none exist.
 serve: build
 	sh scripts/serve.sh
+
+# The default runtime image (debootstrap; about two minutes) into $(STATE).
+image: build
+	./$(BUILD)/airlock image --state $${STATE:-/var/lib/airlock} build
 
 # Run an example script through the sandbox, no service needed.
 demo: build
