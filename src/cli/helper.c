@@ -11,7 +11,8 @@
  *   {"language", "code", "inputs": [host paths], "out_dir": host dir,
  *    "limits": {"timeout_s", "memory_bytes", "cpu_millis", "pids",
  *               "output_bytes", "tmpfs_bytes"},
- *    "image_dir", "image_digest" (optional: run on that image)}
+ *    "image_dir", "image_digest" (optional: run on that image),
+ *    "args": [strings] (optional), "stdin_path": host file (optional)}
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -125,7 +126,15 @@ int cli_helper(int argc, char **argv) {
         al_image_runtime_init(&ir, img_dir, img_digest);
         runtime = &ir.rt;
     }
-    char *box_argv[] = { (char *)lang->interpreter, (char *)lang->default_file, NULL };
+    /* the script's arguments and standard input, when the run has them */
+    json_t *jargs = json_object_get(job, "args");
+    size_t nargs = json_array_size(jargs) < 256 ? json_array_size(jargs) : 256;
+    char *box_argv[256 + 3] = { (char *)lang->interpreter, (char *)lang->default_file };
+    for (size_t k = 0; k < nargs; k++)
+        box_argv[2 + k] = (char *)(json_string_value(json_array_get(jargs, k)) ?: "");
+    box_argv[2 + nargs] = NULL;
+    const char *stdin_path = json_string_value(json_object_get(job, "stdin_path"));
+    _cleanup_close_ int in_fd = stdin_path ? open(stdin_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
     al_box_file sf = { lang->default_file, code, strlen(code), 0644 };
     al_box_config cfg = {
         .runtime = runtime,
@@ -135,7 +144,7 @@ int cli_helper(int argc, char **argv) {
         .n_files = 1,
         .inputs = inputs,
         .n_inputs = n_inputs,
-        .stdin_fd = -1,
+        .stdin_fd = in_fd,
         .out_dirfd = out_fd,
         .limits = lim,
         .on_output = on_output,

@@ -10,6 +10,7 @@
 #include <nettle/base64.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "../image/image.h"
@@ -200,7 +201,11 @@ typedef struct limit_spec {
 
 /* ---------------------------------------------------------------- routes */
 
-static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const al_principal *p, request *rq) {
+static json_t *piston_result(json_t *run_json, const char *language, const char *version);
+
+/* PISTON: NULL, or {language, version} to answer in Piston's shape. */
+static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const al_principal *p, request *rq,
+                                  const char *const *piston) {
     al_error err = { 0 };
     json_error_t jerr;
     json_t *body = json_loadb(rq->body ? rq->body : "", rq->len, JSON_REJECT_DUPLICATES, &jerr);
@@ -212,7 +217,7 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
     json_t *settings = NULL;
     const char *wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
     const char *ts = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout_s");
-    bool want_wait = wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0);
+    bool want_wait = piston || (wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0));
     uint64_t wait_secs = 0;
     if (wait && !want_wait && strcmp(wait, "false") != 0 && strcmp(wait, "0") != 0) {
         ret = reply_error(c, 400, "bad_request", "wait must be true or false");
@@ -240,6 +245,22 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
     json_t *arts = json_object_get(body, "artifacts"), *net = json_object_get(body, "network");
     json_t *lim = json_object_get(body, "limits"), *desc = json_object_get(body, "description");
     json_t *img = json_object_get(body, "image");
+    json_t *args = json_object_get(body, "args"), *stdin_text = json_object_get(body, "stdin");
+    if (args && !json_is_null(args)) {
+        size_t k;
+        json_t *av;
+        bool ok = json_is_array(args) && json_array_size(args) <= 256;
+        json_array_foreach(args, k, av) ok = ok && json_is_string(av) && json_string_length(av) <= 4096 &&
+                                         !memchr(json_string_value(av), 0, json_string_length(av));
+        if (!ok) {
+            ret = reply_error(c, 400, "bad_request", "args must be at most 256 strings of at most 4096 bytes, without NUL");
+            goto out;
+        }
+    }
+    if (stdin_text && !json_is_null(stdin_text) && (!json_is_string(stdin_text) || json_string_length(stdin_text) > (1u << 20))) {
+        ret = reply_error(c, 400, "bad_request", "stdin must be a string of at most 1 MiB");
+        goto out;
+    }
     char image_ref[80] = "";
     if (img && !json_is_null(img)) {
         /* an alias or a digest, resolved now and kept as the digest, so the
@@ -427,7 +448,23 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, run_id);
         char in[PATH_MAX + 80];
         snprintf(in, sizeof in, "%s/in", dir);
-        if (nf && (mkdir(dir, 0700) < 0 || mkdir(in, 0700) < 0)) {
+        bool has_stdin = stdin_text && json_is_string(stdin_text);
+        if ((nf || has_stdin) && mkdir(dir, 0700) < 0) {
+            ret = reply_error(c, 500, "internal", "cannot store the run's files: %s", strerror(errno));
+            bad = true;
+        }
+        if (!bad && has_stdin) {
+            char sp[PATH_MAX + 80];
+            snprintf(sp, sizeof sp, "%s/stdin", dir);
+            int fd = open(sp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+            if (fd < 0 || al_write_all(fd, json_string_value(stdin_text), json_string_length(stdin_text)) < 0) {
+                ret = reply_error(c, 507, "storage", "cannot store the run's stdin: %s", strerror(errno));
+                bad = true;
+            }
+            if (fd >= 0)
+                close(fd);
+        }
+        if (!bad && nf && mkdir(in, 0700) < 0) {
             ret = reply_error(c, 500, "internal", "cannot store the run's files: %s", strerror(errno));
             bad = true;
         }
@@ -458,6 +495,8 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
     char *limits_text = json_dumps(limits, JSON_COMPACT);
     json_decref(limits);
     json_t *inputs = json_pack("{s:O}", "artifacts", arts && json_is_array(arts) ? arts : json_array());
+    if (args && json_is_array(args))
+        json_object_set(inputs, "args", args);
     char *inputs_text = json_dumps(inputs, JSON_COMPACT);
     json_decref(inputs);
     const char *policy = json_string_value(json_object_get(settings, "approval_policy"));
@@ -533,7 +572,10 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
                 break;
             }
         }
-        ret = row ? reply_json(c, 200, al_run_json(s, row)) : reply_error(c, 500, "internal", "run vanished");
+        if (row && piston)
+            ret = reply_json(c, 200, piston_result(al_run_json(s, row), piston[0], piston[1]));
+        else
+            ret = row ? reply_json(c, 200, al_run_json(s, row)) : reply_error(c, 500, "internal", "run vanished");
         json_decref(row);
         goto out;
     }
@@ -998,6 +1040,160 @@ static enum MHD_Result trace(al_service *s, struct MHD_Connection *c, const al_p
     return doc ? reply_json(c, 200, doc) : reply_error(c, 500, "internal", "cannot build the trace");
 }
 
+/* ---------------------------------------------------------------- piston */
+
+/* Piston's public API (GET /api/v2/runtimes, POST /api/v2/execute), served
+ * under /piston/<api key>/ so a Piston client works by changing its base URL
+ * (Piston itself has no authentication). docs/api.md says what differs. */
+
+static const char *version_of(const char *const argv[]) {
+    int pipefd[2];
+    static char out[3][64];
+    static int which = 0;
+    char *buf = out[which++ % 3];
+    buf[0] = '\0';
+    if (pipe2(pipefd, O_CLOEXEC) < 0)
+        return buf;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pipefd[1], 1);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(pipefd[1]);
+    ssize_t n = pid > 0 ? read(pipefd[0], buf, 63) : -1;
+    close(pipefd[0]);
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    return buf;
+}
+
+static json_t *piston_runtimes(void) {
+    static json_t *cached;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu);
+    if (!cached) {
+        static const char *const py[] = { "/usr/bin/python3", "-c", "import platform; print(platform.python_version())", NULL };
+        static const char *const node[] = { "/usr/bin/node", "-p", "process.versions.node", NULL };
+        static const char *const sh[] = { "/bin/bash", "-c", "echo ${BASH_VERSION%%(*}", NULL };
+        cached = json_pack("[{s:s, s:s, s:[s, s, s]}, {s:s, s:s, s:[s, s, s]}, {s:s, s:s, s:[s]}]",
+                           "language", "python", "version", version_of(py), "aliases", "py", "py3", "python3",
+                           "language", "javascript", "version", version_of(node), "aliases", "node", "js", "node-javascript",
+                           "language", "bash", "version", version_of(sh), "aliases", "sh");
+    }
+    pthread_mutex_unlock(&mu);
+    return json_incref(cached);
+}
+
+static json_t *piston_result(json_t *run, const char *language, const char *version) {
+    json_t *r = json_object_get(run, "result");
+    const char *o = json_string_value(json_object_get(r, "stdout")), *e = json_string_value(json_object_get(r, "stderr"));
+    json_t *err = json_object_get(run, "error");
+    if (!r || json_is_null(r)) /* airlock's own failure: say why where a person looks */
+        e = json_string_value(json_object_get(err, "message"));
+    json_t *sig = json_object_get(r, "signal");
+    char signame[16] = "";
+    if (json_is_integer(sig))
+        snprintf(signame, sizeof signame, "SIG%s", sigabbrev_np((int)json_integer_value(sig)) ?: "UNKNOWN");
+    json_t *code = json_object_get(r, "exit_code");
+    json_t *doc = json_pack("{s:s, s:s, s:{s:s, s:s, s:s+, s:O, s:o}, s:s, s:s}", "language", language, "version",
+                            version, "run", "stdout", o ? o : "", "stderr", e ? e : "", "output", o ? o : "", e ? e : "",
+                            "code", code ? code : json_null(), "signal", signame[0] ? json_string(signame) : json_null(),
+                            "airlock_run_id", json_string_value(json_object_get(run, "id")) ?: "", "airlock_state",
+                            json_string_value(json_object_get(run, "state")) ?: "");
+    json_decref(run);
+    return doc;
+}
+
+static enum MHD_Result piston(al_service *s, struct MHD_Connection *c, const char *key, const char *what, bool get,
+                              bool post, request *rq) {
+    al_principal p;
+    al_error err = { 0 };
+    int a = al_store_authenticate(s->store, key, &p, &err);
+    if (a <= 0)
+        return reply_error(c, 401, "unauthorized", "a valid API key is required in the URL: /piston/KEY/api/v2/...");
+    if (strcmp(what, "runtimes") == 0 && get)
+        return reply_json(c, 200, piston_runtimes());
+    if (strcmp(what, "execute") != 0 || !post)
+        return reply_error(c, 404, "not_found", "Piston's API here is GET /api/v2/runtimes and POST /api/v2/execute");
+    if (rq->too_large)
+        return reply_error(c, 413, "payload_too_large", "the body is too large");
+    json_error_t jerr;
+    json_t *b = json_loadb(rq->body ? rq->body : "", rq->len, 0, &jerr);
+    if (!json_is_object(b)) {
+        json_decref(b);
+        return reply_error(c, 400, "bad_request", "the body must be a JSON object: %s", jerr.text);
+    }
+    const char *lang = json_string_value(json_object_get(b, "language"));
+    static const struct { const char *alias, *ours; } map[] = {
+        { "python", "python" }, { "python3", "python" }, { "py", "python" }, { "py3", "python" },
+        { "javascript", "node" }, { "js", "node" }, { "node", "node" }, { "node-javascript", "node" },
+        { "bash", "bash" }, { "sh", "bash" },
+    };
+    const char *ours = NULL;
+    for (size_t i = 0; lang && i < ELEMENTSOF(map); i++)
+        if (strcmp(lang, map[i].alias) == 0)
+            ours = map[i].ours;
+    json_t *files = json_object_get(b, "files");
+    if (!ours || !json_is_array(files) || json_array_size(files) < 1 ||
+        !json_is_string(json_object_get(json_array_get(files, 0), "content"))) {
+        json_decref(b);
+        return reply_error(c, 400, "bad_request", "want language (python, javascript, bash) and files[0].content");
+    }
+    /* our run: files[0] is the script; the others go to /work by name */
+    json_t *body = json_pack("{s:s, s:O, s:[]}", "language", ours, "code", json_object_get(json_array_get(files, 0), "content"),
+                             "files");
+    for (size_t i = 1; i < json_array_size(files); i++) {
+        json_t *f = json_array_get(files, i);
+        const char *name = json_string_value(json_object_get(f, "name"));
+        const char *content = json_string_value(json_object_get(f, "content"));
+        if (!name || !content)
+            continue;
+        size_t n = json_string_length(json_object_get(f, "content"));
+        char *b64 = malloc(BASE64_ENCODE_RAW_LENGTH(n) + 1);
+        if (!b64)
+            continue;
+        base64_encode_raw(b64, n, (const uint8_t *)content);
+        b64[BASE64_ENCODE_RAW_LENGTH(n)] = '\0';
+        json_array_append_new(json_object_get(body, "files"), json_pack("{s:s, s:s}", "name", name, "content_base64", b64));
+        free(b64);
+    }
+    if (json_is_string(json_object_get(b, "stdin")))
+        json_object_set(body, "stdin", json_object_get(b, "stdin"));
+    if (json_is_array(json_object_get(b, "args")))
+        json_object_set(body, "args", json_object_get(b, "args"));
+    json_t *limits = json_object();
+    json_t *rt = json_object_get(b, "run_timeout"), *rm = json_object_get(b, "run_memory_limit");
+    if (json_is_number(rt) && json_number_value(rt) > 0)
+        json_object_set_new(limits, "timeout_s", json_integer((json_int_t)((json_number_value(rt) + 999) / 1000)));
+    if (json_is_number(rm) && json_number_value(rm) > 0)
+        json_object_set_new(limits, "memory_mb", json_integer((json_int_t)(json_number_value(rm) / 1048576)));
+    json_object_set_new(body, "limits", limits);
+    json_decref(b);
+    /* answered with the runtime that ran, as Piston names it */
+    json_t *rts = piston_runtimes();
+    char pl[32] = "", pv[64] = "";
+    size_t k;
+    json_t *r;
+    json_array_foreach(rts, k, r) {
+        const char *l = json_string_value(json_object_get(r, "language"));
+        if ((strcmp(ours, "node") == 0 && strcmp(l, "javascript") == 0) || strcmp(ours, l) == 0) {
+            snprintf(pl, sizeof pl, "%s", l);
+            snprintf(pv, sizeof pv, "%s", json_string_value(json_object_get(r, "version")));
+        }
+    }
+    json_decref(rts);
+    const char *answer[2] = { pl, pv };
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    request inner = { .body = text, .len = text ? strlen(text) : 0 };
+    enum MHD_Result ret = text ? create_run(s, c, &p, &inner, answer) : MHD_NO;
+    free(text);
+    return ret;
+}
+
 /* ---------------------------------------------------------------- router */
 
 static int split(const char *url, char parts[6][128]) {
@@ -1038,6 +1234,8 @@ static enum MHD_Result route(al_service *s, struct MHD_Connection *c, const char
         return metrics(s, c);
     if (n == 1 && strcmp(seg[0], "openapi.json") == 0 && get)
         return reply_text(c, 200, "application/json", strdup(al_openapi[0].text));
+    if (n == 5 && strcmp(seg[0], "piston") == 0 && strcmp(seg[2], "api") == 0 && strcmp(seg[3], "v2") == 0)
+        return piston(s, c, seg[1], seg[4], get, post, rq);
     if (n == 0 || strcmp(seg[0], "v1") != 0)
         return reply_error(c, 404, "not_found", "no such path");
 
@@ -1054,7 +1252,7 @@ static enum MHD_Result route(al_service *s, struct MHD_Connection *c, const char
         if (post)
             return rq->too_large ? reply_error(c, 413, "payload_too_large", "the body is larger than %llu bytes",
                                                (unsigned long long)s->cfg.body_max)
-                                 : create_run(s, c, &p, rq);
+                                 : create_run(s, c, &p, rq, NULL);
         if (get)
             return list_runs(s, c, &p);
         return reply_error(c, 405, "method_not_allowed", "use GET or POST");

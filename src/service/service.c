@@ -299,6 +299,14 @@ static json_t *job_for(al_service *s, json_t *run, const char *dir, al_error *er
     }
     json_t *job = json_pack("{s:O, s:O, s:o, s:s, s:o}", "language", json_object_get(run, "language"), "code",
                             json_object_get(run, "code"), "inputs", inputs, "out_dir", out, "limits", limits);
+    json_t *ins = json_loads(json_string_value(json_object_get(run, "inputs")), 0, NULL);
+    if (json_is_array(json_object_get(ins, "args")))
+        json_object_set(job, "args", json_object_get(ins, "args"));
+    json_decref(ins);
+    char stdin_path[PATH_MAX + 64];
+    snprintf(stdin_path, sizeof stdin_path, "%s/stdin", dir);
+    if (access(stdin_path, F_OK) == 0)
+        json_object_set_new(job, "stdin_path", json_string(stdin_path));
     const char *image = json_string_value(json_object_get(run, "image"));
     if (image) {
         /* resolved again now: an image removed since the run was accepted

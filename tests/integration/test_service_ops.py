@@ -34,6 +34,8 @@ API = [
     ("GET", "/v1/runs/{id}/trace"),
     ("GET", "/v1/usage"),
     ("GET", "/v1/audit"),
+    ("GET", "/piston/{key}/api/v2/runtimes"),
+    ("POST", "/piston/{key}/api/v2/execute"),
 ]
 
 
