@@ -108,12 +108,9 @@ static int build(const char *images, int argc, char **argv) {
     }
     int st = 0;
     waitpid(pid, &st, 0);
-    char cmd[PATH_MAX * 2];
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         /* no half image is left behind */
-        snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", tmp);
-        if (system(cmd) != 0)
-            fprintf(stderr, "airlock image build: could not remove %s\n", tmp);
+        al_rm_tree(AT_FDCWD, tmp);
         fprintf(stderr, "airlock image build: the recipe failed (%s %d): nothing was stored\n",
                 WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
         return 125;
@@ -133,9 +130,7 @@ static int build(const char *images, int argc, char **argv) {
     json_decref(info);
     rmdir(tmp);
     if (r < 0 || al_image_alias(images, alias, digest, &err) < 0) {
-        snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", tmp);
-        if (system(cmd) != 0)
-            fprintf(stderr, "airlock image build: could not remove %s\n", tmp);
+        al_rm_tree(AT_FDCWD, tmp);
         fprintf(stderr, "airlock image build: %s\n", err.msg);
         return 125;
     }

@@ -184,7 +184,6 @@ def test_output_flood_is_capped_with_bounded_memory():
                              "import sys\nwhile True: sys.stdout.write('x' * 65536)"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, _ = proc.communicate(timeout=60)
-    _, status, rusage = os.wait4(proc.pid, 0) if False else (None, proc.returncode, None)
     doc = json.loads(out)
     assert doc["reason"] == "output_limit"
     assert doc["stdout_truncated"] is True
