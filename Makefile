@@ -15,7 +15,7 @@ $(BUILD)/build.ninja:
 	meson setup $(BUILD)
 
 $(ASAN_BUILD)/build.ninja:
-	meson setup $(ASAN_BUILD) -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+	meson setup $(ASAN_BUILD) -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug -Dtest_hooks=true
 
 build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)

@@ -41,8 +41,9 @@ static const char *const reason_names[_AL_REASON_MAX] = {
 };
 const char *al_reason_name(al_reason r) { return r < _AL_REASON_MAX ? reason_names[r] : "error"; }
 
-static const char *const level_names[_AL_LEVEL_MAX] = { "boundary", "applied", "not enforced" };
-const char *al_level_name(al_level l) { return l < _AL_LEVEL_MAX ? level_names[l] : "not enforced"; }
+static const char *const level_names[_AL_LEVEL_MAX] = { "boundary", "boundary-conditional", "applied",
+                                                        "unconfirmed", "not-enforced" };
+const char *al_level_name(al_level l) { return l < _AL_LEVEL_MAX ? level_names[l] : "not-enforced"; }
 
 void al_box_limits_default(al_box_limits *l) {
     *l = (al_box_limits){
@@ -425,7 +426,7 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     al_child_args ca = {
         .sock = sv[1], .out_w = { outp[0][1], outp[1][1] }, .stdin_fd = cfg->stdin_fd, .runtime_fd = -1,
         .runtime = cfg->runtime, .limits = &cfg->limits,
-        .argv = cfg->argv, .envp = cfg->envp, .unique_uid = root,
+        .argv = cfg->argv, .envp = cfg->envp, .unique_uid = root, .listen_port = cfg->listen_port,
     };
     /* The cgroup namespace is entered later, from inside the box cgroup,
      * so the box sees its own cgroup as "/". */
@@ -460,8 +461,8 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
         goto out_fds;
     }
 
-    int fds[3] = { -1, -1, -1 };
-    unsigned nfds = 3;
+    int fds[4] = { -1, -1, -1, -1 };
+    unsigned nfds = 4;
     al_msg m = { .type = AL_MSG_GO };
     if (ops && !ops->join_by_clone && (r = make_cgroup(&b, uid, &join)) < 0)
         goto out_kill;
@@ -477,9 +478,19 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     workfd = fds[0];
     outfd = fds[1];
     tmpfd = fds[2];
-    if (m.type != AL_MSG_FDS || nfds != 3) {
+    if (m.type != AL_MSG_FDS || nfds != (cfg->listen_port ? 4u : 3u)) {
+        if (fds[3] >= 0)
+            close(fds[3]);
         r = al_err(err, "setup", EPROTO, "the box did not send its scratch directories");
         goto out_kill;
+    }
+    if (cfg->listen_port) {
+        /* served from outside before the script can connect to it */
+        r = cfg->on_listener ? cfg->on_listener(fds[3], uid, gid, cfg->userdata, err)
+                             : al_err(err, "listener", EINVAL, "a listener without a server");
+        close(fds[3]);
+        if (r < 0)
+            goto out_kill;
     }
     if ((r = stage_all(cfg, workfd, tmpfd, uid, gid, err)) < 0)
         goto out_kill;

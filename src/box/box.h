@@ -75,6 +75,12 @@ typedef struct al_box_config {
     void (*on_started)(void *userdata); /* the script is about to run, may be NULL */
     void *userdata;
     int cancel_fd;                /* readable (or closed) = kill the box; -1 for none */
+    /* > 0: a TCP listener on 127.0.0.1:LISTEN_PORT inside the box's network
+     * namespace, made before the script runs and handed to ON_LISTENER
+     * (which serves it from outside: the egress proxy). The box closes its
+     * own copy after the call. */
+    uint16_t listen_port;
+    int (*on_listener)(int fd, uid_t host_uid, gid_t host_gid, void *userdata, al_error *err);
 } al_box_config;
 
 typedef struct al_artifact {
@@ -90,7 +96,9 @@ typedef struct al_skip {
 
 typedef enum al_level {
     AL_LEVEL_BOUNDARY,            /* a kernel-enforced boundary */
+    AL_LEVEL_BOUNDARY_CONDITIONAL, /* a boundary, given a condition the detail states */
     AL_LEVEL_APPLIED,             /* applied, with known gaps */
+    AL_LEVEL_UNCONFIRMED,         /* asked for, not verified on this host */
     AL_LEVEL_NOT_ENFORCED,
     _AL_LEVEL_MAX,
 } al_level;
@@ -99,7 +107,7 @@ const char *al_level_name(al_level l);
 
 typedef struct al_control {
     al_level level;
-    char detail[160];
+    char detail[512];
 } al_control;
 
 typedef struct al_controls {

@@ -11,6 +11,7 @@
 #include <linux/capability.h>
 #include <linux/close_range.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -188,7 +189,25 @@ static int build_root(const al_child_args *a, int *ret_rootfd, al_error *err) {
     return 0;
 }
 
-static int send_scratch_fds(int sock, int rootfd, al_error *err) {
+/* The one way out of a proxied box: a listener on its own loopback, which
+ * the parent serves from outside the namespace. Made now, while the box
+ * still has its capabilities in this namespace and before the script
+ * could take the port. */
+static int make_listener(uint16_t port, int *ret, al_error *err) {
+    *ret = -1;
+    if (port == 0)
+        return 0;
+    _cleanup_close_ int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return al_err(err, "listener", errno, "socket: %m");
+    struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    if (bind(s, (struct sockaddr *)&sin, sizeof sin) < 0 || listen(s, 64) < 0)
+        return al_err(err, "listener", errno, "listen on 127.0.0.1:%u: %m", port);
+    *ret = TAKE_FD(s);
+    return 0;
+}
+
+static int send_scratch_fds(int sock, int rootfd, int listen_fd, al_error *err) {
     /* Fresh tmpfs, nothing of the script's has run yet: no links to fear. */
     _cleanup_close_ int work = openat(rootfd, "work", O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     _cleanup_close_ int out = openat(rootfd, "out", O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -196,8 +215,8 @@ static int send_scratch_fds(int sock, int rootfd, al_error *err) {
     if (work < 0 || out < 0 || tmp < 0)
         return al_err(err, "scratch", errno, "open /work, /out or /tmp: %m");
     al_msg m = { .type = AL_MSG_FDS };
-    int fds[3] = { work, out, tmp };
-    int r = al_msg_send(sock, &m, fds, 3);
+    int fds[4] = { work, out, tmp, listen_fd };
+    int r = al_msg_send(sock, &m, fds, listen_fd >= 0 ? 4 : 3);
     if (r < 0)
         return al_err(err, "sync", r, "send scratch fds: %s", strerror(-r));
     return 0;
@@ -383,7 +402,7 @@ _Noreturn void al_child_main(const al_child_args *args) {
     al_child_args own = *args, *a = &own;
     if (keep_only_own_fds(a) < 0)
         _exit(125); /* the socket may be gone: the parent sees EOF and says so */
-    int rootfd = -1, in_fd = a->stdin_fd;
+    int rootfd = -1, in_fd = a->stdin_fd, listen_fd = -1;
 
     /* Order matters: identity first (files we make must be owned by a
      * mapped uid), then the tree while the host is still visible, then the
@@ -406,9 +425,12 @@ _Noreturn void al_child_main(const al_child_args *args) {
     CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ? al_err(&err, "mount", errno, "make / private: %m") : 0);
     CHECK(sethostname("airlock", 7) < 0 ? al_err(&err, "hostname", errno, "sethostname: %m") : 0);
     CHECK(loopback_up(&err));
+    CHECK(make_listener(a->listen_port, &listen_fd, &err));
     CHECK(no_nested_userns(&err));
     CHECK(build_root(a, &rootfd, &err));
-    CHECK(send_scratch_fds(a->sock, rootfd, &err));      /* sync 2: scratch fds sent */
+    CHECK(send_scratch_fds(a->sock, rootfd, listen_fd, &err)); /* sync 2: scratch fds sent */
+    if (listen_fd >= 0)
+        close(listen_fd);                                /* the parent's to serve now */
     CHECK(wait_go(a->sock, &err));                       /* sync 3: inputs staged */
     /* the cgroup namespace is made from inside the box's cgroup, so the box
      * sees its own cgroup as "/" */

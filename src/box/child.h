@@ -13,6 +13,7 @@ typedef struct al_child_args {
     char *const *argv;
     char *const *envp;
     bool unique_uid;              /* RLIMIT_NPROC can be a second pids layer */
+    uint16_t listen_port;         /* > 0: a listener on 127.0.0.1 for the parent */
 } al_child_args;
 
 /* The box side of the sequence; never returns. */

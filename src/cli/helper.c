@@ -12,7 +12,9 @@
  *    "limits": {"timeout_s", "memory_bytes", "cpu_millis", "pids",
  *               "output_bytes", "tmpfs_bytes"},
  *    "image_dir", "image_digest" (optional: run on that image),
- *    "args": [strings] (optional), "stdin_path": host file (optional)}
+ *    "args": [strings] (optional), "stdin_path": host file (optional),
+ *    "network": policy, as `airlock run --net` takes it (optional: offline)}
+ * The result carries "network": {policy, mode, egress: [...], egress_dropped}.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -22,6 +24,7 @@
 #include "../image/image.h"
 #include "../lang/lang.h"
 #include "cli.h"
+#include "net.h"
 
 #define MAX_JOB (1u << 20)
 #define MAX_INPUTS 1024
@@ -39,6 +42,10 @@ static void emit(json_t *ev) {
 
 static void on_output(al_stream st, const char *buf, size_t len, void *userdata) {
     emit(json_pack("{s:s, s:o}", "type", st == AL_STREAM_STDOUT ? "stdout" : "stderr", "data", cli_string(buf, len)));
+}
+
+static int on_listener(int fd, uid_t uid, gid_t gid, void *userdata, al_error *err) {
+    return cli_net_on_listener(fd, uid, gid, userdata, err);
 }
 
 static void on_started(void *userdata) { emit(json_pack("{s:s}", "type", "started")); }
@@ -135,11 +142,17 @@ int cli_helper(int argc, char **argv) {
     box_argv[2 + nargs] = NULL;
     const char *stdin_path = json_string_value(json_object_get(job, "stdin_path"));
     _cleanup_close_ int in_fd = stdin_path ? open(stdin_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+    _cleanup_free_ cli_net *net = calloc(1, sizeof *net);
+    al_error nerr = { 0 };
+    if (!net || cli_net_init(net, json_string_value(json_object_get(job, "network")), &nerr) < 0) {
+        json_decref(job);
+        return fail("network", net ? nerr.msg : "out of memory");
+    }
     al_box_file sf = { lang->default_file, code, strlen(code), 0644 };
     al_box_config cfg = {
         .runtime = runtime,
         .argv = box_argv,
-        .envp = cli_box_env,
+        .envp = net->env,
         .files = &sf,
         .n_files = 1,
         .inputs = inputs,
@@ -150,10 +163,19 @@ int cli_helper(int argc, char **argv) {
         .on_output = on_output,
         .on_started = on_started,
         .cancel_fd = cancel,
+        .userdata = net,
+        .listen_port = cli_net_listen_port(net),
+        .on_listener = on_listener,
     };
     al_box_result res;
     al_box_run(&cfg, &res);
-    emit(json_pack("{s:s, s:o}", "type", "result", "result", cli_result_json(&res, cfg.runtime)));
+    json_t *network = cli_net_finish(net, &res);
+    json_t *doc = cli_result_json(&res, cfg.runtime);
+    if (doc)
+        json_object_set_new(doc, "network", network);
+    else
+        json_decref(network);
+    emit(json_pack("{s:s, s:o}", "type", "result", "result", doc));
     al_box_result_free(&res);
     json_decref(job);
     return 0;

@@ -11,6 +11,7 @@
 #include "../image/image.h"
 #include "../lang/lang.h"
 #include "cli.h"
+#include "net.h"
 
 #define EXIT_AIRLOCK 125
 #define MAX_SCRIPT (4u << 20)
@@ -48,8 +49,17 @@ typedef struct bound {
     enum { K_SIZE, K_COUNT, K_SECONDS, K_MILLIS } kind;
 } bound;
 
+typedef struct run_ud {
+    bool tty;
+    cli_net net;
+} run_ud;
+
+static int on_listener(int fd, uid_t uid, gid_t gid, void *userdata, al_error *err) {
+    return cli_net_on_listener(fd, uid, gid, &((run_ud *)userdata)->net, err);
+}
+
 static void on_output(al_stream s, const char *buf, size_t len, void *userdata) {
-    bool tty = *(bool *)userdata;
+    bool tty = ((run_ud *)userdata)->tty;
     FILE *f = s == AL_STREAM_STDOUT ? stdout : stderr;
     if (tty)
         cli_write_safe(f, buf, len);
@@ -93,6 +103,7 @@ int cli_run(int argc, char **argv) {
         { "--max-depth", &lim.max_depth, 1, 64, K_COUNT },
     };
     const char *lang_name = NULL, *code = NULL, *file = NULL, *out_dir = NULL, *stdin_path = NULL, *image = NULL;
+    const char *net_spec = NULL;
     const char *inputs[MAX_INPUTS];
     size_t n_inputs = 0;
     bool json = false;
@@ -132,8 +143,7 @@ int cli_run(int argc, char **argv) {
         } else if (strcmp(a, "--image") == 0) {
             image = v;
         } else if (strcmp(a, "--net") == 0) {
-            if (strcmp(v, "offline") != 0)
-                return usage_error("--net %s: only \"offline\" is available in this build", v);
+            net_spec = v;
         } else {
             bound *b = NULL;
             for (size_t k = 0; k < ELEMENTSOF(bounds); k++)
@@ -232,7 +242,13 @@ int cli_run(int argc, char **argv) {
      * removed) instead of leaving it to die with us */
     _cleanup_close_ int sig_fd = cli_cancel_signals();
 
-    bool tty = isatty(STDOUT_FILENO) || isatty(STDERR_FILENO);
+    _cleanup_free_ run_ud *ud = calloc(1, sizeof *ud);
+    if (!ud)
+        return EXIT_AIRLOCK;
+    ud->tty = isatty(STDOUT_FILENO) || isatty(STDERR_FILENO);
+    al_error nerr = { 0 };
+    if (cli_net_init(&ud->net, net_spec, &nerr) < 0)
+        return usage_error("--net %s: %s", net_spec, nerr.msg);
     /* the runtime: the host's /usr, or an image named by alias or digest */
     al_image_runtime ir;
     const al_runtime *runtime = &al_runtime_host;
@@ -251,7 +267,7 @@ int cli_run(int argc, char **argv) {
     al_box_config cfg = {
         .runtime = runtime,
         .argv = box_argv,
-        .envp = cli_box_env,
+        .envp = ud->net.env,
         .files = &sf,
         .n_files = 1,
         .inputs = inputs,
@@ -260,11 +276,14 @@ int cli_run(int argc, char **argv) {
         .out_dirfd = out_fd,
         .limits = lim,
         .on_output = json ? NULL : on_output,
-        .userdata = &tty,
+        .userdata = ud,
         .cancel_fd = sig_fd,
+        .listen_port = cli_net_listen_port(&ud->net),
+        .on_listener = on_listener,
     };
     al_box_result res;
     int r = al_box_run(&cfg, &res);
+    json_t *network = cli_net_finish(&ud->net, &res);
     int status;
     if (r < 0 || res.reason == AL_REASON_ERROR)
         status = EXIT_AIRLOCK;
@@ -278,6 +297,8 @@ int cli_run(int argc, char **argv) {
                 res.error.msg[0] ? res.error.msg : "unknown error", strerror(res.error.err ? res.error.err : EIO));
     if (json) {
         json_t *doc = cli_result_json(&res, cfg.runtime);
+        if (doc)
+            json_object_set(doc, "network", network);
         char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
         if (s)
             printf("%s\n", s);
@@ -309,6 +330,16 @@ int cli_run(int argc, char **argv) {
             fprintf(stderr, ": %s\n", res.skipped[k].why);
         }
     }
+    if (!json && r == 0 && res.reason != AL_REASON_ERROR) {
+        size_t ne = json_array_size(json_object_get(network, "egress")), denied = 0;
+        for (size_t k = 0; k < ne; k++)
+            denied += strcmp(json_string_value(json_object_get(json_array_get(json_object_get(network, "egress"), k),
+                                                               "decision")) ?: "", "allowed") != 0;
+        if (ne)
+            fprintf(stderr, "airlock: network %s: %zu connection%s, %zu denied (--json lists them)\n", ud->net.spec, ne,
+                    ne == 1 ? "" : "s", denied);
+    }
+    json_decref(network);
     al_box_result_free(&res);
     return status;
 }

@@ -5,7 +5,7 @@
 #include "driver.h"
 
 static json_t *disabled_capabilities(void) {
-    return json_pack("{s:{s:s, s:s}}", "execution", "level", "not enforced", "detail",
+    return json_pack("{s:{s:s, s:s}}", "execution", "level", "not-enforced", "detail",
                      "code execution is disabled on this service");
 }
 

@@ -1,0 +1,255 @@
+#include "policy.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const mode_names[_AL_NET_MODE_MAX] = { "offline", "packages", "hosts", "internet" };
+
+const char *al_net_mode_name(al_net_mode m) { return m < _AL_NET_MODE_MAX ? mode_names[m] : "offline"; }
+
+/* Add a comma-separated list of names to LIST; every entry must be a plain
+ * DNS name: a literal or a wildcard would make the list mean more than it says. */
+static int add_names(const char *csv, char (*list)[AL_NET_NAME_MAX], size_t *count, const char *what,
+                     al_error *err) {
+    const char *p = csv;
+    while (*p) {
+        size_t k = strcspn(p, ",");
+        if (k == 0 || k >= AL_NET_NAME_MAX)
+            return al_err(err, "network", EINVAL, "%s: an empty or overlong host name", what);
+        char name[AL_NET_NAME_MAX];
+        memcpy(name, p, k);
+        name[k] = '\0';
+        al_host h;
+        al_host_kind kind = al_host_parse(name, &h);
+        if (strchr(name, '*'))
+            return al_err(err, "network", EINVAL, "%s: \"%s\": wildcards are not allowed, list each host", what, name);
+        if (kind == AL_HOST_IPV4 || kind == AL_HOST_IPV6)
+            return al_err(err, "network", EINVAL, "%s: \"%s\" is an IP address; list host names", what, name);
+        if (kind != AL_HOST_NAME)
+            return al_err(err, "network", EINVAL, "%s: \"%s\" is not a valid host name", what, name);
+        if (al_name_is_local(h.name))
+            return al_err(err, "network", EINVAL, "%s: \"%s\" names this machine", what, name);
+        bool dup = false;
+        for (size_t i = 0; i < *count; i++)
+            dup |= strcmp(list[i], h.name) == 0;
+        if (!dup) {
+            if (*count == AL_NET_MAX_HOSTS)
+                return al_err(err, "network", E2BIG, "%s: more than %d hosts", what, AL_NET_MAX_HOSTS);
+            snprintf(list[(*count)++], AL_NET_NAME_MAX, "%s", h.name);
+        }
+        p += k;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+int al_net_policy_env(al_net_policy *p, al_error *err) {
+    const char *pk = getenv("AIRLOCK_PACKAGE_HOSTS");
+    p->n_packages = 0;
+    int r = add_names(pk && *pk ? pk : AL_NET_DEFAULT_PACKAGES, p->packages, &p->n_packages, "AIRLOCK_PACKAGE_HOSTS", err);
+    if (r < 0)
+        return r;
+    const char *ports = getenv("AIRLOCK_PROXY_PORTS");
+    p->n_ports = 0;
+    if (!ports || !*ports) {
+        p->ports[p->n_ports++] = 80;
+        p->ports[p->n_ports++] = 443;
+    } else {
+        for (const char *s = ports; *s;) {
+            char *end;
+            unsigned long v = strtoul(s, &end, 10);
+            if (end == s || v == 0 || v > 65535 || (*end && *end != ',') || p->n_ports == AL_NET_MAX_PORTS)
+                return al_err(err, "network", EINVAL, "AIRLOCK_PROXY_PORTS: \"%s\" is not a list of ports", ports);
+            p->ports[p->n_ports++] = (uint16_t)v;
+            s = *end ? end + 1 : end;
+        }
+    }
+    const char *dns = getenv("AIRLOCK_DNS");
+    p->has_resolver = false;
+    if (dns && *dns) {
+        char host[64];
+        unsigned port = 53;
+        const char *colon = strchr(dns, ':');
+        size_t hl = colon ? (size_t)(colon - dns) : strlen(dns);
+        if (hl >= sizeof host)
+            return al_err(err, "network", EINVAL, "AIRLOCK_DNS: \"%s\" is not IPv4[:port]", dns);
+        memcpy(host, dns, hl);
+        host[hl] = '\0';
+        char *end = NULL;
+        if (colon)
+            port = (unsigned)strtoul(colon + 1, &end, 10);
+        memset(&p->resolver, 0, sizeof p->resolver);
+        p->resolver.sin_family = AF_INET;
+        p->resolver.sin_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET, host, &p->resolver.sin_addr) != 1 || port == 0 || port > 65535 || (end && *end))
+            return al_err(err, "network", EINVAL, "AIRLOCK_DNS: \"%s\" is not IPv4[:port]", dns);
+        p->has_resolver = true;
+    }
+    p->has_test_public = false;
+#ifdef AIRLOCK_TEST_HOOKS
+    const char *tp = getenv("AIRLOCK_TEST_PUBLIC_NET");
+    if (tp && *tp) {
+        char net[32];
+        unsigned bits = 32;
+        struct in_addr a;
+        if (sscanf(tp, "%31[0-9.]/%u", net, &bits) < 1 || bits > 32 || inet_pton(AF_INET, net, &a) != 1)
+            return al_err(err, "network", EINVAL, "AIRLOCK_TEST_PUBLIC_NET: \"%s\" is not a.b.c.d/n", tp);
+        p->test_mask = bits ? ~0u << (32 - bits) : 0;
+        p->test_net = ntohl(a.s_addr) & p->test_mask;
+        p->has_test_public = true;
+    }
+#endif
+    return 0;
+}
+
+int al_net_policy_parse(const char *spec, al_net_policy *p, al_error *err) {
+    memset(p, 0, sizeof *p);
+    p->max_conns = 32;
+    p->max_conns_total = 1024;
+    p->max_bytes = 1ULL << 30;
+    p->idle_ms = 60 * 1000;
+    p->conn_ms = 10 * 60 * 1000;
+    int r = al_net_policy_env(p, err);
+    if (r < 0)
+        return r;
+    if (!spec || strcmp(spec, "offline") == 0) {
+        p->mode = AL_NET_OFFLINE;
+    } else if (strcmp(spec, "packages") == 0) {
+        p->mode = AL_NET_PACKAGES;
+        p->sni_check = true;
+    } else if (strcmp(spec, "internet") == 0) {
+        p->mode = AL_NET_INTERNET;
+    } else if (strncmp(spec, "hosts:", 6) == 0 || strncmp(spec, "hosts+packages:", 15) == 0) {
+        p->mode = AL_NET_HOSTS;
+        p->sni_check = true;
+        p->with_packages = spec[5] == '+';
+        const char *list = spec + (p->with_packages ? 15 : 6);
+        if (!*list)
+            return al_err(err, "network", EINVAL, "hosts: name at least one host (hosts:a.example,b.example)");
+        if ((r = add_names(list, p->hosts, &p->n_hosts, "hosts", err)) < 0)
+            return r;
+    } else {
+        return al_err(err, "network", EINVAL,
+                      "unknown network policy \"%.64s\" (offline, packages, internet, hosts:a.example,b.example, "
+                      "hosts+packages:a.example)", spec);
+    }
+    return 0;
+}
+
+void al_net_policy_format(const al_net_policy *p, char *buf, size_t n) {
+    if (p->mode != AL_NET_HOSTS) {
+        snprintf(buf, n, "%s", al_net_mode_name(p->mode));
+        return;
+    }
+    size_t off = (size_t)snprintf(buf, n, "%s:", p->with_packages ? "hosts+packages" : "hosts");
+    for (size_t i = 0; i < p->n_hosts && off < n; i++)
+        off += (size_t)snprintf(buf + off, n - off, "%s%s", i ? "," : "", p->hosts[i]);
+}
+
+static bool in_list(const char *name, const char (*list)[AL_NET_NAME_MAX], size_t count) {
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(name, list[i]) == 0)
+            return true;
+    return false;
+}
+
+static bool test_public4(const al_net_policy *p, struct in_addr a) {
+    return p->has_test_public && (ntohl(a.s_addr) & p->test_mask) == p->test_net;
+}
+
+const char *al_net_addr_denied(const al_net_policy *p, const struct sockaddr *sa) {
+    if (sa->sa_family == AF_INET) {
+        struct in_addr a = ((const struct sockaddr_in *)sa)->sin_addr;
+        return test_public4(p, a) ? NULL : al_addr4_private(a);
+    }
+    if (sa->sa_family == AF_INET6)
+        return al_addr6_private(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+    return "not an internet address";
+}
+
+bool al_net_decide(const al_net_policy *p, const al_host *h, uint16_t port, char *why, size_t n) {
+    const char *mode = al_net_mode_name(p->mode);
+    bool port_ok = false;
+    for (size_t i = 0; i < p->n_ports; i++)
+        port_ok |= p->ports[i] == port;
+    if (p->mode == AL_NET_OFFLINE) {
+        snprintf(why, n, "network policy \"offline\": no destination is reachable");
+        return false;
+    }
+    if (h->kind == AL_HOST_INVALID) {
+        snprintf(why, n, "network policy \"%s\": the host is not a valid name or address", mode);
+        return false;
+    }
+    if (!port_ok) {
+        char list[96] = "";
+        for (size_t i = 0, off = 0; i < p->n_ports && off < sizeof list; i++)
+            off += (size_t)snprintf(list + off, sizeof list - off, "%s%u", i ? ", " : "", p->ports[i]);
+        snprintf(why, n, "network policy \"%s\": port %u is not allowed (ports %s)", mode, port, list);
+        return false;
+    }
+    if (h->kind == AL_HOST_NAME && al_name_is_local(h->name)) {
+        snprintf(why, n, "network policy \"%s\": %s always means this machine", mode, h->name);
+        return false;
+    }
+    if (h->kind != AL_HOST_NAME && p->mode != AL_NET_INTERNET) {
+        snprintf(why, n, "network policy \"%s\": IP addresses are refused, name the host", mode);
+        return false;
+    }
+    switch (p->mode) {
+    case AL_NET_PACKAGES:
+        if (in_list(h->name, p->packages, p->n_packages))
+            return true;
+        snprintf(why, n, "network policy \"packages\": %s is not a package registry", h->name);
+        return false;
+    case AL_NET_HOSTS:
+        if (in_list(h->name, p->hosts, p->n_hosts) || (p->with_packages && in_list(h->name, p->packages, p->n_packages)))
+            return true;
+        snprintf(why, n, "network policy \"hosts\": %s is not on the allow-list", h->name);
+        return false;
+    case AL_NET_INTERNET:
+        if (h->kind == AL_HOST_NAME)
+            return true;
+        {
+            const char *w;
+            if (h->kind == AL_HOST_IPV4) {
+                struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr = h->v4 };
+                w = al_net_addr_denied(p, (struct sockaddr *)&sin);
+            } else {
+                struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6, .sin6_addr = h->v6 };
+                w = al_net_addr_denied(p, (struct sockaddr *)&sin6);
+            }
+            if (!w)
+                return true;
+            snprintf(why, n, "network policy \"internet\": the address is not public: %s", w);
+            return false;
+        }
+    default:
+        snprintf(why, n, "network policy \"%s\": denied", mode);
+        return false;
+    }
+}
+
+al_net_badge al_net_policy_badge(al_net_mode m) {
+    switch (m) {
+    case AL_NET_OFFLINE:
+        return (al_net_badge){ "boundary", "offline: a new network namespace holding only lo; no DNS" };
+    case AL_NET_PACKAGES:
+    case AL_NET_HOSTS:
+        return (al_net_badge){ "boundary-conditional",
+                               "the box holds only lo and a listener served by the egress proxy, which allows the "
+                               "listed names (checked before any DNS lookup, TLS SNI checked) and connects only to "
+                               "the public address it resolved; condition: an allowed host does not serve other "
+                               "sites by the HTTP Host header (domain fronting on a shared CDN)" };
+    case AL_NET_INTERNET:
+        return (al_net_badge){ "boundary-conditional",
+                               "the box holds only lo and a listener served by the egress proxy, which connects only "
+                               "to the public address it resolved (private, loopback, link-local, CGNAT, ULA, "
+                               "multicast, reserved and metadata refused in every spelling); condition: this host "
+                               "routes no internal network through public addresses" };
+    default:
+        return (al_net_badge){ "not-enforced", "unknown mode" };
+    }
+}

@@ -1,0 +1,90 @@
+/*
+ * Network policy: which destinations a box may reach through the egress
+ * proxy. Pure logic, no I/O: the proxy (proxy.c) asks it about each
+ * request's authority before any DNS lookup, and again about each address
+ * the name resolved to.
+ */
+#pragma once
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "../util/util.h"
+#include "addr.h"
+
+typedef enum al_net_mode {
+    AL_NET_OFFLINE,               /* nothing: only lo, no proxy at all */
+    AL_NET_PACKAGES,              /* the package registries only */
+    AL_NET_HOSTS,                 /* an exact-hostname allow-list */
+    AL_NET_INTERNET,              /* any public address */
+    _AL_NET_MODE_MAX,
+} al_net_mode;
+
+#define AL_NET_MAX_HOSTS 64
+#define AL_NET_MAX_PORTS 16
+#define AL_NET_NAME_MAX 254
+
+/* The registries `packages` allows, unless AIRLOCK_PACKAGE_HOSTS says others */
+#define AL_NET_DEFAULT_PACKAGES "pypi.org,files.pythonhosted.org,registry.npmjs.org"
+
+typedef struct al_net_policy {
+    al_net_mode mode;
+    bool with_packages;           /* hosts mode: the registries as well */
+    bool sni_check;               /* CONNECT: the ClientHello's SNI must equal the host */
+    size_t n_hosts, n_packages, n_ports;
+    char hosts[AL_NET_MAX_HOSTS][AL_NET_NAME_MAX];
+    char packages[AL_NET_MAX_HOSTS][AL_NET_NAME_MAX];
+    uint16_t ports[AL_NET_MAX_PORTS];
+    /* limits, per run */
+    uint32_t max_conns;           /* open at once */
+    uint32_t max_conns_total;     /* over the run's life */
+    uint64_t max_bytes;           /* both ways, all connections */
+    uint32_t idle_ms;             /* a connection with no bytes either way */
+    uint32_t conn_ms;             /* a connection's whole life */
+    /* the resolver the proxy asks (AIRLOCK_DNS), or none: /etc/resolv.conf */
+    bool has_resolver;
+    struct sockaddr_in resolver;
+    /* test builds only (-Dtest_hooks=true): one IPv4 range treated as public,
+     * so tests can stand up "internet" hosts on addresses of their own */
+    bool has_test_public;
+    uint32_t test_net, test_mask;
+} al_net_policy;
+
+const char *al_net_mode_name(al_net_mode m);
+
+/*
+ * Parse a policy: "offline", "packages", "internet", "hosts:a.example,b.example"
+ * or "hosts+packages:a.example". Names are normalised (lower case, no
+ * trailing dot); IP literals, wildcards and localhost names are refused.
+ * Defaults for ports (80, 443), limits, SNI checking (on for hosts and
+ * packages) and the registry list come from al_net_policy_env().
+ */
+int al_net_policy_parse(const char *spec, al_net_policy *ret, al_error *err);
+
+/* Apply the environment's settings: AIRLOCK_PACKAGE_HOSTS, AIRLOCK_PROXY_PORTS,
+ * AIRLOCK_DNS (ip[:port]), and in test builds AIRLOCK_TEST_PUBLIC_NET. */
+int al_net_policy_env(al_net_policy *p, al_error *err);
+
+/* The policy in its canonical spelling (what a run records). */
+void al_net_policy_format(const al_net_policy *p, char *buf, size_t n);
+
+/*
+ * The decision on a request's authority, before anything is resolved.
+ * Returns true when the proxy may go on to resolve (names) or connect (an
+ * allowed literal); false with WHY, a sentence for the agent, otherwise.
+ */
+bool al_net_decide(const al_net_policy *p, const al_host *h, uint16_t port, char *why, size_t n);
+
+/* Whether a resolved (or literal) address may be connected to: NULL when
+ * it may, or why not. */
+const char *al_net_addr_denied(const al_net_policy *p, const struct sockaddr *sa);
+
+/* How well this policy is enforced by a native box on this host. */
+typedef struct al_net_badge {
+    const char *level;            /* boundary, boundary-conditional, applied, unconfirmed, not-enforced */
+    const char *detail;
+} al_net_badge;
+al_net_badge al_net_policy_badge(al_net_mode m);

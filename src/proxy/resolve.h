@@ -1,0 +1,20 @@
+/* The proxy's own DNS lookups (libresolv, one query per family, per thread
+ * state), so the resolver can be named (AIRLOCK_DNS) and no other source
+ * (/etc/hosts, nss modules) decides where a box's traffic goes. */
+#pragma once
+
+#include <netinet/in.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+#define AL_RESOLVE_MAX 16
+
+typedef struct al_resolved {
+    struct sockaddr_storage addr[AL_RESOLVE_MAX];
+    size_t n;
+} al_resolved;
+
+/* A and AAAA records of NAME (port PORT set in each). RESOLVER: the server
+ * to ask, or NULL for /etc/resolv.conf's. 0 with at least one address,
+ * -ENOENT when the name has none, another negative errno on failure. */
+int al_resolve(const char *name, uint16_t port, const struct sockaddr_in *resolver, al_resolved *ret);
