@@ -8,6 +8,9 @@
 #include "box/seccomp.h"
 #include "lang/lang.h"
 #include "proxy/addr.h"
+#include "proxy/policy.h"
+#include "proxy/request.h"
+#include "proxy/sni.h"
 #include "service/dlp.h"
 #include "util/util.h"
 
@@ -219,6 +222,148 @@ static void test_proxy_deny_set(void) {
     CHECK(al_host_parse("0xA9FEA9FE", &h) == AL_HOST_IPV4 && ntohl(h.v4.s_addr) == 0xA9FEA9FEu);
 }
 
+static int parse(const char *head, al_proxy_req *r) {
+    const char *why;
+    return al_proxy_req_parse(head, strlen(head), r, &why);
+}
+
+static void test_proxy_request(void) {
+    al_proxy_req r;
+    CHECK(parse("CONNECT allowed.example:443 HTTP/1.1\r\nHost: allowed.example:443\r\n\r\n", &r) == 0 && r.connect &&
+          strcmp(r.host, "allowed.example") == 0 && r.port == 443);
+    CHECK(parse("CONNECT [::1]:443 HTTP/1.1\r\n\r\n", &r) == 0 && strcmp(r.host, "[::1]") == 0);
+    CHECK(parse("GET http://a.example/x?y=1 HTTP/1.1\r\nAccept: */*\r\n\r\n", &r) == 0 && !r.connect &&
+          strcmp(r.host, "a.example") == 0 && r.port == 80 && r.path_len == 6);
+    CHECK(parse("GET http://a.example:8080 HTTP/1.0\r\n\r\n", &r) == 0 && r.port == 8080 && r.path_len == 0);
+    /* incomplete, then refused shapes */
+    CHECK(parse("CONNECT a.example:443 HTTP/1.1\r\n", &r) == -EAGAIN);
+    CHECK(parse("CONNECT a.example:443 HTTP/1.1\n\n", &r) == -EINVAL);           /* bare LF */
+    CHECK(parse("CONNECT a.example HTTP/1.1\r\n\r\n", &r) == -EINVAL);         /* no port */
+    CHECK(parse("CONNECT a.example:0 HTTP/1.1\r\n\r\n", &r) == -EINVAL);
+    CHECK(parse("CONNECT a.example:65536 HTTP/1.1\r\n\r\n", &r) == -EINVAL);
+    CHECK(parse("CONNECT a.example:443/x HTTP/1.1\r\n\r\n", &r) == -EINVAL);
+    CHECK(parse("CONNECT user@allowed.example@evil.net:443 HTTP/1.1\r\n\r\n", &r) == -EINVAL);
+    CHECK(parse("GET http://user@allowed.example@evil.net/ HTTP/1.1\r\n\r\n", &r) == -EINVAL);
+    CHECK(parse("GET http://allowed.example\\@evil.net/ HTTP/1.1\r\n\r\n", &r) == -EINVAL);
+    CHECK(parse("CONNECT  a.example:443 HTTP/1.1\r\n\r\n", &r) == -EINVAL);   /* two spaces */
+    CHECK(parse("CONNECT a.example:443 HTTP/1.1 x\r\n\r\n", &r) == -EINVAL);
+    CHECK(parse("CONNECT a.example:443 HTTP/2.0\r\n\r\n", &r) == -EINVAL);
+    CHECK(parse("CONNECT a.example:443 HTTP/1.1\r\n folded\r\n\r\n", &r) == -EINVAL);
+    CHECK(parse("CONNECT a.example:443 HTTP/1.1\r\nX: a\x01b\r\n\r\n", &r) == -EINVAL);
+    CHECK(parse("CONNECT a.example:443 HTTP/1.1\r\nBad Name: x\r\n\r\n", &r) == -EINVAL);
+    CHECK(parse("POST http://a.example/ HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", &r) == -EINVAL);
+    CHECK(parse("POST http://a.example/ HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", &r) == -EINVAL);
+    CHECK(parse("GET https://a.example/ HTTP/1.1\r\n\r\n", &r) == -EPROTONOSUPPORT);
+    CHECK(parse("GET / HTTP/1.1\r\nHost: a.example\r\n\r\n", &r) == -EPROTONOSUPPORT);
+    CHECK(parse("GET ftp://a.example/ HTTP/1.1\r\n\r\n", &r) == -EPROTONOSUPPORT);
+    const char nul[] = "CONNECT a.example:443 HTTP/1.1\r\nX: a\0b\r\n\r\n";
+    const char *why;
+    CHECK(al_proxy_req_parse(nul, sizeof nul - 1, &r, &why) == -EINVAL);
+    CHECK(al_proxy_looks_like_request("CONNECT evil:443 HTTP/1.1\r\n", 27));
+    CHECK(!al_proxy_looks_like_request("\x16\x03\x01", 3));
+    CHECK(al_proxy_header_dropped("Proxy-Authorization: x", 22) && al_proxy_header_dropped("host: x", 7) &&
+          !al_proxy_header_dropped("Hostile: x", 10) && !al_proxy_header_dropped("Accept: x", 9));
+}
+
+/* A minimal ClientHello in one record, with the given SNI (or none). */
+static size_t client_hello(unsigned char *b, const char *sni) {
+    unsigned char body[512];
+    size_t n = 0;
+    body[n++] = 3, body[n++] = 3;
+    memset(body + n, 0xab, 32), n += 32;
+    body[n++] = 0;                                /* session id */
+    body[n++] = 0, body[n++] = 2, body[n++] = 0x13, body[n++] = 0x01;
+    body[n++] = 1, body[n++] = 0;                 /* compression: null */
+    size_t ext_at = n;
+    n += 2;
+    if (sni) {
+        size_t l = strlen(sni);
+        body[n++] = 0, body[n++] = 0;             /* server_name */
+        body[n++] = 0, body[n++] = (unsigned char)(l + 5);
+        body[n++] = 0, body[n++] = (unsigned char)(l + 3);
+        body[n++] = 0, body[n++] = 0, body[n++] = (unsigned char)l;
+        memcpy(body + n, sni, l), n += l;
+    }
+    body[ext_at] = (unsigned char)((n - ext_at - 2) >> 8), body[ext_at + 1] = (unsigned char)(n - ext_at - 2);
+    size_t o = 0;
+    b[o++] = 22, b[o++] = 3, b[o++] = 1, b[o++] = (unsigned char)((n + 4) >> 8), b[o++] = (unsigned char)(n + 4);
+    b[o++] = 1, b[o++] = 0, b[o++] = (unsigned char)(n >> 8), b[o++] = (unsigned char)n;
+    memcpy(b + o, body, n);
+    return o + n;
+}
+
+static void test_tls_sni(void) {
+    unsigned char b[600];
+    char name[256];
+    size_t n = client_hello(b, "Allowed.Example");
+    CHECK(al_tls_sni(b, n, name, sizeof name) == 1 && strcmp(name, "allowed.example") == 0);
+    CHECK(al_tls_sni(b, n - 1, name, sizeof name) == -EAGAIN);
+    CHECK(al_tls_sni(b, 3, name, sizeof name) == -EAGAIN);
+    n = client_hello(b, NULL);
+    CHECK(al_tls_sni(b, n, name, sizeof name) == 0);
+    n = client_hello(b, "evil\x01.example");
+    CHECK(al_tls_sni(b, n, name, sizeof name) == -EPROTO);
+    CHECK(al_tls_sni((const unsigned char *)"GET / HTTP/1.1\r\n", 16, name, sizeof name) == -EPROTO);
+    n = client_hello(b, "a.example");
+    b[9 + 2 + 32 + 1 + 4 + 2 + 2 + 2 + 4] ^= 0xff; /* corrupt the SNI list length */
+    CHECK(al_tls_sni(b, n, name, sizeof name) == -EPROTO);
+}
+
+static void test_net_policy(void) {
+    al_net_policy p;
+    al_error err = { 0 };
+    al_host h;
+    char why[384];
+    CHECK(al_net_policy_parse("offline", &p, &err) == 0 && p.mode == AL_NET_OFFLINE);
+    CHECK(al_net_policy_parse(NULL, &p, &err) == 0 && p.mode == AL_NET_OFFLINE);
+    CHECK(al_net_policy_parse("hosts:*.example", &p, &err) == -EINVAL);
+    CHECK(al_net_policy_parse("hosts:10.0.0.1", &p, &err) == -EINVAL);
+    CHECK(al_net_policy_parse("hosts:localhost", &p, &err) == -EINVAL);
+    CHECK(al_net_policy_parse("hosts:", &p, &err) == -EINVAL);
+    CHECK(al_net_policy_parse("hosts:a..b", &p, &err) == -EINVAL);
+    CHECK(al_net_policy_parse("wifi", &p, &err) == -EINVAL);
+    CHECK(al_net_policy_parse("hosts:Allowed.Example.,b.example", &p, &err) == 0 && p.mode == AL_NET_HOSTS &&
+          p.n_hosts == 2 && strcmp(p.hosts[0], "allowed.example") == 0 && p.sni_check && !p.with_packages);
+    char spec[256];
+    al_net_policy_format(&p, spec, sizeof spec);
+    CHECK(strcmp(spec, "hosts:allowed.example,b.example") == 0);
+    /* label boundaries, case, trailing dot, ports, literals */
+    al_host_parse("ALLOWED.EXAMPLE.", &h);
+    CHECK(al_net_decide(&p, &h, 443, why, sizeof why));
+    CHECK(al_net_decide(&p, &h, 80, why, sizeof why));
+    CHECK(!al_net_decide(&p, &h, 22, why, sizeof why) && strstr(why, "port 22"));
+    const char *bad[] = { "evil.example", "evilallowed.example", "allowed.example.evil.net", "xn--allwed-hva.example",
+                          "sub.allowed.example", "localhost", "x.localhost" };
+    for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+        al_host_parse(bad[i], &h);
+        CHECK(!al_net_decide(&p, &h, 443, why, sizeof why));
+    }
+    al_host_parse("93.184.216.34", &h);
+    CHECK(!al_net_decide(&p, &h, 443, why, sizeof why) && strstr(why, "IP addresses are refused"));
+    CHECK(al_net_policy_parse("hosts+packages:a.example", &p, &err) == 0 && p.with_packages);
+    al_host_parse("pypi.org", &h);
+    CHECK(al_net_decide(&p, &h, 443, why, sizeof why));
+    CHECK(al_net_policy_parse("packages", &p, &err) == 0);
+    CHECK(al_net_decide(&p, &h, 443, why, sizeof why));
+    al_host_parse("a.example", &h);
+    CHECK(!al_net_decide(&p, &h, 443, why, sizeof why) && strstr(why, "not a package registry"));
+    /* internet: names pass to resolution, private literals never */
+    CHECK(al_net_policy_parse("internet", &p, &err) == 0 && !p.sni_check);
+    CHECK(al_net_decide(&p, &h, 443, why, sizeof why));
+    al_host_parse("0xA9FEA9FE", &h);
+    CHECK(!al_net_decide(&p, &h, 80, why, sizeof why) && strstr(why, "not public"));
+    al_host_parse("[::ffff:169.254.169.254]", &h);
+    CHECK(!al_net_decide(&p, &h, 80, why, sizeof why));
+    al_host_parse("1.1.1.1", &h);
+    CHECK(al_net_decide(&p, &h, 443, why, sizeof why));
+    /* the test range is private in every build unless the test hook is set */
+    struct sockaddr_in sin = { .sin_family = AF_INET };
+    inet_pton(AF_INET, "198.18.0.3", &sin.sin_addr);
+    CHECK(al_net_addr_denied(&p, (struct sockaddr *)&sin) != NULL);
+    CHECK(al_net_policy_parse("offline", &p, &err) == 0);
+    CHECK(!al_net_decide(&p, &h, 443, why, sizeof why) && strstr(why, "offline"));
+}
+
 int main(void) {
     test_sizes();
     test_millis();
@@ -229,6 +374,9 @@ int main(void) {
     test_builtin_filter_is_the_policy();
     test_dlp();
     test_proxy_deny_set();
+    test_proxy_request();
+    test_tls_sni();
+    test_net_policy();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
