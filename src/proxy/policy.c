@@ -88,6 +88,31 @@ int al_net_policy_env(al_net_policy *p, al_error *err) {
             return al_err(err, "network", EINVAL, "AIRLOCK_DNS: \"%s\" is not IPv4[:port]", dns);
         p->has_resolver = true;
     }
+    static const struct {
+        const char *name;
+        uint64_t min, max;
+        int kind; /* 0 count, 1 size, 2 seconds */
+    } lims[] = {
+        { "AIRLOCK_PROXY_MAX_CONNS", 1, 256, 0 }, { "AIRLOCK_PROXY_MAX_TOTAL", 1, 1000000, 0 },
+        { "AIRLOCK_PROXY_MAX_BYTES", 1, 1ULL << 40, 1 }, { "AIRLOCK_PROXY_IDLE_S", 1, 3600, 2 },
+        { "AIRLOCK_PROXY_CONN_S", 1, 24 * 3600, 2 },
+    };
+    for (size_t i = 0; i < sizeof lims / sizeof lims[0]; i++) {
+        const char *v = getenv(lims[i].name);
+        uint64_t x;
+        if (!v || !*v)
+            continue;
+        if ((lims[i].kind == 1 ? al_parse_size(v, &x) : al_parse_u64(v, &x)) < 0 || x < lims[i].min || x > lims[i].max)
+            return al_err(err, "network", EINVAL, "%s: \"%s\" is not a number from %llu to %llu", lims[i].name, v,
+                          (unsigned long long)lims[i].min, (unsigned long long)lims[i].max);
+        switch (i) {
+        case 0: p->max_conns = (uint32_t)x; break;
+        case 1: p->max_conns_total = (uint32_t)x; break;
+        case 2: p->max_bytes = x; break;
+        case 3: p->idle_ms = (uint32_t)x * 1000; break;
+        default: p->conn_ms = (uint32_t)x * 1000; break;
+        }
+    }
     p->has_test_public = false;
 #ifdef AIRLOCK_TEST_HOOKS
     const char *tp = getenv("AIRLOCK_TEST_PUBLIC_NET");
@@ -160,7 +185,31 @@ static bool test_public4(const al_net_policy *p, struct in_addr a) {
     return p->has_test_public && (ntohl(a.s_addr) & p->test_mask) == p->test_net;
 }
 
+void al_net_policy_add_local(al_net_policy *p, const struct sockaddr *sa) {
+    if (p->n_local == sizeof p->local / sizeof p->local[0] || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
+        return;
+    memset(&p->local[p->n_local], 0, sizeof p->local[0]);
+    memcpy(&p->local[p->n_local++], sa, sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+}
+
+static bool is_local(const al_net_policy *p, const struct sockaddr *sa) {
+    for (size_t i = 0; i < p->n_local; i++) {
+        const struct sockaddr *l = (const struct sockaddr *)&p->local[i];
+        if (l->sa_family != sa->sa_family)
+            continue;
+        if (sa->sa_family == AF_INET && ((const struct sockaddr_in *)l)->sin_addr.s_addr ==
+                                            ((const struct sockaddr_in *)sa)->sin_addr.s_addr)
+            return true;
+        if (sa->sa_family == AF_INET6 && memcmp(&((const struct sockaddr_in6 *)l)->sin6_addr,
+                                                &((const struct sockaddr_in6 *)sa)->sin6_addr, 16) == 0)
+            return true;
+    }
+    return false;
+}
+
 const char *al_net_addr_denied(const al_net_policy *p, const struct sockaddr *sa) {
+    if (is_local(p, sa))
+        return "an address of this host or its gateway";
     if (sa->sa_family == AF_INET) {
         struct in_addr a = ((const struct sockaddr_in *)sa)->sin_addr;
         return test_public4(p, a) ? NULL : al_addr4_private(a);

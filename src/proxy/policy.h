@@ -47,6 +47,10 @@ typedef struct al_net_policy {
     /* the resolver the proxy asks (AIRLOCK_DNS), or none: /etc/resolv.conf */
     bool has_resolver;
     struct sockaddr_in resolver;
+    /* this host's own addresses (and its gateways): never a destination,
+     * even when public, since the proxy runs on the host */
+    size_t n_local;
+    struct sockaddr_storage local[64];
     /* test builds only (-Dtest_hooks=true): one IPv4 range treated as public,
      * so tests can stand up "internet" hosts on addresses of their own */
     bool has_test_public;
@@ -65,8 +69,14 @@ const char *al_net_mode_name(al_net_mode m);
 int al_net_policy_parse(const char *spec, al_net_policy *ret, al_error *err);
 
 /* Apply the environment's settings: AIRLOCK_PACKAGE_HOSTS, AIRLOCK_PROXY_PORTS,
- * AIRLOCK_DNS (ip[:port]), and in test builds AIRLOCK_TEST_PUBLIC_NET. */
+ * AIRLOCK_DNS (ip[:port]), the limits AIRLOCK_PROXY_MAX_CONNS,
+ * AIRLOCK_PROXY_MAX_TOTAL, AIRLOCK_PROXY_MAX_BYTES (a size),
+ * AIRLOCK_PROXY_IDLE_S, AIRLOCK_PROXY_CONN_S, and in test builds
+ * AIRLOCK_TEST_PUBLIC_NET. */
 int al_net_policy_env(al_net_policy *p, al_error *err);
+
+/* Add ADDR (port ignored) to the host's own addresses. */
+void al_net_policy_add_local(al_net_policy *p, const struct sockaddr *addr);
 
 /* The policy in its canonical spelling (what a run records). */
 void al_net_policy_format(const al_net_policy *p, char *buf, size_t n);

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <ifaddrs.h>
 #include <linux/close_range.h>
 #include <poll.h>
 #include <pthread.h>
@@ -315,7 +316,8 @@ static void relay(conn *c) {
 /* CONNECT with SNI checking: the first bytes must be a ClientHello naming
  * the host the CONNECT named. They are read before anything is forwarded. */
 static int check_sni(conn *c, const char *host) {
-    uint64_t deadline = al_now_ms() + HEAD_TIMEOUT_MS;
+    uint32_t wait = c->s->p->idle_ms < HEAD_TIMEOUT_MS ? c->s->p->idle_ms : HEAD_TIMEOUT_MS;
+    uint64_t deadline = al_now_ms() + wait;
     static const size_t cap = 16384 + 5;
     if (c->len > cap)
         c->len = cap;
@@ -346,7 +348,7 @@ static int check_sni(conn *c, const char *host) {
                  r == 1    ? "TLS server name (SNI) differs from the CONNECT host"
                  : r == 0  ? "TLS ClientHello without a server name (SNI)"
                  : r == -EPROTO ? "the tunnel did not start with a TLS ClientHello"
-                               : "no TLS ClientHello within 10 s");
+                               : "no TLS ClientHello in time");
         if (r == 1 && strlen(c->reason) + strlen(name) + 4 < sizeof c->reason)
             snprintf(c->reason + strlen(c->reason), sizeof c->reason - strlen(c->reason), ": %s", name);
         free(b);
@@ -363,6 +365,15 @@ static void serve_conn(conn *c) {
     al_proxy_req req;
     if (read_head(c, &req) < 0)
         return;
+    if (atomic_load(&c->s->bytes) >= c->s->p->max_bytes) {
+        char why[128];
+        snprintf(why, sizeof why, "the run's egress budget of %llu bytes is spent",
+                 (unsigned long long)c->s->p->max_bytes);
+        snprintf(c->host, sizeof c->host, "%s", req.host);
+        c->port = req.port;
+        reply(c, 429, "Too Many Requests", "denied", why);
+        return;
+    }
     snprintf(c->host, sizeof c->host, "%s", req.host);
     c->port = req.port;
     al_host h;
@@ -553,7 +564,47 @@ struct al_proxy {
     int pidfd, stop_w, log_fd;
 };
 
-int al_proxy_start(const al_net_policy *p, int listen_fd, uid_t uid, gid_t gid, al_proxy **ret, al_error *err) {
+/* This host's addresses and gateways, which a "public" destination must
+ * not be: the proxy runs on the host, so they would reach its services. */
+static void add_host_addresses(al_net_policy *p) {
+    struct ifaddrs *ifa = NULL;
+    if (getifaddrs(&ifa) == 0) {
+        for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
+            if (i->ifa_addr)
+                al_net_policy_add_local(p, i->ifa_addr);
+        freeifaddrs(ifa);
+    }
+    FILE *f = fopen("/proc/net/route", "re");
+    char line[256];
+    while (f && fgets(line, sizeof line, f)) {
+        char ifn[32];
+        unsigned dst, gw, flags;
+        if (sscanf(line, "%31s %x %x %x", ifn, &dst, &gw, &flags) == 4 && gw != 0) {
+            struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = gw };
+            al_net_policy_add_local(p, (struct sockaddr *)&sin);
+        }
+    }
+    if (f)
+        fclose(f);
+    f = fopen("/proc/net/ipv6_route", "re");
+    while (f && fgets(line, sizeof line, f)) {
+        char d[33], s_[33], nh[33];
+        unsigned dl, sl;
+        if (sscanf(line, "%32s %x %32s %x %32s", d, &dl, s_, &sl, nh) == 5 && strspn(nh, "0") != 32) {
+            struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6 };
+            for (int k = 0; k < 16; k++) {
+                unsigned b;
+                sscanf(nh + 2 * k, "%2x", &b);
+                sin6.sin6_addr.s6_addr[k] = (uint8_t)b;
+            }
+            al_net_policy_add_local(p, (struct sockaddr *)&sin6);
+        }
+    }
+    if (f)
+        fclose(f);
+}
+
+int al_proxy_start(const al_net_policy *policy, int listen_fd, uid_t uid, gid_t gid, al_proxy **ret, al_error *err) {
     _cleanup_close_ int log_fd = (int)syscall(SYS_memfd_create, "airlock-egress", MFD_CLOEXEC);
     if (log_fd < 0)
         return al_err(err, "proxy", errno, "memfd_create: %m");
@@ -599,7 +650,12 @@ int al_proxy_start(const al_net_policy *p, int listen_fd, uid_t uid, gid_t gid, 
             _exit(0);
         prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
         signal(SIGPIPE, SIG_IGN);
-        _exit(al_proxy_serve(p, listen_fd, log_fd, stop[0]) < 0 ? 1 : 0);
+        al_net_policy *own = malloc(sizeof *own);
+        if (!own)
+            _exit(1);
+        *own = *policy;
+        add_host_addresses(own);
+        _exit(al_proxy_serve(own, listen_fd, log_fd, stop[0]) < 0 ? 1 : 0);
     }
     close(stop[0]);
     al_proxy *px = calloc(1, sizeof *px);

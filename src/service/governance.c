@@ -20,8 +20,17 @@ static const char *const tool_names[] = { "code_execution", "run_skill_script" }
 
 /* ------------------------------------------------------------- settings */
 
+bool al_network_mode_allowed(json_t *allowed, al_net_mode mode) {
+    size_t i;
+    json_t *m;
+    json_array_foreach(allowed, i, m) if (json_is_string(m) && strcmp(json_string_value(m), al_net_mode_name(mode)) == 0)
+        return true;
+    return false;
+}
+
 static json_t *defaults(al_service *s) {
-    return json_pack("{s:s, s:s, s:i, s:i, s:i, s:f, s:i, s:s, s:i, s:i, s:[s, s], s:[]}", "driver", s->driver->name,
+    return json_pack("{s:s, s:[s, s, s], s:s, s:i, s:i, s:i, s:f, s:i, s:s, s:i, s:i, s:[s, s], s:[]}", "driver",
+                     s->driver->name, "network_allowed", "offline", "packages", "hosts",
                      "network", "offline", "timeout_s", 60 < s->cfg.max_timeout_s ? 60 : s->cfg.max_timeout_s,
                      "max_timeout_s", s->cfg.max_timeout_s, "memory_mb", 512, "cpus", 0.5, "concurrency",
                      s->cfg.per_person, "approval_policy", "never", "approval_ttl_s", 3600, "price_per_run", 2, "tools",
@@ -107,8 +116,41 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
                 r = al_err(err, "settings", EINVAL, "this service's driver is %s: a workspace cannot enable native",
                            s->driver->name);
         } else if (strcmp(key, "network") == 0) {
-            if (!json_is_string(v) || strcmp(json_string_value(v), "offline") != 0)
-                r = al_err(err, "settings", EINVAL, "network: only \"offline\" is available on this service");
+            /* the default policy of runs that name none: valid, and one of
+             * the allowed modes (the new list if this PUT sets one) */
+            al_net_policy *np = malloc(sizeof *np);
+            json_t *allowed = json_object_get(body, "network_allowed");
+            if (!allowed)
+                allowed = json_object_get(eff, "network_allowed");
+            if (!np)
+                r = -ENOMEM;
+            else if (!json_is_string(v))
+                r = al_err(err, "settings", EINVAL, "network must be a policy string (offline, packages, internet, hosts:a,b)");
+            else if ((r = al_net_policy_parse(json_string_value(v), np, err)) == 0 &&
+                     !al_network_mode_allowed(allowed, np->mode))
+                r = al_err(err, "settings", EINVAL, "network: mode %s is not in network_allowed", al_net_mode_name(np->mode));
+            free(np);
+        } else if (strcmp(key, "network_allowed") == 0) {
+            size_t i;
+            json_t *m;
+            if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > _AL_NET_MODE_MAX)
+                r = al_err(err, "settings", EINVAL, "network_allowed must be a list of modes (offline, packages, hosts, internet)");
+            json_array_foreach(v, i, m) {
+                bool known = false;
+                for (int k = 0; k < _AL_NET_MODE_MAX; k++)
+                    known |= json_is_string(m) && strcmp(json_string_value(m), al_net_mode_name((al_net_mode)k)) == 0;
+                if (r == 0 && !known)
+                    r = al_err(err, "settings", EINVAL, "network_allowed: unknown mode (offline, packages, hosts, internet)");
+            }
+            /* the default policy must stay allowed */
+            json_t *def = json_object_get(body, "network") ?: json_object_get(eff, "network");
+            al_net_policy *np = r == 0 ? malloc(sizeof *np) : NULL;
+            al_error ignore;
+            if (np && json_is_string(def) && al_net_policy_parse(json_string_value(def), np, &ignore) == 0 &&
+                !al_network_mode_allowed(v, np->mode))
+                r = al_err(err, "settings", EINVAL, "network_allowed must include the default network's mode (%s)",
+                           al_net_mode_name(np->mode));
+            free(np);
         } else if (strcmp(key, "max_timeout_s") == 0) {
             r = num_in(v, 1, s->cfg.max_timeout_s, key, err);
         } else if (strcmp(key, "timeout_s") == 0) {

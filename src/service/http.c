@@ -262,6 +262,7 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         goto out;
     }
     char image_ref[80] = "";
+    char net_spec[AL_NET_MAX_HOSTS * AL_NET_NAME_MAX] = "offline";
     if (img && !json_is_null(img)) {
         /* an alias or a digest, resolved now and kept as the digest, so the
          * run (and its approval card) names exactly one tree */
@@ -299,9 +300,31 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         ret = reply_error(c, 400, "bad_request", "thread_id must be 1-64 characters of A-Z a-z 0-9 . _ -");
         goto out;
     }
-    if (net && !json_is_null(net) && (!json_is_string(net) || strcmp(json_string_value(net), "offline") != 0)) {
-        ret = reply_error(c, 400, "bad_request", "network: only \"offline\" is available on this service");
+    /* the network policy: the request's, or the workspace's default; parsed
+     * here so a bad one is refused now, and stored in canonical form */
+    if (net && !json_is_null(net) && !json_is_string(net)) {
+        ret = reply_error(c, 400, "bad_request", "network must be a policy string (offline, packages, internet, "
+                                                 "hosts:a.example,b.example, hosts+packages:a.example)");
         goto out;
+    }
+    {
+        const char *spec = net && json_is_string(net) ? json_string_value(net)
+                                                      : json_string_value(json_object_get(settings, "network"));
+        al_net_policy *np = malloc(sizeof *np);
+        al_error nerr = { 0 };
+        if (!np || al_net_policy_parse(spec, np, &nerr) < 0) {
+            free(np);
+            ret = reply_error(c, 400, "bad_request", "network: %s", np ? nerr.msg : "out of memory");
+            goto out;
+        }
+        if (!al_network_mode_allowed(json_object_get(settings, "network_allowed"), np->mode)) {
+            ret = reply_error(c, 403, "network_not_allowed", "network mode %s is not allowed in this workspace "
+                              "(settings network_allowed)", al_net_mode_name(np->mode));
+            free(np);
+            goto out;
+        }
+        al_net_policy_format(np, net_spec, sizeof net_spec);
+        free(np);
     }
     if (desc && !json_is_null(desc) && (!json_is_string(desc) || json_string_length(desc) > DESCRIPTION_MAX)) {
         ret = reply_error(c, 400, "bad_request", "description must be a string of at most %d bytes", DESCRIPTION_MAX);
@@ -505,9 +528,10 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
     int n = al_store_exec(s->store, &err,
                           "INSERT INTO runs (id, org_id, workspace_id, person_id, thread_id, language, code, description, "
                           "network, limits, inputs, state, created_at, price, image) "
-                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'offline', ?, ?, ?, ?, ?, ?)",
-                          "ssssSsssssssiS", run_id, p->org_id, p->workspace_id, p->person_id, json_string_value(thread),
+                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          "ssssSssssssssiS", run_id, p->org_id, p->workspace_id, p->person_id, json_string_value(thread),
                           language, json_string_value(code), desc && json_is_string(desc) ? json_string_value(desc) : "",
+                          net_spec,
                           limits_text, inputs_text, needs_approval ? "pending_approval" : "queued", now, price,
                           image_ref[0] ? image_ref : NULL);
     free(limits_text);
@@ -529,7 +553,7 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         al_rfc3339_after((int64_t)json_number_value(json_object_get(settings, "approval_ttl_s")), expires, sizeof expires);
         json_t *rj = al_run_json(s, run_row);
         json_t *card = json_pack("{s:s, s:O, s:s, s:s, s:s, s:O, s:s, s:O, s:s, s:s, s:s}", "id", apid, "code", code,
-                                 "language", language, "runtime", image_ref[0] ? image_ref : "host", "network", "offline", "limits",
+                                 "language", language, "runtime", image_ref[0] ? image_ref : "host", "network", net_spec, "limits",
                                  json_object_get(rj, "limits"), "risk", "high", "description",
                                  json_object_get(run_row, "description"), "hash", in_hash, "requested_at", now,
                                  "expires_at", expires);
@@ -893,7 +917,15 @@ static json_t *settings_json(al_service *s, const char *ws_id) {
     json_object_set_new(eff, "service", json_pack("{s:s, s:i, s:i, s:i, s:i}", "driver", s->driver->name, "per_person",
                                                   s->cfg.per_person, "max_concurrent", s->cfg.max_concurrent, "queue_max",
                                                   s->cfg.queue_max, "max_timeout_s", s->cfg.max_timeout_s));
-    json_object_set_new(eff, "network_modes", json_pack("[s]", "offline"));
+    json_t *modes = json_object();
+    for (int m = 0; m < _AL_NET_MODE_MAX; m++) {
+        al_net_badge b = al_net_policy_badge((al_net_mode)m);
+        bool native = strcmp(s->driver->name, "native") == 0;
+        json_object_set_new(modes, al_net_mode_name((al_net_mode)m),
+                            json_pack("{s:s, s:s}", "level", native ? b.level : "not-enforced", "detail",
+                                      native ? b.detail : "no runs execute on this service's driver"));
+    }
+    json_object_set_new(eff, "network_modes", modes);
     return eff;
 }
 

@@ -297,8 +297,9 @@ static json_t *job_for(al_service *s, json_t *run, const char *dir, al_error *er
         json_decref(inputs);
         return NULL;
     }
-    json_t *job = json_pack("{s:O, s:O, s:o, s:s, s:o}", "language", json_object_get(run, "language"), "code",
-                            json_object_get(run, "code"), "inputs", inputs, "out_dir", out, "limits", limits);
+    json_t *job = json_pack("{s:O, s:O, s:o, s:s, s:o, s:O}", "language", json_object_get(run, "language"), "code",
+                            json_object_get(run, "code"), "inputs", inputs, "out_dir", out, "limits", limits,
+                            "network", json_object_get(run, "network"));
     json_t *ins = json_loads(json_string_value(json_object_get(run, "inputs")), 0, NULL);
     if (json_is_array(json_object_get(ins, "args")))
         json_object_set(job, "args", json_object_get(ins, "args"));
@@ -387,15 +388,25 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
         snprintf(preview, sizeof preview, "%s%s", o ? o : "", e ? e : "");
     }
     json_t *exit_code = result ? json_object_get(result, "exit_code") : NULL;
+    /* what the egress log says, in brief; the log itself is in the result */
+    json_int_t egress_conns = 0, egress_bytes = 0, egress_denied = 0;
+    size_t ei;
+    json_t *ev;
+    json_array_foreach(json_object_get(json_object_get(result, "network"), "egress"), ei, ev) {
+        egress_conns++;
+        egress_denied += strcmp(json_string_value(json_object_get(ev, "decision")) ?: "", "allowed") != 0;
+        egress_bytes += json_integer_value(json_object_get(ev, "bytes_up")) +
+                        json_integer_value(json_object_get(ev, "bytes_down"));
+    }
     al_governance_audit(s, run, "tool.call", NULL,
-                        json_pack("{s:s, s:s, s:s, s:O, s:s, s:s, s:I, s:O, s:s, s:{s:i, s:i}, s:s, s:i}",
+                        json_pack("{s:s, s:s, s:s, s:O, s:s, s:s, s:I, s:O, s:s, s:{s:I, s:I, s:I}, s:s, s:i}",
                                   "tool", "code_execution", "invocation_id", run_id, "input_sha256", input_hash,
                                   "exit_code", exit_code ? exit_code : json_null(), "output_preview", preview,
                                   "language", json_string_value(json_object_get(run, "language")), "duration_ms",
                                   (json_int_t)duration_ms, "network", json_object_get(run, "network"),
                                   "image_digest", json_is_string(json_object_get(run, "image"))
                                                       ? json_string_value(json_object_get(run, "image")) : "host",
-                                  "egress", "connections", 0, "bytes", 0, "state", state,
+                                  "egress", "connections", egress_conns, "denied", egress_denied, "bytes", egress_bytes, "state", state,
                                   "redactions", redactions));
     al_store_exec(s->store, &err,
                   "INSERT OR REPLACE INTO analytics (run_id, org_id, workspace_id, language, state, exit_code, duration_ms, "

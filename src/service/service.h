@@ -1,6 +1,8 @@
 /* The execution service: shared state of the daemon's parts. */
 #pragma once
 
+#include "../proxy/policy.h"
+
 #include <jansson.h>
 #include <limits.h>
 #include <pthread.h>
@@ -88,6 +90,8 @@ void al_rm_rf(const char *path);
 
 /* governance.c */
 json_t *al_settings_load(al_service *s, const char *ws_id);
+/* Whether ALLOWED (a settings network_allowed list) holds MODE. */
+bool al_network_mode_allowed(json_t *allowed, al_net_mode mode);
 int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret, al_error *err);
 /* 1 charged (and moved to provisioning), 0 no longer queued, -ENOSPC cannot pay. */
 int al_credits_charge(al_service *s, const char *run_id, al_error *err);

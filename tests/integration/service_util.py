@@ -41,6 +41,22 @@ def service_binary():
         atexit.register(shutil.rmtree, d, True)
     return _BIN
 
+_HOOKS_BIN = None
+
+
+def hooks_binary(build):
+    """The same, from the test-hooks build (build-asan): for services whose
+    runs must reach the network tests' hosts (net_util.py)."""
+    global _HOOKS_BIN
+    if _HOOKS_BIN is None:
+        d = Path(tempfile.mkdtemp(prefix="airlock-hooks-bin-"))
+        _HOOKS_BIN = d / "airlock"
+        shutil.copy2(Path(build) / "airlock", _HOOKS_BIN)
+        shutil.copy2(Path(build) / "airlock-server", d / "airlock-server")
+        atexit.register(shutil.rmtree, d, True)
+    return _HOOKS_BIN
+
+
 BOX_UID_MIN = 1900000000
 TERMINAL = {"succeeded", "failed", "timed_out", "killed", "canceled", "error"}
 LIVE = {"queued", "provisioning", "running"}
@@ -233,7 +249,8 @@ class Tenant:
 class Service:
     """One `airlock serve` process and an HTTP client bound to one API key."""
 
-    def __init__(self, state, config=None, key=None, bootstrap=True, extra_env=None):
+    def __init__(self, state, config=None, key=None, bootstrap=True, extra_env=None, binary=None):
+        self.binary = binary or service_binary()
         self.state = Path(state)
         self.state.mkdir(parents=True, exist_ok=True)
         self.config = config
@@ -254,7 +271,7 @@ class Service:
     # -------------------------------------------------------- process
 
     def admin(self, *args, check=True):
-        proc = subprocess.run([str(service_binary()), "admin", "--state", str(self.state), *map(str, args)],
+        proc = subprocess.run([str(self.binary), "admin", "--state", str(self.state), *map(str, args)],
                               capture_output=True, timeout=60)
         out = proc.stdout.decode(errors="replace")
         if check:
@@ -283,7 +300,7 @@ class Service:
         return person, m.group(1)
 
     def start(self, timeout=30.0):
-        args = [str(service_binary()), "serve", "--listen", f"{self.host}:{self.port}", "--state", str(self.state)]
+        args = [str(self.binary), "serve", "--listen", f"{self.host}:{self.port}", "--state", str(self.state)]
         if self.config is not None:
             cfg = self.state.parent / f"{self.state.name}.conf"
             cfg.write_text("".join(f"{k} = {v}\n" for k, v in self.config.items()))
@@ -606,7 +623,7 @@ AUDIT_FIELDS = {"seq", "kind", "person_id", "run_id", "data", "created_at", "pre
 LEDGER_FIELDS = {"id", "kind", "amount", "run_id", "balance_after", "created_at"}
 CARD_FIELDS = {"id", "code", "language", "runtime", "network", "limits", "risk", "description", "hash",
                "requested_at", "expires_at"}
-SETTINGS_KEYS = {"driver", "network", "timeout_s", "max_timeout_s", "memory_mb", "cpus", "concurrency",
+SETTINGS_KEYS = {"driver", "network", "network_allowed", "timeout_s", "max_timeout_s", "memory_mb", "cpus", "concurrency",
                  "approval_policy", "approval_ttl_s", "price_per_run", "tools", "dlp_patterns", "secrets"}
 
 

@@ -221,8 +221,8 @@ def test_airlock_failure_exits_125_and_names_the_step(tmp_path):
     assert p.returncode == 125 and b"bad value" in p.stderr
     p = airlock("run", "--lang", "cobol", "-c", "x")
     assert p.returncode == 125 and b"unknown language" in p.stderr
-    p = airlock("run", "--net", "internet", "--lang", "bash", "-c", "true")
-    assert p.returncode == 125
+    p = airlock("run", "--net", "everywhere", "--lang", "bash", "-c", "true")
+    assert p.returncode == 125 and b"unknown network policy" in p.stderr
     p = airlock("bogus")
     assert p.returncode == 125
 

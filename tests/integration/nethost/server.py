@@ -27,7 +27,7 @@ A = {
     "other.test": [OTHER], "private.test": [PRIVATE],
     "pypi.org": [PKG], "files.pythonhosted.org": [PKG], "registry.npmjs.org": [PKG],
     "loopback.test": ["127.0.0.1"], "metadata.test": ["169.254.169.254"],
-    "mixed.test": [PRIVATE, PUBLIC],
+    "mixed.test": [PRIVATE, PUBLIC], "metadata.google.internal": ["169.254.169.254"],
 }
 AAAA = {"mapped.test": ["::ffff:169.254.169.254"], "ula.test": ["fd00:ec2::254"]}
 # rebind.test answers public, then private, in turn, with TTL 0
@@ -103,6 +103,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         log("http.log", {"local": local, "host": self.headers.get("Host"), "path": self.path,
                          "tls": isinstance(self.connection, ssl.SSLSocket)})
         u = urlparse(self.path)
+        www = os.path.realpath(os.path.join(STATE, "www"))
+        f = os.path.realpath(os.path.join(www, u.path.lstrip("/")))
+        if f.startswith(www + "/") and os.path.isfile(os.path.join(f, "index.html") if os.path.isdir(f) else f):
+            data = open(os.path.join(f, "index.html") if os.path.isdir(f) else f, "rb").read()
+            return self.answer(200, data, [("Content-Type", "text/html" if f.endswith("/") or os.path.isdir(f) else "application/octet-stream")])
         if u.path == "/redirect-private":
             return self.answer(302, b"moved\n", [("Location", "http://169.254.169.254/latest/meta-data/")])
         if u.path == "/bytes":
