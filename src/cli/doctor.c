@@ -3,11 +3,29 @@
 #include "../box/doctor.h"
 #include "../image/image.h"
 #include "cli.h"
+#include "../proxy/policy.h"
+
+/* Each network mode's badge here: every mode stands on the box's network
+ * namespace; a host without one enforces none of them. */
+static json_t *network_badges(const al_doctor_item *items, size_t n) {
+    bool netns = false;
+    for (size_t i = 0; i < n; i++)
+        netns |= strcmp(items[i].name, "network namespace") == 0 && items[i].level == AL_LEVEL_BOUNDARY;
+    json_t *o = json_object();
+    for (int m = 0; m < _AL_NET_MODE_MAX; m++) {
+        al_net_badge b = al_net_policy_badge((al_net_mode)m);
+        json_object_set_new(o, al_net_mode_name((al_net_mode)m),
+                            json_pack("{s:s, s:s}", "level", netns ? b.level : "not-enforced", "detail",
+                                      netns ? b.detail : "no network namespace on this host"));
+    }
+    return o;
+}
 
 int cli_doctor(int argc, char **argv) {
     bool json = argc > 1 && strcmp(argv[1], "--json") == 0;
     al_doctor_item items[AL_DOCTOR_MAX];
     size_t n = al_doctor(items);
+    json_t *net = network_badges(items, n);
     if (json) {
         json_t *arr = json_array();
         for (size_t i = 0; i < n; i++)
@@ -15,8 +33,8 @@ int cli_doctor(int argc, char **argv) {
                                                  al_level_name(items[i].level), "detail", items[i].detail));
         char images[4200];
         al_image_dir(cli_state_dir(), images, sizeof images);
-        json_t *doc = json_pack("{s:o, s:s, s:o}", "controls", arr, "default_runtime", "host", "images",
-                                al_image_list(images));
+        json_t *doc = json_pack("{s:o, s:o, s:s, s:o}", "controls", arr, "network_modes", net, "default_runtime", "host",
+                                "images", al_image_list(images));
         char *s = json_dumps(doc, JSON_INDENT(2));
         printf("%s\n", s);
         free(s);
@@ -26,6 +44,15 @@ int cli_doctor(int argc, char **argv) {
     printf("%-20s %-14s %s\n", "CONTROL", "LEVEL", "DETAIL");
     for (size_t i = 0; i < n; i++)
         printf("%-20s %-14s %s\n", items[i].name, al_level_name(items[i].level), items[i].detail);
+    const char *mode;
+    json_t *b;
+    json_object_foreach(net, mode, b) {
+        char name[32];
+        snprintf(name, sizeof name, "net %s", mode);
+        printf("%-20s %-20s %s\n", name, json_string_value(json_object_get(b, "level")),
+               json_string_value(json_object_get(b, "detail")));
+    }
+    json_decref(net);
     printf("\nruntime: host (the host's /usr, read-only; the default of airlock run)\n");
     char images[4200];
     al_image_dir(cli_state_dir(), images, sizeof images);
