@@ -259,58 +259,90 @@ static bool spend(conn *c, size_t n) {
     return before + n <= c->s->p->max_bytes;
 }
 
+/* One direction of a relay: bytes move socket -> pipe -> socket with
+ * splice, so the proxy never copies them through its own memory. */
+typedef struct leg {
+    int from, to, pipe[2];
+    size_t held;                  /* in the pipe, not yet written */
+    bool eof;
+    uint64_t *count;
+} leg;
+
+#define LEG_PIPE (1u << 20)
+
 /* Copy both ways until both sides are done, the connection idles, its
  * time is up, or the run's byte budget is spent. */
 static void relay(conn *c) {
     const al_net_policy *p = c->s->p;
-    bool c_open = true, u_open = true;
-    char buf[32768];
+    leg legs[2] = { { .from = c->cfd, .to = c->ufd, .pipe = { -1, -1 }, .count = &c->up },
+                    { .from = c->ufd, .to = c->cfd, .pipe = { -1, -1 }, .count = &c->down } };
+    size_t cap = 65536;
+    for (int i = 0; i < 2; i++) {
+        if (pipe2(legs[i].pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+            goto out;
+        int sz = fcntl(legs[i].pipe[1], F_SETPIPE_SZ, LEG_PIPE);
+        if (sz > 0 && (size_t)sz < cap)
+            cap = (size_t)sz;
+        else if (sz > 0 && i == 0)
+            cap = (size_t)sz;
+    }
     uint64_t end = c->start + p->conn_ms;
-    while (c_open || u_open) {
+    while (!(legs[0].eof && legs[0].held == 0 && legs[1].eof && legs[1].held == 0)) {
         uint64_t now = al_now_ms();
         uint64_t until = c->last + p->idle_ms < end ? c->last + p->idle_ms : end;
         if (now >= until) {
             snprintf(c->reason, sizeof c->reason, "%s", now >= end ? "closed: the connection's time limit"
                                                                     : "closed: idle too long");
-            return;
+            goto out;
         }
-        struct pollfd pf[2] = { { .fd = c_open ? c->cfd : -1, .events = POLLIN },
-                                { .fd = u_open ? c->ufd : -1, .events = POLLIN } };
-        int k = poll(pf, 2, (int)(until - now));
+        struct pollfd pf[4];
+        for (int i = 0; i < 2; i++) {
+            leg *l = &legs[i];
+            pf[2 * i] = (struct pollfd){ .fd = !l->eof && l->held < cap ? l->from : -1, .events = POLLIN };
+            pf[2 * i + 1] = (struct pollfd){ .fd = l->held > 0 ? l->to : -1, .events = POLLOUT };
+        }
+        int k = poll(pf, 4, (int)(until - now));
         if (k < 0 && errno != EINTR)
-            return;
+            goto out;
         for (int i = 0; i < 2 && k > 0; i++) {
-            if (!pf[i].revents)
-                continue;
-            int from = i == 0 ? c->cfd : c->ufd, to = i == 0 ? c->ufd : c->cfd;
-            ssize_t n = recv(from, buf, sizeof buf, MSG_DONTWAIT);
-            if (n < 0 && (errno == EAGAIN || errno == EINTR))
-                continue;
-            if (n <= 0) {
-                /* one side is done sending: pass the half-close on */
-                shutdown(to, SHUT_WR);
-                if (i == 0)
-                    c_open = false;
-                else
-                    u_open = false;
-                if (n < 0)
-                    return;
-                continue;
+            leg *l = &legs[i];
+            if (pf[2 * i].revents) {
+                ssize_t n = splice(l->from, NULL, l->pipe[1], NULL, cap - l->held, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                if (n > 0) {
+                    if (!spend(c, (size_t)n)) {
+                        snprintf(c->reason, sizeof c->reason, "closed: the run's egress budget of %llu bytes is spent",
+                                 (unsigned long long)p->max_bytes);
+                        goto out;
+                    }
+                    l->held += (size_t)n;
+                    c->last = al_now_ms();
+                } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+                    l->eof = true;
+                }
             }
-            if (!spend(c, (size_t)n)) {
-                snprintf(c->reason, sizeof c->reason, "closed: the run's egress budget of %llu bytes is spent",
-                         (unsigned long long)p->max_bytes);
-                return;
+            if (pf[2 * i + 1].revents && l->held > 0) {
+                ssize_t n = splice(l->pipe[0], NULL, l->to, NULL, l->held, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                if (n > 0) {
+                    l->held -= (size_t)n;
+                    *l->count += (uint64_t)n;
+                    c->last = al_now_ms();
+                } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+                    goto out; /* the receiver is gone */
+                }
             }
-            if (send_all(to, buf, (size_t)n, al_now_ms() + p->idle_ms) < 0)
-                return;
-            if (i == 0)
-                c->up += (uint64_t)n;
-            else
-                c->down += (uint64_t)n;
-            c->last = al_now_ms();
+            /* one side is done sending and all of it is delivered: pass the
+             * half-close on */
+            if (l->eof && l->held == 0 && l->to >= 0) {
+                shutdown(l->to, SHUT_WR);
+                l->to = -1;
+            }
         }
     }
+out:
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            if (legs[i].pipe[j] >= 0)
+                close(legs[i].pipe[j]);
 }
 
 /* CONNECT with SNI checking: the first bytes must be a ClientHello naming
