@@ -23,6 +23,11 @@ int cli_net_init(cli_net *n, const char *spec, al_error *err) {
         n->env[k] = cli_box_env[k];
     snprintf(n->env_policy, sizeof n->env_policy, "AIRLOCK_NETWORK=%s", n->spec);
     n->env[k++] = n->env_policy;
+    /* offline, nothing can succeed: pip's five retries would make an agent
+     * wait 8 s for the same answer; one retry prints why (no name resolves)
+     * and ends in about a second */
+    if (n->policy.mode == AL_NET_OFFLINE)
+        n->env[k++] = "PIP_RETRIES=1";
     if (n->policy.mode != AL_NET_OFFLINE) {
         /* curl, python (urllib, requests, pip) and npm read these; node's
          * own http and fetch do not (docs/cli.md) */

@@ -502,6 +502,48 @@ print(json.dumps(res))'''
 
 # ------------------------------------------------------------ packages
 
+def make_wheel(www):
+    """A one-module wheel on the test "PyPI": /simple/airlock-probe-pkg/ links to it on files.pythonhosted.org."""
+    import base64
+    import hashlib
+    import zipfile
+    files = {"airlock_probe_pkg/__init__.py": b"VALUE = 42\n",
+             "airlock_probe_pkg-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: airlock-probe-pkg\nVersion: 1.0\n",
+             "airlock_probe_pkg-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: airlock-tests\n"
+                                                     b"Root-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = "".join(f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}\n"
+                     for n, d in files.items()) + "airlock_probe_pkg-1.0.dist-info/RECORD,,\n"
+    files["airlock_probe_pkg-1.0.dist-info/RECORD"] = record.encode()
+    name = "airlock_probe_pkg-1.0-py3-none-any.whl"
+    (www / "packages").mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(www / "packages" / name, "w") as z:
+        for n, d in files.items():
+            z.writestr(n, d)
+    digest = hashlib.sha256((www / "packages" / name).read_bytes()).hexdigest()
+    (www / "simple" / "airlock-probe-pkg").mkdir(parents=True, exist_ok=True)
+    (www / "simple" / "airlock-probe-pkg" / "index.html").write_text(
+        f'<a href="https://files.pythonhosted.org/packages/{name}#sha256={digest}">{name}</a>\n')
+
+
+PIP = ("python3 -m pip install --disable-pip-version-check --no-cache-dir --index-url https://pypi.org/simple/ "
+       "--cert /work/ca.pem --target /tmp/site airlock-probe-pkg")
+
+
+def test_pip_install_works_in_packages_mode_and_fails_fast_offline(hosts):
+    make_wheel(hosts.dir / "www")
+    ok = hosts.run("packages", f"{PIP} >&2 && PYTHONPATH=/tmp/site python3 -c 'import airlock_probe_pkg as p; print(p.VALUE)'",
+                   lang="bash")
+    assert ok["exit_code"] == 0 and ok["stdout"].strip() == "42", ok["stderr"][-3000:]
+    assert {e["host"] for e in ok["network"]["egress"]} == {"pypi.org", "files.pythonhosted.org"}
+    # hosts mode without the registries: refused by the proxy, quickly
+    denied = hosts.run("hosts:allowed.test", PIP, lang="bash")
+    assert denied["exit_code"] != 0 and "403" in denied["stderr"], denied["stderr"][-2000:]
+    # offline: no retries, an answer within seconds that says the name does not resolve
+    off = hosts.run("offline", PIP, lang="bash")
+    assert off["exit_code"] != 0 and off["wall_ms"] < 5000, off["wall_ms"]
+    assert "Name or service not known" in off["stderr"] and "No matching distribution" in off["stderr"]
+
+
 def test_packages_mode_reaches_the_registries_only(hosts):
     res = results(box(hosts, "packages", '''
 print(json.dumps([get("https://pypi.org/simple/")[0], get("https://registry.npmjs.org/")[0],
