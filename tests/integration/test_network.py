@@ -549,3 +549,34 @@ def test_packages_mode_reaches_the_registries_only(hosts):
 print(json.dumps([get("https://pypi.org/simple/")[0], get("https://registry.npmjs.org/")[0],
                   get("https://allowed.test/")[0]]))'''))
     assert res == [200, 200, 403], res
+
+
+# ------------------------------------------------------------- lifetime
+
+def proxies():
+    out = subprocess.run(["pgrep", "-x", "airlock-proxy"], capture_output=True, text=True).stdout.split()
+    return {int(p) for p in out}
+
+
+def test_proxy_runs_as_the_box_uid_unprivileged_and_dies_with_airlock(hosts):
+    before = proxies()
+    p = subprocess.Popen([str(hosts_bin()), "run", "--net", "hosts:allowed.test", "--lang", "bash", "-c", "sleep 30"],
+                         env=hosts.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 10
+    while not (proxies() - before) and time.time() < deadline:
+        time.sleep(0.05)
+    mine = proxies() - before
+    assert len(mine) == 1, "no airlock-proxy process for the run"
+    pid = mine.pop()
+    status = dict(l.split(":", 1) for l in open(f"/proc/{pid}/status").read().splitlines() if ":" in l)
+    uid = int(status["Uid"].split()[0])
+    assert uid >= 1900000000 and set(status["Uid"].split()) == {str(uid)}, status["Uid"]
+    assert int(status["CapEff"], 16) == 0 and int(status["CapPrm"], 16) == 0 and status["NoNewPrivs"].strip() == "1"
+    # the proxy's network namespace is the host's, not the box's
+    assert os.readlink(f"/proc/{pid}/ns/net") == os.readlink("/proc/self/ns/net")
+    p.kill()
+    p.wait()
+    deadline = time.time() + 5
+    while os.path.exists(f"/proc/{pid}") and time.time() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{pid}"), "the proxy outlived airlock"
