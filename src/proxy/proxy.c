@@ -443,28 +443,30 @@ static void serve_conn(conn *c) {
         }
     } else {
         /* origin form, our Host (the authority that was checked), the
-         * client's other end-to-end headers, and one request only */
-        char *out = malloc(AL_REQ_HEAD_MAX + 512);
+         * client's other end-to-end headers, and one request only. The
+         * origin-form line is shorter than the absolute-form one it
+         * replaces (but for a "/" before a bare query), so the head plus
+         * room for Host and Connection bounds it. */
+        size_t cap = req.head_len + 600, o = 0;
+        char *out = malloc(cap);
         if (!out)
             return;
-        size_t o = 0;
         const char *path = c->buf + req.path_off;
-        o += (size_t)snprintf(out, 512, "%s %.*s HTTP/1.1\r\nHost: ", req.method, (int)req.path_len,
-                              req.path_len ? path : "/");
-        if (req.path_len && path[0] == '?')
-            o = (size_t)snprintf(out, 512, "%s /%.*s HTTP/1.1\r\nHost: ", req.method, (int)req.path_len, path);
-        o += (size_t)snprintf(out + o, 300, req.port == 80 ? "%s\r\n" : "%s:%u\r\n", req.host, req.port);
+        bool slash = req.path_len == 0 || path[0] != '/';
+        o += (size_t)snprintf(out + o, cap - o, "%s %s%.*s HTTP/1.1\r\nHost: ", req.method, slash ? "/" : "",
+                              (int)req.path_len, path);
+        o += (size_t)snprintf(out + o, cap - o, req.port == 80 ? "%s\r\n" : "%s:%u\r\n", req.host, req.port);
         for (size_t at = req.hdr_off; at + 2 < req.head_len;) {
             const char *line = c->buf + at, *e = memmem(line, req.head_len - at, "\r\n", 2);
             size_t ll = (size_t)(e - line);
-            if (!al_proxy_header_dropped(line, ll)) {
+            if (!al_proxy_header_dropped(line, ll) && o + ll + 2 < cap) {
                 memcpy(out + o, line, ll + 2);
                 o += ll + 2;
             }
             at += ll + 2;
         }
-        o += (size_t)snprintf(out + o, 32, "Connection: close\r\n\r\n");
-        int s = spend(c, o + rest_len) ? send_all(c->ufd, out, o, al_now_ms() + 2000) : -ENOSPC;
+        o += (size_t)snprintf(out + o, cap - o, "Connection: close\r\n\r\n");
+        int s = o < cap && spend(c, o + rest_len) ? send_all(c->ufd, out, o, al_now_ms() + 2000) : -ENOSPC;
         free(out);
         if (s < 0 || (rest_len && send_all(c->ufd, rest, rest_len, al_now_ms() + 2000) < 0))
             return;

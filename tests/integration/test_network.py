@@ -580,3 +580,23 @@ def test_proxy_runs_as_the_box_uid_unprivileged_and_dies_with_airlock(hosts):
     while os.path.exists(f"/proc/{pid}") and time.time() < deadline:
         time.sleep(0.05)
     assert not os.path.exists(f"/proc/{pid}"), "the proxy outlived airlock"
+
+
+def test_long_urls_and_many_headers_are_forwarded_whole(hosts):
+    hosts.clear_logs()
+    path = "/long/" + "x" * 4000
+    code = f'''
+s = socket.create_connection(PROXY)
+s.sendall(b"GET http://allowed.test{path}?q=1 HTTP/1.1\\r\\n" + b"".join(b"X-H%d: %s\\r\\n" % (i, b"v" * 50) for i in range(60)) + b"\\r\\n")
+data = b""
+while True:
+    c = s.recv(65536)
+    if not c:
+        break
+    data += c
+s2 = socket.create_connection(PROXY); s2.sendall(b"GET http://allowed.test?bare HTTP/1.1\\r\\n\\r\\n")
+print(json.dumps([data.split(b"\\r\\n")[0].decode(), s2.recv(4096).split(b"\\r\\n")[0].decode()]))'''
+    res = results(box(hosts, "hosts:allowed.test", code))
+    assert res == ["HTTP/1.1 200 OK", "HTTP/1.1 200 OK"], res
+    seen = [r["path"] for r in hosts.log("http.log")]
+    assert seen == [path + "?q=1", "/?bare"], seen
