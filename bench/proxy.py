@@ -19,6 +19,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,6 +91,15 @@ def main():
                     proxied.append(json.loads(p.stdout))
     finally:
         hosts.stop()
+    # what a proxied box costs to start: the listener, the proxy's fork
+    start = {"offline": [], "internet": []}
+    for i in range(a.rounds * 4):
+        for net in (("offline", "internet") if i % 2 == 0 else ("internet", "offline")):
+            t = time.perf_counter()
+            subprocess.run([str(BUILD / "airlock"), "run", "--net", net, "--lang", "bash", "-c", "true"], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            start[net].append((time.perf_counter() - t) * 1000)
+    s_off, s_net = statistics.median(start["offline"]), statistics.median(start["internet"])
     med = lambda xs, k: statistics.median(x[k] for x in xs)
     d_mb, p_mb = med(direct, "mb_s"), med(proxied, "mb_s")
     d_ms, p_ms = med(direct, "get_ms"), med(proxied, "get_ms")
@@ -97,11 +107,14 @@ def main():
            "direct": {"mb_s": round(d_mb, 1), "get_ms": round(d_ms, 3)},
            "proxied": {"mb_s": round(p_mb, 1), "get_ms": round(p_ms, 3)},
            "throughput_ratio": round(p_mb / d_mb, 3), "latency_ratio": round(p_ms / d_ms, 3),
-           "added_latency_ms": round(p_ms - d_ms, 3)}
+           "added_latency_ms": round(p_ms - d_ms, 3),
+           "start_ms": {"offline": round(s_off, 2), "internet": round(s_net, 2)}}
     print(f"download of {a.mib} MiB, median of {a.rounds}: direct {d_mb:.1f} MB/s, through the proxy {p_mb:.1f} MB/s "
           f"(ratio {p_mb / d_mb:.2f})")
     print(f"small GET, fresh connection, median of {a.gets}x{a.rounds}: direct {d_ms:.3f} ms, through the proxy "
           f"{p_ms:.3f} ms (ratio {p_ms / d_ms:.2f}, +{p_ms - d_ms:.3f} ms)")
+    print(f"airlock run bash -c true, median of {a.rounds * 4}: offline {s_off:.2f} ms, with the proxy {s_net:.2f} ms "
+          f"(+{s_net - s_off:.2f} ms)")
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
 
