@@ -1,6 +1,7 @@
 #include "policy.h"
 
 #include <arpa/inet.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,41 +182,92 @@ static bool in_list(const char *name, const char (*list)[AL_NET_NAME_MAX], size_
     return false;
 }
 
+/* Socket addresses are read by family into their own types: reading a
+ * sockaddr_in through a struct sockaddr lvalue is an aliasing violation
+ * the optimiser may act on. */
+void al_net_policy_add_local(al_net_policy *p, const struct sockaddr *sa) {
+    sa_family_t fam;
+    memcpy(&fam, (const char *)sa + offsetof(struct sockaddr, sa_family), sizeof fam);
+    if (fam == AF_INET && p->n_local4 < sizeof p->local4 / sizeof p->local4[0]) {
+        struct sockaddr_in sin;
+        memcpy(&sin, sa, sizeof sin);
+        p->local4[p->n_local4++] = sin.sin_addr;
+    } else if (fam == AF_INET6 && p->n_local6 < sizeof p->local6 / sizeof p->local6[0]) {
+        struct sockaddr_in6 sin6;
+        memcpy(&sin6, sa, sizeof sin6);
+        p->local6[p->n_local6++] = sin6.sin6_addr;
+    }
+}
+
+static bool local4(const al_net_policy *p, struct in_addr a) {
+    for (size_t i = 0; i < p->n_local4; i++)
+        if (p->local4[i].s_addr == a.s_addr)
+            return true;
+    return false;
+}
+
+static bool local6(const al_net_policy *p, const struct in6_addr *a) {
+    for (size_t i = 0; i < p->n_local6; i++)
+        if (memcmp(&p->local6[i], a, sizeof *a) == 0)
+            return true;
+    return false;
+}
+
 static bool test_public4(const al_net_policy *p, struct in_addr a) {
     return p->has_test_public && (ntohl(a.s_addr) & p->test_mask) == p->test_net;
 }
 
-void al_net_policy_add_local(al_net_policy *p, const struct sockaddr *sa) {
-    if (p->n_local == sizeof p->local / sizeof p->local[0] || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
-        return;
-    memset(&p->local[p->n_local], 0, sizeof p->local[0]);
-    memcpy(&p->local[p->n_local++], sa, sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
-}
-
-static bool is_local(const al_net_policy *p, const struct sockaddr *sa) {
-    for (size_t i = 0; i < p->n_local; i++) {
-        const struct sockaddr *l = (const struct sockaddr *)&p->local[i];
-        if (l->sa_family != sa->sa_family)
-            continue;
-        if (sa->sa_family == AF_INET && ((const struct sockaddr_in *)l)->sin_addr.s_addr ==
-                                            ((const struct sockaddr_in *)sa)->sin_addr.s_addr)
-            return true;
-        if (sa->sa_family == AF_INET6 && memcmp(&((const struct sockaddr_in6 *)l)->sin6_addr,
-                                                &((const struct sockaddr_in6 *)sa)->sin6_addr, 16) == 0)
-            return true;
+/* The IPv4 address an IPv6 one carries (mapped, compatible, NAT64, 6to4),
+ * or false. */
+static bool embedded_v4(const struct in6_addr *a, struct in_addr *ret) {
+    static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+    static const uint8_t zero[12] = { 0 };
+    static const uint8_t nat64[12] = { 0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0 };
+    if (memcmp(a->s6_addr, mapped, 12) == 0 || memcmp(a->s6_addr, zero, 12) == 0 || memcmp(a->s6_addr, nat64, 12) == 0) {
+        memcpy(&ret->s_addr, &a->s6_addr[12], 4);
+        return true;
+    }
+    if (a->s6_addr[0] == 0x20 && a->s6_addr[1] == 0x02) {
+        memcpy(&ret->s_addr, &a->s6_addr[2], 4);
+        return true;
     }
     return false;
 }
 
-const char *al_net_addr_denied(const al_net_policy *p, const struct sockaddr *sa) {
-    if (is_local(p, sa))
+const char *al_net_addr4_denied(const al_net_policy *p, struct in_addr a) {
+    if (local4(p, a))
         return "an address of this host or its gateway";
-    if (sa->sa_family == AF_INET) {
-        struct in_addr a = ((const struct sockaddr_in *)sa)->sin_addr;
-        return test_public4(p, a) ? NULL : al_addr4_private(a);
+    return test_public4(p, a) ? NULL : al_addr4_private(a);
+}
+
+const char *al_net_addr6_denied(const al_net_policy *p, const struct in6_addr *a) {
+    if (local6(p, a))
+        return "an address of this host or its gateway";
+    /* an IPv6 socket reaches a mapped or compatible address over IPv4 on
+     * this host: such a form is never a destination of its own */
+    static const uint8_t zero10[10] = { 0 };
+    if (memcmp(a->s6_addr, zero10, 10) == 0 &&
+        ((a->s6_addr[10] == 0xff && a->s6_addr[11] == 0xff) || (a->s6_addr[10] == 0 && a->s6_addr[11] == 0)))
+        return "an IPv4 address written as IPv6 (::ffff:a.b.c.d or ::a.b.c.d): use the IPv4 address";
+    struct in_addr v4;
+    if (embedded_v4(a, &v4) && local4(p, v4))
+        return "an address of this host or its gateway, inside an IPv6 address";
+    return al_addr6_private(a);
+}
+
+const char *al_net_addr_denied(const al_net_policy *p, const struct sockaddr *sa) {
+    sa_family_t fam;
+    memcpy(&fam, (const char *)sa + offsetof(struct sockaddr, sa_family), sizeof fam);
+    if (fam == AF_INET) {
+        struct sockaddr_in sin;
+        memcpy(&sin, sa, sizeof sin);
+        return al_net_addr4_denied(p, sin.sin_addr);
     }
-    if (sa->sa_family == AF_INET6)
-        return al_addr6_private(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+    if (fam == AF_INET6) {
+        struct sockaddr_in6 sin6;
+        memcpy(&sin6, sa, sizeof sin6);
+        return al_net_addr6_denied(p, &sin6.sin6_addr);
+    }
     return "not an internet address";
 }
 
@@ -262,14 +314,7 @@ bool al_net_decide(const al_net_policy *p, const al_host *h, uint16_t port, char
         if (h->kind == AL_HOST_NAME)
             return true;
         {
-            const char *w;
-            if (h->kind == AL_HOST_IPV4) {
-                struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr = h->v4 };
-                w = al_net_addr_denied(p, (struct sockaddr *)&sin);
-            } else {
-                struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6, .sin6_addr = h->v6 };
-                w = al_net_addr_denied(p, (struct sockaddr *)&sin6);
-            }
+            const char *w = h->kind == AL_HOST_IPV4 ? al_net_addr4_denied(p, h->v4) : al_net_addr6_denied(p, &h->v6);
             if (!w)
                 return true;
             snprintf(why, n, "network policy \"internet\": the address is not public: %s", w);

@@ -49,8 +49,9 @@ typedef struct al_net_policy {
     struct sockaddr_in resolver;
     /* this host's own addresses (and its gateways): never a destination,
      * even when public, since the proxy runs on the host */
-    size_t n_local;
-    struct sockaddr_storage local[64];
+    size_t n_local4, n_local6;
+    struct in_addr local4[64];
+    struct in6_addr local6[64];
     /* test builds only (-Dtest_hooks=true): one IPv4 range treated as public,
      * so tests can stand up "internet" hosts on addresses of their own */
     bool has_test_public;
@@ -91,6 +92,8 @@ bool al_net_decide(const al_net_policy *p, const al_host *h, uint16_t port, char
 /* Whether a resolved (or literal) address may be connected to: NULL when
  * it may, or why not. */
 const char *al_net_addr_denied(const al_net_policy *p, const struct sockaddr *sa);
+const char *al_net_addr4_denied(const al_net_policy *p, struct in_addr a);
+const char *al_net_addr6_denied(const al_net_policy *p, const struct in6_addr *a);
 
 /* How well this policy is enforced by a native box on this host. */
 typedef struct al_net_badge {

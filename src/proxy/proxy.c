@@ -24,8 +24,12 @@
 #define HEAD_TIMEOUT_MS 10000     /* a request head must arrive within this */
 #define CONNECT_TIMEOUT_MS 10000
 #define STOP_GRACE_MS 2000        /* open connections get this long to log */
-#define LOG_RECORDS_MAX 2000
-#define LOG_BYTES_MAX (4u << 20)
+/* Allowed connections are all logged up to a cap well above the default
+ * connection limit; refusals have a cap of their own, so a flood of them
+ * cannot push an allowed connection out of the log. */
+#define LOG_ALLOWED_MAX 20000
+#define LOG_REFUSED_MAX 2000
+#define LOG_BYTES_MAX (16u << 20)
 #define SLOTS_MAX 256
 
 typedef struct server {
@@ -35,7 +39,7 @@ typedef struct server {
     pthread_cond_t cv;
     uint32_t active, total;
     _Atomic uint64_t bytes;
-    size_t logged, dropped;
+    size_t logged_allowed, logged_refused, dropped;
     bool stopping;
     int cfd[SLOTS_MAX], ufd[SLOTS_MAX];
 } server;
@@ -69,13 +73,15 @@ static void log_conn(server *s, conn *c) {
                             (json_int_t)(al_now_ms() - c->start));
     char *line = rec ? json_dumps(rec, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
     json_decref(rec);
+    bool allowed = strcmp(c->decision, "allowed") == 0;
     pthread_mutex_lock(&s->mu);
-    if (line && s->logged < LOG_RECORDS_MAX) {
+    size_t *count = allowed ? &s->logged_allowed : &s->logged_refused;
+    if (line && *count < (allowed ? LOG_ALLOWED_MAX : LOG_REFUSED_MAX)) {
         size_t n = strlen(line);
         line[n] = '\n';
         al_write_all(s->log_fd, line, n + 1);
         line[n] = '\0';
-        s->logged++;
+        (*count)++;
     } else {
         s->dropped++;
     }
@@ -147,6 +153,8 @@ static int read_head(conn *c, al_proxy_req *req) {
             return -ETIMEDOUT;
         }
         ssize_t n = recv(c->cfd, c->buf + c->len, AL_REQ_HEAD_MAX - c->len, 0);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            continue;
         if (n <= 0) {
             c->decision = "denied";
             snprintf(c->reason, sizeof c->reason, "the client closed before a complete request");
@@ -170,6 +178,10 @@ static int connect_to(const struct sockaddr *sa, int *ret_fd) {
     int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
+    /* an IPv6 socket never reaches IPv4 through a mapped address */
+    int one = 1;
+    if (sa->sa_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
     if (connect(fd, sa, len) < 0 && errno != EINPROGRESS) {
         int e = errno;
         close(fd);
@@ -259,12 +271,25 @@ static bool spend(conn *c, size_t n) {
     return before + n <= c->s->p->max_bytes;
 }
 
+/* Take up to N bytes of the run's budget: what is left of it, at most N. */
+static size_t reserve(conn *c, size_t n) {
+    uint64_t cur = atomic_load(&c->s->bytes), max = c->s->p->max_bytes;
+    for (;;) {
+        if (cur >= max)
+            return 0;
+        size_t take = max - cur < n ? (size_t)(max - cur) : n;
+        if (atomic_compare_exchange_weak(&c->s->bytes, &cur, cur + take))
+            return take;
+    }
+}
+
 /* One direction of a relay: bytes move socket -> pipe -> socket with
  * splice, so the proxy never copies them through its own memory. */
 typedef struct leg {
     int from, to, pipe[2];
     size_t held;                  /* in the pipe, not yet written */
     bool eof;
+    bool stalled;                 /* the pipe took nothing: wait for it to drain */
     uint64_t *count;
 } leg;
 
@@ -287,7 +312,14 @@ static void relay(conn *c) {
             cap = (size_t)sz;
     }
     uint64_t end = c->start + p->conn_ms;
+    bool spent = false;
     while (!(legs[0].eof && legs[0].held == 0 && legs[1].eof && legs[1].held == 0)) {
+        /* the budget is spent: what is in the pipes is delivered, then the end */
+        if (spent && legs[0].held == 0 && legs[1].held == 0) {
+            snprintf(c->reason, sizeof c->reason, "closed: the run's egress budget of %llu bytes is spent",
+                     (unsigned long long)p->max_bytes);
+            goto out;
+        }
         uint64_t now = al_now_ms();
         uint64_t until = c->last + p->idle_ms < end ? c->last + p->idle_ms : end;
         if (now >= until) {
@@ -298,7 +330,8 @@ static void relay(conn *c) {
         struct pollfd pf[4];
         for (int i = 0; i < 2; i++) {
             leg *l = &legs[i];
-            pf[2 * i] = (struct pollfd){ .fd = !l->eof && l->held < cap ? l->from : -1, .events = POLLIN };
+            pf[2 * i] = (struct pollfd){ .fd = !spent && !l->eof && !l->stalled && l->held < cap ? l->from : -1,
+                                         .events = POLLIN };
             pf[2 * i + 1] = (struct pollfd){ .fd = l->held > 0 ? l->to : -1, .events = POLLOUT };
         }
         int k = poll(pf, 4, (int)(until - now));
@@ -306,16 +339,23 @@ static void relay(conn *c) {
             goto out;
         for (int i = 0; i < 2 && k > 0; i++) {
             leg *l = &legs[i];
-            if (pf[2 * i].revents) {
-                ssize_t n = splice(l->from, NULL, l->pipe[1], NULL, cap - l->held, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+            if (pf[2 * i].revents && !spent) {
+                /* bytes are taken from the budget before they are read, so
+                 * exactly the budget is delivered and no more */
+                size_t want = reserve(c, cap - l->held);
+                if (want == 0) {
+                    spent = true;
+                    continue;
+                }
+                ssize_t n = splice(l->from, NULL, l->pipe[1], NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                if ((size_t)(n > 0 ? n : 0) < want)
+                    atomic_fetch_sub(&c->s->bytes, want - (size_t)(n > 0 ? n : 0));
                 if (n > 0) {
-                    if (!spend(c, (size_t)n)) {
-                        snprintf(c->reason, sizeof c->reason, "closed: the run's egress budget of %llu bytes is spent",
-                                 (unsigned long long)p->max_bytes);
-                        goto out;
-                    }
                     l->held += (size_t)n;
                     c->last = al_now_ms();
+                } else if (n < 0 && errno == EAGAIN && l->held > 0) {
+                    /* the pipe is full by its slots, not its bytes */
+                    l->stalled = true;
                 } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
                     l->eof = true;
                 }
@@ -324,6 +364,7 @@ static void relay(conn *c) {
                 ssize_t n = splice(l->pipe[0], NULL, l->to, NULL, l->held, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
                 if (n > 0) {
                     l->held -= (size_t)n;
+                    l->stalled = false;
                     *l->count += (uint64_t)n;
                     c->last = al_now_ms();
                 } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
@@ -368,6 +409,8 @@ static int check_sni(conn *c, const char *host) {
             break;
         }
         ssize_t n = recv(c->cfd, b + len, cap - len, 0);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            continue;
         if (n <= 0) {
             r = -EPIPE;
             break;
@@ -410,8 +453,13 @@ static void serve_conn(conn *c) {
     c->port = req.port;
     al_host h;
     al_host_parse(req.host, &h);
+    /* the log names what was decided on: the normalised name or address */
     if (h.kind == AL_HOST_NAME)
         snprintf(c->host, sizeof c->host, "%s", h.name);
+    else if (h.kind == AL_HOST_IPV4)
+        inet_ntop(AF_INET, &h.v4, c->host, sizeof c->host);
+    else if (h.kind == AL_HOST_IPV6)
+        inet_ntop(AF_INET6, &h.v6, c->host, sizeof c->host);
     char why[384];
     /* the decision comes before any lookup: a denied name is never resolved */
     if (!al_net_decide(c->s->p, &h, req.port, why, sizeof why)) {
@@ -443,34 +491,17 @@ static void serve_conn(conn *c) {
         }
     } else {
         /* origin form, our Host (the authority that was checked), the
-         * client's other end-to-end headers, and one request only. The
-         * origin-form line is shorter than the absolute-form one it
-         * replaces (but for a "/" before a bare query), so the head plus
-         * room for Host and Connection bounds it. */
-        size_t cap = req.head_len + 600, o = 0;
+         * client's other end-to-end headers, and one request only */
+        size_t cap = req.head_len + AL_REQ_REWRITE_EXTRA;
         char *out = malloc(cap);
         if (!out)
             return;
-        const char *path = c->buf + req.path_off;
-        bool slash = req.path_len == 0 || path[0] != '/';
-        o += (size_t)snprintf(out + o, cap - o, "%s %s%.*s HTTP/1.1\r\nHost: ", req.method, slash ? "/" : "",
-                              (int)req.path_len, path);
-        o += (size_t)snprintf(out + o, cap - o, req.port == 80 ? "%s\r\n" : "%s:%u\r\n", req.host, req.port);
-        for (size_t at = req.hdr_off; at + 2 < req.head_len;) {
-            const char *line = c->buf + at, *e = memmem(line, req.head_len - at, "\r\n", 2);
-            size_t ll = (size_t)(e - line);
-            if (!al_proxy_header_dropped(line, ll) && o + ll + 2 < cap) {
-                memcpy(out + o, line, ll + 2);
-                o += ll + 2;
-            }
-            at += ll + 2;
-        }
-        o += (size_t)snprintf(out + o, cap - o, "Connection: close\r\n\r\n");
-        int s = o < cap && spend(c, o + rest_len) ? send_all(c->ufd, out, o, al_now_ms() + 2000) : -ENOSPC;
+        ssize_t o = al_proxy_req_rewrite(c->buf, &req, out, cap);
+        int s = o > 0 && spend(c, (size_t)o + rest_len) ? send_all(c->ufd, out, (size_t)o, al_now_ms() + 2000) : -ENOSPC;
         free(out);
         if (s < 0 || (rest_len && send_all(c->ufd, rest, rest_len, al_now_ms() + 2000) < 0))
             return;
-        c->up += o + rest_len;
+        c->up += (size_t)o + rest_len;
     }
     relay(c);
 }
@@ -530,7 +561,7 @@ int al_proxy_serve(const al_net_policy *p, int listen_fd, int log_fd, int stop_f
             break;
         if (!(pf[0].revents & POLLIN))
             continue;
-        int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
             continue;
         pthread_mutex_lock(&s->mu);
@@ -585,6 +616,10 @@ int al_proxy_serve(const al_net_policy *p, int listen_fd, int log_fd, int stop_f
         if (pthread_cond_timedwait(&s->cv, &s->mu, &dl) != 0)
             break;
     bool done = s->active == 0;
+    /* the last line: how many records did not fit */
+    char tail[64];
+    int tl = snprintf(tail, sizeof tail, "{\"dropped\":%zu}\n", s->dropped + s->active);
+    al_write_all(s->log_fd, tail, (size_t)tl);
     pthread_mutex_unlock(&s->mu);
     pthread_attr_destroy(&attr);
     /* with threads still running, s stays: the process exits next */
@@ -671,7 +706,7 @@ int al_proxy_start(const al_net_policy *policy, int listen_fd, uid_t uid, gid_t 
                 for (size_t i = 0; i < 3; i++)
                     if (keep[i] > (int)fd && (unsigned)keep[i] < next)
                         next = (unsigned)keep[i];
-                syscall(SYS_close_range, fd, next - 1, 0);
+                syscall(SYS_close_range, fd, next == 65536 ? ~0U : next - 1, 0);
                 fd = next;
             }
         }
@@ -727,10 +762,13 @@ json_t *al_proxy_stop(al_proxy *px, size_t *ret_dropped) {
                 break;
             *nl = '\0';
             json_t *rec = json_loads(line, 0, NULL);
-            if (rec)
-                json_array_append_new(log, rec);
+            if (rec && json_object_size(rec) == 1 && json_is_integer(json_object_get(rec, "dropped")))
+                *ret_dropped += (size_t)json_integer_value(json_object_get(rec, "dropped"));
+            else if (rec)
+                json_array_append(log, rec);
             else
                 (*ret_dropped)++;
+            json_decref(rec);
         }
     }
     free(buf);

@@ -1,6 +1,7 @@
 #include "request.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -20,8 +21,13 @@ static bool tchar(unsigned char c) {
 static bool vchar(unsigned char c) { return c > 0x20 && c != 0x7f; }
 
 int al_proxy_split_authority(const char *a, size_t n, uint16_t defport, char *host, size_t hostn, uint16_t *port) {
-    if (n == 0 || n >= hostn || memchr(a, '@', n))
+    /* no userinfo, no IPv6 zone (meaningless for a remote host), and only
+     * ASCII: what is checked is exactly what is logged and connected to */
+    if (n == 0 || n >= hostn || memchr(a, '@', n) || memchr(a, '%', n))
         return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)a[i] >= 0x80 || (unsigned char)a[i] <= 0x20)
+            return -EINVAL;
     size_t hl;
     const char *rest;
     if (a[0] == '[') {
@@ -181,4 +187,41 @@ int al_proxy_req_parse(const char *buf, size_t len, al_proxy_req *r, const char 
     if (r->connect && (clen || te_chunked))
         BAD("CONNECT with a body");
     return 0;
+}
+
+ssize_t al_proxy_req_rewrite(const char *buf, const al_proxy_req *r, char *out, size_t cap) {
+    if (r->connect || cap < r->head_len + AL_REQ_REWRITE_EXTRA)
+        return -ENOSPC;
+    const char *path = buf + r->path_off;
+    bool slash = r->path_len == 0 || path[0] != '/';
+    size_t o = 0;
+    int k = snprintf(out, cap, "%s %s%.*s HTTP/1.1\r\nHost: ", r->method, slash ? "/" : "", (int)r->path_len, path);
+    if (k < 0 || (size_t)k >= cap)
+        return -ENOSPC;
+    o = (size_t)k;
+    k = r->port == 80 ? snprintf(out + o, cap - o, "%s\r\n", r->host)
+                      : snprintf(out + o, cap - o, "%s:%u\r\n", r->host, (unsigned)r->port);
+    if (k < 0 || (size_t)k >= cap - o)
+        return -ENOSPC;
+    o += (size_t)k;
+    for (size_t at = r->hdr_off; at + 2 < r->head_len;) {
+        const char *line = buf + at, *e = memmem(line, r->head_len - at, "\r\n", 2);
+        if (!e)
+            return -EINVAL;
+        size_t ll = (size_t)(e - line);
+        if (!al_proxy_header_dropped(line, ll)) {
+            /* never drop a header for want of room: losing a length
+             * header would split the request differently upstream */
+            if (o + ll + 2 >= cap)
+                return -ENOSPC;
+            memcpy(out + o, line, ll + 2);
+            o += ll + 2;
+        }
+        at += ll + 2;
+    }
+    static const char tail[] = "Connection: close\r\n\r\n";
+    if (o + sizeof tail > cap)
+        return -ENOSPC;
+    memcpy(out + o, tail, sizeof tail - 1);
+    return (ssize_t)(o + sizeof tail - 1);
 }

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define AL_REQ_HEAD_MAX 8192      /* a head that does not end within this is refused */
 #define AL_REQ_HEADERS_MAX 64
@@ -48,3 +49,15 @@ bool al_proxy_header_dropped(const char *line, size_t len);
  * PORT (DEFPORT when absent; 0 means a port is required). -EINVAL when
  * malformed: userinfo, an empty host, a bad or zero port. */
 int al_proxy_split_authority(const char *a, size_t n, uint16_t defport, char *host, size_t hostn, uint16_t *port);
+
+/* Room the rewrite needs beyond the request head: a "/" before a bare
+ * query, Host with the port, and Connection: close. */
+#define AL_REQ_REWRITE_EXTRA 600
+
+/*
+ * The head of an absolute-form request R (parsed from BUF) as the proxy
+ * forwards it: origin form, Host written from the checked authority, the
+ * client's end-to-end headers, Connection: close. Returns its length, or
+ * -ENOSPC when CAP (at least head_len + AL_REQ_REWRITE_EXTRA) is short.
+ */
+ssize_t al_proxy_req_rewrite(const char *buf, const al_proxy_req *r, char *out, size_t cap);

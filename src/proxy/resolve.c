@@ -4,7 +4,10 @@
 #include <errno.h>
 #include <netdb.h>
 #include <resolv.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "../util/util.h"
 
 static void add(al_resolved *r, int family, const unsigned char *data, uint16_t port) {
     if (r->n == AL_RESOLVE_MAX)
@@ -24,11 +27,19 @@ static void add(al_resolved *r, int family, const unsigned char *data, uint16_t 
     }
 }
 
+#define ANSWER_MAX 65536
+
 static int query(res_state st, const char *name, int type, uint16_t port, al_resolved *ret) {
-    unsigned char ans[4096];
-    int len = res_nquery(st, name, ns_c_in, type, ans, sizeof ans);
+    _cleanup_free_ unsigned char *ans = malloc(ANSWER_MAX);
+    if (!ans)
+        return -ENOMEM;
+    int len = res_nquery(st, name, ns_c_in, type, ans, ANSWER_MAX);
     if (len < 0)
         return st->res_h_errno == HOST_NOT_FOUND || st->res_h_errno == NO_DATA ? -ENOENT : -EHOSTUNREACH;
+    /* res_nquery returns the answer's whole length even when it cut a TCP
+     * answer to fit the buffer: parsing that length would read past it */
+    if (len > ANSWER_MAX)
+        return -EBADMSG;
     ns_msg msg;
     if (ns_initparse(ans, len, &msg) < 0)
         return -EBADMSG;

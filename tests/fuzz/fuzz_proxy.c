@@ -21,7 +21,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* how deep the inputs got: a loop that never parses a request proves little */
-static long n_parsed, n_connect, n_allowed, n_sni;
+static long n_parsed, n_connect, n_allowed, n_sni, n_rewritten;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* an exact-size heap copy, so a read past the end is caught */
@@ -50,6 +50,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             (h.kind != AL_HOST_NAME || strcmp(h.name, "allowed.example") != 0))
             abort(); /* only the listed name may ever pass */
         n_allowed += init && al_net_decide(&pol, &h, r.port, w, sizeof w);
+        if (!r.connect) {
+            /* the forwarded head fits its bound, and says what was checked */
+            size_t cap = r.head_len + AL_REQ_REWRITE_EXTRA;
+            char *out = malloc(cap + 1);
+            ssize_t n = out ? al_proxy_req_rewrite(buf, &r, out, cap) : 0;
+            if (out && (n <= 0 || (size_t)n > cap))
+                abort();
+            if (out) {
+                out[n] = '\0';
+                if (!strstr(out, "\r\nHost: ") || memcmp(out + n - 4, "\r\n\r\n", 4) != 0 ||
+                    strncmp(out, r.method, strlen(r.method)) != 0)
+                    abort();
+                n_rewritten++;
+            }
+            free(out);
+        }
         for (size_t at = r.hdr_off; at + 2 < r.head_len;) {
             const char *e = memmem(buf + at, r.head_len - at, "\r\n", 2);
             if (!e)
@@ -167,9 +183,9 @@ int main(int argc, char **argv) {
                 break;
         }
     }
-    printf("fuzz_proxy: %ld inputs, no crash; %ld parsed (%ld CONNECT, %ld allowed), %ld with an SNI\n", i,
-           n_parsed, n_connect, n_allowed, n_sni);
+    printf("fuzz_proxy: %ld inputs, no crash; %ld parsed (%ld CONNECT, %ld allowed, %ld rewritten), %ld with an SNI\n",
+           i, n_parsed, n_connect, n_allowed, n_rewritten, n_sni);
     /* the mutations must keep reaching the deep paths */
-    return n_parsed > i / 50 && n_allowed > 0 && n_sni > 0 ? 0 : 1;
+    return n_parsed > i / 50 && n_allowed > 0 && n_sni > 0 && n_rewritten > 0 ? 0 : 1;
 }
 #endif

@@ -362,6 +362,45 @@ static void test_net_policy(void) {
     CHECK(al_net_addr_denied(&p, (struct sockaddr *)&sin) != NULL);
     CHECK(al_net_policy_parse("offline", &p, &err) == 0);
     CHECK(!al_net_decide(&p, &h, 443, why, sizeof why) && strstr(why, "offline"));
+
+    /* this host's own public address, in every form that reaches it */
+    CHECK(al_net_policy_parse("internet", &p, &err) == 0);
+    struct sockaddr_in mine = { .sin_family = AF_INET };
+    inet_pton(AF_INET, "8.8.4.4", &mine.sin_addr);
+    CHECK(al_net_addr_denied(&p, (struct sockaddr *)&mine) == NULL);
+    al_net_policy_add_local(&p, (struct sockaddr *)&mine);
+    CHECK(al_net_addr_denied(&p, (struct sockaddr *)&mine) != NULL);
+    const char *forms[] = { "::ffff:8.8.4.4", "::8.8.4.4", "64:ff9b::808:404", "2002:808:404::1", "::ffff:1.1.1.1" };
+    for (size_t i = 0; i < ELEMENTSOF(forms); i++) {
+        struct sockaddr_in6 s6 = { .sin6_family = AF_INET6 };
+        inet_pton(AF_INET6, forms[i], &s6.sin6_addr);
+        CHECK(al_net_addr_denied(&p, (struct sockaddr *)&s6) != NULL);
+    }
+    struct sockaddr_in6 pub6 = { .sin6_family = AF_INET6 };
+    inet_pton(AF_INET6, "2606:4700:4700::1111", &pub6.sin6_addr);
+    CHECK(al_net_addr_denied(&p, (struct sockaddr *)&pub6) == NULL);
+}
+
+static void test_proxy_rewrite(void) {
+    al_proxy_req r;
+    char out[9000];
+    const char *h1 = "GET http://a.example:8080/p?q HTTP/1.1\r\nHost: evil.example\r\nAccept: */*\r\n"
+                     "Proxy-Authorization: x\r\nConnection: keep-alive\r\n\r\n";
+    CHECK(parse(h1, &r) == 0);
+    ssize_t n = al_proxy_req_rewrite(h1, &r, out, sizeof out);
+    CHECK(n > 0 && (size_t)n < sizeof out);
+    out[n > 0 ? n : 0] = '\0';
+    CHECK(strcmp(out, "GET /p?q HTTP/1.1\r\nHost: a.example:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n") == 0);
+    const char *h2 = "GET http://a.example?bare HTTP/1.0\r\n\r\n";
+    CHECK(parse(h2, &r) == 0 && (n = al_proxy_req_rewrite(h2, &r, out, sizeof out)) > 0);
+    out[n > 0 ? n : 0] = '\0';
+    static const char want2[] = "GET /?bare HTTP/1.1\r\nHost: a.example\r\n";
+    CHECK(strncmp(out, want2, sizeof want2 - 1) == 0);
+    CHECK(al_proxy_req_rewrite(h2, &r, out, 10) == -ENOSPC);
+    /* an authority with a zone, a control byte or a non-ASCII byte is refused */
+    CHECK(parse("CONNECT [fe80::1%25eth0]:443 HTTP/1.1\r\n\r\n", &r) == -EINVAL);
+    CHECK(parse("CONNECT [2606:4700::1%\xff]:443 HTTP/1.1\r\n\r\n", &r) == -EINVAL);
+    CHECK(parse("CONNECT \xc3\xa9.example:443 HTTP/1.1\r\n\r\n", &r) == -EINVAL);
 }
 
 int main(void) {
@@ -377,6 +416,7 @@ int main(void) {
     test_proxy_request();
     test_tls_sni();
     test_net_policy();
+    test_proxy_rewrite();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
