@@ -549,7 +549,8 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
                                (json_int_t)v[3]);
     char *limits_text = json_dumps(limits, JSON_COMPACT);
     json_decref(limits);
-    json_t *inputs = json_pack("{s:O}", "artifacts", arts && json_is_array(arts) ? arts : json_array());
+    /* "o" with a new reference either way: "O" of a fresh array leaked it */
+    json_t *inputs = json_pack("{s:o}", "artifacts", arts && json_is_array(arts) ? json_incref(arts) : json_array());
     if (args && json_is_array(args))
         json_object_set(inputs, "args", args);
     if (ex->skill)

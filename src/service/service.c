@@ -374,8 +374,11 @@ static int redact_result(al_dlp *dlp, json_t *result) {
             continue;
         size_t n = 0;
         char *red = al_dlp_redact(dlp, json_string_value(v), json_string_length(v), &count, &n);
-        if (red)
-            json_object_set_new(result, keys[i], json_stringn(red, n) ? json_stringn(red, n) : json_string(""));
+        if (red) {
+            /* one string made, not two (the first was leaked): invalid UTF-8 gives NULL */
+            json_t *t = json_stringn(red, n);
+            json_object_set_new(result, keys[i], t ? t : json_string(""));
+        }
         free(red);
     }
     return count;

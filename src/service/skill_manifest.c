@@ -4,7 +4,6 @@
  * declared in, and the validation of arguments against it. No I/O here, so
  * all of it is unit-tested (tests/unit/test_skills.c) and fuzzable.
  */
-#include <math.h>
 #include <string.h>
 
 #include "skills.h"
@@ -98,13 +97,16 @@ static bool is_schema_type(const char *t) {
     return false;
 }
 
+/* 2.0 is an integer to JSON Schema; within 2^53 a double is exact */
+static bool whole(double d) { return d > -9007199254740992.0 && d < 9007199254740992.0 && d == (double)(int64_t)d; }
+
 static bool type_matches(const char *type, json_t *v) {
     if (strcmp(type, "object") == 0)
         return json_is_object(v);
     if (strcmp(type, "string") == 0)
         return json_is_string(v);
     if (strcmp(type, "integer") == 0)
-        return json_is_integer(v) || (json_is_real(v) && floor(json_real_value(v)) == json_real_value(v));
+        return json_is_integer(v) || (json_is_real(v) && whole(json_real_value(v)));
     if (strcmp(type, "number") == 0)
         return json_is_number(v);
     if (strcmp(type, "boolean") == 0)
