@@ -684,3 +684,25 @@ def test_stored_bundle_is_normalised(svc):
         assert st.st_uid == 0
         assert (st.st_mode & 0o7777) == (0o755 if p.is_dir() else 0o644), (p, oct(st.st_mode))
     assert sorted(str(p.relative_to(d)) for p in d.rglob("*")) == ["count.sh", "lib", "lib/greet.py", "skill.json"]
+
+
+def test_approval_card_names_the_skill_and_arguments(svc):
+    """Under approval_policy "always" a skill's run waits for a person like
+    any run, and what is approved (and hashed) is the skill's digest, its
+    entrypoint and the arguments."""
+    from service_util import gov_tenant
+    t = gov_tenant(svc, "skp")
+    name = f"appr-{time.monotonic_ns() % 10**9}"
+    digest = upload(t.client, hello_bundle(name=name))["digest"]
+    t.client.ok("POST", f"/v1/skills/{name}/promote")
+    put_settings(t.client, approval_policy="always")
+    status, _, run = t.client.request("POST", f"/v1/skills/{name}/run",
+                                      json={"entrypoint": "greet", "args": {"who": "eve", "times": 3}})
+    assert status == 201 and run["state"] == "pending_approval", run
+    card = run["approval"]
+    what = json.loads(card["code"])
+    assert what == {"skill": name, "version": "1.0.0", "digest": digest, "entrypoint": "greet",
+                    "args": {"who": "eve", "times": 3}}, what
+    t.client.ok("POST", f"/v1/runs/{run['id']}/approve", json={"hash": card["hash"]})
+    done = t.client.wait_state(run["id"], {"succeeded", "failed", "error"}, timeout=60)
+    assert done["state"] == "succeeded" and done["result"]["stdout"].startswith("hello eve hello eve hello eve"), done
