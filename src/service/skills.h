@@ -55,6 +55,16 @@ int al_skill_args_validate(json_t *schema, json_t *args, al_error *err);
 /* The entrypoint named NAME of a parsed manifest, or NULL (borrowed). */
 json_t *al_skill_entrypoint(json_t *manifest, const char *name);
 
+/* ------------------------------------------------------- skill_bundle.c */
+
+/* Unpack BODY, a tar or tar.gz, into ROOTFD, an empty directory of ours:
+ * regular files (0644, or 0755 when executable) and directories (0755)
+ * only, within the caps above. On failure, what was made is left for the
+ * caller to remove with the directory. */
+int al_skill_unpack(int rootfd, const void *body, size_t len, al_error *err);
+/* Copy the directory PATH into ROOTFD by the same rules. */
+int al_skill_copy_dir(int rootfd, const char *path, al_error *err);
+
 /* ------------------------------------------------------------- skills.c */
 
 typedef struct al_service al_service;
