@@ -123,7 +123,7 @@ open("/out/greeting.txt", "w").write(greeting)
 """
 
 
-def hello_bundle(version="1.0.0", name="hello", script=HELLO_PY, schema=HELLO_SCHEMA, **manifest):
+def hello_bundle(version="1.0.0", name="hello", script=HELLO_PY, schema=HELLO_SCHEMA, gz=True, **manifest):
     m = {"name": name, "version": version, "description": "Greets someone.", "image": "host",
          "entrypoints": [{"name": "greet", "language": "python", "script": "lib/greet.py",
                           "description": "Greet WHO, TIMES times.", "input_schema": schema},
@@ -131,7 +131,7 @@ def hello_bundle(version="1.0.0", name="hello", script=HELLO_PY, schema=HELLO_SC
                           "description": "Count the documents.", "input_schema": {"type": "object"}}]}
     m.update(manifest)
     return tarball({"skill.json": json.dumps(m), "lib/greet.py": script,
-                    "count.sh": 'ls /work/documents | wc -l; cat "$1"\n'})
+                    "count.sh": 'ls /work/documents | wc -l; cat "$1"\n'}, gz=gz)
 
 
 def upload(client, body, want=201):
@@ -684,6 +684,9 @@ def test_stored_bundle_is_normalised(svc):
         assert st.st_uid == 0
         assert (st.st_mode & 0o7777) == (0o755 if p.is_dir() else 0o644), (p, oct(st.st_mode))
     assert sorted(str(p.relative_to(d)) for p in d.rglob("*")) == ["count.sh", "lib", "lib/greet.py", "skill.json"]
+    # the digest is of the files, not of the archive: a plain tar of them is the same version
+    plain = upload(svc, hello_bundle(name=name, gz=False), want=200)
+    assert plain["digest"] == doc["digest"]
 
 
 def test_approval_card_names_the_skill_and_arguments(svc):
@@ -706,3 +709,22 @@ def test_approval_card_names_the_skill_and_arguments(svc):
     t.client.ok("POST", f"/v1/runs/{run['id']}/approve", json={"hash": card["hash"]})
     done = t.client.wait_state(run["id"], {"succeeded", "failed", "error"}, timeout=60)
     assert done["state"] == "succeeded" and done["result"]["stdout"].startswith("hello eve hello eve hello eve"), done
+
+
+def test_a_broken_bundled_skill_stops_the_start(tmp_path):
+    """Bundled skills ship with airlock: one that does not validate is an
+    operator's error to hear about at start, not a skill that silently
+    goes missing."""
+    from service_util import service_binary
+    bad = tmp_path / "skills" / "broken"
+    bad.mkdir(parents=True)
+    (bad / "skill.json").write_text(_manifest(name="broken"))      # its script e.py is missing
+    (tmp_path / "skills" / "README.md").write_text("not a skill\n")
+    cfg = tmp_path / "serve.conf"
+    cfg.write_text(f"skills_dir = {tmp_path / 'skills'}\n")
+    import subprocess
+    p = subprocess.run([str(service_binary()), "serve", "--listen", "127.0.0.1:1", "--state", str(tmp_path / "state"),
+                        "--config", str(cfg)], capture_output=True, timeout=60)
+    assert p.returncode != 0
+    err = p.stderr.decode(errors="replace")
+    assert "bundled skill" in err and "broken" in err and "not a file of the bundle" in err, err
