@@ -40,7 +40,8 @@ static int open_parent(int rootfd, const char *path, bool make, const char **ret
         }
         char comp[AL_SKILL_PATH_MAX + 1];
         snprintf(comp, sizeof comp, "%.*s", (int)l, c);
-        if (make && mkdirat(dir, comp, 0755) < 0 && errno != EEXIST) {
+        bool made = make && mkdirat(dir, comp, 0755) == 0;
+        if (make && !made && errno != EEXIST) {
             int e = errno;
             close(dir);
             return al_err(err, "skill", e, "mkdir %s: %s", comp, strerror(e));
@@ -50,6 +51,8 @@ static int open_parent(int rootfd, const char *path, bool make, const char **ret
         close(dir);
         if (next < 0)
             return al_err(err, "skill", e, "\"%.200s\": %s is not a directory", path, comp);
+        if (made)
+            fchmod(next, 0755); /* whatever the umask: the box's user reads it */
         dir = next;
         c += l + 1;
     }
@@ -75,6 +78,10 @@ static int make_dir_entry(unpack *u, const char *path, al_error *err) {
     snprintf(name, sizeof name, "%.*s", (int)strcspn(leaf, "/"), leaf);
     if (mkdirat(dir, name, 0755) < 0 && errno != EEXIST)
         return al_err(err, "skill", errno, "mkdir %s: %m", path);
+    _cleanup_close_ int d = openat(dir, name, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (d < 0)
+        return al_err(err, "skill", errno, "\"%.200s\" is not a directory", path);
+    fchmod(d, 0755); /* whatever the umask */
     return 0;
 }
 

@@ -488,6 +488,10 @@ unsigned al_skill_run(al_service *s, const al_principal *p, const char *name, co
     free(code);
     if (thread_id)
         json_object_set_new(body, "thread_id", json_string(thread_id));
+    /* what a listing of runs, and an approver, see first */
+    json_object_set_new(body, "description", json_sprintf("skill %s %s, entrypoint %s%s", name,
+                                                          json_string_value(json_object_get(m, "version")), entrypoint,
+                                                          mode == AL_SKILL_TEST ? " (test bench)" : ""));
     json_t *lim = json_is_object(limits) ? json_deep_copy(limits) : json_object();
     if (json_object_get(ep, "timeout_s") && !json_object_get(lim, "timeout_s")) {
         /* the entrypoint's own timeout, within the workspace's maximum */

@@ -443,6 +443,7 @@ def test_upload_test_promote_run(svc):
     assert "args at /work/args.json files ['count.sh', 'lib', 'skill.json']" in out, out
     assert "skill dir read-only, errno 30" in out and "WRITABLE" not in out, out
     assert run["skill"] == {"name": name, "version": "1.0.0", "digest": digest, "entrypoint": "greet", "mode": "test"}
+    assert run["description"] == f"skill {name} 1.0.0, entrypoint greet (test bench)", run["description"]
     assert artifacts(run)["greeting.txt"]["size"] == len("hello ann hello ann ")
     # members do not promote
     status, _, err = member.request("POST", f"/v1/skills/{name}/promote")
