@@ -75,6 +75,10 @@ static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, con
 /* A status and document from a connection-free part (runs, skills); a 429
  * says when to come back. */
 static enum MHD_Result reply_doc(struct MHD_Connection *c, unsigned status, json_t *doc) {
+    if (!doc || status < 200 || status > 599) {
+        json_decref(doc);
+        return reply_error(c, 500, "internal", "no answer was made (status %u)", status);
+    }
     if (status != 429)
         return reply_json(c, status, doc);
     char *text = json_dumps(doc, JSON_COMPACT);
