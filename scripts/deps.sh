@@ -7,7 +7,8 @@ set -eu
 PKGS="build-essential meson ninja-build pkg-config
 libseccomp-dev libjansson-dev nettle-dev libmicrohttpd-dev libsqlite3-dev libarchive-dev
 python3 python3-pytest nodejs bash coreutils ca-certificates
-bubblewrap iproute2 openssl curl python3-pip procps util-linux debootstrap"
+bubblewrap iproute2 openssl curl python3-pip procps util-linux debootstrap
+python3-pil python3-pypdf python3-icalendar"
 
 missing=""
 for p in $PKGS; do

@@ -13,7 +13,9 @@
  *               "output_bytes", "tmpfs_bytes"},
  *    "image_dir", "image_digest" (optional: run on that image),
  *    "args": [strings] (optional), "stdin_path": host file (optional),
- *    "network": policy, as `airlock run --net` takes it (optional: offline)}
+ *    "network": policy, as `airlock run --net` takes it (optional: offline),
+ *    "skill_dir": host dir bound read-only at /skill, "script": the path in
+ *    the box to run instead of the code (both optional: a skill's run)}
  * The result carries "network": {policy, mode, egress: [...], egress_dropped}.
  */
 #include <fcntl.h>
@@ -21,6 +23,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 
+#include "../box/runtime_ro.h"
 #include "../image/image.h"
 #include "../lang/lang.h"
 #include "cli.h"
@@ -133,10 +136,19 @@ int cli_helper(int argc, char **argv) {
         al_image_runtime_init(&ir, img_dir, img_digest);
         runtime = &ir.rt;
     }
+    /* a skill: its bundle read-only at /skill, its entrypoint run from there */
+    const char *skill_dir = json_string_value(json_object_get(job, "skill_dir"));
+    const char *script = json_string_value(json_object_get(job, "script"));
+    al_runtime_ro ro;
+    if (skill_dir && script) {
+        al_runtime_ro_init(&ro, runtime, skill_dir, "skill");
+        runtime = &ro.rt;
+    }
     /* the script's arguments and standard input, when the run has them */
     json_t *jargs = json_object_get(job, "args");
     size_t nargs = json_array_size(jargs) < 256 ? json_array_size(jargs) : 256;
-    char *box_argv[256 + 3] = { (char *)lang->interpreter, (char *)lang->default_file };
+    char *box_argv[256 + 3] = { (char *)lang->interpreter,
+                                (char *)(skill_dir && script ? script : lang->default_file) };
     for (size_t k = 0; k < nargs; k++)
         box_argv[2 + k] = (char *)(json_string_value(json_array_get(jargs, k)) ?: "");
     box_argv[2 + nargs] = NULL;
@@ -154,7 +166,7 @@ int cli_helper(int argc, char **argv) {
         .argv = box_argv,
         .envp = net->env,
         .files = &sf,
-        .n_files = 1,
+        .n_files = skill_dir && script ? 0 : 1,
         .inputs = inputs,
         .n_inputs = n_inputs,
         .stdin_fd = in_fd,

@@ -17,6 +17,7 @@
 #include "audit.h"
 #include "openapi.h"
 #include "service.h"
+#include "skills.h"
 
 #define MAX_CONNECTIONS 512
 #define LIST_MAX 200
@@ -67,6 +68,27 @@ static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, con
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, "Content-Type", type);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* A status and document from a connection-free part (runs, skills); a 429
+ * says when to come back. */
+static enum MHD_Result reply_doc(struct MHD_Connection *c, unsigned status, json_t *doc) {
+    if (!doc || status < 200 || status > 599) {
+        json_decref(doc);
+        return reply_error(c, 500, "internal", "no answer was made (status %u)", status);
+    }
+    if (status != 429)
+        return reply_json(c, status, doc);
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    if (!text)
+        return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Retry-After", "5");
+    enum MHD_Result ret = MHD_queue_response(c, 429, r);
     MHD_destroy_response(r);
     return ret;
 }
@@ -144,6 +166,15 @@ json_t *al_run_json(al_service *s, json_t *row) {
         json_object_set(out, "price", json_object_get(row, "price"));
         json_t *im = json_object_get(row, "image");
         json_object_set_new(out, "image", json_is_string(im) ? json_incref(im) : json_string("host"));
+        json_t *ins = parse_or_null(row, "inputs");
+        json_t *sk = json_object_get(ins, "skill");
+        if (json_is_object(sk))
+            json_object_set_new(out, "skill", json_pack("{s:O, s:O, s:O, s:O, s:O}", "name", json_object_get(sk, "name"),
+                                                        "version", json_object_get(sk, "version"), "digest",
+                                                        json_object_get(sk, "digest"), "entrypoint",
+                                                        json_object_get(sk, "entrypoint"), "mode",
+                                                        json_object_get(sk, "mode")));
+        json_decref(ins);
     } else {
         json_decref(approval);
     }
@@ -203,41 +234,39 @@ typedef struct limit_spec {
 
 static json_t *piston_result(json_t *run_json, const char *language, const char *version);
 
-/* PISTON: NULL, or {language, version} to answer in Piston's shape. */
-static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const al_principal *p, request *rq,
-                                  const char *const *piston) {
+/* An error answer of al_run_create: the status, and the document in *RET. */
+static unsigned run_error(json_t **ret, unsigned status, const char *code, const char *fmt, ...) _printf_(4, 5);
+static unsigned run_error(json_t **ret, unsigned status, const char *code, const char *fmt, ...) {
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    *ret = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
+    return status;
+}
+
+unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const al_run_extra *extra, json_t **ret_doc) {
     al_error err = { 0 };
-    json_error_t jerr;
-    json_t *body = json_loadb(rq->body ? rq->body : "", rq->len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!json_is_object(body)) {
-        json_decref(body);
-        return reply_error(c, 400, "bad_request", "the body must be a JSON object: %s", jerr.text);
-    }
-    enum MHD_Result ret;
+    static const al_run_extra none = { 0 };
+    const al_run_extra *ex = extra ? extra : &none;
+    const char *tool = ex->tool ? ex->tool : "code_execution";
+    *ret_doc = NULL;
+    if (!json_is_object(body))
+        return run_error(ret_doc, 400, "bad_request", "the body must be a JSON object");
+    unsigned ret;
     json_t *settings = NULL;
-    const char *wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
-    const char *ts = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout_s");
-    bool want_wait = piston || (wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0));
-    uint64_t wait_secs = 0;
-    if (wait && !want_wait && strcmp(wait, "false") != 0 && strcmp(wait, "0") != 0) {
-        ret = reply_error(c, 400, "bad_request", "wait must be true or false");
-        goto out;
-    }
-    if (ts && (al_parse_u64(ts, &wait_secs) < 0 || wait_secs < 1 || wait_secs > 3600)) {
-        ret = reply_error(c, 400, "bad_request", "timeout_s must be a whole number of seconds from 1 to 3600");
-        goto out;
-    }
     settings = al_settings_load(s, p->workspace_id);
     /* the IAM decision: is code execution a tool this workspace may call? */
     bool tool_ok = false;
     size_t ti;
     json_t *tv;
-    json_array_foreach(json_object_get(settings, "tools"), ti, tv) tool_ok |= strcmp(json_string_value(tv), "code_execution") == 0;
+    json_array_foreach(json_object_get(settings, "tools"), ti, tv) tool_ok |= strcmp(json_string_value(tv), tool) == 0;
     if (!tool_ok) {
         al_audit_append(s->store, p->org_id, p->workspace_id, "capability.invoke_denied", p->person_id, NULL,
-                        json_pack("{s:s, s:s}", "tool", "code_execution", "reason", "not on the workspace's tool allow-list"),
+                        json_pack("{s:s, s:s}", "tool", tool, "reason", "not on the workspace's tool allow-list"),
                         &err);
-        ret = reply_error(c, 403, "tool_not_allowed", "code_execution is not on this workspace's tool allow-list");
+        ret = run_error(ret_doc, 403, "tool_not_allowed", "%s is not on this workspace's tool allow-list", tool);
         goto out;
     }
     json_t *lang = json_object_get(body, "language"), *code = json_object_get(body, "code");
@@ -253,12 +282,12 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         json_array_foreach(args, k, av) ok = ok && json_is_string(av) && json_string_length(av) <= 4096 &&
                                          !memchr(json_string_value(av), 0, json_string_length(av));
         if (!ok) {
-            ret = reply_error(c, 400, "bad_request", "args must be at most 256 strings of at most 4096 bytes, without NUL");
+            ret = run_error(ret_doc, 400, "bad_request", "args must be at most 256 strings of at most 4096 bytes, without NUL");
             goto out;
         }
     }
     if (stdin_text && !json_is_null(stdin_text) && (!json_is_string(stdin_text) || json_string_length(stdin_text) > (1u << 20))) {
-        ret = reply_error(c, 400, "bad_request", "stdin must be a string of at most 1 MiB");
+        ret = run_error(ret_doc, 400, "bad_request", "stdin must be a string of at most 1 MiB");
         goto out;
     }
     char image_ref[80] = "";
@@ -271,7 +300,7 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         snprintf(images, sizeof images, "%s/images", s->cfg.state_dir);
         if (!json_is_string(img) || (strcmp(json_string_value(img), "host") != 0 &&
                                      al_image_resolve(images, json_string_value(img), idir, sizeof idir, digest, &ierr) < 0)) {
-            ret = reply_error(c, 400, "bad_request", "image: %s", ierr.msg[0] ? ierr.msg : "want an alias or sha256 digest");
+            ret = run_error(ret_doc, 400, "bad_request", "image: %s", ierr.msg[0] ? ierr.msg : "want an alias or sha256 digest");
             goto out;
         }
         if (strcmp(json_string_value(img), "host") != 0)
@@ -283,27 +312,27 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
     for (size_t i = 0; language && i < ELEMENTSOF(langs); i++)
         lang_ok |= strcmp(language, langs[i]) == 0;
     if (!lang_ok) {
-        ret = reply_error(c, 400, "bad_request", "language must be one of python, node, bash");
+        ret = run_error(ret_doc, 400, "bad_request", "language must be one of python, node, bash");
         goto out;
     }
     if (!json_is_string(code) || json_string_length(code) == 0) {
-        ret = reply_error(c, 400, "bad_request", "code must be a non-empty string");
+        ret = run_error(ret_doc, 400, "bad_request", "code must be a non-empty string");
         goto out;
     }
     if (json_string_length(code) > s->cfg.code_max || memchr(json_string_value(code), 0, json_string_length(code))) {
-        ret = reply_error(c, json_string_length(code) > s->cfg.code_max ? 413 : 400,
+        ret = run_error(ret_doc, json_string_length(code) > s->cfg.code_max ? 413 : 400,
                           json_string_length(code) > s->cfg.code_max ? "payload_too_large" : "bad_request",
                           "code must be at most %llu bytes, without NUL", (unsigned long long)s->cfg.code_max);
         goto out;
     }
     if (thread && !json_is_null(thread) && (!json_is_string(thread) || !valid_thread_id(json_string_value(thread)))) {
-        ret = reply_error(c, 400, "bad_request", "thread_id must be 1-64 characters of A-Z a-z 0-9 . _ -");
+        ret = run_error(ret_doc, 400, "bad_request", "thread_id must be 1-64 characters of A-Z a-z 0-9 . _ -");
         goto out;
     }
     /* the network policy: the request's, or the workspace's default; parsed
      * here so a bad one is refused now, and stored in canonical form */
     if (net && !json_is_null(net) && !json_is_string(net)) {
-        ret = reply_error(c, 400, "bad_request", "network must be a policy string (offline, packages, internet, "
+        ret = run_error(ret_doc, 400, "bad_request", "network must be a policy string (offline, packages, internet, "
                                                  "hosts:a.example,b.example, hosts+packages:a.example)");
         goto out;
     }
@@ -314,11 +343,11 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         al_error nerr = { 0 };
         if (!np || al_net_policy_parse(spec, np, &nerr) < 0) {
             free(np);
-            ret = reply_error(c, 400, "bad_request", "network: %s", np ? nerr.msg : "out of memory");
+            ret = run_error(ret_doc, 400, "bad_request", "network: %s", np ? nerr.msg : "out of memory");
             goto out;
         }
         if (!al_network_mode_allowed(json_object_get(settings, "network_allowed"), np->mode)) {
-            ret = reply_error(c, 403, "network_not_allowed", "network mode %s is not allowed in this workspace "
+            ret = run_error(ret_doc, 403, "network_not_allowed", "network mode %s is not allowed in this workspace "
                               "(settings network_allowed)", al_net_mode_name(np->mode));
             free(np);
             goto out;
@@ -327,20 +356,20 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         free(np);
     }
     if (desc && !json_is_null(desc) && (!json_is_string(desc) || json_string_length(desc) > DESCRIPTION_MAX)) {
-        ret = reply_error(c, 400, "bad_request", "description must be a string of at most %d bytes", DESCRIPTION_MAX);
+        ret = run_error(ret_doc, 400, "bad_request", "description must be a string of at most %d bytes", DESCRIPTION_MAX);
         goto out;
     }
     if (files && !json_is_null(files) && (!json_is_array(files) || json_array_size(files) > s->cfg.files_max)) {
-        ret = reply_error(c, 400, "bad_request", "files must be an array of at most %llu entries",
+        ret = run_error(ret_doc, 400, "bad_request", "files must be an array of at most %llu entries",
                           (unsigned long long)s->cfg.files_max);
         goto out;
     }
     if (arts && !json_is_null(arts) && (!json_is_array(arts) || json_array_size(arts) > ARTIFACT_REFS_MAX)) {
-        ret = reply_error(c, 400, "bad_request", "artifacts must be an array of at most %d artifact ids", ARTIFACT_REFS_MAX);
+        ret = run_error(ret_doc, 400, "bad_request", "artifacts must be an array of at most %d artifact ids", ARTIFACT_REFS_MAX);
         goto out;
     }
     if (lim && !json_is_null(lim) && !json_is_object(lim)) {
-        ret = reply_error(c, 400, "bad_request", "limits must be an object");
+        ret = run_error(ret_doc, 400, "bad_request", "limits must be an object");
         goto out;
     }
     /* limits, each within the workspace's maxima */
@@ -366,7 +395,7 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         for (size_t i = 0; i < ELEMENTSOF(specs); i++)
             known |= strcmp(key, specs[i].key) == 0;
         if (!known) {
-            ret = reply_error(c, 400, "bad_request", "unknown limit \"%s\" (timeout_s, memory_mb, cpus, pids)", key);
+            ret = run_error(ret_doc, 400, "bad_request", "unknown limit \"%s\" (timeout_s, memory_mb, cpus, pids)", key);
             goto out;
         }
     }
@@ -375,7 +404,7 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         v[i] = specs[i].def > specs[i].max ? specs[i].max : specs[i].def;
         if (x && !json_is_null(x)) {
             if (!json_is_number(x) || json_number_value(x) < specs[i].min || json_number_value(x) > specs[i].max) {
-                ret = reply_error(c, 400, "bad_request", "limits.%s must be a number from %g to %g", specs[i].key,
+                ret = run_error(ret_doc, 400, "bad_request", "limits.%s must be a number from %g to %g", specs[i].key,
                                   specs[i].min, specs[i].max);
                 goto out;
             }
@@ -386,7 +415,7 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
     size_t nf = json_array_size(files);
     char **data = calloc(nf + 1, sizeof *data);
     size_t *dlen = calloc(nf + 1, sizeof *dlen);
-    ret = MHD_YES;
+    ret = 0;
     bool bad = false;
     for (size_t i = 0; i < nf && !bad; i++) {
         json_t *f = json_array_get(files, i);
@@ -397,16 +426,16 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         for (size_t k = 0; name && k < ELEMENTSOF(reserved); k++)
             res |= strcmp(name, reserved[k]) == 0;
         if (!json_is_object(f) || !name || !valid_file_name(name) || res) {
-            ret = reply_error(c, 400, "bad_request", "files[%zu].name must be a plain file name (no /, not . or .., not %s)",
+            ret = run_error(ret_doc, 400, "bad_request", "files[%zu].name must be a plain file name (no /, not . or .., not %s)",
                               i, "main.py, main.js, main.sh or documents");
             bad = true;
         } else if (!b64 || decode_base64(b64, &data[i], &dlen[i]) < 0) {
-            ret = reply_error(c, 400, "bad_request", "files[%zu].content_base64 is not valid base64", i);
+            ret = run_error(ret_doc, 400, "bad_request", "files[%zu].content_base64 is not valid base64", i);
             bad = true;
         }
         for (size_t k = 0; !bad && k < i; k++)
             if (strcmp(name, json_string_value(json_object_get(json_array_get(files, k), "name"))) == 0) {
-                ret = reply_error(c, 400, "bad_request", "two files are named \"%s\"", name);
+                ret = run_error(ret_doc, 400, "bad_request", "two files are named \"%s\"", name);
                 bad = true;
             }
     }
@@ -416,7 +445,7 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
                                          aid, p->workspace_id)
                         : NULL;
         if (!a || json_array_size(a) != 1) {
-            ret = reply_error(c, 404, "not_found", "artifacts[%zu]: no such artifact", i);
+            ret = run_error(ret_doc, 404, "not_found", "artifacts[%zu]: no such artifact", i);
             bad = true;
         }
         json_decref(a);
@@ -428,22 +457,22 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
     }
     if (!bad && (perr.err || s->driver->probe(&perr) < 0)) {
         al_audit_append(s->store, p->org_id, p->workspace_id, "capability.invoke_denied", p->person_id, NULL,
-                        json_pack("{s:s, s:s}", "tool", "code_execution", "reason", perr.msg), &err);
-        ret = reply_error(c, 503, "driver_disabled", "%s", perr.msg);
+                        json_pack("{s:s, s:s}", "tool", tool, "reason", perr.msg), &err);
+        ret = run_error(ret_doc, 503, "driver_disabled", "%s", perr.msg);
         bad = true;
     }
     int64_t price = (int64_t)json_number_value(json_object_get(settings, "price_per_run"));
     if (!bad && al_credits_balance(s, p->org_id) < price) {
         al_audit_append(s->store, p->org_id, p->workspace_id, "capability.invoke_denied", p->person_id, NULL,
-                        json_pack("{s:s, s:s}", "tool", "code_execution", "reason", "insufficient credits"), &err);
-        ret = reply_error(c, 402, "payment_required", "a run costs %lld credits and the organisation has %lld",
+                        json_pack("{s:s, s:s}", "tool", tool, "reason", "insufficient credits"), &err);
+        ret = run_error(ret_doc, 402, "payment_required", "a run costs %lld credits and the organisation has %lld",
                           (long long)price, (long long)al_credits_balance(s, p->org_id));
         bad = true;
     }
     if (!bad) {
         int64_t quota = al_artifacts_org_quota(s, p->org_id);
         if (al_artifacts_org_usage(s, p->org_id) >= quota) {
-            ret = reply_error(c, 507, "quota_exceeded", "the organisation's artifact storage (%lld bytes) is full",
+            ret = run_error(ret_doc, 507, "quota_exceeded", "the organisation's artifact storage (%lld bytes) is full",
                               (long long)quota);
             bad = true;
         }
@@ -453,13 +482,8 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         bool full = s->queue_len >= s->cfg.queue_max;
         pthread_mutex_unlock(&s->mu);
         if (full) {
-            struct MHD_Response *r = NULL;
-            char *m = strdup("{\"error\":{\"code\":\"queue_full\",\"message\":\"the run queue is full; retry later\"}}");
-            r = MHD_create_response_from_buffer(strlen(m), m, MHD_RESPMEM_MUST_FREE);
-            MHD_add_response_header(r, "Content-Type", "application/json");
-            MHD_add_response_header(r, "Retry-After", "5");
-            ret = MHD_queue_response(c, 429, r);
-            MHD_destroy_response(r);
+            /* http.c's answer adds Retry-After to every 429 */
+            ret = run_error(ret_doc, 429, "queue_full", "the run queue is full; retry later");
             bad = true;
         }
     }
@@ -472,8 +496,8 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         char in[PATH_MAX + 80];
         snprintf(in, sizeof in, "%s/in", dir);
         bool has_stdin = stdin_text && json_is_string(stdin_text);
-        if ((nf || has_stdin) && mkdir(dir, 0700) < 0) {
-            ret = reply_error(c, 500, "internal", "cannot store the run's files: %s", strerror(errno));
+        if ((nf || has_stdin || ex->args_json) && mkdir(dir, 0700) < 0) {
+            ret = run_error(ret_doc, 500, "internal", "cannot store the run's files: %s", strerror(errno));
             bad = true;
         }
         if (!bad && has_stdin) {
@@ -481,14 +505,14 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
             snprintf(sp, sizeof sp, "%s/stdin", dir);
             int fd = open(sp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
             if (fd < 0 || al_write_all(fd, json_string_value(stdin_text), json_string_length(stdin_text)) < 0) {
-                ret = reply_error(c, 507, "storage", "cannot store the run's stdin: %s", strerror(errno));
+                ret = run_error(ret_doc, 507, "storage", "cannot store the run's stdin: %s", strerror(errno));
                 bad = true;
             }
             if (fd >= 0)
                 close(fd);
         }
-        if (!bad && nf && mkdir(in, 0700) < 0) {
-            ret = reply_error(c, 500, "internal", "cannot store the run's files: %s", strerror(errno));
+        if (!bad && (nf || ex->args_json) && mkdir(in, 0700) < 0) {
+            ret = run_error(ret_doc, 500, "internal", "cannot store the run's files: %s", strerror(errno));
             bad = true;
         }
         for (size_t i = 0; !bad && i < nf; i++) {
@@ -496,7 +520,19 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
             snprintf(fp, sizeof fp, "%s/%s", in, json_string_value(json_object_get(json_array_get(files, i), "name")));
             int fd = open(fp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
             if (fd < 0 || al_write_all(fd, data[i], dlen[i]) < 0) {
-                ret = reply_error(c, 507, "storage", "cannot store the run's files: %s", strerror(errno));
+                ret = run_error(ret_doc, 507, "storage", "cannot store the run's files: %s", strerror(errno));
+                bad = true;
+            }
+            if (fd >= 0)
+                close(fd);
+        }
+        if (!bad && ex->args_json) {
+            /* a skill's arguments: /work/args.json in the box */
+            char ap[PATH_MAX + 100];
+            snprintf(ap, sizeof ap, "%s/args.json", in);
+            int fd = open(ap, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+            if (fd < 0 || al_write_all(fd, ex->args_json, strlen(ex->args_json)) < 0) {
+                ret = run_error(ret_doc, 507, "storage", "cannot store the skill's arguments: %s", strerror(errno));
                 bad = true;
             }
             if (fd >= 0)
@@ -517,9 +553,12 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
                                (json_int_t)v[3]);
     char *limits_text = json_dumps(limits, JSON_COMPACT);
     json_decref(limits);
-    json_t *inputs = json_pack("{s:O}", "artifacts", arts && json_is_array(arts) ? arts : json_array());
+    /* "o" with a new reference either way: "O" of a fresh array leaked it */
+    json_t *inputs = json_pack("{s:o}", "artifacts", arts && json_is_array(arts) ? json_incref(arts) : json_array());
     if (args && json_is_array(args))
         json_object_set(inputs, "args", args);
+    if (ex->skill)
+        json_object_set(inputs, "skill", ex->skill);
     char *inputs_text = json_dumps(inputs, JSON_COMPACT);
     json_decref(inputs);
     const char *policy = json_string_value(json_object_get(settings, "approval_policy"));
@@ -538,14 +577,14 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
     free(inputs_text);
     if (n < 0) {
         al_rm_rf(dir);
-        ret = reply_error(c, 500, "internal", "cannot record the run: %s", err.msg);
+        ret = run_error(ret_doc, 500, "internal", "cannot record the run: %s", err.msg);
         goto out;
     }
     json_t *run_row = load_run(s, p, run_id);
     char in_hash[65];
     al_approval_hash(run_row, in_hash);
     al_governance_audit(s, run_row, "capability.invoke_allowed", NULL,
-                        json_pack("{s:s, s:s, s:s}", "tool", "code_execution", "language", language, "approval",
+                        json_pack("{s:s, s:s, s:s}", "tool", tool, "language", language, "approval",
                                   needs_approval ? "required" : "not required"));
     if (needs_approval) {
         char apid[40], expires[40];
@@ -573,13 +612,13 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         if (al_service_enqueue(s, run_id, p->person_id, (int)json_number_value(json_object_get(settings, "concurrency"))) < 0) {
             json_decref(run_row);
             al_service_cancel(s, run_id);
-            ret = reply_error(c, 429, "queue_full", "the run queue is full; retry later");
+            ret = run_error(ret_doc, 429, "queue_full", "the run queue is full; retry later");
             goto out;
         }
     }
     json_decref(run_row);
-    if (want_wait) {
-        uint64_t secs = wait_secs ? wait_secs : (uint64_t)v[0] + 30;
+    if (ex->wait) {
+        uint64_t secs = ex->wait_secs ? ex->wait_secs : (uint64_t)v[0] + 30;
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += (time_t)secs;
@@ -596,20 +635,49 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
                 break;
             }
         }
-        if (row && piston)
-            ret = reply_json(c, 200, piston_result(al_run_json(s, row), piston[0], piston[1]));
-        else
-            ret = row ? reply_json(c, 200, al_run_json(s, row)) : reply_error(c, 500, "internal", "run vanished");
+        if (row) {
+            *ret_doc = al_run_json(s, row);
+            ret = 200;
+        } else {
+            ret = run_error(ret_doc, 500, "internal", "run vanished");
+        }
         json_decref(row);
         goto out;
     }
     json_t *row = load_run(s, p, run_id);
-    ret = reply_json(c, 201, al_run_json(s, row));
+    *ret_doc = al_run_json(s, row);
+    ret = 201;
     json_decref(row);
 out:
     json_decref(settings);
-    json_decref(body);
     return ret;
+}
+
+/* POST /v1/runs, and Piston's execute. PISTON: NULL, or {language,
+ * version} to answer in Piston's shape. */
+static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const al_principal *p, request *rq,
+                                  const char *const *piston) {
+    json_error_t jerr;
+    json_t *body = json_loadb(rq->body ? rq->body : "", rq->len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!json_is_object(body)) {
+        json_decref(body);
+        return reply_error(c, 400, "bad_request", "the body must be a JSON object: %s", jerr.text);
+    }
+    const char *wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
+    const char *ts = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout_s");
+    al_run_extra x = { .wait = piston || (wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0)) };
+    if (wait && !x.wait && strcmp(wait, "false") != 0 && strcmp(wait, "0") != 0) {
+        json_decref(body);
+        return reply_error(c, 400, "bad_request", "wait must be true or false");
+    }
+    if (ts && (al_parse_u64(ts, &x.wait_secs) < 0 || x.wait_secs < 1 || x.wait_secs > 3600)) {
+        json_decref(body);
+        return reply_error(c, 400, "bad_request", "timeout_s must be a whole number of seconds from 1 to 3600");
+    }
+    json_t *doc = NULL;
+    unsigned status = al_run_create(s, p, body, &x, &doc);
+    json_decref(body);
+    return reply_doc(c, status, status == 200 && piston ? piston_result(doc, piston[0], piston[1]) : doc);
 }
 
 /* ?limit=N&cursor=C of a listing newest first; false (and a 400 queued)
@@ -1226,6 +1294,95 @@ static enum MHD_Result piston(al_service *s, struct MHD_Connection *c, const cha
     return ret;
 }
 
+/* ---------------------------------------------------------------- skills */
+
+/* POST /v1/skills/{name}/run and .../test: {entrypoint, args, thread_id,
+ * limits, digest (test only)}. */
+static enum MHD_Result skill_start(al_service *s, struct MHD_Connection *c, const al_principal *p, const char *name,
+                                   bool test, request *rq) {
+    if (rq->too_large)
+        return reply_error(c, 413, "payload_too_large", "the body is larger than %llu bytes",
+                           (unsigned long long)s->cfg.body_max);
+    json_error_t jerr;
+    json_t *b = json_loadb(rq->body ? rq->body : "", rq->len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!json_is_object(b)) {
+        json_decref(b);
+        return reply_error(c, 400, "bad_request", "the body must be a JSON object {entrypoint, args, thread_id}: %s",
+                           jerr.text);
+    }
+    static const char *const keys[] = { "entrypoint", "args", "thread_id", "limits", "digest" };
+    const char *k;
+    json_t *v;
+    json_object_foreach(b, k, v) {
+        bool ok = false;
+        for (size_t i = 0; i < ELEMENTSOF(keys) - (test ? 0 : 1); i++)
+            ok |= strcmp(k, keys[i]) == 0;
+        if (!ok) {
+            enum MHD_Result r = reply_error(c, 400, "bad_request", "unknown field \"%.64s\" (entrypoint, args, thread_id, "
+                                                                   "limits%s)", k, test ? ", digest" : "");
+            json_decref(b);
+            return r;
+        }
+    }
+    json_t *ep = json_object_get(b, "entrypoint"), *thread = json_object_get(b, "thread_id");
+    json_t *dg = json_object_get(b, "digest"), *lim = json_object_get(b, "limits");
+    if (!json_is_string(ep) || (thread && !json_is_null(thread) && (!json_is_string(thread) ||
+                                                                     !valid_thread_id(json_string_value(thread)))) ||
+        (dg && !json_is_string(dg)) || (lim && !json_is_null(lim) && !json_is_object(lim))) {
+        json_decref(b);
+        return reply_error(c, 400, "bad_request", "want entrypoint (a string), args (an object), thread_id "
+                                                  "([A-Za-z0-9._-]{1,64}), limits (an object)");
+    }
+    const char *wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
+    bool want_wait = test || (wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0));
+    json_t *doc = NULL;
+    unsigned st = al_skill_run(s, p, name, json_string_value(ep), json_object_get(b, "args"), json_string_value(thread),
+                               json_string_value(dg), lim, want_wait, test ? AL_SKILL_TEST : AL_SKILL_RUN, &doc);
+    json_decref(b);
+    return reply_doc(c, st, doc);
+}
+
+static enum MHD_Result skills_route(al_service *s, struct MHD_Connection *c, const al_principal *p, char seg[6][128],
+                                    int n, bool get, bool post, request *rq) {
+    json_t *doc = NULL;
+    unsigned st;
+    if (n == 2 && post) {
+        if (rq->too_large)
+            return reply_error(c, 413, "payload_too_large", "the bundle is larger than %llu bytes",
+                               (unsigned long long)s->cfg.body_max);
+        st = al_skills_upload(s, p, rq->body, rq->len, &doc);
+        return reply_doc(c, st, doc);
+    }
+    if (n == 2 && get) {
+        st = al_skills_list(s, p, &doc);
+        return reply_doc(c, st, doc);
+    }
+    if (n == 2)
+        return reply_error(c, 405, "method_not_allowed", "use GET or POST");
+    if (!al_skill_name_valid(seg[2]))
+        return reply_error(c, 404, "not_found", "no such skill: names are 1-64 characters of a-z 0-9 -");
+    if (n == 3 && get) {
+        st = al_skills_get(s, p, seg[2], &doc);
+        return reply_doc(c, st, doc);
+    }
+    if (n == 4 && post && (strcmp(seg[3], "run") == 0 || strcmp(seg[3], "test") == 0))
+        return skill_start(s, c, p, seg[2], seg[3][0] == 't', rq);
+    if (n == 4 && post && strcmp(seg[3], "promote") == 0) {
+        json_t *b = rq->len ? json_loadb(rq->body, rq->len, 0, NULL) : json_object();
+        json_t *dg = json_object_get(b, "digest");
+        if (!json_is_object(b) || (dg && !json_is_string(dg))) {
+            json_decref(b);
+            return reply_error(c, 400, "bad_request", "the body is empty or {\"digest\": \"sha256:...\"}");
+        }
+        st = al_skills_promote(s, p, seg[2], json_string_value(dg), &doc);
+        json_decref(b);
+        return reply_doc(c, st, doc);
+    }
+    if (n == 3 || (n == 4 && (strcmp(seg[3], "run") == 0 || strcmp(seg[3], "test") == 0 || strcmp(seg[3], "promote") == 0)))
+        return reply_error(c, 405, "method_not_allowed", n == 3 ? "use GET" : "use POST");
+    return reply_error(c, 404, "not_found", "no such path");
+}
+
 /* ---------------------------------------------------------------- router */
 
 static int split(const char *url, char parts[6][128]) {
@@ -1333,6 +1490,8 @@ static enum MHD_Result route(al_service *s, struct MHD_Connection *c, const char
         }
         return reply_error(c, n <= 4 ? 405 : 404, n <= 4 ? "method_not_allowed" : "not_found", "no such route");
     }
+    if (n >= 2 && strcmp(seg[1], "skills") == 0)
+        return skills_route(s, c, &p, seg, n, get, post, rq);
     if (n == 2 && strcmp(seg[1], "settings") == 0 && (strcmp(method, "PUT") == 0 || strcmp(method, "PATCH") == 0))
         return put_settings(s, c, &p, rq);
     bool known = (n == 4 && strcmp(seg[1], "threads") == 0 && strcmp(seg[3], "artifacts") == 0) ||

@@ -18,6 +18,7 @@
 #include "audit.h"
 #include "dlp.h"
 #include "service.h"
+#include "skills.h"
 
 struct active_run {
     active_run *next;
@@ -87,6 +88,12 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
         if (r == 0)
             c->storage_quota_bytes = (uint64_t)mb << 20;
         return r;
+    }
+    if (strcmp(key, "skills_dir") == 0) {
+        if (value[0] != '/' && value[0] != '.' && value[0] != '\0')
+            return al_err(err, "config", EINVAL, "skills_dir = %s: want a path", value);
+        snprintf(c->skills_dir, sizeof c->skills_dir, "%s", value);
+        return 0;
     }
     return al_err(err, "config", EINVAL, "unknown setting \"%s\"", key);
 }
@@ -303,6 +310,24 @@ static json_t *job_for(al_service *s, json_t *run, const char *dir, al_error *er
     json_t *ins = json_loads(json_string_value(json_object_get(run, "inputs")), 0, NULL);
     if (json_is_array(json_object_get(ins, "args")))
         json_object_set(job, "args", json_object_get(ins, "args"));
+    json_t *skill = json_object_get(ins, "skill");
+    if (skill) {
+        /* the bundle, read-only at /skill; the entrypoint runs from there
+         * with the path of its arguments (staged as /work/args.json) */
+        char sdir[PATH_MAX + 80], script[512];
+        if (al_skills_dir(s, json_string_value(json_object_get(skill, "digest")), sdir, sizeof sdir) < 0 ||
+            access(sdir, F_OK) != 0) {
+            al_err(err, "skill", ENOENT, "the skill's bundle %s is not in the store",
+                   json_string_value(json_object_get(skill, "digest")));
+            json_decref(ins);
+            json_decref(job);
+            return NULL;
+        }
+        snprintf(script, sizeof script, "/skill/%s", json_string_value(json_object_get(skill, "script")));
+        json_object_set_new(job, "skill_dir", json_string(sdir));
+        json_object_set_new(job, "script", json_string(script));
+        json_object_set_new(job, "args", json_pack("[s]", "/work/args.json"));
+    }
     json_decref(ins);
     char stdin_path[PATH_MAX + 64];
     snprintf(stdin_path, sizeof stdin_path, "%s/stdin", dir);
@@ -349,8 +374,11 @@ static int redact_result(al_dlp *dlp, json_t *result) {
             continue;
         size_t n = 0;
         char *red = al_dlp_redact(dlp, json_string_value(v), json_string_length(v), &count, &n);
-        if (red)
-            json_object_set_new(result, keys[i], json_stringn(red, n) ? json_stringn(red, n) : json_string(""));
+        if (red) {
+            /* one string made, not two (the first was leaked): invalid UTF-8 gives NULL */
+            json_t *t = json_stringn(red, n);
+            json_object_set_new(result, keys[i], t ? t : json_string(""));
+        }
         free(red);
     }
     return count;
@@ -388,6 +416,8 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
         snprintf(preview, sizeof preview, "%s%s", o ? o : "", e ? e : "");
     }
     json_t *exit_code = result ? json_object_get(result, "exit_code") : NULL;
+    json_t *ins = json_loads(json_string_value(json_object_get(run, "inputs")), 0, NULL);
+    json_t *skill = json_object_get(ins, "skill");
     /* what the egress log says, in brief; the log itself is in the result */
     json_int_t egress_conns = 0, egress_bytes = 0, egress_denied = 0;
     size_t ei;
@@ -400,7 +430,8 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
     }
     al_governance_audit(s, run, "tool.call", NULL,
                         json_pack("{s:s, s:s, s:s, s:O, s:s, s:s, s:I, s:O, s:s, s:{s:I, s:I, s:I}, s:s, s:i}",
-                                  "tool", "code_execution", "invocation_id", run_id, "input_sha256", input_hash,
+                                  "tool", skill ? "run_skill_script" : "code_execution", "invocation_id", run_id,
+                                  "input_sha256", input_hash,
                                   "exit_code", exit_code ? exit_code : json_null(), "output_preview", preview,
                                   "language", json_string_value(json_object_get(run, "language")), "duration_ms",
                                   (json_int_t)duration_ms, "network", json_object_get(run, "network"),
@@ -408,6 +439,7 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
                                                       ? json_string_value(json_object_get(run, "image")) : "host",
                                   "egress", "connections", egress_conns, "denied", egress_denied, "bytes", egress_bytes, "state", state,
                                   "redactions", redactions));
+    json_decref(ins);
     al_store_exec(s->store, &err,
                   "INSERT OR REPLACE INTO analytics (run_id, org_id, workspace_id, language, state, exit_code, duration_ms, "
                   "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -938,6 +970,18 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    char skills[PATH_MAX + 32];
+    if (cfg->skills_dir[0]) {
+        snprintf(skills, sizeof skills, "%s", cfg->skills_dir);
+    } else {
+        /* the repository's skills/ beside a build tree (build/airlock), else
+         * the installed copy */
+        snprintf(skills, sizeof skills, "%.*s/../skills", slash ? (int)(slash - self) : 1, slash ? self : ".");
+        if (access(skills, F_OK) != 0)
+            snprintf(skills, sizeof skills, "%s", AIRLOCK_SKILLS_DIR);
+    }
+    if ((r = al_skills_init(s, skills, err)) < 0)
+        return r;
     recover(s);
     if (pthread_create(&s->scheduler, NULL, scheduler_main, s) != 0)
         return al_err(err, "service", EAGAIN, "start the scheduler");

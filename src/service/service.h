@@ -24,6 +24,7 @@ typedef struct al_service_config {
     uint64_t code_max;            /* code bytes */
     uint64_t files_max;           /* inline files per run */
     uint64_t storage_quota_bytes; /* per organisation; 0: each one's own setting */
+    char skills_dir[PATH_MAX];    /* bundled skills; "" = beside the binary or installed */
 } al_service_config;
 
 void al_service_config_default(al_service_config *c);
@@ -60,6 +61,8 @@ typedef struct al_service {
     uint64_t runs_started, runs_finished;
     uint64_t duration_buckets[12]; /* histogram of run wall time */
     double duration_sum;
+
+    json_t *skills_bundled;       /* [{manifest, digest}], read-only after start */
 } al_service;
 
 /* service.c */
@@ -108,6 +111,21 @@ void al_service_expire_approvals(al_service *s);
 
 /* http.c */
 typedef struct al_http al_http;
+
+/* What a caller other than POST /v1/runs adds to a run (a skill's run). */
+typedef struct al_run_extra {
+    const char *tool;             /* the allow-listed tool it is; NULL: "code_execution" */
+    json_t *skill;                /* {name, version, digest, entrypoint, script, mode}, or NULL */
+    const char *args_json;        /* a skill's arguments, staged as /work/args.json */
+    bool wait;                    /* answer when the run has ended */
+    uint64_t wait_secs;           /* 0: the run's timeout + 30 s */
+} al_run_extra;
+
+/* Create a run from BODY (the JSON of POST /v1/runs) for P: validation,
+ * the tool allow-list, approval, credits, queue and audit. Returns the HTTP
+ * status and the document to answer (the run object, or {"error": ...});
+ * *RET_DOC is always set. X may be NULL. */
+unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const al_run_extra *x, json_t **ret_doc);
 int al_http_start(al_service *s, al_http **ret, al_error *err);
 void al_http_stop(al_http *h);
 json_t *al_run_json(al_service *s, json_t *row);

@@ -10,43 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AIRLOCK, ROOT, need
+from conftest import AIRLOCK
+from image_util import CACHE, ensure_default_image, image_cmd
 
-CACHE = Path(os.environ.get("AIRLOCK_TEST_IMAGE_STATE", "/var/cache/airlock-tests/state"))
 LIBS = ["numpy", "pandas", "matplotlib", "PIL", "reportlab", "pypdf", "requests", "openpyxl", "xlsxwriter", "scipy"]
-
-
-def image_cmd(*args, timeout=60):
-    return subprocess.run([str(AIRLOCK), "image", "--state", str(CACHE), *map(str, args)],
-                          capture_output=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
 def default_image():
-    need(Path("/usr/sbin/debootstrap").exists(), "debootstrap is not installed (scripts/deps.sh installs it)")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    listing = json.loads(image_cmd("ls", "--json").stdout or b"[]")
-    # the recipe's hash as airlock computes it is in info.json; rebuild when it differs
-    p = image_cmd("build", timeout=1800) if not _cached(listing) else None
-    if p is not None:
-        assert p.returncode == 0, p.stderr.decode(errors="replace")[-3000:]
-    listing = json.loads(image_cmd("ls", "--json").stdout)
-    img = next(e for e in listing if "default" in e["aliases"])
-    return img
-
-
-def _cached(listing):
-    """A default image built from the current recipe files is reused."""
-    import hashlib
-    recipe = ROOT / "image" / "default"
-    h = hashlib.sha256()
-    for f in sorted(os.listdir(recipe)):
-        p = recipe / f
-        if p.is_file():
-            h.update(f.encode() + b"\0")
-            h.update(p.read_bytes())
-    want = h.hexdigest()
-    return any("default" in e.get("aliases", []) and e.get("recipe_sha256") == want for e in listing)
+    return ensure_default_image()
 
 
 def box(code, lang="python", *extra, out=None):

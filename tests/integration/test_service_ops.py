@@ -36,6 +36,12 @@ API = [
     ("GET", "/v1/audit"),
     ("GET", "/piston/{key}/api/v2/runtimes"),
     ("POST", "/piston/{key}/api/v2/execute"),
+    ("GET", "/v1/skills"),
+    ("POST", "/v1/skills"),
+    ("GET", "/v1/skills/{name}"),
+    ("POST", "/v1/skills/{name}/test"),
+    ("POST", "/v1/skills/{name}/promote"),
+    ("POST", "/v1/skills/{name}/run"),
 ]
 
 

@@ -1,0 +1,525 @@
+/*
+ * Skills, the service side: bundles stored by digest under STATE/skills
+ * (sha256-<hex>/ holds the files, normalised: directories 0755, files 0644
+ * or 0755, root's), one row per uploaded version in the `skills` table,
+ * bundled skills loaded from the skills directory at start, and the one
+ * function that starts a skill's run (al_skill_run, see skills.h).
+ * Unpacking is skill_bundle.c.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../box/collect.h"
+#include "../image/image.h"
+#include "audit.h"
+#include "service.h"
+#include "skills.h"
+
+static json_t *error_doc(const char *code, const char *fmt, ...) _printf_(2, 3);
+static json_t *error_doc(const char *code, const char *fmt, ...) {
+    char msg[700];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
+}
+
+static unsigned fail(json_t **ret, unsigned status, const char *code, const char *msg) {
+    *ret = error_doc(code, "%s", msg);
+    return status;
+}
+
+/* ------------------------------------------------------------- the store */
+
+static void store_root(al_service *s, char *buf, size_t len) { snprintf(buf, len, "%s/skills", s->cfg.state_dir); }
+
+int al_skills_dir(al_service *s, const char *digest, char *buf, size_t len) {
+    if (!digest || strncmp(digest, "sha256:", 7) != 0 || strlen(digest) != 71 ||
+        strspn(digest + 7, "0123456789abcdef") != 64)
+        return -EINVAL;
+    char root[PATH_MAX];
+    store_root(s, root, sizeof root);
+    snprintf(buf, len, "%s/sha256-%s", root, digest + 7);
+    return 0;
+}
+
+/* Check the unpacked tree at TMP (an fd on it) and move it into the store
+ * under its digest. RET_MANIFEST and RET_DIGEST ("sha256:<hex>"). */
+static int commit_tree(al_service *s, const char *tmp, int tmpfd, json_t **ret_manifest, char ret_digest[72],
+                       al_error *err) {
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    /* the tree is ours, made just now from regular files and directories */
+    struct stat mst;
+    if (fstatat(tmpfd, "skill.json", &mst, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(mst.st_mode))
+        return al_err(err, "skill", ENOENT, "the bundle has no skill.json at its top");
+    int r = al_read_small(tmpfd, "skill.json", AL_SKILL_MANIFEST_MAX + 1, &text, &len);
+    if (r == -EFBIG || (r == 0 && len > AL_SKILL_MANIFEST_MAX))
+        return al_err(err, "skill", EFBIG, "skill.json is larger than %d bytes", AL_SKILL_MANIFEST_MAX);
+    if (r < 0)
+        return al_err(err, "skill", -r, "read skill.json: %s", strerror(-r));
+    json_t *m = NULL;
+    if ((r = al_skill_manifest_parse(text, len, &m, err)) < 0)
+        return r;
+    size_t i;
+    json_t *ep;
+    json_array_foreach(json_object_get(m, "entrypoints"), i, ep) {
+        const char *script = json_string_value(json_object_get(ep, "script"));
+        _cleanup_close_ int sf = al_openat_beneath(tmpfd, script, O_RDONLY | O_NOFOLLOW, 0);
+        struct stat st;
+        if (sf < 0 || fstat(sf, &st) < 0 || !S_ISREG(st.st_mode)) {
+            r = al_err(err, "skill", ENOENT, "entrypoint %s: its script \"%s\" is not a file of the bundle",
+                       json_string_value(json_object_get(ep, "name")), script);
+            json_decref(m);
+            return r;
+        }
+    }
+    _cleanup_free_ char *mtext = NULL;
+    size_t mlen;
+    char hexd[65];
+    if ((r = al_image_manifest(tmpfd, &mtext, &mlen, hexd, err)) < 0) {
+        json_decref(m);
+        return r;
+    }
+    snprintf(ret_digest, 72, "sha256:%s", hexd);
+    char dest[PATH_MAX + 80];
+    al_skills_dir(s, ret_digest, dest, sizeof dest);
+    /* the top directory itself must be enterable by the box's user */
+    fchmod(tmpfd, 0755);
+    if (rename(tmp, dest) < 0) {
+        if (errno != EEXIST && errno != ENOTEMPTY) {
+            r = al_err(err, "skill", errno, "store the bundle: %m");
+            json_decref(m);
+            return r;
+        }
+        al_rm_tree(AT_FDCWD, tmp); /* the same bundle is stored already */
+    }
+    *ret_manifest = m;
+    return 0;
+}
+
+typedef int (*fill_fn)(int rootfd, const void *a, size_t b, al_error *err);
+
+/* Unpack into a fresh temporary directory with FILL, then commit. */
+static int ingest(al_service *s, fill_fn fill, const void *a, size_t b, json_t **ret_manifest, char ret_digest[72],
+                  al_error *err) {
+    char root[PATH_MAX], tmp[PATH_MAX + 64], id[40];
+    store_root(s, root, sizeof root);
+    al_store_new_id("tmp", id, sizeof id);
+    snprintf(tmp, sizeof tmp, "%s/%s", root, id);
+    if (mkdir(tmp, 0755) < 0)
+        return al_err(err, "skill", errno, "mkdir %s: %m", tmp);
+    _cleanup_close_ int fd = open(tmp, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        al_rm_tree(AT_FDCWD, tmp);
+        return al_err(err, "skill", errno, "open %s: %m", tmp);
+    }
+    int r = fill(fd, a, b, err);
+    if (r == 0)
+        r = commit_tree(s, tmp, fd, ret_manifest, ret_digest, err);
+    if (r < 0)
+        al_rm_tree(AT_FDCWD, tmp);
+    return r;
+}
+
+static int fill_archive(int rootfd, const void *body, size_t len, al_error *err) {
+    return al_skill_unpack(rootfd, body, len, err);
+}
+
+static int fill_dir(int rootfd, const void *path, size_t unused, al_error *err) {
+    return al_skill_copy_dir(rootfd, path, err);
+}
+
+/* -------------------------------------------------------------- records */
+
+static json_t *entrypoints_json(json_t *m) {
+    json_t *out = json_array();
+    size_t i;
+    json_t *ep;
+    json_array_foreach(json_object_get(m, "entrypoints"), i, ep) {
+        json_t *e = json_pack("{s:O, s:O, s:O, s:O, s:O}", "name", json_object_get(ep, "name"), "language",
+                              json_object_get(ep, "language"), "script", json_object_get(ep, "script"), "description",
+                              json_object_get(ep, "description"), "input_schema", json_object_get(ep, "input_schema"));
+        if (json_object_get(ep, "timeout_s"))
+            json_object_set(e, "timeout_s", json_object_get(ep, "timeout_s"));
+        json_array_append_new(out, e);
+    }
+    return out;
+}
+
+static json_t *skill_json(json_t *m, const char *digest, const char *source, const char *state) {
+    json_t *img = json_object_get(m, "image");
+    return json_pack("{s:O, s:O, s:O, s:s, s:s, s:s, s:s, s:o}", "name", json_object_get(m, "name"), "version",
+                     json_object_get(m, "version"), "description", json_object_get(m, "description"), "image",
+                     img ? json_string_value(img) : "default", "digest", digest, "source", source, "state", state,
+                     "entrypoints", entrypoints_json(m));
+}
+
+/* A stored row as the API shows it. */
+static json_t *row_json(json_t *row) {
+    json_t *m = json_loads(json_string_value(json_object_get(row, "manifest")), 0, NULL);
+    if (!m)
+        return NULL;
+    json_t *j = skill_json(m, json_string_value(json_object_get(row, "digest")), "workspace",
+                           json_string_value(json_object_get(row, "state")));
+    json_decref(m);
+    json_object_set(j, "uploaded_at", json_object_get(row, "created_at"));
+    json_object_set(j, "promoted_at", json_object_get(row, "promoted_at"));
+    return j;
+}
+
+/* The bundled skill NAME (borrowed from s->skills_bundled), or NULL. */
+static json_t *bundled(al_service *s, const char *name) {
+    size_t i;
+    json_t *b;
+    json_array_foreach(s->skills_bundled, i, b) {
+        if (strcmp(json_string_value(json_object_get(json_object_get(b, "manifest"), "name")), name) == 0)
+            return b;
+    }
+    return NULL;
+}
+
+int al_skills_init(al_service *s, const char *skills_dir, al_error *err) {
+    char root[PATH_MAX];
+    store_root(s, root, sizeof root);
+    /* 0755: the boxes' users enter it through the bind of one bundle only,
+     * but the bind's source is resolved with the caller's rights */
+    if (mkdir(root, 0755) < 0 && errno != EEXIST)
+        return al_err(err, "skill", errno, "mkdir %s: %m", root);
+    s->skills_bundled = json_array();
+    /* leftovers of an upload interrupted by a crash */
+    DIR *d = opendir(root);
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        if (strncmp(de->d_name, "tmp_", 4) == 0)
+            al_rm_tree(dirfd(d), de->d_name);
+    if (d)
+        closedir(d);
+    if (!skills_dir || !*skills_dir)
+        return 0;
+    d = opendir(skills_dir);
+    if (!d)
+        return errno == ENOENT ? 0 : al_err(err, "skill", errno, "open the skills directory %s: %m", skills_dir);
+    int r = 0;
+    char names[64][AL_SKILL_NAME_MAX + 1];
+    size_t n = 0;
+    while ((de = readdir(d)) && n < ELEMENTSOF(names)) {
+        char p[PATH_MAX + 300];
+        snprintf(p, sizeof p, "%s/%s/skill.json", skills_dir, de->d_name);
+        if (de->d_name[0] != '.' && strlen(de->d_name) <= AL_SKILL_NAME_MAX && access(p, F_OK) == 0)
+            snprintf(names[n++], sizeof names[0], "%s", de->d_name);
+    }
+    closedir(d);
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        char p[PATH_MAX + 80], digest[72];
+        snprintf(p, sizeof p, "%s/%s", skills_dir, names[i]);
+        json_t *m = NULL;
+        al_error e = { 0 };
+        if ((r = ingest(s, fill_dir, p, 0, &m, digest, &e)) < 0) {
+            r = al_err(err, "skill", e.err ? e.err : EINVAL, "bundled skill %s: %s", p, e.msg);
+            break;
+        }
+        if (bundled(s, json_string_value(json_object_get(m, "name")))) {
+            r = al_err(err, "skill", EEXIST, "two bundled skills are named %s", json_string_value(json_object_get(m, "name")));
+            json_decref(m);
+            break;
+        }
+        json_array_append_new(s->skills_bundled, json_pack("{s:o, s:s}", "manifest", m, "digest", digest));
+    }
+    return r;
+}
+
+unsigned al_skills_upload(al_service *s, const al_principal *p, const void *body, size_t len, json_t **ret) {
+    if (len == 0)
+        return fail(ret, 400, "bad_request", "the body must be the bundle: a tar or tar.gz archive with skill.json at its top");
+    json_t *m = NULL;
+    char digest[72];
+    al_error err = { 0 };
+    if (ingest(s, fill_archive, body, len, &m, digest, &err) < 0) {
+        *ret = error_doc(err.err == EFBIG || err.err == E2BIG ? "payload_too_large" : "bad_request", "invalid skill bundle: %s",
+                         err.msg);
+        return err.err == EFBIG || err.err == E2BIG ? 413 : 400;
+    }
+    char name[AL_SKILL_NAME_MAX + 1];
+    snprintf(name, sizeof name, "%s", json_string_value(json_object_get(m, "name")));
+    if (bundled(s, name)) {
+        json_decref(m);
+        *ret = error_doc("conflict", "%s is the name of a bundled skill: choose another name", name);
+        return 409;
+    }
+    char id[40], now[40];
+    al_store_new_id("skl", id, sizeof id);
+    al_store_now(now, sizeof now);
+    char *mtext = json_dumps(m, JSON_COMPACT);
+    /* the same bundle uploaded again is the same version: one row */
+    int n = al_store_exec(s->store, &err,
+                          "INSERT OR IGNORE INTO skills (id, org_id, workspace_id, name, version, digest, manifest, state, "
+                          "uploaded_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'uploaded', ?, ?)",
+                          "sssssssss", id, p->org_id, p->workspace_id, name,
+                          json_string_value(json_object_get(m, "version")), digest, mtext ? mtext : "{}", p->person_id, now);
+    free(mtext);
+    json_decref(m);
+    if (n < 0)
+        return fail(ret, 500, "internal", err.msg);
+    al_audit_append(s->store, p->org_id, p->workspace_id, "skill.uploaded", p->person_id, NULL,
+                    json_pack("{s:s, s:s, s:b}", "skill", name, "digest", digest, "new", n > 0), &err);
+    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM skills WHERE workspace_id = ? AND name = ? AND digest = ?",
+                                  "sss", p->workspace_id, name, digest);
+    json_t *doc = rows && json_array_size(rows) ? row_json(json_array_get(rows, 0)) : NULL;
+    json_decref(rows);
+    if (!doc)
+        return fail(ret, 500, "internal", "the stored skill vanished");
+    *ret = doc;
+    return n > 0 ? 201 : 200;
+}
+
+unsigned al_skills_list(al_service *s, const al_principal *p, json_t **ret) {
+    al_error err = { 0 };
+    json_t *out = json_array();
+    size_t i;
+    json_t *b;
+    json_array_foreach(s->skills_bundled, i, b) json_array_append_new(
+        out, skill_json(json_object_get(b, "manifest"), json_string_value(json_object_get(b, "digest")), "bundled",
+                        "bundled"));
+    /* per name: the promoted version when there is one, else the newest */
+    json_t *rows = al_store_query(s->store, &err,
+                                  "SELECT * FROM skills WHERE workspace_id = ? ORDER BY name, state = 'promoted' DESC, "
+                                  "seq DESC LIMIT 1000",
+                                  "s", p->workspace_id);
+    if (!rows) {
+        json_decref(out);
+        return fail(ret, 500, "internal", err.msg);
+    }
+    const char *last = "";
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        const char *name = json_string_value(json_object_get(row, "name"));
+        if (strcmp(name, last) == 0)
+            continue;
+        last = name;
+        json_t *j = row_json(row);
+        if (j)
+            json_array_append_new(out, j);
+    }
+    *ret = json_pack("{s:o}", "skills", out);
+    json_decref(rows);
+    return 200;
+}
+
+unsigned al_skills_get(al_service *s, const al_principal *p, const char *name, json_t **ret) {
+    al_error err = { 0 };
+    json_t *b = bundled(s, name);
+    if (b) {
+        *ret = skill_json(json_object_get(b, "manifest"), json_string_value(json_object_get(b, "digest")), "bundled",
+                          "bundled");
+        return 200;
+    }
+    json_t *rows = al_store_query(s->store, &err,
+                                  "SELECT * FROM skills WHERE workspace_id = ? AND name = ? ORDER BY seq DESC LIMIT 100",
+                                  "ss", p->workspace_id, name);
+    if (!rows)
+        return fail(ret, 500, "internal", err.msg);
+    if (json_array_size(rows) == 0) {
+        json_decref(rows);
+        *ret = error_doc("not_found", "no skill named %.64s in this workspace or among the bundled skills", name);
+        return 404;
+    }
+    /* the runnable (promoted) version first, then every version newest first */
+    json_t *versions = json_array(), *shown = NULL;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        json_t *j = row_json(row);
+        if (!j)
+            continue;
+        if (!shown && strcmp(json_string_value(json_object_get(row, "state")), "promoted") == 0)
+            shown = json_deep_copy(j);
+        json_array_append_new(versions, j);
+    }
+    if (!shown)
+        shown = json_deep_copy(json_array_get(versions, 0));
+    json_object_set_new(shown, "versions", versions);
+    json_decref(rows);
+    *ret = shown;
+    return 200;
+}
+
+unsigned al_skills_promote(al_service *s, const al_principal *p, const char *name, const char *digest, json_t **ret) {
+    al_error err = { 0 };
+    if (strcmp(p->role, "admin") != 0)
+        return fail(ret, 403, "forbidden", "only an admin of the workspace promotes a skill");
+    if (bundled(s, name)) {
+        *ret = error_doc("conflict", "%.64s is a bundled skill: it is runnable already", name);
+        return 409;
+    }
+    json_t *rows = al_store_query(s->store, &err,
+                                  "SELECT * FROM skills WHERE workspace_id = ? AND name = ? AND (? IS NULL OR digest = ?) "
+                                  "ORDER BY seq DESC LIMIT 1",
+                                  "ssSS", p->workspace_id, name, digest, digest);
+    if (!rows)
+        return fail(ret, 500, "internal", err.msg);
+    if (json_array_size(rows) == 0) {
+        json_decref(rows);
+        *ret = digest ? error_doc("not_found", "skill %.64s has no version %.80s in this workspace", name, digest)
+                      : error_doc("not_found", "no skill named %.64s in this workspace", name);
+        return 404;
+    }
+    char chosen[80], now[40];
+    snprintf(chosen, sizeof chosen, "%s", json_string_value(json_object_get(json_array_get(rows, 0), "digest")));
+    json_decref(rows);
+    al_store_now(now, sizeof now);
+    /* one promoted version per name: the others step back */
+    int r = al_store_begin(s->store, &err);
+    if (r == 0)
+        r = al_store_exec(s->store, &err,
+                          "UPDATE skills SET state = 'uploaded' WHERE workspace_id = ? AND name = ? AND state = 'promoted'",
+                          "ss", p->workspace_id, name);
+    if (r >= 0)
+        r = al_store_exec(s->store, &err,
+                          "UPDATE skills SET state = 'promoted', promoted_by = ?, promoted_at = ? "
+                          "WHERE workspace_id = ? AND name = ? AND digest = ?",
+                          "sssss", p->person_id, now, p->workspace_id, name, chosen);
+    if (r >= 0)
+        r = al_store_commit(s->store, &err);
+    if (r < 0) {
+        al_store_rollback(s->store);
+        return fail(ret, 500, "internal", err.msg);
+    }
+    al_audit_append(s->store, p->org_id, p->workspace_id, "skill.promoted", p->person_id, NULL,
+                    json_pack("{s:s, s:s}", "skill", name, "digest", chosen), &err);
+    return al_skills_get(s, p, name, ret);
+}
+
+/* ------------------------------------------------------------- running */
+
+/* The version of NAME that MODE may run: its manifest and digest. */
+static unsigned resolve(al_service *s, const al_principal *p, const char *name, const char *digest, al_skill_mode mode,
+                        json_t **ret_manifest, char ret_digest[80], json_t **ret) {
+    al_error err = { 0 };
+    json_t *b = bundled(s, name);
+    if (b) {
+        *ret_manifest = json_incref(json_object_get(b, "manifest"));
+        snprintf(ret_digest, 80, "%s", json_string_value(json_object_get(b, "digest")));
+        return 0;
+    }
+    json_t *rows = al_store_query(s->store, &err,
+                                  "SELECT * FROM skills WHERE workspace_id = ? AND name = ? AND (? IS NULL OR digest = ?) "
+                                  "ORDER BY state = 'promoted' DESC, seq DESC",
+                                  "ssSS", p->workspace_id, name, digest, digest);
+    if (!rows)
+        return fail(ret, 500, "internal", err.msg);
+    json_t *row = NULL;
+    size_t i;
+    json_t *r;
+    json_array_foreach(rows, i, r) {
+        bool promoted = strcmp(json_string_value(json_object_get(r, "state")), "promoted") == 0;
+        if (mode == AL_SKILL_RUN && !promoted)
+            continue;
+        /* the test bench runs the newest upload unless told which */
+        if (mode == AL_SKILL_TEST && !digest && row &&
+            json_integer_value(json_object_get(row, "seq")) > json_integer_value(json_object_get(r, "seq")))
+            continue;
+        row = r;
+        if (mode == AL_SKILL_RUN)
+            break;
+    }
+    if (!row) {
+        unsigned st = json_array_size(rows) ? 409 : 404;
+        *ret = json_array_size(rows)
+                   ? error_doc("not_promoted", "skill %.64s has not been promoted for agents: an admin promotes it with "
+                                               "POST /v1/skills/%.64s/promote after testing it", name, name)
+                   : error_doc("not_found", "no skill named %.64s%s%.80s in this workspace or among the bundled skills",
+                               name, digest ? " with digest " : "", digest ? digest : "");
+        json_decref(rows);
+        return st;
+    }
+    *ret_manifest = json_loads(json_string_value(json_object_get(row, "manifest")), 0, NULL);
+    snprintf(ret_digest, 80, "%s", json_string_value(json_object_get(row, "digest")));
+    json_decref(rows);
+    return *ret_manifest ? 0 : fail(ret, 500, "internal", "a stored manifest does not parse");
+}
+
+unsigned al_skill_run(al_service *s, const al_principal *p, const char *name, const char *entrypoint, json_t *args,
+                      const char *thread_id, const char *digest, json_t *limits, bool wait, al_skill_mode mode,
+                      json_t **ret) {
+    if (!name || !al_skill_name_valid(name))
+        return fail(ret, 400, "bad_request", "skill must be a skill's name (1-64 characters of a-z 0-9 -)");
+    if (!entrypoint || !*entrypoint)
+        return fail(ret, 400, "bad_request", "entrypoint is required: the name of one of the skill's entrypoints");
+    json_t *m = NULL;
+    char dg[80];
+    unsigned st = resolve(s, p, name, digest, mode, &m, dg, ret);
+    if (st)
+        return st;
+    json_t *ep = al_skill_entrypoint(m, entrypoint);
+    if (!ep) {
+        char have[600] = "";
+        size_t i, o = 0;
+        json_t *e;
+        json_array_foreach(json_object_get(m, "entrypoints"), i, e) o += (size_t)snprintf(
+            have + o, o < sizeof have ? sizeof have - o : 0, "%s%s", i ? ", " : "", json_string_value(json_object_get(e, "name")));
+        *ret = error_doc("bad_request", "skill %s has no entrypoint \"%.64s\" (its entrypoints: %s)", name, entrypoint, have);
+        json_decref(m);
+        return 400;
+    }
+    json_t *empty = NULL;
+    if (!args || json_is_null(args))
+        args = empty = json_object();
+    al_error err = { 0 };
+    if (al_skill_args_validate(json_object_get(ep, "input_schema"), args, &err) < 0) {
+        *ret = error_doc("bad_request", "arguments of %s/%s do not match its input_schema: %s", name, entrypoint, err.msg);
+        json_decref(empty);
+        json_decref(m);
+        return 400;
+    }
+    /* what the run is, in its own record: the approval hash and the audit's
+     * input hash cover the skill's digest, the entrypoint and the arguments */
+    json_t *what = json_pack("{s:s, s:O, s:s, s:s, s:O}", "skill", name, "version", json_object_get(m, "version"), "digest",
+                             dg, "entrypoint", entrypoint, "args", args);
+    char *code = json_dumps(what, JSON_COMPACT | JSON_SORT_KEYS);
+    char *args_text = json_dumps(args, JSON_COMPACT);
+    json_decref(what);
+    json_t *img = json_object_get(m, "image");
+    json_t *body = json_pack("{s:O, s:s, s:s}", "language", json_object_get(ep, "language"), "code", code ? code : "",
+                             "image", img ? json_string_value(img) : "default");
+    free(code);
+    if (thread_id)
+        json_object_set_new(body, "thread_id", json_string(thread_id));
+    /* what a listing of runs, and an approver, see first */
+    json_object_set_new(body, "description", json_sprintf("skill %s %s, entrypoint %s%s", name,
+                                                          json_string_value(json_object_get(m, "version")), entrypoint,
+                                                          mode == AL_SKILL_TEST ? " (test bench)" : ""));
+    json_t *lim = json_is_object(limits) ? json_deep_copy(limits) : json_object();
+    if (json_object_get(ep, "timeout_s") && !json_object_get(lim, "timeout_s")) {
+        /* the entrypoint's own timeout, within the workspace's maximum */
+        json_t *settings = al_settings_load(s, p->workspace_id);
+        json_int_t t = json_integer_value(json_object_get(ep, "timeout_s"));
+        json_int_t mx = (json_int_t)json_number_value(json_object_get(settings, "max_timeout_s"));
+        if (mx > s->cfg.max_timeout_s)
+            mx = s->cfg.max_timeout_s;
+        json_object_set_new(lim, "timeout_s", json_integer(t < mx ? t : mx));
+        json_decref(settings);
+    }
+    json_object_set_new(body, "limits", lim);
+    json_t *skill = json_pack("{s:s, s:O, s:s, s:s, s:O, s:s}", "name", name, "version", json_object_get(m, "version"),
+                              "digest", dg, "entrypoint", entrypoint, "script", json_object_get(ep, "script"), "mode",
+                              mode == AL_SKILL_TEST ? "test" : "run");
+    al_run_extra x = { .tool = "run_skill_script", .skill = skill, .args_json = args_text, .wait = wait };
+    st = al_run_create(s, p, body, &x, ret);
+    if (st == 400 && strstr(json_string_value(json_object_get(json_object_get(*ret, "error"), "message")) ?: "", "image")) {
+        /* say which skill needs what */
+        json_decref(*ret);
+        *ret = error_doc("bad_request", "skill %s runs on the runtime image \"%s\", which this service does not have "
+                                        "(an operator builds it: airlock image build)",
+                         name, img ? json_string_value(img) : "default");
+    }
+    json_decref(skill);
+    json_decref(body);
+    free(args_text);
+    json_decref(empty);
+    json_decref(m);
+    return st;
+}

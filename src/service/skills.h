@@ -1,0 +1,116 @@
+/*
+ * Skills: bundles of scripts an agent runs by name (issue 7). A bundle is a
+ * directory holding skill.json and its files (see skills/README.md):
+ *
+ *   {"name": "chart-builder", "version": "1.0.0", "description": "...",
+ *    "image": "default",                      // optional: "host", an alias or sha256:...; default "default"
+ *    "entrypoints": [{"name": "line", "language": "python|node|bash",
+ *                     "script": "chart.py", "description": "...",
+ *                     "timeout_s": 60,        // optional
+ *                     "input_schema": {"type": "object", ...}}]}
+ *
+ * A run of an entrypoint sees the skill's files read-only at /skill, its
+ * validated arguments as the JSON object in /work/args.json (whose path is
+ * also argv[1]: `python3 /skill/chart.py /work/args.json`), the thread's
+ * artifacts in /work/documents, and what it writes to /out becomes
+ * artifacts, as for any run.
+ *
+ * skill_manifest.c is the pure part (manifest, paths, schema, arguments);
+ * skills.c stores bundles by digest, lists them, and starts runs.
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "../util/util.h"
+
+#define AL_SKILL_NAME_MAX 64
+#define AL_SKILL_PATH_MAX 255
+#define AL_SKILL_DEPTH_MAX 8
+#define AL_SKILL_FILES_MAX 256
+#define AL_SKILL_BYTES_MAX (16 << 20)        /* all files of a bundle, unpacked */
+#define AL_SKILL_MANIFEST_MAX (256 << 10)
+#define AL_SKILL_ENTRYPOINTS_MAX 32
+#define AL_SKILL_ARGS_MAX (64 << 10)         /* the arguments, as JSON */
+
+/* ------------------------------------------------ skill_manifest.c (pure) */
+
+/* 1-64 characters of a-z 0-9 -, not starting or ending with -. */
+bool al_skill_name_valid(const char *name);
+/* A path inside a bundle: relative, no "." or ".." or empty component, no
+ * control characters, at most AL_SKILL_PATH_MAX bytes and
+ * AL_SKILL_DEPTH_MAX components (a trailing "/" is allowed: a directory). */
+int al_skill_path_check(const char *path, unsigned *ret_depth, al_error *err);
+/* Parse and validate skill.json; RET is the manifest as given. */
+int al_skill_manifest_parse(const char *text, size_t len, json_t **ret, al_error *err);
+/* Is SCHEMA within the supported subset of JSON Schema (top level an
+ * object; type, properties, required, additionalProperties, enum, minimum,
+ * maximum, minLength, maxLength, items, minItems, maxItems, description)?
+ * Unknown keywords are refused, not ignored. */
+int al_skill_schema_check(json_t *schema, al_error *err);
+/* Validate ARGS against a checked SCHEMA; ERR names the first failing
+ * path, e.g. "args.rows: must be at most 100". */
+int al_skill_args_validate(json_t *schema, json_t *args, al_error *err);
+/* The entrypoint named NAME of a parsed manifest, or NULL (borrowed). */
+json_t *al_skill_entrypoint(json_t *manifest, const char *name);
+
+/* ------------------------------------------------------- skill_bundle.c */
+
+/* Unpack BODY, a tar or tar.gz, into ROOTFD, an empty directory of ours:
+ * regular files (0644, or 0755 when executable) and directories (0755)
+ * only, within the caps above. On failure, what was made is left for the
+ * caller to remove with the directory. */
+int al_skill_unpack(int rootfd, const void *body, size_t len, al_error *err);
+/* Copy the directory PATH into ROOTFD by the same rules. */
+int al_skill_copy_dir(int rootfd, const char *path, al_error *err);
+
+/* ------------------------------------------------------------- skills.c */
+
+typedef struct al_service al_service;
+typedef struct al_principal al_principal;
+
+/* Load the bundled skills (every subdirectory of SKILLS_DIR holding a
+ * skill.json) into the store by digest. A bundled skill that does not
+ * validate is an error: it ships with airlock. */
+int al_skills_init(al_service *s, const char *skills_dir, al_error *err);
+
+typedef enum al_skill_mode {
+    AL_SKILL_RUN,                 /* agents: bundled or promoted skills only */
+    AL_SKILL_TEST,                /* the test bench: the newest upload too */
+    _AL_SKILL_MODE_MAX,
+} al_skill_mode;
+
+/*
+ * Start a run of entrypoint ENTRYPOINT of skill NAME, on behalf of P, with
+ * ARGS (a JSON object, validated against the entrypoint's input_schema),
+ * in thread THREAD_ID (may be NULL). This is the one way to run a skill:
+ * POST /v1/skills/{name}/run, .../test and the MCP tool run_skill_script
+ * all come here, and from here the run goes through the same path as
+ * POST /v1/runs (tool allow-list, approval, credits, queue, audit).
+ *
+ * DIGEST (may be NULL) picks one version in AL_SKILL_TEST mode. LIMITS
+ * (may be NULL) is the `limits` object of POST /v1/runs. WAIT: return when
+ * the run has ended (or the run's timeout + 30 s passed).
+ *
+ * Returns an HTTP status and sets *RET_DOC (always, owned by the caller):
+ *   201  started (200 with WAIT: ended); the run object, with "skill"
+ *   400  bad_request: unknown entrypoint, args failing the schema, bad thread
+ *   403  tool_not_allowed: run_skill_script is not on the allow-list
+ *   404  not_found: no such skill in this workspace or bundled
+ *   409  not_promoted: the skill exists but no version is promoted (RUN mode)
+ *   402, 429, 503, 507, 500 as POST /v1/runs
+ * Errors are {"error": {"code", "message"}}, the message written for a model.
+ */
+unsigned al_skill_run(al_service *s, const al_principal *p, const char *name, const char *entrypoint, json_t *args,
+                      const char *thread_id, const char *digest, json_t *limits, bool wait, al_skill_mode mode,
+                      json_t **ret_doc);
+
+/* The HTTP side of the other routes; each returns a status and a document. */
+unsigned al_skills_upload(al_service *s, const al_principal *p, const void *body, size_t len, json_t **ret_doc);
+unsigned al_skills_list(al_service *s, const al_principal *p, json_t **ret_doc);
+unsigned al_skills_get(al_service *s, const al_principal *p, const char *name, json_t **ret_doc);
+unsigned al_skills_promote(al_service *s, const al_principal *p, const char *name, const char *digest,
+                           json_t **ret_doc);
+/* The host directory of the stored bundle DIGEST ("sha256:<hex>"). */
+int al_skills_dir(al_service *s, const char *digest, char *buf, size_t len);
