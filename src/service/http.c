@@ -15,6 +15,7 @@
 
 #include "../image/image.h"
 #include "audit.h"
+#include "mcp.h"
 #include "openapi.h"
 #include "service.h"
 #include "skills.h"
@@ -28,6 +29,8 @@
 
 struct al_http {
     struct MHD_Daemon *d;
+    al_service *s;
+    al_mcp *mcp;
 };
 
 typedef struct request {
@@ -1403,7 +1406,8 @@ static int split(const char *url, char parts[6][128]) {
     return n;
 }
 
-static enum MHD_Result route(al_service *s, struct MHD_Connection *c, const char *url, const char *method, request *rq) {
+static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *url, const char *method, request *rq) {
+    al_service *s = h->s;
     char seg[6][128];
     int n = split(url, seg);
     bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0, post = strcmp(method, "POST") == 0;
@@ -1425,7 +1429,8 @@ static enum MHD_Result route(al_service *s, struct MHD_Connection *c, const char
         return reply_text(c, 200, "application/json", strdup(al_openapi[0].text));
     if (n == 5 && strcmp(seg[0], "piston") == 0 && strcmp(seg[2], "api") == 0 && strcmp(seg[3], "v2") == 0)
         return piston(s, c, seg[1], seg[4], get, post, rq);
-    if (n == 0 || strcmp(seg[0], "v1") != 0)
+    bool mcp = n == 1 && strcmp(seg[0], "mcp") == 0;
+    if (!mcp && (n == 0 || strcmp(seg[0], "v1") != 0))
         return reply_error(c, 404, "not_found", "no such path");
 
     const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
@@ -1434,8 +1439,21 @@ static enum MHD_Result route(al_service *s, struct MHD_Connection *c, const char
     int a = auth && strncmp(auth, "Bearer ", 7) == 0 ? al_store_authenticate(s->store, auth + 7, &p, &err) : 0;
     if (a < 0)
         return reply_error(c, 500, "internal", "%s", err.msg);
+    if (a == 0 && mcp) {
+        /* MCP clients look for the scheme here (RFC 6750) */
+        char *m = strdup("{\"error\":{\"code\":\"unauthorized\",\"message\":\"a valid API key is required "
+                         "(Authorization: Bearer KEY)\"}}");
+        struct MHD_Response *r = MHD_create_response_from_buffer(m ? strlen(m) : 0, m, MHD_RESPMEM_MUST_FREE);
+        MHD_add_response_header(r, "Content-Type", "application/json");
+        MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"airlock\"");
+        enum MHD_Result ret = MHD_queue_response(c, 401, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
     if (a == 0)
         return reply_error(c, 401, "unauthorized", "a valid API key is required (Authorization: Bearer KEY)");
+    if (mcp)
+        return al_mcp_handle(h->mcp, s, c, &p, method, rq->body, rq->len, rq->too_large);
 
     if (n == 2 && strcmp(seg[1], "runs") == 0) {
         if (post)
@@ -1518,7 +1536,8 @@ static enum MHD_Result route(al_service *s, struct MHD_Connection *c, const char
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                const char *version, const char *upload, size_t *upload_size, void **con_cls) {
-    al_service *s = cls;
+    al_http *h = cls;
+    al_service *s = h->s;
     request *rq = *con_cls;
     if (!rq) {
         rq = calloc(1, sizeof *rq);
@@ -1549,7 +1568,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (rq->answered)
         return MHD_YES;
     rq->answered = true;
-    return route(s, c, url, method, rq);
+    return route(h, c, url, method, rq);
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
@@ -1568,12 +1587,18 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
     al_http *h = calloc(1, sizeof *h);
     if (!h)
         return -ENOMEM;
+    h->s = s;
+    if (al_mcp_new(&h->mcp) < 0) {
+        free(h);
+        return -ENOMEM;
+    }
     h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
-                            (uint16_t)s->cfg.port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, &sa,
+                            (uint16_t)s->cfg.port, NULL, NULL, handler, h, MHD_OPTION_SOCK_ADDR, &sa,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_LIMIT,
                             (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     if (!h->d) {
+        al_mcp_free(h->mcp);
         free(h);
         return al_err(err, "listen", EADDRINUSE, "cannot listen on %s:%d (in use, or not allowed)", s->cfg.listen_host,
                       s->cfg.port);
@@ -1586,5 +1611,6 @@ void al_http_stop(al_http *h) {
     if (!h)
         return;
     MHD_stop_daemon(h->d);
+    al_mcp_free(h->mcp);
     free(h);
 }

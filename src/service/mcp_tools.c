@@ -1,0 +1,852 @@
+/*
+ * The MCP tools: code_execution, run_skill_script, list_artifacts and
+ * read_artifact. A run is created by the same path as POST /v1/runs
+ * (al_run_create), so the allow-list, audit, credits and approvals apply as
+ * they do over REST; this file only translates arguments in and the run out,
+ * for a model: what it printed, how it ended, and its files as links (and
+ * small images inline, so a model can look at its chart).
+ */
+#include <fcntl.h>
+#include <nettle/base64.h>
+#include <string.h>
+#include <time.h>
+
+#include "audit.h"
+#include "mcp_tools.h"
+
+#define OUTPUT_TEXT_MAX (64u << 10)  /* per stream, in the result's text */
+#define INLINE_IMAGE_MAX (512u << 10) /* a PNG or JPEG up to this is also sent inline */
+#define INLINE_IMAGES_MAX 8
+#define READ_TEXT_MAX (256u << 10)   /* read_artifact: text, inline */
+#define READ_BLOB_MAX (2u << 20)     /* read_artifact: binary, as base64 */
+#define APPROVAL_WAIT_MAX_S 600      /* a call waits this long for a person, then says so */
+#define RUN_SLACK_S 120              /* past the run's own timeout: queueing, provisioning */
+#define EVENTS_PER_STEP 64
+#define URI_PREFIX "airlock://artifacts/"
+
+struct al_mcp_call {
+    al_service *s;
+    al_principal p;
+    char run_id[40];
+    json_t *progress_token;       /* NULL: the client asked for no progress */
+    double progress;
+    int64_t last_seq;
+    char state[24];
+    int timeout_s;                /* the run's own */
+    uint64_t started_ms, deadline_ms;
+    bool waited_for_approval;
+};
+
+/* ------------------------------------------------------------- schemas */
+
+static json_t *tool_code_execution(void) {
+    return json_pack(
+        "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:[s, s, s], s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:s}, s:{s:s, s:s},"
+        " s:{s:s, s:i, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}}, s:[s], s:b}, s:s},"
+        " s:{s:s, s:s}, s:{s:s, s:i, s:s}}, s:[s, s], s:b}, s:{s:b, s:b, s:b, s:b}}",
+        "name", "code_execution", "title", "Run code in a sandbox",
+        "description",
+        "Run a Python, Node.js or Bash program in a fresh, isolated sandbox and get back what it printed, how it "
+        "ended (exit code and reason) and the files it wrote. Each call is a new machine: nothing is kept in "
+        "memory between calls. To keep files, give a `thread`: files the program writes under /out/ become "
+        "artifacts of that thread (returned as resource links; PNG and JPEG images are also returned inline so "
+        "you can look at them), and later runs in the same thread find the thread's latest files under "
+        "/work/documents/. The working directory is /work; files you pass in `files` are placed there. "
+        "Write charts and reports to /out/ (for example /out/chart.png). There is no network unless `network` "
+        "allows it. Output is capped and secrets are redacted. A workspace may require a person to approve each "
+        "run: the call then waits for the decision and says so.",
+        "inputSchema", "type", "object", "properties",
+        "language", "type", "string", "enum", "python", "node", "bash", "description",
+        "The language of `code`: python (Python 3), node (JavaScript, Node.js) or bash.",
+        "code", "type", "string", "description", "The whole program to run, as source text.",
+        "thread", "type", "string", "pattern", "^[A-Za-z0-9._-]{1,64}$", "description",
+        "Optional name of a working session (1-64 of A-Z a-z 0-9 . _ -). Runs in the same thread share files: "
+        "what one writes to /out/ the next finds in /work/documents/.",
+        "network", "type", "string", "description",
+        "Optional network policy. \"offline\" (the default): no network at all. A server may also offer "
+        "\"packages\" (package registries only), \"hosts:example.com,api.example.org\" (those hosts only) or "
+        "\"internet\"; one it does not offer is refused with a clear error.",
+        "files", "type", "array", "maxItems", 64, "items", "type", "object", "properties",
+        "name", "type", "string", "description", "A plain file name (no /), placed in /work.",
+        "content", "type", "string", "description", "The file's text (UTF-8).",
+        "content_base64", "type", "string", "description", "Or the file's bytes, base64-encoded.",
+        "required", "name", "additionalProperties", false,
+        "description", "Optional input files for the program.",
+        "description", "type", "string", "description",
+        "Optional: one sentence on what this run is for. A person who approves runs sees it.",
+        "timeout_s", "type", "integer", "minimum", 1, "description",
+        "Optional wall-clock limit in seconds (the workspace's default when absent; its maximum bounds it).",
+        "required", "language", "code", "additionalProperties", false,
+        "annotations", "readOnlyHint", false, "destructiveHint", false, "idempotentHint", false, "openWorldHint",
+        false);
+}
+
+static json_t *tool_run_skill_script(void) {
+    return json_pack(
+        "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:s}}, s:[s, s], s:b},"
+        " s:{s:b, s:b, s:b, s:b}}",
+        "name", "run_skill_script", "title", "Run a skill's script",
+        "description",
+        "Run one declared entrypoint of an installed skill (a reviewed bundle of scripts, such as a chart builder "
+        "or a CSV cleaner) in a sandbox, with arguments checked against the entrypoint's schema. The skill's "
+        "files are read-only; the thread's files are its inputs; what it writes becomes artifacts of the thread, "
+        "returned as resource links (images also inline).",
+        "inputSchema", "type", "object", "properties",
+        "skill", "type", "string", "description", "The skill's name.",
+        "entrypoint", "type", "string", "description", "One of the entrypoints the skill declares.",
+        "arguments", "type", "object", "description", "The entrypoint's arguments, as its schema describes them.",
+        "thread", "type", "string", "pattern", "^[A-Za-z0-9._-]{1,64}$", "description",
+        "Optional working session whose files are the skill's inputs and which gets its outputs.",
+        "required", "skill", "entrypoint", "additionalProperties", false,
+        "annotations", "readOnlyHint", false, "destructiveHint", false, "idempotentHint", false, "openWorldHint",
+        false);
+}
+
+static json_t *tool_list_artifacts(void) {
+    return json_pack(
+        "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}}, s:b},"
+        " s:{s:b, s:b, s:b, s:b}}",
+        "name", "list_artifacts", "title", "List a thread's files",
+        "description",
+        "List the files (artifacts) of a thread: the latest version of each path, or every version with "
+        "all_versions. Each comes with a URI to give to read_artifact. Give `thread`, or `run` for a run that "
+        "had no thread.",
+        "inputSchema", "type", "object", "properties",
+        "thread", "type", "string", "pattern", "^[A-Za-z0-9._-]{1,64}$", "description", "The thread's name.",
+        "run", "type", "string", "description", "Or a run id (run_...): the files that run wrote.",
+        "all_versions", "type", "boolean", "description", "Every version of each path, not only the latest.",
+        "additionalProperties", false,
+        "annotations", "readOnlyHint", true, "destructiveHint", false, "idempotentHint", true, "openWorldHint", false);
+}
+
+static json_t *tool_read_artifact(void) {
+    return json_pack(
+        "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}}, s:[s], s:b}, s:{s:b, s:b, s:b, s:b}}",
+        "name", "read_artifact", "title", "Read a file a run wrote",
+        "description",
+        "Read one artifact by the URI that code_execution or list_artifacts gave (airlock://artifacts/art_...) "
+        "or by its id. Text files come back as text (up to 256 KiB, then cut), other files as base64 (up to "
+        "2 MiB); PNG and JPEG images up to 512 KiB also as an image you can look at.",
+        "inputSchema", "type", "object", "properties",
+        "uri", "type", "string", "description", "airlock://artifacts/art_... or art_...",
+        "required", "uri", "additionalProperties", false,
+        "annotations", "readOnlyHint", true, "destructiveHint", false, "idempotentHint", true, "openWorldHint", false);
+}
+
+static bool tool_allowed(json_t *settings, const char *tool) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(settings, "tools"), i, v) if (strcmp(json_string_value(v), tool) == 0) return true;
+    return false;
+}
+
+json_t *al_mcp_tools_list(al_service *s, const al_principal *p) {
+    json_t *settings = al_settings_load(s, p->workspace_id);
+    json_t *tools = json_array();
+    if (tool_allowed(settings, "code_execution"))
+        json_array_append_new(tools, tool_code_execution());
+    if (tool_allowed(settings, "run_skill_script"))
+        json_array_append_new(tools, tool_run_skill_script());
+    json_array_append_new(tools, tool_list_artifacts());
+    json_array_append_new(tools, tool_read_artifact());
+    json_decref(settings);
+    return tools;
+}
+
+/* ------------------------------------------------------------- results */
+
+static json_t *text_item(const char *text) { return json_pack("{s:s, s:s}", "type", "text", "text", text); }
+
+static json_t *tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static json_t *tool_error(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return json_pack("{s:[o], s:b}", "content", text_item(msg), "isError", true);
+}
+
+/* Append at most MAX bytes of S to B, cut at a character boundary. */
+static void append_capped(char **b, size_t *len, size_t *cap, const char *s, size_t n, size_t max, bool *cut) {
+    if (n > max) {
+        n = max;
+        while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+            n--;
+        *cut = true;
+    }
+    if (*len + n + 1 > *cap) {
+        size_t nc = (*len + n + 1) * 2;
+        char *nb = realloc(*b, nc);
+        if (!nb)
+            return;
+        *b = nb;
+        *cap = nc;
+    }
+    memcpy(*b + *len, s, n);
+    *len += n;
+    (*b)[*len] = '\0';
+}
+
+static void append_str(char **b, size_t *len, size_t *cap, const char *s) {
+    bool cut = false;
+    append_capped(b, len, cap, s, strlen(s), SIZE_MAX, &cut);
+}
+
+static char *b64_of(const char *data, size_t n) {
+    char *out = malloc(BASE64_ENCODE_RAW_LENGTH(n) + 1);
+    if (!out)
+        return NULL;
+    base64_encode_raw(out, n, (const uint8_t *)data);
+    out[BASE64_ENCODE_RAW_LENGTH(n)] = '\0';
+    return out;
+}
+
+static bool inline_image_type(const char *t) {
+    return t && (strcmp(t, "image/png") == 0 || strcmp(t, "image/jpeg") == 0);
+}
+
+static json_t *artifact_link(json_t *a) {
+    char uri[128];
+    snprintf(uri, sizeof uri, URI_PREFIX "%s", json_string_value(json_object_get(a, "id")));
+    char desc[600];
+    snprintf(desc, sizeof desc, "version %lld of %s, written by %s",
+             (long long)json_integer_value(json_object_get(a, "version")), json_string_value(json_object_get(a, "path")),
+             json_string_value(json_object_get(a, "run_id")));
+    return json_pack("{s:s, s:s, s:O, s:O, s:O, s:s}", "type", "resource_link", "uri", uri, "name",
+                     json_object_get(a, "path"), "mimeType", json_object_get(a, "content_type"), "size",
+                     json_object_get(a, "size"), "description", desc);
+}
+
+static json_t *artifact_brief(json_t *a) {
+    char uri[128];
+    snprintf(uri, sizeof uri, URI_PREFIX "%s", json_string_value(json_object_get(a, "id")));
+    return json_pack("{s:O, s:s, s:O, s:O, s:O, s:O, s:O}", "id", json_object_get(a, "id"), "uri", uri, "path",
+                     json_object_get(a, "path"), "version", json_object_get(a, "version"), "size",
+                     json_object_get(a, "size"), "content_type", json_object_get(a, "content_type"), "thread_id",
+                     json_object_get(a, "thread_id"));
+}
+
+/* An artifact's bytes when it is at most MAX; NULL otherwise. */
+static char *artifact_bytes(al_service *s, json_t *a, size_t max, size_t *ret_len) {
+    char path[PATH_MAX];
+    al_blob_path(s, json_string_value(json_object_get(a, "sha256")), path, sizeof path);
+    char *buf = NULL;
+    if (al_read_small(AT_FDCWD, path, max + 1, &buf, ret_len) < 0 || *ret_len > max) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static const char *ended_how(const char *state) {
+    static const struct { const char *state, *how; } m[] = {
+        { "succeeded", "succeeded" }, { "failed", "failed" }, { "timed_out", "was killed at its time limit" },
+        { "killed", "was killed at a resource limit" }, { "canceled", "was canceled" },
+        { "error", "could not run (airlock's own failure)" }, { "denied", "was not approved and did not run" },
+    };
+    for (size_t i = 0; i < ELEMENTSOF(m); i++)
+        if (strcmp(state, m[i].state) == 0)
+            return m[i].how;
+    return state;
+}
+
+/* The CallToolResult of an ended run. */
+static json_t *run_result(al_service *s, json_t *run) {
+    const char *id = json_string_value(json_object_get(run, "id"));
+    const char *state = json_string_value(json_object_get(run, "state")) ?: "error";
+    json_t *r = json_object_get(run, "result");
+    json_t *error = json_object_get(run, "error");
+    char *b = NULL;
+    size_t len = 0, cap = 0;
+    char line[1400];
+    snprintf(line, sizeof line, "Run %s %s", id, ended_how(state));
+    append_str(&b, &len, &cap, line);
+    if (json_is_object(r)) {
+        json_t *code = json_object_get(r, "exit_code"), *sig = json_object_get(r, "signal");
+        if (json_is_integer(code))
+            snprintf(line, sizeof line, " (exit code %lld", (long long)json_integer_value(code));
+        else if (json_is_integer(sig))
+            snprintf(line, sizeof line, " (signal %lld", (long long)json_integer_value(sig));
+        else
+            snprintf(line, sizeof line, " (");
+        append_str(&b, &len, &cap, line);
+        snprintf(line, sizeof line, "%sreason: %s, %lld ms).", line[2] == '\0' ? "" : ", ",
+                 json_string_value(json_object_get(r, "reason")) ?: "?",
+                 (long long)json_integer_value(json_object_get(r, "wall_ms")));
+        append_str(&b, &len, &cap, line);
+    } else {
+        append_str(&b, &len, &cap, ".");
+    }
+    if (json_is_object(error)) {
+        snprintf(line, sizeof line, " %s: %s", json_string_value(json_object_get(error, "code")) ?: "error",
+                 json_string_value(json_object_get(error, "message")) ?: "");
+        append_str(&b, &len, &cap, line);
+    }
+    static const char *const streams[] = { "stdout", "stderr" };
+    for (size_t i = 0; json_is_object(r) && i < 2; i++) {
+        json_t *t = json_object_get(r, streams[i]);
+        if (!json_is_string(t) || json_string_length(t) == 0)
+            continue;
+        bool cut = json_is_true(json_object_get(r, i == 0 ? "stdout_truncated" : "stderr_truncated"));
+        snprintf(line, sizeof line, "\n\n%s:\n", streams[i]);
+        append_str(&b, &len, &cap, line);
+        append_capped(&b, &len, &cap, json_string_value(t), json_string_length(t), OUTPUT_TEXT_MAX, &cut);
+        if (cut)
+            append_str(&b, &len, &cap, "\n[output cut here: it was longer than the cap]");
+    }
+    json_t *content = json_array(), *briefs = json_array();
+    json_t *arts = json_object_get(run, "artifacts");
+    if (json_array_size(arts)) {
+        append_str(&b, &len, &cap, "\n\nFiles written (read them with read_artifact):");
+        size_t i;
+        json_t *a;
+        json_array_foreach(arts, i, a) {
+            snprintf(line, sizeof line, "\n- %s (%lld bytes, %s): " URI_PREFIX "%s",
+                     json_string_value(json_object_get(a, "path")), (long long)json_integer_value(json_object_get(a, "size")),
+                     json_string_value(json_object_get(a, "content_type")), json_string_value(json_object_get(a, "id")));
+            append_str(&b, &len, &cap, line);
+            json_array_append_new(briefs, artifact_brief(a));
+        }
+    }
+    json_array_append_new(content, text_item(b ? b : ""));
+    free(b);
+    size_t i, images = 0;
+    json_t *a;
+    json_array_foreach(arts, i, a) json_array_append_new(content, artifact_link(a));
+    /* small images inline, so a model sees its chart without another call */
+    json_array_foreach(arts, i, a) {
+        const char *type = json_string_value(json_object_get(a, "content_type"));
+        if (images >= INLINE_IMAGES_MAX || !inline_image_type(type) ||
+            json_integer_value(json_object_get(a, "size")) > (json_int_t)INLINE_IMAGE_MAX)
+            continue;
+        size_t n = 0;
+        _cleanup_free_ char *data = artifact_bytes(s, a, INLINE_IMAGE_MAX, &n);
+        _cleanup_free_ char *b64 = data ? b64_of(data, n) : NULL;
+        if (b64) {
+            json_array_append_new(content, json_pack("{s:s, s:s, s:s}", "type", "image", "data", b64, "mimeType", type));
+            images++;
+        }
+    }
+    json_array_foreach(json_object_get(run, "previews"), i, a) {
+        const char *type = json_string_value(json_object_get(a, "content_type"));
+        json_t *data = json_object_get(a, "content_base64");
+        if (images >= INLINE_IMAGES_MAX || !inline_image_type(type) || !json_is_string(data) ||
+            json_integer_value(json_object_get(a, "size")) > (json_int_t)INLINE_IMAGE_MAX)
+            continue;
+        json_array_append_new(content, json_pack("{s:s, s:O, s:s}", "type", "image", "data", data, "mimeType", type));
+        images++;
+    }
+    json_t *structured = json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "run_id", id, "state", state, "exit_code",
+                                   json_is_object(r) ? json_incref(json_object_get(r, "exit_code")) : json_null(),
+                                   "reason", json_is_object(r) ? json_incref(json_object_get(r, "reason")) : json_null(),
+                                   "thread", json_incref(json_object_get(run, "thread_id")), "artifacts", briefs,
+                                   "error", json_incref(error));
+    return json_pack("{s:o, s:o, s:b}", "content", content, "structuredContent", structured, "isError",
+                     strcmp(state, "succeeded") != 0);
+}
+
+/* ------------------------------------------------------- code_execution */
+
+static bool only_keys(json_t *args, const char *const *keys, size_t n, const char **ret_bad) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(args, k, v) {
+        bool ok = false;
+        for (size_t i = 0; i < n; i++)
+            ok |= strcmp(k, keys[i]) == 0;
+        if (!ok) {
+            *ret_bad = k;
+            return false;
+        }
+    }
+    return true;
+}
+
+static json_t *load_run(al_service *s, const al_principal *p, const char *id) {
+    al_error err = { 0 };
+    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ? AND workspace_id = ?", "ss", id,
+                                  p->workspace_id);
+    json_t *row = rows && json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
+    json_decref(rows);
+    return row;
+}
+
+/*
+ * Start a run through al_run_create, the one path POST /v1/runs and the
+ * skills also take (allow-list, audit, credits, quotas, approvals). 0 and
+ * RET_RUN_ID; or -EINVAL and the refusal as a tool error a model can read.
+ */
+static int start_run(al_service *s, const al_principal *p, json_t *body, const al_run_extra *x, const char *tool,
+                     char ret_run_id[40], json_t **ret_refusal) {
+    json_t *doc = NULL;
+    unsigned st = al_run_create(s, p, body, x, &doc);
+    const char *id = json_string_value(json_object_get(doc, "id"));
+    if ((st == 200 || st == 201) && id && strlen(id) < 40) {
+        snprintf(ret_run_id, 40, "%s", id);
+        json_decref(doc);
+        return 0;
+    }
+    json_t *e = json_object_get(doc, "error");
+    const char *code = json_string_value(json_object_get(e, "code")) ?: "internal";
+    const char *msg = json_string_value(json_object_get(e, "message")) ?: "the run could not be created";
+    if (strcmp(code, "tool_not_allowed") == 0)
+        *ret_refusal = tool_error("%s is not allowed in this workspace (not on its tool allow-list).", tool);
+    else if (strcmp(code, "payment_required") == 0 || strcmp(code, "queue_full") == 0 ||
+             strcmp(code, "driver_disabled") == 0 || strcmp(code, "quota_exceeded") == 0)
+        *ret_refusal = tool_error("The run was not started (%s): %s", code, msg);
+    else
+        *ret_refusal = tool_error("The run was refused: %s", msg);
+    json_decref(doc);
+    return -EINVAL;
+}
+
+static int code_execution(al_service *s, const al_principal *p, json_t *args, json_t *progress_token,
+                          al_mcp_call **ret_call, json_t **ret_result) {
+    static const char *const keys[] = { "language", "code", "thread", "network", "files", "description", "timeout_s" };
+    const char *bad = NULL;
+    if (!only_keys(args, keys, ELEMENTSOF(keys), &bad)) {
+        *ret_result = tool_error("Unknown argument \"%s\". code_execution takes language, code, and optionally thread, "
+                                 "network, files, description, timeout_s.", bad);
+        return 0;
+    }
+    json_t *lang = json_object_get(args, "language"), *code = json_object_get(args, "code");
+    if (!json_is_string(lang) || !json_is_string(code)) {
+        *ret_result = tool_error("code_execution needs language (python, node or bash) and code (a string).");
+        return 0;
+    }
+    json_t *body = json_pack("{s:O, s:O}", "language", lang, "code", code);
+    json_t *v;
+    if ((v = json_object_get(args, "thread")) && !json_is_null(v))
+        json_object_set(body, "thread_id", v);
+    if ((v = json_object_get(args, "network")) && !json_is_null(v))
+        json_object_set(body, "network", v); /* as REST's network: the run path decides what exists */
+    if ((v = json_object_get(args, "description")) && !json_is_null(v))
+        json_object_set(body, "description", v);
+    if ((v = json_object_get(args, "timeout_s")) && !json_is_null(v))
+        json_object_set_new(body, "limits", json_pack("{s:O}", "timeout_s", v));
+    json_t *files = json_object_get(args, "files");
+    if (files && !json_is_null(files)) {
+        if (!json_is_array(files)) {
+            json_decref(body);
+            *ret_result = tool_error("files must be an array of {name, content} objects.");
+            return 0;
+        }
+        json_t *out = json_array();
+        size_t i;
+        json_t *f;
+        json_array_foreach(files, i, f) {
+            json_t *name = json_object_get(f, "name"), *text = json_object_get(f, "content");
+            json_t *b64 = json_object_get(f, "content_base64");
+            if (!json_is_object(f) || !json_is_string(name) || (!json_is_string(text) == !json_is_string(b64))) {
+                json_decref(out);
+                json_decref(body);
+                *ret_result = tool_error("files[%zu] must have a name and either content (text) or content_base64.", i);
+                return 0;
+            }
+            char *enc = json_is_string(text) ? b64_of(json_string_value(text), json_string_length(text)) : NULL;
+            json_array_append_new(out, json_pack("{s:O, s:s}", "name", name, "content_base64",
+                                                 enc ? enc : json_string_value(b64)));
+            free(enc);
+        }
+        json_object_set_new(body, "files", out);
+    }
+    char run_id[40];
+    json_t *refusal = NULL;
+    int r = start_run(s, p, body, NULL, "code_execution", run_id, &refusal);
+    json_decref(body);
+    if (r < 0) {
+        *ret_result = refusal;
+        return 0;
+    }
+    al_mcp_call *k = calloc(1, sizeof *k);
+    if (!k) {
+        *ret_result = tool_error("out of memory; run %s was started and goes on", run_id);
+        return 0;
+    }
+    k->s = s;
+    k->p = *p;
+    memcpy(k->run_id, run_id, sizeof run_id);
+    k->progress_token = progress_token ? json_incref(progress_token) : NULL;
+    json_t *row = load_run(s, p, run_id);
+    json_t *lim = row ? json_loads(json_string_value(json_object_get(row, "limits")), 0, NULL) : NULL;
+    k->timeout_s = (int)json_integer_value(json_object_get(lim, "timeout_s"));
+    json_decref(lim);
+    json_decref(row);
+    k->started_ms = al_now_ms();
+    k->deadline_ms = k->started_ms + (uint64_t)(k->timeout_s + RUN_SLACK_S) * 1000;
+    *ret_call = k;
+    return 0;
+}
+
+/* ----------------------------------------------------------- following */
+
+static json_t *progress_note(al_mcp_call *k, const char *msg) {
+    if (!k->progress_token)
+        return NULL;
+    k->progress += 1;
+    return json_pack("{s:s, s:s, s:{s:O, s:f, s:s}}", "jsonrpc", "2.0", "method", "notifications/progress", "params",
+                     "progressToken", k->progress_token, "progress", k->progress, "message", msg);
+}
+
+static json_t *log_note(const char *level, const char *logger, json_t *data) {
+    return json_pack("{s:s, s:s, s:{s:s, s:s, s:o}}", "jsonrpc", "2.0", "method", "notifications/message", "params",
+                     "level", level, "logger", logger, "data", data);
+}
+
+static void add(json_t *notes, json_t *n) {
+    if (n)
+        json_array_append_new(notes, n);
+}
+
+static void on_state(al_mcp_call *k, const char *state, json_t *notes) {
+    char msg[600];
+    if (strcmp(state, "pending_approval") == 0) {
+        k->waited_for_approval = true;
+        k->deadline_ms = al_now_ms() + (uint64_t)APPROVAL_WAIT_MAX_S * 1000;
+        snprintf(msg, sizeof msg,
+                 "Waiting for a person to approve run %s: this workspace requires approval before code runs. "
+                 "An approver decides in the console or with POST /v1/runs/%s/approve (or /deny).",
+                 k->run_id, k->run_id);
+        add(notes, log_note("notice", "airlock", json_pack("{s:s, s:s, s:s}", "message", msg, "run_id", k->run_id,
+                                                            "state", state)));
+        add(notes, progress_note(k, msg));
+    } else if (strcmp(state, "queued") == 0 && k->waited_for_approval) {
+        /* approved: the run's own clock starts now */
+        k->deadline_ms = al_now_ms() + (uint64_t)(k->timeout_s + RUN_SLACK_S) * 1000;
+        snprintf(msg, sizeof msg, "Run %s was approved and is queued.", k->run_id);
+        add(notes, log_note("notice", "airlock", json_pack("{s:s, s:s, s:s}", "message", msg, "run_id", k->run_id,
+                                                            "state", state)));
+        add(notes, progress_note(k, msg));
+    } else if (strcmp(state, "running") == 0) {
+        snprintf(msg, sizeof msg, "Run %s is running.", k->run_id);
+        add(notes, progress_note(k, msg));
+    }
+    snprintf(k->state, sizeof k->state, "%s", state);
+}
+
+static json_t *denied_result(json_t *run) {
+    json_t *error = json_object_get(run, "error");
+    const char *code = json_string_value(json_object_get(error, "code")) ?: "denied";
+    const char *msg = json_string_value(json_object_get(error, "message")) ?: "";
+    const char *id = json_string_value(json_object_get(run, "id"));
+    json_t *res;
+    if (strcmp(code, "expired") == 0)
+        res = tool_error("Run %s did not run: no one approved it before its approval expired. Ask a person with the "
+                         "approver role to watch for approvals, then try again.", id);
+    else
+        res = tool_error("Run %s did not run: a person denied it%s%s%s.", id, *msg ? " (reason: " : "", msg,
+                         *msg ? ")" : "");
+    json_object_set_new(res, "structuredContent", json_pack("{s:s, s:s, s:s, s:s}", "run_id", id, "state", "denied",
+                                                            "code", code, "message", msg));
+    return res;
+}
+
+static json_t *final_result(al_mcp_call *k) {
+    json_t *row = load_run(k->s, &k->p, k->run_id);
+    if (!row)
+        return tool_error("run %s vanished", k->run_id);
+    json_t *run = al_run_json(k->s, row);
+    json_decref(row);
+    json_t *res = strcmp(json_string_value(json_object_get(run, "state")), "denied") == 0 ? denied_result(run)
+                                                                                          : run_result(k->s, run);
+    json_decref(run);
+    return res;
+}
+
+bool al_mcp_call_step(al_mcp_call *k, int wait_s, bool send_output, json_t *notes, json_t **ret_result) {
+    al_error err = { 0 };
+    *ret_result = NULL;
+    uint64_t gen = al_service_event_gen(k->s);
+    json_t *rows = al_store_query(k->s->store, &err,
+                                  "SELECT seq, type, data FROM run_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                                  "sii", k->run_id, k->last_seq, (int64_t)EVENTS_PER_STEP);
+    if (!rows) {
+        *ret_result = tool_error("cannot follow run %s: %s", k->run_id, err.msg);
+        return false;
+    }
+    size_t i;
+    json_t *ev;
+    json_array_foreach(rows, i, ev) {
+        k->last_seq = json_integer_value(json_object_get(ev, "seq"));
+        const char *type = json_string_value(json_object_get(ev, "type"));
+        json_t *data = json_loads(json_string_value(json_object_get(ev, "data")), 0, NULL);
+        if (strcmp(type, "state") == 0 && json_is_string(json_object_get(data, "state"))) {
+            on_state(k, json_string_value(json_object_get(data, "state")), notes);
+        } else if ((strcmp(type, "stdout") == 0 || strcmp(type, "stderr") == 0) && send_output &&
+                   json_is_string(json_object_get(data, "data"))) {
+            /* already redacted by the runner, as the REST stream is */
+            add(notes, log_note(type[3] == 'o' ? "info" : "warning", type, json_incref(json_object_get(data, "data"))));
+            add(notes, progress_note(k, type[3] == 'o' ? "output on stdout" : "output on stderr"));
+        } else if (strcmp(type, "result") == 0) {
+            json_decref(data);
+            json_decref(rows);
+            *ret_result = final_result(k);
+            return false;
+        }
+        json_decref(data);
+    }
+    bool had = json_array_size(rows) > 0;
+    json_decref(rows);
+    if (had)
+        return false;
+    uint64_t now = al_now_ms();
+    if (now >= k->deadline_ms) {
+        if (strcmp(k->state, "pending_approval") == 0)
+            *ret_result = tool_error("No one has decided on run %s after %d s of waiting for approval. It still waits "
+                                     "(until its approval expires); this call stops waiting for it now.",
+                                     k->run_id, APPROVAL_WAIT_MAX_S);
+        else
+            *ret_result = tool_error("Run %s has not ended %llu s after it was started (state: %s); this call stops "
+                                     "waiting for it. Its files will be in list_artifacts when it ends.",
+                                     k->run_id, (unsigned long long)(now - k->started_ms) / 1000, k->state);
+        return false;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    uint64_t wait_ms = (uint64_t)wait_s * 1000;
+    if (k->deadline_ms - now < wait_ms)
+        wait_ms = k->deadline_ms - now;
+    until.tv_sec += (time_t)(wait_ms / 1000);
+    until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    if (!al_service_wait_event(k->s, gen, &until)) {
+        pthread_mutex_lock(&k->s->mu);
+        bool stopping = k->s->stopping;
+        pthread_mutex_unlock(&k->s->mu);
+        if (stopping) {
+            *ret_result = tool_error("The service is shutting down; run %s was stopped with it.", k->run_id);
+            return false;
+        }
+        /* quiet for a while: a progress note keeps a client's timeout at bay */
+        char msg[200];
+        snprintf(msg, sizeof msg, strcmp(k->state, "pending_approval") == 0 ? "Still waiting for approval of run %s."
+                                                                             : "Run %s is still going.", k->run_id);
+        add(notes, progress_note(k, msg));
+        return true;
+    }
+    return false;
+}
+
+void al_mcp_call_free(al_mcp_call *k) {
+    if (!k)
+        return;
+    json_decref(k->progress_token);
+    free(k);
+}
+
+/* ------------------------------------------------------------ artifacts */
+
+static bool valid_thread(const char *t) {
+    size_t n = strlen(t);
+    return n > 0 && n <= 64 && strspn(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n &&
+           strcmp(t, ".") != 0 && strcmp(t, "..") != 0;
+}
+
+static json_t *list_artifacts(al_service *s, const al_principal *p, json_t *args) {
+    static const char *const keys[] = { "thread", "run", "all_versions" };
+    const char *bad = NULL;
+    if (!only_keys(args, keys, ELEMENTSOF(keys), &bad))
+        return tool_error("Unknown argument \"%s\". list_artifacts takes thread (or run) and all_versions.", bad);
+    const char *thread = json_string_value(json_object_get(args, "thread"));
+    const char *run = json_string_value(json_object_get(args, "run"));
+    bool all = json_is_true(json_object_get(args, "all_versions"));
+    if (!thread == !run)
+        return tool_error("Give either thread (the thread's name) or run (a run id).");
+    if (thread && !valid_thread(thread))
+        return tool_error("thread must be 1-64 characters of A-Z a-z 0-9 . _ -");
+    if (run && strlen(run) > 64)
+        return tool_error("no run %s", run);
+    al_error err = { 0 };
+    /* the thread key is the thread's name, or the run's id for a run without one */
+    const char *key = thread ? thread : run;
+    json_t *rows = al_store_query(s->store, &err,
+                                  all ? "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
+                                        "FROM artifacts WHERE workspace_id = ? AND thread_key = ? AND (? = 0 OR run_id = ?) "
+                                        "ORDER BY path, version LIMIT 1000"
+                                      : "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
+                                        "FROM artifacts a WHERE workspace_id = ? AND thread_key = ? AND (? = 0 OR run_id = ?) "
+                                        "AND version = (SELECT MAX(version) FROM artifacts b WHERE b.workspace_id = "
+                                        "a.workspace_id AND b.thread_key = a.thread_key AND b.path = a.path) "
+                                        "ORDER BY path LIMIT 1000",
+                                  "ssis", p->workspace_id, key, (int64_t)(run != NULL), run ? run : "");
+    if (!rows)
+        return tool_error("cannot list artifacts: %s", err.msg);
+    char *b = NULL;
+    size_t len = 0, cap = 0;
+    char line[1200];
+    if (json_array_size(rows) == 0)
+        snprintf(line, sizeof line, "No files in %s %s.", thread ? "thread" : "run", key);
+    else
+        snprintf(line, sizeof line, "%zu file%s in %s %s:", json_array_size(rows), json_array_size(rows) == 1 ? "" : "s",
+                 thread ? "thread" : "run", key);
+    append_str(&b, &len, &cap, line);
+    json_t *content = json_array(), *briefs = json_array();
+    size_t i;
+    json_t *a;
+    json_array_foreach(rows, i, a) {
+        snprintf(line, sizeof line, "\n- %s v%lld (%lld bytes, %s): " URI_PREFIX "%s",
+                 json_string_value(json_object_get(a, "path")), (long long)json_integer_value(json_object_get(a, "version")),
+                 (long long)json_integer_value(json_object_get(a, "size")),
+                 json_string_value(json_object_get(a, "content_type")), json_string_value(json_object_get(a, "id")));
+        append_str(&b, &len, &cap, line);
+        json_array_append_new(briefs, artifact_brief(a));
+    }
+    json_array_append_new(content, text_item(b ? b : ""));
+    free(b);
+    json_array_foreach(rows, i, a) json_array_append_new(content, artifact_link(a));
+    json_decref(rows);
+    return json_pack("{s:o, s:{s:o}, s:b}", "content", content, "structuredContent", "artifacts", briefs, "isError", false);
+}
+
+static bool textual(const char *type) {
+    return strncmp(type, "text/", 5) == 0 || strcmp(type, "application/json") == 0 ||
+           strcmp(type, "application/xml") == 0 || strcmp(type, "image/svg+xml") == 0;
+}
+
+static json_t *read_artifact(al_service *s, const al_principal *p, json_t *args) {
+    static const char *const keys[] = { "uri" };
+    const char *bad = NULL;
+    if (!only_keys(args, keys, ELEMENTSOF(keys), &bad))
+        return tool_error("Unknown argument \"%s\". read_artifact takes uri.", bad);
+    const char *uri = json_string_value(json_object_get(args, "uri"));
+    if (!uri)
+        return tool_error("read_artifact needs uri: airlock://artifacts/art_... (from code_execution or list_artifacts).");
+    const char *id = strncmp(uri, URI_PREFIX, strlen(URI_PREFIX)) == 0 ? uri + strlen(URI_PREFIX) : uri;
+    if (strncmp(id, "art_", 4) != 0 || strlen(id) > 64)
+        return tool_error("%.200s is not an artifact URI: want airlock://artifacts/art_...", uri);
+    al_error err = { 0 };
+    /* the workspace scopes the lookup: another tenant's id is simply not found */
+    json_t *rows = al_store_query(s->store, &err,
+                                  "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
+                                  "FROM artifacts WHERE id = ? AND workspace_id = ?",
+                                  "ss", id, p->workspace_id);
+    json_t *a = rows && json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
+    json_decref(rows);
+    if (!a)
+        return tool_error("No artifact %s in this workspace. list_artifacts shows a thread's files.", id);
+    const char *type = json_string_value(json_object_get(a, "content_type"));
+    json_int_t size = json_integer_value(json_object_get(a, "size"));
+    char full_uri[128], line[1200];
+    snprintf(full_uri, sizeof full_uri, URI_PREFIX "%s", id);
+    snprintf(line, sizeof line, "%s, version %lld, %lld bytes, %s.", json_string_value(json_object_get(a, "path")),
+             (long long)json_integer_value(json_object_get(a, "version")), (long long)size, type);
+    json_t *res = NULL;
+    bool text = textual(type);
+    if (!text && size > (json_int_t)READ_BLOB_MAX) {
+        res = tool_error("%s It is larger than %u MiB, the most read_artifact returns; fetch it over HTTP with "
+                         "GET /v1/artifacts/%s/content.", line, READ_BLOB_MAX >> 20, id);
+        json_decref(a);
+        return res;
+    }
+    size_t n = 0;
+    size_t want = text ? (size > (json_int_t)READ_TEXT_MAX ? READ_TEXT_MAX : (size_t)size) : (size_t)size;
+    char path[PATH_MAX];
+    al_blob_path(s, json_string_value(json_object_get(a, "sha256")), path, sizeof path);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    _cleanup_free_ char *data = malloc(want + 1);
+    if (fd < 0 || !data) {
+        json_decref(a);
+        return tool_error("the content of %s is missing from the store", id);
+    }
+    while (n < want) {
+        ssize_t r = read(fd, data + n, want - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    json_t *content = json_array();
+    bool cut = text && (size_t)size > n;
+    if (text) {
+        /* cut at a character boundary; bytes that are not UTF-8 make it binary after all */
+        while (cut && n > 0 && ((unsigned char)data[n] & 0xC0) == 0x80)
+            n--;
+        json_t *t = json_stringn(data, n);
+        if (t) {
+            if (cut)
+                snprintf(line + strlen(line), sizeof line - strlen(line), " Only the first %zu bytes are shown.", n);
+            json_array_append_new(content, text_item(line));
+            json_array_append_new(content, json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "resource", "resource", "uri",
+                                                     full_uri, "mimeType", type, "text", t));
+        } else {
+            text = false;
+        }
+    }
+    if (!text) {
+        if ((size_t)size > n) {
+            json_decref(content);
+            json_decref(a);
+            return tool_error("%s It is not UTF-8 text and larger than read_artifact returns; fetch it over HTTP with "
+                              "GET /v1/artifacts/%s/content.", line, id);
+        }
+        _cleanup_free_ char *b64 = b64_of(data, n);
+        json_array_append_new(content, text_item(line));
+        json_array_append_new(content, json_pack("{s:s, s:{s:s, s:s, s:s}}", "type", "resource", "resource", "uri",
+                                                 full_uri, "mimeType", type, "blob", b64 ? b64 : ""));
+        if (inline_image_type(type) && n <= INLINE_IMAGE_MAX && b64)
+            json_array_append_new(content, json_pack("{s:s, s:s, s:s}", "type", "image", "data", b64, "mimeType", type));
+    }
+    res = json_pack("{s:o, s:o, s:b}", "content", content, "structuredContent", artifact_brief(a), "isError", false);
+    json_decref(a);
+    return res;
+}
+
+/* ---------------------------------------------------------------- skills */
+
+static json_t *run_skill_script(al_service *s, const al_principal *p, json_t *args) {
+    static const char *const keys[] = { "skill", "entrypoint", "arguments", "thread" };
+    const char *bad = NULL;
+    if (!only_keys(args, keys, ELEMENTSOF(keys), &bad))
+        return tool_error("Unknown argument \"%s\". run_skill_script takes skill, entrypoint, arguments and thread.", bad);
+    if (!json_is_string(json_object_get(args, "skill")) || !json_is_string(json_object_get(args, "entrypoint")))
+        return tool_error("run_skill_script needs skill and entrypoint (strings).");
+    json_t *a = json_object_get(args, "arguments");
+    if (a && !json_is_object(a) && !json_is_null(a))
+        return tool_error("arguments must be an object.");
+    return tool_error("Skills are not available on this server: run_skill_script cannot run %.100s/%.100s. Use "
+                      "code_execution instead.",
+                      json_string_value(json_object_get(args, "skill")),
+                      json_string_value(json_object_get(args, "entrypoint")));
+}
+
+/* ------------------------------------------------------------------ call */
+
+int al_mcp_tool_call(al_service *s, const al_principal *p, const char *name, json_t *args, json_t *progress_token,
+                     al_mcp_call **ret_call, json_t **ret_result) {
+    *ret_call = NULL;
+    *ret_result = NULL;
+    json_t *empty = NULL;
+    if (!args || json_is_null(args))
+        args = empty = json_object();
+    int r = 0;
+    if (!json_is_object(args))
+        *ret_result = tool_error("arguments must be an object");
+    else if (strcmp(name, "code_execution") == 0)
+        r = code_execution(s, p, args, progress_token, ret_call, ret_result);
+    else if (strcmp(name, "list_artifacts") == 0)
+        *ret_result = list_artifacts(s, p, args);
+    else if (strcmp(name, "read_artifact") == 0)
+        *ret_result = read_artifact(s, p, args);
+    else if (strcmp(name, "run_skill_script") == 0) {
+        json_t *settings = al_settings_load(s, p->workspace_id);
+        bool ok = tool_allowed(settings, "run_skill_script");
+        json_decref(settings);
+        if (!ok) {
+            al_error err = { 0 };
+            al_audit_append(s->store, p->org_id, p->workspace_id, "capability.invoke_denied", p->person_id, NULL,
+                            json_pack("{s:s, s:s}", "tool", "run_skill_script", "reason",
+                                      "not on the workspace's tool allow-list"), &err);
+            *ret_result = tool_error("run_skill_script is not allowed in this workspace (not on its tool allow-list).");
+        } else {
+            *ret_result = run_skill_script(s, p, args);
+        }
+    } else
+        r = -ENOENT;
+    json_decref(empty);
+    return r;
+}
