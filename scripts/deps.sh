@@ -5,8 +5,8 @@
 set -eu
 
 PKGS="build-essential meson ninja-build pkg-config
-libseccomp-dev libjansson-dev nettle-dev libmicrohttpd-dev libsqlite3-dev libarchive-dev
-python3 python3-pytest nodejs bash coreutils ca-certificates
+libseccomp-dev libjansson-dev nettle-dev libmicrohttpd-dev libsqlite3-dev libarchive-dev libcurl4-openssl-dev
+python3 python3-pytest nodejs npm bash coreutils ca-certificates
 bubblewrap iproute2 openssl curl python3-pip procps util-linux debootstrap
 python3-pil python3-pypdf python3-icalendar"
 
@@ -19,6 +19,9 @@ done
 # nodejs may come from another Debian-compatible source that already provides
 # /usr/bin/node; accept it rather than fight over the package name.
 case " $missing " in *" nodejs "*) [ -x /usr/bin/node ] && missing=$(echo "$missing" | sed 's/ nodejs//');; esac
+# likewise npm, which such a nodejs ships itself (tests/e2e installs the real
+# MCP and Piston clients with it)
+case " $missing " in *" npm "*) [ -x /usr/bin/npm ] && missing=$(echo "$missing" | sed 's/ npm//');; esac
 
 if [ -n "$missing" ]; then
     if [ "$(id -u)" -ne 0 ]; then

@@ -8,6 +8,8 @@ int cli_run(int argc, char **argv);
 int cli_helper(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_admin(int argc, char **argv);
+/* airlock-server only: MCP over stdio, forwarded to a service */
+int cli_mcp(int argc, char **argv);
 int cli_image(int argc, char **argv);
 /* AIRLOCK_STATE or /var/lib/airlock */
 const char *cli_state_dir(void);

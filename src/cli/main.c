@@ -3,7 +3,7 @@
  * Two binaries: `airlock` (run, doctor, helper: the box and nothing else,
  * so a box starts without loading HTTP, TLS and SQLite libraries) and
  * `airlock-server` beside it (serve, admin), which `airlock serve` and
- * `airlock admin` hand over to. */
+ * `airlock admin` and `airlock mcp` hand over to. */
 #include <libgen.h>
 #include <limits.h>
 #include <string.h>
@@ -34,6 +34,7 @@ static int usage(FILE *f) {
                "  image build|ls|verify|rm                 runtime images (airlock image for help)\n"
                "  serve [--listen ADDR:PORT] [--state DIR] [--config FILE]   the execution service (docs/api.md)\n"
                "  admin [--state DIR] bootstrap|org|workspace|person|key|list  tenants and API keys\n"
+               "  mcp [--url URL] [--key KEY]              MCP over stdio, forwarded to a service (docs/api.md)\n"
                "  version                                  print the version\n\n"
                "see docs/cli.md\n");
     return f == stdout ? 0 : 125;
@@ -52,8 +53,10 @@ int main(int argc, char **argv) {
         return cli_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "admin") == 0)
         return cli_admin(argc - 1, argv + 1);
+    if (strcmp(cmd, "mcp") == 0)
+        return cli_mcp(argc - 1, argv + 1);
 #else
-    if (strcmp(cmd, "serve") == 0 || strcmp(cmd, "admin") == 0)
+    if (strcmp(cmd, "serve") == 0 || strcmp(cmd, "admin") == 0 || strcmp(cmd, "mcp") == 0)
         return hand_over(argv);
 #endif
     if (strcmp(cmd, "image") == 0)

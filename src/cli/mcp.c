@@ -1,0 +1,388 @@
+/*
+ * airlock mcp: the MCP tools of a running service over stdio, for the
+ * `command` entry of a local agent's MCP configuration. Each line on stdin
+ * is one JSON-RPC message; it is sent to the service's /mcp (Streamable
+ * HTTP) and whatever comes back, notifications of an SSE answer included,
+ * is written to stdout as lines as it arrives. stdout carries only
+ * protocol; what this program has to say goes to stderr.
+ *
+ * Requests are forwarded concurrently (a long code_execution does not hold
+ * up a ping), except initialize, which is waited for: it makes the session
+ * every later request names.
+ */
+#include <curl/curl.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define LINE_MAX_BYTES (8u << 20)   /* the service's own body cap */
+#define IN_FLIGHT_MAX 32
+#define RESPONSE_MAX (64u << 20)
+
+typedef struct bridge {
+    char url[2048];
+    char auth[600];
+    pthread_mutex_t mu;           /* guards the fields below and stdout */
+    pthread_cond_t cond;
+    char session[128];
+    char version[32];
+    int in_flight;
+} bridge;
+
+typedef struct exchange {
+    bridge *b;
+    char *line;
+    json_t *id;                   /* NULL for a notification */
+    bool initialize;
+    /* the answer */
+    bool sse;
+    char session[128];
+    char *body;
+    size_t len;
+    char *event;                  /* SSE: the data lines of the event being read */
+    size_t event_len;
+    char *partial;                /* SSE: a line not yet ended */
+    size_t partial_len;
+    bool emitted;                 /* wrote a response for this request */
+} exchange;
+
+static void emit(bridge *b, const char *text, size_t len) {
+    /* one message per line: compact JSON has no raw newline */
+    pthread_mutex_lock(&b->mu);
+    fwrite(text, 1, len, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static void emit_json(bridge *b, json_t *doc) {
+    char *t = json_dumps(doc, JSON_COMPACT);
+    if (t)
+        emit(b, t, strlen(t));
+    free(t);
+}
+
+static void emit_error(exchange *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emit_error(exchange *x, const char *fmt, ...) {
+    if (!x->id || x->emitted)
+        return;
+    char msg[800];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_t *doc = json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", x->id, "error", "code", -32000,
+                            "message", msg);
+    emit_json(x->b, doc);
+    json_decref(doc);
+    x->emitted = true;
+}
+
+/* A JSON-RPC message from the service: remember what initialize settled. */
+static void deliver(exchange *x, const char *text, size_t len) {
+    json_t *doc = json_loadb(text, len, 0, NULL);
+    if (!doc) {
+        fprintf(stderr, "airlock mcp: the service sent something that is not JSON; dropped\n");
+        return;
+    }
+    if (x->id && json_equal(json_object_get(doc, "id"), x->id) &&
+        (json_object_get(doc, "result") || json_object_get(doc, "error")))
+        x->emitted = true;
+    if (x->initialize) {
+        const char *v = json_string_value(json_object_get(json_object_get(doc, "result"), "protocolVersion"));
+        pthread_mutex_lock(&x->b->mu);
+        if (v)
+            snprintf(x->b->version, sizeof x->b->version, "%s", v);
+        if (x->session[0])
+            snprintf(x->b->session, sizeof x->b->session, "%s", x->session);
+        pthread_mutex_unlock(&x->b->mu);
+    }
+    emit_json(x->b, doc);
+    json_decref(doc);
+}
+
+static size_t on_header(char *buf, size_t size, size_t n, void *cls) {
+    exchange *x = cls;
+    size_t len = size * n;
+    if (len > 13 && strncasecmp(buf, "content-type:", 13) == 0)
+        x->sse = memmem(buf, len, "text/event-stream", 17) != NULL;
+    if (len > 15 && strncasecmp(buf, "mcp-session-id:", 15) == 0) {
+        const char *v = buf + 15;
+        size_t vl = len - 15;
+        while (vl && (*v == ' ' || *v == '\t'))
+            v++, vl--;
+        while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
+            vl--;
+        snprintf(x->session, sizeof x->session, "%.*s", (int)vl, v);
+    }
+    return len;
+}
+
+static bool grow(char **buf, size_t *len, const char *add, size_t n) {
+    if (*len + n > RESPONSE_MAX)
+        return false;
+    char *nb = realloc(*buf, *len + n + 1);
+    if (!nb)
+        return false;
+    memcpy(nb + *len, add, n);
+    *len += n;
+    nb[*len] = '\0';
+    *buf = nb;
+    return true;
+}
+
+/* One line of an event stream (without its end of line). */
+static void sse_line(exchange *x, const char *l, size_t n) {
+    if (n == 0) {
+        if (x->event_len)
+            deliver(x, x->event, x->event_len);
+        free(x->event);
+        x->event = NULL;
+        x->event_len = 0;
+        return;
+    }
+    if (n >= 5 && strncmp(l, "data:", 5) == 0) {
+        const char *v = l + 5;
+        size_t vl = n - 5;
+        if (vl && *v == ' ')
+            v++, vl--;
+        if (x->event_len)
+            grow(&x->event, &x->event_len, "\n", 1);
+        grow(&x->event, &x->event_len, v, vl);
+    }
+    /* event:, id:, retry: and comments carry nothing a stdio client needs */
+}
+
+static size_t on_body(char *buf, size_t size, size_t n, void *cls) {
+    exchange *x = cls;
+    size_t len = size * n;
+    if (!x->sse)
+        return grow(&x->body, &x->len, buf, len) ? len : 0;
+    /* SSE: pass each event on as it completes, so progress arrives live */
+    if (!grow(&x->partial, &x->partial_len, buf, len))
+        return 0;
+    size_t start = 0;
+    for (size_t i = 0; i < x->partial_len; i++) {
+        if (x->partial[i] != '\n')
+            continue;
+        size_t end = i;
+        if (end > start && x->partial[end - 1] == '\r')
+            end--;
+        sse_line(x, x->partial + start, end - start);
+        start = i + 1;
+    }
+    memmove(x->partial, x->partial + start, x->partial_len - start);
+    x->partial_len -= start;
+    return len;
+}
+
+static void forward(exchange *x) {
+    bridge *b = x->b;
+    CURL *h = curl_easy_init();
+    if (!h) {
+        emit_error(x, "airlock mcp: cannot start an HTTP request");
+        return;
+    }
+    char session[160] = "", version[64] = "";
+    pthread_mutex_lock(&b->mu);
+    if (b->session[0] && !x->initialize)
+        snprintf(session, sizeof session, "Mcp-Session-Id: %s", b->session);
+    if (b->version[0] && !x->initialize)
+        snprintf(version, sizeof version, "MCP-Protocol-Version: %s", b->version);
+    pthread_mutex_unlock(&b->mu);
+    struct curl_slist *hdrs = NULL;
+    hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+    hdrs = curl_slist_append(hdrs, "Accept: application/json, text/event-stream");
+    hdrs = curl_slist_append(hdrs, b->auth);
+    if (session[0])
+        hdrs = curl_slist_append(hdrs, session);
+    if (version[0])
+        hdrs = curl_slist_append(hdrs, version);
+    curl_easy_setopt(h, CURLOPT_URL, b->url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, x->line);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(x->line));
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    CURLcode rc = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    if (rc != CURLE_OK) {
+        emit_error(x, "airlock mcp: cannot reach the service at %s: %s", b->url, curl_easy_strerror(rc));
+    } else if (x->sse) {
+        if (x->partial_len)
+            sse_line(x, x->partial, x->partial_len);
+        sse_line(x, "", 0); /* an event the stream ended without a blank line after */
+        if (!x->emitted)
+            emit_error(x, "airlock mcp: the service's stream ended without an answer");
+    } else if (x->len) {
+        json_t *doc = json_loadb(x->body, x->len, 0, NULL);
+        if (doc && json_object_get(doc, "jsonrpc")) {
+            deliver(x, x->body, x->len);
+        } else {
+            /* not JSON-RPC (401 from the key check, say): tell the client why */
+            const char *m = json_string_value(json_object_get(json_object_get(doc, "error"), "message"));
+            emit_error(x, "airlock mcp: HTTP %ld from %s: %s", status, b->url, m ? m : "(no JSON-RPC answer)");
+        }
+        json_decref(doc);
+    } else if (x->id) {
+        emit_error(x, "airlock mcp: HTTP %ld from %s with no answer", status, b->url);
+    }
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+}
+
+static void exchange_free(exchange *x) {
+    free(x->line);
+    json_decref(x->id);
+    free(x->body);
+    free(x->event);
+    free(x->partial);
+    free(x);
+}
+
+static void *worker(void *arg) {
+    exchange *x = arg;
+    bridge *b = x->b;
+    forward(x);
+    exchange_free(x);
+    pthread_mutex_lock(&b->mu);
+    b->in_flight--;
+    pthread_cond_broadcast(&b->cond);
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+static void end_session(bridge *b) {
+    if (!b->session[0])
+        return;
+    CURL *h = curl_easy_init();
+    if (!h)
+        return;
+    char session[160];
+    snprintf(session, sizeof session, "Mcp-Session-Id: %s", b->session);
+    struct curl_slist *hdrs = curl_slist_append(NULL, b->auth);
+    hdrs = curl_slist_append(hdrs, session);
+    curl_easy_setopt(h, CURLOPT_URL, b->url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 5L);
+    curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    curl_easy_perform(h);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+}
+
+static int usage(FILE *f) {
+    fprintf(f, "usage: airlock mcp [--url URL] [--key KEY]\n\n"
+               "MCP over stdio (one JSON-RPC message per line), forwarded to the service's /mcp.\n"
+               "  --url URL   the service (default $AIRLOCK_URL, else http://127.0.0.1:8080)\n"
+               "  --key KEY   an API key (default $AIRLOCK_API_KEY)\n");
+    return f == stdout ? 0 : 125;
+}
+
+int cli_mcp(int argc, char **argv) {
+    const char *url = getenv("AIRLOCK_URL"), *key = getenv("AIRLOCK_API_KEY");
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--url") == 0 && i + 1 < argc)
+            url = argv[++i];
+        else if (strcmp(argv[i], "--key") == 0 && i + 1 < argc)
+            key = argv[++i];
+        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return usage(stdout);
+        else
+            return usage(stderr);
+    }
+    if (!url || !*url)
+        url = "http://127.0.0.1:8080";
+    if (!key || !*key) {
+        fprintf(stderr, "airlock mcp: an API key is needed: --key KEY or AIRLOCK_API_KEY\n");
+        return 125;
+    }
+    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
+        fprintf(stderr, "airlock mcp: --url must be an http:// or https:// URL\n");
+        return 125;
+    }
+    static bridge b;
+    size_t ul = strlen(url);
+    while (ul && url[ul - 1] == '/')
+        ul--;
+    if (ul + 8 >= sizeof b.url || strlen(key) + 32 >= sizeof b.auth) {
+        fprintf(stderr, "airlock mcp: the URL or key is too long\n");
+        return 125;
+    }
+    /* the service's /mcp, however the URL was given */
+    snprintf(b.url, sizeof b.url, "%.*s%s", (int)ul, url, ul >= 4 && strncmp(url + ul - 4, "/mcp", 4) == 0 ? "" : "/mcp");
+    snprintf(b.auth, sizeof b.auth, "Authorization: Bearer %s", key);
+    pthread_mutex_init(&b.mu, NULL);
+    pthread_cond_init(&b.cond, NULL);
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+        fprintf(stderr, "airlock mcp: cannot start libcurl\n");
+        return 1;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, stdin)) >= 0) {
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = '\0';
+        if (n == 0)
+            continue;
+        if ((size_t)n > LINE_MAX_BYTES) {
+            fprintf(stderr, "airlock mcp: a message of %zd bytes is over the %u MiB cap; dropped\n", n, LINE_MAX_BYTES >> 20);
+            json_t *e = json_pack("{s:s, s:n, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", "error", "code", -32600, "message",
+                                  "Invalid Request: the message is too large");
+            emit_json(&b, e);
+            json_decref(e);
+            continue;
+        }
+        exchange *x = calloc(1, sizeof *x);
+        if (!x || !(x->line = strdup(line))) {
+            free(x);
+            fprintf(stderr, "airlock mcp: out of memory\n");
+            break;
+        }
+        x->b = &b;
+        /* a message we cannot parse still goes to the service, which
+         * answers it with the right JSON-RPC error */
+        json_t *msg = json_loads(line, 0, NULL);
+        json_t *id = json_object_get(msg, "id");
+        if (id && json_object_get(msg, "method"))
+            x->id = json_incref(id);
+        x->initialize = json_is_string(json_object_get(msg, "method")) &&
+                        strcmp(json_string_value(json_object_get(msg, "method")), "initialize") == 0;
+        json_decref(msg);
+        pthread_mutex_lock(&b.mu);
+        while (b.in_flight >= IN_FLIGHT_MAX)
+            pthread_cond_wait(&b.cond, &b.mu);
+        b.in_flight++;
+        pthread_mutex_unlock(&b.mu);
+        if (x->initialize) {
+            worker(x);
+            continue;
+        }
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &attr, worker, x) != 0)
+            worker(x);
+        pthread_attr_destroy(&attr);
+    }
+    free(line);
+    /* stdin closed: the client is done; let what is under way finish */
+    pthread_mutex_lock(&b.mu);
+    while (b.in_flight > 0)
+        pthread_cond_wait(&b.cond, &b.mu);
+    pthread_mutex_unlock(&b.mu);
+    end_session(&b);
+    curl_global_cleanup();
+    return 0;
+}
