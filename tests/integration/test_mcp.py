@@ -1,0 +1,389 @@
+"""MCP (issue 7): POST /mcp of a real `airlock serve`, driven by the official
+TypeScript SDK (tests/e2e/*.test.mjs: Streamable HTTP, stdio through
+`airlock mcp`, approvals) and, below, over raw HTTP for what a well-behaved
+client never sends: malformed messages, wrong keys, stale sessions, another
+tenant's artifacts, and both protocol versions."""
+import http.client
+import json
+import threading
+import time
+
+import pytest
+
+from node_util import node_test, npm_ci
+from service_util import (audit_events, gov_tenant, put_settings, service, service_binary,  # noqa: F401
+                          walk_json)
+
+LATEST, PREVIOUS = "2025-11-25", "2025-06-18"
+BOTH = "application/json, text/event-stream"
+
+
+# ------------------------------------------------------------ raw client
+
+
+class Mcp:
+    """A minimal Streamable HTTP client: one POST per message."""
+
+    def __init__(self, svc, key=None, version=LATEST, initialize=True):
+        self.svc, self.key = svc, key or svc.key
+        self.session, self.version, self.next_id = None, None, 1
+        if initialize:
+            status, hdrs, doc = self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                           "params": {"protocolVersion": version, "capabilities": {},
+                                                      "clientInfo": {"name": "pytest", "version": "1"}}},
+                                          session=False)
+            assert status == 200, (status, doc)
+            self.session = hdrs.get("mcp-session-id")
+            assert self.session, f"initialize gave no Mcp-Session-Id: {hdrs}"
+            self.version = doc["result"]["protocolVersion"]
+            self.init = doc["result"]
+            assert self.notify("notifications/initialized")[0] == 202
+
+    def post(self, msg=None, raw=None, session=True, accept=BOTH, headers=None, key=None, method="POST", timeout=120):
+        """(status, lowercase headers, JSON document | [SSE messages] | bytes)."""
+        h = {"Content-Type": "application/json", "Accept": accept}
+        k = self.key if key is None else key
+        if k:
+            h["Authorization"] = f"Bearer {k}"
+        if session and self.session:
+            h["Mcp-Session-Id"] = self.session
+        if session and self.version:
+            h["MCP-Protocol-Version"] = self.version
+        h.update(headers or {})
+        h = {a: b for a, b in h.items() if b is not None}
+        body = raw if raw is not None else (json.dumps(msg).encode() if msg is not None else None)
+        conn = http.client.HTTPConnection(self.svc.host, self.svc.port, timeout=timeout)
+        try:
+            conn.request(method, "/mcp", body=body, headers=h)
+            resp = conn.getresponse()
+            data = resp.read()
+            hdrs = {a.lower(): b for a, b in resp.getheaders()}
+        finally:
+            conn.close()
+        ctype = hdrs.get("content-type", "")
+        if ctype.startswith("text/event-stream"):
+            msgs = []
+            for block in data.decode().split("\n\n"):
+                lines = [ln[5:].lstrip() for ln in block.split("\n") if ln.startswith("data:")]
+                if lines:
+                    msgs.append(json.loads("\n".join(lines)))
+            return resp.status, hdrs, msgs
+        if "json" in ctype and data:
+            return resp.status, hdrs, json.loads(data)
+        return resp.status, hdrs, data
+
+    def request(self, method, params=None, **kw):
+        self.next_id += 1
+        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            msg["params"] = params
+        return self.post(msg, **kw)
+
+    def notify(self, method, params=None):
+        msg = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        return self.post(msg)
+
+    def call(self, name, arguments, accept="application/json", **kw):
+        """tools/call answered as one JSON document; returns the CallToolResult."""
+        status, _, doc = self.request("tools/call", {"name": name, "arguments": arguments}, accept=accept, **kw)
+        assert status == 200 and "result" in doc, (status, doc)
+        return doc["result"]
+
+
+def text_of(result):
+    return "\n".join(c["text"] for c in result["content"] if c["type"] == "text")
+
+
+# ------------------------------------------------------------ the SDK
+
+
+@pytest.fixture(scope="module")
+def approval_tenant(service):
+    t = gov_tenant(service, "mcpappr")
+    put_settings(t.client, approval_policy="always")
+    _, member = t.person_in("member")
+    _, approver = t.person_in("approver")
+    return t, member, approver
+
+
+def sdk_env(service, **extra):
+    return {"AIRLOCK_URL": service.base_url, "AIRLOCK_API_KEY": service.key,
+            "AIRLOCK_SERVER_BIN": str(service_binary().parent / "airlock-server"), **extra}
+
+
+def test_sdk_streamable_http(service):
+    npm_ci()
+    node_test("mcp_http.test.mjs", sdk_env(service), expect=13)
+
+
+def test_sdk_stdio_through_airlock_mcp(service):
+    npm_ci()
+    node_test("mcp_stdio.test.mjs", sdk_env(service), expect=11)
+
+
+def test_sdk_approval_wait(service, approval_tenant):
+    npm_ci()
+    _, member, approver = approval_tenant
+    node_test("mcp_approval.test.mjs", sdk_env(service, AIRLOCK_MEMBER_KEY=member.key, AIRLOCK_APPROVER_KEY=approver.key),
+              expect=4)
+
+
+# ------------------------------------------------------------ the protocol
+
+
+@pytest.mark.parametrize("asked, answered", [(LATEST, LATEST), (PREVIOUS, PREVIOUS), ("2024-11-05", LATEST),
+                                             ("2099-01-01", LATEST)])
+def test_version_negotiation(service, asked, answered):
+    m = Mcp(service, version=asked)
+    assert m.version == answered
+    assert m.init["serverInfo"]["name"] == "airlock"
+    assert "tools" in m.init["capabilities"]
+    # the negotiated version in the header is accepted on later requests
+    status, _, doc = m.request("tools/list")
+    assert status == 200 and {t["name"] for t in doc["result"]["tools"]} >= {"code_execution", "read_artifact"}
+
+
+def test_unsupported_version_header_is_400(service):
+    m = Mcp(service)
+    status, _, doc = m.request("ping", headers={"MCP-Protocol-Version": "2024-11-05"})
+    assert status == 400 and doc["error"]["code"] == -32000, doc
+    assert m.request("ping")[0] == 200
+
+
+def test_malformed_json_is_a_parse_error(service):
+    m = Mcp(service)
+    status, _, doc = m.post(raw=b'{"jsonrpc": "2.0", "id": 1, "method": ')
+    assert status == 400
+    assert doc["jsonrpc"] == "2.0" and doc["id"] is None and doc["error"]["code"] == -32700, doc
+
+
+@pytest.mark.parametrize("msg, code", [
+    ([{"jsonrpc": "2.0", "id": 1, "method": "ping"}], -32600),        # batches left MCP in 2025-06-18
+    ([], -32600),
+    ({"jsonrpc": "1.0", "id": 1, "method": "ping"}, -32600),
+    ({"id": 1, "method": "ping"}, -32600),
+    ({"jsonrpc": "2.0", "id": {"x": 1}, "method": "ping"}, -32600),
+    ({"jsonrpc": "2.0", "id": 1, "method": 7}, -32600),
+    ("just a string", -32600),
+])
+def test_invalid_requests(service, msg, code):
+    m = Mcp(service)
+    status, _, doc = m.post(msg)
+    assert status == 400 and doc["error"]["code"] == code, (status, doc)
+
+
+def test_params_must_be_an_object(service):
+    m = Mcp(service)
+    status, _, doc = m.post({"jsonrpc": "2.0", "id": "a", "method": "tools/list", "params": [1]})
+    assert status == 200 and doc["id"] == "a" and doc["error"]["code"] == -32602, doc
+
+
+def test_unknown_method(service):
+    m = Mcp(service)
+    status, _, doc = m.post({"jsonrpc": "2.0", "id": "x-1", "method": "resources/subscribe", "params": {}})
+    assert status == 200 and doc["id"] == "x-1" and doc["error"]["code"] == -32601, doc
+    assert "resources/subscribe" in doc["error"]["message"]
+
+
+def test_notifications_and_responses_are_accepted(service):
+    m = Mcp(service)
+    assert m.notify("notifications/cancelled", {"requestId": 99, "reason": "x"})[0] == 202
+    status, _, body = m.post({"jsonrpc": "2.0", "id": 5, "result": {}})
+    assert status == 202 and body == b""
+
+
+def test_wrong_or_missing_key_is_401(service):
+    m = Mcp(service, initialize=False)
+    msg = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+           "params": {"protocolVersion": LATEST, "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}
+    for key in ("al_wrong", ""):
+        status, hdrs, doc = m.post(msg, key=key)
+        assert status == 401, (status, doc)
+        assert hdrs.get("www-authenticate", "").startswith("Bearer"), hdrs
+        assert doc["error"]["code"] == "unauthorized"
+
+
+def test_sessions(service):
+    m = Mcp(service)
+    # no session, an unknown one, and another person's
+    assert m.request("ping", session=False)[0] == 400
+    assert m.request("ping", headers={"Mcp-Session-Id": "0" * 32})[0] == 404
+    other = service.new_tenant(f"mcpsess{time.monotonic_ns() % 10**9}")
+    status, _, doc = m.request("ping", key=other.key)
+    assert status == 404 and doc["error"]["code"] == -32001, doc
+    # no server-initiated stream
+    status, hdrs, _ = m.post(method="GET", accept="text/event-stream")
+    assert status == 405 and "POST" in hdrs.get("allow", "")
+    # DELETE ends it
+    assert m.request("ping")[0] == 200
+    assert m.post(method="DELETE")[0] == 204
+    assert m.request("ping")[0] == 404
+    assert m.post(method="DELETE")[0] == 404
+
+
+def test_foreign_origin_is_refused(service):
+    m = Mcp(service)
+    assert m.request("ping", headers={"Origin": "http://evil.example"})[0] == 403
+    assert m.request("ping", headers={"Origin": f"http://127.0.0.1:{service.port}"})[0] == 200
+
+
+def test_too_large_is_413(service):
+    m = Mcp(service)
+    big = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+           "params": {"name": "code_execution", "arguments": {"language": "python", "code": "#" * (9 << 20)}}}
+    assert m.post(big)[0] == 413
+
+
+def test_unknown_tool_is_a_protocol_error(service):
+    m = Mcp(service)
+    status, _, doc = m.request("tools/call", {"name": "rm_rf", "arguments": {}})
+    assert status == 200 and doc["error"]["code"] == -32602 and "rm_rf" in doc["error"]["message"], doc
+    status, _, doc = m.request("tools/call", {"arguments": {}})
+    assert doc["error"]["code"] == -32602
+
+
+@pytest.mark.parametrize("args, words", [
+    ({"language": "python"}, "code"),
+    ({"language": "cobol", "code": "x"}, "language"),
+    ({"language": "python", "code": "print(1)", "bogus": 1}, "bogus"),
+    ({"language": "python", "code": "print(1)", "thread": "../x"}, "thread"),
+    ({"language": "python", "code": "print(1)", "files": [{"name": "a/b", "content": "x"}]}, "name"),
+    ({"language": "python", "code": "print(1)", "network": "warp-drive"}, "network"),
+    ({"language": "python", "code": "print(1)", "timeout_s": 100000}, "timeout_s"),
+])
+def test_bad_arguments_are_tool_errors(service, args, words):
+    r = Mcp(service).call("code_execution", args)
+    assert r["isError"] is True and words in text_of(r), r
+
+
+def test_json_answer_or_event_stream(service):
+    m = Mcp(service)
+    args = {"name": "code_execution", "arguments": {"language": "bash", "code": "echo out; echo err >&2"},
+            "_meta": {"progressToken": "tok-1"}}
+    status, hdrs, doc = m.request("tools/call", args, accept="application/json")
+    assert status == 200 and hdrs["content-type"] == "application/json"
+    assert doc["result"]["isError"] is False and "out" in text_of(doc["result"])
+    status, hdrs, msgs = m.request("tools/call", args)
+    assert status == 200 and hdrs["content-type"] == "text/event-stream", hdrs
+    *notes, last = msgs
+    assert last["id"] == m.next_id and last["result"]["isError"] is False, last
+    logs = [n["params"] for n in notes if n["method"] == "notifications/message"]
+    assert {"logger": "stdout", "level": "info", "data": "out\n"} in logs, logs
+    assert {"logger": "stderr", "level": "warning", "data": "err\n"} in logs, logs
+    progress = [n["params"] for n in notes if n["method"] == "notifications/progress"]
+    assert progress and all(p["progressToken"] == "tok-1" for p in progress)
+    assert [p["progress"] for p in progress] == sorted({p["progress"] for p in progress})
+    # logging/setLevel above info: no live output, the result still has it
+    assert m.request("logging/setLevel", {"level": "error"})[0] == 200
+    status, _, msgs = m.request("tools/call", args)
+    assert not [n for n in msgs[:-1] if n.get("method") == "notifications/message"], msgs
+    assert "out" in text_of(msgs[-1]["result"])
+
+
+def test_tenant_isolation_of_artifacts(service):
+    a = Mcp(service)
+    thread = f"shared-name-{time.monotonic_ns() % 10**9}"
+    r = a.call("code_execution", {"language": "bash", "code": "echo secret-of-a > /out/a.txt", "thread": thread})
+    assert r["isError"] is False, r
+    uri = r["structuredContent"]["artifacts"][0]["uri"]
+    art_id = uri.rsplit("/", 1)[1]
+    got = a.call("read_artifact", {"uri": uri})
+    assert got["isError"] is False and got["content"][1]["resource"]["text"] == "secret-of-a\n"
+    # another organisation: by URI, by bare id, by the same thread name
+    b = Mcp(service, key=service.new_tenant(f"mcpiso{time.monotonic_ns() % 10**9}").key)
+    for ref in (uri, art_id):
+        r = b.call("read_artifact", {"uri": ref})
+        assert r["isError"] is True and "No artifact" in text_of(r), r
+        assert "secret-of-a" not in json.dumps(r)
+    r = b.call("list_artifacts", {"thread": thread})
+    assert r["isError"] is False and r["structuredContent"]["artifacts"] == [], r
+    r = b.call("code_execution", {"language": "bash", "code": "ls -R /work/documents 2>&1; true", "thread": thread})
+    assert "a.txt" not in text_of(r), r
+
+
+def test_allow_list_and_audit(service):
+    t = gov_tenant(service, "mcpallow")
+    m = Mcp(service, key=t.key)
+    r = m.call("code_execution", {"language": "python", "code": "print(2)"})
+    assert r["isError"] is False
+    run_id = r["structuredContent"]["run_id"]
+    allowed = [e for e in audit_events(t.client, kind="capability.invoke_allowed") if e["run_id"] == run_id]
+    assert allowed and allowed[0]["data"]["tool"] == "code_execution", allowed
+    put_settings(t.client, tools=["run_skill_script"])
+    names = {x["name"] for x in m.request("tools/list")[2]["result"]["tools"]}
+    assert names == {"run_skill_script", "list_artifacts", "read_artifact"}, names
+    r = m.call("code_execution", {"language": "python", "code": "print(2)"})
+    assert r["isError"] is True and "allow-list" in text_of(r), r
+    denied = audit_events(t.client, kind="capability.invoke_denied")
+    assert any(e["data"].get("tool") == "code_execution" for e in denied), denied
+    put_settings(t.client, tools=[])
+    r = m.call("run_skill_script", {"skill": "x", "entrypoint": "y"})
+    assert r["isError"] is True and "allow-list" in text_of(r), r
+
+
+def test_credits_are_charged_and_enforced(service):
+    t = gov_tenant(service, "mcpcred")
+    m = Mcp(service, key=t.key)
+    before = t.client.ok("GET", "/v1/usage")["balance"]
+    r = m.call("code_execution", {"language": "python", "code": "print(3)"})
+    assert r["isError"] is False
+    price = t.client.ok("GET", "/v1/settings")["price_per_run"]
+    assert t.client.ok("GET", "/v1/usage")["balance"] == before - price
+    put_settings(t.client, price_per_run=before + 1)
+    r = m.call("code_execution", {"language": "python", "code": "print(3)"})
+    assert r["isError"] is True and "payment_required" in text_of(r), r
+
+
+def test_output_is_dlp_redacted(service):
+    t = gov_tenant(service, "mcpdlp")
+    put_settings(t.client, dlp_patterns=[{"name": "token", "pattern": "TOK[0-9]{6}"}])
+    m = Mcp(service, key=t.key)
+    status, _, msgs = m.request("tools/call", {"name": "code_execution", "arguments": {
+        "language": "python", "code": "print('the key is TOK123456')"}})
+    assert status == 200
+    everything = json.dumps(msgs)
+    assert "TOK123456" not in everything, everything
+    assert "[REDACTED:token]" in text_of(msgs[-1]["result"])
+
+
+def test_approval_expiry_is_a_clear_error(service):
+    t = gov_tenant(service, "mcpexp")
+    put_settings(t.client, approval_policy="always", approval_ttl_s=1)
+    m = Mcp(service, key=t.key)
+    t0 = time.monotonic()
+    r = m.call("code_execution", {"language": "python", "code": "print('never')"})
+    assert time.monotonic() - t0 < 30
+    assert r["isError"] is True, r
+    assert "no one approved it before its approval expired" in text_of(r), r
+    assert r["structuredContent"]["state"] == "denied"
+
+
+def test_approval_wait_over_raw_sse(service, approval_tenant):
+    """The waiting notice comes before the decision; a denial ends the call."""
+    t, member, approver = approval_tenant
+    m = Mcp(service, key=member.key)
+    out = {}
+
+    def call():
+        out["answer"] = m.request("tools/call", {"name": "code_execution", "_meta": {"progressToken": 1},
+                                                 "arguments": {"language": "bash", "code": "echo nope"}})
+    th = threading.Thread(target=call)
+    th.start()
+    deadline = time.monotonic() + 30
+    pending = []
+    while not pending and time.monotonic() < deadline:
+        pending = approver.ok("GET", "/v1/runs", query={"state": "pending_approval"})["runs"]
+        time.sleep(0.1)
+    assert pending, "no run waits for approval"
+    time.sleep(0.5)
+    approver.ok("POST", f"/v1/runs/{pending[0]['id']}/deny", json={"reason": "not today"})
+    th.join(60)
+    status, hdrs, msgs = out["answer"]
+    assert status == 200 and hdrs["content-type"] == "text/event-stream"
+    waits = [n for n in msgs if n.get("method") == "notifications/message" and n["params"]["data"].get("state") == "pending_approval"]
+    assert waits and msgs.index(waits[0]) < len(msgs) - 1
+    last = msgs[-1]["result"]
+    assert last["isError"] is True and "denied" in text_of(last) and "not today" in text_of(last), last
+    assert "nope" not in text_of(last)
