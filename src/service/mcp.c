@@ -306,7 +306,7 @@ static enum MHD_Result post(al_mcp *m, al_service *s, struct MHD_Connection *c, 
                          NULL);
     bool sse = accept && strstr(accept, "text/event-stream");
     json_error_t jerr;
-    json_t *msg = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *msg = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
     if (!msg)
         return send_json(c, 400, rpc_error(NULL, -32700, "Parse error: %s", jerr.text), NULL);
     enum MHD_Result ret;
