@@ -42,6 +42,9 @@ API = [
     ("POST", "/v1/skills/{name}/test"),
     ("POST", "/v1/skills/{name}/promote"),
     ("POST", "/v1/skills/{name}/run"),
+    ("POST", "/mcp"),
+    ("GET", "/mcp"),
+    ("DELETE", "/mcp"),
 ]
 
 
