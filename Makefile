@@ -37,6 +37,7 @@ bench: build
 	/usr/bin/python3 bench/startup.py
 	/usr/bin/python3 bench/service.py
 	/usr/bin/python3 bench/proxy.py
+	/usr/bin/python3 bench/mcp.py
 	@echo "(bench/image.py needs a built default image: make image, then AIRLOCK_STATE=... bench/image.py)"
 
 # The service on 127.0.0.1:8080 with its SQLite store in $(STATE):
