@@ -206,6 +206,20 @@ static bool inline_image_type(const char *t) {
     return t && (strcmp(t, "image/png") == 0 || strcmp(t, "image/jpeg") == 0);
 }
 
+/* Only bytes that start as the type says go inline as an image: a client
+ * hands images to its model's API, which may refuse the whole request over
+ * one that does not decode. A file named .png that is not one stays a link. */
+static bool image_bytes_ok(const char *type, const char *data, size_t n) {
+    if (strcmp(type, "image/png") == 0)
+        return n >= 8 && memcmp(data, "\x89PNG\r\n\x1a\n", 8) == 0;
+    return n >= 3 && memcmp(data, "\xff\xd8\xff", 3) == 0;
+}
+
+/* The same, for base64 text: the encodings of those first bytes. */
+static bool image_b64_ok(const char *type, const char *b64) {
+    return strncmp(b64, strcmp(type, "image/png") == 0 ? "iVBORw0KGgo" : "/9j/", strcmp(type, "image/png") == 0 ? 11 : 4) == 0;
+}
+
 static json_t *artifact_link(json_t *a) {
     char uri[128];
     snprintf(uri, sizeof uri, URI_PREFIX "%s", json_string_value(json_object_get(a, "id")));
@@ -322,7 +336,7 @@ static json_t *run_result(al_service *s, json_t *run) {
             continue;
         size_t n = 0;
         _cleanup_free_ char *data = artifact_bytes(s, a, INLINE_IMAGE_MAX, &n);
-        _cleanup_free_ char *b64 = data ? b64_of(data, n) : NULL;
+        _cleanup_free_ char *b64 = data && image_bytes_ok(type, data, n) ? b64_of(data, n) : NULL;
         if (b64) {
             json_array_append_new(content, json_pack("{s:s, s:s, s:s}", "type", "image", "data", b64, "mimeType", type));
             images++;
@@ -332,7 +346,8 @@ static json_t *run_result(al_service *s, json_t *run) {
         const char *type = json_string_value(json_object_get(a, "content_type"));
         json_t *data = json_object_get(a, "content_base64");
         if (images >= INLINE_IMAGES_MAX || !inline_image_type(type) || !json_is_string(data) ||
-            json_integer_value(json_object_get(a, "size")) > (json_int_t)INLINE_IMAGE_MAX)
+            json_integer_value(json_object_get(a, "size")) > (json_int_t)INLINE_IMAGE_MAX ||
+            !image_b64_ok(type, json_string_value(data)))
             continue;
         json_array_append_new(content, json_pack("{s:s, s:O, s:s}", "type", "image", "data", data, "mimeType", type));
         images++;
@@ -788,7 +803,7 @@ static json_t *read_artifact(al_service *s, const al_principal *p, json_t *args)
         json_array_append_new(content, text_item(line));
         json_array_append_new(content, json_pack("{s:s, s:{s:s, s:s, s:s}}", "type", "resource", "resource", "uri",
                                                  full_uri, "mimeType", type, "blob", b64 ? b64 : ""));
-        if (inline_image_type(type) && n <= INLINE_IMAGE_MAX && b64)
+        if (inline_image_type(type) && n <= INLINE_IMAGE_MAX && b64 && image_bytes_ok(type, data, n))
             json_array_append_new(content, json_pack("{s:s, s:s, s:s}", "type", "image", "data", b64, "mimeType", type));
     }
     res = json_pack("{s:o, s:o, s:b}", "content", content, "structuredContent", artifact_brief(a), "isError", false);

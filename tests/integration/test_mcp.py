@@ -387,3 +387,31 @@ def test_approval_wait_over_raw_sse(service, approval_tenant):
     last = msgs[-1]["result"]
     assert last["isError"] is True and "denied" in text_of(last) and "not today" in text_of(last), last
     assert "nope" not in text_of(last)
+
+
+PNG_PY = r"""
+import struct, zlib, os
+def chunk(t, d):
+    return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d) & 0xffffffff)
+def png(w, h):
+    raw = b''.join(b'\x00' + bytes([0, 128, 255] * w) for _ in range(h))
+    return (b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 8, 2, 0, 0, 0))
+            + chunk(b'IDAT', zlib.compress(raw)) + chunk(b'IEND', b''))
+os.makedirs('/out/preview')
+open('/out/preview/look.png', 'wb').write(png(4, 5))
+open('/out/real.png', 'wb').write(png(6, 7))
+open('/out/fake.png', 'w').write('not an image at all')
+open('/out/huge.png', 'wb').write(png(1, 1) + os.urandom(600 << 10))
+"""
+
+
+def test_images_inline_only_when_small_and_really_images(service):
+    import base64
+    import struct
+    r = Mcp(service).call("code_execution", {"language": "python", "code": PNG_PY})
+    assert r["isError"] is False, r
+    links = sorted(c["name"] for c in r["content"] if c["type"] == "resource_link")
+    assert links == ["fake.png", "huge.png", "real.png"], links      # previews are not published
+    sizes = sorted(struct.unpack(">II", base64.b64decode(c["data"])[16:24])
+                   for c in r["content"] if c["type"] == "image")
+    assert sizes == [(4, 5), (6, 7)], sizes                           # real.png and the preview only
