@@ -656,6 +656,32 @@ out:
     return ret;
 }
 
+int al_run_cancel(al_service *s, const al_principal *p, const char *id) {
+    al_error err = { 0 };
+    json_t *row = load_run(s, p, id);
+    if (!row)
+        return -ENOENT;
+    const char *st = json_string_value(json_object_get(row, "state"));
+    bool ended = is_terminal(st), pending = st && strcmp(st, "pending_approval") == 0;
+    json_decref(row);
+    if (pending) {
+        /* withdrawn before anyone decided */
+        char now[40];
+        al_store_now(now, sizeof now);
+        al_store_exec(s->store, &err, "UPDATE approval_requests SET decision = 'canceled', decided_at = ? "
+                                      "WHERE run_id = ? AND decision IS NULL", "ss", now, id);
+        al_store_exec(s->store, &err, "UPDATE runs SET state = 'canceled', error_code = 'canceled', "
+                                      "error_message = 'canceled while waiting for approval', finished_at = ? "
+                                      "WHERE id = ? AND state = 'pending_approval'", "ss", now, id);
+        al_service_append_event(s, id, "state", json_pack("{s:s}", "state", "canceled"));
+        row = load_run(s, p, id);
+        al_service_append_event(s, id, "result", al_run_json(s, row));
+        json_decref(row);
+        return 1;
+    }
+    return ended ? 0 : al_service_cancel(s, id);
+}
+
 /* POST /v1/runs, and Piston's execute. PISTON: NULL, or {language,
  * version} to answer in Piston's shape. */
 static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const al_principal *p, request *rq,
@@ -1480,31 +1506,15 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
         if (n == 4 && (strcmp(seg[3], "approve") == 0 || strcmp(seg[3], "deny") == 0) && post)
             return decide(s, c, &p, seg[2], seg[3][0] == 'a', rq);
         if (n == 4 && strcmp(seg[3], "cancel") == 0 && post) {
-            json_t *row = load_run(s, &p, seg[2]);
-            if (!row)
+            int r = al_run_cancel(s, &p, seg[2]);
+            if (r == -ENOENT)
                 return reply_error(c, 404, "not_found", "no run %s", seg[2]);
-            const char *st = json_string_value(json_object_get(row, "state"));
-            bool ended = is_terminal(st), pending = st && strcmp(st, "pending_approval") == 0;
-            json_decref(row);
-            if (pending) {
-                /* withdrawn before anyone decided */
-                char now[40];
-                al_store_now(now, sizeof now);
-                al_store_exec(s->store, &err, "UPDATE approval_requests SET decision = 'canceled', decided_at = ? "
-                                              "WHERE run_id = ? AND decision IS NULL", "ss", now, seg[2]);
-                al_store_exec(s->store, &err, "UPDATE runs SET state = 'canceled', error_code = 'canceled', "
-                                              "error_message = 'canceled while waiting for approval', finished_at = ? "
-                                              "WHERE id = ? AND state = 'pending_approval'", "ss", now, seg[2]);
-                al_service_append_event(s, seg[2], "state", json_pack("{s:s}", "state", "canceled"));
-                row = load_run(s, &p, seg[2]);
-                al_service_append_event(s, seg[2], "result", al_run_json(s, row));
-                json_decref(row);
-            } else if (ended || al_service_cancel(s, seg[2]) == 0)
+            if (r == 0)
                 return reply_error(c, 409, "conflict", "run %s has already ended", seg[2]);
-            row = load_run(s, &p, seg[2]);
-            enum MHD_Result r = reply_json(c, 202, al_run_json(s, row));
+            json_t *row = load_run(s, &p, seg[2]);
+            enum MHD_Result ret = reply_json(c, 202, al_run_json(s, row));
             json_decref(row);
-            return r;
+            return ret;
         }
         return reply_error(c, n <= 4 ? 405 : 404, n <= 4 ? "method_not_allowed" : "not_found", "no such route");
     }

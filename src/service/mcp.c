@@ -7,7 +7,8 @@
  * Mcp-Session-Id header) are made by initialize, bound to the person whose
  * key made them, kept in memory (a restart ends them: clients then get 404
  * and initialize again, as the specification says), and ended by DELETE.
- * There is no server-initiated stream: GET answers 405.
+ * There is no server-initiated stream: GET answers 405. A client's
+ * notifications/cancelled for a tools/call under way cancels its run.
  */
 #include <string.h>
 #include <sys/random.h>
@@ -18,6 +19,7 @@
 #define SESSIONS_MAX 4096
 #define SESSION_IDLE_MS (24ull * 3600 * 1000) /* an idle session is forgotten after a day */
 #define KEEPALIVE_S 15
+#define INFLIGHT_MAX 1024                      /* calls that can be cancelled at once */
 
 typedef struct session {
     char id[33];
@@ -27,9 +29,17 @@ typedef struct session {
     uint64_t last_ms;
 } session;
 
+/* A tools/call following a run, so notifications/cancelled can find it. */
+typedef struct inflight {
+    char session[33];             /* empty: a free slot */
+    char request[72];             /* the request's id as compact JSON */
+    char run_id[40];
+} inflight;
+
 struct al_mcp {
     pthread_mutex_t mu;
     session *sessions;            /* SESSIONS_MAX slots; id[0] == 0 is free */
+    inflight *calls;              /* INFLIGHT_MAX slots */
 };
 
 static const char *const levels[] = { "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency" };
@@ -39,7 +49,10 @@ int al_mcp_new(al_mcp **ret) {
     if (!m)
         return -ENOMEM;
     m->sessions = calloc(SESSIONS_MAX, sizeof *m->sessions);
-    if (!m->sessions) {
+    m->calls = calloc(INFLIGHT_MAX, sizeof *m->calls);
+    if (!m->sessions || !m->calls) {
+        free(m->sessions);
+        free(m->calls);
         free(m);
         return -ENOMEM;
     }
@@ -53,6 +66,7 @@ void al_mcp_free(al_mcp *m) {
         return;
     pthread_mutex_destroy(&m->mu);
     free(m->sessions);
+    free(m->calls);
     free(m);
 }
 
@@ -130,6 +144,54 @@ static bool session_end(al_mcp *m, const char *id, const al_principal *p) {
     return found;
 }
 
+/* ------------------------------------------------------ calls under way */
+
+/* Remember that request ID of session SID follows RUN_ID; the slot, or -1 when
+ * none is free (the call then cannot be cancelled, only waited for). */
+static int inflight_add(al_mcp *m, const char *sid, json_t *id, const char *run_id) {
+    char *key = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY);
+    int slot = -1;
+    if (key && strlen(key) < sizeof m->calls[0].request) {
+        pthread_mutex_lock(&m->mu);
+        for (int i = 0; i < INFLIGHT_MAX && slot < 0; i++) {
+            inflight *x = &m->calls[i];
+            if (x->session[0])
+                continue;
+            snprintf(x->session, sizeof x->session, "%s", sid);
+            snprintf(x->request, sizeof x->request, "%s", key);
+            snprintf(x->run_id, sizeof x->run_id, "%s", run_id);
+            slot = i;
+        }
+        pthread_mutex_unlock(&m->mu);
+    }
+    free(key);
+    return slot;
+}
+
+static void inflight_del(al_mcp *m, int slot) {
+    if (slot < 0)
+        return;
+    pthread_mutex_lock(&m->mu);
+    memset(&m->calls[slot], 0, sizeof m->calls[slot]);
+    pthread_mutex_unlock(&m->mu);
+}
+
+static bool inflight_find(al_mcp *m, const char *sid, json_t *id, char ret_run_id[40]) {
+    char *key = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY);
+    bool found = false;
+    pthread_mutex_lock(&m->mu);
+    for (int i = 0; key && i < INFLIGHT_MAX && !found; i++) {
+        inflight *x = &m->calls[i];
+        if (x->session[0] && strcmp(x->session, sid) == 0 && strcmp(x->request, key) == 0) {
+            memcpy(ret_run_id, x->run_id, sizeof x->run_id);
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+    free(key);
+    return found;
+}
+
 /* -------------------------------------------------------------- replies */
 
 static json_t *rpc_result(json_t *id, json_t *result) {
@@ -174,6 +236,8 @@ static enum MHD_Result send_empty(struct MHD_Connection *c, unsigned status, con
 /* ------------------------------------------------------------ streaming */
 
 typedef struct stream {
+    al_mcp *m;
+    int slot;
     al_mcp_call *k;
     json_t *id;
     bool send_output;
@@ -232,13 +296,16 @@ static void stream_free(void *cls) {
     stream *st = cls;
     /* a client that went away does not cancel the run (the specification:
      * a disconnect is not a cancellation); the run ends on its own */
+    inflight_del(st->m, st->slot);
     al_mcp_call_free(st->k);
     json_decref(st->id);
     free(st->buf);
     free(st);
 }
 
-static enum MHD_Result follow(struct MHD_Connection *c, al_mcp_call *k, json_t *id, bool sse, bool send_output) {
+static enum MHD_Result follow(al_mcp *m, const char *sid, struct MHD_Connection *c, al_mcp_call *k, json_t *id,
+                              bool sse, bool send_output) {
+    int slot = inflight_add(m, sid, id, al_mcp_call_run_id(k));
     if (!sse) {
         /* plain JSON: wait here for the end, sending nothing before it */
         json_t *result = NULL;
@@ -247,14 +314,18 @@ static enum MHD_Result follow(struct MHD_Connection *c, al_mcp_call *k, json_t *
             al_mcp_call_step(k, KEEPALIVE_S, false, notes, &result);
             json_decref(notes);
         }
+        inflight_del(m, slot);
         al_mcp_call_free(k);
         return send_json(c, 200, rpc_result(id, result), NULL);
     }
     stream *st = calloc(1, sizeof *st);
     if (!st) {
+        inflight_del(m, slot);
         al_mcp_call_free(k);
         return MHD_NO;
     }
+    st->m = m;
+    st->slot = slot;
     st->k = k;
     st->id = json_incref(id);
     st->send_output = send_output;
@@ -390,7 +461,14 @@ static enum MHD_Result post(al_mcp *m, al_service *s, struct MHD_Connection *c, 
         goto out;
     }
     if (!id) {
-        /* notifications/initialized, cancelled, roots changes: nothing to answer */
+        /* a call the client gave up on: its run is canceled, so it does not
+         * go on using a box (and credits) for nobody. The call then ends
+         * as canceled; its answer the client ignores. */
+        char run_id[40];
+        json_t *rid = json_object_get(params, "requestId");
+        if (strcmp(method, "notifications/cancelled") == 0 && rid && inflight_find(m, sess.id, rid, run_id))
+            al_run_cancel(s, p, run_id);
+        /* notifications/initialized, roots changes and the like: nothing to answer */
         ret = send_empty(c, 202, NULL);
         goto out;
     }
@@ -427,7 +505,7 @@ static enum MHD_Result post(al_mcp *m, al_service *s, struct MHD_Connection *c, 
         else if (result)
             ret = send_json(c, 200, rpc_result(id, result), NULL);
         else
-            ret = follow(c, k, id, sse, sess.log_level <= 1);
+            ret = follow(m, sess.id, c, k, id, sse, sess.log_level <= 1);
     } else {
         ret = send_json(c, 200, rpc_error(id, -32601, "Method not found: %.100s", method), NULL);
     }

@@ -646,6 +646,8 @@ bool al_mcp_call_step(al_mcp_call *k, int wait_s, bool send_output, json_t *note
     return false;
 }
 
+const char *al_mcp_call_run_id(const al_mcp_call *k) { return k->run_id; }
+
 void al_mcp_call_free(al_mcp_call *k) {
     if (!k)
         return;

@@ -29,4 +29,5 @@ int al_mcp_tool_call(al_service *s, const al_principal *p, const char *name, jso
  * when it waited and nothing happened (time for a keepalive).
  */
 bool al_mcp_call_step(al_mcp_call *k, int wait_s, bool send_output, json_t *notes, json_t **ret_result);
+const char *al_mcp_call_run_id(const al_mcp_call *k);
 void al_mcp_call_free(al_mcp_call *k);

@@ -126,6 +126,9 @@ typedef struct al_run_extra {
  * status and the document to answer (the run object, or {"error": ...});
  * *RET_DOC is always set. X may be NULL. */
 unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const al_run_extra *x, json_t **ret_doc);
+/* Cancel run ID of P's workspace: withdrawn while it waits for approval,
+ * taken off the queue, or killed. 1 done, 0 it had ended, -ENOENT no such run. */
+int al_run_cancel(al_service *s, const al_principal *p, const char *id);
 int al_http_start(al_service *s, al_http **ret, al_error *err);
 void al_http_stop(al_http *h);
 json_t *al_run_json(al_service *s, json_t *row);

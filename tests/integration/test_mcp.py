@@ -415,3 +415,53 @@ def test_images_inline_only_when_small_and_really_images(service):
     sizes = sorted(struct.unpack(">II", base64.b64decode(c["data"])[16:24])
                    for c in r["content"] if c["type"] == "image")
     assert sizes == [(4, 5), (6, 7)], sizes                           # real.png and the preview only
+
+
+@pytest.mark.parametrize("accept", [BOTH, "application/json"])
+def test_cancelled_notification_cancels_the_run(service, accept):
+    m = Mcp(service)
+    out = {}
+    rid = f"slow-{accept[:4]}"
+
+    def call():
+        t = time.monotonic()
+        out["answer"] = m.post({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {
+            "name": "code_execution", "arguments": {"language": "bash", "code": "echo started; sleep 60"}}}, accept=accept)
+        out["secs"] = time.monotonic() - t
+    th = threading.Thread(target=call)
+    th.start()
+    deadline = time.monotonic() + 30
+    running = []
+    while not running and time.monotonic() < deadline:
+        running = service.ok("GET", "/v1/runs", query={"state": "running"})["runs"]
+        time.sleep(0.05)
+    assert running, "the run never started"
+    # another request id of the session, and another session: nothing happens
+    assert m.notify("notifications/cancelled", {"requestId": "not-this-one"})[0] == 202
+    assert Mcp(service).notify("notifications/cancelled", {"requestId": rid})[0] == 202
+    time.sleep(0.5)
+    assert service.get_run(running[0]["id"])["state"] == "running"
+    assert m.notify("notifications/cancelled", {"requestId": rid, "reason": "user stopped it"})[0] == 202
+    th.join(30)
+    assert not th.is_alive() and out["secs"] < 30, out
+    assert service.get_run(running[0]["id"])["state"] == "canceled"
+
+
+def test_cancelled_notification_withdraws_an_approval_wait(service, approval_tenant):
+    t, member, approver = approval_tenant
+    m = Mcp(service, key=member.key)
+    out = {}
+    th = threading.Thread(target=lambda: out.update(a=m.post({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {
+        "name": "code_execution", "arguments": {"language": "bash", "code": "echo x"}}}, accept="application/json")))
+    th.start()
+    deadline = time.monotonic() + 30
+    pending = []
+    while not pending and time.monotonic() < deadline:
+        pending = approver.ok("GET", "/v1/runs", query={"state": "pending_approval"})["runs"]
+        time.sleep(0.05)
+    assert pending
+    assert m.notify("notifications/cancelled", {"requestId": 77})[0] == 202
+    th.join(30)
+    assert not th.is_alive()
+    run = approver.get_run(pending[0]["id"])
+    assert run["state"] == "canceled" and run["approval"]["decision"] == "canceled", run
