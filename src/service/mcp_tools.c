@@ -63,9 +63,10 @@ static json_t *tool_code_execution(void) {
         "Optional name of a working session (1-64 of A-Z a-z 0-9 . _ -). Runs in the same thread share files: "
         "what one writes to /out/ the next finds in /work/documents/.",
         "network", "type", "string", "description",
-        "Optional network policy. \"offline\" (the default): no network at all. A server may also offer "
-        "\"packages\" (package registries only), \"hosts:example.com,api.example.org\" (those hosts only) or "
-        "\"internet\"; one it does not offer is refused with a clear error.",
+        "Optional network policy (the workspace's default when absent, usually \"offline\": no network at "
+        "all). \"packages\": package registries only (pip, npm); \"hosts:example.com,api.example.org\": those "
+        "hosts only; \"hosts+packages:example.com\": both; \"internet\": anywhere public. A workspace allows "
+        "some of these; one it does not allow is refused with a clear error.",
         "files", "type", "array", "maxItems", 64, "items", "type", "object", "properties",
         "name", "type", "string", "description", "A plain file name (no /), placed in /work.",
         "content", "type", "string", "description", "The file's text (UTF-8).",
@@ -352,7 +353,8 @@ static json_t *run_result(al_service *s, json_t *run) {
         json_array_append_new(content, json_pack("{s:s, s:O, s:s}", "type", "image", "data", data, "mimeType", type));
         images++;
     }
-    json_t *structured = json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "run_id", id, "state", state, "exit_code",
+    json_t *structured = json_pack("{s:s, s:s, s:O, s:o, s:o, s:o, s:o, s:o}", "run_id", id, "state", state, "network",
+                                   json_object_get(run, "network"), "exit_code",
                                    json_is_object(r) ? json_incref(json_object_get(r, "exit_code")) : json_null(),
                                    "reason", json_is_object(r) ? json_incref(json_object_get(r, "reason")) : json_null(),
                                    "thread", json_incref(json_object_get(run, "thread_id")), "artifacts", briefs,

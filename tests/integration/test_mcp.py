@@ -465,3 +465,17 @@ def test_cancelled_notification_withdraws_an_approval_wait(service, approval_ten
     assert not th.is_alive()
     run = approver.get_run(pending[0]["id"])
     assert run["state"] == "canceled" and run["approval"]["decision"] == "canceled", run
+
+
+def test_network_policy_is_passed_through(service):
+    """As POST /v1/runs' network field: the workspace's network_allowed decides."""
+    m = Mcp(service)
+    for net in ("packages", "hosts:example.com", "offline"):
+        r = m.call("code_execution", {"language": "python", "code": "print(1)", "network": net})
+        assert r["isError"] is False, r
+        assert r["structuredContent"]["network"] == net
+        assert service.get_run(r["structuredContent"]["run_id"])["network"] == net
+    r = m.call("code_execution", {"language": "python", "code": "print(1)"})
+    assert r["structuredContent"]["network"] == "offline"
+    r = m.call("code_execution", {"language": "python", "code": "print(1)", "network": "internet"})
+    assert r["isError"] is True and "network_allowed" in text_of(r), r
