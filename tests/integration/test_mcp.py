@@ -479,3 +479,42 @@ def test_network_policy_is_passed_through(service):
     assert r["structuredContent"]["network"] == "offline"
     r = m.call("code_execution", {"language": "python", "code": "print(1)", "network": "internet"})
     assert r["isError"] is True and "network_allowed" in text_of(r), r
+
+
+def stdio(service, lines, args=(), env=None, timeout=60):
+    """`airlock mcp` with LINES on stdin; (exit status, [stdout messages], stderr)."""
+    import os
+    import subprocess
+    full = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
+    full.update(env or {})
+    p = subprocess.run([str(service_binary()), "mcp", *args], input="".join(json.dumps(x) + "\n" for x in lines).encode(),
+                       capture_output=True, timeout=timeout, env=full)
+    out = [json.loads(line) for line in p.stdout.decode().splitlines()]
+    return p.returncode, out, p.stderr.decode()
+
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": PREVIOUS, "capabilities": {}, "clientInfo": {"name": "cli", "version": "1"}}}
+
+
+def test_airlock_mcp_from_the_environment(service):
+    code, out, err = stdio(service, [INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                                     {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                                         "name": "code_execution", "arguments": {"language": "bash", "code": "echo via-env"}}}],
+                           env={"AIRLOCK_URL": service.base_url, "AIRLOCK_API_KEY": service.key})
+    assert code == 0, err
+    by_id = {m.get("id"): m for m in out}
+    assert by_id[1]["result"]["protocolVersion"] == PREVIOUS
+    assert "via-env" in text_of(by_id[2]["result"]), out
+    # every line on stdout is a JSON-RPC message: nothing else goes there
+    assert all(m.get("jsonrpc") == "2.0" for m in out)
+
+
+def test_airlock_mcp_failures_are_json_rpc_errors(service):
+    code, out, err = stdio(service, [INIT], args=["--url", service.base_url, "--key", "al_wrong"])
+    assert code == 0 and out[0]["id"] == 1 and out[0]["error"]["code"] == -32000, out
+    assert "401" in out[0]["error"]["message"], out
+    code, out, err = stdio(service, [INIT], args=["--url", "http://127.0.0.1:1", "--key", service.key])
+    assert code == 0 and out[0]["id"] == 1 and "cannot reach" in out[0]["error"]["message"], out
+    code, out, err = stdio(service, [INIT], args=["--url", service.base_url])
+    assert code == 125 and out == [] and "API key" in err
