@@ -344,8 +344,9 @@ static bool supported_version(const char *v) {
 }
 
 static json_t *initialize_result(const char *version) {
-    return json_pack("{s:s, s:{s:{s:b}, s:{}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", version, "capabilities",
-                     "tools", "listChanged", false, "logging", "serverInfo", "name", "airlock", "title",
+    return json_pack("{s:s, s:{s:{s:b}, s:{s:b, s:b}, s:{}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", version,
+                     "capabilities", "tools", "listChanged", false, "resources", "subscribe", false, "listChanged", false,
+                     "logging", "serverInfo", "name", "airlock", "title",
                      "airlock: sandboxed code execution", "version", AIRLOCK_VERSION, "instructions",
                      "airlock runs code in a fresh sandbox per call. Use code_execution to run Python, Node.js or Bash; "
                      "give a thread to keep files between calls (what a run writes to /out/ the next finds in "
@@ -476,6 +477,27 @@ static enum MHD_Result post(al_mcp *m, al_service *s, struct MHD_Connection *c, 
         ret = send_json(c, 200, rpc_result(id, json_object()), NULL);
     } else if (strcmp(method, "tools/list") == 0) {
         ret = send_json(c, 200, rpc_result(id, json_pack("{s:o}", "tools", al_mcp_tools_list(s, p))), NULL);
+    } else if (strcmp(method, "resources/list") == 0) {
+        ret = send_json(c, 200, rpc_result(id, json_pack("{s:o}", "resources", al_mcp_resources_list(s, p))), NULL);
+    } else if (strcmp(method, "resources/templates/list") == 0) {
+        ret = send_json(c, 200, rpc_result(id, json_pack("{s:[{s:s, s:s, s:s}]}", "resourceTemplates", "uriTemplate",
+                                                         "airlock://artifacts/{id}", "name", "artifact", "description",
+                                                         "a file a run wrote, by its artifact id")), NULL);
+    } else if (strcmp(method, "resources/read") == 0) {
+        const char *uri = json_string_value(json_object_get(params, "uri"));
+        json_t *res = NULL;
+        int r = uri ? al_mcp_resource_read(s, p, uri, &res) : -EINVAL;
+        if (r == -EINVAL)
+            ret = send_json(c, 200, rpc_error(id, -32602, "Invalid params: uri is required"), NULL);
+        else if (r == -ENOENT)
+            ret = send_json(c, 200, rpc_error(id, -32002, "Resource not found: %.200s", uri), NULL);
+        else if (r == -EFBIG)
+            ret = send_json(c, 200, rpc_error(id, -32603, "%.200s is too large to read over MCP; use GET "
+                                                          "/v1/artifacts/{id}/content", uri), NULL);
+        else if (r < 0)
+            ret = send_json(c, 200, rpc_error(id, -32603, "cannot read %.200s", uri), NULL);
+        else
+            ret = send_json(c, 200, rpc_result(id, res), NULL);
     } else if (strcmp(method, "logging/setLevel") == 0) {
         const char *lv = json_string_value(json_object_get(params, "level"));
         int li = -1;

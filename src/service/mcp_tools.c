@@ -23,6 +23,7 @@
 #define RUN_SLACK_S 120              /* past the run's own timeout: queueing, provisioning */
 #define EVENTS_PER_STEP 64
 #define URI_PREFIX "airlock://artifacts/"
+#define RESOURCES_LIST_MAX 100       /* resources/list: the newest artifacts */
 
 struct al_mcp_call {
     al_service *s;
@@ -726,51 +727,45 @@ static bool textual(const char *type) {
            strcmp(type, "application/xml") == 0 || strcmp(type, "image/svg+xml") == 0;
 }
 
-static json_t *read_artifact(al_service *s, const al_principal *p, json_t *args) {
-    static const char *const keys[] = { "uri" };
-    const char *bad = NULL;
-    if (!only_keys(args, keys, ELEMENTSOF(keys), &bad))
-        return tool_error("Unknown argument \"%s\". read_artifact takes uri.", bad);
-    const char *uri = json_string_value(json_object_get(args, "uri"));
-    if (!uri)
-        return tool_error("read_artifact needs uri: airlock://artifacts/art_... (from code_execution or list_artifacts).");
+/* The artifact a URI (or bare id) names in P's workspace, or NULL: the
+ * workspace scopes the lookup, so another tenant's id is simply not found. */
+static json_t *artifact_by_uri(al_service *s, const al_principal *p, const char *uri) {
     const char *id = strncmp(uri, URI_PREFIX, strlen(URI_PREFIX)) == 0 ? uri + strlen(URI_PREFIX) : uri;
     if (strncmp(id, "art_", 4) != 0 || strlen(id) > 64)
-        return tool_error("%.200s is not an artifact URI: want airlock://artifacts/art_...", uri);
+        return NULL;
     al_error err = { 0 };
-    /* the workspace scopes the lookup: another tenant's id is simply not found */
     json_t *rows = al_store_query(s->store, &err,
                                   "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
                                   "FROM artifacts WHERE id = ? AND workspace_id = ?",
                                   "ss", id, p->workspace_id);
     json_t *a = rows && json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
     json_decref(rows);
-    if (!a)
-        return tool_error("No artifact %s in this workspace. list_artifacts shows a thread's files.", id);
+    return a;
+}
+
+/*
+ * An artifact's content as an MCP resource: {uri, mimeType, text} for UTF-8
+ * text (at most READ_TEXT_MAX bytes, *RET_CUT when there was more), else
+ * {uri, mimeType, blob} (at most READ_BLOB_MAX). -EFBIG when it is too
+ * large to send, -EIO when its bytes are missing.
+ */
+static int artifact_resource(al_service *s, json_t *a, json_t **ret, bool *ret_cut) {
     const char *type = json_string_value(json_object_get(a, "content_type"));
     json_int_t size = json_integer_value(json_object_get(a, "size"));
-    char full_uri[128], line[1200];
-    snprintf(full_uri, sizeof full_uri, URI_PREFIX "%s", id);
-    snprintf(line, sizeof line, "%s, version %lld, %lld bytes, %s.", json_string_value(json_object_get(a, "path")),
-             (long long)json_integer_value(json_object_get(a, "version")), (long long)size, type);
-    json_t *res = NULL;
     bool text = textual(type);
-    if (!text && size > (json_int_t)READ_BLOB_MAX) {
-        res = tool_error("%s It is larger than %u MiB, the most read_artifact returns; fetch it over HTTP with "
-                         "GET /v1/artifacts/%s/content.", line, READ_BLOB_MAX >> 20, id);
-        json_decref(a);
-        return res;
-    }
-    size_t n = 0;
-    size_t want = text ? (size > (json_int_t)READ_TEXT_MAX ? READ_TEXT_MAX : (size_t)size) : (size_t)size;
+    *ret = NULL;
+    *ret_cut = false;
+    if (!text && size > (json_int_t)READ_BLOB_MAX)
+        return -EFBIG;
+    char uri[128];
+    snprintf(uri, sizeof uri, URI_PREFIX "%s", json_string_value(json_object_get(a, "id")));
+    size_t want = text && size > (json_int_t)READ_TEXT_MAX ? READ_TEXT_MAX : (size_t)size, n = 0;
     char path[PATH_MAX];
     al_blob_path(s, json_string_value(json_object_get(a, "sha256")), path, sizeof path);
     _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     _cleanup_free_ char *data = malloc(want + 1);
-    if (fd < 0 || !data) {
-        json_decref(a);
-        return tool_error("the content of %s is missing from the store", id);
-    }
+    if (fd < 0 || !data)
+        return -EIO;
     while (n < want) {
         ssize_t r = read(fd, data + n, want - n);
         if (r < 0 && errno == EINTR)
@@ -779,40 +774,109 @@ static json_t *read_artifact(al_service *s, const al_principal *p, json_t *args)
             break;
         n += (size_t)r;
     }
-    json_t *content = json_array();
-    bool cut = text && (size_t)size > n;
     if (text) {
+        bool cut = (size_t)size > n;
         /* cut at a character boundary; bytes that are not UTF-8 make it binary after all */
         while (cut && n > 0 && ((unsigned char)data[n] & 0xC0) == 0x80)
             n--;
         json_t *t = json_stringn(data, n);
         if (t) {
-            if (cut)
-                snprintf(line + strlen(line), sizeof line - strlen(line), " Only the first %zu bytes are shown.", n);
-            json_array_append_new(content, text_item(line));
-            json_array_append_new(content, json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "resource", "resource", "uri",
-                                                     full_uri, "mimeType", type, "text", t));
-        } else {
-            text = false;
+            *ret_cut = cut;
+            *ret = json_pack("{s:s, s:s, s:o}", "uri", uri, "mimeType", type, "text", t);
+            return 0;
         }
+        if ((size_t)size > n)
+            return -EFBIG;
     }
-    if (!text) {
-        if ((size_t)size > n) {
-            json_decref(content);
-            json_decref(a);
-            return tool_error("%s It is not UTF-8 text and larger than read_artifact returns; fetch it over HTTP with "
-                              "GET /v1/artifacts/%s/content.", line, id);
-        }
-        _cleanup_free_ char *b64 = b64_of(data, n);
-        json_array_append_new(content, text_item(line));
-        json_array_append_new(content, json_pack("{s:s, s:{s:s, s:s, s:s}}", "type", "resource", "resource", "uri",
-                                                 full_uri, "mimeType", type, "blob", b64 ? b64 : ""));
-        if (inline_image_type(type) && n <= INLINE_IMAGE_MAX && b64 && image_bytes_ok(type, data, n))
-            json_array_append_new(content, json_pack("{s:s, s:s, s:s}", "type", "image", "data", b64, "mimeType", type));
+    _cleanup_free_ char *b64 = b64_of(data, n);
+    if (!b64)
+        return -ENOMEM;
+    *ret = json_pack("{s:s, s:s, s:s}", "uri", uri, "mimeType", type, "blob", b64);
+    /* an image a model can look at, when it is one */
+    if (inline_image_type(type) && n <= INLINE_IMAGE_MAX && image_bytes_ok(type, data, n))
+        json_object_set_new(*ret, "_image", json_true());
+    return 0;
+}
+
+static json_t *read_artifact(al_service *s, const al_principal *p, json_t *args) {
+    static const char *const keys[] = { "uri" };
+    const char *bad = NULL;
+    if (!only_keys(args, keys, ELEMENTSOF(keys), &bad))
+        return tool_error("Unknown argument \"%s\". read_artifact takes uri.", bad);
+    const char *uri = json_string_value(json_object_get(args, "uri"));
+    if (!uri)
+        return tool_error("read_artifact needs uri: airlock://artifacts/art_... (from code_execution or list_artifacts).");
+    json_t *a = artifact_by_uri(s, p, uri);
+    if (!a)
+        return tool_error("No artifact %.200s in this workspace. list_artifacts shows a thread's files.", uri);
+    const char *id = json_string_value(json_object_get(a, "id"));
+    char line[1200];
+    snprintf(line, sizeof line, "%s, version %lld, %lld bytes, %s.", json_string_value(json_object_get(a, "path")),
+             (long long)json_integer_value(json_object_get(a, "version")),
+             (long long)json_integer_value(json_object_get(a, "size")), json_string_value(json_object_get(a, "content_type")));
+    json_t *res = NULL;
+    bool cut = false;
+    int r = artifact_resource(s, a, &res, &cut);
+    if (r == -EFBIG) {
+        json_t *e = tool_error("%s It is larger than read_artifact returns (%u KiB of text, %u MiB otherwise); fetch it "
+                               "over HTTP with GET /v1/artifacts/%s/content.", line, READ_TEXT_MAX >> 10,
+                               READ_BLOB_MAX >> 20, id);
+        json_decref(a);
+        return e;
     }
-    res = json_pack("{s:o, s:o, s:b}", "content", content, "structuredContent", artifact_brief(a), "isError", false);
+    if (r < 0) {
+        json_decref(a);
+        return tool_error("the content of %s is missing from the store", id);
+    }
+    if (cut)
+        snprintf(line + strlen(line), sizeof line - strlen(line), " Only the first %zu bytes are shown.",
+                 json_string_length(json_object_get(res, "text")));
+    bool image = json_is_true(json_object_get(res, "_image"));
+    json_object_del(res, "_image");
+    json_t *content = json_pack("[o, {s:s, s:O}]", text_item(line), "type", "resource", "resource", res);
+    if (image)
+        json_array_append_new(content, json_pack("{s:s, s:O, s:O}", "type", "image", "data", json_object_get(res, "blob"),
+                                                 "mimeType", json_object_get(res, "mimeType")));
+    json_decref(res);
+    json_t *out = json_pack("{s:o, s:o, s:b}", "content", content, "structuredContent", artifact_brief(a), "isError", false);
     json_decref(a);
-    return res;
+    return out;
+}
+
+/* ------------------------------------------------------------- resources */
+
+json_t *al_mcp_resources_list(al_service *s, const al_principal *p) {
+    al_error err = { 0 };
+    /* the newest versions first: what a model most likely wants to look at */
+    json_t *rows = al_store_query(s->store, &err,
+                                  "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
+                                  "FROM artifacts WHERE workspace_id = ? ORDER BY created_at DESC, id LIMIT ?",
+                                  "si", p->workspace_id, (int64_t)RESOURCES_LIST_MAX);
+    json_t *out = json_array();
+    size_t i;
+    json_t *a;
+    json_array_foreach(rows, i, a) {
+        json_t *l = artifact_link(a);
+        json_object_del(l, "type");
+        json_array_append_new(out, l);
+    }
+    json_decref(rows);
+    return out;
+}
+
+int al_mcp_resource_read(al_service *s, const al_principal *p, const char *uri, json_t **ret) {
+    json_t *a = artifact_by_uri(s, p, uri);
+    if (!a)
+        return -ENOENT;
+    json_t *res = NULL;
+    bool cut = false;
+    int r = artifact_resource(s, a, &res, &cut);
+    json_decref(a);
+    if (r < 0)
+        return r;
+    json_object_del(res, "_image");
+    *ret = json_pack("{s:[o]}", "contents", res);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- skills */

@@ -9,6 +9,12 @@
  * workspace's allow-list, list_artifacts and read_artifact always. */
 json_t *al_mcp_tools_list(al_service *s, const al_principal *p);
 
+/* resources/list: the workspace's newest artifacts as resources. */
+json_t *al_mcp_resources_list(al_service *s, const al_principal *p);
+/* resources/read of an artifact URI: 0 and *RET ({contents}); -ENOENT no
+ * such artifact in P's workspace; -EFBIG too large to send. */
+int al_mcp_resource_read(al_service *s, const al_principal *p, const char *uri, json_t **ret);
+
 /* A call that started a run and is followed to its end. */
 typedef struct al_mcp_call al_mcp_call;
 

@@ -91,6 +91,15 @@ export function commonTests(connect, label) {
     assert.equal(blob.mimeType, 'image/png');
   });
 
+  test(`${label}: artifacts are resources too`, async () => {
+    assert.ok(client.getServerCapabilities().resources, 'no resources capability');
+    const { contents } = await client.readResource({ uri: notesUri });
+    assert.deepEqual(contents, [{ uri: notesUri, mimeType: 'text/plain; charset=utf-8', text: 'rows: 3\n' }]);
+    const { resources } = await client.listResources();
+    assert.ok(resources.some((r) => r.uri === chartUri && r.mimeType === 'image/png'), JSON.stringify(resources));
+    await assert.rejects(client.readResource({ uri: 'airlock://artifacts/art_nope' }), (e) => e.code === -32002);
+  });
+
   test(`${label}: the thread's files are listed and seen by the next run`, async () => {
     const l = await client.callTool({ name: 'list_artifacts', arguments: { thread } });
     assert.equal(l.isError, false, text(l));

@@ -115,12 +115,12 @@ def sdk_env(service, **extra):
 
 def test_sdk_streamable_http(service):
     npm_ci()
-    node_test("mcp_http.test.mjs", sdk_env(service), expect=13)
+    node_test("mcp_http.test.mjs", sdk_env(service), expect=14)
 
 
 def test_sdk_stdio_through_airlock_mcp(service):
     npm_ci()
-    node_test("mcp_stdio.test.mjs", sdk_env(service), expect=11)
+    node_test("mcp_stdio.test.mjs", sdk_env(service), expect=12)
 
 
 def test_sdk_approval_wait(service, approval_tenant):
@@ -299,6 +299,13 @@ def test_tenant_isolation_of_artifacts(service):
         assert "secret-of-a" not in json.dumps(r)
     r = b.call("list_artifacts", {"thread": thread})
     assert r["isError"] is False and r["structuredContent"]["artifacts"] == [], r
+    # and as resources
+    status, _, doc = b.request("resources/read", {"uri": uri})
+    assert status == 200 and doc["error"]["code"] == -32002 and "secret-of-a" not in json.dumps(doc), doc
+    assert uri not in json.dumps(b.request("resources/list")[2])
+    status, _, doc = a.request("resources/read", {"uri": uri})
+    assert doc["result"]["contents"] == [{"uri": uri, "mimeType": "text/plain; charset=utf-8", "text": "secret-of-a\n"}], doc
+    assert uri in json.dumps(a.request("resources/list")[2])
     r = b.call("code_execution", {"language": "bash", "code": "ls -R /work/documents 2>&1; true", "thread": thread})
     assert "a.txt" not in text_of(r), r
 
