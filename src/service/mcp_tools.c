@@ -44,7 +44,7 @@ static json_t *tool_code_execution(void) {
     return json_pack(
         "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:[s, s, s], s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:s}, s:{s:s, s:s},"
         " s:{s:s, s:i, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}}, s:[s], s:b}, s:s},"
-        " s:{s:s, s:s}, s:{s:s, s:i, s:s}}, s:[s, s], s:b}, s:{s:b, s:b, s:b, s:b}}",
+        " s:{s:s, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:s}}, s:[s, s], s:b}, s:{s:b, s:b, s:b, s:b}}",
         "name", "code_execution", "title", "Run code in a sandbox",
         "description",
         "Run a Python, Node.js or Bash program in a fresh, isolated sandbox and get back what it printed, how it "
@@ -78,6 +78,10 @@ static json_t *tool_code_execution(void) {
         "Optional: one sentence on what this run is for. A person who approves runs sees it.",
         "timeout_s", "type", "integer", "minimum", 1, "description",
         "Optional wall-clock limit in seconds (the workspace's default when absent; its maximum bounds it).",
+        "image", "type", "string", "description",
+        "Optional runtime image: \"default\" has Python with numpy, pandas, matplotlib, scipy, Pillow, "
+        "openpyxl and reportlab, and Node.js, when the server has it built; absent: the server's own "
+        "runtime (plain Python, Node.js and Bash, no extra libraries).",
         "required", "language", "code", "additionalProperties", false,
         "annotations", "readOnlyHint", false, "destructiveHint", false, "idempotentHint", false, "openWorldHint",
         false);
@@ -421,11 +425,12 @@ static int start_run(al_service *s, const al_principal *p, json_t *body, const a
 
 static int code_execution(al_service *s, const al_principal *p, json_t *args, json_t *progress_token,
                           al_mcp_call **ret_call, json_t **ret_result) {
-    static const char *const keys[] = { "language", "code", "thread", "network", "files", "description", "timeout_s" };
+    static const char *const keys[] = { "language", "code", "thread", "network", "files", "description", "timeout_s",
+                                        "image" };
     const char *bad = NULL;
     if (!only_keys(args, keys, ELEMENTSOF(keys), &bad)) {
         *ret_result = tool_error("Unknown argument \"%s\". code_execution takes language, code, and optionally thread, "
-                                 "network, files, description, timeout_s.", bad);
+                                 "network, files, description, timeout_s, image.", bad);
         return 0;
     }
     json_t *lang = json_object_get(args, "language"), *code = json_object_get(args, "code");
@@ -441,6 +446,8 @@ static int code_execution(al_service *s, const al_principal *p, json_t *args, js
         json_object_set(body, "network", v); /* as REST's network: the run path decides what exists */
     if ((v = json_object_get(args, "description")) && !json_is_null(v))
         json_object_set(body, "description", v);
+    if ((v = json_object_get(args, "image")) && !json_is_null(v))
+        json_object_set(body, "image", v);
     if ((v = json_object_get(args, "timeout_s")) && !json_is_null(v))
         json_object_set_new(body, "limits", json_pack("{s:O}", "timeout_s", v));
     json_t *files = json_object_get(args, "files");

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from node_util import node_test, npm_ci
+from test_image_default import CACHE, default_image  # noqa: F401
 from service_util import (audit_events, gov_tenant, put_settings, service, service_binary,  # noqa: F401
                           walk_json)
 
@@ -525,3 +526,40 @@ def test_airlock_mcp_failures_are_json_rpc_errors(service):
     assert code == 0 and out[0]["id"] == 1 and "cannot reach" in out[0]["error"]["message"], out
     code, out, err = stdio(service, [INIT], args=["--url", service.base_url])
     assert code == 125 and out == [] and "API key" in err
+
+
+MATPLOTLIB_PY = """
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+fig, ax = plt.subplots(figsize=(4, 3), dpi=50)
+ax.bar(["a", "b", "c"], [3, 1, 2])
+fig.savefig("/out/chart.png")
+print("saved")
+"""
+
+
+def test_matplotlib_chart_on_the_default_image(default_image, tmp_path):
+    """The default runtime image (built, or reused when cached, by
+    test_image_default's fixture) has matplotlib: a real chart comes back as
+    an image."""
+    import base64
+    import struct
+    from service_util import Service
+    state = tmp_path / "svc"
+    state.mkdir()
+    (state / "images").symlink_to(CACHE / "images")
+    svc = Service(state).start()
+    try:
+        r = Mcp(svc).call("code_execution", {"language": "python", "code": MATPLOTLIB_PY, "image": "default",
+                                             "timeout_s": 60})
+        assert r["isError"] is False, r
+        images = [c for c in r["content"] if c["type"] == "image"]
+        assert len(images) == 1 and images[0]["mimeType"] == "image/png", r["content"]
+        png = base64.b64decode(images[0]["data"])
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        assert struct.unpack(">II", png[16:24]) == (200, 150)      # 4x3 inches at 50 dpi
+        r = Mcp(svc).call("code_execution", {"language": "python", "code": "print(1)", "image": "nosuch"})
+        assert r["isError"] is True and "image" in text_of(r), r
+    finally:
+        svc.stop()
