@@ -17,6 +17,7 @@
 #include "mcp_tools.h"
 
 #define SESSIONS_MAX 4096
+#define SESSIONS_PER_PERSON_MAX 64
 #define SESSION_IDLE_MS (24ull * 3600 * 1000) /* an idle session is forgotten after a day */
 #define KEEPALIVE_S 15
 #define INFLIGHT_MAX 1024                      /* calls that can be cancelled at once */
@@ -81,17 +82,30 @@ static bool session_new(al_mcp *m, const al_principal *p, const char *version, c
         snprintf(ret_id + 2 * i, 3, "%02x", rnd[i]);
     uint64_t now = al_now_ms();
     pthread_mutex_lock(&m->mu);
-    session *slot = NULL, *oldest = NULL;
-    for (int i = 0; i < SESSIONS_MAX && !slot; i++) {
+    session *slot = NULL, *oldest = NULL, *own_oldest = NULL;
+    int own = 0;
+    for (int i = 0; i < SESSIONS_MAX; i++) {
         session *x = &m->sessions[i];
-        if (!x->id[0] || now - x->last_ms > SESSION_IDLE_MS)
-            slot = x;
-        else if (!oldest || x->last_ms < oldest->last_ms)
+        if (!x->id[0] || now - x->last_ms > SESSION_IDLE_MS) {
+            if (!slot)
+                slot = x;
+            continue;
+        }
+        if (strcmp(x->person_id, p->person_id) == 0) {
+            own++;
+            if (!own_oldest || x->last_ms < own_oldest->last_ms)
+                own_oldest = x;
+        }
+        if (!oldest || x->last_ms < oldest->last_ms)
             oldest = x;
     }
-    /* full of live sessions: the least recently used one goes (its client
-     * gets 404 and initializes again) rather than refusing a new client */
-    if (!slot)
+    /* a person's many sessions (a client that never says DELETE) push out
+     * that person's own oldest, not other people's; a table full of live
+     * sessions gives up its least recently used one (its client gets 404
+     * and initializes again) rather than refusing a new client */
+    if (own >= SESSIONS_PER_PERSON_MAX)
+        slot = own_oldest;
+    else if (!slot)
         slot = oldest;
     memset(slot, 0, sizeof *slot);
     memcpy(slot->id, ret_id, 33);

@@ -224,6 +224,16 @@ def test_sessions(service):
     assert m.post(method="DELETE")[0] == 404
 
 
+def test_a_person_with_many_sessions_pushes_out_only_their_own(service):
+    other = Mcp(service, key=service.new_tenant(f"mcpmany{time.monotonic_ns() % 10**9}").key)
+    mine = [Mcp(service)]
+    time.sleep(0.01)
+    mine += [Mcp(service) for _ in range(64)]
+    assert mine[0].request("ping")[0] == 404          # the oldest of 65 is gone
+    assert all(m.request("ping")[0] == 200 for m in mine[1:])
+    assert other.request("ping")[0] == 200
+
+
 def test_foreign_origin_is_refused(service):
     m = Mcp(service)
     assert m.request("ping", headers={"Origin": "http://evil.example"})[0] == 403
