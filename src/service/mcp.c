@@ -208,11 +208,15 @@ static bool inflight_find(al_mcp *m, const char *sid, json_t *id, char ret_run_i
 
 /* -------------------------------------------------------------- replies */
 
+static json_t *rpc_error(json_t *id, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Steals RESULT; a result that could not be built (out of memory) is an internal error. */
 static json_t *rpc_result(json_t *id, json_t *result) {
+    if (!result)
+        return rpc_error(id, -32603, "Internal error: the result could not be built");
     return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "result", result);
 }
 
-static json_t *rpc_error(json_t *id, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static json_t *rpc_error(json_t *id, int code, const char *fmt, ...) {
     char msg[600];
     va_list ap;
