@@ -20,27 +20,27 @@
 #define SESSIONS_PER_PERSON_MAX 64
 #define SESSION_IDLE_MS (24ull * 3600 * 1000) /* an idle session is forgotten after a day */
 #define KEEPALIVE_S 15
-#define INFLIGHT_MAX 1024                      /* calls that can be cancelled at once */
+#define INFLIGHT_MAX 1024 /* calls that can be cancelled at once */
 
 typedef struct session {
     char id[33];
     char person_id[40];
     char version[16];
-    int log_level;                /* index into levels: the least severe a client wants */
+    int log_level; /* index into levels: the least severe a client wants */
     uint64_t last_ms;
 } session;
 
 /* A tools/call following a run, so notifications/cancelled can find it. */
 typedef struct inflight {
-    char session[33];             /* empty: a free slot */
-    char request[72];             /* the request's id as compact JSON */
+    char session[33]; /* empty: a free slot */
+    char request[72]; /* the request's id as compact JSON */
     char run_id[40];
 } inflight;
 
 struct al_mcp {
     pthread_mutex_t mu;
-    session *sessions;            /* SESSIONS_MAX slots; id[0] == 0 is free */
-    inflight *calls;              /* INFLIGHT_MAX slots */
+    session *sessions; /* SESSIONS_MAX slots; id[0] == 0 is free */
+    inflight *calls;   /* INFLIGHT_MAX slots */
 };
 
 static const char *const levels[] = { "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency" };
@@ -208,25 +208,6 @@ static bool inflight_find(al_mcp *m, const char *sid, json_t *id, char ret_run_i
 
 /* -------------------------------------------------------------- replies */
 
-static json_t *rpc_error(json_t *id, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-/* Steals RESULT; a result that could not be built (out of memory) is an internal error. */
-static json_t *rpc_result(json_t *id, json_t *result) {
-    if (!result)
-        return rpc_error(id, -32603, "Internal error: the result could not be built");
-    return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "result", result);
-}
-
-static json_t *rpc_error(json_t *id, int code, const char *fmt, ...) {
-    char msg[600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error", "code", code,
-                     "message", msg);
-}
-
 static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *doc, const char *session_id) {
     char *t = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
@@ -240,6 +221,19 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+/* A JSON-RPC error response with HTTP STATUS. */
+static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, json_t *id, int code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, json_t *id, int code, const char *fmt,
+                                  ...) {
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return send_json(c, status, al_mcp_rpc_error(id, code, "%s", msg), NULL);
 }
 
 static enum MHD_Result send_empty(struct MHD_Connection *c, unsigned status, const char *allow) {
@@ -293,7 +287,7 @@ static ssize_t stream_read(void *cls, uint64_t off, char *out, size_t max) {
         json_array_foreach(notes, i, n) sse_append(st, n);
         json_decref(notes);
         if (result) {
-            json_t *resp = rpc_result(st->id, result);
+            json_t *resp = al_mcp_rpc_result(st->id, result);
             sse_append(st, resp);
             json_decref(resp);
             st->done = true;
@@ -334,7 +328,7 @@ static enum MHD_Result follow(al_mcp *m, const char *sid, struct MHD_Connection 
         }
         inflight_del(m, slot);
         al_mcp_call_free(k);
-        return send_json(c, 200, rpc_result(id, result), NULL);
+        return send_json(c, 200, al_mcp_rpc_result(id, result), NULL);
     }
     stream *st = calloc(1, sizeof *st);
     if (!st) {
@@ -347,7 +341,8 @@ static enum MHD_Result follow(al_mcp *m, const char *sid, struct MHD_Connection 
     st->k = k;
     st->id = json_incref(id);
     st->send_output = send_output;
-    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, st, stream_free);
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, st, stream_free);
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-store");
     enum MHD_Result ret = MHD_queue_response(c, 200, r);
@@ -357,19 +352,15 @@ static enum MHD_Result follow(al_mcp *m, const char *sid, struct MHD_Connection 
 
 /* ------------------------------------------------------------- requests */
 
-static bool supported_version(const char *v) {
-    return strcmp(v, AL_MCP_VERSION_LATEST) == 0 || strcmp(v, AL_MCP_VERSION_PREVIOUS) == 0;
-}
-
 static json_t *initialize_result(const char *version) {
-    return json_pack("{s:s, s:{s:{s:b}, s:{s:b, s:b}, s:{}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", version,
-                     "capabilities", "tools", "listChanged", false, "resources", "subscribe", false, "listChanged", false,
-                     "logging", "serverInfo", "name", "airlock", "title",
-                     "airlock: sandboxed code execution", "version", AIRLOCK_VERSION, "instructions",
-                     "airlock runs code in a fresh sandbox per call. Use code_execution to run Python, Node.js or Bash; "
-                     "give a thread to keep files between calls (what a run writes to /out/ the next finds in "
-                     "/work/documents/), and read them with list_artifacts and read_artifact. A workspace may "
-                     "require a person to approve each run: the call then waits and says so.");
+    return json_pack(
+        "{s:s, s:{s:{s:b}, s:{s:b, s:b}, s:{}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", version, "capabilities",
+        "tools", "listChanged", false, "resources", "subscribe", false, "listChanged", false, "logging", "serverInfo",
+        "name", "airlock", "title", "airlock: sandboxed code execution", "version", AIRLOCK_VERSION, "instructions",
+        "airlock runs code in a fresh sandbox per call. Use code_execution to run Python, Node.js or Bash; "
+        "give a thread to keep files between calls (what a run writes to /out/ the next finds in "
+        "/work/documents/), and read them with list_artifacts and read_artifact. A workspace may "
+        "require a person to approve each run: the call then waits and says so.");
 }
 
 /* The Host header's host (without port) matches ORIGIN's host. A page in a
@@ -392,91 +383,60 @@ static enum MHD_Result post(al_mcp *m, al_service *s, struct MHD_Connection *c, 
                             size_t len) {
     const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept");
     if (accept && !strstr(accept, "application/json") && !strstr(accept, "text/event-stream") && !strstr(accept, "*/*"))
-        return send_json(c, 406, rpc_error(NULL, -32000, "Not Acceptable: accept application/json and text/event-stream"),
-                         NULL);
+        return send_error(c, 406, NULL, -32000, "Not Acceptable: accept application/json and text/event-stream");
     bool sse = accept && strstr(accept, "text/event-stream");
-    json_error_t jerr;
-    json_t *msg = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
-    if (!msg)
-        return send_json(c, 400, rpc_error(NULL, -32700, "Parse error: %s", jerr.text), NULL);
+    al_mcp_msg msg;
+    json_t *perr = NULL;
+    unsigned pstatus = 0;
+    if (al_mcp_parse(body, len, &msg, &perr, &pstatus) < 0)
+        return perr ? send_json(c, pstatus, perr, NULL) : send_empty(c, pstatus, NULL);
     enum MHD_Result ret;
-    json_t *id = NULL;
-    if (json_is_array(msg)) {
-        /* JSON-RPC batches left MCP with 2025-06-18, the oldest version served here */
-        ret = send_json(c, 400, rpc_error(NULL, -32600, "Invalid Request: batches are not supported; send one "
-                                                        "JSON-RPC message per request"), NULL);
-        goto out;
-    }
-    if (!json_is_object(msg) || !json_is_string(json_object_get(msg, "jsonrpc")) ||
-        strcmp(json_string_value(json_object_get(msg, "jsonrpc")), "2.0") != 0) {
-        ret = send_json(c, 400, rpc_error(NULL, -32600, "Invalid Request: want a JSON-RPC 2.0 object"), NULL);
-        goto out;
-    }
-    id = json_object_get(msg, "id");
-    if (id && !json_is_string(id) && !json_is_integer(id)) {
-        ret = send_json(c, 400, rpc_error(NULL, -32600, "Invalid Request: id must be a string or an integer"), NULL);
-        goto out;
-    }
-    json_t *method_j = json_object_get(msg, "method");
-    if (!method_j) {
+    json_t *id = msg.id, *params = msg.params;
+    const char *method = msg.method;
+    if (msg.kind == AL_MCP_RESPONSE) {
         /* a response to a request of ours: we send none, so nothing waits for it */
-        ret = id && (json_object_get(msg, "result") || json_object_get(msg, "error"))
-                  ? send_empty(c, 202, NULL)
-                  : send_json(c, 400, rpc_error(id, -32600, "Invalid Request: no method"), NULL);
-        goto out;
-    }
-    if (!json_is_string(method_j)) {
-        ret = send_json(c, 400, rpc_error(id, -32600, "Invalid Request: method must be a string"), NULL);
-        goto out;
-    }
-    const char *method = json_string_value(method_j);
-    json_t *params = json_object_get(msg, "params");
-    if (params && !json_is_object(params)) {
-        ret = id ? send_json(c, 200, rpc_error(id, -32602, "Invalid params: params must be an object"), NULL)
-                 : send_empty(c, 202, NULL);
+        ret = send_empty(c, 202, NULL);
         goto out;
     }
     const char *hv = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "MCP-Protocol-Version");
-    if (hv && !supported_version(hv)) {
-        ret = send_json(c, 400, rpc_error(id, -32000, "Bad Request: unsupported MCP-Protocol-Version %.40s (this server "
-                                                      "speaks %s and %s)", hv, AL_MCP_VERSION_LATEST,
-                                          AL_MCP_VERSION_PREVIOUS), NULL);
+    if (hv && !al_mcp_version_supported(hv)) {
+        ret = send_error(c, 400, id, -32000,
+                         "Bad Request: unsupported MCP-Protocol-Version %.40s (this server "
+                         "speaks %s and %s)",
+                         hv, AL_MCP_VERSION_LATEST, AL_MCP_VERSION_PREVIOUS);
         goto out;
     }
 
     if (strcmp(method, "initialize") == 0) {
         if (!id) {
-            ret = send_json(c, 400, rpc_error(NULL, -32600, "Invalid Request: initialize is a request (it needs an id)"),
-                            NULL);
+            ret = send_error(c, 400, NULL, -32600, "Invalid Request: initialize is a request (it needs an id)");
             goto out;
         }
         const char *want = json_string_value(json_object_get(params, "protocolVersion"));
         if (!want) {
-            ret = send_json(c, 200, rpc_error(id, -32602, "Invalid params: protocolVersion is required"), NULL);
+            ret = send_error(c, 200, id, -32602, "Invalid params: protocolVersion is required");
             goto out;
         }
-        /* the client's version when we speak it, else our latest: the
-         * client then decides whether it can go on */
-        const char *version = supported_version(want) ? want : AL_MCP_VERSION_LATEST;
+        const char *version = al_mcp_negotiate(want);
         char sid[33];
         if (!session_new(m, p, version, sid)) {
-            ret = send_json(c, 503, rpc_error(id, -32603, "cannot make a session now"), NULL);
+            ret = send_error(c, 503, id, -32603, "cannot make a session now");
             goto out;
         }
-        ret = send_json(c, 200, rpc_result(id, initialize_result(version)), sid);
+        ret = send_json(c, 200, al_mcp_rpc_result(id, initialize_result(version)), sid);
         goto out;
     }
 
     const char *sid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Session-Id");
     session sess;
     if (!sid) {
-        ret = send_json(c, 400, rpc_error(id, -32000, "Bad Request: the Mcp-Session-Id header is required (send "
-                                                      "initialize first)"), NULL);
+        ret = send_error(c, 400, id, -32000,
+                         "Bad Request: the Mcp-Session-Id header is required (send "
+                         "initialize first)");
         goto out;
     }
     if (!session_get(m, sid, p, &sess)) {
-        ret = send_json(c, 404, rpc_error(id, -32001, "Session not found: it ended or never existed; initialize again"),
-                        NULL);
+        ret = send_error(c, 404, id, -32001, "Session not found: it ended or never existed; initialize again");
         goto out;
     }
     if (!id) {
@@ -492,30 +452,35 @@ static enum MHD_Result post(al_mcp *m, al_service *s, struct MHD_Connection *c, 
         goto out;
     }
     if (strcmp(method, "ping") == 0) {
-        ret = send_json(c, 200, rpc_result(id, json_object()), NULL);
+        ret = send_json(c, 200, al_mcp_rpc_result(id, json_object()), NULL);
     } else if (strcmp(method, "tools/list") == 0) {
-        ret = send_json(c, 200, rpc_result(id, json_pack("{s:o}", "tools", al_mcp_tools_list(s, p))), NULL);
+        ret = send_json(c, 200, al_mcp_rpc_result(id, json_pack("{s:o}", "tools", al_mcp_tools_list(s, p))), NULL);
     } else if (strcmp(method, "resources/list") == 0) {
-        ret = send_json(c, 200, rpc_result(id, json_pack("{s:o}", "resources", al_mcp_resources_list(s, p))), NULL);
+        ret = send_json(c, 200, al_mcp_rpc_result(id, json_pack("{s:o}", "resources", al_mcp_resources_list(s, p))),
+                        NULL);
     } else if (strcmp(method, "resources/templates/list") == 0) {
-        ret = send_json(c, 200, rpc_result(id, json_pack("{s:[{s:s, s:s, s:s}]}", "resourceTemplates", "uriTemplate",
-                                                         "airlock://artifacts/{id}", "name", "artifact", "description",
-                                                         "a file a run wrote, by its artifact id")), NULL);
+        ret = send_json(c, 200,
+                        al_mcp_rpc_result(id, json_pack("{s:[{s:s, s:s, s:s}]}", "resourceTemplates", "uriTemplate",
+                                                        "airlock://artifacts/{id}", "name", "artifact", "description",
+                                                        "a file a run wrote, by its artifact id")),
+                        NULL);
     } else if (strcmp(method, "resources/read") == 0) {
         const char *uri = json_string_value(json_object_get(params, "uri"));
         json_t *res = NULL;
         int r = uri ? al_mcp_resource_read(s, p, uri, &res) : -EINVAL;
         if (r == -EINVAL)
-            ret = send_json(c, 200, rpc_error(id, -32602, "Invalid params: uri is required"), NULL);
+            ret = send_error(c, 200, id, -32602, "Invalid params: uri is required");
         else if (r == -ENOENT)
-            ret = send_json(c, 200, rpc_error(id, -32002, "Resource not found: %.200s", uri), NULL);
+            ret = send_error(c, 200, id, -32002, "Resource not found: %.200s", uri);
         else if (r == -EFBIG)
-            ret = send_json(c, 200, rpc_error(id, -32603, "%.200s is too large to read over MCP; use GET "
-                                                          "/v1/artifacts/{id}/content", uri), NULL);
+            ret = send_error(c, 200, id, -32603,
+                             "%.200s is too large to read over MCP; use GET "
+                             "/v1/artifacts/{id}/content",
+                             uri);
         else if (r < 0)
-            ret = send_json(c, 200, rpc_error(id, -32603, "cannot read %.200s", uri), NULL);
+            ret = send_error(c, 200, id, -32603, "cannot read %.200s", uri);
         else
-            ret = send_json(c, 200, rpc_result(id, res), NULL);
+            ret = send_json(c, 200, al_mcp_rpc_result(id, res), NULL);
     } else if (strcmp(method, "logging/setLevel") == 0) {
         const char *lv = json_string_value(json_object_get(params, "level"));
         int li = -1;
@@ -523,16 +488,17 @@ static enum MHD_Result post(al_mcp *m, al_service *s, struct MHD_Connection *c, 
             if (strcmp(lv, levels[i]) == 0)
                 li = (int)i;
         if (li < 0) {
-            ret = send_json(c, 200, rpc_error(id, -32602, "Invalid params: level must be one of debug, info, notice, "
-                                                          "warning, error, critical, alert, emergency"), NULL);
+            ret = send_error(c, 200, id, -32602,
+                             "Invalid params: level must be one of debug, info, notice, "
+                             "warning, error, critical, alert, emergency");
         } else {
             session_set_level(m, sess.id, li);
-            ret = send_json(c, 200, rpc_result(id, json_object()), NULL);
+            ret = send_json(c, 200, al_mcp_rpc_result(id, json_object()), NULL);
         }
     } else if (strcmp(method, "tools/call") == 0) {
         const char *name = json_string_value(json_object_get(params, "name"));
         if (!name) {
-            ret = send_json(c, 200, rpc_error(id, -32602, "Invalid params: name (the tool's) is required"), NULL);
+            ret = send_error(c, 200, id, -32602, "Invalid params: name (the tool's) is required");
             goto out;
         }
         json_t *token = json_object_get(json_object_get(params, "_meta"), "progressToken");
@@ -541,38 +507,38 @@ static enum MHD_Result post(al_mcp *m, al_service *s, struct MHD_Connection *c, 
         al_mcp_call *k = NULL;
         json_t *result = NULL;
         if (al_mcp_tool_call(s, p, name, json_object_get(params, "arguments"), token, &k, &result) == -ENOENT)
-            ret = send_json(c, 200, rpc_error(id, -32602, "Unknown tool: %.100s", name), NULL);
+            ret = send_error(c, 200, id, -32602, "Unknown tool: %.100s", name);
         else if (result)
-            ret = send_json(c, 200, rpc_result(id, result), NULL);
+            ret = send_json(c, 200, al_mcp_rpc_result(id, result), NULL);
         else
             ret = follow(m, sess.id, c, k, id, sse, sess.log_level <= 1);
     } else {
-        ret = send_json(c, 200, rpc_error(id, -32601, "Method not found: %.100s", method), NULL);
+        ret = send_error(c, 200, id, -32601, "Method not found: %.100s", method);
     }
 out:
-    json_decref(msg);
+    al_mcp_msg_free(&msg);
     return ret;
 }
 
 enum MHD_Result al_mcp_handle(al_mcp *m, al_service *s, struct MHD_Connection *c, const al_principal *p,
                               const char *method, const char *body, size_t len, bool too_large) {
     if (!origin_ok(c))
-        return send_json(c, 403, rpc_error(NULL, -32000, "Forbidden: the Origin header does not match the host"), NULL);
+        return send_error(c, 403, NULL, -32000, "Forbidden: the Origin header does not match the host");
     if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
         /* no server-initiated stream: everything comes as answers to POSTs */
         return send_empty(c, 405, "POST, DELETE");
     if (strcmp(method, "DELETE") == 0) {
         const char *sid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Session-Id");
         if (!sid)
-            return send_json(c, 400, rpc_error(NULL, -32000, "Bad Request: the Mcp-Session-Id header is required"), NULL);
+            return send_error(c, 400, NULL, -32000, "Bad Request: the Mcp-Session-Id header is required");
         if (!session_end(m, sid, p))
-            return send_json(c, 404, rpc_error(NULL, -32001, "Session not found"), NULL);
+            return send_error(c, 404, NULL, -32001, "Session not found");
         return send_empty(c, 204, NULL);
     }
     if (strcmp(method, "POST") != 0)
         return send_empty(c, 405, "POST, DELETE");
     if (too_large)
-        return send_json(c, 413, rpc_error(NULL, -32600, "Invalid Request: the message is larger than %llu bytes",
-                                           (unsigned long long)s->cfg.body_max), NULL);
+        return send_error(c, 413, NULL, -32600, "Invalid Request: the message is larger than %llu bytes",
+                          (unsigned long long)s->cfg.body_max);
     return post(m, s, c, p, body, len);
 }

@@ -3,12 +3,8 @@
 
 #include <microhttpd.h>
 
+#include "mcp_rpc.h"
 #include "service.h"
-
-/* The protocol versions served: the one the official TypeScript SDK
- * negotiates as latest, and the one before it. */
-#define AL_MCP_VERSION_LATEST "2025-11-25"
-#define AL_MCP_VERSION_PREVIOUS "2025-06-18"
 
 typedef struct al_mcp al_mcp;
 
