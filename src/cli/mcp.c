@@ -12,6 +12,7 @@
  */
 #include <curl/curl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 
 #include "cli.h"
@@ -280,6 +281,10 @@ static void end_session(bridge *b) {
     curl_easy_cleanup(h);
 }
 
+static volatile sig_atomic_t terminated;
+
+static void on_term(int sig) { terminated = sig; }
+
 static int usage(FILE *f) {
     fprintf(f, "usage: airlock mcp [--url URL] [--key KEY]\n\n"
                "MCP over stdio (one JSON-RPC message per line), forwarded to the service's /mcp.\n"
@@ -323,6 +328,15 @@ int cli_mcp(int argc, char **argv) {
     snprintf(b.auth, sizeof b.auth, "Authorization: Bearer %s", key);
     pthread_mutex_init(&b.mu, NULL);
     pthread_cond_init(&b.cond, NULL);
+    /* a client stopping us (SIGTERM after closing stdin, as the SDK's stdio
+     * transport does) still gets its session ended: getline is interrupted
+     * (no SA_RESTART) and we leave without waiting for calls under way */
+    struct sigaction sa = { .sa_handler = on_term };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
         fprintf(stderr, "airlock mcp: cannot start libcurl\n");
         return 1;
@@ -330,7 +344,7 @@ int cli_mcp(int argc, char **argv) {
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
-    while ((n = getline(&line, &cap, stdin)) >= 0) {
+    while (!terminated && (n = getline(&line, &cap, stdin)) >= 0) {
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
             line[--n] = '\0';
         if (n == 0)
@@ -372,11 +386,28 @@ int cli_mcp(int argc, char **argv) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&t, &attr, worker, x) != 0)
+        /* workers (and curl's resolver threads) block the signals, so they
+         * reach this thread and interrupt its getline */
+        sigset_t all, old;
+        sigemptyset(&all);
+        sigaddset(&all, SIGTERM);
+        sigaddset(&all, SIGINT);
+        sigaddset(&all, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        int pr = pthread_create(&t, &attr, worker, x);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (pr != 0)
             worker(x);
         pthread_attr_destroy(&attr);
     }
     free(line);
+    if (terminated) {
+        /* the session is only set by initialize, which this thread waited for */
+        end_session(&b);
+        fprintf(stderr, "airlock mcp: stopped by signal %d\n", (int)terminated);
+        /* calls under way are abandoned: their runs end on their own */
+        _exit(0);
+    }
     /* stdin closed: the client is done; let what is under way finish */
     pthread_mutex_lock(&b.mu);
     while (b.in_flight > 0)

@@ -573,3 +573,23 @@ def test_matplotlib_chart_on_the_default_image(default_image, tmp_path):
         assert r["isError"] is True and "image" in text_of(r), r
     finally:
         svc.stop()
+
+
+def test_airlock_mcp_stops_at_once_on_sigterm(service):
+    """The SDK's stdio transport closes stdin and then sends SIGTERM: a call
+    under way does not hold airlock mcp up."""
+    import signal
+    import subprocess
+    p = subprocess.Popen([str(service_binary()), "mcp", "--url", service.base_url, "--key", service.key],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdin.write((json.dumps(INIT) + "\n").encode())
+    p.stdin.write((json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "code_execution", "arguments": {"language": "bash", "code": "sleep 30"}}}) + "\n").encode())
+    p.stdin.flush()
+    assert json.loads(p.stdout.readline())["id"] == 1
+    time.sleep(1)
+    t = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(10) == 0
+    assert time.monotonic() - t < 5
+    assert b"stopped by signal 15" in p.stderr.read()
