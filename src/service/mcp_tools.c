@@ -11,8 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "audit.h"
 #include "mcp_tools.h"
+#include "skills.h"
 
 #define OUTPUT_TEXT_MAX (64u << 10)  /* per stream, in the result's text */
 #define INLINE_IMAGE_MAX (512u << 10) /* a PNG or JPEG up to this is also sent inline */
@@ -23,6 +23,7 @@
 #define RUN_SLACK_S 120              /* past the run's own timeout: queueing, provisioning */
 #define EVENTS_PER_STEP 64
 #define URI_PREFIX "airlock://artifacts/"
+#define SKILL_CATALOGUE_MAX (24u << 10) /* the skills listed in run_skill_script's description */
 #define RESOURCES_LIST_MAX 100       /* resources/list: the newest artifacts */
 
 struct al_mcp_call {
@@ -87,8 +88,53 @@ static json_t *tool_code_execution(void) {
         false);
 }
 
-static json_t *tool_run_skill_script(void) {
-    return json_pack(
+static void append_str(char **b, size_t *len, size_t *cap, const char *s);
+
+/* The skills P may run (bundled, or promoted in the workspace), each with
+ * its entrypoints and their argument schemas: what a model needs to pick
+ * one and fill in its arguments, without another call. */
+static char *skill_catalogue(al_service *s, const al_principal *p) {
+    json_t *doc = NULL;
+    char *b = NULL;
+    size_t len = 0, cap = 0;
+    if (al_skills_list(s, p, &doc) != 200) {
+        json_decref(doc);
+        return NULL;
+    }
+    size_t i, k;
+    json_t *sk, *ep;
+    int shown = 0;
+    json_array_foreach(json_object_get(doc, "skills"), i, sk) {
+        const char *state = json_string_value(json_object_get(sk, "state"));
+        if (!state || (strcmp(state, "bundled") != 0 && strcmp(state, "promoted") != 0))
+            continue;
+        if (len > SKILL_CATALOGUE_MAX) {
+            append_str(&b, &len, &cap, "\n(more skills: GET /v1/skills)");
+            break;
+        }
+        char line[1200];
+        snprintf(line, sizeof line, "%s\n- skill \"%s\": %s", shown++ ? "" : "\n\nSkills here:",
+                 json_string_value(json_object_get(sk, "name")),
+                 json_string_value(json_object_get(sk, "description")) ?: "");
+        append_str(&b, &len, &cap, line);
+        json_array_foreach(json_object_get(sk, "entrypoints"), k, ep) {
+            char *schema = json_dumps(json_object_get(ep, "input_schema"), JSON_COMPACT | JSON_SORT_KEYS);
+            snprintf(line, sizeof line, "\n  - entrypoint \"%s\": %s Arguments (JSON Schema): ",
+                     json_string_value(json_object_get(ep, "name")),
+                     json_string_value(json_object_get(ep, "description")) ?: "");
+            append_str(&b, &len, &cap, line);
+            append_str(&b, &len, &cap, schema ? schema : "{}");
+            free(schema);
+        }
+    }
+    if (!shown)
+        append_str(&b, &len, &cap, "\n\nNo skill is installed here yet.");
+    json_decref(doc);
+    return b;
+}
+
+static json_t *tool_run_skill_script(al_service *s, const al_principal *p) {
+    json_t *tool = json_pack(
         "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:s}}, s:[s, s], s:b},"
         " s:{s:b, s:b, s:b, s:b}}",
         "name", "run_skill_script", "title", "Run a skill's script",
@@ -106,6 +152,19 @@ static json_t *tool_run_skill_script(void) {
         "required", "skill", "entrypoint", "additionalProperties", false,
         "annotations", "readOnlyHint", false, "destructiveHint", false, "idempotentHint", false, "openWorldHint",
         false);
+    char *cat = skill_catalogue(s, p);
+    if (tool && cat) {
+        json_t *d = json_object_get(tool, "description");
+        size_t n = json_string_length(d) + strlen(cat) + 1;
+        char *full = malloc(n);
+        if (full) {
+            snprintf(full, n, "%s%s", json_string_value(d), cat);
+            json_object_set_new(tool, "description", json_string(full));
+        }
+        free(full);
+    }
+    free(cat);
+    return tool;
 }
 
 static json_t *tool_list_artifacts(void) {
@@ -152,7 +211,7 @@ json_t *al_mcp_tools_list(al_service *s, const al_principal *p) {
     if (tool_allowed(settings, "code_execution"))
         json_array_append_new(tools, tool_code_execution());
     if (tool_allowed(settings, "run_skill_script"))
-        json_array_append_new(tools, tool_run_skill_script());
+        json_array_append_new(tools, tool_run_skill_script(s, p));
     json_array_append_new(tools, tool_list_artifacts());
     json_array_append_new(tools, tool_read_artifact());
     json_decref(settings);
@@ -423,6 +482,29 @@ static int start_run(al_service *s, const al_principal *p, json_t *body, const a
     return -EINVAL;
 }
 
+/* Follow run RUN_ID (just started for P) to its end: *RET_CALL. */
+static int follow_run(al_service *s, const al_principal *p, const char *run_id, json_t *progress_token,
+                      al_mcp_call **ret_call, json_t **ret_result) {
+    al_mcp_call *k = calloc(1, sizeof *k);
+    if (!k) {
+        *ret_result = tool_error("out of memory; run %s was started and goes on", run_id);
+        return 0;
+    }
+    k->s = s;
+    k->p = *p;
+    snprintf(k->run_id, sizeof k->run_id, "%s", run_id);
+    k->progress_token = progress_token ? json_incref(progress_token) : NULL;
+    json_t *row = load_run(s, p, run_id);
+    json_t *lim = row ? json_loads(json_string_value(json_object_get(row, "limits")), 0, NULL) : NULL;
+    k->timeout_s = (int)json_integer_value(json_object_get(lim, "timeout_s"));
+    json_decref(lim);
+    json_decref(row);
+    k->started_ms = al_now_ms();
+    k->deadline_ms = k->started_ms + (uint64_t)(k->timeout_s + RUN_SLACK_S) * 1000;
+    *ret_call = k;
+    return 0;
+}
+
 static int code_execution(al_service *s, const al_principal *p, json_t *args, json_t *progress_token,
                           al_mcp_call **ret_call, json_t **ret_result) {
     static const char *const keys[] = { "language", "code", "thread", "network", "files", "description", "timeout_s",
@@ -484,24 +566,7 @@ static int code_execution(al_service *s, const al_principal *p, json_t *args, js
         *ret_result = refusal;
         return 0;
     }
-    al_mcp_call *k = calloc(1, sizeof *k);
-    if (!k) {
-        *ret_result = tool_error("out of memory; run %s was started and goes on", run_id);
-        return 0;
-    }
-    k->s = s;
-    k->p = *p;
-    memcpy(k->run_id, run_id, sizeof run_id);
-    k->progress_token = progress_token ? json_incref(progress_token) : NULL;
-    json_t *row = load_run(s, p, run_id);
-    json_t *lim = row ? json_loads(json_string_value(json_object_get(row, "limits")), 0, NULL) : NULL;
-    k->timeout_s = (int)json_integer_value(json_object_get(lim, "timeout_s"));
-    json_decref(lim);
-    json_decref(row);
-    k->started_ms = al_now_ms();
-    k->deadline_ms = k->started_ms + (uint64_t)(k->timeout_s + RUN_SLACK_S) * 1000;
-    *ret_call = k;
-    return 0;
+    return follow_run(s, p, run_id, progress_token, ret_call, ret_result);
 }
 
 /* ----------------------------------------------------------- following */
@@ -888,20 +953,49 @@ int al_mcp_resource_read(al_service *s, const al_principal *p, const char *uri, 
 
 /* ---------------------------------------------------------------- skills */
 
-static json_t *run_skill_script(al_service *s, const al_principal *p, json_t *args) {
+static int run_skill_script(al_service *s, const al_principal *p, json_t *args, json_t *progress_token,
+                            al_mcp_call **ret_call, json_t **ret_result) {
     static const char *const keys[] = { "skill", "entrypoint", "arguments", "thread" };
     const char *bad = NULL;
-    if (!only_keys(args, keys, ELEMENTSOF(keys), &bad))
-        return tool_error("Unknown argument \"%s\". run_skill_script takes skill, entrypoint, arguments and thread.", bad);
-    if (!json_is_string(json_object_get(args, "skill")) || !json_is_string(json_object_get(args, "entrypoint")))
-        return tool_error("run_skill_script needs skill and entrypoint (strings).");
-    json_t *a = json_object_get(args, "arguments");
-    if (a && !json_is_object(a) && !json_is_null(a))
-        return tool_error("arguments must be an object.");
-    return tool_error("Skills are not available on this server: run_skill_script cannot run %.100s/%.100s. Use "
-                      "code_execution instead.",
-                      json_string_value(json_object_get(args, "skill")),
-                      json_string_value(json_object_get(args, "entrypoint")));
+    if (!only_keys(args, keys, ELEMENTSOF(keys), &bad)) {
+        *ret_result = tool_error("Unknown argument \"%s\". run_skill_script takes skill, entrypoint, arguments and "
+                                 "thread.", bad);
+        return 0;
+    }
+    const char *skill = json_string_value(json_object_get(args, "skill"));
+    const char *entrypoint = json_string_value(json_object_get(args, "entrypoint"));
+    json_t *a = json_object_get(args, "arguments"), *thread = json_object_get(args, "thread");
+    if (!skill || !entrypoint) {
+        *ret_result = tool_error("run_skill_script needs skill and entrypoint (strings); the tool's description lists "
+                                 "the skills here.");
+        return 0;
+    }
+    if ((a && !json_is_object(a) && !json_is_null(a)) || (thread && !json_is_string(thread) && !json_is_null(thread))) {
+        *ret_result = tool_error("arguments must be an object and thread a string.");
+        return 0;
+    }
+    json_t *empty = json_object(), *doc = NULL;
+    /* the one way a skill runs (REST's /v1/skills/{name}/run too): its
+     * allow-list, argument schema, approval, credits and audit */
+    unsigned st = al_skill_run(s, p, skill, entrypoint, json_is_object(a) ? a : empty, json_string_value(thread), NULL,
+                               NULL, false, AL_SKILL_RUN, &doc);
+    json_decref(empty);
+    const char *id = json_string_value(json_object_get(doc, "id"));
+    if ((st == 200 || st == 201) && id) {
+        char run_id[40];
+        snprintf(run_id, sizeof run_id, "%s", id);
+        json_decref(doc);
+        return follow_run(s, p, run_id, progress_token, ret_call, ret_result);
+    }
+    json_t *e = json_object_get(doc, "error");
+    const char *code = json_string_value(json_object_get(e, "code")) ?: "internal";
+    const char *msg = json_string_value(json_object_get(e, "message")) ?: "the skill could not be run";
+    if (strcmp(code, "tool_not_allowed") == 0)
+        *ret_result = tool_error("run_skill_script is not allowed in this workspace (not on its tool allow-list).");
+    else
+        *ret_result = tool_error("The skill was not run (%s): %s", code, msg);
+    json_decref(doc);
+    return 0;
 }
 
 /* ------------------------------------------------------------------ call */
@@ -923,18 +1017,7 @@ int al_mcp_tool_call(al_service *s, const al_principal *p, const char *name, jso
     else if (strcmp(name, "read_artifact") == 0)
         *ret_result = read_artifact(s, p, args);
     else if (strcmp(name, "run_skill_script") == 0) {
-        json_t *settings = al_settings_load(s, p->workspace_id);
-        bool ok = tool_allowed(settings, "run_skill_script");
-        json_decref(settings);
-        if (!ok) {
-            al_error err = { 0 };
-            al_audit_append(s->store, p->org_id, p->workspace_id, "capability.invoke_denied", p->person_id, NULL,
-                            json_pack("{s:s, s:s}", "tool", "run_skill_script", "reason",
-                                      "not on the workspace's tool allow-list"), &err);
-            *ret_result = tool_error("run_skill_script is not allowed in this workspace (not on its tool allow-list).");
-        } else {
-            *ret_result = run_skill_script(s, p, args);
-        }
+        r = run_skill_script(s, p, args, progress_token, ret_call, ret_result);
     } else
         r = -ENOENT;
     json_decref(empty);

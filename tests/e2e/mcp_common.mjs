@@ -122,9 +122,9 @@ export function commonTests(connect, label) {
     const missing = await client.callTool({ name: 'read_artifact', arguments: { uri: 'airlock://artifacts/art_doesnotexist' } });
     assert.equal(missing.isError, true);
     assert.match(text(missing), /No artifact/);
-    const skill = await client.callTool({ name: 'run_skill_script', arguments: { skill: 'chart', entrypoint: 'build' } });
+    const skill = await client.callTool({ name: 'run_skill_script', arguments: { skill: 'no-such-skill', entrypoint: 'build' } });
     assert.equal(skill.isError, true);
-    assert.match(text(skill), /skills are not available on this server/i);
+    assert.match(text(skill), /not_found.*no skill named no-such-skill/);
     await assert.rejects(client.callTool({ name: 'no_such_tool', arguments: {} }), (e) => e.code === -32602 && /Unknown tool/.test(e.message));
   });
 

@@ -10,9 +10,10 @@ import time
 
 import pytest
 
+from conftest import ROOT
 from node_util import node_test, npm_ci
 from test_image_default import CACHE, default_image  # noqa: F401
-from service_util import (audit_events, gov_tenant, put_settings, service, service_binary,  # noqa: F401
+from service_util import (Service, audit_events, gov_tenant, put_settings, service, service_binary,  # noqa: F401
                           walk_json)
 
 LATEST, PREVIOUS = "2025-11-25", "2025-06-18"
@@ -336,9 +337,6 @@ def test_allow_list_and_audit(service):
     assert r["isError"] is True and "allow-list" in text_of(r), r
     denied = audit_events(t.client, kind="capability.invoke_denied")
     assert any(e["data"].get("tool") == "code_execution" for e in denied), denied
-    put_settings(t.client, tools=[])
-    r = m.call("run_skill_script", {"skill": "x", "entrypoint": "y"})
-    assert r["isError"] is True and "allow-list" in text_of(r), r
 
 
 def test_credits_are_charged_and_enforced(service):
@@ -593,3 +591,70 @@ def test_airlock_mcp_stops_at_once_on_sigterm(service):
     assert p.wait(10) == 0
     assert time.monotonic() - t < 5
     assert b"stopped by signal 15" in p.stderr.read()
+    # the abandoned call's run goes on in the service; end it, so no box outlives the test
+    for run in service.ok("GET", "/v1/runs", query={"state": "running"})["runs"]:
+        service.cancel(run["id"])
+        service.wait_state(run["id"], "canceled")
+
+
+@pytest.fixture(scope="module")
+def skills_service(default_image, request):
+    """A service with the bundled skills and the default runtime image (the
+    skills run on it), built or reused by test_image_default's fixture."""
+    from service_util import ServiceSet
+    ss = ServiceSet(request)
+    svc = Service(ss.root / "skills", config={"skills_dir": str(ROOT / "skills")})
+    (svc.state / "images").symlink_to(CACHE / "images")
+    ss.services.append(svc.start())
+    yield svc
+    ss.close()
+
+
+def test_sdk_skill(skills_service):
+    npm_ci()
+    node_test("mcp_skills.test.mjs", sdk_env(skills_service), expect=1)
+
+
+def test_skill_refusals_and_allow_list(skills_service):
+    t = gov_tenant(skills_service, "mcpskill")
+    m = Mcp(skills_service, key=t.key)
+    tools = {x["name"]: x for x in m.request("tools/list")[2]["result"]["tools"]}
+    assert 'skill "csv-cleaner"' in tools["run_skill_script"]["description"]
+    r = m.call("run_skill_script", {"skill": "Not A Name", "entrypoint": "x"})
+    assert r["isError"] is True and "bad_request" in text_of(r), r
+    r = m.call("run_skill_script", {"skill": "chart-builder"})
+    assert r["isError"] is True and "entrypoint" in text_of(r), r
+    r = m.call("run_skill_script", {"skill": "chart-builder", "entrypoint": "chart", "arguments": [1]})
+    assert r["isError"] is True and "arguments must be an object" in text_of(r), r
+    put_settings(t.client, tools=["code_execution"])
+    assert "run_skill_script" not in {x["name"] for x in m.request("tools/list")[2]["result"]["tools"]}
+    r = m.call("run_skill_script", {"skill": "chart-builder", "entrypoint": "chart",
+                                    "arguments": {"input": "a.csv", "x": "a"}})
+    assert r["isError"] is True and "allow-list" in text_of(r), r
+    denied = audit_events(t.client, kind="capability.invoke_denied")
+    assert any(e["data"].get("tool") == "run_skill_script" for e in denied), denied
+
+
+def test_skill_run_waits_for_approval_like_code(skills_service):
+    """A skill's run goes through the same approval as code: waiting, then denied."""
+    t = gov_tenant(skills_service, "mcpskillappr")
+    put_settings(t.client, approval_policy="always")
+    _, approver = t.person_in("approver")
+    m = Mcp(skills_service, key=t.key)
+    out = {}
+    th = threading.Thread(target=lambda: out.update(a=m.request("tools/call", {"name": "run_skill_script", "arguments": {
+        "skill": "chart-builder", "entrypoint": "chart", "arguments": {"input": "x.csv", "x": "a"}}})))
+    th.start()
+    deadline = time.monotonic() + 30
+    pending = []
+    while not pending and time.monotonic() < deadline:
+        pending = approver.ok("GET", "/v1/runs", query={"state": "pending_approval"})["runs"]
+        time.sleep(0.05)
+    assert pending
+    approver.ok("POST", f"/v1/runs/{pending[0]['id']}/deny", json={"reason": "no charts today"})
+    th.join(30)
+    status, _, msgs = out["a"]
+    assert any(n.get("method") == "notifications/message" and n["params"]["data"].get("state") == "pending_approval"
+               for n in msgs[:-1]), msgs
+    last = msgs[-1]["result"]
+    assert last["isError"] is True and "no charts today" in text_of(last), last
