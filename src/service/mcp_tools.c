@@ -1,8 +1,9 @@
 /*
  * The MCP tools: code_execution, run_skill_script, list_artifacts and
- * read_artifact. A run is created by the same path as POST /v1/runs
- * (al_run_create), so the allow-list, audit, credits and approvals apply as
- * they do over REST; this file only translates arguments in and the run out,
+ * read_artifact, and artifacts as resources. Runs are created by the paths
+ * REST uses (al_run_create, and al_skill_run for skills), so the allow-list,
+ * audit, credits and approvals apply as they do over REST; this file only
+ * translates arguments in and the run out,
  * for a model: what it printed, how it ended, and its files as links (and
  * small images inline, so a model can look at its chart).
  */
