@@ -658,3 +658,27 @@ def test_skill_run_waits_for_approval_like_code(skills_service):
                for n in msgs[:-1]), msgs
     last = msgs[-1]["result"]
     assert last["isError"] is True and "no charts today" in text_of(last), last
+
+
+def test_a_quiet_wait_sends_progress_every_15_s(service, approval_tenant):
+    """What keeps a client whose timeout resets on progress waiting for a
+    person: a progress notification at least every 15 s."""
+    t, member, approver = approval_tenant
+    m = Mcp(service, key=member.key)
+    out = {}
+    th = threading.Thread(target=lambda: out.update(a=m.request("tools/call", {
+        "name": "code_execution", "_meta": {"progressToken": "slow"},
+        "arguments": {"language": "bash", "code": "echo x"}})))
+    th.start()
+    deadline = time.monotonic() + 30
+    pending = []
+    while not pending and time.monotonic() < deadline:
+        pending = approver.ok("GET", "/v1/runs", query={"state": "pending_approval"})["runs"]
+        time.sleep(0.05)
+    assert pending
+    time.sleep(16.5)
+    approver.ok("POST", f"/v1/runs/{pending[0]['id']}/deny", json={"reason": "took too long"})
+    th.join(30)
+    _, _, msgs = out["a"]
+    progress = [n["params"]["message"] for n in msgs if n.get("method") == "notifications/progress"]
+    assert any("Still waiting for approval" in p for p in progress), progress
