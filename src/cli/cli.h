@@ -10,6 +10,10 @@ int cli_serve(int argc, char **argv);
 int cli_admin(int argc, char **argv);
 /* airlock-server only: MCP over stdio, forwarded to a service */
 int cli_mcp(int argc, char **argv);
+/* airlock mcp --local: start a private service on STATE; its URL, a key,
+ * its pid and the state's lock. 0, or an exit status after saying why. */
+int cli_mcp_local(const char *state, char *ret_url, size_t url_len, char *ret_key, size_t key_len, pid_t *ret_pid,
+                  int *ret_lock_fd);
 int cli_image(int argc, char **argv);
 /* AIRLOCK_STATE or /var/lib/airlock */
 const char *cli_state_dir(void);

@@ -34,7 +34,7 @@ static int usage(FILE *f) {
                "  image build|ls|verify|rm                 runtime images (airlock image for help)\n"
                "  serve [--listen ADDR:PORT] [--state DIR] [--config FILE]   the execution service (docs/api.md)\n"
                "  admin [--state DIR] bootstrap|org|workspace|person|key|list  tenants and API keys\n"
-               "  mcp [--url URL] [--key KEY]              MCP over stdio, forwarded to a service (docs/api.md)\n"
+               "  mcp [--url URL] [--key KEY] | --local    MCP over stdio, to a service or a private one (docs/cli.md)\n"
                "  version                                  print the version\n\n"
                "see docs/cli.md\n");
     return f == stdout ? 0 : 125;

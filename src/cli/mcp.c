@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "cli.h"
 
@@ -286,24 +287,65 @@ static volatile sig_atomic_t terminated;
 static void on_term(int sig) { terminated = sig; }
 
 static int usage(FILE *f) {
-    fprintf(f, "usage: airlock mcp [--url URL] [--key KEY]\n\n"
+    fprintf(f, "usage: airlock mcp [--url URL] [--key KEY]\n"
+               "       airlock mcp --local [--state DIR]\n\n"
                "MCP over stdio (one JSON-RPC message per line), forwarded to the service's /mcp.\n"
-               "  --url URL   the service (default $AIRLOCK_URL, else http://127.0.0.1:8080)\n"
-               "  --key KEY   an API key (default $AIRLOCK_API_KEY)\n");
+               "  --url URL    the service (default $AIRLOCK_URL, else http://127.0.0.1:8080)\n"
+               "  --key KEY    an API key (default $AIRLOCK_API_KEY)\n"
+               "  --local      no service to set up: start a private one on this machine\n"
+               "  --state DIR  its state (default $AIRLOCK_STATE/mcp-local, else /var/lib/airlock/mcp-local)\n");
     return f == stdout ? 0 : 125;
 }
 
+/* End the private service of --local, if any, and wait for it. */
+static void stop_local(pid_t pid) {
+    if (pid <= 0)
+        return;
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+}
+
 int cli_mcp(int argc, char **argv) {
-    const char *url = getenv("AIRLOCK_URL"), *key = getenv("AIRLOCK_API_KEY");
+    const char *url = getenv("AIRLOCK_URL"), *key = getenv("AIRLOCK_API_KEY"), *state = NULL;
+    bool local = false, given = false;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--url") == 0 && i + 1 < argc)
+        if (strcmp(argv[i], "--url") == 0 && i + 1 < argc) {
             url = argv[++i];
-        else if (strcmp(argv[i], "--key") == 0 && i + 1 < argc)
+            given = true;
+        } else if (strcmp(argv[i], "--key") == 0 && i + 1 < argc) {
             key = argv[++i];
+            given = true;
+        } else if (strcmp(argv[i], "--local") == 0)
+            local = true;
+        else if (strcmp(argv[i], "--state") == 0 && i + 1 < argc)
+            state = argv[++i];
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             return usage(stdout);
         else
             return usage(stderr);
+    }
+    if ((local && given) || (state && !local)) {
+        fprintf(stderr, "airlock mcp: --local (with --state) or --url and --key, not both\n");
+        return 125;
+    }
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+        fprintf(stderr, "airlock mcp: cannot start libcurl\n");
+        return 1;
+    }
+    static char local_url[64], local_key[128], local_state[PATH_MAX];
+    pid_t server = -1;
+    int lock = -1;
+    if (local) {
+        if (!state) {
+            const char *base = getenv("AIRLOCK_STATE");
+            snprintf(local_state, sizeof local_state, "%s/mcp-local", base && *base ? base : "/var/lib/airlock");
+            state = local_state;
+        }
+        int r = cli_mcp_local(state, local_url, sizeof local_url, local_key, sizeof local_key, &server, &lock);
+        if (r != 0)
+            return r;
+        url = local_url;
+        key = local_key;
     }
     if (!url || !*url)
         url = "http://127.0.0.1:8080";
@@ -337,10 +379,6 @@ int cli_mcp(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
-        fprintf(stderr, "airlock mcp: cannot start libcurl\n");
-        return 1;
-    }
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
@@ -404,6 +442,7 @@ int cli_mcp(int argc, char **argv) {
     if (terminated) {
         /* the session is only set by initialize, which this thread waited for */
         end_session(&b);
+        stop_local(server);
         fprintf(stderr, "airlock mcp: stopped by signal %d\n", (int)terminated);
         /* calls under way are abandoned: their runs end on their own */
         _exit(0);
@@ -414,6 +453,9 @@ int cli_mcp(int argc, char **argv) {
         pthread_cond_wait(&b.cond, &b.mu);
     pthread_mutex_unlock(&b.mu);
     end_session(&b);
+    stop_local(server);
+    if (lock >= 0)
+        close(lock);
     curl_global_cleanup();
     return 0;
 }

@@ -56,3 +56,15 @@ export function pngSize(b64) {
   assert.equal(buf.subarray(12, 16).toString('latin1'), 'IHDR');
   return { width: buf.readUInt32BE(16), height: buf.readUInt32BE(20) };
 }
+
+// `airlock mcp --local`: no service given; it starts a private one.
+export async function localClient() {
+  const client = new Client({ name: 'airlock-e2e-local', version: '1.0.0' });
+  const transport = new StdioClientTransport({
+    command: env('AIRLOCK_SERVER_BIN'),
+    args: ['mcp', '--local', '--state', env('AIRLOCK_LOCAL_STATE')],
+    stderr: 'inherit',
+  });
+  await client.connect(transport);
+  return { client, transport };
+}

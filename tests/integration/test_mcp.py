@@ -5,6 +5,7 @@ client never sends: malformed messages, wrong keys, stale sessions, another
 tenant's artifacts, and both protocol versions."""
 import http.client
 import json
+import os
 import threading
 import time
 
@@ -499,7 +500,6 @@ def test_network_policy_is_passed_through(service):
 
 def stdio(service, lines, args=(), env=None, timeout=60):
     """`airlock mcp` with LINES on stdin; (exit status, [stdout messages], stderr)."""
-    import os
     import subprocess
     full = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
     full.update(env or {})
@@ -682,3 +682,52 @@ def test_a_quiet_wait_sends_progress_every_15_s(service, approval_tenant):
     _, _, msgs = out["a"]
     progress = [n["params"]["message"] for n in msgs if n.get("method") == "notifications/progress"]
     assert any("Still waiting for approval" in p for p in progress), progress
+
+
+def test_sdk_stdio_local(tmp_path):
+    """airlock mcp --local: the SDK's stdio tests against a private service."""
+    npm_ci()
+    node_test("mcp_local.test.mjs", {"AIRLOCK_SERVER_BIN": str(service_binary().parent / "airlock-server"),
+                                     "AIRLOCK_LOCAL_STATE": str(tmp_path / "local")}, expect=12)
+
+
+def test_airlock_mcp_local_keeps_threads_and_is_one_at_a_time(tmp_path):
+    import subprocess
+    state = tmp_path / "local"
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "code_execution", "arguments": {
+        "language": "bash", "code": "echo kept > /out/k.txt", "thread": "t"}}}
+    code, out, err = stdio(None, [INIT, call], args=["--local", "--state", str(state)])
+    assert code == 0 and out[-1]["result"]["isError"] is False, (out, err)
+    key = (state / "mcp-local.key").read_text()
+    assert oct((state / "mcp-local.key").stat().st_mode & 0o777) == "0o600"
+    # a later session: same key, the thread's files still there
+    lst = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "list_artifacts",
+                                                                         "arguments": {"thread": "t"}}}
+    code, out, err = stdio(None, [INIT, lst], args=["--local", "--state", str(state)])
+    assert code == 0 and [a["path"] for a in out[-1]["result"]["structuredContent"]["artifacts"]] == ["k.txt"], out
+    assert (state / "mcp-local.key").read_text() == key
+    # one airlock mcp --local per state directory
+    first = subprocess.Popen([str(service_binary()), "mcp", "--local", "--state", str(state)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        first.stdin.write((json.dumps(INIT) + "\n").encode())
+        first.stdin.flush()
+        assert json.loads(first.stdout.readline())["id"] == 1
+        code, out, err = stdio(None, [INIT], args=["--local", "--state", str(state)])
+        assert code == 125 and out == [] and "in use" in err, err
+    finally:
+        first.stdin.close()
+        assert first.wait(30) == 0
+    # its private service ended with it
+    left = [p for p in os.listdir("/proc") if p.isdigit() and str(state).encode() in _cmdline(p)]
+    assert not left, left
+    code, out, err = stdio(None, [INIT], args=["--local", "--url", "http://x"])
+    assert code == 125 and "not both" in err
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
