@@ -184,7 +184,7 @@ json_t *al_run_json(al_service *s, json_t *row) {
     return out;
 }
 
-static json_t *load_run(al_service *s, const al_principal *p, const char *id) {
+json_t *al_run_load(al_service *s, const al_principal *p, const char *id) {
     al_error err = { 0 };
     json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ? AND workspace_id = ?", "ss", id,
                                   p->workspace_id);
@@ -583,7 +583,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         ret = run_error(ret_doc, 500, "internal", "cannot record the run: %s", err.msg);
         goto out;
     }
-    json_t *run_row = load_run(s, p, run_id);
+    json_t *run_row = al_run_load(s, p, run_id);
     char in_hash[65];
     al_approval_hash(run_row, in_hash);
     al_governance_audit(s, run_row, "capability.invoke_allowed", NULL,
@@ -629,12 +629,12 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         for (;;) {
             json_decref(row);
             uint64_t gen = al_service_event_gen(s);
-            row = load_run(s, p, run_id);
+            row = al_run_load(s, p, run_id);
             if (!row || is_terminal(json_string_value(json_object_get(row, "state"))))
                 break;
             if (!al_service_wait_event(s, gen, &until)) {
                 json_decref(row);
-                row = load_run(s, p, run_id);
+                row = al_run_load(s, p, run_id);
                 break;
             }
         }
@@ -647,7 +647,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         json_decref(row);
         goto out;
     }
-    json_t *row = load_run(s, p, run_id);
+    json_t *row = al_run_load(s, p, run_id);
     *ret_doc = al_run_json(s, row);
     ret = 201;
     json_decref(row);
@@ -658,7 +658,7 @@ out:
 
 int al_run_cancel(al_service *s, const al_principal *p, const char *id) {
     al_error err = { 0 };
-    json_t *row = load_run(s, p, id);
+    json_t *row = al_run_load(s, p, id);
     if (!row)
         return -ENOENT;
     const char *st = json_string_value(json_object_get(row, "state"));
@@ -674,7 +674,7 @@ int al_run_cancel(al_service *s, const al_principal *p, const char *id) {
                                       "error_message = 'canceled while waiting for approval', finished_at = ? "
                                       "WHERE id = ? AND state = 'pending_approval'", "ss", now, id);
         al_service_append_event(s, id, "state", json_pack("{s:s}", "state", "canceled"));
-        row = load_run(s, p, id);
+        row = al_run_load(s, p, id);
         al_service_append_event(s, id, "result", al_run_json(s, row));
         json_decref(row);
         return 1;
@@ -844,7 +844,7 @@ static void sse_free(void *cls) {
 }
 
 static enum MHD_Result run_events(al_service *s, struct MHD_Connection *c, const al_principal *p, const char *id) {
-    json_t *row = load_run(s, p, id);
+    json_t *row = al_run_load(s, p, id);
     if (!row)
         return reply_error(c, 404, "not_found", "no run %s", id);
     json_decref(row);
@@ -972,7 +972,7 @@ static bool may_approve(const al_principal *p) {
 
 static enum MHD_Result decide(al_service *s, struct MHD_Connection *c, const al_principal *p, const char *id,
                               bool approve, request *rq) {
-    json_t *row = load_run(s, p, id);
+    json_t *row = al_run_load(s, p, id);
     if (!row)
         return reply_error(c, 404, "not_found", "no run %s", id);
     if (!may_approve(p)) {
@@ -1002,7 +1002,7 @@ static enum MHD_Result decide(al_service *s, struct MHD_Connection *c, const al_
         return reply_error(c, 409, "conflict", "%s", err.msg);
     if (r < 0)
         return reply_error(c, 500, "internal", "%s", err.msg);
-    row = load_run(s, p, id);
+    row = al_run_load(s, p, id);
     enum MHD_Result ret = reply_json(c, 200, al_run_json(s, row));
     json_decref(row);
     return ret;
@@ -1135,7 +1135,7 @@ static enum MHD_Result audit(al_service *s, struct MHD_Connection *c, const al_p
 
 static enum MHD_Result trace(al_service *s, struct MHD_Connection *c, const al_principal *p, const char *id) {
     al_error err = { 0 };
-    json_t *row = load_run(s, p, id);
+    json_t *row = al_run_load(s, p, id);
     if (!row)
         return reply_error(c, 404, "not_found", "no run %s", id);
     json_t *rj = al_run_json(s, row);
@@ -1492,7 +1492,7 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
     }
     if (n >= 3 && strcmp(seg[1], "runs") == 0) {
         if (n == 3 && get) {
-            json_t *row = load_run(s, &p, seg[2]);
+            json_t *row = al_run_load(s, &p, seg[2]);
             if (!row)
                 return reply_error(c, 404, "not_found", "no run %s", seg[2]);
             enum MHD_Result r = reply_json(c, 200, al_run_json(s, row));
@@ -1511,7 +1511,7 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
                 return reply_error(c, 404, "not_found", "no run %s", seg[2]);
             if (r == 0)
                 return reply_error(c, 409, "conflict", "run %s has already ended", seg[2]);
-            json_t *row = load_run(s, &p, seg[2]);
+            json_t *row = al_run_load(s, &p, seg[2]);
             enum MHD_Result ret = reply_json(c, 202, al_run_json(s, row));
             json_decref(row);
             return ret;

@@ -445,15 +445,6 @@ static bool only_keys(json_t *args, const char *const *keys, size_t n, const cha
     return true;
 }
 
-static json_t *load_run(al_service *s, const al_principal *p, const char *id) {
-    al_error err = { 0 };
-    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ? AND workspace_id = ?", "ss", id,
-                                  p->workspace_id);
-    json_t *row = rows && json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
-    json_decref(rows);
-    return row;
-}
-
 /*
  * Start a run through al_run_create, the one path POST /v1/runs and the
  * skills also take (allow-list, audit, credits, quotas, approvals). 0 and
@@ -495,7 +486,7 @@ static int follow_run(al_service *s, const al_principal *p, const char *run_id, 
     k->p = *p;
     snprintf(k->run_id, sizeof k->run_id, "%s", run_id);
     k->progress_token = progress_token ? json_incref(progress_token) : NULL;
-    json_t *row = load_run(s, p, run_id);
+    json_t *row = al_run_load(s, p, run_id);
     json_t *lim = row ? json_loads(json_string_value(json_object_get(row, "limits")), 0, NULL) : NULL;
     k->timeout_s = (int)json_integer_value(json_object_get(lim, "timeout_s"));
     json_decref(lim);
@@ -634,7 +625,7 @@ static json_t *denied_result(json_t *run) {
 }
 
 static json_t *final_result(al_mcp_call *k) {
-    json_t *row = load_run(k->s, &k->p, k->run_id);
+    json_t *row = al_run_load(k->s, &k->p, k->run_id);
     if (!row)
         return tool_error("run %s vanished", k->run_id);
     json_t *run = al_run_json(k->s, row);

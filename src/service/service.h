@@ -92,6 +92,9 @@ void al_blob_path(al_service *s, const char *sha, char *buf, size_t len);
 void al_rm_rf(const char *path);
 
 /* governance.c */
+/* The run ID of P's workspace (its row), or NULL: other workspaces' runs do
+ * not exist for P. */
+json_t *al_run_load(al_service *s, const al_principal *p, const char *id);
 json_t *al_settings_load(al_service *s, const char *ws_id);
 /* Whether ALLOWED (a settings network_allowed list) holds MODE. */
 bool al_network_mode_allowed(json_t *allowed, al_net_mode mode);

@@ -74,6 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 }
 
 #ifndef AIRLOCK_LIBFUZZER
+#include "mutate.h"
+
 static const char *const seeds[] = {
     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\","
     "\"capabilities\":{},\"clientInfo\":{\"name\":\"x\",\"version\":\"1\"}}}",
@@ -85,13 +87,6 @@ static const char *const seeds[] = {
     "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]",
 };
 
-static uint64_t rng = 0x9e3779b97f4a7c15ULL;
-static uint64_t next(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
 
 int main(int argc, char **argv) {
     long iters = argc > 1 ? atol(argv[1]) : 200000;
@@ -100,55 +95,19 @@ int main(int argc, char **argv) {
                                         "1e999", "-1", "\"id\":", "\"method\":", "\"params\":", "\"result\":",
                                         "\"jsonrpc\":\"2.0\",", "\"2025-06-18\"", "\x00", "\xff" };
     uint8_t buf[4096];
-    struct timespec t0, t1;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     long i = 0;
     for (; i < iters; i++) {
-        const char *seed = seeds[next() % (sizeof seeds / sizeof seeds[0])];
+        const char *seed = seeds[fuzz_next() % (sizeof seeds / sizeof seeds[0])];
         size_t len = strlen(seed);
         memcpy(buf, seed, len);
-        int muts = (int)(next() % 4);
-        for (int k = 0; k < muts; k++) {
-            size_t at = len ? next() % (len + 1) : 0;
-            switch (next() % 5) {
-            case 0: /* flip a byte */
-                if (len)
-                    buf[at % len] ^= (uint8_t)(1u << (next() % 8));
-                break;
-            case 1: /* random byte */
-                if (len)
-                    buf[at % len] = (uint8_t)next();
-                break;
-            case 2: /* delete a span */
-                if (len) {
-                    size_t n = 1 + next() % 8;
-                    if (at + n > len)
-                        n = len - at;
-                    memmove(buf + at, buf + at + n, len - at - n);
-                    len -= n;
-                }
-                break;
-            case 3: { /* insert a dictionary word */
-                const char *w = dict[next() % (sizeof dict / sizeof dict[0])];
-                size_t n = w[0] ? strlen(w) : 1;
-                if (len + n < sizeof buf) {
-                    memmove(buf + at + n, buf + at, len - at);
-                    memcpy(buf + at, w, n);
-                    len += n;
-                }
-                break;
-            }
-            default: /* truncate */
-                len = at;
-                break;
-            }
-        }
+        int muts = (int)(fuzz_next() % 4);
+        for (int k = 0; k < muts; k++)
+            fuzz_mutate(buf, &len, sizeof buf, dict, sizeof dict / sizeof dict[0], false);
         LLVMFuzzerTestOneInput(buf, len);
-        if ((i & 1023) == 0) {
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            if ((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9 > budget)
-                break;
-        }
+        if (fuzz_over(i, &t0, budget))
+            break;
     }
     printf("fuzz_mcp: %ld inputs, no crash; %ld requests, %ld notifications, %ld responses, %ld refused\n", i,
            n_request, n_notification, n_response, n_error);

@@ -97,6 +97,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 }
 
 #ifndef AIRLOCK_LIBFUZZER
+#include "mutate.h"
+
 static const char *const seeds[] = {
     "CONNECT allowed.example:443 HTTP/1.1\r\nHost: allowed.example:443\r\n\r\n",
     "GET http://allowed.example/path?q=1 HTTP/1.1\r\nHost: evil.example\r\nAccept: */*\r\n\r\n",
@@ -107,14 +109,6 @@ static const char *const seeds[] = {
     "\x00\x0b\x00\x00\x00\x07\x00\x05\x00\x00\x02\x61\x62",
 };
 
-static uint64_t rng = 0x9e3779b97f4a7c15ULL;
-static uint64_t next(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-
 int main(int argc, char **argv) {
     long iters = argc > 1 ? atol(argv[1]) : 200000;
     double budget = argc > 2 ? atof(argv[2]) : 30.0;
@@ -122,66 +116,21 @@ int main(int argc, char **argv) {
                                         "https://", "HTTP/1.1", "Content-Length: 1\r\n", "Transfer-Encoding: chunked\r\n",
                                         "\x16\x03\x01", "\x00", "0x7f.1", "::ffff:", "65535", "99999" };
     uint8_t buf[AL_REQ_HEAD_MAX + 64];
-    struct timespec t0, t1;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     long i = 0;
     for (; i < iters; i++) {
-        const char *seed = seeds[next() % (sizeof seeds / sizeof seeds[0])];
+        const char *seed = seeds[fuzz_next() % (sizeof seeds / sizeof seeds[0])];
         size_t len = strlen(seed);
         if (seed == seeds[5])
             len = 63;
         memcpy(buf, seed, len);
-        int muts = 1 + (int)(next() % 8);
-        for (int m = 0; m < muts; m++) {
-            size_t at = len ? next() % (len + 1) : 0;
-            switch (next() % 6) {
-            case 0: /* flip a byte */
-                if (len)
-                    buf[at % len] ^= (uint8_t)(1u << (next() % 8));
-                break;
-            case 1: /* random byte */
-                if (len)
-                    buf[at % len] = (uint8_t)next();
-                break;
-            case 2: /* delete a span */
-                if (len) {
-                    size_t n = 1 + next() % 8;
-                    if (at + n > len)
-                        n = len - at;
-                    memmove(buf + at, buf + at + n, len - at - n);
-                    len -= n;
-                }
-                break;
-            case 3: { /* insert a dictionary word */
-                const char *w = dict[next() % (sizeof dict / sizeof dict[0])];
-                size_t n = w[0] ? strlen(w) : 1;
-                if (len + n < sizeof buf) {
-                    memmove(buf + at + n, buf + at, len - at);
-                    memcpy(buf + at, w, n);
-                    len += n;
-                }
-                break;
-            }
-            case 4: /* truncate */
-                len = at;
-                break;
-            default: /* duplicate a span (long heads, repeated headers) */
-                if (len && len * 2 < sizeof buf) {
-                    size_t n = 1 + next() % len;
-                    if (at + n > len)
-                        n = len - at;
-                    memmove(buf + at + n, buf + at, len - at);
-                    len += n;
-                }
-                break;
-            }
-        }
+        int muts = 1 + (int)(fuzz_next() % 8);
+        for (int m = 0; m < muts; m++)
+            fuzz_mutate(buf, &len, sizeof buf, dict, sizeof dict / sizeof dict[0], true);
         LLVMFuzzerTestOneInput(buf, len);
-        if ((i & 1023) == 0) {
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            if ((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9 > budget)
-                break;
-        }
+        if (fuzz_over(i, &t0, budget))
+            break;
     }
     printf("fuzz_proxy: %ld inputs, no crash; %ld parsed (%ld CONNECT, %ld allowed, %ld rewritten), %ld with an SNI\n",
            i, n_parsed, n_connect, n_allowed, n_rewritten, n_sni);

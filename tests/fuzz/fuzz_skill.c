@@ -211,13 +211,10 @@ static void fix_checksums(uint8_t *buf, size_t len) {
     }
 }
 
-static uint64_t rng = 0x9e3779b97f4a7c15ULL;
-static uint64_t next(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+#include "mutate.h"
+
+/* the tar-aware mutations below draw from the shared PRNG */
+#define next fuzz_next
 
 #define BUF_MAX 16384
 

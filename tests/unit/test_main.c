@@ -14,17 +14,7 @@
 #include "service/dlp.h"
 #include "util/util.h"
 
-static int passed, failed;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            passed++;                                                                              \
-        } else {                                                                                   \
-            failed++;                                                                              \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                        \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 static void test_sizes(void) {
     uint64_t v = 0;

@@ -4,17 +4,7 @@
 
 #include "service/skills.h"
 
-static int passed, failed;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            passed++;                                                                              \
-        } else {                                                                                   \
-            failed++;                                                                              \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                        \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 /* Parse TEXT as a manifest; 0 or -errno, and the message in MSG. */
 static int manifest(const char *text, char *msg) {

@@ -1,0 +1,16 @@
+/* The unit tests' one assertion: counts, and names the failed condition. */
+#pragma once
+
+#include <stdio.h>
+
+static int passed, failed;
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            passed++;                                                                              \
+        } else {                                                                                   \
+            failed++;                                                                              \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                        \
+        }                                                                                          \
+    } while (0)
