@@ -562,6 +562,8 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         json_object_set(inputs, "args", args);
     if (ex->skill)
         json_object_set(inputs, "skill", ex->skill);
+    /* which interface the call came through, for the audit at its end */
+    json_object_set_new(inputs, "via", json_string(ex->via ? ex->via : "rest"));
     char *inputs_text = json_dumps(inputs, JSON_COMPACT);
     json_decref(inputs);
     const char *policy = json_string_value(json_object_get(settings, "approval_policy"));
@@ -587,8 +589,8 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     char in_hash[65];
     al_approval_hash(run_row, in_hash);
     al_governance_audit(s, run_row, "capability.invoke_allowed", NULL,
-                        json_pack("{s:s, s:s, s:s}", "tool", tool, "language", language, "approval",
-                                  needs_approval ? "required" : "not required"));
+                        json_pack("{s:s, s:s, s:s, s:s}", "tool", tool, "language", language, "approval",
+                                  needs_approval ? "required" : "not required", "via", ex->via ? ex->via : "rest"));
     if (needs_approval) {
         char apid[40], expires[40];
         al_store_new_id("apr", apid, sizeof apid);
@@ -694,7 +696,8 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
     }
     const char *wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
     const char *ts = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout_s");
-    al_run_extra x = { .wait = piston || (wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0)) };
+    al_run_extra x = { .wait = piston || (wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0)),
+                       .via = piston ? "piston" : "rest" };
     if (wait && !x.wait && strcmp(wait, "false") != 0 && strcmp(wait, "0") != 0) {
         json_decref(body);
         return reply_error(c, 400, "bad_request", "wait must be true or false");
@@ -1339,7 +1342,8 @@ static enum MHD_Result skill_start(al_service *s, struct MHD_Connection *c, cons
         return reply_error(c, 400, "bad_request", "the body must be a JSON object {entrypoint, args, thread_id}: %s",
                            jerr.text);
     }
-    static const char *const keys[] = { "entrypoint", "args", "thread_id", "limits", "digest" };
+    /* digest last: only the test bench picks a version */
+    static const char *const keys[] = { "entrypoint", "args", "thread_id", "limits", "network", "digest" };
     const char *k;
     json_t *v;
     json_object_foreach(b, k, v) {
@@ -1348,25 +1352,28 @@ static enum MHD_Result skill_start(al_service *s, struct MHD_Connection *c, cons
             ok |= strcmp(k, keys[i]) == 0;
         if (!ok) {
             enum MHD_Result r = reply_error(c, 400, "bad_request", "unknown field \"%.64s\" (entrypoint, args, thread_id, "
-                                                                   "limits%s)", k, test ? ", digest" : "");
+                                                                   "limits, network%s)", k, test ? ", digest" : "");
             json_decref(b);
             return r;
         }
     }
     json_t *ep = json_object_get(b, "entrypoint"), *thread = json_object_get(b, "thread_id");
-    json_t *dg = json_object_get(b, "digest"), *lim = json_object_get(b, "limits");
+    json_t *dg = json_object_get(b, "digest"), *lim = json_object_get(b, "limits"), *net = json_object_get(b, "network");
     if (!json_is_string(ep) || (thread && !json_is_null(thread) && (!json_is_string(thread) ||
                                                                      !valid_thread_id(json_string_value(thread)))) ||
-        (dg && !json_is_string(dg)) || (lim && !json_is_null(lim) && !json_is_object(lim))) {
+        (dg && !json_is_string(dg)) || (lim && !json_is_null(lim) && !json_is_object(lim)) ||
+        (net && !json_is_null(net) && !json_is_string(net))) {
         json_decref(b);
         return reply_error(c, 400, "bad_request", "want entrypoint (a string), args (an object), thread_id "
-                                                  "([A-Za-z0-9._-]{1,64}), limits (an object)");
+                                                  "([A-Za-z0-9._-]{1,64}), limits (an object), network (a policy string)");
     }
     const char *wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
     bool want_wait = test || (wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0));
     json_t *doc = NULL;
+    al_skill_opts o = { .digest = json_string_value(dg), .limits = lim, .network = json_string_value(net),
+                        .via = "rest", .wait = want_wait, .mode = test ? AL_SKILL_TEST : AL_SKILL_RUN };
     unsigned st = al_skill_run(s, p, name, json_string_value(ep), json_object_get(b, "args"), json_string_value(thread),
-                               json_string_value(dg), lim, want_wait, test ? AL_SKILL_TEST : AL_SKILL_RUN, &doc);
+                               &o, &doc);
     json_decref(b);
     return reply_doc(c, st, doc);
 }

@@ -136,7 +136,8 @@ static char *skill_catalogue(al_service *s, const al_principal *p) {
 
 static json_t *tool_run_skill_script(al_service *s, const al_principal *p) {
     json_t *tool = json_pack(
-        "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:s}}, s:[s, s], s:b},"
+        "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:s}, s:{s:s, s:s}},"
+        " s:[s, s], s:b},"
         " s:{s:b, s:b, s:b, s:b}}",
         "name", "run_skill_script", "title", "Run a skill's script",
         "description",
@@ -150,6 +151,8 @@ static json_t *tool_run_skill_script(al_service *s, const al_principal *p) {
         "arguments", "type", "object", "description", "The entrypoint's arguments, as its schema describes them.",
         "thread", "type", "string", "pattern", "^[A-Za-z0-9._-]{1,64}$", "description",
         "Optional working session whose files are the skill's inputs and which gets its outputs.",
+        "network", "type", "string", "description",
+        "Optional network policy, as code_execution takes it (the workspace's default when absent).",
         "required", "skill", "entrypoint", "additionalProperties", false,
         "annotations", "readOnlyHint", false, "destructiveHint", false, "idempotentHint", false, "openWorldHint",
         false);
@@ -552,7 +555,8 @@ static int code_execution(al_service *s, const al_principal *p, json_t *args, js
     }
     char run_id[40];
     json_t *refusal = NULL;
-    int r = start_run(s, p, body, NULL, "code_execution", run_id, &refusal);
+    static const al_run_extra via_mcp = { .via = "mcp" };
+    int r = start_run(s, p, body, &via_mcp, "code_execution", run_id, &refusal);
     json_decref(body);
     if (r < 0) {
         *ret_result = refusal;
@@ -947,11 +951,11 @@ int al_mcp_resource_read(al_service *s, const al_principal *p, const char *uri, 
 
 static int run_skill_script(al_service *s, const al_principal *p, json_t *args, json_t *progress_token,
                             al_mcp_call **ret_call, json_t **ret_result) {
-    static const char *const keys[] = { "skill", "entrypoint", "arguments", "thread" };
+    static const char *const keys[] = { "skill", "entrypoint", "arguments", "thread", "network" };
     const char *bad = NULL;
     if (!only_keys(args, keys, ELEMENTSOF(keys), &bad)) {
-        *ret_result = tool_error("Unknown argument \"%s\". run_skill_script takes skill, entrypoint, arguments and "
-                                 "thread.", bad);
+        *ret_result = tool_error("Unknown argument \"%s\". run_skill_script takes skill, entrypoint, arguments, "
+                                 "thread and network.", bad);
         return 0;
     }
     const char *skill = json_string_value(json_object_get(args, "skill"));
@@ -969,8 +973,15 @@ static int run_skill_script(al_service *s, const al_principal *p, json_t *args, 
     json_t *empty = json_object(), *doc = NULL;
     /* the one way a skill runs (REST's /v1/skills/{name}/run too): its
      * allow-list, argument schema, approval, credits and audit */
-    unsigned st = al_skill_run(s, p, skill, entrypoint, json_is_object(a) ? a : empty, json_string_value(thread), NULL,
-                               NULL, false, AL_SKILL_RUN, &doc);
+    json_t *net = json_object_get(args, "network");
+    if (net && !json_is_null(net) && !json_is_string(net)) {
+        json_decref(empty);
+        *ret_result = tool_error("network must be a policy string, as code_execution takes it.");
+        return 0;
+    }
+    al_skill_opts o = { .network = json_string_value(net), .via = "mcp", .mode = AL_SKILL_RUN };
+    unsigned st = al_skill_run(s, p, skill, entrypoint, json_is_object(a) ? a : empty, json_string_value(thread), &o,
+                               &doc);
     json_decref(empty);
     const char *id = json_string_value(json_object_get(doc, "id"));
     if ((st == 200 || st == 201) && id) {

@@ -429,8 +429,9 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
                         json_integer_value(json_object_get(ev, "bytes_down"));
     }
     al_governance_audit(s, run, "tool.call", NULL,
-                        json_pack("{s:s, s:s, s:s, s:O, s:s, s:s, s:I, s:O, s:s, s:{s:I, s:I, s:I}, s:s, s:i}",
-                                  "tool", skill ? "run_skill_script" : "code_execution", "invocation_id", run_id,
+                        json_pack("{s:s, s:s, s:s, s:s, s:O, s:s, s:s, s:I, s:O, s:s, s:{s:I, s:I, s:I}, s:s, s:i}",
+                                  "tool", skill ? "run_skill_script" : "code_execution", "via",
+                                  json_string_value(json_object_get(ins, "via")) ?: "rest", "invocation_id", run_id,
                                   "input_sha256", input_hash,
                                   "exit_code", exit_code ? exit_code : json_null(), "output_preview", preview,
                                   "language", json_string_value(json_object_get(run, "language")), "duration_ms",

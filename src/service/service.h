@@ -122,6 +122,7 @@ typedef struct al_run_extra {
     const char *args_json;        /* a skill's arguments, staged as /work/args.json */
     bool wait;                    /* answer when the run has ended */
     uint64_t wait_secs;           /* 0: the run's timeout + 30 s */
+    const char *via;              /* the interface: "rest" (NULL), "piston", "mcp"; audited */
 } al_run_extra;
 
 /* Create a run from BODY (the JSON of POST /v1/runs) for P: validation,

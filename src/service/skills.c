@@ -443,8 +443,13 @@ static unsigned resolve(al_service *s, const al_principal *p, const char *name, 
 }
 
 unsigned al_skill_run(al_service *s, const al_principal *p, const char *name, const char *entrypoint, json_t *args,
-                      const char *thread_id, const char *digest, json_t *limits, bool wait, al_skill_mode mode,
-                      json_t **ret) {
+                      const char *thread_id, const al_skill_opts *opts, json_t **ret) {
+    static const al_skill_opts defaults = { .mode = AL_SKILL_RUN };
+    const al_skill_opts *opt = opts ? opts : &defaults;
+    const char *digest = opt->digest;
+    json_t *limits = opt->limits;
+    bool wait = opt->wait;
+    al_skill_mode mode = opt->mode;
     if (!name || !al_skill_name_valid(name))
         return fail(ret, 400, "bad_request", "skill must be a skill's name (1-64 characters of a-z 0-9 -)");
     if (!entrypoint || !*entrypoint)
@@ -488,6 +493,8 @@ unsigned al_skill_run(al_service *s, const al_principal *p, const char *name, co
     free(code);
     if (thread_id)
         json_object_set_new(body, "thread_id", json_string(thread_id));
+    if (opt->network)
+        json_object_set_new(body, "network", json_string(opt->network));
     /* what a listing of runs, and an approver, see first */
     json_object_set_new(body, "description", json_sprintf("skill %s %s, entrypoint %s%s", name,
                                                           json_string_value(json_object_get(m, "version")), entrypoint,
@@ -507,7 +514,7 @@ unsigned al_skill_run(al_service *s, const al_principal *p, const char *name, co
     json_t *skill = json_pack("{s:s, s:O, s:s, s:s, s:O, s:s}", "name", name, "version", json_object_get(m, "version"),
                               "digest", dg, "entrypoint", entrypoint, "script", json_object_get(ep, "script"), "mode",
                               mode == AL_SKILL_TEST ? "test" : "run");
-    al_run_extra x = { .tool = "run_skill_script", .skill = skill, .args_json = args_text, .wait = wait };
+    al_run_extra x = { .tool = "run_skill_script", .skill = skill, .args_json = args_text, .wait = wait, .via = opt->via };
     st = al_run_create(s, p, body, &x, ret);
     if (st == 400 && strstr(json_string_value(json_object_get(json_object_get(*ret, "error"), "message")) ?: "", "image")) {
         /* say which skill needs what */

@@ -89,9 +89,11 @@ typedef enum al_skill_mode {
  * all come here, and from here the run goes through the same path as
  * POST /v1/runs (tool allow-list, approval, credits, queue, audit).
  *
- * DIGEST (may be NULL) picks one version in AL_SKILL_TEST mode. LIMITS
- * (may be NULL) is the `limits` object of POST /v1/runs. WAIT: return when
- * the run has ended (or the run's timeout + 30 s passed).
+ * O (may be NULL: all defaults): DIGEST picks one version in
+ * AL_SKILL_TEST mode; LIMITS is the `limits` object of POST /v1/runs;
+ * NETWORK its `network` policy (NULL: the workspace's default); VIA the
+ * interface the call came through, for the audit; WAIT: return when the
+ * run has ended (or the run's timeout + 30 s passed).
  *
  * Returns an HTTP status and sets *RET_DOC (always, owned by the caller):
  *   201  started (200 with WAIT: ended); the run object, with "skill"
@@ -102,9 +104,17 @@ typedef enum al_skill_mode {
  *   402, 429, 503, 507, 500 as POST /v1/runs
  * Errors are {"error": {"code", "message"}}, the message written for a model.
  */
+typedef struct al_skill_opts {
+    const char *digest;
+    json_t *limits;
+    const char *network;
+    const char *via;              /* "rest", "mcp" */
+    bool wait;
+    al_skill_mode mode;
+} al_skill_opts;
+
 unsigned al_skill_run(al_service *s, const al_principal *p, const char *name, const char *entrypoint, json_t *args,
-                      const char *thread_id, const char *digest, json_t *limits, bool wait, al_skill_mode mode,
-                      json_t **ret_doc);
+                      const char *thread_id, const al_skill_opts *o, json_t **ret_doc);
 
 /* The HTTP side of the other routes; each returns a status and a document. */
 unsigned al_skills_upload(al_service *s, const al_principal *p, const void *body, size_t len, json_t **ret_doc);

@@ -331,6 +331,15 @@ def test_allow_list_and_audit(service):
     run_id = r["structuredContent"]["run_id"]
     allowed = [e for e in audit_events(t.client, kind="capability.invoke_allowed") if e["run_id"] == run_id]
     assert allowed and allowed[0]["data"]["tool"] == "code_execution", allowed
+    # the audit says which interface each call came through
+    assert allowed[0]["data"]["via"] == "mcp", allowed
+    rest = t.client.run("print(3)")
+    status, _, _ = t.client.request("POST", f"/piston/{t.key}/api/v2/execute",
+                                    json={"language": "python", "version": "*", "files": [{"content": "print(4)"}]})
+    assert status == 200
+    calls = {e["run_id"]: e["data"]["via"] for e in audit_events(t.client, kind="tool.call")}
+    assert calls[run_id] == "mcp" and calls[rest["id"]] == "rest", calls
+    assert sorted(calls.values()) == ["mcp", "piston", "rest"], calls
     put_settings(t.client, tools=["run_skill_script"])
     names = {x["name"] for x in m.request("tools/list")[2]["result"]["tools"]}
     assert names == {"run_skill_script", "list_artifacts", "read_artifact"}, names

@@ -419,6 +419,16 @@ def test_pdf_report(svc, image):
 # --------------------------------------------- a workspace's own skill
 
 
+def test_skill_runs_take_a_network_policy_within_the_workspace_allow_list(svc, image):
+    events = [{"summary": "x", "start": "2025-03-04T10:00:00Z", "duration_minutes": 5}]
+    run = ok_run(svc, "calendar-scheduler", "schedule", {"events": events}, network="hosts:example.org")
+    assert run["network"] == "hosts:example.org" and run["result"]["network"]["mode"] == "hosts", run["network"]
+    refused = skill_run(svc, "calendar-scheduler", "schedule", {"events": events}, want=403, network="internet")
+    assert refused["error"]["code"] == "network_not_allowed", refused
+    bad = skill_run(svc, "calendar-scheduler", "schedule", {"events": events}, want=400, network="wifi")
+    assert "unknown network policy" in bad["error"]["message"], bad
+
+
 def test_upload_test_promote_run(svc):
     admin = svc
     member_id, member = new_role_person(svc, _workspace(svc), f"skill-member-{time.monotonic_ns()}", "member")
