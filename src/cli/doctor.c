@@ -13,7 +13,7 @@ static json_t *network_badges(const al_doctor_item *items, size_t n) {
         netns |= strcmp(items[i].name, "network namespace") == 0 && items[i].level == AL_LEVEL_BOUNDARY;
     json_t *o = json_object();
     for (int m = 0; m < _AL_NET_MODE_MAX; m++) {
-        al_net_badge b = al_net_policy_badge((al_net_mode)m);
+        al_net_badge b = al_net_mode_badge((al_net_mode)m);
         json_object_set_new(o, al_net_mode_name((al_net_mode)m),
                             json_pack("{s:s, s:s}", "level", netns ? b.level : "not-enforced", "detail",
                                       netns ? b.detail : "no network namespace on this host"));

@@ -62,7 +62,7 @@ json_t *cli_net_finish(cli_net *n, al_box_result *res) {
     json_t *log = n->proxy ? al_proxy_stop(n->proxy, &dropped) : json_array();
     n->proxy = NULL;
     /* a box that never got its proxy has no route at all: it was offline */
-    al_net_badge b = al_net_policy_badge(n->policy.mode);
+    al_net_badge b = al_net_policy_badge(&n->policy);
     res->controls.network.level = level_of(b.level);
     snprintf(res->controls.network.detail, sizeof res->controls.network.detail, "%s", b.detail);
     return json_pack("{s:s, s:s, s:o, s:I}", "policy", n->spec, "mode", al_net_mode_name(n->policy.mode), "egress",

@@ -162,6 +162,14 @@ int al_net_policy_parse(const char *spec, al_net_policy *p, al_error *err) {
                       "unknown network policy \"%.64s\" (offline, packages, internet, hosts:a.example,b.example, "
                       "hosts+packages:a.example)", spec);
     }
+    /* SNI checking is on for the name-based modes and off for internet;
+     * AIRLOCK_PROXY_SNI=on|off says otherwise for every mode */
+    const char *sni = getenv("AIRLOCK_PROXY_SNI");
+    if (sni && *sni) {
+        if (strcmp(sni, "on") != 0 && strcmp(sni, "off") != 0)
+            return al_err(err, "network", EINVAL, "AIRLOCK_PROXY_SNI: \"%s\" is not on or off", sni);
+        p->sni_check = strcmp(sni, "on") == 0;
+    }
     return 0;
 }
 
@@ -326,24 +334,38 @@ bool al_net_decide(const al_net_policy *p, const al_host *h, uint16_t port, char
     }
 }
 
-al_net_badge al_net_policy_badge(al_net_mode m) {
-    switch (m) {
+al_net_badge al_net_policy_badge(const al_net_policy *p) {
+    switch (p->mode) {
     case AL_NET_OFFLINE:
         return (al_net_badge){ "boundary", "offline: a new network namespace holding only lo; no DNS" };
     case AL_NET_PACKAGES:
     case AL_NET_HOSTS:
+        if (p->sni_check)
+            return (al_net_badge){ "boundary-conditional",
+                                   "the box holds only lo and a listener served by the egress proxy, which allows the "
+                                   "listed names (checked before any DNS lookup, TLS SNI checked) and connects only to "
+                                   "the public address it resolved; condition: an allowed host does not serve other "
+                                   "sites by the HTTP Host header (domain fronting on a shared CDN)" };
         return (al_net_badge){ "boundary-conditional",
                                "the box holds only lo and a listener served by the egress proxy, which allows the "
-                               "listed names (checked before any DNS lookup, TLS SNI checked) and connects only to "
-                               "the public address it resolved; condition: an allowed host does not serve other "
-                               "sites by the HTTP Host header (domain fronting on a shared CDN)" };
+                               "listed names (checked before any DNS lookup; TLS SNI not checked: AIRLOCK_PROXY_SNI=off) "
+                               "and connects only to the public address it resolved; condition: an allowed host does "
+                               "not serve other sites by TLS SNI or the HTTP Host header (domain fronting)" };
     case AL_NET_INTERNET:
         return (al_net_badge){ "boundary-conditional",
                                "the box holds only lo and a listener served by the egress proxy, which connects only "
                                "to the public address it resolved (private, loopback, link-local, CGNAT, ULA, "
-                               "multicast, reserved and metadata refused in every spelling); condition: this host "
-                               "routes no internal network through public addresses" };
+                               "multicast, reserved, metadata and this host's addresses refused in every spelling); "
+                               "condition: this host routes no internal network through public addresses" };
     default:
         return (al_net_badge){ "not-enforced", "unknown mode" };
     }
+}
+
+al_net_badge al_net_mode_badge(al_net_mode m) {
+    al_net_policy p = { .mode = m, .sni_check = m == AL_NET_HOSTS || m == AL_NET_PACKAGES };
+    const char *sni = getenv("AIRLOCK_PROXY_SNI");
+    if (sni && (strcmp(sni, "on") == 0 || strcmp(sni, "off") == 0))
+        p.sni_check = strcmp(sni, "on") == 0;
+    return al_net_policy_badge(&p);
 }

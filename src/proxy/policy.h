@@ -100,4 +100,6 @@ typedef struct al_net_badge {
     const char *level;            /* boundary, boundary-conditional, applied, unconfirmed, not-enforced */
     const char *detail;
 } al_net_badge;
-al_net_badge al_net_policy_badge(al_net_mode m);
+al_net_badge al_net_policy_badge(const al_net_policy *p);
+/* The badge of MODE with this environment's settings (doctor, settings). */
+al_net_badge al_net_mode_badge(al_net_mode m);

@@ -1019,7 +1019,7 @@ static json_t *settings_json(al_service *s, const char *ws_id) {
                                                   s->cfg.queue_max, "max_timeout_s", s->cfg.max_timeout_s));
     json_t *modes = json_object();
     for (int m = 0; m < _AL_NET_MODE_MAX; m++) {
-        al_net_badge b = al_net_policy_badge((al_net_mode)m);
+        al_net_badge b = al_net_mode_badge((al_net_mode)m);
         bool native = strcmp(s->driver->name, "native") == 0;
         json_object_set_new(modes, al_net_mode_name((al_net_mode)m),
                             json_pack("{s:s, s:s}", "level", native ? b.level : "not-enforced", "detail",

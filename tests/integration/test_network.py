@@ -333,6 +333,25 @@ print(json.dumps(res))'''
     assert "domain fronting" in (ROOT / "docs/security.md").read_text().lower()
 
 
+def test_sni_checking_can_be_turned_off_for_hosts_and_on_for_internet(hosts):
+    code = r'''
+ctx = ssl.create_default_context(cafile="/work/ca.pem")
+s = socket.create_connection(PROXY, timeout=10)
+s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\n\r\n")
+assert s.recv(4096).startswith(b"HTTP/1.1 200")
+try:
+    t = ctx.wrap_socket(s, server_hostname="other.test")
+    t.sendall(b"GET /sni HTTP/1.1\r\nHost: other.test\r\nConnection: close\r\n\r\n")
+    print(json.dumps(t.recv(4096).split(b"\r\n")[0].decode()))
+except (ssl.SSLError, OSError) as e:
+    print(json.dumps("refused: " + type(e).__name__))'''
+    off = hosts.run("hosts:allowed.test", PRELUDE + code, env=hosts.env(AIRLOCK_PROXY_SNI="off"))
+    assert results(off).startswith("HTTP/1.1 200"), results(off)
+    assert "SNI not checked" in off["controls"]["network"]["detail"]
+    on = hosts.run("internet", PRELUDE + code, env=hosts.env(AIRLOCK_PROXY_SNI="on"))
+    assert results(on).startswith("refused"), results(on)
+
+
 # ------------------------------------------------------- I7: DNS rebinding
 
 @pytest.mark.parametrize("mode", ["hosts:rebind.test", "internet"])
