@@ -1379,7 +1379,7 @@ static enum MHD_Result skill_start(al_service *s, struct MHD_Connection *c, cons
 }
 
 static enum MHD_Result skills_route(al_service *s, struct MHD_Connection *c, const al_principal *p, char seg[6][128],
-                                    int n, bool get, bool post, request *rq) {
+                                    int n, bool get, bool post, bool del, request *rq) {
     json_t *doc = NULL;
     unsigned st;
     if (n == 2 && post) {
@@ -1401,6 +1401,12 @@ static enum MHD_Result skills_route(al_service *s, struct MHD_Connection *c, con
         st = al_skills_get(s, p, seg[2], &doc);
         return reply_doc(c, st, doc);
     }
+    if ((n == 3 || (n == 5 && strcmp(seg[3], "versions") == 0)) && del) {
+        st = al_skills_delete(s, p, seg[2], n == 5 ? seg[4] : NULL, &doc);
+        return reply_doc(c, st, doc);
+    }
+    if (n == 5 && strcmp(seg[3], "versions") == 0)
+        return reply_error(c, 405, "method_not_allowed", "use DELETE");
     if (n == 4 && post && (strcmp(seg[3], "run") == 0 || strcmp(seg[3], "test") == 0))
         return skill_start(s, c, p, seg[2], seg[3][0] == 't', rq);
     if (n == 4 && post && strcmp(seg[3], "promote") == 0) {
@@ -1415,7 +1421,7 @@ static enum MHD_Result skills_route(al_service *s, struct MHD_Connection *c, con
         return reply_doc(c, st, doc);
     }
     if (n == 3 || (n == 4 && (strcmp(seg[3], "run") == 0 || strcmp(seg[3], "test") == 0 || strcmp(seg[3], "promote") == 0)))
-        return reply_error(c, 405, "method_not_allowed", n == 3 ? "use GET" : "use POST");
+        return reply_error(c, 405, "method_not_allowed", n == 3 ? "use GET or DELETE" : "use POST");
     return reply_error(c, 404, "not_found", "no such path");
 }
 
@@ -1526,7 +1532,7 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
         return reply_error(c, n <= 4 ? 405 : 404, n <= 4 ? "method_not_allowed" : "not_found", "no such route");
     }
     if (n >= 2 && strcmp(seg[1], "skills") == 0)
-        return skills_route(s, c, &p, seg, n, get, post, rq);
+        return skills_route(s, c, &p, seg, n, get, post, strcmp(method, "DELETE") == 0, rq);
     if (n == 2 && strcmp(seg[1], "settings") == 0 && (strcmp(method, "PUT") == 0 || strcmp(method, "PATCH") == 0))
         return put_settings(s, c, &p, rq);
     bool known = (n == 4 && strcmp(seg[1], "threads") == 0 && strcmp(seg[3], "artifacts") == 0) ||

@@ -216,6 +216,7 @@ static void finish_canceled_queued(al_service *s, const char *run_id) {
         if (rows && json_array_size(rows))
             al_service_append_event(s, run_id, "result", al_run_json(s, json_array_get(rows, 0)));
         json_decref(rows);
+        al_skills_run_ended(s);
     }
 }
 
@@ -472,6 +473,7 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
     al_service_log(s, "run.end", json_pack("{s:s, s:s, s:s, s:s?, s:O?}", "run_id", run_id, "workspace_id",
                                           json_string_value(json_object_get(run, "workspace_id")), "state", state,
                                           "error", err_code, "wall_ms", result ? json_object_get(result, "wall_ms") : NULL));
+    al_skills_run_ended(s);
 }
 
 void al_service_log(al_service *s, const char *event, json_t *fields) {
@@ -802,6 +804,7 @@ static void end_unapproved(al_service *s, json_t *run, const char *code, const c
     if (rows && json_array_size(rows))
         al_service_append_event(s, id, "result", al_run_json(s, json_array_get(rows, 0)));
     json_decref(rows);
+    al_skills_run_ended(s);
 }
 
 int al_service_decide(al_service *s, json_t *run, const char *person_id, bool approve, const char *hash,
@@ -984,6 +987,9 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     if ((r = al_skills_init(s, skills, err)) < 0)
         return r;
     recover(s);
+    /* bundles left by a crash between a delete and its collection, and
+     * those of the runs recover() just ended */
+    al_skills_gc(s, NULL, err);
     if (pthread_create(&s->scheduler, NULL, scheduler_main, s) != 0)
         return al_err(err, "service", EAGAIN, "start the scheduler");
     al_http *http = NULL;

@@ -63,6 +63,12 @@ typedef struct al_service {
     double duration_sum;
 
     json_t *skills_bundled;       /* [{manifest, digest}], read-only after start */
+    /* skills.c: stored bundles change (upload, delete, collection) under
+     * skills_mu, so a collection never removes a bundle that an upload is
+     * about to record or a run is about to use */
+    pthread_mutex_t skills_mu;
+    json_t *skills_pins;          /* {digest: count}: runs being created from a bundle */
+    bool skills_gc_pending;       /* a deleted bundle waits for its live runs to end */
 } al_service;
 
 /* service.c */

@@ -5,6 +5,12 @@
  * bundled skills loaded from the skills directory at start, and the one
  * function that starts a skill's run (al_skill_run, see skills.h).
  * Unpacking is skill_bundle.c.
+ *
+ * A bundle lives as long as something refers to it: a version of any
+ * workspace (the same digest is shared), a bundled skill, a run that has
+ * not ended, or a run being created (a pin). Deleting a version removes its
+ * row; al_skills_gc then removes the bundles nothing refers to. Everything
+ * that adds or removes a bundle or a reference to one holds skills_mu.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -182,6 +188,172 @@ static json_t *bundled(al_service *s, const char *name) {
     return NULL;
 }
 
+/* ------------------------------------------------------------ lifetime */
+
+/* The states in which a run has ended (http.c's terminal states): a run in
+ * any other may still stage its skill's bundle. */
+#define RUN_ENDED "('succeeded', 'failed', 'timed_out', 'killed', 'canceled', 'error', 'denied')"
+
+/* Count a run being made from DIGEST (BY +1), or no longer (-1). Under skills_mu. */
+static void pin(al_service *s, const char *digest, int by) {
+    json_int_t n = json_integer_value(json_object_get(s->skills_pins, digest)) + by;
+    if (n > 0)
+        json_object_set_new(s->skills_pins, digest, json_integer(n));
+    else
+        json_object_del(s->skills_pins, digest);
+}
+
+static bool stored_name(const char *name, char ret_digest[72]) {
+    if (strncmp(name, "sha256-", 7) != 0 || strlen(name) != 71 || strspn(name + 7, "0123456789abcdef") != 64)
+        return false;
+    snprintf(ret_digest, 72, "sha256:%s", name + 7);
+    return true;
+}
+
+/* al_skills_gc under skills_mu. */
+static int gc_locked(al_service *s, json_t *ret_kept, al_error *err) {
+    json_t *held = json_object(), *live = json_object();
+    size_t i;
+    json_t *b;
+    json_array_foreach(s->skills_bundled, i, b) json_object_set(held, json_string_value(json_object_get(b, "digest")),
+                                                                 json_true());
+    const char *k;
+    json_t *v;
+    json_object_foreach(s->skills_pins, k, v) json_object_set(held, k, json_true());
+    json_t *rows = al_store_query(s->store, err, "SELECT DISTINCT digest FROM skills", NULL);
+    json_t *runs = rows ? al_store_query(s->store, err,
+                                         "SELECT DISTINCT json_extract(inputs, '$.skill.digest') AS digest FROM runs "
+                                         "WHERE state NOT IN " RUN_ENDED
+                                         " AND json_extract(inputs, '$.skill.digest') IS NOT NULL",
+                                         NULL)
+                        : NULL;
+    if (!rows || !runs) {
+        /* not knowing what is referenced, remove nothing */
+        json_decref(rows);
+        json_decref(held);
+        json_decref(live);
+        return -EIO;
+    }
+    json_t *r;
+    json_array_foreach(rows, i, r) json_object_set(held, json_string_value(json_object_get(r, "digest")), json_true());
+    json_array_foreach(runs, i, r) {
+        const char *d = json_string_value(json_object_get(r, "digest"));
+        if (d)
+            json_object_set(live, d, json_true());
+    }
+    json_decref(rows);
+    json_decref(runs);
+    char root[PATH_MAX];
+    store_root(s, root, sizeof root);
+    int removed = 0;
+    DIR *d = opendir(root);
+    if (!d) {
+        json_decref(held);
+        json_decref(live);
+        return al_err(err, "skill", errno, "open %s: %m", root);
+    }
+    struct dirent *de;
+    char digest[72];
+    /* tmp_* are uploads under way (or a crash's leftovers, which start removes) */
+    while ((de = readdir(d)))
+        if (stored_name(de->d_name, digest) && !json_object_get(held, digest) && !json_object_get(live, digest)) {
+            al_rm_tree(dirfd(d), de->d_name);
+            removed++;
+        }
+    closedir(d);
+    bool pending = false;
+    json_object_foreach(live, k, v) {
+        if (json_object_get(held, k))
+            continue;
+        pending = true;
+        if (ret_kept)
+            json_array_append_new(ret_kept, json_string(k));
+    }
+    s->skills_gc_pending = pending;
+    json_decref(held);
+    json_decref(live);
+    return removed;
+}
+
+int al_skills_gc(al_service *s, json_t *ret_kept, al_error *err) {
+    pthread_mutex_lock(&s->skills_mu);
+    int r = gc_locked(s, ret_kept, err);
+    pthread_mutex_unlock(&s->skills_mu);
+    return r;
+}
+
+void al_skills_run_ended(al_service *s) {
+    pthread_mutex_lock(&s->skills_mu);
+    if (s->skills_gc_pending) {
+        al_error err = { 0 };
+        if (gc_locked(s, NULL, &err) < 0)
+            s->skills_gc_pending = true; /* try again at the next end */
+    }
+    pthread_mutex_unlock(&s->skills_mu);
+}
+
+unsigned al_skills_delete(al_service *s, const al_principal *p, const char *name, const char *version, json_t **ret) {
+    al_error err = { 0 };
+    if (strcmp(p->role, "admin") != 0)
+        return fail(ret, 403, "forbidden", "only an admin of the workspace deletes a skill");
+    if (bundled(s, name)) {
+        *ret = error_doc("conflict", "%.64s is a bundled skill: it ships with airlock and cannot be deleted (the "
+                                     "workspace's tool allow-list decides whether agents run skills at all)", name);
+        return 409;
+    }
+    pthread_mutex_lock(&s->skills_mu);
+    json_t *rows = al_store_query(s->store, &err,
+                                  "SELECT version, digest, state FROM skills WHERE workspace_id = ? AND name = ? "
+                                  "AND (? IS NULL OR version = ? OR digest = ?) ORDER BY seq",
+                                  "ssSSS", p->workspace_id, name, version, version, version);
+    int n = rows ? (json_array_size(rows)
+                        ? al_store_exec(s->store, &err,
+                                        "DELETE FROM skills WHERE workspace_id = ? AND name = ? "
+                                        "AND (? IS NULL OR version = ? OR digest = ?)",
+                                        "ssSSS", p->workspace_id, name, version, version, version)
+                        : 0)
+                 : -EIO;
+    if (n > 0)
+        gc_locked(s, NULL, &err); /* a failure leaves garbage for the next collection, never a hole */
+    pthread_mutex_unlock(&s->skills_mu);
+    if (n < 0) {
+        json_decref(rows);
+        return fail(ret, 500, "internal", err.msg);
+    }
+    if (n == 0) {
+        json_decref(rows);
+        *ret = version ? error_doc("not_found", "skill %.64s has no version %.80s in this workspace", name, version)
+                       : error_doc("not_found", "no skill named %.64s in this workspace", name);
+        return 404;
+    }
+    /* which of this workspace's runs still use a deleted version: their
+     * bundles stay until they end (other workspaces' holdings are not told) */
+    json_t *deleted = json_array(), *live_runs = json_array();
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        const char *dg = json_string_value(json_object_get(row, "digest"));
+        json_t *users = al_store_query(s->store, &err,
+                                       "SELECT id FROM runs WHERE workspace_id = ? AND state NOT IN " RUN_ENDED
+                                       " AND json_extract(inputs, '$.skill.digest') = ? ORDER BY seq LIMIT 100",
+                                       "ss", p->workspace_id, dg);
+        size_t j;
+        json_t *u;
+        json_array_foreach(users, j, u) json_array_append(live_runs, json_object_get(u, "id"));
+        json_array_append_new(deleted, json_pack("{s:O, s:s, s:O, s:s}", "version", json_object_get(row, "version"),
+                                                 "digest", dg, "state", json_object_get(row, "state"), "bundle",
+                                                 json_array_size(users) ? "kept_for_runs" : "released"));
+        json_decref(users);
+    }
+    json_decref(rows);
+    al_audit_append(s->store, p->org_id, p->workspace_id, "skill.deleted", p->person_id, NULL,
+                    json_pack("{s:s, s:s?, s:O, s:O}", "skill", name, "version", version, "deleted", deleted,
+                              "live_runs", live_runs),
+                    &err);
+    *ret = json_pack("{s:s, s:o, s:o}", "name", name, "deleted", deleted, "live_runs", live_runs);
+    return 200;
+}
+
 int al_skills_init(al_service *s, const char *skills_dir, al_error *err) {
     char root[PATH_MAX];
     store_root(s, root, sizeof root);
@@ -190,6 +362,8 @@ int al_skills_init(al_service *s, const char *skills_dir, al_error *err) {
     if (mkdir(root, 0755) < 0 && errno != EEXIST)
         return al_err(err, "skill", errno, "mkdir %s: %m", root);
     s->skills_bundled = json_array();
+    s->skills_pins = json_object();
+    pthread_mutex_init(&s->skills_mu, NULL);
     /* leftovers of an upload interrupted by a crash */
     DIR *d = opendir(root);
     struct dirent *de;
@@ -232,9 +406,20 @@ int al_skills_init(al_service *s, const char *skills_dir, al_error *err) {
     return r;
 }
 
+static unsigned upload_locked(al_service *s, const al_principal *p, const void *body, size_t len, json_t **ret);
+
 unsigned al_skills_upload(al_service *s, const al_principal *p, const void *body, size_t len, json_t **ret) {
     if (len == 0)
         return fail(ret, 400, "bad_request", "the body must be the bundle: a tar or tar.gz archive with skill.json at its top");
+    /* the lock spans storing the bundle and recording its row, so a
+     * collection in between cannot take the bundle away */
+    pthread_mutex_lock(&s->skills_mu);
+    unsigned st = upload_locked(s, p, body, len, ret);
+    pthread_mutex_unlock(&s->skills_mu);
+    return st;
+}
+
+static unsigned upload_locked(al_service *s, const al_principal *p, const void *body, size_t len, json_t **ret) {
     json_t *m = NULL;
     char digest[72];
     al_error err = { 0 };
@@ -248,6 +433,7 @@ unsigned al_skills_upload(al_service *s, const al_principal *p, const void *body
     if (bundled(s, name)) {
         json_decref(m);
         *ret = error_doc("conflict", "%s is the name of a bundled skill: choose another name", name);
+        gc_locked(s, NULL, &err); /* what was just stored for nothing */
         return 409;
     }
     char id[40], now[40];
@@ -442,13 +628,15 @@ static unsigned resolve(al_service *s, const al_principal *p, const char *name, 
     return *ret_manifest ? 0 : fail(ret, 500, "internal", "a stored manifest does not parse");
 }
 
+static unsigned run_resolved(al_service *s, const al_principal *p, const char *name, const char *entrypoint,
+                             json_t *args, const char *thread_id, const al_skill_opts *opt, json_t *m, const char *dg,
+                             json_t **ret);
+
 unsigned al_skill_run(al_service *s, const al_principal *p, const char *name, const char *entrypoint, json_t *args,
                       const char *thread_id, const al_skill_opts *opts, json_t **ret) {
     static const al_skill_opts defaults = { .mode = AL_SKILL_RUN };
     const al_skill_opts *opt = opts ? opts : &defaults;
     const char *digest = opt->digest;
-    json_t *limits = opt->limits;
-    bool wait = opt->wait;
     al_skill_mode mode = opt->mode;
     if (!name || !al_skill_name_valid(name))
         return fail(ret, 400, "bad_request", "skill must be a skill's name (1-64 characters of a-z 0-9 -)");
@@ -456,9 +644,31 @@ unsigned al_skill_run(al_service *s, const al_principal *p, const char *name, co
         return fail(ret, 400, "bad_request", "entrypoint is required: the name of one of the skill's entrypoints");
     json_t *m = NULL;
     char dg[80];
+    /* pinned from the lookup until the run's row exists (or, waiting, has
+     * ended): a delete meanwhile cannot take the bundle from under it */
+    pthread_mutex_lock(&s->skills_mu);
     unsigned st = resolve(s, p, name, digest, mode, &m, dg, ret);
+    if (st == 0)
+        pin(s, dg, 1);
+    pthread_mutex_unlock(&s->skills_mu);
     if (st)
         return st;
+    st = run_resolved(s, p, name, entrypoint, args, thread_id, opt, m, dg, ret);
+    pthread_mutex_lock(&s->skills_mu);
+    pin(s, dg, -1);
+    pthread_mutex_unlock(&s->skills_mu);
+    /* a delete that came while the run was being made collects now */
+    al_skills_run_ended(s);
+    json_decref(m);
+    return st;
+}
+
+static unsigned run_resolved(al_service *s, const al_principal *p, const char *name, const char *entrypoint,
+                             json_t *args, const char *thread_id, const al_skill_opts *opt, json_t *m, const char *dg,
+                             json_t **ret) {
+    unsigned st;
+    json_t *limits = opt->limits;
+    al_skill_mode mode = opt->mode;
     json_t *ep = al_skill_entrypoint(m, entrypoint);
     if (!ep) {
         char have[600] = "";
@@ -467,7 +677,6 @@ unsigned al_skill_run(al_service *s, const al_principal *p, const char *name, co
         json_array_foreach(json_object_get(m, "entrypoints"), i, e) o += (size_t)snprintf(
             have + o, o < sizeof have ? sizeof have - o : 0, "%s%s", i ? ", " : "", json_string_value(json_object_get(e, "name")));
         *ret = error_doc("bad_request", "skill %s has no entrypoint \"%.64s\" (its entrypoints: %s)", name, entrypoint, have);
-        json_decref(m);
         return 400;
     }
     json_t *empty = NULL;
@@ -477,7 +686,6 @@ unsigned al_skill_run(al_service *s, const al_principal *p, const char *name, co
     if (al_skill_args_validate(json_object_get(ep, "input_schema"), args, &err) < 0) {
         *ret = error_doc("bad_request", "arguments of %s/%s do not match its input_schema: %s", name, entrypoint, err.msg);
         json_decref(empty);
-        json_decref(m);
         return 400;
     }
     /* what the run is, in its own record: the approval hash and the audit's
@@ -514,7 +722,7 @@ unsigned al_skill_run(al_service *s, const al_principal *p, const char *name, co
     json_t *skill = json_pack("{s:s, s:O, s:s, s:s, s:O, s:s}", "name", name, "version", json_object_get(m, "version"),
                               "digest", dg, "entrypoint", entrypoint, "script", json_object_get(ep, "script"), "mode",
                               mode == AL_SKILL_TEST ? "test" : "run");
-    al_run_extra x = { .tool = "run_skill_script", .skill = skill, .args_json = args_text, .wait = wait, .via = opt->via };
+    al_run_extra x = { .tool = "run_skill_script", .skill = skill, .args_json = args_text, .wait = opt->wait, .via = opt->via };
     st = al_run_create(s, p, body, &x, ret);
     if (st == 400 && strstr(json_string_value(json_object_get(json_object_get(*ret, "error"), "message")) ?: "", "image")) {
         /* say which skill needs what */
@@ -527,6 +735,5 @@ unsigned al_skill_run(al_service *s, const al_principal *p, const char *name, co
     json_decref(body);
     free(args_text);
     json_decref(empty);
-    json_decref(m);
     return st;
 }

@@ -122,5 +122,29 @@ unsigned al_skills_list(al_service *s, const al_principal *p, json_t **ret_doc);
 unsigned al_skills_get(al_service *s, const al_principal *p, const char *name, json_t **ret_doc);
 unsigned al_skills_promote(al_service *s, const al_principal *p, const char *name, const char *digest,
                            json_t **ret_doc);
+/*
+ * DELETE /v1/skills/{name} (VERSION NULL: every version) and
+ * DELETE /v1/skills/{name}/versions/{version} (VERSION a version string or
+ * a digest): admins only (403), workspace skills only (a bundled skill is
+ * 409), 404 when the workspace has no such skill or version. The rows go at
+ * once, so no new run can start from them; a bundle that a queued, pending
+ * or running run still uses stays on disk until that run ends, so those
+ * runs complete. Then the store is collected (al_skills_gc). 200 and
+ * {name, deleted: [{version, digest, state}], bundles_removed,
+ * bundles_kept_for_runs: [digest]}; audited as skill.deleted.
+ */
+unsigned al_skills_delete(al_service *s, const al_principal *p, const char *name, const char *version,
+                          json_t **ret_doc);
+/*
+ * Remove every stored bundle (STATE/skills/sha256-<hex>) that nothing
+ * refers to: no skill version of any workspace, no bundled skill, no run
+ * that has not ended, no run being created. Bundles are shared by digest
+ * across workspaces, so one workspace's delete never removes what another
+ * still has. Returns how many were removed; RET_KEPT (may be NULL) gets the
+ * digests kept only because a live run uses them.
+ */
+int al_skills_gc(al_service *s, json_t *ret_kept, al_error *err);
+/* A run ended: collect the bundles a delete left behind for it, if any. */
+void al_skills_run_ended(al_service *s);
 /* The host directory of the stored bundle DIGEST ("sha256:<hex>"). */
 int al_skills_dir(al_service *s, const char *digest, char *buf, size_t len);

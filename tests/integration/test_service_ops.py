@@ -42,6 +42,8 @@ API = [
     ("POST", "/v1/skills/{name}/test"),
     ("POST", "/v1/skills/{name}/promote"),
     ("POST", "/v1/skills/{name}/run"),
+    ("DELETE", "/v1/skills/{name}"),
+    ("DELETE", "/v1/skills/{name}/versions/{version}"),
     ("POST", "/mcp"),
     ("GET", "/mcp"),
     ("DELETE", "/mcp"),
