@@ -7,7 +7,8 @@
  * Mcp-Session-Id header) are made by initialize, bound to the person whose
  * key made them, kept in memory (a restart ends them: clients then get 404
  * and initialize again, as the specification says), and ended by DELETE.
- * There is no server-initiated stream: GET answers 405. A client's
+ * There is no server-initiated stream: GET answers 405, unless it carries
+ * Last-Event-ID, which resumes a tools/call stream (below). A client's
  * notifications/cancelled for a tools/call under way cancels its run.
  */
 #include <string.h>
@@ -28,6 +29,7 @@ typedef struct session {
     char version[16];
     int log_level; /* index into levels: the least severe a client wants */
     uint64_t last_ms;
+    uint64_t streams;  /* event streams made: the next one's number */
 } session;
 
 /* A tools/call following a run, so notifications/cancelled can find it. */
@@ -37,11 +39,19 @@ typedef struct inflight {
     char run_id[40];
 } inflight;
 
+typedef struct rstream rstream;
+
 struct al_mcp {
     pthread_mutex_t mu;
+    pthread_cond_t cond; /* a stream's connection let go */
     session *sessions; /* SESSIONS_MAX slots; id[0] == 0 is free */
     inflight *calls;   /* INFLIGHT_MAX slots */
+    rstream *streams;  /* resumable tools/call streams (below) */
+    int stream_count;
 };
+
+static void rstream_drop(al_mcp *m, rstream *rs);
+static void rstreams_end_session(al_mcp *m, const char *sid);
 
 static const char *const levels[] = { "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency" };
 
@@ -58,6 +68,7 @@ int al_mcp_new(al_mcp **ret) {
         return -ENOMEM;
     }
     pthread_mutex_init(&m->mu, NULL);
+    pthread_cond_init(&m->cond, NULL);
     *ret = m;
     return 0;
 }
@@ -65,6 +76,9 @@ int al_mcp_new(al_mcp **ret) {
 void al_mcp_free(al_mcp *m) {
     if (!m)
         return;
+    while (m->streams)
+        rstream_drop(m, m->streams);
+    pthread_cond_destroy(&m->cond);
     pthread_mutex_destroy(&m->mu);
     free(m->sessions);
     free(m->calls);
@@ -144,6 +158,14 @@ static void session_set_level(al_mcp *m, const char *id, int level) {
     pthread_mutex_unlock(&m->mu);
 }
 
+/* The number of session ID's next event stream (from 1). Under m->mu. */
+static uint64_t session_next_stream(al_mcp *m, const char *id) {
+    for (int i = 0; i < SESSIONS_MAX; i++)
+        if (strcmp(m->sessions[i].id, id) == 0)
+            return ++m->sessions[i].streams;
+    return 0;
+}
+
 static bool session_end(al_mcp *m, const char *id, const al_principal *p) {
     bool found = false;
     pthread_mutex_lock(&m->mu);
@@ -154,6 +176,8 @@ static bool session_end(al_mcp *m, const char *id, const al_principal *p) {
             found = true;
         }
     }
+    if (found)
+        rstreams_end_session(m, id);
     pthread_mutex_unlock(&m->mu);
     return found;
 }
@@ -247,77 +271,302 @@ static enum MHD_Result send_empty(struct MHD_Connection *c, unsigned status, con
 
 /* ------------------------------------------------------------ streaming */
 
-typedef struct stream {
-    al_mcp *m;
-    int slot;
-    al_mcp_call *k;
+/*
+ * A tools/call's event stream is resumable (the transport's "Resumability
+ * and Redelivery"): every event carries an id "<stream>-<seq>" (the stream's
+ * number within its session, then the event's within the stream), and the
+ * events are kept in a replay buffer. A client that lost the stream sends
+ * GET /mcp with its Mcp-Session-Id and Last-Event-ID, and gets the events
+ * after that one, then the rest as the run goes on, ending with the
+ * response. The call itself follows the run's event log in the store, so
+ * a stream no one reads loses nothing: it is parked, and whoever resumes it
+ * steps it on.
+ *
+ * Bounds: per session, the kept events are at most REPLAY_EVENTS_MAX and
+ * REPLAY_BYTES_MAX; past them the oldest notifications already handed to a
+ * connection are dropped (never the response), and a resume from before
+ * them is first told, by a warning notification, how many it missed and
+ * where the run's full record is. At most STREAMS_PER_SESSION_MAX streams
+ * and STREAMS_MAX in all are kept (the oldest parked one gives way), a
+ * parked stream for PARKED_MS, and a stream whose response was delivered is
+ * forgotten.
+ */
+#define REPLAY_EVENTS_MAX 512
+#define REPLAY_BYTES_MAX (2u << 20)
+#define STREAMS_PER_SESSION_MAX 16
+#define STREAMS_MAX 1024              /* above the connection cap: a parked one can always give way */
+#define PARKED_MS (10ull * 60 * 1000)
+#define TAKEOVER_WAIT_S 20            /* for the old connection to let go: longer than one step */
+
+typedef struct sse_event {
+    struct sse_event *next;
+    uint64_t seq;
+    bool final;                       /* the JSON-RPC response */
+    size_t len;
+    char text[];                      /* the whole SSE event */
+} sse_event;
+
+struct rstream {
+    struct rstream *next;
+    al_service *s;
+    char session[33];
+    uint64_t no;                      /* within the session */
+    char run_id[40];
+    int slot;                         /* in m->calls */
+    al_mcp_call *k;                   /* NULL once the response is an event */
     json_t *id;
     bool send_output;
-    char *buf;
-    size_t len, pos;
-    bool done;
-} stream;
+    sse_event *head, *tail;
+    size_t count, bytes;
+    uint64_t next_seq, handed;        /* handed: the newest event given to a connection */
+    uint64_t dropped;                 /* events dropped for the bounds: seq 1..dropped at most */
+    bool reading;                     /* a connection reads it */
+    bool superseded;                  /* a resume waits for that connection to let go */
+    uint64_t parked_ms;
+};
 
-static void sse_append(stream *st, json_t *msg) {
+static void event_free_all(rstream *rs) {
+    for (sse_event *e = rs->head, *n; e; e = n) {
+        n = e->next;
+        free(e);
+    }
+    rs->head = rs->tail = NULL;
+    rs->count = rs->bytes = 0;
+}
+
+/* Take RS out of the list and free it. Under m->mu. */
+static void rstream_drop(al_mcp *m, rstream *rs) {
+    for (rstream **pp = &m->streams; *pp; pp = &(*pp)->next)
+        if (*pp == rs) {
+            *pp = rs->next;
+            break;
+        }
+    m->stream_count--;
+    if (rs->slot >= 0)
+        memset(&m->calls[rs->slot], 0, sizeof m->calls[rs->slot]);
+    event_free_all(rs);
+    al_mcp_call_free(rs->k);
+    json_decref(rs->id);
+    free(rs);
+}
+
+/* Session SID ended: its parked streams can no longer be resumed (read
+ * ones end with their connections). Under m->mu. */
+static void rstreams_end_session(al_mcp *m, const char *sid) {
+    for (rstream *rs = m->streams, *n; rs; rs = n) {
+        n = rs->next;
+        if (strcmp(rs->session, sid) == 0 && !rs->reading)
+            rstream_drop(m, rs);
+    }
+}
+
+/* Forget parked streams past their time; make room for one more stream of
+ * SESSION. Under m->mu. */
+static void rstreams_reap(al_mcp *m, const char *sid) {
+    uint64_t now = al_now_ms();
+    int own = 0;
+    rstream *oldest = NULL, *own_oldest = NULL;
+    for (rstream *rs = m->streams, *n; rs; rs = n) {
+        n = rs->next;
+        if (!rs->reading && now - rs->parked_ms > PARKED_MS) {
+            rstream_drop(m, rs);
+            continue;
+        }
+        bool mine = sid && strcmp(rs->session, sid) == 0;
+        own += mine;
+        if (rs->reading)
+            continue;
+        if (!oldest || rs->parked_ms < oldest->parked_ms)
+            oldest = rs;
+        if (mine && (!own_oldest || rs->parked_ms < own_oldest->parked_ms))
+            own_oldest = rs;
+    }
+    if (sid && own >= STREAMS_PER_SESSION_MAX && own_oldest)
+        rstream_drop(m, own_oldest);
+    else if (m->stream_count >= STREAMS_MAX && oldest)
+        rstream_drop(m, oldest);
+}
+
+/* Keep the session of RS within the replay bounds: drop its streams' oldest
+ * notifications that a connection has had (a connected client has them;
+ * a resume from before them is told). Under m->mu. */
+static void replay_bound(al_mcp *m, const char *sid) {
+    for (;;) {
+        size_t count = 0, bytes = 0;
+        rstream *victim = NULL;
+        for (rstream *rs = m->streams; rs; rs = rs->next) {
+            if (strcmp(rs->session, sid) != 0)
+                continue;
+            count += rs->count;
+            bytes += rs->bytes;
+            sse_event *e = rs->head;
+            /* the lowest seq of the stream parked longest, else any */
+            if (e && !e->final && e->seq <= rs->handed &&
+                (!victim || (!rs->reading && (victim->reading || rs->parked_ms < victim->parked_ms))))
+                victim = rs;
+        }
+        if ((count <= REPLAY_EVENTS_MAX && bytes <= REPLAY_BYTES_MAX) || !victim)
+            return;
+        sse_event *e = victim->head;
+        victim->head = e->next;
+        if (!victim->head)
+            victim->tail = NULL;
+        victim->count--;
+        victim->bytes -= e->len;
+        victim->dropped = e->seq;
+        free(e);
+    }
+}
+
+/* Append MSG to RS as its next event. Under m->mu. */
+static void event_add(al_mcp *m, rstream *rs, json_t *msg, bool final) {
     char *t = json_dumps(msg, JSON_COMPACT);
     if (!t)
         return;
     /* compact JSON has no newline, so one data line holds it */
-    size_t n = strlen(t) + 32;
-    char *nb = realloc(st->buf, st->len + n + 1);
-    if (nb) {
-        st->buf = nb;
-        st->len += (size_t)snprintf(st->buf + st->len, n + 1, "event: message\ndata: %s\n\n", t);
+    size_t n = strlen(t) + 96;
+    sse_event *e = malloc(sizeof *e + n);
+    if (e) {
+        e->next = NULL;
+        e->seq = ++rs->next_seq;
+        e->final = final;
+        e->len = (size_t)snprintf(e->text, n, "id: %llu-%llu\nevent: message\ndata: %s\n\n", (unsigned long long)rs->no,
+                                  (unsigned long long)e->seq, t);
+        if (rs->tail)
+            rs->tail->next = e;
+        else
+            rs->head = e;
+        rs->tail = e;
+        rs->count++;
+        rs->bytes += e->len;
     }
     free(t);
 }
 
+/* One connection reading a stream (the POST that started it, or a GET
+ * that resumed it). */
+typedef struct reader {
+    al_mcp *m;
+    rstream *rs;
+    uint64_t sent;                    /* the newest event handed to this connection */
+    char *buf;
+    size_t len, pos;
+    bool ended;                       /* the response is in buf */
+    bool delivered;                   /* ...and was taken by the connection */
+} reader;
+
+static void buf_add(reader *r, const char *text, size_t n) {
+    char *nb = realloc(r->buf, r->len + n + 1);
+    if (!nb)
+        return;
+    r->buf = nb;
+    memcpy(r->buf + r->len, text, n);
+    r->len += n;
+    r->buf[r->len] = '\0';
+}
+
 static ssize_t stream_read(void *cls, uint64_t off, char *out, size_t max) {
-    stream *st = cls;
-    while (st->pos >= st->len) {
-        if (st->done)
+    reader *r = cls;
+    al_mcp *m = r->m;
+    rstream *rs = r->rs;
+    while (r->pos >= r->len) {
+        free(r->buf);
+        r->buf = NULL;
+        r->len = r->pos = 0;
+        if (r->ended) {
+            r->delivered = true;
             return MHD_CONTENT_READER_END_OF_STREAM;
-        free(st->buf);
-        st->buf = NULL;
-        st->len = st->pos = 0;
+        }
+        pthread_mutex_lock(&m->mu);
+        if (rs->superseded) {
+            /* a resume on another connection takes over */
+            pthread_mutex_unlock(&m->mu);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        for (sse_event *e = rs->head; e; e = e->next)
+            if (e->seq > r->sent) {
+                buf_add(r, e->text, e->len);
+                r->sent = e->seq;
+                r->ended |= e->final;
+            }
+        if (r->sent > rs->handed)
+            rs->handed = r->sent;
+        al_mcp_call *k = rs->k;
+        pthread_mutex_unlock(&m->mu);
+        if (r->len)
+            break;
+        if (!k) {
+            /* the response is made and this client had it (a resume from
+             * its id or later): the stream is over */
+            r->delivered = true;
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        /* only this connection steps the call: others wait for it to let go */
         json_t *notes = json_array(), *result = NULL;
-        bool quiet = al_mcp_call_step(st->k, KEEPALIVE_S, st->send_output, notes, &result);
+        bool quiet = al_mcp_call_step(k, KEEPALIVE_S, rs->send_output, notes, &result);
+        pthread_mutex_lock(&m->mu);
         size_t i;
         json_t *n;
-        json_array_foreach(notes, i, n) sse_append(st, n);
-        json_decref(notes);
+        json_array_foreach(notes, i, n) event_add(m, rs, n, false);
         if (result) {
-            json_t *resp = al_mcp_rpc_result(st->id, result);
-            sse_append(st, resp);
+            json_t *resp = al_mcp_rpc_result(rs->id, result);
+            event_add(m, rs, resp, true);
             json_decref(resp);
-            st->done = true;
+            rs->k = NULL;
         }
-        if (st->len == 0 && !st->done && quiet) {
+        bool added = json_array_size(notes) > 0 || result;
+        replay_bound(m, rs->session);
+        pthread_mutex_unlock(&m->mu);
+        json_decref(notes);
+        if (result)
+            al_mcp_call_free(k);
+        if (!added && quiet)
             /* a comment keeps proxies and clients from giving up on a quiet stream */
-            st->buf = strdup(": keepalive\n\n");
-            st->len = st->buf ? strlen(st->buf) : 0;
-        }
+            buf_add(r, ": keepalive\n\n", 13);
     }
-    size_t n = st->len - st->pos < max ? st->len - st->pos : max;
-    memcpy(out, st->buf + st->pos, n);
-    st->pos += n;
+    size_t n = r->len - r->pos < max ? r->len - r->pos : max;
+    memcpy(out, r->buf + r->pos, n);
+    r->pos += n;
     return (ssize_t)n;
 }
 
 static void stream_free(void *cls) {
-    stream *st = cls;
-    /* a client that went away does not cancel the run (the specification:
-     * a disconnect is not a cancellation); the run ends on its own */
-    inflight_del(st->m, st->slot);
-    al_mcp_call_free(st->k);
-    json_decref(st->id);
-    free(st->buf);
-    free(st);
+    reader *r = cls;
+    al_mcp *m = r->m;
+    pthread_mutex_lock(&m->mu);
+    if (r->delivered) {
+        /* the response went out: nothing is left to resume */
+        rstream_drop(m, r->rs);
+    } else {
+        /* a client that went away does not cancel the run (the specification:
+         * a disconnect is not a cancellation); its stream waits to be resumed */
+        r->rs->reading = false;
+        r->rs->superseded = false;
+        r->rs->parked_ms = al_now_ms();
+    }
+    pthread_cond_broadcast(&m->cond);
+    pthread_mutex_unlock(&m->mu);
+    free(r->buf);
+    free(r);
 }
 
-static enum MHD_Result follow(al_mcp *m, const char *sid, struct MHD_Connection *c, al_mcp_call *k, json_t *id,
-                              bool sse, bool send_output) {
-    int slot = inflight_add(m, sid, id, al_mcp_call_run_id(k));
+static enum MHD_Result send_stream(struct MHD_Connection *c, reader *r) {
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, r, stream_free);
+    if (!resp) {
+        stream_free(r);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+    MHD_add_response_header(resp, "Cache-Control", "no-store");
+    enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result follow(al_mcp *m, al_service *s, const session *sess, struct MHD_Connection *c, al_mcp_call *k,
+                              json_t *id, bool sse, bool send_output) {
+    int slot = inflight_add(m, sess->id, id, al_mcp_call_run_id(k));
     if (!sse) {
         /* plain JSON: wait here for the end, sending nothing before it */
         json_t *result = NULL;
@@ -330,24 +579,152 @@ static enum MHD_Result follow(al_mcp *m, const char *sid, struct MHD_Connection 
         al_mcp_call_free(k);
         return send_json(c, 200, al_mcp_rpc_result(id, result), NULL);
     }
-    stream *st = calloc(1, sizeof *st);
-    if (!st) {
+    rstream *rs = calloc(1, sizeof *rs);
+    reader *r = calloc(1, sizeof *r);
+    if (!rs || !r) {
+        free(rs);
+        free(r);
         inflight_del(m, slot);
         al_mcp_call_free(k);
         return MHD_NO;
     }
-    st->m = m;
-    st->slot = slot;
-    st->k = k;
-    st->id = json_incref(id);
-    st->send_output = send_output;
-    struct MHD_Response *r =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, st, stream_free);
-    MHD_add_response_header(r, "Content-Type", "text/event-stream");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    enum MHD_Result ret = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    return ret;
+    rs->s = s;
+    memcpy(rs->session, sess->id, sizeof rs->session);
+    snprintf(rs->run_id, sizeof rs->run_id, "%s", al_mcp_call_run_id(k));
+    rs->slot = slot;
+    rs->k = k;
+    rs->id = json_incref(id);
+    rs->send_output = send_output;
+    rs->reading = true;
+    r->m = m;
+    r->rs = rs;
+    pthread_mutex_lock(&m->mu);
+    rstreams_reap(m, sess->id);
+    rs->no = session_next_stream(m, sess->id);
+    rs->next = m->streams;
+    m->streams = rs;
+    m->stream_count++;
+    pthread_mutex_unlock(&m->mu);
+    /* 2025-11-25: an event with an id and no data first, so a client that
+     * loses the stream before any news can still resume it (older clients
+     * cannot parse an empty event: they get none) */
+    if (strcmp(sess->version, "2025-11-25") >= 0) {
+        char prime[64];
+        int n = snprintf(prime, sizeof prime, "id: %llu-0\ndata: \n\n", (unsigned long long)rs->no);
+        buf_add(r, prime, (size_t)n);
+    }
+    return send_stream(c, r);
+}
+
+/* GET /mcp with Last-Event-ID: resume the stream that event belongs to. */
+static enum MHD_Result resume(al_mcp *m, struct MHD_Connection *c, const al_principal *p, const char *last) {
+    const char *sid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Session-Id");
+    session sess;
+    if (!sid)
+        return send_error(c, 400, NULL, -32000, "Bad Request: the Mcp-Session-Id header is required");
+    if (!session_get(m, sid, p, &sess))
+        return send_error(c, 404, NULL, -32001, "Session not found: it ended or never existed; initialize again");
+    unsigned long long no = 0, seq = 0;
+    int used = 0;
+    if (strlen(last) > 41 || sscanf(last, "%llu-%llu%n", &no, &seq, &used) != 2 || (size_t)used != strlen(last) ||
+        last[0] == '-' || last[0] == '+' || strchr(last, ' '))
+        return send_error(c, 400, NULL, -32000, "Bad Request: Last-Event-ID %.64s is not an event id of this server",
+                          last);
+    pthread_mutex_lock(&m->mu);
+    rstreams_reap(m, NULL);
+    rstream *rs = NULL;
+    for (rstream *x = m->streams; x && !rs; x = x->next)
+        if (strcmp(x->session, sess.id) == 0 && x->no == no)
+            rs = x;
+    if (rs && rs->reading) {
+        /* the old connection may not know yet that its client left: it lets
+         * go at its next step, which the wake-up makes come now */
+        rs->superseded = true;
+        for (int i = 0; i < TAKEOVER_WAIT_S && rs && rs->reading; i++) {
+            pthread_mutex_unlock(&m->mu);
+            pthread_mutex_lock(&rs->s->mu);
+            rs->s->event_gen++;
+            pthread_cond_broadcast(&rs->s->events_cond);
+            pthread_mutex_unlock(&rs->s->mu);
+            pthread_mutex_lock(&m->mu);
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += 1;
+            pthread_cond_timedwait(&m->cond, &m->mu, &until);
+            /* it may have been delivered and forgotten meanwhile */
+            rstream *y = m->streams;
+            while (y && y != rs)
+                y = y->next;
+            rs = y;
+        }
+    }
+    if (rs && !rs->reading && seq > rs->next_seq) {
+        pthread_mutex_unlock(&m->mu);
+        return send_error(c, 400, NULL, -32000, "Bad Request: Last-Event-ID %.64s is past the stream's last event",
+                          last);
+    }
+    if (!rs || rs->reading) {
+        bool busy = rs && rs->reading;
+        if (rs)
+            rs->superseded = false;
+        pthread_mutex_unlock(&m->mu);
+        if (busy)
+            return send_error(c, 409, NULL, -32000, "Conflict: another connection still reads the stream of event %.64s",
+                              last);
+        return send_error(c, 410, NULL, -32000,
+                          "Gone: the stream of event %.64s is no longer kept (its response was delivered, it waited "
+                          "unread for more than %llu minutes, or newer streams of the session pushed it out); a "
+                          "run's record stays at GET /v1/runs/{id}",
+                          last, PARKED_MS / 60000);
+    }
+    rs->reading = true;
+    rs->superseded = false;
+    rs->parked_ms = 0;
+    /* what the client has, it will not ask for again */
+    while (rs->head && rs->head->seq <= seq && !rs->head->final) {
+        sse_event *e = rs->head;
+        rs->head = e->next;
+        if (!rs->head)
+            rs->tail = NULL;
+        rs->count--;
+        rs->bytes -= e->len;
+        free(e);
+    }
+    uint64_t missed = rs->dropped > seq ? rs->dropped - seq : 0;
+    char run_id[40];
+    memcpy(run_id, rs->run_id, sizeof run_id);
+    pthread_mutex_unlock(&m->mu);
+    reader *r = calloc(1, sizeof *r);
+    if (!r) {
+        pthread_mutex_lock(&m->mu);
+        rs->reading = false;
+        rs->parked_ms = al_now_ms();
+        pthread_mutex_unlock(&m->mu);
+        return MHD_NO;
+    }
+    r->m = m;
+    r->rs = rs;
+    r->sent = seq;
+    if (missed) {
+        /* said without an id: the client's last id stays its own */
+        char msg[300];
+        snprintf(msg, sizeof msg,
+                 "%llu earlier notifications of this call were dropped from the replay buffer (it keeps %d events "
+                 "and %u bytes per session); the run's whole output is at GET /v1/runs/%s/events",
+                 (unsigned long long)missed, REPLAY_EVENTS_MAX, REPLAY_BYTES_MAX, run_id);
+        json_t *note = json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s, s:I}}}", "jsonrpc", "2.0", "method",
+                                 "notifications/message", "params", "level", "warning", "logger", "airlock", "data",
+                                 "message", msg, "run_id", run_id, "missed", (json_int_t)missed);
+        char *t = json_dumps(note, JSON_COMPACT);
+        json_decref(note);
+        if (t) {
+            buf_add(r, "event: message\ndata: ", 21);
+            buf_add(r, t, strlen(t));
+            buf_add(r, "\n\n", 2);
+            free(t);
+        }
+    }
+    return send_stream(c, r);
 }
 
 /* ------------------------------------------------------------- requests */
@@ -511,7 +888,7 @@ static enum MHD_Result post(al_mcp *m, al_service *s, struct MHD_Connection *c, 
         else if (result)
             ret = send_json(c, 200, al_mcp_rpc_result(id, result), NULL);
         else
-            ret = follow(m, sess.id, c, k, id, sse, sess.log_level <= 1);
+            ret = follow(m, s, &sess, c, k, id, sse, sess.log_level <= 1);
     } else {
         ret = send_error(c, 200, id, -32601, "Method not found: %.100s", method);
     }
@@ -524,9 +901,14 @@ enum MHD_Result al_mcp_handle(al_mcp *m, al_service *s, struct MHD_Connection *c
                               const char *method, const char *body, size_t len, bool too_large) {
     if (!origin_ok(c))
         return send_error(c, 403, NULL, -32000, "Forbidden: the Origin header does not match the host");
-    if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
-        /* no server-initiated stream: everything comes as answers to POSTs */
+    if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) {
+        const char *last = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID");
+        if (last && strcmp(method, "GET") == 0)
+            return resume(m, c, p, last);
+        /* no server-initiated stream: everything comes as answers to POSTs
+         * (and their resumptions) */
         return send_empty(c, 405, "POST, DELETE");
+    }
     if (strcmp(method, "DELETE") == 0) {
         const char *sid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Session-Id");
         if (!sid)
