@@ -68,7 +68,7 @@ class Mcp:
             msgs = []
             for block in data.decode().split("\n\n"):
                 lines = [ln[5:].lstrip() for ln in block.split("\n") if ln.startswith("data:")]
-                if lines:
+                if "".join(lines):  # an event with an empty data line only primes a resumption
                     msgs.append(json.loads("\n".join(lines)))
             return resp.status, hdrs, msgs
         if "json" in ctype and data:
@@ -216,7 +216,7 @@ def test_sessions(service):
     other = service.new_tenant(f"mcpsess{time.monotonic_ns() % 10**9}")
     status, _, doc = m.request("ping", key=other.key)
     assert status == 404 and doc["error"]["code"] == -32001, doc
-    # no server-initiated stream
+    # no server-initiated stream (a GET only resumes one, with Last-Event-ID)
     status, hdrs, _ = m.post(method="GET", accept="text/event-stream")
     assert status == 405 and "POST" in hdrs.get("allow", "")
     # DELETE ends it
@@ -740,3 +740,196 @@ def _cmdline(pid):
             return f.read()
     except OSError:
         return b""
+
+
+# ------------------------------------------------------ resumable streams
+
+
+class Sse:
+    """One SSE response read event by event: [(id or None, message or None)]."""
+
+    def __init__(self, svc, method, headers, body=None, timeout=120):
+        self.conn = http.client.HTTPConnection(svc.host, svc.port, timeout=timeout)
+        self.conn.request(method, "/mcp", body=body, headers=headers)
+        self.resp = self.conn.getresponse()
+        self.status = self.resp.status
+        self.headers = {a.lower(): b for a, b in self.resp.getheaders()}
+
+    def events(self):
+        eid, data = None, []
+        while True:
+            line = self.resp.readline()
+            if not line:
+                return
+            line = line.decode().rstrip("\r\n")
+            if line == "":
+                if eid is not None or data:
+                    yield eid, json.loads("\n".join(data)) if "".join(data) else None
+                eid, data = None, []
+            elif line.startswith("id:"):
+                eid = line[3:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].lstrip())
+
+    def drop(self):
+        """The network fails: the client's end goes away without a word."""
+        import socket
+        try:
+            self.conn.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.conn.close()
+
+
+def mcp_headers(m, **extra):
+    h = {"Content-Type": "application/json", "Accept": BOTH, "Authorization": f"Bearer {m.key}",
+         "Mcp-Session-Id": m.session, "MCP-Protocol-Version": m.version}
+    h.update(extra)
+    return {a: b for a, b in h.items() if b is not None}
+
+
+def start_call(m, code, language="python", token=None):
+    m.next_id += 1
+    params = {"name": "code_execution", "arguments": {"language": language, "code": code}}
+    if token:
+        params["_meta"] = {"progressToken": token}
+    body = json.dumps({"jsonrpc": "2.0", "id": m.next_id, "method": "tools/call", "params": params})
+    return m.next_id, Sse(m.svc, "POST", mcp_headers(m), body)
+
+
+def resume(m, last_id, key=None, session=None):
+    h = mcp_headers(m, Accept="text/event-stream", **{"Last-Event-ID": last_id})
+    if key:
+        h["Authorization"] = f"Bearer {key}"
+    if session:
+        h["Mcp-Session-Id"] = session
+    return Sse(m.svc, "GET", h)
+
+
+def stdout_of(events):
+    return "".join(msg["params"]["data"] for _, msg in events
+                   if msg and msg.get("method") == "notifications/message" and msg["params"].get("logger") == "stdout")
+
+
+def responses(events, rid):
+    return [msg for _, msg in events if msg and msg.get("id") == rid and ("result" in msg or "error" in msg)]
+
+
+def id_key(eid):
+    stream, seq = eid.split("-")
+    return int(stream), int(seq)
+
+
+SLOW_LINES = "import time\nfor i in range(1, 9):\n    print(f'line{i}', flush=True)\n    time.sleep(0.4)\n"
+WANT = "".join(f"line{i}\n" for i in range(1, 9))
+
+
+@pytest.mark.parametrize("when", ["running", "ended"])
+def test_a_dropped_stream_resumes_with_last_event_id(service, when):
+    """The stream of a tools/call is cut after line2; a GET with Last-Event-ID
+    (while the run still goes, or after it ended) brings the rest of the
+    output and the result, each exactly once, with ids after the last one."""
+    m = Mcp(service)
+    rid, first = start_call(m, SLOW_LINES, token="t-resume")
+    assert first.status == 200 and first.headers["content-type"] == "text/event-stream", first.headers
+    got, last = [], None
+    for eid, msg in first.events():
+        if eid is not None:
+            last = eid
+        got.append((eid, msg))
+        if "line2" in stdout_of(got):
+            break
+    first.drop()
+    # the priming event comes first: an id and no message (2025-11-25)
+    assert got[0][0] is not None and got[0][0].endswith("-0") and got[0][1] is None, got[:2]
+    assert all(eid is not None for eid, msg in got), "an event without an id cannot be resumed after"
+    assert stdout_of(got).startswith("line1\nline2\n") and not responses(got, rid), got
+    run_ids = {msg["params"]["message"].split()[1] for _, msg in got
+               if msg and msg.get("method") == "notifications/progress" and msg["params"]["message"].startswith("Run ")}
+    assert len(run_ids) == 1, got
+    run_id = run_ids.pop()
+    if when == "ended":
+        run = service.wait_state(run_id, {"succeeded", "failed", "error"}, timeout=60)
+        assert run["state"] == "succeeded", run
+    again = resume(m, last)
+    assert again.status == 200 and again.headers["content-type"] == "text/event-stream", (again.status, again.headers)
+    rest = list(again.events())
+    assert all(eid is not None and id_key(eid) > id_key(last) for eid, _ in rest), (last, rest)
+    ids = [eid for eid, _ in got + rest]
+    assert len(ids) == len(set(ids)) and ids == sorted(ids, key=id_key), ids
+    # the output, whole and once; the response, once, at the end
+    assert stdout_of(got + rest) == WANT, (stdout_of(got), stdout_of(rest))
+    final = responses(got + rest, rid)
+    assert len(final) == 1 and rest[-1][1] is final[0], rest[-3:]
+    assert final[0]["result"]["isError"] is False and "line8" in text_of(final[0]["result"]), final
+    # delivered: the stream is forgotten; a resume of it says so
+    status, _, doc = m.post(method="GET", accept="text/event-stream", headers={"Last-Event-ID": rest[-1][0]})
+    assert status == 410 and "no longer kept" in doc["error"]["message"], (status, doc)
+
+
+def test_resumption_refusals(service):
+    m = Mcp(service)
+    rid, first = start_call(m, SLOW_LINES)
+    got = []
+    for eid, msg in first.events():
+        got.append((eid, msg))
+        if "line1" in stdout_of(got):
+            break
+    first.drop()
+    last = got[-1][0]
+    # not an id of ours, a stream that never was, no session, another person's key
+    for bad in ("abc", "1-", "-1-2", "1-2-3", "1 -2", "x" * 80):
+        status, _, doc = m.post(method="GET", accept="text/event-stream", headers={"Last-Event-ID": bad})
+        assert status == 400 and "Last-Event-ID" in doc["error"]["message"], (bad, status, doc)
+    status, _, doc = m.post(method="GET", accept="text/event-stream", headers={"Last-Event-ID": "999-1"})
+    assert status == 410, (status, doc)
+    other = service.new_tenant(f"mcpres{time.monotonic_ns() % 10**9}")
+    sneak = resume(m, last, key=other.key)
+    assert sneak.status == 404, sneak.status
+    sneak.drop()
+    nos = resume(m, last, session="0" * 32)
+    assert nos.status == 404, nos.status
+    nos.drop()
+    # the owner still resumes it, to the end
+    again = resume(m, last)
+    rest = list(again.events())
+    assert stdout_of(got + rest) == WANT and len(responses(rest, rid)) == 1
+    # a HEAD, or a GET without Last-Event-ID, is still 405
+    assert m.post(method="HEAD", accept="text/event-stream", headers={"Last-Event-ID": last})[0] == 405
+
+
+def test_a_resume_from_before_the_replay_bound_is_told_what_it_missed(service):
+    """More events than a session keeps (512): a resume from the very first id
+    gets a warning naming how many were dropped, then the newest kept events
+    and the response; the output it did get is the tail of the whole."""
+    m = Mcp(service)
+    code = "import time\nfor i in range(1500):\n    print(f'n{i}', flush=True)\n    time.sleep(0.003)\n"
+    rid, first = start_call(m, code)
+    got, prime = [], None
+    for eid, msg in first.events():
+        prime = prime or eid
+        got.append((eid, msg))
+        if "n1499\n" in stdout_of(got):
+            break
+    first.drop()
+    outputs = [e for e in got if e[1] and e[1].get("method") == "notifications/message"]
+    if len(outputs) <= 520:
+        pytest.skip(f"the run's output came in {len(outputs)} events, too few to pass the bound of 512")
+    again = resume(m, prime)
+    rest = list(again.events())
+    warn = rest[0][1]
+    assert rest[0][0] is None and warn["method"] == "notifications/message", rest[:2]
+    assert warn["params"]["level"] == "warning" and warn["params"]["data"]["missed"] > 0, warn
+    assert f"GET /v1/runs/{warn['params']['data']['run_id']}/events" in warn["params"]["data"]["message"], warn
+    kept = [e for e in rest[1:] if e[1] and e[1].get("method") == "notifications/message"]
+    assert len(kept) + warn["params"]["data"]["missed"] == len(outputs), (len(kept), warn, len(outputs))
+    whole = "".join(f"n{i}\n" for i in range(1500))
+    assert whole.endswith(stdout_of(rest)) and len(stdout_of(rest)) < len(whole)
+    assert len(responses(rest, rid)) == 1 and rest[-1][1]["id"] == rid
+
+
+def test_sdk_resumes_a_dropped_stream(service):
+    """The official SDK's StreamableHTTPClientTransport reconnects with
+    Last-Event-ID when a tools/call stream breaks, and gets the result."""
+    npm_ci()
+    node_test("mcp_resume.test.mjs", sdk_env(service), expect=2)
