@@ -110,22 +110,40 @@ static int commit_tree(al_service *s, const char *tmp, int tmpfd, json_t **ret_m
 typedef int (*fill_fn)(int rootfd, const void *a, size_t b, al_error *err);
 
 /* Unpack into a fresh temporary directory with FILL, then commit. */
-static int ingest(al_service *s, fill_fn fill, const void *a, size_t b, json_t **ret_manifest, char ret_digest[72],
-                  al_error *err) {
-    char root[PATH_MAX], tmp[PATH_MAX + 64], id[40];
+/* Fill a fresh temporary directory of the store (path in TMP, an fd on it
+ * in *RET_FD) with FILL; on failure nothing is left. */
+static int unpack_tmp(al_service *s, fill_fn fill, const void *a, size_t b, char tmp[PATH_MAX + 64], int *ret_fd,
+                      al_error *err) {
+    char root[PATH_MAX], id[40];
     store_root(s, root, sizeof root);
     al_store_new_id("tmp", id, sizeof id);
-    snprintf(tmp, sizeof tmp, "%s/%s", root, id);
+    snprintf(tmp, PATH_MAX + 64, "%s/%s", root, id);
     if (mkdir(tmp, 0755) < 0)
         return al_err(err, "skill", errno, "mkdir %s: %m", tmp);
-    _cleanup_close_ int fd = open(tmp, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(tmp, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         al_rm_tree(AT_FDCWD, tmp);
         return al_err(err, "skill", errno, "open %s: %m", tmp);
     }
     int r = fill(fd, a, b, err);
-    if (r == 0)
-        r = commit_tree(s, tmp, fd, ret_manifest, ret_digest, err);
+    if (r < 0) {
+        close(fd);
+        al_rm_tree(AT_FDCWD, tmp);
+        return r;
+    }
+    *ret_fd = fd;
+    return 0;
+}
+
+/* Unpack with FILL, then commit. */
+static int ingest(al_service *s, fill_fn fill, const void *a, size_t b, json_t **ret_manifest, char ret_digest[72],
+                  al_error *err) {
+    char tmp[PATH_MAX + 64];
+    _cleanup_close_ int fd = -1;
+    int r = unpack_tmp(s, fill, a, b, tmp, &fd, err);
+    if (r < 0)
+        return r;
+    r = commit_tree(s, tmp, fd, ret_manifest, ret_digest, err);
     if (r < 0)
         al_rm_tree(AT_FDCWD, tmp);
     return r;
@@ -406,24 +424,34 @@ int al_skills_init(al_service *s, const char *skills_dir, al_error *err) {
     return r;
 }
 
-static unsigned upload_locked(al_service *s, const al_principal *p, const void *body, size_t len, json_t **ret);
+static unsigned upload_locked(al_service *s, const al_principal *p, const char *tmp, int fd, json_t **ret);
 
 unsigned al_skills_upload(al_service *s, const al_principal *p, const void *body, size_t len, json_t **ret) {
     if (len == 0)
         return fail(ret, 400, "bad_request", "the body must be the bundle: a tar or tar.gz archive with skill.json at its top");
-    /* the lock spans storing the bundle and recording its row, so a
+    char tmp[PATH_MAX + 64];
+    _cleanup_close_ int fd = -1;
+    al_error err = { 0 };
+    /* unpacked outside the lock (tmp_* are never collected); the lock spans
+     * moving the bundle into the store and recording its row, so a
      * collection in between cannot take the bundle away */
+    if (unpack_tmp(s, fill_archive, body, len, tmp, &fd, &err) < 0) {
+        *ret = error_doc(err.err == EFBIG || err.err == E2BIG ? "payload_too_large" : "bad_request", "invalid skill bundle: %s",
+                         err.msg);
+        return err.err == EFBIG || err.err == E2BIG ? 413 : 400;
+    }
     pthread_mutex_lock(&s->skills_mu);
-    unsigned st = upload_locked(s, p, body, len, ret);
+    unsigned st = upload_locked(s, p, tmp, fd, ret);
     pthread_mutex_unlock(&s->skills_mu);
     return st;
 }
 
-static unsigned upload_locked(al_service *s, const al_principal *p, const void *body, size_t len, json_t **ret) {
+static unsigned upload_locked(al_service *s, const al_principal *p, const char *tmp, int fd, json_t **ret) {
     json_t *m = NULL;
     char digest[72];
     al_error err = { 0 };
-    if (ingest(s, fill_archive, body, len, &m, digest, &err) < 0) {
+    if (commit_tree(s, tmp, fd, &m, digest, &err) < 0) {
+        al_rm_tree(AT_FDCWD, tmp);
         *ret = error_doc(err.err == EFBIG || err.err == E2BIG ? "payload_too_large" : "bad_request", "invalid skill bundle: %s",
                          err.msg);
         return err.err == EFBIG || err.err == E2BIG ? 413 : 400;
