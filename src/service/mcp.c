@@ -616,6 +616,14 @@ static enum MHD_Result follow(al_mcp *m, al_service *s, const session *sess, str
     return send_stream(c, r);
 }
 
+/* RS if it is still in the list, else NULL. Under m->mu. */
+static rstream *stream_still(al_mcp *m, rstream *rs) {
+    rstream *y = m->streams;
+    while (y && y != rs)
+        y = y->next;
+    return y;
+}
+
 /* GET /mcp with Last-Event-ID: resume the stream that event belongs to. */
 static enum MHD_Result resume(al_mcp *m, struct MHD_Connection *c, const al_principal *p, const char *last) {
     const char *sid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Session-Id");
@@ -647,15 +655,15 @@ static enum MHD_Result resume(al_mcp *m, struct MHD_Connection *c, const al_prin
             pthread_cond_broadcast(&rs->s->events_cond);
             pthread_mutex_unlock(&rs->s->mu);
             pthread_mutex_lock(&m->mu);
+            /* it may have let go, or been delivered and forgotten, meanwhile */
+            rs = stream_still(m, rs);
+            if (!rs || !rs->reading)
+                break;
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
             until.tv_sec += 1;
             pthread_cond_timedwait(&m->cond, &m->mu, &until);
-            /* it may have been delivered and forgotten meanwhile */
-            rstream *y = m->streams;
-            while (y && y != rs)
-                y = y->next;
-            rs = y;
+            rs = stream_still(m, rs);
         }
     }
     if (rs && !rs->reading && seq > rs->next_seq) {
