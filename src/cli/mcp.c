@@ -9,6 +9,11 @@
  * Requests are forwarded concurrently (a long code_execution does not hold
  * up a ping), except initialize, which is waited for: it makes the session
  * every later request names.
+ *
+ * An event stream that breaks before its answer (the network between here
+ * and the service failed) is resumed as the transport provides: GET /mcp
+ * with Last-Event-ID, a few times, so the client sees each event once and
+ * gets its answer.
  */
 #include <curl/curl.h>
 #include <pthread.h>
@@ -21,6 +26,7 @@
 #define LINE_MAX_BYTES (8u << 20)   /* the service's own body cap */
 #define IN_FLIGHT_MAX 32
 #define RESPONSE_MAX (64u << 20)
+#define RESUME_TRIES 5              /* 0.5 s, 1 s, 1.5 s... apart */
 
 typedef struct bridge {
     char url[2048];
@@ -46,6 +52,8 @@ typedef struct exchange {
     size_t event_len;
     char *partial;                /* SSE: a line not yet ended */
     size_t partial_len;
+    char last_id[72];             /* SSE: the id of the last whole event */
+    char event_id[72];            /* SSE: the id of the event being read */
     bool emitted;                 /* wrote a response for this request */
 } exchange;
 
@@ -139,9 +147,22 @@ static void sse_line(exchange *x, const char *l, size_t n) {
     if (n == 0) {
         if (x->event_len)
             deliver(x, x->event, x->event_len);
+        /* an id counts once its event is whole (and delivered) */
+        if (x->event_id[0])
+            memcpy(x->last_id, x->event_id, sizeof x->last_id);
+        x->event_id[0] = '\0';
         free(x->event);
         x->event = NULL;
         x->event_len = 0;
+        return;
+    }
+    if (n >= 3 && strncmp(l, "id:", 3) == 0) {
+        const char *v = l + 3;
+        size_t vl = n - 3;
+        if (vl && *v == ' ')
+            v++, vl--;
+        if (vl < sizeof x->event_id)
+            snprintf(x->event_id, sizeof x->event_id, "%.*s", (int)vl, v);
         return;
     }
     if (n >= 5 && strncmp(l, "data:", 5) == 0) {
@@ -153,7 +174,7 @@ static void sse_line(exchange *x, const char *l, size_t n) {
             grow(&x->event, &x->event_len, "\n", 1);
         grow(&x->event, &x->event_len, v, vl);
     }
-    /* event:, id:, retry: and comments carry nothing a stdio client needs */
+    /* event:, retry: and comments carry nothing a stdio client needs */
 }
 
 static size_t on_body(char *buf, size_t size, size_t n, void *cls) {
@@ -179,14 +200,13 @@ static size_t on_body(char *buf, size_t size, size_t n, void *cls) {
     return len;
 }
 
-static void forward(exchange *x) {
+/* One HTTP exchange of X: its POST, or (LAST_ID) a GET resuming its stream. */
+static CURLcode perform(exchange *x, const char *last_id, long *ret_status) {
     bridge *b = x->b;
     CURL *h = curl_easy_init();
-    if (!h) {
-        emit_error(x, "airlock mcp: cannot start an HTTP request");
-        return;
-    }
-    char session[160] = "", version[64] = "";
+    if (!h)
+        return CURLE_FAILED_INIT;
+    char session[160] = "", version[64] = "", last[100] = "";
     pthread_mutex_lock(&b->mu);
     if (b->session[0] && !x->initialize)
         snprintf(session, sizeof session, "Mcp-Session-Id: %s", b->session);
@@ -194,8 +214,16 @@ static void forward(exchange *x) {
         snprintf(version, sizeof version, "MCP-Protocol-Version: %s", b->version);
     pthread_mutex_unlock(&b->mu);
     struct curl_slist *hdrs = NULL;
-    hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-    hdrs = curl_slist_append(hdrs, "Accept: application/json, text/event-stream");
+    if (last_id) {
+        snprintf(last, sizeof last, "Last-Event-ID: %s", last_id);
+        hdrs = curl_slist_append(hdrs, "Accept: text/event-stream");
+        hdrs = curl_slist_append(hdrs, last);
+    } else {
+        hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+        hdrs = curl_slist_append(hdrs, "Accept: application/json, text/event-stream");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, x->line);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(x->line));
+    }
     hdrs = curl_slist_append(hdrs, b->auth);
     if (session[0])
         hdrs = curl_slist_append(hdrs, session);
@@ -203,8 +231,6 @@ static void forward(exchange *x) {
         hdrs = curl_slist_append(hdrs, version);
     curl_easy_setopt(h, CURLOPT_URL, b->url);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, x->line);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(x->line));
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
@@ -213,8 +239,46 @@ static void forward(exchange *x) {
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     CURLcode rc = curl_easy_perform(h);
+    *ret_status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, ret_status);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    return rc;
+}
+
+/* Forget a broken answer's partial state before the next exchange. */
+static void reset_answer(exchange *x) {
+    x->sse = false;
+    free(x->body);
+    free(x->event);
+    free(x->partial);
+    x->body = x->event = x->partial = NULL;
+    x->len = x->event_len = x->partial_len = 0;
+    x->event_id[0] = '\0';
+}
+
+static void forward(exchange *x) {
+    bridge *b = x->b;
     long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    CURLcode rc = perform(x, NULL, &status);
+    bool resumed = false;
+    /* a stream that broke before its answer: resume it after its last id */
+    for (int i = 1; i <= RESUME_TRIES && x->sse && !x->emitted && x->id && x->last_id[0] &&
+                    (rc != CURLE_OK || status == 200);
+         i++) {
+        if (rc != CURLE_OK)
+            fprintf(stderr, "airlock mcp: the stream of a request broke (%s); resuming after event %s\n",
+                    curl_easy_strerror(rc), x->last_id);
+        struct timespec ts = { .tv_sec = i / 2, .tv_nsec = (i % 2) * 500000000L };
+        nanosleep(&ts, NULL);
+        char last[72];
+        memcpy(last, x->last_id, sizeof last);
+        reset_answer(x);
+        resumed = true;
+        rc = perform(x, last, &status);
+        if (rc == CURLE_OK && status != 200)
+            break; /* the service said why it cannot (410 gone, 404 session): below */
+    }
     if (rc != CURLE_OK) {
         emit_error(x, "airlock mcp: cannot reach the service at %s: %s", b->url, curl_easy_strerror(rc));
     } else if (x->sse) {
@@ -225,10 +289,11 @@ static void forward(exchange *x) {
             emit_error(x, "airlock mcp: the service's stream ended without an answer");
     } else if (x->len) {
         json_t *doc = json_loadb(x->body, x->len, 0, NULL);
-        if (doc && json_object_get(doc, "jsonrpc")) {
+        if (doc && json_object_get(doc, "jsonrpc") && (!resumed || !json_is_null(json_object_get(doc, "id")))) {
             deliver(x, x->body, x->len);
         } else {
-            /* not JSON-RPC (401 from the key check, say): tell the client why */
+            /* not JSON-RPC for this request (401 from the key check, a
+             * resume refused): tell the client why */
             const char *m = json_string_value(json_object_get(json_object_get(doc, "error"), "message"));
             emit_error(x, "airlock mcp: HTTP %ld from %s: %s", status, b->url, m ? m : "(no JSON-RPC answer)");
         }
@@ -236,8 +301,6 @@ static void forward(exchange *x) {
     } else if (x->id) {
         emit_error(x, "airlock mcp: HTTP %ld from %s with no answer", status, b->url);
     }
-    curl_slist_free_all(hdrs);
-    curl_easy_cleanup(h);
 }
 
 static void exchange_free(exchange *x) {
