@@ -933,3 +933,88 @@ def test_sdk_resumes_a_dropped_stream(service):
     Last-Event-ID when a tools/call stream breaks, and gets the result."""
     npm_ci()
     node_test("mcp_resume.test.mjs", sdk_env(service), expect=2)
+
+
+class CuttingRelay:
+    """A TCP relay to the service that fails the first connection carrying a
+    tools/call (a reset, as a broken network does) once TRIGGER went through
+    it towards the client; every other connection it relays whole."""
+
+    def __init__(self, svc, trigger=b"line2"):
+        import socket
+        self.svc, self.trigger, self.cuts = svc, trigger, 0
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(16)
+        self.url = f"http://127.0.0.1:{self.lsock.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self):
+        self.lsock.close()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._pipe, args=(c,), daemon=True).start()
+
+    def _pipe(self, c):
+        import socket
+        import struct
+        s = socket.create_connection((self.svc.host, self.svc.port))
+        seen = {"call": False, "down": b""}
+
+        def up():
+            try:
+                while (d := c.recv(65536)):
+                    seen["call"] |= b'"tools/call"' in d
+                    s.sendall(d)
+            except OSError:
+                pass
+        threading.Thread(target=up, daemon=True).start()
+        try:
+            while (d := s.recv(65536)):
+                c.sendall(d)
+                if seen["call"] and not self.cuts:
+                    seen["down"] += d
+                    if self.trigger in seen["down"]:
+                        self.cuts += 1
+                        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                        break
+        except OSError:
+            pass
+        # shutdown first: a close alone does not wake the other thread's recv,
+        # which keeps the socket (and the client's connection) alive
+        for x in (c, s):
+            try:
+                x.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            x.close()
+
+
+def test_airlock_mcp_resumes_a_broken_stream(service):
+    """`airlock mcp` whose connection to the service breaks mid-call resumes
+    the stream with Last-Event-ID: its client sees every line of output once
+    and gets the answer, not an error."""
+    relay = CuttingRelay(service)
+    try:
+        init = dict(INIT, params=dict(INIT["params"], protocolVersion=LATEST))
+        code, out, err = stdio(service, [init, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                                         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                                             "name": "code_execution",
+                                             "arguments": {"language": "python", "code": SLOW_LINES}}}],
+                               args=["--url", relay.url, "--key", service.key])
+    finally:
+        relay.close()
+    assert code == 0, err
+    assert relay.cuts == 1, "the relay never cut the stream"
+    assert "resuming after event" in err, err
+    answers = [m for m in out if m.get("id") == 2]
+    assert len(answers) == 1 and "result" in answers[0], out
+    assert answers[0]["result"]["isError"] is False and "line8" in text_of(answers[0]["result"]), answers
+    logs = "".join(m["params"]["data"] for m in out
+                   if m.get("method") == "notifications/message" and m["params"].get("logger") == "stdout")
+    assert logs == WANT, logs
