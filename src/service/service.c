@@ -1024,5 +1024,13 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     pthread_join(s->scheduler, NULL);
     al_http_stop(http);
     al_store_close(s->store);
+    /* every thread is gone: what is left is ours alone to free (so that a
+     * LeakSanitizer build reports only real leaks) */
+    al_skills_free(s);
+    free(s->queue);
+    pthread_cond_destroy(&s->sched_cond);
+    pthread_cond_destroy(&s->events_cond);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
     return 0;
 }

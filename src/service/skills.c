@@ -424,6 +424,13 @@ int al_skills_init(al_service *s, const char *skills_dir, al_error *err) {
     return r;
 }
 
+void al_skills_free(al_service *s) {
+    json_decref(s->skills_bundled);
+    json_decref(s->skills_pins);
+    s->skills_bundled = s->skills_pins = NULL;
+    pthread_mutex_destroy(&s->skills_mu);
+}
+
 static unsigned upload_locked(al_service *s, const al_principal *p, const char *tmp, int fd, json_t **ret);
 
 unsigned al_skills_upload(al_service *s, const al_principal *p, const void *body, size_t len, json_t **ret) {

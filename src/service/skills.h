@@ -74,6 +74,8 @@ typedef struct al_principal al_principal;
  * skill.json) into the store by digest. A bundled skill that does not
  * validate is an error: it ships with airlock. */
 int al_skills_init(al_service *s, const char *skills_dir, al_error *err);
+/* At the service's end: what al_skills_init made. */
+void al_skills_free(al_service *s);
 
 typedef enum al_skill_mode {
     AL_SKILL_RUN,                 /* agents: bundled or promoted skills only */

@@ -33,6 +33,11 @@ def svc(hosts, tmp_path_factory):
                 binary=hooks_binary(ASAN_AIRLOCK.parent)).start()
     yield s
     shutdown(s)
+    # this service is the ASan+UBSan build with leak detection: its log
+    # must hold no report, from any run or from its own shutdown
+    log = s.log_path.read_text(errors="replace")
+    for report in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
+        assert report not in log, log[log.find(report) - 2000:][:6000]
 
 
 def test_run_with_hosts_policy_records_egress_and_audits_it(svc):
