@@ -98,6 +98,11 @@ void al_blob_path(al_service *s, const char *sha, char *buf, size_t len);
 void al_rm_rf(const char *path);
 
 /* governance.c */
+/* runs.c: a state that does not change again; a thread id's syntax */
+bool al_run_state_terminal(const char *state);
+bool al_valid_thread_id(const char *t);
+/* The JSON text in column KEY of ROW, parsed (json null when absent or bad). */
+json_t *al_row_json(json_t *row, const char *key);
 /* The run ID of P's workspace (its row), or NULL: other workspaces' runs do
  * not exist for P. */
 json_t *al_run_load(al_service *s, const al_principal *p, const char *id);

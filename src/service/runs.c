@@ -1,0 +1,605 @@
+/*
+ * Runs as records: creating one (the single path of POST /v1/runs, the
+ * Piston API, MCP's code_execution and every skill run: validation, the
+ * tool allow-list, network policy, approval, credits, queue, audit),
+ * cancelling one, and the run object the API shows. No HTTP here: callers
+ * get a status and a document.
+ */
+#include <fcntl.h>
+#include <nettle/base64.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../image/image.h"
+#include "audit.h"
+#include "service.h"
+#include "skills.h"
+
+#define FILE_NAME_MAX 255
+#define ARTIFACT_REFS_MAX 100
+#define DESCRIPTION_MAX 4096
+
+/* --------------------------------------------------------------- records */
+
+static const char *const terminal_states[] = { "succeeded", "failed", "timed_out", "killed", "canceled", "error",
+                                                "denied" };
+
+bool al_run_state_terminal(const char *state) {
+    for (size_t i = 0; state && i < ELEMENTSOF(terminal_states); i++)
+        if (strcmp(state, terminal_states[i]) == 0)
+            return true;
+    return false;
+}
+
+json_t *al_row_json(json_t *row, const char *key) {
+    const char *t = json_string_value(json_object_get(row, key));
+    json_t *j = t ? json_loads(t, 0, NULL) : NULL;
+    return j ? j : json_null();
+}
+
+json_t *al_run_json(al_service *s, json_t *row) {
+    al_error err = { 0 };
+    const char *id = json_string_value(json_object_get(row, "id"));
+    json_t *lim = al_row_json(row, "limits");
+    json_t *limits = json_pack("{s:O, s:I, s:f, s:O}", "timeout_s", json_object_get(lim, "timeout_s"), "memory_mb",
+                               (json_int_t)(json_integer_value(json_object_get(lim, "memory_bytes")) >> 20), "cpus",
+                               (double)json_integer_value(json_object_get(lim, "cpu_millis")) / 1000.0, "pids",
+                               json_object_get(lim, "pids"));
+    json_decref(lim);
+    json_t *result = al_row_json(row, "result");
+    if (json_is_object(result)) {
+        /* the box's internals (host uid, cgroup path) stay on the host;
+         * artifacts and skips are given at the run's level */
+        json_object_del(result, "box");
+        json_object_del(result, "artifacts");
+        json_object_del(result, "skipped");
+    }
+    json_t *arts = al_store_query(s->store, &err,
+                                  "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
+                                  "FROM artifacts WHERE run_id = ? ORDER BY path",
+                                  "s", id);
+    json_t *error = json_is_string(json_object_get(row, "error_code"))
+                        ? json_pack("{s:O, s:O}", "code", json_object_get(row, "error_code"), "message",
+                                    json_object_get(row, "error_message"))
+                        : json_null();
+    json_t *previews = al_row_json(row, "previews");
+    json_t *skipped = al_row_json(row, "skipped");
+    json_t *appr = al_store_query(s->store, &err, "SELECT * FROM approval_requests WHERE run_id = ?", "s", id);
+    json_t *approval = json_null();
+    if (appr && json_array_size(appr)) {
+        json_t *a = json_array_get(appr, 0);
+        approval = json_loads(json_string_value(json_object_get(a, "card")), 0, NULL);
+        if (!approval)
+            approval = json_object();
+        json_object_set(approval, "decision", json_object_get(a, "decision"));
+        json_object_set(approval, "decided_by", json_object_get(a, "decided_by"));
+        json_object_set(approval, "decided_at", json_object_get(a, "decided_at"));
+        json_object_set(approval, "reason", json_object_get(a, "reason"));
+    }
+    json_decref(appr);
+    json_t *out = json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:o, s:O, s:O, s:O, s:o, s:o, s:o, s:o, s:o}",
+                     "id", json_object_get(row, "id"), "state", json_object_get(row, "state"),
+                     "language", json_object_get(row, "language"), "thread_id", json_object_get(row, "thread_id"),
+                     "description", json_object_get(row, "description"), "network", json_object_get(row, "network"),
+                     "limits", limits, "created_at", json_object_get(row, "created_at"),
+                     "started_at", json_object_get(row, "started_at"), "finished_at", json_object_get(row, "finished_at"),
+                     "result", result, "error", error, "artifacts", arts ? arts : json_array(),
+                     "previews", json_is_array(previews) ? previews : (json_decref(previews), json_array()),
+                     "skipped", json_is_array(skipped) ? skipped : (json_decref(skipped), json_array()));
+    if (out) {
+        json_object_set_new(out, "approval", approval);
+        json_object_set(out, "redactions", json_object_get(row, "redactions"));
+        json_object_set(out, "price", json_object_get(row, "price"));
+        json_t *im = json_object_get(row, "image");
+        json_object_set_new(out, "image", json_is_string(im) ? json_incref(im) : json_string("host"));
+        json_t *ins = al_row_json(row, "inputs");
+        json_t *sk = json_object_get(ins, "skill");
+        if (json_is_object(sk))
+            json_object_set_new(out, "skill", json_pack("{s:O, s:O, s:O, s:O, s:O}", "name", json_object_get(sk, "name"),
+                                                        "version", json_object_get(sk, "version"), "digest",
+                                                        json_object_get(sk, "digest"), "entrypoint",
+                                                        json_object_get(sk, "entrypoint"), "mode",
+                                                        json_object_get(sk, "mode")));
+        json_decref(ins);
+    } else {
+        json_decref(approval);
+    }
+    return out;
+}
+
+json_t *al_run_load(al_service *s, const al_principal *p, const char *id) {
+    al_error err = { 0 };
+    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ? AND workspace_id = ?", "ss", id,
+                                  p->workspace_id);
+    json_t *row = rows && json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
+    json_decref(rows);
+    return row;
+}
+
+/* ----------------------------------------------------------- validation */
+
+bool al_valid_thread_id(const char *t) {
+    size_t n = strlen(t);
+    if (n == 0 || n > 64)
+        return false;
+    for (const char *c = t; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
+              *c == '_' || *c == '-'))
+            return false;
+    return strcmp(t, ".") != 0 && strcmp(t, "..") != 0;
+}
+
+static bool valid_file_name(const char *n) {
+    size_t len = strlen(n);
+    return len > 0 && len <= FILE_NAME_MAX && !strchr(n, '/') && strcmp(n, ".") != 0 && strcmp(n, "..") != 0;
+}
+
+static int decode_base64(const char *in, char **ret, size_t *ret_len) {
+    size_t n = strlen(in);
+    char *out = malloc(BASE64_DECODE_LENGTH(n) + 1);
+    if (!out)
+        return -ENOMEM;
+    struct base64_decode_ctx ctx;
+    base64_decode_init(&ctx);
+    size_t len = BASE64_DECODE_LENGTH(n);
+    if (!base64_decode_update(&ctx, &len, (uint8_t *)out, n, in) || !base64_decode_final(&ctx)) {
+        free(out);
+        return -EINVAL;
+    }
+    *ret = out;
+    *ret_len = len;
+    return 0;
+}
+
+typedef struct limit_spec {
+    const char *key;
+    double def, min, max;
+} limit_spec;
+
+/* An error answer of al_run_create: the status, and the document in *RET. */
+static unsigned run_error(json_t **ret, unsigned status, const char *code, const char *fmt, ...) _printf_(4, 5);
+static unsigned run_error(json_t **ret, unsigned status, const char *code, const char *fmt, ...) {
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    *ret = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
+    return status;
+}
+
+unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const al_run_extra *extra, json_t **ret_doc) {
+    al_error err = { 0 };
+    static const al_run_extra none = { 0 };
+    const al_run_extra *ex = extra ? extra : &none;
+    const char *tool = ex->tool ? ex->tool : "code_execution";
+    *ret_doc = NULL;
+    if (!json_is_object(body))
+        return run_error(ret_doc, 400, "bad_request", "the body must be a JSON object");
+    unsigned ret;
+    json_t *settings = NULL;
+    settings = al_settings_load(s, p->workspace_id);
+    /* the IAM decision: is code execution a tool this workspace may call? */
+    bool tool_ok = false;
+    size_t ti;
+    json_t *tv;
+    json_array_foreach(json_object_get(settings, "tools"), ti, tv) tool_ok |= strcmp(json_string_value(tv), tool) == 0;
+    if (!tool_ok) {
+        al_audit_append(s->store, p->org_id, p->workspace_id, "capability.invoke_denied", p->person_id, NULL,
+                        json_pack("{s:s, s:s}", "tool", tool, "reason", "not on the workspace's tool allow-list"),
+                        &err);
+        ret = run_error(ret_doc, 403, "tool_not_allowed", "%s is not on this workspace's tool allow-list", tool);
+        goto out;
+    }
+    json_t *lang = json_object_get(body, "language"), *code = json_object_get(body, "code");
+    json_t *thread = json_object_get(body, "thread_id"), *files = json_object_get(body, "files");
+    json_t *arts = json_object_get(body, "artifacts"), *net = json_object_get(body, "network");
+    json_t *lim = json_object_get(body, "limits"), *desc = json_object_get(body, "description");
+    json_t *img = json_object_get(body, "image");
+    json_t *args = json_object_get(body, "args"), *stdin_text = json_object_get(body, "stdin");
+    if (args && !json_is_null(args)) {
+        size_t k;
+        json_t *av;
+        bool ok = json_is_array(args) && json_array_size(args) <= 256;
+        json_array_foreach(args, k, av) ok = ok && json_is_string(av) && json_string_length(av) <= 4096 &&
+                                         !memchr(json_string_value(av), 0, json_string_length(av));
+        if (!ok) {
+            ret = run_error(ret_doc, 400, "bad_request", "args must be at most 256 strings of at most 4096 bytes, without NUL");
+            goto out;
+        }
+    }
+    if (stdin_text && !json_is_null(stdin_text) && (!json_is_string(stdin_text) || json_string_length(stdin_text) > (1u << 20))) {
+        ret = run_error(ret_doc, 400, "bad_request", "stdin must be a string of at most 1 MiB");
+        goto out;
+    }
+    char image_ref[80] = "";
+    char net_spec[AL_NET_MAX_HOSTS * AL_NET_NAME_MAX] = "offline";
+    if (img && !json_is_null(img)) {
+        /* an alias or a digest, resolved now and kept as the digest, so the
+         * run (and its approval card) names exactly one tree */
+        char images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
+        al_error ierr = { 0 };
+        snprintf(images, sizeof images, "%s/images", s->cfg.state_dir);
+        if (!json_is_string(img) || (strcmp(json_string_value(img), "host") != 0 &&
+                                     al_image_resolve(images, json_string_value(img), idir, sizeof idir, digest, &ierr) < 0)) {
+            ret = run_error(ret_doc, 400, "bad_request", "image: %s", ierr.msg[0] ? ierr.msg : "want an alias or sha256 digest");
+            goto out;
+        }
+        if (strcmp(json_string_value(img), "host") != 0)
+            snprintf(image_ref, sizeof image_ref, "sha256:%s", digest);
+    }
+    static const char *const langs[] = { "python", "node", "bash" };
+    const char *language = json_string_value(lang);
+    bool lang_ok = false;
+    for (size_t i = 0; language && i < ELEMENTSOF(langs); i++)
+        lang_ok |= strcmp(language, langs[i]) == 0;
+    if (!lang_ok) {
+        ret = run_error(ret_doc, 400, "bad_request", "language must be one of python, node, bash");
+        goto out;
+    }
+    if (!json_is_string(code) || json_string_length(code) == 0) {
+        ret = run_error(ret_doc, 400, "bad_request", "code must be a non-empty string");
+        goto out;
+    }
+    if (json_string_length(code) > s->cfg.code_max || memchr(json_string_value(code), 0, json_string_length(code))) {
+        ret = run_error(ret_doc, json_string_length(code) > s->cfg.code_max ? 413 : 400,
+                          json_string_length(code) > s->cfg.code_max ? "payload_too_large" : "bad_request",
+                          "code must be at most %llu bytes, without NUL", (unsigned long long)s->cfg.code_max);
+        goto out;
+    }
+    if (thread && !json_is_null(thread) && (!json_is_string(thread) || !al_valid_thread_id(json_string_value(thread)))) {
+        ret = run_error(ret_doc, 400, "bad_request", "thread_id must be 1-64 characters of A-Z a-z 0-9 . _ -");
+        goto out;
+    }
+    /* the network policy: the request's, or the workspace's default; parsed
+     * here so a bad one is refused now, and stored in canonical form */
+    if (net && !json_is_null(net) && !json_is_string(net)) {
+        ret = run_error(ret_doc, 400, "bad_request", "network must be a policy string (offline, packages, internet, "
+                                                 "hosts:a.example,b.example, hosts+packages:a.example)");
+        goto out;
+    }
+    {
+        const char *spec = net && json_is_string(net) ? json_string_value(net)
+                                                      : json_string_value(json_object_get(settings, "network"));
+        al_net_policy *np = malloc(sizeof *np);
+        al_error nerr = { 0 };
+        if (!np || al_net_policy_parse(spec, np, &nerr) < 0) {
+            free(np);
+            ret = run_error(ret_doc, 400, "bad_request", "network: %s", np ? nerr.msg : "out of memory");
+            goto out;
+        }
+        if (!al_network_mode_allowed(json_object_get(settings, "network_allowed"), np->mode)) {
+            ret = run_error(ret_doc, 403, "network_not_allowed", "network mode %s is not allowed in this workspace "
+                              "(settings network_allowed)", al_net_mode_name(np->mode));
+            free(np);
+            goto out;
+        }
+        al_net_policy_format(np, net_spec, sizeof net_spec);
+        free(np);
+    }
+    if (desc && !json_is_null(desc) && (!json_is_string(desc) || json_string_length(desc) > DESCRIPTION_MAX)) {
+        ret = run_error(ret_doc, 400, "bad_request", "description must be a string of at most %d bytes", DESCRIPTION_MAX);
+        goto out;
+    }
+    if (files && !json_is_null(files) && (!json_is_array(files) || json_array_size(files) > s->cfg.files_max)) {
+        ret = run_error(ret_doc, 400, "bad_request", "files must be an array of at most %llu entries",
+                          (unsigned long long)s->cfg.files_max);
+        goto out;
+    }
+    if (arts && !json_is_null(arts) && (!json_is_array(arts) || json_array_size(arts) > ARTIFACT_REFS_MAX)) {
+        ret = run_error(ret_doc, 400, "bad_request", "artifacts must be an array of at most %d artifact ids", ARTIFACT_REFS_MAX);
+        goto out;
+    }
+    if (lim && !json_is_null(lim) && !json_is_object(lim)) {
+        ret = run_error(ret_doc, 400, "bad_request", "limits must be an object");
+        goto out;
+    }
+    /* limits, each within the workspace's maxima */
+    json_t *ws = al_store_query(s->store, &err, "SELECT * FROM workspaces WHERE id = ?", "s", p->workspace_id);
+    json_t *w = json_array_get(ws, 0);
+    double max_t = json_number_value(json_object_get(settings, "max_timeout_s"));
+    if (max_t > s->cfg.max_timeout_s)
+        max_t = s->cfg.max_timeout_s;
+    limit_spec specs[] = {
+        { "timeout_s", json_number_value(json_object_get(settings, "timeout_s")), 1, max_t },
+        { "memory_mb", json_number_value(json_object_get(settings, "memory_mb")), 16,
+          (double)json_integer_value(json_object_get(w, "max_memory_mb")) },
+        { "cpus", json_number_value(json_object_get(settings, "cpus")), 0.01,
+          (double)json_integer_value(json_object_get(w, "max_cpus_milli")) / 1000.0 },
+        { "pids", 256, 8, (double)json_integer_value(json_object_get(w, "max_pids")) },
+    };
+    json_decref(ws);
+    double v[4];
+    const char *key;
+    json_t *val;
+    json_object_foreach(lim, key, val) {
+        bool known = false;
+        for (size_t i = 0; i < ELEMENTSOF(specs); i++)
+            known |= strcmp(key, specs[i].key) == 0;
+        if (!known) {
+            ret = run_error(ret_doc, 400, "bad_request", "unknown limit \"%s\" (timeout_s, memory_mb, cpus, pids)", key);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < ELEMENTSOF(specs); i++) {
+        json_t *x = json_object_get(lim, specs[i].key);
+        v[i] = specs[i].def > specs[i].max ? specs[i].max : specs[i].def;
+        if (x && !json_is_null(x)) {
+            if (!json_is_number(x) || json_number_value(x) < specs[i].min || json_number_value(x) > specs[i].max) {
+                ret = run_error(ret_doc, 400, "bad_request", "limits.%s must be a number from %g to %g", specs[i].key,
+                                  specs[i].min, specs[i].max);
+                goto out;
+            }
+            v[i] = json_number_value(x);
+        }
+    }
+    /* files: decoded now so a bad one is refused before anything is made */
+    size_t nf = json_array_size(files);
+    char **data = calloc(nf + 1, sizeof *data);
+    size_t *dlen = calloc(nf + 1, sizeof *dlen);
+    ret = 0;
+    bool bad = false;
+    for (size_t i = 0; i < nf && !bad; i++) {
+        json_t *f = json_array_get(files, i);
+        const char *name = json_string_value(json_object_get(f, "name"));
+        const char *b64 = json_string_value(json_object_get(f, "content_base64"));
+        static const char *const reserved[] = { "main.py", "main.js", "main.sh", "documents" };
+        bool res = false;
+        for (size_t k = 0; name && k < ELEMENTSOF(reserved); k++)
+            res |= strcmp(name, reserved[k]) == 0;
+        if (!json_is_object(f) || !name || !valid_file_name(name) || res) {
+            ret = run_error(ret_doc, 400, "bad_request", "files[%zu].name must be a plain file name (no /, not . or .., not %s)",
+                              i, "main.py, main.js, main.sh or documents");
+            bad = true;
+        } else if (!b64 || decode_base64(b64, &data[i], &dlen[i]) < 0) {
+            ret = run_error(ret_doc, 400, "bad_request", "files[%zu].content_base64 is not valid base64", i);
+            bad = true;
+        }
+        for (size_t k = 0; !bad && k < i; k++)
+            if (strcmp(name, json_string_value(json_object_get(json_array_get(files, k), "name"))) == 0) {
+                ret = run_error(ret_doc, 400, "bad_request", "two files are named \"%s\"", name);
+                bad = true;
+            }
+    }
+    for (size_t i = 0; !bad && i < json_array_size(arts); i++) {
+        const char *aid = json_string_value(json_array_get(arts, i));
+        json_t *a = aid ? al_store_query(s->store, &err, "SELECT id FROM artifacts WHERE id = ? AND workspace_id = ?", "ss",
+                                         aid, p->workspace_id)
+                        : NULL;
+        if (!a || json_array_size(a) != 1) {
+            ret = run_error(ret_doc, 404, "not_found", "artifacts[%zu]: no such artifact", i);
+            bad = true;
+        }
+        json_decref(a);
+    }
+    al_error perr = { 0 };
+    if (!bad && strcmp(json_string_value(json_object_get(settings, "driver")), "disabled") == 0) {
+        snprintf(perr.msg, sizeof perr.msg, "code execution is disabled for this workspace (driver = disabled)");
+        perr.err = ENOTSUP;
+    }
+    if (!bad && (perr.err || s->driver->probe(&perr) < 0)) {
+        al_audit_append(s->store, p->org_id, p->workspace_id, "capability.invoke_denied", p->person_id, NULL,
+                        json_pack("{s:s, s:s}", "tool", tool, "reason", perr.msg), &err);
+        ret = run_error(ret_doc, 503, "driver_disabled", "%s", perr.msg);
+        bad = true;
+    }
+    int64_t price = (int64_t)json_number_value(json_object_get(settings, "price_per_run"));
+    if (!bad && al_credits_balance(s, p->org_id) < price) {
+        al_audit_append(s->store, p->org_id, p->workspace_id, "capability.invoke_denied", p->person_id, NULL,
+                        json_pack("{s:s, s:s}", "tool", tool, "reason", "insufficient credits"), &err);
+        ret = run_error(ret_doc, 402, "payment_required", "a run costs %lld credits and the organisation has %lld",
+                          (long long)price, (long long)al_credits_balance(s, p->org_id));
+        bad = true;
+    }
+    if (!bad) {
+        int64_t quota = al_artifacts_org_quota(s, p->org_id);
+        if (al_artifacts_org_usage(s, p->org_id) >= quota) {
+            ret = run_error(ret_doc, 507, "quota_exceeded", "the organisation's artifact storage (%lld bytes) is full",
+                              (long long)quota);
+            bad = true;
+        }
+    }
+    if (!bad) {
+        pthread_mutex_lock(&s->mu);
+        bool full = s->queue_len >= s->cfg.queue_max;
+        pthread_mutex_unlock(&s->mu);
+        if (full) {
+            /* http.c's answer adds Retry-After to every 429 */
+            ret = run_error(ret_doc, 429, "queue_full", "the run queue is full; retry later");
+            bad = true;
+        }
+    }
+    char run_id[40], now[40], dir[PATH_MAX + 64];
+    if (!bad) {
+        al_store_new_id("run", run_id, sizeof run_id);
+        al_store_now(now, sizeof now);
+        /* inline files go to disk, not the database */
+        snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, run_id);
+        char in[PATH_MAX + 80];
+        snprintf(in, sizeof in, "%s/in", dir);
+        bool has_stdin = stdin_text && json_is_string(stdin_text);
+        if ((nf || has_stdin || ex->args_json) && mkdir(dir, 0700) < 0) {
+            ret = run_error(ret_doc, 500, "internal", "cannot store the run's files: %s", strerror(errno));
+            bad = true;
+        }
+        if (!bad && has_stdin) {
+            char sp[PATH_MAX + 80];
+            snprintf(sp, sizeof sp, "%s/stdin", dir);
+            int fd = open(sp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+            if (fd < 0 || al_write_all(fd, json_string_value(stdin_text), json_string_length(stdin_text)) < 0) {
+                ret = run_error(ret_doc, 507, "storage", "cannot store the run's stdin: %s", strerror(errno));
+                bad = true;
+            }
+            if (fd >= 0)
+                close(fd);
+        }
+        if (!bad && (nf || ex->args_json) && mkdir(in, 0700) < 0) {
+            ret = run_error(ret_doc, 500, "internal", "cannot store the run's files: %s", strerror(errno));
+            bad = true;
+        }
+        for (size_t i = 0; !bad && i < nf; i++) {
+            char fp[PATH_MAX + 400];
+            snprintf(fp, sizeof fp, "%s/%s", in, json_string_value(json_object_get(json_array_get(files, i), "name")));
+            int fd = open(fp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+            if (fd < 0 || al_write_all(fd, data[i], dlen[i]) < 0) {
+                ret = run_error(ret_doc, 507, "storage", "cannot store the run's files: %s", strerror(errno));
+                bad = true;
+            }
+            if (fd >= 0)
+                close(fd);
+        }
+        if (!bad && ex->args_json) {
+            /* a skill's arguments: /work/args.json in the box */
+            char ap[PATH_MAX + 100];
+            snprintf(ap, sizeof ap, "%s/args.json", in);
+            int fd = open(ap, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+            if (fd < 0 || al_write_all(fd, ex->args_json, strlen(ex->args_json)) < 0) {
+                ret = run_error(ret_doc, 507, "storage", "cannot store the skill's arguments: %s", strerror(errno));
+                bad = true;
+            }
+            if (fd >= 0)
+                close(fd);
+        }
+        if (bad)
+            al_rm_rf(dir);
+    }
+    for (size_t i = 0; i < nf; i++)
+        free(data[i]);
+    free(data);
+    free(dlen);
+    if (bad)
+        goto out;
+
+    json_t *limits = json_pack("{s:I, s:I, s:I, s:I}", "timeout_s", (json_int_t)v[0], "memory_bytes",
+                               (json_int_t)(v[1] * 1048576.0), "cpu_millis", (json_int_t)(v[2] * 1000.0 + 0.5), "pids",
+                               (json_int_t)v[3]);
+    char *limits_text = json_dumps(limits, JSON_COMPACT);
+    json_decref(limits);
+    /* "o" with a new reference either way: "O" of a fresh array leaked it */
+    json_t *inputs = json_pack("{s:o}", "artifacts", arts && json_is_array(arts) ? json_incref(arts) : json_array());
+    if (args && json_is_array(args))
+        json_object_set(inputs, "args", args);
+    if (ex->skill)
+        json_object_set(inputs, "skill", ex->skill);
+    /* which interface the call came through, for the audit at its end */
+    json_object_set_new(inputs, "via", json_string(ex->via ? ex->via : "rest"));
+    char *inputs_text = json_dumps(inputs, JSON_COMPACT);
+    json_decref(inputs);
+    const char *policy = json_string_value(json_object_get(settings, "approval_policy"));
+    /* code execution is risk "high": high_risk asks for approval as always does */
+    bool needs_approval = strcmp(policy, "always") == 0 || strcmp(policy, "high_risk") == 0;
+    int n = al_store_exec(s->store, &err,
+                          "INSERT INTO runs (id, org_id, workspace_id, person_id, thread_id, language, code, description, "
+                          "network, limits, inputs, state, created_at, price, image) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          "ssssSssssssssiS", run_id, p->org_id, p->workspace_id, p->person_id, json_string_value(thread),
+                          language, json_string_value(code), desc && json_is_string(desc) ? json_string_value(desc) : "",
+                          net_spec,
+                          limits_text, inputs_text, needs_approval ? "pending_approval" : "queued", now, price,
+                          image_ref[0] ? image_ref : NULL);
+    free(limits_text);
+    free(inputs_text);
+    if (n < 0) {
+        al_rm_rf(dir);
+        ret = run_error(ret_doc, 500, "internal", "cannot record the run: %s", err.msg);
+        goto out;
+    }
+    json_t *run_row = al_run_load(s, p, run_id);
+    char in_hash[65];
+    al_approval_hash(run_row, in_hash);
+    al_governance_audit(s, run_row, "capability.invoke_allowed", NULL,
+                        json_pack("{s:s, s:s, s:s, s:s}", "tool", tool, "language", language, "approval",
+                                  needs_approval ? "required" : "not required", "via", ex->via ? ex->via : "rest"));
+    if (needs_approval) {
+        char apid[40], expires[40];
+        al_store_new_id("apr", apid, sizeof apid);
+        al_rfc3339_after((int64_t)json_number_value(json_object_get(settings, "approval_ttl_s")), expires, sizeof expires);
+        json_t *rj = al_run_json(s, run_row);
+        json_t *card = json_pack("{s:s, s:O, s:s, s:s, s:s, s:O, s:s, s:O, s:s, s:s, s:s}", "id", apid, "code", code,
+                                 "language", language, "runtime", image_ref[0] ? image_ref : "host", "network", net_spec, "limits",
+                                 json_object_get(rj, "limits"), "risk", "high", "description",
+                                 json_object_get(run_row, "description"), "hash", in_hash, "requested_at", now,
+                                 "expires_at", expires);
+        json_decref(rj);
+        char *card_text = json_dumps(card, JSON_COMPACT);
+        al_store_exec(s->store, &err,
+                      "INSERT INTO approval_requests (id, run_id, org_id, workspace_id, hash, card, requested_at, expires_at) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                      "ssssssss", apid, run_id, p->org_id, p->workspace_id, in_hash, card_text, now, expires);
+        free(card_text);
+        al_governance_audit(s, run_row, "approval.requested", NULL,
+                            json_pack("{s:s, s:s, s:s}", "approval_id", apid, "hash", in_hash, "expires_at", expires));
+        al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "pending_approval"));
+        al_service_append_event(s, run_id, "approval", card);
+    } else {
+        al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "queued"));
+        if (al_service_enqueue(s, run_id, p->person_id, (int)json_number_value(json_object_get(settings, "concurrency"))) < 0) {
+            json_decref(run_row);
+            al_service_cancel(s, run_id);
+            ret = run_error(ret_doc, 429, "queue_full", "the run queue is full; retry later");
+            goto out;
+        }
+    }
+    json_decref(run_row);
+    if (ex->wait) {
+        uint64_t secs = ex->wait_secs ? ex->wait_secs : (uint64_t)v[0] + 30;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += (time_t)secs;
+        json_t *row = NULL;
+        for (;;) {
+            json_decref(row);
+            uint64_t gen = al_service_event_gen(s);
+            row = al_run_load(s, p, run_id);
+            if (!row || al_run_state_terminal(json_string_value(json_object_get(row, "state"))))
+                break;
+            if (!al_service_wait_event(s, gen, &until)) {
+                json_decref(row);
+                row = al_run_load(s, p, run_id);
+                break;
+            }
+        }
+        if (row) {
+            *ret_doc = al_run_json(s, row);
+            ret = 200;
+        } else {
+            ret = run_error(ret_doc, 500, "internal", "run vanished");
+        }
+        json_decref(row);
+        goto out;
+    }
+    json_t *row = al_run_load(s, p, run_id);
+    *ret_doc = al_run_json(s, row);
+    ret = 201;
+    json_decref(row);
+out:
+    json_decref(settings);
+    return ret;
+}
+
+int al_run_cancel(al_service *s, const al_principal *p, const char *id) {
+    al_error err = { 0 };
+    json_t *row = al_run_load(s, p, id);
+    if (!row)
+        return -ENOENT;
+    const char *st = json_string_value(json_object_get(row, "state"));
+    bool ended = al_run_state_terminal(st), pending = st && strcmp(st, "pending_approval") == 0;
+    json_decref(row);
+    if (pending) {
+        /* withdrawn before anyone decided */
+        char now[40];
+        al_store_now(now, sizeof now);
+        al_store_exec(s->store, &err, "UPDATE approval_requests SET decision = 'canceled', decided_at = ? "
+                                      "WHERE run_id = ? AND decision IS NULL", "ss", now, id);
+        al_store_exec(s->store, &err, "UPDATE runs SET state = 'canceled', error_code = 'canceled', "
+                                      "error_message = 'canceled while waiting for approval', finished_at = ? "
+                                      "WHERE id = ? AND state = 'pending_approval'", "ss", now, id);
+        al_service_append_event(s, id, "state", json_pack("{s:s}", "state", "canceled"));
+        row = al_run_load(s, p, id);
+        al_service_append_event(s, id, "result", al_run_json(s, row));
+        json_decref(row);
+        return 1;
+    }
+    return ended ? 0 : al_service_cancel(s, id);
+}
+
