@@ -206,7 +206,7 @@ static int write_file(const char *path, const char *text, size_t len) {
 
 
 /* Total bytes and entries listed by a manifest's text. */
-static json_int_t manifest_bytes(const char *text, json_int_t *ret_entries) {
+json_int_t al_image_manifest_bytes(const char *text, json_int_t *ret_entries) {
     json_int_t bytes = 0, entries = 0;
     for (const char *ln = text; *ln;) {
         char type;
@@ -254,7 +254,7 @@ int al_image_commit(const char *images_dir, const char *src, json_t *info, char 
     json_object_set_new(info, "created", json_string(now));
     json_object_set_new(info, "digest", json_sprintf("sha256:%s", ret_digest));
     /* size and entry count, from the manifest just made */
-    json_int_t entries = 0, bytes = manifest_bytes(text, &entries);
+    json_int_t entries = 0, bytes = al_image_manifest_bytes(text, &entries);
     json_object_set_new(info, "bytes", json_integer(bytes));
     json_object_set_new(info, "entries", json_integer(entries));
     char *it = json_dumps(info, JSON_INDENT(2));
@@ -418,7 +418,7 @@ json_t *al_image_list(const char *images_dir) {
             char mp[4500];
             snprintf(mp, sizeof mp, "%s/%s/manifest", images_dir, de->d_name);
             _cleanup_free_ char *text = NULL;
-            json_int_t bytes = al_read_small(AT_FDCWD, mp, 1u << 30, &text, NULL) == 0 ? manifest_bytes(text, NULL) : 0;
+            json_int_t bytes = al_read_small(AT_FDCWD, mp, 1u << 30, &text, NULL) == 0 ? al_image_manifest_bytes(text, NULL) : 0;
             json_object_set_new(info, "bytes", json_integer(bytes));
         }
         json_array_append_new(out, info);

@@ -22,6 +22,9 @@
 /* Manifest of the tree at ROOTFD: sorted lines
  *   <escaped path> <type f|d|l> <mode octal> <size> <sha256 or -> <escaped link target or ->
  * and its sha256 in RET_DIGEST (64 hex). */
+/* Total bytes (and, if RET_ENTRIES, entries) a manifest's text lists. */
+json_int_t al_image_manifest_bytes(const char *text, json_int_t *ret_entries);
+
 int al_image_manifest(int rootfd, char **ret_text, size_t *ret_len, char ret_digest[65], al_error *err);
 
 /* The images directory of a state directory. */

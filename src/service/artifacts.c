@@ -46,8 +46,12 @@ void al_rm_rf(const char *path) { al_rm_tree(AT_FDCWD, path); }
 
 int64_t al_artifacts_org_usage(al_service *s, const char *org_id) {
     al_error err = { 0 };
-    json_t *rows = al_store_query(s->store, &err, "SELECT COALESCE(SUM(size), 0) AS used FROM artifacts WHERE org_id = ?",
-                                  "s", org_id);
+    /* artifacts, and each skill bundle the organisation keeps, once */
+    json_t *rows = al_store_query(s->store, &err,
+                                  "SELECT (SELECT COALESCE(SUM(size), 0) FROM artifacts WHERE org_id = ?) + "
+                                  "(SELECT COALESCE(SUM(b), 0) FROM (SELECT MAX(bytes) AS b FROM skills WHERE org_id = ? "
+                                  "GROUP BY digest)) AS used",
+                                  "ss", org_id, org_id);
     int64_t used = rows ? json_integer_value(json_object_get(json_array_get(rows, 0), "used")) : 0;
     json_decref(rows);
     return used;

@@ -822,6 +822,9 @@ static enum MHD_Result skills_route(al_service *s, struct MHD_Connection *c, con
     if (n == 4 && post && (strcmp(seg[3], "run") == 0 || strcmp(seg[3], "test") == 0))
         return skill_start(s, c, p, seg[2], seg[3][0] == 't', rq);
     if (n == 4 && post && strcmp(seg[3], "promote") == 0) {
+        /* a body cut at the cap must not read as empty (promote the newest) */
+        if (rq->too_large)
+            return reply_error(c, 413, "payload_too_large", "the body is too large");
         json_t *b = rq->len ? json_loadb(rq->body, rq->len, 0, NULL) : json_object();
         json_t *dg = json_object_get(b, "digest");
         if (!json_is_object(b) || (dg && !json_is_string(dg))) {

@@ -145,8 +145,18 @@ static int unpack_archive(unpack *u, const void *body, size_t len, al_error *err
             goto out;
         }
         const char *path = strip_dot(raw);
-        if (!*path)
+        if (!*path) {
+            /* the top directory itself: counted like any entry (else a
+             * flood of "./" entries, or data under ".", would escape the
+             * caps), and only ever a directory */
+            if ((r = count_entry(u, false, "./", err)) < 0)
+                goto out;
+            if (archive_entry_filetype(e) != AE_IFDIR) {
+                r = al_err(err, "skill", EINVAL, "an entry named \".\" that is not the top directory");
+                goto out;
+            }
             continue;
+        }
         if ((r = al_skill_path_check(path, NULL, err)) < 0)
             goto out;
         mode_t type = archive_entry_filetype(e);

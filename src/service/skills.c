@@ -55,7 +55,7 @@ int al_skills_dir(al_service *s, const char *digest, char *buf, size_t len) {
 /* Check the unpacked tree at TMP (an fd on it) and move it into the store
  * under its digest. RET_MANIFEST and RET_DIGEST ("sha256:<hex>"). */
 static int commit_tree(al_service *s, const char *tmp, int tmpfd, json_t **ret_manifest, char ret_digest[72],
-                       al_error *err) {
+                       int64_t *ret_bytes, al_error *err) {
     _cleanup_free_ char *text = NULL;
     size_t len = 0;
     /* the tree is ours, made just now from regular files and directories */
@@ -91,6 +91,8 @@ static int commit_tree(al_service *s, const char *tmp, int tmpfd, json_t **ret_m
         return r;
     }
     snprintf(ret_digest, 72, "sha256:%s", hexd);
+    if (ret_bytes)
+        *ret_bytes = al_image_manifest_bytes(mtext, NULL);
     char dest[PATH_MAX + 80];
     al_skills_dir(s, ret_digest, dest, sizeof dest);
     /* the top directory itself must be enterable by the box's user */
@@ -143,7 +145,7 @@ static int ingest(al_service *s, fill_fn fill, const void *a, size_t b, json_t *
     int r = unpack_tmp(s, fill, a, b, tmp, &fd, err);
     if (r < 0)
         return r;
-    r = commit_tree(s, tmp, fd, ret_manifest, ret_digest, err);
+    r = commit_tree(s, tmp, fd, ret_manifest, ret_digest, NULL, err);
     if (r < 0)
         al_rm_tree(AT_FDCWD, tmp);
     return r;
@@ -237,7 +239,9 @@ static int gc_locked(al_service *s, json_t *ret_kept, al_error *err) {
                                                                  json_true());
     const char *k;
     json_t *v;
-    json_object_foreach(s->skills_pins, k, v) json_object_set(held, k, json_true());
+    /* a run being created from a bundle keeps it like a live run does:
+     * its end (al_skills_run_ended) collects it */
+    json_object_foreach(s->skills_pins, k, v) json_object_set(live, k, json_true());
     json_t *rows = al_store_query(s->store, err, "SELECT DISTINCT digest FROM skills", NULL);
     json_t *runs = rows ? al_store_query(s->store, err,
                                          "SELECT DISTINCT json_extract(inputs, '$.skill.digest') AS digest FROM runs "
@@ -456,8 +460,9 @@ unsigned al_skills_upload(al_service *s, const al_principal *p, const void *body
 static unsigned upload_locked(al_service *s, const al_principal *p, const char *tmp, int fd, json_t **ret) {
     json_t *m = NULL;
     char digest[72];
+    int64_t bytes = 0;
     al_error err = { 0 };
-    if (commit_tree(s, tmp, fd, &m, digest, &err) < 0) {
+    if (commit_tree(s, tmp, fd, &m, digest, &bytes, &err) < 0) {
         al_rm_tree(AT_FDCWD, tmp);
         *ret = error_doc(err.err == EFBIG || err.err == E2BIG ? "payload_too_large" : "bad_request", "invalid skill bundle: %s",
                          err.msg);
@@ -471,6 +476,30 @@ static unsigned upload_locked(al_service *s, const al_principal *p, const char *
         gc_locked(s, NULL, &err); /* what was just stored for nothing */
         return 409;
     }
+    /* Limits on what a workspace keeps: versions per skill, and the bytes
+     * of bundles the organisation does not hold already, against its
+     * storage quota (shared with artifacts). A new version of nothing is
+     * recorded and the stored copy is collected again. */
+    json_t *have = al_store_query(s->store, &err,
+                                  "SELECT (SELECT COUNT(*) FROM skills WHERE workspace_id = ? AND name = ? AND digest != ?) AS versions, "
+                                  "(SELECT COUNT(*) FROM skills WHERE org_id = ? AND digest = ?) AS held",
+                                  "sssss", p->workspace_id, name, digest, p->org_id, digest);
+    json_int_t versions = json_integer_value(json_object_get(json_array_get(have, 0), "versions"));
+    bool held = json_integer_value(json_object_get(json_array_get(have, 0), "held")) > 0;
+    json_decref(have);
+    int64_t quota = al_artifacts_org_quota(s, p->org_id), used = al_artifacts_org_usage(s, p->org_id);
+    unsigned refuse = versions >= AL_SKILL_VERSIONS_MAX ? 409 : (!held && quota > 0 && used + bytes > quota) ? 507 : 0;
+    if (refuse) {
+        json_decref(m);
+        if (refuse == 409)
+            *ret = error_doc("too_many_versions", "%s has %d versions in this workspace already: delete old ones "
+                             "(DELETE /v1/skills/%s/versions/{version})", name, AL_SKILL_VERSIONS_MAX, name);
+        else
+            *ret = error_doc("quota_exceeded", "the organisation's storage quota (%lld bytes, artifacts and skills) "
+                             "has no room for this bundle's %lld bytes", (long long)quota, (long long)bytes);
+        gc_locked(s, NULL, &err);
+        return refuse;
+    }
     char id[40], now[40];
     al_store_new_id("skl", id, sizeof id);
     al_store_now(now, sizeof now);
@@ -478,9 +507,10 @@ static unsigned upload_locked(al_service *s, const al_principal *p, const char *
     /* the same bundle uploaded again is the same version: one row */
     int n = al_store_exec(s->store, &err,
                           "INSERT OR IGNORE INTO skills (id, org_id, workspace_id, name, version, digest, manifest, state, "
-                          "uploaded_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'uploaded', ?, ?)",
-                          "sssssssss", id, p->org_id, p->workspace_id, name,
-                          json_string_value(json_object_get(m, "version")), digest, mtext ? mtext : "{}", p->person_id, now);
+                          "uploaded_by, created_at, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, 'uploaded', ?, ?, ?)",
+                          "sssssssssi", id, p->org_id, p->workspace_id, name,
+                          json_string_value(json_object_get(m, "version")), digest, mtext ? mtext : "{}", p->person_id, now,
+                          (int64_t)bytes);
     free(mtext);
     json_decref(m);
     if (n < 0)

@@ -20,6 +20,9 @@
  */
 #pragma once
 
+/* versions of one skill a workspace keeps (delete old ones to add more) */
+#define AL_SKILL_VERSIONS_MAX 20
+
 #include <jansson.h>
 #include <stdbool.h>
 

@@ -21,7 +21,8 @@ import pytest
 
 from conftest import ROOT, need
 from image_util import CACHE, ensure_default_image
-from service_util import Service, ServiceSet, assert_error, audit_events, new_role_person, put_settings
+from service_util import (Service, ServiceSet, assert_error, audit_events, gov_tenant, new_role_person, put_settings,
+                          shutdown)
 
 DATA = ROOT / "tests" / "data"
 BUNDLED = {"chart-builder", "csv-cleaner", "data-profiler", "calendar-scheduler", "pdf-report"}
@@ -429,6 +430,39 @@ def test_skill_runs_take_a_network_policy_within_the_workspace_allow_list(svc, i
     assert "unknown network policy" in bad["error"]["message"], bad
 
 
+def test_versions_per_skill_are_capped(svc):
+    t = gov_tenant(svc, "versions")
+    for i in range(20):
+        upload(t.client, hello_bundle(version=f"1.0.{i}", name="many"))
+    status, _, doc = t.client.request("POST", "/v1/skills", body=hello_bundle(version="1.0.20", name="many"),
+                                      headers={"Content-Type": "application/gzip"})
+    assert status == 409 and doc["error"]["code"] == "too_many_versions", doc
+    # the same bundle again is the same version, not a new one
+    upload(t.client, hello_bundle(version="1.0.3", name="many"), want=200)
+
+
+def test_skill_bundles_count_against_the_storage_quota(tmp_path):
+    """Unpacked bundle bytes count once per organisation, with artifacts; a
+    member cannot fill the disk with cheap, highly compressed uploads."""
+    svc = Service(tmp_path / "state", config={"storage_quota_mb": 2}).start()
+    try:
+        t = gov_tenant(svc, "quota")
+        _, member = new_role_person(svc, t.workspace, "quota-member", "member")
+        big = lambda v: tarball({"skill.json": _manifest(name="big", version=v), "e.py": "", "z.bin": bytes(900 << 10)})
+        upload(member, big("1"))
+        upload(member, big("2"))                      # 1.8 MiB of 2
+        stored = lambda: sorted(d.name for d in (tmp_path / "state" / "skills").iterdir() if d.name.startswith("sha256-"))
+        before = stored()
+        status, _, doc = member.request("POST", "/v1/skills", body=big("3"), headers={"Content-Type": "application/gzip"})
+        assert status == 507 and doc["error"]["code"] == "quota_exceeded", doc
+        # the refused bundle was not kept on disk
+        assert stored() == before
+        # the same bundle again needs no more room
+        upload(member, big("2"), want=200)
+    finally:
+        shutdown(svc)
+
+
 def test_upload_test_promote_run(svc):
     admin = svc
     member_id, member = new_role_person(svc, _workspace(svc), f"skill-member-{time.monotonic_ns()}", "member")
@@ -616,6 +650,15 @@ def _member(path, data=b"x"):
     return add
 
 
+def _dot_dirs(n):
+    def add(t):
+        for _ in range(n):
+            i = tarfile.TarInfo("./")
+            i.type = tarfile.DIRTYPE
+            t.addfile(i)
+    return add
+
+
 def _manifest(**changes):
     m = {"name": "bad", "version": "1", "description": "d", "image": "host",
          "entrypoints": [{"name": "e", "language": "python", "script": "e.py", "description": "d",
@@ -660,6 +703,10 @@ HOSTILE = [
     ("bad language", tarball({"skill.json": _manifest(entrypoints=[{
         "name": "e", "language": "ruby", "script": "e.py", "description": "d",
         "input_schema": {"type": "object"}}]), "e.py": ""}), 400, "language"),
+    # "." is the top directory: counted like any entry, and never a file
+    ("data under .", tarball({"skill.json": _manifest(), "e.py": ""}, extra=_member(".", bytes(1 << 20))), 400,
+     "not the top directory"),
+    ("flood of ./", tarball({"skill.json": _manifest(), "e.py": ""}, extra=_dot_dirs(2000)), 413, "entries"),
     ("not an archive", b"this is not a tar file at all" * 10, 400, "not a tar"),
     ("empty", b"", 400, "tar"),
 ]
