@@ -308,7 +308,6 @@ typedef struct sse_event {
 
 struct rstream {
     struct rstream *next;
-    al_service *s;
     char session[33];
     uint64_t no;                      /* within the session */
     char run_id[40];
@@ -588,7 +587,6 @@ static enum MHD_Result follow(al_mcp *m, al_service *s, const session *sess, str
         al_mcp_call_free(k);
         return MHD_NO;
     }
-    rs->s = s;
     memcpy(rs->session, sess->id, sizeof rs->session);
     snprintf(rs->run_id, sizeof rs->run_id, "%s", al_mcp_call_run_id(k));
     rs->slot = slot;
@@ -616,16 +614,19 @@ static enum MHD_Result follow(al_mcp *m, al_service *s, const session *sess, str
     return send_stream(c, r);
 }
 
-/* RS if it is still in the list, else NULL. Under m->mu. */
-static rstream *stream_still(al_mcp *m, rstream *rs) {
-    rstream *y = m->streams;
-    while (y && y != rs)
-        y = y->next;
-    return y;
+/* Stream NO of session SID, or NULL. By number, never by a pointer kept
+ * across an unlock: a stream forgotten meanwhile may have been freed, and
+ * its address reused by another session's. Under m->mu. */
+static rstream *stream_find(al_mcp *m, const char *sid, uint64_t no) {
+    for (rstream *x = m->streams; x; x = x->next)
+        if (x->no == no && strcmp(x->session, sid) == 0)
+            return x;
+    return NULL;
 }
 
 /* GET /mcp with Last-Event-ID: resume the stream that event belongs to. */
-static enum MHD_Result resume(al_mcp *m, struct MHD_Connection *c, const al_principal *p, const char *last) {
+static enum MHD_Result resume(al_mcp *m, al_service *s, struct MHD_Connection *c, const al_principal *p,
+                              const char *last) {
     const char *sid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Session-Id");
     session sess;
     if (!sid)
@@ -640,30 +641,30 @@ static enum MHD_Result resume(al_mcp *m, struct MHD_Connection *c, const al_prin
                           last);
     pthread_mutex_lock(&m->mu);
     rstreams_reap(m, NULL);
-    rstream *rs = NULL;
-    for (rstream *x = m->streams; x && !rs; x = x->next)
-        if (strcmp(x->session, sess.id) == 0 && x->no == no)
-            rs = x;
+    rstream *rs = stream_find(m, sess.id, no);
     if (rs && rs->reading) {
         /* the old connection may not know yet that its client left: it lets
-         * go at its next step, which the wake-up makes come now */
+         * go at its next step, which the wake-up makes come now. Once m->mu
+         * is let go, RS may be freed: only its numbers find it again. */
         rs->superseded = true;
-        for (int i = 0; i < TAKEOVER_WAIT_S && rs && rs->reading; i++) {
+        for (int i = 0; i < TAKEOVER_WAIT_S; i++) {
             pthread_mutex_unlock(&m->mu);
-            pthread_mutex_lock(&rs->s->mu);
-            rs->s->event_gen++;
-            pthread_cond_broadcast(&rs->s->events_cond);
-            pthread_mutex_unlock(&rs->s->mu);
+            pthread_mutex_lock(&s->mu);
+            s->event_gen++;
+            pthread_cond_broadcast(&s->events_cond);
+            pthread_mutex_unlock(&s->mu);
             pthread_mutex_lock(&m->mu);
             /* it may have let go, or been delivered and forgotten, meanwhile */
-            rs = stream_still(m, rs);
+            rs = stream_find(m, sess.id, no);
             if (!rs || !rs->reading)
                 break;
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
             until.tv_sec += 1;
             pthread_cond_timedwait(&m->cond, &m->mu, &until);
-            rs = stream_still(m, rs);
+            rs = stream_find(m, sess.id, no);
+            if (!rs || !rs->reading)
+                break;
         }
     }
     if (rs && !rs->reading && seq > rs->next_seq) {
@@ -912,7 +913,7 @@ enum MHD_Result al_mcp_handle(al_mcp *m, al_service *s, struct MHD_Connection *c
     if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) {
         const char *last = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID");
         if (last && strcmp(method, "GET") == 0)
-            return resume(m, c, p, last);
+            return resume(m, s, c, p, last);
         /* no server-initiated stream: everything comes as answers to POSTs
          * (and their resumptions) */
         return send_empty(c, 405, "POST, DELETE");
