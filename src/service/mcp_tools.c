@@ -831,21 +831,26 @@ static int artifact_resource(al_service *s, json_t *a, json_t **ret, bool *ret_c
     char path[PATH_MAX];
     al_blob_path(s, json_string_value(json_object_get(a, "sha256")), path, sizeof path);
     _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* one byte past WANT, so a cut sees the real byte after it */
     _cleanup_free_ char *data = malloc(want + 1);
     if (fd < 0 || !data)
         return -EIO;
-    while (n < want) {
-        ssize_t r = read(fd, data + n, want - n);
+    size_t got = 0;
+    while (got < want + 1) {
+        ssize_t r = read(fd, data + got, want + 1 - got);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
             break;
-        n += (size_t)r;
+        got += (size_t)r;
     }
+    n = got < want ? got : want;
     if (text) {
-        bool cut = (size_t)size > n;
-        /* cut at a character boundary; bytes that are not UTF-8 make it binary after all */
-        while (cut && n > 0 && ((unsigned char)data[n] & 0xC0) == 0x80)
+        bool cut = got > want || (size_t)size > n;
+        /* cut at a character boundary (data[n] is the first byte left
+         * out: a continuation byte means the cut is inside a character);
+         * bytes that are not UTF-8 make it binary after all */
+        while (cut && n > 0 && n < got && ((unsigned char)data[n] & 0xC0) == 0x80)
             n--;
         json_t *t = json_stringn(data, n);
         if (t) {

@@ -1018,3 +1018,25 @@ def test_airlock_mcp_resumes_a_broken_stream(service):
     logs = "".join(m["params"]["data"] for m in out
                    if m.get("method") == "notifications/message" and m["params"].get("logger") == "stdout")
     assert logs == WANT, logs
+
+
+# ------------------------------------------------------ security review fixes
+
+
+def test_read_artifact_cut_inside_a_utf8_character(service):
+    """Text just over read_artifact's inline cap (256 KiB) whose cut point
+    lands inside a two-byte character: it comes back cut before that
+    character, and says so (the cut once looked at a byte never read, and
+    could refuse the artifact as too large)."""
+    cap = 256 << 10
+    m = Mcp(service)
+    code = f"open('/out/cut.txt', 'w', encoding='utf-8').write('a' * {cap - 1} + '\\u00e9' + 'b' * 10)"
+    r = m.call("code_execution", {"language": "python", "code": code})
+    assert r["isError"] is False, r
+    uri = next(a["uri"] for a in r["structuredContent"]["artifacts"] if a["path"] == "cut.txt")
+    got = m.call("read_artifact", {"uri": uri})
+    assert got["isError"] is False, got
+    res = got["content"][1]["resource"]
+    assert res["text"] == "a" * (cap - 1), (len(res.get("text", "")), res.get("text", "")[-5:])
+    assert f"Only the first {cap - 1} bytes are shown" in got["content"][0]["text"], got["content"][0]
+
