@@ -1,6 +1,8 @@
 /*
  * airlock mcp --local: MCP over stdio with no service to set up. It starts
- * a private `airlock serve` on a free loopback port, on a state directory
+ * a private `airlock serve` on a loopback socket it binds itself and hands
+ * over (so no other local user can take the port between a check and the
+ * bind, answer as the service and be sent the key), on a state directory
  * of its own, with a tenant and key of its own, and forwards to it as
  * `airlock mcp --url` does. So the tools, artifacts, DLP and the rest are
  * exactly the service's (no second implementation), and threads persist
@@ -85,13 +87,17 @@ static int local_key(const char *state, char *ret_key, size_t len, al_error *err
     return 0;
 }
 
-static int free_port(void) {
+/* A socket listening on a free loopback port, and the port; -1 on failure.
+ * Kept bound from here on: the service is handed this very socket. */
+static int listen_socket(int *ret_port) {
     _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     socklen_t sl = sizeof sa;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || getsockname(fd, (struct sockaddr *)&sa, &sl) < 0)
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 128) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &sl) < 0)
         return -1;
-    return ntohs(sa.sin_port);
+    *ret_port = ntohs(sa.sin_port);
+    return TAKE_FD(fd);
 }
 
 static bool healthy(const char *url) {
@@ -133,8 +139,9 @@ int cli_mcp_local(const char *state, char *ret_url, size_t url_len, char *ret_ke
         close(lock);
         return 125;
     }
-    int port = free_port();
-    if (port <= 0) {
+    int port = 0;
+    int lfd = listen_socket(&port);
+    if (lfd < 0) {
         fprintf(stderr, "airlock mcp: no free loopback port: %s\n", strerror(errno));
         close(lock);
         return 125;
@@ -145,6 +152,7 @@ int cli_mcp_local(const char *state, char *ret_url, size_t url_len, char *ret_ke
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "airlock mcp: fork: %s\n", strerror(errno));
+        close(lfd);
         close(lock);
         return 125;
     }
@@ -157,12 +165,17 @@ int cli_mcp_local(const char *state, char *ret_url, size_t url_len, char *ret_ke
         int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(2, 1) < 0)
             _exit(125);
+        /* the listening socket, as fd 3 without close-on-exec */
+        if (lfd == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(lfd, 3) < 0)
+            _exit(125);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        execl("/proc/self/exe", "airlock-server", "serve", "--listen", listen, "--state", state, (char *)NULL);
+        execl("/proc/self/exe", "airlock-server", "serve", "--listen", listen, "--listen_fd", "3", "--state", state,
+              (char *)NULL);
         _exit(127);
     }
+    close(lfd);
     snprintf(ret_url, url_len, "http://%s", listen);
     char health[64];
     snprintf(health, sizeof health, "http://%s/healthz", listen);

@@ -1030,8 +1030,14 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
         free(h);
         return -ENOMEM;
     }
+    /* an inherited listening socket (listen_fd), else one bound here */
+    struct MHD_OptionItem where[] = {
+        s->cfg.listen_fd >= 0 ? (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, s->cfg.listen_fd, NULL }
+                              : (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, &sa },
+        { MHD_OPTION_END, 0, NULL },
+    };
     h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
-                            (uint16_t)s->cfg.port, NULL, NULL, handler, h, MHD_OPTION_SOCK_ADDR, &sa,
+                            (uint16_t)s->cfg.port, NULL, NULL, handler, h, MHD_OPTION_ARRAY, where,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_LIMIT,
                             (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);

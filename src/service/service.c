@@ -34,6 +34,7 @@ void al_service_config_default(al_service_config *c) {
     memset(c, 0, sizeof *c);
     snprintf(c->listen_host, sizeof c->listen_host, "127.0.0.1");
     c->port = 8080;
+    c->listen_fd = -1;
     snprintf(c->state_dir, sizeof c->state_dir, "/var/lib/airlock");
     snprintf(c->driver, sizeof c->driver, "native");
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -62,6 +63,10 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
         snprintf(c->listen_host, sizeof c->listen_host, "%.*s", (int)(colon - value), value);
         return set_int(&c->port, colon + 1, 1, 65535, key, err);
     }
+    if (strcmp(key, "listen_fd") == 0)
+        /* a socket bound and listening already, given by whoever started us
+         * (airlock mcp --local): no one can take its port in between */
+        return set_int(&c->listen_fd, value, 0, 65535, key, err);
     if (strcmp(key, "state") == 0) {
         if (value[0] != '/' && value[0] != '.')
             return al_err(err, "config", EINVAL, "state = %s: want a path", value);

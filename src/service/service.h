@@ -14,6 +14,7 @@
 typedef struct al_service_config {
     char listen_host[64];
     int port;
+    int listen_fd;                /* >= 0: listen on this inherited socket (airlock mcp --local) */
     char state_dir[PATH_MAX];
     char driver[16];
     int max_concurrent;           /* boxes at once, all people */

@@ -1040,3 +1040,50 @@ def test_read_artifact_cut_inside_a_utf8_character(service):
     assert res["text"] == "a" * (cap - 1), (len(res.get("text", "")), res.get("text", "")[-5:])
     assert f"Only the first {cap - 1} bytes are shown" in got["content"][0]["text"], got["content"][0]
 
+
+def _local_server(state):
+    """(pid, port) of the private `airlock serve` of an `airlock mcp --local` on STATE."""
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        args = _cmdline(p).split(b"\0")
+        if b"serve" in args and str(state).encode() in args and b"--listen" in args:
+            return int(p), int(args[args.index(b"--listen") + 1].rsplit(b":", 1)[1])
+    return None, None
+
+
+def test_airlock_mcp_local_port_cannot_be_squatted(tmp_path):
+    """airlock mcp --local binds the loopback socket itself and hands it to its
+    private service, so there is no moment where the port is free for
+    another local user to take, answer /healthz on and be sent the key: a
+    squatter cannot bind the port, even with SO_REUSEADDR and SO_REUSEPORT
+    (a service that bound it itself with SO_REUSEPORT would have shared it)."""
+    import socket
+    import subprocess
+    state = tmp_path / "local"
+    bridge = subprocess.Popen([str(service_binary()), "mcp", "--local", "--state", str(state)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        bridge.stdin.write((json.dumps(INIT) + "\n").encode())
+        bridge.stdin.flush()
+        assert json.loads(bridge.stdout.readline())["id"] == 1
+        pid, port = _local_server(state)
+        assert pid and port, "no private service found"
+        # the service listens on the socket it was handed (fd 3)
+        assert os.readlink(f"/proc/{pid}/fd/3").startswith("socket:")
+        squat = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        squat.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squat.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        try:
+            with pytest.raises(OSError) as e:
+                squat.bind(("127.0.0.1", port))
+            assert e.value.errno == 98, e.value  # EADDRINUSE
+        finally:
+            squat.close()
+        # and the bridge still works through its own socket
+        bridge.stdin.write((json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}) + "\n").encode())
+        bridge.stdin.flush()
+        assert "code_execution" in json.dumps(json.loads(bridge.stdout.readline()))
+    finally:
+        bridge.stdin.close()
+        assert bridge.wait(30) == 0
