@@ -21,7 +21,11 @@
 #define SESSIONS_PER_PERSON_MAX 64
 #define SESSION_IDLE_MS (24ull * 3600 * 1000) /* an idle session is forgotten after a day */
 #define KEEPALIVE_S 15
-#define INFLIGHT_MAX 1024 /* calls that can be cancelled at once */
+#define INFLIGHT_MAX 1024 /* tools/call under way (followed or parked) service-wide */
+/* tools/call that one person's connections follow at once (a JSON answer
+ * holds its connection's thread until the run ends; so does an event
+ * stream): one person cannot take every connection of the service */
+#define CALLS_PER_PERSON_MAX 16
 
 typedef struct session {
     char id[33];
@@ -32,11 +36,14 @@ typedef struct session {
     uint64_t streams;  /* event streams made: the next one's number */
 } session;
 
-/* A tools/call following a run, so notifications/cancelled can find it. */
+/* A tools/call under way, so notifications/cancelled can find it and each
+ * person's calls can be counted. */
 typedef struct inflight {
     char session[33]; /* empty: a free slot */
-    char request[72]; /* the request's id as compact JSON */
+    char person[40];
+    char request[72]; /* the request's id as compact JSON ("" when too long to find) */
     char run_id[40];
+    bool attached;    /* a connection follows it (else its stream is parked) */
 } inflight;
 
 typedef struct rstream rstream;
@@ -47,7 +54,6 @@ struct al_mcp {
     session *sessions; /* SESSIONS_MAX slots; id[0] == 0 is free */
     inflight *calls;   /* INFLIGHT_MAX slots */
     rstream *streams;  /* resumable tools/call streams (below) */
-    int stream_count;
 };
 
 static void rstream_drop(al_mcp *m, rstream *rs);
@@ -184,26 +190,50 @@ static bool session_end(al_mcp *m, const char *id, const al_principal *p) {
 
 /* ------------------------------------------------------ calls under way */
 
-/* Remember that request ID of session SID follows RUN_ID; the slot, or -1 when
- * none is free (the call then cannot be cancelled, only waited for). */
-static int inflight_add(al_mcp *m, const char *sid, json_t *id, const char *run_id) {
+/* The number of P's calls that connections follow. Under m->mu. */
+static int inflight_attached(al_mcp *m, const char *person) {
+    int n = 0;
+    for (int i = 0; i < INFLIGHT_MAX; i++)
+        n += m->calls[i].session[0] && m->calls[i].attached && strcmp(m->calls[i].person, person) == 0;
+    return n;
+}
+
+static void rstreams_reap(al_mcp *m, const char *sid);
+
+/* A slot for request ID of session SID of PERSON, followed by this
+ * connection; -EBUSY when PERSON has CALLS_PER_PERSON_MAX followed already,
+ * -EAGAIN when the service has INFLIGHT_MAX under way. */
+static int inflight_take(al_mcp *m, const char *sid, const char *person, json_t *id) {
     char *key = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY);
-    int slot = -1;
-    if (key && strlen(key) < sizeof m->calls[0].request) {
-        pthread_mutex_lock(&m->mu);
-        for (int i = 0; i < INFLIGHT_MAX && slot < 0; i++) {
-            inflight *x = &m->calls[i];
-            if (x->session[0])
-                continue;
-            snprintf(x->session, sizeof x->session, "%s", sid);
-            snprintf(x->request, sizeof x->request, "%s", key);
-            snprintf(x->run_id, sizeof x->run_id, "%s", run_id);
-            slot = i;
-        }
-        pthread_mutex_unlock(&m->mu);
+    int slot = -EAGAIN;
+    pthread_mutex_lock(&m->mu);
+    if (inflight_attached(m, person) >= CALLS_PER_PERSON_MAX) {
+        slot = -EBUSY;
+        goto out;
     }
+    rstreams_reap(m, NULL); /* parked streams past their time give their slots back */
+    for (int i = 0; i < INFLIGHT_MAX && slot < 0; i++) {
+        inflight *x = &m->calls[i];
+        if (x->session[0])
+            continue;
+        memset(x, 0, sizeof *x);
+        snprintf(x->session, sizeof x->session, "%s", sid);
+        snprintf(x->person, sizeof x->person, "%s", person);
+        if (key && strlen(key) < sizeof x->request)
+            snprintf(x->request, sizeof x->request, "%s", key);
+        x->attached = true;
+        slot = i;
+    }
+out:
+    pthread_mutex_unlock(&m->mu);
     free(key);
     return slot;
+}
+
+static void inflight_set_run(al_mcp *m, int slot, const char *run_id) {
+    pthread_mutex_lock(&m->mu);
+    snprintf(m->calls[slot].run_id, sizeof m->calls[slot].run_id, "%s", run_id);
+    pthread_mutex_unlock(&m->mu);
 }
 
 static void inflight_del(al_mcp *m, int slot) {
@@ -220,7 +250,8 @@ static bool inflight_find(al_mcp *m, const char *sid, json_t *id, char ret_run_i
     pthread_mutex_lock(&m->mu);
     for (int i = 0; key && i < INFLIGHT_MAX && !found; i++) {
         inflight *x = &m->calls[i];
-        if (x->session[0] && strcmp(x->session, sid) == 0 && strcmp(x->request, key) == 0) {
+        if (x->session[0] && x->request[0] && x->run_id[0] && strcmp(x->session, sid) == 0 &&
+            strcmp(x->request, key) == 0) {
             memcpy(ret_run_id, x->run_id, sizeof x->run_id);
             found = true;
         }
@@ -282,19 +313,25 @@ static enum MHD_Result send_empty(struct MHD_Connection *c, unsigned status, con
  * a stream no one reads loses nothing: it is parked, and whoever resumes it
  * steps it on.
  *
- * Bounds: per session, the kept events are at most REPLAY_EVENTS_MAX and
- * REPLAY_BYTES_MAX; past them the oldest notifications already handed to a
- * connection are dropped (never the response), and a resume from before
+ * Bounds: per session, the kept events (responses included) are at most
+ * REPLAY_EVENTS_MAX and REPLAY_BYTES_MAX; past them the oldest notifications
+ * already handed to a connection are dropped, and a resume from before
  * them is first told, by a warning notification, how many it missed and
- * where the run's full record is. At most STREAMS_PER_SESSION_MAX streams
- * and STREAMS_MAX in all are kept (the oldest parked one gives way), a
- * parked stream for PARKED_MS, and a stream whose response was delivered is
- * forgotten.
+ * where the run's full record is. A response is never cut: when the
+ * notifications are not enough, the session's oldest parked stream is
+ * forgotten whole (but not its only stream). Per person, at most PARKED_PER_PERSON_MAX parked streams
+ * and REPLAY_BYTES_PERSON_MAX bytes in all streams are kept, past which
+ * that person's oldest parked stream is forgotten (never another person's).
+ * At most STREAMS_PER_SESSION_MAX streams are kept per session (its oldest
+ * parked one gives way), a parked stream for PARKED_MS, and a stream whose
+ * response was delivered is forgotten. Every stream holds an in-flight
+ * slot, so there are at most INFLIGHT_MAX service-wide.
  */
 #define REPLAY_EVENTS_MAX 512
 #define REPLAY_BYTES_MAX (2u << 20)
+#define REPLAY_BYTES_PERSON_MAX (16u << 20)
 #define STREAMS_PER_SESSION_MAX 16
-#define STREAMS_MAX 1024              /* above the connection cap: a parked one can always give way */
+#define PARKED_PER_PERSON_MAX 32
 #define PARKED_MS (10ull * 60 * 1000)
 #define TAKEOVER_WAIT_S 20            /* for the old connection to let go: longer than one step */
 
@@ -309,6 +346,7 @@ typedef struct sse_event {
 struct rstream {
     struct rstream *next;
     char session[33];
+    char person[40];
     uint64_t no;                      /* within the session */
     char run_id[40];
     int slot;                         /* in m->calls */
@@ -340,7 +378,6 @@ static void rstream_drop(al_mcp *m, rstream *rs) {
             *pp = rs->next;
             break;
         }
-    m->stream_count--;
     if (rs->slot >= 0)
         memset(&m->calls[rs->slot], 0, sizeof m->calls[rs->slot]);
     event_free_all(rs);
@@ -360,11 +397,12 @@ static void rstreams_end_session(al_mcp *m, const char *sid) {
 }
 
 /* Forget parked streams past their time; make room for one more stream of
- * SESSION. Under m->mu. */
+ * session SID (when given) by forgetting its own oldest parked one, never
+ * another session's. Under m->mu. */
 static void rstreams_reap(al_mcp *m, const char *sid) {
     uint64_t now = al_now_ms();
     int own = 0;
-    rstream *oldest = NULL, *own_oldest = NULL;
+    rstream *own_oldest = NULL;
     for (rstream *rs = m->streams, *n; rs; rs = n) {
         n = rs->next;
         if (!rs->reading && now - rs->parked_ms > PARKED_MS) {
@@ -373,17 +411,35 @@ static void rstreams_reap(al_mcp *m, const char *sid) {
         }
         bool mine = sid && strcmp(rs->session, sid) == 0;
         own += mine;
-        if (rs->reading)
-            continue;
-        if (!oldest || rs->parked_ms < oldest->parked_ms)
-            oldest = rs;
-        if (mine && (!own_oldest || rs->parked_ms < own_oldest->parked_ms))
+        if (mine && !rs->reading && (!own_oldest || rs->parked_ms < own_oldest->parked_ms))
             own_oldest = rs;
     }
     if (sid && own >= STREAMS_PER_SESSION_MAX && own_oldest)
         rstream_drop(m, own_oldest);
-    else if (m->stream_count >= STREAMS_MAX && oldest)
+}
+
+/* Keep PERSON within PARKED_PER_PERSON_MAX parked streams and
+ * REPLAY_BYTES_PERSON_MAX kept bytes: forget that person's oldest parked
+ * streams (streams connections read stay). Under m->mu. */
+static void person_bound(al_mcp *m, const char *person) {
+    for (;;) {
+        int parked = 0;
+        size_t bytes = 0;
+        rstream *oldest = NULL;
+        for (rstream *rs = m->streams; rs; rs = rs->next) {
+            if (strcmp(rs->person, person) != 0)
+                continue;
+            bytes += rs->bytes;
+            if (rs->reading)
+                continue;
+            parked++;
+            if (!oldest || rs->parked_ms < oldest->parked_ms)
+                oldest = rs;
+        }
+        if (!oldest || (parked <= PARKED_PER_PERSON_MAX && bytes <= REPLAY_BYTES_PERSON_MAX))
+            return;
         rstream_drop(m, oldest);
+    }
 }
 
 /* Keep the session of RS within the replay bounds: drop its streams' oldest
@@ -391,21 +447,34 @@ static void rstreams_reap(al_mcp *m, const char *sid) {
  * a resume from before them is told). Under m->mu. */
 static void replay_bound(al_mcp *m, const char *sid) {
     for (;;) {
-        size_t count = 0, bytes = 0;
-        rstream *victim = NULL;
+        size_t count = 0, bytes = 0, streams = 0;
+        rstream *victim = NULL, *parked = NULL;
         for (rstream *rs = m->streams; rs; rs = rs->next) {
             if (strcmp(rs->session, sid) != 0)
                 continue;
+            streams++;
             count += rs->count;
             bytes += rs->bytes;
+            if (!rs->reading && (!parked || rs->parked_ms < parked->parked_ms))
+                parked = rs;
             sse_event *e = rs->head;
             /* the lowest seq of the stream parked longest, else any */
             if (e && !e->final && e->seq <= rs->handed &&
                 (!victim || (!rs->reading && (victim->reading || rs->parked_ms < victim->parked_ms))))
                 victim = rs;
         }
-        if ((count <= REPLAY_EVENTS_MAX && bytes <= REPLAY_BYTES_MAX) || !victim)
+        if (count <= REPLAY_EVENTS_MAX && bytes <= REPLAY_BYTES_MAX)
             return;
+        if (!victim) {
+            /* only responses (and unread news) are left: the oldest parked
+             * stream goes whole, as a response is never cut; the last
+             * stream of the session stays (one large response, say with
+             * images, can be resumed; the person's bound still holds) */
+            if (!parked || streams <= 1)
+                return;
+            rstream_drop(m, parked);
+            continue;
+        }
         sse_event *e = victim->head;
         victim->head = e->next;
         if (!victim->head)
@@ -515,6 +584,7 @@ static ssize_t stream_read(void *cls, uint64_t off, char *out, size_t max) {
         }
         bool added = json_array_size(notes) > 0 || result;
         replay_bound(m, rs->session);
+        person_bound(m, rs->person);
         pthread_mutex_unlock(&m->mu);
         json_decref(notes);
         if (result)
@@ -539,9 +609,14 @@ static void stream_free(void *cls) {
     } else {
         /* a client that went away does not cancel the run (the specification:
          * a disconnect is not a cancellation); its stream waits to be resumed */
-        r->rs->reading = false;
-        r->rs->superseded = false;
-        r->rs->parked_ms = al_now_ms();
+        rstream *rs = r->rs;
+        rs->reading = false;
+        rs->superseded = false;
+        rs->parked_ms = al_now_ms();
+        m->calls[rs->slot].attached = false;
+        /* RS may go here: the reader is done with it */
+        replay_bound(m, rs->session);
+        person_bound(m, rs->person);
     }
     pthread_cond_broadcast(&m->cond);
     pthread_mutex_unlock(&m->mu);
@@ -563,9 +638,11 @@ static enum MHD_Result send_stream(struct MHD_Connection *c, reader *r) {
     return ret;
 }
 
-static enum MHD_Result follow(al_mcp *m, al_service *s, const session *sess, struct MHD_Connection *c, al_mcp_call *k,
-                              json_t *id, bool sse, bool send_output) {
-    int slot = inflight_add(m, sess->id, id, al_mcp_call_run_id(k));
+/* Follow call K of request ID to its end, as one JSON answer or an event
+ * stream; it holds in-flight SLOT (given up here, or with the stream). */
+static enum MHD_Result follow(al_mcp *m, const session *sess, const al_principal *p, struct MHD_Connection *c,
+                              al_mcp_call *k, json_t *id, bool sse, bool send_output, int slot) {
+    inflight_set_run(m, slot, al_mcp_call_run_id(k));
     if (!sse) {
         /* plain JSON: wait here for the end, sending nothing before it */
         json_t *result = NULL;
@@ -588,6 +665,7 @@ static enum MHD_Result follow(al_mcp *m, al_service *s, const session *sess, str
         return MHD_NO;
     }
     memcpy(rs->session, sess->id, sizeof rs->session);
+    snprintf(rs->person, sizeof rs->person, "%s", p->person_id);
     snprintf(rs->run_id, sizeof rs->run_id, "%s", al_mcp_call_run_id(k));
     rs->slot = slot;
     rs->k = k;
@@ -601,7 +679,6 @@ static enum MHD_Result follow(al_mcp *m, al_service *s, const session *sess, str
     rs->no = session_next_stream(m, sess->id);
     rs->next = m->streams;
     m->streams = rs;
-    m->stream_count++;
     pthread_mutex_unlock(&m->mu);
     /* 2025-11-25: an event with an id and no data first, so a client that
      * loses the stream before any news can still resume it (older clients
@@ -686,9 +763,17 @@ static enum MHD_Result resume(al_mcp *m, al_service *s, struct MHD_Connection *c
                           "run's record stays at GET /v1/runs/{id}",
                           last, PARKED_MS / 60000);
     }
+    if (inflight_attached(m, p->person_id) >= CALLS_PER_PERSON_MAX) {
+        pthread_mutex_unlock(&m->mu);
+        return send_error(c, 429, NULL, -32000,
+                          "Too Many Requests: at most %d tools/call of one person are followed at once (JSON "
+                          "answers, event streams and their resumptions); resume when one has ended",
+                          CALLS_PER_PERSON_MAX);
+    }
     rs->reading = true;
     rs->superseded = false;
     rs->parked_ms = 0;
+    m->calls[rs->slot].attached = true;
     /* what the client has, it will not ask for again */
     while (rs->head && rs->head->seq <= seq && !rs->head->final) {
         sse_event *e = rs->head;
@@ -706,8 +791,10 @@ static enum MHD_Result resume(al_mcp *m, al_service *s, struct MHD_Connection *c
     reader *r = calloc(1, sizeof *r);
     if (!r) {
         pthread_mutex_lock(&m->mu);
+        /* RS is still there: a stream marked read is never forgotten */
         rs->reading = false;
         rs->parked_ms = al_now_ms();
+        m->calls[rs->slot].attached = false;
         pthread_mutex_unlock(&m->mu);
         return MHD_NO;
     }
@@ -890,14 +977,32 @@ static enum MHD_Result post(al_mcp *m, al_service *s, struct MHD_Connection *c, 
         json_t *token = json_object_get(json_object_get(params, "_meta"), "progressToken");
         if (token && !json_is_string(token) && !json_is_integer(token))
             token = NULL;
+        /* a slot first, so a call over the limits starts no run */
+        int slot = inflight_take(m, sess.id, p->person_id, id);
+        if (slot == -EBUSY) {
+            ret = send_error(c, 429, id, -32000,
+                             "Too Many Requests: at most %d tools/call of one person are followed at once (JSON "
+                             "answers, event streams and their resumptions); wait for one to end",
+                             CALLS_PER_PERSON_MAX);
+            goto out;
+        }
+        if (slot < 0) {
+            ret = send_error(c, 503, id, -32000,
+                             "Service Unavailable: %d tools/call are under way on this service; try again shortly",
+                             INFLIGHT_MAX);
+            goto out;
+        }
         al_mcp_call *k = NULL;
         json_t *result = NULL;
-        if (al_mcp_tool_call(s, p, name, json_object_get(params, "arguments"), token, &k, &result) == -ENOENT)
+        if (al_mcp_tool_call(s, p, name, json_object_get(params, "arguments"), token, &k, &result) == -ENOENT) {
+            inflight_del(m, slot);
             ret = send_error(c, 200, id, -32602, "Unknown tool: %.100s", name);
-        else if (result)
+        } else if (result) {
+            inflight_del(m, slot);
             ret = send_json(c, 200, al_mcp_rpc_result(id, result), NULL);
-        else
-            ret = follow(m, s, &sess, c, k, id, sse, sess.log_level <= 1);
+        } else {
+            ret = follow(m, &sess, p, c, k, id, sse, sess.log_level <= 1, slot);
+        }
     } else {
         ret = send_error(c, 200, id, -32601, "Method not found: %.100s", method);
     }

@@ -1041,6 +1041,63 @@ def test_read_artifact_cut_inside_a_utf8_character(service):
     assert f"Only the first {cap - 1} bytes are shown" in got["content"][0]["text"], got["content"][0]
 
 
+def test_a_person_s_concurrent_tools_calls_are_capped(service):
+    """One person's key follows at most 16 tools/call at once (event streams
+    and blocking JSON answers alike, each holding a connection's thread):
+    the 17th is refused with 429 and a JSON-RPC error naming the limit,
+    starting no run, while another person's key still works; once one ends,
+    the person may call again."""
+    t = service.new_tenant(f"mcpcap{time.monotonic_ns() % 10**9}")
+    a = Mcp(service, key=t.key)
+    slow = "import time\nprint('up', flush=True)\ntime.sleep(60)\n"
+    streams, rids = [], []
+    json_out = {}
+    try:
+        for _ in range(15):
+            rid, st = start_call(a, slow)
+            assert st.status == 200, st.status
+            streams.append(st)
+            rids.append(rid)
+        # the 16th: a blocking JSON answer, in a thread
+
+        def blocking():
+            json_out["answer"] = a.post({"jsonrpc": "2.0", "id": "json-16", "method": "tools/call", "params": {
+                "name": "code_execution", "arguments": {"language": "python", "code": slow}}},
+                accept="application/json", timeout=120)
+        th = threading.Thread(target=blocking)
+        th.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(t.client.ok("GET", "/v1/runs")["runs"]) < 16:
+            time.sleep(0.05)
+        assert len(t.client.ok("GET", "/v1/runs")["runs"]) == 16
+        for accept in ("application/json", BOTH):
+            status, hdrs, doc = a.request("tools/call", {"name": "code_execution", "arguments": {
+                "language": "bash", "code": "echo over"}}, accept=accept)
+            assert status == 429, (status, doc)
+            assert doc["error"]["code"] == -32000 and "at most 16 tools/call" in doc["error"]["message"], doc
+        # no run was started for them
+        assert len(t.client.ok("GET", "/v1/runs")["runs"]) == 16
+        # another session of the same person is the same person
+        status, _, doc = Mcp(service, key=t.key).request("tools/call", {"name": "list_artifacts", "arguments": {}})
+        assert status == 429, (status, doc)
+        # another person is not held up
+        r = Mcp(service).call("code_execution", {"language": "bash", "code": "echo other-person"})
+        assert r["isError"] is False and "other-person" in text_of(r), r
+        # one call ends (canceled): the person may call again
+        assert a.notify("notifications/cancelled", {"requestId": rids[0]})[0] == 202
+        assert responses(list(streams[0].events()), rids[0])
+        r = a.call("list_artifacts", {"thread": "none"})
+        assert r["isError"] is False, r
+    finally:
+        for rid in rids:
+            a.notify("notifications/cancelled", {"requestId": rid})
+        a.notify("notifications/cancelled", {"requestId": "json-16"})
+        for st in streams:
+            st.drop()
+        th.join(60)
+    assert json_out["answer"][0] == 200, json_out
+
+
 def _local_server(state):
     """(pid, port) of the private `airlock serve` of an `airlock mcp --local` on STATE."""
     for p in os.listdir("/proc"):
@@ -1087,3 +1144,67 @@ def test_airlock_mcp_local_port_cannot_be_squatted(tmp_path):
     finally:
         bridge.stdin.close()
         assert bridge.wait(30) == 0
+
+
+def _reset(st):
+    """The client's end goes away with a reset, so the server's next write fails."""
+    import socket
+    import struct
+    try:
+        st.conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    st.conn.close()
+
+
+def test_a_person_keeps_at_most_32_parked_streams_and_never_pushes_out_others(service):
+    """Unread ("parked") tools/call streams are bounded per person: the 33rd
+    of one person makes that person's oldest one go (410), while another
+    person's parked stream, older than all of them, is still resumable."""
+    a_key = service.new_tenant(f"mcppark{time.monotonic_ns() % 10**9}").key
+    b = Mcp(service)
+    code = "print('x', flush=True)\n"
+
+    def park(m, n):
+        primes = []
+        for _ in range(n):
+            _, st = start_call(m, code)
+            assert st.status == 200, st.status
+            eid, _ = next(st.events())
+            assert eid and eid.endswith("-0"), eid
+            primes.append(eid)
+            _reset(st)
+        return primes
+
+    def settled(key):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            runs = service.ok("GET", "/v1/runs", key=key)["runs"]
+            if all(r["state"] not in ("queued", "running", "provisioning", "pending_approval") for r in runs):
+                time.sleep(1)  # the server's next write finds the client gone
+                return
+            time.sleep(0.1)
+        raise AssertionError("runs did not end")
+
+    b_prime = park(b, 1)[0]
+    settled(service.key)
+    sessions = [Mcp(service, key=a_key) for _ in range(3)]
+    a_primes = []
+    for m in sessions:  # 11 per session: under the session's own bound of 16
+        a_primes.append((m, park(m, 11)))
+        settled(a_key)
+    got = {}
+    for m, primes in a_primes:
+        for eid in primes:
+            st = resume(m, eid)
+            got[(m.session, eid)] = st.status
+            if st.status == 200:
+                assert any(msg and "result" in msg for _, msg in st.events())
+            st.conn.close()
+    gone = [k for k, v in got.items() if v == 410]
+    assert sorted(got.values()).count(200) == 32 and len(gone) == 1, got
+    # one of the oldest (the first session's, parked before the others)
+    assert gone[0][0] == a_primes[0][0].session, gone
+    st = resume(b, b_prime)
+    assert st.status == 200, st.status
+    assert any(msg and "result" in msg for _, msg in st.events())
