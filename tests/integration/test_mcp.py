@@ -1208,3 +1208,39 @@ def test_a_person_keeps_at_most_32_parked_streams_and_never_pushes_out_others(se
     st = resume(b, b_prime)
     assert st.status == 200, st.status
     assert any(msg and "result" in msg for _, msg in st.events())
+
+
+def test_resumes_racing_the_end_of_their_stream(service):
+    """A resume that waits for the old connection to let go while that
+    connection delivers the response (and the stream is freed) must not
+    touch the freed stream, nor take over another stream that got its
+    memory: it gets this stream's events or 410/409, never another's.
+    (Under ASan this also checks for the use after free.)"""
+    m, other = Mcp(service), Mcp(service)
+    stop = threading.Event()
+
+    def churn():  # another session's streams, to reuse freed memory
+        while not stop.is_set():
+            _, st = start_call(other, "print('other-session')")
+            list(st.events())
+    th = threading.Thread(target=churn)
+    th.start()
+    try:
+        for _ in range(15):
+            rid, first = start_call(m, "print('mine', flush=True)")
+            eid, _ = next(first.events())
+            reader = threading.Thread(target=lambda st=first: list(st.events()))
+            reader.start()
+            again = resume(m, eid)
+            assert again.status in (200, 409, 410), again.status
+            if again.status == 200:
+                evs = list(again.events())
+                stream = eid.split("-")[0]
+                assert all(e is None or e.split("-")[0] == stream for e, _ in evs), evs
+                assert "other-session" not in json.dumps(evs), evs
+                assert all(msg.get("id") in (None, rid) for _, msg in evs if msg), evs
+            again.conn.close()
+            reader.join(30)
+    finally:
+        stop.set()
+        th.join(30)
