@@ -6,8 +6,8 @@
 #include "../service/service.h"
 #include "cli.h"
 
-static int usage(void) {
-    fprintf(stderr, "usage: airlock admin [--state DIR] COMMAND\n"
+static int usage_to(FILE *f) {
+    fprintf(f, "usage: airlock admin [--state DIR] COMMAND\n"
                     "  bootstrap                          first organisation, workspace, person and key, if none exist\n"
                     "  org create NAME\n"
                     "  workspace create --org ORG_ID NAME\n"
@@ -17,8 +17,10 @@ static int usage(void) {
                     "  credits grant --org ORG_ID AMOUNT    (a negative amount takes back)\n"
                     "  credits show --org ORG_ID\n"
                     "  audit verify                       check every workspace's audit hash chain\n");
-    return 125;
+    return f == stdout ? 0 : 125;
 }
+
+static int usage(void) { return usage_to(stderr); }
 
 static int open_store(const char *state, al_store **ret, al_error *err) {
     if (mkdir(state, 0700) < 0 && errno != EEXIST)
@@ -55,6 +57,8 @@ static int list(al_store *s, al_error *err) {
 }
 
 int cli_admin(int argc, char **argv) {
+    if (cli_help_asked(argc, argv))
+        return usage_to(stdout);
     const char *state = getenv("AIRLOCK_STATE");
     if (!state)
         state = "/var/lib/airlock";

@@ -25,6 +25,8 @@ int cli_cancel_signals(void);
 /* The environment every box gets, and nothing else. */
 extern char *const cli_box_env[];
 int cli_doctor(int argc, char **argv);
+/* --help or -h among ARGV[1..] before a "--": a subcommand's usage, not its work */
+bool cli_help_asked(int argc, char **argv);
 
 /* JSON of a run result, with text made valid UTF-8 (invalid bytes become U+FFFD). */
 json_t *cli_result_json(const al_box_result *r, const al_runtime *rt);

@@ -22,7 +22,18 @@ static json_t *network_badges(const al_doctor_item *items, size_t n) {
 }
 
 int cli_doctor(int argc, char **argv) {
-    bool json = argc > 1 && strcmp(argv[1], "--json") == 0;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            json = true;
+        } else {
+            bool help = strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+            if (!help)
+                fprintf(stderr, "airlock doctor: unknown option %s\n", argv[i]);
+            fprintf(help ? stdout : stderr, "usage: airlock doctor [--json]   what this host enforces, control by control\n");
+            return help ? 0 : 125;
+        }
+    }
     al_doctor_item items[AL_DOCTOR_MAX];
     size_t n = al_doctor(items);
     json_t *net = network_badges(items, n);

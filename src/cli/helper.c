@@ -66,6 +66,10 @@ static uint64_t get_u64(json_t *o, const char *k, uint64_t def) {
 }
 
 int cli_helper(int argc, char **argv) {
+    if (cli_help_asked(argc, argv)) {
+        printf("usage: airlock helper   (internal: the service's per-run process; one JSON job on stdin)\n");
+        return 0;
+    }
     _cleanup_free_ char *buf = malloc(MAX_JOB + 1);
     size_t len = 0;
     if (!buf)

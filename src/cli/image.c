@@ -16,15 +16,17 @@ const char *cli_state_dir(void) {
     return s && *s ? s : "/var/lib/airlock";
 }
 
-static int usage(void) {
-    fprintf(stderr, "usage: airlock image [--state DIR] COMMAND\n"
+static int usage_to(FILE *f) {
+    fprintf(f, "usage: airlock image [--state DIR] COMMAND\n"
                     "  build [--recipe DIR] [--alias NAME]   build an image from a recipe (default: image/default)\n"
                     "  ls [--json]                           images: digest, aliases, size, created, what they hold\n"
                     "  verify NAME|sha256:DIGEST             re-hash the tree against its manifest\n"
                     "  rm sha256:DIGEST                      remove an image (and its aliases)\n"
                     "  import TARBALL [--alias NAME]         a docker save or OCI layout tarball as an image\n");
-    return 125;
+    return f == stdout ? 0 : 125;
 }
+
+static int usage(void) { return usage_to(stderr); }
 
 static void default_recipe(char *buf, size_t len) {
     const char *env = getenv("AIRLOCK_RECIPES");
@@ -141,6 +143,8 @@ static int build(const char *images, int argc, char **argv) {
 }
 
 int cli_image(int argc, char **argv) {
+    if (cli_help_asked(argc, argv))
+        return usage_to(stdout);
     const char *state = cli_state_dir();
     int i = 1;
     if (i + 1 < argc && strcmp(argv[i], "--state") == 0) {

@@ -27,6 +27,13 @@ static int hand_over(char **argv) {
 }
 #endif
 
+bool cli_help_asked(int argc, char **argv) {
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return true;
+    return false;
+}
+
 static int usage(FILE *f) {
     fprintf(f, "usage: airlock COMMAND [ARGS]\n\n"
                "  run [OPTIONS] (FILE | -c CODE) [ARGS...]   run a script in a fresh sandbox\n"

@@ -29,6 +29,12 @@ char *const cli_box_env[] = {
     NULL,
 };
 
+static void usage(FILE *f) {
+    fprintf(f, "usage: airlock run [--lang L] [--in PATH]... [--out DIR] [--timeout S] [--memory SIZE]\n"
+               "                   [--cpus N] [--pids N] [--json] ... (FILE | -c CODE) [ARGS...]\n"
+               "see docs/cli.md for every option\n");
+}
+
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage_error(const char *fmt, ...) {
     va_list ap;
@@ -36,9 +42,8 @@ static int usage_error(const char *fmt, ...) {
     fprintf(stderr, "airlock run: ");
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\nusage: airlock run [--lang L] [--in PATH]... [--out DIR] [--timeout S] [--memory SIZE]\n"
-                    "                   [--cpus N] [--pids N] [--json] ... (FILE | -c CODE) [ARGS...]\n"
-                    "see docs/cli.md for every option\n");
+    fputc('\n', stderr);
+    usage(stderr);
     return EXIT_AIRLOCK;
 }
 
@@ -126,6 +131,11 @@ int cli_run(int argc, char **argv) {
         if (strcmp(a, "--json") == 0) {
             json = true;
             continue;
+        }
+        /* among the options only: after the script, --help is the script's */
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
         }
         if (i + 1 >= argc)
             return usage_error("%s needs a value", a);

@@ -354,3 +354,30 @@ def test_sigterm_cancels_the_box_cleanly():
     assert not Path(doc["box"]["cgroup"]).exists()
     assert not Path(f"/proc/{doc['box']['init_pid']}").exists() or \
         Path(f"/proc/{doc['box']['init_pid']}/status").read_text().find("airlock") < 0
+
+
+@pytest.mark.parametrize("words", [["run"], ["run", "--json"], ["doctor"], ["image"], ["image", "build"],
+                                   ["image", "import"], ["serve"], ["admin"], ["admin", "key", "create"],
+                                   ["mcp"], ["helper"]])
+def test_every_subcommand_answers_help_with_its_usage(words):
+    """`--help` (and `-h`) print the subcommand's usage on stdout and exit 0,
+    doing nothing else: `airlock run --help` once answered "--help needs a
+    value", and `airlock doctor --help` ran the doctor."""
+    for flag in ("--help", "-h"):
+        p = airlock(*words, flag, input=b"", timeout=20)
+        out = p.stdout.decode()
+        assert p.returncode == 0, (words, flag, p.returncode, p.stderr[:300])
+        assert out.startswith("usage: airlock "), (words, flag, out[:300])
+        assert words[0] in out.splitlines()[0], out[:200]
+        assert b"CONTROL" not in p.stdout and b'"type"' not in p.stdout
+
+
+def test_help_after_the_script_is_the_scripts():
+    """After the script, --help is an argument of the script's own."""
+    _, doc = run_json("--lang", "python", "-c", "import sys; print(sys.argv[1:])", "--help")
+    assert doc["exit_code"] == 0 and doc["stdout"] == "['--help']\n", doc["stdout"]
+
+
+def test_an_unknown_doctor_option_is_refused():
+    p = airlock("doctor", "--jsn")
+    assert p.returncode == 125 and b"unknown option --jsn" in p.stderr and not p.stdout
