@@ -163,7 +163,8 @@ int al_image_manifest(int rootfd, char **ret_text, size_t *ret_len, char ret_dig
     char *text = NULL;
     size_t len = 0;
     if (r == 0) {
-        qsort(w.lines, w.n, sizeof *w.lines, by_path);
+        if (w.n) /* an empty tree has no lines, and qsort's base must not be NULL */
+            qsort(w.lines, w.n, sizeof *w.lines, by_path);
         for (size_t i = 0; i < w.n; i++)
             len += strlen(w.lines[i].text);
         text = malloc(len + 1);
@@ -196,6 +197,28 @@ int al_image_manifest(int rootfd, char **ret_text, size_t *ret_len, char ret_dig
 }
 
 void al_image_dir(const char *state_dir, char *buf, size_t len) { snprintf(buf, len, "%s/images", state_dir); }
+
+int al_image_dir_make(const char *images_dir, al_error *err) {
+    char p[4200];
+    if (snprintf(p, sizeof p, "%s", images_dir) >= (int)sizeof p)
+        return al_err(err, "image", ENAMETOOLONG, "path too long: %.200s", images_dir);
+    /* a fresh machine has no state directory yet: it (and what is missing
+     * above it) is made 0700, as the service makes it; images/ is 0755 */
+    for (char *c = p + 1; *c; c++) {
+        if (*c != '/')
+            continue;
+        *c = '\0';
+        if (mkdir(p, 0700) < 0 && errno != EEXIST)
+            return al_err(err, "image", errno, "mkdir %s: %m", p);
+        *c = '/';
+    }
+    if (mkdir(p, 0755) < 0 && errno != EEXIST)
+        return al_err(err, "image", errno, "mkdir %s: %m", p);
+    struct stat st;
+    if (stat(p, &st) < 0 || !S_ISDIR(st.st_mode))
+        return al_err(err, "image", ENOTDIR, "%s is not a directory", p);
+    return 0;
+}
 
 static int write_file(const char *path, const char *text, size_t len) {
     _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);

@@ -119,3 +119,186 @@ def test_a_plain_seed_is_still_staged_writable(store, tmp_path):
                                              "echo more >> /tmp/.matplotlib/fontlist.json && echo writable")
     assert status == 0, err
     assert doc["stdout"] == '{"fonts": 1}\nx\nwritable\n'
+
+
+# --------------------------------------------- 2. the outer tarball's links
+
+def outer_tar(path, entries):
+    """entries: (TarInfo fields, bytes or None), as test_image.tar_bytes."""
+    path.write_bytes(tar_bytes([(dict(f), d) for f, d in entries]))
+
+
+def host_file(path, data, mode=0o600):
+    path.write_bytes(data)
+    os.chmod(path, mode)
+    return path
+
+
+@pytest.fixture
+def host_dir():
+    """Host files an outer tarball's links point at (outside any test tree)."""
+    d = Path("/tmp") / ("airlock-l-host-" + secrets.token_hex(6))
+    d.mkdir(mode=0o700)
+    yield d
+    shutil.rmtree(d)
+
+
+def secret_layer(tree, secret):
+    (tree / "etc/secret").write_text(secret + "\n")
+    layer = tree_layer(tree)
+    (tree / "etc/secret").unlink()
+    return layer
+
+
+def manifest_for(*layers):
+    return json.dumps([{"Config": "config.json", "RepoTags": ["t:1"], "Layers": list(layers)}]).encode()
+
+
+def assert_nothing_stored(state):
+    images = state / "images"
+    assert not images.exists() or [e.name for e in images.iterdir()] in ([], ["aliases"]), list(images.iterdir())
+
+
+def test_an_outer_manifest_link_is_never_read(store, tmp_path, host_dir):
+    """manifest.json a link to a host file (here a manifest only root may
+    read, naming a layer the tarball holds): refused, never followed."""
+    state, _, tree = store
+    secret = "airlock-canary-" + secrets.token_hex(16)
+    canary = host_file(host_dir / "manifest.json", manifest_for("layer0/layer.tar"))
+    tb = tmp_path / "link.tar"
+    outer_tar(tb, [({"name": "layer0/layer.tar"}, secret_layer(tree, secret)),
+                   ({"name": "manifest.json", "type": tarfile.SYMTYPE, "linkname": str(canary)}, None)])
+    # the ingredient: the entry is a link to the host file, which is a manifest
+    with tarfile.open(tb) as t:
+        assert t.getmember("manifest.json").issym() and t.getmember("manifest.json").linkname == str(canary)
+    assert json.loads(canary.read_bytes())[0]["Layers"] == ["layer0/layer.tar"]
+    p = image(state, "import", tb, check=False)
+    assert p.returncode == 125, (p.stdout, p.stderr)
+    assert b"manifest.json" in p.stderr and b"symbolic link" in p.stderr and b"refused" in p.stderr, p.stderr
+    assert b"nothing was stored" in p.stderr
+    assert_nothing_stored(state)
+
+
+@pytest.mark.parametrize("kind", ["docker", "oci"])
+def test_an_outer_layer_link_never_imports_a_host_file(store, tmp_path, host_dir, kind):
+    """A layer (docker) or blob (OCI) entry that is a link to a host tarball
+    only root may read: the host tarball must not become image content."""
+    import hashlib
+    state, _, tree = store
+    secret = "airlock-canary-" + secrets.token_hex(16)
+    canary = host_file(host_dir / "secret.tar", secret_layer(tree, secret))
+    tb = tmp_path / f"{kind}.tar"
+    if kind == "docker":
+        outer_tar(tb, [({"name": "layer0/layer.tar", "type": tarfile.SYMTYPE, "linkname": str(canary)}, None),
+                       ({"name": "manifest.json"}, manifest_for("layer0/layer.tar"))])
+        link = "layer0/layer.tar"
+    else:
+        ld = hashlib.sha256(canary.read_bytes()).hexdigest()
+        man = json.dumps({"schemaVersion": 2, "layers": [{"digest": f"sha256:{ld}"}]}).encode()
+        md = hashlib.sha256(man).hexdigest()
+        index = json.dumps({"schemaVersion": 2, "manifests": [{"digest": f"sha256:{md}"}]}).encode()
+        outer_tar(tb, [({"name": "index.json"}, index), ({"name": f"blobs/sha256/{md}"}, man),
+                       ({"name": f"blobs/sha256/{ld}", "type": tarfile.SYMTYPE, "linkname": str(canary)}, None)])
+        link = f"blobs/sha256/{ld}"
+    with tarfile.open(tb) as t:
+        assert t.getmember(link).issym() and t.getmember(link).linkname == str(canary)
+    p = image(state, "import", tb, check=False)
+    assert p.returncode == 125, (p.stdout, p.stderr)
+    assert b"symbolic link, not a regular file: refused" in p.stderr, p.stderr
+    assert secret.encode() not in p.stdout + p.stderr
+    assert_nothing_stored(state)
+
+
+def test_an_outer_layer_link_to_a_fifo_does_not_block(store, tmp_path, host_dir):
+    """A layer that is a link to a host FIFO: refused at once (it used to
+    block the import for as long as nobody wrote to the FIFO)."""
+    state, _, _ = store
+    fifo = host_dir / "fifo"
+    os.mkfifo(fifo)
+    tb = tmp_path / "fifo.tar"
+    outer_tar(tb, [({"name": "layer0/layer.tar", "type": tarfile.SYMTYPE, "linkname": str(fifo)}, None),
+                   ({"name": "manifest.json"}, manifest_for("layer0/layer.tar"))])
+    try:
+        p = subprocess.run([str(AIRLOCK), "image", "--state", str(state), "import", str(tb)],
+                           capture_output=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the import blocked on a host FIFO the tarball links to")
+    assert p.returncode == 125 and b"symbolic link, not a regular file: refused" in p.stderr, p.stderr
+    assert_nothing_stored(state)
+
+
+def test_an_outer_fifo_entry_is_refused_by_name(store, tmp_path):
+    state, _, _ = store
+    tb = tmp_path / "fifo.tar"
+    outer_tar(tb, [({"name": "layer0/layer.tar", "type": tarfile.FIFOTYPE}, None),
+                   ({"name": "manifest.json"}, manifest_for("layer0/layer.tar"))])
+    p = image(state, "import", tb, check=False)
+    assert p.returncode == 125 and b"\"layer0/layer.tar\" in the tarball is a FIFO, not a regular file" in p.stderr, p.stderr
+
+
+def test_an_outer_hard_link_to_another_entry_still_works(store, tmp_path):
+    """Hard links between the tarball's own entries are content, not the host's."""
+    state, _, tree = store
+    tb = tmp_path / "hl.tar"
+    outer_tar(tb, [({"name": "a/layer.tar"}, tree_layer(tree)),
+                   ({"name": "b/layer.tar", "type": tarfile.LNKTYPE, "linkname": "a/layer.tar"}, None),
+                   ({"name": "manifest.json"}, manifest_for("b/layer.tar"))])
+    digest = image(state, "import", tb).stdout.decode().strip()
+    status, doc, err = run_on(state, digest, "cat /etc/marker")
+    assert status == 0 and doc["stdout"] == "tiny image\n", err
+
+
+# ------------------------------------------------ 3. sparse entries, 4. empty
+
+def test_a_sparse_entry_counts_its_apparent_size(store, tmp_path):
+    """A small tarball holding a sparse file: its holes count against the cap."""
+    state, _, tree = store
+    src = tmp_path / "sparse"
+    src.mkdir()
+    with open(src / "big", "wb") as f:
+        f.truncate(1 << 30)
+        f.write(b"start")
+    layer = tmp_path / "sparse-layer.tar"
+    subprocess.run(["tar", "--sparse", "--format=gnu", "-cf", str(layer), "-C", str(src), "big"], check=True)
+    # the ingredient: a 1 GiB file in a tarball of a few KiB
+    with tarfile.open(layer) as t:
+        m = t.getmember("big")
+        assert m.issparse() and m.size == 1 << 30
+    assert layer.stat().st_size < 64 << 10
+    tb = tmp_path / "sparse.tar"
+    docker_save(tb, [tree_layer(tree), layer.read_bytes()])
+    env = dict(os.environ, AIRLOCK_IMPORT_MAX_BYTES=str(256 << 20))
+    p = subprocess.run([str(AIRLOCK), "image", "--state", str(state), "import", str(tb)], capture_output=True, env=env, timeout=300)
+    assert p.returncode == 125, (p.stdout, p.stderr)
+    assert b"more than 268435456 bytes of content" in p.stderr and b"sparse" in p.stderr, p.stderr
+    assert_nothing_stored(state)
+
+
+def test_a_sparse_entry_under_the_cap_keeps_its_size(store, tmp_path):
+    state, _, tree = store
+    src = tmp_path / "sparse"
+    src.mkdir()
+    with open(src / "holes", "wb") as f:
+        f.write(b"head")
+        f.seek(1 << 20)
+        f.write(b"tail")
+        f.truncate(2 << 20)               # a trailing hole too
+    layer = tmp_path / "sparse-layer.tar"
+    subprocess.run(["tar", "--sparse", "--format=gnu", "-cf", str(layer), "-C", str(src), "holes"], check=True)
+    docker_save(tmp_path / "s.tar", [tree_layer(tree), layer.read_bytes()])
+    digest = image(state, "import", tmp_path / "s.tar").stdout.decode().strip()
+    stored = stored_tree(state, digest) / "holes"
+    assert stored.read_bytes() == (src / "holes").read_bytes()
+
+
+@pytest.mark.parametrize("layer", ["no_entries", "only_the_root"])
+def test_an_empty_image_is_a_clear_refusal(store, tmp_path, layer):
+    state, _, _ = store
+    entries = [] if layer == "no_entries" else [({"name": "./", "type": tarfile.DIRTYPE}, None)]
+    tb = tmp_path / "empty.tar"
+    docker_save(tb, [tar_bytes(entries)])
+    p = image(state, "import", tb, check=False)
+    assert p.returncode == 125, (p.stdout, p.stderr)
+    assert b"the image holds no files" in p.stderr, p.stderr
+    assert_nothing_stored(state)
+
