@@ -16,32 +16,57 @@ const char *cli_state_dir(void) {
     return s && *s ? s : "/var/lib/airlock";
 }
 
-static int usage(void) {
-    fprintf(stderr, "usage: airlock image [--state DIR] COMMAND\n"
+static int usage_to(FILE *f) {
+    fprintf(f, "usage: airlock image [--state DIR] COMMAND\n"
                     "  build [--recipe DIR] [--alias NAME]   build an image from a recipe (default: image/default)\n"
                     "  ls [--json]                           images: digest, aliases, size, created, what they hold\n"
                     "  verify NAME|sha256:DIGEST             re-hash the tree against its manifest\n"
                     "  rm sha256:DIGEST                      remove an image (and its aliases)\n"
                     "  import TARBALL [--alias NAME]         a docker save or OCI layout tarball as an image\n");
-    return 125;
+    return f == stdout ? 0 : 125;
 }
 
-static void default_recipe(char *buf, size_t len) {
+static int usage(void) { return usage_to(stderr); }
+
+/* Where the default recipe may be: AIRLOCK_RECIPES; beside the binary in a
+ * build tree inside the source tree (build/airlock -> image/default); an
+ * install's data directory relative to its prefix (PREFIX/bin/airlock ->
+ * PREFIX/share/airlock/image/default); then /usr/share and /usr/local/share.
+ * The first that holds a build.sh wins; LOOKED lists every place tried. */
+static void default_recipe(char *buf, size_t len, char *looked, size_t looked_len) {
+    looked[0] = '\0';
     const char *env = getenv("AIRLOCK_RECIPES");
-    if (env) {
+    if (env && *env) {
         snprintf(buf, len, "%s/default", env);
+        snprintf(looked, looked_len, "%s (AIRLOCK_RECIPES)", buf);
         return;
     }
+    char cand[6][PATH_MAX];
+    size_t n = 0;
     char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-        self[n] = '\0';
-        /* a build tree (build/airlock) or an install (bin/airlock) */
-        snprintf(buf, len, "%s/../image/default", dirname(self));
-        if (access(buf, F_OK) == 0)
-            return;
+    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (k > 0) {
+        self[k] = '\0';
+        /* the binary's directory's parent: the source tree, or the prefix */
+        const char *up = dirname(dirname(self));
+        if (strcmp(up, "/") == 0)
+            up = "";
+        snprintf(cand[n++], PATH_MAX, "%s/image/default", up);
+        snprintf(cand[n++], PATH_MAX, "%s/share/airlock/image/default", up);
     }
-    snprintf(buf, len, "/usr/share/airlock/image/default");
+    snprintf(cand[n++], PATH_MAX, "/usr/share/airlock/image/default");
+    snprintf(cand[n++], PATH_MAX, "/usr/local/share/airlock/image/default");
+    for (size_t i = 0; i < n; i++) {
+        char script[PATH_MAX + 16];
+        snprintf(script, sizeof script, "%s/build.sh", cand[i]);
+        size_t used = strlen(looked);
+        snprintf(looked + used, looked_len - used, "%s%s", used ? ", " : "", cand[i]);
+        if (access(script, R_OK) == 0) {
+            snprintf(buf, len, "%s", cand[i]);
+            return;
+        }
+    }
+    snprintf(buf, len, "%s", cand[0]);
 }
 
 /* sha256 over the recipe's regular files (name and content, sorted by
@@ -71,23 +96,36 @@ static void recipe_hash(const char *recipe, char out[65]) {
 }
 
 static int build(const char *images, int argc, char **argv) {
-    char recipe[PATH_MAX];
-    const char *alias = "default";
-    default_recipe(recipe, sizeof recipe);
-    for (int i = 0; i + 1 < argc; i++) {
-        if (strcmp(argv[i], "--recipe") == 0)
-            snprintf(recipe, sizeof recipe, "%s", argv[++i]);
-        else if (strcmp(argv[i], "--alias") == 0)
+    char recipe[PATH_MAX], looked[4 * PATH_MAX + 64] = "";
+    const char *alias = "default", *given = NULL;
+    /* strict: a typo must not start a build that takes minutes */
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--recipe") == 0 && i + 1 < argc)
+            given = argv[++i];
+        else if (strcmp(argv[i], "--alias") == 0 && i + 1 < argc)
             alias = argv[++i];
+        else {
+            fprintf(stderr, "airlock image build: %s \"%s\"\n", (strcmp(argv[i], "--recipe") == 0 || strcmp(argv[i], "--alias") == 0) ? "a value is missing after" : "unknown argument", argv[i]);
+            return usage();
+        }
     }
+    if (given)
+        snprintf(recipe, sizeof recipe, "%s", given);
+    else
+        default_recipe(recipe, sizeof recipe, looked, sizeof looked);
     char script[PATH_MAX + 16];
     snprintf(script, sizeof script, "%s/build.sh", recipe);
     if (access(script, R_OK) != 0) {
-        fprintf(stderr, "airlock image build: no recipe at %s\n", script);
+        if (given)
+            fprintf(stderr, "airlock image build: no recipe at %s\n", script);
+        else
+            fprintf(stderr, "airlock image build: no default recipe (a directory holding build.sh); looked in: %s. "
+                            "Name one with --recipe DIR or AIRLOCK_RECIPES\n", looked);
         return 125;
     }
-    if (mkdir(images, 0755) < 0 && errno != EEXIST) {
-        fprintf(stderr, "airlock image build: mkdir %s: %s\n", images, strerror(errno));
+    al_error derr = { 0 };
+    if (al_image_dir_make(images, &derr) < 0) {
+        fprintf(stderr, "airlock image build: %s\n", derr.msg);
         return 125;
     }
     char tmp[PATH_MAX];
@@ -149,6 +187,10 @@ int cli_image(int argc, char **argv) {
     }
     if (i >= argc)
         return usage();
+    /* --help anywhere: the usage, and nothing run (a build takes minutes) */
+    for (int k = 1; k < argc; k++)
+        if (strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0 || (k == i && strcmp(argv[k], "help") == 0))
+            return usage_to(stdout);
     char images[PATH_MAX];
     al_image_dir(state, images, sizeof images);
     const char *cmd = argv[i];

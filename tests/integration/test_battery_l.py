@@ -302,3 +302,82 @@ def test_an_empty_image_is_a_clear_refusal(store, tmp_path, layer):
     assert b"the image holds no files" in p.stderr, p.stderr
     assert_nothing_stored(state)
 
+
+# ------------------------------------ 5. image build on a fresh machine
+
+def tiny_recipe(where: Path, tree: Path):
+    where.mkdir(parents=True)
+    (where / "build.sh").write_text(f'#!/bin/sh\nset -eu\ncp -a "{tree}" "$1"\necho "image: step 1/1: copied"\n')
+    return where
+
+
+def test_build_makes_a_missing_state_directory(store, tmp_path):
+    _, recipe, _ = store
+    fresh = tmp_path / "fresh" / "state"
+    assert not fresh.parent.exists()
+    p = image(fresh, "build", "--recipe", recipe, check=False)
+    assert p.returncode == 0, p.stderr
+    assert b"No such file or directory" not in p.stderr
+    digest = p.stdout.decode().strip()
+    assert (fresh / "images" / ("sha256-" + digest[7:]) / "rootfs/etc/marker").exists()
+    # made with safe modes: the state directory (and what was missing above it) is root's alone
+    assert fresh.stat().st_mode & 0o777 == 0o700
+    assert fresh.parent.stat().st_mode & 0o777 == 0o700
+
+
+def test_import_makes_a_missing_state_directory(store, tmp_path):
+    _, _, tree = store
+    tb = tmp_path / "app.tar"
+    docker_save(tb, [tree_layer(tree)])
+    fresh = tmp_path / "fresh2" / "state"
+    p = image(fresh, "import", tb, check=False)
+    assert p.returncode == 0, p.stderr
+    assert fresh.stat().st_mode & 0o777 == 0o700
+
+
+def installed_copy(prefix: Path):
+    (prefix / "bin").mkdir(parents=True)
+    shutil.copy2(AIRLOCK, prefix / "bin" / "airlock")
+    return prefix / "bin" / "airlock"
+
+
+def test_an_installed_binary_finds_the_recipe_under_its_prefix(store, tmp_path):
+    state, _, tree = store
+    prefix = tmp_path / "prefix"
+    binary = installed_copy(prefix)
+    tiny_recipe(prefix / "share/airlock/image/default", tree)
+    env = {k: v for k, v in os.environ.items() if k != "AIRLOCK_RECIPES"}
+    p = subprocess.run([str(binary), "image", "--state", str(state), "build", "--alias", "tiny"],
+                       capture_output=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert str(prefix / "share/airlock/image/default").encode() in p.stderr   # "image: building <recipe> ..."
+
+
+def test_a_missing_recipe_says_where_it_looked(tmp_path):
+    prefix = tmp_path / "bare"
+    binary = installed_copy(prefix)
+    env = {k: v for k, v in os.environ.items() if k != "AIRLOCK_RECIPES"}
+    p = subprocess.run([str(binary), "image", "--state", str(tmp_path / "state"), "build"],
+                       capture_output=True, env=env, timeout=60)
+    assert p.returncode == 125
+    assert b"looked in" in p.stderr, p.stderr
+    for where in (prefix / "share/airlock/image/default", Path("/usr/share/airlock/image/default")):
+        assert str(where).encode() in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("args", [["build", "--help"], ["build", "-h"], ["--help"], ["build", "--bogus"], ["build", "--recipe"]])
+def test_build_help_and_typos_never_start_a_build(tmp_path, args):
+    """`image build --help` (or a typo) must not start a build: the default one takes minutes."""
+    ran = tmp_path / "recipe-ran"
+    recipes = tmp_path / "recipes"
+    (recipes / "default").mkdir(parents=True)
+    (recipes / "default/build.sh").write_text(f'#!/bin/sh\ntouch "{ran}"\nexit 1\n')
+    env = dict(os.environ, AIRLOCK_RECIPES=str(recipes))
+    (tmp_path / "state").mkdir()
+    p = subprocess.run([str(AIRLOCK), "image", "--state", str(tmp_path / "state"), *args],
+                       capture_output=True, env=env, timeout=60)
+    assert not ran.exists(), "the recipe ran"
+    if "--bogus" in args or args[-1] == "--recipe":
+        assert p.returncode == 125 and b"usage: airlock image" in p.stderr, p
+    else:
+        assert p.returncode == 0 and p.stdout.startswith(b"usage: airlock image"), p
