@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "../box/collect.h"
 #include "../image/image.h"
 #include "cli.h"
 
@@ -95,6 +96,20 @@ static void recipe_hash(const char *recipe, char out[65]) {
         snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
+/* What the tree says it holds (usr/share/airlock/manifest.json), read
+ * beneath the tree with no link followed and at most 1 MiB: the tree is what
+ * the recipe's packages made, not a place to follow paths from. */
+static json_t *read_holds(const char *rootfs) {
+    _cleanup_close_ int rfd = open(rootfs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (rfd < 0)
+        return NULL;
+    _cleanup_close_ int fd = al_openat_beneath(rfd, "usr/share/airlock/manifest.json", O_RDONLY | O_NONBLOCK, 0);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20))
+        return NULL;
+    return json_loadfd(fd, 0, NULL);
+}
+
 static int build(const char *images, int argc, char **argv) {
     char recipe[PATH_MAX], looked[4 * PATH_MAX + 64] = "";
     const char *alias = "default", *given = NULL;
@@ -153,9 +168,7 @@ static int build(const char *images, int argc, char **argv) {
                 WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
         return 125;
     }
-    char holds_path[PATH_MAX + 64];
-    snprintf(holds_path, sizeof holds_path, "%s/usr/share/airlock/manifest.json", rootfs);
-    json_t *holds = json_load_file(holds_path, 0, NULL);
+    json_t *holds = read_holds(rootfs);
     char rh[65];
     recipe_hash(recipe, rh);
     json_t *info = json_pack("{s:s, s:s, s:o}", "recipe", recipe, "recipe_sha256", rh, "holds", holds ? holds : json_object());

@@ -39,6 +39,12 @@ static int hash_file(int dirfd, const char *name, char out[65]) {
     _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return -errno;
+    /* what was opened, not what was listed: a FIFO swapped in is no file */
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode))
+        return -EINVAL;
     struct sha256_ctx c;
     sha256_init(&c);
     uint8_t buf[1 << 16];
@@ -112,7 +118,7 @@ static int walk_dir(walk *w, int dirfd, const char *prefix, unsigned depth, al_e
             break;
         }
         _cleanup_free_ char *ep = escape(path);
-        char text[8192], sum[65] = "-";
+        char sum[65] = "-";
         const char *type;
         _cleanup_free_ char *target = NULL;
         if (S_ISREG(st.st_mode)) {
@@ -138,10 +144,23 @@ static int walk_dir(walk *w, int dirfd, const char *prefix, unsigned depth, al_e
             /* no device nodes, fifos or sockets in an image */
             continue;
         }
-        snprintf(text, sizeof text, "%s %s %04o %lld %s %s\n", ep ? ep : "?", type, (unsigned)(st.st_mode & 07777),
-                 S_ISREG(st.st_mode) ? (long long)st.st_size : 0LL, sum, target ? target : "-");
+        if (!ep || (S_ISLNK(st.st_mode) && !target)) {
+            r = al_err(err, "image", ENOMEM, "out of memory");
+            break;
+        }
+        /* the whole line, however long its escaped path and target: a line
+         * cut to a fixed buffer would leave its hash (and its newline) out of
+         * the digest, and a change there would verify as intact */
+        _cleanup_free_ char *text = NULL;
+        if (asprintf(&text, "%s %s %04o %lld %s %s\n", ep, type, (unsigned)(st.st_mode & 07777),
+                     S_ISREG(st.st_mode) ? (long long)st.st_size : 0LL, sum, target ? target : "-") < 0) {
+            text = NULL;
+            r = al_err(err, "image", ENOMEM, "out of memory");
+            break;
+        }
         if ((r = add_line(w, path, text)) < 0) {
-            r = al_err(err, "image", r, "more than %d entries", AL_IMAGE_MAX_ENTRIES);
+            r = r == -E2BIG ? al_err(err, "image", E2BIG, "more than %d entries", AL_IMAGE_MAX_ENTRIES)
+                            : al_err(err, "image", -r, "%s", strerror(-r));
             break;
         }
         if (S_ISDIR(st.st_mode)) {

@@ -36,12 +36,15 @@ static int clean_path(const char *in, char *out, size_t len) {
         in += 2;
     if (in[0] == '/' || strlen(in) >= len || strlen(in) > MAX_PATH)
         return -EINVAL;
-    size_t o = 0;
+    size_t o = 0, depth = 0;
     for (const char *c = in; *c;) {
         size_t n = strcspn(c, "/");
         if (n == 2 && c[0] == '.' && c[1] == '.')
             return -EINVAL;
         if (!(n == 0 || (n == 1 && c[0] == '.'))) {
+            /* no deeper than a stored image may be (al_image_manifest) */
+            if (++depth > AL_IMAGE_MAX_DEPTH)
+                return -ELOOP;
             if (o)
                 out[o++] = '/';
             memcpy(out + o, c, n);
@@ -67,40 +70,37 @@ static void split(char *path, char **dir, char **base) {
     }
 }
 
-static int open_dir(int rootfd, const char *dir) {
-    if (strcmp(dir, ".") == 0)
-        return fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
-    return al_openat_beneath(rootfd, dir, O_RDONLY | O_DIRECTORY, 0);
-}
-
-static int mkdir_p(int rootfd, const char *rel) {
+/* The directory REL beneath ROOTFD, made where missing: one component at a
+ * time from the last one's fd, none of them a link (so a path of D levels
+ * costs D lookups, not D*D/2). Its fd, or -errno. */
+static int open_dir_p(int rootfd, const char *rel) {
+    int fd = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
+    if (fd < 0)
+        return -errno;
+    if (strcmp(rel, ".") == 0)
+        return fd;
     char buf[MAX_PATH + 8];
     snprintf(buf, sizeof buf, "%s", rel);
-    for (char *p = buf;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            _cleanup_close_ int fd = al_openat_beneath(rootfd, buf, O_RDONLY | O_DIRECTORY, 0);
-            if (fd < 0) {
-                if (fd != -ENOENT)
-                    return fd;
-                char *d, *b;
-                char tmp[MAX_PATH + 8];
-                snprintf(tmp, sizeof tmp, "%s", buf);
-                split(tmp, &d, &b);
-                _cleanup_close_ int dfd = open_dir(rootfd, d);
-                if (dfd < 0)
-                    return dfd;
-                if (mkdirat(dfd, b, 0755) < 0 && errno != EEXIST)
-                    return -errno;
+    for (char *c = buf, *next; c && *c; c = next) {
+        next = strchr(c, '/');
+        if (next)
+            *next++ = '\0';
+        int sub = al_openat_beneath(fd, c, O_RDONLY | O_DIRECTORY, 0);
+        if (sub == -ENOENT) {
+            if (mkdirat(fd, c, 0755) < 0 && errno != EEXIST) {
+                int e = -errno;
+                close(fd);
+                return e;
             }
-            if (c == '\0')
-                return 0;
-            *p = c;
+            sub = al_openat_beneath(fd, c, O_RDONLY | O_DIRECTORY, 0);
         }
+        close(fd);
+        if (sub < 0)
+            return sub;
+        fd = sub;
     }
+    return fd;
 }
-
 
 /* Apply one layer (an archive already open on A) to ROOTFD. */
 static int apply_layer(struct archive *a, int rootfd, limits *lim, al_error *err) {
@@ -114,17 +114,18 @@ static int apply_layer(struct archive *a, int rootfd, limits *lim, al_error *err
         int r = raw ? clean_path(raw, path, sizeof path) : -EINVAL;
         if (r == -ENOENT)
             continue; /* "./" itself */
+        if (r == -ELOOP)
+            return al_err(err, "import", ELOOP, "refused entry \"%.200s\": deeper than %d levels", raw, AL_IMAGE_MAX_DEPTH);
         if (r < 0)
             return al_err(err, "import", EINVAL, "refused entry \"%.200s\": absolute, \"..\" or too long", raw ? raw : "");
         char pcopy[MAX_PATH + 8];
         snprintf(pcopy, sizeof pcopy, "%s", path);
         char *dir, *base;
         split(pcopy, &dir, &base);
-        if ((r = mkdir_p(rootfd, dir)) < 0 && strcmp(dir, ".") != 0)
-            return al_err(err, "import", -r, "\"%.200s\": its directory cannot be made beneath the tree (%s)", path, strerror(-r));
-        _cleanup_close_ int dfd = open_dir(rootfd, dir);
+        _cleanup_close_ int dfd = open_dir_p(rootfd, dir);
         if (dfd < 0)
-            return al_err(err, "import", -dfd, "\"%.200s\": a link in its path, or not a directory", path);
+            return al_err(err, "import", -dfd, "\"%.200s\": its directory cannot be made beneath the tree (a link in its path, "
+                          "or not a directory: %s)", path, strerror(-dfd));
         /* whiteouts: .wh.NAME removes NAME; .wh..wh..opq empties the directory */
         if (strcmp(base, ".wh..wh..opq") == 0) {
             DIR *d = fdopendir(fcntl(dfd, F_DUPFD_CLOEXEC, 3));
@@ -151,6 +152,16 @@ static int apply_layer(struct archive *a, int rootfd, limits *lim, al_error *err
             _cleanup_close_ int t = al_openat_beneath(rootfd, target, O_PATH, 0);
             if (t < 0)
                 return al_err(err, "import", -t, "hard link \"%.200s\" -> \"%.200s\": no such file in the tree", path, target);
+            /* every name of a file is read (hashed, staged) at its full
+             * size: a hard link counts its target's size again */
+            struct stat ts;
+            if (fstat(t, &ts) < 0)
+                return al_err(err, "import", errno, "hard link %.200s: %m", path);
+            uint64_t tsz = S_ISREG(ts.st_mode) ? (uint64_t)ts.st_size : 0;
+            if (tsz > lim->max_bytes - lim->bytes)
+                return al_err(err, "import", EFBIG, "more than %llu bytes of content (at hard link %.200s; each link counts its file)",
+                              (unsigned long long)lim->max_bytes, path);
+            lim->bytes += tsz;
             al_rm_tree(dfd, base);
             if (linkat(t, "", dfd, base, AT_EMPTY_PATH) < 0)
                 return al_err(err, "import", errno, "hard link %.200s: %m", path);

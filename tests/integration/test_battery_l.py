@@ -381,3 +381,74 @@ def test_build_help_and_typos_never_start_a_build(tmp_path, args):
         assert p.returncode == 125 and b"usage: airlock image" in p.stderr, p
     else:
         assert p.returncode == 0 and p.stdout.startswith(b"usage: airlock image"), p
+
+
+# -------------------------------------------------- the rest of the class
+
+def test_a_long_escaped_path_is_wholly_in_the_digest(store, tmp_path):
+    """A path whose escaped form is longer than a fixed line buffer: its file's
+    hash must still be in the manifest, so a change to it is not 'intact'."""
+    state, _, tree = store
+    deep = tree / "/".join(["\\" * 250] * 15)      # 3.7 KiB of backslashes, each escaped to 4 characters
+    deep.mkdir(parents=True)
+    (deep / "f").write_text("one\n")
+    digest = import_tree(state, tmp_path, tree, "a.tar")
+    (deep / "f").write_text("two\n")
+    other = import_tree(state, tmp_path, tree, "b.tar")
+    assert other != digest, "two trees that differ in one file's content are one image"
+    # and verify sees a change made in the store
+    stored = stored_tree(state, digest) / deep.relative_to(tree) / "f"
+    assert stored.read_text() == "one\n"
+    stored.write_text("changed\n")
+    p = image(state, "verify", digest, check=False)
+    assert p.returncode == 1 and b"CHANGED" in p.stdout, (p.stdout, p.stderr)
+
+
+def test_a_deep_entry_is_refused_at_the_entry(store, tmp_path):
+    state, _, tree = store
+    name = "/".join(["d"] * 200) + "/f"
+    tb = tmp_path / "deep.tar"
+    docker_save(tb, [tree_layer(tree), tar_bytes([({"name": name}, b"x")])])
+    p = image(state, "import", tb, check=False)
+    assert p.returncode == 125 and b"refused entry" in p.stderr and b"deeper than 64 levels" in p.stderr, p.stderr
+    assert_nothing_stored(state)
+
+
+def test_hard_links_count_their_file_s_size(store, tmp_path):
+    """Every name of a file is hashed (and may be staged) at its size: N hard
+    links to a big file are N times the work, and count so."""
+    state, _, tree = store
+    big = b"\0" * (1 << 20)
+    entries = [({"name": "big"}, big)]
+    entries += [({"name": f"l{i}", "type": tarfile.LNKTYPE, "linkname": "big"}, None) for i in range(300)]
+    layer = tar_bytes([(dict(f), d) for f, d in entries])
+    # the ingredient: 301 names of a 1 MiB file, in a layer of about 1 MiB
+    with tarfile.open(fileobj=io.BytesIO(layer)) as t:
+        assert sum(m.islnk() for m in t.getmembers()) == 300
+    assert len(layer) < 2 << 20
+    tb = tmp_path / "links.tar"
+    docker_save(tb, [tree_layer(tree), layer])
+    env = dict(os.environ, AIRLOCK_IMPORT_MAX_BYTES=str(128 << 20))
+    p = subprocess.run([str(AIRLOCK), "image", "--state", str(state), "import", str(tb)], capture_output=True, env=env, timeout=300)
+    assert p.returncode == 125, (p.stdout, p.stderr)
+    assert b"more than 134217728 bytes of content" in p.stderr and b"hard link" in p.stderr, p.stderr
+    # under the cap, the same links are imported as links
+    docker_save(tb, [tree_layer(tree), tar_bytes([(dict(f), d) for f, d in entries[:4]])])
+    digest = image(state, "import", tb).stdout.decode().strip()
+    root = stored_tree(state, digest)
+    assert os.stat(root / "l0").st_ino == os.stat(root / "big").st_ino
+
+
+def test_a_built_tree_s_holds_file_is_read_beneath_it(store, tmp_path, canary):
+    """usr/share/airlock/manifest.json (what `image ls` shows an image holds)
+    a link to a host file: not followed."""
+    state, recipe, tree = store
+    path, secret = canary
+    path.write_text(json.dumps({"python": {"version": secret}}))
+    (tree / "usr/share/airlock").mkdir(parents=True)
+    os.symlink(str(path), tree / "usr/share/airlock/manifest.json")
+    p = image(state, "build", "--recipe", recipe)
+    digest = p.stdout.decode().strip()
+    assert os.readlink(stored_tree(state, digest) / "usr/share/airlock/manifest.json") == str(path)
+    listing = image(state, "ls", "--json").stdout + image(state, "ls").stdout
+    assert secret.encode() not in listing
