@@ -236,15 +236,15 @@ typedef struct oentry {
     char *path;                   /* clean path in the tarball */
     char *link;                   /* hard link target (clean), or NULL */
     mode_t type;
+    la_int64_t pos;               /* offset of its header in the (plain) tarball */
 } oentry;
 
 typedef struct outer {
-    int fd;                       /* the tarball: a regular file, read again for each pass */
+    int fd;                       /* the tarball, plain (a compressed one is spooled once) and seekable */
     const char *name;
     oentry *e;
     size_t n, cap;
     struct archive *a;            /* open on the tarball, or NULL */
-    size_t next;                  /* index of the entry its next header is */
     uint8_t buf[1 << 16];
 } outer;
 
@@ -254,47 +254,109 @@ static void outer_close(outer *o) {
     o->a = NULL;
 }
 
-static int outer_reopen(outer *o, al_error *err) {
+/* Open the archive at OFF: 0, or an entry's header (each is read by seeking
+ * to it, so the cost of a lookup does not grow with the tarball). */
+static int outer_reopen(outer *o, la_int64_t off, al_error *err) {
     outer_close(o);
-    if (lseek(o->fd, 0, SEEK_SET) < 0)
-        return al_err(err, "import", errno, "rewind %s: %m", o->name);
+    if (lseek(o->fd, off, SEEK_SET) < 0)
+        return al_err(err, "import", errno, "seek in %s: %m", o->name);
     o->a = archive_read_new();
     if (!o->a)
         return al_err(err, "import", ENOMEM, "out of memory");
     archive_read_support_format_tar(o->a);
-    archive_read_support_filter_gzip(o->a);
     archive_read_support_filter_none(o->a);
     if (archive_read_open_fd(o->a, o->fd, sizeof o->buf) != ARCHIVE_OK) {
         int r = al_err(err, "import", EIO, "open %s: %s", o->name, archive_error_string(o->a));
         outer_close(o);
         return r;
     }
-    o->next = 0;
     return 0;
+}
+
+/* A compressed tarball is decompressed once into an unlinked file of ours
+ * (counted against the byte cap), so that every later lookup is a seek and
+ * not another decompression from the start. */
+static int outer_spool(outer *o, const char *images_dir, limits *lim, al_error *err) {
+    struct archive *a = archive_read_new();
+    if (!a)
+        return al_err(err, "import", ENOMEM, "out of memory");
+    archive_read_support_filter_gzip(a);
+    archive_read_support_filter_none(a);
+    archive_read_support_format_raw(a);
+    int r = 0, t = -1;
+    struct archive_entry *e;
+    if (archive_read_open_fd(a, o->fd, sizeof o->buf) != ARCHIVE_OK) {
+        r = al_err(err, "import", EIO, "open %s: %s", o->name, archive_error_string(a));
+        goto out;
+    }
+    if (archive_filter_count(a) <= 1)
+        goto out; /* not compressed: read in place */
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s/.import-tar-XXXXXX", images_dir);
+    if ((t = mkostemp(tmp, O_CLOEXEC)) < 0) {
+        r = al_err(err, "import", errno, "mkstemp %s: %m", tmp);
+        goto out;
+    }
+    unlink(tmp);
+    if (archive_read_next_header(a, &e) != ARCHIVE_OK) {
+        r = al_err(err, "import", EIO, "read %s: %s", o->name, archive_error_string(a));
+        goto out;
+    }
+    uint64_t total = 0;
+    for (;;) {
+        la_ssize_t n = archive_read_data(a, o->buf, sizeof o->buf);
+        if (n < 0) {
+            r = al_err(err, "import", EIO, "read %s: %s", o->name, archive_error_string(a));
+            goto out;
+        }
+        if (n == 0)
+            break;
+        total += (uint64_t)n;
+        if (total > lim->max_bytes) {
+            r = al_err(err, "import", EFBIG, "%s uncompressed is more than %llu bytes", o->name, (unsigned long long)lim->max_bytes);
+            goto out;
+        }
+        if ((r = al_write_all(t, o->buf, (size_t)n)) < 0) {
+            r = al_err(err, "import", -r, "write %s: %s", tmp, strerror(-r));
+            goto out;
+        }
+    }
+    close(o->fd);
+    o->fd = t;
+    t = -1;
+out:
+    if (t >= 0)
+        close(t);
+    archive_read_free(a);
+    return r;
 }
 
 /* Position the archive at entry IDX (its data is what archive_read_data gives). */
 static int outer_goto(outer *o, size_t idx, al_error *err) {
-    int r;
-    if ((!o->a || idx < o->next) && (r = outer_reopen(o, err)) < 0)
+    int r = outer_reopen(o, o->e[idx].pos, err);
+    if (r < 0)
         return r;
-    while (o->next <= idx) {
-        struct archive_entry *e;
-        if (archive_read_next_header(o->a, &e) != ARCHIVE_OK)
-            return al_err(err, "import", EIO, "read %s: %s", o->name, archive_error_string(o->a) ?: "it changed while read");
-        o->next++;
-    }
+    struct archive_entry *e;
+    if (archive_read_next_header(o->a, &e) != ARCHIVE_OK)
+        return al_err(err, "import", EIO, "read %s: %s", o->name, archive_error_string(o->a) ?: "?");
+    /* the entry found there is the one indexed, or the tarball changed */
+    char path[MAX_PATH + 8];
+    const char *raw = archive_entry_pathname(e);
+    int c = raw ? clean_path(raw, path, sizeof path) : -EINVAL;
+    if (c == -ENOENT)
+        path[0] = '\0';
+    if ((c < 0 && c != -ENOENT) || strcmp(path, o->e[idx].path) != 0)
+        return al_err(err, "import", EIO, "read %s: it changed while it was read", o->name);
     return 0;
 }
 
 /* Pass 1: every entry's name and type, nothing read through the file system. */
 static int outer_index(outer *o, limits *lim, al_error *err) {
-    int r = outer_reopen(o, err), rc;
+    int r = outer_reopen(o, 0, err), rc;
     if (r < 0)
         return r;
     struct archive_entry *e;
     while ((rc = archive_read_next_header(o->a, &e)) == ARCHIVE_OK) {
-        o->next++;
         if (++lim->entries > lim->max_entries)
             return al_err(err, "import", E2BIG, "more than %llu entries", (unsigned long long)lim->max_entries);
         const char *raw = archive_entry_pathname(e), *hl = archive_entry_hardlink(e);
@@ -318,6 +380,7 @@ static int outer_index(outer *o, limits *lim, al_error *err) {
         oe->path = strdup(path);
         oe->link = hl ? strdup(link) : NULL;
         oe->type = archive_entry_filetype(e);
+        oe->pos = archive_read_header_position(o->a);
         if (!oe->path || (hl && !oe->link))
             return al_err(err, "import", ENOMEM, "out of memory");
         o->n++;
@@ -527,7 +590,8 @@ int al_image_import(const char *images_dir, const char *tarball, char ret_digest
         r = al_err(err, "import", EINVAL, "%s is not a regular file", tarball);
         goto out;
     }
-    if ((r = outer_index(o, &lim, err)) < 0 || (r = layer_list(o, layers, err)) < 0)
+    if ((r = outer_spool(o, images_dir, &lim, err)) < 0 || (r = outer_index(o, &lim, err)) < 0 ||
+        (r = layer_list(o, layers, err)) < 0)
         goto out;
     if (json_array_size(layers) == 0) {
         r = al_err(err, "import", EINVAL, "%s is neither a docker save nor an OCI layout tarball (no layers)", tarball);

@@ -452,3 +452,49 @@ def test_a_built_tree_s_holds_file_is_read_beneath_it(store, tmp_path, canary):
     assert os.readlink(stored_tree(state, digest) / "usr/share/airlock/manifest.json") == str(path)
     listing = image(state, "ls", "--json").stdout + image(state, "ls").stdout
     assert secret.encode() not in listing
+
+
+@pytest.mark.parametrize("fmt", ["pax", "gnu", "gzip"])
+def test_layers_out_of_order_long_names_and_gzip(store, tmp_path, fmt):
+    """Layers named long (pax and GNU long-name headers), stored in the
+    tarball in the reverse of their order, in a plain or gzip'd tarball:
+    each read straight from its entry, the later layer still on top."""
+    import gzip
+    state, _, tree = store
+    top = tar_bytes([({"name": "etc/marker"}, b"layer two\n")])
+    names = ["l" * 150 + "/one.tar", "m" * 150 + "/two.tar"]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT if fmt == "gnu" else tarfile.PAX_FORMAT) as t:
+        for name, data in ((names[1], top), (names[0], tree_layer(tree)), ("manifest.json", manifest_for(*names))):
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            t.addfile(ti, io.BytesIO(data))
+    data = gzip.compress(buf.getvalue()) if fmt == "gzip" else buf.getvalue()
+    tb = tmp_path / "order.tar"
+    tb.write_bytes(data)
+    digest = image(state, "import", tb).stdout.decode().strip()
+    status, doc, err = run_on(state, digest, "cat /etc/marker")
+    assert status == 0 and doc["stdout"] == "layer two\n", err
+    assert [e.name for e in (state / "images").iterdir() if e.name.startswith(".")] == []
+
+
+def test_store_files_are_not_followed(store, tmp_path, canary):
+    """The store's own files (aliases, info.json) replaced by links to host
+    files: not read through (and an alias is a name, never a path)."""
+    state, recipe, _ = store
+    path, secret = canary
+    digest = image(state, "build", "--recipe", recipe, "--alias", "tiny").stdout.decode().strip()
+    info = state / "images" / ("sha256-" + digest[7:]) / "info.json"
+    path.write_text(json.dumps({"holds": {"python": {"version": secret}}}))
+    info.unlink()
+    os.symlink(str(path), info)
+    listing = image(state, "ls", "--json").stdout + image(state, "ls").stdout
+    assert secret.encode() not in listing
+    assert digest.encode() in listing                  # still listed, from its directory's name
+    # an alias that is a path is refused, and writes nothing outside aliases/
+    outside = tmp_path / "escaped"
+    tb = tmp_path / "app.tar"
+    docker_save(tb, [tree_layer(store[2])])
+    p = image(state, "import", tb, "--alias", f"../../../{outside.name}", check=False)
+    assert p.returncode == 125 and b"bad alias" in p.stderr, p.stderr
+    assert not list(tmp_path.glob("escaped*"))
