@@ -168,6 +168,19 @@ static int build(const char *images, int argc, char **argv) {
                 WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
         return 125;
     }
+    /* a tree with nothing in it is a recipe that went wrong, not an image */
+    DIR *rd = opendir(rootfs);
+    struct dirent *rde;
+    bool empty = true;
+    while (rd && empty && (rde = readdir(rd)))
+        empty = strcmp(rde->d_name, ".") == 0 || strcmp(rde->d_name, "..") == 0;
+    if (rd)
+        closedir(rd);
+    if (!rd || empty) {
+        al_rm_tree(AT_FDCWD, tmp);
+        fprintf(stderr, "airlock image build: the recipe made %s: nothing was stored\n", rd ? "an empty tree (the image holds no files)" : "no tree");
+        return 125;
+    }
     json_t *holds = read_holds(rootfs);
     char rh[65];
     recipe_hash(recipe, rh);

@@ -498,3 +498,16 @@ def test_store_files_are_not_followed(store, tmp_path, canary):
     p = image(state, "import", tb, "--alias", f"../../../{outside.name}", check=False)
     assert p.returncode == 125 and b"bad alias" in p.stderr, p.stderr
     assert not list(tmp_path.glob("escaped*"))
+
+
+@pytest.mark.parametrize("tree", ["empty", "none"])
+def test_a_recipe_that_makes_no_files_is_a_clear_refusal(tmp_path, tree):
+    recipe = tmp_path / "recipe"
+    recipe.mkdir()
+    (recipe / "build.sh").write_text('#!/bin/sh\nmkdir -p "$1"\n' if tree == "empty" else "#!/bin/sh\ntrue\n")
+    state = tmp_path / "state"
+    state.mkdir()
+    p = image(state, "build", "--recipe", recipe, check=False)
+    assert p.returncode == 125, (p.stdout, p.stderr)
+    assert b"nothing was stored" in p.stderr and (b"holds no files" in p.stderr or b"no tree" in p.stderr), p.stderr
+    assert [e.name for e in (state / "images").iterdir() if e.name != "aliases"] == []
