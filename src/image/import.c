@@ -10,6 +10,7 @@
  */
 #include <archive.h>
 #include <archive_entry.h>
+#include <nettle/sha2.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <string.h>
@@ -245,8 +246,38 @@ typedef struct outer {
     oentry *e;
     size_t n, cap;
     struct archive *a;            /* open on the tarball, or NULL */
+    struct sha256_ctx h;          /* of the layer being read */
     uint8_t buf[1 << 16];
 } outer;
+
+/* An entry named blobs/sha256/<hex> (OCI, and docker save since 25) is
+ * content-addressed: what it holds must hash to its name. The hex, or NULL. */
+static const char *named_digest(const char *name) {
+    const char *p = "blobs/sha256/";
+    if (strncmp(name, p, strlen(p)) != 0)
+        return NULL;
+    name += strlen(p);
+    if (strlen(name) != 64)
+        return NULL;
+    for (const char *c = name; *c; c++)
+        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
+            return NULL;
+    return name;
+}
+
+static int check_digest(struct sha256_ctx *h, const char *name, al_error *err) {
+    const char *want = named_digest(name);
+    if (!want)
+        return 0;
+    uint8_t d[SHA256_DIGEST_SIZE];
+    char got[65];
+    sha256_digest(h, sizeof d, d);
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
+        snprintf(got + 2 * i, 3, "%02x", d[i]);
+    if (strcmp(got, want) != 0)
+        return al_err(err, "import", EINVAL, "%.200s in the tarball does not hold what its name says (its content is sha256:%s)", name, got);
+    return 0;
+}
 
 static void outer_close(outer *o) {
     if (o->a)
@@ -451,6 +482,11 @@ static int outer_json(outer *o, const char *name, json_t **ret, al_error *err) {
         if (len > MAX_JSON)
             return al_err(err, "import", EFBIG, "%.200s in the tarball is over %u bytes", name, MAX_JSON);
     }
+    struct sha256_ctx h;
+    sha256_init(&h);
+    sha256_update(&h, len, (const uint8_t *)text);
+    if ((r = check_digest(&h, name, err)) < 0)
+        return r;
     json_error_t je;
     *ret = json_loadb(text, len, 0, &je);
     if (!*ret)
@@ -523,6 +559,7 @@ static la_ssize_t layer_read(struct archive *inner, void *ud, const void **buf) 
         archive_set_error(inner, EIO, "%s", archive_error_string(o->a) ?: "read error");
         return -1;
     }
+    sha256_update(&o->h, (size_t)n, o->buf);
     *buf = o->buf;
     return n;
 }
@@ -540,12 +577,21 @@ static int apply_entry(outer *o, const char *name, int rootfd, limits *lim, al_e
     archive_read_support_format_tar(a);
     archive_read_support_filter_gzip(a);
     archive_read_support_filter_none(a);
+    sha256_init(&o->h);
     if (archive_read_open(a, o, NULL, layer_read, NULL) != ARCHIVE_OK)
         r = al_err(err, "import", EIO, "layer %.200s: %s", name, archive_error_string(a));
     else
         r = apply_layer(a, rootfd, lim, err);
     archive_read_free(a);
-    return r;
+    if (r < 0)
+        return r;
+    /* the rest of the entry (padding after the layer's end) is in its digest */
+    la_ssize_t n;
+    while ((n = archive_read_data(o->a, o->buf, sizeof o->buf)) > 0)
+        sha256_update(&o->h, (size_t)n, o->buf);
+    if (n < 0)
+        return al_err(err, "import", EIO, "read %.200s in the tarball: %s", name, archive_error_string(o->a));
+    return check_digest(&o->h, name, err);
 }
 
 static bool dir_empty(int dfd) {

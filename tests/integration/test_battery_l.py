@@ -511,3 +511,34 @@ def test_a_recipe_that_makes_no_files_is_a_clear_refusal(tmp_path, tree):
     assert p.returncode == 125, (p.stdout, p.stderr)
     assert b"nothing was stored" in p.stderr and (b"holds no files" in p.stderr or b"no tree" in p.stderr), p.stderr
     assert [e.name for e in (state / "images").iterdir() if e.name != "aliases"] == []
+
+
+@pytest.mark.parametrize("which", ["layer", "manifest", "docker_blob"])
+def test_a_blob_must_hold_what_its_digest_names(store, tmp_path, which):
+    """blobs/sha256/<hex> is content-addressed: a blob whose bytes are not
+    that hash (a tampered or swapped layer) is refused."""
+    import hashlib
+    state, _, tree = store
+    layer = tree_layer(tree)
+    other = tar_bytes([({"name": "etc/marker"}, b"swapped\n")])
+    ld = hashlib.sha256(layer).hexdigest()
+    man = json.dumps({"schemaVersion": 2, "layers": [{"digest": f"sha256:{ld}"}]}).encode()
+    md = hashlib.sha256(man).hexdigest()
+    if which == "manifest":
+        man = json.dumps({"schemaVersion": 2, "layers": [{"digest": f"sha256:{ld}"}], "x": 1}).encode()
+    index = json.dumps({"schemaVersion": 2, "manifests": [{"digest": f"sha256:{md}"}]}).encode()
+    tb = tmp_path / "blob.tar"
+    if which == "docker_blob":
+        outer_tar(tb, [({"name": f"blobs/sha256/{ld}"}, other), ({"name": "manifest.json"}, manifest_for(f"blobs/sha256/{ld}"))])
+        bad = f"blobs/sha256/{ld}"
+    else:
+        outer_tar(tb, [({"name": "index.json"}, index), ({"name": f"blobs/sha256/{md}"}, man),
+                       ({"name": f"blobs/sha256/{ld}"}, other if which == "layer" else layer)])
+        bad = f"blobs/sha256/{md if which == 'manifest' else ld}"
+    # the ingredient: the blob really is not what its name says
+    with tarfile.open(tb) as t:
+        assert hashlib.sha256(t.extractfile(bad).read()).hexdigest() != bad.rsplit("/", 1)[1]
+    p = image(state, "import", tb, check=False)
+    assert p.returncode == 125, (p.stdout, p.stderr)
+    assert f"{bad} in the tarball does not hold what its name says".encode() in p.stderr, p.stderr
+    assert_nothing_stored(state)
