@@ -304,10 +304,10 @@ static int outer_reopen(outer *o, la_int64_t off, al_error *err) {
     return 0;
 }
 
-/* A compressed tarball is decompressed once into an unlinked file of ours
- * (counted against the byte cap), so that every later lookup is a seek and
- * not another decompression from the start. */
-static int outer_spool(outer *o, const char *images_dir, limits *lim, al_error *err) {
+/* A compressed tarball (or one from a pipe) is decompressed once into an
+ * unlinked file of ours (counted against the byte cap), so that every later
+ * lookup is a seek and not another decompression from the start. */
+static int outer_spool(outer *o, const char *images_dir, limits *lim, bool pipe, al_error *err) {
     struct archive *a = archive_read_new();
     if (!a)
         return al_err(err, "import", ENOMEM, "out of memory");
@@ -320,8 +320,8 @@ static int outer_spool(outer *o, const char *images_dir, limits *lim, al_error *
         r = al_err(err, "import", EIO, "open %s: %s", o->name, archive_error_string(a));
         goto out;
     }
-    if (archive_filter_count(a) <= 1)
-        goto out; /* not compressed: read in place */
+    if (archive_filter_count(a) <= 1 && !pipe)
+        goto out; /* a plain file: read in place */
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s/.import-tar-XXXXXX", images_dir);
     if ((t = mkostemp(tmp, O_CLOEXEC)) < 0) {
@@ -618,8 +618,9 @@ int al_image_import(const char *images_dir, const char *tarball, char ret_digest
         lim.max_entries = v;
     if (mb && al_parse_u64(mb, &v) == 0 && v > 0 && v < MAX_BYTES)
         lim.max_bytes = v;
-    /* the tarball itself is the caller's to name; it must be a file, read
-     * several times (a FIFO would be consumed by the first pass) */
+    /* the tarball itself is the caller's to name: a file, or a pipe
+     * (`docker save | airlock image import /dev/stdin`), which is spooled
+     * once since entries are read by seeking; never a device */
     outer *o = calloc(1, sizeof *o);
     if (!o)
         return al_err(err, "import", ENOMEM, "out of memory");
@@ -632,11 +633,13 @@ int al_image_import(const char *images_dir, const char *tarball, char ret_digest
         r = al_err(err, "import", errno, "open %s: %m", tarball);
         goto out;
     }
-    if (fstat(o->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        r = al_err(err, "import", EINVAL, "%s is not a regular file", tarball);
+    if (fstat(o->fd, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+        r = al_err(err, "import", EINVAL, "%s is not a file or a pipe", tarball);
         goto out;
     }
-    if ((r = outer_spool(o, images_dir, &lim, err)) < 0 || (r = outer_index(o, &lim, err)) < 0 ||
+    /* the O_NONBLOCK was for opening a FIFO safely; reads wait for data */
+    fcntl(o->fd, F_SETFL, fcntl(o->fd, F_GETFL) & ~O_NONBLOCK);
+    if ((r = outer_spool(o, images_dir, &lim, !S_ISREG(st.st_mode), err)) < 0 || (r = outer_index(o, &lim, err)) < 0 ||
         (r = layer_list(o, layers, err)) < 0)
         goto out;
     if (json_array_size(layers) == 0) {

@@ -542,3 +542,19 @@ def test_a_blob_must_hold_what_its_digest_names(store, tmp_path, which):
     assert p.returncode == 125, (p.stdout, p.stderr)
     assert f"{bad} in the tarball does not hold what its name says".encode() in p.stderr, p.stderr
     assert_nothing_stored(state)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_import_from_a_pipe(store, tmp_path, gz):
+    """`docker save | airlock image import /dev/stdin`: a pipe is read once."""
+    import gzip
+    state, _, tree = store
+    tb = tmp_path / "app.tar"
+    docker_save(tb, [tree_layer(tree)])
+    data = gzip.compress(tb.read_bytes()) if gz else tb.read_bytes()
+    p = subprocess.run([str(AIRLOCK), "image", "--state", str(state), "import", "/dev/stdin"],
+                       input=data, capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.decode().strip() == image(state, "import", tb).stdout.decode().strip()
+    p = subprocess.run([str(AIRLOCK), "image", "--state", str(state), "import", "/dev/null"], capture_output=True, timeout=60)
+    assert p.returncode == 125 and b"not a file or a pipe" in p.stderr, p.stderr
