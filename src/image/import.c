@@ -24,6 +24,7 @@
 #define MAX_PATH 4000
 #define MAX_JSON (4u << 20)       /* manifest.json, index.json, an OCI manifest */
 #define MAX_LAYERS 512
+#define MAX_NAME_BYTES (32u << 20) /* of the outer tarball's names, all told */
 
 typedef struct limits {
     uint64_t entries, bytes;
@@ -245,6 +246,7 @@ typedef struct outer {
     const char *name;
     oentry *e;
     size_t n, cap;
+    size_t name_bytes;            /* of every path and link held in E */
     struct archive *a;            /* open on the tarball, or NULL */
     struct sha256_ctx h;          /* of the layer being read */
     uint8_t buf[1 << 16];
@@ -407,6 +409,11 @@ static int outer_index(outer *o, limits *lim, al_error *err) {
             o->e = ne;
             o->cap = cap;
         }
+        /* what the index holds is bounded by more than the entry count: a
+         * gzip'd tarball of long names is small, its index would not be */
+        o->name_bytes += strlen(path) + (hl ? strlen(link) : 0) + 2;
+        if (o->name_bytes > MAX_NAME_BYTES)
+            return al_err(err, "import", E2BIG, "the tarball's names are more than %u bytes", MAX_NAME_BYTES);
         oentry *oe = &o->e[o->n];
         oe->path = strdup(path);
         oe->link = hl ? strdup(link) : NULL;
