@@ -348,10 +348,10 @@ static int stage_all(const al_box_config *cfg, int workfd, int tmpfd, uid_t uid,
                     .max_bytes = cfg->limits.stage_bytes, .max_depth = cfg->limits.max_depth };
     int r = 0;
     const al_runtime *rt = cfg->runtime;
-    if (rt->tmp_seed && rt->tmp_seed_name && access(rt->tmp_seed, F_OK) == 0) {
+    if (rt->tmp_seed_root && rt->tmp_seed && rt->tmp_seed_name) {
         al_stage seed = st;
         seed.workfd = tmpfd;
-        if ((r = al_stage_path_as(&seed, rt->tmp_seed, rt->tmp_seed_name, err)) < 0)
+        if ((r = al_stage_beneath_as(&seed, rt->tmp_seed_root, rt->tmp_seed, rt->tmp_seed_name, err)) < 0)
             return r;
     }
     for (size_t i = 0; r == 0 && i < cfg->n_files; i++)

@@ -27,8 +27,13 @@ struct al_runtime {
      */
     int (*populate)(const al_runtime *rt, int srcfd, int rootfd, al_error *err);
     const void *data;
-    /* A host directory copied into the box's /tmp as TMP_SEED_NAME before the
-     * script starts (a cache built with the image, that must be writable). */
+    /* A directory of the runtime's tree copied into the box's /tmp as
+     * TMP_SEED_NAME before the script starts (a cache built with the image,
+     * that must be writable). TMP_SEED is relative to TMP_SEED_ROOT, the
+     * tree's host directory: the tree is untrusted content, so the seed is
+     * opened beneath it with no link followed and copied with the box's own
+     * file rights, never by a host path. */
+    const char *tmp_seed_root;
     const char *tmp_seed;
     const char *tmp_seed_name;
 };

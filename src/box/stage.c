@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "collect.h"
+
 /* Box-side operations run as the box's uid: the tmpfs belongs to the box's
  * user namespace, where host root is unmapped, and root must not create
  * anything there the box user could not. Host-side reads keep our rights. */
@@ -110,9 +112,16 @@ static int copy_tree(al_stage *st, int src, int dirfd, const char *name, unsigne
             r = sub < 0 ? al_err(err, "stage", errno, "open input %s/%s: %m", name, de->d_name)
                         : copy_tree(st, sub, dst, de->d_name, depth + 1, err);
         } else if (S_ISREG(s.st_mode)) {
-            _cleanup_close_ int f = openat(src, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
-            r = f < 0 ? al_err(err, "stage", errno, "open input %s/%s: %m", name, de->d_name)
-                      : copy_fd(st, f, dst, de->d_name, (s.st_mode & 0111) ? 0755 : 0644, err);
+            /* O_NONBLOCK and a second look at what was opened: a FIFO swapped
+             * in after the fstatat must not block the copy */
+            _cleanup_close_ int f = openat(src, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+            struct stat fs;
+            if (f < 0)
+                r = al_err(err, "stage", errno, "open input %s/%s: %m", name, de->d_name);
+            else if (fstat(f, &fs) < 0 || !S_ISREG(fs.st_mode))
+                r = al_err(err, "stage", EINVAL, "input %s/%s is no longer a regular file", name, de->d_name);
+            else
+                r = copy_fd(st, f, dst, de->d_name, (s.st_mode & 0111) ? 0755 : 0644, err);
         } else if (S_ISLNK(s.st_mode)) {
             /* a link is kept as a link: it resolves inside the box, never on the host */
             char target[4096];
@@ -156,4 +165,29 @@ int al_stage_path_as(al_stage *st, const char *host_path, const char *name, al_e
         return al_err(err, "stage", E2BIG, "more than %llu input files", (unsigned long long)st->max_files);
     /* the O_NONBLOCK was only for opening safely; reads of a file ignore it */
     return copy_fd(st, fd, st->workfd, name, (s.st_mode & 0111) ? 0755 : 0644, err);
+}
+
+int al_stage_beneath_as(al_stage *st, const char *root, const char *rel, const char *name, al_error *err) {
+    int r = check_name(name, err);
+    if (r < 0)
+        return r;
+    /* the root itself is ours (the store), opened with our rights */
+    _cleanup_close_ int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (rootfd < 0)
+        return al_err(err, "stage", errno, "open %s: %m", root);
+    /* everything beneath it is the tree's: read with the box's rights, so
+     * the copy holds nothing the box could not read in the tree itself */
+    al_fsid saved = al_fsid_enter(st->uid, st->gid);
+    int fd = al_openat_beneath(rootfd, rel, O_RDONLY | O_DIRECTORY | O_NONBLOCK, 0);
+    if (fd == -ENOENT)
+        r = 0; /* no seed in this tree */
+    else if (fd < 0)
+        r = al_err(err, "stage", -fd, "/%s in the image: %s; refused (a link, a mount or a non-directory on its path)", rel,
+                   strerror(-fd));
+    else
+        r = copy_tree(st, fd, st->workfd, name, 1, err);
+    al_fsid_leave(saved);
+    if (fd >= 0)
+        close(fd);
+    return r;
 }

@@ -20,3 +20,8 @@ int al_stage_data(al_stage *st, const char *name, const void *data, size_t len, 
 int al_stage_path(al_stage *st, const char *host_path, al_error *err);
 /* The same, under NAME. */
 int al_stage_path_as(al_stage *st, const char *host_path, const char *name, al_error *err);
+/* Copy the directory REL beneath the host directory ROOT (an untrusted tree:
+ * opened with openat2 beneath ROOT, no link, magic link or mount crossed)
+ * into the stage directory as NAME, reading with the box's own file rights.
+ * A missing REL stages nothing; anything else but a directory is refused. */
+int al_stage_beneath_as(al_stage *st, const char *root, const char *rel, const char *name, al_error *err);

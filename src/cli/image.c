@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "../box/collect.h"
 #include "../image/image.h"
 #include "cli.h"
 
@@ -28,22 +29,45 @@ static int usage_to(FILE *f) {
 
 static int usage(void) { return usage_to(stderr); }
 
-static void default_recipe(char *buf, size_t len) {
+/* Where the default recipe may be: AIRLOCK_RECIPES; beside the binary in a
+ * build tree inside the source tree (build/airlock -> image/default); an
+ * install's data directory relative to its prefix (PREFIX/bin/airlock ->
+ * PREFIX/share/airlock/image/default); then /usr/share and /usr/local/share.
+ * The first that holds a build.sh wins; LOOKED lists every place tried. */
+static void default_recipe(char *buf, size_t len, char *looked, size_t looked_len) {
+    looked[0] = '\0';
     const char *env = getenv("AIRLOCK_RECIPES");
-    if (env) {
+    if (env && *env) {
         snprintf(buf, len, "%s/default", env);
+        snprintf(looked, looked_len, "%s (AIRLOCK_RECIPES)", buf);
         return;
     }
+    char cand[6][PATH_MAX];
+    size_t n = 0;
     char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-        self[n] = '\0';
-        /* a build tree (build/airlock) or an install (bin/airlock) */
-        snprintf(buf, len, "%s/../image/default", dirname(self));
-        if (access(buf, F_OK) == 0)
-            return;
+    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (k > 0) {
+        self[k] = '\0';
+        /* the binary's directory's parent: the source tree, or the prefix */
+        const char *up = dirname(dirname(self));
+        if (strcmp(up, "/") == 0)
+            up = "";
+        snprintf(cand[n++], PATH_MAX, "%s/image/default", up);
+        snprintf(cand[n++], PATH_MAX, "%s/share/airlock/image/default", up);
     }
-    snprintf(buf, len, "/usr/share/airlock/image/default");
+    snprintf(cand[n++], PATH_MAX, "/usr/share/airlock/image/default");
+    snprintf(cand[n++], PATH_MAX, "/usr/local/share/airlock/image/default");
+    for (size_t i = 0; i < n; i++) {
+        char script[PATH_MAX + 16];
+        snprintf(script, sizeof script, "%s/build.sh", cand[i]);
+        size_t used = strlen(looked);
+        snprintf(looked + used, looked_len - used, "%s%s", used ? ", " : "", cand[i]);
+        if (access(script, R_OK) == 0) {
+            snprintf(buf, len, "%s", cand[i]);
+            return;
+        }
+    }
+    snprintf(buf, len, "%s", cand[0]);
 }
 
 /* sha256 over the recipe's regular files (name and content, sorted by
@@ -72,24 +96,51 @@ static void recipe_hash(const char *recipe, char out[65]) {
         snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
+/* What the tree says it holds (usr/share/airlock/manifest.json), read
+ * beneath the tree with no link followed and at most 1 MiB: the tree is what
+ * the recipe's packages made, not a place to follow paths from. */
+static json_t *read_holds(const char *rootfs) {
+    _cleanup_close_ int rfd = open(rootfs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (rfd < 0)
+        return NULL;
+    _cleanup_close_ int fd = al_openat_beneath(rfd, "usr/share/airlock/manifest.json", O_RDONLY | O_NONBLOCK, 0);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20))
+        return NULL;
+    return json_loadfd(fd, 0, NULL);
+}
+
 static int build(const char *images, int argc, char **argv) {
-    char recipe[PATH_MAX];
-    const char *alias = "default";
-    default_recipe(recipe, sizeof recipe);
-    for (int i = 0; i + 1 < argc; i++) {
-        if (strcmp(argv[i], "--recipe") == 0)
-            snprintf(recipe, sizeof recipe, "%s", argv[++i]);
-        else if (strcmp(argv[i], "--alias") == 0)
+    char recipe[PATH_MAX], looked[4 * PATH_MAX + 64] = "";
+    const char *alias = "default", *given = NULL;
+    /* strict: a typo must not start a build that takes minutes */
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--recipe") == 0 && i + 1 < argc)
+            given = argv[++i];
+        else if (strcmp(argv[i], "--alias") == 0 && i + 1 < argc)
             alias = argv[++i];
+        else {
+            fprintf(stderr, "airlock image build: %s \"%s\"\n", (strcmp(argv[i], "--recipe") == 0 || strcmp(argv[i], "--alias") == 0) ? "a value is missing after" : "unknown argument", argv[i]);
+            return usage();
+        }
     }
+    if (given)
+        snprintf(recipe, sizeof recipe, "%s", given);
+    else
+        default_recipe(recipe, sizeof recipe, looked, sizeof looked);
     char script[PATH_MAX + 16];
     snprintf(script, sizeof script, "%s/build.sh", recipe);
     if (access(script, R_OK) != 0) {
-        fprintf(stderr, "airlock image build: no recipe at %s\n", script);
+        if (given)
+            fprintf(stderr, "airlock image build: no recipe at %s\n", script);
+        else
+            fprintf(stderr, "airlock image build: no default recipe (a directory holding build.sh); looked in: %s. "
+                            "Name one with --recipe DIR or AIRLOCK_RECIPES\n", looked);
         return 125;
     }
-    if (mkdir(images, 0755) < 0 && errno != EEXIST) {
-        fprintf(stderr, "airlock image build: mkdir %s: %s\n", images, strerror(errno));
+    al_error derr = { 0 };
+    if (al_image_dir_make(images, &derr) < 0) {
+        fprintf(stderr, "airlock image build: %s\n", derr.msg);
         return 125;
     }
     char tmp[PATH_MAX];
@@ -117,9 +168,20 @@ static int build(const char *images, int argc, char **argv) {
                 WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
         return 125;
     }
-    char holds_path[PATH_MAX + 64];
-    snprintf(holds_path, sizeof holds_path, "%s/usr/share/airlock/manifest.json", rootfs);
-    json_t *holds = json_load_file(holds_path, 0, NULL);
+    /* a tree with nothing in it is a recipe that went wrong, not an image */
+    DIR *rd = opendir(rootfs);
+    struct dirent *rde;
+    bool empty = true;
+    while (rd && empty && (rde = readdir(rd)))
+        empty = strcmp(rde->d_name, ".") == 0 || strcmp(rde->d_name, "..") == 0;
+    if (rd)
+        closedir(rd);
+    if (!rd || empty) {
+        al_rm_tree(AT_FDCWD, tmp);
+        fprintf(stderr, "airlock image build: the recipe made %s: nothing was stored\n", rd ? "an empty tree (the image holds no files)" : "no tree");
+        return 125;
+    }
+    json_t *holds = read_holds(rootfs);
     char rh[65];
     recipe_hash(recipe, rh);
     json_t *info = json_pack("{s:s, s:s, s:o}", "recipe", recipe, "recipe_sha256", rh, "holds", holds ? holds : json_object());
@@ -153,6 +215,9 @@ int cli_image(int argc, char **argv) {
     }
     if (i >= argc)
         return usage();
+    /* `airlock image help` too: the usage, and nothing run (a build takes minutes) */
+    if (strcmp(argv[i], "help") == 0)
+        return usage_to(stdout);
     char images[PATH_MAX];
     al_image_dir(state, images, sizeof images);
     const char *cmd = argv[i];

@@ -39,6 +39,12 @@ static int hash_file(int dirfd, const char *name, char out[65]) {
     _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return -errno;
+    /* what was opened, not what was listed: a FIFO swapped in is no file */
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode))
+        return -EINVAL;
     struct sha256_ctx c;
     sha256_init(&c);
     uint8_t buf[1 << 16];
@@ -112,7 +118,7 @@ static int walk_dir(walk *w, int dirfd, const char *prefix, unsigned depth, al_e
             break;
         }
         _cleanup_free_ char *ep = escape(path);
-        char text[8192], sum[65] = "-";
+        char sum[65] = "-";
         const char *type;
         _cleanup_free_ char *target = NULL;
         if (S_ISREG(st.st_mode)) {
@@ -138,10 +144,23 @@ static int walk_dir(walk *w, int dirfd, const char *prefix, unsigned depth, al_e
             /* no device nodes, fifos or sockets in an image */
             continue;
         }
-        snprintf(text, sizeof text, "%s %s %04o %lld %s %s\n", ep ? ep : "?", type, (unsigned)(st.st_mode & 07777),
-                 S_ISREG(st.st_mode) ? (long long)st.st_size : 0LL, sum, target ? target : "-");
+        if (!ep || (S_ISLNK(st.st_mode) && !target)) {
+            r = al_err(err, "image", ENOMEM, "out of memory");
+            break;
+        }
+        /* the whole line, however long its escaped path and target: a line
+         * cut to a fixed buffer would leave its hash (and its newline) out of
+         * the digest, and a change there would verify as intact */
+        _cleanup_free_ char *text = NULL;
+        if (asprintf(&text, "%s %s %04o %lld %s %s\n", ep, type, (unsigned)(st.st_mode & 07777),
+                     S_ISREG(st.st_mode) ? (long long)st.st_size : 0LL, sum, target ? target : "-") < 0) {
+            text = NULL;
+            r = al_err(err, "image", ENOMEM, "out of memory");
+            break;
+        }
         if ((r = add_line(w, path, text)) < 0) {
-            r = al_err(err, "image", r, "more than %d entries", AL_IMAGE_MAX_ENTRIES);
+            r = r == -E2BIG ? al_err(err, "image", E2BIG, "more than %d entries", AL_IMAGE_MAX_ENTRIES)
+                            : al_err(err, "image", -r, "%s", strerror(-r));
             break;
         }
         if (S_ISDIR(st.st_mode)) {
@@ -163,7 +182,8 @@ int al_image_manifest(int rootfd, char **ret_text, size_t *ret_len, char ret_dig
     char *text = NULL;
     size_t len = 0;
     if (r == 0) {
-        qsort(w.lines, w.n, sizeof *w.lines, by_path);
+        if (w.n) /* an empty tree has no lines, and qsort's base must not be NULL */
+            qsort(w.lines, w.n, sizeof *w.lines, by_path);
         for (size_t i = 0; i < w.n; i++)
             len += strlen(w.lines[i].text);
         text = malloc(len + 1);
@@ -196,6 +216,28 @@ int al_image_manifest(int rootfd, char **ret_text, size_t *ret_len, char ret_dig
 }
 
 void al_image_dir(const char *state_dir, char *buf, size_t len) { snprintf(buf, len, "%s/images", state_dir); }
+
+int al_image_dir_make(const char *images_dir, al_error *err) {
+    char p[4200];
+    if (snprintf(p, sizeof p, "%s", images_dir) >= (int)sizeof p)
+        return al_err(err, "image", ENAMETOOLONG, "path too long: %.200s", images_dir);
+    /* a fresh machine has no state directory yet: it (and what is missing
+     * above it) is made 0700, as the service makes it; images/ is 0755 */
+    for (char *c = p + 1; *c; c++) {
+        if (*c != '/')
+            continue;
+        *c = '\0';
+        if (mkdir(p, 0700) < 0 && errno != EEXIST)
+            return al_err(err, "image", errno, "mkdir %s: %m", p);
+        *c = '/';
+    }
+    if (mkdir(p, 0755) < 0 && errno != EEXIST)
+        return al_err(err, "image", errno, "mkdir %s: %m", p);
+    struct stat st;
+    if (stat(p, &st) < 0 || !S_ISDIR(st.st_mode))
+        return al_err(err, "image", ENOTDIR, "%s is not a directory", p);
+    return 0;
+}
 
 static int write_file(const char *path, const char *text, size_t len) {
     _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
@@ -269,6 +311,41 @@ int al_image_commit(const char *images_dir, const char *src, json_t *info, char 
     return 0;
 }
 
+/* A file of the store (alias, manifest, info.json): a regular file, no link
+ * followed, at most MAX bytes. The store is airlock's own, but nothing it
+ * reads there should be able to name a host file or block on a FIFO. */
+static int read_store(const char *path, size_t max, char **ret, size_t *ret_len) {
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode))
+        return -EINVAL;
+    if ((uint64_t)st.st_size > max)
+        return -EFBIG;
+    _cleanup_free_ char *buf = malloc((size_t)st.st_size + 1);
+    if (!buf)
+        return -ENOMEM;
+    size_t len = 0;
+    while (len < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    if (ret_len)
+        *ret_len = len;
+    *ret = TAKE_PTR(buf);
+    return 0;
+}
+
 static bool is_hex64(const char *s) {
     if (strlen(s) != 64)
         return false;
@@ -292,7 +369,7 @@ int al_image_resolve(const char *images_dir, const char *name, char *ret_dir, si
         char p[4200];
         snprintf(p, sizeof p, "%s/aliases/%s", images_dir, name);
         _cleanup_free_ char *t = NULL;
-        if (al_read_small(AT_FDCWD, p, 200, &t, NULL) < 0)
+        if (read_store(p, 200, &t, NULL) < 0)
             return al_err(err, "image", ENOENT, "no image named \"%s\" (airlock image ls)", name);
         t[strcspn(t, "\n")] = '\0';
         snprintf(digest, sizeof digest, "%s", strncmp(t, "sha256:", 7) == 0 ? t + 7 : t);
@@ -310,6 +387,10 @@ int al_image_resolve(const char *images_dir, const char *name, char *ret_dir, si
 
 int al_image_alias(const char *images_dir, const char *alias, const char *digest, al_error *err) {
     char p[4200], tmp[4300], text[80];
+    /* the names al_image_resolve accepts: one plain name, never a path */
+    if (!*alias || strchr(alias, '/') || alias[0] == '.' || strlen(alias) > 64 || is_hex64(alias) ||
+        strncmp(alias, "sha256:", 7) == 0)
+        return al_err(err, "image", EINVAL, "bad alias \"%.80s\": one name of at most 64 characters, no '/', not starting with '.'", alias);
     snprintf(p, sizeof p, "%s/aliases", images_dir);
     if (mkdir(p, 0755) < 0 && errno != EEXIST)
         return al_err(err, "image", errno, "mkdir %s: %m", p);
@@ -338,7 +419,7 @@ int al_image_verify(const char *image_dir, const char *digest, al_error *err) {
     if (strcmp(d, digest) == 0)
         return 1;
     /* name the first entry that differs */
-    if (al_read_small(AT_FDCWD, mpath, 1u << 30, &stored, &slen) == 0) {
+    if (read_store(mpath, 1u << 30, &stored, &slen) == 0) {
         const char *a = stored, *b = now;
         while (*a && *b) {
             size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
@@ -374,7 +455,7 @@ int al_image_remove(const char *images_dir, const char *digest, al_error *err) {
             char p[4500];
             snprintf(p, sizeof p, "%s/%s", ad, de->d_name);
             _cleanup_free_ char *t = NULL;
-            if (al_read_small(AT_FDCWD, p, 200, &t, NULL) == 0 && strstr(t, digest))
+            if (read_store(p, 200, &t, NULL) == 0 && strstr(t, digest))
                 unlink(p);
         }
         closedir(d);
@@ -393,7 +474,13 @@ json_t *al_image_list(const char *images_dir) {
             continue;
         char p[4500];
         snprintf(p, sizeof p, "%s/%s/info.json", images_dir, de->d_name);
-        json_t *info = json_load_file(p, 0, NULL);
+        _cleanup_free_ char *itext = NULL;
+        size_t ilen = 0;
+        json_t *info = read_store(p, 1u << 20, &itext, &ilen) == 0 ? json_loadb(itext, ilen, 0, NULL) : NULL;
+        if (info && !json_is_object(info)) {
+            json_decref(info);
+            info = NULL;
+        }
         if (!info)
             info = json_pack("{s:s+}", "digest", "sha256:", de->d_name + 7);
         json_t *aliases = json_array();
@@ -407,7 +494,7 @@ json_t *al_image_list(const char *images_dir) {
             char ap[4500];
             snprintf(ap, sizeof ap, "%s/%s", ad, ae->d_name);
             _cleanup_free_ char *t = NULL;
-            if (al_read_small(AT_FDCWD, ap, 200, &t, NULL) == 0 && strstr(t, de->d_name + 7))
+            if (read_store(ap, 200, &t, NULL) == 0 && strstr(t, de->d_name + 7))
                 json_array_append_new(aliases, json_string(ae->d_name));
         }
         if (a)
@@ -418,7 +505,7 @@ json_t *al_image_list(const char *images_dir) {
             char mp[4500];
             snprintf(mp, sizeof mp, "%s/%s/manifest", images_dir, de->d_name);
             _cleanup_free_ char *text = NULL;
-            json_int_t bytes = al_read_small(AT_FDCWD, mp, 1u << 30, &text, NULL) == 0 ? al_image_manifest_bytes(text, NULL) : 0;
+            json_int_t bytes = read_store(mp, 1u << 30, &text, NULL) == 0 ? al_image_manifest_bytes(text, NULL) : 0;
             json_object_set_new(info, "bytes", json_integer(bytes));
         }
         json_array_append_new(out, info);

@@ -29,6 +29,9 @@ int al_image_manifest(int rootfd, char **ret_text, size_t *ret_len, char ret_dig
 
 /* The images directory of a state directory. */
 void al_image_dir(const char *state_dir, char *buf, size_t len);
+/* Make the images directory, and the state directory above it when missing
+ * (0700: the store and its database live there). */
+int al_image_dir_make(const char *images_dir, al_error *err);
 
 /* Store the tree at SRC (a directory on the same file system as the store:
  * it is renamed in) with INFO; returns the digest. The same tree twice is

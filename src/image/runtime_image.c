@@ -77,7 +77,8 @@ void al_image_runtime_init(al_image_runtime *ir, const char *image_dir, const ch
     ir->rt.populate = image_populate;
     ir->rt.data = ir;
     /* matplotlib's font cache, built with the image, seeded writable */
-    snprintf(ir->seed, sizeof ir->seed, "%s/rootfs/usr/share/airlock/matplotlib", image_dir);
-    ir->rt.tmp_seed = ir->seed;
+    snprintf(ir->seed, sizeof ir->seed, "%s/rootfs", image_dir);
+    ir->rt.tmp_seed_root = ir->seed;
+    ir->rt.tmp_seed = "usr/share/airlock/matplotlib";
     ir->rt.tmp_seed_name = ".matplotlib";
 }
