@@ -58,6 +58,10 @@ def hooks_binary(build):
 
 
 BOX_UID_MIN = 1900000000
+
+# what ASan, LeakSanitizer and UBSan print when they find something
+SANITIZER_REPORT = re.compile(r"ERROR: (AddressSanitizer|LeakSanitizer)|runtime error: |"
+                              r"SUMMARY: (AddressSanitizer|UndefinedBehaviorSanitizer|LeakSanitizer)")
 TERMINAL = {"succeeded", "failed", "timed_out", "killed", "canceled", "error"}
 LIVE = {"queued", "provisioning", "running"}
 STATES = TERMINAL | LIVE
@@ -314,6 +318,7 @@ class Service:
         global _BASELINE_CGROUPS
         if _BASELINE_CGROUPS is None:
             _BASELINE_CGROUPS = _all_box_cgroups()
+        self.log_start = self.log_path.stat().st_size
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         OUR_PIDS.add(self.proc.pid)
         log.close()
@@ -334,20 +339,45 @@ class Service:
         pytest.fail(f"airlock serve did not answer /healthz in {timeout}s (last: {last!r})\n{self.log_tail()}")
 
     def stop(self, timeout=20.0):
-        """SIGTERM, then SIGKILL; returns the exit status."""
+        """SIGTERM, then SIGKILL; returns the exit status. Under a sanitizer
+        build any report in this start's log fails the caller."""
         if self.proc is None or self.proc.poll() is not None:
+            if self.proc is not None:
+                self.check_sanitizers()
             return None if self.proc is None else self.proc.returncode
         self.proc.send_signal(signal.SIGTERM)
         try:
-            return self.proc.wait(timeout)
+            status = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
-            return "SIGKILL"
+            status = "SIGKILL"
+        self.check_sanitizers()
+        return status
 
     def kill9(self):
         self.proc.kill()
         self.proc.wait(10)
+        self.check_sanitizers()
+
+    def check_sanitizers(self):
+        """ASan, LeakSanitizer and UBSan reports of the service and of its
+        helpers (their stderr is this log) since the last start. Checked
+        once per start."""
+        start = getattr(self, "log_start", None)
+        if start is None:
+            return
+        self.log_start = None
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(start)
+                text = f.read().decode(errors="replace")
+        except OSError:
+            return
+        m = SANITIZER_REPORT.search(text)
+        if m:
+            at = max(0, m.start() - 200)
+            raise AssertionError(f"a sanitizer report in {self.log_path}:\n{text[at:at + 6000]}")
 
     def log_tail(self, lines=80):
         try:
