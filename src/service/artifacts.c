@@ -8,10 +8,13 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <nettle/base64.h>
+#include <nettle/sha2.h>
+#include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../box/collect.h"
 #include "service.h"
 
 #define PREVIEW_MAX_BYTES (1u << 20)
@@ -146,20 +149,106 @@ int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, 
     return staged;
 }
 
-static json_t *preview_json(const char *file, const char *rel, json_t *art) {
+/* Hash what FD holds from its start: at most MAX bytes (-EFBIG past
+ * that); the bytes too when RET_DATA. */
+static int hash_fd(int fd, uint64_t max, char hex[65], uint64_t *ret_size, char **ret_data) {
+    struct sha256_ctx md;
+    sha256_init(&md);
     _cleanup_free_ char *data = NULL;
-    size_t len = 0;
-    if (al_read_small(AT_FDCWD, file, PREVIEW_MAX_BYTES, &data, &len) < 0)
-        return NULL;
-    _cleanup_free_ char *b64 = malloc(BASE64_ENCODE_RAW_LENGTH(len) + 1);
-    if (!b64)
-        return NULL;
-    base64_encode_raw(b64, len, (const uint8_t *)data);
-    b64[BASE64_ENCODE_RAW_LENGTH(len)] = '\0';
-    return json_pack("{s:s, s:s, s:O, s:O, s:s}", "path", rel, "content_type", al_content_type(rel), "size",
-                     json_object_get(art, "size"), "sha256", json_object_get(art, "sha256"), "content_base64", b64);
+    if (ret_data && !(data = malloc(max + 1)))
+        return -ENOMEM;
+    char buf[65536];
+    uint64_t got = 0;
+    for (;;) {
+        ssize_t n = pread(fd, buf, sizeof buf, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        if (got + (uint64_t)n > max)
+            return -EFBIG;
+        sha256_update(&md, (size_t)n, (const uint8_t *)buf);
+        if (data)
+            memcpy(data + got, buf, (size_t)n);
+        got += (uint64_t)n;
+    }
+    uint8_t dig[SHA256_DIGEST_SIZE];
+    sha256_digest(&md, sizeof dig, dig);
+    for (unsigned i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", dig[i]);
+    *ret_size = got;
+    if (ret_data)
+        *ret_data = TAKE_PTR(data);
+    return 0;
 }
 
+/* Whether blob SHA in DIRFD is a regular file of SIZE bytes that hashes to SHA. */
+static bool blob_verified(int dirfd, const char *sha, uint64_t size) {
+    _cleanup_close_ int fd = openat(dirfd, sha, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size)
+        return false;
+    char hex[65];
+    uint64_t got = 0;
+    return hash_fd(fd, size, hex, &got, NULL) == 0 && got == size && strcmp(hex, sha) == 0;
+}
+
+/*
+ * Put the inode FD (hashed: SHA, SIZE) into the blob store. An existing
+ * blob of that name is shared only once its own content is seen to hash
+ * to its name; anything else there (planted, cut short, corrupted) is
+ * replaced by this verified inode. The link is made to a private name
+ * and renamed over, so a reader never sees a half-made blob.
+ */
+static int blob_store(al_service *s, int fd, const char *sha, uint64_t size) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/%.2s", s->blobs_dir, sha);
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return -errno;
+    _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return -errno;
+    if (blob_verified(dfd, sha, size))
+        return 0;
+    static unsigned seq;
+    char tmp[128];
+    snprintf(tmp, sizeof tmp, ".in-%.16s-%ld-%u", sha, (long)getpid(), __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
+    /* exactly the inode that was hashed, never a name looked up again */
+    if (linkat(fd, "", dfd, tmp, AT_EMPTY_PATH) < 0) {
+        /* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH: the fd's magic link instead */
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        if (linkat(AT_FDCWD, proc, dfd, tmp, AT_SYMLINK_FOLLOW) < 0)
+            return -errno;
+    }
+    if (renameat(dfd, tmp, dfd, sha) < 0) {
+        int e = errno;
+        unlinkat(dfd, tmp, 0);
+        return -e;
+    }
+    return 0;
+}
+
+static void skip_art(json_t *skipped, const char *rel, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void skip_art(json_t *skipped, const char *rel, const char *fmt, ...) {
+    char why[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    json_t *e = json_pack("{s:s, s:s}", "path", rel, "why", why);
+    if (e)
+        json_array_append_new(skipped, e);
+}
+
+/*
+ * Everything about a run's output is the run's, not airlock's: a file that
+ * is not what the box's report says, or cannot be stored, is listed as
+ * skipped with the reason and the run ends as its script did. Only the
+ * store's own failures are errors.
+ */
 int al_artifacts_ingest(al_service *s, json_t *run, const char *out_dir, json_t *result, json_t **ret_published,
                         json_t **ret_previews, json_t *skipped, al_error *err) {
     const char *run_id = json_string_value(json_object_get(run, "id"));
@@ -168,44 +257,72 @@ int al_artifacts_ingest(al_service *s, json_t *run, const char *out_dir, json_t 
     const char *thread_id = json_string_value(json_object_get(run, "thread_id"));
     const char *thread_key = thread_id ? thread_id : run_id;
     json_t *published = json_array(), *previews = json_array();
+    *ret_published = published;
+    *ret_previews = previews;
     int64_t limit = al_artifacts_org_quota(s, org_id);
     int64_t used = al_artifacts_org_usage(s, org_id);
     json_t *arts = json_object_get(result, "artifacts");
+    _cleanup_close_ int outfd = json_array_size(arts) ? open(out_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
     int r = 0;
     for (size_t i = 0; i < json_array_size(arts); i++) {
         json_t *a = json_array_get(arts, i);
         const char *rel = json_string_value(json_object_get(a, "path"));
         const char *sha = json_string_value(json_object_get(a, "sha256"));
-        int64_t size = json_integer_value(json_object_get(a, "size"));
-        if (!rel || !sha || strlen(sha) != 64 || !safe_rel(rel))
+        json_int_t said = json_integer_value(json_object_get(a, "size"));
+        if (!rel)
             continue;
-        char file[PATH_MAX * 2];
-        snprintf(file, sizeof file, "%s/%s", out_dir, rel);
-        if (strncmp(rel, "preview/", 8) == 0) {
-            json_t *p = json_array_size(previews) < PREVIEW_MAX_COUNT ? preview_json(file, rel, a) : NULL;
+        if (!sha || strlen(sha) != 64 || strspn(sha, "0123456789abcdef") != 64 || said < 0 || !safe_rel(rel)) {
+            skip_art(skipped, rel, "not kept: the box's report of it is malformed");
+            continue;
+        }
+        bool preview = strncmp(rel, "preview/", 8) == 0;
+        if (preview && json_array_size(previews) >= PREVIEW_MAX_COUNT) {
+            skip_art(skipped, rel, "preview not kept (more than 8, or larger than 1 MiB)");
+            continue;
+        }
+        /* beneath out/, by the name as stored, no link followed, a
+         * regular file only; then what is there is what counts */
+        _cleanup_close_ int fd = outfd < 0 ? -EBADF : al_openat_beneath(outfd, rel, O_RDONLY | O_NONBLOCK, 0);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+            skip_art(skipped, rel, "not kept: no regular file of this name in the run's output");
+            continue;
+        }
+        char hex[65];
+        uint64_t size = 0;
+        _cleanup_free_ char *data = NULL;
+        int h = hash_fd(fd, preview ? PREVIEW_MAX_BYTES : (uint64_t)said, hex, &size, preview ? &data : NULL);
+        if (h == -EFBIG && preview) {
+            skip_art(skipped, rel, "preview not kept (more than 8, or larger than 1 MiB)");
+            continue;
+        }
+        if (h < 0 || size != (uint64_t)said || strcmp(hex, sha) != 0) {
+            skip_art(skipped, rel, "not kept: the file differs from what the box reported of it");
+            continue;
+        }
+        if (preview) {
+            _cleanup_free_ char *b64 = malloc(BASE64_ENCODE_RAW_LENGTH(size) + 1);
+            json_t *p = NULL;
+            if (b64) {
+                base64_encode_raw(b64, size, (const uint8_t *)data);
+                b64[BASE64_ENCODE_RAW_LENGTH(size)] = '\0';
+                p = json_pack("{s:s, s:s, s:I, s:s, s:s}", "path", rel, "content_type", al_content_type(rel), "size",
+                              (json_int_t)size, "sha256", hex, "content_base64", b64);
+            }
             if (p)
                 json_array_append_new(previews, p);
             else
-                json_array_append_new(skipped, json_pack("{s:s, s:s}", "path", rel, "why",
-                                                         "preview not kept (more than 8, or larger than 1 MiB)"));
+                skip_art(skipped, rel, "preview not kept (out of memory)");
             continue;
         }
-        if (used + size > limit) {
-            json_array_append_new(skipped, json_pack("{s:s, s:s}", "path", rel, "why",
-                                                     "organisation storage quota exceeded"));
+        if (used + (int64_t)size > limit) {
+            skip_art(skipped, rel, "organisation storage quota exceeded");
             continue;
         }
-        char blob[PATH_MAX], dir[PATH_MAX];
-        al_blob_path(s, sha, blob, sizeof blob);
-        snprintf(dir, sizeof dir, "%s/%.2s", s->blobs_dir, sha);
-        if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-            r = al_err(err, "artifacts", errno, "mkdir %s: %m", dir);
-            break;
-        }
-        /* content-addressed: an existing blob with this hash is this file */
-        if (access(blob, F_OK) != 0 && rename(file, blob) < 0) {
-            r = al_err(err, "artifacts", errno, "store %s: %m", rel);
-            break;
+        int b = blob_store(s, fd, hex, size);
+        if (b < 0) {
+            skip_art(skipped, rel, "not kept: it could not be stored (%s)", strerror(-b));
+            continue;
         }
         char id[40], now[40];
         al_store_new_id("art", id, sizeof id);
@@ -215,12 +332,12 @@ int al_artifacts_ingest(al_service *s, json_t *run, const char *out_dir, json_t 
                               "size, sha256, content_type, created_at) SELECT ?, ?, ?, ?, ?, ?, ?, COALESCE(MAX(version), 0) + 1, "
                               "?, ?, ?, ? FROM artifacts WHERE workspace_id = ? AND thread_key = ? AND path = ?",
                               "sssSsssissssss", id, org_id, ws_id, thread_id, thread_key, run_id, rel, (int64_t)size,
-                              sha, al_content_type(rel), now, ws_id, thread_key, rel);
+                              hex, al_content_type(rel), now, ws_id, thread_key, rel);
         if (n < 0) {
             r = n;
             break;
         }
-        used += size;
+        used += (int64_t)size;
         json_t *row = al_store_query(s->store, err,
                                      "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
                                      "FROM artifacts WHERE id = ?",
@@ -229,7 +346,5 @@ int al_artifacts_ingest(al_service *s, json_t *run, const char *out_dir, json_t 
             json_array_append(published, json_array_get(row, 0));
         json_decref(row);
     }
-    *ret_published = published;
-    *ret_previews = previews;
     return r;
 }
