@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../box/box.h"
 #include "../box/collect.h"
 #include "service.h"
 
@@ -87,28 +88,122 @@ static bool safe_rel(const char *p) {
     return true;
 }
 
-static int mkdirs_for(const char *base, const char *rel) {
-    char p[PATH_MAX];
-    if (snprintf(p, sizeof p, "%s/%s", base, rel) >= (int)sizeof p)
-        return -ENAMETOOLONG;
-    for (char *c = p + strlen(base) + 1; (c = strchr(c, '/')); c++) {
-        *c = '\0';
-        if (mkdir(p, 0755) < 0 && errno != EEXIST)
+/* What a thread's documents may take of /work, which also holds the
+ * script and the run's inline files (each bounded by the service's
+ * configuration) and shares its tmpfs with nothing else. */
+static void documents_budget(al_service *s, uint64_t *ret_files, uint64_t *ret_bytes, uint64_t *ret_depth) {
+    al_box_limits lim;
+    al_box_limits_default(&lim);
+    uint64_t room = lim.stage_bytes < lim.tmpfs_bytes ? lim.stage_bytes : lim.tmpfs_bytes;
+    uint64_t reserve = s->cfg.body_max + s->cfg.code_max + (1u << 20); /* + directory blocks */
+    uint64_t freserve = s->cfg.files_max + 4;                           /* the script, args.json, documents/ */
+    *ret_bytes = room > reserve ? room - reserve : 0;
+    *ret_files = lim.stage_files > freserve ? lim.stage_files - freserve : 0;
+    /* /work/documents is itself one level of what the box stages */
+    *ret_depth = lim.max_depth > 1 ? lim.max_depth - 1 : 0;
+}
+
+/* The key of a thread's artifacts: "t:" and the thread id, or "r:" and the
+ * run id for a run without a thread. Neither id holds a ':' (a thread id
+ * is A-Z a-z 0-9 . _ -), so no id of one kind can name the other's files. */
+int al_artifacts_thread_key(const char *thread_id, const char *run_id, char *buf, size_t len) {
+    int n = thread_id ? snprintf(buf, len, "t:%s", thread_id) : snprintf(buf, len, "r:%s", run_id ? run_id : "");
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static void skip_doc(json_t *skipped, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void skip_doc(json_t *skipped, const char *path, const char *fmt, ...) {
+    if (!skipped)
+        return;
+    char why[300], where[4200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    snprintf(where, sizeof where, "/work/documents/%s", path);
+    json_t *e = json_pack("{s:s, s:s}", "path", where, "why", why);
+    if (e)
+        json_array_append_new(skipped, e);
+}
+
+/* Link blob SHA at PATH under DOCS (an fd), making its directories; 1 when
+ * staged, 0 when skipped (with the reason in SKIPPED), -errno when airlock
+ * itself failed. *DIRS counts the directories made. */
+static int stage_one(al_service *s, int docs, const char *path, const char *sha, uint64_t *dirs, json_t *skipped) {
+    _cleanup_close_ int cur = fcntl(docs, F_DUPFD_CLOEXEC, 3);
+    if (cur < 0)
+        return -errno;
+    char comp[NAME_MAX + 1];
+    const char *c = path;
+    for (;;) {
+        size_t n = strcspn(c, "/");
+        if (n > NAME_MAX) {
+            skip_doc(skipped, path, "not staged: a path component is longer than %d bytes", NAME_MAX);
+            return 0;
+        }
+        memcpy(comp, c, n);
+        comp[n] = '\0';
+        if (c[n] == '\0')
+            break;
+        bool made = mkdirat(cur, comp, 0755) == 0;
+        if (!made && errno != EEXIST)
             return -errno;
-        *c = '/';
+        int sub = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) {
+            if (errno != ENOTDIR && errno != ELOOP)
+                return -errno;
+            skip_doc(skipped, path,
+                     "not staged: another of the thread's files is named \"%.*s\", where this one needs a directory "
+                     "(the newer one was staged)", (int)(c + n - path), path);
+            return 0;
+        }
+        *dirs += made;
+        close(cur);
+        cur = sub;
+        c += n + 1;
     }
-    return 0;
+    char src[PATH_MAX];
+    al_blob_path(s, sha, src, sizeof src);
+    if (linkat(AT_FDCWD, src, cur, comp, 0) == 0)
+        return 1;
+    if (errno == EEXIST) {
+        skip_doc(skipped, path,
+                 "not staged: a directory of this name holds other files of the thread (the newer ones were staged)");
+        return 0;
+    }
+    if (errno == ENOENT) {
+        skip_doc(skipped, path, "not staged: its content is missing from the store");
+        return 0;
+    }
+    return -errno;
 }
 
 int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, json_t *artifact_ids,
-                       const char *dir, al_error *err) {
+                       const char *dir, json_t *skipped, al_error *err) {
     json_t *rows = json_array();
-    if (thread_id) {
+    /* the artifacts the run names first: each wins over the thread's copy
+     * of its path; then the thread's latest versions, newest first, so that
+     * of two that cannot both be staged (a file "x" and a file "x/y") the
+     * thread's most recent state is */
+    for (size_t i = 0; i < json_array_size(artifact_ids); i++) {
         json_t *t = al_store_query(s->store, err,
-                                   "SELECT path, sha256 FROM artifacts a WHERE workspace_id = ? AND thread_key = ? "
+                                   "SELECT path, sha256, size FROM artifacts WHERE workspace_id = ? AND id = ?", "ss",
+                                   ws_id, json_string_value(json_array_get(artifact_ids, i)));
+        if (t)
+            json_array_extend(rows, t);
+        json_decref(t);
+    }
+    if (thread_id) {
+        char key[128];
+        if (al_artifacts_thread_key(thread_id, NULL, key, sizeof key) < 0) {
+            json_decref(rows);
+            return al_err(err, "stage", ENAMETOOLONG, "thread id too long");
+        }
+        json_t *t = al_store_query(s->store, err,
+                                   "SELECT path, sha256, size FROM artifacts a WHERE workspace_id = ? AND thread_key = ? "
                                    "AND version = (SELECT MAX(version) FROM artifacts b WHERE b.workspace_id = a.workspace_id "
-                                   "AND b.thread_key = a.thread_key AND b.path = a.path)",
-                                   "ss", ws_id, thread_id);
+                                   "AND b.thread_key = a.thread_key AND b.path = a.path) ORDER BY a.rowid DESC",
+                                   "ss", ws_id, key);
         if (!t) {
             json_decref(rows);
             return -EIO;
@@ -116,36 +211,57 @@ int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, 
         json_array_extend(rows, t);
         json_decref(t);
     }
-    for (size_t i = 0; i < json_array_size(artifact_ids); i++) {
-        json_t *t = al_store_query(s->store, err, "SELECT path, sha256 FROM artifacts WHERE workspace_id = ? AND id = ?",
-                                   "ss", ws_id, json_string_value(json_array_get(artifact_ids, i)));
-        if (t)
-            json_array_extend(rows, t);
-        json_decref(t);
+    if (!json_array_size(rows)) {
+        json_decref(rows);
+        return 0;
     }
-    int staged = 0;
-    if (json_array_size(rows) && mkdir(dir, 0755) < 0 && errno != EEXIST) {
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
         json_decref(rows);
         return al_err(err, "stage", errno, "mkdir %s: %m", dir);
     }
-    for (size_t i = 0; i < json_array_size(rows); i++) {
-        json_t *r = json_array_get(rows, i);
-        const char *path = json_string_value(json_object_get(r, "path"));
-        const char *sha = json_string_value(json_object_get(r, "sha256"));
-        if (!path || !sha || !safe_rel(path) || mkdirs_for(dir, path) < 0)
-            continue;
-        char src[PATH_MAX], dst[PATH_MAX * 2];
-        al_blob_path(s, sha, src, sizeof src);
-        snprintf(dst, sizeof dst, "%s/%s", dir, path);
-        unlink(dst); /* an explicitly referenced artifact wins over the thread's copy */
-        /* a hard link costs nothing; blobs are never written in place */
-        if (link(src, dst) < 0) {
-            json_decref(rows);
-            return al_err(err, "stage", errno, "stage artifact %s: %m", path);
-        }
-        staged++;
+    _cleanup_close_ int docs = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (docs < 0) {
+        json_decref(rows);
+        return al_err(err, "stage", errno, "open %s: %m", dir);
     }
+    uint64_t max_files, max_bytes, max_depth, files = 0, bytes = 0;
+    documents_budget(s, &max_files, &max_bytes, &max_depth);
+    json_t *seen = json_object();
+    int staged = 0, r = 0;
+    for (size_t i = 0; i < json_array_size(rows) && r >= 0; i++) {
+        json_t *row = json_array_get(rows, i);
+        const char *path = json_string_value(json_object_get(row, "path"));
+        const char *sha = json_string_value(json_object_get(row, "sha256"));
+        uint64_t size = (uint64_t)json_integer_value(json_object_get(row, "size"));
+        if (!path || !sha || strlen(sha) != 64 || !safe_rel(path) || json_object_get(seen, path))
+            continue; /* a later row of a path already staged: the named artifact won */
+        json_object_set_new(seen, path, json_true());
+        uint64_t depth = 0;
+        for (const char *c = path; *c; c++)
+            depth += *c == '/';
+        if (depth > max_depth) {
+            skip_doc(skipped, path, "not staged: more than %llu directories deep", (unsigned long long)max_depth);
+            continue;
+        }
+        /* every directory is a staged entry too: at most DEPTH new ones */
+        if (files + 1 + depth > max_files || bytes + size > max_bytes) {
+            skip_doc(skipped, path, "not staged: the thread's documents exceed what /work holds (%llu files, %llu bytes)",
+                     (unsigned long long)max_files, (unsigned long long)max_bytes);
+            continue;
+        }
+        uint64_t dirs = 0;
+        r = stage_one(s, docs, path, sha, &dirs, skipped);
+        files += dirs;
+        if (r == 1) {
+            files++;
+            bytes += size;
+            staged++;
+        }
+    }
+    json_decref(seen);
     json_decref(rows);
+    if (r < 0)
+        return al_err(err, "stage", -r, "stage the thread's documents: %s", strerror(-r));
     return staged;
 }
 
@@ -255,10 +371,12 @@ int al_artifacts_ingest(al_service *s, json_t *run, const char *out_dir, json_t 
     const char *org_id = json_string_value(json_object_get(run, "org_id"));
     const char *ws_id = json_string_value(json_object_get(run, "workspace_id"));
     const char *thread_id = json_string_value(json_object_get(run, "thread_id"));
-    const char *thread_key = thread_id ? thread_id : run_id;
+    char thread_key[128];
     json_t *published = json_array(), *previews = json_array();
     *ret_published = published;
     *ret_previews = previews;
+    if (al_artifacts_thread_key(thread_id, run_id, thread_key, sizeof thread_key) < 0)
+        return al_err(err, "artifacts", ENAMETOOLONG, "thread id too long");
     int64_t limit = al_artifacts_org_quota(s, org_id);
     int64_t used = al_artifacts_org_usage(s, org_id);
     json_t *arts = json_object_get(result, "artifacts");

@@ -749,8 +749,10 @@ static json_t *list_artifacts(al_service *s, const al_principal *p, json_t *args
     if (run && strlen(run) > 64)
         return tool_error("no run %s", run);
     al_error err = { 0 };
-    /* the thread key is the thread's name, or the run's id for a run without one */
+    /* the thread key: of the thread's name, or of the run's id for a run without one */
     const char *key = thread ? thread : run;
+    char tkey[128];
+    al_artifacts_thread_key(thread, run, tkey, sizeof tkey);
     json_t *rows = al_store_query(s->store, &err,
                                   all ? "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
                                         "FROM artifacts WHERE workspace_id = ? AND thread_key = ? AND (? = 0 OR run_id = ?) "
@@ -760,7 +762,7 @@ static json_t *list_artifacts(al_service *s, const al_principal *p, json_t *args
                                         "AND version = (SELECT MAX(version) FROM artifacts b WHERE b.workspace_id = "
                                         "a.workspace_id AND b.thread_key = a.thread_key AND b.path = a.path) "
                                         "ORDER BY path LIMIT 1000",
-                                  "ssis", p->workspace_id, key, (int64_t)(run != NULL), run ? run : "");
+                                  "ssis", p->workspace_id, tkey, (int64_t)(run != NULL), run ? run : "");
     if (!rows)
         return tool_error("cannot list artifacts: %s", err.msg);
     char *b = NULL;

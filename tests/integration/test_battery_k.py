@@ -114,3 +114,62 @@ def test_k1_names_with_controls_are_skipped_shown_escaped(service):
     sk = skipped_by_path(r)
     assert {"a\\x0ab", "esc\\x1b[2J", "rev\\xe2\\x80\\xaetxt.exe"} <= set(sk), r["skipped"]
     assert all("control" in sk[k] for k in ("a\\x0ab", "esc\\x1b[2J", "rev\\xe2\\x80\\xaetxt.exe")), sk
+
+
+# ------------------------------------------------------------ K3
+
+
+def test_k3_a_thread_id_shaped_like_a_run_id_gets_nothing_of_that_run(service):
+    """Thread keys were the thread id, or the run id for a run without a thread:
+    a thread named like a run id shared that run's files."""
+    secret = b"run-only secret " + uuid.uuid4().hex.encode()
+    r = service.run(f"open('/out/secret.txt', 'wb').write({secret!r})\n")
+    assert r["state"] == "succeeded" and [a["path"] for a in r["artifacts"]] == ["secret.txt"], r
+    # the ingredient: a run id is a valid thread id
+    r2 = service.run("import json, os\nd = '/work/documents'\n"
+                     "print(json.dumps(sorted(os.listdir(d)) if os.path.isdir(d) else []))\n"
+                     "open('/out/secret.txt', 'w').write('mine')\n", thread_id=r["id"])
+    assert r2["state"] == "succeeded" and r2["thread_id"] == r["id"], r2
+    assert last_json(r2) == [], f"the thread named like a run saw that run's files: {last_json(r2)}"
+    [a2] = r2["artifacts"]
+    assert a2["version"] == 1, f"the thread's file became a version of the run's: {a2}"
+    # and the thread's file did not become the run's newest either
+    listed = service.ok("GET", f"/v1/threads/{r['id']}/artifacts")["artifacts"]
+    assert [(x["path"], x["run_id"]) for x in listed] == [("secret.txt", r2["id"])], listed
+
+
+# ------------------------------------------------------------ K4
+
+
+def test_k4_a_file_and_a_directory_of_one_name_do_not_stop_the_thread(service):
+    """A thread holding `x` (a file, from one run) and `x/y` (from a later run)
+    made every later run of the thread fail at start."""
+    t = tid()
+    r1 = service.run("open('/out/x', 'w').write('file x')\n", thread_id=t)
+    r2 = service.run("import os\nos.makedirs('/out/x')\nopen('/out/x/y', 'w').write('file x/y')\n", thread_id=t)
+    assert r1["state"] == r2["state"] == "succeeded", (r1, r2)
+    # the ingredient: both are the thread's latest
+    latest = service.ok("GET", f"/v1/threads/{t}/artifacts")["artifacts"]
+    assert sorted(a["path"] for a in latest) == ["x", "x/y"], latest
+    r3 = service.run(listing_py(b"/work/documents"), thread_id=t)
+    assert r3["state"] == "succeeded", f"the thread's next run: {r3['state']} {r3.get('error')}"
+    # the newer (x/y) is staged; the older is listed with the reason
+    assert last_json(r3) == {b"x/y".hex(): "file x/y"}, last_json(r3)
+    sk = skipped_by_path(r3)
+    assert "/work/documents/x" in sk and "not staged" in sk["/work/documents/x"], r3["skipped"]
+
+
+def test_k4_a_path_deeper_than_the_stage_depth_does_not_stop_the_thread(service):
+    """/out takes 16 levels of directories; /work/documents is one level of what the
+    box stages, so such a file made every later run of its thread fail at start."""
+    t = tid()
+    deep = "/".join(f"d{i}" for i in range(1, 17)) + "/f.txt"
+    r1 = service.run(f"import os\nos.makedirs(os.path.dirname('/out/{deep}'))\n"
+                     f"open('/out/{deep}', 'w').write('deep')\nopen('/out/ok.txt', 'w').write('ok')\n", thread_id=t)
+    assert r1["state"] == "succeeded", r1
+    assert sorted(a["path"] for a in r1["artifacts"]) == sorted([deep, "ok.txt"]), (r1["artifacts"], r1["skipped"])
+    r2 = service.run(listing_py(b"/work/documents"), thread_id=t)
+    assert r2["state"] == "succeeded", f"the thread's next run: {r2['state']} {r2.get('error')}"
+    assert last_json(r2) == {b"ok.txt".hex(): "ok"}, last_json(r2)
+    sk = skipped_by_path(r2)
+    assert "/work/documents/" + deep in sk and "deep" in sk["/work/documents/" + deep], r2["skipped"]
