@@ -46,6 +46,22 @@ void al_blob_path(al_service *s, const char *sha, char *buf, size_t len) {
     snprintf(buf, len, "%s/%.2s/%s", s->blobs_dir, sha, sha);
 }
 
+int al_blob_open(al_service *s, const char *sha, int64_t size) {
+    if (!sha || strlen(sha) != 64 || strspn(sha, "0123456789abcdef") != 64)
+        return -EINVAL;
+    char path[PATH_MAX];
+    al_blob_path(s, sha, path, sizeof path);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size != size) {
+        close(fd);
+        return -EIO;
+    }
+    return fd;
+}
+
 void al_rm_rf(const char *path) { al_rm_tree(AT_FDCWD, path); }
 
 int64_t al_artifacts_org_usage(al_service *s, const char *org_id) {
@@ -126,10 +142,24 @@ static void skip_doc(json_t *skipped, const char *path, const char *fmt, ...) {
         json_array_append_new(skipped, e);
 }
 
+/* Link the inode FD at NAME in DIRFD: that very inode, never a name
+ * looked up again. -1 with errno on failure. */
+static int link_fd(int fd, int dirfd, const char *name) {
+    if (linkat(fd, "", dirfd, name, AT_EMPTY_PATH) == 0)
+        return 0;
+    if (errno != EPERM && errno != ENOENT)
+        return -1;
+    /* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH: the fd's magic link instead */
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    return linkat(AT_FDCWD, proc, dirfd, name, AT_SYMLINK_FOLLOW);
+}
+
 /* Link blob SHA at PATH under DOCS (an fd), making its directories; 1 when
  * staged, 0 when skipped (with the reason in SKIPPED), -errno when airlock
  * itself failed. *DIRS counts the directories made. */
-static int stage_one(al_service *s, int docs, const char *path, const char *sha, uint64_t *dirs, json_t *skipped) {
+static int stage_one(al_service *s, int docs, const char *path, const char *sha, uint64_t size, uint64_t *dirs,
+                     json_t *skipped) {
     _cleanup_close_ int cur = fcntl(docs, F_DUPFD_CLOEXEC, 3);
     if (cur < 0)
         return -errno;
@@ -162,9 +192,12 @@ static int stage_one(al_service *s, int docs, const char *path, const char *sha,
         cur = sub;
         c += n + 1;
     }
-    char src[PATH_MAX];
-    al_blob_path(s, sha, src, sizeof src);
-    if (linkat(AT_FDCWD, src, cur, comp, 0) == 0)
+    _cleanup_close_ int blob = al_blob_open(s, sha, (int64_t)size);
+    if (blob < 0) {
+        skip_doc(skipped, path, "not staged: its content is missing from the store");
+        return 0;
+    }
+    if (link_fd(blob, cur, comp) == 0)
         return 1;
     if (errno == EEXIST) {
         skip_doc(skipped, path,
@@ -250,7 +283,7 @@ int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, 
             continue;
         }
         uint64_t dirs = 0;
-        r = stage_one(s, docs, path, sha, &dirs, skipped);
+        r = stage_one(s, docs, path, sha, size, &dirs, skipped);
         files += dirs;
         if (r == 1) {
             files++;
@@ -331,14 +364,9 @@ static int blob_store(al_service *s, int fd, const char *sha, uint64_t size) {
     static unsigned seq;
     char tmp[128];
     snprintf(tmp, sizeof tmp, ".in-%.16s-%ld-%u", sha, (long)getpid(), __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
-    /* exactly the inode that was hashed, never a name looked up again */
-    if (linkat(fd, "", dfd, tmp, AT_EMPTY_PATH) < 0) {
-        /* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH: the fd's magic link instead */
-        char proc[64];
-        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-        if (linkat(AT_FDCWD, proc, dfd, tmp, AT_SYMLINK_FOLLOW) < 0)
-            return -errno;
-    }
+    /* exactly the inode that was hashed */
+    if (link_fd(fd, dfd, tmp) < 0)
+        return -errno;
     if (renameat(dfd, tmp, dfd, sha) < 0) {
         int e = errno;
         unlinkat(dfd, tmp, 0);

@@ -312,13 +312,26 @@ static json_t *artifact_brief(json_t *a) {
 
 /* An artifact's bytes when it is at most MAX; NULL otherwise. */
 static char *artifact_bytes(al_service *s, json_t *a, size_t max, size_t *ret_len) {
-    char path[PATH_MAX];
-    al_blob_path(s, json_string_value(json_object_get(a, "sha256")), path, sizeof path);
-    char *buf = NULL;
-    if (al_read_small(AT_FDCWD, path, max + 1, &buf, ret_len) < 0 || *ret_len > max) {
+    json_int_t size = json_integer_value(json_object_get(a, "size"));
+    if (size < 0 || (uint64_t)size > max)
+        return NULL;
+    _cleanup_close_ int fd = al_blob_open(s, json_string_value(json_object_get(a, "sha256")), size);
+    char *buf = fd < 0 ? NULL : malloc((size_t)size + 1);
+    size_t got = 0;
+    while (buf && got < (size_t)size) {
+        ssize_t n = pread(fd, buf + got, (size_t)size - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    if (!buf || got != (size_t)size) {
         free(buf);
         return NULL;
     }
+    buf[got] = '\0';
+    *ret_len = got;
     return buf;
 }
 
@@ -830,9 +843,7 @@ static int artifact_resource(al_service *s, json_t *a, json_t **ret, bool *ret_c
     char uri[128];
     snprintf(uri, sizeof uri, URI_PREFIX "%s", json_string_value(json_object_get(a, "id")));
     size_t want = text && size > (json_int_t)READ_TEXT_MAX ? READ_TEXT_MAX : (size_t)size, n = 0;
-    char path[PATH_MAX];
-    al_blob_path(s, json_string_value(json_object_get(a, "sha256")), path, sizeof path);
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    _cleanup_close_ int fd = al_blob_open(s, json_string_value(json_object_get(a, "sha256")), (int64_t)size);
     /* one byte past WANT, so a cut sees the real byte after it */
     _cleanup_free_ char *data = malloc(want + 1);
     if (fd < 0 || !data)

@@ -173,3 +173,20 @@ def test_k4_a_path_deeper_than_the_stage_depth_does_not_stop_the_thread(service)
     assert last_json(r2) == {b"ok.txt".hex(): "ok"}, last_json(r2)
     sk = skipped_by_path(r2)
     assert "/work/documents/" + deep in sk and "deep" in sk["/work/documents/" + deep], r2["skipped"]
+
+
+def test_k4_more_documents_than_work_holds_do_not_stop_the_thread(service):
+    """Ten runs of 100 files each (the per-run cap) give a thread 1000 files, what
+    the box stages in all: every later run of the thread failed at start."""
+    t = tid()
+    for k in range(10):
+        r = service.run(f"for i in range(100):\n    open(f'/out/f{k}-{{i:03}}', 'w').write('{k}')\n", thread_id=t)
+        assert r["state"] == "succeeded" and len(r["artifacts"]) == 100, (r["state"], len(r["artifacts"]), r["skipped"])
+    r = service.run("import json, os\nprint(json.dumps(sorted(os.listdir('/work/documents'))))\n", thread_id=t)
+    assert r["state"] == "succeeded", f"the thread's next run: {r['state']} {r.get('error')}"
+    staged = last_json(r)
+    sk = {p: w for p, w in skipped_by_path(r).items() if p.startswith("/work/documents/")}
+    assert staged and sk and len(staged) + len(sk) == 1000, (len(staged), len(sk))
+    assert all("exceed" in w for w in sk.values()), sk
+    # the newest are the ones staged
+    assert "f9-099" in staged and "/work/documents/f0-000" in sk, (staged[-3:], sorted(sk)[:3])
