@@ -116,6 +116,25 @@ def test_k1_names_with_controls_are_skipped_shown_escaped(service):
     assert all("control" in sk[k] for k in ("a\\x0ab", "esc\\x1b[2J", "rev\\xe2\\x80\\xaetxt.exe")), sk
 
 
+def test_k1_names_alike_after_normalisation_stay_apart(service):
+    """Names that Unicode normalisation or case folding would make one (NFC and
+    NFD, A and a) are different files: each is kept, downloaded and staged as
+    its own bytes. (A regression guard: the base binary holds this too.)"""
+    t = tid()
+    names = ["\u00e9.txt", "e\u0301.txt", "A.txt", "a.txt"]
+    files = {n: f"content of {n.encode().hex()} {uuid.uuid4().hex}".encode() for n in names}
+    code = "".join(f"open({('/out/' + n)!r}, 'wb').write({d!r})\n" for n, d in files.items()) + listing_py()
+    r = service.run(code, thread_id=t)
+    assert last_json(r) == {n.encode().hex(): d.decode() for n, d in files.items()}, last_json(r)
+    arts = {a["path"]: a for a in r["artifacts"]}
+    assert sorted(arts) == sorted(names), arts
+    for n, d in files.items():
+        assert arts[n]["sha256"] == sha(d) and service.content_bytes(arts[n]["id"])[1] == d, (n, arts[n])
+    r2 = service.run(listing_py(b"/work/documents"), thread_id=t)
+    assert r2["state"] == "succeeded", r2
+    assert last_json(r2) == {n.encode().hex(): d.decode() for n, d in files.items()}, last_json(r2)
+
+
 # ------------------------------------------------------------ K3
 
 
