@@ -90,8 +90,9 @@ int64_t al_artifacts_org_quota(al_service *s, const char *org_id) {
 /* Each component of a stored path came from a directory listing in the
  * box, so none is empty, "." or ".."; check anyway before it becomes a path
  * on the host. */
+#define REL_MAX 4000
 static bool safe_rel(const char *p) {
-    if (!*p || *p == '/' || strlen(p) > 4000)
+    if (!*p || *p == '/' || strlen(p) > REL_MAX)
         return false;
     for (const char *c = p; *c;) {
         size_t n = strcspn(c, "/");
@@ -127,10 +128,22 @@ int al_artifacts_thread_key(const char *thread_id, const char *run_id, char *buf
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-static void skip_doc(json_t *skipped, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void skip_doc(json_t *skipped, const char *path, const char *fmt, ...) {
-    if (!skipped)
+/* What of a thread could not be staged: the first DOC_SKIPS_LISTED with
+ * their reasons, then only a count (a thread may hold many files; the run's
+ * record must stay small). */
+#define DOC_SKIPS_LISTED 100
+#define STAGE_ROWS_MAX 4096
+typedef struct doc_skips {
+    json_t *list;
+    size_t listed, more;
+} doc_skips;
+
+static void skip_doc(doc_skips *ds, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void skip_doc(doc_skips *ds, const char *path, const char *fmt, ...) {
+    if (ds->listed >= DOC_SKIPS_LISTED) {
+        ds->more++;
         return;
+    }
     char why[300], where[4200];
     va_list ap;
     va_start(ap, fmt);
@@ -138,8 +151,11 @@ static void skip_doc(json_t *skipped, const char *path, const char *fmt, ...) {
     va_end(ap);
     snprintf(where, sizeof where, "/work/documents/%s", path);
     json_t *e = json_pack("{s:s, s:s}", "path", where, "why", why);
-    if (e)
-        json_array_append_new(skipped, e);
+    if (e && ds->list)
+        json_array_append_new(ds->list, e);
+    else
+        json_decref(e);
+    ds->listed++;
 }
 
 /* Link the inode FD at NAME in DIRFD: that very inode, never a name
@@ -159,7 +175,7 @@ static int link_fd(int fd, int dirfd, const char *name) {
  * staged, 0 when skipped (with the reason in SKIPPED), -errno when airlock
  * itself failed. *DIRS counts the directories made. */
 static int stage_one(al_service *s, int docs, const char *path, const char *sha, uint64_t size, uint64_t *dirs,
-                     json_t *skipped) {
+                     doc_skips *skipped) {
     _cleanup_close_ int cur = fcntl(docs, F_DUPFD_CLOEXEC, 3);
     if (cur < 0)
         return -errno;
@@ -214,6 +230,8 @@ static int stage_one(al_service *s, int docs, const char *path, const char *sha,
 int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, json_t *artifact_ids,
                        const char *dir, json_t *skipped, al_error *err) {
     json_t *rows = json_array();
+    doc_skips ds = { .list = skipped };
+    bool thread_cut = false;
     /* the artifacts the run names first: each wins over the thread's copy
      * of its path; then the thread's latest versions, newest first, so that
      * of two that cannot both be staged (a file "x" and a file "x/y") the
@@ -235,11 +253,16 @@ int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, 
         json_t *t = al_store_query(s->store, err,
                                    "SELECT path, sha256, size FROM artifacts a WHERE workspace_id = ? AND thread_key = ? "
                                    "AND version = (SELECT MAX(version) FROM artifacts b WHERE b.workspace_id = a.workspace_id "
-                                   "AND b.thread_key = a.thread_key AND b.path = a.path) ORDER BY a.rowid DESC",
-                                   "ss", ws_id, key);
+                                   "AND b.thread_key = a.thread_key AND b.path = a.path) ORDER BY a.rowid DESC LIMIT ?",
+                                   "ssi", ws_id, key, (int64_t)STAGE_ROWS_MAX + 1);
         if (!t) {
             json_decref(rows);
             return -EIO;
+        }
+        if (json_array_size(t) > STAGE_ROWS_MAX) {
+            /* the newest are staged (no more could be); the rest is said */
+            json_array_remove(t, STAGE_ROWS_MAX);
+            thread_cut = true;
         }
         json_array_extend(rows, t);
         json_decref(t);
@@ -266,24 +289,28 @@ int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, 
         const char *path = json_string_value(json_object_get(row, "path"));
         const char *sha = json_string_value(json_object_get(row, "sha256"));
         uint64_t size = (uint64_t)json_integer_value(json_object_get(row, "size"));
-        if (!path || !sha || strlen(sha) != 64 || !safe_rel(path) || json_object_get(seen, path))
+        if (!path || json_object_get(seen, path))
             continue; /* a later row of a path already staged: the named artifact won */
+        if (!sha || !safe_rel(path)) {
+            skip_doc(&ds, path, "not staged: not a plain relative path of at most %d bytes", REL_MAX);
+            continue;
+        }
         json_object_set_new(seen, path, json_true());
         uint64_t depth = 0;
         for (const char *c = path; *c; c++)
             depth += *c == '/';
         if (depth > max_depth) {
-            skip_doc(skipped, path, "not staged: more than %llu directories deep", (unsigned long long)max_depth);
+            skip_doc(&ds, path, "not staged: more than %llu directories deep", (unsigned long long)max_depth);
             continue;
         }
         /* every directory is a staged entry too: at most DEPTH new ones */
         if (files + 1 + depth > max_files || bytes + size > max_bytes) {
-            skip_doc(skipped, path, "not staged: the thread's documents exceed what /work holds (%llu files, %llu bytes)",
+            skip_doc(&ds, path, "not staged: the thread's documents exceed what /work holds (%llu files, %llu bytes)",
                      (unsigned long long)max_files, (unsigned long long)max_bytes);
             continue;
         }
         uint64_t dirs = 0;
-        r = stage_one(s, docs, path, sha, size, &dirs, skipped);
+        r = stage_one(s, docs, path, sha, size, &dirs, &ds);
         files += dirs;
         if (r == 1) {
             files++;
@@ -293,6 +320,15 @@ int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, 
     }
     json_decref(seen);
     json_decref(rows);
+    if ((ds.more || thread_cut) && skipped) {
+        char why[300];
+        if (thread_cut)
+            snprintf(why, sizeof why, "not staged: %zu more of the thread's files, and its older files beyond the "
+                     "newest %d", ds.more, STAGE_ROWS_MAX);
+        else
+            snprintf(why, sizeof why, "not staged: %zu more of the thread's files", ds.more);
+        json_array_append_new(skipped, json_pack("{s:s, s:s}", "path", "/work/documents/", "why", why));
+    }
     if (r < 0)
         return al_err(err, "stage", -r, "stage the thread's documents: %s", strerror(-r));
     return staged;
@@ -417,8 +453,13 @@ int al_artifacts_ingest(al_service *s, json_t *run, const char *out_dir, json_t 
         json_int_t said = json_integer_value(json_object_get(a, "size"));
         if (!rel)
             continue;
-        if (!sha || strlen(sha) != 64 || strspn(sha, "0123456789abcdef") != 64 || said < 0 || !safe_rel(rel)) {
+        if (!sha || strlen(sha) != 64 || strspn(sha, "0123456789abcdef") != 64 || said < 0) {
             skip_art(skipped, rel, "not kept: the box's report of it is malformed");
+            continue;
+        }
+        if (!safe_rel(rel)) {
+            skip_art(skipped, rel, "not kept: the path is longer than %d bytes, or not a plain relative path",
+                     REL_MAX);
             continue;
         }
         bool preview = strncmp(rel, "preview/", 8) == 0;

@@ -8,6 +8,7 @@ cannot all be staged still runs, with the rest listed as skipped."""
 import hashlib
 import json
 import os
+import re
 import uuid
 
 from service_util import b64, gov_tenant, ledger_by_run, service, usage  # noqa: F401
@@ -195,17 +196,24 @@ def test_k4_a_path_deeper_than_the_stage_depth_does_not_stop_the_thread(service)
 
 
 def test_k4_more_documents_than_work_holds_do_not_stop_the_thread(service):
-    """Ten runs of 100 files each (the per-run cap) give a thread 1000 files, what
-    the box stages in all: every later run of the thread failed at start."""
+    """Twelve runs of 100 files each (the per-run cap) give a thread 1200 files, more
+    than the box stages in all (1000): every later run of the thread failed at start.
+    The newest are staged; the first of the rest are listed, then counted."""
     t = tid()
-    for k in range(10):
-        r = service.run(f"for i in range(100):\n    open(f'/out/f{k}-{{i:03}}', 'w').write('{k}')\n", thread_id=t)
-        assert r["state"] == "succeeded" and len(r["artifacts"]) == 100, (r["state"], len(r["artifacts"]), r["skipped"])
+    for k in range(12):
+        r = service.run(f"for i in range(100):\n    open(f'/out/f{k:02}-{{i:03}}', 'w').write('{k}')\n", thread_id=t)
+        assert r["state"] == "succeeded" and len(r["artifacts"]) == 100, (
+            f"run {k} of the thread: {r['state']} {r.get('error')}", len(r["artifacts"]), r["skipped"][:3])
     r = service.run("import json, os\nprint(json.dumps(sorted(os.listdir('/work/documents'))))\n", thread_id=t)
     assert r["state"] == "succeeded", f"the thread's next run: {r['state']} {r.get('error')}"
     staged = last_json(r)
-    sk = {p: w for p, w in skipped_by_path(r).items() if p.startswith("/work/documents/")}
-    assert staged and sk and len(staged) + len(sk) == 1000, (len(staged), len(sk))
-    assert all("exceed" in w for w in sk.values()), sk
+    sk = skipped_by_path(r)
+    summary = sk.pop("/work/documents/", "")
+    listed = {p: w for p, w in sk.items() if p.startswith("/work/documents/")}
+    m = re.search(r"(\d+) more of the thread's files", summary)
+    assert m and len(listed) == 100, (summary, len(listed))
+    assert staged and len(staged) + len(listed) + int(m.group(1)) == 1200, (len(staged), len(listed), summary)
+    assert all("exceed" in w for w in listed.values()), listed
     # the newest are the ones staged
-    assert "f9-099" in staged and "/work/documents/f0-000" in sk, (staged[-3:], sorted(sk)[:3])
+    assert "f11-099" in staged and "f00-000" not in staged, (staged[-3:], staged[:3])
+    assert not set(staged) & {p[len("/work/documents/"):] for p in listed}, "staged and listed as skipped"
