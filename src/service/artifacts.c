@@ -200,7 +200,7 @@ static int stage_one(al_service *s, int docs, const char *path, const char *sha,
                 return -errno;
             skip_doc(skipped, path,
                      "not staged: another of the thread's files is named \"%.*s\", where this one needs a directory "
-                     "(the newer one was staged)", (int)(c + n - path), path);
+                     "(that one was staged: the run named it, or it is newer)", (int)(c + n - path), path);
             return 0;
         }
         *dirs += made;
@@ -217,7 +217,8 @@ static int stage_one(al_service *s, int docs, const char *path, const char *sha,
         return 1;
     if (errno == EEXIST) {
         skip_doc(skipped, path,
-                 "not staged: a directory of this name holds other files of the thread (the newer ones were staged)");
+                 "not staged: a directory of this name holds other files of the thread (those were staged: the run "
+                 "named them, or they are newer)");
         return 0;
     }
     if (errno == ENOENT) {
