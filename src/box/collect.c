@@ -71,6 +71,91 @@ static int add_artifact(al_box_result *res, const char *rel, uint64_t size, cons
     return 0;
 }
 
+/* Length of the valid UTF-8 sequence at S (1-4), or 0 when invalid, and
+ * its code point. */
+static size_t utf8_seq(const unsigned char *s, size_t n, uint32_t *ret_cp) {
+    size_t len;
+    uint32_t cp;
+    if (s[0] < 0x80) { *ret_cp = s[0]; return 1; }
+    if ((s[0] & 0xe0) == 0xc0) { len = 2; cp = s[0] & 0x1f; }
+    else if ((s[0] & 0xf0) == 0xe0) { len = 3; cp = s[0] & 0x0f; }
+    else if ((s[0] & 0xf8) == 0xf0) { len = 4; cp = s[0] & 0x07; }
+    else return 0;
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    /* overlong forms, surrogates, beyond U+10FFFF */
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+        return 0;
+    *ret_cp = cp;
+    return len;
+}
+
+/* C0 and C1 controls, DEL, and the bidirectional embeddings, overrides and
+ * isolates: none belongs in a file name, and each can make a name read as
+ * another in a log, a terminal or a listing. */
+static bool control_cp(uint32_t cp) {
+    return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
+           (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* Why NAME (one directory entry) is not collected, or NULL. A name is
+ * reported exactly as it is stored, so it must be valid UTF-8 (the JSON
+ * that carries it): two names that only a lossy conversion would tell
+ * apart must never reach the service as the same string. */
+const char *al_collect_name_problem(const char *name) {
+    const unsigned char *u = (const unsigned char *)name;
+    size_t n = strlen(name);
+    const char *why = NULL;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp = 0;
+        size_t k = utf8_seq(u + i, n - i, &cp);
+        if (k == 0)
+            return "name is not valid UTF-8 (shown escaped; not collected)";
+        if (control_cp(cp))
+            why = "name has a control or bidirectional-override character (shown escaped; not collected)";
+        i += k;
+    }
+    return why;
+}
+
+/* NAME as printable ASCII-safe text: bytes of invalid sequences and control
+ * characters as \xNN (each UTF-8 byte of a control), a backslash doubled,
+ * so that the display of two different names never coincides. */
+char *al_collect_name_escape(const char *name) {
+    const unsigned char *u = (const unsigned char *)name;
+    size_t n = strlen(name);
+    char *out = malloc(n * 4 + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp = 0;
+        size_t k = utf8_seq(u + i, n - i, &cp);
+        if (k == 0 || control_cp(cp)) {
+            size_t m = k ? k : 1;
+            for (size_t j = 0; j < m; j++)
+                o += (size_t)snprintf(out + o, 5, "\\x%02x", u[i + j]);
+            i += m;
+        } else if (u[i] == '\\') {
+            out[o++] = '\\';
+            out[o++] = '\\';
+            i++;
+        } else {
+            memcpy(out + o, name + i, k);
+            o += k;
+            i += k;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
 static const char *type_name(mode_t m) {
     if (S_ISLNK(m)) return "symbolic link (not followed)";
     if (S_ISFIFO(m)) return "fifo (not a regular file)";
@@ -197,6 +282,25 @@ int al_collect(int outfd, int hostfd, const al_collect_limits *lim, al_box_resul
             goto pop;
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
+        const char *bad = al_collect_name_problem(de->d_name);
+        if (bad) {
+            /* never copied, never descended into: only its escaped display
+             * leaves the box, so no reading of the name can address a file */
+            _cleanup_free_ char *shown = al_collect_name_escape(de->d_name);
+            rel = shown ? join(f->rel, shown) : NULL;
+            if (!rel) {
+                r = -ENOMEM;
+                break;
+            }
+            if (++entries > lim->max_entries) {
+                if (!entries_capped)
+                    r = add_skip(res, rel, "entry limit reached: the rest of /out was not examined");
+                entries_capped = true;
+                break;
+            }
+            r = add_skip(res, rel, bad);
+            continue;
+        }
         rel = join(f->rel, de->d_name);
         if (!rel) {
             r = -ENOMEM;

@@ -23,3 +23,10 @@ int al_collect(int outfd, int hostfd, const al_collect_limits *lim, al_box_resul
 
 /* openat2 with RESOLVE_BENEATH | NO_SYMLINKS | NO_MAGICLINKS | NO_XDEV. */
 int al_openat_beneath(int dirfd, const char *name, int flags, mode_t mode);
+
+/* Why a directory entry named NAME is not collected (not valid UTF-8, or a
+ * control or bidirectional-override character in it), or NULL. */
+const char *al_collect_name_problem(const char *name);
+/* NAME's display form (malloc'd): invalid bytes and controls as \xNN, a
+ * backslash as two, so two names never display alike. */
+char *al_collect_name_escape(const char *name);

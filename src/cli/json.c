@@ -69,10 +69,19 @@ static json_t *control_json(const al_control *c) {
 
 json_t *cli_result_json(const al_box_result *r, const al_runtime *rt) {
     json_t *arts = json_array(), *skips = json_array();
-    for (size_t i = 0; i < r->n_artifacts; i++)
-        json_array_append_new(arts, json_pack("{s:o, s:I, s:s}", "path",
-                                              cli_string(r->artifacts[i].path, strlen(r->artifacts[i].path)),
-                                              "size", (json_int_t)r->artifacts[i].size, "sha256", r->artifacts[i].sha256));
+    /* An artifact's path is how the service finds its file: it is carried
+     * exactly or not at all, never through a lossy conversion that could
+     * make two names one (collect keeps only UTF-8 names; this holds it). */
+    for (size_t i = 0; i < r->n_artifacts; i++) {
+        json_t *p = json_string(r->artifacts[i].path);
+        if (p)
+            json_array_append_new(arts, json_pack("{s:o, s:I, s:s}", "path", p, "size", (json_int_t)r->artifacts[i].size,
+                                                  "sha256", r->artifacts[i].sha256));
+        else
+            json_array_append_new(skips, json_pack("{s:o, s:s}", "path",
+                                                   cli_string(r->artifacts[i].path, strlen(r->artifacts[i].path)), "why",
+                                                   "name is not valid UTF-8 (not kept)"));
+    }
     for (size_t i = 0; i < r->n_skipped; i++)
         json_array_append_new(skips, json_pack("{s:o, s:s}", "path",
                                                cli_string(r->skipped[i].path, strlen(r->skipped[i].path)),

@@ -295,9 +295,8 @@ static enum MHD_Result artifact(al_service *s, struct MHD_Connection *c, const a
         return reply_error(c, 404, "not_found", "no artifact %s", id);
     if (!content)
         return reply_json(c, 200, a);
-    char path[PATH_MAX];
-    al_blob_path(s, json_string_value(json_object_get(a, "sha256")), path, sizeof path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int fd = al_blob_open(s, json_string_value(json_object_get(a, "sha256")),
+                          json_integer_value(json_object_get(a, "size")));
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0) {
         if (fd >= 0)

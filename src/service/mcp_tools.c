@@ -312,13 +312,26 @@ static json_t *artifact_brief(json_t *a) {
 
 /* An artifact's bytes when it is at most MAX; NULL otherwise. */
 static char *artifact_bytes(al_service *s, json_t *a, size_t max, size_t *ret_len) {
-    char path[PATH_MAX];
-    al_blob_path(s, json_string_value(json_object_get(a, "sha256")), path, sizeof path);
-    char *buf = NULL;
-    if (al_read_small(AT_FDCWD, path, max + 1, &buf, ret_len) < 0 || *ret_len > max) {
+    json_int_t size = json_integer_value(json_object_get(a, "size"));
+    if (size < 0 || (uint64_t)size > max)
+        return NULL;
+    _cleanup_close_ int fd = al_blob_open(s, json_string_value(json_object_get(a, "sha256")), size);
+    char *buf = fd < 0 ? NULL : malloc((size_t)size + 1);
+    size_t got = 0;
+    while (buf && got < (size_t)size) {
+        ssize_t n = pread(fd, buf + got, (size_t)size - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    if (!buf || got != (size_t)size) {
         free(buf);
         return NULL;
     }
+    buf[got] = '\0';
+    *ret_len = got;
     return buf;
 }
 
@@ -749,8 +762,10 @@ static json_t *list_artifacts(al_service *s, const al_principal *p, json_t *args
     if (run && strlen(run) > 64)
         return tool_error("no run %s", run);
     al_error err = { 0 };
-    /* the thread key is the thread's name, or the run's id for a run without one */
+    /* the thread key: of the thread's name, or of the run's id for a run without one */
     const char *key = thread ? thread : run;
+    char tkey[128];
+    al_artifacts_thread_key(thread, run, tkey, sizeof tkey);
     json_t *rows = al_store_query(s->store, &err,
                                   all ? "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
                                         "FROM artifacts WHERE workspace_id = ? AND thread_key = ? AND (? = 0 OR run_id = ?) "
@@ -760,7 +775,7 @@ static json_t *list_artifacts(al_service *s, const al_principal *p, json_t *args
                                         "AND version = (SELECT MAX(version) FROM artifacts b WHERE b.workspace_id = "
                                         "a.workspace_id AND b.thread_key = a.thread_key AND b.path = a.path) "
                                         "ORDER BY path LIMIT 1000",
-                                  "ssis", p->workspace_id, key, (int64_t)(run != NULL), run ? run : "");
+                                  "ssis", p->workspace_id, tkey, (int64_t)(run != NULL), run ? run : "");
     if (!rows)
         return tool_error("cannot list artifacts: %s", err.msg);
     char *b = NULL;
@@ -828,9 +843,7 @@ static int artifact_resource(al_service *s, json_t *a, json_t **ret, bool *ret_c
     char uri[128];
     snprintf(uri, sizeof uri, URI_PREFIX "%s", json_string_value(json_object_get(a, "id")));
     size_t want = text && size > (json_int_t)READ_TEXT_MAX ? READ_TEXT_MAX : (size_t)size, n = 0;
-    char path[PATH_MAX];
-    al_blob_path(s, json_string_value(json_object_get(a, "sha256")), path, sizeof path);
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    _cleanup_close_ int fd = al_blob_open(s, json_string_value(json_object_get(a, "sha256")), (int64_t)size);
     /* one byte past WANT, so a cut sees the real byte after it */
     _cleanup_free_ char *data = malloc(want + 1);
     if (fd < 0 || !data)

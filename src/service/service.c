@@ -293,11 +293,14 @@ static json_t *job_for(al_service *s, json_t *run, const char *dir, al_error *er
         closedir(d);
     }
     json_t *arts = json_loads(json_string_value(json_object_get(run, "inputs")), 0, NULL);
+    /* what of the thread cannot be staged is listed, and the run starts */
+    json_t *docs_skipped = json_array();
     int r = al_artifacts_stage(s, json_string_value(json_object_get(run, "workspace_id")),
                                json_string_value(json_object_get(run, "thread_id")),
-                               json_object_get(arts, "artifacts"), docs, err);
+                               json_object_get(arts, "artifacts"), docs, docs_skipped, err);
     json_decref(arts);
     if (r < 0) {
+        json_decref(docs_skipped);
         json_decref(limits);
         json_decref(inputs);
         return NULL;
@@ -306,6 +309,7 @@ static json_t *job_for(al_service *s, json_t *run, const char *dir, al_error *er
         json_array_append_new(inputs, json_string(docs));
     if (mkdir(out, 0700) < 0 && errno != EEXIST) {
         al_err(err, "stage", errno, "mkdir %s: %m", out);
+        json_decref(docs_skipped);
         json_decref(limits);
         json_decref(inputs);
         return NULL;
@@ -313,6 +317,8 @@ static json_t *job_for(al_service *s, json_t *run, const char *dir, al_error *er
     json_t *job = json_pack("{s:O, s:O, s:o, s:s, s:o, s:O}", "language", json_object_get(run, "language"), "code",
                             json_object_get(run, "code"), "inputs", inputs, "out_dir", out, "limits", limits,
                             "network", json_object_get(run, "network"));
+    /* the helper ignores it; the run's result gets it */
+    json_object_set_new(job, "documents_skipped", docs_skipped);
     json_t *ins = json_loads(json_string_value(json_object_get(run, "inputs")), 0, NULL);
     if (json_is_array(json_object_get(ins, "args")))
         json_object_set(job, "args", json_object_get(ins, "args"));
@@ -654,6 +660,11 @@ static void *runner_main(void *p) {
     }
     if (result) {
         final = state_of(result);
+        json_t *ds = json_object_get(job, "documents_skipped"), *rs = json_object_get(result, "skipped");
+        if (json_array_size(ds) && json_is_array(rs))
+            json_array_extend(rs, ds);
+        else if (json_array_size(ds))
+            json_object_set(result, "skipped", ds);
         json_t *e = json_object_get(result, "error");
         if (strcmp(final, "error") == 0 && e) {
             ecode = "box";

@@ -87,14 +87,21 @@ bool al_service_wait_event(al_service *s, uint64_t gen, const struct timespec *u
 void al_service_log(al_service *s, const char *event, json_t *fields);
 
 /* artifacts.c */
+/* Stage what can be staged into DIR; what cannot is listed in SKIPPED
+ * (may be NULL) with the reason. The count staged, or -errno. */
 int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, json_t *artifact_ids,
-                       const char *dir, al_error *err);
+                       const char *dir, json_t *skipped, al_error *err);
+/* The artifacts' key of THREAD_ID, or of RUN_ID for a run without a thread. */
+int al_artifacts_thread_key(const char *thread_id, const char *run_id, char *buf, size_t len);
 int al_artifacts_ingest(al_service *s, json_t *run, const char *out_dir, json_t *result, json_t **ret_published,
                         json_t **ret_previews, json_t *skipped, al_error *err);
 const char *al_content_type(const char *path);
 int64_t al_artifacts_org_usage(al_service *s, const char *org_id);
 int64_t al_artifacts_org_quota(al_service *s, const char *org_id);
 void al_blob_path(al_service *s, const char *sha, char *buf, size_t len);
+/* The blob SHA, opened read-only (no link followed), when it is a regular
+ * file of SIZE bytes; else -errno (-EIO: not what the row says). */
+int al_blob_open(al_service *s, const char *sha, int64_t size);
 /* Remove a directory tree we made (no links followed). */
 void al_rm_rf(const char *path);
 
