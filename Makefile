@@ -28,8 +28,8 @@ unit: build asan
 	meson test -C $(ASAN_BUILD) --print-errorlogs
 
 # Every test: C unit tests under both builds, then the integration suite
-# (the real binary, as root) under the plain build and the core of it again
-# under ASan+UBSan.
+# (the real binary, as root): the CLI and the daemon under ASan+UBSan, then
+# all of it under the release build.
 check: unit
 	sh scripts/check.sh
 
