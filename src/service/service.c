@@ -710,7 +710,7 @@ static int person_active(al_service *s, const char *person_id) {
 
 static void *scheduler_main(void *p) {
     al_service *s = p;
-    uint64_t next_expiry = 0;
+    uint64_t next_expiry = 0, next_idem_sweep = 0;
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
         bool started = false;
@@ -786,6 +786,15 @@ static void *scheduler_main(void *p) {
             next_expiry = now_ms + 1000;
             pthread_mutex_unlock(&s->mu);
             al_service_expire_approvals(s);
+            pthread_mutex_lock(&s->mu);
+        }
+        /* Idempotency-Keys past their day (at start, then each minute) */
+        if (now_ms >= next_idem_sweep) {
+            next_idem_sweep = now_ms + 60000;
+            pthread_mutex_unlock(&s->mu);
+            al_error ierr = { 0 };
+            if (al_idem_sweep(s->store, &ierr) < 0)
+                al_service_log(s, "idempotency.sweep_failed", json_pack("{s:s}", "error", ierr.msg));
             pthread_mutex_lock(&s->mu);
         }
     }
