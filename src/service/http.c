@@ -94,32 +94,13 @@ static enum MHD_Result reply_doc(struct MHD_Connection *c, unsigned status, json
 
 /* ----------------------------------------------------------- idempotency */
 
-typedef struct header_count {
-    const char *name;
-    unsigned n;
-} header_count;
-
-static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
-    header_count *h = cls;
-    if (key && strcasecmp(key, h->name) == 0)
-        h->n++;
-    return MHD_YES;
-}
-
 /* The request's Idempotency-Key (docs/api.md), bound to SCOPE and the
  * request's body: JSON (hashed in canonical form) or else the bytes RAW.
- * False, with a 400 queued in *RET, when the key is malformed or sent
- * twice (two keys would be two answers to one question). */
+ * False, with a 400 queued in *RET, when it is malformed or sent twice. */
 static bool idem_header(struct MHD_Connection *c, const char *scope, json_t *json, const void *raw, size_t len,
                         al_idem *k, enum MHD_Result *ret) {
-    header_count h = { .name = "Idempotency-Key" };
-    MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &h);
-    const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
     al_error err = { 0 };
-    int r = h.n > 1 ? al_err(&err, "idempotency", EINVAL, "send one Idempotency-Key header, not %u", h.n)
-            : json ? al_idem_init_json(k, key, scope, json, &err)
-                   : al_idem_init(k, key, scope, raw, len, &err);
-    if (r < 0) {
+    if (al_idem_from_request(c, scope, json, raw, len, k, &err) < 0) {
         *ret = reply_error(c, 400, "bad_request", "%s", err.msg);
         return false;
     }

@@ -137,6 +137,11 @@ typedef struct al_idem {
 int al_idem_init(al_idem *ret, const char *key, const char *scope, const void *body, size_t len, al_error *err);
 /* The same, over the canonical JSON (sorted keys, compact) of BODY. */
 int al_idem_init_json(al_idem *ret, const char *key, const char *scope, json_t *body, al_error *err);
+/* The Idempotency-Key header of request C, bound as above (to JSON when not
+ * NULL, else to RAW/LEN); -EINVAL also when the header is sent twice. */
+struct MHD_Connection;
+int al_idem_from_request(struct MHD_Connection *c, const char *scope, json_t *json, const void *raw, size_t len,
+                         al_idem *ret, al_error *err);
 /* What K of P created: 1 and RET_ID when K was used for this same request
  * (KIND "run" or "skill"), 0 never (or expired), -EEXIST for another request. */
 int al_idem_lookup(al_store *st, const al_principal *p, const al_idem *k, const char *kind, char ret_id[40],

@@ -345,3 +345,27 @@ def test_skill_runs_and_uploads_honour_the_key(services):
     assert_error(status, e, "idempotency_conflict", 409)
     t.client.wait_state(c["id"], TERMINAL)
     assert sorted(run_ids(t.client)) == sorted([a["id"], c["id"]])
+
+
+def test_mcp_tools_call_honours_the_key(service):
+    from test_mcp import Mcp, text_of
+    t = gov_tenant(service, "idemm")
+    m = Mcp(service, key=t.key)
+    args = {"language": "python", "code": "import random; print('mcp', random.random())"}
+    k = key()
+    # each attempt has its own JSON-RPC id, as a retrying client sends it
+    first = m.call("code_execution", args, headers={"Idempotency-Key": k})
+    again = m.call("code_execution", args, headers={"Idempotency-Key": k})
+    assert first["isError"] is False and "stdout:\nmcp 0." in text_of(first), first
+    assert text_of(again) == text_of(first), (first, again)
+    assert len(run_ids(t.client)) == 1
+    # without a key, the same call is another run (another random number)
+    other = m.call("code_execution", args)
+    assert text_of(other) != text_of(first)
+    assert len(run_ids(t.client)) == 2
+    refused = m.call("code_execution", {**args, "code": "print(2)"}, headers={"Idempotency-Key": k})
+    assert refused["isError"] is True and "Idempotency-Key" in text_of(refused), refused
+    status, _, doc = m.request("tools/call", {"name": "code_execution", "arguments": args},
+                               accept="application/json", headers={"Idempotency-Key": "x" * 256})
+    assert status == 400 and "Idempotency-Key" in doc["error"]["message"], (status, doc)
+    assert len(run_ids(t.client)) == 2
