@@ -917,6 +917,43 @@ static void recover(al_service *s) {
         al_rm_rf(dir);
     }
     json_decref(lost);
+    /* A run waits for an approval only with its request recorded: one the
+     * service died between the two (or failed to record) would wait for a
+     * decision no one can make. It never ran, so nothing was charged. */
+    json_t *orphans = al_store_query(s->store, &err,
+                                     "SELECT id FROM runs r WHERE state = 'pending_approval' AND NOT EXISTS "
+                                     "(SELECT 1 FROM approval_requests a WHERE a.run_id = r.id)", NULL);
+    for (size_t i = 0; orphans && i < json_array_size(orphans); i++) {
+        const char *id = json_string_value(json_object_get(json_array_get(orphans, i), "id"));
+        if (al_store_exec(s->store, &err,
+                          "UPDATE runs SET state = 'error', error_code = 'lost', error_message = ?, finished_at = ? "
+                          "WHERE id = ? AND state = 'pending_approval'",
+                          "sss", "the service stopped before this run's approval was requested", now, id) <= 0)
+            continue;
+        state_event(s, id, "error");
+        al_service_log(s, "run.lost", json_pack("{s:s, s:s}", "run_id", id, "why", "no approval request"));
+        json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", id);
+        if (rows && json_array_size(rows))
+            al_service_append_event(s, id, "result", al_run_json(s, json_array_get(rows, 0)));
+        json_decref(rows);
+        char dir[PATH_MAX + 64];
+        snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, id);
+        al_rm_rf(dir);
+    }
+    json_decref(orphans);
+    /* A run that ended in error is refunded after its end is written: one
+     * the service died in between (or whose refund failed) is refunded
+     * now. al_credits_refund refunds a charge once, however often asked. */
+    json_t *unpaid = al_store_query(s->store, &err,
+                                    "SELECT r.id FROM runs r JOIN ledger c ON c.run_id = r.id AND c.kind = 'charge' "
+                                    "WHERE r.state = 'error' AND NOT EXISTS "
+                                    "(SELECT 1 FROM ledger f WHERE f.run_id = r.id AND f.kind = 'refund')", NULL);
+    for (size_t i = 0; unpaid && i < json_array_size(unpaid); i++) {
+        const char *id = json_string_value(json_object_get(json_array_get(unpaid, i), "id"));
+        if (al_credits_refund(s, id, &err) < 0)
+            al_service_log(s, "credits.refund_failed", json_pack("{s:s, s:s}", "run_id", id, "error", err.msg));
+    }
+    json_decref(unpaid);
     /* Boxes' cgroups whose uid nobody holds any more are leftovers. */
     al_box_sweep_stale();
     /* Queued runs never started: they wait again, in their order. */

@@ -369,3 +369,71 @@ def test_mcp_tools_call_honours_the_key(service):
                                accept="application/json", headers={"Idempotency-Key": "x" * 256})
     assert status == 400 and "Idempotency-Key" in doc["error"]["message"], (status, doc)
     assert len(run_ids(t.client)) == 2
+
+
+# ------------------------------------------------- the rest of the class: crash windows
+# What a crash between two writes leaves is made here by a trigger that
+# refuses the second write (the same state a kill -9 between them leaves).
+
+
+def sql(svc, *statements):
+    db = sqlite3.connect(str(svc.state / "airlock.db"), timeout=10)
+    try:
+        for st in statements:
+            db.execute(st)
+        db.commit()
+    finally:
+        db.close()
+
+
+def test_a_run_whose_approval_request_was_never_recorded_does_not_wait_forever(services):
+    svc = services.start("orphan")
+    t = gov_tenant(svc, "idemo")
+    _, approver = t.person_in("approver")
+    put_settings(t.client, approval_policy="always")
+    sql(svc, "CREATE TRIGGER no_approval BEFORE INSERT ON approval_requests BEGIN SELECT RAISE(ABORT, 'injected'); END")
+    k = key()
+    body = {"language": "python", "code": "print('never decided')"}
+    status, _, run = post(t.client, body, k)
+    assert status == 201 and run["state"] == "pending_approval", run
+    # the ingredient: no one can decide it, and it would wait forever
+    status, _, doc = approver.request("POST", f"/v1/runs/{run['id']}/approve", json={})
+    assert_error(status, doc, "conflict", 409)
+    svc.kill9()
+    sql(svc, "DROP TRIGGER no_approval")
+    svc.start()
+    ended = t.client.get_run(run["id"])
+    assert ended["state"] == "error" and ended["error"]["code"] == "lost", ended
+    assert ended["finished_at"], ended
+    # its retry is that run, ended; nothing was charged
+    status, _, again = post(t.client, body, k)
+    assert status == 201 and again["id"] == run["id"] and again["state"] == "error", again
+    assert charges(t.client) == {}
+
+
+def test_a_run_ended_in_error_is_refunded_even_across_a_crash(services):
+    svc = services.start("refund")
+    t = gov_tenant(svc, "idemf")
+    put_settings(t.client, price_per_run=6)
+    start = usage(t.client)["balance"]
+    run = t.client.run("import time; print('up', flush=True); time.sleep(60)", wait=False)
+    t.client.wait_state(run["id"], "running", timeout=60)
+    assert charges(t.client) == {run["id"]: {"charge": [6], "refund": []}}
+    svc.kill9()
+    # the restart ends the lost run in error, and its refund does not land:
+    # what a crash between the two writes leaves
+    sql(svc, "CREATE TRIGGER no_refund BEFORE INSERT ON ledger WHEN NEW.kind = 'refund' "
+             "BEGIN SELECT RAISE(ABORT, 'injected'); END")
+    svc.start()
+    assert t.client.get_run(run["id"])["state"] == "error"
+    assert charges(t.client) == {run["id"]: {"charge": [6], "refund": []}}
+    assert usage(t.client)["balance"] == start - 6
+    svc.stop()
+    sql(svc, "DROP TRIGGER no_refund")
+    svc.start()
+    assert charges(t.client) == {run["id"]: {"charge": [6], "refund": [6]}}
+    assert usage(t.client)["balance"] == start
+    # and only once
+    svc.kill9()
+    svc.start()
+    assert charges(t.client) == {run["id"]: {"charge": [6], "refund": [6]}}
