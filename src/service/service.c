@@ -968,6 +968,28 @@ static void recover(al_service *s) {
             finish_canceled_queued(s, json_string_value(json_object_get(r, "id")));
     }
     json_decref(queued);
+    /* A run's inline files are stored before its row is written: a crash
+     * in between left files that belong to no run (and no quota). Nothing
+     * runs yet, so whatever has no row is such a leftover. */
+    DIR *d = opendir(s->runs_dir);
+    struct dirent *de;
+    json_int_t orphaned = 0;
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        json_t *row = al_store_query(s->store, &err, "SELECT id FROM runs WHERE id = ?", "s", de->d_name);
+        if (row && json_array_size(row) == 0) {
+            char dir[PATH_MAX + 300];
+            snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, de->d_name);
+            al_rm_rf(dir);
+            orphaned++;
+        }
+        json_decref(row);
+    }
+    if (d)
+        closedir(d);
+    if (orphaned)
+        al_service_log(s, "run.inputs_orphaned", json_pack("{s:I}", "removed", orphaned));
 }
 
 /* ------------------------------------------------------------------ main */

@@ -437,3 +437,23 @@ def test_a_run_ended_in_error_is_refunded_even_across_a_crash(services):
     svc.kill9()
     svc.start()
     assert charges(t.client) == {run["id"]: {"charge": [6], "refund": [6]}}
+
+
+def test_inputs_stored_for_a_run_never_recorded_are_removed_at_start(services):
+    svc = services.start("inputs", {"max_concurrent": 1})
+    t = gov_tenant(svc, "idemi")
+    put_settings(t.client, approval_policy="always")
+    files = [{"name": "data.txt", "content_base64": base64.b64encode(b"kept for its run").decode()}]
+    status, _, kept = post(t.client, {"language": "python", "code": "print(open('data.txt').read())", "files": files})
+    assert status == 201 and kept["state"] == "pending_approval", kept
+    runs_dir = svc.state / "runs"
+    assert (runs_dir / kept["id"] / "in" / "data.txt").read_bytes() == b"kept for its run"
+    svc.kill9()
+    # what a crash between storing a run's files and recording the run leaves
+    orphan = runs_dir / "run_0000000000orphaned00"
+    (orphan / "in").mkdir(parents=True)
+    (orphan / "in" / "big.bin").write_bytes(b"x" * 100000)
+    svc.start()
+    assert not orphan.exists(), sorted(p.name for p in runs_dir.iterdir())
+    assert (runs_dir / kept["id"] / "in" / "data.txt").read_bytes() == b"kept for its run"
+    assert t.client.get_run(kept["id"])["state"] == "pending_approval"
