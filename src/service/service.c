@@ -933,8 +933,11 @@ static void recover(al_service *s) {
         state_event(s, id, "error");
         al_service_log(s, "run.lost", json_pack("{s:s, s:s}", "run_id", id, "why", "no approval request"));
         json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", id);
-        if (rows && json_array_size(rows))
+        if (rows && json_array_size(rows)) {
             al_service_append_event(s, id, "result", al_run_json(s, json_array_get(rows, 0)));
+            al_governance_audit(s, json_array_get(rows, 0), "tool.call", NULL,
+                                json_pack("{s:s, s:s, s:s}", "invocation_id", id, "state", "error", "error", "lost"));
+        }
         json_decref(rows);
         char dir[PATH_MAX + 64];
         snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, id);

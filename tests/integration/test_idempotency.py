@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 
-from service_util import (TERMINAL, assert_error, gov_tenant, ledger_by_run, put_settings, service,  # noqa: F401
+from service_util import (TERMINAL, assert_error, audit_events, gov_tenant, ledger_by_run, put_settings, service,  # noqa: F401
                           services, usage)  # noqa: F401
 from test_skills import hello_bundle
 
@@ -405,6 +405,8 @@ def test_a_run_whose_approval_request_was_never_recorded_does_not_wait_forever(s
     ended = t.client.get_run(run["id"])
     assert ended["state"] == "error" and ended["error"]["code"] == "lost", ended
     assert ended["finished_at"], ended
+    evs = [e for e in audit_events(t.client, run_id=run["id"]) if e["kind"] == "tool.call"]
+    assert [e["data"]["state"] for e in evs] == ["error"] and evs[0]["data"]["error"] == "lost", evs
     # its retry is that run, ended; nothing was charged
     status, _, again = post(t.client, body, k)
     assert status == 201 and again["id"] == run["id"] and again["state"] == "error", again
