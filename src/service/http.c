@@ -92,24 +92,67 @@ static enum MHD_Result reply_doc(struct MHD_Connection *c, unsigned status, json
     return ret;
 }
 
+/* ----------------------------------------------------------- idempotency */
+
+/* The request's Idempotency-Key (docs/api.md), bound to SCOPE and the
+ * request's body: JSON (hashed in canonical form) or else the bytes RAW.
+ * False, with a 400 queued in *RET, when it is malformed or sent twice. */
+static bool idem_header(struct MHD_Connection *c, const char *scope, json_t *json, const void *raw, size_t len,
+                        al_idem *k, enum MHD_Result *ret) {
+    al_error err = { 0 };
+    if (al_idem_from_request(c, scope, json, raw, len, k, &err) < 0) {
+        *ret = reply_error(c, 400, "bad_request", "%s", err.msg);
+        return false;
+    }
+    return true;
+}
+
+/* reply_doc, saying that the answer is what an earlier request with the
+ * same Idempotency-Key made */
+static enum MHD_Result reply_doc_idem(struct MHD_Connection *c, unsigned status, json_t *doc, const al_idem *k) {
+    if (!k->replayed || !doc || status < 200 || status > 299)
+        return reply_doc(c, status, doc);
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    if (!text)
+        return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    MHD_add_response_header(r, "Idempotent-Replayed", "true");
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 /* ---------------------------------------------------------------- routes */
 
 static json_t *piston_result(json_t *run_json, const char *language, const char *version);
 
 /* POST /v1/runs, and Piston's execute. PISTON: NULL, or {language,
- * version} to answer in Piston's shape. */
+ * version} to answer in Piston's shape. IDEM: NULL, or the Idempotency-Key
+ * that the caller bound to the request it was sent (Piston's). */
 static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const al_principal *p, request *rq,
-                                  const char *const *piston) {
+                                  const char *const *piston, al_idem *idem) {
     json_error_t jerr;
     json_t *body = json_loadb(rq->body ? rq->body : "", rq->len, JSON_REJECT_DUPLICATES, &jerr);
     if (!json_is_object(body)) {
         json_decref(body);
         return reply_error(c, 400, "bad_request", "the body must be a JSON object: %s", jerr.text);
     }
+    /* ?wait and ?timeout_s say how to answer, not what to make: a retry
+     * may wait on the run its first attempt made */
+    al_idem own;
+    enum MHD_Result bad;
+    if (!idem && !idem_header(c, "POST /v1/runs", body, NULL, 0, &own, &bad)) {
+        json_decref(body);
+        return bad;
+    }
+    idem = idem ? idem : &own;
     const char *wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
     const char *ts = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout_s");
     al_run_extra x = { .wait = piston || (wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0)),
-                       .via = piston ? "piston" : "rest" };
+                       .via = piston ? "piston" : "rest", .idem = idem };
     if (wait && !x.wait && strcmp(wait, "false") != 0 && strcmp(wait, "0") != 0) {
         json_decref(body);
         return reply_error(c, 400, "bad_request", "wait must be true or false");
@@ -121,7 +164,7 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
     json_t *doc = NULL;
     unsigned status = al_run_create(s, p, body, &x, &doc);
     json_decref(body);
-    return reply_doc(c, status, status == 200 && piston ? piston_result(doc, piston[0], piston[1]) : doc);
+    return reply_doc_idem(c, status, status == 200 && piston ? piston_result(doc, piston[0], piston[1]) : doc, idem);
 }
 
 /* ?limit=N&cursor=C of a listing newest first; false (and a 400 queued)
@@ -669,6 +712,13 @@ static enum MHD_Result piston(al_service *s, struct MHD_Connection *c, const cha
         json_decref(b);
         return reply_error(c, 400, "bad_request", "the body must be a JSON object: %s", jerr.text);
     }
+    /* the key binds the request as Piston's client sent it */
+    al_idem idem;
+    enum MHD_Result bad;
+    if (!idem_header(c, "POST /piston/api/v2/execute", b, NULL, 0, &idem, &bad)) {
+        json_decref(b);
+        return bad;
+    }
     const char *lang = json_string_value(json_object_get(b, "language"));
     static const struct { const char *alias, *ours; } map[] = {
         { "python", "python" }, { "python3", "python" }, { "py", "python" }, { "py3", "python" },
@@ -732,7 +782,7 @@ static enum MHD_Result piston(al_service *s, struct MHD_Connection *c, const cha
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     request inner = { .body = text, .len = text ? strlen(text) : 0 };
-    enum MHD_Result ret = text ? create_run(s, c, &p, &inner, answer) : MHD_NO;
+    enum MHD_Result ret = text ? create_run(s, c, &p, &inner, answer, &idem) : MHD_NO;
     free(text);
     return ret;
 }
@@ -780,13 +830,21 @@ static enum MHD_Result skill_start(al_service *s, struct MHD_Connection *c, cons
     }
     const char *wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
     bool want_wait = test || (wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0));
+    char scope[160];
+    snprintf(scope, sizeof scope, "POST /v1/skills/%s/%s", name, test ? "test" : "run");
+    al_idem idem;
+    enum MHD_Result bad;
+    if (!idem_header(c, scope, b, NULL, 0, &idem, &bad)) {
+        json_decref(b);
+        return bad;
+    }
     json_t *doc = NULL;
     al_skill_opts o = { .digest = json_string_value(dg), .limits = lim, .network = json_string_value(net),
-                        .via = "rest", .wait = want_wait, .mode = test ? AL_SKILL_TEST : AL_SKILL_RUN };
+                        .via = "rest", .wait = want_wait, .mode = test ? AL_SKILL_TEST : AL_SKILL_RUN, .idem = &idem };
     unsigned st = al_skill_run(s, p, name, json_string_value(ep), json_object_get(b, "args"), json_string_value(thread),
                                &o, &doc);
     json_decref(b);
-    return reply_doc(c, st, doc);
+    return reply_doc_idem(c, st, doc, &idem);
 }
 
 static enum MHD_Result skills_route(al_service *s, struct MHD_Connection *c, const al_principal *p, char seg[6][128],
@@ -797,8 +855,13 @@ static enum MHD_Result skills_route(al_service *s, struct MHD_Connection *c, con
         if (rq->too_large)
             return reply_error(c, 413, "payload_too_large", "the bundle is larger than %llu bytes",
                                (unsigned long long)s->cfg.body_max);
-        st = al_skills_upload(s, p, rq->body, rq->len, &doc);
-        return reply_doc(c, st, doc);
+        al_idem idem;
+        enum MHD_Result bad;
+        /* the key binds the bundle's bytes as sent */
+        if (!idem_header(c, "POST /v1/skills", NULL, rq->body, rq->len, &idem, &bad))
+            return bad;
+        st = al_skills_upload(s, p, rq->body, rq->len, &idem, &doc);
+        return reply_doc_idem(c, st, doc, &idem);
     }
     if (n == 2 && get) {
         st = al_skills_list(s, p, &doc);
@@ -912,7 +975,7 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
         if (post)
             return rq->too_large ? reply_error(c, 413, "payload_too_large", "the body is larger than %llu bytes",
                                                (unsigned long long)s->cfg.body_max)
-                                 : create_run(s, c, &p, rq, NULL);
+                                 : create_run(s, c, &p, rq, NULL, NULL);
         if (get)
             return list_runs(s, c, &p);
         return reply_error(c, 405, "method_not_allowed", "use GET or POST");

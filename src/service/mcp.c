@@ -977,6 +977,21 @@ static enum MHD_Result post(al_mcp *m, al_service *s, struct MHD_Connection *c, 
         json_t *token = json_object_get(json_object_get(params, "_meta"), "progressToken");
         if (token && !json_is_string(token) && !json_is_integer(token))
             token = NULL;
+        /* a retried call with its Idempotency-Key follows the run its first
+         * attempt started; the key binds the tool and its arguments, not
+         * the JSON-RPC id a retry renumbers */
+        char scope[160];
+        snprintf(scope, sizeof scope, "POST /mcp tools/call %.100s", name);
+        json_t *call_args = json_object_get(params, "arguments");
+        json_t *no_args = call_args ? NULL : json_object();
+        al_idem idem;
+        al_error ierr = { 0 };
+        int ir = al_idem_from_request(c, scope, call_args ? call_args : no_args, NULL, 0, &idem, &ierr);
+        json_decref(no_args);
+        if (ir < 0) {
+            ret = send_error(c, 400, id, -32600, "Invalid Request: %s", ierr.msg);
+            goto out;
+        }
         /* a slot first, so a call over the limits starts no run */
         int slot = inflight_take(m, sess.id, p->person_id, id);
         if (slot == -EBUSY) {
@@ -994,7 +1009,7 @@ static enum MHD_Result post(al_mcp *m, al_service *s, struct MHD_Connection *c, 
         }
         al_mcp_call *k = NULL;
         json_t *result = NULL;
-        if (al_mcp_tool_call(s, p, name, json_object_get(params, "arguments"), token, &k, &result) == -ENOENT) {
+        if (al_mcp_tool_call(s, p, name, call_args, token, &idem, &k, &result) == -ENOENT) {
             inflight_del(m, slot);
             ret = send_error(c, 200, id, -32602, "Unknown tool: %.100s", name);
         } else if (result) {

@@ -513,7 +513,7 @@ static int follow_run(al_service *s, const al_principal *p, const char *run_id, 
     return 0;
 }
 
-static int code_execution(al_service *s, const al_principal *p, json_t *args, json_t *progress_token,
+static int code_execution(al_service *s, const al_principal *p, json_t *args, json_t *progress_token, al_idem *idem,
                           al_mcp_call **ret_call, json_t **ret_result) {
     static const char *const keys[] = { "language", "code", "thread", "network", "files", "description", "timeout_s",
                                         "image" };
@@ -568,7 +568,7 @@ static int code_execution(al_service *s, const al_principal *p, json_t *args, js
     }
     char run_id[40];
     json_t *refusal = NULL;
-    static const al_run_extra via_mcp = { .via = "mcp" };
+    al_run_extra via_mcp = { .via = "mcp", .idem = idem };
     int r = start_run(s, p, body, &via_mcp, "code_execution", run_id, &refusal);
     json_decref(body);
     if (r < 0) {
@@ -967,7 +967,7 @@ int al_mcp_resource_read(al_service *s, const al_principal *p, const char *uri, 
 
 /* ---------------------------------------------------------------- skills */
 
-static int run_skill_script(al_service *s, const al_principal *p, json_t *args, json_t *progress_token,
+static int run_skill_script(al_service *s, const al_principal *p, json_t *args, json_t *progress_token, al_idem *idem,
                             al_mcp_call **ret_call, json_t **ret_result) {
     static const char *const keys[] = { "skill", "entrypoint", "arguments", "thread", "network" };
     const char *bad = NULL;
@@ -997,7 +997,7 @@ static int run_skill_script(al_service *s, const al_principal *p, json_t *args, 
         *ret_result = tool_error("network must be a policy string, as code_execution takes it.");
         return 0;
     }
-    al_skill_opts o = { .network = json_string_value(net), .via = "mcp", .mode = AL_SKILL_RUN };
+    al_skill_opts o = { .network = json_string_value(net), .via = "mcp", .mode = AL_SKILL_RUN, .idem = idem };
     unsigned st = al_skill_run(s, p, skill, entrypoint, json_is_object(a) ? a : empty, json_string_value(thread), &o,
                                &doc);
     json_decref(empty);
@@ -1022,7 +1022,7 @@ static int run_skill_script(al_service *s, const al_principal *p, json_t *args, 
 /* ------------------------------------------------------------------ call */
 
 int al_mcp_tool_call(al_service *s, const al_principal *p, const char *name, json_t *args, json_t *progress_token,
-                     al_mcp_call **ret_call, json_t **ret_result) {
+                     al_idem *idem, al_mcp_call **ret_call, json_t **ret_result) {
     *ret_call = NULL;
     *ret_result = NULL;
     json_t *empty = NULL;
@@ -1032,13 +1032,13 @@ int al_mcp_tool_call(al_service *s, const al_principal *p, const char *name, jso
     if (!json_is_object(args))
         *ret_result = tool_error("arguments must be an object");
     else if (strcmp(name, "code_execution") == 0)
-        r = code_execution(s, p, args, progress_token, ret_call, ret_result);
+        r = code_execution(s, p, args, progress_token, idem, ret_call, ret_result);
     else if (strcmp(name, "list_artifacts") == 0)
         *ret_result = list_artifacts(s, p, args);
     else if (strcmp(name, "read_artifact") == 0)
         *ret_result = read_artifact(s, p, args);
     else if (strcmp(name, "run_skill_script") == 0) {
-        r = run_skill_script(s, p, args, progress_token, ret_call, ret_result);
+        r = run_skill_script(s, p, args, progress_token, idem, ret_call, ret_result);
     } else
         r = -ENOENT;
     json_decref(empty);

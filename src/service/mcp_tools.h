@@ -21,10 +21,12 @@ typedef struct al_mcp_call al_mcp_call;
 /*
  * tools/call of NAME with ARGS. -ENOENT: no such tool (a protocol error).
  * Otherwise 0 and either *RET_RESULT (a CallToolResult, done) or *RET_CALL
- * (a run was started: step it until it gives the result).
+ * (a run was started: step it until it gives the result). IDEM (may be
+ * NULL): the request's Idempotency-Key; a retry with it follows the run
+ * the first attempt started.
  */
 int al_mcp_tool_call(al_service *s, const al_principal *p, const char *name, json_t *args, json_t *progress_token,
-                     al_mcp_call **ret_call, json_t **ret_result);
+                     al_idem *idem, al_mcp_call **ret_call, json_t **ret_result);
 
 /*
  * Wait at most WAIT_S for news of the call's run. Appends the JSON-RPC

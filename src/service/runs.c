@@ -168,6 +168,62 @@ static unsigned run_error(json_t **ret, unsigned status, const char *code, const
     return status;
 }
 
+/* The answer about run RUN_ID of P, just made or found by its
+ * Idempotency-Key: 201 and the run, or with X->wait 200 once it has ended
+ * (or the wait ran out). */
+static unsigned run_answer(al_service *s, const al_principal *p, const char *run_id, const al_run_extra *x,
+                           json_t **ret_doc) {
+    json_t *row = al_run_load(s, p, run_id);
+    if (row && x->wait) {
+        uint64_t secs = x->wait_secs;
+        if (!secs) {
+            /* the run's timeout + 30 s */
+            json_t *lim = al_row_json(row, "limits");
+            secs = (uint64_t)json_integer_value(json_object_get(lim, "timeout_s")) + 30;
+            json_decref(lim);
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += (time_t)secs;
+        for (;;) {
+            json_decref(row);
+            uint64_t gen = al_service_event_gen(s);
+            row = al_run_load(s, p, run_id);
+            if (!row || al_run_state_terminal(json_string_value(json_object_get(row, "state"))))
+                break;
+            if (!al_service_wait_event(s, gen, &until)) {
+                json_decref(row);
+                row = al_run_load(s, p, run_id);
+                break;
+            }
+        }
+    }
+    if (!row)
+        return run_error(ret_doc, 500, "internal", "run vanished");
+    *ret_doc = al_run_json(s, row);
+    json_decref(row);
+    return x->wait ? 200 : 201;
+}
+
+/* A request with an Idempotency-Key that an earlier request of P used: 0
+ * when none did (go on and create), else the status of the answer (the
+ * run that request made, or 409 when it was another request). */
+unsigned al_run_replay(al_service *s, const al_principal *p, const al_run_extra *x, json_t **ret_doc) {
+    al_error err = { 0 };
+    char run_id[40];
+    if (!x->idem || !x->idem->key[0])
+        return 0;
+    int r = al_idem_lookup(s->store, p, x->idem, "run", run_id, &err);
+    if (r == 0)
+        return 0;
+    if (r == -EEXIST)
+        return run_error(ret_doc, 409, "idempotency_conflict", "%s", err.msg);
+    if (r < 0)
+        return run_error(ret_doc, 500, "internal", "idempotency key: %s", err.msg);
+    x->idem->replayed = true;
+    return run_answer(s, p, run_id, x, ret_doc);
+}
+
 unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const al_run_extra *extra, json_t **ret_doc) {
     al_error err = { 0 };
     static const al_run_extra none = { 0 };
@@ -176,7 +232,12 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     *ret_doc = NULL;
     if (!json_is_object(body))
         return run_error(ret_doc, 400, "bad_request", "the body must be a JSON object");
-    unsigned ret;
+    /* a retry of a request that made its run gets that run, before any
+     * check that could answer otherwise now (credits spent, queue full) */
+    bool idem = ex->idem && ex->idem->key[0];
+    unsigned ret = idem ? al_run_replay(s, p, ex, ret_doc) : 0;
+    if (ret)
+        return ret;
     json_t *settings = NULL;
     settings = al_settings_load(s, p->workspace_id);
     /* the IAM decision: is code execution a tool this workspace may call? */
@@ -488,7 +549,15 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     const char *policy = json_string_value(json_object_get(settings, "approval_policy"));
     /* code execution is risk "high": high_risk asks for approval as always does */
     bool needs_approval = strcmp(policy, "always") == 0 || strcmp(policy, "high_risk") == 0;
-    int n = al_store_exec(s->store, &err,
+    /* the run and its Idempotency-Key in one transaction: a crash leaves
+     * both or neither, and of two concurrent requests with one key only
+     * the first records a run */
+    int n = al_store_begin(s->store, &err), taken = 0;
+    bool began = n >= 0;
+    if (n >= 0 && idem)
+        n = taken = al_idem_record(s->store, p, ex->idem, "run", run_id, &err);
+    if (n >= 0)
+        n = al_store_exec(s->store, &err,
                           "INSERT INTO runs (id, org_id, workspace_id, person_id, thread_id, language, code, description, "
                           "network, limits, inputs, state, created_at, price, image) "
                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -497,10 +566,20 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
                           net_spec,
                           limits_text, inputs_text, needs_approval ? "pending_approval" : "queued", now, price,
                           image_ref[0] ? image_ref : NULL);
+    if (n >= 0)
+        n = al_store_commit(s->store, &err);
+    else if (began)
+        al_store_rollback(s->store);
     free(limits_text);
     free(inputs_text);
     if (n < 0) {
         al_rm_rf(dir);
+        if (taken == -EEXIST) {
+            /* the same key's other request recorded its run meanwhile */
+            ret = al_run_replay(s, p, ex, ret_doc);
+            if (ret)
+                goto out;
+        }
         ret = run_error(ret_doc, 500, "internal", "cannot record the run: %s", err.msg);
         goto out;
     }
@@ -536,42 +615,16 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         if (al_service_enqueue(s, run_id, p->person_id, (int)json_number_value(json_object_get(settings, "concurrency"))) < 0) {
             json_decref(run_row);
             al_service_cancel(s, run_id);
+            /* nothing ran: a retry with the key is a new attempt, not this
+             * canceled run */
+            if (idem)
+                al_idem_forget(s->store, p, ex->idem, run_id, &err);
             ret = run_error(ret_doc, 429, "queue_full", "the run queue is full; retry later");
             goto out;
         }
     }
     json_decref(run_row);
-    if (ex->wait) {
-        uint64_t secs = ex->wait_secs ? ex->wait_secs : (uint64_t)v[0] + 30;
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += (time_t)secs;
-        json_t *row = NULL;
-        for (;;) {
-            json_decref(row);
-            uint64_t gen = al_service_event_gen(s);
-            row = al_run_load(s, p, run_id);
-            if (!row || al_run_state_terminal(json_string_value(json_object_get(row, "state"))))
-                break;
-            if (!al_service_wait_event(s, gen, &until)) {
-                json_decref(row);
-                row = al_run_load(s, p, run_id);
-                break;
-            }
-        }
-        if (row) {
-            *ret_doc = al_run_json(s, row);
-            ret = 200;
-        } else {
-            ret = run_error(ret_doc, 500, "internal", "run vanished");
-        }
-        json_decref(row);
-        goto out;
-    }
-    json_t *row = al_run_load(s, p, run_id);
-    *ret_doc = al_run_json(s, row);
-    ret = 201;
-    json_decref(row);
+    ret = run_answer(s, p, run_id, ex, ret_doc);
 out:
     json_decref(settings);
     return ret;

@@ -721,7 +721,7 @@ static int person_active(al_service *s, const char *person_id) {
 
 static void *scheduler_main(void *p) {
     al_service *s = p;
-    uint64_t next_expiry = 0;
+    uint64_t next_expiry = 0, next_idem_sweep = 0;
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
         bool started = false;
@@ -797,6 +797,15 @@ static void *scheduler_main(void *p) {
             next_expiry = now_ms + 1000;
             pthread_mutex_unlock(&s->mu);
             al_service_expire_approvals(s);
+            pthread_mutex_lock(&s->mu);
+        }
+        /* Idempotency-Keys past their day (at start, then each minute) */
+        if (now_ms >= next_idem_sweep) {
+            next_idem_sweep = now_ms + 60000;
+            pthread_mutex_unlock(&s->mu);
+            al_error ierr = { 0 };
+            if (al_idem_sweep(s->store, &ierr) < 0)
+                al_service_log(s, "idempotency.sweep_failed", json_pack("{s:s}", "error", ierr.msg));
             pthread_mutex_lock(&s->mu);
         }
     }
@@ -919,6 +928,46 @@ static void recover(al_service *s) {
         al_rm_rf(dir);
     }
     json_decref(lost);
+    /* A run waits for an approval only with its request recorded: one the
+     * service died between the two (or failed to record) would wait for a
+     * decision no one can make. It never ran, so nothing was charged. */
+    json_t *orphans = al_store_query(s->store, &err,
+                                     "SELECT id FROM runs r WHERE state = 'pending_approval' AND NOT EXISTS "
+                                     "(SELECT 1 FROM approval_requests a WHERE a.run_id = r.id)", NULL);
+    for (size_t i = 0; orphans && i < json_array_size(orphans); i++) {
+        const char *id = json_string_value(json_object_get(json_array_get(orphans, i), "id"));
+        if (al_store_exec(s->store, &err,
+                          "UPDATE runs SET state = 'error', error_code = 'lost', error_message = ?, finished_at = ? "
+                          "WHERE id = ? AND state = 'pending_approval'",
+                          "sss", "the service stopped before this run's approval was requested", now, id) <= 0)
+            continue;
+        state_event(s, id, "error");
+        al_service_log(s, "run.lost", json_pack("{s:s, s:s}", "run_id", id, "why", "no approval request"));
+        json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", id);
+        if (rows && json_array_size(rows)) {
+            al_service_append_event(s, id, "result", al_run_json(s, json_array_get(rows, 0)));
+            al_governance_audit(s, json_array_get(rows, 0), "tool.call", NULL,
+                                json_pack("{s:s, s:s, s:s}", "invocation_id", id, "state", "error", "error", "lost"));
+        }
+        json_decref(rows);
+        char dir[PATH_MAX + 64];
+        snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, id);
+        al_rm_rf(dir);
+    }
+    json_decref(orphans);
+    /* A run that ended in error is refunded after its end is written: one
+     * the service died in between (or whose refund failed) is refunded
+     * now. al_credits_refund refunds a charge once, however often asked. */
+    json_t *unpaid = al_store_query(s->store, &err,
+                                    "SELECT r.id FROM runs r JOIN ledger c ON c.run_id = r.id AND c.kind = 'charge' "
+                                    "WHERE r.state = 'error' AND NOT EXISTS "
+                                    "(SELECT 1 FROM ledger f WHERE f.run_id = r.id AND f.kind = 'refund')", NULL);
+    for (size_t i = 0; unpaid && i < json_array_size(unpaid); i++) {
+        const char *id = json_string_value(json_object_get(json_array_get(unpaid, i), "id"));
+        if (al_credits_refund(s, id, &err) < 0)
+            al_service_log(s, "credits.refund_failed", json_pack("{s:s, s:s}", "run_id", id, "error", err.msg));
+    }
+    json_decref(unpaid);
     /* Boxes' cgroups whose uid nobody holds any more are leftovers. */
     al_box_sweep_stale();
     /* Queued runs never started: they wait again, in their order. */
@@ -933,6 +982,28 @@ static void recover(al_service *s) {
             finish_canceled_queued(s, json_string_value(json_object_get(r, "id")));
     }
     json_decref(queued);
+    /* A run's inline files are stored before its row is written: a crash
+     * in between left files that belong to no run (and no quota). Nothing
+     * runs yet, so whatever has no row is such a leftover. */
+    DIR *d = opendir(s->runs_dir);
+    struct dirent *de;
+    json_int_t orphaned = 0;
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        json_t *row = al_store_query(s->store, &err, "SELECT id FROM runs WHERE id = ?", "s", de->d_name);
+        if (row && json_array_size(row) == 0) {
+            char dir[PATH_MAX + 300];
+            snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, de->d_name);
+            al_rm_rf(dir);
+            orphaned++;
+        }
+        json_decref(row);
+    }
+    if (d)
+        closedir(d);
+    if (orphaned)
+        al_service_log(s, "run.inputs_orphaned", json_pack("{s:I}", "removed", orphaned));
 }
 
 /* ------------------------------------------------------------------ main */

@@ -131,6 +131,38 @@ int al_service_decide(al_service *s, json_t *run, const char *person_id, bool ap
                       const char *reason, al_error *err);
 void al_service_expire_approvals(al_service *s);
 
+/* idempotency.c: the Idempotency-Key of a creating POST (docs/api.md) */
+#define AL_IDEM_KEY_MAX 255
+#define AL_IDEM_TTL_S (24 * 3600)     /* how long a key is kept: at least a day */
+typedef struct al_idem {
+    char key[AL_IDEM_KEY_MAX + 1];    /* "": the request had none */
+    char hash[65];                    /* sha256 of the request's route and canonical body */
+    bool replayed;                    /* out: answered with what an earlier request created */
+} al_idem;
+/* Bind KEY (a header's value; NULL: none) to the request SCOPE ("POST
+ * /v1/runs") with the bytes BODY. 0 no key, 1 a key, -EINVAL a bad key. */
+int al_idem_init(al_idem *ret, const char *key, const char *scope, const void *body, size_t len, al_error *err);
+/* The same, over the canonical JSON (sorted keys, compact) of BODY. */
+int al_idem_init_json(al_idem *ret, const char *key, const char *scope, json_t *body, al_error *err);
+/* The Idempotency-Key header of request C, bound as above (to JSON when not
+ * NULL, else to RAW/LEN); -EINVAL also when the header is sent twice. */
+struct MHD_Connection;
+int al_idem_from_request(struct MHD_Connection *c, const char *scope, json_t *json, const void *raw, size_t len,
+                         al_idem *ret, al_error *err);
+/* What K of P created: 1 and RET_ID when K was used for this same request
+ * (KIND "run" or "skill"), 0 never (or expired), -EEXIST for another request. */
+int al_idem_lookup(al_store *st, const al_principal *p, const al_idem *k, const char *kind, char ret_id[40],
+                   al_error *err);
+/* In the caller's transaction, with what it creates: K of P made RESOURCE_ID.
+ * -EEXIST: the key is taken (a concurrent request got there first). */
+int al_idem_record(al_store *st, const al_principal *p, const al_idem *k, const char *kind, const char *resource_id,
+                   al_error *err);
+/* Forget K of P again, if it still names RESOURCE_ID (what it made was
+ * undone before anything ran: a retry is a new attempt). */
+int al_idem_forget(al_store *st, const al_principal *p, const al_idem *k, const char *resource_id, al_error *err);
+/* Forget the keys past their time; how many, or -errno. */
+int al_idem_sweep(al_store *st, al_error *err);
+
 /* http.c */
 typedef struct al_http al_http;
 
@@ -142,6 +174,7 @@ typedef struct al_run_extra {
     bool wait;                    /* answer when the run has ended */
     uint64_t wait_secs;           /* 0: the run's timeout + 30 s */
     const char *via;              /* the interface: "rest" (NULL), "piston", "mcp"; audited */
+    al_idem *idem;                /* the request's Idempotency-Key, or NULL */
 } al_run_extra;
 
 /* Create a run from BODY (the JSON of POST /v1/runs) for P: validation,
@@ -149,6 +182,10 @@ typedef struct al_run_extra {
  * status and the document to answer (the run object, or {"error": ...});
  * *RET_DOC is always set. X may be NULL. */
 unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const al_run_extra *x, json_t **ret_doc);
+/* When X's Idempotency-Key was used by an earlier request of P: the
+ * status and document of the answer (the run it made, waited on with
+ * X->wait; 409 for another request). 0: go on and create. */
+unsigned al_run_replay(al_service *s, const al_principal *p, const al_run_extra *x, json_t **ret_doc);
 /* Cancel run ID of P's workspace: withdrawn while it waits for approval,
  * taken off the queue, or killed. 1 done, 0 it had ended, -ENOENT no such run. */
 int al_run_cancel(al_service *s, const al_principal *p, const char *id);

@@ -435,11 +435,43 @@ void al_skills_free(al_service *s) {
     pthread_mutex_destroy(&s->skills_mu);
 }
 
-static unsigned upload_locked(al_service *s, const al_principal *p, const char *tmp, int fd, json_t **ret);
+static unsigned upload_locked(al_service *s, const al_principal *p, const char *tmp, int fd, al_idem *idem, json_t **ret);
 
-unsigned al_skills_upload(al_service *s, const al_principal *p, const void *body, size_t len, json_t **ret) {
+/* An upload whose Idempotency-Key an earlier upload of P used: 0 none did,
+ * else the answer (the version it recorded, or 409). */
+static unsigned upload_replay(al_service *s, const al_principal *p, al_idem *k, json_t **ret) {
+    al_error err = { 0 };
+    char id[40];
+    int r = k && k->key[0] ? al_idem_lookup(s->store, p, k, "skill", id, &err) : 0;
+    if (r == 0)
+        return 0;
+    if (r == -EEXIST) {
+        *ret = error_doc("idempotency_conflict", "%s", err.msg);
+        return 409;
+    }
+    if (r < 0)
+        return fail(ret, 500, "internal", err.msg);
+    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM skills WHERE id = ? AND workspace_id = ?", "ss", id,
+                                  p->workspace_id);
+    json_t *doc = rows && json_array_size(rows) ? row_json(json_array_get(rows, 0)) : NULL;
+    json_decref(rows);
+    if (!doc) {
+        *ret = error_doc("idempotency_conflict", "the skill version that this Idempotency-Key uploaded has been deleted "
+                                                 "since: upload it again with a new key");
+        return 409;
+    }
+    k->replayed = true;
+    *ret = doc;
+    return 200;
+}
+
+unsigned al_skills_upload(al_service *s, const al_principal *p, const void *body, size_t len, al_idem *idem,
+                          json_t **ret) {
     if (len == 0)
         return fail(ret, 400, "bad_request", "the body must be the bundle: a tar or tar.gz archive with skill.json at its top");
+    unsigned replay = upload_replay(s, p, idem, ret);
+    if (replay)
+        return replay;
     char tmp[PATH_MAX + 64];
     _cleanup_close_ int fd = -1;
     al_error err = { 0 };
@@ -452,12 +484,12 @@ unsigned al_skills_upload(al_service *s, const al_principal *p, const void *body
         return err.err == EFBIG || err.err == E2BIG ? 413 : 400;
     }
     pthread_mutex_lock(&s->skills_mu);
-    unsigned st = upload_locked(s, p, tmp, fd, ret);
+    unsigned st = upload_locked(s, p, tmp, fd, idem, ret);
     pthread_mutex_unlock(&s->skills_mu);
     return st;
 }
 
-static unsigned upload_locked(al_service *s, const al_principal *p, const char *tmp, int fd, json_t **ret) {
+static unsigned upload_locked(al_service *s, const al_principal *p, const char *tmp, int fd, al_idem *idem, json_t **ret) {
     json_t *m = NULL;
     char digest[72];
     int64_t bytes = 0;
@@ -504,17 +536,37 @@ static unsigned upload_locked(al_service *s, const al_principal *p, const char *
     al_store_new_id("skl", id, sizeof id);
     al_store_now(now, sizeof now);
     char *mtext = json_dumps(m, JSON_COMPACT);
-    /* the same bundle uploaded again is the same version: one row */
-    int n = al_store_exec(s->store, &err,
+    /* the same bundle uploaded again is the same version: one row; and the
+     * upload's Idempotency-Key with it, in one transaction */
+    int n = al_store_begin(s->store, &err), taken = 0;
+    bool began = n >= 0;
+    if (n >= 0)
+        n = al_store_exec(s->store, &err,
                           "INSERT OR IGNORE INTO skills (id, org_id, workspace_id, name, version, digest, manifest, state, "
                           "uploaded_by, created_at, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, 'uploaded', ?, ?, ?)",
                           "sssssssssi", id, p->org_id, p->workspace_id, name,
                           json_string_value(json_object_get(m, "version")), digest, mtext ? mtext : "{}", p->person_id, now,
                           (int64_t)bytes);
+    int inserted = n;
+    if (n >= 0 && idem && idem->key[0]) {
+        json_t *row = al_store_query(s->store, &err, "SELECT id FROM skills WHERE workspace_id = ? AND name = ? AND digest = ?",
+                                     "sss", p->workspace_id, name, digest);
+        const char *sid = json_string_value(json_object_get(json_array_get(row, 0), "id"));
+        n = taken = sid ? al_idem_record(s->store, p, idem, "skill", sid, &err) : -EIO;
+        json_decref(row);
+    }
+    if (n >= 0)
+        n = al_store_commit(s->store, &err);
+    else if (began)
+        al_store_rollback(s->store);
     free(mtext);
     json_decref(m);
-    if (n < 0)
-        return fail(ret, 500, "internal", err.msg);
+    if (n < 0) {
+        unsigned st = taken == -EEXIST ? upload_replay(s, p, idem, ret) : 0;
+        gc_locked(s, NULL, &err); /* a bundle stored for a row that was not made */
+        return st ? st : fail(ret, 500, "internal", err.msg);
+    }
+    n = inserted;
     al_audit_append(s->store, p->org_id, p->workspace_id, "skill.uploaded", p->person_id, NULL,
                     json_pack("{s:s, s:s, s:b}", "skill", name, "digest", digest, "new", n > 0), &err);
     json_t *rows = al_store_query(s->store, &err, "SELECT * FROM skills WHERE workspace_id = ? AND name = ? AND digest = ?",
@@ -707,12 +759,17 @@ unsigned al_skill_run(al_service *s, const al_principal *p, const char *name, co
         return fail(ret, 400, "bad_request", "skill must be a skill's name (1-64 characters of a-z 0-9 -)");
     if (!entrypoint || !*entrypoint)
         return fail(ret, 400, "bad_request", "entrypoint is required: the name of one of the skill's entrypoints");
+    /* a retry gets its first attempt's run, whatever became of the skill */
+    al_run_extra rx = { .wait = opt->wait, .idem = opt->idem };
+    unsigned st = al_run_replay(s, p, &rx, ret);
+    if (st)
+        return st;
     json_t *m = NULL;
     char dg[80];
     /* pinned from the lookup until the run's row exists (or, waiting, has
      * ended): a delete meanwhile cannot take the bundle from under it */
     pthread_mutex_lock(&s->skills_mu);
-    unsigned st = resolve(s, p, name, digest, mode, &m, dg, ret);
+    st = resolve(s, p, name, digest, mode, &m, dg, ret);
     if (st == 0)
         pin(s, dg, 1);
     pthread_mutex_unlock(&s->skills_mu);
@@ -787,7 +844,8 @@ static unsigned run_resolved(al_service *s, const al_principal *p, const char *n
     json_t *skill = json_pack("{s:s, s:O, s:s, s:s, s:O, s:s}", "name", name, "version", json_object_get(m, "version"),
                               "digest", dg, "entrypoint", entrypoint, "script", json_object_get(ep, "script"), "mode",
                               mode == AL_SKILL_TEST ? "test" : "run");
-    al_run_extra x = { .tool = "run_skill_script", .skill = skill, .args_json = args_text, .wait = opt->wait, .via = opt->via };
+    al_run_extra x = { .tool = "run_skill_script", .skill = skill, .args_json = args_text, .wait = opt->wait, .via = opt->via,
+                       .idem = opt->idem };
     st = al_run_create(s, p, body, &x, ret);
     if (st == 400 && strstr(json_string_value(json_object_get(json_object_get(*ret, "error"), "message")) ?: "", "image")) {
         /* say which skill needs what */

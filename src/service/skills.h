@@ -72,6 +72,7 @@ int al_skill_copy_dir(int rootfd, const char *path, al_error *err);
 
 typedef struct al_service al_service;
 typedef struct al_principal al_principal;
+struct al_idem;
 
 /* Load the bundled skills (every subdirectory of SKILLS_DIR holding a
  * skill.json) into the store by digest. A bundled skill that does not
@@ -98,7 +99,9 @@ typedef enum al_skill_mode {
  * AL_SKILL_TEST mode; LIMITS is the `limits` object of POST /v1/runs;
  * NETWORK its `network` policy (NULL: the workspace's default); VIA the
  * interface the call came through, for the audit; WAIT: return when the
- * run has ended (or the run's timeout + 30 s passed).
+ * run has ended (or the run's timeout + 30 s passed). IDEM: a retry with
+ * the key of an earlier request gets that request's run (even if the skill
+ * has changed since), another request with it 409.
  *
  * Returns an HTTP status and sets *RET_DOC (always, owned by the caller):
  *   201  started (200 with WAIT: ended); the run object, with "skill"
@@ -116,13 +119,17 @@ typedef struct al_skill_opts {
     const char *via;              /* "rest", "mcp" */
     bool wait;
     al_skill_mode mode;
+    struct al_idem *idem;         /* the request's Idempotency-Key, or NULL */
 } al_skill_opts;
 
 unsigned al_skill_run(al_service *s, const al_principal *p, const char *name, const char *entrypoint, json_t *args,
                       const char *thread_id, const al_skill_opts *o, json_t **ret_doc);
 
 /* The HTTP side of the other routes; each returns a status and a document. */
-unsigned al_skills_upload(al_service *s, const al_principal *p, const void *body, size_t len, json_t **ret_doc);
+/* IDEM (may be NULL): the upload's Idempotency-Key; a retry with it gets
+ * the version its first attempt recorded (200), another bundle 409. */
+unsigned al_skills_upload(al_service *s, const al_principal *p, const void *body, size_t len, struct al_idem *idem,
+                          json_t **ret_doc);
 unsigned al_skills_list(al_service *s, const al_principal *p, json_t **ret_doc);
 unsigned al_skills_get(al_service *s, const al_principal *p, const char *name, json_t **ret_doc);
 unsigned al_skills_promote(al_service *s, const al_principal *p, const char *name, const char *digest,

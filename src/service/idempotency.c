@@ -1,0 +1,145 @@
+/*
+ * Idempotency-Key of the creating POSTs (docs/api.md "Idempotent
+ * requests"). A client that lost the answer to a request (a daemon killed
+ * after it accepted a run, a dropped connection) sends the request again
+ * with the same key and gets what the first one created, never a second
+ * run it would pay for twice.
+ *
+ * A key is a person's: (person, key) is the primary key of its row, so
+ * another person's same key is unrelated. It is bound to the request by a
+ * hash of the route and the canonical body, so the same key with another
+ * request is refused (409) rather than answered with something the client
+ * did not ask for. Its row is written in the transaction that records what
+ * was created (al_idem_record inside the caller's BEGIN ... COMMIT): a crash
+ * leaves both or neither. Rows are kept AL_IDEM_TTL_S and then swept.
+ */
+#include <microhttpd.h>
+#include <nettle/sha2.h>
+#include <string.h>
+#include <strings.h>
+
+#include "service.h"
+
+int al_idem_init(al_idem *ret, const char *key, const char *scope, const void *body, size_t len, al_error *err) {
+    memset(ret, 0, sizeof *ret);
+    if (!key)
+        return 0;
+    size_t n = strlen(key);
+    if (n == 0 || n > AL_IDEM_KEY_MAX)
+        return al_err(err, "idempotency", EINVAL, "Idempotency-Key must be 1 to %d characters", AL_IDEM_KEY_MAX);
+    /* printable ASCII: what a header carries unambiguously, and what a log
+     * or an error message can show as it is */
+    for (size_t i = 0; i < n; i++)
+        if (key[i] < 0x20 || key[i] > 0x7e)
+            return al_err(err, "idempotency", EINVAL, "Idempotency-Key must be printable ASCII (0x20-0x7e)");
+    memcpy(ret->key, key, n + 1);
+    struct sha256_ctx c;
+    uint8_t d[SHA256_DIGEST_SIZE];
+    sha256_init(&c);
+    /* the scope and the body, separated by a byte no scope holds */
+    sha256_update(&c, strlen(scope), (const uint8_t *)scope);
+    sha256_update(&c, 1, (const uint8_t *)"\0");
+    sha256_update(&c, len, body ? (const uint8_t *)body : (const uint8_t *)"");
+    sha256_digest(&c, sizeof d, d);
+    for (size_t i = 0; i < sizeof d; i++)
+        snprintf(ret->hash + 2 * i, 3, "%02x", d[i]);
+    return 1;
+}
+
+int al_idem_init_json(al_idem *ret, const char *key, const char *scope, json_t *body, al_error *err) {
+    memset(ret, 0, sizeof *ret);
+    if (!key)
+        return 0;
+    /* the canonical form: sorted keys, no whitespace, so that the same
+     * request sent again by another client library hashes the same */
+    char *text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    if (!text)
+        return al_err(err, "idempotency", ENOMEM, "cannot hash the request");
+    int r = al_idem_init(ret, key, scope, text, strlen(text), err);
+    free(text);
+    return r;
+}
+
+typedef struct header_count {
+    const char *name;
+    unsigned n;
+} header_count;
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    header_count *h = cls;
+    if (key && strcasecmp(key, h->name) == 0)
+        h->n++;
+    return MHD_YES;
+}
+
+int al_idem_from_request(struct MHD_Connection *c, const char *scope, json_t *json, const void *raw, size_t len,
+                         al_idem *ret, al_error *err) {
+    memset(ret, 0, sizeof *ret);
+    /* two keys would be two answers to one question */
+    header_count h = { .name = "Idempotency-Key" };
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &h);
+    if (h.n > 1)
+        return al_err(err, "idempotency", EINVAL, "send one Idempotency-Key header, not %u", h.n);
+    const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
+    return json ? al_idem_init_json(ret, key, scope, json, err) : al_idem_init(ret, key, scope, raw, len, err);
+}
+
+int al_idem_lookup(al_store *st, const al_principal *p, const al_idem *k, const char *kind, char ret_id[40],
+                   al_error *err) {
+    char now[40];
+    al_store_now(now, sizeof now);
+    json_t *rows = al_store_query(st, err,
+                                  "SELECT request_hash, kind, resource_id FROM idempotency_keys "
+                                  "WHERE person_id = ? AND key = ? AND expires_at > ?",
+                                  "sss", p->person_id, k->key, now);
+    if (!rows)
+        return -EIO;
+    json_t *row = json_array_get(rows, 0);
+    int r = 0;
+    if (row) {
+        const char *hash = json_string_value(json_object_get(row, "request_hash"));
+        const char *was = json_string_value(json_object_get(row, "kind"));
+        const char *id = json_string_value(json_object_get(row, "resource_id"));
+        if (!hash || strcmp(hash, k->hash) != 0 || !was || strcmp(was, kind) != 0)
+            r = al_err(err, "idempotency", EEXIST,
+                       "this Idempotency-Key was used for another request (other body or route) in the last %d hours: "
+                       "use a new key for a new request",
+                       AL_IDEM_TTL_S / 3600);
+        else if (!id || strlen(id) >= 40)
+            r = al_err(err, "idempotency", EIO, "a stored idempotency key is malformed");
+        else {
+            snprintf(ret_id, 40, "%s", id);
+            r = 1;
+        }
+    }
+    json_decref(rows);
+    return r;
+}
+
+int al_idem_record(al_store *st, const al_principal *p, const al_idem *k, const char *kind, const char *resource_id,
+                   al_error *err) {
+    char now[40], expires[40];
+    al_store_now(now, sizeof now);
+    al_rfc3339_after(AL_IDEM_TTL_S, expires, sizeof expires);
+    /* a row past its time that the sweep has not reached yet is gone */
+    int r = al_store_exec(st, err, "DELETE FROM idempotency_keys WHERE person_id = ? AND key = ? AND expires_at <= ?", "sss",
+                          p->person_id, k->key, now);
+    if (r < 0)
+        return r;
+    r = al_store_exec(st, err,
+                      "INSERT INTO idempotency_keys (person_id, key, request_hash, kind, resource_id, created_at, expires_at) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                      "sssssss", p->person_id, k->key, k->hash, kind, resource_id, now, expires);
+    return r < 0 ? r : 0;
+}
+
+int al_idem_forget(al_store *st, const al_principal *p, const al_idem *k, const char *resource_id, al_error *err) {
+    return al_store_exec(st, err, "DELETE FROM idempotency_keys WHERE person_id = ? AND key = ? AND resource_id = ?", "sss",
+                         p->person_id, k->key, resource_id);
+}
+
+int al_idem_sweep(al_store *st, al_error *err) {
+    char now[40];
+    al_store_now(now, sizeof now);
+    return al_store_exec(st, err, "DELETE FROM idempotency_keys WHERE expires_at <= ?", "s", now);
+}
