@@ -29,12 +29,15 @@ bool al_network_mode_allowed(json_t *allowed, al_net_mode mode) {
 }
 
 static json_t *defaults(al_service *s) {
-    return json_pack("{s:s, s:[s, s, s], s:s, s:i, s:i, s:i, s:f, s:i, s:s, s:i, s:i, s:[s, s], s:[]}", "driver",
+    json_t *d = json_pack("{s:s, s:[s, s, s], s:s, s:i, s:i, s:i, s:f, s:i, s:s, s:i, s:i, s:[s, s], s:[]}", "driver",
                      s->driver->name, "network_allowed", "offline", "packages", "hosts",
                      "network", "offline", "timeout_s", 60 < s->cfg.max_timeout_s ? 60 : s->cfg.max_timeout_s,
                      "max_timeout_s", s->cfg.max_timeout_s, "memory_mb", 512, "cpus", 0.5, "concurrency",
                      s->cfg.per_person, "approval_policy", "never", "approval_ttl_s", 3600, "price_per_run", 2, "tools",
                      tool_names[0], tool_names[1], "dlp_patterns");
+    /* separation of duties: a requester does not decide their own run */
+    json_object_set_new(d, "allow_self_approval", json_false());
+    return d;
 }
 
 json_t *al_settings_load(al_service *s, const char *ws_id) {
@@ -168,6 +171,9 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
             static const char *const p[] = { "never", "always", "high_risk" };
             if (!in_list(json_string_value(v), p, 3))
                 r = al_err(err, "settings", EINVAL, "approval_policy must be never, always or high_risk");
+        } else if (strcmp(key, "allow_self_approval") == 0) {
+            if (!json_is_boolean(v))
+                r = al_err(err, "settings", EINVAL, "allow_self_approval must be true or false");
         } else if (strcmp(key, "approval_ttl_s") == 0) {
             r = num_in(v, 1, 7 * 86400, key, err);
         } else if (strcmp(key, "price_per_run") == 0) {

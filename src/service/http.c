@@ -375,7 +375,12 @@ static enum MHD_Result metrics(al_service *s, struct MHD_Connection *c) {
 
 /* ------------------------------------------------------------ governance */
 
+/* An optional JSON object body: none at all reads as {}, but a body cut at
+ * the cap (too_large, nothing kept) is never read as empty: the caller
+ * answers 413 first. NULL: malformed (400). */
 static json_t *body_object(request *rq) {
+    if (rq->too_large)
+        return NULL;
     if (!rq->body || rq->len == 0)
         return json_object();
     return json_loadb(rq->body, rq->len, JSON_REJECT_DUPLICATES, NULL);
@@ -394,6 +399,13 @@ static enum MHD_Result decide(al_service *s, struct MHD_Connection *c, const al_
         json_decref(row);
         return reply_error(c, 403, "forbidden", "only admins and approvers may decide approvals");
     }
+    /* a body past the cap was not kept: reading it as {} would skip the
+     * hash the approver sent */
+    if (rq->too_large) {
+        json_decref(row);
+        return reply_error(c, 413, "payload_too_large", "the body is larger than %llu bytes",
+                           (unsigned long long)s->cfg.body_max);
+    }
     json_t *b = body_object(rq);
     if (!json_is_object(b)) {
         json_decref(b);
@@ -411,6 +423,8 @@ static enum MHD_Result decide(al_service *s, struct MHD_Connection *c, const al_
     int r = al_service_decide(s, row, p->person_id, approve, json_string_value(hash), json_string_value(reason), &err);
     json_decref(b);
     json_decref(row);
+    if (r == -EPERM)
+        return reply_error(c, 403, "separation_of_duties", "%s", err.msg);
     if (r == -ENOENT)
         return reply_error(c, 409, "conflict", "%s", err.msg);
     if (r == -EEXIST || r == -ESTALE)
@@ -454,13 +468,21 @@ static enum MHD_Result put_settings(al_service *s, struct MHD_Connection *c, con
     }
     al_error err = { 0 };
     json_t *eff = NULL;
+    json_t *before = al_settings_load(s, p->workspace_id);
+    bool self_before = json_is_true(json_object_get(before, "allow_self_approval"));
+    json_decref(before);
     int r = al_settings_put(s, p->workspace_id, b, &eff, &err);
     json_decref(b);
     if (r < 0)
         return reply_error(c, r == -EINVAL ? 400 : 500, r == -EINVAL ? "bad_request" : "internal", "%s", err.msg);
+    bool self_after = json_is_true(json_object_get(eff, "allow_self_approval"));
     json_decref(eff);
     al_audit_append(s->store, p->org_id, p->workspace_id, "settings.changed", p->person_id, NULL,
                     json_pack("{s:s}", "by", p->person_id), &err);
+    /* relaxing (or restoring) separation of duties is its own event */
+    if (self_before != self_after)
+        al_audit_append(s->store, p->org_id, p->workspace_id, "settings.self_approval_changed", p->person_id, NULL,
+                        json_pack("{s:s, s:b, s:b}", "by", p->person_id, "from", self_before, "to", self_after), &err);
     return reply_json(c, 200, settings_json(s, p->workspace_id));
 }
 
@@ -665,7 +687,7 @@ static enum MHD_Result piston(al_service *s, struct MHD_Connection *c, const cha
     if (rq->too_large)
         return reply_error(c, 413, "payload_too_large", "the body is too large");
     json_error_t jerr;
-    json_t *b = json_loadb(rq->body ? rq->body : "", rq->len, 0, &jerr);
+    json_t *b = json_loadb(rq->body ? rq->body : "", rq->len, JSON_REJECT_DUPLICATES, &jerr);
     if (!json_is_object(b)) {
         json_decref(b);
         return reply_error(c, 400, "bad_request", "the body must be a JSON object: %s", jerr.text);
@@ -686,6 +708,22 @@ static enum MHD_Result piston(al_service *s, struct MHD_Connection *c, const cha
         json_decref(b);
         return reply_error(c, 400, "bad_request", "want language (python, javascript, bash) and files[0].content");
     }
+    /* a field of the wrong type, or a file without a name or content, is
+     * refused: silently dropped, it would run something other than what
+     * was sent (and shown to an approver) */
+    json_t *stdin_v = json_object_get(b, "stdin"), *args_v = json_object_get(b, "args");
+    json_t *rt = json_object_get(b, "run_timeout"), *rm = json_object_get(b, "run_memory_limit");
+    bool shape_ok = (!stdin_v || json_is_null(stdin_v) || json_is_string(stdin_v)) &&
+                    (!args_v || json_is_null(args_v) || json_is_array(args_v)) &&
+                    (!rt || json_is_null(rt) || json_is_number(rt)) && (!rm || json_is_null(rm) || json_is_number(rm));
+    for (size_t i = 1; shape_ok && i < json_array_size(files); i++)
+        shape_ok = json_is_string(json_object_get(json_array_get(files, i), "name")) &&
+                   json_is_string(json_object_get(json_array_get(files, i), "content"));
+    if (!shape_ok) {
+        json_decref(b);
+        return reply_error(c, 400, "bad_request", "want files[] of {name, content} strings (files[0] the script), "
+                                                  "stdin a string, args an array, run_timeout and run_memory_limit numbers");
+    }
     /* our run: files[0] is the script; the others go to /work by name */
     json_t *body = json_pack("{s:s, s:O, s:[]}", "language", ours, "code", json_object_get(json_array_get(files, 0), "content"),
                              "files");
@@ -693,23 +731,23 @@ static enum MHD_Result piston(al_service *s, struct MHD_Connection *c, const cha
         json_t *f = json_array_get(files, i);
         const char *name = json_string_value(json_object_get(f, "name"));
         const char *content = json_string_value(json_object_get(f, "content"));
-        if (!name || !content)
-            continue;
         size_t n = json_string_length(json_object_get(f, "content"));
         char *b64 = malloc(BASE64_ENCODE_RAW_LENGTH(n) + 1);
-        if (!b64)
-            continue;
+        if (!b64) {
+            json_decref(body);
+            json_decref(b);
+            return reply_error(c, 500, "internal", "out of memory");
+        }
         base64_encode_raw(b64, n, (const uint8_t *)content);
         b64[BASE64_ENCODE_RAW_LENGTH(n)] = '\0';
         json_array_append_new(json_object_get(body, "files"), json_pack("{s:s, s:s}", "name", name, "content_base64", b64));
         free(b64);
     }
-    if (json_is_string(json_object_get(b, "stdin")))
-        json_object_set(body, "stdin", json_object_get(b, "stdin"));
-    if (json_is_array(json_object_get(b, "args")))
-        json_object_set(body, "args", json_object_get(b, "args"));
+    if (json_is_string(stdin_v))
+        json_object_set(body, "stdin", stdin_v);
+    if (json_is_array(args_v))
+        json_object_set(body, "args", args_v);
     json_t *limits = json_object();
-    json_t *rt = json_object_get(b, "run_timeout"), *rm = json_object_get(b, "run_memory_limit");
     if (json_is_number(rt) && json_number_value(rt) > 0)
         json_object_set_new(limits, "timeout_s", json_integer((json_int_t)((json_number_value(rt) + 999) / 1000)));
     if (json_is_number(rm) && json_number_value(rm) > 0)
@@ -825,7 +863,7 @@ static enum MHD_Result skills_route(al_service *s, struct MHD_Connection *c, con
         /* a body cut at the cap must not read as empty (promote the newest) */
         if (rq->too_large)
             return reply_error(c, 413, "payload_too_large", "the body is too large");
-        json_t *b = rq->len ? json_loadb(rq->body, rq->len, 0, NULL) : json_object();
+        json_t *b = body_object(rq);
         json_t *dg = json_object_get(b, "digest");
         if (!json_is_object(b) || (dg && !json_is_string(dg))) {
             json_decref(b);

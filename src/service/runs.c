@@ -585,21 +585,10 @@ int al_run_cancel(al_service *s, const al_principal *p, const char *id) {
     const char *st = json_string_value(json_object_get(row, "state"));
     bool ended = al_run_state_terminal(st), pending = st && strcmp(st, "pending_approval") == 0;
     json_decref(row);
-    if (pending) {
-        /* withdrawn before anyone decided */
-        char now[40];
-        al_store_now(now, sizeof now);
-        al_store_exec(s->store, &err, "UPDATE approval_requests SET decision = 'canceled', decided_at = ? "
-                                      "WHERE run_id = ? AND decision IS NULL", "ss", now, id);
-        al_store_exec(s->store, &err, "UPDATE runs SET state = 'canceled', error_code = 'canceled', "
-                                      "error_message = 'canceled while waiting for approval', finished_at = ? "
-                                      "WHERE id = ? AND state = 'pending_approval'", "ss", now, id);
-        al_service_append_event(s, id, "state", json_pack("{s:s}", "state", "canceled"));
-        row = al_run_load(s, p, id);
-        al_service_append_event(s, id, "result", al_run_json(s, row));
-        json_decref(row);
+    /* withdrawn before anyone decided: the withdrawal and a decision are
+     * one transaction each, so only one of them lands; one that lost to an
+     * approval cancels the run that is now queued, like any other */
+    if (pending && al_service_withdraw(s, id, p->person_id, &err) > 0)
         return 1;
-    }
     return ended ? 0 : al_service_cancel(s, id);
 }
-

@@ -119,10 +119,19 @@ void al_approval_hash(json_t *run, char out[65]);
 void al_rfc3339_after(int64_t secs, char *buf, size_t len);
 bool al_rfc3339_valid(const char *t);
 int al_governance_audit(al_service *s, json_t *run, const char *kind, const char *person_id, json_t *data);
-/* service.c: an approver's decision; -EEXIST decided already, -ESTALE hash differs */
+/* service.c: an approver's decision; -EEXIST decided already (or expired,
+ * withdrawn), -ESTALE hash differs, -EPERM the requester deciding their own */
 int al_service_decide(al_service *s, json_t *run, const char *person_id, bool approve, const char *hash,
                       const char *reason, al_error *err);
 void al_service_expire_approvals(al_service *s);
+/* Close run ID's open approval with DECISION and move the run out of
+ * pending_approval (to "queued", or ended in RUN_STATE) in one transaction;
+ * 1 won, 0 something else decided first. */
+int al_service_close_approval(al_service *s, const char *id, const char *decision, const char *by, const char *reason,
+                              const char *not_after, const char *run_state, const char *ecode, const char *emsg,
+                              al_error *err);
+/* A pending run withdrawn by PERSON_ID: 1 canceled, 0 it was decided first. */
+int al_service_withdraw(al_service *s, const char *id, const char *person_id, al_error *err);
 
 /* http.c */
 typedef struct al_http al_http;
