@@ -97,29 +97,40 @@ static int mkdirs_for(const char *base, const char *rel) {
     return 0;
 }
 
-int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, json_t *artifact_ids,
-                       const char *dir, al_error *err) {
+json_t *al_artifacts_select(al_service *s, const char *ws_id, const char *thread_id, json_t *artifact_ids, al_error *err) {
     json_t *rows = json_array();
     if (thread_id) {
         json_t *t = al_store_query(s->store, err,
-                                   "SELECT path, sha256 FROM artifacts a WHERE workspace_id = ? AND thread_key = ? "
+                                   "SELECT id, path, version, size, sha256 FROM artifacts a WHERE workspace_id = ? AND thread_key = ? "
                                    "AND version = (SELECT MAX(version) FROM artifacts b WHERE b.workspace_id = a.workspace_id "
-                                   "AND b.thread_key = a.thread_key AND b.path = a.path)",
+                                   "AND b.thread_key = a.thread_key AND b.path = a.path) ORDER BY path",
                                    "ss", ws_id, thread_id);
         if (!t) {
             json_decref(rows);
-            return -EIO;
+            return NULL;
         }
         json_array_extend(rows, t);
         json_decref(t);
     }
     for (size_t i = 0; i < json_array_size(artifact_ids); i++) {
-        json_t *t = al_store_query(s->store, err, "SELECT path, sha256 FROM artifacts WHERE workspace_id = ? AND id = ?",
+        json_t *t = al_store_query(s->store, err,
+                                   "SELECT id, path, version, size, sha256 FROM artifacts WHERE workspace_id = ? AND id = ?",
                                    "ss", ws_id, json_string_value(json_array_get(artifact_ids, i)));
-        if (t)
-            json_array_extend(rows, t);
+        if (!t) {
+            json_decref(rows);
+            return NULL;
+        }
+        json_array_extend(rows, t);
         json_decref(t);
     }
+    return rows;
+}
+
+int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, json_t *artifact_ids,
+                       const char *dir, al_error *err) {
+    json_t *rows = al_artifacts_select(s, ws_id, thread_id, artifact_ids, err);
+    if (!rows)
+        return -EIO;
     int staged = 0;
     if (json_array_size(rows) && mkdir(dir, 0755) < 0 && errno != EEXIST) {
         json_decref(rows);

@@ -606,6 +606,41 @@ static enum MHD_Result trace(al_service *s, struct MHD_Connection *c, const al_p
     return doc ? reply_json(c, 200, doc) : reply_error(c, 500, "internal", "cannot build the trace");
 }
 
+/* GET /v1/runs/{id}/inputs/{stdin|N}: the bytes of one input of a run of
+ * this workspace (an approval card's inputs[].url), while the run holds
+ * them (until it ends). */
+static enum MHD_Result run_input(al_service *s, struct MHD_Connection *c, const al_principal *p, const char *id,
+                                 const char *which) {
+    json_t *row = al_run_load(s, p, id);
+    if (!row)
+        return reply_error(c, 404, "not_found", "no run %s", id);
+    bool ended = al_run_state_terminal(json_string_value(json_object_get(row, "state")));
+    json_decref(row);
+    al_error err = { 0 };
+    int fd = -1;
+    uint64_t size = 0;
+    char *name = NULL;
+    int r = ended ? -ENOENT : al_run_input_open(s, id, which, &fd, &size, &name, &err);
+    if (r == -ENOENT)
+        return ended ? reply_error(c, 410, "gone", "run %s has ended: its inputs are not kept", id)
+                     : reply_error(c, 404, "not_found", "%s", err.msg);
+    if (r < 0)
+        return reply_error(c, 500, "internal", "%s", err.msg);
+    free(name);
+    struct MHD_Response *resp = MHD_create_response_from_fd64(size, fd);
+    if (!resp) {
+        close(fd);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
+    MHD_add_response_header(resp, "Content-Disposition", "attachment");
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, "Cache-Control", "no-store");
+    enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
 /* ---------------------------------------------------------------- piston */
 
 /* Piston's public API (GET /api/v2/runtimes, POST /api/v2/execute), served
@@ -969,6 +1004,8 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
             return run_events(s, c, &p, seg[2]);
         if (n == 4 && strcmp(seg[3], "trace") == 0 && get)
             return trace(s, c, &p, seg[2]);
+        if (n == 5 && strcmp(seg[3], "inputs") == 0 && get)
+            return run_input(s, c, &p, seg[2], seg[4]);
         if (n == 4 && (strcmp(seg[3], "approve") == 0 || strcmp(seg[3], "deny") == 0) && post)
             return decide(s, c, &p, seg[2], seg[3][0] == 'a', rq);
         if (n == 4 && strcmp(seg[3], "cancel") == 0 && post) {

@@ -483,11 +483,30 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         json_object_set(inputs, "skill", ex->skill);
     /* which interface the call came through, for the audit at its end */
     json_object_set_new(inputs, "via", json_string(ex->via ? ex->via : "rest"));
-    char *inputs_text = json_dumps(inputs, JSON_COMPACT);
-    json_decref(inputs);
     const char *policy = json_string_value(json_object_get(settings, "approval_policy"));
     /* code execution is risk "high": high_risk asks for approval as always does */
     bool needs_approval = strcmp(policy, "always") == 0 || strcmp(policy, "high_risk") == 0;
+    if (needs_approval) {
+        /* the thread's documents as they are now are what the approver sees
+         * and what the run gets: pinned, so a version the thread gains
+         * before the run starts is not staged in its place */
+        char *pre_text = json_dumps(inputs, JSON_COMPACT);
+        json_t *pre = json_pack("{s:s, s:s?, s:s}", "workspace_id", p->workspace_id, "thread_id",
+                                json_string_value(thread), "inputs", pre_text ? pre_text : "{}");
+        free(pre_text);
+        json_t *docs = pre ? al_approval_documents(s, pre, &err) : NULL;
+        json_decref(pre);
+        if (!docs) {
+            json_decref(inputs);
+            free(limits_text);
+            al_rm_rf(dir);
+            ret = run_error(ret_doc, 500, "internal", "cannot read the thread's documents: %s", err.msg);
+            goto out;
+        }
+        json_object_set_new(inputs, "documents", docs);
+    }
+    char *inputs_text = json_dumps(inputs, JSON_COMPACT);
+    json_decref(inputs);
     int n = al_store_exec(s->store, &err,
                           "INSERT INTO runs (id, org_id, workspace_id, person_id, thread_id, language, code, description, "
                           "network, limits, inputs, state, created_at, price, image) "
@@ -505,8 +524,21 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         goto out;
     }
     json_t *run_row = al_run_load(s, p, run_id);
-    char in_hash[65];
-    al_approval_hash(run_row, in_hash);
+    char in_hash[65] = "";
+    json_t *manifest = NULL;
+    if (needs_approval) {
+        /* the card binds everything the box will hold, read back as stored */
+        manifest = run_row ? al_approval_manifest(s, run_row, &err) : NULL;
+        if (!manifest) {
+            al_store_exec(s->store, &err, "UPDATE runs SET state = 'error', error_code = 'inputs', error_message = ?, "
+                                          "finished_at = ? WHERE id = ?", "sss", "its inputs could not be read back for the approval card", now, run_id);
+            json_decref(run_row);
+            al_rm_rf(dir);
+            ret = run_error(ret_doc, 500, "internal", "cannot read back the run's inputs for its approval card: %s", err.msg);
+            goto out;
+        }
+        al_approval_hash(run_row, manifest, in_hash);
+    }
     al_governance_audit(s, run_row, "capability.invoke_allowed", NULL,
                         json_pack("{s:s, s:s, s:s, s:s}", "tool", tool, "language", language, "approval",
                                   needs_approval ? "required" : "not required", "via", ex->via ? ex->via : "rest"));
@@ -521,12 +553,28 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
                                  json_object_get(run_row, "description"), "hash", in_hash, "requested_at", now,
                                  "expires_at", expires);
         json_decref(rj);
+        /* what goes in the box besides the code: names, sizes and sha256,
+         * each with the URL of its bytes */
+        json_object_set_new(card, "inputs", al_approval_card_inputs(run_id, manifest));
         char *card_text = json_dumps(card, JSON_COMPACT);
-        al_store_exec(s->store, &err,
-                      "INSERT INTO approval_requests (id, run_id, org_id, workspace_id, hash, card, requested_at, expires_at) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                      "ssssssss", apid, run_id, p->org_id, p->workspace_id, in_hash, card_text, now, expires);
+        int ins = card_text ? al_store_exec(s->store, &err,
+                                            "INSERT INTO approval_requests (id, run_id, org_id, workspace_id, hash, card, "
+                                            "requested_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                            "ssssssss", apid, run_id, p->org_id, p->workspace_id, in_hash, card_text, now,
+                                            expires)
+                            : -ENOMEM;
         free(card_text);
+        if (ins < 0) {
+            /* a run waiting for a card no one can see would wait forever */
+            al_store_exec(s->store, &err, "UPDATE runs SET state = 'error', error_code = 'approval', error_message = ?, "
+                                          "finished_at = ? WHERE id = ?", "sss", "its approval card could not be recorded", now, run_id);
+            json_decref(card);
+            json_decref(manifest);
+            json_decref(run_row);
+            al_rm_rf(dir);
+            ret = run_error(ret_doc, 500, "internal", "cannot record the approval card: %s", err.msg);
+            goto out;
+        }
         al_governance_audit(s, run_row, "approval.requested", NULL,
                             json_pack("{s:s, s:s, s:s}", "approval_id", apid, "hash", in_hash, "expires_at", expires));
         al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "pending_approval"));
@@ -540,6 +588,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
             goto out;
         }
     }
+    json_decref(manifest);
     json_decref(run_row);
     if (ex->wait) {
         uint64_t secs = ex->wait_secs ? ex->wait_secs : (uint64_t)v[0] + 30;

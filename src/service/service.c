@@ -298,9 +298,17 @@ static json_t *job_for(al_service *s, json_t *run, const char *dir, al_error *er
         closedir(d);
     }
     json_t *arts = json_loads(json_string_value(json_object_get(run, "inputs")), 0, NULL);
+    /* a run whose documents were pinned at request time (its approval card
+     * names them) gets exactly those versions, not the thread's latest */
+    json_t *pinned = json_object_get(arts, "documents");
+    json_t *pinned_ids = json_is_array(pinned) ? json_array() : NULL;
+    size_t pi;
+    json_t *pd;
+    json_array_foreach(pinned, pi, pd) json_array_append(pinned_ids, json_object_get(pd, "id"));
     int r = al_artifacts_stage(s, json_string_value(json_object_get(run, "workspace_id")),
-                               json_string_value(json_object_get(run, "thread_id")),
-                               json_object_get(arts, "artifacts"), docs, err);
+                               pinned_ids ? NULL : json_string_value(json_object_get(run, "thread_id")),
+                               pinned_ids ? pinned_ids : json_object_get(arts, "artifacts"), docs, err);
+    json_decref(pinned_ids);
     json_decref(arts);
     if (r < 0) {
         json_decref(limits);
@@ -571,18 +579,29 @@ static void *runner_main(void *p) {
         for (int i = 0; i < 2; i++)
             streams[i].dlp = dlp;
     }
-    /* an approved run runs exactly what was approved */
+    /* an approved run runs exactly what was approved: the code and every
+     * input, read again now (files and stdin as stored, the pinned
+     * documents as the store has them), hashed as the card was. A store
+     * that cannot say whether there was an approval refuses. */
     json_t *appr = al_store_query(s->store, &err, "SELECT hash, decision FROM approval_requests WHERE run_id = ?", "s",
                                   a->run_id);
-    if (appr && json_array_size(appr)) {
-        char h[65];
-        al_approval_hash(run, h);
+    if (!appr) {
+        ecode = "approval";
+        emsg = "cannot read the run's approval";
+        goto finish;
+    }
+    if (json_array_size(appr)) {
+        char h[65] = "";
+        json_t *manifest = al_approval_manifest(s, run, &err);
+        if (manifest)
+            al_approval_hash(run, manifest, h);
+        json_decref(manifest);
         json_t *ar = json_array_get(appr, 0);
         const char *dec = json_string_value(json_object_get(ar, "decision"));
-        if (!dec || strcmp(dec, "approved") != 0 || strcmp(h, json_string_value(json_object_get(ar, "hash"))) != 0) {
+        if (!h[0] || !dec || strcmp(dec, "approved") != 0 || strcmp(h, json_string_value(json_object_get(ar, "hash"))) != 0) {
             json_decref(appr);
             ecode = "approval";
-            emsg = "the run differs from what was approved";
+            emsg = "the run differs from what was approved (its code or inputs changed)";
             goto finish;
         }
     }

@@ -87,6 +87,10 @@ bool al_service_wait_event(al_service *s, uint64_t gen, const struct timespec *u
 void al_service_log(al_service *s, const char *event, json_t *fields);
 
 /* artifacts.c */
+/* The artifact rows ({id, path, version, size, sha256}) a run of THREAD_ID
+ * with ARTIFACT_IDS gets in /work/documents, in staging order (a later row
+ * of the same path wins); NULL on a store error. */
+json_t *al_artifacts_select(al_service *s, const char *ws_id, const char *thread_id, json_t *artifact_ids, al_error *err);
 int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, json_t *artifact_ids,
                        const char *dir, al_error *err);
 int al_artifacts_ingest(al_service *s, json_t *run, const char *out_dir, json_t *result, json_t **ret_published,
@@ -115,7 +119,24 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
 int al_credits_charge(al_service *s, const char *run_id, al_error *err);
 int al_credits_refund(al_service *s, const char *run_id, al_error *err);
 int64_t al_credits_balance(al_service *s, const char *org_id);
-void al_approval_hash(json_t *run, char out[65]);
+/* What a run puts in its box besides its code, as it is now: {files: [{name,
+ * size, sha256}] (the run's inline files as stored, by name), stdin: {size,
+ * sha256} or null, args, artifacts (the ids asked for), documents: [{id, path,
+ * version, size, sha256}] as they will be staged (the pinned versions of
+ * inputs.documents when the run has them), skill}. NULL on an error. */
+json_t *al_approval_manifest(al_service *s, json_t *run, al_error *err);
+/* The documents RUN would get if it started now, one row per path, for
+ * pinning at request time (inputs.documents). */
+json_t *al_approval_documents(al_service *s, json_t *run, al_error *err);
+/* sha256 of the canonical JSON of RUN's code, language, network, limits,
+ * runtime and MANIFEST: what an approval binds. */
+void al_approval_hash(json_t *run, json_t *manifest, char out[65]);
+/* The card's view of MANIFEST: the same, each input with the URL of its bytes. */
+json_t *al_approval_card_inputs(const char *run_id, json_t *manifest);
+/* An fd (O_RDONLY) on run RUN_ID's stored input WHICH: "stdin", or the
+ * decimal index of a file of the manifest; its size and name. -ENOENT gone. */
+int al_run_input_open(al_service *s, const char *run_id, const char *which, int *ret_fd, uint64_t *ret_size,
+                      char **ret_name, al_error *err);
 void al_rfc3339_after(int64_t secs, char *buf, size_t len);
 bool al_rfc3339_valid(const char *t);
 int al_governance_audit(al_service *s, json_t *run, const char *kind, const char *person_id, json_t *data);

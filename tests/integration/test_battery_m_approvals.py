@@ -209,3 +209,151 @@ def test_cancel_racing_approval_tells_the_truth(ws):
             seen["approve_won"] += 1
     print("race outcomes", seen)
     assert sum(seen.values()) == pairs, seen
+
+
+# ---------------------------------------------------------------- the card binds every input
+
+SHADOW = b"def dumps(obj, **kw):\n    return 'SHADOWED-' + 'BY-FILES'\n"
+USES_JSON = "import json\nprint(json.dumps({'a': 1}))\n"
+
+
+def raw_get(client, path):
+    """GET PATH; (status, bytes) however the answer is typed."""
+    status, _, doc = client.request("GET", path)
+    return status, doc if isinstance(doc, (bytes, bytearray)) else json.dumps(doc).encode()
+
+
+def test_a_shadowing_file_is_on_the_card_and_bound(service, ws):
+    """A `json.py` in `files` replaces the stdlib module the approved code imports
+    (/work is first on Python's path). The card must show it (name, size, sha256,
+    the bytes one request away) and the hash must bind it: the same code without
+    it is another card, and one card's hash does not approve the other."""
+    # the ingredient: without approval, the file really replaces json
+    plain = gov_tenant(service, "mjsonctl")
+    ran = plain.client.run(USES_JSON, files=[{"name": "json.py", "content_base64": b64(SHADOW)}])
+    assert ran["state"] == "succeeded" and ran["result"]["stdout"] == "SHADOWED-BY-FILES\n", ran
+    ran = plain.client.run(USES_JSON)
+    assert ran["result"]["stdout"] == '{"a": 1}\n', ran
+
+    benign = pending(ws.member, USES_JSON)
+    attack = pending(ws.member, USES_JSON, files=[{"name": "json.py", "content_base64": b64(SHADOW)}])
+    assert benign["approval"]["code"] == attack["approval"]["code"]
+    assert attack["approval"]["hash"] != benign["approval"]["hash"], \
+        "the approval hash covers the code only: a shadowing json.py is not bound"
+    inputs = attack["approval"].get("inputs")
+    assert isinstance(inputs, dict), f"the card shows no inputs: {attack['approval']}"
+    files = inputs["files"]
+    assert [(f["name"], f["size"], f["sha256"]) for f in files] == [("json.py", len(SHADOW), sha(SHADOW))], files
+    assert benign["approval"]["inputs"]["files"] == []
+    # the bytes, one request away, for this workspace only
+    status, got = raw_get(ws.approver, files[0]["url"])
+    assert status == 200 and got == SHADOW, (status, got)
+    other = gov_tenant(service, "mjsonother")
+    status, _, doc = other.client.request("GET", files[0]["url"])
+    assert_error(status, doc, "not_found", 404)
+    # the benign card's hash does not approve the attack
+    status, _, doc = ws.approver.request("POST", f"/v1/runs/{attack['id']}/approve",
+                                         json={"hash": benign["approval"]["hash"]})
+    assert_error(status, doc, "conflict", 409)
+    # approved with its own card, it runs exactly what the card showed
+    status, _, doc = ws.approver.request("POST", f"/v1/runs/{attack['id']}/approve",
+                                         json={"hash": attack["approval"]["hash"]})
+    assert status == 200, (status, doc)
+    done = ws.member.wait_state(attack["id"], GOV_TERMINAL)
+    assert done["state"] == "succeeded" and done["result"]["stdout"] == "SHADOWED-BY-FILES\n", done
+    # its inputs are not kept once it has ended
+    status, _ = raw_get(ws.approver, files[0]["url"])
+    assert status == 410, status
+    ws.approver.request("POST", f"/v1/runs/{benign['id']}/deny", json={"reason": "cleanup"})
+
+
+def test_stdin_args_and_artifacts_are_on_the_card_and_bound(service, ws):
+    code = "import sys\nprint(sys.argv[1:], sys.stdin.read())\n"
+    base = pending(ws.member, code)
+    with_stdin = pending(ws.member, code, stdin="hello")
+    with_args = pending(ws.member, code, args=["--x", "y"])
+    hashes = {base["approval"]["hash"], with_stdin["approval"]["hash"], with_args["approval"]["hash"]}
+    assert len(hashes) == 3, "stdin and args are not bound by the approval hash"
+    st = with_stdin["approval"]["inputs"]["stdin"]
+    assert st["size"] == 5 and st["sha256"] == sha(b"hello"), st
+    status, got = raw_get(ws.approver, st["url"])
+    assert status == 200 and got == b"hello", (status, got)
+    assert with_args["approval"]["inputs"]["args"] == ["--x", "y"]
+    assert base["approval"]["inputs"]["stdin"] is None and base["approval"]["inputs"]["args"] is None
+    # an artifact passed by id is listed with its hash (and a link to its bytes)
+    put_settings(ws.client, approval_policy="never")
+    try:
+        made = ws.member.run("open('/out/data.csv', 'w').write('a,b\\n1,2\\n')")
+    finally:
+        put_settings(ws.client, approval_policy="always")
+    art = made["artifacts"][0]
+    with_art = pending(ws.member, code, artifacts=[art["id"]])
+    assert with_art["approval"]["hash"] != base["approval"]["hash"]
+    inputs = with_art["approval"]["inputs"]
+    assert inputs["artifacts"] == [art["id"]], inputs
+    assert [(d["id"], d["path"], d["sha256"], d["size"]) for d in inputs["documents"]] == [
+        (art["id"], "data.csv", sha(b"a,b\n1,2\n"), 8)], inputs
+    status, got = raw_get(ws.approver, inputs["documents"][0]["url"])
+    assert status == 200 and got == b"a,b\n1,2\n", (status, got)
+    for r in (base, with_stdin, with_args, with_art):
+        ws.approver.request("POST", f"/v1/runs/{r['id']}/deny", json={"reason": "cleanup"})
+
+
+READ_DOC = "print(open('/work/documents/doc.txt').read())"
+
+
+def test_thread_document_changed_after_approval_is_not_staged(services):
+    """The card shows the thread's documents as they are at request time, and the run gets
+    exactly those: a new version the thread gains between the approval and the start
+    (here while the run waits for its requester's slot) is not what it reads."""
+    svc = services.start("mthread", {"max_concurrent": 4, "per_person_concurrency": 1})
+    t = gov_tenant(svc, "mthr")
+    _, approver = t.person_in("approver")
+    _, member = t.person_in("member")
+    thread = "th-" + uuid.uuid4().hex[:8]
+    v1 = member.run("open('/out/doc.txt', 'w').write('version-1')", thread_id=thread)
+    assert v1["state"] == "succeeded" and v1["artifacts"], v1
+    busy = member.run("import time; print('up', flush=True); time.sleep(120)", wait=False)
+    member.wait_state(busy["id"], "running", timeout=30)
+    put_settings(t.client, approval_policy="always")
+    run = pending(member, READ_DOC, thread_id=thread)
+    status, _, doc = approver.request("POST", f"/v1/runs/{run['id']}/approve", json={"hash": run["approval"]["hash"]})
+    assert status == 200, (status, doc)
+    assert member.get_run(run["id"])["state"] == "queued"   # the member's one slot is busy
+    # the thread gains version 2 while the approved run waits
+    put_settings(t.client, approval_policy="never")
+    v2 = approver.run("open('/out/doc.txt', 'w').write('version-2')", thread_id=thread)
+    assert v2["state"] == "succeeded", v2
+    # the ingredient: a run of the thread now reads version 2
+    now = approver.run(READ_DOC, thread_id=thread)
+    assert now["result"]["stdout"] == "version-2\n", now
+    assert member.get_run(run["id"])["state"] == "queued"
+    status, _, doc = member.cancel(busy["id"])
+    assert status == 202, (status, doc)
+    done = member.wait_state(run["id"], GOV_TERMINAL, timeout=60)
+    out = json.dumps(done.get("result"))
+    assert "version-2" not in out, f"the approved run read a version no one approved: {done}"
+    # the approved version is what it got, and what its card showed
+    assert done["state"] == "succeeded" and done["result"]["stdout"] == "version-1\n", done
+    docs = run["approval"].get("inputs", {}).get("documents")
+    assert [(d["path"], d["sha256"]) for d in docs or []] == [("doc.txt", sha(b"version-1"))], run["approval"]
+
+
+def test_an_input_changed_on_disk_after_approval_does_not_run(services):
+    """The binding is checked again before the box starts: a stored input altered after
+    the approval (while the run waits for a slot) makes the run refuse, not run it."""
+    svc = services.start("mdisk", {"max_concurrent": 2, "per_person_concurrency": 1})
+    t = gov_tenant(svc, "mdisk")
+    _, approver = t.person_in("approver")
+    busy = t.client.run("import time; print('up', flush=True); time.sleep(120)", wait=False)
+    t.client.wait_state(busy["id"], "running", timeout=30)
+    put_settings(t.client, approval_policy="always")
+    run = pending(t.client, USES_JSON, files=[{"name": "json.py", "content_base64": b64(b"from_json = 1\n")}])
+    approver.ok("POST", f"/v1/runs/{run['id']}/approve", json={"hash": run["approval"]["hash"]})
+    stored = svc.state / "runs" / run["id"] / "in" / "json.py"
+    assert stored.read_bytes() == b"from_json = 1\n"
+    stored.write_bytes(SHADOW)
+    t.client.ok("POST", f"/v1/runs/{busy['id']}/cancel", want=202)
+    done = t.client.wait_state(run["id"], GOV_TERMINAL, timeout=60)
+    assert "SHADOWED" not in json.dumps(done.get("result")), f"an input changed after the approval ran: {done}"
+    assert done["state"] == "error" and done["error"]["code"] == "approval", done
