@@ -577,6 +577,33 @@ void al_approval_hash(json_t *run, json_t *manifest, char out[65]) {
     hex_of(d, sizeof d, out);
 }
 
+int al_approval_verify_documents(al_service *s, json_t *manifest, al_error *err) {
+    /* a document is staged by linking its blob: what the box reads is the
+     * blob's bytes, so those are what must match the approved sha256 */
+    size_t i;
+    json_t *d;
+    json_array_foreach(json_object_get(manifest, "documents"), i, d) {
+        const char *want = json_string_value(json_object_get(d, "sha256"));
+        const char *path = json_string_value(json_object_get(d, "path"));
+        char blob[PATH_MAX], got[65] = "";
+        uint64_t size = 0;
+        if (!want || strlen(want) != 64)
+            return al_err(err, "approval", EINVAL, "document %s has no content hash", path ? path : "?");
+        al_blob_path(s, want, blob, sizeof blob);
+        int fd = open(blob, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        struct stat st;
+        int r = fd < 0 ? -errno : fstat(fd, &st) < 0 ? -errno : !S_ISREG(st.st_mode) ? -EINVAL : sha256_fd(fd, &size, got);
+        if (fd >= 0)
+            close(fd);
+        if (r < 0)
+            return al_err(err, "approval", -r, "document %s: cannot read its stored bytes: %s", path ? path : "?",
+                          strerror(-r));
+        if (strcmp(got, want) != 0)
+            return al_err(err, "approval", EBADMSG, "document %s: its stored bytes are not the approved version", path ? path : "?");
+    }
+    return 0;
+}
+
 json_t *al_approval_card_inputs(const char *run_id, json_t *manifest) {
     json_t *c = json_deep_copy(manifest);
     size_t i;

@@ -595,6 +595,9 @@ static void *runner_main(void *p) {
         json_t *manifest = al_approval_manifest(s, run, &err);
         if (manifest)
             al_approval_hash(run, manifest, h);
+        /* and the documents' bytes are the versions named */
+        if (manifest && al_approval_verify_documents(s, manifest, &err) < 0)
+            h[0] = '\0';
         json_decref(manifest);
         json_t *ar = json_array_get(appr, 0);
         const char *dec = json_string_value(json_object_get(ar, "decision"));

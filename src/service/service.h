@@ -131,6 +131,9 @@ json_t *al_approval_documents(al_service *s, json_t *run, al_error *err);
 /* sha256 of the canonical JSON of RUN's code, language, network, limits,
  * runtime and MANIFEST: what an approval binds. */
 void al_approval_hash(json_t *run, json_t *manifest, char out[65]);
+/* Whether the stored bytes of each of MANIFEST's documents hash to the
+ * sha256 it names (what staging links into the box); -EBADMSG when not. */
+int al_approval_verify_documents(al_service *s, json_t *manifest, al_error *err);
 /* The card's view of MANIFEST: the same, each input with the URL of its bytes. */
 json_t *al_approval_card_inputs(const char *run_id, json_t *manifest);
 /* An fd (O_RDONLY) on run RUN_ID's stored input WHICH: "stdin", or the

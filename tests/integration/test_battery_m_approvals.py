@@ -357,3 +357,53 @@ def test_an_input_changed_on_disk_after_approval_does_not_run(services):
     done = t.client.wait_state(run["id"], GOV_TERMINAL, timeout=60)
     assert "SHADOWED" not in json.dumps(done.get("result")), f"an input changed after the approval ran: {done}"
     assert done["state"] == "error" and done["error"]["code"] == "approval", done
+
+
+# ---------------------------------------------------------------- the rest of the class
+
+def test_a_decision_after_expires_at_is_refused(service):
+    """A card is valid until its expires_at, not until the sweeper next passes: an
+    approval that arrives after it is 409 and the run ends expired, unrun."""
+    from datetime import datetime, timedelta, timezone
+
+    from service_util import parse_time
+    t = gov_tenant(service, "mexp")
+    _, approver = t.person_in("approver")
+    put_settings(t.client, approval_policy="always", approval_ttl_s=1)
+    for _ in range(3):
+        run = pending(t.client, "print('late')")
+        expires = parse_time(run["approval"]["expires_at"])
+        # the service runs on this machine's clock: wait until the card has just expired
+        # (the sweeper passes about once a second, so mostly it has not yet)
+        while datetime.now(timezone.utc) <= expires + timedelta(milliseconds=5):
+            time.sleep(0.005)
+        status, _, doc = approver.request("POST", f"/v1/runs/{run['id']}/approve", json={"hash": run["approval"]["hash"]})
+        assert_error(status, doc, "conflict", 409)
+        done = t.client.wait_state(run["id"], GOV_TERMINAL, timeout=20)
+        assert done["state"] == "denied" and done["error"]["code"] == "expired" and done["result"] is None, done
+        assert done["approval"]["decision"] == "expired", done["approval"]
+
+
+def test_a_document_whose_stored_bytes_changed_does_not_run(services):
+    """The documents are staged by linking their blobs: the bytes a box reads are the
+    blob's. A blob whose bytes no longer match the approved version's sha256 (planted,
+    or overwritten after the approval) makes the approved run refuse."""
+    svc = services.start("mblob", {"max_concurrent": 2, "per_person_concurrency": 1})
+    t = gov_tenant(svc, "mblob")
+    _, approver = t.person_in("approver")
+    thread = "tb-" + uuid.uuid4().hex[:8]
+    v1 = t.client.run("open('/out/doc.txt', 'w').write('approved-bytes')", thread_id=thread)
+    assert v1["state"] == "succeeded", v1
+    digest = sha(b"approved-bytes")
+    blob = svc.state / "blobs" / digest[:2] / digest
+    assert blob.read_bytes() == b"approved-bytes"
+    busy = t.client.run("import time; print('up', flush=True); time.sleep(120)", wait=False)
+    t.client.wait_state(busy["id"], "running", timeout=30)
+    put_settings(t.client, approval_policy="always")
+    run = pending(t.client, READ_DOC, thread_id=thread)
+    approver.ok("POST", f"/v1/runs/{run['id']}/approve", json={"hash": run["approval"]["hash"]})
+    blob.write_bytes(b"planted-bytes!")
+    t.client.ok("POST", f"/v1/runs/{busy['id']}/cancel", want=202)
+    done = t.client.wait_state(run["id"], GOV_TERMINAL, timeout=60)
+    assert "planted" not in json.dumps(done.get("result")), f"bytes no one approved were staged: {done}"
+    assert done["state"] == "error" and done["error"]["code"] == "approval", done
