@@ -407,3 +407,53 @@ def test_a_document_whose_stored_bytes_changed_does_not_run(services):
     done = t.client.wait_state(run["id"], GOV_TERMINAL, timeout=60)
     assert "planted" not in json.dumps(done.get("result")), f"bytes no one approved were staged: {done}"
     assert done["state"] == "error" and done["error"]["code"] == "approval", done
+
+
+def _one_pending(client, exclude=(), timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = [r for r in client.ok("GET", "/v1/runs", query={"state": "pending_approval"})["runs"]
+                if r["id"] not in exclude]
+        if runs:
+            assert len(runs) == 1, runs
+            return client.get_run(runs[0]["id"])
+        time.sleep(0.05)
+    raise AssertionError("no pending run appeared")
+
+
+def test_every_surface_binds_the_same_inputs(service):
+    """MCP's code_execution and Piston's execute create runs through the same path:
+    their inline files are on the card and in the hash like REST's."""
+    from test_mcp import Mcp
+    t = gov_tenant(service, "msurf")
+    _, approver = t.person_in("approver")
+    put_settings(t.client, approval_policy="always", approval_ttl_s=600)
+    seen = set()
+    # MCP
+    m = Mcp(service, key=t.key)
+    out = {}
+    th = threading.Thread(target=lambda: out.update(mcp=m.request("tools/call", {"name": "code_execution", "arguments": {
+        "language": "python", "code": USES_JSON, "files": [{"name": "json.py", "content": SHADOW.decode()}]}})))
+    th.start()
+    run = _one_pending(approver)
+    seen.add(run["id"])
+    files = run["approval"]["inputs"]["files"]
+    assert [(f["name"], f["sha256"]) for f in files] == [("json.py", sha(SHADOW))], run["approval"]
+    approver.ok("POST", f"/v1/runs/{run['id']}/deny", json={"reason": "shadows json"})
+    th.join(60)
+    assert "shadows json" in json.dumps(out["mcp"][2]), out
+    # Piston
+    body = {"language": "python", "version": "*", "files": [{"content": USES_JSON},
+                                                            {"name": "json.py", "content": SHADOW.decode()}]}
+    th = threading.Thread(target=lambda: out.update(piston=t.client.request(
+        "POST", f"/piston/{t.key}/api/v2/execute", json=body, key=None, timeout=120)))
+    th.start()
+    run = _one_pending(approver, exclude=seen)
+    files = run["approval"]["inputs"]["files"]
+    assert [(f["name"], f["sha256"]) for f in files] == [("json.py", sha(SHADOW))], run["approval"]
+    status, got = raw_get(approver, files[0]["url"])
+    assert status == 200 and got == SHADOW
+    approver.ok("POST", f"/v1/runs/{run['id']}/deny", json={"reason": "shadows json"})
+    th.join(60)
+    status, _, doc = out["piston"]
+    assert status == 200 and doc["airlock_state"] == "denied" and doc["run"]["stdout"] == "", out["piston"]
