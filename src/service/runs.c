@@ -530,8 +530,10 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         /* the card binds everything the box will hold, read back as stored */
         manifest = run_row ? al_approval_manifest(s, run_row, &err) : NULL;
         if (!manifest) {
-            al_store_exec(s->store, &err, "UPDATE runs SET state = 'error', error_code = 'inputs', error_message = ?, "
-                                          "finished_at = ? WHERE id = ?", "sss", "its inputs could not be read back for the approval card", now, run_id);
+            al_store_exec(s->store, &err,
+                          "UPDATE runs SET state = 'error', error_code = 'inputs', error_message = ?, finished_at = ? "
+                          "WHERE id = ?",
+                          "sss", "its inputs could not be read back for the approval card", now, run_id);
             json_decref(run_row);
             al_rm_rf(dir);
             ret = run_error(ret_doc, 500, "internal", "cannot read back the run's inputs for its approval card: %s", err.msg);
@@ -566,8 +568,10 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         free(card_text);
         if (ins < 0) {
             /* a run waiting for a card no one can see would wait forever */
-            al_store_exec(s->store, &err, "UPDATE runs SET state = 'error', error_code = 'approval', error_message = ?, "
-                                          "finished_at = ? WHERE id = ?", "sss", "its approval card could not be recorded", now, run_id);
+            al_store_exec(s->store, &err,
+                          "UPDATE runs SET state = 'error', error_code = 'approval', error_message = ?, finished_at = ? "
+                          "WHERE id = ?",
+                          "sss", "its approval card could not be recorded", now, run_id);
             json_decref(card);
             json_decref(manifest);
             json_decref(run_row);
