@@ -228,46 +228,73 @@ static int stage_one(al_service *s, int docs, const char *path, const char *sha,
     return -errno;
 }
 
-int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, json_t *artifact_ids,
-                       const char *dir, json_t *skipped, al_error *err) {
+json_t *al_artifacts_select(al_service *s, const char *ws_id, const char *thread_id, json_t *artifact_ids,
+                            bool *ret_cut, al_error *err) {
     json_t *rows = json_array();
-    doc_skips ds = { .list = skipped };
-    bool thread_cut = false;
+    *ret_cut = false;
     /* the artifacts the run names first: each wins over the thread's copy
      * of its path; then the thread's latest versions, newest first, so that
      * of two that cannot both be staged (a file "x" and a file "x/y") the
      * thread's most recent state is */
     for (size_t i = 0; i < json_array_size(artifact_ids); i++) {
         json_t *t = al_store_query(s->store, err,
-                                   "SELECT path, sha256, size FROM artifacts WHERE workspace_id = ? AND id = ?", "ss",
-                                   ws_id, json_string_value(json_array_get(artifact_ids, i)));
-        if (t)
-            json_array_extend(rows, t);
+                                   "SELECT id, path, version, size, sha256 FROM artifacts WHERE workspace_id = ? AND id = ?",
+                                   "ss", ws_id, json_string_value(json_array_get(artifact_ids, i)));
+        if (!t) {
+            json_decref(rows);
+            return NULL;
+        }
+        json_array_extend(rows, t);
         json_decref(t);
     }
     if (thread_id) {
         char key[128];
         if (al_artifacts_thread_key(thread_id, NULL, key, sizeof key) < 0) {
             json_decref(rows);
-            return al_err(err, "stage", ENAMETOOLONG, "thread id too long");
+            al_err(err, "stage", ENAMETOOLONG, "thread id too long");
+            return NULL;
         }
         json_t *t = al_store_query(s->store, err,
-                                   "SELECT path, sha256, size FROM artifacts a WHERE workspace_id = ? AND thread_key = ? "
-                                   "AND version = (SELECT MAX(version) FROM artifacts b WHERE b.workspace_id = a.workspace_id "
-                                   "AND b.thread_key = a.thread_key AND b.path = a.path) ORDER BY a.rowid DESC LIMIT ?",
+                                   "SELECT id, path, version, size, sha256 FROM artifacts a WHERE workspace_id = ? AND "
+                                   "thread_key = ? AND version = (SELECT MAX(version) FROM artifacts b WHERE "
+                                   "b.workspace_id = a.workspace_id AND b.thread_key = a.thread_key AND b.path = a.path) "
+                                   "ORDER BY a.rowid DESC LIMIT ?",
                                    "ssi", ws_id, key, (int64_t)STAGE_ROWS_MAX + 1);
         if (!t) {
             json_decref(rows);
-            return -EIO;
+            return NULL;
         }
         if (json_array_size(t) > STAGE_ROWS_MAX) {
             /* the newest are staged (no more could be); the rest is said */
             json_array_remove(t, STAGE_ROWS_MAX);
-            thread_cut = true;
+            *ret_cut = true;
         }
         json_array_extend(rows, t);
         json_decref(t);
     }
+    /* one row a path: the first, the one staging keeps */
+    json_t *seen = json_object(), *out = json_array();
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        const char *path = json_string_value(json_object_get(row, "path"));
+        if (!path || json_object_get(seen, path))
+            continue;
+        json_object_set_new(seen, path, json_true());
+        json_array_append(out, row);
+    }
+    json_decref(seen);
+    json_decref(rows);
+    return out;
+}
+
+int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, json_t *artifact_ids,
+                       const char *dir, json_t *skipped, al_error *err) {
+    doc_skips ds = { .list = skipped };
+    bool thread_cut = false;
+    json_t *rows = al_artifacts_select(s, ws_id, thread_id, artifact_ids, &thread_cut, err);
+    if (!rows)
+        return -EIO;
     if (!json_array_size(rows)) {
         json_decref(rows);
         return 0;
@@ -283,20 +310,18 @@ int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, 
     }
     uint64_t max_files, max_bytes, max_depth, files = 0, bytes = 0;
     documents_budget(s, &max_files, &max_bytes, &max_depth);
-    json_t *seen = json_object();
     int staged = 0, r = 0;
     for (size_t i = 0; i < json_array_size(rows) && r >= 0; i++) {
         json_t *row = json_array_get(rows, i);
         const char *path = json_string_value(json_object_get(row, "path"));
         const char *sha = json_string_value(json_object_get(row, "sha256"));
         uint64_t size = (uint64_t)json_integer_value(json_object_get(row, "size"));
-        if (!path || json_object_get(seen, path))
-            continue; /* a later row of a path already staged: the named artifact won */
+        if (!path)
+            continue;
         if (!sha || !safe_rel(path)) {
             skip_doc(&ds, path, "not staged: not a plain relative path of at most %d bytes", REL_MAX);
             continue;
         }
-        json_object_set_new(seen, path, json_true());
         uint64_t depth = 0;
         for (const char *c = path; *c; c++)
             depth += *c == '/';
@@ -319,7 +344,6 @@ int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, 
             staged++;
         }
     }
-    json_decref(seen);
     json_decref(rows);
     if ((ds.more || thread_cut) && skipped) {
         char why[300];

@@ -3,9 +3,13 @@
  * refund on airlock's own failure), approvals (a card bound by hash to what
  * runs), and the audit events around them.
  */
+#include <dirent.h>
+#include <fcntl.h>
 #include <nettle/sha2.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "audit.h"
 #include "dlp.h"
@@ -29,12 +33,15 @@ bool al_network_mode_allowed(json_t *allowed, al_net_mode mode) {
 }
 
 static json_t *defaults(al_service *s) {
-    return json_pack("{s:s, s:[s, s, s], s:s, s:i, s:i, s:i, s:f, s:i, s:s, s:i, s:i, s:[s, s], s:[]}", "driver",
+    json_t *d = json_pack("{s:s, s:[s, s, s], s:s, s:i, s:i, s:i, s:f, s:i, s:s, s:i, s:i, s:[s, s], s:[]}", "driver",
                      s->driver->name, "network_allowed", "offline", "packages", "hosts",
                      "network", "offline", "timeout_s", 60 < s->cfg.max_timeout_s ? 60 : s->cfg.max_timeout_s,
                      "max_timeout_s", s->cfg.max_timeout_s, "memory_mb", 512, "cpus", 0.5, "concurrency",
                      s->cfg.per_person, "approval_policy", "never", "approval_ttl_s", 3600, "price_per_run", 2, "tools",
                      tool_names[0], tool_names[1], "dlp_patterns");
+    /* separation of duties: a requester does not decide their own run */
+    json_object_set_new(d, "allow_self_approval", json_false());
+    return d;
 }
 
 json_t *al_settings_load(al_service *s, const char *ws_id) {
@@ -168,6 +175,9 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
             static const char *const p[] = { "never", "always", "high_risk" };
             if (!in_list(json_string_value(v), p, 3))
                 r = al_err(err, "settings", EINVAL, "approval_policy must be never, always or high_risk");
+        } else if (strcmp(key, "allow_self_approval") == 0) {
+            if (!json_is_boolean(v))
+                r = al_err(err, "settings", EINVAL, "allow_self_approval must be true or false");
         } else if (strcmp(key, "approval_ttl_s") == 0) {
             r = num_in(v, 1, 7 * 86400, key, err);
         } else if (strcmp(key, "price_per_run") == 0) {
@@ -328,24 +338,324 @@ int64_t al_credits_balance(al_service *s, const char *org_id) {
 
 /* ------------------------------------------------------------ approvals */
 
-void al_approval_hash(json_t *run, char out[65]) {
-    /* what the approver saw: the code, the language, the network policy
-     * and the limits, as canonical JSON */
+#define INPUT_FILES_MAX 1024
+
+static void hex_of(const uint8_t *d, size_t n, char *out) {
+    for (size_t i = 0; i < n; i++)
+        snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+/* The size and sha256 of what FD holds, read to its end. */
+static int sha256_fd(int fd, uint64_t *ret_size, char out[65]) {
+    struct sha256_ctx h;
+    uint8_t buf[65536], d[SHA256_DIGEST_SIZE];
+    uint64_t total = 0;
+    sha256_init(&h);
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        sha256_update(&h, (size_t)n, buf);
+        total += (uint64_t)n;
+    }
+    sha256_digest(&h, sizeof d, d);
+    hex_of(d, sizeof d, out);
+    *ret_size = total;
+    return 0;
+}
+
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The names in the run's stored input directory (runs/ID/in), sorted: the
+ * order of the manifest and of the input URLs. 0 and an empty list when
+ * the run has no files. */
+static int input_names(al_service *s, const char *run_id, int *ret_dirfd, char ***ret_names, size_t *ret_n,
+                       al_error *err) {
+    char path[PATH_MAX + 80];
+    snprintf(path, sizeof path, "%s/%s/in", s->runs_dir, run_id);
+    *ret_dirfd = -1;
+    *ret_names = NULL;
+    *ret_n = 0;
+    int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return errno == ENOENT ? 0 : al_err(err, "inputs", errno, "open the run's inputs: %m");
+    int lfd = dup(dfd);
+    DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+    if (!d) {
+        int e = errno;
+        if (lfd >= 0)
+            close(lfd);
+        close(dfd);
+        return al_err(err, "inputs", e, "list the run's inputs: %m");
+    }
+    char **names = NULL;
+    size_t n = 0;
+    int r = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char **nn = n < INPUT_FILES_MAX ? realloc(names, (n + 1) * sizeof *names) : NULL;
+        char *dup_name = nn ? strdup(de->d_name) : NULL;
+        if (nn)
+            names = nn;
+        if (!dup_name) {
+            r = al_err(err, "inputs", n < INPUT_FILES_MAX ? ENOMEM : E2BIG, "too many inputs to list");
+            break;
+        }
+        names[n++] = dup_name;
+    }
+    closedir(d);
+    if (r < 0) {
+        for (size_t i = 0; i < n; i++)
+            free(names[i]);
+        free(names);
+        close(dfd);
+        return r;
+    }
+    if (n)
+        qsort(names, n, sizeof *names, cmp_names);
+    *ret_dirfd = dfd;
+    *ret_names = names;
+    *ret_n = n;
+    return 0;
+}
+
+/* A regular file NAME beneath DFD (no link followed), opened for reading. */
+static int open_input(int dfd, const char *name, al_error *err) {
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return al_err(err, "inputs", errno, "open input %s: %m", name);
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return al_err(err, "inputs", EINVAL, "input %s is not a regular file", name);
+    }
+    return fd;
+}
+
+json_t *al_approval_documents(al_service *s, json_t *run, al_error *err) {
+    json_t *inputs = al_row_json(run, "inputs");
+    bool cut = false;
+    /* one row a path, in staging order: what staging will leave there */
+    json_t *rows = al_artifacts_select(s, json_string_value(json_object_get(run, "workspace_id")),
+                                       json_string_value(json_object_get(run, "thread_id")),
+                                       json_object_get(inputs, "artifacts"), &cut, err);
+    json_decref(inputs);
+    return rows;
+}
+
+json_t *al_approval_manifest(al_service *s, json_t *run, al_error *err) {
+    const char *id = json_string_value(json_object_get(run, "id"));
+    const char *ws = json_string_value(json_object_get(run, "workspace_id"));
+    if (!id || !ws) {
+        al_err(err, "inputs", EINVAL, "not a run");
+        return NULL;
+    }
+    json_t *inputs = al_row_json(run, "inputs");
+    json_t *m = json_object(), *files = json_array();
+    json_object_set_new(m, "files", files);
+    int dfd = -1;
+    char **names = NULL;
+    size_t n = 0;
+    int r = input_names(s, id, &dfd, &names, &n, err);
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        int fd = open_input(dfd, names[i], err);
+        uint64_t size = 0;
+        char hex[65];
+        r = fd < 0 ? fd : sha256_fd(fd, &size, hex);
+        if (fd >= 0)
+            close(fd);
+        if (r == 0)
+            json_array_append_new(files, json_pack("{s:s, s:I, s:s}", "name", names[i], "size", (json_int_t)size,
+                                                   "sha256", hex));
+        else if (!err->msg[0])
+            al_err(err, "inputs", -r, "read input %s: %s", names[i], strerror(-r));
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    if (dfd >= 0)
+        close(dfd);
+    /* stdin, as stored */
+    json_object_set_new(m, "stdin", json_null());
+    if (r == 0) {
+        char sp[PATH_MAX + 80];
+        snprintf(sp, sizeof sp, "%s/%s/stdin", s->runs_dir, id);
+        int fd = open(sp, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 && errno != ENOENT)
+            r = al_err(err, "inputs", errno, "open the run's stdin: %m");
+        if (fd >= 0) {
+            uint64_t size = 0;
+            char hex[65];
+            if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+                r = al_err(err, "inputs", EINVAL, "the run's stdin is not a regular file");
+            else if ((r = sha256_fd(fd, &size, hex)) < 0)
+                al_err(err, "inputs", -r, "read the run's stdin: %s", strerror(-r));
+            else
+                json_object_set_new(m, "stdin", json_pack("{s:I, s:s}", "size", (json_int_t)size, "sha256", hex));
+            close(fd);
+        }
+    }
+    json_t *args = json_object_get(inputs, "args"), *arts = json_object_get(inputs, "artifacts");
+    json_t *skill = json_object_get(inputs, "skill");
+    json_object_set_new(m, "args", json_is_array(args) ? json_incref(args) : json_null());
+    json_object_set_new(m, "artifacts", json_is_array(arts) ? json_incref(arts) : json_array());
+    json_object_set_new(m, "skill", json_is_object(skill) ? json_incref(skill) : json_null());
+    /* the documents: the versions pinned at request time, each as the store
+     * has it now (one that is gone is missing here, so the hash differs);
+     * without a pin, what staging would take now */
+    json_t *pinned = json_object_get(inputs, "documents");
+    json_t *docs = NULL;
+    if (r == 0 && json_is_array(pinned)) {
+        docs = json_array();
+        size_t i;
+        json_t *pd;
+        json_array_foreach(pinned, i, pd) {
+            json_t *row = al_store_query(s->store, err,
+                                         "SELECT id, path, version, size, sha256 FROM artifacts WHERE workspace_id = ? AND id = ?",
+                                         "ss", ws, json_string_value(json_object_get(pd, "id")));
+            if (!row) {
+                r = -EIO;
+                break;
+            }
+            if (json_array_size(row))
+                json_array_append(docs, json_array_get(row, 0));
+            json_decref(row);
+        }
+    } else if (r == 0) {
+        docs = al_approval_documents(s, run, err);
+        if (!docs)
+            r = -EIO;
+    }
+    json_decref(inputs);
+    if (r < 0) {
+        json_decref(docs);
+        json_decref(m);
+        return NULL;
+    }
+    json_object_set_new(m, "documents", docs);
+    return m;
+}
+
+void al_approval_hash(json_t *run, json_t *manifest, char out[65]) {
+    /* what the approver saw: the code, the language, the network policy,
+     * the limits, the runtime and every input, as canonical JSON */
     json_t *im = json_object_get(run, "image");
-    json_t *c = json_pack("{s:O, s:O, s:O, s:O, s:o}", "code", json_object_get(run, "code"), "language",
+    json_t *c = json_pack("{s:O, s:O, s:O, s:O, s:o, s:O}", "code", json_object_get(run, "code"), "language",
                           json_object_get(run, "language"), "network", json_object_get(run, "network"), "limits",
-                          json_object_get(run, "limits"), "runtime", json_is_string(im) ? json_incref(im) : json_string("host"));
-    char *t = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
+                          json_object_get(run, "limits"), "runtime", json_is_string(im) ? json_incref(im) : json_string("host"),
+                          "inputs", manifest ? manifest : json_null());
+    char *t = c ? json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(c);
     struct sha256_ctx h;
     uint8_t d[SHA256_DIGEST_SIZE];
     sha256_init(&h);
+    /* a failure hashes to a value no card holds */
     if (t)
         sha256_update(&h, strlen(t), (const uint8_t *)t);
+    else
+        sha256_update(&h, 9, (const uint8_t *)"\0unbound\0");
     sha256_digest(&h, sizeof d, d);
     free(t);
-    for (int i = 0; i < 32; i++)
-        snprintf(out + 2 * i, 3, "%02x", d[i]);
+    hex_of(d, sizeof d, out);
+}
+
+int al_approval_verify_documents(al_service *s, json_t *manifest, al_error *err) {
+    /* a document is staged by linking its blob: what the box reads is the
+     * blob's bytes, so those are what must match the approved sha256 */
+    size_t i;
+    json_t *d;
+    json_array_foreach(json_object_get(manifest, "documents"), i, d) {
+        const char *want = json_string_value(json_object_get(d, "sha256"));
+        const char *path = json_string_value(json_object_get(d, "path"));
+        char blob[PATH_MAX], got[65] = "";
+        uint64_t size = 0;
+        if (!want || strlen(want) != 64)
+            return al_err(err, "approval", EINVAL, "document %s has no content hash", path ? path : "?");
+        al_blob_path(s, want, blob, sizeof blob);
+        int fd = open(blob, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        struct stat st;
+        int r = fd < 0 ? -errno : fstat(fd, &st) < 0 ? -errno : !S_ISREG(st.st_mode) ? -EINVAL : sha256_fd(fd, &size, got);
+        if (fd >= 0)
+            close(fd);
+        if (r < 0)
+            return al_err(err, "approval", -r, "document %s: cannot read its stored bytes: %s", path ? path : "?",
+                          strerror(-r));
+        if (strcmp(got, want) != 0)
+            return al_err(err, "approval", EBADMSG, "document %s: its stored bytes are not the approved version", path ? path : "?");
+    }
+    return 0;
+}
+
+json_t *al_approval_card_inputs(const char *run_id, json_t *manifest) {
+    json_t *c = json_deep_copy(manifest);
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(c, "files"), i, f)
+        json_object_set_new(f, "url", json_sprintf("/v1/runs/%s/inputs/%zu", run_id, i));
+    if (json_is_object(json_object_get(c, "stdin")))
+        json_object_set_new(json_object_get(c, "stdin"), "url", json_sprintf("/v1/runs/%s/inputs/stdin", run_id));
+    json_array_foreach(json_object_get(c, "documents"), i, f)
+        json_object_set_new(f, "url", json_sprintf("/v1/artifacts/%s/content", json_string_value(json_object_get(f, "id"))));
+    return c;
+}
+
+int al_run_input_open(al_service *s, const char *run_id, const char *which, int *ret_fd, uint64_t *ret_size,
+                      char **ret_name, al_error *err) {
+    *ret_fd = -1;
+    *ret_name = NULL;
+    int fd = -1;
+    char *name = NULL;
+    if (strcmp(which, "stdin") == 0) {
+        char sp[PATH_MAX + 80];
+        snprintf(sp, sizeof sp, "%s/%s", s->runs_dir, run_id);
+        int dfd = open(sp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+            return errno == ENOENT ? al_err(err, "inputs", ENOENT, "the run's inputs are gone") : al_err(err, "inputs", errno, "%m");
+        fd = openat(dfd, "stdin", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        int e = errno;
+        close(dfd);
+        if (fd < 0)
+            return al_err(err, "inputs", e == ENOENT ? ENOENT : e, "the run has no stdin (or it is gone)");
+        name = strdup("stdin");
+    } else {
+        uint64_t idx;
+        if (al_parse_u64(which, &idx) < 0)
+            return al_err(err, "inputs", ENOENT, "no input %s (stdin, or a file's index)", which);
+        int dfd = -1;
+        char **names = NULL;
+        size_t n = 0;
+        int r = input_names(s, run_id, &dfd, &names, &n, err);
+        if (r < 0)
+            return r;
+        if (idx < n) {
+            fd = open_input(dfd, names[idx], err);
+            name = fd >= 0 ? strdup(names[idx]) : NULL;
+        }
+        for (size_t i = 0; i < n; i++)
+            free(names[i]);
+        free(names);
+        if (dfd >= 0)
+            close(dfd);
+        if (fd < 0)
+            return err->msg[0] ? -EIO : al_err(err, "inputs", ENOENT, "no input file %s (or the run's inputs are gone)", which);
+    }
+    struct stat st;
+    if (!name || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        free(name);
+        return al_err(err, "inputs", EIO, "cannot read the input");
+    }
+    *ret_fd = fd;
+    *ret_size = (uint64_t)st.st_size;
+    *ret_name = name;
+    return 0;
 }
 
 void al_rfc3339_after(int64_t secs, char *buf, size_t len) {

@@ -417,7 +417,12 @@ static enum MHD_Result metrics(al_service *s, struct MHD_Connection *c) {
 
 /* ------------------------------------------------------------ governance */
 
+/* An optional JSON object body: none at all reads as {}, but a body cut at
+ * the cap (too_large, nothing kept) is never read as empty: the caller
+ * answers 413 first. NULL: malformed (400). */
 static json_t *body_object(request *rq) {
+    if (rq->too_large)
+        return NULL;
     if (!rq->body || rq->len == 0)
         return json_object();
     return json_loadb(rq->body, rq->len, JSON_REJECT_DUPLICATES, NULL);
@@ -436,6 +441,13 @@ static enum MHD_Result decide(al_service *s, struct MHD_Connection *c, const al_
         json_decref(row);
         return reply_error(c, 403, "forbidden", "only admins and approvers may decide approvals");
     }
+    /* a body past the cap was not kept: reading it as {} would skip the
+     * hash the approver sent */
+    if (rq->too_large) {
+        json_decref(row);
+        return reply_error(c, 413, "payload_too_large", "the body is larger than %llu bytes",
+                           (unsigned long long)s->cfg.body_max);
+    }
     json_t *b = body_object(rq);
     if (!json_is_object(b)) {
         json_decref(b);
@@ -453,6 +465,8 @@ static enum MHD_Result decide(al_service *s, struct MHD_Connection *c, const al_
     int r = al_service_decide(s, row, p->person_id, approve, json_string_value(hash), json_string_value(reason), &err);
     json_decref(b);
     json_decref(row);
+    if (r == -EPERM)
+        return reply_error(c, 403, "separation_of_duties", "%s", err.msg);
     if (r == -ENOENT)
         return reply_error(c, 409, "conflict", "%s", err.msg);
     if (r == -EEXIST || r == -ESTALE)
@@ -496,13 +510,21 @@ static enum MHD_Result put_settings(al_service *s, struct MHD_Connection *c, con
     }
     al_error err = { 0 };
     json_t *eff = NULL;
+    json_t *before = al_settings_load(s, p->workspace_id);
+    bool self_before = json_is_true(json_object_get(before, "allow_self_approval"));
+    json_decref(before);
     int r = al_settings_put(s, p->workspace_id, b, &eff, &err);
     json_decref(b);
     if (r < 0)
         return reply_error(c, r == -EINVAL ? 400 : 500, r == -EINVAL ? "bad_request" : "internal", "%s", err.msg);
+    bool self_after = json_is_true(json_object_get(eff, "allow_self_approval"));
     json_decref(eff);
     al_audit_append(s->store, p->org_id, p->workspace_id, "settings.changed", p->person_id, NULL,
                     json_pack("{s:s}", "by", p->person_id), &err);
+    /* relaxing (or restoring) separation of duties is its own event */
+    if (self_before != self_after)
+        al_audit_append(s->store, p->org_id, p->workspace_id, "settings.self_approval_changed", p->person_id, NULL,
+                        json_pack("{s:s, s:b, s:b}", "by", p->person_id, "from", self_before, "to", self_after), &err);
     return reply_json(c, 200, settings_json(s, p->workspace_id));
 }
 
@@ -626,6 +648,41 @@ static enum MHD_Result trace(al_service *s, struct MHD_Connection *c, const al_p
     return doc ? reply_json(c, 200, doc) : reply_error(c, 500, "internal", "cannot build the trace");
 }
 
+/* GET /v1/runs/{id}/inputs/{stdin|N}: the bytes of one input of a run of
+ * this workspace (an approval card's inputs[].url), while the run holds
+ * them (until it ends). */
+static enum MHD_Result run_input(al_service *s, struct MHD_Connection *c, const al_principal *p, const char *id,
+                                 const char *which) {
+    json_t *row = al_run_load(s, p, id);
+    if (!row)
+        return reply_error(c, 404, "not_found", "no run %s", id);
+    bool ended = al_run_state_terminal(json_string_value(json_object_get(row, "state")));
+    json_decref(row);
+    al_error err = { 0 };
+    int fd = -1;
+    uint64_t size = 0;
+    char *name = NULL;
+    int r = ended ? -ENOENT : al_run_input_open(s, id, which, &fd, &size, &name, &err);
+    if (r == -ENOENT)
+        return ended ? reply_error(c, 410, "gone", "run %s has ended: its inputs are not kept", id)
+                     : reply_error(c, 404, "not_found", "%s", err.msg);
+    if (r < 0)
+        return reply_error(c, 500, "internal", "%s", err.msg);
+    free(name);
+    struct MHD_Response *resp = MHD_create_response_from_fd64(size, fd);
+    if (!resp) {
+        close(fd);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
+    MHD_add_response_header(resp, "Content-Disposition", "attachment");
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, "Cache-Control", "no-store");
+    enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
 /* ---------------------------------------------------------------- piston */
 
 /* Piston's public API (GET /api/v2/runtimes, POST /api/v2/execute), served
@@ -707,7 +764,7 @@ static enum MHD_Result piston(al_service *s, struct MHD_Connection *c, const cha
     if (rq->too_large)
         return reply_error(c, 413, "payload_too_large", "the body is too large");
     json_error_t jerr;
-    json_t *b = json_loadb(rq->body ? rq->body : "", rq->len, 0, &jerr);
+    json_t *b = json_loadb(rq->body ? rq->body : "", rq->len, JSON_REJECT_DUPLICATES, &jerr);
     if (!json_is_object(b)) {
         json_decref(b);
         return reply_error(c, 400, "bad_request", "the body must be a JSON object: %s", jerr.text);
@@ -735,6 +792,22 @@ static enum MHD_Result piston(al_service *s, struct MHD_Connection *c, const cha
         json_decref(b);
         return reply_error(c, 400, "bad_request", "want language (python, javascript, bash) and files[0].content");
     }
+    /* a field of the wrong type, or a file without a name or content, is
+     * refused: silently dropped, it would run something other than what
+     * was sent (and shown to an approver) */
+    json_t *stdin_v = json_object_get(b, "stdin"), *args_v = json_object_get(b, "args");
+    json_t *rt = json_object_get(b, "run_timeout"), *rm = json_object_get(b, "run_memory_limit");
+    bool shape_ok = (!stdin_v || json_is_null(stdin_v) || json_is_string(stdin_v)) &&
+                    (!args_v || json_is_null(args_v) || json_is_array(args_v)) &&
+                    (!rt || json_is_null(rt) || json_is_number(rt)) && (!rm || json_is_null(rm) || json_is_number(rm));
+    for (size_t i = 1; shape_ok && i < json_array_size(files); i++)
+        shape_ok = json_is_string(json_object_get(json_array_get(files, i), "name")) &&
+                   json_is_string(json_object_get(json_array_get(files, i), "content"));
+    if (!shape_ok) {
+        json_decref(b);
+        return reply_error(c, 400, "bad_request", "want files[] of {name, content} strings (files[0] the script), "
+                                                  "stdin a string, args an array, run_timeout and run_memory_limit numbers");
+    }
     /* our run: files[0] is the script; the others go to /work by name */
     json_t *body = json_pack("{s:s, s:O, s:[]}", "language", ours, "code", json_object_get(json_array_get(files, 0), "content"),
                              "files");
@@ -742,23 +815,23 @@ static enum MHD_Result piston(al_service *s, struct MHD_Connection *c, const cha
         json_t *f = json_array_get(files, i);
         const char *name = json_string_value(json_object_get(f, "name"));
         const char *content = json_string_value(json_object_get(f, "content"));
-        if (!name || !content)
-            continue;
         size_t n = json_string_length(json_object_get(f, "content"));
         char *b64 = malloc(BASE64_ENCODE_RAW_LENGTH(n) + 1);
-        if (!b64)
-            continue;
+        if (!b64) {
+            json_decref(body);
+            json_decref(b);
+            return reply_error(c, 500, "internal", "out of memory");
+        }
         base64_encode_raw(b64, n, (const uint8_t *)content);
         b64[BASE64_ENCODE_RAW_LENGTH(n)] = '\0';
         json_array_append_new(json_object_get(body, "files"), json_pack("{s:s, s:s}", "name", name, "content_base64", b64));
         free(b64);
     }
-    if (json_is_string(json_object_get(b, "stdin")))
-        json_object_set(body, "stdin", json_object_get(b, "stdin"));
-    if (json_is_array(json_object_get(b, "args")))
-        json_object_set(body, "args", json_object_get(b, "args"));
+    if (json_is_string(stdin_v))
+        json_object_set(body, "stdin", stdin_v);
+    if (json_is_array(args_v))
+        json_object_set(body, "args", args_v);
     json_t *limits = json_object();
-    json_t *rt = json_object_get(b, "run_timeout"), *rm = json_object_get(b, "run_memory_limit");
     if (json_is_number(rt) && json_number_value(rt) > 0)
         json_object_set_new(limits, "timeout_s", json_integer((json_int_t)((json_number_value(rt) + 999) / 1000)));
     if (json_is_number(rm) && json_number_value(rm) > 0)
@@ -887,7 +960,7 @@ static enum MHD_Result skills_route(al_service *s, struct MHD_Connection *c, con
         /* a body cut at the cap must not read as empty (promote the newest) */
         if (rq->too_large)
             return reply_error(c, 413, "payload_too_large", "the body is too large");
-        json_t *b = rq->len ? json_loadb(rq->body, rq->len, 0, NULL) : json_object();
+        json_t *b = body_object(rq);
         json_t *dg = json_object_get(b, "digest");
         if (!json_is_object(b) || (dg && !json_is_string(dg))) {
             json_decref(b);
@@ -993,6 +1066,8 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
             return run_events(s, c, &p, seg[2]);
         if (n == 4 && strcmp(seg[3], "trace") == 0 && get)
             return trace(s, c, &p, seg[2]);
+        if (n == 5 && strcmp(seg[3], "inputs") == 0 && get)
+            return run_input(s, c, &p, seg[2], seg[4]);
         if (n == 4 && (strcmp(seg[3], "approve") == 0 || strcmp(seg[3], "deny") == 0) && post)
             return decide(s, c, &p, seg[2], seg[3][0] == 'a', rq);
         if (n == 4 && strcmp(seg[3], "cancel") == 0 && post) {

@@ -605,7 +605,8 @@ static void on_state(al_mcp_call *k, const char *state, json_t *notes) {
         k->deadline_ms = al_now_ms() + (uint64_t)APPROVAL_WAIT_MAX_S * 1000;
         snprintf(msg, sizeof msg,
                  "Waiting for a person to approve run %s: this workspace requires approval before code runs. "
-                 "An approver decides in the console or with POST /v1/runs/%s/approve (or /deny).",
+                 "An admin or approver other than the one who asked decides, after reviewing the code and every "
+                 "input on the run's approval card, with POST /v1/runs/%s/approve (or /deny).",
                  k->run_id, k->run_id);
         add(notes, log_note("notice", "airlock", json_pack("{s:s, s:s, s:s}", "message", msg, "run_id", k->run_id,
                                                             "state", state)));

@@ -544,11 +544,30 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         json_object_set(inputs, "skill", ex->skill);
     /* which interface the call came through, for the audit at its end */
     json_object_set_new(inputs, "via", json_string(ex->via ? ex->via : "rest"));
-    char *inputs_text = json_dumps(inputs, JSON_COMPACT);
-    json_decref(inputs);
     const char *policy = json_string_value(json_object_get(settings, "approval_policy"));
     /* code execution is risk "high": high_risk asks for approval as always does */
     bool needs_approval = strcmp(policy, "always") == 0 || strcmp(policy, "high_risk") == 0;
+    if (needs_approval) {
+        /* the thread's documents as they are now are what the approver sees
+         * and what the run gets: pinned, so a version the thread gains
+         * before the run starts is not staged in its place */
+        char *pre_text = json_dumps(inputs, JSON_COMPACT);
+        json_t *pre = json_pack("{s:s, s:s?, s:s}", "workspace_id", p->workspace_id, "thread_id",
+                                json_string_value(thread), "inputs", pre_text ? pre_text : "{}");
+        free(pre_text);
+        json_t *docs = pre ? al_approval_documents(s, pre, &err) : NULL;
+        json_decref(pre);
+        if (!docs) {
+            json_decref(inputs);
+            free(limits_text);
+            al_rm_rf(dir);
+            ret = run_error(ret_doc, 500, "internal", "cannot read the thread's documents: %s", err.msg);
+            goto out;
+        }
+        json_object_set_new(inputs, "documents", docs);
+    }
+    char *inputs_text = json_dumps(inputs, JSON_COMPACT);
+    json_decref(inputs);
     /* the run and its Idempotency-Key in one transaction: a crash leaves
      * both or neither, and of two concurrent requests with one key only
      * the first records a run */
@@ -584,8 +603,23 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         goto out;
     }
     json_t *run_row = al_run_load(s, p, run_id);
-    char in_hash[65];
-    al_approval_hash(run_row, in_hash);
+    char in_hash[65] = "";
+    json_t *manifest = NULL;
+    if (needs_approval) {
+        /* the card binds everything the box will hold, read back as stored */
+        manifest = run_row ? al_approval_manifest(s, run_row, &err) : NULL;
+        if (!manifest) {
+            al_store_exec(s->store, &err,
+                          "UPDATE runs SET state = 'error', error_code = 'inputs', error_message = ?, finished_at = ? "
+                          "WHERE id = ?",
+                          "sss", "its inputs could not be read back for the approval card", now, run_id);
+            json_decref(run_row);
+            al_rm_rf(dir);
+            ret = run_error(ret_doc, 500, "internal", "cannot read back the run's inputs for its approval card: %s", err.msg);
+            goto out;
+        }
+        al_approval_hash(run_row, manifest, in_hash);
+    }
     al_governance_audit(s, run_row, "capability.invoke_allowed", NULL,
                         json_pack("{s:s, s:s, s:s, s:s}", "tool", tool, "language", language, "approval",
                                   needs_approval ? "required" : "not required", "via", ex->via ? ex->via : "rest"));
@@ -600,12 +634,30 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
                                  json_object_get(run_row, "description"), "hash", in_hash, "requested_at", now,
                                  "expires_at", expires);
         json_decref(rj);
+        /* what goes in the box besides the code: names, sizes and sha256,
+         * each with the URL of its bytes */
+        json_object_set_new(card, "inputs", al_approval_card_inputs(run_id, manifest));
         char *card_text = json_dumps(card, JSON_COMPACT);
-        al_store_exec(s->store, &err,
-                      "INSERT INTO approval_requests (id, run_id, org_id, workspace_id, hash, card, requested_at, expires_at) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                      "ssssssss", apid, run_id, p->org_id, p->workspace_id, in_hash, card_text, now, expires);
+        int ins = card_text ? al_store_exec(s->store, &err,
+                                            "INSERT INTO approval_requests (id, run_id, org_id, workspace_id, hash, card, "
+                                            "requested_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                            "ssssssss", apid, run_id, p->org_id, p->workspace_id, in_hash, card_text, now,
+                                            expires)
+                            : -ENOMEM;
         free(card_text);
+        if (ins < 0) {
+            /* a run waiting for a card no one can see would wait forever */
+            al_store_exec(s->store, &err,
+                          "UPDATE runs SET state = 'error', error_code = 'approval', error_message = ?, finished_at = ? "
+                          "WHERE id = ?",
+                          "sss", "its approval card could not be recorded", now, run_id);
+            json_decref(card);
+            json_decref(manifest);
+            json_decref(run_row);
+            al_rm_rf(dir);
+            ret = run_error(ret_doc, 500, "internal", "cannot record the approval card: %s", err.msg);
+            goto out;
+        }
         al_governance_audit(s, run_row, "approval.requested", NULL,
                             json_pack("{s:s, s:s, s:s}", "approval_id", apid, "hash", in_hash, "expires_at", expires));
         al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "pending_approval"));
@@ -623,6 +675,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
             goto out;
         }
     }
+    json_decref(manifest);
     json_decref(run_row);
     ret = run_answer(s, p, run_id, ex, ret_doc);
 out:
@@ -638,21 +691,10 @@ int al_run_cancel(al_service *s, const al_principal *p, const char *id) {
     const char *st = json_string_value(json_object_get(row, "state"));
     bool ended = al_run_state_terminal(st), pending = st && strcmp(st, "pending_approval") == 0;
     json_decref(row);
-    if (pending) {
-        /* withdrawn before anyone decided */
-        char now[40];
-        al_store_now(now, sizeof now);
-        al_store_exec(s->store, &err, "UPDATE approval_requests SET decision = 'canceled', decided_at = ? "
-                                      "WHERE run_id = ? AND decision IS NULL", "ss", now, id);
-        al_store_exec(s->store, &err, "UPDATE runs SET state = 'canceled', error_code = 'canceled', "
-                                      "error_message = 'canceled while waiting for approval', finished_at = ? "
-                                      "WHERE id = ? AND state = 'pending_approval'", "ss", now, id);
-        al_service_append_event(s, id, "state", json_pack("{s:s}", "state", "canceled"));
-        row = al_run_load(s, p, id);
-        al_service_append_event(s, id, "result", al_run_json(s, row));
-        json_decref(row);
+    /* withdrawn before anyone decided: the withdrawal and a decision are
+     * one transaction each, so only one of them lands; one that lost to an
+     * approval cancels the run that is now queued, like any other */
+    if (pending && al_service_withdraw(s, id, p->person_id, &err) > 0)
         return 1;
-    }
     return ended ? 0 : al_service_cancel(s, id);
 }
-

@@ -207,7 +207,7 @@ int al_service_person_queued(al_service *s, const char *person_id) {
     return n;
 }
 
-static void finish_canceled_queued(al_service *s, const char *run_id) {
+static int finish_canceled_queued(al_service *s, const char *run_id) {
     char now[40];
     al_store_now(now, sizeof now);
     al_error err = { 0 };
@@ -223,6 +223,7 @@ static void finish_canceled_queued(al_service *s, const char *run_id) {
         json_decref(rows);
         al_skills_run_ended(s);
     }
+    return n;
 }
 
 int al_service_cancel(al_service *s, const char *run_id) {
@@ -246,7 +247,11 @@ int al_service_cancel(al_service *s, const char *run_id) {
         }
     }
     pthread_mutex_unlock(&s->mu);
-    return 0;
+    /* Queued in the store but not (yet) in the queue: just approved, its
+     * enqueue still to come. The store's state decides: a run moved from
+     * queued to canceled here is never charged or started (the runner's
+     * move to provisioning is conditional on queued). */
+    return finish_canceled_queued(s, run_id) > 0 ? 1 : 0;
 }
 
 /* ---------------------------------------------------------------- runner */
@@ -293,11 +298,19 @@ static json_t *job_for(al_service *s, json_t *run, const char *dir, al_error *er
         closedir(d);
     }
     json_t *arts = json_loads(json_string_value(json_object_get(run, "inputs")), 0, NULL);
-    /* what of the thread cannot be staged is listed, and the run starts */
+    /* what of the thread cannot be staged is listed, and the run starts; a
+     * run whose documents were pinned at request time (its approval card
+     * names them) gets exactly those versions, not the thread's latest */
     json_t *docs_skipped = json_array();
+    json_t *pinned = json_object_get(arts, "documents");
+    json_t *pinned_ids = json_is_array(pinned) ? json_array() : NULL;
+    size_t pi;
+    json_t *pd;
+    json_array_foreach(pinned, pi, pd) json_array_append(pinned_ids, json_object_get(pd, "id"));
     int r = al_artifacts_stage(s, json_string_value(json_object_get(run, "workspace_id")),
-                               json_string_value(json_object_get(run, "thread_id")),
-                               json_object_get(arts, "artifacts"), docs, docs_skipped, err);
+                               pinned_ids ? NULL : json_string_value(json_object_get(run, "thread_id")),
+                               pinned_ids ? pinned_ids : json_object_get(arts, "artifacts"), docs, docs_skipped, err);
+    json_decref(pinned_ids);
     json_decref(arts);
     if (r < 0) {
         json_decref(docs_skipped);
@@ -542,6 +555,12 @@ static void *runner_main(void *p) {
         }
     }
     json_decref(pre);
+    /* canceled between the queue and here: it never starts */
+    pthread_mutex_lock(&s->mu);
+    bool canceled_early = a->cancel_requested;
+    pthread_mutex_unlock(&s->mu);
+    if (canceled_early && finish_canceled_queued(s, a->run_id) > 0)
+        goto done;
     /* queued -> provisioning and the charge, in one transaction, unless it
      * was canceled in between */
     int n = al_credits_charge(s, a->run_id, &err);
@@ -566,18 +585,32 @@ static void *runner_main(void *p) {
         for (int i = 0; i < 2; i++)
             streams[i].dlp = dlp;
     }
-    /* an approved run runs exactly what was approved */
+    /* an approved run runs exactly what was approved: the code and every
+     * input, read again now (files and stdin as stored, the pinned
+     * documents as the store has them), hashed as the card was. A store
+     * that cannot say whether there was an approval refuses. */
     json_t *appr = al_store_query(s->store, &err, "SELECT hash, decision FROM approval_requests WHERE run_id = ?", "s",
                                   a->run_id);
-    if (appr && json_array_size(appr)) {
-        char h[65];
-        al_approval_hash(run, h);
+    if (!appr) {
+        ecode = "approval";
+        emsg = "cannot read the run's approval";
+        goto finish;
+    }
+    if (json_array_size(appr)) {
+        char h[65] = "";
+        json_t *manifest = al_approval_manifest(s, run, &err);
+        if (manifest)
+            al_approval_hash(run, manifest, h);
+        /* and the documents' bytes are the versions named */
+        if (manifest && al_approval_verify_documents(s, manifest, &err) < 0)
+            h[0] = '\0';
+        json_decref(manifest);
         json_t *ar = json_array_get(appr, 0);
         const char *dec = json_string_value(json_object_get(ar, "decision"));
-        if (!dec || strcmp(dec, "approved") != 0 || strcmp(h, json_string_value(json_object_get(ar, "hash"))) != 0) {
+        if (!h[0] || !dec || strcmp(dec, "approved") != 0 || strcmp(h, json_string_value(json_object_get(ar, "hash"))) != 0) {
             json_decref(appr);
             ecode = "approval";
-            emsg = "the run differs from what was approved";
+            emsg = "the run differs from what was approved (its code or inputs changed)";
             goto finish;
         }
     }
@@ -815,16 +848,54 @@ static void *scheduler_main(void *p) {
 
 /* ------------------------------------------------------------ approvals */
 
-static void end_unapproved(al_service *s, json_t *run, const char *code, const char *reason) {
-    al_error err = { 0 };
-    const char *id = json_string_value(json_object_get(run, "id"));
+/* Closes an open approval of run ID and moves the run out of
+ * pending_approval, in one transaction: the decision (approved, denied,
+ * expired, canceled) and the run's new state land together or not at all,
+ * so a cancel, an approval, a denial and the expiry of one run are mutually
+ * exclusive and exactly one of them wins. RUN_STATE "queued" for an
+ * approval; otherwise the run ends in RUN_STATE with ECODE/EMSG. With
+ * NOT_AFTER (RFC 3339) the decision only lands before the card's
+ * expires_at. 1 won, 0 another decision (or the clock) was first. */
+int al_service_close_approval(al_service *s, const char *id, const char *decision, const char *by, const char *reason,
+                              const char *not_after, const char *run_state, const char *ecode, const char *emsg,
+                              al_error *err) {
     char now[40];
     al_store_now(now, sizeof now);
-    al_store_exec(s->store, &err,
-                  "UPDATE runs SET state = 'denied', error_code = ?, error_message = ?, finished_at = ? "
-                  "WHERE id = ? AND state = 'pending_approval'",
-                  "ssss", code, reason, now, id);
-    state_event(s, id, "denied");
+    int r = al_store_begin(s->store, err);
+    if (r < 0)
+        return r;
+    r = not_after ? al_store_exec(s->store, err,
+                                  "UPDATE approval_requests SET decision = ?, decided_by = ?, decided_at = ?, reason = ? "
+                                  "WHERE run_id = ? AND decision IS NULL AND expires_at > ?",
+                                  "SSssss", decision, by, now, reason ? reason : "", id, not_after)
+                  : al_store_exec(s->store, err,
+                                  "UPDATE approval_requests SET decision = ?, decided_by = ?, decided_at = ?, reason = ? "
+                                  "WHERE run_id = ? AND decision IS NULL",
+                                  "SSsss", decision, by, now, reason ? reason : "", id);
+    if (r > 0)
+        r = strcmp(run_state, "queued") == 0
+                ? al_store_exec(s->store, err, "UPDATE runs SET state = 'queued' WHERE id = ? AND state = 'pending_approval'",
+                                "s", id)
+                : al_store_exec(s->store, err,
+                                "UPDATE runs SET state = ?, error_code = ?, error_message = ?, finished_at = ? "
+                                "WHERE id = ? AND state = 'pending_approval'",
+                                "sssss", run_state, ecode, emsg, now, id);
+    /* the state event too, inside the transaction: a cancel of the queued
+     * run that follows can only append its events after this one */
+    if (r > 0 && al_service_append_event(s, id, "state", json_pack("{s:s}", "state", run_state)) < 0)
+        r = al_err(err, "approval", EIO, "cannot record the run's new state");
+    if (r <= 0) {
+        al_store_rollback(s->store);
+        return r;
+    }
+    r = al_store_commit(s->store, err);
+    return r < 0 ? r : 1;
+}
+
+/* The result event of a run that ended without running (denied, expired,
+ * canceled while it waited); its state event came with the transition. */
+static void ended_unstarted(al_service *s, const char *id) {
+    al_error err = { 0 };
     json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", id);
     if (rows && json_array_size(rows))
         al_service_append_event(s, id, "result", al_run_json(s, json_array_get(rows, 0)));
@@ -832,11 +903,21 @@ static void end_unapproved(al_service *s, json_t *run, const char *code, const c
     al_skills_run_ended(s);
 }
 
+int al_service_withdraw(al_service *s, const char *id, const char *person_id, al_error *err) {
+    int r = al_service_close_approval(s, id, "canceled", person_id, "canceled by the requester", NULL, "canceled",
+                                      "canceled", "canceled while waiting for approval", err);
+    if (r > 0)
+        ended_unstarted(s, id);
+    return r;
+}
+
 int al_service_decide(al_service *s, json_t *run, const char *person_id, bool approve, const char *hash,
                       const char *reason, al_error *err) {
     const char *id = json_string_value(json_object_get(run, "id"));
     json_t *rows = al_store_query(s->store, err, "SELECT * FROM approval_requests WHERE run_id = ?", "s", id);
-    json_t *ar = rows && json_array_size(rows) ? json_array_get(rows, 0) : NULL;
+    if (!rows)
+        return -EIO;
+    json_t *ar = json_array_size(rows) ? json_array_get(rows, 0) : NULL;
     if (!ar) {
         json_decref(rows);
         return al_err(err, "approval", ENOENT, "run %s does not wait for an approval", id);
@@ -851,27 +932,41 @@ int al_service_decide(al_service *s, json_t *run, const char *person_id, bool ap
         return al_err(err, "approval", ESTALE, "the hash does not match the approval card: nothing was approved");
     }
     json_decref(rows);
+    /* separation of duties: whoever asked for the run does not decide it
+     * (they may withdraw it with cancel), unless the workspace allows it */
+    const char *requester = json_string_value(json_object_get(run, "person_id"));
+    json_t *st = al_settings_load(s, json_string_value(json_object_get(run, "workspace_id")));
+    bool self_ok = json_is_true(json_object_get(st, "allow_self_approval"));
+    int cap = (int)json_number_value(json_object_get(st, "concurrency"));
+    json_decref(st);
+    if (!self_ok && (!requester || !person_id || strcmp(requester, person_id) == 0))
+        return al_err(err, "approval", EPERM, "you requested run %s: another admin or approver decides it "
+                                              "(you may cancel it; settings allow_self_approval relaxes this)", id);
     char now[40];
     al_store_now(now, sizeof now);
-    /* decided once: the update only lands while the decision is open */
-    int n = al_store_exec(s->store, err,
-                          "UPDATE approval_requests SET decision = ?, decided_by = ?, decided_at = ?, reason = ? "
-                          "WHERE run_id = ? AND decision IS NULL",
-                          "sssss", approve ? "approved" : "denied", person_id, now, reason ? reason : "", id);
-    if (n <= 0)
-        return n < 0 ? n : al_err(err, "approval", EEXIST, "run %s was decided meanwhile", id);
+    /* decided once, and only while the card is valid: the decision and the
+     * run's move out of pending_approval land together (see above) */
+    int n = al_service_close_approval(s, id, approve ? "approved" : "denied", person_id, reason, now,
+                                      approve ? "queued" : "denied", "denied",
+                                      reason && *reason ? reason : "denied by an approver", err);
+    if (n < 0)
+        return n;
+    if (n == 0) {
+        /* lost: decided, withdrawn or expired meanwhile; say which */
+        al_service_expire_approvals(s);
+        json_t *d = al_store_query(s->store, err, "SELECT decision FROM approval_requests WHERE run_id = ?", "s", id);
+        const char *dec = d && json_array_size(d) ? json_string_value(json_object_get(json_array_get(d, 0), "decision")) : NULL;
+        int r = al_err(err, "approval", EEXIST, "run %s was %s meanwhile", id, dec ? dec : "decided");
+        json_decref(d);
+        return r;
+    }
     al_governance_audit(s, run, approve ? "approval.approved" : "approval.denied", person_id,
                         json_pack("{s:s, s:s}", "run_id", id, "reason", reason ? reason : ""));
     if (!approve) {
-        end_unapproved(s, run, "denied", reason && *reason ? reason : "denied by an approver");
+        ended_unstarted(s, id);
         return 0;
     }
-    al_store_exec(s->store, err, "UPDATE runs SET state = 'queued' WHERE id = ? AND state = 'pending_approval'", "s", id);
-    state_event(s, id, "queued");
-    json_t *st = al_settings_load(s, json_string_value(json_object_get(run, "workspace_id")));
-    int cap = (int)json_number_value(json_object_get(st, "concurrency"));
-    json_decref(st);
-    if (al_service_enqueue(s, id, json_string_value(json_object_get(run, "person_id")), cap) < 0)
+    if (al_service_enqueue(s, id, requester, cap) < 0)
         al_service_cancel(s, id);
     return 0;
 }
@@ -888,11 +983,10 @@ void al_service_expire_approvals(al_service *s) {
     json_t *run;
     json_array_foreach(due, i, run) {
         const char *id = json_string_value(json_object_get(run, "id"));
-        if (al_store_exec(s->store, &err,
-                          "UPDATE approval_requests SET decision = 'expired', decided_at = ? WHERE run_id = ? AND decision IS NULL",
-                          "ss", now, id) > 0) {
+        if (al_service_close_approval(s, id, "expired", NULL, NULL, NULL, "denied", "expired",
+                                      "no one approved this run before its approval expired", &err) > 0) {
             al_governance_audit(s, run, "approval.expired", NULL, json_pack("{s:s}", "run_id", id));
-            end_unapproved(s, run, "expired", "no one approved this run before its approval expired");
+            ended_unstarted(s, id);
         }
     }
     json_decref(due);

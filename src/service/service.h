@@ -87,6 +87,12 @@ bool al_service_wait_event(al_service *s, uint64_t gen, const struct timespec *u
 void al_service_log(al_service *s, const char *event, json_t *fields);
 
 /* artifacts.c */
+/* The artifact rows ({id, path, version, size, sha256}) a run of THREAD_ID
+ * with ARTIFACT_IDS gets in /work/documents, in staging order (the named
+ * artifacts, then the thread's latest versions, newest first), one a path;
+ * *RET_CUT when the thread held more than can be staged. NULL on a store error. */
+json_t *al_artifacts_select(al_service *s, const char *ws_id, const char *thread_id, json_t *artifact_ids,
+                            bool *ret_cut, al_error *err);
 /* Stage what can be staged into DIR; what cannot is listed in SKIPPED
  * (may be NULL) with the reason. The count staged, or -errno. */
 int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, json_t *artifact_ids,
@@ -122,14 +128,43 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
 int al_credits_charge(al_service *s, const char *run_id, al_error *err);
 int al_credits_refund(al_service *s, const char *run_id, al_error *err);
 int64_t al_credits_balance(al_service *s, const char *org_id);
-void al_approval_hash(json_t *run, char out[65]);
+/* What a run puts in its box besides its code, as it is now: {files: [{name,
+ * size, sha256}] (the run's inline files as stored, by name), stdin: {size,
+ * sha256} or null, args, artifacts (the ids asked for), documents: [{id, path,
+ * version, size, sha256}] as they will be staged (the pinned versions of
+ * inputs.documents when the run has them), skill}. NULL on an error. */
+json_t *al_approval_manifest(al_service *s, json_t *run, al_error *err);
+/* The documents RUN would get if it started now, one row per path, for
+ * pinning at request time (inputs.documents). */
+json_t *al_approval_documents(al_service *s, json_t *run, al_error *err);
+/* sha256 of the canonical JSON of RUN's code, language, network, limits,
+ * runtime and MANIFEST: what an approval binds. */
+void al_approval_hash(json_t *run, json_t *manifest, char out[65]);
+/* Whether the stored bytes of each of MANIFEST's documents hash to the
+ * sha256 it names (what staging links into the box); -EBADMSG when not. */
+int al_approval_verify_documents(al_service *s, json_t *manifest, al_error *err);
+/* The card's view of MANIFEST: the same, each input with the URL of its bytes. */
+json_t *al_approval_card_inputs(const char *run_id, json_t *manifest);
+/* An fd (O_RDONLY) on run RUN_ID's stored input WHICH: "stdin", or the
+ * decimal index of a file of the manifest; its size and name. -ENOENT gone. */
+int al_run_input_open(al_service *s, const char *run_id, const char *which, int *ret_fd, uint64_t *ret_size,
+                      char **ret_name, al_error *err);
 void al_rfc3339_after(int64_t secs, char *buf, size_t len);
 bool al_rfc3339_valid(const char *t);
 int al_governance_audit(al_service *s, json_t *run, const char *kind, const char *person_id, json_t *data);
-/* service.c: an approver's decision; -EEXIST decided already, -ESTALE hash differs */
+/* service.c: an approver's decision; -EEXIST decided already (or expired,
+ * withdrawn), -ESTALE hash differs, -EPERM the requester deciding their own */
 int al_service_decide(al_service *s, json_t *run, const char *person_id, bool approve, const char *hash,
                       const char *reason, al_error *err);
 void al_service_expire_approvals(al_service *s);
+/* Close run ID's open approval with DECISION and move the run out of
+ * pending_approval (to "queued", or ended in RUN_STATE) in one transaction;
+ * 1 won, 0 something else decided first. */
+int al_service_close_approval(al_service *s, const char *id, const char *decision, const char *by, const char *reason,
+                              const char *not_after, const char *run_state, const char *ecode, const char *emsg,
+                              al_error *err);
+/* A pending run withdrawn by PERSON_ID: 1 canceled, 0 it was decided first. */
+int al_service_withdraw(al_service *s, const char *id, const char *person_id, al_error *err);
 
 /* idempotency.c: the Idempotency-Key of a creating POST (docs/api.md) */
 #define AL_IDEM_KEY_MAX 255

@@ -381,6 +381,7 @@ def test_concurrent_decisions(ws):
 def test_pending_survives_restart_and_expires_after(services):
     svc = services.start("pend")
     t = gov_tenant(svc, "pend")
+    _, approver = t.person_in("approver")   # the requester does not approve its own run
     put_settings(t.client, approval_policy="always", approval_ttl_s=600)
     keep = pending(t.client, "print('kept across a restart')")
     put_settings(t.client, approval_ttl_s=3)
@@ -392,7 +393,7 @@ def test_pending_survives_restart_and_expires_after(services):
     assert k["state"] == "pending_approval", f"a pending run after kill -9 and a restart is {k['state']}: {k}"
     done = t.client.wait_state(lapse["id"], GOV_TERMINAL, timeout=15)
     assert done["state"] == "denied" and done["error"]["code"] == "expired", done
-    approve(t.client, keep["id"], hash=keep["approval"]["hash"])
+    approve(approver, keep["id"], hash=keep["approval"]["hash"])
     k = t.client.wait_state(keep["id"], GOV_TERMINAL, timeout=60)
     assert k["state"] == "succeeded" and k["result"]["stdout"] == "kept across a restart\n", k
     kinds = [e["kind"] for e in audit_events(t.client, run_id=lapse["id"])]
@@ -404,13 +405,14 @@ def test_approved_but_unpaid(service):
     """Both cards were shown while the balance covered one run each; approving both
     must not take the balance below zero (the second is refused, uncharged)."""
     t = gov_tenant(service, "unpaid")
+    _, approver = t.person_in("approver")
     put_settings(t.client, approval_policy="always", price_per_run=600)
     a = pending(t.client, "print('first')")
     b = pending(t.client, "print('second')")
-    approve(t.client, a["id"])
+    approve(approver, a["id"])
     assert t.client.wait_state(a["id"], GOV_TERMINAL, timeout=60)["state"] == "succeeded"
     assert balance(t.client) == 400
-    status, _, doc = t.client.request("POST", f"/v1/runs/{b['id']}/approve", json={})
+    status, _, doc = approver.request("POST", f"/v1/runs/{b['id']}/approve", json={})
     if status == 402:
         assert_error(status, doc, "payment_required", 402)
     else:
@@ -437,11 +439,12 @@ def test_approved_while_driver_disabled(service):
     """A card approved after the workspace's driver was switched off: a clear refusal
     (503 at approval, or the run ends in error), and no charge."""
     t = gov_tenant(service, "offdrv")
+    _, approver = t.person_in("approver")
     put_settings(t.client, approval_policy="always")
     r = pending(t.client, "print('should not run')")
     put_settings(t.client, driver="disabled")
     try:
-        status, _, doc = t.client.request("POST", f"/v1/runs/{r['id']}/approve", json={})
+        status, _, doc = approver.request("POST", f"/v1/runs/{r['id']}/approve", json={})
         if status == 503:
             assert_error(status, doc, "driver_disabled")
         else:
@@ -461,12 +464,13 @@ def test_code_changed_after_approval_does_not_run(services):
     import sqlite3
     svc = services.start("bind", {"max_concurrent": 1, "per_person_concurrency": 1})
     t = gov_tenant(svc, "bind")
+    _, approver = t.person_in("approver")
     busy = t.client.run("import time; print('up', flush=True); time.sleep(3)", wait=False)
     t.client.wait_state(busy["id"], "running", timeout=30)
     put_settings(t.client, approval_policy="always")
     tok = token()
     r = pending(t.client, f"print('{tok}')")
-    approve(t.client, r["id"], hash=r["approval"]["hash"])
+    approve(approver, r["id"], hash=r["approval"]["hash"])
     assert t.client.get_run(r["id"])["state"] == "queued"
     db = sqlite3.connect(str(svc.state / "airlock.db"), timeout=10)
     try:

@@ -391,25 +391,35 @@ def test_a_run_whose_approval_request_was_never_recorded_does_not_wait_forever(s
     t = gov_tenant(svc, "idemo")
     _, approver = t.person_in("approver")
     put_settings(t.client, approval_policy="always")
+    # a card the store refuses: the request fails loudly, and its run ends
+    # at once instead of waiting for a decision no one can make
     sql(svc, "CREATE TRIGGER no_approval BEFORE INSERT ON approval_requests BEGIN SELECT RAISE(ABORT, 'injected'); END")
     k = key()
     body = {"language": "python", "code": "print('never decided')"}
-    status, _, run = post(t.client, body, k)
-    assert status == 201 and run["state"] == "pending_approval", run
-    # the ingredient: no one can decide it, and it would wait forever
-    status, _, doc = approver.request("POST", f"/v1/runs/{run['id']}/approve", json={})
-    assert_error(status, doc, "conflict", 409)
-    svc.kill9()
+    status, _, doc = post(t.client, body, k)
+    assert status == 500 and "approval card" in doc["error"]["message"], doc
     sql(svc, "DROP TRIGGER no_approval")
+    runs = t.client.ok("GET", "/v1/runs")["runs"]
+    assert len(runs) == 1 and runs[0]["state"] == "error", runs
+    # its retry is that run, ended
+    status, _, again = post(t.client, body, k)
+    assert status in (200, 201) and again["id"] == runs[0]["id"] and again["state"] == "error", again
+    # what a crash between the run's row and its card leaves: a pending run
+    # with no approval request, which the restart ends as lost
+    k2 = key()
+    status, _, run = post(t.client, {"language": "python", "code": "print('crashed')"}, k2)
+    assert status == 201 and run["state"] == "pending_approval", run
+    svc.kill9()
+    sql(svc, f"DELETE FROM approval_requests WHERE run_id = '{run['id']}'")
     svc.start()
+    # the ingredient: no one could decide it, and it would have waited forever
+    status, _, doc = approver.request("POST", f"/v1/runs/{run['id']}/approve", json={})
+    assert status in (404, 409), (status, doc)
     ended = t.client.get_run(run["id"])
     assert ended["state"] == "error" and ended["error"]["code"] == "lost", ended
     assert ended["finished_at"], ended
     evs = [e for e in audit_events(t.client, run_id=run["id"]) if e["kind"] == "tool.call"]
     assert [e["data"]["state"] for e in evs] == ["error"] and evs[0]["data"]["error"] == "lost", evs
-    # its retry is that run, ended; nothing was charged
-    status, _, again = post(t.client, body, k)
-    assert status == 201 and again["id"] == run["id"] and again["state"] == "error", again
     assert charges(t.client) == {}
 
 

@@ -32,6 +32,7 @@ API = [
     ("POST", "/v1/runs/{id}/approve"),
     ("POST", "/v1/runs/{id}/deny"),
     ("GET", "/v1/runs/{id}/trace"),
+    ("GET", "/v1/runs/{id}/inputs/{which}"),
     ("GET", "/v1/usage"),
     ("GET", "/v1/audit"),
     ("GET", "/piston/{key}/api/v2/runtimes"),

@@ -231,6 +231,7 @@ def test_a_running_run_completes_and_its_bundle_goes_after(svc):
 
 def test_a_queued_run_awaiting_approval_still_runs(svc):
     t = gov_tenant(svc, "slq")
+    _, approver = t.person_in("approver")   # the requester does not decide its own run
     name = unique("wait")
     digest = upload(t.client, slow_bundle(name, name))["digest"]
     t.client.ok("POST", f"/v1/skills/{name}/promote")
@@ -240,7 +241,7 @@ def test_a_queued_run_awaiting_approval_still_runs(svc):
     doc = t.client.ok("DELETE", f"/v1/skills/{name}")
     assert doc["live_runs"] == [run["id"]], doc
     assert bundle_dir(svc, digest).is_dir()
-    t.client.ok("POST", f"/v1/runs/{run['id']}/approve", json={"hash": run["approval"]["hash"]})
+    approver.ok("POST", f"/v1/runs/{run['id']}/approve", json={"hash": run["approval"]["hash"]})
     done = t.client.wait_state(run["id"], {"succeeded", "failed", "error"}, timeout=60)
     assert done["state"] == "succeeded" and done["result"]["stdout"].startswith("started\nslept"), done
     assert wait_gone(bundle_dir(svc, digest))
@@ -252,7 +253,7 @@ def test_a_queued_run_awaiting_approval_still_runs(svc):
     assert status == 201 and run2["state"] == "pending_approval", run2
     t.client.ok("DELETE", f"/v1/skills/{name2}")
     assert bundle_dir(svc, d2).is_dir()
-    t.client.ok("POST", f"/v1/runs/{run2['id']}/deny", json={"reason": "no"})
+    approver.ok("POST", f"/v1/runs/{run2['id']}/deny", json={"reason": "no"})
     assert wait_gone(bundle_dir(svc, d2))
     assert_no_orphans(svc)
 
