@@ -28,27 +28,115 @@ bool al_network_mode_allowed(json_t *allowed, al_net_mode mode) {
     return false;
 }
 
+int al_settings_network_check(json_t *settings, const al_net_policy *np, al_error *err) {
+    json_t *allowed = json_object_get(settings, "network_allowed");
+    if (!al_network_mode_allowed(allowed, np->mode))
+        return al_err(err, "network", EPERM, "network mode %s is not allowed in this workspace (settings network_allowed)",
+                      al_net_mode_name(np->mode));
+    /* hosts+packages reaches the registries too: packages must be allowed */
+    if (np->mode == AL_NET_HOSTS && np->with_packages && !al_network_mode_allowed(allowed, AL_NET_PACKAGES))
+        return al_err(err, "network", EPERM, "hosts+packages reaches the package registries, and mode packages is not "
+                      "allowed in this workspace (settings network_allowed)");
+    if (np->mode != AL_NET_HOSTS)
+        return 0;
+    /* the names are the workspace's to list, not the run's: a request
+     * narrows the list (names a subset), never widens it */
+    json_t *listed = json_object_get(settings, "network_hosts");
+    for (size_t i = 0; i < np->n_hosts; i++) {
+        bool found = false;
+        size_t k;
+        json_t *h;
+        json_array_foreach(listed, k, h) found |= json_is_string(h) && strcmp(json_string_value(h), np->hosts[i]) == 0;
+        if (!found)
+            return al_err(err, "network", EPERM, json_array_size(listed)
+                          ? "host %s is not in this workspace's allowed hosts (settings network_hosts): a run may name "
+                            "only hosts an admin listed there"
+                          : "host %s: this workspace allows no hosts (settings network_hosts is empty; an admin lists "
+                            "the hosts runs may reach there)", np->hosts[i]);
+    }
+    return 0;
+}
+
+/* NAMES (a settings network_hosts value) checked and in canonical form
+ * (lower case, no trailing dot), as al_net_policy_parse spells them; NULL
+ * with ERR when one is not a host name policy allows. */
+static json_t *network_hosts_canonical(json_t *names, al_error *err) {
+    if (!json_is_array(names) || json_array_size(names) > AL_NET_MAX_HOSTS) {
+        al_err(err, "settings", EINVAL, "network_hosts must be a list of at most %d host names", AL_NET_MAX_HOSTS);
+        return NULL;
+    }
+    json_t *out = json_array();
+    al_net_policy *np = malloc(sizeof *np);
+    size_t i;
+    json_t *n;
+    json_array_foreach(names, i, n) {
+        char spec[AL_NET_NAME_MAX + 8];
+        const char *v = json_string_value(n);
+        if (!np || !v || !*v || strlen(v) >= AL_NET_NAME_MAX || strchr(v, ',')) {
+            al_err(err, "settings", EINVAL, "network_hosts[%zu] must be a host name (a.example)", i);
+            goto fail;
+        }
+        snprintf(spec, sizeof spec, "hosts:%s", v);
+        if (al_net_policy_parse(spec, np, err) < 0 || np->n_hosts != 1) {
+            al_err(err, "settings", EINVAL, "network_hosts[%zu] is not a host name a policy allows", i);
+            goto fail;
+        }
+        json_array_append_new(out, json_string(np->hosts[0]));
+    }
+    free(np);
+    return out;
+fail:
+    free(np);
+    json_decref(out);
+    return NULL;
+}
+
 static json_t *defaults(al_service *s) {
-    return json_pack("{s:s, s:[s, s, s], s:s, s:i, s:i, s:i, s:f, s:i, s:s, s:i, s:i, s:[s, s], s:[]}", "driver",
+    json_t *d = json_pack("{s:s, s:[s, s, s], s:s, s:i, s:i, s:i, s:f, s:i, s:s, s:i, s:i, s:[s, s], s:[]}", "driver",
                      s->driver->name, "network_allowed", "offline", "packages", "hosts",
                      "network", "offline", "timeout_s", 60 < s->cfg.max_timeout_s ? 60 : s->cfg.max_timeout_s,
                      "max_timeout_s", s->cfg.max_timeout_s, "memory_mb", 512, "cpus", 0.5, "concurrency",
                      s->cfg.per_person, "approval_policy", "never", "approval_ttl_s", 3600, "price_per_run", 2, "tools",
                      tool_names[0], tool_names[1], "dlp_patterns");
+    /* no host a run may name until an admin lists it (fail closed) */
+    json_object_set_new(d, "network_hosts", json_array());
+    return d;
 }
 
-json_t *al_settings_load(al_service *s, const char *ws_id) {
-    al_error err = { 0 };
-    json_t *eff = defaults(s);
-    json_t *rows = al_store_query(s->store, &err, "SELECT settings, secrets FROM workspace_settings WHERE workspace_id = ?",
+json_t *al_settings_load(al_service *s, const char *ws_id, al_error *err) {
+    /* Fail closed: settings that cannot be read are not the defaults. A
+     * corrupt row read as "nothing set" would turn approval off and drop
+     * the DLP patterns, so every caller refuses instead. */
+    json_t *rows = al_store_query(s->store, err, "SELECT settings, secrets FROM workspace_settings WHERE workspace_id = ?",
                                   "s", ws_id);
-    json_t *names = json_array();
-    if (rows && json_array_size(rows)) {
+    if (!rows) {
+        al_err(err, "settings", EIO, "the workspace's settings cannot be read from the store");
+        return NULL;
+    }
+    json_t *eff = defaults(s), *names = json_array();
+    if (!eff || !names) {
+        json_decref(rows);
+        json_decref(eff);
+        json_decref(names);
+        al_err(err, "settings", ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (json_array_size(rows)) {
         json_t *row = json_array_get(rows, 0);
-        json_t *st = json_loads(json_string_value(json_object_get(row, "settings")), 0, NULL);
+        json_error_t jerr;
+        json_t *st = json_loads(json_string_value(json_object_get(row, "settings")) ?: "", 0, &jerr);
+        json_t *sec = json_loads(json_string_value(json_object_get(row, "secrets")) ?: "", 0, &jerr);
+        if (!json_is_object(st) || !json_is_object(sec)) {
+            json_decref(st);
+            json_decref(sec);
+            json_decref(rows);
+            json_decref(eff);
+            json_decref(names);
+            al_err(err, "settings", EBADMSG, "the workspace's stored settings are corrupt (not a JSON object)");
+            return NULL;
+        }
         json_object_update(eff, st);
         json_decref(st);
-        json_t *sec = json_loads(json_string_value(json_object_get(row, "secrets")), 0, NULL);
         const char *k;
         json_t *v;
         /* write-only: names, never values */
@@ -79,6 +167,13 @@ static int num_in(json_t *v, double min, double max, const char *key, al_error *
 int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret, al_error *err) {
     if (!json_is_object(body))
         return al_err(err, "settings", EINVAL, "the body must be a JSON object");
+    if (json_object_get(body, "network_hosts")) {
+        /* checked and canonical before anything compares against it */
+        json_t *canon = network_hosts_canonical(json_object_get(body, "network_hosts"), err);
+        if (!canon)
+            return -EINVAL;
+        json_object_set_new(body, "network_hosts", canon);
+    }
     json_t *ws = al_store_query(s->store, err, "SELECT * FROM workspaces WHERE id = ?", "s", ws_id);
     if (!ws || !json_array_size(ws)) {
         json_decref(ws);
@@ -90,16 +185,26 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
     json_decref(ws);
     json_t *rows = al_store_query(s->store, err, "SELECT settings, secrets FROM workspace_settings WHERE workspace_id = ?",
                                   "s", ws_id);
+    if (!rows)
+        return al_err(err, "settings", EIO, "the workspace's settings cannot be read from the store");
     json_t *cur = NULL, *sec = NULL;
-    if (rows && json_array_size(rows)) {
-        cur = json_loads(json_string_value(json_object_get(json_array_get(rows, 0), "settings")), 0, NULL);
-        sec = json_loads(json_string_value(json_object_get(json_array_get(rows, 0), "secrets")), 0, NULL);
+    if (json_array_size(rows)) {
+        cur = json_loads(json_string_value(json_object_get(json_array_get(rows, 0), "settings")) ?: "", 0, NULL);
+        sec = json_loads(json_string_value(json_object_get(json_array_get(rows, 0), "secrets")) ?: "", 0, NULL);
+        if (!json_is_object(cur) || !json_is_object(sec)) {
+            /* a change over a corrupt row would silently drop what it held
+             * (approval, DLP patterns, secrets): an operator repairs it */
+            json_decref(cur);
+            json_decref(sec);
+            json_decref(rows);
+            return al_err(err, "settings", EBADMSG, "the workspace's stored settings are corrupt (not a JSON object): "
+                          "they are not changed over; an operator must repair the row");
+        }
+    } else {
+        cur = json_object();
+        sec = json_object();
     }
     json_decref(rows);
-    if (!cur)
-        cur = json_object();
-    if (!sec)
-        sec = json_object();
     json_t *eff = defaults(s);
     json_object_update(eff, cur);
     int r = 0;
@@ -151,6 +256,8 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
                 r = al_err(err, "settings", EINVAL, "network_allowed must include the default network's mode (%s)",
                            al_net_mode_name(np->mode));
             free(np);
+        } else if (strcmp(key, "network_hosts") == 0) {
+            r = 0; /* checked above; the default network is checked against it below */
         } else if (strcmp(key, "max_timeout_s") == 0) {
             r = num_in(v, 1, s->cfg.max_timeout_s, key, err);
         } else if (strcmp(key, "timeout_s") == 0) {
@@ -223,6 +330,23 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
         if (r == 0)
             json_object_set(cur, key, v);
     }
+    if (r == 0 && (json_object_get(body, "network") || json_object_get(body, "network_allowed") ||
+                   json_object_get(body, "network_hosts"))) {
+        /* the default policy of runs that name none must be one a run
+         * could ask for under the new settings (its hosts listed too) */
+        json_t *view = json_deep_copy(eff);
+        json_object_update(view, cur);
+        al_net_policy *np = malloc(sizeof *np);
+        al_error nerr = { 0 };
+        const char *def = json_string_value(json_object_get(view, "network"));
+        if (!view || !np)
+            r = -ENOMEM;
+        else if (al_net_policy_parse(def, np, &nerr) < 0 || al_settings_network_check(view, np, &nerr) < 0)
+            r = al_err(err, "settings", EINVAL, "the default network %s would not be allowed: %s", def ? def : "?",
+                       nerr.msg);
+        free(np);
+        json_decref(view);
+    }
     if (r == 0) {
         char now[40];
         al_store_now(now, sizeof now);
@@ -240,8 +364,8 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
     json_decref(sec);
     if (r < 0)
         return r;
-    *ret = al_settings_load(s, ws_id);
-    return 0;
+    *ret = al_settings_load(s, ws_id, err);
+    return *ret ? 0 : -EIO;
 }
 
 /* -------------------------------------------------------------- credits */
@@ -380,8 +504,13 @@ bool al_rfc3339_valid(const char *t) {
 
 int al_governance_audit(al_service *s, json_t *run, const char *kind, const char *person_id, json_t *data) {
     al_error err = { 0 };
-    return al_audit_append(s->store, json_string_value(json_object_get(run, "org_id")),
-                           json_string_value(json_object_get(run, "workspace_id")), kind,
-                           person_id ? person_id : json_string_value(json_object_get(run, "person_id")),
-                           json_string_value(json_object_get(run, "id")), data, &err);
+    int r = al_audit_append(s->store, json_string_value(json_object_get(run, "org_id")),
+                            json_string_value(json_object_get(run, "workspace_id")), kind,
+                            person_id ? person_id : json_string_value(json_object_get(run, "person_id")),
+                            json_string_value(json_object_get(run, "id")), data, &err);
+    if (r < 0) /* never silent: the log says which event of which run was lost, and why */
+        al_service_log(s, "audit.failed", json_pack("{s:s, s:s?, s:s}", "kind", kind,
+                                                    "run_id", json_string_value(json_object_get(run, "id")),
+                                                    "error", err.msg));
+    return r;
 }

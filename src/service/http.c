@@ -39,10 +39,16 @@ typedef struct request {
 /* --------------------------------------------------------------- replies */
 
 static enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, json_t *doc) {
-    char *s = json_dumps(doc, JSON_COMPACT);
+    char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
-    if (!s)
-        return MHD_NO;
+    if (!s) {
+        /* a document that could not be built still gets an answer, not a
+         * dropped connection */
+        status = 500;
+        s = strdup("{\"error\":{\"code\":\"internal\",\"message\":\"the answer could not be built\"}}");
+        if (!s)
+            return MHD_NO;
+    }
     size_t n = strlen(s);
     struct MHD_Response *r = MHD_create_response_from_buffer(n, s, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, "Content-Type", "application/json");
@@ -60,6 +66,8 @@ static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, co
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* the message may quote what a client sent, cut at a byte count */
+    al_utf8_fix(msg);
     return reply_json(c, status, json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg));
 }
 
@@ -423,8 +431,10 @@ static enum MHD_Result decide(al_service *s, struct MHD_Connection *c, const al_
     return ret;
 }
 
-static json_t *settings_json(al_service *s, const char *ws_id) {
-    json_t *eff = al_settings_load(s, ws_id);
+static json_t *settings_json(al_service *s, const char *ws_id, al_error *err) {
+    json_t *eff = al_settings_load(s, ws_id, err);
+    if (!eff)
+        return NULL;
     json_object_set_new(eff, "badges", s->driver->capabilities());
     json_object_set_new(eff, "service", json_pack("{s:s, s:i, s:i, s:i, s:i}", "driver", s->driver->name, "per_person",
                                                   s->cfg.per_person, "max_concurrent", s->cfg.max_concurrent, "queue_max",
@@ -441,6 +451,15 @@ static json_t *settings_json(al_service *s, const char *ws_id) {
     return eff;
 }
 
+/* GET /v1/settings, and the answer of PUT: 503 when they cannot be read */
+static enum MHD_Result settings_reply(al_service *s, struct MHD_Connection *c, const char *ws_id) {
+    al_error err = { 0 };
+    json_t *doc = settings_json(s, ws_id, &err);
+    if (!doc)
+        return reply_error(c, 503, "settings_unavailable", "%s", err.msg);
+    return reply_json(c, 200, doc);
+}
+
 static enum MHD_Result put_settings(al_service *s, struct MHD_Connection *c, const al_principal *p, request *rq) {
     if (strcmp(p->role, "admin") != 0)
         return reply_error(c, 403, "forbidden", "only admins may change settings");
@@ -455,13 +474,27 @@ static enum MHD_Result put_settings(al_service *s, struct MHD_Connection *c, con
     al_error err = { 0 };
     json_t *eff = NULL;
     int r = al_settings_put(s, p->workspace_id, b, &eff, &err);
-    json_decref(b);
-    if (r < 0)
-        return reply_error(c, r == -EINVAL ? 400 : 500, r == -EINVAL ? "bad_request" : "internal", "%s", err.msg);
+    if (r < 0) {
+        json_decref(b);
+        return reply_error(c, r == -EINVAL ? 400 : r == -EPERM ? 403 : 500,
+                           r == -EINVAL ? "bad_request" : r == -EPERM ? "forbidden" : "internal", "%s", err.msg);
+    }
     json_decref(eff);
-    al_audit_append(s->store, p->org_id, p->workspace_id, "settings.changed", p->person_id, NULL,
-                    json_pack("{s:s}", "by", p->person_id), &err);
-    return reply_json(c, 200, settings_json(s, p->workspace_id));
+    /* which settings changed (names only: secrets' values never reach the trail) */
+    json_t *keys = json_array();
+    const char *k;
+    json_t *v;
+    json_object_foreach(b, k, v) json_array_append_new(keys, json_string(k));
+    json_decref(b);
+    r = al_audit_append(s->store, p->org_id, p->workspace_id, "settings.changed", p->person_id, NULL,
+                        json_pack("{s:s, s:o}", "by", p->person_id, "keys", keys), &err);
+    if (r < 0) {
+        al_service_log(s, "audit.failed", json_pack("{s:s, s:s, s:s}", "kind", "settings.changed", "workspace_id",
+                                                    p->workspace_id, "error", err.msg));
+        return reply_error(c, 500, "audit_failed", "the settings were changed but their audit event could not be "
+                           "written: %s", err.msg);
+    }
+    return settings_reply(s, c, p->workspace_id);
 }
 
 static enum MHD_Result usage(al_service *s, struct MHD_Connection *c, const al_principal *p) {
@@ -964,7 +997,7 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
     if (n == 4 && strcmp(seg[1], "artifacts") == 0 && strcmp(seg[3], "content") == 0)
         return artifact(s, c, &p, seg[2], true);
     if (n == 2 && strcmp(seg[1], "settings") == 0)
-        return reply_json(c, 200, settings_json(s, p.workspace_id));
+        return settings_reply(s, c, p.workspace_id);
     if (n == 2 && strcmp(seg[1], "usage") == 0)
         return usage(s, c, &p);
     if (n == 2 && strcmp(seg[1], "audit") == 0)

@@ -210,7 +210,9 @@ static bool tool_allowed(json_t *settings, const char *tool) {
 }
 
 json_t *al_mcp_tools_list(al_service *s, const al_principal *p) {
-    json_t *settings = al_settings_load(s, p->workspace_id);
+    /* unreadable settings list no tool that runs code (a call would be refused anyway) */
+    al_error err = { 0 };
+    json_t *settings = al_settings_load(s, p->workspace_id, &err);
     json_t *tools = json_array();
     if (tool_allowed(settings, "code_execution"))
         json_array_append_new(tools, tool_code_execution());
@@ -233,6 +235,7 @@ static json_t *tool_error(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    al_utf8_fix(msg); /* it may quote arguments, cut at a byte count */
     return json_pack("{s:[o], s:b}", "content", text_item(msg), "isError", true);
 }
 

@@ -164,6 +164,7 @@ static unsigned run_error(json_t **ret, unsigned status, const char *code, const
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    al_utf8_fix(msg); /* it may quote the request, cut at a byte count */
     *ret = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
     return status;
 }
@@ -178,7 +179,9 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         return run_error(ret_doc, 400, "bad_request", "the body must be a JSON object");
     unsigned ret;
     json_t *settings = NULL;
-    settings = al_settings_load(s, p->workspace_id);
+    settings = al_settings_load(s, p->workspace_id, &err);
+    if (!settings) /* fail closed: never a run under default settings */
+        return run_error(ret_doc, 503, "settings_unavailable", "%s: no run starts until they can be", err.msg);
     /* the IAM decision: is code execution a tool this workspace may call? */
     bool tool_ok = false;
     size_t ti;
@@ -268,9 +271,8 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
             ret = run_error(ret_doc, 400, "bad_request", "network: %s", np ? nerr.msg : "out of memory");
             goto out;
         }
-        if (!al_network_mode_allowed(json_object_get(settings, "network_allowed"), np->mode)) {
-            ret = run_error(ret_doc, 403, "network_not_allowed", "network mode %s is not allowed in this workspace "
-                              "(settings network_allowed)", al_net_mode_name(np->mode));
+        if (al_settings_network_check(settings, np, &nerr) < 0) {
+            ret = run_error(ret_doc, 403, "network_not_allowed", "%s", nerr.msg);
             free(np);
             goto out;
         }
@@ -507,9 +509,17 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     json_t *run_row = al_run_load(s, p, run_id);
     char in_hash[65];
     al_approval_hash(run_row, in_hash);
-    al_governance_audit(s, run_row, "capability.invoke_allowed", NULL,
-                        json_pack("{s:s, s:s, s:s, s:s}", "tool", tool, "language", language, "approval",
-                                  needs_approval ? "required" : "not required", "via", ex->via ? ex->via : "rest"));
+    if (al_governance_audit(s, run_row, "capability.invoke_allowed", NULL,
+                            json_pack("{s:s, s:s, s:s, s:s}", "tool", tool, "language", language, "approval",
+                                      needs_approval ? "required" : "not required", "via", ex->via ? ex->via : "rest")) < 0) {
+        /* a run the trail cannot show does not start (the log says why) */
+        al_store_exec(s->store, &err, "UPDATE runs SET state = 'error', error_code = 'audit_failed', error_message = "
+                      "'its audit event could not be written', finished_at = ? WHERE id = ?", "ss", now, run_id);
+        json_decref(run_row);
+        al_rm_rf(dir);
+        ret = run_error(ret_doc, 500, "audit_failed", "the run's audit event could not be written: it was not started");
+        goto out;
+    }
     if (needs_approval) {
         char apid[40], expires[40];
         al_store_new_id("apr", apid, sizeof apid);

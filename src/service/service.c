@@ -420,6 +420,9 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
         const char *o = json_string_value(json_object_get(result, "stdout"));
         const char *e = json_string_value(json_object_get(result, "stderr"));
         snprintf(preview, sizeof preview, "%s%s", o ? o : "", e ? e : "");
+        /* cut on a character: a script that prints a multi-byte character
+         * across byte 512 must not make its own tool.call event unbuildable */
+        al_utf8_fix(preview);
     }
     json_t *exit_code = result ? json_object_get(result, "exit_code") : NULL;
     json_t *ins = json_loads(json_string_value(json_object_get(run, "inputs")), 0, NULL);
@@ -520,18 +523,22 @@ static void *runner_main(void *p) {
     json_t *pre = al_store_query(s->store, &err, "SELECT workspace_id FROM runs WHERE id = ? AND state = 'queued'", "s",
                                  a->run_id);
     if (pre && json_array_size(pre)) {
-        json_t *st = al_settings_load(s, json_string_value(json_object_get(json_array_get(pre, 0), "workspace_id")));
-        bool off = strcmp(json_string_value(json_object_get(st, "driver")), "disabled") == 0;
+        al_error serr = { 0 };
+        json_t *st = al_settings_load(s, json_string_value(json_object_get(json_array_get(pre, 0), "workspace_id")), &serr);
+        bool off = st && strcmp(json_string_value(json_object_get(st, "driver")) ?: "", "disabled") == 0;
         json_decref(st);
-        if (off) {
+        if (off || !st) {
             json_decref(pre);
             rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", a->run_id);
             run = rows && json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
             json_decref(rows);
             if (!run)
                 goto done;
-            ecode = "driver_disabled";
-            emsg = "code execution was disabled for this workspace before the run started";
+            /* settings that cannot be read do not start a run (fail closed) */
+            ecode = st ? "driver_disabled" : "settings_unavailable";
+            snprintf(emsg_buf, sizeof emsg_buf, "%s", st ? "code execution was disabled for this workspace before the run started"
+                                                         : serr.msg);
+            emsg = emsg_buf;
             goto finish;
         }
     }
@@ -553,10 +560,19 @@ static void *runner_main(void *p) {
     }
     state_event(s, a->run_id, "provisioning");
     {
-        json_t *st = al_settings_load(s, json_string_value(json_object_get(run, "workspace_id")));
-        if (al_dlp_new(json_object_get(st, "dlp_patterns"), &dlp, &err) < 0)
-            dlp = NULL;
+        /* no box starts without its workspace's DLP patterns: settings
+         * that cannot be read, or patterns that do not compile, end it */
+        al_error serr = { 0 };
+        json_t *st = al_settings_load(s, json_string_value(json_object_get(run, "workspace_id")), &serr);
+        int dr = st ? al_dlp_new(json_object_get(st, "dlp_patterns"), &dlp, &serr) : -EIO;
         json_decref(st);
+        if (dr < 0) {
+            dlp = NULL;
+            ecode = st ? "dlp" : "settings_unavailable";
+            snprintf(emsg_buf, sizeof emsg_buf, "%s", serr.msg);
+            emsg = emsg_buf;
+            goto finish;
+        }
         for (int i = 0; i < 2; i++)
             streams[i].dlp = dlp;
     }
@@ -848,8 +864,11 @@ int al_service_decide(al_service *s, json_t *run, const char *person_id, bool ap
     }
     al_store_exec(s->store, err, "UPDATE runs SET state = 'queued' WHERE id = ? AND state = 'pending_approval'", "s", id);
     state_event(s, id, "queued");
-    json_t *st = al_settings_load(s, json_string_value(json_object_get(run, "workspace_id")));
-    int cap = (int)json_number_value(json_object_get(st, "concurrency"));
+    /* the cap only (the run re-reads its settings before it starts, and
+     * fails closed there): unreadable settings queue it at the smallest */
+    al_error serr = { 0 };
+    json_t *st = al_settings_load(s, json_string_value(json_object_get(run, "workspace_id")), &serr);
+    int cap = st ? (int)json_number_value(json_object_get(st, "concurrency")) : 1;
     json_decref(st);
     if (al_service_enqueue(s, id, json_string_value(json_object_get(run, "person_id")), cap) < 0)
         al_service_cancel(s, id);
@@ -914,8 +933,9 @@ static void recover(al_service *s) {
     json_t *queued = al_store_query(s->store, &err, "SELECT id, person_id, workspace_id FROM runs WHERE state = 'queued' ORDER BY seq", NULL);
     for (size_t i = 0; queued && i < json_array_size(queued); i++) {
         json_t *r = json_array_get(queued, i);
-        json_t *st = al_settings_load(s, json_string_value(json_object_get(r, "workspace_id")));
-        int cap = (int)json_number_value(json_object_get(st, "concurrency"));
+        al_error serr = { 0 };
+        json_t *st = al_settings_load(s, json_string_value(json_object_get(r, "workspace_id")), &serr);
+        int cap = st ? (int)json_number_value(json_object_get(st, "concurrency")) : 1; /* see al_service_decide */
         json_decref(st);
         if (al_service_enqueue(s, json_string_value(json_object_get(r, "id")),
                                json_string_value(json_object_get(r, "person_id")), cap) < 0)

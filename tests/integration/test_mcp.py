@@ -494,7 +494,9 @@ def test_cancelled_notification_withdraws_an_approval_wait(service, approval_ten
 
 
 def test_network_policy_is_passed_through(service):
-    """As POST /v1/runs' network field: the workspace's network_allowed decides."""
+    """As POST /v1/runs' network field: the workspace's network_allowed (and
+    network_hosts, the only hosts a run may name) decide."""
+    put_settings(service, network_hosts=["example.com"])
     m = Mcp(service)
     for net in ("packages", "hosts:example.com", "offline"):
         r = m.call("code_execution", {"language": "python", "code": "print(1)", "network": net})
