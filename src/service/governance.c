@@ -96,7 +96,7 @@ static json_t *defaults(al_service *s) {
                      s->driver->name, "network_allowed", "offline", "packages", "hosts",
                      "network", "offline", "timeout_s", 60 < s->cfg.max_timeout_s ? 60 : s->cfg.max_timeout_s,
                      "max_timeout_s", s->cfg.max_timeout_s, "memory_mb", 512, "cpus", 0.5, "concurrency",
-                     s->cfg.per_person, "approval_policy", "never", "approval_ttl_s", 3600, "price_per_run", 2, "tools",
+                     s->cfg.per_person, "approval_policy", "never", "approval_ttl_s", 3600, "price_per_run", AL_PRICE_PER_RUN_DEFAULT, "tools",
                      tool_names[0], tool_names[1], "dlp_patterns");
     /* no host a run may name until an admin lists it (fail closed) */
     json_object_set_new(d, "network_hosts", json_array());
@@ -107,7 +107,11 @@ json_t *al_settings_load(al_service *s, const char *ws_id, al_error *err) {
     /* Fail closed: settings that cannot be read are not the defaults. A
      * corrupt row read as "nothing set" would turn approval off and drop
      * the DLP patterns, so every caller refuses instead. */
-    json_t *rows = al_store_query(s->store, err, "SELECT settings, secrets FROM workspace_settings WHERE workspace_id = ?",
+    /* the price is the operator's (workspaces.price_per_run), beside what
+     * the workspace's admins set */
+    json_t *rows = al_store_query(s->store, err,
+                                  "SELECT w.price_per_run AS price, t.settings, t.secrets FROM workspaces w "
+                                  "LEFT JOIN workspace_settings t ON t.workspace_id = w.id WHERE w.id = ?",
                                   "s", ws_id);
     if (!rows) {
         al_err(err, "settings", EIO, "the workspace's settings cannot be read from the store");
@@ -121,7 +125,10 @@ json_t *al_settings_load(al_service *s, const char *ws_id, al_error *err) {
         al_err(err, "settings", ENOMEM, "out of memory");
         return NULL;
     }
-    if (json_array_size(rows)) {
+    json_t *price = json_object_get(json_array_get(rows, 0), "price");
+    if (json_is_integer(price))
+        json_object_set(eff, "price_per_run", price);
+    if (json_array_size(rows) && !json_is_null(json_object_get(json_array_get(rows, 0), "settings"))) {
         json_t *row = json_array_get(rows, 0);
         json_error_t jerr;
         json_t *st = json_loads(json_string_value(json_object_get(row, "settings")) ?: "", 0, &jerr);
@@ -135,6 +142,7 @@ json_t *al_settings_load(al_service *s, const char *ws_id, al_error *err) {
             al_err(err, "settings", EBADMSG, "the workspace's stored settings are corrupt (not a JSON object)");
             return NULL;
         }
+        json_object_del(st, "price_per_run"); /* never the workspace's own say */
         json_object_update(eff, st);
         json_decref(st);
         const char *k;
@@ -182,11 +190,14 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
     json_t *w = json_array_get(ws, 0);
     double max_mem = (double)json_integer_value(json_object_get(w, "max_memory_mb"));
     double max_cpus = (double)json_integer_value(json_object_get(w, "max_cpus_milli")) / 1000.0;
+    json_t *op_price = json_incref(json_object_get(w, "price_per_run"));
     json_decref(ws);
     json_t *rows = al_store_query(s->store, err, "SELECT settings, secrets FROM workspace_settings WHERE workspace_id = ?",
                                   "s", ws_id);
-    if (!rows)
+    if (!rows) {
+        json_decref(op_price);
         return al_err(err, "settings", EIO, "the workspace's settings cannot be read from the store");
+    }
     json_t *cur = NULL, *sec = NULL;
     if (json_array_size(rows)) {
         cur = json_loads(json_string_value(json_object_get(json_array_get(rows, 0), "settings")) ?: "", 0, NULL);
@@ -197,6 +208,7 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
             json_decref(cur);
             json_decref(sec);
             json_decref(rows);
+            json_decref(op_price);
             return al_err(err, "settings", EBADMSG, "the workspace's stored settings are corrupt (not a JSON object): "
                           "they are not changed over; an operator must repair the row");
         }
@@ -207,6 +219,9 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
     json_decref(rows);
     json_t *eff = defaults(s);
     json_object_update(eff, cur);
+    if (json_is_integer(op_price))
+        json_object_set(eff, "price_per_run", op_price);
+    json_decref(op_price);
     int r = 0;
     const char *key;
     json_t *v;
@@ -278,9 +293,11 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
         } else if (strcmp(key, "approval_ttl_s") == 0) {
             r = num_in(v, 1, 7 * 86400, key, err);
         } else if (strcmp(key, "price_per_run") == 0) {
-            r = num_in(v, 0, 1000000, key, err);
-            if (r == 0 && !json_is_integer(v))
-                r = al_err(err, "settings", EINVAL, "price_per_run must be a whole number");
+            /* what a workspace pays is not its own admins' to decide */
+            if (!json_equal(v, json_object_get(eff, "price_per_run")))
+                r = al_err(err, "settings", EPERM, "price_per_run is set by the operator (airlock admin price set "
+                           "--workspace WS AMOUNT), not by a workspace's admins");
+            continue;
         } else if (strcmp(key, "tools") == 0) {
             size_t i;
             json_t *t;

@@ -507,11 +507,14 @@ static enum MHD_Result usage(al_service *s, struct MHD_Connection *c, const al_p
         return reply_error(c, 400, "bad_request", "limit must be from 1 to 1000");
     if ((from && !al_rfc3339_valid(from)) || (to && !al_rfc3339_valid(to)))
         return reply_error(c, 400, "bad_request", "from and to are RFC 3339 UTC times (2026-01-31T12:00:00Z)");
+    /* the caller's workspace's charges and refunds, and the organisation's
+     * grants (which explain its balance): never another workspace's runs */
     json_t *ledger = al_store_query(s->store, &err,
                                     "SELECT id, kind, amount, run_id, balance_after, created_at FROM ledger WHERE org_id = ? "
+                                    "AND (workspace_id = ? OR (workspace_id IS NULL AND run_id IS NULL AND kind = 'grant')) "
                                     "AND (? IS NULL OR created_at >= ?) AND (? IS NULL OR created_at < ?) "
                                     "ORDER BY rowid DESC LIMIT ?",
-                                    "sSSSSi", p->org_id, from, from, to, to, (int64_t)limit);
+                                    "ssSSSSi", p->org_id, p->workspace_id, from, from, to, to, (int64_t)limit);
     json_t *by_state = al_store_query(s->store, &err,
                                       "SELECT state, COUNT(*) AS n FROM runs WHERE workspace_id = ? AND (? IS NULL OR created_at >= ?) "
                                       "AND (? IS NULL OR created_at < ?) GROUP BY state",

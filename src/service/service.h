@@ -107,6 +107,9 @@ json_t *al_row_json(json_t *row, const char *key);
 /* The run ID of P's workspace (its row), or NULL: other workspaces' runs do
  * not exist for P. */
 json_t *al_run_load(al_service *s, const al_principal *p, const char *id);
+/* Credits a run costs where the operator set no price (airlock admin price) */
+#define AL_PRICE_PER_RUN_DEFAULT 2
+
 /* The workspace's effective settings (defaults, then what it set). NULL with
  * ERR when they cannot be read (a store error, a corrupt row): callers fail
  * closed (refuse the run, do not start it), never fall back to defaults. */

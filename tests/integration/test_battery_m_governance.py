@@ -399,3 +399,58 @@ def test_network_modes_follow_the_workspace_allow_list(service):
     put_settings(t.client, network_hosts=["a.example"])
     assert t.client.run("print(1)", network="hosts:a.example")["state"] == "succeeded"
     put_settings(t.client, want=400, network="hosts+packages:a.example")
+
+
+# ------------------------------------------- M: usage and prices
+
+
+def test_usage_ledger_is_the_callers_workspace(service):
+    t = gov_tenant(service, "led")
+    ws2 = t.add_workspace(t.name + "-ws2")
+    from service_util import new_role_person
+    _, admin2 = new_role_person(service, ws2, t.name + "-admin2", "admin")
+    mine = t.client.run("print('ws1')")
+    theirs = admin2.run("print('ws2')")
+    # the ingredient: each workspace's own ledger shows its own charge (and the organisation's grant)
+    l1 = t.client.ok("GET", "/v1/usage", query={"limit": "1000"})["ledger"]
+    l2 = admin2.ok("GET", "/v1/usage", query={"limit": "1000"})["ledger"]
+    assert any(e["run_id"] == theirs["id"] and e["kind"] == "charge" for e in l2), l2
+    assert any(e["run_id"] == mine["id"] and e["kind"] == "charge" for e in l1), l1
+    assert any(e["kind"] == "grant" for e in l1) and any(e["kind"] == "grant" for e in l2), (l1, l2)
+    # never another workspace's runs, even of the same organisation
+    assert not any(e["run_id"] == theirs["id"] for e in l1), f"workspace 1 sees workspace 2's run: {l1}"
+    assert not any(e["run_id"] == mine["id"] for e in l2), f"workspace 2 sees workspace 1's run: {l2}"
+
+
+def test_prices_are_the_operators_not_a_workspace_admins(service):
+    t = gov_tenant(service, "price")
+    before = t.client.ok("GET", "/v1/settings")["price_per_run"]
+    assert before == 2, before
+    # a workspace admin cannot make their own runs free (or dearer): 403, nothing changes
+    for price in (0, 1, 5):
+        status, _, err = t.client.request("PUT", "/v1/settings", json={"price_per_run": price})
+        assert_error(status, err, "forbidden", 403)
+        assert "operator" in err["error"]["message"], err
+    assert t.client.ok("GET", "/v1/settings")["price_per_run"] == 2
+    put_settings(t.client, price_per_run=2, timeout_s=30)   # the same price round-trips (GET, then PUT)
+    run = t.client.run("print(1)")
+    led = t.client.ok("GET", "/v1/usage", query={"limit": "1000"})["ledger"]
+    assert [abs(e["amount"]) for e in led if e["run_id"] == run["id"] and e["kind"] == "charge"] == [2], led
+    # the operator sets it (the ingredient: a price of 0 really is charged 0), audited in the workspace's chain
+    out = service.admin("price", "set", "--workspace", t.workspace, "0")
+    assert "0" in out, out
+    assert t.client.ok("GET", "/v1/settings")["price_per_run"] == 0
+    run = t.client.run("print(2)")
+    led = t.client.ok("GET", "/v1/usage", query={"limit": "1000"})["ledger"]
+    assert [abs(e["amount"]) for e in led if e["run_id"] == run["id"] and e["kind"] == "charge"] == [0], led
+    ev = [e for e in audit_events(t.client, kind="price.changed")]
+    assert len(ev) == 1 and ev[0]["data"] == {"price_per_run": 0, "by": "operator"} and ev[0]["person_id"] is None, ev
+    status, _, err = t.client.request("PUT", "/v1/settings", json={"price_per_run": 3})
+    assert_error(status, err, "forbidden", 403)
+    for bad in ("-1", "x", "1000001"):
+        proc = subprocess.run([str(service_binary()), "admin", "--state", str(service.state), "price", "set",
+                               "--workspace", t.workspace, bad], capture_output=True, timeout=60)
+        assert proc.returncode != 0, (bad, proc.stdout)
+    assert t.client.ok("GET", "/v1/settings")["price_per_run"] == 0
+    rc, out = verify_chains(service.state)
+    assert rc == 0, out
