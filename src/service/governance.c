@@ -103,6 +103,41 @@ static json_t *defaults(al_service *s) {
     return d;
 }
 
+static bool in_list(const char *v, const char *const *list, size_t n);
+
+/* Every setting the service acts on has the shape PUT checks: a row that
+ * parses but holds, say, "approval_policy": "ALWAYS" must not read as
+ * "never" where the code compares strings. */
+static bool settings_sane(json_t *eff) {
+    static const char *const strings[] = { "driver", "network" };
+    static const char *const numbers[] = { "timeout_s", "max_timeout_s", "memory_mb", "cpus", "concurrency",
+                                           "approval_ttl_s", "price_per_run" };
+    static const char *const lists[] = { "network_allowed", "network_hosts", "tools" };
+    static const char *const policies[] = { "never", "always", "high_risk" };
+    for (size_t i = 0; i < ELEMENTSOF(strings); i++)
+        if (!json_is_string(json_object_get(eff, strings[i])))
+            return false;
+    for (size_t i = 0; i < ELEMENTSOF(numbers); i++)
+        if (!json_is_number(json_object_get(eff, numbers[i])))
+            return false;
+    for (size_t i = 0; i < ELEMENTSOF(lists); i++) {
+        json_t *l = json_object_get(eff, lists[i]), *v;
+        size_t k;
+        if (!json_is_array(l))
+            return false;
+        json_array_foreach(l, k, v) if (!json_is_string(v)) return false;
+    }
+    if (!in_list(json_string_value(json_object_get(eff, "approval_policy")), policies, ELEMENTSOF(policies)))
+        return false;
+    json_t *d = json_object_get(eff, "dlp_patterns"), *v;
+    size_t k;
+    if (!json_is_array(d))
+        return false;
+    json_array_foreach(d, k, v) if (!json_is_string(json_object_get(v, "name")) || !json_is_string(json_object_get(v, "pattern")))
+        return false;
+    return true;
+}
+
 json_t *al_settings_load(al_service *s, const char *ws_id, al_error *err) {
     /* Fail closed: settings that cannot be read are not the defaults. A
      * corrupt row read as "nothing set" would turn approval off and drop
@@ -152,6 +187,13 @@ json_t *al_settings_load(al_service *s, const char *ws_id, al_error *err) {
         json_decref(sec);
     }
     json_decref(rows);
+    if (!settings_sane(eff)) {
+        json_decref(eff);
+        json_decref(names);
+        al_err(err, "settings", EBADMSG, "the workspace's stored settings are corrupt (a setting of the wrong type or "
+               "value)");
+        return NULL;
+    }
     json_object_set_new(eff, "secrets", names);
     /* the service's own driver bounds the workspace's choice */
     if (strcmp(s->driver->name, "disabled") == 0)
@@ -222,7 +264,10 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
     if (json_is_integer(op_price))
         json_object_set(eff, "price_per_run", op_price);
     json_decref(op_price);
-    int r = 0;
+    int r = settings_sane(eff) ? 0
+                               : al_err(err, "settings", EBADMSG, "the workspace's stored settings are corrupt (a setting "
+                                        "of the wrong type or value): they are not changed over; an operator must "
+                                        "repair the row");
     const char *key;
     json_t *v;
     json_object_foreach(body, key, v) {

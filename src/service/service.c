@@ -381,8 +381,9 @@ static int redact_result(al_dlp *dlp, json_t *result) {
         size_t n = 0;
         char *red = al_dlp_redact(dlp, json_string_value(v), json_string_length(v), &count, &n);
         if (red) {
-            /* one string made, not two (the first was leaked): invalid UTF-8 gives NULL */
-            json_t *t = json_stringn(red, n);
+            /* a pattern may match part of a character and leave the rest:
+             * scrubbed, never stored as "" (which blanked the output) */
+            json_t *t = json_stringn(red, al_utf8_scrub(red, n));
             json_object_set_new(result, keys[i], t ? t : json_string(""));
         }
         free(red);
@@ -641,7 +642,7 @@ static void *runner_main(void *p) {
             if (!ds->dlp)
                 al_service_append_event(s, a->run_id, type, json_pack("{s:O}", "data", d));
             else if (red)
-                al_service_append_event(s, a->run_id, type, json_pack("{s:s%}", "data", red, rn));
+                al_service_append_event(s, a->run_id, type, json_pack("{s:s%}", "data", red, al_utf8_scrub(red, rn)));
             free(red);
         } else if (strcmp(type, "result") == 0) {
             json_decref(result);
@@ -665,7 +666,8 @@ static void *runner_main(void *p) {
         size_t rn = 0;
         char *red = streams[i].dlp ? al_dlp_stream_flush(&streams[i], &rn) : NULL;
         if (red && rn)
-            al_service_append_event(s, a->run_id, i == 0 ? "stdout" : "stderr", json_pack("{s:s%}", "data", red, rn));
+            al_service_append_event(s, a->run_id, i == 0 ? "stdout" : "stderr",
+                                    json_pack("{s:s%}", "data", red, al_utf8_scrub(red, rn)));
         free(red);
     }
     if (result) {

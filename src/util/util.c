@@ -239,6 +239,18 @@ size_t al_utf8_cut(const char *s, size_t len, size_t max) {
     return ((unsigned char)s[n] & 0xc0) == 0x80 ? max : n;
 }
 
+size_t al_utf8_scrub(char *s, size_t len) {
+    unsigned char *u = (unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        size_t k = al_utf8_seq(u + i, len - i);
+        if (k)
+            i += k;
+        else
+            u[i++] = '?';
+    }
+    return len;
+}
+
 char *al_utf8_fix(char *s) {
     unsigned char *u = (unsigned char *)s;
     size_t len = strlen(s);

@@ -95,3 +95,7 @@ size_t al_utf8_cut(const char *s, size_t len, size_t max);
  * preview) is dropped; every other byte that is not part of a valid
  * sequence becomes '?'. Returns S. */
 char *al_utf8_fix(char *s);
+/* Make the LEN bytes at S valid UTF-8 in place, the same length: every byte
+ * that is not part of a valid sequence becomes '?' (NULs are kept).
+ * Returns LEN. */
+size_t al_utf8_scrub(char *s, size_t len);

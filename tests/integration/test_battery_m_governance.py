@@ -177,6 +177,24 @@ def test_a_character_cut_at_the_preview_does_not_blank_the_audit_event(service):
     assert rc == 0, f"audit verify: {out}"
 
 
+def test_a_redaction_that_cuts_a_character_does_not_blank_the_output(service):
+    t = gov_tenant(service, "dlpcut")
+    put_settings(t.client, dlp_patterns=[{"name": "tag", "pattern": "SECRET."}])
+    # the ingredient: the pattern redacts (an ASCII byte after SECRET)
+    run = t.client.run("print('keep SECRETx after')")
+    assert run["result"]["stdout"] == "keep [REDACTED:tag] after\n" and run["redactions"] == 1, run["result"]
+    # its "." matches the first byte of a two-byte character and leaves the second
+    run = t.client.run("print('keep SECRET\u00e9 after')")
+    out = run["result"]["stdout"]
+    assert out.startswith("keep [REDACTED:tag]") and out.endswith(" after\n"), f"the output was blanked: {out!r}"
+    assert "\u00e9" not in out, out
+    d = tool_call(t.client, run["id"])
+    assert d["output_preview"] == out and TOOL_CALL_FIELDS <= set(d), d
+    # the live stream carried it too (the event was not dropped)
+    live = "".join(d["data"] for _, ev, d in t.client.events(run["id"]) if ev == "stdout")
+    assert live == out, (live, out)
+
+
 # --------------------------------------- M: errors over hostile, cut text
 
 
@@ -197,6 +215,15 @@ def test_rest_errors_quoting_cut_text_are_answered(service):
     status, _, err = t.client.request("POST", f"/v1/skills/{name}/run", json={"entrypoint": "a" + "\u00e9" * 40})
     assert_error(status, err, "bad_request")
     assert "has no entrypoint" in err["error"]["message"], err
+    # a malformed body whose parser message quotes half a character ("\u then é)
+    for method, path in (("POST", "/v1/runs"), ("PUT", "/v1/settings"), ("POST", f"/v1/skills/{name}/run"),
+                         ("POST", f"/v1/skills/{name}/test")):
+        for body in (b'{"code": "\\u', b'{"code": "\\u' + "\u00e9".encode()):
+            try:
+                status, _, err = t.client.request(method, path, body=body, headers={"Content-Type": "application/json"})
+            except (ConnectionError, http.client.HTTPException) as e:
+                pytest.fail(f"{method} {path} {body!r}: the connection was dropped: {e!r}")
+            assert_error(status, err, "bad_request")
 
 
 class Mcp:
@@ -295,7 +322,8 @@ def corrupt_settings(state, workspace, text):
     assert n == 1, f"no settings row of {workspace} to corrupt"
 
 
-@pytest.mark.parametrize("text", ['{"approval_policy": "always", ', '["approval_policy", "always"]', ''])
+@pytest.mark.parametrize("text", ['{"approval_policy": "always", ', '["approval_policy", "always"]', '',
+                                  '{"approval_policy": "ALWAYS"}', '{"dlp_patterns": "EMP-[0-9]{6}"}'])
 def test_settings_that_cannot_be_read_refuse_runs(services, text):
     svc = services.start("failclosed")
     t = gov_tenant(svc, "fc")
