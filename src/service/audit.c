@@ -130,8 +130,11 @@ int al_audit_verify(al_store *s, json_t **ret_report, al_error *err) {
             char *canon = canonical(ev);
             char want[65];
             hex_sha256(prev, canon ? canon : "", want);
+            bool readable = canon != NULL;
             free(canon);
-            if (seq != expect)
+            if (!readable) /* never the hash of nothing, which a forger could compute */
+                why = "its fields cannot be read as an event";
+            else if (seq != expect)
                 why = "an event is missing before it (sequence gap)";
             else if (!ph || strcmp(ph, prev) != 0)
                 why = "its prev_hash is not the hash of the event before it";

@@ -135,10 +135,14 @@ int al_service_config_load(al_service_config *c, const char *path, al_error *err
 /* ---------------------------------------------------------------- events */
 
 int64_t al_service_append_event(al_service *s, const char *run_id, const char *type, json_t *data) {
-    char *text = json_dumps(data, JSON_COMPACT);
+    char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
     json_decref(data);
-    if (!text)
-        return -ENOMEM;
+    if (!text) {
+        /* an event whose document could not be built is lost: said, not silent */
+        al_service_log(s, "event.failed", json_pack("{s:s, s:s, s:s}", "run_id", run_id, "type", type, "error",
+                                                    "the event's document could not be built"));
+        return -EINVAL;
+    }
     al_error err = { 0 };
     /* one statement: the next number is taken atomically */
     int r = al_store_exec(s->store, &err,
