@@ -238,7 +238,7 @@ class Mcp:
         assert status == 200, (status, doc)
         self.session = hdrs["mcp-session-id"]
 
-    def post(self, body, session=True, headers=None):
+    def post(self, body, session=True, headers=None, method="POST"):
         h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
              "Authorization": f"Bearer {self.svc.key}"}
         if session:
@@ -247,7 +247,7 @@ class Mcp:
         h.update(headers or {})
         conn = http.client.HTTPConnection(self.svc.host, self.svc.port, timeout=60)
         try:
-            conn.putrequest("POST", "/mcp")
+            conn.putrequest(method, "/mcp")
             for k, v in h.items():
                 # a str header goes out as latin-1: "\xff" is the byte 0xff
                 conn.putheader(k, v.encode("latin-1") if isinstance(v, str) else v)
@@ -303,6 +303,11 @@ def test_mcp_errors_on_cut_text_get_a_json_rpc_reply(service, case):
         assert "1999-01-01" in rpc_error(m.rpc("ping", {}, headers={"MCP-Protocol-Version": "1999-01-01"}), 400, -32000)
         rpc_error(m.rpc("ping", {}, headers={"MCP-Protocol-Version": "\xff\xfe1999"}), 400, -32000)
         rpc_error(m.rpc("ping", {}, headers={"MCP-Protocol-Version": b"x" * 39 + "\u00e9".encode()}), 400, -32000)
+        # a resumption's Last-Event-ID is quoted too
+        assert "nope" in rpc_error(m.post(b"", method="GET", headers={"Last-Event-ID": "nope"}), 400, -32000, None)
+        rpc_error(m.post(b"", method="GET", headers={"Last-Event-ID": b"1-" + b"\xff" * 8}), 400, -32000, None)
+        rpc_error(m.post(b"", method="GET", headers={"Last-Event-ID": b"x" * 63 + "\u00e9".encode()}), 400, -32000,
+                  None)
     # and the service goes on answering
     status, _, doc = m.rpc("ping", {})
     assert status == 200 and doc.get("result") == {}, doc
