@@ -117,12 +117,14 @@ static char *skill_catalogue(al_service *s, const al_principal *p) {
         snprintf(line, sizeof line, "%s\n- skill \"%s\": %s", shown++ ? "" : "\n\nSkills here:",
                  json_string_value(json_object_get(sk, "name")),
                  json_string_value(json_object_get(sk, "description")) ?: "");
+        al_utf8_fix(line); /* a long description is cut at the line's size, maybe inside a character */
         append_str(&b, &len, &cap, line);
         json_array_foreach(json_object_get(sk, "entrypoints"), k, ep) {
             char *schema = json_dumps(json_object_get(ep, "input_schema"), JSON_COMPACT | JSON_SORT_KEYS);
             snprintf(line, sizeof line, "\n  - entrypoint \"%s\": %s Arguments (JSON Schema): ",
                      json_string_value(json_object_get(ep, "name")),
                      json_string_value(json_object_get(ep, "description")) ?: "");
+            al_utf8_fix(line);
             append_str(&b, &len, &cap, line);
             append_str(&b, &len, &cap, schema ? schema : "{}");
             free(schema);
@@ -890,6 +892,7 @@ static json_t *read_artifact(al_service *s, const al_principal *p, json_t *args)
     snprintf(line, sizeof line, "%s, version %lld, %lld bytes, %s.", json_string_value(json_object_get(a, "path")),
              (long long)json_integer_value(json_object_get(a, "version")),
              (long long)json_integer_value(json_object_get(a, "size")), json_string_value(json_object_get(a, "content_type")));
+    al_utf8_fix(line); /* a long path, cut */
     json_t *res = NULL;
     bool cut = false;
     int r = artifact_resource(s, a, &res, &cut);
