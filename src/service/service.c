@@ -525,24 +525,42 @@ static void *runner_main(void *p) {
     json_t *rows = NULL;
     /* A workspace whose driver was switched off while this run waited:
      * it does not start (and is not charged). */
-    json_t *pre = al_store_query(s->store, &err, "SELECT workspace_id FROM runs WHERE id = ? AND state = 'queued'", "s",
-                                 a->run_id);
+    json_t *pre = al_store_query(s->store, &err,
+                                 "SELECT workspace_id, network FROM runs WHERE id = ? AND state = 'queued'", "s", a->run_id);
     if (pre && json_array_size(pre)) {
         al_error serr = { 0 };
-        json_t *st = al_settings_load(s, json_string_value(json_object_get(json_array_get(pre, 0), "workspace_id")), &serr);
-        bool off = st && strcmp(json_string_value(json_object_get(st, "driver")) ?: "", "disabled") == 0;
+        json_t *p0 = json_array_get(pre, 0);
+        json_t *st = al_settings_load(s, json_string_value(json_object_get(p0, "workspace_id")), &serr);
+        const char *why = NULL;
+        if (!st) {
+            /* settings that cannot be read do not start a run (fail closed) */
+            ecode = "settings_unavailable";
+            why = serr.msg;
+        } else if (strcmp(json_string_value(json_object_get(st, "driver")) ?: "", "disabled") == 0) {
+            ecode = "driver_disabled";
+            why = "code execution was disabled for this workspace before the run started";
+        } else {
+            /* the network it asked for, against the settings of now: a host
+             * an admin took off network_hosts while the run waited (for a
+             * slot or an approval) is not reached */
+            al_net_policy *np = malloc(sizeof *np);
+            if (!np || al_net_policy_parse(json_string_value(json_object_get(p0, "network")), np, &serr) < 0 ||
+                al_settings_network_check(st, np, &serr) < 0) {
+                ecode = "network_not_allowed";
+                why = np ? serr.msg : "out of memory";
+            }
+            free(np);
+        }
+        if (why)
+            snprintf(emsg_buf, sizeof emsg_buf, "%s", why);
         json_decref(st);
-        if (off || !st) {
+        if (ecode) {
             json_decref(pre);
             rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", a->run_id);
             run = rows && json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
             json_decref(rows);
             if (!run)
                 goto done;
-            /* settings that cannot be read do not start a run (fail closed) */
-            ecode = st ? "driver_disabled" : "settings_unavailable";
-            snprintf(emsg_buf, sizeof emsg_buf, "%s", st ? "code execution was disabled for this workspace before the run started"
-                                                         : serr.msg);
             emsg = emsg_buf;
             goto finish;
         }

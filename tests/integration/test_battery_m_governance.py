@@ -417,6 +417,27 @@ def test_hosts_come_from_the_workspace_settings_never_the_request(service):
     assert_error(status, err, "network_not_allowed", 403)
 
 
+def test_a_waiting_run_is_held_to_the_hosts_listed_when_it_starts(service):
+    """A host an admin takes off the list while a run waits for approval is
+    not reached once the run is approved: the check is made again at start."""
+    t = gov_tenant(service, "hostsnow")
+    _, approver = t.person_in("approver")
+    put_settings(t.client, approval_policy="always", network_hosts=["a.example", "c.example"])
+    status, _, keep = t.client.post_run("print('kept')", network="hosts:c.example")
+    status2, _, gone = t.client.post_run("print('reached a.example')", network="hosts:a.example")
+    assert status == status2 == 201 and keep["state"] == gone["state"] == "pending_approval", (keep, gone)
+    put_settings(t.client, network_hosts=["c.example"])
+    for run in (keep, gone):
+        approver.ok("POST", f"/v1/runs/{run['id']}/approve", json={"hash": run["approval"]["hash"]})
+    ended = {r["id"]: wait_for(lambda: (lambda x: x if x["state"] in GOV_TERMINAL else None)(t.client.get_run(r["id"])),
+                               "the approved runs to end") for r in (keep, gone)}
+    # the ingredient: the run whose host is still listed runs
+    assert ended[keep["id"]]["state"] == "succeeded", ended[keep["id"]]
+    g = ended[gone["id"]]
+    assert g["state"] == "error" and g["error"]["code"] == "network_not_allowed" and g["result"] is None, g
+    assert "a.example" in g["error"]["message"] and "network_hosts" in g["error"]["message"], g
+
+
 def test_network_modes_follow_the_workspace_allow_list(service):
     t = gov_tenant(service, "modes")
     # internet is not in the default list; packages is, until an admin takes it out
