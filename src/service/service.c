@@ -506,6 +506,28 @@ void al_service_log(al_service *s, const char *event, json_t *fields) {
     (void)s;
 }
 
+/* Why the tools RUN (a runs row) needs are no longer on the allow-list of
+ * SETTINGS, or NULL: a skill's run needs run_skill_script, the test bench
+ * code_execution too, any other run code_execution. */
+static const char *tool_withdrawn(json_t *settings, json_t *run) {
+    json_t *ins = al_row_json(run, "inputs");
+    json_t *sk = json_object_get(ins, "skill");
+    bool skill = json_is_object(sk), bench = skill && strcmp(json_string_value(json_object_get(sk, "mode")) ?: "", "test") == 0;
+    json_decref(ins);
+    bool code = false, skills = false;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(settings, "tools"), i, v) {
+        code |= strcmp(json_string_value(v) ?: "", "code_execution") == 0;
+        skills |= strcmp(json_string_value(v) ?: "", "run_skill_script") == 0;
+    }
+    if (skill && !skills)
+        return "run_skill_script was taken off this workspace's tool allow-list before the run started";
+    if ((!skill || bench) && !code)
+        return "code_execution was taken off this workspace's tool allow-list before the run started";
+    return NULL;
+}
+
 static void *runner_main(void *p) {
     runner_arg *ra = p;
     al_service *s = ra->s;
@@ -526,7 +548,8 @@ static void *runner_main(void *p) {
     /* A workspace whose driver was switched off while this run waited:
      * it does not start (and is not charged). */
     json_t *pre = al_store_query(s->store, &err,
-                                 "SELECT workspace_id, network FROM runs WHERE id = ? AND state = 'queued'", "s", a->run_id);
+                                 "SELECT workspace_id, network, inputs FROM runs WHERE id = ? AND state = 'queued'", "s",
+                                 a->run_id);
     if (pre && json_array_size(pre)) {
         al_error serr = { 0 };
         json_t *p0 = json_array_get(pre, 0);
@@ -539,6 +562,8 @@ static void *runner_main(void *p) {
         } else if (strcmp(json_string_value(json_object_get(st, "driver")) ?: "", "disabled") == 0) {
             ecode = "driver_disabled";
             why = "code execution was disabled for this workspace before the run started";
+        } else if ((why = tool_withdrawn(st, p0))) {
+            ecode = "tool_not_allowed";
         } else {
             /* the network it asked for, against the settings of now: a host
              * an admin took off network_hosts while the run waited (for a

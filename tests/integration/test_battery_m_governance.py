@@ -137,6 +137,25 @@ def test_test_bench_obeys_approval(service):
     assert done["approval"]["decision"] == "approved", done
 
 
+def test_a_waiting_run_is_held_to_the_tool_allow_list_when_it_starts(service):
+    t = gov_tenant(service, "toolsnow")
+    _, approver = t.person_in("approver")
+    put_settings(t.client, approval_policy="always")
+    runs = [t.client.post_run(f"print('run {i}')")[2] for i in range(2)]
+    assert all(r["state"] == "pending_approval" for r in runs), runs
+
+    def ended(run_id):
+        return wait_for(lambda: (lambda x: x if x["state"] in GOV_TERMINAL else None)(t.client.get_run(run_id)),
+                        "the approved run to end")
+    # the ingredient: approved while code execution is allowed, it runs
+    approver.ok("POST", f"/v1/runs/{runs[0]['id']}/approve", json={"hash": runs[0]["approval"]["hash"]})
+    assert ended(runs[0]["id"])["state"] == "succeeded"
+    put_settings(t.client, tools=["run_skill_script"])
+    approver.ok("POST", f"/v1/runs/{runs[1]['id']}/approve", json={"hash": runs[1]["approval"]["hash"]})
+    r = ended(runs[1]["id"])
+    assert r["state"] == "error" and r["error"]["code"] == "tool_not_allowed" and r["result"] is None, r
+
+
 # -------------------------------------------------- M: the audit trail
 
 
