@@ -576,3 +576,11 @@ int al_governance_audit(al_service *s, json_t *run, const char *kind, const char
                                                     "error", err.msg));
     return r;
 }
+
+int al_workspace_audit(al_service *s, const al_principal *p, const char *kind, json_t *data, al_error *err) {
+    int r = al_audit_append(s->store, p->org_id, p->workspace_id, kind, p->person_id, NULL, data, err);
+    if (r < 0) /* never silent, whatever the caller does next */
+        al_service_log(s, "audit.failed", json_pack("{s:s, s:s, s:s, s:s}", "kind", kind, "workspace_id",
+                                                    p->workspace_id, "person_id", p->person_id, "error", err->msg));
+    return r;
+}

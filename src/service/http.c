@@ -486,11 +486,8 @@ static enum MHD_Result put_settings(al_service *s, struct MHD_Connection *c, con
     json_t *v;
     json_object_foreach(b, k, v) json_array_append_new(keys, json_string(k));
     json_decref(b);
-    r = al_audit_append(s->store, p->org_id, p->workspace_id, "settings.changed", p->person_id, NULL,
-                        json_pack("{s:s, s:o}", "by", p->person_id, "keys", keys), &err);
+    r = al_workspace_audit(s, p, "settings.changed", json_pack("{s:s, s:o}", "by", p->person_id, "keys", keys), &err);
     if (r < 0) {
-        al_service_log(s, "audit.failed", json_pack("{s:s, s:s, s:s}", "kind", "settings.changed", "workspace_id",
-                                                    p->workspace_id, "error", err.msg));
         return reply_error(c, 500, "audit_failed", "the settings were changed but their audit event could not be "
                            "written: %s", err.msg);
     }

@@ -188,9 +188,8 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     json_t *tv;
     json_array_foreach(json_object_get(settings, "tools"), ti, tv) tool_ok |= strcmp(json_string_value(tv), tool) == 0;
     if (!tool_ok) {
-        al_audit_append(s->store, p->org_id, p->workspace_id, "capability.invoke_denied", p->person_id, NULL,
-                        json_pack("{s:s, s:s}", "tool", tool, "reason", "not on the workspace's tool allow-list"),
-                        &err);
+        al_workspace_audit(s, p, "capability.invoke_denied",
+                           json_pack("{s:s, s:s}", "tool", tool, "reason", "not on the workspace's tool allow-list"), &err);
         ret = run_error(ret_doc, 403, "tool_not_allowed", "%s is not on this workspace's tool allow-list", tool);
         goto out;
     }
@@ -380,15 +379,15 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         perr.err = ENOTSUP;
     }
     if (!bad && (perr.err || s->driver->probe(&perr) < 0)) {
-        al_audit_append(s->store, p->org_id, p->workspace_id, "capability.invoke_denied", p->person_id, NULL,
-                        json_pack("{s:s, s:s}", "tool", tool, "reason", perr.msg), &err);
+        al_workspace_audit(s, p, "capability.invoke_denied", json_pack("{s:s, s:s}", "tool", tool, "reason", perr.msg),
+                           &err);
         ret = run_error(ret_doc, 503, "driver_disabled", "%s", perr.msg);
         bad = true;
     }
     int64_t price = (int64_t)json_number_value(json_object_get(settings, "price_per_run"));
     if (!bad && al_credits_balance(s, p->org_id) < price) {
-        al_audit_append(s->store, p->org_id, p->workspace_id, "capability.invoke_denied", p->person_id, NULL,
-                        json_pack("{s:s, s:s}", "tool", tool, "reason", "insufficient credits"), &err);
+        al_workspace_audit(s, p, "capability.invoke_denied",
+                           json_pack("{s:s, s:s}", "tool", tool, "reason", "insufficient credits"), &err);
         ret = run_error(ret_doc, 402, "payment_required", "a run costs %lld credits and the organisation has %lld",
                           (long long)price, (long long)al_credits_balance(s, p->org_id));
         bad = true;

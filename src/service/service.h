@@ -129,7 +129,11 @@ int64_t al_credits_balance(al_service *s, const char *org_id);
 void al_approval_hash(json_t *run, char out[65]);
 void al_rfc3339_after(int64_t secs, char *buf, size_t len);
 bool al_rfc3339_valid(const char *t);
+/* An audit event of RUN (al_governance_audit) or of P's workspace
+ * (al_workspace_audit); steal DATA. A failure is logged (audit.failed) and
+ * returned: the caller fails its operation. */
 int al_governance_audit(al_service *s, json_t *run, const char *kind, const char *person_id, json_t *data);
+int al_workspace_audit(al_service *s, const al_principal *p, const char *kind, json_t *data, al_error *err);
 /* service.c: an approver's decision; -EEXIST decided already, -ESTALE hash differs */
 int al_service_decide(al_service *s, json_t *run, const char *person_id, bool approve, const char *hash,
                       const char *reason, al_error *err);

@@ -44,10 +44,8 @@ static unsigned fail(json_t **ret, unsigned status, const char *code, const char
  * change that the trail does not show without anyone hearing of it. */
 static bool audited(al_service *s, const al_principal *p, const char *kind, json_t *data, json_t **ret) {
     al_error err = { 0 };
-    if (al_audit_append(s->store, p->org_id, p->workspace_id, kind, p->person_id, NULL, data, &err) >= 0)
+    if (al_workspace_audit(s, p, kind, data, &err) >= 0)
         return true;
-    al_service_log(s, "audit.failed", json_pack("{s:s, s:s, s:s}", "kind", kind, "workspace_id", p->workspace_id,
-                                                "error", err.msg));
     *ret = error_doc("audit_failed", "the change was made but its audit event (%s) could not be written: %s", kind,
                      err.msg);
     return false;
@@ -768,10 +766,12 @@ static unsigned run_resolved(al_service *s, const al_principal *p, const char *n
          * promoted skills only) does not get it through the bench. */
         json_decref(settings);
         al_error aerr = { 0 };
-        int ar = al_audit_append(s->store, p->org_id, p->workspace_id, "capability.invoke_denied", p->person_id, NULL,
-                                 json_pack("{s:s, s:s, s:s, s:s}", "tool", "code_execution", "via", "skill_test_bench",
-                                           "skill", name, "reason", "the test bench runs unpromoted code: "
-                                           "code_execution is not on the workspace's tool allow-list"), &aerr);
+        int ar = al_workspace_audit(s, p, "capability.invoke_denied",
+                                    json_pack("{s:s, s:s, s:s, s:s}", "tool", "code_execution", "via",
+                                              "skill_test_bench", "skill", name, "reason",
+                                              "the test bench runs unpromoted code: code_execution is not on the "
+                                              "workspace's tool allow-list"),
+                                    &aerr);
         if (ar < 0)
             return fail(ret, 500, "audit_failed", aerr.msg);
         *ret = error_doc("tool_not_allowed", "the skill test bench runs unpromoted code, which is code_execution, and "
