@@ -214,6 +214,45 @@ def test_a_redaction_that_cuts_a_character_does_not_blank_the_output(service):
     assert live == out, (live, out)
 
 
+def store_sql(state, sql):
+    db = sqlite3.connect(str(state / "airlock.db"), timeout=30)
+    try:
+        db.executescript(sql)
+        db.commit()
+    finally:
+        db.close()
+
+
+def test_a_failed_audit_write_fails_the_operation_loudly(services):
+    svc = services.start("auditfail")
+    t = gov_tenant(svc, "af")
+    # the ingredient: with the trail writable, each operation succeeds and is audited
+    put_settings(t.client, timeout_s=30)
+    ok = t.client.run("print('audited')")
+    assert ok["state"] == "succeeded"
+    kinds = {e["kind"] for e in audit_events(t.client)}
+    assert {"settings.changed", "capability.invoke_allowed", "tool.call"} <= kinds, kinds
+    # the store refuses every new audit event (a full disk, a broken table)
+    store_sql(svc.state, "CREATE TRIGGER no_audit BEFORE INSERT ON audit_events "
+                         "BEGIN SELECT RAISE(ABORT, 'audit table refuses writes'); END;")
+    status, _, err = t.client.request("PUT", "/v1/settings", json={"timeout_s": 20})
+    assert_error(status, err, "audit_failed", 500)
+    before = {r["id"] for r in runs_of(t.client)}
+    status, _, err = t.client.post_run("print('unaudited')", wait=True)
+    assert_error(status, err, "audit_failed", 500)
+    new = [r for r in runs_of(t.client) if r["id"] not in before]
+    assert all(r["state"] == "error" and r["result"] is None for r in new), new
+    status, _, err = t.client.request("POST", "/v1/skills", body=bench_bundle("af-skill"),
+                                      headers={"Content-Type": "application/gzip"})
+    assert_error(status, err, "audit_failed", 500)
+    log = svc.log_path.read_text(errors="replace")
+    assert log.count('"event":"audit.failed"') >= 3 and "audit table refuses writes" in log, log[-3000:]
+    # the trail itself is whole: nothing was written half, and the chain verifies
+    store_sql(svc.state, "DROP TRIGGER no_audit;")
+    rc, out = verify_chains(svc.state)
+    assert rc == 0, out
+
+
 # --------------------------------------- M: errors over hostile, cut text
 
 
