@@ -244,9 +244,7 @@ static json_t *tool_error(const char *fmt, ...) {
 /* Append at most MAX bytes of S to B, cut at a character boundary. */
 static void append_capped(char **b, size_t *len, size_t *cap, const char *s, size_t n, size_t max, bool *cut) {
     if (n > max) {
-        n = max;
-        while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-            n--;
+        n = al_utf8_cut(s, n, max);
         *cut = true;
     }
     if (*len + n + 1 > *cap) {
@@ -855,8 +853,8 @@ static int artifact_resource(al_service *s, json_t *a, json_t **ret, bool *ret_c
         /* cut at a character boundary (data[n] is the first byte left
          * out: a continuation byte means the cut is inside a character);
          * bytes that are not UTF-8 make it binary after all */
-        while (cut && n > 0 && n < got && ((unsigned char)data[n] & 0xC0) == 0x80)
-            n--;
+        if (cut)
+            n = al_utf8_cut(data, got, n);
         json_t *t = json_stringn(data, n);
         if (t) {
             *ret_cut = cut;
