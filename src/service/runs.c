@@ -298,6 +298,16 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     /* limits, each within the workspace's maxima */
     json_t *ws = al_store_query(s->store, &err, "SELECT * FROM workspaces WHERE id = ?", "s", p->workspace_id);
     json_t *w = json_array_get(ws, 0);
+    /* fail closed: a maximum that cannot be read is not 0, which the box
+     * reads as "no limit" */
+    if (!json_is_integer(json_object_get(w, "max_memory_mb")) || json_integer_value(json_object_get(w, "max_memory_mb")) < 16 ||
+        !json_is_integer(json_object_get(w, "max_cpus_milli")) || json_integer_value(json_object_get(w, "max_cpus_milli")) < 10 ||
+        !json_is_integer(json_object_get(w, "max_pids")) || json_integer_value(json_object_get(w, "max_pids")) < 8) {
+        json_decref(ws);
+        ret = run_error(ret_doc, 503, "settings_unavailable", "the workspace's limits (its maximum memory, CPUs and "
+                        "processes) cannot be read: no run starts until they can be");
+        goto out;
+    }
     double max_t = json_number_value(json_object_get(settings, "max_timeout_s"));
     if (max_t > s->cfg.max_timeout_s)
         max_t = s->cfg.max_timeout_s;

@@ -428,6 +428,21 @@ def test_settings_that_cannot_be_read_refuse_runs(services, text):
         {"code_execution", "run_skill_script"}), doc
 
 
+@pytest.mark.parametrize("column", ["max_memory_mb", "max_cpus_milli", "max_pids"])
+def test_workspace_limits_that_cannot_be_read_refuse_runs(services, column):
+    """A maximum read as 0 is no limit at all in the box (memory.max unset):
+    an unreadable one refuses runs instead."""
+    svc = services.start("limits")
+    t = gov_tenant(svc, "lim")
+    # the ingredient: the workspace's maxima bound a run's limits
+    run = t.client.run("print(1)")
+    assert run["limits"]["memory_mb"] == 512 and run["limits"]["pids"] == 256, run["limits"]
+    store_sql(svc.state, f"UPDATE workspaces SET {column} = 'lots' WHERE id = '{t.workspace}';")
+    status, _, err = t.client.post_run("print('unbounded')", wait=True)
+    assert_error(status, err, "settings_unavailable", 503)
+    assert "limits" in err["error"]["message"], err
+
+
 # ------------------------------------- M: the network policy narrows only
 
 
