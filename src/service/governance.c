@@ -93,11 +93,11 @@ fail:
 
 static json_t *defaults(al_service *s) {
     json_t *d = json_pack("{s:s, s:[s, s, s], s:s, s:i, s:i, s:i, s:f, s:i, s:s, s:i, s:i, s:[s, s], s:[]}", "driver",
-                     s->driver->name, "network_allowed", "offline", "packages", "hosts",
-                     "network", "offline", "timeout_s", 60 < s->cfg.max_timeout_s ? 60 : s->cfg.max_timeout_s,
-                     "max_timeout_s", s->cfg.max_timeout_s, "memory_mb", 512, "cpus", 0.5, "concurrency",
-                     s->cfg.per_person, "approval_policy", "never", "approval_ttl_s", 3600, "price_per_run", AL_PRICE_PER_RUN_DEFAULT, "tools",
-                     tool_names[0], tool_names[1], "dlp_patterns");
+                          s->driver->name, "network_allowed", "offline", "packages", "hosts", "network", "offline",
+                          "timeout_s", 60 < s->cfg.max_timeout_s ? 60 : s->cfg.max_timeout_s, "max_timeout_s",
+                          s->cfg.max_timeout_s, "memory_mb", 512, "cpus", 0.5, "concurrency", s->cfg.per_person,
+                          "approval_policy", "never", "approval_ttl_s", 3600, "price_per_run", AL_PRICE_PER_RUN_DEFAULT,
+                          "tools", tool_names[0], tool_names[1], "dlp_patterns");
     /* no host a run may name until an admin lists it (fail closed) */
     json_object_set_new(d, "network_hosts", json_array());
     return d;
@@ -141,9 +141,9 @@ static bool settings_sane(json_t *eff) {
 json_t *al_settings_load(al_service *s, const char *ws_id, al_error *err) {
     /* Fail closed: settings that cannot be read are not the defaults. A
      * corrupt row read as "nothing set" would turn approval off and drop
-     * the DLP patterns, so every caller refuses instead. */
-    /* the price is the operator's (workspaces.price_per_run), beside what
-     * the workspace's admins set */
+     * the DLP patterns, so every caller refuses instead. The price is the
+     * operator's (workspaces.price_per_run), read beside what the
+     * workspace's admins set. */
     json_t *rows = al_store_query(s->store, err,
                                   "SELECT w.price_per_run AS price, t.settings, t.secrets FROM workspaces w "
                                   "LEFT JOIN workspace_settings t ON t.workspace_id = w.id WHERE w.id = ?",

@@ -300,9 +300,15 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     json_t *w = json_array_get(ws, 0);
     /* fail closed: a maximum that cannot be read is not 0, which the box
      * reads as "no limit" */
-    if (!json_is_integer(json_object_get(w, "max_memory_mb")) || json_integer_value(json_object_get(w, "max_memory_mb")) < 16 ||
-        !json_is_integer(json_object_get(w, "max_cpus_milli")) || json_integer_value(json_object_get(w, "max_cpus_milli")) < 10 ||
-        !json_is_integer(json_object_get(w, "max_pids")) || json_integer_value(json_object_get(w, "max_pids")) < 8) {
+    static const struct { const char *col; json_int_t min; } maxima[] = {
+        { "max_memory_mb", 16 }, { "max_cpus_milli", 10 }, { "max_pids", 8 },
+    };
+    bool maxima_ok = true;
+    for (size_t i = 0; i < ELEMENTSOF(maxima); i++) {
+        json_t *m = json_object_get(w, maxima[i].col);
+        maxima_ok &= json_is_integer(m) && json_integer_value(m) >= maxima[i].min;
+    }
+    if (!maxima_ok) {
         json_decref(ws);
         ret = run_error(ret_doc, 503, "settings_unavailable", "the workspace's limits (its maximum memory, CPUs and "
                         "processes) cannot be read: no run starts until they can be");

@@ -512,7 +512,8 @@ void al_service_log(al_service *s, const char *event, json_t *fields) {
 static const char *tool_withdrawn(json_t *settings, json_t *run) {
     json_t *ins = al_row_json(run, "inputs");
     json_t *sk = json_object_get(ins, "skill");
-    bool skill = json_is_object(sk), bench = skill && strcmp(json_string_value(json_object_get(sk, "mode")) ?: "", "test") == 0;
+    bool skill = json_is_object(sk);
+    bool bench = skill && strcmp(json_string_value(json_object_get(sk, "mode")) ?: "", "test") == 0;
     json_decref(ins);
     bool code = false, skills = false;
     size_t i;

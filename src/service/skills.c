@@ -758,7 +758,8 @@ static unsigned run_resolved(al_service *s, const al_principal *p, const char *n
     bool code_ok = false;
     size_t ti;
     json_t *tv;
-    json_array_foreach(json_object_get(settings, "tools"), ti, tv) code_ok |= strcmp(json_string_value(tv) ?: "", "code_execution") == 0;
+    json_array_foreach(json_object_get(settings, "tools"), ti, tv)
+        code_ok |= strcmp(json_string_value(tv) ?: "", "code_execution") == 0;
     if (mode == AL_SKILL_TEST && !code_ok) {
         /* The test bench runs a version no admin promoted: code no one has
          * reviewed, which is code execution whatever it is called. A
