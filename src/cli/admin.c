@@ -16,6 +16,8 @@ static int usage_to(FILE *f) {
                     "  list\n"
                     "  credits grant --org ORG_ID AMOUNT    (a negative amount takes back)\n"
                     "  credits show --org ORG_ID\n"
+                    "  price set --workspace WS_ID AMOUNT  credits per run (the operator's, not a workspace admin's)\n"
+                    "  price show --workspace WS_ID\n"
                     "  audit verify                       check every workspace's audit hash chain\n");
     return f == stdout ? 0 : 125;
 }
@@ -53,6 +55,43 @@ static int list(al_store *s, al_error *err) {
         }
         json_decref(rows);
     }
+    return 0;
+}
+
+/* `price set|show --workspace WS [AMOUNT]`: a workspace's price per run
+ * is set here, by whoever runs the service, and audited in the workspace's
+ * chain; PUT /v1/settings does not change it. */
+static int price(al_store *s, const char *sub, const char *ws, const char *amount, al_error *err) {
+    json_t *w = al_store_query(s, err, "SELECT org_id, price_per_run FROM workspaces WHERE id = ?", "s", ws);
+    if (!w)
+        return -EIO;
+    if (!json_array_size(w)) {
+        json_decref(w);
+        return al_err(err, "price", ENOENT, "no workspace %s", ws);
+    }
+    char org[40];
+    snprintf(org, sizeof org, "%s", json_string_value(json_object_get(json_array_get(w, 0), "org_id")) ?: "");
+    json_t *cur = json_object_get(json_array_get(w, 0), "price_per_run");
+    long long was = json_is_integer(cur) ? (long long)json_integer_value(cur) : -1;
+    json_decref(w);
+    if (strcmp(sub, "set") == 0) {
+        uint64_t v;
+        if (al_parse_u64(amount, &v) < 0 || v > 1000000)
+            return al_err(err, "price", EINVAL, "AMOUNT must be a whole number from 0 to 1000000");
+        int r = al_store_exec(s, err, "UPDATE workspaces SET price_per_run = ? WHERE id = ?", "is", (int64_t)v, ws);
+        if (r < 0)
+            return r;
+        json_t *data = json_pack("{s:I, s:s}", "price_per_run", (json_int_t)v, "by", "operator");
+        if (was >= 0)
+            json_object_set_new(data, "was", json_integer(was));
+        if ((r = al_audit_append(s, org, ws, "price.changed", NULL, NULL, data, err)) < 0)
+            return r;
+        was = (long long)v;
+    }
+    if (was >= 0)
+        printf("workspace %s: price per run %lld\n", ws, was);
+    else
+        printf("workspace %s: price per run %d (the default)\n", ws, AL_PRICE_PER_RUN_DEFAULT);
     return 0;
 }
 
@@ -151,6 +190,9 @@ int cli_admin(int argc, char **argv) {
             al_store_close(s);
             return usage();
         }
+    } else if (strcmp(cmd, "price") == 0 && i + 3 < argc && strcmp(argv[i + 2], "--workspace") == 0 &&
+               (strcmp(sub, "show") == 0 || (strcmp(sub, "set") == 0 && i + 4 < argc))) {
+        r = price(s, sub, argv[i + 3], strcmp(sub, "set") == 0 ? argv[i + 4] : NULL, &err);
     } else if (strcmp(cmd, "audit") == 0 && strcmp(sub, "verify") == 0) {
         json_t *report = NULL;
         r = al_audit_verify(s, &report, &err);

@@ -2,30 +2,6 @@
 
 #include "cli.h"
 
-/* Length of the valid UTF-8 sequence at S (1-4), or 0 when invalid. */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-    if (s[0] < 0x80)
-        return 1;
-    size_t len;
-    uint32_t cp;
-    if ((s[0] & 0xe0) == 0xc0) { len = 2; cp = s[0] & 0x1f; }
-    else if ((s[0] & 0xf0) == 0xe0) { len = 3; cp = s[0] & 0x0f; }
-    else if ((s[0] & 0xf8) == 0xf0) { len = 4; cp = s[0] & 0x07; }
-    else return 0;
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    /* overlong forms, surrogates, beyond U+10FFFF */
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-        return 0;
-    return len;
-}
-
 json_t *cli_string(const char *s, size_t len) {
     const unsigned char *u = (const unsigned char *)s;
     char *out = malloc(len * 3 + 1);
@@ -33,7 +9,7 @@ json_t *cli_string(const char *s, size_t len) {
         return json_null();
     size_t o = 0;
     for (size_t i = 0; i < len;) {
-        size_t k = utf8_seq(u + i, len - i);
+        size_t k = al_utf8_seq(u + i, len - i);
         if (k == 0) {
             memcpy(out + o, "\xef\xbf\xbd", 3);
             o += 3;

@@ -32,10 +32,20 @@ static char *canonical(json_t *ev) {
 
 int al_audit_append(al_store *s, const char *org_id, const char *ws_id, const char *kind, const char *person_id,
                     const char *run_id, json_t *data, al_error *err) {
-    char *data_text = json_dumps(data ? data : json_object(), JSON_COMPACT | JSON_SORT_KEYS);
+    /* An event is written whole or not at all, and its writer hears of it:
+     * a json_pack that failed (a string cut inside a character, a NULL where
+     * a string belongs) hands us NULL, which used to be stored as {}. */
+    if (!data)
+        return al_err(err, "audit", EINVAL, "audit event %s: its fields could not be built (a value that is not valid "
+                      "UTF-8, or missing)", kind ? kind : "?");
+    if (!org_id || !ws_id || !kind) {
+        json_decref(data);
+        return al_err(err, "audit", EINVAL, "audit event %s: no organisation or workspace", kind ? kind : "?");
+    }
+    char *data_text = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(data);
     if (!data_text)
-        return -ENOMEM;
+        return al_err(err, "audit", ENOMEM, "audit event %s: cannot serialise its fields", kind);
     char now[40];
     al_store_now(now, sizeof now);
     /* the chain's tail is read and extended in one transaction */
@@ -49,7 +59,7 @@ int al_audit_append(al_store *s, const char *org_id, const char *ws_id, const ch
     if (!last) {
         al_store_rollback(s);
         free(data_text);
-        return -EIO;
+        return al_err(err, "audit", EIO, "audit event %s: cannot read the chain's tail", kind);
     }
     json_int_t seq = 1;
     const char *prev = GENESIS;
@@ -58,20 +68,27 @@ int al_audit_append(al_store *s, const char *org_id, const char *ws_id, const ch
         prev = json_string_value(json_object_get(json_array_get(last, 0), "hash"));
     }
     char prev_copy[65];
-    snprintf(prev_copy, sizeof prev_copy, "%s", prev);
+    snprintf(prev_copy, sizeof prev_copy, "%s", prev ? prev : "");
     json_decref(last);
     json_t *ev = json_pack("{s:s, s:I, s:s, s:s, s:s?, s:s?, s:s, s:s, s:s}", "workspace_id", ws_id, "seq", seq, "org_id",
                            org_id, "kind", kind, "person_id", person_id, "run_id", run_id, "data", data_text,
                            "created_at", now, "prev_hash", prev_copy);
-    if (!json_object_get(ev, "person_id"))
+    if (ev && !json_object_get(ev, "person_id"))
         json_object_set_new(ev, "person_id", json_null());
-    if (!json_object_get(ev, "run_id"))
+    if (ev && !json_object_get(ev, "run_id"))
         json_object_set_new(ev, "run_id", json_null());
-    char *canon = canonical(ev);
-    char hash[65];
-    hex_sha256(prev_copy, canon ? canon : "", hash);
-    free(canon);
+    char *canon = ev ? canonical(ev) : NULL;
     json_decref(ev);
+    if (!canon) {
+        /* never the hash of nothing: a link that verifies must cover the event */
+        al_store_rollback(s);
+        free(data_text);
+        return al_err(err, "audit", EINVAL, "audit event %s: cannot build its canonical form (an id that is not "
+                      "valid UTF-8?)", kind);
+    }
+    char hash[65];
+    hex_sha256(prev_copy, canon, hash);
+    free(canon);
     r = al_store_exec(s, err,
                       "INSERT INTO audit_events (workspace_id, seq, org_id, kind, person_id, run_id, data, created_at, "
                       "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -113,8 +130,11 @@ int al_audit_verify(al_store *s, json_t **ret_report, al_error *err) {
             char *canon = canonical(ev);
             char want[65];
             hex_sha256(prev, canon ? canon : "", want);
+            bool readable = canon != NULL;
             free(canon);
-            if (seq != expect)
+            if (!readable) /* never the hash of nothing, which a forger could compute */
+                why = "its fields cannot be read as an event";
+            else if (seq != expect)
                 why = "an event is missing before it (sequence gap)";
             else if (!ph || strcmp(ph, prev) != 0)
                 why = "its prev_hash is not the hash of the event before it";

@@ -32,30 +32,162 @@ bool al_network_mode_allowed(json_t *allowed, al_net_mode mode) {
     return false;
 }
 
+int al_settings_network_check(json_t *settings, const al_net_policy *np, al_error *err) {
+    json_t *allowed = json_object_get(settings, "network_allowed");
+    if (!al_network_mode_allowed(allowed, np->mode))
+        return al_err(err, "network", EPERM, "network mode %s is not allowed in this workspace (settings network_allowed)",
+                      al_net_mode_name(np->mode));
+    /* hosts+packages reaches the registries too: packages must be allowed */
+    if (np->mode == AL_NET_HOSTS && np->with_packages && !al_network_mode_allowed(allowed, AL_NET_PACKAGES))
+        return al_err(err, "network", EPERM, "hosts+packages reaches the package registries, and mode packages is not "
+                      "allowed in this workspace (settings network_allowed)");
+    if (np->mode != AL_NET_HOSTS)
+        return 0;
+    /* the names are the workspace's to list, not the run's: a request
+     * narrows the list (names a subset), never widens it */
+    json_t *listed = json_object_get(settings, "network_hosts");
+    for (size_t i = 0; i < np->n_hosts; i++) {
+        bool found = false;
+        size_t k;
+        json_t *h;
+        json_array_foreach(listed, k, h) found |= json_is_string(h) && strcmp(json_string_value(h), np->hosts[i]) == 0;
+        if (!found)
+            return al_err(err, "network", EPERM, json_array_size(listed)
+                          ? "host %s is not in this workspace's allowed hosts (settings network_hosts): a run may name "
+                            "only hosts an admin listed there"
+                          : "host %s: this workspace allows no hosts (settings network_hosts is empty; an admin lists "
+                            "the hosts runs may reach there)", np->hosts[i]);
+    }
+    return 0;
+}
+
+/* NAMES (a settings network_hosts value) checked and in canonical form
+ * (lower case, no trailing dot), as al_net_policy_parse spells them; NULL
+ * with ERR when one is not a host name policy allows. */
+static json_t *network_hosts_canonical(json_t *names, al_error *err) {
+    if (!json_is_array(names) || json_array_size(names) > AL_NET_MAX_HOSTS) {
+        al_err(err, "settings", EINVAL, "network_hosts must be a list of at most %d host names", AL_NET_MAX_HOSTS);
+        return NULL;
+    }
+    json_t *out = json_array();
+    al_net_policy *np = malloc(sizeof *np);
+    size_t i;
+    json_t *n;
+    json_array_foreach(names, i, n) {
+        char spec[AL_NET_NAME_MAX + 8];
+        const char *v = json_string_value(n);
+        if (!np || !v || !*v || strlen(v) >= AL_NET_NAME_MAX || strchr(v, ',')) {
+            al_err(err, "settings", EINVAL, "network_hosts[%zu] must be a host name (a.example)", i);
+            goto fail;
+        }
+        snprintf(spec, sizeof spec, "hosts:%s", v);
+        if (al_net_policy_parse(spec, np, err) < 0 || np->n_hosts != 1) {
+            al_err(err, "settings", EINVAL, "network_hosts[%zu] is not a host name a policy allows", i);
+            goto fail;
+        }
+        json_array_append_new(out, json_string(np->hosts[0]));
+    }
+    free(np);
+    return out;
+fail:
+    free(np);
+    json_decref(out);
+    return NULL;
+}
+
 static json_t *defaults(al_service *s) {
     json_t *d = json_pack("{s:s, s:[s, s, s], s:s, s:i, s:i, s:i, s:f, s:i, s:s, s:i, s:i, s:[s, s], s:[]}", "driver",
-                     s->driver->name, "network_allowed", "offline", "packages", "hosts",
-                     "network", "offline", "timeout_s", 60 < s->cfg.max_timeout_s ? 60 : s->cfg.max_timeout_s,
-                     "max_timeout_s", s->cfg.max_timeout_s, "memory_mb", 512, "cpus", 0.5, "concurrency",
-                     s->cfg.per_person, "approval_policy", "never", "approval_ttl_s", 3600, "price_per_run", 2, "tools",
-                     tool_names[0], tool_names[1], "dlp_patterns");
+                          s->driver->name, "network_allowed", "offline", "packages", "hosts", "network", "offline",
+                          "timeout_s", 60 < s->cfg.max_timeout_s ? 60 : s->cfg.max_timeout_s, "max_timeout_s",
+                          s->cfg.max_timeout_s, "memory_mb", 512, "cpus", 0.5, "concurrency", s->cfg.per_person,
+                          "approval_policy", "never", "approval_ttl_s", 3600, "price_per_run", AL_PRICE_PER_RUN_DEFAULT,
+                          "tools", tool_names[0], tool_names[1], "dlp_patterns");
+    /* no host a run may name until an admin lists it (fail closed) */
+    json_object_set_new(d, "network_hosts", json_array());
     /* separation of duties: a requester does not decide their own run */
     json_object_set_new(d, "allow_self_approval", json_false());
     return d;
 }
 
-json_t *al_settings_load(al_service *s, const char *ws_id) {
-    al_error err = { 0 };
-    json_t *eff = defaults(s);
-    json_t *rows = al_store_query(s->store, &err, "SELECT settings, secrets FROM workspace_settings WHERE workspace_id = ?",
+static bool in_list(const char *v, const char *const *list, size_t n);
+
+/* Every setting the service acts on has the shape PUT checks: a row that
+ * parses but holds, say, "approval_policy": "ALWAYS" must not read as
+ * "never" where the code compares strings. */
+static bool settings_sane(json_t *eff) {
+    static const char *const strings[] = { "driver", "network" };
+    static const char *const numbers[] = { "timeout_s", "max_timeout_s", "memory_mb", "cpus", "concurrency",
+                                           "approval_ttl_s", "price_per_run" };
+    static const char *const lists[] = { "network_allowed", "network_hosts", "tools" };
+    static const char *const policies[] = { "never", "always", "high_risk" };
+    for (size_t i = 0; i < ELEMENTSOF(strings); i++)
+        if (!json_is_string(json_object_get(eff, strings[i])))
+            return false;
+    for (size_t i = 0; i < ELEMENTSOF(numbers); i++)
+        if (!json_is_number(json_object_get(eff, numbers[i])))
+            return false;
+    for (size_t i = 0; i < ELEMENTSOF(lists); i++) {
+        json_t *l = json_object_get(eff, lists[i]), *v;
+        size_t k;
+        if (!json_is_array(l))
+            return false;
+        json_array_foreach(l, k, v) if (!json_is_string(v)) return false;
+    }
+    if (!in_list(json_string_value(json_object_get(eff, "approval_policy")), policies, ELEMENTSOF(policies)))
+        return false;
+    if (!json_is_boolean(json_object_get(eff, "allow_self_approval")))
+        return false;
+    json_t *d = json_object_get(eff, "dlp_patterns"), *v;
+    size_t k;
+    if (!json_is_array(d))
+        return false;
+    json_array_foreach(d, k, v) if (!json_is_string(json_object_get(v, "name")) || !json_is_string(json_object_get(v, "pattern")))
+        return false;
+    return true;
+}
+
+json_t *al_settings_load(al_service *s, const char *ws_id, al_error *err) {
+    /* Fail closed: settings that cannot be read are not the defaults. A
+     * corrupt row read as "nothing set" would turn approval off and drop
+     * the DLP patterns, so every caller refuses instead. The price is the
+     * operator's (workspaces.price_per_run), read beside what the
+     * workspace's admins set. */
+    json_t *rows = al_store_query(s->store, err,
+                                  "SELECT w.price_per_run AS price, t.settings, t.secrets FROM workspaces w "
+                                  "LEFT JOIN workspace_settings t ON t.workspace_id = w.id WHERE w.id = ?",
                                   "s", ws_id);
-    json_t *names = json_array();
-    if (rows && json_array_size(rows)) {
+    if (!rows) {
+        al_err(err, "settings", EIO, "the workspace's settings cannot be read from the store");
+        return NULL;
+    }
+    json_t *eff = defaults(s), *names = json_array();
+    if (!eff || !names) {
+        json_decref(rows);
+        json_decref(eff);
+        json_decref(names);
+        al_err(err, "settings", ENOMEM, "out of memory");
+        return NULL;
+    }
+    json_t *price = json_object_get(json_array_get(rows, 0), "price");
+    if (json_is_integer(price))
+        json_object_set(eff, "price_per_run", price);
+    if (json_array_size(rows) && !json_is_null(json_object_get(json_array_get(rows, 0), "settings"))) {
         json_t *row = json_array_get(rows, 0);
-        json_t *st = json_loads(json_string_value(json_object_get(row, "settings")), 0, NULL);
+        json_error_t jerr;
+        json_t *st = json_loads(json_string_value(json_object_get(row, "settings")) ?: "", 0, &jerr);
+        json_t *sec = json_loads(json_string_value(json_object_get(row, "secrets")) ?: "", 0, &jerr);
+        if (!json_is_object(st) || !json_is_object(sec)) {
+            json_decref(st);
+            json_decref(sec);
+            json_decref(rows);
+            json_decref(eff);
+            json_decref(names);
+            al_err(err, "settings", EBADMSG, "the workspace's stored settings are corrupt (not a JSON object)");
+            return NULL;
+        }
+        json_object_del(st, "price_per_run"); /* never the workspace's own say */
         json_object_update(eff, st);
         json_decref(st);
-        json_t *sec = json_loads(json_string_value(json_object_get(row, "secrets")), 0, NULL);
         const char *k;
         json_t *v;
         /* write-only: names, never values */
@@ -63,6 +195,13 @@ json_t *al_settings_load(al_service *s, const char *ws_id) {
         json_decref(sec);
     }
     json_decref(rows);
+    if (!settings_sane(eff)) {
+        json_decref(eff);
+        json_decref(names);
+        al_err(err, "settings", EBADMSG, "the workspace's stored settings are corrupt (a setting of the wrong type or "
+               "value)");
+        return NULL;
+    }
     json_object_set_new(eff, "secrets", names);
     /* the service's own driver bounds the workspace's choice */
     if (strcmp(s->driver->name, "disabled") == 0)
@@ -86,6 +225,13 @@ static int num_in(json_t *v, double min, double max, const char *key, al_error *
 int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret, al_error *err) {
     if (!json_is_object(body))
         return al_err(err, "settings", EINVAL, "the body must be a JSON object");
+    if (json_object_get(body, "network_hosts")) {
+        /* checked and canonical before anything compares against it */
+        json_t *canon = network_hosts_canonical(json_object_get(body, "network_hosts"), err);
+        if (!canon)
+            return -EINVAL;
+        json_object_set_new(body, "network_hosts", canon);
+    }
     json_t *ws = al_store_query(s->store, err, "SELECT * FROM workspaces WHERE id = ?", "s", ws_id);
     if (!ws || !json_array_size(ws)) {
         json_decref(ws);
@@ -94,22 +240,42 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
     json_t *w = json_array_get(ws, 0);
     double max_mem = (double)json_integer_value(json_object_get(w, "max_memory_mb"));
     double max_cpus = (double)json_integer_value(json_object_get(w, "max_cpus_milli")) / 1000.0;
+    json_t *op_price = json_incref(json_object_get(w, "price_per_run"));
     json_decref(ws);
     json_t *rows = al_store_query(s->store, err, "SELECT settings, secrets FROM workspace_settings WHERE workspace_id = ?",
                                   "s", ws_id);
+    if (!rows) {
+        json_decref(op_price);
+        return al_err(err, "settings", EIO, "the workspace's settings cannot be read from the store");
+    }
     json_t *cur = NULL, *sec = NULL;
-    if (rows && json_array_size(rows)) {
-        cur = json_loads(json_string_value(json_object_get(json_array_get(rows, 0), "settings")), 0, NULL);
-        sec = json_loads(json_string_value(json_object_get(json_array_get(rows, 0), "secrets")), 0, NULL);
+    if (json_array_size(rows)) {
+        cur = json_loads(json_string_value(json_object_get(json_array_get(rows, 0), "settings")) ?: "", 0, NULL);
+        sec = json_loads(json_string_value(json_object_get(json_array_get(rows, 0), "secrets")) ?: "", 0, NULL);
+        if (!json_is_object(cur) || !json_is_object(sec)) {
+            /* a change over a corrupt row would silently drop what it held
+             * (approval, DLP patterns, secrets): an operator repairs it */
+            json_decref(cur);
+            json_decref(sec);
+            json_decref(rows);
+            json_decref(op_price);
+            return al_err(err, "settings", EBADMSG, "the workspace's stored settings are corrupt (not a JSON object): "
+                          "they are not changed over; an operator must repair the row");
+        }
+    } else {
+        cur = json_object();
+        sec = json_object();
     }
     json_decref(rows);
-    if (!cur)
-        cur = json_object();
-    if (!sec)
-        sec = json_object();
     json_t *eff = defaults(s);
     json_object_update(eff, cur);
-    int r = 0;
+    if (json_is_integer(op_price))
+        json_object_set(eff, "price_per_run", op_price);
+    json_decref(op_price);
+    int r = settings_sane(eff) ? 0
+                               : al_err(err, "settings", EBADMSG, "the workspace's stored settings are corrupt (a setting "
+                                        "of the wrong type or value): they are not changed over; an operator must "
+                                        "repair the row");
     const char *key;
     json_t *v;
     json_object_foreach(body, key, v) {
@@ -158,6 +324,8 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
                 r = al_err(err, "settings", EINVAL, "network_allowed must include the default network's mode (%s)",
                            al_net_mode_name(np->mode));
             free(np);
+        } else if (strcmp(key, "network_hosts") == 0) {
+            r = 0; /* checked above; the default network is checked against it below */
         } else if (strcmp(key, "max_timeout_s") == 0) {
             r = num_in(v, 1, s->cfg.max_timeout_s, key, err);
         } else if (strcmp(key, "timeout_s") == 0) {
@@ -181,9 +349,11 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
         } else if (strcmp(key, "approval_ttl_s") == 0) {
             r = num_in(v, 1, 7 * 86400, key, err);
         } else if (strcmp(key, "price_per_run") == 0) {
-            r = num_in(v, 0, 1000000, key, err);
-            if (r == 0 && !json_is_integer(v))
-                r = al_err(err, "settings", EINVAL, "price_per_run must be a whole number");
+            /* what a workspace pays is not its own admins' to decide */
+            if (!json_equal(v, json_object_get(eff, "price_per_run")))
+                r = al_err(err, "settings", EPERM, "price_per_run is set by the operator (airlock admin price set "
+                           "--workspace WS AMOUNT), not by a workspace's admins");
+            continue;
         } else if (strcmp(key, "tools") == 0) {
             size_t i;
             json_t *t;
@@ -233,6 +403,23 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
         if (r == 0)
             json_object_set(cur, key, v);
     }
+    if (r == 0 && (json_object_get(body, "network") || json_object_get(body, "network_allowed") ||
+                   json_object_get(body, "network_hosts"))) {
+        /* the default policy of runs that name none must be one a run
+         * could ask for under the new settings (its hosts listed too) */
+        json_t *view = json_deep_copy(eff);
+        json_object_update(view, cur);
+        al_net_policy *np = malloc(sizeof *np);
+        al_error nerr = { 0 };
+        const char *def = json_string_value(json_object_get(view, "network"));
+        if (!view || !np)
+            r = -ENOMEM;
+        else if (al_net_policy_parse(def, np, &nerr) < 0 || al_settings_network_check(view, np, &nerr) < 0)
+            r = al_err(err, "settings", EINVAL, "the default network %s would not be allowed: %s", def ? def : "?",
+                       nerr.msg);
+        free(np);
+        json_decref(view);
+    }
     if (r == 0) {
         char now[40];
         al_store_now(now, sizeof now);
@@ -250,8 +437,8 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
     json_decref(sec);
     if (r < 0)
         return r;
-    *ret = al_settings_load(s, ws_id);
-    return 0;
+    *ret = al_settings_load(s, ws_id, err);
+    return *ret ? 0 : -EIO;
 }
 
 /* -------------------------------------------------------------- credits */
@@ -690,8 +877,21 @@ bool al_rfc3339_valid(const char *t) {
 
 int al_governance_audit(al_service *s, json_t *run, const char *kind, const char *person_id, json_t *data) {
     al_error err = { 0 };
-    return al_audit_append(s->store, json_string_value(json_object_get(run, "org_id")),
-                           json_string_value(json_object_get(run, "workspace_id")), kind,
-                           person_id ? person_id : json_string_value(json_object_get(run, "person_id")),
-                           json_string_value(json_object_get(run, "id")), data, &err);
+    int r = al_audit_append(s->store, json_string_value(json_object_get(run, "org_id")),
+                            json_string_value(json_object_get(run, "workspace_id")), kind,
+                            person_id ? person_id : json_string_value(json_object_get(run, "person_id")),
+                            json_string_value(json_object_get(run, "id")), data, &err);
+    if (r < 0) /* never silent: the log says which event of which run was lost, and why */
+        al_service_log(s, "audit.failed", json_pack("{s:s, s:s?, s:s}", "kind", kind,
+                                                    "run_id", json_string_value(json_object_get(run, "id")),
+                                                    "error", err.msg));
+    return r;
+}
+
+int al_workspace_audit(al_service *s, const al_principal *p, const char *kind, json_t *data, al_error *err) {
+    int r = al_audit_append(s->store, p->org_id, p->workspace_id, kind, p->person_id, NULL, data, err);
+    if (r < 0) /* never silent, whatever the caller does next */
+        al_service_log(s, "audit.failed", json_pack("{s:s, s:s, s:s, s:s}", "kind", kind, "workspace_id",
+                                                    p->workspace_id, "person_id", p->person_id, "error", err->msg));
+    return r;
 }

@@ -39,10 +39,16 @@ typedef struct request {
 /* --------------------------------------------------------------- replies */
 
 static enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, json_t *doc) {
-    char *s = json_dumps(doc, JSON_COMPACT);
+    char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
-    if (!s)
-        return MHD_NO;
+    if (!s) {
+        /* a document that could not be built still gets an answer, not a
+         * dropped connection */
+        status = 500;
+        s = strdup("{\"error\":{\"code\":\"internal\",\"message\":\"the answer could not be built\"}}");
+        if (!s)
+            return MHD_NO;
+    }
     size_t n = strlen(s);
     struct MHD_Response *r = MHD_create_response_from_buffer(n, s, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, "Content-Type", "application/json");
@@ -60,6 +66,8 @@ static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, co
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* the message may quote what a client sent, cut at a byte count */
+    al_utf8_fix(msg);
     return reply_json(c, status, json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg));
 }
 
@@ -479,8 +487,10 @@ static enum MHD_Result decide(al_service *s, struct MHD_Connection *c, const al_
     return ret;
 }
 
-static json_t *settings_json(al_service *s, const char *ws_id) {
-    json_t *eff = al_settings_load(s, ws_id);
+static json_t *settings_json(al_service *s, const char *ws_id, al_error *err) {
+    json_t *eff = al_settings_load(s, ws_id, err);
+    if (!eff)
+        return NULL;
     json_object_set_new(eff, "badges", s->driver->capabilities());
     json_object_set_new(eff, "service", json_pack("{s:s, s:i, s:i, s:i, s:i}", "driver", s->driver->name, "per_person",
                                                   s->cfg.per_person, "max_concurrent", s->cfg.max_concurrent, "queue_max",
@@ -497,6 +507,15 @@ static json_t *settings_json(al_service *s, const char *ws_id) {
     return eff;
 }
 
+/* GET /v1/settings, and the answer of PUT: 503 when they cannot be read */
+static enum MHD_Result settings_reply(al_service *s, struct MHD_Connection *c, const char *ws_id) {
+    al_error err = { 0 };
+    json_t *doc = settings_json(s, ws_id, &err);
+    if (!doc)
+        return reply_error(c, 503, "settings_unavailable", "%s", err.msg);
+    return reply_json(c, 200, doc);
+}
+
 static enum MHD_Result put_settings(al_service *s, struct MHD_Connection *c, const al_principal *p, request *rq) {
     if (strcmp(p->role, "admin") != 0)
         return reply_error(c, 403, "forbidden", "only admins may change settings");
@@ -510,22 +529,36 @@ static enum MHD_Result put_settings(al_service *s, struct MHD_Connection *c, con
     }
     al_error err = { 0 };
     json_t *eff = NULL;
-    json_t *before = al_settings_load(s, p->workspace_id);
+    /* unreadable settings: al_settings_put below refuses to write over them */
+    al_error lerr = { 0 };
+    json_t *before = al_settings_load(s, p->workspace_id, &lerr);
     bool self_before = json_is_true(json_object_get(before, "allow_self_approval"));
     json_decref(before);
     int r = al_settings_put(s, p->workspace_id, b, &eff, &err);
-    json_decref(b);
-    if (r < 0)
-        return reply_error(c, r == -EINVAL ? 400 : 500, r == -EINVAL ? "bad_request" : "internal", "%s", err.msg);
+    if (r < 0) {
+        json_decref(b);
+        return reply_error(c, r == -EINVAL ? 400 : r == -EPERM ? 403 : 500,
+                           r == -EINVAL ? "bad_request" : r == -EPERM ? "forbidden" : "internal", "%s", err.msg);
+    }
     bool self_after = json_is_true(json_object_get(eff, "allow_self_approval"));
     json_decref(eff);
-    al_audit_append(s->store, p->org_id, p->workspace_id, "settings.changed", p->person_id, NULL,
-                    json_pack("{s:s}", "by", p->person_id), &err);
+    /* which settings changed (names only: secrets' values never reach the trail) */
+    json_t *keys = json_array();
+    const char *k;
+    json_t *v;
+    json_object_foreach(b, k, v) json_array_append_new(keys, json_string(k));
+    json_decref(b);
+    r = al_workspace_audit(s, p, "settings.changed", json_pack("{s:s, s:o}", "by", p->person_id, "keys", keys), &err);
     /* relaxing (or restoring) separation of duties is its own event */
-    if (self_before != self_after)
-        al_audit_append(s->store, p->org_id, p->workspace_id, "settings.self_approval_changed", p->person_id, NULL,
-                        json_pack("{s:s, s:b, s:b}", "by", p->person_id, "from", self_before, "to", self_after), &err);
-    return reply_json(c, 200, settings_json(s, p->workspace_id));
+    if (r >= 0 && self_before != self_after)
+        r = al_workspace_audit(s, p, "settings.self_approval_changed",
+                               json_pack("{s:s, s:b, s:b}", "by", p->person_id, "from", self_before, "to", self_after),
+                               &err);
+    if (r < 0) {
+        return reply_error(c, 500, "audit_failed", "the settings were changed but their audit event could not be "
+                           "written: %s", err.msg);
+    }
+    return settings_reply(s, c, p->workspace_id);
 }
 
 static enum MHD_Result usage(al_service *s, struct MHD_Connection *c, const al_principal *p) {
@@ -538,11 +571,14 @@ static enum MHD_Result usage(al_service *s, struct MHD_Connection *c, const al_p
         return reply_error(c, 400, "bad_request", "limit must be from 1 to 1000");
     if ((from && !al_rfc3339_valid(from)) || (to && !al_rfc3339_valid(to)))
         return reply_error(c, 400, "bad_request", "from and to are RFC 3339 UTC times (2026-01-31T12:00:00Z)");
+    /* the caller's workspace's charges and refunds, and the organisation's
+     * grants (which explain its balance): never another workspace's runs */
     json_t *ledger = al_store_query(s->store, &err,
                                     "SELECT id, kind, amount, run_id, balance_after, created_at FROM ledger WHERE org_id = ? "
+                                    "AND (workspace_id = ? OR (workspace_id IS NULL AND run_id IS NULL AND kind = 'grant')) "
                                     "AND (? IS NULL OR created_at >= ?) AND (? IS NULL OR created_at < ?) "
                                     "ORDER BY rowid DESC LIMIT ?",
-                                    "sSSSSi", p->org_id, from, from, to, to, (int64_t)limit);
+                                    "ssSSSSi", p->org_id, p->workspace_id, from, from, to, to, (int64_t)limit);
     json_t *by_state = al_store_query(s->store, &err,
                                       "SELECT state, COUNT(*) AS n FROM runs WHERE workspace_id = ? AND (? IS NULL OR created_at >= ?) "
                                       "AND (? IS NULL OR created_at < ?) GROUP BY state",
@@ -1101,7 +1137,7 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
     if (n == 4 && strcmp(seg[1], "artifacts") == 0 && strcmp(seg[3], "content") == 0)
         return artifact(s, c, &p, seg[2], true);
     if (n == 2 && strcmp(seg[1], "settings") == 0)
-        return reply_json(c, 200, settings_json(s, p.workspace_id));
+        return settings_reply(s, c, p.workspace_id);
     if (n == 2 && strcmp(seg[1], "usage") == 0)
         return usage(s, c, &p);
     if (n == 2 && strcmp(seg[1], "audit") == 0)

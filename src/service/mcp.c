@@ -264,10 +264,16 @@ static bool inflight_find(al_mcp *m, const char *sid, json_t *id, char ret_run_i
 /* -------------------------------------------------------------- replies */
 
 static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *doc, const char *session_id) {
-    char *t = json_dumps(doc, JSON_COMPACT);
+    char *t = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
-    if (!t)
-        return MHD_NO;
+    if (!t) {
+        /* an answer that could not be built is still an answer */
+        status = 500;
+        t = strdup("{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,\"message\":\"Internal error: "
+                   "the response could not be built\"}}");
+        if (!t)
+            return MHD_NO;
+    }
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(t), t, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, "Content-Type", "application/json");
     MHD_add_response_header(r, "Cache-Control", "no-store");

@@ -24,6 +24,10 @@ json_t *al_mcp_rpc_error(json_t *id, int code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* the message quotes what the client sent (a method, a tool name, a
+     * URI, a header, the parser's view of a bad body), cut at a byte
+     * count: made valid UTF-8, so every error has its JSON-RPC reply */
+    al_utf8_fix(msg);
     return json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error", "code", code,
                      "message", msg);
 }

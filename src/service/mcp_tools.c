@@ -117,12 +117,14 @@ static char *skill_catalogue(al_service *s, const al_principal *p) {
         snprintf(line, sizeof line, "%s\n- skill \"%s\": %s", shown++ ? "" : "\n\nSkills here:",
                  json_string_value(json_object_get(sk, "name")),
                  json_string_value(json_object_get(sk, "description")) ?: "");
+        al_utf8_fix(line); /* a long description is cut at the line's size, maybe inside a character */
         append_str(&b, &len, &cap, line);
         json_array_foreach(json_object_get(sk, "entrypoints"), k, ep) {
             char *schema = json_dumps(json_object_get(ep, "input_schema"), JSON_COMPACT | JSON_SORT_KEYS);
             snprintf(line, sizeof line, "\n  - entrypoint \"%s\": %s Arguments (JSON Schema): ",
                      json_string_value(json_object_get(ep, "name")),
                      json_string_value(json_object_get(ep, "description")) ?: "");
+            al_utf8_fix(line);
             append_str(&b, &len, &cap, line);
             append_str(&b, &len, &cap, schema ? schema : "{}");
             free(schema);
@@ -210,7 +212,9 @@ static bool tool_allowed(json_t *settings, const char *tool) {
 }
 
 json_t *al_mcp_tools_list(al_service *s, const al_principal *p) {
-    json_t *settings = al_settings_load(s, p->workspace_id);
+    /* unreadable settings list no tool that runs code (a call would be refused anyway) */
+    al_error err = { 0 };
+    json_t *settings = al_settings_load(s, p->workspace_id, &err);
     json_t *tools = json_array();
     if (tool_allowed(settings, "code_execution"))
         json_array_append_new(tools, tool_code_execution());
@@ -233,15 +237,14 @@ static json_t *tool_error(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    al_utf8_fix(msg); /* it may quote arguments, cut at a byte count */
     return json_pack("{s:[o], s:b}", "content", text_item(msg), "isError", true);
 }
 
 /* Append at most MAX bytes of S to B, cut at a character boundary. */
 static void append_capped(char **b, size_t *len, size_t *cap, const char *s, size_t n, size_t max, bool *cut) {
     if (n > max) {
-        n = max;
-        while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-            n--;
+        n = al_utf8_cut(s, n, max);
         *cut = true;
     }
     if (*len + n + 1 > *cap) {
@@ -864,8 +867,8 @@ static int artifact_resource(al_service *s, json_t *a, json_t **ret, bool *ret_c
         /* cut at a character boundary (data[n] is the first byte left
          * out: a continuation byte means the cut is inside a character);
          * bytes that are not UTF-8 make it binary after all */
-        while (cut && n > 0 && n < got && ((unsigned char)data[n] & 0xC0) == 0x80)
-            n--;
+        if (cut)
+            n = al_utf8_cut(data, got, n);
         json_t *t = json_stringn(data, n);
         if (t) {
             *ret_cut = cut;
@@ -901,6 +904,7 @@ static json_t *read_artifact(al_service *s, const al_principal *p, json_t *args)
     snprintf(line, sizeof line, "%s, version %lld, %lld bytes, %s.", json_string_value(json_object_get(a, "path")),
              (long long)json_integer_value(json_object_get(a, "version")),
              (long long)json_integer_value(json_object_get(a, "size")), json_string_value(json_object_get(a, "content_type")));
+    al_utf8_fix(line); /* a long path, cut */
     json_t *res = NULL;
     bool cut = false;
     int r = artifact_resource(s, a, &res, &cut);

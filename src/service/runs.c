@@ -164,6 +164,7 @@ static unsigned run_error(json_t **ret, unsigned status, const char *code, const
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    al_utf8_fix(msg); /* it may quote the request, cut at a byte count */
     *ret = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
     return status;
 }
@@ -239,16 +240,17 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     if (ret)
         return ret;
     json_t *settings = NULL;
-    settings = al_settings_load(s, p->workspace_id);
+    settings = al_settings_load(s, p->workspace_id, &err);
+    if (!settings) /* fail closed: never a run under default settings */
+        return run_error(ret_doc, 503, "settings_unavailable", "%s: no run starts until they can be", err.msg);
     /* the IAM decision: is code execution a tool this workspace may call? */
     bool tool_ok = false;
     size_t ti;
     json_t *tv;
     json_array_foreach(json_object_get(settings, "tools"), ti, tv) tool_ok |= strcmp(json_string_value(tv), tool) == 0;
     if (!tool_ok) {
-        al_audit_append(s->store, p->org_id, p->workspace_id, "capability.invoke_denied", p->person_id, NULL,
-                        json_pack("{s:s, s:s}", "tool", tool, "reason", "not on the workspace's tool allow-list"),
-                        &err);
+        al_workspace_audit(s, p, "capability.invoke_denied",
+                           json_pack("{s:s, s:s}", "tool", tool, "reason", "not on the workspace's tool allow-list"), &err);
         ret = run_error(ret_doc, 403, "tool_not_allowed", "%s is not on this workspace's tool allow-list", tool);
         goto out;
     }
@@ -329,9 +331,8 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
             ret = run_error(ret_doc, 400, "bad_request", "network: %s", np ? nerr.msg : "out of memory");
             goto out;
         }
-        if (!al_network_mode_allowed(json_object_get(settings, "network_allowed"), np->mode)) {
-            ret = run_error(ret_doc, 403, "network_not_allowed", "network mode %s is not allowed in this workspace "
-                              "(settings network_allowed)", al_net_mode_name(np->mode));
+        if (al_settings_network_check(settings, np, &nerr) < 0) {
+            ret = run_error(ret_doc, 403, "network_not_allowed", "%s", nerr.msg);
             free(np);
             goto out;
         }
@@ -358,6 +359,22 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     /* limits, each within the workspace's maxima */
     json_t *ws = al_store_query(s->store, &err, "SELECT * FROM workspaces WHERE id = ?", "s", p->workspace_id);
     json_t *w = json_array_get(ws, 0);
+    /* fail closed: a maximum that cannot be read is not 0, which the box
+     * reads as "no limit" */
+    static const struct { const char *col; json_int_t min; } maxima[] = {
+        { "max_memory_mb", 16 }, { "max_cpus_milli", 10 }, { "max_pids", 8 },
+    };
+    bool maxima_ok = true;
+    for (size_t i = 0; i < ELEMENTSOF(maxima); i++) {
+        json_t *m = json_object_get(w, maxima[i].col);
+        maxima_ok &= json_is_integer(m) && json_integer_value(m) >= maxima[i].min;
+    }
+    if (!maxima_ok) {
+        json_decref(ws);
+        ret = run_error(ret_doc, 503, "settings_unavailable", "the workspace's limits (its maximum memory, CPUs and "
+                        "processes) cannot be read: no run starts until they can be");
+        goto out;
+    }
     double max_t = json_number_value(json_object_get(settings, "max_timeout_s"));
     if (max_t > s->cfg.max_timeout_s)
         max_t = s->cfg.max_timeout_s;
@@ -439,15 +456,15 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         perr.err = ENOTSUP;
     }
     if (!bad && (perr.err || s->driver->probe(&perr) < 0)) {
-        al_audit_append(s->store, p->org_id, p->workspace_id, "capability.invoke_denied", p->person_id, NULL,
-                        json_pack("{s:s, s:s}", "tool", tool, "reason", perr.msg), &err);
+        al_workspace_audit(s, p, "capability.invoke_denied", json_pack("{s:s, s:s}", "tool", tool, "reason", perr.msg),
+                           &err);
         ret = run_error(ret_doc, 503, "driver_disabled", "%s", perr.msg);
         bad = true;
     }
     int64_t price = (int64_t)json_number_value(json_object_get(settings, "price_per_run"));
     if (!bad && al_credits_balance(s, p->org_id) < price) {
-        al_audit_append(s->store, p->org_id, p->workspace_id, "capability.invoke_denied", p->person_id, NULL,
-                        json_pack("{s:s, s:s}", "tool", tool, "reason", "insufficient credits"), &err);
+        al_workspace_audit(s, p, "capability.invoke_denied",
+                           json_pack("{s:s, s:s}", "tool", tool, "reason", "insufficient credits"), &err);
         ret = run_error(ret_doc, 402, "payment_required", "a run costs %lld credits and the organisation has %lld",
                           (long long)price, (long long)al_credits_balance(s, p->org_id));
         bad = true;
@@ -620,9 +637,18 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         }
         al_approval_hash(run_row, manifest, in_hash);
     }
-    al_governance_audit(s, run_row, "capability.invoke_allowed", NULL,
-                        json_pack("{s:s, s:s, s:s, s:s}", "tool", tool, "language", language, "approval",
-                                  needs_approval ? "required" : "not required", "via", ex->via ? ex->via : "rest"));
+    if (al_governance_audit(s, run_row, "capability.invoke_allowed", NULL,
+                            json_pack("{s:s, s:s, s:s, s:s}", "tool", tool, "language", language, "approval",
+                                      needs_approval ? "required" : "not required", "via", ex->via ? ex->via : "rest")) < 0) {
+        /* a run the trail cannot show does not start (the log says why) */
+        al_store_exec(s->store, &err, "UPDATE runs SET state = 'error', error_code = 'audit_failed', error_message = "
+                      "'its audit event could not be written', finished_at = ? WHERE id = ?", "ss", now, run_id);
+        json_decref(manifest);
+        json_decref(run_row);
+        al_rm_rf(dir);
+        ret = run_error(ret_doc, 500, "audit_failed", "the run's audit event could not be written: it was not started");
+        goto out;
+    }
     if (needs_approval) {
         char apid[40], expires[40];
         al_store_new_id("apr", apid, sizeof apid);

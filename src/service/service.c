@@ -135,10 +135,14 @@ int al_service_config_load(al_service_config *c, const char *path, al_error *err
 /* ---------------------------------------------------------------- events */
 
 int64_t al_service_append_event(al_service *s, const char *run_id, const char *type, json_t *data) {
-    char *text = json_dumps(data, JSON_COMPACT);
+    char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
     json_decref(data);
-    if (!text)
-        return -ENOMEM;
+    if (!text) {
+        /* an event whose document could not be built is lost: said, not silent */
+        al_service_log(s, "event.failed", json_pack("{s:s, s:s, s:s}", "run_id", run_id, "type", type, "error",
+                                                    "the event's document could not be built"));
+        return -EINVAL;
+    }
     al_error err = { 0 };
     /* one statement: the next number is taken atomically */
     int r = al_store_exec(s->store, &err,
@@ -400,8 +404,9 @@ static int redact_result(al_dlp *dlp, json_t *result) {
         size_t n = 0;
         char *red = al_dlp_redact(dlp, json_string_value(v), json_string_length(v), &count, &n);
         if (red) {
-            /* one string made, not two (the first was leaked): invalid UTF-8 gives NULL */
-            json_t *t = json_stringn(red, n);
+            /* a pattern may match part of a character and leave the rest:
+             * scrubbed, never stored as "" (which blanked the output) */
+            json_t *t = json_stringn(red, al_utf8_scrub(red, n));
             json_object_set_new(result, keys[i], t ? t : json_string(""));
         }
         free(red);
@@ -439,6 +444,9 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
         const char *o = json_string_value(json_object_get(result, "stdout"));
         const char *e = json_string_value(json_object_get(result, "stderr"));
         snprintf(preview, sizeof preview, "%s%s", o ? o : "", e ? e : "");
+        /* cut on a character: a script that prints a multi-byte character
+         * across byte 512 must not make its own tool.call event unbuildable */
+        al_utf8_fix(preview);
     }
     json_t *exit_code = result ? json_object_get(result, "exit_code") : NULL;
     json_t *ins = json_loads(json_string_value(json_object_get(run, "inputs")), 0, NULL);
@@ -517,6 +525,29 @@ void al_service_log(al_service *s, const char *event, json_t *fields) {
     (void)s;
 }
 
+/* Why the tools RUN (a runs row) needs are no longer on the allow-list of
+ * SETTINGS, or NULL: a skill's run needs run_skill_script, the test bench
+ * code_execution too, any other run code_execution. */
+static const char *tool_withdrawn(json_t *settings, json_t *run) {
+    json_t *ins = al_row_json(run, "inputs");
+    json_t *sk = json_object_get(ins, "skill");
+    bool skill = json_is_object(sk);
+    bool bench = skill && strcmp(json_string_value(json_object_get(sk, "mode")) ?: "", "test") == 0;
+    json_decref(ins);
+    bool code = false, skills = false;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(settings, "tools"), i, v) {
+        code |= strcmp(json_string_value(v) ?: "", "code_execution") == 0;
+        skills |= strcmp(json_string_value(v) ?: "", "run_skill_script") == 0;
+    }
+    if (skill && !skills)
+        return "run_skill_script was taken off this workspace's tool allow-list before the run started";
+    if ((!skill || bench) && !code)
+        return "code_execution was taken off this workspace's tool allow-list before the run started";
+    return NULL;
+}
+
 static void *runner_main(void *p) {
     runner_arg *ra = p;
     al_service *s = ra->s;
@@ -536,21 +567,46 @@ static void *runner_main(void *p) {
     json_t *rows = NULL;
     /* A workspace whose driver was switched off while this run waited:
      * it does not start (and is not charged). */
-    json_t *pre = al_store_query(s->store, &err, "SELECT workspace_id FROM runs WHERE id = ? AND state = 'queued'", "s",
+    json_t *pre = al_store_query(s->store, &err,
+                                 "SELECT workspace_id, network, inputs FROM runs WHERE id = ? AND state = 'queued'", "s",
                                  a->run_id);
     if (pre && json_array_size(pre)) {
-        json_t *st = al_settings_load(s, json_string_value(json_object_get(json_array_get(pre, 0), "workspace_id")));
-        bool off = strcmp(json_string_value(json_object_get(st, "driver")), "disabled") == 0;
+        al_error serr = { 0 };
+        json_t *p0 = json_array_get(pre, 0);
+        json_t *st = al_settings_load(s, json_string_value(json_object_get(p0, "workspace_id")), &serr);
+        const char *why = NULL;
+        if (!st) {
+            /* settings that cannot be read do not start a run (fail closed) */
+            ecode = "settings_unavailable";
+            why = serr.msg;
+        } else if (strcmp(json_string_value(json_object_get(st, "driver")) ?: "", "disabled") == 0) {
+            ecode = "driver_disabled";
+            why = "code execution was disabled for this workspace before the run started";
+        } else if ((why = tool_withdrawn(st, p0))) {
+            ecode = "tool_not_allowed";
+        } else {
+            /* the network it asked for, against the settings of now: a host
+             * an admin took off network_hosts while the run waited (for a
+             * slot or an approval) is not reached */
+            al_net_policy *np = malloc(sizeof *np);
+            if (!np || al_net_policy_parse(json_string_value(json_object_get(p0, "network")), np, &serr) < 0 ||
+                al_settings_network_check(st, np, &serr) < 0) {
+                ecode = "network_not_allowed";
+                why = np ? serr.msg : "out of memory";
+            }
+            free(np);
+        }
+        if (why)
+            snprintf(emsg_buf, sizeof emsg_buf, "%s", why);
         json_decref(st);
-        if (off) {
+        if (ecode) {
             json_decref(pre);
             rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", a->run_id);
             run = rows && json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
             json_decref(rows);
             if (!run)
                 goto done;
-            ecode = "driver_disabled";
-            emsg = "code execution was disabled for this workspace before the run started";
+            emsg = emsg_buf;
             goto finish;
         }
     }
@@ -578,10 +634,19 @@ static void *runner_main(void *p) {
     }
     state_event(s, a->run_id, "provisioning");
     {
-        json_t *st = al_settings_load(s, json_string_value(json_object_get(run, "workspace_id")));
-        if (al_dlp_new(json_object_get(st, "dlp_patterns"), &dlp, &err) < 0)
-            dlp = NULL;
+        /* no box starts without its workspace's DLP patterns: settings
+         * that cannot be read, or patterns that do not compile, end it */
+        al_error serr = { 0 };
+        json_t *st = al_settings_load(s, json_string_value(json_object_get(run, "workspace_id")), &serr);
+        int dr = st ? al_dlp_new(json_object_get(st, "dlp_patterns"), &dlp, &serr) : -EIO;
         json_decref(st);
+        if (dr < 0) {
+            dlp = NULL;
+            ecode = st ? "dlp" : "settings_unavailable";
+            snprintf(emsg_buf, sizeof emsg_buf, "%s", serr.msg);
+            emsg = emsg_buf;
+            goto finish;
+        }
         for (int i = 0; i < 2; i++)
             streams[i].dlp = dlp;
     }
@@ -664,7 +729,7 @@ static void *runner_main(void *p) {
             if (!ds->dlp)
                 al_service_append_event(s, a->run_id, type, json_pack("{s:O}", "data", d));
             else if (red)
-                al_service_append_event(s, a->run_id, type, json_pack("{s:s%}", "data", red, rn));
+                al_service_append_event(s, a->run_id, type, json_pack("{s:s%}", "data", red, al_utf8_scrub(red, rn)));
             free(red);
         } else if (strcmp(type, "result") == 0) {
             json_decref(result);
@@ -688,7 +753,8 @@ static void *runner_main(void *p) {
         size_t rn = 0;
         char *red = streams[i].dlp ? al_dlp_stream_flush(&streams[i], &rn) : NULL;
         if (red && rn)
-            al_service_append_event(s, a->run_id, i == 0 ? "stdout" : "stderr", json_pack("{s:s%}", "data", red, rn));
+            al_service_append_event(s, a->run_id, i == 0 ? "stdout" : "stderr",
+                                    json_pack("{s:s%}", "data", red, al_utf8_scrub(red, rn)));
         free(red);
     }
     if (result) {
@@ -935,9 +1001,12 @@ int al_service_decide(al_service *s, json_t *run, const char *person_id, bool ap
     /* separation of duties: whoever asked for the run does not decide it
      * (they may withdraw it with cancel), unless the workspace allows it */
     const char *requester = json_string_value(json_object_get(run, "person_id"));
-    json_t *st = al_settings_load(s, json_string_value(json_object_get(run, "workspace_id")));
-    bool self_ok = json_is_true(json_object_get(st, "allow_self_approval"));
-    int cap = (int)json_number_value(json_object_get(st, "concurrency"));
+    /* unreadable settings: no self-approval, and the smallest cap (the run
+     * re-reads them before it starts, and fails closed there) */
+    al_error serr = { 0 };
+    json_t *st = al_settings_load(s, json_string_value(json_object_get(run, "workspace_id")), &serr);
+    bool self_ok = st && json_is_true(json_object_get(st, "allow_self_approval"));
+    int cap = st ? (int)json_number_value(json_object_get(st, "concurrency")) : 1;
     json_decref(st);
     if (!self_ok && (!requester || !person_id || strcmp(requester, person_id) == 0))
         return al_err(err, "approval", EPERM, "you requested run %s: another admin or approver decides it "
@@ -1068,8 +1137,9 @@ static void recover(al_service *s) {
     json_t *queued = al_store_query(s->store, &err, "SELECT id, person_id, workspace_id FROM runs WHERE state = 'queued' ORDER BY seq", NULL);
     for (size_t i = 0; queued && i < json_array_size(queued); i++) {
         json_t *r = json_array_get(queued, i);
-        json_t *st = al_settings_load(s, json_string_value(json_object_get(r, "workspace_id")));
-        int cap = (int)json_number_value(json_object_get(st, "concurrency"));
+        al_error serr = { 0 };
+        json_t *st = al_settings_load(s, json_string_value(json_object_get(r, "workspace_id")), &serr);
+        int cap = st ? (int)json_number_value(json_object_get(st, "concurrency")) : 1; /* see al_service_decide */
         json_decref(st);
         if (al_service_enqueue(s, json_string_value(json_object_get(r, "id")),
                                json_string_value(json_object_get(r, "person_id")), cap) < 0)

@@ -120,9 +120,20 @@ json_t *al_row_json(json_t *row, const char *key);
 /* The run ID of P's workspace (its row), or NULL: other workspaces' runs do
  * not exist for P. */
 json_t *al_run_load(al_service *s, const al_principal *p, const char *id);
-json_t *al_settings_load(al_service *s, const char *ws_id);
+/* Credits a run costs where the operator set no price (airlock admin price) */
+#define AL_PRICE_PER_RUN_DEFAULT 2
+
+/* The workspace's effective settings (defaults, then what it set). NULL with
+ * ERR when they cannot be read (a store error, a corrupt row): callers fail
+ * closed (refuse the run, do not start it), never fall back to defaults. */
+json_t *al_settings_load(al_service *s, const char *ws_id, al_error *err);
 /* Whether ALLOWED (a settings network_allowed list) holds MODE. */
 bool al_network_mode_allowed(json_t *allowed, al_net_mode mode);
+/* Whether the parsed policy NP is within the workspace SETTINGS: its mode
+ * in network_allowed (hosts+packages needs packages as well) and, in hosts
+ * mode, every host in network_hosts (a request narrows, never widens).
+ * 0, or -EPERM with ERR naming the setting. */
+int al_settings_network_check(json_t *settings, const al_net_policy *np, al_error *err);
 int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret, al_error *err);
 /* 1 charged (and moved to provisioning), 0 no longer queued, -ENOSPC cannot pay. */
 int al_credits_charge(al_service *s, const char *run_id, al_error *err);
@@ -151,7 +162,11 @@ int al_run_input_open(al_service *s, const char *run_id, const char *which, int 
                       char **ret_name, al_error *err);
 void al_rfc3339_after(int64_t secs, char *buf, size_t len);
 bool al_rfc3339_valid(const char *t);
+/* An audit event of RUN (al_governance_audit) or of P's workspace
+ * (al_workspace_audit); steal DATA. A failure is logged (audit.failed) and
+ * returned: the caller fails its operation. */
 int al_governance_audit(al_service *s, json_t *run, const char *kind, const char *person_id, json_t *data);
+int al_workspace_audit(al_service *s, const al_principal *p, const char *kind, json_t *data, al_error *err);
 /* service.c: an approver's decision; -EEXIST decided already (or expired,
  * withdrawn), -ESTALE hash differs, -EPERM the requester deciding their own */
 int al_service_decide(al_service *s, json_t *run, const char *person_id, bool approve, const char *hash,

@@ -30,12 +30,25 @@ static json_t *error_doc(const char *code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    al_utf8_fix(msg); /* names quoted with %.64s may be cut inside a character */
     return json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
 }
 
 static unsigned fail(json_t **ret, unsigned status, const char *code, const char *msg) {
     *ret = error_doc(code, "%s", msg);
     return status;
+}
+
+/* An audit event of P's workspace (steals DATA); false, with the error
+ * answer in *RET and a log line, when it could not be written: never a
+ * change that the trail does not show without anyone hearing of it. */
+static bool audited(al_service *s, const al_principal *p, const char *kind, json_t *data, json_t **ret) {
+    al_error err = { 0 };
+    if (al_workspace_audit(s, p, kind, data, &err) >= 0)
+        return true;
+    *ret = error_doc("audit_failed", "the change was made but its audit event (%s) could not be written: %s", kind,
+                     err.msg);
+    return false;
 }
 
 /* ------------------------------------------------------------- the store */
@@ -368,10 +381,14 @@ unsigned al_skills_delete(al_service *s, const al_principal *p, const char *name
         json_decref(users);
     }
     json_decref(rows);
-    al_audit_append(s->store, p->org_id, p->workspace_id, "skill.deleted", p->person_id, NULL,
-                    json_pack("{s:s, s:s?, s:O, s:O}", "skill", name, "version", version, "deleted", deleted,
-                              "live_runs", live_runs),
-                    &err);
+    if (!audited(s, p, "skill.deleted",
+                 json_pack("{s:s, s:s?, s:O, s:O}", "skill", name, "version", version, "deleted", deleted, "live_runs",
+                           live_runs),
+                 ret)) {
+        json_decref(deleted);
+        json_decref(live_runs);
+        return 500;
+    }
     *ret = json_pack("{s:s, s:o, s:o}", "name", name, "deleted", deleted, "live_runs", live_runs);
     return 200;
 }
@@ -567,8 +584,8 @@ static unsigned upload_locked(al_service *s, const al_principal *p, const char *
         return st ? st : fail(ret, 500, "internal", err.msg);
     }
     n = inserted;
-    al_audit_append(s->store, p->org_id, p->workspace_id, "skill.uploaded", p->person_id, NULL,
-                    json_pack("{s:s, s:s, s:b}", "skill", name, "digest", digest, "new", n > 0), &err);
+    if (!audited(s, p, "skill.uploaded", json_pack("{s:s, s:s, s:b}", "skill", name, "digest", digest, "new", n > 0), ret))
+        return 500;
     json_t *rows = al_store_query(s->store, &err, "SELECT * FROM skills WHERE workspace_id = ? AND name = ? AND digest = ?",
                                   "sss", p->workspace_id, name, digest);
     json_t *doc = rows && json_array_size(rows) ? row_json(json_array_get(rows, 0)) : NULL;
@@ -691,8 +708,8 @@ unsigned al_skills_promote(al_service *s, const al_principal *p, const char *nam
         al_store_rollback(s->store);
         return fail(ret, 500, "internal", err.msg);
     }
-    al_audit_append(s->store, p->org_id, p->workspace_id, "skill.promoted", p->person_id, NULL,
-                    json_pack("{s:s, s:s}", "skill", name, "digest", chosen), &err);
+    if (!audited(s, p, "skill.promoted", json_pack("{s:s, s:s}", "skill", name, "digest", chosen), ret))
+        return 500;
     return al_skills_get(s, p, name, ret);
 }
 
@@ -791,6 +808,35 @@ static unsigned run_resolved(al_service *s, const al_principal *p, const char *n
     unsigned st;
     json_t *limits = opt->limits;
     al_skill_mode mode = opt->mode;
+    al_error serr = { 0 };
+    json_t *settings = al_settings_load(s, p->workspace_id, &serr);
+    if (!settings) /* fail closed, as for any run */
+        return fail(ret, 503, "settings_unavailable", serr.msg);
+    bool code_ok = false;
+    size_t ti;
+    json_t *tv;
+    json_array_foreach(json_object_get(settings, "tools"), ti, tv)
+        code_ok |= strcmp(json_string_value(tv) ?: "", "code_execution") == 0;
+    if (mode == AL_SKILL_TEST && !code_ok) {
+        /* The test bench runs a version no admin promoted: code no one has
+         * reviewed, which is code execution whatever it is called. A
+         * workspace that does not allow code_execution (agents may run
+         * promoted skills only) does not get it through the bench. */
+        json_decref(settings);
+        al_error aerr = { 0 };
+        int ar = al_workspace_audit(s, p, "capability.invoke_denied",
+                                    json_pack("{s:s, s:s, s:s, s:s}", "tool", "code_execution", "via",
+                                              "skill_test_bench", "skill", name, "reason",
+                                              "the test bench runs unpromoted code: code_execution is not on the "
+                                              "workspace's tool allow-list"),
+                                    &aerr);
+        if (ar < 0)
+            return fail(ret, 500, "audit_failed", aerr.msg);
+        *ret = error_doc("tool_not_allowed", "the skill test bench runs unpromoted code, which is code_execution, and "
+                         "code_execution is not on this workspace's tool allow-list (settings tools): test %.64s where "
+                         "code execution is allowed, or have an admin promote it", name);
+        return 403;
+    }
     json_t *ep = al_skill_entrypoint(m, entrypoint);
     if (!ep) {
         char have[600] = "";
@@ -799,6 +845,7 @@ static unsigned run_resolved(al_service *s, const al_principal *p, const char *n
         json_array_foreach(json_object_get(m, "entrypoints"), i, e) o += (size_t)snprintf(
             have + o, o < sizeof have ? sizeof have - o : 0, "%s%s", i ? ", " : "", json_string_value(json_object_get(e, "name")));
         *ret = error_doc("bad_request", "skill %s has no entrypoint \"%.64s\" (its entrypoints: %s)", name, entrypoint, have);
+        json_decref(settings);
         return 400;
     }
     json_t *empty = NULL;
@@ -808,6 +855,7 @@ static unsigned run_resolved(al_service *s, const al_principal *p, const char *n
     if (al_skill_args_validate(json_object_get(ep, "input_schema"), args, &err) < 0) {
         *ret = error_doc("bad_request", "arguments of %s/%s do not match its input_schema: %s", name, entrypoint, err.msg);
         json_decref(empty);
+        json_decref(settings);
         return 400;
     }
     /* what the run is, in its own record: the approval hash and the audit's
@@ -832,14 +880,13 @@ static unsigned run_resolved(al_service *s, const al_principal *p, const char *n
     json_t *lim = json_is_object(limits) ? json_deep_copy(limits) : json_object();
     if (json_object_get(ep, "timeout_s") && !json_object_get(lim, "timeout_s")) {
         /* the entrypoint's own timeout, within the workspace's maximum */
-        json_t *settings = al_settings_load(s, p->workspace_id);
         json_int_t t = json_integer_value(json_object_get(ep, "timeout_s"));
         json_int_t mx = (json_int_t)json_number_value(json_object_get(settings, "max_timeout_s"));
         if (mx > s->cfg.max_timeout_s)
             mx = s->cfg.max_timeout_s;
         json_object_set_new(lim, "timeout_s", json_integer(t < mx ? t : mx));
-        json_decref(settings);
     }
+    json_decref(settings);
     json_object_set_new(body, "limits", lim);
     json_t *skill = json_pack("{s:s, s:O, s:s, s:s, s:O, s:s}", "name", name, "version", json_object_get(m, "version"),
                               "digest", dg, "entrypoint", entrypoint, "script", json_object_get(ep, "script"), "mode",

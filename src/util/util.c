@@ -19,6 +19,10 @@ int al_err(al_error *err, const char *step, int errnum, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
+        /* messages end up in JSON answers and audit events: a name cut
+         * inside a character, or bytes that are not UTF-8, would make the
+         * whole answer fail to build */
+        al_utf8_fix(err->msg);
     }
     return -errnum;
 }
@@ -190,4 +194,83 @@ void al_rm_tree(int dirfd, const char *name) {
             al_rm_tree(fd, de->d_name);
     closedir(d);
     unlinkat(dirfd, name, AT_REMOVEDIR);
+}
+
+size_t al_utf8_seq(const unsigned char *s, size_t n) {
+    if (n == 0)
+        return 0;
+    if (s[0] < 0x80)
+        return 1;
+    size_t len;
+    uint32_t cp;
+    if ((s[0] & 0xe0) == 0xc0) {
+        len = 2;
+        cp = s[0] & 0x1f;
+    } else if ((s[0] & 0xf0) == 0xe0) {
+        len = 3;
+        cp = s[0] & 0x0f;
+    } else if ((s[0] & 0xf8) == 0xf0) {
+        len = 4;
+        cp = s[0] & 0x07;
+    } else {
+        return 0;
+    }
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+        return 0;
+    return len;
+}
+
+size_t al_utf8_cut(const char *s, size_t len, size_t max) {
+    if (len <= max)
+        return len;
+    /* s[max] is the first byte left out: a continuation byte there means
+     * the cut is inside a character (at most 3 bytes back to its start) */
+    size_t n = max;
+    while (n > 0 && max - n < 3 && ((unsigned char)s[n] & 0xc0) == 0x80)
+        n--;
+    return ((unsigned char)s[n] & 0xc0) == 0x80 ? max : n;
+}
+
+size_t al_utf8_scrub(char *s, size_t len) {
+    unsigned char *u = (unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        size_t k = al_utf8_seq(u + i, len - i);
+        if (k)
+            i += k;
+        else
+            u[i++] = '?';
+    }
+    return len;
+}
+
+char *al_utf8_fix(char *s) {
+    unsigned char *u = (unsigned char *)s;
+    size_t len = strlen(s);
+    for (size_t i = 0; i < len;) {
+        size_t k = al_utf8_seq(u + i, len - i);
+        if (k) {
+            i += k;
+            continue;
+        }
+        /* a lead byte whose continuation bytes run to the end, short of a
+         * whole character: the end of a cut string */
+        size_t want = (u[i] & 0xe0) == 0xc0 ? 2 : (u[i] & 0xf0) == 0xe0 ? 3 : (u[i] & 0xf8) == 0xf0 ? 4 : 0;
+        bool tail = want && len - i < want;
+        for (size_t j = i + 1; tail && j < len; j++)
+            tail = (u[j] & 0xc0) == 0x80;
+        if (tail) {
+            u[i] = '\0';
+            break;
+        }
+        u[i++] = '?';
+    }
+    return s;
 }

@@ -79,3 +79,23 @@ void al_fsid_leave(al_fsid saved);
  * (a link is removed, not what it points at). Best effort: what cannot be
  * removed is left. */
 void al_rm_tree(int dirfd, const char *name);
+
+/* ---- UTF-8 (JSON strings must be valid UTF-8: jansson refuses anything
+ * else, and a json_pack over a string cut inside a character fails) */
+
+/* Length of the valid UTF-8 sequence at S (1-4, within N bytes), or 0 when
+ * there is none: jansson's rules (no overlong forms, no surrogates, nothing
+ * past U+10FFFF). */
+size_t al_utf8_seq(const unsigned char *s, size_t n);
+/* Where to cut S (LEN bytes) to keep at most MAX bytes without ending inside
+ * a character: MAX backed off over the continuation bytes at the cut. */
+size_t al_utf8_cut(const char *s, size_t len, size_t max);
+/* Make the NUL-terminated S valid UTF-8 in place, never longer: an
+ * incomplete character at its end (a snprintf that ran out of room, a cut
+ * preview) is dropped; every other byte that is not part of a valid
+ * sequence becomes '?'. Returns S. */
+char *al_utf8_fix(char *s);
+/* Make the LEN bytes at S valid UTF-8 in place, the same length: every byte
+ * that is not part of a valid sequence becomes '?' (NULs are kept).
+ * Returns LEN. */
+size_t al_utf8_scrub(char *s, size_t len);

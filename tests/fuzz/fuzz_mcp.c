@@ -85,6 +85,8 @@ static const char *const seeds[] = {
     "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}",
     "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":\"a\"}}",
     "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]",
+    /* the parser's error text quotes the bad token, cut inside a character */
+    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\\u\xc3\xa9",
 };
 
 
@@ -93,7 +95,8 @@ int main(int argc, char **argv) {
     double budget = argc > 2 ? atof(argv[2]) : 30.0;
     static const char *const dict[] = { "{", "}", "[", "]", ",", ":", "\"", "\\u0000", "\\ud800", "null", "true",
                                         "1e999", "-1", "\"id\":", "\"method\":", "\"params\":", "\"result\":",
-                                        "\"jsonrpc\":\"2.0\",", "\"2025-06-18\"", "\x00", "\xff" };
+                                        "\"jsonrpc\":\"2.0\",", "\"2025-06-18\"", "\x00", "\xff",
+                                        "\\u\xc3\xa9", "\xe2\x82" };
     uint8_t buf[4096];
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);

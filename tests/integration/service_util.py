@@ -712,6 +712,11 @@ def put_settings(client, want=200, **fields):
     return doc
 
 
+def set_price(svc, workspace, amount):
+    """A workspace's price per run is the operator's: `airlock admin price set`."""
+    svc.admin("price", "set", "--workspace", workspace, str(amount))
+
+
 def audit_events(client, limit=None, **filters):
     """Every event of GET /v1/audit (following next_cursor), oldest first by seq."""
     out, cursor, pages = [], None, 0

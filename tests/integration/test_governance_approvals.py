@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from service_util import (CARD_FIELDS, GOV_TERMINAL, assert_error, audit_events, balance, get_settings,
-                          gov_tenant, parse_time, put_settings, service, services, usage)  # noqa: F401
+                          gov_tenant, parse_time, put_settings, service, services, set_price, usage)  # noqa: F401
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -406,7 +406,8 @@ def test_approved_but_unpaid(service):
     must not take the balance below zero (the second is refused, uncharged)."""
     t = gov_tenant(service, "unpaid")
     _, approver = t.person_in("approver")
-    put_settings(t.client, approval_policy="always", price_per_run=600)
+    put_settings(t.client, approval_policy="always")
+    set_price(service, t.workspace, 600)
     a = pending(t.client, "print('first')")
     b = pending(t.client, "print('second')")
     approve(approver, a["id"])

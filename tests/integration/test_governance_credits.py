@@ -22,6 +22,7 @@ import pytest
 from service_util import (GOV_TERMINAL, LEDGER_FIELDS, TERMINAL, assert_error, assert_no_boxes, audit_events, balance,
                           service_binary,
                           gov_tenant, ledger_by_run, new_role_person, parse_time, put_settings, service,  # noqa: F401
+                          set_price,
                           services, usage)  # noqa: F401
 
 
@@ -148,10 +149,10 @@ def test_usage_period_and_limit(service):
 
 def test_price_per_workspace(service):
     t = gov_tenant(service, "price")
-    put_settings(t.client, price_per_run=7)
+    set_price(service, t.workspace, 7)
     r = t.client.run("print(7)")
     assert ledger_by_run(usage(t.client)["ledger"])[r["id"]] == {"charge": [7], "refund": []}
-    put_settings(t.client, price_per_run=0)
+    set_price(service, t.workspace, 0)
     r0 = t.client.run("print(0)")
     assert r0["state"] == "succeeded"
     assert balance(t.client) == 993
@@ -160,7 +161,7 @@ def test_price_per_workspace(service):
 def test_402_and_admin_credits(service):
     t = gov_tenant(service, "pay")
     _, member = t.person_in("member")
-    put_settings(t.client, price_per_run=500)
+    set_price(service, t.workspace, 500)
     assert member.run("print(1)")["state"] == "succeeded"
     assert member.run("print(2)")["state"] == "succeeded"     # balance == price: still paid for
     assert balance(member) == 0
@@ -272,8 +273,8 @@ def test_ledger_invariant_burst_with_disabled_driver(services):
     t = gov_tenant(svc, "burst")
     ws2 = t.add_workspace("burst-ws2")
     _, admin2 = new_role_person(svc, ws2, "admin2", "admin")
-    put_settings(t.client, price_per_run=3)
-    put_settings(admin2, price_per_run=5)
+    set_price(svc, t.workspace, 3)
+    set_price(svc, ws2, 5)
     prices = {"ws1": 3, "ws2": 5}
     clients = []
     for i in range(16):
@@ -331,7 +332,7 @@ def test_ledger_invariant_burst_with_disabled_driver(services):
 def test_ledger_invariant_kill9_mid_burst(services):
     svc = services.start("crash", {"max_concurrent": 4, "per_person_concurrency": 2})
     t = gov_tenant(svc, "crash")
-    put_settings(t.client, price_per_run=3)
+    set_price(svc, t.workspace, 3)
     clients = [new_role_person(svc, t.workspace, f"c{i}", "member")[1] for i in range(16)]
     # one run that is surely running (provisioned, charged) when the service dies: it must be refunded
     sleeper = t.client.run("import time; print('up', flush=True); time.sleep(120)", wait=False)
@@ -403,7 +404,7 @@ def test_no_overdraft_under_concurrency(service):
     t = gov_tenant(service, "od")
     service.admin("credits", "grant", "--org", t.org, -700)      # 1000 - 700 = 300
     assert balance(t.client) == 300
-    put_settings(t.client, price_per_run=100)
+    set_price(service, t.workspace, 100)
     clients = [t.person_in("member")[1] for _ in range(16)]
     answers, lock = [], threading.Lock()
     barrier = threading.Barrier(16)
@@ -435,7 +436,8 @@ def test_queued_runs_beyond_the_balance(service):
     """Runs accepted while the balance covered them, then queued: the one that can no longer
     be paid for when its turn comes does not run and is not charged; the balance stays >= 0."""
     t = gov_tenant(service, "qb")
-    put_settings(t.client, price_per_run=400, concurrency=1)
+    set_price(service, t.workspace, 400)
+    put_settings(t.client, concurrency=1)
     first = t.client.run("import time; print('up', flush=True); time.sleep(2)", wait=False)
     t.client.wait_state(first["id"], "running", timeout=30)
     assert balance(t.client) == 600

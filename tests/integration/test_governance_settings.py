@@ -32,8 +32,8 @@ def test_role_option(service, org):
 def test_bootstrap_person_is_admin(service):
     # the bootstrap key may change settings (and puts back what it read)
     cur = get_settings(service)
-    doc = put_settings(service, price_per_run=cur["price_per_run"])
-    assert doc["price_per_run"] == cur["price_per_run"]
+    doc = put_settings(service, approval_ttl_s=cur["approval_ttl_s"])
+    assert doc["approval_ttl_s"] == cur["approval_ttl_s"]
 
 
 def test_get_settings_shape_and_defaults(org):
@@ -66,21 +66,22 @@ def test_put_needs_admin(org):
 
 def test_put_subset_round_trip(org):
     t = org
-    doc = put_settings(t.client, timeout_s=30, memory_mb=256, price_per_run=3,
+    conc = get_settings(t.client)["concurrency"]
+    doc = put_settings(t.client, timeout_s=30, memory_mb=256, concurrency=2,
                        dlp_patterns=[{"name": "ticket", "pattern": "TCK-[0-9]{4}"}])
-    assert doc["timeout_s"] == 30 and doc["memory_mb"] == 256 and doc["price_per_run"] == 3, doc
+    assert doc["timeout_s"] == 30 and doc["memory_mb"] == 256 and doc["concurrency"] == 2, doc
     assert doc["dlp_patterns"] == [{"name": "ticket", "pattern": "TCK-[0-9]{4}"}], doc
     got = get_settings(t.member)
-    for k in ("timeout_s", "memory_mb", "price_per_run", "dlp_patterns"):
+    for k in ("timeout_s", "memory_mb", "concurrency", "dlp_patterns"):
         assert got[k] == doc[k], (k, got, doc)
     # a subset leaves the rest alone
     doc2 = put_settings(t.client, approval_ttl_s=120)
-    assert doc2["approval_ttl_s"] == 120 and doc2["timeout_s"] == 30 and doc2["price_per_run"] == 3, doc2
+    assert doc2["approval_ttl_s"] == 120 and doc2["timeout_s"] == 30 and doc2["concurrency"] == 2, doc2
     # the defaults apply to new runs
     run = t.member.run("print('x')")
     assert run["state"] == "succeeded", run
     assert run["limits"]["timeout_s"] == 30 and run["limits"]["memory_mb"] == 256, run["limits"]
-    put_settings(t.client, timeout_s=60, memory_mb=512, price_per_run=2, dlp_patterns=[])
+    put_settings(t.client, timeout_s=60, memory_mb=512, concurrency=conc, dlp_patterns=[])
 
 
 @pytest.mark.parametrize("body", [
@@ -93,7 +94,6 @@ def test_put_subset_round_trip(org):
     {"max_timeout_s": 10000},
     {"concurrency": 100000},
     {"concurrency": 0},
-    {"price_per_run": -1},
     {"approval_ttl_s": -5},
     {"tools": ["rm_rf"]},
     {"tools": "code_execution"},
@@ -174,14 +174,14 @@ def test_secrets_are_write_only(service, org):
 def test_settings_are_per_workspace(service, org):
     other_ws = org.add_workspace("second-ws")
     _, other_admin = new_role_person(service, other_ws, "second-admin", "admin")
-    put_settings(other_admin, price_per_run=9, timeout_s=20)
+    put_settings(other_admin, memory_mb=300, timeout_s=20)
     mine = get_settings(org.client)
-    assert mine["price_per_run"] != 9 and mine["timeout_s"] != 20, mine
+    assert mine["memory_mb"] != 300 and mine["timeout_s"] != 20, mine
     # an admin of one workspace does not change another's settings
     theirs = gov_tenant(service, "iso")
-    put_settings(theirs.client, price_per_run=11, approval_policy="always", tools=[])
+    put_settings(theirs.client, memory_mb=320, approval_policy="always", tools=[])
     mine2 = get_settings(org.client)
-    assert mine2["price_per_run"] != 11 and "code_execution" in mine2["tools"], mine2
+    assert mine2["memory_mb"] != 320 and "code_execution" in mine2["tools"], mine2
     assert org.member.run("print(2)")["state"] == "succeeded"
 
 

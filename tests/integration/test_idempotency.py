@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 
-from service_util import (TERMINAL, assert_error, audit_events, gov_tenant, ledger_by_run, put_settings, service,  # noqa: F401
+from service_util import (TERMINAL, assert_error, audit_events, gov_tenant, ledger_by_run, put_settings, service, set_price,  # noqa: F401
                           services, usage)  # noqa: F401
 from test_skills import hello_bundle
 
@@ -44,7 +44,7 @@ def charges(client):
 
 def test_a_retry_with_the_same_key_is_the_same_run_charged_once(service):
     t = gov_tenant(service, "idem")
-    put_settings(t.client, price_per_run=5)
+    set_price(service, t.workspace, 5)
     start = usage(t.client)["balance"]
     body = {"language": "python", "code": SLEEPY, "limits": {"timeout_s": 30}, "description": "retried"}
     # the ingredient: a retry without a key is a second run, paid twice
@@ -188,7 +188,7 @@ def test_piston_execute_honours_the_key(service):
 
 def test_concurrent_identical_requests_make_one_run(service):
     t = gov_tenant(service, "idemr")
-    put_settings(t.client, price_per_run=7)
+    set_price(service, t.workspace, 7)
     start = usage(t.client)["balance"]
     body = {"language": "python", "code": "print('raced')", "files": [
         {"name": "data.bin", "content_base64": base64.b64encode(b"z" * 200000).decode()}]}
@@ -221,7 +221,7 @@ def test_concurrent_identical_requests_make_one_run(service):
 def test_a_retry_after_kill9_and_restart_is_the_same_run(services):
     svc = services.start("crash", {"max_concurrent": 2})
     t = gov_tenant(svc, "idemk")
-    put_settings(t.client, price_per_run=4)
+    set_price(svc, t.workspace, 4)
     start = usage(t.client)["balance"]
     # 1. the client waits on its run and never reads the answer: the daemon dies
     k = key()
@@ -426,7 +426,7 @@ def test_a_run_whose_approval_request_was_never_recorded_does_not_wait_forever(s
 def test_a_run_ended_in_error_is_refunded_even_across_a_crash(services):
     svc = services.start("refund")
     t = gov_tenant(svc, "idemf")
-    put_settings(t.client, price_per_run=6)
+    set_price(svc, t.workspace, 6)
     start = usage(t.client)["balance"]
     run = t.client.run("import time; print('up', flush=True); time.sleep(60)", wait=False)
     t.client.wait_state(run["id"], "running", timeout=60)

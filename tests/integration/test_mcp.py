@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT
 from node_util import node_test, npm_ci
 from test_image_default import CACHE, default_image  # noqa: F401
-from service_util import (Service, audit_events, gov_tenant, put_settings, service, service_binary,  # noqa: F401
+from service_util import (Service, audit_events, gov_tenant, put_settings, service, service_binary, set_price,  # noqa: F401
                           walk_json)
 
 LATEST, PREVIOUS = "2025-11-25", "2025-06-18"
@@ -357,7 +357,7 @@ def test_credits_are_charged_and_enforced(service):
     assert r["isError"] is False
     price = t.client.ok("GET", "/v1/settings")["price_per_run"]
     assert t.client.ok("GET", "/v1/usage")["balance"] == before - price
-    put_settings(t.client, price_per_run=before + 1)
+    set_price(service, t.workspace, before + 1)
     r = m.call("code_execution", {"language": "python", "code": "print(3)"})
     assert r["isError"] is True and "payment_required" in text_of(r), r
 
@@ -494,7 +494,9 @@ def test_cancelled_notification_withdraws_an_approval_wait(service, approval_ten
 
 
 def test_network_policy_is_passed_through(service):
-    """As POST /v1/runs' network field: the workspace's network_allowed decides."""
+    """As POST /v1/runs' network field: the workspace's network_allowed (and
+    network_hosts, the only hosts a run may name) decide."""
+    put_settings(service, network_hosts=["example.com"])
     m = Mcp(service)
     for net in ("packages", "hosts:example.com", "offline"):
         r = m.call("code_execution", {"language": "python", "code": "print(1)", "network": net})

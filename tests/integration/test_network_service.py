@@ -43,6 +43,7 @@ def svc(hosts, tmp_path_factory):
 def test_run_with_hosts_policy_records_egress_and_audits_it(svc):
     t = gov_tenant(svc, "net")
     svc.admin("credits", "grant", "--org", t.org, "1000")
+    put_settings(t.client, network_hosts=["allowed.test"])   # the hosts a run may name are the workspace's
     run = t.client.run(FETCH, network="hosts:Allowed.Test.")
     assert run["state"] == "succeeded", run
     assert run["network"] == "hosts:allowed.test"                     # stored in canonical form
@@ -85,7 +86,7 @@ def test_workspace_allow_list_of_modes(svc):
 def test_approval_card_shows_the_network_policy(svc):
     t = gov_tenant(svc, "netappr")
     svc.admin("credits", "grant", "--org", t.org, "1000")
-    put_settings(t.client, approval_policy="always")
+    put_settings(t.client, approval_policy="always", network_hosts=["allowed.test"])
     status, _, run = t.client.post_run(FETCH, network="hosts:allowed.test")
     assert status == 201, run
     run = wait_gov_state(t.client, run["id"], {"pending_approval"})

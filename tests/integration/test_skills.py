@@ -422,6 +422,9 @@ def test_pdf_report(svc, image):
 
 def test_skill_runs_take_a_network_policy_within_the_workspace_allow_list(svc, image):
     events = [{"summary": "x", "start": "2025-03-04T10:00:00Z", "duration_minutes": 5}]
+    refused = skill_run(svc, "calendar-scheduler", "schedule", {"events": events}, want=403, network="hosts:example.org")
+    assert refused["error"]["code"] == "network_not_allowed", refused   # no host is listed yet
+    put_settings(svc, network_hosts=["example.org"])
     run = ok_run(svc, "calendar-scheduler", "schedule", {"events": events}, network="hosts:example.org")
     assert run["network"] == "hosts:example.org" and run["result"]["network"]["mode"] == "hosts", run["network"]
     refused = skill_run(svc, "calendar-scheduler", "schedule", {"events": events}, want=403, network="internet")

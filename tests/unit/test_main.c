@@ -75,6 +75,45 @@ static void test_errors(void) {
     CHECK(strcmp(e.step, "mount") == 0 && e.err == ENOENT && strcmp(e.msg, "first 1") == 0);
 }
 
+static void test_utf8(void) {
+    /* jansson's rules: valid sequences, and what it refuses */
+    CHECK(al_utf8_seq((const unsigned char *)"a", 1) == 1);
+    CHECK(al_utf8_seq((const unsigned char *)"\xc3\xa9", 2) == 2);
+    CHECK(al_utf8_seq((const unsigned char *)"\xe2\x82\xac", 3) == 3);
+    CHECK(al_utf8_seq((const unsigned char *)"\xf0\x9f\x98\x80", 4) == 4);
+    CHECK(al_utf8_seq((const unsigned char *)"\xc3", 1) == 0);          /* cut */
+    CHECK(al_utf8_seq((const unsigned char *)"\xc0\xaf", 2) == 0);      /* overlong */
+    CHECK(al_utf8_seq((const unsigned char *)"\xed\xa0\x80", 3) == 0); /* surrogate */
+    CHECK(al_utf8_seq((const unsigned char *)"\xf4\x90\x80\x80", 4) == 0); /* past U+10FFFF */
+    CHECK(al_utf8_seq((const unsigned char *)"\xa9", 1) == 0);
+    /* a cut at MAX backs off to the character's start */
+    const char *s = "ab\xc3\xa9z";
+    CHECK(al_utf8_cut(s, 5, 10) == 5);
+    CHECK(al_utf8_cut(s, 5, 4) == 4);
+    CHECK(al_utf8_cut(s, 5, 3) == 2);
+    CHECK(al_utf8_cut("\xf0\x9f\x98\x80", 4, 3) == 0);
+    /* fix: a cut character at the end is dropped, other bad bytes become '?' */
+    char a[] = "511\xc3";
+    CHECK(strcmp(al_utf8_fix(a), "511") == 0);
+    char b[] = "x\xffy\xe2\x82";
+    CHECK(strcmp(al_utf8_fix(b), "x?y") == 0);
+    char c[] = "\xe2\x82z\xc3\xa9";
+    CHECK(strcmp(al_utf8_fix(c), "??z\xc3\xa9") == 0);
+    char d[] = "ok \xf0\x9f\x98\x80";
+    CHECK(strcmp(al_utf8_fix(d), "ok \xf0\x9f\x98\x80") == 0);
+    /* scrub keeps the length (and NULs) */
+    char e[] = { 'a', '\0', (char)0xc3, 'b', (char)0xa9 };
+    CHECK(al_utf8_scrub(e, sizeof e) == 5 && e[1] == '\0' && e[2] == '?' && e[3] == 'b' && e[4] == '?');
+    /* error messages are always valid UTF-8: a long name cut inside a character */
+    al_error err = { 0 };
+    char name[600];
+    memset(name, 'n', sizeof name);
+    memcpy(name + 508, "\xc3\xa9\xc3\xa9", 4);
+    name[599] = '\0';
+    al_err(&err, "x", EINVAL, "%.509s", name);
+    CHECK(strlen(err.msg) == 508);
+}
+
 static void test_defaults(void) {
     al_box_limits l;
     al_box_limits_default(&l);
@@ -399,6 +438,7 @@ int main(void) {
     test_cgroup_keys();
     test_lang();
     test_errors();
+    test_utf8();
     test_defaults();
     test_builtin_filter_is_the_policy();
     test_dlp();
