@@ -35,6 +35,8 @@ typedef struct request {
     bool too_large;
     bool answered;
     bool authed;       /* P is who asks: authenticated on the headers */
+    bool over_budget;  /* P's bodies being received were at their maximum */
+    uint64_t reserved; /* bytes of P's body budget this request holds */
     al_principal p;
 } request;
 
@@ -69,6 +71,18 @@ static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, con
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, "Content-Type", type);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* TEXT lives as long as the process: answered without a copy (it is asked
+ * for without a key) */
+static enum MHD_Result reply_static(struct MHD_Connection *c, const char *type, const char *text) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
     return ret;
 }
@@ -202,6 +216,7 @@ typedef struct sse {
     char *buf;
     size_t len, pos;
     bool ended;
+    bool held;         /* one of the person's followers_per_person */
 } sse;
 
 /* Whether the client of C has closed its side (or the connection broke). */
@@ -213,8 +228,7 @@ static bool peer_gone(struct MHD_Connection *c) {
     return poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
-static ssize_t sse_read(void *cls, uint64_t off, char *out, size_t max) {
-    sse *e = cls;
+static ssize_t sse_next(sse *e, char *out, size_t max) {
     al_error err = { 0 };
     while (e->pos >= e->len) {
         if (e->ended)
@@ -290,9 +304,25 @@ static ssize_t sse_read(void *cls, uint64_t off, char *out, size_t max) {
     return (ssize_t)n;
 }
 
+/* The follower's place is given back as the stream ends, before its client
+ * sees the end (so it may follow the next at once), else when it is freed. */
+static void sse_unhold(sse *e) {
+    if (e->held)
+        al_service_unhold(e->s, e->person_id, AL_HOLD_FOLLOW);
+    e->held = false;
+}
+
+static ssize_t sse_read(void *cls, uint64_t off, char *out, size_t max) {
+    sse *e = cls;
+    ssize_t n = sse_next(e, out, max);
+    if (n < 0)
+        sse_unhold(e);
+    return n;
+}
+
 static void sse_free(void *cls) {
     sse *e = cls;
-    al_service_unhold(e->s, e->person_id, AL_HOLD_FOLLOW);
+    sse_unhold(e);
     free(e->buf);
     free(e);
 }
@@ -312,6 +342,7 @@ static enum MHD_Result run_events(al_service *s, struct MHD_Connection *c, const
     }
     e->s = s;
     e->c = c;
+    e->held = true;
     snprintf(e->run_id, sizeof e->run_id, "%s", id);
     snprintf(e->person_id, sizeof e->person_id, "%s", p->person_id);
     const char *last = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID");
@@ -950,7 +981,7 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
     if (n == 1 && strcmp(seg[0], "metrics") == 0 && get)
         return metrics(s, c);
     if (n == 1 && strcmp(seg[0], "openapi.json") == 0 && get)
-        return reply_text(c, 200, "application/json", strdup(al_openapi[0].text));
+        return reply_static(c, "application/json", al_openapi[0].text);
     if (n == 5 && strcmp(seg[0], "piston") == 0 && strcmp(seg[2], "api") == 0 && strcmp(seg[3], "v2") == 0)
         return piston(s, c, seg[4], get, post, rq);
     bool mcp = n == 1 && strcmp(seg[0], "mcp") == 0;
@@ -1027,6 +1058,14 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
     return reply_error(c, 404, "not_found", "no such path");
 }
 
+static enum MHD_Result reply_too_many_bodies(al_service *s, struct MHD_Connection *c) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "your requests' bodies being received come to %llu MiB already, the most one person "
+             "may (body_mb_per_person); retry when one has been answered",
+             (unsigned long long)(s->cfg.body_bytes_per_person >> 20));
+    return reply_doc(c, 429, json_pack("{s:{s:s, s:s}}", "error", "code", "too_many_requests", "message", msg));
+}
+
 /* The first call, on the headers alone, before libmicrohttpd reads a byte of
  * the body: who asks is known here, so a request without a valid key (and
  * one that needs no key, if it comes with a body: it needs none) is
@@ -1067,6 +1106,17 @@ static enum MHD_Result admit(al_http *h, struct MHD_Connection *c, const char *u
         return reply_unauthorized(c, mcp);
     }
     rq->authed = true;
+    /* the body it declares is taken from the person's budget up front, so
+     * that one more is refused on its headers, unread */
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    uint64_t len;
+    if (cl && al_parse_u64(cl, &len) == 0 && len > 0 && len <= s->cfg.body_max) {
+        if (!al_service_hold_bytes(s, rq->p.person_id, len)) {
+            rq->answered = true;
+            return reply_too_many_bodies(s, c);
+        }
+        rq->reserved = len;
+    }
     return MHD_YES;
 }
 
@@ -1088,8 +1138,17 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return MHD_YES;
     }
     if (*upload_size) {
+        /* bytes past what the headers declared (a chunked body) come from
+         * the person's budget too; past it we keep nothing and answer 429 */
+        uint64_t want = rq->len + *upload_size;
+        if (!rq->too_large && !rq->over_budget && rq->authed && want <= s->cfg.body_max && want > rq->reserved) {
+            if (al_service_hold_bytes(s, rq->p.person_id, want - rq->reserved))
+                rq->reserved = want;
+            else
+                rq->over_budget = true;
+        }
         /* bodies are capped: past the cap we keep nothing and answer 413 */
-        if (!rq->too_large && rq->len + *upload_size <= s->cfg.body_max) {
+        if (!rq->too_large && !rq->over_budget && rq->len + *upload_size <= s->cfg.body_max) {
             char *nb = realloc(rq->body, rq->len + *upload_size + 1);
             if (!nb)
                 return MHD_NO;
@@ -1109,12 +1168,25 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (rq->answered)
         return MHD_YES;
     rq->answered = true;
-    return route(h, c, url, method, rq);
+    if (rq->over_budget)
+        return reply_too_many_bodies(s, c);
+    enum MHD_Result ret = route(h, c, url, method, rq);
+    /* answered (or streaming): the body is no longer needed */
+    free(rq->body);
+    rq->body = NULL;
+    rq->len = 0;
+    if (rq->reserved)
+        al_service_unhold_bytes(s, rq->p.person_id, rq->reserved);
+    rq->reserved = 0;
+    return ret;
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    al_http *h = cls;
     request *rq = *con_cls;
     if (rq) {
+        if (rq->reserved)
+            al_service_unhold_bytes(h->s, rq->p.person_id, rq->reserved);
         free(rq->body);
         free(rq);
     }
@@ -1189,7 +1261,7 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
     };
     h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
                             (uint16_t)s->cfg.port, NULL, NULL, handler, h, MHD_OPTION_ARRAY, where,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_LIMIT,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, h, MHD_OPTION_CONNECTION_LIMIT,
                             (unsigned)s->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
                             (unsigned)s->cfg.connections_per_address, MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)s->cfg.connection_timeout_s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,

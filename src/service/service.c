@@ -55,6 +55,9 @@ void al_service_config_default(al_service_config *c) {
     c->connection_timeout_s = 30;
     c->followers_per_person = 16;
     c->waits_per_person = 16;
+    /* four bodies at the cap: one person cannot make the daemon hold a
+     * body on every connection of theirs */
+    c->body_bytes_per_person = 4 * c->body_max;
 }
 
 static int set_int(int *field, const char *v, int min, int max, const char *key, al_error *err) {
@@ -114,6 +117,13 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
         return set_int(&c->followers_per_person, value, 1, 16384, key, err);
     if (strcmp(key, "waits_per_person") == 0)
         return set_int(&c->waits_per_person, value, 1, 16384, key, err);
+    if (strcmp(key, "body_mb_per_person") == 0) {
+        int mb = 0;
+        int r = set_int(&mb, value, 1, 1 << 20, key, err);
+        if (r == 0)
+            c->body_bytes_per_person = (uint64_t)mb << 20;
+        return r;
+    }
     if (strcmp(key, "skills_dir") == 0) {
         if (value[0] != '/' && value[0] != '.' && value[0] != '\0')
             return al_err(err, "config", EINVAL, "skills_dir = %s: want a path", value);
@@ -203,51 +213,86 @@ static void state_event(al_service *s, const char *run_id, const char *state) {
 
 /* ---------------------------------------------------------- person holds */
 
-/* A person's long-held requests; a node exists only while it holds any, so
- * there are never more than the service's connections. */
+/* A person's long-held requests and the bytes of their bodies being
+ * received; a node exists only while it holds any, so there are never more
+ * than the service's connections. */
 struct person_holds {
     struct person_holds *next;
     char person_id[40];
     int n[_AL_HOLD_MAX];
+    uint64_t bytes;
 };
 
-bool al_service_hold(al_service *s, const char *person_id, al_hold kind) {
-    int max = kind == AL_HOLD_FOLLOW ? s->cfg.followers_per_person : s->cfg.waits_per_person;
-    pthread_mutex_lock(&s->mu);
+/* PERSON_ID's node, made when MAKE (NULL: none, or no memory). Under mu. */
+static struct person_holds *holds_of(al_service *s, const char *person_id, bool make) {
     struct person_holds *h = s->holds;
     while (h && strcmp(h->person_id, person_id) != 0)
         h = h->next;
-    bool ok = false;
-    if (!h && (h = calloc(1, sizeof *h))) {
+    if (!h && make && (h = calloc(1, sizeof *h))) {
         snprintf(h->person_id, sizeof h->person_id, "%s", person_id);
         h->next = s->holds;
         s->holds = h;
     }
-    if (h && h->n[kind] < max) {
-        h->n[kind]++;
-        ok = true;
-    }
-    pthread_mutex_unlock(&s->mu);
-    return ok;
+    return h;
 }
 
-void al_service_unhold(al_service *s, const char *person_id, al_hold kind) {
-    pthread_mutex_lock(&s->mu);
+/* Forget PERSON_ID's node once it holds nothing. Under mu. */
+static void holds_tidy(al_service *s, const char *person_id) {
     for (struct person_holds **pp = &s->holds; *pp; pp = &(*pp)->next) {
         struct person_holds *h = *pp;
         if (strcmp(h->person_id, person_id) != 0)
             continue;
-        if (h->n[kind] > 0)
-            h->n[kind]--;
-        bool any = false;
+        bool any = h->bytes > 0;
         for (int k = 0; k < _AL_HOLD_MAX; k++)
             any |= h->n[k] > 0;
         if (!any) {
             *pp = h->next;
             free(h);
         }
-        break;
+        return;
     }
+}
+
+bool al_service_hold(al_service *s, const char *person_id, al_hold kind) {
+    int max = kind == AL_HOLD_FOLLOW ? s->cfg.followers_per_person : s->cfg.waits_per_person;
+    pthread_mutex_lock(&s->mu);
+    struct person_holds *h = holds_of(s, person_id, true);
+    bool ok = h && h->n[kind] < max;
+    if (ok)
+        h->n[kind]++;
+    else
+        holds_tidy(s, person_id);
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+void al_service_unhold(al_service *s, const char *person_id, al_hold kind) {
+    pthread_mutex_lock(&s->mu);
+    struct person_holds *h = holds_of(s, person_id, false);
+    if (h && h->n[kind] > 0)
+        h->n[kind]--;
+    holds_tidy(s, person_id);
+    pthread_mutex_unlock(&s->mu);
+}
+
+bool al_service_hold_bytes(al_service *s, const char *person_id, uint64_t n) {
+    pthread_mutex_lock(&s->mu);
+    struct person_holds *h = holds_of(s, person_id, true);
+    bool ok = h && n <= s->cfg.body_bytes_per_person && h->bytes <= s->cfg.body_bytes_per_person - n;
+    if (ok)
+        h->bytes += n;
+    else
+        holds_tidy(s, person_id);
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+void al_service_unhold_bytes(al_service *s, const char *person_id, uint64_t n) {
+    pthread_mutex_lock(&s->mu);
+    struct person_holds *h = holds_of(s, person_id, false);
+    if (h)
+        h->bytes -= n < h->bytes ? n : h->bytes;
+    holds_tidy(s, person_id);
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -32,6 +32,7 @@ typedef struct al_service_config {
     int connection_timeout_s;     /* a connection idle this long is closed */
     int followers_per_person;     /* event streams (/v1/runs/{id}/events) one person follows at once */
     int waits_per_person;         /* requests one person has waiting for a run's end (?wait=true, Piston) */
+    uint64_t body_bytes_per_person; /* request bodies one person has being received at once */
 } al_service_config;
 
 void al_service_config_default(al_service_config *c);
@@ -103,6 +104,9 @@ bool al_service_wait_event(al_service *s, uint64_t gen, const struct timespec *u
 typedef enum { AL_HOLD_FOLLOW, AL_HOLD_WAIT, _AL_HOLD_MAX } al_hold;
 bool al_service_hold(al_service *s, const char *person_id, al_hold kind);
 void al_service_unhold(al_service *s, const char *person_id, al_hold kind);
+/* The same for the bytes of request bodies being received (N more). */
+bool al_service_hold_bytes(al_service *s, const char *person_id, uint64_t n);
+void al_service_unhold_bytes(al_service *s, const char *person_id, uint64_t n);
 /* The body of GET /healthz (malloc'd JSON): the driver's probe, run at most
  * every HEALTH_PROBE_S and never two at once; NULL on no memory. */
 #define AL_HEALTH_PROBE_S 30

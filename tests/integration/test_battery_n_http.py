@@ -328,3 +328,63 @@ def test_piston_key_is_never_logged(quiet):
     assert key not in log, "the API key is in the service log:\n" + "\n".join(
         line for line in log.splitlines() if key in line)
     assert key[3:20] not in log, "part of the API key is in the service log"
+
+
+# ------------------------------------------------------------ bodies being received, per person
+
+
+def _declare_body(client, size, path="/v1/runs"):
+    """Send headers declaring a SIZE-byte body with Expect: 100-continue: the
+    socket and the service's first answer (100 Continue: send the body)."""
+    s = socket.create_connection((client.host, client.port), timeout=30)
+    s.sendall((f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {client.key}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {size}\r\nExpect: 100-continue\r\n\r\n").encode())
+    try:
+        return s, s.recv(4096)
+    except socket.timeout:
+        return s, b""
+
+
+def test_bodies_per_person(svc):
+    """Each request's body (up to 8 MiB) is held in memory while it arrives and
+    while it is handled, and one person could have one on every connection
+    they can open. Now a person's bodies being received come to at most
+    body_mb_per_person (32 MiB, four at the cap): one more is refused with 429
+    on its headers, another person is unaffected, and an answered request gives
+    its share back."""
+    a = svc.new_tenant(f"body{time.monotonic_ns() % 10**9}").client
+    b = svc.new_tenant(f"bodyb{time.monotonic_ns() % 10**9}").client
+    big = 8 << 20
+    socks = []
+    try:
+        for i in range(4):
+            s, first = _declare_body(a, big)
+            socks.append(s)
+            assert first.startswith(b"HTTP/1.1 100"), f"body {i + 1}: {first[:200]!r}"
+        s, first = _declare_body(a, big)
+        socks.append(s)
+        assert first.startswith(b"HTTP/1.1 429"), (
+            f"a fifth 8 MiB body of one person was taken ({first[:100]!r}): no per-person cap on bodies")
+        assert b"too_many_requests" in first and b"Retry-After" in first, first[:500]
+        # another person's body is taken
+        s, first = _declare_body(b, big)
+        socks.append(s)
+        assert first.startswith(b"HTTP/1.1 100"), first[:200]
+        # one of A's requests is answered: its share comes back
+        body = json.dumps({"language": "python", "code": "#" * (big - 100)}).encode()
+        body += b" " * (big - len(body))
+        socks[0].sendall(body)
+        assert socks[0].recv(4096).split(b" ")[1] in (b"201", b"400", b"413"), "no answer to a whole body"
+
+        def again():
+            s, first = _declare_body(a, big)
+            s.close()
+            if first.startswith(b"HTTP/1.1 429"):
+                return None
+            assert first.startswith(b"HTTP/1.1 100"), first[:200]
+            return True
+        poll("a body of A's once one of A's requests was answered", again, 30)
+    finally:
+        for s in socks:
+            s.close()
+        cancel_all(a)
