@@ -23,10 +23,18 @@
 #define LIST_MAX 200
 #define SSE_KEEPALIVE_S 15
 
+#define METRICS_CACHE_MS 1000
+
 struct al_http {
     struct MHD_Daemon *d;
     al_service *s;
     al_mcp *mcp;
+    /* /metrics is asked for without a key: its count of the runs table is
+     * made at most once a second, by one caller at a time */
+    pthread_mutex_t metrics_mu;
+    json_t *metrics_rows;
+    uint64_t metrics_at_ms;
+    bool metrics_counting;
 };
 
 typedef struct request {
@@ -420,13 +428,36 @@ static enum MHD_Result thread_artifacts(al_service *s, struct MHD_Connection *c,
 
 /* ------------------------------------------------------------ operations */
 
-static enum MHD_Result metrics(al_service *s, struct MHD_Connection *c) {
-    al_error err = { 0 };
-    json_t *rows = al_store_query(s->store, &err, "SELECT state, COUNT(*) AS n FROM runs GROUP BY state", NULL);
+/* The runs by state, counted at most every METRICS_CACHE_MS (a reference). */
+static json_t *runs_by_state(al_http *h) {
+    pthread_mutex_lock(&h->metrics_mu);
+    if ((!h->metrics_rows || al_now_ms() - h->metrics_at_ms >= METRICS_CACHE_MS) && !h->metrics_counting) {
+        h->metrics_counting = true;
+        pthread_mutex_unlock(&h->metrics_mu);
+        al_error err = { 0 };
+        json_t *rows = al_store_query(h->s->store, &err, "SELECT state, COUNT(*) AS n FROM runs GROUP BY state", NULL);
+        pthread_mutex_lock(&h->metrics_mu);
+        h->metrics_counting = false;
+        if (rows) {
+            json_decref(h->metrics_rows);
+            h->metrics_rows = rows;
+        }
+        h->metrics_at_ms = al_now_ms();
+    }
+    json_t *rows = json_incref(h->metrics_rows);
+    pthread_mutex_unlock(&h->metrics_mu);
+    return rows;
+}
+
+static enum MHD_Result metrics(al_http *h, struct MHD_Connection *c) {
+    al_service *s = h->s;
+    json_t *rows = runs_by_state(h);
     size_t cap = 8192;
     char *t = malloc(cap);
-    if (!t)
+    if (!t) {
+        json_decref(rows);
         return MHD_NO;
+    }
     size_t o = 0;
 #define OUT(...) o += (size_t)snprintf(t + o, o < cap ? cap - o : 0, __VA_ARGS__)
     OUT("# HELP airlock_runs Runs by state.\n# TYPE airlock_runs gauge\n");
@@ -979,7 +1010,7 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
         return text ? reply_text(c, 200, "application/json", text) : MHD_NO;
     }
     if (n == 1 && strcmp(seg[0], "metrics") == 0 && get)
-        return metrics(s, c);
+        return metrics(h, c);
     if (n == 1 && strcmp(seg[0], "openapi.json") == 0 && get)
         return reply_static(c, "application/json", al_openapi[0].text);
     if (n == 5 && strcmp(seg[0], "piston") == 0 && strcmp(seg[2], "api") == 0 && strcmp(seg[3], "v2") == 0)
@@ -1249,7 +1280,9 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
     if (!h)
         return -ENOMEM;
     h->s = s;
+    pthread_mutex_init(&h->metrics_mu, NULL);
     if (al_mcp_new(&h->mcp) < 0) {
+        pthread_mutex_destroy(&h->metrics_mu);
         free(h);
         return -ENOMEM;
     }
@@ -1268,6 +1301,7 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     if (!h->d) {
         al_mcp_free(h->mcp);
+        pthread_mutex_destroy(&h->metrics_mu);
         free(h);
         return al_err(err, "listen", EADDRINUSE, "cannot listen on %s:%d (in use, or not allowed)", s->cfg.listen_host,
                       s->cfg.port);
@@ -1281,5 +1315,7 @@ void al_http_stop(al_http *h) {
         return;
     MHD_stop_daemon(h->d);
     al_mcp_free(h->mcp);
+    json_decref(h->metrics_rows);
+    pthread_mutex_destroy(&h->metrics_mu);
     free(h);
 }
