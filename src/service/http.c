@@ -1233,12 +1233,15 @@ static void redact(char *text, size_t cap) {
     static const char mark[] = "[redacted]";
     char out[1024];
     size_t o = 0;
-    for (const char *p = text; *p && o + sizeof mark < sizeof out;) {
+    /* one step writes at most 8 + sizeof mark bytes */
+    for (const char *p = text; *p && o + 8 + sizeof mark < sizeof out;) {
         size_t skip = 0;
         if (strncmp(p, "/piston/", 8) == 0) {
             memcpy(out + o, p, 8);
             o += 8;
             p += 8;
+            /* the router skips empty segments: so does this */
+            p += strspn(p, "/");
             skip = strcspn(p, "/?#' \"`\t\r\n");
         } else if (*p == '?') {
             out[o++] = *p++;
