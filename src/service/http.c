@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <microhttpd.h>
 #include <nettle/base64.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -19,14 +20,21 @@
 #include "service.h"
 #include "skills.h"
 
-#define MAX_CONNECTIONS 512
 #define LIST_MAX 200
 #define SSE_KEEPALIVE_S 15
+
+#define METRICS_CACHE_MS 1000
 
 struct al_http {
     struct MHD_Daemon *d;
     al_service *s;
     al_mcp *mcp;
+    /* /metrics is asked for without a key: its count of the runs table is
+     * made at most once a second, by one caller at a time */
+    pthread_mutex_t metrics_mu;
+    json_t *metrics_rows;
+    uint64_t metrics_at_ms;
+    bool metrics_counting;
 };
 
 typedef struct request {
@@ -34,6 +42,10 @@ typedef struct request {
     size_t len;
     bool too_large;
     bool answered;
+    bool authed;       /* P is who asks: authenticated on the headers */
+    bool over_budget;  /* P's bodies being received were at their maximum */
+    uint64_t reserved; /* bytes of P's body budget this request holds */
+    al_principal p;
 } request;
 
 /* --------------------------------------------------------------- replies */
@@ -75,6 +87,18 @@ static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, con
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, "Content-Type", type);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* TEXT lives as long as the process: answered without a copy (it is asked
+ * for without a key) */
+static enum MHD_Result reply_static(struct MHD_Connection *c, const char *type, const char *text) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
     return ret;
 }
@@ -133,6 +157,15 @@ static enum MHD_Result reply_doc_idem(struct MHD_Connection *c, unsigned status,
     return ret;
 }
 
+/* A person holds their maximum of long-held requests (WHAT): 429, come back
+ * when one has ended. */
+static enum MHD_Result reply_too_many(struct MHD_Connection *c, const char *what, int max, const char *key) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "you have %d %s under way already, the most one person may (%s); retry when one has ended",
+             max, what, key);
+    return reply_doc(c, 429, json_pack("{s:{s:s, s:s}}", "error", "code", "too_many_requests", "message", msg));
+}
+
 /* ---------------------------------------------------------------- routes */
 
 static json_t *piston_result(json_t *run_json, const char *language, const char *version);
@@ -169,8 +202,15 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         json_decref(body);
         return reply_error(c, 400, "bad_request", "timeout_s must be a whole number of seconds from 1 to 3600");
     }
+    /* a wait holds a connection (and a thread) until the run ends */
+    if (x.wait && !al_service_hold(s, p->person_id, AL_HOLD_WAIT)) {
+        json_decref(body);
+        return reply_too_many(c, "waits", s->cfg.waits_per_person, "waits_per_person");
+    }
     json_t *doc = NULL;
     unsigned status = al_run_create(s, p, body, &x, &doc);
+    if (x.wait)
+        al_service_unhold(s, p->person_id, AL_HOLD_WAIT);
     json_decref(body);
     return reply_doc_idem(c, status, status == 200 && piston ? piston_result(doc, piston[0], piston[1]) : doc, idem);
 }
@@ -229,15 +269,25 @@ static enum MHD_Result list_runs(al_service *s, struct MHD_Connection *c, const 
 
 typedef struct sse {
     al_service *s;
-    char run_id[40];
+    struct MHD_Connection *c;
+    char run_id[40], person_id[40];
     int64_t last;
     char *buf;
     size_t len, pos;
     bool ended;
+    bool held;         /* one of the person's followers_per_person */
 } sse;
 
-static ssize_t sse_read(void *cls, uint64_t off, char *out, size_t max) {
-    sse *e = cls;
+/* Whether the client of C has closed its side (or the connection broke). */
+static bool peer_gone(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return false;
+    struct pollfd pf = { .fd = ci->connect_fd, .events = POLLRDHUP };
+    return poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+static ssize_t sse_next(sse *e, char *out, size_t max) {
     al_error err = { 0 };
     while (e->pos >= e->len) {
         if (e->ended)
@@ -262,18 +312,28 @@ static ssize_t sse_read(void *cls, uint64_t off, char *out, size_t max) {
             json_decref(done);
             if (over)
                 return MHD_CONTENT_READER_END_OF_STREAM;
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_sec += SSE_KEEPALIVE_S;
-            if (!al_service_wait_event(e->s, gen, &until)) {
+            /* wait in steps of a second: a follower who has gone gives its
+             * slot (and its share of the person's followers) back within one,
+             * not at the next keepalive */
+            for (int waited = 0;; waited++) {
+                struct timespec until;
+                clock_gettime(CLOCK_REALTIME, &until);
+                until.tv_sec += 1;
+                if (al_service_wait_event(e->s, gen, &until))
+                    break;
                 pthread_mutex_lock(&e->s->mu);
                 bool stopping = e->s->stopping;
                 pthread_mutex_unlock(&e->s->mu);
                 if (stopping)
                     return MHD_CONTENT_READER_END_OF_STREAM;
-                /* a comment keeps proxies and clients from timing out */
-                e->buf = strdup(": keepalive\n\n");
-                e->len = e->buf ? strlen(e->buf) : 0;
+                if (peer_gone(e->c))
+                    return MHD_CONTENT_READER_END_WITH_ERROR;
+                if (waited + 1 >= SSE_KEEPALIVE_S) {
+                    /* a comment keeps proxies and clients from timing out */
+                    e->buf = strdup(": keepalive\n\n");
+                    e->len = e->buf ? strlen(e->buf) : 0;
+                    break;
+                }
             }
             continue;
         }
@@ -303,8 +363,25 @@ static ssize_t sse_read(void *cls, uint64_t off, char *out, size_t max) {
     return (ssize_t)n;
 }
 
+/* The follower's place is given back as the stream ends, before its client
+ * sees the end (so it may follow the next at once), else when it is freed. */
+static void sse_unhold(sse *e) {
+    if (e->held)
+        al_service_unhold(e->s, e->person_id, AL_HOLD_FOLLOW);
+    e->held = false;
+}
+
+static ssize_t sse_read(void *cls, uint64_t off, char *out, size_t max) {
+    sse *e = cls;
+    ssize_t n = sse_next(e, out, max);
+    if (n < 0)
+        sse_unhold(e);
+    return n;
+}
+
 static void sse_free(void *cls) {
     sse *e = cls;
+    sse_unhold(e);
     free(e->buf);
     free(e);
 }
@@ -314,16 +391,28 @@ static enum MHD_Result run_events(al_service *s, struct MHD_Connection *c, const
     if (!row)
         return reply_error(c, 404, "not_found", "no run %s", id);
     json_decref(row);
+    /* each follower holds a connection and a thread for as long as it likes */
+    if (!al_service_hold(s, p->person_id, AL_HOLD_FOLLOW))
+        return reply_too_many(c, "event streams", s->cfg.followers_per_person, "followers_per_person");
     sse *e = calloc(1, sizeof *e);
-    if (!e)
+    if (!e) {
+        al_service_unhold(s, p->person_id, AL_HOLD_FOLLOW);
         return MHD_NO;
+    }
     e->s = s;
+    e->c = c;
+    e->held = true;
     snprintf(e->run_id, sizeof e->run_id, "%s", id);
+    snprintf(e->person_id, sizeof e->person_id, "%s", p->person_id);
     const char *last = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID");
     uint64_t l;
     if (last && al_parse_u64(last, &l) == 0 && l < INT64_MAX)
         e->last = (int64_t)l;
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, sse_read, e, sse_free);
+    if (!r) {
+        sse_free(e);
+        return MHD_NO;
+    }
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-store");
     enum MHD_Result ret = MHD_queue_response(c, 200, r);
@@ -389,13 +478,36 @@ static enum MHD_Result thread_artifacts(al_service *s, struct MHD_Connection *c,
 
 /* ------------------------------------------------------------ operations */
 
-static enum MHD_Result metrics(al_service *s, struct MHD_Connection *c) {
-    al_error err = { 0 };
-    json_t *rows = al_store_query(s->store, &err, "SELECT state, COUNT(*) AS n FROM runs GROUP BY state", NULL);
+/* The runs by state, counted at most every METRICS_CACHE_MS (a reference). */
+static json_t *runs_by_state(al_http *h) {
+    pthread_mutex_lock(&h->metrics_mu);
+    if ((!h->metrics_rows || al_now_ms() - h->metrics_at_ms >= METRICS_CACHE_MS) && !h->metrics_counting) {
+        h->metrics_counting = true;
+        pthread_mutex_unlock(&h->metrics_mu);
+        al_error err = { 0 };
+        json_t *rows = al_store_query(h->s->store, &err, "SELECT state, COUNT(*) AS n FROM runs GROUP BY state", NULL);
+        pthread_mutex_lock(&h->metrics_mu);
+        h->metrics_counting = false;
+        if (rows) {
+            json_decref(h->metrics_rows);
+            h->metrics_rows = rows;
+        }
+        h->metrics_at_ms = al_now_ms();
+    }
+    json_t *rows = json_incref(h->metrics_rows);
+    pthread_mutex_unlock(&h->metrics_mu);
+    return rows;
+}
+
+static enum MHD_Result metrics(al_http *h, struct MHD_Connection *c) {
+    al_service *s = h->s;
+    json_t *rows = runs_by_state(h);
     size_t cap = 8192;
     char *t = malloc(cap);
-    if (!t)
+    if (!t) {
+        json_decref(rows);
         return MHD_NO;
+    }
     size_t o = 0;
 #define OUT(...) o += (size_t)snprintf(t + o, o < cap ? cap - o : 0, __VA_ARGS__)
     OUT("# HELP airlock_runs Runs by state.\n# TYPE airlock_runs gauge\n");
@@ -786,13 +898,12 @@ static json_t *piston_result(json_t *run, const char *language, const char *vers
     return doc;
 }
 
-static enum MHD_Result piston(al_service *s, struct MHD_Connection *c, const char *key, const char *what, bool get,
-                              bool post, request *rq) {
-    al_principal p;
-    al_error err = { 0 };
-    int a = al_store_authenticate(s->store, key, &p, &err);
-    if (a <= 0)
+static enum MHD_Result piston(al_service *s, struct MHD_Connection *c, const char *what, bool get, bool post,
+                              request *rq) {
+    /* the key in the URL was checked on the headers (admit) */
+    if (!rq->authed)
         return reply_error(c, 401, "unauthorized", "a valid API key is required in the URL: /piston/KEY/api/v2/...");
+    const al_principal p = rq->p;
     if (strcmp(what, "runtimes") == 0 && get)
         return reply_json(c, 200, piston_runtimes());
     if (strcmp(what, "execute") != 0 || !post)
@@ -947,11 +1058,17 @@ static enum MHD_Result skill_start(al_service *s, struct MHD_Connection *c, cons
         json_decref(b);
         return bad;
     }
+    if (want_wait && !al_service_hold(s, p->person_id, AL_HOLD_WAIT)) {
+        json_decref(b);
+        return reply_too_many(c, "waits", s->cfg.waits_per_person, "waits_per_person");
+    }
     json_t *doc = NULL;
     al_skill_opts o = { .digest = json_string_value(dg), .limits = lim, .network = json_string_value(net),
                         .via = "rest", .wait = want_wait, .mode = test ? AL_SKILL_TEST : AL_SKILL_RUN, .idem = &idem };
     unsigned st = al_skill_run(s, p, name, json_string_value(ep), json_object_get(b, "args"), json_string_value(thread),
                                &o, &doc);
+    if (want_wait)
+        al_service_unhold(s, p->person_id, AL_HOLD_WAIT);
     json_decref(b);
     return reply_doc_idem(c, st, doc, &idem);
 }
@@ -1031,6 +1148,24 @@ static int split(const char *url, char parts[6][128]) {
     return n;
 }
 
+/* 401; MCP clients look for the scheme in WWW-Authenticate (RFC 6750) */
+static enum MHD_Result reply_unauthorized(struct MHD_Connection *c, bool mcp) {
+    if (!mcp)
+        return reply_error(c, 401, "unauthorized", "a valid API key is required (Authorization: Bearer KEY)");
+    char *m = strdup("{\"error\":{\"code\":\"unauthorized\",\"message\":\"a valid API key is required "
+                     "(Authorization: Bearer KEY)\"}}");
+    struct MHD_Response *r = MHD_create_response_from_buffer(m ? strlen(m) : 0, m, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(m);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"airlock\"");
+    enum MHD_Result ret = MHD_queue_response(c, 401, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *url, const char *method, request *rq) {
     al_service *s = h->s;
     char seg[6][128];
@@ -1042,41 +1177,23 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
                            strcmp(seg[0], "openapi.json") == 0))
         return reply_error(c, 405, "method_not_allowed", "use GET");
     if (n == 1 && strcmp(seg[0], "healthz") == 0 && get) {
-        al_error e = { 0 };
-        int ok = s->driver->probe(&e);
-        return reply_json(c, 200, json_pack("{s:s, s:s, s:o, s:s*}", "status", ok == 0 ? "ok" : "degraded", "driver",
-                                            s->driver->name, "badges", s->driver->capabilities(), "reason",
-                                            ok == 0 ? NULL : e.msg));
+        char *text = al_service_health(s);
+        return text ? reply_text(c, 200, "application/json", text) : MHD_NO;
     }
     if (n == 1 && strcmp(seg[0], "metrics") == 0 && get)
-        return metrics(s, c);
+        return metrics(h, c);
     if (n == 1 && strcmp(seg[0], "openapi.json") == 0 && get)
-        return reply_text(c, 200, "application/json", strdup(al_openapi[0].text));
+        return reply_static(c, "application/json", al_openapi[0].text);
     if (n == 5 && strcmp(seg[0], "piston") == 0 && strcmp(seg[2], "api") == 0 && strcmp(seg[3], "v2") == 0)
-        return piston(s, c, seg[1], seg[4], get, post, rq);
+        return piston(s, c, seg[4], get, post, rq);
     bool mcp = n == 1 && strcmp(seg[0], "mcp") == 0;
     if (!mcp && (n == 0 || strcmp(seg[0], "v1") != 0))
         return reply_error(c, 404, "not_found", "no such path");
 
-    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    al_principal p;
-    al_error err = { 0 };
-    int a = auth && strncmp(auth, "Bearer ", 7) == 0 ? al_store_authenticate(s->store, auth + 7, &p, &err) : 0;
-    if (a < 0)
-        return reply_error(c, 500, "internal", "%s", err.msg);
-    if (a == 0 && mcp) {
-        /* MCP clients look for the scheme here (RFC 6750) */
-        char *m = strdup("{\"error\":{\"code\":\"unauthorized\",\"message\":\"a valid API key is required "
-                         "(Authorization: Bearer KEY)\"}}");
-        struct MHD_Response *r = MHD_create_response_from_buffer(m ? strlen(m) : 0, m, MHD_RESPMEM_MUST_FREE);
-        MHD_add_response_header(r, "Content-Type", "application/json");
-        MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"airlock\"");
-        enum MHD_Result ret = MHD_queue_response(c, 401, r);
-        MHD_destroy_response(r);
-        return ret;
-    }
-    if (a == 0)
-        return reply_error(c, 401, "unauthorized", "a valid API key is required (Authorization: Bearer KEY)");
+    /* authenticated on the headers, before the body was read (admit) */
+    if (!rq->authed)
+        return reply_unauthorized(c, mcp);
+    const al_principal p = rq->p;
     if (mcp)
         return al_mcp_handle(h->mcp, s, c, &p, method, rq->body, rq->len, rq->too_large);
 
@@ -1145,6 +1262,68 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
     return reply_error(c, 404, "not_found", "no such path");
 }
 
+static enum MHD_Result reply_too_many_bodies(al_service *s, struct MHD_Connection *c) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "your requests' bodies being received come to %llu MiB already, the most one person "
+             "may (body_mb_per_person); retry when one has been answered",
+             (unsigned long long)(s->cfg.body_bytes_per_person >> 20));
+    return reply_doc(c, 429, json_pack("{s:{s:s, s:s}}", "error", "code", "too_many_requests", "message", msg));
+}
+
+/* The first call, on the headers alone, before libmicrohttpd reads a byte of
+ * the body: who asks is known here, so a request without a valid key (and
+ * one that needs no key, if it comes with a body: it needs none) is
+ * answered now and its body is never taken in. Answering now makes
+ * libmicrohttpd close the connection instead of reading what follows. */
+static enum MHD_Result admit(al_http *h, struct MHD_Connection *c, const char *url, const char *method, request *rq) {
+    al_service *s = h->s;
+    char seg[6][128];
+    int n = split(url, seg);
+    bool piston = n == 5 && strcmp(seg[0], "piston") == 0 && strcmp(seg[2], "api") == 0 && strcmp(seg[3], "v2") == 0;
+    bool mcp = n == 1 && strcmp(seg[0], "mcp") == 0;
+    bool v1 = n > 0 && strcmp(seg[0], "v1") == 0;
+    if (!piston && !mcp && !v1) {
+        /* an answer queued now closes the connection after it: only when
+         * there is a body to refuse (else it keeps alive) */
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if ((!cl || strcmp(cl, "0") == 0) &&
+            !MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+            return MHD_YES;
+        rq->answered = true;
+        return route(h, c, url, method, rq);
+    }
+    const char *key = NULL;
+    if (piston) {
+        key = seg[1];
+    } else {
+        const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+        key = auth && strncmp(auth, "Bearer ", 7) == 0 ? auth + 7 : NULL;
+    }
+    al_error err = { 0 };
+    int a = key ? al_store_authenticate(s->store, key, &rq->p, &err) : 0;
+    if (a <= 0) {
+        rq->answered = true;
+        if (a < 0)
+            return reply_error(c, 500, "internal", "%s", err.msg);
+        if (piston)
+            return reply_error(c, 401, "unauthorized", "a valid API key is required in the URL: /piston/KEY/api/v2/...");
+        return reply_unauthorized(c, mcp);
+    }
+    rq->authed = true;
+    /* the body it declares is taken from the person's budget up front, so
+     * that one more is refused on its headers, unread */
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    uint64_t len;
+    if (cl && al_parse_u64(cl, &len) == 0 && len > 0 && len <= s->cfg.body_max) {
+        if (!al_service_hold_bytes(s, rq->p.person_id, len)) {
+            rq->answered = true;
+            return reply_too_many_bodies(s, c);
+        }
+        rq->reserved = len;
+    }
+    return MHD_YES;
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     al_http *h = cls;
@@ -1155,11 +1334,25 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         if (!rq)
             return MHD_NO;
         *con_cls = rq;
+        return admit(h, c, url, method, rq);
+    }
+    if (*upload_size && rq->answered) {
+        /* answered on the headers (admit): the body is nobody's */
+        *upload_size = 0;
         return MHD_YES;
     }
     if (*upload_size) {
+        /* bytes past what the headers declared (a chunked body) come from
+         * the person's budget too; past it we keep nothing and answer 429 */
+        uint64_t want = rq->len + *upload_size;
+        if (!rq->too_large && !rq->over_budget && rq->authed && want <= s->cfg.body_max && want > rq->reserved) {
+            if (al_service_hold_bytes(s, rq->p.person_id, want - rq->reserved))
+                rq->reserved = want;
+            else
+                rq->over_budget = true;
+        }
         /* bodies are capped: past the cap we keep nothing and answer 413 */
-        if (!rq->too_large && rq->len + *upload_size <= s->cfg.body_max) {
+        if (!rq->too_large && !rq->over_budget && rq->len + *upload_size <= s->cfg.body_max) {
             char *nb = realloc(rq->body, rq->len + *upload_size + 1);
             if (!nb)
                 return MHD_NO;
@@ -1179,16 +1372,80 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (rq->answered)
         return MHD_YES;
     rq->answered = true;
-    return route(h, c, url, method, rq);
+    if (rq->over_budget)
+        return reply_too_many_bodies(s, c);
+    enum MHD_Result ret = route(h, c, url, method, rq);
+    /* answered (or streaming): the body is no longer needed */
+    free(rq->body);
+    rq->body = NULL;
+    rq->len = 0;
+    if (rq->reserved)
+        al_service_unhold_bytes(s, rq->p.person_id, rq->reserved);
+    rq->reserved = 0;
+    return ret;
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    al_http *h = cls;
     request *rq = *con_cls;
     if (rq) {
+        if (rq->reserved)
+            al_service_unhold_bytes(h->s, rq->p.person_id, rq->reserved);
         free(rq->body);
         free(rq);
     }
     *con_cls = NULL;
+}
+
+/* Make TEXT (NUL-terminated, in place) safe to log: whatever a client put in
+ * a URL or a header may be a secret (the key of a Piston URL; a query
+ * string), and libmicrohttpd's messages quote the URL. So the segment after
+ * "/piston/", query strings and anything shaped like an API key (al_...)
+ * become "[redacted]". */
+static void redact(char *text, size_t cap) {
+    static const char mark[] = "[redacted]";
+    char out[1024];
+    size_t o = 0;
+    /* one step writes at most 8 + sizeof mark bytes */
+    for (const char *p = text; *p && o + 8 + sizeof mark < sizeof out;) {
+        size_t skip = 0;
+        if (strncmp(p, "/piston/", 8) == 0) {
+            memcpy(out + o, p, 8);
+            o += 8;
+            p += 8;
+            /* the router skips empty segments: so does this */
+            p += strspn(p, "/");
+            skip = strcspn(p, "/?#' \"`\t\r\n");
+        } else if (*p == '?') {
+            out[o++] = *p++;
+            skip = strcspn(p, "#' \"`\t\r\n");
+        } else if (strncmp(p, "al_", 3) == 0 && (p == text || !(p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z') ||
+                                                               (p[-1] >= 'A' && p[-1] <= 'Z') || (p[-1] >= '0' && p[-1] <= '9')))) {
+            skip = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-");
+            if (skip < 8) /* a word, not a key */
+                skip = 0;
+        }
+        if (skip) {
+            memcpy(out + o, mark, sizeof mark - 1);
+            o += sizeof mark - 1;
+            p += skip;
+            continue;
+        }
+        out[o++] = *p++;
+    }
+    out[o] = '\0';
+    snprintf(text, cap, "%s", out);
+}
+
+/* libmicrohttpd's own messages, as our log lines (and redacted: they quote
+ * URLs). */
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    al_service *s = cls;
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    msg[strcspn(msg, "\n")] = '\0';
+    redact(msg, sizeof msg);
+    al_service_log(s, "http.error", json_pack("{s:s}", "message", msg));
 }
 
 int al_http_start(al_service *s, al_http **ret, al_error *err) {
@@ -1199,7 +1456,9 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
     if (!h)
         return -ENOMEM;
     h->s = s;
+    pthread_mutex_init(&h->metrics_mu, NULL);
     if (al_mcp_new(&h->mcp) < 0) {
+        pthread_mutex_destroy(&h->metrics_mu);
         free(h);
         return -ENOMEM;
     }
@@ -1211,11 +1470,14 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
     };
     h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
                             (uint16_t)s->cfg.port, NULL, NULL, handler, h, MHD_OPTION_ARRAY, where,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, h, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)s->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                            (unsigned)s->cfg.connections_per_address, MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)s->cfg.connection_timeout_s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     if (!h->d) {
         al_mcp_free(h->mcp);
+        pthread_mutex_destroy(&h->metrics_mu);
         free(h);
         return al_err(err, "listen", EADDRINUSE, "cannot listen on %s:%d (in use, or not allowed)", s->cfg.listen_host,
                       s->cfg.port);
@@ -1229,5 +1491,7 @@ void al_http_stop(al_http *h) {
         return;
     MHD_stop_daemon(h->d);
     al_mcp_free(h->mcp);
+    json_decref(h->metrics_rows);
+    pthread_mutex_destroy(&h->metrics_mu);
     free(h);
 }

@@ -45,6 +45,19 @@ void al_service_config_default(al_service_config *c) {
     c->body_max = 8u << 20;
     c->code_max = 1u << 20;
     c->files_max = 64;
+    /* A quarter of the slots per address: one client (or one NAT) cannot take
+     * them all, and four busy addresses still can; behind a reverse proxy
+     * every client has the proxy's address, so raise it there. A person's
+     * long-held requests are capped per person (below), so the people behind
+     * one address are not bound by what one of them holds. */
+    c->max_connections = 512;
+    c->connections_per_address = 128;
+    c->connection_timeout_s = 30;
+    c->followers_per_person = 16;
+    c->waits_per_person = 16;
+    /* four bodies at the cap: one person cannot make the daemon hold a
+     * body on every connection of theirs */
+    c->body_bytes_per_person = 4 * c->body_max;
 }
 
 static int set_int(int *field, const char *v, int min, int max, const char *key, al_error *err) {
@@ -92,6 +105,23 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
         int r = set_int(&mb, value, 1, 1 << 30, key, err);
         if (r == 0)
             c->storage_quota_bytes = (uint64_t)mb << 20;
+        return r;
+    }
+    if (strcmp(key, "max_connections") == 0)
+        return set_int(&c->max_connections, value, 1, 16384, key, err);
+    if (strcmp(key, "connections_per_address") == 0)
+        return set_int(&c->connections_per_address, value, 1, 16384, key, err);
+    if (strcmp(key, "connection_timeout_s") == 0)
+        return set_int(&c->connection_timeout_s, value, 1, 3600, key, err);
+    if (strcmp(key, "followers_per_person") == 0)
+        return set_int(&c->followers_per_person, value, 1, 16384, key, err);
+    if (strcmp(key, "waits_per_person") == 0)
+        return set_int(&c->waits_per_person, value, 1, 16384, key, err);
+    if (strcmp(key, "body_mb_per_person") == 0) {
+        int mb = 0;
+        int r = set_int(&mb, value, 1, 1 << 20, key, err);
+        if (r == 0)
+            c->body_bytes_per_person = (uint64_t)mb << 20;
         return r;
     }
     if (strcmp(key, "skills_dir") == 0) {
@@ -183,6 +213,132 @@ bool al_service_wait_event(al_service *s, uint64_t gen, const struct timespec *u
 
 static void state_event(al_service *s, const char *run_id, const char *state) {
     al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", state));
+}
+
+/* ---------------------------------------------------------- person holds */
+
+/* A person's long-held requests and the bytes of their bodies being
+ * received; a node exists only while it holds any, so there are never more
+ * than the service's connections. */
+struct person_holds {
+    struct person_holds *next;
+    char person_id[40];
+    int n[_AL_HOLD_MAX];
+    uint64_t bytes;
+};
+
+/* PERSON_ID's node, made when MAKE (NULL: none, or no memory). Under mu. */
+static struct person_holds *holds_of(al_service *s, const char *person_id, bool make) {
+    struct person_holds *h = s->holds;
+    while (h && strcmp(h->person_id, person_id) != 0)
+        h = h->next;
+    if (!h && make && (h = calloc(1, sizeof *h))) {
+        snprintf(h->person_id, sizeof h->person_id, "%s", person_id);
+        h->next = s->holds;
+        s->holds = h;
+    }
+    return h;
+}
+
+/* Forget PERSON_ID's node once it holds nothing. Under mu. */
+static void holds_tidy(al_service *s, const char *person_id) {
+    for (struct person_holds **pp = &s->holds; *pp; pp = &(*pp)->next) {
+        struct person_holds *h = *pp;
+        if (strcmp(h->person_id, person_id) != 0)
+            continue;
+        bool any = h->bytes > 0;
+        for (int k = 0; k < _AL_HOLD_MAX; k++)
+            any |= h->n[k] > 0;
+        if (!any) {
+            *pp = h->next;
+            free(h);
+        }
+        return;
+    }
+}
+
+bool al_service_hold(al_service *s, const char *person_id, al_hold kind) {
+    int max = kind == AL_HOLD_FOLLOW ? s->cfg.followers_per_person : s->cfg.waits_per_person;
+    pthread_mutex_lock(&s->mu);
+    struct person_holds *h = holds_of(s, person_id, true);
+    bool ok = h && h->n[kind] < max;
+    if (ok)
+        h->n[kind]++;
+    else
+        holds_tidy(s, person_id);
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+void al_service_unhold(al_service *s, const char *person_id, al_hold kind) {
+    pthread_mutex_lock(&s->mu);
+    struct person_holds *h = holds_of(s, person_id, false);
+    if (h && h->n[kind] > 0)
+        h->n[kind]--;
+    holds_tidy(s, person_id);
+    pthread_mutex_unlock(&s->mu);
+}
+
+bool al_service_hold_bytes(al_service *s, const char *person_id, uint64_t n) {
+    pthread_mutex_lock(&s->mu);
+    struct person_holds *h = holds_of(s, person_id, true);
+    bool ok = h && n <= s->cfg.body_bytes_per_person && h->bytes <= s->cfg.body_bytes_per_person - n;
+    if (ok)
+        h->bytes += n;
+    else
+        holds_tidy(s, person_id);
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+void al_service_unhold_bytes(al_service *s, const char *person_id, uint64_t n) {
+    pthread_mutex_lock(&s->mu);
+    struct person_holds *h = holds_of(s, person_id, false);
+    if (h)
+        h->bytes -= n < h->bytes ? n : h->bytes;
+    holds_tidy(s, person_id);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---------------------------------------------------------------- health */
+
+/* The driver's probe clones namespaced children (al_doctor): run for every
+ * unauthenticated /healthz it was a way to make the host fork without
+ * limit. So its answer is kept and re-probed at most every AL_HEALTH_PROBE_S,
+ * by one caller at a time; the others answer the last one meanwhile. */
+static char *health_probe(al_service *s) {
+    al_error e = { 0 };
+    int ok = s->driver->probe(&e);
+    char now[40];
+    al_store_now(now, sizeof now);
+    json_t *doc = json_pack("{s:s, s:s, s:o, s:s*, s:s}", "status", ok == 0 ? "ok" : "degraded", "driver",
+                            s->driver->name, "badges", s->driver->capabilities(), "reason", ok == 0 ? NULL : e.msg,
+                            "probed_at", now);
+    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    return text;
+}
+
+char *al_service_health(al_service *s) {
+    pthread_mutex_lock(&s->health_mu);
+    uint64_t now = al_now_ms();
+    bool stale = !s->health_text || now - s->health_at_ms >= (uint64_t)AL_HEALTH_PROBE_S * 1000;
+    if (stale && !s->health_probing) {
+        s->health_probing = true;
+        pthread_mutex_unlock(&s->health_mu);
+        char *text = health_probe(s);
+        pthread_mutex_lock(&s->health_mu);
+        s->health_probing = false;
+        if (text) {
+            free(s->health_text);
+            s->health_text = text;
+        }
+        /* a failed attempt waits its turn too: no retry storm */
+        s->health_at_ms = al_now_ms();
+    }
+    char *out = s->health_text ? strdup(s->health_text) : NULL;
+    pthread_mutex_unlock(&s->health_mu);
+    return out;
 }
 
 /* ---------------------------------------------------------------- queue */
@@ -1214,6 +1370,7 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->sched_cond, NULL);
     pthread_cond_init(&s->events_cond, NULL);
+    pthread_mutex_init(&s->health_mu, NULL);
 
     /* Block the signals we wait for before any thread starts, so every
      * thread inherits the mask and only sigwait below sees them. */
@@ -1243,6 +1400,8 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     al_skills_gc(s, NULL, err);
     if (pthread_create(&s->scheduler, NULL, scheduler_main, s) != 0)
         return al_err(err, "service", EAGAIN, "start the scheduler");
+    /* the first /healthz is answered from a probe made before we listen */
+    free(al_service_health(s));
     al_http *http = NULL;
     if ((r = al_http_start(s, &http, err)) < 0)
         return r;
@@ -1279,6 +1438,13 @@ int al_service_run(al_service_config *cfg, al_error *err) {
      * LeakSanitizer build reports only real leaks) */
     al_skills_free(s);
     free(s->queue);
+    free(s->health_text);
+    while (s->holds) {
+        struct person_holds *h = s->holds;
+        s->holds = h->next;
+        free(h);
+    }
+    pthread_mutex_destroy(&s->health_mu);
     pthread_cond_destroy(&s->sched_cond);
     pthread_cond_destroy(&s->events_cond);
     pthread_mutex_destroy(&s->mu);

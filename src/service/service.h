@@ -26,6 +26,13 @@ typedef struct al_service_config {
     uint64_t files_max;           /* inline files per run */
     uint64_t storage_quota_bytes; /* per organisation; 0: each one's own setting */
     char skills_dir[PATH_MAX];    /* bundled skills; "" = beside the binary or installed */
+    /* what one client can hold of the daemon (http.c) */
+    int max_connections;          /* HTTP connections at once, everyone */
+    int connections_per_address;  /* of those, from one client address */
+    int connection_timeout_s;     /* a connection idle this long is closed */
+    int followers_per_person;     /* event streams (/v1/runs/{id}/events) one person follows at once */
+    int waits_per_person;         /* requests one person has waiting for a run's end (?wait=true, Piston) */
+    uint64_t body_bytes_per_person; /* request bodies one person has being received at once */
 } al_service_config;
 
 void al_service_config_default(al_service_config *c);
@@ -70,6 +77,14 @@ typedef struct al_service {
     pthread_mutex_t skills_mu;
     json_t *skills_pins;          /* {digest: count}: runs being created from a bundle */
     bool skills_gc_pending;       /* a deleted bundle waits for its live runs to end */
+
+    /* service.c: long-held requests per person (under mu) */
+    struct person_holds *holds;
+    /* service.c: the cached answer of /healthz (under health_mu) */
+    pthread_mutex_t health_mu;
+    char *health_text;
+    uint64_t health_at_ms;        /* al_now_ms() of its probe */
+    bool health_probing;
 } al_service;
 
 /* service.c */
@@ -83,6 +98,19 @@ int64_t al_service_append_event(al_service *s, const char *run_id, const char *t
  * deadline; returns false on timeout or when the service is stopping. */
 uint64_t al_service_event_gen(al_service *s);
 bool al_service_wait_event(al_service *s, uint64_t gen, const struct timespec *until);
+/* Long-held requests of one person: event-stream followers and requests
+ * waiting for a run's end. al_service_hold takes one (false: the person
+ * holds their maximum of KIND already); al_service_unhold gives it back. */
+typedef enum { AL_HOLD_FOLLOW, AL_HOLD_WAIT, _AL_HOLD_MAX } al_hold;
+bool al_service_hold(al_service *s, const char *person_id, al_hold kind);
+void al_service_unhold(al_service *s, const char *person_id, al_hold kind);
+/* The same for the bytes of request bodies being received (N more). */
+bool al_service_hold_bytes(al_service *s, const char *person_id, uint64_t n);
+void al_service_unhold_bytes(al_service *s, const char *person_id, uint64_t n);
+/* The body of GET /healthz (malloc'd JSON): the driver's probe, run at most
+ * every HEALTH_PROBE_S and never two at once; NULL on no memory. */
+#define AL_HEALTH_PROBE_S 30
+char *al_service_health(al_service *s);
 /* A structured log line (JSON) on stderr; steals FIELDS. */
 void al_service_log(al_service *s, const char *event, json_t *fields);
 
