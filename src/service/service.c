@@ -370,24 +370,38 @@ static void sha256_hex(const char *t, size_t n, char out[65]) {
         snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
-/* The result's output as the agent will see it: redacted, and the count. */
+/* The result's output as the agent will see it: redacted, and the count.
+ * Output is bytes (NULs, bytes that are not UTF-8): redacted as bytes, and
+ * shown as al_output_set does. */
 static int redact_result(al_dlp *dlp, json_t *result) {
     int count = 0;
     static const char *const keys[] = { "stdout", "stderr" };
-    for (size_t i = 0; dlp && result && i < 2; i++) {
-        json_t *v = json_object_get(result, keys[i]);
-        if (!json_is_string(v))
+    for (size_t i = 0; dlp && json_is_object(result) && i < 2; i++) {
+        size_t len = 0, n = 0;
+        char *bytes = al_output_get(result, keys[i], &len);
+        if (!bytes)
             continue;
-        size_t n = 0;
-        char *red = al_dlp_redact(dlp, json_string_value(v), json_string_length(v), &count, &n);
-        if (red) {
-            /* one string made, not two (the first was leaked): invalid UTF-8 gives NULL */
-            json_t *t = json_stringn(red, n);
-            json_object_set_new(result, keys[i], t ? t : json_string(""));
+        char *red = al_dlp_redact(dlp, bytes, len, &count, &n);
+        free(bytes);
+        if (!red || al_output_set(result, keys[i], red, n) < 0) {
+            /* not shown unredacted, whatever failed */
+            json_object_set_new(result, keys[i], json_string(""));
+            char k[32];
+            snprintf(k, sizeof k, "%s_base64", keys[i]);
+            json_object_del(result, k);
         }
         free(red);
     }
     return count;
+}
+
+/* An output event of the run's stream: redacted bytes, shown as al_output_set does. */
+static void output_event(al_service *s, const char *run_id, const char *type, const char *bytes, size_t len) {
+    json_t *o = json_object();
+    if (o && al_output_set(o, "data", bytes, len) == 0)
+        al_service_append_event(s, run_id, type, o);
+    else
+        json_decref(o);
 }
 
 static void end_run(al_service *s, json_t *run, const char *state, json_t *result, const char *err_code,
@@ -554,9 +568,17 @@ static void *runner_main(void *p) {
     state_event(s, a->run_id, "provisioning");
     {
         json_t *st = al_settings_load(s, json_string_value(json_object_get(run, "workspace_id")));
-        if (al_dlp_new(json_object_get(st, "dlp_patterns"), &dlp, &err) < 0)
-            dlp = NULL;
+        int dr = al_dlp_new(json_object_get(st, "dlp_patterns"), &dlp, &err);
         json_decref(st);
+        if (dr < 0) {
+            /* fail closed: a run whose output cannot be redacted as its
+             * workspace says does not run */
+            dlp = NULL;
+            ecode = "dlp";
+            snprintf(emsg_buf, sizeof emsg_buf, "the workspace's dlp_patterns cannot be used: %s", err.msg);
+            emsg = emsg_buf;
+            goto finish;
+        }
         for (int i = 0; i < 2; i++)
             streams[i].dlp = dlp;
     }
@@ -606,7 +628,8 @@ static void *runner_main(void *p) {
     size_t cap = 0;
     json_t *helper_error = NULL;
     while (ev && getline(&line, &cap, ev) > 0) {
-        json_t *e = json_loads(line, 0, NULL);
+        /* the result's text may hold NULs (its exact bytes come beside it) */
+        json_t *e = json_loads(line, JSON_ALLOW_NUL, NULL);
         const char *type = json_string_value(json_object_get(e, "type"));
         if (!type) {
             json_decref(e);
@@ -617,16 +640,15 @@ static void *runner_main(void *p) {
                           a->run_id);
             state_event(s, a->run_id, "running");
         } else if (strcmp(type, "stdout") == 0 || strcmp(type, "stderr") == 0) {
-            /* held back to the end of its line, then redacted */
-            json_t *d = json_object_get(e, "data");
+            /* bytes, held back to the end of their line, then redacted */
+            size_t dn = 0, rn = 0;
+            char *bytes = al_output_get(e, "data", &dn);
             al_dlp_stream *ds = &streams[type[3] == 'o' ? 0 : 1];
-            size_t rn = 0;
-            char *red = ds->dlp ? al_dlp_stream_feed(ds, json_string_value(d), json_string_length(d), &rn) : NULL;
-            if (!ds->dlp)
-                al_service_append_event(s, a->run_id, type, json_pack("{s:O}", "data", d));
-            else if (red)
-                al_service_append_event(s, a->run_id, type, json_pack("{s:s%}", "data", red, rn));
+            char *red = bytes ? al_dlp_stream_feed(ds, bytes, dn, &rn) : NULL;
+            if (red)
+                output_event(s, a->run_id, type, red, rn);
             free(red);
+            free(bytes);
         } else if (strcmp(type, "result") == 0) {
             json_decref(result);
             result = json_incref(json_object_get(e, "result"));
@@ -649,7 +671,7 @@ static void *runner_main(void *p) {
         size_t rn = 0;
         char *red = streams[i].dlp ? al_dlp_stream_flush(&streams[i], &rn) : NULL;
         if (red && rn)
-            al_service_append_event(s, a->run_id, i == 0 ? "stdout" : "stderr", json_pack("{s:s%}", "data", red, rn));
+            output_event(s, a->run_id, i == 0 ? "stdout" : "stderr", red, rn);
         free(red);
     }
     if (result) {

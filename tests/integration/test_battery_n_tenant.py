@@ -1,0 +1,208 @@
+"""Hostile battery, group N (SECURITY.md section 6): one tenant against the
+daemon, the data side.  A tenant with a valid key controls its scripts'
+output bytes, its workspace's DLP patterns, how many runs it queues, what it
+uploads with runs that never start, and how it lists runs; none of it may
+make the daemon hold unbounded memory or CPU, starve other tenants, keep
+bytes outside any quota, or turn a run's own output into airlock's failure.
+Each case is differential: it shows the ingredient working (a naive engine
+really is catastrophic, the bytes really are there, the queue really is
+full for the attacker) and then that airlock is not fooled."""
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from service_util import (GOV_TERMINAL, TERMINAL, b64, gov_tenant, put_settings, service)  # noqa: F401
+
+
+def exact(obj, key):
+    """The exact bytes of output KEY of OBJ (docs/api.md: KEY_base64 when the text is not them)."""
+    if key + "_base64" in obj:
+        return base64.b64decode(obj[key + "_base64"])
+    return obj[key].encode()
+
+
+def stream_bytes(client, run_id, kind="stdout"):
+    out = b""
+    for _, ev, data in client.events(run_id, timeout=60):
+        if ev == kind:
+            out += exact(data, "data")
+    return out
+
+
+def tag():
+    return f"# {uuid.uuid4().hex}\n"
+
+
+# ------------------------------------------------ output bytes (issue 16)
+
+
+def test_output_bytes_nul_and_invalid_utf8_are_carried_exactly(service):
+    """A NUL or bytes that are not UTF-8 in a run's output are the run's own
+    business: the run succeeds, its text shows them as U+FFFD, and
+    stdout_base64 (and each event's data_base64) carries them exactly."""
+    t = gov_tenant(service, "nbytes")
+    raw = b"a\x00b\n" + b"x\x80\xffy \xc3\xa9 \xe2\x82\n" + b"tail\x00"
+    code = tag() + ("import sys\nsys.stdout.write('a\\x00b\\n'); sys.stdout.flush()\n"
+                    "sys.stdout.buffer.write(b'x\\x80\\xffy \\xc3\\xa9 \\xe2\\x82\\n'); sys.stdout.flush()\n"
+                    "sys.stdout.buffer.write(b'tail\\x00'); sys.stdout.flush()\n"
+                    "sys.stderr.buffer.write(b'e\\x00\\xfe\\n')\n")
+    run = t.client.run(code)
+    assert run["state"] == "succeeded", f"the run's own bytes made it end {run['state']}: {run['error']!r}"
+    res = run["result"]
+    assert exact(res, "stdout") == raw
+    assert exact(res, "stderr") == b"e\x00\xfe\n"
+    # the text is valid UTF-8 without NUL: each byte that cannot be shown is U+FFFD
+    assert res["stdout"] == "a\ufffdb\nx\ufffd\ufffdy \u00e9 \ufffd\ufffd\ntail\ufffd"
+    assert "\x00" not in res["stdout"] and "\x00" not in res["stderr"]
+    assert stream_bytes(t.client, run["id"]) == raw
+    assert stream_bytes(t.client, run["id"], "stderr") == b"e\x00\xfe\n"
+    # clean text has no base64 beside it
+    clean = t.client.run(tag() + "print('plain \u00e9 text')")
+    assert clean["result"]["stdout"] == "plain \u00e9 text\n" and "stdout_base64" not in clean["result"]
+
+
+def test_output_nul_as_python_str_through_the_api(service):
+    """The report of issue 16, as it was sent."""
+    run = service.run('import sys; sys.stdout.write("a\\x00b\\n")')
+    assert run["state"] == "succeeded", run
+    assert exact(run["result"], "stdout") == b"a\x00b\n"
+
+
+def test_secrets_around_nul_and_invalid_bytes_are_redacted(service):
+    """Redaction works on the bytes: secrets next to NULs and invalid bytes
+    are replaced, and every byte around them is kept exactly."""
+    t = gov_tenant(service, "nred")
+    aws = "AKIA" + uuid.uuid4().hex[:16].upper()
+    ghp = "ghp_" + uuid.uuid4().hex[:30]
+    half = len(aws) // 2
+    code = tag() + (
+        "import sys\n"
+        f"a = {aws[:half]!r} + {aws[half:]!r}\n"
+        f"g = {ghp[:10]!r} + {ghp[10:]!r}\n"
+        "sys.stdout.buffer.write(b'\\x00' + a.encode() + b'\\x00tail\\xff' + g.encode() + b'\\n')\n"
+        "sys.stdout.flush()\n"
+        "sys.stderr.buffer.write(g.encode() + b'\\x00\\x80' + a.encode())\n")
+    run = t.client.run(code)
+    assert run["state"] == "succeeded", run
+    want = b"\x00[REDACTED:aws_access_key]\x00tail\xff[REDACTED:github_token]\n"
+    assert exact(run["result"], "stdout") == want
+    assert exact(run["result"], "stderr") == b"[REDACTED:github_token]\x00\x80[REDACTED:aws_access_key]"
+    assert stream_bytes(t.client, run["id"]) == want
+    assert run["redactions"] == 4
+    everything = json.dumps(t.client.get_run(run["id"])) + json.dumps(t.client.events(run["id"]))
+    for s in (aws, ghp):
+        assert s not in everything
+        assert base64.b64encode(s.encode()).decode()[:16] not in everything
+
+
+# ------------------------------------------------ DLP patterns of bounded cost
+
+# glibc's POSIX engine, the one airlock used before: what it costs on the host
+REGCOMP_PROBE = r"""
+import ctypes, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+libc = ctypes.CDLL(None)
+buf = ctypes.create_string_buffer(256)
+print(libc.regcomp(buf, sys.argv[1].encode(), 1), flush=True)   # REG_EXTENDED
+"""
+REGEXEC_PROBE = r"""
+import ctypes, sys
+libc = ctypes.CDLL(None)
+buf = ctypes.create_string_buffer(256)
+assert libc.regcomp(buf, sys.argv[1].encode(), 1) == 0
+print("start", flush=True)
+print(libc.regexec(buf, sys.argv[2].encode(), 0, None, 0), flush=True)
+"""
+
+
+def status_kib(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def test_dlp_pattern_compile_bomb_refused_at_settings_time(request):
+    """(a{1,32767}){1,32767}: a naive engine needs more than a GiB to compile
+    it; airlock refuses it with a 400 and its memory does not move."""
+    import resource
+    from service_util import ServiceSet
+    bomb = "(a{1,32767}){1,32767}"
+    probe = subprocess.run([sys.executable, "-c", REGCOMP_PROBE, bomb], capture_output=True, text=True, timeout=300)
+    assert probe.stdout.strip() == "12", f"control: glibc regcomp within 1 GiB should fail REG_ESPACE: {probe!r}"
+    ss = ServiceSet(request)
+    try:
+        svc = ss.start("dlpbomb")
+        pid = svc.proc.pid
+        # a naive build would take the host down: a GiB of room is plenty to show it
+        room = status_kib(pid, "VmSize") * 1024 + (1 << 30)
+        resource.prlimit(pid, resource.RLIMIT_AS, (room, room))
+        t = gov_tenant(svc, "bomb")
+        before = status_kib(pid, "VmHWM")
+        status, _, doc = t.client.request("PUT", "/v1/settings", timeout=300,
+                                          json={"dlp_patterns": [{"name": "bomb", "pattern": bomb}]})
+        grown = status_kib(pid, "VmHWM") - before
+        assert grown < 64 * 1024, f"compiling one pattern took the daemon's peak memory up {grown} KiB"
+        assert status == 400 and doc["error"]["code"] == "bad_request", (status, doc)
+        assert "too large" in doc["error"]["message"], doc
+        # the settings were not changed, and ordinary patterns still are accepted
+        assert t.client.ok("GET", "/v1/settings")["dlp_patterns"] == []
+        put_settings(t.client, dlp_patterns=[{"name": "ok", "pattern": "(a{1,100}){1,3}"}])
+    finally:
+        ss.close()
+
+
+def test_dlp_backreferences_cannot_stall_the_daemon(service):
+    """(.*)(.*)\\2\\1x backtracks for seconds per 150-byte line in a naive
+    engine, and while the runner is stuck in it nothing reads the box's
+    output. With bounded matching the run's 1000 such lines pass at once and
+    its wall clock ends it as timed_out."""
+    pat = r"(.*)(.*)\2\1x"
+    line = "a" * 150
+    p = subprocess.Popen([sys.executable, "-c", REGEXEC_PROBE, pat, line], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "start"
+        with pytest.raises(subprocess.TimeoutExpired):
+            p.wait(timeout=2)   # control: glibc is still backtracking on one line
+    finally:
+        p.kill()
+        p.wait()
+    t = gov_tenant(service, "backref")
+    put_settings(t.client, dlp_patterns=[{"name": "backref", "pattern": pat}])
+    code = tag() + ("import sys\n"
+                    f"for i in range(1000): sys.stdout.write({line!r} + '\\n')\n"
+                    "sys.stdout.flush()\n"
+                    "while True: pass\n")
+    status, _, run = t.client.post_run(code, limits={"timeout_s": 3})
+    assert status == 201, run
+    deadline = time.monotonic() + 120
+    while True:
+        run = t.client.get_run(run["id"])
+        if run["state"] in GOV_TERMINAL:
+            break
+        assert time.monotonic() < deadline, f"the run never ended: the daemon is stuck redacting: {run['state']}"
+        time.sleep(0.2)
+    assert run["state"] == "timed_out", run
+    assert run["result"]["stdout"] == (line + "\n") * 1000
+
+
+def test_dlp_match_that_reaches_its_limit_withholds_the_line(service):
+    """^(a+)+$ on 40 a's and a '!' has 2^40 ways to fail: the match stops at
+    its limit, and since airlock cannot tell whether the line holds what the
+    pattern is for, it withholds the line (fails closed). The PCRE2 dialect
+    (\\d) works."""
+    t = gov_tenant(service, "limit")
+    put_settings(t.client, dlp_patterns=[{"name": "evil", "pattern": "^(a+)+$"},
+                                         {"name": "emp", "pattern": r"\bEMP\d{6}\b"}])
+    run = t.client.run(tag() + "print('aaaa'); print('a' * 40 + '!'); print('bbb EMP' + '123456 end')")
+    assert run["state"] == "succeeded", run
+    assert run["result"]["stdout"] == "[REDACTED:evil]\n[REDACTED:evil]\nbbb [REDACTED:emp] end\n"
+    assert run["redactions"] == 3
