@@ -155,8 +155,10 @@ static enum MHD_Result list_runs(al_service *s, struct MHD_Connection *c, const 
                                                   "succeeded, failed, timed_out, killed, canceled, error, denied");
     if (thread && !al_valid_thread_id(thread))
         return reply_error(c, 400, "bad_request", "thread_id must be 1-64 characters of A-Z a-z 0-9 . _ -");
+    /* summaries only: a page of full runs held 20 MiB per run in the daemon */
     json_t *rows = al_store_query(s->store, &err,
-                                  "SELECT * FROM runs WHERE workspace_id = ? AND (? IS NULL OR state = ?) "
+                                  "SELECT " AL_RUN_SUMMARY_COLUMNS " FROM runs WHERE workspace_id = ? "
+                                  "AND (? IS NULL OR state = ?) "
                                   "AND (? IS NULL OR thread_id = ?) AND seq < ? ORDER BY seq DESC LIMIT ?",
                                   "sSSSSii", p->workspace_id, state, state, thread, thread, (int64_t)cursor,
                                   (int64_t)limit + 1);
@@ -164,7 +166,7 @@ static enum MHD_Result list_runs(al_service *s, struct MHD_Connection *c, const 
         return reply_error(c, 500, "internal", "%s", err.msg);
     json_t *out = json_array(), *next = json_null();
     for (size_t i = 0; i < json_array_size(rows) && i < limit; i++)
-        json_array_append_new(out, al_run_json(s, json_array_get(rows, i)));
+        json_array_append_new(out, al_run_summary_json(json_array_get(rows, i)));
     if (json_array_size(rows) > limit) {
         char buf[32];
         snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(json_object_get(json_array_get(rows, limit - 1), "seq")));

@@ -107,6 +107,64 @@ json_t *al_run_json(al_service *s, json_t *row) {
     return out;
 }
 
+/* A list's entry: what a run is, never what it printed. The columns come
+ * from AL_RUN_SUMMARY_COLUMNS (service.h), so that a list never loads a
+ * run's result, code or previews into the daemon: each is up to megabytes,
+ * and a page holds up to 200 runs. GET /v1/runs/{id} has the rest. */
+json_t *al_run_summary_json(json_t *row) {
+    json_t *lim = al_row_json(row, "limits");
+    json_t *limits = json_pack("{s:O, s:I, s:f, s:O}", "timeout_s", json_object_get(lim, "timeout_s"), "memory_mb",
+                               (json_int_t)(json_integer_value(json_object_get(lim, "memory_bytes")) >> 20), "cpus",
+                               (double)json_integer_value(json_object_get(lim, "cpu_millis")) / 1000.0, "pids",
+                               json_object_get(lim, "pids"));
+    json_decref(lim);
+    json_t *result = json_null();
+    if (json_is_true(json_object_get(row, "has_result")) || json_integer_value(json_object_get(row, "has_result")) == 1) {
+        result = json_object();
+        static const char *const nums[] = { "exit_code", "signal", "reason", "stdout_bytes", "stderr_bytes",
+                                            "wall_ms", "cpu_ms", "peak_memory_bytes" };
+        for (size_t i = 0; i < ELEMENTSOF(nums); i++)
+            json_object_set(result, nums[i], json_object_get(row, nums[i]) ?: json_null());
+        json_object_set_new(result, "stdout_truncated",
+                            json_boolean(json_integer_value(json_object_get(row, "stdout_truncated")) != 0));
+        json_object_set_new(result, "stderr_truncated",
+                            json_boolean(json_integer_value(json_object_get(row, "stderr_truncated")) != 0));
+    }
+    json_t *error = json_is_string(json_object_get(row, "error_code"))
+                        ? json_pack("{s:O, s:O}", "code", json_object_get(row, "error_code"), "message",
+                                    json_object_get(row, "error_message"))
+                        : json_null();
+    json_t *im = json_object_get(row, "image");
+    json_t *out = json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:o, s:O, s:O, s:O, s:o, s:o, s:O, s:O, s:o}",
+                            "id", json_object_get(row, "id"), "state", json_object_get(row, "state"),
+                            "language", json_object_get(row, "language"), "thread_id", json_object_get(row, "thread_id"),
+                            "description", json_object_get(row, "description"), "network", json_object_get(row, "network"),
+                            "limits", limits, "created_at", json_object_get(row, "created_at"),
+                            "started_at", json_object_get(row, "started_at"), "finished_at", json_object_get(row, "finished_at"),
+                            "result", result, "error", error, "redactions", json_object_get(row, "redactions"),
+                            "price", json_object_get(row, "price"),
+                            "image", json_is_string(im) ? json_incref(im) : json_string("host"));
+    if (!out)
+        return NULL;
+    json_object_set_new(out, "summary", json_true());
+    json_object_set(out, "artifact_count", json_object_get(row, "artifact_count"));
+    json_object_set_new(out, "preview_count", json_integer(json_integer_value(json_object_get(row, "preview_count"))));
+    json_object_set_new(out, "skipped_count", json_integer(json_integer_value(json_object_get(row, "skipped_count"))));
+    json_t *dec = json_object_get(row, "approval_decision");
+    json_object_set_new(out, "approval", json_is_true(json_object_get(row, "has_approval")) ||
+                                                 json_integer_value(json_object_get(row, "has_approval")) == 1
+                                             ? json_pack("{s:O, s:O, s:O, s:O}", "id",
+                                                         json_object_get(row, "approval_id") ?: json_null(), "hash",
+                                                         json_object_get(row, "approval_hash") ?: json_null(),
+                                                         "decision", dec ? dec : json_null(), "expires_at",
+                                                         json_object_get(row, "approval_expires_at") ?: json_null())
+                                             : json_null());
+    if (json_is_string(json_object_get(row, "skill_name")))
+        json_object_set_new(out, "skill", json_pack("{s:O, s:O}", "name", json_object_get(row, "skill_name"), "version",
+                                                    json_object_get(row, "skill_version") ?: json_null()));
+    return out;
+}
+
 json_t *al_run_load(al_service *s, const al_principal *p, const char *id) {
     al_error err = { 0 };
     json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ? AND workspace_id = ?", "ss", id,

@@ -148,3 +148,25 @@ int al_run_cancel(al_service *s, const al_principal *p, const char *id);
 int al_http_start(al_service *s, al_http **ret, al_error *err);
 void al_http_stop(al_http *h);
 json_t *al_run_json(al_service *s, json_t *row);
+/* runs.c: a run list's entry, from a row of AL_RUN_SUMMARY_COLUMNS */
+json_t *al_run_summary_json(json_t *row);
+/* What a list selects FROM runs: small fields only; what a run printed is
+ * measured inside the store and never loaded. */
+#define AL_RUN_SUMMARY_COLUMNS                                                                                      \
+    "seq, id, state, language, thread_id, description, network, limits, image, created_at, started_at, "           \
+    "finished_at, error_code, error_message, redactions, price, result IS NOT NULL AS has_result, "                \
+    "json_extract(result, '$.exit_code') AS exit_code, json_extract(result, '$.signal') AS signal, "               \
+    "json_extract(result, '$.reason') AS reason, json_extract(result, '$.stdout_bytes') AS stdout_bytes, "         \
+    "json_extract(result, '$.stderr_bytes') AS stderr_bytes, "                                                      \
+    "json_extract(result, '$.stdout_truncated') AS stdout_truncated, "                                              \
+    "json_extract(result, '$.stderr_truncated') AS stderr_truncated, json_extract(result, '$.wall_ms') AS wall_ms, " \
+    "json_extract(result, '$.cpu_ms') AS cpu_ms, json_extract(result, '$.peak_memory_bytes') AS peak_memory_bytes, " \
+    "CASE WHEN json_valid(previews) THEN json_array_length(previews) ELSE 0 END AS preview_count, "                \
+    "CASE WHEN json_valid(skipped) THEN json_array_length(skipped) ELSE 0 END AS skipped_count, "                  \
+    "(SELECT COUNT(*) FROM artifacts a WHERE a.run_id = runs.id) AS artifact_count, "                              \
+    "EXISTS (SELECT 1 FROM approval_requests q WHERE q.run_id = runs.id) AS has_approval, "                        \
+    "(SELECT decision FROM approval_requests q WHERE q.run_id = runs.id) AS approval_decision, "                   \
+    "(SELECT expires_at FROM approval_requests q WHERE q.run_id = runs.id) AS approval_expires_at, "               \
+    "(SELECT id FROM approval_requests q WHERE q.run_id = runs.id) AS approval_id, "                               \
+    "(SELECT hash FROM approval_requests q WHERE q.run_id = runs.id) AS approval_hash, "                           \
+    "json_extract(inputs, '$.skill.name') AS skill_name, json_extract(inputs, '$.skill.version') AS skill_version"

@@ -206,3 +206,56 @@ def test_dlp_match_that_reaches_its_limit_withholds_the_line(service):
     assert run["state"] == "succeeded", run
     assert run["result"]["stdout"] == "[REDACTED:evil]\n[REDACTED:evil]\nbbb [REDACTED:emp] end\n"
     assert run["redactions"] == 3
+
+
+# ------------------------------------------------ lists carry summaries
+
+
+BIG_RUN = r"""
+import os, sys
+os.makedirs('/out/preview', exist_ok=True)
+for i in range(8):
+    with open(f'/out/preview/p{i}.bin', 'wb') as f:
+        f.write(os.urandom((1 << 20) - 4096))
+sys.stdout.write('o' * ((1 << 20) - 10)); sys.stdout.flush()
+sys.stderr.write('e' * ((1 << 20) - 10)); sys.stderr.flush()
+"""
+
+
+def test_run_list_holds_summaries_not_outputs(service):
+    """Ten runs of ~13 MiB each (1 MiB stdout, 1 MiB stderr, 8 previews of
+    1 MiB inlined as base64): GET /v1/runs?limit=200 used to hold them all at
+    once in the daemon. A list entry is a summary (sizes, counts, truncated
+    flags); the big fields come one run at a time from GET /v1/runs/{id}."""
+    t = gov_tenant(service, "biglist")
+    ids = []
+    for i in range(10):
+        status, _, doc = t.client.post_run(tag() + BIG_RUN, limits={"timeout_s": 60})
+        assert status == 201, doc
+        ids.append(doc["id"])
+    for rid in ids:
+        run = t.client.wait_state(rid, GOV_TERMINAL, timeout=240)
+        assert run["state"] == "succeeded", run
+    # the ingredient: each run really is that big
+    one = t.client.get_run(ids[0])
+    assert len(one["result"]["stdout"]) > (1 << 20) - 100 and len(one["result"]["stderr"]) > (1 << 20) - 100
+    assert len(one["previews"]) == 8 and all(len(p["content_base64"]) > 1300000 for p in one["previews"])
+    pid = service.proc.pid
+    before = status_kib(pid, "VmHWM")
+    status, _, doc = t.client.request("GET", "/v1/runs", query={"limit": "200"}, timeout=300)
+    grown = status_kib(pid, "VmHWM") - before
+    assert status == 200, doc
+    assert grown < 40 * 1024, f"one list request took the daemon's peak memory up {grown} KiB"
+    listed = {r["id"]: r for r in doc["runs"]}
+    assert set(ids) <= set(listed)
+    text = json.dumps(doc)
+    assert len(text) < 200 * 1024, f"a list of 10 runs is {len(text)} bytes"
+    for rid in ids:
+        r = listed[rid]
+        assert r["state"] == "succeeded" and r["summary"] is True
+        assert "stdout" not in r["result"] and "stderr" not in r["result"] and "controls" not in r["result"]
+        assert r["result"]["exit_code"] == 0
+        assert r["result"]["stdout_bytes"] == (1 << 20) - 10 and r["result"]["stderr_bytes"] == (1 << 20) - 10
+        assert r["result"]["stdout_truncated"] is False
+        assert r["preview_count"] == 8 and r["artifact_count"] == len(one["artifacts"]) and r["skipped_count"] == 0
+        assert "previews" not in r and "artifacts" not in r
