@@ -259,3 +259,65 @@ def test_run_list_holds_summaries_not_outputs(service):
         assert r["result"]["stdout_truncated"] is False
         assert r["preview_count"] == 8 and r["artifact_count"] == len(one["artifacts"]) and r["skipped_count"] == 0
         assert "previews" not in r and "artifacts" not in r
+
+
+# ------------------------------------------------ keys can be revoked and rotated
+
+
+def key_id_of(svc, key):
+    """The key id of KEY in `airlock admin list` (its prefix is listed)."""
+    for line in svc.admin("list").splitlines():
+        m = re.search(r"\bid=(key_[A-Za-z0-9]+)\b.*\bkey=([A-Za-z0-9_]+)\.\.\.", line)
+        if m and key.startswith(m.group(2)):
+            return m.group(1)
+    raise AssertionError(f"key {key[:10]}... not in airlock admin list")
+
+
+def test_key_revoke_and_rotate(service):
+    """A leaked key is revoked through the real CLI and gets 401 on its very
+    next request (HTTP and Piston's key-in-the-path), while the daemon keeps
+    running; a rotated key's successor works and the old one does not; both
+    are audited in the owner's workspace."""
+    t = gov_tenant(service, "keys")
+    _, member = t.person_in("member")
+    _, other = t.person_in("member")
+    # the ingredient: both keys work
+    assert member.request("GET", "/v1/runs")[0] == 200
+    assert other.request("GET", "/v1/runs")[0] == 200
+    kid = key_id_of(service, member.key)
+    out = service.admin("key", "revoke", kid)
+    assert kid in out, out
+    status, _, doc = member.request("GET", "/v1/runs")
+    assert status == 401, (status, doc)
+    assert member.post_run("print(1)")[0] == 401
+    status, _, _ = member.request("GET", f"/piston/{member.key}/api/v2/runtimes")
+    assert status == 401
+    assert other.request("GET", "/v1/runs")[0] == 200, "revoking one key touched another"
+    # revoking it twice, or a key that does not exist, is an error
+    p = subprocess.run([str(service.binary), "admin", "--state", str(service.state), "key", "revoke", kid],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "revoked already" in p.stderr, p
+    p = subprocess.run([str(service.binary), "admin", "--state", str(service.state), "key", "revoke", "key_nosuchkey"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "no key" in p.stderr, p
+
+    # rotation: a new secret for the same person, the old one refused at once
+    oid = key_id_of(service, other.key)
+    run = other.run(tag() + "print('before rotation')")
+    out = service.admin("key", "rotate", oid)
+    new_key = re.search(r"api key: (al_[A-Za-z0-9_\-]+)", out).group(1)
+    assert new_key != other.key
+    assert other.request("GET", "/v1/runs")[0] == 401
+    rotated = service.with_key(new_key)
+    assert rotated.get_run(run["id"])["id"] == run["id"], "the new key is not the same person's"
+    assert rotated.run(tag() + "print('after')")["state"] == "succeeded"
+    p = subprocess.run([str(service.binary), "admin", "--state", str(service.state), "key", "rotate", oid],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "revoked" in p.stderr, p
+
+    events = t.client.ok("GET", "/v1/audit", query={"limit": "1000"})["events"]
+    kinds = [(e["kind"], e["data"]) for e in events if e["kind"].startswith("key.")]
+    assert ("key.revoked", {"key_id": kid, "via": "airlock admin"}) in kinds, kinds
+    new_id = key_id_of(service, new_key)
+    assert ("key.rotated", {"key_id": oid, "new_key_id": new_id, "via": "airlock admin"}) in kinds, kinds
+    assert "intact" in service.admin("audit", "verify")
