@@ -442,28 +442,54 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         bad = true;
     }
     int64_t price = (int64_t)json_number_value(json_object_get(settings, "price_per_run"));
-    if (!bad && al_credits_balance(s, p->org_id) < price) {
+    /* queued runs are charged when they start: the credits they will take
+     * are spoken for, and a run they leave no credits for could never be
+     * paid (it would only hold a place in the queue) */
+    int64_t reserved = 0, balance = al_credits_balance(s, p->org_id);
+    int64_t avail = price > 0 ? al_credits_unreserved(s, p->org_id, &reserved) : balance;
+    if (!bad && price > 0 && avail < price) {
         al_audit_append(s->store, p->org_id, p->workspace_id, "capability.invoke_denied", p->person_id, NULL,
                         json_pack("{s:s, s:s}", "tool", tool, "reason", "insufficient credits"), &err);
-        ret = run_error(ret_doc, 402, "payment_required", "a run costs %lld credits and the organisation has %lld",
-                          (long long)price, (long long)al_credits_balance(s, p->org_id));
+        if (reserved > 0)
+            ret = run_error(ret_doc, 402, "payment_required",
+                            "a run costs %lld credits and the organisation has %lld, of which its queued runs "
+                            "(charged when they start) hold %lld",
+                            (long long)price, (long long)balance, (long long)reserved);
+        else
+            ret = run_error(ret_doc, 402, "payment_required", "a run costs %lld credits and the organisation has %lld",
+                            (long long)price, (long long)balance);
         bad = true;
     }
+    /* what this run's inputs will hold on disk until a box stages them */
+    int64_t input_bytes = stdin_text && json_is_string(stdin_text) ? (int64_t)json_string_length(stdin_text) : 0;
+    for (size_t i = 0; i < nf; i++)
+        input_bytes += (int64_t)dlen[i];
+    input_bytes += ex->args_json ? (int64_t)strlen(ex->args_json) : 0;
     if (!bad) {
+        /* artifacts, and the inputs of the organisation's runs that have not
+         * ended (on disk as long as they wait), this one's included */
         int64_t quota = al_artifacts_org_quota(s, p->org_id);
-        if (al_artifacts_org_usage(s, p->org_id) >= quota) {
-            ret = run_error(ret_doc, 507, "quota_exceeded", "the organisation's artifact storage (%lld bytes) is full",
-                              (long long)quota);
+        int64_t used = al_artifacts_org_usage(s, p->org_id), pending = al_runs_pending_input_bytes(s, p->org_id);
+        if (used >= quota || (input_bytes > 0 && used + pending + input_bytes > quota)) {
+            ret = run_error(ret_doc, 507, "quota_exceeded",
+                            "the organisation's storage (%lld bytes) is full: artifacts hold %lld, inputs of runs "
+                            "that wait %lld, and this run's inputs are %lld",
+                            (long long)quota, (long long)used, (long long)pending, (long long)input_bytes);
             bad = true;
         }
     }
     if (!bad) {
-        pthread_mutex_lock(&s->mu);
-        bool full = s->queue_len >= s->cfg.queue_max;
-        pthread_mutex_unlock(&s->mu);
-        if (full) {
+        /* the queue, and this person's and organisation's share of it (runs
+         * waiting for an approval count in the person's) */
+        char qmsg[300];
+        json_t *pend = al_store_query(s->store, &err,
+                                      "SELECT COUNT(*) AS n FROM runs WHERE person_id = ? AND state = 'pending_approval'",
+                                      "s", p->person_id);
+        int pending = (int)json_integer_value(json_object_get(json_array_get(pend, 0), "n"));
+        json_decref(pend);
+        if (al_service_queue_room(s, p->person_id, p->org_id, pending, qmsg, sizeof qmsg) < 0) {
             /* http.c's answer adds Retry-After to every 429 */
-            ret = run_error(ret_doc, 429, "queue_full", "the run queue is full; retry later");
+            ret = run_error(ret_doc, 429, "queue_full", "%s", qmsg);
             bad = true;
         }
     }
@@ -557,6 +583,8 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
                           image_ref[0] ? image_ref : NULL);
     free(limits_text);
     free(inputs_text);
+    if (n >= 0 && input_bytes > 0)
+        n = al_store_exec(s->store, &err, "UPDATE runs SET input_bytes = ? WHERE id = ?", "is", input_bytes, run_id);
     if (n < 0) {
         al_rm_rf(dir);
         ret = run_error(ret_doc, 500, "internal", "cannot record the run: %s", err.msg);
@@ -591,10 +619,14 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         al_service_append_event(s, run_id, "approval", card);
     } else {
         al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "queued"));
-        if (al_service_enqueue(s, run_id, p->person_id, (int)json_number_value(json_object_get(settings, "concurrency"))) < 0) {
+        char qmsg[300];
+        if (al_service_enqueue(s, run_id, p->person_id, p->org_id,
+                               (int)json_number_value(json_object_get(settings, "concurrency")), true, qmsg,
+                               sizeof qmsg) < 0) {
             json_decref(run_row);
-            al_service_cancel(s, run_id);
-            ret = run_error(ret_doc, 429, "queue_full", "the run queue is full; retry later");
+            /* never in the queue: ended here, its inputs removed */
+            al_service_end_unqueued(s, run_id, qmsg);
+            ret = run_error(ret_doc, 429, "queue_full", "%s", qmsg);
             goto out;
         }
     }
@@ -649,9 +681,10 @@ int al_run_cancel(al_service *s, const al_principal *p, const char *id) {
         al_store_now(now, sizeof now);
         al_store_exec(s->store, &err, "UPDATE approval_requests SET decision = 'canceled', decided_at = ? "
                                       "WHERE run_id = ? AND decision IS NULL", "ss", now, id);
-        al_store_exec(s->store, &err, "UPDATE runs SET state = 'canceled', error_code = 'canceled', "
-                                      "error_message = 'canceled while waiting for approval', finished_at = ? "
-                                      "WHERE id = ? AND state = 'pending_approval'", "ss", now, id);
+        if (al_store_exec(s->store, &err, "UPDATE runs SET state = 'canceled', error_code = 'canceled', "
+                                          "error_message = 'canceled while waiting for approval', finished_at = ? "
+                                          "WHERE id = ? AND state = 'pending_approval'", "ss", now, id) > 0)
+            al_service_drop_inputs(s, id); /* it will not reach a box */
         al_service_append_event(s, id, "state", json_pack("{s:s}", "state", "canceled"));
         row = al_run_load(s, p, id);
         al_service_append_event(s, id, "result", al_run_json(s, row));

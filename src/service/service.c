@@ -22,7 +22,7 @@
 
 struct active_run {
     active_run *next;
-    char run_id[40], person_id[40];
+    char run_id[40], person_id[40], org_id[40];
     int cap;
     al_driver_run dr;
     bool cancel_requested;
@@ -41,6 +41,9 @@ void al_service_config_default(al_service_config *c) {
     c->max_concurrent = n > 0 ? (int)n * 2 : 4;
     c->per_person = 3;
     c->queue_max = 1000;
+    /* no one person or organisation fills the queue for everyone else */
+    c->queue_per_person = 100;
+    c->queue_per_org = 300;
     c->max_timeout_s = 120;
     c->body_max = 8u << 20;
     c->code_max = 1u << 20;
@@ -85,6 +88,10 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
         return set_int(&c->per_person, value, 1, 1024, key, err);
     if (strcmp(key, "queue_max") == 0)
         return set_int(&c->queue_max, value, 1, 100000, key, err);
+    if (strcmp(key, "queue_per_person") == 0)
+        return set_int(&c->queue_per_person, value, 1, 100000, key, err);
+    if (strcmp(key, "queue_per_org") == 0)
+        return set_int(&c->queue_per_org, value, 1, 100000, key, err);
     if (strcmp(key, "max_timeout_s") == 0)
         return set_int(&c->max_timeout_s, value, 1, 3600, key, err);
     if (strcmp(key, "storage_quota_mb") == 0) {
@@ -183,15 +190,63 @@ static void state_event(al_service *s, const char *run_id, const char *state) {
 
 /* ---------------------------------------------------------------- queue */
 
-int al_service_enqueue(al_service *s, const char *run_id, const char *person_id, int cap) {
-    pthread_mutex_lock(&s->mu);
+/* With s->mu held: 0 when a run of PERSON_ID in ORG_ID has room (EXTRA more
+ * of the person's runs wait elsewhere), else as al_service_enqueue. */
+static int room_locked(al_service *s, const char *person_id, const char *org_id, int extra, bool share, char *msg,
+                       size_t msg_len) {
+    char scratch[8];
+    if (!msg) {
+        msg = scratch;
+        msg_len = sizeof scratch;
+    }
     if (s->queue_len >= s->cfg.queue_max) {
-        pthread_mutex_unlock(&s->mu);
+        snprintf(msg, msg_len, "the run queue is full (%d runs, queue_max); retry later", s->cfg.queue_max);
         return -EAGAIN;
+    }
+    if (!share)
+        return 0;
+    int mine = extra, ours = 0;
+    for (int i = 0; i < s->queue_len; i++) {
+        mine += strcmp(s->queue[i].person_id, person_id) == 0;
+        ours += org_id && strcmp(s->queue[i].org_id, org_id) == 0;
+    }
+    if (mine >= s->cfg.queue_per_person) {
+        snprintf(msg, msg_len,
+                 "you have %d runs waiting (queued or for approval), the most one person may have "
+                 "(queue_per_person = %d); retry when some have started",
+                 mine, s->cfg.queue_per_person);
+        return -EDQUOT;
+    }
+    if (ours >= s->cfg.queue_per_org) {
+        snprintf(msg, msg_len,
+                 "your organisation has %d runs queued, the most one organisation may have (queue_per_org = %d); "
+                 "retry when some have started",
+                 ours, s->cfg.queue_per_org);
+        return -EUSERS;
+    }
+    return 0;
+}
+
+int al_service_queue_room(al_service *s, const char *person_id, const char *org_id, int pending, char *msg,
+                          size_t msg_len) {
+    pthread_mutex_lock(&s->mu);
+    int r = room_locked(s, person_id, org_id, pending, true, msg, msg_len);
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+int al_service_enqueue(al_service *s, const char *run_id, const char *person_id, const char *org_id, int cap, bool share,
+                       char *msg, size_t msg_len) {
+    pthread_mutex_lock(&s->mu);
+    int r = room_locked(s, person_id, org_id, 0, share, msg, msg_len);
+    if (r < 0) {
+        pthread_mutex_unlock(&s->mu);
+        return r;
     }
     queued_run *q = &s->queue[s->queue_len++];
     snprintf(q->run_id, sizeof q->run_id, "%s", run_id);
     snprintf(q->person_id, sizeof q->person_id, "%s", person_id);
+    snprintf(q->org_id, sizeof q->org_id, "%s", org_id ? org_id : "");
     q->cap = cap > 0 && cap < s->cfg.per_person ? cap : s->cfg.per_person;
     pthread_cond_broadcast(&s->sched_cond);
     pthread_mutex_unlock(&s->mu);
@@ -216,6 +271,7 @@ static void finish_canceled_queued(al_service *s, const char *run_id) {
                           "error_message = 'canceled before it started' WHERE id = ? AND state = 'queued'",
                           "ss", now, run_id);
     if (n > 0) {
+        al_service_drop_inputs(s, run_id);
         state_event(s, run_id, "canceled");
         json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", run_id);
         if (rows && json_array_size(rows))
@@ -223,6 +279,56 @@ static void finish_canceled_queued(al_service *s, const char *run_id) {
         json_decref(rows);
         al_skills_run_ended(s);
     }
+}
+
+void al_service_drop_inputs(al_service *s, const char *run_id) {
+    char dir[PATH_MAX + 64];
+    if (!run_id || !run_id[0] || strchr(run_id, '/') || run_id[0] == '.')
+        return;
+    snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, run_id);
+    al_rm_rf(dir);
+}
+
+void al_service_end_unqueued(al_service *s, const char *run_id, const char *why) {
+    char now[40];
+    al_store_now(now, sizeof now);
+    al_error err = { 0 };
+    int n = al_store_exec(s->store, &err,
+                          "UPDATE runs SET state = 'canceled', finished_at = ?, error_code = 'queue_full', "
+                          "error_message = ? WHERE id = ? AND state = 'queued'",
+                          "sss", now, why && *why ? why : "the run queue was full", run_id);
+    if (n > 0) {
+        al_service_drop_inputs(s, run_id);
+        state_event(s, run_id, "canceled");
+        json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", run_id);
+        if (rows && json_array_size(rows))
+            al_service_append_event(s, run_id, "result", al_run_json(s, json_array_get(rows, 0)));
+        json_decref(rows);
+        al_skills_run_ended(s);
+    }
+}
+
+int64_t al_credits_unreserved(al_service *s, const char *org_id, int64_t *ret_reserved) {
+    al_error err = { 0 };
+    json_t *rows = al_store_query(s->store, &err,
+                                  "SELECT COALESCE(SUM(price), 0) AS held FROM runs WHERE org_id = ? AND state = 'queued'",
+                                  "s", org_id);
+    int64_t held = rows ? (int64_t)json_integer_value(json_object_get(json_array_get(rows, 0), "held")) : 0;
+    json_decref(rows);
+    *ret_reserved = held;
+    return al_credits_balance(s, org_id) - held;
+}
+
+int64_t al_runs_pending_input_bytes(al_service *s, const char *org_id) {
+    al_error err = { 0 };
+    json_t *rows = al_store_query(s->store, &err,
+                                  "SELECT COALESCE(SUM(input_bytes), 0) AS b FROM runs WHERE org_id = ? "
+                                  "AND state IN ('pending_approval', 'queued', 'provisioning', 'running')",
+                                  "s", org_id);
+    /* a failed read counts as full: fail closed */
+    int64_t b = rows ? (int64_t)json_integer_value(json_object_get(json_array_get(rows, 0), "b")) : INT64_MAX / 2;
+    json_decref(rows);
+    return b;
 }
 
 int al_service_cancel(al_service *s, const char *run_id) {
@@ -764,6 +870,7 @@ static void *scheduler_main(void *p) {
             }
             memcpy(a->run_id, s->queue[i].run_id, sizeof a->run_id);
             memcpy(a->person_id, s->queue[i].person_id, sizeof a->person_id);
+            memcpy(a->org_id, s->queue[i].org_id, sizeof a->org_id);
             a->cap = s->queue[i].cap;
             a->dr = (al_driver_run){ .pid = -1, .events_fd = -1, .job_fd = -1 };
             memmove(&s->queue[i], &s->queue[i + 1], (size_t)(s->queue_len - i - 1) * sizeof *s->queue);
@@ -785,6 +892,7 @@ static void *scheduler_main(void *p) {
                 memmove(&s->queue[1], &s->queue[0], (size_t)s->queue_len * sizeof *s->queue);
                 memcpy(s->queue[0].run_id, a->run_id, sizeof a->run_id);
                 memcpy(s->queue[0].person_id, a->person_id, sizeof a->person_id);
+                memcpy(s->queue[0].org_id, a->org_id, sizeof a->org_id);
                 s->queue[0].cap = a->cap;
                 s->queue_len++;
                 free(a);
@@ -822,10 +930,13 @@ static void end_unapproved(al_service *s, json_t *run, const char *code, const c
     const char *id = json_string_value(json_object_get(run, "id"));
     char now[40];
     al_store_now(now, sizeof now);
-    al_store_exec(s->store, &err,
-                  "UPDATE runs SET state = 'denied', error_code = ?, error_message = ?, finished_at = ? "
-                  "WHERE id = ? AND state = 'pending_approval'",
-                  "ssss", code, reason, now, id);
+    int n = al_store_exec(s->store, &err,
+                          "UPDATE runs SET state = 'denied', error_code = ?, error_message = ?, finished_at = ? "
+                          "WHERE id = ? AND state = 'pending_approval'",
+                          "ssss", code, reason, now, id);
+    /* it never reaches a box: what it brought for one goes now */
+    if (n > 0)
+        al_service_drop_inputs(s, id);
     state_event(s, id, "denied");
     json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", id);
     if (rows && json_array_size(rows))
@@ -873,8 +984,10 @@ int al_service_decide(al_service *s, json_t *run, const char *person_id, bool ap
     json_t *st = al_settings_load(s, json_string_value(json_object_get(run, "workspace_id")));
     int cap = (int)json_number_value(json_object_get(st, "concurrency"));
     json_decref(st);
-    if (al_service_enqueue(s, id, json_string_value(json_object_get(run, "person_id")), cap) < 0)
-        al_service_cancel(s, id);
+    /* an approver let it through: the global cap only, not the person's share */
+    if (al_service_enqueue(s, id, json_string_value(json_object_get(run, "person_id")),
+                           json_string_value(json_object_get(run, "org_id")), cap, false, NULL, 0) < 0)
+        al_service_end_unqueued(s, id, "approved, but the run queue was full");
     return 0;
 }
 
@@ -930,17 +1043,37 @@ static void recover(al_service *s) {
         al_rm_rf(dir);
     }
     json_decref(lost);
+    /* Inputs of runs that will not reach a box any more (ended while the
+     * service was down, or left by a crash between a run's end and their
+     * removal) are leftovers; only runs that wait keep theirs. */
+    DIR *rd = opendir(s->runs_dir);
+    struct dirent *de;
+    while (rd && (de = readdir(rd))) {
+        if (de->d_name[0] == '.')
+            continue;
+        json_t *st = al_store_query(s->store, &err,
+                                    "SELECT 1 FROM runs WHERE id = ? AND state IN ('queued', 'pending_approval')", "s",
+                                    de->d_name);
+        if (st && json_array_size(st) == 0)
+            al_service_drop_inputs(s, de->d_name);
+        json_decref(st);
+    }
+    if (rd)
+        closedir(rd);
     /* Boxes' cgroups whose uid nobody holds any more are leftovers. */
     al_box_sweep_stale();
     /* Queued runs never started: they wait again, in their order. */
-    json_t *queued = al_store_query(s->store, &err, "SELECT id, person_id, workspace_id FROM runs WHERE state = 'queued' ORDER BY seq", NULL);
+    json_t *queued = al_store_query(s->store, &err,
+                                    "SELECT id, person_id, org_id, workspace_id FROM runs WHERE state = 'queued' ORDER BY seq", NULL);
     for (size_t i = 0; queued && i < json_array_size(queued); i++) {
         json_t *r = json_array_get(queued, i);
         json_t *st = al_settings_load(s, json_string_value(json_object_get(r, "workspace_id")));
         int cap = (int)json_number_value(json_object_get(st, "concurrency"));
         json_decref(st);
+        /* accepted before the restart: held to the global cap only */
         if (al_service_enqueue(s, json_string_value(json_object_get(r, "id")),
-                               json_string_value(json_object_get(r, "person_id")), cap) < 0)
+                               json_string_value(json_object_get(r, "person_id")),
+                               json_string_value(json_object_get(r, "org_id")), cap, false, NULL, 0) < 0)
             finish_canceled_queued(s, json_string_value(json_object_get(r, "id")));
     }
     json_decref(queued);

@@ -20,6 +20,8 @@ typedef struct al_service_config {
     int max_concurrent;           /* boxes at once, all people */
     int per_person;               /* boxes at once, one person */
     int queue_max;                /* queued runs before 429 */
+    int queue_per_person;         /* of those, one person's (queued or waiting for approval) */
+    int queue_per_org;            /* of those, one organisation's */
     int max_timeout_s;            /* ceiling over every workspace's maximum */
     uint64_t body_max;            /* request body bytes */
     uint64_t code_max;            /* code bytes */
@@ -36,7 +38,7 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
 typedef struct active_run active_run;
 
 typedef struct queued_run {
-    char run_id[40], person_id[40];
+    char run_id[40], person_id[40], org_id[40];
     int cap;                      /* the person's concurrency cap in its workspace */
 } queued_run;
 
@@ -74,10 +76,31 @@ typedef struct al_service {
 
 /* service.c */
 int al_service_run(al_service_config *cfg, al_error *err);
-int al_service_enqueue(al_service *s, const char *run_id, const char *person_id, int cap);
+/* Queue a run. SHARE: hold it to the person's and organisation's share of
+ * the queue (a new run; not one an approver let through, nor one queued
+ * before a restart). -EAGAIN the queue is full, -EDQUOT the person's share
+ * is, -EUSERS the organisation's; MSG (may be NULL) says which. */
+int al_service_enqueue(al_service *s, const char *run_id, const char *person_id, const char *org_id, int cap, bool share,
+                       char *msg, size_t msg_len);
+/* Whether a new run of PERSON_ID in ORG_ID would find room (as above, and
+ * counting PENDING runs of the person that wait for an approval). */
+int al_service_queue_room(al_service *s, const char *person_id, const char *org_id, int pending, char *msg,
+                          size_t msg_len);
 /* 1 when it was queued or running and is now being canceled; 0 if ended. */
 int al_service_cancel(al_service *s, const char *run_id);
 int al_service_person_queued(al_service *s, const char *person_id);
+/* A run recorded as queued that did not get into the queue: it ends
+ * canceled (WHY says why) and its inputs are removed. */
+void al_service_end_unqueued(al_service *s, const char *run_id, const char *why);
+/* Remove the inputs of a run that will not reach a box (canceled, denied,
+ * expired): they are on disk only for a box to stage. */
+void al_service_drop_inputs(al_service *s, const char *run_id);
+/* The credits of ORG_ID that its queued runs (charged when they start, which
+ * is soon) do not hold already; what they hold in *RET_RESERVED. A run that
+ * waits for an approval holds none: it may wait for days, or be denied. */
+int64_t al_credits_unreserved(al_service *s, const char *org_id, int64_t *ret_reserved);
+/* Bytes the inputs of ORG_ID's runs that have not ended hold on disk. */
+int64_t al_runs_pending_input_bytes(al_service *s, const char *org_id);
 int64_t al_service_append_event(al_service *s, const char *run_id, const char *type, json_t *data);
 /* Wait until an event newer than GEN (from al_service_event_gen) or the
  * deadline; returns false on timeout or when the service is stopping. */

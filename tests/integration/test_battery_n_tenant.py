@@ -18,7 +18,8 @@ import uuid
 
 import pytest
 
-from service_util import (GOV_TERMINAL, TERMINAL, b64, gov_tenant, put_settings, service)  # noqa: F401
+from service_util import (GOV_TERMINAL, TERMINAL, b64, gov_tenant, new_role_person, put_settings, service,  # noqa: F401
+                          services)
 
 
 def exact(obj, key):
@@ -321,3 +322,185 @@ def test_key_revoke_and_rotate(service):
     new_id = key_id_of(service, new_key)
     assert ("key.rotated", {"key_id": oid, "new_key_id": new_id, "via": "airlock admin"}) in kinds, kinds
     assert "intact" in service.admin("audit", "verify")
+
+
+
+# ------------------------------------------------ a bounded share of the queue
+
+BLOCKER = "import time\nprint('up', flush=True)\ntime.sleep(120)\n"
+
+
+def block(client):
+    """A run of CLIENT's person that holds its one concurrency slot until canceled."""
+    run = client.run(tag() + BLOCKER, wait=False, limits={"timeout_s": 120})
+    client.wait_state(run["id"], "running", timeout=60)
+    return run
+
+
+def test_one_person_cannot_fill_the_queue(services):
+    """A person whose runs cannot start (its concurrency is busy) keeps
+    creating runs: the 101st is 429 naming the per-person share, long before
+    the service-wide queue (150 here) is full, and another tenant's run
+    still gets in and runs."""
+    svc = services.start("qshare", {"queue_max": 150, "max_concurrent": 2, "per_person_concurrency": 1})
+    a = gov_tenant(svc, "qa")
+    b = gov_tenant(svc, "qb")
+    block(a.client)
+    accepted, refused = 0, None
+    for i in range(120):
+        status, _, doc = a.client.post_run(f"print({i})")
+        if status == 201:
+            accepted += 1
+            assert doc["state"] == "queued", doc
+        else:
+            refused = (status, doc)
+            break
+    assert accepted == 100, f"one person queued {accepted} runs (refused: {refused})"
+    status, doc = refused
+    assert status == 429 and doc["error"]["code"] == "queue_full", refused
+    assert "queue_per_person" in doc["error"]["message"], doc
+    # the refused run left nothing: no record, no files
+    assert len(a.client.list_runs(state="queued")) == 100
+    run = b.client.run(tag() + "print('other tenant')")
+    assert run["state"] == "succeeded" and run["result"]["stdout"] == "other tenant\n", run
+
+
+def test_one_organisation_cannot_fill_the_queue(services):
+    """The organisation's share: two people of one organisation together
+    stop at queue_per_org; a third person of another organisation gets in."""
+    svc = services.start("qorg", {"queue_per_org": 4, "queue_per_person": 3, "max_concurrent": 4,
+                                  "per_person_concurrency": 1})
+    a = gov_tenant(svc, "oa")
+    _, p2 = a.person_in("member")
+    other = gov_tenant(svc, "ob")
+    block(a.client)
+    block(p2)
+    for _ in range(3):
+        assert a.client.post_run("print(1)")[0] == 201
+    status, _, doc = a.client.post_run("print(1)")
+    assert status == 429 and "queue_per_person" in doc["error"]["message"], doc
+    assert p2.post_run("print(2)")[0] == 201
+    status, _, doc = p2.post_run("print(2)")
+    assert status == 429 and "queue_per_org" in doc["error"]["message"], doc
+    block(other.client)
+    assert other.client.post_run("print(3)")[0] == 201
+
+
+def test_runs_that_could_never_be_paid_are_refused_402(service):
+    """Runs are charged when they start, so the credits of runs that wait are
+    spoken for: a run the rest cannot pay for is 402 at creation (naming what
+    the waiting runs hold), not a queued run holding a place until it fails."""
+    t = gov_tenant(service, "unpaid")
+    put_settings(t.client, price_per_run=300, concurrency=1)
+    blocker = block(t.client)
+    assert t.client.ok("GET", "/v1/usage")["balance"] == 700
+    b = t.client.run("print('b')", wait=False)
+    c = t.client.run("print('c')", wait=False)
+    status, _, doc = t.client.post_run("print('d')")
+    assert status == 402 and doc["error"]["code"] == "payment_required", (status, doc)
+    assert "600" in doc["error"]["message"] and "queued" in doc["error"]["message"], doc
+    # what is released is available again
+    assert t.client.cancel(c["id"])[0] == 202
+    d = t.client.run("print('d')", wait=False)
+    for r in (blocker, b, d):
+        t.client.cancel(r["id"])
+    for r in (b, c, d):
+        assert t.client.wait_state(r["id"], GOV_TERMINAL, timeout=60)["state"] == "canceled"
+
+
+# ------------------------------------------------ inputs of runs that never start
+
+
+def input_dir(svc, run_id):
+    return svc.state / "runs" / run_id
+
+
+FILES = [{"name": "data.bin", "content_base64": b64(b"x" * 5000)}]
+
+
+def test_inputs_removed_when_a_queued_run_is_canceled(service):
+    t = gov_tenant(service, "incancel")
+    put_settings(t.client, concurrency=1)
+    blocker = block(t.client)
+    run = t.client.run("print(open('data.bin').read())", wait=False, files=FILES, stdin="hello")
+    assert t.client.get_run(run["id"])["state"] == "queued"
+    d = input_dir(service, run["id"])
+    assert (d / "in" / "data.bin").read_bytes() == b"x" * 5000 and (d / "stdin").read_text() == "hello"
+    assert t.client.cancel(run["id"])[0] == 202
+    assert t.client.get_run(run["id"])["state"] == "canceled"
+    assert not d.exists(), f"a canceled run's inputs stay on disk: {list(d.rglob('*'))}"
+    t.client.cancel(blocker["id"])
+
+
+def approval_tenant(svc, prefix, ttl):
+    t = gov_tenant(svc, prefix)
+    put_settings(t.client, approval_policy="always", approval_ttl_s=ttl)
+    _, member = t.person_in("member")
+    _, approver = t.person_in("approver")
+    return t, member, approver
+
+
+def test_inputs_removed_when_a_run_is_denied(service):
+    t, member, approver = approval_tenant(service, "indeny", 600)
+    run = member.run("print(1)", wait=False, files=FILES)
+    assert run["state"] == "pending_approval"
+    d = input_dir(service, run["id"])
+    assert (d / "in" / "data.bin").exists()
+    status, _, doc = approver.request("POST", f"/v1/runs/{run['id']}/deny", json={"reason": "no"})
+    assert status in (200, 202), (status, doc)
+    assert member.wait_state(run["id"], "denied", timeout=30)
+    assert not d.exists(), "a denied run's inputs stay on disk"
+
+
+def test_inputs_removed_when_an_approval_expires(service):
+    t, member, _ = approval_tenant(service, "inexp", 1)
+    run = member.run("print(1)", wait=False, files=FILES)
+    d = input_dir(service, run["id"])
+    assert (d / "in" / "data.bin").exists()
+    done = member.wait_state(run["id"], GOV_TERMINAL, timeout=60)
+    assert done["state"] == "denied" and done["error"]["code"] == "expired", done
+    assert not d.exists(), "an expired run's inputs stay on disk"
+
+
+def test_inputs_removed_when_canceled_while_pending_approval(service):
+    t, member, _ = approval_tenant(service, "inpend", 600)
+    run = member.run("print(1)", wait=False, stdin="in")
+    d = input_dir(service, run["id"])
+    assert (d / "stdin").exists()
+    assert member.cancel(run["id"])[0] == 202
+    assert not d.exists(), "a withdrawn run's inputs stay on disk"
+
+
+def test_leftover_inputs_swept_at_start(services):
+    """Inputs left behind (a run that ended while the daemon was down, or a
+    crash before their removal) are removed at start-up; those of runs that
+    still wait are kept."""
+    svc = services.start("sweep")
+    t, member, _ = approval_tenant(svc, "sweep", 600)
+    waiting = member.run("print(1)", wait=False, files=FILES)
+    assert waiting["state"] == "pending_approval"
+    svc.stop()
+    stale = input_dir(svc, "run_leftoverfromacrash")
+    (stale / "in").mkdir(parents=True)
+    (stale / "in" / "big").write_bytes(b"y" * 4096)
+    svc.start()
+    assert not stale.exists(), "leftover inputs survived a restart"
+    assert (input_dir(svc, waiting["id"]) / "in" / "data.bin").exists(), "a waiting run lost its inputs"
+    member.cancel(waiting["id"])
+    assert not input_dir(svc, waiting["id"]).exists()
+
+
+def test_inputs_of_waiting_runs_count_against_the_storage_quota(services):
+    """With 1 MiB of storage, a queued run's 600 KiB of files hold their
+    place: a second such run is 507; once the first is canceled (its inputs
+    removed) there is room again."""
+    svc = services.start("quota", {"storage_quota_mb": 1, "per_person_concurrency": 1})
+    t = gov_tenant(svc, "quota")
+    block(t.client)
+    big = [{"name": "big.bin", "content_base64": b64(os.urandom(600 * 1024))}]
+    first = t.client.run("print(1)", wait=False, files=big)
+    assert first["state"] == "queued"
+    status, _, doc = t.client.post_run("print(2)", files=big)
+    assert status == 507 and doc["error"]["code"] == "quota_exceeded", (status, doc)
+    assert t.client.cancel(first["id"])[0] == 202
+    assert t.client.post_run("print(3)", files=big)[0] == 201
