@@ -580,6 +580,11 @@ static enum MHD_Result trace(al_service *s, struct MHD_Connection *c, const al_p
                             "timing", "created_at", json_object_get(row, "created_at"), "started_at",
                             json_object_get(row, "started_at"), "finished_at", json_object_get(row, "finished_at"),
                             "wall_ms", result ? json_object_get(result, "wall_ms") : json_null());
+    /* output is bytes: the exact ones too, where the text is not them */
+    static const char *const exact[] = { "stdout_base64", "stderr_base64" };
+    for (size_t i = 0; doc && result && i < ELEMENTSOF(exact); i++)
+        if (json_is_string(json_object_get(result, exact[i])))
+            json_object_set(json_object_get(doc, "output"), exact[i], json_object_get(result, exact[i]));
     json_decref(inputs);
     json_decref(rj);
     json_decref(row);

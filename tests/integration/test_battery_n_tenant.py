@@ -64,6 +64,8 @@ def test_output_bytes_nul_and_invalid_utf8_are_carried_exactly(service):
     assert "\x00" not in res["stdout"] and "\x00" not in res["stderr"]
     assert stream_bytes(t.client, run["id"]) == raw
     assert stream_bytes(t.client, run["id"], "stderr") == b"e\x00\xfe\n"
+    trace = t.client.ok("GET", f"/v1/runs/{run['id']}/trace")
+    assert exact(trace["output"], "stdout") == raw and exact(trace["output"], "stderr") == b"e\x00\xfe\n"
     # clean text has no base64 beside it
     clean = t.client.run(tag() + "print('plain \u00e9 text')")
     assert clean["result"]["stdout"] == "plain \u00e9 text\n" and "stdout_base64" not in clean["result"]
