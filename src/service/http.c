@@ -196,7 +196,7 @@ static ssize_t sse_read(void *cls, uint64_t off, char *out, size_t max) {
         free(e->buf);
         e->buf = NULL;
         e->len = e->pos = 0;
-        uint64_t gen = al_service_event_gen(e->s);
+        uint64_t gen = al_service_run_event_gen(e->s, e->run_id);
         json_t *rows = al_store_query(e->s->store, &err,
                                       "SELECT seq, type, data FROM run_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT 64",
                                       "si", e->run_id, e->last);
@@ -216,7 +216,7 @@ static ssize_t sse_read(void *cls, uint64_t off, char *out, size_t max) {
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
             until.tv_sec += SSE_KEEPALIVE_S;
-            if (!al_service_wait_event(e->s, gen, &until)) {
+            if (!al_service_wait_run_event(e->s, e->run_id, gen, &until)) {
                 pthread_mutex_lock(&e->s->mu);
                 bool stopping = e->s->stopping;
                 pthread_mutex_unlock(&e->s->mu);

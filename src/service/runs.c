@@ -639,11 +639,11 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         json_t *row = NULL;
         for (;;) {
             json_decref(row);
-            uint64_t gen = al_service_event_gen(s);
+            uint64_t gen = al_service_run_event_gen(s, run_id);
             row = al_run_load(s, p, run_id);
             if (!row || al_run_state_terminal(json_string_value(json_object_get(row, "state"))))
                 break;
-            if (!al_service_wait_event(s, gen, &until)) {
+            if (!al_service_wait_run_event(s, run_id, gen, &until)) {
                 json_decref(row);
                 row = al_run_load(s, p, run_id);
                 break;

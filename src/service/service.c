@@ -141,6 +141,61 @@ int al_service_config_load(al_service_config *c, const char *path, al_error *err
 
 /* ---------------------------------------------------------------- events */
 
+static unsigned bucket_of(const char *run_id) {
+    /* FNV-1a: run ids are random, any spread will do */
+    uint32_t h = 2166136261u;
+    for (const unsigned char *c = (const unsigned char *)run_id; c && *c; c++)
+        h = (h ^ *c) * 16777619u;
+    return h % AL_EVENT_BUCKETS;
+}
+
+/* RUN_ID got an event or ended: its followers wake (and those of the old
+ * API, waiting on everything). */
+static void wake_run(al_service *s, const char *run_id) {
+    unsigned b = bucket_of(run_id);
+    pthread_mutex_lock(&s->mu);
+    s->event_gen++;
+    pthread_cond_broadcast(&s->events_cond);
+    s->ev_buckets[b].gen++;
+    pthread_cond_broadcast(&s->ev_buckets[b].cond);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void al_service_wake_all(al_service *s) {
+    pthread_mutex_lock(&s->mu);
+    s->event_gen++;
+    s->wake_gen++;
+    pthread_cond_broadcast(&s->events_cond);
+    for (int i = 0; i < AL_EVENT_BUCKETS; i++)
+        pthread_cond_broadcast(&s->ev_buckets[i].cond);
+    pthread_mutex_unlock(&s->mu);
+}
+
+uint64_t al_service_run_event_gen(al_service *s, const char *run_id) {
+    unsigned b = bucket_of(run_id);
+    pthread_mutex_lock(&s->mu);
+    /* both only grow: the sum changes when either does */
+    uint64_t g = s->ev_buckets[b].gen + s->wake_gen;
+    pthread_mutex_unlock(&s->mu);
+    return g;
+}
+
+bool al_service_wait_run_event(al_service *s, const char *run_id, uint64_t gen, const struct timespec *until) {
+    unsigned b = bucket_of(run_id);
+    bool got = true;
+    pthread_mutex_lock(&s->mu);
+    while (s->ev_buckets[b].gen + s->wake_gen == gen && !s->stopping) {
+        if (pthread_cond_timedwait(&s->ev_buckets[b].cond, &s->mu, until) == ETIMEDOUT) {
+            got = s->ev_buckets[b].gen + s->wake_gen != gen;
+            break;
+        }
+    }
+    if (s->stopping)
+        got = false;
+    pthread_mutex_unlock(&s->mu);
+    return got;
+}
+
 int64_t al_service_append_event(al_service *s, const char *run_id, const char *type, json_t *data) {
     char *text = json_dumps(data, JSON_COMPACT);
     json_decref(data);
@@ -153,10 +208,7 @@ int64_t al_service_append_event(al_service *s, const char *run_id, const char *t
                           "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM run_events WHERE run_id = ?",
                           "ssss", run_id, type, text, run_id);
     free(text);
-    pthread_mutex_lock(&s->mu);
-    s->event_gen++;
-    pthread_cond_broadcast(&s->events_cond);
-    pthread_mutex_unlock(&s->mu);
+    wake_run(s, run_id);
     return r;
 }
 
@@ -510,6 +562,53 @@ static void output_event(al_service *s, const char *run_id, const char *type, co
         json_decref(o);
 }
 
+/* A run's output events: one per piece the redactor releases while they are
+ * few; past OUTPUT_EVENTS_MAX, pieces are joined up to OUTPUT_PIECE bytes
+ * (or OUTPUT_HOLD_MS of output), so that whatever a run prints, its stored
+ * events and its followers' wake-ups stay bounded (a line per write used to
+ * be an event each: a million for a run that printed a million lines). */
+#define OUTPUT_EVENTS_MAX 1000
+#define OUTPUT_PIECE (64 * 1024)
+#define OUTPUT_HOLD_MS 250
+
+typedef struct output_pace {
+    int events;
+    struct {
+        char *buf;
+        size_t len;
+        uint64_t since;
+    } b[2];
+} output_pace;
+
+static void pace_flush(al_service *s, const char *run_id, output_pace *op, int i) {
+    if (op->b[i].len == 0)
+        return;
+    output_event(s, run_id, i ? "stderr" : "stdout", op->b[i].buf, op->b[i].len);
+    op->events++;
+    op->b[i].len = 0;
+}
+
+static void pace_output(al_service *s, const char *run_id, output_pace *op, int i, const char *bytes, size_t n) {
+    if (op->events < OUTPUT_EVENTS_MAX && op->b[i].len == 0) {
+        output_event(s, run_id, i ? "stderr" : "stdout", bytes, n);
+        op->events++;
+        return;
+    }
+    char *nb = realloc(op->b[i].buf, op->b[i].len + n);
+    if (!nb) {
+        pace_flush(s, run_id, op, i);
+        output_event(s, run_id, i ? "stderr" : "stdout", bytes, n);
+        return;
+    }
+    op->b[i].buf = nb;
+    if (op->b[i].len == 0)
+        op->b[i].since = al_now_ms();
+    memcpy(op->b[i].buf + op->b[i].len, bytes, n);
+    op->b[i].len += n;
+    if (op->b[i].len >= OUTPUT_PIECE || al_now_ms() - op->b[i].since >= OUTPUT_HOLD_MS)
+        pace_flush(s, run_id, op, i);
+}
+
 static void end_run(al_service *s, json_t *run, const char *state, json_t *result, const char *err_code,
                     const char *err_msg, const char *dir, al_dlp *dlp, int64_t duration_ms) {
     const char *run_id = json_string_value(json_object_get(run, "id"));
@@ -634,6 +733,7 @@ static void *runner_main(void *p) {
 
     al_dlp *dlp = NULL;
     al_dlp_stream streams[2] = { { 0 }, { 0 } };
+    output_pace pace = { 0 };
     json_t *rows = NULL;
     /* A workspace whose driver was switched off while this run waited:
      * it does not start (and is not charged). */
@@ -752,7 +852,7 @@ static void *runner_main(void *p) {
             al_dlp_stream *ds = &streams[type[3] == 'o' ? 0 : 1];
             char *red = bytes ? al_dlp_stream_feed(ds, bytes, dn, &rn) : NULL;
             if (red)
-                output_event(s, a->run_id, type, red, rn);
+                pace_output(s, a->run_id, &pace, type[3] == 'o' ? 0 : 1, red, rn);
             free(red);
             free(bytes);
         } else if (strcmp(type, "result") == 0) {
@@ -777,8 +877,9 @@ static void *runner_main(void *p) {
         size_t rn = 0;
         char *red = streams[i].dlp ? al_dlp_stream_flush(&streams[i], &rn) : NULL;
         if (red && rn)
-            output_event(s, a->run_id, i == 0 ? "stdout" : "stderr", red, rn);
+            pace_output(s, a->run_id, &pace, i, red, rn);
         free(red);
+        pace_flush(s, a->run_id, &pace, i);
     }
     if (result) {
         final = state_of(result);
@@ -800,8 +901,10 @@ static void *runner_main(void *p) {
 finish:
     end_run(s, run, final, result, ecode, emsg, dir, dlp, (int64_t)(al_now_ms() - t0));
 done:
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
         free(streams[i].pending);
+        free(pace.b[i].buf);
+    }
     al_dlp_free(dlp);
     al_rm_rf(dir);
     json_decref(result);
@@ -822,9 +925,8 @@ done:
             s->duration_buckets[i]++;
     s->duration_sum += secs;
     pthread_cond_broadcast(&s->sched_cond);
-    s->event_gen++;
-    pthread_cond_broadcast(&s->events_cond);
     pthread_mutex_unlock(&s->mu);
+    wake_run(s, a->run_id);
     free(a);
     return NULL;
 }
@@ -1123,6 +1225,8 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->sched_cond, NULL);
     pthread_cond_init(&s->events_cond, NULL);
+    for (int i = 0; i < AL_EVENT_BUCKETS; i++)
+        pthread_cond_init(&s->ev_buckets[i].cond, NULL);
 
     /* Block the signals we wait for before any thread starts, so every
      * thread inherits the mask and only sigwait below sees them. */
@@ -1173,12 +1277,16 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     }
     pthread_cond_broadcast(&s->sched_cond);
     pthread_cond_broadcast(&s->events_cond);
+    for (int i = 0; i < AL_EVENT_BUCKETS; i++)
+        pthread_cond_broadcast(&s->ev_buckets[i].cond);
     while (s->active_count > 0) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 1;
         pthread_cond_timedwait(&s->sched_cond, &s->mu, &ts);
         pthread_cond_broadcast(&s->events_cond);
+        for (int i = 0; i < AL_EVENT_BUCKETS; i++)
+            pthread_cond_broadcast(&s->ev_buckets[i].cond);
     }
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->scheduler, NULL);
@@ -1190,6 +1298,8 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     free(s->queue);
     pthread_cond_destroy(&s->sched_cond);
     pthread_cond_destroy(&s->events_cond);
+    for (int i = 0; i < AL_EVENT_BUCKETS; i++)
+        pthread_cond_destroy(&s->ev_buckets[i].cond);
     pthread_mutex_destroy(&s->mu);
     free(s);
     return 0;

@@ -53,6 +53,15 @@ typedef struct al_service {
     pthread_cond_t sched_cond;    /* queue or capacity changed */
     pthread_cond_t events_cond;   /* a run got a new event or ended */
     uint64_t event_gen;           /* bumped with every broadcast of events_cond */
+    /* A run's followers wait on their run's bucket only, so one run's output
+     * wakes the followers of about 1/AL_EVENT_BUCKETS of the others, not
+     * every follower of every tenant. wake_gen: al_service_wake_all. */
+#define AL_EVENT_BUCKETS 256
+    struct {
+        uint64_t gen;
+        pthread_cond_t cond;
+    } ev_buckets[AL_EVENT_BUCKETS];
+    uint64_t wake_gen;
     queued_run *queue;
     int queue_len;
     active_run *active;           /* linked list */
@@ -106,6 +115,12 @@ int64_t al_service_append_event(al_service *s, const char *run_id, const char *t
  * deadline; returns false on timeout or when the service is stopping. */
 uint64_t al_service_event_gen(al_service *s);
 bool al_service_wait_event(al_service *s, uint64_t gen, const struct timespec *until);
+/* The same for one run's events only (and al_service_wake_all): what every
+ * follower of a run uses. */
+uint64_t al_service_run_event_gen(al_service *s, const char *run_id);
+bool al_service_wait_run_event(al_service *s, const char *run_id, uint64_t gen, const struct timespec *until);
+/* Wake every waiter, whatever it follows (shutdown, a stream taken over). */
+void al_service_wake_all(al_service *s);
 /* A structured log line (JSON) on stderr; steals FIELDS. */
 void al_service_log(al_service *s, const char *event, json_t *fields);
 

@@ -506,3 +506,76 @@ def test_inputs_of_waiting_runs_count_against_the_storage_quota(services):
     assert status == 507 and doc["error"]["code"] == "quota_exceeded", (status, doc)
     assert t.client.cancel(first["id"])[0] == 202
     assert t.client.post_run("print(3)", files=big)[0] == 201
+
+
+# ------------------------------------------------ stored output and wake-ups
+
+
+def test_output_events_per_run_are_bounded(service):
+    """A line per write was an event each, stored and broadcast: 5000 lines
+    written a millisecond apart made about 5000 events. Past a thousand,
+    pieces are joined: the stream still carries every byte, in order."""
+    t = gov_tenant(service, "chatty")
+    code = tag() + "import time\nfor i in range(5000):\n    print(i % 10, flush=True)\n    time.sleep(0.001)\n"
+    run = t.client.run(code)
+    assert run["state"] == "succeeded", run
+    want = "".join(f"{i % 10}\n" for i in range(5000)).encode()
+    assert exact(run["result"], "stdout") == want
+    evs = [d for _, e, d in t.client.events(run["id"], timeout=120) if e == "stdout"]
+    assert b"".join(exact(d, "data") for d in evs) == want
+    assert len(evs) <= 1000 + 100, f"{len(evs)} stored output events for one run"
+
+
+def ctxt_switches(pid):
+    n = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/status") as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                        n += int(line.split()[1])
+        except OSError:
+            pass
+    return n
+
+
+def test_one_runs_output_does_not_wake_other_runs_followers(services):
+    """Followers of other tenants' runs (event streams on runs that wait for
+    an approval) are not woken by one run's output: the daemon's context
+    switches while a chatty run prints are about the same with twelve idle
+    followers as with none (they were woken, and queried the store, once per
+    event each)."""
+    import http.client
+    svc = services.start("herd")
+    chat = gov_tenant(svc, "herdchat")
+    code = tag() + "import time\nfor i in range(800):\n    print(i, flush=True)\n    time.sleep(0.001)\n"
+
+    def chatty():
+        before = ctxt_switches(svc.proc.pid)
+        run = chat.client.run(code)
+        assert run["state"] == "succeeded", run
+        n = len([1 for _, e, _ in chat.client.events(run["id"]) if e == "stdout"])
+        return ctxt_switches(svc.proc.pid) - before, n
+
+    alone, n_alone = chatty()
+    conns = []
+    try:
+        for k in range(6):
+            t, member, _ = approval_tenant(svc, f"herd{k}", 600)
+            for _ in range(2):
+                run = member.run("print(1)", wait=False)
+                c = http.client.HTTPConnection(svc.host, svc.port, timeout=60)
+                c.request("GET", f"/v1/runs/{run['id']}/events",
+                          headers={"Authorization": f"Bearer {member.key}", "Accept": "text/event-stream"})
+                resp = c.getresponse()
+                assert resp.status == 200
+                assert resp.readline().startswith(b"id:")   # the follower is there and waits
+                conns.append(c)
+        watched, n = chatty()
+    finally:
+        for c in conns:
+            c.close()
+    assert n >= 400 and n_alone >= 400, (n, n_alone)
+    extra = watched - alone
+    assert extra < 3 * n, (f"{len(conns)} idle followers cost {extra} more context switches over {n} output "
+                           f"events of another run ({alone} without them)")
