@@ -638,17 +638,17 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         until.tv_sec += (time_t)secs;
         json_t *row = NULL;
         for (;;) {
-            json_decref(row);
+            /* only the state on each wake-up (the whole row holds the code,
+             * up to a MiB); the run once it has ended */
             uint64_t gen = al_service_run_event_gen(s, run_id);
-            row = al_run_load(s, p, run_id);
-            if (!row || al_run_state_terminal(json_string_value(json_object_get(row, "state"))))
+            json_t *st = al_store_query(s->store, &err, "SELECT state FROM runs WHERE id = ?", "s", run_id);
+            bool over = !st || json_array_size(st) == 0 ||
+                        al_run_state_terminal(json_string_value(json_object_get(json_array_get(st, 0), "state")));
+            json_decref(st);
+            if (over || !al_service_wait_run_event(s, run_id, gen, &until))
                 break;
-            if (!al_service_wait_run_event(s, run_id, gen, &until)) {
-                json_decref(row);
-                row = al_run_load(s, p, run_id);
-                break;
-            }
         }
+        row = al_run_load(s, p, run_id);
         if (row) {
             *ret_doc = al_run_json(s, row);
             ret = 200;
