@@ -5,7 +5,7 @@
 set -eu
 
 PKGS="build-essential meson ninja-build pkg-config
-libseccomp-dev libjansson-dev nettle-dev libmicrohttpd-dev libsqlite3-dev libarchive-dev libcurl4-openssl-dev
+libseccomp-dev libjansson-dev nettle-dev libmicrohttpd-dev libsqlite3-dev libarchive-dev libcurl4-openssl-dev libpcre2-dev
 python3 python3-pytest nodejs npm bash coreutils ca-certificates
 bubblewrap iproute2 openssl curl python3-pip procps util-linux debootstrap
 python3-pil python3-pypdf python3-icalendar"

@@ -13,6 +13,8 @@ static int usage_to(FILE *f) {
                     "  workspace create --org ORG_ID NAME\n"
                     "  person create --workspace WS_ID NAME [--role admin|approver|member]\n"
                     "  key create --person PERSON_ID      prints the key once; only its hash is kept\n"
+                    "  key revoke KEY_ID                  the key is refused (401) from the next request on\n"
+                    "  key rotate KEY_ID                  a new key for the same person; the old one is revoked\n"
                     "  list\n"
                     "  credits grant --org ORG_ID AMOUNT    (a negative amount takes back)\n"
                     "  credits show --org ORG_ID\n"
@@ -152,6 +154,30 @@ int cli_admin(int argc, char **argv) {
                strcmp(argv[i + 2], "--person") == 0) {
         if ((r = al_store_create_key(s, argv[i + 3], key, id, &err)) == 0)
             printf("key %s\napi key: %s\n(shown once: only its hash is stored)\n", id, key);
+    } else if (strcmp(cmd, "key") == 0 && (strcmp(sub, "revoke") == 0 || strcmp(sub, "rotate") == 0) && i + 3 == argc) {
+        /* audited in the owner's workspace, in the same chain as its runs */
+        al_principal p;
+        const char *old = argv[i + 2];
+        bool rotate = strcmp(sub, "rotate") == 0;
+        r = rotate ? al_store_rotate_key(s, old, key, id, &p, &err) : al_store_revoke_key(s, old, &p, &err);
+        if (r == 0) {
+            json_t *data = rotate ? json_pack("{s:s, s:s, s:s}", "key_id", old, "new_key_id", id, "via", "airlock admin")
+                                  : json_pack("{s:s, s:s}", "key_id", old, "via", "airlock admin");
+            r = al_audit_append(s, p.org_id, p.workspace_id, rotate ? "key.rotated" : "key.revoked", p.person_id, NULL,
+                                data, &err);
+            if (r < 0 && rotate) {
+                /* an unaudited key is not handed out */
+                al_error e2 = { 0 };
+                (void)al_store_revoke_key(s, id, NULL, &e2);
+            }
+        }
+        if (r >= 0) {
+            r = 0;
+            if (rotate)
+                printf("key %s\napi key: %s\n(shown once: only its hash is stored)\nrevoked key %s\n", id, key, old);
+            else
+                printf("revoked key %s (person %s)\n", old, p.person_id);
+        }
     } else if (strcmp(cmd, "list") == 0) {
         r = list(s, &err);
     } else if (strcmp(cmd, "credits") == 0 && i + 3 < argc && strcmp(argv[i + 2], "--org") == 0) {

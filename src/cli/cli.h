@@ -31,5 +31,7 @@ bool cli_help_asked(int argc, char **argv);
 /* JSON of a run result, with text made valid UTF-8 (invalid bytes become U+FFFD). */
 json_t *cli_result_json(const al_box_result *r, const al_runtime *rt);
 json_t *cli_string(const char *s, size_t len);
+/* S[0..LEN) in base64, exactly. */
+json_t *cli_base64(const char *s, size_t len);
 /* Render bytes for a terminal: control characters and escapes made visible. */
 void cli_write_safe(FILE *f, const char *buf, size_t len);

@@ -3,7 +3,7 @@
  * driver starts for each run. It reads one job (JSON) on stdin, runs the
  * box, and writes events as JSON lines on stdout:
  *   {"type":"started"}
- *   {"type":"stdout"|"stderr","data":"..."}
+ *   {"type":"stdout"|"stderr","data_base64":"..."} (the bytes exactly)
  *   {"type":"result","result":{...the fields of airlock run --json...}}
  * SIGTERM cancels the box, and so does the end of stdin: the service keeps
  * it open for the run's life, so its death (any death) ends the box. Job,
@@ -44,7 +44,9 @@ static void emit(json_t *ev) {
 }
 
 static void on_output(al_stream st, const char *buf, size_t len, void *userdata) {
-    emit(json_pack("{s:s, s:o}", "type", st == AL_STREAM_STDOUT ? "stdout" : "stderr", "data", cli_string(buf, len)));
+    /* bytes, exactly: a chunk may hold a NUL, bytes that are not UTF-8, or
+     * end inside a character; the service decides how they are shown */
+    emit(json_pack("{s:s, s:o}", "type", st == AL_STREAM_STDOUT ? "stdout" : "stderr", "data_base64", cli_base64(buf, len)));
 }
 
 static int on_listener(int fd, uid_t uid, gid_t gid, void *userdata, al_error *err) {

@@ -1,3 +1,4 @@
+#include <nettle/base64.h>
 #include <string.h>
 
 #include "cli.h"
@@ -23,6 +24,28 @@ json_t *cli_string(const char *s, size_t len) {
     json_t *j = json_stringn(out, o);
     free(out);
     return j ? j : json_null();
+}
+
+json_t *cli_base64(const char *s, size_t len) {
+    char *out = malloc(BASE64_ENCODE_RAW_LENGTH(len) + 1);
+    if (!out)
+        return json_null();
+    base64_encode_raw(out, len, (const uint8_t *)s);
+    json_t *j = json_stringn(out, BASE64_ENCODE_RAW_LENGTH(len));
+    free(out);
+    return j ? j : json_null();
+}
+
+/* Whether cli_string(S, LEN) is S exactly and holds no NUL. */
+static bool text_exact(const char *s, size_t len) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        size_t k = u[i] ? al_utf8_seq(u + i, len - i) : 0;
+        if (k == 0)
+            return false;
+        i += k;
+    }
+    return true;
 }
 
 void cli_write_safe(FILE *f, const char *buf, size_t len) {
@@ -94,6 +117,11 @@ json_t *cli_result_json(const al_box_result *r, const al_runtime *rt) {
         "controls", controls,
         "box", "host_uid", (json_int_t)c->host_uid, "cgroup", r->cgroup_path, "init_pid", (json_int_t)r->init_pid,
         "runtime", rt ? rt->name : "host");
+    /* output is bytes: where the text is not them exactly (not UTF-8, or a
+     * NUL), the exact bytes too */
+    for (int i = 0; doc && i < 2; i++)
+        if (!text_exact(r->out[i] ? r->out[i] : "", r->out_len[i]))
+            json_object_set_new(doc, i ? "stderr_base64" : "stdout_base64", cli_base64(r->out[i], r->out_len[i]));
     if (doc && r->reason == AL_REASON_ERROR)
         json_object_set_new(doc, "error", json_pack("{s:s, s:i, s:s}", "step", r->error.step, "errno", r->error.err,
                                                     "message", r->error.msg));

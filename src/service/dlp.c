@@ -1,16 +1,45 @@
 #include "dlp.h"
 
-#include <regex.h>
+#include <nettle/base64.h>
 #include <string.h>
+#include <time.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #define MAX_PATTERNS 64
 /* a line longer than this is released in pieces (a secret straddling the
  * cut could then pass; 64 KiB lines of secrets are not the common case) */
 #define MAX_PENDING (64 * 1024)
 
+/* The cost of a pattern is bounded, because a workspace's own patterns are
+ * tenant input run on the host for every line of every run: the text of a
+ * pattern (a settings check refuses a longer one), its compiled size (a
+ * bounded repeat of a group is compiled as copies), its nesting, the memory
+ * compiling may take, and per match the backtracking steps, the depth and
+ * the heap. A match that reaches a limit cannot tell whether the line holds
+ * a secret, so the rest of the line is withheld (fails closed). */
+#define PATTERN_TEXT_MAX 512
+#define COMPILED_MAX (64 * 1024)
+#define COMPILE_MEMORY_MAX (4u << 20)
+#define PARENS_NEST_MAX 32
+#define MATCH_LIMIT 200000
+#define DEPTH_LIMIT 2000
+#define HEAP_LIMIT_KIB 4096
+/* and across a whole run, the CPU time its workspace's patterns may take:
+ * past it, each line they would have seen is withheld instead */
+#define CUSTOM_CPU_NS (2ull * 1000 * 1000 * 1000)
+
+/* Compiling takes memory from a budget (PCRE2's general context): each
+ * compile may take COMPILE_MEMORY_MAX more than what is held already. The
+ * compiled code frees through it too, so the budget outlives its codes. */
+typedef struct budget {
+    size_t used, limit;
+} budget;
+
 typedef struct pattern {
     char name[48];
-    regex_t re;
+    pcre2_code *re;
     int group;                    /* the subexpression replaced (0: the whole match) */
     bool builtin;
 } pattern;
@@ -18,13 +47,16 @@ typedef struct pattern {
 struct al_dlp {
     pattern p[MAX_PATTERNS];
     int n;
+    budget mem;                   /* what compiling took and the codes hold */
+    pcre2_match_context *mctx;
+    pcre2_match_data *md;         /* one run's redactor is used by one thread at a time */
+    uint64_t custom_ns;           /* CPU time spent in custom patterns so far */
 };
 
-/* regexec tries every start position, so a pattern that can start on any
- * character must bound its repetitions (else a long run of matching
- * characters costs O(n^2)); one that starts with a literal (ghp_, sk-)
- * only starts there and may run on. Large bounds are avoided: they blow
- * up the compiled automaton. */
+/* Patterns are PCRE2, matched on bytes (never as UTF-8: output is bytes
+ * and may hold anything, NULs included). A pattern that can start on any
+ * character bounds its repetitions; one that starts with a literal (ghp_,
+ * sk-) only starts there and may run on. */
 static const struct { const char *name, *re; int group; } builtin[] = {
     { "aws_access_key", "(AKIA|ASIA)[0-9A-Z]{16}" , 0 },
     { "aws_secret_key", "([Ss]ecret_?[Aa]ccess_?[Kk]ey|SECRET_ACCESS_KEY|aws_secret_key)[\"']?[[:space:]]{0,8}[=:][[:space:]]{0,8}[\"']?[A-Za-z0-9/+=]{40}" , 0 },
@@ -37,13 +69,82 @@ static const struct { const char *name, *re; int group; } builtin[] = {
     { "url_password", "[A-Za-z][A-Za-z0-9+.-]{0,15}://[^/[:space:]:@]{1,32}:[^/[:space:]@]{1,48}@", 0 },
 };
 
-/* A workspace's own patterns may repeat without bound: long lines are
- * scanned for them in pieces cut at whitespace where possible, which bounds
- * their cost per piece. The built-in ones see the whole line. */
+/* A workspace's own patterns see long lines in pieces cut at whitespace
+ * where possible, which bounds their cost per piece further. The built-in
+ * ones see the whole line. */
 #define SEGMENT 4096
 
 static const char *const key_begin = "-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----";
 static const char *const key_end = "-----END [A-Z0-9 ]*PRIVATE KEY-----";
+
+static void *budget_malloc(size_t n, void *data) {
+    budget *b = data;
+    if (n > b->limit || b->used + n > b->limit)
+        return NULL;
+    char *p = malloc(n + sizeof(max_align_t));
+    if (!p)
+        return NULL;
+    memcpy(p, &n, sizeof n);
+    b->used += n;
+    return p + sizeof(max_align_t);
+}
+
+static void budget_free(void *ptr, void *data) {
+    budget *b = data;
+    if (!ptr)
+        return;
+    char *p = (char *)ptr - sizeof(max_align_t);
+    size_t n;
+    memcpy(&n, p, sizeof n);
+    b->used -= n;
+    free(p);
+}
+
+/* Compile RE within the bounds above; NULL and a message in ERR when not. */
+static pcre2_code *compile(budget *b, const char *name, const char *re, al_error *err) {
+    size_t len = strlen(re);
+    if (len == 0 || len > PATTERN_TEXT_MAX) {
+        al_err(err, "dlp", EINVAL, "pattern %s: want 1 to %d bytes", name, PATTERN_TEXT_MAX);
+        return NULL;
+    }
+    b->limit = b->used + COMPILE_MEMORY_MAX;
+    pcre2_general_context *gc = pcre2_general_context_create(budget_malloc, budget_free, b);
+    pcre2_compile_context *cc = gc ? pcre2_compile_context_create(gc) : NULL;
+    if (!cc) {
+        pcre2_general_context_free(gc);
+        al_err(err, "dlp", ENOMEM, "pattern %s: out of memory", name);
+        return NULL;
+    }
+    pcre2_set_max_pattern_length(cc, PATTERN_TEXT_MAX);
+    pcre2_set_parens_nest_limit(cc, PARENS_NEST_MAX);
+    int ec = 0;
+    PCRE2_SIZE eo = 0;
+    /* bytes, never UTF (nor may the pattern turn it on: (*UTF) would make
+     * output that is not UTF-8 an error), and no \C */
+    pcre2_code *code = pcre2_compile((PCRE2_SPTR)re, len, PCRE2_NEVER_UTF | PCRE2_NEVER_UCP | PCRE2_NEVER_BACKSLASH_C,
+                                     &ec, &eo, cc);
+    pcre2_compile_context_free(cc);
+    pcre2_general_context_free(gc);
+    if (!code) {
+        PCRE2_UCHAR msg[200];
+        if (pcre2_get_error_message(ec, msg, sizeof msg) < 0)
+            snprintf((char *)msg, sizeof msg, "error %d", ec);
+        al_err(err, "dlp", EINVAL, "pattern %s: %s at offset %zu%s", name, (const char *)msg, (size_t)eo,
+               ec == PCRE2_ERROR_NOMEMORY ? " (compiling it would take too much memory)" : "");
+        return NULL;
+    }
+    size_t size = 0;
+    pcre2_pattern_info(code, PCRE2_INFO_SIZE, &size);
+    if (size > COMPILED_MAX) {
+        pcre2_code_free(code);
+        al_err(err, "dlp", E2BIG, "pattern %s: compiles to %zu bytes, more than %d (bound its repeats)", name, size,
+               COMPILED_MAX);
+        return NULL;
+    }
+    /* JIT where the platform has it; the interpreter (same limits) else */
+    (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
+    return code;
+}
 
 static int add(al_dlp *d, const char *name, const char *re, int group, bool is_builtin, al_error *err) {
     if (d->n == MAX_PATTERNS)
@@ -52,25 +153,24 @@ static int add(al_dlp *d, const char *name, const char *re, int group, bool is_b
     snprintf(p->name, sizeof p->name, "%s", name);
     p->group = group;
     p->builtin = is_builtin;
-    int rc = regcomp(&p->re, re, REG_EXTENDED);
-    if (rc != 0) {
-        char msg[200];
-        regerror(rc, &p->re, msg, sizeof msg);
-        return al_err(err, "dlp", EINVAL, "pattern %s: %s", name, msg);
-    }
+    p->re = compile(&d->mem, name, re, err);
+    if (!p->re)
+        return -EINVAL;
     d->n++;
     return 0;
 }
 
 int al_dlp_check_pattern(const char *pattern_text, al_error *err) {
-    regex_t re;
-    int rc = regcomp(&re, pattern_text, REG_EXTENDED | REG_NOSUB);
-    if (rc != 0) {
-        char msg[200];
-        regerror(rc, &re, msg, sizeof msg);
-        return al_err(err, "dlp", EINVAL, "%s", msg);
+    budget b = { 0 };
+    pcre2_code *c = compile(&b, "", pattern_text, err);
+    if (!c) {
+        /* "pattern : msg" reads badly: the caller names the pattern */
+        const char *m = strncmp(err->msg, "pattern : ", 10) == 0 ? err->msg + 10 : NULL;
+        if (m)
+            memmove(err->msg, m, strlen(m) + 1);
+        return -EINVAL;
     }
-    regfree(&re);
+    pcre2_code_free(c);
     return 0;
 }
 
@@ -78,8 +178,16 @@ int al_dlp_new(json_t *extra, al_dlp **ret, al_error *err) {
     al_dlp *d = calloc(1, sizeof *d);
     if (!d)
         return -ENOMEM;
-    /* the key markers are two more patterns, used by the line state machine */
-    int r = add(d, "private_key", key_begin, 0, true, err);
+    d->mctx = pcre2_match_context_create(NULL);
+    d->md = pcre2_match_data_create(4, NULL);
+    int r = d->mctx && d->md ? 0 : -ENOMEM;
+    if (r == 0) {
+        pcre2_set_match_limit(d->mctx, MATCH_LIMIT);
+        pcre2_set_depth_limit(d->mctx, DEPTH_LIMIT);
+        pcre2_set_heap_limit(d->mctx, HEAP_LIMIT_KIB);
+        /* the key markers are two more patterns, used by the line state machine */
+        r = add(d, "private_key", key_begin, 0, true, err);
+    }
     if (r == 0)
         r = add(d, "private_key_end", key_end, 0, true, err);
     for (size_t i = 0; r == 0 && i < ELEMENTSOF(builtin); i++)
@@ -104,7 +212,9 @@ void al_dlp_free(al_dlp *d) {
     if (!d)
         return;
     for (int i = 0; i < d->n; i++)
-        regfree(&d->p[i].re);
+        pcre2_code_free(d->p[i].re);
+    pcre2_match_data_free(d->md);
+    pcre2_match_context_free(d->mctx);
     free(d);
 }
 
@@ -127,35 +237,77 @@ static void put(buf *b, const char *s, size_t n) {
     b->s[b->len] = '\0';
 }
 
-static bool matches(regex_t *re, const char *line) { return regexec(re, line, 0, NULL, 0) == 0; }
+static uint64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
-/* Apply patterns [from, to) of D to TEXT, appending the result to OUT. */
-static void apply(al_dlp *d, int from, int to, const char *text, int *count, buf *out) {
+/* 1 match (its offsets in *SO, *EO), 0 none, -1 the match reached a limit. */
+static int match(al_dlp *d, int i, const char *text, size_t len, size_t from, size_t *so, size_t *eo) {
+    int rc = pcre2_match(d->p[i].re, (PCRE2_SPTR)text, len, from, 0, d->md, d->mctx);
+    if (rc == PCRE2_ERROR_NOMATCH)
+        return 0;
+    if (rc < 0 && rc != 0)
+        return -1;
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(d->md);
+    int g = d->p[i].group;
+    if (ov[2 * g] == PCRE2_UNSET) {
+        *so = *eo = ov[1]; /* the group did not take part: step past the match */
+        return 1;
+    }
+    *so = ov[2 * g];
+    *eo = ov[2 * g + 1];
+    return 1;
+}
+
+static bool matches(al_dlp *d, int i, const char *line, size_t len) {
+    size_t so, eo;
+    return match(d, i, line, len, 0, &so, &eo) != 0; /* a limit: treated as a marker line */
+}
+
+static void marker(al_dlp *d, int i, buf *out) {
+    char m[80];
+    int ml = snprintf(m, sizeof m, "[REDACTED:%s]", d->p[i].name);
+    put(out, m, (size_t)ml);
+}
+
+/* Apply patterns [from, to) of D to TEXT[0..len), appending the result to OUT. */
+static void apply(al_dlp *d, int from, int to, const char *text, size_t len, int *count, buf *out) {
     buf cur = { 0 };
-    put(&cur, text, strlen(text));
+    put(&cur, text, len);
     for (int i = from; i < to && cur.s; i++) {
         buf next = { 0 };
-        const char *p = cur.s;
-        regmatch_t m[4];
-        int g = d->p[i].group;
-        int eflags = 0;
-        while (*p && regexec(&d->p[i].re, p, (size_t)g + 1, m, eflags) == 0) {
-            if (m[g].rm_so < 0 || m[g].rm_eo == m[g].rm_so) {
-                /* an empty (or absent) match: step over one byte */
-                put(&next, p, 1);
-                p++;
-                eflags = REG_NOTBOL;
+        put(&next, "", 0);
+        size_t p = 0;
+        while (p < cur.len) {
+            size_t so = 0, eo = 0;
+            int m = match(d, i, cur.s, cur.len, p, &so, &eo);
+            if (m == 0)
+                break;
+            if (m < 0) {
+                /* too costly to decide: the rest is withheld */
+                marker(d, i, &next);
+                (*count)++;
+                p = cur.len;
+                break;
+            }
+            if (eo == so) {
+                /* an empty (or absent) match: keep up to it, step one byte */
+                size_t upto = so < cur.len ? so + 1 : cur.len;
+                if (upto <= p)
+                    upto = p + 1;
+                put(&next, cur.s + p, upto - p);
+                p = upto;
                 continue;
             }
-            put(&next, p, (size_t)m[g].rm_so);
-            char marker[80];
-            int ml = snprintf(marker, sizeof marker, "[REDACTED:%s]", d->p[i].name);
-            put(&next, marker, (size_t)ml);
+            put(&next, cur.s + p, so - p);
+            marker(d, i, &next);
             (*count)++;
-            p += m[g].rm_eo;
-            eflags = REG_NOTBOL;
+            p = eo;
         }
-        put(&next, p, strlen(p));
+        if (p < cur.len)
+            put(&next, cur.s + p, cur.len - p);
         free(cur.s);
         cur = next;
     }
@@ -164,17 +316,30 @@ static void apply(al_dlp *d, int from, int to, const char *text, int *count, buf
     free(cur.s);
 }
 
-/* One line (NUL-terminated, without its newline) into OUT. */
-static void redact_line(al_dlp *d, char *line, bool *in_key, int *count, buf *out) {
+/* The workspace's own patterns on TEXT, within the run's CPU budget for
+ * them; past it, the text is withheld whole. */
+static void apply_custom(al_dlp *d, int first_custom, const char *text, size_t len, int *count, buf *out) {
+    if (d->custom_ns >= CUSTOM_CPU_NS) {
+        put(out, "[REDACTED:dlp_budget]", 21);
+        (*count)++;
+        return;
+    }
+    uint64_t t0 = thread_cpu_ns();
+    apply(d, first_custom, d->n, text, len, count, out);
+    d->custom_ns += thread_cpu_ns() - t0;
+}
+
+/* One line (bytes, without its newline; NULs are bytes like others) into OUT. */
+static void redact_line(al_dlp *d, const char *line, size_t ll, bool *in_key, int *count, buf *out) {
     if (*in_key) {
-        if (matches(&d->p[1].re, line))
+        if (matches(d, 1, line, ll))
             *in_key = false;
         return; /* the block was replaced by one marker at its start */
     }
-    if (matches(&d->p[0].re, line)) {
+    if (matches(d, 0, line, ll)) {
         put(out, "[REDACTED:private_key]", 22);
         (*count)++;
-        *in_key = !matches(&d->p[1].re, line);
+        *in_key = !matches(d, 1, line, ll);
         return;
     }
     int first_custom = 2;
@@ -182,7 +347,7 @@ static void redact_line(al_dlp *d, char *line, bool *in_key, int *count, buf *ou
         first_custom++;
     buf mid = { 0 };
     put(&mid, "", 0);
-    apply(d, 2, first_custom, line, count, &mid);
+    apply(d, 2, first_custom, line, ll, count, &mid);
     if (first_custom == d->n || !mid.s) {
         if (mid.s)
             put(out, mid.s, mid.len);
@@ -200,11 +365,7 @@ static void redact_line(al_dlp *d, char *line, bool *in_key, int *count, buf *ou
                     break;
                 }
         }
-        char *piece = strndup(mid.s + off, n);
-        if (!piece)
-            break;
-        apply(d, first_custom, d->n, piece, count, out);
-        free(piece);
+        apply_custom(d, first_custom, mid.s + off, n, count, out);
         off += n;
     }
     free(mid.s);
@@ -216,27 +377,7 @@ static void redact_lines(al_dlp *d, const char *text, size_t len, bool *in_key, 
     while (start < len) {
         const char *nl = memchr(text + start, '\n', len - start);
         size_t end = nl ? (size_t)(nl - text) : len;
-        char *line = strndup(text + start, end - start);
-        if (!line)
-            return;
-        /* a NUL inside the line would hide the rest from regexec: treat
-         * the pieces as separate lines (the NULs are kept) */
-        size_t ll = end - start;
-        for (size_t off = 0; off <= ll;) {
-            size_t seg = strnlen(line + off, ll - off);
-            char saved = line[off + seg];
-            line[off + seg] = '\0';
-            redact_line(d, line + off, in_key, count, out);
-            line[off + seg] = saved;
-            off += seg;
-            if (off < ll) {
-                put(out, "", 1); /* the NUL byte itself */
-                off++;
-            } else {
-                break;
-            }
-        }
-        free(line);
+        redact_line(d, text + start, end - start, in_key, count, out);
         if (nl && !*in_key)
             put(out, "\n", 1);
         start = end + (nl ? 1 : 0);
@@ -278,6 +419,9 @@ char *al_dlp_stream_feed(al_dlp_stream *st, const char *chunk, size_t len, size_
                 upto = i;
                 break;
             }
+        /* and not inside a UTF-8 sequence, so each piece shows whole */
+        for (size_t k = 0; k < 3 && upto > 1 && ((unsigned char)st->pending[upto] & 0xc0) == 0x80; k++)
+            upto--;
     }
     if (upto == 0)
         return NULL;
@@ -309,4 +453,108 @@ char *al_dlp_stream_flush(al_dlp_stream *st, size_t *ret_len) {
     st->pending = NULL;
     st->len = 0;
     return r;
+}
+
+/* ---------------------------------------------------------------- output */
+
+/* Length of the valid UTF-8 sequence at S (1-4), or 0 when invalid or NUL. */
+static size_t utf8_seq(const unsigned char *s, size_t n) {
+    if (s[0] == 0)
+        return 0;
+    if (s[0] < 0x80)
+        return 1;
+    size_t len;
+    uint32_t cp;
+    if ((s[0] & 0xe0) == 0xc0) { len = 2; cp = s[0] & 0x1f; }
+    else if ((s[0] & 0xf0) == 0xe0) { len = 3; cp = s[0] & 0x0f; }
+    else if ((s[0] & 0xf8) == 0xf0) { len = 4; cp = s[0] & 0x07; }
+    else return 0;
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    /* overlong forms, surrogates, beyond U+10FFFF */
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+        return 0;
+    return len;
+}
+
+int al_output_set(json_t *obj, const char *key, const char *bytes, size_t len) {
+    const unsigned char *u = (const unsigned char *)bytes;
+    if (len > SIZE_MAX / 3 - 1)
+        return -E2BIG;
+    char *text = malloc(len * 3 + 1);
+    if (!text)
+        return -ENOMEM;
+    text[0] = '\0';
+    size_t o = 0;
+    bool exact = true;
+    for (size_t i = 0; i < len;) {
+        size_t k = utf8_seq(u + i, len - i);
+        if (k == 0) {
+            memcpy(text + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+            exact = false;
+        } else {
+            memcpy(text + o, bytes + i, k);
+            o += k;
+            i += k;
+        }
+    }
+    json_t *t = json_stringn_nocheck(text, o);
+    free(text);
+    char b64key[80];
+    snprintf(b64key, sizeof b64key, "%s_base64", key);
+    if (!t)
+        return -ENOMEM;
+    json_object_set_new(obj, key, t);
+    if (exact) {
+        json_object_del(obj, b64key);
+        return 0;
+    }
+    char *b64 = malloc(BASE64_ENCODE_RAW_LENGTH(len) + 1);
+    if (!b64)
+        return -ENOMEM;
+    base64_encode_raw(b64, len, u);
+    b64[BASE64_ENCODE_RAW_LENGTH(len)] = '\0';
+    json_object_set_new(obj, b64key, json_stringn_nocheck(b64, BASE64_ENCODE_RAW_LENGTH(len)));
+    free(b64);
+    return 0;
+}
+
+char *al_output_get(json_t *obj, const char *key, size_t *ret_len) {
+    char b64key[80];
+    snprintf(b64key, sizeof b64key, "%s_base64", key);
+    json_t *b = json_object_get(obj, b64key), *t = json_object_get(obj, key);
+    *ret_len = 0;
+    if (json_is_string(b)) {
+        size_t n = json_string_length(b);
+        char *out = malloc(BASE64_DECODE_LENGTH(n) + 1);
+        if (!out)
+            return NULL;
+        struct base64_decode_ctx ctx;
+        base64_decode_init(&ctx);
+        size_t len = BASE64_DECODE_LENGTH(n);
+        if (base64_decode_update(&ctx, &len, (uint8_t *)out, n, json_string_value(b)) && base64_decode_final(&ctx)) {
+            out[len] = '\0';
+            *ret_len = len;
+            return out;
+        }
+        free(out);
+    }
+    if (!json_is_string(t))
+        return NULL;
+    size_t n = json_string_length(t);
+    char *out = malloc(n + 1);
+    if (!out)
+        return NULL;
+    memcpy(out, json_string_value(t), n);
+    out[n] = '\0';
+    *ret_len = n;
+    return out;
 }

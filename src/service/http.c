@@ -246,8 +246,10 @@ static enum MHD_Result list_runs(al_service *s, struct MHD_Connection *c, const 
                                                   "succeeded, failed, timed_out, killed, canceled, error, denied");
     if (thread && !al_valid_thread_id(thread))
         return reply_error(c, 400, "bad_request", "thread_id must be 1-64 characters of A-Z a-z 0-9 . _ -");
+    /* summaries only: a page of full runs held 20 MiB per run in the daemon */
     json_t *rows = al_store_query(s->store, &err,
-                                  "SELECT * FROM runs WHERE workspace_id = ? AND (? IS NULL OR state = ?) "
+                                  "SELECT " AL_RUN_SUMMARY_COLUMNS " FROM runs WHERE workspace_id = ? "
+                                  "AND (? IS NULL OR state = ?) "
                                   "AND (? IS NULL OR thread_id = ?) AND seq < ? ORDER BY seq DESC LIMIT ?",
                                   "sSSSSii", p->workspace_id, state, state, thread, thread, (int64_t)cursor,
                                   (int64_t)limit + 1);
@@ -255,7 +257,7 @@ static enum MHD_Result list_runs(al_service *s, struct MHD_Connection *c, const 
         return reply_error(c, 500, "internal", "%s", err.msg);
     json_t *out = json_array(), *next = json_null();
     for (size_t i = 0; i < json_array_size(rows) && i < limit; i++)
-        json_array_append_new(out, al_run_json(s, json_array_get(rows, i)));
+        json_array_append_new(out, al_run_summary_json(json_array_get(rows, i)));
     if (json_array_size(rows) > limit) {
         char buf[32];
         snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(json_object_get(json_array_get(rows, limit - 1), "seq")));
@@ -295,7 +297,7 @@ static ssize_t sse_next(sse *e, char *out, size_t max) {
         free(e->buf);
         e->buf = NULL;
         e->len = e->pos = 0;
-        uint64_t gen = al_service_event_gen(e->s);
+        uint64_t gen = al_service_run_event_gen(e->s, e->run_id);
         json_t *rows = al_store_query(e->s->store, &err,
                                       "SELECT seq, type, data FROM run_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT 64",
                                       "si", e->run_id, e->last);
@@ -319,7 +321,7 @@ static ssize_t sse_next(sse *e, char *out, size_t max) {
                 struct timespec until;
                 clock_gettime(CLOCK_REALTIME, &until);
                 until.tv_sec += 1;
-                if (al_service_wait_event(e->s, gen, &until))
+                if (al_service_wait_run_event(e->s, e->run_id, gen, &until))
                     break;
                 pthread_mutex_lock(&e->s->mu);
                 bool stopping = e->s->stopping;
@@ -790,6 +792,11 @@ static enum MHD_Result trace(al_service *s, struct MHD_Connection *c, const al_p
                             "timing", "created_at", json_object_get(row, "created_at"), "started_at",
                             json_object_get(row, "started_at"), "finished_at", json_object_get(row, "finished_at"),
                             "wall_ms", result ? json_object_get(result, "wall_ms") : json_null());
+    /* output is bytes: the exact ones too, where the text is not them */
+    static const char *const exact[] = { "stdout_base64", "stderr_base64" };
+    for (size_t i = 0; doc && result && i < ELEMENTSOF(exact); i++)
+        if (json_is_string(json_object_get(result, exact[i])))
+            json_object_set(json_object_get(doc, "output"), exact[i], json_object_get(result, exact[i]));
     json_decref(inputs);
     json_decref(rj);
     json_decref(row);

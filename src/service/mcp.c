@@ -732,10 +732,7 @@ static enum MHD_Result resume(al_mcp *m, al_service *s, struct MHD_Connection *c
         rs->superseded = true;
         for (int i = 0; i < TAKEOVER_WAIT_S; i++) {
             pthread_mutex_unlock(&m->mu);
-            pthread_mutex_lock(&s->mu);
-            s->event_gen++;
-            pthread_cond_broadcast(&s->events_cond);
-            pthread_mutex_unlock(&s->mu);
+            al_service_wake_all(s);
             pthread_mutex_lock(&m->mu);
             /* it may have let go, or been delivered and forgotten, meanwhile */
             rs = stream_find(m, sess.id, no);

@@ -660,7 +660,7 @@ static json_t *final_result(al_mcp_call *k) {
 bool al_mcp_call_step(al_mcp_call *k, int wait_s, bool send_output, json_t *notes, json_t **ret_result) {
     al_error err = { 0 };
     *ret_result = NULL;
-    uint64_t gen = al_service_event_gen(k->s);
+    uint64_t gen = al_service_run_event_gen(k->s, k->run_id);
     json_t *rows = al_store_query(k->s->store, &err,
                                   "SELECT seq, type, data FROM run_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
                                   "sii", k->run_id, k->last_seq, (int64_t)EVENTS_PER_STEP);
@@ -716,7 +716,7 @@ bool al_mcp_call_step(al_mcp_call *k, int wait_s, bool send_output, json_t *note
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
-    if (!al_service_wait_event(k->s, gen, &until)) {
+    if (!al_service_wait_run_event(k->s, k->run_id, gen, &until)) {
         pthread_mutex_lock(&k->s->mu);
         bool stopping = k->s->stopping;
         pthread_mutex_unlock(&k->s->mu);

@@ -107,6 +107,64 @@ json_t *al_run_json(al_service *s, json_t *row) {
     return out;
 }
 
+/* A list's entry: what a run is, never what it printed. The columns come
+ * from AL_RUN_SUMMARY_COLUMNS (service.h), so that a list never loads a
+ * run's result, code or previews into the daemon: each is up to megabytes,
+ * and a page holds up to 200 runs. GET /v1/runs/{id} has the rest. */
+json_t *al_run_summary_json(json_t *row) {
+    json_t *lim = al_row_json(row, "limits");
+    json_t *limits = json_pack("{s:O, s:I, s:f, s:O}", "timeout_s", json_object_get(lim, "timeout_s"), "memory_mb",
+                               (json_int_t)(json_integer_value(json_object_get(lim, "memory_bytes")) >> 20), "cpus",
+                               (double)json_integer_value(json_object_get(lim, "cpu_millis")) / 1000.0, "pids",
+                               json_object_get(lim, "pids"));
+    json_decref(lim);
+    json_t *result = json_null();
+    if (json_is_true(json_object_get(row, "has_result")) || json_integer_value(json_object_get(row, "has_result")) == 1) {
+        result = json_object();
+        static const char *const nums[] = { "exit_code", "signal", "reason", "stdout_bytes", "stderr_bytes",
+                                            "wall_ms", "cpu_ms", "peak_memory_bytes" };
+        for (size_t i = 0; i < ELEMENTSOF(nums); i++)
+            json_object_set(result, nums[i], json_object_get(row, nums[i]) ?: json_null());
+        json_object_set_new(result, "stdout_truncated",
+                            json_boolean(json_integer_value(json_object_get(row, "stdout_truncated")) != 0));
+        json_object_set_new(result, "stderr_truncated",
+                            json_boolean(json_integer_value(json_object_get(row, "stderr_truncated")) != 0));
+    }
+    json_t *error = json_is_string(json_object_get(row, "error_code"))
+                        ? json_pack("{s:O, s:O}", "code", json_object_get(row, "error_code"), "message",
+                                    json_object_get(row, "error_message"))
+                        : json_null();
+    json_t *im = json_object_get(row, "image");
+    json_t *out = json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:o, s:O, s:O, s:O, s:o, s:o, s:O, s:O, s:o}",
+                            "id", json_object_get(row, "id"), "state", json_object_get(row, "state"),
+                            "language", json_object_get(row, "language"), "thread_id", json_object_get(row, "thread_id"),
+                            "description", json_object_get(row, "description"), "network", json_object_get(row, "network"),
+                            "limits", limits, "created_at", json_object_get(row, "created_at"),
+                            "started_at", json_object_get(row, "started_at"), "finished_at", json_object_get(row, "finished_at"),
+                            "result", result, "error", error, "redactions", json_object_get(row, "redactions"),
+                            "price", json_object_get(row, "price"),
+                            "image", json_is_string(im) ? json_incref(im) : json_string("host"));
+    if (!out)
+        return NULL;
+    json_object_set_new(out, "summary", json_true());
+    json_object_set(out, "artifact_count", json_object_get(row, "artifact_count"));
+    json_object_set_new(out, "preview_count", json_integer(json_integer_value(json_object_get(row, "preview_count"))));
+    json_object_set_new(out, "skipped_count", json_integer(json_integer_value(json_object_get(row, "skipped_count"))));
+    json_t *dec = json_object_get(row, "approval_decision");
+    json_object_set_new(out, "approval", json_is_true(json_object_get(row, "has_approval")) ||
+                                                 json_integer_value(json_object_get(row, "has_approval")) == 1
+                                             ? json_pack("{s:O, s:O, s:O, s:O}", "id",
+                                                         json_object_get(row, "approval_id") ?: json_null(), "hash",
+                                                         json_object_get(row, "approval_hash") ?: json_null(),
+                                                         "decision", dec ? dec : json_null(), "expires_at",
+                                                         json_object_get(row, "approval_expires_at") ?: json_null())
+                                             : json_null());
+    if (json_is_string(json_object_get(row, "skill_name")))
+        json_object_set_new(out, "skill", json_pack("{s:O, s:O}", "name", json_object_get(row, "skill_name"), "version",
+                                                    json_object_get(row, "skill_version") ?: json_null()));
+    return out;
+}
+
 json_t *al_run_load(al_service *s, const al_principal *p, const char *id) {
     al_error err = { 0 };
     json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ? AND workspace_id = ?", "ss", id,
@@ -186,18 +244,20 @@ static unsigned run_answer(al_service *s, const al_principal *p, const char *run
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += (time_t)secs;
+        json_decref(row);
+        al_error err = { 0 };
         for (;;) {
-            json_decref(row);
-            uint64_t gen = al_service_event_gen(s);
-            row = al_run_load(s, p, run_id);
-            if (!row || al_run_state_terminal(json_string_value(json_object_get(row, "state"))))
+            /* only the state on each wake-up (the whole row holds the code,
+             * up to a MiB), and only this run's events wake it */
+            uint64_t gen = al_service_run_event_gen(s, run_id);
+            json_t *st = al_store_query(s->store, &err, "SELECT state FROM runs WHERE id = ?", "s", run_id);
+            bool over = !st || json_array_size(st) == 0 ||
+                        al_run_state_terminal(json_string_value(json_object_get(json_array_get(st, 0), "state")));
+            json_decref(st);
+            if (over || !al_service_wait_run_event(s, run_id, gen, &until))
                 break;
-            if (!al_service_wait_event(s, gen, &until)) {
-                json_decref(row);
-                row = al_run_load(s, p, run_id);
-                break;
-            }
         }
+        row = al_run_load(s, p, run_id);
     }
     if (!row)
         return run_error(ret_doc, 500, "internal", "run vanished");
@@ -462,28 +522,54 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         bad = true;
     }
     int64_t price = (int64_t)json_number_value(json_object_get(settings, "price_per_run"));
-    if (!bad && al_credits_balance(s, p->org_id) < price) {
+    /* queued runs are charged when they start: the credits they will take
+     * are spoken for, and a run they leave no credits for could never be
+     * paid (it would only hold a place in the queue) */
+    int64_t reserved = 0, balance = al_credits_balance(s, p->org_id);
+    int64_t avail = price > 0 ? al_credits_unreserved(s, p->org_id, &reserved) : balance;
+    if (!bad && price > 0 && avail < price) {
         al_workspace_audit(s, p, "capability.invoke_denied",
                            json_pack("{s:s, s:s}", "tool", tool, "reason", "insufficient credits"), &err);
-        ret = run_error(ret_doc, 402, "payment_required", "a run costs %lld credits and the organisation has %lld",
-                          (long long)price, (long long)al_credits_balance(s, p->org_id));
+        if (reserved > 0)
+            ret = run_error(ret_doc, 402, "payment_required",
+                            "a run costs %lld credits and the organisation has %lld, of which its queued runs "
+                            "(charged when they start) hold %lld",
+                            (long long)price, (long long)balance, (long long)reserved);
+        else
+            ret = run_error(ret_doc, 402, "payment_required", "a run costs %lld credits and the organisation has %lld",
+                            (long long)price, (long long)balance);
         bad = true;
     }
+    /* what this run's inputs will hold on disk until a box stages them */
+    int64_t input_bytes = stdin_text && json_is_string(stdin_text) ? (int64_t)json_string_length(stdin_text) : 0;
+    for (size_t i = 0; i < nf; i++)
+        input_bytes += (int64_t)dlen[i];
+    input_bytes += ex->args_json ? (int64_t)strlen(ex->args_json) : 0;
     if (!bad) {
+        /* artifacts, and the inputs of the organisation's runs that have not
+         * ended (on disk as long as they wait), this one's included */
         int64_t quota = al_artifacts_org_quota(s, p->org_id);
-        if (al_artifacts_org_usage(s, p->org_id) >= quota) {
-            ret = run_error(ret_doc, 507, "quota_exceeded", "the organisation's artifact storage (%lld bytes) is full",
-                              (long long)quota);
+        int64_t used = al_artifacts_org_usage(s, p->org_id), pending = al_runs_pending_input_bytes(s, p->org_id);
+        if (used >= quota || (input_bytes > 0 && used + pending + input_bytes > quota)) {
+            ret = run_error(ret_doc, 507, "quota_exceeded",
+                            "the organisation's storage (%lld bytes) is full: artifacts hold %lld, inputs of runs "
+                            "that wait %lld, and this run's inputs are %lld",
+                            (long long)quota, (long long)used, (long long)pending, (long long)input_bytes);
             bad = true;
         }
     }
     if (!bad) {
-        pthread_mutex_lock(&s->mu);
-        bool full = s->queue_len >= s->cfg.queue_max;
-        pthread_mutex_unlock(&s->mu);
-        if (full) {
+        /* the queue, and this person's and organisation's share of it (runs
+         * waiting for an approval count in the person's) */
+        char qmsg[300];
+        json_t *pend = al_store_query(s->store, &err,
+                                      "SELECT COUNT(*) AS n FROM runs WHERE person_id = ? AND state = 'pending_approval'",
+                                      "s", p->person_id);
+        int pending = (int)json_integer_value(json_object_get(json_array_get(pend, 0), "n"));
+        json_decref(pend);
+        if (al_service_queue_room(s, p->person_id, p->org_id, pending, qmsg, sizeof qmsg) < 0) {
             /* http.c's answer adds Retry-After to every 429 */
-            ret = run_error(ret_doc, 429, "queue_full", "the run queue is full; retry later");
+            ret = run_error(ret_doc, 429, "queue_full", "%s", qmsg);
             bad = true;
         }
     }
@@ -608,6 +694,8 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         al_store_rollback(s->store);
     free(limits_text);
     free(inputs_text);
+    if (n >= 0 && input_bytes > 0)
+        n = al_store_exec(s->store, &err, "UPDATE runs SET input_bytes = ? WHERE id = ?", "is", input_bytes, run_id);
     if (n < 0) {
         al_rm_rf(dir);
         if (taken == -EEXIST) {
@@ -690,14 +778,18 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         al_service_append_event(s, run_id, "approval", card);
     } else {
         al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "queued"));
-        if (al_service_enqueue(s, run_id, p->person_id, (int)json_number_value(json_object_get(settings, "concurrency"))) < 0) {
+        char qmsg[300];
+        if (al_service_enqueue(s, run_id, p->person_id, p->org_id,
+                               (int)json_number_value(json_object_get(settings, "concurrency")), true, qmsg,
+                               sizeof qmsg) < 0) {
             json_decref(run_row);
-            al_service_cancel(s, run_id);
+            /* never in the queue: ended here, its inputs removed */
+            al_service_end_unqueued(s, run_id, qmsg);
             /* nothing ran: a retry with the key is a new attempt, not this
              * canceled run */
             if (idem)
                 al_idem_forget(s->store, p, ex->idem, run_id, &err);
-            ret = run_error(ret_doc, 429, "queue_full", "the run queue is full; retry later");
+            ret = run_error(ret_doc, 429, "queue_full", "%s", qmsg);
             goto out;
         }
     }
@@ -720,7 +812,9 @@ int al_run_cancel(al_service *s, const al_principal *p, const char *id) {
     /* withdrawn before anyone decided: the withdrawal and a decision are
      * one transaction each, so only one of them lands; one that lost to an
      * approval cancels the run that is now queued, like any other */
-    if (pending && al_service_withdraw(s, id, p->person_id, &err) > 0)
+    if (pending && al_service_withdraw(s, id, p->person_id, &err) > 0) {
+        al_service_drop_inputs(s, id); /* it will not reach a box */
         return 1;
+    }
     return ended ? 0 : al_service_cancel(s, id);
 }

@@ -22,7 +22,7 @@
 
 struct active_run {
     active_run *next;
-    char run_id[40], person_id[40];
+    char run_id[40], person_id[40], org_id[40];
     int cap;
     al_driver_run dr;
     bool cancel_requested;
@@ -41,6 +41,9 @@ void al_service_config_default(al_service_config *c) {
     c->max_concurrent = n > 0 ? (int)n * 2 : 4;
     c->per_person = 3;
     c->queue_max = 1000;
+    /* no one person or organisation fills the queue for everyone else */
+    c->queue_per_person = 100;
+    c->queue_per_org = 300;
     c->max_timeout_s = 120;
     c->body_max = 8u << 20;
     c->code_max = 1u << 20;
@@ -98,6 +101,10 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
         return set_int(&c->per_person, value, 1, 1024, key, err);
     if (strcmp(key, "queue_max") == 0)
         return set_int(&c->queue_max, value, 1, 100000, key, err);
+    if (strcmp(key, "queue_per_person") == 0)
+        return set_int(&c->queue_per_person, value, 1, 100000, key, err);
+    if (strcmp(key, "queue_per_org") == 0)
+        return set_int(&c->queue_per_org, value, 1, 100000, key, err);
     if (strcmp(key, "max_timeout_s") == 0)
         return set_int(&c->max_timeout_s, value, 1, 3600, key, err);
     if (strcmp(key, "storage_quota_mb") == 0) {
@@ -164,6 +171,61 @@ int al_service_config_load(al_service_config *c, const char *path, al_error *err
 
 /* ---------------------------------------------------------------- events */
 
+static unsigned bucket_of(const char *run_id) {
+    /* FNV-1a: run ids are random, any spread will do */
+    uint32_t h = 2166136261u;
+    for (const unsigned char *c = (const unsigned char *)run_id; c && *c; c++)
+        h = (h ^ *c) * 16777619u;
+    return h % AL_EVENT_BUCKETS;
+}
+
+/* RUN_ID got an event or ended: its followers wake (and those of the old
+ * API, waiting on everything). */
+static void wake_run(al_service *s, const char *run_id) {
+    unsigned b = bucket_of(run_id);
+    pthread_mutex_lock(&s->mu);
+    s->event_gen++;
+    pthread_cond_broadcast(&s->events_cond);
+    s->ev_buckets[b].gen++;
+    pthread_cond_broadcast(&s->ev_buckets[b].cond);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void al_service_wake_all(al_service *s) {
+    pthread_mutex_lock(&s->mu);
+    s->event_gen++;
+    s->wake_gen++;
+    pthread_cond_broadcast(&s->events_cond);
+    for (int i = 0; i < AL_EVENT_BUCKETS; i++)
+        pthread_cond_broadcast(&s->ev_buckets[i].cond);
+    pthread_mutex_unlock(&s->mu);
+}
+
+uint64_t al_service_run_event_gen(al_service *s, const char *run_id) {
+    unsigned b = bucket_of(run_id);
+    pthread_mutex_lock(&s->mu);
+    /* both only grow: the sum changes when either does */
+    uint64_t g = s->ev_buckets[b].gen + s->wake_gen;
+    pthread_mutex_unlock(&s->mu);
+    return g;
+}
+
+bool al_service_wait_run_event(al_service *s, const char *run_id, uint64_t gen, const struct timespec *until) {
+    unsigned b = bucket_of(run_id);
+    bool got = true;
+    pthread_mutex_lock(&s->mu);
+    while (s->ev_buckets[b].gen + s->wake_gen == gen && !s->stopping) {
+        if (pthread_cond_timedwait(&s->ev_buckets[b].cond, &s->mu, until) == ETIMEDOUT) {
+            got = s->ev_buckets[b].gen + s->wake_gen != gen;
+            break;
+        }
+    }
+    if (s->stopping)
+        got = false;
+    pthread_mutex_unlock(&s->mu);
+    return got;
+}
+
 int64_t al_service_append_event(al_service *s, const char *run_id, const char *type, json_t *data) {
     char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
     json_decref(data);
@@ -180,10 +242,7 @@ int64_t al_service_append_event(al_service *s, const char *run_id, const char *t
                           "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM run_events WHERE run_id = ?",
                           "ssss", run_id, type, text, run_id);
     free(text);
-    pthread_mutex_lock(&s->mu);
-    s->event_gen++;
-    pthread_cond_broadcast(&s->events_cond);
-    pthread_mutex_unlock(&s->mu);
+    wake_run(s, run_id);
     return r;
 }
 
@@ -343,15 +402,63 @@ char *al_service_health(al_service *s) {
 
 /* ---------------------------------------------------------------- queue */
 
-int al_service_enqueue(al_service *s, const char *run_id, const char *person_id, int cap) {
-    pthread_mutex_lock(&s->mu);
+/* With s->mu held: 0 when a run of PERSON_ID in ORG_ID has room (EXTRA more
+ * of the person's runs wait elsewhere), else as al_service_enqueue. */
+static int room_locked(al_service *s, const char *person_id, const char *org_id, int extra, bool share, char *msg,
+                       size_t msg_len) {
+    char scratch[8];
+    if (!msg) {
+        msg = scratch;
+        msg_len = sizeof scratch;
+    }
     if (s->queue_len >= s->cfg.queue_max) {
-        pthread_mutex_unlock(&s->mu);
+        snprintf(msg, msg_len, "the run queue is full (%d runs, queue_max); retry later", s->cfg.queue_max);
         return -EAGAIN;
+    }
+    if (!share)
+        return 0;
+    int mine = extra, ours = 0;
+    for (int i = 0; i < s->queue_len; i++) {
+        mine += strcmp(s->queue[i].person_id, person_id) == 0;
+        ours += org_id && strcmp(s->queue[i].org_id, org_id) == 0;
+    }
+    if (mine >= s->cfg.queue_per_person) {
+        snprintf(msg, msg_len,
+                 "you have %d runs waiting (queued or for approval), the most one person may have "
+                 "(queue_per_person = %d); retry when some have started",
+                 mine, s->cfg.queue_per_person);
+        return -EDQUOT;
+    }
+    if (ours >= s->cfg.queue_per_org) {
+        snprintf(msg, msg_len,
+                 "your organisation has %d runs queued, the most one organisation may have (queue_per_org = %d); "
+                 "retry when some have started",
+                 ours, s->cfg.queue_per_org);
+        return -EUSERS;
+    }
+    return 0;
+}
+
+int al_service_queue_room(al_service *s, const char *person_id, const char *org_id, int pending, char *msg,
+                          size_t msg_len) {
+    pthread_mutex_lock(&s->mu);
+    int r = room_locked(s, person_id, org_id, pending, true, msg, msg_len);
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+int al_service_enqueue(al_service *s, const char *run_id, const char *person_id, const char *org_id, int cap, bool share,
+                       char *msg, size_t msg_len) {
+    pthread_mutex_lock(&s->mu);
+    int r = room_locked(s, person_id, org_id, 0, share, msg, msg_len);
+    if (r < 0) {
+        pthread_mutex_unlock(&s->mu);
+        return r;
     }
     queued_run *q = &s->queue[s->queue_len++];
     snprintf(q->run_id, sizeof q->run_id, "%s", run_id);
     snprintf(q->person_id, sizeof q->person_id, "%s", person_id);
+    snprintf(q->org_id, sizeof q->org_id, "%s", org_id ? org_id : "");
     q->cap = cap > 0 && cap < s->cfg.per_person ? cap : s->cfg.per_person;
     pthread_cond_broadcast(&s->sched_cond);
     pthread_mutex_unlock(&s->mu);
@@ -376,6 +483,7 @@ static int finish_canceled_queued(al_service *s, const char *run_id) {
                           "error_message = 'canceled before it started' WHERE id = ? AND state = 'queued'",
                           "ss", now, run_id);
     if (n > 0) {
+        al_service_drop_inputs(s, run_id);
         state_event(s, run_id, "canceled");
         json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", run_id);
         if (rows && json_array_size(rows))
@@ -384,6 +492,56 @@ static int finish_canceled_queued(al_service *s, const char *run_id) {
         al_skills_run_ended(s);
     }
     return n;
+}
+
+void al_service_drop_inputs(al_service *s, const char *run_id) {
+    char dir[PATH_MAX + 64];
+    if (!run_id || !run_id[0] || strchr(run_id, '/') || run_id[0] == '.')
+        return;
+    snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, run_id);
+    al_rm_rf(dir);
+}
+
+void al_service_end_unqueued(al_service *s, const char *run_id, const char *why) {
+    char now[40];
+    al_store_now(now, sizeof now);
+    al_error err = { 0 };
+    int n = al_store_exec(s->store, &err,
+                          "UPDATE runs SET state = 'canceled', finished_at = ?, error_code = 'queue_full', "
+                          "error_message = ? WHERE id = ? AND state = 'queued'",
+                          "sss", now, why && *why ? why : "the run queue was full", run_id);
+    if (n > 0) {
+        al_service_drop_inputs(s, run_id);
+        state_event(s, run_id, "canceled");
+        json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", run_id);
+        if (rows && json_array_size(rows))
+            al_service_append_event(s, run_id, "result", al_run_json(s, json_array_get(rows, 0)));
+        json_decref(rows);
+        al_skills_run_ended(s);
+    }
+}
+
+int64_t al_credits_unreserved(al_service *s, const char *org_id, int64_t *ret_reserved) {
+    al_error err = { 0 };
+    json_t *rows = al_store_query(s->store, &err,
+                                  "SELECT COALESCE(SUM(price), 0) AS held FROM runs WHERE org_id = ? AND state = 'queued'",
+                                  "s", org_id);
+    int64_t held = rows ? (int64_t)json_integer_value(json_object_get(json_array_get(rows, 0), "held")) : 0;
+    json_decref(rows);
+    *ret_reserved = held;
+    return al_credits_balance(s, org_id) - held;
+}
+
+int64_t al_runs_pending_input_bytes(al_service *s, const char *org_id) {
+    al_error err = { 0 };
+    json_t *rows = al_store_query(s->store, &err,
+                                  "SELECT COALESCE(SUM(input_bytes), 0) AS b FROM runs WHERE org_id = ? "
+                                  "AND state IN ('pending_approval', 'queued', 'provisioning', 'running')",
+                                  "s", org_id);
+    /* a failed read counts as full: fail closed */
+    int64_t b = rows ? (int64_t)json_integer_value(json_object_get(json_array_get(rows, 0), "b")) : INT64_MAX / 2;
+    json_decref(rows);
+    return b;
 }
 
 int al_service_cancel(al_service *s, const char *run_id) {
@@ -549,25 +707,85 @@ static void sha256_hex(const char *t, size_t n, char out[65]) {
         snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
-/* The result's output as the agent will see it: redacted, and the count. */
+/* The result's output as the agent will see it: redacted, and the count.
+ * Output is bytes (NULs, bytes that are not UTF-8): redacted as bytes, and
+ * shown as al_output_set does. */
 static int redact_result(al_dlp *dlp, json_t *result) {
     int count = 0;
     static const char *const keys[] = { "stdout", "stderr" };
-    for (size_t i = 0; dlp && result && i < 2; i++) {
-        json_t *v = json_object_get(result, keys[i]);
-        if (!json_is_string(v))
+    for (size_t i = 0; dlp && json_is_object(result) && i < 2; i++) {
+        size_t len = 0, n = 0;
+        char *bytes = al_output_get(result, keys[i], &len);
+        if (!bytes)
             continue;
-        size_t n = 0;
-        char *red = al_dlp_redact(dlp, json_string_value(v), json_string_length(v), &count, &n);
-        if (red) {
-            /* a pattern may match part of a character and leave the rest:
-             * scrubbed, never stored as "" (which blanked the output) */
-            json_t *t = json_stringn(red, al_utf8_scrub(red, n));
-            json_object_set_new(result, keys[i], t ? t : json_string(""));
+        char *red = al_dlp_redact(dlp, bytes, len, &count, &n);
+        free(bytes);
+        if (!red || al_output_set(result, keys[i], red, n) < 0) {
+            /* not shown unredacted, whatever failed */
+            json_object_set_new(result, keys[i], json_string(""));
+            char k[32];
+            snprintf(k, sizeof k, "%s_base64", keys[i]);
+            json_object_del(result, k);
         }
         free(red);
     }
     return count;
+}
+
+/* An output event of the run's stream: redacted bytes, shown as al_output_set does. */
+static void output_event(al_service *s, const char *run_id, const char *type, const char *bytes, size_t len) {
+    json_t *o = json_object();
+    if (o && al_output_set(o, "data", bytes, len) == 0)
+        al_service_append_event(s, run_id, type, o);
+    else
+        json_decref(o);
+}
+
+/* A run's output events: one per piece the redactor releases while they are
+ * few; past OUTPUT_EVENTS_MAX, pieces are joined up to OUTPUT_PIECE bytes
+ * (or OUTPUT_HOLD_MS of output), so that whatever a run prints, its stored
+ * events and its followers' wake-ups stay bounded (a line per write used to
+ * be an event each: a million for a run that printed a million lines). */
+#define OUTPUT_EVENTS_MAX 1000
+#define OUTPUT_PIECE (64 * 1024)
+#define OUTPUT_HOLD_MS 250
+
+typedef struct output_pace {
+    int events;
+    struct {
+        char *buf;
+        size_t len;
+        uint64_t since;
+    } b[2];
+} output_pace;
+
+static void pace_flush(al_service *s, const char *run_id, output_pace *op, int i) {
+    if (op->b[i].len == 0)
+        return;
+    output_event(s, run_id, i ? "stderr" : "stdout", op->b[i].buf, op->b[i].len);
+    op->events++;
+    op->b[i].len = 0;
+}
+
+static void pace_output(al_service *s, const char *run_id, output_pace *op, int i, const char *bytes, size_t n) {
+    if (op->events < OUTPUT_EVENTS_MAX && op->b[i].len == 0) {
+        output_event(s, run_id, i ? "stderr" : "stdout", bytes, n);
+        op->events++;
+        return;
+    }
+    char *nb = realloc(op->b[i].buf, op->b[i].len + n);
+    if (!nb) {
+        pace_flush(s, run_id, op, i);
+        output_event(s, run_id, i ? "stderr" : "stdout", bytes, n);
+        return;
+    }
+    op->b[i].buf = nb;
+    if (op->b[i].len == 0)
+        op->b[i].since = al_now_ms();
+    memcpy(op->b[i].buf + op->b[i].len, bytes, n);
+    op->b[i].len += n;
+    if (op->b[i].len >= OUTPUT_PIECE || al_now_ms() - op->b[i].since >= OUTPUT_HOLD_MS)
+        pace_flush(s, run_id, op, i);
 }
 
 static void end_run(al_service *s, json_t *run, const char *state, json_t *result, const char *err_code,
@@ -720,6 +938,7 @@ static void *runner_main(void *p) {
 
     al_dlp *dlp = NULL;
     al_dlp_stream streams[2] = { { 0 }, { 0 } };
+    output_pace pace = { 0 };
     json_t *rows = NULL;
     /* A workspace whose driver was switched off while this run waited:
      * it does not start (and is not charged). */
@@ -866,7 +1085,8 @@ static void *runner_main(void *p) {
     size_t cap = 0;
     json_t *helper_error = NULL;
     while (ev && getline(&line, &cap, ev) > 0) {
-        json_t *e = json_loads(line, 0, NULL);
+        /* the result's text may hold NULs (its exact bytes come beside it) */
+        json_t *e = json_loads(line, JSON_ALLOW_NUL, NULL);
         const char *type = json_string_value(json_object_get(e, "type"));
         if (!type) {
             json_decref(e);
@@ -877,16 +1097,15 @@ static void *runner_main(void *p) {
                           a->run_id);
             state_event(s, a->run_id, "running");
         } else if (strcmp(type, "stdout") == 0 || strcmp(type, "stderr") == 0) {
-            /* held back to the end of its line, then redacted */
-            json_t *d = json_object_get(e, "data");
+            /* bytes, held back to the end of their line, then redacted */
+            size_t dn = 0, rn = 0;
+            char *bytes = al_output_get(e, "data", &dn);
             al_dlp_stream *ds = &streams[type[3] == 'o' ? 0 : 1];
-            size_t rn = 0;
-            char *red = ds->dlp ? al_dlp_stream_feed(ds, json_string_value(d), json_string_length(d), &rn) : NULL;
-            if (!ds->dlp)
-                al_service_append_event(s, a->run_id, type, json_pack("{s:O}", "data", d));
-            else if (red)
-                al_service_append_event(s, a->run_id, type, json_pack("{s:s%}", "data", red, al_utf8_scrub(red, rn)));
+            char *red = bytes ? al_dlp_stream_feed(ds, bytes, dn, &rn) : NULL;
+            if (red)
+                pace_output(s, a->run_id, &pace, type[3] == 'o' ? 0 : 1, red, rn);
             free(red);
+            free(bytes);
         } else if (strcmp(type, "result") == 0) {
             json_decref(result);
             result = json_incref(json_object_get(e, "result"));
@@ -909,9 +1128,9 @@ static void *runner_main(void *p) {
         size_t rn = 0;
         char *red = streams[i].dlp ? al_dlp_stream_flush(&streams[i], &rn) : NULL;
         if (red && rn)
-            al_service_append_event(s, a->run_id, i == 0 ? "stdout" : "stderr",
-                                    json_pack("{s:s%}", "data", red, al_utf8_scrub(red, rn)));
+            pace_output(s, a->run_id, &pace, i, red, rn);
         free(red);
+        pace_flush(s, a->run_id, &pace, i);
     }
     if (result) {
         final = state_of(result);
@@ -938,8 +1157,10 @@ static void *runner_main(void *p) {
 finish:
     end_run(s, run, final, result, ecode, emsg, dir, dlp, (int64_t)(al_now_ms() - t0));
 done:
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
         free(streams[i].pending);
+        free(pace.b[i].buf);
+    }
     al_dlp_free(dlp);
     al_rm_rf(dir);
     json_decref(result);
@@ -960,9 +1181,8 @@ done:
             s->duration_buckets[i]++;
     s->duration_sum += secs;
     pthread_cond_broadcast(&s->sched_cond);
-    s->event_gen++;
-    pthread_cond_broadcast(&s->events_cond);
     pthread_mutex_unlock(&s->mu);
+    wake_run(s, a->run_id);
     free(a);
     return NULL;
 }
@@ -1008,6 +1228,7 @@ static void *scheduler_main(void *p) {
             }
             memcpy(a->run_id, s->queue[i].run_id, sizeof a->run_id);
             memcpy(a->person_id, s->queue[i].person_id, sizeof a->person_id);
+            memcpy(a->org_id, s->queue[i].org_id, sizeof a->org_id);
             a->cap = s->queue[i].cap;
             a->dr = (al_driver_run){ .pid = -1, .events_fd = -1, .job_fd = -1 };
             memmove(&s->queue[i], &s->queue[i + 1], (size_t)(s->queue_len - i - 1) * sizeof *s->queue);
@@ -1029,6 +1250,7 @@ static void *scheduler_main(void *p) {
                 memmove(&s->queue[1], &s->queue[0], (size_t)s->queue_len * sizeof *s->queue);
                 memcpy(s->queue[0].run_id, a->run_id, sizeof a->run_id);
                 memcpy(s->queue[0].person_id, a->person_id, sizeof a->person_id);
+                memcpy(s->queue[0].org_id, a->org_id, sizeof a->org_id);
                 s->queue[0].cap = a->cap;
                 s->queue_len++;
                 free(a);
@@ -1118,6 +1340,8 @@ int al_service_close_approval(al_service *s, const char *id, const char *decisio
  * canceled while it waited); its state event came with the transition. */
 static void ended_unstarted(al_service *s, const char *id) {
     al_error err = { 0 };
+    /* it never reaches a box: what it brought for one goes now */
+    al_service_drop_inputs(s, id);
     json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", id);
     if (rows && json_array_size(rows))
         al_service_append_event(s, id, "result", al_run_json(s, json_array_get(rows, 0)));
@@ -1191,8 +1415,9 @@ int al_service_decide(al_service *s, json_t *run, const char *person_id, bool ap
         ended_unstarted(s, id);
         return 0;
     }
-    if (al_service_enqueue(s, id, requester, cap) < 0)
-        al_service_cancel(s, id);
+    /* an approver let it through: the global cap only, not the person's share */
+    if (al_service_enqueue(s, id, requester, json_string_value(json_object_get(run, "org_id")), cap, false, NULL, 0) < 0)
+        al_service_end_unqueued(s, id, "approved, but the run queue was full");
     return 0;
 }
 
@@ -1290,15 +1515,18 @@ static void recover(al_service *s) {
     /* Boxes' cgroups whose uid nobody holds any more are leftovers. */
     al_box_sweep_stale();
     /* Queued runs never started: they wait again, in their order. */
-    json_t *queued = al_store_query(s->store, &err, "SELECT id, person_id, workspace_id FROM runs WHERE state = 'queued' ORDER BY seq", NULL);
+    json_t *queued = al_store_query(s->store, &err,
+                                    "SELECT id, person_id, org_id, workspace_id FROM runs WHERE state = 'queued' ORDER BY seq", NULL);
     for (size_t i = 0; queued && i < json_array_size(queued); i++) {
         json_t *r = json_array_get(queued, i);
         al_error serr = { 0 };
         json_t *st = al_settings_load(s, json_string_value(json_object_get(r, "workspace_id")), &serr);
         int cap = st ? (int)json_number_value(json_object_get(st, "concurrency")) : 1; /* see al_service_decide */
         json_decref(st);
+        /* accepted before the restart: held to the global cap only */
         if (al_service_enqueue(s, json_string_value(json_object_get(r, "id")),
-                               json_string_value(json_object_get(r, "person_id")), cap) < 0)
+                               json_string_value(json_object_get(r, "person_id")),
+                               json_string_value(json_object_get(r, "org_id")), cap, false, NULL, 0) < 0)
             finish_canceled_queued(s, json_string_value(json_object_get(r, "id")));
     }
     json_decref(queued);
@@ -1324,6 +1552,23 @@ static void recover(al_service *s) {
         closedir(d);
     if (orphaned)
         al_service_log(s, "run.inputs_orphaned", json_pack("{s:I}", "removed", orphaned));
+    /* Inputs of runs that will not reach a box any more (ended while the
+     * service was down, or left by a crash between a run's end and their
+     * removal) are leftovers; only runs that wait keep theirs. */
+    DIR *ld = opendir(s->runs_dir);
+    struct dirent *le;
+    while (ld && (le = readdir(ld))) {
+        if (le->d_name[0] == '.')
+            continue;
+        json_t *st = al_store_query(s->store, &err,
+                                    "SELECT 1 FROM runs WHERE id = ? AND state IN ('queued', 'pending_approval')", "s",
+                                    le->d_name);
+        if (st && json_array_size(st) == 0)
+            al_service_drop_inputs(s, le->d_name);
+        json_decref(st);
+    }
+    if (ld)
+        closedir(ld);
 }
 
 /* ------------------------------------------------------------------ main */
@@ -1371,6 +1616,8 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     pthread_cond_init(&s->sched_cond, NULL);
     pthread_cond_init(&s->events_cond, NULL);
     pthread_mutex_init(&s->health_mu, NULL);
+    for (int i = 0; i < AL_EVENT_BUCKETS; i++)
+        pthread_cond_init(&s->ev_buckets[i].cond, NULL);
 
     /* Block the signals we wait for before any thread starts, so every
      * thread inherits the mask and only sigwait below sees them. */
@@ -1423,12 +1670,16 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     }
     pthread_cond_broadcast(&s->sched_cond);
     pthread_cond_broadcast(&s->events_cond);
+    for (int i = 0; i < AL_EVENT_BUCKETS; i++)
+        pthread_cond_broadcast(&s->ev_buckets[i].cond);
     while (s->active_count > 0) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 1;
         pthread_cond_timedwait(&s->sched_cond, &s->mu, &ts);
         pthread_cond_broadcast(&s->events_cond);
+        for (int i = 0; i < AL_EVENT_BUCKETS; i++)
+            pthread_cond_broadcast(&s->ev_buckets[i].cond);
     }
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->scheduler, NULL);
@@ -1447,6 +1698,8 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     pthread_mutex_destroy(&s->health_mu);
     pthread_cond_destroy(&s->sched_cond);
     pthread_cond_destroy(&s->events_cond);
+    for (int i = 0; i < AL_EVENT_BUCKETS; i++)
+        pthread_cond_destroy(&s->ev_buckets[i].cond);
     pthread_mutex_destroy(&s->mu);
     free(s);
     return 0;

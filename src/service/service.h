@@ -20,6 +20,8 @@ typedef struct al_service_config {
     int max_concurrent;           /* boxes at once, all people */
     int per_person;               /* boxes at once, one person */
     int queue_max;                /* queued runs before 429 */
+    int queue_per_person;         /* of those, one person's (queued or waiting for approval) */
+    int queue_per_org;            /* of those, one organisation's */
     int max_timeout_s;            /* ceiling over every workspace's maximum */
     uint64_t body_max;            /* request body bytes */
     uint64_t code_max;            /* code bytes */
@@ -43,7 +45,7 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
 typedef struct active_run active_run;
 
 typedef struct queued_run {
-    char run_id[40], person_id[40];
+    char run_id[40], person_id[40], org_id[40];
     int cap;                      /* the person's concurrency cap in its workspace */
 } queued_run;
 
@@ -58,6 +60,15 @@ typedef struct al_service {
     pthread_cond_t sched_cond;    /* queue or capacity changed */
     pthread_cond_t events_cond;   /* a run got a new event or ended */
     uint64_t event_gen;           /* bumped with every broadcast of events_cond */
+    /* A run's followers wait on their run's bucket only, so one run's output
+     * wakes the followers of about 1/AL_EVENT_BUCKETS of the others, not
+     * every follower of every tenant. wake_gen: al_service_wake_all. */
+#define AL_EVENT_BUCKETS 256
+    struct {
+        uint64_t gen;
+        pthread_cond_t cond;
+    } ev_buckets[AL_EVENT_BUCKETS];
+    uint64_t wake_gen;
     queued_run *queue;
     int queue_len;
     active_run *active;           /* linked list */
@@ -89,15 +100,42 @@ typedef struct al_service {
 
 /* service.c */
 int al_service_run(al_service_config *cfg, al_error *err);
-int al_service_enqueue(al_service *s, const char *run_id, const char *person_id, int cap);
+/* Queue a run. SHARE: hold it to the person's and organisation's share of
+ * the queue (a new run; not one an approver let through, nor one queued
+ * before a restart). -EAGAIN the queue is full, -EDQUOT the person's share
+ * is, -EUSERS the organisation's; MSG (may be NULL) says which. */
+int al_service_enqueue(al_service *s, const char *run_id, const char *person_id, const char *org_id, int cap, bool share,
+                       char *msg, size_t msg_len);
+/* Whether a new run of PERSON_ID in ORG_ID would find room (as above, and
+ * counting PENDING runs of the person that wait for an approval). */
+int al_service_queue_room(al_service *s, const char *person_id, const char *org_id, int pending, char *msg,
+                          size_t msg_len);
 /* 1 when it was queued or running and is now being canceled; 0 if ended. */
 int al_service_cancel(al_service *s, const char *run_id);
 int al_service_person_queued(al_service *s, const char *person_id);
+/* A run recorded as queued that did not get into the queue: it ends
+ * canceled (WHY says why) and its inputs are removed. */
+void al_service_end_unqueued(al_service *s, const char *run_id, const char *why);
+/* Remove the inputs of a run that will not reach a box (canceled, denied,
+ * expired): they are on disk only for a box to stage. */
+void al_service_drop_inputs(al_service *s, const char *run_id);
+/* The credits of ORG_ID that its queued runs (charged when they start, which
+ * is soon) do not hold already; what they hold in *RET_RESERVED. A run that
+ * waits for an approval holds none: it may wait for days, or be denied. */
+int64_t al_credits_unreserved(al_service *s, const char *org_id, int64_t *ret_reserved);
+/* Bytes the inputs of ORG_ID's runs that have not ended hold on disk. */
+int64_t al_runs_pending_input_bytes(al_service *s, const char *org_id);
 int64_t al_service_append_event(al_service *s, const char *run_id, const char *type, json_t *data);
 /* Wait until an event newer than GEN (from al_service_event_gen) or the
  * deadline; returns false on timeout or when the service is stopping. */
 uint64_t al_service_event_gen(al_service *s);
 bool al_service_wait_event(al_service *s, uint64_t gen, const struct timespec *until);
+/* The same for one run's events only (and al_service_wake_all): what every
+ * follower of a run uses. */
+uint64_t al_service_run_event_gen(al_service *s, const char *run_id);
+bool al_service_wait_run_event(al_service *s, const char *run_id, uint64_t gen, const struct timespec *until);
+/* Wake every waiter, whatever it follows (shutdown, a stream taken over). */
+void al_service_wake_all(al_service *s);
 /* Long-held requests of one person: event-stream followers and requests
  * waiting for a run's end. al_service_hold takes one (false: the person
  * holds their maximum of KIND already); al_service_unhold gives it back. */
@@ -270,3 +308,25 @@ int al_run_cancel(al_service *s, const al_principal *p, const char *id);
 int al_http_start(al_service *s, al_http **ret, al_error *err);
 void al_http_stop(al_http *h);
 json_t *al_run_json(al_service *s, json_t *row);
+/* runs.c: a run list's entry, from a row of AL_RUN_SUMMARY_COLUMNS */
+json_t *al_run_summary_json(json_t *row);
+/* What a list selects FROM runs: small fields only; what a run printed is
+ * measured inside the store and never loaded. */
+#define AL_RUN_SUMMARY_COLUMNS                                                                                      \
+    "seq, id, state, language, thread_id, description, network, limits, image, created_at, started_at, "           \
+    "finished_at, error_code, error_message, redactions, price, result IS NOT NULL AS has_result, "                \
+    "json_extract(result, '$.exit_code') AS exit_code, json_extract(result, '$.signal') AS signal, "               \
+    "json_extract(result, '$.reason') AS reason, json_extract(result, '$.stdout_bytes') AS stdout_bytes, "         \
+    "json_extract(result, '$.stderr_bytes') AS stderr_bytes, "                                                      \
+    "json_extract(result, '$.stdout_truncated') AS stdout_truncated, "                                              \
+    "json_extract(result, '$.stderr_truncated') AS stderr_truncated, json_extract(result, '$.wall_ms') AS wall_ms, " \
+    "json_extract(result, '$.cpu_ms') AS cpu_ms, json_extract(result, '$.peak_memory_bytes') AS peak_memory_bytes, " \
+    "CASE WHEN json_valid(previews) THEN json_array_length(previews) ELSE 0 END AS preview_count, "                \
+    "CASE WHEN json_valid(skipped) THEN json_array_length(skipped) ELSE 0 END AS skipped_count, "                  \
+    "(SELECT COUNT(*) FROM artifacts a WHERE a.run_id = runs.id) AS artifact_count, "                              \
+    "EXISTS (SELECT 1 FROM approval_requests q WHERE q.run_id = runs.id) AS has_approval, "                        \
+    "(SELECT decision FROM approval_requests q WHERE q.run_id = runs.id) AS approval_decision, "                   \
+    "(SELECT expires_at FROM approval_requests q WHERE q.run_id = runs.id) AS approval_expires_at, "               \
+    "(SELECT id FROM approval_requests q WHERE q.run_id = runs.id) AS approval_id, "                               \
+    "(SELECT hash FROM approval_requests q WHERE q.run_id = runs.id) AS approval_hash, "                           \
+    "json_extract(inputs, '$.skill.name') AS skill_name, json_extract(inputs, '$.skill.version') AS skill_version"

@@ -346,6 +346,77 @@ int al_store_create_key(al_store *s, const char *person_id, char *ret_key, char 
     return 0;
 }
 
+/* The owner of key KEY_ID (revoked or not) into *RET; -ENOENT when none. */
+static int key_owner(al_store *s, const char *key_id, al_principal *ret, bool *ret_revoked, al_error *err) {
+    json_t *rows = al_store_query(s, err,
+                                  "SELECT p.org_id, p.workspace_id, p.id AS person_id, p.role, k.revoked_at FROM api_keys k "
+                                  "JOIN people p ON p.id = k.person_id WHERE k.id = ?",
+                                  "s", key_id);
+    if (!rows)
+        return -EIO;
+    if (json_array_size(rows) != 1) {
+        json_decref(rows);
+        return al_err(err, "store", ENOENT, "no key %s", key_id);
+    }
+    json_t *r = json_array_get(rows, 0);
+    if (ret) {
+        snprintf(ret->org_id, sizeof ret->org_id, "%s", json_string_value(json_object_get(r, "org_id")));
+        snprintf(ret->workspace_id, sizeof ret->workspace_id, "%s", json_string_value(json_object_get(r, "workspace_id")));
+        snprintf(ret->person_id, sizeof ret->person_id, "%s", json_string_value(json_object_get(r, "person_id")));
+        snprintf(ret->role, sizeof ret->role, "%s", json_string_value(json_object_get(r, "role")));
+    }
+    *ret_revoked = json_is_string(json_object_get(r, "revoked_at"));
+    json_decref(rows);
+    return 0;
+}
+
+int al_store_revoke_key(al_store *s, const char *key_id, al_principal *ret_principal, al_error *err) {
+    al_principal p;
+    bool revoked = false;
+    int r = key_owner(s, key_id, &p, &revoked, err);
+    if (r < 0)
+        return r;
+    char now[40];
+    al_store_now(now, sizeof now);
+    r = al_store_exec(s, err, "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", "ss", now, key_id);
+    if (r == 0)
+        return al_err(err, "store", EALREADY, "key %s was revoked already", key_id);
+    if (r < 0)
+        return r;
+    if (ret_principal)
+        *ret_principal = p;
+    return 0;
+}
+
+int al_store_rotate_key(al_store *s, const char *key_id, char *ret_key, char *ret_id, al_principal *ret_principal,
+                        al_error *err) {
+    al_principal p;
+    bool revoked = false;
+    int r = key_owner(s, key_id, &p, &revoked, err);
+    if (r < 0)
+        return r;
+    if (revoked)
+        return al_err(err, "store", EALREADY, "key %s is revoked: create a new one (key create --person %s)", key_id,
+                      p.person_id);
+    if ((r = al_store_begin(s, err)) < 0)
+        return r;
+    r = al_store_create_key(s, p.person_id, ret_key, ret_id, err);
+    if (r == 0)
+        r = al_store_revoke_key(s, key_id, NULL, err);
+    if (r < 0) {
+        al_store_rollback(s);
+        ret_key[0] = '\0';
+        return r;
+    }
+    if ((r = al_store_commit(s, err)) < 0) {
+        ret_key[0] = '\0';
+        return r;
+    }
+    if (ret_principal)
+        *ret_principal = p;
+    return 0;
+}
+
 int al_store_authenticate(al_store *s, const char *key, al_principal *ret, al_error *err) {
     if (!key || strlen(key) > 128)
         return 0;

@@ -42,5 +42,13 @@ int al_store_create_person(al_store *s, const char *ws_id, const char *name, con
 int al_store_grant_credits(al_store *s, const char *org_id, int64_t amount, al_error *err);
 /* The key is returned once in RET_KEY (at least 64 bytes); only its hash is kept. */
 int al_store_create_key(al_store *s, const char *person_id, char *ret_key, char *ret_id, al_error *err);
+/* Revoke key KEY_ID at once (authentication reads the store on every
+ * request: nothing caches a key). RET_PRINCIPAL (may be NULL) gets its
+ * owner. -ENOENT no such key, -EALREADY revoked already. */
+int al_store_revoke_key(al_store *s, const char *key_id, al_principal *ret_principal, al_error *err);
+/* A new secret for the owner of KEY_ID and the old one revoked, in one
+ * transaction (as al_store_create_key: RET_KEY shown once, RET_ID). */
+int al_store_rotate_key(al_store *s, const char *key_id, char *ret_key, char *ret_id, al_principal *ret_principal,
+                        al_error *err);
 /* 1 and the principal when KEY is valid, 0 when not, -errno on failure. */
 int al_store_authenticate(al_store *s, const char *key, al_principal *ret, al_error *err);

@@ -192,6 +192,34 @@ static void test_dlp(void) {
     free(o);
     free(x);
     CHECK(al_dlp_check_pattern("([", &e) < 0);
+    /* output is bytes: NULs do not end a line, nor hide what follows them */
+    static const char nul[] = "\0AKIAABCDEFGHIJKLMNOP\0tail\xff\n";
+    static const char nul_want[] = "\0[REDACTED:aws_access_key]\0tail\xff\n";
+    c = 0;
+    o = al_dlp_redact(d, nul, sizeof nul - 1, &c, &on);
+    CHECK(o && on == sizeof nul_want - 1 && memcmp(o, nul_want, on) == 0 && c == 1);
+    /* shown as text (U+FFFD for NUL and the byte that is not UTF-8) plus the exact bytes */
+    json_t *obj = json_object();
+    CHECK(al_output_set(obj, "stdout", o, on) == 0);
+    CHECK(strcmp(json_string_value(json_object_get(obj, "stdout")),
+                 "\xef\xbf\xbd[REDACTED:aws_access_key]\xef\xbf\xbdtail\xef\xbf\xbd\n") == 0);
+    size_t gl = 0;
+    char *g = al_output_get(obj, "stdout", &gl);
+    CHECK(g && gl == on && memcmp(g, o, on) == 0);
+    free(g);
+    CHECK(al_output_set(obj, "stdout", "clean \xc3\xa9", 8) == 0 && !json_object_get(obj, "stdout_base64"));
+    json_decref(obj);
+    free(o);
+    al_dlp_free(d);
+    /* bounded cost: a compile bomb is refused, a match past its limit withholds the line */
+    CHECK(al_dlp_check_pattern("(a{1,32767}){1,32767}", &e) < 0);
+    extra = json_pack("[{s:s, s:s}]", "name", "evil", "pattern", "^(a+)+$");
+    CHECK(al_dlp_new(extra, &d, &e) == 0);
+    json_decref(extra);
+    c = 0;
+    o = red(d, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!\nok\n", &c);
+    CHECK(o && strcmp(o, "[REDACTED:evil]\nok\n") == 0 && c == 1);
+    free(o);
     al_dlp_free(d);
 }
 
