@@ -285,6 +285,30 @@ unsigned al_run_replay(al_service *s, const al_principal *p, const al_run_extra 
     return run_answer(s, p, run_id, x, ret_doc);
 }
 
+/* Run RUN_ID of P was recorded (with its Idempotency-Key) but cannot go
+ * on: it ends in error here, with its state and result events (so whoever
+ * follows it sees the end), its inputs go, and its key is forgotten, since
+ * nothing ran and a retry is a new attempt. */
+static void fail_recorded(al_service *s, const al_principal *p, const al_run_extra *ex, const char *run_id,
+                          const char *dir, const char *code, const char *msg) {
+    al_error err = { 0 };
+    char now[40];
+    al_store_now(now, sizeof now);
+    if (al_store_exec(s->store, &err,
+                      "UPDATE runs SET state = 'error', error_code = ?, error_message = ?, finished_at = ? "
+                      "WHERE id = ? AND state IN ('queued', 'pending_approval')",
+                      "ssss", code, msg, now, run_id) > 0) {
+        al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "error"));
+        json_t *row = al_run_load(s, p, run_id);
+        if (row)
+            al_service_append_event(s, run_id, "result", al_run_json(s, row));
+        json_decref(row);
+    }
+    al_rm_rf(dir);
+    if (ex->idem && ex->idem->key[0])
+        al_idem_forget(s->store, p, ex->idem, run_id, &err);
+}
+
 unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const al_run_extra *extra, json_t **ret_doc) {
     al_error err = { 0 };
     static const al_run_extra none = { 0 };
@@ -681,21 +705,19 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     if (n >= 0)
         n = al_store_exec(s->store, &err,
                           "INSERT INTO runs (id, org_id, workspace_id, person_id, thread_id, language, code, description, "
-                          "network, limits, inputs, state, created_at, price, image) "
-                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                          "ssssSssssssssiS", run_id, p->org_id, p->workspace_id, p->person_id, json_string_value(thread),
+                          "network, limits, inputs, state, created_at, price, image, input_bytes) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          "ssssSssssssssiSi", run_id, p->org_id, p->workspace_id, p->person_id, json_string_value(thread),
                           language, json_string_value(code), desc && json_is_string(desc) ? json_string_value(desc) : "",
                           net_spec,
                           limits_text, inputs_text, needs_approval ? "pending_approval" : "queued", now, price,
-                          image_ref[0] ? image_ref : NULL);
+                          image_ref[0] ? image_ref : NULL, (int64_t)input_bytes);
     if (n >= 0)
         n = al_store_commit(s->store, &err);
     else if (began)
         al_store_rollback(s->store);
     free(limits_text);
     free(inputs_text);
-    if (n >= 0 && input_bytes > 0)
-        n = al_store_exec(s->store, &err, "UPDATE runs SET input_bytes = ? WHERE id = ?", "is", input_bytes, run_id);
     if (n < 0) {
         al_rm_rf(dir);
         if (taken == -EEXIST) {
@@ -714,12 +736,8 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         /* the card binds everything the box will hold, read back as stored */
         manifest = run_row ? al_approval_manifest(s, run_row, &err) : NULL;
         if (!manifest) {
-            al_store_exec(s->store, &err,
-                          "UPDATE runs SET state = 'error', error_code = 'inputs', error_message = ?, finished_at = ? "
-                          "WHERE id = ?",
-                          "sss", "its inputs could not be read back for the approval card", now, run_id);
+            fail_recorded(s, p, ex, run_id, dir, "inputs", "its inputs could not be read back for the approval card");
             json_decref(run_row);
-            al_rm_rf(dir);
             ret = run_error(ret_doc, 500, "internal", "cannot read back the run's inputs for its approval card: %s", err.msg);
             goto out;
         }
@@ -729,11 +747,9 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
                             json_pack("{s:s, s:s, s:s, s:s}", "tool", tool, "language", language, "approval",
                                       needs_approval ? "required" : "not required", "via", ex->via ? ex->via : "rest")) < 0) {
         /* a run the trail cannot show does not start (the log says why) */
-        al_store_exec(s->store, &err, "UPDATE runs SET state = 'error', error_code = 'audit_failed', error_message = "
-                      "'its audit event could not be written', finished_at = ? WHERE id = ?", "ss", now, run_id);
+        fail_recorded(s, p, ex, run_id, dir, "audit_failed", "its audit event could not be written");
         json_decref(manifest);
         json_decref(run_row);
-        al_rm_rf(dir);
         ret = run_error(ret_doc, 500, "audit_failed", "the run's audit event could not be written: it was not started");
         goto out;
     }
@@ -761,14 +777,10 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         free(card_text);
         if (ins < 0) {
             /* a run waiting for a card no one can see would wait forever */
-            al_store_exec(s->store, &err,
-                          "UPDATE runs SET state = 'error', error_code = 'approval', error_message = ?, finished_at = ? "
-                          "WHERE id = ?",
-                          "sss", "its approval card could not be recorded", now, run_id);
+            fail_recorded(s, p, ex, run_id, dir, "approval", "its approval card could not be recorded");
             json_decref(card);
             json_decref(manifest);
             json_decref(run_row);
-            al_rm_rf(dir);
             ret = run_error(ret_doc, 500, "internal", "cannot record the approval card: %s", err.msg);
             goto out;
         }

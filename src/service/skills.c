@@ -565,10 +565,12 @@ static unsigned upload_locked(al_service *s, const al_principal *p, const char *
                           json_string_value(json_object_get(m, "version")), digest, mtext ? mtext : "{}", p->person_id, now,
                           (int64_t)bytes);
     int inserted = n;
+    char keyed_id[40] = "";
     if (n >= 0 && idem && idem->key[0]) {
         json_t *row = al_store_query(s->store, &err, "SELECT id FROM skills WHERE workspace_id = ? AND name = ? AND digest = ?",
                                      "sss", p->workspace_id, name, digest);
         const char *sid = json_string_value(json_object_get(json_array_get(row, 0), "id"));
+        snprintf(keyed_id, sizeof keyed_id, "%s", sid ? sid : "");
         n = taken = sid ? al_idem_record(s->store, p, idem, "skill", sid, &err) : -EIO;
         json_decref(row);
     }
@@ -584,8 +586,13 @@ static unsigned upload_locked(al_service *s, const al_principal *p, const char *
         return st ? st : fail(ret, 500, "internal", err.msg);
     }
     n = inserted;
-    if (!audited(s, p, "skill.uploaded", json_pack("{s:s, s:s, s:b}", "skill", name, "digest", digest, "new", n > 0), ret))
+    if (!audited(s, p, "skill.uploaded", json_pack("{s:s, s:s, s:b}", "skill", name, "digest", digest, "new", n > 0), ret)) {
+        /* failed loudly: a retry with the key must try (and audit) again,
+         * not be answered as done */
+        if (keyed_id[0])
+            al_idem_forget(s->store, p, idem, keyed_id, &err);
         return 500;
+    }
     json_t *rows = al_store_query(s->store, &err, "SELECT * FROM skills WHERE workspace_id = ? AND name = ? AND digest = ?",
                                   "sss", p->workspace_id, name, digest);
     json_t *doc = rows && json_array_size(rows) ? row_json(json_array_get(rows, 0)) : NULL;

@@ -19,7 +19,7 @@ import uuid
 import pytest
 
 from service_util import (GOV_TERMINAL, TERMINAL, b64, gov_tenant, new_role_person, put_settings, service,  # noqa: F401
-                          services)
+                          services, set_price)
 
 
 def exact(obj, key):
@@ -393,7 +393,8 @@ def test_runs_that_could_never_be_paid_are_refused_402(service):
     spoken for: a run the rest cannot pay for is 402 at creation (naming what
     the waiting runs hold), not a queued run holding a place until it fails."""
     t = gov_tenant(service, "unpaid")
-    put_settings(t.client, price_per_run=300, concurrency=1)
+    set_price(service, t.workspace, 300)
+    put_settings(t.client, concurrency=1)
     blocker = block(t.client)
     assert t.client.ok("GET", "/v1/usage")["balance"] == 700
     b = t.client.run("print('b')", wait=False)

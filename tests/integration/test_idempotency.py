@@ -401,9 +401,12 @@ def test_a_run_whose_approval_request_was_never_recorded_does_not_wait_forever(s
     sql(svc, "DROP TRIGGER no_approval")
     runs = t.client.ok("GET", "/v1/runs")["runs"]
     assert len(runs) == 1 and runs[0]["state"] == "error", runs
-    # its retry is that run, ended
+    # the ended run says so to whoever follows it
+    evs = t.client.ok("GET", f"/v1/runs/{runs[0]['id']}")
+    assert evs["state"] == "error" and evs["error"]["code"] == "approval", evs
+    # nothing ran: its retry with the key is a new attempt, which now succeeds
     status, _, again = post(t.client, body, k)
-    assert status in (200, 201) and again["id"] == runs[0]["id"] and again["state"] == "error", again
+    assert status == 201 and again["id"] != runs[0]["id"] and again["state"] == "pending_approval", again
     # what a crash between the run's row and its card leaves: a pending run
     # with no approval request, which the restart ends as lost
     k2 = key()
@@ -469,3 +472,24 @@ def test_inputs_stored_for_a_run_never_recorded_are_removed_at_start(services):
     assert not orphan.exists(), sorted(p.name for p in runs_dir.iterdir())
     assert (runs_dir / kept["id"] / "in" / "data.txt").read_bytes() == b"kept for its run"
     assert t.client.get_run(kept["id"])["state"] == "pending_approval"
+
+
+def test_an_upload_whose_audit_failed_is_tried_again_by_its_retry(services):
+    """A skill upload whose audit event could not be written answers 500
+    audit_failed; its retry with the same key is a new attempt (and writes the
+    event), not an answer of "done" that would leave the upload unaudited."""
+    from conftest import ROOT
+    svc = services.start("skills-audit", {"skills_dir": str(ROOT / "skills")})
+    t = gov_tenant(svc, "idemu")
+    name = f"idem-{time.monotonic_ns() % 10**9}"
+    bundle = hello_bundle(name=name)
+    hdr = {"Content-Type": "application/gzip", "Idempotency-Key": key()}
+    sql(svc, "CREATE TRIGGER no_audit BEFORE INSERT ON audit_events WHEN NEW.kind = 'skill.uploaded' "
+             "BEGIN SELECT RAISE(ABORT, 'injected'); END")
+    status, _, doc = t.client.request("POST", "/v1/skills", body=bundle, headers=hdr)
+    assert_error(status, doc, "audit_failed", 500)
+    sql(svc, "DROP TRIGGER no_audit")
+    status, h, up = t.client.request("POST", "/v1/skills", body=bundle, headers=hdr)
+    assert status in (200, 201) and h.get("idempotent-replayed") != "true", (status, h, up)
+    evs = [e for e in audit_events(t.client) if e["kind"] == "skill.uploaded"]
+    assert [e["data"]["skill"] for e in evs] == [name], evs
