@@ -246,30 +246,6 @@ int64_t al_service_append_event(al_service *s, const char *run_id, const char *t
     return r;
 }
 
-uint64_t al_service_event_gen(al_service *s) {
-    pthread_mutex_lock(&s->mu);
-    uint64_t g = s->event_gen;
-    pthread_mutex_unlock(&s->mu);
-    return g;
-}
-
-/* Read the generation before looking at the store, wait here after: an
- * event appended in between bumps it, so no wakeup is ever missed. */
-bool al_service_wait_event(al_service *s, uint64_t gen, const struct timespec *until) {
-    bool got = true;
-    pthread_mutex_lock(&s->mu);
-    while (s->event_gen == gen && !s->stopping) {
-        if (pthread_cond_timedwait(&s->events_cond, &s->mu, until) == ETIMEDOUT) {
-            got = s->event_gen != gen;
-            break;
-        }
-    }
-    if (s->stopping)
-        got = false;
-    pthread_mutex_unlock(&s->mu);
-    return got;
-}
-
 static void state_event(al_service *s, const char *run_id, const char *state) {
     al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", state));
 }

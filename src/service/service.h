@@ -126,12 +126,9 @@ int64_t al_credits_unreserved(al_service *s, const char *org_id, int64_t *ret_re
 /* Bytes the inputs of ORG_ID's runs that have not ended hold on disk. */
 int64_t al_runs_pending_input_bytes(al_service *s, const char *org_id);
 int64_t al_service_append_event(al_service *s, const char *run_id, const char *type, json_t *data);
-/* Wait until an event newer than GEN (from al_service_event_gen) or the
- * deadline; returns false on timeout or when the service is stopping. */
-uint64_t al_service_event_gen(al_service *s);
-bool al_service_wait_event(al_service *s, uint64_t gen, const struct timespec *until);
-/* The same for one run's events only (and al_service_wake_all): what every
- * follower of a run uses. */
+/* Wait until an event of RUN_ID newer than GEN (from
+ * al_service_run_event_gen) or the deadline; false on timeout or when the
+ * service is stopping. What every follower of a run uses. */
 uint64_t al_service_run_event_gen(al_service *s, const char *run_id);
 bool al_service_wait_run_event(al_service *s, const char *run_id, uint64_t gen, const struct timespec *until);
 /* Wake every waiter, whatever it follows (shutdown, a stream taken over). */
