@@ -1,4 +1,5 @@
 #include "collect.h"
+#include "../util/hash.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -71,31 +72,6 @@ static int add_artifact(al_box_result *res, const char *rel, uint64_t size, cons
     return 0;
 }
 
-/* Length of the valid UTF-8 sequence at S (1-4), or 0 when invalid, and
- * its code point. */
-static size_t utf8_seq(const unsigned char *s, size_t n, uint32_t *ret_cp) {
-    size_t len;
-    uint32_t cp;
-    if (s[0] < 0x80) { *ret_cp = s[0]; return 1; }
-    if ((s[0] & 0xe0) == 0xc0) { len = 2; cp = s[0] & 0x1f; }
-    else if ((s[0] & 0xf0) == 0xe0) { len = 3; cp = s[0] & 0x0f; }
-    else if ((s[0] & 0xf8) == 0xf0) { len = 4; cp = s[0] & 0x07; }
-    else return 0;
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    /* overlong forms, surrogates, beyond U+10FFFF */
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-        return 0;
-    *ret_cp = cp;
-    return len;
-}
-
 /* C0 and C1 controls, DEL, and the bidirectional embeddings, overrides and
  * isolates: none belongs in a file name, and each can make a name read as
  * another in a log, a terminal or a listing. */
@@ -114,7 +90,7 @@ const char *al_collect_name_problem(const char *name) {
     const char *why = NULL;
     for (size_t i = 0; i < n;) {
         uint32_t cp = 0;
-        size_t k = utf8_seq(u + i, n - i, &cp);
+        size_t k = al_utf8_decode(u + i, n - i, &cp);
         if (k == 0)
             return "name is not valid UTF-8 (shown escaped; not collected)";
         if (control_cp(cp))
@@ -136,7 +112,7 @@ char *al_collect_name_escape(const char *name) {
     size_t o = 0;
     for (size_t i = 0; i < n;) {
         uint32_t cp = 0;
-        size_t k = utf8_seq(u + i, n - i, &cp);
+        size_t k = al_utf8_decode(u + i, n - i, &cp);
         if (k == 0 || control_cp(cp)) {
             size_t m = k ? k : 1;
             for (size_t j = 0; j < m; j++)
@@ -224,16 +200,13 @@ static int copy_one(int src_dir, int dst_dir, const char *name, const char *rel,
             break;
         }
     }
-    uint8_t dig[SHA256_DIGEST_SIZE];
-    sha256_digest(&md, sizeof dig, dig);
+    char hex[65];
+    al_sha256_finish_hex(&md, hex);
     if (fail) {
         if (out >= 0)
             unlinkat(dst_dir, name, 0);
         return add_skip(res, rel, fail);
     }
-    char hex[65];
-    for (unsigned i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", dig[i]);
     *total += got;
     int r = add_artifact(res, rel, got, hex);
     return r < 0 ? r : 1;

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "../box/collect.h"
+#include "../util/hash.h"
 #include "../image/image.h"
 #include "cli.h"
 
@@ -90,10 +91,7 @@ static void recipe_hash(const char *recipe, char out[65]) {
         free(names[i]);
     }
     free(names);
-    uint8_t d[SHA256_DIGEST_SIZE];
-    sha256_digest(&c, sizeof d, d);
-    for (int i = 0; i < 32; i++)
-        snprintf(out + 2 * i, 3, "%02x", d[i]);
+    al_sha256_finish_hex(&c, out);
 }
 
 /* What the tree says it holds (usr/share/airlock/manifest.json), read

@@ -1,4 +1,5 @@
 #include "image.h"
+#include "../util/hash.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -13,11 +14,6 @@ typedef struct line {
     char *path;                   /* raw bytes, for sorting */
     char *text;
 } line;
-
-static void hex(const uint8_t *d, size_t n, char *out) {
-    for (size_t i = 0; i < n; i++)
-        snprintf(out + 2 * i, 3, "%02x", d[i]);
-}
 
 /* Paths and link targets as text that cannot break a line or a field. */
 static char *escape(const char *s) {
@@ -45,23 +41,7 @@ static int hash_file(int dirfd, const char *name, char out[65]) {
         return -errno;
     if (!S_ISREG(st.st_mode))
         return -EINVAL;
-    struct sha256_ctx c;
-    sha256_init(&c);
-    uint8_t buf[1 << 16];
-    for (;;) {
-        ssize_t n = read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            break;
-        sha256_update(&c, (size_t)n, buf);
-    }
-    uint8_t d[SHA256_DIGEST_SIZE];
-    sha256_digest(&c, sizeof d, d);
-    hex(d, sizeof d, out);
-    return 0;
+    return al_sha256_fd(fd, out, NULL);
 }
 
 static int by_path(const void *a, const void *b) {
@@ -198,12 +178,7 @@ int al_image_manifest(int rootfd, char **ret_text, size_t *ret_len, char ret_dig
             o += l;
         }
         text[len] = '\0';
-        struct sha256_ctx c;
-        uint8_t d[SHA256_DIGEST_SIZE];
-        sha256_init(&c);
-        sha256_update(&c, len, (const uint8_t *)text);
-        sha256_digest(&c, sizeof d, d);
-        hex(d, sizeof d, ret_digest);
+        al_sha256_hex(text, len, ret_digest);
         *ret_text = text;
         *ret_len = len;
     }
@@ -346,21 +321,12 @@ static int read_store(const char *path, size_t max, char **ret, size_t *ret_len)
     return 0;
 }
 
-static bool is_hex64(const char *s) {
-    if (strlen(s) != 64)
-        return false;
-    for (const char *c = s; *c; c++)
-        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
-            return false;
-    return true;
-}
-
 int al_image_resolve(const char *images_dir, const char *name, char *ret_dir, size_t len, char ret_digest[65],
                      al_error *err) {
     char digest[80] = "";
     if (strncmp(name, "sha256:", 7) == 0)
         snprintf(digest, sizeof digest, "%s", name + 7);
-    else if (is_hex64(name))
+    else if (al_is_sha256_hex(name))
         snprintf(digest, sizeof digest, "%s", name);
     else {
         /* an alias: one plain name, never a path */
@@ -374,7 +340,7 @@ int al_image_resolve(const char *images_dir, const char *name, char *ret_dir, si
         t[strcspn(t, "\n")] = '\0';
         snprintf(digest, sizeof digest, "%s", strncmp(t, "sha256:", 7) == 0 ? t + 7 : t);
     }
-    if (!is_hex64(digest))
+    if (!al_is_sha256_hex(digest))
         return al_err(err, "image", EINVAL, "bad image digest \"%s\"", name);
     snprintf(ret_dir, len, "%s/sha256-%s", images_dir, digest);
     char rootfs[4300];
@@ -388,7 +354,7 @@ int al_image_resolve(const char *images_dir, const char *name, char *ret_dir, si
 int al_image_alias(const char *images_dir, const char *alias, const char *digest, al_error *err) {
     char p[4200], tmp[4300], text[80];
     /* the names al_image_resolve accepts: one plain name, never a path */
-    if (!*alias || strchr(alias, '/') || alias[0] == '.' || strlen(alias) > 64 || is_hex64(alias) ||
+    if (!*alias || strchr(alias, '/') || alias[0] == '.' || strlen(alias) > 64 || al_is_sha256_hex(alias) ||
         strncmp(alias, "sha256:", 7) == 0)
         return al_err(err, "image", EINVAL, "bad alias \"%.80s\": one name of at most 64 characters, no '/', not starting with '.'", alias);
     snprintf(p, sizeof p, "%s/aliases", images_dir);

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "../box/collect.h"
+#include "../util/hash.h"
 #include "image.h"
 
 #define MAX_ENTRIES 500000
@@ -271,11 +272,8 @@ static int check_digest(struct sha256_ctx *h, const char *name, al_error *err) {
     const char *want = named_digest(name);
     if (!want)
         return 0;
-    uint8_t d[SHA256_DIGEST_SIZE];
     char got[65];
-    sha256_digest(h, sizeof d, d);
-    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
-        snprintf(got + 2 * i, 3, "%02x", d[i]);
+    al_sha256_finish_hex(h, got);
     if (strcmp(got, want) != 0)
         return al_err(err, "import", EINVAL, "%.200s in the tarball does not hold what its name says (its content is sha256:%s)", name, got);
     return 0;
@@ -501,18 +499,9 @@ static int outer_json(outer *o, const char *name, json_t **ret, al_error *err) {
     return 0;
 }
 
-static bool is_hex64(const char *s) {
-    if (!s || strlen(s) != 64)
-        return false;
-    for (const char *c = s; *c; c++)
-        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
-            return false;
-    return true;
-}
-
 /* "sha256:<hex>" -> "blobs/sha256/<hex>", or NULL */
 static json_t *blob_path(const char *digest) {
-    if (!digest || strncmp(digest, "sha256:", 7) != 0 || !is_hex64(digest + 7))
+    if (!digest || strncmp(digest, "sha256:", 7) != 0 || !al_is_sha256_hex(digest + 7))
         return NULL;
     return json_sprintf("blobs/sha256/%s", digest + 7);
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../box/box.h"
+#include "../util/hash.h"
 #include "../box/collect.h"
 #include "service.h"
 
@@ -384,10 +385,7 @@ static int hash_fd(int fd, uint64_t max, char hex[65], uint64_t *ret_size, char 
             memcpy(data + got, buf, (size_t)n);
         got += (uint64_t)n;
     }
-    uint8_t dig[SHA256_DIGEST_SIZE];
-    sha256_digest(&md, sizeof dig, dig);
-    for (unsigned i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", dig[i]);
+    al_sha256_finish_hex(&md, hex);
     *ret_size = got;
     if (ret_data)
         *ret_data = TAKE_PTR(data);

@@ -1,4 +1,5 @@
 #include "audit.h"
+#include "../util/hash.h"
 
 #include <nettle/sha2.h>
 #include <string.h>
@@ -7,14 +8,11 @@
 
 static void hex_sha256(const char *a, const char *b, char out[65]) {
     struct sha256_ctx c;
-    uint8_t d[SHA256_DIGEST_SIZE];
     sha256_init(&c);
     sha256_update(&c, strlen(a), (const uint8_t *)a);
     sha256_update(&c, 1, (const uint8_t *)"\n");
     sha256_update(&c, strlen(b), (const uint8_t *)b);
-    sha256_digest(&c, sizeof d, d);
-    for (int i = 0; i < 32; i++)
-        snprintf(out + 2 * i, 3, "%02x", d[i]);
+    al_sha256_finish_hex(&c, out);
 }
 
 /* The hashed form of an event: canonical JSON (sorted keys, compact) of

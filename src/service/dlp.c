@@ -457,32 +457,6 @@ char *al_dlp_stream_flush(al_dlp_stream *st, size_t *ret_len) {
 
 /* ---------------------------------------------------------------- output */
 
-/* Length of the valid UTF-8 sequence at S (1-4), or 0 when invalid or NUL. */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-    if (s[0] == 0)
-        return 0;
-    if (s[0] < 0x80)
-        return 1;
-    size_t len;
-    uint32_t cp;
-    if ((s[0] & 0xe0) == 0xc0) { len = 2; cp = s[0] & 0x1f; }
-    else if ((s[0] & 0xf0) == 0xe0) { len = 3; cp = s[0] & 0x0f; }
-    else if ((s[0] & 0xf8) == 0xf0) { len = 4; cp = s[0] & 0x07; }
-    else return 0;
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    /* overlong forms, surrogates, beyond U+10FFFF */
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-        return 0;
-    return len;
-}
-
 int al_output_set(json_t *obj, const char *key, const char *bytes, size_t len) {
     const unsigned char *u = (const unsigned char *)bytes;
     if (len > SIZE_MAX / 3 - 1)
@@ -494,7 +468,7 @@ int al_output_set(json_t *obj, const char *key, const char *bytes, size_t len) {
     size_t o = 0;
     bool exact = true;
     for (size_t i = 0; i < len;) {
-        size_t k = utf8_seq(u + i, len - i);
+        size_t k = u[i] ? al_utf8_seq(u + i, len - i) : 0; /* NUL is not text here */
         if (k == 0) {
             memcpy(text + o, "\xef\xbf\xbd", 3);
             o += 3;

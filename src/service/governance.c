@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "audit.h"
+#include "../util/hash.h"
 #include "dlp.h"
 #include "service.h"
 
@@ -527,34 +528,6 @@ int64_t al_credits_balance(al_service *s, const char *org_id) {
 
 #define INPUT_FILES_MAX 1024
 
-static void hex_of(const uint8_t *d, size_t n, char *out) {
-    for (size_t i = 0; i < n; i++)
-        snprintf(out + 2 * i, 3, "%02x", d[i]);
-}
-
-/* The size and sha256 of what FD holds, read to its end. */
-static int sha256_fd(int fd, uint64_t *ret_size, char out[65]) {
-    struct sha256_ctx h;
-    uint8_t buf[65536], d[SHA256_DIGEST_SIZE];
-    uint64_t total = 0;
-    sha256_init(&h);
-    for (;;) {
-        ssize_t n = read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            break;
-        sha256_update(&h, (size_t)n, buf);
-        total += (uint64_t)n;
-    }
-    sha256_digest(&h, sizeof d, d);
-    hex_of(d, sizeof d, out);
-    *ret_size = total;
-    return 0;
-}
-
 static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* The names in the run's stored input directory (runs/ID/in), sorted: the
@@ -654,7 +627,7 @@ json_t *al_approval_manifest(al_service *s, json_t *run, al_error *err) {
         int fd = open_input(dfd, names[i], err);
         uint64_t size = 0;
         char hex[65];
-        r = fd < 0 ? fd : sha256_fd(fd, &size, hex);
+        r = fd < 0 ? fd : al_sha256_fd(fd, hex, &size);
         if (fd >= 0)
             close(fd);
         if (r == 0)
@@ -682,7 +655,7 @@ json_t *al_approval_manifest(al_service *s, json_t *run, al_error *err) {
             char hex[65];
             if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
                 r = al_err(err, "inputs", EINVAL, "the run's stdin is not a regular file");
-            else if ((r = sha256_fd(fd, &size, hex)) < 0)
+            else if ((r = al_sha256_fd(fd, hex, &size)) < 0)
                 al_err(err, "inputs", -r, "read the run's stdin: %s", strerror(-r));
             else
                 json_object_set_new(m, "stdin", json_pack("{s:I, s:s}", "size", (json_int_t)size, "sha256", hex));
@@ -740,17 +713,12 @@ void al_approval_hash(json_t *run, json_t *manifest, char out[65]) {
                           "inputs", manifest ? manifest : json_null());
     char *t = c ? json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(c);
-    struct sha256_ctx h;
-    uint8_t d[SHA256_DIGEST_SIZE];
-    sha256_init(&h);
     /* a failure hashes to a value no card holds */
     if (t)
-        sha256_update(&h, strlen(t), (const uint8_t *)t);
+        al_sha256_hex(t, strlen(t), out);
     else
-        sha256_update(&h, 9, (const uint8_t *)"\0unbound\0");
-    sha256_digest(&h, sizeof d, d);
+        al_sha256_hex("\0unbound\0", 9, out);
     free(t);
-    hex_of(d, sizeof d, out);
 }
 
 int al_approval_verify_documents(al_service *s, json_t *manifest, al_error *err) {
@@ -768,7 +736,7 @@ int al_approval_verify_documents(al_service *s, json_t *manifest, al_error *err)
         al_blob_path(s, want, blob, sizeof blob);
         int fd = open(blob, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         struct stat st;
-        int r = fd < 0 ? -errno : fstat(fd, &st) < 0 ? -errno : !S_ISREG(st.st_mode) ? -EINVAL : sha256_fd(fd, &size, got);
+        int r = fd < 0 ? -errno : fstat(fd, &st) < 0 ? -errno : !S_ISREG(st.st_mode) ? -EINVAL : al_sha256_fd(fd, got, &size);
         if (fd >= 0)
             close(fd);
         if (r < 0)

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 
 #include "../box/box.h"
+#include "../util/hash.h"
 #include "../image/image.h"
 #include "audit.h"
 #include "dlp.h"
@@ -673,16 +674,6 @@ typedef struct runner_arg {
     active_run *a;
 } runner_arg;
 
-static void sha256_hex(const char *t, size_t n, char out[65]) {
-    struct sha256_ctx c;
-    uint8_t d[SHA256_DIGEST_SIZE];
-    sha256_init(&c);
-    sha256_update(&c, n, (const uint8_t *)t);
-    sha256_digest(&c, sizeof d, d);
-    for (int i = 0; i < 32; i++)
-        snprintf(out + 2 * i, 3, "%02x", d[i]);
-}
-
 /* The result's output as the agent will see it: redacted, and the count.
  * Output is bytes (NULs, bytes that are not UTF-8): redacted as bytes, and
  * shown as al_output_set does. */
@@ -788,7 +779,7 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
      * finds the record */
     const char *code = json_string_value(json_object_get(run, "code"));
     char input_hash[65];
-    sha256_hex(code ? code : "", code ? strlen(code) : 0, input_hash);
+    al_sha256_hex(code ? code : "", code ? strlen(code) : 0, input_hash);
     char preview[513] = "";
     if (result) {
         const char *o = json_string_value(json_object_get(result, "stdout"));

@@ -196,11 +196,13 @@ void al_rm_tree(int dirfd, const char *name) {
     unlinkat(dirfd, name, AT_REMOVEDIR);
 }
 
-size_t al_utf8_seq(const unsigned char *s, size_t n) {
+size_t al_utf8_decode(const unsigned char *s, size_t n, uint32_t *ret_cp) {
     if (n == 0)
         return 0;
-    if (s[0] < 0x80)
+    if (s[0] < 0x80) {
+        *ret_cp = s[0];
         return 1;
+    }
     size_t len;
     uint32_t cp;
     if ((s[0] & 0xe0) == 0xc0) {
@@ -222,10 +224,17 @@ size_t al_utf8_seq(const unsigned char *s, size_t n) {
             return 0;
         cp = (cp << 6) | (s[i] & 0x3f);
     }
+    /* overlong forms, surrogates, beyond U+10FFFF */
     if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
         (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
         return 0;
+    *ret_cp = cp;
     return len;
+}
+
+size_t al_utf8_seq(const unsigned char *s, size_t n) {
+    uint32_t cp;
+    return al_utf8_decode(s, n, &cp);
 }
 
 size_t al_utf8_cut(const char *s, size_t len, size_t max) {

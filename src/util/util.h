@@ -87,6 +87,8 @@ void al_rm_tree(int dirfd, const char *name);
  * there is none: jansson's rules (no overlong forms, no surrogates, nothing
  * past U+10FFFF). */
 size_t al_utf8_seq(const unsigned char *s, size_t n);
+/* The same, and the code point it encodes in *RET_CP. */
+size_t al_utf8_decode(const unsigned char *s, size_t n, uint32_t *ret_cp);
 /* Where to cut S (LEN bytes) to keep at most MAX bytes without ending inside
  * a character: MAX backed off over the continuation bytes at the cut. */
 size_t al_utf8_cut(const char *s, size_t len, size_t max);
