@@ -1411,6 +1411,22 @@ void al_service_expire_approvals(al_service *s) {
 
 /* -------------------------------------------------------------- recovery */
 
+/* A run the service lost ended in error (its row says so already): its
+ * result event, its tool.call audit, and its inputs gone. */
+static void lost_said(al_service *s, const char *id) {
+    al_error err = { 0 };
+    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", id);
+    if (rows && json_array_size(rows)) {
+        al_service_append_event(s, id, "result", al_run_json(s, json_array_get(rows, 0)));
+        al_governance_audit(s, json_array_get(rows, 0), "tool.call", NULL,
+                json_pack("{s:s, s:s, s:s}", "invocation_id", id, "state", "error", "error", "lost"));
+    }
+    json_decref(rows);
+    char dir[PATH_MAX + 64];
+    snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, id);
+    al_rm_rf(dir);
+}
+
 static void recover(al_service *s) {
     al_error err = { 0 };
     char now[40];
@@ -1427,16 +1443,7 @@ static void recover(al_service *s) {
         state_event(s, id, "error");
         al_credits_refund(s, id, &err); /* airlock's own failure: not charged */
         al_service_log(s, "run.lost", json_pack("{s:s}", "run_id", id));
-        json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", id);
-        if (rows && json_array_size(rows)) {
-            al_service_append_event(s, id, "result", al_run_json(s, json_array_get(rows, 0)));
-            al_governance_audit(s, json_array_get(rows, 0), "tool.call", NULL,
-                                json_pack("{s:s, s:s, s:s}", "invocation_id", id, "state", "error", "error", "lost"));
-        }
-        json_decref(rows);
-        char dir[PATH_MAX + 64];
-        snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, id);
-        al_rm_rf(dir);
+        lost_said(s, id);
     }
     json_decref(lost);
     /* A run waits for an approval only with its request recorded: one the
@@ -1454,16 +1461,7 @@ static void recover(al_service *s) {
             continue;
         state_event(s, id, "error");
         al_service_log(s, "run.lost", json_pack("{s:s, s:s}", "run_id", id, "why", "no approval request"));
-        json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", id);
-        if (rows && json_array_size(rows)) {
-            al_service_append_event(s, id, "result", al_run_json(s, json_array_get(rows, 0)));
-            al_governance_audit(s, json_array_get(rows, 0), "tool.call", NULL,
-                                json_pack("{s:s, s:s, s:s}", "invocation_id", id, "state", "error", "error", "lost"));
-        }
-        json_decref(rows);
-        char dir[PATH_MAX + 64];
-        snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, id);
-        al_rm_rf(dir);
+        lost_said(s, id);
     }
     json_decref(orphans);
     /* A run that ended in error is refunded after its end is written: one
