@@ -777,9 +777,15 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
     al_store_now(now, sizeof now);
     /* recorded before the run is seen to end, so whoever sees the end
      * finds the record */
-    const char *code = json_string_value(json_object_get(run, "code"));
-    char input_hash[65];
-    al_sha256_hex(code ? code : "", code ? strlen(code) : 0, input_hash);
+    /* what ran: the code and every input, hashed as an approval binds
+     * them (the same value as the card's hash where there was one); null
+     * when the inputs cannot be read back, never the code's alone */
+    char input_hash[65] = "";
+    al_error merr = { 0 };
+    json_t *manifest = al_approval_manifest(s, run, &merr);
+    if (manifest)
+        al_approval_hash(run, manifest, input_hash);
+    json_decref(manifest);
     char preview[513] = "";
     if (result) {
         const char *o = json_string_value(json_object_get(result, "stdout"));
@@ -803,10 +809,10 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
                         json_integer_value(json_object_get(ev, "bytes_down"));
     }
     al_governance_audit(s, run, "tool.call", NULL,
-                        json_pack("{s:s, s:s, s:s, s:s, s:O, s:s, s:s, s:I, s:O, s:s, s:{s:I, s:I, s:I}, s:s, s:i}",
+                        json_pack("{s:s, s:s, s:s, s:s?, s:O, s:s, s:s, s:I, s:O, s:s, s:{s:I, s:I, s:I}, s:s, s:i}",
                                   "tool", skill ? "run_skill_script" : "code_execution", "via",
                                   json_string_value(json_object_get(ins, "via")) ?: "rest", "invocation_id", run_id,
-                                  "input_sha256", input_hash,
+                                  "input_sha256", input_hash[0] ? input_hash : NULL,
                                   "exit_code", exit_code ? exit_code : json_null(), "output_preview", preview,
                                   "language", json_string_value(json_object_get(run, "language")), "duration_ms",
                                   (json_int_t)duration_ms, "network", json_object_get(run, "network"),

@@ -459,3 +459,24 @@ def test_every_surface_binds_the_same_inputs(service):
     th.join(60)
     status, _, doc = out["piston"]
     assert status == 200 and doc["airlock_state"] == "denied" and doc["run"]["stdout"] == "", out["piston"]
+
+
+def test_the_audit_trail_names_what_ran_not_only_the_code(service, ws):
+    """The tool.call event's input_sha256 covers the code and every input, as
+    the card's hash does: two runs of the same code with another json.py are
+    told apart in the trail, and an approved run's event carries its card's
+    hash. (It was the code's sha256 alone.)"""
+    plain = gov_tenant(service, "mauditin")
+    a = plain.client.run(USES_JSON)
+    b = plain.client.run(USES_JSON, files=[{"name": "json.py", "content_base64": b64(SHADOW)}])
+    # the ingredient: the same code, and what ran differed
+    assert a["result"]["stdout"] != b["result"]["stdout"], (a["result"], b["result"])
+    calls = {e["run_id"]: e for e in audit_events(plain.client) if e["kind"] == "tool.call"}
+    ha, hb = calls[a["id"]]["data"]["input_sha256"], calls[b["id"]]["data"]["input_sha256"]
+    assert ha and hb and ha != hb, (ha, hb)
+    assert sha(USES_JSON.encode()) not in (ha, hb)
+    run = pending(ws.member, USES_JSON, files=[{"name": "json.py", "content_base64": b64(SHADOW)}])
+    ws.approver.ok("POST", f"/v1/runs/{run['id']}/approve", json={"hash": run["approval"]["hash"]})
+    ws.member.wait_state(run["id"], GOV_TERMINAL)
+    ev = [e for e in audit_events(ws.client) if e["kind"] == "tool.call" and e["run_id"] == run["id"]]
+    assert [e["data"]["input_sha256"] for e in ev] == [run["approval"]["hash"]], ev
