@@ -594,7 +594,7 @@ static enum MHD_Result decide(al_service *s, struct MHD_Connection *c, const al_
     if (r == -EEXIST || r == -ESTALE)
         return reply_error(c, 409, "conflict", "%s", err.msg);
     if (r < 0)
-        return reply_error(c, 500, "internal", "%s", err.msg);
+        return reply_error(c, 500, strcmp(err.step, "audit") == 0 ? "audit_failed" : "internal", "%s", err.msg);
     row = al_run_load(s, p, id);
     enum MHD_Result ret = reply_json(c, 200, al_run_json(s, row));
     json_decref(row);

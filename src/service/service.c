@@ -1368,9 +1368,23 @@ int al_service_decide(al_service *s, json_t *run, const char *person_id, bool ap
     al_store_now(now, sizeof now);
     /* decided once, and only while the card is valid: the decision and the
      * run's move out of pending_approval land together (see above) */
-    int n = al_service_close_approval(s, id, approve ? "approved" : "denied", person_id, reason, now,
-                                      approve ? "queued" : "denied", "denied",
-                                      reason && *reason ? reason : "denied by an approver", err);
+    int n = al_store_begin(s->store, err);
+    if (n < 0)
+        return n;
+    n = al_service_close_approval(s, id, approve ? "approved" : "denied", person_id, reason, now,
+                                  approve ? "queued" : "denied", "denied",
+                                  reason && *reason ? reason : "denied by an approver", err);
+    /* the decision and the audit event that says so land together, or
+     * nothing was decided: a decision the trail does not show is refused */
+    if (n > 0 && al_governance_audit(s, run, approve ? "approval.approved" : "approval.denied", person_id,
+                                     json_pack("{s:s, s:s}", "run_id", id, "reason", reason ? reason : "")) < 0) {
+        al_store_rollback(s->store);
+        return al_err(err, "audit", EIO, "the decision's audit event could not be written: nothing was decided");
+    }
+    if (n > 0)
+        n = al_store_commit(s->store, err) < 0 ? -EIO : 1;
+    else
+        al_store_rollback(s->store);
     if (n < 0)
         return n;
     if (n == 0) {
@@ -1382,8 +1396,6 @@ int al_service_decide(al_service *s, json_t *run, const char *person_id, bool ap
         json_decref(d);
         return r;
     }
-    al_governance_audit(s, run, approve ? "approval.approved" : "approval.denied", person_id,
-                        json_pack("{s:s, s:s}", "run_id", id, "reason", reason ? reason : ""));
     if (!approve) {
         ended_unstarted(s, id);
         return 0;
@@ -1406,11 +1418,18 @@ void al_service_expire_approvals(al_service *s) {
     json_t *run;
     json_array_foreach(due, i, run) {
         const char *id = json_string_value(json_object_get(run, "id"));
-        if (al_service_close_approval(s, id, "expired", NULL, NULL, NULL, "denied", "expired",
-                                      "no one approved this run before its approval expired", &err) > 0) {
-            al_governance_audit(s, run, "approval.expired", NULL, json_pack("{s:s}", "run_id", id));
+        /* expired and audited together; if the trail refuses, the card
+         * stays open and the next sweep tries again (the log says why) */
+        if (al_store_begin(s->store, &err) < 0)
+            continue;
+        int n = al_service_close_approval(s, id, "expired", NULL, NULL, NULL, "denied", "expired",
+                                          "no one approved this run before its approval expired", &err);
+        if (n > 0 && al_governance_audit(s, run, "approval.expired", NULL, json_pack("{s:s}", "run_id", id)) < 0)
+            n = -EIO;
+        if (n > 0 && al_store_commit(s->store, &err) == 0)
             ended_unstarted(s, id);
-        }
+        else if (n <= 0)
+            al_store_rollback(s->store);
     }
     json_decref(due);
 }

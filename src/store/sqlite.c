@@ -15,6 +15,7 @@
 struct al_store {
     sqlite3 *db;
     pthread_mutex_t lock;
+    int depth; /* open transactions of the thread holding LOCK */
 };
 
 static int db_err(al_store *s, al_error *err, const char *what) {
@@ -200,29 +201,34 @@ out:
 }
 
 /* A transaction holds the (recursive) mutex from BEGIN to COMMIT, so no
- * other thread's statement lands inside it. */
+ * other thread's statement lands inside it. One begun inside another is a
+ * savepoint of it: its writes land only if the outer one commits, so an
+ * operation and the audit event that says it happened can be made one. */
 int al_store_begin(al_store *s, al_error *err) {
     pthread_mutex_lock(&s->lock);
-    if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+    if (sqlite3_exec(s->db, s->depth ? "SAVEPOINT al" : "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
         int r = db_err(s, err, "begin");
         pthread_mutex_unlock(&s->lock);
         return r;
     }
+    s->depth++;
     return 0;
 }
 
 int al_store_commit(al_store *s, al_error *err) {
     int r = 0;
-    if (sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+    bool outer = --s->depth == 0;
+    if (sqlite3_exec(s->db, outer ? "COMMIT" : "RELEASE al", NULL, NULL, NULL) != SQLITE_OK) {
         r = db_err(s, err, "commit");
-        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        sqlite3_exec(s->db, outer ? "ROLLBACK" : "ROLLBACK TO al; RELEASE al", NULL, NULL, NULL);
     }
     pthread_mutex_unlock(&s->lock);
     return r;
 }
 
 void al_store_rollback(al_store *s) {
-    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    bool outer = --s->depth == 0;
+    sqlite3_exec(s->db, outer ? "ROLLBACK" : "ROLLBACK TO al; RELEASE al", NULL, NULL, NULL);
     pthread_mutex_unlock(&s->lock);
 }
 

@@ -480,3 +480,34 @@ def test_the_audit_trail_names_what_ran_not_only_the_code(service, ws):
     ws.member.wait_state(run["id"], GOV_TERMINAL)
     ev = [e for e in audit_events(ws.client) if e["kind"] == "tool.call" and e["run_id"] == run["id"]]
     assert [e["data"]["input_sha256"] for e in ev] == [run["approval"]["hash"]], ev
+
+
+def test_a_decision_the_trail_cannot_show_is_not_made(service, ws):
+    """An approval whose audit event cannot be written is refused (500
+    audit_failed) and nothing is decided: the run still waits, and a later
+    approval, with the trail back, runs it and is on the trail."""
+    import sqlite3
+
+    def store_sql(statement):
+        db = sqlite3.connect(str(service.state / "airlock.db"), timeout=10)
+        try:
+            db.execute(statement)
+            db.commit()
+        finally:
+            db.close()
+
+    run = pending(ws.member, "print('decided')")
+    store_sql("CREATE TRIGGER no_decision_audit BEFORE INSERT ON audit_events WHEN NEW.kind = 'approval.approved' "
+              "BEGIN SELECT RAISE(ABORT, 'injected'); END")
+    try:
+        status, _, doc = ws.approver.request("POST", f"/v1/runs/{run['id']}/approve",
+                                             json={"hash": run["approval"]["hash"]})
+    finally:
+        store_sql("DROP TRIGGER no_decision_audit")
+    assert_error(status, doc, "audit_failed", 500)
+    assert ws.member.get_run(run["id"])["state"] == "pending_approval"
+    ws.approver.ok("POST", f"/v1/runs/{run['id']}/approve", json={"hash": run["approval"]["hash"]})
+    done = ws.member.wait_state(run["id"], GOV_TERMINAL)
+    assert done["state"] == "succeeded", done
+    kinds = [e["kind"] for e in audit_events(ws.client) if e["run_id"] == run["id"]]
+    assert kinds.count("approval.approved") == 1, kinds
