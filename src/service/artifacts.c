@@ -73,7 +73,8 @@ int64_t al_artifacts_org_usage(al_service *s, const char *org_id) {
                                   "(SELECT COALESCE(SUM(b), 0) FROM (SELECT MAX(bytes) AS b FROM skills WHERE org_id = ? "
                                   "GROUP BY digest)) AS used",
                                   "ss", org_id, org_id);
-    int64_t used = rows ? json_integer_value(json_object_get(json_array_get(rows, 0), "used")) : 0;
+    /* a failed read counts as full: fail closed */
+    int64_t used = rows ? json_integer_value(json_object_get(json_array_get(rows, 0), "used")) : AL_USAGE_UNKNOWN;
     json_decref(rows);
     return used;
 }

@@ -574,7 +574,10 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
          * ended (on disk as long as they wait), this one's included */
         int64_t quota = al_artifacts_org_quota(s, p->org_id);
         int64_t used = al_artifacts_org_usage(s, p->org_id), pending = al_runs_pending_input_bytes(s, p->org_id);
-        if (used >= quota || (input_bytes > 0 && used + pending + input_bytes > quota)) {
+        if (used == AL_USAGE_UNKNOWN || pending == AL_USAGE_UNKNOWN) {
+            ret = run_error(ret_doc, 503, "storage_unavailable", "the organisation's storage use cannot be read: try again");
+            bad = true;
+        } else if (used >= quota || (input_bytes > 0 && used + pending + input_bytes > quota)) {
             ret = run_error(ret_doc, 507, "quota_exceeded",
                             "the organisation's storage (%lld bytes) is full: artifacts hold %lld, inputs of runs "
                             "that wait %lld, and this run's inputs are %lld",

@@ -516,7 +516,7 @@ int64_t al_runs_pending_input_bytes(al_service *s, const char *org_id) {
                                   "AND state IN ('pending_approval', 'queued', 'provisioning', 'running')",
                                   "s", org_id);
     /* a failed read counts as full: fail closed */
-    int64_t b = rows ? (int64_t)json_integer_value(json_object_get(json_array_get(rows, 0), "b")) : INT64_MAX / 2;
+    int64_t b = rows ? (int64_t)json_integer_value(json_object_get(json_array_get(rows, 0), "b")) : AL_USAGE_UNKNOWN;
     json_decref(rows);
     return b;
 }

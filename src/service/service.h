@@ -123,6 +123,10 @@ void al_service_drop_inputs(al_service *s, const char *run_id);
  * is soon) do not hold already; what they hold in *RET_RESERVED. A run that
  * waits for an approval holds none: it may wait for days, or be denied. */
 int64_t al_credits_unreserved(al_service *s, const char *org_id, int64_t *ret_reserved);
+/* What al_artifacts_org_usage and al_runs_pending_input_bytes answer when
+ * the store cannot say: more than any quota (fail closed), and small
+ * enough that adding three of them cannot overflow. */
+#define AL_USAGE_UNKNOWN (INT64_MAX / 4)
 /* Bytes the inputs of ORG_ID's runs that have not ended hold on disk. */
 int64_t al_runs_pending_input_bytes(al_service *s, const char *org_id);
 int64_t al_service_append_event(al_service *s, const char *run_id, const char *type, json_t *data);
