@@ -1632,6 +1632,13 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     if ((r = al_skills_init(s, skills, err)) < 0)
         return r;
     recover(s);
+    al_error verr = { 0 };
+    int bad = al_blobs_verify_once(s, &verr);
+    if (bad < 0)
+        al_service_log(s, "blobs.verify_failed", json_pack("{s:s}", "error", verr.msg));
+    else if (bad > 0)
+        al_service_log(s, "blobs.removed", json_pack("{s:i, s:s}", "count", bad, "why",
+                                                     "content other than its sha256 (stored before verification)"));
     /* bundles left by a crash between a delete and its collection, and
      * those of the runs recover() just ended */
     al_skills_gc(s, NULL, err);

@@ -172,6 +172,8 @@ const char *al_content_type(const char *path);
 int64_t al_artifacts_org_usage(al_service *s, const char *org_id);
 int64_t al_artifacts_org_quota(al_service *s, const char *org_id);
 void al_blob_path(al_service *s, const char *sha, char *buf, size_t len);
+/* Once per store: remove every blob that does not hold its hash; how many. */
+int al_blobs_verify_once(al_service *s, al_error *err);
 /* The blob SHA, opened read-only (no link followed), when it is a regular
  * file of SIZE bytes; else -errno (-EIO: not what the row says). */
 int al_blob_open(al_service *s, const char *sha, int64_t size);

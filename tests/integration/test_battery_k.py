@@ -11,7 +11,7 @@ import os
 import re
 import uuid
 
-from service_util import b64, gov_tenant, ledger_by_run, service, usage  # noqa: F401
+from service_util import b64, gov_tenant, ledger_by_run, service, services, usage  # noqa: F401
 
 
 def tid():
@@ -217,3 +217,32 @@ def test_k4_more_documents_than_work_holds_do_not_stop_the_thread(service):
     # the newest are the ones staged
     assert "f11-099" in staged and "f00-000" not in staged, (staged[-3:], staged[:3])
     assert not set(staged) & {p[len("/work/documents/"):] for p in listed}, "staged and listed as skipped"
+
+
+def test_k1_a_blob_poisoned_before_the_upgrade_is_not_served(services):
+    """A store from before ingest verified content can hold a blob whose bytes
+    are not its name's (the lossy-name collision put one tenant's file under
+    another's hash). At its first start the service re-hashes the store once
+    and removes such a blob: its artifact then reads as missing, never as
+    the other tenant's bytes."""
+    svc = services.start("kupgrade")
+    t = gov_tenant(svc, "ku")
+    T = b"the owner's content " + uuid.uuid4().hex.encode()
+    r = t.client.run(f"open('/out/owned.txt', 'wb').write({T!r})\n")
+    [art] = r["artifacts"]
+    blob = svc.state / "blobs" / art["sha256"][:2] / art["sha256"]
+    svc.stop()
+    # what an old store may hold: other bytes of the same size under the name,
+    # and no mark that the store was verified
+    poison = b"P" * len(T)
+    blob.write_bytes(poison)
+    (svc.state / "blobs" / ".verified-1").unlink(missing_ok=True)
+    svc.start()
+    status, _, doc = t.client.request("GET", f"/v1/artifacts/{art['id']}/content")
+    assert status >= 400 and "missing" in json.dumps(doc), (status, doc)
+    assert not blob.exists()
+    assert "blobs.removed" in svc.log_path.read_text()
+    # and a later run writing the content stores it again, verified
+    r2 = t.client.run(f"open('/out/owned.txt', 'wb').write({T!r})\n")
+    _, again = t.client.content_bytes(r2["artifacts"][0]["id"])
+    assert again == T
