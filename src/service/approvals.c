@@ -1,0 +1,177 @@
+/* Deciding approvals: approve, deny, withdraw and expire, each one
+ * transaction with the run's move out of pending_approval (and its audit
+ * event), so exactly one of them wins. */
+#include <string.h>
+
+#include "service.h"
+#include "skills.h"
+
+/* Closes an open approval of run ID and moves the run out of
+ * pending_approval, in one transaction: the decision (approved, denied,
+ * expired, canceled) and the run's new state land together or not at all,
+ * so a cancel, an approval, a denial and the expiry of one run are mutually
+ * exclusive and exactly one of them wins. RUN_STATE "queued" for an
+ * approval; otherwise the run ends in RUN_STATE with ECODE/EMSG. With
+ * NOT_AFTER (RFC 3339) the decision only lands before the card's
+ * expires_at. 1 won, 0 another decision (or the clock) was first. */
+int al_service_close_approval(al_service *s, const char *id, const char *decision, const char *by, const char *reason,
+                              const char *not_after, const char *run_state, const char *ecode, const char *emsg,
+                              al_error *err) {
+    char now[40];
+    al_store_now(now, sizeof now);
+    int r = al_store_begin(s->store, err);
+    if (r < 0)
+        return r;
+    r = not_after ? al_store_exec(s->store, err,
+                                  "UPDATE approval_requests SET decision = ?, decided_by = ?, decided_at = ?, reason = ? "
+                                  "WHERE run_id = ? AND decision IS NULL AND expires_at > ?",
+                                  "SSssss", decision, by, now, reason ? reason : "", id, not_after)
+                  : al_store_exec(s->store, err,
+                                  "UPDATE approval_requests SET decision = ?, decided_by = ?, decided_at = ?, reason = ? "
+                                  "WHERE run_id = ? AND decision IS NULL",
+                                  "SSsss", decision, by, now, reason ? reason : "", id);
+    if (r > 0)
+        r = strcmp(run_state, "queued") == 0
+                ? al_store_exec(s->store, err, "UPDATE runs SET state = 'queued' WHERE id = ? AND state = 'pending_approval'",
+                                "s", id)
+                : al_store_exec(s->store, err,
+                                "UPDATE runs SET state = ?, error_code = ?, error_message = ?, finished_at = ? "
+                                "WHERE id = ? AND state = 'pending_approval'",
+                                "sssss", run_state, ecode, emsg, now, id);
+    /* the state event too, inside the transaction: a cancel of the queued
+     * run that follows can only append its events after this one */
+    if (r > 0 && al_service_append_event(s, id, "state", json_pack("{s:s}", "state", run_state)) < 0)
+        r = al_err(err, "approval", EIO, "cannot record the run's new state");
+    if (r <= 0) {
+        al_store_rollback(s->store);
+        return r;
+    }
+    r = al_store_commit(s->store, err);
+    return r < 0 ? r : 1;
+}
+
+/* The result event of a run that ended without running (denied, expired,
+ * canceled while it waited); its state event came with the transition. */
+static void ended_unstarted(al_service *s, const char *id) {
+    al_error err = { 0 };
+    /* it never reaches a box: what it brought for one goes now */
+    al_service_drop_inputs(s, id);
+    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", id);
+    if (rows && json_array_size(rows))
+        al_service_append_event(s, id, "result", al_run_json(s, json_array_get(rows, 0)));
+    json_decref(rows);
+    al_skills_run_ended(s);
+}
+
+int al_service_withdraw(al_service *s, const char *id, const char *person_id, al_error *err) {
+    int r = al_service_close_approval(s, id, "canceled", person_id, "canceled by the requester", NULL, "canceled",
+                                      "canceled", "canceled while waiting for approval", err);
+    if (r > 0)
+        ended_unstarted(s, id);
+    return r;
+}
+
+int al_service_decide(al_service *s, json_t *run, const char *person_id, bool approve, const char *hash,
+                      const char *reason, al_error *err) {
+    const char *id = json_string_value(json_object_get(run, "id"));
+    json_t *rows = al_store_query(s->store, err, "SELECT * FROM approval_requests WHERE run_id = ?", "s", id);
+    if (!rows)
+        return -EIO;
+    json_t *ar = json_array_size(rows) ? json_array_get(rows, 0) : NULL;
+    if (!ar) {
+        json_decref(rows);
+        return al_err(err, "approval", ENOENT, "run %s does not wait for an approval", id);
+    }
+    if (!json_is_null(json_object_get(ar, "decision"))) {
+        int r = al_err(err, "approval", EEXIST, "run %s was already %s", id, json_string_value(json_object_get(ar, "decision")));
+        json_decref(rows);
+        return r;
+    }
+    if (hash && strcmp(hash, json_string_value(json_object_get(ar, "hash"))) != 0) {
+        json_decref(rows);
+        return al_err(err, "approval", ESTALE, "the hash does not match the approval card: nothing was approved");
+    }
+    json_decref(rows);
+    /* separation of duties: whoever asked for the run does not decide it
+     * (they may withdraw it with cancel), unless the workspace allows it */
+    const char *requester = json_string_value(json_object_get(run, "person_id"));
+    /* unreadable settings: no self-approval, and the smallest cap (the run
+     * re-reads them before it starts, and fails closed there) */
+    al_error serr = { 0 };
+    json_t *st = al_settings_load(s, json_string_value(json_object_get(run, "workspace_id")), &serr);
+    bool self_ok = st && json_is_true(json_object_get(st, "allow_self_approval"));
+    int cap = st ? (int)json_number_value(json_object_get(st, "concurrency")) : 1;
+    json_decref(st);
+    if (!self_ok && (!requester || !person_id || strcmp(requester, person_id) == 0))
+        return al_err(err, "approval", EPERM, "you requested run %s: another admin or approver decides it "
+                                              "(you may cancel it; settings allow_self_approval relaxes this)", id);
+    char now[40];
+    al_store_now(now, sizeof now);
+    /* decided once, and only while the card is valid: the decision and the
+     * run's move out of pending_approval land together (see above) */
+    int n = al_store_begin(s->store, err);
+    if (n < 0)
+        return n;
+    n = al_service_close_approval(s, id, approve ? "approved" : "denied", person_id, reason, now,
+                                  approve ? "queued" : "denied", "denied",
+                                  reason && *reason ? reason : "denied by an approver", err);
+    /* the decision and the audit event that says so land together, or
+     * nothing was decided: a decision the trail does not show is refused */
+    if (n > 0 && al_governance_audit(s, run, approve ? "approval.approved" : "approval.denied", person_id,
+                                     json_pack("{s:s, s:s}", "run_id", id, "reason", reason ? reason : "")) < 0) {
+        al_store_rollback(s->store);
+        return al_err(err, "audit", EIO, "the decision's audit event could not be written: nothing was decided");
+    }
+    if (n > 0)
+        n = al_store_commit(s->store, err) < 0 ? -EIO : 1;
+    else
+        al_store_rollback(s->store);
+    if (n < 0)
+        return n;
+    if (n == 0) {
+        /* lost: decided, withdrawn or expired meanwhile; say which */
+        al_service_expire_approvals(s);
+        json_t *d = al_store_query(s->store, err, "SELECT decision FROM approval_requests WHERE run_id = ?", "s", id);
+        const char *dec = d && json_array_size(d) ? json_string_value(json_object_get(json_array_get(d, 0), "decision")) : NULL;
+        int r = al_err(err, "approval", EEXIST, "run %s was %s meanwhile", id, dec ? dec : "decided");
+        json_decref(d);
+        return r;
+    }
+    if (!approve) {
+        ended_unstarted(s, id);
+        return 0;
+    }
+    /* an approver let it through: the global cap only, not the person's share */
+    if (al_service_enqueue(s, id, requester, json_string_value(json_object_get(run, "org_id")), cap, false, NULL, 0) < 0)
+        al_service_end_unqueued(s, id, "approved, but the run queue was full");
+    return 0;
+}
+
+void al_service_expire_approvals(al_service *s) {
+    al_error err = { 0 };
+    char now[40];
+    al_store_now(now, sizeof now);
+    json_t *due = al_store_query(s->store, &err,
+                                 "SELECT r.* FROM approval_requests a JOIN runs r ON r.id = a.run_id "
+                                 "WHERE a.decision IS NULL AND a.expires_at <= ?",
+                                 "s", now);
+    size_t i;
+    json_t *run;
+    json_array_foreach(due, i, run) {
+        const char *id = json_string_value(json_object_get(run, "id"));
+        /* expired and audited together; if the trail refuses, the card
+         * stays open and the next sweep tries again (the log says why) */
+        if (al_store_begin(s->store, &err) < 0)
+            continue;
+        int n = al_service_close_approval(s, id, "expired", NULL, NULL, NULL, "denied", "expired",
+                                          "no one approved this run before its approval expired", &err);
+        if (n > 0 && al_governance_audit(s, run, "approval.expired", NULL, json_pack("{s:s}", "run_id", id)) < 0)
+            n = -EIO;
+        if (n > 0 && al_store_commit(s->store, &err) == 0)
+            ended_unstarted(s, id);
+        else if (n <= 0)
+            al_store_rollback(s->store);
+    }
+    json_decref(due);
+}
+

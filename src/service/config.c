@@ -1,0 +1,146 @@
+/* The service's configuration: defaults, `key = value` files, and one
+ * setting at a time (--config, the command line and AIRLOCK_* all end here). */
+#include <stddef.h>
+#include <string.h>
+
+#include "service.h"
+
+void al_service_config_default(al_service_config *c) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->listen_host, sizeof c->listen_host, "127.0.0.1");
+    c->port = 8080;
+    c->listen_fd = -1;
+    snprintf(c->state_dir, sizeof c->state_dir, "/var/lib/airlock");
+    snprintf(c->driver, sizeof c->driver, "native");
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    c->max_concurrent = n > 0 ? (int)n * 2 : 4;
+    c->per_person = 3;
+    c->queue_max = 1000;
+    /* no one person or organisation fills the queue for everyone else */
+    c->queue_per_person = 100;
+    c->queue_per_org = 300;
+    c->max_timeout_s = 120;
+    c->body_max = 8u << 20;
+    c->code_max = 1u << 20;
+    c->files_max = 64;
+    /* A quarter of the slots per address: one client (or one NAT) cannot take
+     * them all, and four busy addresses still can; behind a reverse proxy
+     * every client has the proxy's address, so raise it there. A person's
+     * long-held requests are capped per person (below), so the people behind
+     * one address are not bound by what one of them holds. */
+    c->max_connections = 512;
+    c->connections_per_address = 128;
+    c->connection_timeout_s = 30;
+    c->followers_per_person = 16;
+    c->waits_per_person = 16;
+    /* four bodies at the cap: one person cannot make the daemon hold a
+     * body on every connection of theirs */
+    c->body_bytes_per_person = 4 * c->body_max;
+}
+
+static int set_int(int *field, const char *v, int min, int max, const char *key, al_error *err) {
+    uint64_t x;
+    if (al_parse_u64(v, &x) < 0 || x < (uint64_t)min || x > (uint64_t)max)
+        return al_err(err, "config", EINVAL, "%s = %s: want a number from %d to %d", key, v, min, max);
+    *field = (int)x;
+    return 0;
+}
+
+/* The settings that are one bounded integer each. */
+static const struct {
+    const char *key;
+    size_t offset;
+    int min, max;
+} int_keys[] = {
+    { "max_concurrent", offsetof(al_service_config, max_concurrent), 1, 1024 },
+    { "per_person_concurrency", offsetof(al_service_config, per_person), 1, 1024 },
+    { "queue_max", offsetof(al_service_config, queue_max), 1, 100000 },
+    { "queue_per_person", offsetof(al_service_config, queue_per_person), 1, 100000 },
+    { "queue_per_org", offsetof(al_service_config, queue_per_org), 1, 100000 },
+    { "max_timeout_s", offsetof(al_service_config, max_timeout_s), 1, 3600 },
+    { "max_connections", offsetof(al_service_config, max_connections), 1, 16384 },
+    { "connections_per_address", offsetof(al_service_config, connections_per_address), 1, 16384 },
+    { "connection_timeout_s", offsetof(al_service_config, connection_timeout_s), 1, 3600 },
+    { "followers_per_person", offsetof(al_service_config, followers_per_person), 1, 16384 },
+    { "waits_per_person", offsetof(al_service_config, waits_per_person), 1, 16384 },
+};
+
+int al_service_config_set(al_service_config *c, const char *key, const char *value, al_error *err) {
+    for (size_t i = 0; i < ELEMENTSOF(int_keys); i++)
+        if (strcmp(key, int_keys[i].key) == 0)
+            return set_int((int *)((char *)c + int_keys[i].offset), value, int_keys[i].min, int_keys[i].max, key, err);
+    if (strcmp(key, "listen") == 0) {
+        const char *colon = strrchr(value, ':');
+        if (!colon || colon == value || (size_t)(colon - value) >= sizeof c->listen_host)
+            return al_err(err, "config", EINVAL, "listen = %s: want ADDR:PORT", value);
+        snprintf(c->listen_host, sizeof c->listen_host, "%.*s", (int)(colon - value), value);
+        return set_int(&c->port, colon + 1, 1, 65535, key, err);
+    }
+    if (strcmp(key, "listen_fd") == 0)
+        /* a socket bound and listening already, given by whoever started us
+         * (airlock mcp --local): no one can take its port in between */
+        return set_int(&c->listen_fd, value, 0, 65535, key, err);
+    if (strcmp(key, "state") == 0) {
+        if (value[0] != '/' && value[0] != '.')
+            return al_err(err, "config", EINVAL, "state = %s: want a path", value);
+        snprintf(c->state_dir, sizeof c->state_dir, "%s", value);
+        return 0;
+    }
+    if (strcmp(key, "driver") == 0) {
+        if (!al_driver_by_name(value))
+            return al_err(err, "config", EINVAL, "driver = %s: want native or disabled", value);
+        snprintf(c->driver, sizeof c->driver, "%s", value);
+        return 0;
+    }
+    if (strcmp(key, "storage_quota_mb") == 0) {
+        int mb = 0;
+        int r = set_int(&mb, value, 1, 1 << 30, key, err);
+        if (r == 0)
+            c->storage_quota_bytes = (uint64_t)mb << 20;
+        return r;
+    }
+    if (strcmp(key, "body_mb_per_person") == 0) {
+        int mb = 0;
+        int r = set_int(&mb, value, 1, 1 << 20, key, err);
+        if (r == 0)
+            c->body_bytes_per_person = (uint64_t)mb << 20;
+        return r;
+    }
+    if (strcmp(key, "skills_dir") == 0) {
+        if (value[0] != '/' && value[0] != '.' && value[0] != '\0')
+            return al_err(err, "config", EINVAL, "skills_dir = %s: want a path", value);
+        snprintf(c->skills_dir, sizeof c->skills_dir, "%s", value);
+        return 0;
+    }
+    return al_err(err, "config", EINVAL, "unknown setting \"%s\"", key);
+}
+
+int al_service_config_load(al_service_config *c, const char *path, al_error *err) {
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    if (!f)
+        return al_err(err, "config", errno, "open %s: %m", path);
+    char line[1024];
+    int lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char *p = line + strspn(line, " \t");
+        if (*p == '#' || *p == '\n' || *p == '\0')
+            continue;
+        char *eq = strchr(p, '=');
+        if (!eq)
+            return al_err(err, "config", EINVAL, "%s:%d: want key = value", path, lineno);
+        char *k_end = eq;
+        while (k_end > p && (k_end[-1] == ' ' || k_end[-1] == '\t'))
+            k_end--;
+        *k_end = '\0';
+        char *v = eq + 1 + strspn(eq + 1, " \t");
+        v[strcspn(v, "\r\n")] = '\0';
+        for (char *e = v + strlen(v); e > v && (e[-1] == ' ' || e[-1] == '\t');)
+            *--e = '\0';
+        int r = al_service_config_set(c, p, v, err);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
