@@ -1446,6 +1446,7 @@ static void redact(char *text, size_t cap) {
 
 /* libmicrohttpd's own messages, as our log lines (and redacted: they quote
  * URLs). */
+static void mhd_log(void *cls, const char *fmt, va_list ap) _printf_(2, 0);
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     al_service *s = cls;
     char msg[1024];
