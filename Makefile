@@ -4,7 +4,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 PYTEST     ?= /usr/bin/python3 -m pytest
 
-.PHONY: all deps build asan check unit integration bench demo serve image clean
+.PHONY: all deps build asan check unit integration bench demo serve image clean fuzz fuzz-merge fuzz-coverage
 
 all: build
 
@@ -33,6 +33,20 @@ unit: build asan
 check: unit
 	sh scripts/check.sh
 
+# Coverage-guided fuzzing (clang's libFuzzer, ASan+UBSan): every target for
+# FUZZ_SECONDS (default 60) each, FUZZ_JOBS at once; fails on any report.
+# `make check` only replays the committed corpora (fast, deterministic).
+fuzz:
+	sh scripts/fuzz.sh run
+
+# Keep what the fuzz runs found that reaches new code in tests/fuzz/corpus.
+fuzz-merge:
+	sh scripts/fuzz.sh merge
+
+# Line coverage of each target's source files by its corpus and runs.
+fuzz-coverage:
+	sh scripts/fuzz.sh coverage
+
 bench: build
 	/usr/bin/python3 bench/startup.py
 	/usr/bin/python3 bench/service.py
@@ -55,4 +69,4 @@ demo: build
 	@echo "artifacts in /tmp/airlock-demo:"; ls -l /tmp/airlock-demo
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz build-cov

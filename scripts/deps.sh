@@ -10,6 +10,11 @@ python3 python3-pytest nodejs npm bash coreutils ca-certificates
 bubblewrap iproute2 openssl curl python3-pip procps util-linux debootstrap
 python3-pil python3-pypdf python3-icalendar"
 
+# `make fuzz` (scripts/fuzz.sh) alone needs clang, libFuzzer and llvm-cov
+if [ "${1:-}" = fuzz ]; then
+    PKGS="$PKGS clang-14 libclang-rt-14-dev llvm-14"
+fi
+
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

@@ -158,6 +158,12 @@ al_host_kind al_host_parse(const char *in, al_host *ret) {
             ret->kind = AL_HOST_IPV6;
         return ret->kind;
     }
+    /* one trailing dot is the root label of a name ("example.com."); it is
+     * dropped before the address check too, or "0xa9fea9fe." would pass as
+     * a name while a resolver or a client reads it as 169.254.169.254 */
+    size_t l = strlen(buf);
+    if (l > 1 && buf[l - 1] == '.')
+        buf[l - 1] = '\0';
     /* inet_aton takes every historic IPv4 spelling: decimal, hex, octal, and
      * the short forms (127.1, 169.254.43518); any of them is an address */
     if (inet_aton(buf, &ret->v4) == 1) {
@@ -167,9 +173,6 @@ al_host_kind al_host_parse(const char *in, al_host *ret) {
     for (char *c = buf; *c; c++)
         if (*c >= 'A' && *c <= 'Z')
             *c = (char)(*c - 'A' + 'a');
-    size_t l = strlen(buf);
-    if (l > 1 && buf[l - 1] == '.')
-        buf[l - 1] = '\0';
     /* a name whose last label is all digits is no name (and not an address
      * either: inet_aton said no), e.g. 1.2.3.4.5 */
     const char *last = strrchr(buf, '.');

@@ -1,5 +1,7 @@
 #include "sni.h"
 
+#include "addr.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
@@ -107,6 +109,12 @@ int al_tls_sni(const unsigned char *buf, size_t len, char *name, size_t n) {
                     name[i] = (char)c;
                 }
                 name[nl] = '\0';
+                /* and a name by its structure too (labels, not an address:
+                 * RFC 6066 allows no literal and no trailing dot), as
+                 * fuzz-sni found "169.254.169.254" and "a..b" passing */
+                al_host h;
+                if (al_host_parse(name, &h) != AL_HOST_NAME || strcmp(h.name, name) != 0)
+                    return -EPROTO;
                 found = 1;
             }
             skip(&list, nl);

@@ -137,7 +137,10 @@ print(json.dumps({"r": r, "s": time.time() - t, "proxy": os.environ.get("HTTP_PR
 
 def test_unknown_policy_is_refused_with_a_clear_error(hosts):
     for bad, why in (("wifi", "unknown network policy"), ("hosts:*.test", "wildcards"),
-                     ("hosts:198.18.0.3", "IP address"), ("hosts:", "at least one host")):
+                     ("hosts:198.18.0.3", "IP address"), ("hosts:", "at least one host"),
+                     # a root label's dot does not make an address a name (fuzz-addr)
+                     ("hosts:0xa9fea9fe.", "IP address"), ("hosts:0x4.", "IP address"),
+                     ("hosts:169.254.169.254.", "IP address")):
         p = subprocess.run([str(hosts_bin()), "run", "--net", bad, "--lang", "python", "-c", "pass"],
                            capture_output=True, text=True, env=hosts.env())
         assert p.returncode == 125 and why in p.stderr, (bad, p.stderr)

@@ -93,3 +93,19 @@ def test_approval_card_shows_the_network_policy(svc):
     run = wait_gov_state(t.client, run["id"], {"pending_approval"})
     card = t.client.ok("GET", f"/v1/runs/{run['id']}")["approval"]
     assert card["network"] == "hosts:allowed.test", card
+
+
+def test_an_ipv4_spelling_with_a_trailing_dot_is_no_host_name(svc):
+    """fuzz-addr found "0xa9fea9fe." (169.254.169.254 with a root label's
+    dot) classified as a host name: a workspace could list it in
+    network_hosts and a run could name it in hosts:, though a hosts policy
+    lists names only. Both now refuse it as an address, like its dotless
+    spelling."""
+    t = gov_tenant(svc)
+    for spelling in ("0xa9fea9fe.", "0x4.", "169.254.169.254.", "127.1."):
+        put_settings(t.client, want=400, network_hosts=[spelling])
+        status, _, err = t.client.post_run("print(1)", wait=True, network=f"hosts:{spelling}")
+        assert status == 400 and "is an IP address" in err["error"]["message"], (spelling, err)
+    # a name with its root label's dot is still the name
+    put_settings(t.client, network_hosts=["allowed.test."])
+    assert get_settings(t.client)["network_hosts"] == ["allowed.test"]

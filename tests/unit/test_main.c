@@ -277,6 +277,16 @@ static void test_proxy_deny_set(void) {
     CHECK(!al_name_allowed("allowed.example.evil.net", list, 2));
     CHECK(!al_name_allowed("sub.allowed.example", list, 2));
     CHECK(al_host_parse("0xA9FEA9FE", &h) == AL_HOST_IPV4 && ntohl(h.v4.s_addr) == 0xA9FEA9FEu);
+    /* the root label's dot does not make an address a name (found by fuzz-addr) */
+    CHECK(al_host_parse("0xa9fea9fe.", &h) == AL_HOST_IPV4 && ntohl(h.v4.s_addr) == 0xA9FEA9FEu);
+    CHECK(al_host_parse("0x4.", &h) == AL_HOST_IPV4 && ntohl(h.v4.s_addr) == 4);
+    CHECK(al_host_parse("169.254.169.254.", &h) == AL_HOST_IPV4);
+    CHECK(al_host_parse("127.1.", &h) == AL_HOST_IPV4);
+    CHECK(al_host_parse("1.2.3.4..", &h) == AL_HOST_INVALID);
+    al_net_policy *pol = malloc(sizeof *pol);
+    al_error perr = { 0 };
+    CHECK(pol && al_net_policy_parse("hosts:0xa9fea9fe.", pol, &perr) < 0 && strstr(perr.msg, "is an IP address"));
+    free(pol);
 }
 
 static int parse(const char *head, al_proxy_req *r) {
@@ -361,6 +371,12 @@ static void test_tls_sni(void) {
     n = client_hello(b, "evil\x01.example");
     CHECK(al_tls_sni(b, n, name, sizeof name) == -EPROTO);
     CHECK(al_tls_sni((const unsigned char *)"GET / HTTP/1.1\r\n", 16, name, sizeof name) == -EPROTO);
+    /* a name by structure, not only by its characters (found by fuzz-sni) */
+    const char *const not_names[] = { "169.254.169.254", "0x7f.1", "a..example", ".a.example", "a.example.", "-a.example" };
+    for (size_t i = 0; i < ELEMENTSOF(not_names); i++) {
+        n = client_hello(b, not_names[i]);
+        CHECK(al_tls_sni(b, n, name, sizeof name) == -EPROTO);
+    }
     n = client_hello(b, "a.example");
     b[9 + 2 + 32 + 1 + 4 + 2 + 2 + 2 + 4] ^= 0xff; /* corrupt the SNI list length */
     CHECK(al_tls_sni(b, n, name, sizeof name) == -EPROTO);

@@ -1,0 +1,192 @@
+#!/usr/bin/python3
+"""Writes the hand-made seeds of the fuzz targets into tests/fuzz/corpus/NAME/.
+
+Seeds are named seed-*; libFuzzer's merges add files named by their SHA-1
+beside them (make fuzz-merge). Run again after changing a seed; it rewrites
+only the seed-* files. The seeds of image-import, dns, helper-events,
+run-body and piston-body are made by their own scripts beside this one.
+"""
+import io
+import json
+import os
+import struct
+import sys
+import tarfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "..", "corpus")
+
+
+def write(target, name, data):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, "seed-" + name), "wb") as f:
+        f.write(data)
+
+
+def client_hello(name, extra_ext=b""):
+    """A TLS 1.2-framed ClientHello asking for NAME (b"" for no server_name)."""
+    exts = b""
+    if name:
+        sn = b"\x00" + struct.pack(">H", len(name)) + name
+        sni = struct.pack(">H", len(sn)) + sn
+        exts += b"\x00\x00" + struct.pack(">H", len(sni)) + sni
+    exts += extra_ext
+    body = b"\x03\x03" + b"A" * 32 + b"\x00" + b"\x00\x02\x13\x01" + b"\x01\x00" + struct.pack(">H", len(exts)) + exts
+    hs = b"\x01" + struct.pack(">I", len(body))[1:] + body
+    return b"\x16\x03\x01" + struct.pack(">H", len(hs)) + hs
+
+
+def proxy_head():
+    t = "proxy-head"
+    write(t, "connect", "CONNECT allowed.example:443 HTTP/1.1\r\nHost: allowed.example:443\r\n\r\n")
+    write(t, "get", "GET http://allowed.example/path?q=1 HTTP/1.1\r\nHost: evil.example\r\nAccept: */*\r\n"
+          "Proxy-Authorization: Basic eA==\r\nConnection: keep-alive\r\nKeep-Alive: 5\r\n\r\n")
+    write(t, "post", "POST http://allowed.example:8080/up HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello")
+    write(t, "chunked", "POST http://allowed.example/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+    write(t, "two-lengths", "POST http://allowed.example/ HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n")
+    write(t, "mapped", "CONNECT [::ffff:169.254.169.254]:443 HTTP/1.1\r\n\r\nCONNECT evil:443 HTTP/1.1\r\n\r\n")
+    write(t, "userinfo", "GET http://user@allowed.example@evil.net/ HTTP/1.0\r\n\r\n")
+    write(t, "query-only", "GET http://allowed.example?x HTTP/1.1\r\n\r\n")
+    write(t, "https-absolute", "GET https://allowed.example/ HTTP/1.1\r\n\r\n")
+    write(t, "origin-form", "GET / HTTP/1.1\r\nHost: allowed.example\r\n\r\n")
+    write(t, "bare-lf", "GET http://allowed.example/ HTTP/1.1\nHost: x\n\n")
+    write(t, "incomplete", "CONNECT allowed.example:443 HTTP/1.1\r\nHost: a")
+    write(t, "folded", "GET http://allowed.example/ HTTP/1.1\r\nX: a\r\n b\r\n\r\n")
+    write(t, "hex-host", "GET http://0x7f.1:80/ HTTP/1.1\r\n\r\n")
+    write(t, "v6-zone", "CONNECT [fe80::1%25eth0]:443 HTTP/1.1\r\n\r\n")
+
+
+def sni():
+    t = "sni"
+    write(t, "name", client_hello(b"allowed.example"))
+    write(t, "upper", client_hello(b"Allowed.EXAMPLE"))
+    write(t, "none", client_hello(b""))
+    write(t, "alpn-then-name", client_hello(b"a.example", b"\x00\x10\x00\x05\x00\x03\x02h2"))
+    write(t, "cut", client_hello(b"allowed.example")[:40])
+    write(t, "ip-name", client_hello(b"169.254.169.254"))
+    write(t, "nul-name", client_hello(b"a\x00b.example"))
+    write(t, "not-tls", b"GET / HTTP/1.1\r\n\r\n")
+
+
+def addr():
+    t = "addr"
+    for i, s in enumerate(["allowed.example", "ALLOWED.Example.", "0xa9fea9fe", "0xa9fea9fe.", "0x4.", "127.1",
+                           "169.254.43518", "017700000001", "1.2.3.4.5", "[::ffff:169.254.169.254]",
+                           "[fe80::1%eth0]", "::1", "a.b.c,d.e", "*.example", "localhost", "x.localhost",
+                           "a-.example", "_dmarc.example", "a..b", "pypi.org,files.pythonhosted.org",
+                           "xn--bcher-kva.example", "1e100.net", "a" * 64 + ".example"]):
+        write(t, "%02d" % i, s)
+
+
+def mcp():
+    t = "mcp"
+    write(t, "initialize", json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}))
+    write(t, "initialized", '{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    write(t, "tools-call", json.dumps({"jsonrpc": "2.0", "id": "a", "method": "tools/call", "params": {
+        "name": "code_execution", "arguments": {"language": "python", "code": "print(1)"},
+        "_meta": {"progressToken": 7}}}))
+    write(t, "response", '{"jsonrpc":"2.0","id":5,"result":{}}')
+    write(t, "cancelled", '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a"}}')
+    write(t, "batch", '[{"jsonrpc":"2.0","id":1,"method":"ping"}]')
+    # the parser's error text quotes the bad token, cut inside a character
+    write(t, "cut-utf8", b'{"jsonrpc":"2.0","id":1,"method":"\\u\xc3\xa9')
+    write(t, "long-method", '{"jsonrpc":"2.0","id":1,"method":"' + "m" * 300 + '"}')
+    write(t, "old-version", '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05"}}')
+    write(t, "not-utf8", b'{"jsonrpc":"2.0","id":"\xff","method":"ping"}')
+
+
+MANIFESTS = [
+    {"name": "s", "version": "1.0", "description": "d", "entrypoints": [{
+        "name": "e", "language": "python", "script": "e.py", "description": "d",
+        "input_schema": {"type": "object", "required": ["a"], "additionalProperties": False, "properties": {
+            "a": {"type": "string", "maxLength": 3, "enum": ["x", "yy"]},
+            "n": {"type": "integer", "minimum": 1, "maximum": 9},
+            "l": {"type": "array", "maxItems": 2, "items": {"type": "number"}}},
+            "examples": [{"a": "x"}, {"a": "yy", "n": 3, "l": [1.5]}, {"a": 1}, {}]}}]},
+    {"name": "t-2", "version": "2", "description": "d", "image": "host", "entrypoints": [{
+        "name": "a", "language": "bash", "script": "lib/a.sh", "description": "d", "timeout_s": 5,
+        "input_schema": {"type": "object", "properties": {"o": {"type": "object", "properties": {
+            "b": {"type": "boolean"}}}}, "examples": [{"o": {"b": True}}, {"o": []}]}}]},
+]
+
+
+def skill_manifest():
+    t = "skill-manifest"
+    for i, m in enumerate(MANIFESTS):
+        write(t, "valid-%d" % i, json.dumps(m))
+    bad = json.loads(json.dumps(MANIFESTS[0]))
+    bad["entrypoints"][0]["script"] = "../e.py"
+    write(t, "traversal", json.dumps(bad))
+    write(t, "duplicate-key", '{"name": "s", "name": "t"}')
+    write(t, "bad-name", json.dumps(dict(MANIFESTS[1], name="Bad Name")))
+
+
+def tar_bytes(entries, fmt=tarfile.USTAR_FORMAT):
+    bio = io.BytesIO()
+    with tarfile.open(fileobj=bio, mode="w", format=fmt) as tf:
+        for e in entries:
+            ti = tarfile.TarInfo(e["name"])
+            ti.type = e.get("type", tarfile.REGTYPE)
+            ti.mode = e.get("mode", 0o755 if ti.type == tarfile.DIRTYPE else 0o644)
+            ti.linkname = e.get("link", "")
+            data = e.get("data", b"")
+            ti.size = len(data) if ti.type == tarfile.REGTYPE else 0
+            tf.addfile(ti, io.BytesIO(data) if ti.size else None)
+    return bio.getvalue()
+
+
+def skill_bundle():
+    t = "skill-bundle"
+    good = json.dumps(MANIFESTS[1]).encode()
+    write(t, "good", tar_bytes([{"name": "skill.json", "data": good}, {"name": "lib/", "type": tarfile.DIRTYPE},
+                                {"name": "lib/a.sh", "data": b"echo hi\n", "mode": 0o755}]))
+    write(t, "links-devices", tar_bytes([{"name": "./x", "data": b"x"},
+                                         {"name": "l", "type": tarfile.SYMTYPE, "link": "/etc/passwd"},
+                                         {"name": "h", "type": tarfile.LNKTYPE, "link": "x"},
+                                         {"name": "d", "type": tarfile.CHRTYPE}]))
+    write(t, "traversal", tar_bytes([{"name": "a/../../b", "data": b"b"}, {"name": "/abs", "data": b"c"}]))
+    write(t, "deep", tar_bytes([{"name": "1/2/3/4/5/6/7/8", "data": b"d"},
+                                {"name": "1/2/3/4/5/6/7/8/9/x", "data": b"e"}]))
+    # a valid bundle with an empty directory at the deepest level allowed
+    # (the old mutation loop's tree check aborted on it)
+    write(t, "empty-dir-8-deep", tar_bytes([{"name": "skill.json", "data": good},
+                                            {"name": "1/2/3/4/5/6/7/8/", "type": tarfile.DIRTYPE}]))
+    write(t, "setuid", tar_bytes([{"name": "s", "data": b"s", "mode": 0o4755}]))
+    write(t, "pax-long", tar_bytes([{"name": "p" * 200, "data": b"p"}], tarfile.PAX_FORMAT))
+
+
+def dlp():
+    t = "dlp"
+    write(t, "aws", b"\x00\x07key AKIAIOSFODNN7EXAMPLE and more\n")
+    write(t, "secret-key", b"\x01\x02aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEYab\n")
+    write(t, "bearer", b"\x02\x03Authorization: Bearer abcdefgh12345678\nnext line\n")
+    write(t, "github", b"\x03\x01token=ghp_abcdefghijklmnopqrstuvwxyz0123\r\n")
+    write(t, "api-key", b"\x04\x05risk-assessment-summary sk-abcdefghijklmnopqrstuv\n")
+    write(t, "url", b"\x05\x06postgres://user:hunter2@db.example/x\n")
+    write(t, "private-key", b"\x06\x07a\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\nxyz\n-----END RSA PRIVATE KEY-----\nb\n")
+    write(t, "custom", b"\x07\x08ticket INTERNAL-123456 open\n")
+    write(t, "nul", b"\x08\x09a\x00b\n")
+    write(t, "bytes", b"\x09\x0a\xff\xfe caf\xc3\xa9 \xe2\x82\n\xed\xa0\x80 \xf4\x90\x80\x80\n")
+    write(t, "no-newline", b"\x0a\x0bslack xoxb-1234567890-abcdef")
+    write(t, "google", b"\x0b\x0cAIzaSyA-1234567890abcdefghijklmnopqrstu\n")
+    write(t, "plain", b"\x0c\x0dhello world\n")
+
+
+def names():
+    t = "names"
+    for i, s in enumerate([b"chart.png", b"caf\xc3\xa9.txt", b"\x80", b"\xef\xbf\xbd", b"a\\x80", b"a\\\\b",
+                           b"\xe2\x80\xaeevil.txt", b"tab\tname", b"\x7f", b"\xc2\x85", b"\xed\xa0\x80",
+                           b"\xf4\x90\x80\x80", b"\xc0\xaf", b"\xf0\x9f\x98\x80.png", b"\xe2\x81\xa6x"]):
+        write(t, "%02d" % i, s)
+
+
+TARGETS = {"proxy-head": proxy_head, "sni": sni, "addr": addr, "mcp": mcp, "skill-manifest": skill_manifest,
+           "skill-bundle": skill_bundle, "dlp": dlp, "names": names}
+
+if __name__ == "__main__":
+    for name in sys.argv[1:] or TARGETS:
+        TARGETS[name]()
