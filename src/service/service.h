@@ -10,6 +10,7 @@
 
 #include "../drivers/driver.h"
 #include "../store/store.h"
+#include "settings.h"
 
 typedef struct al_service_config {
     char listen_host[64];
@@ -189,20 +190,11 @@ json_t *al_row_json(json_t *row, const char *key);
 /* The run ID of P's workspace (its row), or NULL: other workspaces' runs do
  * not exist for P. */
 json_t *al_run_load(al_service *s, const al_principal *p, const char *id);
-/* Credits a run costs where the operator set no price (airlock admin price) */
-#define AL_PRICE_PER_RUN_DEFAULT 2
 
 /* The workspace's effective settings (defaults, then what it set). NULL with
  * ERR when they cannot be read (a store error, a corrupt row): callers fail
  * closed (refuse the run, do not start it), never fall back to defaults. */
 json_t *al_settings_load(al_service *s, const char *ws_id, al_error *err);
-/* Whether ALLOWED (a settings network_allowed list) holds MODE. */
-bool al_network_mode_allowed(json_t *allowed, al_net_mode mode);
-/* Whether the parsed policy NP is within the workspace SETTINGS: its mode
- * in network_allowed (hosts+packages needs packages as well) and, in hosts
- * mode, every host in network_hosts (a request narrows, never widens).
- * 0, or -EPERM with ERR naming the setting. */
-int al_settings_network_check(json_t *settings, const al_net_policy *np, al_error *err);
 int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret, al_error *err);
 /* 1 charged (and moved to provisioning), 0 no longer queued, -ENOSPC cannot pay. */
 int al_credits_charge(al_service *s, const char *run_id, al_error *err);

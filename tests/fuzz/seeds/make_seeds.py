@@ -184,8 +184,41 @@ def names():
         write(t, "%02d" % i, s)
 
 
+def text():
+    t = "text"
+    for i, s in enumerate([b"0", b"18446744073709551615", b"18446744073709551616", b"64K", b"1mb", b"16777216T",
+                           b"b", b"1.5", b".25", b"3.", b"1.2345", b"0007", b"-1", b"1e3",
+                           b"caf\xc3\xa9", b"\xff\xfe", b"ab\xe2\x82", b"\xed\xa0\x80", b"a\x00b\xc3"]):
+        write(t, "%02d" % i, s)
+
+
+def settings():
+    t = "settings"
+    bodies = [
+        {"approval_policy": "always", "approval_ttl_s": 600, "allow_self_approval": True},
+        {"network_allowed": ["offline", "packages", "hosts", "internet"], "network": "internet"},
+        {"network_hosts": ["Allowed.Example.", "b.example"], "network": "hosts:allowed.example"},
+        {"network": "hosts+packages:a.example", "network_hosts": ["a.example"]},
+        {"timeout_s": 30, "max_timeout_s": 120, "memory_mb": 1024, "cpus": 1.5, "concurrency": 2},
+        {"dlp_patterns": [{"name": "ticket", "pattern": "INTERNAL-[0-9]{6}"}, {"name": "x", "pattern": "(a+)+$"}]},
+        {"secrets": {"API_TOKEN": "s3cr3t", "OLD": None}},
+        {"tools": ["code_execution"], "driver": "disabled"},
+        {"price_per_run": 7},
+        {"price_per_run": 0},
+        {"network_allowed": ["internet"]},
+        {"network_hosts": ["0xa9fea9fe."]},
+        {"dlp_patterns": [{"name": "Bad Name", "pattern": "("}]},
+        {"unknown": 1},
+    ]
+    for i, b in enumerate(bodies):
+        write(t, "%02d" % i, json.dumps(b))
+    # two PUTs: the second over the first
+    write(t, "two-puts", json.dumps(bodies[2]).encode() + b"\xff" + json.dumps({"network_hosts": []}).encode())
+    write(t, "two-puts-b", json.dumps(bodies[1]).encode() + b"\xff" + json.dumps({"network_allowed": ["offline"]}).encode())
+
+
 TARGETS = {"proxy-head": proxy_head, "sni": sni, "addr": addr, "mcp": mcp, "skill-manifest": skill_manifest,
-           "skill-bundle": skill_bundle, "dlp": dlp, "names": names}
+           "skill-bundle": skill_bundle, "dlp": dlp, "names": names, "text": text, "settings": settings}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or TARGETS:

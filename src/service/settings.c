@@ -1,0 +1,321 @@
+/*
+ * A workspace's settings as rules, with no store and no HTTP: the defaults,
+ * the shape every stored row must have, and a PUT /v1/settings body applied
+ * over what the workspace set. governance.c reads and writes the rows
+ * around these; tests/fuzz/fuzz_settings.c drives them with hostile bodies.
+ */
+#include "settings.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlp.h"
+
+#define SECRETS_MAX 32
+#define SECRET_VALUE_MAX 4096
+#define DLP_PATTERNS_MAX 32
+#define DLP_PATTERN_LEN_MAX 512
+
+static const char *const tool_names[] = { "code_execution", "run_skill_script" };
+
+static bool in_list(const char *v, const char *const *list, size_t n) {
+    for (size_t i = 0; v && i < n; i++)
+        if (strcmp(v, list[i]) == 0)
+            return true;
+    return false;
+}
+
+static int num_in(json_t *v, double min, double max, const char *key, al_error *err) {
+    if (!json_is_number(v) || json_number_value(v) < min || json_number_value(v) > max)
+        return al_err(err, "settings", EINVAL, "%s must be a number from %g to %g", key, min, max);
+    return 0;
+}
+
+bool al_network_mode_allowed(json_t *allowed, al_net_mode mode) {
+    size_t i;
+    json_t *m;
+    json_array_foreach(allowed, i, m) if (json_is_string(m) && strcmp(json_string_value(m), al_net_mode_name(mode)) == 0)
+        return true;
+    return false;
+}
+
+int al_settings_network_check(json_t *settings, const al_net_policy *np, al_error *err) {
+    json_t *allowed = json_object_get(settings, "network_allowed");
+    if (!al_network_mode_allowed(allowed, np->mode))
+        return al_err(err, "network", EPERM, "network mode %s is not allowed in this workspace (settings network_allowed)",
+                      al_net_mode_name(np->mode));
+    /* hosts+packages reaches the registries too: packages must be allowed */
+    if (np->mode == AL_NET_HOSTS && np->with_packages && !al_network_mode_allowed(allowed, AL_NET_PACKAGES))
+        return al_err(err, "network", EPERM, "hosts+packages reaches the package registries, and mode packages is not "
+                      "allowed in this workspace (settings network_allowed)");
+    if (np->mode != AL_NET_HOSTS)
+        return 0;
+    /* the names are the workspace's to list, not the run's: a request
+     * narrows the list (names a subset), never widens it */
+    json_t *listed = json_object_get(settings, "network_hosts");
+    for (size_t i = 0; i < np->n_hosts; i++) {
+        bool found = false;
+        size_t k;
+        json_t *h;
+        json_array_foreach(listed, k, h) found |= json_is_string(h) && strcmp(json_string_value(h), np->hosts[i]) == 0;
+        if (!found)
+            return al_err(err, "network", EPERM, json_array_size(listed)
+                          ? "host %s is not in this workspace's allowed hosts (settings network_hosts): a run may name "
+                            "only hosts an admin listed there"
+                          : "host %s: this workspace allows no hosts (settings network_hosts is empty; an admin lists "
+                            "the hosts runs may reach there)", np->hosts[i]);
+    }
+    return 0;
+}
+
+/* NAMES (a settings network_hosts value) checked and in canonical form
+ * (lower case, no trailing dot), as al_net_policy_parse spells them; NULL
+ * with ERR when one is not a host name policy allows. */
+static json_t *network_hosts_canonical(json_t *names, al_error *err) {
+    if (!json_is_array(names) || json_array_size(names) > AL_NET_MAX_HOSTS) {
+        al_err(err, "settings", EINVAL, "network_hosts must be a list of at most %d host names", AL_NET_MAX_HOSTS);
+        return NULL;
+    }
+    json_t *out = json_array();
+    al_net_policy *np = malloc(sizeof *np);
+    size_t i;
+    json_t *n;
+    json_array_foreach(names, i, n) {
+        char spec[AL_NET_NAME_MAX + 8];
+        const char *v = json_string_value(n);
+        if (!np || !v || !*v || strlen(v) >= AL_NET_NAME_MAX || strchr(v, ',')) {
+            al_err(err, "settings", EINVAL, "network_hosts[%zu] must be a host name (a.example)", i);
+            goto fail;
+        }
+        snprintf(spec, sizeof spec, "hosts:%s", v);
+        if (al_net_policy_parse(spec, np, err) < 0 || np->n_hosts != 1) {
+            al_err(err, "settings", EINVAL, "network_hosts[%zu] is not a host name a policy allows", i);
+            goto fail;
+        }
+        json_array_append_new(out, json_string(np->hosts[0]));
+    }
+    free(np);
+    return out;
+fail:
+    free(np);
+    json_decref(out);
+    return NULL;
+}
+
+json_t *al_settings_defaults(const al_settings_bounds *b) {
+    json_t *d = json_pack("{s:s, s:[s, s, s], s:s, s:i, s:i, s:i, s:f, s:i, s:s, s:i, s:i, s:[s, s], s:[]}", "driver",
+                          b->driver, "network_allowed", "offline", "packages", "hosts", "network", "offline",
+                          "timeout_s", 60 < b->max_timeout_s ? 60 : b->max_timeout_s, "max_timeout_s",
+                          b->max_timeout_s, "memory_mb", 512, "cpus", 0.5, "concurrency", b->per_person,
+                          "approval_policy", "never", "approval_ttl_s", 3600, "price_per_run", AL_PRICE_PER_RUN_DEFAULT,
+                          "tools", tool_names[0], tool_names[1], "dlp_patterns");
+    /* no host a run may name until an admin lists it (fail closed) */
+    json_object_set_new(d, "network_hosts", json_array());
+    /* separation of duties: a requester does not decide their own run */
+    json_object_set_new(d, "allow_self_approval", json_false());
+    return d;
+}
+
+/* Every setting the service acts on has the shape PUT checks: a row that
+ * parses but holds, say, "approval_policy": "ALWAYS" must not read as
+ * "never" where the code compares strings. */
+bool al_settings_sane(json_t *eff) {
+    static const char *const strings[] = { "driver", "network" };
+    static const char *const numbers[] = { "timeout_s", "max_timeout_s", "memory_mb", "cpus", "concurrency",
+                                           "approval_ttl_s", "price_per_run" };
+    static const char *const lists[] = { "network_allowed", "network_hosts", "tools" };
+    static const char *const policies[] = { "never", "always", "high_risk" };
+    for (size_t i = 0; i < ELEMENTSOF(strings); i++)
+        if (!json_is_string(json_object_get(eff, strings[i])))
+            return false;
+    for (size_t i = 0; i < ELEMENTSOF(numbers); i++)
+        if (!json_is_number(json_object_get(eff, numbers[i])))
+            return false;
+    for (size_t i = 0; i < ELEMENTSOF(lists); i++) {
+        json_t *l = json_object_get(eff, lists[i]), *v;
+        size_t k;
+        if (!json_is_array(l))
+            return false;
+        json_array_foreach(l, k, v) if (!json_is_string(v)) return false;
+    }
+    if (!in_list(json_string_value(json_object_get(eff, "approval_policy")), policies, ELEMENTSOF(policies)))
+        return false;
+    if (!json_is_boolean(json_object_get(eff, "allow_self_approval")))
+        return false;
+    json_t *d = json_object_get(eff, "dlp_patterns"), *v;
+    size_t k;
+    if (!json_is_array(d))
+        return false;
+    json_array_foreach(d, k, v) if (!json_is_string(json_object_get(v, "name")) || !json_is_string(json_object_get(v, "pattern")))
+        return false;
+    return true;
+}
+
+int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, json_t *body, al_error *err) {
+    if (!json_is_object(body))
+        return al_err(err, "settings", EINVAL, "the body must be a JSON object");
+    if (json_object_get(body, "network_hosts")) {
+        /* checked and canonical before anything compares against it */
+        json_t *canon = network_hosts_canonical(json_object_get(body, "network_hosts"), err);
+        if (!canon)
+            return -EINVAL;
+        json_object_set_new(body, "network_hosts", canon);
+    }
+    json_t *eff = al_settings_defaults(b);
+    if (!eff)
+        return al_err(err, "settings", ENOMEM, "out of memory");
+    json_object_update(eff, cur);
+    if (b->has_price)
+        json_object_set_new(eff, "price_per_run", json_integer(b->price));
+    int r = al_settings_sane(eff) ? 0
+                               : al_err(err, "settings", EBADMSG, "the workspace's stored settings are corrupt (a setting "
+                                        "of the wrong type or value): they are not changed over; an operator must "
+                                        "repair the row");
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v) {
+        if (r < 0)
+            break;
+        if (strcmp(key, "driver") == 0) {
+            static const char *const d[] = { "native", "disabled" };
+            if (!in_list(json_string_value(v), d, 2))
+                r = al_err(err, "settings", EINVAL, "driver must be native or disabled");
+            else if (strcmp(json_string_value(v), "native") == 0 && strcmp(b->driver, "native") != 0)
+                r = al_err(err, "settings", EINVAL, "this service's driver is %s: a workspace cannot enable native",
+                           b->driver);
+        } else if (strcmp(key, "network") == 0) {
+            /* the default policy of runs that name none: valid, and one of
+             * the allowed modes (the new list if this PUT sets one) */
+            al_net_policy *np = malloc(sizeof *np);
+            json_t *allowed = json_object_get(body, "network_allowed");
+            if (!allowed)
+                allowed = json_object_get(eff, "network_allowed");
+            if (!np)
+                r = -ENOMEM;
+            else if (!json_is_string(v))
+                r = al_err(err, "settings", EINVAL, "network must be a policy string (offline, packages, internet, hosts:a,b)");
+            else if ((r = al_net_policy_parse(json_string_value(v), np, err)) == 0 &&
+                     !al_network_mode_allowed(allowed, np->mode))
+                r = al_err(err, "settings", EINVAL, "network: mode %s is not in network_allowed", al_net_mode_name(np->mode));
+            free(np);
+        } else if (strcmp(key, "network_allowed") == 0) {
+            size_t i;
+            json_t *m;
+            if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > _AL_NET_MODE_MAX)
+                r = al_err(err, "settings", EINVAL, "network_allowed must be a list of modes (offline, packages, hosts, internet)");
+            json_array_foreach(v, i, m) {
+                bool known = false;
+                for (int k = 0; k < _AL_NET_MODE_MAX; k++)
+                    known |= json_is_string(m) && strcmp(json_string_value(m), al_net_mode_name((al_net_mode)k)) == 0;
+                if (r == 0 && !known)
+                    r = al_err(err, "settings", EINVAL, "network_allowed: unknown mode (offline, packages, hosts, internet)");
+            }
+            /* the default policy must stay allowed */
+            json_t *def = json_object_get(body, "network") ?: json_object_get(eff, "network");
+            al_net_policy *np = r == 0 ? malloc(sizeof *np) : NULL;
+            al_error ignore;
+            if (np && json_is_string(def) && al_net_policy_parse(json_string_value(def), np, &ignore) == 0 &&
+                !al_network_mode_allowed(v, np->mode))
+                r = al_err(err, "settings", EINVAL, "network_allowed must include the default network's mode (%s)",
+                           al_net_mode_name(np->mode));
+            free(np);
+        } else if (strcmp(key, "network_hosts") == 0) {
+            r = 0; /* checked above; the default network is checked against it below */
+        } else if (strcmp(key, "max_timeout_s") == 0) {
+            r = num_in(v, 1, b->max_timeout_s, key, err);
+        } else if (strcmp(key, "timeout_s") == 0) {
+            json_t *mx = json_object_get(body, "max_timeout_s");
+            r = num_in(v, 1, mx && json_is_number(mx) ? json_number_value(mx)
+                                                       : json_number_value(json_object_get(eff, "max_timeout_s")),
+                       key, err);
+        } else if (strcmp(key, "memory_mb") == 0) {
+            r = num_in(v, 16, b->max_memory_mb, key, err);
+        } else if (strcmp(key, "cpus") == 0) {
+            r = num_in(v, 0.01, b->max_cpus, key, err);
+        } else if (strcmp(key, "concurrency") == 0) {
+            r = num_in(v, 1, b->per_person, key, err);
+        } else if (strcmp(key, "approval_policy") == 0) {
+            static const char *const p[] = { "never", "always", "high_risk" };
+            if (!in_list(json_string_value(v), p, 3))
+                r = al_err(err, "settings", EINVAL, "approval_policy must be never, always or high_risk");
+        } else if (strcmp(key, "allow_self_approval") == 0) {
+            if (!json_is_boolean(v))
+                r = al_err(err, "settings", EINVAL, "allow_self_approval must be true or false");
+        } else if (strcmp(key, "approval_ttl_s") == 0) {
+            r = num_in(v, 1, 7 * 86400, key, err);
+        } else if (strcmp(key, "price_per_run") == 0) {
+            /* what a workspace pays is not its own admins' to decide */
+            if (!json_equal(v, json_object_get(eff, "price_per_run")))
+                r = al_err(err, "settings", EPERM, "price_per_run is set by the operator (airlock admin price set "
+                           "--workspace WS AMOUNT), not by a workspace's admins");
+            continue;
+        } else if (strcmp(key, "tools") == 0) {
+            size_t i;
+            json_t *t;
+            if (!json_is_array(v))
+                r = al_err(err, "settings", EINVAL, "tools must be an array");
+            json_array_foreach(v, i, t) if (r == 0 && !in_list(json_string_value(t), tool_names, ELEMENTSOF(tool_names)))
+                r = al_err(err, "settings", EINVAL, "unknown tool in tools (code_execution, run_skill_script)");
+        } else if (strcmp(key, "dlp_patterns") == 0) {
+            size_t i;
+            json_t *p;
+            if (!json_is_array(v) || json_array_size(v) > DLP_PATTERNS_MAX)
+                r = al_err(err, "settings", EINVAL, "dlp_patterns must be an array of at most %d", DLP_PATTERNS_MAX);
+            json_array_foreach(v, i, p) {
+                const char *name = json_string_value(json_object_get(p, "name"));
+                const char *pat = json_string_value(json_object_get(p, "pattern"));
+                if (r < 0)
+                    break;
+                if (!name || !pat || strlen(name) == 0 || strlen(name) > 40 || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(name) ||
+                    strlen(pat) == 0 || strlen(pat) > DLP_PATTERN_LEN_MAX)
+                    r = al_err(err, "settings", EINVAL, "dlp_patterns[%zu]: want {name: [a-z0-9_]{1,40}, pattern: 1-%d bytes}",
+                               i, DLP_PATTERN_LEN_MAX);
+                else if (al_dlp_check_pattern(pat, err) < 0)
+                    r = -EINVAL;
+            }
+        } else if (strcmp(key, "secrets") == 0) {
+            const char *k;
+            json_t *sv;
+            if (!json_is_object(v))
+                r = al_err(err, "settings", EINVAL, "secrets must be an object of names to values");
+            json_object_foreach(v, k, sv) {
+                if (r < 0)
+                    break;
+                if (json_is_null(sv))
+                    json_object_del(sec, k);
+                else if (!json_is_string(sv) || json_string_length(sv) > SECRET_VALUE_MAX || strlen(k) == 0 || strlen(k) > 64)
+                    r = al_err(err, "settings", EINVAL, "secrets.%s: want a string of at most %d bytes (null deletes)", k,
+                               SECRET_VALUE_MAX);
+                else
+                    json_object_set(sec, k, sv);
+            }
+            if (r == 0 && json_object_size(sec) > SECRETS_MAX)
+                r = al_err(err, "settings", EINVAL, "at most %d secrets", SECRETS_MAX);
+            continue;
+        } else {
+            r = al_err(err, "settings", EINVAL, "unknown setting \"%s\"", key);
+        }
+        if (r == 0)
+            json_object_set(cur, key, v);
+    }
+    if (r == 0 && (json_object_get(body, "network") || json_object_get(body, "network_allowed") ||
+                   json_object_get(body, "network_hosts"))) {
+        /* the default policy of runs that name none must be one a run
+         * could ask for under the new settings (its hosts listed too) */
+        json_t *view = json_deep_copy(eff);
+        json_object_update(view, cur);
+        al_net_policy *np = malloc(sizeof *np);
+        al_error nerr = { 0 };
+        const char *def = json_string_value(json_object_get(view, "network"));
+        if (!view || !np)
+            r = -ENOMEM;
+        else if (al_net_policy_parse(def, np, &nerr) < 0 || al_settings_network_check(view, np, &nerr) < 0)
+            r = al_err(err, "settings", EINVAL, "the default network %s would not be allowed: %s", def ? def : "?",
+                       nerr.msg);
+        free(np);
+        json_decref(view);
+    }
+    json_decref(eff);
+    return r;
+}
