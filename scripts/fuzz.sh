@@ -36,6 +36,8 @@ sources() {
     skill-bundle) echo src/service/skill_bundle.c ;;
     dlp) echo src/service/dlp.c ;;
     names) echo src/box/collect.c ;;
+    text) echo src/util/util.c ;;
+    settings) echo src/service/settings.c ;;
     image-import) echo src/image/import.c ;;
     helper-events) echo src/service/helper_events.c ;;
     run-body | piston-body) echo src/service/run_request.c ;;
