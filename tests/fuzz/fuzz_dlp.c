@@ -25,6 +25,19 @@
 static long n_inputs, n_redacted, n_base64, n_chunks;
 static const char secret[] = "AKIAQWERTYUIOPASDFGH";
 
+/* ALL (*N bytes) with R (RN bytes, freed; NULL: nothing released) after it */
+static char *append(char *all, size_t *n, char *r, size_t rn) {
+    if (!r)
+        return all;
+    all = realloc(all, *n + rn + 1);
+    if (!all)
+        abort();
+    memcpy(all + *n, r, rn);
+    *n += rn;
+    free(r);
+    return all;
+}
+
 static char *stream(al_dlp *d, const char *text, size_t len, uint32_t seed, size_t *ret_len, int *ret_count) {
     al_dlp_stream st = { .dlp = d };
     char *all = malloc(1);
@@ -37,28 +50,12 @@ static char *stream(al_dlp *d, const char *text, size_t len, uint32_t seed, size
         if (k > len - at)
             k = len - at;
         size_t rn = 0;
-        char *r = al_dlp_stream_feed(&st, text + at, k, &rn);
-        if (r) {
-            all = realloc(all, n + rn + 1);
-            if (!all)
-                abort();
-            memcpy(all + n, r, rn);
-            n += rn;
-            free(r);
-        }
+        all = append(all, &n, al_dlp_stream_feed(&st, text + at, k, &rn), rn);
         at += k;
         n_chunks++;
     }
     size_t rn = 0;
-    char *r = al_dlp_stream_flush(&st, &rn);
-    if (r) {
-        all = realloc(all, n + rn + 1);
-        if (!all)
-            abort();
-        memcpy(all + n, r, rn);
-        n += rn;
-        free(r);
-    }
+    all = append(all, &n, al_dlp_stream_flush(&st, &rn), rn);
     free(st.pending);
     all[n] = '\0';
     *ret_len = n;
