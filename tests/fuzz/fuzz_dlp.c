@@ -50,12 +50,14 @@ static char *stream(al_dlp *d, const char *text, size_t len, uint32_t seed, size
         if (k > len - at)
             k = len - at;
         size_t rn = 0;
-        all = append(all, &n, al_dlp_stream_feed(&st, text + at, k, &rn), rn);
+        char *r = al_dlp_stream_feed(&st, text + at, k, &rn);
+        all = append(all, &n, r, rn);
         at += k;
         n_chunks++;
     }
     size_t rn = 0;
-    all = append(all, &n, al_dlp_stream_flush(&st, &rn), rn);
+    char *r = al_dlp_stream_flush(&st, &rn);
+    all = append(all, &n, r, rn);
     free(st.pending);
     all[n] = '\0';
     *ret_len = n;
