@@ -930,68 +930,15 @@ static enum MHD_Result piston(al_service *s, struct MHD_Connection *c, const cha
         json_decref(b);
         return bad;
     }
-    const char *lang = json_string_value(json_object_get(b, "language"));
-    static const struct { const char *alias, *ours; } map[] = {
-        { "python", "python" }, { "python3", "python" }, { "py", "python" }, { "py3", "python" },
-        { "javascript", "node" }, { "js", "node" }, { "node", "node" }, { "node-javascript", "node" },
-        { "bash", "bash" }, { "sh", "bash" },
-    };
-    const char *ours = NULL;
-    for (size_t i = 0; lang && i < ELEMENTSOF(map); i++)
-        if (strcmp(lang, map[i].alias) == 0)
-            ours = map[i].ours;
-    json_t *files = json_object_get(b, "files");
-    if (!ours || !json_is_array(files) || json_array_size(files) < 1 ||
-        !json_is_string(json_object_get(json_array_get(files, 0), "content"))) {
-        json_decref(b);
-        return reply_error(c, 400, "bad_request", "want language (python, javascript, bash) and files[0].content");
-    }
-    /* a field of the wrong type, or a file without a name or content, is
-     * refused: silently dropped, it would run something other than what
-     * was sent (and shown to an approver) */
-    json_t *stdin_v = json_object_get(b, "stdin"), *args_v = json_object_get(b, "args");
-    json_t *rt = json_object_get(b, "run_timeout"), *rm = json_object_get(b, "run_memory_limit");
-    bool shape_ok = (!stdin_v || json_is_null(stdin_v) || json_is_string(stdin_v)) &&
-                    (!args_v || json_is_null(args_v) || json_is_array(args_v)) &&
-                    (!rt || json_is_null(rt) || json_is_number(rt)) && (!rm || json_is_null(rm) || json_is_number(rm));
-    for (size_t i = 1; shape_ok && i < json_array_size(files); i++)
-        shape_ok = json_is_string(json_object_get(json_array_get(files, i), "name")) &&
-                   json_is_string(json_object_get(json_array_get(files, i), "content"));
-    if (!shape_ok) {
-        json_decref(b);
-        return reply_error(c, 400, "bad_request", "want files[] of {name, content} strings (files[0] the script), "
-                                                  "stdin a string, args an array, run_timeout and run_memory_limit numbers");
-    }
-    /* our run: files[0] is the script; the others go to /work by name */
-    json_t *body = json_pack("{s:s, s:O, s:[]}", "language", ours, "code", json_object_get(json_array_get(files, 0), "content"),
-                             "files");
-    for (size_t i = 1; i < json_array_size(files); i++) {
-        json_t *f = json_array_get(files, i);
-        const char *name = json_string_value(json_object_get(f, "name"));
-        const char *content = json_string_value(json_object_get(f, "content"));
-        size_t n = json_string_length(json_object_get(f, "content"));
-        char *b64 = malloc(BASE64_ENCODE_RAW_LENGTH(n) + 1);
-        if (!b64) {
-            json_decref(body);
-            json_decref(b);
-            return reply_error(c, 500, "internal", "out of memory");
-        }
-        base64_encode_raw(b64, n, (const uint8_t *)content);
-        b64[BASE64_ENCODE_RAW_LENGTH(n)] = '\0';
-        json_array_append_new(json_object_get(body, "files"), json_pack("{s:s, s:s}", "name", name, "content_base64", b64));
-        free(b64);
-    }
-    if (json_is_string(stdin_v))
-        json_object_set(body, "stdin", stdin_v);
-    if (json_is_array(args_v))
-        json_object_set(body, "args", args_v);
-    json_t *limits = json_object();
-    if (json_is_number(rt) && json_number_value(rt) > 0)
-        json_object_set_new(limits, "timeout_s", json_integer((json_int_t)((json_number_value(rt) + 999) / 1000)));
-    if (json_is_number(rm) && json_number_value(rm) > 0)
-        json_object_set_new(limits, "memory_mb", json_integer((json_int_t)(json_number_value(rm) / 1048576)));
-    json_object_set_new(body, "limits", limits);
+    /* the translation is pure (run_request.c, fuzzed alone); the body it
+     * makes goes through al_run_create like any other */
+    json_t *body = NULL;
+    char tmsg[300];
+    unsigned tst = al_piston_translate(b, &body, tmsg, sizeof tmsg);
     json_decref(b);
+    if (tst)
+        return reply_error(c, tst, tst == 400 ? "bad_request" : "internal", "%s", tmsg);
+    const char *ours = json_string_value(json_object_get(body, "language"));
     /* answered with the runtime that ran, as Piston names it */
     json_t *rts = piston_runtimes();
     char pl[32] = "", pv[64] = "";

@@ -6,18 +6,15 @@
  * get a status and a document.
  */
 #include <fcntl.h>
-#include <nettle/base64.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "../image/image.h"
 #include "audit.h"
+#include "run_request.h"
 #include "service.h"
 #include "skills.h"
 
-#define FILE_NAME_MAX 255
-#define ARTIFACT_REFS_MAX 100
-#define DESCRIPTION_MAX 4096
 
 /* --------------------------------------------------------------- records */
 
@@ -174,45 +171,7 @@ json_t *al_run_load(al_service *s, const al_principal *p, const char *id) {
     return row;
 }
 
-/* ----------------------------------------------------------- validation */
-
-bool al_valid_thread_id(const char *t) {
-    size_t n = strlen(t);
-    if (n == 0 || n > 64)
-        return false;
-    for (const char *c = t; *c; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
-              *c == '_' || *c == '-'))
-            return false;
-    return strcmp(t, ".") != 0 && strcmp(t, "..") != 0;
-}
-
-static bool valid_file_name(const char *n) {
-    size_t len = strlen(n);
-    return len > 0 && len <= FILE_NAME_MAX && !strchr(n, '/') && strcmp(n, ".") != 0 && strcmp(n, "..") != 0;
-}
-
-static int decode_base64(const char *in, char **ret, size_t *ret_len) {
-    size_t n = strlen(in);
-    char *out = malloc(BASE64_DECODE_LENGTH(n) + 1);
-    if (!out)
-        return -ENOMEM;
-    struct base64_decode_ctx ctx;
-    base64_decode_init(&ctx);
-    size_t len = BASE64_DECODE_LENGTH(n);
-    if (!base64_decode_update(&ctx, &len, (uint8_t *)out, n, in) || !base64_decode_final(&ctx)) {
-        free(out);
-        return -EINVAL;
-    }
-    *ret = out;
-    *ret_len = len;
-    return 0;
-}
-
-typedef struct limit_spec {
-    const char *key;
-    double def, min, max;
-} limit_spec;
+/* ----------------------------------------------------------- errors */
 
 /* An error answer of al_run_create: the status, and the document in *RET. */
 static unsigned run_error(json_t **ret, unsigned status, const char *code, const char *fmt, ...) _printf_(4, 5);
@@ -323,6 +282,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     unsigned ret = idem ? al_run_replay(s, p, ex, ret_doc) : 0;
     if (ret)
         return ret;
+    al_run_request rq = { 0 };
     json_t *settings = NULL;
     settings = al_settings_load(s, p->workspace_id, &err);
     if (!settings) /* fail closed: never a run under default settings */
@@ -338,113 +298,11 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         ret = run_error(ret_doc, 403, "tool_not_allowed", "%s is not on this workspace's tool allow-list", tool);
         goto out;
     }
-    json_t *lang = json_object_get(body, "language"), *code = json_object_get(body, "code");
-    json_t *thread = json_object_get(body, "thread_id"), *files = json_object_get(body, "files");
-    json_t *arts = json_object_get(body, "artifacts"), *net = json_object_get(body, "network");
-    json_t *lim = json_object_get(body, "limits"), *desc = json_object_get(body, "description");
-    json_t *img = json_object_get(body, "image");
-    json_t *args = json_object_get(body, "args"), *stdin_text = json_object_get(body, "stdin");
-    if (args && !json_is_null(args)) {
-        size_t k;
-        json_t *av;
-        bool ok = json_is_array(args) && json_array_size(args) <= 256;
-        json_array_foreach(args, k, av) ok = ok && json_is_string(av) && json_string_length(av) <= 4096 &&
-                                         !memchr(json_string_value(av), 0, json_string_length(av));
-        if (!ok) {
-            ret = run_error(ret_doc, 400, "bad_request", "args must be at most 256 strings of at most 4096 bytes, without NUL");
-            goto out;
-        }
-    }
-    if (stdin_text && !json_is_null(stdin_text) && (!json_is_string(stdin_text) || json_string_length(stdin_text) > (1u << 20))) {
-        ret = run_error(ret_doc, 400, "bad_request", "stdin must be a string of at most 1 MiB");
-        goto out;
-    }
-    char image_ref[80] = "";
-    char net_spec[AL_NET_MAX_HOSTS * AL_NET_NAME_MAX] = "offline";
-    if (img && !json_is_null(img)) {
-        /* an alias or a digest, resolved now and kept as the digest, so the
-         * run (and its approval card) names exactly one tree */
-        char images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
-        al_error ierr = { 0 };
-        snprintf(images, sizeof images, "%s/images", s->cfg.state_dir);
-        if (!json_is_string(img) || (strcmp(json_string_value(img), "host") != 0 &&
-                                     al_image_resolve(images, json_string_value(img), idir, sizeof idir, digest, &ierr) < 0)) {
-            ret = run_error(ret_doc, 400, "bad_request", "image: %s", ierr.msg[0] ? ierr.msg : "want an alias or sha256 digest");
-            goto out;
-        }
-        if (strcmp(json_string_value(img), "host") != 0)
-            snprintf(image_ref, sizeof image_ref, "sha256:%s", digest);
-    }
-    static const char *const langs[] = { "python", "node", "bash" };
-    const char *language = json_string_value(lang);
-    bool lang_ok = false;
-    for (size_t i = 0; language && i < ELEMENTSOF(langs); i++)
-        lang_ok |= strcmp(language, langs[i]) == 0;
-    if (!lang_ok) {
-        ret = run_error(ret_doc, 400, "bad_request", "language must be one of python, node, bash");
-        goto out;
-    }
-    if (!json_is_string(code) || json_string_length(code) == 0) {
-        ret = run_error(ret_doc, 400, "bad_request", "code must be a non-empty string");
-        goto out;
-    }
-    if (json_string_length(code) > s->cfg.code_max || memchr(json_string_value(code), 0, json_string_length(code))) {
-        ret = run_error(ret_doc, json_string_length(code) > s->cfg.code_max ? 413 : 400,
-                          json_string_length(code) > s->cfg.code_max ? "payload_too_large" : "bad_request",
-                          "code must be at most %llu bytes, without NUL", (unsigned long long)s->cfg.code_max);
-        goto out;
-    }
-    if (thread && !json_is_null(thread) && (!json_is_string(thread) || !al_valid_thread_id(json_string_value(thread)))) {
-        ret = run_error(ret_doc, 400, "bad_request", "thread_id must be 1-64 characters of A-Z a-z 0-9 . _ -");
-        goto out;
-    }
-    /* the network policy: the request's, or the workspace's default; parsed
-     * here so a bad one is refused now, and stored in canonical form */
-    if (net && !json_is_null(net) && !json_is_string(net)) {
-        ret = run_error(ret_doc, 400, "bad_request", "network must be a policy string (offline, packages, internet, "
-                                                 "hosts:a.example,b.example, hosts+packages:a.example)");
-        goto out;
-    }
-    {
-        const char *spec = net && json_is_string(net) ? json_string_value(net)
-                                                      : json_string_value(json_object_get(settings, "network"));
-        al_net_policy *np = malloc(sizeof *np);
-        al_error nerr = { 0 };
-        if (!np || al_net_policy_parse(spec, np, &nerr) < 0) {
-            free(np);
-            ret = run_error(ret_doc, 400, "bad_request", "network: %s", np ? nerr.msg : "out of memory");
-            goto out;
-        }
-        if (al_settings_network_check(settings, np, &nerr) < 0) {
-            ret = run_error(ret_doc, 403, "network_not_allowed", "%s", nerr.msg);
-            free(np);
-            goto out;
-        }
-        al_net_policy_format(np, net_spec, sizeof net_spec);
-        free(np);
-    }
-    if (desc && !json_is_null(desc) && (!json_is_string(desc) || json_string_length(desc) > DESCRIPTION_MAX)) {
-        ret = run_error(ret_doc, 400, "bad_request", "description must be a string of at most %d bytes", DESCRIPTION_MAX);
-        goto out;
-    }
-    if (files && !json_is_null(files) && (!json_is_array(files) || json_array_size(files) > s->cfg.files_max)) {
-        ret = run_error(ret_doc, 400, "bad_request", "files must be an array of at most %llu entries",
-                          (unsigned long long)s->cfg.files_max);
-        goto out;
-    }
-    if (arts && !json_is_null(arts) && (!json_is_array(arts) || json_array_size(arts) > ARTIFACT_REFS_MAX)) {
-        ret = run_error(ret_doc, 400, "bad_request", "artifacts must be an array of at most %d artifact ids", ARTIFACT_REFS_MAX);
-        goto out;
-    }
-    if (lim && !json_is_null(lim) && !json_is_object(lim)) {
-        ret = run_error(ret_doc, 400, "bad_request", "limits must be an object");
-        goto out;
-    }
-    /* limits, each within the workspace's maxima */
+    /* the workspace's maxima, which bound the request's limits; fail
+     * closed: a maximum that cannot be read is not 0, which the box reads
+     * as "no limit" */
     json_t *ws = al_store_query(s->store, &err, "SELECT * FROM workspaces WHERE id = ?", "s", p->workspace_id);
     json_t *w = json_array_get(ws, 0);
-    /* fail closed: a maximum that cannot be read is not 0, which the box
-     * reads as "no limit" */
     static const struct { const char *col; json_int_t min; } maxima[] = {
         { "max_memory_mb", 16 }, { "max_cpus_milli", 10 }, { "max_pids", 8 },
     };
@@ -462,69 +320,70 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     double max_t = json_number_value(json_object_get(settings, "max_timeout_s"));
     if (max_t > s->cfg.max_timeout_s)
         max_t = s->cfg.max_timeout_s;
-    limit_spec specs[] = {
-        { "timeout_s", json_number_value(json_object_get(settings, "timeout_s")), 1, max_t },
-        { "memory_mb", json_number_value(json_object_get(settings, "memory_mb")), 16,
-          (double)json_integer_value(json_object_get(w, "max_memory_mb")) },
-        { "cpus", json_number_value(json_object_get(settings, "cpus")), 0.01,
-          (double)json_integer_value(json_object_get(w, "max_cpus_milli")) / 1000.0 },
-        { "pids", 256, 8, (double)json_integer_value(json_object_get(w, "max_pids")) },
+    /* the parser reads no store: what it holds the request to is read here
+     * (the ranges of the limits are checked there, against these) */
+    al_run_bounds bounds = {
+        .code_max = s->cfg.code_max,
+        .files_max = s->cfg.files_max,
+        .limit = {
+            [AL_LIMIT_TIMEOUT_S] = { json_number_value(json_object_get(settings, "timeout_s")), 1, max_t },
+            [AL_LIMIT_MEMORY_MB] = { json_number_value(json_object_get(settings, "memory_mb")), 16,
+                                     (double)json_integer_value(json_object_get(w, "max_memory_mb")) },
+            [AL_LIMIT_CPUS] = { json_number_value(json_object_get(settings, "cpus")), 0.01,
+                                (double)json_integer_value(json_object_get(w, "max_cpus_milli")) / 1000.0 },
+            [AL_LIMIT_PIDS] = { 256, 8, (double)json_integer_value(json_object_get(w, "max_pids")) },
+        },
     };
     json_decref(ws);
-    double v[4];
-    const char *key;
-    json_t *val;
-    json_object_foreach(lim, key, val) {
-        bool known = false;
-        for (size_t i = 0; i < ELEMENTSOF(specs); i++)
-            known |= strcmp(key, specs[i].key) == 0;
-        if (!known) {
-            ret = run_error(ret_doc, 400, "bad_request", "unknown limit \"%s\" (timeout_s, memory_mb, cpus, pids)", key);
+    {
+        char pmsg[600];
+        const char *pcode = NULL;
+        unsigned st = al_run_request_parse(body, &bounds, &rq, pmsg, sizeof pmsg, &pcode);
+        if (st) {
+            ret = run_error(ret_doc, st, pcode, "%s", pmsg);
             goto out;
         }
     }
-    for (size_t i = 0; i < ELEMENTSOF(specs); i++) {
-        json_t *x = json_object_get(lim, specs[i].key);
-        v[i] = specs[i].def > specs[i].max ? specs[i].max : specs[i].def;
-        if (x && !json_is_null(x)) {
-            if (!json_is_number(x) || json_number_value(x) < specs[i].min || json_number_value(x) > specs[i].max) {
-                ret = run_error(ret_doc, 400, "bad_request", "limits.%s must be a number from %g to %g", specs[i].key,
-                                  specs[i].min, specs[i].max);
+    const char *language = rq.language;
+    char image_ref[80] = "";
+    char net_spec[AL_NET_MAX_HOSTS * AL_NET_NAME_MAX] = "offline";
+    if (rq.image && strcmp(rq.image, "host") != 0) {
+        /* an alias or a digest, resolved now and kept as the digest, so the
+         * run (and its approval card) names exactly one tree */
+        char images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
+        al_error ierr = { 0 };
+        snprintf(images, sizeof images, "%s/images", s->cfg.state_dir);
+        if (al_image_resolve(images, rq.image, idir, sizeof idir, digest, &ierr) < 0) {
+            ret = run_error(ret_doc, 400, "bad_request", "image: %s", ierr.msg[0] ? ierr.msg : "want an alias or sha256 digest");
+            goto out;
+        }
+        snprintf(image_ref, sizeof image_ref, "sha256:%s", digest);
+    }
+    {
+        /* the network policy: the request's (parsed already), or the
+         * workspace's default; stored in canonical form */
+        _cleanup_free_ al_net_policy *def = NULL;
+        const al_net_policy *np = rq.net;
+        al_error nerr = { 0 };
+        if (!np) {
+            def = malloc(sizeof *def);
+            if (!def || al_net_policy_parse(json_string_value(json_object_get(settings, "network")), def, &nerr) < 0) {
+                ret = run_error(ret_doc, 400, "bad_request", "network: %s", def ? nerr.msg : "out of memory");
                 goto out;
             }
-            v[i] = json_number_value(x);
+            np = def;
         }
+        if (al_settings_network_check(settings, np, &nerr) < 0) {
+            ret = run_error(ret_doc, 403, "network_not_allowed", "%s", nerr.msg);
+            goto out;
+        }
+        al_net_policy_format(np, net_spec, sizeof net_spec);
     }
-    /* files: decoded now so a bad one is refused before anything is made */
-    size_t nf = json_array_size(files);
-    char **data = calloc(nf + 1, sizeof *data);
-    size_t *dlen = calloc(nf + 1, sizeof *dlen);
+    const size_t nf = rq.n_files;
     ret = 0;
     bool bad = false;
-    for (size_t i = 0; i < nf && !bad; i++) {
-        json_t *f = json_array_get(files, i);
-        const char *name = json_string_value(json_object_get(f, "name"));
-        const char *b64 = json_string_value(json_object_get(f, "content_base64"));
-        static const char *const reserved[] = { "main.py", "main.js", "main.sh", "documents" };
-        bool res = false;
-        for (size_t k = 0; name && k < ELEMENTSOF(reserved); k++)
-            res |= strcmp(name, reserved[k]) == 0;
-        if (!json_is_object(f) || !name || !valid_file_name(name) || res) {
-            ret = run_error(ret_doc, 400, "bad_request", "files[%zu].name must be a plain file name (no /, not . or .., not %s)",
-                              i, "main.py, main.js, main.sh or documents");
-            bad = true;
-        } else if (!b64 || decode_base64(b64, &data[i], &dlen[i]) < 0) {
-            ret = run_error(ret_doc, 400, "bad_request", "files[%zu].content_base64 is not valid base64", i);
-            bad = true;
-        }
-        for (size_t k = 0; !bad && k < i; k++)
-            if (strcmp(name, json_string_value(json_object_get(json_array_get(files, k), "name"))) == 0) {
-                ret = run_error(ret_doc, 400, "bad_request", "two files are named \"%s\"", name);
-                bad = true;
-            }
-    }
-    for (size_t i = 0; !bad && i < json_array_size(arts); i++) {
-        const char *aid = json_string_value(json_array_get(arts, i));
+    for (size_t i = 0; !bad && i < json_array_size(rq.artifacts); i++) {
+        const char *aid = json_string_value(json_array_get(rq.artifacts, i));
         json_t *a = aid ? al_store_query(s->store, &err, "SELECT id FROM artifacts WHERE id = ? AND workspace_id = ?", "ss",
                                          aid, p->workspace_id)
                         : NULL;
@@ -565,9 +424,9 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         bad = true;
     }
     /* what this run's inputs will hold on disk until a box stages them */
-    int64_t input_bytes = stdin_text && json_is_string(stdin_text) ? (int64_t)json_string_length(stdin_text) : 0;
+    int64_t input_bytes = (int64_t)rq.stdin_len;
     for (size_t i = 0; i < nf; i++)
-        input_bytes += (int64_t)dlen[i];
+        input_bytes += (int64_t)rq.files[i].len;
     input_bytes += ex->args_json ? (int64_t)strlen(ex->args_json) : 0;
     if (!bad) {
         /* artifacts, and the inputs of the organisation's runs that have not
@@ -608,7 +467,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, run_id);
         char in[PATH_MAX + 80];
         snprintf(in, sizeof in, "%s/in", dir);
-        bool has_stdin = stdin_text && json_is_string(stdin_text);
+        bool has_stdin = rq.stdin_text != NULL;
         if ((nf || has_stdin || ex->args_json) && mkdir(dir, 0700) < 0) {
             ret = run_error(ret_doc, 500, "internal", "cannot store the run's files: %s", strerror(errno));
             bad = true;
@@ -617,7 +476,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
             char sp[PATH_MAX + 80];
             snprintf(sp, sizeof sp, "%s/stdin", dir);
             int fd = open(sp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-            if (fd < 0 || al_write_all(fd, json_string_value(stdin_text), json_string_length(stdin_text)) < 0) {
+            if (fd < 0 || al_write_all(fd, rq.stdin_text, rq.stdin_len) < 0) {
                 ret = run_error(ret_doc, 507, "storage", "cannot store the run's stdin: %s", strerror(errno));
                 bad = true;
             }
@@ -630,9 +489,9 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         }
         for (size_t i = 0; !bad && i < nf; i++) {
             char fp[PATH_MAX + 400];
-            snprintf(fp, sizeof fp, "%s/%s", in, json_string_value(json_object_get(json_array_get(files, i), "name")));
+            snprintf(fp, sizeof fp, "%s/%s", in, rq.files[i].name);
             int fd = open(fp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-            if (fd < 0 || al_write_all(fd, data[i], dlen[i]) < 0) {
+            if (fd < 0 || al_write_all(fd, rq.files[i].data, rq.files[i].len) < 0) {
                 ret = run_error(ret_doc, 507, "storage", "cannot store the run's files: %s", strerror(errno));
                 bad = true;
             }
@@ -654,22 +513,19 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         if (bad)
             al_rm_rf(dir);
     }
-    for (size_t i = 0; i < nf; i++)
-        free(data[i]);
-    free(data);
-    free(dlen);
     if (bad)
         goto out;
 
-    json_t *limits = json_pack("{s:I, s:I, s:I, s:I}", "timeout_s", (json_int_t)v[0], "memory_bytes",
-                               (json_int_t)(v[1] * 1048576.0), "cpu_millis", (json_int_t)(v[2] * 1000.0 + 0.5), "pids",
-                               (json_int_t)v[3]);
+    json_t *limits = json_pack("{s:I, s:I, s:I, s:I}", "timeout_s", (json_int_t)rq.limit[AL_LIMIT_TIMEOUT_S].value,
+                               "memory_bytes", (json_int_t)(rq.limit[AL_LIMIT_MEMORY_MB].value * 1048576.0), "cpu_millis",
+                               (json_int_t)(rq.limit[AL_LIMIT_CPUS].value * 1000.0 + 0.5), "pids",
+                               (json_int_t)rq.limit[AL_LIMIT_PIDS].value);
     char *limits_text = json_dumps(limits, JSON_COMPACT);
     json_decref(limits);
     /* "o" with a new reference either way: "O" of a fresh array leaked it */
-    json_t *inputs = json_pack("{s:o}", "artifacts", arts && json_is_array(arts) ? json_incref(arts) : json_array());
-    if (args && json_is_array(args))
-        json_object_set(inputs, "args", args);
+    json_t *inputs = json_pack("{s:o}", "artifacts", rq.artifacts ? json_incref(rq.artifacts) : json_array());
+    if (rq.args)
+        json_object_set(inputs, "args", rq.args);
     if (ex->skill)
         json_object_set(inputs, "skill", ex->skill);
     /* which interface the call came through, for the audit at its end */
@@ -683,7 +539,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
          * before the run starts is not staged in its place */
         char *pre_text = json_dumps(inputs, JSON_COMPACT);
         json_t *pre = json_pack("{s:s, s:s?, s:s}", "workspace_id", p->workspace_id, "thread_id",
-                                json_string_value(thread), "inputs", pre_text ? pre_text : "{}");
+                                rq.thread_id, "inputs", pre_text ? pre_text : "{}");
         free(pre_text);
         json_t *docs = pre ? al_approval_documents(s, pre, &err) : NULL;
         json_decref(pre);
@@ -710,8 +566,8 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
                           "INSERT INTO runs (id, org_id, workspace_id, person_id, thread_id, language, code, description, "
                           "network, limits, inputs, state, created_at, price, image, input_bytes) "
                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                          "ssssSssssssssiSi", run_id, p->org_id, p->workspace_id, p->person_id, json_string_value(thread),
-                          language, json_string_value(code), desc && json_is_string(desc) ? json_string_value(desc) : "",
+                          "ssssSssssssssiSi", run_id, p->org_id, p->workspace_id, p->person_id, rq.thread_id,
+                          language, rq.code, rq.description ? rq.description : "",
                           net_spec,
                           limits_text, inputs_text, needs_approval ? "pending_approval" : "queued", now, price,
                           image_ref[0] ? image_ref : NULL, (int64_t)input_bytes);
@@ -761,7 +617,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         al_store_new_id("apr", apid, sizeof apid);
         al_rfc3339_after((int64_t)json_number_value(json_object_get(settings, "approval_ttl_s")), expires, sizeof expires);
         json_t *rj = al_run_json(s, run_row);
-        json_t *card = json_pack("{s:s, s:O, s:s, s:s, s:s, s:O, s:s, s:O, s:s, s:s, s:s}", "id", apid, "code", code,
+        json_t *card = json_pack("{s:s, s:O, s:s, s:s, s:s, s:O, s:s, s:O, s:s, s:s, s:s}", "id", apid, "code", json_object_get(body, "code"),
                                  "language", language, "runtime", image_ref[0] ? image_ref : "host", "network", net_spec, "limits",
                                  json_object_get(rj, "limits"), "risk", "high", "description",
                                  json_object_get(run_row, "description"), "hash", in_hash, "requested_at", now,
@@ -812,6 +668,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     json_decref(run_row);
     ret = run_answer(s, p, run_id, ex, ret_doc);
 out:
+    al_run_request_free(&rq);
     json_decref(settings);
     return ret;
 }

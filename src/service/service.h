@@ -10,6 +10,7 @@
 
 #include "../drivers/driver.h"
 #include "../store/store.h"
+#include "run_request.h"
 #include "settings.h"
 
 typedef struct al_service_config {
@@ -182,9 +183,9 @@ int al_blob_open(al_service *s, const char *sha, int64_t size);
 void al_rm_rf(const char *path);
 
 /* governance.c */
-/* runs.c: a state that does not change again; a thread id's syntax */
+/* runs.c: a state that does not change again (a thread id's syntax,
+ * al_valid_thread_id, is in run_request.h) */
 bool al_run_state_terminal(const char *state);
-bool al_valid_thread_id(const char *t);
 /* The JSON text in column KEY of ROW, parsed (json null when absent or bad). */
 json_t *al_row_json(json_t *row, const char *key);
 /* The run ID of P's workspace (its row), or NULL: other workspaces' runs do
