@@ -29,19 +29,13 @@ static void add(al_resolved *r, int family, const unsigned char *data, uint16_t 
 
 #define ANSWER_MAX 65536
 
-static int query(res_state st, const char *name, int type, uint16_t port, al_resolved *ret) {
-    _cleanup_free_ unsigned char *ans = malloc(ANSWER_MAX);
-    if (!ans)
-        return -ENOMEM;
-    int len = res_nquery(st, name, ns_c_in, type, ans, ANSWER_MAX);
-    if (len < 0)
-        return st->res_h_errno == HOST_NOT_FOUND || st->res_h_errno == NO_DATA ? -ENOENT : -EHOSTUNREACH;
-    /* res_nquery returns the answer's whole length even when it cut a TCP
-     * answer to fit the buffer: parsing that length would read past it */
-    if (len > ANSWER_MAX)
+int al_dns_answer_parse(const unsigned char *ans, size_t len, int type, uint16_t port, al_resolved *ret) {
+    /* a DNS message is at most 65535 bytes (its TCP length is 16 bits); the
+     * bound also keeps LEN within ns_initparse's int */
+    if (len > 65535)
         return -EBADMSG;
     ns_msg msg;
-    if (ns_initparse(ans, len, &msg) < 0)
+    if (ns_initparse(ans, (int)len, &msg) < 0)
         return -EBADMSG;
     int count = ns_msg_count(msg, ns_s_an);
     for (int i = 0; i < count; i++) {
@@ -55,6 +49,20 @@ static int query(res_state st, const char *name, int type, uint16_t port, al_res
             add(ret, AF_INET6, ns_rr_rdata(rr), port);
     }
     return 0;
+}
+
+static int query(res_state st, const char *name, int type, uint16_t port, al_resolved *ret) {
+    _cleanup_free_ unsigned char *ans = malloc(ANSWER_MAX);
+    if (!ans)
+        return -ENOMEM;
+    int len = res_nquery(st, name, ns_c_in, type, ans, ANSWER_MAX);
+    if (len < 0)
+        return st->res_h_errno == HOST_NOT_FOUND || st->res_h_errno == NO_DATA ? -ENOENT : -EHOSTUNREACH;
+    /* res_nquery returns the answer's whole length even when it cut a TCP
+     * answer to fit the buffer: parsing that length would read past it */
+    if (len > ANSWER_MAX)
+        return -EBADMSG;
+    return al_dns_answer_parse(ans, (size_t)len, type, port, ret);
 }
 
 int al_resolve(const char *name, uint16_t port, const struct sockaddr_in *resolver, al_resolved *ret) {

@@ -18,6 +18,7 @@
 #include "../image/image.h"
 #include "audit.h"
 #include "dlp.h"
+#include "helper_events.h"
 #include "service.h"
 #include "skills.h"
 
@@ -916,36 +917,38 @@ static void *runner_main(void *p) {
     char *line = NULL;
     size_t cap = 0;
     json_t *helper_error = NULL;
-    while (ev && getline(&line, &cap, ev) > 0) {
-        /* the result's text may hold NULs (its exact bytes come beside it) */
-        json_t *e = json_loads(line, JSON_ALLOW_NUL, NULL);
-        const char *type = json_string_value(json_object_get(e, "type"));
-        if (!type) {
-            json_decref(e);
-            continue;
-        }
-        if (strcmp(type, "started") == 0) {
+    ssize_t ln;
+    while (ev && (ln = getline(&line, &cap, ev)) > 0) {
+        al_helper_event he;
+        switch (al_helper_event_parse(line, (size_t)ln, &he)) {
+        case AL_HELPER_EVENT_STARTED:
             al_store_exec(s->store, &err, "UPDATE runs SET state = 'running' WHERE id = ? AND state = 'provisioning'", "s",
                           a->run_id);
             state_event(s, a->run_id, "running");
-        } else if (strcmp(type, "stdout") == 0 || strcmp(type, "stderr") == 0) {
+            break;
+        case AL_HELPER_EVENT_STDOUT:
+        case AL_HELPER_EVENT_STDERR: {
             /* bytes, held back to the end of their line, then redacted */
-            size_t dn = 0, rn = 0;
-            char *bytes = al_output_get(e, "data", &dn);
-            al_dlp_stream *ds = &streams[type[3] == 'o' ? 0 : 1];
-            char *red = bytes ? al_dlp_stream_feed(ds, bytes, dn, &rn) : NULL;
+            int i = he.kind == AL_HELPER_EVENT_STDOUT ? 0 : 1;
+            size_t rn = 0;
+            char *red = he.data ? al_dlp_stream_feed(&streams[i], he.data, he.len, &rn) : NULL;
             if (red)
-                pace_output(s, a->run_id, &pace, type[3] == 'o' ? 0 : 1, red, rn);
+                pace_output(s, a->run_id, &pace, i, red, rn);
             free(red);
-            free(bytes);
-        } else if (strcmp(type, "result") == 0) {
-            json_decref(result);
-            result = json_incref(json_object_get(e, "result"));
-        } else if (strcmp(type, "error") == 0) {
-            json_decref(helper_error);
-            helper_error = json_incref(json_object_get(e, "error"));
+            break;
         }
-        json_decref(e);
+        case AL_HELPER_EVENT_RESULT:
+            json_decref(result);
+            result = json_incref(he.value);
+            break;
+        case AL_HELPER_EVENT_ERROR:
+            json_decref(helper_error);
+            helper_error = json_incref(he.value);
+            break;
+        default:
+            break;
+        }
+        al_helper_event_clear(&he);
     }
     free(line);
     pthread_mutex_lock(&s->mu);
