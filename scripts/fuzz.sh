@@ -68,47 +68,53 @@ fuzz_one() {
     fi
 }
 
-case $mode in
-run)
-    [ -f $B/build.ninja ] || CC=clang-14 meson setup $B -Dfuzzing=true -Db_sanitize=address,undefined \
-        -Db_lundef=false -Dbuildtype=debugoptimized >/dev/null
-    ninja -C $B >/dev/null
-    # FUZZ_JOBS targets at once, each on one core
-    status=0
-    printf '%s\n' $targets | xargs -P "$jobs" -I{} sh scripts/fuzz.sh one {} || status=1
-    [ $status -eq 0 ] && echo "fuzz: no report" || echo "fuzz: reports found (see above)"
-    exit $status
-    ;;
-one)
-    fuzz_one "$2"
-    ;;
-merge)
-    ninja -C $B >/dev/null
-    for t in $targets; do
-        [ -d $B/fuzz/work/$t ] || continue
-        before=$(ls $F/corpus/$t | wc -l)
-        $B/tests/fuzz/fuzz-$t -merge=1 -rss_limit_mb=2048 $F/corpus/$t $B/fuzz/work/$t >/dev/null 2>&1
-        echo "fuzz: $t: corpus $before -> $(ls $F/corpus/$t | wc -l) inputs"
-    done
-    ;;
-coverage)
-    [ -f $C/build.ninja ] || CC=clang-14 CFLAGS="-fprofile-instr-generate -fcoverage-mapping" \
-        LDFLAGS="-fprofile-instr-generate" meson setup $C -Dbuildtype=debug >/dev/null
-    ninja -C $C >/dev/null
-    for t in $targets; do
-        rm -rf "$C/prof/$t" && mkdir -p "$C/prof/$t"
-        set -- $F/corpus/$t
-        [ -d $F/regress/$t ] && set -- "$@" $F/regress/$t
-        [ -d $B/fuzz/work/$t ] && [ -n "$(ls $B/fuzz/work/$t)" ] && set -- "$@" $B/fuzz/work/$t
-        LLVM_PROFILE_FILE="$C/prof/$t/%p.profraw" $C/tests/fuzz/fuzz-$t "$@" >/dev/null
-        llvm-profdata-14 merge -sparse "$C/prof/$t"/*.profraw -o "$C/prof/$t.profdata"
-        # shellcheck disable=SC2046
-        llvm-cov-14 report $C/tests/fuzz/fuzz-$t -instr-profile="$C/prof/$t.profdata" $(sources "$t") |
-            awk -v t="$t" '$1 ~ /\.c$/ { printf "coverage: %-15s %-32s lines %s, functions %s, branches %s\n", t, $1, $10, $7, $13 }'
-    done
-    ;;
-*)
-    echo "usage: sh scripts/fuzz.sh [run|merge|coverage]" >&2
-    exit 2
-    ;;
-esac
+# in a function, so the shell has read all of it before any of it runs
+# (an edit to this file during a long run must not change what runs)
+main() {
+    case $mode in
+    run)
+        [ -f $B/build.ninja ] || CC=clang-14 meson setup $B -Dfuzzing=true -Db_sanitize=address,undefined \
+            -Db_lundef=false -Dbuildtype=debugoptimized >/dev/null
+        ninja -C $B >/dev/null
+        # FUZZ_JOBS targets at once, each on one core
+        status=0
+        printf '%s\n' $targets | xargs -P "$jobs" -I{} sh scripts/fuzz.sh one {} || status=1
+        [ $status -eq 0 ] && echo "fuzz: no report" || echo "fuzz: reports found (see above)"
+        exit $status
+        ;;
+    one)
+        fuzz_one "$2"
+        ;;
+    merge)
+        ninja -C $B >/dev/null
+        for t in $targets; do
+            [ -d $B/fuzz/work/$t ] || continue
+            before=$(ls $F/corpus/$t | wc -l)
+            $B/tests/fuzz/fuzz-$t -merge=1 -rss_limit_mb=2048 $F/corpus/$t $B/fuzz/work/$t >/dev/null 2>&1
+            echo "fuzz: $t: corpus $before -> $(ls $F/corpus/$t | wc -l) inputs"
+        done
+        ;;
+    coverage)
+        [ -f $C/build.ninja ] || CC=clang-14 CFLAGS="-fprofile-instr-generate -fcoverage-mapping" \
+            LDFLAGS="-fprofile-instr-generate" meson setup $C -Dbuildtype=debug >/dev/null
+        ninja -C $C >/dev/null
+        for t in $targets; do
+            rm -rf "$C/prof/$t" && mkdir -p "$C/prof/$t"
+            set -- $F/corpus/$t
+            [ -d $F/regress/$t ] && set -- "$@" $F/regress/$t
+            [ -d $B/fuzz/work/$t ] && [ -n "$(ls $B/fuzz/work/$t)" ] && set -- "$@" $B/fuzz/work/$t
+            LLVM_PROFILE_FILE="$C/prof/$t/%p.profraw" $C/tests/fuzz/fuzz-$t "$@" >/dev/null
+            llvm-profdata-14 merge -sparse "$C/prof/$t"/*.profraw -o "$C/prof/$t.profdata"
+            # shellcheck disable=SC2046
+            llvm-cov-14 report $C/tests/fuzz/fuzz-$t -instr-profile="$C/prof/$t.profdata" $(sources "$t") |
+                awk -v t="$t" '$1 ~ /\.c$/ { printf "coverage: %-15s %-32s lines %s, functions %s, branches %s\n", t, $1, $10, $7, $13 }'
+        done
+        ;;
+    *)
+        echo "usage: sh scripts/fuzz.sh [run|merge|coverage]" >&2
+        exit 2
+        ;;
+    esac
+}
+
+main "$@"

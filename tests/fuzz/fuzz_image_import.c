@@ -18,6 +18,7 @@
 #include <dirent.h>
 #include <stdbool.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -48,6 +49,23 @@ static void cleanup(void) {
         al_rm_tree(AT_FDCWD, root);
 }
 
+/* The roots of earlier runs whose process is gone (a run that libFuzzer
+ * ended by a report or a signal skips atexit): named for their pid. */
+static void remove_stale(const char *base) {
+    DIR *d = opendir(base);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        int pid;
+        if (sscanf(de->d_name, "fuzz-image-import-%d-", &pid) == 1 && pid > 0 && kill(pid, 0) < 0 && errno == ESRCH) {
+            char p[sizeof root];
+            snprintf(p, sizeof p, "%s/%s", base, de->d_name);
+            al_rm_tree(AT_FDCWD, p);
+        }
+    }
+    if (d)
+        closedir(d);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
@@ -59,7 +77,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     setenv("AIRLOCK_IMPORT_MAX_ENTRIES", cap, 1);
     /* tmpfs when there is one: every input makes and removes a tree */
     const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-    snprintf(root, sizeof root, "%s/fuzz-image-import-XXXXXX", base);
+    remove_stale(base);
+    snprintf(root, sizeof root, "%s/fuzz-image-import-%d-XXXXXX", base, (int)getpid());
     if (!mkdtemp(root))
         abort();
     atexit(cleanup);
