@@ -107,7 +107,10 @@ main() {
             llvm-profdata-14 merge -sparse "$C/prof/$t"/*.profraw -o "$C/prof/$t.profdata"
             # shellcheck disable=SC2046
             llvm-cov-14 report $C/tests/fuzz/fuzz-$t -instr-profile="$C/prof/$t.profdata" $(sources "$t") |
-                awk -v t="$t" '$1 ~ /\.c$/ { printf "coverage: %-15s %-32s lines %s, functions %s, branches %s\n", t, $1, $10, $7, $13 }'
+                awk -v t="$t" -v want="$(sources "$t")" '
+                    BEGIN { n = split(want, w, " ") }
+                    { for (i = 1; i <= n; i++) if (length($1) >= length(w[i]) && substr($1, length($1) - length(w[i]) + 1) == w[i])
+                          printf "coverage: %-15s %-32s lines %s, functions %s, branches %s\n", t, w[i], $10, $7, $13 }'
         done
         ;;
     *)

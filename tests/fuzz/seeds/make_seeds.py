@@ -77,7 +77,10 @@ def addr():
                            "169.254.43518", "017700000001", "1.2.3.4.5", "[::ffff:169.254.169.254]",
                            "[fe80::1%eth0]", "::1", "a.b.c,d.e", "*.example", "localhost", "x.localhost",
                            "a-.example", "_dmarc.example", "a..b", "pypi.org,files.pythonhosted.org",
-                           "xn--bcher-kva.example", "1e100.net", "a" * 64 + ".example"]):
+                           "xn--bcher-kva.example", "1e100.net", "a" * 64 + ".example",
+                           "1.1.1.1", "8.8.8.8", "93.184.216.34", "[2606:4700::1111]", "[::ffff:8.8.8.8]",
+                           "[2002:0808:0808::1]", "[64:ff9b::a9fe:a9fe]", "[::a9fe:a9fe]", "100.100.100.200",
+                           "[fd00:ec2::254]", "0x08080808", "010.010.010.010"]):
         write(t, "%02d" % i, s)
 
 
