@@ -94,12 +94,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t len = size - 2;
     char *text = fuzz_copy(data + 2, len, 0);
     n_inputs++;
-    al_dlp *d = NULL;
+    /* the built-in patterns, made once; one input in eight also gets a
+     * workspace pattern, in a redactor of its own: a workspace's patterns
+     * have a CPU budget per run, which one redactor shared by millions of
+     * inputs would spend, and then withhold lines where a run would not */
+    static al_dlp *builtin;
+    al_dlp *own = NULL, *d;
     al_error err = { 0 };
-    /* the built-in patterns and one workspace pattern */
-    json_t *extra = json_pack("[{s:s, s:s}]", "name", "ticket", "pattern", "INTERNAL-[0-9]{6}");
-    FUZZ_CHECK(al_dlp_new(extra, &d, &err) == 0, "al_dlp_new: %s", err.msg);
-    json_decref(extra);
+    if (!builtin)
+        FUZZ_CHECK(al_dlp_new(NULL, &builtin, &err) == 0, "al_dlp_new: %s", err.msg);
+    if ((seed & 7) == 0) {
+        json_t *extra = json_pack("[{s:s, s:s}]", "name", "ticket", "pattern", "INTERNAL-[0-9]{6}");
+        FUZZ_CHECK(al_dlp_new(extra, &own, &err) == 0, "al_dlp_new: %s", err.msg);
+        json_decref(extra);
+    }
+    d = own ? own : builtin;
 
     int wc = 0;
     size_t wl = 0;
@@ -140,7 +149,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(streamed);
     free(whole);
     free(text);
-    al_dlp_free(d);
+    al_dlp_free(own);
     return 0;
 }
 
