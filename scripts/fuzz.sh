@@ -35,7 +35,7 @@ sources() {
     skill-manifest) echo src/service/skill_manifest.c ;;
     skill-bundle) echo src/service/skill_bundle.c ;;
     dlp) echo src/service/dlp.c ;;
-    names) echo src/box/collect.c ;;
+    names | collect) echo src/box/collect.c ;;
     text) echo src/util/util.c ;;
     settings) echo src/service/settings.c ;;
     image-import) echo src/image/import.c ;;

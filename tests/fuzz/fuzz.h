@@ -7,10 +7,17 @@
  */
 #pragma once
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "util/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int fuzz_replay_check(void);
@@ -35,6 +42,39 @@ static inline char *fuzz_copy(const uint8_t *data, size_t size, int terminate) {
     if (terminate)
         b[size] = '\0';
     return b;
+}
+
+/* The scratch directory of a target that makes files, on tmpfs when there
+ * is one: PREFIX-<pid>-XXXXXX, removed at exit, and the ones of earlier
+ * runs whose process is gone removed first (a run that libFuzzer ends with
+ * a report, or a signal, skips atexit). */
+static char fuzz_scratch[256];
+static inline void fuzz_scratch_remove(void) {
+    if (fuzz_scratch[0])
+        al_rm_tree(AT_FDCWD, fuzz_scratch);
+}
+static inline const char *fuzz_scratch_root(const char *prefix) {
+    if (fuzz_scratch[0])
+        return fuzz_scratch;
+    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    DIR *d = opendir(base);
+    size_t pl = strlen(prefix);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        int pid;
+        if (strncmp(de->d_name, prefix, pl) == 0 && sscanf(de->d_name + pl, "-%d-", &pid) == 1 && pid > 0 &&
+            kill(pid, 0) < 0 && errno == ESRCH) {
+            char p[512];
+            snprintf(p, sizeof p, "%s/%s", base, de->d_name);
+            al_rm_tree(AT_FDCWD, p);
+        }
+    }
+    if (d)
+        closedir(d);
+    snprintf(fuzz_scratch, sizeof fuzz_scratch, "%s/%s-%d-XXXXXX", base, prefix, (int)getpid());
+    if (!mkdtemp(fuzz_scratch))
+        abort();
+    atexit(fuzz_scratch_remove);
+    return fuzz_scratch;
 }
 
 /* Whether the first LEN bytes of P hold a NUL. */

@@ -44,28 +44,6 @@ static struct {
     unsigned ok, ok_oci, ok_hardlink, ok_symlink, ok_whiteout_dir, refused, refused_cap;
 } seen;
 
-static void cleanup(void) {
-    if (root[0])
-        al_rm_tree(AT_FDCWD, root);
-}
-
-/* The roots of earlier runs whose process is gone (a run that libFuzzer
- * ended by a report or a signal skips atexit): named for their pid. */
-static void remove_stale(const char *base) {
-    DIR *d = opendir(base);
-    struct dirent *de;
-    while (d && (de = readdir(d))) {
-        int pid;
-        if (sscanf(de->d_name, "fuzz-image-import-%d-", &pid) == 1 && pid > 0 && kill(pid, 0) < 0 && errno == ESRCH) {
-            char p[sizeof root];
-            snprintf(p, sizeof p, "%s/%s", base, de->d_name);
-            al_rm_tree(AT_FDCWD, p);
-        }
-    }
-    if (d)
-        closedir(d);
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
@@ -76,12 +54,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     snprintf(cap, sizeof cap, "%u", FUZZ_MAX_ENTRIES);
     setenv("AIRLOCK_IMPORT_MAX_ENTRIES", cap, 1);
     /* tmpfs when there is one: every input makes and removes a tree */
-    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-    remove_stale(base);
-    snprintf(root, sizeof root, "%s/fuzz-image-import-%d-XXXXXX", base, (int)getpid());
-    if (!mkdtemp(root))
-        abort();
-    atexit(cleanup);
+    snprintf(root, sizeof root, "%s", fuzz_scratch_root("fuzz-image-import"));
     snprintf(images, sizeof images, "%s/images", root);
     al_error err = { 0 };
     if (al_image_dir_make(images, &err) < 0) {

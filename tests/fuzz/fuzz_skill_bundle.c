@@ -24,7 +24,7 @@
 
 FUZZ_TAR_MUTATOR
 
-static char root[64];                 /* our scratch: holds only "t" between inputs */
+static char root[256];                 /* our scratch: holds only "t" between inputs */
 static long n_unpacked, n_refused, n_deep;
 
 typedef struct walk {
@@ -108,11 +108,8 @@ static void try_unpack(const uint8_t *data, size_t size) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!root[0]) {
-        snprintf(root, sizeof root, "/tmp/fuzz-skill-XXXXXX");
-        if (!mkdtemp(root))
-            abort();
-    }
+    if (!root[0])
+        snprintf(root, sizeof root, "%s", fuzz_scratch_root("fuzz-skill-bundle"));
     if (size > (4u << 20))
         return 0;
     uint8_t *buf = (uint8_t *)fuzz_copy(data, size, 0);
@@ -122,7 +119,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 }
 
 int fuzz_replay_check(void) {
-    rmdir(root);
     printf("fuzz-skill-bundle: %ld unpacked (%ld entries at the deepest level allowed), %ld refused\n", n_unpacked,
            n_deep, n_refused);
     return n_unpacked && n_refused && n_deep ? 0 : 1;

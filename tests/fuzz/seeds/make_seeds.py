@@ -220,8 +220,30 @@ def settings():
     write(t, "two-puts-b", json.dumps(bodies[1]).encode() + b"\xff" + json.dumps({"network_allowed": ["offline"]}).encode())
 
 
+def collect():
+    """Trees for fuzz-collect: [kind][name length][name][data length][data]
+    per entry; kinds 0 file, 1 directory, 2 symlink, 3 FIFO, 4 hard link,
+    5 sparse file of N MiB, 6 file whose first two data bytes are its mode."""
+    t = "collect"
+
+    def e(kind, name, data=b""):
+        name = name if isinstance(name, bytes) else name.encode()
+        data = data if isinstance(data, bytes) else data.encode()
+        return bytes([kind, len(name)]) + name + bytes([len(data)]) + data
+
+    write(t, "plain", e(0, "chart.png", "PNG") + e(0, "report/summary.txt", "ok") + e(1, "empty"))
+    write(t, "links", e(0, "a", "secret") + e(2, "l", "/etc/passwd") + e(2, "m", "a") + e(4, "h", "a") + e(3, "fifo"))
+    write(t, "names", e(0, b"\x80", "x") + e(0, b"\xef\xbf\xbd", "y") + e(0, b"\xe2\x80\xaeevil", "z")
+          + e(0, "caf\u00e9", "w") + e(0, b"a\\b", "v"))
+    write(t, "deep", e(0, "1/2/3/4/5/6/f", "deep") + e(0, "1/2/3/f", "ok") + e(1, "1/2/3/4/5"))
+    write(t, "caps", b"".join(e(0, "f%02d" % i, "x" * 200) for i in range(20)))
+    write(t, "big", e(5, "sparse", bytes(2)) + e(0, "small", "s") + e(5, "huge", bytes(255)))
+    write(t, "modes", e(6, "suid", bytes([0o4755 & 0xff, 0o4755 >> 8])) + e(6, "ro", bytes([0, 1])) + e(6, "none", bytes([0, 0])))
+    write(t, "dotdot", e(0, "../escape", "x") + e(0, "./a/../b", "y") + e(0, "ok", "z"))
+
+
 TARGETS = {"proxy-head": proxy_head, "sni": sni, "addr": addr, "mcp": mcp, "skill-manifest": skill_manifest,
-           "skill-bundle": skill_bundle, "dlp": dlp, "names": names, "text": text, "settings": settings}
+           "skill-bundle": skill_bundle, "dlp": dlp, "names": names, "text": text, "settings": settings, "collect": collect}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or TARGETS:
