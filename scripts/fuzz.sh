@@ -120,4 +120,4 @@ main() {
     esac
 }
 
-main "$@"
+main "$@"; exit $?
