@@ -21,6 +21,9 @@ B=${FUZZ_BUILD:-build-fuzz}
 C=${COV_BUILD:-build-cov}
 F=tests/fuzz
 targets=${FUZZ_TARGETS:-$(ls $F/corpus)}
+# a UBSan report is recoverable unless told otherwise: make it one that
+# ends the run (libFuzzer then saves the input), like ASan's
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
 [ "$mode" = one ] || sh scripts/deps.sh fuzz
 
@@ -58,6 +61,7 @@ fuzz_one() {
     [ -d $F/regress/$t ] && set -- "$@" $F/regress/$t
     if "$exe" "$@" >"$log" 2>&1; then
         runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+        runs=${runs:-0}
         cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1)
         printf 'fuzz: %-15s %ss, %s inputs (%s/s), %s, %s in its work corpus\n' "$t" "$secs" "$runs" \
             "$((runs / secs))" "$cov" "$(ls "$work" | wc -l)"
@@ -68,8 +72,10 @@ fuzz_one() {
     fi
 }
 
-# in a function, so the shell has read all of it before any of it runs
-# (an edit to this file during a long run must not change what runs)
+# in a function, so the shell has read all of it before any of it runs, and
+# it exits on the line that calls it (an edit to this file during a long
+# run must not change what the running shell reads next; each target's
+# "one" run reads the file as it is when that target starts)
 main() {
     case $mode in
     run)
@@ -86,11 +92,13 @@ main() {
         fuzz_one "$2"
         ;;
     merge)
+        [ -f $B/build.ninja ] || { echo "fuzz: nothing to merge: run make fuzz first" >&2; exit 1; }
         ninja -C $B >/dev/null
         for t in $targets; do
             [ -d $B/fuzz/work/$t ] || continue
             before=$(ls $F/corpus/$t | wc -l)
-            $B/tests/fuzz/fuzz-$t -merge=1 -rss_limit_mb=2048 $F/corpus/$t $B/fuzz/work/$t >/dev/null 2>&1
+            $B/tests/fuzz/fuzz-$t -merge=1 -rss_limit_mb=2048 $F/corpus/$t $B/fuzz/work/$t >$B/fuzz/logs/$t.merge.log 2>&1 ||
+                { echo "fuzz: $t: the merge failed (see $B/fuzz/logs/$t.merge.log)" >&2; exit 1; }
             echo "fuzz: $t: corpus $before -> $(ls $F/corpus/$t | wc -l) inputs"
         done
         ;;

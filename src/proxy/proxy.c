@@ -423,8 +423,10 @@ static int check_sni(conn *c, const char *host) {
                  r == 1    ? "TLS server name (SNI) differs from the CONNECT host"
                  : r == 0  ? "TLS ClientHello without a server name (SNI)"
                  : r == -EPROTO ? "the tunnel did not start with a TLS ClientHello"
+                 : r == -EINVAL ? "the TLS server name (SNI) is not a host name (an address, an empty label or a "
+                                  "trailing dot)"
                                : "no TLS ClientHello in time");
-        if (r == 1 && strlen(c->reason) + strlen(name) + 4 < sizeof c->reason)
+        if ((r == 1 || (r == -EINVAL && name[0])) && strlen(c->reason) + strlen(name) + 4 < sizeof c->reason)
             snprintf(c->reason + strlen(c->reason), sizeof c->reason - strlen(c->reason), ": %s", name);
         free(b);
         return -EACCES;

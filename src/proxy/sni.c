@@ -104,8 +104,10 @@ int al_tls_sni(const unsigned char *buf, size_t len, char *name, size_t n) {
                     unsigned char c = list.p[i];
                     if (c >= 'A' && c <= 'Z')
                         c = (unsigned char)(c - 'A' + 'a');
-                    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_'))
-                        return -EPROTO;
+                    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_')) {
+                        name[0] = '\0'; /* not shown: it is not text */
+                        return -EINVAL;
+                    }
                     name[i] = (char)c;
                 }
                 name[nl] = '\0';
@@ -114,7 +116,7 @@ int al_tls_sni(const unsigned char *buf, size_t len, char *name, size_t n) {
                  * fuzz-sni found "169.254.169.254" and "a..b" passing */
                 al_host h;
                 if (al_host_parse(name, &h) != AL_HOST_NAME || strcmp(h.name, name) != 0)
-                    return -EPROTO;
+                    return -EINVAL;
                 found = 1;
             }
             skip(&list, nl);

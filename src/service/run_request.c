@@ -209,7 +209,7 @@ unsigned al_run_request_parse(json_t *body, const al_run_bounds *b, al_run_reque
     size_t nf = json_array_size(files);
     r.files = calloc(nf + 1, sizeof *r.files);
     if (!r.files)
-        REFUSE(400, "bad_request", "out of memory");
+        REFUSE(500, "internal", "out of memory");
     for (size_t i = 0; i < nf; i++) {
         json_t *f = json_array_get(files, i), *nv = json_object_get(f, "name"), *bv = json_object_get(f, "content_base64");
         const char *name = json_string_value(nv);

@@ -88,11 +88,14 @@ typedef struct al_run_request {
 } al_run_request;
 
 /* Read BODY (a JSON object) into *RET, held to B. 0 when it is a request
- * that could run, else the HTTP status (400, or 413 for code over
- * B->code_max) with the refusal in MSG and its code ("bad_request",
- * "payload_too_large") in *CODE; *RET then holds nothing to free (it may
- * be freed all the same). The checks run in the order al_run_create always
- * made them, so that a body with two faults is refused for the same one. */
+ * that could run, else the HTTP status (400, 413 for code over
+ * B->code_max, 500 out of memory) with the refusal in MSG and its code
+ * ("bad_request", "payload_too_large", "internal") in *CODE; *RET then
+ * holds nothing to free (it may be freed all the same). Every check of the
+ * body's own shape is made here, before any that needs the store: a body
+ * that is malformed is a 400 whatever the workspace allows (it used to be
+ * refused as network_not_allowed, say, when its network came before its
+ * fault), and among a body's faults the first in the order below is named. */
 unsigned al_run_request_parse(json_t *body, const al_run_bounds *b, al_run_request *ret, char *msg, size_t msglen,
                               const char **code);
 void al_run_request_free(al_run_request *r);

@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > BODY_MAX)
         return 0;
     json_error_t jerr;
-    json_t *pb = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *pb = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     if (!json_is_object(pb)) { /* http.c answers 400 before translating */
         json_decref(pb);
         return 0;
@@ -142,7 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* http.c hands the run path the body as JSON text: it must read back */
     char *text = json_dumps(body, JSON_COMPACT);
     FUZZ_CHECK(text, "the translated body cannot be written as JSON");
-    json_t *again = json_loadb(text, strlen(text), JSON_REJECT_DUPLICATES, &jerr);
+    json_t *again = json_loadb(text, strlen(text), JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     FUZZ_CHECK(again && json_equal(again, body), "the translated body does not read back: %s", jerr.text);
     free(text);
     /* and as a run request it is taken or refused, with a reason */

@@ -1,7 +1,9 @@
 /*
  * Fuzz target for the body of POST /v1/runs (src/service/run_request.c):
  * all of it is the caller's. The bytes are read as http.c reads a body
- * (json_loadb with JSON_REJECT_DUPLICATES, within body_max), then parsed
+ * (json_loadb with JSON_REJECT_DUPLICATES, within body_max; and with
+ * JSON_ALLOW_NUL, which http.c does not pass, so that the parser's own
+ * refusal of a NUL in a name or in base64 is exercised too), then parsed
  * with fixed bounds, and what the parser promises al_run_create is
  * checked: an accepted request is one that may be written to disk and the
  * store as it stands (a language of the table, code within its size and
@@ -141,7 +143,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > BODY_MAX) /* http.c answers 413 before it reads one */
         return 0;
     json_error_t jerr;
-    json_t *body = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *body = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     if (!body)
         return 0;
     al_run_request r, r2;

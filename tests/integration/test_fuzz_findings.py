@@ -105,3 +105,14 @@ def test_piston_huge_limits_are_refused_not_wrapped(service):
         status, doc = call(service, "execute", {"language": "python", "version": "*",
                                                 "files": [{"content": "print(1)"}], field: 1e300})
         assert status == 400 and "limits." in json.dumps(doc), (field, status, doc)
+
+
+def test_a_malformed_body_is_a_400_whatever_the_workspace_allows(service):
+    """The body's own checks (run_request.c) all come before the ones that
+    need the workspace: a body with a bad field is a 400 even when its
+    network is one the workspace refuses (before the split it was 403
+    network_not_allowed when the network came first)."""
+    status, _, doc = service.post_run("print(1)", wait=True, network="internet", description=5)
+    assert status == 400 and "description" in doc["error"]["message"], (status, doc)
+    status, _, doc = service.post_run("print(1)", wait=True, network="internet")
+    assert status == 403 and doc["error"]["code"] == "network_not_allowed", (status, doc)
