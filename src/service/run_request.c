@@ -100,10 +100,12 @@ unsigned al_run_request_parse(json_t *body, const al_run_bounds *b, al_run_reque
     *code = NULL;
     *ret = (al_run_request){ 0 };
     al_run_request r = { 0 };
+/* the message first: its arguments may point into R (the policy's error) */
 #define REFUSE(...)                                                                                                   \
     do {                                                                                                              \
+        unsigned status_ = refuse(msg, msglen, code, __VA_ARGS__);                                                    \
         al_run_request_free(&r);                                                                                      \
-        return refuse(msg, msglen, code, __VA_ARGS__);                                                                \
+        return status_;                                                                                               \
     } while (0)
     if (!json_is_object(body))
         REFUSE(400, "bad_request", "the body must be a JSON object");

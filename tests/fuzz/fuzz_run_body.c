@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "proxy/policy.h"
 #include "service/run_request.h"
 
 /* http.c's default body_max and the configuration's defaults */
@@ -164,6 +165,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else {
         FUZZ_CHECK(st == 400 || st == 413, "refused with status %u", st);
         FUZZ_CHECK(msg[0] && code && code2 && strcmp(code, code2) == 0, "refusal without a message or code");
+        /* memory does not run out here: a refusal that says so names the
+         * wrong fault (the policy's own error once read freed memory) */
+        FUZZ_CHECK(!strstr(msg, "out of memory"), "refused for memory: %s", msg);
+        if (strncmp(msg, "network: ", 9) == 0) {
+            static al_net_policy np;
+            al_error ne = { 0 };
+            FUZZ_CHECK(al_net_policy_parse(json_string_value(json_object_get(body, "network")), &np, &ne) < 0 &&
+                           strcmp(msg + 9, ne.msg) == 0,
+                       "the network refusal \"%s\" is not the policy's own error \"%s\"", msg, ne.msg);
+        }
         FUZZ_CHECK((st == 413) == (strcmp(code, "payload_too_large") == 0) &&
                        (st == 413 || strcmp(code, "bad_request") == 0),
                    "status %u with code %s", st, code);
