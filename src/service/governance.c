@@ -89,8 +89,9 @@ json_t *al_settings_load(al_service *s, const char *ws_id, al_error *err) {
 }
 
 int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret, al_error *err) {
-    if (!json_is_object(body))
-        return al_err(err, "settings", EINVAL, "the body must be a JSON object");
+    int r0 = al_settings_body_check(body, err);
+    if (r0 < 0)
+        return r0;
     json_t *ws = al_store_query(s->store, err, "SELECT * FROM workspaces WHERE id = ?", "s", ws_id);
     if (!ws || !json_array_size(ws)) {
         json_decref(ws);

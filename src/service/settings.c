@@ -152,7 +152,7 @@ bool al_settings_sane(json_t *eff) {
     return true;
 }
 
-int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, json_t *body, al_error *err) {
+int al_settings_body_check(json_t *body, al_error *err) {
     if (!json_is_object(body))
         return al_err(err, "settings", EINVAL, "the body must be a JSON object");
     if (json_object_get(body, "network_hosts")) {
@@ -162,6 +162,13 @@ int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, jso
             return -EINVAL;
         json_object_set_new(body, "network_hosts", canon);
     }
+    return 0;
+}
+
+int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, json_t *body, al_error *err) {
+    int r0 = al_settings_body_check(body, err);
+    if (r0 < 0)
+        return r0;
     json_t *eff = al_settings_defaults(b);
     if (!eff)
         return al_err(err, "settings", ENOMEM, "out of memory");

@@ -34,6 +34,11 @@ bool al_network_mode_allowed(json_t *allowed, al_net_mode mode);
  * mode, every host in network_hosts (a request narrows, never widens).
  * 0, or -EPERM with ERR naming the setting. */
 int al_settings_network_check(json_t *settings, const al_net_policy *np, al_error *err);
+/* What of BODY, a PUT /v1/settings, needs nothing but BODY: an object,
+ * and its network_hosts (made canonical in place). Callers make it before
+ * they read the store, so such a fault is a 400 whatever the store holds;
+ * al_settings_apply makes it again (it is idempotent). */
+int al_settings_body_check(json_t *body, al_error *err);
 /*
  * Apply BODY, a PUT /v1/settings, over CUR (what the workspace set) and SEC
  * (its secrets), in place. 0 when every key is valid and the result holds
