@@ -88,32 +88,17 @@ int al_idem_lookup(al_store *st, const al_principal *p, const al_idem *k, const 
                    al_error *err) {
     char now[40];
     al_store_now(now, sizeof now);
-    json_t *rows = al_store_query(st, err,
-                                  "SELECT request_hash, kind, resource_id FROM idempotency_keys "
-                                  "WHERE person_id = ? AND key = ? AND expires_at > ?",
-                                  "sss", p->person_id, k->key, now);
-    if (!rows)
-        return -EIO;
-    json_t *row = json_array_get(rows, 0);
-    int r = 0;
-    if (row) {
-        const char *hash = json_string_value(json_object_get(row, "request_hash"));
-        const char *was = json_string_value(json_object_get(row, "kind"));
-        const char *id = json_string_value(json_object_get(row, "resource_id"));
-        if (!hash || strcmp(hash, k->hash) != 0 || !was || strcmp(was, kind) != 0)
-            r = al_err(err, "idempotency", EEXIST,
-                       "this Idempotency-Key was used for another request (other body or route) in the last %d hours: "
-                       "use a new key for a new request",
-                       AL_IDEM_TTL_S / 3600);
-        else if (!id || strlen(id) >= 40)
-            r = al_err(err, "idempotency", EIO, "a stored idempotency key is malformed");
-        else {
-            snprintf(ret_id, 40, "%s", id);
-            r = 1;
-        }
-    }
-    json_decref(rows);
-    return r;
+    al_store_idem row;
+    int r = al_store_idem_get(st, p->person_id, k->key, now, &row, err);
+    if (r <= 0)
+        return r;
+    if (strcmp(row.request_hash, k->hash) != 0 || strcmp(row.kind, kind) != 0)
+        return al_err(err, "idempotency", EEXIST,
+                      "this Idempotency-Key was used for another request (other body or route) in the last %d hours: "
+                      "use a new key for a new request",
+                      AL_IDEM_TTL_S / 3600);
+    snprintf(ret_id, 40, "%s", row.resource_id);
+    return 1;
 }
 
 int al_idem_record(al_store *st, const al_principal *p, const al_idem *k, const char *kind, const char *resource_id,
@@ -121,25 +106,21 @@ int al_idem_record(al_store *st, const al_principal *p, const al_idem *k, const 
     char now[40], expires[40];
     al_store_now(now, sizeof now);
     al_rfc3339_after(AL_IDEM_TTL_S, expires, sizeof expires);
-    /* a row past its time that the sweep has not reached yet is gone */
-    int r = al_store_exec(st, err, "DELETE FROM idempotency_keys WHERE person_id = ? AND key = ? AND expires_at <= ?", "sss",
-                          p->person_id, k->key, now);
-    if (r < 0)
-        return r;
-    r = al_store_exec(st, err,
-                      "INSERT INTO idempotency_keys (person_id, key, request_hash, kind, resource_id, created_at, expires_at) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                      "sssssss", p->person_id, k->key, k->hash, kind, resource_id, now, expires);
-    return r < 0 ? r : 0;
+    al_store_idem rec = { 0 };
+    if (strlen(kind) >= sizeof rec.kind || strlen(resource_id) >= sizeof rec.resource_id)
+        return al_err(err, "idempotency", EINVAL, "an idempotency record too long to keep");
+    snprintf(rec.request_hash, sizeof rec.request_hash, "%s", k->hash);
+    snprintf(rec.kind, sizeof rec.kind, "%s", kind);
+    snprintf(rec.resource_id, sizeof rec.resource_id, "%s", resource_id);
+    return al_store_idem_put(st, p->person_id, k->key, &rec, now, expires, err);
 }
 
 int al_idem_forget(al_store *st, const al_principal *p, const al_idem *k, const char *resource_id, al_error *err) {
-    return al_store_exec(st, err, "DELETE FROM idempotency_keys WHERE person_id = ? AND key = ? AND resource_id = ?", "sss",
-                         p->person_id, k->key, resource_id);
+    return al_store_idem_forget(st, p->person_id, k->key, resource_id, err);
 }
 
 int al_idem_sweep(al_store *st, al_error *err) {
     char now[40];
     al_store_now(now, sizeof now);
-    return al_store_exec(st, err, "DELETE FROM idempotency_keys WHERE expires_at <= ?", "s", now);
+    return al_store_idem_sweep(st, now, err);
 }

@@ -52,3 +52,25 @@ int al_store_rotate_key(al_store *s, const char *key_id, char *ret_key, char *re
                         al_error *err);
 /* 1 and the principal when KEY is valid, 0 when not, -errno on failure. */
 int al_store_authenticate(al_store *s, const char *key, al_principal *ret, al_error *err);
+
+/* ---- idempotency keys (store/idempotency.c): what a person's
+ * Idempotency-Key made, kept until EXPIRES_AT. Times are the store's
+ * RFC 3339 text (al_store_now). */
+typedef struct al_store_idem {
+    char request_hash[65];        /* the request the key was bound to */
+    char kind[16];                /* "run", "skill" */
+    char resource_id[40];         /* what it made */
+} al_store_idem;
+/* 1 with *RET when PERSON_ID's KEY is held and not expired at NOW, 0 when
+ * not, -EIO on failure (or a malformed row, with ERR saying so). */
+int al_store_idem_get(al_store *s, const char *person_id, const char *key, const char *now, al_store_idem *ret,
+                      al_error *err);
+/* Record REC for PERSON_ID's KEY until EXPIRES_AT, in the caller's
+ * transaction; a row of the same key expired at NOW goes first. -EEXIST
+ * when the key is held (a concurrent request got there first). */
+int al_store_idem_put(al_store *s, const char *person_id, const char *key, const al_store_idem *rec, const char *now,
+                      const char *expires_at, al_error *err);
+/* Drop PERSON_ID's KEY if it still names RESOURCE_ID. */
+int al_store_idem_forget(al_store *s, const char *person_id, const char *key, const char *resource_id, al_error *err);
+/* Drop every key expired at NOW: how many, or -errno. */
+int al_store_idem_sweep(al_store *s, const char *now, al_error *err);
