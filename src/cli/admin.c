@@ -5,6 +5,7 @@
 #include "../service/audit.h"
 #include "../service/service.h"
 #include "cli.h"
+#include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 static int usage_to(FILE *f) {
     fprintf(f, "usage: airlock admin [--state DIR] COMMAND\n"

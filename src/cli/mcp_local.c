@@ -27,6 +27,7 @@
 
 #include "../store/store.h"
 #include "cli.h"
+#include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 #define KEY_FILE "mcp-local.key"
 #define LOCK_FILE "mcp-local.lock"

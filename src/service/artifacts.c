@@ -18,6 +18,7 @@
 #include "../util/hash.h"
 #include "../box/collect.h"
 #include "service.h"
+#include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 #define PREVIEW_MAX_BYTES (1u << 20)
 #define PREVIEW_MAX_COUNT 8

@@ -1,5 +1,6 @@
 #include "audit.h"
 #include "../util/hash.h"
+#include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 #include <nettle/sha2.h>
 #include <string.h>

@@ -15,6 +15,7 @@
 #include "../util/hash.h"
 #include "dlp.h"
 #include "service.h"
+#include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 /* ------------------------------------------------------------- settings */
 

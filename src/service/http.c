@@ -19,6 +19,7 @@
 #include "openapi.h"
 #include "service.h"
 #include "skills.h"
+#include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 #define LIST_MAX 200
 #define SSE_KEEPALIVE_S 15

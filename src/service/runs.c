@@ -14,6 +14,7 @@
 #include "run_request.h"
 #include "service.h"
 #include "skills.h"
+#include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 
 /* --------------------------------------------------------------- records */

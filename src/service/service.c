@@ -21,6 +21,7 @@
 #include "helper_events.h"
 #include "service.h"
 #include "skills.h"
+#include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 struct active_run {
     active_run *next;

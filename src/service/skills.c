@@ -22,6 +22,7 @@
 #include "audit.h"
 #include "service.h"
 #include "skills.h"
+#include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 static json_t *error_doc(const char *code, const char *fmt, ...) _printf_(2, 3);
 static json_t *error_doc(const char *code, const char *fmt, ...) {

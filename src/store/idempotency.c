@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "store.h"
+#include "internal.h"
 
 int al_store_idem_get(al_store *s, const char *person_id, const char *key, const char *now, al_store_idem *ret,
                       al_error *err) {

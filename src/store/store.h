@@ -21,12 +21,9 @@ typedef struct al_principal {
 int al_store_open(const char *path, al_store **ret, al_error *err);
 void al_store_close(al_store *s);
 
-/* ---- queries: FMT has one letter per parameter: s text, S text or NULL,
- * i int64. Returns the rows as an array of objects (NULL on error). */
-json_t *al_store_query(al_store *s, al_error *err, const char *sql, const char *fmt, ...);
-/* Run a statement; returns changes >= 0 or -errno. */
-int al_store_exec(al_store *s, al_error *err, const char *sql, const char *fmt, ...);
-/* Several statements as one transaction (BEGIN IMMEDIATE ... COMMIT). */
+/* A unit of work: the store calls made between begin and commit land
+ * together or not at all (one begun inside another is a savepoint of it),
+ * e.g. an operation and the audit event that says it happened. */
 int al_store_begin(al_store *s, al_error *err);
 int al_store_commit(al_store *s, al_error *err);
 void al_store_rollback(al_store *s);

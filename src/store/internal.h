@@ -1,0 +1,25 @@
+/*
+ * What the store's own files share, and nothing outside src/store may use:
+ * SQL. The service asks the store for typed records (store.h and the
+ * headers beside it); the statements that read and write them live here,
+ * written once in the SQL both backends speak (see docs/architecture.md,
+ * "The store"): `?` placeholders, no INSERT OR ..., no json_extract, no
+ * SQLite date functions, every GROUP BY naming what it selects.
+ */
+#pragma once
+
+#include "store.h"
+
+/* Queries: FMT has one letter per parameter: s text, S text or NULL,
+ * i int64. Returns the rows as an array of objects (NULL on error). */
+json_t *al_store_query(al_store *s, al_error *err, const char *sql, const char *fmt, ...);
+/* Run a statement; returns changes >= 0 or -errno. */
+int al_store_exec(al_store *s, al_error *err, const char *sql, const char *fmt, ...);
+
+/* Inside a transaction, hold the lock named KEY (e.g. "audit:" + a
+ * workspace id) until it ends: what a read-then-write step (the next
+ * sequence number, the audit chain's head, a balance) takes before its
+ * read. SQLite's BEGIN IMMEDIATE already serialises every writer, so there
+ * it is free; PostgreSQL takes a transaction-scoped advisory lock, which
+ * holds across every node on the database. */
+int al_store_lock(al_store *s, al_error *err, const char *key);
