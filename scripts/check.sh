@@ -22,5 +22,14 @@ AIRLOCK_BIN=build-asan/airlock $PY -m pytest -q -p no:cacheprovider \
     --ignore=tests/integration/test_network.py --ignore=tests/integration/test_image_default.py \
     tests/integration
 
+# The same daemon on PostgreSQL: every module that starts a service runs
+# again with each service on a fresh database of a real cluster that the
+# tests start themselves (tests/integration/pg_util.py); the modules that
+# never open a store (the box battery, the CLI, images) are store-blind.
+echo "== integration tests on PostgreSQL under ASan+UBSan: every module that starts a service =="
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+AIRLOCK_TEST_STORE=postgresql AIRLOCK_BIN=build-asan/airlock $PY -m pytest -q -p no:cacheprovider \
+    $(grep -l service_util tests/integration/test_*.py)
+
 echo "== all integration tests =="
 exec $PY -m pytest -v -p no:cacheprovider tests/integration

@@ -8,7 +8,7 @@
 #include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 static int usage_to(FILE *f) {
-    fprintf(f, "usage: airlock admin [--state DIR] COMMAND\n"
+    fprintf(f, "usage: airlock admin [--state DIR] [--store sqlite|postgresql://...] COMMAND\n"
                     "  bootstrap                          first organisation, workspace, person and key, if none exist\n"
                     "  org create NAME\n"
                     "  workspace create --org ORG_ID NAME\n"
@@ -27,11 +27,14 @@ static int usage_to(FILE *f) {
 
 static int usage(void) { return usage_to(stderr); }
 
-static int open_store(const char *state, al_store **ret, al_error *err) {
-    if (mkdir(state, 0700) < 0 && errno != EEXIST)
-        return al_err(err, "state", errno, "mkdir %s: %m", state);
+static int open_store(const char *state, const char *store, al_store **ret, al_error *err) {
     char db[4200];
-    snprintf(db, sizeof db, "%s/airlock.db", state);
+    int r = al_store_locate(store, state, db, sizeof db, err);
+    if (r < 0)
+        return r;
+    bool embedded = strncmp(db, "postgres", 8) != 0;
+    if (embedded && mkdir(state, 0700) < 0 && errno != EEXIST)
+        return al_err(err, "state", errno, "mkdir %s: %m", state);
     return al_store_open(db, ret, err);
 }
 
@@ -104,16 +107,21 @@ int cli_admin(int argc, char **argv) {
     const char *state = getenv("AIRLOCK_STATE");
     if (!state)
         state = "/var/lib/airlock";
+    /* the same store as `airlock serve`: AIRLOCK_STORE or --store */
+    const char *store = getenv("AIRLOCK_STORE");
     int i = 1;
-    if (i + 1 < argc && strcmp(argv[i], "--state") == 0) {
-        state = argv[i + 1];
+    while (i + 1 < argc && (strcmp(argv[i], "--state") == 0 || strcmp(argv[i], "--store") == 0)) {
+        if (strcmp(argv[i], "--state") == 0)
+            state = argv[i + 1];
+        else
+            store = argv[i + 1];
         i += 2;
     }
     if (i >= argc)
         return usage();
     al_error err = { 0 };
     al_store *s = NULL;
-    if (open_store(state, &s, &err) < 0) {
+    if (open_store(state, store, &s, &err) < 0) {
         fprintf(stderr, "airlock admin: %s\n", err.msg);
         return 125;
     }

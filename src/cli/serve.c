@@ -17,6 +17,7 @@ int cli_serve(int argc, char **argv) {
         goto fail;
     static const struct { const char *env, *key; } envs[] = {
         { "AIRLOCK_LISTEN", "listen" }, { "AIRLOCK_STATE", "state" }, { "AIRLOCK_DRIVER", "driver" },
+        { "AIRLOCK_STORE", "store" },
     };
     for (size_t i = 0; i < ELEMENTSOF(envs); i++) {
         const char *v = getenv(envs[i].env);
@@ -27,6 +28,7 @@ int cli_serve(int argc, char **argv) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             printf("usage: airlock serve [--listen ADDR:PORT] [--state DIR] [--config FILE] [--driver native|disabled]\n"
+                   "                     [--store sqlite|postgresql://USER@HOST/DB]\n"
                    "see docs/api.md\n");
             return 0;
         }

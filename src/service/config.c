@@ -12,6 +12,7 @@ void al_service_config_default(al_service_config *c) {
     c->listen_fd = -1;
     snprintf(c->state_dir, sizeof c->state_dir, "/var/lib/airlock");
     snprintf(c->driver, sizeof c->driver, "native");
+    snprintf(c->store, sizeof c->store, "sqlite");
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     c->max_concurrent = n > 0 ? (int)n * 2 : 4;
     c->per_person = 3;
@@ -84,6 +85,14 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
         if (value[0] != '/' && value[0] != '.')
             return al_err(err, "config", EINVAL, "state = %s: want a path", value);
         snprintf(c->state_dir, sizeof c->state_dir, "%s", value);
+        return 0;
+    }
+    if (strcmp(key, "store") == 0) {
+        char where[sizeof c->store];
+        int r = al_store_locate(value, "", where, sizeof where, err);
+        if (r < 0)
+            return r;
+        snprintf(c->store, sizeof c->store, "%s", value);
         return 0;
     }
     if (strcmp(key, "driver") == 0) {

@@ -1287,9 +1287,9 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     snprintf(s->runs_dir, sizeof s->runs_dir, "%s/runs", cfg->state_dir);
     if ((r = make_dir(s->blobs_dir, err)) < 0 || (r = make_dir(s->runs_dir, err)) < 0)
         return r;
-    char db[PATH_MAX + 16];
-    snprintf(db, sizeof db, "%s/airlock.db", cfg->state_dir);
-    if ((r = al_store_open(db, &s->store, err)) < 0)
+    char db[PATH_MAX + 1024];
+    if ((r = al_store_locate(cfg->store, cfg->state_dir, db, sizeof db, err)) < 0 ||
+        (r = al_store_open(db, &s->store, err)) < 0)
         return r;
     s->queue = calloc((size_t)cfg->queue_max, sizeof *s->queue);
     if (!s->queue)

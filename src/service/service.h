@@ -18,6 +18,7 @@ typedef struct al_service_config {
     int port;
     int listen_fd;                /* >= 0: listen on this inherited socket (airlock mcp --local) */
     char state_dir[PATH_MAX];
+    char store[1024]; /* "sqlite" (default) or a postgresql:// address */
     char driver[16];
     int max_concurrent;           /* boxes at once, all people */
     int per_person;               /* boxes at once, one person */

@@ -1,7 +1,7 @@
 /*
- * The store: tenants, keys, runs, their events and artifacts. One interface
- * (this file); sqlite.c is the embedded implementation. Records come back as
- * jansson objects whose keys are the column names.
+ * The store: tenants, keys, runs, their events and artifacts, as typed
+ * records (this file and the headers beside it). Two backends sit behind
+ * it (backend.h): SQLite, embedded, and PostgreSQL, which many nodes share.
  */
 #pragma once
 
@@ -18,7 +18,15 @@ typedef struct al_principal {
     char role[16];                /* admin | approver | member */
 } al_principal;
 
-int al_store_open(const char *path, al_store **ret, al_error *err);
+/* Where the store is: SETTING is the `store` configuration ("sqlite", the
+ * default, for STATE_DIR/airlock.db; or a postgresql://USER@HOST/DB
+ * address, libpq's connection URI). */
+int al_store_locate(const char *setting, const char *state_dir, char *buf, size_t len, al_error *err);
+/* Open TARGET (al_store_locate's answer: a file path for SQLite, a
+ * postgresql:// address) and apply its missing migrations. */
+int al_store_open(const char *target, al_store **ret, al_error *err);
+/* "sqlite" or "postgresql". */
+const char *al_store_backend_name(const al_store *s);
 void al_store_close(al_store *s);
 
 /* A unit of work: the store calls made between begin and commit land

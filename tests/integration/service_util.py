@@ -23,6 +23,7 @@ from urllib.parse import urlencode
 import pytest
 
 from conftest import AIRLOCK
+import pg_util
 
 _BIN = None
 
@@ -253,10 +254,16 @@ class Tenant:
 class Service:
     """One `airlock serve` process and an HTTP client bound to one API key."""
 
-    def __init__(self, state, config=None, key=None, bootstrap=True, extra_env=None, binary=None):
+    def __init__(self, state, config=None, key=None, bootstrap=True, extra_env=None, binary=None, store=None):
         self.binary = binary or service_binary()
         self.state = Path(state)
         self.state.mkdir(parents=True, exist_ok=True)
+        # the store this service runs on: the suite's (AIRLOCK_TEST_STORE), a
+        # fresh database of its own on the test cluster for postgresql; or
+        # STORE given (a postgresql:// address several nodes share)
+        self.store = store
+        if self.store is None and pg_util.test_store() == "postgresql":
+            self.store = pg_util.cluster().uri(pg_util.cluster().new_database())
         self.config = config
         self.extra_env = extra_env or {}
         self.port = free_port()
@@ -274,9 +281,35 @@ class Service:
 
     # -------------------------------------------------------- process
 
+    def store_args(self):
+        """`--state DIR` and, on PostgreSQL, `--store ADDRESS`: where this service keeps its store."""
+        return ["--state", str(self.state)] + (["--store", self.store] if self.store else [])
+
+    def admin_run(self, *args, timeout=60, **kw):
+        """`airlock admin` on this service's store: the CompletedProcess."""
+        return subprocess.run([str(self.binary), "admin", *self.store_args(), *map(str, args)],
+                              capture_output=True, timeout=timeout, **kw)
+
+    def sql(self, query, *params):
+        """One statement straight on the service's database, behind its back
+        (`?` placeholders on either backend): the rows, as tuples."""
+        if self.store:
+            db = pg_util.cluster().connect(self.store.split("/")[3].split("?")[0])
+            query = query.replace("?", "%s")
+        else:
+            import sqlite3
+            db = sqlite3.connect(str(self.state / "airlock.db"), timeout=30)
+        try:
+            cur = db.cursor()
+            cur.execute(query, params)
+            rows = cur.fetchall() if cur.description else []
+            db.commit()
+            return rows
+        finally:
+            db.close()
+
     def admin(self, *args, check=True):
-        proc = subprocess.run([str(self.binary), "admin", "--state", str(self.state), *map(str, args)],
-                              capture_output=True, timeout=60)
+        proc = self.admin_run(*args)
         out = proc.stdout.decode(errors="replace")
         if check:
             assert proc.returncode == 0, (
@@ -304,7 +337,7 @@ class Service:
         return person, m.group(1)
 
     def start(self, timeout=30.0):
-        args = [str(self.binary), "serve", "--listen", f"{self.host}:{self.port}", "--state", str(self.state)]
+        args = [str(self.binary), "serve", "--listen", f"{self.host}:{self.port}", *self.store_args()]
         if self.config is not None:
             cfg = self.state.parent / f"{self.state.name}.conf"
             cfg.write_text("".join(f"{k} = {v}\n" for k, v in self.config.items()))

@@ -1,0 +1,293 @@
+/* The shared backend: PostgreSQL through libpq, one connection per node
+ * (store.c serialises it, as for SQLite). Statements are the ones SQLite
+ * runs: `?` becomes `$N` here. Nodes that share the database coordinate
+ * through it: named locks are transaction-scoped advisory locks, which
+ * hold across every connection. */
+#include <errno.h>
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "migrations_postgres.h"
+
+/* The type OIDs of pg_type.h, which libpq does not install. */
+enum { OID_BOOL = 16, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_FLOAT4 = 700, OID_FLOAT8 = 701, OID_NUMERIC = 1700 };
+
+#define MAX_PARAMS 64
+
+typedef struct pg {
+    PGconn *c;
+    bool tx_open; /* a unit of work is open: never reconnect under it */
+} pg;
+
+static void no_notices(void *arg, const char *message) {
+    /* library code never logs: CREATE TABLE IF NOT EXISTS and friends
+     * speak NOTICEs that would go to the daemon's stderr */
+    (void)arg, (void)message;
+}
+
+static int conn_err(pg *p, al_error *err, const char *what) {
+    const char *m = PQerrorMessage(p->c);
+    size_t n = strlen(m);
+    while (n && (m[n - 1] == '\n' || m[n - 1] == ' '))
+        n--;
+    return al_err(err, "store", EIO, "%s: %.*s", what, (int)n, m);
+}
+
+/* After the server went away (a restart, a failover), the next statement
+ * outside a unit of work reconnects; one inside fails with it. */
+static int ensure(pg *p, al_error *err) {
+    if (PQstatus(p->c) == CONNECTION_OK)
+        return 0;
+    if (p->tx_open)
+        return al_err(err, "store", EIO, "the connection to PostgreSQL was lost in a transaction");
+    PQreset(p->c);
+    if (PQstatus(p->c) != CONNECTION_OK)
+        return conn_err(p, err, "reconnect to PostgreSQL");
+    return 0;
+}
+
+static int session_setup(pg *p, al_error *err) {
+    /* A node that hangs or dies in a transaction must not hold the locks
+     * every other node waits on: bounded statements, bounded idle. */
+    PGresult *res = PQexec(p->c, "SET statement_timeout = '30s'; SET idle_in_transaction_session_timeout = '60s'; "
+                                 "SET client_min_messages = warning");
+    int r = PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : conn_err(p, err, "session settings");
+    PQclear(res);
+    return r;
+}
+
+static int pg_open(const char *target, void **ret, al_error *err) {
+    pg *p = calloc(1, sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    p->c = PQconnectdb(target);
+    if (!p->c) {
+        free(p);
+        return al_err(err, "store", ENOMEM, "connect to PostgreSQL: out of memory");
+    }
+    PQsetNoticeProcessor(p->c, no_notices, NULL);
+    int r = PQstatus(p->c) == CONNECTION_OK ? session_setup(p, err) : conn_err(p, err, "connect to PostgreSQL");
+    if (r < 0) {
+        PQfinish(p->c);
+        free(p);
+        return r;
+    }
+    *ret = p;
+    return 0;
+}
+
+static void pg_close(void *conn) {
+    pg *p = conn;
+    PQfinish(p->c);
+    free(p);
+}
+
+/* SQL with `?` into SQL with `$1`..`$N`; quoted text and names kept. */
+static char *numbered(const char *sql, int *ret_n) {
+    size_t len = strlen(sql);
+    char *out = malloc(len * 4 + 1);
+    if (!out)
+        return NULL;
+    char *o = out, quote = 0;
+    int n = 0;
+    for (const char *c = sql; *c; c++) {
+        if (quote) {
+            if (*c == quote)
+                quote = 0;
+        } else if (*c == '\'' || *c == '"') {
+            quote = *c;
+        } else if (*c == '?') {
+            o += sprintf(o, "$%d", ++n);
+            continue;
+        }
+        *o++ = *c;
+    }
+    *o = '\0';
+    *ret_n = n;
+    return out;
+}
+
+/* The parameters of FMT as text (libpq's text format) with their types:
+ * 'i' is int8; text is left for the server to infer, so a text parameter
+ * may meet a column of any type, as it does in SQLite. */
+typedef struct params {
+    int n;
+    const char *values[MAX_PARAMS];
+    Oid types[MAX_PARAMS];
+    char ints[MAX_PARAMS][24];
+} params;
+
+static int bind_all(params *pp, al_error *err, const char *fmt, va_list ap) {
+    pp->n = 0;
+    for (int i = 0; fmt && fmt[i]; i++) {
+        if (i >= MAX_PARAMS)
+            return al_err(err, "store", E2BIG, "more than %d parameters", MAX_PARAMS);
+        if (fmt[i] == 's' || fmt[i] == 'S') {
+            pp->values[i] = va_arg(ap, const char *);
+            pp->types[i] = 0;
+        } else if (fmt[i] == 'i') {
+            snprintf(pp->ints[i], sizeof pp->ints[i], "%lld", (long long)va_arg(ap, int64_t));
+            pp->values[i] = pp->ints[i];
+            pp->types[i] = OID_INT8;
+        } else {
+            return al_err(err, "store", EINVAL, "parameter letter '%c'", fmt[i]);
+        }
+        pp->n++;
+    }
+    return 0;
+}
+
+static int result_err(PGresult *res, al_error *err) {
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    /* class 23, integrity constraint violation: SQLITE_CONSTRAINT's
+     * meaning, which callers read as "exists already" */
+    int e = state && strncmp(state, "23", 2) == 0 ? EEXIST : EIO;
+    return al_err(err, "store", e, "%s%s%s", msg ? msg : PQresStatus(PQresultStatus(res)), state ? " SQLSTATE " : "",
+                  state ? state : "");
+}
+
+static PGresult *run(pg *p, al_error *err, const char *sql, const char *fmt, va_list ap) {
+    params pp;
+    int n = 0;
+    if (ensure(p, err) < 0 || bind_all(&pp, err, fmt, ap) < 0)
+        return NULL;
+    char *q = numbered(sql, &n);
+    if (!q) {
+        al_err(err, "store", ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (n != pp.n) {
+        free(q);
+        al_err(err, "store", EINVAL, "%d placeholders, %d parameters", n, pp.n);
+        return NULL;
+    }
+    PGresult *res = PQexecParams(p->c, q, pp.n, pp.types, pp.values, NULL, NULL, 0);
+    free(q);
+    if (!res)
+        conn_err(p, err, "query");
+    return res;
+}
+
+static json_t *value(PGresult *res, int row, int col) {
+    if (PQgetisnull(res, row, col))
+        return json_null();
+    const char *v = PQgetvalue(res, row, col);
+    switch (PQftype(res, col)) {
+    case OID_INT2:
+    case OID_INT4:
+    case OID_INT8:
+        return json_integer(strtoll(v, NULL, 10));
+    case OID_BOOL:
+        return json_integer(v[0] == 't');
+    case OID_NUMERIC: {
+        /* SUM() of integers is numeric here: an integer when it is one */
+        char *end;
+        long long x = strtoll(v, &end, 10);
+        if (*end == '\0')
+            return json_integer(x);
+        return json_real(strtod(v, NULL));
+    }
+    case OID_FLOAT4:
+    case OID_FLOAT8:
+        return json_real(strtod(v, NULL));
+    default: {
+        json_t *j = json_stringn(v, (size_t)PQgetlength(res, row, col));
+        return j ? j : json_null();
+    }
+    }
+}
+
+static json_t *pg_query(void *conn, bool in_tx, al_error *err, const char *sql, const char *fmt, va_list ap) {
+    (void)in_tx;
+    pg *p = conn;
+    PGresult *res = run(p, err, sql, fmt, ap);
+    if (!res)
+        return NULL;
+    json_t *rows = NULL;
+    if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK) {
+        result_err(res, err);
+        goto out;
+    }
+    rows = json_array();
+    for (int i = 0; rows && i < PQntuples(res); i++) {
+        json_t *row = json_object();
+        for (int c = 0; row && c < PQnfields(res); c++)
+            json_object_set_new(row, PQfname(res, c), value(res, i, c));
+        json_array_append_new(rows, row);
+    }
+out:
+    PQclear(res);
+    return rows;
+}
+
+static int simple(pg *p, al_error *err, const char *sql) {
+    PGresult *res = PQexec(p->c, sql);
+    int r = 0;
+    if (!res)
+        r = conn_err(p, err, sql);
+    else if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
+        r = result_err(res, err);
+    PQclear(res);
+    return r;
+}
+
+static int pg_exec(void *conn, bool in_tx, al_error *err, const char *sql, const char *fmt, va_list ap) {
+    pg *p = conn;
+    /* PostgreSQL aborts the whole transaction on a failed statement;
+     * SQLite undoes the statement alone, and callers rely on that (an
+     * insert that finds its key taken is an answer, not the end of the
+     * unit of work): a savepoint around each write gives them the same. */
+    if (in_tx && simple(p, err, "SAVEPOINT al_stmt") < 0)
+        return -EIO;
+    PGresult *res = run(p, err, sql, fmt, ap);
+    int r;
+    if (!res)
+        r = -EIO;
+    else if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
+        r = result_err(res, err);
+    else
+        r = atoi(PQcmdTuples(res));
+    PQclear(res);
+    if (in_tx)
+        simple(p, NULL, r < 0 ? "ROLLBACK TO SAVEPOINT al_stmt; RELEASE SAVEPOINT al_stmt" : "RELEASE SAVEPOINT al_stmt");
+    return r;
+}
+
+static int pg_script(void *conn, al_error *err, const char *sql) {
+    pg *p = conn;
+    bool begin = strcmp(sql, "BEGIN") == 0, end = strcmp(sql, "COMMIT") == 0 || strcmp(sql, "ROLLBACK") == 0;
+    if (begin && ensure(p, err) < 0)
+        return -EIO;
+    int r = simple(p, err, sql);
+    if (begin && r == 0)
+        p->tx_open = true;
+    if (end)
+        p->tx_open = false;
+    return r;
+}
+
+static int pg_lock(void *conn, al_error *err, const char *key) {
+    pg *p = conn;
+    const char *values[1] = { key };
+    PGresult *res = PQexecParams(p->c, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", 1, NULL, values, NULL, NULL, 0);
+    int r = !res ? conn_err(p, err, "lock") : PQresultStatus(res) == PGRES_TUPLES_OK ? 0 : result_err(res, err);
+    PQclear(res);
+    return r;
+}
+
+const al_store_backend al_store_postgresql = {
+    .name = "postgresql",
+    .begin_sql = "BEGIN",
+    .migrations = al_migrations_postgres,
+    .n_migrations = ELEMENTSOF(al_migrations_postgres),
+    .open = pg_open,
+    .close = pg_close,
+    .query = pg_query,
+    .exec = pg_exec,
+    .script = pg_script,
+    .lock = pg_lock,
+};

@@ -1,0 +1,228 @@
+/*
+ * The store's functions on one backend: `store-tests TARGET`, TARGET a
+ * SQLite file path (or "sqlite" for a fresh temporary one) or a
+ * postgresql:// address of an empty database. meson test runs it on SQLite;
+ * tests/integration/test_store_backends.py runs it on both, PostgreSQL on a
+ * real cluster. Several handles on one database stand for several nodes:
+ * each has its own connection, so what must hold across nodes is tested
+ * here across connections.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "store/internal.h"
+
+static char target[4096];
+static char org[40], ws[40], person[40];
+
+static al_store *open_store(void) {
+    al_error err = { 0 };
+    al_store *s = NULL;
+    if (al_store_open(target, &s, &err) < 0) {
+        fprintf(stderr, "open %s: %s\n", target, err.msg);
+        exit(2);
+    }
+    return s;
+}
+
+static int64_t balance(al_store *s) {
+    al_error err = { 0 };
+    json_t *rows = al_store_query(s, &err, "SELECT credit_balance FROM orgs WHERE id = ?", "s", org);
+    int64_t b = rows ? json_integer_value(json_object_get(json_array_get(rows, 0), "credit_balance")) : -1;
+    json_decref(rows);
+    return b;
+}
+
+static int64_t ledger_sum(al_store *s) {
+    al_error err = { 0 };
+    json_t *rows = al_store_query(s, &err, "SELECT COALESCE(SUM(amount), 0) AS n FROM ledger WHERE org_id = ?", "s", org);
+    int64_t b = rows ? json_integer_value(json_object_get(json_array_get(rows, 0), "n")) : -1;
+    json_decref(rows);
+    return b;
+}
+
+static void test_tenants(al_store *s) {
+    al_error err = { 0 };
+    CHECK(al_store_create_org(s, "org one", org, &err) == 0);
+    CHECK(al_store_create_workspace(s, org, "ws one", ws, &err) == 0);
+    CHECK(al_store_create_workspace(s, "org_nosuch", "x", (char[40]){ 0 }, &err) == -ENOENT);
+    CHECK(al_store_create_person(s, ws, "ada", "admin", person, &err) == 0);
+    CHECK(al_store_create_person(s, ws, "bob", "owner", (char[40]){ 0 }, &err) == -EINVAL);
+    CHECK(al_store_create_person(s, "ws_nosuch", "bob", "member", (char[40]){ 0 }, &err) == -ENOENT);
+    CHECK(balance(s) == 1000 && ledger_sum(s) == 1000);
+
+    char key[64], key_id[40], key2[64], key2_id[40];
+    CHECK(al_store_create_key(s, person, key, key_id, &err) == 0);
+    CHECK(strncmp(key, "al_", 3) == 0 && strlen(key) > 40);
+    al_principal p;
+    CHECK(al_store_authenticate(s, key, &p, &err) == 1);
+    CHECK(strcmp(p.org_id, org) == 0 && strcmp(p.workspace_id, ws) == 0 && strcmp(p.person_id, person) == 0 &&
+          strcmp(p.role, "admin") == 0);
+    CHECK(al_store_authenticate(s, "al_wrong", &p, &err) == 0);
+    CHECK(al_store_authenticate(s, NULL, &p, &err) == 0);
+    char huge[300];
+    memset(huge, 'a', sizeof huge - 1);
+    huge[sizeof huge - 1] = '\0';
+    CHECK(al_store_authenticate(s, huge, &p, &err) == 0);
+    /* rotate: a new key works, the old one is refused; rotating it again is refused */
+    CHECK(al_store_rotate_key(s, key_id, key2, key2_id, &p, &err) == 0);
+    CHECK(al_store_authenticate(s, key2, &p, &err) == 1);
+    CHECK(al_store_authenticate(s, key, &p, &err) == 0);
+    CHECK(al_store_rotate_key(s, key_id, key2, (char[40]){ 0 }, NULL, &err) == -EALREADY);
+    CHECK(al_store_revoke_key(s, key2_id, &p, &err) == 0 && strcmp(p.person_id, person) == 0);
+    CHECK(al_store_revoke_key(s, key2_id, NULL, &err) == -EALREADY);
+    CHECK(al_store_revoke_key(s, "key_nosuch", NULL, &err) == -ENOENT);
+    CHECK(al_store_authenticate(s, key2, &p, &err) == 0);
+
+    CHECK(al_store_grant_credits(s, org, 500, &err) == 0);
+    CHECK(al_store_grant_credits(s, org, -2000, &err) == -ENOENT); /* never below zero */
+    CHECK(al_store_grant_credits(s, "org_nosuch", 5, &err) == -ENOENT);
+    CHECK(balance(s) == 1500 && ledger_sum(s) == 1500);
+}
+
+static void test_units_of_work(al_store *s) {
+    al_error err = { 0 };
+    /* a savepoint rolled back inside a committed unit: its writes alone go */
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_grant_credits(s, org, 7, &err) == 0); /* nested: a savepoint */
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_grant_credits(s, org, 11, &err) == 0);
+    al_store_rollback(s);
+    CHECK(al_store_commit(s, &err) == 0);
+    CHECK(balance(s) == 1507 && ledger_sum(s) == 1507);
+    /* a failed statement inside a unit of work undoes itself alone (SQLite's
+     * rule; PostgreSQL gets it from a savepoint per write) */
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_grant_credits(s, org, 3, &err) == 0);
+    CHECK(al_store_exec(s, &err, "INSERT INTO orgs (id, name, created_at) VALUES (?, 'dup', 'x')", "s", org) == -EEXIST);
+    CHECK(al_store_grant_credits(s, org, 5, &err) == 0);
+    CHECK(al_store_commit(s, &err) == 0);
+    CHECK(balance(s) == 1515 && ledger_sum(s) == 1515);
+    /* a whole unit rolled back leaves nothing */
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_grant_credits(s, org, 100, &err) == 0);
+    al_store_rollback(s);
+    CHECK(balance(s) == 1515);
+    /* locks belong to units of work */
+    CHECK(al_store_lock(s, &err, "x") == -EINVAL);
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_lock(s, &err, "x") == 0);
+    CHECK(al_store_commit(s, &err) == 0);
+    /* a malformed statement is an error, not a crash; the handle goes on */
+    err = (al_error){ 0 };
+    CHECK(al_store_query(s, &err, "SELECT nonsense FROM nowhere", NULL) == NULL && err.err == EIO);
+    CHECK(al_store_exec(s, &err, "SELECT ?", "si", "a", (int64_t)1) < 0);
+    CHECK(balance(s) == 1515);
+}
+
+static void test_idempotency(al_store *s) {
+    al_error err = { 0 };
+    al_store_idem rec = { .request_hash = "h1", .kind = "run", .resource_id = "run_1" }, got;
+    CHECK(al_store_idem_get(s, person, "k", "2026-01-01T00:00:00.000Z", &got, &err) == 0);
+    CHECK(al_store_idem_put(s, person, "k", &rec, "2026-01-01T00:00:00.000Z", "2026-01-02T00:00:00.000Z", &err) == 0);
+    CHECK(al_store_idem_put(s, person, "k", &rec, "2026-01-01T00:00:01.000Z", "2026-01-02T00:00:00.000Z", &err) == -EEXIST);
+    CHECK(al_store_idem_get(s, person, "k", "2026-01-01T00:00:02.000Z", &got, &err) == 1);
+    CHECK(strcmp(got.request_hash, "h1") == 0 && strcmp(got.kind, "run") == 0 && strcmp(got.resource_id, "run_1") == 0);
+    /* expired: not read, and a new request may take the key */
+    CHECK(al_store_idem_get(s, person, "k", "2026-01-03T00:00:00.000Z", &got, &err) == 0);
+    rec.resource_id[4] = '2';
+    CHECK(al_store_idem_put(s, person, "k", &rec, "2026-01-03T00:00:00.000Z", "2026-01-04T00:00:00.000Z", &err) == 0);
+    CHECK(al_store_idem_forget(s, person, "k", "run_1", &err) == 0);
+    CHECK(al_store_idem_get(s, person, "k", "2026-01-03T00:00:01.000Z", &got, &err) == 1);
+    CHECK(al_store_idem_forget(s, person, "k", "run_2", &err) == 1);
+    CHECK(al_store_idem_put(s, person, "a", &rec, "2026-01-01T00:00:00.000Z", "2026-01-02T00:00:00.000Z", &err) == 0);
+    CHECK(al_store_idem_put(s, person, "b", &rec, "2026-01-01T00:00:00.000Z", "2026-01-09T00:00:00.000Z", &err) == 0);
+    CHECK(al_store_idem_sweep(s, "2026-01-05T00:00:00.000Z", &err) == 1);
+}
+
+/* ---- several connections at once: what several nodes do */
+
+#define WRITERS 6
+#define GRANTS 40
+
+static void *grant_loop(void *arg) {
+    (void)arg;
+    al_store *s = open_store();
+    al_error err = { 0 };
+    for (int i = 0; i < GRANTS; i++) {
+        int r = al_store_grant_credits(s, org, (i % 2) ? 3 : -1, &err);
+        if (r < 0)
+            fprintf(stderr, "grant: %s\n", err.msg);
+    }
+    al_store_close(s);
+    return NULL;
+}
+
+static void test_concurrent_credits(al_store *s) {
+    int64_t before = balance(s);
+    pthread_t t[WRITERS];
+    for (int i = 0; i < WRITERS; i++)
+        pthread_create(&t[i], NULL, grant_loop, NULL);
+    for (int i = 0; i < WRITERS; i++)
+        pthread_join(t[i], NULL);
+    /* every grant landed once, and the ledger agrees with the balance */
+    CHECK(balance(s) == before + WRITERS * (GRANTS / 2) * 2);
+    CHECK(ledger_sum(s) == balance(s));
+}
+
+static void *open_fresh(void *arg) {
+    al_store **ret = arg;
+    *ret = open_store();
+    return NULL;
+}
+
+/* Nodes that start together on one new database migrate it once. */
+static void test_concurrent_open(void) {
+    al_store *h[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, open_fresh, &h[i]);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    al_error err = { 0 };
+    json_t *rows = al_store_query(h[0], &err, "SELECT COUNT(*) AS n FROM schema_migrations", NULL);
+    json_t *dup = al_store_query(h[0], &err,
+                                 "SELECT version, COUNT(*) AS n FROM schema_migrations GROUP BY version HAVING COUNT(*) > 1",
+                                 NULL);
+    CHECK(rows && json_integer_value(json_object_get(json_array_get(rows, 0), "n")) > 0);
+    CHECK(dup && json_array_size(dup) == 0);
+    json_decref(rows);
+    json_decref(dup);
+    for (int i = 0; i < 4; i++)
+        al_store_close(h[i]);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: store-tests sqlite|PATH|postgresql://...\n");
+        return 2;
+    }
+    char dir[] = "/tmp/airlock-store-test-XXXXXX";
+    if (strcmp(argv[1], "sqlite") == 0) {
+        if (!mkdtemp(dir))
+            return 2;
+        snprintf(target, sizeof target, "%s/airlock.db", dir);
+    } else {
+        snprintf(target, sizeof target, "%s", argv[1]);
+    }
+    test_concurrent_open();
+    al_store *s = open_store();
+    printf("store-tests on %s\n", al_store_backend_name(s));
+    test_tenants(s);
+    test_units_of_work(s);
+    test_idempotency(s);
+    test_concurrent_credits(s);
+    al_store_close(s);
+    if (strcmp(argv[1], "sqlite") == 0) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", dir);
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
