@@ -43,6 +43,7 @@ struct al_store {
     void *conn;
     pthread_mutex_t mu; /* recursive: a unit of work holds it across its statements */
     int depth;          /* open units of work of the thread holding MU */
+    al_store_stats stats; /* under MU */
 };
 
 extern const al_store_backend al_store_sqlite;

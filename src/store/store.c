@@ -28,6 +28,25 @@ int al_store_locate(const char *setting, const char *state_dir, char *buf, size_
 
 const char *al_store_backend_name(const al_store *s) { return s->be->name; }
 
+void al_store_get_stats(al_store *s, al_store_stats *ret) {
+    pthread_mutex_lock(&s->mu);
+    *ret = s->stats;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Under MU: count one statement that began at T0 (mono_ns). */
+static void count(al_store *s, uint64_t t0, bool failed) {
+    s->stats.statements++;
+    s->stats.failures += failed;
+    s->stats.busy_ns += mono_ns() - t0;
+}
+
 /* Apply the migrations this database lacks, in order, as one unit of work
  * under the "migrations" lock: nodes that start together on one database
  * apply each exactly once. */
@@ -98,21 +117,25 @@ void al_store_close(al_store *s) {
 }
 
 json_t *al_store_query(al_store *s, al_error *err, const char *sql, const char *fmt, ...) {
+    uint64_t t0 = mono_ns();
     pthread_mutex_lock(&s->mu);
     va_list ap;
     va_start(ap, fmt);
     json_t *rows = s->be->query(s->conn, s->depth > 0, err, sql, fmt, ap);
     va_end(ap);
+    count(s, t0, !rows);
     pthread_mutex_unlock(&s->mu);
     return rows;
 }
 
 int al_store_exec(al_store *s, al_error *err, const char *sql, const char *fmt, ...) {
+    uint64_t t0 = mono_ns();
     pthread_mutex_lock(&s->mu);
     va_list ap;
     va_start(ap, fmt);
     int r = s->be->exec(s->conn, s->depth > 0, err, sql, fmt, ap);
     va_end(ap);
+    count(s, t0, r < 0);
     pthread_mutex_unlock(&s->mu);
     return r;
 }
@@ -122,8 +145,11 @@ int al_store_exec(al_store *s, al_error *err, const char *sql, const char *fmt, 
  * savepoint of it: its writes land only if the outer one commits, so an
  * operation and the audit event that says it happened can be made one. */
 int al_store_begin(al_store *s, al_error *err) {
+    uint64_t t0 = mono_ns();
     pthread_mutex_lock(&s->mu);
     int r = s->be->script(s->conn, err, s->depth ? "SAVEPOINT al" : s->be->begin_sql);
+    count(s, t0, r < 0);
+    s->stats.units += r == 0 && s->depth == 0;
     if (r < 0) {
         pthread_mutex_unlock(&s->mu);
         return r;
@@ -133,24 +159,31 @@ int al_store_begin(al_store *s, al_error *err) {
 }
 
 int al_store_commit(al_store *s, al_error *err) {
+    uint64_t t0 = mono_ns();
     bool outer = --s->depth == 0;
     int r = s->be->script(s->conn, err, outer ? "COMMIT" : "RELEASE SAVEPOINT al");
     if (r < 0)
         s->be->script(s->conn, NULL, outer ? "ROLLBACK" : "ROLLBACK TO SAVEPOINT al; RELEASE SAVEPOINT al");
+    count(s, t0, r < 0);
     pthread_mutex_unlock(&s->mu);
     return r;
 }
 
 void al_store_rollback(al_store *s) {
+    uint64_t t0 = mono_ns();
     bool outer = --s->depth == 0;
     s->be->script(s->conn, NULL, outer ? "ROLLBACK" : "ROLLBACK TO SAVEPOINT al; RELEASE SAVEPOINT al");
+    count(s, t0, false);
     pthread_mutex_unlock(&s->mu);
 }
 
 int al_store_lock(al_store *s, al_error *err, const char *key) {
     if (s->depth <= 0)
         return al_err(err, "store", EINVAL, "lock %s outside a unit of work", key);
-    return s->be->lock(s->conn, err, key);
+    uint64_t t0 = mono_ns();
+    int r = s->be->lock(s->conn, err, key);
+    count(s, t0, r < 0);
+    return r;
 }
 
 int al_store_new_id(const char *prefix, char *buf, size_t len) {

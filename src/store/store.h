@@ -27,6 +27,14 @@ int al_store_locate(const char *setting, const char *state_dir, char *buf, size_
 int al_store_open(const char *target, al_store **ret, al_error *err);
 /* "sqlite" or "postgresql". */
 const char *al_store_backend_name(const al_store *s);
+/* What the store has cost since it was opened: statements sent (each
+ * query, write, BEGIN, COMMIT, savepoint, lock), units of work, and the
+ * time spent in the backend, waits for its connection included. */
+typedef struct al_store_stats {
+    uint64_t statements, units, failures;
+    uint64_t busy_ns;
+} al_store_stats;
+void al_store_get_stats(al_store *s, al_store_stats *ret);
 void al_store_close(al_store *s);
 
 /* A unit of work: the store calls made between begin and commit land
