@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Store benchmark: the same service on SQLite and on PostgreSQL, side by side.
+
+For each store: runs per second of trivial Python (`pass`) through the API
+with 16 clients (POST /v1/runs?wait=true), request-to-result latency of one
+client, and the store's own cost per run from the daemon's /metrics
+(airlock_store_statements_total, airlock_store_busy_seconds_total: statements
+the store sent and the time spent in it, waits for its one connection
+included). Its target: the store costs at most 10% of a run's end-to-end time.
+
+PostgreSQL is a real cluster started here (tests/integration/pg_util.py:
+Debian's postgresql-15, socket only, fsync off as in the tests; say so when
+quoting). Rounds alternate between the stores; medians are quoted.
+usage: /usr/bin/python3 bench/store.py [--load 200] [--clients 16] [--rounds 3]
+"""
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+AIRLOCK = os.path.join(ROOT, "build", "airlock")
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+import pg_util  # noqa: E402
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Node:
+    def __init__(self, store, clients):
+        self.state = tempfile.mkdtemp(prefix="airlock-bench-store-")
+        self.store_args = ["--state", self.state] + (["--store", store] if store else [])
+        out = subprocess.run([AIRLOCK, "admin", *self.store_args, "bootstrap"], capture_output=True, text=True,
+                             check=True).stdout
+        self.key = next(w for w in out.split() if w.startswith("al_"))
+        self.port = free_port()
+        cfg = os.path.join(self.state, "airlock.conf")
+        with open(cfg, "w") as f:
+            f.write(f"max_concurrent = {clients}\nper_person_concurrency = {clients}\n")
+        # credits are not what is measured: enough for every run
+        org = re.search(r"\borg_\w+", subprocess.run([AIRLOCK, "admin", *self.store_args, "list"], capture_output=True,
+                                                       text=True, check=True).stdout).group(0)
+        subprocess.run([AIRLOCK, "admin", *self.store_args, "credits", "grant", "--org", org, "1000000"],
+                       capture_output=True, check=True)
+        self.log = open(os.path.join(self.state, "serve.log"), "w")
+        self.proc = subprocess.Popen([AIRLOCK, "serve", "--config", cfg, "--listen", f"127.0.0.1:{self.port}",
+                                      *self.store_args], stdout=self.log, stderr=self.log)
+        self.base = f"http://127.0.0.1:{self.port}"
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(self.base + "/healthz", timeout=1).read()
+                return
+            except OSError:
+                time.sleep(0.05)
+        sys.exit(f"the service on {store or 'sqlite'} did not start: see {self.state}/serve.log")
+
+    def run(self):
+        req = urllib.request.Request(self.base + "/v1/runs?wait=true", method="POST",
+                                     data=json.dumps({"language": "python", "code": "pass"}).encode(),
+                                     headers={"Authorization": "Bearer " + self.key,
+                                              "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            doc = json.load(r)
+        if doc["state"] != "succeeded":
+            sys.exit(f"run did not succeed: {doc['state']} {doc.get('error')}")
+
+    def store_cost(self):
+        text = urllib.request.urlopen(self.base + "/metrics", timeout=10).read().decode()
+        got = {}
+        for name in ("airlock_store_statements_total", "airlock_store_busy_seconds_total"):
+            m = re.search(rf"^{name} ([0-9.e+-]+)$", text, re.M)
+            if not m:
+                sys.exit(f"/metrics has no {name}")
+            got[name] = float(m.group(1))
+        return got["airlock_store_statements_total"], got["airlock_store_busy_seconds_total"]
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def measure(node, load, clients):
+    st0, busy0 = node.store_cost()
+    t = time.perf_counter()
+    with cf.ThreadPoolExecutor(clients) as ex:
+        list(ex.map(lambda _: node.run(), range(load)))
+    wall = time.perf_counter() - t
+    st1, busy1 = node.store_cost()
+    lat = []
+    for _ in range(20):
+        t = time.perf_counter()
+        node.run()
+        lat.append((time.perf_counter() - t) * 1000)
+    st2, busy2 = node.store_cost()
+    return {"rate": load / wall, "stmts": (st1 - st0) / load, "busy_ms": (busy1 - busy0) * 1000 / load,
+            "latency": statistics.median(lat), "busy_ms_1": (busy2 - busy1) * 1000 / 20}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--load", type=int, default=200)
+    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    cluster = pg_util.cluster()
+    nodes = {"sqlite": Node(None, args.clients), "postgresql": Node(cluster.uri(cluster.new_database("bench")),
+                                                                     args.clients)}
+    results = {k: [] for k in nodes}
+    try:
+        for name, n in nodes.items():  # warm-up
+            for _ in range(5):
+                n.run()
+        for _ in range(args.rounds):
+            for name, n in nodes.items():
+                results[name].append(measure(n, args.load, args.clients))
+    finally:
+        for n in nodes.values():
+            n.stop()
+    print(f"uname -r: {os.uname().release}   cpus: {os.cpu_count()}   {args.rounds} rounds of {args.load} runs, "
+          f"{args.clients} clients, medians; PostgreSQL 15 on a local socket, fsync off")
+    print(f"{'store':<11} {'runs/s':>7} {'1-client ms':>11} {'stmts/run':>9} {'store ms/run':>12} "
+          f"{'store share':>11}")
+    for name, rs in results.items():
+        med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+        # the store's share of one run's end-to-end time, one client at a time
+        share = med["busy_ms_1"] / med["latency"]
+        print(f"{name:<11} {med['rate']:7.1f} {med['latency']:11.1f} {med['stmts']:9.1f} {med['busy_ms_1']:12.2f} "
+              f"{share:10.1%}")
+    r = {k: statistics.median(x["rate"] for x in v) for k, v in results.items()}
+    print(f"PostgreSQL / SQLite throughput: {r['postgresql'] / r['sqlite']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
