@@ -13,7 +13,16 @@
 #include "migrations_postgres.h"
 
 /* The type OIDs of pg_type.h, which libpq does not install. */
-enum { OID_BOOL = 16, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_FLOAT4 = 700, OID_FLOAT8 = 701, OID_NUMERIC = 1700 };
+enum {
+    OID_BOOL = 16,
+    OID_INT8 = 20,
+    OID_INT2 = 21,
+    OID_INT4 = 23,
+    OID_TEXT = 25,
+    OID_FLOAT4 = 700,
+    OID_FLOAT8 = 701,
+    OID_NUMERIC = 1700
+};
 
 #define MAX_PARAMS 64
 
@@ -110,9 +119,9 @@ static char *numbered(const char *sql, int *ret_n) {
     return out;
 }
 
-/* The parameters of FMT as text (libpq's text format) with their types:
- * 'i' is int8; text is left for the server to infer, so a text parameter
- * may meet a column of any type, as it does in SQLite. */
+/* The parameters of FMT (libpq's text format) with their types, int8 and
+ * text: typed, so that `? IS NULL` needs no cast (an untyped $1 there is
+ * an error), and the store binds each column by its type. */
 typedef struct params {
     int n;
     const char *values[MAX_PARAMS];
@@ -127,7 +136,7 @@ static int bind_all(params *pp, al_error *err, const char *fmt, va_list ap) {
             return al_err(err, "store", E2BIG, "more than %d parameters", MAX_PARAMS);
         if (fmt[i] == 's' || fmt[i] == 'S') {
             pp->values[i] = va_arg(ap, const char *);
-            pp->types[i] = 0;
+            pp->types[i] = OID_TEXT;
         } else if (fmt[i] == 'i') {
             snprintf(pp->ints[i], sizeof pp->ints[i], "%lld", (long long)va_arg(ap, int64_t));
             pp->values[i] = pp->ints[i];
