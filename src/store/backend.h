@@ -36,6 +36,12 @@ typedef struct al_store_backend {
     int (*script)(void *conn, al_error *err, const char *sql);
     /* Inside a unit of work: hold lock KEY until it ends. */
     int (*lock)(void *conn, al_error *err, const char *key);
+    /* Notifications to the other nodes (nodes.h); NULL: one node only. */
+    int (*notify)(void *conn, bool in_tx, al_error *err, const char *channel, const char *payload);
+    int (*watch_open)(const char *target, const char *const *channels, void **ret, al_error *err);
+    int (*watch_next)(void *w, int timeout_ms, char *channel, size_t channel_len, char *payload, size_t payload_len,
+                      al_error *err);
+    void (*watch_close)(void *w);
 } al_store_backend;
 
 struct al_store {
@@ -45,6 +51,9 @@ struct al_store {
     int depth;          /* open units of work of the thread holding MU */
     al_store_stats stats; /* under MU */
 };
+
+/* The backend that TARGET (al_store_locate's answer) names. */
+const al_store_backend *al_store_backend_for(const char *target);
 
 extern const al_store_backend al_store_sqlite;
 extern const al_store_backend al_store_postgresql;

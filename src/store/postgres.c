@@ -4,6 +4,7 @@
  * through it: named locks are transaction-scoped advisory locks, which
  * hold across every connection. */
 #include <errno.h>
+#include <poll.h>
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,6 +289,99 @@ static int pg_lock(void *conn, al_error *err, const char *key) {
     return r;
 }
 
+static int pg_notify(void *conn, bool in_tx, al_error *err, const char *channel, const char *payload) {
+    (void)in_tx; /* inside a unit of work, PostgreSQL sends it at COMMIT */
+    pg *p = conn;
+    if (ensure(p, err) < 0)
+        return -EIO;
+    const char *values[2] = { channel, payload };
+    PGresult *res = PQexecParams(p->c, "SELECT pg_notify($1, $2)", 2, NULL, values, NULL, NULL, 0);
+    int r = !res ? conn_err(p, err, "notify") : PQresultStatus(res) == PGRES_TUPLES_OK ? 0 : result_err(res, err);
+    PQclear(res);
+    return r;
+}
+
+/* A watcher: a connection of its own that LISTENs and does nothing else,
+ * so a notification is read as soon as it arrives. */
+typedef struct pg_watch {
+    pg p;
+    const char *const *channels;
+} pg_watch;
+
+static int listen_all(pg_watch *w, al_error *err) {
+    for (size_t i = 0; w->channels[i]; i++) {
+        char sql[96];
+        /* the channels are the store's own constants (nodes.h) */
+        snprintf(sql, sizeof sql, "LISTEN %s", w->channels[i]);
+        if (simple(&w->p, err, sql) < 0)
+            return -EIO;
+    }
+    return 0;
+}
+
+static int pg_watch_open(const char *target, const char *const *channels, void **ret, al_error *err) {
+    void *conn = NULL;
+    int r = pg_open(target, &conn, err);
+    if (r < 0)
+        return r;
+    pg_watch *w = calloc(1, sizeof *w);
+    if (!w) {
+        pg_close(conn);
+        return -ENOMEM;
+    }
+    w->p = *(pg *)conn;
+    free(conn);
+    w->channels = channels;
+    if ((r = listen_all(w, err)) < 0) {
+        PQfinish(w->p.c);
+        free(w);
+        return r;
+    }
+    *ret = w;
+    return 0;
+}
+
+static int take(pg_watch *w, char *channel, size_t channel_len, char *payload, size_t payload_len) {
+    PGnotify *n = PQnotifies(w->p.c);
+    if (!n)
+        return 0;
+    snprintf(channel, channel_len, "%s", n->relname);
+    snprintf(payload, payload_len, "%s", n->extra ? n->extra : "");
+    PQfreemem(n);
+    return 1;
+}
+
+static int pg_watch_next(void *wp, int timeout_ms, char *channel, size_t channel_len, char *payload, size_t payload_len,
+                         al_error *err) {
+    pg_watch *w = wp;
+    if (PQstatus(w->p.c) != CONNECTION_OK) {
+        PQreset(w->p.c);
+        if (PQstatus(w->p.c) != CONNECTION_OK || session_setup(&w->p, err) < 0 || listen_all(w, err) < 0) {
+            poll(NULL, 0, timeout_ms);
+            return conn_err(&w->p, err, "watch: reconnect to PostgreSQL");
+        }
+        return 2; /* what was sent while it was away is lost */
+    }
+    int r = take(w, channel, channel_len, payload, payload_len);
+    if (r)
+        return r;
+    struct pollfd pfd = { .fd = PQsocket(w->p.c), .events = POLLIN };
+    int n = poll(&pfd, 1, timeout_ms);
+    if (n < 0)
+        return errno == EINTR ? 0 : al_err(err, "store", errno, "watch: poll: %m");
+    if (n == 0)
+        return 0;
+    if (!PQconsumeInput(w->p.c))
+        return conn_err(&w->p, err, "watch");
+    return take(w, channel, channel_len, payload, payload_len);
+}
+
+static void pg_watch_close(void *wp) {
+    pg_watch *w = wp;
+    PQfinish(w->p.c);
+    free(w);
+}
+
 const al_store_backend al_store_postgresql = {
     .name = "postgresql",
     .begin_sql = "BEGIN",
@@ -299,4 +393,8 @@ const al_store_backend al_store_postgresql = {
     .exec = pg_exec,
     .script = pg_script,
     .lock = pg_lock,
+    .notify = pg_notify,
+    .watch_open = pg_watch_open,
+    .watch_next = pg_watch_next,
+    .watch_close = pg_watch_close,
 };

@@ -26,6 +26,10 @@ int al_store_locate(const char *setting, const char *state_dir, char *buf, size_
     return 0;
 }
 
+const al_store_backend *al_store_backend_for(const char *target) {
+    return is_postgresql(target) ? &al_store_postgresql : &al_store_sqlite;
+}
+
 const char *al_store_backend_name(const al_store *s) { return s->be->name; }
 
 void al_store_get_stats(al_store *s, al_store_stats *ret) {
@@ -90,7 +94,7 @@ int al_store_open(const char *target, al_store **ret, al_error *err) {
     al_store *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
-    s->be = is_postgresql(target) ? &al_store_postgresql : &al_store_sqlite;
+    s->be = al_store_backend_for(target);
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
     pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);

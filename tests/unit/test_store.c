@@ -8,6 +8,7 @@
  * here across connections.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 
 #include "check.h"
 #include "store/internal.h"
+#include "store/nodes.h"
 
 static char target[4096];
 static char org[40], ws[40], person[40];
@@ -196,6 +198,142 @@ static void test_concurrent_open(void) {
         al_store_close(h[i]);
 }
 
+/* ---- nodes: leases, the shared queue, notifications */
+
+static void test_leases(al_store *s) {
+    al_error err = { 0 };
+    CHECK(al_store_node_join(s, "node_a", "h", 1, "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:10.000Z", &err) == 0);
+    CHECK(al_store_node_join(s, "node_b", "h", 2, "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:10.000Z", &err) == 0);
+    CHECK(al_store_node_join(s, "node_c", "h", 3, "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:10.000Z", &err) == 0);
+    CHECK(al_store_node_join(s, "node_a", "h", 1, "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:10.000Z", &err) == -EEXIST);
+    CHECK(al_store_nodes_alive(s, "2026-01-01T00:00:05.000Z", &err) == 3);
+    CHECK(al_store_node_renew(s, "node_b", "2026-01-01T00:00:30.000Z", &err) == 1);
+    CHECK(al_store_node_leave(s, "node_c", "2026-01-01T00:00:06.000Z", &err) == 0);
+    char ids[8][40];
+    /* before A's lease ends: nobody is dead */
+    CHECK(al_store_nodes_reap(s, "node_b", "2026-01-01T00:00:09.000Z", ids, 8, &err) == 0);
+    /* after: A, once, however many reap; C left cleanly and is not dead */
+    al_store *other = open_store();
+    CHECK(al_store_nodes_reap(s, "node_b", "2026-01-01T00:00:11.000Z", ids, 8, &err) == 1 && strcmp(ids[0], "node_a") == 0);
+    CHECK(al_store_nodes_reap(other, "node_x", "2026-01-01T00:00:12.000Z", ids, 8, &err) == 0);
+    /* a node declared dead cannot renew back to life */
+    CHECK(al_store_node_renew(s, "node_a", "2026-01-01T00:01:00.000Z", &err) == 0);
+    CHECK(al_store_nodes_alive(s, "2026-01-01T00:00:12.000Z", &err) == 1);
+    /* a node never reaps itself */
+    CHECK(al_store_nodes_reap(s, "node_b", "2026-01-01T00:10:00.000Z", ids, 8, &err) == 0);
+    al_store_close(other);
+}
+
+static void add_run(al_store *s, const char *id, const char *who, int cap, const char *state, const char *node) {
+    al_error err = { 0 };
+    int r = al_store_exec(s, &err,
+                          "INSERT INTO runs (id, org_id, workspace_id, person_id, language, code, limits, state, created_at, "
+                          "cap, node_id) VALUES (?, ?, ?, ?, 'python', 'pass', '{}', ?, '2026-01-01T00:00:00.000Z', ?, ?)",
+                          "sssssiS", id, org, ws, who, state, (int64_t)cap, node);
+    if (r != 1)
+        fprintf(stderr, "add_run %s: %s\n", id, err.msg);
+}
+
+#define CLAIMERS 4
+static char claimed[CLAIMERS][16][40];
+static int claimed_n[CLAIMERS];
+
+static void *claim_loop(void *arg) {
+    int me = (int)(intptr_t)arg;
+    al_store *s = open_store();
+    al_error err = { 0 };
+    char node[16];
+    snprintf(node, sizeof node, "claim_%d", me);
+    al_store_claim c;
+    while (claimed_n[me] < 16 && al_store_claim_run(s, node, &c, &err) == 1)
+        snprintf(claimed[me][claimed_n[me]++], 40, "%s", c.run_id);
+    al_store_close(s);
+    return NULL;
+}
+
+static void test_claims(al_store *s) {
+    al_error err = { 0 };
+    add_run(s, "run_p1_1", "per_p1", 2, "queued", NULL);
+    add_run(s, "run_p1_2", "per_p1", 2, "queued", NULL);
+    add_run(s, "run_p1_3", "per_p1", 2, "queued", NULL);
+    add_run(s, "run_p2_1", "per_p2", 1, "queued", NULL);
+    add_run(s, "run_p2_2", "per_p2", 1, "queued", NULL);
+    add_run(s, "run_p3_1", "per_p3", 1, "running", "node_b"); /* p3 is at its cap already */
+    add_run(s, "run_p3_2", "per_p3", 1, "queued", NULL);
+    CHECK(al_store_queued_count(s, NULL, NULL, &err) == 6);
+    CHECK(al_store_queued_count(s, "per_p1", NULL, &err) == 3);
+    /* fair: the oldest of the person with the fewest active, under caps */
+    al_store_claim c;
+    CHECK(al_store_claim_run(s, "node_b", &c, &err) == 1 && strcmp(c.run_id, "run_p1_1") == 0 && c.cap == 2 &&
+          strcmp(c.person_id, "per_p1") == 0);
+    CHECK(al_store_claim_run(s, "node_b", &c, &err) == 1 && strcmp(c.run_id, "run_p2_1") == 0);
+    CHECK(al_store_claim_run(s, "node_b", &c, &err) == 1 && strcmp(c.run_id, "run_p1_2") == 0);
+    CHECK(al_store_claim_run(s, "node_b", &c, &err) == 0); /* everyone at their cap */
+    CHECK(al_store_queued_count(s, NULL, NULL, &err) == 3);
+    /* a node that dies with a claimed, not started run gives it back */
+    CHECK(al_store_exec(s, &err, "UPDATE runs SET node_id = 'node_a' WHERE id = 'run_p1_2'", NULL) == 1);
+    CHECK(al_store_node_join(s, "node_d", "h", 4, "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:01.000Z", &err) == 0);
+    CHECK(al_store_exec(s, &err, "UPDATE runs SET node_id = 'node_d' WHERE id = 'run_p1_2'", NULL) == 1);
+    char ids[8][40];
+    CHECK(al_store_nodes_reap(s, "node_b", "2026-01-01T00:00:20.000Z", ids, 8, &err) == 1 && strcmp(ids[0], "node_d") == 0);
+    CHECK(al_store_queued_count(s, "per_p1", NULL, &err) == 2);
+    CHECK(al_store_node_runs(s, "node_b", ids, 8, &err) == 1 && strcmp(ids[0], "run_p3_1") == 0);
+    /* ends free the caps; then four nodes claim at once: each run once, caps held */
+    CHECK(al_store_exec(s, &err, "UPDATE runs SET state = 'succeeded' WHERE node_id IS NOT NULL", NULL) == 3);
+    for (int i = 0; i < 6; i++) {
+        char id[40];
+        snprintf(id, sizeof id, "run_q%d", i);
+        add_run(s, id, i % 2 ? "per_q1" : "per_q2", 2, "queued", NULL);
+    }
+    pthread_t t[CLAIMERS];
+    for (int i = 0; i < CLAIMERS; i++)
+        pthread_create(&t[i], NULL, claim_loop, (void *)(intptr_t)i);
+    for (int i = 0; i < CLAIMERS; i++)
+        pthread_join(t[i], NULL);
+    int total = 0, dup = 0;
+    for (int i = 0; i < CLAIMERS; i++)
+        for (int j = 0; j < claimed_n[i]; j++) {
+            total++;
+            for (int k = 0; k < CLAIMERS; k++)
+                for (int l = 0; l < claimed_n[k]; l++)
+                    dup += (k != i || l != j) && strcmp(claimed[i][j], claimed[k][l]) == 0;
+        }
+    /* p1 (2 left, cap 2), p2 (1 left, cap 1), p3 (1, cap 1), q1 and q2 (3 each, cap 2) */
+    CHECK(total == 2 + 1 + 1 + 2 + 2);
+    CHECK(dup == 0);
+}
+
+static void test_notifications(al_store *s, bool postgresql) {
+    al_error err = { 0 };
+    al_store_watch *w = NULL;
+    int r = al_store_watch_open(target, &w, &err);
+    if (!postgresql) {
+        CHECK(r == -EOPNOTSUPP);
+        CHECK(al_store_notify(s, AL_NOTIFY_EVENTS, "run_x", &err) == 0);
+        return;
+    }
+    CHECK(r == 0);
+    if (r < 0)
+        return;
+    char ch[64], pl[64];
+    CHECK(al_store_watch_next(w, 50, ch, sizeof ch, pl, sizeof pl, &err) == 0);
+    /* inside a unit of work: sent at its commit, not before */
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_notify(s, AL_NOTIFY_CANCEL, "run_y", &err) == 0);
+    CHECK(al_store_watch_next(w, 100, ch, sizeof ch, pl, sizeof pl, &err) == 0);
+    CHECK(al_store_commit(s, &err) == 0);
+    CHECK(al_store_watch_next(w, 2000, ch, sizeof ch, pl, sizeof pl, &err) == 1);
+    CHECK(strcmp(ch, AL_NOTIFY_CANCEL) == 0 && strcmp(pl, "run_y") == 0);
+    /* rolled back: never sent */
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_notify(s, AL_NOTIFY_QUEUE, "run_z", &err) == 0);
+    al_store_rollback(s);
+    CHECK(al_store_notify(s, AL_NOTIFY_EVENTS, "run_w", &err) == 0);
+    CHECK(al_store_watch_next(w, 2000, ch, sizeof ch, pl, sizeof pl, &err) == 1);
+    CHECK(strcmp(ch, AL_NOTIFY_EVENTS) == 0 && strcmp(pl, "run_w") == 0);
+    al_store_watch_close(w);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: store-tests sqlite|PATH|postgresql://...\n");
@@ -216,6 +354,9 @@ int main(int argc, char **argv) {
     test_units_of_work(s);
     test_idempotency(s);
     test_concurrent_credits(s);
+    test_leases(s);
+    test_claims(s);
+    test_notifications(s, strcmp(al_store_backend_name(s), "postgresql") == 0);
     al_store_close(s);
     if (strcmp(argv[1], "sqlite") == 0) {
         char cmd[128];

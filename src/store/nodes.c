@@ -1,0 +1,204 @@
+/* Nodes, their leases, the shared queue and notifications (nodes.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+#include "nodes.h"
+
+int al_store_node_join(al_store *s, const char *id, const char *host, int64_t pid, const char *now, const char *lease_until,
+                       al_error *err) {
+    int r = al_store_exec(s, err, "INSERT INTO nodes (id, host, pid, started_at, lease_until) VALUES (?, ?, ?, ?, ?)", "ssiss",
+                          id, host, pid, now, lease_until);
+    return r < 0 ? r : 0;
+}
+
+int al_store_node_renew(al_store *s, const char *id, const char *lease_until, al_error *err) {
+    /* never past a death sentence: a node declared dead stays dead */
+    int r = al_store_exec(s, err, "UPDATE nodes SET lease_until = ? WHERE id = ? AND dead_at IS NULL AND stopped_at IS NULL",
+                          "ss", lease_until, id);
+    return r < 0 ? r : r > 0;
+}
+
+int al_store_node_leave(al_store *s, const char *id, const char *now, al_error *err) {
+    int r = al_store_exec(s, err, "UPDATE nodes SET stopped_at = ?, lease_until = ? WHERE id = ? AND dead_at IS NULL", "sss",
+                          now, now, id);
+    return r < 0 ? r : 0;
+}
+
+/* Copy the "id" of each row into IDS, at most MAX: how many. */
+static int ids_of(json_t *rows, char (*ids)[40], int max) {
+    int n = 0;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        const char *id = json_string_value(json_object_get(row, "id"));
+        if (!id || strlen(id) >= 40 || n >= max)
+            continue;
+        snprintf(ids[n++], 40, "%s", id);
+    }
+    return n;
+}
+
+int al_store_nodes_reap(al_store *s, const char *self, const char *now, char (*ret_ids)[40], int max, al_error *err) {
+    int r = al_store_begin(s, err);
+    if (r < 0)
+        return r;
+    /* one reaper at a time across nodes: each dead node is declared once */
+    if ((r = al_store_lock(s, err, "nodes")) < 0)
+        goto fail;
+    json_t *rows = al_store_query(s, err,
+                                  "SELECT id FROM nodes WHERE lease_until < ? AND dead_at IS NULL AND stopped_at IS NULL "
+                                  "AND id != ? ORDER BY id",
+                                  "ss", now, self);
+    if (!rows) {
+        r = -EIO;
+        goto fail;
+    }
+    int n = ids_of(rows, ret_ids, max);
+    json_decref(rows);
+    for (int i = 0; i < n; i++) {
+        if ((r = al_store_exec(s, err, "UPDATE nodes SET dead_at = ?, dead_by = ? WHERE id = ? AND dead_at IS NULL", "sss", now,
+                               self, ret_ids[i])) < 0 ||
+            /* what it claimed and never started waits for another node */
+            (r = al_store_exec(s, err, "UPDATE runs SET node_id = NULL WHERE node_id = ? AND state = 'queued'", "s",
+                               ret_ids[i])) < 0)
+            goto fail;
+    }
+    if ((r = al_store_commit(s, err)) < 0)
+        return r;
+    return n;
+fail:
+    al_store_rollback(s);
+    return r < 0 ? r : -EIO;
+}
+
+int al_store_node_runs(al_store *s, const char *node_id, char (*ret_ids)[40], int max, al_error *err) {
+    json_t *rows = al_store_query(s, err,
+                                  "SELECT id FROM runs WHERE node_id = ? AND state IN ('provisioning', 'running') ORDER BY seq",
+                                  "s", node_id);
+    if (!rows)
+        return -EIO;
+    int n = ids_of(rows, ret_ids, max);
+    json_decref(rows);
+    return n;
+}
+
+int al_store_nodes_alive(al_store *s, const char *now, al_error *err) {
+    json_t *rows = al_store_query(s, err,
+                                  "SELECT COUNT(*) AS n FROM nodes WHERE lease_until >= ? AND dead_at IS NULL "
+                                  "AND stopped_at IS NULL",
+                                  "s", now);
+    if (!rows)
+        return -EIO;
+    int n = (int)json_integer_value(json_object_get(json_array_get(rows, 0), "n"));
+    json_decref(rows);
+    return n;
+}
+
+/* A person's runs that hold a slot somewhere: claimed (queued with a node)
+ * or provisioning or running, on every node. */
+#define HOLDS_SLOT "(a.state IN ('provisioning', 'running') OR (a.state = 'queued' AND a.node_id IS NOT NULL))"
+
+int al_store_claim_run(al_store *s, const char *node_id, al_store_claim *ret, al_error *err) {
+    int r = al_store_begin(s, err);
+    if (r < 0)
+        return r;
+    /* claims are serialised across nodes, so that two nodes never both
+     * see a person under their cap and both start one of theirs */
+    if ((r = al_store_lock(s, err, "claim")) < 0) {
+        al_store_rollback(s);
+        return r;
+    }
+    json_t *rows = al_store_query(s, err,
+                                  "SELECT id, person_id, org_id, cap FROM ("
+                                  " SELECT r.id, r.person_id, r.org_id, r.cap, r.seq,"
+                                  " (SELECT COUNT(*) FROM runs a WHERE a.person_id = r.person_id AND " HOLDS_SLOT ") AS active"
+                                  " FROM runs r WHERE r.state = 'queued' AND r.node_id IS NULL) AS q "
+                                  "WHERE active < cap ORDER BY active, seq LIMIT 1",
+                                  NULL);
+    json_t *row = rows ? json_array_get(rows, 0) : NULL;
+    const char *id = json_string_value(json_object_get(row, "id")), *person = json_string_value(json_object_get(row, "person_id")),
+               *org = json_string_value(json_object_get(row, "org_id"));
+    if (!rows) {
+        r = -EIO;
+    } else if (!row) {
+        r = 0;
+    } else if (!id || !person || !org || strlen(id) >= sizeof ret->run_id || strlen(person) >= sizeof ret->person_id ||
+               strlen(org) >= sizeof ret->org_id) {
+        r = al_err(err, "store", EIO, "a queued run's row is malformed");
+    } else {
+        r = al_store_exec(s, err, "UPDATE runs SET node_id = ? WHERE id = ? AND state = 'queued' AND node_id IS NULL", "ss",
+                          node_id, id);
+        if (r > 0) {
+            snprintf(ret->run_id, sizeof ret->run_id, "%s", id);
+            snprintf(ret->person_id, sizeof ret->person_id, "%s", person);
+            snprintf(ret->org_id, sizeof ret->org_id, "%s", org);
+            ret->cap = (int)json_integer_value(json_object_get(row, "cap"));
+            r = 1;
+        }
+    }
+    json_decref(rows);
+    if (r < 0) {
+        al_store_rollback(s);
+        return r;
+    }
+    int c = al_store_commit(s, err);
+    return c < 0 ? c : r;
+}
+
+int al_store_queued_count(al_store *s, const char *person_id, const char *org_id, al_error *err) {
+    json_t *rows = al_store_query(s, err,
+                                  "SELECT COUNT(*) AS n FROM runs WHERE state = 'queued' AND node_id IS NULL "
+                                  "AND (CAST(? AS TEXT) IS NULL OR person_id = ?) AND (CAST(? AS TEXT) IS NULL OR org_id = ?)",
+                                  "SSSS", person_id, person_id, org_id, org_id);
+    if (!rows)
+        return -EIO;
+    int n = (int)json_integer_value(json_object_get(json_array_get(rows, 0), "n"));
+    json_decref(rows);
+    return n;
+}
+
+int al_store_notify(al_store *s, const char *channel, const char *payload, al_error *err) {
+    if (!s->be->notify)
+        return 0;
+    pthread_mutex_lock(&s->mu);
+    int r = s->be->notify(s->conn, s->depth > 0, err, channel, payload ? payload : "");
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+struct al_store_watch {
+    const al_store_backend *be;
+    void *w;
+};
+
+int al_store_watch_open(const char *target, al_store_watch **ret, al_error *err) {
+    const al_store_backend *be = al_store_backend_for(target);
+    if (!be->watch_open)
+        return al_err(err, "store", EOPNOTSUPP, "the %s store has one node: there is nothing to watch", be->name);
+    al_store_watch *w = calloc(1, sizeof *w);
+    if (!w)
+        return -ENOMEM;
+    w->be = be;
+    static const char *channels[] = { AL_NOTIFY_EVENTS, AL_NOTIFY_CANCEL, AL_NOTIFY_QUEUE, NULL };
+    int r = be->watch_open(target, channels, &w->w, err);
+    if (r < 0) {
+        free(w);
+        return r;
+    }
+    *ret = w;
+    return 0;
+}
+
+int al_store_watch_next(al_store_watch *w, int timeout_ms, char *channel, size_t channel_len, char *payload,
+                        size_t payload_len, al_error *err) {
+    return w->be->watch_next(w->w, timeout_ms, channel, channel_len, payload, payload_len, err);
+}
+
+void al_store_watch_close(al_store_watch *w) {
+    if (!w)
+        return;
+    w->be->watch_close(w->w);
+    free(w);
+}

@@ -1,0 +1,60 @@
+/*
+ * Many nodes on one database (store/nodes.c): each `airlock serve` joins
+ * with a lease it renews; the others declare a node whose lease ran out
+ * dead, once. The queue is the runs table: a node claims the next queued
+ * run, fairly across people, under the per-person caps of every node
+ * together. Notifications tell the other nodes that something changed
+ * (a run's events, a cancel, a run queued) so that followers are live.
+ */
+#pragma once
+
+#include "store.h"
+
+/* ---- leases */
+int al_store_node_join(al_store *s, const char *id, const char *host, int64_t pid, const char *now, const char *lease_until,
+                       al_error *err);
+/* 1 renewed until LEASE_UNTIL; 0 when another node declared this one dead
+ * (it must not run anything more: its runs were ended and refunded). */
+int al_store_node_renew(al_store *s, const char *id, const char *lease_until, al_error *err);
+/* Left cleanly at NOW (its lease ends with it). */
+int al_store_node_leave(al_store *s, const char *id, const char *now, al_error *err);
+/* Declare dead, for SELF, every other node whose lease ended before NOW
+ * and that did not leave: how many (at most MAX ids into RET_IDS), each
+ * exactly once however many nodes reap at the same time. A dead node's
+ * claimed, not yet started runs go back to the queue in the same step. */
+int al_store_nodes_reap(al_store *s, const char *self, const char *now, char (*ret_ids)[40], int max, al_error *err);
+/* Runs node NODE_ID holds in provisioning or running (at most MAX). */
+int al_store_node_runs(al_store *s, const char *node_id, char (*ret_ids)[40], int max, al_error *err);
+/* Nodes whose lease holds at NOW. */
+int al_store_nodes_alive(al_store *s, const char *now, al_error *err);
+
+/* ---- the shared queue */
+typedef struct al_store_claim {
+    char run_id[40], person_id[40], org_id[40];
+    int cap;
+} al_store_claim;
+/* Claim for NODE_ID the next queued run: among the people under their cap
+ * (runs claimed or active on every node count), the one with the fewest
+ * active, and that person's oldest. 1 with *RET, 0 when none is eligible. */
+int al_store_claim_run(al_store *s, const char *node_id, al_store_claim *ret, al_error *err);
+/* Runs queued and not claimed, all nodes; and one person's or org's. */
+int al_store_queued_count(al_store *s, const char *person_id, const char *org_id, al_error *err);
+
+/* ---- notifications between nodes. CHANNEL is one of AL_NOTIFY_*;
+ * PAYLOAD a run id (or ""). Sent at the end of the unit of work they are
+ * in (at once outside one); free on SQLite, where there is one node. */
+#define AL_NOTIFY_EVENTS "airlock_events" /* a run got an event or ended */
+#define AL_NOTIFY_CANCEL "airlock_cancel" /* a cancel of a run was asked */
+#define AL_NOTIFY_QUEUE "airlock_queue"   /* a run was queued */
+int al_store_notify(al_store *s, const char *channel, const char *payload, al_error *err);
+
+/* A watcher: its own connection, LISTENing on every AL_NOTIFY_* channel.
+ * -EOPNOTSUPP on SQLite. */
+typedef struct al_store_watch al_store_watch;
+int al_store_watch_open(const char *target, al_store_watch **ret, al_error *err);
+/* The next notification within TIMEOUT_MS: 1 with its channel and payload,
+ * 0 on timeout, 2 after a reconnect (some may have been missed: treat
+ * everything as changed), -errno. */
+int al_store_watch_next(al_store_watch *w, int timeout_ms, char *channel, size_t channel_len, char *payload,
+                        size_t payload_len, al_error *err);
+void al_store_watch_close(al_store_watch *w);
