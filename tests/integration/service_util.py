@@ -361,6 +361,48 @@ class Service:
         assert re.fullmatch(r"[a-z_][a-z0-9_]*", table), table
         return [r[1] for r in self.sql(f"PRAGMA table_info({table})")]
 
+    def stored_bytes(self):
+        """Everything this service stores, for a test that asserts something is
+        stored nowhere: (where, bytes) of every file under its state directory
+        (the SQLite store's among them); each table's rows as text, on either
+        backend (a value too long for one page is split across SQLite's
+        overflow pages, and compressed out of line by PostgreSQL's TOAST); and
+        on PostgreSQL, after a CHECKPOINT, the database's files on the cluster
+        (rows deleted or overwritten but not yet vacuumed away included)."""
+        for root, _, files in os.walk(self.state):
+            for f in files:
+                p = os.path.join(root, f)
+                try:
+                    with open(p, "rb") as fh:
+                        data = fh.read()
+                except OSError:
+                    continue
+                yield p, data
+        if self.store:
+            tables = [r[0] for r in self.sql("SELECT table_name FROM information_schema.tables "
+                                             "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'")]
+        else:
+            tables = [r[0] for r in self.sql("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        def text(v):
+            return bytes(v) if isinstance(v, (bytes, memoryview)) else str(v).encode()
+
+        for t in tables:
+            rows = self.sql(f'SELECT * FROM "{t}"')
+            yield f"store table {t}", b"\n".join(b"|".join(text(v) for v in r) for r in rows)
+        if not self.store:
+            return
+        [(oid,)] = self.sql("SELECT oid FROM pg_database WHERE datname = current_database()")
+        self.sql("CHECKPOINT")
+        for root, _, files in os.walk(pg_util.cluster().data / "base" / str(oid)):
+            for f in files:
+                p = os.path.join(root, f)
+                try:
+                    with open(p, "rb") as fh:
+                        data = fh.read()
+                except OSError:
+                    continue
+                yield p, data
+
     def write_untyped(self, table, column, text, where, *params):
         """Store TEXT in TABLE.COLUMN of the rows WHERE (a condition, `?`
         PARAMS) whatever the column's declared type: a value that is not

@@ -51,3 +51,19 @@ def test_write_untyped_stores_text_in_a_number_column(svc):
     [(ws,)] = svc.sql("SELECT id FROM workspaces LIMIT 1")
     assert svc.write_untyped("workspaces", "max_pids", "lots", "id = ?", ws) == 1
     assert svc.sql("SELECT max_pids FROM workspaces WHERE id = ?", ws) == [("lots",)]
+
+
+def test_stored_bytes_reaches_the_store(svc):
+    """A value written into the store is found by stored_bytes, short (within a
+    page) or long (across SQLite's overflow pages, compressed out of line by
+    PostgreSQL): what a test that asserts "stored nowhere" relies on."""
+    svc.sql("CREATE TABLE scratch (note TEXT)")
+    short, long = "needle-0123456789abcdef", "haystack-" + "fedcba9876543210" * 400
+    svc.sql("INSERT INTO scratch (note) VALUES (?)", short)
+    svc.sql("INSERT INTO scratch (note) VALUES (?)", long)
+    have = [w for w, data in svc.stored_bytes() if short.encode() in data]
+    assert have, "a row of the store is not in stored_bytes"
+    # and in the store's own files, not only in what the rows read back as
+    assert [w for w in have if not w.startswith("store table")], have
+    assert [w for w, data in svc.stored_bytes() if long.encode() in data], "a long value is not in stored_bytes"
+    assert not [w for w, data in svc.stored_bytes() if b"never-written-" + b"x" * 8 in data]
