@@ -67,3 +67,17 @@ def test_stored_bytes_reaches_the_store(svc):
     assert [w for w in have if not w.startswith("store table")], have
     assert [w for w, data in svc.stored_bytes() if long.encode() in data], "a long value is not in stored_bytes"
     assert not [w for w, data in svc.stored_bytes() if b"never-written-" + b"x" * 8 in data]
+
+
+def test_fail_inserts_refuses_the_services_own_writes(svc):
+    """The trigger meets airlock's own INSERT (its statements, its transactions),
+    not only ours: `airlock admin org create` fails with the message, then works."""
+    svc.fail_inserts("orgs", "no_orgs", when="NEW.name = 'refused-org'", message="orgs refuse this one")
+    proc = svc.admin_run("org", "create", "refused-org")
+    out = proc.stdout.decode(errors="replace") + proc.stderr.decode(errors="replace")
+    assert proc.returncode != 0 and "orgs refuse this one" in out, out
+    assert svc.sql("SELECT COUNT(*) FROM orgs WHERE name = ?", "refused-org") == [(0,)]
+    svc.admin("org", "create", "another-org")
+    svc.drop_trigger("no_orgs")
+    svc.admin("org", "create", "refused-org")
+    assert svc.sql("SELECT COUNT(*) FROM orgs WHERE name = ?", "refused-org") == [(1,)]
