@@ -290,23 +290,129 @@ class Service:
         return subprocess.run([str(self.binary), "admin", *self.store_args(), *map(str, args)],
                               capture_output=True, timeout=timeout, **kw)
 
+    def store_db(self):
+        """The name of this service's database on the test cluster (PostgreSQL only)."""
+        assert self.store, "the service runs on SQLite: no database on the cluster"
+        return self.store.split("/")[3].split("?")[0]
+
     def sql(self, query, *params):
         """One statement straight on the service's database, behind its back
         (`?` placeholders on either backend): the rows, as tuples."""
+        return self._sql(query, params)[0]
+
+    def sql_count(self, query, *params):
+        """The same, for a write: how many rows it changed."""
+        return self._sql(query, params)[1]
+
+    def _sql(self, query, params):
         if self.store:
-            db = pg_util.cluster().connect(self.store.split("/")[3].split("?")[0])
-            query = query.replace("?", "%s")
+            db = pg_util.cluster().connect(self.store_db())
+            if params:
+                # psycopg2's own placeholders; a literal % then must be doubled
+                query = query.replace("%", "%%").replace("?", "%s")
         else:
             import sqlite3
             db = sqlite3.connect(str(self.state / "airlock.db"), timeout=30)
         try:
             cur = db.cursor()
-            cur.execute(query, params)
+            # no parameters: the statement as it is (psycopg2 would read its % signs)
+            cur.execute(query, params) if params else cur.execute(query)
             rows = cur.fetchall() if cur.description else []
             db.commit()
-            return rows
+            return rows, cur.rowcount
         finally:
             db.close()
+
+    # The store's engine-specific tricks the tests play behind the service's
+    # back, written for each backend: the same failure, the same row.
+
+    def fail_inserts(self, table, name, when=None, message="injected"):
+        """Make the store refuse INSERTs into TABLE (only of the rows for which
+        WHEN, a condition on NEW, holds) with MESSAGE, as a broken table or a
+        full disk would: a trigger called NAME, until drop_trigger(NAME).
+        SQLite: a BEFORE INSERT trigger that RAISE(ABORT)s; PostgreSQL: a
+        function NAME() that RAISEs EXCEPTION and a BEFORE INSERT ... FOR EACH
+        ROW trigger that calls it."""
+        assert re.fullmatch(r"[a-z_][a-z0-9_]*", name) and re.fullmatch(r"[a-z_][a-z0-9_]*", table), (name, table)
+        msg = message.replace("'", "''")
+        if self.store:
+            self.sql(f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS "
+                     f"$fail$ BEGIN RAISE EXCEPTION '{msg.replace('%', '%%')}'; END $fail$")
+            self.sql(f"CREATE TRIGGER {name} BEFORE INSERT ON {table} FOR EACH ROW "
+                     f"{f'WHEN ({when}) ' if when else ''}EXECUTE FUNCTION {name}()")
+        else:
+            self.sql(f"CREATE TRIGGER {name} BEFORE INSERT ON {table} {f'WHEN {when} ' if when else ''}"
+                     f"BEGIN SELECT RAISE(ABORT, '{msg}'); END")
+
+    def drop_trigger(self, name):
+        """Undo fail_inserts(..., NAME): the store takes those INSERTs again."""
+        assert re.fullmatch(r"[a-z_][a-z0-9_]*", name), name
+        if self.store:
+            self.sql(f"DROP FUNCTION {name}() CASCADE")   # and the trigger that calls it
+        else:
+            self.sql(f"DROP TRIGGER {name}")
+
+    def columns(self, table):
+        """The column names of TABLE in the store, in order ([] when there is no such table)."""
+        if self.store:
+            return [r[0] for r in self.sql("SELECT column_name FROM information_schema.columns "
+                                           "WHERE table_schema = current_schema() AND table_name = ? "
+                                           "ORDER BY ordinal_position", table)]
+        assert re.fullmatch(r"[a-z_][a-z0-9_]*", table), table
+        return [r[1] for r in self.sql(f"PRAGMA table_info({table})")]
+
+    def stored_bytes(self):
+        """Everything this service stores, for a test that asserts something is
+        stored nowhere: (where, bytes) of every file under its state directory
+        (the SQLite store's among them); each table's rows as text, on either
+        backend (a value too long for one page is split across SQLite's
+        overflow pages, and compressed out of line by PostgreSQL's TOAST); and
+        on PostgreSQL, after a CHECKPOINT, the database's files on the cluster
+        (rows deleted or overwritten but not yet vacuumed away included)."""
+        for root, _, files in os.walk(self.state):
+            for f in files:
+                p = os.path.join(root, f)
+                try:
+                    with open(p, "rb") as fh:
+                        data = fh.read()
+                except OSError:
+                    continue
+                yield p, data
+        if self.store:
+            tables = [r[0] for r in self.sql("SELECT table_name FROM information_schema.tables "
+                                             "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'")]
+        else:
+            tables = [r[0] for r in self.sql("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        def text(v):
+            return bytes(v) if isinstance(v, (bytes, memoryview)) else str(v).encode()
+
+        for t in tables:
+            rows = self.sql(f'SELECT * FROM "{t}"')
+            yield f"store table {t}", b"\n".join(b"|".join(text(v) for v in r) for r in rows)
+        if not self.store:
+            return
+        [(oid,)] = self.sql("SELECT oid FROM pg_database WHERE datname = current_database()")
+        self.sql("CHECKPOINT")
+        for root, _, files in os.walk(pg_util.cluster().data / "base" / str(oid)):
+            for f in files:
+                p = os.path.join(root, f)
+                try:
+                    with open(p, "rb") as fh:
+                        data = fh.read()
+                except OSError:
+                    continue
+                yield p, data
+
+    def write_untyped(self, table, column, text, where, *params):
+        """Store TEXT in TABLE.COLUMN of the rows WHERE (a condition, `?`
+        PARAMS) whatever the column's declared type: a value that is not
+        what the column should hold. SQLite keeps text in an INTEGER column
+        as it is; PostgreSQL refuses it, so there the column becomes TEXT
+        first. Returns how many rows changed."""
+        assert re.fullmatch(r"[a-z_][a-z0-9_]*", table) and re.fullmatch(r"[a-z_][a-z0-9_]*", column)
+        if self.store:
+            self.sql(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE TEXT")
+        return self.sql_count(f"UPDATE {table} SET {column} = ? WHERE {where}", text, *params)
 
     def admin(self, *args, check=True):
         proc = self.admin_run(*args)

@@ -486,24 +486,13 @@ def test_a_decision_the_trail_cannot_show_is_not_made(service, ws):
     """An approval whose audit event cannot be written is refused (500
     audit_failed) and nothing is decided: the run still waits, and a later
     approval, with the trail back, runs it and is on the trail."""
-    import sqlite3
-
-    def store_sql(statement):
-        db = sqlite3.connect(str(service.state / "airlock.db"), timeout=10)
-        try:
-            db.execute(statement)
-            db.commit()
-        finally:
-            db.close()
-
     run = pending(ws.member, "print('decided')")
-    store_sql("CREATE TRIGGER no_decision_audit BEFORE INSERT ON audit_events WHEN NEW.kind = 'approval.approved' "
-              "BEGIN SELECT RAISE(ABORT, 'injected'); END")
+    service.fail_inserts("audit_events", "no_decision_audit", when="NEW.kind = 'approval.approved'")
     try:
         status, _, doc = ws.approver.request("POST", f"/v1/runs/{run['id']}/approve",
                                              json={"hash": run["approval"]["hash"]})
     finally:
-        store_sql("DROP TRIGGER no_decision_audit")
+        service.drop_trigger("no_decision_audit")
     assert_error(status, doc, "audit_failed", 500)
     assert ws.member.get_run(run["id"])["state"] == "pending_approval"
     ws.approver.ok("POST", f"/v1/runs/{run['id']}/approve", json={"hash": run["approval"]["hash"]})

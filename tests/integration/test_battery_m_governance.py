@@ -15,8 +15,6 @@ fooled."""
 import http.client
 import io
 import json
-import sqlite3
-import subprocess
 import tarfile
 import threading
 import time
@@ -24,7 +22,7 @@ import time
 import pytest
 
 from service_util import (GOV_TERMINAL, assert_error, audit_events, gov_tenant, put_settings, service,  # noqa: F401
-                          service_binary, services)
+                          services)
 
 # ------------------------------------------------------------------ helpers
 
@@ -62,9 +60,9 @@ def runs_of(client):
     return client.ok("GET", "/v1/runs", query={"limit": "200"})["runs"]
 
 
-def verify_chains(state):
-    proc = subprocess.run([str(service_binary()), "admin", "--state", str(state), "audit", "verify"],
-                          capture_output=True, timeout=120)
+def verify_chains(svc):
+    """`airlock admin audit verify` on SVC's store: (exit status, what it printed)."""
+    proc = svc.admin_run("audit", "verify", timeout=120)
     return proc.returncode, proc.stdout.decode(errors="replace") + proc.stderr.decode(errors="replace")
 
 
@@ -192,7 +190,7 @@ def test_a_character_cut_at_the_preview_does_not_blank_the_audit_event(service):
         assert TOOL_CALL_FIELDS <= set(d), d
         assert d["output_preview"].startswith("B" * keep) and len(d["output_preview"].encode()) <= 512, d
         assert len(d["output_preview"].encode()) > 512 - len(ch.encode()), d["output_preview"][-4:]
-    rc, out = verify_chains(service.state)
+    rc, out = verify_chains(service)
     assert rc == 0, f"audit verify: {out}"
 
 
@@ -214,15 +212,6 @@ def test_a_redaction_that_cuts_a_character_does_not_blank_the_output(service):
     assert live == out, (live, out)
 
 
-def store_sql(state, sql):
-    db = sqlite3.connect(str(state / "airlock.db"), timeout=30)
-    try:
-        db.executescript(sql)
-        db.commit()
-    finally:
-        db.close()
-
-
 def test_a_failed_audit_write_fails_the_operation_loudly(services):
     svc = services.start("auditfail")
     t = gov_tenant(svc, "af")
@@ -233,8 +222,7 @@ def test_a_failed_audit_write_fails_the_operation_loudly(services):
     kinds = {e["kind"] for e in audit_events(t.client)}
     assert {"settings.changed", "capability.invoke_allowed", "tool.call"} <= kinds, kinds
     # the store refuses every new audit event (a full disk, a broken table)
-    store_sql(svc.state, "CREATE TRIGGER no_audit BEFORE INSERT ON audit_events "
-                         "BEGIN SELECT RAISE(ABORT, 'audit table refuses writes'); END;")
+    svc.fail_inserts("audit_events", "no_audit", message="audit table refuses writes")
     status, _, err = t.client.request("PUT", "/v1/settings", json={"timeout_s": 20})
     assert_error(status, err, "audit_failed", 500)
     before = {r["id"] for r in runs_of(t.client)}
@@ -248,8 +236,8 @@ def test_a_failed_audit_write_fails_the_operation_loudly(services):
     log = svc.log_path.read_text(errors="replace")
     assert log.count('"event":"audit.failed"') >= 3 and "audit table refuses writes" in log, log[-3000:]
     # the trail itself is whole: nothing was written half, and the chain verifies
-    store_sql(svc.state, "DROP TRIGGER no_audit;")
-    rc, out = verify_chains(svc.state)
+    svc.drop_trigger("no_audit")
+    rc, out = verify_chains(svc)
     assert rc == 0, out
 
 
@@ -374,14 +362,9 @@ def test_mcp_errors_on_cut_text_get_a_json_rpc_reply(service, case):
 # ----------------------------------------- M: settings fail closed
 
 
-def corrupt_settings(state, workspace, text):
-    """Write TEXT over the workspace's settings row in the live store file."""
-    db = sqlite3.connect(str(state / "airlock.db"), timeout=30)
-    try:
-        n = db.execute("UPDATE workspace_settings SET settings = ? WHERE workspace_id = ?", (text, workspace)).rowcount
-        db.commit()
-    finally:
-        db.close()
+def corrupt_settings(svc, workspace, text):
+    """Write TEXT over the workspace's settings row in the live store."""
+    n = svc.sql_count("UPDATE workspace_settings SET settings = ? WHERE workspace_id = ?", text, workspace)
     assert n == 1, f"no settings row of {workspace} to corrupt"
 
 
@@ -404,7 +387,7 @@ def test_settings_that_cannot_be_read_refuse_runs(services, text):
     # a run queued (approved) before the row breaks does not start under the defaults either
     status, _, queued = member.post_run("print('EMP-654321')")
     assert status == 201 and queued["state"] == "pending_approval", queued
-    corrupt_settings(svc.state, t.workspace, text)
+    corrupt_settings(svc, t.workspace, text)
     before = {r["id"] for r in runs_of(member)}
     for who in (member, t.client):
         status, _, err = who.post_run("print('ran without approval')", wait=True)
@@ -437,7 +420,7 @@ def test_workspace_limits_that_cannot_be_read_refuse_runs(services, column):
     # the ingredient: the workspace's maxima bound a run's limits
     run = t.client.run("print(1)")
     assert run["limits"]["memory_mb"] == 512 and run["limits"]["pids"] == 256, run["limits"]
-    store_sql(svc.state, f"UPDATE workspaces SET {column} = 'lots' WHERE id = '{t.workspace}';")
+    assert svc.write_untyped("workspaces", column, "lots", "id = ?", t.workspace) == 1
     status, _, err = t.client.post_run("print('unbounded')", wait=True)
     assert_error(status, err, "settings_unavailable", 503)
     assert "limits" in err["error"]["message"], err
@@ -575,9 +558,8 @@ def test_prices_are_the_operators_not_a_workspace_admins(service):
     status, _, err = t.client.request("PUT", "/v1/settings", json={"price_per_run": 3})
     assert_error(status, err, "forbidden", 403)
     for bad in ("-1", "x", "1000001"):
-        proc = subprocess.run([str(service_binary()), "admin", "--state", str(service.state), "price", "set",
-                               "--workspace", t.workspace, bad], capture_output=True, timeout=60)
+        proc = service.admin_run("price", "set", "--workspace", t.workspace, bad)
         assert proc.returncode != 0, (bad, proc.stdout)
     assert t.client.ok("GET", "/v1/settings")["price_per_run"] == 0
-    rc, out = verify_chains(service.state)
+    rc, out = verify_chains(service)
     assert rc == 0, out

@@ -297,11 +297,9 @@ def test_key_revoke_and_rotate(service):
     assert status == 401
     assert other.request("GET", "/v1/runs")[0] == 200, "revoking one key touched another"
     # revoking it twice, or a key that does not exist, is an error
-    p = subprocess.run([str(service.binary), "admin", "--state", str(service.state), "key", "revoke", kid],
-                       capture_output=True, text=True, timeout=60)
+    p = service.admin_run("key", "revoke", kid, text=True)
     assert p.returncode != 0 and "revoked already" in p.stderr, p
-    p = subprocess.run([str(service.binary), "admin", "--state", str(service.state), "key", "revoke", "key_nosuchkey"],
-                       capture_output=True, text=True, timeout=60)
+    p = service.admin_run("key", "revoke", "key_nosuchkey", text=True)
     assert p.returncode != 0 and "no key" in p.stderr, p
 
     # rotation: a new secret for the same person, the old one refused at once
@@ -314,8 +312,7 @@ def test_key_revoke_and_rotate(service):
     rotated = service.with_key(new_key)
     assert rotated.get_run(run["id"])["id"] == run["id"], "the new key is not the same person's"
     assert rotated.run(tag() + "print('after')")["state"] == "succeeded"
-    p = subprocess.run([str(service.binary), "admin", "--state", str(service.state), "key", "rotate", oid],
-                       capture_output=True, text=True, timeout=60)
+    p = service.admin_run("key", "rotate", oid, text=True)
     assert p.returncode != 0 and "revoked" in p.stderr, p
 
     events = t.client.ok("GET", "/v1/audit", query={"limit": "1000"})["events"]

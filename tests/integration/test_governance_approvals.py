@@ -462,7 +462,6 @@ def test_approved_while_driver_disabled(service):
 def test_code_changed_after_approval_does_not_run(services):
     """The binding holds at execution: code altered in the store after the approval
     (while the run waits for a slot) is not what runs; the run does not execute it."""
-    import sqlite3
     svc = services.start("bind", {"max_concurrent": 1, "per_person_concurrency": 1})
     t = gov_tenant(svc, "bind")
     _, approver = t.person_in("approver")
@@ -473,12 +472,7 @@ def test_code_changed_after_approval_does_not_run(services):
     r = pending(t.client, f"print('{tok}')")
     approve(approver, r["id"], hash=r["approval"]["hash"])
     assert t.client.get_run(r["id"])["state"] == "queued"
-    db = sqlite3.connect(str(svc.state / "airlock.db"), timeout=10)
-    try:
-        n = db.execute("UPDATE runs SET code = ? WHERE id = ?", ("print('EVIL-' + 'CODE')", r["id"])).rowcount
-        db.commit()
-    finally:
-        db.close()
+    n = svc.sql_count("UPDATE runs SET code = ? WHERE id = ?", "print('EVIL-' + 'CODE')", r["id"])
     assert n == 1
     done = t.client.wait_state(r["id"], GOV_TERMINAL, timeout=60)
     out = json.dumps(done.get("result"))

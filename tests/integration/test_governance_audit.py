@@ -2,14 +2,12 @@
 capability.invoke_allowed and tool.call (and approval events when there was
 one); each event carries the hash of the one before it in its workspace's
 chain; `airlock admin audit verify` passes on an untouched store and, after
-the SQLite store is tampered with, fails naming the first broken link.
+the store is tampered with (on either backend), fails naming the first broken link.
 GET /v1/audit filters (kind, run_id, person_id, from/to, limit/cursor) and
 GET /v1/runs/{id}/trace; no tenant reads another's."""
 import hashlib
 import json
 import re
-import sqlite3
-import subprocess
 import threading
 import time
 import uuid
@@ -17,14 +15,14 @@ import uuid
 import pytest
 
 from service_util import (AUDIT_FIELDS, GOV_TERMINAL, assert_error, audit_events, gov_tenant, put_settings,
-                          service, service_binary, services, walk_json)  # noqa: F401
+                          service, services, walk_json)  # noqa: F401
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
-def verify(state):
-    proc = subprocess.run([str(service_binary()), "admin", "--state", str(state), "audit", "verify"],
-                          capture_output=True, timeout=120)
+def verify(svc):
+    """`airlock admin audit verify` on SVC's store: (exit status, what it printed)."""
+    proc = svc.admin_run("audit", "verify", timeout=120)
     return proc.returncode, proc.stdout.decode(errors="replace") + proc.stderr.decode(errors="replace")
 
 
@@ -232,16 +230,16 @@ def test_tenant_boundary(service, tenant):
 
 
 def test_verify_passes_on_live_store(service, tenant):
-    rc, out = verify(service.state)
+    rc, out = verify(service)
     assert rc == 0, f"audit verify failed on an untouched store: {out}"
 
 
 # ------------------------------------------------------------ tamper detection (own services)
 
 
-def _audit_table(db):
-    cols = [r[1] for r in db.execute("PRAGMA table_info(audit_events)")]
-    assert cols, "no audit_events table in airlock.db"
+def _audit_table(svc):
+    cols = svc.columns("audit_events")
+    assert cols, "no audit_events table in the store"
     assert "seq" in cols and "data" in cols, cols
     return cols
 
@@ -256,7 +254,7 @@ def _populated(services, name):
     put_settings(a.client, tools=[])
     a.client.post_run("print('refused')")
     put_settings(a.client, tools=["code_execution"])
-    rc, out = verify(svc.state)
+    rc, out = verify(svc)
     assert rc == 0, f"audit verify failed on an untouched store: {out}"
     assert audit_events(a.client) and audit_events(b.client)
     return svc, a, b
@@ -267,20 +265,15 @@ def test_tamper_data_detected(services):
     evs = audit_events(a.client)
     victim = evs[len(evs) // 2]
     svc.stop()
-    db = sqlite3.connect(str(svc.state / "airlock.db"))
-    try:
-        _audit_table(db)
-        (data,) = db.execute("SELECT data FROM audit_events WHERE workspace_id = ? AND seq = ?",
-                             (a.workspace, victim["seq"])).fetchone()
-        forged = data.replace("python", "pythoN") if "python" in data else data[:-1] + ' ' + data[-1:]
-        assert forged != data
-        n = db.execute("UPDATE audit_events SET data = ? WHERE workspace_id = ? AND seq = ?",
-                       (forged, a.workspace, victim["seq"])).rowcount
-        db.commit()
-        assert n == 1
-    finally:
-        db.close()
-    rc, out = verify(svc.state)
+    _audit_table(svc)
+    [(data,)] = svc.sql("SELECT data FROM audit_events WHERE workspace_id = ? AND seq = ?",
+                        a.workspace, victim["seq"])
+    forged = data.replace("python", "pythoN") if "python" in data else data[:-1] + ' ' + data[-1:]
+    assert forged != data
+    n = svc.sql_count("UPDATE audit_events SET data = ? WHERE workspace_id = ? AND seq = ?",
+                      forged, a.workspace, victim["seq"])
+    assert n == 1
+    rc, out = verify(svc)
     assert rc != 0, f"audit verify passed a tampered store: {out}"
     assert re.search(rf"(?<![0-9]){victim['seq']}(?![0-9])", out), \
         f"audit verify does not name the broken link (seq {victim['seq']}): {out}"
@@ -296,15 +289,10 @@ def test_tamper_delete_and_hash_detected(services):
     ea, eb = audit_events(a.client), audit_events(b.client)
     gone = ea[1]
     svc.stop()
-    db = sqlite3.connect(str(svc.state / "airlock.db"))
-    try:
-        cols = _audit_table(db)
-        assert db.execute("DELETE FROM audit_events WHERE workspace_id = ? AND seq = ?",
-                          (a.workspace, gone["seq"])).rowcount == 1
-        db.commit()
-    finally:
-        db.close()
-    rc, out = verify(svc.state)
+    cols = _audit_table(svc)
+    assert svc.sql_count("DELETE FROM audit_events WHERE workspace_id = ? AND seq = ?",
+                         a.workspace, gone["seq"]) == 1
+    rc, out = verify(svc)
     assert rc != 0, f"audit verify passed a chain with a deleted event: {out}"
     nxt = ea[2]["seq"]
     assert re.search(rf"(?<![0-9])({gone['seq']}|{nxt})(?![0-9])", out), \
@@ -314,16 +302,11 @@ def test_tamper_delete_and_hash_detected(services):
     e2 = audit_events(a2.client)
     victim = e2[1]
     svc2.stop()
-    db = sqlite3.connect(str(svc2.state / "airlock.db"))
-    try:
-        cols = _audit_table(db)
-        if "hash" in cols:
-            assert db.execute("UPDATE audit_events SET hash = ? WHERE workspace_id = ? AND seq = ?",
-                              ("f" * 64, a2.workspace, victim["seq"])).rowcount == 1
-        db.commit()
-    finally:
-        db.close()
-    rc, out = verify(svc2.state)
+    cols = _audit_table(svc2)
+    if "hash" in cols:
+        assert svc2.sql_count("UPDATE audit_events SET hash = ? WHERE workspace_id = ? AND seq = ?",
+                              "f" * 64, a2.workspace, victim["seq"]) == 1
+    rc, out = verify(svc2)
     assert rc != 0, f"audit verify passed a forged hash: {out}"
     assert re.search(rf"(?<![0-9])({victim['seq']}|{e2[2]['seq']})(?![0-9])", out), out
     del eb
@@ -336,7 +319,6 @@ def test_every_column_is_covered(services):
     evs = audit_events(a.client)
     victim = [e for e in evs if e["person_id"] and e["run_id"]][1]
     svc.stop()
-    path = str(svc.state / "airlock.db")
     forged = {
         "data": '{"forged": true}',
         "kind": "capability.invoke_denied" if victim["kind"] != "capability.invoke_denied" else "tool.call",
@@ -348,27 +330,17 @@ def test_every_column_is_covered(services):
     }
     missed = []
     for col, value in forged.items():
-        db = sqlite3.connect(path)
-        try:
-            (orig,) = db.execute(f"SELECT {col} FROM audit_events WHERE workspace_id = ? AND seq = ?",
-                                 (a.workspace, victim["seq"])).fetchone()
-            assert orig != value
-            db.execute(f"UPDATE audit_events SET {col} = ? WHERE workspace_id = ? AND seq = ?",
-                       (value, a.workspace, victim["seq"]))
-            db.commit()
-        finally:
-            db.close()
-        rc, out = verify(svc.state)
+        [(orig,)] = svc.sql(f"SELECT {col} FROM audit_events WHERE workspace_id = ? AND seq = ?",
+                            a.workspace, victim["seq"])
+        assert orig != value
+        svc.sql(f"UPDATE audit_events SET {col} = ? WHERE workspace_id = ? AND seq = ?",
+                value, a.workspace, victim["seq"])
+        rc, out = verify(svc)
         if rc == 0:
             missed.append(col)
-        db = sqlite3.connect(path)
-        try:
-            db.execute(f"UPDATE audit_events SET {col} = ? WHERE workspace_id = ? AND seq = ?",
-                       (orig, a.workspace, victim["seq"]))
-            db.commit()
-        finally:
-            db.close()
-        rc, out = verify(svc.state)
+        svc.sql(f"UPDATE audit_events SET {col} = ? WHERE workspace_id = ? AND seq = ?",
+                orig, a.workspace, victim["seq"])
+        rc, out = verify(svc)
         assert rc == 0, f"verify still fails after {col} was put back: {out}"
     assert not missed, f"audit verify does not notice a forged {missed} (seq {victim['seq']})"
 
@@ -377,18 +349,13 @@ def test_moved_or_swapped_events_detected(services):
     svc, a, b = _populated(services, "swap")
     ea = audit_events(a.client)
     svc.stop()
-    path = str(svc.state / "airlock.db")
-    db = sqlite3.connect(path)
-    try:
-        # swap the data of two events of the same kind (two tool.calls)
-        calls = [e["seq"] for e in ea if e["kind"] == "tool.call"][:2]
-        rows = [db.execute("SELECT data FROM audit_events WHERE workspace_id = ? AND seq = ?",
-                           (a.workspace, s)).fetchone()[0] for s in calls]
-        for s, d in zip(calls, reversed(rows)):
-            db.execute("UPDATE audit_events SET data = ? WHERE workspace_id = ? AND seq = ?", (d, a.workspace, s))
-        db.commit()
-    finally:
-        db.close()
-    rc, out = verify(svc.state)
+    # swap the data of two events of the same kind (two tool.calls)
+    calls = [e["seq"] for e in ea if e["kind"] == "tool.call"][:2]
+    rows = [svc.sql("SELECT data FROM audit_events WHERE workspace_id = ? AND seq = ?", a.workspace, s)[0][0]
+            for s in calls]
+    for s, d in zip(calls, reversed(rows)):
+        assert svc.sql_count("UPDATE audit_events SET data = ? WHERE workspace_id = ? AND seq = ?",
+                             d, a.workspace, s) == 1
+    rc, out = verify(svc)
     assert rc != 0, f"verify passed two swapped tool.call records: {out}"
     assert re.search(rf"(?<![0-9]){calls[0]}(?![0-9])", out), out

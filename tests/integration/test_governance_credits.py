@@ -14,13 +14,11 @@ import http.client
 import json
 import random
 import re
-import subprocess
 import threading
 import time
 import pytest
 
 from service_util import (GOV_TERMINAL, LEDGER_FIELDS, TERMINAL, assert_error, assert_no_boxes, audit_events, balance,
-                          service_binary,
                           gov_tenant, ledger_by_run, new_role_person, parse_time, put_settings, service,  # noqa: F401
                           set_price,
                           services, usage)  # noqa: F401
@@ -92,8 +90,7 @@ def check_audit(svc, client, runs):
         if calls.get(r["id"], 0) > 1 or (r["started_at"] and calls.get(r["id"], 0) != 1):
             bad.append(f"{r['id']} ({r['state']}, started_at={r['started_at']}): {calls.get(r['id'], 0)} tool.call")
     assert not bad, f"{len(bad)} runs with a wrong audit record:\n" + "\n".join(bad[:10])
-    proc = subprocess.run([str(service_binary()), "admin", "--state", str(svc.state), "audit", "verify"],
-                          capture_output=True, timeout=120)
+    proc = svc.admin_run("audit", "verify", timeout=120)
     assert proc.returncode == 0, f"audit verify: {proc.stdout!r} {proc.stderr!r}"
 
 
@@ -190,13 +187,10 @@ def test_402_and_admin_credits(service):
 
 
 def test_cli_credits_errors(service, tmp_path):
-    import subprocess
-    from service_util import service_binary
     for args in (("credits", "grant", "--org", "org_doesnotexist", "5"),
                  ("credits", "grant", "--org"),
                  ("credits", "show", "--org", "org_doesnotexist")):
-        proc = subprocess.run([str(service_binary()), "admin", "--state", str(service.state), *args],
-                              capture_output=True, timeout=30)
+        proc = service.admin_run(*args, timeout=30)
         assert proc.returncode != 0, f"airlock admin {args} succeeded: {proc.stdout!r}"
 
 

@@ -4,9 +4,8 @@ chunks, on stderr, without a final newline) never comes back through the
 API: not in result.stdout/stderr, not in the event stream (not even once its
 chunks are joined), not in the audit tool.call preview, the trace or the run
 list; each becomes [REDACTED:kind], the run's `redactions` counts them, and the
-unredacted output is not stored in the service's state directory."""
+unredacted output is not stored in the service's state directory nor its store."""
 import json
-import os
 import random
 import re
 import string
@@ -351,17 +350,12 @@ def test_custom_pattern_is_per_workspace(service, ws):
 
 
 def test_zz_unredacted_output_not_stored(service, ws):
-    """The unredacted output is never stored: not anywhere under the service's state directory."""
+    """The unredacted output is never stored: not anywhere under the service's
+    state directory, nor in its store (the PostgreSQL database is elsewhere)."""
     assert ws.raw, "no secret was printed?"
     found = []
-    for root, _, files in os.walk(service.state):
-        for f in files:
-            p = os.path.join(root, f)
-            try:
-                data = open(p, "rb").read()
-            except OSError:
-                continue
-            for s in ws.raw:
-                if s.encode() in data:
-                    found.append((p, s[:12] + "..."))
-    assert not found, f"unredacted output stored in the state directory: {found}"
+    for p, data in service.stored_bytes():
+        for s in ws.raw:
+            if s.encode() in data:
+                found.append((p, s[:12] + "..."))
+    assert not found, f"unredacted output stored in the state directory or the store: {found}"

@@ -11,7 +11,6 @@ import base64
 import http.client
 import json
 import socket
-import sqlite3
 import threading
 import time
 import uuid
@@ -275,28 +274,19 @@ def test_keys_expire_and_are_swept(services):
     status, _, kept = post(t.client, body, keep)
     assert status == 201
     svc.stop()
-    db = sqlite3.connect(str(svc.state / "airlock.db"), timeout=10)
-    try:
-        rows = db.execute("SELECT key, resource_id, created_at, expires_at FROM idempotency_keys").fetchall()
-        assert {r[0]: r[1] for r in rows} == {k: first["id"], keep: kept["id"]}, rows
-        # kept a day
-        for _, _, created, expires in rows:
-            assert (time.mktime(time.strptime(expires[:19], "%Y-%m-%dT%H:%M:%S")) -
-                    time.mktime(time.strptime(created[:19], "%Y-%m-%dT%H:%M:%S"))) >= 24 * 3600, rows
-        # one day later, as the store sees it
-        assert db.execute("UPDATE idempotency_keys SET expires_at = '2000-01-01T00:00:00.000Z' WHERE key = ?",
-                          (k,)).rowcount == 1
-        db.commit()
-    finally:
-        db.close()
+    rows = svc.sql("SELECT key, resource_id, created_at, expires_at FROM idempotency_keys")
+    assert {r[0]: r[1] for r in rows} == {k: first["id"], keep: kept["id"]}, rows
+    # kept a day
+    for _, _, created, expires in rows:
+        assert (time.mktime(time.strptime(expires[:19], "%Y-%m-%dT%H:%M:%S")) -
+                time.mktime(time.strptime(created[:19], "%Y-%m-%dT%H:%M:%S"))) >= 24 * 3600, rows
+    # one day later, as the store sees it
+    assert svc.sql_count("UPDATE idempotency_keys SET expires_at = '2000-01-01T00:00:00.000Z' WHERE key = ?",
+                         k) == 1
     svc.start()
     deadline = time.monotonic() + 30
     while True:
-        db = sqlite3.connect(str(svc.state / "airlock.db"), timeout=10)
-        try:
-            left = [r[0] for r in db.execute("SELECT key FROM idempotency_keys")]
-        finally:
-            db.close()
+        left = [r[0] for r in svc.sql("SELECT key FROM idempotency_keys")]
         if left == [keep]:
             break
         assert time.monotonic() < deadline, f"the expired key was never swept: {left}"
@@ -373,17 +363,8 @@ def test_mcp_tools_call_honours_the_key(service):
 
 # ------------------------------------------------- the rest of the class: crash windows
 # What a crash between two writes leaves is made here by a trigger that
-# refuses the second write (the same state a kill -9 between them leaves).
-
-
-def sql(svc, *statements):
-    db = sqlite3.connect(str(svc.state / "airlock.db"), timeout=10)
-    try:
-        for st in statements:
-            db.execute(st)
-        db.commit()
-    finally:
-        db.close()
+# refuses the second write (the same state a kill -9 between them leaves):
+# Service.fail_inserts, on either backend.
 
 
 def test_a_run_whose_approval_request_was_never_recorded_does_not_wait_forever(services):
@@ -393,12 +374,12 @@ def test_a_run_whose_approval_request_was_never_recorded_does_not_wait_forever(s
     put_settings(t.client, approval_policy="always")
     # a card the store refuses: the request fails loudly, and its run ends
     # at once instead of waiting for a decision no one can make
-    sql(svc, "CREATE TRIGGER no_approval BEFORE INSERT ON approval_requests BEGIN SELECT RAISE(ABORT, 'injected'); END")
+    svc.fail_inserts("approval_requests", "no_approval")
     k = key()
     body = {"language": "python", "code": "print('never decided')"}
     status, _, doc = post(t.client, body, k)
     assert status == 500 and "approval card" in doc["error"]["message"], doc
-    sql(svc, "DROP TRIGGER no_approval")
+    svc.drop_trigger("no_approval")
     runs = t.client.ok("GET", "/v1/runs")["runs"]
     assert len(runs) == 1 and runs[0]["state"] == "error", runs
     # the ended run says so to whoever follows it
@@ -413,7 +394,7 @@ def test_a_run_whose_approval_request_was_never_recorded_does_not_wait_forever(s
     status, _, run = post(t.client, {"language": "python", "code": "print('crashed')"}, k2)
     assert status == 201 and run["state"] == "pending_approval", run
     svc.kill9()
-    sql(svc, f"DELETE FROM approval_requests WHERE run_id = '{run['id']}'")
+    assert svc.sql_count("DELETE FROM approval_requests WHERE run_id = ?", run["id"]) == 1
     svc.start()
     # the ingredient: no one could decide it, and it would have waited forever
     status, _, doc = approver.request("POST", f"/v1/runs/{run['id']}/approve", json={})
@@ -437,14 +418,13 @@ def test_a_run_ended_in_error_is_refunded_even_across_a_crash(services):
     svc.kill9()
     # the restart ends the lost run in error, and its refund does not land:
     # what a crash between the two writes leaves
-    sql(svc, "CREATE TRIGGER no_refund BEFORE INSERT ON ledger WHEN NEW.kind = 'refund' "
-             "BEGIN SELECT RAISE(ABORT, 'injected'); END")
+    svc.fail_inserts("ledger", "no_refund", when="NEW.kind = 'refund'")
     svc.start()
     assert t.client.get_run(run["id"])["state"] == "error"
     assert charges(t.client) == {run["id"]: {"charge": [6], "refund": []}}
     assert usage(t.client)["balance"] == start - 6
     svc.stop()
-    sql(svc, "DROP TRIGGER no_refund")
+    svc.drop_trigger("no_refund")
     svc.start()
     assert charges(t.client) == {run["id"]: {"charge": [6], "refund": [6]}}
     assert usage(t.client)["balance"] == start
@@ -484,11 +464,10 @@ def test_an_upload_whose_audit_failed_is_tried_again_by_its_retry(services):
     name = f"idem-{time.monotonic_ns() % 10**9}"
     bundle = hello_bundle(name=name)
     hdr = {"Content-Type": "application/gzip", "Idempotency-Key": key()}
-    sql(svc, "CREATE TRIGGER no_audit BEFORE INSERT ON audit_events WHEN NEW.kind = 'skill.uploaded' "
-             "BEGIN SELECT RAISE(ABORT, 'injected'); END")
+    svc.fail_inserts("audit_events", "no_audit", when="NEW.kind = 'skill.uploaded'")
     status, _, doc = t.client.request("POST", "/v1/skills", body=bundle, headers=hdr)
     assert_error(status, doc, "audit_failed", 500)
-    sql(svc, "DROP TRIGGER no_audit")
+    svc.drop_trigger("no_audit")
     status, h, up = t.client.request("POST", "/v1/skills", body=bundle, headers=hdr)
     assert status in (200, 201) and h.get("idempotent-replayed") != "true", (status, h, up)
     evs = [e for e in audit_events(t.client) if e["kind"] == "skill.uploaded"]
