@@ -31,14 +31,11 @@ int al_service_close_approval(al_service *s, const char *id, const char *decisio
                                   "UPDATE approval_requests SET decision = ?, decided_by = ?, decided_at = ?, reason = ? "
                                   "WHERE run_id = ? AND decision IS NULL",
                                   "SSsss", decision, by, now, reason ? reason : "", id);
+    al_run_state to = al_run_state_from_name(run_state);
     if (r > 0)
-        r = strcmp(run_state, "queued") == 0
-                ? al_store_exec(s->store, err, "UPDATE runs SET state = 'queued' WHERE id = ? AND state = 'pending_approval'",
-                                "s", id)
-                : al_store_exec(s->store, err,
-                                "UPDATE runs SET state = ?, error_code = ?, error_message = ?, finished_at = ? "
-                                "WHERE id = ? AND state = 'pending_approval'",
-                                "sssss", run_state, ecode, emsg, now, id);
+        r = to == AL_RUN_QUEUED ? al_store_run_move(s->store, id, AL_RUN_PENDING_APPROVAL, AL_RUN_QUEUED, err)
+                                : al_store_run_end(s->store, id, AL_RUN_BIT(AL_RUN_PENDING_APPROVAL), to, ecode, emsg,
+                                                   now, err);
     /* the state event too, inside the transaction: a cancel of the queued
      * run that follows can only append its events after this one */
     if (r > 0 && al_service_append_event(s, id, "state", json_pack("{s:s}", "state", run_state)) < 0)
@@ -57,10 +54,9 @@ static void ended_unstarted(al_service *s, const char *id) {
     al_error err = { 0 };
     /* it never reaches a box: what it brought for one goes now */
     al_service_drop_inputs(s, id);
-    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", id);
-    if (rows && json_array_size(rows))
-        al_service_append_event(s, id, "result", al_run_json(s, json_array_get(rows, 0)));
-    json_decref(rows);
+    _cleanup_run_ al_store_run *run = NULL;
+    if (al_store_run_get(s->store, id, NULL, &run, &err) == 0)
+        al_service_append_event(s, id, "result", al_run_json(s, run));
     al_skills_run_ended(s);
 }
 
@@ -72,9 +68,9 @@ int al_service_withdraw(al_service *s, const char *id, const char *person_id, al
     return r;
 }
 
-int al_service_decide(al_service *s, json_t *run, const char *person_id, bool approve, const char *hash,
+int al_service_decide(al_service *s, const al_store_run *run, const char *person_id, bool approve, const char *hash,
                       const char *reason, al_error *err) {
-    const char *id = json_string_value(json_object_get(run, "id"));
+    const char *id = run->id;
     json_t *rows = al_store_query(s->store, err, "SELECT * FROM approval_requests WHERE run_id = ?", "s", id);
     if (!rows)
         return -EIO;
@@ -95,15 +91,15 @@ int al_service_decide(al_service *s, json_t *run, const char *person_id, bool ap
     json_decref(rows);
     /* separation of duties: whoever asked for the run does not decide it
      * (they may withdraw it with cancel), unless the workspace allows it */
-    const char *requester = json_string_value(json_object_get(run, "person_id"));
+    const char *requester = run->person_id;
     /* unreadable settings: no self-approval, and the smallest cap (the run
      * re-reads them before it starts, and fails closed there) */
     al_error serr = { 0 };
-    json_t *st = al_settings_load(s, json_string_value(json_object_get(run, "workspace_id")), &serr);
+    json_t *st = al_settings_load(s, run->workspace_id, &serr);
     bool self_ok = st && json_is_true(json_object_get(st, "allow_self_approval"));
     int cap = st ? (int)json_number_value(json_object_get(st, "concurrency")) : 1;
     json_decref(st);
-    if (!self_ok && (!requester || !person_id || strcmp(requester, person_id) == 0))
+    if (!self_ok && (!requester[0] || !person_id || strcmp(requester, person_id) == 0))
         return al_err(err, "approval", EPERM, "you requested run %s: another admin or approver decides it "
                                               "(you may cancel it; settings allow_self_approval relaxes this)", id);
     char now[40];
@@ -143,7 +139,7 @@ int al_service_decide(al_service *s, json_t *run, const char *person_id, bool ap
         return 0;
     }
     /* an approver let it through: the global cap only, not the person's share */
-    if (al_service_enqueue(s, id, requester, json_string_value(json_object_get(run, "org_id")), cap, false, NULL, 0) < 0)
+    if (al_service_enqueue(s, id, requester, run->org_id, cap, false, NULL, 0) < 0)
         al_service_end_unqueued(s, id, "approved, but the run queue was full");
     return 0;
 }
@@ -152,14 +148,14 @@ void al_service_expire_approvals(al_service *s) {
     al_error err = { 0 };
     char now[40];
     al_store_now(now, sizeof now);
-    json_t *due = al_store_query(s->store, &err,
-                                 "SELECT r.* FROM approval_requests a JOIN runs r ON r.id = a.run_id "
-                                 "WHERE a.decision IS NULL AND a.expires_at <= ?",
-                                 "s", now);
-    size_t i;
-    json_t *run;
-    json_array_foreach(due, i, run) {
-        const char *id = json_string_value(json_object_get(run, "id"));
+    al_store_run_ref *due = NULL;
+    size_t ndue = 0;
+    al_store_run_refs_approval_due(s->store, now, &due, &ndue, &err);
+    for (size_t i = 0; i < ndue; i++) {
+        const char *id = due[i].id;
+        _cleanup_run_ al_store_run *run = NULL;
+        if (al_store_run_get(s->store, id, NULL, &run, &err) < 0)
+            continue;
         /* expired and audited together; if the trail refuses, the card
          * stays open and the next sweep tries again (the log says why) */
         if (al_store_begin(s->store, &err) < 0)
@@ -173,6 +169,6 @@ void al_service_expire_approvals(al_service *s) {
         else if (n <= 0)
             al_store_rollback(s->store);
     }
-    json_decref(due);
+    free(due);
 }
 

@@ -494,12 +494,10 @@ static void skip_art(json_t *skipped, const char *rel, const char *fmt, ...) {
  * skipped with the reason and the run ends as its script did. Only the
  * store's own failures are errors.
  */
-int al_artifacts_ingest(al_service *s, json_t *run, const char *out_dir, json_t *result, json_t **ret_published,
-                        json_t **ret_previews, json_t *skipped, al_error *err) {
-    const char *run_id = json_string_value(json_object_get(run, "id"));
-    const char *org_id = json_string_value(json_object_get(run, "org_id"));
-    const char *ws_id = json_string_value(json_object_get(run, "workspace_id"));
-    const char *thread_id = json_string_value(json_object_get(run, "thread_id"));
+int al_artifacts_ingest(al_service *s, const al_store_run *run, const char *out_dir, json_t *result,
+                        json_t **ret_published, json_t **ret_previews, json_t *skipped, al_error *err) {
+    const char *run_id = run->id, *org_id = run->org_id, *ws_id = run->workspace_id;
+    const char *thread_id = run->thread_id[0] ? run->thread_id : NULL;
     char thread_key[128];
     json_t *published = json_array(), *previews = json_array();
     *ret_published = published;

@@ -157,78 +157,6 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
 
 /* -------------------------------------------------------------- credits */
 
-int al_credits_charge(al_service *s, const char *run_id, al_error *err) {
-    /* In one transaction: the move to provisioning and the charge. A run
-     * already moved (restart, race with cancel) is left alone. */
-    char now[40], id[40];
-    al_store_now(now, sizeof now);
-    al_store_new_id("led", id, sizeof id);
-    int r = al_store_begin(s->store, err);
-    if (r < 0)
-        return r;
-    r = al_store_exec(s->store, err, "UPDATE runs SET state = 'provisioning', started_at = ? WHERE id = ? AND state = 'queued'",
-                      "ss", now, run_id);
-    if (r <= 0) {
-        al_store_rollback(s->store);
-        return r < 0 ? r : 0;
-    }
-    r = al_store_exec(s->store, err,
-                      "UPDATE orgs SET credit_balance = credit_balance - (SELECT price FROM runs WHERE id = ?) "
-                      "WHERE id = (SELECT org_id FROM runs WHERE id = ?) AND credit_balance >= (SELECT price FROM runs WHERE id = ?)",
-                      "sss", run_id, run_id, run_id);
-    if (r == 0) {
-        al_store_rollback(s->store);
-        return -ENOSPC; /* cannot pay */
-    }
-    if (r > 0)
-        r = al_store_exec(s->store, err,
-                          "INSERT INTO ledger (id, org_id, workspace_id, run_id, kind, amount, balance_after, created_at) "
-                          "SELECT ?, r.org_id, r.workspace_id, r.id, 'charge', -r.price, o.credit_balance, ? "
-                          "FROM runs r JOIN orgs o ON o.id = r.org_id WHERE r.id = ?",
-                          "sss", id, now, run_id);
-    if (r < 0) {
-        al_store_rollback(s->store);
-        return r;
-    }
-    r = al_store_commit(s->store, err);
-    return r < 0 ? r : 1;
-}
-
-int al_credits_refund(al_service *s, const char *run_id, al_error *err) {
-    char now[40], id[40];
-    al_store_now(now, sizeof now);
-    al_store_new_id("led", id, sizeof id);
-    int r = al_store_begin(s->store, err);
-    if (r < 0)
-        return r;
-    /* only a run that was charged, and only once: (run_id, kind) is unique */
-    json_t *c = al_store_query(s->store, err,
-                               "SELECT amount FROM ledger WHERE run_id = ? AND kind = 'charge' AND NOT EXISTS "
-                               "(SELECT 1 FROM ledger WHERE run_id = ? AND kind = 'refund')",
-                               "ss", run_id, run_id);
-    if (!c || !json_array_size(c)) {
-        json_decref(c);
-        al_store_rollback(s->store);
-        return 0;
-    }
-    int64_t amount = -json_integer_value(json_object_get(json_array_get(c, 0), "amount"));
-    json_decref(c);
-    r = al_store_exec(s->store, err,
-                      "UPDATE orgs SET credit_balance = credit_balance + ? WHERE id = (SELECT org_id FROM runs WHERE id = ?)",
-                      "is", amount, run_id);
-    if (r >= 0)
-        r = al_store_exec(s->store, err,
-                          "INSERT INTO ledger (id, org_id, workspace_id, run_id, kind, amount, balance_after, created_at) "
-                          "SELECT ?, r.org_id, r.workspace_id, r.id, 'refund', ?, o.credit_balance, ? "
-                          "FROM runs r JOIN orgs o ON o.id = r.org_id WHERE r.id = ?",
-                          "siss", id, amount, now, run_id);
-    if (r < 0) {
-        al_store_rollback(s->store);
-        return r;
-    }
-    return al_store_commit(s->store, err);
-}
-
 int64_t al_credits_balance(al_service *s, const char *org_id) {
     al_error err = { 0 };
     json_t *rows = al_store_query(s->store, &err, "SELECT credit_balance AS b FROM orgs WHERE id = ?", "s", org_id);
@@ -311,25 +239,23 @@ static int open_input(int dfd, const char *name, al_error *err) {
     return fd;
 }
 
-json_t *al_approval_documents(al_service *s, json_t *run, al_error *err) {
-    json_t *inputs = al_row_json(run, "inputs");
+json_t *al_approval_documents(al_service *s, const al_store_run *run, al_error *err) {
+    json_t *inputs = al_json_text(run->inputs);
     bool cut = false;
     /* one row a path, in staging order: what staging will leave there */
-    json_t *rows = al_artifacts_select(s, json_string_value(json_object_get(run, "workspace_id")),
-                                       json_string_value(json_object_get(run, "thread_id")),
+    json_t *rows = al_artifacts_select(s, run->workspace_id, run->thread_id[0] ? run->thread_id : NULL,
                                        json_object_get(inputs, "artifacts"), &cut, err);
     json_decref(inputs);
     return rows;
 }
 
-json_t *al_approval_manifest(al_service *s, json_t *run, al_error *err) {
-    const char *id = json_string_value(json_object_get(run, "id"));
-    const char *ws = json_string_value(json_object_get(run, "workspace_id"));
-    if (!id || !ws) {
+json_t *al_approval_manifest(al_service *s, const al_store_run *run, al_error *err) {
+    const char *id = run->id, *ws = run->workspace_id;
+    if (!id[0] || !ws[0]) {
         al_err(err, "inputs", EINVAL, "not a run");
         return NULL;
     }
-    json_t *inputs = al_row_json(run, "inputs");
+    json_t *inputs = al_json_text(run->inputs);
     json_t *m = json_object(), *files = json_array();
     json_object_set_new(m, "files", files);
     int dfd = -1;
@@ -416,14 +342,13 @@ json_t *al_approval_manifest(al_service *s, json_t *run, al_error *err) {
     return m;
 }
 
-void al_approval_hash(json_t *run, json_t *manifest, char out[65]) {
+void al_approval_hash(const al_store_run *run, json_t *manifest, char out[65]) {
     /* what the approver saw: the code, the language, the network policy,
-     * the limits, the runtime and every input, as canonical JSON */
-    json_t *im = json_object_get(run, "image");
-    json_t *c = json_pack("{s:O, s:O, s:O, s:O, s:o, s:O}", "code", json_object_get(run, "code"), "language",
-                          json_object_get(run, "language"), "network", json_object_get(run, "network"), "limits",
-                          json_object_get(run, "limits"), "runtime", json_is_string(im) ? json_incref(im) : json_string("host"),
-                          "inputs", manifest ? manifest : json_null());
+     * the limits (their stored text), the runtime and every input, as
+     * canonical JSON */
+    json_t *c = json_pack("{s:s?, s:s, s:s?, s:s?, s:s, s:O}", "code", run->code, "language", run->language, "network",
+                          run->network, "limits", run->limits, "runtime", run->image[0] ? run->image : "host", "inputs",
+                          manifest ? manifest : json_null());
     char *t = c ? json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(c);
     /* a failure hashes to a value no card holds */
@@ -556,15 +481,14 @@ bool al_rfc3339_valid(const char *t) {
     return mo >= 1 && mo <= 12 && d >= 1 && d <= 31 && h <= 23 && mi <= 59 && se <= 60;
 }
 
-int al_governance_audit(al_service *s, json_t *run, const char *kind, const char *person_id, json_t *data) {
+int al_governance_audit(al_service *s, const al_store_run *run, const char *kind, const char *person_id, json_t *data) {
     al_error err = { 0 };
-    int r = al_audit_append(s->store, json_string_value(json_object_get(run, "org_id")),
-                            json_string_value(json_object_get(run, "workspace_id")), kind,
-                            person_id ? person_id : json_string_value(json_object_get(run, "person_id")),
-                            json_string_value(json_object_get(run, "id")), data, &err);
+    int r = run ? al_audit_append(s->store, run->org_id, run->workspace_id, kind, person_id ? person_id : run->person_id,
+                                  run->id, data, &err)
+                : (json_decref(data), al_err(&err, "audit", EINVAL, "no run to audit"));
     if (r < 0) /* never silent: the log says which event of which run was lost, and why */
         al_service_log(s, "audit.failed", json_pack("{s:s, s:s?, s:s}", "kind", kind,
-                                                    "run_id", json_string_value(json_object_get(run, "id")),
+                                                    "run_id", run ? run->id : NULL,
                                                     "error", err.msg));
     return r;
 }

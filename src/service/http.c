@@ -33,7 +33,8 @@ struct al_http {
     /* /metrics is asked for without a key: its count of the runs table is
      * made at most once a second, by one caller at a time */
     pthread_mutex_t metrics_mu;
-    json_t *metrics_rows;
+    int64_t metrics_counts[_AL_RUN_STATE_MAX];
+    bool metrics_have;
     uint64_t metrics_at_ms;
     bool metrics_counting;
 };
@@ -241,30 +242,28 @@ static enum MHD_Result list_runs(al_service *s, struct MHD_Connection *c, const 
     enum MHD_Result bad;
     if (!page_params(c, LIST_MAX, &limit, &cursor, &bad))
         return bad;
-    if (state && !al_run_state_terminal(state) && strcmp(state, "queued") != 0 && strcmp(state, "provisioning") != 0 &&
-        strcmp(state, "running") != 0 && strcmp(state, "pending_approval") != 0)
+    al_run_state want = state ? al_run_state_from_name(state) : _AL_RUN_STATE_INVALID;
+    if (state && want == _AL_RUN_STATE_INVALID)
         return reply_error(c, 400, "bad_request", "state must be one of pending_approval, queued, provisioning, running, "
                                                   "succeeded, failed, timed_out, killed, canceled, error, denied");
     if (thread && !al_valid_thread_id(thread))
         return reply_error(c, 400, "bad_request", "thread_id must be 1-64 characters of A-Z a-z 0-9 . _ -");
     /* summaries only: a page of full runs held 20 MiB per run in the daemon */
-    json_t *rows = al_store_query(s->store, &err,
-                                  "SELECT " AL_RUN_SUMMARY_COLUMNS " FROM runs WHERE workspace_id = ? "
-                                  "AND (? IS NULL OR state = ?) "
-                                  "AND (? IS NULL OR thread_id = ?) AND seq < ? ORDER BY seq DESC LIMIT ?",
-                                  "sSSSSii", p->workspace_id, state, state, thread, thread, (int64_t)cursor,
-                                  (int64_t)limit + 1);
-    if (!rows)
+    al_store_run_filter f = { .ws_id = p->workspace_id, .state = want, .thread_id = thread,
+                              .before_seq = (int64_t)cursor, .limit = (int64_t)limit + 1 };
+    al_store_run_brief *runs = NULL;
+    size_t nruns = 0;
+    if (al_store_run_list(s->store, &f, &runs, &nruns, &err) < 0)
         return reply_error(c, 500, "internal", "%s", err.msg);
     json_t *out = json_array(), *next = json_null();
-    for (size_t i = 0; i < json_array_size(rows) && i < limit; i++)
-        json_array_append_new(out, al_run_summary_json(json_array_get(rows, i)));
-    if (json_array_size(rows) > limit) {
+    for (size_t i = 0; i < nruns && i < limit; i++)
+        json_array_append_new(out, al_run_summary_json(&runs[i]));
+    if (nruns > limit) {
         char buf[32];
-        snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(json_object_get(json_array_get(rows, limit - 1), "seq")));
+        snprintf(buf, sizeof buf, "%lld", (long long)runs[limit - 1].run.seq);
         next = json_string(buf);
     }
-    json_decref(rows);
+    al_store_run_briefs_free(runs, nruns);
     return reply_json(c, 200, json_pack("{s:o, s:o}", "runs", out, "next_cursor", next));
 }
 
@@ -299,21 +298,15 @@ static ssize_t sse_next(sse *e, char *out, size_t max) {
         e->buf = NULL;
         e->len = e->pos = 0;
         uint64_t gen = al_service_run_event_gen(e->s, e->run_id);
-        json_t *rows = al_store_query(e->s->store, &err,
-                                      "SELECT seq, type, data FROM run_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT 64",
-                                      "si", e->run_id, e->last);
-        if (!rows)
+        al_store_event *evs = NULL;
+        size_t nev = 0;
+        if (al_store_events_after(e->s->store, e->run_id, e->last, 64, &evs, &nev, &err) < 0)
             return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (json_array_size(rows) == 0) {
-            json_decref(rows);
+        if (nev == 0) {
+            al_store_events_free(evs, nev);
             /* a client that already has the result (Last-Event-ID past it)
              * has nothing more coming */
-            json_t *done = al_store_query(e->s->store, &err,
-                                          "SELECT 1 FROM run_events WHERE run_id = ? AND type = 'result' AND seq <= ?",
-                                          "si", e->run_id, e->last);
-            bool over = done && json_array_size(done) > 0;
-            json_decref(done);
-            if (over)
+            if (al_store_event_result_by(e->s->store, e->run_id, e->last, &err) > 0)
                 return MHD_CONTENT_READER_END_OF_STREAM;
             /* wait in steps of a second: a follower who has gone gives its
              * slot (and its share of the person's followers) back within one,
@@ -341,24 +334,23 @@ static ssize_t sse_next(sse *e, char *out, size_t max) {
             continue;
         }
         size_t cap = 0;
-        for (size_t i = 0; i < json_array_size(rows); i++)
-            cap += json_string_length(json_object_get(json_array_get(rows, i), "data")) + 96;
+        for (size_t i = 0; i < nev; i++)
+            cap += strlen(evs[i].data) + 96;
         e->buf = malloc(cap + 1);
         if (!e->buf) {
-            json_decref(rows);
+            al_store_events_free(evs, nev);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
-        for (size_t i = 0; i < json_array_size(rows); i++) {
-            json_t *r = json_array_get(rows, i);
-            const char *type = json_string_value(json_object_get(r, "type"));
-            e->last = json_integer_value(json_object_get(r, "seq"));
+        for (size_t i = 0; i < nev; i++) {
+            const char *type = evs[i].type;
+            e->last = evs[i].seq;
             /* data is one line of compact JSON: no newline can split it */
             e->len += (size_t)snprintf(e->buf + e->len, cap + 1 - e->len, "id: %lld\nevent: %s\ndata: %s\n\n",
-                                       (long long)e->last, type, json_string_value(json_object_get(r, "data")));
+                                       (long long)e->last, type, evs[i].data);
             if (strcmp(type, "result") == 0)
                 e->ended = true;
         }
-        json_decref(rows);
+        al_store_events_free(evs, nev);
     }
     size_t n = e->len - e->pos < max ? e->len - e->pos : max;
     memcpy(out, e->buf + e->pos, n);
@@ -390,10 +382,10 @@ static void sse_free(void *cls) {
 }
 
 static enum MHD_Result run_events(al_service *s, struct MHD_Connection *c, const al_principal *p, const char *id) {
-    json_t *row = al_run_load(s, p, id);
+    al_store_run *row = al_run_load(s, p, id);
     if (!row)
         return reply_error(c, 404, "not_found", "no run %s", id);
-    json_decref(row);
+    al_store_run_free(row);
     /* each follower holds a connection and a thread for as long as it likes */
     if (!al_service_hold(s, p->person_id, AL_HOLD_FOLLOW))
         return reply_too_many(c, "event streams", s->cfg.followers_per_person, "followers_per_person");
@@ -481,43 +473,51 @@ static enum MHD_Result thread_artifacts(al_service *s, struct MHD_Connection *c,
 
 /* ------------------------------------------------------------ operations */
 
-/* The runs by state, counted at most every METRICS_CACHE_MS (a reference). */
-static json_t *runs_by_state(al_http *h) {
+/* The runs by state into RET, counted at most every METRICS_CACHE_MS;
+ * false when they never could be. */
+static bool runs_by_state(al_http *h, int64_t ret[_AL_RUN_STATE_MAX]) {
     pthread_mutex_lock(&h->metrics_mu);
-    if ((!h->metrics_rows || al_now_ms() - h->metrics_at_ms >= METRICS_CACHE_MS) && !h->metrics_counting) {
+    if ((!h->metrics_have || al_now_ms() - h->metrics_at_ms >= METRICS_CACHE_MS) && !h->metrics_counting) {
         h->metrics_counting = true;
         pthread_mutex_unlock(&h->metrics_mu);
         al_error err = { 0 };
-        json_t *rows = al_store_query(h->s->store, &err, "SELECT state, COUNT(*) AS n FROM runs GROUP BY state", NULL);
+        int64_t counts[_AL_RUN_STATE_MAX];
+        int r = al_store_runs_by_state(h->s->store, NULL, NULL, NULL, counts, &err);
         pthread_mutex_lock(&h->metrics_mu);
         h->metrics_counting = false;
-        if (rows) {
-            json_decref(h->metrics_rows);
-            h->metrics_rows = rows;
+        if (r == 0) {
+            memcpy(h->metrics_counts, counts, sizeof counts);
+            h->metrics_have = true;
         }
         h->metrics_at_ms = al_now_ms();
     }
-    json_t *rows = json_incref(h->metrics_rows);
+    bool have = h->metrics_have;
+    memcpy(ret, h->metrics_counts, sizeof h->metrics_counts);
     pthread_mutex_unlock(&h->metrics_mu);
-    return rows;
+    return have;
 }
+
+/* The states in the order of their names: the order the lines always had. */
+static const al_run_state states_by_name[] = { AL_RUN_CANCELED,     AL_RUN_DENIED,  AL_RUN_ERROR,  AL_RUN_FAILED,
+                                               AL_RUN_KILLED,       AL_RUN_PENDING_APPROVAL,       AL_RUN_PROVISIONING,
+                                               AL_RUN_QUEUED,       AL_RUN_RUNNING, AL_RUN_SUCCEEDED, AL_RUN_TIMED_OUT };
 
 static enum MHD_Result metrics(al_http *h, struct MHD_Connection *c) {
     al_service *s = h->s;
-    json_t *rows = runs_by_state(h);
+    int64_t counts[_AL_RUN_STATE_MAX];
+    bool have = runs_by_state(h, counts);
     size_t cap = 8192;
     char *t = malloc(cap);
-    if (!t) {
-        json_decref(rows);
+    if (!t)
         return MHD_NO;
-    }
     size_t o = 0;
 #define OUT(...) o += (size_t)snprintf(t + o, o < cap ? cap - o : 0, __VA_ARGS__)
     OUT("# HELP airlock_runs Runs by state.\n# TYPE airlock_runs gauge\n");
-    for (size_t i = 0; rows && i < json_array_size(rows); i++)
-        OUT("airlock_runs{state=\"%s\"} %lld\n", json_string_value(json_object_get(json_array_get(rows, i), "state")),
-            (long long)json_integer_value(json_object_get(json_array_get(rows, i), "n")));
-    json_decref(rows);
+    /* a state no run is in has no line, as a GROUP BY has no row */
+    for (size_t i = 0; have && i < ELEMENTSOF(states_by_name); i++)
+        if (counts[states_by_name[i]] > 0)
+            OUT("airlock_runs{state=\"%s\"} %lld\n", al_run_state_name(states_by_name[i]),
+                (long long)counts[states_by_name[i]]);
     pthread_mutex_lock(&s->mu);
     OUT("# HELP airlock_queue_length Runs waiting for a slot.\n# TYPE airlock_queue_length gauge\nairlock_queue_length %d\n",
         s->queue_len);
@@ -557,37 +557,37 @@ static bool may_approve(const al_principal *p) {
 
 static enum MHD_Result decide(al_service *s, struct MHD_Connection *c, const al_principal *p, const char *id,
                               bool approve, request *rq) {
-    json_t *row = al_run_load(s, p, id);
+    al_store_run *row = al_run_load(s, p, id);
     if (!row)
         return reply_error(c, 404, "not_found", "no run %s", id);
     if (!may_approve(p)) {
-        json_decref(row);
+        al_store_run_free(row);
         return reply_error(c, 403, "forbidden", "only admins and approvers may decide approvals");
     }
     /* a body past the cap was not kept: reading it as {} would skip the
      * hash the approver sent */
     if (rq->too_large) {
-        json_decref(row);
+        al_store_run_free(row);
         return reply_error(c, 413, "payload_too_large", "the body is larger than %llu bytes",
                            (unsigned long long)s->cfg.body_max);
     }
     json_t *b = body_object(rq);
     if (!json_is_object(b)) {
         json_decref(b);
-        json_decref(row);
+        al_store_run_free(row);
         return reply_error(c, 400, "bad_request", "the body must be a JSON object ({hash, reason})");
     }
     json_t *hash = json_object_get(b, "hash"), *reason = json_object_get(b, "reason");
     if ((hash && !json_is_string(hash) && !json_is_null(hash)) || (reason && !json_is_string(reason) && !json_is_null(reason)) ||
         (json_is_string(reason) && json_string_length(reason) > 2000)) {
         json_decref(b);
-        json_decref(row);
+        al_store_run_free(row);
         return reply_error(c, 400, "bad_request", "hash and reason must be strings (reason at most 2000 bytes)");
     }
     al_error err = { 0 };
     int r = al_service_decide(s, row, p->person_id, approve, json_string_value(hash), json_string_value(reason), &err);
     json_decref(b);
-    json_decref(row);
+    al_store_run_free(row);
     if (r == -EPERM)
         return reply_error(c, 403, "separation_of_duties", "%s", err.msg);
     if (r == -ENOENT)
@@ -597,8 +597,8 @@ static enum MHD_Result decide(al_service *s, struct MHD_Connection *c, const al_
     if (r < 0)
         return reply_error(c, 500, strcmp(err.step, "audit") == 0 ? "audit_failed" : "internal", "%s", err.msg);
     row = al_run_load(s, p, id);
-    enum MHD_Result ret = reply_json(c, 200, al_run_json(s, row));
-    json_decref(row);
+    enum MHD_Result ret = reply_json(c, 200, row ? al_run_json(s, row) : NULL);
+    al_store_run_free(row);
     return ret;
 }
 
@@ -694,27 +694,23 @@ static enum MHD_Result usage(al_service *s, struct MHD_Connection *c, const al_p
                                     "AND (? IS NULL OR created_at >= ?) AND (? IS NULL OR created_at < ?) "
                                     "ORDER BY rowid DESC LIMIT ?",
                                     "ssSSSSi", p->org_id, p->workspace_id, from, from, to, to, (int64_t)limit);
-    json_t *by_state = al_store_query(s->store, &err,
-                                      "SELECT state, COUNT(*) AS n FROM runs WHERE workspace_id = ? AND (? IS NULL OR created_at >= ?) "
-                                      "AND (? IS NULL OR created_at < ?) GROUP BY state",
-                                      "sSSSS", p->workspace_id, from, from, to, to);
-    json_t *by_lang = al_store_query(s->store, &err,
-                                     "SELECT language, COUNT(*) AS n FROM runs WHERE workspace_id = ? AND (? IS NULL OR created_at >= ?) "
-                                     "AND (? IS NULL OR created_at < ?) GROUP BY language",
-                                     "sSSSS", p->workspace_id, from, from, to, to);
-    if (!ledger || !by_state || !by_lang) {
+    int64_t by_state[_AL_RUN_STATE_MAX];
+    al_store_count *by_lang = NULL;
+    size_t nlang = 0;
+    bool ok = ledger && al_store_runs_by_state(s->store, p->workspace_id, from, to, by_state, &err) == 0 &&
+              al_store_runs_by_language(s->store, p->workspace_id, from, to, &by_lang, &nlang, &err) == 0;
+    if (!ok) {
         json_decref(ledger);
-        json_decref(by_state);
-        json_decref(by_lang);
+        free(by_lang);
         return reply_error(c, 500, "internal", "%s", err.msg);
     }
     json_t *st = json_object(), *lg = json_object();
-    size_t i;
-    json_t *r;
-    json_array_foreach(by_state, i, r) json_object_set(st, json_string_value(json_object_get(r, "state")), json_object_get(r, "n"));
-    json_array_foreach(by_lang, i, r) json_object_set(lg, json_string_value(json_object_get(r, "language")), json_object_get(r, "n"));
-    json_decref(by_state);
-    json_decref(by_lang);
+    for (size_t i = 0; i < ELEMENTSOF(states_by_name); i++)
+        if (by_state[states_by_name[i]] > 0)
+            json_object_set_new(st, al_run_state_name(states_by_name[i]), json_integer(by_state[states_by_name[i]]));
+    for (size_t i = 0; i < nlang; i++)
+        json_object_set_new(lg, by_lang[i].key, json_integer(by_lang[i].n));
+    free(by_lang);
     return reply_json(c, 200, json_pack("{s:I, s:o, s:{s:o, s:o}}", "balance", (json_int_t)al_credits_balance(s, p->org_id),
                                         "ledger", ledger, "runs", "by_state", st, "by_language", lg));
 }
@@ -765,7 +761,7 @@ static enum MHD_Result audit(al_service *s, struct MHD_Connection *c, const al_p
 
 static enum MHD_Result trace(al_service *s, struct MHD_Connection *c, const al_principal *p, const char *id) {
     al_error err = { 0 };
-    json_t *row = al_run_load(s, p, id);
+    al_store_run *row = al_run_load(s, p, id);
     if (!row)
         return reply_error(c, 404, "not_found", "no run %s", id);
     json_t *rj = al_run_json(s, row);
@@ -778,20 +774,20 @@ static enum MHD_Result trace(al_service *s, struct MHD_Connection *c, const al_p
         json_decref(decisions);
         decisions = rev;
     }
-    json_t *inputs = al_row_json(row, "inputs");
+    json_t *inputs = al_json_text(row->inputs);
     json_t *result = json_object_get(rj, "result");
-    json_t *doc = json_pack("{s:O, s:{s:O, s:O, s:O, s:O, s:o}, s:{s:O, s:O, s:O, s:O, s:O}, s:o, s:{s:O, s:O, s:O, s:O}}",
+    json_t *doc = json_pack("{s:O, s:{s:s, s:s?, s:s?, s:O, s:o}, s:{s:O, s:O, s:O, s:O, s:O}, s:o, s:{s:O, s:O, s:O, s:O}}",
                             "run", rj,
-                            "input", "language", json_object_get(row, "language"), "code", json_object_get(row, "code"),
-                            "network", json_object_get(row, "network"), "limits", json_object_get(rj, "limits"),
+                            "input", "language", row->language, "code", row->code,
+                            "network", row->network, "limits", json_object_get(rj, "limits"),
                             "artifacts", json_is_object(inputs) ? json_incref(json_object_get(inputs, "artifacts")) : json_array(),
                             "output", "stdout", result ? json_object_get(result, "stdout") : json_null(),
                             "stderr", result ? json_object_get(result, "stderr") : json_null(),
                             "exit_code", result ? json_object_get(result, "exit_code") : json_null(),
                             "artifacts", json_object_get(rj, "artifacts"), "redactions", json_object_get(rj, "redactions"),
                             "decisions", decisions ? decisions : json_array(),
-                            "timing", "created_at", json_object_get(row, "created_at"), "started_at",
-                            json_object_get(row, "started_at"), "finished_at", json_object_get(row, "finished_at"),
+                            "timing", "created_at", json_object_get(rj, "created_at"), "started_at",
+                            json_object_get(rj, "started_at"), "finished_at", json_object_get(rj, "finished_at"),
                             "wall_ms", result ? json_object_get(result, "wall_ms") : json_null());
     /* output is bytes: the exact ones too, where the text is not them */
     static const char *const exact[] = { "stdout_base64", "stderr_base64" };
@@ -800,7 +796,7 @@ static enum MHD_Result trace(al_service *s, struct MHD_Connection *c, const al_p
             json_object_set(json_object_get(doc, "output"), exact[i], json_object_get(result, exact[i]));
     json_decref(inputs);
     json_decref(rj);
-    json_decref(row);
+    al_store_run_free(row);
     return doc ? reply_json(c, 200, doc) : reply_error(c, 500, "internal", "cannot build the trace");
 }
 
@@ -809,11 +805,11 @@ static enum MHD_Result trace(al_service *s, struct MHD_Connection *c, const al_p
  * them (until it ends). */
 static enum MHD_Result run_input(al_service *s, struct MHD_Connection *c, const al_principal *p, const char *id,
                                  const char *which) {
-    json_t *row = al_run_load(s, p, id);
+    al_store_run *row = al_run_load(s, p, id);
     if (!row)
         return reply_error(c, 404, "not_found", "no run %s", id);
-    bool ended = al_run_state_terminal(json_string_value(json_object_get(row, "state")));
-    json_decref(row);
+    bool ended = al_run_state_ended(row->state);
+    al_store_run_free(row);
     al_error err = { 0 };
     int fd = -1;
     uint64_t size = 0;
@@ -1163,11 +1159,11 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
     }
     if (n >= 3 && strcmp(seg[1], "runs") == 0) {
         if (n == 3 && get) {
-            json_t *row = al_run_load(s, &p, seg[2]);
+            al_store_run *row = al_run_load(s, &p, seg[2]);
             if (!row)
                 return reply_error(c, 404, "not_found", "no run %s", seg[2]);
             enum MHD_Result r = reply_json(c, 200, al_run_json(s, row));
-            json_decref(row);
+            al_store_run_free(row);
             return r;
         }
         if (n == 4 && strcmp(seg[3], "events") == 0 && get)
@@ -1184,9 +1180,9 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
                 return reply_error(c, 404, "not_found", "no run %s", seg[2]);
             if (r == 0)
                 return reply_error(c, 409, "conflict", "run %s has already ended", seg[2]);
-            json_t *row = al_run_load(s, &p, seg[2]);
-            enum MHD_Result ret = reply_json(c, 202, al_run_json(s, row));
-            json_decref(row);
+            al_store_run *row = al_run_load(s, &p, seg[2]);
+            enum MHD_Result ret = reply_json(c, 202, row ? al_run_json(s, row) : NULL);
+            al_store_run_free(row);
             return ret;
         }
         return reply_error(c, n <= 4 ? 405 : 404, n <= 4 ? "method_not_allowed" : "not_found", "no such route");
@@ -1447,7 +1443,6 @@ void al_http_stop(al_http *h) {
         return;
     MHD_stop_daemon(h->d);
     al_mcp_free(h->mcp);
-    json_decref(h->metrics_rows);
     pthread_mutex_destroy(&h->metrics_mu);
     free(h);
 }

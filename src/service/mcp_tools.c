@@ -506,11 +506,11 @@ static int follow_run(al_service *s, const al_principal *p, const char *run_id, 
     k->p = *p;
     snprintf(k->run_id, sizeof k->run_id, "%s", run_id);
     k->progress_token = progress_token ? json_incref(progress_token) : NULL;
-    json_t *row = al_run_load(s, p, run_id);
-    json_t *lim = row ? json_loads(json_string_value(json_object_get(row, "limits")), 0, NULL) : NULL;
+    al_store_run *row = al_run_load(s, p, run_id);
+    json_t *lim = row ? al_json_text(row->limits) : NULL;
     k->timeout_s = (int)json_integer_value(json_object_get(lim, "timeout_s"));
     json_decref(lim);
-    json_decref(row);
+    al_store_run_free(row);
     k->started_ms = al_now_ms();
     k->deadline_ms = k->started_ms + (uint64_t)(k->timeout_s + RUN_SLACK_S) * 1000;
     *ret_call = k;
@@ -647,11 +647,11 @@ static json_t *denied_result(json_t *run) {
 }
 
 static json_t *final_result(al_mcp_call *k) {
-    json_t *row = al_run_load(k->s, &k->p, k->run_id);
+    al_store_run *row = al_run_load(k->s, &k->p, k->run_id);
     if (!row)
         return tool_error("run %s vanished", k->run_id);
     json_t *run = al_run_json(k->s, row);
-    json_decref(row);
+    al_store_run_free(row);
     json_t *res = strcmp(json_string_value(json_object_get(run, "state")), "denied") == 0 ? denied_result(run)
                                                                                           : run_result(k->s, run);
     json_decref(run);
@@ -662,19 +662,16 @@ bool al_mcp_call_step(al_mcp_call *k, int wait_s, bool send_output, json_t *note
     al_error err = { 0 };
     *ret_result = NULL;
     uint64_t gen = al_service_run_event_gen(k->s, k->run_id);
-    json_t *rows = al_store_query(k->s->store, &err,
-                                  "SELECT seq, type, data FROM run_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                                  "sii", k->run_id, k->last_seq, (int64_t)EVENTS_PER_STEP);
-    if (!rows) {
+    al_store_event *evs = NULL;
+    size_t nev = 0;
+    if (al_store_events_after(k->s->store, k->run_id, k->last_seq, (int64_t)EVENTS_PER_STEP, &evs, &nev, &err) < 0) {
         *ret_result = tool_error("cannot follow run %s: %s", k->run_id, err.msg);
         return false;
     }
-    size_t i;
-    json_t *ev;
-    json_array_foreach(rows, i, ev) {
-        k->last_seq = json_integer_value(json_object_get(ev, "seq"));
-        const char *type = json_string_value(json_object_get(ev, "type"));
-        json_t *data = json_loads(json_string_value(json_object_get(ev, "data")), 0, NULL);
+    for (size_t i = 0; i < nev; i++) {
+        k->last_seq = evs[i].seq;
+        const char *type = evs[i].type;
+        json_t *data = json_loads(evs[i].data, 0, NULL);
         if (strcmp(type, "state") == 0 && json_is_string(json_object_get(data, "state"))) {
             on_state(k, json_string_value(json_object_get(data, "state")), notes);
         } else if ((strcmp(type, "stdout") == 0 || strcmp(type, "stderr") == 0) && send_output &&
@@ -684,14 +681,14 @@ bool al_mcp_call_step(al_mcp_call *k, int wait_s, bool send_output, json_t *note
             add(notes, progress_note(k, type[3] == 'o' ? "output on stdout" : "output on stderr"));
         } else if (strcmp(type, "result") == 0) {
             json_decref(data);
-            json_decref(rows);
+            al_store_events_free(evs, nev);
             *ret_result = final_result(k);
             return false;
         }
         json_decref(data);
     }
-    bool had = json_array_size(rows) > 0;
-    json_decref(rows);
+    bool had = nev > 0;
+    al_store_events_free(evs, nev);
     if (had)
         return false;
     uint64_t now = al_now_ms();

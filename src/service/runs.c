@@ -19,32 +19,53 @@
 
 /* --------------------------------------------------------------- records */
 
-static const char *const terminal_states[] = { "succeeded", "failed", "timed_out", "killed", "canceled", "error",
-                                                "denied" };
-
 bool al_run_state_terminal(const char *state) {
-    for (size_t i = 0; state && i < ELEMENTSOF(terminal_states); i++)
-        if (strcmp(state, terminal_states[i]) == 0)
-            return true;
-    return false;
+    return al_run_state_ended(al_run_state_from_name(state));
 }
 
-json_t *al_row_json(json_t *row, const char *key) {
-    const char *t = json_string_value(json_object_get(row, key));
-    json_t *j = t ? json_loads(t, 0, NULL) : NULL;
+json_t *al_json_text(const char *text) {
+    json_t *j = text ? json_loads(text, 0, NULL) : NULL;
     return j ? j : json_null();
 }
 
-json_t *al_run_json(al_service *s, json_t *row) {
-    al_error err = { 0 };
-    const char *id = json_string_value(json_object_get(row, "id"));
-    json_t *lim = al_row_json(row, "limits");
+/* TEXT as a JSON string, null when NULL (or "" when EMPTY_NULL). */
+static json_t *str_or_null(const char *text, bool empty_null) {
+    return text && (!empty_null || text[0]) ? json_string(text) : json_null();
+}
+
+/* The limits of a run as the API shows them, from the stored document. */
+static json_t *limits_json(const char *text) {
+    json_t *lim = al_json_text(text);
     json_t *limits = json_pack("{s:O, s:I, s:f, s:O}", "timeout_s", json_object_get(lim, "timeout_s"), "memory_mb",
                                (json_int_t)(json_integer_value(json_object_get(lim, "memory_bytes")) >> 20), "cpus",
                                (double)json_integer_value(json_object_get(lim, "cpu_millis")) / 1000.0, "pids",
                                json_object_get(lim, "pids"));
     json_decref(lim);
-    json_t *result = al_row_json(row, "result");
+    return limits;
+}
+
+static json_t *error_json(const al_store_run *r) {
+    return r->error_code[0] ? json_pack("{s:s, s:o}", "code", r->error_code, "message", str_or_null(r->error_message, false))
+                            : json_null();
+}
+
+/* What every view of a run shows, the same in a list and alone. */
+static json_t *run_base_json(const al_store_run *r, json_t *result) {
+    json_t *out = json_pack("{s:s, s:s, s:s, s:o, s:s, s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:I, s:I, s:s}", "id", r->id,
+                            "state", al_run_state_name(r->state) ?: "error", "language", r->language, "thread_id",
+                            str_or_null(r->thread_id, true), "description", r->description ? r->description : "",
+                            "network", str_or_null(r->network, false), "limits", limits_json(r->limits), "created_at",
+                            r->created_at, "started_at", str_or_null(r->started_at, true), "finished_at",
+                            str_or_null(r->finished_at, true), "result", result, "error", error_json(r), "redactions",
+                            (json_int_t)r->redactions, "price", (json_int_t)r->price, "image",
+                            r->image[0] ? r->image : "host");
+    return out;
+}
+
+json_t *al_run_json(al_service *s, const al_store_run *row) {
+    al_error err = { 0 };
+    const char *id = row->id;
+    json_t *result = al_json_text(row->result);
     if (json_is_object(result)) {
         /* the box's internals (host uid, cgroup path) stay on the host;
          * artifacts and skips are given at the run's level */
@@ -56,12 +77,8 @@ json_t *al_run_json(al_service *s, json_t *row) {
                                   "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
                                   "FROM artifacts WHERE run_id = ? ORDER BY path",
                                   "s", id);
-    json_t *error = json_is_string(json_object_get(row, "error_code"))
-                        ? json_pack("{s:O, s:O}", "code", json_object_get(row, "error_code"), "message",
-                                    json_object_get(row, "error_message"))
-                        : json_null();
-    json_t *previews = al_row_json(row, "previews");
-    json_t *skipped = al_row_json(row, "skipped");
+    json_t *previews = al_json_text(row->previews);
+    json_t *skipped = al_json_text(row->skipped);
     json_t *appr = al_store_query(s->store, &err, "SELECT * FROM approval_requests WHERE run_id = ?", "s", id);
     json_t *approval = json_null();
     if (appr && json_array_size(appr)) {
@@ -75,22 +92,13 @@ json_t *al_run_json(al_service *s, json_t *row) {
         json_object_set(approval, "reason", json_object_get(a, "reason"));
     }
     json_decref(appr);
-    json_t *out = json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:o, s:O, s:O, s:O, s:o, s:o, s:o, s:o, s:o}",
-                     "id", json_object_get(row, "id"), "state", json_object_get(row, "state"),
-                     "language", json_object_get(row, "language"), "thread_id", json_object_get(row, "thread_id"),
-                     "description", json_object_get(row, "description"), "network", json_object_get(row, "network"),
-                     "limits", limits, "created_at", json_object_get(row, "created_at"),
-                     "started_at", json_object_get(row, "started_at"), "finished_at", json_object_get(row, "finished_at"),
-                     "result", result, "error", error, "artifacts", arts ? arts : json_array(),
-                     "previews", json_is_array(previews) ? previews : (json_decref(previews), json_array()),
-                     "skipped", json_is_array(skipped) ? skipped : (json_decref(skipped), json_array()));
+    json_t *out = run_base_json(row, result);
     if (out) {
+        json_object_set_new(out, "artifacts", arts ? arts : json_array());
+        json_object_set_new(out, "previews", json_is_array(previews) ? previews : (json_decref(previews), json_array()));
+        json_object_set_new(out, "skipped", json_is_array(skipped) ? skipped : (json_decref(skipped), json_array()));
         json_object_set_new(out, "approval", approval);
-        json_object_set(out, "redactions", json_object_get(row, "redactions"));
-        json_object_set(out, "price", json_object_get(row, "price"));
-        json_t *im = json_object_get(row, "image");
-        json_object_set_new(out, "image", json_is_string(im) ? json_incref(im) : json_string("host"));
-        json_t *ins = al_row_json(row, "inputs");
+        json_t *ins = al_json_text(row->inputs);
         json_t *sk = json_object_get(ins, "skill");
         if (json_is_object(sk))
             json_object_set_new(out, "skill", json_pack("{s:O, s:O, s:O, s:O, s:O}", "name", json_object_get(sk, "name"),
@@ -100,76 +108,72 @@ json_t *al_run_json(al_service *s, json_t *row) {
                                                         json_object_get(sk, "mode")));
         json_decref(ins);
     } else {
+        json_decref(arts);
+        json_decref(previews);
+        json_decref(skipped);
         json_decref(approval);
     }
     return out;
 }
 
-/* A list's entry: what a run is, never what it printed. The columns come
- * from AL_RUN_SUMMARY_COLUMNS (service.h), so that a list never loads a
- * run's result, code or previews into the daemon: each is up to megabytes,
- * and a page holds up to 200 runs. GET /v1/runs/{id} has the rest. */
-json_t *al_run_summary_json(json_t *row) {
-    json_t *lim = al_row_json(row, "limits");
-    json_t *limits = json_pack("{s:O, s:I, s:f, s:O}", "timeout_s", json_object_get(lim, "timeout_s"), "memory_mb",
-                               (json_int_t)(json_integer_value(json_object_get(lim, "memory_bytes")) >> 20), "cpus",
-                               (double)json_integer_value(json_object_get(lim, "cpu_millis")) / 1000.0, "pids",
-                               json_object_get(lim, "pids"));
-    json_decref(lim);
+json_t *al_run_result_summary(json_t *result) {
+    if (!json_is_object(result))
+        return NULL;
+    json_t *sum = json_object();
+    static const char *const nums[] = { "exit_code", "signal", "reason", "stdout_bytes", "stderr_bytes",
+                                        "wall_ms", "cpu_ms", "peak_memory_bytes" };
+    for (size_t i = 0; sum && i < ELEMENTSOF(nums); i++)
+        json_object_set(sum, nums[i], json_object_get(result, nums[i]) ?: json_null());
+    static const char *const flags[] = { "stdout_truncated", "stderr_truncated" };
+    for (size_t i = 0; sum && i < ELEMENTSOF(flags); i++) {
+        json_t *v = json_object_get(result, flags[i]);
+        json_object_set_new(sum, flags[i], json_boolean(json_is_true(v) || (json_is_integer(v) && json_integer_value(v))));
+    }
+    return sum;
+}
+
+/* A list's entry: what a run is, never what it printed. The store keeps a
+ * summary of the result beside it (written when the run ends), so that a
+ * list never loads a run's result, code or previews into the daemon: each
+ * is up to megabytes, and a page holds up to 200 runs. GET /v1/runs/{id}
+ * has the rest. */
+json_t *al_run_summary_json(const al_store_run_brief *b) {
+    const al_store_run *r = &b->run;
     json_t *result = json_null();
-    if (json_is_true(json_object_get(row, "has_result")) || json_integer_value(json_object_get(row, "has_result")) == 1) {
+    if (r->result_summary) {
+        json_t *sum = al_json_text(r->result_summary);
         result = json_object();
         static const char *const nums[] = { "exit_code", "signal", "reason", "stdout_bytes", "stderr_bytes",
                                             "wall_ms", "cpu_ms", "peak_memory_bytes" };
         for (size_t i = 0; i < ELEMENTSOF(nums); i++)
-            json_object_set(result, nums[i], json_object_get(row, nums[i]) ?: json_null());
-        json_object_set_new(result, "stdout_truncated",
-                            json_boolean(json_integer_value(json_object_get(row, "stdout_truncated")) != 0));
-        json_object_set_new(result, "stderr_truncated",
-                            json_boolean(json_integer_value(json_object_get(row, "stderr_truncated")) != 0));
+            json_object_set(result, nums[i], json_object_get(sum, nums[i]) ?: json_null());
+        json_object_set_new(result, "stdout_truncated", json_boolean(json_is_true(json_object_get(sum, "stdout_truncated"))));
+        json_object_set_new(result, "stderr_truncated", json_boolean(json_is_true(json_object_get(sum, "stderr_truncated"))));
+        json_decref(sum);
     }
-    json_t *error = json_is_string(json_object_get(row, "error_code"))
-                        ? json_pack("{s:O, s:O}", "code", json_object_get(row, "error_code"), "message",
-                                    json_object_get(row, "error_message"))
-                        : json_null();
-    json_t *im = json_object_get(row, "image");
-    json_t *out = json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:o, s:O, s:O, s:O, s:o, s:o, s:O, s:O, s:o}",
-                            "id", json_object_get(row, "id"), "state", json_object_get(row, "state"),
-                            "language", json_object_get(row, "language"), "thread_id", json_object_get(row, "thread_id"),
-                            "description", json_object_get(row, "description"), "network", json_object_get(row, "network"),
-                            "limits", limits, "created_at", json_object_get(row, "created_at"),
-                            "started_at", json_object_get(row, "started_at"), "finished_at", json_object_get(row, "finished_at"),
-                            "result", result, "error", error, "redactions", json_object_get(row, "redactions"),
-                            "price", json_object_get(row, "price"),
-                            "image", json_is_string(im) ? json_incref(im) : json_string("host"));
+    json_t *out = run_base_json(r, result);
     if (!out)
         return NULL;
     json_object_set_new(out, "summary", json_true());
-    json_object_set(out, "artifact_count", json_object_get(row, "artifact_count"));
-    json_object_set_new(out, "preview_count", json_integer(json_integer_value(json_object_get(row, "preview_count"))));
-    json_object_set_new(out, "skipped_count", json_integer(json_integer_value(json_object_get(row, "skipped_count"))));
-    json_t *dec = json_object_get(row, "approval_decision");
-    json_object_set_new(out, "approval", json_is_true(json_object_get(row, "has_approval")) ||
-                                                 json_integer_value(json_object_get(row, "has_approval")) == 1
-                                             ? json_pack("{s:O, s:O, s:O, s:O}", "id",
-                                                         json_object_get(row, "approval_id") ?: json_null(), "hash",
-                                                         json_object_get(row, "approval_hash") ?: json_null(),
-                                                         "decision", dec ? dec : json_null(), "expires_at",
-                                                         json_object_get(row, "approval_expires_at") ?: json_null())
-                                             : json_null());
-    if (json_is_string(json_object_get(row, "skill_name")))
-        json_object_set_new(out, "skill", json_pack("{s:O, s:O}", "name", json_object_get(row, "skill_name"), "version",
-                                                    json_object_get(row, "skill_version") ?: json_null()));
+    json_object_set_new(out, "artifact_count", json_integer(b->artifact_count));
+    json_object_set_new(out, "preview_count", json_integer(r->preview_count));
+    json_object_set_new(out, "skipped_count", json_integer(r->skipped_count));
+    json_object_set_new(out, "approval",
+                        b->has_approval ? json_pack("{s:s, s:o, s:o, s:o}", "id", b->approval_id, "hash",
+                                                    str_or_null(b->approval_hash, true), "decision",
+                                                    str_or_null(b->approval_decision, true), "expires_at",
+                                                    str_or_null(b->approval_expires_at, true))
+                                        : json_null());
+    if (r->skill_name)
+        json_object_set_new(out, "skill", json_pack("{s:s, s:o}", "name", r->skill_name, "version",
+                                                    str_or_null(r->skill_version, false)));
     return out;
 }
 
-json_t *al_run_load(al_service *s, const al_principal *p, const char *id) {
+al_store_run *al_run_load(al_service *s, const al_principal *p, const char *id) {
     al_error err = { 0 };
-    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ? AND workspace_id = ?", "ss", id,
-                                  p->workspace_id);
-    json_t *row = rows && json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
-    json_decref(rows);
-    return row;
+    al_store_run *run = NULL;
+    return al_store_run_get(s->store, id, p->workspace_id, &run, &err) == 0 ? run : NULL;
 }
 
 /* ----------------------------------------------------------- errors */
@@ -192,28 +196,26 @@ static unsigned run_error(json_t **ret, unsigned status, const char *code, const
  * (or the wait ran out). */
 static unsigned run_answer(al_service *s, const al_principal *p, const char *run_id, const al_run_extra *x,
                            json_t **ret_doc) {
-    json_t *row = al_run_load(s, p, run_id);
+    al_store_run *row = al_run_load(s, p, run_id);
     if (row && x->wait) {
         uint64_t secs = x->wait_secs;
         if (!secs) {
             /* the run's timeout + 30 s */
-            json_t *lim = al_row_json(row, "limits");
+            json_t *lim = al_json_text(row->limits);
             secs = (uint64_t)json_integer_value(json_object_get(lim, "timeout_s")) + 30;
             json_decref(lim);
         }
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += (time_t)secs;
-        json_decref(row);
+        al_store_run_free(row);
         al_error err = { 0 };
         for (;;) {
             /* only the state on each wake-up (the whole row holds the code,
              * up to a MiB), and only this run's events wake it */
             uint64_t gen = al_service_run_event_gen(s, run_id);
-            json_t *st = al_store_query(s->store, &err, "SELECT state FROM runs WHERE id = ?", "s", run_id);
-            bool over = !st || json_array_size(st) == 0 ||
-                        al_run_state_terminal(json_string_value(json_object_get(json_array_get(st, 0), "state")));
-            json_decref(st);
+            al_run_state st;
+            bool over = al_store_run_state(s->store, run_id, &st, &err) < 0 || al_run_state_ended(st);
             if (over || !al_service_wait_run_event(s, run_id, gen, &until))
                 break;
         }
@@ -222,7 +224,7 @@ static unsigned run_answer(al_service *s, const al_principal *p, const char *run
     if (!row)
         return run_error(ret_doc, 500, "internal", "run vanished");
     *ret_doc = al_run_json(s, row);
-    json_decref(row);
+    al_store_run_free(row);
     return x->wait ? 200 : 201;
 }
 
@@ -254,15 +256,13 @@ static void fail_recorded(al_service *s, const al_principal *p, const al_run_ext
     al_error err = { 0 };
     char now[40];
     al_store_now(now, sizeof now);
-    if (al_store_exec(s->store, &err,
-                      "UPDATE runs SET state = 'error', error_code = ?, error_message = ?, finished_at = ? "
-                      "WHERE id = ? AND state IN ('queued', 'pending_approval')",
-                      "ssss", code, msg, now, run_id) > 0) {
+    if (al_store_run_end(s->store, run_id, AL_RUN_BIT(AL_RUN_QUEUED) | AL_RUN_BIT(AL_RUN_PENDING_APPROVAL), AL_RUN_ERROR,
+                         code, msg, now, &err) > 0) {
         al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "error"));
-        json_t *row = al_run_load(s, p, run_id);
+        al_store_run *row = al_run_load(s, p, run_id);
         if (row)
             al_service_append_event(s, run_id, "result", al_run_json(s, row));
-        json_decref(row);
+        al_store_run_free(row);
     }
     al_rm_rf(dir);
     if (ex->idem && ex->idem->key[0])
@@ -449,11 +449,9 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         /* the queue, and this person's and organisation's share of it (runs
          * waiting for an approval count in the person's) */
         char qmsg[300];
-        json_t *pend = al_store_query(s->store, &err,
-                                      "SELECT COUNT(*) AS n FROM runs WHERE person_id = ? AND state = 'pending_approval'",
-                                      "s", p->person_id);
-        int pending = (int)json_integer_value(json_object_get(json_array_get(pend, 0), "n"));
-        json_decref(pend);
+        int64_t pend = 0;
+        al_store_runs_count_of(s->store, p->person_id, AL_RUN_PENDING_APPROVAL, &pend, &err);
+        int pending = (int)pend;
         if (al_service_queue_room(s, p->person_id, p->org_id, pending, qmsg, sizeof qmsg) < 0) {
             /* http.c's answer adds Retry-After to every 429 */
             ret = run_error(ret_doc, 429, "queue_full", "%s", qmsg);
@@ -539,11 +537,11 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
          * and what the run gets: pinned, so a version the thread gains
          * before the run starts is not staged in its place */
         char *pre_text = json_dumps(inputs, JSON_COMPACT);
-        json_t *pre = json_pack("{s:s, s:s?, s:s}", "workspace_id", p->workspace_id, "thread_id",
-                                rq.thread_id, "inputs", pre_text ? pre_text : "{}");
+        al_store_run pre = { .inputs = pre_text };
+        snprintf(pre.workspace_id, sizeof pre.workspace_id, "%s", p->workspace_id);
+        snprintf(pre.thread_id, sizeof pre.thread_id, "%s", rq.thread_id ? rq.thread_id : "");
+        json_t *docs = pre_text ? al_approval_documents(s, &pre, &err) : NULL;
         free(pre_text);
-        json_t *docs = pre ? al_approval_documents(s, pre, &err) : NULL;
-        json_decref(pre);
         if (!docs) {
             json_decref(inputs);
             free(limits_text);
@@ -562,16 +560,24 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     bool began = n >= 0;
     if (n >= 0 && idem)
         n = taken = al_idem_record(s->store, p, ex->idem, "run", run_id, &err);
-    if (n >= 0)
-        n = al_store_exec(s->store, &err,
-                          "INSERT INTO runs (id, org_id, workspace_id, person_id, thread_id, language, code, description, "
-                          "network, limits, inputs, state, created_at, price, image, input_bytes) "
-                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                          "ssssSssssssssiSi", run_id, p->org_id, p->workspace_id, p->person_id, rq.thread_id,
-                          language, rq.code, rq.description ? rq.description : "",
-                          net_spec,
-                          limits_text, inputs_text, needs_approval ? "pending_approval" : "queued", now, price,
-                          image_ref[0] ? image_ref : NULL, (int64_t)input_bytes);
+    if (n >= 0) {
+        json_t *skn = json_object_get(ex->skill, "name"), *skv = json_object_get(ex->skill, "version");
+        al_store_run rec = { .code = (char *)rq.code, .description = (char *)(rq.description ? rq.description : ""),
+                             .network = net_spec, .limits = limits_text, .inputs = inputs_text,
+                             .state = needs_approval ? AL_RUN_PENDING_APPROVAL : AL_RUN_QUEUED, .price = price,
+                             .input_bytes = (int64_t)input_bytes,
+                             .skill_name = json_is_string(skn) ? (char *)json_string_value(skn) : NULL,
+                             .skill_version = json_is_string(skv) ? (char *)json_string_value(skv) : NULL };
+        snprintf(rec.id, sizeof rec.id, "%s", run_id);
+        snprintf(rec.org_id, sizeof rec.org_id, "%s", p->org_id);
+        snprintf(rec.workspace_id, sizeof rec.workspace_id, "%s", p->workspace_id);
+        snprintf(rec.person_id, sizeof rec.person_id, "%s", p->person_id);
+        snprintf(rec.thread_id, sizeof rec.thread_id, "%s", rq.thread_id ? rq.thread_id : "");
+        snprintf(rec.language, sizeof rec.language, "%s", language);
+        snprintf(rec.created_at, sizeof rec.created_at, "%s", now);
+        snprintf(rec.image, sizeof rec.image, "%s", image_ref);
+        n = al_store_run_insert(s->store, &rec, &err);
+    }
     if (n >= 0)
         n = al_store_commit(s->store, &err);
     else if (began)
@@ -589,7 +595,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         ret = run_error(ret_doc, 500, "internal", "cannot record the run: %s", err.msg);
         goto out;
     }
-    json_t *run_row = al_run_load(s, p, run_id);
+    al_store_run *run_row = al_run_load(s, p, run_id);
     char in_hash[65] = "";
     json_t *manifest = NULL;
     if (needs_approval) {
@@ -597,7 +603,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         manifest = run_row ? al_approval_manifest(s, run_row, &err) : NULL;
         if (!manifest) {
             fail_recorded(s, p, ex, run_id, dir, "inputs", "its inputs could not be read back for the approval card");
-            json_decref(run_row);
+            al_store_run_free(run_row);
             ret = run_error(ret_doc, 500, "internal", "cannot read back the run's inputs for its approval card: %s", err.msg);
             goto out;
         }
@@ -609,7 +615,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         /* a run the trail cannot show does not start (the log says why) */
         fail_recorded(s, p, ex, run_id, dir, "audit_failed", "its audit event could not be written");
         json_decref(manifest);
-        json_decref(run_row);
+        al_store_run_free(run_row);
         ret = run_error(ret_doc, 500, "audit_failed", "the run's audit event could not be written: it was not started");
         goto out;
     }
@@ -618,10 +624,10 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         al_store_new_id("apr", apid, sizeof apid);
         al_rfc3339_after((int64_t)json_number_value(json_object_get(settings, "approval_ttl_s")), expires, sizeof expires);
         json_t *rj = al_run_json(s, run_row);
-        json_t *card = json_pack("{s:s, s:O, s:s, s:s, s:s, s:O, s:s, s:O, s:s, s:s, s:s}", "id", apid, "code", json_object_get(body, "code"),
+        json_t *card = json_pack("{s:s, s:O, s:s, s:s, s:s, s:O, s:s, s:s, s:s, s:s, s:s}", "id", apid, "code", json_object_get(body, "code"),
                                  "language", language, "runtime", image_ref[0] ? image_ref : "host", "network", net_spec, "limits",
                                  json_object_get(rj, "limits"), "risk", "high", "description",
-                                 json_object_get(run_row, "description"), "hash", in_hash, "requested_at", now,
+                                 run_row->description ? run_row->description : "", "hash", in_hash, "requested_at", now,
                                  "expires_at", expires);
         json_decref(rj);
         /* what goes in the box besides the code: names, sizes and sha256,
@@ -640,7 +646,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
             fail_recorded(s, p, ex, run_id, dir, "approval", "its approval card could not be recorded");
             json_decref(card);
             json_decref(manifest);
-            json_decref(run_row);
+            al_store_run_free(run_row);
             ret = run_error(ret_doc, 500, "internal", "cannot record the approval card: %s", err.msg);
             goto out;
         }
@@ -654,7 +660,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         if (al_service_enqueue(s, run_id, p->person_id, p->org_id,
                                (int)json_number_value(json_object_get(settings, "concurrency")), true, qmsg,
                                sizeof qmsg) < 0) {
-            json_decref(run_row);
+            al_store_run_free(run_row);
             /* never in the queue: ended here, its inputs removed */
             al_service_end_unqueued(s, run_id, qmsg);
             /* nothing ran: a retry with the key is a new attempt, not this
@@ -666,7 +672,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         }
     }
     json_decref(manifest);
-    json_decref(run_row);
+    al_store_run_free(run_row);
     ret = run_answer(s, p, run_id, ex, ret_doc);
 out:
     al_run_request_free(&rq);
@@ -676,12 +682,11 @@ out:
 
 int al_run_cancel(al_service *s, const al_principal *p, const char *id) {
     al_error err = { 0 };
-    json_t *row = al_run_load(s, p, id);
+    al_store_run *row = al_run_load(s, p, id);
     if (!row)
         return -ENOENT;
-    const char *st = json_string_value(json_object_get(row, "state"));
-    bool ended = al_run_state_terminal(st), pending = st && strcmp(st, "pending_approval") == 0;
-    json_decref(row);
+    bool ended = al_run_state_ended(row->state), pending = row->state == AL_RUN_PENDING_APPROVAL;
+    al_store_run_free(row);
     /* withdrawn before anyone decided: the withdrawal and a decision are
      * one transaction each, so only one of them lands; one that lost to an
      * approval cancels the run that is now queued, like any other */

@@ -98,11 +98,7 @@ int64_t al_service_append_event(al_service *s, const char *run_id, const char *t
         return -EINVAL;
     }
     al_error err = { 0 };
-    /* one statement: the next number is taken atomically */
-    int r = al_store_exec(s->store, &err,
-                          "INSERT INTO run_events (run_id, seq, type, data) "
-                          "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM run_events WHERE run_id = ?",
-                          "ssss", run_id, type, text, run_id);
+    int r = al_store_event_append(s->store, run_id, type, text, &err);
     free(text);
     wake_run(s, run_id);
     return r;
@@ -312,23 +308,26 @@ int al_service_person_queued(al_service *s, const char *person_id) {
     return n;
 }
 
+/* RUN_ID ended canceled while it was queued: its inputs go, its state and
+ * result events say so. */
+static void ended_unqueued(al_service *s, const char *run_id) {
+    al_error err = { 0 };
+    al_service_drop_inputs(s, run_id);
+    state_event(s, run_id, "canceled");
+    _cleanup_run_ al_store_run *run = NULL;
+    if (al_store_run_get(s->store, run_id, NULL, &run, &err) == 0)
+        al_service_append_event(s, run_id, "result", al_run_json(s, run));
+    al_skills_run_ended(s);
+}
+
 static int finish_canceled_queued(al_service *s, const char *run_id) {
     char now[40];
     al_store_now(now, sizeof now);
     al_error err = { 0 };
-    int n = al_store_exec(s->store, &err,
-                          "UPDATE runs SET state = 'canceled', finished_at = ?, error_code = 'canceled', "
-                          "error_message = 'canceled before it started' WHERE id = ? AND state = 'queued'",
-                          "ss", now, run_id);
-    if (n > 0) {
-        al_service_drop_inputs(s, run_id);
-        state_event(s, run_id, "canceled");
-        json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", run_id);
-        if (rows && json_array_size(rows))
-            al_service_append_event(s, run_id, "result", al_run_json(s, json_array_get(rows, 0)));
-        json_decref(rows);
-        al_skills_run_ended(s);
-    }
+    int n = al_store_run_end(s->store, run_id, AL_RUN_BIT(AL_RUN_QUEUED), AL_RUN_CANCELED, "canceled",
+                             "canceled before it started", now, &err);
+    if (n > 0)
+        ended_unqueued(s, run_id);
     return n;
 }
 
@@ -344,41 +343,29 @@ void al_service_end_unqueued(al_service *s, const char *run_id, const char *why)
     char now[40];
     al_store_now(now, sizeof now);
     al_error err = { 0 };
-    int n = al_store_exec(s->store, &err,
-                          "UPDATE runs SET state = 'canceled', finished_at = ?, error_code = 'queue_full', "
-                          "error_message = ? WHERE id = ? AND state = 'queued'",
-                          "sss", now, why && *why ? why : "the run queue was full", run_id);
-    if (n > 0) {
-        al_service_drop_inputs(s, run_id);
-        state_event(s, run_id, "canceled");
-        json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", run_id);
-        if (rows && json_array_size(rows))
-            al_service_append_event(s, run_id, "result", al_run_json(s, json_array_get(rows, 0)));
-        json_decref(rows);
-        al_skills_run_ended(s);
-    }
+    if (al_store_run_end(s->store, run_id, AL_RUN_BIT(AL_RUN_QUEUED), AL_RUN_CANCELED, "queue_full",
+                         why && *why ? why : "the run queue was full", now, &err) > 0)
+        ended_unqueued(s, run_id);
 }
 
 int64_t al_credits_unreserved(al_service *s, const char *org_id, int64_t *ret_reserved) {
     al_error err = { 0 };
-    json_t *rows = al_store_query(s->store, &err,
-                                  "SELECT COALESCE(SUM(price), 0) AS held FROM runs WHERE org_id = ? AND state = 'queued'",
-                                  "s", org_id);
-    int64_t held = rows ? (int64_t)json_integer_value(json_object_get(json_array_get(rows, 0), "held")) : 0;
-    json_decref(rows);
+    int64_t held = 0;
+    if (al_store_runs_queued_price(s->store, org_id, &held, &err) < 0)
+        held = 0;
     *ret_reserved = held;
     return al_credits_balance(s, org_id) - held;
 }
 
 int64_t al_runs_pending_input_bytes(al_service *s, const char *org_id) {
     al_error err = { 0 };
-    json_t *rows = al_store_query(s->store, &err,
-                                  "SELECT COALESCE(SUM(input_bytes), 0) AS b FROM runs WHERE org_id = ? "
-                                  "AND state IN ('pending_approval', 'queued', 'provisioning', 'running')",
-                                  "s", org_id);
+    int64_t b = 0;
     /* a failed read counts as full: fail closed */
-    int64_t b = rows ? (int64_t)json_integer_value(json_object_get(json_array_get(rows, 0), "b")) : AL_USAGE_UNKNOWN;
-    json_decref(rows);
+    if (al_store_runs_input_bytes(s->store, org_id,
+                                  AL_RUN_BIT(AL_RUN_PENDING_APPROVAL) | AL_RUN_BIT(AL_RUN_QUEUED) |
+                                      AL_RUN_BIT(AL_RUN_PROVISIONING) | AL_RUN_BIT(AL_RUN_RUNNING),
+                                  &b, &err) < 0)
+        b = AL_USAGE_UNKNOWN;
     return b;
 }
 
@@ -412,29 +399,29 @@ int al_service_cancel(al_service *s, const char *run_id) {
 
 /* ---------------------------------------------------------------- runner */
 
-static const char *state_of(json_t *result) {
+static al_run_state state_of(json_t *result) {
     const char *reason = json_string_value(json_object_get(result, "reason"));
     if (!reason)
-        return "error";
+        return AL_RUN_ERROR;
     if (strcmp(reason, "exited") == 0) {
         json_t *code = json_object_get(result, "exit_code");
-        return json_is_integer(code) && json_integer_value(code) == 0 ? "succeeded" : "failed";
+        return json_is_integer(code) && json_integer_value(code) == 0 ? AL_RUN_SUCCEEDED : AL_RUN_FAILED;
     }
     if (strcmp(reason, "timeout") == 0)
-        return "timed_out";
+        return AL_RUN_TIMED_OUT;
     if (strcmp(reason, "memory") == 0 || strcmp(reason, "pids") == 0 || strcmp(reason, "output_limit") == 0)
-        return "killed";
+        return AL_RUN_KILLED;
     if (strcmp(reason, "canceled") == 0)
-        return "canceled";
-    return "error";
+        return AL_RUN_CANCELED;
+    return AL_RUN_ERROR;
 }
 
-static json_t *job_for(al_service *s, json_t *run, const char *dir, al_error *err) {
+static json_t *job_for(al_service *s, const al_store_run *run, const char *dir, al_error *err) {
     if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
         al_err(err, "stage", errno, "mkdir %s: %m", dir);
         return NULL;
     }
-    json_t *limits = json_loads(json_string_value(json_object_get(run, "limits")), 0, NULL);
+    json_t *limits = run->limits ? json_loads(run->limits, 0, NULL) : NULL;
     if (!limits)
         limits = json_object();
     json_t *inputs = json_array();
@@ -453,7 +440,7 @@ static json_t *job_for(al_service *s, json_t *run, const char *dir, al_error *er
             }
         closedir(d);
     }
-    json_t *arts = json_loads(json_string_value(json_object_get(run, "inputs")), 0, NULL);
+    json_t *arts = run->inputs ? json_loads(run->inputs, 0, NULL) : NULL;
     /* what of the thread cannot be staged is listed, and the run starts; a
      * run whose documents were pinned at request time (its approval card
      * names them) gets exactly those versions, not the thread's latest */
@@ -463,8 +450,7 @@ static json_t *job_for(al_service *s, json_t *run, const char *dir, al_error *er
     size_t pi;
     json_t *pd;
     json_array_foreach(pinned, pi, pd) json_array_append(pinned_ids, json_object_get(pd, "id"));
-    int r = al_artifacts_stage(s, json_string_value(json_object_get(run, "workspace_id")),
-                               pinned_ids ? NULL : json_string_value(json_object_get(run, "thread_id")),
+    int r = al_artifacts_stage(s, run->workspace_id, pinned_ids || !run->thread_id[0] ? NULL : run->thread_id,
                                pinned_ids ? pinned_ids : json_object_get(arts, "artifacts"), docs, docs_skipped, err);
     json_decref(pinned_ids);
     json_decref(arts);
@@ -483,12 +469,11 @@ static json_t *job_for(al_service *s, json_t *run, const char *dir, al_error *er
         json_decref(inputs);
         return NULL;
     }
-    json_t *job = json_pack("{s:O, s:O, s:o, s:s, s:o, s:O}", "language", json_object_get(run, "language"), "code",
-                            json_object_get(run, "code"), "inputs", inputs, "out_dir", out, "limits", limits,
-                            "network", json_object_get(run, "network"));
+    json_t *job = json_pack("{s:s, s:s?, s:o, s:s, s:o, s:s?}", "language", run->language, "code", run->code, "inputs",
+                            inputs, "out_dir", out, "limits", limits, "network", run->network);
     /* the helper ignores it; the run's result gets it */
     json_object_set_new(job, "documents_skipped", docs_skipped);
-    json_t *ins = json_loads(json_string_value(json_object_get(run, "inputs")), 0, NULL);
+    json_t *ins = run->inputs ? json_loads(run->inputs, 0, NULL) : NULL;
     if (json_is_array(json_object_get(ins, "args")))
         json_object_set(job, "args", json_object_get(ins, "args"));
     json_t *skill = json_object_get(ins, "skill");
@@ -514,7 +499,7 @@ static json_t *job_for(al_service *s, json_t *run, const char *dir, al_error *er
     snprintf(stdin_path, sizeof stdin_path, "%s/stdin", dir);
     if (access(stdin_path, F_OK) == 0)
         json_object_set_new(job, "stdin_path", json_string(stdin_path));
-    const char *image = json_string_value(json_object_get(run, "image"));
+    const char *image = run->image[0] ? run->image : NULL;
     if (image) {
         /* resolved again now: an image removed since the run was accepted
          * is a provisioning failure, not a broken box */
@@ -616,9 +601,9 @@ static void pace_output(al_service *s, const char *run_id, output_pace *op, int 
         pace_flush(s, run_id, op, i);
 }
 
-static void end_run(al_service *s, json_t *run, const char *state, json_t *result, const char *err_code,
+static void end_run(al_service *s, const al_store_run *run, al_run_state state, json_t *result, const char *err_code,
                     const char *err_msg, const char *dir, al_dlp *dlp, int64_t duration_ms) {
-    const char *run_id = json_string_value(json_object_get(run, "id"));
+    const char *run_id = run->id;
     al_error err = { 0 };
     /* nothing unredacted is stored where the agent can read it */
     int redactions = redact_result(dlp, result);
@@ -629,11 +614,12 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
         char out[PATH_MAX + 64];
         snprintf(out, sizeof out, "%s/out", dir);
         if (al_artifacts_ingest(s, run, out, result, &published, &previews, skipped, &err) < 0 && !err_code) {
-            state = "error";
+            state = AL_RUN_ERROR;
             err_code = "artifacts";
             err_msg = err.msg;
         }
     }
+    const char *state_name = al_run_state_name(state);
     char now[40];
     al_store_now(now, sizeof now);
     /* recorded before the run is seen to end, so whoever sees the end
@@ -657,7 +643,7 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
         al_utf8_fix(preview);
     }
     json_t *exit_code = result ? json_object_get(result, "exit_code") : NULL;
-    json_t *ins = json_loads(json_string_value(json_object_get(run, "inputs")), 0, NULL);
+    json_t *ins = al_json_text(run->inputs);
     json_t *skill = json_object_get(ins, "skill");
     /* what the egress log says, in brief; the log itself is in the result */
     json_int_t egress_conns = 0, egress_bytes = 0, egress_denied = 0;
@@ -670,49 +656,56 @@ static void end_run(al_service *s, json_t *run, const char *state, json_t *resul
                         json_integer_value(json_object_get(ev, "bytes_down"));
     }
     al_governance_audit(s, run, "tool.call", NULL,
-                        json_pack("{s:s, s:s, s:s, s:s?, s:O, s:s, s:s, s:I, s:O, s:s, s:{s:I, s:I, s:I}, s:s, s:i}",
+                        json_pack("{s:s, s:s, s:s, s:s?, s:O, s:s, s:s, s:I, s:s?, s:s, s:{s:I, s:I, s:I}, s:s, s:i}",
                                   "tool", skill ? "run_skill_script" : "code_execution", "via",
                                   json_string_value(json_object_get(ins, "via")) ?: "rest", "invocation_id", run_id,
                                   "input_sha256", input_hash[0] ? input_hash : NULL,
                                   "exit_code", exit_code ? exit_code : json_null(), "output_preview", preview,
-                                  "language", json_string_value(json_object_get(run, "language")), "duration_ms",
-                                  (json_int_t)duration_ms, "network", json_object_get(run, "network"),
-                                  "image_digest", json_is_string(json_object_get(run, "image"))
-                                                      ? json_string_value(json_object_get(run, "image")) : "host",
-                                  "egress", "connections", egress_conns, "denied", egress_denied, "bytes", egress_bytes, "state", state,
-                                  "redactions", redactions));
+                                  "language", run->language, "duration_ms", (json_int_t)duration_ms, "network",
+                                  run->network, "image_digest", run->image[0] ? run->image : "host",
+                                  "egress", "connections", egress_conns, "denied", egress_denied, "bytes", egress_bytes,
+                                  "state", state_name, "redactions", redactions));
     json_decref(ins);
-    al_store_exec(s->store, &err,
-                  "INSERT OR REPLACE INTO analytics (run_id, org_id, workspace_id, language, state, exit_code, duration_ms, "
-                  "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                  "sssssiis", run_id, json_string_value(json_object_get(run, "org_id")),
-                  json_string_value(json_object_get(run, "workspace_id")), json_string_value(json_object_get(run, "language")),
-                  state, (int64_t)(json_is_integer(exit_code) ? json_integer_value(exit_code) : -1), duration_ms, now);
-    char *res_text = result ? json_dumps(result, JSON_COMPACT) : NULL;
-    char *prev_text = previews ? json_dumps(previews, JSON_COMPACT) : NULL;
-    char *skip_text = json_dumps(skipped, JSON_COMPACT);
-    al_store_exec(s->store, &err,
-                  "UPDATE runs SET state = ?, result = ?, previews = ?, skipped = ?, error_code = ?, "
-                  "error_message = ?, finished_at = ?, redactions = ? WHERE id = ?",
-                  "sSSSSSsis", state, res_text, prev_text, skip_text, err_code, err_msg, now, (int64_t)redactions, run_id);
-    if (strcmp(state, "error") == 0)
-        al_credits_refund(s, run_id, &err); /* airlock's own failure is not charged */
-    free(res_text);
-    free(prev_text);
-    free(skip_text);
+    al_store_analytics an = { .state = state,
+                              .exit_code = json_is_integer(exit_code) ? (int64_t)json_integer_value(exit_code) : -1,
+                              .duration_ms = duration_ms };
+    snprintf(an.run_id, sizeof an.run_id, "%s", run_id);
+    snprintf(an.org_id, sizeof an.org_id, "%s", run->org_id);
+    snprintf(an.workspace_id, sizeof an.workspace_id, "%s", run->workspace_id);
+    snprintf(an.language, sizeof an.language, "%s", run->language);
+    snprintf(an.created_at, sizeof an.created_at, "%s", now);
+    al_store_analytics_put(s->store, &an, &err);
+    json_t *summary = al_run_result_summary(result);
+    al_store_run fin = { .state = state, .result = result ? json_dumps(result, JSON_COMPACT) : NULL,
+                         .previews = previews ? json_dumps(previews, JSON_COMPACT) : NULL,
+                         .skipped = json_dumps(skipped, JSON_COMPACT), .error_message = (char *)err_msg,
+                         .redactions = redactions,
+                         .result_summary = summary ? json_dumps(summary, JSON_COMPACT) : NULL,
+                         .preview_count = (int64_t)json_array_size(previews),
+                         .skipped_count = (int64_t)json_array_size(skipped) };
+    json_decref(summary);
+    snprintf(fin.id, sizeof fin.id, "%s", run_id);
+    snprintf(fin.error_code, sizeof fin.error_code, "%s", err_code ? err_code : "");
+    snprintf(fin.finished_at, sizeof fin.finished_at, "%s", now);
+    al_store_run_finish(s->store, &fin, &err);
+    if (state == AL_RUN_ERROR)
+        al_store_run_refund(s->store, run_id, now, &err); /* airlock's own failure is not charged */
+    free(fin.result);
+    free(fin.previews);
+    free(fin.skipped);
+    free(fin.result_summary);
     for (size_t i = 0; published && i < json_array_size(published); i++)
         al_service_append_event(s, run_id, "artifact", json_incref(json_array_get(published, i)));
     json_decref(published);
     json_decref(previews);
     json_decref(skipped);
-    state_event(s, run_id, state);
-    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", run_id);
-    if (rows && json_array_size(rows))
-        al_service_append_event(s, run_id, "result", al_run_json(s, json_array_get(rows, 0)));
-    json_decref(rows);
+    state_event(s, run_id, state_name);
+    _cleanup_run_ al_store_run *ended = NULL;
+    if (al_store_run_get(s->store, run_id, NULL, &ended, &err) == 0)
+        al_service_append_event(s, run_id, "result", al_run_json(s, ended));
     al_service_log(s, "run.end", json_pack("{s:s, s:s, s:s, s:s?, s:O?}", "run_id", run_id, "workspace_id",
-                                          json_string_value(json_object_get(run, "workspace_id")), "state", state,
-                                          "error", err_code, "wall_ms", result ? json_object_get(result, "wall_ms") : NULL));
+                                          run->workspace_id, "state", state_name, "error", err_code, "wall_ms",
+                                          result ? json_object_get(result, "wall_ms") : NULL));
     al_skills_run_ended(s);
 }
 
@@ -736,8 +729,8 @@ void al_service_log(al_service *s, const char *event, json_t *fields) {
 /* Why the tools RUN (a runs row) needs are no longer on the allow-list of
  * SETTINGS, or NULL: a skill's run needs run_skill_script, the test bench
  * code_execution too, any other run code_execution. */
-static const char *tool_withdrawn(json_t *settings, json_t *run) {
-    json_t *ins = al_row_json(run, "inputs");
+static const char *tool_withdrawn(json_t *settings, const al_store_run *run) {
+    json_t *ins = al_json_text(run->inputs);
     json_t *sk = json_object_get(ins, "skill");
     bool skill = json_is_object(sk);
     bool bench = skill && strcmp(json_string_value(json_object_get(sk, "mode")) ?: "", "test") == 0;
@@ -765,24 +758,27 @@ static void *runner_main(void *p) {
     char dir[PATH_MAX + 64], now[40];
     snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, a->run_id);
     al_store_now(now, sizeof now);
-    json_t *result = NULL, *run = NULL, *job = NULL;
-    const char *final = "error", *ecode = NULL, *emsg = NULL;
+    json_t *result = NULL, *job = NULL;
+    al_store_run *run = NULL;
+    al_run_state final = AL_RUN_ERROR;
+    const char *ecode = NULL, *emsg = NULL;
     char emsg_buf[600] = "";
     uint64_t t0 = al_now_ms();
 
     al_dlp *dlp = NULL;
     al_dlp_stream streams[2] = { { 0 }, { 0 } };
     output_pace pace = { 0 };
-    json_t *rows = NULL;
     /* A workspace whose driver was switched off while this run waited:
      * it does not start (and is not charged). */
-    json_t *pre = al_store_query(s->store, &err,
-                                 "SELECT workspace_id, network, inputs FROM runs WHERE id = ? AND state = 'queued'", "s",
-                                 a->run_id);
-    if (pre && json_array_size(pre)) {
+    al_store_run *pre = NULL;
+    if (al_store_run_get(s->store, a->run_id, NULL, &pre, &err) == 0 && pre->state != AL_RUN_QUEUED) {
+        al_store_run_free(pre);
+        pre = NULL;
+    }
+    if (pre) {
         al_error serr = { 0 };
-        json_t *p0 = json_array_get(pre, 0);
-        json_t *st = al_settings_load(s, json_string_value(json_object_get(p0, "workspace_id")), &serr);
+        const al_store_run *p0 = pre;
+        json_t *st = al_settings_load(s, p0->workspace_id, &serr);
         const char *why = NULL;
         if (!st) {
             /* settings that cannot be read do not start a run (fail closed) */
@@ -798,7 +794,7 @@ static void *runner_main(void *p) {
              * an admin took off network_hosts while the run waited (for a
              * slot or an approval) is not reached */
             al_net_policy *np = malloc(sizeof *np);
-            if (!np || al_net_policy_parse(json_string_value(json_object_get(p0, "network")), np, &serr) < 0 ||
+            if (!np || al_net_policy_parse(p0->network, np, &serr) < 0 ||
                 al_settings_network_check(st, np, &serr) < 0) {
                 ecode = "network_not_allowed";
                 why = np ? serr.msg : "out of memory";
@@ -809,17 +805,12 @@ static void *runner_main(void *p) {
             snprintf(emsg_buf, sizeof emsg_buf, "%s", why);
         json_decref(st);
         if (ecode) {
-            json_decref(pre);
-            rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", a->run_id);
-            run = rows && json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
-            json_decref(rows);
-            if (!run)
-                goto done;
+            run = pre;
             emsg = emsg_buf;
             goto finish;
         }
     }
-    json_decref(pre);
+    al_store_run_free(pre);
     /* canceled between the queue and here: it never starts */
     pthread_mutex_lock(&s->mu);
     bool canceled_early = a->cancel_requested;
@@ -828,10 +819,11 @@ static void *runner_main(void *p) {
         goto done;
     /* queued -> provisioning and the charge, in one transaction, unless it
      * was canceled in between */
-    int n = al_credits_charge(s, a->run_id, &err);
-    rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", a->run_id);
-    run = rows && json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
-    json_decref(rows);
+    al_store_now(now, sizeof now);
+    int n = al_store_run_charge(s->store, a->run_id, now, &err);
+    al_error gerr = { 0 };
+    if (al_store_run_get(s->store, a->run_id, NULL, &run, &gerr) < 0)
+        run = NULL;
     if (n == 0 || !run)
         goto done;
     if (n < 0) {
@@ -846,7 +838,7 @@ static void *runner_main(void *p) {
         /* no box starts without its workspace's DLP patterns: settings
          * that cannot be read, or patterns that do not compile, end it */
         al_error serr = { 0 };
-        json_t *st = al_settings_load(s, json_string_value(json_object_get(run, "workspace_id")), &serr);
+        json_t *st = al_settings_load(s, run->workspace_id, &serr);
         int dr = st ? al_dlp_new(json_object_get(st, "dlp_patterns"), &dlp, &serr) : -EIO;
         json_decref(st);
         if (dr < 0) {
@@ -923,8 +915,7 @@ static void *runner_main(void *p) {
         al_helper_event he;
         switch (al_helper_event_parse(line, (size_t)ln, &he)) {
         case AL_HELPER_EVENT_STARTED:
-            al_store_exec(s->store, &err, "UPDATE runs SET state = 'running' WHERE id = ? AND state = 'provisioning'", "s",
-                          a->run_id);
+            al_store_run_move(s->store, a->run_id, AL_RUN_PROVISIONING, AL_RUN_RUNNING, &err);
             state_event(s, a->run_id, "running");
             break;
         case AL_HELPER_EVENT_STDOUT:
@@ -976,7 +967,7 @@ static void *runner_main(void *p) {
         else if (json_array_size(ds))
             json_object_set(result, "skipped", ds);
         json_t *e = json_object_get(result, "error");
-        if (strcmp(final, "error") == 0 && e) {
+        if (final == AL_RUN_ERROR && e) {
             ecode = "box";
             snprintf(emsg_buf, sizeof emsg_buf, "step %s: %s", json_string_value(json_object_get(e, "step")),
                      json_string_value(json_object_get(e, "message")));
@@ -1001,7 +992,7 @@ done:
     al_rm_rf(dir);
     json_decref(result);
     json_decref(job);
-    json_decref(run);
+    al_store_run_free(run);
     pthread_mutex_lock(&s->mu);
     for (active_run **pp = &s->active; *pp; pp = &(*pp)->next)
         if (*pp == a) {
@@ -1132,13 +1123,12 @@ static void *scheduler_main(void *p) {
  * result event, its tool.call audit, and its inputs gone. */
 static void lost_said(al_service *s, const char *id) {
     al_error err = { 0 };
-    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM runs WHERE id = ?", "s", id);
-    if (rows && json_array_size(rows)) {
-        al_service_append_event(s, id, "result", al_run_json(s, json_array_get(rows, 0)));
-        al_governance_audit(s, json_array_get(rows, 0), "tool.call", NULL,
+    _cleanup_run_ al_store_run *run = NULL;
+    if (al_store_run_get(s->store, id, NULL, &run, &err) == 0) {
+        al_service_append_event(s, id, "result", al_run_json(s, run));
+        al_governance_audit(s, run, "tool.call", NULL,
                 json_pack("{s:s, s:s, s:s}", "invocation_id", id, "state", "error", "error", "lost"));
     }
-    json_decref(rows);
     char dir[PATH_MAX + 64];
     snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, id);
     al_rm_rf(dir);
@@ -1148,70 +1138,65 @@ static void recover(al_service *s) {
     al_error err = { 0 };
     char now[40];
     al_store_now(now, sizeof now);
+    al_store_run_ref *refs = NULL;
+    size_t n = 0;
     /* Runs that were being provisioned or running when the service died:
      * their helpers died with it (PDEATHSIG), and their boxes with those. */
-    json_t *lost = al_store_query(s->store, &err, "SELECT * FROM runs WHERE state IN ('provisioning', 'running')", NULL);
-    for (size_t i = 0; lost && i < json_array_size(lost); i++) {
-        const char *id = json_string_value(json_object_get(json_array_get(lost, i), "id"));
-        al_store_exec(s->store, &err,
-                      "UPDATE runs SET state = 'error', error_code = 'lost', "
-                      "error_message = 'the service stopped while this run was active', finished_at = ? WHERE id = ?",
-                      "ss", now, id);
+    unsigned active = AL_RUN_BIT(AL_RUN_PROVISIONING) | AL_RUN_BIT(AL_RUN_RUNNING);
+    if (al_store_run_refs(s->store, active, &refs, &n, &err) < 0)
+        n = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *id = refs[i].id;
+        al_store_run_end(s->store, id, active, AL_RUN_ERROR, "lost", "the service stopped while this run was active",
+                         now, &err);
         state_event(s, id, "error");
-        al_credits_refund(s, id, &err); /* airlock's own failure: not charged */
+        al_store_run_refund(s->store, id, now, &err); /* airlock's own failure: not charged */
         al_service_log(s, "run.lost", json_pack("{s:s}", "run_id", id));
         lost_said(s, id);
     }
-    json_decref(lost);
+    free(refs);
     /* A run waits for an approval only with its request recorded: one the
      * service died between the two (or failed to record) would wait for a
      * decision no one can make. It never ran, so nothing was charged. */
-    json_t *orphans = al_store_query(s->store, &err,
-                                     "SELECT id FROM runs r WHERE state = 'pending_approval' AND NOT EXISTS "
-                                     "(SELECT 1 FROM approval_requests a WHERE a.run_id = r.id)", NULL);
-    for (size_t i = 0; orphans && i < json_array_size(orphans); i++) {
-        const char *id = json_string_value(json_object_get(json_array_get(orphans, i), "id"));
-        if (al_store_exec(s->store, &err,
-                          "UPDATE runs SET state = 'error', error_code = 'lost', error_message = ?, finished_at = ? "
-                          "WHERE id = ? AND state = 'pending_approval'",
-                          "sss", "the service stopped before this run's approval was requested", now, id) <= 0)
+    if (al_store_run_refs_unrequested(s->store, &refs, &n, &err) < 0)
+        n = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *id = refs[i].id;
+        if (al_store_run_end(s->store, id, AL_RUN_BIT(AL_RUN_PENDING_APPROVAL), AL_RUN_ERROR, "lost",
+                             "the service stopped before this run's approval was requested", now, &err) <= 0)
             continue;
         state_event(s, id, "error");
         al_service_log(s, "run.lost", json_pack("{s:s, s:s}", "run_id", id, "why", "no approval request"));
         lost_said(s, id);
     }
-    json_decref(orphans);
+    free(refs);
     /* A run that ended in error is refunded after its end is written: one
      * the service died in between (or whose refund failed) is refunded
-     * now. al_credits_refund refunds a charge once, however often asked. */
-    json_t *unpaid = al_store_query(s->store, &err,
-                                    "SELECT r.id FROM runs r JOIN ledger c ON c.run_id = r.id AND c.kind = 'charge' "
-                                    "WHERE r.state = 'error' AND NOT EXISTS "
-                                    "(SELECT 1 FROM ledger f WHERE f.run_id = r.id AND f.kind = 'refund')", NULL);
-    for (size_t i = 0; unpaid && i < json_array_size(unpaid); i++) {
-        const char *id = json_string_value(json_object_get(json_array_get(unpaid, i), "id"));
-        if (al_credits_refund(s, id, &err) < 0)
+     * now. The store refunds a charge once, however often asked. */
+    if (al_store_run_refs_unrefunded(s->store, &refs, &n, &err) < 0)
+        n = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *id = refs[i].id;
+        if (al_store_run_refund(s->store, id, now, &err) < 0)
             al_service_log(s, "credits.refund_failed", json_pack("{s:s, s:s}", "run_id", id, "error", err.msg));
     }
-    json_decref(unpaid);
+    free(refs);
     /* Boxes' cgroups whose uid nobody holds any more are leftovers. */
     al_box_sweep_stale();
     /* Queued runs never started: they wait again, in their order. */
-    json_t *queued = al_store_query(s->store, &err,
-                                    "SELECT id, person_id, org_id, workspace_id FROM runs WHERE state = 'queued' ORDER BY seq", NULL);
-    for (size_t i = 0; queued && i < json_array_size(queued); i++) {
-        json_t *r = json_array_get(queued, i);
+    if (al_store_run_refs(s->store, AL_RUN_BIT(AL_RUN_QUEUED), &refs, &n, &err) < 0)
+        n = 0;
+    for (size_t i = 0; i < n; i++) {
+        const al_store_run_ref *r = &refs[i];
         al_error serr = { 0 };
-        json_t *st = al_settings_load(s, json_string_value(json_object_get(r, "workspace_id")), &serr);
+        json_t *st = al_settings_load(s, r->workspace_id, &serr);
         int cap = st ? (int)json_number_value(json_object_get(st, "concurrency")) : 1; /* see al_service_decide */
         json_decref(st);
         /* accepted before the restart: held to the global cap only */
-        if (al_service_enqueue(s, json_string_value(json_object_get(r, "id")),
-                               json_string_value(json_object_get(r, "person_id")),
-                               json_string_value(json_object_get(r, "org_id")), cap, false, NULL, 0) < 0)
-            finish_canceled_queued(s, json_string_value(json_object_get(r, "id")));
+        if (al_service_enqueue(s, r->id, r->person_id, r->org_id, cap, false, NULL, 0) < 0)
+            finish_canceled_queued(s, r->id);
     }
-    json_decref(queued);
+    free(refs);
     /* A run's inline files are stored before its row is written: a crash
      * in between left files that belong to no run (and no quota). Nothing
      * runs yet, so whatever has no row is such a leftover. */
@@ -1221,14 +1206,13 @@ static void recover(al_service *s) {
     while (d && (de = readdir(d))) {
         if (de->d_name[0] == '.')
             continue;
-        json_t *row = al_store_query(s->store, &err, "SELECT id FROM runs WHERE id = ?", "s", de->d_name);
-        if (row && json_array_size(row) == 0) {
+        al_run_state st;
+        if (al_store_run_state(s->store, de->d_name, &st, &err) == -ENOENT) {
             char dir[PATH_MAX + 300];
             snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, de->d_name);
             al_rm_rf(dir);
             orphaned++;
         }
-        json_decref(row);
     }
     if (d)
         closedir(d);
@@ -1242,12 +1226,10 @@ static void recover(al_service *s) {
     while (ld && (le = readdir(ld))) {
         if (le->d_name[0] == '.')
             continue;
-        json_t *st = al_store_query(s->store, &err,
-                                    "SELECT 1 FROM runs WHERE id = ? AND state IN ('queued', 'pending_approval')", "s",
-                                    le->d_name);
-        if (st && json_array_size(st) == 0)
+        al_run_state st;
+        int r = al_store_run_state(s->store, le->d_name, &st, &err);
+        if (r == -ENOENT || (r == 0 && st != AL_RUN_QUEUED && st != AL_RUN_PENDING_APPROVAL))
             al_service_drop_inputs(s, le->d_name);
-        json_decref(st);
     }
     if (ld)
         closedir(ld);

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 
 #include "../drivers/driver.h"
+#include "../store/runs.h"
 #include "../store/store.h"
 #include "run_request.h"
 #include "settings.h"
@@ -169,7 +170,7 @@ int al_artifacts_stage(al_service *s, const char *ws_id, const char *thread_id, 
                        const char *dir, json_t *skipped, al_error *err);
 /* The artifacts' key of THREAD_ID, or of RUN_ID for a run without a thread. */
 int al_artifacts_thread_key(const char *thread_id, const char *run_id, char *buf, size_t len);
-int al_artifacts_ingest(al_service *s, json_t *run, const char *out_dir, json_t *result, json_t **ret_published,
+int al_artifacts_ingest(al_service *s, const al_store_run *run, const char *out_dir, json_t *result, json_t **ret_published,
                         json_t **ret_previews, json_t *skipped, al_error *err);
 const char *al_content_type(const char *path);
 int64_t al_artifacts_org_usage(al_service *s, const char *org_id);
@@ -187,33 +188,31 @@ void al_rm_rf(const char *path);
 /* runs.c: a state that does not change again (a thread id's syntax,
  * al_valid_thread_id, is in run_request.h) */
 bool al_run_state_terminal(const char *state);
-/* The JSON text in column KEY of ROW, parsed (json null when absent or bad). */
-json_t *al_row_json(json_t *row, const char *key);
-/* The run ID of P's workspace (its row), or NULL: other workspaces' runs do
- * not exist for P. */
-json_t *al_run_load(al_service *s, const al_principal *p, const char *id);
+/* JSON TEXT (a document column of a record), parsed (json null when NULL or bad). */
+json_t *al_json_text(const char *text);
+/* The run ID of P's workspace (al_store_run_free), or NULL: other
+ * workspaces' runs do not exist for P. */
+al_store_run *al_run_load(al_service *s, const al_principal *p, const char *id);
 
 /* The workspace's effective settings (defaults, then what it set). NULL with
  * ERR when they cannot be read (a store error, a corrupt row): callers fail
  * closed (refuse the run, do not start it), never fall back to defaults. */
 json_t *al_settings_load(al_service *s, const char *ws_id, al_error *err);
 int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret, al_error *err);
-/* 1 charged (and moved to provisioning), 0 no longer queued, -ENOSPC cannot pay. */
-int al_credits_charge(al_service *s, const char *run_id, al_error *err);
-int al_credits_refund(al_service *s, const char *run_id, al_error *err);
+/* A run's charge and refund are the store's (al_store_run_charge, _refund). */
 int64_t al_credits_balance(al_service *s, const char *org_id);
 /* What a run puts in its box besides its code, as it is now: {files: [{name,
  * size, sha256}] (the run's inline files as stored, by name), stdin: {size,
  * sha256} or null, args, artifacts (the ids asked for), documents: [{id, path,
  * version, size, sha256}] as they will be staged (the pinned versions of
  * inputs.documents when the run has them), skill}. NULL on an error. */
-json_t *al_approval_manifest(al_service *s, json_t *run, al_error *err);
+json_t *al_approval_manifest(al_service *s, const al_store_run *run, al_error *err);
 /* The documents RUN would get if it started now, one row per path, for
  * pinning at request time (inputs.documents). */
-json_t *al_approval_documents(al_service *s, json_t *run, al_error *err);
+json_t *al_approval_documents(al_service *s, const al_store_run *run, al_error *err);
 /* sha256 of the canonical JSON of RUN's code, language, network, limits,
  * runtime and MANIFEST: what an approval binds. */
-void al_approval_hash(json_t *run, json_t *manifest, char out[65]);
+void al_approval_hash(const al_store_run *run, json_t *manifest, char out[65]);
 /* Whether the stored bytes of each of MANIFEST's documents hash to the
  * sha256 it names (what staging links into the box); -EBADMSG when not. */
 int al_approval_verify_documents(al_service *s, json_t *manifest, al_error *err);
@@ -228,11 +227,11 @@ bool al_rfc3339_valid(const char *t);
 /* An audit event of RUN (al_governance_audit) or of P's workspace
  * (al_workspace_audit); steal DATA. A failure is logged (audit.failed) and
  * returned: the caller fails its operation. */
-int al_governance_audit(al_service *s, json_t *run, const char *kind, const char *person_id, json_t *data);
+int al_governance_audit(al_service *s, const al_store_run *run, const char *kind, const char *person_id, json_t *data);
 int al_workspace_audit(al_service *s, const al_principal *p, const char *kind, json_t *data, al_error *err);
 /* service.c: an approver's decision; -EEXIST decided already (or expired,
  * withdrawn), -ESTALE hash differs, -EPERM the requester deciding their own */
-int al_service_decide(al_service *s, json_t *run, const char *person_id, bool approve, const char *hash,
+int al_service_decide(al_service *s, const al_store_run *run, const char *person_id, bool approve, const char *hash,
                       const char *reason, al_error *err);
 void al_service_expire_approvals(al_service *s);
 /* Close run ID's open approval with DECISION and move the run out of
@@ -304,26 +303,10 @@ unsigned al_run_replay(al_service *s, const al_principal *p, const al_run_extra 
 int al_run_cancel(al_service *s, const al_principal *p, const char *id);
 int al_http_start(al_service *s, al_http **ret, al_error *err);
 void al_http_stop(al_http *h);
-json_t *al_run_json(al_service *s, json_t *row);
-/* runs.c: a run list's entry, from a row of AL_RUN_SUMMARY_COLUMNS */
-json_t *al_run_summary_json(json_t *row);
-/* What a list selects FROM runs: small fields only; what a run printed is
- * measured inside the store and never loaded. */
-#define AL_RUN_SUMMARY_COLUMNS                                                                                      \
-    "seq, id, state, language, thread_id, description, network, limits, image, created_at, started_at, "           \
-    "finished_at, error_code, error_message, redactions, price, result IS NOT NULL AS has_result, "                \
-    "json_extract(result, '$.exit_code') AS exit_code, json_extract(result, '$.signal') AS signal, "               \
-    "json_extract(result, '$.reason') AS reason, json_extract(result, '$.stdout_bytes') AS stdout_bytes, "         \
-    "json_extract(result, '$.stderr_bytes') AS stderr_bytes, "                                                      \
-    "json_extract(result, '$.stdout_truncated') AS stdout_truncated, "                                              \
-    "json_extract(result, '$.stderr_truncated') AS stderr_truncated, json_extract(result, '$.wall_ms') AS wall_ms, " \
-    "json_extract(result, '$.cpu_ms') AS cpu_ms, json_extract(result, '$.peak_memory_bytes') AS peak_memory_bytes, " \
-    "CASE WHEN json_valid(previews) THEN json_array_length(previews) ELSE 0 END AS preview_count, "                \
-    "CASE WHEN json_valid(skipped) THEN json_array_length(skipped) ELSE 0 END AS skipped_count, "                  \
-    "(SELECT COUNT(*) FROM artifacts a WHERE a.run_id = runs.id) AS artifact_count, "                              \
-    "EXISTS (SELECT 1 FROM approval_requests q WHERE q.run_id = runs.id) AS has_approval, "                        \
-    "(SELECT decision FROM approval_requests q WHERE q.run_id = runs.id) AS approval_decision, "                   \
-    "(SELECT expires_at FROM approval_requests q WHERE q.run_id = runs.id) AS approval_expires_at, "               \
-    "(SELECT id FROM approval_requests q WHERE q.run_id = runs.id) AS approval_id, "                               \
-    "(SELECT hash FROM approval_requests q WHERE q.run_id = runs.id) AS approval_hash, "                           \
-    "json_extract(inputs, '$.skill.name') AS skill_name, json_extract(inputs, '$.skill.version') AS skill_version"
+json_t *al_run_json(al_service *s, const al_store_run *run);
+/* runs.c: a run list's entry */
+json_t *al_run_summary_json(const al_store_run_brief *b);
+/* What a list shows of RESULT (the box's result) without loading it: its
+ * small fields, kept beside it (al_store_run.result_summary); NULL when
+ * RESULT is not an object. */
+json_t *al_run_result_summary(json_t *result);

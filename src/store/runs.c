@@ -1,0 +1,601 @@
+/* Runs, their events and analytics, and a run's charge and refund
+ * (store/runs.h), in the SQL both backends speak. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "runs.h"
+
+/* ---------------------------------------------------------------- states */
+
+static const char *const state_names[_AL_RUN_STATE_MAX] = {
+    [AL_RUN_PENDING_APPROVAL] = "pending_approval",
+    [AL_RUN_QUEUED] = "queued",
+    [AL_RUN_PROVISIONING] = "provisioning",
+    [AL_RUN_RUNNING] = "running",
+    [AL_RUN_SUCCEEDED] = "succeeded",
+    [AL_RUN_FAILED] = "failed",
+    [AL_RUN_TIMED_OUT] = "timed_out",
+    [AL_RUN_KILLED] = "killed",
+    [AL_RUN_CANCELED] = "canceled",
+    [AL_RUN_ERROR] = "error",
+    [AL_RUN_DENIED] = "denied",
+};
+
+const char *al_run_state_name(al_run_state st) {
+    return st >= 0 && st < _AL_RUN_STATE_MAX ? state_names[st] : NULL;
+}
+
+al_run_state al_run_state_from_name(const char *name) {
+    for (int i = 0; name && i < _AL_RUN_STATE_MAX; i++)
+        if (strcmp(name, state_names[i]) == 0)
+            return (al_run_state)i;
+    return _AL_RUN_STATE_INVALID;
+}
+
+bool al_run_state_ended(al_run_state st) {
+    return st >= AL_RUN_SUCCEEDED && st < _AL_RUN_STATE_MAX;
+}
+
+/* ---------------------------------------------------------------- reading */
+
+/* Column KEY of ROW into BUF ("" for NULL); false when it does not fit
+ * (a row that does not fit the record is not read as another one). */
+static bool text_into(json_t *row, const char *key, char *buf, size_t len) {
+    json_t *v = json_object_get(row, key);
+    buf[0] = '\0';
+    if (!v || json_is_null(v))
+        return true;
+    if (!json_is_string(v) || json_string_length(v) >= len)
+        return false;
+    memcpy(buf, json_string_value(v), json_string_length(v) + 1);
+    return true;
+}
+
+/* Column KEY of ROW, copied (NULL for NULL); false on no memory. */
+static bool text_dup(json_t *row, const char *key, char **ret) {
+    json_t *v = json_object_get(row, key);
+    *ret = NULL;
+    if (!json_is_string(v))
+        return true;
+    *ret = strndup(json_string_value(v), json_string_length(v));
+    return *ret != NULL;
+}
+
+static int64_t int_of(json_t *row, const char *key) {
+    json_t *v = json_object_get(row, key);
+    return json_is_integer(v) ? (int64_t)json_integer_value(v) : json_is_real(v) ? (int64_t)json_real_value(v) : 0;
+}
+
+static void run_clear(al_store_run *r) {
+    char **texts[] = { &r->code,   &r->description, &r->network,        &r->limits,     &r->inputs,
+                       &r->result, &r->previews,    &r->skipped,        &r->error_message, &r->result_summary,
+                       &r->skill_name, &r->skill_version };
+    for (size_t i = 0; i < ELEMENTSOF(texts); i++) {
+        free(*texts[i]);
+        *texts[i] = NULL;
+    }
+}
+
+void al_store_run_free(al_store_run *r) {
+    if (!r)
+        return;
+    run_clear(r);
+    free(r);
+}
+
+/* ROW into *R, every column ROW has (the others stay NULL / ""). */
+static int run_from_row(json_t *row, al_store_run *r, al_error *err) {
+    *r = (al_store_run){ .state = _AL_RUN_STATE_INVALID };
+    r->seq = int_of(row, "seq");
+    r->price = int_of(row, "price");
+    r->redactions = int_of(row, "redactions");
+    r->input_bytes = int_of(row, "input_bytes");
+    r->preview_count = int_of(row, "preview_count");
+    r->skipped_count = int_of(row, "skipped_count");
+    r->state = al_run_state_from_name(json_string_value(json_object_get(row, "state")));
+    bool fits = text_into(row, "id", r->id, sizeof r->id) && text_into(row, "org_id", r->org_id, sizeof r->org_id) &&
+                text_into(row, "workspace_id", r->workspace_id, sizeof r->workspace_id) &&
+                text_into(row, "person_id", r->person_id, sizeof r->person_id) &&
+                text_into(row, "thread_id", r->thread_id, sizeof r->thread_id) &&
+                text_into(row, "language", r->language, sizeof r->language) &&
+                text_into(row, "error_code", r->error_code, sizeof r->error_code) &&
+                text_into(row, "created_at", r->created_at, sizeof r->created_at) &&
+                text_into(row, "started_at", r->started_at, sizeof r->started_at) &&
+                text_into(row, "finished_at", r->finished_at, sizeof r->finished_at) &&
+                text_into(row, "image", r->image, sizeof r->image);
+    if (!fits || !r->id[0] || r->state == _AL_RUN_STATE_INVALID)
+        return al_err(err, "runs", EIO, "a stored run is malformed");
+    bool ok = text_dup(row, "code", &r->code) && text_dup(row, "description", &r->description) &&
+              text_dup(row, "network", &r->network) && text_dup(row, "limits", &r->limits) &&
+              text_dup(row, "inputs", &r->inputs) && text_dup(row, "result", &r->result) &&
+              text_dup(row, "previews", &r->previews) && text_dup(row, "skipped", &r->skipped) &&
+              text_dup(row, "error_message", &r->error_message) &&
+              text_dup(row, "result_summary", &r->result_summary) && text_dup(row, "skill_name", &r->skill_name) &&
+              text_dup(row, "skill_version", &r->skill_version);
+    if (!ok) {
+        run_clear(r);
+        return al_err(err, "runs", ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+#define RUN_COLUMNS                                                                                               \
+    "seq, id, org_id, workspace_id, person_id, thread_id, language, code, description, network, limits, inputs, " \
+    "state, result, previews, skipped, error_code, error_message, created_at, started_at, finished_at, price, "   \
+    "redactions, image, input_bytes, result_summary, preview_count, skipped_count, skill_name, skill_version"
+
+/* ---------------------------------------------------------------- rows */
+
+int al_store_run_insert(al_store *s, const al_store_run *r, al_error *err) {
+    int n = al_store_exec(s, err,
+                          "INSERT INTO runs (id, org_id, workspace_id, person_id, thread_id, language, code, description, "
+                          "network, limits, inputs, state, created_at, price, image, input_bytes, skill_name, "
+                          "skill_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          "ssssSssssssssiSiSS", r->id, r->org_id, r->workspace_id, r->person_id,
+                          r->thread_id[0] ? r->thread_id : NULL, r->language, r->code,
+                          r->description ? r->description : "", r->network, r->limits, r->inputs,
+                          al_run_state_name(r->state), r->created_at, r->price, r->image[0] ? r->image : NULL,
+                          r->input_bytes, r->skill_name, r->skill_version);
+    return n < 0 ? n : 0;
+}
+
+int al_store_run_get(al_store *s, const char *id, const char *ws_id, al_store_run **ret, al_error *err) {
+    *ret = NULL;
+    json_t *rows = al_store_query(s, err,
+                                  "SELECT " RUN_COLUMNS " FROM runs WHERE id = ? "
+                                  "AND (CAST(? AS TEXT) IS NULL OR workspace_id = ?)",
+                                  "sSS", id, ws_id, ws_id);
+    if (!rows)
+        return -EIO;
+    json_t *row = json_array_get(rows, 0);
+    int r = -ENOENT;
+    if (row) {
+        al_store_run *run = malloc(sizeof *run);
+        r = run ? run_from_row(row, run, err) : al_err(err, "runs", ENOMEM, "out of memory");
+        if (r == 0)
+            *ret = run;
+        else
+            free(run);
+    }
+    json_decref(rows);
+    return r;
+}
+
+int al_store_run_state(al_store *s, const char *id, al_run_state *ret, al_error *err) {
+    json_t *rows = al_store_query(s, err, "SELECT state FROM runs WHERE id = ?", "s", id);
+    if (!rows)
+        return -EIO;
+    json_t *row = json_array_get(rows, 0);
+    int r = row ? 0 : -ENOENT;
+    if (row && (*ret = al_run_state_from_name(json_string_value(json_object_get(row, "state")))) ==
+                   _AL_RUN_STATE_INVALID)
+        r = al_err(err, "runs", EIO, "run %s has a malformed state", id);
+    json_decref(rows);
+    return r;
+}
+
+int al_store_run_move(al_store *s, const char *id, al_run_state from, al_run_state to, al_error *err) {
+    return al_store_exec(s, err, "UPDATE runs SET state = ? WHERE id = ? AND state = ?", "sss", al_run_state_name(to),
+                         id, al_run_state_name(from));
+}
+
+/* The names of MASK's states as a list for IN (...), into BUF; false when
+ * MASK names none. Only names of the closed set go into the text. */
+static bool state_list(unsigned mask, char *buf, size_t len) {
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < _AL_RUN_STATE_MAX; i++)
+        if (mask & AL_RUN_BIT(i))
+            o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%s'%s'", o ? ", " : "", state_names[i]);
+    return o > 0 && o < len;
+}
+
+int al_store_run_end(al_store *s, const char *id, unsigned from_mask, al_run_state to, const char *ecode,
+                     const char *emsg, const char *finished_at, al_error *err) {
+    char states[256], sql[512];
+    if (!state_list(from_mask, states, sizeof states) || !al_run_state_ended(to))
+        return al_err(err, "runs", EINVAL, "no such move of a run");
+    snprintf(sql, sizeof sql,
+             "UPDATE runs SET state = ?, error_code = ?, error_message = ?, finished_at = ? "
+             "WHERE id = ? AND state IN (%s)",
+             states);
+    return al_store_exec(s, err, sql, "SSSss", al_run_state_name(to), ecode, emsg, finished_at, id);
+}
+
+int al_store_run_finish(al_store *s, const al_store_run *r, al_error *err) {
+    int n = al_store_exec(s, err,
+                          "UPDATE runs SET state = ?, result = ?, previews = ?, skipped = ?, error_code = ?, "
+                          "error_message = ?, finished_at = ?, redactions = ?, result_summary = ?, preview_count = ?, "
+                          "skipped_count = ? WHERE id = ?",
+                          "sSSSSSsiSiis", al_run_state_name(r->state), r->result, r->previews, r->skipped,
+                          r->error_code[0] ? r->error_code : NULL, r->error_message, r->finished_at, r->redactions,
+                          r->result_summary, r->preview_count, r->skipped_count, r->id);
+    return n < 0 ? n : 0;
+}
+
+/* ---------------------------------------------------------------- credits */
+
+int al_store_run_charge(al_store *s, const char *id, const char *now, al_error *err) {
+    char led[40];
+    al_store_new_id("led", led, sizeof led);
+    int r = al_store_begin(s, err);
+    if (r < 0)
+        return r;
+    /* a run moved already (a restart, a race with a cancel, another node)
+     * is left alone */
+    r = al_store_exec(s, err, "UPDATE runs SET state = 'provisioning', started_at = ? WHERE id = ? AND state = 'queued'",
+                      "ss", now, id);
+    if (r <= 0) {
+        al_store_rollback(s);
+        return r < 0 ? r : 0;
+    }
+    /* the balance check and the debit are one guarded statement: two
+     * charges of one organisation (on any node) cannot both see the same
+     * balance, and the row stays locked to the commit, so the ledger's
+     * balance_after is this charge's */
+    r = al_store_exec(s, err,
+                      "UPDATE orgs SET credit_balance = credit_balance - (SELECT price FROM runs WHERE id = ?) "
+                      "WHERE id = (SELECT org_id FROM runs WHERE id = ?) "
+                      "AND credit_balance >= (SELECT price FROM runs WHERE id = ?)",
+                      "sss", id, id, id);
+    if (r == 0) {
+        al_store_rollback(s);
+        return -ENOSPC;
+    }
+    if (r > 0)
+        r = al_store_exec(s, err,
+                          "INSERT INTO ledger (id, org_id, workspace_id, run_id, kind, amount, balance_after, created_at) "
+                          "SELECT ?, r.org_id, r.workspace_id, r.id, 'charge', -r.price, o.credit_balance, ? "
+                          "FROM runs r JOIN orgs o ON o.id = r.org_id WHERE r.id = ?",
+                          "sss", led, now, id);
+    if (r < 0) {
+        al_store_rollback(s);
+        return r;
+    }
+    r = al_store_commit(s, err);
+    return r < 0 ? r : 1;
+}
+
+int al_store_run_refund(al_store *s, const char *id, const char *now, al_error *err) {
+    char led[40], key[64];
+    al_store_new_id("led", led, sizeof led);
+    snprintf(key, sizeof key, "refund:%s", id);
+    int r = al_store_begin(s, err);
+    if (r < 0)
+        return r;
+    /* read then write: whoever holds the run's refund lock is the one that
+     * may find it unrefunded ((run_id, kind) unique is the last word) */
+    r = al_store_lock(s, err, key);
+    if (r < 0) {
+        al_store_rollback(s);
+        return r;
+    }
+    json_t *c = al_store_query(s, err,
+                               "SELECT amount FROM ledger WHERE run_id = ? AND kind = 'charge' AND NOT EXISTS "
+                               "(SELECT 1 FROM ledger WHERE run_id = ? AND kind = 'refund')",
+                               "ss", id, id);
+    if (!c || !json_array_size(c)) {
+        json_decref(c);
+        al_store_rollback(s);
+        return c ? 0 : -EIO;
+    }
+    int64_t amount = -int_of(json_array_get(c, 0), "amount");
+    json_decref(c);
+    r = al_store_exec(s, err,
+                      "UPDATE orgs SET credit_balance = credit_balance + ? WHERE id = (SELECT org_id FROM runs WHERE id = ?)",
+                      "is", amount, id);
+    if (r >= 0)
+        r = al_store_exec(s, err,
+                          "INSERT INTO ledger (id, org_id, workspace_id, run_id, kind, amount, balance_after, created_at) "
+                          "SELECT ?, r.org_id, r.workspace_id, r.id, 'refund', ?, o.credit_balance, ? "
+                          "FROM runs r JOIN orgs o ON o.id = r.org_id WHERE r.id = ?",
+                          "siss", led, amount, now, id);
+    if (r < 0) {
+        al_store_rollback(s);
+        return r;
+    }
+    r = al_store_commit(s, err);
+    return r < 0 ? r : 1;
+}
+
+/* ---------------------------------------------------------------- lists */
+
+static int refs_of(json_t *rows, al_store_run_ref **ret, size_t *ret_n, al_error *err) {
+    *ret = NULL;
+    *ret_n = 0;
+    if (!rows)
+        return -EIO;
+    size_t n = json_array_size(rows);
+    al_store_run_ref *refs = calloc(n ? n : 1, sizeof *refs);
+    if (!refs) {
+        json_decref(rows);
+        return al_err(err, "runs", ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *row = json_array_get(rows, i);
+        refs[i].seq = int_of(row, "seq");
+        if (!text_into(row, "id", refs[i].id, sizeof refs[i].id) ||
+            !text_into(row, "org_id", refs[i].org_id, sizeof refs[i].org_id) ||
+            !text_into(row, "workspace_id", refs[i].workspace_id, sizeof refs[i].workspace_id) ||
+            !text_into(row, "person_id", refs[i].person_id, sizeof refs[i].person_id)) {
+            free(refs);
+            json_decref(rows);
+            return al_err(err, "runs", EIO, "a stored run is malformed");
+        }
+    }
+    json_decref(rows);
+    *ret = refs;
+    *ret_n = n;
+    return 0;
+}
+
+int al_store_run_refs(al_store *s, unsigned mask, al_store_run_ref **ret, size_t *ret_n, al_error *err) {
+    char states[256], sql[512];
+    if (!state_list(mask, states, sizeof states))
+        return al_err(err, "runs", EINVAL, "no states to list");
+    snprintf(sql, sizeof sql,
+             "SELECT seq, id, org_id, workspace_id, person_id FROM runs WHERE state IN (%s) ORDER BY seq", states);
+    return refs_of(al_store_query(s, err, sql, NULL), ret, ret_n, err);
+}
+
+int al_store_run_refs_unrequested(al_store *s, al_store_run_ref **ret, size_t *ret_n, al_error *err) {
+    return refs_of(al_store_query(s, err,
+                                  "SELECT seq, id, org_id, workspace_id, person_id FROM runs r "
+                                  "WHERE state = 'pending_approval' AND NOT EXISTS "
+                                  "(SELECT 1 FROM approval_requests a WHERE a.run_id = r.id) ORDER BY seq",
+                                  NULL),
+                   ret, ret_n, err);
+}
+
+int al_store_run_refs_unrefunded(al_store *s, al_store_run_ref **ret, size_t *ret_n, al_error *err) {
+    return refs_of(al_store_query(s, err,
+                                  "SELECT r.seq, r.id, r.org_id, r.workspace_id, r.person_id FROM runs r "
+                                  "JOIN ledger c ON c.run_id = r.id AND c.kind = 'charge' "
+                                  "WHERE r.state = 'error' AND NOT EXISTS "
+                                  "(SELECT 1 FROM ledger f WHERE f.run_id = r.id AND f.kind = 'refund') ORDER BY r.seq",
+                                  NULL),
+                   ret, ret_n, err);
+}
+
+int al_store_run_refs_approval_due(al_store *s, const char *now, al_store_run_ref **ret, size_t *ret_n,
+                                   al_error *err) {
+    return refs_of(al_store_query(s, err,
+                                  "SELECT r.seq, r.id, r.org_id, r.workspace_id, r.person_id FROM approval_requests a "
+                                  "JOIN runs r ON r.id = a.run_id WHERE a.decision IS NULL AND a.expires_at <= ? "
+                                  "ORDER BY r.seq",
+                                  "s", now),
+                   ret, ret_n, err);
+}
+
+/* ---------------------------------------------------------------- sums */
+
+static int one_int(json_t *rows, const char *key, int64_t *ret) {
+    if (!rows)
+        return -EIO;
+    *ret = int_of(json_array_get(rows, 0), key);
+    json_decref(rows);
+    return 0;
+}
+
+int al_store_runs_queued_price(al_store *s, const char *org_id, int64_t *ret, al_error *err) {
+    return one_int(al_store_query(s, err,
+                                  "SELECT COALESCE(SUM(price), 0) AS n FROM runs WHERE org_id = ? AND state = 'queued'",
+                                  "s", org_id),
+                   "n", ret);
+}
+
+int al_store_runs_input_bytes(al_store *s, const char *org_id, unsigned mask, int64_t *ret, al_error *err) {
+    char states[256], sql[512];
+    if (!state_list(mask, states, sizeof states))
+        return al_err(err, "runs", EINVAL, "no states to sum");
+    snprintf(sql, sizeof sql,
+             "SELECT COALESCE(SUM(input_bytes), 0) AS n FROM runs WHERE org_id = ? AND state IN (%s)", states);
+    return one_int(al_store_query(s, err, sql, "s", org_id), "n", ret);
+}
+
+int al_store_runs_count_of(al_store *s, const char *person_id, al_run_state st, int64_t *ret, al_error *err) {
+    return one_int(al_store_query(s, err, "SELECT COUNT(*) AS n FROM runs WHERE person_id = ? AND state = ?", "ss",
+                                  person_id, al_run_state_name(st)),
+                   "n", ret);
+}
+
+#define RANGE_WHERE                                                                     \
+    "WHERE workspace_id = ? AND (CAST(? AS TEXT) IS NULL OR created_at >= ?) "          \
+    "AND (CAST(? AS TEXT) IS NULL OR created_at < ?) "
+
+int al_store_runs_by_state(al_store *s, const char *ws_id, const char *from, const char *to,
+                           int64_t ret[_AL_RUN_STATE_MAX], al_error *err) {
+    /* every run's (the metrics) reads no other column */
+    json_t *rows = ws_id ? al_store_query(s, err, "SELECT state, COUNT(*) AS n FROM runs " RANGE_WHERE "GROUP BY state",
+                                          "sSSSS", ws_id, from, from, to, to)
+                         : al_store_query(s, err, "SELECT state, COUNT(*) AS n FROM runs GROUP BY state", NULL);
+    if (!rows)
+        return -EIO;
+    memset(ret, 0, sizeof(int64_t) * _AL_RUN_STATE_MAX);
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        al_run_state st = al_run_state_from_name(json_string_value(json_object_get(row, "state")));
+        if (st != _AL_RUN_STATE_INVALID)
+            ret[st] += int_of(row, "n");
+    }
+    json_decref(rows);
+    return 0;
+}
+
+int al_store_runs_by_language(al_store *s, const char *ws_id, const char *from, const char *to, al_store_count **ret,
+                              size_t *ret_n, al_error *err) {
+    *ret = NULL;
+    *ret_n = 0;
+    json_t *rows = al_store_query(s, err, "SELECT language, COUNT(*) AS n FROM runs " RANGE_WHERE "GROUP BY language",
+                                  "sSSSS", ws_id, from, from, to, to);
+    if (!rows)
+        return -EIO;
+    size_t n = json_array_size(rows);
+    al_store_count *c = calloc(n ? n : 1, sizeof *c);
+    if (!c) {
+        json_decref(rows);
+        return al_err(err, "runs", ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *row = json_array_get(rows, i);
+        if (!text_into(row, "language", c[i].key, sizeof c[i].key)) {
+            free(c);
+            json_decref(rows);
+            return al_err(err, "runs", EIO, "a stored run's language is malformed");
+        }
+        c[i].n = int_of(row, "n");
+    }
+    json_decref(rows);
+    *ret = c;
+    *ret_n = n;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- list */
+
+void al_store_run_briefs_free(al_store_run_brief *b, size_t n) {
+    for (size_t i = 0; b && i < n; i++)
+        run_clear(&b[i].run);
+    free(b);
+}
+
+int al_store_run_list(al_store *s, const al_store_run_filter *f, al_store_run_brief **ret, size_t *ret_n,
+                      al_error *err) {
+    *ret = NULL;
+    *ret_n = 0;
+    const char *state = al_run_state_name(f->state);
+    /* small columns only: what a run printed (its result, up to megabytes)
+     * is summarised when it ends, never loaded for a list */
+    json_t *rows = al_store_query(
+        s, err,
+        "SELECT seq, id, org_id, workspace_id, person_id, thread_id, language, description, network, limits, state, "
+        "error_code, error_message, created_at, started_at, finished_at, price, redactions, image, input_bytes, "
+        "result_summary, preview_count, skipped_count, skill_name, skill_version, "
+        "(SELECT COUNT(*) FROM artifacts a WHERE a.run_id = runs.id) AS artifact_count, "
+        "(SELECT id FROM approval_requests q WHERE q.run_id = runs.id) AS approval_id, "
+        "(SELECT hash FROM approval_requests q WHERE q.run_id = runs.id) AS approval_hash, "
+        "(SELECT decision FROM approval_requests q WHERE q.run_id = runs.id) AS approval_decision, "
+        "(SELECT expires_at FROM approval_requests q WHERE q.run_id = runs.id) AS approval_expires_at "
+        "FROM runs WHERE workspace_id = ? AND (CAST(? AS TEXT) IS NULL OR state = ?) "
+        "AND (CAST(? AS TEXT) IS NULL OR thread_id = ?) AND seq < ? ORDER BY seq DESC LIMIT ?",
+        "sSSSSii", f->ws_id, state, state, f->thread_id, f->thread_id, f->before_seq, f->limit);
+    if (!rows)
+        return -EIO;
+    size_t n = json_array_size(rows);
+    al_store_run_brief *b = calloc(n ? n : 1, sizeof *b);
+    if (!b) {
+        json_decref(rows);
+        return al_err(err, "runs", ENOMEM, "out of memory");
+    }
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        json_t *row = json_array_get(rows, i);
+        r = run_from_row(row, &b[i].run, err);
+        if (r < 0)
+            break;
+        b[i].artifact_count = int_of(row, "artifact_count");
+        b[i].has_approval = json_is_string(json_object_get(row, "approval_id"));
+        if (!text_into(row, "approval_id", b[i].approval_id, sizeof b[i].approval_id) ||
+            !text_into(row, "approval_hash", b[i].approval_hash, sizeof b[i].approval_hash) ||
+            !text_into(row, "approval_decision", b[i].approval_decision, sizeof b[i].approval_decision) ||
+            !text_into(row, "approval_expires_at", b[i].approval_expires_at, sizeof b[i].approval_expires_at))
+            r = al_err(err, "runs", EIO, "a stored approval is malformed");
+    }
+    json_decref(rows);
+    if (r < 0) {
+        al_store_run_briefs_free(b, n);
+        return r;
+    }
+    *ret = b;
+    *ret_n = n;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- events */
+
+int al_store_event_append(al_store *s, const char *run_id, const char *type, const char *data, al_error *err) {
+    char key[64];
+    snprintf(key, sizeof key, "events:%s", run_id);
+    int r = al_store_begin(s, err);
+    if (r < 0)
+        return r;
+    /* the next number is read then written: under the run's events lock */
+    r = al_store_lock(s, err, key);
+    if (r >= 0)
+        r = al_store_exec(s, err,
+                          "INSERT INTO run_events (run_id, seq, type, data) "
+                          "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM run_events WHERE run_id = ?",
+                          "ssss", run_id, type, data, run_id);
+    if (r < 0) {
+        al_store_rollback(s);
+        return r;
+    }
+    r = al_store_commit(s, err);
+    return r < 0 ? r : 0;
+}
+
+void al_store_events_free(al_store_event *ev, size_t n) {
+    for (size_t i = 0; ev && i < n; i++)
+        free(ev[i].data);
+    free(ev);
+}
+
+int al_store_events_after(al_store *s, const char *run_id, int64_t after, int64_t limit, al_store_event **ret,
+                          size_t *ret_n, al_error *err) {
+    *ret = NULL;
+    *ret_n = 0;
+    json_t *rows = al_store_query(s, err,
+                                  "SELECT seq, type, data FROM run_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                                  "sii", run_id, after, limit);
+    if (!rows)
+        return -EIO;
+    size_t n = json_array_size(rows);
+    al_store_event *ev = calloc(n ? n : 1, sizeof *ev);
+    int r = ev ? 0 : al_err(err, "events", ENOMEM, "out of memory");
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        json_t *row = json_array_get(rows, i);
+        ev[i].seq = int_of(row, "seq");
+        if (!text_into(row, "type", ev[i].type, sizeof ev[i].type))
+            r = al_err(err, "events", EIO, "a stored event is malformed");
+        else if (!text_dup(row, "data", &ev[i].data))
+            r = al_err(err, "events", ENOMEM, "out of memory");
+        else if (!ev[i].data)
+            r = al_err(err, "events", EIO, "a stored event is malformed");
+    }
+    json_decref(rows);
+    if (r < 0) {
+        al_store_events_free(ev, n);
+        return r;
+    }
+    *ret = ev;
+    *ret_n = n;
+    return 0;
+}
+
+int al_store_event_result_by(al_store *s, const char *run_id, int64_t upto, al_error *err) {
+    json_t *rows = al_store_query(s, err, "SELECT 1 AS one FROM run_events WHERE run_id = ? AND type = 'result' AND seq <= ?",
+                                  "si", run_id, upto);
+    if (!rows)
+        return -EIO;
+    int r = json_array_size(rows) > 0;
+    json_decref(rows);
+    return r;
+}
+
+/* ---------------------------------------------------------------- analytics */
+
+int al_store_analytics_put(al_store *s, const al_store_analytics *a, al_error *err) {
+    int n = al_store_exec(s, err,
+                          "INSERT INTO analytics (run_id, org_id, workspace_id, language, state, exit_code, duration_ms, "
+                          "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+                          "org_id = excluded.org_id, workspace_id = excluded.workspace_id, language = excluded.language, "
+                          "state = excluded.state, exit_code = excluded.exit_code, duration_ms = excluded.duration_ms, "
+                          "created_at = excluded.created_at",
+                          "sssssiis", a->run_id, a->org_id, a->workspace_id, a->language, al_run_state_name(a->state),
+                          a->exit_code, a->duration_ms, a->created_at);
+    return n < 0 ? n : 0;
+}
