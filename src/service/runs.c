@@ -14,6 +14,7 @@
 #include "run_request.h"
 #include "service.h"
 #include "skills.h"
+#include "../store/artifacts.h"
 #include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 
@@ -52,10 +53,9 @@ json_t *al_run_json(al_service *s, json_t *row) {
         json_object_del(result, "artifacts");
         json_object_del(result, "skipped");
     }
-    json_t *arts = al_store_query(s->store, &err,
-                                  "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
-                                  "FROM artifacts WHERE run_id = ? ORDER BY path",
-                                  "s", id);
+    al_store_artifacts arts_of;
+    json_t *arts = al_store_artifacts_of_run(s->store, id, &arts_of, &err) < 0 ? NULL : al_artifacts_json(&arts_of);
+    al_store_artifacts_free(&arts_of);
     json_t *error = json_is_string(json_object_get(row, "error_code"))
                         ? json_pack("{s:O, s:O}", "code", json_object_get(row, "error_code"), "message",
                                     json_object_get(row, "error_message"))
@@ -385,14 +385,13 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     bool bad = false;
     for (size_t i = 0; !bad && i < json_array_size(rq.artifacts); i++) {
         const char *aid = json_string_value(json_array_get(rq.artifacts, i));
-        json_t *a = aid ? al_store_query(s->store, &err, "SELECT id FROM artifacts WHERE id = ? AND workspace_id = ?", "ss",
-                                         aid, p->workspace_id)
-                        : NULL;
-        if (!a || json_array_size(a) != 1) {
+        al_store_artifact a;
+        if (!aid || al_store_artifact_get(s->store, p->workspace_id, aid, &a, &err) < 0) {
             ret = run_error(ret_doc, 404, "not_found", "artifacts[%zu]: no such artifact", i);
             bad = true;
+        } else {
+            al_store_artifact_done(&a);
         }
-        json_decref(a);
     }
     al_error perr = { 0 };
     if (!bad && strcmp(json_string_value(json_object_get(settings, "driver")), "disabled") == 0) {
@@ -565,13 +564,14 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     if (n >= 0)
         n = al_store_exec(s->store, &err,
                           "INSERT INTO runs (id, org_id, workspace_id, person_id, thread_id, language, code, description, "
-                          "network, limits, inputs, state, created_at, price, image, input_bytes) "
-                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                          "ssssSssssssssiSi", run_id, p->org_id, p->workspace_id, p->person_id, rq.thread_id,
+                          "network, limits, inputs, state, created_at, price, image, input_bytes, skill_digest) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          "ssssSssssssssiSiS", run_id, p->org_id, p->workspace_id, p->person_id, rq.thread_id,
                           language, rq.code, rq.description ? rq.description : "",
                           net_spec,
                           limits_text, inputs_text, needs_approval ? "pending_approval" : "queued", now, price,
-                          image_ref[0] ? image_ref : NULL, (int64_t)input_bytes);
+                          image_ref[0] ? image_ref : NULL, (int64_t)input_bytes,
+                          ex->skill ? json_string_value(json_object_get(ex->skill, "digest")) : NULL);
     if (n >= 0)
         n = al_store_commit(s->store, &err);
     else if (began)
