@@ -430,9 +430,11 @@ static enum MHD_Result artifact(al_service *s, struct MHD_Connection *c, const a
                                 bool content) {
     al_error err = { 0 };
     al_store_artifact rec;
-    json_t *a = al_store_artifact_get(s->store, p->workspace_id, id, &rec, &err) == 0 ? al_artifact_json(&rec) : NULL;
-    if (a)
+    json_t *a = NULL;
+    if (al_store_artifact_get(s->store, p->workspace_id, id, &rec, &err) == 0) {
+        a = al_artifact_json(&rec);
         al_store_artifact_done(&rec);
+    }
     if (!a)
         return reply_error(c, 404, "not_found", "no artifact %s", id);
     if (!content)
