@@ -18,7 +18,7 @@
 #include "../util/hash.h"
 #include "../box/collect.h"
 #include "service.h"
-#include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
+#include "../store/artifacts.h"
 
 #define PREVIEW_MAX_BYTES (1u << 20)
 #define PREVIEW_MAX_COUNT 8
@@ -70,34 +70,39 @@ int al_blob_open(al_service *s, const char *sha, int64_t size) {
  * every blob is re-hashed and one that does not hold its hash is removed
  * (its artifacts then read as missing, never as another's bytes). The
  * number removed, or -errno. */
+typedef struct verify_ctx {
+    al_service *s;
+    int removed;
+} verify_ctx;
+
+static int verify_blob(const char *sha, void *userdata) {
+    verify_ctx *v = userdata;
+    if (!al_is_sha256_hex(sha))
+        return 0;
+    char path[PATH_MAX];
+    al_blob_path(v->s, sha, path, sizeof path);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    char got[65] = "";
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || al_sha256_fd(fd, got, NULL) < 0 || strcmp(got, sha) != 0) {
+        if (unlink(path) == 0)
+            v->removed++;
+    }
+    return 0;
+}
+
 int al_blobs_verify_once(al_service *s, al_error *err) {
     char mark[PATH_MAX];
     snprintf(mark, sizeof mark, "%s/.verified-1", s->blobs_dir);
     if (access(mark, F_OK) == 0)
         return 0;
-    json_t *rows = al_store_query(s->store, err, "SELECT DISTINCT sha256 FROM artifacts", NULL);
-    if (!rows)
-        return -EIO;
-    int removed = 0;
-    size_t i;
-    json_t *row;
-    json_array_foreach(rows, i, row) {
-        const char *sha = json_string_value(json_object_get(row, "sha256"));
-        if (!al_is_sha256_hex(sha))
-            continue;
-        char path[PATH_MAX];
-        al_blob_path(s, sha, path, sizeof path);
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        struct stat st;
-        char got[65] = "";
-        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || al_sha256_fd(fd, got, NULL) < 0 || strcmp(got, sha) != 0) {
-            if (unlink(path) == 0)
-                removed++;
-        }
-    }
-    json_decref(rows);
+    verify_ctx v = { .s = s };
+    int r = al_store_artifact_blobs(s->store, verify_blob, &v, err);
+    if (r < 0)
+        return r;
+    int removed = v.removed;
     _cleanup_close_ int m = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (m < 0)
         return al_err(err, "artifacts", errno, "mark the blob store verified: %m");
@@ -108,26 +113,36 @@ void al_rm_rf(const char *path) { al_rm_tree(AT_FDCWD, path); }
 
 int64_t al_artifacts_org_usage(al_service *s, const char *org_id) {
     al_error err = { 0 };
-    /* artifacts, and each skill bundle the organisation keeps, once */
-    json_t *rows = al_store_query(s->store, &err,
-                                  "SELECT (SELECT COALESCE(SUM(size), 0) FROM artifacts WHERE org_id = ?) + "
-                                  "(SELECT COALESCE(SUM(b), 0) FROM (SELECT MAX(bytes) AS b FROM skills WHERE org_id = ? "
-                                  "GROUP BY digest)) AS used",
-                                  "ss", org_id, org_id);
+    int64_t used = 0;
     /* a failed read counts as full: fail closed */
-    int64_t used = rows ? json_integer_value(json_object_get(json_array_get(rows, 0), "used")) : AL_USAGE_UNKNOWN;
-    json_decref(rows);
-    return used;
+    return al_store_org_storage_used(s->store, org_id, &used, &err) < 0 ? AL_USAGE_UNKNOWN : used;
 }
 
 int64_t al_artifacts_org_quota(al_service *s, const char *org_id) {
     if (s->cfg.storage_quota_bytes)
         return (int64_t)s->cfg.storage_quota_bytes;
     al_error err = { 0 };
-    json_t *rows = al_store_query(s->store, &err, "SELECT storage_quota_bytes AS q FROM orgs WHERE id = ?", "s", org_id);
-    int64_t q = rows && json_array_size(rows) ? json_integer_value(json_object_get(json_array_get(rows, 0), "q")) : 0;
-    json_decref(rows);
-    return q;
+    int64_t q = 0;
+    return al_store_org_storage_quota(s->store, org_id, &q, &err) < 0 ? 0 : q;
+}
+
+json_t *al_artifact_json(const al_store_artifact *a) {
+    return json_pack("{s:s, s:s?, s:s, s:s, s:I, s:I, s:s, s:s, s:s}", "id", a->id, "thread_id",
+                     a->thread_id[0] ? a->thread_id : NULL, "run_id", a->run_id, "path", a->path, "version",
+                     (json_int_t)a->version, "size", (json_int_t)a->size, "sha256", a->sha256, "content_type",
+                     a->content_type, "created_at", a->created_at);
+}
+
+json_t *al_artifacts_json(const al_store_artifacts *l) {
+    json_t *out = json_array();
+    for (size_t i = 0; l && i < l->n; i++)
+        json_array_append_new(out, al_artifact_json(&l->v[i]));
+    return out;
+}
+
+json_t *al_artifact_doc(const al_store_artifact *a) {
+    return json_pack("{s:s, s:s, s:I, s:I, s:s}", "id", a->id, "path", a->path, "version", (json_int_t)a->version,
+                     "size", (json_int_t)a->size, "sha256", a->sha256);
 }
 
 /* Each component of a stored path came from a directory listing in the
@@ -280,15 +295,17 @@ json_t *al_artifacts_select(al_service *s, const char *ws_id, const char *thread
      * of two that cannot both be staged (a file "x" and a file "x/y") the
      * thread's most recent state is */
     for (size_t i = 0; i < json_array_size(artifact_ids); i++) {
-        json_t *t = al_store_query(s->store, err,
-                                   "SELECT id, path, version, size, sha256 FROM artifacts WHERE workspace_id = ? AND id = ?",
-                                   "ss", ws_id, json_string_value(json_array_get(artifact_ids, i)));
-        if (!t) {
+        const char *id = json_string_value(json_array_get(artifact_ids, i));
+        al_store_artifact a;
+        int g = id ? al_store_artifact_get(s->store, ws_id, id, &a, err) : -ENOENT;
+        if (g < 0 && g != -ENOENT) {
             json_decref(rows);
             return NULL;
         }
-        json_array_extend(rows, t);
-        json_decref(t);
+        if (g == 0) {
+            json_array_append_new(rows, al_artifact_doc(&a));
+            al_store_artifact_done(&a);
+        }
     }
     if (thread_id) {
         char key[128];
@@ -297,23 +314,18 @@ json_t *al_artifacts_select(al_service *s, const char *ws_id, const char *thread
             al_err(err, "stage", ENAMETOOLONG, "thread id too long");
             return NULL;
         }
-        json_t *t = al_store_query(s->store, err,
-                                   "SELECT id, path, version, size, sha256 FROM artifacts a WHERE workspace_id = ? AND "
-                                   "thread_key = ? AND version = (SELECT MAX(version) FROM artifacts b WHERE "
-                                   "b.workspace_id = a.workspace_id AND b.thread_key = a.thread_key AND b.path = a.path) "
-                                   "ORDER BY a.rowid DESC LIMIT ?",
-                                   "ssi", ws_id, key, (int64_t)STAGE_ROWS_MAX + 1);
-        if (!t) {
+        al_store_artifacts t;
+        if (al_store_artifacts_latest(s->store, ws_id, key, STAGE_ROWS_MAX + 1, &t, err) < 0) {
             json_decref(rows);
             return NULL;
         }
-        if (json_array_size(t) > STAGE_ROWS_MAX) {
+        if (t.n > STAGE_ROWS_MAX) {
             /* the newest are staged (no more could be); the rest is said */
-            json_array_remove(t, STAGE_ROWS_MAX);
             *ret_cut = true;
         }
-        json_array_extend(rows, t);
-        json_decref(t);
+        for (size_t i = 0; i < t.n && i < STAGE_ROWS_MAX; i++)
+            json_array_append_new(rows, al_artifact_doc(&t.v[i]));
+        al_store_artifacts_free(&t);
     }
     /* one row a path: the first, the one staging keeps */
     json_t *seen = json_object(), *out = json_array();
@@ -574,27 +586,23 @@ int al_artifacts_ingest(al_service *s, const al_store_run *run, const char *out_
             skip_art(skipped, rel, "not kept: it could not be stored (%s)", strerror(-b));
             continue;
         }
-        char id[40], now[40];
-        al_store_new_id("art", id, sizeof id);
-        al_store_now(now, sizeof now);
-        int n = al_store_exec(s->store, err,
-                              "INSERT INTO artifacts (id, org_id, workspace_id, thread_id, thread_key, run_id, path, version, "
-                              "size, sha256, content_type, created_at) SELECT ?, ?, ?, ?, ?, ?, ?, COALESCE(MAX(version), 0) + 1, "
-                              "?, ?, ?, ? FROM artifacts WHERE workspace_id = ? AND thread_key = ? AND path = ?",
-                              "sssSsssissssss", id, org_id, ws_id, thread_id, thread_key, run_id, rel, (int64_t)size,
-                              hex, al_content_type(rel), now, ws_id, thread_key, rel);
+        al_store_artifact rec = { .path = (char *)rel, .size = (int64_t)size };
+        al_store_new_id("art", rec.id, sizeof rec.id);
+        al_store_now(rec.created_at, sizeof rec.created_at);
+        snprintf(rec.org_id, sizeof rec.org_id, "%s", org_id ? org_id : "");
+        snprintf(rec.workspace_id, sizeof rec.workspace_id, "%s", ws_id ? ws_id : "");
+        snprintf(rec.thread_id, sizeof rec.thread_id, "%s", thread_id ? thread_id : "");
+        snprintf(rec.thread_key, sizeof rec.thread_key, "%s", thread_key);
+        snprintf(rec.run_id, sizeof rec.run_id, "%s", run_id ? run_id : "");
+        snprintf(rec.sha256, sizeof rec.sha256, "%s", hex);
+        snprintf(rec.content_type, sizeof rec.content_type, "%s", al_content_type(rel));
+        int n = al_store_artifact_add(s->store, &rec, err);
         if (n < 0) {
             r = n;
             break;
         }
         used += (int64_t)size;
-        json_t *row = al_store_query(s->store, err,
-                                     "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
-                                     "FROM artifacts WHERE id = ?",
-                                     "s", id);
-        if (row && json_array_size(row))
-            json_array_append(published, json_array_get(row, 0));
-        json_decref(row);
+        json_array_append_new(published, al_artifact_json(&rec));
     }
     return r;
 }

@@ -15,6 +15,7 @@
 #include "../util/hash.h"
 #include "dlp.h"
 #include "service.h"
+#include "../store/artifacts.h"
 #include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 /* ------------------------------------------------------------- settings */
@@ -316,16 +317,17 @@ json_t *al_approval_manifest(al_service *s, const al_store_run *run, al_error *e
         size_t i;
         json_t *pd;
         json_array_foreach(pinned, i, pd) {
-            json_t *row = al_store_query(s->store, err,
-                                         "SELECT id, path, version, size, sha256 FROM artifacts WHERE workspace_id = ? AND id = ?",
-                                         "ss", ws, json_string_value(json_object_get(pd, "id")));
-            if (!row) {
+            const char *aid = json_string_value(json_object_get(pd, "id"));
+            al_store_artifact a;
+            int g = aid ? al_store_artifact_get(s->store, ws, aid, &a, err) : -ENOENT;
+            if (g < 0 && g != -ENOENT) {
                 r = -EIO;
                 break;
             }
-            if (json_array_size(row))
-                json_array_append(docs, json_array_get(row, 0));
-            json_decref(row);
+            if (g == 0) {
+                json_array_append_new(docs, al_artifact_doc(&a));
+                al_store_artifact_done(&a);
+            }
         }
     } else if (r == 0) {
         docs = al_approval_documents(s, run, err);

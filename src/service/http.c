@@ -19,6 +19,7 @@
 #include "openapi.h"
 #include "service.h"
 #include "skills.h"
+#include "../store/artifacts.h"
 #include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 #define LIST_MAX 200
@@ -420,12 +421,12 @@ static enum MHD_Result run_events(al_service *s, struct MHD_Connection *c, const
 static enum MHD_Result artifact(al_service *s, struct MHD_Connection *c, const al_principal *p, const char *id,
                                 bool content) {
     al_error err = { 0 };
-    json_t *rows = al_store_query(s->store, &err,
-                                  "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
-                                  "FROM artifacts WHERE id = ? AND workspace_id = ?",
-                                  "ss", id, p->workspace_id);
-    json_t *a = rows && json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
-    json_decref(rows);
+    al_store_artifact rec;
+    json_t *a = NULL;
+    if (al_store_artifact_get(s->store, p->workspace_id, id, &rec, &err) == 0) {
+        a = al_artifact_json(&rec);
+        al_store_artifact_done(&rec);
+    }
     if (!a)
         return reply_error(c, 404, "not_found", "no artifact %s", id);
     if (!content)
@@ -458,16 +459,13 @@ static enum MHD_Result thread_artifacts(al_service *s, struct MHD_Connection *c,
         return reply_error(c, 400, "bad_request", "bad thread id");
     const char *all = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "all");
     bool every = all && (strcmp(all, "true") == 0 || strcmp(all, "1") == 0);
-    json_t *rows = al_store_query(s->store, &err,
-                                  every ? "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
-                                          "FROM artifacts WHERE workspace_id = ? AND thread_id = ? ORDER BY path, version"
-                                        : "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
-                                          "FROM artifacts a WHERE workspace_id = ? AND thread_id = ? AND version = "
-                                          "(SELECT MAX(version) FROM artifacts b WHERE b.workspace_id = a.workspace_id "
-                                          "AND b.thread_key = a.thread_key AND b.path = a.path) ORDER BY path",
-                                  "ss", p->workspace_id, thread);
-    if (!rows)
+    char key[128];
+    al_store_artifacts l;
+    if (al_artifacts_thread_key(thread, NULL, key, sizeof key) < 0 ||
+        al_store_artifacts_of_thread(s->store, p->workspace_id, key, NULL, every, 0, &l, &err) < 0)
         return reply_error(c, 500, "internal", "%s", err.msg);
+    json_t *rows = al_artifacts_json(&l);
+    al_store_artifacts_free(&l);
     return reply_json(c, 200, json_pack("{s:o}", "artifacts", rows));
 }
 

@@ -14,6 +14,7 @@
 
 #include "mcp_tools.h"
 #include "skills.h"
+#include "../store/artifacts.h"
 #include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 #define OUTPUT_TEXT_MAX (64u << 10)  /* per stream, in the result's text */
@@ -768,18 +769,11 @@ static json_t *list_artifacts(al_service *s, const al_principal *p, json_t *args
     const char *key = thread ? thread : run;
     char tkey[128];
     al_artifacts_thread_key(thread, run, tkey, sizeof tkey);
-    json_t *rows = al_store_query(s->store, &err,
-                                  all ? "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
-                                        "FROM artifacts WHERE workspace_id = ? AND thread_key = ? AND (? = 0 OR run_id = ?) "
-                                        "ORDER BY path, version LIMIT 1000"
-                                      : "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
-                                        "FROM artifacts a WHERE workspace_id = ? AND thread_key = ? AND (? = 0 OR run_id = ?) "
-                                        "AND version = (SELECT MAX(version) FROM artifacts b WHERE b.workspace_id = "
-                                        "a.workspace_id AND b.thread_key = a.thread_key AND b.path = a.path) "
-                                        "ORDER BY path LIMIT 1000",
-                                  "ssis", p->workspace_id, tkey, (int64_t)(run != NULL), run ? run : "");
-    if (!rows)
+    al_store_artifacts l;
+    if (al_store_artifacts_of_thread(s->store, p->workspace_id, tkey, run, all, 1000, &l, &err) < 0)
         return tool_error("cannot list artifacts: %s", err.msg);
+    json_t *rows = al_artifacts_json(&l);
+    al_store_artifacts_free(&l);
     char *b = NULL;
     size_t len = 0, cap = 0;
     char line[1200];
@@ -819,12 +813,11 @@ static json_t *artifact_by_uri(al_service *s, const al_principal *p, const char 
     if (strncmp(id, "art_", 4) != 0 || strlen(id) > 64)
         return NULL;
     al_error err = { 0 };
-    json_t *rows = al_store_query(s->store, &err,
-                                  "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
-                                  "FROM artifacts WHERE id = ? AND workspace_id = ?",
-                                  "ss", id, p->workspace_id);
-    json_t *a = rows && json_array_size(rows) ? json_incref(json_array_get(rows, 0)) : NULL;
-    json_decref(rows);
+    al_store_artifact rec;
+    if (al_store_artifact_get(s->store, p->workspace_id, id, &rec, &err) < 0)
+        return NULL;
+    json_t *a = al_artifact_json(&rec);
+    al_store_artifact_done(&rec);
     return a;
 }
 
@@ -937,10 +930,11 @@ static json_t *read_artifact(al_service *s, const al_principal *p, json_t *args)
 json_t *al_mcp_resources_list(al_service *s, const al_principal *p) {
     al_error err = { 0 };
     /* the newest versions first: what a model most likely wants to look at */
-    json_t *rows = al_store_query(s->store, &err,
-                                  "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
-                                  "FROM artifacts WHERE workspace_id = ? ORDER BY created_at DESC, id LIMIT ?",
-                                  "si", p->workspace_id, (int64_t)RESOURCES_LIST_MAX);
+    al_store_artifacts recent;
+    json_t *rows = al_store_artifacts_recent(s->store, p->workspace_id, RESOURCES_LIST_MAX, &recent, &err) < 0
+                       ? NULL
+                       : al_artifacts_json(&recent);
+    al_store_artifacts_free(&recent);
     json_t *out = json_array();
     size_t i;
     json_t *a;

@@ -14,6 +14,7 @@
 #include "run_request.h"
 #include "service.h"
 #include "skills.h"
+#include "../store/artifacts.h"
 #include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 
@@ -73,10 +74,9 @@ json_t *al_run_json(al_service *s, const al_store_run *row) {
         json_object_del(result, "artifacts");
         json_object_del(result, "skipped");
     }
-    json_t *arts = al_store_query(s->store, &err,
-                                  "SELECT id, thread_id, run_id, path, version, size, sha256, content_type, created_at "
-                                  "FROM artifacts WHERE run_id = ? ORDER BY path",
-                                  "s", id);
+    al_store_artifacts arts_of;
+    json_t *arts = al_store_artifacts_of_run(s->store, id, &arts_of, &err) < 0 ? NULL : al_artifacts_json(&arts_of);
+    al_store_artifacts_free(&arts_of);
     json_t *previews = al_json_text(row->previews);
     json_t *skipped = al_json_text(row->skipped);
     json_t *appr = al_store_query(s->store, &err, "SELECT * FROM approval_requests WHERE run_id = ?", "s", id);
@@ -385,14 +385,13 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     bool bad = false;
     for (size_t i = 0; !bad && i < json_array_size(rq.artifacts); i++) {
         const char *aid = json_string_value(json_array_get(rq.artifacts, i));
-        json_t *a = aid ? al_store_query(s->store, &err, "SELECT id FROM artifacts WHERE id = ? AND workspace_id = ?", "ss",
-                                         aid, p->workspace_id)
-                        : NULL;
-        if (!a || json_array_size(a) != 1) {
+        al_store_artifact a;
+        if (!aid || al_store_artifact_get(s->store, p->workspace_id, aid, &a, &err) < 0) {
             ret = run_error(ret_doc, 404, "not_found", "artifacts[%zu]: no such artifact", i);
             bad = true;
+        } else {
+            al_store_artifact_done(&a);
         }
-        json_decref(a);
     }
     al_error perr = { 0 };
     if (!bad && strcmp(json_string_value(json_object_get(settings, "driver")), "disabled") == 0) {
@@ -567,7 +566,9 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
                              .state = needs_approval ? AL_RUN_PENDING_APPROVAL : AL_RUN_QUEUED, .price = price,
                              .input_bytes = (int64_t)input_bytes,
                              .skill_name = json_is_string(skn) ? (char *)json_string_value(skn) : NULL,
-                             .skill_version = json_is_string(skv) ? (char *)json_string_value(skv) : NULL };
+                             .skill_version = json_is_string(skv) ? (char *)json_string_value(skv) : NULL,
+                             .skill_digest = ex->skill ? (char *)json_string_value(json_object_get(ex->skill, "digest"))
+                                                       : NULL };
         snprintf(rec.id, sizeof rec.id, "%s", run_id);
         snprintf(rec.org_id, sizeof rec.org_id, "%s", p->org_id);
         snprintf(rec.workspace_id, sizeof rec.workspace_id, "%s", p->workspace_id);

@@ -175,6 +175,15 @@ int al_artifacts_ingest(al_service *s, const al_store_run *run, const char *out_
 const char *al_content_type(const char *path);
 int64_t al_artifacts_org_usage(al_service *s, const char *org_id);
 int64_t al_artifacts_org_quota(al_service *s, const char *org_id);
+/* An artifact as the API shows it: {id, thread_id, run_id, path, version,
+ * size, sha256, content_type, created_at}; a list of them, as an array. */
+struct al_store_artifact;
+struct al_store_artifacts;
+json_t *al_artifact_json(const struct al_store_artifact *a);
+json_t *al_artifacts_json(const struct al_store_artifacts *l);
+/* What of an artifact stages and is hashed for approval: {id, path,
+ * version, size, sha256}. */
+json_t *al_artifact_doc(const struct al_store_artifact *a);
 void al_blob_path(al_service *s, const char *sha, char *buf, size_t len);
 /* Once per store: remove every blob that does not hold its hash; how many. */
 int al_blobs_verify_once(al_service *s, al_error *err);

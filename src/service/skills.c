@@ -22,7 +22,7 @@
 #include "audit.h"
 #include "service.h"
 #include "skills.h"
-#include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
+#include "../store/skills.h"
 
 static json_t *error_doc(const char *code, const char *fmt, ...) _printf_(2, 3);
 static json_t *error_doc(const char *code, const char *fmt, ...) {
@@ -198,16 +198,15 @@ static json_t *skill_json(json_t *m, const char *digest, const char *source, con
                      "entrypoints", entrypoints_json(m));
 }
 
-/* A stored row as the API shows it. */
-static json_t *row_json(json_t *row) {
-    json_t *m = json_loads(json_string_value(json_object_get(row, "manifest")), 0, NULL);
+/* A stored version as the API shows it. */
+static json_t *row_json(const al_store_skill *k) {
+    json_t *m = json_loads(k->manifest ? k->manifest : "", 0, NULL);
     if (!m)
         return NULL;
-    json_t *j = skill_json(m, json_string_value(json_object_get(row, "digest")), "workspace",
-                           json_string_value(json_object_get(row, "state")));
+    json_t *j = skill_json(m, k->digest, "workspace", al_store_skill_state_name(k->state));
     json_decref(m);
-    json_object_set(j, "uploaded_at", json_object_get(row, "created_at"));
-    json_object_set(j, "promoted_at", json_object_get(row, "promoted_at"));
+    json_object_set_new(j, "uploaded_at", json_string(k->created_at));
+    json_object_set_new(j, "promoted_at", k->promoted_at[0] ? json_string(k->promoted_at) : json_null());
     return j;
 }
 
@@ -223,10 +222,6 @@ static json_t *bundled(al_service *s, const char *name) {
 }
 
 /* ------------------------------------------------------------ lifetime */
-
-/* The states in which a run has ended (http.c's terminal states): a run in
- * any other may still stage its skill's bundle. */
-#define RUN_ENDED "('succeeded', 'failed', 'timed_out', 'killed', 'canceled', 'error', 'denied')"
 
 /* Count a run being made from DIGEST (BY +1), or no longer (-1). Under skills_mu. */
 static void pin(al_service *s, const char *digest, int by) {
@@ -244,6 +239,12 @@ static bool stored_name(const char *name, char ret_digest[72]) {
     return true;
 }
 
+/* DIGEST is in the set USERDATA (a JSON object). */
+static int mark_digest(const char *digest, void *userdata) {
+    json_object_set(userdata, digest, json_true());
+    return 0;
+}
+
 /* al_skills_gc under skills_mu. */
 static int gc_locked(al_service *s, json_t *ret_kept, al_error *err) {
     json_t *held = json_object(), *live = json_object();
@@ -256,29 +257,13 @@ static int gc_locked(al_service *s, json_t *ret_kept, al_error *err) {
     /* a run being created from a bundle keeps it like a live run does:
      * its end (al_skills_run_ended) collects it */
     json_object_foreach(s->skills_pins, k, v) json_object_set(live, k, json_true());
-    json_t *rows = al_store_query(s->store, err, "SELECT DISTINCT digest FROM skills", NULL);
-    json_t *runs = rows ? al_store_query(s->store, err,
-                                         "SELECT DISTINCT json_extract(inputs, '$.skill.digest') AS digest FROM runs "
-                                         "WHERE state NOT IN " RUN_ENDED
-                                         " AND json_extract(inputs, '$.skill.digest') IS NOT NULL",
-                                         NULL)
-                        : NULL;
-    if (!rows || !runs) {
+    if (al_store_skill_digests(s->store, mark_digest, held, err) < 0 ||
+        al_store_skill_digests_live(s->store, mark_digest, live, err) < 0) {
         /* not knowing what is referenced, remove nothing */
-        json_decref(rows);
         json_decref(held);
         json_decref(live);
         return -EIO;
     }
-    json_t *r;
-    json_array_foreach(rows, i, r) json_object_set(held, json_string_value(json_object_get(r, "digest")), json_true());
-    json_array_foreach(runs, i, r) {
-        const char *d = json_string_value(json_object_get(r, "digest"));
-        if (d)
-            json_object_set(live, d, json_true());
-    }
-    json_decref(rows);
-    json_decref(runs);
     char root[PATH_MAX];
     store_root(s, root, sizeof root);
     int removed = 0;
@@ -338,26 +323,15 @@ unsigned al_skills_delete(al_service *s, const al_principal *p, const char *name
         return 409;
     }
     pthread_mutex_lock(&s->skills_mu);
-    json_t *rows = al_store_query(s->store, &err,
-                                  "SELECT version, digest, state FROM skills WHERE workspace_id = ? AND name = ? "
-                                  "AND (? IS NULL OR version = ? OR digest = ?) ORDER BY seq",
-                                  "ssSSS", p->workspace_id, name, version, version, version);
-    int n = rows ? (json_array_size(rows)
-                        ? al_store_exec(s->store, &err,
-                                        "DELETE FROM skills WHERE workspace_id = ? AND name = ? "
-                                        "AND (? IS NULL OR version = ? OR digest = ?)",
-                                        "ssSSS", p->workspace_id, name, version, version, version)
-                        : 0)
-                 : -EIO;
+    al_store_skills rows;
+    int n = al_store_skill_delete(s->store, p->workspace_id, name, version, &rows, &err);
     if (n > 0)
         gc_locked(s, NULL, &err); /* a failure leaves garbage for the next collection, never a hole */
     pthread_mutex_unlock(&s->skills_mu);
-    if (n < 0) {
-        json_decref(rows);
+    if (n < 0)
         return fail(ret, 500, "internal", err.msg);
-    }
     if (n == 0) {
-        json_decref(rows);
+        al_store_skills_free(&rows);
         *ret = version ? error_doc("not_found", "skill %.64s has no version %.80s in this workspace", name, version)
                        : error_doc("not_found", "no skill named %.64s in this workspace", name);
         return 404;
@@ -365,23 +339,17 @@ unsigned al_skills_delete(al_service *s, const al_principal *p, const char *name
     /* which of this workspace's runs still use a deleted version: their
      * bundles stay until they end (other workspaces' holdings are not told) */
     json_t *deleted = json_array(), *live_runs = json_array();
-    size_t i;
-    json_t *row;
-    json_array_foreach(rows, i, row) {
-        const char *dg = json_string_value(json_object_get(row, "digest"));
-        json_t *users = al_store_query(s->store, &err,
-                                       "SELECT id FROM runs WHERE workspace_id = ? AND state NOT IN " RUN_ENDED
-                                       " AND json_extract(inputs, '$.skill.digest') = ? ORDER BY seq LIMIT 100",
-                                       "ss", p->workspace_id, dg);
-        size_t j;
-        json_t *u;
-        json_array_foreach(users, j, u) json_array_append(live_runs, json_object_get(u, "id"));
-        json_array_append_new(deleted, json_pack("{s:O, s:s, s:O, s:s}", "version", json_object_get(row, "version"),
-                                                 "digest", dg, "state", json_object_get(row, "state"), "bundle",
-                                                 json_array_size(users) ? "kept_for_runs" : "released"));
-        json_decref(users);
+    for (size_t i = 0; i < rows.n; i++) {
+        const al_store_skill *row = &rows.v[i];
+        char users[100][40];
+        int nu = al_store_skill_live_runs(s->store, p->workspace_id, row->digest, users, ELEMENTSOF(users), &err);
+        for (int j = 0; j < nu; j++)
+            json_array_append_new(live_runs, json_string(users[j]));
+        json_array_append_new(deleted, json_pack("{s:s, s:s, s:s, s:s}", "version", row->version, "digest", row->digest,
+                                                 "state", al_store_skill_state_name(row->state), "bundle",
+                                                 nu > 0 ? "kept_for_runs" : "released"));
     }
-    json_decref(rows);
+    al_store_skills_free(&rows);
     if (!audited(s, p, "skill.deleted",
                  json_pack("{s:s, s:s?, s:O, s:O}", "skill", name, "version", version, "deleted", deleted, "live_runs",
                            live_runs),
@@ -469,10 +437,12 @@ static unsigned upload_replay(al_service *s, const al_principal *p, al_idem *k, 
     }
     if (r < 0)
         return fail(ret, 500, "internal", err.msg);
-    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM skills WHERE id = ? AND workspace_id = ?", "ss", id,
-                                  p->workspace_id);
-    json_t *doc = rows && json_array_size(rows) ? row_json(json_array_get(rows, 0)) : NULL;
-    json_decref(rows);
+    al_store_skill k_row;
+    json_t *doc = NULL;
+    if (al_store_skill_get(s->store, p->workspace_id, id, &k_row, &err) == 0) {
+        doc = row_json(&k_row);
+        al_store_skill_done(&k_row);
+    }
     if (!doc) {
         *ret = error_doc("idempotency_conflict", "the skill version that this Idempotency-Key uploaded has been deleted "
                                                  "since: upload it again with a new key");
@@ -530,13 +500,11 @@ static unsigned upload_locked(al_service *s, const al_principal *p, const char *
      * of bundles the organisation does not hold already, against its
      * storage quota (shared with artifacts). A new version of nothing is
      * recorded and the stored copy is collected again. */
-    json_t *have = al_store_query(s->store, &err,
-                                  "SELECT (SELECT COUNT(*) FROM skills WHERE workspace_id = ? AND name = ? AND digest != ?) AS versions, "
-                                  "(SELECT COUNT(*) FROM skills WHERE org_id = ? AND digest = ?) AS held",
-                                  "sssss", p->workspace_id, name, digest, p->org_id, digest);
-    json_int_t versions = json_integer_value(json_object_get(json_array_get(have, 0), "versions"));
-    bool held = json_integer_value(json_object_get(json_array_get(have, 0), "held")) > 0;
-    json_decref(have);
+    int64_t versions = 0;
+    bool held = false;
+    /* a failed count reads as none held (as it always has): the quota
+     * check and the insert's own failure still stand */
+    (void)al_store_skill_counts(s->store, p->workspace_id, name, digest, p->org_id, &versions, &held, &err);
     int64_t quota = al_artifacts_org_quota(s, p->org_id), used = al_artifacts_org_usage(s, p->org_id);
     unsigned refuse = versions >= AL_SKILL_VERSIONS_MAX ? 409 : (!held && quota > 0 && used + bytes > quota) ? 507 : 0;
     if (refuse) {
@@ -550,30 +518,33 @@ static unsigned upload_locked(al_service *s, const al_principal *p, const char *
         gc_locked(s, NULL, &err);
         return refuse;
     }
-    char id[40], now[40];
-    al_store_new_id("skl", id, sizeof id);
-    al_store_now(now, sizeof now);
+    al_store_skill rec = { .bytes = bytes };
+    al_store_new_id("skl", rec.id, sizeof rec.id);
+    al_store_now(rec.created_at, sizeof rec.created_at);
+    snprintf(rec.org_id, sizeof rec.org_id, "%s", p->org_id);
+    snprintf(rec.workspace_id, sizeof rec.workspace_id, "%s", p->workspace_id);
+    snprintf(rec.name, sizeof rec.name, "%s", name);
+    snprintf(rec.version, sizeof rec.version, "%s", json_string_value(json_object_get(m, "version")) ?: "");
+    snprintf(rec.digest, sizeof rec.digest, "%s", digest);
+    snprintf(rec.uploaded_by, sizeof rec.uploaded_by, "%s", p->person_id);
     char *mtext = json_dumps(m, JSON_COMPACT);
+    rec.manifest = mtext;
     /* the same bundle uploaded again is the same version: one row; and the
      * upload's Idempotency-Key with it, in one transaction */
     int n = al_store_begin(s->store, &err), taken = 0;
     bool began = n >= 0;
     if (n >= 0)
-        n = al_store_exec(s->store, &err,
-                          "INSERT OR IGNORE INTO skills (id, org_id, workspace_id, name, version, digest, manifest, state, "
-                          "uploaded_by, created_at, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, 'uploaded', ?, ?, ?)",
-                          "sssssssssi", id, p->org_id, p->workspace_id, name,
-                          json_string_value(json_object_get(m, "version")), digest, mtext ? mtext : "{}", p->person_id, now,
-                          (int64_t)bytes);
+        n = al_store_skill_add(s->store, &rec, &err);
     int inserted = n;
     char keyed_id[40] = "";
     if (n >= 0 && idem && idem->key[0]) {
-        json_t *row = al_store_query(s->store, &err, "SELECT id FROM skills WHERE workspace_id = ? AND name = ? AND digest = ?",
-                                     "sss", p->workspace_id, name, digest);
-        const char *sid = json_string_value(json_object_get(json_array_get(row, 0), "id"));
-        snprintf(keyed_id, sizeof keyed_id, "%s", sid ? sid : "");
-        n = taken = sid ? al_idem_record(s->store, p, idem, "skill", sid, &err) : -EIO;
-        json_decref(row);
+        al_store_skill row;
+        int g = al_store_skill_get_digest(s->store, p->workspace_id, name, digest, &row, &err);
+        if (g == 0) {
+            snprintf(keyed_id, sizeof keyed_id, "%s", row.id);
+            al_store_skill_done(&row);
+        }
+        n = taken = g == 0 ? al_idem_record(s->store, p, idem, "skill", keyed_id, &err) : -EIO;
     }
     if (n >= 0)
         n = al_store_commit(s->store, &err);
@@ -594,10 +565,12 @@ static unsigned upload_locked(al_service *s, const al_principal *p, const char *
             al_idem_forget(s->store, p, idem, keyed_id, &err);
         return 500;
     }
-    json_t *rows = al_store_query(s->store, &err, "SELECT * FROM skills WHERE workspace_id = ? AND name = ? AND digest = ?",
-                                  "sss", p->workspace_id, name, digest);
-    json_t *doc = rows && json_array_size(rows) ? row_json(json_array_get(rows, 0)) : NULL;
-    json_decref(rows);
+    al_store_skill row;
+    json_t *doc = NULL;
+    if (al_store_skill_get_digest(s->store, p->workspace_id, name, digest, &row, &err) == 0) {
+        doc = row_json(&row);
+        al_store_skill_done(&row);
+    }
     if (!doc)
         return fail(ret, 500, "internal", "the stored skill vanished");
     *ret = doc;
@@ -613,27 +586,23 @@ unsigned al_skills_list(al_service *s, const al_principal *p, json_t **ret) {
         out, skill_json(json_object_get(b, "manifest"), json_string_value(json_object_get(b, "digest")), "bundled",
                         "bundled"));
     /* per name: the promoted version when there is one, else the newest */
-    json_t *rows = al_store_query(s->store, &err,
-                                  "SELECT * FROM skills WHERE workspace_id = ? ORDER BY name, state = 'promoted' DESC, "
-                                  "seq DESC LIMIT 1000",
-                                  "s", p->workspace_id);
-    if (!rows) {
+    al_store_skills rows;
+    if (al_store_skills_list(s->store, p->workspace_id, 1000, &rows, &err) < 0) {
         json_decref(out);
         return fail(ret, 500, "internal", err.msg);
     }
     const char *last = "";
-    json_t *row;
-    json_array_foreach(rows, i, row) {
-        const char *name = json_string_value(json_object_get(row, "name"));
+    for (i = 0; i < rows.n; i++) {
+        const char *name = rows.v[i].name;
         if (strcmp(name, last) == 0)
             continue;
         last = name;
-        json_t *j = row_json(row);
+        json_t *j = row_json(&rows.v[i]);
         if (j)
             json_array_append_new(out, j);
     }
     *ret = json_pack("{s:o}", "skills", out);
-    json_decref(rows);
+    al_store_skills_free(&rows);
     return 200;
 }
 
@@ -645,32 +614,28 @@ unsigned al_skills_get(al_service *s, const al_principal *p, const char *name, j
                           "bundled");
         return 200;
     }
-    json_t *rows = al_store_query(s->store, &err,
-                                  "SELECT * FROM skills WHERE workspace_id = ? AND name = ? ORDER BY seq DESC LIMIT 100",
-                                  "ss", p->workspace_id, name);
-    if (!rows)
+    al_store_skills rows;
+    if (al_store_skill_versions(s->store, p->workspace_id, name, NULL, false, 100, &rows, &err) < 0)
         return fail(ret, 500, "internal", err.msg);
-    if (json_array_size(rows) == 0) {
-        json_decref(rows);
+    if (rows.n == 0) {
+        al_store_skills_free(&rows);
         *ret = error_doc("not_found", "no skill named %.64s in this workspace or among the bundled skills", name);
         return 404;
     }
     /* the runnable (promoted) version first, then every version newest first */
     json_t *versions = json_array(), *shown = NULL;
-    size_t i;
-    json_t *row;
-    json_array_foreach(rows, i, row) {
-        json_t *j = row_json(row);
+    for (size_t i = 0; i < rows.n; i++) {
+        json_t *j = row_json(&rows.v[i]);
         if (!j)
             continue;
-        if (!shown && strcmp(json_string_value(json_object_get(row, "state")), "promoted") == 0)
+        if (!shown && rows.v[i].state == AL_STORE_SKILL_PROMOTED)
             shown = json_deep_copy(j);
         json_array_append_new(versions, j);
     }
     if (!shown)
         shown = json_deep_copy(json_array_get(versions, 0));
     json_object_set_new(shown, "versions", versions);
-    json_decref(rows);
+    al_store_skills_free(&rows);
     *ret = shown;
     return 200;
 }
@@ -683,39 +648,21 @@ unsigned al_skills_promote(al_service *s, const al_principal *p, const char *nam
         *ret = error_doc("conflict", "%.64s is a bundled skill: it is runnable already", name);
         return 409;
     }
-    json_t *rows = al_store_query(s->store, &err,
-                                  "SELECT * FROM skills WHERE workspace_id = ? AND name = ? AND (? IS NULL OR digest = ?) "
-                                  "ORDER BY seq DESC LIMIT 1",
-                                  "ssSS", p->workspace_id, name, digest, digest);
-    if (!rows)
+    al_store_skills rows;
+    if (al_store_skill_versions(s->store, p->workspace_id, name, digest, false, 1, &rows, &err) < 0)
         return fail(ret, 500, "internal", err.msg);
-    if (json_array_size(rows) == 0) {
-        json_decref(rows);
+    if (rows.n == 0) {
+        al_store_skills_free(&rows);
         *ret = digest ? error_doc("not_found", "skill %.64s has no version %.80s in this workspace", name, digest)
                       : error_doc("not_found", "no skill named %.64s in this workspace", name);
         return 404;
     }
     char chosen[80], now[40];
-    snprintf(chosen, sizeof chosen, "%s", json_string_value(json_object_get(json_array_get(rows, 0), "digest")));
-    json_decref(rows);
+    snprintf(chosen, sizeof chosen, "%s", rows.v[0].digest);
+    al_store_skills_free(&rows);
     al_store_now(now, sizeof now);
-    /* one promoted version per name: the others step back */
-    int r = al_store_begin(s->store, &err);
-    if (r == 0)
-        r = al_store_exec(s->store, &err,
-                          "UPDATE skills SET state = 'uploaded' WHERE workspace_id = ? AND name = ? AND state = 'promoted'",
-                          "ss", p->workspace_id, name);
-    if (r >= 0)
-        r = al_store_exec(s->store, &err,
-                          "UPDATE skills SET state = 'promoted', promoted_by = ?, promoted_at = ? "
-                          "WHERE workspace_id = ? AND name = ? AND digest = ?",
-                          "sssss", p->person_id, now, p->workspace_id, name, chosen);
-    if (r >= 0)
-        r = al_store_commit(s->store, &err);
-    if (r < 0) {
-        al_store_rollback(s->store);
+    if (al_store_skill_promote(s->store, p->workspace_id, name, chosen, p->person_id, now, &err) < 0)
         return fail(ret, 500, "internal", err.msg);
-    }
     if (!audited(s, p, "skill.promoted", json_pack("{s:s, s:s}", "skill", name, "digest", chosen), ret))
         return 500;
     return al_skills_get(s, p, name, ret);
@@ -733,40 +680,35 @@ static unsigned resolve(al_service *s, const al_principal *p, const char *name, 
         snprintf(ret_digest, 80, "%s", json_string_value(json_object_get(b, "digest")));
         return 0;
     }
-    json_t *rows = al_store_query(s->store, &err,
-                                  "SELECT * FROM skills WHERE workspace_id = ? AND name = ? AND (? IS NULL OR digest = ?) "
-                                  "ORDER BY state = 'promoted' DESC, seq DESC",
-                                  "ssSS", p->workspace_id, name, digest, digest);
-    if (!rows)
+    al_store_skills rows;
+    if (al_store_skill_versions(s->store, p->workspace_id, name, digest, true, 0, &rows, &err) < 0)
         return fail(ret, 500, "internal", err.msg);
-    json_t *row = NULL;
-    size_t i;
-    json_t *r;
-    json_array_foreach(rows, i, r) {
-        bool promoted = strcmp(json_string_value(json_object_get(r, "state")), "promoted") == 0;
+    const al_store_skill *row = NULL;
+    for (size_t i = 0; i < rows.n; i++) {
+        const al_store_skill *r = &rows.v[i];
+        bool promoted = r->state == AL_STORE_SKILL_PROMOTED;
         if (mode == AL_SKILL_RUN && !promoted)
             continue;
         /* the test bench runs the newest upload unless told which */
-        if (mode == AL_SKILL_TEST && !digest && row &&
-            json_integer_value(json_object_get(row, "seq")) > json_integer_value(json_object_get(r, "seq")))
+        if (mode == AL_SKILL_TEST && !digest && row && row->seq > r->seq)
             continue;
         row = r;
         if (mode == AL_SKILL_RUN)
             break;
     }
     if (!row) {
-        unsigned st = json_array_size(rows) ? 409 : 404;
-        *ret = json_array_size(rows)
+        unsigned st = rows.n ? 409 : 404;
+        *ret = rows.n
                    ? error_doc("not_promoted", "skill %.64s has not been promoted for agents: an admin promotes it with "
                                                "POST /v1/skills/%.64s/promote after testing it", name, name)
                    : error_doc("not_found", "no skill named %.64s%s%.80s in this workspace or among the bundled skills",
                                name, digest ? " with digest " : "", digest ? digest : "");
-        json_decref(rows);
+        al_store_skills_free(&rows);
         return st;
     }
-    *ret_manifest = json_loads(json_string_value(json_object_get(row, "manifest")), 0, NULL);
-    snprintf(ret_digest, 80, "%s", json_string_value(json_object_get(row, "digest")));
-    json_decref(rows);
+    *ret_manifest = json_loads(row->manifest, 0, NULL);
+    snprintf(ret_digest, 80, "%s", row->digest);
+    al_store_skills_free(&rows);
     return *ret_manifest ? 0 : fail(ret, 500, "internal", "a stored manifest does not parse");
 }
 

@@ -72,7 +72,7 @@ static int64_t int_of(json_t *row, const char *key) {
 static void run_clear(al_store_run *r) {
     char **texts[] = { &r->code,   &r->description, &r->network,        &r->limits,     &r->inputs,
                        &r->result, &r->previews,    &r->skipped,        &r->error_message, &r->result_summary,
-                       &r->skill_name, &r->skill_version };
+                       &r->skill_name, &r->skill_version, &r->skill_digest };
     for (size_t i = 0; i < ELEMENTSOF(texts); i++) {
         free(*texts[i]);
         *texts[i] = NULL;
@@ -105,7 +105,8 @@ static int run_from_row(json_t *row, al_store_run *r, al_error *err) {
                 text_into(row, "created_at", r->created_at, sizeof r->created_at) &&
                 text_into(row, "started_at", r->started_at, sizeof r->started_at) &&
                 text_into(row, "finished_at", r->finished_at, sizeof r->finished_at) &&
-                text_into(row, "image", r->image, sizeof r->image);
+                text_into(row, "image", r->image, sizeof r->image) &&
+                text_into(row, "node_id", r->node_id, sizeof r->node_id);
     if (!fits || !r->id[0] || r->state == _AL_RUN_STATE_INVALID)
         return al_err(err, "runs", EIO, "a stored run is malformed");
     bool ok = text_dup(row, "code", &r->code) && text_dup(row, "description", &r->description) &&
@@ -114,7 +115,7 @@ static int run_from_row(json_t *row, al_store_run *r, al_error *err) {
               text_dup(row, "previews", &r->previews) && text_dup(row, "skipped", &r->skipped) &&
               text_dup(row, "error_message", &r->error_message) &&
               text_dup(row, "result_summary", &r->result_summary) && text_dup(row, "skill_name", &r->skill_name) &&
-              text_dup(row, "skill_version", &r->skill_version);
+              text_dup(row, "skill_version", &r->skill_version) && text_dup(row, "skill_digest", &r->skill_digest);
     if (!ok) {
         run_clear(r);
         return al_err(err, "runs", ENOMEM, "out of memory");
@@ -125,7 +126,8 @@ static int run_from_row(json_t *row, al_store_run *r, al_error *err) {
 #define RUN_COLUMNS                                                                                               \
     "seq, id, org_id, workspace_id, person_id, thread_id, language, code, description, network, limits, inputs, " \
     "state, result, previews, skipped, error_code, error_message, created_at, started_at, finished_at, price, "   \
-    "redactions, image, input_bytes, result_summary, preview_count, skipped_count, skill_name, skill_version"
+    "redactions, image, input_bytes, result_summary, preview_count, skipped_count, skill_name, skill_version, "  \
+    "skill_digest, node_id, cap"
 
 /* ---------------------------------------------------------------- rows */
 
@@ -133,12 +135,12 @@ int al_store_run_insert(al_store *s, const al_store_run *r, al_error *err) {
     int n = al_store_exec(s, err,
                           "INSERT INTO runs (id, org_id, workspace_id, person_id, thread_id, language, code, description, "
                           "network, limits, inputs, state, created_at, price, image, input_bytes, skill_name, "
-                          "skill_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                          "ssssSssssssssiSiSS", r->id, r->org_id, r->workspace_id, r->person_id,
+                          "skill_version, skill_digest, cap) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          "ssssSssssssssiSiSSSi", r->id, r->org_id, r->workspace_id, r->person_id,
                           r->thread_id[0] ? r->thread_id : NULL, r->language, r->code,
                           r->description ? r->description : "", r->network, r->limits, r->inputs,
                           al_run_state_name(r->state), r->created_at, r->price, r->image[0] ? r->image : NULL,
-                          r->input_bytes, r->skill_name, r->skill_version);
+                          r->input_bytes, r->skill_name, r->skill_version, r->skill_digest, r->cap > 0 ? r->cap : 3);
     return n < 0 ? n : 0;
 }
 

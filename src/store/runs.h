@@ -60,7 +60,9 @@ typedef struct al_store_run {
     /* what a list shows without loading the documents above (011) */
     char *result_summary;         /* JSON: the result's small fields, NULL while there is none */
     int64_t preview_count, skipped_count;
-    char *skill_name, *skill_version;
+    char *skill_name, *skill_version, *skill_digest;
+    char node_id[40];             /* the node that claimed it ("" none) */
+    int64_t cap;                  /* the person's concurrency cap it was queued under */
 } al_store_run;
 
 /* Free a run the store returned (NULL is fine). A record the caller built
