@@ -16,6 +16,7 @@ void al_service_config_default(al_service_config *c) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     c->max_concurrent = n > 0 ? (int)n * 2 : 4;
     c->per_person = 3;
+    c->node_lease_s = 10;
     c->queue_max = 1000;
     /* no one person or organisation fills the queue for everyone else */
     c->queue_per_person = 100;
@@ -54,6 +55,7 @@ static const struct {
     int min, max;
 } int_keys[] = {
     { "max_concurrent", offsetof(al_service_config, max_concurrent), 1, 1024 },
+    { "node_lease_s", offsetof(al_service_config, node_lease_s), 2, 600 },
     { "per_person_concurrency", offsetof(al_service_config, per_person), 1, 1024 },
     { "queue_max", offsetof(al_service_config, queue_max), 1, 100000 },
     { "queue_per_person", offsetof(al_service_config, queue_per_person), 1, 100000 },

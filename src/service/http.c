@@ -518,7 +518,7 @@ static enum MHD_Result metrics(al_http *h, struct MHD_Connection *c) {
                 (long long)counts[states_by_name[i]]);
     pthread_mutex_lock(&s->mu);
     OUT("# HELP airlock_queue_length Runs waiting for a slot.\n# TYPE airlock_queue_length gauge\nairlock_queue_length %d\n",
-        s->queue_len);
+        al_service_person_queued(s, NULL));
     OUT("# HELP airlock_boxes_alive Runs being provisioned or running.\n# TYPE airlock_boxes_alive gauge\nairlock_boxes_alive %d\n",
         s->active_count);
     OUT("# HELP airlock_runs_started_total Runs started since the service started.\n# TYPE airlock_runs_started_total counter\n"

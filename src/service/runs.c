@@ -577,6 +577,12 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         snprintf(rec.language, sizeof rec.language, "%s", language);
         snprintf(rec.created_at, sizeof rec.created_at, "%s", now);
         snprintf(rec.image, sizeof rec.image, "%s", image_ref);
+        rec.cap = al_service_queue_cap(s, (int)json_number_value(json_object_get(settings, "concurrency")));
+        /* held by this node until it is admitted to the queue (below): no
+         * node claims it before; if this node dies first, the others give
+         * it back to the queue */
+        if (!needs_approval)
+            snprintf(rec.node_id, sizeof rec.node_id, "%s", s->node_id);
         n = al_store_run_insert(s->store, &rec, &err);
     }
     if (n >= 0)

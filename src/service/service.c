@@ -22,6 +22,7 @@
 #include "service.h"
 #include "skills.h"
 #include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
+#include "../store/nodes.h" /* SQL, until it moves into src/store (issue 12) */
 
 struct active_run {
     active_run *next;
@@ -50,6 +51,18 @@ static void wake_run(al_service *s, const char *run_id) {
     pthread_cond_broadcast(&s->events_cond);
     s->ev_buckets[b].gen++;
     pthread_cond_broadcast(&s->ev_buckets[b].cond);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void al_service_wake_run(al_service *s, const char *run_id) { wake_run(s, run_id); }
+
+void al_service_cancel_all(al_service *s) {
+    pthread_mutex_lock(&s->mu);
+    for (active_run *a = s->active; a; a = a->next) {
+        a->cancel_requested = true;
+        if (a->dr.pid > 0)
+            s->driver->cancel(&a->dr);
+    }
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -101,6 +114,9 @@ int64_t al_service_append_event(al_service *s, const char *run_id, const char *t
     int r = al_store_event_append(s->store, run_id, type, text, &err);
     free(text);
     wake_run(s, run_id);
+    /* the followers on other nodes read it from the store when told */
+    if (r >= 0)
+        al_cluster_notify(s, AL_NOTIFY_EVENTS, run_id);
     return r;
 }
 
@@ -236,76 +252,81 @@ char *al_service_health(al_service *s) {
 
 /* ---------------------------------------------------------------- queue */
 
-/* With s->mu held: 0 when a run of PERSON_ID in ORG_ID has room (EXTRA more
- * of the person's runs wait elsewhere), else as al_service_enqueue. */
-static int room_locked(al_service *s, const char *person_id, const char *org_id, int extra, bool share, char *msg,
-                       size_t msg_len) {
+/* Say why a run found no room (al_store_queue_admit's answer R, C). */
+static int no_room(al_service *s, int r, const al_store_queue_counts *c, const char *what, char *msg, size_t msg_len) {
     char scratch[8];
     if (!msg) {
         msg = scratch;
         msg_len = sizeof scratch;
     }
-    if (s->queue_len >= s->cfg.queue_max) {
-        snprintf(msg, msg_len, "the run queue is full (%d runs, queue_max); retry later", s->cfg.queue_max);
-        return -EAGAIN;
-    }
-    if (!share)
-        return 0;
-    int mine = extra, ours = 0;
-    for (int i = 0; i < s->queue_len; i++) {
-        mine += strcmp(s->queue[i].person_id, person_id) == 0;
-        ours += org_id && strcmp(s->queue[i].org_id, org_id) == 0;
-    }
-    if (mine >= s->cfg.queue_per_person) {
+    if (r == -EDQUOT)
         snprintf(msg, msg_len,
                  "you have %d runs waiting (queued or for approval), the most one person may have "
                  "(queue_per_person = %d); retry when some have started",
-                 mine, s->cfg.queue_per_person);
-        return -EDQUOT;
-    }
-    if (ours >= s->cfg.queue_per_org) {
+                 c->person, s->cfg.queue_per_person);
+    else if (r == -EUSERS)
         snprintf(msg, msg_len,
                  "your organisation has %d runs queued, the most one organisation may have (queue_per_org = %d); "
                  "retry when some have started",
-                 ours, s->cfg.queue_per_org);
-        return -EUSERS;
-    }
-    return 0;
+                 c->org, s->cfg.queue_per_org);
+    else if (r == -EAGAIN)
+        snprintf(msg, msg_len, "the run queue is full (%d runs, queue_max); retry later", s->cfg.queue_max);
+    else
+        snprintf(msg, msg_len, "the run queue cannot be read: %s", what);
+    return r == -EDQUOT || r == -EUSERS ? r : -EAGAIN;
+}
+
+static al_store_queue_limits limits_for(al_service *s, const char *person_id, const char *org_id, int extra, bool share) {
+    return (al_store_queue_limits){ .queue_max = s->cfg.queue_max, .person_id = share ? person_id : NULL,
+                                    .org_id = share ? org_id : NULL, .person_extra = extra,
+                                    .per_person = s->cfg.queue_per_person, .per_org = s->cfg.queue_per_org };
 }
 
 int al_service_queue_room(al_service *s, const char *person_id, const char *org_id, int pending, char *msg,
                           size_t msg_len) {
-    pthread_mutex_lock(&s->mu);
-    int r = room_locked(s, person_id, org_id, pending, true, msg, msg_len);
-    pthread_mutex_unlock(&s->mu);
-    return r;
+    /* the same counts as an admission, without one: an early answer for a
+     * run not recorded yet (its admission decides, under the lock) */
+    al_error err = { 0 };
+    al_store_queue_counts c = { 0 };
+    int all = al_store_queued_count(s->store, NULL, NULL, NULL, &err);
+    c.person = al_store_queued_count(s->store, person_id, NULL, NULL, &err);
+    c.org = org_id ? al_store_queued_count(s->store, NULL, org_id, NULL, &err) : 0;
+    if (all < 0 || c.person < 0 || c.org < 0)
+        return no_room(s, -EIO, &c, err.msg, msg, msg_len);
+    c.person += pending;
+    if (all >= s->cfg.queue_max)
+        return no_room(s, -EAGAIN, &c, NULL, msg, msg_len);
+    if (c.person >= s->cfg.queue_per_person)
+        return no_room(s, -EDQUOT, &c, NULL, msg, msg_len);
+    if (c.org >= s->cfg.queue_per_org)
+        return no_room(s, -EUSERS, &c, NULL, msg, msg_len);
+    return 0;
+}
+
+int al_service_queue_cap(al_service *s, int workspace_cap) {
+    return workspace_cap > 0 && workspace_cap < s->cfg.per_person ? workspace_cap : s->cfg.per_person;
 }
 
 int al_service_enqueue(al_service *s, const char *run_id, const char *person_id, const char *org_id, int cap, bool share,
                        char *msg, size_t msg_len) {
+    al_error err = { 0 };
+    al_store_queue_counts c;
+    al_store_queue_limits lim = limits_for(s, person_id, org_id, 0, share);
+    int r = al_store_queue_admit(s->store, run_id, al_service_queue_cap(s, cap), &lim, &c, &err);
+    if (r < 0)
+        return no_room(s, r, &c, err.msg, msg, msg_len);
+    /* any node may claim it now */
+    al_cluster_notify(s, AL_NOTIFY_QUEUE, run_id);
     pthread_mutex_lock(&s->mu);
-    int r = room_locked(s, person_id, org_id, 0, share, msg, msg_len);
-    if (r < 0) {
-        pthread_mutex_unlock(&s->mu);
-        return r;
-    }
-    queued_run *q = &s->queue[s->queue_len++];
-    snprintf(q->run_id, sizeof q->run_id, "%s", run_id);
-    snprintf(q->person_id, sizeof q->person_id, "%s", person_id);
-    snprintf(q->org_id, sizeof q->org_id, "%s", org_id ? org_id : "");
-    q->cap = cap > 0 && cap < s->cfg.per_person ? cap : s->cfg.per_person;
     pthread_cond_broadcast(&s->sched_cond);
     pthread_mutex_unlock(&s->mu);
     return 0;
 }
 
 int al_service_person_queued(al_service *s, const char *person_id) {
-    pthread_mutex_lock(&s->mu);
-    int n = 0;
-    for (int i = 0; i < s->queue_len; i++)
-        n += strcmp(s->queue[i].person_id, person_id) == 0;
-    pthread_mutex_unlock(&s->mu);
-    return n;
+    al_error err = { 0 };
+    int n = al_store_queued_count(s->store, person_id, NULL, NULL, &err);
+    return n < 0 ? 0 : n;
 }
 
 /* RUN_ID ended canceled while it was queued: its inputs go, its state and
@@ -369,32 +390,38 @@ int64_t al_runs_pending_input_bytes(al_service *s, const char *org_id) {
     return b;
 }
 
-int al_service_cancel(al_service *s, const char *run_id) {
+bool al_service_cancel_local(al_service *s, const char *run_id) {
     pthread_mutex_lock(&s->mu);
-    for (int i = 0; i < s->queue_len; i++) {
-        if (strcmp(s->queue[i].run_id, run_id) == 0) {
-            memmove(&s->queue[i], &s->queue[i + 1], (size_t)(s->queue_len - i - 1) * sizeof *s->queue);
-            s->queue_len--;
-            pthread_mutex_unlock(&s->mu);
-            finish_canceled_queued(s, run_id);
-            return 1;
-        }
-    }
     for (active_run *a = s->active; a; a = a->next) {
         if (strcmp(a->run_id, run_id) == 0) {
             a->cancel_requested = true;
             if (a->dr.pid > 0)
                 s->driver->cancel(&a->dr);
             pthread_mutex_unlock(&s->mu);
-            return 1;
+            return true;
         }
     }
     pthread_mutex_unlock(&s->mu);
-    /* Queued in the store but not (yet) in the queue: just approved, its
-     * enqueue still to come. The store's state decides: a run moved from
-     * queued to canceled here is never charged or started (the runner's
-     * move to provisioning is conditional on queued). */
-    return finish_canceled_queued(s, run_id) > 0 ? 1 : 0;
+    return false;
+}
+
+int al_service_cancel(al_service *s, const char *run_id) {
+    if (al_service_cancel_local(s, run_id))
+        return 1;
+    /* Queued (claimed by some node or not): the store's state decides; a
+     * run moved from queued to canceled here is never charged or started
+     * (the move to provisioning is conditional on queued). */
+    if (finish_canceled_queued(s, run_id) > 0)
+        return 1;
+    /* Active on another node: asked there (its watcher is told; its
+     * runner reads the request after its box starts, in case the telling
+     * came first). */
+    al_error err = { 0 };
+    if (al_store_run_cancel_request(s->store, run_id, &err) > 0) {
+        al_cluster_notify(s, AL_NOTIFY_CANCEL, run_id);
+        return 1;
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------- runner */
@@ -605,6 +632,10 @@ static void end_run(al_service *s, const al_store_run *run, al_run_state state, 
                     const char *err_msg, const char *dir, al_dlp *dlp, int64_t duration_ms) {
     const char *run_id = run->id;
     al_error err = { 0 };
+    /* a node declared dead publishes nothing: the others ended its runs
+     * (error, refunded) and a result now would contradict theirs */
+    if (s->declared_dead)
+        return;
     /* nothing unredacted is stored where the agent can read it */
     int redactions = redact_result(dlp, result);
     json_t *published = NULL, *previews = NULL, *skipped = json_array();
@@ -687,13 +718,21 @@ static void end_run(al_service *s, const al_store_run *run, al_run_state state, 
     snprintf(fin.id, sizeof fin.id, "%s", run_id);
     snprintf(fin.error_code, sizeof fin.error_code, "%s", err_code ? err_code : "");
     snprintf(fin.finished_at, sizeof fin.finished_at, "%s", now);
-    al_store_run_finish(s->store, &fin, &err);
-    if (state == AL_RUN_ERROR)
+    int written = al_store_run_finish(s->store, &fin, &err);
+    if (written > 0 && state == AL_RUN_ERROR)
         al_store_run_refund(s->store, run_id, now, &err); /* airlock's own failure is not charged */
     free(fin.result);
     free(fin.previews);
     free(fin.skipped);
     free(fin.result_summary);
+    if (written == 0) {
+        /* ended meanwhile by another node (this one was thought dead) */
+        json_decref(published);
+        json_decref(previews);
+        json_decref(skipped);
+        al_service_log(s, "run.end_superseded", json_pack("{s:s}", "run_id", run_id));
+        return;
+    }
     for (size_t i = 0; published && i < json_array_size(published); i++)
         al_service_append_event(s, run_id, "artifact", json_incref(json_array_get(published, i)));
     json_decref(published);
@@ -903,6 +942,9 @@ static void *runner_main(void *p) {
     a->dr = dr;
     bool cancel = a->cancel_requested;
     pthread_mutex_unlock(&s->mu);
+    /* a cancel asked on another node before this one held the box */
+    if (!cancel && al_store_run_cancel_requested(s->store, a->run_id, &err) > 0)
+        cancel = true;
     if (cancel)
         s->driver->cancel(&a->dr);
 
@@ -1010,15 +1052,10 @@ done:
     pthread_cond_broadcast(&s->sched_cond);
     pthread_mutex_unlock(&s->mu);
     wake_run(s, a->run_id);
+    /* the person's slot is free on every node */
+    al_cluster_notify(s, AL_NOTIFY_QUEUE, "");
     free(a);
     return NULL;
-}
-
-static int person_active(al_service *s, const char *person_id) {
-    int n = 0;
-    for (active_run *a = s->active; a; a = a->next)
-        n += strcmp(a->person_id, person_id) == 0;
-    return n;
 }
 
 static void *scheduler_main(void *p) {
@@ -1027,25 +1064,12 @@ static void *scheduler_main(void *p) {
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
         bool started = false;
-        /* Fair share: the next slot goes to the eligible person (under the
-         * per-person cap) with the fewest runs active, and within a person
-         * FIFO. A person with many queued runs cannot hold back another's. */
-        for (;;) {
-            if (s->active_count >= s->cfg.max_concurrent)
-                break;
-            int best = -1, best_active = 0;
-            for (int k = 0; k < s->queue_len; k++) {
-                int n = person_active(s, s->queue[k].person_id);
-                if (n >= s->queue[k].cap)
-                    continue;
-                if (best < 0 || n < best_active) {
-                    best = k;
-                    best_active = n;
-                }
-            }
-            if (best < 0)
-                break;
-            int i = best;
+        /* Fair share across every node on the store: the next slot goes to
+         * the eligible person (under their cap, counting their runs on all
+         * nodes) with the fewest runs active, and within a person FIFO
+         * (al_store_claim_run). A person with many queued runs cannot hold
+         * back another's. */
+        while (!s->stopping && !s->declared_dead && s->active_count < s->cfg.max_concurrent) {
             active_run *a = calloc(1, sizeof *a);
             runner_arg *ra = calloc(1, sizeof *ra);
             if (!a || !ra) {
@@ -1053,13 +1077,23 @@ static void *scheduler_main(void *p) {
                 free(ra);
                 break;
             }
-            memcpy(a->run_id, s->queue[i].run_id, sizeof a->run_id);
-            memcpy(a->person_id, s->queue[i].person_id, sizeof a->person_id);
-            memcpy(a->org_id, s->queue[i].org_id, sizeof a->org_id);
-            a->cap = s->queue[i].cap;
+            pthread_mutex_unlock(&s->mu);
+            al_store_claim c;
+            al_error cerr = { 0 };
+            int got = al_store_claim_run(s->store, s->node_id, &c, &cerr);
+            pthread_mutex_lock(&s->mu);
+            if (got <= 0) {
+                if (got < 0)
+                    al_service_log(s, "queue.claim_failed", json_pack("{s:s}", "error", cerr.msg));
+                free(a);
+                free(ra);
+                break;
+            }
+            memcpy(a->run_id, c.run_id, sizeof a->run_id);
+            memcpy(a->person_id, c.person_id, sizeof a->person_id);
+            memcpy(a->org_id, c.org_id, sizeof a->org_id);
+            a->cap = c.cap;
             a->dr = (al_driver_run){ .pid = -1, .events_fd = -1, .job_fd = -1 };
-            memmove(&s->queue[i], &s->queue[i + 1], (size_t)(s->queue_len - i - 1) * sizeof *s->queue);
-            s->queue_len--;
             a->next = s->active;
             s->active = a;
             s->active_count++;
@@ -1071,15 +1105,12 @@ static void *scheduler_main(void *p) {
             pthread_attr_init(&attr);
             pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
             if (pthread_create(&t, &attr, runner_main, ra) != 0) {
-                /* put it back at the head and try later */
+                /* back to the queue, for this node or another, later */
                 s->active = a->next;
                 s->active_count--;
-                memmove(&s->queue[1], &s->queue[0], (size_t)s->queue_len * sizeof *s->queue);
-                memcpy(s->queue[0].run_id, a->run_id, sizeof a->run_id);
-                memcpy(s->queue[0].person_id, a->person_id, sizeof a->person_id);
-                memcpy(s->queue[0].org_id, a->org_id, sizeof a->org_id);
-                s->queue[0].cap = a->cap;
-                s->queue_len++;
+                pthread_mutex_unlock(&s->mu);
+                al_store_run_release(s->store, c.run_id, c.cap, &cerr);
+                pthread_mutex_lock(&s->mu);
                 free(a);
                 free(ra);
                 pthread_attr_destroy(&attr);
@@ -1134,27 +1165,45 @@ static void lost_said(al_service *s, const char *id) {
     al_rm_rf(dir);
 }
 
+void al_service_lose_run(al_service *s, const char *id, const char *why) {
+    char now[40];
+    al_store_now(now, sizeof now);
+    al_error err = { 0 };
+    unsigned active = AL_RUN_BIT(AL_RUN_PROVISIONING) | AL_RUN_BIT(AL_RUN_RUNNING);
+    /* once: whichever node gets here first ends it, the others find it ended */
+    if (al_store_run_end(s->store, id, active, AL_RUN_ERROR, "lost", why, now, &err) <= 0)
+        return;
+    state_event(s, id, "error");
+    al_store_run_refund(s->store, id, now, &err); /* airlock's own failure: not charged */
+    al_service_log(s, "run.lost", json_pack("{s:s, s:s}", "run_id", id, "why", why));
+    lost_said(s, id);
+}
+
 static void recover(al_service *s) {
     al_error err = { 0 };
     char now[40];
     al_store_now(now, sizeof now);
     al_store_run_ref *refs = NULL;
     size_t n = 0;
-    /* Runs that were being provisioned or running when the service died:
-     * their helpers died with it (PDEATHSIG), and their boxes with those. */
-    unsigned active = AL_RUN_BIT(AL_RUN_PROVISIONING) | AL_RUN_BIT(AL_RUN_RUNNING);
-    if (al_store_run_refs(s->store, active, &refs, &n, &err) < 0)
-        n = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *id = refs[i].id;
-        al_store_run_end(s->store, id, active, AL_RUN_ERROR, "lost", "the service stopped while this run was active",
-                         now, &err);
-        state_event(s, id, "error");
-        al_store_run_refund(s->store, id, now, &err); /* airlock's own failure: not charged */
-        al_service_log(s, "run.lost", json_pack("{s:s}", "run_id", id));
-        lost_said(s, id);
+    /* Runs that were being provisioned or running on a node that is gone:
+     * their helpers died with it (PDEATHSIG), and their boxes with those.
+     * On SQLite there is one node, so every node before this one is gone;
+     * on a shared store, those whose lease ran out (al_cluster_reap; the
+     * lease thread reaps the rest when theirs does). */
+    al_cluster_reap(s, !s->multi_node);
+    char ids[256][40];
+    int k;
+    /* and active runs no node holds (recorded before nodes were) */
+    for (int pass = 0; pass < 64 && (k = al_store_node_runs(s->store, NULL, ids, 256, &err)) > 0; pass++)
+        for (int i = 0; i < k; i++)
+            al_service_lose_run(s, ids[i], "the service stopped while this run was active");
+    /* What follows assumes no other node is at work on the store: a run
+     * another node is creating has its files before its row, and waits
+     * for an approval before its request is recorded. */
+    if (s->multi_node && al_store_nodes_alive(s->store, now, &err) != 1) {
+        al_box_sweep_stale();
+        return;
     }
-    free(refs);
     /* A run waits for an approval only with its request recorded: one the
      * service died between the two (or failed to record) would wait for a
      * decision no one can make. It never ran, so nothing was charged. */
@@ -1183,20 +1232,8 @@ static void recover(al_service *s) {
     free(refs);
     /* Boxes' cgroups whose uid nobody holds any more are leftovers. */
     al_box_sweep_stale();
-    /* Queued runs never started: they wait again, in their order. */
-    if (al_store_run_refs(s->store, AL_RUN_BIT(AL_RUN_QUEUED), &refs, &n, &err) < 0)
-        n = 0;
-    for (size_t i = 0; i < n; i++) {
-        const al_store_run_ref *r = &refs[i];
-        al_error serr = { 0 };
-        json_t *st = al_settings_load(s, r->workspace_id, &serr);
-        int cap = st ? (int)json_number_value(json_object_get(st, "concurrency")) : 1; /* see al_service_decide */
-        json_decref(st);
-        /* accepted before the restart: held to the global cap only */
-        if (al_service_enqueue(s, r->id, r->person_id, r->org_id, cap, false, NULL, 0) < 0)
-            finish_canceled_queued(s, r->id);
-    }
-    free(refs);
+    /* Queued runs never started wait in the store for any node; those the
+     * nodes that are gone had claimed were given back above. */
     /* A run's inline files are stored before its row is written: a crash
      * in between left files that belong to no run (and no quota). Nothing
      * runs yet, so whatever has no row is such a leftover. */
@@ -1273,9 +1310,7 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     if ((r = al_store_locate(cfg->store, cfg->state_dir, db, sizeof db, err)) < 0 ||
         (r = al_store_open(db, &s->store, err)) < 0)
         return r;
-    s->queue = calloc((size_t)cfg->queue_max, sizeof *s->queue);
-    if (!s->queue)
-        return -ENOMEM;
+    snprintf(s->store_target, sizeof s->store_target, "%s", db);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->sched_cond, NULL);
     pthread_cond_init(&s->events_cond, NULL);
@@ -1305,6 +1340,9 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     }
     if ((r = al_skills_init(s, skills, err)) < 0)
         return r;
+    /* a node among those on the store, then what the gone ones left */
+    if ((r = al_cluster_start(s, err)) < 0)
+        return r;
     recover(s);
     al_error verr = { 0 };
     int bad = al_blobs_verify_once(s, &verr);
@@ -1323,8 +1361,9 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     al_http *http = NULL;
     if ((r = al_http_start(s, &http, err)) < 0)
         return r;
-    al_service_log(s, "service.start", json_pack("{s:s, s:i, s:s, s:s}", "listen", cfg->listen_host, "port", cfg->port,
-                                                 "state", cfg->state_dir, "driver", cfg->driver));
+    al_service_log(s, "service.start", json_pack("{s:s, s:i, s:s, s:s, s:s, s:s}", "listen", cfg->listen_host, "port",
+                                                 cfg->port, "state", cfg->state_dir, "driver", cfg->driver, "store",
+                                                 al_store_backend_name(s->store), "node", s->node_id));
 
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -1355,11 +1394,13 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->scheduler, NULL);
     al_http_stop(http);
+    /* leaves the store: what it claimed and did not start waits for others */
+    al_cluster_stop(s);
+    bool fenced = s->declared_dead;
     al_store_close(s->store);
     /* every thread is gone: what is left is ours alone to free (so that a
      * LeakSanitizer build reports only real leaks) */
     al_skills_free(s);
-    free(s->queue);
     free(s->health_text);
     while (s->holds) {
         struct person_holds *h = s->holds;
@@ -1373,5 +1414,8 @@ int al_service_run(al_service_config *cfg, al_error *err) {
         pthread_cond_destroy(&s->ev_buckets[i].cond);
     pthread_mutex_destroy(&s->mu);
     free(s);
+    if (fenced)
+        return al_err(err, "service", ESTALE, "this node was declared dead (or could not renew its lease): it stopped, "
+                                              "and its runs were ended by the others; start it again as a new node");
     return 0;
 }

@@ -21,7 +21,8 @@ typedef struct al_service_config {
     char state_dir[PATH_MAX];
     char store[1024]; /* "sqlite" (default) or a postgresql:// address */
     char driver[16];
-    int max_concurrent;           /* boxes at once, all people */
+    int node_lease_s;             /* a node that does not renew its lease this long is dead */
+    int max_concurrent;           /* boxes at once on this node, all people */
     int per_person;               /* boxes at once, one person */
     int queue_max;                /* queued runs before 429 */
     int queue_per_person;         /* of those, one person's (queued or waiting for approval) */
@@ -48,10 +49,6 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
 
 typedef struct active_run active_run;
 
-typedef struct queued_run {
-    char run_id[40], person_id[40], org_id[40];
-    int cap;                      /* the person's concurrency cap in its workspace */
-} queued_run;
 
 typedef struct al_service {
     al_service_config cfg;
@@ -73,12 +70,19 @@ typedef struct al_service {
         pthread_cond_t cond;
     } ev_buckets[AL_EVENT_BUCKETS];
     uint64_t wake_gen;
-    queued_run *queue;
-    int queue_len;
     active_run *active;           /* linked list */
     int active_count;
     bool stopping;
     pthread_t scheduler;
+
+    /* cluster.c: this node among those on the store */
+    char node_id[40];
+    char store_target[PATH_MAX + 1024];
+    bool multi_node;              /* the store is shared (PostgreSQL): tell and watch the others */
+    bool declared_dead;           /* another node declared this one dead (or its lease ran out) */
+    bool cluster_running;
+    pthread_t lease_thread, watch_thread;
+    struct al_store_watch *watch;
 
     /* metrics */
     uint64_t runs_started, runs_finished;
@@ -114,8 +118,25 @@ int al_service_enqueue(al_service *s, const char *run_id, const char *person_id,
  * counting PENDING runs of the person that wait for an approval). */
 int al_service_queue_room(al_service *s, const char *person_id, const char *org_id, int pending, char *msg,
                           size_t msg_len);
-/* 1 when it was queued or running and is now being canceled; 0 if ended. */
+/* 1 when it was queued or running and is now being canceled; 0 if ended.
+ * A run active on another node is asked there. */
 int al_service_cancel(al_service *s, const char *run_id);
+/* Cancel RUN_ID if this node runs its box: whether it does. */
+bool al_service_cancel_local(al_service *s, const char *run_id);
+/* The cap a run of a workspace whose concurrency is WORKSPACE_CAP runs under. */
+int al_service_queue_cap(al_service *s, int workspace_cap);
+/* Run ID, active on a node that is gone, ends in error (lost) and is
+ * refunded, once however many nodes try. */
+void al_service_lose_run(al_service *s, const char *id, const char *why);
+
+/* cluster.c: many nodes on one store (docs/operations.md "Many nodes") */
+int al_cluster_start(al_service *s, al_error *err);
+void al_cluster_stop(al_service *s);
+/* Declare dead the nodes whose lease ran out (ALL_OTHERS: every other
+ * node, which SQLite's one node does at start) and end their runs. */
+void al_cluster_reap(al_service *s, bool all_others);
+/* Tell the other nodes (nothing on SQLite). */
+void al_cluster_notify(al_service *s, const char *channel, const char *run_id);
 int al_service_person_queued(al_service *s, const char *person_id);
 /* A run recorded as queued that did not get into the queue: it ends
  * canceled (WHY says why) and its inputs are removed. */
@@ -139,6 +160,10 @@ int64_t al_service_append_event(al_service *s, const char *run_id, const char *t
  * service is stopping. What every follower of a run uses. */
 uint64_t al_service_run_event_gen(al_service *s, const char *run_id);
 bool al_service_wait_run_event(al_service *s, const char *run_id, uint64_t gen, const struct timespec *until);
+/* Wake RUN_ID's followers (another node appended to it). */
+void al_service_wake_run(al_service *s, const char *run_id);
+/* Cancel every box this node runs. */
+void al_service_cancel_all(al_service *s);
 /* Wake every waiter, whatever it follows (shutdown, a stream taken over). */
 void al_service_wake_all(al_service *s);
 /* Long-held requests of one person: event-stream followers and requests

@@ -21,9 +21,17 @@ int al_store_node_renew(al_store *s, const char *id, const char *lease_until, al
 }
 
 int al_store_node_leave(al_store *s, const char *id, const char *now, al_error *err) {
-    int r = al_store_exec(s, err, "UPDATE nodes SET stopped_at = ?, lease_until = ? WHERE id = ? AND dead_at IS NULL", "sss",
-                          now, now, id);
-    return r < 0 ? r : 0;
+    int r = al_store_begin(s, err);
+    if (r < 0)
+        return r;
+    /* what it claimed and did not start waits for another node */
+    if ((r = al_store_exec(s, err, "UPDATE runs SET node_id = NULL WHERE node_id = ? AND state = 'queued'", "s", id)) < 0 ||
+        (r = al_store_exec(s, err, "UPDATE nodes SET stopped_at = ?, lease_until = ? WHERE id = ? AND dead_at IS NULL", "sss",
+                           now, now, id)) < 0) {
+        al_store_rollback(s);
+        return r;
+    }
+    return al_store_commit(s, err);
 }
 
 /* Copy the "id" of each row into IDS, at most MAX: how many. */
@@ -74,9 +82,14 @@ fail:
 }
 
 int al_store_node_runs(al_store *s, const char *node_id, char (*ret_ids)[40], int max, al_error *err) {
-    json_t *rows = al_store_query(s, err,
-                                  "SELECT id FROM runs WHERE node_id = ? AND state IN ('provisioning', 'running') ORDER BY seq",
-                                  "s", node_id);
+    json_t *rows = node_id ? al_store_query(s, err,
+                                            "SELECT id FROM runs WHERE node_id = ? AND state IN ('provisioning', 'running') "
+                                            "ORDER BY seq",
+                                            "s", node_id)
+                           : al_store_query(s, err,
+                                            "SELECT id FROM runs WHERE node_id IS NULL AND state IN ('provisioning', 'running') "
+                                            "ORDER BY seq",
+                                            NULL);
     if (!rows)
         return -EIO;
     int n = ids_of(rows, ret_ids, max);
@@ -147,16 +160,56 @@ int al_store_claim_run(al_store *s, const char *node_id, al_store_claim *ret, al
     return c < 0 ? c : r;
 }
 
-int al_store_queued_count(al_store *s, const char *person_id, const char *org_id, al_error *err) {
+int al_store_queued_count(al_store *s, const char *person_id, const char *org_id, const char *except, al_error *err) {
     json_t *rows = al_store_query(s, err,
-                                  "SELECT COUNT(*) AS n FROM runs WHERE state = 'queued' AND node_id IS NULL "
+                                  "SELECT COUNT(*) AS n FROM runs WHERE state = 'queued' AND id != ? "
                                   "AND (CAST(? AS TEXT) IS NULL OR person_id = ?) AND (CAST(? AS TEXT) IS NULL OR org_id = ?)",
-                                  "SSSS", person_id, person_id, org_id, org_id);
+                                  "sSSSS", except ? except : "", person_id, person_id, org_id, org_id);
     if (!rows)
         return -EIO;
     int n = (int)json_integer_value(json_object_get(json_array_get(rows, 0), "n"));
     json_decref(rows);
     return n;
+}
+
+int al_store_queue_admit(al_store *s, const char *run_id, int64_t cap, const al_store_queue_limits *lim,
+                         al_store_queue_counts *ret, al_error *err) {
+    int r = al_store_begin(s, err);
+    if (r < 0)
+        return r;
+    /* admissions are serialised across nodes: two cannot both take the
+     * queue's last place */
+    if ((r = al_store_lock(s, err, "queue")) < 0)
+        goto out;
+    *ret = (al_store_queue_counts){ 0 };
+    if ((r = ret->all = al_store_queued_count(s, NULL, NULL, run_id, err)) < 0)
+        goto out;
+    if (ret->all >= lim->queue_max) {
+        r = -EAGAIN;
+        goto out;
+    }
+    if (lim->person_id) {
+        if ((r = ret->person = al_store_queued_count(s, lim->person_id, NULL, run_id, err)) < 0 ||
+            (lim->org_id && (r = ret->org = al_store_queued_count(s, NULL, lim->org_id, run_id, err)) < 0))
+            goto out;
+        ret->person += lim->person_extra;
+        if (ret->person >= lim->per_person) {
+            r = -EDQUOT;
+            goto out;
+        }
+        if (ret->org >= lim->per_org) {
+            r = -EUSERS;
+            goto out;
+        }
+    }
+    r = al_store_exec(s, err, "UPDATE runs SET node_id = NULL, cap = ? WHERE id = ? AND state = 'queued'", "is", cap, run_id);
+out:
+    if (r < 0) {
+        al_store_rollback(s);
+        return r;
+    }
+    int c = al_store_commit(s, err);
+    return c < 0 ? c : r > 0;
 }
 
 int al_store_notify(al_store *s, const char *channel, const char *payload, al_error *err) {

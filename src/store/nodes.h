@@ -16,14 +16,16 @@ int al_store_node_join(al_store *s, const char *id, const char *host, int64_t pi
 /* 1 renewed until LEASE_UNTIL; 0 when another node declared this one dead
  * (it must not run anything more: its runs were ended and refunded). */
 int al_store_node_renew(al_store *s, const char *id, const char *lease_until, al_error *err);
-/* Left cleanly at NOW (its lease ends with it). */
+/* Left cleanly at NOW (its lease ends with it); the runs it claimed and
+ * did not start go back to the queue. */
 int al_store_node_leave(al_store *s, const char *id, const char *now, al_error *err);
 /* Declare dead, for SELF, every other node whose lease ended before NOW
  * and that did not leave: how many (at most MAX ids into RET_IDS), each
  * exactly once however many nodes reap at the same time. A dead node's
  * claimed, not yet started runs go back to the queue in the same step. */
 int al_store_nodes_reap(al_store *s, const char *self, const char *now, char (*ret_ids)[40], int max, al_error *err);
-/* Runs node NODE_ID holds in provisioning or running (at most MAX). */
+/* Runs node NODE_ID holds in provisioning or running (at most MAX); NULL:
+ * such runs no node holds. */
 int al_store_node_runs(al_store *s, const char *node_id, char (*ret_ids)[40], int max, al_error *err);
 /* Nodes whose lease holds at NOW. */
 int al_store_nodes_alive(al_store *s, const char *now, al_error *err);
@@ -37,8 +39,27 @@ typedef struct al_store_claim {
  * (runs claimed or active on every node count), the one with the fewest
  * active, and that person's oldest. 1 with *RET, 0 when none is eligible. */
 int al_store_claim_run(al_store *s, const char *node_id, al_store_claim *ret, al_error *err);
-/* Runs queued and not claimed, all nodes; and one person's or org's. */
-int al_store_queued_count(al_store *s, const char *person_id, const char *org_id, al_error *err);
+/* Runs queued (claimed or not, not started) on every node: all, or one
+ * person's (PERSON_ID) or organisation's (ORG_ID); EXCEPT (may be NULL)
+ * not counted. */
+int al_store_queued_count(al_store *s, const char *person_id, const char *org_id, const char *except, al_error *err);
+
+/* Admit run RUN_ID (queued, held by the node that made it) to the shared
+ * queue under CAP, if the queue of every node has room: fewer than
+ * QUEUE_MAX runs queued; and with PERSON_ID set, fewer than PER_PERSON of
+ * the person's (PERSON_EXTRA more waiting elsewhere) and PER_ORG of
+ * ORG_ID's. 1 admitted, 0 not queued any more; -EAGAIN the queue is full,
+ * -EDQUOT the person's share, -EUSERS the organisation's (*RET counts). */
+typedef struct al_store_queue_limits {
+    int queue_max;
+    const char *person_id, *org_id; /* NULL: the global cap only */
+    int person_extra, per_person, per_org;
+} al_store_queue_limits;
+typedef struct al_store_queue_counts {
+    int all, person, org;
+} al_store_queue_counts;
+int al_store_queue_admit(al_store *s, const char *run_id, int64_t cap, const al_store_queue_limits *lim,
+                         al_store_queue_counts *ret, al_error *err);
 
 /* ---- notifications between nodes. CHANNEL is one of AL_NOTIFY_*;
  * PAYLOAD a run id (or ""). Sent at the end of the unit of work they are

@@ -135,12 +135,13 @@ int al_store_run_insert(al_store *s, const al_store_run *r, al_error *err) {
     int n = al_store_exec(s, err,
                           "INSERT INTO runs (id, org_id, workspace_id, person_id, thread_id, language, code, description, "
                           "network, limits, inputs, state, created_at, price, image, input_bytes, skill_name, "
-                          "skill_version, skill_digest, cap) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                          "ssssSssssssssiSiSSSi", r->id, r->org_id, r->workspace_id, r->person_id,
+                          "skill_version, skill_digest, cap, node_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          "ssssSssssssssiSiSSSiS", r->id, r->org_id, r->workspace_id, r->person_id,
                           r->thread_id[0] ? r->thread_id : NULL, r->language, r->code,
                           r->description ? r->description : "", r->network, r->limits, r->inputs,
                           al_run_state_name(r->state), r->created_at, r->price, r->image[0] ? r->image : NULL,
-                          r->input_bytes, r->skill_name, r->skill_version, r->skill_digest, r->cap > 0 ? r->cap : 3);
+                          r->input_bytes, r->skill_name, r->skill_version, r->skill_digest, r->cap > 0 ? r->cap : 3,
+                          r->node_id[0] ? r->node_id : NULL);
     return n < 0 ? n : 0;
 }
 
@@ -211,11 +212,11 @@ int al_store_run_finish(al_store *s, const al_store_run *r, al_error *err) {
     int n = al_store_exec(s, err,
                           "UPDATE runs SET state = ?, result = ?, previews = ?, skipped = ?, error_code = ?, "
                           "error_message = ?, finished_at = ?, redactions = ?, result_summary = ?, preview_count = ?, "
-                          "skipped_count = ? WHERE id = ?",
+                          "skipped_count = ? WHERE id = ? AND state IN ('queued', 'provisioning', 'running')",
                           "sSSSSSsiSiis", al_run_state_name(r->state), r->result, r->previews, r->skipped,
                           r->error_code[0] ? r->error_code : NULL, r->error_message, r->finished_at, r->redactions,
                           r->result_summary, r->preview_count, r->skipped_count, r->id);
-    return n < 0 ? n : 0;
+    return n < 0 ? n : n > 0;
 }
 
 /* ---------------------------------------------------------------- credits */
@@ -600,4 +601,27 @@ int al_store_analytics_put(al_store *s, const al_store_analytics *a, al_error *e
                           "sssssiis", a->run_id, a->org_id, a->workspace_id, a->language, al_run_state_name(a->state),
                           a->exit_code, a->duration_ms, a->created_at);
     return n < 0 ? n : 0;
+}
+
+/* ---------------------------------------------------------------- nodes */
+
+int al_store_run_release(al_store *s, const char *id, int64_t cap, al_error *err) {
+    int n = al_store_exec(s, err, "UPDATE runs SET node_id = NULL, cap = ? WHERE id = ? AND state = 'queued'", "is", cap, id);
+    return n < 0 ? n : n > 0;
+}
+
+int al_store_run_cancel_request(al_store *s, const char *id, al_error *err) {
+    int n = al_store_exec(s, err,
+                          "UPDATE runs SET cancel_requested = 1 WHERE id = ? AND state IN ('provisioning', 'running')", "s",
+                          id);
+    return n < 0 ? n : n > 0;
+}
+
+int al_store_run_cancel_requested(al_store *s, const char *id, al_error *err) {
+    json_t *rows = al_store_query(s, err, "SELECT cancel_requested FROM runs WHERE id = ?", "s", id);
+    if (!rows)
+        return -EIO;
+    int r = json_integer_value(json_object_get(json_array_get(rows, 0), "cancel_requested")) != 0;
+    json_decref(rows);
+    return r;
 }

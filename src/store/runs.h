@@ -61,7 +61,7 @@ typedef struct al_store_run {
     char *result_summary;         /* JSON: the result's small fields, NULL while there is none */
     int64_t preview_count, skipped_count;
     char *skill_name, *skill_version, *skill_digest;
-    char node_id[40];             /* the node that claimed it ("" none) */
+    char node_id[40];             /* the node that claimed it, or that holds a new run until it is admitted ("" none) */
     int64_t cap;                  /* the person's concurrency cap it was queued under */
 } al_store_run;
 
@@ -100,6 +100,15 @@ int al_store_run_end(al_store *s, const char *id, unsigned from_mask, al_run_sta
  * skipped, error_code/message, finished_at, redactions, result_summary,
  * preview_count and skipped_count of R. */
 int al_store_run_finish(al_store *s, const al_store_run *r, al_error *err);
+/* (al_store_run_finish: 1 written, 0 when the run had ended meanwhile, e.g.
+ * declared lost when its node was declared dead.) */
+/* A queued run its creating node held goes to the shared queue under CAP:
+ * 1, or 0 when it is not queued any more. */
+int al_store_run_release(al_store *s, const char *id, int64_t cap, al_error *err);
+/* Ask the node that runs run ID to cancel it: 1 asked, 0 not active. */
+int al_store_run_cancel_request(al_store *s, const char *id, al_error *err);
+/* 1 when a cancel of run ID was asked (al_store_run_cancel_request). */
+int al_store_run_cancel_requested(al_store *s, const char *id, al_error *err);
 
 /* The provision charge, atomic: run ID moves from queued to provisioning
  * (started_at NOW), its organisation's balance pays its price and the

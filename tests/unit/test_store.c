@@ -260,8 +260,8 @@ static void test_claims(al_store *s) {
     add_run(s, "run_p2_2", "per_p2", 1, "queued", NULL);
     add_run(s, "run_p3_1", "per_p3", 1, "running", "node_b"); /* p3 is at its cap already */
     add_run(s, "run_p3_2", "per_p3", 1, "queued", NULL);
-    CHECK(al_store_queued_count(s, NULL, NULL, &err) == 6);
-    CHECK(al_store_queued_count(s, "per_p1", NULL, &err) == 3);
+    CHECK(al_store_queued_count(s, NULL, NULL, NULL, &err) == 6);
+    CHECK(al_store_queued_count(s, "per_p1", NULL, NULL, &err) == 3 && al_store_queued_count(s, NULL, org, "run_p1_1", &err) == 5);
     /* fair: the oldest of the person with the fewest active, under caps */
     al_store_claim c;
     CHECK(al_store_claim_run(s, "node_b", &c, &err) == 1 && strcmp(c.run_id, "run_p1_1") == 0 && c.cap == 2 &&
@@ -269,14 +269,14 @@ static void test_claims(al_store *s) {
     CHECK(al_store_claim_run(s, "node_b", &c, &err) == 1 && strcmp(c.run_id, "run_p2_1") == 0);
     CHECK(al_store_claim_run(s, "node_b", &c, &err) == 1 && strcmp(c.run_id, "run_p1_2") == 0);
     CHECK(al_store_claim_run(s, "node_b", &c, &err) == 0); /* everyone at their cap */
-    CHECK(al_store_queued_count(s, NULL, NULL, &err) == 3);
+    CHECK(al_store_queued_count(s, NULL, NULL, NULL, &err) == 6);
     /* a node that dies with a claimed, not started run gives it back */
     CHECK(al_store_exec(s, &err, "UPDATE runs SET node_id = 'node_a' WHERE id = 'run_p1_2'", NULL) == 1);
     CHECK(al_store_node_join(s, "node_d", "h", 4, "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:01.000Z", &err) == 0);
     CHECK(al_store_exec(s, &err, "UPDATE runs SET node_id = 'node_d' WHERE id = 'run_p1_2'", NULL) == 1);
     char ids[8][40];
     CHECK(al_store_nodes_reap(s, "node_b", "2026-01-01T00:00:20.000Z", ids, 8, &err) == 1 && strcmp(ids[0], "node_d") == 0);
-    CHECK(al_store_queued_count(s, "per_p1", NULL, &err) == 2);
+    CHECK(al_store_queued_count(s, "per_p1", NULL, NULL, &err) == 3);
     CHECK(al_store_node_runs(s, "node_b", ids, 8, &err) == 1 && strcmp(ids[0], "run_p3_1") == 0);
     /* ends free the caps; then four nodes claim at once: each run once, caps held */
     CHECK(al_store_exec(s, &err, "UPDATE runs SET state = 'succeeded' WHERE node_id IS NOT NULL", NULL) == 3);

@@ -1,0 +1,194 @@
+/*
+ * Many nodes on one store. Each `airlock serve` joins the store as a node
+ * with a lease it renews every quarter of node_lease_s. A node whose lease
+ * ran out is declared dead by whichever node notices first (once: the
+ * store serialises it); its active runs end in error (lost) and are
+ * refunded once, its claimed, unstarted runs go back to the queue. A node
+ * that finds itself declared dead, or that could not renew within its own
+ * lease (it may have been), runs nothing more: it kills its boxes,
+ * publishes no result and stops, so a node that comes back never
+ * resurrects runs the others ended. On PostgreSQL a watcher connection
+ * hears the others' notifications: a run's new events wake its followers
+ * here, a cancel reaches the node with the box, a queued run or a freed
+ * slot wakes the scheduler. SQLite is one node: nothing to tell or hear.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../store/nodes.h"
+#include "service.h"
+
+static void time_after(int64_t ms, char *buf, size_t len) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t t = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + ms;
+    time_t sec = (time_t)(t / 1000);
+    struct tm tm;
+    gmtime_r(&sec, &tm);
+    char base[32];
+    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, len, "%s.%03dZ", base, (int)(t % 1000));
+}
+
+void al_cluster_notify(al_service *s, const char *channel, const char *run_id) {
+    if (!s->multi_node)
+        return;
+    al_error err = { 0 };
+    if (al_store_notify(s->store, channel, run_id, &err) < 0)
+        al_service_log(s, "node.notify_failed", json_pack("{s:s, s:s}", "channel", channel, "error", err.msg));
+}
+
+void al_cluster_reap(al_service *s, bool all_others) {
+    char now[40], ids[64][40];
+    al_error err = { 0 };
+    if (all_others)
+        snprintf(now, sizeof now, "9999-12-31T23:59:59.999Z");
+    else
+        al_store_now(now, sizeof now);
+    int n = al_store_nodes_reap(s->store, s->node_id, now, ids, 64, &err);
+    if (n < 0) {
+        al_service_log(s, "node.reap_failed", json_pack("{s:s}", "error", err.msg));
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!all_others)
+            al_service_log(s, "node.dead", json_pack("{s:s, s:s}", "node", ids[i], "declared_by", s->node_id));
+        char runs[256][40], why[160];
+        snprintf(why, sizeof why, "node %s stopped while this run was active on it", ids[i]);
+        int k;
+        for (int pass = 0; pass < 64 && (k = al_store_node_runs(s->store, ids[i], runs, 256, &err)) > 0; pass++)
+            for (int j = 0; j < k; j++)
+                al_service_lose_run(s, runs[j], why);
+    }
+    if (n > 0) {
+        /* their slots are free, and what they had claimed waits again */
+        al_cluster_notify(s, AL_NOTIFY_QUEUE, "");
+        pthread_mutex_lock(&s->mu);
+        pthread_cond_broadcast(&s->sched_cond);
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
+/* This node must run nothing more: its boxes die, and the process stops
+ * (al_service_run returns an error, so a supervisor starts a new node). */
+static void fence(al_service *s, const char *why) {
+    pthread_mutex_lock(&s->mu);
+    bool first = !s->declared_dead;
+    s->declared_dead = true;
+    pthread_mutex_unlock(&s->mu);
+    if (!first)
+        return;
+    al_service_log(s, "node.fenced", json_pack("{s:s, s:s}", "node", s->node_id, "why", why));
+    al_service_cancel_all(s);
+    kill(getpid(), SIGTERM);
+}
+
+static bool stopping(al_service *s) {
+    pthread_mutex_lock(&s->mu);
+    bool st = s->stopping;
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+static void *lease_main(void *p) {
+    al_service *s = p;
+    int64_t lease_ms = (int64_t)s->cfg.node_lease_s * 1000;
+    uint64_t renewed_at = al_now_ms();
+    while (!stopping(s)) {
+        /* a quarter of the lease, in steps short enough to stop promptly */
+        for (int64_t slept = 0; slept < lease_ms / 4 && !stopping(s); slept += 100)
+            nanosleep(&(struct timespec){ .tv_nsec = 100 * 1000 * 1000 }, NULL);
+        if (stopping(s))
+            break;
+        char until[40];
+        time_after(lease_ms, until, sizeof until);
+        al_error err = { 0 };
+        int r = al_store_node_renew(s->store, s->node_id, until, &err);
+        if (r > 0) {
+            renewed_at = al_now_ms();
+        } else if (r == 0) {
+            fence(s, "another node declared this node dead (its lease ran out)");
+            break;
+        } else if (al_now_ms() - renewed_at >= (uint64_t)lease_ms) {
+            /* the others may have declared it dead by now: it cannot know */
+            fence(s, "this node could not renew its lease in time");
+            break;
+        }
+        if (r > 0)
+            al_cluster_reap(s, false);
+    }
+    return NULL;
+}
+
+static void *watch_main(void *p) {
+    al_service *s = p;
+    while (!stopping(s)) {
+        char channel[64], payload[64];
+        al_error err = { 0 };
+        int r = al_store_watch_next(s->watch, 500, channel, sizeof channel, payload, sizeof payload, &err);
+        if (r < 0) {
+            nanosleep(&(struct timespec){ .tv_nsec = 500 * 1000 * 1000 }, NULL);
+            continue;
+        }
+        if (r == 2) {
+            /* reconnected: what was said meanwhile is lost; all may have changed */
+            al_service_wake_all(s);
+        } else if (r == 1 && strcmp(channel, AL_NOTIFY_EVENTS) == 0) {
+            al_service_wake_run(s, payload);
+            continue;
+        } else if (r == 1 && strcmp(channel, AL_NOTIFY_CANCEL) == 0) {
+            al_service_cancel_local(s, payload);
+            continue;
+        } else if (r == 0) {
+            continue;
+        }
+        pthread_mutex_lock(&s->mu);
+        pthread_cond_broadcast(&s->sched_cond);
+        pthread_mutex_unlock(&s->mu);
+    }
+    return NULL;
+}
+
+int al_cluster_start(al_service *s, al_error *err) {
+    al_store_new_id("node", s->node_id, sizeof s->node_id);
+    s->multi_node = strcmp(al_store_backend_name(s->store), "postgresql") == 0;
+    char host[256] = "", now[40], until[40];
+    gethostname(host, sizeof host - 1);
+    al_store_now(now, sizeof now);
+    time_after((int64_t)s->cfg.node_lease_s * 1000, until, sizeof until);
+    int r = al_store_node_join(s->store, s->node_id, host, (int64_t)getpid(), now, until, err);
+    if (r < 0)
+        return r;
+    if (s->multi_node && (r = al_store_watch_open(s->store_target, &s->watch, err)) < 0)
+        return r;
+    if (pthread_create(&s->lease_thread, NULL, lease_main, s) != 0)
+        return al_err(err, "service", EAGAIN, "start the lease thread");
+    if (s->multi_node && pthread_create(&s->watch_thread, NULL, watch_main, s) != 0) {
+        pthread_mutex_lock(&s->mu);
+        s->stopping = true;
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->lease_thread, NULL);
+        return al_err(err, "service", EAGAIN, "start the watcher thread");
+    }
+    s->cluster_running = true;
+    return 0;
+}
+
+void al_cluster_stop(al_service *s) {
+    if (!s->cluster_running)
+        return;
+    pthread_join(s->lease_thread, NULL);
+    if (s->multi_node)
+        pthread_join(s->watch_thread, NULL);
+    al_store_watch_close(s->watch);
+    s->watch = NULL;
+    char now[40];
+    al_store_now(now, sizeof now);
+    al_error err = { 0 };
+    if (!s->declared_dead)
+        al_store_node_leave(s->store, s->node_id, now, &err);
+    s->cluster_running = false;
+}
