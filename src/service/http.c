@@ -19,6 +19,8 @@
 #include "openapi.h"
 #include "service.h"
 #include "skills.h"
+#include "../store/audit.h"
+#include "../store/governance.h"
 #include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 #define LIST_MAX 200
@@ -721,19 +723,23 @@ static enum MHD_Result usage(al_service *s, struct MHD_Connection *c, const al_p
 
 static json_t *audit_rows(al_service *s, const al_principal *p, const char *kind, const char *person, const char *run,
                           const char *from, const char *to, int64_t cursor, int64_t limit, al_error *err) {
-    json_t *rows = al_store_query(s->store, err,
-                                  "SELECT seq, kind, person_id, run_id, data, created_at, prev_hash, hash FROM audit_events "
-                                  "WHERE workspace_id = ? AND (? IS NULL OR kind = ?) AND (? IS NULL OR person_id = ?) "
-                                  "AND (? IS NULL OR run_id = ?) AND (? IS NULL OR created_at >= ?) AND (? IS NULL OR created_at < ?) "
-                                  "AND seq < ? ORDER BY seq DESC LIMIT ?",
-                                  "sSSSSSSSSSSii", p->workspace_id, kind, kind, person, person, run, run, from, from, to,
-                                  to, cursor, limit);
-    size_t i;
-    json_t *r;
-    json_array_foreach(rows, i, r) {
-        json_t *d = json_loads(json_string_value(json_object_get(r, "data")), 0, NULL);
-        json_object_set_new(r, "data", d ? d : json_object());
+    al_store_audit_filter f = { .workspace_id = p->workspace_id, .kind = kind, .person_id = person, .run_id = run,
+                                .from = from, .to = to, .before_seq = cursor, .limit = limit };
+    al_store_audit_events evs;
+    if (al_store_audit_list(s->store, &f, &evs, err) < 0)
+        return NULL;
+    json_t *rows = json_array();
+    for (size_t i = 0; rows && i < evs.n; i++) {
+        const al_store_audit_event *e = &evs.v[i];
+        json_t *d = json_loads(e->data, 0, NULL);
+        json_array_append_new(rows, json_pack("{s:I, s:s, s:s?, s:s?, s:o, s:s, s:s, s:s}", "seq", (json_int_t)e->seq,
+                                              "kind", e->kind, "person_id", e->has_person_id ? e->person_id : NULL,
+                                              "run_id", e->has_run_id ? e->run_id : NULL, "data", d ? d : json_object(),
+                                              "created_at", e->created_at, "prev_hash", e->prev_hash, "hash", e->hash));
     }
+    al_store_audit_events_free(&evs);
+    if (!rows)
+        al_err(err, "audit", ENOMEM, "out of memory");
     return rows;
 }
 
