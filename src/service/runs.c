@@ -14,6 +14,8 @@
 #include "run_request.h"
 #include "service.h"
 #include "skills.h"
+#include "../store/approvals.h"
+#include "../store/tenants.h"
 #include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 
@@ -62,19 +64,19 @@ json_t *al_run_json(al_service *s, json_t *row) {
                         : json_null();
     json_t *previews = al_row_json(row, "previews");
     json_t *skipped = al_row_json(row, "skipped");
-    json_t *appr = al_store_query(s->store, &err, "SELECT * FROM approval_requests WHERE run_id = ?", "s", id);
+    al_store_approval a;
     json_t *approval = json_null();
-    if (appr && json_array_size(appr)) {
-        json_t *a = json_array_get(appr, 0);
-        approval = json_loads(json_string_value(json_object_get(a, "card")), 0, NULL);
+    if (al_store_approval_get(s->store, id, &a, &err) == 0) {
+        approval = json_loads(a.card, 0, NULL);
         if (!approval)
             approval = json_object();
-        json_object_set(approval, "decision", json_object_get(a, "decision"));
-        json_object_set(approval, "decided_by", json_object_get(a, "decided_by"));
-        json_object_set(approval, "decided_at", json_object_get(a, "decided_at"));
-        json_object_set(approval, "reason", json_object_get(a, "reason"));
+        const char *dec = al_approval_decision_name(a.decision);
+        json_object_set_new(approval, "decision", dec ? json_string(dec) : json_null());
+        json_object_set_new(approval, "decided_by", a.decided_by[0] ? json_string(a.decided_by) : json_null());
+        json_object_set_new(approval, "decided_at", a.decided_at[0] ? json_string(a.decided_at) : json_null());
+        json_object_set_new(approval, "reason", a.reason ? json_string(a.reason) : json_null());
+        al_store_approval_done(&a);
     }
-    json_decref(appr);
     json_t *out = json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:o, s:O, s:O, s:O, s:o, s:o, s:o, s:o, s:o}",
                      "id", json_object_get(row, "id"), "state", json_object_get(row, "state"),
                      "language", json_object_get(row, "language"), "thread_id", json_object_get(row, "thread_id"),
@@ -627,14 +629,16 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         /* what goes in the box besides the code: names, sizes and sha256,
          * each with the URL of its bytes */
         json_object_set_new(card, "inputs", al_approval_card_inputs(run_id, manifest));
-        char *card_text = json_dumps(card, JSON_COMPACT);
-        int ins = card_text ? al_store_exec(s->store, &err,
-                                            "INSERT INTO approval_requests (id, run_id, org_id, workspace_id, hash, card, "
-                                            "requested_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                                            "ssssssss", apid, run_id, p->org_id, p->workspace_id, in_hash, card_text, now,
-                                            expires)
-                            : -ENOMEM;
-        free(card_text);
+        al_store_approval req = { .card = json_dumps(card, JSON_COMPACT) };
+        snprintf(req.id, sizeof req.id, "%s", apid);
+        snprintf(req.run_id, sizeof req.run_id, "%s", run_id);
+        snprintf(req.org_id, sizeof req.org_id, "%s", p->org_id);
+        snprintf(req.workspace_id, sizeof req.workspace_id, "%s", p->workspace_id);
+        snprintf(req.hash, sizeof req.hash, "%s", in_hash);
+        snprintf(req.requested_at, sizeof req.requested_at, "%s", now);
+        snprintf(req.expires_at, sizeof req.expires_at, "%s", expires);
+        int ins = req.card ? al_store_approval_insert(s->store, &req, &err) : -ENOMEM;
+        free(req.card);
         if (ins < 0) {
             /* a run waiting for a card no one can see would wait forever */
             fail_recorded(s, p, ex, run_id, dir, "approval", "its approval card could not be recorded");
