@@ -678,6 +678,28 @@ static enum MHD_Result put_settings(al_service *s, struct MHD_Connection *c, con
     return settings_reply(s, c, p->workspace_id);
 }
 
+/* The caller's workspace's entries of its organisation's ledger, the last
+ * written first, as /v1/usage shows them. */
+static json_t *ledger_rows(al_service *s, const al_principal *p, const char *from, const char *to, int64_t limit,
+                           al_error *err) {
+    al_store_ledger_filter f = { .org_id = p->org_id, .workspace_id = p->workspace_id, .from = from, .to = to,
+                                 .limit = limit };
+    al_store_ledger_entry *v;
+    size_t n;
+    if (al_store_ledger_list(s->store, &f, &v, &n, err) < 0)
+        return NULL;
+    json_t *rows = json_array();
+    for (size_t i = 0; rows && i < n; i++)
+        json_array_append_new(rows, json_pack("{s:s, s:s, s:I, s:s?, s:I, s:s}", "id", v[i].id, "kind",
+                                              al_ledger_kind_name(v[i].kind), "amount", (json_int_t)v[i].amount,
+                                              "run_id", v[i].run_id[0] ? v[i].run_id : NULL, "balance_after",
+                                              (json_int_t)v[i].balance_after, "created_at", v[i].created_at));
+    free(v);
+    if (!rows)
+        al_err(err, "usage", ENOMEM, "out of memory");
+    return rows;
+}
+
 static enum MHD_Result usage(al_service *s, struct MHD_Connection *c, const al_principal *p) {
     al_error err = { 0 };
     const char *from = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from");
@@ -690,12 +712,7 @@ static enum MHD_Result usage(al_service *s, struct MHD_Connection *c, const al_p
         return reply_error(c, 400, "bad_request", "from and to are RFC 3339 UTC times (2026-01-31T12:00:00Z)");
     /* the caller's workspace's charges and refunds, and the organisation's
      * grants (which explain its balance): never another workspace's runs */
-    json_t *ledger = al_store_query(s->store, &err,
-                                    "SELECT id, kind, amount, run_id, balance_after, created_at FROM ledger WHERE org_id = ? "
-                                    "AND (workspace_id = ? OR (workspace_id IS NULL AND run_id IS NULL AND kind = 'grant')) "
-                                    "AND (? IS NULL OR created_at >= ?) AND (? IS NULL OR created_at < ?) "
-                                    "ORDER BY rowid DESC LIMIT ?",
-                                    "ssSSSSi", p->org_id, p->workspace_id, from, from, to, to, (int64_t)limit);
+    json_t *ledger = ledger_rows(s, p, from, to, (int64_t)limit, &err);
     json_t *by_state = al_store_query(s->store, &err,
                                       "SELECT state, COUNT(*) AS n FROM runs WHERE workspace_id = ? AND (? IS NULL OR created_at >= ?) "
                                       "AND (? IS NULL OR created_at < ?) GROUP BY state",

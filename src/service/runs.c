@@ -304,18 +304,10 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     /* the workspace's maxima, which bound the request's limits; fail
      * closed: a maximum that cannot be read is not 0, which the box reads
      * as "no limit" */
-    json_t *ws = al_store_query(s->store, &err, "SELECT * FROM workspaces WHERE id = ?", "s", p->workspace_id);
-    json_t *w = json_array_get(ws, 0);
-    static const struct { const char *col; json_int_t min; } maxima[] = {
-        { "max_memory_mb", 16 }, { "max_cpus_milli", 10 }, { "max_pids", 8 },
-    };
-    bool maxima_ok = true;
-    for (size_t i = 0; i < ELEMENTSOF(maxima); i++) {
-        json_t *m = json_object_get(w, maxima[i].col);
-        maxima_ok &= json_is_integer(m) && json_integer_value(m) >= maxima[i].min;
-    }
+    al_store_workspace w;
+    bool maxima_ok = al_store_workspace_get(s->store, p->workspace_id, &w, &err) == 0 && w.max_memory_mb >= 16 &&
+                     w.max_cpus_milli >= 10 && w.max_pids >= 8;
     if (!maxima_ok) {
-        json_decref(ws);
         ret = run_error(ret_doc, 503, "settings_unavailable", "the workspace's limits (its maximum memory, CPUs and "
                         "processes) cannot be read: no run starts until they can be");
         goto out;
@@ -331,13 +323,12 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         .limit = {
             [AL_LIMIT_TIMEOUT_S] = { json_number_value(json_object_get(settings, "timeout_s")), 1, max_t },
             [AL_LIMIT_MEMORY_MB] = { json_number_value(json_object_get(settings, "memory_mb")), 16,
-                                     (double)json_integer_value(json_object_get(w, "max_memory_mb")) },
+                                     (double)w.max_memory_mb },
             [AL_LIMIT_CPUS] = { json_number_value(json_object_get(settings, "cpus")), 0.01,
-                                (double)json_integer_value(json_object_get(w, "max_cpus_milli")) / 1000.0 },
-            [AL_LIMIT_PIDS] = { 256, 8, (double)json_integer_value(json_object_get(w, "max_pids")) },
+                                (double)w.max_cpus_milli / 1000.0 },
+            [AL_LIMIT_PIDS] = { 256, 8, (double)w.max_pids },
         },
     };
-    json_decref(ws);
     {
         char pmsg[600];
         const char *pcode = NULL;
