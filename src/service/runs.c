@@ -65,8 +65,9 @@ json_t *al_run_json(al_service *s, json_t *row) {
     json_t *previews = al_row_json(row, "previews");
     json_t *skipped = al_row_json(row, "skipped");
     al_store_approval a;
+    al_error aerr = { 0 }; /* none is no error: most runs have no approval */
     json_t *approval = json_null();
-    if (al_store_approval_get(s->store, id, &a, &err) == 0) {
+    if (al_store_approval_get(s->store, id, &a, &aerr) == 0) {
         approval = json_loads(a.card, 0, NULL);
         if (!approval)
             approval = json_object();

@@ -865,7 +865,8 @@ static void *runner_main(void *p) {
      * documents as the store has them), hashed as the card was. A store
      * that cannot say whether there was an approval refuses. */
     al_store_approval appr;
-    int ar = al_store_approval_get(s->store, a->run_id, &appr, &err);
+    al_error aerr = { 0 }; /* none is no error: most runs have no approval */
+    int ar = al_store_approval_get(s->store, a->run_id, &appr, &aerr);
     if (ar < 0 && ar != -ENOENT) {
         ecode = "approval";
         emsg = "cannot read the run's approval";
