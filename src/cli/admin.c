@@ -5,7 +5,8 @@
 #include "../service/audit.h"
 #include "../service/service.h"
 #include "cli.h"
-#include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
+#include "../store/governance.h"
+#include "../store/tenants.h"
 
 static int usage_to(FILE *f) {
     fprintf(f, "usage: airlock admin [--state DIR] [--store sqlite|postgresql://...] COMMAND\n"
@@ -38,28 +39,36 @@ static int open_store(const char *state, const char *store, al_store **ret, al_e
     return al_store_open(db, ret, err);
 }
 
+static int print_tenant(const al_store_tenant *t, void *userdata) {
+    al_tenant_kind kind = *(const al_tenant_kind *)userdata;
+    printf("  id=%s", t->id);
+    if (kind == AL_TENANT_WORKSPACE)
+        printf(" org_id=%s", t->parent_id);
+    else if (kind == AL_TENANT_PERSON)
+        printf(" workspace_id=%s", t->parent_id);
+    else if (kind == AL_TENANT_KEY)
+        printf(" person_id=%s key=%s...", t->parent_id, t->key_prefix);
+    if (t->name)
+        printf(" name=%s", t->name);
+    printf(" created_at=%s", t->created_at);
+    if (kind == AL_TENANT_KEY)
+        printf(" revoked_at=%s", t->revoked_at[0] ? t->revoked_at : "-");
+    printf("\n");
+    return 0;
+}
+
 static int list(al_store *s, al_error *err) {
-    static const struct { const char *title, *sql; } q[] = {
-        { "organisations", "SELECT id, name, created_at FROM orgs ORDER BY created_at" },
-        { "workspaces", "SELECT id, org_id, name, created_at FROM workspaces ORDER BY created_at" },
-        { "people", "SELECT id, workspace_id, name, created_at FROM people ORDER BY created_at" },
-        { "api keys", "SELECT id, person_id, prefix || '...' AS key, created_at, revoked_at FROM api_keys ORDER BY created_at" },
+    static const char *const titles[_AL_TENANT_KIND_MAX] = {
+        [AL_TENANT_ORG] = "organisations",
+        [AL_TENANT_WORKSPACE] = "workspaces",
+        [AL_TENANT_PERSON] = "people",
+        [AL_TENANT_KEY] = "api keys",
     };
-    for (size_t i = 0; i < ELEMENTSOF(q); i++) {
-        json_t *rows = al_store_query(s, err, q[i].sql, NULL);
-        if (!rows)
-            return -EIO;
-        printf("%s:\n", q[i].title);
-        size_t k;
-        json_t *row;
-        json_array_foreach(rows, k, row) {
-            const char *key;
-            json_t *v;
-            printf(" ");
-            json_object_foreach(row, key, v) printf(" %s=%s", key, json_is_string(v) ? json_string_value(v) : "-");
-            printf("\n");
-        }
-        json_decref(rows);
+    for (al_tenant_kind k = 0; k < _AL_TENANT_KIND_MAX; k++) {
+        printf("%s:\n", titles[k]);
+        int r = al_store_tenants_each(s, k, print_tenant, &k, err);
+        if (r < 0)
+            return r;
     }
     return 0;
 }
@@ -68,29 +77,23 @@ static int list(al_store *s, al_error *err) {
  * is set here, by whoever runs the service, and audited in the workspace's
  * chain; PUT /v1/settings does not change it. */
 static int price(al_store *s, const char *sub, const char *ws, const char *amount, al_error *err) {
-    json_t *w = al_store_query(s, err, "SELECT org_id, price_per_run FROM workspaces WHERE id = ?", "s", ws);
-    if (!w)
-        return -EIO;
-    if (!json_array_size(w)) {
-        json_decref(w);
+    al_store_workspace w;
+    int r = al_store_workspace_get(s, ws, &w, err);
+    if (r == -ENOENT)
         return al_err(err, "price", ENOENT, "no workspace %s", ws);
-    }
-    char org[40];
-    snprintf(org, sizeof org, "%s", json_string_value(json_object_get(json_array_get(w, 0), "org_id")) ?: "");
-    json_t *cur = json_object_get(json_array_get(w, 0), "price_per_run");
-    long long was = json_is_integer(cur) ? (long long)json_integer_value(cur) : -1;
-    json_decref(w);
+    if (r < 0)
+        return r;
+    long long was = w.has_price ? (long long)w.price_per_run : -1;
     if (strcmp(sub, "set") == 0) {
         uint64_t v;
         if (al_parse_u64(amount, &v) < 0 || v > 1000000)
             return al_err(err, "price", EINVAL, "AMOUNT must be a whole number from 0 to 1000000");
-        int r = al_store_exec(s, err, "UPDATE workspaces SET price_per_run = ? WHERE id = ?", "is", (int64_t)v, ws);
-        if (r < 0)
+        if ((r = al_store_price_set(s, ws, (int64_t)v, err)) < 0)
             return r;
         json_t *data = json_pack("{s:I, s:s}", "price_per_run", (json_int_t)v, "by", "operator");
         if (was >= 0)
             json_object_set_new(data, "was", json_integer(was));
-        if ((r = al_audit_append(s, org, ws, "price.changed", NULL, NULL, data, err)) < 0)
+        if ((r = al_audit_append(s, w.org_id, ws, "price.changed", NULL, NULL, data, err)) < 0)
             return r;
         was = (long long)v;
     }
@@ -129,9 +132,8 @@ int cli_admin(int argc, char **argv) {
     char id[40], key[64];
     const char *cmd = argv[i], *sub = i + 1 < argc ? argv[i + 1] : "";
     if (strcmp(cmd, "bootstrap") == 0) {
-        json_t *rows = al_store_query(s, &err, "SELECT COUNT(*) AS n FROM api_keys", NULL);
-        bool have = rows && json_integer_value(json_object_get(json_array_get(rows, 0), "n")) > 0;
-        json_decref(rows);
+        int64_t keys = 0;
+        bool have = al_store_keys_count(s, &keys, &err) == 0 && keys > 0;
         if (have) {
             printf("already set up: an API key exists (airlock admin --state %s list)\n", state);
         } else {
@@ -203,24 +205,20 @@ int cli_admin(int argc, char **argv) {
             r = al_store_grant_credits(s, org, amount, &err);
         }
         if (r == 0 && (strcmp(sub, "grant") == 0 || strcmp(sub, "show") == 0)) {
-            json_t *b = al_store_query(s, &err, "SELECT credit_balance AS b FROM orgs WHERE id = ?", "s", org);
-            if (!b || !json_array_size(b))
+            int64_t bal = 0;
+            if ((r = al_store_credit_balance(s, org, &bal, &err)) == 0)
+                printf("organisation %s: balance %lld\n", org, (long long)bal);
+            else if (r == -ENOENT)
                 r = al_err(&err, "credits", ENOENT, "no organisation %s", org);
-            else
-                printf("organisation %s: balance %lld\n", org,
-                       (long long)json_integer_value(json_object_get(json_array_get(b, 0), "b")));
-            json_decref(b);
-            json_t *l = r == 0 ? al_store_query(s, &err,
-                                                "SELECT kind, amount, balance_after, run_id, created_at FROM ledger "
-                                                "WHERE org_id = ? ORDER BY rowid DESC LIMIT 20", "s", org) : NULL;
-            size_t k;
-            json_t *e;
-            json_array_foreach(l, k, e) printf("  %s %s %+lld -> %lld %s\n", json_string_value(json_object_get(e, "created_at")),
-                                               json_string_value(json_object_get(e, "kind")),
-                                               (long long)json_integer_value(json_object_get(e, "amount")),
-                                               (long long)json_integer_value(json_object_get(e, "balance_after")),
-                                               json_is_string(json_object_get(e, "run_id")) ? json_string_value(json_object_get(e, "run_id")) : "");
-            json_decref(l);
+            al_store_ledger_filter f = { .org_id = org, .limit = 20 };
+            al_store_ledger_entry *l = NULL;
+            size_t n = 0;
+            if (r == 0)
+                r = al_store_ledger_list(s, &f, &l, &n, &err);
+            for (size_t k = 0; k < n; k++)
+                printf("  %s %s %+lld -> %lld %s\n", l[k].created_at, al_ledger_kind_name(l[k].kind),
+                       (long long)l[k].amount, (long long)l[k].balance_after, l[k].run_id);
+            free(l);
         } else if (r == 0) {
             al_store_close(s);
             return usage();

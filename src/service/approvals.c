@@ -5,6 +5,7 @@
 
 #include "service.h"
 #include "skills.h"
+#include "../store/approvals.h"
 #include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 /* Closes an open approval of run ID and moves the run out of
@@ -23,14 +24,7 @@ int al_service_close_approval(al_service *s, const char *id, const char *decisio
     int r = al_store_begin(s->store, err);
     if (r < 0)
         return r;
-    r = not_after ? al_store_exec(s->store, err,
-                                  "UPDATE approval_requests SET decision = ?, decided_by = ?, decided_at = ?, reason = ? "
-                                  "WHERE run_id = ? AND decision IS NULL AND expires_at > ?",
-                                  "SSssss", decision, by, now, reason ? reason : "", id, not_after)
-                  : al_store_exec(s->store, err,
-                                  "UPDATE approval_requests SET decision = ?, decided_by = ?, decided_at = ?, reason = ? "
-                                  "WHERE run_id = ? AND decision IS NULL",
-                                  "SSsss", decision, by, now, reason ? reason : "", id);
+    r = al_store_approval_decide(s->store, id, al_approval_decision_from_name(decision), by, now, reason, not_after, err);
     al_run_state to = al_run_state_from_name(run_state);
     if (r > 0)
         r = to == AL_RUN_QUEUED ? al_store_run_move(s->store, id, AL_RUN_PENDING_APPROVAL, AL_RUN_QUEUED, err)
@@ -71,24 +65,17 @@ int al_service_withdraw(al_service *s, const char *id, const char *person_id, al
 int al_service_decide(al_service *s, const al_store_run *run, const char *person_id, bool approve, const char *hash,
                       const char *reason, al_error *err) {
     const char *id = run->id;
-    json_t *rows = al_store_query(s->store, err, "SELECT * FROM approval_requests WHERE run_id = ?", "s", id);
-    if (!rows)
-        return -EIO;
-    json_t *ar = json_array_size(rows) ? json_array_get(rows, 0) : NULL;
-    if (!ar) {
-        json_decref(rows);
+    al_store_approval ar;
+    int r0 = al_store_approval_get(s->store, id, &ar, err);
+    if (r0 == -ENOENT)
         return al_err(err, "approval", ENOENT, "run %s does not wait for an approval", id);
-    }
-    if (!json_is_null(json_object_get(ar, "decision"))) {
-        int r = al_err(err, "approval", EEXIST, "run %s was already %s", id, json_string_value(json_object_get(ar, "decision")));
-        json_decref(rows);
-        return r;
-    }
-    if (hash && strcmp(hash, json_string_value(json_object_get(ar, "hash"))) != 0) {
-        json_decref(rows);
+    if (r0 < 0)
+        return r0;
+    al_store_approval_done(&ar);
+    if (ar.decision != AL_DECISION_NONE)
+        return al_err(err, "approval", EEXIST, "run %s was already %s", id, al_approval_decision_name(ar.decision));
+    if (hash && strcmp(hash, ar.hash) != 0)
         return al_err(err, "approval", ESTALE, "the hash does not match the approval card: nothing was approved");
-    }
-    json_decref(rows);
     /* separation of duties: whoever asked for the run does not decide it
      * (they may withdraw it with cancel), unless the workspace allows it */
     const char *requester = run->person_id;
@@ -128,11 +115,13 @@ int al_service_decide(al_service *s, const al_store_run *run, const char *person
     if (n == 0) {
         /* lost: decided, withdrawn or expired meanwhile; say which */
         al_service_expire_approvals(s);
-        json_t *d = al_store_query(s->store, err, "SELECT decision FROM approval_requests WHERE run_id = ?", "s", id);
-        const char *dec = d && json_array_size(d) ? json_string_value(json_object_get(json_array_get(d, 0), "decision")) : NULL;
-        int r = al_err(err, "approval", EEXIST, "run %s was %s meanwhile", id, dec ? dec : "decided");
-        json_decref(d);
-        return r;
+        al_store_approval d;
+        const char *dec = NULL;
+        if (al_store_approval_get(s->store, id, &d, err) == 0) {
+            dec = al_approval_decision_name(d.decision);
+            al_store_approval_done(&d);
+        }
+        return al_err(err, "approval", EEXIST, "run %s was %s meanwhile", id, dec ? dec : "decided");
     }
     if (!approve) {
         ended_unstarted(s, id);

@@ -16,6 +16,8 @@
 #include "dlp.h"
 #include "service.h"
 #include "../store/artifacts.h"
+#include "../store/governance.h"
+#include "../store/tenants.h"
 #include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 /* ------------------------------------------------------------- settings */
@@ -32,35 +34,31 @@ json_t *al_settings_load(al_service *s, const char *ws_id, al_error *err) {
      * the DLP patterns, so every caller refuses instead. The price is the
      * operator's (workspaces.price_per_run), read beside what the
      * workspace's admins set. */
-    json_t *rows = al_store_query(s->store, err,
-                                  "SELECT w.price_per_run AS price, t.settings, t.secrets FROM workspaces w "
-                                  "LEFT JOIN workspace_settings t ON t.workspace_id = w.id WHERE w.id = ?",
-                                  "s", ws_id);
-    if (!rows) {
-        al_err(err, "settings", EIO, "the workspace's settings cannot be read from the store");
+    al_store_settings row;
+    int r0 = al_store_settings_get(s->store, ws_id, &row, err);
+    if (r0 < 0 && r0 != -ENOENT)
         return NULL;
-    }
+    if (r0 == -ENOENT) /* no workspace: the defaults, as for one that set nothing */
+        *err = (al_error){ 0 };
     al_settings_bounds b = service_bounds(s);
     json_t *eff = al_settings_defaults(&b), *names = json_array();
     if (!eff || !names) {
-        json_decref(rows);
+        al_store_settings_done(&row);
         json_decref(eff);
         json_decref(names);
         al_err(err, "settings", ENOMEM, "out of memory");
         return NULL;
     }
-    json_t *price = json_object_get(json_array_get(rows, 0), "price");
-    if (json_is_integer(price))
-        json_object_set(eff, "price_per_run", price);
-    if (json_array_size(rows) && !json_is_null(json_object_get(json_array_get(rows, 0), "settings"))) {
-        json_t *row = json_array_get(rows, 0);
+    if (row.has_price)
+        json_object_set_new(eff, "price_per_run", json_integer(row.price_per_run));
+    if (row.has_row) {
         json_error_t jerr;
-        json_t *st = json_loads(json_string_value(json_object_get(row, "settings")) ?: "", 0, &jerr);
-        json_t *sec = json_loads(json_string_value(json_object_get(row, "secrets")) ?: "", 0, &jerr);
+        json_t *st = json_loads(row.settings ?: "", 0, &jerr);
+        json_t *sec = json_loads(row.secrets ?: "", 0, &jerr);
         if (!json_is_object(st) || !json_is_object(sec)) {
             json_decref(st);
             json_decref(sec);
-            json_decref(rows);
+            al_store_settings_done(&row);
             json_decref(eff);
             json_decref(names);
             al_err(err, "settings", EBADMSG, "the workspace's stored settings are corrupt (not a JSON object)");
@@ -75,7 +73,7 @@ json_t *al_settings_load(al_service *s, const char *ws_id, al_error *err) {
         json_object_foreach(sec, k, v) json_array_append_new(names, json_string(k));
         json_decref(sec);
     }
-    json_decref(rows);
+    al_store_settings_done(&row);
     if (!al_settings_sane(eff)) {
         json_decref(eff);
         json_decref(names);
@@ -94,33 +92,22 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
     int r0 = al_settings_body_check(body, err);
     if (r0 < 0)
         return r0;
-    json_t *ws = al_store_query(s->store, err, "SELECT * FROM workspaces WHERE id = ?", "s", ws_id);
-    if (!ws || !json_array_size(ws)) {
-        json_decref(ws);
-        return al_err(err, "settings", ENOENT, "no workspace");
-    }
-    json_t *w = json_array_get(ws, 0);
-    double max_mem = (double)json_integer_value(json_object_get(w, "max_memory_mb"));
-    double max_cpus = (double)json_integer_value(json_object_get(w, "max_cpus_milli")) / 1000.0;
-    json_t *op_price = json_incref(json_object_get(w, "price_per_run"));
-    json_decref(ws);
-    json_t *rows = al_store_query(s->store, err, "SELECT settings, secrets FROM workspace_settings WHERE workspace_id = ?",
-                                  "s", ws_id);
-    if (!rows) {
-        json_decref(op_price);
-        return al_err(err, "settings", EIO, "the workspace's settings cannot be read from the store");
-    }
+    al_store_workspace w;
+    if ((r0 = al_store_workspace_get(s->store, ws_id, &w, err)) < 0)
+        return r0 == -ENOENT ? al_err(err, "settings", ENOENT, "no workspace") : r0;
+    al_store_settings row;
+    if ((r0 = al_store_settings_get(s->store, ws_id, &row, err)) < 0)
+        return r0 == -ENOENT ? al_err(err, "settings", ENOENT, "no workspace") : r0;
     json_t *cur = NULL, *sec = NULL;
-    if (json_array_size(rows)) {
-        cur = json_loads(json_string_value(json_object_get(json_array_get(rows, 0), "settings")) ?: "", 0, NULL);
-        sec = json_loads(json_string_value(json_object_get(json_array_get(rows, 0), "secrets")) ?: "", 0, NULL);
+    if (row.has_row) {
+        cur = json_loads(row.settings ?: "", 0, NULL);
+        sec = json_loads(row.secrets ?: "", 0, NULL);
         if (!json_is_object(cur) || !json_is_object(sec)) {
             /* a change over a corrupt row would silently drop what it held
              * (approval, DLP patterns, secrets): an operator repairs it */
             json_decref(cur);
             json_decref(sec);
-            json_decref(rows);
-            json_decref(op_price);
+            al_store_settings_done(&row);
             return al_err(err, "settings", EBADMSG, "the workspace's stored settings are corrupt (not a JSON object): "
                           "they are not changed over; an operator must repair the row");
         }
@@ -128,23 +115,19 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
         cur = json_object();
         sec = json_object();
     }
-    json_decref(rows);
+    al_store_settings_done(&row);
     al_settings_bounds b = service_bounds(s);
-    b.max_memory_mb = max_mem;
-    b.max_cpus = max_cpus;
-    b.has_price = json_is_integer(op_price);
-    b.price = json_integer_value(op_price);
-    json_decref(op_price);
+    b.max_memory_mb = (double)w.max_memory_mb;
+    b.max_cpus = (double)w.max_cpus_milli / 1000.0;
+    b.has_price = w.has_price;
+    b.price = w.price_per_run;
     int r = al_settings_apply(&b, cur, sec, body, err);
     if (r == 0) {
         char now[40];
         al_store_now(now, sizeof now);
         char *st = json_dumps(cur, JSON_COMPACT), *se = json_dumps(sec, JSON_COMPACT);
-        r = al_store_exec(s->store, err,
-                          "INSERT INTO workspace_settings (workspace_id, settings, secrets, updated_at) VALUES (?, ?, ?, ?) "
-                          "ON CONFLICT (workspace_id) DO UPDATE SET settings = excluded.settings, "
-                          "secrets = excluded.secrets, updated_at = excluded.updated_at",
-                          "ssss", ws_id, st, se, now);
+        r = st && se ? al_store_settings_put(s->store, ws_id, st, se, now, err)
+                     : al_err(err, "settings", ENOMEM, "out of memory");
         free(st);
         free(se);
     }
@@ -160,10 +143,8 @@ int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret
 
 int64_t al_credits_balance(al_service *s, const char *org_id) {
     al_error err = { 0 };
-    json_t *rows = al_store_query(s->store, &err, "SELECT credit_balance AS b FROM orgs WHERE id = ?", "s", org_id);
-    int64_t b = rows && json_array_size(rows) ? json_integer_value(json_object_get(json_array_get(rows, 0), "b")) : 0;
-    json_decref(rows);
-    return b;
+    int64_t b = 0;
+    return al_store_credit_balance(s->store, org_id, &b, &err) < 0 ? 0 : b;
 }
 
 /* ------------------------------------------------------------ approvals */

@@ -20,6 +20,8 @@
 #include "service.h"
 #include "skills.h"
 #include "../store/artifacts.h"
+#include "../store/audit.h"
+#include "../store/governance.h"
 #include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 #define LIST_MAX 200
@@ -674,6 +676,28 @@ static enum MHD_Result put_settings(al_service *s, struct MHD_Connection *c, con
     return settings_reply(s, c, p->workspace_id);
 }
 
+/* The caller's workspace's entries of its organisation's ledger, the last
+ * written first, as /v1/usage shows them. */
+static json_t *ledger_rows(al_service *s, const al_principal *p, const char *from, const char *to, int64_t limit,
+                           al_error *err) {
+    al_store_ledger_filter f = { .org_id = p->org_id, .workspace_id = p->workspace_id, .from = from, .to = to,
+                                 .limit = limit };
+    al_store_ledger_entry *v;
+    size_t n;
+    if (al_store_ledger_list(s->store, &f, &v, &n, err) < 0)
+        return NULL;
+    json_t *rows = json_array();
+    for (size_t i = 0; rows && i < n; i++)
+        json_array_append_new(rows, json_pack("{s:s, s:s, s:I, s:s?, s:I, s:s}", "id", v[i].id, "kind",
+                                              al_ledger_kind_name(v[i].kind), "amount", (json_int_t)v[i].amount,
+                                              "run_id", v[i].run_id[0] ? v[i].run_id : NULL, "balance_after",
+                                              (json_int_t)v[i].balance_after, "created_at", v[i].created_at));
+    free(v);
+    if (!rows)
+        al_err(err, "usage", ENOMEM, "out of memory");
+    return rows;
+}
+
 static enum MHD_Result usage(al_service *s, struct MHD_Connection *c, const al_principal *p) {
     al_error err = { 0 };
     const char *from = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from");
@@ -686,12 +710,7 @@ static enum MHD_Result usage(al_service *s, struct MHD_Connection *c, const al_p
         return reply_error(c, 400, "bad_request", "from and to are RFC 3339 UTC times (2026-01-31T12:00:00Z)");
     /* the caller's workspace's charges and refunds, and the organisation's
      * grants (which explain its balance): never another workspace's runs */
-    json_t *ledger = al_store_query(s->store, &err,
-                                    "SELECT id, kind, amount, run_id, balance_after, created_at FROM ledger WHERE org_id = ? "
-                                    "AND (workspace_id = ? OR (workspace_id IS NULL AND run_id IS NULL AND kind = 'grant')) "
-                                    "AND (? IS NULL OR created_at >= ?) AND (? IS NULL OR created_at < ?) "
-                                    "ORDER BY rowid DESC LIMIT ?",
-                                    "ssSSSSi", p->org_id, p->workspace_id, from, from, to, to, (int64_t)limit);
+    json_t *ledger = ledger_rows(s, p, from, to, (int64_t)limit, &err);
     int64_t by_state[_AL_RUN_STATE_MAX];
     al_store_count *by_lang = NULL;
     size_t nlang = 0;
@@ -715,19 +734,23 @@ static enum MHD_Result usage(al_service *s, struct MHD_Connection *c, const al_p
 
 static json_t *audit_rows(al_service *s, const al_principal *p, const char *kind, const char *person, const char *run,
                           const char *from, const char *to, int64_t cursor, int64_t limit, al_error *err) {
-    json_t *rows = al_store_query(s->store, err,
-                                  "SELECT seq, kind, person_id, run_id, data, created_at, prev_hash, hash FROM audit_events "
-                                  "WHERE workspace_id = ? AND (? IS NULL OR kind = ?) AND (? IS NULL OR person_id = ?) "
-                                  "AND (? IS NULL OR run_id = ?) AND (? IS NULL OR created_at >= ?) AND (? IS NULL OR created_at < ?) "
-                                  "AND seq < ? ORDER BY seq DESC LIMIT ?",
-                                  "sSSSSSSSSSSii", p->workspace_id, kind, kind, person, person, run, run, from, from, to,
-                                  to, cursor, limit);
-    size_t i;
-    json_t *r;
-    json_array_foreach(rows, i, r) {
-        json_t *d = json_loads(json_string_value(json_object_get(r, "data")), 0, NULL);
-        json_object_set_new(r, "data", d ? d : json_object());
+    al_store_audit_filter f = { .workspace_id = p->workspace_id, .kind = kind, .person_id = person, .run_id = run,
+                                .from = from, .to = to, .before_seq = cursor, .limit = limit };
+    al_store_audit_events evs;
+    if (al_store_audit_list(s->store, &f, &evs, err) < 0)
+        return NULL;
+    json_t *rows = json_array();
+    for (size_t i = 0; rows && i < evs.n; i++) {
+        const al_store_audit_event *e = &evs.v[i];
+        json_t *d = json_loads(e->data, 0, NULL);
+        json_array_append_new(rows, json_pack("{s:I, s:s, s:s?, s:s?, s:o, s:s, s:s, s:s}", "seq", (json_int_t)e->seq,
+                                              "kind", e->kind, "person_id", e->has_person_id ? e->person_id : NULL,
+                                              "run_id", e->has_run_id ? e->run_id : NULL, "data", d ? d : json_object(),
+                                              "created_at", e->created_at, "prev_hash", e->prev_hash, "hash", e->hash));
     }
+    al_store_audit_events_free(&evs);
+    if (!rows)
+        al_err(err, "audit", ENOMEM, "out of memory");
     return rows;
 }
 

@@ -15,6 +15,8 @@
 #include "service.h"
 #include "skills.h"
 #include "../store/artifacts.h"
+#include "../store/approvals.h"
+#include "../store/tenants.h"
 #include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 
@@ -79,19 +81,20 @@ json_t *al_run_json(al_service *s, const al_store_run *row) {
     al_store_artifacts_free(&arts_of);
     json_t *previews = al_json_text(row->previews);
     json_t *skipped = al_json_text(row->skipped);
-    json_t *appr = al_store_query(s->store, &err, "SELECT * FROM approval_requests WHERE run_id = ?", "s", id);
+    al_store_approval a;
+    al_error aerr = { 0 }; /* none is no error: most runs have no approval */
     json_t *approval = json_null();
-    if (appr && json_array_size(appr)) {
-        json_t *a = json_array_get(appr, 0);
-        approval = json_loads(json_string_value(json_object_get(a, "card")), 0, NULL);
+    if (al_store_approval_get(s->store, id, &a, &aerr) == 0) {
+        approval = json_loads(a.card, 0, NULL);
         if (!approval)
             approval = json_object();
-        json_object_set(approval, "decision", json_object_get(a, "decision"));
-        json_object_set(approval, "decided_by", json_object_get(a, "decided_by"));
-        json_object_set(approval, "decided_at", json_object_get(a, "decided_at"));
-        json_object_set(approval, "reason", json_object_get(a, "reason"));
+        const char *dec = al_approval_decision_name(a.decision);
+        json_object_set_new(approval, "decision", dec ? json_string(dec) : json_null());
+        json_object_set_new(approval, "decided_by", a.decided_by[0] ? json_string(a.decided_by) : json_null());
+        json_object_set_new(approval, "decided_at", a.decided_at[0] ? json_string(a.decided_at) : json_null());
+        json_object_set_new(approval, "reason", a.reason ? json_string(a.reason) : json_null());
+        al_store_approval_done(&a);
     }
-    json_decref(appr);
     json_t *out = run_base_json(row, result);
     if (out) {
         json_object_set_new(out, "artifacts", arts ? arts : json_array());
@@ -302,18 +305,10 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     /* the workspace's maxima, which bound the request's limits; fail
      * closed: a maximum that cannot be read is not 0, which the box reads
      * as "no limit" */
-    json_t *ws = al_store_query(s->store, &err, "SELECT * FROM workspaces WHERE id = ?", "s", p->workspace_id);
-    json_t *w = json_array_get(ws, 0);
-    static const struct { const char *col; json_int_t min; } maxima[] = {
-        { "max_memory_mb", 16 }, { "max_cpus_milli", 10 }, { "max_pids", 8 },
-    };
-    bool maxima_ok = true;
-    for (size_t i = 0; i < ELEMENTSOF(maxima); i++) {
-        json_t *m = json_object_get(w, maxima[i].col);
-        maxima_ok &= json_is_integer(m) && json_integer_value(m) >= maxima[i].min;
-    }
+    al_store_workspace w;
+    bool maxima_ok = al_store_workspace_get(s->store, p->workspace_id, &w, &err) == 0 && w.max_memory_mb >= 16 &&
+                     w.max_cpus_milli >= 10 && w.max_pids >= 8;
     if (!maxima_ok) {
-        json_decref(ws);
         ret = run_error(ret_doc, 503, "settings_unavailable", "the workspace's limits (its maximum memory, CPUs and "
                         "processes) cannot be read: no run starts until they can be");
         goto out;
@@ -329,13 +324,12 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         .limit = {
             [AL_LIMIT_TIMEOUT_S] = { json_number_value(json_object_get(settings, "timeout_s")), 1, max_t },
             [AL_LIMIT_MEMORY_MB] = { json_number_value(json_object_get(settings, "memory_mb")), 16,
-                                     (double)json_integer_value(json_object_get(w, "max_memory_mb")) },
+                                     (double)w.max_memory_mb },
             [AL_LIMIT_CPUS] = { json_number_value(json_object_get(settings, "cpus")), 0.01,
-                                (double)json_integer_value(json_object_get(w, "max_cpus_milli")) / 1000.0 },
-            [AL_LIMIT_PIDS] = { 256, 8, (double)json_integer_value(json_object_get(w, "max_pids")) },
+                                (double)w.max_cpus_milli / 1000.0 },
+            [AL_LIMIT_PIDS] = { 256, 8, (double)w.max_pids },
         },
     };
-    json_decref(ws);
     {
         char pmsg[600];
         const char *pcode = NULL;
@@ -640,14 +634,16 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         /* what goes in the box besides the code: names, sizes and sha256,
          * each with the URL of its bytes */
         json_object_set_new(card, "inputs", al_approval_card_inputs(run_id, manifest));
-        char *card_text = json_dumps(card, JSON_COMPACT);
-        int ins = card_text ? al_store_exec(s->store, &err,
-                                            "INSERT INTO approval_requests (id, run_id, org_id, workspace_id, hash, card, "
-                                            "requested_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                                            "ssssssss", apid, run_id, p->org_id, p->workspace_id, in_hash, card_text, now,
-                                            expires)
-                            : -ENOMEM;
-        free(card_text);
+        al_store_approval req = { .card = json_dumps(card, JSON_COMPACT) };
+        snprintf(req.id, sizeof req.id, "%s", apid);
+        snprintf(req.run_id, sizeof req.run_id, "%s", run_id);
+        snprintf(req.org_id, sizeof req.org_id, "%s", p->org_id);
+        snprintf(req.workspace_id, sizeof req.workspace_id, "%s", p->workspace_id);
+        snprintf(req.hash, sizeof req.hash, "%s", in_hash);
+        snprintf(req.requested_at, sizeof req.requested_at, "%s", now);
+        snprintf(req.expires_at, sizeof req.expires_at, "%s", expires);
+        int ins = req.card ? al_store_approval_insert(s->store, &req, &err) : -ENOMEM;
+        free(req.card);
         if (ins < 0) {
             /* a run waiting for a card no one can see would wait forever */
             fail_recorded(s, p, ex, run_id, dir, "approval", "its approval card could not be recorded");

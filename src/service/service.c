@@ -21,6 +21,7 @@
 #include "helper_events.h"
 #include "service.h"
 #include "skills.h"
+#include "../store/approvals.h"
 #include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 #include "../store/nodes.h" /* SQL, until it moves into src/store (issue 12) */
 
@@ -894,14 +895,16 @@ static void *runner_main(void *p) {
      * input, read again now (files and stdin as stored, the pinned
      * documents as the store has them), hashed as the card was. A store
      * that cannot say whether there was an approval refuses. */
-    json_t *appr = al_store_query(s->store, &err, "SELECT hash, decision FROM approval_requests WHERE run_id = ?", "s",
-                                  a->run_id);
-    if (!appr) {
+    al_store_approval appr;
+    al_error aerr = { 0 }; /* none is no error: most runs have no approval */
+    int ar = al_store_approval_get(s->store, a->run_id, &appr, &aerr);
+    if (ar < 0 && ar != -ENOENT) {
         ecode = "approval";
         emsg = "cannot read the run's approval";
         goto finish;
     }
-    if (json_array_size(appr)) {
+    if (ar == 0) {
+        al_store_approval_done(&appr);
         char h[65] = "";
         json_t *manifest = al_approval_manifest(s, run, &err);
         if (manifest)
@@ -910,16 +913,12 @@ static void *runner_main(void *p) {
         if (manifest && al_approval_verify_documents(s, manifest, &err) < 0)
             h[0] = '\0';
         json_decref(manifest);
-        json_t *ar = json_array_get(appr, 0);
-        const char *dec = json_string_value(json_object_get(ar, "decision"));
-        if (!h[0] || !dec || strcmp(dec, "approved") != 0 || strcmp(h, json_string_value(json_object_get(ar, "hash"))) != 0) {
-            json_decref(appr);
+        if (!h[0] || appr.decision != AL_DECISION_APPROVED || strcmp(h, appr.hash) != 0) {
             ecode = "approval";
             emsg = "the run differs from what was approved (its code or inputs changed)";
             goto finish;
         }
     }
-    json_decref(appr);
 
     job = job_for(s, run, dir, &err);
     if (!job) {

@@ -1,0 +1,166 @@
+/* The audit trail's rows (audit.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audit.h"
+#include "internal.h"
+
+#define COLUMNS "workspace_id, seq, org_id, kind, person_id, run_id, data, created_at, prev_hash, hash"
+
+/* Column COL of ROW into BUF; false when it is not text that fits. */
+static bool text(json_t *row, const char *col, char *buf, size_t len) {
+    const char *t = json_string_value(json_object_get(row, col));
+    if (!t || strlen(t) >= len)
+        return false;
+    memcpy(buf, t, strlen(t) + 1);
+    return true;
+}
+
+/* A column that may be NULL: *RET_HAS says which. */
+static bool text_or_null(json_t *row, const char *col, char *buf, size_t len, bool *ret_has) {
+    buf[0] = '\0';
+    *ret_has = !json_is_null(json_object_get(row, col));
+    return !*ret_has || text(row, col, buf, len);
+}
+
+/* ROW into EV: false when some field does not fit (EV holds what did). */
+static bool from_row(json_t *row, al_store_audit_event *ev) {
+    memset(ev, 0, sizeof *ev);
+    json_t *seq = json_object_get(row, "seq");
+    ev->seq = json_integer_value(seq);
+    const char *data = json_string_value(json_object_get(row, "data"));
+    ev->data = data ? strdup(data) : NULL;
+    bool ok = json_is_integer(seq) && ev->data;
+    ok &= text(row, "workspace_id", ev->workspace_id, sizeof ev->workspace_id);
+    ok &= text(row, "org_id", ev->org_id, sizeof ev->org_id);
+    ok &= text(row, "kind", ev->kind, sizeof ev->kind);
+    ok &= text_or_null(row, "person_id", ev->person_id, sizeof ev->person_id, &ev->has_person_id);
+    ok &= text_or_null(row, "run_id", ev->run_id, sizeof ev->run_id, &ev->has_run_id);
+    ok &= text(row, "created_at", ev->created_at, sizeof ev->created_at);
+    ok &= text(row, "prev_hash", ev->prev_hash, sizeof ev->prev_hash);
+    ok &= text(row, "hash", ev->hash, sizeof ev->hash);
+    return ok;
+}
+
+void al_store_audit_events_free(al_store_audit_events *l) {
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i].data);
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+int al_store_audit_append(al_store *s, al_store_audit_event *ev, al_store_audit_seal_fn seal, void *userdata,
+                          al_error *err) {
+    int r = al_store_begin(s, err);
+    if (r < 0)
+        return r;
+    char lock[64];
+    snprintf(lock, sizeof lock, "audit:%s", ev->workspace_id);
+    /* the head is read under the chain's lock: two writers never number
+     * two events alike or link both to one predecessor */
+    if ((r = al_store_lock(s, err, lock)) < 0)
+        goto fail;
+    json_t *head = al_store_query(s, err, "SELECT seq, hash FROM audit_events WHERE workspace_id = ? ORDER BY seq DESC LIMIT 1",
+                                  "s", ev->workspace_id);
+    if (!head) {
+        r = al_err(err, "audit", EIO, "audit event %s: cannot read the chain's tail", ev->kind);
+        goto fail;
+    }
+    ev->seq = 1;
+    snprintf(ev->prev_hash, sizeof ev->prev_hash, "%s", AL_AUDIT_GENESIS);
+    json_t *last = json_array_get(head, 0);
+    if (last) {
+        json_t *seq = json_object_get(last, "seq");
+        ev->seq = json_integer_value(seq) + 1;
+        if (!json_is_integer(seq) || !text(last, "hash", ev->prev_hash, sizeof ev->prev_hash))
+            r = al_err(err, "audit", EBADMSG, "audit event %s: the chain's tail is malformed", ev->kind);
+    }
+    json_decref(head);
+    if (r < 0 || (r = seal(ev, userdata, err)) < 0)
+        goto fail;
+    r = al_store_exec(s, err, "INSERT INTO audit_events (" COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                      "sissSSssss", ev->workspace_id, ev->seq, ev->org_id, ev->kind,
+                      ev->has_person_id ? ev->person_id : NULL, ev->has_run_id ? ev->run_id : NULL, ev->data,
+                      ev->created_at, ev->prev_hash, ev->hash);
+    if (r < 0)
+        goto fail;
+    return al_store_commit(s, err);
+fail:
+    al_store_rollback(s);
+    return r;
+}
+
+int al_store_audit_workspaces(al_store *s, al_store_audit_ws_fn each, void *userdata, al_error *err) {
+    json_t *rows = al_store_query(s, err, "SELECT DISTINCT workspace_id FROM audit_events ORDER BY workspace_id", NULL);
+    if (!rows)
+        return -EIO;
+    int r = 0;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        const char *ws = json_string_value(json_object_get(row, "workspace_id"));
+        if (!ws) {
+            r = al_err(err, "audit", EIO, "a stored audit event has no workspace");
+            break;
+        }
+        if ((r = each(ws, userdata)) < 0)
+            break;
+    }
+    json_decref(rows);
+    return r < 0 ? r : 0;
+}
+
+int al_store_audit_chain(al_store *s, const char *workspace_id, al_store_audit_event_fn each, void *userdata,
+                         al_error *err) {
+    json_t *rows = al_store_query(s, err, "SELECT " COLUMNS " FROM audit_events WHERE workspace_id = ? ORDER BY seq",
+                                  "s", workspace_id);
+    if (!rows)
+        return -EIO;
+    int r = 0;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        al_store_audit_event ev;
+        bool ok = from_row(row, &ev);
+        r = each(&ev, !ok, userdata);
+        free(ev.data);
+        if (r < 0)
+            break;
+    }
+    json_decref(rows);
+    return r < 0 ? r : 0;
+}
+
+int al_store_audit_list(al_store *s, const al_store_audit_filter *f, al_store_audit_events *ret, al_error *err) {
+    ret->v = NULL;
+    ret->n = 0;
+    json_t *rows = al_store_query(s, err,
+                                  "SELECT " COLUMNS " FROM audit_events WHERE workspace_id = ? "
+                                  "AND (CAST(? AS TEXT) IS NULL OR kind = ?) AND (CAST(? AS TEXT) IS NULL OR person_id = ?) "
+                                  "AND (CAST(? AS TEXT) IS NULL OR run_id = ?) "
+                                  "AND (CAST(? AS TEXT) IS NULL OR created_at >= ?) AND (CAST(? AS TEXT) IS NULL OR created_at < ?) "
+                                  "AND seq < ? ORDER BY seq DESC LIMIT ?",
+                                  "sSSSSSSSSSSii", f->workspace_id, f->kind, f->kind, f->person_id, f->person_id,
+                                  f->run_id, f->run_id, f->from, f->from, f->to, f->to, f->before_seq, f->limit);
+    if (!rows)
+        return -EIO;
+    int r = 0;
+    size_t n = json_array_size(rows);
+    if (n && !(ret->v = calloc(n, sizeof *ret->v)))
+        r = al_err(err, "audit", ENOMEM, "out of memory");
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        bool ok = from_row(json_array_get(rows, i), &ret->v[i]);
+        ret->n++;
+        if (!ok)
+            r = al_err(err, "audit", EIO, "a stored audit event is malformed");
+    }
+    json_decref(rows);
+    if (r < 0)
+        al_store_audit_events_free(ret);
+    return r;
+}
