@@ -27,7 +27,7 @@
 
 #include "../store/store.h"
 #include "cli.h"
-#include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
+#include "../store/tenants.h"
 
 #define KEY_FILE "mcp-local.key"
 #define LOCK_FILE "mcp-local.lock"
@@ -55,16 +55,10 @@ static int local_key(const char *state, char *ret_key, size_t len, al_error *err
         }
     }
     char person[40] = "", ws[40] = "", org[40], key[128], key_id[40];
-    json_t *rows = al_store_query(s, err, "SELECT id FROM people WHERE name = ? ORDER BY created_at LIMIT 1", "s",
-                                  PERSON_NAME);
-    if (rows && json_array_size(rows))
-        snprintf(person, sizeof person, "%s", json_string_value(json_object_get(json_array_get(rows, 0), "id")));
-    json_decref(rows);
-    if (!person[0]) {
-        rows = al_store_query(s, err, "SELECT id FROM workspaces ORDER BY created_at LIMIT 1", NULL);
-        if (rows && json_array_size(rows))
-            snprintf(ws, sizeof ws, "%s", json_string_value(json_object_get(json_array_get(rows, 0), "id")));
-        json_decref(rows);
+    if (al_store_person_named(s, PERSON_NAME, person, err) <= 0) {
+        person[0] = '\0';
+        if (al_store_first_workspace(s, ws, err) <= 0)
+            ws[0] = '\0';
         if (!ws[0] && ((r = al_store_create_org(s, "local", org, err)) < 0 ||
                        (r = al_store_create_workspace(s, org, "local", ws, err)) < 0)) {
             al_store_close(s);

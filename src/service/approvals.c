@@ -6,7 +6,6 @@
 #include "service.h"
 #include "skills.h"
 #include "../store/approvals.h"
-#include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 /* Closes an open approval of run ID and moves the run out of
  * pending_approval, in one transaction: the decision (approved, denied,

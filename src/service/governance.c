@@ -18,7 +18,6 @@
 #include "../store/artifacts.h"
 #include "../store/governance.h"
 #include "../store/tenants.h"
-#include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 /* ------------------------------------------------------------- settings */
 

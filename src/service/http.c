@@ -22,7 +22,6 @@
 #include "../store/artifacts.h"
 #include "../store/audit.h"
 #include "../store/governance.h"
-#include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 #define LIST_MAX 200
 #define SSE_KEEPALIVE_S 15

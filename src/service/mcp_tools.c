@@ -15,7 +15,6 @@
 #include "mcp_tools.h"
 #include "skills.h"
 #include "../store/artifacts.h"
-#include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 #define OUTPUT_TEXT_MAX (64u << 10)  /* per stream, in the result's text */
 #define INLINE_IMAGE_MAX (512u << 10) /* a PNG or JPEG up to this is also sent inline */

@@ -17,7 +17,6 @@
 #include "../store/artifacts.h"
 #include "../store/approvals.h"
 #include "../store/tenants.h"
-#include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 
 
 /* --------------------------------------------------------------- records */

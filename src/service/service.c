@@ -22,7 +22,6 @@
 #include "service.h"
 #include "skills.h"
 #include "../store/approvals.h"
-#include "../store/internal.h" /* SQL, until it moves into src/store (issue 12) */
 #include "../store/nodes.h" /* SQL, until it moves into src/store (issue 12) */
 
 struct active_run {

@@ -285,3 +285,22 @@ int al_store_keys_count(al_store *s, int64_t *ret, al_error *err) {
     json_decref(rows);
     return 0;
 }
+
+/* The "id" of the one row of ROWS into RET_ID: 1, 0 none, -EIO. */
+static int one_id(json_t *rows, char *ret_id) {
+    if (!rows)
+        return -EIO;
+    const char *id = json_string_value(json_object_get(json_array_get(rows, 0), "id"));
+    int r = id && strlen(id) < 40 ? (snprintf(ret_id, 40, "%s", id), 1) : 0;
+    json_decref(rows);
+    return r;
+}
+
+int al_store_person_named(al_store *s, const char *name, char *ret_id, al_error *err) {
+    return one_id(al_store_query(s, err, "SELECT id FROM people WHERE name = ? ORDER BY created_at, id LIMIT 1", "s", name),
+                  ret_id);
+}
+
+int al_store_first_workspace(al_store *s, char *ret_id, al_error *err) {
+    return one_id(al_store_query(s, err, "SELECT id FROM workspaces ORDER BY created_at, id LIMIT 1", NULL), ret_id);
+}

@@ -45,3 +45,7 @@ int al_store_tenants_each(al_store *s, al_tenant_kind kind, int (*each)(const al
                           void *userdata, al_error *err);
 /* How many API keys exist, revoked or not. */
 int al_store_keys_count(al_store *s, int64_t *ret, al_error *err);
+/* The oldest person named NAME / the oldest workspace: 1 with its id in
+ * RET_ID (40 bytes), 0 when there is none. */
+int al_store_person_named(al_store *s, const char *name, char *ret_id, al_error *err);
+int al_store_first_workspace(al_store *s, char *ret_id, al_error *err);
