@@ -20,12 +20,15 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
 AIRLOCK_BIN=build-asan/airlock $PY -m pytest -q -p no:cacheprovider \
     --ignore-glob='tests/integration/test_battery_[a-j]*.py' \
     --ignore=tests/integration/test_network.py --ignore=tests/integration/test_image_default.py \
+    --ignore=tests/integration/test_nodes.py \
     tests/integration
 
 # The same daemon on PostgreSQL: every module that starts a service runs
 # again with each service on a fresh database of a real cluster that the
 # tests start themselves (tests/integration/pg_util.py); the modules that
 # never open a store (the box battery, the CLI, images) are store-blind.
+# test_nodes.py (many nodes on one PostgreSQL) runs here and in the last
+# pass, not in the first: it is PostgreSQL's whatever the suite's store.
 echo "== integration tests on PostgreSQL under ASan+UBSan: every module that starts a service =="
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 AIRLOCK_TEST_STORE=postgresql AIRLOCK_BIN=build-asan/airlock $PY -m pytest -q -p no:cacheprovider \
