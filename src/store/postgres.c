@@ -69,6 +69,27 @@ static int session_setup(pg *p, al_error *err) {
     return r;
 }
 
+/* Lists come back in the order SQLite gives them: byte order, which is
+ * PostgreSQL's collation C. A database made with a linguistic collation
+ * would order paths, names and ids otherwise (and differently per host's
+ * libc): refused, with how to make one that is right. */
+static int check_collation(pg *p, al_error *err) {
+    PGresult *res = PQexec(p->c, "SELECT datcollate FROM pg_database WHERE datname = current_database()");
+    int r = 0;
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+        r = conn_err(p, err, "read the database's collation");
+    } else {
+        const char *c = PQgetvalue(res, 0, 0);
+        if (strcmp(c, "C") != 0 && strcmp(c, "POSIX") != 0 && strncmp(c, "C.", 2) != 0)
+            r = al_err(err, "store", EINVAL,
+                       "the database's collation is %s: airlock needs C (byte order, as SQLite's): "
+                       "CREATE DATABASE ... TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'",
+                       c);
+    }
+    PQclear(res);
+    return r;
+}
+
 static int pg_open(const char *target, void **ret, al_error *err) {
     pg *p = calloc(1, sizeof *p);
     if (!p)
@@ -80,6 +101,8 @@ static int pg_open(const char *target, void **ret, al_error *err) {
     }
     PQsetNoticeProcessor(p->c, no_notices, NULL);
     int r = PQstatus(p->c) == CONNECTION_OK ? session_setup(p, err) : conn_err(p, err, "connect to PostgreSQL");
+    if (r == 0)
+        r = check_collation(p, err);
     if (r < 0) {
         PQfinish(p->c);
         free(p);

@@ -47,7 +47,8 @@ class PgCluster:
         self.log = self.root / "postgres.log"
         self.serial = 0
         self.lock = threading.Lock()
-        _as_pg(PG_BIN / "initdb", "-D", self.data, "-U", PG_USER, "-A", "trust", "-E", "UTF8", "--no-sync")
+        _as_pg(PG_BIN / "initdb", "-D", self.data, "-U", PG_USER, "-A", "trust", "-E", "UTF8", "--locale=C",
+               "--no-sync")
         self.start()
 
     def start(self):
@@ -72,11 +73,12 @@ class PgCluster:
                       "-h", self.sock, "-p", self.port, "-U", PG_USER, "-d", db, "-v", "ON_ERROR_STOP=1",
                       "-At", "-c", sql).stdout.decode()
 
-    def new_database(self, prefix="airlock"):
+    def new_database(self, prefix="airlock", collate="C"):
         with self.lock:
             self.serial += 1
             name = f"{prefix}_{os.getpid()}_{self.serial}"
-        self.psql("postgres", f'CREATE DATABASE "{name}"')
+        self.psql("postgres", f"CREATE DATABASE \"{name}\" TEMPLATE template0 ENCODING 'UTF8' "
+                              f"LC_COLLATE '{collate}' LC_CTYPE '{collate}'")
         return name
 
     def connect(self, db):
