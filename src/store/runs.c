@@ -93,6 +93,7 @@ static int run_from_row(json_t *row, al_store_run *r, al_error *err) {
     r->price = int_of(row, "price");
     r->redactions = int_of(row, "redactions");
     r->input_bytes = int_of(row, "input_bytes");
+    r->cap = int_of(row, "cap");
     r->preview_count = int_of(row, "preview_count");
     r->skipped_count = int_of(row, "skipped_count");
     r->state = al_run_state_from_name(json_string_value(json_object_get(row, "state")));

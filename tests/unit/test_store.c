@@ -17,6 +17,7 @@
 #include "check.h"
 #include "store/internal.h"
 #include "store/nodes.h"
+#include "store/runs.h"
 
 static char target[4096];
 static char org[40], ws[40], person[40];
@@ -198,6 +199,80 @@ static void test_concurrent_open(void) {
         al_store_close(h[i]);
 }
 
+static void add_run(al_store *s, const char *id, const char *who, int cap, const char *state, const char *node);
+
+/* ---- runs: states, their moves, the charge and the refund */
+
+static void test_run_states(void) {
+    for (int st = 0; st < _AL_RUN_STATE_MAX; st++) {
+        const char *name = al_run_state_name((al_run_state)st);
+        CHECK(name && al_run_state_from_name(name) == (al_run_state)st);
+    }
+    CHECK(al_run_state_from_name("Running") == _AL_RUN_STATE_INVALID);
+    CHECK(al_run_state_from_name("") == _AL_RUN_STATE_INVALID && al_run_state_from_name(NULL) == _AL_RUN_STATE_INVALID);
+    CHECK(!al_run_state_ended(AL_RUN_PENDING_APPROVAL) && !al_run_state_ended(AL_RUN_QUEUED) &&
+          !al_run_state_ended(AL_RUN_PROVISIONING) && !al_run_state_ended(AL_RUN_RUNNING));
+    CHECK(al_run_state_ended(AL_RUN_SUCCEEDED) && al_run_state_ended(AL_RUN_FAILED) && al_run_state_ended(AL_RUN_TIMED_OUT) &&
+          al_run_state_ended(AL_RUN_KILLED) && al_run_state_ended(AL_RUN_CANCELED) && al_run_state_ended(AL_RUN_ERROR) &&
+          al_run_state_ended(AL_RUN_DENIED));
+}
+
+static void test_run_moves(al_store *s) {
+    al_error err = { 0 };
+    add_run(s, "run_m1", "per_m", 3, "queued", NULL);
+    al_store_run *r = NULL;
+    CHECK(al_store_run_get(s, "run_m1", NULL, &r, &err) == 0 && r->state == AL_RUN_QUEUED && r->cap == 3 && !r->node_id[0]);
+    al_store_run_free(r);
+    CHECK(al_store_run_get(s, "run_m1", "ws_other", &r, &err) == -ENOENT);
+    CHECK(al_store_run_get(s, "run_nosuch", NULL, &r, &err) == -ENOENT);
+    /* only from the states named */
+    CHECK(al_store_run_move(s, "run_m1", AL_RUN_RUNNING, AL_RUN_SUCCEEDED, &err) == 0);
+    CHECK(al_store_exec(s, &err, "UPDATE runs SET price = 7 WHERE id = 'run_m1'", NULL) == 1);
+    int64_t before = balance(s);
+    /* the charge moves it to provisioning once; a second finds it moved */
+    CHECK(al_store_run_charge(s, "run_m1", "2026-01-01T00:00:01.000Z", &err) == 1);
+    CHECK(al_store_run_charge(s, "run_m1", "2026-01-01T00:00:02.000Z", &err) == 0);
+    CHECK(balance(s) == before - 7 && ledger_sum(s) == balance(s));
+    CHECK(al_store_run_move(s, "run_m1", AL_RUN_PROVISIONING, AL_RUN_RUNNING, &err) == 1);
+    /* a cancel asked of the node that runs it */
+    CHECK(al_store_run_cancel_requested(s, "run_m1", &err) == 0);
+    CHECK(al_store_run_cancel_request(s, "run_m1", &err) == 1 && al_store_run_cancel_requested(s, "run_m1", &err) == 1);
+    /* lost: ended once from active, refunded once */
+    unsigned active = AL_RUN_BIT(AL_RUN_PROVISIONING) | AL_RUN_BIT(AL_RUN_RUNNING);
+    CHECK(al_store_run_end(s, "run_m1", active, AL_RUN_ERROR, "lost", "gone", "2026-01-01T00:00:03.000Z", &err) == 1);
+    CHECK(al_store_run_end(s, "run_m1", active, AL_RUN_ERROR, "lost", "gone", "2026-01-01T00:00:04.000Z", &err) == 0);
+    CHECK(al_store_run_refund(s, "run_m1", "2026-01-01T00:00:05.000Z", &err) == 1);
+    CHECK(al_store_run_refund(s, "run_m1", "2026-01-01T00:00:06.000Z", &err) == 0);
+    CHECK(balance(s) == before && ledger_sum(s) == balance(s));
+    /* the end a node thought dead would write does not land on an ended run */
+    al_store_run fin = { .state = AL_RUN_SUCCEEDED };
+    snprintf(fin.id, sizeof fin.id, "run_m1");
+    snprintf(fin.finished_at, sizeof fin.finished_at, "2026-01-01T00:00:07.000Z");
+    CHECK(al_store_run_finish(s, &fin, &err) == 0);
+    al_run_state st;
+    CHECK(al_store_run_state(s, "run_m1", &st, &err) == 0 && st == AL_RUN_ERROR);
+    /* a charge the balance cannot cover leaves the run queued, uncharged */
+    add_run(s, "run_m2", "per_m", 3, "queued", NULL);
+    CHECK(al_store_exec(s, &err, "UPDATE runs SET price = 1000000 WHERE id = 'run_m2'", NULL) == 1);
+    CHECK(al_store_run_charge(s, "run_m2", "2026-01-01T00:00:08.000Z", &err) == -ENOSPC);
+    CHECK(al_store_run_state(s, "run_m2", &st, &err) == 0 && st == AL_RUN_QUEUED && balance(s) == before);
+    /* admission to the shared queue: its room, then the run is claimable */
+    al_store_queue_limits lim = { .queue_max = 100, .person_id = "per_m", .org_id = org, .per_person = 1, .per_org = 100 };
+    al_store_queue_counts c;
+    CHECK(al_store_exec(s, &err, "UPDATE runs SET node_id = 'node_b' WHERE id = 'run_m2'", NULL) == 1);
+    CHECK(al_store_queue_admit(s, "run_m2", 2, &lim, &c, &err) == 1);
+    CHECK(al_store_run_get(s, "run_m2", NULL, &r, &err) == 0 && r->cap == 2 && !r->node_id[0]);
+    al_store_run_free(r);
+    add_run(s, "run_m3", "per_m", 3, "queued", "node_b");
+    CHECK(al_store_queue_admit(s, "run_m3", 2, &lim, &c, &err) == -EDQUOT && c.person == 1);
+    lim.person_id = NULL; /* an approver's: the global cap only */
+    lim.queue_max = 1;
+    CHECK(al_store_queue_admit(s, "run_m3", 2, &lim, &c, &err) == -EAGAIN && c.all == 1);
+    lim.queue_max = 2;
+    CHECK(al_store_queue_admit(s, "run_m3", 2, &lim, &c, &err) == 1);
+    CHECK(al_store_exec(s, &err, "UPDATE runs SET state = 'canceled' WHERE id IN ('run_m2', 'run_m3')", NULL) == 2);
+}
+
 /* ---- nodes: leases, the shared queue, notifications */
 
 static void test_leases(al_store *s) {
@@ -354,7 +429,9 @@ int main(int argc, char **argv) {
     test_units_of_work(s);
     test_idempotency(s);
     test_concurrent_credits(s);
+    test_run_states();
     test_leases(s);
+    test_run_moves(s);
     test_claims(s);
     test_notifications(s, strcmp(al_store_backend_name(s), "postgresql") == 0);
     al_store_close(s);
