@@ -26,7 +26,8 @@ int al_service_close_approval(al_service *s, const char *id, const char *decisio
     r = al_store_approval_decide(s->store, id, al_approval_decision_from_name(decision), by, now, reason, not_after, err);
     al_run_state to = al_run_state_from_name(run_state);
     if (r > 0)
-        r = to == AL_RUN_QUEUED ? al_store_run_move(s->store, id, AL_RUN_PENDING_APPROVAL, AL_RUN_QUEUED, err)
+        /* queued, held by this node until it admits it (below) */
+        r = to == AL_RUN_QUEUED ? al_store_run_approved(s->store, id, s->node_id, err)
                                 : al_store_run_end(s->store, id, AL_RUN_BIT(AL_RUN_PENDING_APPROVAL), to, ecode, emsg,
                                                    now, err);
     /* the state event too, inside the transaction: a cancel of the queued

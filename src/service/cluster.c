@@ -53,6 +53,10 @@ void al_cluster_reap(al_service *s, bool all_others) {
         al_service_log(s, "node.reap_failed", json_pack("{s:s}", "error", err.msg));
         return;
     }
+    /* a node's row outlives it by a week (who ended whose runs), no more */
+    char week_ago[40];
+    time_after(-7LL * 24 * 3600 * 1000, week_ago, sizeof week_ago);
+    al_store_nodes_forget(s->store, week_ago, &err);
     for (int i = 0; i < n; i++) {
         if (!all_others)
             al_service_log(s, "node.dead", json_pack("{s:s, s:s}", "node", ids[i], "declared_by", s->node_id));
@@ -93,10 +97,32 @@ static bool stopping(al_service *s) {
     return st;
 }
 
+/* Cancel this node's runs whose cancel was asked on another node: what a
+ * lost notification (a watcher reconnecting) would otherwise leave running. */
+static void asked_cancels(al_service *s) {
+    char ids[64][40];
+    al_error err = { 0 };
+    int n = al_store_node_cancels(s->store, s->node_id, ids, 64, &err);
+    for (int i = 0; i < n; i++)
+        al_service_cancel_local(s, ids[i]);
+}
+
+void al_cluster_tick(al_service *s) {
+    uint64_t now = al_now_ms();
+    if (now < s->next_reap_ms)
+        return;
+    s->next_reap_ms = now + (uint64_t)s->cfg.node_lease_s * 250;
+    if (s->multi_node)
+        asked_cancels(s);
+    al_cluster_reap(s, false);
+}
+
 static void *lease_main(void *p) {
     al_service *s = p;
     int64_t lease_ms = (int64_t)s->cfg.node_lease_s * 1000;
-    uint64_t renewed_at = al_now_ms();
+    /* the lease written last holds until here (al_now_ms); this node
+     * stops before the others may see it run out */
+    uint64_t holds_until = al_now_ms() + (uint64_t)lease_ms;
     while (!stopping(s)) {
         /* a quarter of the lease, in steps short enough to stop promptly */
         for (int64_t slept = 0; slept < lease_ms / 4 && !stopping(s); slept += 100)
@@ -104,21 +130,20 @@ static void *lease_main(void *p) {
         if (stopping(s))
             break;
         char until[40];
+        uint64_t asked = al_now_ms();
         time_after(lease_ms, until, sizeof until);
         al_error err = { 0 };
-        int r = al_store_node_renew(s->store, s->node_id, until, &err);
+        int r = al_store_node_renew(s->lease_store, s->node_id, until, &err);
         if (r > 0) {
-            renewed_at = al_now_ms();
+            holds_until = asked + (uint64_t)lease_ms;
         } else if (r == 0) {
             fence(s, "another node declared this node dead (its lease ran out)");
             break;
-        } else if (al_now_ms() - renewed_at >= (uint64_t)lease_ms) {
-            /* the others may have declared it dead by now: it cannot know */
+        } else if (al_now_ms() + (uint64_t)lease_ms / 4 >= holds_until) {
+            /* the others may declare it dead at any moment: it cannot know */
             fence(s, "this node could not renew its lease in time");
             break;
         }
-        if (r > 0)
-            al_cluster_reap(s, false);
     }
     return NULL;
 }
@@ -136,6 +161,7 @@ static void *watch_main(void *p) {
         if (r == 2) {
             /* reconnected: what was said meanwhile is lost; all may have changed */
             al_service_wake_all(s);
+            asked_cancels(s);
         } else if (r == 1 && strcmp(channel, AL_NOTIFY_EVENTS) == 0) {
             al_service_wake_run(s, payload);
             continue;
@@ -161,6 +187,8 @@ int al_cluster_start(al_service *s, al_error *err) {
     time_after((int64_t)s->cfg.node_lease_s * 1000, until, sizeof until);
     int r = al_store_node_join(s->store, s->node_id, host, (int64_t)getpid(), now, until, err);
     if (r < 0)
+        return r;
+    if ((r = al_store_open(s->store_target, &s->lease_store, err)) < 0)
         return r;
     if (s->multi_node && (r = al_store_watch_open(s->store_target, &s->watch, err)) < 0)
         return r;
@@ -190,5 +218,7 @@ void al_cluster_stop(al_service *s) {
     al_error err = { 0 };
     if (!s->declared_dead)
         al_store_node_leave(s->store, s->node_id, now, &err);
+    al_store_close(s->lease_store);
+    s->lease_store = NULL;
     s->cluster_running = false;
 }

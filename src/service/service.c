@@ -277,7 +277,8 @@ static int no_room(al_service *s, int r, const al_store_queue_counts *c, const c
 }
 
 static al_store_queue_limits limits_for(al_service *s, const char *person_id, const char *org_id, int extra, bool share) {
-    return (al_store_queue_limits){ .queue_max = s->cfg.queue_max, .person_id = share ? person_id : NULL,
+    return (al_store_queue_limits){ .node_id = s->node_id, .queue_max = s->cfg.queue_max,
+                                    .person_id = share ? person_id : NULL,
                                     .org_id = share ? org_id : NULL, .person_extra = extra,
                                     .per_person = s->cfg.queue_per_person, .per_org = s->cfg.queue_per_org };
 }
@@ -634,7 +635,10 @@ static void end_run(al_service *s, const al_store_run *run, al_run_state state, 
     al_error err = { 0 };
     /* a node declared dead publishes nothing: the others ended its runs
      * (error, refunded) and a result now would contradict theirs */
-    if (s->declared_dead)
+    pthread_mutex_lock(&s->mu);
+    bool dead = s->declared_dead;
+    pthread_mutex_unlock(&s->mu);
+    if (dead)
         return;
     /* nothing unredacted is stored where the agent can read it */
     int redactions = redact_result(dlp, result);
@@ -859,10 +863,15 @@ static void *runner_main(void *p) {
     /* queued -> provisioning and the charge, in one transaction, unless it
      * was canceled in between */
     al_store_now(now, sizeof now);
-    int n = al_store_run_charge(s->store, a->run_id, now, &err);
+    int n = al_store_run_charge(s->store, a->run_id, s->node_id, now, &err);
     al_error gerr = { 0 };
     if (al_store_run_get(s->store, a->run_id, NULL, &run, &gerr) < 0)
         run = NULL;
+    if (n > 0 && !run) {
+        /* charged, and then unreadable: it cannot start; ended and refunded */
+        al_service_lose_run(s, a->run_id, "the run could not be read back after it was charged");
+        goto done;
+    }
     if (n == 0 || !run)
         goto done;
     if (n < 0) {
@@ -1132,6 +1141,10 @@ static void *scheduler_main(void *p) {
             al_service_expire_approvals(s);
             pthread_mutex_lock(&s->mu);
         }
+        /* dead nodes, and cancels asked of this node's runs elsewhere */
+        pthread_mutex_unlock(&s->mu);
+        al_cluster_tick(s);
+        pthread_mutex_lock(&s->mu);
         /* Idempotency-Keys past their day (at start, then each minute) */
         if (now_ms >= next_idem_sweep) {
             next_idem_sweep = now_ms + 60000;
@@ -1191,10 +1204,31 @@ static void recover(al_service *s) {
     al_cluster_reap(s, !s->multi_node);
     char ids[256][40];
     int k;
-    /* and active runs no node holds (recorded before nodes were) */
+    /* and active runs no node holds (recorded before nodes were); on
+     * SQLite's one node, every run still active is one the last stopped
+     * without ending (whatever node it names) */
+    if (!s->multi_node) {
+        unsigned act = AL_RUN_BIT(AL_RUN_PROVISIONING) | AL_RUN_BIT(AL_RUN_RUNNING);
+        if (al_store_run_refs(s->store, act, &refs, &n, &err) < 0)
+            n = 0;
+        for (size_t i = 0; i < n; i++)
+            al_service_lose_run(s, refs[i].id, "the service stopped while this run was active");
+        free(refs);
+        refs = NULL;
+    }
     for (int pass = 0; pass < 64 && (k = al_store_node_runs(s->store, NULL, ids, 256, &err)) > 0; pass++)
         for (int i = 0; i < k; i++)
             al_service_lose_run(s, ids[i], "the service stopped while this run was active");
+    /* A run that ended in error is refunded after its end is written: one
+     * a node died in between (or whose refund failed) is refunded now,
+     * whatever other nodes do: the store refunds a charge once. */
+    if (al_store_run_refs_unrefunded(s->store, &refs, &n, &err) < 0)
+        n = 0;
+    for (size_t i = 0; i < n; i++)
+        if (al_store_run_refund(s->store, refs[i].id, now, &err) < 0)
+            al_service_log(s, "credits.refund_failed", json_pack("{s:s, s:s}", "run_id", refs[i].id, "error", err.msg));
+    free(refs);
+    refs = NULL;
     /* What follows assumes no other node is at work on the store: a run
      * another node is creating has its files before its row, and waits
      * for an approval before its request is recorded. */
@@ -1215,17 +1249,6 @@ static void recover(al_service *s) {
         state_event(s, id, "error");
         al_service_log(s, "run.lost", json_pack("{s:s, s:s}", "run_id", id, "why", "no approval request"));
         lost_said(s, id);
-    }
-    free(refs);
-    /* A run that ended in error is refunded after its end is written: one
-     * the service died in between (or whose refund failed) is refunded
-     * now. The store refunds a charge once, however often asked. */
-    if (al_store_run_refs_unrefunded(s->store, &refs, &n, &err) < 0)
-        n = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *id = refs[i].id;
-        if (al_store_run_refund(s->store, id, now, &err) < 0)
-            al_service_log(s, "credits.refund_failed", json_pack("{s:s, s:s}", "run_id", id, "error", err.msg));
     }
     free(refs);
     /* Boxes' cgroups whose uid nobody holds any more are leftovers. */

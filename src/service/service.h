@@ -83,6 +83,8 @@ typedef struct al_service {
     bool cluster_running;
     pthread_t lease_thread, watch_thread;
     struct al_store_watch *watch;
+    al_store *lease_store;        /* a connection of the lease's own: never queued behind the others' lock waits */
+    uint64_t next_reap_ms;        /* the scheduler's next look for dead nodes */
 
     /* metrics */
     uint64_t runs_started, runs_finished;
@@ -135,6 +137,9 @@ void al_cluster_stop(al_service *s);
 /* Declare dead the nodes whose lease ran out (ALL_OTHERS: every other
  * node, which SQLite's one node does at start) and end their runs. */
 void al_cluster_reap(al_service *s, bool all_others);
+/* The scheduler's periodic share of it: dead nodes, and cancels of this
+ * node's runs asked elsewhere (a notification may have been lost). */
+void al_cluster_tick(al_service *s);
 /* Tell the other nodes (nothing on SQLite). */
 void al_cluster_notify(al_service *s, const char *channel, const char *run_id);
 int al_service_person_queued(al_service *s, const char *person_id);

@@ -66,10 +66,23 @@ int al_store_nodes_reap(al_store *s, const char *self, const char *now, char (*r
     int n = ids_of(rows, ret_ids, max);
     json_decref(rows);
     for (int i = 0; i < n; i++) {
-        if ((r = al_store_exec(s, err, "UPDATE nodes SET dead_at = ?, dead_by = ? WHERE id = ? AND dead_at IS NULL", "sss", now,
-                               self, ret_ids[i])) < 0 ||
-            /* what it claimed and never started waits for another node */
-            (r = al_store_exec(s, err, "UPDATE runs SET node_id = NULL WHERE node_id = ? AND state = 'queued'", "s",
+        /* the lease again: a renewal that landed since the read wins */
+        int d = al_store_exec(s, err,
+                              "UPDATE nodes SET dead_at = ?, dead_by = ? WHERE id = ? AND dead_at IS NULL AND lease_until < ?",
+                              "ssss", now, self, ret_ids[i], now);
+        if (d < 0) {
+            r = d;
+            goto fail;
+        }
+        if (d == 0) {
+            /* alive after all: not reported, nothing of it touched */
+            memmove(ret_ids[i], ret_ids[i + 1], (size_t)(n - i - 1) * sizeof ret_ids[0]);
+            n--;
+            i--;
+            continue;
+        }
+        /* what it claimed and never started waits for another node */
+        if ((r = al_store_exec(s, err, "UPDATE runs SET node_id = NULL WHERE node_id = ? AND state = 'queued'", "s",
                                ret_ids[i])) < 0)
             goto fail;
     }
@@ -79,6 +92,12 @@ int al_store_nodes_reap(al_store *s, const char *self, const char *now, char (*r
 fail:
     al_store_rollback(s);
     return r < 0 ? r : -EIO;
+}
+
+int al_store_nodes_forget(al_store *s, const char *before, al_error *err) {
+    return al_store_exec(s, err,
+                         "DELETE FROM nodes WHERE (stopped_at IS NOT NULL AND stopped_at < ?) OR (dead_at IS NOT NULL AND dead_at < ?)",
+                         "ss", before, before);
 }
 
 int al_store_node_runs(al_store *s, const char *node_id, char (*ret_ids)[40], int max, al_error *err) {
@@ -202,7 +221,10 @@ int al_store_queue_admit(al_store *s, const char *run_id, int64_t cap, const al_
             goto out;
         }
     }
-    r = al_store_exec(s, err, "UPDATE runs SET node_id = NULL, cap = ? WHERE id = ? AND state = 'queued'", "is", cap, run_id);
+    /* held by the node admitting it: a run another node claimed (or one
+     * admitted already) is not taken from it */
+    r = al_store_exec(s, err, "UPDATE runs SET node_id = NULL, cap = ? WHERE id = ? AND state = 'queued' AND node_id = ?",
+                      "iss", cap, run_id, lim->node_id);
 out:
     if (r < 0) {
         al_store_rollback(s);

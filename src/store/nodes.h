@@ -24,6 +24,8 @@ int al_store_node_leave(al_store *s, const char *id, const char *now, al_error *
  * exactly once however many nodes reap at the same time. A dead node's
  * claimed, not yet started runs go back to the queue in the same step. */
 int al_store_nodes_reap(al_store *s, const char *self, const char *now, char (*ret_ids)[40], int max, al_error *err);
+/* Forget the nodes that left or died before BEFORE: how many. */
+int al_store_nodes_forget(al_store *s, const char *before, al_error *err);
 /* Runs node NODE_ID holds in provisioning or running (at most MAX); NULL:
  * such runs no node holds. */
 int al_store_node_runs(al_store *s, const char *node_id, char (*ret_ids)[40], int max, al_error *err);
@@ -44,13 +46,14 @@ int al_store_claim_run(al_store *s, const char *node_id, al_store_claim *ret, al
  * not counted. */
 int al_store_queued_count(al_store *s, const char *person_id, const char *org_id, const char *except, al_error *err);
 
-/* Admit run RUN_ID (queued, held by the node that made it) to the shared
+/* Admit run RUN_ID (queued, held by NODE_ID, the node that made or approved it) to the shared
  * queue under CAP, if the queue of every node has room: fewer than
  * QUEUE_MAX runs queued; and with PERSON_ID set, fewer than PER_PERSON of
  * the person's (PERSON_EXTRA more waiting elsewhere) and PER_ORG of
  * ORG_ID's. 1 admitted, 0 not queued any more; -EAGAIN the queue is full,
  * -EDQUOT the person's share, -EUSERS the organisation's (*RET counts). */
 typedef struct al_store_queue_limits {
+    const char *node_id; /* the node that holds the run until it is admitted */
     int queue_max;
     const char *person_id, *org_id; /* NULL: the global cap only */
     int person_extra, per_person, per_org;

@@ -46,6 +46,19 @@ static int conn_err(pg *p, al_error *err, const char *what) {
     return al_err(err, "store", EIO, "%s: %.*s", what, (int)n, m);
 }
 
+static int session_setup(pg *p, al_error *err) {
+    /* A node that hangs or dies in a transaction must not hold the locks
+     * every other node waits on: bounded statements, bounded idle. */
+    /* a lock waited for longer than lock_timeout fails the statement (its
+     * unit of work is retried or refused): a stalled holder does not stall
+     * every node behind it */
+    PGresult *res = PQexec(p->c, "SET statement_timeout = '30s'; SET lock_timeout = '5s'; "
+                                 "SET idle_in_transaction_session_timeout = '10s'; SET client_min_messages = warning");
+    int r = PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : conn_err(p, err, "session settings");
+    PQclear(res);
+    return r;
+}
+
 /* After the server went away (a restart, a failover), the next statement
  * outside a unit of work reconnects; one inside fails with it. */
 static int ensure(pg *p, al_error *err) {
@@ -56,17 +69,7 @@ static int ensure(pg *p, al_error *err) {
     PQreset(p->c);
     if (PQstatus(p->c) != CONNECTION_OK)
         return conn_err(p, err, "reconnect to PostgreSQL");
-    return 0;
-}
-
-static int session_setup(pg *p, al_error *err) {
-    /* A node that hangs or dies in a transaction must not hold the locks
-     * every other node waits on: bounded statements, bounded idle. */
-    PGresult *res = PQexec(p->c, "SET statement_timeout = '30s'; SET idle_in_transaction_session_timeout = '60s'; "
-                                 "SET client_min_messages = warning");
-    int r = PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : conn_err(p, err, "session settings");
-    PQclear(res);
-    return r;
+    return session_setup(p, err);
 }
 
 /* Lists come back in the order SQLite gives them: byte order, which is
@@ -292,10 +295,27 @@ static int pg_exec(void *conn, bool in_tx, al_error *err, const char *sql, const
 
 static int pg_script(void *conn, al_error *err, const char *sql) {
     pg *p = conn;
-    bool begin = strcmp(sql, "BEGIN") == 0, end = strcmp(sql, "COMMIT") == 0 || strcmp(sql, "ROLLBACK") == 0;
+    bool begin = strcmp(sql, "BEGIN") == 0, commit = strcmp(sql, "COMMIT") == 0,
+         end = commit || strcmp(sql, "ROLLBACK") == 0;
     if (begin && ensure(p, err) < 0)
         return -EIO;
-    int r = simple(p, err, sql);
+    int r;
+    if (commit) {
+        /* COMMIT of a transaction a failed statement aborted "succeeds"
+         * and rolls back: its tag says which */
+        PGresult *res = PQexec(p->c, sql);
+        if (!res)
+            r = conn_err(p, err, sql);
+        else if (PQresultStatus(res) != PGRES_COMMAND_OK)
+            r = result_err(res, err);
+        else if (strcmp(PQcmdStatus(res), "COMMIT") != 0)
+            r = al_err(err, "store", EIO, "the transaction was rolled back: a statement in it failed");
+        else
+            r = 0;
+        PQclear(res);
+    } else {
+        r = simple(p, err, sql);
+    }
     if (begin && r == 0)
         p->tx_open = true;
     if (end)
@@ -329,6 +349,7 @@ static int pg_notify(void *conn, bool in_tx, al_error *err, const char *channel,
 typedef struct pg_watch {
     pg p;
     const char *const *channels;
+    bool listening; /* every LISTEN went through on this connection */
 } pg_watch;
 
 static int listen_all(pg_watch *w, al_error *err) {
@@ -336,9 +357,12 @@ static int listen_all(pg_watch *w, al_error *err) {
         char sql[96];
         /* the channels are the store's own constants (nodes.h) */
         snprintf(sql, sizeof sql, "LISTEN %s", w->channels[i]);
-        if (simple(&w->p, err, sql) < 0)
+        if (simple(&w->p, err, sql) < 0) {
+            w->listening = false;
             return -EIO;
+        }
     }
+    w->listening = true;
     return 0;
 }
 
@@ -377,8 +401,9 @@ static int take(pg_watch *w, char *channel, size_t channel_len, char *payload, s
 static int pg_watch_next(void *wp, int timeout_ms, char *channel, size_t channel_len, char *payload, size_t payload_len,
                          al_error *err) {
     pg_watch *w = wp;
-    if (PQstatus(w->p.c) != CONNECTION_OK) {
-        PQreset(w->p.c);
+    if (PQstatus(w->p.c) != CONNECTION_OK || !w->listening) {
+        if (PQstatus(w->p.c) != CONNECTION_OK)
+            PQreset(w->p.c);
         if (PQstatus(w->p.c) != CONNECTION_OK || session_setup(&w->p, err) < 0 || listen_all(w, err) < 0) {
             poll(NULL, 0, timeout_ms);
             return conn_err(&w->p, err, "watch: reconnect to PostgreSQL");

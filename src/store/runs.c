@@ -222,16 +222,19 @@ int al_store_run_finish(al_store *s, const al_store_run *r, al_error *err) {
 
 /* ---------------------------------------------------------------- credits */
 
-int al_store_run_charge(al_store *s, const char *id, const char *now, al_error *err) {
+int al_store_run_charge(al_store *s, const char *id, const char *node_id, const char *now, al_error *err) {
     char led[40];
     al_store_new_id("led", led, sizeof led);
     int r = al_store_begin(s, err);
     if (r < 0)
         return r;
     /* a run moved already (a restart, a race with a cancel, another node)
-     * is left alone */
-    r = al_store_exec(s, err, "UPDATE runs SET state = 'provisioning', started_at = ? WHERE id = ? AND state = 'queued'",
-                      "ss", now, id);
+     * is left alone; and only the node that holds the claim starts it (a
+     * node thought dead and back may not start what another now holds) */
+    r = al_store_exec(s, err,
+                      "UPDATE runs SET state = 'provisioning', started_at = ? WHERE id = ? AND state = 'queued' "
+                      "AND node_id = ?",
+                      "sss", now, id, node_id);
     if (r <= 0) {
         al_store_rollback(s);
         return r < 0 ? r : 0;
@@ -625,4 +628,29 @@ int al_store_run_cancel_requested(al_store *s, const char *id, al_error *err) {
     int r = json_integer_value(json_object_get(json_array_get(rows, 0), "cancel_requested")) != 0;
     json_decref(rows);
     return r;
+}
+
+int al_store_run_approved(al_store *s, const char *id, const char *node_id, al_error *err) {
+    int n = al_store_exec(s, err, "UPDATE runs SET state = 'queued', node_id = ? WHERE id = ? AND state = 'pending_approval'",
+                          "ss", node_id, id);
+    return n < 0 ? n : n > 0;
+}
+
+int al_store_node_cancels(al_store *s, const char *node_id, char (*ret_ids)[40], int max, al_error *err) {
+    json_t *rows = al_store_query(s, err,
+                                  "SELECT id FROM runs WHERE node_id = ? AND cancel_requested = 1 "
+                                  "AND state IN ('provisioning', 'running') ORDER BY seq",
+                                  "s", node_id);
+    if (!rows)
+        return -EIO;
+    int n = 0;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        const char *v = json_string_value(json_object_get(row, "id"));
+        if (v && strlen(v) < 40 && n < max)
+            snprintf(ret_ids[n++], 40, "%s", v);
+    }
+    json_decref(rows);
+    return n;
 }

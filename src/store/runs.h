@@ -114,7 +114,12 @@ int al_store_run_cancel_requested(al_store *s, const char *id, al_error *err);
  * (started_at NOW), its organisation's balance pays its price and the
  * ledger says so, all or nothing. 1 charged, 0 it was not queued (canceled,
  * started elsewhere), -ENOSPC the balance does not cover it. */
-int al_store_run_charge(al_store *s, const char *id, const char *now, al_error *err);
+int al_store_run_charge(al_store *s, const char *id, const char *node_id, const char *now, al_error *err);
+/* Run ID, waiting for an approval, is approved: queued, held by NODE_ID
+ * (the node that approved it) until that node admits it to the queue. */
+int al_store_run_approved(al_store *s, const char *id, const char *node_id, al_error *err);
+/* Run IDs of NODE_ID that are active and whose cancel was asked (at most MAX). */
+int al_store_node_cancels(al_store *s, const char *node_id, char (*ret_ids)[40], int max, al_error *err);
 /* Give run ID's charge back, once however often asked: 1 refunded, 0
  * nothing to refund (never charged, or refunded already). */
 int al_store_run_refund(al_store *s, const char *id, const char *now, al_error *err);

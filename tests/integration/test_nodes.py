@@ -359,3 +359,30 @@ def test_postgresql_restarted_under_load(nodes):
     org = a.sql("SELECT org_id FROM runs WHERE id = ?", ids[0])[0][0]
     ledger_exact(a, org)
     verify_audit(a)
+
+
+def test_a_stalled_lock_holder_does_not_take_healthy_nodes_down(nodes):
+    """A transaction that holds the shared 'claim' lock and stalls (a node
+    stopped or cut off inside a claim) must not make the healthy nodes miss
+    their leases: each renews on a connection of its own, and waits for a
+    lock are bounded (lock_timeout), so they declare no one dead."""
+    ns = nodes(3)
+    conn = ns.cluster.connect(ns.store.split("/")[3].split("?")[0])
+    conn.autocommit = False
+    cur = conn.cursor()
+    cur.execute("SELECT pg_advisory_xact_lock(hashtextextended('claim', 0))")
+    try:
+        # the nodes go on answering, and a run waits rather than fails
+        status, _, run = ns.nodes[1].post_run("print('after the stall')")
+        assert status == 201, run
+        time.sleep(LEASE_S * 3)
+    finally:
+        conn.rollback()
+        conn.close()
+    done = ns.nodes[2].wait_state(run["id"], TERMINAL, timeout=60)
+    assert done["state"] == "succeeded", done
+    time.sleep(LEASE_S)
+    fenced = [s for s in ns.nodes if "node.fenced" in s.log_path.read_text(errors="replace")]
+    assert not fenced, f"{len(fenced)} healthy nodes fenced after a {LEASE_S * 3}s lock wait"
+    assert all(s.proc.poll() is None for s in ns.nodes)
+    assert not ns.nodes[0].sql("SELECT id FROM nodes WHERE dead_at IS NOT NULL")

@@ -230,8 +230,12 @@ static void test_run_moves(al_store *s) {
     CHECK(al_store_exec(s, &err, "UPDATE runs SET price = 7 WHERE id = 'run_m1'", NULL) == 1);
     int64_t before = balance(s);
     /* the charge moves it to provisioning once; a second finds it moved */
-    CHECK(al_store_run_charge(s, "run_m1", "2026-01-01T00:00:01.000Z", &err) == 1);
-    CHECK(al_store_run_charge(s, "run_m1", "2026-01-01T00:00:02.000Z", &err) == 0);
+    /* only by the node that holds its claim */
+    CHECK(al_store_run_charge(s, "run_m1", "node_b", "2026-01-01T00:00:01.000Z", &err) == 0);
+    CHECK(al_store_exec(s, &err, "UPDATE runs SET node_id = 'node_b' WHERE id = 'run_m1'", NULL) == 1);
+    CHECK(al_store_run_charge(s, "run_m1", "node_x", "2026-01-01T00:00:01.000Z", &err) == 0);
+    CHECK(al_store_run_charge(s, "run_m1", "node_b", "2026-01-01T00:00:01.000Z", &err) == 1);
+    CHECK(al_store_run_charge(s, "run_m1", "node_b", "2026-01-01T00:00:02.000Z", &err) == 0);
     CHECK(balance(s) == before - 7 && ledger_sum(s) == balance(s));
     CHECK(al_store_run_move(s, "run_m1", AL_RUN_PROVISIONING, AL_RUN_RUNNING, &err) == 1);
     /* a cancel asked of the node that runs it */
@@ -253,14 +257,18 @@ static void test_run_moves(al_store *s) {
     CHECK(al_store_run_state(s, "run_m1", &st, &err) == 0 && st == AL_RUN_ERROR);
     /* a charge the balance cannot cover leaves the run queued, uncharged */
     add_run(s, "run_m2", "per_m", 3, "queued", NULL);
-    CHECK(al_store_exec(s, &err, "UPDATE runs SET price = 1000000 WHERE id = 'run_m2'", NULL) == 1);
-    CHECK(al_store_run_charge(s, "run_m2", "2026-01-01T00:00:08.000Z", &err) == -ENOSPC);
+    CHECK(al_store_exec(s, &err, "UPDATE runs SET price = 1000000, node_id = 'node_b' WHERE id = 'run_m2'", NULL) == 1);
+    CHECK(al_store_run_charge(s, "run_m2", "node_b", "2026-01-01T00:00:08.000Z", &err) == -ENOSPC);
     CHECK(al_store_run_state(s, "run_m2", &st, &err) == 0 && st == AL_RUN_QUEUED && balance(s) == before);
     /* admission to the shared queue: its room, then the run is claimable */
-    al_store_queue_limits lim = { .queue_max = 100, .person_id = "per_m", .org_id = org, .per_person = 1, .per_org = 100 };
+    al_store_queue_limits lim = { .node_id = "node_x", .queue_max = 100, .person_id = "per_m", .org_id = org,
+                                  .per_person = 1, .per_org = 100 };
     al_store_queue_counts c;
-    CHECK(al_store_exec(s, &err, "UPDATE runs SET node_id = 'node_b' WHERE id = 'run_m2'", NULL) == 1);
+    /* admitted only by the node that holds it */
+    CHECK(al_store_queue_admit(s, "run_m2", 2, &lim, &c, &err) == 0);
+    lim.node_id = "node_b";
     CHECK(al_store_queue_admit(s, "run_m2", 2, &lim, &c, &err) == 1);
+    CHECK(al_store_queue_admit(s, "run_m2", 2, &lim, &c, &err) == 0); /* once: now it is the queue's */
     CHECK(al_store_run_get(s, "run_m2", NULL, &r, &err) == 0 && r->cap == 2 && !r->node_id[0]);
     al_store_run_free(r);
     add_run(s, "run_m3", "per_m", 3, "queued", "node_b");
@@ -271,6 +279,35 @@ static void test_run_moves(al_store *s) {
     lim.queue_max = 2;
     CHECK(al_store_queue_admit(s, "run_m3", 2, &lim, &c, &err) == 1);
     CHECK(al_store_exec(s, &err, "UPDATE runs SET state = 'canceled' WHERE id IN ('run_m2', 'run_m3')", NULL) == 2);
+    /* an approved run is held by the approving node until it admits it:
+     * no node claims it before */
+    add_run(s, "run_m4", "per_m4", 3, "pending_approval", NULL);
+    CHECK(al_store_run_approved(s, "run_m4", "node_b", &err) == 1);
+    CHECK(al_store_run_approved(s, "run_m4", "node_b", &err) == 0);
+    al_store_claim cl;
+    CHECK(al_store_claim_run(s, "node_x", &cl, &err) == 0);
+    lim.queue_max = 100;
+    CHECK(al_store_queue_admit(s, "run_m4", 3, &lim, &c, &err) == 1);
+    CHECK(al_store_claim_run(s, "node_x", &cl, &err) == 1 && strcmp(cl.run_id, "run_m4") == 0);
+    /* a claim another node took over is not started by the first */
+    CHECK(al_store_exec(s, &err, "UPDATE runs SET node_id = 'node_y' WHERE id = 'run_m4'", NULL) == 1);
+    CHECK(al_store_run_charge(s, "run_m4", "node_x", "2026-01-01T00:00:09.000Z", &err) == 0);
+    CHECK(al_store_run_state(s, "run_m4", &st, &err) == 0 && st == AL_RUN_QUEUED);
+    /* the cancels asked of a node's active runs, for the node to find */
+    CHECK(al_store_run_charge(s, "run_m4", "node_y", "2026-01-01T00:00:09.000Z", &err) == 1);
+    char ids[4][40];
+    CHECK(al_store_node_cancels(s, "node_y", ids, 4, &err) == 0);
+    CHECK(al_store_run_cancel_request(s, "run_m4", &err) == 1);
+    CHECK(al_store_node_cancels(s, "node_y", ids, 4, &err) == 1 && strcmp(ids[0], "run_m4") == 0);
+    CHECK(al_store_exec(s, &err, "UPDATE runs SET state = 'canceled' WHERE id = 'run_m4'", NULL) == 1);
+    if (strcmp(al_store_backend_name(s), "postgresql") == 0) {
+        /* a COMMIT after a failed read is a rollback, and said so */
+        CHECK(al_store_begin(s, &err) == 0);
+        CHECK(al_store_grant_credits(s, org, 1, &err) == 0);
+        CHECK(al_store_query(s, &err, "SELECT nonsense FROM nowhere", NULL) == NULL);
+        CHECK(al_store_commit(s, &err) < 0);
+        CHECK(balance(s) == before);
+    }
 }
 
 /* ---- nodes: leases, the shared queue, notifications */
@@ -354,7 +391,7 @@ static void test_claims(al_store *s) {
     CHECK(al_store_queued_count(s, "per_p1", NULL, NULL, &err) == 3);
     CHECK(al_store_node_runs(s, "node_b", ids, 8, &err) == 1 && strcmp(ids[0], "run_p3_1") == 0);
     /* ends free the caps; then four nodes claim at once: each run once, caps held */
-    CHECK(al_store_exec(s, &err, "UPDATE runs SET state = 'succeeded' WHERE node_id IS NOT NULL", NULL) == 3);
+    CHECK(al_store_exec(s, &err, "UPDATE runs SET state = 'succeeded' WHERE node_id IS NOT NULL AND state IN ('queued', 'running')", NULL) == 3);
     for (int i = 0; i < 6; i++) {
         char id[40];
         snprintf(id, sizeof id, "run_q%d", i);
