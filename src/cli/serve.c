@@ -2,7 +2,7 @@
  * the environment, then flags (each overriding the one before). */
 #include <string.h>
 
-#include "../service/service.h"
+#include "../core/service.h"
 #include "cli.h"
 
 int cli_serve(int argc, char **argv) {

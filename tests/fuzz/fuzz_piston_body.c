@@ -1,6 +1,6 @@
 /*
  * Fuzz target for Piston's POST /api/v2/execute body, translated into ours
- * (al_piston_translate, src/service/run_request.c) and then parsed as any
+ * (al_piston_translate, src/core/run_request.c) and then parsed as any
  * run request is. What must hold: the language is mapped by Piston's alias
  * table and nothing else; files[0].content becomes the code, byte for
  * byte; every other file keeps its name (NULs and all) and its exact bytes
@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "service/run_request.h"
+#include "core/run_request.h"
 
 #define BODY_MAX (8u << 20)
 static const al_run_bounds bounds = {

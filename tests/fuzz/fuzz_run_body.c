@@ -1,5 +1,5 @@
 /*
- * Fuzz target for the body of POST /v1/runs (src/service/run_request.c):
+ * Fuzz target for the body of POST /v1/runs (src/core/run_request.c):
  * all of it is the caller's. The bytes are read as http.c reads a body
  * (json_loadb with JSON_REJECT_DUPLICATES, within body_max; and with
  * JSON_ALLOW_NUL, which http.c does not pass, so that the parser's own
@@ -20,7 +20,7 @@
 
 #include "fuzz.h"
 #include "proxy/policy.h"
-#include "service/run_request.h"
+#include "core/run_request.h"
 
 /* http.c's default body_max and the configuration's defaults */
 #define BODY_MAX (8u << 20)

@@ -14,11 +14,12 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "audit.h"
+#include "../core/audit.h"
+#include "http.h"
 #include "mcp.h"
 #include "openapi.h"
-#include "service.h"
-#include "skills.h"
+#include "../core/service.h"
+#include "../core/skills.h"
 #include "../store/artifacts.h"
 #include "../store/audit.h"
 #include "../store/governance.h"

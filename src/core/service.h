@@ -290,11 +290,6 @@ typedef struct al_idem {
 int al_idem_init(al_idem *ret, const char *key, const char *scope, const void *body, size_t len, al_error *err);
 /* The same, over the canonical JSON (sorted keys, compact) of BODY. */
 int al_idem_init_json(al_idem *ret, const char *key, const char *scope, json_t *body, al_error *err);
-/* The Idempotency-Key header of request C, bound as above (to JSON when not
- * NULL, else to RAW/LEN); -EINVAL also when the header is sent twice. */
-struct MHD_Connection;
-int al_idem_from_request(struct MHD_Connection *c, const char *scope, json_t *json, const void *raw, size_t len,
-                         al_idem *ret, al_error *err);
 /* What K of P created: 1 and RET_ID when K was used for this same request
  * (KIND "run" or "skill"), 0 never (or expired), -EEXIST for another request. */
 int al_idem_lookup(al_store *st, const al_principal *p, const al_idem *k, const char *kind, char ret_id[40],
@@ -309,9 +304,7 @@ int al_idem_forget(al_store *st, const al_principal *p, const al_idem *k, const 
 /* Forget the keys past their time; how many, or -errno. */
 int al_idem_sweep(al_store *st, al_error *err);
 
-/* http.c */
-typedef struct al_http al_http;
-
+/* runs.c */
 /* What a caller other than POST /v1/runs adds to a run (a skill's run). */
 typedef struct al_run_extra {
     const char *tool;             /* the allow-listed tool it is; NULL: "code_execution" */
@@ -335,8 +328,6 @@ unsigned al_run_replay(al_service *s, const al_principal *p, const al_run_extra 
 /* Cancel run ID of P's workspace: withdrawn while it waits for approval,
  * taken off the queue, or killed. 1 done, 0 it had ended, -ENOENT no such run. */
 int al_run_cancel(al_service *s, const al_principal *p, const char *id);
-int al_http_start(al_service *s, al_http **ret, al_error *err);
-void al_http_stop(al_http *h);
 json_t *al_run_json(al_service *s, const al_store_run *run);
 /* runs.c: a run list's entry */
 json_t *al_run_summary_json(const al_store_run_brief *b);

@@ -21,6 +21,10 @@
 #include "helper_events.h"
 #include "service.h"
 #include "skills.h"
+/* until serve.c starts HTTP itself (the next commit) */
+typedef struct al_http al_http;
+int al_http_start(al_service *s, al_http **ret, al_error *err);
+void al_http_stop(al_http *h);
 #include "../store/approvals.h"
 #include "../store/nodes.h" /* SQL, until it moves into src/store (issue 12) */
 

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "mcp_tools.h"
-#include "skills.h"
+#include "../core/skills.h"
 #include "../store/artifacts.h"
 
 #define OUTPUT_TEXT_MAX (64u << 10)  /* per stream, in the result's text */
