@@ -106,8 +106,17 @@ typedef struct al_service {
     bool health_probing;
 } al_service;
 
-/* service.c */
-int al_service_run(al_service_config *cfg, al_error *err);
+/* service.c: the service's life. al_service_open opens the store, joins
+ * the cluster, recovers what a previous run left and starts the scheduler
+ * (threads: the caller blocks the signals it waits for before). On a
+ * failure the threads it started are left to the process's exit.
+ * al_service_stop: stop taking runs, cancel the active ones, wait for their
+ * runners and the scheduler (queued runs stay queued for the next start).
+ * al_service_close: leave the cluster, close the store, free S; -ESTALE
+ * when this node was fenced (declared dead by the others) meanwhile. */
+int al_service_open(const al_service_config *cfg, al_service **ret, al_error *err);
+void al_service_stop(al_service *s);
+int al_service_close(al_service *s, al_error *err);
 /* Queue a run. SHARE: hold it to the person's and organisation's share of
  * the queue (a new run; not one an approver let through, nor one queued
  * before a restart). -EAGAIN the queue is full, -EDQUOT the person's share
