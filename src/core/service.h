@@ -13,6 +13,7 @@
 #include "../store/store.h"
 #include "run_request.h"
 #include "settings.h"
+#include "status.h"
 
 typedef struct al_service_config {
     char listen_host[64];
@@ -326,14 +327,16 @@ typedef struct al_run_extra {
 } al_run_extra;
 
 /* Create a run from BODY (the JSON of POST /v1/runs) for P: validation,
- * the tool allow-list, approval, credits, queue and audit. Returns the HTTP
- * status and the document to answer (the run object, or {"error": ...});
- * *RET_DOC is always set. X may be NULL. */
-unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const al_run_extra *x, json_t **ret_doc);
-/* When X's Idempotency-Key was used by an earlier request of P: the
- * status and document of the answer (the run it made, waited on with
- * X->wait; 409 for another request). 0: go on and create. */
-unsigned al_run_replay(al_service *s, const al_principal *p, const al_run_extra *x, json_t **ret_doc);
+ * the tool allow-list, approval, credits, queue and audit. Returns the
+ * status (CREATED, or OK when X->wait and it has ended) and the document to
+ * answer (the run object, or {"error": ...}); *RET_DOC is always set. X may
+ * be NULL. */
+al_status al_run_create(al_service *s, const al_principal *p, json_t *body, const al_run_extra *x, json_t **ret_doc);
+/* When X's Idempotency-Key was used by an earlier request of P: true, and
+ * the status and document of the answer (the run it made, waited on with
+ * X->wait; CONFLICT for another request). false: go on and create. */
+bool al_run_replay(al_service *s, const al_principal *p, const al_run_extra *x, al_status *ret_status,
+                   json_t **ret_doc);
 /* Cancel run ID of P's workspace: withdrawn while it waits for approval,
  * taken off the queue, or killed. 1 done, 0 it had ended, -ENOENT no such run. */
 int al_run_cancel(al_service *s, const al_principal *p, const char *id);
