@@ -34,16 +34,17 @@ sources() {
     sni) echo src/proxy/sni.c ;;
     addr) echo src/proxy/addr.c src/proxy/policy.c ;;
     dns) echo src/proxy/resolve.c ;;
-    mcp) echo src/service/mcp_rpc.c ;;
-    skill-manifest) echo src/service/skill_manifest.c ;;
-    skill-bundle) echo src/service/skill_bundle.c ;;
-    dlp) echo src/service/dlp.c ;;
+    mcp) echo src/api/mcp_rpc.c ;;
+    skill-manifest) echo src/core/skill_manifest.c ;;
+    skill-bundle) echo src/core/skill_bundle.c ;;
+    dlp) echo src/core/dlp.c ;;
     names | collect) echo src/box/collect.c ;;
     text) echo src/util/util.c ;;
-    settings) echo src/service/settings.c ;;
+    settings) echo src/core/settings.c ;;
     image-import) echo src/image/import.c ;;
-    helper-events) echo src/service/helper_events.c ;;
-    run-body | piston-body) echo src/service/run_request.c ;;
+    helper-events) echo src/core/helper_events.c ;;
+    run-body) echo src/core/run_request.c ;;
+    piston-body) echo src/api/piston.c src/core/run_request.c ;;
     *) echo "fuzz: no source files listed for $1 (scripts/fuzz.sh: sources)" >&2; return 1 ;;
     esac
 }

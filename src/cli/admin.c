@@ -2,8 +2,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../service/audit.h"
-#include "../service/service.h"
+#include "../core/audit.h"
+#include "../core/service.h"
 #include "cli.h"
 #include "../store/governance.h"
 #include "../store/tenants.h"

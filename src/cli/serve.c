@@ -1,9 +1,44 @@
 /* `airlock serve`: configuration from defaults, then a config file, then
  * the environment, then flags (each overriding the one before). */
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
 
-#include "../service/service.h"
+#include "../api/http.h"
+#include "../core/service.h"
 #include "cli.h"
+
+/* Open the service, answer HTTP until SIGTERM, SIGINT or SIGHUP, then stop
+ * taking runs, stop HTTP and close the service. */
+static int serve(const al_service_config *cfg, al_error *err) {
+    /* Block the signals we wait for before any thread starts, so every
+     * thread inherits the mask and only sigwait below sees them. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    al_service *s = NULL;
+    int r = al_service_open(cfg, &s, err);
+    if (r < 0)
+        return r;
+    al_http *http = NULL;
+    if ((r = al_http_start(s, &http, err)) < 0)
+        return r;
+    al_service_log(s, "service.start", json_pack("{s:s, s:i, s:s, s:s, s:s, s:s}", "listen", cfg->listen_host, "port",
+                                                 cfg->port, "state", cfg->state_dir, "driver", cfg->driver, "store",
+                                                 al_store_backend_name(s->store), "node", s->node_id));
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    al_service_log(s, "service.stop", json_pack("{s:i}", "signal", sig));
+    al_service_stop(s);
+    al_http_stop(http);
+    return al_service_close(s, err);
+}
 
 int cli_serve(int argc, char **argv) {
     al_service_config cfg;
@@ -45,7 +80,7 @@ int cli_serve(int argc, char **argv) {
             goto fail;
         }
     }
-    if (al_service_run(&cfg, &err) < 0)
+    if (serve(&cfg, &err) < 0)
         goto fail;
     return 0;
 fail:

@@ -1,5 +1,5 @@
 /*
- * Fuzz target for DLP over a script's output (src/service/dlp.c): bytes a
+ * Fuzz target for DLP over a script's output (src/core/dlp.c): bytes a
  * hostile script writes, which the service redacts as they stream by and
  * carries to the agent in JSON.
  *
@@ -16,7 +16,7 @@
 #include <jansson.h>
 
 #include "fuzz.h"
-#include "service/dlp.h"
+#include "core/dlp.h"
 
 /* below the redactor's pending-line cap (64 KiB), past which a long line is
  * released in pieces that depend on the chunking by design */

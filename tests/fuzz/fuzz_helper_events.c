@@ -17,8 +17,8 @@
 #include <stdbool.h>
 
 #include "fuzz.h"
-#include "service/dlp.h"
-#include "service/helper_events.h"
+#include "core/dlp.h"
+#include "core/helper_events.h"
 
 /* what the replayed corpus reached (fuzz_replay_check) */
 static struct {

@@ -1,5 +1,5 @@
 /*
- * Fuzz target for MCP's JSON-RPC envelope (src/service/mcp_rpc.c): the body
+ * Fuzz target for MCP's JSON-RPC envelope (src/api/mcp_rpc.c): the body
  * of POST /mcp, all of which a client controls. Each input is checked
  * against what the parser promises its caller: a message of the kind it
  * says, or an error answer that is a JSON-RPC 2.0 error with a code, on
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "service/mcp_rpc.h"
+#include "api/mcp_rpc.h"
 
 
 static long n_request, n_notification, n_response, n_error;

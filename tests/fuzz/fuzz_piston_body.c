@@ -1,13 +1,13 @@
 /*
  * Fuzz target for Piston's POST /api/v2/execute body, translated into ours
- * (al_piston_translate, src/service/run_request.c) and then parsed as any
+ * (al_piston_translate, src/api/piston.c) and then parsed as any
  * run request is. What must hold: the language is mapped by Piston's alias
  * table and nothing else; files[0].content becomes the code, byte for
  * byte; every other file keeps its name (NULs and all) and its exact bytes
  * in content_base64; stdin and args pass as they are; run_timeout (ms) is
  * rounded up to whole seconds and run_memory_limit (bytes) down to MiB;
  * the body survives the JSON text http.c hands to the run path; and
- * al_run_request_parse answers it (a request, or a 400/413 that says why).
+ * al_run_request_parse answers it (a request, or a refusal that says why).
  */
 #include <jansson.h>
 #include <nettle/base64.h>
@@ -17,7 +17,8 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "service/run_request.h"
+#include "api/piston.h"
+#include "core/run_request.h"
 
 #define BODY_MAX (8u << 20)
 static const al_run_bounds bounds = {
@@ -83,11 +84,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     json_t *body = NULL;
     char msg[300];
     msg[0] = '\0';
-    unsigned st = al_piston_translate(pb, &body, msg, sizeof msg);
+    al_status st = al_piston_translate(pb, &body, msg, sizeof msg);
     const char *ours = expected_language(json_object_get(pb, "language"));
     json_t *pfiles = json_object_get(pb, "files");
-    if (st) {
-        FUZZ_CHECK(st == 400 || (st == 500 && strcmp(msg, "out of memory") == 0), "refused with %u (%s)", st, msg);
+    if (st != AL_STATUS_OK) {
+        FUZZ_CHECK(st == AL_STATUS_INVALID || (st == AL_STATUS_INTERNAL && strcmp(msg, "out of memory") == 0),
+                   "refused with %u (%s)", (unsigned)st, msg);
         FUZZ_CHECK(msg[0] && !body, "a refusal without a message, or with a body");
         n_refused++;
         json_decref(pb);
@@ -149,8 +151,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     al_run_request r;
     char pmsg[600];
     const char *code = NULL;
-    unsigned pst = al_run_request_parse(again, &bounds, &r, pmsg, sizeof pmsg, &code);
-    if (pst == 0) {
+    al_status pst = al_run_request_parse(again, &bounds, &r, pmsg, sizeof pmsg, &code);
+    if (pst == AL_STATUS_OK) {
         n_parsed++;
         json_t *c0 = json_object_get(json_array_get(pfiles, 0), "content");
         FUZZ_CHECK(r.code_len == json_string_length(c0) && memcmp(r.code, json_string_value(c0), r.code_len) == 0,
@@ -166,7 +168,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         n_parsed_deep += r.n_files > 0 && (r.limit[AL_LIMIT_TIMEOUT_S].has || r.limit[AL_LIMIT_MEMORY_MB].has);
         al_run_request_free(&r);
     } else {
-        FUZZ_CHECK((pst == 400 || pst == 413) && pmsg[0] && code, "parse refused with %u (%s)", pst, pmsg);
+        FUZZ_CHECK((pst == AL_STATUS_INVALID || pst == AL_STATUS_TOO_LARGE) && pmsg[0] && code, "parse refused with %u (%s)",
+                   (unsigned)pst, pmsg);
         n_parse_refused++;
     }
     json_decref(again);

@@ -1,5 +1,5 @@
 /*
- * Fuzz target for the body of POST /v1/runs (src/service/run_request.c):
+ * Fuzz target for the body of POST /v1/runs (src/core/run_request.c):
  * all of it is the caller's. The bytes are read as http.c reads a body
  * (json_loadb with JSON_REJECT_DUPLICATES, within body_max; and with
  * JSON_ALLOW_NUL, which http.c does not pass, so that the parser's own
@@ -20,7 +20,7 @@
 
 #include "fuzz.h"
 #include "proxy/policy.h"
-#include "service/run_request.h"
+#include "core/run_request.h"
 
 /* http.c's default body_max and the configuration's defaults */
 #define BODY_MAX (8u << 20)
@@ -150,10 +150,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     al_run_request r, r2;
     char msg[600], msg2[600];
     const char *code = NULL, *code2 = NULL;
-    unsigned st = al_run_request_parse(body, &bounds, &r, msg, sizeof msg, &code);
-    unsigned st2 = al_run_request_parse(body, &bounds, &r2, msg2, sizeof msg2, &code2);
-    FUZZ_CHECK(st == st2 && strcmp(msg, msg2) == 0, "parsed twice: %u (%s), then %u (%s)", st, msg, st2, msg2);
-    if (st == 0) {
+    al_status st = al_run_request_parse(body, &bounds, &r, msg, sizeof msg, &code);
+    al_status st2 = al_run_request_parse(body, &bounds, &r2, msg2, sizeof msg2, &code2);
+    FUZZ_CHECK(st == st2 && strcmp(msg, msg2) == 0, "parsed twice: %u (%s), then %u (%s)", (unsigned)st, msg,
+               (unsigned)st2, msg2);
+    if (st == AL_STATUS_OK) {
         FUZZ_CHECK(code == NULL && msg[0] == '\0', "accepted with a refusal's message %s", msg);
         check_accepted(body, &r);
         check_same(&r, &r2);
@@ -163,7 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             limits |= r.limit[i].has;
         n_ok_deep += r.n_files > 0 && limits;
     } else {
-        FUZZ_CHECK(st == 400 || st == 413, "refused with status %u", st);
+        FUZZ_CHECK(st == AL_STATUS_INVALID || st == AL_STATUS_TOO_LARGE, "refused with status %u", (unsigned)st);
         FUZZ_CHECK(msg[0] && code && code2 && strcmp(code, code2) == 0, "refusal without a message or code");
         /* a network refusal is the policy's own error (it was once read
          * from freed memory, and said "out of memory") */
@@ -174,10 +175,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                            strcmp(msg + 9, ne.msg) == 0,
                        "the network refusal \"%s\" is not the policy's own error \"%s\"", msg, ne.msg);
         }
-        FUZZ_CHECK((st == 413) == (strcmp(code, "payload_too_large") == 0) &&
-                       (st == 413 || strcmp(code, "bad_request") == 0),
-                   "status %u with code %s", st, code);
-        if (st == 413) {
+        FUZZ_CHECK((st == AL_STATUS_TOO_LARGE) == (strcmp(code, "payload_too_large") == 0) &&
+                       (st == AL_STATUS_TOO_LARGE || strcmp(code, "bad_request") == 0),
+                   "status %u with code %s", (unsigned)st, code);
+        if (st == AL_STATUS_TOO_LARGE) {
             json_t *cv = json_object_get(body, "code");
             FUZZ_CHECK(json_string_length(cv) > bounds.code_max, "413 for code of %zu bytes", json_string_length(cv));
             n_413++;

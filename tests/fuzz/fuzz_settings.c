@@ -1,5 +1,5 @@
 /*
- * Fuzz target for PUT /v1/settings (src/service/settings.c): a workspace
+ * Fuzz target for PUT /v1/settings (src/core/settings.c): a workspace
  * admin's JSON body, applied over what the workspace set before. The input
  * is one or two bodies split at a 0xff byte (which no JSON text holds): the
  * second is applied over the first's result, as a later PUT would be.
@@ -14,8 +14,8 @@
 #include <jansson.h>
 
 #include "fuzz.h"
-#include "service/dlp.h"
-#include "service/settings.h"
+#include "core/dlp.h"
+#include "core/settings.h"
 
 static long n_applied, n_refused, n_network, n_dlp, n_twice;
 

@@ -1,5 +1,5 @@
 /*
- * Fuzz target for a skill's uploaded archive (src/service/skill_bundle.c),
+ * Fuzz target for a skill's uploaded archive (src/core/skill_bundle.c),
  * unpacked into a fresh directory as the service does. Mutations get their
  * tar checksums repaired (FUZZ_TAR_MUTATOR), so they reach past libarchive's
  * header check into our own rules.
@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "service/skills.h"
+#include "core/skills.h"
 
 FUZZ_TAR_MUTATOR
 

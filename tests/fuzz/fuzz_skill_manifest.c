@@ -1,5 +1,5 @@
 /*
- * Fuzz target for a skill's manifest, skill.json (src/service/skill_manifest.c):
+ * Fuzz target for a skill's manifest, skill.json (src/core/skill_manifest.c):
  * the manifest and its input schemas, then the schema's own examples checked
  * as arguments against them, as a call to the skill would be.
  *
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "service/skills.h"
+#include "core/skills.h"
 
 static long n_manifest, n_args_ok, n_args_bad, n_refused;
 

@@ -11,7 +11,7 @@
 #include "proxy/policy.h"
 #include "proxy/request.h"
 #include "proxy/sni.h"
-#include "service/dlp.h"
+#include "core/dlp.h"
 #include "util/util.h"
 
 #include "check.h"

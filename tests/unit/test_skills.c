@@ -1,8 +1,8 @@
-/* Unit tests for the pure part of skills (src/service/skill_manifest.c):
+/* Unit tests for the pure part of skills (src/core/skill_manifest.c):
  * the manifest, bundle paths, the schema subset and argument validation. */
 #include <string.h>
 
-#include "service/skills.h"
+#include "core/skills.h"
 
 #include "check.h"
 

@@ -27,6 +27,7 @@
 #include <stdbool.h>
 
 #include "../util/util.h"
+#include "status.h"
 
 #define AL_SKILL_NAME_MAX 64
 #define AL_SKILL_PATH_MAX 255
@@ -101,15 +102,15 @@ typedef enum al_skill_mode {
  * interface the call came through, for the audit; WAIT: return when the
  * run has ended (or the run's timeout + 30 s passed). IDEM: a retry with
  * the key of an earlier request gets that request's run (even if the skill
- * has changed since), another request with it 409.
+ * has changed since), another request with it a conflict.
  *
- * Returns an HTTP status and sets *RET_DOC (always, owned by the caller):
- *   201  started (200 with WAIT: ended); the run object, with "skill"
- *   400  bad_request: unknown entrypoint, args failing the schema, bad thread
- *   403  tool_not_allowed: run_skill_script is not on the allow-list
- *   404  not_found: no such skill in this workspace or bundled
- *   409  not_promoted: the skill exists but no version is promoted (RUN mode)
- *   402, 429, 503, 507, 500 as POST /v1/runs
+ * Returns a status and sets *RET_DOC (always, owned by the caller):
+ *   CREATED    started (OK with WAIT: ended); the run object, with "skill"
+ *   INVALID    bad_request: unknown entrypoint, args failing the schema, bad thread
+ *   FORBIDDEN  tool_not_allowed: run_skill_script is not on the allow-list
+ *   NOT_FOUND  not_found: no such skill in this workspace or bundled
+ *   CONFLICT   not_promoted: the skill exists but no version is promoted (RUN mode)
+ *   PAYMENT_REQUIRED, BUSY, UNAVAILABLE, QUOTA, INTERNAL as al_run_create
  * Errors are {"error": {"code", "message"}}, the message written for a model.
  */
 typedef struct al_skill_opts {
@@ -122,31 +123,32 @@ typedef struct al_skill_opts {
     struct al_idem *idem;         /* the request's Idempotency-Key, or NULL */
 } al_skill_opts;
 
-unsigned al_skill_run(al_service *s, const al_principal *p, const char *name, const char *entrypoint, json_t *args,
-                      const char *thread_id, const al_skill_opts *o, json_t **ret_doc);
+al_status al_skill_run(al_service *s, const al_principal *p, const char *name, const char *entrypoint, json_t *args,
+                       const char *thread_id, const al_skill_opts *o, json_t **ret_doc);
 
-/* The HTTP side of the other routes; each returns a status and a document. */
+/* The other operations; each returns a status and a document. */
 /* IDEM (may be NULL): the upload's Idempotency-Key; a retry with it gets
- * the version its first attempt recorded (200), another bundle 409. */
-unsigned al_skills_upload(al_service *s, const al_principal *p, const void *body, size_t len, struct al_idem *idem,
-                          json_t **ret_doc);
-unsigned al_skills_list(al_service *s, const al_principal *p, json_t **ret_doc);
-unsigned al_skills_get(al_service *s, const al_principal *p, const char *name, json_t **ret_doc);
-unsigned al_skills_promote(al_service *s, const al_principal *p, const char *name, const char *digest,
+ * the version its first attempt recorded (OK), another bundle CONFLICT. */
+al_status al_skills_upload(al_service *s, const al_principal *p, const void *body, size_t len, struct al_idem *idem,
                            json_t **ret_doc);
+al_status al_skills_list(al_service *s, const al_principal *p, json_t **ret_doc);
+al_status al_skills_get(al_service *s, const al_principal *p, const char *name, json_t **ret_doc);
+al_status al_skills_promote(al_service *s, const al_principal *p, const char *name, const char *digest,
+                            json_t **ret_doc);
 /*
  * DELETE /v1/skills/{name} (VERSION NULL: every version) and
  * DELETE /v1/skills/{name}/versions/{version} (VERSION a version string or
- * a digest): admins only (403), workspace skills only (a bundled skill is
- * 409), 404 when the workspace has no such skill or version. The rows go at
+ * a digest): admins only (FORBIDDEN), workspace skills only (a bundled
+ * skill is CONFLICT), NOT_FOUND when the workspace has no such skill or
+ * version. The rows go at
  * once, so no new run can start from them; a bundle that a queued, pending
  * or running run still uses stays on disk until that run ends, so those
- * runs complete. Then the store is collected (al_skills_gc). 200 and
+ * runs complete. Then the store is collected (al_skills_gc). OK and
  * {name, deleted: [{version, digest, state}], bundles_removed,
  * bundles_kept_for_runs: [digest]}; audited as skill.deleted.
  */
-unsigned al_skills_delete(al_service *s, const al_principal *p, const char *name, const char *version,
-                          json_t **ret_doc);
+al_status al_skills_delete(al_service *s, const al_principal *p, const char *name, const char *version,
+                           json_t **ret_doc);
 /*
  * Remove every stored bundle (STATE/skills/sha256-<hex>) that nothing
  * refers to: no skill version of any workspace, no bundled skill, no run

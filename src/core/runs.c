@@ -181,8 +181,8 @@ al_store_run *al_run_load(al_service *s, const al_principal *p, const char *id) 
 /* ----------------------------------------------------------- errors */
 
 /* An error answer of al_run_create: the status, and the document in *RET. */
-static unsigned run_error(json_t **ret, unsigned status, const char *code, const char *fmt, ...) _printf_(4, 5);
-static unsigned run_error(json_t **ret, unsigned status, const char *code, const char *fmt, ...) {
+static al_status run_error(json_t **ret, al_status status, const char *code, const char *fmt, ...) _printf_(4, 5);
+static al_status run_error(json_t **ret, al_status status, const char *code, const char *fmt, ...) {
     char msg[600];
     va_list ap;
     va_start(ap, fmt);
@@ -194,10 +194,10 @@ static unsigned run_error(json_t **ret, unsigned status, const char *code, const
 }
 
 /* The answer about run RUN_ID of P, just made or found by its
- * Idempotency-Key: 201 and the run, or with X->wait 200 once it has ended
+ * Idempotency-Key: created and the run, or with X->wait OK once it has ended
  * (or the wait ran out). */
-static unsigned run_answer(al_service *s, const al_principal *p, const char *run_id, const al_run_extra *x,
-                           json_t **ret_doc) {
+static al_status run_answer(al_service *s, const al_principal *p, const char *run_id, const al_run_extra *x,
+                            json_t **ret_doc) {
     al_store_run *row = al_run_load(s, p, run_id);
     if (row && x->wait) {
         uint64_t secs = x->wait_secs;
@@ -224,29 +224,34 @@ static unsigned run_answer(al_service *s, const al_principal *p, const char *run
         row = al_run_load(s, p, run_id);
     }
     if (!row)
-        return run_error(ret_doc, 500, "internal", "run vanished");
+        return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "run vanished");
     *ret_doc = al_run_json(s, row);
     al_store_run_free(row);
-    return x->wait ? 200 : 201;
+    return x->wait ? AL_STATUS_OK : AL_STATUS_CREATED;
 }
 
-/* A request with an Idempotency-Key that an earlier request of P used: 0
- * when none did (go on and create), else the status of the answer (the
- * run that request made, or 409 when it was another request). */
-unsigned al_run_replay(al_service *s, const al_principal *p, const al_run_extra *x, json_t **ret_doc) {
+/* A request with an Idempotency-Key that an earlier request of P used:
+ * false when none did (go on and create), else true and the answer's
+ * status (the run that request made, or a conflict when it was another
+ * request). */
+bool al_run_replay(al_service *s, const al_principal *p, const al_run_extra *x, al_status *ret_status,
+                   json_t **ret_doc) {
     al_error err = { 0 };
     char run_id[40];
     if (!x->idem || !x->idem->key[0])
-        return 0;
+        return false;
     int r = al_idem_lookup(s->store, p, x->idem, "run", run_id, &err);
     if (r == 0)
-        return 0;
+        return false;
     if (r == -EEXIST)
-        return run_error(ret_doc, 409, "idempotency_conflict", "%s", err.msg);
-    if (r < 0)
-        return run_error(ret_doc, 500, "internal", "idempotency key: %s", err.msg);
-    x->idem->replayed = true;
-    return run_answer(s, p, run_id, x, ret_doc);
+        *ret_status = run_error(ret_doc, AL_STATUS_CONFLICT, "idempotency_conflict", "%s", err.msg);
+    else if (r < 0)
+        *ret_status = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "idempotency key: %s", err.msg);
+    else {
+        x->idem->replayed = true;
+        *ret_status = run_answer(s, p, run_id, x, ret_doc);
+    }
+    return true;
 }
 
 /* Run RUN_ID of P was recorded (with its Idempotency-Key) but cannot go
@@ -271,25 +276,25 @@ static void fail_recorded(al_service *s, const al_principal *p, const al_run_ext
         al_idem_forget(s->store, p, ex->idem, run_id, &err);
 }
 
-unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const al_run_extra *extra, json_t **ret_doc) {
+al_status al_run_create(al_service *s, const al_principal *p, json_t *body, const al_run_extra *extra, json_t **ret_doc) {
     al_error err = { 0 };
     static const al_run_extra none = { 0 };
     const al_run_extra *ex = extra ? extra : &none;
     const char *tool = ex->tool ? ex->tool : "code_execution";
     *ret_doc = NULL;
     if (!json_is_object(body))
-        return run_error(ret_doc, 400, "bad_request", "the body must be a JSON object");
+        return run_error(ret_doc, AL_STATUS_INVALID, "bad_request", "the body must be a JSON object");
     /* a retry of a request that made its run gets that run, before any
      * check that could answer otherwise now (credits spent, queue full) */
     bool idem = ex->idem && ex->idem->key[0];
-    unsigned ret = idem ? al_run_replay(s, p, ex, ret_doc) : 0;
-    if (ret)
+    al_status ret = AL_STATUS_INTERNAL;
+    if (idem && al_run_replay(s, p, ex, &ret, ret_doc))
         return ret;
     al_run_request rq = { 0 };
     json_t *settings = NULL;
     settings = al_settings_load(s, p->workspace_id, &err);
     if (!settings) /* fail closed: never a run under default settings */
-        return run_error(ret_doc, 503, "settings_unavailable", "%s: no run starts until they can be", err.msg);
+        return run_error(ret_doc, AL_STATUS_UNAVAILABLE, "settings_unavailable", "%s: no run starts until they can be", err.msg);
     /* the IAM decision: is code execution a tool this workspace may call? */
     bool tool_ok = false;
     size_t ti;
@@ -298,7 +303,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     if (!tool_ok) {
         al_workspace_audit(s, p, "capability.invoke_denied",
                            json_pack("{s:s, s:s}", "tool", tool, "reason", "not on the workspace's tool allow-list"), &err);
-        ret = run_error(ret_doc, 403, "tool_not_allowed", "%s is not on this workspace's tool allow-list", tool);
+        ret = run_error(ret_doc, AL_STATUS_FORBIDDEN, "tool_not_allowed", "%s is not on this workspace's tool allow-list", tool);
         goto out;
     }
     /* the workspace's maxima, which bound the request's limits; fail
@@ -308,7 +313,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     bool maxima_ok = al_store_workspace_get(s->store, p->workspace_id, &w, &err) == 0 && w.max_memory_mb >= 16 &&
                      w.max_cpus_milli >= 10 && w.max_pids >= 8;
     if (!maxima_ok) {
-        ret = run_error(ret_doc, 503, "settings_unavailable", "the workspace's limits (its maximum memory, CPUs and "
+        ret = run_error(ret_doc, AL_STATUS_UNAVAILABLE, "settings_unavailable", "the workspace's limits (its maximum memory, CPUs and "
                         "processes) cannot be read: no run starts until they can be");
         goto out;
     }
@@ -332,8 +337,8 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     {
         char pmsg[600];
         const char *pcode = NULL;
-        unsigned st = al_run_request_parse(body, &bounds, &rq, pmsg, sizeof pmsg, &pcode);
-        if (st) {
+        al_status st = al_run_request_parse(body, &bounds, &rq, pmsg, sizeof pmsg, &pcode);
+        if (st != AL_STATUS_OK) {
             ret = run_error(ret_doc, st, pcode, "%s", pmsg);
             goto out;
         }
@@ -348,7 +353,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         al_error ierr = { 0 };
         snprintf(images, sizeof images, "%s/images", s->cfg.state_dir);
         if (al_image_resolve(images, rq.image, idir, sizeof idir, digest, &ierr) < 0) {
-            ret = run_error(ret_doc, 400, "bad_request", "image: %s", ierr.msg[0] ? ierr.msg : "want an alias or sha256 digest");
+            ret = run_error(ret_doc, AL_STATUS_INVALID, "bad_request", "image: %s", ierr.msg[0] ? ierr.msg : "want an alias or sha256 digest");
             goto out;
         }
         snprintf(image_ref, sizeof image_ref, "sha256:%s", digest);
@@ -362,13 +367,13 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         if (!np) {
             def = malloc(sizeof *def);
             if (!def || al_net_policy_parse(json_string_value(json_object_get(settings, "network")), def, &nerr) < 0) {
-                ret = run_error(ret_doc, 400, "bad_request", "network: %s", def ? nerr.msg : "out of memory");
+                ret = run_error(ret_doc, AL_STATUS_INVALID, "bad_request", "network: %s", def ? nerr.msg : "out of memory");
                 goto out;
             }
             np = def;
         }
         if (al_settings_network_check(settings, np, &nerr) < 0) {
-            ret = run_error(ret_doc, 403, "network_not_allowed", "%s", nerr.msg);
+            ret = run_error(ret_doc, AL_STATUS_FORBIDDEN, "network_not_allowed", "%s", nerr.msg);
             goto out;
         }
         al_net_policy_format(np, net_spec, sizeof net_spec);
@@ -380,7 +385,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         const char *aid = json_string_value(json_array_get(rq.artifacts, i));
         al_store_artifact a;
         if (!aid || al_store_artifact_get(s->store, p->workspace_id, aid, &a, &err) < 0) {
-            ret = run_error(ret_doc, 404, "not_found", "artifacts[%zu]: no such artifact", i);
+            ret = run_error(ret_doc, AL_STATUS_NOT_FOUND, "not_found", "artifacts[%zu]: no such artifact", i);
             bad = true;
         } else {
             al_store_artifact_done(&a);
@@ -394,7 +399,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
     if (!bad && (perr.err || s->driver->probe(&perr) < 0)) {
         al_workspace_audit(s, p, "capability.invoke_denied", json_pack("{s:s, s:s}", "tool", tool, "reason", perr.msg),
                            &err);
-        ret = run_error(ret_doc, 503, "driver_disabled", "%s", perr.msg);
+        ret = run_error(ret_doc, AL_STATUS_UNAVAILABLE, "driver_disabled", "%s", perr.msg);
         bad = true;
     }
     int64_t price = (int64_t)json_number_value(json_object_get(settings, "price_per_run"));
@@ -407,12 +412,12 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         al_workspace_audit(s, p, "capability.invoke_denied",
                            json_pack("{s:s, s:s}", "tool", tool, "reason", "insufficient credits"), &err);
         if (reserved > 0)
-            ret = run_error(ret_doc, 402, "payment_required",
+            ret = run_error(ret_doc, AL_STATUS_PAYMENT_REQUIRED, "payment_required",
                             "a run costs %lld credits and the organisation has %lld, of which its queued runs "
                             "(charged when they start) hold %lld",
                             (long long)price, (long long)balance, (long long)reserved);
         else
-            ret = run_error(ret_doc, 402, "payment_required", "a run costs %lld credits and the organisation has %lld",
+            ret = run_error(ret_doc, AL_STATUS_PAYMENT_REQUIRED, "payment_required", "a run costs %lld credits and the organisation has %lld",
                             (long long)price, (long long)balance);
         bad = true;
     }
@@ -427,10 +432,10 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         int64_t quota = al_artifacts_org_quota(s, p->org_id);
         int64_t used = al_artifacts_org_usage(s, p->org_id), pending = al_runs_pending_input_bytes(s, p->org_id);
         if (used == AL_USAGE_UNKNOWN || pending == AL_USAGE_UNKNOWN) {
-            ret = run_error(ret_doc, 503, "storage_unavailable", "the organisation's storage use cannot be read: try again");
+            ret = run_error(ret_doc, AL_STATUS_UNAVAILABLE, "storage_unavailable", "the organisation's storage use cannot be read: try again");
             bad = true;
         } else if (used >= quota || (input_bytes > 0 && used + pending + input_bytes > quota)) {
-            ret = run_error(ret_doc, 507, "quota_exceeded",
+            ret = run_error(ret_doc, AL_STATUS_QUOTA, "quota_exceeded",
                             "the organisation's storage (%lld bytes) is full: artifacts hold %lld, inputs of runs "
                             "that wait %lld, and this run's inputs are %lld",
                             (long long)quota, (long long)used, (long long)pending, (long long)input_bytes);
@@ -445,8 +450,8 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         al_store_runs_count_of(s->store, p->person_id, AL_RUN_PENDING_APPROVAL, &pend, &err);
         int pending = (int)pend;
         if (al_service_queue_room(s, p->person_id, p->org_id, pending, qmsg, sizeof qmsg) < 0) {
-            /* http.c's answer adds Retry-After to every 429 */
-            ret = run_error(ret_doc, 429, "queue_full", "%s", qmsg);
+            /* http.c's answer adds Retry-After to every BUSY (429) */
+            ret = run_error(ret_doc, AL_STATUS_BUSY, "queue_full", "%s", qmsg);
             bad = true;
         }
     }
@@ -460,7 +465,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         snprintf(in, sizeof in, "%s/in", dir);
         bool has_stdin = rq.stdin_text != NULL;
         if ((nf || has_stdin || ex->args_json) && mkdir(dir, 0700) < 0) {
-            ret = run_error(ret_doc, 500, "internal", "cannot store the run's files: %s", strerror(errno));
+            ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot store the run's files: %s", strerror(errno));
             bad = true;
         }
         if (!bad && has_stdin) {
@@ -468,14 +473,14 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
             snprintf(sp, sizeof sp, "%s/stdin", dir);
             int fd = open(sp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
             if (fd < 0 || al_write_all(fd, rq.stdin_text, rq.stdin_len) < 0) {
-                ret = run_error(ret_doc, 507, "storage", "cannot store the run's stdin: %s", strerror(errno));
+                ret = run_error(ret_doc, AL_STATUS_QUOTA, "storage", "cannot store the run's stdin: %s", strerror(errno));
                 bad = true;
             }
             if (fd >= 0)
                 close(fd);
         }
         if (!bad && (nf || ex->args_json) && mkdir(in, 0700) < 0) {
-            ret = run_error(ret_doc, 500, "internal", "cannot store the run's files: %s", strerror(errno));
+            ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot store the run's files: %s", strerror(errno));
             bad = true;
         }
         for (size_t i = 0; !bad && i < nf; i++) {
@@ -483,7 +488,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
             snprintf(fp, sizeof fp, "%s/%s", in, rq.files[i].name);
             int fd = open(fp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
             if (fd < 0 || al_write_all(fd, rq.files[i].data, rq.files[i].len) < 0) {
-                ret = run_error(ret_doc, 507, "storage", "cannot store the run's files: %s", strerror(errno));
+                ret = run_error(ret_doc, AL_STATUS_QUOTA, "storage", "cannot store the run's files: %s", strerror(errno));
                 bad = true;
             }
             if (fd >= 0)
@@ -495,7 +500,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
             snprintf(ap, sizeof ap, "%s/args.json", in);
             int fd = open(ap, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
             if (fd < 0 || al_write_all(fd, ex->args_json, strlen(ex->args_json)) < 0) {
-                ret = run_error(ret_doc, 507, "storage", "cannot store the skill's arguments: %s", strerror(errno));
+                ret = run_error(ret_doc, AL_STATUS_QUOTA, "storage", "cannot store the skill's arguments: %s", strerror(errno));
                 bad = true;
             }
             if (fd >= 0)
@@ -538,7 +543,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
             json_decref(inputs);
             free(limits_text);
             al_rm_rf(dir);
-            ret = run_error(ret_doc, 500, "internal", "cannot read the thread's documents: %s", err.msg);
+            ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot read the thread's documents: %s", err.msg);
             goto out;
         }
         json_object_set_new(inputs, "documents", docs);
@@ -588,11 +593,10 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         al_rm_rf(dir);
         if (taken == -EEXIST) {
             /* the same key's other request recorded its run meanwhile */
-            ret = al_run_replay(s, p, ex, ret_doc);
-            if (ret)
+            if (al_run_replay(s, p, ex, &ret, ret_doc))
                 goto out;
         }
-        ret = run_error(ret_doc, 500, "internal", "cannot record the run: %s", err.msg);
+        ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot record the run: %s", err.msg);
         goto out;
     }
     al_store_run *run_row = al_run_load(s, p, run_id);
@@ -604,7 +608,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         if (!manifest) {
             fail_recorded(s, p, ex, run_id, dir, "inputs", "its inputs could not be read back for the approval card");
             al_store_run_free(run_row);
-            ret = run_error(ret_doc, 500, "internal", "cannot read back the run's inputs for its approval card: %s", err.msg);
+            ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot read back the run's inputs for its approval card: %s", err.msg);
             goto out;
         }
         al_approval_hash(run_row, manifest, in_hash);
@@ -616,7 +620,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
         fail_recorded(s, p, ex, run_id, dir, "audit_failed", "its audit event could not be written");
         json_decref(manifest);
         al_store_run_free(run_row);
-        ret = run_error(ret_doc, 500, "audit_failed", "the run's audit event could not be written: it was not started");
+        ret = run_error(ret_doc, AL_STATUS_INTERNAL, "audit_failed", "the run's audit event could not be written: it was not started");
         goto out;
     }
     if (needs_approval) {
@@ -649,7 +653,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
             json_decref(card);
             json_decref(manifest);
             al_store_run_free(run_row);
-            ret = run_error(ret_doc, 500, "internal", "cannot record the approval card: %s", err.msg);
+            ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot record the approval card: %s", err.msg);
             goto out;
         }
         al_governance_audit(s, run_row, "approval.requested", NULL,
@@ -669,7 +673,7 @@ unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const
              * canceled run */
             if (idem)
                 al_idem_forget(s->store, p, ex->idem, run_id, &err);
-            ret = run_error(ret_doc, 429, "queue_full", "%s", qmsg);
+            ret = run_error(ret_doc, AL_STATUS_BUSY, "queue_full", "%s", qmsg);
             goto out;
         }
     }

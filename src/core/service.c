@@ -1301,36 +1301,40 @@ static int make_dir(const char *p, al_error *err) {
     return 0;
 }
 
-int al_service_run(al_service_config *cfg, al_error *err) {
+int al_service_open(const al_service_config *cfg, al_service **ret, al_error *err) {
+    *ret = NULL;
     al_service *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
     s->cfg = *cfg;
     int r = 0;
     s->driver = al_driver_by_name(cfg->driver);
-    if (!s->driver)
+    if (!s->driver) {
+        free(s);
         return al_err(err, "config", EINVAL, "unknown driver %s", cfg->driver);
+    }
     /* each run's helper is the lean `airlock` beside us: it loads no HTTP,
      * TLS or SQLite library, so a box starts sooner */
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n < 0)
+    if (n < 0) {
+        free(s);
         return al_err(err, "service", errno, "readlink /proc/self/exe: %m");
+    }
     self[n] = '\0';
     char *slash = strrchr(self, '/');
     snprintf(s->self_exe, sizeof s->self_exe, "%.*s/airlock", slash ? (int)(slash - self) : 1, slash ? self : ".");
     if (access(s->self_exe, X_OK) != 0)
         snprintf(s->self_exe, sizeof s->self_exe, "%s", self); /* airlock-server has helper too */
-    if ((r = make_dir(cfg->state_dir, err)) < 0)
-        return r;
     snprintf(s->blobs_dir, sizeof s->blobs_dir, "%s/blobs", cfg->state_dir);
     snprintf(s->runs_dir, sizeof s->runs_dir, "%s/runs", cfg->state_dir);
-    if ((r = make_dir(s->blobs_dir, err)) < 0 || (r = make_dir(s->runs_dir, err)) < 0)
-        return r;
     char db[PATH_MAX + 1024];
-    if ((r = al_store_locate(cfg->store, cfg->state_dir, db, sizeof db, err)) < 0 ||
-        (r = al_store_open(db, &s->store, err)) < 0)
+    if ((r = make_dir(cfg->state_dir, err)) < 0 || (r = make_dir(s->blobs_dir, err)) < 0 ||
+        (r = make_dir(s->runs_dir, err)) < 0 || (r = al_store_locate(cfg->store, cfg->state_dir, db, sizeof db, err)) < 0 ||
+        (r = al_store_open(db, &s->store, err)) < 0) {
+        free(s);
         return r;
+    }
     snprintf(s->store_target, sizeof s->store_target, "%s", db);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->sched_cond, NULL);
@@ -1339,16 +1343,8 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     for (int i = 0; i < AL_EVENT_BUCKETS; i++)
         pthread_cond_init(&s->ev_buckets[i].cond, NULL);
 
-    /* Block the signals we wait for before any thread starts, so every
-     * thread inherits the mask and only sigwait below sees them. */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
+    /* From here threads start (the cluster's, the scheduler): a failure
+     * leaves them to the process's exit, which follows (serve.c). */
     char skills[PATH_MAX + 32];
     if (cfg->skills_dir[0]) {
         snprintf(skills, sizeof skills, "%s", cfg->skills_dir);
@@ -1379,16 +1375,11 @@ int al_service_run(al_service_config *cfg, al_error *err) {
         return al_err(err, "service", EAGAIN, "start the scheduler");
     /* the first /healthz is answered from a probe made before we listen */
     free(al_service_health(s));
-    al_http *http = NULL;
-    if ((r = al_http_start(s, &http, err)) < 0)
-        return r;
-    al_service_log(s, "service.start", json_pack("{s:s, s:i, s:s, s:s, s:s, s:s}", "listen", cfg->listen_host, "port",
-                                                 cfg->port, "state", cfg->state_dir, "driver", cfg->driver, "store",
-                                                 al_store_backend_name(s->store), "node", s->node_id));
+    *ret = s;
+    return 0;
+}
 
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    al_service_log(s, "service.stop", json_pack("{s:i}", "signal", sig));
+void al_service_stop(al_service *s) {
     /* Graceful: stop taking runs, cancel the active ones (their boxes are
      * killed and cleaned up), wait for their runners, keep queued runs
      * queued for the next start. */
@@ -1414,7 +1405,11 @@ int al_service_run(al_service_config *cfg, al_error *err) {
     }
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->scheduler, NULL);
-    al_http_stop(http);
+}
+
+int al_service_close(al_service *s, al_error *err) {
+    if (!s)
+        return 0;
     /* leaves the store: what it claimed and did not start waits for others */
     al_cluster_stop(s);
     bool fenced = s->declared_dead;

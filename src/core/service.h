@@ -13,6 +13,7 @@
 #include "../store/store.h"
 #include "run_request.h"
 #include "settings.h"
+#include "status.h"
 
 typedef struct al_service_config {
     char listen_host[64];
@@ -108,8 +109,17 @@ typedef struct al_service {
     bool health_probing;
 } al_service;
 
-/* service.c */
-int al_service_run(al_service_config *cfg, al_error *err);
+/* service.c: the service's life. al_service_open opens the store, joins
+ * the cluster, recovers what a previous run left and starts the scheduler
+ * (threads: the caller blocks the signals it waits for before). On a
+ * failure the threads it started are left to the process's exit.
+ * al_service_stop: stop taking runs, cancel the active ones, wait for their
+ * runners and the scheduler (queued runs stay queued for the next start).
+ * al_service_close: leave the cluster, close the store, free S; -ESTALE
+ * when this node was fenced (declared dead by the others) meanwhile. */
+int al_service_open(const al_service_config *cfg, al_service **ret, al_error *err);
+void al_service_stop(al_service *s);
+int al_service_close(al_service *s, al_error *err);
 /* Queue a run. SHARE: hold it to the person's and organisation's share of
  * the queue (a new run; not one an approver let through, nor one queued
  * before a restart). -EAGAIN the queue is full, -EDQUOT the person's share
@@ -295,11 +305,6 @@ typedef struct al_idem {
 int al_idem_init(al_idem *ret, const char *key, const char *scope, const void *body, size_t len, al_error *err);
 /* The same, over the canonical JSON (sorted keys, compact) of BODY. */
 int al_idem_init_json(al_idem *ret, const char *key, const char *scope, json_t *body, al_error *err);
-/* The Idempotency-Key header of request C, bound as above (to JSON when not
- * NULL, else to RAW/LEN); -EINVAL also when the header is sent twice. */
-struct MHD_Connection;
-int al_idem_from_request(struct MHD_Connection *c, const char *scope, json_t *json, const void *raw, size_t len,
-                         al_idem *ret, al_error *err);
 /* What K of P created: 1 and RET_ID when K was used for this same request
  * (KIND "run" or "skill"), 0 never (or expired), -EEXIST for another request. */
 int al_idem_lookup(al_store *st, const al_principal *p, const al_idem *k, const char *kind, char ret_id[40],
@@ -314,9 +319,7 @@ int al_idem_forget(al_store *st, const al_principal *p, const al_idem *k, const 
 /* Forget the keys past their time; how many, or -errno. */
 int al_idem_sweep(al_store *st, al_error *err);
 
-/* http.c */
-typedef struct al_http al_http;
-
+/* runs.c */
 /* What a caller other than POST /v1/runs adds to a run (a skill's run). */
 typedef struct al_run_extra {
     const char *tool;             /* the allow-listed tool it is; NULL: "code_execution" */
@@ -329,19 +332,19 @@ typedef struct al_run_extra {
 } al_run_extra;
 
 /* Create a run from BODY (the JSON of POST /v1/runs) for P: validation,
- * the tool allow-list, approval, credits, queue and audit. Returns the HTTP
- * status and the document to answer (the run object, or {"error": ...});
- * *RET_DOC is always set. X may be NULL. */
-unsigned al_run_create(al_service *s, const al_principal *p, json_t *body, const al_run_extra *x, json_t **ret_doc);
-/* When X's Idempotency-Key was used by an earlier request of P: the
- * status and document of the answer (the run it made, waited on with
- * X->wait; 409 for another request). 0: go on and create. */
-unsigned al_run_replay(al_service *s, const al_principal *p, const al_run_extra *x, json_t **ret_doc);
+ * the tool allow-list, approval, credits, queue and audit. Returns the
+ * status (CREATED, or OK when X->wait and it has ended) and the document to
+ * answer (the run object, or {"error": ...}); *RET_DOC is always set. X may
+ * be NULL. */
+al_status al_run_create(al_service *s, const al_principal *p, json_t *body, const al_run_extra *x, json_t **ret_doc);
+/* When X's Idempotency-Key was used by an earlier request of P: true, and
+ * the status and document of the answer (the run it made, waited on with
+ * X->wait; CONFLICT for another request). false: go on and create. */
+bool al_run_replay(al_service *s, const al_principal *p, const al_run_extra *x, al_status *ret_status,
+                   json_t **ret_doc);
 /* Cancel run ID of P's workspace: withdrawn while it waits for approval,
  * taken off the queue, or killed. 1 done, 0 it had ended, -ENOENT no such run. */
 int al_run_cancel(al_service *s, const al_principal *p, const char *id);
-int al_http_start(al_service *s, al_http **ret, al_error *err);
-void al_http_stop(al_http *h);
 json_t *al_run_json(al_service *s, const al_store_run *run);
 /* runs.c: a run list's entry */
 json_t *al_run_summary_json(const al_store_run_brief *b);

@@ -35,7 +35,7 @@ static json_t *error_doc(const char *code, const char *fmt, ...) {
     return json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
 }
 
-static unsigned fail(json_t **ret, unsigned status, const char *code, const char *msg) {
+static al_status fail(json_t **ret, al_status status, const char *code, const char *msg) {
     *ret = error_doc(code, "%s", msg);
     return status;
 }
@@ -313,14 +313,14 @@ void al_skills_run_ended(al_service *s) {
     pthread_mutex_unlock(&s->skills_mu);
 }
 
-unsigned al_skills_delete(al_service *s, const al_principal *p, const char *name, const char *version, json_t **ret) {
+al_status al_skills_delete(al_service *s, const al_principal *p, const char *name, const char *version, json_t **ret) {
     al_error err = { 0 };
     if (strcmp(p->role, "admin") != 0)
-        return fail(ret, 403, "forbidden", "only an admin of the workspace deletes a skill");
+        return fail(ret, AL_STATUS_FORBIDDEN, "forbidden", "only an admin of the workspace deletes a skill");
     if (bundled(s, name)) {
         *ret = error_doc("conflict", "%.64s is a bundled skill: it ships with airlock and cannot be deleted (the "
                                      "workspace's tool allow-list decides whether agents run skills at all)", name);
-        return 409;
+        return AL_STATUS_CONFLICT;
     }
     pthread_mutex_lock(&s->skills_mu);
     al_store_skills rows;
@@ -329,12 +329,12 @@ unsigned al_skills_delete(al_service *s, const al_principal *p, const char *name
         gc_locked(s, NULL, &err); /* a failure leaves garbage for the next collection, never a hole */
     pthread_mutex_unlock(&s->skills_mu);
     if (n < 0)
-        return fail(ret, 500, "internal", err.msg);
+        return fail(ret, AL_STATUS_INTERNAL, "internal", err.msg);
     if (n == 0) {
         al_store_skills_free(&rows);
         *ret = version ? error_doc("not_found", "skill %.64s has no version %.80s in this workspace", name, version)
                        : error_doc("not_found", "no skill named %.64s in this workspace", name);
-        return 404;
+        return AL_STATUS_NOT_FOUND;
     }
     /* which of this workspace's runs still use a deleted version: their
      * bundles stay until they end (other workspaces' holdings are not told) */
@@ -356,10 +356,10 @@ unsigned al_skills_delete(al_service *s, const al_principal *p, const char *name
                  ret)) {
         json_decref(deleted);
         json_decref(live_runs);
-        return 500;
+        return AL_STATUS_INTERNAL;
     }
     *ret = json_pack("{s:s, s:o, s:o}", "name", name, "deleted", deleted, "live_runs", live_runs);
-    return 200;
+    return AL_STATUS_OK;
 }
 
 int al_skills_init(al_service *s, const char *skills_dir, al_error *err) {
@@ -421,22 +421,25 @@ void al_skills_free(al_service *s) {
     pthread_mutex_destroy(&s->skills_mu);
 }
 
-static unsigned upload_locked(al_service *s, const al_principal *p, const char *tmp, int fd, al_idem *idem, json_t **ret);
+static al_status upload_locked(al_service *s, const al_principal *p, const char *tmp, int fd, al_idem *idem, json_t **ret);
 
-/* An upload whose Idempotency-Key an earlier upload of P used: 0 none did,
- * else the answer (the version it recorded, or 409). */
-static unsigned upload_replay(al_service *s, const al_principal *p, al_idem *k, json_t **ret) {
+/* An upload whose Idempotency-Key an earlier upload of P used: false none
+ * did, else true and the answer (the version it recorded, or a conflict). */
+static bool upload_replay(al_service *s, const al_principal *p, al_idem *k, al_status *ret_status, json_t **ret) {
     al_error err = { 0 };
     char id[40];
     int r = k && k->key[0] ? al_idem_lookup(s->store, p, k, "skill", id, &err) : 0;
     if (r == 0)
-        return 0;
+        return false;
     if (r == -EEXIST) {
         *ret = error_doc("idempotency_conflict", "%s", err.msg);
-        return 409;
+        *ret_status = AL_STATUS_CONFLICT;
+        return true;
     }
-    if (r < 0)
-        return fail(ret, 500, "internal", err.msg);
+    if (r < 0) {
+        *ret_status = fail(ret, AL_STATUS_INTERNAL, "internal", err.msg);
+        return true;
+    }
     al_store_skill k_row;
     json_t *doc = NULL;
     if (al_store_skill_get(s->store, p->workspace_id, id, &k_row, &err) == 0) {
@@ -446,19 +449,21 @@ static unsigned upload_replay(al_service *s, const al_principal *p, al_idem *k, 
     if (!doc) {
         *ret = error_doc("idempotency_conflict", "the skill version that this Idempotency-Key uploaded has been deleted "
                                                  "since: upload it again with a new key");
-        return 409;
+        *ret_status = AL_STATUS_CONFLICT;
+        return true;
     }
     k->replayed = true;
     *ret = doc;
-    return 200;
+    *ret_status = AL_STATUS_OK;
+    return true;
 }
 
-unsigned al_skills_upload(al_service *s, const al_principal *p, const void *body, size_t len, al_idem *idem,
-                          json_t **ret) {
+al_status al_skills_upload(al_service *s, const al_principal *p, const void *body, size_t len, al_idem *idem,
+                           json_t **ret) {
     if (len == 0)
-        return fail(ret, 400, "bad_request", "the body must be the bundle: a tar or tar.gz archive with skill.json at its top");
-    unsigned replay = upload_replay(s, p, idem, ret);
-    if (replay)
+        return fail(ret, AL_STATUS_INVALID, "bad_request", "the body must be the bundle: a tar or tar.gz archive with skill.json at its top");
+    al_status replay;
+    if (upload_replay(s, p, idem, &replay, ret))
         return replay;
     char tmp[PATH_MAX + 64];
     _cleanup_close_ int fd = -1;
@@ -469,15 +474,15 @@ unsigned al_skills_upload(al_service *s, const al_principal *p, const void *body
     if (unpack_tmp(s, fill_archive, body, len, tmp, &fd, &err) < 0) {
         *ret = error_doc(err.err == EFBIG || err.err == E2BIG ? "payload_too_large" : "bad_request", "invalid skill bundle: %s",
                          err.msg);
-        return err.err == EFBIG || err.err == E2BIG ? 413 : 400;
+        return err.err == EFBIG || err.err == E2BIG ? AL_STATUS_TOO_LARGE : AL_STATUS_INVALID;
     }
     pthread_mutex_lock(&s->skills_mu);
-    unsigned st = upload_locked(s, p, tmp, fd, idem, ret);
+    al_status st = upload_locked(s, p, tmp, fd, idem, ret);
     pthread_mutex_unlock(&s->skills_mu);
     return st;
 }
 
-static unsigned upload_locked(al_service *s, const al_principal *p, const char *tmp, int fd, al_idem *idem, json_t **ret) {
+static al_status upload_locked(al_service *s, const al_principal *p, const char *tmp, int fd, al_idem *idem, json_t **ret) {
     json_t *m = NULL;
     char digest[72];
     int64_t bytes = 0;
@@ -486,7 +491,7 @@ static unsigned upload_locked(al_service *s, const al_principal *p, const char *
         al_rm_tree(AT_FDCWD, tmp);
         *ret = error_doc(err.err == EFBIG || err.err == E2BIG ? "payload_too_large" : "bad_request", "invalid skill bundle: %s",
                          err.msg);
-        return err.err == EFBIG || err.err == E2BIG ? 413 : 400;
+        return err.err == EFBIG || err.err == E2BIG ? AL_STATUS_TOO_LARGE : AL_STATUS_INVALID;
     }
     char name[AL_SKILL_NAME_MAX + 1];
     snprintf(name, sizeof name, "%s", json_string_value(json_object_get(m, "name")));
@@ -494,7 +499,7 @@ static unsigned upload_locked(al_service *s, const al_principal *p, const char *
         json_decref(m);
         *ret = error_doc("conflict", "%s is the name of a bundled skill: choose another name", name);
         gc_locked(s, NULL, &err); /* what was just stored for nothing */
-        return 409;
+        return AL_STATUS_CONFLICT;
     }
     /* Limits on what a workspace keeps: versions per skill, and the bytes
      * of bundles the organisation does not hold already, against its
@@ -506,10 +511,12 @@ static unsigned upload_locked(al_service *s, const al_principal *p, const char *
      * check and the insert's own failure still stand */
     (void)al_store_skill_counts(s->store, p->workspace_id, name, digest, p->org_id, &versions, &held, &err);
     int64_t quota = al_artifacts_org_quota(s, p->org_id), used = al_artifacts_org_usage(s, p->org_id);
-    unsigned refuse = versions >= AL_SKILL_VERSIONS_MAX ? 409 : (!held && quota > 0 && used + bytes > quota) ? 507 : 0;
-    if (refuse) {
+    al_status refuse = versions >= AL_SKILL_VERSIONS_MAX                   ? AL_STATUS_CONFLICT
+                       : (!held && quota > 0 && used + bytes > quota) ? AL_STATUS_QUOTA
+                                                                      : AL_STATUS_OK;
+    if (refuse != AL_STATUS_OK) {
         json_decref(m);
-        if (refuse == 409)
+        if (refuse == AL_STATUS_CONFLICT)
             *ret = error_doc("too_many_versions", "%s has %d versions in this workspace already: delete old ones "
                              "(DELETE /v1/skills/%s/versions/{version})", name, AL_SKILL_VERSIONS_MAX, name);
         else
@@ -553,9 +560,10 @@ static unsigned upload_locked(al_service *s, const al_principal *p, const char *
     free(mtext);
     json_decref(m);
     if (n < 0) {
-        unsigned st = taken == -EEXIST ? upload_replay(s, p, idem, ret) : 0;
+        al_status st = AL_STATUS_INTERNAL;
+        bool replayed = taken == -EEXIST && upload_replay(s, p, idem, &st, ret);
         gc_locked(s, NULL, &err); /* a bundle stored for a row that was not made */
-        return st ? st : fail(ret, 500, "internal", err.msg);
+        return replayed ? st : fail(ret, AL_STATUS_INTERNAL, "internal", err.msg);
     }
     n = inserted;
     if (!audited(s, p, "skill.uploaded", json_pack("{s:s, s:s, s:b}", "skill", name, "digest", digest, "new", n > 0), ret)) {
@@ -563,7 +571,7 @@ static unsigned upload_locked(al_service *s, const al_principal *p, const char *
          * not be answered as done */
         if (keyed_id[0])
             al_idem_forget(s->store, p, idem, keyed_id, &err);
-        return 500;
+        return AL_STATUS_INTERNAL;
     }
     al_store_skill row;
     json_t *doc = NULL;
@@ -572,12 +580,12 @@ static unsigned upload_locked(al_service *s, const al_principal *p, const char *
         al_store_skill_done(&row);
     }
     if (!doc)
-        return fail(ret, 500, "internal", "the stored skill vanished");
+        return fail(ret, AL_STATUS_INTERNAL, "internal", "the stored skill vanished");
     *ret = doc;
-    return n > 0 ? 201 : 200;
+    return n > 0 ? AL_STATUS_CREATED : AL_STATUS_OK;
 }
 
-unsigned al_skills_list(al_service *s, const al_principal *p, json_t **ret) {
+al_status al_skills_list(al_service *s, const al_principal *p, json_t **ret) {
     al_error err = { 0 };
     json_t *out = json_array();
     size_t i;
@@ -589,7 +597,7 @@ unsigned al_skills_list(al_service *s, const al_principal *p, json_t **ret) {
     al_store_skills rows;
     if (al_store_skills_list(s->store, p->workspace_id, 1000, &rows, &err) < 0) {
         json_decref(out);
-        return fail(ret, 500, "internal", err.msg);
+        return fail(ret, AL_STATUS_INTERNAL, "internal", err.msg);
     }
     const char *last = "";
     for (i = 0; i < rows.n; i++) {
@@ -603,24 +611,24 @@ unsigned al_skills_list(al_service *s, const al_principal *p, json_t **ret) {
     }
     *ret = json_pack("{s:o}", "skills", out);
     al_store_skills_free(&rows);
-    return 200;
+    return AL_STATUS_OK;
 }
 
-unsigned al_skills_get(al_service *s, const al_principal *p, const char *name, json_t **ret) {
+al_status al_skills_get(al_service *s, const al_principal *p, const char *name, json_t **ret) {
     al_error err = { 0 };
     json_t *b = bundled(s, name);
     if (b) {
         *ret = skill_json(json_object_get(b, "manifest"), json_string_value(json_object_get(b, "digest")), "bundled",
                           "bundled");
-        return 200;
+        return AL_STATUS_OK;
     }
     al_store_skills rows;
     if (al_store_skill_versions(s->store, p->workspace_id, name, NULL, false, 100, &rows, &err) < 0)
-        return fail(ret, 500, "internal", err.msg);
+        return fail(ret, AL_STATUS_INTERNAL, "internal", err.msg);
     if (rows.n == 0) {
         al_store_skills_free(&rows);
         *ret = error_doc("not_found", "no skill named %.64s in this workspace or among the bundled skills", name);
-        return 404;
+        return AL_STATUS_NOT_FOUND;
     }
     /* the runnable (promoted) version first, then every version newest first */
     json_t *versions = json_array(), *shown = NULL;
@@ -637,52 +645,52 @@ unsigned al_skills_get(al_service *s, const al_principal *p, const char *name, j
     json_object_set_new(shown, "versions", versions);
     al_store_skills_free(&rows);
     *ret = shown;
-    return 200;
+    return AL_STATUS_OK;
 }
 
-unsigned al_skills_promote(al_service *s, const al_principal *p, const char *name, const char *digest, json_t **ret) {
+al_status al_skills_promote(al_service *s, const al_principal *p, const char *name, const char *digest, json_t **ret) {
     al_error err = { 0 };
     if (strcmp(p->role, "admin") != 0)
-        return fail(ret, 403, "forbidden", "only an admin of the workspace promotes a skill");
+        return fail(ret, AL_STATUS_FORBIDDEN, "forbidden", "only an admin of the workspace promotes a skill");
     if (bundled(s, name)) {
         *ret = error_doc("conflict", "%.64s is a bundled skill: it is runnable already", name);
-        return 409;
+        return AL_STATUS_CONFLICT;
     }
     al_store_skills rows;
     if (al_store_skill_versions(s->store, p->workspace_id, name, digest, false, 1, &rows, &err) < 0)
-        return fail(ret, 500, "internal", err.msg);
+        return fail(ret, AL_STATUS_INTERNAL, "internal", err.msg);
     if (rows.n == 0) {
         al_store_skills_free(&rows);
         *ret = digest ? error_doc("not_found", "skill %.64s has no version %.80s in this workspace", name, digest)
                       : error_doc("not_found", "no skill named %.64s in this workspace", name);
-        return 404;
+        return AL_STATUS_NOT_FOUND;
     }
     char chosen[80], now[40];
     snprintf(chosen, sizeof chosen, "%s", rows.v[0].digest);
     al_store_skills_free(&rows);
     al_store_now(now, sizeof now);
     if (al_store_skill_promote(s->store, p->workspace_id, name, chosen, p->person_id, now, &err) < 0)
-        return fail(ret, 500, "internal", err.msg);
+        return fail(ret, AL_STATUS_INTERNAL, "internal", err.msg);
     if (!audited(s, p, "skill.promoted", json_pack("{s:s, s:s}", "skill", name, "digest", chosen), ret))
-        return 500;
+        return AL_STATUS_INTERNAL;
     return al_skills_get(s, p, name, ret);
 }
 
 /* ------------------------------------------------------------- running */
 
 /* The version of NAME that MODE may run: its manifest and digest. */
-static unsigned resolve(al_service *s, const al_principal *p, const char *name, const char *digest, al_skill_mode mode,
-                        json_t **ret_manifest, char ret_digest[80], json_t **ret) {
+static al_status resolve(al_service *s, const al_principal *p, const char *name, const char *digest, al_skill_mode mode,
+                         json_t **ret_manifest, char ret_digest[80], json_t **ret) {
     al_error err = { 0 };
     json_t *b = bundled(s, name);
     if (b) {
         *ret_manifest = json_incref(json_object_get(b, "manifest"));
         snprintf(ret_digest, 80, "%s", json_string_value(json_object_get(b, "digest")));
-        return 0;
+        return AL_STATUS_OK;
     }
     al_store_skills rows;
     if (al_store_skill_versions(s->store, p->workspace_id, name, digest, true, 0, &rows, &err) < 0)
-        return fail(ret, 500, "internal", err.msg);
+        return fail(ret, AL_STATUS_INTERNAL, "internal", err.msg);
     const al_store_skill *row = NULL;
     for (size_t i = 0; i < rows.n; i++) {
         const al_store_skill *r = &rows.v[i];
@@ -697,7 +705,7 @@ static unsigned resolve(al_service *s, const al_principal *p, const char *name, 
             break;
     }
     if (!row) {
-        unsigned st = rows.n ? 409 : 404;
+        al_status st = rows.n ? AL_STATUS_CONFLICT : AL_STATUS_NOT_FOUND;
         *ret = rows.n
                    ? error_doc("not_promoted", "skill %.64s has not been promoted for agents: an admin promotes it with "
                                                "POST /v1/skills/%.64s/promote after testing it", name, name)
@@ -709,27 +717,27 @@ static unsigned resolve(al_service *s, const al_principal *p, const char *name, 
     *ret_manifest = json_loads(row->manifest, 0, NULL);
     snprintf(ret_digest, 80, "%s", row->digest);
     al_store_skills_free(&rows);
-    return *ret_manifest ? 0 : fail(ret, 500, "internal", "a stored manifest does not parse");
+    return *ret_manifest ? AL_STATUS_OK : fail(ret, AL_STATUS_INTERNAL, "internal", "a stored manifest does not parse");
 }
 
-static unsigned run_resolved(al_service *s, const al_principal *p, const char *name, const char *entrypoint,
-                             json_t *args, const char *thread_id, const al_skill_opts *opt, json_t *m, const char *dg,
-                             json_t **ret);
+static al_status run_resolved(al_service *s, const al_principal *p, const char *name, const char *entrypoint,
+                              json_t *args, const char *thread_id, const al_skill_opts *opt, json_t *m, const char *dg,
+                              json_t **ret);
 
-unsigned al_skill_run(al_service *s, const al_principal *p, const char *name, const char *entrypoint, json_t *args,
-                      const char *thread_id, const al_skill_opts *opts, json_t **ret) {
+al_status al_skill_run(al_service *s, const al_principal *p, const char *name, const char *entrypoint, json_t *args,
+                       const char *thread_id, const al_skill_opts *opts, json_t **ret) {
     static const al_skill_opts defaults = { .mode = AL_SKILL_RUN };
     const al_skill_opts *opt = opts ? opts : &defaults;
     const char *digest = opt->digest;
     al_skill_mode mode = opt->mode;
     if (!name || !al_skill_name_valid(name))
-        return fail(ret, 400, "bad_request", "skill must be a skill's name (1-64 characters of a-z 0-9 -)");
+        return fail(ret, AL_STATUS_INVALID, "bad_request", "skill must be a skill's name (1-64 characters of a-z 0-9 -)");
     if (!entrypoint || !*entrypoint)
-        return fail(ret, 400, "bad_request", "entrypoint is required: the name of one of the skill's entrypoints");
+        return fail(ret, AL_STATUS_INVALID, "bad_request", "entrypoint is required: the name of one of the skill's entrypoints");
     /* a retry gets its first attempt's run, whatever became of the skill */
     al_run_extra rx = { .wait = opt->wait, .idem = opt->idem };
-    unsigned st = al_run_replay(s, p, &rx, ret);
-    if (st)
+    al_status st;
+    if (al_run_replay(s, p, &rx, &st, ret))
         return st;
     json_t *m = NULL;
     char dg[80];
@@ -737,10 +745,10 @@ unsigned al_skill_run(al_service *s, const al_principal *p, const char *name, co
      * ended): a delete meanwhile cannot take the bundle from under it */
     pthread_mutex_lock(&s->skills_mu);
     st = resolve(s, p, name, digest, mode, &m, dg, ret);
-    if (st == 0)
+    if (st == AL_STATUS_OK)
         pin(s, dg, 1);
     pthread_mutex_unlock(&s->skills_mu);
-    if (st)
+    if (st != AL_STATUS_OK)
         return st;
     st = run_resolved(s, p, name, entrypoint, args, thread_id, opt, m, dg, ret);
     pthread_mutex_lock(&s->skills_mu);
@@ -752,16 +760,16 @@ unsigned al_skill_run(al_service *s, const al_principal *p, const char *name, co
     return st;
 }
 
-static unsigned run_resolved(al_service *s, const al_principal *p, const char *name, const char *entrypoint,
-                             json_t *args, const char *thread_id, const al_skill_opts *opt, json_t *m, const char *dg,
-                             json_t **ret) {
-    unsigned st;
+static al_status run_resolved(al_service *s, const al_principal *p, const char *name, const char *entrypoint,
+                              json_t *args, const char *thread_id, const al_skill_opts *opt, json_t *m, const char *dg,
+                              json_t **ret) {
+    al_status st;
     json_t *limits = opt->limits;
     al_skill_mode mode = opt->mode;
     al_error serr = { 0 };
     json_t *settings = al_settings_load(s, p->workspace_id, &serr);
     if (!settings) /* fail closed, as for any run */
-        return fail(ret, 503, "settings_unavailable", serr.msg);
+        return fail(ret, AL_STATUS_UNAVAILABLE, "settings_unavailable", serr.msg);
     bool code_ok = false;
     size_t ti;
     json_t *tv;
@@ -781,11 +789,11 @@ static unsigned run_resolved(al_service *s, const al_principal *p, const char *n
                                               "workspace's tool allow-list"),
                                     &aerr);
         if (ar < 0)
-            return fail(ret, 500, "audit_failed", aerr.msg);
+            return fail(ret, AL_STATUS_INTERNAL, "audit_failed", aerr.msg);
         *ret = error_doc("tool_not_allowed", "the skill test bench runs unpromoted code, which is code_execution, and "
                          "code_execution is not on this workspace's tool allow-list (settings tools): test %.64s where "
                          "code execution is allowed, or have an admin promote it", name);
-        return 403;
+        return AL_STATUS_FORBIDDEN;
     }
     json_t *ep = al_skill_entrypoint(m, entrypoint);
     if (!ep) {
@@ -796,7 +804,7 @@ static unsigned run_resolved(al_service *s, const al_principal *p, const char *n
             have + o, o < sizeof have ? sizeof have - o : 0, "%s%s", i ? ", " : "", json_string_value(json_object_get(e, "name")));
         *ret = error_doc("bad_request", "skill %s has no entrypoint \"%.64s\" (its entrypoints: %s)", name, entrypoint, have);
         json_decref(settings);
-        return 400;
+        return AL_STATUS_INVALID;
     }
     json_t *empty = NULL;
     if (!args || json_is_null(args))
@@ -806,7 +814,7 @@ static unsigned run_resolved(al_service *s, const al_principal *p, const char *n
         *ret = error_doc("bad_request", "arguments of %s/%s do not match its input_schema: %s", name, entrypoint, err.msg);
         json_decref(empty);
         json_decref(settings);
-        return 400;
+        return AL_STATUS_INVALID;
     }
     /* what the run is, in its own record: the approval hash and the audit's
      * input hash cover the skill's digest, the entrypoint and the arguments */
@@ -844,7 +852,7 @@ static unsigned run_resolved(al_service *s, const al_principal *p, const char *n
     al_run_extra x = { .tool = "run_skill_script", .skill = skill, .args_json = args_text, .wait = opt->wait, .via = opt->via,
                        .idem = opt->idem };
     st = al_run_create(s, p, body, &x, ret);
-    if (st == 400 && strstr(json_string_value(json_object_get(json_object_get(*ret, "error"), "message")) ?: "", "image")) {
+    if (st == AL_STATUS_INVALID && strstr(json_string_value(json_object_get(json_object_get(*ret, "error"), "message")) ?: "", "image")) {
         /* say which skill needs what */
         json_decref(*ret);
         *ret = error_doc("bad_request", "skill %s runs on the runtime image \"%s\", which this service does not have "

@@ -13,10 +13,8 @@
  * was created (al_idem_record inside the caller's BEGIN ... COMMIT): a crash
  * leaves both or neither. Rows are kept AL_IDEM_TTL_S and then swept.
  */
-#include <microhttpd.h>
 #include <nettle/sha2.h>
 #include <string.h>
-#include <strings.h>
 
 #include "service.h"
 
@@ -58,30 +56,6 @@ int al_idem_init_json(al_idem *ret, const char *key, const char *scope, json_t *
     int r = al_idem_init(ret, key, scope, text, strlen(text), err);
     free(text);
     return r;
-}
-
-typedef struct header_count {
-    const char *name;
-    unsigned n;
-} header_count;
-
-static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
-    header_count *h = cls;
-    if (key && strcasecmp(key, h->name) == 0)
-        h->n++;
-    return MHD_YES;
-}
-
-int al_idem_from_request(struct MHD_Connection *c, const char *scope, json_t *json, const void *raw, size_t len,
-                         al_idem *ret, al_error *err) {
-    memset(ret, 0, sizeof *ret);
-    /* two keys would be two answers to one question */
-    header_count h = { .name = "Idempotency-Key" };
-    MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &h);
-    if (h.n > 1)
-        return al_err(err, "idempotency", EINVAL, "send one Idempotency-Key header, not %u", h.n);
-    const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
-    return json ? al_idem_init_json(ret, key, scope, json, err) : al_idem_init(ret, key, scope, raw, len, err);
 }
 
 int al_idem_lookup(al_store *st, const al_principal *p, const al_idem *k, const char *kind, char ret_id[40],

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "http.h"
 #include "mcp.h"
 #include "mcp_tools.h"
 

@@ -1,8 +1,9 @@
 /*
  * A run request's body read into a typed record (run_request.h): the
  * checks of POST /v1/runs that need no store, taken out of al_run_create
- * so that they can be fuzzed alone, and the translation of Piston's
- * execute body into ours. Every refusal says what was wanted; none logs.
+ * so that they can be fuzzed alone (Piston's execute body is translated
+ * into ours in src/api/piston.c). Every refusal says what was wanted; none
+ * logs.
  */
 #include "run_request.h"
 
@@ -64,10 +65,10 @@ static int decode_base64(const char *in, size_t n, uint8_t **ret, size_t *ret_le
     return 0;
 }
 
-static unsigned refuse(char *msg, size_t msglen, const char **code, unsigned status, const char *c, const char *fmt,
-                       ...) _printf_(6, 7);
-static unsigned refuse(char *msg, size_t msglen, const char **code, unsigned status, const char *c, const char *fmt,
-                       ...) {
+static al_status refuse(char *msg, size_t msglen, const char **code, al_status status, const char *c, const char *fmt,
+                        ...) _printf_(6, 7);
+static al_status refuse(char *msg, size_t msglen, const char **code, al_status status, const char *c, const char *fmt,
+                        ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, msglen, fmt, ap);
@@ -89,8 +90,8 @@ void al_run_request_free(al_run_request *r) {
     *r = (al_run_request){ 0 };
 }
 
-unsigned al_run_request_parse(json_t *body, const al_run_bounds *b, al_run_request *ret, char *msg, size_t msglen,
-                              const char **code) {
+al_status al_run_request_parse(json_t *body, const al_run_bounds *b, al_run_request *ret, char *msg, size_t msglen,
+                               const char **code) {
     static char none[1];
     if (!msg || msglen == 0) {
         msg = none;
@@ -103,12 +104,12 @@ unsigned al_run_request_parse(json_t *body, const al_run_bounds *b, al_run_reque
 /* the message first: its arguments may point into R (the policy's error) */
 #define REFUSE(...)                                                                                                   \
     do {                                                                                                              \
-        unsigned status_ = refuse(msg, msglen, code, __VA_ARGS__);                                                    \
+        al_status status_ = refuse(msg, msglen, code, __VA_ARGS__);                                                    \
         al_run_request_free(&r);                                                                                      \
         return status_;                                                                                               \
     } while (0)
     if (!json_is_object(body))
-        REFUSE(400, "bad_request", "the body must be a JSON object");
+        REFUSE(AL_STATUS_INVALID, "bad_request", "the body must be a JSON object");
     json_t *lang = json_object_get(body, "language"), *cv = json_object_get(body, "code");
     json_t *thread = json_object_get(body, "thread_id"), *files = json_object_get(body, "files");
     json_t *arts = json_object_get(body, "artifacts"), *net = json_object_get(body, "network");
@@ -122,19 +123,19 @@ unsigned al_run_request_parse(json_t *body, const al_run_bounds *b, al_run_reque
         json_array_foreach(args, k, av) ok = ok && json_is_string(av) && json_string_length(av) <= AL_RUN_ARG_MAX &&
                                          !memchr(json_string_value(av), 0, json_string_length(av));
         if (!ok)
-            REFUSE(400, "bad_request", "args must be at most 256 strings of at most 4096 bytes, without NUL");
+            REFUSE(AL_STATUS_INVALID, "bad_request", "args must be at most 256 strings of at most 4096 bytes, without NUL");
         r.args = args;
     }
     if (given(stdin_text)) {
         if (!json_is_string(stdin_text) || json_string_length(stdin_text) > AL_RUN_STDIN_MAX)
-            REFUSE(400, "bad_request", "stdin must be a string of at most 1 MiB");
+            REFUSE(AL_STATUS_INVALID, "bad_request", "stdin must be a string of at most 1 MiB");
         r.stdin_text = json_string_value(stdin_text);
         r.stdin_len = json_string_length(stdin_text);
     }
     if (given(img)) {
         /* its shape only: the caller resolves the alias or digest */
         if (!json_is_string(img) || strlen(json_string_value(img)) != json_string_length(img))
-            REFUSE(400, "bad_request", "image: want an alias or sha256 digest");
+            REFUSE(AL_STATUS_INVALID, "bad_request", "image: want an alias or sha256 digest");
         r.image = json_string_value(img);
     }
     const char *language = json_string_value(lang);
@@ -143,48 +144,48 @@ unsigned al_run_request_parse(json_t *body, const al_run_bounds *b, al_run_reque
         if (strcmp(language, al_run_languages[i]) == 0 && strlen(language) == json_string_length(lang))
             r.lang = (al_run_lang)i;
     if (r.lang == _AL_RUN_LANG_MAX)
-        REFUSE(400, "bad_request", "language must be one of python, node, bash");
+        REFUSE(AL_STATUS_INVALID, "bad_request", "language must be one of python, node, bash");
     r.language = al_run_languages[r.lang];
     if (!json_is_string(cv) || json_string_length(cv) == 0)
-        REFUSE(400, "bad_request", "code must be a non-empty string");
+        REFUSE(AL_STATUS_INVALID, "bad_request", "code must be a non-empty string");
     r.code = json_string_value(cv);
     r.code_len = json_string_length(cv);
     if (r.code_len > b->code_max)
-        REFUSE(413, "payload_too_large", "code must be at most %llu bytes, without NUL", (unsigned long long)b->code_max);
+        REFUSE(AL_STATUS_TOO_LARGE, "payload_too_large", "code must be at most %llu bytes, without NUL", (unsigned long long)b->code_max);
     if (memchr(r.code, 0, r.code_len))
-        REFUSE(400, "bad_request", "code must be at most %llu bytes, without NUL", (unsigned long long)b->code_max);
+        REFUSE(AL_STATUS_INVALID, "bad_request", "code must be at most %llu bytes, without NUL", (unsigned long long)b->code_max);
     if (given(thread)) {
         if (!json_is_string(thread) || strlen(json_string_value(thread)) != json_string_length(thread) ||
             !al_valid_thread_id(json_string_value(thread)))
-            REFUSE(400, "bad_request", "thread_id must be 1-64 characters of A-Z a-z 0-9 . _ -");
+            REFUSE(AL_STATUS_INVALID, "bad_request", "thread_id must be 1-64 characters of A-Z a-z 0-9 . _ -");
         r.thread_id = json_string_value(thread);
     }
     /* the policy's syntax now, so that a bad one is refused before the
      * rest; whether the workspace allows it is the caller's to ask */
     if (given(net)) {
         if (!json_is_string(net) || strlen(json_string_value(net)) != json_string_length(net))
-            REFUSE(400, "bad_request", "network must be a policy string (offline, packages, internet, "
+            REFUSE(AL_STATUS_INVALID, "bad_request", "network must be a policy string (offline, packages, internet, "
                                        "hosts:a.example,b.example, hosts+packages:a.example)");
         r.network = json_string_value(net);
         r.net = malloc(sizeof *r.net);
         al_error nerr = { 0 };
         if (!r.net || al_net_policy_parse(r.network, r.net, &nerr) < 0)
-            REFUSE(400, "bad_request", "network: %s", r.net ? nerr.msg : "out of memory");
+            REFUSE(AL_STATUS_INVALID, "bad_request", "network: %s", r.net ? nerr.msg : "out of memory");
     }
     if (given(desc)) {
         if (!json_is_string(desc) || json_string_length(desc) > AL_RUN_DESCRIPTION_MAX)
-            REFUSE(400, "bad_request", "description must be a string of at most %d bytes", AL_RUN_DESCRIPTION_MAX);
+            REFUSE(AL_STATUS_INVALID, "bad_request", "description must be a string of at most %d bytes", AL_RUN_DESCRIPTION_MAX);
         r.description = json_string_value(desc);
     }
     if (given(files) && (!json_is_array(files) || json_array_size(files) > b->files_max))
-        REFUSE(400, "bad_request", "files must be an array of at most %llu entries", (unsigned long long)b->files_max);
+        REFUSE(AL_STATUS_INVALID, "bad_request", "files must be an array of at most %llu entries", (unsigned long long)b->files_max);
     if (given(arts)) {
         if (!json_is_array(arts) || json_array_size(arts) > AL_RUN_ARTIFACT_REFS_MAX)
-            REFUSE(400, "bad_request", "artifacts must be an array of at most %d artifact ids", AL_RUN_ARTIFACT_REFS_MAX);
+            REFUSE(AL_STATUS_INVALID, "bad_request", "artifacts must be an array of at most %d artifact ids", AL_RUN_ARTIFACT_REFS_MAX);
         r.artifacts = arts;
     }
     if (given(lim) && !json_is_object(lim))
-        REFUSE(400, "bad_request", "limits must be an object");
+        REFUSE(AL_STATUS_INVALID, "bad_request", "limits must be an object");
     const char *key;
     json_t *val;
     json_object_foreach(lim, key, val) {
@@ -192,7 +193,7 @@ unsigned al_run_request_parse(json_t *body, const al_run_bounds *b, al_run_reque
         for (size_t i = 0; i < _AL_LIMIT_MAX; i++)
             known |= strcmp(key, al_run_limit_names[i]) == 0;
         if (!known)
-            REFUSE(400, "bad_request", "unknown limit \"%s\" (timeout_s, memory_mb, cpus, pids)", key);
+            REFUSE(AL_STATUS_INVALID, "bad_request", "unknown limit \"%s\" (timeout_s, memory_mb, cpus, pids)", key);
     }
     for (size_t i = 0; i < _AL_LIMIT_MAX; i++) {
         json_t *x = json_object_get(lim, al_run_limit_names[i]);
@@ -201,7 +202,7 @@ unsigned al_run_request_parse(json_t *body, const al_run_bounds *b, al_run_reque
             /* a NaN is no number from min to max: both tests are false */
             double d = json_number_value(x);
             if (!json_is_number(x) || !(d >= b->limit[i].min && d <= b->limit[i].max))
-                REFUSE(400, "bad_request", "limits.%s must be a number from %g to %g", al_run_limit_names[i],
+                REFUSE(AL_STATUS_INVALID, "bad_request", "limits.%s must be a number from %g to %g", al_run_limit_names[i],
                        b->limit[i].min, b->limit[i].max);
             r.limit[i].has = true;
             r.limit[i].value = d;
@@ -211,125 +212,26 @@ unsigned al_run_request_parse(json_t *body, const al_run_bounds *b, al_run_reque
     size_t nf = json_array_size(files);
     r.files = calloc(nf + 1, sizeof *r.files);
     if (!r.files)
-        REFUSE(500, "internal", "out of memory");
+        REFUSE(AL_STATUS_INTERNAL, "internal", "out of memory");
     for (size_t i = 0; i < nf; i++) {
         json_t *f = json_array_get(files, i), *nv = json_object_get(f, "name"), *bv = json_object_get(f, "content_base64");
         const char *name = json_string_value(nv);
         if (!json_is_object(f) || !name || !al_run_valid_file_name(name, json_string_length(nv)) ||
             al_run_reserved_file_name(name))
-            REFUSE(400, "bad_request", "files[%zu].name must be a plain file name (no /, not . or .., not %s)", i,
+            REFUSE(AL_STATUS_INVALID, "bad_request", "files[%zu].name must be a plain file name (no /, not . or .., not %s)", i,
                    "main.py, main.js, main.sh or documents");
         const char *b64 = json_string_value(bv);
         /* a NUL would end the text nettle reads, and the rest be ignored */
         if (!b64 || strlen(b64) != json_string_length(bv) ||
             decode_base64(b64, json_string_length(bv), &r.files[i].data, &r.files[i].len) < 0)
-            REFUSE(400, "bad_request", "files[%zu].content_base64 is not valid base64", i);
+            REFUSE(AL_STATUS_INVALID, "bad_request", "files[%zu].content_base64 is not valid base64", i);
         r.files[i].name = name;
         r.n_files = i + 1;
         for (size_t k = 0; k < i; k++)
             if (strcmp(name, r.files[k].name) == 0)
-                REFUSE(400, "bad_request", "two files are named \"%s\"", name);
+                REFUSE(AL_STATUS_INVALID, "bad_request", "two files are named \"%s\"", name);
     }
 #undef REFUSE
     *ret = r;
-    return 0;
-}
-
-/* ----------------------------------------------------------------- Piston */
-
-const al_piston_alias al_piston_aliases[] = {
-    { "python", "python" }, { "python3", "python" }, { "py", "python" }, { "py3", "python" },
-    { "javascript", "node" }, { "js", "node" }, { "node", "node" }, { "node-javascript", "node" },
-    { "bash", "bash" }, { "sh", "bash" },
-};
-const size_t al_piston_n_aliases = ELEMENTSOF(al_piston_aliases);
-
-/* D (a positive number) divided by UNIT and rounded up, held below a
- * bound far above any maximum: a huge one is refused by the limit's range
- * check (as it is), never an overflow of the conversion. */
-static json_int_t per_unit_up(double d, double unit) {
-    double q = d / unit;
-    if (!(q < 1e12))
-        return (json_int_t)1e12;
-    json_int_t n = (json_int_t)q;
-    return (double)n < q ? n + 1 : n;
-}
-
-unsigned al_piston_translate(json_t *b, json_t **ret, char *msg, size_t msglen) {
-    *ret = NULL;
-    if (!json_is_object(b)) {
-        snprintf(msg, msglen, "the body must be a JSON object");
-        return 400;
-    }
-    json_t *lv = json_object_get(b, "language");
-    const char *lang = json_string_value(lv), *ours = NULL;
-    for (size_t i = 0; lang && strlen(lang) == json_string_length(lv) && i < al_piston_n_aliases; i++)
-        if (strcmp(lang, al_piston_aliases[i].alias) == 0)
-            ours = al_piston_aliases[i].ours;
-    json_t *files = json_object_get(b, "files");
-    if (!ours || !json_is_array(files) || json_array_size(files) < 1 ||
-        !json_is_string(json_object_get(json_array_get(files, 0), "content"))) {
-        snprintf(msg, msglen, "want language (python, javascript, bash) and files[0].content");
-        return 400;
-    }
-    /* a field of the wrong type, or a file without a name or content, is
-     * refused: silently dropped, it would run something other than what
-     * was sent (and shown to an approver) */
-    json_t *stdin_v = json_object_get(b, "stdin"), *args_v = json_object_get(b, "args");
-    json_t *rt = json_object_get(b, "run_timeout"), *rm = json_object_get(b, "run_memory_limit");
-    bool shape_ok = (!stdin_v || json_is_null(stdin_v) || json_is_string(stdin_v)) &&
-                    (!args_v || json_is_null(args_v) || json_is_array(args_v)) &&
-                    (!rt || json_is_null(rt) || json_is_number(rt)) && (!rm || json_is_null(rm) || json_is_number(rm));
-    for (size_t i = 1; shape_ok && i < json_array_size(files); i++)
-        shape_ok = json_is_string(json_object_get(json_array_get(files, i), "name")) &&
-                   json_is_string(json_object_get(json_array_get(files, i), "content"));
-    if (!shape_ok) {
-        snprintf(msg, msglen, "want files[] of {name, content} strings (files[0] the script), "
-                              "stdin a string, args an array, run_timeout and run_memory_limit numbers");
-        return 400;
-    }
-    /* our run: files[0] is the script; the others go to /work by name */
-    json_t *body = json_pack("{s:s, s:O, s:[]}", "language", ours, "code",
-                             json_object_get(json_array_get(files, 0), "content"), "files");
-    if (!body)
-        goto oom;
-    for (size_t i = 1; i < json_array_size(files); i++) {
-        json_t *f = json_array_get(files, i);
-        json_t *name = json_object_get(f, "name"), *cv = json_object_get(f, "content");
-        size_t n = json_string_length(cv);
-        _cleanup_free_ char *b64 = malloc(BASE64_ENCODE_RAW_LENGTH(n) + 1);
-        if (!b64)
-            goto oom;
-        base64_encode_raw(b64, n, (const uint8_t *)json_string_value(cv));
-        b64[BASE64_ENCODE_RAW_LENGTH(n)] = '\0';
-        /* the name as a JSON string, NULs and all: "s" would cut it at the
-         * first, and a name that al_run_request_parse refuses would become
-         * one it takes */
-        json_t *e = json_pack("{s:O, s:s}", "name", name, "content_base64", b64);
-        if (!e || json_array_append_new(json_object_get(body, "files"), e) < 0)
-            goto oom;
-    }
-    if (json_is_string(stdin_v))
-        json_object_set(body, "stdin", stdin_v);
-    if (json_is_array(args_v))
-        json_object_set(body, "args", args_v);
-    json_t *limits = json_object();
-    if (!limits || json_object_set_new(body, "limits", limits) < 0)
-        goto oom;
-    /* Piston's milliseconds are rounded up: 1 ms is a second, not none */
-    if (json_is_number(rt) && json_number_value(rt) > 0)
-        json_object_set_new(limits, "timeout_s", json_integer(per_unit_up(json_number_value(rt), 1000)));
-    if (json_is_number(rm) && json_number_value(rm) > 0) {
-        json_int_t mb = per_unit_up(json_number_value(rm), 1048576);
-        /* Piston's bytes rounded down to MiB, as it always was */
-        if ((double)mb * 1048576 > json_number_value(rm))
-            mb--;
-        json_object_set_new(limits, "memory_mb", json_integer(mb));
-    }
-    *ret = body;
-    return 0;
-oom:
-    json_decref(body);
-    snprintf(msg, msglen, "out of memory");
-    return 500;
+    return AL_STATUS_OK;
 }

@@ -3,7 +3,7 @@
 
 #include <jansson.h>
 
-#include "service.h"
+#include "../core/service.h"
 
 /* The tools P may call: code_execution and run_skill_script when on the
  * workspace's allow-list, list_artifacts and read_artifact always. */

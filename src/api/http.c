@@ -14,11 +14,14 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "audit.h"
+#include "../core/audit.h"
+#include "http.h"
 #include "mcp.h"
 #include "openapi.h"
-#include "service.h"
-#include "skills.h"
+#include "piston.h"
+#include "status.h"
+#include "../core/service.h"
+#include "../core/skills.h"
 #include "../store/artifacts.h"
 #include "../store/audit.h"
 #include "../store/governance.h"
@@ -212,7 +215,7 @@ static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const
         return reply_too_many(c, "waits", s->cfg.waits_per_person, "waits_per_person");
     }
     json_t *doc = NULL;
-    unsigned status = al_run_create(s, p, body, &x, &doc);
+    unsigned status = al_status_http(al_run_create(s, p, body, &x, &doc));
     if (x.wait)
         al_service_unhold(s, p->person_id, AL_HOLD_WAIT);
     json_decref(body);
@@ -947,14 +950,14 @@ static enum MHD_Result piston(al_service *s, struct MHD_Connection *c, const cha
         json_decref(b);
         return bad;
     }
-    /* the translation is pure (run_request.c, fuzzed alone); the body it
+    /* the translation is pure (piston.c, fuzzed alone); the body it
      * makes goes through al_run_create like any other */
     json_t *body = NULL;
     char tmsg[300];
-    unsigned tst = al_piston_translate(b, &body, tmsg, sizeof tmsg);
+    al_status tst = al_piston_translate(b, &body, tmsg, sizeof tmsg);
     json_decref(b);
-    if (tst)
-        return reply_error(c, tst, tst == 400 ? "bad_request" : "internal", "%s", tmsg);
+    if (tst != AL_STATUS_OK)
+        return reply_error(c, al_status_http(tst), tst == AL_STATUS_INVALID ? "bad_request" : "internal", "%s", tmsg);
     const char *ours = json_string_value(json_object_get(body, "language"));
     /* answered with the runtime that ran, as Piston names it */
     json_t *rts = piston_runtimes();
@@ -1036,8 +1039,8 @@ static enum MHD_Result skill_start(al_service *s, struct MHD_Connection *c, cons
     json_t *doc = NULL;
     al_skill_opts o = { .digest = json_string_value(dg), .limits = lim, .network = json_string_value(net),
                         .via = "rest", .wait = want_wait, .mode = test ? AL_SKILL_TEST : AL_SKILL_RUN, .idem = &idem };
-    unsigned st = al_skill_run(s, p, name, json_string_value(ep), json_object_get(b, "args"), json_string_value(thread),
-                               &o, &doc);
+    unsigned st = al_status_http(al_skill_run(s, p, name, json_string_value(ep), json_object_get(b, "args"),
+                                              json_string_value(thread), &o, &doc));
     if (want_wait)
         al_service_unhold(s, p->person_id, AL_HOLD_WAIT);
     json_decref(b);
@@ -1057,11 +1060,11 @@ static enum MHD_Result skills_route(al_service *s, struct MHD_Connection *c, con
         /* the key binds the bundle's bytes as sent */
         if (!idem_header(c, "POST /v1/skills", NULL, rq->body, rq->len, &idem, &bad))
             return bad;
-        st = al_skills_upload(s, p, rq->body, rq->len, &idem, &doc);
+        st = al_status_http(al_skills_upload(s, p, rq->body, rq->len, &idem, &doc));
         return reply_doc_idem(c, st, doc, &idem);
     }
     if (n == 2 && get) {
-        st = al_skills_list(s, p, &doc);
+        st = al_status_http(al_skills_list(s, p, &doc));
         return reply_doc(c, st, doc);
     }
     if (n == 2)
@@ -1069,11 +1072,11 @@ static enum MHD_Result skills_route(al_service *s, struct MHD_Connection *c, con
     if (!al_skill_name_valid(seg[2]))
         return reply_error(c, 404, "not_found", "no such skill: names are 1-64 characters of a-z 0-9 -");
     if (n == 3 && get) {
-        st = al_skills_get(s, p, seg[2], &doc);
+        st = al_status_http(al_skills_get(s, p, seg[2], &doc));
         return reply_doc(c, st, doc);
     }
     if ((n == 3 || (n == 5 && strcmp(seg[3], "versions") == 0)) && del) {
-        st = al_skills_delete(s, p, seg[2], n == 5 ? seg[4] : NULL, &doc);
+        st = al_status_http(al_skills_delete(s, p, seg[2], n == 5 ? seg[4] : NULL, &doc));
         return reply_doc(c, st, doc);
     }
     if (n == 5 && strcmp(seg[3], "versions") == 0)
@@ -1090,7 +1093,7 @@ static enum MHD_Result skills_route(al_service *s, struct MHD_Connection *c, con
             json_decref(b);
             return reply_error(c, 400, "bad_request", "the body is empty or {\"digest\": \"sha256:...\"}");
         }
-        st = al_skills_promote(s, p, seg[2], json_string_value(dg), &doc);
+        st = al_status_http(al_skills_promote(s, p, seg[2], json_string_value(dg), &doc));
         json_decref(b);
         return reply_doc(c, st, doc);
     }

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "mcp_tools.h"
-#include "skills.h"
+#include "../core/skills.h"
 #include "../store/artifacts.h"
 
 #define OUTPUT_TEXT_MAX (64u << 10)  /* per stream, in the result's text */
@@ -99,7 +99,7 @@ static char *skill_catalogue(al_service *s, const al_principal *p) {
     json_t *doc = NULL;
     char *b = NULL;
     size_t len = 0, cap = 0;
-    if (al_skills_list(s, p, &doc) != 200) {
+    if (al_skills_list(s, p, &doc) != AL_STATUS_OK) {
         json_decref(doc);
         return NULL;
     }
@@ -473,9 +473,9 @@ static bool only_keys(json_t *args, const char *const *keys, size_t n, const cha
 static int start_run(al_service *s, const al_principal *p, json_t *body, const al_run_extra *x, const char *tool,
                      char ret_run_id[40], json_t **ret_refusal) {
     json_t *doc = NULL;
-    unsigned st = al_run_create(s, p, body, x, &doc);
+    al_status st = al_run_create(s, p, body, x, &doc);
     const char *id = json_string_value(json_object_get(doc, "id"));
-    if ((st == 200 || st == 201) && id && strlen(id) < 40) {
+    if ((st == AL_STATUS_OK || st == AL_STATUS_CREATED) && id && strlen(id) < 40) {
         snprintf(ret_run_id, 40, "%s", id);
         json_decref(doc);
         return 0;
@@ -994,11 +994,11 @@ static int run_skill_script(al_service *s, const al_principal *p, json_t *args, 
         return 0;
     }
     al_skill_opts o = { .network = json_string_value(net), .via = "mcp", .mode = AL_SKILL_RUN, .idem = idem };
-    unsigned st = al_skill_run(s, p, skill, entrypoint, json_is_object(a) ? a : empty, json_string_value(thread), &o,
-                               &doc);
+    al_status st = al_skill_run(s, p, skill, entrypoint, json_is_object(a) ? a : empty, json_string_value(thread), &o,
+                                &doc);
     json_decref(empty);
     const char *id = json_string_value(json_object_get(doc, "id"));
-    if ((st == 200 || st == 201) && id) {
+    if ((st == AL_STATUS_OK || st == AL_STATUS_CREATED) && id) {
         char run_id[40];
         snprintf(run_id, sizeof run_id, "%s", id);
         json_decref(doc);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "../proxy/policy.h"
+#include "status.h"
 
 #define AL_RUN_FILE_NAME_MAX 255
 #define AL_RUN_ARTIFACT_REFS_MAX 100
@@ -87,17 +88,18 @@ typedef struct al_run_request {
     } limit[_AL_LIMIT_MAX];
 } al_run_request;
 
-/* Read BODY (a JSON object) into *RET, held to B. 0 when it is a request
- * that could run, else the HTTP status (400, 413 for code over
- * B->code_max, 500 out of memory) with the refusal in MSG and its code
+/* Read BODY (a JSON object) into *RET, held to B. AL_STATUS_OK when it is a
+ * request that could run, else the refusal (AL_STATUS_INVALID,
+ * AL_STATUS_TOO_LARGE for code over B->code_max, AL_STATUS_INTERNAL out of
+ * memory) with its message in MSG and its code
  * ("bad_request", "payload_too_large", "internal") in *CODE; *RET then
  * holds nothing to free (it may be freed all the same). Every check of the
  * body's own shape is made here, before any that needs the store: a body
- * that is malformed is a 400 whatever the workspace allows (it used to be
+ * that is malformed is invalid whatever the workspace allows (it used to be
  * refused as network_not_allowed, say, when its network came before its
  * fault), and among a body's faults the first in the order below is named. */
-unsigned al_run_request_parse(json_t *body, const al_run_bounds *b, al_run_request *ret, char *msg, size_t msglen,
-                              const char **code);
+al_status al_run_request_parse(json_t *body, const al_run_bounds *b, al_run_request *ret, char *msg, size_t msglen,
+                               const char **code);
 void al_run_request_free(al_run_request *r);
 
 /* 1-64 characters of A-Z a-z 0-9 . _ -, not . or .. */
@@ -107,19 +109,3 @@ bool al_valid_thread_id(const char *t);
 bool al_run_valid_file_name(const char *n, size_t len);
 /* Whether N is a name that the box's /work gives to something else. */
 bool al_run_reserved_file_name(const char *n);
-
-/* The body of Piston's POST /api/v2/execute (a JSON object) as ours: the
- * language by Piston's aliases, files[0].content the code, the other files
- * by name with their content in base64, stdin and args as they are, and
- * run_timeout (ms, rounded up to seconds) and run_memory_limit (bytes, in
- * MiB) as limits. 0 and the body in *RET, else the status (400, or 500
- * out of memory) and why in MSG. It checks shapes only: the body then goes
- * through al_run_request_parse like any other. */
-unsigned al_piston_translate(json_t *piston, json_t **ret, char *msg, size_t msglen);
-
-/* Piston's language names, and the one of ours each stands for. */
-typedef struct al_piston_alias {
-    const char *alias, *ours;
-} al_piston_alias;
-extern const al_piston_alias al_piston_aliases[];
-extern const size_t al_piston_n_aliases;

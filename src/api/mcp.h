@@ -4,7 +4,7 @@
 #include <microhttpd.h>
 
 #include "mcp_rpc.h"
-#include "service.h"
+#include "../core/service.h"
 
 typedef struct al_mcp al_mcp;
 
