@@ -520,9 +520,23 @@ static enum MHD_Result metrics(al_http *h, struct MHD_Connection *c) {
         if (counts[states_by_name[i]] > 0)
             OUT("airlock_runs{state=\"%s\"} %lld\n", al_run_state_name(states_by_name[i]),
                 (long long)counts[states_by_name[i]]);
+    /* read before s->mu is taken: the store's lock comes first where both are held */
+    int queued = al_service_person_queued(s, NULL);
+    al_store_stats st;
+    al_store_get_stats(s->store, &st);
+    OUT("# HELP airlock_store_statements_total Statements the store sent to its backend (%s).\n"
+        "# TYPE airlock_store_statements_total counter\nairlock_store_statements_total %llu\n",
+        al_store_backend_name(s->store), (unsigned long long)st.statements);
+    OUT("# HELP airlock_store_failures_total Statements that failed.\n# TYPE airlock_store_failures_total counter\n"
+        "airlock_store_failures_total %llu\n", (unsigned long long)st.failures);
+    OUT("# HELP airlock_store_units_total Units of work (transactions) begun.\n# TYPE airlock_store_units_total counter\n"
+        "airlock_store_units_total %llu\n", (unsigned long long)st.units);
+    OUT("# HELP airlock_store_busy_seconds_total Time spent in the store, waits for its connection included.\n"
+        "# TYPE airlock_store_busy_seconds_total counter\nairlock_store_busy_seconds_total %.6f\n",
+        (double)st.busy_ns / 1e9);
     pthread_mutex_lock(&s->mu);
-    OUT("# HELP airlock_queue_length Runs waiting for a slot.\n# TYPE airlock_queue_length gauge\nairlock_queue_length %d\n",
-        al_service_person_queued(s, NULL));
+    OUT("# HELP airlock_queue_length Runs waiting for a slot (every node's).\n# TYPE airlock_queue_length gauge\n"
+        "airlock_queue_length %d\n", queued);
     OUT("# HELP airlock_boxes_alive Runs being provisioned or running.\n# TYPE airlock_boxes_alive gauge\nairlock_boxes_alive %d\n",
         s->active_count);
     OUT("# HELP airlock_runs_started_total Runs started since the service started.\n# TYPE airlock_runs_started_total counter\n"

@@ -716,7 +716,7 @@ static enum MHD_Result resume(al_mcp *m, al_service *s, struct MHD_Connection *c
     if (!sid)
         return send_error(c, 400, NULL, -32000, "Bad Request: the Mcp-Session-Id header is required");
     if (!session_get(m, sid, p, &sess))
-        return send_error(c, 404, NULL, -32001, "Session not found: it ended or never existed; initialize again");
+        return send_error(c, 404, NULL, -32001, "Session not found: it ended, never existed, or lives on another airlock node (sessions stay on the node that made them); initialize again");
     unsigned long long no = 0, seq = 0;
     int used = 0;
     if (strlen(last) > 41 || sscanf(last, "%llu-%llu%n", &no, &seq, &used) != 2 || (size_t)used != strlen(last) ||
@@ -913,7 +913,7 @@ static enum MHD_Result post(al_mcp *m, al_service *s, struct MHD_Connection *c, 
         goto out;
     }
     if (!session_get(m, sid, p, &sess)) {
-        ret = send_error(c, 404, id, -32001, "Session not found: it ended or never existed; initialize again");
+        ret = send_error(c, 404, id, -32001, "Session not found: it ended, never existed, or lives on another airlock node (sessions stay on the node that made them); initialize again");
         goto out;
     }
     if (!id) {

@@ -11,6 +11,7 @@ twice; a node that comes back does not resurrect its runs; the audit chain
 and the ledger stay exact; PostgreSQL restarted under load is survived."""
 import concurrent.futures as cf
 import http.client
+import json
 import os
 import signal
 import tempfile
@@ -386,3 +387,22 @@ def test_a_stalled_lock_holder_does_not_take_healthy_nodes_down(nodes):
     assert not fenced, f"{len(fenced)} healthy nodes fenced after a {LEASE_S * 3}s lock wait"
     assert all(s.proc.poll() is None for s in ns.nodes)
     assert not ns.nodes[0].sql("SELECT id FROM nodes WHERE dead_at IS NOT NULL")
+
+
+def test_an_mcp_session_lives_on_its_node_and_says_so_elsewhere(nodes):
+    """MCP sessions are node-local (docs/operations.md): a client that reaches
+    another node with its session is told so plainly (MCP's 404, which makes
+    a client initialize again), and initializing there works."""
+    from test_mcp import Mcp
+    ns = nodes(2)
+    a, b = ns.nodes
+    m = Mcp(a)
+    status, _, doc = m.post({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}})
+    assert status == 200 and doc.get("result") == {}, doc
+    m.svc = b  # the same client, the same session id, another node
+    status, _, doc = m.post({"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {}})
+    assert status == 404, (status, doc)
+    assert "another airlock node" in json.dumps(doc), doc
+    again = Mcp(b)
+    status, _, doc = again.post({"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {}})
+    assert status == 200 and doc.get("result") == {}, doc
