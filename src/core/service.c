@@ -114,9 +114,8 @@ int64_t al_service_append_event(al_service *s, const char *run_id, const char *t
     int r = al_store_event_append(s->store, run_id, type, text, &err);
     free(text);
     wake_run(s, run_id);
-    /* the followers on other nodes read it from the store when told */
-    if (r >= 0)
-        al_cluster_notify(s, AL_NOTIFY_EVENTS, run_id);
+    /* the followers on other nodes are told by the store itself (on
+     * PostgreSQL a trigger NOTIFYs each new event at its commit) */
     return r;
 }
 
@@ -289,17 +288,14 @@ int al_service_queue_room(al_service *s, const char *person_id, const char *org_
      * run not recorded yet (its admission decides, under the lock) */
     al_error err = { 0 };
     al_store_queue_counts c = { 0 };
-    int all = al_store_queued_count(s->store, NULL, NULL, NULL, &err);
-    c.person = al_store_queued_count(s->store, person_id, NULL, NULL, &err);
-    c.org = org_id ? al_store_queued_count(s->store, NULL, org_id, NULL, &err) : 0;
-    if (all < 0 || c.person < 0 || c.org < 0)
+    if (al_store_queue_counts_of(s->store, person_id, org_id, NULL, &c, &err) < 0)
         return no_room(s, -EIO, &c, err.msg, msg, msg_len);
     c.person += pending;
-    if (all >= s->cfg.queue_max)
+    if (c.all >= s->cfg.queue_max)
         return no_room(s, -EAGAIN, &c, NULL, msg, msg_len);
     if (c.person >= s->cfg.queue_per_person)
         return no_room(s, -EDQUOT, &c, NULL, msg, msg_len);
-    if (c.org >= s->cfg.queue_per_org)
+    if (org_id && c.org >= s->cfg.queue_per_org)
         return no_room(s, -EUSERS, &c, NULL, msg, msg_len);
     return 0;
 }

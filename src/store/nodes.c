@@ -191,6 +191,23 @@ int al_store_queued_count(al_store *s, const char *person_id, const char *org_id
     return n;
 }
 
+int al_store_queue_counts_of(al_store *s, const char *person_id, const char *org_id, const char *except,
+                             al_store_queue_counts *ret, al_error *err) {
+    json_t *rows = al_store_query(s, err,
+                                  "SELECT COUNT(*) AS a, COALESCE(SUM(CASE WHEN person_id = ? THEN 1 ELSE 0 END), 0) AS p, "
+                                  "COALESCE(SUM(CASE WHEN org_id = ? THEN 1 ELSE 0 END), 0) AS o "
+                                  "FROM runs WHERE state = 'queued' AND id != ?",
+                                  "sss", person_id ? person_id : "", org_id ? org_id : "", except ? except : "");
+    if (!rows)
+        return -EIO;
+    json_t *row = json_array_get(rows, 0);
+    ret->all = (int)json_integer_value(json_object_get(row, "a"));
+    ret->person = (int)json_integer_value(json_object_get(row, "p"));
+    ret->org = (int)json_integer_value(json_object_get(row, "o"));
+    json_decref(rows);
+    return 0;
+}
+
 int al_store_queue_admit(al_store *s, const char *run_id, int64_t cap, const al_store_queue_limits *lim,
                          al_store_queue_counts *ret, al_error *err) {
     int r = al_store_begin(s, err);
@@ -198,25 +215,21 @@ int al_store_queue_admit(al_store *s, const char *run_id, int64_t cap, const al_
         return r;
     /* admissions are serialised across nodes: two cannot both take the
      * queue's last place */
-    if ((r = al_store_lock(s, err, "queue")) < 0)
-        goto out;
     *ret = (al_store_queue_counts){ 0 };
-    if ((r = ret->all = al_store_queued_count(s, NULL, NULL, run_id, err)) < 0)
+    if ((r = al_store_lock(s, err, "queue")) < 0 ||
+        (r = al_store_queue_counts_of(s, lim->person_id, lim->org_id, run_id, ret, err)) < 0)
         goto out;
     if (ret->all >= lim->queue_max) {
         r = -EAGAIN;
         goto out;
     }
     if (lim->person_id) {
-        if ((r = ret->person = al_store_queued_count(s, lim->person_id, NULL, run_id, err)) < 0 ||
-            (lim->org_id && (r = ret->org = al_store_queued_count(s, NULL, lim->org_id, run_id, err)) < 0))
-            goto out;
         ret->person += lim->person_extra;
         if (ret->person >= lim->per_person) {
             r = -EDQUOT;
             goto out;
         }
-        if (ret->org >= lim->per_org) {
+        if (lim->org_id && ret->org >= lim->per_org) {
             r = -EUSERS;
             goto out;
         }

@@ -63,6 +63,10 @@ typedef struct al_store_queue_counts {
 } al_store_queue_counts;
 int al_store_queue_admit(al_store *s, const char *run_id, int64_t cap, const al_store_queue_limits *lim,
                          al_store_queue_counts *ret, al_error *err);
+/* The same counts in one read (no admission): all runs queued, PERSON_ID's
+ * and ORG_ID's of them (NULL: 0), EXCEPT not counted. */
+int al_store_queue_counts_of(al_store *s, const char *person_id, const char *org_id, const char *except,
+                             al_store_queue_counts *ret, al_error *err);
 
 /* ---- notifications between nodes. CHANNEL is one of AL_NOTIFY_*;
  * PAYLOAD a run id (or ""). Sent at the end of the unit of work they are

@@ -415,6 +415,36 @@ static void test_claims(al_store *s) {
     CHECK(dup == 0);
 }
 
+#define APPENDERS 4
+static void *append_loop(void *arg) {
+    (void)arg;
+    al_store *s = open_store();
+    al_error err = { 0 };
+    for (int i = 0; i < 25; i++)
+        if (al_store_event_append(s, "run_many", "stdout", "{}", &err) < 0)
+            fprintf(stderr, "append: %s\n", err.msg);
+    al_store_close(s);
+    return NULL;
+}
+
+/* Appends to one run from several connections at once: each lands once,
+ * numbered 1..N without a gap. */
+static void test_concurrent_events(al_store *s) {
+    pthread_t t[APPENDERS];
+    for (int i = 0; i < APPENDERS; i++)
+        pthread_create(&t[i], NULL, append_loop, NULL);
+    for (int i = 0; i < APPENDERS; i++)
+        pthread_join(t[i], NULL);
+    al_error err = { 0 };
+    json_t *rows = al_store_query(s, &err, "SELECT COUNT(*) AS n, MIN(seq) AS lo, MAX(seq) AS hi FROM run_events "
+                                           "WHERE run_id = 'run_many'", NULL);
+    json_t *row = json_array_get(rows, 0);
+    CHECK(json_integer_value(json_object_get(row, "n")) == APPENDERS * 25);
+    CHECK(json_integer_value(json_object_get(row, "lo")) == 1 &&
+          json_integer_value(json_object_get(row, "hi")) == APPENDERS * 25);
+    json_decref(rows);
+}
+
 static void test_notifications(al_store *s, bool postgresql) {
     al_error err = { 0 };
     al_store_watch *w = NULL;
@@ -443,6 +473,10 @@ static void test_notifications(al_store *s, bool postgresql) {
     CHECK(al_store_notify(s, AL_NOTIFY_EVENTS, "run_w", &err) == 0);
     CHECK(al_store_watch_next(w, 2000, ch, sizeof ch, pl, sizeof pl, &err) == 1);
     CHECK(strcmp(ch, AL_NOTIFY_EVENTS) == 0 && strcmp(pl, "run_w") == 0);
+    /* a run's new event tells the other nodes by itself, numbered in order */
+    CHECK(al_store_event_append(s, "run_ev", "state", "{}", &err) == 0);
+    CHECK(al_store_watch_next(w, 2000, ch, sizeof ch, pl, sizeof pl, &err) == 1);
+    CHECK(strcmp(ch, AL_NOTIFY_EVENTS) == 0 && strcmp(pl, "run_ev") == 0);
     al_store_watch_close(w);
 }
 
@@ -470,6 +504,7 @@ int main(int argc, char **argv) {
     test_leases(s);
     test_run_moves(s);
     test_claims(s);
+    test_concurrent_events(s);
     test_notifications(s, strcmp(al_store_backend_name(s), "postgresql") == 0);
     al_store_close(s);
     if (strcmp(argv[1], "sqlite") == 0) {
