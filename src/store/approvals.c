@@ -25,20 +25,6 @@ al_approval_decision al_approval_decision_from_name(const char *name) {
     return _AL_DECISION_INVALID;
 }
 
-/* Column COL of ROW into BUF; NULL is "" when NULLABLE. False when it does
- * not fit the record (a row of another shape is not read as one). */
-static bool text(json_t *row, const char *col, char *buf, size_t len, bool nullable) {
-    json_t *v = json_object_get(row, col);
-    if (nullable && json_is_null(v)) {
-        buf[0] = '\0';
-        return true;
-    }
-    const char *t = json_string_value(v);
-    if (!t || strlen(t) >= len)
-        return false;
-    memcpy(buf, t, strlen(t) + 1);
-    return true;
-}
 
 void al_store_approval_done(al_store_approval *a) {
     if (!a)
@@ -75,14 +61,14 @@ int al_store_approval_get(al_store *s, const char *run_id, al_store_approval *re
     const char *card = json_string_value(json_object_get(row, "card"));
     const char *reason = json_string_value(json_object_get(row, "reason"));
     ret->decision = json_is_null(dec) ? AL_DECISION_NONE : al_approval_decision_from_name(json_string_value(dec));
-    if (!text(row, "id", ret->id, sizeof ret->id, false) || !text(row, "run_id", ret->run_id, sizeof ret->run_id, false) ||
-        !text(row, "org_id", ret->org_id, sizeof ret->org_id, false) ||
-        !text(row, "workspace_id", ret->workspace_id, sizeof ret->workspace_id, false) ||
-        !text(row, "hash", ret->hash, sizeof ret->hash, false) ||
-        !text(row, "requested_at", ret->requested_at, sizeof ret->requested_at, false) ||
-        !text(row, "expires_at", ret->expires_at, sizeof ret->expires_at, false) ||
-        !text(row, "decided_by", ret->decided_by, sizeof ret->decided_by, true) ||
-        !text(row, "decided_at", ret->decided_at, sizeof ret->decided_at, true) || !card ||
+    if (!al_col_text(row, "id", ret->id, sizeof ret->id, false) || !al_col_text(row, "run_id", ret->run_id, sizeof ret->run_id, false) ||
+        !al_col_text(row, "org_id", ret->org_id, sizeof ret->org_id, false) ||
+        !al_col_text(row, "workspace_id", ret->workspace_id, sizeof ret->workspace_id, false) ||
+        !al_col_text(row, "hash", ret->hash, sizeof ret->hash, false) ||
+        !al_col_text(row, "requested_at", ret->requested_at, sizeof ret->requested_at, false) ||
+        !al_col_text(row, "expires_at", ret->expires_at, sizeof ret->expires_at, false) ||
+        !al_col_text(row, "decided_by", ret->decided_by, sizeof ret->decided_by, true) ||
+        !al_col_text(row, "decided_at", ret->decided_at, sizeof ret->decided_at, true) || !card ||
         (!reason && !json_is_null(json_object_get(row, "reason"))) || ret->decision == _AL_DECISION_INVALID) {
         r = al_err(err, "approval", EIO, "run %s's stored approval request is malformed", run_id);
         goto out;

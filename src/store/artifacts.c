@@ -11,35 +11,19 @@
     "id, org_id, workspace_id, thread_id, thread_key, run_id, path, version, seq, size, sha256, content_type, "     \
     "created_at"
 
-/* A limit of 0 is none: bound by what the store can count. */
-static int64_t bound(size_t limit) { return limit ? (int64_t)limit : INT64_MAX; }
 
-/* Column COL of ROW into BUF; NULL is "" when NULLABLE. False when it does
- * not fit the record (a row of another shape is not read as one). */
-static bool text(json_t *row, const char *col, char *buf, size_t len, bool nullable) {
-    json_t *v = json_object_get(row, col);
-    if (nullable && json_is_null(v)) {
-        buf[0] = '\0';
-        return true;
-    }
-    const char *t = json_string_value(v);
-    if (!t || strlen(t) >= len)
-        return false;
-    memcpy(buf, t, strlen(t) + 1);
-    return true;
-}
 
 static int from_row(json_t *row, al_store_artifact *a, al_error *err) {
     memset(a, 0, sizeof *a);
     const char *path = json_string_value(json_object_get(row, "path"));
-    if (!text(row, "id", a->id, sizeof a->id, false) || !text(row, "org_id", a->org_id, sizeof a->org_id, false) ||
-        !text(row, "workspace_id", a->workspace_id, sizeof a->workspace_id, false) ||
-        !text(row, "thread_id", a->thread_id, sizeof a->thread_id, true) ||
-        !text(row, "thread_key", a->thread_key, sizeof a->thread_key, false) ||
-        !text(row, "run_id", a->run_id, sizeof a->run_id, false) ||
-        !text(row, "sha256", a->sha256, sizeof a->sha256, false) ||
-        !text(row, "content_type", a->content_type, sizeof a->content_type, false) ||
-        !text(row, "created_at", a->created_at, sizeof a->created_at, false) || !path ||
+    if (!al_col_text(row, "id", a->id, sizeof a->id, false) || !al_col_text(row, "org_id", a->org_id, sizeof a->org_id, false) ||
+        !al_col_text(row, "workspace_id", a->workspace_id, sizeof a->workspace_id, false) ||
+        !al_col_text(row, "thread_id", a->thread_id, sizeof a->thread_id, true) ||
+        !al_col_text(row, "thread_key", a->thread_key, sizeof a->thread_key, false) ||
+        !al_col_text(row, "run_id", a->run_id, sizeof a->run_id, false) ||
+        !al_col_text(row, "sha256", a->sha256, sizeof a->sha256, false) ||
+        !al_col_text(row, "content_type", a->content_type, sizeof a->content_type, false) ||
+        !al_col_text(row, "created_at", a->created_at, sizeof a->created_at, false) || !path ||
         !json_is_integer(json_object_get(row, "version")) || !json_is_integer(json_object_get(row, "size")))
         return al_err(err, "artifacts", EIO, "a stored artifact is malformed");
     if (!(a->path = strdup(path)))
@@ -113,7 +97,7 @@ int al_store_artifacts_of_thread(al_store *s, const char *ws_id, const char *thr
                              "AND (CAST(? AS TEXT) IS NULL OR run_id = ?) AND version = (SELECT MAX(version) FROM "
                              "artifacts b WHERE b.workspace_id = a.workspace_id AND b.thread_key = a.thread_key AND "
                              "b.path = a.path) ORDER BY path LIMIT ?",
-                       "ssSSi", ws_id, thread_key, run_id, run_id, bound(limit));
+                       "ssSSi", ws_id, thread_key, run_id, run_id, al_store_row_limit(limit));
     return to_list(rows, ret, err);
 }
 
@@ -124,7 +108,7 @@ int al_store_artifacts_latest(al_store *s, const char *ws_id, const char *thread
                                   "version = (SELECT MAX(version) FROM artifacts b WHERE b.workspace_id = "
                                   "a.workspace_id AND b.thread_key = a.thread_key AND b.path = a.path) "
                                   "ORDER BY seq DESC LIMIT ?",
-                                  "ssi", ws_id, thread_key, bound(limit));
+                                  "ssi", ws_id, thread_key, al_store_row_limit(limit));
     return to_list(rows, ret, err);
 }
 
@@ -137,7 +121,7 @@ int al_store_artifacts_recent(al_store *s, const char *ws_id, size_t limit, al_s
     return to_list(al_store_query(s, err,
                                   "SELECT " COLUMNS " FROM artifacts WHERE workspace_id = ? "
                                   "ORDER BY created_at DESC, id LIMIT ?",
-                                  "si", ws_id, bound(limit)),
+                                  "si", ws_id, al_store_row_limit(limit)),
                    ret, err);
 }
 

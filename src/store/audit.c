@@ -9,20 +9,12 @@
 
 #define COLUMNS "workspace_id, seq, org_id, kind, person_id, run_id, data, created_at, prev_hash, hash"
 
-/* Column COL of ROW into BUF; false when it is not text that fits. */
-static bool text(json_t *row, const char *col, char *buf, size_t len) {
-    const char *t = json_string_value(json_object_get(row, col));
-    if (!t || strlen(t) >= len)
-        return false;
-    memcpy(buf, t, strlen(t) + 1);
-    return true;
-}
 
 /* A column that may be NULL: *RET_HAS says which. */
 static bool text_or_null(json_t *row, const char *col, char *buf, size_t len, bool *ret_has) {
     buf[0] = '\0';
     *ret_has = !json_is_null(json_object_get(row, col));
-    return !*ret_has || text(row, col, buf, len);
+    return !*ret_has || al_col_text(row, col, buf, len, false);
 }
 
 /* ROW into EV: false when some field does not fit (EV holds what did). */
@@ -33,14 +25,14 @@ static bool from_row(json_t *row, al_store_audit_event *ev) {
     const char *data = json_string_value(json_object_get(row, "data"));
     ev->data = data ? strdup(data) : NULL;
     bool ok = json_is_integer(seq) && ev->data;
-    ok &= text(row, "workspace_id", ev->workspace_id, sizeof ev->workspace_id);
-    ok &= text(row, "org_id", ev->org_id, sizeof ev->org_id);
-    ok &= text(row, "kind", ev->kind, sizeof ev->kind);
+    ok &= al_col_text(row, "workspace_id", ev->workspace_id, sizeof ev->workspace_id, false);
+    ok &= al_col_text(row, "org_id", ev->org_id, sizeof ev->org_id, false);
+    ok &= al_col_text(row, "kind", ev->kind, sizeof ev->kind, false);
     ok &= text_or_null(row, "person_id", ev->person_id, sizeof ev->person_id, &ev->has_person_id);
     ok &= text_or_null(row, "run_id", ev->run_id, sizeof ev->run_id, &ev->has_run_id);
-    ok &= text(row, "created_at", ev->created_at, sizeof ev->created_at);
-    ok &= text(row, "prev_hash", ev->prev_hash, sizeof ev->prev_hash);
-    ok &= text(row, "hash", ev->hash, sizeof ev->hash);
+    ok &= al_col_text(row, "created_at", ev->created_at, sizeof ev->created_at, false);
+    ok &= al_col_text(row, "prev_hash", ev->prev_hash, sizeof ev->prev_hash, false);
+    ok &= al_col_text(row, "hash", ev->hash, sizeof ev->hash, false);
     return ok;
 }
 
@@ -77,7 +69,7 @@ int al_store_audit_append(al_store *s, al_store_audit_event *ev, al_store_audit_
     if (last) {
         json_t *seq = json_object_get(last, "seq");
         ev->seq = json_integer_value(seq) + 1;
-        if (!json_is_integer(seq) || !text(last, "hash", ev->prev_hash, sizeof ev->prev_hash))
+        if (!json_is_integer(seq) || !al_col_text(last, "hash", ev->prev_hash, sizeof ev->prev_hash, false))
             r = al_err(err, "audit", EBADMSG, "audit event %s: the chain's tail is malformed", ev->kind);
     }
     json_decref(head);

@@ -7,20 +7,6 @@
 #include "governance.h"
 #include "internal.h"
 
-/* Column COL of ROW into BUF; NULL is "" when NULLABLE. False when it does
- * not fit the record (a row of another shape is not read as one). */
-static bool text(json_t *row, const char *col, char *buf, size_t len, bool nullable) {
-    json_t *v = json_object_get(row, col);
-    if (nullable && json_is_null(v)) {
-        buf[0] = '\0';
-        return true;
-    }
-    const char *t = json_string_value(v);
-    if (!t || strlen(t) >= len)
-        return false;
-    memcpy(buf, t, strlen(t) + 1);
-    return true;
-}
 
 /* A copy of text column COL, NULL when it holds none (or no memory: *RET_OOM). */
 static char *text_dup(json_t *row, const char *col, bool *ret_oom) {
@@ -133,11 +119,11 @@ static bool ledger_from_row(json_t *row, al_store_ledger_entry *e) {
     e->balance_after = json_integer_value(after);
     e->kind = ledger_kind_from_name(json_string_value(json_object_get(row, "kind")));
     return json_is_integer(seq) && json_is_integer(amount) && json_is_integer(after) &&
-           e->kind != _AL_LEDGER_KIND_INVALID && text(row, "id", e->id, sizeof e->id, false) &&
-           text(row, "org_id", e->org_id, sizeof e->org_id, false) &&
-           text(row, "workspace_id", e->workspace_id, sizeof e->workspace_id, true) &&
-           text(row, "run_id", e->run_id, sizeof e->run_id, true) &&
-           text(row, "created_at", e->created_at, sizeof e->created_at, false);
+           e->kind != _AL_LEDGER_KIND_INVALID && al_col_text(row, "id", e->id, sizeof e->id, false) &&
+           al_col_text(row, "org_id", e->org_id, sizeof e->org_id, false) &&
+           al_col_text(row, "workspace_id", e->workspace_id, sizeof e->workspace_id, true) &&
+           al_col_text(row, "run_id", e->run_id, sizeof e->run_id, true) &&
+           al_col_text(row, "created_at", e->created_at, sizeof e->created_at, false);
 }
 
 int al_store_ledger_list(al_store *s, const al_store_ledger_filter *f, al_store_ledger_entry **ret, size_t *ret_n,

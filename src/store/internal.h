@@ -23,3 +23,11 @@ int al_store_exec(al_store *s, al_error *err, const char *sql, const char *fmt, 
  * it is free; PostgreSQL takes a transaction-scoped advisory lock, which
  * holds across every node on the database. */
 int al_store_lock(al_store *s, al_error *err, const char *key);
+
+/* Reading a row of al_store_query into a record. Column COL of ROW as
+ * text into BUF (LEN bytes): false when it is not text or does not fit (a
+ * row of another shape is not read as one); NULL (or no such column) reads
+ * as "" when NULLABLE, else is false too. */
+bool al_col_text(json_t *row, const char *col, char *buf, size_t len, bool nullable);
+/* A list's LIMIT: LIMIT itself, or no limit (0). */
+int64_t al_store_row_limit(size_t limit);

@@ -43,17 +43,6 @@ bool al_run_state_ended(al_run_state st) {
 
 /* Column KEY of ROW into BUF ("" for NULL); false when it does not fit
  * (a row that does not fit the record is not read as another one). */
-static bool text_into(json_t *row, const char *key, char *buf, size_t len) {
-    json_t *v = json_object_get(row, key);
-    buf[0] = '\0';
-    if (!v || json_is_null(v))
-        return true;
-    if (!json_is_string(v) || json_string_length(v) >= len)
-        return false;
-    memcpy(buf, json_string_value(v), json_string_length(v) + 1);
-    return true;
-}
-
 /* Column KEY of ROW, copied (NULL for NULL); false on no memory. */
 static bool text_dup(json_t *row, const char *key, char **ret) {
     json_t *v = json_object_get(row, key);
@@ -97,17 +86,17 @@ static int run_from_row(json_t *row, al_store_run *r, al_error *err) {
     r->preview_count = int_of(row, "preview_count");
     r->skipped_count = int_of(row, "skipped_count");
     r->state = al_run_state_from_name(json_string_value(json_object_get(row, "state")));
-    bool fits = text_into(row, "id", r->id, sizeof r->id) && text_into(row, "org_id", r->org_id, sizeof r->org_id) &&
-                text_into(row, "workspace_id", r->workspace_id, sizeof r->workspace_id) &&
-                text_into(row, "person_id", r->person_id, sizeof r->person_id) &&
-                text_into(row, "thread_id", r->thread_id, sizeof r->thread_id) &&
-                text_into(row, "language", r->language, sizeof r->language) &&
-                text_into(row, "error_code", r->error_code, sizeof r->error_code) &&
-                text_into(row, "created_at", r->created_at, sizeof r->created_at) &&
-                text_into(row, "started_at", r->started_at, sizeof r->started_at) &&
-                text_into(row, "finished_at", r->finished_at, sizeof r->finished_at) &&
-                text_into(row, "image", r->image, sizeof r->image) &&
-                text_into(row, "node_id", r->node_id, sizeof r->node_id);
+    bool fits = al_col_text(row, "id", r->id, sizeof r->id, true) && al_col_text(row, "org_id", r->org_id, sizeof r->org_id, true) &&
+                al_col_text(row, "workspace_id", r->workspace_id, sizeof r->workspace_id, true) &&
+                al_col_text(row, "person_id", r->person_id, sizeof r->person_id, true) &&
+                al_col_text(row, "thread_id", r->thread_id, sizeof r->thread_id, true) &&
+                al_col_text(row, "language", r->language, sizeof r->language, true) &&
+                al_col_text(row, "error_code", r->error_code, sizeof r->error_code, true) &&
+                al_col_text(row, "created_at", r->created_at, sizeof r->created_at, true) &&
+                al_col_text(row, "started_at", r->started_at, sizeof r->started_at, true) &&
+                al_col_text(row, "finished_at", r->finished_at, sizeof r->finished_at, true) &&
+                al_col_text(row, "image", r->image, sizeof r->image, true) &&
+                al_col_text(row, "node_id", r->node_id, sizeof r->node_id, true);
     if (!fits || !r->id[0] || r->state == _AL_RUN_STATE_INVALID)
         return al_err(err, "runs", EIO, "a stored run is malformed");
     bool ok = text_dup(row, "code", &r->code) && text_dup(row, "description", &r->description) &&
@@ -324,10 +313,10 @@ static int refs_of(json_t *rows, al_store_run_ref **ret, size_t *ret_n, al_error
     for (size_t i = 0; i < n; i++) {
         json_t *row = json_array_get(rows, i);
         refs[i].seq = int_of(row, "seq");
-        if (!text_into(row, "id", refs[i].id, sizeof refs[i].id) ||
-            !text_into(row, "org_id", refs[i].org_id, sizeof refs[i].org_id) ||
-            !text_into(row, "workspace_id", refs[i].workspace_id, sizeof refs[i].workspace_id) ||
-            !text_into(row, "person_id", refs[i].person_id, sizeof refs[i].person_id)) {
+        if (!al_col_text(row, "id", refs[i].id, sizeof refs[i].id, true) ||
+            !al_col_text(row, "org_id", refs[i].org_id, sizeof refs[i].org_id, true) ||
+            !al_col_text(row, "workspace_id", refs[i].workspace_id, sizeof refs[i].workspace_id, true) ||
+            !al_col_text(row, "person_id", refs[i].person_id, sizeof refs[i].person_id, true)) {
             free(refs);
             json_decref(rows);
             return al_err(err, "runs", EIO, "a stored run is malformed");
@@ -449,7 +438,7 @@ int al_store_runs_by_language(al_store *s, const char *ws_id, const char *from, 
     }
     for (size_t i = 0; i < n; i++) {
         json_t *row = json_array_get(rows, i);
-        if (!text_into(row, "language", c[i].key, sizeof c[i].key)) {
+        if (!al_col_text(row, "language", c[i].key, sizeof c[i].key, true)) {
             free(c);
             json_decref(rows);
             return al_err(err, "runs", EIO, "a stored run's language is malformed");
@@ -506,10 +495,10 @@ int al_store_run_list(al_store *s, const al_store_run_filter *f, al_store_run_br
             break;
         b[i].artifact_count = int_of(row, "artifact_count");
         b[i].has_approval = json_is_string(json_object_get(row, "approval_id"));
-        if (!text_into(row, "approval_id", b[i].approval_id, sizeof b[i].approval_id) ||
-            !text_into(row, "approval_hash", b[i].approval_hash, sizeof b[i].approval_hash) ||
-            !text_into(row, "approval_decision", b[i].approval_decision, sizeof b[i].approval_decision) ||
-            !text_into(row, "approval_expires_at", b[i].approval_expires_at, sizeof b[i].approval_expires_at))
+        if (!al_col_text(row, "approval_id", b[i].approval_id, sizeof b[i].approval_id, true) ||
+            !al_col_text(row, "approval_hash", b[i].approval_hash, sizeof b[i].approval_hash, true) ||
+            !al_col_text(row, "approval_decision", b[i].approval_decision, sizeof b[i].approval_decision, true) ||
+            !al_col_text(row, "approval_expires_at", b[i].approval_expires_at, sizeof b[i].approval_expires_at, true))
             r = al_err(err, "runs", EIO, "a stored approval is malformed");
     }
     json_decref(rows);
@@ -563,7 +552,7 @@ int al_store_events_after(al_store *s, const char *run_id, int64_t after, int64_
     for (size_t i = 0; r == 0 && i < n; i++) {
         json_t *row = json_array_get(rows, i);
         ev[i].seq = int_of(row, "seq");
-        if (!text_into(row, "type", ev[i].type, sizeof ev[i].type))
+        if (!al_col_text(row, "type", ev[i].type, sizeof ev[i].type, true))
             r = al_err(err, "events", EIO, "a stored event is malformed");
         else if (!text_dup(row, "data", &ev[i].data))
             r = al_err(err, "events", ENOMEM, "out of memory");

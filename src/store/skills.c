@@ -24,22 +24,7 @@ const char *al_store_skill_state_name(al_store_skill_state st) {
     return st >= 0 && st < _AL_STORE_SKILL_STATE_MAX ? state_names[st] : "uploaded";
 }
 
-static int64_t bound(size_t limit) { return limit ? (int64_t)limit : INT64_MAX; }
 
-/* Column COL of ROW into BUF; NULL is "" when NULLABLE. False when it does
- * not fit the record. */
-static bool text(json_t *row, const char *col, char *buf, size_t len, bool nullable) {
-    json_t *v = json_object_get(row, col);
-    if (nullable && json_is_null(v)) {
-        buf[0] = '\0';
-        return true;
-    }
-    const char *t = json_string_value(v);
-    if (!t || strlen(t) >= len)
-        return false;
-    memcpy(buf, t, strlen(t) + 1);
-    return true;
-}
 
 static int from_row(json_t *row, al_store_skill *k, al_error *err) {
     memset(k, 0, sizeof *k);
@@ -49,15 +34,15 @@ static int from_row(json_t *row, al_store_skill *k, al_error *err) {
     for (int i = 0; state && i < _AL_STORE_SKILL_STATE_MAX; i++)
         if (strcmp(state, state_names[i]) == 0)
             st = i;
-    if (!text(row, "id", k->id, sizeof k->id, false) || !text(row, "org_id", k->org_id, sizeof k->org_id, false) ||
-        !text(row, "workspace_id", k->workspace_id, sizeof k->workspace_id, false) ||
-        !text(row, "name", k->name, sizeof k->name, false) ||
-        !text(row, "version", k->version, sizeof k->version, false) ||
-        !text(row, "digest", k->digest, sizeof k->digest, false) ||
-        !text(row, "uploaded_by", k->uploaded_by, sizeof k->uploaded_by, false) ||
-        !text(row, "created_at", k->created_at, sizeof k->created_at, false) ||
-        !text(row, "promoted_by", k->promoted_by, sizeof k->promoted_by, true) ||
-        !text(row, "promoted_at", k->promoted_at, sizeof k->promoted_at, true) || !manifest || st < 0)
+    if (!al_col_text(row, "id", k->id, sizeof k->id, false) || !al_col_text(row, "org_id", k->org_id, sizeof k->org_id, false) ||
+        !al_col_text(row, "workspace_id", k->workspace_id, sizeof k->workspace_id, false) ||
+        !al_col_text(row, "name", k->name, sizeof k->name, false) ||
+        !al_col_text(row, "version", k->version, sizeof k->version, false) ||
+        !al_col_text(row, "digest", k->digest, sizeof k->digest, false) ||
+        !al_col_text(row, "uploaded_by", k->uploaded_by, sizeof k->uploaded_by, false) ||
+        !al_col_text(row, "created_at", k->created_at, sizeof k->created_at, false) ||
+        !al_col_text(row, "promoted_by", k->promoted_by, sizeof k->promoted_by, true) ||
+        !al_col_text(row, "promoted_at", k->promoted_at, sizeof k->promoted_at, true) || !manifest || st < 0)
         return al_err(err, "skill", EIO, "a stored skill version is malformed");
     if (!(k->manifest = strdup(manifest)))
         return al_err(err, "skill", ENOMEM, "out of memory");
@@ -142,7 +127,7 @@ int al_store_skill_versions(al_store *s, const char *ws_id, const char *name, co
                                         "ORDER BY CASE WHEN state = 'promoted' THEN 0 ELSE 1 END, seq DESC LIMIT ?"
                                       : "SELECT " COLUMNS " FROM skills WHERE workspace_id = ? AND name = ? AND "
                                         "(CAST(? AS TEXT) IS NULL OR digest = ?) ORDER BY seq DESC LIMIT ?",
-                                  "ssSSi", ws_id, name, digest, digest, bound(limit));
+                                  "ssSSi", ws_id, name, digest, digest, al_store_row_limit(limit));
     return to_list(rows, ret, err);
 }
 
@@ -150,7 +135,7 @@ int al_store_skills_list(al_store *s, const char *ws_id, size_t limit, al_store_
     return to_list(al_store_query(s, err,
                                   "SELECT " COLUMNS " FROM skills WHERE workspace_id = ? ORDER BY name, "
                                   "CASE WHEN state = 'promoted' THEN 0 ELSE 1 END, seq DESC LIMIT ?",
-                                  "si", ws_id, bound(limit)),
+                                  "si", ws_id, al_store_row_limit(limit)),
                    ret, err);
 }
 
@@ -264,7 +249,7 @@ int al_store_skill_live_runs(al_store *s, const char *ws_id, const char *digest,
     json_t *rows = al_store_query(s, err,
                                   "SELECT id FROM runs WHERE workspace_id = ? AND state NOT IN " RUN_ENDED
                                   " AND skill_digest = ? ORDER BY seq LIMIT ?",
-                                  "ssi", ws_id, digest, bound(limit));
+                                  "ssi", ws_id, digest, al_store_row_limit(limit));
     if (!rows)
         return -EIO;
     size_t n = 0;

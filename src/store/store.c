@@ -215,3 +215,17 @@ void al_store_now(char *buf, size_t len) {
     strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(buf, len, "%s.%03ldZ", base, ts.tv_nsec / 1000000);
 }
+
+bool al_col_text(json_t *row, const char *col, char *buf, size_t len, bool nullable) {
+    json_t *v = json_object_get(row, col);
+    if (nullable && (!v || json_is_null(v))) {
+        buf[0] = '\0';
+        return true;
+    }
+    if (!json_is_string(v) || json_string_length(v) >= len)
+        return false;
+    memcpy(buf, json_string_value(v), json_string_length(v) + 1);
+    return true;
+}
+
+int64_t al_store_row_limit(size_t limit) { return limit ? (int64_t)limit : INT64_MAX; }

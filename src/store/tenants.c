@@ -197,20 +197,6 @@ int al_store_authenticate(al_store *s, const char *key, al_principal *ret, al_er
 
 #include "tenants.h"
 
-/* Column COL of ROW into BUF; NULL is "" when NULLABLE. False when it does
- * not fit the record (a row of another shape is not read as one). */
-static bool text(json_t *row, const char *col, char *buf, size_t len, bool nullable) {
-    json_t *v = json_object_get(row, col);
-    if (nullable && json_is_null(v)) {
-        buf[0] = '\0';
-        return true;
-    }
-    const char *t = json_string_value(v);
-    if (!t || strlen(t) >= len)
-        return false;
-    memcpy(buf, t, strlen(t) + 1);
-    return true;
-}
 
 int al_store_workspace_get(al_store *s, const char *id, al_store_workspace *ret, al_error *err) {
     memset(ret, 0, sizeof *ret);
@@ -224,9 +210,9 @@ int al_store_workspace_get(al_store *s, const char *id, al_store_workspace *ret,
     int r = 0;
     if (!row) {
         r = al_err(err, "store", ENOENT, "no workspace %s", id);
-    } else if (!text(row, "id", ret->id, sizeof ret->id, false) ||
-               !text(row, "org_id", ret->org_id, sizeof ret->org_id, false) ||
-               !text(row, "created_at", ret->created_at, sizeof ret->created_at, false)) {
+    } else if (!al_col_text(row, "id", ret->id, sizeof ret->id, false) ||
+               !al_col_text(row, "org_id", ret->org_id, sizeof ret->org_id, false) ||
+               !al_col_text(row, "created_at", ret->created_at, sizeof ret->created_at, false)) {
         r = al_err(err, "store", EIO, "workspace %s's stored row is malformed", id);
     } else {
         /* json_integer_value is 0 for what is not an integer */
@@ -263,10 +249,10 @@ int al_store_tenants_each(al_store *s, al_tenant_kind kind, int (*each)(const al
     json_array_foreach(rows, i, row) {
         al_store_tenant t = { .name = json_string_value(json_object_get(row, "name")) };
         bool key = kind == AL_TENANT_KEY;
-        if (!text(row, "id", t.id, sizeof t.id, false) || !text(row, "created_at", t.created_at, sizeof t.created_at, false) ||
-            (kind != AL_TENANT_ORG && !text(row, "parent_id", t.parent_id, sizeof t.parent_id, false)) ||
-            (!key && !t.name) || (key && !text(row, "prefix", t.key_prefix, sizeof t.key_prefix, false)) ||
-            (key && !text(row, "revoked_at", t.revoked_at, sizeof t.revoked_at, true))) {
+        if (!al_col_text(row, "id", t.id, sizeof t.id, false) || !al_col_text(row, "created_at", t.created_at, sizeof t.created_at, false) ||
+            (kind != AL_TENANT_ORG && !al_col_text(row, "parent_id", t.parent_id, sizeof t.parent_id, false)) ||
+            (!key && !t.name) || (key && !al_col_text(row, "prefix", t.key_prefix, sizeof t.key_prefix, false)) ||
+            (key && !al_col_text(row, "revoked_at", t.revoked_at, sizeof t.revoked_at, true))) {
             r = al_err(err, "store", EIO, "a stored tenant is malformed");
             break;
         }
