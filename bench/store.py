@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Store benchmark: the same service on SQLite and on PostgreSQL, side by side.
+"""Store benchmark: the same service on SQLite, on PostgreSQL, and as two
+nodes on one PostgreSQL database, side by side.
 
 For each store: runs per second of trivial Python (`pass`) through the API
 with 16 clients (POST /v1/runs?wait=true), request-to-result latency of one
@@ -39,22 +40,27 @@ def free_port():
 
 
 class Node:
-    def __init__(self, store, clients):
-        self.state = tempfile.mkdtemp(prefix="airlock-bench-store-")
+    """One `airlock serve`; with PEER, another node on PEER's store and state."""
+
+    def __init__(self, store, clients, peer=None):
+        self.state = peer.state if peer else tempfile.mkdtemp(prefix="airlock-bench-store-")
         self.store_args = ["--state", self.state] + (["--store", store] if store else [])
-        out = subprocess.run([AIRLOCK, "admin", *self.store_args, "bootstrap"], capture_output=True, text=True,
-                             check=True).stdout
-        self.key = next(w for w in out.split() if w.startswith("al_"))
         self.port = free_port()
-        cfg = os.path.join(self.state, "airlock.conf")
+        cfg = os.path.join(self.state, f"airlock-{self.port}.conf")
         with open(cfg, "w") as f:
             f.write(f"max_concurrent = {clients}\nper_person_concurrency = {clients}\n")
-        # credits are not what is measured: enough for every run
-        org = re.search(r"\borg_\w+", subprocess.run([AIRLOCK, "admin", *self.store_args, "list"], capture_output=True,
-                                                       text=True, check=True).stdout).group(0)
-        subprocess.run([AIRLOCK, "admin", *self.store_args, "credits", "grant", "--org", org, "1000000"],
-                       capture_output=True, check=True)
-        self.log = open(os.path.join(self.state, "serve.log"), "w")
+        if peer:
+            self.key = peer.key
+        else:
+            out = subprocess.run([AIRLOCK, "admin", *self.store_args, "bootstrap"], capture_output=True, text=True,
+                                 check=True).stdout
+            self.key = next(w for w in out.split() if w.startswith("al_"))
+            # credits are not what is measured: enough for every run
+            org = re.search(r"\borg_\w+", subprocess.run([AIRLOCK, "admin", *self.store_args, "list"],
+                                                           capture_output=True, text=True, check=True).stdout).group(0)
+            subprocess.run([AIRLOCK, "admin", *self.store_args, "credits", "grant", "--org", org, "1000000"],
+                           capture_output=True, check=True)
+        self.log = open(os.path.join(self.state, f"serve-{self.port}.log"), "w")
         self.proc = subprocess.Popen([AIRLOCK, "serve", "--config", cfg, "--listen", f"127.0.0.1:{self.port}",
                                       *self.store_args], stdout=self.log, stderr=self.log)
         self.base = f"http://127.0.0.1:{self.port}"
@@ -91,19 +97,29 @@ class Node:
         self.proc.wait(timeout=30)
 
 
-def measure(node, load, clients):
-    st0, busy0 = node.store_cost()
+def cost(group):
+    """Statements and store seconds, summed over the nodes of GROUP."""
+    st, busy = 0.0, 0.0
+    for n in group:
+        a, b = n.store_cost()
+        st, busy = st + a, busy + b
+    return st, busy
+
+
+def measure(group, load, clients):
+    """GROUP: the nodes of one store; clients spread over them."""
+    st0, busy0 = cost(group)
     t = time.perf_counter()
     with cf.ThreadPoolExecutor(clients) as ex:
-        list(ex.map(lambda _: node.run(), range(load)))
+        list(ex.map(lambda i: group[i % len(group)].run(), range(load)))
     wall = time.perf_counter() - t
-    st1, busy1 = node.store_cost()
+    st1, busy1 = cost(group)
     lat = []
-    for _ in range(20):
+    for i in range(20):
         t = time.perf_counter()
-        node.run()
+        group[i % len(group)].run()
         lat.append((time.perf_counter() - t) * 1000)
-    st2, busy2 = node.store_cost()
+    st2, busy2 = cost(group)
     return {"rate": load / wall, "stmts": (st1 - st0) / load, "busy_ms": (busy1 - busy0) * 1000 / load,
             "latency": statistics.median(lat), "busy_ms_1": (busy2 - busy1) * 1000 / 20}
 
@@ -115,19 +131,25 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     cluster = pg_util.cluster()
-    nodes = {"sqlite": Node(None, args.clients), "postgresql": Node(cluster.uri(cluster.new_database("bench")),
-                                                                     args.clients)}
-    results = {k: [] for k in nodes}
+    pg1 = Node(cluster.uri(cluster.new_database("bench")), args.clients)
+    uri2 = cluster.uri(cluster.new_database("bench"))
+    pg2a = Node(uri2, args.clients)
+    pg2b = Node(uri2, args.clients, peer=pg2a)
+    # each node's own box capacity is the clients' half: the two together
+    # have what the single node has
+    groups = {"sqlite": [Node(None, args.clients)], "postgresql": [pg1], "pg 2 nodes": [pg2a, pg2b]}
+    results = {k: [] for k in groups}
     try:
-        for name, n in nodes.items():  # warm-up
-            for _ in range(5):
-                n.run()
+        for g in groups.values():  # warm-up
+            for i in range(6):
+                g[i % len(g)].run()
         for _ in range(args.rounds):
-            for name, n in nodes.items():
-                results[name].append(measure(n, args.load, args.clients))
+            for name, g in groups.items():
+                results[name].append(measure(g, args.load, args.clients))
     finally:
-        for n in nodes.values():
-            n.stop()
+        for g in groups.values():
+            for n in g:
+                n.stop()
     print(f"uname -r: {os.uname().release}   cpus: {os.cpu_count()}   {args.rounds} rounds of {args.load} runs, "
           f"{args.clients} clients, medians; PostgreSQL 15 on a local socket, fsync off")
     print(f"{'store':<11} {'runs/s':>7} {'1-client ms':>11} {'stmts/run':>9} {'store ms/run':>12} "
@@ -139,7 +161,8 @@ def main():
         print(f"{name:<11} {med['rate']:7.1f} {med['latency']:11.1f} {med['stmts']:9.1f} {med['busy_ms_1']:12.2f} "
               f"{share:10.1%}")
     r = {k: statistics.median(x["rate"] for x in v) for k, v in results.items()}
-    print(f"PostgreSQL / SQLite throughput: {r['postgresql'] / r['sqlite']:.2f}")
+    print(f"PostgreSQL / SQLite throughput: {r['postgresql'] / r['sqlite']:.2f}; two PostgreSQL nodes / one: "
+          f"{r['pg 2 nodes'] / r['postgresql']:.2f} (both nodes share this machine's 2 cores)")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@
  * slot wakes the scheduler. SQLite is one node: nothing to tell or hear.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <string.h>
 #include <time.h>
@@ -41,9 +43,39 @@ void al_cluster_notify(al_service *s, const char *channel, const char *run_id) {
         al_service_log(s, "node.notify_failed", json_pack("{s:s, s:s}", "channel", channel, "error", err.msg));
 }
 
+/* Where this node's pid means something: the host's name, this boot of
+ * it and the pid namespace, so that two containers that share a host name
+ * never read each other's pids. */
+static void place(char *buf, size_t len) {
+    char name[128] = "", boot[64] = "";
+    gethostname(name, sizeof name - 1);
+    _cleanup_free_ char *b = NULL;
+    if (al_read_small(AT_FDCWD, "/proc/sys/kernel/random/boot_id", 64, &b, NULL) == 0)
+        snprintf(boot, sizeof boot, "%.*s", (int)strcspn(b, "\n"), b);
+    struct stat st;
+    unsigned long long ns = stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino : 0;
+    snprintf(buf, len, "%s boot:%s pidns:%llu", name, boot, ns);
+}
+
+/* A node in this place whose process is gone is dead now, whatever its
+ * lease says (a restart after kill -9 need not wait for it). A pid taken
+ * by another process since reads as alive: the lease decides then. */
+static void expire_gone_here(al_service *s) {
+    char host[256], ids[64][40];
+    int64_t pids[64];
+    al_error err = { 0 };
+    place(host, sizeof host);
+    int n = al_store_nodes_on_host(s->store, host, s->node_id, ids, pids, 64, &err);
+    for (int i = 0; i < n; i++)
+        if (pids[i] > 0 && kill((pid_t)pids[i], 0) < 0 && errno == ESRCH)
+            al_store_node_expire(s->store, ids[i], &err);
+}
+
 void al_cluster_reap(al_service *s, bool all_others) {
     char now[40], ids[64][40];
     al_error err = { 0 };
+    if (!all_others)
+        expire_gone_here(s);
     if (all_others)
         snprintf(now, sizeof now, "9999-12-31T23:59:59.999Z");
     else
@@ -181,8 +213,8 @@ static void *watch_main(void *p) {
 int al_cluster_start(al_service *s, al_error *err) {
     al_store_new_id("node", s->node_id, sizeof s->node_id);
     s->multi_node = strcmp(al_store_backend_name(s->store), "postgresql") == 0;
-    char host[256] = "", now[40], until[40];
-    gethostname(host, sizeof host - 1);
+    char host[256], now[40], until[40];
+    place(host, sizeof host);
     al_store_now(now, sizeof now);
     time_after((int64_t)s->cfg.node_lease_s * 1000, until, sizeof until);
     int r = al_store_node_join(s->store, s->node_id, host, (int64_t)getpid(), now, until, err);

@@ -94,6 +94,34 @@ fail:
     return r < 0 ? r : -EIO;
 }
 
+int al_store_nodes_on_host(al_store *s, const char *host, const char *self, char (*ret_ids)[40], int64_t *ret_pids,
+                           int max, al_error *err) {
+    json_t *rows = al_store_query(s, err,
+                                  "SELECT id, pid FROM nodes WHERE host = ? AND id != ? AND dead_at IS NULL "
+                                  "AND stopped_at IS NULL ORDER BY id",
+                                  "ss", host, self);
+    if (!rows)
+        return -EIO;
+    int n = 0;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        const char *id = json_string_value(json_object_get(row, "id"));
+        if (!id || strlen(id) >= 40 || n >= max)
+            continue;
+        snprintf(ret_ids[n], 40, "%s", id);
+        ret_pids[n++] = json_integer_value(json_object_get(row, "pid"));
+    }
+    json_decref(rows);
+    return n;
+}
+
+int al_store_node_expire(al_store *s, const char *id, al_error *err) {
+    int r = al_store_exec(s, err, "UPDATE nodes SET lease_until = ? WHERE id = ? AND dead_at IS NULL AND stopped_at IS NULL",
+                          "ss", "0000-00-00T00:00:00.000Z", id);
+    return r < 0 ? r : 0;
+}
+
 int al_store_nodes_forget(al_store *s, const char *before, al_error *err) {
     return al_store_exec(s, err,
                          "DELETE FROM nodes WHERE (stopped_at IS NOT NULL AND stopped_at < ?) OR (dead_at IS NOT NULL AND dead_at < ?)",

@@ -24,6 +24,12 @@ int al_store_node_leave(al_store *s, const char *id, const char *now, al_error *
  * exactly once however many nodes reap at the same time. A dead node's
  * claimed, not yet started runs go back to the queue in the same step. */
 int al_store_nodes_reap(al_store *s, const char *self, const char *now, char (*ret_ids)[40], int max, al_error *err);
+/* The live nodes (not left, not declared dead) on HOST other than SELF:
+ * their ids and pids (at most MAX). */
+int al_store_nodes_on_host(al_store *s, const char *host, const char *self, char (*ret_ids)[40], int64_t *ret_pids,
+                           int max, al_error *err);
+/* End node ID's lease now (it is known to be gone): the next reap declares it dead. */
+int al_store_node_expire(al_store *s, const char *id, al_error *err);
 /* Forget the nodes that left or died before BEFORE: how many. */
 int al_store_nodes_forget(al_store *s, const char *before, al_error *err);
 /* Runs node NODE_ID holds in provisioning or running (at most MAX); NULL:

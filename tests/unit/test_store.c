@@ -331,6 +331,15 @@ static void test_leases(al_store *s) {
     /* a node declared dead cannot renew back to life */
     CHECK(al_store_node_renew(s, "node_a", "2026-01-01T00:01:00.000Z", &err) == 0);
     CHECK(al_store_nodes_alive(s, "2026-01-01T00:00:12.000Z", &err) == 1);
+    /* a node known gone (its process, on this host) is dead at the next reap, lease or not */
+    CHECK(al_store_node_join(s, "node_e", "here", 5, "2026-01-01T00:00:00.000Z", "2026-01-01T01:00:00.000Z", &err) == 0);
+    int64_t pids[8];
+    CHECK(al_store_nodes_on_host(s, "here", "node_b", ids, pids, 8, &err) == 1 && strcmp(ids[0], "node_e") == 0 &&
+          pids[0] == 5);
+    CHECK(al_store_nodes_on_host(s, "elsewhere", "node_b", ids, pids, 8, &err) == 0);
+    CHECK(al_store_nodes_reap(s, "node_b", "2026-01-01T00:00:13.000Z", ids, 8, &err) == 0);
+    CHECK(al_store_node_expire(s, "node_e", &err) == 0);
+    CHECK(al_store_nodes_reap(s, "node_b", "2026-01-01T00:00:13.000Z", ids, 8, &err) == 1 && strcmp(ids[0], "node_e") == 0);
     /* a node never reaps itself */
     CHECK(al_store_nodes_reap(s, "node_b", "2026-01-01T00:10:00.000Z", ids, 8, &err) == 0);
     al_store_close(other);
