@@ -18,6 +18,9 @@
 #include "store/internal.h"
 #include "store/nodes.h"
 #include "store/runs.h"
+#include "store/approvals.h"
+#include "store/audit.h"
+#include "store/governance.h"
 
 static char target[4096];
 static char org[40], ws[40], person[40];
@@ -310,6 +313,132 @@ static void test_run_moves(al_store *s) {
     }
 }
 
+/* ---- approvals, settings, prices, the ledger, the audit chain */
+
+static void test_approvals(al_store *s) {
+    al_error err = { 0 };
+    for (int d = 1; d < _AL_DECISION_MAX; d++)
+        CHECK(al_approval_decision_from_name(al_approval_decision_name((al_approval_decision)d)) == (al_approval_decision)d);
+    CHECK(al_approval_decision_name(AL_DECISION_NONE) == NULL && al_approval_decision_from_name(NULL) == AL_DECISION_NONE);
+    CHECK(al_approval_decision_from_name("maybe") == _AL_DECISION_INVALID);
+    al_store_approval a = { .card = "{\"code\":\"print(1)\"}" }, got;
+    snprintf(a.id, sizeof a.id, "apr_1");
+    snprintf(a.run_id, sizeof a.run_id, "run_a1");
+    snprintf(a.org_id, sizeof a.org_id, "%s", org);
+    snprintf(a.workspace_id, sizeof a.workspace_id, "%s", ws);
+    snprintf(a.hash, sizeof a.hash, "%064d", 7);
+    snprintf(a.requested_at, sizeof a.requested_at, "2026-01-01T00:00:00.000Z");
+    snprintf(a.expires_at, sizeof a.expires_at, "2026-01-01T01:00:00.000Z");
+    CHECK(al_store_approval_insert(s, &a, &err) == 0);
+    CHECK(al_store_approval_insert(s, &a, &err) == -EEXIST); /* one request a run */
+    CHECK(al_store_approval_get(s, "run_nosuch", &got, &err) == -ENOENT);
+    CHECK(al_store_approval_get(s, "run_a1", &got, &err) == 0 && got.decision == AL_DECISION_NONE &&
+          strcmp(got.card, a.card) == 0 && strcmp(got.hash, a.hash) == 0 && !got.decided_by[0] && !got.reason);
+    al_store_approval_done(&got);
+    /* past its expiry it cannot be approved; then decided once */
+    CHECK(al_store_approval_decide(s, "run_a1", AL_DECISION_APPROVED, person, "2026-01-01T02:00:00.000Z", "", 
+                                   "2026-01-01T02:00:00.000Z", &err) == 0);
+    CHECK(al_store_approval_decide(s, "run_a1", AL_DECISION_APPROVED, person, "2026-01-01T00:10:00.000Z", "ok",
+                                   "2026-01-01T00:10:00.000Z", &err) == 1);
+    CHECK(al_store_approval_decide(s, "run_a1", AL_DECISION_DENIED, person, "2026-01-01T00:11:00.000Z", "no", NULL, &err) ==
+          0);
+    CHECK(al_store_approval_get(s, "run_a1", &got, &err) == 0 && got.decision == AL_DECISION_APPROVED &&
+          strcmp(got.decided_by, person) == 0 && got.reason && strcmp(got.reason, "ok") == 0);
+    al_store_approval_done(&got);
+}
+
+static void test_settings_and_ledger(al_store *s) {
+    al_error err = { 0 };
+    al_store_settings st;
+    CHECK(al_store_settings_get(s, ws, &st, &err) == 0 && !st.has_row && !st.has_price);
+    al_store_settings_done(&st);
+    CHECK(al_store_settings_put(s, ws, "{\"timeout_s\":30}", "{}", "2026-01-01T00:00:00.000Z", &err) == 0);
+    CHECK(al_store_settings_put(s, ws, "{\"timeout_s\":40}", "{\"k\":\"v\"}", "2026-01-01T00:00:01.000Z", &err) == 0);
+    CHECK(al_store_price_set(s, ws, 9, &err) == 0);
+    CHECK(al_store_price_set(s, "ws_nosuch", 9, &err) == -ENOENT);
+    CHECK(al_store_settings_get(s, ws, &st, &err) == 0 && st.has_row && st.has_price && st.price_per_run == 9 &&
+          strcmp(st.settings, "{\"timeout_s\":40}") == 0 && strcmp(st.secrets, "{\"k\":\"v\"}") == 0);
+    al_store_settings_done(&st);
+    int64_t b = -1;
+    CHECK(al_store_credit_balance(s, org, &b, &err) == 0 && b == balance(s));
+    al_store_ledger_entry *e = NULL;
+    size_t n = 0;
+    al_store_ledger_filter f = { .org_id = org, .limit = 1000 };
+    CHECK(al_store_ledger_list(s, &f, &e, &n, &err) == 0 && n > 0);
+    /* newest first, and the balance after the newest is the balance */
+    int64_t sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += e[i].amount;
+    CHECK(n > 0 && e[0].balance_after == b && sum == b);
+    for (size_t i = 1; i < n; i++)
+        CHECK(e[i - 1].seq > e[i].seq);
+    free(e);
+}
+
+/* The seal a test gives: any function of what the store set. */
+static int test_seal(al_store_audit_event *ev, void *userdata, al_error *err) {
+    (void)userdata, (void)err;
+    snprintf(ev->hash, sizeof ev->hash, "%016llx%048d", (unsigned long long)ev->seq * 2654435761u, 0);
+    return 0;
+}
+
+#define AUDITORS 4
+static void *audit_loop(void *arg) {
+    (void)arg;
+    al_store *s = open_store();
+    al_error err = { 0 };
+    for (int i = 0; i < 20; i++) {
+        al_store_audit_event ev = { .data = "{}" };
+        snprintf(ev.workspace_id, sizeof ev.workspace_id, "%s", ws);
+        snprintf(ev.org_id, sizeof ev.org_id, "%s", org);
+        snprintf(ev.kind, sizeof ev.kind, "test.event");
+        snprintf(ev.created_at, sizeof ev.created_at, "2026-01-01T00:00:00.000Z");
+        if (al_store_audit_append(s, &ev, test_seal, NULL, &err) < 0)
+            fprintf(stderr, "audit append: %s\n", err.msg);
+    }
+    al_store_close(s);
+    return NULL;
+}
+
+struct chain_walk {
+    int64_t n, last_seq;
+    char last_hash[65];
+    bool broken, malformed;
+};
+
+static int walk(const al_store_audit_event *ev, bool malformed, void *userdata) {
+    struct chain_walk *w = userdata;
+    w->malformed |= malformed;
+    if (ev->seq != w->last_seq + 1 || strcmp(ev->prev_hash, w->last_seq ? w->last_hash : AL_AUDIT_GENESIS) != 0)
+        w->broken = true;
+    w->last_seq = ev->seq;
+    snprintf(w->last_hash, sizeof w->last_hash, "%s", ev->hash);
+    w->n++;
+    return 0;
+}
+
+/* Writers on several connections (nodes) make one unbroken chain. */
+static void test_audit_chain(al_store *s) {
+    pthread_t t[AUDITORS];
+    for (int i = 0; i < AUDITORS; i++)
+        pthread_create(&t[i], NULL, audit_loop, NULL);
+    for (int i = 0; i < AUDITORS; i++)
+        pthread_join(t[i], NULL);
+    al_error err = { 0 };
+    struct chain_walk w = { 0 };
+    CHECK(al_store_audit_chain(s, ws, walk, &w, &err) == 0);
+    CHECK(w.n == AUDITORS * 20 && !w.broken && !w.malformed);
+    al_store_audit_events l;
+    al_store_audit_filter f = { .workspace_id = ws, .kind = "test.event", .before_seq = INT64_MAX, .limit = 5 };
+    CHECK(al_store_audit_list(s, &f, &l, &err) == 0 && l.n == 5 && l.v[0].seq == AUDITORS * 20 && l.v[4].seq == AUDITORS * 20 - 4);
+    al_store_audit_events_free(&l);
+    /* a tampered link is seen */
+    CHECK(al_store_exec(s, &err, "UPDATE audit_events SET prev_hash = ? WHERE workspace_id = ? AND seq = 7", "ss",
+                        AL_AUDIT_GENESIS, ws) == 1);
+    w = (struct chain_walk){ 0 };
+    CHECK(al_store_audit_chain(s, ws, walk, &w, &err) == 0 && w.broken);
+}
+
 /* ---- nodes: leases, the shared queue, notifications */
 
 static void test_leases(al_store *s) {
@@ -509,6 +638,9 @@ int main(int argc, char **argv) {
     test_units_of_work(s);
     test_idempotency(s);
     test_concurrent_credits(s);
+    test_approvals(s);
+    test_settings_and_ledger(s);
+    test_audit_chain(s);
     test_run_states();
     test_leases(s);
     test_run_moves(s);
