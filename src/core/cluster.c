@@ -139,6 +139,20 @@ static void asked_cancels(al_service *s) {
         al_service_cancel_local(s, ids[i]);
 }
 
+/* This node's runs that the store still calls active but no runner of
+ * it holds: their end could not be written (the store was away when they
+ * ended). They end as error (lost) and are refunded, once; a run is active
+ * in the store only after its runner holds it, and its runner lets go only
+ * after writing its end. */
+static void unheld_here(al_service *s) {
+    char ids[256][40];
+    al_error err = { 0 };
+    int n = al_store_node_runs(s->store, s->node_id, ids, 256, &err);
+    for (int i = 0; i < n; i++)
+        if (!al_service_is_active(s, ids[i]))
+            al_service_lose_run(s, ids[i], "its end could not be recorded: the store was unreachable when it ended");
+}
+
 void al_cluster_tick(al_service *s) {
     uint64_t now = al_now_ms();
     if (now < s->next_reap_ms)
@@ -146,6 +160,7 @@ void al_cluster_tick(al_service *s) {
     s->next_reap_ms = now + (uint64_t)s->cfg.node_lease_s * 250;
     if (s->multi_node)
         asked_cancels(s);
+    unheld_here(s);
     al_cluster_reap(s, false);
 }
 

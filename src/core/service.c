@@ -387,6 +387,15 @@ int64_t al_runs_pending_input_bytes(al_service *s, const char *org_id) {
     return b;
 }
 
+bool al_service_is_active(al_service *s, const char *run_id) {
+    pthread_mutex_lock(&s->mu);
+    bool found = false;
+    for (active_run *a = s->active; a && !found; a = a->next)
+        found = strcmp(a->run_id, run_id) == 0;
+    pthread_mutex_unlock(&s->mu);
+    return found;
+}
+
 bool al_service_cancel_local(al_service *s, const char *run_id) {
     pthread_mutex_lock(&s->mu);
     for (active_run *a = s->active; a; a = a->next) {

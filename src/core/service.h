@@ -133,6 +133,8 @@ int al_service_queue_room(al_service *s, const char *person_id, const char *org_
 /* 1 when it was queued or running and is now being canceled; 0 if ended.
  * A run active on another node is asked there. */
 int al_service_cancel(al_service *s, const char *run_id);
+/* Whether this node's runner holds RUN_ID. */
+bool al_service_is_active(al_service *s, const char *run_id);
 /* Cancel RUN_ID if this node runs its box: whether it does. */
 bool al_service_cancel_local(al_service *s, const char *run_id);
 /* The cap a run of a workspace whose concurrency is WORKSPACE_CAP runs under. */
