@@ -459,6 +459,9 @@ def test_inputs_removed_when_an_approval_expires(service):
     assert (d / "in" / "data.bin").exists()
     done = member.wait_state(run["id"], GOV_TERMINAL, timeout=60)
     assert done["state"] == "denied" and done["error"]["code"] == "expired", done
+    # the sweep moves the run to denied, then drops its inputs, then
+    # publishes its result: the result is the point they are gone by
+    assert member.events(run["id"], timeout=30)[-1][1] == "result"
     assert not d.exists(), "an expired run's inputs stay on disk"
 
 
