@@ -132,6 +132,9 @@ typedef struct al_box_result {
     size_t n_skipped;
     al_controls controls;
     pid_t init_pid;               /* host pid of the box's PID 1 */
+    char driver[16];              /* "" (native) or "docker" */
+    char engine_runtime[16];      /* docker: "runc" or "runsc" */
+    char engine_image[80];        /* docker: the image id it ran on */
     char cgroup_path[256];
     al_error error;               /* set when reason == AL_REASON_ERROR */
 } al_box_result;

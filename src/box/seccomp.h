@@ -3,6 +3,7 @@
 #pragma once
 
 #include <linux/filter.h>
+#include <stdint.h>
 
 #include "../util/util.h"
 
@@ -15,6 +16,14 @@ typedef struct al_seccomp_prog {
         unsigned short len;
     } f[2];
 } al_seccomp_prog;
+
+/* The policy as rules, for whatever renders it: each rule of filter 0
+ * (default EPERM) or 1 (default allow) is given to EMIT with libseccomp's
+ * action and argument comparisons (header types only). */
+struct scmp_arg_cmp;
+typedef int (*al_seccomp_emit)(void *ud, uint32_t action, const char *name, unsigned n,
+                               const struct scmp_arg_cmp *cmp, al_error *err);
+int al_seccomp_rules(int filter, al_seccomp_emit emit, void *ud, al_error *err);
 
 /* Compile the policy with libseccomp (build time and tests). */
 int al_seccomp_compile(al_seccomp_prog *ret, al_error *err);

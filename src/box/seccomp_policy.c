@@ -88,8 +88,11 @@ static const char *const enosys[] = {
 #define NS_FLAGS (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | \
                   CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET)
 
-static int add(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned n,
-               const struct scmp_arg_cmp *cmp, al_error *err) {
+/* The libseccomp sink: a name this libseccomp or architecture does not
+ * know is skipped (too new, or not on this ABI). */
+static int add_ctx(void *ud, uint32_t action, const char *name, unsigned n, const struct scmp_arg_cmp *cmp,
+                   al_error *err) {
+    scmp_filter_ctx ctx = ud;
     int nr = seccomp_syscall_resolve_name(name);
     if (nr == __NR_SCMP_ERROR)
         return 0; /* not on this architecture or too new for libseccomp */
@@ -99,7 +102,8 @@ static int add(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned 
     return 0;
 }
 
-static int build(scmp_filter_ctx ctx, al_error *err) {
+/* The first filter's rules, each given to ADD (default action: EPERM). */
+static int rules_allow(al_seccomp_emit add, void *ctx, al_error *err) {
     int r;
     for (size_t i = 0; i < ELEMENTSOF(allowed); i++)
         if ((r = add(ctx, SCMP_ACT_ALLOW, allowed[i], 0, NULL, err)) < 0)
@@ -147,7 +151,7 @@ static int build(scmp_filter_ctx ctx, al_error *err) {
 /* ioctl TIOCSTI / TIOCLINUX: comparing only the low 32 bits of the command,
  * because the kernel ignores the high ones and a 64-bit compare is bypassed
  * by setting them (CVE-2019-7303, CVE-2019-10063). */
-static int build_ioctl(scmp_filter_ctx ctx, al_error *err) {
+static int rules_ioctl(al_seccomp_emit add, void *ctx, al_error *err) {
     static const uint32_t cmds[] = { TIOCSTI, TIOCLINUX };
     for (size_t i = 0; i < ELEMENTSOF(cmds); i++) {
         struct scmp_arg_cmp c[] = { SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xffffffffULL, cmds[i]) };
@@ -182,7 +186,11 @@ static int export(scmp_filter_ctx ctx, struct sock_filter **ret, unsigned short 
     return 0;
 }
 
-static int compile_one(uint32_t def, int (*fn)(scmp_filter_ctx, al_error *), struct sock_filter **ret,
+int al_seccomp_rules(int filter, al_seccomp_emit emit, void *ud, al_error *err) {
+    return filter == 0 ? rules_allow(emit, ud, err) : rules_ioctl(emit, ud, err);
+}
+
+static int compile_one(uint32_t def, int filter, struct sock_filter **ret,
                        unsigned short *ret_len, al_error *err) {
     scmp_filter_ctx ctx = seccomp_init(def);
     if (!ctx)
@@ -193,7 +201,7 @@ static int compile_one(uint32_t def, int (*fn)(scmp_filter_ctx, al_error *), str
     if (r < 0)
         r = al_err(err, "seccomp", r, "filter attributes: %s", strerror(-r));
     if (r == 0)
-        r = fn(ctx, err);
+        r = al_seccomp_rules(filter, add_ctx, ctx, err);
     if (r == 0)
         r = export(ctx, ret, ret_len, err);
     seccomp_release(ctx);
@@ -202,9 +210,9 @@ static int compile_one(uint32_t def, int (*fn)(scmp_filter_ctx, al_error *), str
 
 int al_seccomp_compile(al_seccomp_prog *ret, al_error *err) {
     memset(ret, 0, sizeof *ret);
-    int r = compile_one(SCMP_ACT_ERRNO(EPERM), build, &ret->f[0].insns, &ret->f[0].len, err);
+    int r = compile_one(SCMP_ACT_ERRNO(EPERM), 0, &ret->f[0].insns, &ret->f[0].len, err);
     if (r == 0)
-        r = compile_one(SCMP_ACT_ALLOW, build_ioctl, &ret->f[1].insns, &ret->f[1].len, err);
+        r = compile_one(SCMP_ACT_ALLOW, 1, &ret->f[1].insns, &ret->f[1].len, err);
     if (r < 0)
         al_seccomp_prog_free(ret);
     return r;

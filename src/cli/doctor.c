@@ -1,6 +1,9 @@
 #include <string.h>
 
 #include "../box/doctor.h"
+#ifdef AIRLOCK_SERVER
+#include "../docker/docker.h"
+#endif
 #include "../image/image.h"
 #include "cli.h"
 #include "../proxy/policy.h"
@@ -21,18 +24,66 @@ static json_t *network_badges(const al_doctor_item *items, size_t n) {
     return o;
 }
 
+#ifdef AIRLOCK_SERVER
+/* `airlock doctor --driver docker`: what a container of this daemon and
+ * runtime enforces, control by control, and whether the daemon answers. */
+static int doctor_docker(const char *runtime, bool json) {
+    al_docker_runtime rt = AL_DOCKER_RUNC;
+    if (runtime && al_docker_runtime_from_name(runtime, &rt) < 0) {
+        fprintf(stderr, "airlock doctor: --runtime %s: want runc or runsc\n", runtime);
+        return 125;
+    }
+    json_t *caps = al_docker_capabilities(NULL, rt);
+    if (json) {
+        json_t *doc = json_pack("{s:s, s:s, s:o}", "driver", "docker", "runtime", al_docker_runtime_name(rt),
+                                "controls", caps);
+        char *s = json_dumps(doc, JSON_INDENT(2));
+        printf("%s\n", s);
+        free(s);
+        json_decref(doc);
+    } else {
+        printf("driver: docker, runtime %s\n%-14s %-22s %s\n", al_docker_runtime_name(rt), "CONTROL", "LEVEL", "DETAIL");
+        const char *k;
+        json_t *v;
+        json_object_foreach(caps, k, v) printf("%-14s %-22s %s\n", k, json_string_value(json_object_get(v, "level")),
+                                               json_string_value(json_object_get(v, "detail")));
+        json_decref(caps);
+    }
+    return 0;
+}
+#endif
+
 int cli_doctor(int argc, char **argv) {
     bool json = false;
+    const char *driver = "native", *runtime = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = true;
+        } else if (i + 1 < argc && strcmp(argv[i], "--driver") == 0) {
+            driver = argv[++i];
+        } else if (i + 1 < argc && strcmp(argv[i], "--runtime") == 0) {
+            runtime = argv[++i];
         } else {
             bool help = strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
             if (!help)
                 fprintf(stderr, "airlock doctor: unknown option %s\n", argv[i]);
-            fprintf(help ? stdout : stderr, "usage: airlock doctor [--json]   what this host enforces, control by control\n");
+            fprintf(help ? stdout : stderr, "usage: airlock doctor [--json] [--driver native|docker [--runtime runc|runsc]]\n"
+                                            "  what this host (or driver) enforces, control by control\n");
             return help ? 0 : 125;
         }
+    }
+    if (strcmp(driver, "docker") == 0) {
+#ifdef AIRLOCK_SERVER
+        return doctor_docker(runtime, json);
+#else
+        fprintf(stderr, "airlock doctor: --driver docker is airlock-server's\n");
+        return 125;
+#endif
+    }
+    if (strcmp(driver, "native") != 0 || runtime) {
+        fprintf(stderr, "airlock doctor: --driver %s%s: want native, or docker with --runtime runc|runsc\n", driver,
+                runtime ? " --runtime" : "");
+        return 125;
     }
     al_doctor_item items[AL_DOCTOR_MAX];
     size_t n = al_doctor(items);

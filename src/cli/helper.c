@@ -15,7 +15,9 @@
  *    "args": [strings] (optional), "stdin_path": host file (optional),
  *    "network": policy, as `airlock run --net` takes it (optional: offline),
  *    "skill_dir": host dir bound read-only at /skill, "script": the path in
- *    the box to run instead of the code (both optional: a skill's run)}
+ *    the box to run instead of the code (both optional: a skill's run),
+ *    "driver": "docker" with "docker_socket" and "docker_runtime" (runc,
+ *    runsc) to run it in a container instead (airlock-server only)}
  * The result carries "network": {policy, mode, egress: [...], egress_dropped}.
  */
 #include <fcntl.h>
@@ -24,6 +26,9 @@
 #include <sys/epoll.h>
 
 #include "../box/runtime_ro.h"
+#ifdef AIRLOCK_SERVER
+#include "../docker/docker.h"
+#endif
 #include "../image/image.h"
 #include "../lang/lang.h"
 #include "cli.h"
@@ -186,7 +191,39 @@ int cli_helper(int argc, char **argv) {
         .on_listener = on_listener,
     };
     al_box_result res;
-    al_box_run(&cfg, &res);
+    const char *driver = json_string_value(json_object_get(job, "driver"));
+    if (driver && strcmp(driver, "docker") == 0) {
+#ifdef AIRLOCK_SERVER
+        al_docker_opts o = { .socket = json_string_value(json_object_get(job, "docker_socket")),
+                             .runtime = AL_DOCKER_RUNC };
+        const char *rt = json_string_value(json_object_get(job, "docker_runtime"));
+        if (rt && al_docker_runtime_from_name(rt, &o.runtime) < 0) {
+            json_decref(job);
+            return fail("job", "docker_runtime: want runc or runsc");
+        }
+        if (skill_dir && script) {
+            json_decref(job);
+            return fail("driver", "skills run on the native driver; the docker driver does not mount a skill's "
+                                  "bundle yet");
+        }
+        if (!img_dir || !img_digest) {
+            json_decref(job);
+            return fail("driver", "the docker driver runs on an image, not the host's /usr: give the workspace "
+                                  "an image (default)");
+        }
+        o.image_dir = ir.root;
+        o.image_digest = img_digest;
+        al_docker_run(&o, &cfg, &res);
+#else
+        json_decref(job);
+        return fail("driver", "the docker driver runs in airlock-server helper");
+#endif
+    } else if (driver && strcmp(driver, "native") != 0) {
+        json_decref(job);
+        return fail("job", "unknown driver");
+    } else {
+        al_box_run(&cfg, &res);
+    }
     json_t *network = cli_net_finish(net, &res);
     json_t *doc = cli_result_json(&res, cfg.runtime);
     if (doc)

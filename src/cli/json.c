@@ -122,6 +122,13 @@ json_t *cli_result_json(const al_box_result *r, const al_runtime *rt) {
     for (int i = 0; doc && i < 2; i++)
         if (!text_exact(r->out[i] ? r->out[i] : "", r->out_len[i]))
             json_object_set_new(doc, i ? "stderr_base64" : "stdout_base64", cli_base64(r->out[i], r->out_len[i]));
+    /* which driver ran it, and for a container which runtime and image */
+    json_t *box = json_object_get(doc, "box");
+    json_object_set_new(box, "driver", json_string(r->driver[0] ? r->driver : "native"));
+    if (r->driver[0]) {
+        json_object_set_new(box, "engine_runtime", json_string(r->engine_runtime));
+        json_object_set_new(box, "engine_image", json_string(r->engine_image));
+    }
     if (doc && r->reason == AL_REASON_ERROR)
         json_object_set_new(doc, "error", json_pack("{s:s, s:i, s:s}", "step", r->error.step, "errno", r->error.err,
                                                     "message", r->error.msg));

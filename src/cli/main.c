@@ -27,6 +27,25 @@ static int hand_over(char **argv) {
 }
 #endif
 
+#ifndef AIRLOCK_SERVER
+/* Whether `airlock run`'s options (before its script) name a driver that
+ * lives in airlock-server (docker: libcurl, which a native box never
+ * loads). */
+static bool run_needs_server(int argc, char **argv) {
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0 || strcmp(a, "-c") == 0 || a[0] != '-' || a[1] == '\0')
+            return false;
+        if (strcmp(a, "--json") == 0 || strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+            continue;
+        if (i + 1 < argc && strcmp(a, "--driver") == 0 && strcmp(argv[i + 1], "native") != 0)
+            return true;
+        i++;
+    }
+    return false;
+}
+#endif
+
 bool cli_help_asked(int argc, char **argv) {
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
@@ -51,6 +70,12 @@ int main(int argc, char **argv) {
     if (argc < 2)
         return usage(stderr);
     const char *cmd = argv[1];
+#ifndef AIRLOCK_SERVER
+    if (strcmp(cmd, "run") == 0 && run_needs_server(argc, argv))
+        return hand_over(argv);
+    if (strcmp(cmd, "doctor") == 0 && run_needs_server(argc, argv))
+        return hand_over(argv);
+#endif
     if (strcmp(cmd, "run") == 0)
         return cli_run(argc - 1, argv + 1);
     if (strcmp(cmd, "doctor") == 0)

@@ -8,6 +8,9 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 
+#ifdef AIRLOCK_SERVER
+#include "../docker/docker.h"
+#endif
 #include "../image/image.h"
 #include "../lang/lang.h"
 #include "cli.h"
@@ -31,7 +34,8 @@ char *const cli_box_env[] = {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: airlock run [--lang L] [--in PATH]... [--out DIR] [--timeout S] [--memory SIZE]\n"
-               "                   [--cpus N] [--pids N] [--json] ... (FILE | -c CODE) [ARGS...]\n"
+               "                   [--cpus N] [--pids N] [--driver native|docker] [--runtime runc|runsc]\n"
+               "                   [--json] ... (FILE | -c CODE) [ARGS...]\n"
                "see docs/cli.md for every option\n");
 }
 
@@ -108,7 +112,7 @@ int cli_run(int argc, char **argv) {
         { "--max-depth", &lim.max_depth, 1, 64, K_COUNT },
     };
     const char *lang_name = NULL, *code = NULL, *file = NULL, *out_dir = NULL, *stdin_path = NULL, *image = NULL;
-    const char *net_spec = NULL;
+    const char *net_spec = NULL, *driver = "native", *engine_runtime = NULL;
     const char *inputs[MAX_INPUTS];
     size_t n_inputs = 0;
     bool json = false;
@@ -154,6 +158,12 @@ int cli_run(int argc, char **argv) {
             image = v;
         } else if (strcmp(a, "--net") == 0) {
             net_spec = v;
+        } else if (strcmp(a, "--driver") == 0) {
+            if (strcmp(v, "native") != 0 && strcmp(v, "docker") != 0)
+                return usage_error("--driver %s: want native or docker", v);
+            driver = v;
+        } else if (strcmp(a, "--runtime") == 0) {
+            engine_runtime = v;
         } else {
             bound *b = NULL;
             for (size_t k = 0; k < ELEMENTSOF(bounds); k++)
@@ -186,6 +196,24 @@ int cli_run(int argc, char **argv) {
     size_t n_args = (size_t)(argc - i);
     if (n_args > MAX_ARGS)
         return usage_error("too many script arguments (at most 1024)");
+
+    bool docker = strcmp(driver, "docker") == 0;
+    if (engine_runtime && !docker)
+        return usage_error("--runtime %s is the docker driver's (--driver docker)", engine_runtime);
+#ifdef AIRLOCK_SERVER
+    al_docker_opts dopts = { .runtime = AL_DOCKER_RUNC };
+    if (engine_runtime && al_docker_runtime_from_name(engine_runtime, &dopts.runtime) < 0)
+        return usage_error("--runtime %s: want runc or runsc", engine_runtime);
+#else
+    if (docker)
+        return usage_error("--driver docker runs in airlock-server (beside airlock)");
+#endif
+    /* a container runs on an image: airlock's default unless named */
+    if (docker && (!image || strcmp(image, "host") == 0)) {
+        if (image)
+            return usage_error("--driver docker runs on an image, not the host's /usr (--image default)");
+        image = "default";
+    }
 
     const al_lang *lang = NULL;
     if (lang_name) {
@@ -292,7 +320,15 @@ int cli_run(int argc, char **argv) {
         .on_listener = on_listener,
     };
     al_box_result res;
-    int r = al_box_run(&cfg, &res);
+    int r;
+#ifdef AIRLOCK_SERVER
+    if (docker) {
+        dopts.image_dir = ir.root;
+        dopts.image_digest = ir.digest;
+        r = al_docker_run(&dopts, &cfg, &res);
+    } else
+#endif
+        r = al_box_run(&cfg, &res);
     json_t *network = cli_net_finish(&ud->net, &res);
     int status;
     if (r < 0 || res.reason == AL_REASON_ERROR)

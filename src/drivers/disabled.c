@@ -32,6 +32,8 @@ const al_driver_ops al_driver_disabled = {
 const al_driver_ops *al_driver_by_name(const char *name) {
     if (strcmp(name, "native") == 0)
         return &al_driver_native;
+    if (strcmp(name, "docker") == 0)
+        return &al_driver_docker;
     if (strcmp(name, "disabled") == 0)
         return &al_driver_disabled;
     return NULL;

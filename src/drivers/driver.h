@@ -31,6 +31,17 @@ typedef struct al_driver_ops {
 } al_driver_ops;
 
 extern const al_driver_ops al_driver_native;
+extern const al_driver_ops al_driver_docker;
 extern const al_driver_ops al_driver_disabled;
+
+/* The docker driver's daemon and runtime, for the whole process (the
+ * service's configuration, set once before any run): SOCKET NULL for
+ * DOCKER_HOST or /var/run/docker.sock, RUNTIME "runc" or "runsc". */
+int al_driver_docker_configure(const char *socket, const char *runtime, al_error *err);
+
+/* The helper process both boxes run in (native.c). */
+int al_driver_helper_start(const char *self_exe, const char *job, al_driver_run *ret, al_error *err);
+int al_driver_helper_cancel(al_driver_run *r);
+int al_driver_helper_wait(al_driver_run *r);
 
 const al_driver_ops *al_driver_by_name(const char *name);

@@ -29,7 +29,9 @@ static int native_probe(al_error *err) {
     return 0;
 }
 
-static int native_start(const char *self_exe, const char *job, al_driver_run *ret, al_error *err) {
+/* Start SELF_EXE helper with JOB: the native driver's and the docker
+ * driver's (whose helper is airlock-server's) one way to run a job. */
+int al_driver_helper_start(const char *self_exe, const char *job, al_driver_run *ret, al_error *err) {
     int in[2], out[2];
     if (pipe2(in, O_CLOEXEC) < 0)
         return al_err(err, "driver", errno, "pipe: %m");
@@ -81,12 +83,16 @@ static int native_start(const char *self_exe, const char *job, al_driver_run *re
     return 0;
 }
 
-static int native_cancel(al_driver_run *r) {
+static int native_start(const char *self_exe, const char *job, al_driver_run *ret, al_error *err) {
+    return al_driver_helper_start(self_exe, job, ret, err);
+}
+
+int al_driver_helper_cancel(al_driver_run *r) {
     /* the helper turns SIGTERM into a clean kill of the box */
     return r->pid > 0 && kill(r->pid, SIGTERM) < 0 ? -errno : 0;
 }
 
-static int native_wait(al_driver_run *r) {
+int al_driver_helper_wait(al_driver_run *r) {
     int st = 0;
     if (r->pid > 0) {
         while (waitpid(r->pid, &st, 0) < 0 && errno == EINTR)
@@ -109,6 +115,6 @@ const al_driver_ops al_driver_native = {
     .capabilities = native_capabilities,
     .probe = native_probe,
     .start = native_start,
-    .cancel = native_cancel,
-    .wait = native_wait,
+    .cancel = al_driver_helper_cancel,
+    .wait = al_driver_helper_wait,
 };

@@ -1,0 +1,1124 @@
+/* The Docker box: see docker.h. One run:
+ *   image (loaded once) -> two uids of the run's own (holder, script) ->
+ *   create + start the holder container -> stage /work (+ the image's /tmp
+ *   seed) through a tar exec -> the script as an exec, streamed, under the
+ *   wall clock and the output caps -> every process of the script's uid
+ *   killed -> /out read back through a tar exec -> the container removed.
+ */
+#include "docker.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/pidfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <dirent.h>
+
+#include "../box/cgroup.h"
+#include "../box/collect.h"
+#include "../box/stage.h"
+#include "../box/uidpool.h"
+#include "seccomp_docker.h"
+
+#define LABEL_BOX "dev.airlock.box"
+#define LABEL_UID "dev.airlock.uid"
+/* after a kill, how long until the script's processes must be gone */
+#define KILL_GRACE_MS 5000
+#define PIDS_TICK_MS 250
+#define PIDS_STREAK 4
+/* host threads gVisor's sandbox (Sentry, gofer) takes beyond the script's */
+#define RUNSC_PIDS_OVERHEAD 256
+/* this close to that cap when it died: it died of the cap */
+#define RUNSC_PIDS_NEAR 64
+/* after the script's main process ended, how long its output may drain */
+#define DRAIN_MS 1000
+/* bytes a tar of /out may take beyond its files: a header and padding per
+ * entry, and the end blocks */
+#define TAR_PER_ENTRY 1536
+
+static const char *const runtime_names[_AL_DOCKER_RUNTIME_MAX] = { "runc", "runsc" };
+const char *al_docker_runtime_name(al_docker_runtime r) { return r < _AL_DOCKER_RUNTIME_MAX ? runtime_names[r] : "?"; }
+int al_docker_runtime_from_name(const char *name, al_docker_runtime *ret) {
+    for (int i = 0; i < _AL_DOCKER_RUNTIME_MAX; i++)
+        if (strcmp(name, runtime_names[i]) == 0) {
+            *ret = (al_docker_runtime)i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+char *al_docker_seccomp_profile(al_error *err) {
+    char *s = strdup(al_seccomp_docker_json);
+    if (!s)
+        al_err(err, "seccomp", ENOMEM, "out of memory");
+    return s;
+}
+
+typedef struct dbox {
+    const al_docker_opts *o;
+    const al_box_config *cfg;
+    al_box_result *res;
+    al_engine e;
+    bool engine_open;
+    char id[80];                  /* the container */
+    uid_t holder, uid;
+    int holder_lock, uid_lock;
+    pid_t init_pid;
+    char cg_pids[512], cg_mem[512], cg_cpu[512]; /* its cgroup dirs on this host ("" unknown) */
+    char scratch[64];             /* our tmpfs: stage and collect */
+    bool scratch_mounted, unshared;
+    uint64_t pids_hits_seen, pids_current_seen; /* the host cgroup's, last read */
+} dbox;
+
+/* ---- the container's cgroup, read from this host ---- */
+
+/* DIR of controller CTRL for PID from /proc/PID/cgroup (v1 lines
+ * "N:ctrl[,ctrl]:/path"). */
+static void cgroup_dir(pid_t pid, const char *ctrl, const char *mount, char *ret, size_t len) {
+    ret[0] = '\0';
+    char p[64], line[1024];
+    snprintf(p, sizeof p, "/proc/%d/cgroup", (int)pid);
+    _cleanup_fclose_ FILE *f = fopen(p, "re");
+    while (f && fgets(line, sizeof line, f)) {
+        char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+        if (!b)
+            continue;
+        *b = '\0';
+        bool match = false;
+        for (char *t = strtok(a + 1, ","); t; t = strtok(NULL, ","))
+            match |= strcmp(t, ctrl) == 0;
+        if (!match)
+            continue;
+        b[1 + strcspn(b + 1, "\n")] = '\0';
+        if (strstr(b + 1, ".."))
+            return;
+        snprintf(ret, len, "/sys/fs/cgroup/%s%s", mount, b + 1);
+        return;
+    }
+}
+
+/* ---- processes of the script's uid ---- */
+
+static bool proc_uid_is(pid_t pid, uid_t uid) {
+    char p[64], line[256];
+    snprintf(p, sizeof p, "/proc/%d/status", (int)pid);
+    _cleanup_fclose_ FILE *f = fopen(p, "re");
+    unsigned r = 0, e = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Uid: %u %u", &r, &e) == 2)
+            return r == uid || e == uid;
+    return false;
+}
+
+/* SIGKILL every process of the container's cgroup that runs as the
+ * script's uid (the holder, another uid, lives on so /out can be read);
+ * by pidfd, so a pid reused meanwhile is not hit. Returns how many were
+ * alive. Only where the script's processes are this host's (runc). */
+static int kill_script_procs(dbox *b) {
+    if (!b->cg_pids[0])
+        return -ENOENT;
+    char p[600];
+    snprintf(p, sizeof p, "%s/cgroup.procs", b->cg_pids);
+    _cleanup_fclose_ FILE *f = fopen(p, "re");
+    if (!f)
+        return -errno;
+    int n = 0, pid;
+    while (fscanf(f, "%d", &pid) == 1) {
+        int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (fd < 0)
+            continue;
+        if (proc_uid_is(pid, b->uid)) {
+            syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+            n++;
+        }
+        close(fd);
+    }
+    return n;
+}
+
+static int kill_inside(struct dbox *b);
+
+/* Kill every process of the script: from this host by cgroup and uid under
+ * runc; under gVisor, whose processes are not this host's, from inside. */
+static void kill_container(dbox *b);
+static void kill_script(dbox *b) {
+    if (b->o->runtime != AL_DOCKER_RUNSC)
+        kill_script_procs(b);
+    else if (kill_inside(b) < 0)
+        kill_container(b); /* and /out with it: the result says so */
+}
+
+/* ---- container calls ---- */
+
+static int call_ok(dbox *b, const char *method, const char *path, json_t *body, json_t **ret, al_error *err) {
+    int st = al_engine_call(&b->e, method, path, body, ret, err);
+    json_decref(body);
+    if (st < 0)
+        return st;
+    if (st >= 300)
+        return -EIO; /* ERR says what Docker said */
+    return st;
+}
+
+static json_t *tmpfs_opts(const al_box_limits *l, uid_t uid, const char *mode) {
+    char o[200];
+    snprintf(o, sizeof o, "rw,nosuid,nodev,size=%llu,nr_inodes=%llu,mode=%s,uid=%u,gid=%u",
+             (unsigned long long)l->tmpfs_bytes, (unsigned long long)l->tmpfs_inodes, mode, uid, uid);
+    return json_string(o);
+}
+
+static int create(dbox *b, const char *image_id, al_error *err) {
+    const al_box_limits *l = &b->cfg->limits;
+    char user[40], name[64], uidl[16];
+    snprintf(user, sizeof user, "%u:%u", b->holder, b->holder);
+    snprintf(name, sizeof name, "airlock-box-%u", b->uid);
+    snprintf(uidl, sizeof uidl, "%u", b->uid);
+    _cleanup_free_ char *seccomp = al_docker_seccomp_profile(err);
+    if (!seccomp)
+        return -ENOMEM;
+    char *sec = NULL;
+    if (asprintf(&sec, "seccomp=%s", seccomp) < 0)
+        return -ENOMEM;
+    json_t *secopt = json_pack("[s, s]", "no-new-privileges:true", sec);
+    free(sec);
+    json_t *tmpfs = json_pack("{s:o, s:o, s:o}", "/work", tmpfs_opts(l, b->uid, "0700"), "/out",
+                              tmpfs_opts(l, b->uid, "0700"), "/tmp", tmpfs_opts(l, b->uid, "0700"));
+    json_t *hc = json_pack(
+        "{s:s, s:b, s:[s], s:o, s:o, s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:[{s:s, s:I, s:I}], s:I, s:s, s:s}",
+        "NetworkMode", "none", "ReadonlyRootfs", 1, "CapDrop", "ALL", "SecurityOpt", secopt, "Tmpfs", tmpfs,
+        "Memory", (json_int_t)l->memory_bytes, "MemorySwap", (json_int_t)l->memory_bytes, "NanoCpus",
+        (json_int_t)(l->cpu_millis * 1000000ULL), "PidsLimit", (json_int_t)l->pids, "Init", 1, "AutoRemove", 0,
+        "Privileged", 0, "Ulimits", "Name", "nofile", "Soft", (json_int_t)l->nofile, "Hard", (json_int_t)l->nofile,
+        "ShmSize", (json_int_t)l->tmpfs_bytes, "IpcMode", "private", "CgroupnsMode", "private");
+    if (b->o->runtime == AL_DOCKER_RUNSC) {
+        json_object_set_new(hc, "Runtime", json_string("runsc"));
+        /* the host's pids cgroup holds gVisor's own threads, not the
+         * script's processes: its cap is theirs plus the script's */
+        json_object_set_new(hc, "PidsLimit", json_integer((json_int_t)(l->pids + RUNSC_PIDS_OVERHEAD)));
+    }
+    /* the holder: tini (Init) and a sleep, as the holder's uid; the script
+     * runs beside it as execs of another uid */
+    json_t *body = json_pack("{s:s, s:[s, s], s:s, s:s, s:b, s:b, s:b, s:b, s:[s], s:{s:s, s:s}, s:o}",
+                             "Image", image_id, "Cmd", "sleep", "infinity", "User", user, "WorkingDir", "/",
+                             "Tty", 0, "OpenStdin", 0, "AttachStdout", 0, "NetworkDisabled", 1, "Env",
+                             "PATH=/usr/local/bin:/usr/bin:/bin", "Labels", LABEL_BOX, "1", LABEL_UID, uidl,
+                             "HostConfig", hc);
+    char path[200];
+    snprintf(path, sizeof path, "/containers/create?name=%s", name);
+    json_t *ans = NULL;
+    int r = al_engine_call(&b->e, "POST", path, body, &ans, err);
+    if (r == 409) {
+        /* a container of this uid left by an airlock that died: the uid is
+         * ours now, so what holds it is stale */
+        json_decref(ans);
+        ans = NULL;
+        memset(err, 0, sizeof *err);
+        char del[200];
+        snprintf(del, sizeof del, "/containers/%s?force=1&v=1", name);
+        al_engine_call(&b->e, "DELETE", del, NULL, NULL, err);
+        memset(err, 0, sizeof *err);
+        r = al_engine_call(&b->e, "POST", path, body, &ans, err);
+    }
+    json_decref(body);
+    const char *id = json_string_value(json_object_get(ans, "Id"));
+    if (r == 201 && id && strlen(id) < sizeof b->id && strspn(id, "0123456789abcdef") == strlen(id))
+        snprintf(b->id, sizeof b->id, "%s", id);
+    else if (r >= 0)
+        r = al_err(err, "docker", EIO, "create the container: %s", err->msg[0] ? err->msg : "no id answered");
+    json_decref(ans);
+    return r < 0 ? r : 0;
+}
+
+static int start_and_inspect(dbox *b, al_error *err) {
+    char path[200];
+    snprintf(path, sizeof path, "/containers/%s/start", b->id);
+    int r = call_ok(b, "POST", path, NULL, NULL, err);
+    if (r < 0)
+        return al_err(err, "docker", -r, "start the container");
+    json_t *ins = NULL;
+    snprintf(path, sizeof path, "/containers/%s/json", b->id);
+    if ((r = call_ok(b, "GET", path, NULL, &ins, err)) < 0)
+        return r;
+    json_t *state = json_object_get(ins, "State");
+    b->init_pid = (pid_t)json_integer_value(json_object_get(state, "Pid"));
+    bool running = json_is_true(json_object_get(state, "Running"));
+    json_decref(ins);
+    if (!running || b->init_pid <= 0)
+        return al_err(err, "docker", EIO, "the container stopped as it started");
+    b->res->init_pid = b->init_pid;
+    cgroup_dir(b->init_pid, "pids", "pids", b->cg_pids, sizeof b->cg_pids);
+    cgroup_dir(b->init_pid, "memory", "memory", b->cg_mem, sizeof b->cg_mem);
+    cgroup_dir(b->init_pid, "cpuacct", "cpuacct", b->cg_cpu, sizeof b->cg_cpu);
+    snprintf(b->res->cgroup_path, sizeof b->res->cgroup_path, "%s", b->cg_mem);
+    return 0;
+}
+
+/* Create an exec of ARGV as the script's uid; RET_ID gets its id. */
+static int exec_create(dbox *b, char *const *argv, char *const *envp, const char *cwd, bool in, char ret_id[80],
+                       al_error *err) {
+    json_t *cmd = json_array(), *env = json_array();
+    for (size_t i = 0; argv[i]; i++)
+        json_array_append_new(cmd, json_string(argv[i]));
+    for (size_t i = 0; envp && envp[i]; i++)
+        json_array_append_new(env, json_string(envp[i]));
+    char user[40];
+    snprintf(user, sizeof user, "%u:%u", b->uid, b->uid);
+    json_t *body = json_pack("{s:o, s:o, s:s, s:s, s:b, s:b, s:b, s:b, s:b}", "Cmd", cmd, "Env", env, "User", user,
+                             "WorkingDir", cwd, "AttachStdin", in, "AttachStdout", 1, "AttachStderr", 1, "Tty", 0,
+                             "Privileged", 0);
+    char path[200];
+    snprintf(path, sizeof path, "/containers/%s/exec", b->id);
+    json_t *ans = NULL;
+    int r = call_ok(b, "POST", path, body, &ans, err);
+    const char *id = json_string_value(json_object_get(ans, "Id"));
+    if (r >= 0 && id && strlen(id) < 80 && strspn(id, "0123456789abcdef") == strlen(id))
+        snprintf(ret_id, 80, "%s", id);
+    else if (r >= 0)
+        r = al_err(err, "docker", EIO, "the exec was given no id");
+    json_decref(ans);
+    return r < 0 ? r : 0;
+}
+
+/* The exit code of exec ID once it has ended (-1 when unknown). */
+static int exec_exit(dbox *b, const char *id, al_error *err) {
+    char path[200];
+    snprintf(path, sizeof path, "/exec/%s/json", id);
+    for (int i = 0; i < 200; i++) {
+        json_t *ans = NULL;
+        if (call_ok(b, "GET", path, NULL, &ans, err) < 0)
+            return -1;
+        bool running = json_is_true(json_object_get(ans, "Running"));
+        int code = (int)json_integer_value(json_object_get(ans, "ExitCode"));
+        json_decref(ans);
+        if (!running)
+            return code;
+        struct timespec ts = { 0, 10 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}
+
+/* ---- an exec's streams ---- */
+
+typedef struct sink {
+    /* the script's: capped, live */
+    const al_box_config *cfg;
+    char *buf[2];
+    size_t len[2], cap;
+    uint64_t total[2];
+    bool truncated[2], over;
+    /* a tar's: stdout into FD up to MAX bytes */
+    int fd;
+    uint64_t max, written;
+    bool too_big;
+    char err_text[512];
+    size_t err_len;
+} sink;
+
+static void on_script_data(int stream, const char *buf, size_t len, void *ud) {
+    sink *s = ud;
+    int i = stream == 1 ? 0 : 1;
+    s->total[i] += len;
+    size_t room = s->cap - s->len[i], keep = len < room ? len : room;
+    if (keep) {
+        memcpy(s->buf[i] + s->len[i], buf, keep);
+        s->len[i] += keep;
+        if (s->cfg->on_output)
+            s->cfg->on_output(i ? AL_STREAM_STDERR : AL_STREAM_STDOUT, buf, keep, s->cfg->userdata);
+    }
+    if (keep < len) {
+        s->truncated[i] = true;
+        s->over = true;
+    }
+}
+
+static void on_tar_data(int stream, const char *buf, size_t len, void *ud) {
+    sink *s = ud;
+    if (stream == 2) {
+        size_t k = len < sizeof s->err_text - 1 - s->err_len ? len : sizeof s->err_text - 1 - s->err_len;
+        memcpy(s->err_text + s->err_len, buf, k);
+        s->err_len += k;
+        s->err_text[s->err_len] = '\0';
+        return;
+    }
+    if (s->fd < 0 || s->too_big)
+        return;
+    if (s->written + len > s->max) {
+        s->too_big = true;
+        return;
+    }
+    if (al_write_all(s->fd, buf, len) == 0)
+        s->written += len;
+}
+
+/* Run exec ID to its end with IN_FD's bytes as its stdin (-1: none), its
+ * output to SINK through ON_DATA. For the script: DEADLINE (ms, 0 none),
+ * CANCEL_FD and the caps, with *KILL_REASON set when it was stopped. */
+static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, const char *, size_t, void *), sink *s,
+                     uint64_t deadline, int cancel_fd, al_reason *kill_reason, al_error *err) {
+    al_engine_stream st;
+    int r = al_engine_exec_start(&b->e, id, &st, err);
+    if (r < 0)
+        return r;
+    /* the script's main process, by pidfd on the exec's host pid (runc's
+     * process, or runsc's exec that waits for it): when it ends, whatever
+     * it left behind is killed, as the native box's pid namespace does,
+     * rather than holding the streams open */
+    _cleanup_close_ int main_fd = -1;
+    if (kill_reason) {
+        char path[200];
+        snprintf(path, sizeof path, "/exec/%s/json", id);
+        for (int i = 0; main_fd < 0 && i < 100; i++) {
+            json_t *ans = NULL;
+            al_error ie = { 0 };
+            if (call_ok(b, "GET", path, NULL, &ans, &ie) < 0)
+                break;
+            int pid = (int)json_integer_value(json_object_get(ans, "Pid"));
+            bool running = json_is_true(json_object_get(ans, "Running"));
+            json_decref(ans);
+            if (pid > 0)
+                main_fd = (int)syscall(SYS_pidfd_open, pid, 0);
+            if (main_fd >= 0 || (!running && pid > 0))
+                break;
+            struct timespec ts = { 0, 2 * 1000000L };
+            nanosleep(&ts, NULL);
+        }
+    }
+    bool main_done = false;
+    char inbuf[65536];
+    size_t in_len = 0, in_off = 0;
+    bool in_open = in_fd >= 0, killed = false;
+    if (!in_open)
+        al_engine_stream_close_stdin(&st);
+    uint64_t kill_deadline = 0, next_tick = al_now_ms() + PIDS_TICK_MS, drain_until = 0, pids_hits = 0;
+    int pids_streak = 0;
+    while (!st.eof) {
+        uint64_t now = al_now_ms();
+        /* the main process is gone and its leftovers were killed: what they
+         * wrote drains, but a stream the daemon holds open (a sandbox that
+         * died whole) is not waited for */
+        if (main_done && now >= drain_until)
+            break;
+        al_reason why = AL_REASON_EXITED;
+        if (!killed && deadline && now >= deadline)
+            why = AL_REASON_TIMEOUT;
+        if (!killed && s->over)
+            why = AL_REASON_OUTPUT_LIMIT;
+        if (!killed && kill_reason && b->cg_pids[0] && b->o->runtime == AL_DOCKER_RUNSC && now >= next_tick) {
+            /* under gVisor the cgroup holds its host processes (the ptrace
+             * platform's, one per address space): at its cap the sandbox
+             * dies whole, and its cgroup with it, so what it last showed
+             * is kept to say why */
+            al_cgroup_read_u64(b->cg_pids, "pids.current", &b->pids_current_seen);
+            al_cgroup_read_key(b->cg_pids, "pids.events", "max", &b->pids_hits_seen);
+            next_tick = now + PIDS_TICK_MS;
+        }
+        if (!killed && kill_reason && b->cg_pids[0] && b->o->runtime == AL_DOCKER_RUNC && now >= next_tick) {
+            /* a fork bomb holds the pids cap: killed as "pids", as native */
+            uint64_t cur = 0, max_hits = 0;
+            al_cgroup_read_u64(b->cg_pids, "pids.current", &cur);
+            al_cgroup_read_key(b->cg_pids, "pids.events", "max", &max_hits);
+            /* at the cap, tick after tick, after a refused fork: a fork
+             * bomb (the native box's rule) */
+            bool full = max_hits > 0 && cur + 2 >= b->cfg->limits.pids;
+            pids_streak = full || max_hits > pids_hits ? pids_streak + 1 : 0;
+            pids_hits = max_hits;
+            if (pids_streak >= PIDS_STREAK)
+                why = AL_REASON_PIDS;
+            next_tick = now + PIDS_TICK_MS;
+        }
+        if (why == AL_REASON_TIMEOUT && !kill_reason) {
+            /* one of airlock's own execs (tar, kill) that does not end */
+            r = al_err(err, "docker", ETIMEDOUT, "an exec of airlock's in the box did not end in time");
+            break;
+        }
+        if (why != AL_REASON_EXITED && kill_reason) {
+            *kill_reason = why;
+            killed = true;
+            kill_deadline = now + KILL_GRACE_MS;
+            kill_script(b);
+        }
+        if (killed && now >= kill_deadline) {
+            r = al_err(err, "kill", ETIMEDOUT, "the script's processes did not die within %d ms of SIGKILL",
+                       KILL_GRACE_MS);
+            break;
+        }
+        if (in_open && in_off == in_len) {
+            ssize_t k = read(in_fd, inbuf, sizeof inbuf);
+            if (k <= 0) {
+                in_open = false;
+                al_engine_stream_close_stdin(&st);
+            } else {
+                in_len = (size_t)k;
+                in_off = 0;
+            }
+        }
+        struct pollfd p[3] = { { .fd = st.fd, .events = POLLIN | (in_open ? POLLOUT : 0) },
+                               { .fd = main_done ? -1 : main_fd, .events = POLLIN },
+                               { .fd = killed ? -1 : cancel_fd, .events = POLLIN } };
+        nfds_t np = 3;
+        uint64_t until = main_done ? drain_until : killed ? kill_deadline : deadline ? deadline : now + 1000;
+        if (kill_reason && b->cg_pids[0] && !killed && !main_done && next_tick < until)
+            until = next_tick;
+        int k = poll(p, np, until > now ? (int)(until - now) : 0);
+        if (k < 0 && errno != EINTR) {
+            r = al_err(err, "supervise", errno, "poll: %m");
+            break;
+        }
+        if (k <= 0)
+            continue;
+        if (p[1].revents) {
+            /* the main process ended: nothing of it may outlive it */
+            main_done = true;
+            drain_until = al_now_ms() + DRAIN_MS;
+            if (!killed)
+                kill_script(b);
+        }
+        if (p[2].revents) {
+            if (kill_reason)
+                *kill_reason = AL_REASON_CANCELED;
+            killed = true;
+            kill_deadline = al_now_ms() + KILL_GRACE_MS;
+            kill_script(b);
+        }
+        if (p[0].revents & POLLOUT && in_open && in_off < in_len) {
+            ssize_t w = al_engine_stream_write(&st, inbuf + in_off, in_len - in_off);
+            if (w < 0) {
+                in_open = false; /* the process closed its stdin */
+            } else {
+                in_off += (size_t)w;
+            }
+        }
+        if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            int q = al_engine_stream_read(&st, on_data, s);
+            if (q < 0) {
+                r = al_err(err, "docker", -q, "the exec's stream: %s", strerror(-q));
+                break;
+            }
+        }
+    }
+    al_engine_stream_close(&st);
+    return r;
+}
+
+/* Run ARGV as the script's uid to its end, stdin from IN_FD, stdout to
+ * OUT_FD (at most MAX bytes). Returns its exit code, or -errno. */
+static int exec_tar(dbox *b, char *const *argv, int in_fd, int out_fd, uint64_t max, bool *too_big, al_error *err) {
+    char id[80];
+    int r = exec_create(b, argv, NULL, "/", in_fd >= 0, id, err);
+    if (r < 0)
+        return r;
+    sink s = { .fd = out_fd, .max = max };
+    r = exec_pump(b, id, in_fd, on_tar_data, &s, al_now_ms() + 120000, -1, NULL, err);
+    if (r < 0)
+        return r;
+    if (too_big)
+        *too_big = s.too_big;
+    int code = exec_exit(b, id, err);
+    if (code != 0)
+        return al_err(err, "docker", EIO, "%s in the box exited %d: %.300s", argv[0], code, s.err_text);
+    return 0;
+}
+
+/* ---- our scratch tmpfs: staging and collection ---- */
+
+static int scratch_mount(dbox *b, uint64_t bytes, al_error *err) {
+    /* in a mount namespace of this process's own, so it is gone with us
+     * whatever way we die */
+    if (!b->unshared && unshare(CLONE_NEWNS) < 0)
+        return al_err(err, "scratch", errno, "unshare(CLONE_NEWNS): %m");
+    if (!b->unshared && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return al_err(err, "scratch", errno, "make mounts private: %m");
+    b->unshared = true;
+    snprintf(b->scratch, sizeof b->scratch, "/tmp/airlock-docker-XXXXXX");
+    if (!mkdtemp(b->scratch)) {
+        b->scratch[0] = '\0';
+        return al_err(err, "scratch", errno, "mkdtemp: %m");
+    }
+    char opts[120];
+    snprintf(opts, sizeof opts, "size=%llu,nr_inodes=%llu,mode=0700", (unsigned long long)bytes,
+             (unsigned long long)(b->cfg->limits.tmpfs_inodes * 2 + b->cfg->limits.stage_files + 64));
+    if (mount("airlock-docker", b->scratch, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
+        return al_err(err, "scratch", errno, "mount a tmpfs: %m");
+    b->scratch_mounted = true;
+    return 0;
+}
+
+static void scratch_unmount(dbox *b) {
+    if (b->scratch_mounted)
+        umount2(b->scratch, MNT_DETACH);
+    if (b->scratch[0])
+        rmdir(b->scratch);
+    b->scratch_mounted = false;
+    b->scratch[0] = '\0';
+}
+
+/* A subdirectory of the scratch, owned by OWNER. */
+static int scratch_dir(dbox *b, const char *name, uid_t owner, al_error *err) {
+    char p[200];
+    snprintf(p, sizeof p, "%s/%s", b->scratch, name);
+    if (mkdir(p, 0700) < 0 || chown(p, owner, owner) < 0)
+        return al_err(err, "scratch", errno, "mkdir %s: %m", p);
+    int fd = open(p, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+    return fd < 0 ? al_err(err, "scratch", errno, "open %s: %m", p) : fd;
+}
+
+/* Write the tree at DIR (ours: regular files, directories) as a tar into a
+ * memfd, with paths under PREFIX and owned by UID. */
+static int pack(const char *dir, uid_t uid, al_error *err) {
+    int mfd = memfd_create("airlock-stage", MFD_CLOEXEC);
+    if (mfd < 0)
+        return al_err(err, "stage", errno, "memfd_create: %m");
+    struct archive *disk = archive_read_disk_new(), *w = archive_write_new();
+    int r = 0;
+    _cleanup_close_ int cwd = -1;
+    if (!disk || !w) {
+        r = al_err(err, "stage", ENOMEM, "libarchive");
+        goto out;
+    }
+    archive_read_disk_set_symlink_physical(disk);
+    archive_read_disk_set_behavior(disk, ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS | ARCHIVE_READDISK_NO_XATTR |
+                                             ARCHIVE_READDISK_NO_ACL | ARCHIVE_READDISK_NO_FFLAGS);
+    archive_write_set_format_pax_restricted(w);
+    /* relative names: the tar holds work/... and tmp/... */
+    cwd = open(".", O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+    if (cwd < 0 || chdir(dir) < 0) {
+        r = al_err(err, "stage", errno, "chdir: %m");
+        goto out;
+    }
+    if (archive_write_open_fd(w, mfd) != ARCHIVE_OK || archive_read_disk_open(disk, ".") != ARCHIVE_OK) {
+        r = al_err(err, "stage", EIO, "libarchive: %s", archive_error_string(w) ?: archive_error_string(disk));
+        goto out;
+    }
+    for (;;) {
+        struct archive_entry *ent = archive_entry_new();
+        int k = archive_read_next_header2(disk, ent);
+        if (k == ARCHIVE_EOF) {
+            archive_entry_free(ent);
+            break;
+        }
+        if (k != ARCHIVE_OK) {
+            archive_entry_free(ent);
+            r = al_err(err, "stage", EIO, "read the stage: %s", archive_error_string(disk));
+            break;
+        }
+        archive_read_disk_descend(disk);
+        const char *pn = archive_entry_pathname(ent);
+        if (strcmp(pn, ".") == 0) {
+            archive_entry_free(ent);
+            continue;
+        }
+        archive_entry_set_uid(ent, uid);
+        archive_entry_set_gid(ent, uid);
+        archive_entry_set_uname(ent, NULL);
+        archive_entry_set_gname(ent, NULL);
+        if (archive_write_header(w, ent) != ARCHIVE_OK) {
+            r = al_err(err, "stage", EIO, "write the stage: %s", archive_error_string(w));
+            archive_entry_free(ent);
+            break;
+        }
+        if (archive_entry_filetype(ent) == AE_IFREG) {
+            _cleanup_close_ int fd = open(archive_entry_sourcepath(ent) ?: pn, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+            char buf[65536];
+            ssize_t n;
+            while (fd >= 0 && (n = read(fd, buf, sizeof buf)) > 0)
+                archive_write_data(w, buf, (size_t)n);
+        }
+        archive_entry_free(ent);
+    }
+    if (archive_write_close(w) != ARCHIVE_OK && r == 0)
+        r = al_err(err, "stage", EIO, "finish the stage: %s", archive_error_string(w));
+out:
+    if (cwd >= 0 && fchdir(cwd) < 0 && r == 0)
+        r = al_err(err, "stage", errno, "fchdir: %m");
+    if (disk)
+        archive_read_free(disk);
+    if (w)
+        archive_write_free(w);
+    if (r < 0) {
+        close(mfd);
+        return r;
+    }
+    lseek(mfd, 0, SEEK_SET);
+    return mfd;
+}
+
+static int stage(dbox *b, al_error *err) {
+    const al_box_config *cfg = b->cfg;
+    _cleanup_close_ int workfd = scratch_dir(b, "work", b->uid, err);
+    if (workfd < 0)
+        return workfd;
+    al_stage st = { .workfd = workfd, .uid = b->uid, .gid = b->uid, .max_files = cfg->limits.stage_files,
+                    .max_bytes = cfg->limits.stage_bytes, .max_depth = cfg->limits.max_depth };
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < cfg->n_files; i++)
+        r = al_stage_data(&st, cfg->files[i].name, cfg->files[i].data, cfg->files[i].len, cfg->files[i].mode, err);
+    for (size_t i = 0; r == 0 && i < cfg->n_inputs; i++)
+        r = al_stage_path(&st, cfg->inputs[i], err);
+    const al_runtime *rt = cfg->runtime;
+    if (r == 0 && rt->tmp_seed && rt->tmp_seed_root) {
+        _cleanup_close_ int tmpfd = scratch_dir(b, "tmp", b->uid, err);
+        if (tmpfd < 0)
+            return tmpfd;
+        al_stage ts = st;
+        ts.workfd = tmpfd;
+        ts.files = ts.bytes = 0;
+        ts.max_bytes = cfg->limits.tmpfs_bytes;
+        ts.max_files = cfg->limits.tmpfs_inodes;
+        r = al_stage_beneath_as(&ts, rt->tmp_seed_root, rt->tmp_seed, rt->tmp_seed_name, err);
+    }
+    if (r < 0)
+        return r;
+    _cleanup_close_ int tar = pack(b->scratch, b->uid, err);
+    if (tar < 0)
+        return tar;
+    char *argv[] = { "tar", "-x", "-f", "-", "-C", "/", "--no-same-owner", "--no-overwrite-dir", NULL };
+    r = exec_tar(b, argv, tar, -1, 0, NULL, err);
+    /* the staged copies are in the box now: their memory goes */
+    scratch_unmount(b);
+    return r;
+}
+
+/* ---- collection: /out through tar, onto our tmpfs, then al_collect ---- */
+
+/* Make the directories of REL (a path from the tar) beneath DIRFD and
+ * return an fd of its parent, with its last component in *LEAF. */
+static int open_parent(int dirfd, char *rel, const char **leaf, unsigned max_depth) {
+    int cur = dup(dirfd);
+    unsigned depth = 0;
+    char *save = NULL, *part = strtok_r(rel, "/", &save);
+    while (part) {
+        char *next = strtok_r(NULL, "/", &save);
+        if (!next) {
+            *leaf = part;
+            return cur;
+        }
+        if (strcmp(part, ".") == 0) {
+            part = next;
+            continue;
+        }
+        if (strcmp(part, "..") == 0 || ++depth > max_depth + 1) {
+            close(cur);
+            return -EINVAL;
+        }
+        mkdirat(cur, part, 0700);
+        int fd = al_openat_beneath(cur, part, O_DIRECTORY | O_RDONLY, 0);
+        close(cur);
+        if (fd < 0)
+            return fd;
+        cur = fd;
+        part = next;
+    }
+    close(cur);
+    return -EINVAL;
+}
+
+static int add_skip(al_box_result *res, const char *rel, const char *why) {
+    al_skip *n = realloc(res->skipped, (res->n_skipped + 1) * sizeof *n);
+    if (!n)
+        return -ENOMEM;
+    res->skipped = n;
+    n[res->n_skipped].path = strdup(rel);
+    n[res->n_skipped].why = strdup(why);
+    if (!n[res->n_skipped].path || !n[res->n_skipped].why)
+        return -ENOMEM;
+    res->n_skipped++;
+    return 0;
+}
+
+static int unpack(dbox *b, int tarfd, int outfd, al_error *err) {
+    const al_box_limits *l = &b->cfg->limits;
+    struct archive *a = archive_read_new();
+    if (!a)
+        return al_err(err, "collect", ENOMEM, "libarchive");
+    archive_read_support_format_tar(a);
+    int r = 0;
+    if (archive_read_open_fd(a, tarfd, 65536) != ARCHIVE_OK) {
+        r = al_err(err, "collect", EIO, "read /out's tar: %s", archive_error_string(a));
+        archive_read_free(a);
+        return r;
+    }
+    uint64_t entries = 0, max_entries = l->max_artifacts * 10 + 1000;
+    struct archive_entry *ent;
+    while (r == 0 && archive_read_next_header(a, &ent) == ARCHIVE_OK) {
+        const char *pn = archive_entry_pathname(ent);
+        if (!pn)
+            continue;
+        if (++entries > max_entries) {
+            r = add_skip(b->res, pn, "entry limit reached: the rest of /out was not examined");
+            break;
+        }
+        char rel[4096];
+        snprintf(rel, sizeof rel, "%s", pn);
+        size_t n = strlen(rel);
+        while (n > 1 && rel[n - 1] == '/')
+            rel[--n] = '\0';
+        if (strcmp(rel, ".") == 0 || strcmp(rel, "./") == 0)
+            continue;
+        const char *leaf = NULL;
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s", rel);
+        int pfd = open_parent(outfd, tmp, &leaf, (unsigned)l->max_depth);
+        const char *shown = strncmp(rel, "./", 2) == 0 ? rel + 2 : rel;
+        if (pfd < 0) {
+            r = add_skip(b->res, shown, "deeper than the depth cap");
+            continue;
+        }
+        mode_t type = archive_entry_filetype(ent);
+        if (type == AE_IFDIR) {
+            mkdirat(pfd, leaf, 0700);
+        } else if (type == AE_IFREG && !archive_entry_hardlink(ent)) {
+            int fd = al_openat_beneath(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL, 0600);
+            /* past the per-file cap is enough for collect to skip it */
+            uint64_t left = l->max_artifact_bytes + 1;
+            char buf[65536];
+            la_ssize_t k;
+            while (fd >= 0 && left && (k = archive_read_data(a, buf, sizeof buf < left ? sizeof buf : left)) > 0) {
+                if (al_write_all(fd, buf, (size_t)k) < 0)
+                    break;
+                left -= (uint64_t)k;
+            }
+            if (fd >= 0)
+                close(fd);
+        } else if (archive_entry_hardlink(ent)) {
+            /* another name of a file already extracted */
+            char tgt[4096];
+            snprintf(tgt, sizeof tgt, "%s", archive_entry_hardlink(ent));
+            int src = al_openat_beneath(outfd, strncmp(tgt, "./", 2) == 0 ? tgt + 2 : tgt, O_PATH, 0);
+            if (src >= 0) {
+                if (linkat(src, "", pfd, leaf, AT_EMPTY_PATH) < 0)
+                    r = add_skip(b->res, shown, "a hard link that could not be read back");
+                close(src);
+            }
+        } else if (type == AE_IFLNK) {
+            /* made as what it was, so collect names it as native does */
+            if (symlinkat(archive_entry_symlink(ent) ?: "", pfd, leaf) < 0)
+                r = add_skip(b->res, shown, "symbolic link (not followed)");
+        } else if (type == AE_IFIFO) {
+            mknodat(pfd, leaf, S_IFIFO | 0600, 0);
+        } else {
+            r = add_skip(b->res, shown, "not a regular file");
+        }
+        close(pfd);
+    }
+    archive_read_free(a);
+    return r;
+}
+
+static int collect(dbox *b, al_error *err) {
+    const al_box_limits *l = &b->cfg->limits;
+    int r = scratch_mount(b, l->tmpfs_bytes + (4u << 20), err);
+    if (r < 0)
+        return r;
+    _cleanup_close_ int outfd = scratch_dir(b, "out", 0, err);
+    if (outfd < 0)
+        return outfd;
+    _cleanup_close_ int mfd = memfd_create("airlock-out", MFD_CLOEXEC);
+    if (mfd < 0)
+        return al_err(err, "collect", errno, "memfd_create: %m");
+    uint64_t max = l->tmpfs_bytes + l->tmpfs_inodes * TAR_PER_ENTRY + (1u << 20);
+    bool too_big = false;
+    /* everything under /out, as tar finds it; no link followed (tar's default) */
+    char *targv[] = { "tar", "-c", "-f", "-", "-C", "/out", ".", NULL };
+    r = exec_tar(b, targv, -1, mfd, max, &too_big, err);
+    if (r < 0)
+        return r;
+    if (too_big)
+        add_skip(b->res, ".", "/out's tar exceeded its bound: the rest of /out was not examined");
+    lseek(mfd, 0, SEEK_SET);
+    if ((r = unpack(b, mfd, outfd, err)) < 0)
+        return r;
+    al_collect_limits cl = {
+        .max_files = l->max_artifacts, .max_file_bytes = l->max_artifact_bytes,
+        .max_total_bytes = l->max_artifacts_total, .max_depth = l->max_depth,
+        .max_entries = l->max_artifacts * 10 + 1000, .uid = 0, .gid = 0,
+    };
+    return al_collect(outfd, b->cfg->out_dirfd, &cl, b->res, err);
+}
+
+/* ---- the network listener, in the container's network namespace ---- */
+
+static int listener(dbox *b, al_error *err) {
+    const al_box_config *cfg = b->cfg;
+    if (b->o->runtime == AL_DOCKER_RUNSC)
+        return al_err(err, "network", ENOTSUP,
+                      "network policies other than offline are not available under gVisor here (runsc "
+                      "--network=none: its own network stack, which no listener outside can reach)");
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d/ns/net", (int)b->init_pid);
+    _cleanup_close_ int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    _cleanup_close_ int ns = open(p, O_RDONLY | O_CLOEXEC);
+    if (self < 0 || ns < 0)
+        return al_err(err, "network", errno, "open the container's network namespace: %m");
+    if (setns(ns, CLONE_NEWNET) < 0)
+        return al_err(err, "network", errno, "enter the container's network namespace: %m");
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int e = errno;
+    if (fd >= 0) {
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(cfg->listen_port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 64) < 0) {
+            e = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    /* back to ours before anything else: the proxy connects from here */
+    if (setns(self, CLONE_NEWNET) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return al_err(err, "network", errno, "return to our network namespace: %m");
+    }
+    if (fd < 0)
+        return al_err(err, "network", e, "listen on 127.0.0.1:%u in the container: %s", cfg->listen_port,
+                      strerror(e));
+    int r = cfg->on_listener ? cfg->on_listener(fd, b->uid, b->uid, cfg->userdata, err)
+                             : al_err(err, "listener", EINVAL, "a listener without a server");
+    close(fd);
+    return r;
+}
+
+/* ---- the run ---- */
+
+static void kill_container(dbox *b) {
+    al_error e = { 0 };
+    char path[200];
+    snprintf(path, sizeof path, "/containers/%s/kill", b->id);
+    al_engine_call(&b->e, "POST", path, NULL, NULL, &e);
+}
+
+static void remove_container(dbox *b) {
+    if (!b->id[0] || !b->engine_open)
+        return;
+    al_error e = { 0 };
+    char path[200];
+    snprintf(path, sizeof path, "/containers/%s?force=1&v=1", b->id);
+    al_engine_call(&b->e, "DELETE", path, NULL, NULL, &e);
+}
+
+/* gVisor's processes are not this host's: killed from inside, as the
+ * script's uid, until none is left (kill -1 spares the caller). */
+static int kill_inside(dbox *b) {
+    char *argv[] = { "sh", "-c", "i=0; while kill -9 -1 2>/dev/null && [ $i -lt 100000 ]; do i=$((i+1)); done",
+                     NULL };
+    al_error e = { 0 };
+    char id[80];
+    int r = exec_create(b, argv, NULL, "/", false, id, &e);
+    if (r == 0) {
+        sink s = { .fd = -1 };
+        r = exec_pump(b, id, -1, on_tar_data, &s, al_now_ms() + KILL_GRACE_MS, -1, NULL, &e);
+    }
+    return r;
+}
+
+static void read_stats(dbox *b) {
+    uint64_t v = 0;
+    if (b->cg_cpu[0] && al_cgroup_read_u64(b->cg_cpu, "cpuacct.usage", &v) == 0)
+        b->res->cpu_ms = v / 1000000;
+    if (b->cg_mem[0] && al_cgroup_read_u64(b->cg_mem, "memory.max_usage_in_bytes", &v) == 0)
+        b->res->peak_memory_bytes = v;
+}
+
+static bool oom_killed(dbox *b) {
+    uint64_t v = 0;
+    if (b->cg_mem[0] && al_cgroup_read_key(b->cg_mem, "memory.oom_control", "oom_kill", &v) == 0 && v > 0)
+        return true;
+    al_error e = { 0 };
+    char path[200];
+    snprintf(path, sizeof path, "/containers/%s/json", b->id);
+    json_t *ins = NULL;
+    bool oom = false;
+    if (call_ok(b, "GET", path, NULL, &ins, &e) >= 0)
+        oom = json_is_true(json_object_get(json_object_get(ins, "State"), "OOMKilled"));
+    json_decref(ins);
+    return oom;
+}
+
+static bool container_running(dbox *b) {
+    al_error e = { 0 };
+    char path[200];
+    snprintf(path, sizeof path, "/containers/%s/json", b->id);
+    json_t *ins = NULL;
+    bool up = call_ok(b, "GET", path, NULL, &ins, &e) >= 0 &&
+              json_is_true(json_object_get(json_object_get(ins, "State"), "Running"));
+    json_decref(ins);
+    return up;
+}
+
+static int run(dbox *b, al_error *err) {
+    const al_box_config *cfg = b->cfg;
+    al_box_result *res = b->res;
+    if (!cfg->runtime || !cfg->runtime->digest || !b->o->image_dir)
+        return al_err(err, "docker", EINVAL, "the docker driver runs on an image (--image default), not the host's /usr");
+    const char *digest = cfg->runtime->digest;
+    if (strncmp(digest, "sha256:", 7) == 0)
+        digest += 7;
+    char sock[108];
+    int r = al_engine_socket_path(b->o->socket, sock, sizeof sock, err);
+    if (r < 0 || (r = al_engine_open(&b->e, sock, err)) < 0)
+        return r;
+    b->engine_open = true;
+    if ((r = al_docker_image(&b->e, b->o->image_dir, digest, res->engine_image, err)) < 0)
+        return r;
+    if ((r = al_uid_acquire(&b->holder, &b->holder_lock, err)) < 0 ||
+        (r = al_uid_acquire(&b->uid, &b->uid_lock, err)) < 0)
+        return r;
+    res->controls.host_uid = b->uid;
+    res->controls.host_uid_unique = true;
+    /* the stage: /work's inputs and the image's /tmp seed */
+    if ((r = scratch_mount(b, cfg->limits.stage_bytes + cfg->limits.tmpfs_bytes + (4u << 20), err)) < 0)
+        return r;
+    if ((r = create(b, res->engine_image, err)) < 0 || (r = start_and_inspect(b, err)) < 0)
+        return r;
+    if (cfg->listen_port && (r = listener(b, err)) < 0)
+        return r;
+    if ((r = stage(b, err)) < 0)
+        return r;
+
+    char id[80];
+    if ((r = exec_create(b, cfg->argv, cfg->envp, "/work", true, id, err)) < 0)
+        return r;
+    sink s = { .cfg = cfg, .cap = cfg->limits.output_bytes };
+    for (int i = 0; i < 2; i++)
+        if (!(s.buf[i] = malloc(s.cap + 1))) {
+            free(s.buf[0]);
+            return -ENOMEM;
+        }
+    _cleanup_close_ int devnull = cfg->stdin_fd < 0 ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
+    if (cfg->on_started)
+        cfg->on_started(cfg->userdata);
+    uint64_t start = al_now_ms();
+    al_reason reason = AL_REASON_EXITED;
+    r = exec_pump(b, id, cfg->stdin_fd >= 0 ? cfg->stdin_fd : devnull, on_script_data, &s, start + cfg->limits.wall_ms,
+                  cfg->cancel_fd, &reason, err);
+    res->wall_ms = al_now_ms() - start;
+    for (int i = 0; i < 2; i++) {
+        s.buf[i][s.len[i]] = '\0';
+        res->out[i] = s.buf[i];
+        res->out_len[i] = s.len[i];
+        res->out_total[i] = s.total[i];
+        res->out_truncated[i] = s.truncated[i];
+    }
+    if (r < 0)
+        return r;
+    if (!container_running(b)) {
+        /* the container died whole (gVisor's sandbox over its memory cap is
+         * killed by this host's kernel): /out went with it */
+        read_stats(b);
+        res->exit_code = -1;
+        res->signal = SIGKILL;
+        if (oom_killed(b)) {
+            res->reason = AL_REASON_MEMORY;
+            return add_skip(res, ".", "the box was killed whole (out of memory): /out could not be read");
+        }
+        uint64_t hits = b->pids_hits_seen;
+        if (b->cg_pids[0])
+            al_cgroup_read_key(b->cg_pids, "pids.events", "max", &hits);
+        if (hits > 0 || b->pids_current_seen + RUNSC_PIDS_NEAR >= cfg->limits.pids + RUNSC_PIDS_OVERHEAD) {
+            /* gVisor's ptrace platform takes a host process per address
+             * space: at the cap, its sandbox cannot go on */
+            res->reason = AL_REASON_PIDS;
+            return add_skip(res, ".", "the box was killed whole (process limit): /out could not be read");
+        }
+        if (reason != AL_REASON_EXITED) {
+            /* stopped by airlock, whole, when its processes would not die */
+            res->reason = reason;
+            return add_skip(res, ".", "the box was killed whole: /out could not be read");
+        }
+        return al_err(err, "docker", EIO, "the container died while the script ran");
+    }
+    int code = exec_exit(b, id, err);
+    /* Docker says a process killed by signal N exited 128+N */
+    if (code > 128 && code <= 128 + 64) {
+        res->exit_code = -1;
+        res->signal = code - 128;
+    } else {
+        res->exit_code = code;
+        res->signal = 0;
+    }
+    res->reason = reason;
+    /* nothing of the script may still run when /out is read */
+    if (b->o->runtime == AL_DOCKER_RUNC) {
+        uint64_t until = al_now_ms() + KILL_GRACE_MS;
+        while (kill_script_procs(b) > 0) {
+            if (al_now_ms() > until)
+                return al_err(err, "kill", ETIMEDOUT, "processes of the script are still alive in %s", b->cg_pids);
+            struct timespec ts = { 0, 5 * 1000000L };
+            nanosleep(&ts, NULL);
+        }
+    } else {
+        kill_inside(b);
+    }
+    read_stats(b);
+    if (res->reason == AL_REASON_EXITED && oom_killed(b))
+        res->reason = AL_REASON_MEMORY;
+    else if (res->reason == AL_REASON_EXITED && b->cg_pids[0] && b->o->runtime == AL_DOCKER_RUNC) {
+        uint64_t hits = 0;
+        if (al_cgroup_read_key(b->cg_pids, "pids.events", "max", &hits) == 0 && hits > 0)
+            res->reason = AL_REASON_PIDS;
+    }
+    /* hashed, and copied when the caller gave a directory for them */
+    return collect(b, err);
+}
+
+int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_result *res) {
+    memset(res, 0, sizeof *res);
+    res->exit_code = -1;
+    res->reason = AL_REASON_ERROR;
+    snprintf(res->driver, sizeof res->driver, "docker");
+    snprintf(res->engine_runtime, sizeof res->engine_runtime, "%s", al_docker_runtime_name(o->runtime));
+    al_docker_controls(o->runtime, &res->controls);
+    dbox b = { .o = o, .cfg = cfg, .res = res, .holder_lock = -1, .uid_lock = -1 };
+    int r = run(&b, &res->error);
+    remove_container(&b);
+    scratch_unmount(&b);
+    if (b.engine_open)
+        al_engine_close(&b.e);
+    if (b.uid_lock >= 0)
+        close(b.uid_lock);
+    if (b.holder_lock >= 0)
+        close(b.holder_lock);
+    if (r < 0)
+        res->reason = AL_REASON_ERROR;
+    return r;
+}
+
+void al_docker_sweep(const char *socket) {
+    char sock[108];
+    al_error err = { 0 };
+    al_engine e;
+    if (al_engine_socket_path(socket, sock, sizeof sock, &err) < 0 || al_engine_open(&e, sock, &err) < 0)
+        return;
+    json_t *list = NULL;
+    if (al_engine_call(&e, "GET", "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22" LABEL_BOX "%22%5D%7D",
+                       NULL, &list, &err) == 200) {
+        size_t i;
+        json_t *c;
+        json_array_foreach(list, i, c) {
+            const char *id = json_string_value(json_object_get(c, "Id"));
+            const char *u = json_string_value(json_object_get(json_object_get(c, "Labels"), LABEL_UID));
+            unsigned uid = 0;
+            if (!id || !u || sscanf(u, "%u", &uid) != 1 || strspn(id, "0123456789abcdef") != strlen(id))
+                continue;
+            if (!al_uid_is_free((uid_t)uid))
+                continue;
+            char path[200];
+            snprintf(path, sizeof path, "/containers/%s?force=1&v=1", id);
+            al_engine_call(&e, "DELETE", path, NULL, NULL, &err);
+        }
+    }
+    json_decref(list);
+    al_engine_close(&e);
+}

@@ -1,0 +1,64 @@
+/*
+ * The Docker box: one run in one container of its own, made over the
+ * Engine API (engine.h), with the same configuration and result as the
+ * native box (box/box.h), so nothing above the driver knows which ran.
+ *
+ * The container holds the run and nothing else: a holder process (tini and
+ * `sleep`, as a uid of the run's own) keeps it alive while the script, its
+ * inputs' staging and the collection of /out are execs in it, each as the
+ * script's uid (another uid of the run's own): so every process the script
+ * left can be killed before /out is read, without killing the container
+ * whose tmpfs holds /out. Inputs go in and /out comes out as tar streams
+ * through execs (Docker's archive API cannot see a tmpfs); both pass
+ * through a tmpfs of the caller's own, where the native box's staging and
+ * collection rules apply unchanged. Mechanism only: never logs, never exits.
+ */
+#pragma once
+
+#include <jansson.h>
+
+#include "../box/box.h"
+#include "engine.h"
+
+typedef enum al_docker_runtime {
+    AL_DOCKER_RUNC,               /* the daemon's runc: a shared kernel */
+    AL_DOCKER_RUNSC,              /* gVisor, registered with the daemon as "runsc" */
+    _AL_DOCKER_RUNTIME_MAX,
+} al_docker_runtime;
+
+const char *al_docker_runtime_name(al_docker_runtime r);
+/* "runc" or "runsc"; -EINVAL for anything else */
+int al_docker_runtime_from_name(const char *name, al_docker_runtime *ret);
+
+typedef struct al_docker_opts {
+    const char *socket;           /* NULL: DOCKER_HOST, else /var/run/docker.sock */
+    al_docker_runtime runtime;
+    const char *image_dir;        /* the airlock image's directory (DIR/sha256-<hex>, its tree in rootfs/) */
+    const char *image_digest;     /* its digest, 64 hex */
+} al_docker_opts;
+
+/* Run CFG as al_box_run does (CFG->runtime must be an image's: its digest
+ * is the image's). 0 when the box ran, else -errno with the step named. */
+int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_result *res);
+
+/* The Docker image of airlock image DIGEST (64 hex) in directory DIR:
+ * loaded into the daemon on first use, labelled and tagged by digest, and
+ * its label checked on every use. RET_ID gets Docker's image id. */
+int al_docker_image(al_engine *e, const char *dir, const char *digest, char ret_id[80], al_error *err);
+
+/* What the driver enforces here, control by control, for RUNTIME. */
+void al_docker_controls(al_docker_runtime runtime, al_controls *c);
+/* The same as a document for doctor, /healthz and /v1/settings: {control:
+ * {level, detail}}, and the daemon's facts ("daemon": {...}) when SOCKET
+ * answers (else why not, as "daemon": {level not-enforced, detail}). */
+json_t *al_docker_capabilities(const char *socket, al_docker_runtime runtime);
+/* 0 when runs can start on this daemon with RUNTIME, else why not. */
+int al_docker_probe(const char *socket, al_docker_runtime runtime, al_error *err);
+
+/* Remove the containers of airlock boxes that no live airlock holds (their
+ * uid's lock is free), as the native box's stale cgroups are. */
+void al_docker_sweep(const char *socket);
+
+/* airlock's seccomp policy (box/seccomp_policy.c) as Docker's JSON profile
+ * (malloc'd compact text). */
+char *al_docker_seccomp_profile(al_error *err);
