@@ -629,10 +629,16 @@ static json_t *settings_json(al_service *s, const char *ws_id, al_error *err) {
     json_t *modes = json_object();
     for (int m = 0; m < _AL_NET_MODE_MAX; m++) {
         al_net_badge b = al_net_mode_badge((al_net_mode)m);
-        bool native = strcmp(s->driver->name, "native") == 0;
+        /* the box's network namespace and the egress proxy's listener in
+         * it: the native box and a runc container; gVisor keeps offline */
+        bool docker = strcmp(s->driver->name, "docker") == 0;
+        bool gvisor = docker && strcmp(s->cfg.engine_runtime, "runsc") == 0;
+        bool held = strcmp(s->driver->name, "native") == 0 || (docker && (!gvisor || m == AL_NET_OFFLINE));
         json_object_set_new(modes, al_net_mode_name((al_net_mode)m),
-                            json_pack("{s:s, s:s}", "level", native ? b.level : "not-enforced", "detail",
-                                      native ? b.detail : "no runs execute on this service's driver"));
+                            json_pack("{s:s, s:s}", "level", held ? b.level : "not-enforced", "detail",
+                                      held ? b.detail
+                                           : gvisor ? "refused under gVisor here (runsc --network=none)"
+                                                    : "no runs execute on this service's driver"));
     }
     json_object_set_new(eff, "network_modes", modes);
     return eff;

@@ -52,7 +52,7 @@ int cli_serve(int argc, char **argv) {
         goto fail;
     static const struct { const char *env, *key; } envs[] = {
         { "AIRLOCK_LISTEN", "listen" }, { "AIRLOCK_STATE", "state" }, { "AIRLOCK_DRIVER", "driver" },
-        { "AIRLOCK_STORE", "store" },
+        { "AIRLOCK_STORE", "store" }, { "AIRLOCK_RUNTIME", "runtime" },
     };
     for (size_t i = 0; i < ELEMENTSOF(envs); i++) {
         const char *v = getenv(envs[i].env);
@@ -62,7 +62,8 @@ int cli_serve(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            printf("usage: airlock serve [--listen ADDR:PORT] [--state DIR] [--config FILE] [--driver native|disabled]\n"
+            printf("usage: airlock serve [--listen ADDR:PORT] [--state DIR] [--config FILE]\n"
+                   "                     [--driver native|docker|disabled] [--runtime runc|runsc] [--docker_socket PATH]\n"
                    "                     [--store sqlite|postgresql://USER@HOST/DB]\n"
                    "see docs/api.md\n");
             return 0;

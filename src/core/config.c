@@ -99,8 +99,21 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
     }
     if (strcmp(key, "driver") == 0) {
         if (!al_driver_by_name(value))
-            return al_err(err, "config", EINVAL, "driver = %s: want native or disabled", value);
+            return al_err(err, "config", EINVAL, "driver = %s: want native, docker or disabled", value);
         snprintf(c->driver, sizeof c->driver, "%s", value);
+        return 0;
+    }
+    if (strcmp(key, "docker_socket") == 0) {
+        if (value[0] != '/' || strlen(value) >= sizeof c->docker_socket)
+            return al_err(err, "config", EINVAL, "docker_socket = %s: want the absolute path of the daemon's socket",
+                          value);
+        snprintf(c->docker_socket, sizeof c->docker_socket, "%s", value);
+        return 0;
+    }
+    if (strcmp(key, "runtime") == 0) {
+        if (strcmp(value, "runc") != 0 && strcmp(value, "runsc") != 0)
+            return al_err(err, "config", EINVAL, "runtime = %s: want runc or runsc (the docker driver's)", value);
+        snprintf(c->engine_runtime, sizeof c->engine_runtime, "%s", value);
         return 0;
     }
     if (strcmp(key, "storage_quota_mb") == 0) {

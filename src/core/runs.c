@@ -346,6 +346,10 @@ al_status al_run_create(al_service *s, const al_principal *p, json_t *body, cons
     const char *language = rq.language;
     char image_ref[80] = "";
     char net_spec[AL_NET_MAX_HOSTS * AL_NET_NAME_MAX] = "offline";
+    /* a driver whose boxes cannot run on the host's /usr runs on the
+     * default image when the run names none */
+    if (!rq.image && s->driver->needs_image)
+        rq.image = "default";
     if (rq.image && strcmp(rq.image, "host") != 0) {
         /* an alias or a digest, resolved now and kept as the digest, so the
          * run (and its approval card) names exactly one tree */

@@ -1238,7 +1238,7 @@ static void recover(al_service *s) {
      * another node is creating has its files before its row, and waits
      * for an approval before its request is recorded. */
     if (s->multi_node && al_store_nodes_alive(s->store, now, &err) != 1) {
-        al_box_sweep_stale();
+        s->driver->sweep();
         return;
     }
     /* A run waits for an approval only with its request recorded: one the
@@ -1257,7 +1257,7 @@ static void recover(al_service *s) {
     }
     free(refs);
     /* Boxes' cgroups whose uid nobody holds any more are leftovers. */
-    al_box_sweep_stale();
+    s->driver->sweep();
     /* Queued runs never started wait in the store for any node; those the
      * nodes that are gone had claimed were given back above. */
     /* A run's inline files are stored before its row is written: a crash
@@ -1317,6 +1317,11 @@ int al_service_open(const al_service_config *cfg, al_service **ret, al_error *er
     if (!s->driver) {
         free(s);
         return al_err(err, "config", EINVAL, "unknown driver %s", cfg->driver);
+    }
+    if (s->driver == &al_driver_docker &&
+        al_driver_docker_configure(cfg->docker_socket, cfg->engine_runtime, err) < 0) {
+        free(s);
+        return -EINVAL;
     }
     /* each run's helper is the lean `airlock` beside us: it loads no HTTP,
      * TLS or SQLite library, so a box starts sooner */

@@ -185,12 +185,12 @@ int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, jso
         if (r < 0)
             break;
         if (strcmp(key, "driver") == 0) {
-            static const char *const d[] = { "native", "disabled" };
-            if (!in_list(json_string_value(v), d, 2))
-                r = al_err(err, "settings", EINVAL, "driver must be native or disabled");
-            else if (strcmp(json_string_value(v), "native") == 0 && strcmp(b->driver, "native") != 0)
-                r = al_err(err, "settings", EINVAL, "this service's driver is %s: a workspace cannot enable native",
-                           b->driver);
+            static const char *const d[] = { "native", "docker", "disabled" };
+            if (!in_list(json_string_value(v), d, 3))
+                r = al_err(err, "settings", EINVAL, "driver must be native, docker or disabled");
+            else if (strcmp(json_string_value(v), "disabled") != 0 && strcmp(json_string_value(v), b->driver) != 0)
+                r = al_err(err, "settings", EINVAL, "this service's driver is %s: a workspace cannot enable %s",
+                           b->driver, json_string_value(v));
         } else if (strcmp(key, "network") == 0) {
             /* the default policy of runs that name none: valid, and one of
              * the allowed modes (the new list if this PUT sets one) */

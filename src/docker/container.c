@@ -771,7 +771,8 @@ static int unpack(dbox *b, int tarfd, int outfd, al_error *err) {
         int pfd = open_parent(outfd, tmp, &leaf, (unsigned)l->max_depth);
         const char *shown = strncmp(rel, "./", 2) == 0 ? rel + 2 : rel;
         if (pfd < 0) {
-            r = add_skip(b->res, shown, "deeper than the depth cap");
+            /* past the depth cap (or not a path beneath /out): collect
+             * names the directory at the cap, as it does for the native box */
             continue;
         }
         mode_t type = archive_entry_filetype(ent);

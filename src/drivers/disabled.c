@@ -19,6 +19,7 @@ static int disabled_start(const char *self_exe, const char *job, al_driver_run *
 
 static int disabled_cancel(al_driver_run *r) { return 0; }
 static int disabled_wait(al_driver_run *r) { return 0; }
+static void disabled_sweep(void) {}
 
 const al_driver_ops al_driver_disabled = {
     .name = "disabled",
@@ -27,6 +28,7 @@ const al_driver_ops al_driver_disabled = {
     .start = disabled_start,
     .cancel = disabled_cancel,
     .wait = disabled_wait,
+    .sweep = disabled_sweep,
 };
 
 const al_driver_ops *al_driver_by_name(const char *name) {

@@ -61,6 +61,11 @@ static int docker_start(const char *self_exe, const char *job, al_driver_run *re
     return r;
 }
 
+static void docker_sweep(void) {
+    al_box_sweep_stale();
+    al_docker_sweep(sock());
+}
+
 const al_driver_ops al_driver_docker = {
     .name = "docker",
     .capabilities = docker_capabilities,
@@ -68,4 +73,6 @@ const al_driver_ops al_driver_docker = {
     .start = docker_start,
     .cancel = al_driver_helper_cancel,
     .wait = al_driver_helper_wait,
+    .sweep = docker_sweep,
+    .needs_image = true,
 };

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "../util/util.h"
@@ -28,6 +29,12 @@ typedef struct al_driver_ops {
     int (*cancel)(al_driver_run *r);
     /* Reap after the events stream ended; returns the helper's wait status. */
     int (*wait)(al_driver_run *r);
+    /* After a crash: remove what boxes of a dead airlock left (cgroups,
+     * containers). Called at start and from time to time. */
+    void (*sweep)(void);
+    /* Runs need an image (a container cannot run on the host's /usr): a
+     * run that names none gets the default image. */
+    bool needs_image;
 } al_driver_ops;
 
 extern const al_driver_ops al_driver_native;

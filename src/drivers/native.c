@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
+#include "../box/box.h"
 #include "../box/doctor.h"
 #include "driver.h"
 
@@ -117,4 +118,5 @@ const al_driver_ops al_driver_native = {
     .start = native_start,
     .cancel = al_driver_helper_cancel,
     .wait = al_driver_helper_wait,
+    .sweep = al_box_sweep_stale,
 };

@@ -62,3 +62,15 @@ def binary_exists():
 def probe():
     assert PROBE.exists(), f"{PROBE} not built"
     return PROBE
+
+
+@pytest.fixture(scope="session")
+def dockerd():
+    """A real dockerd (docker_util.py), started on first use and stopped at
+    the session's end; the default image built (image_util.py)."""
+    import docker_util
+    from image_util import ensure_default_image
+    sock = docker_util.start()
+    image = ensure_default_image()
+    yield {"socket": sock, "image": image}
+    docker_util.stop()
