@@ -577,7 +577,10 @@ al_status al_run_create(al_service *s, const al_principal *p, json_t *body, cons
         snprintf(rec.person_id, sizeof rec.person_id, "%s", p->person_id);
         snprintf(rec.thread_id, sizeof rec.thread_id, "%s", rq.thread_id ? rq.thread_id : "");
         snprintf(rec.language, sizeof rec.language, "%s", language);
-        snprintf(rec.created_at, sizeof rec.created_at, "%s", now);
+        /* stamped inside the unit of work, which holds the store: runs are
+         * listed newest first in insertion order, and the stamps must agree
+         * (one stamped before a wait for the store would list out of order) */
+        al_store_now(rec.created_at, sizeof rec.created_at);
         snprintf(rec.image, sizeof rec.image, "%s", image_ref);
         rec.cap = al_service_queue_cap(s, (int)json_number_value(json_object_get(settings, "concurrency")));
         /* held by this node until it is admitted to the queue (below): no

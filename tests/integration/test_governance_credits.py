@@ -291,7 +291,8 @@ def test_ledger_invariant_burst_with_disabled_driver(services):
     put_settings(admin2, driver="disabled")          # injected failure: ws2's provisioning is switched off
     disabled_at = time.monotonic()
     time.sleep(3.0)
-    put_settings(admin2, driver="native")
+    # back on: the service's own driver (native, or docker in the docker pass)
+    put_settings(admin2, driver=admin2.get("/v1/settings")[2]["service"]["driver"])
     for th in threads:
         th.join(300)
     assert not any(th.is_alive() for th in threads), "clients never finished"
