@@ -4,7 +4,6 @@ debootstrap, cached between runs on the same machine in
 AIRLOCK_TEST_IMAGE_STATE (by default /var/cache/airlock-tests/state), keyed
 by the recipe's hash, so each is built once. A clean machine builds an image
 on its first use, which takes a few minutes."""
-import contextlib
 import hashlib
 import json
 import os
@@ -104,15 +103,9 @@ def recorded_versions(entry):
             "libraries": {d: v["version"] for d, v in h["python"]["libraries"].items()}}
 
 
-@contextlib.contextmanager
-def image_service(tmp_path):
-    """A real `airlock serve` whose state shares the cached images."""
-    from service_util import Service
+def images_state(tmp_path):
+    """A state directory for a real `airlock serve` that shares the cached images."""
     state = tmp_path / "svc"
     state.mkdir()
     (state / "images").symlink_to(CACHE / "images")
-    svc = Service(state).start()
-    try:
-        yield svc
-    finally:
-        svc.stop()
+    return state

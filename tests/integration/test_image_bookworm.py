@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from conftest import AIRLOCK
-from image_util import (CACHE, box, ensure_default_image, ensure_image, image_cmd, image_service,
+from image_util import (CACHE, box, ensure_default_image, ensure_image, image_cmd, images_state,
                         recorded_versions, setuid_paths, versions_in_box)
 
 LIBS = ["numpy", "pandas", "matplotlib", "PIL", "reportlab", "pypdf", "requests", "openpyxl", "xlsxwriter", "scipy"]
@@ -58,9 +58,13 @@ def test_both_images_are_listed_with_their_versions(bookworm):
 
 def test_a_service_run_names_it(bookworm, tmp_path):
     """POST /v1/runs {"image": "bookworm"}: the run ran on its digest."""
-    with image_service(tmp_path) as svc:
+    from service_util import Service
+    svc = Service(images_state(tmp_path)).start()
+    try:
         run = svc.run("import pandas, sys\nprint(pandas.__version__, sys.version_info[:2])", image="bookworm",
                       limits={"memory_mb": 1024, "cpus": 1})
         assert run["state"] == "succeeded", run
         assert run["result"]["stdout"].startswith("1.5."), run["result"]
         assert run["image"] == bookworm["digest"]
+    finally:
+        svc.stop()

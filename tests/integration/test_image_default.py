@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from conftest import AIRLOCK
-from image_util import (CACHE, box, ensure_default_image, image_cmd, image_service, recorded_versions,
+from image_util import (CACHE, box, ensure_default_image, image_cmd, images_state, recorded_versions,
                         setuid_paths, versions_in_box)
 
 LIBS = ["numpy", "pandas", "matplotlib", "PIL", "reportlab", "pypdf", "fpdf", "requests", "openpyxl", "xlsxwriter",
@@ -137,7 +137,9 @@ def test_verify_catches_a_changed_file(default_image):
 
 def test_service_runs_on_the_image(default_image, tmp_path):
     """POST /v1/runs {"image": "default"}: the run names the digest it ran on."""
-    with image_service(tmp_path) as svc:
+    from service_util import Service
+    svc = Service(images_state(tmp_path)).start()
+    try:
         run = svc.run("import pandas as pd\nprint(pd.Series([1, 2, 3]).sum())", image="default",
                       limits={"memory_mb": 1024, "cpus": 1})
         assert run["state"] == "succeeded", run
@@ -145,3 +147,5 @@ def test_service_runs_on_the_image(default_image, tmp_path):
         assert run["image"] == default_image["digest"]
         status, _, err = svc.post_run("print(1)", "python", wait=False, image="nosuch")
         assert status == 400 and "no image" in err["error"]["message"]
+    finally:
+        svc.stop()
