@@ -100,6 +100,22 @@ def test_same_tree_same_digest(store):
     assert len(json.loads(image(state, "ls", "--json").stdout)) == 1
 
 
+def test_a_recipe_that_changed_but_made_the_same_tree_is_recorded(store):
+    """The tests' image cache is keyed by the recipe's hash (image_util.py):
+    a rebuild that makes a tree already stored records the recipe that made
+    it this time, keeping when it was first made."""
+    state, recipe, _ = store
+    digest = image(state, "build", "--recipe", recipe).stdout.decode().strip()
+    first = json.loads(image(state, "ls", "--json").stdout)[0]
+    with open(recipe / "build.sh", "a") as f:
+        f.write("# a comment: a new recipe, the same tree\n")
+    p = image(state, "build", "--recipe", recipe)
+    assert p.stdout.decode().strip() == digest and b"digest unchanged" in p.stderr
+    [now] = json.loads(image(state, "ls", "--json").stdout)
+    assert now["recipe_sha256"] != first["recipe_sha256"]
+    assert now["created"] == first["created"] and now["bytes"] == first["bytes"]
+
+
 def test_failed_build_leaves_nothing(store, tmp_path):
     state, _, _ = store
     bad = tmp_path / "bad"
