@@ -52,7 +52,7 @@ SUITE="" PYLIBS=""
 [ -n "$SUITE" ] || die "$conffile sets no SUITE"
 [ -n "$PYLIBS" ] || die "$conffile sets no PYLIBS"
 [ -e "/usr/share/debootstrap/scripts/$SUITE" ] || [ ! -d /usr/share/debootstrap/scripts ] ||
-    die "this debootstrap has no script for $SUITE (/usr/share/debootstrap/scripts/$SUITE); a newer debootstrap has"
+    die "this debootstrap has no script for $SUITE (/usr/share/debootstrap/scripts/$SUITE): a newer debootstrap has one, or link it to sid's"
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap and chroot need it)"
 command -v debootstrap >/dev/null 2>&1 || die "debootstrap not found (apt-get install debootstrap)"
 command -v chroot >/dev/null 2>&1 || die "chroot not found"
