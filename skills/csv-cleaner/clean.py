@@ -8,6 +8,11 @@ import pandas as pd
 DEFAULT_MARKERS = ["NA", "N/A", "n/a", "null", "NULL", "None", "-", "?"]
 TRUE = {"true", "yes", "y", "1", "t"}
 FALSE = {"false", "no", "n", "0", "f"}
+# pandas 2 parses a column in the one format it infers from its first value,
+# so "2024-01-06 10:30" after "2024-01-05" became NaT and the column text;
+# "ISO8601" (pandas 2 only) takes each value's own ISO 8601 form, as pandas
+# 1 did without it
+ISO8601 = {"format": "ISO8601"} if int(pd.__version__.split(".")[0]) >= 2 else {}
 
 
 def work_path(rel):
@@ -35,9 +40,9 @@ def infer(col):
             return full.astype("Int64"), "integer"
         return full.astype("float64"), "number"
     if present.str.fullmatch(r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?").all():
-        dates = pd.to_datetime(present, errors="coerce")
+        dates = pd.to_datetime(present, errors="coerce", **ISO8601)
         if dates.notna().all():
-            return pd.to_datetime(col, errors="coerce"), "date"
+            return pd.to_datetime(col, errors="coerce", **ISO8601), "date"
     return col, "text"
 
 

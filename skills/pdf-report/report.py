@@ -1,4 +1,11 @@
-"""pdf-report: Markdown and images typeset into a PDF with reportlab (see skill.json)."""
+"""pdf-report: Markdown and images typeset into a PDF with reportlab (see skill.json).
+
+reportlab rather than fpdf2 (both are in the default image): the layout here
+is reportlab's platypus (paragraphs, lists, code blocks, images scaled to the
+frame, tables split across pages with their header row repeated, numbered
+pages), and it runs unchanged on reportlab 4.3; fpdf2 could do most of it,
+but as a rewrite that would produce nothing new, and reportlab is in the
+bookworm image too (fpdf2 is not), so the skill runs on either image."""
 import json
 import os
 import re

@@ -121,12 +121,16 @@ int cli_doctor(int argc, char **argv) {
     json_t *l = al_image_list(images);
     size_t k;
     json_t *e;
+    if (json_array_size(l))
+        printf("images:  (airlock run --image NAME; \"image\": NAME in the API)\n");
     json_array_foreach(l, k, e) {
         printf("image:   %s", json_string_value(json_object_get(e, "digest")));
         size_t j;
         json_t *a;
         json_array_foreach(json_object_get(e, "aliases"), j, a) printf(" %s", json_string_value(a));
-        printf(" (airlock run --image NAME)\n");
+        char holds[1024];
+        al_image_holds_line(e, holds, sizeof holds);
+        printf("\n         %s\n", holds);
     }
     if (json_array_size(l) == 0)
         printf("images:  none in %s (airlock image build)\n", images);

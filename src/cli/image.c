@@ -20,7 +20,9 @@ const char *cli_state_dir(void) {
 
 static int usage_to(FILE *f) {
     fprintf(f, "usage: airlock image [--state DIR] COMMAND\n"
-                    "  build [--recipe DIR] [--alias NAME]   build an image from a recipe (default: image/default)\n"
+                    "  build [RECIPE] [--alias NAME]         build a bundled recipe: default (Debian 13) or bookworm\n"
+                    "                                        (Debian 12); the alias is the recipe's name\n"
+                    "  build --recipe DIR [--alias NAME]     build the recipe in DIR (alias default)\n"
                     "  ls [--json]                           images: digest, aliases, size, created, what they hold\n"
                     "  verify NAME|sha256:DIGEST             re-hash the tree against its manifest\n"
                     "  rm sha256:DIGEST                      remove an image (and its aliases)\n"
@@ -30,16 +32,17 @@ static int usage_to(FILE *f) {
 
 static int usage(void) { return usage_to(stderr); }
 
-/* Where the default recipe may be: AIRLOCK_RECIPES; beside the binary in a
- * build tree inside the source tree (build/airlock -> image/default); an
- * install's data directory relative to its prefix (PREFIX/bin/airlock ->
- * PREFIX/share/airlock/image/default); then /usr/share and /usr/local/share.
- * The first that holds a build.sh wins; LOOKED lists every place tried. */
-static void default_recipe(char *buf, size_t len, char *looked, size_t looked_len) {
+/* Where the bundled recipe NAME (default, bookworm) may be: AIRLOCK_RECIPES;
+ * beside the binary in a build tree inside the source tree (build/airlock ->
+ * image/NAME); an install's data directory relative to its prefix
+ * (PREFIX/bin/airlock -> PREFIX/share/airlock/image/NAME); then /usr/share
+ * and /usr/local/share. The first that holds a build.sh wins; LOOKED lists
+ * every place tried. */
+static void bundled_recipe(const char *name, char *buf, size_t len, char *looked, size_t looked_len) {
     looked[0] = '\0';
     const char *env = getenv("AIRLOCK_RECIPES");
     if (env && *env) {
-        snprintf(buf, len, "%s/default", env);
+        snprintf(buf, len, "%s/%s", env, name);
         snprintf(looked, looked_len, "%s (AIRLOCK_RECIPES)", buf);
         return;
     }
@@ -53,11 +56,11 @@ static void default_recipe(char *buf, size_t len, char *looked, size_t looked_le
         const char *up = dirname(dirname(self));
         if (strcmp(up, "/") == 0)
             up = "";
-        snprintf(cand[n++], PATH_MAX, "%s/image/default", up);
-        snprintf(cand[n++], PATH_MAX, "%s/share/airlock/image/default", up);
+        snprintf(cand[n++], PATH_MAX, "%s/image/%s", up, name);
+        snprintf(cand[n++], PATH_MAX, "%s/share/airlock/image/%s", up, name);
     }
-    snprintf(cand[n++], PATH_MAX, "/usr/share/airlock/image/default");
-    snprintf(cand[n++], PATH_MAX, "/usr/local/share/airlock/image/default");
+    snprintf(cand[n++], PATH_MAX, "/usr/share/airlock/image/%s", name);
+    snprintf(cand[n++], PATH_MAX, "/usr/local/share/airlock/image/%s", name);
     for (size_t i = 0; i < n; i++) {
         char script[PATH_MAX + 16];
         snprintf(script, sizeof script, "%s/build.sh", cand[i]);
@@ -110,30 +113,40 @@ static json_t *read_holds(const char *rootfs) {
 
 static int build(const char *images, int argc, char **argv) {
     char recipe[PATH_MAX], looked[4 * PATH_MAX + 64] = "";
-    const char *alias = "default", *given = NULL;
+    const char *alias = NULL, *given = NULL, *named = NULL;
     /* strict: a typo must not start a build that takes minutes */
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--recipe") == 0 && i + 1 < argc)
             given = argv[++i];
         else if (strcmp(argv[i], "--alias") == 0 && i + 1 < argc)
             alias = argv[++i];
+        else if (argv[i][0] != '-' && !named && !given && al_image_name_ok(argv[i]))
+            named = argv[i];
         else {
             fprintf(stderr, "airlock image build: %s \"%s\"\n", (strcmp(argv[i], "--recipe") == 0 || strcmp(argv[i], "--alias") == 0) ? "a value is missing after" : "unknown argument", argv[i]);
             return usage();
         }
     }
+    if (named && given) {
+        fprintf(stderr, "airlock image build: a bundled recipe (%s) or --recipe DIR, not both\n", named);
+        return usage();
+    }
+    /* a bundled recipe's image is named for it; a recipe of one's own, as
+     * before there were two, makes the default */
+    if (!alias)
+        alias = named ? named : "default";
     if (given)
         snprintf(recipe, sizeof recipe, "%s", given);
     else
-        default_recipe(recipe, sizeof recipe, looked, sizeof looked);
+        bundled_recipe(named ? named : "default", recipe, sizeof recipe, looked, sizeof looked);
     char script[PATH_MAX + 16];
     snprintf(script, sizeof script, "%s/build.sh", recipe);
     if (access(script, R_OK) != 0) {
         if (given)
             fprintf(stderr, "airlock image build: no recipe at %s\n", script);
         else
-            fprintf(stderr, "airlock image build: no default recipe (a directory holding build.sh); looked in: %s. "
-                            "Name one with --recipe DIR or AIRLOCK_RECIPES\n", looked);
+            fprintf(stderr, "airlock image build: no %s recipe (a directory holding build.sh); looked in: %s. "
+                            "Name one with --recipe DIR or AIRLOCK_RECIPES\n", named ? named : "default", looked);
         return 125;
     }
     al_error derr = { 0 };
@@ -246,28 +259,17 @@ int cli_image(int argc, char **argv) {
             size_t k;
             json_t *e;
             json_array_foreach(l, k, e) {
-                json_t *h = json_object_get(e, "holds");
-                char aliases[128] = "", libs[512] = "";
+                char aliases[128] = "", holds[1024];
                 size_t j;
                 json_t *a;
                 json_array_foreach(json_object_get(e, "aliases"), j, a) {
                     strncat(aliases, json_string_value(a), sizeof aliases - strlen(aliases) - 2);
                     strcat(aliases, " ");
                 }
-                const char *lk;
-                json_t *lv;
-                json_object_foreach(json_object_get(json_object_get(h, "python"), "libraries"), lk, lv) {
-                    char one[80];
-                    snprintf(one, sizeof one, "%s%s %s", libs[0] ? ", " : "", lk,
-                             json_string_value(json_object_get(lv, "version")) ?: "?");
-                    strncat(libs, one, sizeof libs - strlen(libs) - 1);
-                }
-                printf("%-73s %-10s %6.0f MB %-21s python %s, node %s%s%s%s\n", json_string_value(json_object_get(e, "digest")),
-                       aliases, (double)json_integer_value(json_object_get(e, "bytes")) / 1e6,
-                       json_string_value(json_object_get(e, "created")) ?: "-",
-                       json_string_value(json_object_get(json_object_get(h, "python"), "version")) ?: "-",
-                       json_string_value(json_object_get(json_object_get(h, "node"), "version")) ?: "-",
-                       libs[0] ? " (" : "", libs, libs[0] ? ")" : "");
+                al_image_holds_line(e, holds, sizeof holds);
+                printf("%-73s %-10s %6.0f MB %-21s %s\n", json_string_value(json_object_get(e, "digest")), aliases,
+                       (double)json_integer_value(json_object_get(e, "bytes")) / 1e6,
+                       json_string_value(json_object_get(e, "created")) ?: "-", holds);
             }
         }
         json_decref(l);

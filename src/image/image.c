@@ -241,6 +241,8 @@ json_int_t al_image_manifest_bytes(const char *text, json_int_t *ret_entries) {
     return bytes;
 }
 
+static int read_store(const char *path, size_t max, char **ret, size_t *ret_len);
+
 int al_image_commit(const char *images_dir, const char *src, json_t *info, char ret_digest[65], al_error *err) {
     _cleanup_close_ int sfd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (sfd < 0)
@@ -254,8 +256,31 @@ int al_image_commit(const char *images_dir, const char *src, json_t *info, char 
     snprintf(dir, sizeof dir, "%s/sha256-%s", images_dir, ret_digest);
     snprintf(rootfs, sizeof rootfs, "%s/rootfs", dir);
     if (access(rootfs, F_OK) == 0) {
-        /* the same tree is already stored: one image */
+        /* the same tree is already stored: one image. What made it this
+         * time (a recipe whose files changed but not the tree) is recorded,
+         * so that a cache keyed by the recipe's hash finds it (tests/integration/
+         * image_util.py); when it was first made is kept. */
         al_rm_tree(AT_FDCWD, src);
+        snprintf(p, sizeof p, "%s/info.json", dir);
+        _cleanup_free_ char *otext = NULL;
+        size_t olen = 0;
+        json_t *old = read_store(p, 1u << 20, &otext, &olen) == 0 ? json_loadb(otext, olen, 0, NULL) : NULL;
+        if (json_is_object(old) && json_object_size(info)) {
+            json_object_update(old, info);
+            char *it = json_dumps(old, JSON_INDENT(2));
+            char tmp[4400];
+            snprintf(tmp, sizeof tmp, "%s.tmp", p);
+            r = it ? write_file(tmp, it, strlen(it)) : -ENOMEM;
+            free(it);
+            if (r == 0 && rename(tmp, p) < 0)
+                r = -errno;
+            if (r < 0) {
+                unlink(tmp);
+                json_decref(old);
+                return al_err(err, "image", -r, "write %s: %s", p, strerror(-r));
+            }
+        }
+        json_decref(old);
         return 0;
     }
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
@@ -351,11 +376,15 @@ int al_image_resolve(const char *images_dir, const char *name, char *ret_dir, si
     return 0;
 }
 
+bool al_image_name_ok(const char *name) {
+    /* the names al_image_resolve takes for an alias: one plain name, never a path */
+    return *name && !strchr(name, '/') && name[0] != '.' && strlen(name) <= 64 && !al_is_sha256_hex(name) &&
+           strncmp(name, "sha256:", 7) != 0;
+}
+
 int al_image_alias(const char *images_dir, const char *alias, const char *digest, al_error *err) {
     char p[4200], tmp[4300], text[80];
-    /* the names al_image_resolve accepts: one plain name, never a path */
-    if (!*alias || strchr(alias, '/') || alias[0] == '.' || strlen(alias) > 64 || al_is_sha256_hex(alias) ||
-        strncmp(alias, "sha256:", 7) == 0)
+    if (!al_image_name_ok(alias))
         return al_err(err, "image", EINVAL, "bad alias \"%.80s\": one name of at most 64 characters, no '/', not starting with '.'", alias);
     snprintf(p, sizeof p, "%s/aliases", images_dir);
     if (mkdir(p, 0755) < 0 && errno != EEXIST)
@@ -478,4 +507,48 @@ json_t *al_image_list(const char *images_dir) {
     }
     closedir(d);
     return out;
+}
+
+/* S appended to BUF (LEN bytes, a string), cut to fit; a control byte of S as '?' */
+static void put(char *buf, size_t len, const char *s) {
+    size_t o = strlen(buf);
+    for (; s && *s && o + 1 < len; s++)
+        buf[o++] = ((unsigned char)*s < 0x20 || *s == 0x7f) ? '?' : *s;
+    buf[o] = '\0';
+}
+
+void al_image_holds_line(json_t *entry, char *buf, size_t len) {
+    json_t *h = json_object_get(entry, "holds");
+    const char *debian = json_string_value(json_object_get(json_object_get(h, "system"), "debian_version"));
+    const char *suite = json_string_value(json_object_get(json_object_get(h, "source"), "suite"));
+    const char *py = json_string_value(json_object_get(json_object_get(h, "python"), "version"));
+    const char *node = json_string_value(json_object_get(json_object_get(h, "node"), "version"));
+    buf[0] = '\0';
+    if (debian || suite) {
+        put(buf, len, "Debian ");
+        put(buf, len, debian ? debian : suite);
+        if (debian && suite) {
+            put(buf, len, " (");
+            put(buf, len, suite);
+            put(buf, len, ")");
+        }
+        put(buf, len, ", ");
+    }
+    put(buf, len, "python ");
+    put(buf, len, py ? py : "-");
+    put(buf, len, ", node ");
+    put(buf, len, node ? node : "-");
+    const char *k;
+    json_t *v;
+    bool first = true;
+    json_object_foreach(json_object_get(json_object_get(h, "python"), "libraries"), k, v) {
+        const char *ver = json_string_value(json_object_get(v, "version"));
+        put(buf, len, first ? " (" : ", ");
+        put(buf, len, k);
+        put(buf, len, " ");
+        put(buf, len, ver ? ver : "?");
+        first = false;
+    }
+    if (!first)
+        put(buf, len, ")");
 }

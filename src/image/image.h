@@ -41,6 +41,9 @@ int al_image_commit(const char *images_dir, const char *src, json_t *info, char 
 /* "default", "sha256:<hex>" or "<hex>" -> the image's directory. */
 int al_image_resolve(const char *images_dir, const char *name, char *ret_dir, size_t len, char ret_digest[65],
                      al_error *err);
+/* NAME is one an alias may be (and a bundled recipe's): at most 64
+ * characters, no '/', not starting with '.', not a digest. */
+bool al_image_name_ok(const char *name);
 int al_image_alias(const char *images_dir, const char *alias, const char *digest, al_error *err);
 /* Recompute the manifest of an image; 1 when it matches, 0 when not (with
  * the first differing line in ERR's message). */
@@ -48,6 +51,11 @@ int al_image_verify(const char *image_dir, const char *digest, al_error *err);
 int al_image_remove(const char *images_dir, const char *digest, al_error *err);
 /* Every image: [{digest, aliases, size, created, holds}]. */
 json_t *al_image_list(const char *images_dir);
+/* What an entry of al_image_list says its image holds, on one line for a
+ * person: "Debian 13.8 (trixie), python 3.13.5, node 20.19.2 (fpdf2 2.8.3,
+ * numpy 2.2.4, ...)"; "python -, node -" when it records nothing (an import).
+ * Control bytes of the recorded strings are shown as '?'. */
+void al_image_holds_line(json_t *entry, char *buf, size_t len);
 
 /* Import a docker save / OCI layout tarball; nothing is left on failure. */
 int al_image_import(const char *images_dir, const char *tarball, char ret_digest[65], al_error *err);

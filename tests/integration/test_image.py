@@ -100,6 +100,22 @@ def test_same_tree_same_digest(store):
     assert len(json.loads(image(state, "ls", "--json").stdout)) == 1
 
 
+def test_a_recipe_that_changed_but_made_the_same_tree_is_recorded(store):
+    """The tests' image cache is keyed by the recipe's hash (image_util.py):
+    a rebuild that makes a tree already stored records the recipe that made
+    it this time, keeping when it was first made."""
+    state, recipe, _ = store
+    digest = image(state, "build", "--recipe", recipe).stdout.decode().strip()
+    first = json.loads(image(state, "ls", "--json").stdout)[0]
+    with open(recipe / "build.sh", "a") as f:
+        f.write("# a comment: a new recipe, the same tree\n")
+    p = image(state, "build", "--recipe", recipe)
+    assert p.stdout.decode().strip() == digest and b"digest unchanged" in p.stderr
+    [now] = json.loads(image(state, "ls", "--json").stdout)
+    assert now["recipe_sha256"] != first["recipe_sha256"]
+    assert now["created"] == first["created"] and now["bytes"] == first["bytes"]
+
+
 def test_failed_build_leaves_nothing(store, tmp_path):
     state, _, _ = store
     bad = tmp_path / "bad"
@@ -126,6 +142,55 @@ def test_bad_names_are_clear_errors(store):
     for name in ("../../etc", "sha256:xyz", "nosuch"):
         status, _, err = run_on(state, name, "true")
         assert status == 125 and (b"bad image" in err or b"no image" in err), (name, err)
+
+
+def test_a_bundled_recipe_is_built_by_its_name_under_its_name(store, tmp_path):
+    """`airlock image build bookworm` builds image/bookworm as the alias
+    bookworm; `build` alone is still the default; a name that is a path is
+    refused before anything runs."""
+    state, recipe, _ = store
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    shutil.copytree(recipe, recipes / "mini")
+    shutil.copytree(recipe, recipes / "default")
+    env = dict(os.environ, AIRLOCK_RECIPES=str(recipes))
+
+    def build(*args):
+        return subprocess.run([str(AIRLOCK), "image", "--state", str(state), "build", *args], capture_output=True,
+                              env=env, timeout=120)
+    p = build("mini")
+    assert p.returncode == 0, p.stderr
+    digest = p.stdout.decode().strip()
+    assert str(recipes / "mini").encode() in p.stderr
+    assert build().returncode == 0
+    aliases = {e["digest"]: e["aliases"] for e in json.loads(image(state, "ls", "--json").stdout)}
+    assert sorted(aliases[digest]) == ["default", "mini"], aliases      # the same tree: one image
+    p = build("nosuch")
+    assert p.returncode == 125 and b"no nosuch recipe" in p.stderr and str(recipes / "nosuch").encode() in p.stderr
+    for bad in (["../mini"], [".hidden"], ["mini", "--recipe", str(recipe)], ["mini", "default"]):
+        p = build(*bad)
+        assert p.returncode == 125 and b"usage: airlock image" in p.stderr, (bad, p.stderr)
+
+
+def test_ls_and_doctor_show_what_a_built_tree_holds(store):
+    """The Debian release, Python, Node and library versions its manifest
+    records, on one line; a control byte in them is shown as '?', never
+    sent to the terminal."""
+    state, recipe, tree = store
+    (tree / "usr/share/airlock").mkdir(parents=True)
+    (tree / "usr/share/airlock/manifest.json").write_text(json.dumps({
+        "system": {"debian_version": "13.1", "version_id": "13"}, "source": {"suite": "trixie"},
+        "python": {"version": "3.13.5\x1b[2J", "libraries": {"fpdf2": {"version": "2.8.3"},
+                                                              "numpy": {"version": "2.2.4"}}},
+        "node": {"version": "20.19.2"}}))
+    digest = image(state, "build", "--recipe", recipe).stdout.decode().strip()
+    want = "Debian 13.1 (trixie), python 3.13.5?[2J, node 20.19.2 (fpdf2 2.8.3, numpy 2.2.4)"
+    ls = image(state, "ls").stdout.decode()
+    assert want in ls and "\x1b" not in ls, ls
+    p = subprocess.run([str(AIRLOCK), "doctor"], capture_output=True, timeout=60,
+                       env=dict(os.environ, AIRLOCK_STATE=str(state)))
+    text = p.stdout.decode()
+    assert f"image:   {digest} default\n         {want}\n" in text and "\x1b" not in text, text[-600:]
 
 
 # ------------------------------------------------------------------ import

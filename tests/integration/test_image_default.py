@@ -1,19 +1,21 @@
-"""The default runtime image (issue 3): a real build from image/default with
-debootstrap, then what an agent expects of it. The built image is cached
-between runs on the same machine (by the recipe's hash); a clean machine
-builds it here, which takes a few minutes."""
+"""The default runtime image (issues 3 and 15): a real build from
+image/default (Debian 13 trixie) with debootstrap, then what an agent
+expects of it. The built image is cached between runs on the same machine
+(by the recipe's hash); a clean machine builds it here, which takes a few
+minutes."""
 import json
 import os
 import struct
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from conftest import AIRLOCK
-from image_util import CACHE, ensure_default_image, image_cmd
+from image_util import (CACHE, box, ensure_default_image, image_cmd, images_state, recorded_versions,
+                        setuid_paths, versions_in_box)
 
-LIBS = ["numpy", "pandas", "matplotlib", "PIL", "reportlab", "pypdf", "requests", "openpyxl", "xlsxwriter", "scipy"]
+LIBS = ["numpy", "pandas", "matplotlib", "PIL", "reportlab", "pypdf", "fpdf", "requests", "openpyxl", "xlsxwriter",
+        "scipy"]
 
 
 @pytest.fixture(scope="module")
@@ -21,19 +23,65 @@ def default_image():
     return ensure_default_image()
 
 
-def box(code, lang="python", *extra, out=None):
-    args = [str(AIRLOCK), "run", "--json", "--image", "default", "--lang", lang, "--timeout", "120", "--memory", "1G"]
-    if out:
-        args += ["--out", str(out)]
-    p = subprocess.run([*args, *extra, "-c", code], capture_output=True, timeout=300,
-                       env=dict(os.environ, AIRLOCK_STATE=str(CACHE)))
-    return p.returncode, json.loads(p.stdout) if p.stdout else {"stderr": p.stderr.decode(errors="replace")}
-
-
 def test_every_library_imports(default_image):
     status, doc = box("import " + ", ".join(LIBS) + "\nprint('ok')")
     assert status == 0 and doc["stdout"] == "ok\n", doc
     assert doc["box"]["runtime"] == default_image["digest"]
+
+
+def test_it_is_debian_13_with_the_versions_it_promises(default_image):
+    """Python 3.13, Node 20, fpdf2, pandas 2.2, numpy 2.2, matplotlib 3.10,
+    reportlab 4, pypdf 5 (issue 15), and the manifest says what the tree holds."""
+    holds = default_image["holds"]
+    assert holds["system"]["version_id"] == "13" and holds["source"]["suite"] == "trixie", holds["system"]
+    got = versions_in_box(default_image, "default")
+    assert got == recorded_versions(default_image), (got, recorded_versions(default_image))
+    lib = got["libraries"]
+    assert got["python"].startswith("3.13."), got
+    assert got["node"].startswith("20."), got
+    for dist, major in (("fpdf2", "2.8."), ("pandas", "2.2."), ("numpy", "2.2."), ("matplotlib", "3.10."),
+                        ("reportlab", "4."), ("pypdf", "5.")):
+        assert lib[dist].startswith(major), (dist, lib[dist])
+
+
+def test_fpdf2_writes_a_unicode_pdf(default_image, tmp_path):
+    """fpdf2 with the image's DejaVu font: text beyond Latin-1, read back with pypdf."""
+    code = ("from fpdf import FPDF\nimport pypdf\n"
+            "pdf = FPDF()\npdf.add_page()\n"
+            "pdf.add_font('DejaVu', fname='/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf')\n"
+            "pdf.set_font('DejaVu', size=14)\n"
+            "pdf.multi_cell(0, 10, 'Quarterly report: \u0394 revenue +12 %, \u20ac 3400, \u041f\u0440\u0438\u0432\u0435\u0442')\n"
+            "pdf.output('/out/r.pdf')\n"
+            "print(pypdf.PdfReader('/out/r.pdf').pages[0].extract_text())\n")
+    status, doc = box(code, out=tmp_path / "results")
+    assert status == 0, doc
+    assert "\u0394 revenue" in doc["stdout"] and "\u041f\u0440\u0438\u0432\u0435\u0442" in doc["stdout"], doc["stdout"]
+    assert (tmp_path / "results" / "r.pdf").read_bytes()[:5] == b"%PDF-"
+
+
+def test_no_setuid_or_setgid_file(default_image):
+    assert setuid_paths(default_image) == []
+
+
+def test_ls_and_doctor_show_its_versions(default_image):
+    h = default_image["holds"]
+    lib = h["python"]["libraries"]
+    want = [f"Debian {h['system']['debian_version']} (trixie)", f"python {h['python']['version']}",
+            f"node {h['node']['version']}", f"fpdf2 {lib['fpdf2']['version']}", f"pandas {lib['pandas']['version']}"]
+    ls = image_cmd("ls").stdout.decode()
+    line = next(ln for ln in ls.splitlines() if ln.startswith(default_image["digest"]))
+    for w in want:
+        assert w in line, (w, line)
+    env = dict(os.environ, AIRLOCK_STATE=str(CACHE))
+    p = subprocess.run([str(AIRLOCK), "doctor"], capture_output=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    text = p.stdout.decode()
+    held = text[text.index("image:   " + default_image["digest"]):].splitlines()[1]
+    for w in want:
+        assert w in held, (w, held)
+    p = subprocess.run([str(AIRLOCK), "doctor", "--json"], capture_output=True, timeout=60, env=env)
+    images = {e["digest"]: e for e in json.loads(p.stdout)["images"]}
+    assert images[default_image["digest"]]["holds"]["python"]["libraries"]["fpdf2"] == lib["fpdf2"]
 
 
 def test_node_runs(default_image):
@@ -90,10 +138,7 @@ def test_verify_catches_a_changed_file(default_image):
 def test_service_runs_on_the_image(default_image, tmp_path):
     """POST /v1/runs {"image": "default"}: the run names the digest it ran on."""
     from service_util import Service
-    state = tmp_path / "svc"
-    state.mkdir()
-    (state / "images").symlink_to(CACHE / "images")
-    svc = Service(state).start()
+    svc = Service(images_state(tmp_path)).start()
     try:
         run = svc.run("import pandas as pd\nprint(pd.Series([1, 2, 3]).sum())", image="default",
                       limits={"memory_mb": 1024, "cpus": 1})

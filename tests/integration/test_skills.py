@@ -272,6 +272,18 @@ def test_csv_cleaner(svc, image):
     assert [r["name"] for r in rows] == ["Alice", "Carol"], rows
 
 
+def test_csv_cleaner_takes_each_iso_8601_form_of_a_date_column(svc, image):
+    """pandas 2 (the default image since Debian 13) parses a column in the
+    format of its first value: a time after a plain date was NaT there, and
+    the column was left text; pandas 1.5 took each value's own form."""
+    thread = f"dates-{time.monotonic_ns()}"
+    put_in_thread(svc, thread, {"when.csv": b"id,when\n1,2024-01-05\n2,2024-01-06 10:30\n3,2024-02-01T08:00:00\n"})
+    run = ok_run(svc, "csv-cleaner", "clean", {"input": "documents/when.csv"}, thread)
+    assert json.loads(run["result"]["stdout"])["types"] == {"id": "integer", "when": "date"}, run["result"]
+    rows = list(csv.DictReader(io.StringIO(content(svc, artifacts(run)["cleaned.csv"]).decode())))
+    assert [r["when"] for r in rows] == ["2024-01-05 00:00:00", "2024-01-06 10:30:00", "2024-02-01 08:00:00"], rows
+
+
 def test_data_profiler_csv_and_xlsx(svc, image):
     thread = f"prof-{time.monotonic_ns()}"
     put_in_thread(svc, thread, {"sales.csv": (DATA / "sales.csv").read_bytes()})
