@@ -20,6 +20,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
 AIRLOCK_BIN=build-asan/airlock $PY -m pytest -q -p no:cacheprovider \
     --ignore-glob='tests/integration/test_battery_[a-j]*.py' \
     --ignore=tests/integration/test_network.py --ignore=tests/integration/test_image_default.py \
+    --ignore=tests/integration/test_image_bookworm.py \
     --ignore=tests/integration/test_nodes.py \
     tests/integration
 
@@ -33,6 +34,14 @@ echo "== integration tests on PostgreSQL under ASan+UBSan: every module that sta
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 AIRLOCK_TEST_STORE=postgresql AIRLOCK_BIN=build-asan/airlock $PY -m pytest -q -p no:cacheprovider \
     $(grep -l service_util tests/integration/test_*.py)
+
+# The service's run, limit, artifact, thread and network tests once more
+# with driver = docker: each run in a container of a real dockerd that the
+# tests start themselves (tests/integration/docker_util.py).
+echo "== the service's runs, threads and network on the docker driver =="
+AIRLOCK_TEST_DRIVER=docker $PY -m pytest -q -p no:cacheprovider \
+    tests/integration/test_service_runs.py tests/integration/test_service_threads.py \
+    tests/integration/test_network_service.py
 
 echo "== all integration tests =="
 exec $PY -m pytest -v -p no:cacheprovider tests/integration

@@ -9,7 +9,8 @@ libseccomp-dev libjansson-dev nettle-dev libmicrohttpd-dev libsqlite3-dev libpq-
 python3 python3-pytest nodejs npm bash coreutils ca-certificates
 bubblewrap iproute2 openssl curl python3-pip procps util-linux debootstrap
 python3-pil python3-pypdf python3-icalendar
-postgresql-15 python3-psycopg2"
+postgresql-15 python3-psycopg2
+docker.io runsc"
 
 # `make fuzz` (scripts/fuzz.sh) alone needs clang, libFuzzer and llvm-cov
 if [ "${1:-}" = fuzz ]; then
