@@ -6,7 +6,13 @@ All variants are measured in one run, interleaved round-robin per iteration
 Wall-clock time of one subprocess.run() per sample, stdout/stderr to DEVNULL,
 each run asserted to exit 0.
 
-Usage: /usr/bin/python3 bench/startup.py [--runs N] [--warmup N] [--json FILE]
+With --docker, a dockerd of its own (tests/integration/docker_util.py: Debian's
+docker.io with runsc, its own data root and socket) and python -c pass on the
+default image five ways: the native box, the docker driver with runc and with
+runsc, and `docker run --rm` of the same image (as hardened as the driver's
+container: read-only, no network, no capabilities) with runc and with runsc.
+
+Usage: /usr/bin/python3 bench/startup.py [--runs N] [--warmup N] [--json FILE] [--docker]
 """
 import argparse
 import json
@@ -91,6 +97,7 @@ def main():
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--docker", action="store_true", help="add the docker driver and docker run (its own dockerd)")
     args = ap.parse_args()
     if args.runs < 1:
         ap.error("--runs must be >= 1")
@@ -124,6 +131,40 @@ def main():
                          ["docker", "run", "--rm", "--network", "none",
                           "debian:12", "true"], "true", "docker"))
 
+    envs = {}
+    if args.docker:
+        # the tests' dockerd helper, on a data root and socket of the bench's own
+        os.environ.setdefault("AIRLOCK_TEST_DOCKER_RUN", "/run/airlock-bench-docker")
+        os.environ.setdefault("AIRLOCK_TEST_DOCKER_DATA", "/var/cache/airlock-bench-docker")
+        sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+        import docker_util
+        from image_util import CACHE, ensure_default_image
+        docker_util.start()
+        digest = ensure_default_image()["digest"].split(":")[-1]
+        denv = dict(docker_util.env(), AIRLOCK_STATE=str(CACHE))
+        # the driver loads the image into this daemon on its first run
+        subprocess.run([AIRLOCK, "run", "--driver", "docker", "--lang", "python", "-c", "pass"], env=denv,
+                       check=True, stdout=subprocess.DEVNULL)
+        hard = ["--rm", "--network", "none", "--read-only", "--cap-drop", "ALL", "--security-opt",
+                "no-new-privileges", "--user", "1900099999:1900099999", "--tmpfs", "/tmp", "--memory", "512m",
+                "--pids-limit", "256", "--init"]
+        img = "airlock-image:" + digest
+        for name, cmd, kind in [
+            ("airlock --image default python -c pass", [AIRLOCK, "run", "--image", "default"], "airlock"),
+            ("airlock --driver docker (runc) python -c pass", [AIRLOCK, "run", "--driver", "docker"], "driver-runc"),
+            ("airlock --driver docker --runtime runsc python -c pass",
+             [AIRLOCK, "run", "--driver", "docker", "--runtime", "runsc"], "driver-runsc"),
+        ]:
+            variants.append((name, cmd + ["--lang", "python", "-c", "pass"], "image", kind))
+        variants.append(("docker run --rm (runc) python3 -c pass",
+                         ["docker", "run", *hard, img, "python3", "-c", "pass"], "image", "docker-runc"))
+        variants.append(("docker run --rm --runtime runsc python3 -c pass",
+                         ["docker", "run", "--runtime", "runsc", *hard, img, "python3", "-c", "pass"], "image",
+                         "docker-runsc"))
+        for v in variants:
+            if v[2] == "image":
+                envs[v[0]] = denv
+
     samples = {v[0]: [] for v in variants}
     n = len(variants)
     t_start = time.monotonic()
@@ -131,7 +172,7 @@ def main():
         rot = it % n  # rotate start so no variant always runs first/last
         for j in range(n):
             name, cmd, _, kind = variants[(rot + j) % n]
-            dt = run_once(cmd, NOCG_ENV if kind == "airlock-nocg" else None)
+            dt = run_once(cmd, NOCG_ENV if kind == "airlock-nocg" else envs.get(name))
             if it >= args.warmup:
                 samples[name].append(dt)
     elapsed = time.monotonic() - t_start
@@ -183,6 +224,16 @@ def main():
         do = med("true", "docker") - med("true", "bare")
         key["true"]["docker_overhead_ms"] = do
         print(f"{'/bin/true':<26} docker overhead {do:7.2f} ms")
+
+    if args.docker:
+        for rt in ("runc", "runsc"):
+            drv, ref = med("image", "driver-" + rt), med("image", "docker-" + rt)
+            key["docker_" + rt] = {"driver_ms": drv, "docker_run_ms": ref, "ratio": drv / ref}
+            verdict = "OK" if drv / ref <= 0.5 else "ABOVE TARGET"
+            print(f"{'docker driver ' + rt:<26} {drv:7.1f} ms   docker run --rm {ref:7.1f} ms   "
+                  f"ratio {drv / ref:5.2f}  (target <= 0.5: {verdict})")
+        print(f"{'native box, same image':<26} {med('image', 'airlock'):7.1f} ms")
+        docker_util.stop()
 
     if args.json:
         doc = {"uname_r": uname, "cpus": os.cpu_count(), "runs": args.runs,

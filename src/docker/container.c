@@ -19,7 +19,10 @@
 #include <sys/pidfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -78,6 +81,7 @@ typedef struct dbox {
     char scratch[64];             /* our tmpfs: stage and collect */
     bool scratch_mounted, unshared;
     uint64_t pids_hits_seen, pids_current_seen; /* the host cgroup's, last read */
+    int rootfd;                   /* runc: the container's root, through its init (O_PATH) */
 } dbox;
 
 /* ---- the container's cgroup, read from this host ---- */
@@ -653,6 +657,85 @@ out:
     return mfd;
 }
 
+/* Under runc the container's tmpfs mounts are this host's: its root is
+ * reached through its init's /proc/PID/root, by pidfd (the pid cannot have
+ * been reused while the process it names is alive), and /work, /out, /tmp
+ * are opened beneath it with no link followed and checked to be tmpfs. The
+ * native box's staging and collection then apply as they are, with the
+ * script's uid's file rights. (gVisor's mounts live in its Sentry: there
+ * the tar streams below are the way.) */
+static int open_root(dbox *b, al_error *err) {
+    _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, b->init_pid, 0);
+    if (pidfd < 0)
+        return al_err(err, "docker", errno, "pidfd_open the container's init: %m");
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d/root", (int)b->init_pid);
+    int fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return al_err(err, "docker", errno, "open the container's root: %m");
+    struct pollfd pf = { .fd = pidfd, .events = POLLIN };
+    if (poll(&pf, 1, 0) != 0) {
+        close(fd);
+        return al_err(err, "docker", ESRCH, "the container's init ended while its root was opened");
+    }
+    b->rootfd = fd;
+    return 0;
+}
+
+static int open_scratch(dbox *b, const char *name, al_error *err) {
+    struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW,
+                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+    int fd = (int)syscall(SYS_openat2, b->rootfd, name, &how, sizeof how);
+    if (fd < 0)
+        return al_err(err, "docker", errno, "open the container's /%s: %m", name);
+    struct statfs sf;
+    if (fstatfs(fd, &sf) < 0 || sf.f_type != TMPFS_MAGIC) {
+        close(fd);
+        return al_err(err, "docker", EXDEV, "the container's /%s is not its tmpfs", name);
+    }
+    return fd;
+}
+
+static int stage_direct(dbox *b, al_error *err) {
+    const al_box_config *cfg = b->cfg;
+    _cleanup_close_ int workfd = open_scratch(b, "work", err);
+    if (workfd < 0)
+        return workfd;
+    al_stage st = { .workfd = workfd, .uid = b->uid, .gid = b->uid, .max_files = cfg->limits.stage_files,
+                    .max_bytes = cfg->limits.stage_bytes, .max_depth = cfg->limits.max_depth };
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < cfg->n_files; i++)
+        r = al_stage_data(&st, cfg->files[i].name, cfg->files[i].data, cfg->files[i].len, cfg->files[i].mode, err);
+    for (size_t i = 0; r == 0 && i < cfg->n_inputs; i++)
+        r = al_stage_path(&st, cfg->inputs[i], err);
+    const al_runtime *rt = cfg->runtime;
+    if (r == 0 && rt->tmp_seed && rt->tmp_seed_root) {
+        _cleanup_close_ int tmpfd = open_scratch(b, "tmp", err);
+        if (tmpfd < 0)
+            return tmpfd;
+        al_stage ts = st;
+        ts.workfd = tmpfd;
+        ts.files = ts.bytes = 0;
+        ts.max_bytes = cfg->limits.tmpfs_bytes;
+        ts.max_files = cfg->limits.tmpfs_inodes;
+        r = al_stage_beneath_as(&ts, rt->tmp_seed_root, rt->tmp_seed, rt->tmp_seed_name, err);
+    }
+    return r;
+}
+
+static int collect_direct(dbox *b, al_error *err) {
+    const al_box_limits *l = &b->cfg->limits;
+    _cleanup_close_ int outfd = open_scratch(b, "out", err);
+    if (outfd < 0)
+        return outfd;
+    al_collect_limits cl = {
+        .max_files = l->max_artifacts, .max_file_bytes = l->max_artifact_bytes,
+        .max_total_bytes = l->max_artifacts_total, .max_depth = l->max_depth,
+        .max_entries = l->max_artifacts * 10 + 1000, .uid = b->uid, .gid = b->uid,
+    };
+    return al_collect(outfd, b->cfg->out_dirfd, &cl, b->res, err);
+}
+
 static int stage(dbox *b, al_error *err) {
     const al_box_config *cfg = b->cfg;
     _cleanup_close_ int workfd = scratch_dir(b, "work", b->uid, err);
@@ -978,14 +1061,18 @@ static int run(dbox *b, al_error *err) {
         return r;
     res->controls.host_uid = b->uid;
     res->controls.host_uid_unique = true;
-    /* the stage: /work's inputs and the image's /tmp seed */
-    if ((r = scratch_mount(b, cfg->limits.stage_bytes + cfg->limits.tmpfs_bytes + (4u << 20), err)) < 0)
+    /* gVisor's stage: /work's inputs and the image's /tmp seed, packed */
+    if (b->o->runtime == AL_DOCKER_RUNSC &&
+        (r = scratch_mount(b, cfg->limits.stage_bytes + cfg->limits.tmpfs_bytes + (4u << 20), err)) < 0)
         return r;
     if ((r = create(b, res->engine_image, err)) < 0 || (r = start_and_inspect(b, err)) < 0)
         return r;
     if (cfg->listen_port && (r = listener(b, err)) < 0)
         return r;
-    if ((r = stage(b, err)) < 0)
+    bool direct = b->o->runtime == AL_DOCKER_RUNC;
+    if (direct && (r = open_root(b, err)) < 0)
+        return r;
+    if ((r = direct ? stage_direct(b, err) : stage(b, err)) < 0)
         return r;
 
     char id[80];
@@ -1071,7 +1158,7 @@ static int run(dbox *b, al_error *err) {
             res->reason = AL_REASON_PIDS;
     }
     /* hashed, and copied when the caller gave a directory for them */
-    return collect(b, err);
+    return direct ? collect_direct(b, err) : collect(b, err);
 }
 
 int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_result *res) {
@@ -1081,8 +1168,10 @@ int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_resu
     snprintf(res->driver, sizeof res->driver, "docker");
     snprintf(res->engine_runtime, sizeof res->engine_runtime, "%s", al_docker_runtime_name(o->runtime));
     al_docker_controls(o->runtime, &res->controls);
-    dbox b = { .o = o, .cfg = cfg, .res = res, .holder_lock = -1, .uid_lock = -1 };
+    dbox b = { .o = o, .cfg = cfg, .res = res, .holder_lock = -1, .uid_lock = -1, .rootfd = -1 };
     int r = run(&b, &res->error);
+    if (b.rootfd >= 0)
+        close(b.rootfd);
     remove_container(&b);
     scratch_unmount(&b);
     if (b.engine_open)

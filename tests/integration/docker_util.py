@@ -17,7 +17,7 @@ from pathlib import Path
 from conftest import need
 
 DATA = Path(os.environ.get("AIRLOCK_TEST_DOCKER_DATA", "/var/cache/airlock-tests/docker"))
-RUN = Path("/run/airlock-test-docker")
+RUN = Path(os.environ.get("AIRLOCK_TEST_DOCKER_RUN", "/run/airlock-test-docker"))
 SOCKET = RUN / "docker.sock"
 PIDFILE = RUN / "dockerd.pid"
 LOG = RUN / "dockerd.log"
