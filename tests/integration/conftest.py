@@ -42,9 +42,28 @@ def run_json(*args, timeout=120, env=None):
     return proc.returncode, doc
 
 
+# The driver the box battery runs on: native, or AIRLOCK_TEST_DRIVER=docker
+# with AIRLOCK_TEST_RUNTIME=runc|runsc (a container of the test dockerd, on
+# the default image). One battery for every driver (issue 13).
+DRIVER = os.environ.get("AIRLOCK_TEST_DRIVER", "native")
+RUNTIME = os.environ.get("AIRLOCK_TEST_RUNTIME", "runc")
+
+
+def driver_args():
+    """(extra `airlock run` arguments, environment) for the suite's driver."""
+    if DRIVER != "docker":
+        return [], None
+    import docker_util
+    from image_util import CACHE, ensure_default_image
+    docker_util.start()
+    ensure_default_image()
+    return ["--driver", "docker", "--runtime", RUNTIME], dict(docker_util.env(), AIRLOCK_STATE=str(CACHE))
+
+
 def run_code(lang, code, *extra, timeout=120):
-    """Run CODE in LANG with --json; returns the parsed document."""
-    _, doc = run_json("--lang", lang, *extra, "-c", code, timeout=timeout)
+    """Run CODE in LANG with --json on the suite's driver; returns the parsed document."""
+    dargs, env = driver_args()
+    _, doc = run_json(*dargs, "--lang", lang, *extra, "-c", code, timeout=timeout, env=env)
     return doc
 
 
