@@ -176,9 +176,41 @@ static int call_ok(dbox *b, const char *method, const char *path, json_t *body, 
 
 static json_t *tmpfs_opts(const al_box_limits *l, uid_t uid, const char *mode) {
     char o[200];
-    snprintf(o, sizeof o, "rw,nosuid,nodev,size=%llu,nr_inodes=%llu,mode=%s,uid=%u,gid=%u",
+    /* exec, as the native box's scratch (Docker's default is noexec) */
+    snprintf(o, sizeof o, "rw,exec,nosuid,nodev,size=%llu,nr_inodes=%llu,mode=%s,uid=%u,gid=%u",
              (unsigned long long)l->tmpfs_bytes, (unsigned long long)l->tmpfs_inodes, mode, uid, uid);
     return json_string(o);
+}
+
+/* Docker's default masked paths, and every entry of /proc that is not a
+ * process's (the native box mounts proc with subset=pid, which has none of
+ * them: no sys, kcore, keys, key-users, timer_list, sched_debug...), and
+ * /sys whole (the native box has no /sys). Links (self, mounts, net) are
+ * left: masking one would mask what it points to. */
+static json_t *masked_paths(void) {
+    static const char *const always[] = { "/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys",
+                                          "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
+                                          "/proc/sched_debug", "/proc/scsi", "/sys" };
+    json_t *a = json_array();
+    for (size_t i = 0; i < ELEMENTSOF(always); i++)
+        json_array_append_new(a, json_string(always[i]));
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.' || strspn(e->d_name, "0123456789") == strlen(e->d_name) ||
+            e->d_type == DT_LNK)
+            continue;
+        char p[300];
+        snprintf(p, sizeof p, "/proc/%s", e->d_name);
+        bool dup = false;
+        for (size_t i = 0; i < ELEMENTSOF(always); i++)
+            dup |= strcmp(always[i], p) == 0;
+        if (!dup)
+            json_array_append_new(a, json_string(p));
+    }
+    if (d)
+        closedir(d);
+    return a;
 }
 
 static int create(dbox *b, const char *image_id, al_error *err) {
@@ -204,6 +236,7 @@ static int create(dbox *b, const char *image_id, al_error *err) {
         (json_int_t)(l->cpu_millis * 1000000ULL), "PidsLimit", (json_int_t)l->pids, "Init", 1, "AutoRemove", 0,
         "Privileged", 0, "Ulimits", "Name", "nofile", "Soft", (json_int_t)l->nofile, "Hard", (json_int_t)l->nofile,
         "ShmSize", (json_int_t)l->tmpfs_bytes, "IpcMode", "private", "CgroupnsMode", "private");
+    json_object_set_new(hc, "MaskedPaths", masked_paths());
     if (b->o->runtime == AL_DOCKER_RUNSC) {
         json_object_set_new(hc, "Runtime", json_string("runsc"));
         /* the host's pids cgroup holds gVisor's own threads, not the
@@ -1076,7 +1109,8 @@ static int run(dbox *b, al_error *err) {
         return r;
 
     char id[80];
-    if ((r = exec_create(b, cfg->argv, cfg->envp, "/work", true, id, err)) < 0)
+    /* stdin only when the run has one: without, the exec's is /dev/null */
+    if ((r = exec_create(b, cfg->argv, cfg->envp, "/work", cfg->stdin_fd >= 0, id, err)) < 0)
         return r;
     sink s = { .cfg = cfg, .cap = cfg->limits.output_bytes };
     for (int i = 0; i < 2; i++)
@@ -1084,12 +1118,11 @@ static int run(dbox *b, al_error *err) {
             free(s.buf[0]);
             return -ENOMEM;
         }
-    _cleanup_close_ int devnull = cfg->stdin_fd < 0 ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
     if (cfg->on_started)
         cfg->on_started(cfg->userdata);
     uint64_t start = al_now_ms();
     al_reason reason = AL_REASON_EXITED;
-    r = exec_pump(b, id, cfg->stdin_fd >= 0 ? cfg->stdin_fd : devnull, on_script_data, &s, start + cfg->limits.wall_ms,
+    r = exec_pump(b, id, cfg->stdin_fd, on_script_data, &s, start + cfg->limits.wall_ms,
                   cfg->cancel_fd, &reason, err);
     res->wall_ms = al_now_ms() - start;
     for (int i = 0; i < 2; i++) {

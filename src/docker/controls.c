@@ -55,8 +55,12 @@ void al_docker_controls(al_docker_runtime rt, al_controls *c) {
         set(&c->pids, AL_LEVEL_BOUNDARY, "PidsLimit (the container's pids cgroup)");
     set(&c->cpu, AL_LEVEL_BOUNDARY, "NanoCpus (CFS bandwidth, through Docker)");
     set(&c->tmpfs, AL_LEVEL_BOUNDARY,
-        "/work, /out and /tmp are tmpfs with size and inode caps; the root is ReadonlyRootfs; no host mount");
-    set(&c->caps, AL_LEVEL_BOUNDARY, "CapDrop ALL, a non-root uid, no device");
+        "/work, /out and /tmp are tmpfs with size and inode caps; the root is ReadonlyRootfs; no host mount of "
+        "airlock's (Docker's own /etc/hosts, /etc/hostname, /etc/resolv.conf and docker-init are bind mounts "
+        "that name its data root)");
+    set(&c->caps, AL_LEVEL_BOUNDARY,
+        "CapDrop ALL, a non-root uid, no device of the host's: /dev is Docker's tmpfs (without nodev) with only "
+        "null, zero, full, random, urandom and tty, which the devices cgroup alone lets it open");
 }
 
 static json_t *control(const al_control *c) {

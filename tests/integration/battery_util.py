@@ -21,7 +21,18 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AIRLOCK, PROBE, airlock, need, run_code, run_json  # noqa: F401
+from conftest import AIRLOCK, DRIVER, PROBE, RUNTIME, airlock, need, run_code, run_json  # noqa: F401
+
+# The driver the battery runs on (conftest.py): where a driver cannot hold a
+# case as the native box does, the case asserts that the driver's badge
+# says so, rather than being skipped.
+ON_DOCKER = DRIVER == "docker"
+
+
+def badge(doc, control):
+    """The result's badge of CONTROL: (level, detail)."""
+    c = (doc.get("controls") or {}).get(control) or {}
+    return c.get("level"), c.get("detail") or ""
 
 NOBODY = 65534
 # A uid of its own for controls that signal "every process of my uid".
