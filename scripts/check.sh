@@ -35,9 +35,15 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
 AIRLOCK_TEST_STORE=postgresql AIRLOCK_BIN=build-asan/airlock $PY -m pytest -q -p no:cacheprovider \
     $(grep -l service_util tests/integration/test_*.py)
 
-# The service's run, limit, artifact, thread and network tests once more
-# with driver = docker: each run in a container of a real dockerd that the
-# tests start themselves (tests/integration/docker_util.py).
+# The box battery (A-J) once more on the docker driver with runc, and the
+# service's run, limit, artifact, thread and network tests with driver =
+# docker: each run in a container of a real dockerd that the tests start
+# themselves (tests/integration/docker_util.py). A case a container cannot
+# hold as the native box does asserts that the driver's badge says so.
+echo "== the box battery on the docker driver (runc) =="
+AIRLOCK_TEST_DRIVER=docker AIRLOCK_TEST_RUNTIME=runc $PY -m pytest -q -p no:cacheprovider \
+    tests/integration/test_battery_[a-j]*.py
+
 echo "== the service's runs, threads and network on the docker driver =="
 AIRLOCK_TEST_DRIVER=docker $PY -m pytest -q -p no:cacheprovider \
     tests/integration/test_service_runs.py tests/integration/test_service_threads.py \
