@@ -558,6 +558,7 @@ al_status al_run_create(al_service *s, const al_principal *p, json_t *body, cons
      * both or neither, and of two concurrent requests with one key only
      * the first records a run */
     int n = al_store_begin(s->store, &err), taken = 0;
+    bool audit_failed = false;
     bool began = n >= 0;
     if (n >= 0 && idem)
         n = taken = al_idem_record(s->store, p, ex->idem, "run", run_id, &err);
@@ -589,6 +590,16 @@ al_status al_run_create(al_service *s, const al_principal *p, json_t *body, cons
         if (!needs_approval)
             snprintf(rec.node_id, sizeof rec.node_id, "%s", s->node_id);
         n = al_store_run_insert(s->store, &rec, &err);
+        /* its audit event in the same unit of work: a run the trail cannot
+         * show is not recorded (and one recorded always shows: a daemon
+         * killed between the two used to leave a run that ran unaudited) */
+        if (n >= 0 && al_governance_audit(s, &rec, "capability.invoke_allowed", NULL,
+                                          json_pack("{s:s, s:s, s:s, s:s}", "tool", tool, "language", language,
+                                                    "approval", needs_approval ? "required" : "not required", "via",
+                                                    ex->via ? ex->via : "rest")) < 0) {
+            n = -EIO;
+            audit_failed = true;
+        }
     }
     if (n >= 0)
         n = al_store_commit(s->store, &err);
@@ -598,6 +609,11 @@ al_status al_run_create(al_service *s, const al_principal *p, json_t *body, cons
     free(inputs_text);
     if (n < 0) {
         al_rm_rf(dir);
+        if (audit_failed) {
+            ret = run_error(ret_doc, AL_STATUS_INTERNAL, "audit_failed",
+                            "the run's audit event could not be written: it was not started");
+            goto out;
+        }
         if (taken == -EEXIST) {
             /* the same key's other request recorded its run meanwhile */
             if (al_run_replay(s, p, ex, &ret, ret_doc))
@@ -619,16 +635,6 @@ al_status al_run_create(al_service *s, const al_principal *p, json_t *body, cons
             goto out;
         }
         al_approval_hash(run_row, manifest, in_hash);
-    }
-    if (al_governance_audit(s, run_row, "capability.invoke_allowed", NULL,
-                            json_pack("{s:s, s:s, s:s, s:s}", "tool", tool, "language", language, "approval",
-                                      needs_approval ? "required" : "not required", "via", ex->via ? ex->via : "rest")) < 0) {
-        /* a run the trail cannot show does not start (the log says why) */
-        fail_recorded(s, p, ex, run_id, dir, "audit_failed", "its audit event could not be written");
-        json_decref(manifest);
-        al_store_run_free(run_row);
-        ret = run_error(ret_doc, AL_STATUS_INTERNAL, "audit_failed", "the run's audit event could not be written: it was not started");
-        goto out;
     }
     if (needs_approval) {
         char apid[40], expires[40];

@@ -22,10 +22,11 @@ MAY_INCLUDE = {
     "image": {"box", "lang"},
     "proxy": set(),
     "store": set(),
-    "drivers": {"box", "lang", "image", "proxy"},
+    "docker": {"box", "lang", "image"},
+    "drivers": {"box", "docker", "lang", "image", "proxy"},
     "core": {"store", "box", "proxy", "drivers", "image", "lang"},
     "api": {"core", "store", "box", "proxy", "drivers", "image", "lang"},
-    "cli": {"api", "core", "store", "box", "proxy", "drivers", "image", "lang"},
+    "cli": {"api", "core", "store", "box", "docker", "proxy", "drivers", "image", "lang"},
 }
 
 # The HTTP statuses the API answers with; in src/core none of them may be
