@@ -45,7 +45,7 @@ static char *join(const char *a, const char *b) {
     return s;
 }
 
-static int add_skip(al_box_result *res, const char *rel, const char *why) {
+int al_collect_add_skip(al_box_result *res, const char *rel, const char *why) {
     al_skip *n = realloc(res->skipped, (res->n_skipped + 1) * sizeof *n);
     if (!n)
         return -ENOMEM;
@@ -147,27 +147,27 @@ static int copy_one(int src_dir, int dst_dir, const char *name, const char *rel,
     if ((uint64_t)pre->st_size > lim->max_file_bytes) {
         snprintf(why, sizeof why, "larger than the per-file cap (%llu > %llu bytes)",
                  (unsigned long long)pre->st_size, (unsigned long long)lim->max_file_bytes);
-        return add_skip(res, rel, why);
+        return al_collect_add_skip(res, rel, why);
     }
     if (*total + (uint64_t)pre->st_size > lim->max_total_bytes) {
         snprintf(why, sizeof why, "total artifact cap reached (%llu bytes)", (unsigned long long)lim->max_total_bytes);
-        return add_skip(res, rel, why);
+        return al_collect_add_skip(res, rel, why);
     }
     /* O_NONBLOCK: if the entry were swapped for a fifo, opening must not block */
     _cleanup_close_ int in = AS_BOX(lim, al_openat_beneath(src_dir, name, O_RDONLY | O_NONBLOCK, 0));
     if (in < 0) {
         snprintf(why, sizeof why, "unreadable: %s", strerror(-in));
-        return add_skip(res, rel, why);
+        return al_collect_add_skip(res, rel, why);
     }
     struct stat st;
     if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode) || st.st_ino != pre->st_ino || st.st_dev != pre->st_dev)
-        return add_skip(res, rel, "changed while being collected");
+        return al_collect_add_skip(res, rel, "changed while being collected");
     _cleanup_close_ int out = -1;
     if (dst_dir >= 0) {
         out = al_openat_beneath(dst_dir, name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (out < 0) {
             snprintf(why, sizeof why, "cannot write on the host: %s", strerror(-out));
-            return add_skip(res, rel, why);
+            return al_collect_add_skip(res, rel, why);
         }
         fchmod(out, 0644); /* normalised: no setuid, setgid, exec or odd bits */
     }
@@ -205,7 +205,7 @@ static int copy_one(int src_dir, int dst_dir, const char *name, const char *rel,
     if (fail) {
         if (out >= 0)
             unlinkat(dst_dir, name, 0);
-        return add_skip(res, rel, fail);
+        return al_collect_add_skip(res, rel, fail);
     }
     *total += got;
     int r = add_artifact(res, rel, got, hex);
@@ -245,7 +245,7 @@ int al_collect(int outfd, int hostfd, const al_collect_limits *lim, al_box_resul
             if (!f->d) {
                 if (dfd >= 0)
                     close(dfd);
-                r = add_skip(res, f->rel[0] ? f->rel : ".", "directory unreadable");
+                r = al_collect_add_skip(res, f->rel[0] ? f->rel : ".", "directory unreadable");
                 goto pop;
             }
         }
@@ -267,11 +267,11 @@ int al_collect(int outfd, int hostfd, const al_collect_limits *lim, al_box_resul
             }
             if (++entries > lim->max_entries) {
                 if (!entries_capped)
-                    r = add_skip(res, rel, "entry limit reached: the rest of /out was not examined");
+                    r = al_collect_add_skip(res, rel, "entry limit reached: the rest of /out was not examined");
                 entries_capped = true;
                 break;
             }
-            r = add_skip(res, rel, bad);
+            r = al_collect_add_skip(res, rel, bad);
             continue;
         }
         rel = join(f->rel, de->d_name);
@@ -281,36 +281,36 @@ int al_collect(int outfd, int hostfd, const al_collect_limits *lim, al_box_resul
         }
         if (++entries > lim->max_entries) {
             if (!entries_capped)
-                r = add_skip(res, rel, "entry limit reached: the rest of /out was not examined");
+                r = al_collect_add_skip(res, rel, "entry limit reached: the rest of /out was not examined");
             entries_capped = true;
             break;
         }
         struct stat st;
         if (AS_BOX(lim, fstatat(f->src, de->d_name, &st, AT_SYMLINK_NOFOLLOW)) < 0) {
-            r = add_skip(res, rel, "vanished");
+            r = al_collect_add_skip(res, rel, "vanished");
             continue;
         }
         if (S_ISDIR(st.st_mode)) {
             if (f->depth + 1 > lim->max_depth) {
-                r = add_skip(res, rel, "deeper than the depth cap");
+                r = al_collect_add_skip(res, rel, "deeper than the depth cap");
                 continue;
             }
             int sub = AS_BOX(lim, al_openat_beneath(f->src, de->d_name, O_RDONLY | O_DIRECTORY, 0));
             if (sub < 0) {
-                r = add_skip(res, rel, "directory unreadable");
+                r = al_collect_add_skip(res, rel, "directory unreadable");
                 continue;
             }
             int dsub = -1;
             if (f->dst >= 0) {
                 if (mkdirat(f->dst, de->d_name, 0755) < 0 && errno != EEXIST) {
                     close(sub);
-                    r = add_skip(res, rel, "cannot create the directory on the host");
+                    r = al_collect_add_skip(res, rel, "cannot create the directory on the host");
                     continue;
                 }
                 dsub = al_openat_beneath(f->dst, de->d_name, O_RDONLY | O_DIRECTORY, 0);
                 if (dsub < 0) {
                     close(sub);
-                    r = add_skip(res, rel, "cannot open the directory on the host");
+                    r = al_collect_add_skip(res, rel, "cannot open the directory on the host");
                     continue;
                 }
             }
@@ -318,11 +318,11 @@ int al_collect(int outfd, int hostfd, const al_collect_limits *lim, al_box_resul
             continue;
         }
         if (!S_ISREG(st.st_mode)) {
-            r = add_skip(res, rel, type_name(st.st_mode));
+            r = al_collect_add_skip(res, rel, type_name(st.st_mode));
             continue;
         }
         if (files >= lim->max_files) {
-            r = add_skip(res, rel, "artifact count cap reached");
+            r = al_collect_add_skip(res, rel, "artifact count cap reached");
             continue;
         }
         r = copy_one(f->src, f->dst, de->d_name, rel, &st, lim, &total, res);

@@ -21,6 +21,9 @@ typedef struct al_collect_limits {
  */
 int al_collect(int outfd, int hostfd, const al_collect_limits *lim, al_box_result *res, al_error *err);
 
+/* Add REL to RES's skips with the reason WHY (both copied). */
+int al_collect_add_skip(al_box_result *res, const char *rel, const char *why);
+
 /* openat2 with RESOLVE_BENEATH | NO_SYMLINKS | NO_MAGICLINKS | NO_XDEV. */
 int al_openat_beneath(int dirfd, const char *name, int flags, mode_t mode);
 

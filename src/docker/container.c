@@ -729,9 +729,13 @@ static int open_scratch(dbox *b, const char *name, al_error *err) {
     return fd;
 }
 
-static int stage_direct(dbox *b, al_error *err) {
+/* The run's files and inputs into the directory OPEN_DIR gives for "work",
+ * and the image's /tmp seed into the one for "tmp", with the native box's
+ * staging rules and the script's uid's file rights: the container's own
+ * tmpfs (runc) or our scratch, packed afterwards (gVisor). */
+static int stage_into(dbox *b, int (*open_dir)(dbox *, const char *, al_error *), al_error *err) {
     const al_box_config *cfg = b->cfg;
-    _cleanup_close_ int workfd = open_scratch(b, "work", err);
+    _cleanup_close_ int workfd = open_dir(b, "work", err);
     if (workfd < 0)
         return workfd;
     al_stage st = { .workfd = workfd, .uid = b->uid, .gid = b->uid, .max_files = cfg->limits.stage_files,
@@ -743,7 +747,7 @@ static int stage_direct(dbox *b, al_error *err) {
         r = al_stage_path(&st, cfg->inputs[i], err);
     const al_runtime *rt = cfg->runtime;
     if (r == 0 && rt->tmp_seed && rt->tmp_seed_root) {
-        _cleanup_close_ int tmpfd = open_scratch(b, "tmp", err);
+        _cleanup_close_ int tmpfd = open_dir(b, "tmp", err);
         if (tmpfd < 0)
             return tmpfd;
         al_stage ts = st;
@@ -756,43 +760,28 @@ static int stage_direct(dbox *b, al_error *err) {
     return r;
 }
 
-static int collect_direct(dbox *b, al_error *err) {
+/* The native box's collection caps for this run, reading as UID. */
+static al_collect_limits collect_limits(const dbox *b, uid_t uid) {
     const al_box_limits *l = &b->cfg->limits;
+    return (al_collect_limits){
+        .max_files = l->max_artifacts, .max_file_bytes = l->max_artifact_bytes,
+        .max_total_bytes = l->max_artifacts_total, .max_depth = l->max_depth,
+        .max_entries = l->max_artifacts * 10 + 1000, .uid = uid, .gid = uid,
+    };
+}
+
+static int collect_direct(dbox *b, al_error *err) {
     _cleanup_close_ int outfd = open_scratch(b, "out", err);
     if (outfd < 0)
         return outfd;
-    al_collect_limits cl = {
-        .max_files = l->max_artifacts, .max_file_bytes = l->max_artifact_bytes,
-        .max_total_bytes = l->max_artifacts_total, .max_depth = l->max_depth,
-        .max_entries = l->max_artifacts * 10 + 1000, .uid = b->uid, .gid = b->uid,
-    };
+    al_collect_limits cl = collect_limits(b, b->uid);
     return al_collect(outfd, b->cfg->out_dirfd, &cl, b->res, err);
 }
 
+static int scratch_box_dir(dbox *b, const char *name, al_error *err) { return scratch_dir(b, name, b->uid, err); }
+
 static int stage(dbox *b, al_error *err) {
-    const al_box_config *cfg = b->cfg;
-    _cleanup_close_ int workfd = scratch_dir(b, "work", b->uid, err);
-    if (workfd < 0)
-        return workfd;
-    al_stage st = { .workfd = workfd, .uid = b->uid, .gid = b->uid, .max_files = cfg->limits.stage_files,
-                    .max_bytes = cfg->limits.stage_bytes, .max_depth = cfg->limits.max_depth };
-    int r = 0;
-    for (size_t i = 0; r == 0 && i < cfg->n_files; i++)
-        r = al_stage_data(&st, cfg->files[i].name, cfg->files[i].data, cfg->files[i].len, cfg->files[i].mode, err);
-    for (size_t i = 0; r == 0 && i < cfg->n_inputs; i++)
-        r = al_stage_path(&st, cfg->inputs[i], err);
-    const al_runtime *rt = cfg->runtime;
-    if (r == 0 && rt->tmp_seed && rt->tmp_seed_root) {
-        _cleanup_close_ int tmpfd = scratch_dir(b, "tmp", b->uid, err);
-        if (tmpfd < 0)
-            return tmpfd;
-        al_stage ts = st;
-        ts.workfd = tmpfd;
-        ts.files = ts.bytes = 0;
-        ts.max_bytes = cfg->limits.tmpfs_bytes;
-        ts.max_files = cfg->limits.tmpfs_inodes;
-        r = al_stage_beneath_as(&ts, rt->tmp_seed_root, rt->tmp_seed, rt->tmp_seed_name, err);
-    }
+    int r = stage_into(b, scratch_box_dir, err);
     if (r < 0)
         return r;
     _cleanup_close_ int tar = pack(b->scratch, b->uid, err);
@@ -839,18 +828,6 @@ static int open_parent(int dirfd, char *rel, const char **leaf, unsigned max_dep
     return -EINVAL;
 }
 
-static int add_skip(al_box_result *res, const char *rel, const char *why) {
-    al_skip *n = realloc(res->skipped, (res->n_skipped + 1) * sizeof *n);
-    if (!n)
-        return -ENOMEM;
-    res->skipped = n;
-    n[res->n_skipped].path = strdup(rel);
-    n[res->n_skipped].why = strdup(why);
-    if (!n[res->n_skipped].path || !n[res->n_skipped].why)
-        return -ENOMEM;
-    res->n_skipped++;
-    return 0;
-}
 
 static int unpack(dbox *b, int tarfd, int outfd, al_error *err) {
     const al_box_limits *l = &b->cfg->limits;
@@ -871,7 +848,7 @@ static int unpack(dbox *b, int tarfd, int outfd, al_error *err) {
         if (!pn)
             continue;
         if (++entries > max_entries) {
-            r = add_skip(b->res, pn, "entry limit reached: the rest of /out was not examined");
+            r = al_collect_add_skip(b->res, pn, "entry limit reached: the rest of /out was not examined");
             break;
         }
         char rel[4096];
@@ -914,17 +891,17 @@ static int unpack(dbox *b, int tarfd, int outfd, al_error *err) {
             int src = al_openat_beneath(outfd, strncmp(tgt, "./", 2) == 0 ? tgt + 2 : tgt, O_PATH, 0);
             if (src >= 0) {
                 if (linkat(src, "", pfd, leaf, AT_EMPTY_PATH) < 0)
-                    r = add_skip(b->res, shown, "a hard link that could not be read back");
+                    r = al_collect_add_skip(b->res, shown, "a hard link that could not be read back");
                 close(src);
             }
         } else if (type == AE_IFLNK) {
             /* made as what it was, so collect names it as native does */
             if (symlinkat(archive_entry_symlink(ent) ?: "", pfd, leaf) < 0)
-                r = add_skip(b->res, shown, "symbolic link (not followed)");
+                r = al_collect_add_skip(b->res, shown, "symbolic link (not followed)");
         } else if (type == AE_IFIFO) {
             mknodat(pfd, leaf, S_IFIFO | 0600, 0);
         } else {
-            r = add_skip(b->res, shown, "not a regular file");
+            r = al_collect_add_skip(b->res, shown, "not a regular file");
         }
         close(pfd);
     }
@@ -951,15 +928,12 @@ static int collect(dbox *b, al_error *err) {
     if (r < 0)
         return r;
     if (too_big)
-        add_skip(b->res, ".", "/out's tar exceeded its bound: the rest of /out was not examined");
+        al_collect_add_skip(b->res, ".", "/out's tar exceeded its bound: the rest of /out was not examined");
     lseek(mfd, 0, SEEK_SET);
     if ((r = unpack(b, mfd, outfd, err)) < 0)
         return r;
-    al_collect_limits cl = {
-        .max_files = l->max_artifacts, .max_file_bytes = l->max_artifact_bytes,
-        .max_total_bytes = l->max_artifacts_total, .max_depth = l->max_depth,
-        .max_entries = l->max_artifacts * 10 + 1000, .uid = 0, .gid = 0,
-    };
+    /* extracted by us as root: read as root, beneath our own tmpfs */
+    al_collect_limits cl = collect_limits(b, 0);
     return al_collect(outfd, b->cfg->out_dirfd, &cl, b->res, err);
 }
 
@@ -1105,7 +1079,7 @@ static int run(dbox *b, al_error *err) {
     bool direct = b->o->runtime == AL_DOCKER_RUNC;
     if (direct && (r = open_root(b, err)) < 0)
         return r;
-    if ((r = direct ? stage_direct(b, err) : stage(b, err)) < 0)
+    if ((r = direct ? stage_into(b, open_scratch, err) : stage(b, err)) < 0)
         return r;
 
     char id[80];
@@ -1142,7 +1116,7 @@ static int run(dbox *b, al_error *err) {
         res->signal = SIGKILL;
         if (oom_killed(b)) {
             res->reason = AL_REASON_MEMORY;
-            return add_skip(res, ".", "the box was killed whole (out of memory): /out could not be read");
+            return al_collect_add_skip(res, ".", "the box was killed whole (out of memory): /out could not be read");
         }
         uint64_t hits = b->pids_hits_seen;
         if (b->cg_pids[0])
@@ -1151,12 +1125,12 @@ static int run(dbox *b, al_error *err) {
             /* gVisor's ptrace platform takes a host process per address
              * space: at the cap, its sandbox cannot go on */
             res->reason = AL_REASON_PIDS;
-            return add_skip(res, ".", "the box was killed whole (process limit): /out could not be read");
+            return al_collect_add_skip(res, ".", "the box was killed whole (process limit): /out could not be read");
         }
         if (reason != AL_REASON_EXITED) {
             /* stopped by airlock, whole, when its processes would not die */
             res->reason = reason;
-            return add_skip(res, ".", "the box was killed whole: /out could not be read");
+            return al_collect_add_skip(res, ".", "the box was killed whole: /out could not be read");
         }
         return al_err(err, "docker", EIO, "the container died while the script ran");
     }
