@@ -270,7 +270,7 @@ static enum MHD_Result list_runs(al_service *s, struct MHD_Connection *c, const 
         return reply_error(c, 400, "bad_request", "state must be one of pending_approval, queued, provisioning, running, "
                                                   "succeeded, failed, timed_out, killed, canceled, error, denied");
     if (thread && !al_valid_thread_id(thread))
-        return reply_error(c, 400, "bad_request", "thread_id must be 1-64 characters of A-Z a-z 0-9 . _ -");
+        return reply_error(c, 400, "bad_request", AL_RUN_RULE_THREAD_ID);
     /* summaries only: a page of full runs held 20 MiB per run in the daemon */
     al_store_run_filter f = { .ws_id = p->workspace_id, .state = want, .thread_id = thread,
                               .before_seq = (int64_t)cursor, .limit = (int64_t)limit + 1 };

@@ -581,8 +581,7 @@ static int code_execution(al_service *s, const al_principal *p, json_t *args, js
             if (r < 0) {
                 al_run_spec_free(&sp);
                 *ret_result = r == -ENOMEM ? tool_error("out of memory")
-                                           : tool_error("The run was refused: files[%zu].content_base64 is not valid "
-                                                        "base64", i);
+                                           : tool_error("The run was refused: " AL_RUN_RULE_FILE_BASE64, i);
                 return 0;
             }
         }

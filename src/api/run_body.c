@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,33 +21,20 @@ const char *const al_run_field_names[_AL_RUN_F_MAX] = {
 /* What a field of the wrong type is told: the rule of its values, which a
  * value that breaks it hears from the spec's check in the same words. */
 static const char *const wrong_type[_AL_RUN_F_MAX] = {
-    [AL_RUN_F_ARGS] = "args must be at most 256 strings of at most 4096 bytes, without NUL",
-    [AL_RUN_F_STDIN] = "stdin must be a string of at most 1 MiB",
-    [AL_RUN_F_IMAGE] = "image: want an alias or sha256 digest",
-    [AL_RUN_F_LANGUAGE] = "language must be one of python, node, bash",
-    [AL_RUN_F_CODE] = "code must be a non-empty string",
-    [AL_RUN_F_THREAD_ID] = "thread_id must be 1-64 characters of A-Z a-z 0-9 . _ -",
-    [AL_RUN_F_NETWORK] = "network must be a policy string (offline, packages, internet, hosts:a.example,b.example, "
-                         "hosts+packages:a.example)",
-    [AL_RUN_F_DESCRIPTION] = "description must be a string of at most 4096 bytes, without NUL",
+    [AL_RUN_F_ARGS] = AL_RUN_RULE_ARGS,
+    [AL_RUN_F_STDIN] = AL_RUN_RULE_STDIN,
+    [AL_RUN_F_IMAGE] = AL_RUN_RULE_IMAGE,
+    [AL_RUN_F_LANGUAGE] = AL_RUN_RULE_LANGUAGE,
+    [AL_RUN_F_CODE] = AL_RUN_RULE_CODE,
+    [AL_RUN_F_THREAD_ID] = AL_RUN_RULE_THREAD_ID,
+    [AL_RUN_F_NETWORK] = AL_RUN_RULE_NETWORK,
+    [AL_RUN_F_DESCRIPTION] = AL_RUN_RULE_DESCRIPTION,
     [AL_RUN_F_FILES] = "files must be an array of {name, content_base64} objects",
-    [AL_RUN_F_ARTIFACTS] = "artifacts must be an array of at most 100 artifact ids",
+    [AL_RUN_F_ARTIFACTS] = AL_RUN_RULE_ARTIFACTS,
     [AL_RUN_F_LIMITS] = "limits must be an object",
 };
 
-static al_status refuse(char *msg, size_t msglen, const char **code, al_status status, const char *c, const char *fmt,
-                        ...) _printf_(6, 7);
-static al_status refuse(char *msg, size_t msglen, const char **code, al_status status, const char *c, const char *fmt,
-                        ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
-    va_end(ap);
-    *code = c;
-    return status;
-}
-
-#define REFUSE(...) return refuse(msg, msglen, code, __VA_ARGS__)
+#define REFUSE(...) return al_run_refuse(msg, msglen, code, __VA_ARGS__)
 #define OOM() REFUSE(AL_STATUS_INTERNAL, "internal", "out of memory")
 
 al_status al_run_body_limits(json_t *v, al_run_limit_req ret[_AL_LIMIT_MAX], char *msg, size_t msglen,
@@ -84,15 +70,14 @@ static al_status read_files(al_run_spec *sp, json_t *files, char *msg, size_t ms
     json_array_foreach(files, i, f) {
         json_t *nv = json_object_get(f, "name"), *bv = json_object_get(f, "content_base64");
         if (!json_is_object(f) || !json_is_string(nv))
-            REFUSE(AL_STATUS_INVALID, "bad_request", "files[%zu].name must be a plain file name (no /, not . or .., not %s)",
-                   i, "main.py, main.js, main.sh or documents");
+            REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_FILE_NAME, i);
         int r = json_is_string(bv) ? al_run_spec_add_file_base64(sp, json_string_value(nv), json_string_length(nv),
                                                                  json_string_value(bv), json_string_length(bv))
                                    : -EINVAL;
         if (r == -ENOMEM)
             OOM();
         if (r < 0)
-            REFUSE(AL_STATUS_INVALID, "bad_request", "files[%zu].content_base64 is not valid base64", i);
+            REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_FILE_BASE64, i);
     }
     return AL_STATUS_OK;
 }
@@ -177,7 +162,7 @@ al_status al_run_body_parse(json_t *body, al_run_spec *ret, char *msg, size_t ms
     *code = NULL;
     *ret = (al_run_spec){ 0 };
     if (!json_is_object(body))
-        return refuse(msg, msglen, code, AL_STATUS_INVALID, "bad_request", "the body must be a JSON object");
+        return al_run_refuse(msg, msglen, code, AL_STATUS_INVALID, "bad_request", "the body must be a JSON object");
     al_run_spec sp = { 0 };
     for (size_t f = 0; f < _AL_RUN_F_MAX; f++) {
         al_status st = al_run_body_field(&sp, (al_run_field)f, json_object_get(body, al_run_field_names[f]), msg,

@@ -56,13 +56,21 @@ static void text_free(al_run_text *t) {
     *t = (al_run_text){ 0 };
 }
 
-int al_run_text_set(al_run_text *t, const void *s, size_t len) {
+/* LEN bytes of S in a new buffer, with a NUL after them. */
+static char *bytes_dup(const void *s, size_t len) {
     char *c = malloc(len + 1);
     if (!c)
-        return -ENOMEM;
+        return NULL;
     if (len)
         memcpy(c, s, len);
     c[len] = '\0';
+    return c;
+}
+
+int al_run_text_set(al_run_text *t, const void *s, size_t len) {
+    char *c = bytes_dup(s, len);
+    if (!c)
+        return -ENOMEM;
     free(t->s);
     *t = (al_run_text){ .s = c, .len = len };
     return 0;
@@ -138,13 +146,8 @@ static int add_file_owned(al_run_spec *sp, const void *name, size_t name_len, ui
 }
 
 int al_run_spec_add_file(al_run_spec *sp, const void *name, size_t name_len, const void *data, size_t len) {
-    uint8_t *d = malloc(len + 1);
-    if (!d)
-        return -ENOMEM;
-    if (len)
-        memcpy(d, data, len);
-    d[len] = '\0';
-    return add_file_owned(sp, name, name_len, d, len);
+    uint8_t *d = (uint8_t *)bytes_dup(data, len);
+    return d ? add_file_owned(sp, name, name_len, d, len) : -ENOMEM;
 }
 
 int al_run_spec_add_file_base64(al_run_spec *sp, const void *name, size_t name_len, const char *b64, size_t b64_len) {
@@ -217,9 +220,7 @@ int al_run_spec_resolve(al_run_spec *sp, const char *image_ref, const char *netw
 
 /* ---------------------------------------------------------------- check */
 
-static al_status refuse(char *msg, size_t msglen, const char **code, al_status status, const char *c, const char *fmt,
-                        ...) _printf_(6, 7);
-static al_status refuse(char *msg, size_t msglen, const char **code, al_status status, const char *c, const char *fmt,
+al_status al_run_refuse(char *msg, size_t msglen, const char **code, al_status status, const char *c, const char *fmt,
                         ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -240,24 +241,24 @@ al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, 
     free(sp->net);
     sp->net = NULL;
     sp->lang = _AL_RUN_LANG_MAX;
-#define REFUSE(...) return refuse(msg, msglen, code, __VA_ARGS__)
+#define REFUSE(...) return al_run_refuse(msg, msglen, code, __VA_ARGS__)
     bool args_ok = sp->n_args <= AL_RUN_ARGS_MAX;
     for (size_t i = 0; args_ok && i < sp->n_args; i++)
         args_ok = sp->args[i].len <= AL_RUN_ARG_MAX && c_text(&sp->args[i]);
     if (!args_ok)
-        REFUSE(AL_STATUS_INVALID, "bad_request", "args must be at most 256 strings of at most 4096 bytes, without NUL");
+        REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_ARGS);
     if (sp->stdin_text.s && sp->stdin_text.len > AL_RUN_STDIN_MAX)
-        REFUSE(AL_STATUS_INVALID, "bad_request", "stdin must be a string of at most 1 MiB");
+        REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_STDIN);
     /* its shape only: the core resolves the alias or digest */
     if (sp->image.s && !c_text(&sp->image))
-        REFUSE(AL_STATUS_INVALID, "bad_request", "image: want an alias or sha256 digest");
+        REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_IMAGE);
     for (size_t i = 0; c_text(&sp->language) && i < _AL_RUN_LANG_MAX; i++)
         if (strcmp(sp->language.s, al_run_languages[i]) == 0)
             sp->lang = (al_run_lang)i;
     if (sp->lang == _AL_RUN_LANG_MAX)
-        REFUSE(AL_STATUS_INVALID, "bad_request", "language must be one of python, node, bash");
+        REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_LANGUAGE);
     if (!sp->code.s || sp->code.len == 0)
-        REFUSE(AL_STATUS_INVALID, "bad_request", "code must be a non-empty string");
+        REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_CODE);
     if (sp->code.len > b->code_max)
         REFUSE(AL_STATUS_TOO_LARGE, "payload_too_large", "code must be at most %llu bytes, without NUL",
                (unsigned long long)b->code_max);
@@ -265,18 +266,17 @@ al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, 
         REFUSE(AL_STATUS_INVALID, "bad_request", "code must be at most %llu bytes, without NUL",
                (unsigned long long)b->code_max);
     if (sp->thread_id.s && (!c_text(&sp->thread_id) || !al_valid_thread_id(sp->thread_id.s)))
-        REFUSE(AL_STATUS_INVALID, "bad_request", "thread_id must be 1-64 characters of A-Z a-z 0-9 . _ -");
+        REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_THREAD_ID);
     /* the policy's syntax now, so that a bad one is refused before the
      * rest; whether the workspace allows it is the core's to ask */
     if (sp->network.s) {
         if (!c_text(&sp->network))
-            REFUSE(AL_STATUS_INVALID, "bad_request", "network must be a policy string (offline, packages, internet, "
-                                                     "hosts:a.example,b.example, hosts+packages:a.example)");
+            REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_NETWORK);
         sp->net = malloc(sizeof *sp->net);
         al_error nerr = { 0 };
         if (!sp->net || al_net_policy_parse(sp->network.s, sp->net, &nerr) < 0) {
             /* the message first: the policy's error is in NERR, not in SP */
-            al_status st = refuse(msg, msglen, code, AL_STATUS_INVALID, "bad_request", "network: %s",
+            al_status st = al_run_refuse(msg, msglen, code, AL_STATUS_INVALID, "bad_request", "network: %s",
                                   sp->net ? nerr.msg : "out of memory");
             free(sp->net);
             sp->net = NULL;
@@ -284,14 +284,12 @@ al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, 
         }
     }
     if (sp->description.s && (sp->description.len > AL_RUN_DESCRIPTION_MAX || !c_text(&sp->description)))
-        REFUSE(AL_STATUS_INVALID, "bad_request", "description must be a string of at most %d bytes, without NUL",
-               AL_RUN_DESCRIPTION_MAX);
+        REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_DESCRIPTION);
     if (sp->n_files > b->files_max)
         REFUSE(AL_STATUS_INVALID, "bad_request", "files must be an array of at most %llu entries",
                (unsigned long long)b->files_max);
     if (sp->n_artifacts > AL_RUN_ARTIFACT_REFS_MAX)
-        REFUSE(AL_STATUS_INVALID, "bad_request", "artifacts must be an array of at most %d artifact ids",
-               AL_RUN_ARTIFACT_REFS_MAX);
+        REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_ARTIFACTS);
     for (size_t i = 0; i < _AL_LIMIT_MAX; i++) {
         if (!sp->limit[i].has) {
             sp->limit[i].value = b->limit[i].def > b->limit[i].max ? b->limit[i].max : b->limit[i].def;
@@ -306,8 +304,7 @@ al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, 
     for (size_t i = 0; i < sp->n_files; i++) {
         const al_run_text *n = &sp->files[i].name;
         if (!n->s || !al_run_valid_file_name(n->s, n->len) || al_run_reserved_file_name(n->s))
-            REFUSE(AL_STATUS_INVALID, "bad_request", "files[%zu].name must be a plain file name (no /, not . or .., not %s)",
-                   i, "main.py, main.js, main.sh or documents");
+            REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_FILE_NAME, i);
         for (size_t k = 0; k < i; k++)
             if (strcmp(n->s, sp->files[k].name.s) == 0)
                 REFUSE(AL_STATUS_INVALID, "bad_request", "two files are named \"%s\"", n->s);

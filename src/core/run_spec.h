@@ -228,6 +228,31 @@ int al_run_spec_of_record(const al_store_run *rec, al_run_spec *ret);
 /* The inputs' bytes SP will hold on disk until a box stages them. */
 int64_t al_run_spec_input_bytes(const al_run_spec *sp);
 
+/* ------------------------------------------------------------- refusals */
+
+/* The rules a spec's fields are held to, in the words a refusal uses: the
+ * same whether the value or its type (in a body that was read) broke one. */
+#define AL_RUN_RULE_ARGS "args must be at most 256 strings of at most 4096 bytes, without NUL"
+#define AL_RUN_RULE_STDIN "stdin must be a string of at most 1 MiB"
+#define AL_RUN_RULE_IMAGE "image: want an alias or sha256 digest"
+#define AL_RUN_RULE_LANGUAGE "language must be one of python, node, bash"
+#define AL_RUN_RULE_CODE "code must be a non-empty string"
+#define AL_RUN_RULE_THREAD_ID "thread_id must be 1-64 characters of A-Z a-z 0-9 . _ -"
+#define AL_RUN_RULE_NETWORK                                                                                           \
+    "network must be a policy string (offline, packages, internet, hosts:a.example,b.example, "                      \
+    "hosts+packages:a.example)"
+#define AL_RUN_RULE_DESCRIPTION "description must be a string of at most 4096 bytes, without NUL"
+#define AL_RUN_RULE_ARTIFACTS "artifacts must be an array of at most 100 artifact ids"
+/* with the file's index */
+#define AL_RUN_RULE_FILE_NAME                                                                                         \
+    "files[%zu].name must be a plain file name (no /, not . or .., not main.py, main.js, main.sh or documents)"
+#define AL_RUN_RULE_FILE_BASE64 "files[%zu].content_base64 is not valid base64"
+
+/* A refusal: STATUS returned, code C in *CODE and the message in MSG
+ * (MSGLEN bytes), as the check and each reader of a spec answer. */
+al_status al_run_refuse(char *msg, size_t msglen, const char **code, al_status status, const char *c, const char *fmt,
+                        ...) _printf_(6, 7);
+
 /* ----------------------------------------------------------------- names */
 
 /* 1-64 characters of A-Z a-z 0-9 . _ -, not . or .. */
