@@ -256,28 +256,6 @@ bool al_run_replay(al_service *s, const al_principal *p, const al_run_extra *x, 
     return true;
 }
 
-/* Run RUN_ID of P was recorded (with its Idempotency-Key) but cannot go
- * on: it ends in error here, with its state and result events (so whoever
- * follows it sees the end), its inputs go, and its key is forgotten, since
- * nothing ran and a retry is a new attempt. */
-static void fail_recorded(al_service *s, const al_principal *p, const al_run_extra *ex, const char *run_id,
-                          const char *dir, const char *code, const char *msg) {
-    al_error err = { 0 };
-    char now[40];
-    al_store_now(now, sizeof now);
-    if (al_store_run_end(s->store, run_id, AL_RUN_BIT(AL_RUN_QUEUED) | AL_RUN_BIT(AL_RUN_PENDING_APPROVAL), AL_RUN_ERROR,
-                         code, msg, now, &err) > 0) {
-        al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "error"));
-        al_store_run *row = al_run_load(s, p, run_id);
-        if (row)
-            al_service_append_event(s, run_id, "result", al_run_json(s, row));
-        al_store_run_free(row);
-    }
-    al_rm_rf(dir);
-    if (ex->idem && ex->idem->key[0])
-        al_idem_forget(s->store, p, ex->idem, run_id, &err);
-}
-
 /* The workspace's say before anything of the request is looked at: its
  * settings (*RET_SETTINGS), whether TOOL is on its allow-list, and the
  * bounds of a run's limits from its maxima. OK, or the refusal in *RET_DOC. */
@@ -483,64 +461,114 @@ out:
     return ret;
 }
 
-/* The approval card of run RUN (just recorded from SP) for P: hashed,
- * recorded, audited and announced. OK, or the run is failed and the
- * refusal is in *RET_DOC. */
-static al_status request_approval(al_service *s, const al_principal *p, const al_run_extra *ex, const al_run_spec *sp,
-                                  const al_store_run *run, json_t *settings, const char *dir, const char *now,
-                                  json_t **ret_doc) {
+/* The approval card of the run REC (about to be recorded from SP): SP and
+ * its inputs as stored (the documents as pinned) hashed, and the card the
+ * approver sees, into *RET (its store row; RET->card is new). Made before
+ * the run is recorded, so that the run and its card are recorded together
+ * and no one sees the run waiting without it. OK, or the refusal in
+ * *RET_DOC. */
+static al_status approval_card(al_service *s, const al_run_spec *sp, const al_store_run *rec, json_t *settings,
+                               al_store_approval *ret, json_t **ret_doc) {
     al_error err = { 0 };
-    const char *run_id = run->id;
-    /* the card binds everything the box will hold: the spec, and its
-     * inputs read back as stored (the documents as pinned) */
     char in_hash[65] = "";
-    json_t *manifest = al_approval_manifest(s, run, &err);
+    json_t *manifest = al_approval_manifest(s, rec, &err);
     al_run_staged staged = { 0 };
     if (manifest && al_approval_staged(manifest, &staged) == 0)
         al_run_spec_hash(sp, &staged, in_hash);
     al_run_staged_free(&staged);
     if (!in_hash[0]) {
-        fail_recorded(s, p, ex, run_id, dir, "inputs", "its inputs could not be read back for the approval card");
         json_decref(manifest);
         return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot read back the run's inputs for its approval card: %s",
                          err.msg[0] ? err.msg : "out of memory");
     }
-    char apid[40], expires[40];
-    al_store_new_id("apr", apid, sizeof apid);
-    al_rfc3339_after((int64_t)json_number_value(json_object_get(settings, "approval_ttl_s")), expires, sizeof expires);
-    json_t *rj = al_run_json(s, run);
-    json_t *card = json_pack("{s:s, s:s%, s:s, s:s, s:s, s:O, s:s, s:s, s:s, s:s, s:s}", "id", apid, "code", sp->code.s,
-                             sp->code.len, "language", sp->language.s, "runtime", sp->image.s, "network", sp->network.s,
-                             "limits", json_object_get(rj, "limits"), "risk", "high", "description",
-                             run->description ? run->description : "", "hash", in_hash, "requested_at", now,
-                             "expires_at", expires);
-    json_decref(rj);
+    *ret = (al_store_approval){ 0 };
+    al_store_new_id("apr", ret->id, sizeof ret->id);
+    al_rfc3339_after((int64_t)json_number_value(json_object_get(settings, "approval_ttl_s")), ret->expires_at,
+                     sizeof ret->expires_at);
+    json_t *card = json_pack("{s:s, s:s%, s:s, s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:s}", "id", ret->id, "code",
+                             sp->code.s, sp->code.len, "language", sp->language.s, "runtime", sp->image.s, "network",
+                             sp->network.s, "limits", limits_json(rec->limits), "risk", "high", "description",
+                             rec->description ? rec->description : "", "hash", in_hash, "requested_at", rec->created_at,
+                             "expires_at", ret->expires_at);
     /* what goes in the box besides the code: names, sizes and sha256,
      * each with the URL of its bytes */
     if (card)
-        json_object_set_new(card, "inputs", al_approval_card_inputs(run_id, manifest));
+        json_object_set_new(card, "inputs", al_approval_card_inputs(rec->id, manifest));
     json_decref(manifest);
-    al_store_approval req = { .card = card ? json_dumps(card, JSON_COMPACT) : NULL };
-    snprintf(req.id, sizeof req.id, "%s", apid);
-    snprintf(req.run_id, sizeof req.run_id, "%s", run_id);
-    snprintf(req.org_id, sizeof req.org_id, "%s", p->org_id);
-    snprintf(req.workspace_id, sizeof req.workspace_id, "%s", p->workspace_id);
-    snprintf(req.hash, sizeof req.hash, "%s", in_hash);
-    snprintf(req.requested_at, sizeof req.requested_at, "%s", now);
-    snprintf(req.expires_at, sizeof req.expires_at, "%s", expires);
-    int ins = req.card ? al_store_approval_insert(s->store, &req, &err) : al_err(&err, "approval", ENOMEM, "out of memory");
-    free(req.card);
-    if (ins < 0) {
-        /* a run waiting for a card no one can see would wait forever */
-        fail_recorded(s, p, ex, run_id, dir, "approval", "its approval card could not be recorded");
-        json_decref(card);
-        return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot record the approval card: %s", err.msg);
-    }
-    al_governance_audit(s, run, "approval.requested", NULL,
-                        json_pack("{s:s, s:s, s:s}", "approval_id", apid, "hash", in_hash, "expires_at", expires));
-    al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "pending_approval"));
-    al_service_append_event(s, run_id, "approval", card);
+    ret->card = card ? json_dumps(card, JSON_COMPACT) : NULL;
+    json_decref(card);
+    if (!ret->card)
+        return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot build the approval card: out of memory");
+    snprintf(ret->run_id, sizeof ret->run_id, "%s", rec->id);
+    snprintf(ret->org_id, sizeof ret->org_id, "%s", rec->org_id);
+    snprintf(ret->workspace_id, sizeof ret->workspace_id, "%s", rec->workspace_id);
+    snprintf(ret->hash, sizeof ret->hash, "%s", in_hash);
+    snprintf(ret->requested_at, sizeof ret->requested_at, "%s", rec->created_at);
     return AL_STATUS_OK;
+}
+
+/* REC, its approval card APPR (when not NULL), P's Idempotency-Key and the
+ * audit event that allows it, in one transaction: a crash leaves all or
+ * none, of two concurrent requests with one key only the first records a
+ * run, and no one sees a run that waits for an approval without its card.
+ * When the audit event or the card cannot be written, the run is recorded
+ * ended in error instead (a card no one can see would be waited for
+ * forever, and a run the trail cannot show does not start), its key is
+ * forgotten (nothing ran: a retry is a new attempt) and whoever follows it
+ * sees the end. OK, or the refusal in *RET_DOC (the answer to a retry that
+ * got there first included). */
+static al_status record_run(al_service *s, const al_principal *p, const al_run_extra *ex, const al_store_run *rec,
+                            const al_store_approval *appr, const char *tool, json_t **ret_doc) {
+    al_error err = { 0 }, ferr = { 0 };
+    bool idem = ex->idem && ex->idem->key[0];
+    int n = al_store_begin(s->store, &err), taken = 0;
+    if (n < 0)
+        return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot record the run: %s", err.msg);
+    if (idem)
+        n = taken = al_idem_record(s->store, p, ex->idem, "run", rec->id, &err);
+    if (n >= 0)
+        n = al_store_run_insert(s->store, rec, &err);
+    /* a step after the row that fails (its own write undone) ends the run */
+    const char *fail = NULL, *why = NULL;
+    if (n >= 0 &&
+        al_governance_audit(s, rec, "capability.invoke_allowed", NULL,
+                            json_pack("{s:s, s:s, s:s, s:s}", "tool", tool, "language", rec->language, "approval",
+                                      appr ? "required" : "not required", "via", ex->via ? ex->via : "rest")) < 0) {
+        fail = "audit_failed"; /* the log says why */
+        why = "its audit event could not be written";
+    } else if (n >= 0 && appr && al_store_approval_insert(s->store, appr, &ferr) < 0) {
+        fail = "approval";
+        why = "its approval card could not be recorded";
+    }
+    if (n >= 0 && fail) {
+        char now[40];
+        al_store_now(now, sizeof now);
+        n = al_store_run_end(s->store, rec->id, AL_RUN_BIT(rec->state), AL_RUN_ERROR, fail, why, now, &err);
+        if (n >= 0 && idem)
+            n = al_idem_forget(s->store, p, ex->idem, rec->id, &err);
+    }
+    if (n >= 0)
+        n = al_store_commit(s->store, &err);
+    else
+        al_store_rollback(s->store);
+    if (n < 0) {
+        al_status ret;
+        /* the same key's other request recorded its run meanwhile */
+        if (taken == -EEXIST && al_run_replay(s, p, ex, &ret, ret_doc))
+            return ret;
+        return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot record the run: %s",
+                         err.msg[0] ? err.msg : strerror(-n));
+    }
+    if (!fail)
+        return AL_STATUS_OK;
+    al_service_append_event(s, rec->id, "state", json_pack("{s:s}", "state", "error"));
+    al_store_run *row = al_run_load(s, p, rec->id);
+    if (row)
+        al_service_append_event(s, rec->id, "result", al_run_json(s, row));
+    al_store_run_free(row);
+    if (strcmp(fail, "audit_failed") == 0)
+        return run_error(ret_doc, AL_STATUS_INTERNAL, "audit_failed", "the run's audit event could not be written: it was not started");
+    return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot record the approval card: %s", ferr.msg);
 }
 
 al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, const al_run_extra *extra,
@@ -579,22 +607,6 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
         ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "out of memory");
         goto out;
     }
-    snprintf(rec.workspace_id, sizeof rec.workspace_id, "%s", p->workspace_id);
-    if (needs_approval) {
-        /* the thread's documents as they are now are what the approver sees
-         * and what the run gets: pinned, so a version the thread gains
-         * before the run starts is not staged in its place */
-        json_t *docs = al_approval_documents(s, &rec, &err);
-        al_run_spec_record_done(&rec);
-        if (!docs || al_run_spec_record(sp, via, docs, &rec) < 0) {
-            json_decref(docs);
-            al_rm_rf(dir);
-            ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot read the thread's documents: %s",
-                            docs ? "out of memory" : err.msg);
-            goto out;
-        }
-        json_decref(docs);
-    }
     snprintf(rec.id, sizeof rec.id, "%s", run_id);
     snprintf(rec.org_id, sizeof rec.org_id, "%s", p->org_id);
     snprintf(rec.workspace_id, sizeof rec.workspace_id, "%s", p->workspace_id);
@@ -608,46 +620,37 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
      * back to the queue */
     if (!needs_approval)
         snprintf(rec.node_id, sizeof rec.node_id, "%s", s->node_id);
-    /* the run and its Idempotency-Key in one transaction: a crash leaves
-     * both or neither, and of two concurrent requests with one key only
-     * the first records a run */
-    int n = al_store_begin(s->store, &err), taken = 0;
-    bool began = n >= 0;
-    if (n >= 0 && idem)
-        n = taken = al_idem_record(s->store, p, ex->idem, "run", run_id, &err);
-    if (n >= 0)
-        n = al_store_run_insert(s->store, &rec, &err);
-    if (n >= 0)
-        n = al_store_commit(s->store, &err);
-    else if (began)
-        al_store_rollback(s->store);
-    al_run_spec_record_done(&rec);
-    if (n < 0) {
-        al_rm_rf(dir);
-        /* the same key's other request recorded its run meanwhile */
-        if (taken == -EEXIST && al_run_replay(s, p, ex, &ret, ret_doc))
-            goto out;
-        ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot record the run: %s", err.msg);
-        goto out;
+    al_store_approval appr = { 0 };
+    if (needs_approval) {
+        /* the thread's documents as they are now are what the approver sees
+         * and what the run gets: pinned, so a version the thread gains
+         * before the run starts is not staged in its place */
+        json_t *docs = al_approval_documents(s, &rec, &err);
+        al_run_spec_record_done(&rec);
+        if (!docs || al_run_spec_record(sp, via, docs, &rec) < 0)
+            ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot read the thread's documents: %s",
+                            docs ? "out of memory" : err.msg);
+        else
+            ret = approval_card(s, sp, &rec, settings, &appr, ret_doc);
+        json_decref(docs);
     }
-    al_store_run *run_row = al_run_load(s, p, run_id);
-    if (!run_row || al_governance_audit(s, run_row, "capability.invoke_allowed", NULL,
-                                        json_pack("{s:s, s:s, s:s, s:s}", "tool", tool, "language", sp->language.s,
-                                                  "approval", needs_approval ? "required" : "not required", "via",
-                                                  via)) < 0) {
-        /* a run the trail cannot show does not start (the log says why) */
-        fail_recorded(s, p, ex, run_id, dir, "audit_failed", "its audit event could not be written");
-        al_store_run_free(run_row);
-        ret = run_error(ret_doc, AL_STATUS_INTERNAL, "audit_failed", "the run's audit event could not be written: it was not started");
+    if (ret == AL_STATUS_OK)
+        ret = record_run(s, p, ex, &rec, needs_approval ? &appr : NULL, tool, ret_doc);
+    al_run_spec_record_done(&rec);
+    if (ret != AL_STATUS_OK) {
+        /* it will not reach a box: nothing of its inputs stays */
+        free(appr.card);
+        al_rm_rf(dir);
         goto out;
     }
     if (needs_approval) {
-        ret = request_approval(s, p, ex, sp, run_row, settings, dir, now, ret_doc);
-        al_store_run_free(run_row);
-        if (ret != AL_STATUS_OK)
-            goto out;
+        al_governance_audit(s, &rec, "approval.requested", NULL,
+                            json_pack("{s:s, s:s, s:s}", "approval_id", appr.id, "hash", appr.hash, "expires_at",
+                                      appr.expires_at));
+        al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "pending_approval"));
+        al_service_append_event(s, run_id, "approval", json_loads(appr.card, 0, NULL));
+        free(appr.card);
     } else {
-        al_store_run_free(run_row);
         al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "queued"));
         char qmsg[300];
         if (al_service_enqueue(s, run_id, p->person_id, p->org_id,
