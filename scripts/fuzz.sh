@@ -43,8 +43,8 @@ sources() {
     settings) echo src/core/settings.c ;;
     image-import) echo src/image/import.c ;;
     helper-events) echo src/core/helper_events.c ;;
-    run-body) echo src/core/run_request.c ;;
-    piston-body) echo src/api/piston.c src/core/run_request.c ;;
+    run-body) echo src/api/run_body.c src/core/run_spec.c ;;
+    piston-body) echo src/api/piston.c src/api/run_body.c src/core/run_spec.c ;;
     *) echo "fuzz: no source files listed for $1 (scripts/fuzz.sh: sources)" >&2; return 1 ;;
     esac
 }

@@ -19,6 +19,7 @@
 #include "mcp.h"
 #include "openapi.h"
 #include "piston.h"
+#include "run_body.h"
 #include "status.h"
 #include "../core/service.h"
 #include "../core/skills.h"
@@ -177,49 +178,66 @@ static enum MHD_Result reply_too_many(struct MHD_Connection *c, const char *what
 
 static json_t *piston_result(json_t *run_json, const char *language, const char *version);
 
-/* POST /v1/runs, and Piston's execute. PISTON: NULL, or {language,
- * version} to answer in Piston's shape. IDEM: NULL, or the Idempotency-Key
- * that the caller bound to the request it was sent (Piston's). */
-static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const al_principal *p, request *rq,
-                                  const char *const *piston, al_idem *idem) {
+/* ?wait and ?timeout_s of a run's POST into X (WAIT: Piston's, which
+ * always waits); false (and a 400 queued in *RET) when either is
+ * malformed. They say how to answer, not what to make: a retry may wait on
+ * the run its first attempt made. */
+static bool wait_params(struct MHD_Connection *c, bool wait_always, al_run_extra *x, enum MHD_Result *ret) {
+    const char *wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
+    const char *ts = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout_s");
+    x->wait = wait_always || (wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0));
+    if (wait && !x->wait && strcmp(wait, "false") != 0 && strcmp(wait, "0") != 0) {
+        *ret = reply_error(c, 400, "bad_request", "wait must be true or false");
+        return false;
+    }
+    if (ts && (al_parse_u64(ts, &x->wait_secs) < 0 || x->wait_secs < 1 || x->wait_secs > 3600)) {
+        *ret = reply_error(c, 400, "bad_request", "timeout_s must be a whole number of seconds from 1 to 3600");
+        return false;
+    }
+    return true;
+}
+
+/* Run SP for P, asked for as X says, and the answer: the run, or with
+ * PISTON ({language, version}) Piston's shape of it. IDEM: the
+ * Idempotency-Key bound to the request as it was sent. */
+static enum MHD_Result start_run(al_service *s, struct MHD_Connection *c, const al_principal *p, al_run_spec *sp,
+                                 al_run_extra *x, const char *const *piston, al_idem *idem) {
+    /* a wait holds a connection (and a thread) until the run ends */
+    if (x->wait && !al_service_hold(s, p->person_id, AL_HOLD_WAIT))
+        return reply_too_many(c, "waits", s->cfg.waits_per_person, "waits_per_person");
+    json_t *doc = NULL;
+    x->idem = idem;
+    unsigned status = al_status_http(al_run_create(s, p, sp, x, &doc));
+    if (x->wait)
+        al_service_unhold(s, p->person_id, AL_HOLD_WAIT);
+    return reply_doc_idem(c, status, status == 200 && piston ? piston_result(doc, piston[0], piston[1]) : doc, idem);
+}
+
+/* POST /v1/runs: its body read into a run spec (run_body.c). */
+static enum MHD_Result create_run(al_service *s, struct MHD_Connection *c, const al_principal *p, request *rq) {
     json_error_t jerr;
     json_t *body = json_loadb(rq->body ? rq->body : "", rq->len, JSON_REJECT_DUPLICATES, &jerr);
     if (!json_is_object(body)) {
         json_decref(body);
         return reply_error(c, 400, "bad_request", "the body must be a JSON object: %s", jerr.text);
     }
-    /* ?wait and ?timeout_s say how to answer, not what to make: a retry
-     * may wait on the run its first attempt made */
-    al_idem own;
+    al_idem idem;
+    al_run_extra x = { .via = "rest" };
     enum MHD_Result bad;
-    if (!idem && !idem_header(c, "POST /v1/runs", body, NULL, 0, &own, &bad)) {
+    if (!idem_header(c, "POST /v1/runs", body, NULL, 0, &idem, &bad) || !wait_params(c, false, &x, &bad)) {
         json_decref(body);
         return bad;
     }
-    idem = idem ? idem : &own;
-    const char *wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
-    const char *ts = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout_s");
-    al_run_extra x = { .wait = piston || (wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0)),
-                       .via = piston ? "piston" : "rest", .idem = idem };
-    if (wait && !x.wait && strcmp(wait, "false") != 0 && strcmp(wait, "0") != 0) {
-        json_decref(body);
-        return reply_error(c, 400, "bad_request", "wait must be true or false");
-    }
-    if (ts && (al_parse_u64(ts, &x.wait_secs) < 0 || x.wait_secs < 1 || x.wait_secs > 3600)) {
-        json_decref(body);
-        return reply_error(c, 400, "bad_request", "timeout_s must be a whole number of seconds from 1 to 3600");
-    }
-    /* a wait holds a connection (and a thread) until the run ends */
-    if (x.wait && !al_service_hold(s, p->person_id, AL_HOLD_WAIT)) {
-        json_decref(body);
-        return reply_too_many(c, "waits", s->cfg.waits_per_person, "waits_per_person");
-    }
-    json_t *doc = NULL;
-    unsigned status = al_status_http(al_run_create(s, p, body, &x, &doc));
-    if (x.wait)
-        al_service_unhold(s, p->person_id, AL_HOLD_WAIT);
+    al_run_spec sp;
+    char msg[600];
+    const char *code = NULL;
+    al_status st = al_run_body_parse(body, &sp, msg, sizeof msg, &code);
     json_decref(body);
-    return reply_doc_idem(c, status, status == 200 && piston ? piston_result(doc, piston[0], piston[1]) : doc, idem);
+    if (st != AL_STATUS_OK)
+        return reply_error(c, al_status_http(st), code, "%s", msg);
+    enum MHD_Result ret = start_run(s, c, p, &sp, &x, NULL, &idem);
+    al_run_spec_free(&sp);
+    return ret;
 }
 
 /* ?limit=N&cursor=C of a listing newest first; false (and a 400 queued)
@@ -252,7 +270,7 @@ static enum MHD_Result list_runs(al_service *s, struct MHD_Connection *c, const 
         return reply_error(c, 400, "bad_request", "state must be one of pending_approval, queued, provisioning, running, "
                                                   "succeeded, failed, timed_out, killed, canceled, error, denied");
     if (thread && !al_valid_thread_id(thread))
-        return reply_error(c, 400, "bad_request", "thread_id must be 1-64 characters of A-Z a-z 0-9 . _ -");
+        return reply_error(c, 400, "bad_request", AL_RUN_RULE_THREAD_ID);
     /* summaries only: a page of full runs held 20 MiB per run in the daemon */
     al_store_run_filter f = { .ws_id = p->workspace_id, .state = want, .thread_id = thread,
                               .before_seq = (int64_t)cursor, .limit = (int64_t)limit + 1 };
@@ -970,15 +988,15 @@ static enum MHD_Result piston(al_service *s, struct MHD_Connection *c, const cha
         json_decref(b);
         return bad;
     }
-    /* the translation is pure (piston.c, fuzzed alone); the body it
+    /* the translation is pure (piston.c, fuzzed alone); the spec it
      * makes goes through al_run_create like any other */
-    json_t *body = NULL;
+    al_run_spec sp;
     char tmsg[300];
-    al_status tst = al_piston_translate(b, &body, tmsg, sizeof tmsg);
+    al_status tst = al_piston_translate(b, &sp, tmsg, sizeof tmsg);
     json_decref(b);
     if (tst != AL_STATUS_OK)
         return reply_error(c, al_status_http(tst), tst == AL_STATUS_INVALID ? "bad_request" : "internal", "%s", tmsg);
-    const char *ours = json_string_value(json_object_get(body, "language"));
+    const char *ours = sp.language.s;
     /* answered with the runtime that ran, as Piston names it */
     json_t *rts = piston_runtimes();
     char pl[32] = "", pv[64] = "";
@@ -993,11 +1011,11 @@ static enum MHD_Result piston(al_service *s, struct MHD_Connection *c, const cha
     }
     json_decref(rts);
     const char *answer[2] = { pl, pv };
-    char *text = json_dumps(body, JSON_COMPACT);
-    json_decref(body);
-    request inner = { .body = text, .len = text ? strlen(text) : 0 };
-    enum MHD_Result ret = text ? create_run(s, c, &p, &inner, answer, &idem) : MHD_NO;
-    free(text);
+    al_run_extra x = { .via = "piston" };
+    enum MHD_Result ret;
+    if (wait_params(c, true, &x, &ret))
+        ret = start_run(s, c, &p, &sp, &x, answer, &idem);
+    al_run_spec_free(&sp);
     return ret;
 }
 
@@ -1052,12 +1070,21 @@ static enum MHD_Result skill_start(al_service *s, struct MHD_Connection *c, cons
         json_decref(b);
         return bad;
     }
+    /* the limits as a run's body has them (their ranges are the run's check) */
+    al_run_limit_req limits[_AL_LIMIT_MAX] = { 0 };
+    char lmsg[300];
+    const char *lcode = NULL;
+    al_status lst = al_run_body_limits(lim, limits, lmsg, sizeof lmsg, &lcode);
+    if (lst != AL_STATUS_OK) {
+        json_decref(b);
+        return reply_error(c, al_status_http(lst), lcode, "%s", lmsg);
+    }
     if (want_wait && !al_service_hold(s, p->person_id, AL_HOLD_WAIT)) {
         json_decref(b);
         return reply_too_many(c, "waits", s->cfg.waits_per_person, "waits_per_person");
     }
     json_t *doc = NULL;
-    al_skill_opts o = { .digest = json_string_value(dg), .limits = lim, .network = json_string_value(net),
+    al_skill_opts o = { .digest = json_string_value(dg), .limits = limits, .network = json_string_value(net),
                         .via = "rest", .wait = want_wait, .mode = test ? AL_SKILL_TEST : AL_SKILL_RUN, .idem = &idem };
     unsigned st = al_status_http(al_skill_run(s, p, name, json_string_value(ep), json_object_get(b, "args"),
                                               json_string_value(thread), &o, &doc));
@@ -1195,7 +1222,7 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
         if (post)
             return rq->too_large ? reply_error(c, 413, "payload_too_large", "the body is larger than %llu bytes",
                                                (unsigned long long)s->cfg.body_max)
-                                 : create_run(s, c, &p, rq, NULL, NULL);
+                                 : create_run(s, c, &p, rq);
         if (get)
             return list_runs(s, c, &p);
         return reply_error(c, 405, "method_not_allowed", "use GET or POST");

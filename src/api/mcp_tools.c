@@ -8,11 +8,13 @@
  * small images inline, so a model can look at its chart).
  */
 #include <fcntl.h>
+#include <math.h>
 #include <nettle/base64.h>
 #include <string.h>
 #include <time.h>
 
 #include "mcp_tools.h"
+#include "run_body.h"
 #include "../core/skills.h"
 #include "../store/artifacts.h"
 
@@ -465,15 +467,26 @@ static bool only_keys(json_t *args, const char *const *keys, size_t n, const cha
     return true;
 }
 
+/* The refusal of a run as a tool error a model can read. */
+static json_t *run_refusal(const char *tool, const char *code, const char *msg) {
+    if (strcmp(code, "tool_not_allowed") == 0)
+        return tool_error("%s is not allowed in this workspace (not on its tool allow-list).", tool);
+    if (strcmp(code, "payment_required") == 0 || strcmp(code, "queue_full") == 0 ||
+        strcmp(code, "driver_disabled") == 0 || strcmp(code, "quota_exceeded") == 0)
+        return tool_error("The run was not started (%s): %s", code, msg);
+    return tool_error("The run was refused: %s", msg);
+}
+
 /*
- * Start a run through al_run_create, the one path POST /v1/runs and the
- * skills also take (allow-list, audit, credits, quotas, approvals). 0 and
- * RET_RUN_ID; or -EINVAL and the refusal as a tool error a model can read.
+ * Start a run of SP through al_run_create, the one path POST /v1/runs and
+ * the skills also take (allow-list, audit, credits, quotas, approvals). 0
+ * and RET_RUN_ID; or -EINVAL and the refusal as a tool error a model can
+ * read.
  */
-static int start_run(al_service *s, const al_principal *p, json_t *body, const al_run_extra *x, const char *tool,
+static int start_run(al_service *s, const al_principal *p, al_run_spec *sp, const al_run_extra *x, const char *tool,
                      char ret_run_id[40], json_t **ret_refusal) {
     json_t *doc = NULL;
-    al_status st = al_run_create(s, p, body, x, &doc);
+    al_status st = al_run_create(s, p, sp, x, &doc);
     const char *id = json_string_value(json_object_get(doc, "id"));
     if ((st == AL_STATUS_OK || st == AL_STATUS_CREATED) && id && strlen(id) < 40) {
         snprintf(ret_run_id, 40, "%s", id);
@@ -481,15 +494,8 @@ static int start_run(al_service *s, const al_principal *p, json_t *body, const a
         return 0;
     }
     json_t *e = json_object_get(doc, "error");
-    const char *code = json_string_value(json_object_get(e, "code")) ?: "internal";
-    const char *msg = json_string_value(json_object_get(e, "message")) ?: "the run could not be created";
-    if (strcmp(code, "tool_not_allowed") == 0)
-        *ret_refusal = tool_error("%s is not allowed in this workspace (not on its tool allow-list).", tool);
-    else if (strcmp(code, "payment_required") == 0 || strcmp(code, "queue_full") == 0 ||
-             strcmp(code, "driver_disabled") == 0 || strcmp(code, "quota_exceeded") == 0)
-        *ret_refusal = tool_error("The run was not started (%s): %s", code, msg);
-    else
-        *ret_refusal = tool_error("The run was refused: %s", msg);
+    *ret_refusal = run_refusal(tool, json_string_value(json_object_get(e, "code")) ?: "internal",
+                               json_string_value(json_object_get(e, "message")) ?: "the run could not be created");
     json_decref(doc);
     return -EINVAL;
 }
@@ -532,49 +538,64 @@ static int code_execution(al_service *s, const al_principal *p, json_t *args, js
         *ret_result = tool_error("code_execution needs language (python, node or bash) and code (a string).");
         return 0;
     }
-    json_t *body = json_pack("{s:O, s:O}", "language", lang, "code", code);
-    json_t *v;
-    if ((v = json_object_get(args, "thread")) && !json_is_null(v))
-        json_object_set(body, "thread_id", v);
-    if ((v = json_object_get(args, "network")) && !json_is_null(v))
-        json_object_set(body, "network", v); /* as REST's network: the run path decides what exists */
-    if ((v = json_object_get(args, "description")) && !json_is_null(v))
-        json_object_set(body, "description", v);
-    if ((v = json_object_get(args, "image")) && !json_is_null(v))
-        json_object_set(body, "image", v);
-    if ((v = json_object_get(args, "timeout_s")) && !json_is_null(v))
-        json_object_set_new(body, "limits", json_pack("{s:O}", "timeout_s", v));
+    /* the arguments code_execution shares with POST /v1/runs, read as its
+     * body's fields are (a field of the wrong type gets the same answer) */
+    static const struct {
+        const char *arg;
+        al_run_field field;
+    } shared[] = { { "language", AL_RUN_F_LANGUAGE }, { "code", AL_RUN_F_CODE }, { "thread", AL_RUN_F_THREAD_ID },
+                   { "network", AL_RUN_F_NETWORK },   { "description", AL_RUN_F_DESCRIPTION },
+                   { "image", AL_RUN_F_IMAGE } };
+    al_run_spec sp = { 0 };
+    char msg[600];
+    const char *rcode = NULL;
+    al_status st = AL_STATUS_OK;
+    for (size_t i = 0; st == AL_STATUS_OK && i < ELEMENTSOF(shared); i++)
+        st = al_run_body_field(&sp, shared[i].field, json_object_get(args, shared[i].arg), msg, sizeof msg, &rcode);
+    json_t *v = json_object_get(args, "timeout_s");
+    if (st == AL_STATUS_OK && v && !json_is_null(v))
+        /* one that is no number is refused by the check, with its range */
+        sp.limit[AL_LIMIT_TIMEOUT_S] = (al_run_limit_req){ true, json_is_number(v) ? json_number_value(v) : NAN };
     json_t *files = json_object_get(args, "files");
-    if (files && !json_is_null(files)) {
+    if (st == AL_STATUS_OK && files && !json_is_null(files)) {
         if (!json_is_array(files)) {
-            json_decref(body);
+            al_run_spec_free(&sp);
             *ret_result = tool_error("files must be an array of {name, content} objects.");
             return 0;
         }
-        json_t *out = json_array();
         size_t i;
         json_t *f;
         json_array_foreach(files, i, f) {
             json_t *name = json_object_get(f, "name"), *text = json_object_get(f, "content");
             json_t *b64 = json_object_get(f, "content_base64");
             if (!json_is_object(f) || !json_is_string(name) || (!json_is_string(text) == !json_is_string(b64))) {
-                json_decref(out);
-                json_decref(body);
+                al_run_spec_free(&sp);
                 *ret_result = tool_error("files[%zu] must have a name and either content (text) or content_base64.", i);
                 return 0;
             }
-            char *enc = json_is_string(text) ? b64_of(json_string_value(text), json_string_length(text)) : NULL;
-            json_array_append_new(out, json_pack("{s:O, s:s}", "name", name, "content_base64",
-                                                 enc ? enc : json_string_value(b64)));
-            free(enc);
+            const char *n = json_string_value(name);
+            size_t nl = json_string_length(name);
+            int r = json_is_string(text)
+                        ? al_run_spec_add_file(&sp, n, nl, json_string_value(text), json_string_length(text))
+                        : al_run_spec_add_file_base64(&sp, n, nl, json_string_value(b64), json_string_length(b64));
+            if (r < 0) {
+                al_run_spec_free(&sp);
+                *ret_result = r == -ENOMEM ? tool_error("out of memory")
+                                           : tool_error("The run was refused: " AL_RUN_RULE_FILE_BASE64, i);
+                return 0;
+            }
         }
-        json_object_set_new(body, "files", out);
+    }
+    if (st != AL_STATUS_OK) {
+        al_run_spec_free(&sp);
+        *ret_result = run_refusal("code_execution", rcode ? rcode : "internal", msg);
+        return 0;
     }
     char run_id[40];
     json_t *refusal = NULL;
     al_run_extra via_mcp = { .via = "mcp", .idem = idem };
-    int r = start_run(s, p, body, &via_mcp, "code_execution", run_id, &refusal);
-    json_decref(body);
+    int r = start_run(s, p, &sp, &via_mcp, "code_execution", run_id, &refusal);
+    al_run_spec_free(&sp);
     if (r < 0) {
         *ret_result = refusal;
         return 0;

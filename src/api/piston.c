@@ -1,16 +1,16 @@
 /*
- * Piston's POST /api/v2/execute body translated into ours (the body of
- * POST /v1/runs), which then goes through the core like any other
- * (al_run_request_parse, al_run_create). Pure (no store, no log), so that a
- * fuzzer can drive it alone (tests/fuzz/fuzz_piston_body.c).
+ * Piston's POST /api/v2/execute body read into a run spec, which then
+ * goes through the core like any other (al_run_spec_check, al_run_create).
+ * Pure (no store, no log), so that a fuzzer can drive it alone
+ * (tests/fuzz/fuzz_piston_body.c).
  */
 #include "piston.h"
 
-#include <nettle/base64.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "run_body.h"
 #include "../util/util.h"
 
 const al_piston_alias al_piston_aliases[] = {
@@ -23,16 +23,16 @@ const size_t al_piston_n_aliases = ELEMENTSOF(al_piston_aliases);
 /* D (a positive number) divided by UNIT and rounded up, held below a
  * bound far above any maximum: a huge one is refused by the limit's range
  * check (as it is), never an overflow of the conversion. */
-static json_int_t per_unit_up(double d, double unit) {
+static double per_unit_up(double d, double unit) {
     double q = d / unit;
     if (!(q < 1e12))
-        return (json_int_t)1e12;
-    json_int_t n = (json_int_t)q;
-    return (double)n < q ? n + 1 : n;
+        return 1e12;
+    int64_t n = (int64_t)q;
+    return (double)n < q ? (double)(n + 1) : (double)n;
 }
 
-al_status al_piston_translate(json_t *b, json_t **ret, char *msg, size_t msglen) {
-    *ret = NULL;
+al_status al_piston_translate(json_t *b, al_run_spec *ret, char *msg, size_t msglen) {
+    *ret = (al_run_spec){ 0 };
     if (!json_is_object(b)) {
         snprintf(msg, msglen, "the body must be a JSON object");
         return AL_STATUS_INVALID;
@@ -64,48 +64,44 @@ al_status al_piston_translate(json_t *b, json_t **ret, char *msg, size_t msglen)
                               "stdin a string, args an array, run_timeout and run_memory_limit numbers");
         return AL_STATUS_INVALID;
     }
-    /* our run: files[0] is the script; the others go to /work by name */
-    json_t *body = json_pack("{s:s, s:O, s:[]}", "language", ours, "code",
-                             json_object_get(json_array_get(files, 0), "content"), "files");
-    if (!body)
-        goto oom;
-    for (size_t i = 1; i < json_array_size(files); i++) {
+    /* our run: files[0] is the script; the others go to /work by name,
+     * byte for byte (a name's NULs too: the spec's check refuses it, where
+     * a C string would have cut it to a name it takes) */
+    al_run_spec sp = { 0 };
+    json_t *code = json_object_get(json_array_get(files, 0), "content");
+    bool ok = al_run_text_set(&sp.language, ours, strlen(ours)) == 0 &&
+              al_run_text_set(&sp.code, json_string_value(code), json_string_length(code)) == 0;
+    for (size_t i = 1; ok && i < json_array_size(files); i++) {
         json_t *f = json_array_get(files, i);
         json_t *name = json_object_get(f, "name"), *cv = json_object_get(f, "content");
-        size_t n = json_string_length(cv);
-        _cleanup_free_ char *b64 = malloc(BASE64_ENCODE_RAW_LENGTH(n) + 1);
-        if (!b64)
-            goto oom;
-        base64_encode_raw(b64, n, (const uint8_t *)json_string_value(cv));
-        b64[BASE64_ENCODE_RAW_LENGTH(n)] = '\0';
-        /* the name as a JSON string, NULs and all: "s" would cut it at the
-         * first, and a name that al_run_request_parse refuses would become
-         * one it takes */
-        json_t *e = json_pack("{s:O, s:s}", "name", name, "content_base64", b64);
-        if (!e || json_array_append_new(json_object_get(body, "files"), e) < 0)
-            goto oom;
+        ok = al_run_spec_add_file(&sp, json_string_value(name), json_string_length(name), json_string_value(cv),
+                                  json_string_length(cv)) == 0;
     }
-    if (json_is_string(stdin_v))
-        json_object_set(body, "stdin", stdin_v);
-    if (json_is_array(args_v))
-        json_object_set(body, "args", args_v);
-    json_t *limits = json_object();
-    if (!limits || json_object_set_new(body, "limits", limits) < 0)
+    if (!ok)
         goto oom;
+    /* stdin and args as REST reads them */
+    const char *rcode = NULL;
+    al_status st = al_run_body_field(&sp, AL_RUN_F_STDIN, stdin_v, msg, msglen, &rcode);
+    if (st == AL_STATUS_OK)
+        st = al_run_body_field(&sp, AL_RUN_F_ARGS, args_v, msg, msglen, &rcode);
+    if (st != AL_STATUS_OK) {
+        al_run_spec_free(&sp);
+        return st;
+    }
     /* Piston's milliseconds are rounded up: 1 ms is a second, not none */
     if (json_is_number(rt) && json_number_value(rt) > 0)
-        json_object_set_new(limits, "timeout_s", json_integer(per_unit_up(json_number_value(rt), 1000)));
+        sp.limit[AL_LIMIT_TIMEOUT_S] = (al_run_limit_req){ true, per_unit_up(json_number_value(rt), 1000) };
     if (json_is_number(rm) && json_number_value(rm) > 0) {
-        json_int_t mb = per_unit_up(json_number_value(rm), 1048576);
+        double mb = per_unit_up(json_number_value(rm), 1048576);
         /* Piston's bytes rounded down to MiB, as it always was */
-        if ((double)mb * 1048576 > json_number_value(rm))
+        if (mb * 1048576 > json_number_value(rm))
             mb--;
-        json_object_set_new(limits, "memory_mb", json_integer(mb));
+        sp.limit[AL_LIMIT_MEMORY_MB] = (al_run_limit_req){ true, mb };
     }
-    *ret = body;
+    *ret = sp;
     return AL_STATUS_OK;
 oom:
-    json_decref(body);
+    al_run_spec_free(&sp);
     snprintf(msg, msglen, "out of memory");
     return AL_STATUS_INTERNAL;
 }

@@ -4,17 +4,18 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "../core/run_spec.h"
 #include "../core/status.h"
 
-/* The body of Piston's POST /api/v2/execute (a JSON object) as ours: the
- * language by Piston's aliases, files[0].content the code, the other files
- * by name with their content in base64, stdin and args as they are, and
+/* The body of Piston's POST /api/v2/execute (a JSON object) as a run spec:
+ * the language by Piston's aliases, files[0].content the code, the other
+ * files by name with their content, stdin and args as REST reads them, and
  * run_timeout (ms, rounded up to seconds) and run_memory_limit (bytes, in
- * MiB) as limits. AL_STATUS_OK and the body in *RET, else the refusal
- * (AL_STATUS_INVALID, or AL_STATUS_INTERNAL out of memory) and why in MSG.
- * It checks shapes only: the body then goes through al_run_request_parse
- * like any other. */
-al_status al_piston_translate(json_t *piston, json_t **ret, char *msg, size_t msglen);
+ * MiB) as limits. AL_STATUS_OK and the spec in *RET (al_run_spec_free),
+ * else the refusal (AL_STATUS_INVALID, or AL_STATUS_INTERNAL out of
+ * memory) and why in MSG, and *RET holds nothing. It checks shapes only:
+ * the spec then goes through al_run_spec_check like any other. */
+al_status al_piston_translate(json_t *piston, al_run_spec *ret, char *msg, size_t msglen);
 
 /* Piston's language names, and the one of ours each stands for. */
 typedef struct al_piston_alias {

@@ -324,21 +324,64 @@ json_t *al_approval_manifest(al_service *s, const al_store_run *run, al_error *e
     return m;
 }
 
+int al_approval_staged(json_t *manifest, al_run_staged *ret) {
+    al_run_staged st = { 0 };
+    *ret = st;
+    json_t *files = json_object_get(manifest, "files"), *in = json_object_get(manifest, "stdin");
+    json_t *docs = json_object_get(manifest, "documents");
+    if (!json_is_array(files) || !json_is_array(docs) || (in && !json_is_null(in) && !json_is_object(in)))
+        return -EBADMSG;
+    int r = 0;
+    size_t i;
+    json_t *e;
+    /* each identity whole, or the manifest is none: a field missing would
+     * hash as another input */
+#define TEXT(o, k) json_string_value(json_object_get(o, k))
+#define NUM(o, k) json_integer_value(json_object_get(o, k))
+#define HAS_NUM(o, k) json_is_integer(json_object_get(o, k))
+    json_array_foreach(files, i, e) {
+        if (r == 0 && (!TEXT(e, "name") || !HAS_NUM(e, "size") || !TEXT(e, "sha256")))
+            r = -EBADMSG;
+        if (r == 0)
+            r = al_run_staged_add_file(&st, TEXT(e, "name"), (uint64_t)NUM(e, "size"), TEXT(e, "sha256"));
+    }
+    if (r == 0 && json_is_object(in)) {
+        if (!HAS_NUM(in, "size") || !TEXT(in, "sha256"))
+            r = -EBADMSG;
+        else {
+            st.has_stdin = true;
+            st.stdin_id.size = (uint64_t)NUM(in, "size");
+            snprintf(st.stdin_id.sha256, sizeof st.stdin_id.sha256, "%s", TEXT(in, "sha256"));
+        }
+    }
+    json_array_foreach(docs, i, e) {
+        if (r == 0 && (!TEXT(e, "id") || !TEXT(e, "path") || !HAS_NUM(e, "version") || !HAS_NUM(e, "size") ||
+                       !TEXT(e, "sha256")))
+            r = -EBADMSG;
+        if (r == 0)
+            r = al_run_staged_add_doc(&st, TEXT(e, "id"), TEXT(e, "path"), (int64_t)NUM(e, "version"),
+                                      (uint64_t)NUM(e, "size"), TEXT(e, "sha256"));
+    }
+#undef TEXT
+#undef NUM
+#undef HAS_NUM
+    if (r < 0) {
+        al_run_staged_free(&st);
+        return r;
+    }
+    *ret = st;
+    return 0;
+}
+
 void al_approval_hash(const al_store_run *run, json_t *manifest, char out[65]) {
-    /* what the approver saw: the code, the language, the network policy,
-     * the limits (their stored text), the runtime and every input, as
-     * canonical JSON */
-    json_t *c = json_pack("{s:s?, s:s, s:s?, s:s?, s:s, s:O}", "code", run->code, "language", run->language, "network",
-                          run->network, "limits", run->limits, "runtime", run->image[0] ? run->image : "host", "inputs",
-                          manifest ? manifest : json_null());
-    char *t = c ? json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    json_decref(c);
-    /* a failure hashes to a value no card holds */
-    if (t)
-        al_sha256_hex(t, strlen(t), out);
-    else
-        al_sha256_hex("\0unbound\0", 9, out);
-    free(t);
+    /* the spec as its record holds it, and its inputs as they are now */
+    al_run_spec sp = { 0 };
+    al_run_staged st = { 0 };
+    out[0] = '\0';
+    if (al_run_spec_of_record(run, &sp) == 0 && al_approval_staged(manifest, &st) == 0)
+        al_run_spec_hash(&sp, &st, out);
+    al_run_staged_free(&st);
+    al_run_spec_free(&sp);
 }
 
 int al_approval_verify_documents(al_service *s, json_t *manifest, al_error *err) {

@@ -5,13 +5,15 @@
  * cancelling one, and the run object the API shows. No HTTP here: callers
  * get a status and a document.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "../image/image.h"
 #include "audit.h"
-#include "run_request.h"
+#include "run_spec.h"
 #include "service.h"
 #include "skills.h"
 #include "../store/artifacts.h"
@@ -254,45 +256,14 @@ bool al_run_replay(al_service *s, const al_principal *p, const al_run_extra *x, 
     return true;
 }
 
-/* Run RUN_ID of P was recorded (with its Idempotency-Key) but cannot go
- * on: it ends in error here, with its state and result events (so whoever
- * follows it sees the end), its inputs go, and its key is forgotten, since
- * nothing ran and a retry is a new attempt. */
-static void fail_recorded(al_service *s, const al_principal *p, const al_run_extra *ex, const char *run_id,
-                          const char *dir, const char *code, const char *msg) {
+/* The workspace's say before anything of the request is looked at: its
+ * settings (*RET_SETTINGS), whether TOOL is on its allow-list, and the
+ * bounds of a run's limits from its maxima. OK, or the refusal in *RET_DOC. */
+static al_status admit(al_service *s, const al_principal *p, const char *tool, json_t **ret_settings,
+                       al_run_bounds *ret_bounds, json_t **ret_doc) {
     al_error err = { 0 };
-    char now[40];
-    al_store_now(now, sizeof now);
-    if (al_store_run_end(s->store, run_id, AL_RUN_BIT(AL_RUN_QUEUED) | AL_RUN_BIT(AL_RUN_PENDING_APPROVAL), AL_RUN_ERROR,
-                         code, msg, now, &err) > 0) {
-        al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "error"));
-        al_store_run *row = al_run_load(s, p, run_id);
-        if (row)
-            al_service_append_event(s, run_id, "result", al_run_json(s, row));
-        al_store_run_free(row);
-    }
-    al_rm_rf(dir);
-    if (ex->idem && ex->idem->key[0])
-        al_idem_forget(s->store, p, ex->idem, run_id, &err);
-}
-
-al_status al_run_create(al_service *s, const al_principal *p, json_t *body, const al_run_extra *extra, json_t **ret_doc) {
-    al_error err = { 0 };
-    static const al_run_extra none = { 0 };
-    const al_run_extra *ex = extra ? extra : &none;
-    const char *tool = ex->tool ? ex->tool : "code_execution";
-    *ret_doc = NULL;
-    if (!json_is_object(body))
-        return run_error(ret_doc, AL_STATUS_INVALID, "bad_request", "the body must be a JSON object");
-    /* a retry of a request that made its run gets that run, before any
-     * check that could answer otherwise now (credits spent, queue full) */
-    bool idem = ex->idem && ex->idem->key[0];
-    al_status ret = AL_STATUS_INTERNAL;
-    if (idem && al_run_replay(s, p, ex, &ret, ret_doc))
-        return ret;
-    al_run_request rq = { 0 };
-    json_t *settings = NULL;
-    settings = al_settings_load(s, p->workspace_id, &err);
+    json_t *settings = al_settings_load(s, p->workspace_id, &err);
+    *ret_settings = NULL;
     if (!settings) /* fail closed: never a run under default settings */
         return run_error(ret_doc, AL_STATUS_UNAVAILABLE, "settings_unavailable", "%s: no run starts until they can be", err.msg);
     /* the IAM decision: is code execution a tool this workspace may call? */
@@ -303,8 +274,8 @@ al_status al_run_create(al_service *s, const al_principal *p, json_t *body, cons
     if (!tool_ok) {
         al_workspace_audit(s, p, "capability.invoke_denied",
                            json_pack("{s:s, s:s}", "tool", tool, "reason", "not on the workspace's tool allow-list"), &err);
-        ret = run_error(ret_doc, AL_STATUS_FORBIDDEN, "tool_not_allowed", "%s is not on this workspace's tool allow-list", tool);
-        goto out;
+        json_decref(settings);
+        return run_error(ret_doc, AL_STATUS_FORBIDDEN, "tool_not_allowed", "%s is not on this workspace's tool allow-list", tool);
     }
     /* the workspace's maxima, which bound the request's limits; fail
      * closed: a maximum that cannot be read is not 0, which the box reads
@@ -313,16 +284,16 @@ al_status al_run_create(al_service *s, const al_principal *p, json_t *body, cons
     bool maxima_ok = al_store_workspace_get(s->store, p->workspace_id, &w, &err) == 0 && w.max_memory_mb >= 16 &&
                      w.max_cpus_milli >= 10 && w.max_pids >= 8;
     if (!maxima_ok) {
-        ret = run_error(ret_doc, AL_STATUS_UNAVAILABLE, "settings_unavailable", "the workspace's limits (its maximum memory, CPUs and "
-                        "processes) cannot be read: no run starts until they can be");
-        goto out;
+        json_decref(settings);
+        return run_error(ret_doc, AL_STATUS_UNAVAILABLE, "settings_unavailable", "the workspace's limits (its maximum memory, CPUs and "
+                         "processes) cannot be read: no run starts until they can be");
     }
     double max_t = json_number_value(json_object_get(settings, "max_timeout_s"));
     if (max_t > s->cfg.max_timeout_s)
         max_t = s->cfg.max_timeout_s;
-    /* the parser reads no store: what it holds the request to is read here
-     * (the ranges of the limits are checked there, against these) */
-    al_run_bounds bounds = {
+    /* the spec's check reads no store: what it holds the request to is
+     * read here */
+    *ret_bounds = (al_run_bounds){
         .code_max = s->cfg.code_max,
         .files_max = s->cfg.files_max,
         .limit = {
@@ -334,77 +305,74 @@ al_status al_run_create(al_service *s, const al_principal *p, json_t *body, cons
             [AL_LIMIT_PIDS] = { 256, 8, (double)w.max_pids },
         },
     };
-    {
-        char pmsg[600];
-        const char *pcode = NULL;
-        al_status st = al_run_request_parse(body, &bounds, &rq, pmsg, sizeof pmsg, &pcode);
-        if (st != AL_STATUS_OK) {
-            ret = run_error(ret_doc, st, pcode, "%s", pmsg);
-            goto out;
-        }
-    }
-    const char *language = rq.language;
-    char image_ref[80] = "";
-    char net_spec[AL_NET_MAX_HOSTS * AL_NET_NAME_MAX] = "offline";
+    *ret_settings = settings;
+    return AL_STATUS_OK;
+}
+
+/* SP checked against B, its image resolved to the digest it names (so the
+ * run, and its approval card, name exactly one tree) and its network
+ * policy (or the workspace's default) allowed by SETTINGS, in canonical
+ * form. OK, or the refusal in *RET_DOC. */
+static al_status resolve(al_service *s, al_run_spec *sp, const al_run_bounds *b, json_t *settings, json_t **ret_doc) {
+    char pmsg[600];
+    const char *pcode = NULL;
+    al_status st = al_run_spec_check(sp, b, pmsg, sizeof pmsg, &pcode);
+    if (st != AL_STATUS_OK)
+        return run_error(ret_doc, st, pcode, "%s", pmsg);
     /* a driver whose boxes cannot run on the host's /usr runs on the
      * default image when the run names none */
-    if (!rq.image && s->driver->needs_image)
-        rq.image = "default";
-    if (rq.image && strcmp(rq.image, "host") != 0) {
-        /* an alias or a digest, resolved now and kept as the digest, so the
-         * run (and its approval card) names exactly one tree */
+    if (!sp->image.s && s->driver->needs_image && al_run_text_set(&sp->image, "default", 7) < 0)
+        return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "out of memory");
+    char image_ref[80] = "host";
+    if (sp->image.s && strcmp(sp->image.s, "host") != 0) {
         char images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
         al_error ierr = { 0 };
         snprintf(images, sizeof images, "%s/images", s->cfg.state_dir);
-        if (al_image_resolve(images, rq.image, idir, sizeof idir, digest, &ierr) < 0) {
-            ret = run_error(ret_doc, AL_STATUS_INVALID, "bad_request", "image: %s", ierr.msg[0] ? ierr.msg : "want an alias or sha256 digest");
-            goto out;
-        }
+        if (al_image_resolve(images, sp->image.s, idir, sizeof idir, digest, &ierr) < 0)
+            return run_error(ret_doc, AL_STATUS_INVALID, "bad_request", "image: %s", ierr.msg[0] ? ierr.msg : "want an alias or sha256 digest");
         snprintf(image_ref, sizeof image_ref, "sha256:%s", digest);
     }
-    {
-        /* the network policy: the request's (parsed already), or the
-         * workspace's default; stored in canonical form */
-        _cleanup_free_ al_net_policy *def = NULL;
-        const al_net_policy *np = rq.net;
-        al_error nerr = { 0 };
-        if (!np) {
-            def = malloc(sizeof *def);
-            if (!def || al_net_policy_parse(json_string_value(json_object_get(settings, "network")), def, &nerr) < 0) {
-                ret = run_error(ret_doc, AL_STATUS_INVALID, "bad_request", "network: %s", def ? nerr.msg : "out of memory");
-                goto out;
-            }
-            np = def;
-        }
-        if (al_settings_network_check(settings, np, &nerr) < 0) {
-            ret = run_error(ret_doc, AL_STATUS_FORBIDDEN, "network_not_allowed", "%s", nerr.msg);
-            goto out;
-        }
-        al_net_policy_format(np, net_spec, sizeof net_spec);
+    _cleanup_free_ al_net_policy *def = NULL;
+    const al_net_policy *np = sp->net;
+    al_error nerr = { 0 };
+    if (!np) {
+        def = malloc(sizeof *def);
+        if (!def || al_net_policy_parse(json_string_value(json_object_get(settings, "network")), def, &nerr) < 0)
+            return run_error(ret_doc, AL_STATUS_INVALID, "bad_request", "network: %s", def ? nerr.msg : "out of memory");
+        np = def;
     }
-    const size_t nf = rq.n_files;
-    ret = 0;
-    bool bad = false;
-    for (size_t i = 0; !bad && i < json_array_size(rq.artifacts); i++) {
-        const char *aid = json_string_value(json_array_get(rq.artifacts, i));
+    if (al_settings_network_check(settings, np, &nerr) < 0)
+        return run_error(ret_doc, AL_STATUS_FORBIDDEN, "network_not_allowed", "%s", nerr.msg);
+    char net_spec[AL_NET_MAX_HOSTS * AL_NET_NAME_MAX];
+    al_net_policy_format(np, net_spec, sizeof net_spec);
+    if (al_run_spec_resolve(sp, image_ref, net_spec) < 0)
+        return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "out of memory");
+    return AL_STATUS_OK;
+}
+
+/* What refuses a run that is well formed: an artifact it names that P's
+ * workspace does not have, the driver, the organisation's credits, its
+ * storage, the queue. OK, or the refusal in *RET_DOC. */
+static al_status refusals(al_service *s, const al_principal *p, const al_run_spec *sp, const char *tool,
+                          json_t *settings, json_t **ret_doc) {
+    al_error err = { 0 };
+    for (size_t i = 0; i < sp->n_artifacts; i++) {
+        const al_run_text *aid = &sp->artifacts[i];
         al_store_artifact a;
-        if (!aid || al_store_artifact_get(s->store, p->workspace_id, aid, &a, &err) < 0) {
-            ret = run_error(ret_doc, AL_STATUS_NOT_FOUND, "not_found", "artifacts[%zu]: no such artifact", i);
-            bad = true;
-        } else {
-            al_store_artifact_done(&a);
-        }
+        /* an id with a NUL would be looked up cut short: it names none */
+        if (!aid->s || strlen(aid->s) != aid->len || al_store_artifact_get(s->store, p->workspace_id, aid->s, &a, &err) < 0)
+            return run_error(ret_doc, AL_STATUS_NOT_FOUND, "not_found", "artifacts[%zu]: no such artifact", i);
+        al_store_artifact_done(&a);
     }
     al_error perr = { 0 };
-    if (!bad && strcmp(json_string_value(json_object_get(settings, "driver")), "disabled") == 0) {
+    if (strcmp(json_string_value(json_object_get(settings, "driver")), "disabled") == 0) {
         snprintf(perr.msg, sizeof perr.msg, "code execution is disabled for this workspace (driver = disabled)");
         perr.err = ENOTSUP;
     }
-    if (!bad && (perr.err || s->driver->probe(&perr) < 0)) {
+    if (perr.err || s->driver->probe(&perr) < 0) {
         al_workspace_audit(s, p, "capability.invoke_denied", json_pack("{s:s, s:s}", "tool", tool, "reason", perr.msg),
                            &err);
-        ret = run_error(ret_doc, AL_STATUS_UNAVAILABLE, "driver_disabled", "%s", perr.msg);
-        bad = true;
+        return run_error(ret_doc, AL_STATUS_UNAVAILABLE, "driver_disabled", "%s", perr.msg);
     }
     int64_t price = (int64_t)json_number_value(json_object_get(settings, "price_per_run"));
     /* queued runs are charged when they start: the credits they will take
@@ -412,274 +380,290 @@ al_status al_run_create(al_service *s, const al_principal *p, json_t *body, cons
      * paid (it would only hold a place in the queue) */
     int64_t reserved = 0, balance = al_credits_balance(s, p->org_id);
     int64_t avail = price > 0 ? al_credits_unreserved(s, p->org_id, &reserved) : balance;
-    if (!bad && price > 0 && avail < price) {
+    if (price > 0 && avail < price) {
         al_workspace_audit(s, p, "capability.invoke_denied",
                            json_pack("{s:s, s:s}", "tool", tool, "reason", "insufficient credits"), &err);
         if (reserved > 0)
-            ret = run_error(ret_doc, AL_STATUS_PAYMENT_REQUIRED, "payment_required",
-                            "a run costs %lld credits and the organisation has %lld, of which its queued runs "
-                            "(charged when they start) hold %lld",
-                            (long long)price, (long long)balance, (long long)reserved);
-        else
-            ret = run_error(ret_doc, AL_STATUS_PAYMENT_REQUIRED, "payment_required", "a run costs %lld credits and the organisation has %lld",
-                            (long long)price, (long long)balance);
-        bad = true;
+            return run_error(ret_doc, AL_STATUS_PAYMENT_REQUIRED, "payment_required",
+                             "a run costs %lld credits and the organisation has %lld, of which its queued runs "
+                             "(charged when they start) hold %lld",
+                             (long long)price, (long long)balance, (long long)reserved);
+        return run_error(ret_doc, AL_STATUS_PAYMENT_REQUIRED, "payment_required", "a run costs %lld credits and the organisation has %lld",
+                         (long long)price, (long long)balance);
     }
-    /* what this run's inputs will hold on disk until a box stages them */
-    int64_t input_bytes = (int64_t)rq.stdin_len;
-    for (size_t i = 0; i < nf; i++)
-        input_bytes += (int64_t)rq.files[i].len;
-    input_bytes += ex->args_json ? (int64_t)strlen(ex->args_json) : 0;
-    if (!bad) {
-        /* artifacts, and the inputs of the organisation's runs that have not
-         * ended (on disk as long as they wait), this one's included */
-        int64_t quota = al_artifacts_org_quota(s, p->org_id);
-        int64_t used = al_artifacts_org_usage(s, p->org_id), pending = al_runs_pending_input_bytes(s, p->org_id);
-        if (used == AL_USAGE_UNKNOWN || pending == AL_USAGE_UNKNOWN) {
-            ret = run_error(ret_doc, AL_STATUS_UNAVAILABLE, "storage_unavailable", "the organisation's storage use cannot be read: try again");
-            bad = true;
-        } else if (used >= quota || (input_bytes > 0 && used + pending + input_bytes > quota)) {
-            ret = run_error(ret_doc, AL_STATUS_QUOTA, "quota_exceeded",
-                            "the organisation's storage (%lld bytes) is full: artifacts hold %lld, inputs of runs "
-                            "that wait %lld, and this run's inputs are %lld",
-                            (long long)quota, (long long)used, (long long)pending, (long long)input_bytes);
-            bad = true;
-        }
-    }
-    if (!bad) {
-        /* the queue, and this person's and organisation's share of it (runs
-         * waiting for an approval count in the person's) */
-        char qmsg[300];
-        int64_t pend = 0;
-        al_store_runs_count_of(s->store, p->person_id, AL_RUN_PENDING_APPROVAL, &pend, &err);
-        int pending = (int)pend;
-        if (al_service_queue_room(s, p->person_id, p->org_id, pending, qmsg, sizeof qmsg) < 0) {
-            /* http.c's answer adds Retry-After to every BUSY (429) */
-            ret = run_error(ret_doc, AL_STATUS_BUSY, "queue_full", "%s", qmsg);
-            bad = true;
-        }
-    }
-    char run_id[40], now[40], dir[PATH_MAX + 64];
-    if (!bad) {
-        al_store_new_id("run", run_id, sizeof run_id);
-        al_store_now(now, sizeof now);
-        /* inline files go to disk, not the database */
-        snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, run_id);
-        char in[PATH_MAX + 80];
-        snprintf(in, sizeof in, "%s/in", dir);
-        bool has_stdin = rq.stdin_text != NULL;
-        if ((nf || has_stdin || ex->args_json) && mkdir(dir, 0700) < 0) {
-            ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot store the run's files: %s", strerror(errno));
-            bad = true;
-        }
-        if (!bad && has_stdin) {
-            char sp[PATH_MAX + 80];
-            snprintf(sp, sizeof sp, "%s/stdin", dir);
-            int fd = open(sp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-            if (fd < 0 || al_write_all(fd, rq.stdin_text, rq.stdin_len) < 0) {
-                ret = run_error(ret_doc, AL_STATUS_QUOTA, "storage", "cannot store the run's stdin: %s", strerror(errno));
-                bad = true;
-            }
-            if (fd >= 0)
-                close(fd);
-        }
-        if (!bad && (nf || ex->args_json) && mkdir(in, 0700) < 0) {
-            ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot store the run's files: %s", strerror(errno));
-            bad = true;
-        }
-        for (size_t i = 0; !bad && i < nf; i++) {
-            char fp[PATH_MAX + 400];
-            snprintf(fp, sizeof fp, "%s/%s", in, rq.files[i].name);
-            int fd = open(fp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-            if (fd < 0 || al_write_all(fd, rq.files[i].data, rq.files[i].len) < 0) {
-                ret = run_error(ret_doc, AL_STATUS_QUOTA, "storage", "cannot store the run's files: %s", strerror(errno));
-                bad = true;
-            }
-            if (fd >= 0)
-                close(fd);
-        }
-        if (!bad && ex->args_json) {
-            /* a skill's arguments: /work/args.json in the box */
-            char ap[PATH_MAX + 100];
-            snprintf(ap, sizeof ap, "%s/args.json", in);
-            int fd = open(ap, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-            if (fd < 0 || al_write_all(fd, ex->args_json, strlen(ex->args_json)) < 0) {
-                ret = run_error(ret_doc, AL_STATUS_QUOTA, "storage", "cannot store the skill's arguments: %s", strerror(errno));
-                bad = true;
-            }
-            if (fd >= 0)
-                close(fd);
-        }
-        if (bad)
-            al_rm_rf(dir);
-    }
-    if (bad)
-        goto out;
+    /* artifacts, and the inputs of the organisation's runs that have not
+     * ended (on disk as long as they wait), this one's included */
+    int64_t input_bytes = al_run_spec_input_bytes(sp);
+    int64_t quota = al_artifacts_org_quota(s, p->org_id);
+    int64_t used = al_artifacts_org_usage(s, p->org_id), pending = al_runs_pending_input_bytes(s, p->org_id);
+    if (used == AL_USAGE_UNKNOWN || pending == AL_USAGE_UNKNOWN)
+        return run_error(ret_doc, AL_STATUS_UNAVAILABLE, "storage_unavailable", "the organisation's storage use cannot be read: try again");
+    if (used >= quota || (input_bytes > 0 && used + pending + input_bytes > quota))
+        return run_error(ret_doc, AL_STATUS_QUOTA, "quota_exceeded",
+                         "the organisation's storage (%lld bytes) is full: artifacts hold %lld, inputs of runs "
+                         "that wait %lld, and this run's inputs are %lld",
+                         (long long)quota, (long long)used, (long long)pending, (long long)input_bytes);
+    /* the queue, and this person's and organisation's share of it (runs
+     * waiting for an approval count in the person's) */
+    char qmsg[300];
+    int64_t pend = 0;
+    al_store_runs_count_of(s->store, p->person_id, AL_RUN_PENDING_APPROVAL, &pend, &err);
+    /* http.c's answer adds Retry-After to every BUSY (429) */
+    if (al_service_queue_room(s, p->person_id, p->org_id, (int)pend, qmsg, sizeof qmsg) < 0)
+        return run_error(ret_doc, AL_STATUS_BUSY, "queue_full", "%s", qmsg);
+    return AL_STATUS_OK;
+}
 
-    json_t *limits = json_pack("{s:I, s:I, s:I, s:I}", "timeout_s", (json_int_t)rq.limit[AL_LIMIT_TIMEOUT_S].value,
-                               "memory_bytes", (json_int_t)(rq.limit[AL_LIMIT_MEMORY_MB].value * 1048576.0), "cpu_millis",
-                               (json_int_t)(rq.limit[AL_LIMIT_CPUS].value * 1000.0 + 0.5), "pids",
-                               (json_int_t)rq.limit[AL_LIMIT_PIDS].value);
-    char *limits_text = json_dumps(limits, JSON_COMPACT);
-    json_decref(limits);
-    /* "o" with a new reference either way: "O" of a fresh array leaked it */
-    json_t *inputs = json_pack("{s:o}", "artifacts", rq.artifacts ? json_incref(rq.artifacts) : json_array());
-    if (rq.args)
-        json_object_set(inputs, "args", rq.args);
-    if (ex->skill)
-        json_object_set(inputs, "skill", ex->skill);
-    /* which interface the call came through, for the audit at its end */
-    json_object_set_new(inputs, "via", json_string(ex->via ? ex->via : "rest"));
+/* LEN bytes of DATA as the new file PATH. */
+static int write_new(const char *path, const void *data, size_t len) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int r = fd < 0 ? -errno : al_write_all(fd, data, len) < 0 ? -errno : 0;
+    if (fd >= 0)
+        close(fd);
+    return r;
+}
+
+/* SP's inputs on disk, not in the database: DIR/stdin, and the inline
+ * files (a skill's args.json among them) in DIR/in. OK, or the refusal in
+ * *RET_DOC and nothing left of DIR. */
+static al_status store_inputs(const al_run_spec *sp, const char *dir, json_t **ret_doc) {
+    const char *args_json = sp->skill ? sp->skill->args_json : NULL;
+    bool has_in = sp->n_files || args_json;
+    if (!has_in && !sp->stdin_text.s)
+        return AL_STATUS_OK;
+    char in[PATH_MAX + 80], path[PATH_MAX + 400];
+    snprintf(in, sizeof in, "%s/in", dir);
+    al_status ret = AL_STATUS_OK;
+    int r;
+    if (mkdir(dir, 0700) < 0) {
+        ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot store the run's files: %s", strerror(errno));
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/stdin", dir);
+    if (sp->stdin_text.s && (r = write_new(path, sp->stdin_text.s, sp->stdin_text.len)) < 0) {
+        ret = run_error(ret_doc, AL_STATUS_QUOTA, "storage", "cannot store the run's stdin: %s", strerror(-r));
+        goto out;
+    }
+    if (has_in && mkdir(in, 0700) < 0) {
+        ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot store the run's files: %s", strerror(errno));
+        goto out;
+    }
+    for (size_t i = 0; i < sp->n_files; i++) {
+        snprintf(path, sizeof path, "%s/%s", in, sp->files[i].name.s);
+        if ((r = write_new(path, sp->files[i].data, sp->files[i].len)) < 0) {
+            ret = run_error(ret_doc, AL_STATUS_QUOTA, "storage", "cannot store the run's files: %s", strerror(-r));
+            goto out;
+        }
+    }
+    /* a skill's arguments: /work/args.json in the box */
+    snprintf(path, sizeof path, "%s/%s", in, AL_RUN_SKILL_ARGS_NAME);
+    if (args_json && (r = write_new(path, args_json, strlen(args_json))) < 0)
+        ret = run_error(ret_doc, AL_STATUS_QUOTA, "storage", "cannot store the skill's arguments: %s", strerror(-r));
+out:
+    if (ret != AL_STATUS_OK)
+        al_rm_rf(dir);
+    return ret;
+}
+
+/* The approval card of the run REC (about to be recorded from SP): SP and
+ * its inputs as stored (the documents as pinned) hashed, and the card the
+ * approver sees, into *RET (its store row; RET->card is new). Made before
+ * the run is recorded, so that the run and its card are recorded together
+ * and no one sees the run waiting without it. OK, or the refusal in
+ * *RET_DOC. */
+static al_status approval_card(al_service *s, const al_run_spec *sp, const al_store_run *rec, json_t *settings,
+                               al_store_approval *ret, json_t **ret_doc) {
+    al_error err = { 0 };
+    char in_hash[65] = "";
+    json_t *manifest = al_approval_manifest(s, rec, &err);
+    al_run_staged staged = { 0 };
+    if (manifest && al_approval_staged(manifest, &staged) == 0)
+        al_run_spec_hash(sp, &staged, in_hash);
+    al_run_staged_free(&staged);
+    if (!in_hash[0]) {
+        json_decref(manifest);
+        return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot read back the run's inputs for its approval card: %s",
+                         err.msg[0] ? err.msg : "out of memory");
+    }
+    *ret = (al_store_approval){ 0 };
+    al_store_new_id("apr", ret->id, sizeof ret->id);
+    al_rfc3339_after((int64_t)json_number_value(json_object_get(settings, "approval_ttl_s")), ret->expires_at,
+                     sizeof ret->expires_at);
+    json_t *card = json_pack("{s:s, s:s%, s:s, s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:s}", "id", ret->id, "code",
+                             sp->code.s, sp->code.len, "language", sp->language.s, "runtime", sp->image.s, "network",
+                             sp->network.s, "limits", limits_json(rec->limits), "risk", "high", "description",
+                             rec->description ? rec->description : "", "hash", in_hash, "requested_at", rec->created_at,
+                             "expires_at", ret->expires_at);
+    /* what goes in the box besides the code: names, sizes and sha256,
+     * each with the URL of its bytes */
+    if (card)
+        json_object_set_new(card, "inputs", al_approval_card_inputs(rec->id, manifest));
+    json_decref(manifest);
+    ret->card = card ? json_dumps(card, JSON_COMPACT) : NULL;
+    json_decref(card);
+    if (!ret->card)
+        return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot build the approval card: out of memory");
+    snprintf(ret->run_id, sizeof ret->run_id, "%s", rec->id);
+    snprintf(ret->org_id, sizeof ret->org_id, "%s", rec->org_id);
+    snprintf(ret->workspace_id, sizeof ret->workspace_id, "%s", rec->workspace_id);
+    snprintf(ret->hash, sizeof ret->hash, "%s", in_hash);
+    snprintf(ret->requested_at, sizeof ret->requested_at, "%s", rec->created_at);
+    return AL_STATUS_OK;
+}
+
+/* REC, its approval card APPR (when not NULL), P's Idempotency-Key and the
+ * audit event that allows it, in one transaction: a crash leaves all or
+ * none, of two concurrent requests with one key only the first records a
+ * run, and no one sees a run that waits for an approval without its card.
+ * When the audit event or the card cannot be written, the run is recorded
+ * ended in error instead (a card no one can see would be waited for
+ * forever, and a run the trail cannot show does not start), its key is
+ * forgotten (nothing ran: a retry is a new attempt) and whoever follows it
+ * sees the end. OK, or the refusal in *RET_DOC (the answer to a retry that
+ * got there first included). */
+static al_status record_run(al_service *s, const al_principal *p, const al_run_extra *ex, al_store_run *rec,
+                            const al_store_approval *appr, const char *tool, json_t **ret_doc) {
+    al_error err = { 0 }, ferr = { 0 };
+    bool idem = ex->idem && ex->idem->key[0];
+    int n = al_store_begin(s->store, &err), taken = 0;
+    if (n < 0)
+        return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot record the run: %s", err.msg);
+    /* stamped inside the unit of work, which holds the store: runs are
+     * listed newest first in insertion order, and the stamps must agree
+     * (one stamped before a wait for the store would list out of order) */
+    al_store_now(rec->created_at, sizeof rec->created_at);
+    if (idem)
+        n = taken = al_idem_record(s->store, p, ex->idem, "run", rec->id, &err);
+    if (n >= 0)
+        n = al_store_run_insert(s->store, rec, &err);
+    /* a step after the row that fails (its own write undone) ends the run */
+    const char *fail = NULL, *why = NULL;
+    if (n >= 0 &&
+        al_governance_audit(s, rec, "capability.invoke_allowed", NULL,
+                            json_pack("{s:s, s:s, s:s, s:s}", "tool", tool, "language", rec->language, "approval",
+                                      appr ? "required" : "not required", "via", ex->via ? ex->via : "rest")) < 0) {
+        fail = "audit_failed"; /* the log says why */
+        why = "its audit event could not be written";
+    } else if (n >= 0 && appr && al_store_approval_insert(s->store, appr, &ferr) < 0) {
+        fail = "approval";
+        why = "its approval card could not be recorded";
+    }
+    if (n >= 0 && fail) {
+        char now[40];
+        al_store_now(now, sizeof now);
+        n = al_store_run_end(s->store, rec->id, AL_RUN_BIT(rec->state), AL_RUN_ERROR, fail, why, now, &err);
+        if (n >= 0 && idem)
+            n = al_idem_forget(s->store, p, ex->idem, rec->id, &err);
+    }
+    if (n >= 0)
+        n = al_store_commit(s->store, &err);
+    else
+        al_store_rollback(s->store);
+    if (n < 0) {
+        al_status ret;
+        /* the same key's other request recorded its run meanwhile */
+        if (taken == -EEXIST && al_run_replay(s, p, ex, &ret, ret_doc))
+            return ret;
+        return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot record the run: %s",
+                         err.msg[0] ? err.msg : strerror(-n));
+    }
+    if (!fail)
+        return AL_STATUS_OK;
+    al_service_append_event(s, rec->id, "state", json_pack("{s:s}", "state", "error"));
+    al_store_run *row = al_run_load(s, p, rec->id);
+    if (row)
+        al_service_append_event(s, rec->id, "result", al_run_json(s, row));
+    al_store_run_free(row);
+    if (strcmp(fail, "audit_failed") == 0)
+        return run_error(ret_doc, AL_STATUS_INTERNAL, "audit_failed", "the run's audit event could not be written: it was not started");
+    return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot record the approval card: %s", ferr.msg);
+}
+
+al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, const al_run_extra *extra,
+                        json_t **ret_doc) {
+    al_error err = { 0 };
+    static const al_run_extra none = { 0 };
+    const al_run_extra *ex = extra ? extra : &none;
+    const char *tool = ex->tool ? ex->tool : "code_execution";
+    const char *via = ex->via ? ex->via : "rest";
+    *ret_doc = NULL;
+    /* a retry of a request that made its run gets that run, before any
+     * check that could answer otherwise now (credits spent, queue full) */
+    bool idem = ex->idem && ex->idem->key[0];
+    al_status ret = AL_STATUS_INTERNAL;
+    if (idem && al_run_replay(s, p, ex, &ret, ret_doc))
+        return ret;
+    json_t *settings = NULL;
+    al_run_bounds bounds;
+    if ((ret = admit(s, p, tool, &settings, &bounds, ret_doc)) != AL_STATUS_OK)
+        return ret;
+    if ((ret = resolve(s, sp, &bounds, settings, ret_doc)) != AL_STATUS_OK ||
+        (ret = refusals(s, p, sp, tool, settings, ret_doc)) != AL_STATUS_OK)
+        goto out;
+    char run_id[40], now[40], dir[PATH_MAX + 64];
+    al_store_new_id("run", run_id, sizeof run_id);
+    al_store_now(now, sizeof now);
+    snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, run_id);
+    if ((ret = store_inputs(sp, dir, ret_doc)) != AL_STATUS_OK)
+        goto out;
     const char *policy = json_string_value(json_object_get(settings, "approval_policy"));
     /* code execution is risk "high": high_risk asks for approval as always does */
     bool needs_approval = strcmp(policy, "always") == 0 || strcmp(policy, "high_risk") == 0;
+    al_store_run rec = { 0 };
+    if (al_run_spec_record(sp, via, NULL, &rec) < 0) {
+        al_rm_rf(dir);
+        ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "out of memory");
+        goto out;
+    }
+    snprintf(rec.id, sizeof rec.id, "%s", run_id);
+    snprintf(rec.org_id, sizeof rec.org_id, "%s", p->org_id);
+    snprintf(rec.workspace_id, sizeof rec.workspace_id, "%s", p->workspace_id);
+    snprintf(rec.person_id, sizeof rec.person_id, "%s", p->person_id);
+    snprintf(rec.created_at, sizeof rec.created_at, "%s", now);
+    rec.state = needs_approval ? AL_RUN_PENDING_APPROVAL : AL_RUN_QUEUED;
+    rec.price = (int64_t)json_number_value(json_object_get(settings, "price_per_run"));
+    rec.cap = al_service_queue_cap(s, (int)json_number_value(json_object_get(settings, "concurrency")));
+    /* held by this node until it is admitted to the queue (below): no
+     * node claims it before; if this node dies first, the others give it
+     * back to the queue */
+    if (!needs_approval)
+        snprintf(rec.node_id, sizeof rec.node_id, "%s", s->node_id);
+    al_store_approval appr = { 0 };
     if (needs_approval) {
         /* the thread's documents as they are now are what the approver sees
          * and what the run gets: pinned, so a version the thread gains
          * before the run starts is not staged in its place */
-        char *pre_text = json_dumps(inputs, JSON_COMPACT);
-        al_store_run pre = { .inputs = pre_text };
-        snprintf(pre.workspace_id, sizeof pre.workspace_id, "%s", p->workspace_id);
-        snprintf(pre.thread_id, sizeof pre.thread_id, "%s", rq.thread_id ? rq.thread_id : "");
-        json_t *docs = pre_text ? al_approval_documents(s, &pre, &err) : NULL;
-        free(pre_text);
-        if (!docs) {
-            json_decref(inputs);
-            free(limits_text);
-            al_rm_rf(dir);
-            ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot read the thread's documents: %s", err.msg);
-            goto out;
-        }
-        json_object_set_new(inputs, "documents", docs);
+        json_t *docs = al_approval_documents(s, &rec, &err);
+        al_run_spec_record_done(&rec);
+        if (!docs || al_run_spec_record(sp, via, docs, &rec) < 0)
+            ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot read the thread's documents: %s",
+                            docs ? "out of memory" : err.msg);
+        else
+            ret = approval_card(s, sp, &rec, settings, &appr, ret_doc);
+        json_decref(docs);
     }
-    char *inputs_text = json_dumps(inputs, JSON_COMPACT);
-    json_decref(inputs);
-    /* the run and its Idempotency-Key in one transaction: a crash leaves
-     * both or neither, and of two concurrent requests with one key only
-     * the first records a run */
-    int n = al_store_begin(s->store, &err), taken = 0;
-    bool audit_failed = false;
-    bool began = n >= 0;
-    if (n >= 0 && idem)
-        n = taken = al_idem_record(s->store, p, ex->idem, "run", run_id, &err);
-    if (n >= 0) {
-        json_t *skn = json_object_get(ex->skill, "name"), *skv = json_object_get(ex->skill, "version");
-        al_store_run rec = { .code = (char *)rq.code, .description = (char *)(rq.description ? rq.description : ""),
-                             .network = net_spec, .limits = limits_text, .inputs = inputs_text,
-                             .state = needs_approval ? AL_RUN_PENDING_APPROVAL : AL_RUN_QUEUED, .price = price,
-                             .input_bytes = (int64_t)input_bytes,
-                             .skill_name = json_is_string(skn) ? (char *)json_string_value(skn) : NULL,
-                             .skill_version = json_is_string(skv) ? (char *)json_string_value(skv) : NULL,
-                             .skill_digest = ex->skill ? (char *)json_string_value(json_object_get(ex->skill, "digest"))
-                                                       : NULL };
-        snprintf(rec.id, sizeof rec.id, "%s", run_id);
-        snprintf(rec.org_id, sizeof rec.org_id, "%s", p->org_id);
-        snprintf(rec.workspace_id, sizeof rec.workspace_id, "%s", p->workspace_id);
-        snprintf(rec.person_id, sizeof rec.person_id, "%s", p->person_id);
-        snprintf(rec.thread_id, sizeof rec.thread_id, "%s", rq.thread_id ? rq.thread_id : "");
-        snprintf(rec.language, sizeof rec.language, "%s", language);
-        /* stamped inside the unit of work, which holds the store: runs are
-         * listed newest first in insertion order, and the stamps must agree
-         * (one stamped before a wait for the store would list out of order) */
-        al_store_now(rec.created_at, sizeof rec.created_at);
-        snprintf(rec.image, sizeof rec.image, "%s", image_ref);
-        rec.cap = al_service_queue_cap(s, (int)json_number_value(json_object_get(settings, "concurrency")));
-        /* held by this node until it is admitted to the queue (below): no
-         * node claims it before; if this node dies first, the others give
-         * it back to the queue */
-        if (!needs_approval)
-            snprintf(rec.node_id, sizeof rec.node_id, "%s", s->node_id);
-        n = al_store_run_insert(s->store, &rec, &err);
-        /* its audit event in the same unit of work: a run the trail cannot
-         * show is not recorded (and one recorded always shows: a daemon
-         * killed between the two used to leave a run that ran unaudited) */
-        if (n >= 0 && al_governance_audit(s, &rec, "capability.invoke_allowed", NULL,
-                                          json_pack("{s:s, s:s, s:s, s:s}", "tool", tool, "language", language,
-                                                    "approval", needs_approval ? "required" : "not required", "via",
-                                                    ex->via ? ex->via : "rest")) < 0) {
-            n = -EIO;
-            audit_failed = true;
-        }
-    }
-    if (n >= 0)
-        n = al_store_commit(s->store, &err);
-    else if (began)
-        al_store_rollback(s->store);
-    free(limits_text);
-    free(inputs_text);
-    if (n < 0) {
+    if (ret == AL_STATUS_OK)
+        ret = record_run(s, p, ex, &rec, needs_approval ? &appr : NULL, tool, ret_doc);
+    al_run_spec_record_done(&rec);
+    if (ret != AL_STATUS_OK) {
+        /* it will not reach a box: nothing of its inputs stays */
+        free(appr.card);
         al_rm_rf(dir);
-        if (audit_failed) {
-            ret = run_error(ret_doc, AL_STATUS_INTERNAL, "audit_failed",
-                            "the run's audit event could not be written: it was not started");
-            goto out;
-        }
-        if (taken == -EEXIST) {
-            /* the same key's other request recorded its run meanwhile */
-            if (al_run_replay(s, p, ex, &ret, ret_doc))
-                goto out;
-        }
-        ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot record the run: %s", err.msg);
         goto out;
     }
-    al_store_run *run_row = al_run_load(s, p, run_id);
-    char in_hash[65] = "";
-    json_t *manifest = NULL;
     if (needs_approval) {
-        /* the card binds everything the box will hold, read back as stored */
-        manifest = run_row ? al_approval_manifest(s, run_row, &err) : NULL;
-        if (!manifest) {
-            fail_recorded(s, p, ex, run_id, dir, "inputs", "its inputs could not be read back for the approval card");
-            al_store_run_free(run_row);
-            ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot read back the run's inputs for its approval card: %s", err.msg);
-            goto out;
-        }
-        al_approval_hash(run_row, manifest, in_hash);
-    }
-    if (needs_approval) {
-        char apid[40], expires[40];
-        al_store_new_id("apr", apid, sizeof apid);
-        al_rfc3339_after((int64_t)json_number_value(json_object_get(settings, "approval_ttl_s")), expires, sizeof expires);
-        json_t *rj = al_run_json(s, run_row);
-        json_t *card = json_pack("{s:s, s:O, s:s, s:s, s:s, s:O, s:s, s:s, s:s, s:s, s:s}", "id", apid, "code", json_object_get(body, "code"),
-                                 "language", language, "runtime", image_ref[0] ? image_ref : "host", "network", net_spec, "limits",
-                                 json_object_get(rj, "limits"), "risk", "high", "description",
-                                 run_row->description ? run_row->description : "", "hash", in_hash, "requested_at", now,
-                                 "expires_at", expires);
-        json_decref(rj);
-        /* what goes in the box besides the code: names, sizes and sha256,
-         * each with the URL of its bytes */
-        json_object_set_new(card, "inputs", al_approval_card_inputs(run_id, manifest));
-        al_store_approval req = { .card = json_dumps(card, JSON_COMPACT) };
-        snprintf(req.id, sizeof req.id, "%s", apid);
-        snprintf(req.run_id, sizeof req.run_id, "%s", run_id);
-        snprintf(req.org_id, sizeof req.org_id, "%s", p->org_id);
-        snprintf(req.workspace_id, sizeof req.workspace_id, "%s", p->workspace_id);
-        snprintf(req.hash, sizeof req.hash, "%s", in_hash);
-        snprintf(req.requested_at, sizeof req.requested_at, "%s", now);
-        snprintf(req.expires_at, sizeof req.expires_at, "%s", expires);
-        int ins = req.card ? al_store_approval_insert(s->store, &req, &err) : -ENOMEM;
-        free(req.card);
-        if (ins < 0) {
-            /* a run waiting for a card no one can see would wait forever */
-            fail_recorded(s, p, ex, run_id, dir, "approval", "its approval card could not be recorded");
-            json_decref(card);
-            json_decref(manifest);
-            al_store_run_free(run_row);
-            ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot record the approval card: %s", err.msg);
-            goto out;
-        }
-        al_governance_audit(s, run_row, "approval.requested", NULL,
-                            json_pack("{s:s, s:s, s:s}", "approval_id", apid, "hash", in_hash, "expires_at", expires));
+        al_governance_audit(s, &rec, "approval.requested", NULL,
+                            json_pack("{s:s, s:s, s:s}", "approval_id", appr.id, "hash", appr.hash, "expires_at",
+                                      appr.expires_at));
         al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "pending_approval"));
-        al_service_append_event(s, run_id, "approval", card);
+        al_service_append_event(s, run_id, "approval", json_loads(appr.card, 0, NULL));
+        free(appr.card);
     } else {
         al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "queued"));
         char qmsg[300];
         if (al_service_enqueue(s, run_id, p->person_id, p->org_id,
                                (int)json_number_value(json_object_get(settings, "concurrency")), true, qmsg,
                                sizeof qmsg) < 0) {
-            al_store_run_free(run_row);
             /* never in the queue: ended here, its inputs removed */
             al_service_end_unqueued(s, run_id, qmsg);
             /* nothing ran: a retry with the key is a new attempt, not this
@@ -690,11 +674,8 @@ al_status al_run_create(al_service *s, const al_principal *p, json_t *body, cons
             goto out;
         }
     }
-    json_decref(manifest);
-    al_store_run_free(run_row);
     ret = run_answer(s, p, run_id, ex, ret_doc);
 out:
-    al_run_request_free(&rq);
     json_decref(settings);
     return ret;
 }

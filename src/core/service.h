@@ -11,7 +11,7 @@
 #include "../drivers/driver.h"
 #include "../store/runs.h"
 #include "../store/store.h"
-#include "run_request.h"
+#include "run_spec.h"
 #include "settings.h"
 #include "status.h"
 
@@ -239,7 +239,7 @@ void al_rm_rf(const char *path);
 
 /* governance.c */
 /* runs.c: a state that does not change again (a thread id's syntax,
- * al_valid_thread_id, is in run_request.h) */
+ * al_valid_thread_id, is in run_spec.h) */
 bool al_run_state_terminal(const char *state);
 /* JSON TEXT (a document column of a record), parsed (json null when NULL or bad). */
 json_t *al_json_text(const char *text);
@@ -263,8 +263,12 @@ json_t *al_approval_manifest(al_service *s, const al_store_run *run, al_error *e
 /* The documents RUN would get if it started now, one row per path, for
  * pinning at request time (inputs.documents). */
 json_t *al_approval_documents(al_service *s, const al_store_run *run, al_error *err);
-/* sha256 of the canonical JSON of RUN's code, language, network, limits,
- * runtime and MANIFEST: what an approval binds. */
+/* The identities MANIFEST names (its files, stdin and documents), typed
+ * for al_run_spec_hash. 0, -ENOMEM, or -EBADMSG for one that is no manifest. */
+int al_approval_staged(json_t *manifest, al_run_staged *ret);
+/* What an approval binds, for the stored run RUN and its MANIFEST as read
+ * now: al_run_spec_hash of the spec it was made from and its inputs as
+ * staged. OUT is "" when it cannot be computed (whoever asked refuses). */
 void al_approval_hash(const al_store_run *run, json_t *manifest, char out[65]);
 /* Whether the stored bytes of each of MANIFEST's documents hash to the
  * sha256 it names (what staging links into the box); -EBADMSG when not. */
@@ -324,23 +328,22 @@ int al_idem_forget(al_store *st, const al_principal *p, const al_idem *k, const 
 int al_idem_sweep(al_store *st, al_error *err);
 
 /* runs.c */
-/* What a caller other than POST /v1/runs adds to a run (a skill's run). */
+/* How a run is asked for, besides what it is (its al_run_spec). */
 typedef struct al_run_extra {
     const char *tool;             /* the allow-listed tool it is; NULL: "code_execution" */
-    json_t *skill;                /* {name, version, digest, entrypoint, script, mode}, or NULL */
-    const char *args_json;        /* a skill's arguments, staged as /work/args.json */
     bool wait;                    /* answer when the run has ended */
     uint64_t wait_secs;           /* 0: the run's timeout + 30 s */
     const char *via;              /* the interface: "rest" (NULL), "piston", "mcp"; audited */
     al_idem *idem;                /* the request's Idempotency-Key, or NULL */
 } al_run_extra;
 
-/* Create a run from BODY (the JSON of POST /v1/runs) for P: validation,
- * the tool allow-list, approval, credits, queue and audit. Returns the
- * status (CREATED, or OK when X->wait and it has ended) and the document to
- * answer (the run object, or {"error": ...}); *RET_DOC is always set. X may
- * be NULL. */
-al_status al_run_create(al_service *s, const al_principal *p, json_t *body, const al_run_extra *x, json_t **ret_doc);
+/* Create a run of SP (built by whichever interface asked: REST, Piston,
+ * MCP, a skill) for P: the spec's check against the workspace's bounds,
+ * the tool allow-list, image and network policy (SP is resolved in place),
+ * approval, credits, queue and audit. Returns the status (CREATED, or OK
+ * when X->wait and it has ended) and the document to answer (the run
+ * object, or {"error": ...}); *RET_DOC is always set. X may be NULL. */
+al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, const al_run_extra *x, json_t **ret_doc);
 /* When X's Idempotency-Key was used by an earlier request of P: true, and
  * the status and document of the answer (the run it made, waited on with
  * X->wait; CONFLICT for another request). false: go on and create. */

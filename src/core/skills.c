@@ -764,7 +764,6 @@ static al_status run_resolved(al_service *s, const al_principal *p, const char *
                               json_t *args, const char *thread_id, const al_skill_opts *opt, json_t *m, const char *dg,
                               json_t **ret) {
     al_status st;
-    json_t *limits = opt->limits;
     al_skill_mode mode = opt->mode;
     al_error serr = { 0 };
     json_t *settings = al_settings_load(s, p->workspace_id, &serr);
@@ -820,48 +819,54 @@ static al_status run_resolved(al_service *s, const al_principal *p, const char *
      * input hash cover the skill's digest, the entrypoint and the arguments */
     json_t *what = json_pack("{s:s, s:O, s:s, s:s, s:O}", "skill", name, "version", json_object_get(m, "version"), "digest",
                              dg, "entrypoint", entrypoint, "args", args);
-    char *code = json_dumps(what, JSON_COMPACT | JSON_SORT_KEYS);
-    char *args_text = json_dumps(args, JSON_COMPACT);
+    _cleanup_free_ char *code = json_dumps(what, JSON_COMPACT | JSON_SORT_KEYS);
+    _cleanup_free_ char *args_text = json_dumps(args, JSON_COMPACT);
     json_decref(what);
-    json_t *img = json_object_get(m, "image");
-    json_t *body = json_pack("{s:O, s:s, s:s}", "language", json_object_get(ep, "language"), "code", code ? code : "",
-                             "image", img ? json_string_value(img) : "default");
-    free(code);
-    if (thread_id)
-        json_object_set_new(body, "thread_id", json_string(thread_id));
-    if (opt->network)
-        json_object_set_new(body, "network", json_string(opt->network));
+    const char *lang = json_string_value(json_object_get(ep, "language")) ?: "";
+    const char *img = json_string_value(json_object_get(m, "image"));
+    const char *version = json_string_value(json_object_get(m, "version"));
+    _cleanup_free_ char *desc = NULL;
     /* what a listing of runs, and an approver, see first */
-    json_object_set_new(body, "description", json_sprintf("skill %s %s, entrypoint %s%s", name,
-                                                          json_string_value(json_object_get(m, "version")), entrypoint,
-                                                          mode == AL_SKILL_TEST ? " (test bench)" : ""));
-    json_t *lim = json_is_object(limits) ? json_deep_copy(limits) : json_object();
-    if (json_object_get(ep, "timeout_s") && !json_object_get(lim, "timeout_s")) {
+    int dn = asprintf(&desc, "skill %s %s, entrypoint %s%s", name, version ? version : "", entrypoint,
+                      mode == AL_SKILL_TEST ? " (test bench)" : "");
+    al_run_skill k = { .name = (char *)name, .version = (char *)version, .digest = (char *)dg,
+                       .entrypoint = (char *)entrypoint,
+                       .script = (char *)json_string_value(json_object_get(ep, "script")),
+                       .mode = mode == AL_SKILL_TEST ? "test" : "run", .args_json = args_text };
+    al_run_spec sp = { 0 };
+    const char *image = img ? img : "default";
+    bool built = dn >= 0 && code && args_text && al_run_text_set(&sp.language, lang, strlen(lang)) == 0 &&
+                 al_run_text_set(&sp.code, code, strlen(code)) == 0 &&
+                 al_run_text_set(&sp.image, image, strlen(image)) == 0 &&
+                 al_run_text_set(&sp.description, desc, strlen(desc)) == 0 &&
+                 (!thread_id || al_run_text_set(&sp.thread_id, thread_id, strlen(thread_id)) == 0) &&
+                 (!opt->network || al_run_text_set(&sp.network, opt->network, strlen(opt->network)) == 0) &&
+                 al_run_spec_set_skill(&sp, &k) == 0;
+    if (opt->limits)
+        memcpy(sp.limit, opt->limits, sizeof sp.limit);
+    if (json_object_get(ep, "timeout_s") && !sp.limit[AL_LIMIT_TIMEOUT_S].has) {
         /* the entrypoint's own timeout, within the workspace's maximum */
         json_int_t t = json_integer_value(json_object_get(ep, "timeout_s"));
         json_int_t mx = (json_int_t)json_number_value(json_object_get(settings, "max_timeout_s"));
         if (mx > s->cfg.max_timeout_s)
             mx = s->cfg.max_timeout_s;
-        json_object_set_new(lim, "timeout_s", json_integer(t < mx ? t : mx));
+        sp.limit[AL_LIMIT_TIMEOUT_S] = (al_run_limit_req){ true, (double)(t < mx ? t : mx) };
     }
     json_decref(settings);
-    json_object_set_new(body, "limits", lim);
-    json_t *skill = json_pack("{s:s, s:O, s:s, s:s, s:O, s:s}", "name", name, "version", json_object_get(m, "version"),
-                              "digest", dg, "entrypoint", entrypoint, "script", json_object_get(ep, "script"), "mode",
-                              mode == AL_SKILL_TEST ? "test" : "run");
-    al_run_extra x = { .tool = "run_skill_script", .skill = skill, .args_json = args_text, .wait = opt->wait, .via = opt->via,
-                       .idem = opt->idem };
-    st = al_run_create(s, p, body, &x, ret);
+    json_decref(empty);
+    if (!built) {
+        al_run_spec_free(&sp);
+        return fail(ret, AL_STATUS_INTERNAL, "internal", "out of memory");
+    }
+    al_run_extra x = { .tool = "run_skill_script", .wait = opt->wait, .via = opt->via, .idem = opt->idem };
+    st = al_run_create(s, p, &sp, &x, ret);
+    al_run_spec_free(&sp);
     if (st == AL_STATUS_INVALID && strstr(json_string_value(json_object_get(json_object_get(*ret, "error"), "message")) ?: "", "image")) {
         /* say which skill needs what */
         json_decref(*ret);
         *ret = error_doc("bad_request", "skill %s runs on the runtime image \"%s\", which this service does not have "
                                         "(an operator builds it: airlock image build)",
-                         name, img ? json_string_value(img) : "default");
+                         name, image);
     }
-    json_decref(skill);
-    json_decref(body);
-    free(args_text);
-    json_decref(empty);
     return st;
 }

@@ -27,6 +27,7 @@
 #include <stdbool.h>
 
 #include "../util/util.h"
+#include "run_spec.h"
 #include "status.h"
 
 #define AL_SKILL_NAME_MAX 64
@@ -97,7 +98,8 @@ typedef enum al_skill_mode {
  * POST /v1/runs (tool allow-list, approval, credits, queue, audit).
  *
  * O (may be NULL: all defaults): DIGEST picks one version in
- * AL_SKILL_TEST mode; LIMITS is the `limits` object of POST /v1/runs;
+ * AL_SKILL_TEST mode; LIMITS (NULL: none) the limits asked for, as a
+ * run spec's;
  * NETWORK its `network` policy (NULL: the workspace's default); VIA the
  * interface the call came through, for the audit; WAIT: return when the
  * run has ended (or the run's timeout + 30 s passed). IDEM: a retry with
@@ -115,7 +117,7 @@ typedef enum al_skill_mode {
  */
 typedef struct al_skill_opts {
     const char *digest;
-    json_t *limits;
+    const al_run_limit_req *limits; /* _AL_LIMIT_MAX of them, or NULL */
     const char *network;
     const char *via;              /* "rest", "mcp" */
     bool wait;

@@ -39,6 +39,23 @@ bool al_run_state_ended(al_run_state st) {
     return st >= AL_RUN_SUCCEEDED && st < _AL_RUN_STATE_MAX;
 }
 
+bool al_run_transition_ok(al_run_state from, al_run_state to) {
+    if (from < 0 || from >= _AL_RUN_STATE_MAX || to < 0 || to >= _AL_RUN_STATE_MAX || al_run_state_ended(from))
+        return false;
+    switch (from) {
+    case AL_RUN_PENDING_APPROVAL:
+        return to == AL_RUN_QUEUED || to == AL_RUN_DENIED || to == AL_RUN_CANCELED || to == AL_RUN_ERROR;
+    case AL_RUN_QUEUED:
+        return to == AL_RUN_PROVISIONING || to == AL_RUN_CANCELED || to == AL_RUN_ERROR;
+    case AL_RUN_PROVISIONING:
+        return to == AL_RUN_RUNNING || (al_run_state_ended(to) && to != AL_RUN_DENIED);
+    case AL_RUN_RUNNING:
+        return al_run_state_ended(to) && to != AL_RUN_DENIED;
+    default:
+        return false;
+    }
+}
+
 /* ---------------------------------------------------------------- reading */
 
 /* Column KEY of ROW into BUF ("" for NULL); false when it does not fit
@@ -171,6 +188,8 @@ int al_store_run_state(al_store *s, const char *id, al_run_state *ret, al_error 
 }
 
 int al_store_run_move(al_store *s, const char *id, al_run_state from, al_run_state to, al_error *err) {
+    if (!al_run_transition_ok(from, to))
+        return al_err(err, "runs", EINVAL, "no such move of a run");
     return al_store_exec(s, err, "UPDATE runs SET state = ? WHERE id = ? AND state = ?", "sss", al_run_state_name(to),
                          id, al_run_state_name(from));
 }
@@ -189,7 +208,10 @@ static bool state_list(unsigned mask, char *buf, size_t len) {
 int al_store_run_end(al_store *s, const char *id, unsigned from_mask, al_run_state to, const char *ecode,
                      const char *emsg, const char *finished_at, al_error *err) {
     char states[256], sql[512];
-    if (!state_list(from_mask, states, sizeof states) || !al_run_state_ended(to))
+    bool ok = al_run_state_ended(to);
+    for (int i = 0; i < _AL_RUN_STATE_MAX; i++)
+        ok &= !(from_mask & AL_RUN_BIT(i)) || al_run_transition_ok((al_run_state)i, to);
+    if (!ok || !state_list(from_mask, states, sizeof states))
         return al_err(err, "runs", EINVAL, "no such move of a run");
     snprintf(sql, sizeof sql,
              "UPDATE runs SET state = ?, error_code = ?, error_message = ?, finished_at = ? "
@@ -199,11 +221,22 @@ int al_store_run_end(al_store *s, const char *id, unsigned from_mask, al_run_sta
 }
 
 int al_store_run_finish(al_store *s, const al_store_run *r, al_error *err) {
-    int n = al_store_exec(s, err,
-                          "UPDATE runs SET state = ?, result = ?, previews = ?, skipped = ?, error_code = ?, "
-                          "error_message = ?, finished_at = ?, redactions = ?, result_summary = ?, preview_count = ?, "
-                          "skipped_count = ? WHERE id = ? AND state IN ('queued', 'provisioning', 'running')",
-                          "sSSSSSsiSiis", al_run_state_name(r->state), r->result, r->previews, r->skipped,
+    /* from the states not ended that may move to this end: a run's end is
+     * written only while it is queued or active */
+    unsigned from = 0;
+    static const al_run_state live[] = { AL_RUN_QUEUED, AL_RUN_PROVISIONING, AL_RUN_RUNNING };
+    for (size_t i = 0; i < sizeof live / sizeof live[0]; i++)
+        if (al_run_transition_ok(live[i], r->state))
+            from |= AL_RUN_BIT(live[i]);
+    char states[256], sql[512];
+    if (!al_run_state_ended(r->state) || !state_list(from, states, sizeof states))
+        return al_err(err, "runs", EINVAL, "no such end of a run");
+    snprintf(sql, sizeof sql,
+             "UPDATE runs SET state = ?, result = ?, previews = ?, skipped = ?, error_code = ?, "
+             "error_message = ?, finished_at = ?, redactions = ?, result_summary = ?, preview_count = ?, "
+             "skipped_count = ? WHERE id = ? AND state IN (%s)",
+             states);
+    int n = al_store_exec(s, err, sql, "sSSSSSsiSiis", al_run_state_name(r->state), r->result, r->previews, r->skipped,
                           r->error_code[0] ? r->error_code : NULL, r->error_message, r->finished_at, r->redactions,
                           r->result_summary, r->preview_count, r->skipped_count, r->id);
     return n < 0 ? n : n > 0;

@@ -33,6 +33,16 @@ const char *al_run_state_name(al_run_state st);
 al_run_state al_run_state_from_name(const char *name);
 /* Whether ST does not change again. */
 bool al_run_state_ended(al_run_state st);
+/* Whether a run in FROM may move to TO (the state machine, written once;
+ * every call below that moves a run asks it):
+ *   pending_approval -> queued (approved), denied (denied, or its card
+ *                       expired), canceled (withdrawn), error (lost, or
+ *                       its card could not be made)
+ *   queued           -> provisioning (claimed and charged), canceled, error
+ *   provisioning     -> running, or any end but denied
+ *   running          -> any end but denied
+ * and an ended run moves no more. Pure. */
+bool al_run_transition_ok(al_run_state from, al_run_state to);
 
 /* A runs row. Times are the store's RFC 3339 text, "" for NULL; so are
  * thread_id and error_code. The char * columns are NULL for NULL. */
@@ -90,15 +100,17 @@ int al_store_run_get(al_store *s, const char *id, const char *ws_id, al_store_ru
 /* The state of run ID alone (no document is loaded); -ENOENT none. */
 int al_store_run_state(al_store *s, const char *id, al_run_state *ret, al_error *err);
 /* Run ID moves from FROM to TO (nothing else changes): 1 moved, 0 it was
- * not in FROM. */
+ * not in FROM; -EINVAL a move al_run_transition_ok refuses. */
 int al_store_run_move(al_store *s, const char *id, al_run_state from, al_run_state to, al_error *err);
 /* Run ID ends in TO with ECODE/EMSG (may be NULL) at FINISHED_AT, if it is
- * in one of the states FROM_MASK (AL_RUN_BIT): 1 ended, 0 it was not. */
+ * in one of the states FROM_MASK (AL_RUN_BIT): 1 ended, 0 it was not;
+ * -EINVAL when a state of FROM_MASK may not move to TO. */
 int al_store_run_end(al_store *s, const char *id, unsigned from_mask, al_run_state to, const char *ecode,
                      const char *emsg, const char *finished_at, al_error *err);
 /* The end of run R->id as the box left it: state, result, previews,
  * skipped, error_code/message, finished_at, redactions, result_summary,
- * preview_count and skipped_count of R. */
+ * preview_count and skipped_count of R; from whichever of queued,
+ * provisioning and running may move to R->state. */
 int al_store_run_finish(al_store *s, const al_store_run *r, al_error *err);
 /* (al_store_run_finish: 1 written, 0 when the run had ended meanwhile, e.g.
  * declared lost when its node was declared dead.) */

@@ -1,15 +1,17 @@
 /*
- * Fuzz target for the body of POST /v1/runs (src/core/run_request.c):
- * all of it is the caller's. The bytes are read as http.c reads a body
- * (json_loadb with JSON_REJECT_DUPLICATES, within body_max; and with
- * JSON_ALLOW_NUL, which http.c does not pass, so that the parser's own
- * refusal of a NUL in a name or in base64 is exercised too), then parsed
- * with fixed bounds, and what the parser promises al_run_create is
- * checked: an accepted request is one that may be written to disk and the
- * store as it stands (a language of the table, code within its size and
- * without NUL, plain unique file names whose bytes are what the base64
- * said, limits within their ranges); a refusal is a 400 or 413 with a
- * message and a code; and the same body always gets the same answer.
+ * Fuzz target for the body of POST /v1/runs read into a run spec
+ * (src/api/run_body.c) and checked (src/core/run_spec.c): all of it is the
+ * caller's. The bytes are read as http.c reads a body (json_loadb with
+ * JSON_REJECT_DUPLICATES, within body_max; and with JSON_ALLOW_NUL, which
+ * http.c does not pass, so that the spec's own refusal of a NUL in a name
+ * or in base64 is exercised too), then read and checked with fixed bounds,
+ * and what the check promises al_run_create is checked: an accepted spec
+ * is one that may be written to disk and the store as it stands (a
+ * language of the table, code within its size and without NUL, plain
+ * unique file names whose bytes are what the base64 said, limits within
+ * their ranges); a refusal is a 400 or 413 with a message and a code; the
+ * same body always gets the same answer; and an accepted body's hash is
+ * the same when its keys come in another order.
  */
 #include <jansson.h>
 #include <nettle/base64.h>
@@ -19,8 +21,9 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "api/run_body.h"
+#include "core/run_spec.h"
 #include "proxy/policy.h"
-#include "core/run_request.h"
 
 /* http.c's default body_max and the configuration's defaults */
 #define BODY_MAX (8u << 20)
@@ -71,41 +74,55 @@ static void check_base64(const char *b64, const uint8_t *data, size_t len) {
     free(e);
 }
 
-static void check_accepted(json_t *body, const al_run_request *r) {
-    FUZZ_CHECK(r->lang < _AL_RUN_LANG_MAX && r->language == al_run_languages[r->lang], "language outside the table");
-    json_t *lv = json_object_get(body, "language");
-    FUZZ_CHECK(json_is_string(lv) && json_string_length(lv) == strlen(r->language) &&
-                   strcmp(json_string_value(lv), r->language) == 0,
-               "language %s is not the one sent", r->language);
-    json_t *cv = json_object_get(body, "code");
-    FUZZ_CHECK(r->code_len > 0 && r->code_len <= bounds.code_max && !fuzz_has_nul(r->code, r->code_len),
-               "code of %zu bytes accepted", r->code_len);
-    FUZZ_CHECK(r->code == json_string_value(cv) && r->code_len == json_string_length(cv), "code is not the one sent");
-    FUZZ_CHECK(!r->thread_id || al_valid_thread_id(r->thread_id), "thread_id %s accepted", r->thread_id);
-    FUZZ_CHECK(!!r->network == !!r->net, "network given without its policy");
-    FUZZ_CHECK(!r->description || strlen(r->description) <= AL_RUN_DESCRIPTION_MAX, "description too long");
-    FUZZ_CHECK(r->stdin_len <= AL_RUN_STDIN_MAX && (r->stdin_text || r->stdin_len == 0), "stdin too long");
-    FUZZ_CHECK(!r->args || (json_is_array(r->args) && json_array_size(r->args) <= AL_RUN_ARGS_MAX), "args");
-    for (size_t i = 0; i < json_array_size(r->args); i++) {
-        json_t *a = json_array_get(r->args, i);
-        FUZZ_CHECK(json_is_string(a) && json_string_length(a) <= AL_RUN_ARG_MAX &&
-                       !fuzz_has_nul(json_string_value(a), json_string_length(a)),
+/* T holds exactly the bytes of the JSON string V */
+static bool same_text(const al_run_text *t, json_t *v) {
+    return json_is_string(v) && t->s && t->len == json_string_length(v) &&
+           memcmp(t->s, json_string_value(v), t->len) == 0;
+}
+
+static void check_accepted(json_t *body, const al_run_spec *r) {
+    FUZZ_CHECK(r->lang < _AL_RUN_LANG_MAX && strcmp(r->language.s, al_run_languages[r->lang]) == 0,
+               "language outside the table");
+    FUZZ_CHECK(same_text(&r->language, json_object_get(body, "language")), "language %s is not the one sent",
+               r->language.s);
+    FUZZ_CHECK(r->code.len > 0 && r->code.len <= bounds.code_max && !fuzz_has_nul(r->code.s, r->code.len),
+               "code of %zu bytes accepted", r->code.len);
+    FUZZ_CHECK(same_text(&r->code, json_object_get(body, "code")), "code is not the one sent");
+    FUZZ_CHECK(!r->thread_id.s || al_valid_thread_id(r->thread_id.s), "thread_id %s accepted", r->thread_id.s);
+    FUZZ_CHECK(!!r->network.s == !!r->net, "network given without its policy");
+    FUZZ_CHECK(!r->description.s || (r->description.len <= AL_RUN_DESCRIPTION_MAX &&
+                                     strlen(r->description.s) == r->description.len),
+               "description too long");
+    FUZZ_CHECK(!r->stdin_text.s || r->stdin_text.len <= AL_RUN_STDIN_MAX, "stdin too long");
+    json_t *sv = json_object_get(body, "stdin");
+    FUZZ_CHECK(json_is_string(sv) ? same_text(&r->stdin_text, sv) : !r->stdin_text.s, "stdin is not the one sent");
+    json_t *av = json_object_get(body, "args");
+    FUZZ_CHECK(r->has_args == (av && !json_is_null(av)), "args given or not");
+    FUZZ_CHECK(r->n_args <= AL_RUN_ARGS_MAX && r->n_args == json_array_size(av), "%zu args", r->n_args);
+    for (size_t i = 0; i < r->n_args; i++) {
+        FUZZ_CHECK(r->args[i].len <= AL_RUN_ARG_MAX && !fuzz_has_nul(r->args[i].s, r->args[i].len),
                    "args[%zu] accepted", i);
+        FUZZ_CHECK(same_text(&r->args[i], json_array_get(av, i)), "args[%zu] is not the one sent", i);
     }
-    FUZZ_CHECK(json_array_size(r->artifacts) <= AL_RUN_ARTIFACT_REFS_MAX, "too many artifacts");
+    json_t *arts = json_object_get(body, "artifacts");
+    FUZZ_CHECK(r->n_artifacts <= AL_RUN_ARTIFACT_REFS_MAX && r->n_artifacts == json_array_size(arts),
+               "%zu artifacts", r->n_artifacts);
+    for (size_t i = 0; i < r->n_artifacts; i++) {
+        json_t *a = json_array_get(arts, i);
+        FUZZ_CHECK(json_is_string(a) ? same_text(&r->artifacts[i], a) : !r->artifacts[i].s,
+                   "artifacts[%zu] is not the one sent", i);
+    }
     FUZZ_CHECK(r->n_files == json_array_size(json_object_get(body, "files")) && r->n_files <= bounds.files_max,
                "%zu files of %zu", r->n_files, json_array_size(json_object_get(body, "files")));
     for (size_t i = 0; i < r->n_files; i++) {
         const al_run_file *f = &r->files[i];
-        FUZZ_CHECK(f->name && al_run_valid_file_name(f->name, strlen(f->name)) && !strchr(f->name, '/'),
-                   "files[%zu] name %s", i, f->name);
-        FUZZ_CHECK(!al_run_reserved_file_name(f->name), "reserved name %s accepted", f->name);
+        FUZZ_CHECK(f->name.s && al_run_valid_file_name(f->name.s, f->name.len) && !strchr(f->name.s, '/'),
+                   "files[%zu] name %s", i, f->name.s);
+        FUZZ_CHECK(!al_run_reserved_file_name(f->name.s), "reserved name %s accepted", f->name.s);
         for (size_t k = 0; k < i; k++)
-            FUZZ_CHECK(strcmp(f->name, r->files[k].name) != 0, "two files named %s", f->name);
+            FUZZ_CHECK(strcmp(f->name.s, r->files[k].name.s) != 0, "two files named %s", f->name.s);
         json_t *jf = json_array_get(json_object_get(body, "files"), i);
-        json_t *jn = json_object_get(jf, "name");
-        FUZZ_CHECK(json_string_length(jn) == strlen(f->name) && strcmp(json_string_value(jn), f->name) == 0,
-                   "files[%zu] name is not the one sent", i);
+        FUZZ_CHECK(same_text(&f->name, json_object_get(jf, "name")), "files[%zu] name is not the one sent", i);
         FUZZ_CHECK(f->data != NULL, "files[%zu] without a buffer", i);
         check_base64(json_string_value(json_object_get(jf, "content_base64")), f->data, f->len);
     }
@@ -127,17 +144,38 @@ static void check_accepted(json_t *body, const al_run_request *r) {
         if (r->limit[i].has)
             FUZZ_CHECK(v == json_number_value(x), "limits.%s is not the one sent", al_run_limit_names[i]);
     }
+    FUZZ_CHECK(r->limits.timeout_s >= 1 && r->limits.memory_bytes >= (16 << 20) && r->limits.cpu_millis >= 10 &&
+                   r->limits.pids >= 8,
+               "limits recorded below their minimum");
 }
 
-static void check_same(const al_run_request *a, const al_run_request *b) {
-    FUZZ_CHECK(a->lang == b->lang && a->code == b->code && a->code_len == b->code_len && a->n_files == b->n_files &&
-                   a->thread_id == b->thread_id && a->image == b->image && a->stdin_len == b->stdin_len,
-               "a second parse read another request");
+static void check_same(const al_run_spec *a, const al_run_spec *b) {
+    FUZZ_CHECK(a->lang == b->lang && a->code.len == b->code.len && memcmp(a->code.s, b->code.s, a->code.len) == 0 &&
+                   a->n_files == b->n_files && !a->thread_id.s == !b->thread_id.s && !a->image.s == !b->image.s &&
+                   a->stdin_text.len == b->stdin_text.len,
+               "a second read made another spec");
     for (size_t i = 0; i < a->n_files; i++)
         FUZZ_CHECK(a->files[i].len == b->files[i].len && memcmp(a->files[i].data, b->files[i].data, a->files[i].len) == 0,
                    "files[%zu] decoded twice to different bytes", i);
     for (size_t i = 0; i < _AL_LIMIT_MAX; i++)
         FUZZ_CHECK(a->limit[i].has == b->limit[i].has && a->limit[i].value == b->limit[i].value, "limits differ");
+}
+
+/* Read and check BODY into *SP: the status, MSG and *CODE. */
+static al_status read_checked(json_t *body, al_run_spec *sp, char *msg, size_t len, const char **code, bool *parsed) {
+    al_status st = al_run_body_parse(body, sp, msg, len, code);
+    *parsed = st == AL_STATUS_OK;
+    if (st == AL_STATUS_OK)
+        st = al_run_spec_check(sp, &bounds, msg, len, code);
+    return st;
+}
+
+static void spec_hash(const al_run_spec *sp, char out[65]) {
+    al_run_staged st;
+    FUZZ_CHECK(al_run_staged_of_spec(sp, &st) == 0, "out of memory");
+    al_run_spec_hash(sp, &st, out);
+    al_run_staged_free(&st);
+    FUZZ_CHECK(strlen(out) == 64, "no hash");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -147,12 +185,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     json_t *body = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     if (!body)
         return 0;
-    al_run_request r, r2;
+    al_run_spec r, r2;
     char msg[600], msg2[600];
     const char *code = NULL, *code2 = NULL;
-    al_status st = al_run_request_parse(body, &bounds, &r, msg, sizeof msg, &code);
-    al_status st2 = al_run_request_parse(body, &bounds, &r2, msg2, sizeof msg2, &code2);
-    FUZZ_CHECK(st == st2 && strcmp(msg, msg2) == 0, "parsed twice: %u (%s), then %u (%s)", (unsigned)st, msg,
+    bool parsed, parsed2;
+    al_status st = read_checked(body, &r, msg, sizeof msg, &code, &parsed);
+    al_status st2 = read_checked(body, &r2, msg2, sizeof msg2, &code2, &parsed2);
+    FUZZ_CHECK(st == st2 && strcmp(msg, msg2) == 0, "read twice: %u (%s), then %u (%s)", (unsigned)st, msg,
                (unsigned)st2, msg2);
     if (st == AL_STATUS_OK) {
         FUZZ_CHECK(code == NULL && msg[0] == '\0', "accepted with a refusal's message %s", msg);
@@ -163,6 +202,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (size_t i = 0; i < _AL_LIMIT_MAX; i++)
             limits |= r.limit[i].has;
         n_ok_deep += r.n_files > 0 && limits;
+        /* the same body with its keys in another order: the same hash */
+        char h[65], h2[65];
+        spec_hash(&r, h);
+        char *sorted = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
+        json_t *again = sorted ? json_loads(sorted, JSON_ALLOW_NUL, &jerr) : NULL;
+        FUZZ_CHECK(again, "the body does not read back: %s", jerr.text);
+        al_run_spec r3;
+        bool parsed3;
+        FUZZ_CHECK(read_checked(again, &r3, msg2, sizeof msg2, &code2, &parsed3) == AL_STATUS_OK,
+                   "the same body in another order is refused: %s", msg2);
+        spec_hash(&r3, h2);
+        FUZZ_CHECK(strcmp(h, h2) == 0, "the same body in another order hashed to another value");
+        al_run_spec_free(&r3);
+        json_decref(again);
+        free(sorted);
     } else {
         FUZZ_CHECK(st == AL_STATUS_INVALID || st == AL_STATUS_TOO_LARGE, "refused with status %u", (unsigned)st);
         FUZZ_CHECK(msg[0] && code && code2 && strcmp(code, code2) == 0, "refusal without a message or code");
@@ -183,16 +237,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             FUZZ_CHECK(json_string_length(cv) > bounds.code_max, "413 for code of %zu bytes", json_string_length(cv));
             n_413++;
         }
-        /* a refusal leaves nothing to free */
-        FUZZ_CHECK(r.files == NULL && r.net == NULL && r.n_files == 0, "a refusal left a record");
+        /* a body refused as it was read leaves nothing to free */
+        if (!parsed)
+            FUZZ_CHECK(r.files == NULL && r.net == NULL && r.n_files == 0 && r.code.s == NULL, "a refusal left a spec");
         for (size_t i = 0; i < ELEMENTSOF(kinds); i++)
             if (strncmp(msg, kinds[i], strlen(kinds[i])) == 0) {
                 n_kind[i]++;
                 break;
             }
     }
-    al_run_request_free(&r);
-    al_run_request_free(&r2);
+    al_run_spec_free(&r);
+    al_run_spec_free(&r2);
     json_decref(body);
     return 0;
 }

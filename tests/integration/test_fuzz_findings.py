@@ -81,10 +81,10 @@ def test_a_header_that_is_not_utf8_gets_an_answer(service):
 
 
 # ------------------------------------------ the run's body (fuzz-run-body)
-# (run_request.c also refuses a NUL inside a file name or its base64, which
-# it used to cut at: not reachable through the service, whose JSON reader
-# refuses \u0000 in any body before, so only the fuzz target's regress
-# inputs cover it)
+# (the run spec, src/core/run_spec.c, also refuses a NUL inside a file name
+# or its base64, which it used to cut at: not reachable through the service,
+# whose JSON reader refuses \u0000 in any body before, so only the fuzz
+# target's regress inputs and tests/unit/test_run_spec.c cover it)
 
 def test_piston_timeout_under_a_second_rounds_up(service):
     """Piston's run_timeout is in milliseconds: 0.5 became 0 s and was
@@ -108,8 +108,8 @@ def test_piston_huge_limits_are_refused_not_wrapped(service):
 
 
 def test_a_malformed_body_is_a_400_whatever_the_workspace_allows(service):
-    """The body's own checks (run_request.c) all come before the ones that
-    need the workspace: a body with a bad field is a 400 even when its
+    """The body's own checks (run_body.c, run_spec.c) all come before the ones
+    that need the workspace: a body with a bad field is a 400 even when its
     network is one the workspace refuses (before the split it was 403
     network_not_allowed when the network came first)."""
     status, _, doc = service.post_run("print(1)", wait=True, network="internet", description=5)

@@ -1,0 +1,680 @@
+/*
+ * The run spec (run_spec.h): building one, the one check of its values,
+ * its canonical hash, and its record in the store. Every refusal says what
+ * was wanted; none logs.
+ */
+#include "run_spec.h"
+
+#include <errno.h>
+#include <nettle/base64.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/hash.h"
+#include "../util/util.h"
+
+const char *const al_run_languages[_AL_RUN_LANG_MAX] = { "python", "node", "bash" };
+const char *const al_run_limit_names[_AL_LIMIT_MAX] = { "timeout_s", "memory_mb", "cpus", "pids" };
+
+/* what the box's /work holds besides the request's files */
+static const char *const reserved_names[] = { "main.py", "main.js", "main.sh", "documents" };
+
+bool al_valid_thread_id(const char *t) {
+    size_t n = strlen(t);
+    if (n == 0 || n > 64)
+        return false;
+    for (const char *c = t; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
+              *c == '_' || *c == '-'))
+            return false;
+    return strcmp(t, ".") != 0 && strcmp(t, "..") != 0;
+}
+
+bool al_run_valid_file_name(const char *n, size_t len) {
+    /* a NUL would cut the name where the file is made: "a\0b" and "a\0c"
+     * would be one file, and neither the name that was sent */
+    return len > 0 && len <= AL_RUN_FILE_NAME_MAX && strlen(n) == len && !strchr(n, '/') && strcmp(n, ".") != 0 &&
+           strcmp(n, "..") != 0;
+}
+
+bool al_run_reserved_file_name(const char *n) {
+    for (size_t k = 0; k < ELEMENTSOF(reserved_names); k++)
+        if (strcmp(n, reserved_names[k]) == 0)
+            return true;
+    return false;
+}
+
+/* ------------------------------------------------------------- building */
+
+/* T holds a C string: given, and no NUL inside. */
+static bool c_text(const al_run_text *t) { return t->s && strlen(t->s) == t->len; }
+
+static void text_free(al_run_text *t) {
+    free(t->s);
+    *t = (al_run_text){ 0 };
+}
+
+/* LEN bytes of S in a new buffer, with a NUL after them. */
+static char *bytes_dup(const void *s, size_t len) {
+    char *c = malloc(len + 1);
+    if (!c)
+        return NULL;
+    if (len)
+        memcpy(c, s, len);
+    c[len] = '\0';
+    return c;
+}
+
+int al_run_text_set(al_run_text *t, const void *s, size_t len) {
+    char *c = bytes_dup(s, len);
+    if (!c)
+        return -ENOMEM;
+    free(t->s);
+    *t = (al_run_text){ .s = c, .len = len };
+    return 0;
+}
+
+static void skill_free(al_run_skill *k) {
+    if (!k)
+        return;
+    free(k->name);
+    free(k->version);
+    free(k->digest);
+    free(k->entrypoint);
+    free(k->script);
+    free(k->mode);
+    free(k->args_json);
+    free(k);
+}
+
+void al_run_spec_free(al_run_spec *sp) {
+    if (!sp)
+        return;
+    text_free(&sp->language);
+    text_free(&sp->code);
+    for (size_t i = 0; i < sp->n_files; i++) {
+        text_free(&sp->files[i].name);
+        free(sp->files[i].data);
+    }
+    free(sp->files);
+    text_free(&sp->stdin_text);
+    for (size_t i = 0; i < sp->n_args; i++)
+        text_free(&sp->args[i]);
+    free(sp->args);
+    for (size_t i = 0; i < sp->n_artifacts; i++)
+        text_free(&sp->artifacts[i]);
+    free(sp->artifacts);
+    text_free(&sp->thread_id);
+    text_free(&sp->image);
+    text_free(&sp->network);
+    text_free(&sp->description);
+    skill_free(sp->skill);
+    free(sp->net);
+    *sp = (al_run_spec){ 0 };
+}
+
+/* One more entry of *V (N of SIZE bytes each), zeroed: its address. */
+static void *grow(void *v, size_t *n, size_t size) {
+    void **p = v;
+    void *nv = realloc(*p, (*n + 1) * size);
+    if (!nv)
+        return NULL;
+    *p = nv;
+    void *e = (char *)nv + *n * size;
+    memset(e, 0, size);
+    (*n)++;
+    return e;
+}
+
+/* A file named NAME holding DATA (LEN bytes, owned now) */
+static int add_file_owned(al_run_spec *sp, const void *name, size_t name_len, uint8_t *data, size_t len) {
+    al_run_text n = { 0 };
+    if (al_run_text_set(&n, name, name_len) < 0) {
+        free(data);
+        return -ENOMEM;
+    }
+    al_run_file *f = grow(&sp->files, &sp->n_files, sizeof *f);
+    if (!f) {
+        text_free(&n);
+        free(data);
+        return -ENOMEM;
+    }
+    *f = (al_run_file){ .name = n, .data = data, .len = len };
+    return 0;
+}
+
+int al_run_spec_add_file(al_run_spec *sp, const void *name, size_t name_len, const void *data, size_t len) {
+    uint8_t *d = (uint8_t *)bytes_dup(data, len);
+    return d ? add_file_owned(sp, name, name_len, d, len) : -ENOMEM;
+}
+
+int al_run_spec_add_file_base64(al_run_spec *sp, const void *name, size_t name_len, const char *b64, size_t b64_len) {
+    /* a NUL would end the text nettle reads, and the rest be ignored */
+    if (memchr(b64, 0, b64_len))
+        return -EINVAL;
+    uint8_t *out = malloc(BASE64_DECODE_LENGTH(b64_len) + 1);
+    if (!out)
+        return -ENOMEM;
+    struct base64_decode_ctx ctx;
+    base64_decode_init(&ctx);
+    size_t len = BASE64_DECODE_LENGTH(b64_len);
+    if (!base64_decode_update(&ctx, &len, out, b64_len, b64) || !base64_decode_final(&ctx)) {
+        free(out);
+        return -EINVAL;
+    }
+    out[len] = '\0';
+    return add_file_owned(sp, name, name_len, out, len);
+}
+
+int al_run_spec_add_arg(al_run_spec *sp, const void *arg, size_t len) {
+    al_run_text t = { 0 };
+    if (al_run_text_set(&t, arg, len) < 0)
+        return -ENOMEM;
+    al_run_text *e = grow(&sp->args, &sp->n_args, sizeof *e);
+    if (!e) {
+        text_free(&t);
+        return -ENOMEM;
+    }
+    *e = t;
+    sp->has_args = true;
+    return 0;
+}
+
+int al_run_spec_add_artifact(al_run_spec *sp, const char *id, size_t len) {
+    al_run_text t = { 0 };
+    if (id && al_run_text_set(&t, id, len) < 0)
+        return -ENOMEM;
+    al_run_text *e = grow(&sp->artifacts, &sp->n_artifacts, sizeof *e);
+    if (!e) {
+        text_free(&t);
+        return -ENOMEM;
+    }
+    *e = t;
+    return 0;
+}
+
+int al_run_spec_set_skill(al_run_spec *sp, const al_run_skill *k) {
+    al_run_skill *c = calloc(1, sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    const char *const from[] = { k->name, k->version, k->digest, k->entrypoint, k->script, k->mode, k->args_json };
+    char **to[] = { &c->name, &c->version, &c->digest, &c->entrypoint, &c->script, &c->mode, &c->args_json };
+    for (size_t i = 0; i < ELEMENTSOF(to); i++)
+        if (from[i] && !(*to[i] = strdup(from[i]))) {
+            skill_free(c);
+            return -ENOMEM;
+        }
+    skill_free(sp->skill);
+    sp->skill = c;
+    return 0;
+}
+
+int al_run_spec_resolve(al_run_spec *sp, const char *image_ref, const char *network) {
+    return al_run_text_set(&sp->image, image_ref, strlen(image_ref)) < 0 ||
+                   al_run_text_set(&sp->network, network, strlen(network)) < 0
+               ? -ENOMEM
+               : 0;
+}
+
+/* ---------------------------------------------------------------- check */
+
+al_status al_run_refuse(char *msg, size_t msglen, const char **code, al_status status, const char *c, const char *fmt,
+                        ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, msglen, fmt, ap);
+    va_end(ap);
+    *code = c;
+    return status;
+}
+
+al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, size_t msglen, const char **code) {
+    static char none[1];
+    if (!msg || msglen == 0) {
+        msg = none;
+        msglen = sizeof none;
+    }
+    msg[0] = '\0';
+    *code = NULL;
+    free(sp->net);
+    sp->net = NULL;
+    sp->lang = _AL_RUN_LANG_MAX;
+#define REFUSE(...) return al_run_refuse(msg, msglen, code, __VA_ARGS__)
+    bool args_ok = sp->n_args <= AL_RUN_ARGS_MAX;
+    for (size_t i = 0; args_ok && i < sp->n_args; i++)
+        args_ok = sp->args[i].len <= AL_RUN_ARG_MAX && c_text(&sp->args[i]);
+    if (!args_ok)
+        REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_ARGS);
+    if (sp->stdin_text.s && sp->stdin_text.len > AL_RUN_STDIN_MAX)
+        REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_STDIN);
+    /* its shape only: the core resolves the alias or digest */
+    if (sp->image.s && !c_text(&sp->image))
+        REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_IMAGE);
+    for (size_t i = 0; c_text(&sp->language) && i < _AL_RUN_LANG_MAX; i++)
+        if (strcmp(sp->language.s, al_run_languages[i]) == 0)
+            sp->lang = (al_run_lang)i;
+    if (sp->lang == _AL_RUN_LANG_MAX)
+        REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_LANGUAGE);
+    if (!sp->code.s || sp->code.len == 0)
+        REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_CODE);
+    if (sp->code.len > b->code_max)
+        REFUSE(AL_STATUS_TOO_LARGE, "payload_too_large", "code must be at most %llu bytes, without NUL",
+               (unsigned long long)b->code_max);
+    if (!c_text(&sp->code))
+        REFUSE(AL_STATUS_INVALID, "bad_request", "code must be at most %llu bytes, without NUL",
+               (unsigned long long)b->code_max);
+    if (sp->thread_id.s && (!c_text(&sp->thread_id) || !al_valid_thread_id(sp->thread_id.s)))
+        REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_THREAD_ID);
+    /* the policy's syntax now, so that a bad one is refused before the
+     * rest; whether the workspace allows it is the core's to ask */
+    if (sp->network.s) {
+        if (!c_text(&sp->network))
+            REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_NETWORK);
+        sp->net = malloc(sizeof *sp->net);
+        al_error nerr = { 0 };
+        if (!sp->net || al_net_policy_parse(sp->network.s, sp->net, &nerr) < 0) {
+            /* the message first: the policy's error is in NERR, not in SP */
+            al_status st = al_run_refuse(msg, msglen, code, AL_STATUS_INVALID, "bad_request", "network: %s",
+                                  sp->net ? nerr.msg : "out of memory");
+            free(sp->net);
+            sp->net = NULL;
+            return st;
+        }
+    }
+    if (sp->description.s && (sp->description.len > AL_RUN_DESCRIPTION_MAX || !c_text(&sp->description)))
+        REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_DESCRIPTION);
+    if (sp->n_files > b->files_max)
+        REFUSE(AL_STATUS_INVALID, "bad_request", "files must be an array of at most %llu entries",
+               (unsigned long long)b->files_max);
+    if (sp->n_artifacts > AL_RUN_ARTIFACT_REFS_MAX)
+        REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_ARTIFACTS);
+    for (size_t i = 0; i < _AL_LIMIT_MAX; i++) {
+        if (!sp->limit[i].has) {
+            sp->limit[i].value = b->limit[i].def > b->limit[i].max ? b->limit[i].max : b->limit[i].def;
+            continue;
+        }
+        /* a NaN is no number from min to max: both tests are false */
+        double d = sp->limit[i].value;
+        if (!(d >= b->limit[i].min && d <= b->limit[i].max))
+            REFUSE(AL_STATUS_INVALID, "bad_request", "limits.%s must be a number from %g to %g", al_run_limit_names[i],
+                   b->limit[i].min, b->limit[i].max);
+    }
+    for (size_t i = 0; i < sp->n_files; i++) {
+        const al_run_text *n = &sp->files[i].name;
+        if (!n->s || !al_run_valid_file_name(n->s, n->len) || al_run_reserved_file_name(n->s))
+            REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_FILE_NAME, i);
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(n->s, sp->files[k].name.s) == 0)
+                REFUSE(AL_STATUS_INVALID, "bad_request", "two files are named \"%s\"", n->s);
+        /* a skill's arguments are a file of its own */
+        if (sp->skill && sp->skill->args_json && strcmp(n->s, AL_RUN_SKILL_ARGS_NAME) == 0)
+            REFUSE(AL_STATUS_INVALID, "bad_request", "two files are named \"%s\"", n->s);
+    }
+#undef REFUSE
+    const al_run_limit_req *l = sp->limit;
+    sp->limits = (al_run_limits){
+        .timeout_s = (int64_t)l[AL_LIMIT_TIMEOUT_S].value,
+        .memory_bytes = (int64_t)(l[AL_LIMIT_MEMORY_MB].value * 1048576.0),
+        .cpu_millis = (int64_t)(l[AL_LIMIT_CPUS].value * 1000.0 + 0.5),
+        .pids = (int64_t)l[AL_LIMIT_PIDS].value,
+    };
+    return AL_STATUS_OK;
+}
+
+/* --------------------------------------------------------------- staged */
+
+void al_run_staged_free(al_run_staged *st) {
+    if (!st)
+        return;
+    for (size_t i = 0; i < st->n_files; i++)
+        free(st->files[i].name);
+    free(st->files);
+    for (size_t i = 0; i < st->n_docs; i++) {
+        free(st->docs[i].id);
+        free(st->docs[i].path);
+    }
+    free(st->docs);
+    *st = (al_run_staged){ 0 };
+}
+
+int al_run_staged_add_file(al_run_staged *st, const char *name, uint64_t size, const char *sha256) {
+    char *n = strdup(name);
+    al_run_input_id *e = n ? grow(&st->files, &st->n_files, sizeof *e) : NULL;
+    if (!e) {
+        free(n);
+        return -ENOMEM;
+    }
+    e->name = n;
+    e->size = size;
+    snprintf(e->sha256, sizeof e->sha256, "%s", sha256);
+    return 0;
+}
+
+int al_run_staged_add_doc(al_run_staged *st, const char *id, const char *path, int64_t version, uint64_t size,
+                          const char *sha256) {
+    char *i = strdup(id), *p = strdup(path);
+    al_run_doc_id *e = i && p ? grow(&st->docs, &st->n_docs, sizeof *e) : NULL;
+    if (!e) {
+        free(i);
+        free(p);
+        return -ENOMEM;
+    }
+    *e = (al_run_doc_id){ .id = i, .path = p, .version = version, .size = size };
+    snprintf(e->sha256, sizeof e->sha256, "%s", sha256);
+    return 0;
+}
+
+int al_run_staged_of_spec(const al_run_spec *sp, al_run_staged *ret) {
+    al_run_staged st = { 0 };
+    char hex[65];
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < sp->n_files; i++) {
+        al_sha256_hex(sp->files[i].data, sp->files[i].len, hex);
+        r = al_run_staged_add_file(&st, sp->files[i].name.s ? sp->files[i].name.s : "", sp->files[i].len, hex);
+    }
+    if (r == 0 && sp->skill && sp->skill->args_json) {
+        size_t n = strlen(sp->skill->args_json);
+        al_sha256_hex(sp->skill->args_json, n, hex);
+        r = al_run_staged_add_file(&st, AL_RUN_SKILL_ARGS_NAME, n, hex);
+    }
+    if (r == 0 && sp->stdin_text.s) {
+        st.has_stdin = true;
+        st.stdin_id.size = sp->stdin_text.len;
+        al_sha256_hex(sp->stdin_text.s, sp->stdin_text.len, st.stdin_id.sha256);
+    }
+    if (r < 0) {
+        al_run_staged_free(&st);
+        return r;
+    }
+    *ret = st;
+    return 0;
+}
+
+/* ----------------------------------------------------------------- hash */
+
+/*
+ * The canonical form a run is hashed in (version 1). Every value is written
+ * as its length and then its bytes, every list as its count and then its
+ * entries, and every field that may be missing as a presence byte first,
+ * in this fixed order, so that the bytes can be read back into exactly one
+ * spec: no two specs write the same bytes (("ab", "c") and ("a", "bc")
+ * differ in their lengths; no thread and an empty one, no args and an
+ * empty list, differ in their presence bytes). JSON's key order, spelling
+ * and escapes play no part.
+ *
+ *   u64(n)    8 bytes, big-endian
+ *   text(x)   u64(length of x) || the bytes of x
+ *   opt(x)    0x00 when absent | 0x01 || x
+ *
+ *   "airlock run spec v1\n"        the form and its version
+ *   text(language)                 python | node | bash
+ *   text(code)
+ *   text(image)                    "host" or "sha256:<hex>", as resolved
+ *   text(network)                  the policy in canonical form, as resolved
+ *   u64(timeout_s) u64(memory_bytes) u64(cpu_millis) u64(pids)
+ *   opt(text(thread_id))
+ *   text(description)              empty when none was given
+ *   opt(u64(n) text(arg)...)       args, in order
+ *   u64(n) text(artifact id)...    the artifacts asked for, in order
+ *   opt(text(name) text(version) text(digest) text(entrypoint) text(script) text(mode))
+ *                                  the skill, for a skill's run
+ *   u64(n) [text(name) u64(size) text(sha256)]...
+ *                                  the inline files as staged (a skill's
+ *                                  args.json among them), by name in byte order
+ *   opt(u64(size) text(sha256))    stdin as staged
+ *   u64(n) [text(id) text(path) u64(version) u64(size) text(sha256)]...
+ *                                  the thread's documents, in staging order
+ *
+ * sha256 values are written as their 64 hex digits. The hash is the
+ * sha256 of these bytes, as 64 lower-case hex digits.
+ */
+#define HASH_FORM "airlock run spec v1\n"
+
+static void put_u64(struct sha256_ctx *c, uint64_t v) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(v >> (56 - 8 * i));
+    sha256_update(c, sizeof b, b);
+}
+
+static void put_bytes(struct sha256_ctx *c, const void *s, size_t len) {
+    put_u64(c, len);
+    if (len)
+        sha256_update(c, len, s);
+}
+
+static void put_str(struct sha256_ctx *c, const char *s) { put_bytes(c, s ? s : "", s ? strlen(s) : 0); }
+
+static void put_text(struct sha256_ctx *c, const al_run_text *t) { put_bytes(c, t->s ? t->s : "", t->s ? t->len : 0); }
+
+static void put_flag(struct sha256_ctx *c, bool present) {
+    uint8_t f = present ? 1 : 0;
+    sha256_update(c, 1, &f);
+}
+
+static int cmp_input(const void *a, const void *b) {
+    const al_run_input_id *x = *(const al_run_input_id *const *)a, *y = *(const al_run_input_id *const *)b;
+    int r = strcmp(x->name ? x->name : "", y->name ? y->name : "");
+    /* two inputs of one name cannot be staged; ordered all the same, so that
+     * the hash does not depend on the order they came in */
+    if (r == 0)
+        r = strcmp(x->sha256, y->sha256);
+    if (r == 0)
+        r = x->size < y->size ? -1 : x->size > y->size;
+    return r;
+}
+
+void al_run_spec_hash(const al_run_spec *sp, const al_run_staged *st, char out[65]) {
+    static const al_run_staged nothing = { 0 };
+    if (!st)
+        st = &nothing;
+    /* the files by name: a sorted copy of their addresses */
+    const al_run_input_id **files = calloc(st->n_files + 1, sizeof *files);
+    if (!files) {
+        out[0] = '\0'; /* no hash: whoever asked refuses */
+        return;
+    }
+    for (size_t i = 0; i < st->n_files; i++)
+        files[i] = &st->files[i];
+    if (st->n_files > 1)
+        qsort(files, st->n_files, sizeof *files, cmp_input);
+    struct sha256_ctx c;
+    sha256_init(&c);
+    sha256_update(&c, strlen(HASH_FORM), (const uint8_t *)HASH_FORM);
+    put_text(&c, &sp->language);
+    put_text(&c, &sp->code);
+    put_text(&c, &sp->image);
+    put_text(&c, &sp->network);
+    put_u64(&c, (uint64_t)sp->limits.timeout_s);
+    put_u64(&c, (uint64_t)sp->limits.memory_bytes);
+    put_u64(&c, (uint64_t)sp->limits.cpu_millis);
+    put_u64(&c, (uint64_t)sp->limits.pids);
+    put_flag(&c, sp->thread_id.s != NULL);
+    if (sp->thread_id.s)
+        put_text(&c, &sp->thread_id);
+    put_text(&c, &sp->description);
+    put_flag(&c, sp->has_args);
+    if (sp->has_args) {
+        put_u64(&c, sp->n_args);
+        for (size_t i = 0; i < sp->n_args; i++)
+            put_text(&c, &sp->args[i]);
+    }
+    put_u64(&c, sp->n_artifacts);
+    for (size_t i = 0; i < sp->n_artifacts; i++)
+        put_text(&c, &sp->artifacts[i]);
+    const al_run_skill *k = sp->skill;
+    put_flag(&c, k != NULL);
+    if (k) {
+        put_str(&c, k->name);
+        put_str(&c, k->version);
+        put_str(&c, k->digest);
+        put_str(&c, k->entrypoint);
+        put_str(&c, k->script);
+        put_str(&c, k->mode);
+    }
+    put_u64(&c, st->n_files);
+    for (size_t i = 0; i < st->n_files; i++) {
+        put_str(&c, files[i]->name);
+        put_u64(&c, files[i]->size);
+        put_str(&c, files[i]->sha256);
+    }
+    free(files);
+    put_flag(&c, st->has_stdin);
+    if (st->has_stdin) {
+        put_u64(&c, st->stdin_id.size);
+        put_str(&c, st->stdin_id.sha256);
+    }
+    put_u64(&c, st->n_docs);
+    for (size_t i = 0; i < st->n_docs; i++) {
+        put_str(&c, st->docs[i].id);
+        put_str(&c, st->docs[i].path);
+        put_u64(&c, (uint64_t)st->docs[i].version);
+        put_u64(&c, st->docs[i].size);
+        put_str(&c, st->docs[i].sha256);
+    }
+    al_sha256_finish_hex(&c, out);
+}
+
+/* --------------------------------------------------------------- record */
+
+int64_t al_run_spec_input_bytes(const al_run_spec *sp) {
+    int64_t n = sp->stdin_text.s ? (int64_t)sp->stdin_text.len : 0;
+    for (size_t i = 0; i < sp->n_files; i++)
+        n += (int64_t)sp->files[i].len;
+    if (sp->skill && sp->skill->args_json)
+        n += (int64_t)strlen(sp->skill->args_json);
+    return n;
+}
+
+static json_t *text_json(const al_run_text *t) { return json_stringn(t->s ? t->s : "", t->s ? t->len : 0); }
+
+int al_run_spec_record(const al_run_spec *sp, const char *via, json_t *documents, al_store_run *rec) {
+    rec->limits = rec->inputs = NULL;
+    const al_run_limits *l = &sp->limits;
+    json_t *limits = json_pack("{s:I, s:I, s:I, s:I}", "timeout_s", (json_int_t)l->timeout_s, "memory_bytes",
+                               (json_int_t)l->memory_bytes, "cpu_millis", (json_int_t)l->cpu_millis, "pids",
+                               (json_int_t)l->pids);
+    json_t *inputs = json_object(), *arts = json_array();
+    bool ok = limits && inputs && arts && json_object_set_new(inputs, "artifacts", arts) == 0;
+    if (!ok)
+        json_decref(arts);
+    for (size_t i = 0; ok && i < sp->n_artifacts; i++)
+        ok = json_array_append_new(arts, text_json(&sp->artifacts[i])) == 0;
+    if (ok && sp->has_args) {
+        json_t *args = json_array();
+        ok = args && json_object_set_new(inputs, "args", args) == 0;
+        for (size_t i = 0; ok && i < sp->n_args; i++)
+            ok = json_array_append_new(args, text_json(&sp->args[i])) == 0;
+    }
+    const al_run_skill *k = sp->skill;
+    if (ok && k)
+        ok = json_object_set_new(inputs, "skill",
+                                 json_pack("{s:s?, s:s?, s:s?, s:s?, s:s?, s:s?}", "name", k->name, "version", k->version,
+                                           "digest", k->digest, "entrypoint", k->entrypoint, "script", k->script, "mode",
+                                           k->mode)) == 0;
+    /* which interface the call came through, for the audit at its end */
+    if (ok)
+        ok = json_object_set_new(inputs, "via", json_string(via ? via : "rest")) == 0;
+    if (ok && documents)
+        ok = json_object_set(inputs, "documents", documents) == 0;
+    if (ok) {
+        rec->limits = json_dumps(limits, JSON_COMPACT);
+        rec->inputs = json_dumps(inputs, JSON_COMPACT);
+    }
+    json_decref(limits);
+    json_decref(inputs);
+    if (!rec->limits || !rec->inputs) {
+        al_run_spec_record_done(rec);
+        return -ENOMEM;
+    }
+    rec->code = sp->code.s;
+    rec->description = sp->description.s ? sp->description.s : (char *)"";
+    rec->network = sp->network.s;
+    snprintf(rec->language, sizeof rec->language, "%s", sp->language.s ? sp->language.s : "");
+    /* the host's runtime is stored as no image */
+    snprintf(rec->image, sizeof rec->image, "%s", sp->image.s && strcmp(sp->image.s, "host") != 0 ? sp->image.s : "");
+    snprintf(rec->thread_id, sizeof rec->thread_id, "%s", sp->thread_id.s ? sp->thread_id.s : "");
+    rec->input_bytes = al_run_spec_input_bytes(sp);
+    rec->skill_name = k ? k->name : NULL;
+    rec->skill_version = k ? k->version : NULL;
+    rec->skill_digest = k ? k->digest : NULL;
+    return 0;
+}
+
+void al_run_spec_record_done(al_store_run *rec) {
+    free(rec->limits);
+    free(rec->inputs);
+    rec->limits = rec->inputs = NULL;
+}
+
+static int set_str(al_run_text *t, const char *s) { return s ? al_run_text_set(t, s, strlen(s)) : 0; }
+
+/* The strings of array V into a spec's list (ADD), as entries */
+static int strings_of(json_t *v, al_run_spec *sp, int (*add)(al_run_spec *, const char *, size_t)) {
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e) {
+        if (!json_is_string(e))
+            return -EBADMSG;
+        int r = add(sp, json_string_value(e), json_string_length(e));
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+static int add_arg_str(al_run_spec *sp, const char *s, size_t n) { return al_run_spec_add_arg(sp, s, n); }
+
+int al_run_spec_of_record(const al_store_run *rec, al_run_spec *ret) {
+    al_run_spec sp = { 0 };
+    *ret = sp;
+    if (!rec->code)
+        return -EBADMSG;
+    json_t *lim = rec->limits ? json_loads(rec->limits, 0, NULL) : NULL;
+    json_t *ins = rec->inputs ? json_loads(rec->inputs, 0, NULL) : json_object();
+    int r = json_is_object(lim) && json_is_object(ins) ? 0 : -EBADMSG;
+    static const char *const lk[] = { "timeout_s", "memory_bytes", "cpu_millis", "pids" };
+    int64_t *lv[] = { &sp.limits.timeout_s, &sp.limits.memory_bytes, &sp.limits.cpu_millis, &sp.limits.pids };
+    for (size_t i = 0; r == 0 && i < ELEMENTSOF(lk); i++) {
+        json_t *v = json_object_get(lim, lk[i]);
+        if (!json_is_integer(v))
+            r = -EBADMSG;
+        else
+            *lv[i] = (int64_t)json_integer_value(v);
+    }
+    if (r == 0 && (set_str(&sp.language, rec->language) < 0 || set_str(&sp.code, rec->code) < 0 ||
+                   set_str(&sp.image, rec->image[0] ? rec->image : "host") < 0 ||
+                   set_str(&sp.network, rec->network) < 0 ||
+                   set_str(&sp.description, rec->description ? rec->description : "") < 0 ||
+                   (rec->thread_id[0] && set_str(&sp.thread_id, rec->thread_id) < 0)))
+        r = -ENOMEM;
+    json_t *args = json_object_get(ins, "args"), *arts = json_object_get(ins, "artifacts");
+    json_t *skill = json_object_get(ins, "skill");
+    if (r == 0 && json_is_array(args)) {
+        sp.has_args = true;
+        r = strings_of(args, &sp, add_arg_str);
+    }
+    if (r == 0 && json_is_array(arts))
+        r = strings_of(arts, &sp, al_run_spec_add_artifact);
+    if (r == 0 && json_is_object(skill)) {
+        al_run_skill k = {
+            .name = (char *)json_string_value(json_object_get(skill, "name")),
+            .version = (char *)json_string_value(json_object_get(skill, "version")),
+            .digest = (char *)json_string_value(json_object_get(skill, "digest")),
+            .entrypoint = (char *)json_string_value(json_object_get(skill, "entrypoint")),
+            .script = (char *)json_string_value(json_object_get(skill, "script")),
+            .mode = (char *)json_string_value(json_object_get(skill, "mode")),
+        };
+        r = al_run_spec_set_skill(&sp, &k);
+    }
+    json_decref(lim);
+    json_decref(ins);
+    if (r < 0) {
+        al_run_spec_free(&sp);
+        return r;
+    }
+    *ret = sp;
+    return 0;
+}
