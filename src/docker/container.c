@@ -43,6 +43,8 @@
 #define RUNSC_PIDS_OVERHEAD 256
 /* this close to that cap when it died: it died of the cap */
 #define RUNSC_PIDS_NEAR 64
+/* this close to its memory cap when it died: it died of the cap */
+#define MEM_NEAR (8u << 20)
 /* after the script's main process ended, how long its output may drain */
 #define DRAIN_MS 1000
 /* bytes a tar of /out may take beyond its files: a header and padding per
@@ -81,6 +83,7 @@ typedef struct dbox {
     char scratch[64];             /* our tmpfs: stage and collect */
     bool scratch_mounted, unshared;
     uint64_t pids_hits_seen, pids_current_seen; /* the host cgroup's, last read */
+    uint64_t mem_peak_seen, oom_seen;
     int rootfd;                   /* runc: the container's root, through its init (O_PATH) */
 } dbox;
 
@@ -458,6 +461,12 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
              * is kept to say why */
             al_cgroup_read_u64(b->cg_pids, "pids.current", &b->pids_current_seen);
             al_cgroup_read_key(b->cg_pids, "pids.events", "max", &b->pids_hits_seen);
+            uint64_t peak = 0;
+            if (b->cg_mem[0] && al_cgroup_read_u64(b->cg_mem, "memory.max_usage_in_bytes", &peak) == 0 &&
+                peak > b->mem_peak_seen)
+                b->mem_peak_seen = peak;
+            if (b->cg_mem[0])
+                al_cgroup_read_key(b->cg_mem, "memory.oom_control", "oom_kill", &b->oom_seen);
             next_tick = now + PIDS_TICK_MS;
         }
         if (!killed && kill_reason && b->cg_pids[0] && b->o->runtime == AL_DOCKER_RUNC && now >= next_tick) {
@@ -545,6 +554,10 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
         }
     }
     al_engine_stream_close(&st);
+    /* output past the cap is output_limit even when the script ended
+     * before it could be stopped, as on the native box */
+    if (r == 0 && kill_reason && s->over && *kill_reason == AL_REASON_EXITED)
+        *kill_reason = AL_REASON_OUTPUT_LIMIT;
     return r;
 }
 
@@ -1114,7 +1127,10 @@ static int run(dbox *b, al_error *err) {
         read_stats(b);
         res->exit_code = -1;
         res->signal = SIGKILL;
-        if (oom_killed(b)) {
+        if (res->peak_memory_bytes < b->mem_peak_seen)
+            res->peak_memory_bytes = b->mem_peak_seen;
+        /* its cgroup may be gone with it: what it last showed says why */
+        if (oom_killed(b) || b->oom_seen > 0 || b->mem_peak_seen + MEM_NEAR >= cfg->limits.memory_bytes) {
             res->reason = AL_REASON_MEMORY;
             return al_collect_add_skip(res, ".", "the box was killed whole (out of memory): /out could not be read");
         }
