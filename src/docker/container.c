@@ -47,6 +47,8 @@
 #define MEM_NEAR (8u << 20)
 /* after the script's main process ended, how long its output may drain */
 #define DRAIN_MS 1000
+/* how long the holder outlives the wall clock, at most */
+#define HOLD_MARGIN_S 300
 /* bytes a tar of /out may take beyond its files: a header and padding per
  * entry, and the end blocks */
 #define TAR_PER_ENTRY 1536
@@ -85,6 +87,8 @@ typedef struct dbox {
     uint64_t pids_hits_seen, pids_current_seen; /* the host cgroup's, last read */
     uint64_t mem_peak_seen, oom_seen;
     int rootfd;                   /* runc: the container's root, through its init (O_PATH) */
+    int init_fd;                  /* pidfd of the container's init */
+    bool killed_whole;            /* airlock killed the container: /out is lost */
 } dbox;
 
 /* ---- the container's cgroup, read from this host ---- */
@@ -218,8 +222,12 @@ static json_t *masked_paths(void) {
 
 static int create(dbox *b, const char *image_id, al_error *err) {
     const al_box_limits *l = &b->cfg->limits;
-    char user[40], name[64], uidl[16];
+    char user[40], name[64], uidl[16], hold[24];
     snprintf(user, sizeof user, "%u:%u", b->holder, b->holder);
+    /* the holder ends on its own past the run's wall clock and a margin for
+     * staging and collection: a helper that dies (even by SIGKILL) leaves
+     * no script running for long, the kernel ends the container with it */
+    snprintf(hold, sizeof hold, "%llu", (unsigned long long)(l->wall_ms / 1000 + HOLD_MARGIN_S));
     snprintf(name, sizeof name, "airlock-box-%u", b->uid);
     snprintf(uidl, sizeof uidl, "%u", b->uid);
     _cleanup_free_ char *seccomp = al_docker_seccomp_profile(err);
@@ -233,11 +241,15 @@ static int create(dbox *b, const char *image_id, al_error *err) {
     json_t *tmpfs = json_pack("{s:o, s:o, s:o}", "/work", tmpfs_opts(l, b->uid, "0700"), "/out",
                               tmpfs_opts(l, b->uid, "0700"), "/tmp", tmpfs_opts(l, b->uid, "0700"));
     json_t *hc = json_pack(
-        "{s:s, s:b, s:[s], s:o, s:o, s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:[{s:s, s:I, s:I}], s:I, s:s, s:s}",
+        "{s:s, s:b, s:[s], s:o, s:o, s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:[{s:s, s:I, s:I}, {s:s, s:I, s:I}, "
+        "{s:s, s:I, s:I}], s:I, s:s, s:s}",
         "NetworkMode", "none", "ReadonlyRootfs", 1, "CapDrop", "ALL", "SecurityOpt", secopt, "Tmpfs", tmpfs,
         "Memory", (json_int_t)l->memory_bytes, "MemorySwap", (json_int_t)l->memory_bytes, "NanoCpus",
         (json_int_t)(l->cpu_millis * 1000000ULL), "PidsLimit", (json_int_t)l->pids, "Init", 1, "AutoRemove", 0,
         "Privileged", 0, "Ulimits", "Name", "nofile", "Soft", (json_int_t)l->nofile, "Hard", (json_int_t)l->nofile,
+        /* as the native box: no core dump, and no file larger than a tmpfs */
+        "Name", "core", "Soft", (json_int_t)0, "Hard", (json_int_t)0, "Name", "fsize", "Soft",
+        (json_int_t)l->tmpfs_bytes, "Hard", (json_int_t)l->tmpfs_bytes,
         "ShmSize", (json_int_t)l->tmpfs_bytes, "IpcMode", "private", "CgroupnsMode", "private");
     json_object_set_new(hc, "MaskedPaths", masked_paths());
     if (b->o->runtime == AL_DOCKER_RUNSC) {
@@ -249,7 +261,7 @@ static int create(dbox *b, const char *image_id, al_error *err) {
     /* the holder: tini (Init) and a sleep, as the holder's uid; the script
      * runs beside it as execs of another uid */
     json_t *body = json_pack("{s:s, s:[s, s], s:s, s:s, s:b, s:b, s:b, s:b, s:[s], s:{s:s, s:s}, s:o}",
-                             "Image", image_id, "Cmd", "sleep", "infinity", "User", user, "WorkingDir", "/",
+                             "Image", image_id, "Cmd", "sleep", hold, "User", user, "WorkingDir", "/",
                              "Tty", 0, "OpenStdin", 0, "AttachStdout", 0, "NetworkDisabled", 1, "Env",
                              "PATH=/usr/local/bin:/usr/bin:/bin", "Labels", LABEL_BOX, "1", LABEL_UID, uidl,
                              "HostConfig", hc);
@@ -279,6 +291,30 @@ static int create(dbox *b, const char *image_id, al_error *err) {
     return r < 0 ? r : 0;
 }
 
+/* Memory in the container's tmpfs is charged to its cgroup but to no
+ * process: without this, the kernel's OOM killer could pick the holder
+ * (tini, sleep) and end the container, /out with it. */
+static void protect_holder(dbox *b) {
+    char p[80], kids[256];
+    pid_t pids[2] = { b->init_pid, 0 };
+    snprintf(p, sizeof p, "/proc/%d/task/%d/children", (int)b->init_pid, (int)b->init_pid);
+    _cleanup_close_ int cf = open(p, O_RDONLY | O_CLOEXEC);
+    ssize_t n = cf >= 0 ? read(cf, kids, sizeof kids - 1) : -1;
+    if (n > 0) {
+        kids[n] = '\0';
+        pids[1] = (pid_t)atoi(kids);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (pids[i] <= 0)
+            continue;
+        snprintf(p, sizeof p, "/proc/%d/oom_score_adj", (int)pids[i]);
+        _cleanup_close_ int fd = open(p, O_WRONLY | O_CLOEXEC);
+        if (fd >= 0 && write(fd, "-1000", 5) < 0) {
+            /* best effort: the script's run does not depend on it */
+        }
+    }
+}
+
 static int start_and_inspect(dbox *b, al_error *err) {
     char path[200];
     snprintf(path, sizeof path, "/containers/%s/start", b->id);
@@ -300,6 +336,15 @@ static int start_and_inspect(dbox *b, al_error *err) {
     cgroup_dir(b->init_pid, "memory", "memory", b->cg_mem, sizeof b->cg_mem);
     cgroup_dir(b->init_pid, "cpuacct", "cpuacct", b->cg_cpu, sizeof b->cg_cpu);
     snprintf(b->res->cgroup_path, sizeof b->res->cgroup_path, "%s", b->cg_mem);
+    /* the pid inspect named is the container's init only if its cgroup is
+     * the container's: a pid reused meanwhile would be another process */
+    if (!b->cg_pids[0] || !strstr(b->cg_pids, b->id) || !strstr(b->cg_mem, b->id))
+        return al_err(err, "docker", ESRCH, "the container's init %d is not in its cgroup (cgroup v1, cgroupfs "
+                      "driver needed)", (int)b->init_pid);
+    b->init_fd = (int)syscall(SYS_pidfd_open, b->init_pid, 0);
+    if (b->init_fd < 0)
+        return al_err(err, "docker", errno, "pidfd_open the container's init: %m");
+    protect_holder(b);
     return 0;
 }
 
@@ -434,13 +479,21 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
             nanosleep(&ts, NULL);
         }
     }
+    /* ended before it could be watched (its pid gone, or inspect already
+     * says so): it is done, and what it left is killed now */
     bool main_done = false;
+    uint64_t drain_until = 0;
+    if (kill_reason && main_fd < 0) {
+        main_done = true;
+        drain_until = al_now_ms() + DRAIN_MS;
+        kill_script(b);
+    }
     char inbuf[65536];
     size_t in_len = 0, in_off = 0;
     bool in_open = in_fd >= 0, killed = false;
     if (!in_open)
         al_engine_stream_close_stdin(&st);
-    uint64_t kill_deadline = 0, next_tick = al_now_ms() + PIDS_TICK_MS, drain_until = 0, pids_hits = 0;
+    uint64_t kill_deadline = 0, next_tick = al_now_ms() + PIDS_TICK_MS, pids_hits = 0;
     int pids_streak = 0;
     while (!st.eof) {
         uint64_t now = al_now_ms();
@@ -711,9 +764,7 @@ out:
  * script's uid's file rights. (gVisor's mounts live in its Sentry: there
  * the tar streams below are the way.) */
 static int open_root(dbox *b, al_error *err) {
-    _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, b->init_pid, 0);
-    if (pidfd < 0)
-        return al_err(err, "docker", errno, "pidfd_open the container's init: %m");
+    int pidfd = b->init_fd;
     char p[64];
     snprintf(p, sizeof p, "/proc/%d/root", (int)b->init_pid);
     int fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -812,7 +863,7 @@ static int stage(dbox *b, al_error *err) {
 /* Make the directories of REL (a path from the tar) beneath DIRFD and
  * return an fd of its parent, with its last component in *LEAF. */
 static int open_parent(int dirfd, char *rel, const char **leaf, unsigned max_depth) {
-    int cur = dup(dirfd);
+    int cur = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
     unsigned depth = 0;
     char *save = NULL, *part = strtok_r(rel, "/", &save);
     while (part) {
@@ -997,6 +1048,7 @@ static int listener(dbox *b, al_error *err) {
 /* ---- the run ---- */
 
 static void kill_container(dbox *b) {
+    b->killed_whole = true;
     al_error e = { 0 };
     char path[200];
     snprintf(path, sizeof path, "/containers/%s/kill", b->id);
@@ -1014,8 +1066,15 @@ static void remove_container(dbox *b) {
 
 /* gVisor's processes are not this host's: killed from inside, as the
  * script's uid, until none is left (kill -1 spares the caller). */
+/* The loop ends with 0 only when kill -1 finds no process of the uid left
+ * to signal: then none is alive, and none can start again (only the
+ * script's processes are of its uid). Any other end (a survivor that
+ * killed this shell, the bound, a timeout) is a failure: the caller then
+ * kills the container whole rather than read an /out that something the
+ * script left could still change. */
 static int kill_inside(dbox *b) {
-    char *argv[] = { "sh", "-c", "i=0; while kill -9 -1 2>/dev/null && [ $i -lt 100000 ]; do i=$((i+1)); done",
+    char *argv[] = { "sh", "-c",
+                     "i=0; while kill -9 -1 2>/dev/null; do i=$((i+1)); [ $i -lt 100000 ] || exit 3; done; exit 0",
                      NULL };
     al_error e = { 0 };
     char id[80];
@@ -1024,6 +1083,8 @@ static int kill_inside(dbox *b) {
         sink s = { .fd = -1 };
         r = exec_pump(b, id, -1, on_tar_data, &s, al_now_ms() + KILL_GRACE_MS, -1, NULL, &e);
     }
+    if (r == 0 && exec_exit(b, id, &e) != 0)
+        r = -EBUSY;
     return r;
 }
 
@@ -1125,8 +1186,11 @@ static int run(dbox *b, al_error *err) {
         /* the container died whole (gVisor's sandbox over its memory cap is
          * killed by this host's kernel): /out went with it */
         read_stats(b);
-        res->exit_code = -1;
-        res->signal = SIGKILL;
+        /* the script's own end, when the daemon still knows it */
+        al_error xe = { 0 };
+        int xc = exec_exit(b, id, &xe);
+        res->exit_code = xc >= 0 && xc <= 128 ? xc : -1;
+        res->signal = xc >= 0 && xc <= 128 ? 0 : SIGKILL;
         if (res->peak_memory_bytes < b->mem_peak_seen)
             res->peak_memory_bytes = b->mem_peak_seen;
         /* its cgroup may be gone with it: what it last showed says why */
@@ -1143,10 +1207,12 @@ static int run(dbox *b, al_error *err) {
             res->reason = AL_REASON_PIDS;
             return al_collect_add_skip(res, ".", "the box was killed whole (process limit): /out could not be read");
         }
-        if (reason != AL_REASON_EXITED) {
-            /* stopped by airlock, whole, when its processes would not die */
+        if (reason != AL_REASON_EXITED || b->killed_whole) {
+            /* stopped by airlock, whole, when its processes would not die:
+             * the run's own reason stands (never airlock's error) */
             res->reason = reason;
-            return al_collect_add_skip(res, ".", "the box was killed whole: /out could not be read");
+            return al_collect_add_skip(res, ".", "processes the script left would not die: the box was killed "
+                                                 "whole and /out could not be read");
         }
         return al_err(err, "docker", EIO, "the container died while the script ran");
     }
@@ -1163,14 +1229,22 @@ static int run(dbox *b, al_error *err) {
     /* nothing of the script may still run when /out is read */
     if (b->o->runtime == AL_DOCKER_RUNC) {
         uint64_t until = al_now_ms() + KILL_GRACE_MS;
-        while (kill_script_procs(b) > 0) {
+        int alive;
+        while ((alive = kill_script_procs(b)) != 0) {
+            /* unreadable: nothing says none is left, so /out is not read */
+            if (alive < 0)
+                return al_err(err, "kill", -alive, "cannot list the container's processes in %s", b->cg_pids);
             if (al_now_ms() > until)
                 return al_err(err, "kill", ETIMEDOUT, "processes of the script are still alive in %s", b->cg_pids);
             struct timespec ts = { 0, 5 * 1000000L };
             nanosleep(&ts, NULL);
         }
-    } else {
-        kill_inside(b);
+    } else if (kill_inside(b) != 0) {
+        /* something the script left would not die: /out is not read */
+        kill_container(b);
+        read_stats(b);
+        return al_collect_add_skip(res, ".", "processes the script left would not die: the box was killed whole "
+                                             "and /out could not be read");
     }
     read_stats(b);
     if (res->reason == AL_REASON_EXITED && oom_killed(b))
@@ -1191,10 +1265,12 @@ int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_resu
     snprintf(res->driver, sizeof res->driver, "docker");
     snprintf(res->engine_runtime, sizeof res->engine_runtime, "%s", al_docker_runtime_name(o->runtime));
     al_docker_controls(o->runtime, &res->controls);
-    dbox b = { .o = o, .cfg = cfg, .res = res, .holder_lock = -1, .uid_lock = -1, .rootfd = -1 };
+    dbox b = { .o = o, .cfg = cfg, .res = res, .holder_lock = -1, .uid_lock = -1, .rootfd = -1, .init_fd = -1 };
     int r = run(&b, &res->error);
     if (b.rootfd >= 0)
         close(b.rootfd);
+    if (b.init_fd >= 0)
+        close(b.init_fd);
     remove_container(&b);
     scratch_unmount(&b);
     if (b.engine_open)

@@ -32,7 +32,7 @@ void al_docker_controls(al_docker_runtime rt, al_controls *c) {
         set(&c->seccomp, AL_LEVEL_APPLIED,
             "airlock's own allow-list (the native box's policy, rendered as Docker's JSON profile), loaded by "
             "runc; gap: the second filter (ioctl TIOCSTI/TIOCLINUX refused) cannot be stacked in one Docker "
-            "profile, and the container has no terminal");
+            "profile, so those commands are left to the kernel (a pty can be opened in /dev/pts)");
     set(&c->no_new_privs, AL_LEVEL_BOUNDARY, "SecurityOpt no-new-privileges:true");
     if (gv)
         set(&c->network, AL_LEVEL_BOUNDARY,
@@ -54,13 +54,18 @@ void al_docker_controls(al_docker_runtime rt, al_controls *c) {
     else
         set(&c->pids, AL_LEVEL_BOUNDARY, "PidsLimit (the container's pids cgroup)");
     set(&c->cpu, AL_LEVEL_BOUNDARY, "NanoCpus (CFS bandwidth, through Docker)");
-    set(&c->tmpfs, AL_LEVEL_BOUNDARY,
-        "/work, /out and /tmp are tmpfs with size and inode caps; the root is ReadonlyRootfs; no host mount of "
-        "airlock's (Docker's own /etc/hosts, /etc/hostname, /etc/resolv.conf and docker-init are bind mounts "
-        "that name its data root)");
+    set(&c->tmpfs, gv ? AL_LEVEL_APPLIED : AL_LEVEL_BOUNDARY,
+        gv ? "/work, /out and /tmp are tmpfs with size caps (gVisor drops nr_inodes: no inode cap), and /dev/shm "
+             "one more of the same size; the root is ReadonlyRootfs; no host mount of airlock's (Docker's own "
+             "/etc/hosts, /etc/hostname, /etc/resolv.conf and docker-init are bind mounts that name its data root)"
+           : "/work, /out and /tmp are tmpfs with size and inode caps, and /dev/shm one more of the same size with "
+             "no inode cap (Docker's ShmSize); the root is ReadonlyRootfs; no host mount of airlock's (Docker's "
+             "own /etc/hosts, /etc/hostname, /etc/resolv.conf and docker-init are bind mounts that name its data "
+             "root)");
     set(&c->caps, AL_LEVEL_BOUNDARY,
         "CapDrop ALL, a non-root uid, no device of the host's: /dev is Docker's tmpfs (without nodev) with only "
-        "null, zero, full, random, urandom and tty, which the devices cgroup alone lets it open");
+        "null, zero, full, random, urandom, tty, ptmx and pts, shm and mqueue, the devices cgroup letting it open "
+        "no other");
 }
 
 static json_t *control(const al_control *c) {

@@ -63,6 +63,11 @@ static int version_num(const char *v) {
     return sscanf(v, "%d.%d", &maj, &min) == 2 ? maj * 1000 + min : -1;
 }
 
+/* every socket close-on-exec: the daemon's connection is root on this host */
+static curl_socket_t open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *a) {
+    return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
 static void setup(al_engine *e, CURL *c) {
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, e->socket);
@@ -74,6 +79,7 @@ static void setup(al_engine *e, CURL *c) {
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(c, CURLOPT_PROXY, "");
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
 }
 
 static int perform(al_engine *e, CURL *c, answer *a, json_t **ret, al_error *err) {
