@@ -1,8 +1,10 @@
 /* The shared backend: PostgreSQL through libpq, one connection per node
  * (store.c serialises it, as for SQLite). Statements are the ones SQLite
- * runs: `?` becomes `$N` here. Nodes that share the database coordinate
- * through it: named locks are transaction-scoped advisory locks, which
- * hold across every connection. */
+ * runs: `?` becomes `$N` here, and each is prepared once per connection
+ * (a named statement, keyed by its text; forgotten when the connection is
+ * made again). Nodes that share the database coordinate through it: named
+ * locks are transaction-scoped advisory locks, which hold across every
+ * connection. */
 #include <errno.h>
 #include <poll.h>
 #include <libpq-fe.h>
@@ -27,10 +29,37 @@ enum {
 
 #define MAX_PARAMS 64
 
+/* Named statements of one connection by their text: open addressing, at
+ * most CACHE_MAX (one past the bound runs unnamed, as before). */
+#define CACHE_SLOTS 1024
+#define CACHE_MAX 512
+
+typedef struct prepared {
+    char *sql;
+    uint64_t hash;
+    int n;                       /* parameters */
+    char types[MAX_PARAMS + 1];  /* their letters, 's' or 'i' */
+} prepared;
+
+typedef struct pcache {
+    size_t n;
+    prepared slot[CACHE_SLOTS];
+} pcache;
+
 typedef struct pg {
     PGconn *c;
-    bool tx_open; /* a unit of work is open: never reconnect under it */
+    bool tx_open;  /* a unit of work is open: never reconnect under it */
+    pcache *cache; /* this session's named statements (NULL: none yet) */
 } pg;
+
+static void forget_prepared(pg *p) {
+    if (!p->cache)
+        return;
+    for (size_t i = 0; i < CACHE_SLOTS; i++)
+        free(p->cache->slot[i].sql);
+    free(p->cache);
+    p->cache = NULL;
+}
 
 static void no_notices(void *arg, const char *message) {
     /* library code never logs: CREATE TABLE IF NOT EXISTS and friends
@@ -66,6 +95,8 @@ static int ensure(pg *p, al_error *err) {
         return 0;
     if (p->tx_open)
         return al_err(err, "store", EIO, "the connection to PostgreSQL was lost in a transaction");
+    /* a new session: the old one's named statements are gone with it */
+    forget_prepared(p);
     PQreset(p->c);
     if (PQstatus(p->c) != CONNECTION_OK)
         return conn_err(p, err, "reconnect to PostgreSQL");
@@ -117,6 +148,7 @@ static int pg_open(const char *target, void **ret, al_error *err) {
 
 static void pg_close(void *conn) {
     pg *p = conn;
+    forget_prepared(p);
     PQfinish(p->c);
     free(p);
 }
@@ -153,6 +185,7 @@ typedef struct params {
     int n;
     const char *values[MAX_PARAMS];
     Oid types[MAX_PARAMS];
+    char letters[MAX_PARAMS + 1]; /* 's' text, 'i' int8: what a named statement was prepared with */
     char ints[MAX_PARAMS][24];
 } params;
 
@@ -164,15 +197,18 @@ static int bind_all(params *pp, al_error *err, const char *fmt, va_list ap) {
         if (fmt[i] == 's' || fmt[i] == 'S') {
             pp->values[i] = va_arg(ap, const char *);
             pp->types[i] = OID_TEXT;
+            pp->letters[i] = 's';
         } else if (fmt[i] == 'i') {
             snprintf(pp->ints[i], sizeof pp->ints[i], "%lld", (long long)va_arg(ap, int64_t));
             pp->values[i] = pp->ints[i];
             pp->types[i] = OID_INT8;
+            pp->letters[i] = 'i';
         } else {
             return al_err(err, "store", EINVAL, "parameter letter '%c'", fmt[i]);
         }
         pp->n++;
     }
+    pp->letters[pp->n] = '\0';
     return 0;
 }
 
@@ -186,26 +222,88 @@ static int result_err(PGresult *res, al_error *err) {
                   state ? state : "");
 }
 
-static PGresult *run(pg *p, al_error *err, const char *sql, const char *fmt, va_list ap) {
-    params pp;
+static uint64_t text_hash(const char *s) {
+    uint64_t h = 14695981039346656037u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h;
+}
+
+/* SQL run with PP: as this session's named statement (prepared now when it
+ * is new and there is room), else unnamed. NULL (with ERR) when libpq
+ * has no result at all. */
+static PGresult *run_params(pg *p, al_error *err, const char *sql, const params *pp) {
+    if (!p->cache)
+        p->cache = calloc(1, sizeof *p->cache);
+    uint64_t h = text_hash(sql);
+    size_t i = h % CACHE_SLOTS;
+    prepared *e = NULL;
+    for (; p->cache && p->cache->slot[i].sql; i = (i + 1) % CACHE_SLOTS)
+        if (p->cache->slot[i].hash == h && strcmp(p->cache->slot[i].sql, sql) == 0) {
+            e = &p->cache->slot[i];
+            break;
+        }
+    char name[24];
+    if (e && e->n == pp->n && strcmp(e->types, pp->letters) == 0) {
+        snprintf(name, sizeof name, "al_%zu", i);
+        PGresult *res = PQexecPrepared(p->c, name, pp->n, pp->values, NULL, NULL, 0);
+        if (!res)
+            conn_err(p, err, "query");
+        return res;
+    }
     int n = 0;
-    if (ensure(p, err) < 0 || bind_all(&pp, err, fmt, ap) < 0)
-        return NULL;
     char *q = numbered(sql, &n);
     if (!q) {
         al_err(err, "store", ENOMEM, "out of memory");
         return NULL;
     }
-    if (n != pp.n) {
+    if (n != pp->n) {
         free(q);
-        al_err(err, "store", EINVAL, "%d placeholders, %d parameters", n, pp.n);
+        al_err(err, "store", EINVAL, "%d placeholders, %d parameters", n, pp->n);
         return NULL;
     }
-    PGresult *res = PQexecParams(p->c, q, pp.n, pp.types, pp.values, NULL, NULL, 0);
+    PGresult *res;
+    char *copy = !e && p->cache && p->cache->n < CACHE_MAX ? strdup(sql) : NULL;
+    if (copy) {
+        snprintf(name, sizeof name, "al_%zu", i);
+        res = PQprepare(p->c, name, q, pp->n, pp->types);
+        if (res && PQresultStatus(res) == PGRES_COMMAND_OK) {
+            /* kept whatever becomes of the transaction it was made in: a
+             * named statement is the session's, not the transaction's */
+            PQclear(res);
+            p->cache->slot[i] = (prepared){ .sql = copy, .hash = h, .n = pp->n };
+            memcpy(p->cache->slot[i].types, pp->letters, (size_t)pp->n + 1);
+            p->cache->n++;
+            res = PQexecPrepared(p->c, name, pp->n, pp->values, NULL, NULL, 0);
+        } else {
+            free(copy); /* the failure is the statement's answer */
+        }
+    } else {
+        res = PQexecParams(p->c, q, pp->n, pp->types, pp->values, NULL, NULL, 0);
+    }
     free(q);
     if (!res)
         conn_err(p, err, "query");
     return res;
+}
+
+static PGresult *run(pg *p, al_error *err, const char *sql, const char *fmt, va_list ap) {
+    params pp;
+    if (ensure(p, err) < 0 || bind_all(&pp, err, fmt, ap) < 0)
+        return NULL;
+    return run_params(p, err, sql, &pp);
+}
+
+/* run() with parameters given as text. */
+static PGresult *run_texts(pg *p, al_error *err, const char *sql, int n, const char *const *values) {
+    params pp = { .n = n };
+    for (int i = 0; i < n; i++) {
+        pp.values[i] = values[i];
+        pp.types[i] = OID_TEXT;
+        pp.letters[i] = 's';
+    }
+    pp.letters[n] = '\0';
+    return run_params(p, err, sql, &pp);
 }
 
 static json_t *value(PGresult *res, int row, int col) {
@@ -330,8 +428,8 @@ static int pg_script(void *conn, al_error *err, const char *sql) {
 static int pg_lock(void *conn, al_error *err, const char *key) {
     pg *p = conn;
     const char *values[1] = { key };
-    PGresult *res = PQexecParams(p->c, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", 1, NULL, values, NULL, NULL, 0);
-    int r = !res ? conn_err(p, err, "lock") : PQresultStatus(res) == PGRES_TUPLES_OK ? 0 : result_err(res, err);
+    PGresult *res = run_texts(p, err, "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", 1, values);
+    int r = !res ? -EIO : PQresultStatus(res) == PGRES_TUPLES_OK ? 0 : result_err(res, err);
     PQclear(res);
     return r;
 }
@@ -342,8 +440,8 @@ static int pg_notify(void *conn, bool in_tx, al_error *err, const char *channel,
     if (ensure(p, err) < 0)
         return -EIO;
     const char *values[2] = { channel, payload };
-    PGresult *res = PQexecParams(p->c, "SELECT pg_notify($1, $2)", 2, NULL, values, NULL, NULL, 0);
-    int r = !res ? conn_err(p, err, "notify") : PQresultStatus(res) == PGRES_TUPLES_OK ? 0 : result_err(res, err);
+    PGresult *res = run_texts(p, err, "SELECT pg_notify(?, ?)", 2, values);
+    int r = !res ? -EIO : PQresultStatus(res) == PGRES_TUPLES_OK ? 0 : result_err(res, err);
     PQclear(res);
     return r;
 }
