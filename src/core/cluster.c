@@ -239,6 +239,10 @@ int al_cluster_start(al_service *s, al_error *err) {
         return r;
     if (s->multi_node && (r = al_store_watch_open(s->store_target, &s->watch, err)) < 0)
         return r;
+    /* what this node sends it has told itself already (wake_run, the
+     * scheduler's kicks): its watcher hears the others only */
+    if (s->watch)
+        al_store_watch_skip_own(s->watch, s->store);
     if (pthread_create(&s->lease_thread, NULL, lease_main, s) != 0)
         return al_err(err, "service", EAGAIN, "start the lease thread");
     if (s->multi_node && pthread_create(&s->watch_thread, NULL, watch_main, s) != 0) {

@@ -278,16 +278,19 @@ out:
 int al_store_notify(al_store *s, const char *channel, const char *payload, al_error *err) {
     if (!s->be->notify)
         return 0;
-    pthread_mutex_lock(&s->mu);
-    int r = s->be->notify(s->conn, s->depth > 0, err, channel, payload ? payload : "");
-    pthread_mutex_unlock(&s->mu);
+    al_store_conn *c = al_store_take(s);
+    int r = s->be->notify(c->conn, c->depth > 0, err, channel, payload ? payload : "");
+    al_store_put(s, c);
     return r;
 }
 
 struct al_store_watch {
     const al_store_backend *be;
     void *w;
+    al_store *own; /* what its connections said is not returned (al_store_watch_skip_own) */
 };
+
+void al_store_watch_skip_own(al_store_watch *w, al_store *s) { w->own = s; }
 
 int al_store_watch_open(const char *target, al_store_watch **ret, al_error *err) {
     const al_store_backend *be = al_store_backend_for(target);
@@ -309,7 +312,12 @@ int al_store_watch_open(const char *target, al_store_watch **ret, al_error *err)
 
 int al_store_watch_next(al_store_watch *w, int timeout_ms, char *channel, size_t channel_len, char *payload,
                         size_t payload_len, al_error *err) {
-    return w->be->watch_next(w->w, timeout_ms, channel, channel_len, payload, payload_len, err);
+    int sender = 0;
+    int r = w->be->watch_next(w->w, timeout_ms, channel, channel_len, payload, payload_len, &sender, err);
+    /* this node's own: it told itself already, when it sent it */
+    if (r == 1 && w->own && al_store_own_session(w->own, sender))
+        return 0;
+    return r;
 }
 
 void al_store_watch_close(al_store_watch *w) {

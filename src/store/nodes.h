@@ -86,6 +86,12 @@ int al_store_notify(al_store *s, const char *channel, const char *payload, al_er
  * -EOPNOTSUPP on SQLite. */
 typedef struct al_store_watch al_store_watch;
 int al_store_watch_open(const char *target, al_store_watch **ret, al_error *err);
+/* What S's own connections send is not returned by W (0, as a timeout):
+ * the node that sent it told itself already. A notification carries the
+ * session that sent it (on PostgreSQL its backend's pid, unique among the
+ * server's live sessions); so a pooler between the nodes and the server
+ * must keep a client's session its own (PgBouncer: pool_mode = session). */
+void al_store_watch_skip_own(al_store_watch *w, al_store *s);
 /* The next notification within TIMEOUT_MS: 1 with its channel and payload,
  * 0 on timeout, 2 after a reconnect (some may have been missed: treat
  * everything as changed), -errno. */

@@ -91,6 +91,14 @@ static int session_setup(pg *p, al_error *err) {
 /* After the server went away (a restart, a failover), the next statement
  * outside a unit of work reconnects; one inside fails with it. */
 static int ensure(pg *p, al_error *err) {
+    /* A connection that waited in the pool while the server went away (a
+     * restart) has the server's goodbye to read: read now, it reconnects
+     * below rather than fail the statement it was about to send. */
+    for (int i = 0; i < 2 && !p->tx_open && PQstatus(p->c) == CONNECTION_OK; i++) {
+        struct pollfd pfd = { .fd = PQsocket(p->c), .events = POLLIN };
+        if (poll(&pfd, 1, 0) <= 0 || !PQconsumeInput(p->c))
+            break;
+    }
     if (PQstatus(p->c) == CONNECTION_OK)
         return 0;
     if (p->tx_open)
@@ -144,6 +152,11 @@ static int pg_open(const char *target, void **ret, al_error *err) {
     }
     *ret = p;
     return 0;
+}
+
+static int pg_session(void *conn) {
+    pg *p = conn;
+    return PQstatus(p->c) == CONNECTION_OK ? PQbackendPID(p->c) : 0;
 }
 
 static void pg_close(void *conn) {
@@ -490,10 +503,11 @@ static int pg_watch_open(const char *target, const char *const *channels, void *
     return 0;
 }
 
-static int take(pg_watch *w, char *channel, size_t channel_len, char *payload, size_t payload_len) {
+static int take(pg_watch *w, char *channel, size_t channel_len, char *payload, size_t payload_len, int *ret_sender) {
     PGnotify *n = PQnotifies(w->p.c);
     if (!n)
         return 0;
+    *ret_sender = n->be_pid;
     snprintf(channel, channel_len, "%s", n->relname);
     snprintf(payload, payload_len, "%s", n->extra ? n->extra : "");
     PQfreemem(n);
@@ -501,7 +515,7 @@ static int take(pg_watch *w, char *channel, size_t channel_len, char *payload, s
 }
 
 static int pg_watch_next(void *wp, int timeout_ms, char *channel, size_t channel_len, char *payload, size_t payload_len,
-                         al_error *err) {
+                         int *ret_sender, al_error *err) {
     pg_watch *w = wp;
     if (PQstatus(w->p.c) != CONNECTION_OK || !w->listening) {
         if (PQstatus(w->p.c) != CONNECTION_OK)
@@ -512,7 +526,7 @@ static int pg_watch_next(void *wp, int timeout_ms, char *channel, size_t channel
         }
         return 2; /* what was sent while it was away is lost */
     }
-    int r = take(w, channel, channel_len, payload, payload_len);
+    int r = take(w, channel, channel_len, payload, payload_len, ret_sender);
     if (r)
         return r;
     struct pollfd pfd = { .fd = PQsocket(w->p.c), .events = POLLIN };
@@ -523,7 +537,7 @@ static int pg_watch_next(void *wp, int timeout_ms, char *channel, size_t channel
         return 0;
     if (!PQconsumeInput(w->p.c))
         return conn_err(&w->p, err, "watch");
-    return take(w, channel, channel_len, payload, payload_len);
+    return take(w, channel, channel_len, payload, payload_len, ret_sender);
 }
 
 static void pg_watch_close(void *wp) {
@@ -537,8 +551,13 @@ const al_store_backend al_store_postgresql = {
     .begin_sql = "BEGIN",
     .migrations = al_migrations_postgres,
     .n_migrations = ELEMENTSOF(al_migrations_postgres),
+    /* a handful: a node's threads (requests, runners, the scheduler) make
+     * their round trips side by side, each connection with its own
+     * session settings; the watcher's LISTEN is on a connection of its own */
+    .pool_max = 4,
     .open = pg_open,
     .close = pg_close,
+    .session = pg_session,
     .query = pg_query,
     .exec = pg_exec,
     .script = pg_script,

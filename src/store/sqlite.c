@@ -249,6 +249,7 @@ const al_store_backend al_store_sqlite = {
     .begin_sql = "BEGIN IMMEDIATE",
     .migrations = al_migrations_sqlite,
     .n_migrations = ELEMENTSOF(al_migrations_sqlite),
+    .pool_max = 1, /* one writer at a time in any case, and each statement is short */
     .open = sq_open,
     .close = sq_close,
     .query = sq_query,
