@@ -103,6 +103,8 @@ void al_cluster_reap(al_service *s, bool all_others) {
         /* their slots are free, and what they had claimed waits again */
         al_cluster_notify(s, AL_NOTIFY_QUEUE, "");
         pthread_mutex_lock(&s->mu);
+        s->queue_gen++;
+        s->slot_gen++;
         pthread_cond_broadcast(&s->sched_cond);
         pthread_mutex_unlock(&s->mu);
     }
@@ -218,7 +220,11 @@ static void *watch_main(void *p) {
         } else if (r == 0) {
             continue;
         }
+        /* a run queued or a slot freed on another node (or, after a
+         * reconnect, maybe both) */
         pthread_mutex_lock(&s->mu);
+        s->queue_gen++;
+        s->slot_gen++;
         pthread_cond_broadcast(&s->sched_cond);
         pthread_mutex_unlock(&s->mu);
     }

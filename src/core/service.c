@@ -315,6 +315,7 @@ int al_service_enqueue(al_service *s, const char *run_id, const char *person_id,
     /* any node may claim it now */
     al_cluster_notify(s, AL_NOTIFY_QUEUE, run_id);
     pthread_mutex_lock(&s->mu);
+    s->queue_gen++;
     pthread_cond_broadcast(&s->sched_cond);
     pthread_mutex_unlock(&s->mu);
     return 0;
@@ -1061,6 +1062,7 @@ done:
         if (secs <= bounds[i])
             s->duration_buckets[i]++;
     s->duration_sum += secs;
+    s->slot_gen++;
     pthread_cond_broadcast(&s->sched_cond);
     pthread_mutex_unlock(&s->mu);
     wake_run(s, a->run_id);
@@ -1070,9 +1072,18 @@ done:
     return NULL;
 }
 
+/* What the scheduler's last claim said waits in the queue. */
+typedef enum sched_rest {
+    REST_UNKNOWN, /* not asked yet, or the claim failed */
+    REST_MORE,    /* another eligible run */
+    REST_BLOCKED, /* only runs of people at their cap */
+    REST_NONE,    /* nothing */
+} sched_rest;
+
 static void *scheduler_main(void *p) {
     al_service *s = p;
-    uint64_t next_expiry = 0, next_idem_sweep = 0;
+    uint64_t next_expiry = 0, next_idem_sweep = 0, last_claim_ms = 0, seen_queue = 0, seen_slot = 0;
+    sched_rest rest = REST_UNKNOWN;
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
         bool started = false;
@@ -1080,8 +1091,18 @@ static void *scheduler_main(void *p) {
          * the eligible person (under their cap, counting their runs on all
          * nodes) with the fewest runs active, and within a person FIFO
          * (al_store_claim_run). A person with many queued runs cannot hold
-         * back another's. */
+         * back another's. A claim is asked again only when its last answer
+         * may have changed: a run queued (here or elsewhere), or a slot
+         * freed while only people at their cap waited; and once a second,
+         * whatever no one was told of (a node that left gives its claimed
+         * runs back without a word). */
         while (!s->stopping && !s->declared_dead && s->active_count < s->cfg.max_concurrent) {
+            uint64_t now_ms = al_now_ms();
+            bool ask = rest == REST_UNKNOWN || rest == REST_MORE || s->queue_gen != seen_queue ||
+                       (rest == REST_BLOCKED && s->slot_gen != seen_slot) || now_ms - last_claim_ms >= 1000;
+            if (!ask)
+                break;
+            uint64_t queue_gen = s->queue_gen, slot_gen = s->slot_gen;
             active_run *a = calloc(1, sizeof *a);
             runner_arg *ra = calloc(1, sizeof *ra);
             if (!a || !ra) {
@@ -1094,6 +1115,11 @@ static void *scheduler_main(void *p) {
             al_error cerr = { 0 };
             int got = al_store_claim_run(s->store, s->node_id, &c, &cerr);
             pthread_mutex_lock(&s->mu);
+            /* what moved while it was asked is news still */
+            last_claim_ms = now_ms;
+            seen_queue = queue_gen;
+            seen_slot = slot_gen;
+            rest = got < 0 ? REST_UNKNOWN : c.more ? REST_MORE : c.blocked ? REST_BLOCKED : REST_NONE;
             if (got <= 0) {
                 if (got < 0)
                     al_service_log(s, "queue.claim_failed", json_pack("{s:s}", "error", cerr.msg));
@@ -1120,8 +1146,9 @@ static void *scheduler_main(void *p) {
                 /* back to the queue, for this node or another, later */
                 s->active = a->next;
                 s->active_count--;
+                rest = REST_UNKNOWN;
                 pthread_mutex_unlock(&s->mu);
-                al_store_run_release(s->store, c.run_id, c.cap, &cerr);
+                al_store_run_release(s->store, c.run_id, s->node_id, c.cap, &cerr);
                 pthread_mutex_lock(&s->mu);
                 free(a);
                 free(ra);

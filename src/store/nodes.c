@@ -161,6 +161,7 @@ int al_store_nodes_alive(al_store *s, const char *now, al_error *err) {
 #define HOLDS_SLOT "(a.state IN ('provisioning', 'running') OR (a.state = 'queued' AND a.node_id IS NOT NULL))"
 
 int al_store_claim_run(al_store *s, const char *node_id, al_store_claim *ret, al_error *err) {
+    ret->more = ret->blocked = false;
     int r = al_store_begin(s, err);
     if (r < 0)
         return r;
@@ -170,19 +171,24 @@ int al_store_claim_run(al_store *s, const char *node_id, al_store_claim *ret, al
         al_store_rollback(s);
         return r;
     }
+    /* the eligible first; the second row says what else waits */
     json_t *rows = al_store_query(s, err,
-                                  "SELECT id, person_id, org_id, cap FROM ("
+                                  "SELECT id, person_id, org_id, cap, active < cap AS eligible FROM ("
                                   " SELECT r.id, r.person_id, r.org_id, r.cap, r.seq,"
                                   " (SELECT COUNT(*) FROM runs a WHERE a.person_id = r.person_id AND " HOLDS_SLOT ") AS active"
                                   " FROM runs r WHERE r.state = 'queued' AND r.node_id IS NULL) AS q "
-                                  "WHERE active < cap ORDER BY active, seq LIMIT 1",
+                                  "ORDER BY CASE WHEN active < cap THEN 0 ELSE 1 END, active, seq LIMIT 2",
                                   NULL);
-    json_t *row = rows ? json_array_get(rows, 0) : NULL;
+    json_t *row = rows ? json_array_get(rows, 0) : NULL, *next = rows ? json_array_get(rows, 1) : NULL;
+    bool eligible = json_integer_value(json_object_get(row, "eligible")) != 0;
+    ret->more = next && json_integer_value(json_object_get(next, "eligible")) != 0;
+    /* what waits behind the claimed one; all of it when none is claimed */
+    ret->blocked = (row && !eligible) || (next && !ret->more);
     const char *id = json_string_value(json_object_get(row, "id")), *person = json_string_value(json_object_get(row, "person_id")),
                *org = json_string_value(json_object_get(row, "org_id"));
     if (!rows) {
         r = -EIO;
-    } else if (!row) {
+    } else if (!row || !eligible) {
         r = 0;
     } else if (!id || !person || !org || strlen(id) >= sizeof ret->run_id || strlen(person) >= sizeof ret->person_id ||
                strlen(org) >= sizeof ret->org_id) {

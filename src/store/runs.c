@@ -595,8 +595,9 @@ int al_store_analytics_put(al_store *s, const al_store_analytics *a, al_error *e
 
 /* ---------------------------------------------------------------- nodes */
 
-int al_store_run_release(al_store *s, const char *id, int64_t cap, al_error *err) {
-    int n = al_store_exec(s, err, "UPDATE runs SET node_id = NULL, cap = ? WHERE id = ? AND state = 'queued'", "is", cap, id);
+int al_store_run_release(al_store *s, const char *id, const char *node_id, int64_t cap, al_error *err) {
+    int n = al_store_exec(s, err, "UPDATE runs SET node_id = NULL, cap = ? WHERE id = ? AND state = 'queued' AND node_id = ?",
+                          "iss", cap, id, node_id);
     return n < 0 ? n : n > 0;
 }
 

@@ -102,9 +102,10 @@ int al_store_run_end(al_store *s, const char *id, unsigned from_mask, al_run_sta
 int al_store_run_finish(al_store *s, const al_store_run *r, al_error *err);
 /* (al_store_run_finish: 1 written, 0 when the run had ended meanwhile, e.g.
  * declared lost when its node was declared dead.) */
-/* A queued run its creating node held goes to the shared queue under CAP:
- * 1, or 0 when it is not queued any more. */
-int al_store_run_release(al_store *s, const char *id, int64_t cap, al_error *err);
+/* A queued run NODE_ID holds (claimed, not started) goes back to the
+ * shared queue under CAP: 1, or 0 when it is not queued and held by
+ * NODE_ID any more. */
+int al_store_run_release(al_store *s, const char *id, const char *node_id, int64_t cap, al_error *err);
 /* Ask the node that runs run ID to cancel it: 1 asked, 0 not active. */
 int al_store_run_cancel_request(al_store *s, const char *id, al_error *err);
 /* 1 when a cancel of run ID was asked (al_store_run_cancel_request). */
