@@ -181,6 +181,10 @@ typedef struct al_store_event {
 } al_store_event;
 /* Append an event of run RUN_ID with the next number. */
 int al_store_event_append(al_store *s, const char *run_id, const char *type, const char *data, al_error *err);
+/* Append N events of RUN_ID (TYPES[i], DATAS[i]) with the next numbers, in
+ * order: one statement for up to eight. */
+int al_store_events_append(al_store *s, const char *run_id, size_t n, const char *const *types, const char *const *datas,
+                           al_error *err);
 /* Up to LIMIT events of RUN_ID after AFTER, in order, in *RET
  * (al_store_events_free). */
 int al_store_events_after(al_store *s, const char *run_id, int64_t after, int64_t limit, al_store_event **ret,
