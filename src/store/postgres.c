@@ -39,6 +39,9 @@ typedef struct prepared {
     uint64_t hash;
     int n;                       /* parameters */
     char types[MAX_PARAMS + 1];  /* their letters, 's' or 'i' */
+    /* UNSENT: not prepared in this session (a PREPARE of it failed); SENT:
+     * its PREPARE is in the pipeline now; READY: prepared */
+    enum { PREP_UNSENT, PREP_SENT, PREP_READY } state;
 } prepared;
 
 typedef struct pcache {
@@ -46,11 +49,31 @@ typedef struct pcache {
     prepared slot[CACHE_SLOTS];
 } pcache;
 
+/* What a unit of work sends without waiting for its answer, which only
+ * says whether it failed: its BEGIN, a nested unit's savepoint, a named
+ * lock. They go to the server ahead of the next statement whose answer is
+ * wanted, in one round trip with it (libpq's pipeline mode); one that
+ * fails is that statement's failure (the transaction is aborted then). */
+#define PENDING_MAX 8
+typedef enum pending_kind { PEND_BEGIN, PEND_SAVEPOINT, PEND_LOCK } pending_kind;
+
 typedef struct pg {
     PGconn *c;
     bool tx_open;  /* a unit of work is open: never reconnect under it */
     pcache *cache; /* this session's named statements (NULL: none yet) */
+    int n_pending;
+    struct {
+        pending_kind kind;
+        char *key; /* PEND_LOCK's */
+    } pending[PENDING_MAX];
 } pg;
+
+static void drop_pending(pg *p, int from) {
+    for (int i = from; i < p->n_pending; i++)
+        free(p->pending[i].key);
+    if (from < p->n_pending)
+        p->n_pending = from;
+}
 
 static void forget_prepared(pg *p) {
     if (!p->cache)
@@ -161,6 +184,7 @@ static int pg_session(void *conn) {
 
 static void pg_close(void *conn) {
     pg *p = conn;
+    drop_pending(p, 0);
     forget_prepared(p);
     PQfinish(p->c);
     free(p);
@@ -242,10 +266,36 @@ static uint64_t text_hash(const char *s) {
     return h;
 }
 
-/* SQL run with PP: as this session's named statement (prepared now when it
- * is new and there is room), else unnamed. NULL (with ERR) when libpq
- * has no result at all. */
-static PGresult *run_params(pg *p, al_error *err, const char *sql, const params *pp) {
+/* ---------------------------------------------------------------- sending */
+
+/* One exchange with the server: the commands sent in a pipeline, then
+ * their answers. */
+#define BATCH_MAX (2 * PENDING_MAX + 8)
+typedef enum cmd_role { CMD_AHEAD, CMD_PREPARE, CMD_MAIN, CMD_GUARD } cmd_role;
+
+typedef struct batch {
+    int n;
+    cmd_role role[BATCH_MAX];
+    prepared *prep[BATCH_MAX]; /* CMD_PREPARE's cache entry */
+    PGresult *res[BATCH_MAX];
+    bool send_failed;
+} batch;
+
+static void sent(pg *p, batch *b, cmd_role role, prepared *prep, int ok) {
+    (void)p;
+    if (!ok || b->n >= BATCH_MAX) {
+        b->send_failed = true;
+        return;
+    }
+    b->role[b->n] = role;
+    b->prep[b->n] = prep;
+    b->n++;
+}
+
+/* Queue SQL (`?` placeholders) with PP: as this session's named statement
+ * (its PREPARE queued ahead of it when it is new and there is room), else
+ * unnamed. -errno (ERR) when it cannot be sent at all. */
+static int send_sql(pg *p, batch *b, cmd_role role, al_error *err, const char *sql, const params *pp) {
     if (!p->cache)
         p->cache = calloc(1, sizeof *p->cache);
     uint64_t h = text_hash(sql);
@@ -257,66 +307,167 @@ static PGresult *run_params(pg *p, al_error *err, const char *sql, const params 
             break;
         }
     char name[24];
-    if (e && e->n == pp->n && strcmp(e->types, pp->letters) == 0) {
-        snprintf(name, sizeof name, "al_%zu", i);
-        PGresult *res = PQexecPrepared(p->c, name, pp->n, pp->values, NULL, NULL, 0);
-        if (!res)
-            conn_err(p, err, "query");
-        return res;
+    snprintf(name, sizeof name, "al_%zu", i);
+    bool same_types = e && e->n == pp->n && strcmp(e->types, pp->letters) == 0;
+    if (same_types && e->state != PREP_UNSENT) {
+        sent(p, b, role, NULL, PQsendQueryPrepared(p->c, name, pp->n, pp->values, NULL, NULL, 0));
+        return 0;
     }
     int n = 0;
     char *q = numbered(sql, &n);
-    if (!q) {
-        al_err(err, "store", ENOMEM, "out of memory");
-        return NULL;
-    }
+    if (!q)
+        return al_err(err, "store", ENOMEM, "out of memory");
     if (n != pp->n) {
         free(q);
-        al_err(err, "store", EINVAL, "%d placeholders, %d parameters", n, pp->n);
-        return NULL;
+        return al_err(err, "store", EINVAL, "%d placeholders, %d parameters", n, pp->n);
     }
-    PGresult *res;
-    char *copy = !e && p->cache && p->cache->n < CACHE_MAX ? strdup(sql) : NULL;
-    if (copy) {
-        snprintf(name, sizeof name, "al_%zu", i);
-        res = PQprepare(p->c, name, q, pp->n, pp->types);
-        if (res && PQresultStatus(res) == PGRES_COMMAND_OK) {
-            /* kept whatever becomes of the transaction it was made in: a
-             * named statement is the session's, not the transaction's */
-            PQclear(res);
-            p->cache->slot[i] = (prepared){ .sql = copy, .hash = h, .n = pp->n };
-            memcpy(p->cache->slot[i].types, pp->letters, (size_t)pp->n + 1);
+    if (!e && p->cache && p->cache->n < CACHE_MAX) {
+        char *copy = strdup(sql);
+        if (copy) {
+            e = &p->cache->slot[i];
+            *e = (prepared){ .sql = copy, .hash = h, .n = pp->n, .state = PREP_UNSENT };
+            memcpy(e->types, pp->letters, (size_t)pp->n + 1);
             p->cache->n++;
-            res = PQexecPrepared(p->c, name, pp->n, pp->values, NULL, NULL, 0);
-        } else {
-            free(copy); /* the failure is the statement's answer */
+            same_types = true;
         }
+    }
+    if (same_types) {
+        /* prepared once: a named statement is the session's, kept whatever
+         * becomes of the transaction it was made in */
+        e->state = PREP_SENT;
+        sent(p, b, CMD_PREPARE, e, PQsendPrepare(p->c, name, q, pp->n, pp->types));
+        sent(p, b, role, NULL, PQsendQueryPrepared(p->c, name, pp->n, pp->values, NULL, NULL, 0));
     } else {
-        res = PQexecParams(p->c, q, pp->n, pp->types, pp->values, NULL, NULL, 0);
+        sent(p, b, role, NULL, PQsendQueryParams(p->c, q, pp->n, pp->types, pp->values, NULL, NULL, 0));
     }
     free(q);
-    if (!res)
-        conn_err(p, err, "query");
-    return res;
+    return 0;
 }
 
-static PGresult *run(pg *p, al_error *err, const char *sql, const char *fmt, va_list ap) {
+static void send_text(pg *p, batch *b, cmd_role role, const char *sql) {
+    sent(p, b, role, NULL, PQsendQueryParams(p->c, sql, 0, NULL, NULL, NULL, NULL, 0));
+}
+
+static const char lock_sql[] = "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))";
+
+static int send_pending(pg *p, batch *b, al_error *err) {
+    for (int i = 0; i < p->n_pending; i++) {
+        if (p->pending[i].kind == PEND_BEGIN) {
+            send_text(p, b, CMD_AHEAD, "BEGIN");
+        } else if (p->pending[i].kind == PEND_SAVEPOINT) {
+            send_text(p, b, CMD_AHEAD, "SAVEPOINT al");
+        } else {
+            params pp = { .n = 1, .values = { p->pending[i].key }, .types = { OID_TEXT }, .letters = "s" };
+            int r = send_sql(p, b, CMD_AHEAD, err, lock_sql, &pp);
+            if (r < 0)
+                return r;
+        }
+    }
+    drop_pending(p, 0);
+    return 0;
+}
+
+/* Send B and read its answers (B->res; NULL for a command the connection
+ * broke before). */
+static void exchange(pg *p, batch *b) {
+    /* what was sent is read back whatever failed to be sent after it: the
+     * connection leaves pipeline mode only with nothing in flight */
+    bool broken = !PQpipelineSync(p->c);
+    for (int i = 0; i < b->n; i++) {
+        b->res[i] = broken ? NULL : PQgetResult(p->c);
+        if (!b->res[i]) {
+            broken = true;
+            continue;
+        }
+        /* each command's answer ends with a NULL */
+        PGresult *x;
+        while ((x = PQgetResult(p->c)) != NULL) {
+            bool sync = PQresultStatus(x) == PGRES_PIPELINE_SYNC;
+            PQclear(x);
+            if (sync) {
+                broken = true; /* fewer answers than commands: not ours to read on */
+                break;
+            }
+        }
+    }
+    if (!broken) {
+        PGresult *x = PQgetResult(p->c); /* the sync */
+        PQclear(x);
+    }
+    PQexitPipelineMode(p->c);
+    for (int i = 0; i < b->n; i++)
+        if (b->role[i] == CMD_PREPARE)
+            b->prep[i]->state = b->res[i] && PQresultStatus(b->res[i]) == PGRES_COMMAND_OK ? PREP_READY : PREP_UNSENT;
+}
+
+static bool failed(const PGresult *res) {
+    ExecStatusType st = PQresultStatus(res);
+    return st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK;
+}
+
+/* SQL with PP (GUARD: between a savepoint and its release, so that its
+ * failure undoes it alone), the pending commands ahead of it, in one round
+ * trip. Its answer, or the first failure before it; NULL (ERR) when libpq
+ * gave none. *RET_GUARD_FAILED: SQL itself failed inside its savepoint
+ * (the caller rolls back to it). */
+static PGresult *run_params(pg *p, al_error *err, const char *sql, const params *pp, bool guard, bool *ret_guard_failed) {
+    *ret_guard_failed = false;
+    if (!PQenterPipelineMode(p->c)) {
+        conn_err(p, err, "query");
+        return NULL;
+    }
+    batch b = { 0 };
+    int r = send_pending(p, &b, err);
+    if (r == 0 && guard)
+        send_text(p, &b, CMD_GUARD, "SAVEPOINT al_stmt");
+    if (r == 0)
+        r = send_sql(p, &b, CMD_MAIN, err, sql, pp);
+    if (r == 0 && guard)
+        send_text(p, &b, CMD_GUARD, "RELEASE SAVEPOINT al_stmt");
+    exchange(p, &b);
+    /* the first failure up to the statement (the savepoint's release
+     * after it aside), else its own answer */
+    int main_i = -1;
+    for (int i = 0; i < b.n; i++)
+        if (b.role[i] == CMD_MAIN)
+            main_i = i;
+    PGresult *answer = NULL;
+    int answer_i = -1, guard_i = -1;
+    for (int i = 0; i <= main_i && !answer; i++) {
+        if (b.role[i] == CMD_GUARD && guard_i < 0 && b.res[i] && !failed(b.res[i]))
+            guard_i = i; /* the savepoint is set */
+        if (b.res[i] && failed(b.res[i]) && PQresultStatus(b.res[i]) != PGRES_PIPELINE_ABORTED) {
+            answer = b.res[i];
+            answer_i = i;
+        }
+    }
+    if (!answer && main_i >= 0) {
+        answer = b.res[main_i];
+        answer_i = main_i;
+    }
+    for (int i = 0; i < b.n; i++)
+        if (i != answer_i)
+            PQclear(b.res[i]);
+    if (r < 0 || b.send_failed) {
+        PQclear(answer);
+        if (r == 0)
+            conn_err(p, err, "send");
+        return NULL;
+    }
+    if (!answer)
+        conn_err(p, err, "query");
+    else if (failed(answer))
+        /* it failed inside its savepoint: the caller undoes it alone */
+        *ret_guard_failed = guard_i >= 0 && answer_i > guard_i && PQstatus(p->c) == CONNECTION_OK;
+    return answer;
+}
+
+static PGresult *run(pg *p, al_error *err, const char *sql, const char *fmt, va_list ap, bool guard, bool *ret_guard_failed) {
     params pp;
+    *ret_guard_failed = false;
     if (ensure(p, err) < 0 || bind_all(&pp, err, fmt, ap) < 0)
         return NULL;
-    return run_params(p, err, sql, &pp);
-}
-
-/* run() with parameters given as text. */
-static PGresult *run_texts(pg *p, al_error *err, const char *sql, int n, const char *const *values) {
-    params pp = { .n = n };
-    for (int i = 0; i < n; i++) {
-        pp.values[i] = values[i];
-        pp.types[i] = OID_TEXT;
-        pp.letters[i] = 's';
-    }
-    pp.letters[n] = '\0';
-    return run_params(p, err, sql, &pp);
+    return run_params(p, err, sql, &pp, guard, ret_guard_failed);
 }
 
 static json_t *value(PGresult *res, int row, int col) {
@@ -351,11 +502,12 @@ static json_t *value(PGresult *res, int row, int col) {
 static json_t *pg_query(void *conn, bool in_tx, al_error *err, const char *sql, const char *fmt, va_list ap) {
     (void)in_tx;
     pg *p = conn;
-    PGresult *res = run(p, err, sql, fmt, ap);
+    bool guard_failed;
+    PGresult *res = run(p, err, sql, fmt, ap, false, &guard_failed);
     if (!res)
         return NULL;
     json_t *rows = NULL;
-    if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK) {
+    if (failed(res)) {
         result_err(res, err);
         goto out;
     }
@@ -371,12 +523,35 @@ out:
     return rows;
 }
 
+/* Send what is pending, alone (when no statement follows it). */
+static int flush(pg *p, al_error *err) {
+    if (!p->n_pending)
+        return 0;
+    if (!PQenterPipelineMode(p->c))
+        return conn_err(p, err, "send");
+    batch b = { 0 };
+    int r = send_pending(p, &b, err);
+    exchange(p, &b);
+    for (int i = 0; i < b.n; i++) {
+        if (r == 0 && !b.res[i])
+            r = conn_err(p, err, "send");
+        else if (r == 0 && failed(b.res[i]) && PQresultStatus(b.res[i]) != PGRES_PIPELINE_ABORTED)
+            r = result_err(b.res[i], err);
+        PQclear(b.res[i]);
+    }
+    return r;
+}
+
+/* SQL (no parameters; several statements allowed) in the simple
+ * protocol, after whatever is pending. */
 static int simple(pg *p, al_error *err, const char *sql) {
+    int r = flush(p, err);
+    if (r < 0)
+        return r;
     PGresult *res = PQexec(p->c, sql);
-    int r = 0;
     if (!res)
         r = conn_err(p, err, sql);
-    else if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
+    else if (failed(res))
         r = result_err(res, err);
     PQclear(res);
     return r;
@@ -387,64 +562,110 @@ static int pg_exec(void *conn, bool in_tx, al_error *err, const char *sql, const
     /* PostgreSQL aborts the whole transaction on a failed statement;
      * SQLite undoes the statement alone, and callers rely on that (an
      * insert that finds its key taken is an answer, not the end of the
-     * unit of work): a savepoint around each insert gives them the same.
-     * An UPDATE or DELETE that fails is the end of its unit of work on
-     * both (no caller goes on after one), and needs none: two round trips
-     * fewer. */
-    bool guard = in_tx && strncmp(sql + strspn(sql, " \n"), "INSERT", 6) == 0;
-    if (guard && simple(p, err, "SAVEPOINT al_stmt") < 0)
-        return -EIO;
-    PGresult *res = run(p, err, sql, fmt, ap);
+     * unit of work): a savepoint around each insert gives them the same,
+     * sent with it (one round trip). An UPDATE or DELETE that fails is the
+     * end of its unit of work on both (no caller goes on after one), and
+     * needs none. */
+    bool guard = in_tx && strncmp(sql + strspn(sql, " \n"), "INSERT", 6) == 0, guard_failed;
+    PGresult *res = run(p, err, sql, fmt, ap, guard, &guard_failed);
     int r;
     if (!res)
         r = -EIO;
-    else if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
+    else if (failed(res))
         r = result_err(res, err);
     else
         r = atoi(PQcmdTuples(res));
     PQclear(res);
-    if (guard)
-        simple(p, NULL, r < 0 ? "ROLLBACK TO SAVEPOINT al_stmt; RELEASE SAVEPOINT al_stmt" : "RELEASE SAVEPOINT al_stmt");
+    if (guard_failed)
+        simple(p, NULL, "ROLLBACK TO SAVEPOINT al_stmt; RELEASE SAVEPOINT al_stmt");
     return r;
+}
+
+/* The last pending savepoint's index, or -1. */
+static int pending_savepoint(pg *p) {
+    for (int i = p->n_pending - 1; i >= 0; i--)
+        if (p->pending[i].kind == PEND_SAVEPOINT)
+            return i;
+    return -1;
+}
+
+static int defer(pg *p, al_error *err, pending_kind kind, const char *key) {
+    if (p->n_pending == PENDING_MAX) {
+        int r = flush(p, err);
+        if (r < 0)
+            return r;
+    }
+    char *k = key ? strdup(key) : NULL;
+    if (key && !k)
+        return al_err(err, "store", ENOMEM, "out of memory");
+    p->pending[p->n_pending].kind = kind;
+    p->pending[p->n_pending].key = k;
+    p->n_pending++;
+    return 0;
 }
 
 static int pg_script(void *conn, al_error *err, const char *sql) {
     pg *p = conn;
-    bool begin = strcmp(sql, "BEGIN") == 0, commit = strcmp(sql, "COMMIT") == 0,
-         end = commit || strcmp(sql, "ROLLBACK") == 0;
-    if (begin && ensure(p, err) < 0)
-        return -EIO;
-    int r;
-    if (commit) {
-        /* COMMIT of a transaction a failed statement aborted "succeeds"
-         * and rolls back: its tag says which */
-        PGresult *res = PQexec(p->c, sql);
-        if (!res)
-            r = conn_err(p, err, sql);
-        else if (PQresultStatus(res) != PGRES_COMMAND_OK)
-            r = result_err(res, err);
-        else if (strcmp(PQcmdStatus(res), "COMMIT") != 0)
-            r = al_err(err, "store", EIO, "the transaction was rolled back: a statement in it failed");
-        else
-            r = 0;
-        PQclear(res);
-    } else {
-        r = simple(p, err, sql);
+    if (strcmp(sql, "BEGIN") == 0) {
+        /* sent with the unit's first statement */
+        if (ensure(p, err) < 0)
+            return -EIO;
+        drop_pending(p, 0);
+        int r = defer(p, err, PEND_BEGIN, NULL);
+        p->tx_open = r == 0;
+        return r;
     }
-    if (begin && r == 0)
-        p->tx_open = true;
-    if (end)
+    if (strcmp(sql, "SAVEPOINT al") == 0 && p->tx_open)
+        return defer(p, err, PEND_SAVEPOINT, NULL);
+    if (strcmp(sql, "ROLLBACK") == 0) {
+        /* what was not sent needs no undoing; a BEGIN not sent, no ROLLBACK */
+        bool begun = !(p->n_pending && p->pending[0].kind == PEND_BEGIN);
+        drop_pending(p, 0);
         p->tx_open = false;
-    return r;
+        return begun ? simple(p, err, sql) : 0;
+    }
+    if (strcmp(sql, "ROLLBACK TO SAVEPOINT al; RELEASE SAVEPOINT al") == 0) {
+        int sp = pending_savepoint(p);
+        if (sp >= 0) {
+            drop_pending(p, sp); /* the nested unit never reached the server */
+            return 0;
+        }
+        drop_pending(p, 0); /* locks taken inside it: undone with it */
+        return simple(p, err, sql);
+    }
+    if (strcmp(sql, "RELEASE SAVEPOINT al") == 0) {
+        int sp = pending_savepoint(p);
+        if (sp >= 0 && sp == p->n_pending - 1) {
+            drop_pending(p, sp); /* an empty nested unit */
+            return 0;
+        }
+        return simple(p, err, sql);
+    }
+    if (strcmp(sql, "COMMIT") == 0) {
+        int r = 0;
+        if (p->n_pending == 1 && p->pending[0].kind == PEND_BEGIN) {
+            drop_pending(p, 0); /* an empty unit: nothing to send */
+        } else if ((r = flush(p, err)) == 0) { /* rare: the unit's last was a lock */
+            /* COMMIT of a transaction a failed statement aborted "succeeds"
+             * and rolls back: its tag says which */
+            PGresult *res = PQexec(p->c, sql);
+            if (!res)
+                r = conn_err(p, err, sql);
+            else if (PQresultStatus(res) != PGRES_COMMAND_OK)
+                r = result_err(res, err);
+            else if (strcmp(PQcmdStatus(res), "COMMIT") != 0)
+                r = al_err(err, "store", EIO, "the transaction was rolled back: a statement in it failed");
+            PQclear(res);
+        }
+        p->tx_open = false;
+        return r;
+    }
+    return simple(p, err, sql);
 }
 
 static int pg_lock(void *conn, al_error *err, const char *key) {
-    pg *p = conn;
-    const char *values[1] = { key };
-    PGresult *res = run_texts(p, err, "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", 1, values);
-    int r = !res ? -EIO : PQresultStatus(res) == PGRES_TUPLES_OK ? 0 : result_err(res, err);
-    PQclear(res);
-    return r;
+    /* sent with the unit's next statement: it waits for the lock there */
+    return defer(conn, err, PEND_LOCK, key);
 }
 
 static int pg_notify(void *conn, bool in_tx, al_error *err, const char *channel, const char *payload) {
@@ -452,9 +673,10 @@ static int pg_notify(void *conn, bool in_tx, al_error *err, const char *channel,
     pg *p = conn;
     if (ensure(p, err) < 0)
         return -EIO;
-    const char *values[2] = { channel, payload };
-    PGresult *res = run_texts(p, err, "SELECT pg_notify(?, ?)", 2, values);
-    int r = !res ? -EIO : PQresultStatus(res) == PGRES_TUPLES_OK ? 0 : result_err(res, err);
+    params pp = { .n = 2, .values = { channel, payload }, .types = { OID_TEXT, OID_TEXT }, .letters = "ss" };
+    bool guard_failed;
+    PGresult *res = run_params(p, err, "SELECT pg_notify(?, ?)", &pp, false, &guard_failed);
+    int r = !res ? -EIO : failed(res) ? result_err(res, err) : 0;
     PQclear(res);
     return r;
 }
