@@ -681,10 +681,16 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
     json_t *published = NULL, *previews = NULL, *skipped = json_array();
     if (result) {
         json_t *sk = json_object_get(result, "skipped");
-        json_array_extend(skipped, sk ? sk : json_array());
+        if (sk)
+            json_array_extend(skipped, sk);
         char out[PATH_MAX + 64];
         snprintf(out, sizeof out, "%s/out", dir);
-        if (al_artifacts_ingest(s, run, out, result, &published, &previews, skipped, &err) < 0 && !err_code) {
+        if (json_array_size(json_object_get(result, "artifacts")) == 0) {
+            /* the box reported no file: nothing to ingest (and no need of
+             * the organisation's quota and usage, two reads of the store) */
+            published = json_array();
+            previews = json_array();
+        } else if (al_artifacts_ingest(s, run, out, result, &published, &previews, skipped, &err) < 0 && !err_code) {
             state = AL_RUN_ERROR;
             err_code = "artifacts";
             err_msg = err.msg;
