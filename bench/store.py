@@ -6,8 +6,8 @@ For each store: runs per second of trivial Python (`pass`) through the API
 with 16 clients (POST /v1/runs?wait=true), request-to-result latency of one
 client, and the store's own cost per run from the daemon's /metrics
 (airlock_store_statements_total, airlock_store_busy_seconds_total: statements
-the store sent and the time spent in it, waits for its one connection
-included). Its target: the store costs at most 10% of a run's end-to-end time.
+the store sent and the time spent in it, waits for a connection of its
+pool included). Its target: the store costs at most 10% of a run's end-to-end time.
 
 PostgreSQL is a real cluster started here (tests/integration/pg_util.py:
 Debian's postgresql-15, socket only, fsync off as in the tests; say so when

@@ -1,10 +1,10 @@
-/* The shared backend: PostgreSQL through libpq, one connection per node
- * (store.c serialises it, as for SQLite). Statements are the ones SQLite
- * runs: `?` becomes `$N` here, and each is prepared once per connection
- * (a named statement, keyed by its text; forgotten when the connection is
- * made again). Nodes that share the database coordinate through it: named
- * locks are transaction-scoped advisory locks, which hold across every
- * connection. */
+/* The shared backend: PostgreSQL through libpq, a few connections per
+ * node (store.c's pool; each connection here is one thread's at a time).
+ * Statements are the ones SQLite runs: `?` becomes `$N` here, and each is
+ * prepared once per connection (a named statement, keyed by its text;
+ * forgotten when the connection is made again). Nodes that share the
+ * database coordinate through it: named locks are transaction-scoped
+ * advisory locks, which hold across every connection. */
 #include <errno.h>
 #include <poll.h>
 #include <libpq-fe.h>

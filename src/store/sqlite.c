@@ -1,6 +1,6 @@
-/* The embedded backend: SQLite in WAL mode, one connection (store.c
- * serialises it: the service's load is a few writes per run, and SQLite's
- * own locking would serialise the writers anyway). Each statement is
+/* The embedded backend: SQLite in WAL mode, one connection (store.c's
+ * pool of one serialises it: the service's load is a few writes per run,
+ * and SQLite's own locking would serialise the writers anyway). Each statement is
  * prepared once and kept (keyed by its text), so that a run's seventy-odd
  * statements are parsed and planned once per process, not each time. */
 #include <errno.h>
