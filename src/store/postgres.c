@@ -122,7 +122,9 @@ static int ensure(pg *p, al_error *err) {
         if (poll(&pfd, 1, 0) <= 0 || !PQconsumeInput(p->c))
             break;
     }
-    if (PQstatus(p->c) == CONNECTION_OK)
+    /* (a connection left in pipeline mode, its answers not all read, is
+     * as good as lost: made again too) */
+    if (PQstatus(p->c) == CONNECTION_OK && PQpipelineStatus(p->c) == PQ_PIPELINE_OFF)
         return 0;
     if (p->tx_open)
         return al_err(err, "store", EIO, "the connection to PostgreSQL was lost in a transaction");
