@@ -39,6 +39,9 @@ typedef struct al_store_backend {
      * the ones before it (SQLite's rule; PostgreSQL needs a savepoint). */
     json_t *(*query)(void *conn, bool in_tx, al_error *err, const char *sql, const char *fmt, va_list ap);
     int (*exec)(void *conn, bool in_tx, al_error *err, const char *sql, const char *fmt, va_list ap);
+    /* exec, then COMMIT of the (outermost) unit of work, together; on a
+     * failure of either the unit is rolled back. NULL: exec, then script. */
+    int (*exec_commit)(void *conn, al_error *err, const char *sql, const char *fmt, va_list ap);
     /* Statements without parameters, e.g. a migration or BEGIN. */
     int (*script)(void *conn, al_error *err, const char *sql);
     /* Inside a unit of work: hold lock KEY until it ends. */

@@ -194,8 +194,8 @@ int al_store_claim_run(al_store *s, const char *node_id, al_store_claim *ret, al
                strlen(org) >= sizeof ret->org_id) {
         r = al_err(err, "store", EIO, "a queued run's row is malformed");
     } else {
-        r = al_store_exec(s, err, "UPDATE runs SET node_id = ? WHERE id = ? AND state = 'queued' AND node_id IS NULL", "ss",
-                          node_id, id);
+        r = al_store_exec_commit(s, err, "UPDATE runs SET node_id = ? WHERE id = ? AND state = 'queued' AND node_id IS NULL",
+                                 "ss", node_id, id);
         if (r > 0) {
             snprintf(ret->run_id, sizeof ret->run_id, "%s", id);
             snprintf(ret->person_id, sizeof ret->person_id, "%s", person);
@@ -203,6 +203,8 @@ int al_store_claim_run(al_store *s, const char *node_id, al_store_claim *ret, al
             ret->cap = (int)json_integer_value(json_object_get(row, "cap"));
             r = 1;
         }
+        json_decref(rows);
+        return r; /* committed, or rolled back on a failure */
     }
     json_decref(rows);
     if (r < 0) {
@@ -270,15 +272,13 @@ int al_store_queue_admit(al_store *s, const char *run_id, int64_t cap, const al_
     }
     /* held by the node admitting it: a run another node claimed (or one
      * admitted already) is not taken from it */
-    r = al_store_exec(s, err, "UPDATE runs SET node_id = NULL, cap = ? WHERE id = ? AND state = 'queued' AND node_id = ?",
-                      "iss", cap, run_id, lim->node_id);
+    r = al_store_exec_commit(s, err,
+                             "UPDATE runs SET node_id = NULL, cap = ? WHERE id = ? AND state = 'queued' AND node_id = ?",
+                             "iss", cap, run_id, lim->node_id);
+    return r < 0 ? r : r > 0;
 out:
-    if (r < 0) {
-        al_store_rollback(s);
-        return r;
-    }
-    int c = al_store_commit(s, err);
-    return c < 0 ? c : r > 0;
+    al_store_rollback(s);
+    return r;
 }
 
 int al_store_notify(al_store *s, const char *channel, const char *payload, al_error *err) {

@@ -273,7 +273,7 @@ static uint64_t text_hash(const char *s) {
 /* One exchange with the server: the commands sent in a pipeline, then
  * their answers. */
 #define BATCH_MAX (2 * PENDING_MAX + 8)
-typedef enum cmd_role { CMD_AHEAD, CMD_PREPARE, CMD_MAIN, CMD_GUARD } cmd_role;
+typedef enum cmd_role { CMD_AHEAD, CMD_PREPARE, CMD_MAIN, CMD_GUARD, CMD_COMMIT } cmd_role;
 
 typedef struct batch {
     int n;
@@ -412,7 +412,25 @@ static bool failed(const PGresult *res) {
  * trip. Its answer, or the first failure before it; NULL (ERR) when libpq
  * gave none. *RET_GUARD_FAILED: SQL itself failed inside its savepoint
  * (the caller rolls back to it). */
+static PGresult *run_batch(pg *p, al_error *err, const char *sql, const params *pp, bool guard, bool *ret_guard_failed,
+                           PGresult **ret_commit);
+
 static PGresult *run_params(pg *p, al_error *err, const char *sql, const params *pp, bool guard, bool *ret_guard_failed) {
+    return run_batch(p, err, sql, pp, guard, ret_guard_failed, NULL);
+}
+
+static PGresult *run(pg *p, al_error *err, const char *sql, const char *fmt, va_list ap, bool guard, bool *ret_guard_failed) {
+    params pp;
+    *ret_guard_failed = false;
+    if (ensure(p, err) < 0 || bind_all(&pp, err, fmt, ap) < 0)
+        return NULL;
+    return run_params(p, err, sql, &pp, guard, ret_guard_failed);
+}
+
+/* As run_params; and with RET_COMMIT, the unit's COMMIT sent after SQL:
+ * *RET_COMMIT its answer (NULL: none came). */
+static PGresult *run_batch(pg *p, al_error *err, const char *sql, const params *pp, bool guard, bool *ret_guard_failed,
+                           PGresult **ret_commit) {
     *ret_guard_failed = false;
     if (!PQenterPipelineMode(p->c)) {
         conn_err(p, err, "query");
@@ -426,7 +444,17 @@ static PGresult *run_params(pg *p, al_error *err, const char *sql, const params 
         r = send_sql(p, &b, CMD_MAIN, err, sql, pp);
     if (r == 0 && guard)
         send_text(p, &b, CMD_GUARD, "RELEASE SAVEPOINT al_stmt");
+    if (r == 0 && ret_commit)
+        send_text(p, &b, CMD_COMMIT, "COMMIT");
     exchange(p, &b);
+    if (ret_commit) {
+        *ret_commit = NULL;
+        for (int i = 0; i < b.n; i++)
+            if (b.role[i] == CMD_COMMIT) {
+                *ret_commit = b.res[i];
+                b.res[i] = NULL;
+            }
+    }
     /* the first failure up to the statement (the savepoint's release
      * after it aside), else its own answer */
     int main_i = -1;
@@ -462,14 +490,6 @@ static PGresult *run_params(pg *p, al_error *err, const char *sql, const params 
         /* it failed inside its savepoint: the caller undoes it alone */
         *ret_guard_failed = guard_i >= 0 && answer_i > guard_i && PQstatus(p->c) == CONNECTION_OK;
     return answer;
-}
-
-static PGresult *run(pg *p, al_error *err, const char *sql, const char *fmt, va_list ap, bool guard, bool *ret_guard_failed) {
-    params pp;
-    *ret_guard_failed = false;
-    if (ensure(p, err) < 0 || bind_all(&pp, err, fmt, ap) < 0)
-        return NULL;
-    return run_params(p, err, sql, &pp, guard, ret_guard_failed);
 }
 
 static json_t *value(PGresult *res, int row, int col) {
@@ -580,6 +600,40 @@ static int pg_exec(void *conn, bool in_tx, al_error *err, const char *sql, const
     PQclear(res);
     if (guard_failed)
         simple(p, NULL, "ROLLBACK TO SAVEPOINT al_stmt; RELEASE SAVEPOINT al_stmt");
+    return r;
+}
+
+static int pg_script(void *conn, al_error *err, const char *sql);
+
+static int pg_exec_commit(void *conn, al_error *err, const char *sql, const char *fmt, va_list ap) {
+    pg *p = conn;
+    params pp;
+    bool guard_failed;
+    PGresult *res = NULL, *commit = NULL;
+    /* no savepoint: a failure ends the unit either way */
+    if (ensure(p, err) == 0 && bind_all(&pp, err, fmt, ap) == 0)
+        res = run_batch(p, err, sql, &pp, false, &guard_failed, &commit);
+    int r;
+    if (!res)
+        r = -EIO;
+    else if (failed(res))
+        r = result_err(res, err);
+    else if (!commit)
+        r = conn_err(p, err, "COMMIT");
+    else if (PQresultStatus(commit) != PGRES_COMMAND_OK)
+        r = result_err(commit, err);
+    else if (strcmp(PQcmdStatus(commit), "COMMIT") != 0)
+        r = al_err(err, "store", EIO, "the transaction was rolled back: a statement in it failed");
+    else
+        r = atoi(PQcmdTuples(res));
+    /* the statement failed, and the COMMIT behind it never ran: the
+     * transaction is still open on the server, aborted */
+    bool still_open = res && commit && PQresultStatus(commit) == PGRES_PIPELINE_ABORTED;
+    PQclear(res);
+    PQclear(commit);
+    if (still_open || (!commit && PQstatus(p->c) == CONNECTION_OK))
+        pg_script(p, NULL, "ROLLBACK");
+    p->tx_open = false;
     return r;
 }
 
@@ -784,6 +838,7 @@ const al_store_backend al_store_postgresql = {
     .session = pg_session,
     .query = pg_query,
     .exec = pg_exec,
+    .exec_commit = pg_exec_commit,
     .script = pg_script,
     .lock = pg_lock,
     .notify = pg_notify,

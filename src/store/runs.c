@@ -241,17 +241,16 @@ int al_store_run_charge(al_store *s, const char *id, const char *node_id, const 
         al_store_rollback(s);
         return -ENOSPC;
     }
-    if (r > 0)
-        r = al_store_exec(s, err,
-                          "INSERT INTO ledger (id, org_id, workspace_id, run_id, kind, amount, balance_after, created_at) "
-                          "SELECT ?, r.org_id, r.workspace_id, r.id, 'charge', -r.price, o.credit_balance, ? "
-                          "FROM runs r JOIN orgs o ON o.id = r.org_id WHERE r.id = ?",
-                          "sss", led, now, id);
     if (r < 0) {
         al_store_rollback(s);
         return r;
     }
-    r = al_store_commit(s, err);
+    /* the ledger's row, and the commit with it */
+    r = al_store_exec_commit(s, err,
+                             "INSERT INTO ledger (id, org_id, workspace_id, run_id, kind, amount, balance_after, created_at) "
+                             "SELECT ?, r.org_id, r.workspace_id, r.id, 'charge', -r.price, o.credit_balance, ? "
+                             "FROM runs r JOIN orgs o ON o.id = r.org_id WHERE r.id = ?",
+                             "sss", led, now, id);
     return r < 0 ? r : 1;
 }
 

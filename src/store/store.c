@@ -285,6 +285,40 @@ static int end_unit(al_store *s, al_error *err, bool commit) {
 
 int al_store_commit(al_store *s, al_error *err) { return end_unit(s, err, true); }
 
+int al_store_exec_commit(al_store *s, al_error *err, const char *sql, const char *fmt, ...) {
+    al_store_conn *c = al_store_held(s);
+    if (!c)
+        return al_err(err, "store", EINVAL, "no unit of work to commit");
+    va_list ap;
+    va_start(ap, fmt);
+    int r;
+    if (c->depth > 1 || !s->be->exec_commit) {
+        /* a savepoint's release, or a backend that sends one at a time */
+        uint64_t t0 = mono_ns();
+        r = s->be->exec(c->conn, true, err, sql, fmt, ap);
+        done(s, c, t0, r < 0);
+        va_end(ap);
+        if (r < 0) {
+            al_store_rollback(s);
+            return r;
+        }
+        int cr = al_store_commit(s, err);
+        return cr < 0 ? cr : r;
+    }
+    uint64_t t0 = mono_ns();
+    pthread_mutex_lock(&s->mu);
+    c->depth--; /* 0: it is given back when the exchange is through */
+    pthread_mutex_unlock(&s->mu);
+    r = s->be->exec_commit(c->conn, err, sql, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&s->mu);
+    s->stats.statements++; /* the COMMIT that went with it */
+    count(s, t0, r < 0);
+    put_locked(s, c);
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
 void al_store_rollback(al_store *s) { end_unit(s, NULL, false); }
 
 int al_store_lock(al_store *s, al_error *err, const char *key) {

@@ -162,6 +162,29 @@ static void test_unit_shapes(al_store *s) {
     CHECK(al_store_grant_credits(s, org, 4, &err) == 0);
     CHECK(al_store_commit(s, &err) == 0);
     CHECK(balance(s) == b0 + 9 && ledger_sum(s) == balance(s));
+    /* a unit's last statement with its commit: both land, or neither */
+    int64_t b1 = balance(s);
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_grant_credits(s, org, 5, &err) == 0);
+    CHECK(al_store_exec_commit(s, &err, "UPDATE orgs SET credit_balance = credit_balance + 1 WHERE id = ?", "s", org) == 1);
+    CHECK(balance(s) == b1 + 6);
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_grant_credits(s, org, 5, &err) == 0);
+    CHECK(al_store_exec_commit(s, &err, "INSERT INTO orgs (id, name, created_at) VALUES (?, 'dup', 'x')", "s", org) ==
+          -EEXIST);
+    CHECK(balance(s) == b1 + 6); /* the grant went with it */
+    CHECK(al_store_exec_commit(s, &err, "SELECT 1", NULL) == -EINVAL); /* no unit */
+    /* nested: the savepoint's statement and its release; the outer unit decides */
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_exec_commit(s, &err, "UPDATE orgs SET credit_balance = credit_balance - 7 WHERE id = ?", "s", org) == 1);
+    CHECK(al_store_exec_commit(s, &err, "UPDATE orgs SET credit_balance = credit_balance + 6 WHERE id = ?", "s", org) == 1);
+    CHECK(balance(s) == b1 + 5 && ledger_sum(s) == balance(s));
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_exec_commit(s, &err, "UPDATE orgs SET credit_balance = credit_balance - 7 WHERE id = ?", "s", org) == 1);
+    al_store_rollback(s);
+    CHECK(balance(s) == b1 + 5);
     /* a unit's lock is seen by another connection's unit */
     al_store *other = open_store();
     CHECK(al_store_begin(s, &err) == 0);
@@ -173,7 +196,7 @@ static void test_unit_shapes(al_store *s) {
     CHECK(al_store_grant_credits(other, org, 1, &err) == 0);
     CHECK(al_store_commit(other, &err) == 0);
     al_store_close(other);
-    CHECK(balance(s) == b0 + 11);
+    CHECK(balance(s) == b0 + 16);
 }
 
 #define POOL_THREADS 3
