@@ -103,6 +103,8 @@ void al_cluster_reap(al_service *s, bool all_others) {
         /* their slots are free, and what they had claimed waits again */
         al_cluster_notify(s, AL_NOTIFY_QUEUE, "");
         pthread_mutex_lock(&s->mu);
+        s->queue_gen++;
+        s->slot_gen++;
         pthread_cond_broadcast(&s->sched_cond);
         pthread_mutex_unlock(&s->mu);
     }
@@ -218,7 +220,11 @@ static void *watch_main(void *p) {
         } else if (r == 0) {
             continue;
         }
+        /* a run queued or a slot freed on another node (or, after a
+         * reconnect, maybe both) */
         pthread_mutex_lock(&s->mu);
+        s->queue_gen++;
+        s->slot_gen++;
         pthread_cond_broadcast(&s->sched_cond);
         pthread_mutex_unlock(&s->mu);
     }
@@ -239,6 +245,10 @@ int al_cluster_start(al_service *s, al_error *err) {
         return r;
     if (s->multi_node && (r = al_store_watch_open(s->store_target, &s->watch, err)) < 0)
         return r;
+    /* what this node sends it has told itself already (wake_run, the
+     * scheduler's kicks): its watcher hears the others only */
+    if (s->watch)
+        al_store_watch_skip_own(s->watch, s->store);
     if (pthread_create(&s->lease_thread, NULL, lease_main, s) != 0)
         return al_err(err, "service", EAGAIN, "start the lease thread");
     if (s->multi_node && pthread_create(&s->watch_thread, NULL, watch_main, s) != 0) {

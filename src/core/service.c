@@ -119,6 +119,34 @@ int64_t al_service_append_event(al_service *s, const char *run_id, const char *t
     return r;
 }
 
+/* Events of RUN_ID appended together, in order (TYPES[i] with DATA[i],
+ * whose references it takes), its followers woken once: what a run's end
+ * says (its artifacts, its state, its result) is one statement. */
+static void append_events(al_service *s, const char *run_id, size_t n, const char *const *types, json_t **data) {
+    const char **kept_types = calloc(n ? n : 1, sizeof *kept_types);
+    char **texts = calloc(n ? n : 1, sizeof *texts);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *text = data[i] && texts ? json_dumps(data[i], JSON_COMPACT) : NULL;
+        json_decref(data[i]);
+        if (!text) {
+            al_service_log(s, "event.failed", json_pack("{s:s, s:s, s:s}", "run_id", run_id, "type", types[i], "error",
+                                                        "the event's document could not be built"));
+            continue;
+        }
+        kept_types[k] = types[i];
+        texts[k++] = text;
+    }
+    al_error err = { 0 };
+    if (kept_types && texts && k)
+        al_store_events_append(s->store, run_id, k, kept_types, (const char *const *)texts, &err);
+    for (size_t i = 0; i < k; i++)
+        free(texts[i]);
+    free(texts);
+    free(kept_types);
+    wake_run(s, run_id);
+}
+
 static void state_event(al_service *s, const char *run_id, const char *state) {
     al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", state));
 }
@@ -315,6 +343,7 @@ int al_service_enqueue(al_service *s, const char *run_id, const char *person_id,
     /* any node may claim it now */
     al_cluster_notify(s, AL_NOTIFY_QUEUE, run_id);
     pthread_mutex_lock(&s->mu);
+    s->queue_gen++;
     pthread_cond_broadcast(&s->sched_cond);
     pthread_mutex_unlock(&s->mu);
     return 0;
@@ -634,8 +663,10 @@ static void pace_output(al_service *s, const char *run_id, output_pace *op, int 
         pace_flush(s, run_id, op, i);
 }
 
-static void end_run(al_service *s, const al_store_run *run, al_run_state state, json_t *result, const char *err_code,
-                    const char *err_msg, const char *dir, al_dlp *dlp, int64_t duration_ms) {
+/* 1 its end was written, 0 the run had ended otherwise (or this node was
+ * declared dead), -errno it could not be written. */
+static int end_run(al_service *s, const al_store_run *run, al_run_state state, json_t *result, const char *err_code,
+                   const char *err_msg, const char *dir, al_dlp *dlp, int64_t duration_ms) {
     const char *run_id = run->id;
     al_error err = { 0 };
     /* a node declared dead publishes nothing: the others ended its runs
@@ -644,16 +675,22 @@ static void end_run(al_service *s, const al_store_run *run, al_run_state state, 
     bool dead = s->declared_dead;
     pthread_mutex_unlock(&s->mu);
     if (dead)
-        return;
+        return 0;
     /* nothing unredacted is stored where the agent can read it */
     int redactions = redact_result(dlp, result);
     json_t *published = NULL, *previews = NULL, *skipped = json_array();
     if (result) {
         json_t *sk = json_object_get(result, "skipped");
-        json_array_extend(skipped, sk ? sk : json_array());
+        if (sk)
+            json_array_extend(skipped, sk);
         char out[PATH_MAX + 64];
         snprintf(out, sizeof out, "%s/out", dir);
-        if (al_artifacts_ingest(s, run, out, result, &published, &previews, skipped, &err) < 0 && !err_code) {
+        if (json_array_size(json_object_get(result, "artifacts")) == 0) {
+            /* the box reported no file: nothing to ingest (and no need of
+             * the organisation's quota and usage, two reads of the store) */
+            published = json_array();
+            previews = json_array();
+        } else if (al_artifacts_ingest(s, run, out, result, &published, &previews, skipped, &err) < 0 && !err_code) {
             state = AL_RUN_ERROR;
             err_code = "artifacts";
             err_msg = err.msg;
@@ -730,31 +767,76 @@ static void end_run(al_service *s, const al_store_run *run, al_run_state state, 
     int written = al_store_run_finish(s->store, &fin, &err);
     if (written > 0 && state == AL_RUN_ERROR)
         al_store_run_refund(s->store, run_id, now, &err); /* airlock's own failure is not charged */
-    free(fin.result);
-    free(fin.previews);
-    free(fin.skipped);
-    free(fin.result_summary);
     if (written == 0) {
         /* ended meanwhile by another node (this one was thought dead) */
         json_decref(published);
         json_decref(previews);
         json_decref(skipped);
         al_service_log(s, "run.end_superseded", json_pack("{s:s}", "run_id", run_id));
-        return;
+    } else if (written < 0) {
+        /* its end was not written (the store away?): said as it stands */
+        for (size_t i = 0; published && i < json_array_size(published); i++)
+            al_service_append_event(s, run_id, "artifact", json_incref(json_array_get(published, i)));
+        json_decref(published);
+        json_decref(previews);
+        json_decref(skipped);
+        state_event(s, run_id, state_name);
+        al_store_run *reread = NULL;
+        if (al_store_run_get(s->store, run_id, NULL, &reread, &err) == 0)
+            al_service_append_event(s, run_id, "result", al_run_json(s, reread));
+        al_store_run_free(reread);
+    } else {
+        /* the row as it now is: RUN with what the finish wrote (only the
+         * runner ends an active run, and it just did: not read again) */
+        al_store_run ended = *run;
+        ended.state = fin.state;
+        ended.result = fin.result;
+        ended.previews = fin.previews;
+        ended.skipped = fin.skipped;
+        memcpy(ended.error_code, fin.error_code, sizeof ended.error_code);
+        ended.error_message = fin.error_message;
+        memcpy(ended.finished_at, fin.finished_at, sizeof ended.finished_at);
+        ended.redactions = fin.redactions;
+        ended.result_summary = fin.result_summary;
+        ended.preview_count = fin.preview_count;
+        ended.skipped_count = fin.skipped_count;
+        /* its artifacts, its state and its result: one statement, one wake-up */
+        size_t na = json_array_size(published), n = 0;
+        const char **types = calloc(na + 2, sizeof *types);
+        json_t **docs = calloc(na + 2, sizeof *docs);
+        if (types && docs) {
+            for (size_t i = 0; i < na; i++) {
+                types[n] = "artifact";
+                docs[n++] = json_incref(json_array_get(published, i));
+            }
+            types[n] = "state";
+            docs[n++] = json_pack("{s:s}", "state", state_name);
+            types[n] = "result";
+            docs[n++] = al_run_json(s, &ended);
+            append_events(s, run_id, n, types, docs);
+        } else {
+            for (size_t i = 0; i < na; i++)
+                al_service_append_event(s, run_id, "artifact", json_incref(json_array_get(published, i)));
+            state_event(s, run_id, state_name);
+            al_service_append_event(s, run_id, "result", al_run_json(s, &ended));
+        }
+        free(types);
+        free(docs);
+        json_decref(published);
+        json_decref(previews);
+        json_decref(skipped);
     }
-    for (size_t i = 0; published && i < json_array_size(published); i++)
-        al_service_append_event(s, run_id, "artifact", json_incref(json_array_get(published, i)));
-    json_decref(published);
-    json_decref(previews);
-    json_decref(skipped);
-    state_event(s, run_id, state_name);
-    _cleanup_run_ al_store_run *ended = NULL;
-    if (al_store_run_get(s->store, run_id, NULL, &ended, &err) == 0)
-        al_service_append_event(s, run_id, "result", al_run_json(s, ended));
+    free(fin.result);
+    free(fin.previews);
+    free(fin.skipped);
+    free(fin.result_summary);
+    if (written == 0)
+        return 0;
     al_service_log(s, "run.end", json_pack("{s:s, s:s, s:s, s:s?, s:O?}", "run_id", run_id, "workspace_id",
                                           run->workspace_id, "state", state_name, "error", err_code, "wall_ms",
                                           result ? json_object_get(result, "wall_ms") : NULL));
     al_skills_run_ended(s);
+    return written;
 }
 
 void al_service_log(al_service *s, const char *event, json_t *fields) {
@@ -797,6 +879,40 @@ static const char *tool_withdrawn(json_t *settings, const al_store_run *run) {
     return NULL;
 }
 
+static bool stopping_now(al_service *s) {
+    pthread_mutex_lock(&s->mu);
+    bool st = s->stopping;
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+/* Run A, claimed here, did not start and its end could not be written
+ * (the store was away): it goes back to the queue, for any node, once the
+ * store answers; its runner holds its slot meanwhile. A node that stops
+ * gives its claims back as it leaves, and one declared dead has them
+ * given back by the others. */
+static void give_back(al_service *s, active_run *a) {
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        bool stop = s->stopping || s->declared_dead;
+        pthread_mutex_unlock(&s->mu);
+        if (stop)
+            return;
+        al_error err = { 0 };
+        int r = al_store_run_release(s->store, a->run_id, s->node_id, a->cap, &err);
+        if (r >= 0) {
+            pthread_mutex_lock(&s->mu);
+            s->queue_gen += r > 0;
+            pthread_mutex_unlock(&s->mu);
+            if (r > 0)
+                al_service_log(s, "run.given_back", json_pack("{s:s}", "run_id", a->run_id));
+            return;
+        }
+        for (int i = 0; i < 10 && !stopping_now(s); i++)
+            nanosleep(&(struct timespec){ .tv_nsec = 100 * 1000 * 1000 }, NULL);
+    }
+}
+
 static void *runner_main(void *p) {
     runner_arg *ra = p;
     al_service *s = ra->s;
@@ -818,7 +934,11 @@ static void *runner_main(void *p) {
     output_pace pace = { 0 };
     /* A workspace whose driver was switched off while this run waited:
      * it does not start (and is not charged). */
+    /* whether the run is past this node's claim: started, ended, or
+     * moved by another; else it goes back to the queue (give_back) */
+    bool settled = false;
     al_store_run *pre = NULL;
+    json_t *pre_settings = NULL; /* the settings it was checked against: its DLP patterns too */
     if (al_store_run_get(s->store, a->run_id, NULL, &pre, &err) == 0 && pre->state != AL_RUN_QUEUED) {
         al_store_run_free(pre);
         pre = NULL;
@@ -851,27 +971,43 @@ static void *runner_main(void *p) {
         }
         if (why)
             snprintf(emsg_buf, sizeof emsg_buf, "%s", why);
-        json_decref(st);
+        pre_settings = st;
         if (ecode) {
             run = pre;
             emsg = emsg_buf;
             goto finish;
         }
     }
-    al_store_run_free(pre);
     /* canceled between the queue and here: it never starts */
     pthread_mutex_lock(&s->mu);
     bool canceled_early = a->cancel_requested;
     pthread_mutex_unlock(&s->mu);
-    if (canceled_early && finish_canceled_queued(s, a->run_id) > 0)
+    if (canceled_early && finish_canceled_queued(s, a->run_id) > 0) {
+        settled = true;
+        al_store_run_free(pre);
         goto done;
+    }
     /* queued -> provisioning and the charge, in one transaction, unless it
      * was canceled in between */
     al_store_now(now, sizeof now);
     int n = al_store_run_charge(s->store, a->run_id, s->node_id, now, &err);
-    al_error gerr = { 0 };
-    if (al_store_run_get(s->store, a->run_id, NULL, &run, &gerr) < 0)
-        run = NULL;
+    /* started (its end is the runner's, or unheld_here's), or moved by
+     * another (canceled): nothing of it is this node's to give back */
+    settled = n >= 0;
+    if (pre) {
+        /* the row as read while it was queued, and what the charge wrote
+         * (its state and started_at) or, not charged, as it was: nothing
+         * else of a run's row changes on the way (not read again) */
+        run = pre;
+        if (n > 0) {
+            run->state = AL_RUN_PROVISIONING;
+            snprintf(run->started_at, sizeof run->started_at, "%s", now);
+        }
+    } else {
+        al_error gerr = { 0 };
+        if (al_store_run_get(s->store, a->run_id, NULL, &run, &gerr) < 0)
+            run = NULL;
+    }
     if (n > 0 && !run) {
         /* charged, and then unreadable: it cannot start; ended and refunded */
         al_service_lose_run(s, a->run_id, "the run could not be read back after it was charged");
@@ -891,7 +1027,7 @@ static void *runner_main(void *p) {
         /* no box starts without its workspace's DLP patterns: settings
          * that cannot be read, or patterns that do not compile, end it */
         al_error serr = { 0 };
-        json_t *st = al_settings_load(s, run->workspace_id, &serr);
+        json_t *st = pre_settings ? json_incref(pre_settings) : al_settings_load(s, run->workspace_id, &serr);
         int dr = st ? al_dlp_new(json_object_get(st, "dlp_patterns"), &dlp, &serr) : -EIO;
         json_decref(st);
         if (dr < 0) {
@@ -954,9 +1090,12 @@ static void *runner_main(void *p) {
     a->dr = dr;
     bool cancel = a->cancel_requested;
     pthread_mutex_unlock(&s->mu);
-    /* a cancel asked on another node before this one held the box */
-    if (!cancel && al_store_run_cancel_requested(s->store, a->run_id, &err) > 0)
-        cancel = true;
+    /* A cancel asked before this one held the box is in a->cancel_requested:
+     * asked here, or on another node and heard by the watcher (the run is
+     * in s->active from its claim, before anyone may ask: a cancel is asked
+     * of a run provisioning or running); a notification the watcher missed
+     * while it reconnected is read again then (asked_cancels), so the
+     * store is not asked once more per run here. */
     if (cancel)
         s->driver->cancel(&a->dr);
 
@@ -1036,8 +1175,12 @@ static void *runner_main(void *p) {
     }
     json_decref(helper_error);
 finish:
-    end_run(s, run, final, result, ecode, emsg, dir, dlp, (int64_t)(al_now_ms() - t0));
+    if (end_run(s, run, final, result, ecode, emsg, dir, dlp, (int64_t)(al_now_ms() - t0)) >= 0)
+        settled = true;
 done:
+    if (!settled)
+        give_back(s, a);
+    json_decref(pre_settings);
     for (int i = 0; i < 2; i++) {
         free(streams[i].pending);
         free(pace.b[i].buf);
@@ -1061,6 +1204,7 @@ done:
         if (secs <= bounds[i])
             s->duration_buckets[i]++;
     s->duration_sum += secs;
+    s->slot_gen++;
     pthread_cond_broadcast(&s->sched_cond);
     pthread_mutex_unlock(&s->mu);
     wake_run(s, a->run_id);
@@ -1070,9 +1214,18 @@ done:
     return NULL;
 }
 
+/* What the scheduler's last claim said waits in the queue. */
+typedef enum sched_rest {
+    REST_UNKNOWN, /* not asked yet, or the claim failed */
+    REST_MORE,    /* another eligible run */
+    REST_BLOCKED, /* only runs of people at their cap */
+    REST_NONE,    /* nothing */
+} sched_rest;
+
 static void *scheduler_main(void *p) {
     al_service *s = p;
-    uint64_t next_expiry = 0, next_idem_sweep = 0;
+    uint64_t next_expiry = 0, next_idem_sweep = 0, last_claim_ms = 0, seen_queue = 0, seen_slot = 0;
+    sched_rest rest = REST_UNKNOWN;
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
         bool started = false;
@@ -1080,8 +1233,18 @@ static void *scheduler_main(void *p) {
          * the eligible person (under their cap, counting their runs on all
          * nodes) with the fewest runs active, and within a person FIFO
          * (al_store_claim_run). A person with many queued runs cannot hold
-         * back another's. */
+         * back another's. A claim is asked again only when its last answer
+         * may have changed: a run queued (here or elsewhere), or a slot
+         * freed while only people at their cap waited; and once a second,
+         * whatever no one was told of (a node that left gives its claimed
+         * runs back without a word). */
         while (!s->stopping && !s->declared_dead && s->active_count < s->cfg.max_concurrent) {
+            uint64_t now_ms = al_now_ms();
+            bool ask = rest == REST_UNKNOWN || rest == REST_MORE || s->queue_gen != seen_queue ||
+                       (rest == REST_BLOCKED && s->slot_gen != seen_slot) || now_ms - last_claim_ms >= 1000;
+            if (!ask)
+                break;
+            uint64_t queue_gen = s->queue_gen, slot_gen = s->slot_gen;
             active_run *a = calloc(1, sizeof *a);
             runner_arg *ra = calloc(1, sizeof *ra);
             if (!a || !ra) {
@@ -1094,6 +1257,11 @@ static void *scheduler_main(void *p) {
             al_error cerr = { 0 };
             int got = al_store_claim_run(s->store, s->node_id, &c, &cerr);
             pthread_mutex_lock(&s->mu);
+            /* what moved while it was asked is news still */
+            last_claim_ms = now_ms;
+            seen_queue = queue_gen;
+            seen_slot = slot_gen;
+            rest = got < 0 ? REST_UNKNOWN : c.more ? REST_MORE : c.blocked ? REST_BLOCKED : REST_NONE;
             if (got <= 0) {
                 if (got < 0)
                     al_service_log(s, "queue.claim_failed", json_pack("{s:s}", "error", cerr.msg));
@@ -1120,8 +1288,9 @@ static void *scheduler_main(void *p) {
                 /* back to the queue, for this node or another, later */
                 s->active = a->next;
                 s->active_count--;
+                rest = REST_UNKNOWN;
                 pthread_mutex_unlock(&s->mu);
-                al_store_run_release(s->store, c.run_id, c.cap, &cerr);
+                al_store_run_release(s->store, c.run_id, s->node_id, c.cap, &cerr);
                 pthread_mutex_lock(&s->mu);
                 free(a);
                 free(ra);

@@ -62,6 +62,11 @@ typedef struct al_service {
 
     pthread_mutex_t mu;           /* guards everything below */
     pthread_cond_t sched_cond;    /* queue or capacity changed */
+    /* bumped with a broadcast of sched_cond when a run may have been
+     * queued (queue_gen) or a slot freed (slot_gen), here or on another
+     * node: the scheduler claims again when one moved that could change
+     * its last claim's answer (and each second in any case) */
+    uint64_t queue_gen, slot_gen;
     pthread_cond_t events_cond;   /* a run got a new event or ended */
     uint64_t event_gen;           /* bumped with every broadcast of events_cond */
     /* A run's followers wait on their run's bucket only, so one run's output

@@ -36,10 +36,11 @@ void al_store_audit_events_free(al_store_audit_events *l);
 typedef int (*al_store_audit_seal_fn)(al_store_audit_event *ev, void *userdata, al_error *err);
 
 /* Append EV (every field but seq, prev_hash and hash) to the chain of
- * EV->workspace_id: in one transaction (a savepoint of the caller's),
- * under the lock "audit:<workspace>", the chain's head is read, EV is
- * numbered after it and linked to its hash, SEAL fills EV->hash, and the
- * row is written. Concurrent writers, on any node, make one chain. */
+ * EV->workspace_id (in the caller's transaction if there is one): the
+ * chain's head is read, EV is numbered after it and linked to its hash,
+ * SEAL fills EV->hash (again, if another writer took the number first:
+ * then the head is read again), and the row is written. Concurrent
+ * writers, on any node, make one chain. */
 int al_store_audit_append(al_store *s, al_store_audit_event *ev, al_store_audit_seal_fn seal, void *userdata,
                           al_error *err);
 

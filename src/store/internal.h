@@ -15,6 +15,10 @@
 json_t *al_store_query(al_store *s, al_error *err, const char *sql, const char *fmt, ...);
 /* Run a statement; returns changes >= 0 or -errno. */
 int al_store_exec(al_store *s, al_error *err, const char *sql, const char *fmt, ...);
+/* The last statement of the calling thread's unit of work, and its commit
+ * (on PostgreSQL in one round trip): changes >= 0 when both went through;
+ * -errno when either failed, the unit rolled back. */
+int al_store_exec_commit(al_store *s, al_error *err, const char *sql, const char *fmt, ...);
 
 /* Inside a transaction, hold the lock named KEY (e.g. "audit:" + a
  * workspace id) until it ends: what a read-then-write step (the next

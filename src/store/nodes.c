@@ -161,6 +161,7 @@ int al_store_nodes_alive(al_store *s, const char *now, al_error *err) {
 #define HOLDS_SLOT "(a.state IN ('provisioning', 'running') OR (a.state = 'queued' AND a.node_id IS NOT NULL))"
 
 int al_store_claim_run(al_store *s, const char *node_id, al_store_claim *ret, al_error *err) {
+    ret->more = ret->blocked = false;
     int r = al_store_begin(s, err);
     if (r < 0)
         return r;
@@ -170,26 +171,31 @@ int al_store_claim_run(al_store *s, const char *node_id, al_store_claim *ret, al
         al_store_rollback(s);
         return r;
     }
+    /* the eligible first; the second row says what else waits */
     json_t *rows = al_store_query(s, err,
-                                  "SELECT id, person_id, org_id, cap FROM ("
+                                  "SELECT id, person_id, org_id, cap, active < cap AS eligible FROM ("
                                   " SELECT r.id, r.person_id, r.org_id, r.cap, r.seq,"
                                   " (SELECT COUNT(*) FROM runs a WHERE a.person_id = r.person_id AND " HOLDS_SLOT ") AS active"
                                   " FROM runs r WHERE r.state = 'queued' AND r.node_id IS NULL) AS q "
-                                  "WHERE active < cap ORDER BY active, seq LIMIT 1",
+                                  "ORDER BY CASE WHEN active < cap THEN 0 ELSE 1 END, active, seq LIMIT 2",
                                   NULL);
-    json_t *row = rows ? json_array_get(rows, 0) : NULL;
+    json_t *row = rows ? json_array_get(rows, 0) : NULL, *next = rows ? json_array_get(rows, 1) : NULL;
+    bool eligible = json_integer_value(json_object_get(row, "eligible")) != 0;
+    ret->more = next && json_integer_value(json_object_get(next, "eligible")) != 0;
+    /* what waits behind the claimed one; all of it when none is claimed */
+    ret->blocked = (row && !eligible) || (next && !ret->more);
     const char *id = json_string_value(json_object_get(row, "id")), *person = json_string_value(json_object_get(row, "person_id")),
                *org = json_string_value(json_object_get(row, "org_id"));
     if (!rows) {
         r = -EIO;
-    } else if (!row) {
+    } else if (!row || !eligible) {
         r = 0;
     } else if (!id || !person || !org || strlen(id) >= sizeof ret->run_id || strlen(person) >= sizeof ret->person_id ||
                strlen(org) >= sizeof ret->org_id) {
         r = al_err(err, "store", EIO, "a queued run's row is malformed");
     } else {
-        r = al_store_exec(s, err, "UPDATE runs SET node_id = ? WHERE id = ? AND state = 'queued' AND node_id IS NULL", "ss",
-                          node_id, id);
+        r = al_store_exec_commit(s, err, "UPDATE runs SET node_id = ? WHERE id = ? AND state = 'queued' AND node_id IS NULL",
+                                 "ss", node_id, id);
         if (r > 0) {
             snprintf(ret->run_id, sizeof ret->run_id, "%s", id);
             snprintf(ret->person_id, sizeof ret->person_id, "%s", person);
@@ -197,6 +203,8 @@ int al_store_claim_run(al_store *s, const char *node_id, al_store_claim *ret, al
             ret->cap = (int)json_integer_value(json_object_get(row, "cap"));
             r = 1;
         }
+        json_decref(rows);
+        return r; /* committed, or rolled back on a failure */
     }
     json_decref(rows);
     if (r < 0) {
@@ -264,30 +272,31 @@ int al_store_queue_admit(al_store *s, const char *run_id, int64_t cap, const al_
     }
     /* held by the node admitting it: a run another node claimed (or one
      * admitted already) is not taken from it */
-    r = al_store_exec(s, err, "UPDATE runs SET node_id = NULL, cap = ? WHERE id = ? AND state = 'queued' AND node_id = ?",
-                      "iss", cap, run_id, lim->node_id);
+    r = al_store_exec_commit(s, err,
+                             "UPDATE runs SET node_id = NULL, cap = ? WHERE id = ? AND state = 'queued' AND node_id = ?",
+                             "iss", cap, run_id, lim->node_id);
+    return r < 0 ? r : r > 0;
 out:
-    if (r < 0) {
-        al_store_rollback(s);
-        return r;
-    }
-    int c = al_store_commit(s, err);
-    return c < 0 ? c : r > 0;
+    al_store_rollback(s);
+    return r;
 }
 
 int al_store_notify(al_store *s, const char *channel, const char *payload, al_error *err) {
     if (!s->be->notify)
         return 0;
-    pthread_mutex_lock(&s->mu);
-    int r = s->be->notify(s->conn, s->depth > 0, err, channel, payload ? payload : "");
-    pthread_mutex_unlock(&s->mu);
+    al_store_conn *c = al_store_take(s);
+    int r = s->be->notify(c->conn, c->depth > 0, err, channel, payload ? payload : "");
+    al_store_put(s, c);
     return r;
 }
 
 struct al_store_watch {
     const al_store_backend *be;
     void *w;
+    al_store *own; /* what its connections said is not returned (al_store_watch_skip_own) */
 };
+
+void al_store_watch_skip_own(al_store_watch *w, al_store *s) { w->own = s; }
 
 int al_store_watch_open(const char *target, al_store_watch **ret, al_error *err) {
     const al_store_backend *be = al_store_backend_for(target);
@@ -309,7 +318,12 @@ int al_store_watch_open(const char *target, al_store_watch **ret, al_error *err)
 
 int al_store_watch_next(al_store_watch *w, int timeout_ms, char *channel, size_t channel_len, char *payload,
                         size_t payload_len, al_error *err) {
-    return w->be->watch_next(w->w, timeout_ms, channel, channel_len, payload, payload_len, err);
+    int sender = 0;
+    int r = w->be->watch_next(w->w, timeout_ms, channel, channel_len, payload, payload_len, &sender, err);
+    /* this node's own: it told itself already, when it sent it */
+    if (r == 1 && w->own && al_store_own_session(w->own, sender))
+        return 0;
+    return r;
 }
 
 void al_store_watch_close(al_store_watch *w) {

@@ -42,10 +42,15 @@ int al_store_nodes_alive(al_store *s, const char *now, al_error *err);
 typedef struct al_store_claim {
     char run_id[40], person_id[40], org_id[40];
     int cap;
+    /* what else waited as it was claimed (or none was): another eligible
+     * run (MORE), or only runs of people at their cap (BLOCKED: a slot
+     * freed anywhere may make one eligible), or nothing (neither) */
+    bool more, blocked;
 } al_store_claim;
 /* Claim for NODE_ID the next queued run: among the people under their cap
  * (runs claimed or active on every node count), the one with the fewest
- * active, and that person's oldest. 1 with *RET, 0 when none is eligible. */
+ * active, and that person's oldest. 1 with *RET, 0 when none is eligible
+ * (RET->blocked says whether any waits). */
 int al_store_claim_run(al_store *s, const char *node_id, al_store_claim *ret, al_error *err);
 /* Runs queued (claimed or not, not started) on every node: all, or one
  * person's (PERSON_ID) or organisation's (ORG_ID); EXCEPT (may be NULL)
@@ -86,6 +91,12 @@ int al_store_notify(al_store *s, const char *channel, const char *payload, al_er
  * -EOPNOTSUPP on SQLite. */
 typedef struct al_store_watch al_store_watch;
 int al_store_watch_open(const char *target, al_store_watch **ret, al_error *err);
+/* What S's own connections send is not returned by W (0, as a timeout):
+ * the node that sent it told itself already. A notification carries the
+ * session that sent it (on PostgreSQL its backend's pid, unique among the
+ * server's live sessions); so a pooler between the nodes and the server
+ * must keep a client's session its own (PgBouncer: pool_mode = session). */
+void al_store_watch_skip_own(al_store_watch *w, al_store *s);
 /* The next notification within TIMEOUT_MS: 1 with its channel and payload,
  * 0 on timeout, 2 after a reconnect (some may have been missed: treat
  * everything as changed), -errno. */

@@ -274,17 +274,16 @@ int al_store_run_charge(al_store *s, const char *id, const char *node_id, const 
         al_store_rollback(s);
         return -ENOSPC;
     }
-    if (r > 0)
-        r = al_store_exec(s, err,
-                          "INSERT INTO ledger (id, org_id, workspace_id, run_id, kind, amount, balance_after, created_at) "
-                          "SELECT ?, r.org_id, r.workspace_id, r.id, 'charge', -r.price, o.credit_balance, ? "
-                          "FROM runs r JOIN orgs o ON o.id = r.org_id WHERE r.id = ?",
-                          "sss", led, now, id);
     if (r < 0) {
         al_store_rollback(s);
         return r;
     }
-    r = al_store_commit(s, err);
+    /* the ledger's row, and the commit with it */
+    r = al_store_exec_commit(s, err,
+                             "INSERT INTO ledger (id, org_id, workspace_id, run_id, kind, amount, balance_after, created_at) "
+                             "SELECT ?, r.org_id, r.workspace_id, r.id, 'charge', -r.price, o.credit_balance, ? "
+                             "FROM runs r JOIN orgs o ON o.id = r.org_id WHERE r.id = ?",
+                             "sss", led, now, id);
     return r < 0 ? r : 1;
 }
 
@@ -564,6 +563,49 @@ int al_store_event_append(al_store *s, const char *run_id, const char *type, con
     return r < 0 ? r : 0;
 }
 
+int al_store_events_append(al_store *s, const char *run_id, size_t n, const char *const *types, const char *const *datas,
+                           al_error *err) {
+    /* as al_store_event_append, several in one statement: numbered after
+     * the run's last as the statement found it, in order */
+    enum { CHUNK = 8 };
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < CHUNK ? n - done : CHUNK;
+        if (k == 1) {
+            int r = al_store_event_append(s, run_id, types[done], datas[done], err);
+            if (r < 0)
+                return r;
+            done++;
+            continue;
+        }
+        char sql[1024], fmt[2 + 3 * CHUNK + 1];
+        size_t o = (size_t)snprintf(sql, sizeof sql,
+                                    "WITH m AS (SELECT COALESCE(MAX(seq), 0) AS n FROM run_events WHERE run_id = ?) "
+                                    "INSERT INTO run_events (run_id, seq, type, data) ");
+        for (size_t i = 0; i < k; i++)
+            o += (size_t)snprintf(sql + o, sizeof sql - o, "%sSELECT ?, n + %zu, ?, ? FROM m", i ? " UNION ALL " : "",
+                                  i + 1);
+        snprintf(fmt, sizeof fmt, "s%.*s", (int)(3 * k), "ssssssssssssssssssssssss");
+        const char *a[1 + 3 * CHUNK] = { run_id };
+        for (size_t i = 0; i < k; i++) {
+            a[1 + 3 * i] = run_id;
+            a[2 + 3 * i] = types[done + i];
+            a[3 + 3 * i] = datas[done + i];
+        }
+        int r = -EEXIST;
+        for (int tries = 0; r == -EEXIST && tries < 16; tries++) {
+            if (tries && err)
+                *err = (al_error){ 0 }; /* the taken number was no failure */
+            /* CHUNK is 8: twenty-five parameters at most, all text */
+            r = al_store_exec(s, err, sql, fmt, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11],
+                              a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24]);
+        }
+        if (r < 0)
+            return r;
+        done += k;
+    }
+    return 0;
+}
+
 void al_store_events_free(al_store_event *ev, size_t n) {
     for (size_t i = 0; ev && i < n; i++)
         free(ev[i].data);
@@ -628,8 +670,9 @@ int al_store_analytics_put(al_store *s, const al_store_analytics *a, al_error *e
 
 /* ---------------------------------------------------------------- nodes */
 
-int al_store_run_release(al_store *s, const char *id, int64_t cap, al_error *err) {
-    int n = al_store_exec(s, err, "UPDATE runs SET node_id = NULL, cap = ? WHERE id = ? AND state = 'queued'", "is", cap, id);
+int al_store_run_release(al_store *s, const char *id, const char *node_id, int64_t cap, al_error *err) {
+    int n = al_store_exec(s, err, "UPDATE runs SET node_id = NULL, cap = ? WHERE id = ? AND state = 'queued' AND node_id = ?",
+                          "iss", cap, id, node_id);
     return n < 0 ? n : n > 0;
 }
 

@@ -114,9 +114,10 @@ int al_store_run_end(al_store *s, const char *id, unsigned from_mask, al_run_sta
 int al_store_run_finish(al_store *s, const al_store_run *r, al_error *err);
 /* (al_store_run_finish: 1 written, 0 when the run had ended meanwhile, e.g.
  * declared lost when its node was declared dead.) */
-/* A queued run its creating node held goes to the shared queue under CAP:
- * 1, or 0 when it is not queued any more. */
-int al_store_run_release(al_store *s, const char *id, int64_t cap, al_error *err);
+/* A queued run NODE_ID holds (claimed, not started) goes back to the
+ * shared queue under CAP: 1, or 0 when it is not queued and held by
+ * NODE_ID any more. */
+int al_store_run_release(al_store *s, const char *id, const char *node_id, int64_t cap, al_error *err);
 /* Ask the node that runs run ID to cancel it: 1 asked, 0 not active. */
 int al_store_run_cancel_request(al_store *s, const char *id, al_error *err);
 /* 1 when a cancel of run ID was asked (al_store_run_cancel_request). */
@@ -192,6 +193,10 @@ typedef struct al_store_event {
 } al_store_event;
 /* Append an event of run RUN_ID with the next number. */
 int al_store_event_append(al_store *s, const char *run_id, const char *type, const char *data, al_error *err);
+/* Append N events of RUN_ID (TYPES[i], DATAS[i]) with the next numbers, in
+ * order: one statement for up to eight. */
+int al_store_events_append(al_store *s, const char *run_id, size_t n, const char *const *types, const char *const *datas,
+                           al_error *err);
 /* Up to LIMIT events of RUN_ID after AFTER, in order, in *RET
  * (al_store_events_free). */
 int al_store_events_after(al_store *s, const char *run_id, int64_t after, int64_t limit, al_store_event **ret,

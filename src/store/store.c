@@ -1,4 +1,4 @@
-/* What both backends share: the handle and its one connection's mutex,
+/* What both backends share: the handle and its pool of connections,
  * units of work (a nested one is a savepoint), the numbered migrations,
  * ids and times. See backend.h. */
 #include <errno.h>
@@ -44,11 +44,103 @@ static uint64_t mono_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* ---------------------------------------------------------------- the pool */
+
+/* Under MU. */
+static al_store_conn *held_locked(al_store *s) {
+    pthread_t self = pthread_self();
+    for (int i = 0; i < s->n_conns; i++)
+        if (s->conns[i].busy && s->conns[i].depth > 0 && pthread_equal(s->conns[i].owner, self))
+            return &s->conns[i];
+    return NULL;
+}
+
+al_store_conn *al_store_held(al_store *s) {
+    pthread_mutex_lock(&s->mu);
+    al_store_conn *c = held_locked(s);
+    pthread_mutex_unlock(&s->mu);
+    return c;
+}
+
+al_store_conn *al_store_take(al_store *s) {
+    pthread_mutex_lock(&s->mu);
+    al_store_conn *c = held_locked(s);
+    while (!c) {
+        for (int i = 0; i < s->n_conns && !c; i++)
+            if (!s->conns[i].busy)
+                c = &s->conns[i];
+        if (c) {
+            c->busy = true;
+            c->owner = pthread_self();
+            break;
+        }
+        if (s->n_conns < s->max_conns && !s->opening && mono_ns() >= s->grow_after_ns) {
+            /* all busy: one more, opened outside the lock (a connection
+             * takes a while); the others wait for it or for a free one */
+            s->opening = true;
+            pthread_mutex_unlock(&s->mu);
+            void *conn = NULL;
+            al_error e = { 0 };
+            int r = s->be->open(s->target, &conn, &e);
+            pthread_mutex_lock(&s->mu);
+            s->opening = false;
+            if (r == 0) {
+                c = &s->conns[s->n_conns++];
+                *c = (al_store_conn){ .conn = conn, .busy = true, .owner = pthread_self(),
+                                      .session = s->be->session ? s->be->session(conn) : 0 };
+                break;
+            }
+            /* e.g. the server's max_connections: the pool makes do for a while */
+            s->grow_after_ns = mono_ns() + 10ull * 1000000000u;
+            pthread_cond_broadcast(&s->freed);
+            continue;
+        }
+        pthread_cond_wait(&s->freed, &s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return c;
+}
+
+/* Under MU. */
+static void put_locked(al_store *s, al_store_conn *c) {
+    if (s->be->session)
+        c->session = s->be->session(c->conn); /* a reconnect makes a new one */
+    if (c->depth == 0) {
+        c->busy = false;
+        pthread_cond_signal(&s->freed);
+    }
+}
+
+void al_store_put(al_store *s, al_store_conn *c) {
+    pthread_mutex_lock(&s->mu);
+    put_locked(s, c);
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* Under MU: count one statement that began at T0 (mono_ns). */
 static void count(al_store *s, uint64_t t0, bool failed) {
     s->stats.statements++;
     s->stats.failures += failed;
     s->stats.busy_ns += mono_ns() - t0;
+}
+
+/* Count a statement and give C back. */
+static void done(al_store *s, al_store_conn *c, uint64_t t0, bool failed) {
+    pthread_mutex_lock(&s->mu);
+    count(s, t0, failed);
+    put_locked(s, c);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* A parameterless statement in the calling thread's unit of work. */
+static int unit_script(al_store *s, al_error *err, const char *sql) {
+    al_store_conn *c = al_store_held(s);
+    if (!c)
+        return al_err(err, "store", EINVAL, "%s outside a unit of work", sql);
+    uint64_t t0 = mono_ns();
+    int r = s->be->script(c->conn, err, sql);
+    done(s, c, t0, r < 0);
+    return r;
 }
 
 /* Apply the migrations this database lacks, in order, as one unit of work
@@ -59,23 +151,23 @@ static int migrate(al_store *s, al_error *err) {
     if (r < 0)
         return r;
     if ((r = al_store_lock(s, err, "migrations")) < 0 ||
-        (r = s->be->script(s->conn, err,
-                           "CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")) < 0)
+        (r = unit_script(s, err,
+                         "CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")) < 0)
         goto fail;
     for (size_t i = 0; i < s->be->n_migrations; i++) {
         const al_migration *m = &s->be->migrations[i];
-        json_t *done = al_store_query(s, err, "SELECT version FROM schema_migrations WHERE version = ?", "s", m->name);
-        if (!done) {
+        json_t *done_rows = al_store_query(s, err, "SELECT version FROM schema_migrations WHERE version = ?", "s", m->name);
+        if (!done_rows) {
             r = -EIO;
             goto fail;
         }
-        size_t n = json_array_size(done);
-        json_decref(done);
+        size_t n = json_array_size(done_rows);
+        json_decref(done_rows);
         if (n)
             continue;
         char now[40];
         al_store_now(now, sizeof now);
-        if ((r = s->be->script(s->conn, err, m->text)) < 0 ||
+        if ((r = unit_script(s, err, m->text)) < 0 ||
             (r = al_store_exec(s, err, "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)", "ss", m->name,
                                now)) < 0) {
             char why[sizeof err->msg];
@@ -92,17 +184,23 @@ fail:
 
 int al_store_open(const char *target, al_store **ret, al_error *err) {
     al_store *s = calloc(1, sizeof *s);
-    if (!s)
+    if (!s || !(s->target = strdup(target))) {
+        free(s);
         return -ENOMEM;
+    }
     s->be = al_store_backend_for(target);
-    pthread_mutexattr_t attr;
-    pthread_mutexattr_init(&attr);
-    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&s->mu, &attr);
-    pthread_mutexattr_destroy(&attr);
-    int r = s->be->open(target, &s->conn, err);
-    if (r == 0)
+    s->max_conns = s->be->pool_max < 1 ? 1 : s->be->pool_max > AL_STORE_POOL_MAX ? AL_STORE_POOL_MAX : s->be->pool_max;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->freed, NULL);
+    /* the first connection now (a store that cannot be reached is an
+     * error at open); the others when the threads need them */
+    void *conn = NULL;
+    int r = s->be->open(target, &conn, err);
+    if (r == 0) {
+        s->conns[0] = (al_store_conn){ .conn = conn, .session = s->be->session ? s->be->session(conn) : 0 };
+        s->n_conns = 1;
         r = migrate(s, err);
+    }
     if (r < 0) {
         al_store_close(s);
         return r;
@@ -114,80 +212,134 @@ int al_store_open(const char *target, al_store **ret, al_error *err) {
 void al_store_close(al_store *s) {
     if (!s)
         return;
-    if (s->conn)
-        s->be->close(s->conn);
+    for (int i = 0; i < s->n_conns; i++)
+        s->be->close(s->conns[i].conn);
+    pthread_cond_destroy(&s->freed);
     pthread_mutex_destroy(&s->mu);
+    free(s->target);
     free(s);
 }
 
 json_t *al_store_query(al_store *s, al_error *err, const char *sql, const char *fmt, ...) {
     uint64_t t0 = mono_ns();
-    pthread_mutex_lock(&s->mu);
+    al_store_conn *c = al_store_take(s);
     va_list ap;
     va_start(ap, fmt);
-    json_t *rows = s->be->query(s->conn, s->depth > 0, err, sql, fmt, ap);
+    json_t *rows = s->be->query(c->conn, c->depth > 0, err, sql, fmt, ap);
     va_end(ap);
-    count(s, t0, !rows);
-    pthread_mutex_unlock(&s->mu);
+    done(s, c, t0, !rows);
     return rows;
 }
 
 int al_store_exec(al_store *s, al_error *err, const char *sql, const char *fmt, ...) {
     uint64_t t0 = mono_ns();
-    pthread_mutex_lock(&s->mu);
+    al_store_conn *c = al_store_take(s);
     va_list ap;
     va_start(ap, fmt);
-    int r = s->be->exec(s->conn, s->depth > 0, err, sql, fmt, ap);
+    int r = s->be->exec(c->conn, c->depth > 0, err, sql, fmt, ap);
     va_end(ap);
-    count(s, t0, r < 0);
-    pthread_mutex_unlock(&s->mu);
+    done(s, c, t0, r < 0);
     return r;
 }
 
-/* A unit of work holds the (recursive) mutex from begin to commit, so no
- * other thread's statement lands inside it. One begun inside another is a
- * savepoint of it: its writes land only if the outer one commits, so an
- * operation and the audit event that says it happened can be made one. */
+/* A unit of work holds its connection from begin to commit, so that its
+ * statements are one transaction and no other thread's statement lands
+ * inside it. One begun inside another is a savepoint of it: its writes
+ * land only if the outer one commits, so an operation and the audit event
+ * that says it happened can be made one. */
 int al_store_begin(al_store *s, al_error *err) {
     uint64_t t0 = mono_ns();
+    al_store_conn *c = al_store_take(s);
+    int r = s->be->script(c->conn, err, c->depth ? "SAVEPOINT al" : s->be->begin_sql);
     pthread_mutex_lock(&s->mu);
-    int r = s->be->script(s->conn, err, s->depth ? "SAVEPOINT al" : s->be->begin_sql);
     count(s, t0, r < 0);
-    s->stats.units += r == 0 && s->depth == 0;
-    if (r < 0) {
-        pthread_mutex_unlock(&s->mu);
-        return r;
+    if (r == 0) {
+        s->stats.units += c->depth == 0;
+        c->depth++;
     }
-    s->depth++;
-    return 0;
-}
-
-int al_store_commit(al_store *s, al_error *err) {
-    uint64_t t0 = mono_ns();
-    bool outer = --s->depth == 0;
-    int r = s->be->script(s->conn, err, outer ? "COMMIT" : "RELEASE SAVEPOINT al");
-    if (r < 0)
-        s->be->script(s->conn, NULL, outer ? "ROLLBACK" : "ROLLBACK TO SAVEPOINT al; RELEASE SAVEPOINT al");
-    count(s, t0, r < 0);
+    put_locked(s, c);
     pthread_mutex_unlock(&s->mu);
     return r;
 }
 
-void al_store_rollback(al_store *s) {
+/* The end of the calling thread's innermost unit: COMMIT to commit it, or
+ * not; false when it holds none. */
+static int end_unit(al_store *s, al_error *err, bool commit) {
     uint64_t t0 = mono_ns();
-    bool outer = --s->depth == 0;
-    s->be->script(s->conn, NULL, outer ? "ROLLBACK" : "ROLLBACK TO SAVEPOINT al; RELEASE SAVEPOINT al");
-    count(s, t0, false);
+    pthread_mutex_lock(&s->mu);
+    al_store_conn *c = held_locked(s);
+    /* the connection stays the thread's until the statement that ends its
+     * unit is through (busy), though its depth says the unit is over */
+    bool outer = c && --c->depth == 0;
     pthread_mutex_unlock(&s->mu);
+    if (!c)
+        return al_err(err, "store", EINVAL, "no unit of work to end");
+    int r = 0;
+    if (commit)
+        r = s->be->script(c->conn, err, outer ? "COMMIT" : "RELEASE SAVEPOINT al");
+    if (!commit || r < 0)
+        s->be->script(c->conn, NULL, outer ? "ROLLBACK" : "ROLLBACK TO SAVEPOINT al; RELEASE SAVEPOINT al");
+    done(s, c, t0, r < 0);
+    return r;
 }
+
+int al_store_commit(al_store *s, al_error *err) { return end_unit(s, err, true); }
+
+int al_store_exec_commit(al_store *s, al_error *err, const char *sql, const char *fmt, ...) {
+    al_store_conn *c = al_store_held(s);
+    if (!c)
+        return al_err(err, "store", EINVAL, "no unit of work to commit");
+    va_list ap;
+    va_start(ap, fmt);
+    int r;
+    if (c->depth > 1 || !s->be->exec_commit) {
+        /* a savepoint's release, or a backend that sends one at a time */
+        uint64_t t0 = mono_ns();
+        r = s->be->exec(c->conn, true, err, sql, fmt, ap);
+        done(s, c, t0, r < 0);
+        va_end(ap);
+        if (r < 0) {
+            al_store_rollback(s);
+            return r;
+        }
+        int cr = al_store_commit(s, err);
+        return cr < 0 ? cr : r;
+    }
+    uint64_t t0 = mono_ns();
+    pthread_mutex_lock(&s->mu);
+    c->depth--; /* 0: it is given back when the exchange is through */
+    pthread_mutex_unlock(&s->mu);
+    r = s->be->exec_commit(c->conn, err, sql, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&s->mu);
+    s->stats.statements++; /* the COMMIT that went with it */
+    count(s, t0, r < 0);
+    put_locked(s, c);
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+void al_store_rollback(al_store *s) { end_unit(s, NULL, false); }
 
 int al_store_lock(al_store *s, al_error *err, const char *key) {
-    if (s->depth <= 0)
+    al_store_conn *c = al_store_held(s);
+    if (!c)
         return al_err(err, "store", EINVAL, "lock %s outside a unit of work", key);
     uint64_t t0 = mono_ns();
-    int r = s->be->lock(s->conn, err, key);
-    count(s, t0, r < 0);
+    int r = s->be->lock(c->conn, err, key);
+    done(s, c, t0, r < 0);
     return r;
+}
+
+bool al_store_own_session(al_store *s, int session) {
+    if (session == 0)
+        return false;
+    pthread_mutex_lock(&s->mu);
+    bool own = false;
+    for (int i = 0; i < s->n_conns && !own; i++)
+        own = s->conns[i].session == session;
+    pthread_mutex_unlock(&s->mu);
+    return own;
 }
 
 int al_store_new_id(const char *prefix, char *buf, size_t len) {

@@ -29,7 +29,7 @@ int al_store_open(const char *target, al_store **ret, al_error *err);
 const char *al_store_backend_name(const al_store *s);
 /* What the store has cost since it was opened: statements sent (each
  * query, write, BEGIN, COMMIT, savepoint, lock), units of work, and the
- * time spent in the backend, waits for its connection included. */
+ * time spent in the backend, waits for a connection of its pool included. */
 typedef struct al_store_stats {
     uint64_t statements, units, failures;
     uint64_t busy_ns;

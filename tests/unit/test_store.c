@@ -125,6 +125,154 @@ static void test_units_of_work(al_store *s) {
     CHECK(balance(s) == 1515);
 }
 
+/* Units of work as PostgreSQL sends them (a BEGIN, a savepoint or a lock
+ * goes with the statement after it), and as SQLite runs them: the same. */
+static void test_unit_shapes(al_store *s) {
+    al_error err = { 0 };
+    int64_t b0 = balance(s);
+    /* empty units, committed and rolled back */
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_commit(s, &err) == 0);
+    CHECK(al_store_begin(s, &err) == 0);
+    al_store_rollback(s);
+    /* a nested unit that ends before it did anything, either way */
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_begin(s, &err) == 0);
+    al_store_rollback(s);
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_lock(s, &err, "shape:a") == 0);
+    CHECK(al_store_commit(s, &err) == 0);
+    CHECK(al_store_grant_credits(s, org, 2, &err) == 0);
+    CHECK(al_store_commit(s, &err) == 0);
+    CHECK(balance(s) == b0 + 2);
+    /* several locks, then the statement they go with */
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_lock(s, &err, "shape:b") == 0);
+    CHECK(al_store_lock(s, &err, "shape:c") == 0);
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_lock(s, &err, "shape:d") == 0);
+    CHECK(al_store_grant_credits(s, org, 3, &err) == 0);
+    CHECK(al_store_commit(s, &err) == 0);
+    CHECK(al_store_commit(s, &err) == 0);
+    CHECK(balance(s) == b0 + 5);
+    /* an insert that cannot even be prepared fails alone, like one whose
+     * key is taken: the unit goes on */
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_exec(s, &err, "INSERT INTO nowhere (x) VALUES (?)", "s", "y") < 0);
+    CHECK(al_store_grant_credits(s, org, 4, &err) == 0);
+    CHECK(al_store_commit(s, &err) == 0);
+    CHECK(balance(s) == b0 + 9 && ledger_sum(s) == balance(s));
+    /* a unit's last statement with its commit: both land, or neither */
+    int64_t b1 = balance(s);
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_grant_credits(s, org, 5, &err) == 0);
+    CHECK(al_store_exec_commit(s, &err, "UPDATE orgs SET credit_balance = credit_balance + 1 WHERE id = ?", "s", org) == 1);
+    CHECK(balance(s) == b1 + 6);
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_grant_credits(s, org, 5, &err) == 0);
+    CHECK(al_store_exec_commit(s, &err, "INSERT INTO orgs (id, name, created_at) VALUES (?, 'dup', 'x')", "s", org) ==
+          -EEXIST);
+    CHECK(balance(s) == b1 + 6); /* the grant went with it */
+    CHECK(al_store_exec_commit(s, &err, "SELECT 1", NULL) == -EINVAL); /* no unit */
+    /* nested: the savepoint's statement and its release; the outer unit decides */
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_exec_commit(s, &err, "UPDATE orgs SET credit_balance = credit_balance - 7 WHERE id = ?", "s", org) == 1);
+    CHECK(al_store_exec_commit(s, &err, "UPDATE orgs SET credit_balance = credit_balance + 6 WHERE id = ?", "s", org) == 1);
+    CHECK(balance(s) == b1 + 5 && ledger_sum(s) == balance(s));
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_exec_commit(s, &err, "UPDATE orgs SET credit_balance = credit_balance - 7 WHERE id = ?", "s", org) == 1);
+    al_store_rollback(s);
+    CHECK(balance(s) == b1 + 5);
+    /* a unit's lock is seen by another connection's unit */
+    al_store *other = open_store();
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_lock(s, &err, "shape:held") == 0);
+    CHECK(al_store_grant_credits(s, org, 1, &err) == 0);
+    CHECK(al_store_commit(s, &err) == 0);
+    CHECK(al_store_begin(other, &err) == 0);
+    CHECK(al_store_lock(other, &err, "shape:held") == 0);
+    CHECK(al_store_grant_credits(other, org, 1, &err) == 0);
+    CHECK(al_store_commit(other, &err) == 0);
+    al_store_close(other);
+    CHECK(balance(s) == b0 + 16);
+}
+
+#define POOL_THREADS 3
+typedef struct pool_arg {
+    al_store *s;
+    int done;
+} pool_arg;
+
+static void *pool_reader(void *p) {
+    pool_arg *a = p;
+    al_error err = { 0 };
+    json_t *rows = al_store_query(a->s, &err, "SELECT 1 AS one", NULL);
+    __atomic_store_n(&a->done, rows ? 1 : -1, __ATOMIC_SEQ_CST);
+    json_decref(rows);
+    return NULL;
+}
+
+/* PostgreSQL: a pool of connections. A unit of work holds one of them
+ * (others' statements go on meanwhile); a connection the server ended
+ * while it waited in the pool is made again before its next statement; one
+ * ended under a unit fails that unit alone. */
+static void test_pool(al_store *s, bool postgresql) {
+    if (!postgresql)
+        return;
+    al_error err = { 0 };
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_lock(s, &err, "pool:held") == 0);
+    pthread_t t[POOL_THREADS];
+    pool_arg args[POOL_THREADS];
+    for (int i = 0; i < POOL_THREADS; i++) {
+        args[i] = (pool_arg){ .s = s };
+        pthread_create(&t[i], NULL, pool_reader, &args[i]);
+    }
+    for (int i = 0; i < POOL_THREADS; i++)
+        pthread_join(t[i], NULL);
+    /* they read while the unit was open */
+    for (int i = 0; i < POOL_THREADS; i++)
+        CHECK(args[i].done == 1);
+    CHECK(al_store_commit(s, &err) == 0);
+
+    /* the server ends an idle connection: the next statement makes it again */
+    al_store *killer = open_store();
+    json_t *rows = al_store_query(s, &err, "SELECT pg_backend_pid() AS pid", NULL);
+    int64_t pid = json_integer_value(json_object_get(json_array_get(rows, 0), "pid"));
+    json_decref(rows);
+    CHECK(pid > 0);
+    rows = al_store_query(killer, &err, "SELECT pg_terminate_backend(CAST(? AS INTEGER)) AS ok", "i", pid);
+    CHECK(rows && json_integer_value(json_object_get(json_array_get(rows, 0), "ok")) == 1);
+    json_decref(rows);
+    usleep(200 * 1000);
+    for (int i = 0; i < POOL_THREADS + 1; i++) {
+        rows = al_store_query(s, &err, "SELECT pg_backend_pid() AS pid", NULL);
+        CHECK(rows != NULL && json_integer_value(json_object_get(json_array_get(rows, 0), "pid")) != pid);
+        json_decref(rows);
+    }
+
+    /* ended under a unit of work: that unit fails, the next works */
+    int64_t b0 = balance(s);
+    CHECK(al_store_begin(s, &err) == 0);
+    rows = al_store_query(s, &err, "SELECT pg_backend_pid() AS pid", NULL);
+    pid = json_integer_value(json_object_get(json_array_get(rows, 0), "pid"));
+    json_decref(rows);
+    rows = al_store_query(killer, &err, "SELECT pg_terminate_backend(CAST(? AS INTEGER)) AS ok", "i", pid);
+    CHECK(rows && json_integer_value(json_object_get(json_array_get(rows, 0), "ok")) == 1);
+    json_decref(rows);
+    usleep(200 * 1000);
+    err = (al_error){ 0 };
+    CHECK(al_store_grant_credits(s, org, 1, &err) < 0);
+    al_store_rollback(s);
+    CHECK(al_store_begin(s, &err) == 0);
+    CHECK(al_store_grant_credits(s, org, 1, &err) == 0);
+    CHECK(al_store_commit(s, &err) == 0);
+    CHECK(balance(s) == b0 + 1);
+    al_store_close(killer);
+}
+
 static void test_idempotency(al_store *s) {
     al_error err = { 0 };
     al_store_idem rec = { .request_hash = "h1", .kind = "run", .resource_id = "run_1" }, got;
@@ -636,6 +784,8 @@ int main(int argc, char **argv) {
     printf("store-tests on %s\n", al_store_backend_name(s));
     test_tenants(s);
     test_units_of_work(s);
+    test_unit_shapes(s);
+    test_pool(s, strcmp(al_store_backend_name(s), "postgresql") == 0);
     test_idempotency(s);
     test_concurrent_credits(s);
     test_approvals(s);
