@@ -940,7 +940,7 @@ static int unpack(dbox *b, int tarfd, int outfd, al_error *err) {
             /* past the per-file cap is enough for collect to skip it */
             uint64_t left = l->max_artifact_bytes + 1;
             char buf[65536];
-            la_ssize_t k;
+            la_ssize_t k = 0;
             while (fd >= 0 && left && (k = archive_read_data(a, buf, sizeof buf < left ? sizeof buf : left)) > 0) {
                 if (al_write_all(fd, buf, (size_t)k) < 0)
                     break;
@@ -948,6 +948,12 @@ static int unpack(dbox *b, int tarfd, int outfd, al_error *err) {
             }
             if (fd >= 0)
                 close(fd);
+            /* a file the stream ended inside (the tar cut at its bound) is
+             * not an artifact: what there is of it is not what /out held */
+            if (fd >= 0 && k < 0) {
+                unlinkat(pfd, leaf, 0);
+                r = al_collect_add_skip(b->res, shown, "cut off: /out's tar exceeded its bound");
+            }
         } else if (archive_entry_hardlink(ent)) {
             /* another name of a file already extracted */
             char tgt[4096];
