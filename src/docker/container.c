@@ -993,10 +993,20 @@ static int collect(dbox *b, al_error *err) {
     uint64_t max = l->tmpfs_bytes + l->tmpfs_inodes * TAR_PER_ENTRY + (1u << 20);
     bool too_big = false;
     /* everything under /out, as tar finds it; no link followed (tar's default) */
-    char *targv[] = { "tar", "-c", "-f", "-", "-C", "/out", ".", NULL };
-    r = exec_tar(b, targv, -1, mfd, max, &too_big, err);
-    if (r < 0)
+    /* a file the script made unreadable (mode 000) is left out, not a
+     * failure: collect would not read it on the native box either */
+    char *targv[] = { "tar", "-c", "-f", "-", "--ignore-failed-read", "-C", "/out", ".", NULL };
+    al_error terr = { 0 };
+    r = exec_tar(b, targv, -1, mfd, max, &too_big, &terr);
+    if (r == -EIO) {
+        /* tar itself failed on what the script left in /out: whatever the
+         * script can cause is the run's outcome, never airlock's error */
+        return al_collect_add_skip(b->res, ".", "/out could not be read whole: the box's tar failed");
+    }
+    if (r < 0) {
+        *err = terr;
         return r;
+    }
     if (too_big)
         al_collect_add_skip(b->res, ".", "/out's tar exceeded its bound: the rest of /out was not examined");
     lseek(mfd, 0, SEEK_SET);
