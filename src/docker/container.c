@@ -174,11 +174,14 @@ static void kill_script(dbox *b) {
 static int call_ok(dbox *b, const char *method, const char *path, json_t *body, json_t **ret, al_error *err) {
     int st = al_engine_call(&b->e, method, path, body, ret, err);
     json_decref(body);
-    if (st < 0)
+    if (st >= 0 && st < 300)
         return st;
-    if (st >= 300)
-        return -EIO; /* ERR says what Docker said */
-    return st;
+    /* a refusal's body is not the answer: the caller gets none to free */
+    if (ret) {
+        json_decref(*ret);
+        *ret = NULL;
+    }
+    return st < 0 ? st : -EIO; /* ERR says what Docker said */
 }
 
 static json_t *tmpfs_opts(const al_box_limits *l, uid_t uid, const char *mode) {
