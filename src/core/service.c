@@ -1190,6 +1190,13 @@ done:
     json_decref(result);
     json_decref(job);
     al_store_run_free(run);
+    /* its followers woken and the other nodes told, while this runner still
+     * counts as active: once it does not, al_service_stop may return and
+     * the service and its store be freed under it (LeakSanitizer's build
+     * saw this thread read the freed store at shutdown on PostgreSQL) */
+    wake_run(s, a->run_id);
+    /* the person's slot is free on every node (its end is in the store) */
+    al_cluster_notify(s, AL_NOTIFY_QUEUE, "");
     pthread_mutex_lock(&s->mu);
     for (active_run **pp = &s->active; *pp; pp = &(*pp)->next)
         if (*pp == a) {
@@ -1207,9 +1214,6 @@ done:
     s->slot_gen++;
     pthread_cond_broadcast(&s->sched_cond);
     pthread_mutex_unlock(&s->mu);
-    wake_run(s, a->run_id);
-    /* the person's slot is free on every node */
-    al_cluster_notify(s, AL_NOTIFY_QUEUE, "");
     free(a);
     return NULL;
 }
