@@ -176,8 +176,6 @@ static enum MHD_Result reply_too_many(struct MHD_Connection *c, const char *what
 
 /* ---------------------------------------------------------------- routes */
 
-static json_t *piston_result(json_t *run_json, const char *language, const char *version);
-
 /* ?wait and ?timeout_s of a run's POST into X (WAIT: Piston's, which
  * always waits); false (and a 400 queued in *RET) when either is
  * malformed. They say how to answer, not what to make: a retry may wait on
@@ -210,7 +208,7 @@ static enum MHD_Result start_run(al_service *s, struct MHD_Connection *c, const 
     unsigned status = al_status_http(al_run_create(s, p, sp, x, &doc));
     if (x->wait)
         al_service_unhold(s, p->person_id, AL_HOLD_WAIT);
-    return reply_doc_idem(c, status, status == 200 && piston ? piston_result(doc, piston[0], piston[1]) : doc, idem);
+    return reply_doc_idem(c, status, status == 200 && piston ? al_piston_result(doc, piston[0], piston[1]) : doc, idem);
 }
 
 /* POST /v1/runs: its body read into a run spec (run_body.c). */
@@ -902,67 +900,6 @@ static enum MHD_Result run_input(al_service *s, struct MHD_Connection *c, const 
  * under /piston/<api key>/ so a Piston client works by changing its base URL
  * (Piston itself has no authentication). docs/api.md says what differs. */
 
-static const char *version_of(const char *const argv[]) {
-    int pipefd[2];
-    static char out[3][64];
-    static int which = 0;
-    char *buf = out[which++ % 3];
-    buf[0] = '\0';
-    if (pipe2(pipefd, O_CLOEXEC) < 0)
-        return buf;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pipefd[1], 1);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(pipefd[1]);
-    ssize_t n = pid > 0 ? read(pipefd[0], buf, 63) : -1;
-    close(pipefd[0]);
-    if (pid > 0)
-        waitpid(pid, NULL, 0);
-    buf[n > 0 ? n : 0] = '\0';
-    buf[strcspn(buf, "\n")] = '\0';
-    return buf;
-}
-
-static json_t *piston_runtimes(void) {
-    static json_t *cached;
-    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&mu);
-    if (!cached) {
-        static const char *const py[] = { "/usr/bin/python3", "-c", "import platform; print(platform.python_version())", NULL };
-        static const char *const node[] = { "/usr/bin/node", "-p", "process.versions.node", NULL };
-        static const char *const sh[] = { "/bin/bash", "-c", "echo ${BASH_VERSION%%(*}", NULL };
-        cached = json_pack("[{s:s, s:s, s:[s, s, s]}, {s:s, s:s, s:[s, s, s]}, {s:s, s:s, s:[s]}]",
-                           "language", "python", "version", version_of(py), "aliases", "py", "py3", "python3",
-                           "language", "javascript", "version", version_of(node), "aliases", "node", "js", "node-javascript",
-                           "language", "bash", "version", version_of(sh), "aliases", "sh");
-    }
-    pthread_mutex_unlock(&mu);
-    return json_incref(cached);
-}
-
-static json_t *piston_result(json_t *run, const char *language, const char *version) {
-    json_t *r = json_object_get(run, "result");
-    const char *o = json_string_value(json_object_get(r, "stdout")), *e = json_string_value(json_object_get(r, "stderr"));
-    json_t *err = json_object_get(run, "error");
-    if (!r || json_is_null(r)) /* airlock's own failure: say why where a person looks */
-        e = json_string_value(json_object_get(err, "message"));
-    json_t *sig = json_object_get(r, "signal");
-    char signame[16] = "";
-    if (json_is_integer(sig))
-        snprintf(signame, sizeof signame, "SIG%s", sigabbrev_np((int)json_integer_value(sig)) ?: "UNKNOWN");
-    json_t *code = json_object_get(r, "exit_code");
-    json_t *doc = json_pack("{s:s, s:s, s:{s:s, s:s, s:s+, s:O, s:o}, s:s, s:s}", "language", language, "version",
-                            version, "run", "stdout", o ? o : "", "stderr", e ? e : "", "output", o ? o : "", e ? e : "",
-                            "code", code ? code : json_null(), "signal", signame[0] ? json_string(signame) : json_null(),
-                            "airlock_run_id", json_string_value(json_object_get(run, "id")) ?: "", "airlock_state",
-                            json_string_value(json_object_get(run, "state")) ?: "");
-    json_decref(run);
-    return doc;
-}
-
 static enum MHD_Result piston(al_service *s, struct MHD_Connection *c, const char *what, bool get, bool post,
                               request *rq) {
     /* the key in the URL was checked on the headers (admit) */
@@ -970,7 +907,7 @@ static enum MHD_Result piston(al_service *s, struct MHD_Connection *c, const cha
         return reply_error(c, 401, "unauthorized", "a valid API key is required in the URL: /piston/KEY/api/v2/...");
     const al_principal p = rq->p;
     if (strcmp(what, "runtimes") == 0 && get)
-        return reply_json(c, 200, piston_runtimes());
+        return reply_json(c, 200, al_piston_runtimes());
     if (strcmp(what, "execute") != 0 || !post)
         return reply_error(c, 404, "not_found", "Piston's API here is GET /api/v2/runtimes and POST /api/v2/execute");
     if (rq->too_large)
@@ -998,7 +935,7 @@ static enum MHD_Result piston(al_service *s, struct MHD_Connection *c, const cha
         return reply_error(c, al_status_http(tst), tst == AL_STATUS_INVALID ? "bad_request" : "internal", "%s", tmsg);
     const char *ours = sp.language.s;
     /* answered with the runtime that ran, as Piston names it */
-    json_t *rts = piston_runtimes();
+    json_t *rts = al_piston_runtimes();
     char pl[32] = "", pv[64] = "";
     size_t k;
     json_t *r;

@@ -23,3 +23,10 @@ typedef struct al_piston_alias {
 } al_piston_alias;
 extern const al_piston_alias al_piston_aliases[];
 extern const size_t al_piston_n_aliases;
+
+/* GET /api/v2/runtimes: each language with its version and aliases (a new
+ * reference each call, made once). */
+json_t *al_piston_runtimes(void);
+/* RUN (a run object, whose reference this takes) as Piston's execute
+ * answer for LANGUAGE at VERSION. */
+json_t *al_piston_result(json_t *run, const char *language, const char *version);
