@@ -1,36 +1,18 @@
 /*
- * The daemon's core: configuration, the scheduler (per-person cap, global
- * cap, a bounded FIFO queue in which no person's runs starve another's),
- * the runner (one thread per active run, talking to its driver), the end of
- * a run (state, artifacts, events), and recovery after a crash.
+ * The daemon's core: configuration, a run's events and followers, the
+ * holds per person, the queue's admission and cancel, recovery after a
+ * crash, and the service's start and stop. The scheduler and the runners
+ * are in runner.c.
  */
 #include <dirent.h>
-#include <nettle/sha2.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
-#include "../box/box.h"
-#include "../util/hash.h"
-#include "../image/image.h"
-#include "audit.h"
-#include "dlp.h"
-#include "helper_events.h"
+#include "runner.h"
 #include "service.h"
 #include "skills.h"
-#include "../store/approvals.h"
-#include "../store/nodes.h" /* SQL, until it moves into src/store (issue 12) */
+#include "../store/nodes.h"
 
-struct active_run {
-    active_run *next;
-    char run_id[40], person_id[40], org_id[40];
-    int cap;
-    al_driver_run dr;
-    bool cancel_requested;
-};
 
 /* ---------------------------------------------------------------- events */
 
@@ -44,7 +26,7 @@ static unsigned bucket_of(const char *run_id) {
 
 /* RUN_ID got an event or ended: its followers wake (and those of the old
  * API, waiting on everything). */
-static void wake_run(al_service *s, const char *run_id) {
+void al_service_wake_run(al_service *s, const char *run_id) {
     unsigned b = bucket_of(run_id);
     pthread_mutex_lock(&s->mu);
     s->event_gen++;
@@ -54,7 +36,6 @@ static void wake_run(al_service *s, const char *run_id) {
     pthread_mutex_unlock(&s->mu);
 }
 
-void al_service_wake_run(al_service *s, const char *run_id) { wake_run(s, run_id); }
 
 void al_service_cancel_all(al_service *s) {
     pthread_mutex_lock(&s->mu);
@@ -113,7 +94,7 @@ int64_t al_service_append_event(al_service *s, const char *run_id, const char *t
     al_error err = { 0 };
     int r = al_store_event_append(s->store, run_id, type, text, &err);
     free(text);
-    wake_run(s, run_id);
+    al_service_wake_run(s, run_id);
     /* the followers on other nodes are told by the store itself (on
      * PostgreSQL a trigger NOTIFYs each new event at its commit) */
     return r;
@@ -122,7 +103,7 @@ int64_t al_service_append_event(al_service *s, const char *run_id, const char *t
 /* Events of RUN_ID appended together, in order (TYPES[i] with DATA[i],
  * whose references it takes), its followers woken once: what a run's end
  * says (its artifacts, its state, its result) is one statement. */
-static void append_events(al_service *s, const char *run_id, size_t n, const char *const *types, json_t **data) {
+void al_service_append_events(al_service *s, const char *run_id, size_t n, const char *const *types, json_t **data) {
     const char **kept_types = calloc(n ? n : 1, sizeof *kept_types);
     char **texts = calloc(n ? n : 1, sizeof *texts);
     size_t k = 0;
@@ -144,10 +125,10 @@ static void append_events(al_service *s, const char *run_id, size_t n, const cha
         free(texts[i]);
     free(texts);
     free(kept_types);
-    wake_run(s, run_id);
+    al_service_wake_run(s, run_id);
 }
 
-static void state_event(al_service *s, const char *run_id, const char *state) {
+void al_service_state_event(al_service *s, const char *run_id, const char *state) {
     al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", state));
 }
 
@@ -277,6 +258,23 @@ char *al_service_health(al_service *s) {
     return out;
 }
 
+void al_service_log(al_service *s, const char *event, json_t *fields) {
+    /* one JSON object per line on stderr: journald and log shippers take it as is */
+    char now[40];
+    al_store_now(now, sizeof now);
+    if (!fields)
+        fields = json_object();
+    json_object_set_new(fields, "time", json_string(now));
+    json_object_set_new(fields, "event", json_string(event));
+    char *line = json_dumps(fields, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(fields);
+    if (line) {
+        fprintf(stderr, "%s\n", line);
+        free(line);
+    }
+    (void)s;
+}
+
 /* ---------------------------------------------------------------- queue */
 
 /* Say why a run found no room (al_store_queue_admit's answer R, C). */
@@ -360,14 +358,14 @@ int al_service_person_queued(al_service *s, const char *person_id) {
 static void ended_unqueued(al_service *s, const char *run_id) {
     al_error err = { 0 };
     al_service_drop_inputs(s, run_id);
-    state_event(s, run_id, "canceled");
+    al_service_state_event(s, run_id, "canceled");
     _cleanup_run_ al_store_run *run = NULL;
     if (al_store_run_get(s->store, run_id, NULL, &run, &err) == 0)
         al_service_append_event(s, run_id, "result", al_run_json(s, run));
     al_skills_run_ended(s);
 }
 
-static int finish_canceled_queued(al_service *s, const char *run_id) {
+int al_service_finish_canceled_queued(al_service *s, const char *run_id) {
     char now[40];
     al_store_now(now, sizeof now);
     al_error err = { 0 };
@@ -446,7 +444,7 @@ int al_service_cancel(al_service *s, const char *run_id) {
     /* Queued (claimed by some node or not): the store's state decides; a
      * run moved from queued to canceled here is never charged or started
      * (the move to provisioning is conditional on queued). */
-    if (finish_canceled_queued(s, run_id) > 0)
+    if (al_service_finish_canceled_queued(s, run_id) > 0)
         return 1;
     /* Active on another node: asked there (its watcher is told; its
      * runner reads the request after its box starts, in case the telling
@@ -457,884 +455,6 @@ int al_service_cancel(al_service *s, const char *run_id) {
         return 1;
     }
     return 0;
-}
-
-/* ---------------------------------------------------------------- runner */
-
-static al_run_state state_of(json_t *result) {
-    const char *reason = json_string_value(json_object_get(result, "reason"));
-    if (!reason)
-        return AL_RUN_ERROR;
-    if (strcmp(reason, "exited") == 0) {
-        json_t *code = json_object_get(result, "exit_code");
-        return json_is_integer(code) && json_integer_value(code) == 0 ? AL_RUN_SUCCEEDED : AL_RUN_FAILED;
-    }
-    if (strcmp(reason, "timeout") == 0)
-        return AL_RUN_TIMED_OUT;
-    if (strcmp(reason, "memory") == 0 || strcmp(reason, "pids") == 0 || strcmp(reason, "output_limit") == 0)
-        return AL_RUN_KILLED;
-    if (strcmp(reason, "canceled") == 0)
-        return AL_RUN_CANCELED;
-    return AL_RUN_ERROR;
-}
-
-static json_t *job_for(al_service *s, const al_store_run *run, const char *dir, al_error *err) {
-    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-        al_err(err, "stage", errno, "mkdir %s: %m", dir);
-        return NULL;
-    }
-    json_t *limits = run->limits ? json_loads(run->limits, 0, NULL) : NULL;
-    if (!limits)
-        limits = json_object();
-    json_t *inputs = json_array();
-    char in_dir[PATH_MAX + 64], docs[PATH_MAX + 64], out[PATH_MAX + 64];
-    snprintf(in_dir, sizeof in_dir, "%s/in", dir);
-    snprintf(docs, sizeof docs, "%s/documents", dir);
-    snprintf(out, sizeof out, "%s/out", dir);
-    DIR *d = opendir(in_dir);
-    if (d) {
-        struct dirent *de;
-        while ((de = readdir(d)))
-            if (de->d_name[0] != '.' || (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)) {
-                char p[PATH_MAX + 320];
-                snprintf(p, sizeof p, "%s/%s", in_dir, de->d_name);
-                json_array_append_new(inputs, json_string(p));
-            }
-        closedir(d);
-    }
-    json_t *arts = run->inputs ? json_loads(run->inputs, 0, NULL) : NULL;
-    /* what of the thread cannot be staged is listed, and the run starts; a
-     * run whose documents were pinned at request time (its approval card
-     * names them) gets exactly those versions, not the thread's latest */
-    json_t *docs_skipped = json_array();
-    json_t *pinned = json_object_get(arts, "documents");
-    json_t *pinned_ids = json_is_array(pinned) ? json_array() : NULL;
-    size_t pi;
-    json_t *pd;
-    json_array_foreach(pinned, pi, pd) json_array_append(pinned_ids, json_object_get(pd, "id"));
-    int r = al_artifacts_stage(s, run->workspace_id, pinned_ids || !run->thread_id[0] ? NULL : run->thread_id,
-                               pinned_ids ? pinned_ids : json_object_get(arts, "artifacts"), docs, docs_skipped, err);
-    json_decref(pinned_ids);
-    json_decref(arts);
-    if (r < 0) {
-        json_decref(docs_skipped);
-        json_decref(limits);
-        json_decref(inputs);
-        return NULL;
-    }
-    if (r > 0)
-        json_array_append_new(inputs, json_string(docs));
-    if (mkdir(out, 0700) < 0 && errno != EEXIST) {
-        al_err(err, "stage", errno, "mkdir %s: %m", out);
-        json_decref(docs_skipped);
-        json_decref(limits);
-        json_decref(inputs);
-        return NULL;
-    }
-    json_t *job = json_pack("{s:s, s:s?, s:o, s:s, s:o, s:s?}", "language", run->language, "code", run->code, "inputs",
-                            inputs, "out_dir", out, "limits", limits, "network", run->network);
-    /* the helper ignores it; the run's result gets it */
-    json_object_set_new(job, "documents_skipped", docs_skipped);
-    json_t *ins = run->inputs ? json_loads(run->inputs, 0, NULL) : NULL;
-    if (json_is_array(json_object_get(ins, "args")))
-        json_object_set(job, "args", json_object_get(ins, "args"));
-    json_t *skill = json_object_get(ins, "skill");
-    if (skill) {
-        /* the bundle, read-only at /skill; the entrypoint runs from there
-         * with the path of its arguments (staged as /work/args.json) */
-        char sdir[PATH_MAX + 80], script[512];
-        if (al_skills_dir(s, json_string_value(json_object_get(skill, "digest")), sdir, sizeof sdir) < 0 ||
-            access(sdir, F_OK) != 0) {
-            al_err(err, "skill", ENOENT, "the skill's bundle %s is not in the store",
-                   json_string_value(json_object_get(skill, "digest")));
-            json_decref(ins);
-            json_decref(job);
-            return NULL;
-        }
-        snprintf(script, sizeof script, "/skill/%s", json_string_value(json_object_get(skill, "script")));
-        json_object_set_new(job, "skill_dir", json_string(sdir));
-        json_object_set_new(job, "script", json_string(script));
-        json_object_set_new(job, "args", json_pack("[s]", "/work/args.json"));
-    }
-    json_decref(ins);
-    char stdin_path[PATH_MAX + 64];
-    snprintf(stdin_path, sizeof stdin_path, "%s/stdin", dir);
-    if (access(stdin_path, F_OK) == 0)
-        json_object_set_new(job, "stdin_path", json_string(stdin_path));
-    const char *image = run->image[0] ? run->image : NULL;
-    if (image) {
-        /* resolved again now: an image removed since the run was accepted
-         * is a provisioning failure, not a broken box */
-        char images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
-        snprintf(images, sizeof images, "%s/images", s->cfg.state_dir);
-        if (al_image_resolve(images, image, idir, sizeof idir, digest, err) < 0) {
-            json_decref(job);
-            return NULL;
-        }
-        json_object_set_new(job, "image_dir", json_string(idir));
-        json_object_set_new(job, "image_digest", json_string(digest));
-    }
-    return job;
-}
-
-typedef struct runner_arg {
-    al_service *s;
-    active_run *a;
-} runner_arg;
-
-/* The result's output as the agent will see it: redacted, and the count.
- * Output is bytes (NULs, bytes that are not UTF-8): redacted as bytes, and
- * shown as al_output_set does. */
-static int redact_result(al_dlp *dlp, json_t *result) {
-    int count = 0;
-    static const char *const keys[] = { "stdout", "stderr" };
-    for (size_t i = 0; dlp && json_is_object(result) && i < 2; i++) {
-        size_t len = 0, n = 0;
-        char *bytes = al_output_get(result, keys[i], &len);
-        if (!bytes)
-            continue;
-        char *red = al_dlp_redact(dlp, bytes, len, &count, &n);
-        free(bytes);
-        if (!red || al_output_set(result, keys[i], red, n) < 0) {
-            /* not shown unredacted, whatever failed */
-            json_object_set_new(result, keys[i], json_string(""));
-            char k[32];
-            snprintf(k, sizeof k, "%s_base64", keys[i]);
-            json_object_del(result, k);
-        }
-        free(red);
-    }
-    return count;
-}
-
-/* An output event of the run's stream: redacted bytes, shown as al_output_set does. */
-static void output_event(al_service *s, const char *run_id, const char *type, const char *bytes, size_t len) {
-    json_t *o = json_object();
-    if (o && al_output_set(o, "data", bytes, len) == 0)
-        al_service_append_event(s, run_id, type, o);
-    else
-        json_decref(o);
-}
-
-/* A run's output events: one per piece the redactor releases while they are
- * few; past OUTPUT_EVENTS_MAX, pieces are joined up to OUTPUT_PIECE bytes
- * (or OUTPUT_HOLD_MS of output), so that whatever a run prints, its stored
- * events and its followers' wake-ups stay bounded (a line per write used to
- * be an event each: a million for a run that printed a million lines). */
-#define OUTPUT_EVENTS_MAX 1000
-#define OUTPUT_PIECE (64 * 1024)
-#define OUTPUT_HOLD_MS 250
-
-typedef struct output_pace {
-    int events;
-    struct {
-        char *buf;
-        size_t len;
-        uint64_t since;
-    } b[2];
-} output_pace;
-
-static void pace_flush(al_service *s, const char *run_id, output_pace *op, int i) {
-    if (op->b[i].len == 0)
-        return;
-    output_event(s, run_id, i ? "stderr" : "stdout", op->b[i].buf, op->b[i].len);
-    op->events++;
-    op->b[i].len = 0;
-}
-
-static void pace_output(al_service *s, const char *run_id, output_pace *op, int i, const char *bytes, size_t n) {
-    if (op->events < OUTPUT_EVENTS_MAX && op->b[i].len == 0) {
-        output_event(s, run_id, i ? "stderr" : "stdout", bytes, n);
-        op->events++;
-        return;
-    }
-    char *nb = realloc(op->b[i].buf, op->b[i].len + n);
-    if (!nb) {
-        pace_flush(s, run_id, op, i);
-        output_event(s, run_id, i ? "stderr" : "stdout", bytes, n);
-        return;
-    }
-    op->b[i].buf = nb;
-    if (op->b[i].len == 0)
-        op->b[i].since = al_now_ms();
-    memcpy(op->b[i].buf + op->b[i].len, bytes, n);
-    op->b[i].len += n;
-    if (op->b[i].len >= OUTPUT_PIECE || al_now_ms() - op->b[i].since >= OUTPUT_HOLD_MS)
-        pace_flush(s, run_id, op, i);
-}
-
-/* 1 its end was written, 0 the run had ended otherwise (or this node was
- * declared dead), -errno it could not be written. */
-static int end_run(al_service *s, const al_store_run *run, al_run_state state, json_t *result, const char *err_code,
-                   const char *err_msg, const char *dir, al_dlp *dlp, int64_t duration_ms) {
-    const char *run_id = run->id;
-    al_error err = { 0 };
-    /* a node declared dead publishes nothing: the others ended its runs
-     * (error, refunded) and a result now would contradict theirs */
-    pthread_mutex_lock(&s->mu);
-    bool dead = s->declared_dead;
-    pthread_mutex_unlock(&s->mu);
-    if (dead)
-        return 0;
-    /* nothing unredacted is stored where the agent can read it */
-    int redactions = redact_result(dlp, result);
-    json_t *published = NULL, *previews = NULL, *skipped = json_array();
-    if (result) {
-        json_t *sk = json_object_get(result, "skipped");
-        if (sk)
-            json_array_extend(skipped, sk);
-        char out[PATH_MAX + 64];
-        snprintf(out, sizeof out, "%s/out", dir);
-        if (json_array_size(json_object_get(result, "artifacts")) == 0) {
-            /* the box reported no file: nothing to ingest (and no need of
-             * the organisation's quota and usage, two reads of the store) */
-            published = json_array();
-            previews = json_array();
-        } else if (al_artifacts_ingest(s, run, out, result, &published, &previews, skipped, &err) < 0 && !err_code) {
-            state = AL_RUN_ERROR;
-            err_code = "artifacts";
-            err_msg = err.msg;
-        }
-    }
-    const char *state_name = al_run_state_name(state);
-    char now[40];
-    al_store_now(now, sizeof now);
-    /* recorded before the run is seen to end, so whoever sees the end
-     * finds the record */
-    /* what ran: the code and every input, hashed as an approval binds
-     * them (the same value as the card's hash where there was one); null
-     * when the inputs cannot be read back, never the code's alone */
-    char input_hash[65] = "";
-    al_error merr = { 0 };
-    json_t *manifest = al_approval_manifest(s, run, &merr);
-    if (manifest)
-        al_approval_hash(run, manifest, input_hash);
-    json_decref(manifest);
-    char preview[513] = "";
-    if (result) {
-        const char *o = json_string_value(json_object_get(result, "stdout"));
-        const char *e = json_string_value(json_object_get(result, "stderr"));
-        snprintf(preview, sizeof preview, "%s%s", o ? o : "", e ? e : "");
-        /* cut on a character: a script that prints a multi-byte character
-         * across byte 512 must not make its own tool.call event unbuildable */
-        al_utf8_fix(preview);
-    }
-    json_t *exit_code = result ? json_object_get(result, "exit_code") : NULL;
-    json_t *ins = al_json_text(run->inputs);
-    json_t *skill = json_object_get(ins, "skill");
-    /* what the egress log says, in brief; the log itself is in the result */
-    json_int_t egress_conns = 0, egress_bytes = 0, egress_denied = 0;
-    size_t ei;
-    json_t *ev;
-    json_array_foreach(json_object_get(json_object_get(result, "network"), "egress"), ei, ev) {
-        egress_conns++;
-        egress_denied += strcmp(json_string_value(json_object_get(ev, "decision")) ?: "", "allowed") != 0;
-        egress_bytes += json_integer_value(json_object_get(ev, "bytes_up")) +
-                        json_integer_value(json_object_get(ev, "bytes_down"));
-    }
-    al_governance_audit(s, run, "tool.call", NULL,
-                        json_pack("{s:s, s:s, s:s, s:s?, s:O, s:s, s:s, s:I, s:s?, s:s, s:{s:I, s:I, s:I}, s:s, s:i}",
-                                  "tool", skill ? "run_skill_script" : "code_execution", "via",
-                                  json_string_value(json_object_get(ins, "via")) ?: "rest", "invocation_id", run_id,
-                                  "input_sha256", input_hash[0] ? input_hash : NULL,
-                                  "exit_code", exit_code ? exit_code : json_null(), "output_preview", preview,
-                                  "language", run->language, "duration_ms", (json_int_t)duration_ms, "network",
-                                  run->network, "image_digest", run->image[0] ? run->image : "host",
-                                  "egress", "connections", egress_conns, "denied", egress_denied, "bytes", egress_bytes,
-                                  "state", state_name, "redactions", redactions));
-    json_decref(ins);
-    al_store_analytics an = { .state = state,
-                              .exit_code = json_is_integer(exit_code) ? (int64_t)json_integer_value(exit_code) : -1,
-                              .duration_ms = duration_ms };
-    snprintf(an.run_id, sizeof an.run_id, "%s", run_id);
-    snprintf(an.org_id, sizeof an.org_id, "%s", run->org_id);
-    snprintf(an.workspace_id, sizeof an.workspace_id, "%s", run->workspace_id);
-    snprintf(an.language, sizeof an.language, "%s", run->language);
-    snprintf(an.created_at, sizeof an.created_at, "%s", now);
-    al_store_analytics_put(s->store, &an, &err);
-    json_t *summary = al_run_result_summary(result);
-    al_store_run fin = { .state = state, .result = result ? json_dumps(result, JSON_COMPACT) : NULL,
-                         .previews = previews ? json_dumps(previews, JSON_COMPACT) : NULL,
-                         .skipped = json_dumps(skipped, JSON_COMPACT), .error_message = (char *)err_msg,
-                         .redactions = redactions,
-                         .result_summary = summary ? json_dumps(summary, JSON_COMPACT) : NULL,
-                         .preview_count = (int64_t)json_array_size(previews),
-                         .skipped_count = (int64_t)json_array_size(skipped) };
-    json_decref(summary);
-    snprintf(fin.id, sizeof fin.id, "%s", run_id);
-    snprintf(fin.error_code, sizeof fin.error_code, "%s", err_code ? err_code : "");
-    snprintf(fin.finished_at, sizeof fin.finished_at, "%s", now);
-    int written = al_store_run_finish(s->store, &fin, &err);
-    if (written > 0 && state == AL_RUN_ERROR)
-        al_store_run_refund(s->store, run_id, now, &err); /* airlock's own failure is not charged */
-    if (written == 0) {
-        /* ended meanwhile by another node (this one was thought dead) */
-        json_decref(published);
-        json_decref(previews);
-        json_decref(skipped);
-        al_service_log(s, "run.end_superseded", json_pack("{s:s}", "run_id", run_id));
-    } else if (written < 0) {
-        /* its end was not written (the store away?): said as it stands */
-        for (size_t i = 0; published && i < json_array_size(published); i++)
-            al_service_append_event(s, run_id, "artifact", json_incref(json_array_get(published, i)));
-        json_decref(published);
-        json_decref(previews);
-        json_decref(skipped);
-        state_event(s, run_id, state_name);
-        al_store_run *reread = NULL;
-        if (al_store_run_get(s->store, run_id, NULL, &reread, &err) == 0)
-            al_service_append_event(s, run_id, "result", al_run_json(s, reread));
-        al_store_run_free(reread);
-    } else {
-        /* the row as it now is: RUN with what the finish wrote (only the
-         * runner ends an active run, and it just did: not read again) */
-        al_store_run ended = *run;
-        ended.state = fin.state;
-        ended.result = fin.result;
-        ended.previews = fin.previews;
-        ended.skipped = fin.skipped;
-        memcpy(ended.error_code, fin.error_code, sizeof ended.error_code);
-        ended.error_message = fin.error_message;
-        memcpy(ended.finished_at, fin.finished_at, sizeof ended.finished_at);
-        ended.redactions = fin.redactions;
-        ended.result_summary = fin.result_summary;
-        ended.preview_count = fin.preview_count;
-        ended.skipped_count = fin.skipped_count;
-        /* its artifacts, its state and its result: one statement, one wake-up */
-        size_t na = json_array_size(published), n = 0;
-        const char **types = calloc(na + 2, sizeof *types);
-        json_t **docs = calloc(na + 2, sizeof *docs);
-        if (types && docs) {
-            for (size_t i = 0; i < na; i++) {
-                types[n] = "artifact";
-                docs[n++] = json_incref(json_array_get(published, i));
-            }
-            types[n] = "state";
-            docs[n++] = json_pack("{s:s}", "state", state_name);
-            types[n] = "result";
-            docs[n++] = al_run_json(s, &ended);
-            append_events(s, run_id, n, types, docs);
-        } else {
-            for (size_t i = 0; i < na; i++)
-                al_service_append_event(s, run_id, "artifact", json_incref(json_array_get(published, i)));
-            state_event(s, run_id, state_name);
-            al_service_append_event(s, run_id, "result", al_run_json(s, &ended));
-        }
-        free(types);
-        free(docs);
-        json_decref(published);
-        json_decref(previews);
-        json_decref(skipped);
-    }
-    free(fin.result);
-    free(fin.previews);
-    free(fin.skipped);
-    free(fin.result_summary);
-    if (written == 0)
-        return 0;
-    al_service_log(s, "run.end", json_pack("{s:s, s:s, s:s, s:s?, s:O?}", "run_id", run_id, "workspace_id",
-                                          run->workspace_id, "state", state_name, "error", err_code, "wall_ms",
-                                          result ? json_object_get(result, "wall_ms") : NULL));
-    al_skills_run_ended(s);
-    return written;
-}
-
-void al_service_log(al_service *s, const char *event, json_t *fields) {
-    /* one JSON object per line on stderr: journald and log shippers take it as is */
-    char now[40];
-    al_store_now(now, sizeof now);
-    if (!fields)
-        fields = json_object();
-    json_object_set_new(fields, "time", json_string(now));
-    json_object_set_new(fields, "event", json_string(event));
-    char *line = json_dumps(fields, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(fields);
-    if (line) {
-        fprintf(stderr, "%s\n", line);
-        free(line);
-    }
-    (void)s;
-}
-
-/* Why the tools RUN (a runs row) needs are no longer on the allow-list of
- * SETTINGS, or NULL: a skill's run needs run_skill_script, the test bench
- * code_execution too, any other run code_execution. */
-static const char *tool_withdrawn(json_t *settings, const al_store_run *run) {
-    json_t *ins = al_json_text(run->inputs);
-    json_t *sk = json_object_get(ins, "skill");
-    bool skill = json_is_object(sk);
-    bool bench = skill && strcmp(json_string_value(json_object_get(sk, "mode")) ?: "", "test") == 0;
-    json_decref(ins);
-    bool code = false, skills = false;
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(settings, "tools"), i, v) {
-        code |= strcmp(json_string_value(v) ?: "", "code_execution") == 0;
-        skills |= strcmp(json_string_value(v) ?: "", "run_skill_script") == 0;
-    }
-    if (skill && !skills)
-        return "run_skill_script was taken off this workspace's tool allow-list before the run started";
-    if ((!skill || bench) && !code)
-        return "code_execution was taken off this workspace's tool allow-list before the run started";
-    return NULL;
-}
-
-static bool stopping_now(al_service *s) {
-    pthread_mutex_lock(&s->mu);
-    bool st = s->stopping;
-    pthread_mutex_unlock(&s->mu);
-    return st;
-}
-
-/* Run A, claimed here, did not start and its end could not be written
- * (the store was away): it goes back to the queue, for any node, once the
- * store answers; its runner holds its slot meanwhile. A node that stops
- * gives its claims back as it leaves, and one declared dead has them
- * given back by the others. */
-static void give_back(al_service *s, active_run *a) {
-    for (;;) {
-        pthread_mutex_lock(&s->mu);
-        bool stop = s->stopping || s->declared_dead;
-        pthread_mutex_unlock(&s->mu);
-        if (stop)
-            return;
-        al_error err = { 0 };
-        int r = al_store_run_release(s->store, a->run_id, s->node_id, a->cap, &err);
-        if (r >= 0) {
-            pthread_mutex_lock(&s->mu);
-            s->queue_gen += r > 0;
-            pthread_mutex_unlock(&s->mu);
-            if (r > 0)
-                al_service_log(s, "run.given_back", json_pack("{s:s}", "run_id", a->run_id));
-            return;
-        }
-        for (int i = 0; i < 10 && !stopping_now(s); i++)
-            nanosleep(&(struct timespec){ .tv_nsec = 100 * 1000 * 1000 }, NULL);
-    }
-}
-
-static void *runner_main(void *p) {
-    runner_arg *ra = p;
-    al_service *s = ra->s;
-    active_run *a = ra->a;
-    free(ra);
-    al_error err = { 0 };
-    char dir[PATH_MAX + 64], now[40];
-    snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, a->run_id);
-    al_store_now(now, sizeof now);
-    json_t *result = NULL, *job = NULL;
-    al_store_run *run = NULL;
-    al_run_state final = AL_RUN_ERROR;
-    const char *ecode = NULL, *emsg = NULL;
-    char emsg_buf[600] = "";
-    uint64_t t0 = al_now_ms();
-
-    al_dlp *dlp = NULL;
-    al_dlp_stream streams[2] = { { 0 }, { 0 } };
-    output_pace pace = { 0 };
-    /* A workspace whose driver was switched off while this run waited:
-     * it does not start (and is not charged). */
-    /* whether the run is past this node's claim: started, ended, or
-     * moved by another; else it goes back to the queue (give_back) */
-    bool settled = false;
-    al_store_run *pre = NULL;
-    json_t *pre_settings = NULL; /* the settings it was checked against: its DLP patterns too */
-    if (al_store_run_get(s->store, a->run_id, NULL, &pre, &err) == 0 && pre->state != AL_RUN_QUEUED) {
-        al_store_run_free(pre);
-        pre = NULL;
-    }
-    if (pre) {
-        al_error serr = { 0 };
-        const al_store_run *p0 = pre;
-        json_t *st = al_settings_load(s, p0->workspace_id, &serr);
-        const char *why = NULL;
-        if (!st) {
-            /* settings that cannot be read do not start a run (fail closed) */
-            ecode = "settings_unavailable";
-            why = serr.msg;
-        } else if (strcmp(json_string_value(json_object_get(st, "driver")) ?: "", "disabled") == 0) {
-            ecode = "driver_disabled";
-            why = "code execution was disabled for this workspace before the run started";
-        } else if ((why = tool_withdrawn(st, p0))) {
-            ecode = "tool_not_allowed";
-        } else {
-            /* the network it asked for, against the settings of now: a host
-             * an admin took off network_hosts while the run waited (for a
-             * slot or an approval) is not reached */
-            al_net_policy *np = malloc(sizeof *np);
-            if (!np || al_net_policy_parse(p0->network, np, &serr) < 0 ||
-                al_settings_network_check(st, np, &serr) < 0) {
-                ecode = "network_not_allowed";
-                why = np ? serr.msg : "out of memory";
-            }
-            free(np);
-        }
-        if (why)
-            snprintf(emsg_buf, sizeof emsg_buf, "%s", why);
-        pre_settings = st;
-        if (ecode) {
-            run = pre;
-            emsg = emsg_buf;
-            goto finish;
-        }
-    }
-    /* canceled between the queue and here: it never starts */
-    pthread_mutex_lock(&s->mu);
-    bool canceled_early = a->cancel_requested;
-    pthread_mutex_unlock(&s->mu);
-    if (canceled_early && finish_canceled_queued(s, a->run_id) > 0) {
-        settled = true;
-        al_store_run_free(pre);
-        goto done;
-    }
-    /* queued -> provisioning and the charge, in one transaction, unless it
-     * was canceled in between */
-    al_store_now(now, sizeof now);
-    int n = al_store_run_charge(s->store, a->run_id, s->node_id, now, &err);
-    /* started (its end is the runner's, or unheld_here's), or moved by
-     * another (canceled): nothing of it is this node's to give back */
-    settled = n >= 0;
-    if (pre) {
-        /* the row as read while it was queued, and what the charge wrote
-         * (its state and started_at) or, not charged, as it was: nothing
-         * else of a run's row changes on the way (not read again) */
-        run = pre;
-        if (n > 0) {
-            run->state = AL_RUN_PROVISIONING;
-            snprintf(run->started_at, sizeof run->started_at, "%s", now);
-        }
-    } else {
-        al_error gerr = { 0 };
-        if (al_store_run_get(s->store, a->run_id, NULL, &run, &gerr) < 0)
-            run = NULL;
-    }
-    if (n > 0 && !run) {
-        /* charged, and then unreadable: it cannot start; ended and refunded */
-        al_service_lose_run(s, a->run_id, "the run could not be read back after it was charged");
-        goto done;
-    }
-    if (n == 0 || !run)
-        goto done;
-    if (n < 0) {
-        ecode = n == -ENOSPC ? "payment_required" : "provisioning";
-        snprintf(emsg_buf, sizeof emsg_buf, "%s", n == -ENOSPC ? "the organisation's credits do not cover this run"
-                                                                : err.msg);
-        emsg = emsg_buf;
-        goto finish;
-    }
-    state_event(s, a->run_id, "provisioning");
-    {
-        /* no box starts without its workspace's DLP patterns: settings
-         * that cannot be read, or patterns that do not compile, end it */
-        al_error serr = { 0 };
-        json_t *st = pre_settings ? json_incref(pre_settings) : al_settings_load(s, run->workspace_id, &serr);
-        int dr = st ? al_dlp_new(json_object_get(st, "dlp_patterns"), &dlp, &serr) : -EIO;
-        json_decref(st);
-        if (dr < 0) {
-            dlp = NULL;
-            ecode = st ? "dlp" : "settings_unavailable";
-            snprintf(emsg_buf, sizeof emsg_buf, "%s", serr.msg);
-            emsg = emsg_buf;
-            goto finish;
-        }
-        for (int i = 0; i < 2; i++)
-            streams[i].dlp = dlp;
-    }
-    /* an approved run runs exactly what was approved: the code and every
-     * input, read again now (files and stdin as stored, the pinned
-     * documents as the store has them), hashed as the card was. A store
-     * that cannot say whether there was an approval refuses. */
-    al_store_approval appr;
-    al_error aerr = { 0 }; /* none is no error: most runs have no approval */
-    int ar = al_store_approval_get(s->store, a->run_id, &appr, &aerr);
-    if (ar < 0 && ar != -ENOENT) {
-        ecode = "approval";
-        emsg = "cannot read the run's approval";
-        goto finish;
-    }
-    if (ar == 0) {
-        al_store_approval_done(&appr);
-        char h[65] = "";
-        json_t *manifest = al_approval_manifest(s, run, &err);
-        if (manifest)
-            al_approval_hash(run, manifest, h);
-        /* and the documents' bytes are the versions named */
-        if (manifest && al_approval_verify_documents(s, manifest, &err) < 0)
-            h[0] = '\0';
-        json_decref(manifest);
-        if (!h[0] || appr.decision != AL_DECISION_APPROVED || strcmp(h, appr.hash) != 0) {
-            ecode = "approval";
-            emsg = "the run differs from what was approved (its code or inputs changed)";
-            goto finish;
-        }
-    }
-
-    job = job_for(s, run, dir, &err);
-    if (!job) {
-        ecode = "provisioning";
-        snprintf(emsg_buf, sizeof emsg_buf, "%s", err.msg);
-        emsg = emsg_buf;
-        goto finish;
-    }
-    char *job_text = json_dumps(job, JSON_COMPACT);
-    al_driver_run dr = { .pid = -1, .events_fd = -1, .job_fd = -1 };
-    int r = job_text ? s->driver->start(s->self_exe, job_text, &dr, &err) : -ENOMEM;
-    free(job_text);
-    if (r < 0) {
-        ecode = "provisioning";
-        snprintf(emsg_buf, sizeof emsg_buf, "%s", err.msg[0] ? err.msg : strerror(-r));
-        emsg = emsg_buf;
-        goto finish;
-    }
-    pthread_mutex_lock(&s->mu);
-    a->dr = dr;
-    bool cancel = a->cancel_requested;
-    pthread_mutex_unlock(&s->mu);
-    /* A cancel asked before this one held the box is in a->cancel_requested:
-     * asked here, or on another node and heard by the watcher (the run is
-     * in s->active from its claim, before anyone may ask: a cancel is asked
-     * of a run provisioning or running); a notification the watcher missed
-     * while it reconnected is read again then (asked_cancels), so the
-     * store is not asked once more per run here. */
-    if (cancel)
-        s->driver->cancel(&a->dr);
-
-    FILE *ev = fdopen(dr.events_fd, "r");
-    char *line = NULL;
-    size_t cap = 0;
-    json_t *helper_error = NULL;
-    ssize_t ln;
-    while (ev && (ln = getline(&line, &cap, ev)) > 0) {
-        al_helper_event he;
-        switch (al_helper_event_parse(line, (size_t)ln, &he)) {
-        case AL_HELPER_EVENT_STARTED:
-            al_store_run_move(s->store, a->run_id, AL_RUN_PROVISIONING, AL_RUN_RUNNING, &err);
-            state_event(s, a->run_id, "running");
-            break;
-        case AL_HELPER_EVENT_STDOUT:
-        case AL_HELPER_EVENT_STDERR: {
-            /* bytes, held back to the end of their line, then redacted */
-            int i = he.kind == AL_HELPER_EVENT_STDOUT ? 0 : 1;
-            size_t rn = 0;
-            char *red = he.data ? al_dlp_stream_feed(&streams[i], he.data, he.len, &rn) : NULL;
-            if (red)
-                pace_output(s, a->run_id, &pace, i, red, rn);
-            free(red);
-            break;
-        }
-        case AL_HELPER_EVENT_RESULT:
-            json_decref(result);
-            result = json_incref(he.value);
-            break;
-        case AL_HELPER_EVENT_ERROR:
-            json_decref(helper_error);
-            helper_error = json_incref(he.value);
-            break;
-        default:
-            break;
-        }
-        al_helper_event_clear(&he);
-    }
-    free(line);
-    pthread_mutex_lock(&s->mu);
-    a->dr.pid = -1;
-    pthread_mutex_unlock(&s->mu);
-    if (ev) {
-        fclose(ev);
-        dr.events_fd = -1;
-    }
-    int st = s->driver->wait(&dr);
-    for (int i = 0; i < 2; i++) {
-        size_t rn = 0;
-        char *red = streams[i].dlp ? al_dlp_stream_flush(&streams[i], &rn) : NULL;
-        if (red && rn)
-            pace_output(s, a->run_id, &pace, i, red, rn);
-        free(red);
-        pace_flush(s, a->run_id, &pace, i);
-    }
-    if (result) {
-        final = state_of(result);
-        json_t *ds = json_object_get(job, "documents_skipped"), *rs = json_object_get(result, "skipped");
-        if (json_array_size(ds) && json_is_array(rs))
-            json_array_extend(rs, ds);
-        else if (json_array_size(ds))
-            json_object_set(result, "skipped", ds);
-        json_t *e = json_object_get(result, "error");
-        if (final == AL_RUN_ERROR && e) {
-            ecode = "box";
-            snprintf(emsg_buf, sizeof emsg_buf, "step %s: %s", json_string_value(json_object_get(e, "step")),
-                     json_string_value(json_object_get(e, "message")));
-            emsg = emsg_buf;
-        }
-    } else {
-        ecode = "helper";
-        snprintf(emsg_buf, sizeof emsg_buf, "the run's helper ended without a result (%s %d)%s%s",
-                 WIFSIGNALED(st) ? "signal" : "exit", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
-                 helper_error ? ": " : "", helper_error ? json_string_value(json_object_get(helper_error, "message")) : "");
-        emsg = emsg_buf;
-    }
-    json_decref(helper_error);
-finish:
-    if (end_run(s, run, final, result, ecode, emsg, dir, dlp, (int64_t)(al_now_ms() - t0)) >= 0)
-        settled = true;
-done:
-    if (!settled)
-        give_back(s, a);
-    json_decref(pre_settings);
-    for (int i = 0; i < 2; i++) {
-        free(streams[i].pending);
-        free(pace.b[i].buf);
-    }
-    al_dlp_free(dlp);
-    al_rm_rf(dir);
-    json_decref(result);
-    json_decref(job);
-    al_store_run_free(run);
-    /* its followers woken and the other nodes told, while this runner still
-     * counts as active: once it does not, al_service_stop may return and
-     * the service and its store be freed under it (LeakSanitizer's build
-     * saw this thread read the freed store at shutdown on PostgreSQL) */
-    wake_run(s, a->run_id);
-    /* the person's slot is free on every node (its end is in the store) */
-    al_cluster_notify(s, AL_NOTIFY_QUEUE, "");
-    pthread_mutex_lock(&s->mu);
-    for (active_run **pp = &s->active; *pp; pp = &(*pp)->next)
-        if (*pp == a) {
-            *pp = a->next;
-            break;
-        }
-    s->active_count--;
-    s->runs_finished++;
-    double secs = (double)(al_now_ms() - t0) / 1000.0;
-    static const double bounds[12] = { 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 1e18 };
-    for (int i = 0; i < 12; i++)
-        if (secs <= bounds[i])
-            s->duration_buckets[i]++;
-    s->duration_sum += secs;
-    s->slot_gen++;
-    pthread_cond_broadcast(&s->sched_cond);
-    pthread_mutex_unlock(&s->mu);
-    free(a);
-    return NULL;
-}
-
-/* What the scheduler's last claim said waits in the queue. */
-typedef enum sched_rest {
-    REST_UNKNOWN, /* not asked yet, or the claim failed */
-    REST_MORE,    /* another eligible run */
-    REST_BLOCKED, /* only runs of people at their cap */
-    REST_NONE,    /* nothing */
-} sched_rest;
-
-static void *scheduler_main(void *p) {
-    al_service *s = p;
-    uint64_t next_expiry = 0, next_idem_sweep = 0, last_claim_ms = 0, seen_queue = 0, seen_slot = 0;
-    sched_rest rest = REST_UNKNOWN;
-    pthread_mutex_lock(&s->mu);
-    while (!s->stopping) {
-        bool started = false;
-        /* Fair share across every node on the store: the next slot goes to
-         * the eligible person (under their cap, counting their runs on all
-         * nodes) with the fewest runs active, and within a person FIFO
-         * (al_store_claim_run). A person with many queued runs cannot hold
-         * back another's. A claim is asked again only when its last answer
-         * may have changed: a run queued (here or elsewhere), or a slot
-         * freed while only people at their cap waited; and once a second,
-         * whatever no one was told of (a node that left gives its claimed
-         * runs back without a word). */
-        while (!s->stopping && !s->declared_dead && s->active_count < s->cfg.max_concurrent) {
-            uint64_t now_ms = al_now_ms();
-            bool ask = rest == REST_UNKNOWN || rest == REST_MORE || s->queue_gen != seen_queue ||
-                       (rest == REST_BLOCKED && s->slot_gen != seen_slot) || now_ms - last_claim_ms >= 1000;
-            if (!ask)
-                break;
-            uint64_t queue_gen = s->queue_gen, slot_gen = s->slot_gen;
-            active_run *a = calloc(1, sizeof *a);
-            runner_arg *ra = calloc(1, sizeof *ra);
-            if (!a || !ra) {
-                free(a);
-                free(ra);
-                break;
-            }
-            pthread_mutex_unlock(&s->mu);
-            al_store_claim c;
-            al_error cerr = { 0 };
-            int got = al_store_claim_run(s->store, s->node_id, &c, &cerr);
-            pthread_mutex_lock(&s->mu);
-            /* what moved while it was asked is news still */
-            last_claim_ms = now_ms;
-            seen_queue = queue_gen;
-            seen_slot = slot_gen;
-            rest = got < 0 ? REST_UNKNOWN : c.more ? REST_MORE : c.blocked ? REST_BLOCKED : REST_NONE;
-            if (got <= 0) {
-                if (got < 0)
-                    al_service_log(s, "queue.claim_failed", json_pack("{s:s}", "error", cerr.msg));
-                free(a);
-                free(ra);
-                break;
-            }
-            memcpy(a->run_id, c.run_id, sizeof a->run_id);
-            memcpy(a->person_id, c.person_id, sizeof a->person_id);
-            memcpy(a->org_id, c.org_id, sizeof a->org_id);
-            a->cap = c.cap;
-            a->dr = (al_driver_run){ .pid = -1, .events_fd = -1, .job_fd = -1 };
-            a->next = s->active;
-            s->active = a;
-            s->active_count++;
-            s->runs_started++;
-            ra->s = s;
-            ra->a = a;
-            pthread_t t;
-            pthread_attr_t attr;
-            pthread_attr_init(&attr);
-            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-            if (pthread_create(&t, &attr, runner_main, ra) != 0) {
-                /* back to the queue, for this node or another, later */
-                s->active = a->next;
-                s->active_count--;
-                rest = REST_UNKNOWN;
-                pthread_mutex_unlock(&s->mu);
-                al_store_run_release(s->store, c.run_id, s->node_id, c.cap, &cerr);
-                pthread_mutex_lock(&s->mu);
-                free(a);
-                free(ra);
-                pthread_attr_destroy(&attr);
-                break;
-            }
-            pthread_attr_destroy(&attr);
-            started = true;
-        }
-        if (!started) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_sec += 1;
-            pthread_cond_timedwait(&s->sched_cond, &s->mu, &until);
-        }
-        /* approvals that ran out of time end as denied (outside the lock:
-         * it appends events, which takes it) */
-        uint64_t now_ms = al_now_ms();
-        if (now_ms >= next_expiry) {
-            next_expiry = now_ms + 1000;
-            pthread_mutex_unlock(&s->mu);
-            al_service_expire_approvals(s);
-            pthread_mutex_lock(&s->mu);
-        }
-        /* dead nodes, and cancels asked of this node's runs elsewhere */
-        pthread_mutex_unlock(&s->mu);
-        al_cluster_tick(s);
-        pthread_mutex_lock(&s->mu);
-        /* Idempotency-Keys past their day (at start, then each minute) */
-        if (now_ms >= next_idem_sweep) {
-            next_idem_sweep = now_ms + 60000;
-            pthread_mutex_unlock(&s->mu);
-            al_error ierr = { 0 };
-            if (al_idem_sweep(s->store, &ierr) < 0)
-                al_service_log(s, "idempotency.sweep_failed", json_pack("{s:s}", "error", ierr.msg));
-            pthread_mutex_lock(&s->mu);
-        }
-    }
-    pthread_mutex_unlock(&s->mu);
-    return NULL;
 }
 
 /* -------------------------------------------------------------- recovery */
@@ -1362,7 +482,7 @@ void al_service_lose_run(al_service *s, const char *id, const char *why) {
     /* once: whichever node gets here first ends it, the others find it ended */
     if (al_store_run_end(s->store, id, active, AL_RUN_ERROR, "lost", why, now, &err) <= 0)
         return;
-    state_event(s, id, "error");
+    al_service_state_event(s, id, "error");
     al_store_run_refund(s->store, id, now, &err); /* airlock's own failure: not charged */
     al_service_log(s, "run.lost", json_pack("{s:s, s:s}", "run_id", id, "why", why));
     lost_said(s, id);
@@ -1424,7 +544,7 @@ static void recover(al_service *s) {
         if (al_store_run_end(s->store, id, AL_RUN_BIT(AL_RUN_PENDING_APPROVAL), AL_RUN_ERROR, "lost",
                              "the service stopped before this run's approval was requested", now, &err) <= 0)
             continue;
-        state_event(s, id, "error");
+        al_service_state_event(s, id, "error");
         al_service_log(s, "run.lost", json_pack("{s:s, s:s}", "run_id", id, "why", "no approval request"));
         lost_said(s, id);
     }
@@ -1554,7 +674,7 @@ int al_service_open(const al_service_config *cfg, al_service **ret, al_error *er
     /* bundles left by a crash between a delete and its collection, and
      * those of the runs recover() just ended */
     al_skills_gc(s, NULL, err);
-    if (pthread_create(&s->scheduler, NULL, scheduler_main, s) != 0)
+    if (pthread_create(&s->scheduler, NULL, al_service_scheduler_main, s) != 0)
         return al_err(err, "service", EAGAIN, "start the scheduler");
     /* the first /healthz is answered from a probe made before we listen */
     free(al_service_health(s));

@@ -1,0 +1,28 @@
+/* Inside the core: what the service (service.c) and its scheduler and
+ * runners (runner.c) share. Nothing outside src/core includes this. */
+#pragma once
+
+#include <jansson.h>
+
+#include "service.h"
+
+/* A run this node is running: one runner thread each, on s->active. */
+struct active_run {
+    active_run *next;
+    char run_id[40], person_id[40], org_id[40];
+    int cap;
+    al_driver_run dr;
+    bool cancel_requested;
+};
+
+/* Events of RUN_ID appended together, in order (TYPES[i] with DATA[i],
+ * whose references it takes), its followers woken once. */
+void al_service_append_events(al_service *s, const char *run_id, size_t n, const char *const *types, json_t **data);
+/* A "state" event of RUN_ID. */
+void al_service_state_event(al_service *s, const char *run_id, const char *state);
+/* End RUN_ID as canceled if it is still queued: rows changed (0 or 1). */
+int al_service_finish_canceled_queued(al_service *s, const char *run_id);
+
+/* The scheduler thread (P: the service): claims queued runs as the caps
+ * allow and starts a runner for each. */
+void *al_service_scheduler_main(void *p);
