@@ -8,6 +8,7 @@
  */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -50,6 +51,9 @@ typedef struct al_box_limits {
 
 /* The product's defaults; callers change fields within their maxima. */
 void al_box_limits_default(al_box_limits *l);
+/* The defaults with a helper job's "limits" object (L; NULL: none) over
+ * them (job_limits.c). */
+void al_box_limits_from_job(json_t *l, al_box_limits *ret);
 
 typedef void (*al_output_fn)(al_stream s, const char *buf, size_t len, void *userdata);
 
@@ -135,6 +139,7 @@ typedef struct al_box_result {
     char driver[16];              /* "" (native) or "docker" */
     char engine_runtime[16];      /* docker: "runc" or "runsc" */
     char engine_image[80];        /* docker: the image id it ran on */
+    bool pooled;                  /* docker: its container was made ahead of need (each is used once) */
     char cgroup_path[256];
     al_error error;               /* set when reason == AL_REASON_ERROR */
 } al_box_result;

@@ -17,7 +17,10 @@
  *    "skill_dir": host dir bound read-only at /skill, "script": the path in
  *    the box to run instead of the code (both optional: a skill's run),
  *    "driver": "docker" with "docker_socket" and "docker_runtime" (runc,
- *    runsc) to run it in a container instead (airlock-server only)}
+ *    runsc) to run it in a container instead (airlock-server only), and
+ *    "docker_box": {"id", "image_id", "holder", "uid", "hold_until"}: the
+ *    container the service made ahead of need, to run in if still fit
+ *    (the service removes it after; optional)}
  * The result carries "network": {policy, mode, egress: [...], egress_dropped}.
  */
 #include <fcntl.h>
@@ -65,13 +68,6 @@ static int fail(const char *step, const char *msg) {
     return 125;
 }
 
-static uint64_t get_u64(json_t *o, const char *k, uint64_t def) {
-    json_t *v = json_object_get(o, k);
-    if (json_is_integer(v) && json_integer_value(v) >= 0)
-        return (uint64_t)json_integer_value(v);
-    return def;
-}
-
 int cli_helper(int argc, char **argv) {
     if (cli_help_asked(argc, argv)) {
         printf("usage: airlock helper   (internal: the service's per-run process; one JSON job on stdin)\n");
@@ -106,14 +102,7 @@ int cli_helper(int argc, char **argv) {
         return fail("job", "the job needs language, code and out_dir");
     }
     al_box_limits lim;
-    al_box_limits_default(&lim);
-    json_t *l = json_object_get(job, "limits");
-    lim.wall_ms = get_u64(l, "timeout_s", lim.wall_ms / 1000) * 1000;
-    lim.memory_bytes = get_u64(l, "memory_bytes", lim.memory_bytes);
-    lim.cpu_millis = get_u64(l, "cpu_millis", lim.cpu_millis);
-    lim.pids = get_u64(l, "pids", lim.pids);
-    lim.output_bytes = get_u64(l, "output_bytes", lim.output_bytes);
-    lim.tmpfs_bytes = get_u64(l, "tmpfs_bytes", lim.tmpfs_bytes);
+    al_box_limits_from_job(json_object_get(job, "limits"), &lim);
 
     json_t *ins = json_object_get(job, "inputs");
     const char *inputs[MAX_INPUTS];
@@ -213,6 +202,17 @@ int cli_helper(int argc, char **argv) {
         }
         o.image_dir = ir.root;
         o.image_digest = img_digest;
+        json_t *jb = json_object_get(job, "docker_box");
+        al_docker_held held = { .holder_lock = -1, .uid_lock = -1 };
+        if (json_is_object(jb)) {
+            snprintf(held.id, sizeof held.id, "%s", json_string_value(json_object_get(jb, "id")) ?: "");
+            snprintf(held.image_id, sizeof held.image_id, "%s",
+                     json_string_value(json_object_get(jb, "image_id")) ?: "");
+            held.holder = (uid_t)json_integer_value(json_object_get(jb, "holder"));
+            held.uid = (uid_t)json_integer_value(json_object_get(jb, "uid"));
+            held.hold_until_s = json_integer_value(json_object_get(jb, "hold_until"));
+            o.held = &held;
+        }
         al_docker_run(&o, &cfg, &res);
 #else
         json_decref(job);

@@ -128,6 +128,7 @@ json_t *cli_result_json(const al_box_result *r, const al_runtime *rt) {
     if (r->driver[0]) {
         json_object_set_new(box, "engine_runtime", json_string(r->engine_runtime));
         json_object_set_new(box, "engine_image", json_string(r->engine_image));
+        json_object_set_new(box, "pooled", json_boolean(r->pooled));
     }
     if (doc && r->reason == AL_REASON_ERROR)
         json_object_set_new(doc, "error", json_pack("{s:s, s:i, s:s}", "step", r->error.step, "errno", r->error.err,

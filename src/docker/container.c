@@ -89,6 +89,9 @@ typedef struct dbox {
     int rootfd;                   /* runc: the container's root, through its init (O_PATH) */
     int init_fd;                  /* pidfd of the container's init */
     bool killed_whole;            /* airlock killed the container: /out is lost */
+    bool own;                     /* made here, so removed here (a held one is its owner's) */
+    bool inside_clean;            /* gVisor: a kill from inside found none of the script's left */
+    uint64_t hold_s;              /* how long its holder lives */
 } dbox;
 
 /* ---- the container's cgroup, read from this host ---- */
@@ -167,6 +170,8 @@ static void kill_script(dbox *b) {
         kill_script_procs(b);
     else if (kill_inside(b) < 0)
         kill_container(b); /* and /out with it: the result says so */
+    else
+        b->inside_clean = true;
 }
 
 /* ---- container calls ---- */
@@ -230,7 +235,7 @@ static int create(dbox *b, const char *image_id, al_error *err) {
     /* the holder ends on its own past the run's wall clock and a margin for
      * staging and collection: a helper that dies (even by SIGKILL) leaves
      * no script running for long, the kernel ends the container with it */
-    snprintf(hold, sizeof hold, "%llu", (unsigned long long)(l->wall_ms / 1000 + HOLD_MARGIN_S));
+    snprintf(hold, sizeof hold, "%llu", (unsigned long long)b->hold_s);
     snprintf(name, sizeof name, "airlock-box-%u", b->uid);
     snprintf(uidl, sizeof uidl, "%u", b->uid);
     _cleanup_free_ char *seccomp = al_docker_seccomp_profile(err);
@@ -287,7 +292,10 @@ static int create(dbox *b, const char *image_id, al_error *err) {
     json_decref(body);
     const char *id = json_string_value(json_object_get(ans, "Id"));
     if (r == 201 && id && strlen(id) < sizeof b->id && strspn(id, "0123456789abcdef") == strlen(id))
+    {
         snprintf(b->id, sizeof b->id, "%s", id);
+        b->own = true;
+    }
     else if (r >= 0)
         r = al_err(err, "docker", EIO, "create the container: %s", err->msg[0] ? err->msg : "no id answered");
     json_decref(ans);
@@ -318,22 +326,47 @@ static void protect_holder(dbox *b) {
     }
 }
 
-static int start_and_inspect(dbox *b, al_error *err) {
+/* A held container is used for a run only if it was made as this run's
+ * own would be: its limits, its uids and its runtime (the pool keys by
+ * them; this says so from the daemon's own record). */
+static int same_box(dbox *b, json_t *ins, al_error *err) {
+    const al_box_limits *l = &b->cfg->limits;
+    json_t *hc = json_object_get(ins, "HostConfig"), *cc = json_object_get(ins, "Config");
+    char user[40], uidl[16];
+    snprintf(user, sizeof user, "%u:%u", b->holder, b->holder);
+    snprintf(uidl, sizeof uidl, "%u", b->uid);
+    uint64_t pids = l->pids + (b->o->runtime == AL_DOCKER_RUNSC ? RUNSC_PIDS_OVERHEAD : 0);
+    const char *rt = json_string_value(json_object_get(hc, "Runtime"));
+    const char *u = json_string_value(json_object_get(cc, "User"));
+    const char *lu = json_string_value(json_object_get(json_object_get(cc, "Labels"), LABEL_UID));
+    if ((uint64_t)json_integer_value(json_object_get(hc, "Memory")) != l->memory_bytes ||
+        (uint64_t)json_integer_value(json_object_get(hc, "MemorySwap")) != l->memory_bytes ||
+        (uint64_t)json_integer_value(json_object_get(hc, "NanoCpus")) != l->cpu_millis * 1000000ULL ||
+        (uint64_t)json_integer_value(json_object_get(hc, "PidsLimit")) != pids || !u || strcmp(u, user) != 0 ||
+        !lu || strcmp(lu, uidl) != 0 || !rt || strcmp(rt, al_docker_runtime_name(b->o->runtime)) != 0)
+        return al_err(err, "docker", ESTALE, "the held container %.12s was not made for this run's limits", b->id);
+    return 0;
+}
+
+/* The running container B->id: its init's pid (by pidfd), its cgroup dirs,
+ * its holder kept from the OOM killer. SAME: check it was made as this
+ * run's own (a held one). */
+static int inspect_init(dbox *b, bool same, al_error *err) {
     char path[200];
-    snprintf(path, sizeof path, "/containers/%s/start", b->id);
-    int r = call_ok(b, "POST", path, NULL, NULL, err);
-    if (r < 0)
-        return al_err(err, "docker", -r, "start the container");
     json_t *ins = NULL;
     snprintf(path, sizeof path, "/containers/%s/json", b->id);
-    if ((r = call_ok(b, "GET", path, NULL, &ins, err)) < 0)
+    int r = call_ok(b, "GET", path, NULL, &ins, err);
+    if (r < 0)
         return r;
     json_t *state = json_object_get(ins, "State");
     b->init_pid = (pid_t)json_integer_value(json_object_get(state, "Pid"));
     bool running = json_is_true(json_object_get(state, "Running"));
+    r = same ? same_box(b, ins, err) : 0;
     json_decref(ins);
+    if (r < 0)
+        return r;
     if (!running || b->init_pid <= 0)
-        return al_err(err, "docker", EIO, "the container stopped as it started");
+        return al_err(err, "docker", EIO, "the container %.12s is not running", b->id);
     b->res->init_pid = b->init_pid;
     cgroup_dir(b->init_pid, "pids", "pids", b->cg_pids, sizeof b->cg_pids);
     cgroup_dir(b->init_pid, "memory", "memory", b->cg_mem, sizeof b->cg_mem);
@@ -349,6 +382,15 @@ static int start_and_inspect(dbox *b, al_error *err) {
         return al_err(err, "docker", errno, "pidfd_open the container's init: %m");
     protect_holder(b);
     return 0;
+}
+
+static int start_and_inspect(dbox *b, al_error *err) {
+    char path[200];
+    snprintf(path, sizeof path, "/containers/%s/start", b->id);
+    int r = call_ok(b, "POST", path, NULL, NULL, err);
+    if (r < 0)
+        return al_err(err, "docker", -r, "start the container");
+    return inspect_init(b, false, err);
 }
 
 /* Create an exec of ARGV as the script's uid; RET_ID gets its id. */
@@ -1075,7 +1117,7 @@ static void kill_container(dbox *b) {
 }
 
 static void remove_container(dbox *b) {
-    if (!b->id[0] || !b->engine_open)
+    if (!b->own || !b->id[0] || !b->engine_open)
         return;
     al_error e = { 0 };
     char path[200];
@@ -1141,6 +1183,25 @@ static bool container_running(dbox *b) {
     return up;
 }
 
+/* The container the owner made ahead of need (o->held) as this run's:
+ * only if its holder outlives the run and the daemon says it was made for
+ * this run's limits and uids. Its owner removes it, never this run. */
+static int use_held(dbox *b, al_error *err) {
+    const al_docker_held *h = b->o->held;
+    if ((uint64_t)h->hold_until_s < (uint64_t)time(NULL) + b->cfg->limits.wall_ms / 1000 + 60)
+        return al_err(err, "docker", ESTALE, "the held container's holder ends before this run could");
+    if (!h->id[0] || strspn(h->id, "0123456789abcdef") != strlen(h->id) || !h->holder || !h->uid)
+        return al_err(err, "docker", EINVAL, "the held container is not named");
+    snprintf(b->id, sizeof b->id, "%s", h->id);
+    snprintf(b->res->engine_image, sizeof b->res->engine_image, "%s", h->image_id);
+    b->holder = h->holder;
+    b->uid = h->uid;
+    int r = inspect_init(b, true, err);
+    if (r == 0)
+        b->res->pooled = true;
+    return r;
+}
+
 static int run(dbox *b, al_error *err) {
     const al_box_config *cfg = b->cfg;
     al_box_result *res = b->res;
@@ -1154,18 +1215,29 @@ static int run(dbox *b, al_error *err) {
     if (r < 0 || (r = al_engine_open(&b->e, sock, err)) < 0)
         return r;
     b->engine_open = true;
-    if ((r = al_docker_image(&b->e, b->o->image_dir, digest, res->engine_image, err)) < 0)
-        return r;
-    if ((r = al_uid_acquire(&b->holder, &b->holder_lock, err)) < 0 ||
-        (r = al_uid_acquire(&b->uid, &b->uid_lock, err)) < 0)
-        return r;
+    /* a container made ahead of need, when it is still fit for this run;
+     * else (it died idle, say) one of its own, as if there were no pool */
+    if (b->o->held && use_held(b, err) < 0) {
+        memset(err, 0, sizeof *err);
+        b->id[0] = '\0';
+        b->holder = b->uid = 0;
+        res->pooled = false;
+    }
+    if (!res->pooled) {
+        if ((r = al_docker_image(&b->e, b->o->image_dir, digest, res->engine_image, err)) < 0)
+            return r;
+        if ((r = al_uid_acquire(&b->holder, &b->holder_lock, err)) < 0 ||
+            (r = al_uid_acquire(&b->uid, &b->uid_lock, err)) < 0)
+            return r;
+    }
     res->controls.host_uid = b->uid;
     res->controls.host_uid_unique = true;
     /* gVisor's stage: /work's inputs and the image's /tmp seed, packed */
     if (b->o->runtime == AL_DOCKER_RUNSC &&
         (r = scratch_mount(b, cfg->limits.stage_bytes + cfg->limits.tmpfs_bytes + (4u << 20), err)) < 0)
         return r;
-    if ((r = create(b, res->engine_image, err)) < 0 || (r = start_and_inspect(b, err)) < 0)
+    b->hold_s = cfg->limits.wall_ms / 1000 + HOLD_MARGIN_S;
+    if (!res->pooled && ((r = create(b, res->engine_image, err)) < 0 || (r = start_and_inspect(b, err)) < 0))
         return r;
     if (cfg->listen_port && (r = listener(b, err)) < 0)
         return r;
@@ -1258,8 +1330,10 @@ static int run(dbox *b, al_error *err) {
             struct timespec ts = { 0, 5 * 1000000L };
             nanosleep(&ts, NULL);
         }
-    } else if (kill_inside(b) != 0) {
-        /* something the script left would not die: /out is not read */
+    } else if (!b->inside_clean && kill_inside(b) != 0) {
+        /* (a kill from inside that found none of the script's left is
+         * final: only the script's processes run as its uid) something
+         * the script left would not die: /out is not read */
         kill_container(b);
         read_stats(b);
         return al_collect_add_skip(res, ".", "processes the script left would not die: the box was killed whole "
@@ -1301,6 +1375,86 @@ int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_resu
     if (r < 0)
         res->reason = AL_REASON_ERROR;
     return r;
+}
+
+int al_docker_hold(const al_docker_opts *o, const al_box_limits *l, uint64_t idle_s, al_docker_held *ret,
+                   al_error *err) {
+    memset(ret, 0, sizeof *ret);
+    ret->holder_lock = ret->uid_lock = -1;
+    const char *digest = o->image_digest;
+    if (!o->image_dir || !digest)
+        return al_err(err, "docker", EINVAL, "a held container is of an image");
+    if (strncmp(digest, "sha256:", 7) == 0)
+        digest += 7;
+    al_box_config cfg = { .limits = *l, .stdin_fd = -1, .cancel_fd = -1, .out_dirfd = -1 };
+    al_box_result res = { 0 };
+    dbox b = { .o = o, .cfg = &cfg, .res = &res, .holder_lock = -1, .uid_lock = -1, .rootfd = -1, .init_fd = -1 };
+    /* its holder lives as long as it may wait, and then as a run's would */
+    b.hold_s = idle_s + l->wall_ms / 1000 + HOLD_MARGIN_S;
+    char sock[108];
+    int r = al_engine_socket_path(o->socket, sock, sizeof sock, err);
+    if (r < 0 || (r = al_engine_open(&b.e, sock, err)) < 0)
+        return r;
+    b.engine_open = true;
+    int64_t t0 = (int64_t)time(NULL);
+    if ((r = al_docker_image(&b.e, o->image_dir, digest, ret->image_id, err)) == 0 &&
+        (r = al_uid_acquire(&b.holder, &b.holder_lock, err)) == 0 && (r = al_uid_acquire(&b.uid, &b.uid_lock, err)) == 0 &&
+        (r = create(&b, ret->image_id, err)) == 0)
+        r = start_and_inspect(&b, err);
+    if (b.init_fd >= 0)
+        close(b.init_fd);
+    if (r < 0) {
+        remove_container(&b);
+        al_engine_close(&b.e);
+        if (b.uid_lock >= 0)
+            close(b.uid_lock);
+        if (b.holder_lock >= 0)
+            close(b.holder_lock);
+        return r;
+    }
+    al_engine_close(&b.e);
+    snprintf(ret->id, sizeof ret->id, "%s", b.id);
+    ret->holder = b.holder;
+    ret->uid = b.uid;
+    ret->holder_lock = b.holder_lock;
+    ret->uid_lock = b.uid_lock;
+    ret->hold_until_s = t0 + (int64_t)b.hold_s;
+    return 0;
+}
+
+bool al_docker_held_alive(const char *socket, const al_docker_held *h) {
+    char sock[108], path[200];
+    al_error err = { 0 };
+    al_engine e;
+    if (!h->id[0] || al_engine_socket_path(socket, sock, sizeof sock, &err) < 0 || al_engine_open(&e, sock, &err) < 0)
+        return false;
+    snprintf(path, sizeof path, "/containers/%s/json", h->id);
+    json_t *ins = NULL;
+    bool up = al_engine_call(&e, "GET", path, NULL, &ins, &err) == 200 &&
+              json_is_true(json_object_get(json_object_get(ins, "State"), "Running"));
+    json_decref(ins);
+    al_engine_close(&e);
+    return up;
+}
+
+void al_docker_release(const char *socket, al_docker_held *h) {
+    char sock[108];
+    al_error err = { 0 };
+    al_engine e;
+    if (h->id[0] && al_engine_socket_path(socket, sock, sizeof sock, &err) == 0 && al_engine_open(&e, sock, &err) == 0) {
+        char path[200];
+        snprintf(path, sizeof path, "/containers/%s?force=1&v=1", h->id);
+        al_engine_call(&e, "DELETE", path, NULL, NULL, &err);
+        al_engine_close(&e);
+    }
+    /* its uids go back only once it is gone (or, if the daemon would not
+     * remove it, to the sweep, which removes containers of free uids) */
+    if (h->uid_lock >= 0)
+        close(h->uid_lock);
+    if (h->holder_lock >= 0)
+        close(h->holder_lock);
+    h->uid_lock = h->holder_lock = -1;
+    h->id[0] = '\0';
 }
 
 void al_docker_sweep(const char *socket) {

@@ -30,16 +30,39 @@ const char *al_docker_runtime_name(al_docker_runtime r);
 /* "runc" or "runsc"; -EINVAL for anything else */
 int al_docker_runtime_from_name(const char *name, al_docker_runtime *ret);
 
+/* A container made ahead of need (al_docker_hold) and started, that no
+ * script has run in: its owner holds its two uids' locks and removes it
+ * (al_docker_release) once the one run it is handed to has ended. */
+typedef struct al_docker_held {
+    char id[80];
+    char image_id[80];            /* Docker's id of the image it runs */
+    uid_t holder, uid;            /* its holder's uid, the script's */
+    int holder_lock, uid_lock;    /* the owner's locks of them (-1 in the run's helper) */
+    int64_t hold_until_s;         /* its holder ends by then (seconds since the epoch) */
+} al_docker_held;
+
 typedef struct al_docker_opts {
     const char *socket;           /* NULL: DOCKER_HOST, else /var/run/docker.sock */
     al_docker_runtime runtime;
     const char *image_dir;        /* the airlock image's directory (DIR/sha256-<hex>, its tree in rootfs/) */
     const char *image_digest;     /* its digest, 64 hex */
+    const al_docker_held *held;   /* NULL, or the container to run in: used if still fit, else one is made */
 } al_docker_opts;
 
 /* Run CFG as al_box_run does (CFG->runtime must be an image's: its digest
  * is the image's). 0 when the box ran, else -errno with the step named. */
 int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_result *res);
+
+/* Make and start a container for runs with limits L of O's image and
+ * runtime, whose holder waits IDLE_S seconds for its run before a run's
+ * own wall clock and margin: what al_docker_run would make, before the
+ * run. The caller owns it (*RET's locks) and removes it. */
+int al_docker_hold(const al_docker_opts *o, const al_box_limits *l, uint64_t idle_s, al_docker_held *ret,
+                   al_error *err);
+/* Whether H's container still runs (its holder may have died idle). */
+bool al_docker_held_alive(const char *socket, const al_docker_held *h);
+/* Remove H's container and give back its uids. */
+void al_docker_release(const char *socket, al_docker_held *h);
 
 /* The Docker image of airlock image DIGEST (64 hex) in directory DIR:
  * loaded into the daemon on first use, labelled and tagged by digest, and
