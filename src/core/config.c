@@ -35,6 +35,7 @@ void al_service_config_default(al_service_config *c) {
     c->connection_timeout_s = 30;
     c->followers_per_person = 16;
     c->waits_per_person = 16;
+    c->docker_pool = 2;
     /* four bodies at the cap: one person cannot make the daemon hold a
      * body on every connection of theirs */
     c->body_bytes_per_person = 4 * c->body_max;
@@ -116,6 +117,8 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
         snprintf(c->engine_runtime, sizeof c->engine_runtime, "%s", value);
         return 0;
     }
+    if (strcmp(key, "docker_pool") == 0)
+        return set_int(&c->docker_pool, value, 0, 16, key, err);
     if (strcmp(key, "storage_quota_mb") == 0) {
         int mb = 0;
         int r = set_int(&mb, value, 1, 1 << 30, key, err);

@@ -71,9 +71,15 @@ json_t *al_run_json(al_service *s, const al_store_run *row) {
     const char *id = row->id;
     json_t *result = al_json_text(row->result);
     if (json_is_object(result)) {
-        /* the box's internals (host uid, cgroup path) stay on the host;
-         * artifacts and skips are given at the run's level */
-        json_object_del(result, "box");
+        /* the box's internals (host uid, cgroup path, pid) stay on the
+         * host, what ran it is said; artifacts and skips are given at the
+         * run's level */
+        json_t *box = json_object_get(result, "box");
+        if (json_is_object(box)) {
+            json_object_del(box, "host_uid");
+            json_object_del(box, "cgroup");
+            json_object_del(box, "init_pid");
+        }
         json_object_del(result, "artifacts");
         json_object_del(result, "skipped");
     }

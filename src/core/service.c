@@ -612,7 +612,7 @@ int al_service_open(const al_service_config *cfg, al_service **ret, al_error *er
         return al_err(err, "config", EINVAL, "unknown driver %s", cfg->driver);
     }
     if (s->driver == &al_driver_docker &&
-        al_driver_docker_configure(cfg->docker_socket, cfg->engine_runtime, err) < 0) {
+        al_driver_docker_configure(cfg->docker_socket, cfg->engine_runtime, cfg->docker_pool, err) < 0) {
         free(s);
         return -EINVAL;
     }
@@ -708,6 +708,9 @@ void al_service_stop(al_service *s) {
     }
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->scheduler, NULL);
+    /* no run is left: what the driver keeps for the next ones goes */
+    if (s->driver->stop)
+        s->driver->stop();
 }
 
 int al_service_close(al_service *s, al_error *err) {

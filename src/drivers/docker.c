@@ -1,12 +1,15 @@
 /* The docker driver: each run is `airlock-server helper` (the helper of
  * the binary that links the Docker box), whose job names the daemon and the
- * runtime; the helper makes, runs and removes the run's container. The
- * service still never talks to Docker for a run, and never clones. */
+ * runtime. The helper runs the script in a container the pool made ahead
+ * of need (docker_pool.c), which the pool removes after the run, or else
+ * makes, runs and removes one of its own. The service's own talk with
+ * Docker is the pool's (make, remove); it never clones for it. */
 #include <libgen.h>
 #include <limits.h>
 #include <string.h>
 
 #include "../docker/docker.h"
+#include "docker_pool.h"
 #include "driver.h"
 
 static struct {
@@ -14,7 +17,7 @@ static struct {
     al_docker_runtime runtime;
 } conf;
 
-int al_driver_docker_configure(const char *socket, const char *runtime, al_error *err) {
+int al_driver_docker_configure(const char *socket, const char *runtime, int pool, al_error *err) {
     al_docker_runtime rt = AL_DOCKER_RUNC;
     if (runtime && *runtime && al_docker_runtime_from_name(runtime, &rt) < 0)
         return al_err(err, "config", EINVAL, "runtime = %s: want runc or runsc", runtime);
@@ -22,12 +25,21 @@ int al_driver_docker_configure(const char *socket, const char *runtime, al_error
         return al_err(err, "config", ENAMETOOLONG, "docker_socket is too long");
     snprintf(conf.socket, sizeof conf.socket, "%s", socket ? socket : "");
     conf.runtime = rt;
+    al_docker_pool_configure(conf.socket[0] ? conf.socket : NULL, rt, pool);
     return 0;
 }
 
 static const char *sock(void) { return conf.socket[0] ? conf.socket : NULL; }
 
-static json_t *docker_capabilities(void) { return al_docker_capabilities(sock(), conf.runtime); }
+static json_t *docker_capabilities(void) {
+    json_t *doc = al_docker_capabilities(sock(), conf.runtime);
+    if (doc)
+        json_object_set_new(doc, "pool", json_pack("{s:s, s:s, s:o}", "level", "applied", "detail",
+                                                   "containers made ahead of need, each handed to one run and "
+                                                   "removed after it; a run that finds none makes its own",
+                                                   "state", al_docker_pool_json()));
+    return doc;
+}
 
 static int docker_probe(al_error *err) {
     int r = al_docker_probe(sock(), conf.runtime, err);
@@ -48,17 +60,47 @@ static int docker_start(const char *self_exe, const char *job, al_driver_run *re
     json_object_set_new(j, "docker_runtime", json_string(al_docker_runtime_name(conf.runtime)));
     if (conf.socket[0])
         json_object_set_new(j, "docker_socket", json_string(conf.socket));
+    /* a container made for runs like this one, if the pool has one (a
+     * skill's run is refused by the helper: it gets none) */
+    al_box_limits l;
+    al_box_limits_from_job(json_object_get(j, "limits"), &l);
+    al_docker_held held;
+    bool pooled = !json_object_get(j, "skill_dir") &&
+                  al_docker_pool_take(json_string_value(json_object_get(j, "image_dir")),
+                                      json_string_value(json_object_get(j, "image_digest")), &l, &held);
+    if (pooled)
+        json_object_set_new(j, "docker_box", json_pack("{s:s, s:s, s:I, s:I, s:I}", "id", held.id, "image_id",
+                                                       held.image_id, "holder", (json_int_t)held.holder, "uid",
+                                                       (json_int_t)held.uid, "hold_until",
+                                                       (json_int_t)held.hold_until_s));
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
-    if (!text)
+    if (!text) {
+        if (pooled)
+            al_docker_pool_give_back(&held);
         return -ENOMEM;
+    }
     /* the helper of airlock-server, beside SELF_EXE */
     char copy[PATH_MAX], exe[PATH_MAX + 32];
     snprintf(copy, sizeof copy, "%s", self_exe);
     snprintf(exe, sizeof exe, "%s/airlock-server", dirname(copy));
     int r = al_driver_helper_start(exe, text, ret, err);
     free(text);
+    if (pooled && r == 0)
+        al_docker_pool_lend(ret->pid, &held);
+    else if (pooled)
+        al_docker_pool_give_back(&held);
     return r;
+}
+
+static int docker_wait(al_driver_run *r) {
+    pid_t pid = r->pid;
+    int st = al_driver_helper_wait(r);
+    /* its container, if the pool's, is removed now: nothing of the run is
+     * left in it (the helper killed the script's processes before it
+     * collected /out, and is gone) */
+    al_docker_pool_run_ended(pid);
+    return st;
 }
 
 static void docker_sweep(void) {
@@ -72,7 +114,8 @@ const al_driver_ops al_driver_docker = {
     .probe = docker_probe,
     .start = docker_start,
     .cancel = al_driver_helper_cancel,
-    .wait = al_driver_helper_wait,
+    .wait = docker_wait,
     .sweep = docker_sweep,
+    .stop = al_docker_pool_stop,
     .needs_image = true,
 };

@@ -32,6 +32,9 @@ typedef struct al_driver_ops {
     /* After a crash: remove what boxes of a dead airlock left (cgroups,
      * containers). Called at start and from time to time. */
     void (*sweep)(void);
+    /* The service stops (its runs have ended): remove what the driver
+     * made ahead of need. NULL: nothing to do. */
+    void (*stop)(void);
     /* Runs need an image (a container cannot run on the host's /usr): a
      * run that names none gets the default image. */
     bool needs_image;
@@ -43,8 +46,9 @@ extern const al_driver_ops al_driver_disabled;
 
 /* The docker driver's daemon and runtime, for the whole process (the
  * service's configuration, set once before any run): SOCKET NULL for
- * DOCKER_HOST or /var/run/docker.sock, RUNTIME "runc" or "runsc". */
-int al_driver_docker_configure(const char *socket, const char *runtime, al_error *err);
+ * DOCKER_HOST or /var/run/docker.sock, RUNTIME "runc" or "runsc", POOL
+ * the containers it makes ahead of need per shape of run (0: none). */
+int al_driver_docker_configure(const char *socket, const char *runtime, int pool, al_error *err);
 
 /* The helper process both boxes run in (native.c). */
 int al_driver_helper_start(const char *self_exe, const char *job, al_driver_run *ret, al_error *err);

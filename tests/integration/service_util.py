@@ -266,13 +266,15 @@ class Service:
             self.store = pg_util.cluster().uri(pg_util.cluster().new_database())
         # the driver its runs take: the suite's (AIRLOCK_TEST_DRIVER=docker
         # runs them in containers of the test dockerd, on the default
-        # image), unless the test's config names one
+        # image, with AIRLOCK_TEST_RUNTIME's runtime), unless the test's
+        # config names one
         if os.environ.get("AIRLOCK_TEST_DRIVER") == "docker" and "driver" not in (config or {}):
             import docker_util
             from image_util import CACHE, ensure_default_image
             docker_util.start()
             ensure_default_image()
-            config = dict(config or {}, driver="docker", docker_socket=str(docker_util.SOCKET))
+            config = dict(config or {}, driver="docker", docker_socket=str(docker_util.SOCKET),
+                          runtime=os.environ.get("AIRLOCK_TEST_RUNTIME", "runc"))
             if not (self.state / "images").exists():
                 (self.state / "images").symlink_to(CACHE / "images")
         self.config = config

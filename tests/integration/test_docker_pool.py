@@ -1,0 +1,230 @@
+"""The docker driver's containers made ahead of need (src/drivers/docker_pool.c):
+`airlock serve` with driver = docker keeps, for each shape of run it has
+seen (image, limits), docker_pool started containers that no script has
+run in; a run of that shape is handed one, and it is removed after that run.
+Each is used once. The reference is the same service with docker_pool = 0:
+a pooled run must behave exactly as a cold one."""
+import json
+import time
+
+import pytest
+
+import docker_util
+from image_util import CACHE
+from service_util import Service, reap_boxes, wait_no_boxes
+
+# what a run can see of its container: its uid, its cwd, what is in its
+# scratch, the processes beside it, its limits as the kernel shows them
+PROBE = r"""
+import json, os, sys
+def ls(d):
+    return sorted(os.listdir(d))
+procs = []
+for p in os.listdir("/proc"):
+    if p.isdigit():
+        try:
+            st = open(f"/proc/{p}/status").read()
+            uid = int([l for l in st.splitlines() if l.startswith("Uid:")][0].split()[1])
+            comm = open(f"/proc/{p}/comm").read().strip()
+            procs.append((uid, comm))
+        except OSError:
+            pass
+print(json.dumps({"uid": os.getuid(), "cwd": os.getcwd(), "argv": sys.argv, "name": __name__,
+                  "work": ls("/work"), "out": ls("/out"), "tmp": [f for f in ls("/tmp") if not f.startswith(".")],
+                  "others": sorted({c for u, c in procs if u != os.getuid()}),
+                  "mine": sorted(c for u, c in procs if u == os.getuid())}))
+open("/tmp/left-by-run", "w").write("x")
+open("/out/result.txt", "w").write("made in the box\n")
+sys.stderr.write("to stderr\n")
+sys.exit(3)
+"""
+
+
+def make(tmp_path_factory, name, **config):
+    state = tmp_path_factory.mktemp(name) / "state"
+    state.mkdir()
+    (state / "images").symlink_to(CACHE / "images")
+    svc = Service(state, config=dict({"driver": "docker", "docker_socket": str(docker_util.SOCKET)}, **config))
+    svc.start()
+    return svc
+
+
+def pool_state(svc):
+    return svc.ok("GET", "/v1/settings")["badges"]["pool"]["state"]
+
+
+def wait_idle(svc, n, memory_mb=512, timeout=60):
+    """Wait until the pool holds N idle containers for runs of MEMORY_MB
+    (and the default limits otherwise); its state."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = pool_state(svc)
+        if any(sh["idle"] >= n and sh["memory_bytes"] == memory_mb << 20 for sh in st["shapes"]):
+            return st
+        assert time.monotonic() < deadline, f"the pool did not fill: {st}"
+        time.sleep(0.2)
+
+
+def containers():
+    return set(docker_util.airlock_containers())
+
+
+# these two start services of their own, before the module's pair: they
+# count every container of boxes on the daemon
+def test_stop_removes_the_pool_and_a_kill_leaves_it_to_the_next_start(dockerd, tmp_path_factory):
+    svc = make(tmp_path_factory, "lifecycle", docker_pool="2")
+    try:
+        svc.run("pass")
+        wait_idle(svc, 2)
+        assert len(containers()) == 2
+        svc.stop()
+        assert not containers(), "the pool's containers outlived the service"
+        svc.start()
+        svc.run("pass")
+        wait_idle(svc, 2)
+        left = containers()
+        assert len(left) == 2
+        # killed with -9: nothing removes them now, and their uids' locks
+        # died with the service, so the next start's sweep takes them
+        svc.kill9()
+        assert containers() == left
+        svc.start()
+        deadline = time.monotonic() + 30
+        while containers() & left and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not (containers() & left), "what a killed service's pool left was not swept"
+    finally:
+        svc.stop()
+    assert not containers()
+
+
+def test_under_gvisor_too(dockerd, tmp_path_factory):
+    svc = make(tmp_path_factory, "gvisor", docker_pool="1", runtime="runsc")
+    try:
+        a = warm_run(svc, PROBE)
+        r = a["result"]
+        assert r["box"]["engine_runtime"] == "runsc" and r["exit_code"] == 3, r
+        p = json.loads(r["stdout"])
+        assert p["work"] == ["main.py"] and p["tmp"] == [] and p["cwd"] == "/work", p
+        assert [x["path"] for x in a["artifacts"]] == ["result.txt"]
+    finally:
+        svc.stop()
+    assert not containers()
+
+
+@pytest.fixture(scope="module")
+def pair(dockerd, tmp_path_factory):
+    """A service with the pool (2 per shape) and the same without."""
+    pooled = make(tmp_path_factory, "pooled", docker_pool="2")
+    cold = make(tmp_path_factory, "cold", docker_pool="0")
+    yield pooled, cold
+    for s in (pooled, cold):
+        s.stop()
+    procs, cgs = wait_no_boxes(15)
+    if procs or cgs:
+        reap_boxes()
+    assert not procs and not cgs, (procs, cgs)
+
+
+def warm_run(svc, code, **fields):
+    """A run that is handed a container from the pool (the first run of a
+    shape teaches the pool the shape, and makes its own)."""
+    mb = fields.get("limits", {}).get("memory_mb", 512)
+    if not any(sh["memory_bytes"] == mb << 20 for sh in pool_state(svc)["shapes"]):
+        svc.run("pass", **fields)
+    wait_idle(svc, 1, mb)
+    doc = svc.run(code, **fields)
+    assert doc["result"]["box"]["pooled"] is True, doc["result"]["box"]
+    return doc
+
+
+def test_a_pooled_run_behaves_as_a_cold_one(pair):
+    pooled, cold = pair
+    a = warm_run(pooled, PROBE, args=["one", "two"])
+    b = cold.run(PROBE, args=["one", "two"])
+    assert b["result"]["box"]["pooled"] is False
+    ra, rb = a["result"], b["result"]
+    for k in ("exit_code", "signal", "reason", "stderr"):
+        assert ra[k] == rb[k], (k, ra[k], rb[k])
+    assert ra["exit_code"] == 3 and ra["stderr"] == "to stderr\n"
+    pa, pb = json.loads(ra["stdout"]), json.loads(rb["stdout"])
+    # the same view of the box, but for its uid: each run's own
+    assert pa["uid"] != pb["uid"]
+    for k in ("cwd", "argv", "name", "work", "out", "tmp", "others", "mine"):
+        assert pa[k] == pb[k], (k, pa[k], pb[k])
+    assert pa["work"] == ["main.py"] and pa["out"] == [] and pa["tmp"] == [], pa
+    # beside the script only the holder (tini and its sleep, another uid)
+    assert pa["mine"] == ["python3"], pa
+    assert set(pa["others"]) <= {"docker-init", "sleep"}, pa
+    assert [x["path"] for x in a["artifacts"]] == [x["path"] for x in b["artifacts"]] == ["result.txt"]
+    assert a["artifacts"][0]["sha256"] == b["artifacts"][0]["sha256"]
+
+
+def test_each_container_serves_one_run_and_is_then_removed(pair):
+    pooled, _ = pair
+    for _ in range(3):
+        wait_idle(pooled, 2)
+        before = containers()
+        doc = warm_run(pooled, PROBE)
+        # what the last run left in /tmp is in no later run's box
+        assert json.loads(doc["result"]["stdout"])["tmp"] == [], doc["result"]["stdout"]
+        # the one it ran in is removed, and never handed out again
+        deadline = time.monotonic() + 30
+        while not (before - containers()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert before - containers(), "the container of a finished run is still there"
+    wait_idle(pooled, 2)
+    assert len(containers()) == 2, containers()
+    st = pool_state(pooled)
+    assert st["in_use"] == 0 and sum(sh["hits"] for sh in st["shapes"]) >= 3, st
+
+
+def test_a_run_of_other_limits_makes_its_own_then_gets_a_pool(pair):
+    pooled, _ = pair
+    wait_idle(pooled, 1)
+    doc = pooled.run("print(1)", limits={"memory_mb": 300})
+    assert doc["state"] == "succeeded" and doc["result"]["box"]["pooled"] is False
+    # a container made for 512 MiB is never handed to a 300 MiB run
+    wait_idle(pooled, 1, 300)
+    # and the one it is then handed holds the run to 300 MiB
+    doc = warm_run(pooled, "x = bytearray(400 << 20); x[::4096] = b'1' * len(x[::4096]); print('kept')",
+                   limits={"memory_mb": 300})
+    assert doc["result"]["reason"] == "memory", doc["result"]
+    doc = warm_run(pooled, "x = bytearray(400 << 20); x[::4096] = b'1' * len(x[::4096]); print('kept')")
+    assert doc["result"]["reason"] == "exited" and doc["result"]["stdout"] == "kept\n", doc["result"]
+
+
+def test_a_pooled_container_that_died_idle_is_not_used_and_is_replaced(pair):
+    pooled, _ = pair
+    pooled.run("pass")
+    wait_idle(pooled, 2)
+    idle = containers()
+    assert idle
+    for c in idle:
+        docker_util.docker("kill", c, check=False)
+    doc = pooled.run("print('still runs')")
+    assert doc["state"] == "succeeded" and doc["result"]["stdout"] == "still runs\n"
+    # the dead one is checked and set aside: this run made its own
+    assert doc["result"]["box"]["pooled"] is False
+    # and the pool fills again with live ones, the dead ones removed
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        now = containers()
+        if not (now & idle) and any(sh["idle"] >= 2 for sh in pool_state(pooled)["shapes"]):
+            break
+        time.sleep(0.3)
+    assert not (containers() & idle), "the dead containers were not removed"
+    doc = warm_run(pooled, "print(2)")
+    assert doc["result"]["stdout"] == "2\n"
+
+
+def test_the_pool_is_shown_and_can_be_turned_off(pair):
+    pooled, cold = pair
+    st = pool_state(pooled)
+    assert st["per_shape"] == 2 and st["idle_s"] > 0
+    for sh in st["shapes"]:
+        assert {"image", "memory_bytes", "cpu_millis", "pids", "timeout_s", "idle", "hits", "misses"} <= set(sh)
+    off = pool_state(cold)
+    cold.run("pass")
+    off = pool_state(cold)
+    assert off["per_shape"] == 0 and off["shapes"] == [] and off["idle"] == 0, off
