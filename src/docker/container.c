@@ -160,19 +160,19 @@ static int kill_script_procs(dbox *b) {
     return n;
 }
 
-static int kill_inside(struct dbox *b);
+/* gVisor's processes are not this host's: they are killed from inside, as
+ * the script's uid, until none is left (kill -1 spares the caller). The
+ * loop ends with 0 only when kill -1 finds no process of the uid left to
+ * signal: then none is alive, and none can start again (only the script's
+ * processes are of its uid). Any other end (a survivor that killed this
+ * shell, the bound, a timeout) is a failure: the caller then kills the
+ * container whole rather than read an /out that something the script left
+ * could still change. */
+static char *kill_argv[] = { "sh", "-c",
+                             "i=0; while kill -9 -1 2>/dev/null; do i=$((i+1)); [ $i -lt 100000 ] || exit 3; done; exit 0",
+                             NULL };
 
-/* Kill every process of the script: from this host by cgroup and uid under
- * runc; under gVisor, whose processes are not this host's, from inside. */
 static void kill_container(dbox *b);
-static void kill_script(dbox *b) {
-    if (b->o->runtime != AL_DOCKER_RUNSC)
-        kill_script_procs(b);
-    else if (kill_inside(b) < 0)
-        kill_container(b); /* and /out with it: the result says so */
-    else
-        b->inside_clean = true;
-}
 
 /* ---- container calls ---- */
 
@@ -494,8 +494,70 @@ static void on_tar_data(int stream, const char *buf, size_t len, void *ud) {
 /* Run exec ID to its end with IN_FD's bytes as its stdin (-1: none), its
  * output to SINK through ON_DATA. For the script: DEADLINE (ms, 0 none),
  * CANCEL_FD and the caps, with *KILL_REASON set when it was stopped. */
+/* Under gVisor the script's processes are killed from inside, by an exec
+ * (kill_argv) that runs while the script's stream is still read: a killed
+ * process whose output the daemon is still copying is not reaped until
+ * that output is read, and the kill loop would see it alive until then. */
+typedef struct inside_kill {
+    bool running;
+    char id[80];
+    al_engine_stream st;
+    sink s;
+} inside_kill;
+
+static void kill_begin(dbox *b, inside_kill *k) {
+    if (b->o->runtime != AL_DOCKER_RUNSC) {
+        kill_script_procs(b);
+        return;
+    }
+    if (k->running)
+        return;
+    al_error e = { 0 };
+    k->s = (sink){ .fd = -1 };
+    if (exec_create(b, kill_argv, NULL, "/", false, k->id, &e) < 0 || al_engine_exec_start(&b->e, k->id, &k->st, &e) < 0) {
+        kill_container(b); /* and /out with it: the result says so */
+        return;
+    }
+    al_engine_stream_close_stdin(&k->st);
+    k->running = true;
+}
+
+/* The kill exec ended (its stream did): none of the script's is left, or
+ * the container is killed whole. */
+static void kill_end(dbox *b, inside_kill *k) {
+    al_engine_stream_close(&k->st);
+    k->running = false;
+    al_error e = { 0 };
+    if (exec_exit(b, k->id, &e) == 0)
+        b->inside_clean = true;
+    else
+        kill_container(b);
+}
+
+/* What is left of a kill exec after the script's stream ended: read to
+ * its end, for KILL_GRACE_MS at most. */
+static void kill_finish(dbox *b, inside_kill *k) {
+    uint64_t until = al_now_ms() + KILL_GRACE_MS;
+    while (k->running && !k->st.eof && al_now_ms() < until) {
+        struct pollfd p = { .fd = k->st.fd, .events = POLLIN };
+        uint64_t now = al_now_ms();
+        if (poll(&p, 1, until > now ? (int)(until - now) : 0) > 0 && al_engine_stream_read(&k->st, on_tar_data, &k->s) < 0)
+            break;
+    }
+    if (!k->running)
+        return;
+    if (k->st.eof) {
+        kill_end(b, k);
+        return;
+    }
+    al_engine_stream_close(&k->st);
+    k->running = false;
+    kill_container(b);
+}
+
 static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, const char *, size_t, void *), sink *s,
                      uint64_t deadline, int cancel_fd, al_reason *kill_reason, al_error *err) {
+    inside_kill ik = { 0 };
     al_engine_stream st;
     int r = al_engine_exec_start(&b->e, id, &st, err);
     if (r < 0)
@@ -531,7 +593,7 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
     if (kill_reason && main_fd < 0) {
         main_done = true;
         drain_until = al_now_ms() + DRAIN_MS;
-        kill_script(b);
+        kill_begin(b, &ik);
     }
     char inbuf[65536];
     size_t in_len = 0, in_off = 0;
@@ -590,7 +652,7 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
             *kill_reason = why;
             killed = true;
             kill_deadline = now + KILL_GRACE_MS;
-            kill_script(b);
+            kill_begin(b, &ik);
         }
         if (killed && now >= kill_deadline) {
             r = al_err(err, "kill", ETIMEDOUT, "the script's processes did not die within %d ms of SIGKILL",
@@ -607,10 +669,11 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
                 in_off = 0;
             }
         }
-        struct pollfd p[3] = { { .fd = st.fd, .events = POLLIN | (in_open ? POLLOUT : 0) },
+        struct pollfd p[4] = { { .fd = st.fd, .events = POLLIN | (in_open ? POLLOUT : 0) },
                                { .fd = main_done ? -1 : main_fd, .events = POLLIN },
-                               { .fd = killed ? -1 : cancel_fd, .events = POLLIN } };
-        nfds_t np = 3;
+                               { .fd = killed ? -1 : cancel_fd, .events = POLLIN },
+                               { .fd = ik.running ? ik.st.fd : -1, .events = POLLIN } };
+        nfds_t np = 4;
         uint64_t until = main_done ? drain_until : killed ? kill_deadline : deadline ? deadline : now + 1000;
         if (kill_reason && b->cg_pids[0] && !killed && !main_done && next_tick < until)
             until = next_tick;
@@ -626,14 +689,14 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
             main_done = true;
             drain_until = al_now_ms() + DRAIN_MS;
             if (!killed)
-                kill_script(b);
+                kill_begin(b, &ik);
         }
         if (p[2].revents) {
             if (kill_reason)
                 *kill_reason = AL_REASON_CANCELED;
             killed = true;
             kill_deadline = al_now_ms() + KILL_GRACE_MS;
-            kill_script(b);
+            kill_begin(b, &ik);
         }
         if (p[0].revents & POLLOUT && in_open && in_off < in_len) {
             ssize_t w = al_engine_stream_write(&st, inbuf + in_off, in_len - in_off);
@@ -642,6 +705,10 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
             } else {
                 in_off += (size_t)w;
             }
+        }
+        if (p[3].revents && ik.running) {
+            if (al_engine_stream_read(&ik.st, on_tar_data, &ik.s) < 0 || ik.st.eof)
+                kill_end(b, &ik);
         }
         if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
             int q = al_engine_stream_read(&st, on_data, s);
@@ -652,6 +719,8 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
         }
     }
     al_engine_stream_close(&st);
+    if (ik.running)
+        kill_finish(b, &ik);
     /* output past the cap is output_limit even when the script ended
      * before it could be stopped, as on the native box */
     if (r == 0 && kill_reason && s->over && *kill_reason == AL_REASON_EXITED)
@@ -1125,18 +1194,10 @@ static void remove_container(dbox *b) {
     al_engine_call(&b->e, "DELETE", path, NULL, NULL, &e);
 }
 
-/* gVisor's processes are not this host's: killed from inside, as the
- * script's uid, until none is left (kill -1 spares the caller). */
-/* The loop ends with 0 only when kill -1 finds no process of the uid left
- * to signal: then none is alive, and none can start again (only the
- * script's processes are of its uid). Any other end (a survivor that
- * killed this shell, the bound, a timeout) is a failure: the caller then
- * kills the container whole rather than read an /out that something the
- * script left could still change. */
+/* The kill exec (kill_argv) run to its end: 0 when none of the script's is
+ * left. */
 static int kill_inside(dbox *b) {
-    char *argv[] = { "sh", "-c",
-                     "i=0; while kill -9 -1 2>/dev/null; do i=$((i+1)); [ $i -lt 100000 ] || exit 3; done; exit 0",
-                     NULL };
+    char **argv = kill_argv;
     al_error e = { 0 };
     char id[80];
     int r = exec_create(b, argv, NULL, "/", false, id, &e);

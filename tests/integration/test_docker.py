@@ -80,6 +80,17 @@ def test_limits_end_with_the_native_reasons(dockerd, rt):
     _, doc = run("print('x' * 100000)", "python", "--output-limit", "4k", runtime=rt)
     assert doc["reason"] == "output_limit" and doc["stdout_truncated"] is True, doc
     assert len(doc["stdout"]) == 4096 and doc["stdout_bytes"] >= 4096, doc
+    # a script that floods its output, stopped at the cap and at the wall
+    # clock while its stream is still full (under gVisor a killed process is
+    # reaped only once its output is read: the kill from inside must not
+    # wait on it with the stream unread)
+    flood = "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n"
+    _, doc = run(flood, "python", runtime=rt)
+    assert doc["reason"] == "output_limit" and len(doc["stdout"]) == 1 << 20, {k: doc[k] for k in ("reason", "error")
+                                                                              if k in doc}
+    slow = "import sys, time\nwhile True:\n    sys.stdout.write('x' * 65536); time.sleep(0.01)\n"
+    _, doc = run(slow, "python", "--timeout", "2", "--output-limit", "64M", runtime=rt)
+    assert doc["reason"] == "timeout" and doc["wall_ms"] < 8000, {k: doc.get(k) for k in ("reason", "error", "wall_ms")}
     spawn = ("import subprocess\nps = []\ntry:\n    for i in range(400): ps.append(subprocess.Popen(['sleep', '30']))\n"
              "except OSError:\n    pass\nprint(len(ps))")
     _, doc = run(spawn, "python", "--pids", "64", "--timeout", "30", runtime=rt)
