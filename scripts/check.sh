@@ -49,5 +49,12 @@ AIRLOCK_TEST_DRIVER=docker $PY -m pytest -q -p no:cacheprovider \
     tests/integration/test_service_runs.py tests/integration/test_service_threads.py \
     tests/integration/test_network_service.py
 
+# And the service's runs and threads under gVisor (runsc): its network
+# policies are refused there by design (offline only), which
+# test_docker.py and the badges check.
+echo "== the service's runs and threads on the docker driver (runsc) =="
+AIRLOCK_TEST_DRIVER=docker AIRLOCK_TEST_RUNTIME=runsc $PY -m pytest -q -p no:cacheprovider \
+    tests/integration/test_service_runs.py tests/integration/test_service_threads.py
+
 echo "== all integration tests =="
 exec $PY -m pytest -v -p no:cacheprovider tests/integration
