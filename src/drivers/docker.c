@@ -6,6 +6,7 @@
  * Docker is the pool's (make, remove); it never clones for it. */
 #include <libgen.h>
 #include <limits.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "../docker/docker.h"
@@ -41,8 +42,28 @@ static json_t *docker_capabilities(void) {
     return doc;
 }
 
+/* A daemon found fit is not asked again for this long: GET /info walks
+ * the daemon's containers and images, and every run's admission asks. A
+ * daemon found unfit is asked again on the next run, so it is taken back
+ * as soon as it is fixed. */
+#define PROBE_TTL_MS 5000
+static struct {
+    pthread_mutex_t mu;
+    uint64_t ok_at_ms;
+} probe_cache = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
 static int docker_probe(al_error *err) {
+    pthread_mutex_lock(&probe_cache.mu);
+    bool fresh = probe_cache.ok_at_ms && al_now_ms() - probe_cache.ok_at_ms < PROBE_TTL_MS;
+    pthread_mutex_unlock(&probe_cache.mu);
+    if (fresh) {
+        memset(err, 0, sizeof *err);
+        return 0;
+    }
     int r = al_docker_probe(sock(), conf.runtime, err);
+    pthread_mutex_lock(&probe_cache.mu);
+    probe_cache.ok_at_ms = r < 0 ? 0 : al_now_ms();
+    pthread_mutex_unlock(&probe_cache.mu);
     if (r < 0) {
         al_error e = *err;
         memset(err, 0, sizeof *err);
