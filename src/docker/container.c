@@ -197,6 +197,23 @@ static json_t *tmpfs_opts(const al_box_limits *l, uid_t uid, const char *mode) {
     return json_string(o);
 }
 
+/* no_new_privs and airlock's seccomp profile, as HostConfig.SecurityOpt. */
+static json_t *security_opts(al_error *err) {
+    _cleanup_free_ char *seccomp = al_docker_seccomp_profile(err);
+    char *sec = NULL;
+    if (!seccomp || asprintf(&sec, "seccomp=%s", seccomp) < 0)
+        return NULL;
+    json_t *o = json_pack("[s, s]", "no-new-privileges:true", sec);
+    free(sec);
+    return o;
+}
+
+/* /work, /out and /tmp: the run's own scratch, as HostConfig.Tmpfs. */
+static json_t *scratch_mounts(const al_box_limits *l, uid_t uid) {
+    return json_pack("{s:o, s:o, s:o}", "/work", tmpfs_opts(l, uid, "0700"), "/out", tmpfs_opts(l, uid, "0700"), "/tmp",
+                     tmpfs_opts(l, uid, "0700"));
+}
+
 /* Docker's default masked paths, and every entry of /proc that is not a
  * process's (the native box mounts proc with subset=pid, which has none of
  * them: no sys, kcore, keys, key-users, timer_list, sched_debug...), and
@@ -238,16 +255,10 @@ static int create(dbox *b, const char *image_id, al_error *err) {
     snprintf(hold, sizeof hold, "%llu", (unsigned long long)b->hold_s);
     snprintf(name, sizeof name, "airlock-box-%u", b->uid);
     snprintf(uidl, sizeof uidl, "%u", b->uid);
-    _cleanup_free_ char *seccomp = al_docker_seccomp_profile(err);
-    if (!seccomp)
+    json_t *secopt = security_opts(err);
+    if (!secopt)
         return -ENOMEM;
-    char *sec = NULL;
-    if (asprintf(&sec, "seccomp=%s", seccomp) < 0)
-        return -ENOMEM;
-    json_t *secopt = json_pack("[s, s]", "no-new-privileges:true", sec);
-    free(sec);
-    json_t *tmpfs = json_pack("{s:o, s:o, s:o}", "/work", tmpfs_opts(l, b->uid, "0700"), "/out",
-                              tmpfs_opts(l, b->uid, "0700"), "/tmp", tmpfs_opts(l, b->uid, "0700"));
+    json_t *tmpfs = scratch_mounts(l, b->uid);
     json_t *hc = json_pack(
         "{s:s, s:b, s:[s], s:o, s:o, s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:[{s:s, s:I, s:I}, {s:s, s:I, s:I}, "
         "{s:s, s:I, s:I}], s:I, s:s, s:s}",
@@ -327,8 +338,11 @@ static void protect_holder(dbox *b) {
 }
 
 /* A held container is used for a run only if it was made as this run's
- * own would be: its limits, its uids and its runtime (the pool keys by
- * them; this says so from the daemon's own record). */
+ * own would be: its image, limits, uids and runtime (the pool keys by
+ * them) and every hardening of create() that the daemon reports (no
+ * capability, no_new_privs and airlock's seccomp profile, a read-only
+ * root, no network, no mount or device of the host): so says the daemon's
+ * own record, not the service's word. */
 static int same_box(dbox *b, json_t *ins, al_error *err) {
     const al_box_limits *l = &b->cfg->limits;
     json_t *hc = json_object_get(ins, "HostConfig"), *cc = json_object_get(ins, "Config");
@@ -339,12 +353,33 @@ static int same_box(dbox *b, json_t *ins, al_error *err) {
     const char *rt = json_string_value(json_object_get(hc, "Runtime"));
     const char *u = json_string_value(json_object_get(cc, "User"));
     const char *lu = json_string_value(json_object_get(json_object_get(cc, "Labels"), LABEL_UID));
-    if ((uint64_t)json_integer_value(json_object_get(hc, "Memory")) != l->memory_bytes ||
+    /* the image's label, which the container inherits: the run's image */
+    const char *ld = json_string_value(json_object_get(json_object_get(cc, "Labels"), "dev.airlock.digest"));
+    const char *digest = b->o->image_digest ? b->o->image_digest : "";
+    if (strncmp(digest, "sha256:", 7) == 0)
+        digest += 7;
+    /* and it is as hardened as this run's own would be */
+    json_t *tmpfs = scratch_mounts(l, b->uid), *secopt = security_opts(err);
+    json_t *caps = json_object_get(hc, "CapDrop");
+    bool hardened = json_equal(tmpfs, json_object_get(hc, "Tmpfs")) && secopt &&
+                    json_equal(secopt, json_object_get(hc, "SecurityOpt")) && json_array_size(caps) == 1 &&
+                    strcmp(json_string_value(json_array_get(caps, 0)) ?: "", "ALL") == 0 &&
+                    json_is_true(json_object_get(hc, "ReadonlyRootfs")) &&
+                    !json_is_true(json_object_get(hc, "Privileged")) &&
+                    strcmp(json_string_value(json_object_get(hc, "NetworkMode")) ?: "", "none") == 0 &&
+                    json_array_size(json_object_get(hc, "Binds")) == 0 &&
+                    json_array_size(json_object_get(hc, "Mounts")) == 0 &&
+                    json_array_size(json_object_get(hc, "Devices")) == 0;
+    json_decref(tmpfs);
+    json_decref(secopt);
+    if (!hardened || !ld || strcmp(ld, digest) != 0 ||
+        (uint64_t)json_integer_value(json_object_get(hc, "Memory")) != l->memory_bytes ||
         (uint64_t)json_integer_value(json_object_get(hc, "MemorySwap")) != l->memory_bytes ||
         (uint64_t)json_integer_value(json_object_get(hc, "NanoCpus")) != l->cpu_millis * 1000000ULL ||
         (uint64_t)json_integer_value(json_object_get(hc, "PidsLimit")) != pids || !u || strcmp(u, user) != 0 ||
         !lu || strcmp(lu, uidl) != 0 || !rt || strcmp(rt, al_docker_runtime_name(b->o->runtime)) != 0)
-        return al_err(err, "docker", ESTALE, "the held container %.12s was not made for this run's limits", b->id);
+        return al_err(err, "docker", ESTALE, "the held container %.12s was not made for this run's image and limits",
+                      b->id);
     return 0;
 }
 
