@@ -69,8 +69,8 @@ def containers():
     return set(docker_util.airlock_containers())
 
 
-# these two start services of their own, before the module's pair: they
-# count every container of boxes on the daemon
+# these start services of their own, before the module's pair: they count
+# every container of boxes on the daemon
 def test_stop_removes_the_pool_and_a_kill_leaves_it_to_the_next_start(dockerd, tmp_path_factory):
     svc = make(tmp_path_factory, "lifecycle", docker_pool="2")
     try:
@@ -108,6 +108,99 @@ def test_under_gvisor_too(dockerd, tmp_path_factory):
         assert p["work"] == ["main.py"] and p["tmp"] == [] and p["cwd"] == "/work", p
         assert [x["path"] for x in a["artifacts"]] == ["result.txt"]
     finally:
+        svc.stop()
+    assert not containers()
+
+
+def engine(method, path, body=None):
+    """One call of the test daemon's Engine API: (status, document)."""
+    import http.client
+    import socket as so
+
+    class Conn(http.client.HTTPConnection):
+        def connect(self):
+            self.sock = so.socket(so.AF_UNIX, so.SOCK_STREAM)
+            self.sock.connect(str(docker_util.SOCKET))
+
+    c = Conn("docker", timeout=60)
+    c.request(method, path, body=json.dumps(body) if body is not None else None,
+              headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, json.loads(data) if data else None
+
+
+def helper_run(dockerd, tmp_path, box):
+    """`airlock-server helper` (the run's own process) handed BOX as the
+    container made ahead of need: its result."""
+    from conftest import AIRLOCK
+    image = dockerd["image"]
+    digest = image["digest"].split(":")[-1]
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    job = {"language": "python", "code": "import os; print(os.getuid())", "out_dir": str(tmp_path),
+           "image_dir": str(CACHE / "images" / f"sha256-{digest}"), "image_digest": digest, "driver": "docker",
+           "docker_runtime": "runc", "docker_socket": str(docker_util.SOCKET), "docker_box": box}
+    import subprocess
+    # its stdin stays open while it runs: its end is the service's death
+    p = subprocess.Popen([str(AIRLOCK.parent / "airlock-server"), "helper"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdin.write(json.dumps(job).encode() + b"\n")
+    p.stdin.flush()
+    events = []
+    for line in p.stdout:
+        events.append(json.loads(line))
+        if events[-1].get("type") in ("result", "error"):
+            break
+    p.stdin.close()
+    p.wait(60)
+    results = [e["result"] for e in events if e.get("type") == "result"]
+    assert results, (p.returncode, events, p.stderr.read().decode(errors="replace"))
+    return results[0]
+
+
+def test_a_container_not_hardened_as_the_runs_own_is_never_used(dockerd, tmp_path_factory, tmp_path):
+    # copies of a container the pool made, by the daemon's own record of
+    # it: the faithful copy is used; one with a hardening taken away (the
+    # seccomp profile and no_new_privs, the read-only root, or with the
+    # host's network) is not, and the run makes its own container instead
+    before = containers()
+    svc = make(tmp_path_factory, "copies", docker_pool="1")
+    made = []
+    try:
+        svc.run("pass")
+        wait_idle(svc, 1)
+        (orig,) = containers() - before
+        status, ins = engine("GET", f"/containers/{orig}/json")
+        assert status == 200
+        cfg = {k: ins["Config"][k] for k in ("Image", "Cmd", "User", "WorkingDir", "Env", "Labels")}
+        box = {"holder": int(ins["Config"]["User"].split(":")[0]), "uid": int(ins["Config"]["Labels"]["dev.airlock.uid"]),
+               "image_id": ins["Image"], "hold_until": int(time.time()) + 600}
+        variants = {
+            "faithful": {},
+            "no seccomp, no no_new_privs": {"SecurityOpt": []},
+            "writable root": {"ReadonlyRootfs": False},
+            "capabilities kept": {"CapDrop": []},
+            "the host's network": {"NetworkMode": "host"},
+        }
+        used = {}
+        for name, change in variants.items():
+            hc = dict(ins["HostConfig"], **change)
+            status, doc = engine("POST", f"/containers/create?name=airlock-copy-{len(made)}", dict(cfg, HostConfig=hc))
+            assert status == 201, doc
+            made.append(doc["Id"])
+            status, doc = engine("POST", f"/containers/{doc['Id']}/start")
+            assert status == 204, doc
+            r = helper_run(dockerd, tmp_path / name.replace(" ", "_").replace(",", ""), dict(box, id=made[-1]))
+            assert r["exit_code"] == 0 and r["reason"] == "exited", (name, r.get("error"), r["stderr"], r["reason"])
+            used[name] = r["box"]["pooled"]
+            # the script ran as the held container's uid only when it was used
+            assert (int(r["stdout"]) == box["uid"]) == used[name], (name, r["stdout"], box)
+        assert used == {"faithful": True, "no seccomp, no no_new_privs": False, "writable root": False,
+                        "capabilities kept": False, "the host's network": False}, used
+    finally:
+        for c in made:
+            engine("DELETE", f"/containers/{c}?force=1")
         svc.stop()
     assert not containers()
 
@@ -229,94 +322,3 @@ def test_the_pool_is_shown_and_can_be_turned_off(pair):
     off = pool_state(cold)
     assert off["per_shape"] == 0 and off["shapes"] == [] and off["idle"] == 0, off
 
-
-def engine(method, path, body=None):
-    """One call of the test daemon's Engine API: (status, document)."""
-    import http.client
-    import socket as so
-
-    class Conn(http.client.HTTPConnection):
-        def connect(self):
-            self.sock = so.socket(so.AF_UNIX, so.SOCK_STREAM)
-            self.sock.connect(str(docker_util.SOCKET))
-
-    c = Conn("docker", timeout=60)
-    c.request(method, path, body=json.dumps(body) if body is not None else None,
-              headers={"Content-Type": "application/json"})
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    return r.status, json.loads(data) if data else None
-
-
-def helper_run(dockerd, tmp_path, box):
-    """`airlock-server helper` (the run's own process) handed BOX as the
-    container made ahead of need: its result."""
-    from conftest import AIRLOCK
-    image = dockerd["image"]
-    digest = image["digest"].split(":")[-1]
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    job = {"language": "python", "code": "import os; print(os.getuid())", "out_dir": str(tmp_path),
-           "image_dir": str(CACHE / "images" / f"sha256-{digest}"), "image_digest": digest, "driver": "docker",
-           "docker_runtime": "runc", "docker_socket": str(docker_util.SOCKET), "docker_box": box}
-    import subprocess
-    # its stdin stays open while it runs: its end is the service's death
-    p = subprocess.Popen([str(AIRLOCK.parent / "airlock-server"), "helper"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    p.stdin.write(json.dumps(job).encode() + b"\n")
-    p.stdin.flush()
-    events = []
-    for line in p.stdout:
-        events.append(json.loads(line))
-        if events[-1].get("type") in ("result", "error"):
-            break
-    p.stdin.close()
-    p.wait(60)
-    results = [e["result"] for e in events if e.get("type") == "result"]
-    assert results, (p.returncode, events, p.stderr.read().decode(errors="replace"))
-    return results[0]
-
-
-def test_a_container_not_hardened_as_the_runs_own_is_never_used(dockerd, tmp_path_factory, tmp_path):
-    # copies of a container the pool made, by the daemon's own record of
-    # it: the faithful copy is used; one with a hardening taken away (the
-    # seccomp profile and no_new_privs, the read-only root, or with the
-    # host's network) is not, and the run makes its own container instead
-    svc = make(tmp_path_factory, "copies", docker_pool="1")
-    made = []
-    try:
-        svc.run("pass")
-        wait_idle(svc, 1)
-        (orig,) = containers()
-        status, ins = engine("GET", f"/containers/{orig}/json")
-        assert status == 200
-        cfg = {k: ins["Config"][k] for k in ("Image", "Cmd", "User", "WorkingDir", "Env", "Labels")}
-        box = {"holder": int(ins["Config"]["User"].split(":")[0]), "uid": int(ins["Config"]["Labels"]["dev.airlock.uid"]),
-               "image_id": ins["Image"], "hold_until": int(time.time()) + 600}
-        variants = {
-            "faithful": {},
-            "no seccomp, no no_new_privs": {"SecurityOpt": []},
-            "writable root": {"ReadonlyRootfs": False},
-            "capabilities kept": {"CapDrop": []},
-            "the host's network": {"NetworkMode": "host"},
-        }
-        used = {}
-        for name, change in variants.items():
-            hc = dict(ins["HostConfig"], **change)
-            status, doc = engine("POST", f"/containers/create?name=airlock-copy-{len(made)}", dict(cfg, HostConfig=hc))
-            assert status == 201, doc
-            made.append(doc["Id"])
-            status, doc = engine("POST", f"/containers/{doc['Id']}/start")
-            assert status == 204, doc
-            r = helper_run(dockerd, tmp_path / name.replace(" ", "_").replace(",", ""), dict(box, id=made[-1]))
-            assert r["exit_code"] == 0 and r["reason"] == "exited", (name, r.get("error"), r["stderr"], r["reason"])
-            used[name] = r["box"]["pooled"]
-            # the script ran as the held container's uid only when it was used
-            assert (int(r["stdout"]) == box["uid"]) == used[name], (name, r["stdout"], box)
-        assert used == {"faithful": True, "no seccomp, no no_new_privs": False, "writable root": False,
-                        "capabilities kept": False, "the host's network": False}, used
-    finally:
-        for c in made:
-            engine("DELETE", f"/containers/{c}?force=1")
-        svc.stop()
-    assert not containers()
