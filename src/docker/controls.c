@@ -66,9 +66,9 @@ void al_docker_controls(al_docker_runtime rt, al_controls *c) {
     if (gv)
         set(&c->caps, AL_LEVEL_BOUNDARY,
             "CapDrop ALL, a non-root uid, no device of the host's: /dev is gVisor's own tmpfs with only null, "
-            "zero, full, random, urandom, tty, ptmx and pts, shm and mqueue, served by its Sentry; gap: this "
-            "gVisor lets mknod make a device node in its tmpfs without CAP_MKNOD, and such a node opens only "
-            "a device of gVisor's own (others are ENXIO), never one of this host's");
+            "zero, full, random, urandom, tty, ptmx and pts, shm, and gVisor's own fuse and net/tun, all served "
+            "by its Sentry; gap: this gVisor lets mknod make a device node in its tmpfs without CAP_MKNOD, and "
+            "such a node opens only a device of gVisor's own (others are ENXIO), never one of this host's");
     else
         set(&c->caps, AL_LEVEL_BOUNDARY,
             "CapDrop ALL, a non-root uid, no device of the host's: /dev is Docker's tmpfs (without nodev) with "
