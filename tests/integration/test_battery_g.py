@@ -115,12 +115,18 @@ def test_g2_fork_bomb_pids_limit(bomb, probe, workdir):
 def test_g3_cpu_throttled_and_killed_at_deadline(plain_workdir):
     burn = "for i in 1 2 3 4; do (while :; do :; done) & done; wait"
     spin = "for i in 1 2 3 4; do python3 -c 'import time\ne = time.time() + 1\nwhile time.time() < e: pass' & done; wait"
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.monotonic()
-    subprocess.run(["bash", "-c", spin], check=True)
-    wall = time.monotonic() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    # the control on a shared 2-core host: a few tries, for a moment when
+    # another load (a sandbox of the previous case ending) leaves it idle
+    for _ in range(4):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.monotonic()
+        subprocess.run(["bash", "-c", spin], check=True)
+        wall = time.monotonic() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        if cpu > 1.2 * wall:
+            break
+        time.sleep(2)
     harness(cpu > 1.2 * wall, f"control: 4 busy processes used only {cpu:.2f}s CPU in {wall:.2f}s")
     other = LiveRun("--lang", "python", "--timeout", "30", "-c",
                     "import time\nt = time.monotonic()\nn = 0\nfor i in range(3_000_000):\n    n += i\n"
