@@ -92,6 +92,7 @@ typedef struct dbox {
     bool own;                     /* made here, so removed here (a held one is its owner's) */
     bool inside_clean;            /* gVisor: a kill from inside found none of the script's left */
     uint64_t hold_s;              /* how long its holder lives */
+    char tar_err[512];            /* the last tar's stderr, its first 511 bytes */
 } dbox;
 
 /* ---- the container's cgroup, read from this host ---- */
@@ -776,6 +777,7 @@ static int exec_tar(dbox *b, char *const *argv, int in_fd, int out_fd, uint64_t 
         return r;
     if (too_big)
         *too_big = s.too_big;
+    snprintf(b->tar_err, sizeof b->tar_err, "%s", s.err_text);
     int code = exec_exit(b, id, err);
     if (code != 0)
         return al_err(err, "docker", EIO, "%s in the box exited %d: %.300s", argv[0], code, s.err_text);
@@ -1128,6 +1130,31 @@ static int unpack(dbox *b, int tarfd, int outfd, al_error *err) {
     return r;
 }
 
+/* What tar --ignore-failed-read left out ("tar: ./P: Warning: Cannot open:
+ * Permission denied", a file the script made unreadable) is a skip, as the
+ * native box's collection names it, never a silent loss. Past what its
+ * kept stderr holds, "." says more may be left out. */
+static void tar_unreadable(dbox *b) {
+    bool full = strlen(b->tar_err) >= sizeof b->tar_err - 1;
+    char *save = NULL;
+    for (char *l = strtok_r(b->tar_err, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        char *end = strstr(l, ": Cannot open: ");
+        if (strncmp(l, "tar: ", 5) != 0 || !end)
+            continue;
+        *end = '\0';
+        /* --ignore-failed-read says it as a warning */
+        size_t n = strlen(l);
+        if (n >= 5 + 9 && strcmp(l + n - 9, ": Warning") == 0)
+            l[n - 9] = '\0';
+        const char *p = strncmp(l + 5, "./", 2) == 0 ? l + 7 : l + 5;
+        char why[160];
+        snprintf(why, sizeof why, "unreadable: %s", end + strlen(": Cannot open: "));
+        al_collect_add_skip(b->res, p, why);
+    }
+    if (full)
+        al_collect_add_skip(b->res, ".", "the box's tar could not read more of /out than it could name");
+}
+
 static int collect(dbox *b, al_error *err) {
     const al_box_limits *l = &b->cfg->limits;
     int r = scratch_mount(b, l->tmpfs_bytes + (4u << 20), err);
@@ -1158,6 +1185,7 @@ static int collect(dbox *b, al_error *err) {
     }
     if (too_big)
         al_collect_add_skip(b->res, ".", "/out's tar exceeded its bound: the rest of /out was not examined");
+    tar_unreadable(b);
     lseek(mfd, 0, SEEK_SET);
     if ((r = unpack(b, mfd, outfd, err)) < 0)
         return r;

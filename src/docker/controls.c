@@ -50,7 +50,8 @@ void al_docker_controls(al_docker_runtime rt, al_controls *c) {
         set(&c->pids, AL_LEVEL_APPLIED,
             "PidsLimit on the sandbox's host cgroup, raised by 256 for gVisor's own threads: its ptrace platform "
             "takes a host process per address space, so the script's processes count; at the cap the sandbox "
-            "ends whole and /out is lost (reason pids)");
+            "ends whole and /out is lost (reason pids); gap: threads of one process take no host process of "
+            "their own and gVisor caps none, so PidsLimit does not bound them (the memory cap does)");
     else
         set(&c->pids, AL_LEVEL_BOUNDARY, "PidsLimit (the container's pids cgroup)");
     set(&c->cpu, AL_LEVEL_BOUNDARY, "NanoCpus (CFS bandwidth, through Docker)");
@@ -62,10 +63,17 @@ void al_docker_controls(al_docker_runtime rt, al_controls *c) {
              "no inode cap (Docker's ShmSize); the root is ReadonlyRootfs; no host mount of airlock's (Docker's "
              "own /etc/hosts, /etc/hostname, /etc/resolv.conf and docker-init are bind mounts that name its data "
              "root)");
-    set(&c->caps, AL_LEVEL_BOUNDARY,
-        "CapDrop ALL, a non-root uid, no device of the host's: /dev is Docker's tmpfs (without nodev) with only "
-        "null, zero, full, random, urandom, tty, ptmx and pts, shm and mqueue, the devices cgroup letting it open "
-        "no other");
+    if (gv)
+        set(&c->caps, AL_LEVEL_BOUNDARY,
+            "CapDrop ALL, a non-root uid, no device of the host's: /dev is gVisor's own tmpfs with only null, "
+            "zero, full, random, urandom, tty, ptmx and pts, shm, and gVisor's own fuse and net/tun, all served "
+            "by its Sentry; gap: this gVisor lets mknod make a device node in its tmpfs without CAP_MKNOD, and "
+            "such a node opens only a device of gVisor's own (others are ENXIO), never one of this host's");
+    else
+        set(&c->caps, AL_LEVEL_BOUNDARY,
+            "CapDrop ALL, a non-root uid, no device of the host's: /dev is Docker's tmpfs (without nodev) with "
+            "only null, zero, full, random, urandom, tty, ptmx and pts, shm and mqueue, the devices cgroup "
+            "letting it open no other");
 }
 
 static json_t *control(const al_control *c) {

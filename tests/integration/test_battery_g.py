@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from battery_util import (NOBODY, PY, LiveRun, assert_box_gone, assert_exited, box_bash, box_probe, describe,
+from battery_util import (ON_GVISOR, badge, NOBODY, PY, LiveRun, assert_box_gone, assert_exited, box_bash, box_probe, describe,
                           harness, host_bash, host_probe, host_py, kill_pids, pids_with_marker,
                           probe_cmd, probe_lines, run_code, uniq, workdir, plain_workdir, outdir)  # noqa: F401
 
@@ -94,7 +94,15 @@ def test_g2_fork_bomb_pids_limit(bomb, probe, workdir):
     doc = run_code(lang, code, *extra, "--pids", "64", "--timeout", "8", timeout=60)
     wall = time.monotonic() - t0
     odoc = other.wait(timeout=60)
-    assert doc.get("reason") == "pids", f"fork bomb ({bomb}): want reason=pids: {describe(doc)}"
+    if ON_GVISOR and bomb in ("pthread", "node_workers"):
+        # threads of one process take no host process under gVisor and it
+        # caps none: the pids badge names the gap; the bomb still ends by its
+        # own exit or the deadline, and nothing of it is left
+        level, detail = badge(doc, "pids")
+        assert level != "boundary" and "threads" in detail and "does not bound them" in detail, (level, detail)
+        assert doc.get("reason") in ("pids", "exited", "timeout", "memory"), describe(doc)
+    else:
+        assert doc.get("reason") == "pids", f"fork bomb ({bomb}): want reason=pids: {describe(doc)}"
     assert wall < 8 + GRACE_S
     assert_box_gone(doc)
     assert_exited(odoc)
@@ -107,12 +115,18 @@ def test_g2_fork_bomb_pids_limit(bomb, probe, workdir):
 def test_g3_cpu_throttled_and_killed_at_deadline(plain_workdir):
     burn = "for i in 1 2 3 4; do (while :; do :; done) & done; wait"
     spin = "for i in 1 2 3 4; do python3 -c 'import time\ne = time.time() + 1\nwhile time.time() < e: pass' & done; wait"
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.monotonic()
-    subprocess.run(["bash", "-c", spin], check=True)
-    wall = time.monotonic() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    # the control on a shared 2-core host: a few tries, for a moment when
+    # another load (a sandbox of the previous case ending) leaves it idle
+    for _ in range(4):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.monotonic()
+        subprocess.run(["bash", "-c", spin], check=True)
+        wall = time.monotonic() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        if cpu > 1.2 * wall:
+            break
+        time.sleep(2)
     harness(cpu > 1.2 * wall, f"control: 4 busy processes used only {cpu:.2f}s CPU in {wall:.2f}s")
     other = LiveRun("--lang", "python", "--timeout", "30", "-c",
                     "import time\nt = time.monotonic()\nn = 0\nfor i in range(3_000_000):\n    n += i\n"
@@ -288,8 +302,22 @@ def test_g7_limits_sweep(probe, workdir):
         bad["fsize"] = fw
     for k in ("setrlimit_above_hard", "prlimit_sibling_above_hard", "clock_settime", "settimeofday",
               "syslog_read_all"):
+        if ON_GVISOR and k == "syslog_read_all":
+            continue  # gVisor's Sentry has a log of its own: read below
         if r[k]["ret"] != -1 or r[k]["err"] not in ("EPERM", "EACCES"):
             bad[k] = r[k]
+    if ON_GVISOR:
+        # syslog(READ_ALL) is served by gVisor's Sentry from its own made-up
+        # log, not this host's: no line of the host's kernel log is in it
+        sdoc = run_code("python", "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                        "b = ctypes.create_string_buffer(1 << 16)\nn = libc.syscall(103, 3, b, 1 << 16)\n"
+                        "print(n)\nprint(b.raw[:max(n, 0)].decode(errors='replace'))\n")
+        assert_exited(sdoc)
+        host_log = [l.split("]", 1)[-1].strip() for l in
+                    subprocess.run(["dmesg"], capture_output=True, text=True).stdout.splitlines()[-200:]]
+        harness(len([l for l in host_log if len(l) > 20]) > 5, "control: the host's kernel log is empty")
+        seen = [l for l in host_log if len(l) > 20 and l in sdoc["stdout"]]
+        assert "gVisor" in sdoc["stdout"] and not seen, f"the host's kernel log read in the box: {seen[:5]}"
     if r["kmsg_write"]["ret"] != -1 or r["kmsg_write"]["err"] not in ("EPERM", "EACCES", "ENOENT"):
         bad["kmsg_write"] = r["kmsg_write"]
     assert not bad, f"limits in the box: {bad}"
