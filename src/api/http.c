@@ -550,6 +550,21 @@ static enum MHD_Result metrics(al_http *h, struct MHD_Connection *c) {
     OUT("# HELP airlock_store_busy_seconds_total Time spent in the store, waits for its connection included.\n"
         "# TYPE airlock_store_busy_seconds_total counter\nairlock_store_busy_seconds_total %.6f\n",
         (double)st.busy_ns / 1e9);
+    json_t *pool = s->driver->pool ? s->driver->pool() : NULL;
+    if (pool) {
+        uint64_t hits = (uint64_t)json_integer_value(json_object_get(pool, "hits"));
+        uint64_t misses = (uint64_t)json_integer_value(json_object_get(pool, "misses"));
+        OUT("# HELP airlock_pool_boxes Boxes the driver made ahead of need, by state.\n"
+            "# TYPE airlock_pool_boxes gauge\nairlock_pool_boxes{state=\"idle\"} %lld\n"
+            "airlock_pool_boxes{state=\"in_use\"} %lld\nairlock_pool_boxes{state=\"removing\"} %lld\n",
+            (long long)json_integer_value(json_object_get(pool, "idle")),
+            (long long)json_integer_value(json_object_get(pool, "in_use")),
+            (long long)json_integer_value(json_object_get(pool, "removing")));
+        OUT("# HELP airlock_pool_runs_total Runs that found a box made for them (hit) or made their own (miss).\n"
+            "# TYPE airlock_pool_runs_total counter\nairlock_pool_runs_total{result=\"hit\"} %llu\n"
+            "airlock_pool_runs_total{result=\"miss\"} %llu\n", (unsigned long long)hits, (unsigned long long)misses);
+        json_decref(pool);
+    }
     pthread_mutex_lock(&s->mu);
     OUT("# HELP airlock_queue_length Runs waiting for a slot (every node's).\n# TYPE airlock_queue_length gauge\n"
         "airlock_queue_length %d\n", queued);

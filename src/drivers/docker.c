@@ -138,5 +138,6 @@ const al_driver_ops al_driver_docker = {
     .wait = docker_wait,
     .sweep = docker_sweep,
     .stop = al_docker_pool_stop,
+    .pool = al_docker_pool_json,
     .needs_image = true,
 };

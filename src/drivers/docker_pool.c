@@ -62,6 +62,7 @@ static struct {
     al_docker_runtime runtime;
     shape shapes[POOL_SHAPES];
     lent *out;                    /* handed to runs (pid) or to remove (pid 0) */
+    uint64_t hits, misses;        /* since the start, every shape's */
 } P = { .mu = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
 static int64_t now_s(void) { return (int64_t)time(NULL); }
@@ -281,9 +282,11 @@ bool al_docker_pool_take(const char *image_dir, const char *digest, const al_box
     if (sh->n_ready > 0) {
         *ret = sh->ready[--sh->n_ready];
         sh->hits++;
+        P.hits++;
         got = true;
     } else {
         sh->misses++;
+        P.misses++;
     }
     pthread_cond_broadcast(&P.cond);
     pthread_mutex_unlock(&P.mu);
@@ -334,8 +337,9 @@ json_t *al_docker_pool_json(void) {
     }
     for (const lent *x = P.out; x; x = x->next)
         x->pid ? lent_n++ : removing++;
-    json_t *doc = json_pack("{s:i, s:i, s:i, s:i, s:i, s:o}", "per_shape", P.size, "idle_s", POOL_IDLE_S, "idle",
-                            idle, "in_use", lent_n, "removing", removing, "shapes", shapes);
+    json_t *doc = json_pack("{s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:o}", "per_shape", P.size, "idle_s", POOL_IDLE_S,
+                            "idle", idle, "in_use", lent_n, "removing", removing, "hits", (json_int_t)P.hits, "misses",
+                            (json_int_t)P.misses, "shapes", shapes);
     pthread_mutex_unlock(&P.mu);
     return doc;
 }

@@ -35,6 +35,10 @@ typedef struct al_driver_ops {
     /* The service stops (its runs have ended): remove what the driver
      * made ahead of need. NULL: nothing to do. */
     void (*stop)(void);
+    /* What it keeps made ahead of need, as al_docker_pool_json() says it
+     * (per_shape, idle, in_use, removing, shapes with hits and misses).
+     * NULL: it keeps nothing. */
+    json_t *(*pool)(void);
     /* Runs need an image (a container cannot run on the host's /usr): a
      * run that names none gets the default image. */
     bool needs_image;

@@ -321,4 +321,14 @@ def test_the_pool_is_shown_and_can_be_turned_off(pair):
     cold.run("pass")
     off = pool_state(cold)
     assert off["per_shape"] == 0 and off["shapes"] == [] and off["idle"] == 0, off
+    # and /metrics: gauges of its boxes and counters of the runs that found one
+    import re
+    for svc, want_hits in ((pooled, st["hits"]), (cold, 0)):
+        status, _, text = svc.request("GET", "/metrics", key=None)
+        assert status == 200
+        text = text.decode() if isinstance(text, bytes) else str(text)
+        hits = re.search(r'^airlock_pool_runs_total\{result="hit"\} (\d+)$', text, re.M)
+        idle = re.search(r'^airlock_pool_boxes\{state="idle"\} (\d+)$', text, re.M)
+        assert hits and idle, text[-800:]
+        assert int(hits.group(1)) >= want_hits and (svc is pooled or int(idle.group(1)) == 0)
 
