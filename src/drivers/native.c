@@ -20,24 +20,23 @@
  * DOCTOR_TTL_S: a run's admission then costs no probe (it cost six clones,
  * about 11 ms, on every POST /v1/runs). */
 #define DOCTOR_TTL_S 30
+/* a probe that could not run (fork refused, a timeout under load) is tried
+ * again this soon, its last findings kept meanwhile */
+#define DOCTOR_RETRY_S 2
 #define DOCTOR_MAX_BYTES (256u << 10)
 #define DOCTOR_TIMEOUT_MS 10000
 
 static struct {
     pthread_mutex_t mu;
     json_t *items;                /* {control: {level, detail}} */
-    uint64_t at_ms;
+    uint64_t at_ms, ttl_ms;
     bool refreshing;
 } doc_cache = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 static json_t *doctor_in_child(char *why, size_t why_len) {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n < 0) {
-        snprintf(why, why_len, "readlink /proc/self/exe: %s", strerror(errno));
-        return NULL;
-    }
-    exe[n] = '\0';
+    /* this binary by its magic link: a binary replaced on disk meanwhile
+     * (an upgrade in place) still runs as the one this process is */
+    char exe[] = "/proc/self/exe";
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0) {
         snprintf(why, why_len, "pipe: %s", strerror(errno));
@@ -104,16 +103,22 @@ static json_t *doctor_in_child(char *why, size_t why_len) {
 static json_t *doctor_items(void) {
     pthread_mutex_lock(&doc_cache.mu);
     uint64_t now = al_now_ms();
-    if ((!doc_cache.items || now - doc_cache.at_ms >= DOCTOR_TTL_S * 1000ull) && !doc_cache.refreshing) {
+    if ((!doc_cache.items || now - doc_cache.at_ms >= doc_cache.ttl_ms) && !doc_cache.refreshing) {
         doc_cache.refreshing = true;
         pthread_mutex_unlock(&doc_cache.mu);
         char why[300] = "";
         json_t *fresh = doctor_in_child(why, sizeof why);
-        if (!fresh)
-            fresh = json_pack("{s:{s:s, s:s}}", "user namespace", "level", "not-enforced", "detail", why);
         pthread_mutex_lock(&doc_cache.mu);
-        json_decref(doc_cache.items);
-        doc_cache.items = fresh;
+        if (fresh) {
+            json_decref(doc_cache.items);
+            doc_cache.items = fresh;
+            doc_cache.ttl_ms = DOCTOR_TTL_S * 1000ull;
+        } else {
+            /* the last findings stand; with none yet, none can run */
+            if (!doc_cache.items)
+                doc_cache.items = json_pack("{s:{s:s, s:s}}", "user namespace", "level", "not-enforced", "detail", why);
+            doc_cache.ttl_ms = DOCTOR_RETRY_S * 1000ull;
+        }
         doc_cache.at_ms = al_now_ms();
         doc_cache.refreshing = false;
     }
