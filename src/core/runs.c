@@ -71,9 +71,9 @@ json_t *al_run_json(al_service *s, const al_store_run *row) {
     const char *id = row->id;
     json_t *result = al_json_text(row->result);
     if (json_is_object(result)) {
-        /* the box's internals (host uid, cgroup path, pid) stay on the
-         * host, what ran it is said; artifacts and skips are given at the
-         * run's level */
+        /* the box's internals (its cgroup path, its init's pid) stay on
+         * the host, what ran it is said (controls.host_uid says the uid is
+         * the run's own); artifacts and skips are given at the run's level */
         json_t *box = json_object_get(result, "box");
         if (json_is_object(box)) {
             json_object_del(box, "host_uid");

@@ -246,19 +246,21 @@ static json_t *masked_paths(void) {
     return a;
 }
 
-static int create(dbox *b, const char *image_id, al_error *err) {
+/* The body of POST /containers/create for B's container of IMAGE_ID: every
+ * setting that makes it the run's box. same_box() holds a container made
+ * ahead of need to it. */
+static json_t *create_body(dbox *b, const char *image_id, al_error *err) {
     const al_box_limits *l = &b->cfg->limits;
-    char user[40], name[64], uidl[16], hold[24];
+    char user[40], uidl[16], hold[24];
     snprintf(user, sizeof user, "%u:%u", b->holder, b->holder);
     /* the holder ends on its own past the run's wall clock and a margin for
      * staging and collection: a helper that dies (even by SIGKILL) leaves
      * no script running for long, the kernel ends the container with it */
     snprintf(hold, sizeof hold, "%llu", (unsigned long long)b->hold_s);
-    snprintf(name, sizeof name, "airlock-box-%u", b->uid);
     snprintf(uidl, sizeof uidl, "%u", b->uid);
     json_t *secopt = security_opts(err);
     if (!secopt)
-        return -ENOMEM;
+        return NULL;
     json_t *tmpfs = scratch_mounts(l, b->uid);
     json_t *hc = json_pack(
         "{s:s, s:b, s:[s], s:o, s:o, s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:[{s:s, s:I, s:I}, {s:s, s:I, s:I}, "
@@ -285,6 +287,17 @@ static int create(dbox *b, const char *image_id, al_error *err) {
                              "Tty", 0, "OpenStdin", 0, "AttachStdout", 0, "NetworkDisabled", 1, "Env",
                              "PATH=/usr/local/bin:/usr/bin:/bin", "Labels", LABEL_BOX, "1", LABEL_UID, uidl,
                              "HostConfig", hc);
+    if (!body)
+        al_err(err, "docker", ENOMEM, "out of memory");
+    return body;
+}
+
+static int create(dbox *b, const char *image_id, al_error *err) {
+    char name[64];
+    snprintf(name, sizeof name, "airlock-box-%u", b->uid);
+    json_t *body = create_body(b, image_id, err);
+    if (!body)
+        return -ENOMEM;
     char path[200];
     snprintf(path, sizeof path, "/containers/create?name=%s", name);
     json_t *ans = NULL;
@@ -338,50 +351,83 @@ static void protect_holder(dbox *b) {
     }
 }
 
-/* A held container is used for a run only if it was made as this run's
- * own would be: its image, limits, uids and runtime (the pool keys by
- * them) and every hardening of create() that the daemon reports (no
- * capability, no_new_privs and airlock's seccomp profile, a read-only
- * root, no network, no mount or device of the host): so says the daemon's
- * own record, not the service's word. */
+/* A held container is used for a run only if the daemon's record of it
+ * (not the service's word) shows it made as this run's own would be: every
+ * setting create_body() makes, the image, no exec ever run in it, and the
+ * defaults create() relies on for what it does not set (no capability
+ * added, no group, no host namespace, no sysctl, no volume or device). */
 static int same_box(dbox *b, json_t *ins, al_error *err) {
-    const al_box_limits *l = &b->cfg->limits;
+    const al_docker_held *h = b->o->held;
+    json_t *want = create_body(b, h->image_id, err);
+    if (!want)
+        return -ENOMEM;
     json_t *hc = json_object_get(ins, "HostConfig"), *cc = json_object_get(ins, "Config");
-    char user[40], uidl[16];
-    snprintf(user, sizeof user, "%u:%u", b->holder, b->holder);
-    snprintf(uidl, sizeof uidl, "%u", b->uid);
-    uint64_t pids = l->pids + (b->o->runtime == AL_DOCKER_RUNSC ? RUNSC_PIDS_OVERHEAD : 0);
+    json_t *whc = json_object_get(want, "HostConfig");
+    const char *why = NULL;
+    const char *key;
+    json_t *v;
+    json_object_foreach(whc, key, v) {
+        if (!json_equal(v, json_object_get(hc, key)) && !why)
+            why = key;
+    }
+    /* runc is the daemon's default: no "Runtime" asked, "runc" recorded */
     const char *rt = json_string_value(json_object_get(hc, "Runtime"));
-    const char *u = json_string_value(json_object_get(cc, "User"));
-    const char *lu = json_string_value(json_object_get(json_object_get(cc, "Labels"), LABEL_UID));
-    /* the image's label, which the container inherits: the run's image */
-    const char *ld = json_string_value(json_object_get(json_object_get(cc, "Labels"), "dev.airlock.digest"));
+    if (!why && (!rt || strcmp(rt, al_docker_runtime_name(b->o->runtime)) != 0))
+        why = "Runtime";
+    static const char *const cfg_keys[] = { "User", "WorkingDir", "Env", "Tty", "OpenStdin", "NetworkDisabled" };
+    for (size_t i = 0; !why && i < ELEMENTSOF(cfg_keys); i++)
+        if (!json_equal(json_object_get(want, cfg_keys[i]), json_object_get(cc, cfg_keys[i])))
+            why = cfg_keys[i];
+    /* its holder: a sleep of the pool's length, not the run's */
+    json_t *cmd = json_object_get(cc, "Cmd");
+    const char *c0 = json_string_value(json_array_get(cmd, 0)), *c1 = json_string_value(json_array_get(cmd, 1));
+    if (!why && (json_array_size(cmd) != 2 || !c0 || strcmp(c0, "sleep") != 0 || !c1 || !*c1 ||
+                 strspn(c1, "0123456789") != strlen(c1)))
+        why = "Cmd";
+    /* its labels: ours, and the image's digest, which it inherits */
+    json_t *labels = json_object_get(cc, "Labels");
+    json_object_foreach(json_object_get(want, "Labels"), key, v) {
+        if (!why && !json_equal(v, json_object_get(labels, key)))
+            why = "Labels";
+    }
+    const char *ld = json_string_value(json_object_get(labels, "dev.airlock.digest"));
     const char *digest = b->o->image_digest ? b->o->image_digest : "";
     if (strncmp(digest, "sha256:", 7) == 0)
         digest += 7;
-    /* and it is as hardened as this run's own would be */
-    json_t *tmpfs = scratch_mounts(l, b->uid), *secopt = security_opts(err);
-    json_t *caps = json_object_get(hc, "CapDrop");
-    bool hardened = json_equal(tmpfs, json_object_get(hc, "Tmpfs")) && secopt &&
-                    json_equal(secopt, json_object_get(hc, "SecurityOpt")) && json_array_size(caps) == 1 &&
-                    strcmp(json_string_value(json_array_get(caps, 0)) ?: "", "ALL") == 0 &&
-                    json_is_true(json_object_get(hc, "ReadonlyRootfs")) &&
-                    !json_is_true(json_object_get(hc, "Privileged")) &&
-                    strcmp(json_string_value(json_object_get(hc, "NetworkMode")) ?: "", "none") == 0 &&
-                    json_array_size(json_object_get(hc, "Binds")) == 0 &&
-                    json_array_size(json_object_get(hc, "Mounts")) == 0 &&
-                    json_array_size(json_object_get(hc, "Devices")) == 0;
-    json_decref(tmpfs);
-    json_decref(secopt);
-    if (!hardened || !ld || strcmp(ld, digest) != 0 ||
-        (uint64_t)json_integer_value(json_object_get(hc, "Memory")) != l->memory_bytes ||
-        (uint64_t)json_integer_value(json_object_get(hc, "MemorySwap")) != l->memory_bytes ||
-        (uint64_t)json_integer_value(json_object_get(hc, "NanoCpus")) != l->cpu_millis * 1000000ULL ||
-        (uint64_t)json_integer_value(json_object_get(hc, "PidsLimit")) != pids || !u || strcmp(u, user) != 0 ||
-        !lu || strcmp(lu, uidl) != 0 || !rt || strcmp(rt, al_docker_runtime_name(b->o->runtime)) != 0)
-        return al_err(err, "docker", ESTALE, "the held container %.12s was not made for this run's image and limits",
-                      b->id);
-    return 0;
+    if (!why && (!ld || strcmp(ld, digest) != 0))
+        why = "the image's digest label";
+    const char *img = json_string_value(json_object_get(ins, "Image"));
+    if (!why && (!img || strcmp(img, h->image_id) != 0))
+        why = "Image";
+    /* no script (no exec at all) has run in it */
+    if (!why && json_array_size(json_object_get(ins, "ExecIDs")) > 0)
+        why = "ExecIDs";
+    /* what create() leaves to the daemon's defaults is still the default */
+    static const char *const empty[] = { "CapAdd", "GroupAdd", "Sysctls", "VolumesFrom", "DeviceCgroupRules",
+                                         "Binds", "Mounts", "Devices", "Links", "ExtraHosts", "Dns", "DnsOptions",
+                                         "DnsSearch", "DeviceRequests" };
+    for (size_t i = 0; !why && i < ELEMENTSOF(empty); i++) {
+        json_t *x = json_object_get(hc, empty[i]);
+        if (x && !json_is_null(x) && !((json_is_array(x) && json_array_size(x) == 0) ||
+                                       (json_is_object(x) && json_object_size(x) == 0)))
+            why = empty[i];
+    }
+    static const char *const blank[] = { "PidMode", "UTSMode", "UsernsMode", "CgroupParent", "Cgroup", "VolumeDriver" };
+    for (size_t i = 0; !why && i < ELEMENTSOF(blank); i++) {
+        const char *x = json_string_value(json_object_get(hc, blank[i]));
+        if (x && *x)
+            why = blank[i];
+    }
+    if (!why && json_is_true(json_object_get(hc, "OomKillDisable")))
+        why = "OomKillDisable";
+    if (!why && json_is_true(json_object_get(hc, "PublishAllPorts")))
+        why = "PublishAllPorts";
+    /* (WHY may be a key of WANT's: said before WANT goes) */
+    int r = why ? al_err(err, "docker", ESTALE, "the held container %.12s was not made as this run's own (%s differs)",
+                         b->id, why)
+                : 0;
+    json_decref(want);
+    return r;
 }
 
 /* The running container B->id: its init's pid (by pidfd), its cgroup dirs,
@@ -536,12 +582,13 @@ static void on_tar_data(int stream, const char *buf, size_t len, void *ud) {
  * that output is read, and the kill loop would see it alive until then. */
 typedef struct inside_kill {
     bool running;
+    bool after_end;               /* begun once the script's main process was seen to end */
     char id[80];
     al_engine_stream st;
     sink s;
 } inside_kill;
 
-static void kill_begin(dbox *b, inside_kill *k) {
+static void kill_begin(dbox *b, inside_kill *k, bool after_end) {
     if (b->o->runtime != AL_DOCKER_RUNSC) {
         kill_script_procs(b);
         return;
@@ -556,6 +603,7 @@ static void kill_begin(dbox *b, inside_kill *k) {
     }
     al_engine_stream_close_stdin(&k->st);
     k->running = true;
+    k->after_end = after_end;
 }
 
 /* The kill exec ended (its stream did): none of the script's is left, or
@@ -564,10 +612,13 @@ static void kill_end(dbox *b, inside_kill *k) {
     al_engine_stream_close(&k->st);
     k->running = false;
     al_error e = { 0 };
-    if (exec_exit(b, k->id, &e) == 0)
-        b->inside_clean = true;
-    else
+    /* none left is final only once the main process had ended: a kill
+     * begun before (a timeout, or a script not yet seen to start) may
+     * have run before a late process of it, and the last kill runs too */
+    if (exec_exit(b, k->id, &e) != 0)
         kill_container(b);
+    else if (k->after_end)
+        b->inside_clean = true;
 }
 
 /* What is left of a kill exec after the script's stream ended: read to
@@ -629,7 +680,7 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
     if (kill_reason && main_fd < 0) {
         main_done = true;
         drain_until = al_now_ms() + DRAIN_MS;
-        kill_begin(b, &ik);
+        kill_begin(b, &ik, false);
     }
     char inbuf[65536];
     size_t in_len = 0, in_off = 0;
@@ -688,7 +739,7 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
             *kill_reason = why;
             killed = true;
             kill_deadline = now + KILL_GRACE_MS;
-            kill_begin(b, &ik);
+            kill_begin(b, &ik, false);
         }
         if (killed && now >= kill_deadline) {
             r = al_err(err, "kill", ETIMEDOUT, "the script's processes did not die within %d ms of SIGKILL",
@@ -725,14 +776,14 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
             main_done = true;
             drain_until = al_now_ms() + DRAIN_MS;
             if (!killed)
-                kill_begin(b, &ik);
+                kill_begin(b, &ik, true);
         }
         if (p[2].revents) {
             if (kill_reason)
                 *kill_reason = AL_REASON_CANCELED;
             killed = true;
             kill_deadline = al_now_ms() + KILL_GRACE_MS;
-            kill_begin(b, &ik);
+            kill_begin(b, &ik, false);
         }
         if (p[0].revents & POLLOUT && in_open && in_off < in_len) {
             ssize_t w = al_engine_stream_write(&st, inbuf + in_off, in_len - in_off);
@@ -1312,7 +1363,7 @@ static bool container_running(dbox *b) {
  * this run's limits and uids. Its owner removes it, never this run. */
 static int use_held(dbox *b, al_error *err) {
     const al_docker_held *h = b->o->held;
-    if ((uint64_t)h->hold_until_s < (uint64_t)time(NULL) + b->cfg->limits.wall_ms / 1000 + 60)
+    if ((uint64_t)h->hold_until_s < (uint64_t)time(NULL) + b->cfg->limits.wall_ms / 1000 + HOLD_MARGIN_S)
         return al_err(err, "docker", ESTALE, "the held container's holder ends before this run could");
     if (!h->id[0] || strspn(h->id, "0123456789abcdef") != strlen(h->id) || !h->holder || !h->uid)
         return al_err(err, "docker", EINVAL, "the held container is not named");
@@ -1521,7 +1572,9 @@ int al_docker_hold(const al_docker_opts *o, const al_box_limits *l, uint64_t idl
         return r;
     b.engine_open = true;
     int64_t t0 = (int64_t)time(NULL);
-    if ((r = al_docker_image(&b.e, o->image_dir, digest, ret->image_id, err)) == 0 &&
+    /* only an image the daemon holds already: the first run of an image
+     * loads it (in its helper, a process of its own) */
+    if ((r = al_docker_image_loaded(&b.e, digest, ret->image_id, err)) == 0 &&
         (r = al_uid_acquire(&b.holder, &b.holder_lock, err)) == 0 && (r = al_uid_acquire(&b.uid, &b.uid_lock, err)) == 0 &&
         (r = create(&b, ret->image_id, err)) == 0)
         r = start_and_inspect(&b, err);
@@ -1561,24 +1614,29 @@ bool al_docker_held_alive(const char *socket, const al_docker_held *h) {
     return up;
 }
 
-void al_docker_release(const char *socket, al_docker_held *h) {
+bool al_docker_release(const char *socket, al_docker_held *h) {
     char sock[108];
     al_error err = { 0 };
     al_engine e;
-    if (h->id[0] && al_engine_socket_path(socket, sock, sizeof sock, &err) == 0 && al_engine_open(&e, sock, &err) == 0) {
+    int st = -1;
+    if (!h->id[0])
+        st = 204;
+    else if (al_engine_socket_path(socket, sock, sizeof sock, &err) == 0 && al_engine_open(&e, sock, &err) == 0) {
         char path[200];
         snprintf(path, sizeof path, "/containers/%s?force=1&v=1", h->id);
-        al_engine_call(&e, "DELETE", path, NULL, NULL, &err);
+        st = al_engine_call(&e, "DELETE", path, NULL, NULL, &err);
         al_engine_close(&e);
     }
-    /* its uids go back only once it is gone (or, if the daemon would not
-     * remove it, to the sweep, which removes containers of free uids) */
+    /* its uids go back only once it is gone (204, or 404: gone already) */
+    if (st != 204 && st != 404)
+        return false;
     if (h->uid_lock >= 0)
         close(h->uid_lock);
     if (h->holder_lock >= 0)
         close(h->holder_lock);
     h->uid_lock = h->holder_lock = -1;
     h->id[0] = '\0';
+    return true;
 }
 
 void al_docker_sweep(const char *socket) {

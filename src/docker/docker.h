@@ -56,13 +56,21 @@ int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_resu
 /* Make and start a container for runs with limits L of O's image and
  * runtime, whose holder waits IDLE_S seconds for its run before a run's
  * own wall clock and margin: what al_docker_run would make, before the
- * run. The caller owns it (*RET's locks) and removes it. */
+ * run. Only of an image the daemon holds already (-ENOENT: the first run
+ * of an image loads it). The caller owns it (*RET's locks) and removes it. */
 int al_docker_hold(const al_docker_opts *o, const al_box_limits *l, uint64_t idle_s, al_docker_held *ret,
                    al_error *err);
 /* Whether H's container still runs (its holder may have died idle). */
 bool al_docker_held_alive(const char *socket, const al_docker_held *h);
-/* Remove H's container and give back its uids. */
-void al_docker_release(const char *socket, al_docker_held *h);
+/* Remove H's container and give back its uids: true. False when the
+ * daemon did not say it is gone: H keeps its uids, to be tried again (a
+ * container still running as a uid must not lose the uid's lock). */
+bool al_docker_release(const char *socket, al_docker_held *h);
+
+/* The Docker image of airlock image DIGEST if the daemon holds it already
+ * (its label checked), else -ENOENT: never loads (a load forks a writer of
+ * the tree, which a threaded caller must not). */
+int al_docker_image_loaded(al_engine *e, const char *digest, char ret_id[80], al_error *err);
 
 /* The Docker image of airlock image DIGEST (64 hex) in directory DIR:
  * loaded into the daemon on first use, labelled and tagged by digest, and

@@ -130,6 +130,15 @@ static int load(al_engine *e, const char *root, const char *digest, al_error *er
     return r;
 }
 
+int al_docker_image_loaded(al_engine *e, const char *digest, char ret_id[80], al_error *err) {
+    if (strlen(digest) != 64 || strspn(digest, "0123456789abcdef") != 64)
+        return al_err(err, "image", EINVAL, "not an image digest: %s", digest);
+    int r = find(e, digest, ret_id, err);
+    if (r == 0)
+        return al_err(err, "image", ENOENT, "the image %.12s is not loaded into the daemon yet", digest);
+    return r < 0 ? r : 0;
+}
+
 int al_docker_image(al_engine *e, const char *dir, const char *digest, char ret_id[80], al_error *err) {
     char root[4200];
     snprintf(root, sizeof root, "%s/rootfs", dir);

@@ -3,11 +3,12 @@
  * runtime. The helper runs the script in a container the pool made ahead
  * of need (docker_pool.c), which the pool removes after the run, or else
  * makes, runs and removes one of its own. The service's own talk with
- * Docker is the pool's (make, remove); it never clones for it. */
+ * Docker is the pool's (make, remove): HTTP only, never a fork. */
 #include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "../docker/docker.h"
 #include "docker_pool.h"
@@ -115,13 +116,17 @@ static int docker_start(const char *self_exe, const char *job, al_driver_run *re
 }
 
 static int docker_wait(al_driver_run *r) {
+    /* the helper's end, seen before it is reaped: until then its pid is
+     * its own, so the pool's lookup by pid cannot meet a new process */
     pid_t pid = r->pid;
-    int st = al_driver_helper_wait(r);
+    siginfo_t si;
+    while (pid > 0 && waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR)
+        ;
     /* its container, if the pool's, is removed now: nothing of the run is
      * left in it (the helper killed the script's processes before it
      * collected /out, and is gone) */
     al_docker_pool_run_ended(pid);
-    return st;
+    return al_driver_helper_wait(r);
 }
 
 static void docker_sweep(void) {

@@ -5,14 +5,17 @@
  * depends on the run's code or inputs; so for each shape of run it has
  * seen (image, limits) the service keeps a few started containers that no
  * script has run in, holding their uids' locks. A run of that shape is
- * handed one (its helper checks with the daemon that it was made for the
- * run's limits and uids, else makes its own); after the run the container
- * is removed, never used again. Removal is done here, off the run's path.
+ * handed one (its helper checks with the daemon that it was made as the
+ * run's own would be, else makes its own); after the run the container is
+ * removed, never used again. Removal is done here, off the run's path; a
+ * container the daemon will not remove keeps its uids until it does.
  *
  * One thread of the service does it, started on the first run that asks;
- * it only talks to the daemon (it never forks or enters a namespace). A
- * daemon killed with -9 leaves its containers with free uids: the sweep at
- * the next start removes them, and their holders end on their own.
+ * it only talks to the daemon: it never forks (it makes containers only of
+ * images the daemon holds already; a run's helper loads a new one) and
+ * never enters a namespace. A service killed with -9 leaves its containers
+ * with free uids: the sweep at the next start removes them, and their
+ * holders end on their own (after idle + wall clock + 300 s at most).
  */
 #include <limits.h>
 #include <pthread.h>
@@ -48,8 +51,10 @@ typedef struct shape {
 
 typedef struct lent {
     struct lent *next;
-    pid_t pid;                    /* the run's helper; 0: to remove now */
+    pid_t pid;                    /* the run's helper; 0: to remove */
     al_docker_held h;
+    int64_t retry_at_s;           /* a removal the daemon refused: tried again then */
+    int tries;
 } lent;
 
 static struct {
@@ -93,8 +98,9 @@ static void hand_out(pid_t pid, al_docker_held *h) {
 static void to_remove(al_docker_held *h) { hand_out(0, h); }
 
 static lent *take_removal(void) {
+    int64_t now = now_s();
     for (lent **pp = &P.out; *pp; pp = &(*pp)->next)
-        if ((*pp)->pid == 0) {
+        if ((*pp)->pid == 0 && (*pp)->retry_at_s <= now) {
             lent *x = *pp;
             *pp = x->next;
             return x;
@@ -183,9 +189,17 @@ static void *pool_main(void *arg) {
         lent *x = take_removal();
         if (x) {
             pthread_mutex_unlock(&P.mu);
-            al_docker_release(P.socket[0] ? P.socket : NULL, &x->h);
-            free(x);
+            bool gone = al_docker_release(P.socket[0] ? P.socket : NULL, &x->h);
             pthread_mutex_lock(&P.mu);
+            if (gone) {
+                free(x);
+            } else {
+                /* not gone: it keeps its uids, and is tried again later */
+                x->tries++;
+                x->retry_at_s = now_s() + (x->tries < 6 ? 1 << x->tries : 60);
+                x->next = P.out;
+                P.out = x;
+            }
             continue;
         }
         int slot = -1;
@@ -279,6 +293,20 @@ bool al_docker_pool_take(const char *image_dir, const char *digest, const al_box
     }
     sh->last_asked_s = now_s();
     bool got = false;
+    /* one that waited past its time is not handed out: its holder must
+     * outlive the run by a cold container's margin */
+    int64_t now = now_s();
+    for (int k = 0; k < sh->n_ready;) {
+        if (now - sh->made_s[k] > POOL_IDLE_S - 30) {
+            al_docker_held old = sh->ready[k];
+            sh->ready[k] = sh->ready[sh->n_ready - 1];
+            sh->made_s[k] = sh->made_s[sh->n_ready - 1];
+            sh->n_ready--;
+            to_remove(&old);
+        } else {
+            k++;
+        }
+    }
     if (sh->n_ready > 0) {
         *ret = sh->ready[--sh->n_ready];
         sh->hits++;
@@ -364,10 +392,20 @@ void al_docker_pool_stop(void) {
             to_remove(&sh->ready[k]);
         memset(sh, 0, sizeof *sh);
     }
+    /* one try each: what the daemon would not remove now is the next
+     * start's sweep's (its uids are free once this process is gone), and
+     * its holder ends on its own */
+    for (lent *x = P.out; x; x = x->next)
+        x->retry_at_s = 0;
     lent *x;
     while ((x = take_removal())) {
         pthread_mutex_unlock(&P.mu);
-        al_docker_release(P.socket[0] ? P.socket : NULL, &x->h);
+        if (!al_docker_release(P.socket[0] ? P.socket : NULL, &x->h)) {
+            if (x->h.uid_lock >= 0)
+                close(x->h.uid_lock);
+            if (x->h.holder_lock >= 0)
+                close(x->h.holder_lock);
+        }
         free(x);
         pthread_mutex_lock(&P.mu);
     }

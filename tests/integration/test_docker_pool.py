@@ -5,6 +5,7 @@ run in; a run of that shape is handed one, and it is removed after that run.
 Each is used once. The reference is the same service with docker_pool = 0:
 a pooled run must behave exactly as a cold one."""
 import json
+import sys
 import time
 
 import pytest
@@ -155,15 +156,18 @@ def helper_run(dockerd, tmp_path, box):
     p.stdin.close()
     p.wait(60)
     results = [e["result"] for e in events if e.get("type") == "result"]
-    assert results, (p.returncode, events, p.stderr.read().decode(errors="replace"))
+    err = p.stderr.read().decode(errors="replace")
+    if not results:
+        sys.__stderr__.write(err)
+    assert results, (p.returncode, events, err[-3000:])
     return results[0]
 
 
 def test_a_container_not_hardened_as_the_runs_own_is_never_used(dockerd, tmp_path_factory, tmp_path):
     # copies of a container the pool made, by the daemon's own record of
-    # it: the faithful copy is used; one with a hardening taken away (the
-    # seccomp profile and no_new_privs, the read-only root, or with the
-    # host's network) is not, and the run makes its own container instead
+    # it: the faithful copy is used; one with any setting of a run's own
+    # changed (a hardening taken away, a capability or group added, a host
+    # namespace, the environment) is not, and the run makes its own
     before = containers()
     svc = make(tmp_path_factory, "copies", docker_pool="1")
     made = []
@@ -173,20 +177,34 @@ def test_a_container_not_hardened_as_the_runs_own_is_never_used(dockerd, tmp_pat
         (orig,) = containers() - before
         status, ins = engine("GET", f"/containers/{orig}/json")
         assert status == 200
-        cfg = {k: ins["Config"][k] for k in ("Image", "Cmd", "User", "WorkingDir", "Env", "Labels")}
+        cfg = {k: ins["Config"][k] for k in ("Image", "Cmd", "User", "WorkingDir", "Env", "Labels", "Tty", "OpenStdin",
+                                             "NetworkDisabled")}
         box = {"holder": int(ins["Config"]["User"].split(":")[0]), "uid": int(ins["Config"]["Labels"]["dev.airlock.uid"]),
                "image_id": ins["Image"], "hold_until": int(time.time()) + 600}
+        # (HostConfig changes, Config changes) of each copy
         variants = {
-            "faithful": {},
-            "no seccomp, no no_new_privs": {"SecurityOpt": []},
-            "writable root": {"ReadonlyRootfs": False},
-            "capabilities kept": {"CapDrop": []},
-            "the host's network": {"NetworkMode": "host"},
+            "faithful": ({}, {}),
+            "no seccomp, no no_new_privs": ({"SecurityOpt": []}, {}),
+            "writable root": ({"ReadonlyRootfs": False}, {}),
+            "capabilities kept": ({"CapDrop": []}, {}),
+            "the host's network": ({"NetworkMode": "host"}, {}),
+            "a capability added": ({"CapAdd": ["SYS_PTRACE"]}, {}),
+            "/proc unmasked": ({"MaskedPaths": []}, {}),
+            "group 0 added": ({"GroupAdd": ["0"]}, {}),
+            "no ulimits": ({"Ulimits": []}, {}),
+            "the host's uts": ({"UTSMode": "host"}, {}),
+            "the host's cgroup namespace": ({"CgroupnsMode": "host"}, {}),
+            "no init": ({"Init": False}, {}),
+            "OOM killer off": ({"OomKillDisable": True}, {}),
+            "a sysctl": ({"Sysctls": {"net.ipv4.ip_unprivileged_port_start": "0"}}, {}),
+            "another shm size": ({"ShmSize": 1 << 30}, {}),
+            "an environment variable added": ({}, {"Env": ins["Config"]["Env"] + ["LD_PRELOAD=/tmp/x.so"]}),
         }
         used = {}
-        for name, change in variants.items():
+        for name, (change, cchange) in variants.items():
             hc = dict(ins["HostConfig"], **change)
-            status, doc = engine("POST", f"/containers/create?name=airlock-copy-{len(made)}", dict(cfg, HostConfig=hc))
+            status, doc = engine("POST", f"/containers/create?name=airlock-copy-{len(made)}",
+                                 dict(cfg, **cchange, HostConfig=hc))
             assert status == 201, doc
             made.append(doc["Id"])
             status, doc = engine("POST", f"/containers/{doc['Id']}/start")
@@ -196,8 +214,15 @@ def test_a_container_not_hardened_as_the_runs_own_is_never_used(dockerd, tmp_pat
             used[name] = r["box"]["pooled"]
             # the script ran as the held container's uid only when it was used
             assert (int(r["stdout"]) == box["uid"]) == used[name], (name, r["stdout"], box)
-        assert used == {"faithful": True, "no seccomp, no no_new_privs": False, "writable root": False,
-                        "capabilities kept": False, "the host's network": False}, used
+        assert used == {name: name == "faithful" for name in variants}, used
+        # and one that ran an exec before it was handed over is not used
+        status, doc = engine("POST", f"/containers/create?name=airlock-copy-{len(made)}", dict(cfg, HostConfig=ins["HostConfig"]))
+        made.append(doc["Id"])
+        engine("POST", f"/containers/{doc['Id']}/start")
+        status, ex = engine("POST", f"/containers/{doc['Id']}/exec", {"Cmd": ["true"], "User": ins["Config"]["User"]})
+        assert status == 201, ex
+        r = helper_run(dockerd, tmp_path / "exec_ran", dict(box, id=made[-1]))
+        assert r["box"]["pooled"] is False, r["box"]
     finally:
         for c in made:
             engine("DELETE", f"/containers/{c}?force=1")
