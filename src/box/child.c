@@ -49,8 +49,8 @@ static int wait_go(int sock, al_error *err) {
     return 0;
 }
 
-/* sync 1 may carry the cgroup's self-join fds (v1): join at once, so all
- * that follows is accounted to the box. */
+/* sync 3 may carry the cgroup's self-join fds (v1): join at once, before
+ * the cgroup namespace is made and anything of the script's runs. */
 static int wait_go_and_join(int sock, al_error *err) {
     al_msg m;
     al_cgroup_join j = { .clone_fd = -1 };
@@ -414,7 +414,7 @@ _Noreturn void al_child_main(const al_child_args *args) {
     a->argv = argv;
     a->envp = envp;
     scrub_cmdline();
-    CHECK(wait_go_and_join(a->sock, &err));              /* sync 1: maps written, cgroup made */
+    CHECK(wait_go(a->sock, &err));                       /* sync 1: maps written */
     if (a->runtime->open)
         CHECK(a->runtime_fd = a->runtime->open(a->runtime, &err));
     CHECK(become_sandbox_user(&err));
@@ -431,7 +431,7 @@ _Noreturn void al_child_main(const al_child_args *args) {
     CHECK(send_scratch_fds(a->sock, rootfd, listen_fd, &err)); /* sync 2: scratch fds sent */
     if (listen_fd >= 0)
         close(listen_fd);                                /* the parent's to serve now */
-    CHECK(wait_go(a->sock, &err));                       /* sync 3: inputs staged */
+    CHECK(wait_go_and_join(a->sock, &err));              /* sync 3: inputs staged, cgroup made */
     /* the cgroup namespace is made from inside the box's cgroup, so the box
      * sees its own cgroup as "/" */
     CHECK(unshare(CLONE_NEWCGROUP) < 0 ? al_err(&err, "cgroupns", errno, "unshare(CLONE_NEWCGROUP): %m") : 0);
