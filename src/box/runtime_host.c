@@ -19,22 +19,12 @@ static const char hosts[] = "127.0.0.1\tlocalhost airlock\n::1\tlocalhost ip6-lo
 static const char nsswitch[] = "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\n";
 
 /* Host /etc entries bound read-only when present: CA certificates, the
- * alternatives links many /usr/bin entries point through, and fonts. */
-static const char *const etc_binds[] = { "ssl/certs", "alternatives", "fonts" };
-/* Host /etc files copied (small, non-secret). */
-static const char *const etc_copies[] = { "ld.so.cache", "localtime" };
-
-static int copy_file(int from_dir, const char *from, int to_dir, const char *to) {
-    _cleanup_free_ char *buf = NULL;
-    size_t len;
-    int r = al_read_small(from_dir, from, 16 << 20, &buf, &len);
-    if (r < 0)
-        return r;
-    _cleanup_close_ int fd = openat(to_dir, to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0)
-        return -errno;
-    return al_write_all(fd, buf, len);
-}
+ * alternatives links many /usr/bin entries point through, fonts, the
+ * loader's cache and the time zone (small, non-secret). The two files were
+ * copied into every box; a bind of each costs no copy (ld.so.cache is
+ * 40 KiB here, and the copy 0.15 ms of every start) and shows the same
+ * bytes, read-only. */
+static const char *const etc_binds[] = { "ssl/certs", "alternatives", "fonts", "ld.so.cache", "localtime" };
 
 static int mkdir_p(int dirfd, const char *rel) {
     char buf[256];
@@ -106,9 +96,6 @@ static int host_populate(const al_runtime *rt, int srcfd, int rootfd, al_error *
     for (size_t i = 0; i < ELEMENTSOF(gen); i++)
         if ((r = al_write_str(etc, gen[i].name, gen[i].text)) < 0)
             return al_err(err, "runtime", r, "write /etc/%s: %s", gen[i].name, strerror(-r));
-    _cleanup_close_ int hostetc = open("/etc", O_DIRECTORY | O_CLOEXEC);
-    for (size_t i = 0; hostetc >= 0 && i < ELEMENTSOF(etc_copies); i++)
-        copy_file(hostetc, etc_copies[i], etc, etc_copies[i]); /* optional */
     for (size_t i = 0; i < ELEMENTSOF(etc_binds); i++) {
         char host[128], rel[128];
         snprintf(host, sizeof host, "/etc/%s", etc_binds[i]);
