@@ -167,9 +167,14 @@ static int v1_create(const char *name, const al_cgroup_limits *lim, al_cgroup **
         if (snprintf(base, sizeof base, "%s/airlock", cg->mnt[i]) >= (int)sizeof base ||
             snprintf(cg->dir[i], PATH_MAX, "%s/%s", base, name) >= PATH_MAX)
             return al_err(err, "cgroup", ENAMETOOLONG, "cgroup path too long");
-        if (mkdir(base, 0755) < 0 && errno != EEXIST)
-            return al_err(err, "cgroup", errno, "mkdir %s: %m", base);
-        if ((r = al_cgroup_mkdir_fresh(cg->dir[i])) < 0) {
+        /* airlock/ exists but at a host's first run: try the box's own first */
+        r = al_cgroup_mkdir_fresh(cg->dir[i]);
+        if (r == -ENOENT) {
+            if (mkdir(base, 0755) < 0 && errno != EEXIST)
+                return al_err(err, "cgroup", errno, "mkdir %s: %m", base);
+            r = al_cgroup_mkdir_fresh(cg->dir[i]);
+        }
+        if (r < 0) {
             int e = -r;
             for (int j = 0; j < i; j++)
                 if (cg->made[j])
