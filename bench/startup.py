@@ -12,7 +12,11 @@ default image five ways: the native box, the docker driver with runc and with
 runsc, and `docker run --rm` of the same image (as hardened as the driver's
 container: read-only, no network, no capabilities) with runc and with runsc.
 
-Usage: /usr/bin/python3 bench/startup.py [--runs N] [--warmup N] [--json FILE] [--docker]
+With --compare BIN, another airlock binary (say the build of the commit
+before a change, copied aside) runs the same two commands in the same
+rotation, so a before and an after are measured side by side.
+
+Usage: /usr/bin/python3 bench/startup.py [--runs N] [--warmup N] [--json FILE] [--docker] [--compare BIN]
 """
 import argparse
 import json
@@ -98,6 +102,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--docker", action="store_true", help="add the docker driver and docker run (its own dockerd)")
+    ap.add_argument("--compare", metavar="BIN", help="another airlock binary, measured side by side")
     args = ap.parse_args()
     if args.runs < 1:
         ap.error("--runs must be >= 1")
@@ -125,6 +130,15 @@ def main():
         ("airlock-nocg python -c pass",
          [AIRLOCK, "run", "--lang", "python", "-c", "pass"], "python", "airlock-nocg"),
     ]
+    if args.compare:
+        if not os.access(args.compare, os.X_OK):
+            sys.exit(f"--compare {args.compare}: not an executable")
+        variants += [
+            ("compare bash -c 'exec /bin/true'",
+             [args.compare, "run", "--lang", "bash", "-c", "exec /bin/true"], "bash", "compare"),
+            ("compare python -c pass",
+             [args.compare, "run", "--lang", "python", "-c", "pass"], "python", "compare"),
+        ]
     docker = docker_available()
     if docker:
         variants.append(("docker  run --rm --network none debian:12 true",
@@ -217,6 +231,10 @@ def main():
         print(f"{label:<26} airlock overhead {ao:7.2f} ms   bwrap overhead {bo:7.2f} ms   "
               f"ratio {ratio:5.2f}  (target <= 1.0, aim 0.5: {verdict})")
         print(f"{'':<26} without cgroups  {an:7.2f} ms   ratio {ratio_nocg:5.2f}  (isolation alone, like bwrap)")
+        if args.compare:
+            co = med(group, "compare") - bare
+            key[group].update({"compare_overhead_ms": co, "ratio_compare_over_bwrap": co / bo if bo > 0 else float("inf")})
+            print(f"{'':<26} --compare        {co:7.2f} ms   ratio {co / bo if bo > 0 else float('inf'):5.2f}  ({args.compare})")
     bo_true = med("true", "bwrap") - med("true", "bare")
     key["true"] = {"bwrap_overhead_ms": bo_true}
     print(f"{'/bin/true':<26} bwrap overhead {bo_true:7.2f} ms (reference; airlock cannot exec it directly)")

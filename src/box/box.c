@@ -405,7 +405,8 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     int sv[2] = { -1, -1 }, outp[2][2] = { { -1, -1 }, { -1, -1 } };
     al_cgroup_join join = { .n_self = 0, .clone_fd = -1 };
     /* v2 creates the box inside its cgroup, so the cgroup comes first; v1
-     * makes it while the kernel is still creating the box's namespaces */
+     * makes it while the box builds its root, and the box joins it at
+     * sync 3, before anything of the script's runs */
     if (ops && ops->join_by_clone && (r = make_cgroup(&b, uid, &join)) < 0)
         goto out_fds;
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -464,15 +465,15 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     int fds[4] = { -1, -1, -1, -1 };
     unsigned nfds = 4;
     al_msg m = { .type = AL_MSG_GO };
-    if (ops && !ops->join_by_clone && (r = make_cgroup(&b, uid, &join)) < 0)
-        goto out_kill;
     if ((r = write_maps(pid, uid, gid, err)) < 0 ||
-        (r = al_msg_send(sv[0], &m, join.self_fds, join.n_self)) < 0) { /* sync 1: maps, cgroup */
+        (r = al_msg_send(sv[0], &m, NULL, 0)) < 0) {          /* sync 1: maps written */
         if (!err->step[0])
             al_err(err, "setup", r, "talk to the box: %s", strerror(-r));
         goto out_kill;
     }
-    al_cgroup_join_close(&join);
+    /* v1: while the box mounts its root (on another CPU, where there is one) */
+    if (ops && !ops->join_by_clone && (r = make_cgroup(&b, uid, &join)) < 0)
+        goto out_kill;
     if ((r = recv_setup(sv[0], &m, fds, &nfds, err)) < 0)      /* sync 2: scratch fds received */
         goto out_kill;
     workfd = fds[0];
@@ -495,10 +496,11 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     if ((r = stage_all(cfg, workfd, tmpfd, uid, gid, err)) < 0)
         goto out_kill;
     m = (al_msg){ .type = AL_MSG_GO };
-    if ((r = al_msg_send(sv[0], &m, NULL, 0)) < 0) {           /* sync 3: inputs staged */
+    if ((r = al_msg_send(sv[0], &m, join.self_fds, join.n_self)) < 0) { /* sync 3: inputs staged, cgroup made */
         al_err(err, "setup", r, "the box went away while starting");
         goto out_kill;
     }
+    al_cgroup_join_close(&join);
 
     if (cfg->on_started)
         cfg->on_started(cfg->userdata);

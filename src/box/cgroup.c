@@ -20,16 +20,20 @@ int al_cgroup_write(const char *dir, const char *file, const char *value) {
     return 0;
 }
 
-static int read_file(const char *dir, const char *file, char **ret) {
+/* MAX: cgroup.procs lists up to pids.max processes; a counter or a flat-keyed
+ * file (memory.events, cpu.stat) is a few hundred bytes, and a buffer that
+ * small comes from the heap, not from an mmap and munmap per read. */
+#define SMALL_FILE_MAX (16 << 10)
+static int read_file(const char *dir, const char *file, size_t max, char **ret) {
     char path[512];
     if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path)
         return -ENAMETOOLONG;
-    return al_read_small(AT_FDCWD, path, 1 << 20, ret, NULL);
+    return al_read_small(AT_FDCWD, path, max, ret, NULL);
 }
 
 int al_cgroup_read_u64(const char *dir, const char *file, uint64_t *ret) {
     _cleanup_free_ char *buf = NULL;
-    int r = read_file(dir, file, &buf);
+    int r = read_file(dir, file, SMALL_FILE_MAX, &buf);
     if (r < 0)
         return r;
     char *end;
@@ -62,27 +66,39 @@ int al_cgroup_parse_key(const char *text, const char *key, uint64_t *ret) {
 
 int al_cgroup_read_key(const char *dir, const char *file, const char *key, uint64_t *ret) {
     _cleanup_free_ char *buf = NULL;
-    int r = read_file(dir, file, &buf);
+    int r = read_file(dir, file, SMALL_FILE_MAX, &buf);
     if (r < 0)
         return r;
     return al_cgroup_parse_key(buf, key, ret);
 }
 
+/* Counted as it is read, through a buffer on the stack: this runs at the
+ * end of every box (is it empty?) and in every wait for one to empty. */
 int al_cgroup_count_procs(const char *dir) {
-    _cleanup_free_ char *buf = NULL;
-    int r = read_file(dir, "cgroup.procs", &buf);
-    if (r < 0)
-        return r;
+    char path[512];
+    if (snprintf(path, sizeof path, "%s/cgroup.procs", dir) >= (int)sizeof path)
+        return -ENAMETOOLONG;
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    char buf[4096];
     int n = 0;
-    for (char *p = buf; *p; p++)
-        if (*p == '\n')
-            n++;
-    return n;
+    for (;;) {
+        ssize_t k = read(fd, buf, sizeof buf);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return -errno;
+        if (k == 0)
+            return n;
+        for (ssize_t i = 0; i < k; i++)
+            n += buf[i] == '\n';
+    }
 }
 
 int al_cgroup_kill_listed(const char *dir) {
     _cleanup_free_ char *buf = NULL;
-    int r = read_file(dir, "cgroup.procs", &buf);
+    int r = read_file(dir, "cgroup.procs", 1 << 20, &buf);
     if (r < 0)
         return r;
     for (char *p = buf; *p;) {

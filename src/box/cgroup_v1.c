@@ -1,9 +1,15 @@
 /*
  * cgroup v1 backend: one directory per controller (memory, pids, cpu,
- * cpuacct, freezer), found through /proc/self/mountinfo so co-mounted
- * controllers (cpu,cpuacct) share a directory. v1 has no cgroup.kill: we
- * freeze the box, kill what is listed, thaw, and repeat until it is empty,
- * so a process forking at the moment of the kill cannot slip through.
+ * cpuacct), found through /proc/self/mountinfo so co-mounted controllers
+ * (cpu,cpuacct) share a directory. Each hierarchy costs every run a mkdir,
+ * a join and an rmdir, so only those that limit or account are touched.
+ *
+ * v1 has no cgroup.kill, and no freezer is needed for one: every process
+ * of the box is in its pid namespace, and SIGKILL to the namespace's init
+ * (the caller's kill_box) has the kernel kill the rest and refuse any new
+ * process there, a fork racing the kill included. kill_all here is the
+ * second layer: SIGKILL to each process the pids cgroup lists, repeated by
+ * al_cgroup_wait_empty until none is left.
  */
 #include "cgroup.h"
 
@@ -11,11 +17,19 @@
 #include <limits.h>
 #include <signal.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
-#include <time.h>
+#include <sys/statfs.h>
 
-enum { C_MEMORY, C_PIDS, C_CPU, C_CPUACCT, C_FREEZER, _C_MAX };
-static const char *const ctl_names[_C_MAX] = { "memory", "pids", "cpu", "cpuacct", "freezer" };
+enum { C_MEMORY, C_PIDS, C_CPU, C_CPUACCT, _C_MAX };
+static const char *const ctl_names[_C_MAX] = { "memory", "pids", "cpu", "cpuacct" };
+
+/* The mount points the last detect found: the create of the same run uses
+ * them rather than parse mountinfo a second time. */
+static struct {
+    bool valid;
+    char mnt[_C_MAX][PATH_MAX];
+} detected;
 
 struct al_cgroup {
     char mnt[_C_MAX][PATH_MAX];   /* mount point of each controller, "" if absent */
@@ -32,12 +46,12 @@ static bool opt_has(const char *opts, const char *name) {
 }
 
 /* mountinfo: ... mount-point ... - fstype source super-options */
-static int find_mounts(char mnt[_C_MAX][PATH_MAX]) {
+static int find_mounts_of(const char *const *names, int n, char mnt[][PATH_MAX]) {
     _cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
     if (!f)
         return -errno;
     char line[4096];
-    for (int i = 0; i < _C_MAX; i++)
+    for (int i = 0; i < n; i++)
         mnt[i][0] = '\0';
     while (fgets(line, sizeof line, f)) {
         char *sep = strstr(line, " - ");
@@ -51,16 +65,57 @@ static int find_mounts(char mnt[_C_MAX][PATH_MAX]) {
         char mp[PATH_MAX];
         if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1)
             continue;
-        for (int i = 0; i < _C_MAX; i++)
-            if (!mnt[i][0] && opt_has(opts, ctl_names[i]))
+        for (int i = 0; i < n; i++)
+            if (!mnt[i][0] && opt_has(opts, names[i]))
                 snprintf(mnt[i], PATH_MAX, "%s", mp);
     }
     return 0;
 }
 
+/*
+ * The usual layout first: each controller's hierarchy at /sys/fs/cgroup/NAME,
+ * a cgroup mount whose airlock/ directory (made by an earlier run) holds the
+ * controller's own file, which proves the controller is bound there (a
+ * root cgroup has no pids.max). Reading mountinfo took 0.1-0.2 ms of every
+ * run here (the kernel renders every mount of the host for it); these
+ * stats take a few microseconds. Co-mounted controllers are one
+ * superblock: they get one mount point, as mountinfo gives them. Anything
+ * else (a first run, a controller elsewhere or missing) is mountinfo's to
+ * say.
+ */
+static bool standard_mounts(char mnt[_C_MAX][PATH_MAX]) {
+    static const char *const own_file[_C_MAX] = { "memory.limit_in_bytes", "pids.max", "cpu.cfs_quota_us",
+                                                  "cpuacct.usage" };
+    dev_t dev[_C_MAX];
+    for (int i = 0; i < _C_MAX; i++) {
+        char p[PATH_MAX];
+        struct statfs sf;
+        struct stat st;
+        snprintf(mnt[i], PATH_MAX, "/sys/fs/cgroup/%s", ctl_names[i]);
+        snprintf(p, sizeof p, "%s/airlock/%s", mnt[i], own_file[i]);
+        if (statfs(mnt[i], &sf) < 0 || sf.f_type != CGROUP_SUPER_MAGIC || stat(mnt[i], &st) < 0 ||
+            access(p, F_OK) < 0)
+            return false;
+        dev[i] = st.st_dev;
+        for (int j = 0; j < i; j++)
+            if (dev[j] == dev[i]) {
+                memcpy(mnt[i], mnt[j], PATH_MAX);
+                break;
+            }
+    }
+    return true;
+}
+
+static int find_mounts(char mnt[_C_MAX][PATH_MAX]) {
+    if (standard_mounts(mnt))
+        return 0;
+    return find_mounts_of(ctl_names, _C_MAX, mnt);
+}
+
 static int v1_detect(al_cgroup_caps *caps) {
     char mnt[_C_MAX][PATH_MAX];
     int r = find_mounts(mnt);
+    detected.valid = false;
     if (r < 0) {
         snprintf(caps->why_not, sizeof caps->why_not, "cannot read /proc/self/mountinfo");
         return r;
@@ -79,9 +134,11 @@ static int v1_detect(al_cgroup_caps *caps) {
     caps->swap = access(p, F_OK) == 0;
     caps->pids = true;
     caps->cpu = mnt[C_CPU][0] != '\0';
-    caps->kill = mnt[C_FREEZER][0] != '\0';
+    caps->kill = true; /* the pid namespace, then what the pids cgroup lists */
     if (!caps->swap)
         snprintf(caps->why_not, sizeof caps->why_not, "no swap accounting (memory.memsw.*): swap cannot be capped");
+    memcpy(detected.mnt, mnt, sizeof detected.mnt);
+    detected.valid = true;
     return 0;
 }
 
@@ -89,8 +146,10 @@ static int v1_create(const char *name, const al_cgroup_limits *lim, al_cgroup **
     _cleanup_free_ al_cgroup *cg = calloc(1, sizeof *cg);
     if (!cg)
         return -ENOMEM;
-    int r = find_mounts(cg->mnt);
-    if (r < 0)
+    int r = 0;
+    if (detected.valid)
+        memcpy(cg->mnt, detected.mnt, sizeof cg->mnt);
+    else if ((r = find_mounts(cg->mnt)) < 0)
         return al_err(err, "cgroup", r, "read /proc/self/mountinfo");
     for (int i = 0; i < _C_MAX; i++) {
         if (!cg->mnt[i][0])
@@ -108,9 +167,14 @@ static int v1_create(const char *name, const al_cgroup_limits *lim, al_cgroup **
         if (snprintf(base, sizeof base, "%s/airlock", cg->mnt[i]) >= (int)sizeof base ||
             snprintf(cg->dir[i], PATH_MAX, "%s/%s", base, name) >= PATH_MAX)
             return al_err(err, "cgroup", ENAMETOOLONG, "cgroup path too long");
-        if (mkdir(base, 0755) < 0 && errno != EEXIST)
-            return al_err(err, "cgroup", errno, "mkdir %s: %m", base);
-        if ((r = al_cgroup_mkdir_fresh(cg->dir[i])) < 0) {
+        /* airlock/ exists but at a host's first run: try the box's own first */
+        r = al_cgroup_mkdir_fresh(cg->dir[i]);
+        if (r == -ENOENT) {
+            if (mkdir(base, 0755) < 0 && errno != EEXIST)
+                return al_err(err, "cgroup", errno, "mkdir %s: %m", base);
+            r = al_cgroup_mkdir_fresh(cg->dir[i]);
+        }
+        if (r < 0) {
             int e = -r;
             for (int j = 0; j < i; j++)
                 if (cg->made[j])
@@ -172,34 +236,9 @@ static int v1_join(al_cgroup *cg, al_cgroup_join *j, al_error *err) {
     return 0;
 }
 
-static const char *any_dir(al_cgroup *cg) {
-    if (cg->made[C_FREEZER])
-        return cg->dir[C_FREEZER];
-    return cg->dir[C_PIDS];
-}
+static int v1_kill_all(al_cgroup *cg) { return al_cgroup_kill_listed(cg->dir[C_PIDS]); }
 
-static int v1_kill_all(al_cgroup *cg) {
-    const char *fz = cg->made[C_FREEZER] ? cg->dir[C_FREEZER] : NULL;
-    if (fz) {
-        al_cgroup_write(fz, "freezer.state", "FROZEN");
-        /* FREEZING -> FROZEN is asynchronous; wait a little for it */
-        for (int i = 0; i < 50; i++) {
-            _cleanup_free_ char *st = NULL;
-            char p[PATH_MAX + 16];
-            snprintf(p, sizeof p, "%s/freezer.state", fz);
-            if (al_read_small(AT_FDCWD, p, 64, &st, NULL) < 0 || strncmp(st, "FROZEN", 6) == 0)
-                break;
-            struct timespec ts = { 0, 1000 * 1000 };
-            nanosleep(&ts, NULL);
-        }
-    }
-    int r = al_cgroup_kill_listed(any_dir(cg));
-    if (fz)
-        al_cgroup_write(fz, "freezer.state", "THAWED");
-    return r;
-}
-
-static int v1_nprocs(al_cgroup *cg) { return al_cgroup_count_procs(any_dir(cg)); }
+static int v1_nprocs(al_cgroup *cg) { return al_cgroup_count_procs(cg->dir[C_PIDS]); }
 
 static int v1_stats(al_cgroup *cg, al_cgroup_stats *st) {
     uint64_t v;
@@ -231,10 +270,12 @@ static int v1_destroy(al_cgroup *cg) {
 static const char *v1_path(al_cgroup *cg) { return cg->dir[C_MEMORY]; }
 
 static void v1_sweep(bool (*stale)(const char *name)) {
-    char mnt[_C_MAX][PATH_MAX];
-    if (find_mounts(mnt) < 0)
+    /* freezer: boxes of airlock versions that still made a directory there */
+    static const char *const names[] = { "memory", "pids", "cpu", "cpuacct", "freezer" };
+    char mnt[ELEMENTSOF(names)][PATH_MAX];
+    if (find_mounts_of(names, (int)ELEMENTSOF(names), mnt) < 0)
         return;
-    for (int i = 0; i < _C_MAX; i++) {
+    for (size_t i = 0; i < ELEMENTSOF(names); i++) {
         if (!mnt[i][0])
             continue;
         char base[PATH_MAX + 16];

@@ -105,7 +105,7 @@ size_t al_doctor(al_doctor_item *items) {
              caps.cpu ? "cgroup %s CPU bandwidth" : "cgroup %s lacks the cpu controller", caps.version);
         item(&items[n++], "kill every process", AL_LEVEL_BOUNDARY,
              strcmp(caps.version, "v2") == 0 ? "cgroup.kill (or freeze and kill) plus the pid namespace"
-                                             : "freezer: freeze, kill, thaw, until empty; plus the pid namespace");
+                                             : "the pid namespace (its init's death kills the rest and stops any fork), then what the pids cgroup lists, until empty");
     }
 
     e = try_in_child(0, t_seccomp);

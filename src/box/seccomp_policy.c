@@ -198,6 +198,13 @@ static int compile_one(uint32_t def, int filter, struct sock_filter **ret,
     int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
     if (r == 0)
         r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0); /* we set it ourselves, first */
+    /* A binary tree of syscall numbers rather than a list: the same rules,
+     * but about 16 instructions on a call's path instead of about 200. The
+     * kernel runs the filter over every syscall number of every arch when
+     * it is loaded (to cache the calls it allows outright), so the list
+     * cost 0.3-0.5 ms of each box's start; the tree costs 0.1 ms. */
+    if (r == 0)
+        r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
     if (r < 0)
         r = al_err(err, "seccomp", r, "filter attributes: %s", strerror(-r));
     if (r == 0)
