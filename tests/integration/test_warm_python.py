@@ -64,6 +64,18 @@ CORPUS = {
     "threads_at_exit": ("import threading, time\ndef w():\n    time.sleep(0.2); print('thread done')\n"
                         "threading.Thread(target=w).start()\nprint('main done')"),
     "coding_cookie": "# -*- coding: latin-1 -*-\nprint(len('\xe9'))",
+    # what the interpreter's end does, which a warm start does without its
+    # module teardown
+    "file_left_open": "f = open('left.txt', 'w'); f.write('unflushed data')",
+    "file_left_open_nested": "class H:\n    pass\nh = H(); h.f = open('nested.txt', 'wb'); h.f.write(b'x' * 10)",
+    "del_at_exit": "class D:\n    def __del__(self):\n        print('deleted')\nd = D()\nprint('body')",
+    "weakref_finalize": "import weakref\nclass O:\n    pass\no = O()\nweakref.finalize(o, print, 'finalized')",
+    "logging_at_exit": "import logging\nlogging.basicConfig(filename='log.txt')\nlogging.warning('w')",
+    "exit_in_thread_join": ("import threading, sys, time\ndef w():\n    time.sleep(0.2); print('late')\n"
+                            "threading.Thread(target=w).start()\nsys.exit(5)"),
+    "exit_big": "import sys; sys.exit(256 + 7)",
+    "exit_object": "import sys; sys.exit(['not', 'a', 'code'])",
+    "stdout_unflushed": "import sys; sys.stdout.write('no newline')",
 }
 ARGS = {"argv": ["one", "two words", "-x"], "main_guard_fork": []}
 STDIN = {"stdin": b"line one\nline two\n", "stdin_lines": b"a\nbb\nccc\n"}
@@ -75,7 +87,8 @@ def script_bytes(name):
 
 
 def outcome(p, out, err, d):
-    files = sorted(f.name for f in d.iterdir() if f.name not in ("main.py", "stdin.txt", "__pycache__"))
+    skip = ("main.py", "stdin.txt", "__pycache__")
+    files = sorted((f.name, f.read_bytes()) for f in d.iterdir() if f.name not in skip and f.is_file())
     return {"status": p.returncode, "stdout": out, "stderr": err, "files": files}
 
 
@@ -106,7 +119,7 @@ def warm(name, d):
     assert ours.recv(1) == b"r"
     (d / "main.py.new").write_bytes(script_bytes(name))
     os.replace(d / "main.py.new", d / "main.py")
-    msg = json.dumps({"args": ARGS.get(name, []), "env": ENV}).encode()
+    msg = json.dumps({"args": ARGS.get(name, []), "env": [f"{k}={v}" for k, v in ENV.items()]}).encode()
     f = stdin_file(d, name)
     socket.send_fds(ours, [msg], [f.fileno()] if f is not subprocess.DEVNULL else [])
     if f is not subprocess.DEVNULL:
@@ -155,7 +168,7 @@ def test_the_corpus_sees_what_it_should_cold(tmp_path):
     assert r["signal"]["status"] == -signal.SIGTERM and r["keyboard_interrupt"]["status"] == -signal.SIGINT
     assert b"ValueError: boom" in r["uncaught"]["stderr"] and r["uncaught"]["status"] == 1
     assert b"SyntaxError" in r["syntax_error"]["stderr"] and r["syntax_error_late"]["stdout"] == b""
-    assert r["atexit_after_error"]["stdout"] == b"at exit\n" and r["write_file"]["files"] == ["written.txt"]
+    assert r["atexit_after_error"]["stdout"] == b"at exit\n" and r["write_file"]["files"] == [("written.txt", b"data")]
     assert r["main_guard_spawn"]["stdout"] == b"[1, 4, 9]\n" and r["pickle_main_class"]["stdout"] == b"__main__\n"
     assert b"'one', 'two words', '-x'" in r["argv"]["stdout"]
 
