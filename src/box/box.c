@@ -164,6 +164,7 @@ typedef struct box_ctx {
     al_cgroup *cg;
     pid_t pid;
     int pidfd;
+    uint64_t cpu_base_usec;       /* a warm box's CPU time before its run */
 } box_ctx;
 
 static void kill_box(box_ctx *b) {
@@ -343,12 +344,14 @@ static void fill_static_controls(al_controls *c, bool root, uid_t uid, const al_
         control(&c->cpu, AL_LEVEL_NOT_ENFORCED, "no cpu controller: %s", caps->why_not);
 }
 
+/* CFG's files and inputs into /work, and (TMPFD >= 0) the runtime's seed of
+ * /tmp. */
 static int stage_all(const al_box_config *cfg, int workfd, int tmpfd, uid_t uid, gid_t gid, al_error *err) {
     al_stage st = { .workfd = workfd, .uid = uid, .gid = gid, .max_files = cfg->limits.stage_files,
                     .max_bytes = cfg->limits.stage_bytes, .max_depth = cfg->limits.max_depth };
     int r = 0;
     const al_runtime *rt = cfg->runtime;
-    if (rt->tmp_seed_root && rt->tmp_seed && rt->tmp_seed_name) {
+    if (tmpfd >= 0 && rt->tmp_seed_root && rt->tmp_seed && rt->tmp_seed_name) {
         al_stage seed = st;
         seed.workfd = tmpfd;
         if ((r = al_stage_beneath_as(&seed, rt->tmp_seed_root, rt->tmp_seed, rt->tmp_seed_name, err)) < 0)
@@ -359,6 +362,117 @@ static int stage_all(const al_box_config *cfg, int workfd, int tmpfd, uid_t uid,
     for (size_t i = 0; r == 0 && i < cfg->n_inputs; i++)
         r = al_stage_path(&st, cfg->inputs[i], err);
     return r;
+}
+
+/* Read and drop what FD holds now (a warm box's output before its run). */
+static void discard(int fd) {
+    char chunk[65536];
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    while (read(fd, chunk, sizeof chunk) > 0)
+        ;
+}
+
+/* A warm box (box.h): its interpreter's ready byte on CHAN (its output
+ * dropped meanwhile), then the run from the handoff into *RUN, staged, and
+ * sent to the interpreter. */
+static int warm_start(box_ctx *b, int chan, int out_r[2], int workfd, uid_t uid, gid_t gid, al_box_config *run,
+                      al_error *err) {
+    const al_box_config *cfg = b->cfg;
+    uint64_t until = al_now_ms() + (cfg->warm->ready_timeout_ms ? cfg->warm->ready_timeout_ms : 60000);
+    for (;;) {
+        struct pollfd p[5] = { { .fd = chan, .events = POLLIN }, { .fd = out_r[0], .events = POLLIN },
+                               { .fd = out_r[1], .events = POLLIN }, { .fd = b->pidfd, .events = POLLIN },
+                               { .fd = cfg->cancel_fd, .events = POLLIN } };
+        uint64_t now = al_now_ms();
+        if (now >= until)
+            return al_err(err, "warm", ETIMEDOUT, "the interpreter was not ready in time");
+        if (poll(p, 5, (int)(until - now)) < 0 && errno != EINTR)
+            return al_err(err, "warm", errno, "poll: %m");
+        for (int i = 1; i < 3; i++)
+            if (p[i].revents)
+                discard(p[i].fd);
+        if (p[3].revents)
+            return al_err(err, "warm", ECHILD, "the box ended before its run came");
+        if (p[4].revents)
+            return al_err(err, "warm", ECANCELED, "canceled before its run came");
+        if (p[0].revents) {
+            char c = 0;
+            ssize_t n = read(chan, &c, 1);
+            if (n == 1 && c == 'r')
+                break;
+            return al_err(err, "warm", EPROTO, "the interpreter ended before it was ready");
+        }
+    }
+    /* ready: now its run, or its death, whichever comes first */
+    if (cfg->warm->on_ready)
+        cfg->warm->on_ready(cfg->warm->ud);
+    for (;;) {
+        struct pollfd p[5] = { { .fd = cfg->warm->run_fd, .events = POLLIN }, { .fd = chan, .events = POLLIN },
+                               { .fd = b->pidfd, .events = POLLIN }, { .fd = out_r[0], .events = POLLIN },
+                               { .fd = out_r[1], .events = POLLIN } };
+        if (poll(p, 5, -1) < 0 && errno != EINTR)
+            return al_err(err, "warm", errno, "poll: %m");
+        for (int i = 3; i < 5; i++)
+            if (p[i].revents)
+                discard(p[i].fd);
+        /* a run that came is taken even if the box died meanwhile: the
+         * hand-off then fails, and the run goes cold in its helper */
+        if (p[0].revents)
+            break;
+        if (p[1].revents || p[2].revents)
+            return al_err(err, "warm", ECHILD, "the warm box ended before its run came");
+    }
+    *run = *cfg;
+    run->warm = NULL;
+    int r = cfg->warm->handoff(cfg->warm->ud, run, err);
+    if (r < 0)
+        return r;
+    cfg->warm->handed = true;
+    /* what only the box decides stays the box's */
+    run->runtime = cfg->runtime;
+    run->limits = cfg->limits;
+    run->listen_port = 0;
+    run->on_listener = NULL;
+    for (int i = 0; i < 2; i++)
+        discard(out_r[i]);
+    for (size_t i = 0; i < cfg->n_files; i++)
+        if (unlinkat(workfd, cfg->files[i].name, 0) < 0 && errno != ENOENT)
+            return al_err(err, "warm", errno, "remove the warm start's %s: %m", cfg->files[i].name);
+    if ((r = stage_all(run, workfd, -1, uid, gid, err)) < 0)
+        return r;
+    /* the run's arguments (after the interpreter and its script) and its
+     * environment, in order, with its stdin */
+    json_t *args = json_array(), *env = json_array();
+    for (size_t i = 2; run->argv[0] && run->argv[1] && run->argv[i]; i++)
+        json_array_append_new(args, json_string(run->argv[i]));
+    for (size_t i = 0; run->envp && run->envp[i]; i++)
+        json_array_append_new(env, json_string(run->envp[i]));
+    json_t *doc = json_pack("{s:o, s:o}", "args", args, "env", env);
+    _cleanup_free_ char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    if (!text)
+        return al_err(err, "warm", ENOMEM, "out of memory");
+    char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+    struct iovec iov = { .iov_base = text, .iov_len = strlen(text) };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    if (run->stdin_fd >= 0) {
+        mh.msg_control = cbuf;
+        mh.msg_controllen = sizeof cbuf;
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &run->stdin_fd, sizeof(int));
+    }
+    if (sendmsg(chan, &mh, MSG_NOSIGNAL) != (ssize_t)iov.iov_len)
+        return al_err(err, "warm", errno ? errno : EIO, "hand the run to the interpreter: %m");
+    /* its CPU time is the run's from here */
+    if (b->cg) {
+        al_cgroup_stats st = { 0 };
+        b->cg_ops->stats(b->cg, &st);
+        b->cpu_base_usec = st.cpu_usec;
+    }
+    return 0;
 }
 
 static int make_cgroup(box_ctx *b, uid_t uid, al_cgroup_join *join) {
@@ -402,7 +516,10 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     fill_static_controls(&res->controls, root, uid, &caps, &cfg->limits);
 
     box_ctx b = { .cfg = cfg, .res = res, .cg_ops = ops, .pid = -1, .pidfd = -1 };
-    int sv[2] = { -1, -1 }, outp[2][2] = { { -1, -1 }, { -1, -1 } };
+    int sv[2] = { -1, -1 }, outp[2][2] = { { -1, -1 }, { -1, -1 } }, wsv[2] = { -1, -1 };
+    /* the run's config: the box's own, or for a warm box what its handoff gave */
+    al_box_config run;
+    const al_box_config *rc = cfg;
     al_cgroup_join join = { .n_self = 0, .clone_fd = -1 };
     /* v2 creates the box inside its cgroup, so the cgroup comes first; v1
      * makes it while the box builds its root, and the box joins it at
@@ -417,6 +534,10 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
         r = al_err(err, "setup", errno, "pipe: %m");
         goto out_fds;
     }
+    if (cfg->warm && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, wsv) < 0) {
+        r = al_err(err, "setup", errno, "socketpair: %m");
+        goto out_fds;
+    }
     /* Supplementary groups survive into a user namespace and cannot be
      * dropped there (setgroups is denied): drop them before cloning. */
     if (root && setgroups(0, NULL) < 0) {
@@ -428,6 +549,7 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
         .sock = sv[1], .out_w = { outp[0][1], outp[1][1] }, .stdin_fd = cfg->stdin_fd, .runtime_fd = -1,
         .runtime = cfg->runtime, .limits = &cfg->limits,
         .argv = cfg->argv, .envp = cfg->envp, .unique_uid = root, .listen_port = cfg->listen_port,
+        .warm_fd = wsv[1],
     };
     /* The cgroup namespace is entered later, from inside the box cgroup,
      * so the box sees its own cgroup as "/". */
@@ -452,6 +574,9 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     b.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     close(sv[1]);
     sv[1] = -1;
+    if (wsv[1] >= 0)
+        close(wsv[1]);
+    wsv[1] = -1;
     close(outp[0][1]);
     close(outp[1][1]);
     outp[0][1] = outp[1][1] = -1;
@@ -502,9 +627,18 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     }
     al_cgroup_join_close(&join);
 
-    if (cfg->on_started)
-        cfg->on_started(cfg->userdata);
     int out_r[2] = { outp[0][0], outp[1][0] };
+    if (cfg->warm) {
+        /* ready, then handed its run: from here the box is that run's */
+        if ((r = warm_start(&b, wsv[0], out_r, workfd, uid, gid, &run, err)) < 0)
+            goto out_kill;
+        close(wsv[0]);
+        wsv[0] = -1;
+        rc = b.cfg = &run;
+        start = al_now_ms();
+    }
+    if (rc->on_started)
+        rc->on_started(rc->userdata);
     r = supervise(&b, sv[0], out_r, start, err);
     if (r < 0)
         goto out_kill;
@@ -524,7 +658,7 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
         }
         al_cgroup_stats st = { 0 };
         ops->stats(b.cg, &st);
-        res->cpu_ms = st.cpu_usec / 1000;
+        res->cpu_ms = (st.cpu_usec - (st.cpu_usec >= b.cpu_base_usec ? b.cpu_base_usec : 0)) / 1000;
         res->peak_memory_bytes = st.peak_memory_bytes;
         if (res->reason == AL_REASON_EXITED && st.oom_kills > 0)
             res->reason = AL_REASON_MEMORY;
@@ -538,7 +672,7 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     };
     cl.uid = uid;
     cl.gid = gid;
-    r = al_collect(outfd, cfg->out_dirfd, &cl, res, err);
+    r = al_collect(outfd, rc->out_dirfd, &cl, res, err);
     goto out_reap;
 
 out_kill:
@@ -556,6 +690,8 @@ out_fds:
     for (int i = 0; i < 2; i++) {
         if (sv[i] >= 0)
             close(sv[i]);
+        if (wsv[i] >= 0)
+            close(wsv[i]);
         for (int j = 0; j < 2; j++)
             if (outp[i][j] >= 0)
                 close(outp[i][j]);

@@ -64,7 +64,33 @@ typedef struct al_box_file {
     mode_t mode;
 } al_box_file;
 
-typedef struct al_box_config {
+typedef struct al_box_config al_box_config;
+
+/* A warm box (issue 14's pools): its interpreter is started before its run
+ * is known. The box is made with CONFIG's runtime, limits and files (the
+ * warm start, src/lang/warm/) and ARGV is exec'd at once with fd 3 a Unix
+ * stream socket to the box's parent; the interpreter writes one byte on it
+ * when it is ready. Then HANDOFF is called (it may block until the run
+ * comes) to fill RUN, a copy of the box's config, with the run's own files,
+ * inputs, stdin, argv (the same interpreter and script; its arguments are
+ * the run's), environment, output callbacks, cancel fd and out directory;
+ * its runtime, limits and network stay the box's. The box's files are
+ * removed from /work, the run's staged as a cold box's would be, and the
+ * interpreter is sent the run's arguments and environment (JSON) with its
+ * stdin (a passed fd) on fd 3. The run's wall clock and CPU time start
+ * there; what the box printed before is discarded. */
+typedef struct al_box_warm {
+    void (*on_ready)(void *ud);   /* the interpreter is ready (may be NULL) */
+    int (*handoff)(void *ud, al_box_config *run, al_error *err);
+    void *ud;
+    uint64_t ready_timeout_ms;    /* how long the interpreter may take to be ready */
+    /* readable (or at its end) when the run may have come: only then is
+     * HANDOFF called, and a box that dies while it waits ends at once */
+    int run_fd;
+    bool handed;                  /* set once HANDOFF filled the run: a failure after is the run's to retry cold */
+} al_box_warm;
+
+struct al_box_config {
     const al_runtime *runtime;
     char *const *argv;            /* argv[0] is an absolute path inside the box */
     char *const *envp;
@@ -85,7 +111,8 @@ typedef struct al_box_config {
      * own copy after the call. */
     uint16_t listen_port;
     int (*on_listener)(int fd, uid_t host_uid, gid_t host_gid, void *userdata, al_error *err);
-} al_box_config;
+    al_box_warm *warm;            /* NULL: a cold box, the script exec'd when staged */
+};
 
 typedef struct al_artifact {
     char *path;                   /* relative to /out, raw bytes of the names */

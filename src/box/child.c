@@ -302,9 +302,15 @@ static _Noreturn void exec_script(const al_child_args *a, int in_fd) {
             fail(a->sock, &err);
         }
     }
-    /* every fd but 0-2 goes at exec; the sync socket stays open until then
+    /* a warm start's socket is its fd 3 (it was moved above 63, so nothing
+     * of 0-2 is in the way; dup2 leaves the copy without close-on-exec) */
+    if (a->warm_fd >= 0 && dup2(a->warm_fd, 3) < 0) {
+        al_err(&err, "exec", errno, "set up the warm start's socket: %m");
+        fail(a->sock, &err);
+    }
+    /* every other fd goes at exec; the sync socket stays open until then
      * so an exec failure can still be reported */
-    syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+    syscall(SYS_close_range, a->warm_fd >= 0 ? 4 : 3, ~0U, CLOSE_RANGE_CLOEXEC);
     execve(a->argv[0], a->argv, a->envp);
     al_err(&err, "exec", errno, "execve %s: %m", a->argv[0]);
     fail(a->sock, &err);
@@ -392,7 +398,7 @@ static _Noreturn void be_init(const al_child_args *a, pid_t script) {
  * script's dup2()s cannot clobber them; everything else the caller had open
  * (its terminal, locks, sockets) is closed, so PID 1 holds no host fds. */
 static int keep_only_own_fds(al_child_args *a) {
-    int *fds[] = { &a->sock, &a->out_w[0], &a->out_w[1], &a->stdin_fd, &a->runtime_fd };
+    int *fds[] = { &a->sock, &a->out_w[0], &a->out_w[1], &a->stdin_fd, &a->runtime_fd, &a->warm_fd };
     size_t nf = ELEMENTSOF(fds);
     int keep[ELEMENTSOF(fds)];
     size_t n = 0;
@@ -476,5 +482,7 @@ _Noreturn void al_child_main(const al_child_args *args) {
     close(a->out_w[1]);
     close(in_fd);
     close(rootfd);
+    if (a->warm_fd >= 0)
+        close(a->warm_fd);                               /* the script's alone: its end is EOF */
     be_init(a, script);
 }

@@ -27,6 +27,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <unistd.h>
 
 #include "../box/runtime_ro.h"
 #ifdef AIRLOCK_SERVER
@@ -68,53 +69,216 @@ static int fail(const char *step, const char *msg) {
     return 125;
 }
 
+/* One job's parts, parsed, with the storage its box config points into. */
+typedef struct job {
+    json_t *doc;
+    const al_lang *lang;
+    const char *code;
+    al_box_limits lim;
+    const char *inputs[MAX_INPUTS];
+    size_t n_inputs;
+    int out_fd, in_fd;
+    al_image_runtime ir;
+    al_runtime_ro ro;
+    const al_runtime *runtime;
+    const char *img_dir, *img_digest, *skill_dir, *script;
+    char *box_argv[256 + 3];
+    cli_net *net;
+    al_box_file sf;
+} job;
+
+static void job_free(job *j) {
+    if (j->out_fd >= 0)
+        close(j->out_fd);
+    if (j->in_fd >= 0)
+        close(j->in_fd);
+    free(j->net);
+    json_decref(j->doc);
+}
+
+/* Stdin's next line (a job) as JSON: at most MAX_JOB bytes, what follows
+ * its newline kept in BUF for the next call. NULL at its end or on error,
+ * with why in *WHY. */
+typedef struct line_reader {
+    char *buf;
+    size_t len;
+} line_reader;
+
+static json_t *read_job(line_reader *lr, const char **why) {
+    for (;;) {
+        char *nl = memchr(lr->buf, '\n', lr->len);
+        if (nl) {
+            size_t n = (size_t)(nl - lr->buf);
+            json_error_t jerr;
+            json_t *doc = json_loadb(lr->buf, n, 0, &jerr);
+            memmove(lr->buf, nl + 1, lr->len - n - 1);
+            lr->len -= n + 1;
+            *why = doc ? NULL : "the job is not JSON";
+            return doc;
+        }
+        if (lr->len == MAX_JOB) {
+            *why = "job larger than 1 MiB";
+            return NULL;
+        }
+        ssize_t n = read(STDIN_FILENO, lr->buf + lr->len, MAX_JOB - lr->len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            /* a last job without its newline */
+            json_t *doc = lr->len ? json_loadb(lr->buf, lr->len, 0, NULL) : NULL;
+            lr->len = 0;
+            *why = doc ? NULL : "no job came";
+            return doc;
+        }
+        lr->len += (size_t)n;
+    }
+}
+
+/* DOC's parts into J (which owns DOC from here). CODE: the code to run
+ * (NULL: the job's "code"); OUT_NEEDED: the job must name its out_dir.
+ * 0, or the failed step and why. */
+static int job_parse(json_t *doc, job *j, const char *code, bool out_needed, const char **step, const char **why) {
+    *j = (job){ .doc = doc, .out_fd = -1, .in_fd = -1, .runtime = &al_runtime_host };
+    const char *lang_name = json_string_value(json_object_get(doc, "language"));
+    const char *out_dir = json_string_value(json_object_get(doc, "out_dir"));
+    j->lang = lang_name ? al_lang_by_name(lang_name) : NULL;
+    j->code = code ? code : json_string_value(json_object_get(doc, "code"));
+    *step = "job";
+    if (!j->lang || !j->code || (out_needed && !out_dir)) {
+        *why = "the job needs language, code and out_dir";
+        return -EINVAL;
+    }
+    al_box_limits_from_job(json_object_get(doc, "limits"), &j->lim);
+    json_t *ins = json_object_get(doc, "inputs");
+    for (size_t i = 0; i < json_array_size(ins) && j->n_inputs < MAX_INPUTS; i++)
+        if (json_is_string(json_array_get(ins, i)))
+            j->inputs[j->n_inputs++] = json_string_value(json_array_get(ins, i));
+    if (out_dir && (j->out_fd = open(out_dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC)) < 0) {
+        *why = "cannot open out_dir";
+        return -errno;
+    }
+    /* the runtime: the host's, or an image the service resolved */
+    j->img_dir = json_string_value(json_object_get(doc, "image_dir"));
+    j->img_digest = json_string_value(json_object_get(doc, "image_digest"));
+    if (j->img_dir && j->img_digest) {
+        al_image_runtime_init(&j->ir, j->img_dir, j->img_digest);
+        j->runtime = &j->ir.rt;
+    }
+    /* a skill: its bundle read-only at /skill, its entrypoint run from there */
+    j->skill_dir = json_string_value(json_object_get(doc, "skill_dir"));
+    j->script = json_string_value(json_object_get(doc, "script"));
+    if (j->skill_dir && j->script) {
+        al_runtime_ro_init(&j->ro, j->runtime, j->skill_dir, "skill");
+        j->runtime = &j->ro.rt;
+    }
+    /* the script's arguments and standard input, when the run has them */
+    json_t *jargs = json_object_get(doc, "args");
+    size_t nargs = json_array_size(jargs) < 256 ? json_array_size(jargs) : 256;
+    j->box_argv[0] = (char *)j->lang->interpreter;
+    j->box_argv[1] = (char *)(j->skill_dir && j->script ? j->script : j->lang->default_file);
+    for (size_t k = 0; k < nargs; k++)
+        j->box_argv[2 + k] = (char *)(json_string_value(json_array_get(jargs, k)) ?: "");
+    j->box_argv[2 + nargs] = NULL;
+    const char *stdin_path = json_string_value(json_object_get(doc, "stdin_path"));
+    if (stdin_path && (j->in_fd = open(stdin_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0) {
+        *why = "cannot open stdin_path";
+        return -errno;
+    }
+    static al_error nerr;
+    if (!(j->net = calloc(1, sizeof *j->net)) ||
+        cli_net_init(j->net, json_string_value(json_object_get(doc, "network")), &nerr) < 0) {
+        *step = "network";
+        *why = j->net ? nerr.msg : "out of memory";
+        return -EINVAL;
+    }
+    j->sf = (al_box_file){ j->lang->default_file, j->code, strlen(j->code), 0644 };
+    return 0;
+}
+
+/* J as a box's config, cancelled through CANCEL. */
+static void job_config(job *j, int cancel, al_box_config *cfg) {
+    *cfg = (al_box_config){
+        .runtime = j->runtime,
+        .argv = j->box_argv,
+        .envp = j->net->env,
+        .files = &j->sf,
+        .n_files = j->skill_dir && j->script ? 0 : 1,
+        .inputs = j->inputs,
+        .n_inputs = j->n_inputs,
+        .stdin_fd = j->in_fd,
+        .out_dirfd = j->out_fd,
+        .limits = j->lim,
+        .on_output = on_output,
+        .on_started = on_started,
+        .cancel_fd = cancel,
+        .userdata = j->net,
+        .listen_port = cli_net_listen_port(j->net),
+        .on_listener = on_listener,
+    };
+}
+
+/* A warm box's handoff (box.h): say it is ready, then read its run, which
+ * must be of the shape the box was made for. */
+typedef struct warm_ctx {
+    line_reader *lr;
+    const job *shape;
+    job run;
+    bool have_run;
+    int cancel;
+    char why[300];
+} warm_ctx;
+
+static void warm_ready(void *ud) { emit(json_pack("{s:s}", "type", "ready")); }
+
+static int warm_handoff(void *ud, al_box_config *run, al_error *err) {
+    warm_ctx *w = ud;
+    const char *why = NULL, *step = NULL;
+    json_t *doc = read_job(w->lr, &why);
+    if (!doc)
+        return al_err(err, "warm", ECANCELED, "%s", why);
+    int r = job_parse(doc, &w->run, NULL, true, &step, &why);
+    w->have_run = true;
+    if (r < 0)
+        return al_err(err, step, -r, "%s", why);
+    const job *s = w->shape, *j = &w->run;
+    /* the box was made for one shape of run: any other is not this box's */
+    if (j->lang != s->lang || !j->img_digest != !s->img_digest ||
+        (j->img_digest && strcmp(j->img_digest, s->img_digest) != 0) ||
+        memcmp(&j->lim, &s->lim, sizeof j->lim) != 0 || j->skill_dir || cli_net_listen_port(j->net) ||
+        json_object_get(j->doc, "driver"))
+        return al_err(err, "warm", EINVAL, "the run is not of the shape this warm box was made for");
+    job_config(&w->run, w->cancel, run);
+    return 0;
+}
+
 int cli_helper(int argc, char **argv) {
     if (cli_help_asked(argc, argv)) {
         printf("usage: airlock helper   (internal: the service's per-run process; one JSON job on stdin)\n");
         return 0;
     }
     _cleanup_free_ char *buf = malloc(MAX_JOB + 1);
-    size_t len = 0;
     if (!buf)
         return fail("job", "out of memory");
-    for (;;) {
-        ssize_t n = read(STDIN_FILENO, buf + len, MAX_JOB - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-        if (memchr(buf + len - (size_t)n, '\n', (size_t)n))
-            break;
-        if (len == MAX_JOB)
-            return fail("job", "job larger than 1 MiB");
+    line_reader lr = { .buf = buf };
+    const char *why = NULL, *step = NULL;
+    json_t *doc = read_job(&lr, &why);
+    if (!doc)
+        return fail("job", why);
+    /* a warm box: made now, its run later (src/lang/warm/) */
+    bool warm = json_is_true(json_object_get(doc, "warm"));
+    const char *launcher = NULL;
+    if (warm) {
+        const char *ln = json_string_value(json_object_get(doc, "language"));
+        const al_lang *l = ln ? al_lang_by_name(ln) : NULL;
+        if (!l || !(launcher = al_lang_warm_start(l))) {
+            json_decref(doc);
+            return fail("job", "a warm box is for a language with a warm start (python)");
+        }
     }
-    json_error_t jerr;
-    json_t *job = json_loadb(buf, len, 0, &jerr);
-    if (!job)
-        return fail("job", jerr.text);
-    const char *lang_name = json_string_value(json_object_get(job, "language"));
-    const char *code = json_string_value(json_object_get(job, "code"));
-    const char *out_dir = json_string_value(json_object_get(job, "out_dir"));
-    const al_lang *lang = lang_name ? al_lang_by_name(lang_name) : NULL;
-    if (!lang || !code || !out_dir) {
-        json_decref(job);
-        return fail("job", "the job needs language, code and out_dir");
-    }
-    al_box_limits lim;
-    al_box_limits_from_job(json_object_get(job, "limits"), &lim);
-
-    json_t *ins = json_object_get(job, "inputs");
-    const char *inputs[MAX_INPUTS];
-    size_t n_inputs = 0;
-    for (size_t i = 0; i < json_array_size(ins) && n_inputs < MAX_INPUTS; i++)
-        if (json_is_string(json_array_get(ins, i)))
-            inputs[n_inputs++] = json_string_value(json_array_get(ins, i));
-
-    _cleanup_close_ int out_fd = open(out_dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
-    if (out_fd < 0) {
-        json_decref(job);
-        return fail("job", "cannot open out_dir");
+    job j;
+    if (job_parse(doc, &j, launcher, !warm, &step, &why) < 0) {
+        job_free(&j);
+        return fail(step, why);
     }
     _cleanup_close_ int sig_fd = cli_cancel_signals();
     signal(SIGPIPE, SIG_IGN);
@@ -123,86 +287,63 @@ int cli_helper(int argc, char **argv) {
     struct epoll_event e1 = { .events = EPOLLIN }, e2 = { .events = EPOLLIN | EPOLLHUP };
     if (cancel < 0 || epoll_ctl(cancel, EPOLL_CTL_ADD, sig_fd, &e1) < 0 ||
         epoll_ctl(cancel, EPOLL_CTL_ADD, STDIN_FILENO, &e2) < 0) {
-        json_decref(job);
+        job_free(&j);
         return fail("job", "cannot watch for cancellation");
     }
-
-    /* the runtime: the host's, or an image the service resolved */
-    al_image_runtime ir;
-    const al_runtime *runtime = &al_runtime_host;
-    const char *img_dir = json_string_value(json_object_get(job, "image_dir"));
-    const char *img_digest = json_string_value(json_object_get(job, "image_digest"));
-    if (img_dir && img_digest) {
-        al_image_runtime_init(&ir, img_dir, img_digest);
-        runtime = &ir.rt;
+    al_box_config cfg;
+    job_config(&j, cancel, &cfg);
+    /* a warm box's environment is its run's (offline), with what it
+     * preloads: its interpreter starts as that run's would */
+    char *wenv[CLI_NET_ENV_MAX + 2];
+    char preload[1024];
+    warm_ctx wc = { .lr = &lr, .shape = &j, .cancel = cancel };
+    al_box_warm bw = { .on_ready = warm_ready, .handoff = warm_handoff, .ud = &wc, .ready_timeout_ms = 120000, .run_fd = STDIN_FILENO };
+    if (warm) {
+        if (cfg.listen_port || j.skill_dir || j.n_inputs || j.in_fd >= 0) {
+            job_free(&j);
+            return fail("job", "a warm box is offline and holds no input until its run");
+        }
+        size_t k = 0;
+        for (; j.net->env[k] && k < CLI_NET_ENV_MAX; k++)
+            wenv[k] = j.net->env[k];
+        snprintf(preload, sizeof preload, "AIRLOCK_PRELOAD=%s", json_string_value(json_object_get(doc, "preload")) ?: "");
+        wenv[k++] = preload;
+        wenv[k] = NULL;
+        cfg.envp = wenv;
+        /* until its run comes, only a signal cancels: the run's own line
+         * on stdin is not its end */
+        cfg.cancel_fd = sig_fd;
+        cfg.warm = &bw;
+        cfg.on_started = NULL;
     }
-    /* a skill: its bundle read-only at /skill, its entrypoint run from there */
-    const char *skill_dir = json_string_value(json_object_get(job, "skill_dir"));
-    const char *script = json_string_value(json_object_get(job, "script"));
-    al_runtime_ro ro;
-    if (skill_dir && script) {
-        al_runtime_ro_init(&ro, runtime, skill_dir, "skill");
-        runtime = &ro.rt;
-    }
-    /* the script's arguments and standard input, when the run has them */
-    json_t *jargs = json_object_get(job, "args");
-    size_t nargs = json_array_size(jargs) < 256 ? json_array_size(jargs) : 256;
-    char *box_argv[256 + 3] = { (char *)lang->interpreter,
-                                (char *)(skill_dir && script ? script : lang->default_file) };
-    for (size_t k = 0; k < nargs; k++)
-        box_argv[2 + k] = (char *)(json_string_value(json_array_get(jargs, k)) ?: "");
-    box_argv[2 + nargs] = NULL;
-    const char *stdin_path = json_string_value(json_object_get(job, "stdin_path"));
-    _cleanup_close_ int in_fd = stdin_path ? open(stdin_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
-    _cleanup_free_ cli_net *net = calloc(1, sizeof *net);
-    al_error nerr = { 0 };
-    if (!net || cli_net_init(net, json_string_value(json_object_get(job, "network")), &nerr) < 0) {
-        json_decref(job);
-        return fail("network", net ? nerr.msg : "out of memory");
-    }
-    al_box_file sf = { lang->default_file, code, strlen(code), 0644 };
-    al_box_config cfg = {
-        .runtime = runtime,
-        .argv = box_argv,
-        .envp = net->env,
-        .files = &sf,
-        .n_files = skill_dir && script ? 0 : 1,
-        .inputs = inputs,
-        .n_inputs = n_inputs,
-        .stdin_fd = in_fd,
-        .out_dirfd = out_fd,
-        .limits = lim,
-        .on_output = on_output,
-        .on_started = on_started,
-        .cancel_fd = cancel,
-        .userdata = net,
-        .listen_port = cli_net_listen_port(net),
-        .on_listener = on_listener,
-    };
     al_box_result res;
-    const char *driver = json_string_value(json_object_get(job, "driver"));
-    if (driver && strcmp(driver, "docker") == 0) {
+    bool cold_again = false;
+    const char *driver = json_string_value(json_object_get(doc, "driver"));
+    if (warm && driver) {
+        job_free(&j);
+        return fail("job", "a warm box is the native driver's");
+    } else if (driver && strcmp(driver, "docker") == 0) {
 #ifdef AIRLOCK_SERVER
-        al_docker_opts o = { .socket = json_string_value(json_object_get(job, "docker_socket")),
+        al_docker_opts o = { .socket = json_string_value(json_object_get(doc, "docker_socket")),
                              .runtime = AL_DOCKER_RUNC };
-        const char *rt = json_string_value(json_object_get(job, "docker_runtime"));
+        const char *rt = json_string_value(json_object_get(doc, "docker_runtime"));
         if (rt && al_docker_runtime_from_name(rt, &o.runtime) < 0) {
-            json_decref(job);
+            job_free(&j);
             return fail("job", "docker_runtime: want runc or runsc");
         }
-        if (skill_dir && script) {
-            json_decref(job);
+        if (j.skill_dir && j.script) {
+            job_free(&j);
             return fail("driver", "skills run on the native driver; the docker driver does not mount a skill's "
                                   "bundle yet");
         }
-        if (!img_dir || !img_digest) {
-            json_decref(job);
+        if (!j.img_dir || !j.img_digest) {
+            job_free(&j);
             return fail("driver", "the docker driver runs on an image, not the host's /usr: give the workspace "
                                   "an image (default)");
         }
-        o.image_dir = ir.root;
-        o.image_digest = img_digest;
-        json_t *jb = json_object_get(job, "docker_box");
+        o.image_dir = j.ir.root;
+        o.image_digest = j.img_digest;
+        json_t *jb = json_object_get(doc, "docker_box");
         al_docker_held held = { .holder_lock = -1, .uid_lock = -1 };
         if (json_is_object(jb)) {
             snprintf(held.id, sizeof held.id, "%s", json_string_value(json_object_get(jb, "id")) ?: "");
@@ -215,23 +356,45 @@ int cli_helper(int argc, char **argv) {
         }
         al_docker_run(&o, &cfg, &res);
 #else
-        json_decref(job);
+        job_free(&j);
         return fail("driver", "the docker driver runs in airlock-server helper");
 #endif
     } else if (driver && strcmp(driver, "native") != 0) {
-        json_decref(job);
+        job_free(&j);
         return fail("job", "unknown driver");
     } else {
         al_box_run(&cfg, &res);
+        if (warm && bw.handed && res.reason == AL_REASON_ERROR && strcmp(res.error.step, "warm") == 0) {
+            /* its warm box failed it after the hand-off, before the run's
+             * first instruction: the run goes cold, in a box of its own */
+            al_box_config again;
+            job_config(&wc.run, cancel, &again);
+            al_box_result_free(&res);
+            al_box_run(&again, &res);
+            cold_again = true;
+        }
     }
-    json_t *network = cli_net_finish(net, &res);
-    json_t *doc = cli_result_json(&res, cfg.runtime);
-    if (doc)
-        json_object_set_new(doc, "network", network);
-    else
+    /* a warm box that never got its run has no result to give */
+    if (warm && !wc.have_run) {
+        al_error e = res.error;
+        job_free(&j);
+        al_box_result_free(&res);
+        return fail(e.step[0] ? e.step : "warm", e.msg);
+    }
+    job *ran = warm ? &wc.run : &j;
+    json_t *network = cli_net_finish(ran->net, &res);
+    json_t *result = cli_result_json(&res, cfg.runtime);
+    if (result) {
+        json_object_set_new(result, "network", network);
+        if (warm && !cold_again)
+            json_object_set_new(json_object_get(result, "box"), "warm", json_true());
+    } else {
         json_decref(network);
-    emit(json_pack("{s:s, s:o}", "type", "result", "result", doc));
+    }
+    emit(json_pack("{s:s, s:o}", "type", "result", "result", result));
     al_box_result_free(&res);
-    json_decref(job);
+    if (warm)
+        job_free(&wc.run);
+    job_free(&j);
     return 0;
 }

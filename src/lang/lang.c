@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "warm.h"
+
 static const char *const py_ext[] = { ".py", NULL };
 static const char *const node_ext[] = { ".js", ".mjs", ".cjs", NULL };
 static const char *const sh_ext[] = { ".sh", ".bash", NULL };
@@ -39,3 +41,12 @@ const al_lang *al_lang_by_file(const char *filename) {
 }
 
 const char *al_lang_names(void) { return "python, node, bash"; }
+
+const char *al_lang_warm_start(const al_lang *l) {
+    /* by file name: python.py is Python's */
+    for (size_t i = 0; l && i < sizeof al_warm_starts / sizeof al_warm_starts[0]; i++)
+        if (strncmp(al_warm_starts[i].name, l->name, strlen(l->name)) == 0 &&
+            strcmp(al_warm_starts[i].name + strlen(l->name), ".py") == 0)
+            return al_warm_starts[i].text;
+    return NULL;
+}

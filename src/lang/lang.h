@@ -13,5 +13,8 @@ typedef struct al_lang {
 const al_lang *al_lang_by_name(const char *name);
 /* By the file name's extension; NULL when unknown. */
 const al_lang *al_lang_by_file(const char *filename);
+/* The source of L's warm start (src/lang/warm/: the script a pooled box
+ * runs before its run is known), or NULL when L has none. */
+const char *al_lang_warm_start(const al_lang *l);
 /* "python, node, bash" for messages. */
 const char *al_lang_names(void);
