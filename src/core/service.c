@@ -615,8 +615,9 @@ int al_service_open(const al_service_config *cfg, al_service **ret, al_error *er
         free(s);
         return al_err(err, "config", EINVAL, "unknown driver %s", cfg->driver);
     }
-    if (s->driver == &al_driver_docker &&
-        al_driver_docker_configure(cfg->docker_socket, cfg->engine_runtime, cfg->docker_pool, err) < 0) {
+    if ((s->driver == &al_driver_docker &&
+         al_driver_docker_configure(cfg->docker_socket, cfg->engine_runtime, cfg->docker_pool, err) < 0) ||
+        (s->driver == &al_driver_native && al_driver_native_configure(cfg->warm_pool, cfg->warm_preload, err) < 0)) {
         free(s);
         return -EINVAL;
     }

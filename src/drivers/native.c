@@ -12,6 +12,7 @@
 
 #include "../box/box.h"
 #include "driver.h"
+#include "warm_pool.h"
 
 /* What the native box enforces here is probed by boxes of a sort: clones
  * into new namespaces, a seccomp filter loaded, a tmpfs mounted. A threaded
@@ -127,7 +128,15 @@ static json_t *doctor_items(void) {
     return copy;
 }
 
-static json_t *native_capabilities(void) { return doctor_items(); }
+static json_t *native_capabilities(void) {
+    json_t *doc = doctor_items();
+    json_object_set_new(doc, "pool", json_pack("{s:s, s:s, s:o}", "level", "applied", "detail",
+                                               "warm Python boxes made ahead of need (warm_pool per shape of run), "
+                                               "each handed to one run and gone with it; a run that finds none "
+                                               "starts cold",
+                                               "state", al_warm_pool_json()));
+    return doc;
+}
 
 static int native_probe(al_error *err) {
     json_t *items = doctor_items();
@@ -196,7 +205,17 @@ int al_driver_helper_start(const char *self_exe, const char *job, al_driver_run 
 }
 
 static int native_start(const char *self_exe, const char *job, al_driver_run *ret, al_error *err) {
+    /* a warm box made for runs like this one, else a cold one */
+    if (al_warm_pool_take(self_exe, job, ret))
+        return 0;
     return al_driver_helper_start(self_exe, job, ret, err);
+}
+
+int al_driver_native_configure(int warm_pool, const char *preload, al_error *err) {
+    if (warm_pool < 0)
+        return al_err(err, "config", EINVAL, "warm_pool must be 0 or more");
+    al_warm_pool_configure(warm_pool, preload);
+    return 0;
 }
 
 int al_driver_helper_cancel(al_driver_run *r) {
@@ -230,4 +249,6 @@ const al_driver_ops al_driver_native = {
     .cancel = al_driver_helper_cancel,
     .wait = al_driver_helper_wait,
     .sweep = al_box_sweep_stale,
+    .stop = al_warm_pool_stop,
+    .pool = al_warm_pool_json,
 };

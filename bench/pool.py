@@ -1,0 +1,168 @@
+#!/usr/bin/python3
+"""Warm boxes (issue 14) against cold ones and bare processes, side by side.
+
+Two `airlock serve` of this tree on the default image: warm_pool = 2 (the
+default image's preloads: numpy, pandas, matplotlib with pyplot, PIL) and
+warm_pool = 0, both at the default limits (0.5 CPU, 512 MiB).
+
+1. Trivial Python, request to result (POST /v1/runs?wait=true of `pass`),
+   warm and cold, interleaved with bare `python3 -c pass` on the host.
+2. The chart script's first line: POST of `import pandas,
+   matplotlib.pyplot; print(...)` and its events followed (SSE) until the
+   first stdout event, warm and cold.
+3. Throughput with 16 clients of trivial Python, warm and cold, against
+   bare `python3 -c pass` processes with 16 at once.
+4. Memory: what one idle warm box holds (its cgroup's usage, and its
+   helper's RSS).
+
+Between two runs of the warm service the others run, so its pool refills
+(its hits and misses are printed). Medians; the machine is shared.
+
+Usage: /usr/bin/python3 bench/pool.py [--runs N] [--load N]
+"""
+import argparse
+import concurrent.futures as cf
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+os.environ.setdefault("AIRLOCK_BIN", str(ROOT / "build" / "airlock"))
+
+from image_util import CACHE, ensure_default_image  # noqa: E402
+from service_util import Service  # noqa: E402
+
+CHART = ("import pandas as pd, matplotlib.pyplot as plt\nprint('first line', flush=True)\n"
+         "plt.plot([1, 2, 3], [3, 1, 2]); plt.savefig('/out/chart.png')")
+
+
+def service(tmp, name, **config):
+    state = tmp / name
+    state.mkdir()
+    (state / "images").symlink_to(CACHE / "images")
+    s = Service(state, config={k: str(v) for k, v in config.items()})
+    s.start()
+    return s
+
+
+def api(svc):
+    t = time.monotonic()
+    doc = svc.run("pass", image="default")
+    assert doc["state"] == "succeeded", doc
+    return (time.monotonic() - t) * 1000, doc["result"]["box"].get("warm", False)
+
+
+def first_line(svc):
+    t = time.monotonic()
+    status, _, doc = svc.post_run(CHART, image="default")
+    assert status == 201, doc
+    for _, ev, data, _ in svc.stream(doc["id"], timeout=120):
+        if ev == "stdout":
+            dt = (time.monotonic() - t) * 1000
+            break
+    else:
+        raise AssertionError("no stdout event")
+    run = svc.wait_state(doc["id"], {"succeeded", "failed", "error", "timed_out", "killed"}, timeout=120)
+    assert run["state"] == "succeeded", run
+    return dt, run["result"]["box"].get("warm", False)
+
+
+def bare():
+    t = time.monotonic()
+    subprocess.run(["/usr/bin/python3", "-c", "pass"], check=True)
+    return (time.monotonic() - t) * 1000, None
+
+
+def wait_ready(svc, n=1, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = svc.ok("GET", "/v1/settings")["badges"]["pool"]["state"]
+        if any(sh["idle"] >= n for sh in st["shapes"]):
+            return st
+        time.sleep(0.05)
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--load", type=int, default=64, help="runs per variant in the throughput test")
+    args = ap.parse_args()
+    ensure_default_image()
+    tmp = Path(tempfile.mkdtemp(prefix="airlock-bench-pool-"))
+    warm = service(tmp, "warm", warm_pool=2, per_person_concurrency=16, max_concurrent=16)
+    cold = service(tmp, "cold", warm_pool=0, per_person_concurrency=16, max_concurrent=16)
+    out = {}
+    try:
+        # teach the warm service its shapes, then let it fill
+        api(warm)
+        first_line(warm)
+        wait_ready(warm, 2)
+        lat = {"bare python3 -c pass": [], "API pass, warm": [], "API pass, cold": []}
+        fl = {"chart first line, warm": [], "chart first line, cold": []}
+        hits = {"API pass, warm": 0, "chart first line, warm": 0}
+        for i in range(args.runs):
+            for name, fn in [("bare python3 -c pass", bare), ("API pass, cold", lambda: api(cold)),
+                             ("chart first line, cold", lambda: first_line(cold))]:
+                dt, _ = fn()
+                (lat if name in lat else fl)[name].append(dt)
+            # the warm ones with a box ready, as an agent's next run finds it
+            wait_ready(warm, 1)
+            dt, w = api(warm)
+            lat["API pass, warm"].append(dt)
+            hits["API pass, warm"] += bool(w)
+            wait_ready(warm, 1)
+            dt, w = first_line(warm)
+            fl["chart first line, warm"].append(dt)
+            hits["chart first line, warm"] += bool(w)
+        for name, xs in {**lat, **fl}.items():
+            out[name] = statistics.median(xs)
+            extra = f"   warm {hits[name]}/{len(xs)}" if name in hits else ""
+            print(f"{name:<28} median {out[name]:8.1f} ms   min {min(xs):8.1f} ms{extra}")
+        print(f"chart first line: cold / warm = {out['chart first line, cold'] / out['chart first line, warm']:.0f}x "
+              f"(target >= 50x and warm <= 25 ms)")
+        print(f"API pass warm / bare python3 -c pass = {out['API pass, warm'] / out['bare python3 -c pass']:.2f} "
+              f"(target <= 1.0)")
+
+        # memory of idle warm boxes
+        wait_ready(warm, 2)
+        usages = []
+        for d in glob.glob("/sys/fs/cgroup/memory/airlock/box-*"):
+            try:
+                usages.append(int(Path(d, "memory.usage_in_bytes").read_text()))
+            except OSError:
+                pass
+        if usages:
+            print(f"idle box cgroups: {len(usages)}, memory usage each (median) {statistics.median(usages) / 2**20:.1f} MiB")
+            out["idle_box_mib"] = statistics.median(usages) / 2 ** 20
+            print(f"  about {int(24 * 1024 / out['idle_box_mib'])} such boxes fit in 24 GiB")
+
+        # throughput, 16 clients
+        def burst(fn, n):
+            t = time.monotonic()
+            with cf.ThreadPoolExecutor(16) as ex:
+                list(ex.map(lambda _: fn(), range(n)))
+            return n / (time.monotonic() - t)
+        tp = {"bare python3 -c pass": burst(bare, args.load), "API pass, cold": burst(lambda: api(cold), args.load),
+              "API pass, warm": burst(lambda: api(warm), args.load)}
+        for k, v in tp.items():
+            print(f"throughput, 16 clients, {k:<22} {v:6.1f} /s")
+        print(f"warm throughput / bare = {tp['API pass, warm'] / tp['bare python3 -c pass']:.2f} (target >= 0.9)")
+        st = warm.ok("GET", "/v1/settings")["badges"]["pool"]["state"]
+        print("pool:", json.dumps({k: st[k] for k in ("hits", "misses", "idle", "starting")}))
+        out["throughput"] = tp
+    finally:
+        warm.stop()
+        cold.stop()
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

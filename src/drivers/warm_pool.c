@@ -1,0 +1,379 @@
+/*
+ * The native driver's warm boxes (issue 14): for each shape of Python run
+ * it has seen (image, limits), a few helpers whose box is made and whose
+ * interpreter has started and imported the preload modules, each waiting
+ * for its run on stdin (src/cli/helper.c, src/lang/warm/python.py). A run
+ * of that shape is handed one: its job line goes to that helper's stdin,
+ * and from there it is that run's helper, as a cold one is. A warm box is
+ * never reused and never shared: it ends with its run.
+ *
+ * One thread of the service keeps them: it starts the helpers (fork and
+ * exec, as the runners do), reads each one's "ready", and notices one that
+ * died. It is the helpers' parent thread for PR_SET_PDEATHSIG, so it lives
+ * until the service stops, after its runs. A killed service closes their
+ * stdin: each kills its box.
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "warm_pool.h"
+
+#define SHAPES 4
+#define PER_SHAPE_MAX 8
+/* a warm box waits this long for its run, then is replaced */
+#define IDLE_S 300
+/* a shape no run asked for in this long keeps none */
+#define FORGET_S 600
+/* how long a helper may take to be ready (imports at the box's CPU cap) */
+#define READY_S 120
+
+typedef struct warm {
+    al_driver_run dr;
+    bool ready;
+    int64_t since_s;              /* started, or ready */
+} warm;
+
+typedef struct shape {
+    bool used;
+    char *job;                    /* the warm job line (no newline) */
+    char image_dir[PATH_MAX], digest[80];
+    al_box_limits l;
+    int64_t last_asked_s;
+    warm w[PER_SHAPE_MAX];
+    int n;
+    uint64_t hits, misses;
+    int failures;
+    int64_t retry_at_s;
+    char last_error[200];
+} shape;
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_t thread;
+    bool running, stopping;
+    int size;
+    int wake;                     /* eventfd: a take or a stop */
+    char exe[PATH_MAX], preload[512];
+    shape shapes[SHAPES];
+    uint64_t hits, misses;
+} P = { .mu = PTHREAD_MUTEX_INITIALIZER, .wake = -1 };
+
+static int64_t now_s(void) { return (int64_t)time(NULL); }
+
+static void poke(void) {
+    uint64_t one = 1;
+    if (P.wake >= 0 && write(P.wake, &one, sizeof one) < 0) {
+        /* full: the thread is due to wake anyway */
+    }
+}
+
+/* The helper's end: its stdin closed (it kills its box), reaped. */
+static void end_helper(al_driver_run *dr) {
+    if (dr->job_fd >= 0)
+        close(dr->job_fd);
+    dr->job_fd = -1;
+    if (dr->pid > 0) {
+        /* it exits at its stdin's end; a helper that hangs is killed */
+        for (int i = 0; i < 200; i++) {
+            if (waitpid(dr->pid, NULL, WNOHANG) == dr->pid) {
+                dr->pid = -1;
+                break;
+            }
+            struct timespec ts = { 0, 10 * 1000000L };
+            nanosleep(&ts, NULL);
+        }
+        if (dr->pid > 0) {
+            kill(dr->pid, SIGKILL);
+            waitpid(dr->pid, NULL, 0);
+        }
+    }
+    dr->pid = -1;
+    if (dr->events_fd >= 0)
+        close(dr->events_fd);
+    dr->events_fd = -1;
+}
+
+static void drop(shape *sh, int k) {
+    warm w = sh->w[k];
+    sh->w[k] = sh->w[--sh->n];
+    pthread_mutex_unlock(&P.mu);
+    end_helper(&w.dr);
+    pthread_mutex_lock(&P.mu);
+}
+
+/* A helper's first line: "ready", or why not. */
+static bool read_ready(int fd, char *why, size_t why_len) {
+    char buf[512];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    if (n <= 0) {
+        snprintf(why, why_len, "the warm helper ended before it was ready");
+        return false;
+    }
+    buf[n] = '\0';
+    if (strcmp(buf, "{\"type\":\"ready\"}\n") == 0)
+        return true;
+    buf[strcspn(buf, "\n")] = '\0';
+    snprintf(why, why_len, "the warm helper said: %.180s", buf);
+    return false;
+}
+
+static void *pool_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&P.mu);
+    while (!P.stopping) {
+        int64_t now = now_s();
+        /* stale ones go, missing ones start (one at a time: each imports
+         * at its box's CPU cap) */
+        shape *start_for = NULL;
+        for (int i = 0; i < SHAPES; i++) {
+            shape *sh = &P.shapes[i];
+            if (!sh->used)
+                continue;
+            bool forgotten = now - sh->last_asked_s > FORGET_S;
+            for (int k = 0; k < sh->n;) {
+                warm *w = &sh->w[k];
+                if (forgotten || (w->ready && now - w->since_s > IDLE_S) || (!w->ready && now - w->since_s > READY_S))
+                    drop(sh, k);
+                else
+                    k++;
+            }
+            if (forgotten && sh->n == 0) {
+                free(sh->job);
+                memset(sh, 0, sizeof *sh);
+                continue;
+            }
+            bool starting = false;
+            for (int k = 0; k < sh->n; k++)
+                starting |= !sh->w[k].ready;
+            if (!start_for && !starting && sh->n < P.size && now >= sh->retry_at_s)
+                start_for = sh;
+        }
+        if (start_for) {
+            shape *sh = start_for;
+            al_driver_run dr = { .pid = -1, .events_fd = -1, .job_fd = -1 };
+            al_error err = { 0 };
+            if (al_driver_helper_start(P.exe, sh->job, &dr, &err) == 0) {
+                sh->w[sh->n++] = (warm){ .dr = dr, .since_s = now };
+            } else {
+                sh->failures++;
+                sh->retry_at_s = now + (sh->failures < 6 ? 1 << sh->failures : 60);
+                snprintf(sh->last_error, sizeof sh->last_error, "%s", err.msg);
+            }
+        }
+        /* wait: for a helper's ready (or end), a take, a stop, a tick */
+        struct pollfd p[1 + SHAPES * PER_SHAPE_MAX];
+        struct { int s, k; } who[SHAPES * PER_SHAPE_MAX];
+        int np = 0;
+        p[np++] = (struct pollfd){ .fd = P.wake, .events = POLLIN };
+        for (int i = 0; i < SHAPES; i++)
+            for (int k = 0; k < P.shapes[i].n; k++) {
+                who[np - 1].s = i;
+                who[np - 1].k = k;
+                p[np++] = (struct pollfd){ .fd = P.shapes[i].w[k].dr.events_fd, .events = POLLIN };
+            }
+        pthread_mutex_unlock(&P.mu);
+        int r = poll(p, (nfds_t)np, 1000);
+        pthread_mutex_lock(&P.mu);
+        if (r <= 0)
+            continue;
+        if (p[0].revents) {
+            uint64_t v;
+            if (read(P.wake, &v, sizeof v) < 0) {
+                /* nothing to read: woken by another */
+            }
+        }
+        /* a helper seen may have been taken meanwhile: matched by pid */
+        for (int q = np - 1; q >= 1; q--) {
+            if (!p[q].revents)
+                continue;
+            shape *sh = &P.shapes[who[q - 1].s];
+            int k = who[q - 1].k;
+            if (k >= sh->n || sh->w[k].dr.events_fd != p[q].fd)
+                continue;
+            warm *w = &sh->w[k];
+            char why[200] = "";
+            if (!w->ready && (p[q].revents & POLLIN) && read_ready(w->dr.events_fd, why, sizeof why)) {
+                w->ready = true;
+                w->since_s = now_s();
+                sh->failures = 0;
+                sh->last_error[0] = '\0';
+            } else {
+                /* ended, or said something else than ready: gone */
+                if (why[0]) {
+                    sh->failures++;
+                    sh->retry_at_s = now_s() + (sh->failures < 6 ? 1 << sh->failures : 60);
+                    snprintf(sh->last_error, sizeof sh->last_error, "%s", why);
+                }
+                drop(sh, k);
+            }
+        }
+    }
+    /* stopping: every warm helper goes */
+    for (int i = 0; i < SHAPES; i++) {
+        shape *sh = &P.shapes[i];
+        while (sh->n > 0)
+            drop(sh, sh->n - 1);
+        free(sh->job);
+        memset(sh, 0, sizeof *sh);
+    }
+    pthread_mutex_unlock(&P.mu);
+    return NULL;
+}
+
+void al_warm_pool_configure(int size, const char *preload) {
+    pthread_mutex_lock(&P.mu);
+    P.size = size < 0 ? 0 : size > PER_SHAPE_MAX ? PER_SHAPE_MAX : size;
+    snprintf(P.preload, sizeof P.preload, "%s", preload ? preload : "");
+    pthread_mutex_unlock(&P.mu);
+}
+
+/* The shape of JOB's run (false: no warm box can run it): Python, offline,
+ * no skill, the native driver. */
+static bool shape_of(json_t *job, const char **dir, const char **digest, al_box_limits *l) {
+    const char *lang = json_string_value(json_object_get(job, "language"));
+    const char *net = json_string_value(json_object_get(job, "network"));
+    if (!lang || (strcmp(lang, "python") != 0 && strcmp(lang, "python3") != 0 && strcmp(lang, "py") != 0) ||
+        (net && strcmp(net, "offline") != 0) || json_object_get(job, "skill_dir") || json_object_get(job, "driver"))
+        return false;
+    *dir = json_string_value(json_object_get(job, "image_dir"));
+    *digest = json_string_value(json_object_get(job, "image_digest"));
+    if (!*dir != !*digest || (*dir && (strlen(*dir) >= PATH_MAX || strlen(*digest) >= 80)))
+        return false;
+    al_box_limits_from_job(json_object_get(job, "limits"), l);
+    return true;
+}
+
+static bool same(const shape *sh, const char *dir, const char *digest, const al_box_limits *l) {
+    return sh->used && strcmp(sh->image_dir, dir ? dir : "") == 0 && strcmp(sh->digest, digest ? digest : "") == 0 &&
+           memcmp(&sh->l, l, sizeof *l) == 0;
+}
+
+static char *warm_job(json_t *job, const char *preload) {
+    json_t *w = json_pack("{s:b, s:s, s:O?, s:s}", "warm", 1, "language", "python", "limits",
+                          json_object_get(job, "limits"), "preload", preload);
+    json_t *dir = json_object_get(job, "image_dir"), *digest = json_object_get(job, "image_digest");
+    if (w && dir && digest) {
+        json_object_set(w, "image_dir", dir);
+        json_object_set(w, "image_digest", digest);
+    }
+    char *text = w ? json_dumps(w, JSON_COMPACT) : NULL;
+    json_decref(w);
+    return text;
+}
+
+bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run *ret) {
+    json_t *job = json_loads(job_text, 0, NULL);
+    const char *dir = NULL, *digest = NULL;
+    al_box_limits l;
+    pthread_mutex_lock(&P.mu);
+    if (!job || P.size == 0 || P.stopping || !shape_of(job, &dir, &digest, &l)) {
+        pthread_mutex_unlock(&P.mu);
+        json_decref(job);
+        return false;
+    }
+    if (!P.running) {
+        snprintf(P.exe, sizeof P.exe, "%s", self_exe);
+        if (P.wake < 0)
+            P.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (P.wake >= 0 && pthread_create(&P.thread, NULL, pool_main, NULL) == 0)
+            P.running = true;
+    }
+    shape *sh = NULL, *free_slot = NULL, *oldest = NULL;
+    for (int i = 0; i < SHAPES && !sh; i++) {
+        shape *c = &P.shapes[i];
+        if (same(c, dir, digest, &l))
+            sh = c;
+        else if (!c->used && !free_slot)
+            free_slot = c;
+        else if (c->used && (!oldest || c->last_asked_s < oldest->last_asked_s))
+            oldest = c;
+    }
+    if (!sh && (free_slot || (oldest && oldest->n == 0))) {
+        /* a new shape: in a free slot, or one whose helpers are all gone */
+        sh = free_slot ? free_slot : oldest;
+        free(sh->job);
+        memset(sh, 0, sizeof *sh);
+        sh->job = warm_job(job, P.preload);
+        sh->used = sh->job != NULL;
+        snprintf(sh->image_dir, sizeof sh->image_dir, "%s", dir ? dir : "");
+        snprintf(sh->digest, sizeof sh->digest, "%s", digest ? digest : "");
+        sh->l = l;
+    }
+    json_decref(job);
+    bool got = false;
+    if (sh && sh->used) {
+        sh->last_asked_s = now_s();
+        for (int k = 0; k < sh->n; k++)
+            if (sh->w[k].ready) {
+                *ret = sh->w[k].dr;
+                sh->w[k] = sh->w[--sh->n];
+                got = true;
+                break;
+            }
+        got ? (sh->hits++, P.hits++) : (sh->misses++, P.misses++);
+    } else {
+        P.misses++;
+    }
+    pthread_mutex_unlock(&P.mu);
+    poke();
+    if (!got)
+        return false;
+    /* its run, on the stdin it waits on: from here it is that run's helper */
+    if (al_write_all(ret->job_fd, job_text, strlen(job_text)) < 0 || al_write_all(ret->job_fd, "\n", 1) < 0) {
+        /* it died idle: this run goes cold, the pool replaces it */
+        end_helper(ret);
+        return false;
+    }
+    return true;
+}
+
+json_t *al_warm_pool_json(void) {
+    pthread_mutex_lock(&P.mu);
+    json_t *shapes = json_array();
+    int idle = 0, starting = 0;
+    for (int i = 0; i < SHAPES; i++) {
+        const shape *sh = &P.shapes[i];
+        if (!sh->used)
+            continue;
+        int ready = 0;
+        for (int k = 0; k < sh->n; k++)
+            ready += sh->w[k].ready;
+        idle += ready;
+        starting += sh->n - ready;
+        json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:i, s:I, s:I}", "language", "python", "image",
+                              sh->digest[0] ? sh->digest : "host", "memory_bytes", (json_int_t)sh->l.memory_bytes,
+                              "cpu_millis", (json_int_t)sh->l.cpu_millis, "pids", (json_int_t)sh->l.pids, "timeout_s",
+                              (json_int_t)(sh->l.wall_ms / 1000), "idle", ready, "starting", sh->n - ready, "hits",
+                              (json_int_t)sh->hits, "misses", (json_int_t)sh->misses);
+        if (j && sh->last_error[0])
+            json_object_set_new(j, "last_error", json_string(sh->last_error));
+        json_array_append_new(shapes, j);
+    }
+    json_t *doc = json_pack("{s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:o}", "per_shape", P.size, "idle_s", IDLE_S,
+                            "preload", P.preload, "idle", idle, "in_use", 0, "removing", 0, "starting", starting, "hits",
+                            (json_int_t)P.hits, "misses", (json_int_t)P.misses, "shapes", shapes);
+    pthread_mutex_unlock(&P.mu);
+    return doc;
+}
+
+void al_warm_pool_stop(void) {
+    pthread_mutex_lock(&P.mu);
+    bool running = P.running;
+    P.stopping = true;
+    pthread_mutex_unlock(&P.mu);
+    poke();
+    if (running)
+        pthread_join(P.thread, NULL);
+    pthread_mutex_lock(&P.mu);
+    P.running = false;
+    P.stopping = false;
+    pthread_mutex_unlock(&P.mu);
+}

@@ -1,0 +1,21 @@
+/* The native driver's warm boxes (warm_pool.c): a helper per box, made and
+ * started ahead of need, handed to one run. Inside src/drivers only. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "../box/box.h"
+#include "driver.h"
+
+/* How many warm boxes to keep per shape of run (0: none) and the modules
+ * their interpreters import ahead (comma-separated). */
+void al_warm_pool_configure(int size, const char *preload);
+/* A warm helper for JOB_TEXT's run, handed that job (true: *RET is now the
+ * run's helper), or none (false: the run goes cold). Either way the pool
+ * learns that such runs are wanted, and makes some (SELF_EXE's helpers). */
+bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run *ret);
+/* {per_shape, idle_s, preload, idle, starting, hits, misses, shapes: [...]} */
+json_t *al_warm_pool_json(void);
+/* Every warm helper ends (the service's runs have ended). */
+void al_warm_pool_stop(void);

@@ -1,0 +1,228 @@
+"""The native driver's warm boxes (issue 14; src/drivers/warm_pool.c): with
+warm_pool = N, `airlock serve` keeps per shape of Python run (image,
+limits) N boxes whose interpreter has started and imported the preload
+modules; a run of that shape is handed one, which ends with it. The
+reference is the same service with warm_pool = 0: a warm run must behave
+as a cold one, in the box, through the API."""
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from image_util import CACHE
+from service_util import Service, box_processes, reap_boxes, wait_no_boxes
+from test_warm_python import ARGS, CORPUS, STDIN
+
+# the interpreter's half is held to a cold start on the host by
+# test_warm_python.py; these run the same corpus in the box, through the
+# service, with light preloads (each warm box is ready in a fraction of a
+# second) and, below, a few with the default image's own
+LIGHT = "json,decimal,fractions,statistics,csv,email.message"
+
+
+def make(tmp_path_factory, name, **config):
+    state = tmp_path_factory.mktemp(name) / "state"
+    state.mkdir()
+    (state / "images").symlink_to(CACHE / "images")
+    svc = Service(state, config={k: str(v) for k, v in config.items()})
+    svc.start()
+    return svc
+
+
+def pool(svc):
+    return svc.ok("GET", "/v1/settings")["badges"]["pool"]["state"]
+
+
+def shape_key(limits=None):
+    """(memory_bytes, timeout_s) of a run's shape, as the pool names it."""
+    limits = limits or {}
+    return (limits.get("memory_mb", 512) << 20, limits.get("timeout_s", 60))
+
+
+def wait_idle(svc, n=1, key=None, timeout=120):
+    """Wait until the pool holds N ready boxes (of shape KEY, if given)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = pool(svc)
+        if any(sh["idle"] >= n and (key is None or (sh["memory_bytes"], sh["timeout_s"]) == key)
+               for sh in st["shapes"]):
+            return st
+        assert time.monotonic() < deadline, f"no warm box became ready: {st}"
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    warm = make(tmp_path_factory, "warm", warm_pool=2, warm_preload=LIGHT)
+    cold = make(tmp_path_factory, "cold", warm_pool=0)
+    yield warm, cold
+    for s in (warm, cold):
+        s.stop()
+    procs, cgs = wait_no_boxes(15)
+    if procs or cgs:
+        reap_boxes()
+    assert not procs and not cgs, (procs, cgs)
+
+
+def body(name):
+    b = {"image": "default"}
+    if name in ARGS:
+        b["args"] = ARGS[name]
+    if name in STDIN:
+        b["stdin"] = STDIN[name].decode()
+    return b
+
+
+def warm_run(svc, code, **fields):
+    """A run that is handed a warm box (the first run of a shape goes cold
+    and teaches the pool the shape)."""
+    key = shape_key(fields.get("limits"))
+    if not any((sh["memory_bytes"], sh["timeout_s"]) == key for sh in pool(svc)["shapes"]):
+        svc.run("pass", image="default", **{k: v for k, v in fields.items() if k == "limits"})
+    wait_idle(svc, 1, key)
+    doc = svc.run(code, **fields)
+    assert doc["result"]["box"].get("warm") is True, doc["result"]["box"]
+    return doc
+
+
+def outcome(doc):
+    r = doc["result"]
+    return {"state": doc["state"], "exit_code": r["exit_code"], "signal": r["signal"], "reason": r["reason"],
+            "stdout": r["stdout"], "stderr": r["stderr"], "artifacts": [(a["path"], a["sha256"]) for a in doc["artifacts"]]}
+
+
+# the corpus's scripts that print their environment print the box's
+# (the service's), and its multiprocessing cases fork inside the box
+@pytest.mark.parametrize("name", sorted(n for n in CORPUS if n != "coding_cookie"))
+def test_a_warm_run_behaves_as_a_cold_one(pair, name):
+    warm, cold = pair
+    want = outcome(cold.run(CORPUS[name], **body(name)))
+    got = outcome(warm_run(warm, CORPUS[name], **body(name)))
+    assert got == want
+
+
+def test_a_warm_box_is_used_once_and_has_seen_nothing(pair):
+    warm, _ = pair
+    probe = ("import os, json\nprint(json.dumps({'work': sorted(os.listdir('/work')), 'out': os.listdir('/out'),"
+             " 'tmp': sorted(f for f in os.listdir('/tmp') if not f.startswith('.')), 'uid': os.getuid()}))\n"
+             "open('/tmp/left-by-run', 'w').write('x'); open('/out/mine.txt', 'w').write('m')")
+    seen = []
+    for _ in range(3):
+        doc = warm_run(warm, probe, image="default")
+        p = json.loads(doc["result"]["stdout"])
+        # its /work holds the run's script alone (not the warm start), and
+        # nothing an earlier run left is anywhere in it
+        assert p["work"] == ["main.py"] and p["out"] == [] and p["tmp"] == [], p
+        assert [a["path"] for a in doc["artifacts"]] == ["mine.txt"]
+        seen.append(p["uid"])
+    st = pool(warm)
+    assert st["hits"] >= 3, st
+
+
+def test_the_runs_limits_hold_from_its_first_instruction(pair):
+    warm, _ = pair
+    # the wall clock starts at the hand-off
+    t0 = time.monotonic()
+    doc = warm_run(warm, "import time; time.sleep(30)", image="default", limits={"timeout_s": 2})
+    assert doc["state"] == "timed_out" and doc["result"]["reason"] == "timeout", doc["result"]
+    assert doc["result"]["wall_ms"] < 5000 and time.monotonic() - t0 < 60
+    # memory: the box's cgroup is the run's
+    doc = warm_run(warm, "x = bytearray(400 << 20); x[::4096] = b'1' * len(x[::4096])", image="default",
+                   limits={"memory_mb": 128})
+    assert doc["result"]["reason"] == "memory", doc["result"]
+    # output caps as a cold run's
+    doc = warm_run(warm, "import sys\nwhile True: sys.stdout.write('x' * 65536)", image="default")
+    assert doc["result"]["reason"] == "output_limit", doc["result"]
+    # its CPU time is its own, not the warm start's
+    doc = warm_run(warm, "pass", image="default")
+    assert doc["result"]["cpu_ms"] < 200, doc["result"]
+
+
+def test_a_warm_box_that_died_idle_is_replaced_and_runs_never_fail(pair):
+    warm, _ = pair
+    warm.run("pass", image="default")
+    wait_idle(warm, 2)
+    # the warm boxes' interpreters: killed from outside
+    killed = 0
+    for pid, uid, cmd in box_processes():
+        if cmd.startswith("/usr/bin/python3 main.py"):
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+    assert killed >= 2, box_processes()
+    doc = warm.run("print('still runs')", image="default")
+    assert doc["state"] == "succeeded" and doc["result"]["stdout"] == "still runs\n", doc
+    st = wait_idle(warm, 2)
+    assert sum(sh["idle"] for sh in st["shapes"]) >= 2
+
+
+def test_the_pool_is_shown(pair):
+    warm, cold = pair
+    st = pool(warm)
+    assert st["per_shape"] == 2 and st["preload"] == LIGHT and st["hits"] > 0, st
+    for sh in st["shapes"]:
+        assert {"language", "image", "memory_bytes", "idle", "starting", "hits", "misses"} <= set(sh), sh
+    assert pool(cold)["per_shape"] == 0 and pool(cold)["shapes"] == []
+    status, _, text = warm.request("GET", "/metrics", key=None)
+    assert status == 200 and b'airlock_pool_runs_total{result="hit"}' in text
+    # /healthz, which asks for no key, says only that there is a pool
+    status, _, doc = warm.request("GET", "/healthz", key=None)
+    assert status == 200 and "state" not in doc["badges"]["pool"], doc["badges"]["pool"]
+
+
+def descendants(pid):
+    """Every process beneath PID now."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                ppid = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(d))
+    out, todo = set(), [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            out.add(k)
+            todo.append(k)
+    return out
+
+
+def test_a_killed_service_leaves_no_warm_box(tmp_path_factory):
+    svc = make(tmp_path_factory, "killed", warm_pool=2, warm_preload=LIGHT)
+    svc.run("pass", image="default")
+    wait_idle(svc, 2)
+    # its own warm boxes (the module's other services have theirs)
+    mine = descendants(svc.proc.pid)
+    its = {pid for pid, _, _ in box_processes() if pid in mine}
+    assert len(its) >= 4, box_processes()   # two boxes: each an init and its interpreter
+    svc.kill9()
+    # each warm helper sees its stdin end and kills its box
+    deadline = time.monotonic() + 20
+    while its & {pid for pid, _, _ in box_processes()} and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [p for p in box_processes() if p[0] in its]
+    assert not left, left
+
+
+def test_with_the_default_images_preloads(tmp_path_factory):
+    # numpy, pandas, matplotlib (pyplot) and PIL imported ahead: the chart
+    # script's first line comes at once, and the result is a cold run's
+    svc = make(tmp_path_factory, "heavy", warm_pool=1)
+    cold = make(tmp_path_factory, "heavy-cold", warm_pool=0)
+    try:
+        chart = ("import sys, pandas as pd, matplotlib.pyplot as plt\nprint('first line', sys.argv[1:], flush=True)\n"
+                 "df = pd.DataFrame({'x': [1, 2, 3], 'y': [3, 1, 2]})\nplt.plot(df.x, df.y)\n"
+                 "plt.savefig('/out/chart.png')\nprint(sorted(k for k in globals() if not k.startswith('__')))")
+        got = outcome(warm_run(svc, chart, image="default", args=["a"]))
+        want = outcome(cold.run(chart, image="default", args=["a"]))
+        # the same run; the PNG's bytes may differ only if matplotlib's are
+        # not reproducible, which they are with the same version and font
+        assert got == want
+        for code in (CORPUS["main_guard_fork"], CORPUS["namespace"], CORPUS["uncaught"], CORPUS["warnings"],
+                     "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt; print(plt.get_backend())"):
+            assert outcome(warm_run(svc, code, image="default")) == outcome(cold.run(code, image="default")), code
+    finally:
+        svc.stop()
+        cold.stop()
