@@ -38,7 +38,7 @@ os.environ.setdefault("AIRLOCK_BIN", str(ROOT / "build" / "airlock"))
 
 import docker_util  # noqa: E402
 from image_util import CACHE, ensure_default_image  # noqa: E402
-from service_util import Service  # noqa: E402
+from service_util import image_service  # noqa: E402
 
 
 def api_run(svc, body):
@@ -78,13 +78,8 @@ def main():
     services = {}
 
     def service(name, **config):
-        state = tmp / name
-        state.mkdir()
-        (state / "images").symlink_to(CACHE / "images")
-        s = Service(state, config=config)
-        s.start()
-        services[name] = s
-        return s
+        services[name] = image_service(tmp / name, config)
+        return services[name]
 
     body = {"language": "python", "code": "pass"}
     variants = []

@@ -36,20 +36,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 os.environ.setdefault("AIRLOCK_BIN", str(ROOT / "build" / "airlock"))
 
-from image_util import CACHE, ensure_default_image  # noqa: E402
-from service_util import Service  # noqa: E402
+from image_util import ensure_default_image  # noqa: E402
+from service_util import image_service  # noqa: E402
 
 CHART = ("import pandas as pd, matplotlib.pyplot as plt\nprint('first line', flush=True)\n"
          "plt.plot([1, 2, 3], [3, 1, 2]); plt.savefig('/out/chart.png')")
 
 
 def service(tmp, name, **config):
-    state = tmp / name
-    state.mkdir()
-    (state / "images").symlink_to(CACHE / "images")
-    s = Service(state, config={k: str(v) for k, v in config.items()})
-    s.start()
-    return s
+    return image_service(tmp / name, config)
 
 
 def api(svc):

@@ -715,6 +715,29 @@ class Service:
         return [(i, e, d) for i, e, d, _ in self.stream(run_id, last_event_id, key=key, timeout=timeout)]
 
 
+def image_service(state, config=None, **kw):
+    """A started Service whose state links the tests' image cache (its runs
+    may name the default image), CONFIG's values written as strings."""
+    from image_util import CACHE
+    state = Path(state)
+    state.mkdir(parents=True, exist_ok=True)
+    if not (state / "images").exists():
+        (state / "images").symlink_to(CACHE / "images")
+    svc = Service(state, config={k: str(v) for k, v in (config or {}).items()}, **kw)
+    svc.start()
+    return svc
+
+
+def stop_checked(*svcs):
+    """Stop SVCS and assert that no box of ours is left."""
+    for s in svcs:
+        s.stop()
+    procs, cgs = wait_no_boxes(15)
+    if procs or cgs:
+        reap_boxes()
+    assert not procs and not cgs, (procs, cgs)
+
+
 def start_service(tmp_root, name, config=None, **kw):
     state = Path(tmp_root) / name
     svc = Service(state, config=config, **kw)

@@ -12,7 +12,7 @@ import pytest
 
 import docker_util
 from image_util import CACHE
-from service_util import Service, reap_boxes, wait_no_boxes
+from service_util import image_service, stop_checked
 
 # what a run can see of its container: its uid, its cwd, what is in its
 # scratch, the processes beside it, its limits as the kernel shows them
@@ -42,12 +42,8 @@ sys.exit(3)
 
 
 def make(tmp_path_factory, name, **config):
-    state = tmp_path_factory.mktemp(name) / "state"
-    state.mkdir()
-    (state / "images").symlink_to(CACHE / "images")
-    svc = Service(state, config=dict({"driver": "docker", "docker_socket": str(docker_util.SOCKET)}, **config))
-    svc.start()
-    return svc
+    return image_service(tmp_path_factory.mktemp(name) / "state",
+                         dict({"driver": "docker", "docker_socket": docker_util.SOCKET}, **config))
 
 
 def pool_state(svc):
@@ -236,12 +232,7 @@ def pair(dockerd, tmp_path_factory):
     pooled = make(tmp_path_factory, "pooled", docker_pool="2")
     cold = make(tmp_path_factory, "cold", docker_pool="0")
     yield pooled, cold
-    for s in (pooled, cold):
-        s.stop()
-    procs, cgs = wait_no_boxes(15)
-    if procs or cgs:
-        reap_boxes()
-    assert not procs and not cgs, (procs, cgs)
+    stop_checked(pooled, cold)
 
 
 def warm_run(svc, code, **fields):

@@ -11,8 +11,7 @@ import time
 
 import pytest
 
-from image_util import CACHE
-from service_util import Service, box_processes, reap_boxes, wait_no_boxes
+from service_util import box_processes, image_service, stop_checked
 from test_warm_python import ARGS, CORPUS, STDIN
 
 # the interpreter's half is held to a cold start on the host by
@@ -23,12 +22,7 @@ LIGHT = "json,decimal,fractions,statistics,csv,email.message"
 
 
 def make(tmp_path_factory, name, **config):
-    state = tmp_path_factory.mktemp(name) / "state"
-    state.mkdir()
-    (state / "images").symlink_to(CACHE / "images")
-    svc = Service(state, config={k: str(v) for k, v in config.items()})
-    svc.start()
-    return svc
+    return image_service(tmp_path_factory.mktemp(name) / "state", config)
 
 
 def pool(svc):
@@ -58,12 +52,7 @@ def pair(tmp_path_factory):
     warm = make(tmp_path_factory, "warm", warm_pool=2, warm_preload=LIGHT)
     cold = make(tmp_path_factory, "cold", warm_pool=0)
     yield warm, cold
-    for s in (warm, cold):
-        s.stop()
-    procs, cgs = wait_no_boxes(15)
-    if procs or cgs:
-        reap_boxes()
-    assert not procs and not cgs, (procs, cgs)
+    stop_checked(warm, cold)
 
 
 def body(name):
