@@ -175,9 +175,16 @@ int al_driver_helper_start(const char *self_exe, const char *job, al_driver_run 
             _exit(125);
         dup2(in[0], 0);
         dup2(out[1], 1);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
+        /* the signals that cancel a run stay blocked across the exec: one
+         * sent before the helper watches them (a run canceled as it
+         * starts) waits for its signalfd, where it cancels cleanly,
+         * instead of killing the helper before it can say so */
+        sigset_t cancel;
+        sigemptyset(&cancel);
+        sigaddset(&cancel, SIGINT);
+        sigaddset(&cancel, SIGTERM);
+        sigaddset(&cancel, SIGHUP);
+        sigprocmask(SIG_SETMASK, &cancel, NULL);
         char *argv[] = { (char *)self_exe, "helper", NULL };
         execv(self_exe, argv);
         _exit(125);

@@ -311,13 +311,22 @@ bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run
     bool got = false;
     if (sh && sh->used) {
         sh->last_asked_s = now_s();
-        for (int k = 0; k < sh->n; k++)
-            if (sh->w[k].ready) {
-                *ret = sh->w[k].dr;
-                sh->w[k] = sh->w[--sh->n];
-                got = true;
-                break;
+        for (int k = 0; k < sh->n && !got;) {
+            if (!sh->w[k].ready) {
+                k++;
+                continue;
             }
+            /* a ready helper says nothing until its run comes: one that
+             * has (its box died, it is ending) is not handed a run */
+            struct pollfd pf = { .fd = sh->w[k].dr.events_fd, .events = POLLIN };
+            if (poll(&pf, 1, 0) != 0) {
+                drop(sh, k);
+                continue;
+            }
+            *ret = sh->w[k].dr;
+            sh->w[k] = sh->w[--sh->n];
+            got = true;
+        }
         got ? (sh->hits++, P.hits++) : (sh->misses++, P.misses++);
     } else {
         P.misses++;
