@@ -71,6 +71,10 @@ def test_queue_full_is_429_with_retry_after(services):
             status, _, doc = svc.post_run("import time; time.sleep(30)")
             assert status == 201, (n, status, doc)
             ids.append(doc["id"])
+            if n == 0:
+                # the first holds the one slot before the queue fills: else
+                # it is still queued, and the queue is full one run early
+                svc.wait_state(ids[0], {"running"}, timeout=30)
         status, hdrs, doc = svc.post_run("print(1)")
         assert_error(status, doc, "queue_full")
         ra = hdrs.get("retry-after")
