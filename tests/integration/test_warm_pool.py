@@ -170,11 +170,11 @@ def descendants(pid):
             except (OSError, IndexError, ValueError):
                 continue
             kids.setdefault(ppid, []).append(int(d))
-    out, todo = set(), [pid]
-    while todo:
-        for k in kids.get(todo.pop(), []):
+    out, pending = set(), [pid]
+    while pending:
+        for k in kids.get(pending.pop(), []):
             out.add(k)
-            todo.append(k)
+            pending.append(k)
     return out
 
 
