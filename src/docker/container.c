@@ -1332,6 +1332,17 @@ static void read_stats(dbox *b) {
         b->res->peak_memory_bytes = v;
 }
 
+/* Did the script's processes meet the container's pids cap? Under gVisor
+ * the host cgroup holds the sandbox's own processes (one per address space
+ * on the ptrace platform) and the cgroup may be gone with a sandbox that
+ * died at the cap, so what the run last saw of it counts too. */
+static bool pids_cap_hit(dbox *b) {
+    uint64_t hits = b->pids_hits_seen;
+    if (b->cg_pids[0])
+        al_cgroup_read_key(b->cg_pids, "pids.events", "max", &hits);
+    return hits > 0 || b->pids_hits_seen > 0;
+}
+
 static bool oom_killed(dbox *b) {
     uint64_t v = 0;
     if (b->cg_mem[0] && al_cgroup_read_key(b->cg_mem, "memory.oom_control", "oom_kill", &v) == 0 && v > 0)
@@ -1464,10 +1475,7 @@ static int run(dbox *b, al_error *err) {
             res->reason = AL_REASON_MEMORY;
             return al_collect_add_skip(res, ".", "the box was killed whole (out of memory): /out could not be read");
         }
-        uint64_t hits = b->pids_hits_seen;
-        if (b->cg_pids[0])
-            al_cgroup_read_key(b->cg_pids, "pids.events", "max", &hits);
-        if (hits > 0 || b->pids_current_seen + RUNSC_PIDS_NEAR >= cfg->limits.pids + RUNSC_PIDS_OVERHEAD) {
+        if (pids_cap_hit(b) || b->pids_current_seen + RUNSC_PIDS_NEAR >= cfg->limits.pids + RUNSC_PIDS_OVERHEAD) {
             /* gVisor's ptrace platform takes a host process per address
              * space: at the cap, its sandbox cannot go on */
             res->reason = AL_REASON_PIDS;
@@ -1508,20 +1516,21 @@ static int run(dbox *b, al_error *err) {
     } else if (!b->inside_clean && kill_inside(b) != 0) {
         /* (a kill from inside that found none of the script's left is
          * final: only the script's processes run as its uid) something
-         * the script left would not die: /out is not read */
+         * the script left would not die: /out is not read. A sandbox that
+         * hit its process cap dies so, though the daemon may still show
+         * it running for a moment: that is the run's pids limit */
         kill_container(b);
         read_stats(b);
+        if (res->reason == AL_REASON_EXITED && pids_cap_hit(b))
+            res->reason = AL_REASON_PIDS;
         return al_collect_add_skip(res, ".", "processes the script left would not die: the box was killed whole "
                                              "and /out could not be read");
     }
     read_stats(b);
     if (res->reason == AL_REASON_EXITED && oom_killed(b))
         res->reason = AL_REASON_MEMORY;
-    else if (res->reason == AL_REASON_EXITED && b->cg_pids[0] && b->o->runtime == AL_DOCKER_RUNC) {
-        uint64_t hits = 0;
-        if (al_cgroup_read_key(b->cg_pids, "pids.events", "max", &hits) == 0 && hits > 0)
-            res->reason = AL_REASON_PIDS;
-    }
+    else if (res->reason == AL_REASON_EXITED && pids_cap_hit(b))
+        res->reason = AL_REASON_PIDS;
     /* hashed, and copied when the caller gave a directory for them */
     return direct ? collect_direct(b, err) : collect(b, err);
 }
