@@ -100,6 +100,9 @@ void al_cluster_reap(al_service *s, bool all_others) {
                 al_service_lose_run(s, runs[j], why);
     }
     if (n > 0) {
+        /* what the dead had on this host and its helpers could not remove
+         * (a helper killed with it) is a leftover now, not at the next start */
+        s->driver->sweep();
         /* their slots are free, and what they had claimed waits again */
         al_cluster_notify(s, AL_NOTIFY_QUEUE, "");
         pthread_mutex_lock(&s->mu);

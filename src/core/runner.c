@@ -713,6 +713,10 @@ static void *runner_main(void *p) {
                  WIFSIGNALED(st) ? "signal" : "exit", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
                  helper_error ? ": " : "", helper_error ? json_string_value(json_object_get(helper_error, "message")) : "");
         emsg = emsg_buf;
+        /* a helper killed outright (by an operator, the OOM killer) could
+         * not remove its box's cgroup or container: its uid is free now,
+         * so they are leftovers, removed now rather than at the next start */
+        s->driver->sweep();
     }
     json_decref(helper_error);
 finish:

@@ -169,8 +169,11 @@ int al_driver_helper_start(const char *self_exe, const char *job, al_driver_run 
         return al_err(err, "driver", e, "fork helper: %s", strerror(e));
     }
     if (pid == 0) {
-        /* async-signal-safe only: we were forked from a threaded process */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* async-signal-safe only: we were forked from a threaded process.
+         * The service's death is a cancel (SIGTERM, blocked below until the
+         * helper watches it), not a SIGKILL: a helper killed outright
+         * leaves its box's cgroup, which only a later start would sweep */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent)
             _exit(125);
         dup2(in[0], 0);

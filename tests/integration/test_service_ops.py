@@ -299,6 +299,30 @@ def test_kill9_and_restart(services):
     assert any('state="error"' in line and not line.rstrip().endswith(" 0") for line in text.splitlines()), text
 
 
+def test_a_helper_killed_outright_leaves_no_cgroup(services):
+    # an operator's or the OOM killer's SIGKILL of one run's helper: the run
+    # ends in airlock's error, and its box's cgroup, which the dead helper
+    # could not remove, is removed then, not at the service's next start
+    svc = services.start("helperkill")
+    before = set(box_cgroups())
+    (rid,) = start_sleepers(svc, 1)
+    helpers = [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == svc.proc.pid]
+    helpers = [p for p in helpers if b"helper" in open(f"/proc/{p}/cmdline", "rb").read()]
+    assert len(helpers) == 1, helpers
+    cgs = [c for c in box_cgroups() if c not in before]
+    assert cgs, "the running box has no cgroup"
+    os.kill(helpers[0], signal.SIGKILL)
+    run = svc.wait_state(rid, TERMINAL, timeout=30)
+    assert run["state"] == "error" and run["error"]["code"] == "helper", run
+    deadline = time.monotonic() + 10
+    while any(os.path.exists(c) for c in cgs) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [c for c in cgs if os.path.exists(c)], f"the killed helper's box cgroup is left: {cgs}"
+    assert_no_boxes(10, "after its helper was killed")
+    # and the service goes on
+    assert svc.run("print('after')")["result"]["stdout"] == "after\n"
+
+
 def test_kill9_with_queued_runs(services):
     svc = services.start("crashq", {"max_concurrent": 1, "per_person_concurrency": 1})
     running = start_sleepers(svc, 1)
