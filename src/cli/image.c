@@ -235,6 +235,8 @@ int cli_image(int argc, char **argv) {
     al_error err = { 0 };
     if (strcmp(cmd, "build") == 0)
         return build(images, argc - i - 1, argv + i + 1);
+#ifdef AIRLOCK_SERVER
+    /* (the lean airlock hands `image import` over: see cli/main.c) */
     if (strcmp(cmd, "import") == 0 && i + 1 < argc) {
         char digest[65];
         if (al_image_import(images, argv[i + 1], digest, &err) < 0) {
@@ -248,6 +250,7 @@ int cli_image(int argc, char **argv) {
         printf("sha256:%s\n", digest);
         return 0;
     }
+#endif
     if (strcmp(cmd, "ls") == 0) {
         json_t *l = al_image_list(images);
         if (i + 1 < argc && strcmp(argv[i + 1], "--json") == 0) {

@@ -28,6 +28,15 @@ static int hand_over(char **argv) {
 #endif
 
 #ifndef AIRLOCK_SERVER
+/* Whether this is `airlock image [--state DIR] import ...`: airlock-server's,
+ * which links libarchive for it (the lean binary loads faster without). */
+static bool image_import(int argc, char **argv) {
+    int i = 2;
+    if (i + 1 < argc && strcmp(argv[i], "--state") == 0)
+        i += 2;
+    return i < argc && strcmp(argv[i], "import") == 0;
+}
+
 /* Whether `airlock run`'s options (before its script) name a driver that
  * lives in airlock-server (docker: libcurl, which a native box never
  * loads). */
@@ -74,6 +83,8 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "run") == 0 && run_needs_server(argc, argv))
         return hand_over(argv);
     if (strcmp(cmd, "doctor") == 0 && run_needs_server(argc, argv))
+        return hand_over(argv);
+    if (strcmp(cmd, "image") == 0 && image_import(argc, argv))
         return hand_over(argv);
 #endif
     if (strcmp(cmd, "run") == 0)
