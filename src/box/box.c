@@ -464,6 +464,17 @@ static int warm_start(box_ctx *b, int chan, int out_r[2], int workfd, uid_t uid,
         cm->cmsg_len = CMSG_LEN(sizeof(int));
         memcpy(CMSG_DATA(cm), &run->stdin_fd, sizeof(int));
     }
+    /* Its memory limit is the run's on top of what the warm start holds
+     * now (the operator's preloads, never more than the headroom the box
+     * was made with): a script has at least a cold run's room, so none
+     * that fits cold fails warm. Before its first instruction. */
+    if (b->cg && cfg->limits.memory_bytes) {
+        al_cgroup_stats st = { 0 };
+        b->cg_ops->stats(b->cg, &st);
+        r = b->cg_ops->set_memory(b->cg, cfg->limits.memory_bytes + st.memory_bytes);
+        if (r < 0)
+            return al_err(err, "warm", -r, "set the run's memory limit: %s", strerror(-r));
+    }
     if (sendmsg(chan, &mh, MSG_NOSIGNAL) != (ssize_t)iov.iov_len)
         return al_err(err, "warm", errno ? errno : EIO, "hand the run to the interpreter: %m");
     /* its CPU time is the run's from here */
@@ -487,6 +498,10 @@ static int make_cgroup(box_ctx *b, uid_t uid, al_cgroup_join *join) {
     else
         snprintf(name, sizeof name, "box-%u-%d-%u", (unsigned)uid, (int)getpid(), counter++);
     al_cgroup_limits cl = { cfg->limits.memory_bytes, cfg->limits.pids, cfg->limits.cpu_millis };
+    /* a warm box imports its preloads before its run: room for them on top
+     * of the run's, until the hand-off sets the run's (warm_start) */
+    if (cfg->warm && cl.memory_bytes)
+        cl.memory_bytes += AL_WARM_MEMORY_HEADROOM;
     int r = b->cg_ops->create(name, &cl, &b->cg, &b->res->error);
     if (r < 0)
         return r;

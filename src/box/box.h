@@ -79,6 +79,11 @@ typedef struct al_box_config al_box_config;
  * interpreter is sent the run's arguments and environment (JSON) with its
  * stdin (a passed fd) on fd 3. The run's wall clock and CPU time start
  * there; what the box printed before is discarded. */
+/* How much a warm start may hold (its preloads) beyond the run's memory
+ * limit: the box's limit until its hand-off, after which the run has its
+ * own limit on top of what the warm start holds then. */
+#define AL_WARM_MEMORY_HEADROOM (256ULL << 20)
+
 typedef struct al_box_warm {
     void (*on_ready)(void *ud);   /* the interpreter is ready (may be NULL) */
     int (*handoff)(void *ud, al_box_config *run, al_error *err);

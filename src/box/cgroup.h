@@ -21,6 +21,7 @@ typedef struct al_cgroup_limits {
 typedef struct al_cgroup_stats {
     uint64_t cpu_usec;
     uint64_t peak_memory_bytes;
+    uint64_t memory_bytes;        /* in use now */
     uint64_t oom_kills;
     uint64_t pids_max_hits;
     uint64_t pids_current;
@@ -67,6 +68,9 @@ typedef struct al_cgroup_ops {
     int (*nprocs)(al_cgroup *cg);           /* processes left, or -errno */
     int (*stats)(al_cgroup *cg, al_cgroup_stats *st);
     int (*destroy)(al_cgroup *cg);          /* remove the directories (must be empty) */
+    /* a new memory limit (swap still none), and the peak counted afresh
+     * where the kernel can: a warm box's hand-off to its run */
+    int (*set_memory)(al_cgroup *cg, uint64_t bytes);
     const char *(*path)(al_cgroup *cg);
     /* Kill and remove every box cgroup that STALE says nobody owns. */
     void (*sweep)(bool (*stale)(const char *name));

@@ -249,6 +249,8 @@ static int v1_stats(al_cgroup *cg, al_cgroup_stats *st) {
         st->nr_throttled = v;
     if (al_cgroup_read_u64(cg->dir[C_MEMORY], "memory.max_usage_in_bytes", &v) == 0)
         st->peak_memory_bytes = v;
+    if (al_cgroup_read_u64(cg->dir[C_MEMORY], "memory.usage_in_bytes", &v) == 0)
+        st->memory_bytes = v;
     if (al_cgroup_read_key(cg->dir[C_MEMORY], "memory.oom_control", "oom_kill", &v) == 0)
         st->oom_kills = v;
     if (al_cgroup_read_key(cg->dir[C_PIDS], "pids.events", "max", &v) == 0)
@@ -256,6 +258,22 @@ static int v1_stats(al_cgroup *cg, al_cgroup_stats *st) {
     if (al_cgroup_read_u64(cg->dir[C_PIDS], "pids.current", &v) == 0)
         st->pids_current = v;
     return 0;
+}
+
+static int v1_set_memory(al_cgroup *cg, uint64_t bytes) {
+    const char *mem = cg->dir[C_MEMORY];
+    char v[32];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)bytes);
+    /* memsw (memory+swap) may never be below the memory limit: raised
+     * before it, lowered after it (the first write fails then; on a host
+     * without swap accounting both do, harmlessly) */
+    bool swap = al_cgroup_write(mem, "memory.memsw.limit_in_bytes", v) == 0;
+    int r = al_cgroup_write(mem, "memory.limit_in_bytes", v);
+    if (r == 0 && !swap)
+        al_cgroup_write(mem, "memory.memsw.limit_in_bytes", v);
+    if (r == 0)
+        al_cgroup_write(mem, "memory.max_usage_in_bytes", "0");
+    return r;
 }
 
 static int v1_destroy(al_cgroup *cg) {
@@ -294,6 +312,7 @@ const al_cgroup_ops al_cgroup_v1_ops = {
     .nprocs = v1_nprocs,
     .stats = v1_stats,
     .destroy = v1_destroy,
+    .set_memory = v1_set_memory,
     .path = v1_path,
     .sweep = v1_sweep,
 };

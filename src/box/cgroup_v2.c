@@ -174,6 +174,8 @@ static int v2_stats(al_cgroup *cg, al_cgroup_stats *st) {
         st->nr_throttled = v;
     if (al_cgroup_read_u64(cg->dir, "memory.peak", &v) == 0)
         st->peak_memory_bytes = v;
+    if (al_cgroup_read_u64(cg->dir, "memory.current", &v) == 0)
+        st->memory_bytes = v;
     if (al_cgroup_read_key(cg->dir, "memory.events", "oom_kill", &v) == 0)
         st->oom_kills = v;
     if (al_cgroup_read_key(cg->dir, "pids.events", "max", &v) == 0)
@@ -181,6 +183,14 @@ static int v2_stats(al_cgroup *cg, al_cgroup_stats *st) {
     if (al_cgroup_read_u64(cg->dir, "pids.current", &v) == 0)
         st->pids_current = v;
     return 0;
+}
+
+static int v2_set_memory(al_cgroup *cg, uint64_t bytes) {
+    char v[32];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)bytes);
+    /* memory.swap.max stays 0; memory.peak is reset only per open fd (6.12+),
+     * so the peak stays the box's whole life */
+    return al_cgroup_write(cg->dir, "memory.max", v);
 }
 
 static int v2_destroy(al_cgroup *cg) {
@@ -207,6 +217,7 @@ const al_cgroup_ops al_cgroup_v2_ops = {
     .nprocs = v2_nprocs,
     .stats = v2_stats,
     .destroy = v2_destroy,
+    .set_memory = v2_set_memory,
     .path = v2_path,
     .sweep = v2_sweep,
 };

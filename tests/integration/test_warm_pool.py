@@ -219,6 +219,17 @@ def test_with_the_default_images_preloads(tmp_path_factory):
         for code in (CORPUS["main_guard_fork"], CORPUS["namespace"], CORPUS["uncaught"], CORPUS["warnings"],
                      "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt; print(plt.get_backend())"):
             assert outcome(warm_run(svc, code, image="default")) == outcome(cold.run(code, image="default")), code
+        # the preloads (some 60 MiB here) are not the run's: a script that
+        # fits its memory limit cold fits it warm, and one over it is still
+        # stopped (without the hand-off's limit, this one ran out warm)
+        fits = "x = bytearray(110 << 20); x[::4096] = b'1' * len(x[::4096]); print('fits')"
+        over = "x = bytearray(400 << 20); x[::4096] = b'1' * len(x[::4096])"
+        small = {"memory_mb": 160}
+        want = outcome(cold.run(fits, image="default", limits=small))
+        assert want["stdout"] == "fits\n" and want["reason"] == "exited", want
+        assert outcome(warm_run(svc, fits, image="default", limits=small)) == want
+        doc = warm_run(svc, over, image="default", limits=small)
+        assert doc["result"]["reason"] == "memory", doc["result"]
     finally:
         svc.stop()
         cold.stop()
