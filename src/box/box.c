@@ -404,8 +404,12 @@ static int warm_start(box_ctx *b, int chan, int out_r[2], int workfd, uid_t uid,
         }
     }
     /* ready: now its run, or its death, whichever comes first */
-    if (cfg->warm->on_ready)
-        cfg->warm->on_ready(cfg->warm->ud);
+    if (cfg->warm->on_ready) {
+        al_cgroup_stats st = { 0 };
+        if (b->cg)
+            b->cg_ops->stats(b->cg, &st);
+        cfg->warm->on_ready(cfg->warm->ud, st.memory_bytes);
+    }
     for (;;) {
         struct pollfd p[5] = { { .fd = cfg->warm->run_fd, .events = POLLIN }, { .fd = chan, .events = POLLIN },
                                { .fd = b->pidfd, .events = POLLIN }, { .fd = out_r[0], .events = POLLIN },

@@ -85,7 +85,8 @@ typedef struct al_box_config al_box_config;
 #define AL_WARM_MEMORY_HEADROOM (256ULL << 20)
 
 typedef struct al_box_warm {
-    void (*on_ready)(void *ud);   /* the interpreter is ready (may be NULL) */
+    /* the interpreter is ready, its box holding MEMORY_BYTES (may be NULL) */
+    void (*on_ready)(void *ud, uint64_t memory_bytes);
     int (*handoff)(void *ud, al_box_config *run, al_error *err);
     void *ud;
     uint64_t ready_timeout_ms;    /* how long the interpreter may take to be ready */

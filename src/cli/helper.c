@@ -228,7 +228,9 @@ typedef struct warm_ctx {
     char why[300];
 } warm_ctx;
 
-static void warm_ready(void *ud) { emit(json_pack("{s:s}", "type", "ready")); }
+static void warm_ready(void *ud, uint64_t memory_bytes) {
+    emit(json_pack("{s:s, s:I}", "type", "ready", "memory_bytes", (json_int_t)memory_bytes));
+}
 
 static int warm_handoff(void *ud, al_box_config *run, al_error *err) {
     warm_ctx *w = ud;

@@ -36,7 +36,9 @@ void al_service_config_default(al_service_config *c) {
     c->followers_per_person = 16;
     c->waits_per_person = 16;
     c->docker_pool = 2;
-    c->warm_pool = 0;
+    /* on: sized by demand, so a host that runs no Python keeps none */
+    c->warm_pool = 2;
+    c->warm_pool_memory_mb = 1024;
     snprintf(c->warm_preload, sizeof c->warm_preload, "%s", "numpy,pandas,matplotlib,matplotlib.pyplot,PIL");
     /* four bodies at the cap: one person cannot make the daemon hold a
      * body on every connection of theirs */
@@ -123,6 +125,8 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
         return set_int(&c->docker_pool, value, 0, 16, key, err);
     if (strcmp(key, "warm_pool") == 0)
         return set_int(&c->warm_pool, value, 0, 8, key, err);
+    if (strcmp(key, "warm_pool_memory_mb") == 0)
+        return set_int(&c->warm_pool_memory_mb, value, 0, 1 << 20, key, err);
     if (strcmp(key, "warm_preload") == 0) {
         if (strlen(value) >= sizeof c->warm_preload || strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,") != strlen(value))
             return al_err(err, "config", EINVAL, "warm_preload = %s: want module names separated by commas", value);

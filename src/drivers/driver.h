@@ -57,7 +57,7 @@ int al_driver_docker_configure(const char *socket, const char *runtime, int pool
 /* The native driver's warm boxes, for the whole process (the service's
  * configuration, set once before any run): WARM_POOL per shape of Python
  * run (0: none), each importing PRELOAD's modules ahead. */
-int al_driver_native_configure(int warm_pool, const char *preload, al_error *err);
+int al_driver_native_configure(int warm_pool, uint64_t memory_bytes, const char *preload, al_error *err);
 
 /* The helper process both boxes run in (native.c). */
 int al_driver_helper_start(const char *self_exe, const char *job, al_driver_run *ret, al_error *err);

@@ -131,7 +131,8 @@ static json_t *doctor_items(void) {
 static json_t *native_capabilities(void) {
     json_t *doc = doctor_items();
     json_object_set_new(doc, "pool", json_pack("{s:s, s:s, s:o}", "level", "applied", "detail",
-                                               "warm Python boxes made ahead of need (warm_pool per shape of run), "
+                                               "warm Python boxes made ahead of need (sized by demand, up to warm_pool per shape of run "
+                                               "and warm_pool_memory_mb in all), "
                                                "each handed to one run and gone with it; a run that finds none "
                                                "starts cold",
                                                "state", al_warm_pool_json()));
@@ -221,10 +222,10 @@ static int native_start(const char *self_exe, const char *job, al_driver_run *re
     return al_driver_helper_start(self_exe, job, ret, err);
 }
 
-int al_driver_native_configure(int warm_pool, const char *preload, al_error *err) {
+int al_driver_native_configure(int warm_pool, uint64_t memory_bytes, const char *preload, al_error *err) {
     if (warm_pool < 0)
         return al_err(err, "config", EINVAL, "warm_pool must be 0 or more");
-    al_warm_pool_configure(warm_pool, preload);
+    al_warm_pool_configure(warm_pool, memory_bytes, preload);
     return 0;
 }
 

@@ -7,6 +7,13 @@
  * and from there it is that run's helper, as a cold one is. A warm box is
  * never reused and never shared: it ends with its run.
  *
+ * Sized by demand: a shape is learnt from its first run (which goes cold),
+ * and keeps one box; each run that finds none ready raises that by one, up
+ * to warm_pool, and each SHRINK_S without such a miss lowers it by one. All
+ * of them together hold at most warm_pool_memory (each box's usage, as it
+ * said when ready): past it, runs go cold. A host that runs no Python keeps
+ * none.
+ *
  * One thread of the service keeps them: it starts the helpers (fork and
  * exec, as the runners do), reads each one's "ready", and notices one that
  * died. It is the helpers' parent thread for PR_SET_PDEATHSIG, so it lives
@@ -34,11 +41,17 @@
 #define FORGET_S 600
 /* how long a helper may take to be ready (imports at the box's CPU cap) */
 #define READY_S 120
+/* a shape's size comes down by one after this long with no miss */
+#define SHRINK_S 120
+/* a box's memory before any of the shape said (the default preloads hold
+ * some 60 MiB at the default limits) */
+#define GUESS_BYTES (100ULL << 20)
 
 typedef struct warm {
     al_driver_run dr;
     bool ready;
     int64_t since_s;              /* started, or ready */
+    uint64_t bytes;               /* its memory, as it said when ready */
 } warm;
 
 typedef struct shape {
@@ -47,6 +60,9 @@ typedef struct shape {
     char image_dir[PATH_MAX], digest[80];
     al_box_limits l;
     int64_t last_asked_s;
+    int want;                     /* boxes to keep, by demand: 1..size */
+    int64_t last_miss_s;          /* a run found none ready, or want last came down */
+    uint64_t box_bytes;           /* what its last ready box held */
     warm w[PER_SHAPE_MAX];
     int n;
     uint64_t hits, misses;
@@ -60,6 +76,7 @@ static struct {
     pthread_t thread;
     bool running, stopping;
     int size;
+    uint64_t budget;              /* bytes all warm boxes may hold */
     int wake;                     /* eventfd: a take or a stop */
     char exe[PATH_MAX], preload[512];
     shape shapes[SHAPES];
@@ -109,8 +126,8 @@ static void drop(shape *sh, int k) {
     pthread_mutex_lock(&P.mu);
 }
 
-/* A helper's first line: "ready", or why not. */
-static bool read_ready(int fd, char *why, size_t why_len) {
+/* A helper's first line: {"type": "ready", "memory_bytes": N}, or why not. */
+static bool read_ready(int fd, uint64_t *bytes, char *why, size_t why_len) {
     char buf[512];
     ssize_t n = read(fd, buf, sizeof buf - 1);
     if (n <= 0) {
@@ -118,11 +135,29 @@ static bool read_ready(int fd, char *why, size_t why_len) {
         return false;
     }
     buf[n] = '\0';
-    if (strcmp(buf, "{\"type\":\"ready\"}\n") == 0)
+    json_t *doc = buf[n - 1] == '\n' ? json_loads(buf, JSON_DECODE_ANY, NULL) : NULL;
+    bool ready = json_is_string(json_object_get(doc, "type")) &&
+                 strcmp(json_string_value(json_object_get(doc, "type")), "ready") == 0;
+    json_int_t b = json_integer_value(json_object_get(doc, "memory_bytes"));
+    json_decref(doc);
+    if (ready) {
+        *bytes = b > 0 ? (uint64_t)b : 0;
         return true;
+    }
     buf[strcspn(buf, "\n")] = '\0';
     snprintf(why, why_len, "the warm helper said: %.180s", buf);
     return false;
+}
+
+/* What the warm boxes hold, those starting counted at their shape's last. */
+static uint64_t held_bytes(void) {
+    uint64_t sum = 0;
+    for (int i = 0; i < SHAPES; i++) {
+        const shape *sh = &P.shapes[i];
+        for (int k = 0; sh->used && k < sh->n; k++)
+            sum += sh->w[k].ready ? sh->w[k].bytes : sh->box_bytes ? sh->box_bytes : GUESS_BYTES;
+    }
+    return sum;
 }
 
 static void *pool_main(void *arg) {
@@ -138,12 +173,22 @@ static void *pool_main(void *arg) {
             if (!sh->used)
                 continue;
             bool forgotten = now - sh->last_asked_s > FORGET_S;
+            if (sh->want > 1 && now - sh->last_miss_s > SHRINK_S) {
+                sh->want--;
+                sh->last_miss_s = now;
+            }
+            if (sh->want > P.size)
+                sh->want = P.size;
+            int over = sh->n - sh->want;
             for (int k = 0; k < sh->n;) {
                 warm *w = &sh->w[k];
-                if (forgotten || (w->ready && now - w->since_s > IDLE_S) || (!w->ready && now - w->since_s > READY_S))
+                if (forgotten || (w->ready && now - w->since_s > IDLE_S) || (!w->ready && now - w->since_s > READY_S) ||
+                    (w->ready && over > 0)) {
+                    over -= w->ready;
                     drop(sh, k);
-                else
+                } else {
                     k++;
+                }
             }
             if (forgotten && sh->n == 0) {
                 free(sh->job);
@@ -153,7 +198,8 @@ static void *pool_main(void *arg) {
             bool starting = false;
             for (int k = 0; k < sh->n; k++)
                 starting |= !sh->w[k].ready;
-            if (!start_for && !starting && sh->n < P.size && now >= sh->retry_at_s)
+            uint64_t est = sh->box_bytes ? sh->box_bytes : GUESS_BYTES;
+            if (!start_for && !starting && sh->n < sh->want && now >= sh->retry_at_s && held_bytes() + est <= P.budget)
                 start_for = sh;
         }
         if (start_for) {
@@ -200,9 +246,10 @@ static void *pool_main(void *arg) {
                 continue;
             warm *w = &sh->w[k];
             char why[200] = "";
-            if (!w->ready && (p[q].revents & POLLIN) && read_ready(w->dr.events_fd, why, sizeof why)) {
+            if (!w->ready && (p[q].revents & POLLIN) && read_ready(w->dr.events_fd, &w->bytes, why, sizeof why)) {
                 w->ready = true;
                 w->since_s = now_s();
+                sh->box_bytes = w->bytes;
                 sh->failures = 0;
                 sh->last_error[0] = '\0';
             } else {
@@ -228,9 +275,10 @@ static void *pool_main(void *arg) {
     return NULL;
 }
 
-void al_warm_pool_configure(int size, const char *preload) {
+void al_warm_pool_configure(int size, uint64_t budget_bytes, const char *preload) {
     pthread_mutex_lock(&P.mu);
     P.size = size < 0 ? 0 : size > PER_SHAPE_MAX ? PER_SHAPE_MAX : size;
+    P.budget = budget_bytes;
     snprintf(P.preload, sizeof P.preload, "%s", preload ? preload : "");
     pthread_mutex_unlock(&P.mu);
 }
@@ -306,6 +354,7 @@ bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run
         snprintf(sh->image_dir, sizeof sh->image_dir, "%s", dir ? dir : "");
         snprintf(sh->digest, sizeof sh->digest, "%s", digest ? digest : "");
         sh->l = l;
+        sh->want = 1;
     }
     json_decref(job);
     bool got = false;
@@ -327,7 +376,17 @@ bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run
             sh->w[k] = sh->w[--sh->n];
             got = true;
         }
-        got ? (sh->hits++, P.hits++) : (sh->misses++, P.misses++);
+        if (got) {
+            sh->hits++;
+            P.hits++;
+        } else {
+            /* demand beyond what it keeps (or its first run): one more */
+            sh->misses++;
+            P.misses++;
+            if (sh->hits + sh->misses > 1 && sh->want < P.size)
+                sh->want++;
+            sh->last_miss_s = now_s();
+        }
     } else {
         P.misses++;
     }
@@ -348,6 +407,7 @@ json_t *al_warm_pool_json(void) {
     pthread_mutex_lock(&P.mu);
     json_t *shapes = json_array();
     int idle = 0, starting = 0;
+    uint64_t held = held_bytes();
     for (int i = 0; i < SHAPES; i++) {
         const shape *sh = &P.shapes[i];
         if (!sh->used)
@@ -357,18 +417,21 @@ json_t *al_warm_pool_json(void) {
             ready += sh->w[k].ready;
         idle += ready;
         starting += sh->n - ready;
-        json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:i, s:I, s:I}", "language", "python", "image",
-                              sh->digest[0] ? sh->digest : "host", "memory_bytes", (json_int_t)sh->l.memory_bytes,
-                              "cpu_millis", (json_int_t)sh->l.cpu_millis, "pids", (json_int_t)sh->l.pids, "timeout_s",
-                              (json_int_t)(sh->l.wall_ms / 1000), "idle", ready, "starting", sh->n - ready, "hits",
+        json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:i, s:i, s:I, s:I, s:I}", "language", "python",
+                              "image", sh->digest[0] ? sh->digest : "host", "memory_bytes",
+                              (json_int_t)sh->l.memory_bytes, "cpu_millis", (json_int_t)sh->l.cpu_millis, "pids",
+                              (json_int_t)sh->l.pids, "timeout_s", (json_int_t)(sh->l.wall_ms / 1000), "want", sh->want,
+                              "idle", ready, "starting", sh->n - ready, "box_bytes", (json_int_t)sh->box_bytes, "hits",
                               (json_int_t)sh->hits, "misses", (json_int_t)sh->misses);
         if (j && sh->last_error[0])
             json_object_set_new(j, "last_error", json_string(sh->last_error));
         json_array_append_new(shapes, j);
     }
-    json_t *doc = json_pack("{s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:o}", "per_shape", P.size, "idle_s", IDLE_S,
-                            "preload", P.preload, "idle", idle, "in_use", 0, "removing", 0, "starting", starting, "hits",
-                            (json_int_t)P.hits, "misses", (json_int_t)P.misses, "shapes", shapes);
+    json_t *doc = json_pack("{s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:o}", "per_shape", P.size,
+                            "idle_s", IDLE_S, "preload", P.preload, "idle", idle, "in_use", 0, "removing", 0,
+                            "starting", starting, "memory_bytes", (json_int_t)held, "memory_budget_bytes",
+                            (json_int_t)P.budget, "hits", (json_int_t)P.hits, "misses", (json_int_t)P.misses,
+                            "shapes", shapes);
     pthread_mutex_unlock(&P.mu);
     return doc;
 }

@@ -8,14 +8,16 @@
 #include "../box/box.h"
 #include "driver.h"
 
-/* How many warm boxes to keep per shape of run (0: none) and the modules
- * their interpreters import ahead (comma-separated). */
-void al_warm_pool_configure(int size, const char *preload);
+/* How many warm boxes to keep at most per shape of run (0: none), the
+ * memory all of them may hold, and the modules their interpreters import
+ * ahead (comma-separated). */
+void al_warm_pool_configure(int size, uint64_t budget_bytes, const char *preload);
 /* A warm helper for JOB_TEXT's run, handed that job (true: *RET is now the
  * run's helper), or none (false: the run goes cold). Either way the pool
  * learns that such runs are wanted, and makes some (SELF_EXE's helpers). */
 bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run *ret);
-/* {per_shape, idle_s, preload, idle, starting, hits, misses, shapes: [...]} */
+/* {per_shape, idle_s, preload, idle, starting, memory_bytes,
+ *  memory_budget_bytes, hits, misses, shapes: [...]} */
 json_t *al_warm_pool_json(void);
 /* Every warm helper ends (the service's runs have ended). */
 void al_warm_pool_stop(void);

@@ -132,6 +132,8 @@ def _foreign(pid):
     ancestors, or init (an orphan: a box leaked by a killed service)."""
     own = _own_ancestors() | OUR_PIDS | {1}
     st = _status(pid)
+    if os.environ.get("AIRLOCK_TEST_WARM_POOL", "0") != "0" and _under_live_service(pid):
+        return True   # a running service's (its idle warm boxes among them)
     seen = 0
     while st is not None and seen < 64:
         ppid = st[0]
@@ -145,6 +147,19 @@ def _foreign(pid):
             seen += 1
             continue
         return True
+    return False
+
+
+def _under_live_service(pid):
+    live = {p for p in OUR_PIDS if _status(p) is not None}
+    seen = 0
+    while pid > 1 and seen < 64:
+        st = _status(pid)
+        if st is None:
+            return False
+        if st[0] in live:
+            return True
+        pid, seen = st[0], seen + 1
     return False
 
 
@@ -277,6 +292,13 @@ class Service:
                           runtime=os.environ.get("AIRLOCK_TEST_RUNTIME", "runc"))
             if not (self.state / "images").exists():
                 (self.state / "images").symlink_to(CACHE / "images")
+        # warm Python boxes: on in the product (sized by demand); the suite's
+        # services keep none unless the test asks (test_warm_pool) or
+        # AIRLOCK_TEST_WARM_POOL=N gives every service N, because its checks
+        # that no box is left read every box on the host, idle warm ones
+        # of the services still running included
+        if "warm_pool" not in (config or {}):
+            config = dict(config or {}, warm_pool=os.environ.get("AIRLOCK_TEST_WARM_POOL", "0"))
         self.config = config
         self.extra_env = extra_env or {}
         self.port = free_port()

@@ -47,6 +47,20 @@ def wait_idle(svc, n=1, key=None, timeout=120):
         time.sleep(0.1)
 
 
+def grow(svc, n, **fields):
+    """Demand for N warm boxes of a shape: bursts of N runs at once, until the
+    pool keeps N (a run that finds none ready raises the shape's size by one)."""
+    key = shape_key(fields.get("limits"))
+    for _ in range(10):
+        ids = [svc.run("import time; time.sleep(0.5)", wait=False, image="default", **fields)["id"]
+               for _ in range(n + 1)]
+        for i in ids:
+            svc.wait_state(i, "succeeded", timeout=60)
+        if any((sh["memory_bytes"], sh["timeout_s"]) == key and sh["want"] >= n for sh in pool(svc)["shapes"]):
+            return wait_idle(svc, n, key)
+    raise AssertionError(f"the pool never kept {n}: {pool(svc)}")
+
+
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     warm = make(tmp_path_factory, "warm", warm_pool=2, warm_preload=LIGHT)
@@ -131,8 +145,7 @@ def test_the_runs_limits_hold_from_its_first_instruction(pair):
 
 def test_a_warm_box_that_died_idle_is_replaced_and_runs_never_fail(pair):
     warm, _ = pair
-    warm.run("pass", image="default")
-    wait_idle(warm, 2)
+    grow(warm, 2)
     # the warm boxes' interpreters: killed from outside
     killed = 0
     for pid, uid, cmd in box_processes():
@@ -160,6 +173,44 @@ def test_the_pool_is_shown(pair):
     assert status == 200 and "state" not in doc["badges"]["pool"], doc["badges"]["pool"]
 
 
+def test_the_pool_is_sized_by_demand(tmp_path_factory):
+    svc = make(tmp_path_factory, "demand", warm_pool=3, warm_preload=LIGHT)
+    tight = make(tmp_path_factory, "tight", warm_pool=3, warm_preload=LIGHT, warm_pool_memory_mb=1)
+    try:
+        # a service that has run no Python keeps no warm box
+        mine = descendants(svc.proc.pid)
+        assert pool(svc)["shapes"] == [] and not [p for p, _, _ in box_processes() if p in mine]
+        # its first run teaches it the shape: one box, and runs one at a time
+        # find it each time (hits), so it keeps one
+        svc.run("pass", image="default")
+        wait_idle(svc, 1)
+        for _ in range(4):
+            wait_idle(svc, 1)
+            assert warm_run(svc, "print(1)", image="default")["result"]["stdout"] == "1\n"
+        st = pool(svc)
+        assert [sh["want"] for sh in st["shapes"]] == [1] and st["hits"] >= 4, st
+        assert st["memory_bytes"] > 0 and st["shapes"][0]["box_bytes"] > 0, st
+        # runs at once that find none raise it, up to warm_pool
+        st = grow(svc, 3)
+        assert [sh["want"] for sh in st["shapes"]] == [3] and st["shapes"][0]["idle"] == 3, st
+        # past the memory budget no box is made, and runs go cold, never fail
+        for _ in range(3):
+            doc = tight.run("print('cold')", image="default")
+            assert doc["state"] == "succeeded" and doc["result"]["box"].get("warm") is not True, doc
+        time.sleep(1)
+        st = pool(tight)
+        assert st["memory_budget_bytes"] == 1 << 20 and st["idle"] == 0 and st["starting"] == 0, st
+    finally:
+        # (the module's other services keep their warm boxes meanwhile)
+        theirs = descendants(svc.proc.pid) | descendants(tight.proc.pid)
+        svc.stop()
+        tight.stop()
+        deadline = time.monotonic() + 15
+        while [p for p, _, _ in box_processes() if p in theirs] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p, _, _ in box_processes() if p in theirs], box_processes()
+
+
 def descendants(pid):
     """Every process beneath PID now."""
     kids = {}
@@ -180,8 +231,7 @@ def descendants(pid):
 
 def test_a_killed_service_leaves_no_warm_box(tmp_path_factory):
     svc = make(tmp_path_factory, "killed", warm_pool=2, warm_preload=LIGHT)
-    svc.run("pass", image="default")
-    wait_idle(svc, 2)
+    grow(svc, 2)
     # its own warm boxes (the module's other services have theirs)
     mine = descendants(svc.proc.pid)
     its = {pid for pid, _, _ in box_processes() if pid in mine}
