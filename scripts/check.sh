@@ -63,5 +63,14 @@ echo "== the service's runs and threads on the docker driver (runsc) =="
 AIRLOCK_TEST_DRIVER=docker AIRLOCK_TEST_RUNTIME=runsc $PY -m pytest -q -p no:cacheprovider \
     tests/integration/test_service_runs.py tests/integration/test_service_threads.py
 
+# And the service's runs, threads, events and scheduling with warm boxes
+# (on in the product, sized by demand; the other passes' services keep
+# none, because their checks that no box is left read every box on the
+# host): a Python run is handed a warm box wherever its shape has one.
+echo "== the service's runs, threads, events and queue with warm boxes =="
+AIRLOCK_TEST_WARM_POOL=2 $PY -m pytest -q -p no:cacheprovider \
+    tests/integration/test_service_runs.py tests/integration/test_service_threads.py \
+    tests/integration/test_service_events.py tests/integration/test_service_sched.py
+
 echo "== all integration tests =="
 exec $PY -m pytest -v -p no:cacheprovider tests/integration
