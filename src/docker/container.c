@@ -642,6 +642,23 @@ static void kill_finish(dbox *b, inside_kill *k) {
     kill_container(b);
 }
 
+/* Under gVisor the host cgroup holds the sandbox's own processes (the
+ * ptrace platform's, one per address space): at its cap the sandbox dies
+ * whole, and its cgroup with it, so what it last showed is kept to say why. */
+static void watch_sandbox(dbox *b) {
+    uint64_t v = 0;
+    if (al_cgroup_read_u64(b->cg_pids, "pids.current", &v) == 0)
+        b->pids_current_seen = v;
+    if (al_cgroup_read_key(b->cg_pids, "pids.events", "max", &v) == 0 && v > b->pids_hits_seen)
+        b->pids_hits_seen = v;
+    uint64_t peak = 0;
+    if (b->cg_mem[0] && al_cgroup_read_u64(b->cg_mem, "memory.max_usage_in_bytes", &peak) == 0 &&
+        peak > b->mem_peak_seen)
+        b->mem_peak_seen = peak;
+    if (b->cg_mem[0])
+        al_cgroup_read_key(b->cg_mem, "memory.oom_control", "oom_kill", &b->oom_seen);
+}
+
 static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, const char *, size_t, void *), sink *s,
                      uint64_t deadline, int cancel_fd, al_reason *kill_reason, al_error *err) {
     inside_kill ik = { 0 };
@@ -702,18 +719,7 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
         if (!killed && s->over)
             why = AL_REASON_OUTPUT_LIMIT;
         if (!killed && kill_reason && b->cg_pids[0] && b->o->runtime == AL_DOCKER_RUNSC && now >= next_tick) {
-            /* under gVisor the cgroup holds its host processes (the ptrace
-             * platform's, one per address space): at its cap the sandbox
-             * dies whole, and its cgroup with it, so what it last showed
-             * is kept to say why */
-            al_cgroup_read_u64(b->cg_pids, "pids.current", &b->pids_current_seen);
-            al_cgroup_read_key(b->cg_pids, "pids.events", "max", &b->pids_hits_seen);
-            uint64_t peak = 0;
-            if (b->cg_mem[0] && al_cgroup_read_u64(b->cg_mem, "memory.max_usage_in_bytes", &peak) == 0 &&
-                peak > b->mem_peak_seen)
-                b->mem_peak_seen = peak;
-            if (b->cg_mem[0])
-                al_cgroup_read_key(b->cg_mem, "memory.oom_control", "oom_kill", &b->oom_seen);
+            watch_sandbox(b);
             next_tick = now + PIDS_TICK_MS;
         }
         if (!killed && kill_reason && b->cg_pids[0] && b->o->runtime == AL_DOCKER_RUNC && now >= next_tick) {
@@ -772,7 +778,11 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
         if (k <= 0)
             continue;
         if (p[1].revents) {
-            /* the main process ended: nothing of it may outlive it */
+            /* the main process ended: nothing of it may outlive it. A
+             * sandbox that died at its cap ends it so, and its cgroup goes
+             * soon after: read now what it shows, not at the next tick */
+            if (!main_done && kill_reason && b->cg_pids[0] && b->o->runtime == AL_DOCKER_RUNSC)
+                watch_sandbox(b);
             main_done = true;
             drain_until = al_now_ms() + DRAIN_MS;
             if (!killed)
