@@ -4,37 +4,30 @@
  *   seed) through a tar exec -> the script as an exec, streamed, under the
  *   wall clock and the output caps -> every process of the script's uid
  *   killed -> /out read back through a tar exec -> the container removed.
+ * Here: the container, its execs and the script's supervision; the files
+ * in and out of it are tar_io.c's, the containers made ahead of need
+ * held.c's (what they share: container_int.h).
  */
-#include "docker.h"
+#include "container_int.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/mount.h>
 #include <sys/pidfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/syscall.h>
-#include <linux/magic.h>
-#include <linux/openat2.h>
+#include <time.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <dirent.h>
 
 #include "../box/cgroup.h"
 #include "../box/collect.h"
-#include "../box/stage.h"
 #include "../box/uidpool.h"
 #include "seccomp_docker.h"
 
-#define LABEL_BOX "dev.airlock.box"
-#define LABEL_UID "dev.airlock.uid"
 /* after a kill, how long until the script's processes must be gone */
 #define KILL_GRACE_MS 5000
 #define PIDS_TICK_MS 250
@@ -47,11 +40,6 @@
 #define MEM_NEAR (8u << 20)
 /* after the script's main process ended, how long its output may drain */
 #define DRAIN_MS 1000
-/* how long the holder outlives the wall clock, at most */
-#define HOLD_MARGIN_S 300
-/* bytes a tar of /out may take beyond its files: a header and padding per
- * entry, and the end blocks */
-#define TAR_PER_ENTRY 1536
 
 static const char *const runtime_names[_AL_DOCKER_RUNTIME_MAX] = { "runc", "runsc" };
 const char *al_docker_runtime_name(al_docker_runtime r) { return r < _AL_DOCKER_RUNTIME_MAX ? runtime_names[r] : "?"; }
@@ -70,30 +58,6 @@ char *al_docker_seccomp_profile(al_error *err) {
         al_err(err, "seccomp", ENOMEM, "out of memory");
     return s;
 }
-
-typedef struct dbox {
-    const al_docker_opts *o;
-    const al_box_config *cfg;
-    al_box_result *res;
-    al_engine e;
-    bool engine_open;
-    char id[80];                  /* the container */
-    uid_t holder, uid;
-    int holder_lock, uid_lock;
-    pid_t init_pid;
-    char cg_pids[512], cg_mem[512], cg_cpu[512]; /* its cgroup dirs on this host ("" unknown) */
-    char scratch[64];             /* our tmpfs: stage and collect */
-    bool scratch_mounted, unshared;
-    uint64_t pids_hits_seen, pids_current_seen; /* the host cgroup's, last read */
-    uint64_t mem_peak_seen, oom_seen;
-    int rootfd;                   /* runc: the container's root, through its init (O_PATH) */
-    int init_fd;                  /* pidfd of the container's init */
-    bool killed_whole;            /* airlock killed the container: /out is lost */
-    bool own;                     /* made here, so removed here (a held one is its owner's) */
-    bool inside_clean;            /* gVisor: a kill from inside found none of the script's left */
-    uint64_t hold_s;              /* how long its holder lives */
-    char tar_err[512];            /* the last tar's stderr, its first 511 bytes */
-} dbox;
 
 /* ---- the container's cgroup, read from this host ---- */
 
@@ -247,9 +211,9 @@ static json_t *masked_paths(void) {
 }
 
 /* The body of POST /containers/create for B's container of IMAGE_ID: every
- * setting that makes it the run's box. same_box() holds a container made
- * ahead of need to it. */
-static json_t *create_body(dbox *b, const char *image_id, al_error *err) {
+ * setting that makes it the run's box. al_docker_same_box() holds a
+ * container made ahead of need to it. */
+json_t *al_docker_create_body(dbox *b, const char *image_id, al_error *err) {
     const al_box_limits *l = &b->cfg->limits;
     char user[40], uidl[16], hold[24];
     snprintf(user, sizeof user, "%u:%u", b->holder, b->holder);
@@ -292,10 +256,10 @@ static json_t *create_body(dbox *b, const char *image_id, al_error *err) {
     return body;
 }
 
-static int create(dbox *b, const char *image_id, al_error *err) {
+int al_docker_create(dbox *b, const char *image_id, al_error *err) {
     char name[64];
     snprintf(name, sizeof name, "airlock-box-%u", b->uid);
-    json_t *body = create_body(b, image_id, err);
+    json_t *body = al_docker_create_body(b, image_id, err);
     if (!body)
         return -ENOMEM;
     char path[200];
@@ -351,89 +315,11 @@ static void protect_holder(dbox *b) {
     }
 }
 
-/* A held container is used for a run only if the daemon's record of it
- * (not the service's word) shows it made as this run's own would be: every
- * setting create_body() makes, the image, no exec ever run in it, and the
- * defaults create() relies on for what it does not set (no capability
- * added, no group, no host namespace, no sysctl, no volume or device). */
-static int same_box(dbox *b, json_t *ins, al_error *err) {
-    const al_docker_held *h = b->o->held;
-    json_t *want = create_body(b, h->image_id, err);
-    if (!want)
-        return -ENOMEM;
-    json_t *hc = json_object_get(ins, "HostConfig"), *cc = json_object_get(ins, "Config");
-    json_t *whc = json_object_get(want, "HostConfig");
-    const char *why = NULL;
-    const char *key;
-    json_t *v;
-    json_object_foreach(whc, key, v) {
-        if (!json_equal(v, json_object_get(hc, key)) && !why)
-            why = key;
-    }
-    /* runc is the daemon's default: no "Runtime" asked, "runc" recorded */
-    const char *rt = json_string_value(json_object_get(hc, "Runtime"));
-    if (!why && (!rt || strcmp(rt, al_docker_runtime_name(b->o->runtime)) != 0))
-        why = "Runtime";
-    static const char *const cfg_keys[] = { "User", "WorkingDir", "Env", "Tty", "OpenStdin", "NetworkDisabled" };
-    for (size_t i = 0; !why && i < ELEMENTSOF(cfg_keys); i++)
-        if (!json_equal(json_object_get(want, cfg_keys[i]), json_object_get(cc, cfg_keys[i])))
-            why = cfg_keys[i];
-    /* its holder: a sleep of the pool's length, not the run's */
-    json_t *cmd = json_object_get(cc, "Cmd");
-    const char *c0 = json_string_value(json_array_get(cmd, 0)), *c1 = json_string_value(json_array_get(cmd, 1));
-    if (!why && (json_array_size(cmd) != 2 || !c0 || strcmp(c0, "sleep") != 0 || !c1 || !*c1 ||
-                 strspn(c1, "0123456789") != strlen(c1)))
-        why = "Cmd";
-    /* its labels: ours, and the image's digest, which it inherits */
-    json_t *labels = json_object_get(cc, "Labels");
-    json_object_foreach(json_object_get(want, "Labels"), key, v) {
-        if (!why && !json_equal(v, json_object_get(labels, key)))
-            why = "Labels";
-    }
-    const char *ld = json_string_value(json_object_get(labels, "dev.airlock.digest"));
-    const char *digest = b->o->image_digest ? b->o->image_digest : "";
-    if (strncmp(digest, "sha256:", 7) == 0)
-        digest += 7;
-    if (!why && (!ld || strcmp(ld, digest) != 0))
-        why = "the image's digest label";
-    const char *img = json_string_value(json_object_get(ins, "Image"));
-    if (!why && (!img || strcmp(img, h->image_id) != 0))
-        why = "Image";
-    /* no script (no exec at all) has run in it */
-    if (!why && json_array_size(json_object_get(ins, "ExecIDs")) > 0)
-        why = "ExecIDs";
-    /* what create() leaves to the daemon's defaults is still the default */
-    static const char *const empty[] = { "CapAdd", "GroupAdd", "Sysctls", "VolumesFrom", "DeviceCgroupRules",
-                                         "Binds", "Mounts", "Devices", "Links", "ExtraHosts", "Dns", "DnsOptions",
-                                         "DnsSearch", "DeviceRequests" };
-    for (size_t i = 0; !why && i < ELEMENTSOF(empty); i++) {
-        json_t *x = json_object_get(hc, empty[i]);
-        if (x && !json_is_null(x) && !((json_is_array(x) && json_array_size(x) == 0) ||
-                                       (json_is_object(x) && json_object_size(x) == 0)))
-            why = empty[i];
-    }
-    static const char *const blank[] = { "PidMode", "UTSMode", "UsernsMode", "CgroupParent", "Cgroup", "VolumeDriver" };
-    for (size_t i = 0; !why && i < ELEMENTSOF(blank); i++) {
-        const char *x = json_string_value(json_object_get(hc, blank[i]));
-        if (x && *x)
-            why = blank[i];
-    }
-    if (!why && json_is_true(json_object_get(hc, "OomKillDisable")))
-        why = "OomKillDisable";
-    if (!why && json_is_true(json_object_get(hc, "PublishAllPorts")))
-        why = "PublishAllPorts";
-    /* (WHY may be a key of WANT's: said before WANT goes) */
-    int r = why ? al_err(err, "docker", ESTALE, "the held container %.12s was not made as this run's own (%s differs)",
-                         b->id, why)
-                : 0;
-    json_decref(want);
-    return r;
-}
 
 /* The running container B->id: its init's pid (by pidfd), its cgroup dirs,
  * its holder kept from the OOM killer. SAME: check it was made as this
  * run's own (a held one). */
-static int inspect_init(dbox *b, bool same, al_error *err) {
+int al_docker_inspect_init(dbox *b, bool same, al_error *err) {
     char path[200];
     json_t *ins = NULL;
     snprintf(path, sizeof path, "/containers/%s/json", b->id);
@@ -443,7 +329,7 @@ static int inspect_init(dbox *b, bool same, al_error *err) {
     json_t *state = json_object_get(ins, "State");
     b->init_pid = (pid_t)json_integer_value(json_object_get(state, "Pid"));
     bool running = json_is_true(json_object_get(state, "Running"));
-    r = same ? same_box(b, ins, err) : 0;
+    r = same ? al_docker_same_box(b, ins, err) : 0;
     json_decref(ins);
     if (r < 0)
         return r;
@@ -466,13 +352,13 @@ static int inspect_init(dbox *b, bool same, al_error *err) {
     return 0;
 }
 
-static int start_and_inspect(dbox *b, al_error *err) {
+int al_docker_start_and_inspect(dbox *b, al_error *err) {
     char path[200];
     snprintf(path, sizeof path, "/containers/%s/start", b->id);
     int r = call_ok(b, "POST", path, NULL, NULL, err);
     if (r < 0)
         return al_err(err, "docker", -r, "start the container");
-    return inspect_init(b, false, err);
+    return al_docker_inspect_init(b, false, err);
 }
 
 /* Create an exec of ARGV as the script's uid; RET_ID gets its id. */
@@ -827,7 +713,7 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
 
 /* Run ARGV as the script's uid to its end, stdin from IN_FD, stdout to
  * OUT_FD (at most MAX bytes). Returns its exit code, or -errno. */
-static int exec_tar(dbox *b, char *const *argv, int in_fd, int out_fd, uint64_t max, bool *too_big, al_error *err) {
+int al_docker_exec_tar(dbox *b, char *const *argv, int in_fd, int out_fd, uint64_t max, bool *too_big, al_error *err) {
     char id[80];
     int r = exec_create(b, argv, NULL, "/", in_fd >= 0, id, err);
     if (r < 0)
@@ -845,415 +731,6 @@ static int exec_tar(dbox *b, char *const *argv, int in_fd, int out_fd, uint64_t 
     return 0;
 }
 
-/* ---- our scratch tmpfs: staging and collection ---- */
-
-static int scratch_mount(dbox *b, uint64_t bytes, al_error *err) {
-    /* in a mount namespace of this process's own, so it is gone with us
-     * whatever way we die */
-    if (!b->unshared && unshare(CLONE_NEWNS) < 0)
-        return al_err(err, "scratch", errno, "unshare(CLONE_NEWNS): %m");
-    if (!b->unshared && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-        return al_err(err, "scratch", errno, "make mounts private: %m");
-    b->unshared = true;
-    snprintf(b->scratch, sizeof b->scratch, "/tmp/airlock-docker-XXXXXX");
-    if (!mkdtemp(b->scratch)) {
-        b->scratch[0] = '\0';
-        return al_err(err, "scratch", errno, "mkdtemp: %m");
-    }
-    char opts[120];
-    snprintf(opts, sizeof opts, "size=%llu,nr_inodes=%llu,mode=0700", (unsigned long long)bytes,
-             (unsigned long long)(b->cfg->limits.tmpfs_inodes * 2 + b->cfg->limits.stage_files + 64));
-    if (mount("airlock-docker", b->scratch, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
-        return al_err(err, "scratch", errno, "mount a tmpfs: %m");
-    b->scratch_mounted = true;
-    return 0;
-}
-
-static void scratch_unmount(dbox *b) {
-    if (b->scratch_mounted)
-        umount2(b->scratch, MNT_DETACH);
-    if (b->scratch[0])
-        rmdir(b->scratch);
-    b->scratch_mounted = false;
-    b->scratch[0] = '\0';
-}
-
-/* A subdirectory of the scratch, owned by OWNER. */
-static int scratch_dir(dbox *b, const char *name, uid_t owner, al_error *err) {
-    char p[200];
-    snprintf(p, sizeof p, "%s/%s", b->scratch, name);
-    if (mkdir(p, 0700) < 0 || chown(p, owner, owner) < 0)
-        return al_err(err, "scratch", errno, "mkdir %s: %m", p);
-    int fd = open(p, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
-    return fd < 0 ? al_err(err, "scratch", errno, "open %s: %m", p) : fd;
-}
-
-/* Write the tree at DIR (ours: regular files, directories) as a tar into a
- * memfd, with paths under PREFIX and owned by UID. */
-static int pack(const char *dir, uid_t uid, al_error *err) {
-    int mfd = memfd_create("airlock-stage", MFD_CLOEXEC);
-    if (mfd < 0)
-        return al_err(err, "stage", errno, "memfd_create: %m");
-    struct archive *disk = archive_read_disk_new(), *w = archive_write_new();
-    int r = 0;
-    _cleanup_close_ int cwd = -1;
-    if (!disk || !w) {
-        r = al_err(err, "stage", ENOMEM, "libarchive");
-        goto out;
-    }
-    archive_read_disk_set_symlink_physical(disk);
-    archive_read_disk_set_behavior(disk, ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS | ARCHIVE_READDISK_NO_XATTR |
-                                             ARCHIVE_READDISK_NO_ACL | ARCHIVE_READDISK_NO_FFLAGS);
-    archive_write_set_format_pax_restricted(w);
-    /* relative names: the tar holds work/... and tmp/... */
-    cwd = open(".", O_DIRECTORY | O_RDONLY | O_CLOEXEC);
-    if (cwd < 0 || chdir(dir) < 0) {
-        r = al_err(err, "stage", errno, "chdir: %m");
-        goto out;
-    }
-    if (archive_write_open_fd(w, mfd) != ARCHIVE_OK || archive_read_disk_open(disk, ".") != ARCHIVE_OK) {
-        r = al_err(err, "stage", EIO, "libarchive: %s", archive_error_string(w) ?: archive_error_string(disk));
-        goto out;
-    }
-    for (;;) {
-        struct archive_entry *ent = archive_entry_new();
-        int k = archive_read_next_header2(disk, ent);
-        if (k == ARCHIVE_EOF) {
-            archive_entry_free(ent);
-            break;
-        }
-        if (k != ARCHIVE_OK) {
-            archive_entry_free(ent);
-            r = al_err(err, "stage", EIO, "read the stage: %s", archive_error_string(disk));
-            break;
-        }
-        archive_read_disk_descend(disk);
-        const char *pn = archive_entry_pathname(ent);
-        if (strcmp(pn, ".") == 0) {
-            archive_entry_free(ent);
-            continue;
-        }
-        archive_entry_set_uid(ent, uid);
-        archive_entry_set_gid(ent, uid);
-        archive_entry_set_uname(ent, NULL);
-        archive_entry_set_gname(ent, NULL);
-        if (archive_write_header(w, ent) != ARCHIVE_OK) {
-            r = al_err(err, "stage", EIO, "write the stage: %s", archive_error_string(w));
-            archive_entry_free(ent);
-            break;
-        }
-        if (archive_entry_filetype(ent) == AE_IFREG) {
-            _cleanup_close_ int fd = open(archive_entry_sourcepath(ent) ?: pn, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-            char buf[65536];
-            ssize_t n;
-            while (fd >= 0 && (n = read(fd, buf, sizeof buf)) > 0)
-                archive_write_data(w, buf, (size_t)n);
-        }
-        archive_entry_free(ent);
-    }
-    if (archive_write_close(w) != ARCHIVE_OK && r == 0)
-        r = al_err(err, "stage", EIO, "finish the stage: %s", archive_error_string(w));
-out:
-    if (cwd >= 0 && fchdir(cwd) < 0 && r == 0)
-        r = al_err(err, "stage", errno, "fchdir: %m");
-    if (disk)
-        archive_read_free(disk);
-    if (w)
-        archive_write_free(w);
-    if (r < 0) {
-        close(mfd);
-        return r;
-    }
-    lseek(mfd, 0, SEEK_SET);
-    return mfd;
-}
-
-/* Under runc the container's tmpfs mounts are this host's: its root is
- * reached through its init's /proc/PID/root, by pidfd (the pid cannot have
- * been reused while the process it names is alive), and /work, /out, /tmp
- * are opened beneath it with no link followed and checked to be tmpfs. The
- * native box's staging and collection then apply as they are, with the
- * script's uid's file rights. (gVisor's mounts live in its Sentry: there
- * the tar streams below are the way.) */
-static int open_root(dbox *b, al_error *err) {
-    int pidfd = b->init_fd;
-    char p[64];
-    snprintf(p, sizeof p, "/proc/%d/root", (int)b->init_pid);
-    int fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return al_err(err, "docker", errno, "open the container's root: %m");
-    struct pollfd pf = { .fd = pidfd, .events = POLLIN };
-    if (poll(&pf, 1, 0) != 0) {
-        close(fd);
-        return al_err(err, "docker", ESRCH, "the container's init ended while its root was opened");
-    }
-    b->rootfd = fd;
-    return 0;
-}
-
-static int open_scratch(dbox *b, const char *name, al_error *err) {
-    struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW,
-                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
-    int fd = (int)syscall(SYS_openat2, b->rootfd, name, &how, sizeof how);
-    if (fd < 0)
-        return al_err(err, "docker", errno, "open the container's /%s: %m", name);
-    struct statfs sf;
-    if (fstatfs(fd, &sf) < 0 || sf.f_type != TMPFS_MAGIC) {
-        close(fd);
-        return al_err(err, "docker", EXDEV, "the container's /%s is not its tmpfs", name);
-    }
-    return fd;
-}
-
-/* The run's files and inputs into the directory OPEN_DIR gives for "work",
- * and the image's /tmp seed into the one for "tmp", with the native box's
- * staging rules and the script's uid's file rights: the container's own
- * tmpfs (runc) or our scratch, packed afterwards (gVisor). */
-static int stage_into(dbox *b, int (*open_dir)(dbox *, const char *, al_error *), al_error *err) {
-    const al_box_config *cfg = b->cfg;
-    _cleanup_close_ int workfd = open_dir(b, "work", err);
-    if (workfd < 0)
-        return workfd;
-    al_stage st = { .workfd = workfd, .uid = b->uid, .gid = b->uid, .max_files = cfg->limits.stage_files,
-                    .max_bytes = cfg->limits.stage_bytes, .max_depth = cfg->limits.max_depth };
-    int r = 0;
-    for (size_t i = 0; r == 0 && i < cfg->n_files; i++)
-        r = al_stage_data(&st, cfg->files[i].name, cfg->files[i].data, cfg->files[i].len, cfg->files[i].mode, err);
-    for (size_t i = 0; r == 0 && i < cfg->n_inputs; i++)
-        r = al_stage_path(&st, cfg->inputs[i], err);
-    const al_runtime *rt = cfg->runtime;
-    if (r == 0 && rt->tmp_seed && rt->tmp_seed_root) {
-        _cleanup_close_ int tmpfd = open_dir(b, "tmp", err);
-        if (tmpfd < 0)
-            return tmpfd;
-        al_stage ts = st;
-        ts.workfd = tmpfd;
-        ts.files = ts.bytes = 0;
-        ts.max_bytes = cfg->limits.tmpfs_bytes;
-        ts.max_files = cfg->limits.tmpfs_inodes;
-        r = al_stage_beneath_as(&ts, rt->tmp_seed_root, rt->tmp_seed, rt->tmp_seed_name, err);
-    }
-    return r;
-}
-
-/* The native box's collection caps for this run, reading as UID. */
-static al_collect_limits collect_limits(const dbox *b, uid_t uid) {
-    const al_box_limits *l = &b->cfg->limits;
-    return (al_collect_limits){
-        .max_files = l->max_artifacts, .max_file_bytes = l->max_artifact_bytes,
-        .max_total_bytes = l->max_artifacts_total, .max_depth = l->max_depth,
-        .max_entries = l->max_artifacts * 10 + 1000, .uid = uid, .gid = uid,
-    };
-}
-
-static int collect_direct(dbox *b, al_error *err) {
-    _cleanup_close_ int outfd = open_scratch(b, "out", err);
-    if (outfd < 0)
-        return outfd;
-    al_collect_limits cl = collect_limits(b, b->uid);
-    return al_collect(outfd, b->cfg->out_dirfd, &cl, b->res, err);
-}
-
-static int scratch_box_dir(dbox *b, const char *name, al_error *err) { return scratch_dir(b, name, b->uid, err); }
-
-static int stage(dbox *b, al_error *err) {
-    int r = stage_into(b, scratch_box_dir, err);
-    if (r < 0)
-        return r;
-    _cleanup_close_ int tar = pack(b->scratch, b->uid, err);
-    if (tar < 0)
-        return tar;
-    char *argv[] = { "tar", "-x", "-f", "-", "-C", "/", "--no-same-owner", "--no-overwrite-dir", NULL };
-    r = exec_tar(b, argv, tar, -1, 0, NULL, err);
-    /* the staged copies are in the box now: their memory goes */
-    scratch_unmount(b);
-    return r;
-}
-
-/* ---- collection: /out through tar, onto our tmpfs, then al_collect ---- */
-
-/* Make the directories of REL (a path from the tar) beneath DIRFD and
- * return an fd of its parent, with its last component in *LEAF. */
-static int open_parent(int dirfd, char *rel, const char **leaf, unsigned max_depth) {
-    int cur = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-    unsigned depth = 0;
-    char *save = NULL, *part = strtok_r(rel, "/", &save);
-    while (part) {
-        char *next = strtok_r(NULL, "/", &save);
-        if (!next) {
-            *leaf = part;
-            return cur;
-        }
-        if (strcmp(part, ".") == 0) {
-            part = next;
-            continue;
-        }
-        if (strcmp(part, "..") == 0 || ++depth > max_depth + 1) {
-            close(cur);
-            return -EINVAL;
-        }
-        mkdirat(cur, part, 0700);
-        int fd = al_openat_beneath(cur, part, O_DIRECTORY | O_RDONLY, 0);
-        close(cur);
-        if (fd < 0)
-            return fd;
-        cur = fd;
-        part = next;
-    }
-    close(cur);
-    return -EINVAL;
-}
-
-
-static int unpack(dbox *b, int tarfd, int outfd, al_error *err) {
-    const al_box_limits *l = &b->cfg->limits;
-    struct archive *a = archive_read_new();
-    if (!a)
-        return al_err(err, "collect", ENOMEM, "libarchive");
-    archive_read_support_format_tar(a);
-    int r = 0;
-    if (archive_read_open_fd(a, tarfd, 65536) != ARCHIVE_OK) {
-        r = al_err(err, "collect", EIO, "read /out's tar: %s", archive_error_string(a));
-        archive_read_free(a);
-        return r;
-    }
-    uint64_t entries = 0, max_entries = l->max_artifacts * 10 + 1000;
-    struct archive_entry *ent;
-    while (r == 0 && archive_read_next_header(a, &ent) == ARCHIVE_OK) {
-        const char *pn = archive_entry_pathname(ent);
-        if (!pn)
-            continue;
-        if (++entries > max_entries) {
-            r = al_collect_add_skip(b->res, pn, "entry limit reached: the rest of /out was not examined");
-            break;
-        }
-        char rel[4096];
-        snprintf(rel, sizeof rel, "%s", pn);
-        size_t n = strlen(rel);
-        while (n > 1 && rel[n - 1] == '/')
-            rel[--n] = '\0';
-        if (strcmp(rel, ".") == 0 || strcmp(rel, "./") == 0)
-            continue;
-        const char *leaf = NULL;
-        char tmp[4096];
-        snprintf(tmp, sizeof tmp, "%s", rel);
-        int pfd = open_parent(outfd, tmp, &leaf, (unsigned)l->max_depth);
-        const char *shown = strncmp(rel, "./", 2) == 0 ? rel + 2 : rel;
-        if (pfd < 0) {
-            /* past the depth cap (or not a path beneath /out): collect
-             * names the directory at the cap, as it does for the native box */
-            continue;
-        }
-        mode_t type = archive_entry_filetype(ent);
-        if (type == AE_IFDIR) {
-            mkdirat(pfd, leaf, 0700);
-        } else if (type == AE_IFREG && !archive_entry_hardlink(ent)) {
-            int fd = al_openat_beneath(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL, 0600);
-            /* past the per-file cap is enough for collect to skip it */
-            uint64_t left = l->max_artifact_bytes + 1;
-            char buf[65536];
-            la_ssize_t k = 0;
-            while (fd >= 0 && left && (k = archive_read_data(a, buf, sizeof buf < left ? sizeof buf : left)) > 0) {
-                if (al_write_all(fd, buf, (size_t)k) < 0)
-                    break;
-                left -= (uint64_t)k;
-            }
-            if (fd >= 0)
-                close(fd);
-            /* a file the stream ended inside (the tar cut at its bound) is
-             * not an artifact: what there is of it is not what /out held */
-            if (fd >= 0 && k < 0) {
-                unlinkat(pfd, leaf, 0);
-                r = al_collect_add_skip(b->res, shown, "cut off: /out's tar exceeded its bound");
-            }
-        } else if (archive_entry_hardlink(ent)) {
-            /* another name of a file already extracted */
-            char tgt[4096];
-            snprintf(tgt, sizeof tgt, "%s", archive_entry_hardlink(ent));
-            int src = al_openat_beneath(outfd, strncmp(tgt, "./", 2) == 0 ? tgt + 2 : tgt, O_PATH, 0);
-            if (src >= 0) {
-                if (linkat(src, "", pfd, leaf, AT_EMPTY_PATH) < 0)
-                    r = al_collect_add_skip(b->res, shown, "a hard link that could not be read back");
-                close(src);
-            }
-        } else if (type == AE_IFLNK) {
-            /* made as what it was, so collect names it as native does */
-            if (symlinkat(archive_entry_symlink(ent) ?: "", pfd, leaf) < 0)
-                r = al_collect_add_skip(b->res, shown, "symbolic link (not followed)");
-        } else if (type == AE_IFIFO) {
-            mknodat(pfd, leaf, S_IFIFO | 0600, 0);
-        } else {
-            r = al_collect_add_skip(b->res, shown, "not a regular file");
-        }
-        close(pfd);
-    }
-    archive_read_free(a);
-    return r;
-}
-
-/* What tar --ignore-failed-read left out ("tar: ./P: Warning: Cannot open:
- * Permission denied", a file the script made unreadable) is a skip, as the
- * native box's collection names it, never a silent loss. Past what its
- * kept stderr holds, "." says more may be left out. */
-static void tar_unreadable(dbox *b) {
-    bool full = strlen(b->tar_err) >= sizeof b->tar_err - 1;
-    char *save = NULL;
-    for (char *l = strtok_r(b->tar_err, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-        char *end = strstr(l, ": Cannot open: ");
-        if (strncmp(l, "tar: ", 5) != 0 || !end)
-            continue;
-        *end = '\0';
-        /* --ignore-failed-read says it as a warning */
-        size_t n = strlen(l);
-        if (n >= 5 + 9 && strcmp(l + n - 9, ": Warning") == 0)
-            l[n - 9] = '\0';
-        const char *p = strncmp(l + 5, "./", 2) == 0 ? l + 7 : l + 5;
-        char why[160];
-        snprintf(why, sizeof why, "unreadable: %s", end + strlen(": Cannot open: "));
-        al_collect_add_skip(b->res, p, why);
-    }
-    if (full)
-        al_collect_add_skip(b->res, ".", "the box's tar could not read more of /out than it could name");
-}
-
-static int collect(dbox *b, al_error *err) {
-    const al_box_limits *l = &b->cfg->limits;
-    int r = scratch_mount(b, l->tmpfs_bytes + (4u << 20), err);
-    if (r < 0)
-        return r;
-    _cleanup_close_ int outfd = scratch_dir(b, "out", 0, err);
-    if (outfd < 0)
-        return outfd;
-    _cleanup_close_ int mfd = memfd_create("airlock-out", MFD_CLOEXEC);
-    if (mfd < 0)
-        return al_err(err, "collect", errno, "memfd_create: %m");
-    uint64_t max = l->tmpfs_bytes + l->tmpfs_inodes * TAR_PER_ENTRY + (1u << 20);
-    bool too_big = false;
-    /* everything under /out, as tar finds it; no link followed (tar's default) */
-    /* a file the script made unreadable (mode 000) is left out, not a
-     * failure: collect would not read it on the native box either */
-    char *targv[] = { "tar", "-c", "-f", "-", "--ignore-failed-read", "-C", "/out", ".", NULL };
-    al_error terr = { 0 };
-    r = exec_tar(b, targv, -1, mfd, max, &too_big, &terr);
-    if (r == -EIO) {
-        /* tar itself failed on what the script left in /out: whatever the
-         * script can cause is the run's outcome, never airlock's error */
-        return al_collect_add_skip(b->res, ".", "/out could not be read whole: the box's tar failed");
-    }
-    if (r < 0) {
-        *err = terr;
-        return r;
-    }
-    if (too_big)
-        al_collect_add_skip(b->res, ".", "/out's tar exceeded its bound: the rest of /out was not examined");
-    tar_unreadable(b);
-    lseek(mfd, 0, SEEK_SET);
-    if ((r = unpack(b, mfd, outfd, err)) < 0)
-        return r;
-    /* extracted by us as root: read as root, beneath our own tmpfs */
-    al_collect_limits cl = collect_limits(b, 0);
-    return al_collect(outfd, b->cfg->out_dirfd, &cl, b->res, err);
-}
 
 /* ---- the network listener, in the container's network namespace ---- */
 
@@ -1309,7 +786,7 @@ static void kill_container(dbox *b) {
     al_engine_call(&b->e, "POST", path, NULL, NULL, &e);
 }
 
-static void remove_container(dbox *b) {
+void al_docker_remove_container(dbox *b) {
     if (!b->own || !b->id[0] || !b->engine_open)
         return;
     al_error e = { 0 };
@@ -1379,24 +856,6 @@ static bool container_running(dbox *b) {
     return up;
 }
 
-/* The container the owner made ahead of need (o->held) as this run's:
- * only if its holder outlives the run and the daemon says it was made for
- * this run's limits and uids. Its owner removes it, never this run. */
-static int use_held(dbox *b, al_error *err) {
-    const al_docker_held *h = b->o->held;
-    if ((uint64_t)h->hold_until_s < (uint64_t)time(NULL) + b->cfg->limits.wall_ms / 1000 + HOLD_MARGIN_S)
-        return al_err(err, "docker", ESTALE, "the held container's holder ends before this run could");
-    if (!h->id[0] || strspn(h->id, "0123456789abcdef") != strlen(h->id) || !h->holder || !h->uid)
-        return al_err(err, "docker", EINVAL, "the held container is not named");
-    snprintf(b->id, sizeof b->id, "%s", h->id);
-    snprintf(b->res->engine_image, sizeof b->res->engine_image, "%s", h->image_id);
-    b->holder = h->holder;
-    b->uid = h->uid;
-    int r = inspect_init(b, true, err);
-    if (r == 0)
-        b->res->pooled = true;
-    return r;
-}
 
 static int run(dbox *b, al_error *err) {
     const al_box_config *cfg = b->cfg;
@@ -1413,7 +872,7 @@ static int run(dbox *b, al_error *err) {
     b->engine_open = true;
     /* a container made ahead of need, when it is still fit for this run;
      * else (it died idle, say) one of its own, as if there were no pool */
-    if (b->o->held && use_held(b, err) < 0) {
+    if (b->o->held && al_docker_use_held(b, err) < 0) {
         memset(err, 0, sizeof *err);
         b->id[0] = '\0';
         b->holder = b->uid = 0;
@@ -1430,17 +889,18 @@ static int run(dbox *b, al_error *err) {
     res->controls.host_uid_unique = true;
     /* gVisor's stage: /work's inputs and the image's /tmp seed, packed */
     if (b->o->runtime == AL_DOCKER_RUNSC &&
-        (r = scratch_mount(b, cfg->limits.stage_bytes + cfg->limits.tmpfs_bytes + (4u << 20), err)) < 0)
+        (r = al_docker_scratch_mount(b, cfg->limits.stage_bytes + cfg->limits.tmpfs_bytes + (4u << 20), err)) < 0)
         return r;
     b->hold_s = cfg->limits.wall_ms / 1000 + HOLD_MARGIN_S;
-    if (!res->pooled && ((r = create(b, res->engine_image, err)) < 0 || (r = start_and_inspect(b, err)) < 0))
+    if (!res->pooled &&
+        ((r = al_docker_create(b, res->engine_image, err)) < 0 || (r = al_docker_start_and_inspect(b, err)) < 0))
         return r;
     if (cfg->listen_port && (r = listener(b, err)) < 0)
         return r;
     bool direct = b->o->runtime == AL_DOCKER_RUNC;
-    if (direct && (r = open_root(b, err)) < 0)
+    if (direct && (r = al_docker_open_root(b, err)) < 0)
         return r;
-    if ((r = direct ? stage_into(b, open_scratch, err) : stage(b, err)) < 0)
+    if ((r = direct ? al_docker_stage_into(b, al_docker_open_scratch, err) : al_docker_stage(b, err)) < 0)
         return r;
 
     char id[80];
@@ -1542,7 +1002,7 @@ static int run(dbox *b, al_error *err) {
     else if (res->reason == AL_REASON_EXITED && pids_cap_hit(b))
         res->reason = AL_REASON_PIDS;
     /* hashed, and copied when the caller gave a directory for them */
-    return direct ? collect_direct(b, err) : collect(b, err);
+    return direct ? al_docker_collect_direct(b, err) : al_docker_collect(b, err);
 }
 
 int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_result *res) {
@@ -1558,8 +1018,8 @@ int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_resu
         close(b.rootfd);
     if (b.init_fd >= 0)
         close(b.init_fd);
-    remove_container(&b);
-    scratch_unmount(&b);
+    al_docker_remove_container(&b);
+    al_docker_scratch_unmount(&b);
     if (b.engine_open)
         al_engine_close(&b.e);
     if (b.uid_lock >= 0)
@@ -1571,117 +1031,3 @@ int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_resu
     return r;
 }
 
-int al_docker_hold(const al_docker_opts *o, const al_box_limits *l, uint64_t idle_s, al_docker_held *ret,
-                   al_error *err) {
-    memset(ret, 0, sizeof *ret);
-    ret->holder_lock = ret->uid_lock = -1;
-    const char *digest = o->image_digest;
-    if (!o->image_dir || !digest)
-        return al_err(err, "docker", EINVAL, "a held container is of an image");
-    if (strncmp(digest, "sha256:", 7) == 0)
-        digest += 7;
-    al_box_config cfg = { .limits = *l, .stdin_fd = -1, .cancel_fd = -1, .out_dirfd = -1 };
-    al_box_result res = { 0 };
-    dbox b = { .o = o, .cfg = &cfg, .res = &res, .holder_lock = -1, .uid_lock = -1, .rootfd = -1, .init_fd = -1 };
-    /* its holder lives as long as it may wait, and then as a run's would */
-    b.hold_s = idle_s + l->wall_ms / 1000 + HOLD_MARGIN_S;
-    char sock[108];
-    int r = al_engine_socket_path(o->socket, sock, sizeof sock, err);
-    if (r < 0 || (r = al_engine_open(&b.e, sock, err)) < 0)
-        return r;
-    b.engine_open = true;
-    int64_t t0 = (int64_t)time(NULL);
-    /* only an image the daemon holds already: the first run of an image
-     * loads it (in its helper, a process of its own) */
-    if ((r = al_docker_image_loaded(&b.e, digest, ret->image_id, err)) == 0 &&
-        (r = al_uid_acquire(&b.holder, &b.holder_lock, err)) == 0 && (r = al_uid_acquire(&b.uid, &b.uid_lock, err)) == 0 &&
-        (r = create(&b, ret->image_id, err)) == 0)
-        r = start_and_inspect(&b, err);
-    if (b.init_fd >= 0)
-        close(b.init_fd);
-    if (r < 0) {
-        remove_container(&b);
-        al_engine_close(&b.e);
-        if (b.uid_lock >= 0)
-            close(b.uid_lock);
-        if (b.holder_lock >= 0)
-            close(b.holder_lock);
-        return r;
-    }
-    al_engine_close(&b.e);
-    snprintf(ret->id, sizeof ret->id, "%s", b.id);
-    ret->holder = b.holder;
-    ret->uid = b.uid;
-    ret->holder_lock = b.holder_lock;
-    ret->uid_lock = b.uid_lock;
-    ret->hold_until_s = t0 + (int64_t)b.hold_s;
-    return 0;
-}
-
-bool al_docker_held_alive(const char *socket, const al_docker_held *h) {
-    char sock[108], path[200];
-    al_error err = { 0 };
-    al_engine e;
-    if (!h->id[0] || al_engine_socket_path(socket, sock, sizeof sock, &err) < 0 || al_engine_open(&e, sock, &err) < 0)
-        return false;
-    snprintf(path, sizeof path, "/containers/%s/json", h->id);
-    json_t *ins = NULL;
-    bool up = al_engine_call(&e, "GET", path, NULL, &ins, &err) == 200 &&
-              json_is_true(json_object_get(json_object_get(ins, "State"), "Running"));
-    json_decref(ins);
-    al_engine_close(&e);
-    return up;
-}
-
-bool al_docker_release(const char *socket, al_docker_held *h) {
-    char sock[108];
-    al_error err = { 0 };
-    al_engine e;
-    int st = -1;
-    if (!h->id[0])
-        st = 204;
-    else if (al_engine_socket_path(socket, sock, sizeof sock, &err) == 0 && al_engine_open(&e, sock, &err) == 0) {
-        char path[200];
-        snprintf(path, sizeof path, "/containers/%s?force=1&v=1", h->id);
-        st = al_engine_call(&e, "DELETE", path, NULL, NULL, &err);
-        al_engine_close(&e);
-    }
-    /* its uids go back only once it is gone (204, or 404: gone already) */
-    if (st != 204 && st != 404)
-        return false;
-    if (h->uid_lock >= 0)
-        close(h->uid_lock);
-    if (h->holder_lock >= 0)
-        close(h->holder_lock);
-    h->uid_lock = h->holder_lock = -1;
-    h->id[0] = '\0';
-    return true;
-}
-
-void al_docker_sweep(const char *socket) {
-    char sock[108];
-    al_error err = { 0 };
-    al_engine e;
-    if (al_engine_socket_path(socket, sock, sizeof sock, &err) < 0 || al_engine_open(&e, sock, &err) < 0)
-        return;
-    json_t *list = NULL;
-    if (al_engine_call(&e, "GET", "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22" LABEL_BOX "%22%5D%7D",
-                       NULL, &list, &err) == 200) {
-        size_t i;
-        json_t *c;
-        json_array_foreach(list, i, c) {
-            const char *id = json_string_value(json_object_get(c, "Id"));
-            const char *u = json_string_value(json_object_get(json_object_get(c, "Labels"), LABEL_UID));
-            unsigned uid = 0;
-            if (!id || !u || sscanf(u, "%u", &uid) != 1 || strspn(id, "0123456789abcdef") != strlen(id))
-                continue;
-            if (!al_uid_is_free((uid_t)uid))
-                continue;
-            char path[200];
-            snprintf(path, sizeof path, "/containers/%s?force=1&v=1", id);
-            al_engine_call(&e, "DELETE", path, NULL, NULL, &err);
-        }
-    }
-    json_decref(list);
-    al_engine_close(&e);
-}

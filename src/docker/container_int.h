@@ -1,0 +1,87 @@
+/*
+ * What the Docker box's own files share, and nothing outside src/docker
+ * may use: one run's state and the steps one file takes for another.
+ * container.c makes the container and runs the execs in it (the script's,
+ * and tar's for tar_io.c), tar_io.c moves the run's files in and out,
+ * held.c makes and checks the containers held ahead of need.
+ */
+#pragma once
+
+#include "docker.h"
+
+#define LABEL_BOX "dev.airlock.box"
+#define LABEL_UID "dev.airlock.uid"
+/* how long the holder outlives the wall clock, at most */
+#define HOLD_MARGIN_S 300
+
+/* One container's run (al_docker_run), or its making ahead of need
+ * (al_docker_hold). */
+typedef struct dbox {
+    const al_docker_opts *o;
+    const al_box_config *cfg;
+    al_box_result *res;
+    al_engine e;
+    bool engine_open;
+    char id[80];                  /* the container */
+    uid_t holder, uid;
+    int holder_lock, uid_lock;
+    pid_t init_pid;
+    char cg_pids[512], cg_mem[512], cg_cpu[512]; /* its cgroup dirs on this host ("" unknown) */
+    char scratch[64];             /* our tmpfs: stage and collect */
+    bool scratch_mounted, unshared;
+    uint64_t pids_hits_seen, pids_current_seen; /* the host cgroup's, last read */
+    uint64_t mem_peak_seen, oom_seen;
+    int rootfd;                   /* runc: the container's root, through its init (O_PATH) */
+    int init_fd;                  /* pidfd of the container's init */
+    bool killed_whole;            /* airlock killed the container: /out is lost */
+    bool own;                     /* made here, so removed here (a held one is its owner's) */
+    bool inside_clean;            /* gVisor: a kill from inside found none of the script's left */
+    uint64_t hold_s;              /* how long its holder lives */
+    char tar_err[512];            /* the last tar's stderr, its first 511 bytes */
+} dbox;
+
+/* ---- container.c ---- */
+
+/* The body of POST /containers/create for B's container of IMAGE_ID:
+ * written once, for a run's container and to check a held one against. */
+json_t *al_docker_create_body(dbox *b, const char *image_id, al_error *err);
+/* Create B's container (B->id; B->own). */
+int al_docker_create(dbox *b, const char *image_id, al_error *err);
+/* Start it, then al_docker_inspect_init(B, false). */
+int al_docker_start_and_inspect(dbox *b, al_error *err);
+/* B's running container: its init (pid, pidfd, cgroups); SAME: checked by
+ * al_docker_same_box first. */
+int al_docker_inspect_init(dbox *b, bool same, al_error *err);
+/* Remove B's container if it is B's own to remove. */
+void al_docker_remove_container(dbox *b);
+/* Run tar's ARGV in the box as the script's uid to its end, stdin from
+ * IN_FD, stdout to OUT_FD (at most MAX bytes, *TOO_BIG past it); its
+ * stderr kept in B->tar_err. 0, or -errno (-EIO: tar failed). */
+int al_docker_exec_tar(dbox *b, char *const *argv, int in_fd, int out_fd, uint64_t max, bool *too_big,
+                       al_error *err);
+
+/* ---- tar_io.c ---- */
+
+/* Our scratch tmpfs of BYTES (B->scratch), in a mount namespace of our
+ * own; and its end. */
+int al_docker_scratch_mount(dbox *b, uint64_t bytes, al_error *err);
+void al_docker_scratch_unmount(dbox *b);
+/* runc: the container's root (B->rootfd), and its tmpfs NAME beneath it. */
+int al_docker_open_root(dbox *b, al_error *err);
+int al_docker_open_scratch(dbox *b, const char *name, al_error *err);
+/* Stage the run's files into the directories OPEN_DIR opens. */
+int al_docker_stage_into(dbox *b, int (*open_dir)(dbox *, const char *, al_error *), al_error *err);
+/* gVisor: stage through our scratch and a tar exec. */
+int al_docker_stage(dbox *b, al_error *err);
+/* /out collected: straight from the container's tmpfs (runc), or through
+ * a tar exec and our scratch (gVisor). */
+int al_docker_collect_direct(dbox *b, al_error *err);
+int al_docker_collect(dbox *b, al_error *err);
+
+/* ---- held.c ---- */
+
+/* 0 when the daemon's record INS of B's held container shows it made as
+ * this run's own would be, else -ESTALE naming what differs. */
+int al_docker_same_box(dbox *b, json_t *ins, al_error *err);
+/* Take B->o->held as this run's container, if it is still fit for it. */
+int al_docker_use_held(dbox *b, al_error *err);
