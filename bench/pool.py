@@ -10,6 +10,7 @@ warm_pool = 0, both at the default limits (0.5 CPU, 512 MiB).
 2. The chart script's first line: POST of `import pandas,
    matplotlib.pyplot; print(...)` and its events followed (SSE) until the
    first stdout event, warm and cold.
+   The same for Node (`0`), against bare `node -e 0`.
 3. Throughput with 16 clients of trivial Python, warm and cold, against
    bare `python3 -c pass` processes with 16 at once.
 4. Memory: what one idle warm box holds (its cgroup's usage, and its
@@ -47,9 +48,9 @@ def service(tmp, name, **config):
     return image_service(tmp / name, config)
 
 
-def api(svc):
+def api(svc, language="python"):
     t = time.monotonic()
-    doc = svc.run("pass", image="default")
+    doc = svc.run("pass" if language == "python" else "0", language=language, image="default")
     assert doc["state"] == "succeeded", doc
     return (time.monotonic() - t) * 1000, doc["result"]["box"].get("warm", False)
 
@@ -69,17 +70,18 @@ def first_line(svc):
     return dt, run["result"]["box"].get("warm", False)
 
 
-def bare():
+def bare(cmd=("/usr/bin/python3", "-c", "pass")):
     t = time.monotonic()
-    subprocess.run(["/usr/bin/python3", "-c", "pass"], check=True)
+    subprocess.run(list(cmd), check=True)
     return (time.monotonic() - t) * 1000, None
 
 
-def wait_ready(svc, n=1, timeout=120):
+def wait_ready(svc, n=1, timeout=120, language=None, shapes=1):
+    """Until SHAPES shapes (of LANGUAGE, if given) hold N ready boxes each."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         st = svc.ok("GET", "/v1/settings")["badges"]["pool"]["state"]
-        if any(sh["idle"] >= n for sh in st["shapes"]):
+        if sum(sh["idle"] >= n and language in (None, sh["language"]) for sh in st["shapes"]) >= shapes:
             return st
         time.sleep(0.05)
     return None
@@ -99,13 +101,17 @@ def main():
         # teach the warm service its shapes, then let it fill
         api(warm)
         first_line(warm)
-        wait_ready(warm, 2)
-        lat = {"bare python3 -c pass": [], "API pass, warm": [], "API pass, cold": []}
+        api(warm, "node")
+        wait_ready(warm, 1, shapes=2)
+        lat = {"bare python3 -c pass": [], "API pass, warm": [], "API pass, cold": [],
+               "bare node -e 0": [], "API node 0, warm": [], "API node 0, cold": []}
         fl = {"chart first line, warm": [], "chart first line, cold": []}
-        hits = {"API pass, warm": 0, "chart first line, warm": 0}
+        hits = {"API pass, warm": 0, "chart first line, warm": 0, "API node 0, warm": 0}
         for i in range(args.runs):
             for name, fn in [("bare python3 -c pass", bare), ("API pass, cold", lambda: api(cold)),
-                             ("chart first line, cold", lambda: first_line(cold))]:
+                             ("chart first line, cold", lambda: first_line(cold)),
+                             ("bare node -e 0", lambda: bare(("/usr/bin/node", "-e", "0"))),
+                             ("API node 0, cold", lambda: api(cold, "node"))]:
                 dt, _ = fn()
                 (lat if name in lat else fl)[name].append(dt)
             # the warm ones with a box ready, as an agent's next run finds it
@@ -117,6 +123,10 @@ def main():
             dt, w = first_line(warm)
             fl["chart first line, warm"].append(dt)
             hits["chart first line, warm"] += bool(w)
+            wait_ready(warm, 1, language="node")
+            dt, w = api(warm, "node")
+            lat["API node 0, warm"].append(dt)
+            hits["API node 0, warm"] += bool(w)
         for name, xs in {**lat, **fl}.items():
             out[name] = statistics.median(xs)
             extra = f"   warm {hits[name]}/{len(xs)}" if name in hits else ""
@@ -125,9 +135,11 @@ def main():
               f"(target >= 50x and warm <= 25 ms)")
         print(f"API pass warm / bare python3 -c pass = {out['API pass, warm'] / out['bare python3 -c pass']:.2f} "
               f"(target <= 1.0)")
+        print(f"API node warm / bare node -e 0 = {out['API node 0, warm'] / out['bare node -e 0']:.2f}; "
+              f"cold / warm = {out['API node 0, cold'] / out['API node 0, warm']:.2f}")
 
         # memory of idle warm boxes
-        wait_ready(warm, 2)
+        wait_ready(warm, 1, shapes=2)
         usages = []
         for d in glob.glob("/sys/fs/cgroup/memory/airlock/box-*"):
             try:

@@ -247,7 +247,7 @@ static int warm_handoff(void *ud, al_box_config *run, al_error *err) {
     if (j->lang != s->lang || !j->img_digest != !s->img_digest ||
         (j->img_digest && strcmp(j->img_digest, s->img_digest) != 0) ||
         memcmp(&j->lim, &s->lim, sizeof j->lim) != 0 || j->skill_dir || cli_net_listen_port(j->net) ||
-        json_object_get(j->doc, "driver"))
+        json_object_get(j->doc, "driver") || (j->in_fd >= 0 && strcmp(j->lang->name, "python") != 0))
         return al_err(err, "warm", EINVAL, "the run is not of the shape this warm box was made for");
     job_config(&w->run, w->cancel, run);
     return 0;
@@ -274,7 +274,7 @@ int cli_helper(int argc, char **argv) {
         const al_lang *l = ln ? al_lang_by_name(ln) : NULL;
         if (!l || !(launcher = al_lang_warm_start(l))) {
             json_decref(doc);
-            return fail("job", "a warm box is for a language with a warm start (python)");
+            return fail("job", "a warm box is for a language with a warm start (python, node)");
         }
     }
     job j;

@@ -1,7 +1,8 @@
 /*
- * The native driver's warm boxes (issue 14): for each shape of Python run
- * it has seen (image, limits), a few helpers whose box is made and whose
- * interpreter has started and imported the preload modules, each waiting
+ * The native driver's warm boxes (issue 14): for each shape of Python or
+ * Node run it has seen (language, image, limits), a few helpers whose box
+ * is made and whose interpreter has started (Python's having imported the
+ * preload modules), each waiting
  * for its run on stdin (src/cli/helper.c, src/lang/warm/python.py). A run
  * of that shape is handed one: its job line goes to that helper's stdin,
  * and from there it is that run's helper, as a cold one is. A warm box is
@@ -12,7 +13,10 @@
  * to warm_pool, and each SHRINK_S without such a miss lowers it by one. All
  * of them together hold at most warm_pool_memory (each box's usage, as it
  * said when ready): past it, runs go cold. A host that runs no Python keeps
- * none.
+ * none. A box is made only with CPU to spare (half a core idle over the
+ * last moments): under a load that keeps every core busy a refill, whose
+ * imports cost a second of CPU, would slow the cold runs more than the
+ * rare warm one gains.
  *
  * One thread of the service keeps them: it starts the helpers (fork and
  * exec, as the runners do), reads each one's "ready", and notices one that
@@ -31,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../lang/lang.h"
 #include "warm_pool.h"
 
 #define SHAPES 4
@@ -57,6 +62,7 @@ typedef struct warm {
 typedef struct shape {
     bool used;
     char *job;                    /* the warm job line (no newline) */
+    const char *lang;             /* "python" or "node" */
     char image_dir[PATH_MAX], digest[80];
     al_box_limits l;
     int64_t last_asked_s;
@@ -84,6 +90,32 @@ static struct {
 } P = { .mu = PTHREAD_MUTEX_INITIALIZER, .wake = -1 };
 
 static int64_t now_s(void) { return (int64_t)time(NULL); }
+
+/* Whether this host had half a core idle since the last call that
+ * measured (at least 250 ms before): /proc/stat's idle and iowait time. */
+static bool cpu_to_spare(void) {
+    static uint64_t last_idle, last_ms;
+    static bool spare = true;
+    uint64_t now = al_now_ms();
+    if (last_ms && now - last_ms < 250)
+        return spare;
+    char buf[256];
+    _cleanup_close_ int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (n <= 0)
+        return true; /* unknown: as if idle */
+    buf[n] = '\0';
+    unsigned long long v[5] = { 0 };
+    if (sscanf(buf, "cpu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4]) != 5)
+        return true;
+    long hz = sysconf(_SC_CLK_TCK);
+    uint64_t idle_ms = (uint64_t)(v[3] + v[4]) * 1000 / (uint64_t)(hz > 0 ? hz : 100);
+    if (last_ms)
+        spare = (idle_ms - last_idle) * 2 >= now - last_ms;
+    last_idle = idle_ms;
+    last_ms = now;
+    return spare;
+}
 
 static void poke(void) {
     uint64_t one = 1;
@@ -202,6 +234,10 @@ static void *pool_main(void *arg) {
             if (!start_for && !starting && sh->n < sh->want && now >= sh->retry_at_s && held_bytes() + est <= P.budget)
                 start_for = sh;
         }
+        if (start_for && !cpu_to_spare()) {
+            /* busy: tried again at the next tick */
+            start_for = NULL;
+        }
         if (start_for) {
             shape *sh = start_for;
             al_driver_run dr = { .pid = -1, .events_fd = -1, .job_fd = -1 };
@@ -283,14 +319,17 @@ void al_warm_pool_configure(int size, uint64_t budget_bytes, const char *preload
     pthread_mutex_unlock(&P.mu);
 }
 
-/* The shape of JOB's run (false: no warm box can run it): Python, offline,
+/* The shape of JOB's run (false: no warm box can run it): Python, or Node
+ * without stdin (its warm start cannot put a passed fd at fd 0), offline,
  * no skill, the native driver. */
-static bool shape_of(json_t *job, const char **dir, const char **digest, al_box_limits *l) {
-    const char *lang = json_string_value(json_object_get(job, "language"));
+static bool shape_of(json_t *job, const char **lang, const char **dir, const char **digest, al_box_limits *l) {
+    const char *ln = json_string_value(json_object_get(job, "language"));
+    const al_lang *al = ln ? al_lang_by_name(ln) : NULL;
     const char *net = json_string_value(json_object_get(job, "network"));
-    if (!lang || (strcmp(lang, "python") != 0 && strcmp(lang, "python3") != 0 && strcmp(lang, "py") != 0) ||
-        (net && strcmp(net, "offline") != 0) || json_object_get(job, "skill_dir") || json_object_get(job, "driver"))
+    if (!al || !al_lang_warm_start(al) || (net && strcmp(net, "offline") != 0) || json_object_get(job, "skill_dir") ||
+        json_object_get(job, "driver") || (strcmp(al->name, "python") != 0 && json_object_get(job, "stdin_path")))
         return false;
+    *lang = al->name;
     *dir = json_string_value(json_object_get(job, "image_dir"));
     *digest = json_string_value(json_object_get(job, "image_digest"));
     if (!*dir != !*digest || (*dir && (strlen(*dir) >= PATH_MAX || strlen(*digest) >= 80)))
@@ -299,14 +338,15 @@ static bool shape_of(json_t *job, const char **dir, const char **digest, al_box_
     return true;
 }
 
-static bool same(const shape *sh, const char *dir, const char *digest, const al_box_limits *l) {
-    return sh->used && strcmp(sh->image_dir, dir ? dir : "") == 0 && strcmp(sh->digest, digest ? digest : "") == 0 &&
-           memcmp(&sh->l, l, sizeof *l) == 0;
+static bool same(const shape *sh, const char *lang, const char *dir, const char *digest, const al_box_limits *l) {
+    return sh->used && strcmp(sh->lang, lang) == 0 && strcmp(sh->image_dir, dir ? dir : "") == 0 &&
+           strcmp(sh->digest, digest ? digest : "") == 0 && memcmp(&sh->l, l, sizeof *l) == 0;
 }
 
-static char *warm_job(json_t *job, const char *preload) {
-    json_t *w = json_pack("{s:b, s:s, s:O?, s:s}", "warm", 1, "language", "python", "limits",
-                          json_object_get(job, "limits"), "preload", preload);
+static char *warm_job(json_t *job, const char *lang, const char *preload) {
+    /* (the preloads are Python modules) */
+    json_t *w = json_pack("{s:b, s:s, s:O?, s:s}", "warm", 1, "language", lang, "limits",
+                          json_object_get(job, "limits"), "preload", strcmp(lang, "python") == 0 ? preload : "");
     json_t *dir = json_object_get(job, "image_dir"), *digest = json_object_get(job, "image_digest");
     if (w && dir && digest) {
         json_object_set(w, "image_dir", dir);
@@ -319,10 +359,10 @@ static char *warm_job(json_t *job, const char *preload) {
 
 bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run *ret) {
     json_t *job = json_loads(job_text, 0, NULL);
-    const char *dir = NULL, *digest = NULL;
+    const char *lang = NULL, *dir = NULL, *digest = NULL;
     al_box_limits l;
     pthread_mutex_lock(&P.mu);
-    if (!job || P.size == 0 || P.stopping || !shape_of(job, &dir, &digest, &l)) {
+    if (!job || P.size == 0 || P.stopping || !shape_of(job, &lang, &dir, &digest, &l)) {
         pthread_mutex_unlock(&P.mu);
         json_decref(job);
         return false;
@@ -337,7 +377,7 @@ bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run
     shape *sh = NULL, *free_slot = NULL, *oldest = NULL;
     for (int i = 0; i < SHAPES && !sh; i++) {
         shape *c = &P.shapes[i];
-        if (same(c, dir, digest, &l))
+        if (same(c, lang, dir, digest, &l))
             sh = c;
         else if (!c->used && !free_slot)
             free_slot = c;
@@ -349,8 +389,9 @@ bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run
         sh = free_slot ? free_slot : oldest;
         free(sh->job);
         memset(sh, 0, sizeof *sh);
-        sh->job = warm_job(job, P.preload);
+        sh->job = warm_job(job, lang, P.preload);
         sh->used = sh->job != NULL;
+        sh->lang = lang;
         snprintf(sh->image_dir, sizeof sh->image_dir, "%s", dir ? dir : "");
         snprintf(sh->digest, sizeof sh->digest, "%s", digest ? digest : "");
         sh->l = l;
@@ -417,7 +458,7 @@ json_t *al_warm_pool_json(void) {
             ready += sh->w[k].ready;
         idle += ready;
         starting += sh->n - ready;
-        json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:i, s:i, s:I, s:I, s:I}", "language", "python",
+        json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:i, s:i, s:I, s:I, s:I}", "language", sh->lang,
                               "image", sh->digest[0] ? sh->digest : "host", "memory_bytes",
                               (json_int_t)sh->l.memory_bytes, "cpu_millis", (json_int_t)sh->l.cpu_millis, "pids",
                               (json_int_t)sh->l.pids, "timeout_s", (json_int_t)(sh->l.wall_ms / 1000), "want", sh->want,

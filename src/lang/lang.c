@@ -43,10 +43,11 @@ const al_lang *al_lang_by_file(const char *filename) {
 const char *al_lang_names(void) { return "python, node, bash"; }
 
 const char *al_lang_warm_start(const al_lang *l) {
-    /* by file name: python.py is Python's */
+    /* by file name, the language's and its first extension: python.py is
+     * Python's, node.js Node's */
     for (size_t i = 0; l && i < sizeof al_warm_starts / sizeof al_warm_starts[0]; i++)
         if (strncmp(al_warm_starts[i].name, l->name, strlen(l->name)) == 0 &&
-            strcmp(al_warm_starts[i].name + strlen(l->name), ".py") == 0)
+            strcmp(al_warm_starts[i].name + strlen(l->name), l->extensions[0]) == 0)
             return al_warm_starts[i].text;
     return NULL;
 }

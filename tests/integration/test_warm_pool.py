@@ -35,13 +35,13 @@ def shape_key(limits=None):
     return (limits.get("memory_mb", 512) << 20, limits.get("timeout_s", 60))
 
 
-def wait_idle(svc, n=1, key=None, timeout=120):
+def wait_idle(svc, n=1, key=None, timeout=120, language="python"):
     """Wait until the pool holds N ready boxes (of shape KEY, if given)."""
     deadline = time.monotonic() + timeout
     while True:
         st = pool(svc)
-        if any(sh["idle"] >= n and (key is None or (sh["memory_bytes"], sh["timeout_s"]) == key)
-               for sh in st["shapes"]):
+        if any(sh["idle"] >= n and sh["language"] == language and
+               (key is None or (sh["memory_bytes"], sh["timeout_s"]) == key) for sh in st["shapes"]):
             return st
         assert time.monotonic() < deadline, f"no warm box became ready: {st}"
         time.sleep(0.1)
@@ -171,6 +171,62 @@ def test_the_pool_is_shown(pair):
     # /healthz, which asks for no key, says only that there is a pool
     status, _, doc = warm.request("GET", "/healthz", key=None)
     assert status == 200 and "state" not in doc["badges"]["pool"], doc["badges"]["pool"]
+
+
+# Node: the runtime's own start is paid ahead (nothing is preloaded). Each
+# script runs cold and warm; their results must be the same.
+NODE = {
+    "argv_env": "console.log(JSON.stringify([process.argv.slice(1), __filename, __dirname, require.main === module,"
+                " process.cwd(), Object.keys(process.env).sort(), process.execArgv]))",
+    "globals": "console.log(Object.keys(globalThis).sort().join(','), typeof module.parent, module.id,"
+               " Object.keys(require.cache).length)",
+    "exit_code": "console.log('a'); process.exitCode = 3",
+    "exit_now": "setTimeout(() => console.log('never'), 10000); process.stdout.write('b\\n'); process.exit(7)",
+    "exit_handler": "process.on('exit', c => console.log('exit', c)); console.log('main')",
+    "async_order": "setTimeout(() => console.log('timeout'), 5); Promise.resolve().then(() => console.log('micro'));"
+                   " process.nextTick(() => console.log('tick')); setImmediate(() => console.log('immediate'));"
+                   " console.log('sync')",
+    "uncaught": "function f() { throw new Error('boom') }\nf()",
+    "rejection": "Promise.reject(new Error('nope')); setTimeout(() => console.log('after'), 50)",
+    "signal": "process.kill(process.pid, 'SIGTERM'); setTimeout(() => {}, 1000)",
+    "artifact": "require('fs').writeFileSync('/out/n.txt', 'from node ' + process.argv.length)",
+    "child": "console.log(require('child_process').execSync('echo hi; pwd').toString().trim())",
+    "stderr_big": "for (let i = 0; i < 20000; i++) console.error('line ' + i)",
+    "esm_syntax": "import fs from 'fs'\nconsole.log(1)",
+    "strict_this": "console.log(this === module.exports, typeof require, typeof exports)",
+}
+
+
+def _node_trace(text):
+    # the one frame beneath the run's: Node's tick for a warm start, where a
+    # cold one has run_main_module (a known difference, docs/operations.md)
+    return "\n".join(line for line in text.split("\n")
+                     if "node:internal/main/run_main_module" not in line and "processTicksAndRejections" not in line)
+
+
+@pytest.mark.parametrize("name", sorted(NODE))
+def test_a_warm_node_run_behaves_as_a_cold_one(pair, name):
+    warm, cold = pair
+    code = NODE[name]
+    if not any(sh["language"] == "node" for sh in pool(warm)["shapes"]):
+        warm.run("0", language="node", image="default")
+    wait_idle(warm, 1, language="node")
+    got = warm.run(code, language="node", image="default", args=["x", "y z"])
+    assert got["result"]["box"].get("warm") is True, got["result"]["box"]
+    want = outcome(cold.run(code, language="node", image="default", args=["x", "y z"]))
+    got = outcome(got)
+    got["stderr"], want["stderr"] = _node_trace(got["stderr"]), _node_trace(want["stderr"])
+    assert got == want
+
+
+def test_a_node_run_with_stdin_goes_cold(pair):
+    warm, cold = pair
+    if not any(sh["language"] == "node" for sh in pool(warm)["shapes"]):
+        warm.run("0", language="node", image="default")
+    wait_idle(warm, 1, language="node")
+    code = "let d = ''; process.stdin.on('data', c => d += c); process.stdin.on('end', () => console.log(d.length, d))"
+    doc = warm.run(code, language="node", image="default", stdin="some input\n")
+    assert doc["result"]["box"].get("warm") is not True and doc["result"]["stdout"] == "11 some input\n\n", doc["result"]
 
 
 def test_the_pool_is_sized_by_demand(tmp_path_factory):

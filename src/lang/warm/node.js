@@ -1,0 +1,53 @@
+// airlock's warm start for Node (issue 14). A pooled box runs
+// `node main.js` with this file as /work/main.js, before any run is known:
+// the runtime starts (V8, the bootstrap, the CommonJS loader) and it waits
+// on fd 3 (a Unix socket from the box's parent) for its run. At hand-off
+// the parent has replaced main.js with the run's code, and the message on
+// fd 3 holds the run's arguments and environment (a Node run with stdin is
+// never handed a warm box: JavaScript cannot put a passed fd at fd 0). The
+// run's code is then loaded as the main module, as `node main.js ARGS`
+// would load it: process.argv, process.env, require.main, __filename and
+// the working directory are a cold start's own.
+//
+// Nothing of this file stays: its module leaves the cache, and its names
+// were never global. The run is loaded from a fresh tick, so beneath its
+// frames is one of Node's own (an uncaught error's trace ends with
+// processTicksAndRejections where a cold one ends with run_main_module).
+'use strict';
+(function warm() {
+  const fs = require('fs');
+  const Module = require('module');
+  fs.writeSync(3, 'r');
+  // one JSON document, then the parent waits: read until it parses
+  const buf = Buffer.alloc(1 << 16);
+  const chunks = [];
+  let run = null;
+  while (run === null) {
+    let n;
+    try {
+      n = fs.readSync(3, buf, 0, buf.length, null);
+    } catch (e) {
+      if (e.code === 'EAGAIN' || e.code === 'EINTR') continue;
+      throw e;
+    }
+    if (n === 0) process.exit(125);
+    chunks.push(Buffer.from(buf.subarray(0, n)));
+    try {
+      run = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    } catch (e) {
+      run = null;
+    }
+  }
+  fs.closeSync(3);
+  // the run's environment, in its order ("NAME=value" strings)
+  for (const k of Object.keys(process.env)) delete process.env[k];
+  for (const kv of run.env || []) {
+    const i = kv.indexOf('=');
+    if (i > 0) process.env[kv.slice(0, i)] = kv.slice(i + 1);
+  }
+  process.argv.splice(2, process.argv.length - 2, ...(run.args || []));
+  delete require.cache[__filename];
+  // (runMain itself, called on Module as Node calls it: the one frame
+  // beneath the run's is Node's tick)
+  process.nextTick(Module.runMain.bind(Module));
+})();
