@@ -115,11 +115,11 @@ def main():
                 dt, _ = fn()
                 (lat if name in lat else fl)[name].append(dt)
             # the warm ones with a box ready, as an agent's next run finds it
-            wait_ready(warm, 1)
+            wait_ready(warm, 1, language="python")
             dt, w = api(warm)
             lat["API pass, warm"].append(dt)
             hits["API pass, warm"] += bool(w)
-            wait_ready(warm, 1)
+            wait_ready(warm, 1, language="python")
             dt, w = first_line(warm)
             fl["chart first line, warm"].append(dt)
             hits["chart first line, warm"] += bool(w)
