@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/pidfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -165,6 +166,7 @@ typedef struct box_ctx {
     pid_t pid;
     int pidfd;
     uint64_t cpu_base_usec;       /* a warm box's CPU time before its run */
+    uint64_t ru_cpu_usec;         /* its init's rusage, its reaped descendants' included */
 } box_ctx;
 
 static void kill_box(box_ctx *b) {
@@ -279,9 +281,17 @@ static int supervise(box_ctx *b, int sock, int out_r[2], uint64_t start, al_erro
                 kill_deadline = al_now_ms() + KILL_GRACE_MS;
                 kill_box(b);
             } else {
-                siginfo_t si;
-                if (waitid((idtype_t)P_PIDFD, (id_t)b->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid != 0)
+                /* the raw call, for the rusage glibc's waitid leaves out:
+                 * the CPU time of every process of the box (each one its
+                 * init or the namespace's end reaped), where the cgroup
+                 * does not account it */
+                siginfo_t si = { 0 };
+                struct rusage ru;
+                if (syscall(SYS_waitid, P_PIDFD, b->pidfd, &si, WEXITED | WNOHANG, &ru) == 0 && si.si_pid != 0) {
                     init_done = true;
+                    b->ru_cpu_usec = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
+                                     (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+                }
             }
         }
     }
@@ -501,7 +511,9 @@ static int make_cgroup(box_ctx *b, uid_t uid, al_cgroup_join *join) {
         snprintf(name, sizeof name, "box-%u", (unsigned)uid);
     else
         snprintf(name, sizeof name, "box-%u-%d-%u", (unsigned)uid, (int)getpid(), counter++);
-    al_cgroup_limits cl = { cfg->limits.memory_bytes, cfg->limits.pids, cfg->limits.cpu_millis };
+    /* a warm box's CPU time before its run is known only from a cgroup
+     * that accounts it; a cold box's is its init's rusage */
+    al_cgroup_limits cl = { cfg->limits.memory_bytes, cfg->limits.pids, cfg->limits.cpu_millis, cfg->warm != NULL };
     /* a warm box imports its preloads before its run: room for them on top
      * of the run's, until the hand-off sets the run's (warm_start) */
     if (cfg->warm && cl.memory_bytes)
@@ -677,7 +689,8 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
         }
         al_cgroup_stats st = { 0 };
         ops->stats(b.cg, &st);
-        res->cpu_ms = (st.cpu_usec - (st.cpu_usec >= b.cpu_base_usec ? b.cpu_base_usec : 0)) / 1000;
+        uint64_t cpu = st.cpu_known ? st.cpu_usec : b.ru_cpu_usec;
+        res->cpu_ms = (cpu - (cpu >= b.cpu_base_usec ? b.cpu_base_usec : 0)) / 1000;
         res->peak_memory_bytes = st.peak_memory_bytes;
         if (res->reason == AL_REASON_EXITED && st.oom_kills > 0)
             res->reason = AL_REASON_MEMORY;

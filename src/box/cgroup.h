@@ -16,9 +16,14 @@ typedef struct al_cgroup_limits {
     uint64_t memory_bytes;
     uint64_t pids;
     uint64_t cpu_millis;
+    /* CPU time from the cgroup: v1's cpuacct, a hierarchy of its own here
+     * (0.4 ms of every run), is made only when asked; a cold box takes its
+     * CPU time from its init's rusage instead (v2's cpu.stat is free) */
+    bool account_cpu;
 } al_cgroup_limits;
 
 typedef struct al_cgroup_stats {
+    bool cpu_known;               /* cpu_usec was read from the cgroup */
     uint64_t cpu_usec;
     uint64_t peak_memory_bytes;
     uint64_t memory_bytes;        /* in use now */

@@ -2,7 +2,8 @@
  * cgroup v1 backend: one directory per controller (memory, pids, cpu,
  * cpuacct), found through /proc/self/mountinfo so co-mounted controllers
  * (cpu,cpuacct) share a directory. Each hierarchy costs every run a mkdir,
- * a join and an rmdir, so only those that limit or account are touched.
+ * a join and an rmdir, so only those that limit or account are touched:
+ * cpuacct only when the caller asks (al_cgroup_limits.account_cpu).
  *
  * v1 has no cgroup.kill, and no freezer is needed for one: every process
  * of the box is in its pid namespace, and SIGKILL to the namespace's init
@@ -92,7 +93,9 @@ static bool standard_mounts(char mnt[_C_MAX][PATH_MAX]) {
         struct statfs sf;
         struct stat st;
         snprintf(mnt[i], PATH_MAX, "/sys/fs/cgroup/%s", ctl_names[i]);
-        snprintf(p, sizeof p, "%s/airlock/%s", mnt[i], own_file[i]);
+        /* (cpuacct's airlock/ may not exist yet: cold boxes make none; its
+         * root has the file too) */
+        snprintf(p, sizeof p, "%s%s/%s", mnt[i], i == C_CPUACCT ? "" : "/airlock", own_file[i]);
         if (statfs(mnt[i], &sf) < 0 || sf.f_type != CGROUP_SUPER_MAGIC || stat(mnt[i], &st) < 0 ||
             access(p, F_OK) < 0)
             return false;
@@ -161,7 +164,7 @@ static int v1_create(const char *name, const al_cgroup_limits *lim, al_cgroup **
                 memcpy(cg->dir[i], cg->dir[j], PATH_MAX);
                 dup = true;
             }
-        if (dup)
+        if (dup || (i == C_CPUACCT && !lim->account_cpu))
             continue;
         char base[PATH_MAX];
         if (snprintf(base, sizeof base, "%s/airlock", cg->mnt[i]) >= (int)sizeof base ||
@@ -191,9 +194,10 @@ static int v1_create(const char *name, const al_cgroup_limits *lim, al_cgroup **
         r = al_cgroup_write(mem, "memory.limit_in_bytes", v);
         if (r < 0)
             goto fail;
-        /* memsw is memory+swap: equal to the memory limit means no swap */
-        al_cgroup_write(mem, "memory.memsw.limit_in_bytes", v);
-        al_cgroup_write(mem, "memory.swappiness", "0");
+        /* memsw is memory+swap: equal to the memory limit means no swap;
+         * without swap accounting, swappiness 0 is what is left */
+        if (al_cgroup_write(mem, "memory.memsw.limit_in_bytes", v) < 0)
+            al_cgroup_write(mem, "memory.swappiness", "0");
     }
     if (lim->pids) {
         snprintf(v, sizeof v, "%llu", (unsigned long long)lim->pids);
@@ -202,7 +206,8 @@ static int v1_create(const char *name, const al_cgroup_limits *lim, al_cgroup **
             goto fail;
     }
     if (lim->cpu_millis && cg->dir[C_CPU][0]) {
-        al_cgroup_write(cg->dir[C_CPU], "cpu.cfs_period_us", "100000");
+        /* a new cgroup's period is the kernel's default, 100 ms (it is
+         * not inherited): the quota is in its units */
         snprintf(v, sizeof v, "%llu", (unsigned long long)(lim->cpu_millis * 100));
         r = al_cgroup_write(cg->dir[C_CPU], "cpu.cfs_quota_us", v);
         if (r < 0)
@@ -242,9 +247,10 @@ static int v1_nprocs(al_cgroup *cg) { return al_cgroup_count_procs(cg->dir[C_PID
 
 static int v1_stats(al_cgroup *cg, al_cgroup_stats *st) {
     uint64_t v;
-    if (cg->made[C_CPUACCT] || cg->dir[C_CPUACCT][0])
-        if (al_cgroup_read_u64(cg->dir[C_CPUACCT], "cpuacct.usage", &v) == 0)
-            st->cpu_usec = v / 1000;
+    if (cg->dir[C_CPUACCT][0] && al_cgroup_read_u64(cg->dir[C_CPUACCT], "cpuacct.usage", &v) == 0) {
+        st->cpu_usec = v / 1000;
+        st->cpu_known = true;
+    }
     if (cg->dir[C_CPU][0] && al_cgroup_read_key(cg->dir[C_CPU], "cpu.stat", "nr_throttled", &v) == 0)
         st->nr_throttled = v;
     if (al_cgroup_read_u64(cg->dir[C_MEMORY], "memory.max_usage_in_bytes", &v) == 0)
