@@ -376,6 +376,28 @@ int cli_helper(int argc, char **argv) {
             cold_again = true;
         }
     }
+    if (warm && !wc.have_run && res.error.err != ECANCELED) {
+        /* its box died idle: the pool hears it (and drops this helper), but
+         * a run it handed this helper meanwhile may be on its way; that one
+         * goes cold, in a box of its own, as one handed a failing box does */
+        emit(json_pack("{s:s, s:s}", "type", "warm_lost", "why", res.error.msg));
+        const char *rwhy = NULL;
+        json_t *rd = read_job(&lr, &rwhy);
+        if (rd && job_parse(rd, &wc.run, NULL, true, &step, &why) == 0) {
+            wc.have_run = true;
+            al_box_config again;
+            job_config(&wc.run, cancel, &again);
+            al_box_result_free(&res);
+            al_box_run(&again, &res);
+            cold_again = true;
+        } else if (rd) {
+            /* what it could not parse is its run's error */
+            job_free(&wc.run);
+            job_free(&j);
+            al_box_result_free(&res);
+            return fail(step, why);
+        }
+    }
     /* a warm box that never got its run has no result to give */
     if (warm && !wc.have_run) {
         al_error e = res.error;

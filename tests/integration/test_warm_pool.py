@@ -154,7 +154,7 @@ def test_a_warm_box_that_died_idle_is_replaced_and_runs_never_fail(pair):
             killed += 1
     assert killed >= 2, box_processes()
     doc = warm.run("print('still runs')", image="default")
-    assert doc["state"] == "succeeded" and doc["result"]["stdout"] == "still runs\n", doc
+    assert doc["state"] == "succeeded" and doc["result"]["stdout"] == "still runs\n", (doc["error"], doc["result"])
     st = wait_idle(warm, 2)
     assert sum(sh["idle"] for sh in st["shapes"]) >= 2
 
