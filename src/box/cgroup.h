@@ -16,14 +16,13 @@ typedef struct al_cgroup_limits {
     uint64_t memory_bytes;
     uint64_t pids;
     uint64_t cpu_millis;
-    /* CPU time from the cgroup: v1's cpuacct, a hierarchy of its own here
-     * (0.4 ms of every run), is made only when asked; a cold box takes its
-     * CPU time from its init's rusage instead (v2's cpu.stat is free) */
-    bool account_cpu;
 } al_cgroup_limits;
 
 typedef struct al_cgroup_stats {
-    bool cpu_known;               /* cpu_usec was read from the cgroup */
+    /* cpu_usec was read from the cgroup (a v1 host may lack cpuacct); the
+     * cgroup counts what rusage cannot: children a script's SIGCHLD SIG_IGN
+     * had the kernel reap add to nobody's rusage */
+    bool cpu_known;
     uint64_t cpu_usec;
     uint64_t peak_memory_bytes;
     uint64_t memory_bytes;        /* in use now */
@@ -78,7 +77,7 @@ typedef struct al_cgroup_ops {
     int (*set_memory)(al_cgroup *cg, uint64_t bytes);
     const char *(*path)(al_cgroup *cg);
     /* Kill and remove every box cgroup that STALE says nobody owns. */
-    void (*sweep)(bool (*stale)(const char *name));
+    void (*sweep)(bool (*stale)(const char *name, int *hold));
 } al_cgroup_ops;
 
 extern const al_cgroup_ops al_cgroup_v1_ops;
@@ -101,6 +100,6 @@ int al_cgroup_count_procs(const char *dir);
  * the same uid), kill what is in it, remove it and make it afresh. */
 int al_cgroup_mkdir_fresh(const char *dir);
 /* Sweep the box-* directories under BASE (one hierarchy). */
-void al_cgroup_sweep_dir(const char *base, bool (*stale)(const char *name));
+void al_cgroup_sweep_dir(const char *base, bool (*stale)(const char *name, int *hold));
 int al_cgroup_kill_listed(const char *dir);
 int al_cgroup_wait_empty(const al_cgroup_ops *ops, al_cgroup *cg, uint64_t timeout_ms);

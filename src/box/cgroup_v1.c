@@ -2,8 +2,7 @@
  * cgroup v1 backend: one directory per controller (memory, pids, cpu,
  * cpuacct), found through /proc/self/mountinfo so co-mounted controllers
  * (cpu,cpuacct) share a directory. Each hierarchy costs every run a mkdir,
- * a join and an rmdir, so only those that limit or account are touched:
- * cpuacct only when the caller asks (al_cgroup_limits.account_cpu).
+ * a join and an rmdir, so only those that limit or account are touched.
  *
  * v1 has no cgroup.kill, and no freezer is needed for one: every process
  * of the box is in its pid namespace, and SIGKILL to the namespace's init
@@ -93,9 +92,7 @@ static bool standard_mounts(char mnt[_C_MAX][PATH_MAX]) {
         struct statfs sf;
         struct stat st;
         snprintf(mnt[i], PATH_MAX, "/sys/fs/cgroup/%s", ctl_names[i]);
-        /* (cpuacct's airlock/ may not exist yet: cold boxes make none; its
-         * root has the file too) */
-        snprintf(p, sizeof p, "%s%s/%s", mnt[i], i == C_CPUACCT ? "" : "/airlock", own_file[i]);
+        snprintf(p, sizeof p, "%s/airlock/%s", mnt[i], own_file[i]);
         if (statfs(mnt[i], &sf) < 0 || sf.f_type != CGROUP_SUPER_MAGIC || stat(mnt[i], &st) < 0 ||
             access(p, F_OK) < 0)
             return false;
@@ -164,7 +161,7 @@ static int v1_create(const char *name, const al_cgroup_limits *lim, al_cgroup **
                 memcpy(cg->dir[i], cg->dir[j], PATH_MAX);
                 dup = true;
             }
-        if (dup || (i == C_CPUACCT && !lim->account_cpu))
+        if (dup)
             continue;
         char base[PATH_MAX];
         if (snprintf(base, sizeof base, "%s/airlock", cg->mnt[i]) >= (int)sizeof base ||
@@ -194,10 +191,11 @@ static int v1_create(const char *name, const al_cgroup_limits *lim, al_cgroup **
         r = al_cgroup_write(mem, "memory.limit_in_bytes", v);
         if (r < 0)
             goto fail;
-        /* memsw is memory+swap: equal to the memory limit means no swap;
-         * without swap accounting, swappiness 0 is what is left */
-        if (al_cgroup_write(mem, "memory.memsw.limit_in_bytes", v) < 0)
-            al_cgroup_write(mem, "memory.swappiness", "0");
+        /* memsw is memory+swap: equal to the memory limit means no swap
+         * (and swappiness 0 keeps an idle warm box's pages in memory, so
+         * its hand-off's lower memsw limit is never below its usage) */
+        al_cgroup_write(mem, "memory.memsw.limit_in_bytes", v);
+        al_cgroup_write(mem, "memory.swappiness", "0");
     }
     if (lim->pids) {
         snprintf(v, sizeof v, "%llu", (unsigned long long)lim->pids);
@@ -293,7 +291,7 @@ static int v1_destroy(al_cgroup *cg) {
 
 static const char *v1_path(al_cgroup *cg) { return cg->dir[C_MEMORY]; }
 
-static void v1_sweep(bool (*stale)(const char *name)) {
+static void v1_sweep(bool (*stale)(const char *name, int *hold)) {
     /* freezer: boxes of airlock versions that still made a directory there */
     static const char *const names[] = { "memory", "pids", "cpu", "cpuacct", "freezer" };
     char mnt[ELEMENTSOF(names)][PATH_MAX];
