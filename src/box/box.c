@@ -282,9 +282,9 @@ static int supervise(box_ctx *b, int sock, int out_r[2], uint64_t start, al_erro
                 kill_box(b);
             } else {
                 /* the raw call, for the rusage glibc's waitid leaves out:
-                 * the CPU time of every process of the box (each one its
-                 * init or the namespace's end reaped), where the cgroup
-                 * does not account it */
+                 * the CPU time of the box's processes (those its init or
+                 * the namespace's end reaped), for a host whose cgroups do
+                 * not account CPU (cgroup_v1.c without cpuacct) */
                 siginfo_t si = { 0 };
                 struct rusage ru;
                 if (syscall(SYS_waitid, P_PIDFD, b->pidfd, &si, WEXITED | WNOHANG, &ru) == 0 && si.si_pid != 0) {
@@ -511,9 +511,7 @@ static int make_cgroup(box_ctx *b, uid_t uid, al_cgroup_join *join) {
         snprintf(name, sizeof name, "box-%u", (unsigned)uid);
     else
         snprintf(name, sizeof name, "box-%u-%d-%u", (unsigned)uid, (int)getpid(), counter++);
-    /* a warm box's CPU time before its run is known only from a cgroup
-     * that accounts it; a cold box's is its init's rusage */
-    al_cgroup_limits cl = { cfg->limits.memory_bytes, cfg->limits.pids, cfg->limits.cpu_millis, cfg->warm != NULL };
+    al_cgroup_limits cl = { cfg->limits.memory_bytes, cfg->limits.pids, cfg->limits.cpu_millis };
     /* a warm box imports its preloads before its run: room for them on top
      * of the run's, until the hand-off sets the run's (warm_start) */
     if (cfg->warm && cl.memory_bytes)
@@ -738,14 +736,21 @@ out_fds:
     return r;
 }
 
-static bool stale_box(const char *name) {
+/* Whether NAME is a box cgroup nobody owns; *HOLD then keeps it so (its
+ * uid's lock) while it is removed. */
+static bool stale_box(const char *name, int *hold) {
     unsigned uid;
     int pid, consumed = 0;
     unsigned n;
     if (sscanf(name, "box-%u-%d-%u%n", &uid, &pid, &n, &consumed) == 3 && name[consumed] == '\0')
-        return pid > 0 && kill(pid, 0) < 0 && errno == ESRCH; /* rootless: by creator */
-    if (sscanf(name, "box-%u%n", &uid, &consumed) == 1 && name[consumed] == '\0')
-        return al_uid_is_free((uid_t)uid);
+        return pid > 0 && kill(pid, 0) < 0 && errno == ESRCH; /* rootless: by creator, never reused */
+    if (sscanf(name, "box-%u%n", &uid, &consumed) == 1 && name[consumed] == '\0') {
+        int fd = al_uid_lock_if_free((uid_t)uid);
+        if (fd == -ENOENT)
+            return true; /* no lock directory: nobody holds any uid */
+        *hold = fd >= 0 ? fd : -1;
+        return fd >= 0;
+    }
     return false;
 }
 

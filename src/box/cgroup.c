@@ -189,13 +189,16 @@ int al_cgroup_mkdir_fresh(const char *dir) {
     return mkdir(dir, 0755) < 0 ? -errno : 0;
 }
 
-void al_cgroup_sweep_dir(const char *base, bool (*stale)(const char *name)) {
+void al_cgroup_sweep_dir(const char *base, bool (*stale)(const char *name, int *hold)) {
     DIR *d = opendir(base);
     if (!d)
         return;
     struct dirent *de;
     while ((de = readdir(d))) {
-        if (strncmp(de->d_name, "box-", 4) != 0 || !stale(de->d_name))
+        /* what says it is stale stays held (its uid's lock) until it is
+         * gone: a box given that uid meanwhile would be killed with it */
+        _cleanup_close_ int hold = -1;
+        if (strncmp(de->d_name, "box-", 4) != 0 || !stale(de->d_name, &hold))
             continue;
         char p[4096];
         snprintf(p, sizeof p, "%s/%s", base, de->d_name);

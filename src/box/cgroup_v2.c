@@ -203,7 +203,7 @@ static int v2_destroy(al_cgroup *cg) {
 
 static const char *v2_path(al_cgroup *cg) { return cg->dir; }
 
-static void v2_sweep(bool (*stale)(const char *name)) {
+static void v2_sweep(bool (*stale)(const char *name, int *hold)) {
     char base[PATH_MAX];
     if (base_dir(base, sizeof base) == 0)
         al_cgroup_sweep_dir(base, stale);

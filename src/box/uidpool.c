@@ -39,14 +39,29 @@ int al_uid_acquire(uid_t *ret_uid, int *ret_lockfd, al_error *err) {
     return al_err(err, "uid", EAGAIN, "no free host uid for a box in %s", dir);
 }
 
-bool al_uid_is_free(uid_t uid) {
+int al_uid_lock_if_free(uid_t uid) {
     const char *dir = getenv("AIRLOCK_UID_LOCKS");
     char p[4096];
     snprintf(p, sizeof p, "%s/%u", dir ? dir : "/run/airlock/uids", (unsigned)uid);
-    int fd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    /* created if missing, as al_uid_acquire would: the one who locks the
+     * file, whoever made it, is the uid's only holder */
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
-        return errno == ENOENT;
-    bool free_ = flock(fd, LOCK_EX | LOCK_NB) == 0;
-    close(fd); /* drops the lock if we took it */
-    return free_;
+        return -errno;
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+bool al_uid_is_free(uid_t uid) {
+    int fd = al_uid_lock_if_free(uid);
+    if (fd == -ENOENT)
+        return true; /* no lock directory: nobody ever held it */
+    if (fd < 0)
+        return false;
+    close(fd);
+    return true;
 }

@@ -14,5 +14,9 @@
 /* Reserve a uid; the lock lives as long as *ret_lockfd is open. */
 int al_uid_acquire(uid_t *ret_uid, int *ret_lockfd, al_error *err);
 
-/* True when no live airlock holds UID's lock (a box of it would be stale). */
+/* True when no live airlock holds UID's lock (a box of it would be stale);
+ * the answer may be old by the time it is read: what removes a stale box
+ * holds the lock while it does (al_uid_lock_if_free). */
 bool al_uid_is_free(uid_t uid);
+/* UID's lock, held (the fd), if nobody holds it; -errno otherwise. */
+int al_uid_lock_if_free(uid_t uid);
