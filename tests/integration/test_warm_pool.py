@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from service_util import box_cgroups, box_processes, image_service, stop_checked
+from service_util import b64, box_cgroups, box_processes, image_service, stop_checked
 from test_warm_python import ARGS, CORPUS, STDIN
 
 # the interpreter's half is held to a cold start on the host by
@@ -30,9 +30,13 @@ def pool(svc):
 
 
 def shape_key(limits=None):
-    """(memory_bytes, timeout_s) of a run's shape, as the pool names it."""
+    """(memory_bytes, timeout_s, pids) of a run's shape, as the pool names it."""
     limits = limits or {}
-    return (limits.get("memory_mb", 512) << 20, limits.get("timeout_s", 60))
+    return (limits.get("memory_mb", 512) << 20, limits.get("timeout_s", 60), limits.get("pids", 256))
+
+
+def key_of(sh):
+    return (sh["memory_bytes"], sh["timeout_s"], sh["pids"])
 
 
 def wait_idle(svc, n=1, key=None, timeout=120, language="python"):
@@ -41,7 +45,7 @@ def wait_idle(svc, n=1, key=None, timeout=120, language="python"):
     while True:
         st = pool(svc)
         if any(sh["idle"] >= n and sh["language"] == language and
-               (key is None or (sh["memory_bytes"], sh["timeout_s"]) == key) for sh in st["shapes"]):
+               (key is None or key_of(sh) == key) for sh in st["shapes"]):
             return st
         assert time.monotonic() < deadline, f"no warm box became ready: {st}"
         time.sleep(0.1)
@@ -56,7 +60,7 @@ def grow(svc, n, **fields):
                for _ in range(n + 1)]
         for i in ids:
             svc.wait_state(i, "succeeded", timeout=60)
-        if any((sh["memory_bytes"], sh["timeout_s"]) == key and sh["want"] >= n for sh in pool(svc)["shapes"]):
+        if any(key_of(sh) == key and sh["want"] >= n for sh in pool(svc)["shapes"]):
             return wait_idle(svc, n, key)
     raise AssertionError(f"the pool never kept {n}: {pool(svc)}")
 
@@ -82,7 +86,7 @@ def warm_run(svc, code, **fields):
     """A run that is handed a warm box (the first run of a shape goes cold
     and teaches the pool the shape)."""
     key = shape_key(fields.get("limits"))
-    if not any((sh["memory_bytes"], sh["timeout_s"]) == key for sh in pool(svc)["shapes"]):
+    if not any(key_of(sh) == key for sh in pool(svc)["shapes"]):
         svc.run("pass", image="default", **{k: v for k, v in fields.items() if k == "limits"})
     wait_idle(svc, 1, key)
     doc = svc.run(code, **fields)
@@ -141,6 +145,43 @@ def test_the_runs_limits_hold_from_its_first_instruction(pair):
     # its CPU time is its own, not the warm start's
     doc = warm_run(warm, "pass", image="default")
     assert doc["result"]["cpu_ms"] < 200, doc["result"]
+
+
+def test_a_warm_runs_inputs_are_staged_at_its_hand_off(pair):
+    # the run's files and its thread's artifacts come into the warm box's
+    # fresh /work at the hand-off, as into a cold box's: by name, as the
+    # box's uid, no link followed
+    warm, cold = pair
+    probe = ("import os, json\nst = {}\nfor d, dirs, files in os.walk('/work'):\n    for n in dirs + files:\n"
+             "        p = os.path.join(d, n)\n        st[p] = (os.lstat(p).st_uid == os.getuid(), os.path.islink(p))\n"
+             "print(json.dumps([sorted(st.items()), open('/work/data.csv').read(),"
+             " open('/work/documents/a.txt').read()]))")
+    outs = []
+    for svc, w in ((warm, True), (cold, False)):
+        thread = f"warm-inputs-{os.getpid()}-{int(w)}"
+        first = (warm_run if w else lambda s, c, **f: s.run(c, **f))(
+            svc, "open('/out/a.txt', 'w').write('from the thread')", image="default", thread_id=thread)
+        assert first["state"] == "succeeded" and [a["path"] for a in first["artifacts"]] == ["a.txt"], first
+        doc = (warm_run if w else lambda s, c, **f: s.run(c, **f))(
+            svc, probe, image="default", thread_id=thread, files=[{"name": "data.csv", "content_base64": b64(b"x,y\n1,2\n")}])
+        outs.append(outcome(doc))
+    assert outs[0] == outs[1]
+    listing, data, doc = json.loads(outs[0]["stdout"])
+    assert [p for p, _ in listing] == ["/work/data.csv", "/work/documents", "/work/documents/a.txt", "/work/main.py"]
+    assert all(own and not link for _, (own, link) in listing if not _.endswith("/documents")), listing
+    assert (data, doc) == ("x,y\n1,2\n", "from the thread")
+
+
+def test_a_run_with_a_network_policy_or_other_limits_is_not_given_another_shapes_box(pair):
+    warm, _ = pair
+    wait_idle(warm, 1)
+    # a pooled box is offline: a run with a policy starts cold, with its proxy
+    doc = warm.run("print('net')", image="default", network="packages")
+    assert doc["state"] == "succeeded" and doc["result"]["box"].get("warm") is not True, doc["result"]
+    # a run's own pids limit is its box's: a fork bomb under 32 meets it warm
+    bomb = "import os, time\nfor _ in range(200):\n    try:\n        os.fork() or time.sleep(30)\n    except OSError:\n        pass\ntime.sleep(30)"
+    doc = warm_run(warm, bomb, image="default", limits={"pids": 32, "timeout_s": 20})
+    assert doc["result"]["reason"] == "pids", doc["result"]
 
 
 def test_a_warm_box_that_died_idle_is_replaced_and_runs_never_fail(pair):
@@ -217,6 +258,21 @@ def test_a_warm_node_run_behaves_as_a_cold_one(pair, name):
     got = outcome(got)
     got["stderr"], want["stderr"] = _node_trace(got["stderr"]), _node_trace(want["stderr"])
     assert got == want
+
+
+def test_a_warm_node_run_reads_its_own_package_json(pair):
+    # the warm start was loaded from /work before the run's files came:
+    # a package.json among them still decides how main.js loads (an ES module)
+    warm, cold = pair
+    if not any(sh["language"] == "node" for sh in pool(warm)["shapes"]):
+        warm.run("0", language="node", image="default")
+    wait_idle(warm, 1, language="node")
+    code = "import fs from 'fs'\nconsole.log(typeof fs.readFileSync, import.meta.url)"
+    files = [{"name": "package.json", "content_base64": b64(b'{"type": "module"}')}]
+    got = warm.run(code, language="node", image="default", files=files)
+    assert got["result"]["box"].get("warm") is True, got["result"]["box"]
+    want = cold.run(code, language="node", image="default", files=files)
+    assert outcome(got) == outcome(want) and want["result"]["stdout"] == "function file:///work/main.js\n", want["result"]
 
 
 def test_a_node_run_with_stdin_goes_cold(pair):
