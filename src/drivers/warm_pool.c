@@ -38,7 +38,9 @@
 #include "../lang/lang.h"
 #include "warm_pool.h"
 
-#define SHAPES 4
+/* shapes kept at once: a new one takes the slot of the one asked for
+ * longest ago, whose boxes go */
+#define SHAPES 8
 #define PER_SHAPE_MAX 8
 /* a warm box waits this long for its run, then is replaced */
 #define IDLE_S 300
@@ -61,6 +63,7 @@ typedef struct warm {
 
 typedef struct shape {
     bool used;
+    unsigned gen;                 /* bumped when the slot is given to another shape */
     char *job;                    /* the warm job line (no newline) */
     const char *lang;             /* "python" or "node" */
     char image_dir[PATH_MAX], digest[80];
@@ -86,6 +89,9 @@ static struct {
     int wake;                     /* eventfd: a take or a stop */
     char exe[PATH_MAX], preload[512];
     shape shapes[SHAPES];
+    /* helpers of a shape a new one took the slot of: the pool thread ends them */
+    al_driver_run doomed[SHAPES * PER_SHAPE_MAX];
+    int n_doomed;
     uint64_t hits, misses;
 } P = { .mu = PTHREAD_MUTEX_INITIALIZER, .wake = -1 };
 
@@ -187,9 +193,29 @@ static uint64_t held_bytes(void) {
     for (int i = 0; i < SHAPES; i++) {
         const shape *sh = &P.shapes[i];
         for (int k = 0; sh->used && k < sh->n; k++)
-            sum += sh->w[k].ready ? sh->w[k].bytes : sh->box_bytes ? sh->box_bytes : GUESS_BYTES;
+            /* (a box that could not say, with no cgroup, counts as a guess) */
+            sum += sh->w[k].ready && sh->w[k].bytes ? sh->w[k].bytes : sh->box_bytes ? sh->box_bytes : GUESS_BYTES;
     }
     return sum;
+}
+
+/* A box of SH to drop now (forgotten shape, idle or starting too long), or -1. */
+static int stale_one(const shape *sh, int64_t now, bool forgotten) {
+    for (int k = 0; k < sh->n; k++) {
+        const warm *w = &sh->w[k];
+        if (forgotten || (w->ready && now - w->since_s > IDLE_S) || (!w->ready && now - w->since_s > READY_S))
+            return k;
+    }
+    return -1;
+}
+
+/* The box of SH to drop when it keeps more than it wants: one starting
+ * (it has served nobody yet), else the last. */
+static int extra_one(const shape *sh) {
+    for (int k = 0; k < sh->n; k++)
+        if (!sh->w[k].ready)
+            return k;
+    return sh->n - 1;
 }
 
 static void *pool_main(void *arg) {
@@ -197,6 +223,14 @@ static void *pool_main(void *arg) {
     pthread_mutex_lock(&P.mu);
     while (!P.stopping) {
         int64_t now = now_s();
+        /* sampled every round, so the window it judges is the last one */
+        bool spare = cpu_to_spare();
+        while (P.n_doomed > 0) {
+            al_driver_run dr = P.doomed[--P.n_doomed];
+            pthread_mutex_unlock(&P.mu);
+            end_helper(&dr);
+            pthread_mutex_lock(&P.mu);
+        }
         /* stale ones go, missing ones start (one at a time: each imports
          * at its box's CPU cap) */
         shape *start_for = NULL;
@@ -211,30 +245,31 @@ static void *pool_main(void *arg) {
             }
             if (sh->want > P.size)
                 sh->want = P.size;
-            int over = sh->n - sh->want;
-            for (int k = 0; k < sh->n;) {
-                warm *w = &sh->w[k];
-                if (forgotten || (w->ready && now - w->since_s > IDLE_S) || (!w->ready && now - w->since_s > READY_S) ||
-                    (w->ready && over > 0)) {
-                    over -= w->ready;
-                    drop(sh, k);
-                } else {
-                    k++;
-                }
-            }
+            /* drop() lets go of the lock: each pass looks afresh, and a slot
+             * given to another shape meanwhile is that shape's */
+            unsigned gen = sh->gen;
+            int k;
+            while (sh->gen == gen && (k = stale_one(sh, now, forgotten)) >= 0)
+                drop(sh, k);
+            /* beyond what demand asks: those still starting go first */
+            while (sh->gen == gen && sh->n > sh->want)
+                drop(sh, extra_one(sh));
+            if (sh->gen != gen)
+                continue;
             if (forgotten && sh->n == 0) {
                 free(sh->job);
                 memset(sh, 0, sizeof *sh);
+                sh->gen = gen + 1;
                 continue;
             }
             bool starting = false;
-            for (int k = 0; k < sh->n; k++)
+            for (k = 0; k < sh->n; k++)
                 starting |= !sh->w[k].ready;
             uint64_t est = sh->box_bytes ? sh->box_bytes : GUESS_BYTES;
             if (!start_for && !starting && sh->n < sh->want && now >= sh->retry_at_s && held_bytes() + est <= P.budget)
                 start_for = sh;
         }
-        if (start_for && !cpu_to_spare()) {
+        if (start_for && !spare) {
             /* busy: tried again at the next tick */
             start_for = NULL;
         }
@@ -300,6 +335,12 @@ static void *pool_main(void *arg) {
         }
     }
     /* stopping: every warm helper goes */
+    while (P.n_doomed > 0) {
+        al_driver_run dr = P.doomed[--P.n_doomed];
+        pthread_mutex_unlock(&P.mu);
+        end_helper(&dr);
+        pthread_mutex_lock(&P.mu);
+    }
     for (int i = 0; i < SHAPES; i++) {
         shape *sh = &P.shapes[i];
         while (sh->n > 0)
@@ -384,11 +425,16 @@ bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run
         else if (c->used && (!oldest || c->last_asked_s < oldest->last_asked_s))
             oldest = c;
     }
-    if (!sh && (free_slot || (oldest && oldest->n == 0))) {
-        /* a new shape: in a free slot, or one whose helpers are all gone */
+    if (!sh && (free_slot || (oldest && P.n_doomed + oldest->n <= SHAPES * PER_SHAPE_MAX))) {
+        /* a new shape: in a free slot, or the one asked for longest ago,
+         * whose helpers the pool thread ends */
         sh = free_slot ? free_slot : oldest;
+        for (int k = 0; k < sh->n; k++)
+            P.doomed[P.n_doomed++] = sh->w[k].dr;
         free(sh->job);
+        unsigned gen = sh->gen + 1;
         memset(sh, 0, sizeof *sh);
+        sh->gen = gen;
         sh->job = warm_job(job, lang, P.preload);
         sh->used = sh->job != NULL;
         sh->lang = lang;
