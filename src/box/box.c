@@ -385,6 +385,9 @@ static void discard(int fd) {
 /* A warm box (box.h): its interpreter's ready byte on CHAN (its output
  * dropped meanwhile), then the run from the handoff into *RUN, staged, and
  * sent to the interpreter. */
+/* how long a warm interpreter may take to say it has its run */
+#define WARM_ACK_MS 5000
+
 static int warm_start(box_ctx *b, int chan, int out_r[2], int workfd, uid_t uid, gid_t gid, al_box_config *run,
                       al_error *err) {
     const al_box_config *cfg = b->cfg;
@@ -491,6 +494,17 @@ static int warm_start(box_ctx *b, int chan, int out_r[2], int workfd, uid_t uid,
     }
     if (sendmsg(chan, &mh, MSG_NOSIGNAL) != (ssize_t)iov.iov_len)
         return al_err(err, "warm", errno ? errno : EIO, "hand the run to the interpreter: %m");
+    /* Its interpreter says it has the run ('g'), before any of the run's
+     * code: an interpreter that died idle an instant before (its socket
+     * kept open by the box's init) fails the hand-off here, and the run
+     * goes cold, instead of ending with that death as its own. */
+    struct pollfd pg = { .fd = chan, .events = POLLIN };
+    char g = 0;
+    int pr;
+    while ((pr = poll(&pg, 1, WARM_ACK_MS)) < 0 && errno == EINTR)
+        ;
+    if (pr <= 0 || read(chan, &g, 1) != 1 || g != 'g')
+        return al_err(err, "warm", EPIPE, "the interpreter did not take the run");
     /* its CPU time is the run's from here */
     if (b->cg) {
         al_cgroup_stats st = { 0 };

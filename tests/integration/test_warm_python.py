@@ -124,6 +124,8 @@ def warm(name, d):
     socket.send_fds(ours, [msg], [f.fileno()] if f is not subprocess.DEVNULL else [])
     if f is not subprocess.DEVNULL:
         f.close()
+    # it says it has the run before any of the run's code
+    assert ours.recv(1) == b"g"
     ours.close()
     out, err = p.communicate(timeout=60)
     return outcome(p, out, err, d)

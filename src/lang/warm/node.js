@@ -38,6 +38,8 @@
       run = null;
     }
   }
+  // "got it": before any of the run's code (the box's parent waits for it)
+  fs.writeSync(3, 'g');
   fs.closeSync(3);
   // the run's environment, in its order ("NAME=value" strings)
   for (const k of Object.keys(process.env)) delete process.env[k];
