@@ -132,8 +132,8 @@ def _foreign(pid):
     ancestors, or init (an orphan: a box leaked by a killed service)."""
     own = _own_ancestors() | OUR_PIDS | {1}
     st = _status(pid)
-    if os.environ.get("AIRLOCK_TEST_WARM_POOL", "0") != "0" and _under_live_service(pid):
-        return True   # a running service's (its idle warm boxes among them)
+    if os.environ.get("AIRLOCK_TEST_WARM_POOL", "0") != "0" and _idle_warm(pid):
+        return True   # a running service's idle warm box: not a leftover
     seen = 0
     while st is not None and seen < 64:
         ppid = st[0]
@@ -150,17 +150,40 @@ def _foreign(pid):
     return False
 
 
-def _under_live_service(pid):
-    live = {p for p in OUR_PIDS if _status(p) is not None}
-    seen = 0
-    while pid > 1 and seen < 64:
-        st = _status(pid)
+def _children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _idle_warm(pid):
+    """Whether PID is of a warm box waiting for its run, under a live service:
+    the box is its init and one interpreter of a warm start (python3 main.py,
+    node main.js) that still holds its hand-off socket at fd 3 (it closes it
+    once it has its run) and has started nothing."""
+    init, seen = pid, 0
+    while seen < 64:
+        st = _status(init)
         if st is None:
             return False
-        if st[0] in live:
-            return True
-        pid, seen = st[0], seen + 1
-    return False
+        pst = _status(st[0])
+        if pst is None or pst[1] < BOX_UID_MIN:
+            break
+        init, seen = st[0], seen + 1
+    helper = _status(init)
+    if helper is None or _status(helper[0]) is None or _status(helper[0])[0] not in OUR_PIDS:
+        return False
+    kids = _children(init)
+    if len(kids) != 1 or _children(kids[0]):
+        return False
+    try:
+        cmd = Path(f"/proc/{kids[0]}/cmdline").read_bytes().split(b"\0")
+        fd3 = os.readlink(f"/proc/{kids[0]}/fd/3")
+    except OSError:
+        return False
+    return cmd[:2] in ([b"/usr/bin/python3", b"main.py"], [b"/usr/bin/node", b"main.js"]) and fd3.startswith("socket:")
 
 
 def box_processes(mine_only=True):
