@@ -13,8 +13,8 @@ warm_pool = 0, both at the default limits (0.5 CPU, 512 MiB).
    The same for Node (`0`), against bare `node -e 0`.
 3. Throughput with 16 clients of trivial Python, warm and cold, against
    bare `python3 -c pass` processes with 16 at once.
-4. Memory: what one idle warm box holds (its cgroup's usage, and its
-   helper's RSS).
+4. Memory: what one idle warm box of each language holds (its cgroup's
+   usage, as the pool shows it).
 
 Between two runs of the warm service the others run, so its pool refills
 (its hits and misses are printed). Medians; the machine is shared.
@@ -23,7 +23,6 @@ Usage: /usr/bin/python3 bench/pool.py [--runs N] [--load N]
 """
 import argparse
 import concurrent.futures as cf
-import glob
 import json
 import os
 import statistics
@@ -138,18 +137,14 @@ def main():
         print(f"API node warm / bare node -e 0 = {out['API node 0, warm'] / out['bare node -e 0']:.2f}; "
               f"cold / warm = {out['API node 0, cold'] / out['API node 0, warm']:.2f}")
 
-        # memory of idle warm boxes
-        wait_ready(warm, 1, shapes=2)
-        usages = []
-        for d in glob.glob("/sys/fs/cgroup/memory/airlock/box-*"):
-            try:
-                usages.append(int(Path(d, "memory.usage_in_bytes").read_text()))
-            except OSError:
-                pass
-        if usages:
-            print(f"idle box cgroups: {len(usages)}, memory usage each (median) {statistics.median(usages) / 2**20:.1f} MiB")
-            out["idle_box_mib"] = statistics.median(usages) / 2 ** 20
-            print(f"  about {int(24 * 1024 / out['idle_box_mib'])} such boxes fit in 24 GiB")
+        # memory of idle warm boxes: what each said when ready (its cgroup's usage)
+        st = wait_ready(warm, 1, shapes=2) or warm.ok("GET", "/v1/settings")["badges"]["pool"]["state"]
+        for sh in st["shapes"]:
+            mib = sh["box_bytes"] / 2 ** 20
+            if mib:
+                print(f"idle warm box, {sh['language']:<7} (memory limit {sh['memory_bytes'] >> 20} MiB): {mib:.1f} MiB,"
+                      f" about {int(24 * 1024 / mib)} fit in 24 GiB")
+                out[f"idle_box_mib_{sh['language']}"] = mib
 
         # throughput, 16 clients
         def burst(fn, n):
