@@ -238,6 +238,13 @@ NODE = {
 }
 
 
+def node_ready(svc):
+    """A Node warm box ready (the first Node run teaches the pool its shape)."""
+    if not any(sh["language"] == "node" for sh in pool(svc)["shapes"]):
+        svc.run("0", language="node", image="default")
+    wait_idle(svc, 1, language="node")
+
+
 def _node_trace(text):
     # the one frame beneath the run's: Node's tick for a warm start, where a
     # cold one has run_main_module (a known difference, docs/operations.md)
@@ -249,9 +256,7 @@ def _node_trace(text):
 def test_a_warm_node_run_behaves_as_a_cold_one(pair, name):
     warm, cold = pair
     code = NODE[name]
-    if not any(sh["language"] == "node" for sh in pool(warm)["shapes"]):
-        warm.run("0", language="node", image="default")
-    wait_idle(warm, 1, language="node")
+    node_ready(warm)
     got = warm.run(code, language="node", image="default", args=["x", "y z"])
     assert got["result"]["box"].get("warm") is True, got["result"]["box"]
     want = outcome(cold.run(code, language="node", image="default", args=["x", "y z"]))
@@ -264,9 +269,7 @@ def test_a_warm_node_run_reads_its_own_package_json(pair):
     # the warm start was loaded from /work before the run's files came:
     # a package.json among them still decides how main.js loads (an ES module)
     warm, cold = pair
-    if not any(sh["language"] == "node" for sh in pool(warm)["shapes"]):
-        warm.run("0", language="node", image="default")
-    wait_idle(warm, 1, language="node")
+    node_ready(warm)
     code = "import fs from 'fs'\nconsole.log(typeof fs.readFileSync, import.meta.url)"
     files = [{"name": "package.json", "content_base64": b64(b'{"type": "module"}')}]
     got = warm.run(code, language="node", image="default", files=files)
@@ -277,9 +280,7 @@ def test_a_warm_node_run_reads_its_own_package_json(pair):
 
 def test_a_node_run_with_stdin_goes_cold(pair):
     warm, cold = pair
-    if not any(sh["language"] == "node" for sh in pool(warm)["shapes"]):
-        warm.run("0", language="node", image="default")
-    wait_idle(warm, 1, language="node")
+    node_ready(warm)
     code = "let d = ''; process.stdin.on('data', c => d += c); process.stdin.on('end', () => console.log(d.length, d))"
     doc = warm.run(code, language="node", image="default", stdin="some input\n")
     assert doc["result"]["box"].get("warm") is not True and doc["result"]["stdout"] == "11 some input\n\n", doc["result"]
