@@ -2,8 +2,8 @@
  * The native driver's warm boxes (issue 14): for each shape of Python or
  * Node run it has seen (language, image, limits), a few helpers whose box
  * is made and whose interpreter has started (Python's having imported the
- * preload modules), each waiting
- * for its run on stdin (src/cli/helper.c, src/lang/warm/python.py). A run
+ * preload modules), each waiting for its run on stdin (src/cli/helper.c,
+ * src/lang/warm/). A run
  * of that shape is handed one: its job line goes to that helper's stdin,
  * and from there it is that run's helper, as a cold one is. A warm box is
  * never reused and never shared: it ends with its run.
@@ -12,17 +12,19 @@
  * and keeps one box; each run that finds none ready raises that by one, up
  * to warm_pool, and each SHRINK_S without such a miss lowers it by one. All
  * of them together hold at most warm_pool_memory (each box's usage, as it
- * said when ready): past it, runs go cold. A host that runs no Python keeps
- * none. A box is made only with CPU to spare (half a core idle over the
+ * said when ready): past it, runs go cold. A host that runs no Python or
+ * Node keeps none. A box is made only with CPU to spare (half a core idle over the
  * last moments): under a load that keeps every core busy a refill, whose
  * imports cost a second of CPU, would slow the cold runs more than the
  * rare warm one gains.
  *
  * One thread of the service keeps them: it starts the helpers (fork and
  * exec, as the runners do), reads each one's "ready", and notices one that
- * died. It is the helpers' parent thread for PR_SET_PDEATHSIG, so it lives
- * until the service stops, after its runs. A killed service closes their
- * stdin: each kills its box.
+ * died, and ends those no longer wanted (a box leaves its shape at once,
+ * under the lock, onto the doomed list; the thread ends it without the
+ * lock). It is the helpers' parent thread for PR_SET_PDEATHSIG, so it
+ * lives until the service stops, after its runs. A killed service closes
+ * their stdin: each kills its box.
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -63,7 +65,6 @@ typedef struct warm {
 
 typedef struct shape {
     bool used;
-    unsigned gen;                 /* bumped when the slot is given to another shape */
     char *job;                    /* the warm job line (no newline) */
     const char *lang;             /* "python" or "node" */
     char image_dir[PATH_MAX], digest[80];
@@ -72,6 +73,7 @@ typedef struct shape {
     int want;                     /* boxes to keep, by demand: 1..size */
     int64_t last_miss_s;          /* a run found none ready, or want last came down */
     uint64_t box_bytes;           /* what its last ready box held */
+    const char *held_back;        /* why the box it wants was not made, or NULL */
     warm w[PER_SHAPE_MAX];
     int n;
     uint64_t hits, misses;
@@ -89,7 +91,8 @@ static struct {
     int wake;                     /* eventfd: a take or a stop */
     char exe[PATH_MAX], preload[512];
     shape shapes[SHAPES];
-    /* helpers of a shape a new one took the slot of: the pool thread ends them */
+    /* helpers no longer wanted, for the pool thread to end: every helper is
+     * in a shape or here, and the shapes hold at most SHAPES * PER_SHAPE_MAX */
     al_driver_run doomed[SHAPES * PER_SHAPE_MAX];
     int n_doomed;
     uint64_t hits, misses;
@@ -156,12 +159,29 @@ static void end_helper(al_driver_run *dr) {
     dr->events_fd = -1;
 }
 
-static void drop(shape *sh, int k) {
-    warm w = sh->w[k];
+/* With P.mu held: SH's box K leaves it, for the pool thread to end. */
+static void doom(shape *sh, int k) {
+    al_driver_run dr = sh->w[k].dr;
     sh->w[k] = sh->w[--sh->n];
+    if (P.n_doomed < (int)ELEMENTSOF(P.doomed)) {
+        P.doomed[P.n_doomed++] = dr;
+        poke();
+        return;
+    }
+    /* (cannot happen: see doomed) */
     pthread_mutex_unlock(&P.mu);
-    end_helper(&w.dr);
+    end_helper(&dr);
     pthread_mutex_lock(&P.mu);
+}
+
+/* With P.mu held, letting go of it for each: the doomed helpers end. */
+static void end_doomed(void) {
+    while (P.n_doomed > 0) {
+        al_driver_run dr = P.doomed[--P.n_doomed];
+        pthread_mutex_unlock(&P.mu);
+        end_helper(&dr);
+        pthread_mutex_lock(&P.mu);
+    }
 }
 
 /* A helper's first line: {"type": "ready", "memory_bytes": N}, or why not. */
@@ -225,12 +245,7 @@ static void *pool_main(void *arg) {
         int64_t now = now_s();
         /* sampled every round, so the window it judges is the last one */
         bool spare = cpu_to_spare();
-        while (P.n_doomed > 0) {
-            al_driver_run dr = P.doomed[--P.n_doomed];
-            pthread_mutex_unlock(&P.mu);
-            end_helper(&dr);
-            pthread_mutex_lock(&P.mu);
-        }
+        end_doomed();
         /* stale ones go, missing ones start (one at a time: each imports
          * at its box's CPU cap) */
         shape *start_for = NULL;
@@ -245,33 +260,30 @@ static void *pool_main(void *arg) {
             }
             if (sh->want > P.size)
                 sh->want = P.size;
-            /* drop() lets go of the lock: each pass looks afresh, and a slot
-             * given to another shape meanwhile is that shape's */
-            unsigned gen = sh->gen;
             int k;
-            while (sh->gen == gen && (k = stale_one(sh, now, forgotten)) >= 0)
-                drop(sh, k);
+            while ((k = stale_one(sh, now, forgotten)) >= 0)
+                doom(sh, k);
             /* beyond what demand asks: those still starting go first */
-            while (sh->gen == gen && sh->n > sh->want)
-                drop(sh, extra_one(sh));
-            if (sh->gen != gen)
-                continue;
-            if (forgotten && sh->n == 0) {
+            while (sh->n > sh->want)
+                doom(sh, extra_one(sh));
+            if (forgotten) {
                 free(sh->job);
                 memset(sh, 0, sizeof *sh);
-                sh->gen = gen + 1;
                 continue;
             }
             bool starting = false;
             for (k = 0; k < sh->n; k++)
                 starting |= !sh->w[k].ready;
             uint64_t est = sh->box_bytes ? sh->box_bytes : GUESS_BYTES;
-            if (!start_for && !starting && sh->n < sh->want && now >= sh->retry_at_s && held_bytes() + est <= P.budget)
+            sh->held_back = NULL;
+            if (starting || sh->n >= sh->want || now < sh->retry_at_s)
+                continue;
+            if (held_bytes() + est > P.budget)
+                sh->held_back = "the memory budget (warm_pool_memory_mb)";
+            else if (!spare)
+                sh->held_back = "no CPU to spare"; /* tried again at the next tick */
+            else if (!start_for)
                 start_for = sh;
-        }
-        if (start_for && !spare) {
-            /* busy: tried again at the next tick */
-            start_for = NULL;
         }
         if (start_for) {
             shape *sh = start_for;
@@ -330,24 +342,19 @@ static void *pool_main(void *arg) {
                     sh->retry_at_s = now_s() + (sh->failures < 6 ? 1 << sh->failures : 60);
                     snprintf(sh->last_error, sizeof sh->last_error, "%s", why);
                 }
-                drop(sh, k);
+                doom(sh, k);
             }
         }
     }
     /* stopping: every warm helper goes */
-    while (P.n_doomed > 0) {
-        al_driver_run dr = P.doomed[--P.n_doomed];
-        pthread_mutex_unlock(&P.mu);
-        end_helper(&dr);
-        pthread_mutex_lock(&P.mu);
-    }
     for (int i = 0; i < SHAPES; i++) {
         shape *sh = &P.shapes[i];
         while (sh->n > 0)
-            drop(sh, sh->n - 1);
+            doom(sh, sh->n - 1);
         free(sh->job);
         memset(sh, 0, sizeof *sh);
     }
+    end_doomed();
     pthread_mutex_unlock(&P.mu);
     return NULL;
 }
@@ -425,16 +432,14 @@ bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run
         else if (c->used && (!oldest || c->last_asked_s < oldest->last_asked_s))
             oldest = c;
     }
-    if (!sh && (free_slot || (oldest && P.n_doomed + oldest->n <= SHAPES * PER_SHAPE_MAX))) {
+    if (!sh && (free_slot || oldest)) {
         /* a new shape: in a free slot, or the one asked for longest ago,
          * whose helpers the pool thread ends */
         sh = free_slot ? free_slot : oldest;
-        for (int k = 0; k < sh->n; k++)
-            P.doomed[P.n_doomed++] = sh->w[k].dr;
+        while (sh->n > 0)
+            doom(sh, sh->n - 1);
         free(sh->job);
-        unsigned gen = sh->gen + 1;
         memset(sh, 0, sizeof *sh);
-        sh->gen = gen;
         sh->job = warm_job(job, lang, P.preload);
         sh->used = sh->job != NULL;
         sh->lang = lang;
@@ -456,7 +461,7 @@ bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run
              * has (its box died, it is ending) is not handed a run */
             struct pollfd pf = { .fd = sh->w[k].dr.events_fd, .events = POLLIN };
             if (poll(&pf, 1, 0) != 0) {
-                drop(sh, k);
+                doom(sh, k);
                 continue;
             }
             *ret = sh->w[k].dr;
@@ -512,6 +517,8 @@ json_t *al_warm_pool_json(void) {
                               (json_int_t)sh->hits, "misses", (json_int_t)sh->misses);
         if (j && sh->last_error[0])
             json_object_set_new(j, "last_error", json_string(sh->last_error));
+        if (j && sh->held_back)
+            json_object_set_new(j, "held_back", json_string(sh->held_back));
         json_array_append_new(shapes, j);
     }
     json_t *doc = json_pack("{s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:o}", "per_shape", P.size,

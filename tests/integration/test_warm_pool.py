@@ -313,6 +313,8 @@ def test_the_pool_is_sized_by_demand(tmp_path_factory):
         time.sleep(1)
         st = pool(tight)
         assert st["memory_budget_bytes"] == 1 << 20 and st["idle"] == 0 and st["starting"] == 0, st
+        # held back by the budget, not by a busy CPU
+        assert [sh.get("held_back") for sh in st["shapes"]] == ["the memory budget (warm_pool_memory_mb)"], st
     finally:
         # (the module's other services keep their warm boxes meanwhile)
         theirs = descendants(svc.proc.pid) | descendants(tight.proc.pid)
