@@ -225,7 +225,6 @@ typedef struct warm_ctx {
     job run;
     bool have_run;
     int cancel;
-    char why[300];
 } warm_ctx;
 
 static void warm_ready(void *ud, uint64_t memory_bytes) {
@@ -251,6 +250,15 @@ static int warm_handoff(void *ud, al_box_config *run, al_error *err) {
         return al_err(err, "warm", EINVAL, "the run is not of the shape this warm box was made for");
     job_config(&w->run, w->cancel, run);
     return 0;
+}
+
+/* RUN, handed a warm box that could not take it, in a cold box of its own
+ * (its result in *RES, replacing the warm box's failure). */
+static void run_cold(job *run, int cancel, al_box_result *res) {
+    al_box_config cfg;
+    job_config(run, cancel, &cfg);
+    al_box_result_free(res);
+    al_box_run(&cfg, res);
 }
 
 int cli_helper(int argc, char **argv) {
@@ -369,10 +377,7 @@ int cli_helper(int argc, char **argv) {
         if (warm && bw.handed && res.reason == AL_REASON_ERROR && strcmp(res.error.step, "warm") == 0) {
             /* its warm box failed it after the hand-off, before the run's
              * first instruction: the run goes cold, in a box of its own */
-            al_box_config again;
-            job_config(&wc.run, cancel, &again);
-            al_box_result_free(&res);
-            al_box_run(&again, &res);
+            run_cold(&wc.run, cancel, &res);
             cold_again = true;
         }
     }
@@ -385,10 +390,7 @@ int cli_helper(int argc, char **argv) {
         json_t *rd = read_job(&lr, &rwhy);
         if (rd && job_parse(rd, &wc.run, NULL, true, &step, &why) == 0) {
             wc.have_run = true;
-            al_box_config again;
-            job_config(&wc.run, cancel, &again);
-            al_box_result_free(&res);
-            al_box_run(&again, &res);
+            run_cold(&wc.run, cancel, &res);
             cold_again = true;
         } else if (rd) {
             /* what it could not parse is its run's error */
