@@ -13,7 +13,6 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/pidfd.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -166,7 +165,6 @@ typedef struct box_ctx {
     pid_t pid;
     int pidfd;
     uint64_t cpu_base_usec;       /* a warm box's CPU time before its run */
-    uint64_t ru_cpu_usec;         /* its init's rusage, its reaped descendants' included */
 } box_ctx;
 
 static void kill_box(box_ctx *b) {
@@ -281,17 +279,9 @@ static int supervise(box_ctx *b, int sock, int out_r[2], uint64_t start, al_erro
                 kill_deadline = al_now_ms() + KILL_GRACE_MS;
                 kill_box(b);
             } else {
-                /* the raw call, for the rusage glibc's waitid leaves out:
-                 * the CPU time of the box's processes (those its init or
-                 * the namespace's end reaped), for a host whose cgroups do
-                 * not account CPU (cgroup_v1.c without cpuacct) */
-                siginfo_t si = { 0 };
-                struct rusage ru;
-                if (syscall(SYS_waitid, P_PIDFD, b->pidfd, &si, WEXITED | WNOHANG, &ru) == 0 && si.si_pid != 0) {
+                siginfo_t si;
+                if (waitid((idtype_t)P_PIDFD, (id_t)b->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid != 0)
                     init_done = true;
-                    b->ru_cpu_usec = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
-                                     (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-                }
             }
         }
     }
@@ -382,12 +372,12 @@ static void discard(int fd) {
         ;
 }
 
-/* A warm box (box.h): its interpreter's ready byte on CHAN (its output
- * dropped meanwhile), then the run from the handoff into *RUN, staged, and
- * sent to the interpreter. */
 /* how long a warm interpreter may take to say it has its run */
 #define WARM_ACK_MS 5000
 
+/* A warm box (box.h): its interpreter's ready byte on CHAN (its output
+ * dropped meanwhile), then the run from the handoff into *RUN, staged, and
+ * sent to the interpreter, which says it has it. */
 static int warm_start(box_ctx *b, int chan, int out_r[2], int workfd, uid_t uid, gid_t gid, al_box_config *run,
                       al_error *err) {
     const al_box_config *cfg = b->cfg;
@@ -482,22 +472,24 @@ static int warm_start(box_ctx *b, int chan, int out_r[2], int workfd, uid_t uid,
         memcpy(CMSG_DATA(cm), &run->stdin_fd, sizeof(int));
     }
     /* Its memory limit is the run's on top of what the warm start holds
-     * now (the operator's preloads, never more than the headroom the box
-     * was made with): a script has at least a cold run's room, so none
+     * now (the operator's preloads), counted up to the headroom the box
+     * was made with, so the box never holds more than the run's limit and
+     * that headroom: a script has at least a cold run's room, and none
      * that fits cold fails warm. Before its first instruction. */
     if (b->cg && cfg->limits.memory_bytes) {
         al_cgroup_stats st = { 0 };
         b->cg_ops->stats(b->cg, &st);
-        r = b->cg_ops->set_memory(b->cg, cfg->limits.memory_bytes + st.memory_bytes);
+        uint64_t held = st.memory_bytes < AL_WARM_MEMORY_HEADROOM ? st.memory_bytes : AL_WARM_MEMORY_HEADROOM;
+        r = b->cg_ops->set_memory(b->cg, cfg->limits.memory_bytes + held);
         if (r < 0)
             return al_err(err, "warm", -r, "set the run's memory limit: %s", strerror(-r));
     }
     if (sendmsg(chan, &mh, MSG_NOSIGNAL) != (ssize_t)iov.iov_len)
         return al_err(err, "warm", errno ? errno : EIO, "hand the run to the interpreter: %m");
     /* Its interpreter says it has the run ('g'), before any of the run's
-     * code: an interpreter that died idle an instant before (its socket
-     * kept open by the box's init) fails the hand-off here, and the run
-     * goes cold, instead of ending with that death as its own. */
+     * code: one killed an instant before, still exiting when the message
+     * went into its socket, fails the hand-off here, and the run goes
+     * cold, instead of ending with that death as its own. */
     struct pollfd pg = { .fd = chan, .events = POLLIN };
     char g = 0;
     int pr;
@@ -701,8 +693,7 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
         }
         al_cgroup_stats st = { 0 };
         ops->stats(b.cg, &st);
-        uint64_t cpu = st.cpu_known ? st.cpu_usec : b.ru_cpu_usec;
-        res->cpu_ms = (cpu - (cpu >= b.cpu_base_usec ? b.cpu_base_usec : 0)) / 1000;
+        res->cpu_ms = (st.cpu_usec - (st.cpu_usec >= b.cpu_base_usec ? b.cpu_base_usec : 0)) / 1000;
         res->peak_memory_bytes = st.peak_memory_bytes;
         if (res->reason == AL_REASON_EXITED && st.oom_kills > 0)
             res->reason = AL_REASON_MEMORY;

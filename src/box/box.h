@@ -77,8 +77,9 @@ typedef struct al_box_config al_box_config;
  * its runtime, limits and network stay the box's. The box's files are
  * removed from /work, the run's staged as a cold box's would be, and the
  * interpreter is sent the run's arguments and environment (JSON) with its
- * stdin (a passed fd) on fd 3. The run's wall clock and CPU time start
- * there; what the box printed before is discarded. */
+ * stdin (a passed fd) on fd 3, and answers one byte when it has them. The
+ * run's wall clock and CPU time start there; what the box printed before
+ * is discarded. */
 /* How much a warm start may hold (its preloads) beyond the run's memory
  * limit: the box's limit until its hand-off, after which the run has its
  * own limit on top of what the warm start holds then. */

@@ -19,10 +19,6 @@ typedef struct al_cgroup_limits {
 } al_cgroup_limits;
 
 typedef struct al_cgroup_stats {
-    /* cpu_usec was read from the cgroup (a v1 host may lack cpuacct); the
-     * cgroup counts what rusage cannot: children a script's SIGCHLD SIG_IGN
-     * had the kernel reap add to nobody's rusage */
-    bool cpu_known;
     uint64_t cpu_usec;
     uint64_t peak_memory_bytes;
     uint64_t memory_bytes;        /* in use now */

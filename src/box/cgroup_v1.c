@@ -245,10 +245,8 @@ static int v1_nprocs(al_cgroup *cg) { return al_cgroup_count_procs(cg->dir[C_PID
 
 static int v1_stats(al_cgroup *cg, al_cgroup_stats *st) {
     uint64_t v;
-    if (cg->dir[C_CPUACCT][0] && al_cgroup_read_u64(cg->dir[C_CPUACCT], "cpuacct.usage", &v) == 0) {
+    if (cg->dir[C_CPUACCT][0] && al_cgroup_read_u64(cg->dir[C_CPUACCT], "cpuacct.usage", &v) == 0)
         st->cpu_usec = v / 1000;
-        st->cpu_known = true;
-    }
     if (cg->dir[C_CPU][0] && al_cgroup_read_key(cg->dir[C_CPU], "cpu.stat", "nr_throttled", &v) == 0)
         st->nr_throttled = v;
     if (al_cgroup_read_u64(cg->dir[C_MEMORY], "memory.max_usage_in_bytes", &v) == 0)

@@ -168,10 +168,8 @@ static int v2_nprocs(al_cgroup *cg) { return al_cgroup_count_procs(cg->dir); }
 
 static int v2_stats(al_cgroup *cg, al_cgroup_stats *st) {
     uint64_t v;
-    if (al_cgroup_read_key(cg->dir, "cpu.stat", "usage_usec", &v) == 0) {
+    if (al_cgroup_read_key(cg->dir, "cpu.stat", "usage_usec", &v) == 0)
         st->cpu_usec = v;
-        st->cpu_known = true;
-    }
     if (al_cgroup_read_key(cg->dir, "cpu.stat", "nr_throttled", &v) == 0)
         st->nr_throttled = v;
     if (al_cgroup_read_u64(cg->dir, "memory.peak", &v) == 0)

@@ -36,7 +36,7 @@ void al_service_config_default(al_service_config *c) {
     c->followers_per_person = 16;
     c->waits_per_person = 16;
     c->docker_pool = 2;
-    /* on: sized by demand, so a host that runs no Python keeps none */
+    /* on: sized by demand, so a host that runs no Python or Node keeps none */
     c->warm_pool = 2;
     c->warm_pool_memory_mb = 1024;
     snprintf(c->warm_preload, sizeof c->warm_preload, "%s", "numpy,pandas,matplotlib,matplotlib.pyplot,PIL");

@@ -25,7 +25,7 @@ typedef struct al_service_config {
     char docker_socket[108];      /* driver = docker: "" for DOCKER_HOST or /var/run/docker.sock */
     char engine_runtime[16];      /* driver = docker: runc (default) or runsc */
     int docker_pool;              /* driver = docker: containers made ahead of need, per shape of run */
-    int warm_pool;                /* driver = native: warm Python boxes per shape of run, at most */
+    int warm_pool;                /* driver = native: warm Python and Node boxes per shape of run, at most */
     int warm_pool_memory_mb;      /* what all warm boxes may hold */
     char warm_preload[512];       /* the modules a warm box imports ahead, comma-separated */
     int node_lease_s;             /* a node that does not renew its lease this long is dead */

@@ -55,8 +55,9 @@ extern const al_driver_ops al_driver_disabled;
 int al_driver_docker_configure(const char *socket, const char *runtime, int pool, al_error *err);
 
 /* The native driver's warm boxes, for the whole process (the service's
- * configuration, set once before any run): WARM_POOL per shape of Python
- * run (0: none), each importing PRELOAD's modules ahead. */
+ * configuration, set once before any run): at most WARM_POOL per shape of
+ * Python or Node run (0: none), as demand asks, holding MEMORY_BYTES in
+ * all; Python's import PRELOAD's modules ahead. */
 int al_driver_native_configure(int warm_pool, uint64_t memory_bytes, const char *preload, al_error *err);
 
 /* The helper process both boxes run in (native.c). */

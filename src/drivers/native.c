@@ -131,7 +131,7 @@ static json_t *doctor_items(void) {
 static json_t *native_capabilities(void) {
     json_t *doc = doctor_items();
     json_object_set_new(doc, "pool", json_pack("{s:s, s:s, s:o}", "level", "applied", "detail",
-                                               "warm Python boxes made ahead of need (sized by demand, up to warm_pool per shape of run "
+                                               "warm Python and Node boxes made ahead of need (sized by demand, up to warm_pool per shape of run "
                                                "and warm_pool_memory_mb in all), "
                                                "each handed to one run and gone with it; a run that finds none "
                                                "starts cold",

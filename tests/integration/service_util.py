@@ -315,7 +315,7 @@ class Service:
                           runtime=os.environ.get("AIRLOCK_TEST_RUNTIME", "runc"))
             if not (self.state / "images").exists():
                 (self.state / "images").symlink_to(CACHE / "images")
-        # warm Python boxes: on in the product (sized by demand); the suite's
+        # warm Python and Node boxes: on in the product (sized by demand); the suite's
         # services keep none unless the test asks (test_warm_pool) or
         # AIRLOCK_TEST_WARM_POOL=N gives every service N, because its checks
         # that no box is left read every box on the host, idle warm ones
