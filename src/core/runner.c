@@ -805,6 +805,13 @@ void *al_service_scheduler_main(void *p) {
             al_store_claim c;
             al_error cerr = { 0 };
             int got = al_store_claim_run(s->store, s->node_id, &c, &cerr);
+#ifdef AIRLOCK_TEST_HOOKS
+            /* test builds: widen the window between a claim and its runner,
+             * so that a test can stop the service inside it */
+            const char *pause = getenv("AIRLOCK_TEST_CLAIM_PAUSE_MS");
+            if (got > 0 && pause)
+                usleep((useconds_t)strtoul(pause, NULL, 10) * 1000);
+#endif
             pthread_mutex_lock(&s->mu);
             /* what moved while it was asked is news still */
             last_claim_ms = now_ms;
@@ -814,6 +821,18 @@ void *al_service_scheduler_main(void *p) {
             if (got <= 0) {
                 if (got < 0)
                     al_service_log(s, "queue.claim_failed", json_pack("{s:s}", "error", cerr.msg));
+                free(a);
+                free(ra);
+                break;
+            }
+            /* A stop that came while the store was asked has already seen
+             * no run active and is about to free the service: a runner
+             * started now would outlive it (ASan saw one read the freed
+             * service at shutdown). The run goes back to the queue. */
+            if (s->stopping || s->declared_dead) {
+                pthread_mutex_unlock(&s->mu);
+                al_store_run_release(s->store, c.run_id, s->node_id, c.cap, &cerr);
+                pthread_mutex_lock(&s->mu);
                 free(a);
                 free(ra);
                 break;

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT
 from service_util import (LIVE, OUR_PIDS, TERMINAL, Service, service_binary, assert_error, assert_no_boxes, box_cgroups, box_processes,
-                          free_port, service, services, wait_no_boxes)  # noqa: F401
+                          free_port, hooks_binary, service, services, wait_no_boxes)  # noqa: F401
 
 # Every operation of docs/api.md.  test_docs_list_matches keeps this list honest.
 API = [
@@ -353,3 +353,21 @@ def test_graceful_shutdown(services):
         run = svc.get_run(i)
         assert run["state"] in ("canceled", "error"), f"after a graceful shutdown a run is {run['state']}"
         assert run["finished_at"] is not None
+
+
+def test_a_stop_during_a_claim_leaves_the_run_queued(services):
+    """A SIGTERM that comes while the scheduler asks the store for the next
+    run: the stop sees no run active, so a runner started from that claim
+    would outlive the service it reads (ASan saw it read the freed service).
+    The claimed run goes back to the queue instead, and runs at the next
+    start. The test build widens the window (AIRLOCK_TEST_CLAIM_PAUSE_MS)."""
+    svc = services.start("claimstop", extra_env={"AIRLOCK_TEST_CLAIM_PAUSE_MS": "1500"},
+                         binary=hooks_binary(ROOT / "build-asan"))
+    rid = svc.run("print('after the restart')", wait=False)["id"]
+    time.sleep(0.5)  # the scheduler holds the claim, paused
+    assert svc.stop(timeout=30) == 0
+    rows = svc.sql("SELECT state, node_id FROM runs WHERE id = ?", rid)
+    assert rows == [("queued", None)], f"a claim taken while the service stopped was kept: {rows}"
+    svc.start()
+    run = svc.wait_state(rid, TERMINAL, timeout=60)
+    assert run["state"] == "succeeded" and run["result"]["stdout"] == "after the restart\n", run
