@@ -55,10 +55,14 @@ static int doctor_docker(const char *runtime, bool json) {
 
 int cli_doctor(int argc, char **argv) {
     bool json = false;
-    const char *driver = "native", *runtime = NULL;
+    const char *driver = "native", *runtime = NULL, *url = NULL, *key = getenv("AIRLOCK_API_KEY");
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = true;
+        } else if (i + 1 < argc && strcmp(argv[i], "--url") == 0) {
+            url = argv[++i];
+        } else if (i + 1 < argc && strcmp(argv[i], "--key") == 0) {
+            key = argv[++i];
         } else if (i + 1 < argc && strcmp(argv[i], "--driver") == 0) {
             driver = argv[++i];
         } else if (i + 1 < argc && strcmp(argv[i], "--runtime") == 0) {
@@ -67,10 +71,22 @@ int cli_doctor(int argc, char **argv) {
             bool help = strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
             if (!help)
                 fprintf(stderr, "airlock doctor: unknown option %s\n", argv[i]);
-            fprintf(help ? stdout : stderr, "usage: airlock doctor [--json] [--driver native|docker [--runtime runc|runsc]]\n"
-                                            "  what this host (or driver) enforces, control by control\n");
+            fprintf(help ? stdout : stderr,
+                    "usage: airlock doctor [--json] [--driver native|docker [--runtime runc|runsc]]\n"
+                    "       airlock doctor [--json] --url URL [--key KEY]\n"
+                    "  what this host (or driver) enforces, control by control; with --url, what that\n"
+                    "  service enforces and its warm pool (KEY: default $AIRLOCK_API_KEY)\n");
             return help ? 0 : 125;
         }
+    }
+    if (url) {
+#ifdef AIRLOCK_SERVER
+        return cli_doctor_service(url, key, json);
+#else
+        (void)key; /* main.c hands --url to airlock-server */
+        fprintf(stderr, "airlock doctor: --url is airlock-server's\n");
+        return 125;
+#endif
     }
     if (strcmp(driver, "docker") == 0) {
 #ifdef AIRLOCK_SERVER

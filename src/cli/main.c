@@ -53,6 +53,15 @@ static bool run_needs_server(int argc, char **argv) {
     }
     return false;
 }
+
+/* Whether OPT is among ARGV's options (`airlock doctor --url`: the
+ * service's view, over libcurl). */
+static bool has_option(int argc, char **argv, const char *opt) {
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], opt) == 0)
+            return true;
+    return false;
+}
 #endif
 
 bool cli_help_asked(int argc, char **argv) {
@@ -65,7 +74,7 @@ bool cli_help_asked(int argc, char **argv) {
 static int usage(FILE *f) {
     fprintf(f, "usage: airlock COMMAND [ARGS]\n\n"
                "  run [OPTIONS] (FILE | -c CODE) [ARGS...]   run a script in a fresh sandbox\n"
-               "  doctor [--json]                          what this host enforces, control by control\n"
+               "  doctor [--json] [--url URL]              what this host (or a service) enforces, control by control\n"
                "  image build|ls|verify|rm                 runtime images (airlock image for help)\n"
                "  serve [--listen ADDR:PORT] [--state DIR] [--config FILE]   the execution service (docs/api.md)\n"
                "  admin [--state DIR] bootstrap|org|workspace|person|key|list  tenants and API keys\n"
@@ -82,7 +91,7 @@ int main(int argc, char **argv) {
 #ifndef AIRLOCK_SERVER
     if (strcmp(cmd, "run") == 0 && run_needs_server(argc, argv))
         return hand_over(argv);
-    if (strcmp(cmd, "doctor") == 0 && run_needs_server(argc, argv))
+    if (strcmp(cmd, "doctor") == 0 && (run_needs_server(argc, argv) || has_option(argc, argv, "--url")))
         return hand_over(argv);
     if (strcmp(cmd, "image") == 0 && image_import(argc, argv))
         return hand_over(argv);

@@ -1,8 +1,10 @@
 /*
  * The native driver's warm boxes (issue 14): for each shape of Python or
- * Node run it has seen (language, image, limits), a few helpers whose box
- * is made and whose interpreter has started (Python's having imported the
- * preload modules), each waiting for its run on stdin (src/cli/helper.c,
+ * Node run it has seen (language, image, limits, and for Python whether
+ * its code names a preload module), a few helpers whose box is made and
+ * whose interpreter has started (Python's having imported the preload
+ * modules, if that shape's code names them), each waiting for its run on
+ * stdin (src/cli/helper.c,
  * src/lang/warm/). A run
  * of that shape is handed one: its job line goes to that helper's stdin,
  * and from there it is that run's helper, as a cold one is. A warm box is
@@ -13,10 +15,12 @@
  * to warm_pool, and each SHRINK_S without such a miss lowers it by one. All
  * of them together hold at most warm_pool_memory (each box's usage, as it
  * said when ready): past it, runs go cold. A host that runs no Python or
- * Node keeps none. A box is made only with CPU to spare (half a core idle over the
- * last moments): under a load that keeps every core busy a refill, whose
- * imports cost a second of CPU, would slow the cold runs more than the
- * rare warm one gains.
+ * Node keeps none. A box with preloads is made only with CPU to spare (half
+ * a core idle over the last moments): under a load that keeps every core
+ * busy a refill, whose imports cost a second of CPU, would slow the cold
+ * runs more than the rare warm one gains. One without (Python whose code
+ * names none, Node) costs what the cold start it spares would: it is made
+ * whatever the load.
  *
  * One thread of the service keeps them: it starts the helpers (fork and
  * exec, as the runners do), reads each one's "ready", and notices one that
@@ -26,6 +30,7 @@
  * lives until the service stops, after its runs. A killed service closes
  * their stdin: each kills its box.
  */
+#include <ctype.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
@@ -67,6 +72,7 @@ typedef struct shape {
     bool used;
     char *job;                    /* the warm job line (no newline) */
     const char *lang;             /* "python" or "node" */
+    bool preloads;                /* Python's boxes import the preload modules */
     char image_dir[PATH_MAX], digest[80];
     al_box_limits l;
     int64_t last_asked_s;
@@ -88,6 +94,7 @@ static struct {
     bool running, stopping;
     int size;
     uint64_t budget;              /* bytes all warm boxes may hold */
+    int64_t shrink_s, forget_s;   /* SHRINK_S and FORGET_S, but in a test build */
     int wake;                     /* eventfd: a take or a stop */
     char exe[PATH_MAX], preload[512];
     shape shapes[SHAPES];
@@ -253,8 +260,8 @@ static void *pool_main(void *arg) {
             shape *sh = &P.shapes[i];
             if (!sh->used)
                 continue;
-            bool forgotten = now - sh->last_asked_s > FORGET_S;
-            if (sh->want > 1 && now - sh->last_miss_s > SHRINK_S) {
+            bool forgotten = now - sh->last_asked_s > P.forget_s;
+            if (sh->want > 1 && now - sh->last_miss_s > P.shrink_s) {
                 sh->want--;
                 sh->last_miss_s = now;
             }
@@ -280,7 +287,7 @@ static void *pool_main(void *arg) {
                 continue;
             if (held_bytes() + est > P.budget)
                 sh->held_back = "the memory budget (warm_pool_memory_mb)";
-            else if (!spare)
+            else if (!spare && sh->preloads)
                 sh->held_back = "no CPU to spare"; /* tried again at the next tick */
             else if (!start_for)
                 start_for = sh;
@@ -364,13 +371,50 @@ void al_warm_pool_configure(int size, uint64_t budget_bytes, const char *preload
     P.size = size < 0 ? 0 : size > PER_SHAPE_MAX ? PER_SHAPE_MAX : size;
     P.budget = budget_bytes;
     snprintf(P.preload, sizeof P.preload, "%s", preload ? preload : "");
+    P.shrink_s = SHRINK_S;
+    P.forget_s = FORGET_S;
+#ifdef AIRLOCK_TEST_HOOKS
+    /* test builds: a test of the shrinking and the forgetting that takes
+     * seconds, not minutes */
+    const char *v;
+    if ((v = getenv("AIRLOCK_TEST_WARM_SHRINK_S")))
+        P.shrink_s = strtoll(v, NULL, 10);
+    if ((v = getenv("AIRLOCK_TEST_WARM_FORGET_S")))
+        P.forget_s = strtoll(v, NULL, 10);
+#endif
     pthread_mutex_unlock(&P.mu);
+}
+
+/* Whether CODE names one of the preload modules' packages ("numpy" for
+ * "numpy" or "matplotlib.pyplot"'s "matplotlib") as a word. A run that
+ * does not gets a box without them: a preloaded interpreter's end (its
+ * 60 MiB unmapped) costs some 8 ms, more than all of `python3 -c pass`
+ * saves, and its refill a second of CPU. A word in a comment or a string
+ * only costs that; a module imported in another way is imported in the
+ * run's own time, as on a cold start. */
+static bool names_a_preload(const char *code) {
+    for (const char *m = P.preload; *m;) {
+        size_t len = strcspn(m, ","), top = strcspn(m, ".,");
+        char name[64];
+        if (top > 0 && top < sizeof name) {
+            memcpy(name, m, top);
+            name[top] = '\0';
+            for (const char *at = code; (at = strstr(at, name)); at += top) {
+                char before = at == code ? ' ' : at[-1], after = at[top];
+                if (!isalnum((unsigned char)before) && before != '_' && !isalnum((unsigned char)after) && after != '_')
+                    return true;
+            }
+        }
+        m += len + (m[len] == ',');
+    }
+    return false;
 }
 
 /* The shape of JOB's run (false: no warm box can run it): Python, or Node
  * without stdin (its warm start cannot put a passed fd at fd 0), offline,
  * no skill, the native driver. */
-static bool shape_of(json_t *job, const char **lang, const char **dir, const char **digest, al_box_limits *l) {
+static bool shape_of(json_t *job, const char **lang, bool *preloads, const char **dir, const char **digest,
+                     al_box_limits *l) {
     const char *ln = json_string_value(json_object_get(job, "language"));
     const al_lang *al = ln ? al_lang_by_name(ln) : NULL;
     const char *net = json_string_value(json_object_get(job, "network"));
@@ -378,6 +422,8 @@ static bool shape_of(json_t *job, const char **lang, const char **dir, const cha
         json_object_get(job, "driver") || (strcmp(al->name, "python") != 0 && json_object_get(job, "stdin_path")))
         return false;
     *lang = al->name;
+    const char *code = json_string_value(json_object_get(job, "code"));
+    *preloads = strcmp(al->name, "python") == 0 && code && names_a_preload(code);
     *dir = json_string_value(json_object_get(job, "image_dir"));
     *digest = json_string_value(json_object_get(job, "image_digest"));
     if (!*dir != !*digest || (*dir && (strlen(*dir) >= PATH_MAX || strlen(*digest) >= 80)))
@@ -386,15 +432,15 @@ static bool shape_of(json_t *job, const char **lang, const char **dir, const cha
     return true;
 }
 
-static bool same(const shape *sh, const char *lang, const char *dir, const char *digest, const al_box_limits *l) {
-    return sh->used && strcmp(sh->lang, lang) == 0 && strcmp(sh->image_dir, dir ? dir : "") == 0 &&
+static bool same(const shape *sh, const char *lang, bool preloads, const char *dir, const char *digest,
+                 const al_box_limits *l) {
+    return sh->used && strcmp(sh->lang, lang) == 0 && sh->preloads == preloads && strcmp(sh->image_dir, dir ? dir : "") == 0 &&
            strcmp(sh->digest, digest ? digest : "") == 0 && memcmp(&sh->l, l, sizeof *l) == 0;
 }
 
-static char *warm_job(json_t *job, const char *lang, const char *preload) {
-    /* (the preloads are Python modules) */
+static char *warm_job(json_t *job, const char *lang, bool preloads) {
     json_t *w = json_pack("{s:b, s:s, s:O?, s:s}", "warm", 1, "language", lang, "limits",
-                          json_object_get(job, "limits"), "preload", strcmp(lang, "python") == 0 ? preload : "");
+                          json_object_get(job, "limits"), "preload", preloads ? P.preload : "");
     json_t *dir = json_object_get(job, "image_dir"), *digest = json_object_get(job, "image_digest");
     if (w && dir && digest) {
         json_object_set(w, "image_dir", dir);
@@ -408,9 +454,10 @@ static char *warm_job(json_t *job, const char *lang, const char *preload) {
 bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run *ret) {
     json_t *job = json_loads(job_text, 0, NULL);
     const char *lang = NULL, *dir = NULL, *digest = NULL;
+    bool preloads = false;
     al_box_limits l;
     pthread_mutex_lock(&P.mu);
-    if (!job || P.size == 0 || P.stopping || !shape_of(job, &lang, &dir, &digest, &l)) {
+    if (!job || P.size == 0 || P.stopping || !shape_of(job, &lang, &preloads, &dir, &digest, &l)) {
         pthread_mutex_unlock(&P.mu);
         json_decref(job);
         return false;
@@ -425,7 +472,7 @@ bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run
     shape *sh = NULL, *free_slot = NULL, *oldest = NULL;
     for (int i = 0; i < SHAPES && !sh; i++) {
         shape *c = &P.shapes[i];
-        if (same(c, lang, dir, digest, &l))
+        if (same(c, lang, preloads, dir, digest, &l))
             sh = c;
         else if (!c->used && !free_slot)
             free_slot = c;
@@ -440,9 +487,10 @@ bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run
             doom(sh, sh->n - 1);
         free(sh->job);
         memset(sh, 0, sizeof *sh);
-        sh->job = warm_job(job, lang, P.preload);
+        sh->job = warm_job(job, lang, preloads);
         sh->used = sh->job != NULL;
         sh->lang = lang;
+        sh->preloads = preloads;
         snprintf(sh->image_dir, sizeof sh->image_dir, "%s", dir ? dir : "");
         snprintf(sh->digest, sizeof sh->digest, "%s", digest ? digest : "");
         sh->l = l;
@@ -515,6 +563,8 @@ json_t *al_warm_pool_json(void) {
                               (json_int_t)sh->l.pids, "timeout_s", (json_int_t)(sh->l.wall_ms / 1000), "want", sh->want,
                               "idle", ready, "starting", sh->n - ready, "box_bytes", (json_int_t)sh->box_bytes, "hits",
                               (json_int_t)sh->hits, "misses", (json_int_t)sh->misses);
+        if (j)
+            json_object_set_new(j, "preload", json_string(sh->preloads ? P.preload : ""));
         if (j && sh->last_error[0])
             json_object_set_new(j, "last_error", json_string(sh->last_error));
         if (j && sh->held_back)

@@ -1,17 +1,21 @@
 """The native driver's warm boxes (issue 14; src/drivers/warm_pool.c): with
 warm_pool = N, `airlock serve` keeps per shape of Python run (image,
-limits) N boxes whose interpreter has started and imported the preload
-modules; a run of that shape is handed one, which ends with it. The
+limits, whether its code names a preload module) N boxes whose interpreter
+has started and, for code that names them, imported the preload modules;
+a run of that shape is handed one, which ends with it. The
 reference is the same service with warm_pool = 0: a warm run must behave
 as a cold one, in the box, through the API."""
 import json
 import os
+import re
 import signal
+import subprocess
 import time
 
 import pytest
 
-from service_util import b64, box_cgroups, box_processes, image_service, stop_checked
+from conftest import ROOT
+from service_util import b64, box_cgroups, box_processes, hooks_binary, image_service, stop_checked
 from test_warm_python import ARGS, CORPUS, STDIN
 
 # the interpreter's half is held to a cold start on the host by
@@ -29,14 +33,21 @@ def pool(svc):
     return svc.ok("GET", "/v1/settings")["badges"]["pool"]["state"]
 
 
-def shape_key(limits=None):
-    """(memory_bytes, timeout_s, pids) of a run's shape, as the pool names it."""
+def names_a_preload(code, preload):
+    """Whether CODE names one of PRELOAD's packages as a word: its shape's
+    boxes import them (warm_pool.c's names_a_preload)."""
+    return any(re.search(r"(?<![A-Za-z0-9_])" + re.escape(m.split(".")[0]) + r"(?![A-Za-z0-9_])", code)
+               for m in preload.split(",") if m)
+
+
+def shape_key(limits=None, preloads=False):
+    """(memory_bytes, timeout_s, pids, preloads) of a run's shape, as the pool names it."""
     limits = limits or {}
-    return (limits.get("memory_mb", 512) << 20, limits.get("timeout_s", 60), limits.get("pids", 256))
+    return (limits.get("memory_mb", 512) << 20, limits.get("timeout_s", 60), limits.get("pids", 256), preloads)
 
 
 def key_of(sh):
-    return (sh["memory_bytes"], sh["timeout_s"], sh["pids"])
+    return (sh["memory_bytes"], sh["timeout_s"], sh["pids"], sh["preload"] != "")
 
 
 def wait_idle(svc, n=1, key=None, timeout=120, language="python"):
@@ -84,10 +95,14 @@ def body(name):
 
 def warm_run(svc, code, **fields):
     """A run that is handed a warm box (the first run of a shape goes cold
-    and teaches the pool the shape)."""
-    key = shape_key(fields.get("limits"))
+    and teaches the pool the shape: a script of nothing, or of a comment
+    naming a preload module if CODE names one)."""
+    preload = pool(svc)["preload"]
+    heavy = names_a_preload(code, preload)
+    key = shape_key(fields.get("limits"), heavy)
     if not any(key_of(sh) == key for sh in pool(svc)["shapes"]):
-        svc.run("pass", image="default", **{k: v for k, v in fields.items() if k == "limits"})
+        teach = "pass  # " + preload.split(",")[0].split(".")[0] if heavy else "pass"
+        svc.run(teach, image="default", **{k: v for k, v in fields.items() if k == "limits"})
     wait_idle(svc, 1, key)
     doc = svc.run(code, **fields)
     assert doc["result"]["box"].get("warm") is True, doc["result"]["box"]
@@ -200,18 +215,58 @@ def test_a_warm_box_that_died_idle_is_replaced_and_runs_never_fail(pair):
     assert sum(sh["idle"] for sh in st["shapes"]) >= 2
 
 
+def test_only_code_that_names_a_preload_gets_a_box_with_them(pair):
+    # a script that names none of the preload modules gets a box without
+    # them (a preloaded interpreter's end costs more than a bare start); one
+    # that names one, even in a comment, gets them; both run as cold
+    warm, cold = pair
+    probe = "import sys\nprint(sorted(m for m in ('deci' + 'mal', 'frac' + 'tions') if m in sys.modules))"
+    light = warm_run(warm, probe, image="default")
+    heavy = warm_run(warm, probe + "  # decimal", image="default")
+    assert light["result"]["stdout"] == "[]\n", light["result"]
+    assert heavy["result"]["stdout"] == "['decimal', 'fractions']\n", heavy["result"]
+    assert cold.run(probe, image="default")["result"]["stdout"] == "[]\n"
+    shapes = {sh["preload"] for sh in pool(warm)["shapes"] if sh["language"] == "python" and key_of(sh)[:3] == shape_key()[:3]}
+    assert shapes == {"", LIGHT}, pool(warm)
+    # a word only: "decimals" or "my_decimal" names none
+    doc = warm_run(warm, "decimals = my_decimal = 1\n" + probe, image="default")
+    assert doc["result"]["stdout"] == "[]\n", doc["result"]
+
+
 def test_the_pool_is_shown(pair):
     warm, cold = pair
     st = pool(warm)
     assert st["per_shape"] == 2 and st["preload"] == LIGHT and st["hits"] > 0, st
     for sh in st["shapes"]:
-        assert {"language", "image", "memory_bytes", "idle", "starting", "hits", "misses"} <= set(sh), sh
+        assert {"language", "image", "memory_bytes", "idle", "starting", "hits", "misses", "preload"} <= set(sh), sh
     assert pool(cold)["per_shape"] == 0 and pool(cold)["shapes"] == []
     status, _, text = warm.request("GET", "/metrics", key=None)
     assert status == 200 and b'airlock_pool_runs_total{result="hit"}' in text
     # /healthz, which asks for no key, says only that there is a pool
     status, _, doc = warm.request("GET", "/healthz", key=None)
     assert status == 200 and "state" not in doc["badges"]["pool"], doc["badges"]["pool"]
+    # and `airlock doctor --url` asks the service, with a key
+    url = f"http://{warm.host}:{warm.port}"
+    doctor = [str(warm.binary), "doctor", "--url", url]
+    out = subprocess.run(doctor + ["--key", warm.key, "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    st = pool(warm)
+    assert doc["service"] == url and doc["driver"] == "native" and doc["controls"]["pool"]["level"], doc
+    assert {k: doc["pool"][k] for k in ("per_shape", "preload", "memory_budget_bytes")} == \
+        {k: st[k] for k in ("per_shape", "preload", "memory_budget_bytes")}, (doc["pool"], st)
+    assert sorted(map(key_of, doc["pool"]["shapes"])) == sorted(map(key_of, st["shapes"])), (doc["pool"], st)
+    out = subprocess.run(doctor, capture_output=True, text=True, timeout=60, env={**os.environ, "AIRLOCK_API_KEY": warm.key})
+    assert out.returncode == 0, out.stderr
+    assert "pool:    at most 2 per shape;" in out.stdout and "MiB of 1024 MiB" in out.stdout, out.stdout
+    assert out.stdout.count("shape:   python on ") == sum(sh["language"] == "python" for sh in st["shapes"]), out.stdout
+    assert "hits" in out.stdout and "a box holds" in out.stdout, out.stdout
+    # a wrong key is the service's 401, said; no key is asked for
+    out = subprocess.run(doctor + ["--key", "al_wrong"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "HTTP 401" in out.stderr, (out.returncode, out.stderr)
+    env = {k: v for k, v in os.environ.items() if k != "AIRLOCK_API_KEY"}
+    out = subprocess.run(doctor, capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 125 and "AIRLOCK_API_KEY" in out.stderr, (out.returncode, out.stderr)
 
 
 # Node: the runtime's own start is paid ahead (nothing is preloaded). Each
@@ -324,6 +379,44 @@ def test_the_pool_is_sized_by_demand(tmp_path_factory):
         while [p for p, _, _ in box_processes() if p in theirs] and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not [p for p, _, _ in box_processes() if p in theirs], box_processes()
+
+
+def test_the_pool_shrinks_and_forgets_without_demand(tmp_path_factory):
+    # each SHRINK_S (two minutes; seconds in this test build) without a run
+    # that found no box lowers a shape's size by one, to one; a shape no run
+    # asked for in FORGET_S (ten minutes; seconds here) keeps none
+    svc = image_service(tmp_path_factory.mktemp("shrink") / "state",
+                        {"warm_pool": "3", "warm_preload": LIGHT}, binary=hooks_binary(ROOT / "build-asan"),
+                        extra_env={"AIRLOCK_TEST_WARM_SHRINK_S": "5", "AIRLOCK_TEST_WARM_FORGET_S": "25"})
+    try:
+        # bursts of runs that find no box raise it to three (grow() would
+        # wait for three ready, which a size shrinking meanwhile never keeps)
+        for _ in range(10):
+            ids = [svc.run("import time; time.sleep(0.5)", wait=False, image="default")["id"] for _ in range(4)]
+            for i in ids:
+                svc.wait_state(i, "succeeded", timeout=60)
+            if [sh["want"] for sh in pool(svc)["shapes"]] == [3]:
+                break
+        assert [sh["want"] for sh in pool(svc)["shapes"]] == [3], pool(svc)
+        mine = descendants(svc.proc.pid)
+        deadline = time.monotonic() + 30
+        while True:
+            st = pool(svc)
+            if [(sh["want"], sh["idle"] + sh["starting"]) for sh in st["shapes"]] == [(1, 1)]:
+                break
+            assert time.monotonic() < deadline, f"the pool did not come down to one box: {st}"
+            time.sleep(0.2)
+        deadline = time.monotonic() + 40
+        while pool(svc)["shapes"]:
+            assert time.monotonic() < deadline, f"an unasked shape was kept: {pool(svc)}"
+            time.sleep(0.2)
+        deadline = time.monotonic() + 15
+        while [p for p, _, _ in box_processes() if p in descendants(svc.proc.pid) | mine] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p, _, _ in box_processes() if p in descendants(svc.proc.pid) | mine], box_processes()
+        assert pool(svc)["memory_bytes"] == 0, pool(svc)
+    finally:
+        svc.stop()
 
 
 def descendants(pid):

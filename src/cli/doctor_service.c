@@ -1,0 +1,152 @@
+/* `airlock doctor --url URL`: what a running service enforces and keeps,
+ * as its GET /v1/settings says: the driver's badges, control by control,
+ * and its warm pool (per shape: size by demand, idle, starting, hits,
+ * misses, memory). The pool lives in the service's memory, so this asks
+ * the service (with a key: /healthz, which needs none, says only that
+ * there is a pool). airlock-server only: it links libcurl. */
+#include <curl/curl.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* a settings document is a few KiB; anything far bigger is not one */
+#define BODY_MAX (1 << 20)
+
+typedef struct body {
+    char *buf;
+    size_t len;
+    bool too_big;
+} body;
+
+static size_t on_body(char *p, size_t size, size_t n, void *userdata) {
+    body *b = userdata;
+    size_t len = size * n;
+    if (b->len + len > BODY_MAX) {
+        b->too_big = true;
+        return 0;
+    }
+    char *nb = realloc(b->buf, b->len + len + 1);
+    if (!nb)
+        return 0;
+    memcpy(nb + b->len, p, len);
+    b->buf = nb;
+    b->len += len;
+    b->buf[b->len] = '\0';
+    return len;
+}
+
+/* GET URL/v1/settings with KEY: the document, or NULL after saying why. */
+static json_t *get_settings(const char *url, const char *key) {
+    char target[2048], auth[600];
+    size_t ul = strlen(url);
+    while (ul > 0 && url[ul - 1] == '/')
+        ul--;
+    if (ul + sizeof "/v1/settings" > sizeof target || strlen(key) + 32 > sizeof auth) {
+        fprintf(stderr, "airlock doctor: the URL or the key is too long\n");
+        return NULL;
+    }
+    snprintf(target, sizeof target, "%.*s/v1/settings", (int)ul, url);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
+    CURL *h = curl_easy_init();
+    if (!h) {
+        fprintf(stderr, "airlock doctor: libcurl did not start\n");
+        return NULL;
+    }
+    body b = { 0 };
+    struct curl_slist *hdrs = curl_slist_append(NULL, auth);
+    curl_easy_setopt(h, CURLOPT_URL, target);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    CURLcode rc = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    json_t *doc = rc == CURLE_OK && b.buf ? json_loads(b.buf, 0, NULL) : NULL;
+    free(b.buf);
+    if (rc != CURLE_OK) {
+        fprintf(stderr, "airlock doctor: %s: %s\n", target,
+                b.too_big ? "an answer of more than 1 MiB, not a settings document" : curl_easy_strerror(rc));
+        json_decref(doc);
+        return NULL;
+    }
+    if (status != 200 || !json_is_object(doc)) {
+        const char *msg = json_string_value(json_object_get(json_object_get(doc, "error"), "message"));
+        fprintf(stderr, "airlock doctor: %s: HTTP %ld%s%s\n", target, status, msg ? ": " : "", msg ? msg : "");
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+static const char *str(json_t *o, const char *k) {
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+static double mib(json_t *o, const char *k) {
+    return (double)json_integer_value(json_object_get(o, k)) / (1 << 20);
+}
+
+static long long num(json_t *o, const char *k) { return (long long)json_integer_value(json_object_get(o, k)); }
+
+static void print_pool(json_t *st) {
+    printf("\npool:    at most %lld per shape; %lld idle, %lld starting; %.1f MiB of %.0f MiB; %lld hits, %lld misses\n",
+           num(st, "per_shape"), num(st, "idle"), num(st, "starting"), mib(st, "memory_bytes"),
+           mib(st, "memory_budget_bytes"), num(st, "hits"), num(st, "misses"));
+    if (str(st, "preload")[0])
+        printf("         preloads %s, for code that names them\n", str(st, "preload"));
+    size_t i;
+    json_t *sh;
+    json_array_foreach(json_object_get(st, "shapes"), i, sh) {
+        printf("shape:   %s on %s, %.0f MiB, %lld ms CPU/s, %lld pids, %lld s%s\n", str(sh, "language"),
+               str(sh, "image"), mib(sh, "memory_bytes"), num(sh, "cpu_millis"), num(sh, "pids"), num(sh, "timeout_s"),
+               str(sh, "preload")[0] ? ", preloaded" : "");
+        printf("         want %lld, idle %lld, starting %lld, hits %lld, misses %lld, a box holds %.1f MiB\n",
+               num(sh, "want"), num(sh, "idle"), num(sh, "starting"), num(sh, "hits"), num(sh, "misses"),
+               mib(sh, "box_bytes"));
+        if (str(sh, "held_back")[0])
+            printf("         held back by %s\n", str(sh, "held_back"));
+        if (str(sh, "last_error")[0])
+            printf("         last error: %s\n", str(sh, "last_error"));
+    }
+}
+
+int cli_doctor_service(const char *url, const char *key, bool json) {
+    if (!key || !key[0]) {
+        fprintf(stderr, "airlock doctor: --url needs an API key: --key KEY or AIRLOCK_API_KEY\n");
+        return 125;
+    }
+    json_t *doc = get_settings(url, key);
+    if (!doc)
+        return 1;
+    json_t *badges = json_object_get(doc, "badges");
+    json_t *pool = json_object_get(json_object_get(badges, "pool"), "state");
+    if (json) {
+        json_t *out = json_pack("{s:s, s:s, s:O?, s:O?}", "service", url, "driver", str(doc, "driver"), "controls",
+                                badges, "pool", pool);
+        char *s = out ? json_dumps(out, JSON_INDENT(2)) : NULL;
+        if (s)
+            printf("%s\n", s);
+        free(s);
+        json_decref(out);
+        json_decref(doc);
+        return 0;
+    }
+    printf("service: %s, driver %s\n%-20s %-22s %s\n", url, str(doc, "driver"), "CONTROL", "LEVEL", "DETAIL");
+    const char *k;
+    json_t *v;
+    json_object_foreach(badges, k, v) {
+        if (json_is_object(v))
+            printf("%-20s %-22s %s\n", k, str(v, "level"), str(v, "detail"));
+    }
+    if (json_is_object(pool))
+        print_pool(pool);
+    json_decref(doc);
+    return 0;
+}
