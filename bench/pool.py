@@ -75,12 +75,14 @@ def bare(cmd=("/usr/bin/python3", "-c", "pass")):
     return (time.monotonic() - t) * 1000, None
 
 
-def wait_ready(svc, n=1, timeout=120, language=None, shapes=1):
-    """Until SHAPES shapes (of LANGUAGE, if given) hold N ready boxes each."""
+def wait_ready(svc, n=1, timeout=120, language=None, shapes=1, preloaded=None):
+    """Until SHAPES shapes (of LANGUAGE, and preloaded or not, if given) hold
+    N ready boxes each."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         st = svc.ok("GET", "/v1/settings")["badges"]["pool"]["state"]
-        if sum(sh["idle"] >= n and language in (None, sh["language"]) for sh in st["shapes"]) >= shapes:
+        if sum(sh["idle"] >= n and language in (None, sh["language"]) and
+               preloaded in (None, bool(sh["preload"])) for sh in st["shapes"]) >= shapes:
             return st
         time.sleep(0.05)
     return None
@@ -97,11 +99,12 @@ def main():
     cold = service(tmp, "cold", warm_pool=0, per_person_concurrency=16, max_concurrent=16)
     out = {}
     try:
-        # teach the warm service its shapes, then let it fill
+        # teach the warm service its shapes (`pass` gets a box without the
+        # preloads, the chart one with them, and Node), then let it fill
         api(warm)
         first_line(warm)
         api(warm, "node")
-        wait_ready(warm, 1, shapes=2)
+        wait_ready(warm, 1, shapes=3)
         lat = {"bare python3 -c pass": [], "API pass, warm": [], "API pass, cold": [],
                "bare node -e 0": [], "API node 0, warm": [], "API node 0, cold": []}
         fl = {"chart first line, warm": [], "chart first line, cold": []}
@@ -114,11 +117,11 @@ def main():
                 dt, _ = fn()
                 (lat if name in lat else fl)[name].append(dt)
             # the warm ones with a box ready, as an agent's next run finds it
-            wait_ready(warm, 1, language="python")
+            wait_ready(warm, 1, language="python", preloaded=False)
             dt, w = api(warm)
             lat["API pass, warm"].append(dt)
             hits["API pass, warm"] += bool(w)
-            wait_ready(warm, 1, language="python")
+            wait_ready(warm, 1, language="python", preloaded=True)
             dt, w = first_line(warm)
             fl["chart first line, warm"].append(dt)
             hits["chart first line, warm"] += bool(w)
@@ -138,13 +141,14 @@ def main():
               f"cold / warm = {out['API node 0, cold'] / out['API node 0, warm']:.2f}")
 
         # memory of idle warm boxes: what each said when ready (its cgroup's usage)
-        st = wait_ready(warm, 1, shapes=2) or warm.ok("GET", "/v1/settings")["badges"]["pool"]["state"]
+        st = wait_ready(warm, 1, shapes=3) or warm.ok("GET", "/v1/settings")["badges"]["pool"]["state"]
         for sh in st["shapes"]:
             mib = sh["box_bytes"] / 2 ** 20
+            what = sh["language"] + (" preloaded" if sh["preload"] else "")
             if mib:
-                print(f"idle warm box, {sh['language']:<7} (memory limit {sh['memory_bytes'] >> 20} MiB): {mib:.1f} MiB,"
+                print(f"idle warm box, {what:<17} (memory limit {sh['memory_bytes'] >> 20} MiB): {mib:.1f} MiB,"
                       f" about {int(24 * 1024 / mib)} fit in 24 GiB")
-                out[f"idle_box_mib_{sh['language']}"] = mib
+                out[f"idle_box_mib_{what.replace(' ', '_')}"] = mib
 
         # throughput, 16 clients
         def burst(fn, n):
