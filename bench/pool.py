@@ -16,8 +16,9 @@ warm_pool = 0, both at the default limits (0.5 CPU, 512 MiB).
 4. Memory: what one idle warm box of each language holds (its cgroup's
    usage, as the pool shows it).
 
-Between two runs of the warm service the others run, so its pool refills
-(its hits and misses are printed). Medians; the machine is shared.
+Each latency is measured with the warm service's three shapes (Python
+without preloads, with them, Node) holding a ready box and none starting,
+so that no refill's imports run beside it. Medians; the machine is shared.
 
 Usage: /usr/bin/python3 bench/pool.py [--runs N] [--load N]
 """
@@ -75,14 +76,12 @@ def bare(cmd=("/usr/bin/python3", "-c", "pass")):
     return (time.monotonic() - t) * 1000, None
 
 
-def wait_ready(svc, n=1, timeout=120, language=None, shapes=1, preloaded=None):
-    """Until SHAPES shapes (of LANGUAGE, and preloaded or not, if given) hold
-    N ready boxes each."""
+def wait_ready(svc, n=1, timeout=120, shapes=1):
+    """Until SHAPES shapes hold N ready boxes each, and none is starting."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         st = svc.ok("GET", "/v1/settings")["badges"]["pool"]["state"]
-        if sum(sh["idle"] >= n and language in (None, sh["language"]) and
-               preloaded in (None, bool(sh["preload"])) for sh in st["shapes"]) >= shapes:
+        if sum(sh["idle"] >= n and sh["starting"] == 0 for sh in st["shapes"]) >= shapes:
             return st
         time.sleep(0.05)
     return None
@@ -114,18 +113,21 @@ def main():
                              ("chart first line, cold", lambda: first_line(cold)),
                              ("bare node -e 0", lambda: bare(("/usr/bin/node", "-e", "0"))),
                              ("API node 0, cold", lambda: api(cold, "node"))]:
+                # each measured with the warm service's refills done (a
+                # preloaded box's imports take a second of CPU)
+                wait_ready(warm, 1, shapes=3)
                 dt, _ = fn()
                 (lat if name in lat else fl)[name].append(dt)
             # the warm ones with a box ready, as an agent's next run finds it
-            wait_ready(warm, 1, language="python", preloaded=False)
+            wait_ready(warm, 1, shapes=3)
             dt, w = api(warm)
             lat["API pass, warm"].append(dt)
             hits["API pass, warm"] += bool(w)
-            wait_ready(warm, 1, language="python", preloaded=True)
+            wait_ready(warm, 1, shapes=3)
             dt, w = first_line(warm)
             fl["chart first line, warm"].append(dt)
             hits["chart first line, warm"] += bool(w)
-            wait_ready(warm, 1, language="node")
+            wait_ready(warm, 1, shapes=3)
             dt, w = api(warm, "node")
             lat["API node 0, warm"].append(dt)
             hits["API node 0, warm"] += bool(w)
