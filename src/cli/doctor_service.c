@@ -35,6 +35,23 @@ static size_t on_body(char *p, size_t size, size_t n, void *userdata) {
     return len;
 }
 
+/* S for a terminal: what a service says is printed with its control
+ * characters (escapes, newlines) as "?", at most 400 bytes. From a ring of
+ * buffers, so that one printf may hold several. */
+static const char *clean(const char *s) {
+    static char ring[8][401];
+    static unsigned next;
+    char *out = ring[next++ % 8];
+    size_t n = 0;
+    for (; s && s[n] && n < sizeof ring[0] - 1; n++)
+        out[n] = (unsigned char)s[n] < 0x20 || s[n] == 0x7f ? '?' : s[n];
+    out[n] = '\0';
+    return out;
+}
+
+/* O's string K, for a terminal */
+static const char *str(json_t *o, const char *k) { return clean(json_string_value(json_object_get(o, k))); }
+
 /* GET URL/v1/settings with KEY: the document, or NULL after saying why. */
 static json_t *get_settings(const char *url, const char *key) {
     char target[2048], auth[600];
@@ -67,7 +84,7 @@ static json_t *get_settings(const char *url, const char *key) {
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(h);
-    json_t *doc = rc == CURLE_OK && b.buf ? json_loads(b.buf, 0, NULL) : NULL;
+    json_t *doc = rc == CURLE_OK && b.buf ? json_loadb(b.buf, b.len, 0, NULL) : NULL;
     free(b.buf);
     if (rc != CURLE_OK) {
         fprintf(stderr, "airlock doctor: %s: %s\n", target,
@@ -76,17 +93,12 @@ static json_t *get_settings(const char *url, const char *key) {
         return NULL;
     }
     if (status != 200 || !json_is_object(doc)) {
-        const char *msg = json_string_value(json_object_get(json_object_get(doc, "error"), "message"));
-        fprintf(stderr, "airlock doctor: %s: HTTP %ld%s%s\n", target, status, msg ? ": " : "", msg ? msg : "");
+        const char *msg = str(json_object_get(doc, "error"), "message");
+        fprintf(stderr, "airlock doctor: %s: HTTP %ld%s%s\n", target, status, msg[0] ? ": " : "", msg);
         json_decref(doc);
         return NULL;
     }
     return doc;
-}
-
-static const char *str(json_t *o, const char *k) {
-    const char *s = json_string_value(json_object_get(o, k));
-    return s ? s : "";
 }
 
 static double mib(json_t *o, const char *k) {
@@ -128,22 +140,24 @@ int cli_doctor_service(const char *url, const char *key, bool json) {
     json_t *badges = json_object_get(doc, "badges");
     json_t *pool = json_object_get(json_object_get(badges, "pool"), "state");
     if (json) {
-        json_t *out = json_pack("{s:s, s:s, s:O?, s:O?}", "service", url, "driver", str(doc, "driver"), "controls",
-                                badges, "pool", pool);
+        json_t *out = json_pack("{s:s%, s:O?, s:O?, s:O?}", "service", url, strlen(url), "driver",
+                                json_object_get(doc, "driver"), "controls", badges, "pool", pool);
         char *s = out ? json_dumps(out, JSON_INDENT(2)) : NULL;
         if (s)
             printf("%s\n", s);
+        else
+            fprintf(stderr, "airlock doctor: the answer could not be printed as JSON\n");
         free(s);
         json_decref(out);
         json_decref(doc);
-        return 0;
+        return s ? 0 : 1;
     }
-    printf("service: %s, driver %s\n%-20s %-22s %s\n", url, str(doc, "driver"), "CONTROL", "LEVEL", "DETAIL");
+    printf("service: %s, driver %s\n%-20s %-22s %s\n", clean(url), str(doc, "driver"), "CONTROL", "LEVEL", "DETAIL");
     const char *k;
     json_t *v;
     json_object_foreach(badges, k, v) {
         if (json_is_object(v))
-            printf("%-20s %-22s %s\n", k, str(v, "level"), str(v, "detail"));
+            printf("%-20s %-22s %s\n", clean(k), str(v, "level"), str(v, "detail"));
     }
     if (json_is_object(pool))
         print_pool(pool);

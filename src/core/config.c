@@ -45,6 +45,27 @@ void al_service_config_default(al_service_config *c) {
     c->body_bytes_per_person = 4 * c->body_max;
 }
 
+/* Whether V is module names separated by commas: each of dotted parts
+ * that are identifiers (letters, digits, "_"; not starting with a digit),
+ * a part under 64 characters (the pool's scan of a run's code matches the
+ * first part as a word: an empty one would match everything). Empty is no
+ * module. */
+static bool module_list(const char *v) {
+    if (!*v)
+        return true;
+    for (const char *p = v;;) {
+        size_t n = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+        if (n == 0 || n >= 64 || (*p >= '0' && *p <= '9'))
+            return false;
+        p += n;
+        if (*p == '\0')
+            return true;
+        if (*p != '.' && *p != ',')
+            return false;
+        p++;
+    }
+}
+
 static int set_int(int *field, const char *v, int min, int max, const char *key, al_error *err) {
     uint64_t x;
     if (al_parse_u64(v, &x) < 0 || x < (uint64_t)min || x > (uint64_t)max)
@@ -128,8 +149,9 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
     if (strcmp(key, "warm_pool_memory_mb") == 0)
         return set_int(&c->warm_pool_memory_mb, value, 0, 1 << 20, key, err);
     if (strcmp(key, "warm_preload") == 0) {
-        if (strlen(value) >= sizeof c->warm_preload || strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,") != strlen(value))
-            return al_err(err, "config", EINVAL, "warm_preload = %s: want module names separated by commas", value);
+        if (strlen(value) >= sizeof c->warm_preload || !module_list(value))
+            return al_err(err, "config", EINVAL, "warm_preload = %s: want module names (a, a.b) separated by commas",
+                          value);
         snprintf(c->warm_preload, sizeof c->warm_preload, "%s", value);
         return 0;
     }

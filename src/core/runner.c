@@ -828,11 +828,11 @@ void *al_service_scheduler_main(void *p) {
             /* A stop that came while the store was asked has already seen
              * no run active and is about to free the service: a runner
              * started now would outlive it (ASan saw one read the freed
-             * service at shutdown). The run goes back to the queue. */
+             * service at shutdown). The claim stays queued, and the node's
+             * leave gives it back (al_cluster_stop), as it does a run
+             * given back while stopping; a node declared dead has its
+             * claims taken by the others. */
             if (s->stopping || s->declared_dead) {
-                pthread_mutex_unlock(&s->mu);
-                al_store_run_release(s->store, c.run_id, s->node_id, c.cap, &cerr);
-                pthread_mutex_lock(&s->mu);
                 free(a);
                 free(ra);
                 break;

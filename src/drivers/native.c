@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
@@ -152,8 +153,6 @@ static int native_probe(al_error *err) {
     return r;
 }
 
-/* Start SELF_EXE helper with JOB: the native driver's and the docker
- * driver's (whose helper is airlock-server's) one way to run a job. */
 /* What the helper's child does between its clone and its exec, on its own
  * stack but in the service's memory (CLONE_VM): system calls only, nothing
  * that writes memory the service's threads use. */
@@ -163,8 +162,24 @@ typedef struct spawn_arg {
     int in, out;
 } spawn_arg;
 
-static int spawn_child(void *p) {
+/* Not instrumented by AddressSanitizer: an instrumented frame marks its
+ * redzones in the shadow on entry and clears them on return, and this one
+ * never returns (it execs). It runs with every signal blocked (the parent
+ * blocked them for the clone), so no handler of the service's runs here
+ * in the service's memory before the handlers are reset. */
+__attribute__((no_sanitize_address)) static int spawn_child(void *p) {
     const spawn_arg *a = p;
+    /* what the service handles, the helper does not (as posix_spawn):
+     * the table is the child's own copy (no CLONE_SIGHAND) */
+    for (int sig = 1; sig < NSIG; sig++) {
+        struct sigaction sa;
+        if (sig != SIGKILL && sig != SIGSTOP && sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL &&
+            sa.sa_handler != SIG_IGN) {
+            sa.sa_handler = SIG_DFL;
+            sa.sa_flags = 0;
+            sigaction(sig, &sa, NULL);
+        }
+    }
     /* The service's death is a cancel (SIGTERM, blocked below until the
      * helper watches it), not a SIGKILL: a helper killed outright leaves
      * its box's cgroup, which only a later start would sweep */
@@ -188,6 +203,14 @@ static int spawn_child(void *p) {
     _exit(125);
 }
 
+/* the child's stack: what it uses is under 4 KiB (ASan's interceptors
+ * included); beneath it a page that faults, so an overflow is a crash of
+ * the child, not a write into the service */
+#define SPAWN_STACK (64 * 1024)
+#define SPAWN_GUARD 4096
+
+/* Start SELF_EXE helper with JOB: the native driver's and the docker
+ * driver's (whose helper is airlock-server's) one way to run a job. */
 int al_driver_helper_start(const char *self_exe, const char *job, al_driver_run *ret, al_error *err) {
     int in[2], out[2];
     if (pipe2(in, O_CLOEXEC) < 0)
@@ -202,11 +225,25 @@ int al_driver_helper_start(const char *self_exe, const char *job, al_driver_run 
      * service's address space is copied and no page of it turns
      * copy-on-write for the service's other threads. A fork of the
      * threaded service cost a fifth of its CPU under 16 clients. The
-     * caller's thread waits the few microseconds until the exec; the
-     * child runs on this frame's stack array, which that wait keeps. */
+     * caller's thread waits the few microseconds until the exec. */
+    char *stack = mmap(NULL, SPAWN_STACK + SPAWN_GUARD, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED || mprotect(stack, SPAWN_GUARD, PROT_NONE) < 0) {
+        int e = errno;
+        if (stack != MAP_FAILED)
+            munmap(stack, SPAWN_STACK + SPAWN_GUARD);
+        close(in[0]); close(in[1]); close(out[0]); close(out[1]);
+        return al_err(err, "driver", e, "a stack for the helper's spawn: %s", strerror(e));
+    }
     spawn_arg a = { .exe = self_exe, .parent = getpid(), .in = in[0], .out = out[1] };
-    _Alignas(16) char stack[16384];
-    pid_t pid = clone(spawn_child, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t pid = clone(spawn_child, stack + SPAWN_GUARD + SPAWN_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+    int clone_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    munmap(stack, SPAWN_STACK + SPAWN_GUARD);
+    errno = clone_errno;
     if (pid < 0) {
         int e = errno;
         close(in[0]); close(in[1]); close(out[0]); close(out[1]);

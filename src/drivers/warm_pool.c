@@ -22,8 +22,8 @@
  * names none, Node) costs what the cold start it spares would: it is made
  * whatever the load.
  *
- * One thread of the service keeps them: it starts the helpers (fork and
- * exec, as the runners do), reads each one's "ready", and notices one that
+ * One thread of the service keeps them: it starts the helpers (spawned
+ * as the runners spawn theirs), reads each one's "ready", and notices one that
  * died, and ends those no longer wanted (a box leaves its shape at once,
  * under the lock, onto the doomed list; the thread ends it without the
  * lock). It is the helpers' parent thread for PR_SET_PDEATHSIG, so it
@@ -392,8 +392,8 @@ void al_warm_pool_configure(int size, uint64_t budget_bytes, const char *preload
  * saves, and its refill a second of CPU. A word in a comment or a string
  * only costs that; a module imported in another way is imported in the
  * run's own time, as on a cold start. */
-static bool names_a_preload(const char *code) {
-    for (const char *m = P.preload; *m;) {
+static bool names_a_preload(const char *code, const char *preload) {
+    for (const char *m = preload; *m;) {
         size_t len = strcspn(m, ","), top = strcspn(m, ".,");
         char name[64];
         if (top > 0 && top < sizeof name) {
@@ -413,8 +413,8 @@ static bool names_a_preload(const char *code) {
 /* The shape of JOB's run (false: no warm box can run it): Python, or Node
  * without stdin (its warm start cannot put a passed fd at fd 0), offline,
  * no skill, the native driver. */
-static bool shape_of(json_t *job, const char **lang, bool *preloads, const char **dir, const char **digest,
-                     al_box_limits *l) {
+static bool shape_of(json_t *job, const char *preload, const char **lang, bool *preloads, const char **dir,
+                     const char **digest, al_box_limits *l) {
     const char *ln = json_string_value(json_object_get(job, "language"));
     const al_lang *al = ln ? al_lang_by_name(ln) : NULL;
     const char *net = json_string_value(json_object_get(job, "network"));
@@ -423,7 +423,7 @@ static bool shape_of(json_t *job, const char **lang, bool *preloads, const char 
         return false;
     *lang = al->name;
     const char *code = json_string_value(json_object_get(job, "code"));
-    *preloads = strcmp(al->name, "python") == 0 && code && names_a_preload(code);
+    *preloads = strcmp(al->name, "python") == 0 && code && names_a_preload(code, preload);
     *dir = json_string_value(json_object_get(job, "image_dir"));
     *digest = json_string_value(json_object_get(job, "image_digest"));
     if (!*dir != !*digest || (*dir && (strlen(*dir) >= PATH_MAX || strlen(*digest) >= 80)))
@@ -456,8 +456,15 @@ bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run
     const char *lang = NULL, *dir = NULL, *digest = NULL;
     bool preloads = false;
     al_box_limits l;
+    /* the shape, and the scan of the code (up to its size cap), without
+     * the lock every take and the pool thread wait on */
+    char preload[sizeof P.preload];
     pthread_mutex_lock(&P.mu);
-    if (!job || P.size == 0 || P.stopping || !shape_of(job, &lang, &preloads, &dir, &digest, &l)) {
+    memcpy(preload, P.preload, sizeof preload);
+    pthread_mutex_unlock(&P.mu);
+    bool fits = job && shape_of(job, preload, &lang, &preloads, &dir, &digest, &l);
+    pthread_mutex_lock(&P.mu);
+    if (!fits || P.size == 0 || P.stopping) {
         pthread_mutex_unlock(&P.mu);
         json_decref(job);
         return false;

@@ -364,7 +364,11 @@ def test_a_stop_during_a_claim_leaves_the_run_queued(services):
     svc = services.start("claimstop", extra_env={"AIRLOCK_TEST_CLAIM_PAUSE_MS": "1500"},
                          binary=hooks_binary(ROOT / "build-asan"))
     rid = svc.run("print('after the restart')", wait=False)["id"]
-    time.sleep(0.5)  # the scheduler holds the claim, paused
+    # the scheduler holds the claim, paused
+    deadline = time.monotonic() + 10
+    while svc.sql("SELECT node_id FROM runs WHERE id = ?", rid) != [(svc.sql("SELECT id FROM nodes")[0][0],)]:
+        assert time.monotonic() < deadline, svc.sql("SELECT id, state, node_id FROM runs")
+        time.sleep(0.02)
     assert svc.stop(timeout=30) == 0
     rows = svc.sql("SELECT state, node_id FROM runs WHERE id = ?", rid)
     assert rows == [("queued", None)], f"a claim taken while the service stopped was kept: {rows}"

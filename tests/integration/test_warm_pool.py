@@ -233,6 +233,18 @@ def test_only_code_that_names_a_preload_gets_a_box_with_them(pair):
     assert doc["result"]["stdout"] == "[]\n", doc["result"]
 
 
+@pytest.mark.parametrize("bad", ["numpy,,pandas", "a..b", ".numpy", "numpy.", "1abc", "x" * 64, "pan das"])
+def test_a_preload_list_that_is_not_module_names_is_refused(tmp_path, bad):
+    # an empty part would make every script's code "name" a preload
+    from service_util import service_binary
+    conf = tmp_path / "bad.conf"
+    conf.write_text(f"warm_preload = {bad}\n")
+    proc = subprocess.run([str(service_binary()), "serve", "--listen", "127.0.0.1:1", "--state", str(tmp_path / "s"),
+                           "--config", str(conf)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "warm_preload" in proc.stderr and "module names" in proc.stderr, \
+        (proc.returncode, proc.stderr)
+
+
 def test_the_pool_is_shown(pair):
     warm, cold = pair
     st = pool(warm)
