@@ -12,29 +12,6 @@
 /* a settings document is a few KiB; anything far bigger is not one */
 #define BODY_MAX (1 << 20)
 
-typedef struct body {
-    char *buf;
-    size_t len;
-    bool too_big;
-} body;
-
-static size_t on_body(char *p, size_t size, size_t n, void *userdata) {
-    body *b = userdata;
-    size_t len = size * n;
-    if (b->len + len > BODY_MAX) {
-        b->too_big = true;
-        return 0;
-    }
-    char *nb = realloc(b->buf, b->len + len + 1);
-    if (!nb)
-        return 0;
-    memcpy(nb + b->len, p, len);
-    b->buf = nb;
-    b->len += len;
-    b->buf[b->len] = '\0';
-    return len;
-}
-
 /* S for a terminal: what a service says is printed with its control
  * characters (escapes, newlines) as "?", at most 400 bytes. From a ring of
  * buffers, so that one printf may hold several. */
@@ -69,11 +46,11 @@ static json_t *get_settings(const char *url, const char *key) {
         fprintf(stderr, "airlock doctor: libcurl did not start\n");
         return NULL;
     }
-    body b = { 0 };
+    al_buf b = { .max = BODY_MAX };
     struct curl_slist *hdrs = curl_slist_append(NULL, auth);
     curl_easy_setopt(h, CURLOPT_URL, target);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, al_buf_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
@@ -88,7 +65,7 @@ static json_t *get_settings(const char *url, const char *key) {
     free(b.buf);
     if (rc != CURLE_OK) {
         fprintf(stderr, "airlock doctor: %s: %s\n", target,
-                b.too_big ? "an answer of more than 1 MiB, not a settings document" : curl_easy_strerror(rc));
+                b.over ? "an answer of more than 1 MiB, not a settings document" : curl_easy_strerror(rc));
         json_decref(doc);
         return NULL;
     }

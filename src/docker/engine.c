@@ -35,29 +35,6 @@ int al_engine_socket_path(const char *configured, char *ret, size_t len, al_erro
     return 0;
 }
 
-typedef struct answer {
-    char *buf;
-    size_t len;
-    bool over;
-} answer;
-
-static size_t on_body(char *p, size_t size, size_t n, void *ud) {
-    answer *a = ud;
-    size_t k = size * n;
-    if (a->len + k > AL_ENGINE_ANSWER_MAX) {
-        a->over = true;
-        return 0;
-    }
-    char *nb = realloc(a->buf, a->len + k + 1);
-    if (!nb)
-        return 0;
-    memcpy(nb + a->len, p, k);
-    a->buf = nb;
-    a->len += k;
-    a->buf[a->len] = '\0';
-    return k;
-}
-
 static int version_num(const char *v) {
     int maj = 0, min = 0;
     return sscanf(v, "%d.%d", &maj, &min) == 2 ? maj * 1000 + min : -1;
@@ -82,10 +59,10 @@ static void setup(al_engine *e, CURL *c) {
     curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
 }
 
-static int perform(al_engine *e, CURL *c, answer *a, json_t **ret, al_error *err) {
+static int perform(al_engine *e, CURL *c, al_buf *a, json_t **ret, al_error *err) {
     char ebuf[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, ebuf);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, al_buf_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
     CURLcode cc = curl_easy_perform(c);
     if (cc != CURLE_OK) {
@@ -135,7 +112,7 @@ int al_engine_call(al_engine *e, const char *method, const char *path, json_t *b
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
     }
-    answer a = { 0 };
+    al_buf a = { .max = AL_ENGINE_ANSWER_MAX };
     int r = perform(e, c, &a, ret, err);
     curl_slist_free_all(hdr);
     free(a.buf);
@@ -170,7 +147,7 @@ int al_engine_post_fd(al_engine *e, const char *path, int fd, const char *conten
     curl_easy_setopt(c, CURLOPT_READFUNCTION, read_fd);
     curl_easy_setopt(c, CURLOPT_READDATA, &fd);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, IMPORT_TIMEOUT_S);
-    answer a = { 0 };
+    al_buf a = { .max = AL_ENGINE_ANSWER_MAX };
     int r = perform(e, c, &a, NULL, err);
     /* an import answers a stream of JSON progress lines: the last says
      * how it ended ({"status": "sha256:..."} or {"error": ...}) */

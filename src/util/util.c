@@ -283,3 +283,20 @@ char *al_utf8_fix(char *s) {
     }
     return s;
 }
+
+size_t al_buf_write(char *p, size_t size, size_t n, void *userdata) {
+    al_buf *b = userdata;
+    size_t k = size * n;
+    if (b->len + k > b->max) {
+        b->over = true;
+        return 0;
+    }
+    char *nb = realloc(b->buf, b->len + k + 1);
+    if (!nb)
+        return 0;
+    memcpy(nb + b->len, p, k);
+    b->buf = nb;
+    b->len += k;
+    b->buf[b->len] = '\0';
+    return k;
+}

@@ -59,6 +59,18 @@ int al_parse_u64(const char *s, uint64_t *ret);
 
 uint64_t al_now_ms(void);
 
+/* A growing buffer with a cap: an HTTP answer read by libcurl. */
+typedef struct al_buf {
+    char *buf;   /* NUL-terminated; the caller frees it */
+    size_t len;
+    size_t max;  /* what it may hold */
+    bool over;   /* more came than MAX */
+} al_buf;
+/* libcurl's write callback (CURLOPT_WRITEFUNCTION, CURLOPT_WRITEDATA an
+ * al_buf): SIZE * N bytes at P appended, or 0 (the transfer stops) past
+ * the cap or out of memory. */
+size_t al_buf_write(char *p, size_t size, size_t n, void *userdata);
+
 /* Write all of BUF to FD, retrying on EINTR and short writes. */
 int al_write_all(int fd, const void *buf, size_t len);
 
