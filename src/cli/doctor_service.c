@@ -39,6 +39,13 @@ static json_t *get_settings(const char *url, const char *key) {
         fprintf(stderr, "airlock doctor: the URL or the key is too long\n");
         return NULL;
     }
+    /* the key goes into a header line as it is: one with a line break in
+     * it would add headers of its own */
+    for (const char *c = key; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+            fprintf(stderr, "airlock doctor: the key holds a control character\n");
+            return NULL;
+        }
     snprintf(target, sizeof target, "%.*s/v1/settings", (int)ul, url);
     snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
     CURL *h = curl_easy_init();

@@ -4,11 +4,10 @@
  * its code names a preload module), a few helpers whose box is made and
  * whose interpreter has started (Python's having imported the preload
  * modules, if that shape's code names them), each waiting for its run on
- * stdin (src/cli/helper.c,
- * src/lang/warm/). A run
- * of that shape is handed one: its job line goes to that helper's stdin,
- * and from there it is that run's helper, as a cold one is. A warm box is
- * never reused and never shared: it ends with its run.
+ * stdin (src/cli/helper.c, src/lang/warm/). A run of that shape is handed
+ * one: its job line goes to that helper's stdin, and from there it is that
+ * run's helper, as a cold one is. A warm box is never reused and never
+ * shared: it ends with its run.
  *
  * Sized by demand: a shape is learnt from its first run (which goes cold),
  * and keeps one box; each run that finds none ready raises that by one, up
@@ -22,8 +21,8 @@
  * names none, Node) costs what the cold start it spares would: it is made
  * whatever the load.
  *
- * One thread of the service keeps them: it starts the helpers (spawned
- * as the runners spawn theirs), reads each one's "ready", and notices one that
+ * One thread of the service keeps them: it starts the helpers (spawned as
+ * the runners spawn theirs), reads each one's "ready", notices one that
  * died, and ends those no longer wanted (a box leaves its shape at once,
  * under the lock, onto the doomed list; the thread ends it without the
  * lock). It is the helpers' parent thread for PR_SET_PDEATHSIG, so it

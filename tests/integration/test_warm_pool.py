@@ -15,7 +15,7 @@ import time
 import pytest
 
 from conftest import ROOT
-from service_util import b64, box_cgroups, box_processes, hooks_binary, image_service, stop_checked
+from service_util import b64, box_cgroups, box_processes, hooks_binary, image_service, service_binary, stop_checked
 from test_warm_python import ARGS, CORPUS, STDIN
 
 # the interpreter's half is held to a cold start on the host by
@@ -236,7 +236,6 @@ def test_only_code_that_names_a_preload_gets_a_box_with_them(pair):
 @pytest.mark.parametrize("bad", ["numpy,,pandas", "a..b", ".numpy", "numpy.", "1abc", "x" * 64, "pan das"])
 def test_a_preload_list_that_is_not_module_names_is_refused(tmp_path, bad):
     # an empty part would make every script's code "name" a preload
-    from service_util import service_binary
     conf = tmp_path / "bad.conf"
     conf.write_text(f"warm_preload = {bad}\n")
     proc = subprocess.run([str(service_binary()), "serve", "--listen", "127.0.0.1:1", "--state", str(tmp_path / "s"),
@@ -273,9 +272,12 @@ def test_the_pool_is_shown(pair):
     assert "pool:    at most 2 per shape;" in out.stdout and "MiB of 1024 MiB" in out.stdout, out.stdout
     assert out.stdout.count("shape:   python on ") == sum(sh["language"] == "python" for sh in st["shapes"]), out.stdout
     assert "hits" in out.stdout and "a box holds" in out.stdout, out.stdout
-    # a wrong key is the service's 401, said; no key is asked for
+    # a wrong key is the service's 401, said; no key is asked for; a key
+    # with a line break (a header of its own) is refused before any request
     out = subprocess.run(doctor + ["--key", "al_wrong"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "HTTP 401" in out.stderr, (out.returncode, out.stderr)
+    out = subprocess.run(doctor + ["--key", warm.key + "\r\nX-Injected: 1"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "control character" in out.stderr, (out.returncode, out.stderr)
     env = {k: v for k, v in os.environ.items() if k != "AIRLOCK_API_KEY"}
     out = subprocess.run(doctor, capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 125 and "AIRLOCK_API_KEY" in out.stderr, (out.returncode, out.stderr)
