@@ -302,15 +302,21 @@ static _Noreturn void exec_script(const al_child_args *a, int in_fd) {
             fail(a->sock, &err);
         }
     }
-    /* a warm start's socket is its fd 3 (it was moved above 63, so nothing
-     * of 0-2 is in the way; dup2 leaves the copy without close-on-exec) */
-    if (a->warm_fd >= 0 && dup2(a->warm_fd, 3) < 0) {
+    /* a warm start's socket is its fd AL_BOX_WARM_FD (it was moved above
+     * 63, so nothing of 0-2 is in the way; dup2 leaves the copy without
+     * close-on-exec) */
+    if (a->warm_fd >= 0 && dup2(a->warm_fd, AL_BOX_WARM_FD) < 0) {
         al_err(&err, "exec", errno, "set up the warm start's socket: %m");
         fail(a->sock, &err);
     }
     /* every other fd goes at exec; the sync socket stays open until then
      * so an exec failure can still be reported */
-    syscall(SYS_close_range, a->warm_fd >= 0 ? 4 : 3, ~0U, CLOSE_RANGE_CLOEXEC);
+    if (a->warm_fd >= 0) {
+        syscall(SYS_close_range, 3, AL_BOX_WARM_FD - 1, CLOSE_RANGE_CLOEXEC);
+        syscall(SYS_close_range, AL_BOX_WARM_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC);
+    } else {
+        syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+    }
     execve(a->argv[0], a->argv, a->envp);
     al_err(&err, "exec", errno, "execve %s: %m", a->argv[0]);
     fail(a->sock, &err);

@@ -14,7 +14,7 @@ typedef struct al_child_args {
     char *const *envp;
     bool unique_uid;              /* RLIMIT_NPROC can be a second pids layer */
     uint16_t listen_port;         /* > 0: a listener on 127.0.0.1 for the parent */
-    int warm_fd;                  /* >= 0: the warm start's socket, the script's fd 3 */
+    int warm_fd;                  /* >= 0: the warm start's socket, the script's AL_BOX_WARM_FD */
 } al_child_args;
 
 /* The box side of the sequence; never returns. */

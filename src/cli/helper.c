@@ -304,8 +304,8 @@ int cli_helper(int argc, char **argv) {
     job_config(&j, cancel, &cfg);
     /* a warm box's environment is its run's (offline), with what it
      * preloads: its interpreter starts as that run's would */
-    char *wenv[CLI_NET_ENV_MAX + 2];
-    char preload[1024];
+    char *wenv[CLI_NET_ENV_MAX + 3];
+    char preload[1024], warm_fd[32];
     warm_ctx wc = { .lr = &lr, .shape = &j, .cancel = cancel };
     al_box_warm bw = { .on_ready = warm_ready, .handoff = warm_handoff, .ud = &wc, .ready_timeout_ms = 120000, .run_fd = STDIN_FILENO };
     if (warm) {
@@ -318,6 +318,8 @@ int cli_helper(int argc, char **argv) {
             wenv[k] = j.net->env[k];
         snprintf(preload, sizeof preload, "AIRLOCK_PRELOAD=%s", json_string_value(json_object_get(doc, "preload")) ?: "");
         wenv[k++] = preload;
+        snprintf(warm_fd, sizeof warm_fd, "AIRLOCK_WARM_FD=%d", AL_BOX_WARM_FD);
+        wenv[k++] = warm_fd;
         wenv[k] = NULL;
         cfg.envp = wenv;
         /* until its run comes, only a signal cancels: the run's own line

@@ -158,11 +158,15 @@ def _children(pid):
         return []
 
 
+# a warm start's hand-off socket (src/box/box.h's AL_BOX_WARM_FD)
+WARM_FD = 63
+
+
 def _idle_warm(pid):
     """Whether PID is of a warm box waiting for its run, under a live service:
     the box is its init and one interpreter of a warm start (python3 main.py,
-    node main.js) that still holds its hand-off socket at fd 3 (it closes it
-    once it has its run) and has started nothing."""
+    node main.js) that still holds its hand-off socket at WARM_FD (it closes
+    it once it has its run) and has started nothing."""
     init, seen = pid, 0
     while seen < 64:
         st = _status(init)
@@ -180,10 +184,10 @@ def _idle_warm(pid):
         return False
     try:
         cmd = Path(f"/proc/{kids[0]}/cmdline").read_bytes().split(b"\0")
-        fd3 = os.readlink(f"/proc/{kids[0]}/fd/3")
+        chan = os.readlink(f"/proc/{kids[0]}/fd/{WARM_FD}")
     except OSError:
         return False
-    return cmd[:2] in ([b"/usr/bin/python3", b"main.py"], [b"/usr/bin/node", b"main.js"]) and fd3.startswith("socket:")
+    return cmd[:2] in ([b"/usr/bin/python3", b"main.py"], [b"/usr/bin/node", b"main.js"]) and chan.startswith("socket:")
 
 
 def box_processes(mine_only=True):

@@ -1,7 +1,7 @@
 """The warm start for Python (src/lang/warm/python.py), held to a cold one:
 each script of a corpus runs as `python3 main.py ARGS` (cold) and through
 the warm start's protocol (the launcher as main.py, preloads imported, the
-run's code, arguments, environment and stdin handed over on fd 3), and the
+run's code, arguments, environment and stdin handed over on fd WARM_FD), and the
 two must give the same stdout, stderr, exit status and files. This is the
 interpreter's half of the warm pool (issue 14): it runs here on the host's
 python3, where the box's is the image's."""
@@ -11,10 +11,10 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from service_util import WARM_FD
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = ROOT / "src" / "lang" / "warm" / "python.py"
@@ -76,6 +76,8 @@ CORPUS = {
     "exit_big": "import sys; sys.exit(256 + 7)",
     "exit_object": "import sys; sys.exit(['not', 'a', 'code'])",
     "stdout_unflushed": "import sys; sys.stdout.write('no newline')",
+    # the hand-off socket is gone: the script's first open is a cold one's
+    "fds": "import os; print(sorted(int(f) for f in os.listdir('/proc/self/fd')), os.open('/dev/null', os.O_RDONLY))",
 }
 ARGS = {"argv": ["one", "two words", "-x"], "main_guard_fork": []}
 STDIN = {"stdin": b"line one\nline two\n", "stdin_lines": b"a\nbb\nccc\n"}
@@ -110,11 +112,21 @@ def cold(name, d):
 def warm(name, d):
     shutil.copy(LAUNCHER, d / "main.py")
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    fd = theirs.fileno()
-    p = subprocess.Popen([PY, "main.py"], cwd=d, env=dict(ENV, AIRLOCK_PRELOAD=PRELOAD), stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=tuple({3, fd}),
-                         preexec_fn=lambda: os.dup2(fd, 3))
+    # the child's only fd beyond stdio is the socket, at WARM_FD as in a box
+    # (put there in this process first: pass_fds takes only open fds)
+    try:
+        os.fstat(WARM_FD)
+        raise AssertionError(f"fd {WARM_FD} of the test process is taken")
+    except OSError:
+        pass
+    os.dup2(theirs.fileno(), WARM_FD)
     theirs.close()
+    try:
+        p = subprocess.Popen([PY, "main.py"], cwd=d, env=dict(ENV, AIRLOCK_PRELOAD=PRELOAD, AIRLOCK_WARM_FD=str(WARM_FD)),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             pass_fds=(WARM_FD,))
+    finally:
+        os.close(WARM_FD)
     # ready: preloads imported, waiting for its run
     assert ours.recv(1) == b"r"
     (d / "main.py.new").write_bytes(script_bytes(name))

@@ -1,9 +1,10 @@
 // airlock's warm start for Node (issue 14). A pooled box runs
 // `node main.js` with this file as /work/main.js, before any run is known:
 // the runtime starts (V8, the bootstrap, the CommonJS loader) and it waits
-// on fd 3 (a Unix socket from the box's parent) for its run. At hand-off
-// the parent has replaced main.js with the run's code, and the message on
-// fd 3 holds the run's arguments and environment (a Node run with stdin is
+// on the fd AIRLOCK_WARM_FD names (a Unix socket from the box's parent,
+// above the runtime's own fds, so the run's first open gets a cold start's
+// number) for its run. At hand-off the parent has replaced main.js with the
+// run's code, and the message on it holds the run's arguments and environment (a Node run with stdin is
 // never handed a warm box: JavaScript cannot put a passed fd at fd 0). The
 // run's code is then loaded as the main module, as `node main.js ARGS`
 // would load it: process.argv, process.env, require.main, __filename and
@@ -17,7 +18,8 @@
 (function warm() {
   const fs = require('fs');
   const Module = require('module');
-  fs.writeSync(3, 'r');
+  const chan = Number(process.env.AIRLOCK_WARM_FD);
+  fs.writeSync(chan, 'r');
   // one JSON document, then the parent waits: read until it parses
   const buf = Buffer.alloc(1 << 16);
   const chunks = [];
@@ -25,7 +27,7 @@
   while (run === null) {
     let n;
     try {
-      n = fs.readSync(3, buf, 0, buf.length, null);
+      n = fs.readSync(chan, buf, 0, buf.length, null);
     } catch (e) {
       if (e.code === 'EAGAIN' || e.code === 'EINTR') continue;
       throw e;
@@ -39,8 +41,8 @@
     }
   }
   // "got it": before any of the run's code (the box's parent waits for it)
-  fs.writeSync(3, 'g');
-  fs.closeSync(3);
+  fs.writeSync(chan, 'g');
+  fs.closeSync(chan);
   // the run's environment, in its order ("NAME=value" strings)
   for (const k of Object.keys(process.env)) delete process.env[k];
   for (const kv of run.env || []) {

@@ -1,9 +1,9 @@
 # airlock's warm start for Python (issue 14). A pooled box runs
 # `python3 main.py` with this file as /work/main.py, before any run is
 # known: the interpreter starts, the preload modules are imported, and it
-# waits on fd 3 (a Unix socket from the box's parent) for its run. At
-# hand-off the parent has replaced main.py with the run's code, and the
-# message on fd 3 holds the run's arguments and environment, with the run's
+# waits on the fd AIRLOCK_WARM_FD names (a Unix socket from the box's
+# parent) for its run. At hand-off the parent has replaced main.py with the
+# run's code, and the message on it holds the run's arguments and environment, with the run's
 # stdin as a passed fd. The run's code then runs as __main__ as `python3
 # main.py ARGS` would run it: the interpreter, sys.argv[0], sys.path, the
 # cwd and __main__'s __file__, __spec__ and __loader__ are a cold start's
@@ -26,7 +26,7 @@ def _warm():
             # a module that does not import is imported (and fails) in the
             # run's own time, as on a cold start
             sys.modules.pop(name, None)
-    chan = socket.socket(fileno=3)
+    chan = socket.socket(fileno=int(os.environ["AIRLOCK_WARM_FD"]))
     chan.sendall(b"r")
     msg, fds, _, _ = socket.recv_fds(chan, 1 << 20, 1)
     # "got it": before any of the run's code (the box's parent waits for it)
