@@ -336,8 +336,10 @@ int cli_helper(int argc, char **argv) {
         return fail("job", "a warm box is the native driver's");
     } else if (driver && strcmp(driver, "docker") == 0) {
 #ifdef AIRLOCK_SERVER
+        /* stdin is the job's pipe from the service, the owner of a held
+         * container: its end is the service's */
         al_docker_opts o = { .socket = json_string_value(json_object_get(doc, "docker_socket")),
-                             .runtime = AL_DOCKER_RUNC };
+                             .runtime = AL_DOCKER_RUNC, .owner_fd = STDIN_FILENO };
         const char *rt = json_string_value(json_object_get(doc, "docker_runtime"));
         if (rt && al_docker_runtime_from_name(rt, &o.runtime) < 0) {
             job_free(&j);

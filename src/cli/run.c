@@ -201,7 +201,7 @@ int cli_run(int argc, char **argv) {
     if (engine_runtime && !docker)
         return usage_error("--runtime %s is the docker driver's (--driver docker)", engine_runtime);
 #ifdef AIRLOCK_SERVER
-    al_docker_opts dopts = { .runtime = AL_DOCKER_RUNC };
+    al_docker_opts dopts = { .runtime = AL_DOCKER_RUNC, .owner_fd = -1 };
     if (engine_runtime && al_docker_runtime_from_name(engine_runtime, &dopts.runtime) < 0)
         return usage_error("--runtime %s: want runc or runsc", engine_runtime);
 #else

@@ -1005,6 +1005,15 @@ static int run(dbox *b, al_error *err) {
     return direct ? al_docker_collect_direct(b, err) : al_docker_collect(b, err);
 }
 
+/* A held container's owner removes it after the run, unless it is gone:
+ * killed, it released the container's uids with its locks, and nothing
+ * would remove it until the owner's next start sweeps (its holder sleeps
+ * for minutes). */
+static bool owner_gone(int fd) {
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    return fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
+}
+
 int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_result *res) {
     memset(res, 0, sizeof *res);
     res->exit_code = -1;
@@ -1018,6 +1027,8 @@ int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_resu
         close(b.rootfd);
     if (b.init_fd >= 0)
         close(b.init_fd);
+    if (res->pooled && owner_gone(o->owner_fd))
+        b.own = true;
     al_docker_remove_container(&b);
     al_docker_scratch_unmount(&b);
     if (b.engine_open)

@@ -47,6 +47,10 @@ typedef struct al_docker_opts {
     const char *image_dir;        /* the airlock image's directory (DIR/sha256-<hex>, its tree in rootfs/) */
     const char *image_digest;     /* its digest, 64 hex */
     const al_docker_held *held;   /* NULL, or the container to run in: used if still fit, else one is made */
+    /* -1, or (with HELD) a pipe from HELD's owner: if it has hung up when
+     * the run ends, the owner is gone (killed) and will not remove the
+     * container, so the run removes it */
+    int owner_fd;
 } al_docker_opts;
 
 /* Run CFG as al_box_run does (CFG->runtime must be an image's: its digest

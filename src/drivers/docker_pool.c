@@ -13,9 +13,11 @@
  * One thread of the service does it, started on the first run that asks;
  * it only talks to the daemon: it never forks (it makes containers only of
  * images the daemon holds already; a run's helper loads a new one) and
- * never enters a namespace. A service killed with -9 leaves its containers
- * with free uids: the sweep at the next start removes them, and their
- * holders end on their own (after idle + wall clock + 300 s at most).
+ * never enters a namespace. A service killed with -9 leaves its idle
+ * containers with free uids: the sweep at the next start removes them, and
+ * their holders end on their own (after idle + wall clock + 300 s at most).
+ * One handed to a run is removed by that run's helper, which sees the
+ * service's end on its job pipe (al_docker_opts.owner_fd).
  */
 #include <limits.h>
 #include <pthread.h>
@@ -222,7 +224,7 @@ static void *pool_main(void *arg) {
         snprintf(digest, sizeof digest, "%s", sh->digest);
         al_box_limits l = sh->l;
         al_docker_opts o = { .socket = P.socket[0] ? P.socket : NULL, .runtime = P.runtime, .image_dir = dir,
-                             .image_digest = digest };
+                             .image_digest = digest, .owner_fd = -1 };
         pthread_mutex_unlock(&P.mu);
         al_docker_held h;
         al_error err = { 0 };

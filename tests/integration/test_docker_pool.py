@@ -95,6 +95,38 @@ def test_stop_removes_the_pool_and_a_kill_leaves_it_to_the_next_start(dockerd, t
     assert not containers()
 
 
+def test_a_killed_services_pooled_run_removes_its_own_container(dockerd, tmp_path_factory):
+    # the service, the owner of a pooled container, removes it after its run;
+    # killed with -9 it never will, and its locks of the container's uids
+    # died with it. The run's helper sees its job pipe end, kills the
+    # script and removes that container itself. The idle ones stay for the
+    # next start's sweep (their uids are free: nothing runs in them).
+    svc = make(tmp_path_factory, "owner_killed", docker_pool="2")
+    try:
+        svc.run("pass")
+        idle = set(wait_idle(svc, 2) and containers())
+        assert len(idle) == 2
+        status, _, doc = svc.post_run("print('up', flush=True)\nimport time\ntime.sleep(60)")
+        assert status == 201, doc
+        for _, ev, _, _ in svc.stream(doc["id"], timeout=60):
+            if ev == "stdout":
+                break
+        assert pool_state(svc)["in_use"] == 1
+        svc.kill9()
+        deadline = time.monotonic() + 30
+        while len(containers() & idle) != 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(containers() & idle) == 1, "the killed service's pooled run left its container"
+        svc.start()
+        deadline = time.monotonic() + 30
+        while containers() & idle and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not (containers() & idle), "what a killed service's pool left was not swept"
+    finally:
+        svc.stop()
+    assert not containers()
+
+
 def test_under_gvisor_too(dockerd, tmp_path_factory):
     svc = make(tmp_path_factory, "gvisor", docker_pool="1", runtime="runsc")
     try:
