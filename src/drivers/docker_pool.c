@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "docker_pool.h"
+#include "shape_admit.h"
 
 #define POOL_SHAPES 8
 #define POOL_MAX 16
@@ -68,6 +69,7 @@ static struct {
     char socket[108];
     al_docker_runtime runtime;
     shape shapes[POOL_SHAPES];
+    al_shape_learning learning;   /* the shapes learnt lately (shape_admit.h) */
     lent *out;                    /* handed to runs (pid) or to remove (pid 0) */
     uint64_t hits, misses;        /* since the start, every shape's */
 } P = { .mu = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
@@ -270,19 +272,24 @@ bool al_docker_pool_take(const char *image_dir, const char *digest, const al_box
     }
     if (!P.running && pthread_create(&P.thread, NULL, pool_main, NULL) == 0)
         P.running = true;
-    shape *sh = NULL, *free_slot = NULL, *oldest = NULL;
+    shape *sh = NULL;
+    int64_t asked[POOL_SHAPES];
     for (int i = 0; i < POOL_SHAPES && !sh; i++) {
         shape *c = &P.shapes[i];
         if (same_shape(c, image_dir, digest, l))
             sh = c;
-        else if (!c->used && !free_slot)
-            free_slot = c;
-        else if (c->used && (!oldest || c->last_asked_s < oldest->last_asked_s))
-            oldest = c;
+        asked[i] = c->used ? c->last_asked_s : -1;
+    }
+    int slot = sh ? -1 : al_shape_slot_for_new(&P.learning, now_s(), asked, POOL_SHAPES);
+    if (!sh && slot < 0) {
+        /* not learnt (shape_admit.h): this run makes its own */
+        P.misses++;
+        pthread_mutex_unlock(&P.mu);
+        return false;
     }
     if (!sh) {
         /* a new shape: a free slot, else the one asked for longest ago */
-        sh = free_slot ? free_slot : oldest;
+        sh = &P.shapes[slot];
         for (int k = 0; k < sh->n_ready; k++)
             to_remove(&sh->ready[k]);
         unsigned gen = sh->gen + 1;

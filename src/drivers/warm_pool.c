@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "../lang/lang.h"
+#include "shape_admit.h"
 #include "warm_pool.h"
 
 /* shapes kept at once: a new one takes the slot of the one asked for
@@ -97,6 +98,7 @@ static struct {
     int wake;                     /* eventfd: a take or a stop */
     char exe[PATH_MAX], preload[512];
     shape shapes[SHAPES];
+    al_shape_learning learning;   /* the shapes learnt lately (shape_admit.h) */
     /* helpers no longer wanted, for the pool thread to end: every helper is
      * in a shape or here, and the shapes hold at most SHAPES * PER_SHAPE_MAX */
     al_driver_run doomed[SHAPES * PER_SHAPE_MAX];
@@ -475,20 +477,19 @@ bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run
         if (P.wake >= 0 && pthread_create(&P.thread, NULL, pool_main, NULL) == 0)
             P.running = true;
     }
-    shape *sh = NULL, *free_slot = NULL, *oldest = NULL;
+    shape *sh = NULL;
+    int64_t asked[SHAPES];
     for (int i = 0; i < SHAPES && !sh; i++) {
         shape *c = &P.shapes[i];
         if (same(c, lang, preloads, dir, digest, &l))
             sh = c;
-        else if (!c->used && !free_slot)
-            free_slot = c;
-        else if (c->used && (!oldest || c->last_asked_s < oldest->last_asked_s))
-            oldest = c;
+        asked[i] = c->used ? c->last_asked_s : -1;
     }
-    if (!sh && (free_slot || oldest)) {
+    int slot = sh ? -1 : al_shape_slot_for_new(&P.learning, now_s(), asked, SHAPES);
+    if (slot >= 0) {
         /* a new shape: in a free slot, or the one asked for longest ago,
          * whose helpers the pool thread ends */
-        sh = free_slot ? free_slot : oldest;
+        sh = &P.shapes[slot];
         while (sh->n > 0)
             doom(sh, sh->n - 1);
         free(sh->job);

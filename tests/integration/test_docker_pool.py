@@ -127,6 +127,26 @@ def test_a_killed_services_pooled_run_removes_its_own_container(dockerd, tmp_pat
     assert not containers()
 
 
+def test_a_tenant_that_varies_its_limits_cannot_churn_the_pool(dockerd, tmp_path_factory):
+    # as the native warm pool (src/drivers/shape_admit.h): at most 8 shapes
+    # learnt a minute, and none asked for in the last minute pushed out, so
+    # runs that each have other limits cannot have a container made for
+    # every one of them, nor take the first shape's container away
+    svc = make(tmp_path_factory, "churn", docker_pool="1")
+    try:
+        for mb in range(200, 210):
+            doc = svc.run("pass", limits={"memory_mb": mb})
+            assert doc["state"] == "succeeded", doc
+        st = pool_state(svc)
+        assert sorted(sh["memory_bytes"] >> 20 for sh in st["shapes"]) == list(range(200, 208)), st
+        wait_idle(svc, 1, memory_mb=200)
+        doc = svc.run("pass", limits={"memory_mb": 200})
+        assert doc["result"]["box"].get("pooled") is True, doc["result"]["box"]
+    finally:
+        svc.stop()
+    assert not containers()
+
+
 def test_under_gvisor_too(dockerd, tmp_path_factory):
     svc = make(tmp_path_factory, "gvisor", docker_pool="1", runtime="runsc")
     try:

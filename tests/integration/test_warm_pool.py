@@ -399,6 +399,32 @@ def test_the_pool_is_sized_by_demand(tmp_path_factory):
         assert not [p for p, _, _ in box_processes() if p in theirs], box_processes()
 
 
+def test_a_tenant_that_varies_its_limits_cannot_churn_the_pool(tmp_path_factory):
+    # each new shape costs the host a box only runs of that shape can use:
+    # a tenant whose every run had other limits would have the pool make a
+    # box per run that no run takes, and push out the shapes others use.
+    # The pool learns at most 8 shapes a minute and never pushes out one
+    # asked for in the last minute (src/drivers/shape_admit.h): the 9th and
+    # 10th shapes here run cold and cost nothing ahead, and the first
+    # shape (another tenant's, say) keeps its box.
+    svc = make(tmp_path_factory, "churn", warm_pool=2, warm_preload=LIGHT)
+    try:
+        for mb in range(200, 210):
+            doc = svc.run("pass", image="default", limits={"memory_mb": mb})
+            assert doc["state"] == "succeeded", doc
+        st = pool(svc)
+        learnt = sorted(sh["memory_bytes"] >> 20 for sh in st["shapes"])
+        assert learnt == list(range(200, 208)), st
+        wait_idle(svc, 1, shape_key({"memory_mb": 200}))
+        doc = svc.run("pass", image="default", limits={"memory_mb": 200})
+        assert doc["result"]["box"].get("warm") is True, doc["result"]["box"]
+        # a shape not learnt still runs, cold
+        doc = svc.run("print('cold')", image="default", limits={"memory_mb": 209})
+        assert doc["result"]["stdout"] == "cold\n" and doc["result"]["box"].get("warm") is not True, doc
+    finally:
+        svc.stop()
+
+
 def test_the_pool_shrinks_and_forgets_without_demand(tmp_path_factory):
     # each SHRINK_S (two minutes; seconds in this test build) without a run
     # that found no box lowers a shape's size by one, to one; a shape no run
