@@ -69,16 +69,16 @@ typedef struct al_box_config al_box_config;
 /* A warm box (issue 14's pools): its interpreter is started before its run
  * is known. The box is made with CONFIG's runtime, limits and files (the
  * warm start, src/lang/warm/) and ARGV is exec'd at once with fd
- * AL_BOX_WARM_FD a Unix stream socket to the box's parent; the interpreter writes one byte on it
- * when it is ready. Then HANDOFF is called (it may block until the run
+ * AL_BOX_WARM_FD a Unix stream socket to the box's parent; the interpreter
+ * writes one byte on it when it is ready. Then HANDOFF is called (it may block until the run
  * comes) to fill RUN, a copy of the box's config, with the run's own files,
  * inputs, stdin, argv (the same interpreter and script; its arguments are
  * the run's), environment, output callbacks, cancel fd and out directory;
  * its runtime, limits and network stay the box's. The box's files are
  * removed from /work, the run's staged as a cold box's would be, and the
  * interpreter is sent the run's arguments and environment (JSON) with its
- * stdin (a passed fd) on that socket, and answers one byte when it has them. The
- * run's wall clock and CPU time start there; what the box printed before
+ * stdin (a passed fd) on that socket, and answers one byte when it has
+ * them. The run's wall clock and CPU time start there; what the box printed before
  * is discarded. */
 /* The warm start's socket: above every fd a runtime opens as it starts
  * (Node's own are 3-16), so that once it is closed the run's first open

@@ -66,6 +66,14 @@ def containers():
     return set(docker_util.airlock_containers())
 
 
+def until(cond, timeout=30):
+    """Poll COND until it holds or TIMEOUT seconds pass; its last value."""
+    deadline = time.monotonic() + timeout
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return cond()
+
+
 # these start services of their own, before the module's pair: they count
 # every container of boxes on the daemon
 def test_stop_removes_the_pool_and_a_kill_leaves_it_to_the_next_start(dockerd, tmp_path_factory):
@@ -86,10 +94,7 @@ def test_stop_removes_the_pool_and_a_kill_leaves_it_to_the_next_start(dockerd, t
         svc.kill9()
         assert containers() == left
         svc.start()
-        deadline = time.monotonic() + 30
-        while containers() & left and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not (containers() & left), "what a killed service's pool left was not swept"
+        assert until(lambda: not (containers() & left)), "what a killed service's pool left was not swept"
     finally:
         svc.stop()
     assert not containers()
@@ -113,15 +118,9 @@ def test_a_killed_services_pooled_run_removes_its_own_container(dockerd, tmp_pat
                 break
         assert pool_state(svc)["in_use"] == 1
         svc.kill9()
-        deadline = time.monotonic() + 30
-        while len(containers() & idle) != 1 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert len(containers() & idle) == 1, "the killed service's pooled run left its container"
+        assert until(lambda: len(containers() & idle) == 1), "the killed service's pooled run left its container"
         svc.start()
-        deadline = time.monotonic() + 30
-        while containers() & idle and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not (containers() & idle), "what a killed service's pool left was not swept"
+        assert until(lambda: not (containers() & idle)), "what a killed service's pool left was not swept"
     finally:
         svc.stop()
     assert not containers()

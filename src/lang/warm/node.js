@@ -4,8 +4,9 @@
 // on the fd AIRLOCK_WARM_FD names (a Unix socket from the box's parent,
 // above the runtime's own fds, so the run's first open gets a cold start's
 // number) for its run. At hand-off the parent has replaced main.js with the
-// run's code, and the message on it holds the run's arguments and environment (a Node run with stdin is
-// never handed a warm box: JavaScript cannot put a passed fd at fd 0). The
+// run's code, and the message on it holds the run's arguments and
+// environment (a Node run with stdin is never handed a warm box:
+// JavaScript cannot put a passed fd at fd 0). The
 // run's code is then loaded as the main module, as `node main.js ARGS`
 // would load it: process.argv, process.env, require.main, __filename and
 // the working directory are a cold start's own.
