@@ -18,8 +18,9 @@
  *    the box to run instead of the code (both optional: a skill's run),
  *    "driver": "docker" with "docker_socket" and "docker_runtime" (runc,
  *    runsc) to run it in a container instead (airlock-server only), and
- *    "docker_box": {"id", "image_id", "holder", "uid", "hold_until"}: the
- *    container the service made ahead of need, to run in if still fit
+ *    "docker_box": {"id", "image_id", "holder", "uid", "hold_until",
+ *    "lock_fds": [the fds of the service's locks of holder and uid, passed]}:
+ *    the container the service made ahead of need, to run in if still fit
  *    (the service removes it after; optional)}
  * The result carries "network": {policy, mode, egress: [...], egress_dropped}.
  */
@@ -366,6 +367,14 @@ int cli_helper(int argc, char **argv) {
             held.holder = (uid_t)json_integer_value(json_object_get(jb, "holder"));
             held.uid = (uid_t)json_integer_value(json_object_get(jb, "uid"));
             held.hold_until_s = json_integer_value(json_object_get(jb, "hold_until"));
+            /* the service's locks of its uids, passed (the same open
+             * files): held by this process too until it ends, so that
+             * they outlive a service killed before the run is over */
+            json_t *lf = json_object_get(jb, "lock_fds");
+            int fds[2] = { (int)json_integer_value(json_array_get(lf, 0)), (int)json_integer_value(json_array_get(lf, 1)) };
+            for (int k = 0; k < 2 && json_array_size(lf) == 2; k++)
+                if (fds[k] > 2 && fcntl(fds[k], F_SETFD, FD_CLOEXEC) == 0)
+                    *(k ? &held.uid_lock : &held.holder_lock) = fds[k];
             o.held = &held;
         }
         al_docker_run(&o, &cfg, &res);

@@ -1006,9 +1006,9 @@ static int run(dbox *b, al_error *err) {
 }
 
 /* A held container's owner removes it after the run, unless it is gone:
- * killed, it released the container's uids with its locks, and nothing
- * would remove it until the owner's next start sweeps (its holder sleeps
- * for minutes). */
+ * killed, it left the container's uids' locks to this process (passed to
+ * it), and nothing would remove it until the owner's next start sweeps
+ * (its holder sleeps for minutes). */
 static bool owner_gone(int fd) {
     struct pollfd p = { .fd = fd, .events = POLLIN };
     return fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));

@@ -37,7 +37,9 @@ typedef struct al_docker_held {
     char id[80];
     char image_id[80];            /* Docker's id of the image it runs */
     uid_t holder, uid;            /* its holder's uid, the script's */
-    int holder_lock, uid_lock;    /* the owner's locks of them (-1 in the run's helper) */
+    /* the owner's locks of them; in the run's helper, the same locks
+     * passed (or -1), which outlive an owner killed before the run ends */
+    int holder_lock, uid_lock;
     int64_t hold_until_s;         /* its holder ends by then (seconds since the epoch) */
 } al_docker_held;
 
@@ -49,7 +51,8 @@ typedef struct al_docker_opts {
     const al_docker_held *held;   /* NULL, or the container to run in: used if still fit, else one is made */
     /* -1, or (with HELD) a pipe from HELD's owner: if it has hung up when
      * the run ends, the owner is gone (killed) and will not remove the
-     * container, so the run removes it */
+     * container, so the run removes it (holding HELD's locks, if passed,
+     * until it has) */
     int owner_fd;
 } al_docker_opts;
 

@@ -90,11 +90,16 @@ static int docker_start(const char *self_exe, const char *job, al_driver_run *re
     bool pooled = !json_object_get(j, "skill_dir") &&
                   al_docker_pool_take(json_string_value(json_object_get(j, "image_dir")),
                                       json_string_value(json_object_get(j, "image_digest")), &l, &held);
+    /* its uids' locks go with it, as the helper's fds 3 and 4: a lock is
+     * the open file's, so they stay held until the helper ends too, though
+     * this process be killed first (a start after it must not take those
+     * uids, nor sweep the container, while the helper still uses it) */
+    int locks[2] = { pooled ? held.holder_lock : -1, pooled ? held.uid_lock : -1 };
     if (pooled)
-        json_object_set_new(j, "docker_box", json_pack("{s:s, s:s, s:I, s:I, s:I}", "id", held.id, "image_id",
-                                                       held.image_id, "holder", (json_int_t)held.holder, "uid",
-                                                       (json_int_t)held.uid, "hold_until",
-                                                       (json_int_t)held.hold_until_s));
+        json_object_set_new(j, "docker_box", json_pack("{s:s, s:s, s:I, s:I, s:I, s:[i, i]}", "id", held.id,
+                                                       "image_id", held.image_id, "holder", (json_int_t)held.holder,
+                                                       "uid", (json_int_t)held.uid, "hold_until",
+                                                       (json_int_t)held.hold_until_s, "lock_fds", 3, 4));
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     if (!text) {
@@ -106,7 +111,7 @@ static int docker_start(const char *self_exe, const char *job, al_driver_run *re
     char copy[PATH_MAX], exe[PATH_MAX + 32];
     snprintf(copy, sizeof copy, "%s", self_exe);
     snprintf(exe, sizeof exe, "%s/airlock-server", dirname(copy));
-    int r = al_driver_helper_start(exe, text, ret, err);
+    int r = al_driver_helper_start(exe, text, locks, pooled && locks[0] >= 0 && locks[1] >= 0 ? 2 : 0, ret, err);
     free(text);
     if (pooled && r == 0)
         al_docker_pool_lend(ret->pid, &held);

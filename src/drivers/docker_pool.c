@@ -17,7 +17,8 @@
  * containers with free uids: the sweep at the next start removes them, and
  * their holders end on their own (after idle + wall clock + 300 s at most).
  * One handed to a run is removed by that run's helper, which sees the
- * service's end on its job pipe (al_docker_opts.owner_fd).
+ * service's end on its job pipe (al_docker_opts.owner_fd) and holds its
+ * uids' locks, passed to it, until it has.
  */
 #include <limits.h>
 #include <pthread.h>

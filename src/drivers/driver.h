@@ -60,8 +60,12 @@ int al_driver_docker_configure(const char *socket, const char *runtime, int pool
  * all; Python's import PRELOAD's modules ahead. */
 int al_driver_native_configure(int warm_pool, uint64_t memory_bytes, const char *preload, al_error *err);
 
-/* The helper process both boxes run in (native.c). */
-int al_driver_helper_start(const char *self_exe, const char *job, al_driver_run *ret, al_error *err);
+/* The helper process both boxes run in (native.c), with the N_PASS fds
+ * PASS (may be NULL) as its fds 3, 4, ...: each the same open file as the
+ * caller's, so a lock on it is held while either holds it. */
+#define AL_HELPER_PASS_MAX 2
+int al_driver_helper_start(const char *self_exe, const char *job, const int *pass, size_t n_pass, al_driver_run *ret,
+                           al_error *err);
 int al_driver_helper_cancel(al_driver_run *r);
 int al_driver_helper_wait(al_driver_run *r);
 

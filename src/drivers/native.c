@@ -160,6 +160,8 @@ typedef struct spawn_arg {
     const char *exe;
     pid_t parent;
     int in, out;
+    const int *pass;              /* to be the helper's fds 3.. */
+    size_t n_pass;
 } spawn_arg;
 
 /* Not instrumented by AddressSanitizer: an instrumented frame marks its
@@ -186,8 +188,18 @@ __attribute__((no_sanitize_address)) static int spawn_child(void *p) {
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != a->parent)
         _exit(125);
+    /* the fds passed on, first above any number they go to (so that one
+     * cannot overwrite another), close-on-exec until dup2 puts each at
+     * its number, where it is not */
+    int high[AL_HELPER_PASS_MAX];
+    for (size_t i = 0; i < a->n_pass; i++)
+        if ((high[i] = fcntl(a->pass[i], F_DUPFD_CLOEXEC, 3 + AL_HELPER_PASS_MAX)) < 0)
+            _exit(125);
     dup2(a->in, 0);
     dup2(a->out, 1);
+    for (size_t i = 0; i < a->n_pass; i++)
+        if (dup2(high[i], 3 + (int)i) < 0)
+            _exit(125);
     /* the signals that cancel a run stay blocked across the exec: one
      * sent before the helper watches them (a run canceled as it starts)
      * waits for its signalfd, where it cancels cleanly, instead of killing
@@ -211,7 +223,10 @@ __attribute__((no_sanitize_address)) static int spawn_child(void *p) {
 
 /* Start SELF_EXE helper with JOB: the native driver's and the docker
  * driver's (whose helper is airlock-server's) one way to run a job. */
-int al_driver_helper_start(const char *self_exe, const char *job, al_driver_run *ret, al_error *err) {
+int al_driver_helper_start(const char *self_exe, const char *job, const int *pass, size_t n_pass, al_driver_run *ret,
+                           al_error *err) {
+    if (n_pass > AL_HELPER_PASS_MAX)
+        return al_err(err, "driver", EINVAL, "at most %d fds are passed to a helper", AL_HELPER_PASS_MAX);
     int in[2], out[2];
     if (pipe2(in, O_CLOEXEC) < 0)
         return al_err(err, "driver", errno, "pipe: %m");
@@ -235,7 +250,7 @@ int al_driver_helper_start(const char *self_exe, const char *job, al_driver_run 
         close(in[0]); close(in[1]); close(out[0]); close(out[1]);
         return al_err(err, "driver", e, "a stack for the helper's spawn: %s", strerror(e));
     }
-    spawn_arg a = { .exe = self_exe, .parent = getpid(), .in = in[0], .out = out[1] };
+    spawn_arg a = { .exe = self_exe, .parent = getpid(), .in = in[0], .out = out[1], .pass = pass, .n_pass = n_pass };
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -275,7 +290,7 @@ static int native_start(const char *self_exe, const char *job, al_driver_run *re
     /* a warm box made for runs like this one, else a cold one */
     if (al_warm_pool_take(self_exe, job, ret))
         return 0;
-    return al_driver_helper_start(self_exe, job, ret, err);
+    return al_driver_helper_start(self_exe, job, NULL, 0, ret, err);
 }
 
 int al_driver_native_configure(int warm_pool, uint64_t memory_bytes, const char *preload, al_error *err) {

@@ -297,7 +297,7 @@ static void *pool_main(void *arg) {
             shape *sh = start_for;
             al_driver_run dr = { .pid = -1, .events_fd = -1, .job_fd = -1 };
             al_error err = { 0 };
-            if (al_driver_helper_start(P.exe, sh->job, &dr, &err) == 0) {
+            if (al_driver_helper_start(P.exe, sh->job, NULL, 0, &dr, &err) == 0) {
                 sh->w[sh->n++] = (warm){ .dr = dr, .since_s = now };
             } else {
                 sh->failures++;

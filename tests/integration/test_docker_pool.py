@@ -5,6 +5,7 @@ run in; a run of that shape is handed one, and it is removed after that run.
 Each is used once. The reference is the same service with docker_pool = 0:
 a pooled run must behave exactly as a cold one."""
 import json
+import os
 import sys
 import time
 
@@ -66,6 +67,22 @@ def containers():
     return set(docker_util.airlock_containers())
 
 
+def uid_lock_free(uid):
+    """Whether no process holds the lock of host uid UID (src/box/uidpool.c)."""
+    import fcntl
+    try:
+        fd = os.open(f"/run/airlock/uids/{uid}", os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def until(cond, timeout=30):
     """Poll COND until it holds or TIMEOUT seconds pass; its last value."""
     deadline = time.monotonic() + timeout
@@ -102,10 +119,13 @@ def test_stop_removes_the_pool_and_a_kill_leaves_it_to_the_next_start(dockerd, t
 
 def test_a_killed_services_pooled_run_removes_its_own_container(dockerd, tmp_path_factory):
     # the service, the owner of a pooled container, removes it after its run;
-    # killed with -9 it never will, and its locks of the container's uids
-    # died with it. The run's helper sees its job pipe end, kills the
-    # script and removes that container itself. The idle ones stay for the
-    # next start's sweep (their uids are free: nothing runs in them).
+    # killed with -9 it never will. The run's helper sees its job pipe end,
+    # kills the script and removes that container itself, and until it has,
+    # the container's uid stays locked: the service passed its lock to the
+    # helper, so a start after the kill can neither take the uid (whose
+    # container it would delete as a dead airlock's) nor sweep the
+    # container. The idle ones stay for the next start's sweep (their uids
+    # are free: nothing runs in them).
     svc = make(tmp_path_factory, "owner_killed", docker_pool="2")
     try:
         svc.run("pass")
@@ -117,7 +137,20 @@ def test_a_killed_services_pooled_run_removes_its_own_container(dockerd, tmp_pat
             if ev == "stdout":
                 break
         assert pool_state(svc)["in_use"] == 1
+        used = [c for c in idle if engine("GET", f"/containers/{c}/json")[1]["ExecIDs"]]
+        assert len(used) == 1, used
+        uid = engine("GET", f"/containers/{used[0]}/json")[1]["Config"]["Labels"]["dev.airlock.uid"]
         svc.kill9()
+        # the lock is looked at first: free, with the container still there
+        # after, means it was free while the container was there
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            free = uid_lock_free(uid)
+            status, _ = engine("GET", f"/containers/{used[0]}/json")
+            if status == 404:
+                break
+            assert not free, "the killed service's pooled run lost its uid's lock while its container was there"
+            time.sleep(0.005)
         assert until(lambda: len(containers() & idle) == 1), "the killed service's pooled run left its container"
         svc.start()
         assert until(lambda: not (containers() & idle)), "what a killed service's pool left was not swept"
