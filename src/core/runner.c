@@ -478,6 +478,7 @@ static void *runner_main(void *p) {
     /* whether the run is past this node's claim: started, ended, or
      * moved by another; else it goes back to the queue (give_back) */
     bool settled = false;
+    const al_driver_ops *sweep_after = NULL;
     al_store_run *pre = NULL;
     json_t *pre_settings = NULL; /* the settings it was checked against: its DLP patterns too */
     if (al_store_run_get(s->store, a->run_id, NULL, &pre, &err) == 0 && pre->state != AL_RUN_QUEUED) {
@@ -715,8 +716,10 @@ static void *runner_main(void *p) {
         emsg = emsg_buf;
         /* a helper killed outright (by an operator, the OOM killer) could
          * not remove its box's cgroup or container: its uid is free now,
-         * so they are leftovers, removed now rather than at the next start */
-        s->driver->sweep();
+         * so they are leftovers, removed now rather than at the next start
+         * (once the run has ended and its slot is free: the daemon may
+         * take seconds) */
+        sweep_after = s->driver;
     }
     json_decref(helper_error);
 finish:
@@ -760,6 +763,16 @@ done:
     pthread_cond_broadcast(&s->sched_cond);
     pthread_mutex_unlock(&s->mu);
     free(a);
+    /* the service may be gone by now: the driver's ops are static */
+    if (sweep_after) {
+#ifdef AIRLOCK_TEST_HOOKS
+        /* test builds: a sweep as slow as a busy daemon's */
+        const char *pause = getenv("AIRLOCK_TEST_SWEEP_PAUSE_MS");
+        if (pause)
+            usleep((useconds_t)strtoul(pause, NULL, 10) * 1000);
+#endif
+        sweep_after->sweep();
+    }
     return NULL;
 }
 

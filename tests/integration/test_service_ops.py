@@ -323,6 +323,32 @@ def test_a_helper_killed_outright_leaves_no_cgroup(services):
     assert svc.run("print('after')")["result"]["stdout"] == "after\n"
 
 
+def test_the_sweep_after_a_killed_helper_does_not_hold_up_its_runs_end(services):
+    # the sweep after a helper killed outright (above) may take seconds (a
+    # busy docker daemon): the run's end and its person's slot do not wait
+    # for it. The test build makes the sweep that slow (AIRLOCK_TEST_SWEEP_PAUSE_MS).
+    svc = services.start("sweepslow", {"per_person_concurrency": 1}, extra_env={"AIRLOCK_TEST_SWEEP_PAUSE_MS": "4000"},
+                         binary=hooks_binary(ROOT / "build-asan"))
+    before = set(box_cgroups())
+    (rid,) = start_sleepers(svc, 1)
+    helpers = [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == svc.proc.pid]
+    helpers = [p for p in helpers if b"helper" in open(f"/proc/{p}/cmdline", "rb").read()]
+    assert len(helpers) == 1, helpers
+    cgs = [c for c in box_cgroups() if c not in before]
+    assert cgs, "the running box has no cgroup"
+    os.kill(helpers[0], signal.SIGKILL)
+    run = svc.wait_state(rid, TERMINAL, timeout=30)
+    assert run["state"] == "error" and run["error"]["code"] == "helper", run
+    # ended, with the sweep still to come; and the person's one slot is free
+    assert [c for c in cgs if os.path.exists(c)], "the run's end waited for the sweep"
+    after = svc.run("print('next')")
+    assert after["state"] == "succeeded" and after["result"]["stdout"] == "next\n", after
+    deadline = time.monotonic() + 30
+    while any(os.path.exists(c) for c in cgs) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [c for c in cgs if os.path.exists(c)], f"the killed helper's box cgroup is left: {cgs}"
+
+
 def test_kill9_with_queued_runs(services):
     svc = services.start("crashq", {"max_concurrent": 1, "per_person_concurrency": 1})
     running = start_sleepers(svc, 1)
