@@ -173,10 +173,15 @@ static json_t *security_opts(al_error *err) {
     return o;
 }
 
-/* /work, /out and /tmp: the run's own scratch, as HostConfig.Tmpfs. */
-static json_t *scratch_mounts(const al_box_limits *l, uid_t uid) {
-    return json_pack("{s:o, s:o, s:o}", "/work", tmpfs_opts(l, uid, "0700"), "/out", tmpfs_opts(l, uid, "0700"), "/tmp",
-                     tmpfs_opts(l, uid, "0700"));
+/* /work, /out and /tmp: the run's own scratch, as HostConfig.Tmpfs; and
+ * for a skill's run /skill, its holder's (HOLDER: the script may read it,
+ * never change it), which its bundle is staged into. */
+static json_t *scratch_mounts(const al_box_limits *l, uid_t uid, bool skill, uid_t holder) {
+    json_t *t = json_pack("{s:o, s:o, s:o}", "/work", tmpfs_opts(l, uid, "0700"), "/out", tmpfs_opts(l, uid, "0700"),
+                          "/tmp", tmpfs_opts(l, uid, "0700"));
+    if (t && skill)
+        json_object_set_new(t, "/skill", tmpfs_opts(l, holder, "0755"));
+    return t;
 }
 
 /* Docker's default masked paths, and every entry of /proc that is not a
@@ -225,7 +230,7 @@ json_t *al_docker_create_body(dbox *b, const char *image_id, al_error *err) {
     json_t *secopt = security_opts(err);
     if (!secopt)
         return NULL;
-    json_t *tmpfs = scratch_mounts(l, b->uid);
+    json_t *tmpfs = scratch_mounts(l, b->uid, b->o->skill_dir != NULL, b->holder);
     json_t *hc = json_pack(
         "{s:s, s:b, s:[s], s:o, s:o, s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:[{s:s, s:I, s:I}, {s:s, s:I, s:I}, "
         "{s:s, s:I, s:I}], s:I, s:s, s:s}",
@@ -362,15 +367,15 @@ int al_docker_start_and_inspect(dbox *b, al_error *err) {
 }
 
 /* Create an exec of ARGV as the script's uid; RET_ID gets its id. */
-static int exec_create(dbox *b, char *const *argv, char *const *envp, const char *cwd, bool in, char ret_id[80],
-                       al_error *err) {
+static int exec_create(dbox *b, uid_t uid, char *const *argv, char *const *envp, const char *cwd, bool in,
+                       char ret_id[80], al_error *err) {
     json_t *cmd = json_array(), *env = json_array();
     for (size_t i = 0; argv[i]; i++)
         json_array_append_new(cmd, json_string(argv[i]));
     for (size_t i = 0; envp && envp[i]; i++)
         json_array_append_new(env, json_string(envp[i]));
     char user[40];
-    snprintf(user, sizeof user, "%u:%u", b->uid, b->uid);
+    snprintf(user, sizeof user, "%u:%u", uid, uid);
     json_t *body = json_pack("{s:o, s:o, s:s, s:s, s:b, s:b, s:b, s:b, s:b}", "Cmd", cmd, "Env", env, "User", user,
                              "WorkingDir", cwd, "AttachStdin", in, "AttachStdout", 1, "AttachStderr", 1, "Tty", 0,
                              "Privileged", 0);
@@ -483,7 +488,7 @@ static void kill_begin(dbox *b, inside_kill *k, bool after_end) {
         return;
     al_error e = { 0 };
     k->s = (sink){ .fd = -1 };
-    if (exec_create(b, kill_argv, NULL, "/", false, k->id, &e) < 0 || al_engine_exec_start(&b->e, k->id, &k->st, &e) < 0) {
+    if (exec_create(b, b->uid, kill_argv, NULL, "/", false, k->id, &e) < 0 || al_engine_exec_start(&b->e, k->id, &k->st, &e) < 0) {
         kill_container(b); /* and /out with it: the result says so */
         return;
     }
@@ -713,9 +718,10 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
 
 /* Run ARGV as the script's uid to its end, stdin from IN_FD, stdout to
  * OUT_FD (at most MAX bytes). Returns its exit code, or -errno. */
-int al_docker_exec_tar(dbox *b, char *const *argv, int in_fd, int out_fd, uint64_t max, bool *too_big, al_error *err) {
+int al_docker_exec_tar(dbox *b, uid_t uid, char *const *argv, int in_fd, int out_fd, uint64_t max, bool *too_big,
+                       al_error *err) {
     char id[80];
-    int r = exec_create(b, argv, NULL, "/", in_fd >= 0, id, err);
+    int r = exec_create(b, uid, argv, NULL, "/", in_fd >= 0, id, err);
     if (r < 0)
         return r;
     sink s = { .fd = out_fd, .max = max };
@@ -801,7 +807,7 @@ static int kill_inside(dbox *b) {
     char **argv = kill_argv;
     al_error e = { 0 };
     char id[80];
-    int r = exec_create(b, argv, NULL, "/", false, id, &e);
+    int r = exec_create(b, b->uid, argv, NULL, "/", false, id, &e);
     if (r == 0) {
         sink s = { .fd = -1 };
         r = exec_pump(b, id, -1, on_tar_data, &s, al_now_ms() + KILL_GRACE_MS, -1, NULL, &e);
@@ -872,7 +878,7 @@ static int run(dbox *b, al_error *err) {
     b->engine_open = true;
     /* a container made ahead of need, when it is still fit for this run;
      * else (it died idle, say) one of its own, as if there were no pool */
-    if (b->o->held && al_docker_use_held(b, err) < 0) {
+    if (b->o->held && (b->o->skill_dir || al_docker_use_held(b, err) < 0)) {
         memset(err, 0, sizeof *err);
         b->id[0] = '\0';
         b->holder = b->uid = 0;
@@ -902,10 +908,12 @@ static int run(dbox *b, al_error *err) {
         return r;
     if ((r = direct ? al_docker_stage_into(b, al_docker_open_scratch, err) : al_docker_stage(b, err)) < 0)
         return r;
+    if (b->o->skill_dir && (r = al_docker_stage_skill(b, err)) < 0)
+        return r;
 
     char id[80];
     /* stdin only when the run has one: without, the exec's is /dev/null */
-    if ((r = exec_create(b, cfg->argv, cfg->envp, "/work", cfg->stdin_fd >= 0, id, err)) < 0)
+    if ((r = exec_create(b, b->uid, cfg->argv, cfg->envp, "/work", cfg->stdin_fd >= 0, id, err)) < 0)
         return r;
     sink s = { .cfg = cfg, .cap = cfg->limits.output_bytes };
     for (int i = 0; i < 2; i++)

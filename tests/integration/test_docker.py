@@ -228,3 +228,52 @@ def test_stale_containers_are_swept_at_start(dockerd, services):
     svc = services.start("sweep", config={"driver": "docker", "docker_socket": str(docker_util.SOCKET)})
     assert svc.get("/healthz")[0] == 200
     assert not docker_util.airlock_containers()
+
+
+# a skill's script that looks at its bundle and tries to change it; the
+# control is the same change in a directory of its own (/work)
+SKILL_PY = r"""import json, os, sys
+a = json.load(open(sys.argv[1]))
+print("hello", a["who"])
+print("files", sorted(os.listdir("/skill")), sorted(os.listdir("/skill/lib")))
+st = os.stat("/skill/lib/greet.py")
+print("mine", st.st_uid == os.getuid(), oct(st.st_mode & 0o777), oct(os.stat("/skill").st_mode & 0o777))
+import shutil
+shutil.copytree("/skill", "/work/copy")
+for d in ("/work/copy", "/work/copy/lib", "/skill", "/skill/lib"):
+    for what, f in (("write", lambda: open(d + "/x", "w").close()), ("chmod", lambda: os.chmod(d, 0o777)),
+                    ("remove", lambda: os.unlink(d + ("/greet.py" if d.endswith("lib") else "/skill.json")))):
+        try:
+            f()
+            print(d, what, "done")
+        except OSError:
+            print(d, what, "refused")
+print(open("/skill/lib/greet.py").read() == open(__file__).read())
+"""
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_a_skill_runs_with_its_bundle_at_skill_that_the_script_cannot_change(dockerd, services, rt):
+    # the native box binds the bundle read-only; a container gets a copy in
+    # a /skill tmpfs of its own, its holder's: readable, not the script's
+    from test_skills import hello_bundle, upload
+    svc = services.start(f"skill_{rt}", config={"driver": "docker", "docker_socket": str(docker_util.SOCKET),
+                                                 "runtime": rt})
+    if not (svc.state / "images").exists():
+        (svc.state / "images").symlink_to(CACHE / "images")
+    name = f"dk-{rt}"
+    upload(svc, hello_bundle(name=name, script=SKILL_PY, image="default"))
+    status, _, run = svc.request("POST", f"/v1/skills/{name}/test",
+                                 json={"entrypoint": "greet", "args": {"who": "ann"}}, timeout=180)
+    assert status == 200 and run["state"] == "succeeded", run
+    assert run["result"]["box"]["driver"] == "docker" and run["result"]["box"]["engine_runtime"] == rt, run["result"]
+    out = run["result"]["stdout"].splitlines()
+    assert out[:3] == ["hello ann", "files ['count.sh', 'lib', 'skill.json'] ['greet.py']",
+                       "mine False 0o644 0o755"], out
+    # the control: the script changes its own copy of the bundle
+    assert out[3:9] == [f"{d} {w} done" for d in ("/work/copy", "/work/copy/lib") for w in ("write", "chmod", "remove")], out
+    assert out[9:15] == [f"{d} {w} refused" for d in ("/skill", "/skill/lib") for w in ("write", "chmod", "remove")], out
+    assert out[15] == "True", out
+    # and a pooled container is never one with a /skill: a plain run after it is as ever
+    plain = svc.run("import os; print(os.path.exists('/skill'))", image="default")
+    assert plain["state"] == "succeeded" and plain["result"]["stdout"] == "False\n", plain
