@@ -15,9 +15,11 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/pidfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -709,6 +711,11 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
     al_engine_stream_close(&st);
     if (ik.running)
         kill_finish(b, &ik);
+    /* kept: once the daemon says the exec ended, it says how (exit_status) */
+    if (kill_reason && main_fd >= 0 && b->main_fd < 0) {
+        b->main_fd = main_fd;
+        main_fd = -1;
+    }
     /* output past the cap is output_limit even when the script ended
      * before it could be stopped, as on the native box */
     if (r == 0 && kill_reason && s->over && *kill_reason == AL_REASON_EXITED)
@@ -863,6 +870,32 @@ static bool container_running(dbox *b) {
 }
 
 
+/* How the script's exec process ended, as the kernel keeps it for any
+ * holder of its pidfd once it is reaped (PIDFD_GET_INFO with
+ * PIDFD_INFO_EXIT, Linux 6.15; not in Debian 12's headers, so spelled
+ * here as the kernel's version-0 struct): runc's exec is that process, and
+ * Docker reports its end only as an exit code, 128+N for signal N. True
+ * with its wait status in *STATUS when the kernel says, and it agrees with
+ * the daemon's CODE; false on an older kernel, which leaves Docker's. */
+typedef struct pidfd_exit_info {
+    uint64_t mask, cgroupid;
+    uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
+    int32_t exit_code;
+} pidfd_exit_info;
+#define AL_PIDFD_GET_INFO _IOWR(0xFF, 11, pidfd_exit_info)
+#define AL_PIDFD_INFO_EXIT (1ULL << 3)
+
+static bool exit_status(int pidfd, int code, int *status) {
+    pidfd_exit_info i = { .mask = AL_PIDFD_INFO_EXIT };
+    if (pidfd < 0 || ioctl(pidfd, AL_PIDFD_GET_INFO, &i) < 0 || !(i.mask & AL_PIDFD_INFO_EXIT))
+        return false;
+    int st = i.exit_code;
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == code) && !(WIFSIGNALED(st) && 128 + WTERMSIG(st) == code))
+        return false;
+    *status = st;
+    return true;
+}
+
 static int run(dbox *b, al_error *err) {
     const al_box_config *cfg = b->cfg;
     al_box_result *res = b->res;
@@ -969,8 +1002,14 @@ static int run(dbox *b, al_error *err) {
         return al_err(err, "docker", EIO, "the container died while the script ran");
     }
     int code = exec_exit(b, id, err);
-    /* Docker says a process killed by signal N exited 128+N */
-    if (code > 128 && code <= 128 + 64) {
+    int status;
+    if (b->o->runtime == AL_DOCKER_RUNC && exit_status(b->main_fd, code, &status)) {
+        /* the kernel's word: exit(137) and a SIGKILL are told apart */
+        res->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        res->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    } else if (code > 128 && code <= 128 + 64) {
+        /* Docker says a process killed by signal N exited 128+N (and so
+         * does runsc, whose exec waits for the script inside gVisor) */
         res->exit_code = -1;
         res->signal = code - 128;
     } else {
@@ -1029,12 +1068,14 @@ int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_resu
     snprintf(res->driver, sizeof res->driver, "docker");
     snprintf(res->engine_runtime, sizeof res->engine_runtime, "%s", al_docker_runtime_name(o->runtime));
     al_docker_controls(o->runtime, &res->controls);
-    dbox b = { .o = o, .cfg = cfg, .res = res, .holder_lock = -1, .uid_lock = -1, .rootfd = -1, .init_fd = -1 };
+    dbox b = { .o = o, .cfg = cfg, .res = res, .holder_lock = -1, .uid_lock = -1, .rootfd = -1, .init_fd = -1, .main_fd = -1 };
     int r = run(&b, &res->error);
     if (b.rootfd >= 0)
         close(b.rootfd);
     if (b.init_fd >= 0)
         close(b.init_fd);
+    if (b.main_fd >= 0)
+        close(b.main_fd);
     if (res->pooled && owner_gone(o->owner_fd))
         b.own = true;
     al_docker_remove_container(&b);

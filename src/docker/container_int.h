@@ -33,6 +33,7 @@ typedef struct dbox {
     uint64_t mem_peak_seen, oom_seen;
     int rootfd;                   /* runc: the container's root, through its init (O_PATH) */
     int init_fd;                  /* pidfd of the container's init */
+    int main_fd;                  /* runc: pidfd of the script's exec, kept for how it ended */
     bool killed_whole;            /* airlock killed the container: /out is lost */
     bool own;                     /* made here, so removed here (a held one is its owner's) */
     bool inside_clean;            /* gVisor: a kill from inside found none of the script's left */

@@ -70,6 +70,21 @@ def test_exit_codes_signals_stdin_and_args_as_native(dockerd, rt, tmp_path):
         assert dock["stderr"].splitlines()[-1:] == native["stderr"].splitlines()[-1:], (dock["stderr"], native["stderr"])
 
 
+def test_an_exit_code_above_128_is_not_taken_for_a_signal_under_runc(dockerd):
+    # Docker reports a process killed by signal N as exit 128+N, so exit(137)
+    # read as SIGKILL; under runc the kernel's record of the exec's process
+    # (its pidfd) tells them apart, as the native box's wait does. (Under
+    # runsc the exec's process is runsc's own, which says 128+N too: the
+    # docs list it.)
+    for code in ("import sys; sys.exit(137)", "import sys; sys.exit(130)",
+                 "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+                 "import os, signal; os.kill(os.getpid(), signal.SIGINT)"):
+        _, native = run(code, "python", driver="native")
+        _, dock = run(code, "python", runtime="runc")
+        assert (dock["exit_code"], dock["signal"], dock["reason"]) == \
+            (native["exit_code"], native["signal"], native["reason"]), (code, dock, native)
+
+
 @pytest.mark.parametrize("rt", RUNTIMES)
 def test_limits_end_with_the_native_reasons(dockerd, rt):
     _, doc = run("import time; time.sleep(60)", "python", "--timeout", "2", runtime=rt)
