@@ -398,8 +398,9 @@ def test_a_pooled_container_that_died_idle_is_not_used_and_is_replaced(pair):
         docker_util.docker("kill", c, check=False)
     doc = pooled.run("print('still runs')")
     assert doc["state"] == "succeeded" and doc["result"]["stdout"] == "still runs\n"
-    # the dead one is checked and set aside: this run made its own
-    assert doc["result"]["box"]["pooled"] is False
+    # the dead one is checked and set aside (an exec in it would have failed
+    # the run): this run made its own, or got one the pool made after its
+    # check, every 2 s, found them dead (it may have run meanwhile)
     # and the pool fills again with live ones, the dead ones removed
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
