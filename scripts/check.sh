@@ -36,8 +36,8 @@ AIRLOCK_TEST_STORE=postgresql AIRLOCK_BIN=build-asan/airlock $PY -m pytest -q -p
     $(grep -l service_util tests/integration/test_*.py)
 
 # The box battery (A-J) once more on the docker driver with runc, and the
-# service's run, limit, artifact, thread and network tests with driver =
-# docker: each run in a container of a real dockerd that the tests start
+# service's run, limit, artifact, thread, network and skill tests with
+# driver = docker: each run in a container of a real dockerd that the tests start
 # themselves (tests/integration/docker_util.py). A case a container cannot
 # hold as the native box does asserts that the driver's badge says so.
 echo "== the box battery on the docker driver (runc) =="
@@ -51,10 +51,10 @@ echo "== the box battery on the docker driver (runsc) =="
 AIRLOCK_TEST_DRIVER=docker AIRLOCK_TEST_RUNTIME=runsc $PY -m pytest -q -p no:cacheprovider \
     tests/integration/test_battery_[a-j]*.py
 
-echo "== the service's runs, threads and network on the docker driver =="
+echo "== the service's runs, threads, network and skills on the docker driver =="
 AIRLOCK_TEST_DRIVER=docker $PY -m pytest -q -p no:cacheprovider \
     tests/integration/test_service_runs.py tests/integration/test_service_threads.py \
-    tests/integration/test_network_service.py
+    tests/integration/test_network_service.py tests/integration/test_skills.py
 
 # And the service's runs and threads under gVisor (runsc): its network
 # policies are refused there by design (offline only), which
