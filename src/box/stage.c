@@ -72,8 +72,6 @@ static int copy_fd(al_stage *st, int src, int dirfd, const char *name, mode_t mo
     }
 }
 
-static int copy_entries(al_stage *st, int src, int dst, const char *name, unsigned depth, al_error *err);
-
 /* Copy directory SRC (an open fd) into a new directory NAME under DIRFD.
  * Recursion depth is capped by max_depth, which bounds the stack. */
 static int copy_tree(al_stage *st, int src, int dirfd, const char *name, unsigned depth, al_error *err) {
@@ -87,11 +85,6 @@ static int copy_tree(al_stage *st, int src, int dirfd, const char *name, unsigne
     _cleanup_close_ int dst = AS_BOX(st, openat(dirfd, name, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (dst < 0)
         return al_err(err, "stage", errno, "open staged dir %s: %m", name);
-    return copy_entries(st, src, dst, name, depth, err);
-}
-
-/* What directory SRC holds, into directory DST (NAME: SRC's, for errors). */
-static int copy_entries(al_stage *st, int src, int dst, const char *name, unsigned depth, al_error *err) {
     int dup_fd = fcntl(src, F_DUPFD_CLOEXEC, 3);
     if (dup_fd < 0)
         return al_err(err, "stage", errno, "dup: %m");
@@ -197,11 +190,4 @@ int al_stage_beneath_as(al_stage *st, const char *root, const char *rel, const c
     if (fd >= 0)
         close(fd);
     return r;
-}
-
-int al_stage_contents(al_stage *st, const char *host_dir, al_error *err) {
-    _cleanup_close_ int fd = open(host_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return al_err(err, "stage", errno, "open %s: %m", host_dir);
-    return copy_entries(st, fd, st->workfd, host_dir, 1, err);
 }

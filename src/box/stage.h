@@ -25,7 +25,3 @@ int al_stage_path_as(al_stage *st, const char *host_path, const char *name, al_e
  * into the stage directory as NAME, reading with the box's own file rights.
  * A missing REL stages nothing; anything else but a directory is refused. */
 int al_stage_beneath_as(al_stage *st, const char *root, const char *rel, const char *name, al_error *err);
-/* What the host directory HOST_DIR holds (not the directory itself), into
- * the stage directory: a skill's bundle, which the caller made, into a
- * container's /skill. */
-int al_stage_contents(al_stage *st, const char *host_dir, al_error *err);

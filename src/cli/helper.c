@@ -14,9 +14,8 @@
  *    "image_dir", "image_digest" (optional: run on that image),
  *    "args": [strings] (optional), "stdin_path": host file (optional),
  *    "network": policy, as `airlock run --net` takes it (optional: offline),
- *    "skill_dir": host dir bound read-only at /skill (copied, under
- *    docker), "script": the path in the box to run instead of the code
- *    (both optional: a skill's run),
+ *    "skill_dir": host dir bound read-only at /skill, "script": the path in
+ *    the box to run instead of the code (both optional: a skill's run),
  *    "driver": "docker" with "docker_socket" and "docker_runtime" (runc,
  *    runsc) to run it in a container instead (airlock-server only), and
  *    "docker_box": {"id", "image_id", "holder", "uid", "hold_until",
@@ -354,7 +353,7 @@ int cli_helper(int argc, char **argv) {
         }
         o.image_dir = j.ir.root;
         o.image_digest = j.img_digest;
-        /* a skill's bundle: copied into the container's /skill */
+        /* a skill's bundle: bound read-only at the container's /skill */
         if (j.skill_dir && j.script)
             o.skill_dir = j.skill_dir;
         json_t *jb = json_object_get(doc, "docker_box");

@@ -175,15 +175,19 @@ static json_t *security_opts(al_error *err) {
     return o;
 }
 
-/* /work, /out and /tmp: the run's own scratch, as HostConfig.Tmpfs; and
- * for a skill's run /skill, its holder's (HOLDER: the script may read it,
- * never change it), which its bundle is staged into. */
-static json_t *scratch_mounts(const al_box_limits *l, uid_t uid, bool skill, uid_t holder) {
-    json_t *t = json_pack("{s:o, s:o, s:o}", "/work", tmpfs_opts(l, uid, "0700"), "/out", tmpfs_opts(l, uid, "0700"),
-                          "/tmp", tmpfs_opts(l, uid, "0700"));
-    if (t && skill)
-        json_object_set_new(t, "/skill", tmpfs_opts(l, holder, "0755"));
-    return t;
+/* /work, /out and /tmp: the run's own scratch, as HostConfig.Tmpfs. */
+static json_t *scratch_mounts(const al_box_limits *l, uid_t uid) {
+    return json_pack("{s:o, s:o, s:o}", "/work", tmpfs_opts(l, uid, "0700"), "/out", tmpfs_opts(l, uid, "0700"), "/tmp",
+                     tmpfs_opts(l, uid, "0700"));
+}
+
+/* A skill's bundle at /skill, as the native box has it: bound read-only
+ * (not recursively: the store's directory holds no mount), as
+ * HostConfig.Mounts. Nothing of it is copied, and nothing runs to put it
+ * there. */
+static json_t *skill_mount(const char *dir) {
+    return json_pack("[{s:s, s:s, s:s, s:b, s:{s:s, s:b}}]", "Type", "bind", "Source", dir, "Target", "/skill",
+                     "ReadOnly", 1, "BindOptions", "Propagation", "rprivate", "NonRecursive", 1);
 }
 
 /* Docker's default masked paths, and every entry of /proc that is not a
@@ -232,7 +236,7 @@ json_t *al_docker_create_body(dbox *b, const char *image_id, al_error *err) {
     json_t *secopt = security_opts(err);
     if (!secopt)
         return NULL;
-    json_t *tmpfs = scratch_mounts(l, b->uid, b->o->skill_dir != NULL, b->holder);
+    json_t *tmpfs = scratch_mounts(l, b->uid);
     json_t *hc = json_pack(
         "{s:s, s:b, s:[s], s:o, s:o, s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:[{s:s, s:I, s:I}, {s:s, s:I, s:I}, "
         "{s:s, s:I, s:I}], s:I, s:s, s:s}",
@@ -245,6 +249,8 @@ json_t *al_docker_create_body(dbox *b, const char *image_id, al_error *err) {
         (json_int_t)l->tmpfs_bytes, "Hard", (json_int_t)l->tmpfs_bytes,
         "ShmSize", (json_int_t)l->tmpfs_bytes, "IpcMode", "private", "CgroupnsMode", "private");
     json_object_set_new(hc, "MaskedPaths", masked_paths());
+    if (b->o->skill_dir)
+        json_object_set_new(hc, "Mounts", skill_mount(b->o->skill_dir));
     if (b->o->runtime == AL_DOCKER_RUNSC) {
         json_object_set_new(hc, "Runtime", json_string("runsc"));
         /* the host's pids cgroup holds gVisor's own threads, not the
@@ -369,15 +375,15 @@ int al_docker_start_and_inspect(dbox *b, al_error *err) {
 }
 
 /* Create an exec of ARGV as the script's uid; RET_ID gets its id. */
-static int exec_create(dbox *b, uid_t uid, char *const *argv, char *const *envp, const char *cwd, bool in,
-                       char ret_id[80], al_error *err) {
+static int exec_create(dbox *b, char *const *argv, char *const *envp, const char *cwd, bool in, char ret_id[80],
+                       al_error *err) {
     json_t *cmd = json_array(), *env = json_array();
     for (size_t i = 0; argv[i]; i++)
         json_array_append_new(cmd, json_string(argv[i]));
     for (size_t i = 0; envp && envp[i]; i++)
         json_array_append_new(env, json_string(envp[i]));
     char user[40];
-    snprintf(user, sizeof user, "%u:%u", uid, uid);
+    snprintf(user, sizeof user, "%u:%u", b->uid, b->uid);
     json_t *body = json_pack("{s:o, s:o, s:s, s:s, s:b, s:b, s:b, s:b, s:b}", "Cmd", cmd, "Env", env, "User", user,
                              "WorkingDir", cwd, "AttachStdin", in, "AttachStdout", 1, "AttachStderr", 1, "Tty", 0,
                              "Privileged", 0);
@@ -490,7 +496,7 @@ static void kill_begin(dbox *b, inside_kill *k, bool after_end) {
         return;
     al_error e = { 0 };
     k->s = (sink){ .fd = -1 };
-    if (exec_create(b, b->uid, kill_argv, NULL, "/", false, k->id, &e) < 0 || al_engine_exec_start(&b->e, k->id, &k->st, &e) < 0) {
+    if (exec_create(b, kill_argv, NULL, "/", false, k->id, &e) < 0 || al_engine_exec_start(&b->e, k->id, &k->st, &e) < 0) {
         kill_container(b); /* and /out with it: the result says so */
         return;
     }
@@ -725,10 +731,9 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
 
 /* Run ARGV as the script's uid to its end, stdin from IN_FD, stdout to
  * OUT_FD (at most MAX bytes). Returns its exit code, or -errno. */
-int al_docker_exec_tar(dbox *b, uid_t uid, char *const *argv, int in_fd, int out_fd, uint64_t max, bool *too_big,
-                       al_error *err) {
+int al_docker_exec_tar(dbox *b, char *const *argv, int in_fd, int out_fd, uint64_t max, bool *too_big, al_error *err) {
     char id[80];
-    int r = exec_create(b, uid, argv, NULL, "/", in_fd >= 0, id, err);
+    int r = exec_create(b, argv, NULL, "/", in_fd >= 0, id, err);
     if (r < 0)
         return r;
     sink s = { .fd = out_fd, .max = max };
@@ -814,7 +819,7 @@ static int kill_inside(dbox *b) {
     char **argv = kill_argv;
     al_error e = { 0 };
     char id[80];
-    int r = exec_create(b, b->uid, argv, NULL, "/", false, id, &e);
+    int r = exec_create(b, argv, NULL, "/", false, id, &e);
     if (r == 0) {
         sink s = { .fd = -1 };
         r = exec_pump(b, id, -1, on_tar_data, &s, al_now_ms() + KILL_GRACE_MS, -1, NULL, &e);
@@ -941,12 +946,10 @@ static int run(dbox *b, al_error *err) {
         return r;
     if ((r = direct ? al_docker_stage_into(b, al_docker_open_scratch, err) : al_docker_stage(b, err)) < 0)
         return r;
-    if (b->o->skill_dir && (r = al_docker_stage_skill(b, err)) < 0)
-        return r;
 
     char id[80];
     /* stdin only when the run has one: without, the exec's is /dev/null */
-    if ((r = exec_create(b, b->uid, cfg->argv, cfg->envp, "/work", cfg->stdin_fd >= 0, id, err)) < 0)
+    if ((r = exec_create(b, cfg->argv, cfg->envp, "/work", cfg->stdin_fd >= 0, id, err)) < 0)
         return r;
     sink s = { .cfg = cfg, .cap = cfg->limits.output_bytes };
     for (int i = 0; i < 2; i++)

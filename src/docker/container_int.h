@@ -55,10 +55,10 @@ int al_docker_start_and_inspect(dbox *b, al_error *err);
 int al_docker_inspect_init(dbox *b, bool same, al_error *err);
 /* Remove B's container if it is B's own to remove. */
 void al_docker_remove_container(dbox *b);
-/* Run tar's ARGV in the box as UID (the script's, or its holder's) to its
- * end, stdin from IN_FD, stdout to OUT_FD (at most MAX bytes, *TOO_BIG
- * past it); its stderr kept in B->tar_err. 0, or -errno (-EIO: tar failed). */
-int al_docker_exec_tar(dbox *b, uid_t uid, char *const *argv, int in_fd, int out_fd, uint64_t max, bool *too_big,
+/* Run tar's ARGV in the box as the script's uid to its end, stdin from
+ * IN_FD, stdout to OUT_FD (at most MAX bytes, *TOO_BIG past it); its
+ * stderr kept in B->tar_err. 0, or -errno (-EIO: tar failed). */
+int al_docker_exec_tar(dbox *b, char *const *argv, int in_fd, int out_fd, uint64_t max, bool *too_big,
                        al_error *err);
 
 /* ---- tar_io.c ---- */
@@ -74,9 +74,6 @@ int al_docker_open_scratch(dbox *b, const char *name, al_error *err);
 int al_docker_stage_into(dbox *b, int (*open_dir)(dbox *, const char *, al_error *), al_error *err);
 /* gVisor: stage through our scratch and a tar exec. */
 int al_docker_stage(dbox *b, al_error *err);
-/* A skill's run: its bundle (B->o->skill_dir) into the container's /skill,
- * as its holder's, straight (runc) or through our scratch (gVisor). */
-int al_docker_stage_skill(dbox *b, al_error *err);
 /* /out collected: straight from the container's tmpfs (runc), or through
  * a tar exec and our scratch (gVisor). */
 int al_docker_collect_direct(dbox *b, al_error *err);

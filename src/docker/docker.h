@@ -54,10 +54,9 @@ typedef struct al_docker_opts {
      * container, so the run removes it (holding HELD's locks, if passed,
      * until it has) */
     int owner_fd;
-    /* NULL, or a skill's bundle (a host directory of regular files and
-     * directories): copied into the container's /skill, a tmpfs of the
-     * run's own that the script can read and not change (the native box
-     * binds it read-only; a container made ahead of need has none) */
+    /* NULL, or a skill's bundle (a host directory, readable by all):
+     * bound read-only at the container's /skill, as the native box binds
+     * it (a container made ahead of need has none, so is not used) */
     const char *skill_dir;
 } al_docker_opts;
 

@@ -246,45 +246,8 @@ int al_docker_stage(dbox *b, al_error *err) {
     if (tar < 0)
         return tar;
     char *argv[] = { "tar", "-x", "-f", "-", "-C", "/", "--no-same-owner", "--no-overwrite-dir", NULL };
-    r = al_docker_exec_tar(b, b->uid, argv, tar, -1, 0, NULL, err);
+    r = al_docker_exec_tar(b, argv, tar, -1, 0, NULL, err);
     /* the staged copies are in the box now: their memory goes */
-    al_docker_scratch_unmount(b);
-    return r;
-}
-
-/* The skill's bundle into the directory DIRFD, as the container's holder:
- * the script, of another uid, can read it (0644, 0755) and change nothing
- * in it, as in the native box's read-only /skill. Within the tmpfs's own
- * caps: its memory is the run's. */
-static int stage_bundle(dbox *b, int dirfd, al_error *err) {
-    const al_box_limits *l = &b->cfg->limits;
-    al_stage st = { .workfd = dirfd, .uid = b->holder, .gid = b->holder, .max_files = l->tmpfs_inodes,
-                    .max_bytes = l->tmpfs_bytes, .max_depth = l->max_depth };
-    return al_stage_contents(&st, b->o->skill_dir, err);
-}
-
-int al_docker_stage_skill(dbox *b, al_error *err) {
-    if (b->o->runtime == AL_DOCKER_RUNC) {
-        _cleanup_close_ int fd = al_docker_open_scratch(b, "skill", err);
-        return fd < 0 ? fd : stage_bundle(b, fd, err);
-    }
-    /* gVisor: through a scratch of our own again, and a tar exec as the
-     * holder (extracted files are their extractor's) */
-    int r = al_docker_scratch_mount(b, b->cfg->limits.tmpfs_bytes + (1u << 20), err);
-    if (r < 0)
-        return r;
-    _cleanup_close_ int fd = scratch_dir(b, "skill", b->holder, err);
-    if (fd < 0 || (r = stage_bundle(b, fd, err)) < 0) {
-        al_docker_scratch_unmount(b);
-        return fd < 0 ? fd : r;
-    }
-    _cleanup_close_ int tar = pack(b->scratch, b->holder, err);
-    if (tar < 0) {
-        al_docker_scratch_unmount(b);
-        return tar;
-    }
-    char *argv[] = { "tar", "-x", "-f", "-", "-C", "/", "--no-same-owner", "--no-overwrite-dir", NULL };
-    r = al_docker_exec_tar(b, b->holder, argv, tar, -1, 0, NULL, err);
     al_docker_scratch_unmount(b);
     return r;
 }
@@ -453,7 +416,7 @@ int al_docker_collect(dbox *b, al_error *err) {
      * failure: collect would not read it on the native box either */
     char *targv[] = { "tar", "-c", "-f", "-", "--ignore-failed-read", "-C", "/out", ".", NULL };
     al_error terr = { 0 };
-    r = al_docker_exec_tar(b, b->uid, targv, -1, mfd, max, &too_big, &terr);
+    r = al_docker_exec_tar(b, targv, -1, mfd, max, &too_big, &terr);
     if (r == -EIO) {
         /* tar itself failed on what the script left in /out: whatever the
          * script can cause is the run's outcome, never airlock's error */

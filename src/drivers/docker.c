@@ -83,7 +83,7 @@ static int docker_start(const char *self_exe, const char *job, al_driver_run *re
     if (conf.socket[0])
         json_object_set_new(j, "docker_socket", json_string(conf.socket));
     /* a container made for runs like this one, if the pool has one (a
-     * skill's run gets none: its container has a /skill of its own) */
+     * skill's run gets none: its container binds the skill at /skill) */
     al_box_limits l;
     al_box_limits_from_job(json_object_get(j, "limits"), &l);
     al_docker_held held;
