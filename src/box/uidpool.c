@@ -39,10 +39,21 @@ int al_uid_acquire(uid_t *ret_uid, int *ret_lockfd, al_error *err) {
     return al_err(err, "uid", EAGAIN, "no free host uid for a box in %s", dir);
 }
 
-int al_uid_lock_if_free(uid_t uid) {
+static void lock_path(uid_t uid, char *p, size_t n) {
     const char *dir = getenv("AIRLOCK_UID_LOCKS");
+    snprintf(p, n, "%s/%u", dir ? dir : "/run/airlock/uids", (unsigned)uid);
+}
+
+bool al_uid_lock_is(int fd, uid_t uid) {
     char p[4096];
-    snprintf(p, sizeof p, "%s/%u", dir ? dir : "/run/airlock/uids", (unsigned)uid);
+    lock_path(uid, p, sizeof p);
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && lstat(p, &b) == 0 && S_ISREG(a.st_mode) && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+int al_uid_lock_if_free(uid_t uid) {
+    char p[4096];
+    lock_path(uid, p, sizeof p);
     /* created if missing, as al_uid_acquire would: the one who locks the
      * file, whoever made it, is the uid's only holder */
     int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);

@@ -20,3 +20,6 @@ int al_uid_acquire(uid_t *ret_uid, int *ret_lockfd, al_error *err);
 bool al_uid_is_free(uid_t uid);
 /* UID's lock, held (the fd), if nobody holds it; -errno otherwise. */
 int al_uid_lock_if_free(uid_t uid);
+/* Whether FD is an open file of UID's lock (the same file as its path):
+ * a lock passed by another process is checked so before it is relied on. */
+bool al_uid_lock_is(int fd, uid_t uid);

@@ -21,7 +21,8 @@
  *    "docker_box": {"id", "image_id", "holder", "uid", "hold_until",
  *    "lock_fds": [the fds of the service's locks of holder and uid, passed]}:
  *    the container the service made ahead of need, to run in if still fit
- *    (the service removes it after; optional)}
+ *    (the service removes it after), else "docker_uids": {"holder", "uid",
+ *    "lock_fds"}: the uids of the container to make (both optional)}
  * The result carries "network": {policy, mode, egress: [...], egress_dropped}.
  */
 #include <fcntl.h>
@@ -31,6 +32,7 @@
 #include <unistd.h>
 
 #include "../box/runtime_ro.h"
+#include "../box/uidpool.h"
 #ifdef AIRLOCK_SERVER
 #include "../docker/docker.h"
 #endif
@@ -253,6 +255,23 @@ static int warm_handoff(void *ud, al_box_config *run, al_error *err) {
     return 0;
 }
 
+#ifdef AIRLOCK_SERVER
+/* The service's locks of HOLDER's and UID's (J's "lock_fds"), passed as the
+ * same open files: held by this process too until it ends, so that they
+ * outlive a service killed before the run is over. Each is checked to be
+ * that uid's lock file, and kept from what this process starts. */
+static bool adopt_locks(json_t *j, uid_t holder, uid_t uid) {
+    json_t *lf = json_object_get(j, "lock_fds");
+    uid_t uids[2] = { holder, uid };
+    for (size_t k = 0; k < 2; k++) {
+        int fd = (int)json_integer_value(json_array_get(lf, k));
+        if (json_array_size(lf) != 2 || fd <= 2 || !al_uid_lock_is(fd, uids[k]) || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+            return false;
+    }
+    return true;
+}
+#endif
+
 /* RUN, handed a warm box that could not take it, in a cold box of its own
  * (its result in *RES, replacing the warm box's failure). */
 static void run_cold(job *run, int cancel, al_box_result *res) {
@@ -365,15 +384,19 @@ int cli_helper(int argc, char **argv) {
             held.holder = (uid_t)json_integer_value(json_object_get(jb, "holder"));
             held.uid = (uid_t)json_integer_value(json_object_get(jb, "uid"));
             held.hold_until_s = json_integer_value(json_object_get(jb, "hold_until"));
-            /* the service's locks of its uids, passed (the same open
-             * files): held by this process too until it ends, so that
-             * they outlive a service killed before the run is over */
-            json_t *lf = json_object_get(jb, "lock_fds");
-            int fds[2] = { (int)json_integer_value(json_array_get(lf, 0)), (int)json_integer_value(json_array_get(lf, 1)) };
-            for (int k = 0; k < 2 && json_array_size(lf) == 2; k++)
-                if (fds[k] > 2 && fcntl(fds[k], F_SETFD, FD_CLOEXEC) == 0)
-                    *(k ? &held.uid_lock : &held.holder_lock) = fds[k];
+            adopt_locks(jb, held.holder, held.uid);
             o.held = &held;
+        }
+        /* a cold run's uids, the service's (which removes its container
+         * if this process cannot) */
+        json_t *ju = json_object_get(doc, "docker_uids");
+        if (json_is_object(ju)) {
+            o.holder = (uid_t)json_integer_value(json_object_get(ju, "holder"));
+            o.uid = (uid_t)json_integer_value(json_object_get(ju, "uid"));
+            if (!adopt_locks(ju, o.holder, o.uid)) {
+                job_free(&j);
+                return fail("job", "docker_uids: the locks of its uids were not passed");
+            }
         }
         al_docker_run(&o, &cfg, &res);
 #else

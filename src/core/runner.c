@@ -763,7 +763,9 @@ done:
     pthread_cond_broadcast(&s->sched_cond);
     pthread_mutex_unlock(&s->mu);
     free(a);
-    /* the service may be gone by now: the driver's ops are static */
+    /* the service may be gone by now: the driver's ops are static (and a
+     * stop does not wait for this sweep: cut short by the exit, what it
+     * would have removed is the next start's) */
     if (sweep_after) {
 #ifdef AIRLOCK_TEST_HOOKS
         /* test builds: a sweep as slow as a busy daemon's */

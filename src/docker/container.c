@@ -925,9 +925,14 @@ static int run(dbox *b, al_error *err) {
     if (!res->pooled) {
         if ((r = al_docker_image(&b->e, b->o->image_dir, digest, res->engine_image, err)) < 0)
             return r;
-        if ((r = al_uid_acquire(&b->holder, &b->holder_lock, err)) < 0 ||
-            (r = al_uid_acquire(&b->uid, &b->uid_lock, err)) < 0)
+        if (b->o->holder && b->o->uid) {
+            /* the owner's, locked for as long as its container may be */
+            b->holder = b->o->holder;
+            b->uid = b->o->uid;
+        } else if ((r = al_uid_acquire(&b->holder, &b->holder_lock, err)) < 0 ||
+                   (r = al_uid_acquire(&b->uid, &b->uid_lock, err)) < 0) {
             return r;
+        }
     }
     res->controls.host_uid = b->uid;
     res->controls.host_uid_unique = true;

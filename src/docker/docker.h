@@ -54,6 +54,10 @@ typedef struct al_docker_opts {
      * container, so the run removes it (holding HELD's locks, if passed,
      * until it has) */
     int owner_fd;
+    /* without HELD (or when it is unfit): the uids of the container to
+     * make, which the owner holds the locks of and removes its container
+     * by (airlock-box-UID) if this run cannot; 0: the run takes its own */
+    uid_t holder, uid;
     /* NULL, or a skill's bundle (a host directory, readable by all):
      * bound read-only at the container's /skill, as the native box binds
      * it (a container made ahead of need has none, so is not used) */

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "../docker/docker.h"
+#include "../box/uidpool.h"
 #include "docker_pool.h"
 #include "driver.h"
 
@@ -96,27 +97,49 @@ static int docker_start(const char *self_exe, const char *job, al_driver_run *re
      * uids, nor sweep the container, while the helper still uses it) */
     int locks[2] = { pooled ? held.holder_lock : -1, pooled ? held.uid_lock : -1 };
     if (pooled)
-        json_object_set_new(j, "docker_box", json_pack("{s:s, s:s, s:I, s:I, s:I, s:[i, i]}", "id", held.id,
-                                                       "image_id", held.image_id, "holder", (json_int_t)held.holder,
-                                                       "uid", (json_int_t)held.uid, "hold_until",
-                                                       (json_int_t)held.hold_until_s, "lock_fds", 3, 4));
+        json_object_set_new(j, "docker_box", json_pack("{s:s, s:s, s:I, s:I, s:I}", "id", held.id, "image_id",
+                                                       held.image_id, "holder", (json_int_t)held.holder, "uid",
+                                                       (json_int_t)held.uid, "hold_until",
+                                                       (json_int_t)held.hold_until_s));
+    /* a cold run's two uids are this process's too, passed the same way,
+     * and let go only once its container is gone (al_docker_pool_keep_uids):
+     * a helper killed outright leaves its container running, whose uids
+     * must not go to another box meanwhile */
+    al_docker_held own = { .holder_lock = -1, .uid_lock = -1 };
+    if (!pooled) {
+        int r = al_uid_acquire(&own.holder, &own.holder_lock, err);
+        if (r == 0 && (r = al_uid_acquire(&own.uid, &own.uid_lock, err)) < 0)
+            close(own.holder_lock);
+        if (r < 0) {
+            json_decref(j);
+            return r;
+        }
+        snprintf(own.id, sizeof own.id, "airlock-box-%u", (unsigned)own.uid);
+        locks[0] = own.holder_lock;
+        locks[1] = own.uid_lock;
+        json_object_set_new(j, "docker_uids", json_pack("{s:I, s:I}", "holder", (json_int_t)own.holder, "uid",
+                                                        (json_int_t)own.uid));
+    }
+    al_docker_held *kept = pooled ? &held : &own;
+    json_object_set_new(json_object_get(j, pooled ? "docker_box" : "docker_uids"), "lock_fds", json_pack("[i, i]", 3, 4));
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     if (!text) {
-        if (pooled)
-            al_docker_pool_give_back(&held);
+        al_docker_pool_give_back(kept);
         return -ENOMEM;
     }
     /* the helper of airlock-server, beside SELF_EXE */
     char copy[PATH_MAX], exe[PATH_MAX + 32];
     snprintf(copy, sizeof copy, "%s", self_exe);
     snprintf(exe, sizeof exe, "%s/airlock-server", dirname(copy));
-    int r = al_driver_helper_start(exe, text, locks, pooled && locks[0] >= 0 && locks[1] >= 0 ? 2 : 0, ret, err);
+    int r = al_driver_helper_start(exe, text, locks, 2, ret, err);
     free(text);
-    if (pooled && r == 0)
+    if (r == 0 && pooled)
         al_docker_pool_lend(ret->pid, &held);
-    else if (pooled)
-        al_docker_pool_give_back(&held);
+    else if (r == 0)
+        al_docker_pool_keep_uids(ret->pid, &own);
+    else
+        al_docker_pool_give_back(kept);
     return r;
 }
 

@@ -59,6 +59,7 @@ typedef struct lent {
     al_docker_held h;
     int64_t retry_at_s;           /* a removal the daemon refused: tried again then */
     int tries;
+    bool own;                     /* a cold run's uids (its container its own), not the pool's */
 } lent;
 
 static struct {
@@ -82,9 +83,14 @@ static bool same_shape(const shape *sh, const char *dir, const char *digest, con
            memcmp(&sh->l, l, sizeof *l) == 0;
 }
 
+static void *pool_main(void *arg);
+
 /* Called with P.mu held: H's container waits for the end of the run of
- * helper PID, or (PID 0) is queued for removal. */
-static void hand_out(pid_t pid, al_docker_held *h) {
+ * helper PID, or (PID 0) is queued for removal; OWN: a cold run's. The
+ * thread that removes it runs from then on, with a pool or without. */
+static void hand_out_as(pid_t pid, al_docker_held *h, bool own) {
+    if (!P.running && !P.stopping && pthread_create(&P.thread, NULL, pool_main, NULL) == 0)
+        P.running = true;
     lent *x = calloc(1, sizeof *x);
     if (!x) {
         /* cannot queue it: removed by the caller's thread instead */
@@ -95,11 +101,13 @@ static void hand_out(pid_t pid, al_docker_held *h) {
     }
     x->h = *h;
     x->pid = pid;
+    x->own = own;
     x->next = P.out;
     P.out = x;
     pthread_cond_broadcast(&P.cond);
 }
 
+static void hand_out(pid_t pid, al_docker_held *h) { hand_out_as(pid, h, false); }
 static void to_remove(al_docker_held *h) { hand_out(0, h); }
 
 static lent *take_removal(void) {
@@ -337,6 +345,12 @@ void al_docker_pool_lend(pid_t pid, al_docker_held *h) {
     pthread_mutex_unlock(&P.mu);
 }
 
+void al_docker_pool_keep_uids(pid_t pid, al_docker_held *h) {
+    pthread_mutex_lock(&P.mu);
+    hand_out_as(pid, h, true);
+    pthread_mutex_unlock(&P.mu);
+}
+
 void al_docker_pool_give_back(al_docker_held *h) {
     pthread_mutex_lock(&P.mu);
     to_remove(h);
@@ -374,7 +388,8 @@ json_t *al_docker_pool_json(void) {
         json_array_append_new(shapes, j);
     }
     for (const lent *x = P.out; x; x = x->next)
-        x->pid ? lent_n++ : removing++;
+        if (!x->own)
+            x->pid ? lent_n++ : removing++;
     json_t *doc = json_pack("{s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:o}", "per_shape", P.size, "idle_s", POOL_IDLE_S,
                             "idle", idle, "in_use", lent_n, "removing", removing, "hits", (json_int_t)P.hits, "misses",
                             (json_int_t)P.misses, "shapes", shapes);

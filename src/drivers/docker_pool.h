@@ -17,6 +17,12 @@ void al_docker_pool_configure(const char *socket, al_docker_runtime runtime, int
 bool al_docker_pool_take(const char *image_dir, const char *digest, const al_box_limits *l, al_docker_held *ret);
 /* H is now the run of helper PID's: removed once al_docker_pool_run_ended(PID). */
 void al_docker_pool_lend(pid_t pid, al_docker_held *h);
+/* A cold run's uids (H: their locks, its container's name as its id),
+ * which the service holds for helper PID: after al_docker_pool_run_ended
+ * (PID) its container is removed if its helper left it (killed outright,
+ * it could not), and only then are the uids let go, so that no other box
+ * takes a uid a container of it may still run as. */
+void al_docker_pool_keep_uids(pid_t pid, al_docker_held *h);
 /* H was taken but not used: removed. */
 void al_docker_pool_give_back(al_docker_held *h);
 void al_docker_pool_run_ended(pid_t pid);

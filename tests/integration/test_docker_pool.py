@@ -139,17 +139,18 @@ def test_a_killed_services_pooled_run_removes_its_own_container(dockerd, tmp_pat
         assert pool_state(svc)["in_use"] == 1
         used = [c for c in idle if engine("GET", f"/containers/{c}/json")[1]["ExecIDs"]]
         assert len(used) == 1, used
-        uid = engine("GET", f"/containers/{used[0]}/json")[1]["Config"]["Labels"]["dev.airlock.uid"]
+        ins = engine("GET", f"/containers/{used[0]}/json")[1]
+        uids = [ins["Config"]["Labels"]["dev.airlock.uid"], ins["Config"]["User"].split(":")[0]]
         svc.kill9()
-        # the lock is looked at first: free, with the container still there
-        # after, means it was free while the container was there
+        # the locks are looked at first: free, with the container still
+        # there after, means they were free while the container was there
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            free = uid_lock_free(uid)
+            free = [uid_lock_free(u) for u in uids]
             status, _ = engine("GET", f"/containers/{used[0]}/json")
             if status == 404:
                 break
-            assert not free, "the killed service's pooled run lost its uid's lock while its container was there"
+            assert not any(free), "the killed service's pooled run lost a uid's lock while its container was there"
             time.sleep(0.005)
         assert until(lambda: len(containers() & idle) == 1), "the killed service's pooled run left its container"
         svc.start()
@@ -157,6 +158,52 @@ def test_a_killed_services_pooled_run_removes_its_own_container(dockerd, tmp_pat
     finally:
         svc.stop()
     assert not containers()
+
+
+def test_a_killed_helpers_container_keeps_its_uids_until_it_is_removed(dockerd, tmp_path_factory):
+    # a cold run's helper killed outright (an operator, the OOM killer)
+    # leaves its container running the script until its holder ends; its
+    # uids' locks, had the helper alone held them, would go with it, and
+    # another box could take a uid that container still runs as (SECURITY.md
+    # J2). The service holds them too (passed to the helper), and lets them
+    # go only once that container is removed.
+    svc = make(tmp_path_factory, "helper_killed", docker_pool="0")
+    try:
+        status, _, doc = svc.post_run("print('up', flush=True)\nimport time\ntime.sleep(60)")
+        assert status == 201, doc
+        for _, ev, _, _ in svc.stream(doc["id"], timeout=60):
+            if ev == "stdout":
+                break
+        (box,) = containers()
+        ins = engine("GET", f"/containers/{box}/json")[1]
+        uids = [ins["Config"]["Labels"]["dev.airlock.uid"], ins["Config"]["User"].split(":")[0]]
+        helpers = [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == svc.proc.pid]
+        helpers = [p for p in helpers if b"helper" in open(f"/proc/{p}/cmdline", "rb").read()]
+        assert len(helpers) == 1, helpers
+        os.kill(helpers[0], 9)
+        # the locks are looked at first: free, with the container still
+        # there after, means they were free while it was there
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            free = [uid_lock_free(u) for u in uids]
+            if engine("GET", f"/containers/{box}/json")[0] == 404:
+                break
+            assert not any(free), f"a uid of the killed helper's container was let go while it ran: {uids}, {free}"
+            time.sleep(0.005)
+        assert engine("GET", f"/containers/{box}/json")[0] == 404, "the killed helper's container was not removed"
+        run = svc.wait_state(doc["id"], {"error", "failed", "succeeded"}, timeout=30)
+        assert run["state"] == "error" and run["error"]["code"] == "helper", run
+        assert until(lambda: all(uid_lock_free(u) for u in uids)), "the uids were kept after their container went"
+    finally:
+        svc.stop()
+    assert not containers()
+
+
+def _ppid(pid):
+    try:
+        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
 
 
 def test_a_tenant_that_varies_its_limits_cannot_churn_the_pool(dockerd, tmp_path_factory):
