@@ -384,7 +384,10 @@ int cli_helper(int argc, char **argv) {
             held.holder = (uid_t)json_integer_value(json_object_get(jb, "holder"));
             held.uid = (uid_t)json_integer_value(json_object_get(jb, "uid"));
             held.hold_until_s = json_integer_value(json_object_get(jb, "hold_until"));
-            adopt_locks(jb, held.holder, held.uid);
+            if (!adopt_locks(jb, held.holder, held.uid)) {
+                job_free(&j);
+                return fail("job", "docker_box: the locks of its uids were not passed");
+            }
             o.held = &held;
         }
         /* a cold run's uids, the service's (which removes its container

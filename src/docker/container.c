@@ -184,7 +184,9 @@ static json_t *scratch_mounts(const al_box_limits *l, uid_t uid) {
 /* A skill's bundle at /skill, as the native box has it: bound read-only
  * (not recursively: the store's directory holds no mount), as
  * HostConfig.Mounts. Nothing of it is copied, and nothing runs to put it
- * there. */
+ * there. Docker's API has no nosuid or nodev for it: the store holds only
+ * regular files and directories (modes normalised), and the script has
+ * no_new_privs and no capability. */
 static json_t *skill_mount(const char *dir) {
     return json_pack("[{s:s, s:s, s:s, s:b, s:{s:s, s:b}}]", "Type", "bind", "Source", dir, "Target", "/skill",
                      "ReadOnly", 1, "BindOptions", "Propagation", "rprivate", "NonRecursive", 1);
@@ -916,19 +918,25 @@ static int run(dbox *b, al_error *err) {
     b->engine_open = true;
     /* a container made ahead of need, when it is still fit for this run;
      * else (it died idle, say) one of its own, as if there were no pool */
+    uid_t own_holder = b->o->holder, own_uid = b->o->uid;
     if (b->o->held && (b->o->skill_dir || al_docker_use_held(b, err) < 0)) {
         memset(err, 0, sizeof *err);
         b->id[0] = '\0';
         b->holder = b->uid = 0;
         res->pooled = false;
+        /* its uids, which the owner holds until the container named for
+         * them is gone: the one made now takes that name (the unfit one
+         * of it is removed, al_docker_create) */
+        own_holder = b->o->held->holder;
+        own_uid = b->o->held->uid;
     }
     if (!res->pooled) {
         if ((r = al_docker_image(&b->e, b->o->image_dir, digest, res->engine_image, err)) < 0)
             return r;
-        if (b->o->holder && b->o->uid) {
+        if (own_holder && own_uid) {
             /* the owner's, locked for as long as its container may be */
-            b->holder = b->o->holder;
-            b->uid = b->o->uid;
+            b->holder = own_holder;
+            b->uid = own_uid;
         } else if ((r = al_uid_acquire(&b->holder, &b->holder_lock, err)) < 0 ||
                    (r = al_uid_acquire(&b->uid, &b->uid_lock, err)) < 0) {
             return r;

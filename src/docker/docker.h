@@ -37,8 +37,9 @@ typedef struct al_docker_held {
     char id[80];
     char image_id[80];            /* Docker's id of the image it runs */
     uid_t holder, uid;            /* its holder's uid, the script's */
-    /* the owner's locks of them; in the run's helper, the same locks
-     * passed (or -1), which outlive an owner killed before the run ends */
+    /* the owner's locks of them (-1 in the run's helper, which holds
+     * copies passed to it: they outlive an owner killed before the run
+     * ends) */
     int holder_lock, uid_lock;
     int64_t hold_until_s;         /* its holder ends by then (seconds since the epoch) */
 } al_docker_held;
@@ -54,9 +55,10 @@ typedef struct al_docker_opts {
      * container, so the run removes it (holding HELD's locks, if passed,
      * until it has) */
     int owner_fd;
-    /* without HELD (or when it is unfit): the uids of the container to
-     * make, which the owner holds the locks of and removes its container
-     * by (airlock-box-UID) if this run cannot; 0: the run takes its own */
+    /* without HELD: the uids of the container to make, which the owner
+     * holds the locks of and removes its container by (airlock-box-UID)
+     * if this run cannot; 0: the run takes its own. (With HELD unfit, the
+     * container made instead takes HELD's uids, the owner's too.) */
     uid_t holder, uid;
     /* NULL, or a skill's bundle (a host directory, readable by all):
      * bound read-only at the container's /skill, as the native box binds

@@ -134,8 +134,12 @@ static int docker_start(const char *self_exe, const char *job, al_driver_run *re
     snprintf(exe, sizeof exe, "%s/airlock-server", dirname(copy));
     int r = al_driver_helper_start(exe, text, locks, 2, ret, err);
     free(text);
-    if (r == 0 && pooled)
+    if (r == 0 && pooled) {
+        /* removed by name after the run: the container it was handed, or
+         * the one made of its uids instead if that was unfit */
+        snprintf(held.id, sizeof held.id, "airlock-box-%u", (unsigned)held.uid);
         al_docker_pool_lend(ret->pid, &held);
+    }
     else if (r == 0)
         al_docker_pool_keep_uids(ret->pid, &own);
     else

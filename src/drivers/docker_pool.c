@@ -92,6 +92,12 @@ static void hand_out_as(pid_t pid, al_docker_held *h, bool own) {
     if (!P.running && !P.stopping && pthread_create(&P.thread, NULL, pool_main, NULL) == 0)
         P.running = true;
     lent *x = calloc(1, sizeof *x);
+    if (!x && pid) {
+        /* cannot wait for its run: its uids stay locked until this
+         * process ends (never let go while a container may use them), and
+         * its container is its helper's to remove, or the next start's */
+        return;
+    }
     if (!x) {
         /* cannot queue it: removed by the caller's thread instead */
         pthread_mutex_unlock(&P.mu);
@@ -373,7 +379,7 @@ void al_docker_pool_run_ended(pid_t pid) {
 json_t *al_docker_pool_json(void) {
     pthread_mutex_lock(&P.mu);
     json_t *shapes = json_array();
-    int idle = 0, lent_n = 0, removing = 0;
+    int idle = 0, lent_n = 0, removing = 0, cold_removing = 0;
     for (int i = 0; i < POOL_SHAPES; i++) {
         const shape *sh = &P.shapes[i];
         if (!sh->used)
@@ -390,9 +396,11 @@ json_t *al_docker_pool_json(void) {
     for (const lent *x = P.out; x; x = x->next)
         if (!x->own)
             x->pid ? lent_n++ : removing++;
-    json_t *doc = json_pack("{s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:o}", "per_shape", P.size, "idle_s", POOL_IDLE_S,
-                            "idle", idle, "in_use", lent_n, "removing", removing, "hits", (json_int_t)P.hits, "misses",
-                            (json_int_t)P.misses, "shapes", shapes);
+        else if (!x->pid)
+            cold_removing++; /* a cold run's container the daemon has not removed yet: it keeps its uids */
+    json_t *doc = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:o}", "per_shape", P.size, "idle_s",
+                            POOL_IDLE_S, "idle", idle, "in_use", lent_n, "removing", removing, "cold_removing",
+                            cold_removing, "hits", (json_int_t)P.hits, "misses", (json_int_t)P.misses, "shapes", shapes);
     pthread_mutex_unlock(&P.mu);
     return doc;
 }

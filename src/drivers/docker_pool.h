@@ -26,7 +26,8 @@ void al_docker_pool_keep_uids(pid_t pid, al_docker_held *h);
 /* H was taken but not used: removed. */
 void al_docker_pool_give_back(al_docker_held *h);
 void al_docker_pool_run_ended(pid_t pid);
-/* {per_shape, idle_s, idle, in_use, removing, hits, misses (since the
+/* {per_shape, idle_s, idle, in_use, removing, cold_removing (cold runs'
+ * containers not removed yet, which keep their uids), hits, misses (since the
  * start), shapes: [{image, limits..., idle, hits, misses}]} */
 json_t *al_docker_pool_json(void);
 /* Remove every container it holds and stop its thread (the service's runs

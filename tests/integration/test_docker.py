@@ -253,6 +253,9 @@ print("hello", a["who"])
 print("files", sorted(os.listdir("/skill")), sorted(os.listdir("/skill/lib")))
 st = os.stat("/skill/lib/greet.py")
 print("mine", st.st_uid == os.getuid(), oct(st.st_mode & 0o777), oct(os.stat("/skill").st_mode & 0o777))
+# its mount's own options (gVisor's statvfs has no ST_RDONLY) and type
+m = [l.split() for l in open("/proc/self/mountinfo") if l.split()[4] == "/skill"]
+print("read-only mount", len(m) == 1 and "ro" in m[0][5].split(",") and m[0][m[0].index("-") + 1] != "tmpfs")
 import shutil
 shutil.copytree("/skill", "/work/copy")
 for d in ("/work/copy", "/work/copy/lib", "/skill", "/skill/lib"):
@@ -282,8 +285,9 @@ def test_a_skill_runs_with_its_bundle_read_only_at_skill(dockerd, services, rt):
     assert status == 200 and run["state"] == "succeeded", run
     assert run["result"]["box"]["driver"] == "docker" and run["result"]["box"]["engine_runtime"] == rt, run["result"]
     out = run["result"]["stdout"].splitlines()
-    assert out[:3] == ["hello ann", "files ['count.sh', 'lib', 'skill.json'] ['greet.py']",
-                       "mine False 0o644 0o755"], out
+    assert out[:4] == ["hello ann", "files ['count.sh', 'lib', 'skill.json'] ['greet.py']",
+                       "mine False 0o644 0o755", "read-only mount True"], out
+    out = out[:3] + out[4:]
     # the control: the script changes its own copy of the bundle
     assert out[3:9] == [f"{d} {w} done" for d in ("/work/copy", "/work/copy/lib") for w in ("write", "chmod", "remove")], out
     # EROFS, as on the native box (gVisor checks the file's rights first:

@@ -160,6 +160,41 @@ def test_a_killed_services_pooled_run_removes_its_own_container(dockerd, tmp_pat
     assert not containers()
 
 
+def kill_helper_and_watch_uids(svc, before=frozenset()):
+    """Start a sleeping run on SVC, kill its helper with -9 once it runs,
+    and check that its container's two uids stay locked while the container
+    is there, and that the container is removed."""
+    status, _, doc = svc.post_run("print('up', flush=True)\nimport time\ntime.sleep(60)")
+    assert status == 201, doc
+    for _, ev, _, _ in svc.stream(doc["id"], timeout=60):
+        if ev == "stdout":
+            break
+    running = [c for c in containers() - before
+               if engine("GET", f"/containers/{c}/json")[1]["State"]["Running"]
+               and engine("GET", f"/containers/{c}/json")[1]["ExecIDs"]]
+    assert len(running) == 1, running
+    box = running[0]
+    ins = engine("GET", f"/containers/{box}/json")[1]
+    uids = [ins["Config"]["Labels"]["dev.airlock.uid"], ins["Config"]["User"].split(":")[0]]
+    helpers = [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == svc.proc.pid]
+    helpers = [p for p in helpers if b"helper" in open(f"/proc/{p}/cmdline", "rb").read()]
+    assert len(helpers) == 1, helpers
+    os.kill(helpers[0], 9)
+    # the locks are looked at first: free, with the container still there
+    # after, means they were free while it was there
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        free = [uid_lock_free(u) for u in uids]
+        if engine("GET", f"/containers/{box}/json")[0] == 404:
+            break
+        assert not any(free), f"a uid of the killed helper's container was let go while it ran: {uids}, {free}"
+        time.sleep(0.005)
+    assert engine("GET", f"/containers/{box}/json")[0] == 404, "the killed helper's container was not removed"
+    run = svc.wait_state(doc["id"], {"error", "failed", "succeeded"}, timeout=30)
+    assert run["state"] == "error" and run["error"]["code"] == "helper", run
+    return uids
+
+
 def test_a_killed_helpers_container_keeps_its_uids_until_it_is_removed(dockerd, tmp_path_factory):
     # a cold run's helper killed outright (an operator, the OOM killer)
     # leaves its container running the script until its holder ends; its
@@ -169,31 +204,25 @@ def test_a_killed_helpers_container_keeps_its_uids_until_it_is_removed(dockerd, 
     # go only once that container is removed.
     svc = make(tmp_path_factory, "helper_killed", docker_pool="0")
     try:
-        status, _, doc = svc.post_run("print('up', flush=True)\nimport time\ntime.sleep(60)")
-        assert status == 201, doc
-        for _, ev, _, _ in svc.stream(doc["id"], timeout=60):
-            if ev == "stdout":
-                break
-        (box,) = containers()
-        ins = engine("GET", f"/containers/{box}/json")[1]
-        uids = [ins["Config"]["Labels"]["dev.airlock.uid"], ins["Config"]["User"].split(":")[0]]
-        helpers = [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == svc.proc.pid]
-        helpers = [p for p in helpers if b"helper" in open(f"/proc/{p}/cmdline", "rb").read()]
-        assert len(helpers) == 1, helpers
-        os.kill(helpers[0], 9)
-        # the locks are looked at first: free, with the container still
-        # there after, means they were free while it was there
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            free = [uid_lock_free(u) for u in uids]
-            if engine("GET", f"/containers/{box}/json")[0] == 404:
-                break
-            assert not any(free), f"a uid of the killed helper's container was let go while it ran: {uids}, {free}"
-            time.sleep(0.005)
-        assert engine("GET", f"/containers/{box}/json")[0] == 404, "the killed helper's container was not removed"
-        run = svc.wait_state(doc["id"], {"error", "failed", "succeeded"}, timeout=30)
-        assert run["state"] == "error" and run["error"]["code"] == "helper", run
+        uids = kill_helper_and_watch_uids(svc)
         assert until(lambda: all(uid_lock_free(u) for u in uids)), "the uids were kept after their container went"
+    finally:
+        svc.stop()
+    assert not containers()
+
+
+def test_so_does_one_made_in_place_of_an_unfit_pooled_container(dockerd, tmp_path_factory):
+    # a run handed a pooled container that died idle makes its own, of the
+    # uids the service holds for the pooled one: killed, its helper leaves
+    # that one to the service too
+    svc = make(tmp_path_factory, "helper_killed_pooled", docker_pool="1")
+    try:
+        svc.run("pass")
+        wait_idle(svc, 1)
+        dead = containers()
+        for c in dead:
+            docker_util.docker("kill", c, check=False)
+        kill_helper_and_watch_uids(svc, before=frozenset())
     finally:
         svc.stop()
     assert not containers()
@@ -266,13 +295,19 @@ def helper_run(dockerd, tmp_path, box):
     image = dockerd["image"]
     digest = image["digest"].split(":")[-1]
     tmp_path.mkdir(parents=True, exist_ok=True)
-    job = {"language": "python", "code": "import os; print(os.getuid())", "out_dir": str(tmp_path),
+    # the service passes its locks of the box's two uids (the helper checks
+    # they are those uids' lock files): here the same files, opened
+    locks = [os.open(f"/run/airlock/uids/{box[k]}", os.O_RDWR) for k in ("holder", "uid")]
+    job = {"language": "python", "code": "import os; print(os.getuid(), os.uname().nodename)", "out_dir": str(tmp_path),
            "image_dir": str(CACHE / "images" / f"sha256-{digest}"), "image_digest": digest, "driver": "docker",
-           "docker_runtime": "runc", "docker_socket": str(docker_util.SOCKET), "docker_box": box}
+           "docker_runtime": "runc", "docker_socket": str(docker_util.SOCKET),
+           "docker_box": dict(box, lock_fds=locks)}
     import subprocess
     # its stdin stays open while it runs: its end is the service's death
     p = subprocess.Popen([str(AIRLOCK.parent / "airlock-server"), "helper"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=locks)
+    for fd in locks:
+        os.close(fd)
     p.stdin.write(json.dumps(job).encode() + b"\n")
     p.stdin.flush()
     events = []
@@ -339,8 +374,12 @@ def test_a_container_not_hardened_as_the_runs_own_is_never_used(dockerd, tmp_pat
             r = helper_run(dockerd, tmp_path / name.replace(" ", "_").replace(",", ""), dict(box, id=made[-1]))
             assert r["exit_code"] == 0 and r["reason"] == "exited", (name, r.get("error"), r["stderr"], r["reason"])
             used[name] = r["box"]["pooled"]
-            # the script ran as the held container's uid only when it was used
-            assert (int(r["stdout"]) == box["uid"]) == used[name], (name, r["stdout"], box)
+            # the script ran in the copy (its hostname, Docker's default of
+            # the id) only when it was used; and as the held uid either way:
+            # the container made instead takes the uids the service holds
+            uid, host = r["stdout"].split()
+            assert (host == made[-1][:12]) == used[name], (name, r["stdout"], made[-1])
+            assert int(uid) == box["uid"], (name, r["stdout"], box)
         assert used == {name: name == "faithful" for name in variants}, used
         # and one that ran an exec before it was handed over is not used
         status, doc = engine("POST", f"/containers/create?name=airlock-copy-{len(made)}", dict(cfg, HostConfig=ins["HostConfig"]))
