@@ -83,6 +83,25 @@ def uid_lock_free(uid):
         os.close(fd)
 
 
+def box_uids(container):
+    """The host uids of a box's container: its script's and its holder's."""
+    ins = engine("GET", f"/containers/{container}/json")[1]
+    return [ins["Config"]["Labels"]["dev.airlock.uid"], ins["Config"]["User"].split(":")[0]]
+
+
+def uids_held_while_there(container, uids, what, timeout=30):
+    """Until CONTAINER is gone, UIDS' locks are held. The locks are looked
+    at first: free, with the container still there after, means they were
+    free while it was there."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        free = [uid_lock_free(u) for u in uids]
+        if engine("GET", f"/containers/{container}/json")[0] == 404:
+            return
+        assert not any(free), f"{what}: a uid was let go while its container was there: {uids}, {free}"
+        time.sleep(0.005)
+
+
 def until(cond, timeout=30):
     """Poll COND until it holds or TIMEOUT seconds pass; its last value."""
     deadline = time.monotonic() + timeout
@@ -139,19 +158,9 @@ def test_a_killed_services_pooled_run_removes_its_own_container(dockerd, tmp_pat
         assert pool_state(svc)["in_use"] == 1
         used = [c for c in idle if engine("GET", f"/containers/{c}/json")[1]["ExecIDs"]]
         assert len(used) == 1, used
-        ins = engine("GET", f"/containers/{used[0]}/json")[1]
-        uids = [ins["Config"]["Labels"]["dev.airlock.uid"], ins["Config"]["User"].split(":")[0]]
+        uids = box_uids(used[0])
         svc.kill9()
-        # the locks are looked at first: free, with the container still
-        # there after, means they were free while the container was there
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            free = [uid_lock_free(u) for u in uids]
-            status, _ = engine("GET", f"/containers/{used[0]}/json")
-            if status == 404:
-                break
-            assert not any(free), "the killed service's pooled run lost a uid's lock while its container was there"
-            time.sleep(0.005)
+        uids_held_while_there(used[0], uids, "the killed service's pooled run")
         assert until(lambda: len(containers() & idle) == 1), "the killed service's pooled run left its container"
         svc.start()
         assert until(lambda: not (containers() & idle)), "what a killed service's pool left was not swept"
@@ -174,21 +183,12 @@ def kill_helper_and_watch_uids(svc, before=frozenset()):
                and engine("GET", f"/containers/{c}/json")[1]["ExecIDs"]]
     assert len(running) == 1, running
     box = running[0]
-    ins = engine("GET", f"/containers/{box}/json")[1]
-    uids = [ins["Config"]["Labels"]["dev.airlock.uid"], ins["Config"]["User"].split(":")[0]]
+    uids = box_uids(box)
     helpers = [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == svc.proc.pid]
     helpers = [p for p in helpers if b"helper" in open(f"/proc/{p}/cmdline", "rb").read()]
     assert len(helpers) == 1, helpers
     os.kill(helpers[0], 9)
-    # the locks are looked at first: free, with the container still there
-    # after, means they were free while it was there
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        free = [uid_lock_free(u) for u in uids]
-        if engine("GET", f"/containers/{box}/json")[0] == 404:
-            break
-        assert not any(free), f"a uid of the killed helper's container was let go while it ran: {uids}, {free}"
-        time.sleep(0.005)
+    uids_held_while_there(box, uids, "the killed helper's container")
     assert engine("GET", f"/containers/{box}/json")[0] == 404, "the killed helper's container was not removed"
     run = svc.wait_state(doc["id"], {"error", "failed", "succeeded"}, timeout=30)
     assert run["state"] == "error" and run["error"]["code"] == "helper", run

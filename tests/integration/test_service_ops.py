@@ -299,11 +299,9 @@ def test_kill9_and_restart(services):
     assert any('state="error"' in line and not line.rstrip().endswith(" 0") for line in text.splitlines()), text
 
 
-def test_a_helper_killed_outright_leaves_no_cgroup(services):
-    # an operator's or the OOM killer's SIGKILL of one run's helper: the run
-    # ends in airlock's error, and its box's cgroup, which the dead helper
-    # could not remove, is removed then, not at the service's next start
-    svc = services.start("helperkill")
+def kill_a_runs_helper(svc):
+    """Start a sleeping run on SVC and SIGKILL its helper: once the run has
+    ended in airlock's error, the cgroups its box had."""
     before = set(box_cgroups())
     (rid,) = start_sleepers(svc, 1)
     helpers = [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == svc.proc.pid]
@@ -314,10 +312,23 @@ def test_a_helper_killed_outright_leaves_no_cgroup(services):
     os.kill(helpers[0], signal.SIGKILL)
     run = svc.wait_state(rid, TERMINAL, timeout=30)
     assert run["state"] == "error" and run["error"]["code"] == "helper", run
-    deadline = time.monotonic() + 10
+    return cgs
+
+
+def wait_gone(cgs, timeout):
+    deadline = time.monotonic() + timeout
     while any(os.path.exists(c) for c in cgs) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [c for c in cgs if os.path.exists(c)], f"the killed helper's box cgroup is left: {cgs}"
+
+
+def test_a_helper_killed_outright_leaves_no_cgroup(services):
+    # an operator's or the OOM killer's SIGKILL of one run's helper: the run
+    # ends in airlock's error, and its box's cgroup, which the dead helper
+    # could not remove, is removed then, not at the service's next start
+    svc = services.start("helperkill")
+    cgs = kill_a_runs_helper(svc)
+    wait_gone(cgs, 10)
     assert_no_boxes(10, "after its helper was killed")
     # and the service goes on
     assert svc.run("print('after')")["result"]["stdout"] == "after\n"
@@ -329,24 +340,12 @@ def test_the_sweep_after_a_killed_helper_does_not_hold_up_its_runs_end(services)
     # for it. The test build makes the sweep that slow (AIRLOCK_TEST_SWEEP_PAUSE_MS).
     svc = services.start("sweepslow", {"per_person_concurrency": 1}, extra_env={"AIRLOCK_TEST_SWEEP_PAUSE_MS": "4000"},
                          binary=hooks_binary(ROOT / "build-asan"))
-    before = set(box_cgroups())
-    (rid,) = start_sleepers(svc, 1)
-    helpers = [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == svc.proc.pid]
-    helpers = [p for p in helpers if b"helper" in open(f"/proc/{p}/cmdline", "rb").read()]
-    assert len(helpers) == 1, helpers
-    cgs = [c for c in box_cgroups() if c not in before]
-    assert cgs, "the running box has no cgroup"
-    os.kill(helpers[0], signal.SIGKILL)
-    run = svc.wait_state(rid, TERMINAL, timeout=30)
-    assert run["state"] == "error" and run["error"]["code"] == "helper", run
+    cgs = kill_a_runs_helper(svc)
     # ended, with the sweep still to come; and the person's one slot is free
     assert [c for c in cgs if os.path.exists(c)], "the run's end waited for the sweep"
     after = svc.run("print('next')")
     assert after["state"] == "succeeded" and after["result"]["stdout"] == "next\n", after
-    deadline = time.monotonic() + 30
-    while any(os.path.exists(c) for c in cgs) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not [c for c in cgs if os.path.exists(c)], f"the killed helper's box cgroup is left: {cgs}"
+    wait_gone(cgs, 30)
 
 
 def test_kill9_with_queued_runs(services):
