@@ -73,12 +73,16 @@ def test_exit_codes_signals_stdin_and_args_as_native(dockerd, rt, tmp_path):
 def test_an_exit_code_above_128_is_not_taken_for_a_signal_under_runc(dockerd):
     # Docker reports a process killed by signal N as exit 128+N, so exit(137)
     # read as SIGKILL; under runc the kernel's record of the exec's process
-    # (its pidfd) tells them apart, as the native box's wait does. (Under
-    # runsc the exec's process is runsc's own, which says 128+N too: the
-    # docs list it.)
+    # (its pidfd) tells them apart, as the native box's wait does. The pidfd
+    # is opened once the daemon names the process: one that ends before
+    # (within milliseconds: the sanitizer build saw it) keeps the 128+N
+    # reading, so these scripts live a moment first. (Under runsc the
+    # exec's process is runsc's own, which says 128+N too: the docs list it.)
+    wait = "import time; time.sleep(0.5)\n"
     for code in ("import sys; sys.exit(137)", "import sys; sys.exit(130)",
                  "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
                  "import os, signal; os.kill(os.getpid(), signal.SIGINT)"):
+        code = wait + code
         _, native = run(code, "python", driver="native")
         _, dock = run(code, "python", runtime="runc")
         assert (dock["exit_code"], dock["signal"], dock["reason"]) == \
