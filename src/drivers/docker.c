@@ -91,11 +91,6 @@ static int docker_start(const char *self_exe, const char *job, al_driver_run *re
     bool pooled = !json_object_get(j, "skill_dir") &&
                   al_docker_pool_take(json_string_value(json_object_get(j, "image_dir")),
                                       json_string_value(json_object_get(j, "image_digest")), &l, &held);
-    /* its uids' locks go with it, as the helper's fds 3 and 4: a lock is
-     * the open file's, so they stay held until the helper ends too, though
-     * this process be killed first (a start after it must not take those
-     * uids, nor sweep the container, while the helper still uses it) */
-    int locks[2] = { pooled ? held.holder_lock : -1, pooled ? held.uid_lock : -1 };
     if (pooled)
         json_object_set_new(j, "docker_box", json_pack("{s:s, s:s, s:I, s:I, s:I}", "id", held.id, "image_id",
                                                        held.image_id, "holder", (json_int_t)held.holder, "uid",
@@ -115,12 +110,15 @@ static int docker_start(const char *self_exe, const char *job, al_driver_run *re
             return r;
         }
         snprintf(own.id, sizeof own.id, "airlock-box-%u", (unsigned)own.uid);
-        locks[0] = own.holder_lock;
-        locks[1] = own.uid_lock;
         json_object_set_new(j, "docker_uids", json_pack("{s:I, s:I}", "holder", (json_int_t)own.holder, "uid",
                                                         (json_int_t)own.uid));
     }
+    /* the uids' locks go with the job, as the helper's fds 3 and 4: a lock
+     * is the open file's, so they stay held until the helper ends too,
+     * though this process be killed first (a start after it must not take
+     * those uids, nor sweep the container, while the helper still uses it) */
     al_docker_held *kept = pooled ? &held : &own;
+    int locks[2] = { kept->holder_lock, kept->uid_lock };
     json_object_set_new(json_object_get(j, pooled ? "docker_box" : "docker_uids"), "lock_fds", json_pack("[i, i]", 3, 4));
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
@@ -139,8 +137,7 @@ static int docker_start(const char *self_exe, const char *job, al_driver_run *re
          * the one made of its uids instead if that was unfit */
         snprintf(held.id, sizeof held.id, "airlock-box-%u", (unsigned)held.uid);
         al_docker_pool_lend(ret->pid, &held);
-    }
-    else if (r == 0)
+    } else if (r == 0)
         al_docker_pool_keep_uids(ret->pid, &own);
     else
         al_docker_pool_give_back(kept);

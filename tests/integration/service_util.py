@@ -556,6 +556,24 @@ class Service:
         self.check_sanitizers()
         return status
 
+    def helpers(self):
+        """The pids of this service's run helpers (`airlock helper`) now."""
+        def ppid(pid):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    return int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                return None
+        out = []
+        for d in os.listdir("/proc"):
+            try:
+                if d.isdigit() and ppid(int(d)) == self.proc.pid and \
+                        b"helper" in open(f"/proc/{d}/cmdline", "rb").read():
+                    out.append(int(d))
+            except OSError:
+                pass  # it ended meanwhile
+        return out
+
     def kill9(self):
         self.proc.kill()
         self.proc.wait(10)

@@ -169,7 +169,7 @@ def test_a_killed_services_pooled_run_removes_its_own_container(dockerd, tmp_pat
     assert not containers()
 
 
-def kill_helper_and_watch_uids(svc, before=frozenset()):
+def kill_helper_and_watch_uids(svc):
     """Start a sleeping run on SVC, kill its helper with -9 once it runs,
     and check that its container's two uids stay locked while the container
     is there, and that the container is removed."""
@@ -178,14 +178,12 @@ def kill_helper_and_watch_uids(svc, before=frozenset()):
     for _, ev, _, _ in svc.stream(doc["id"], timeout=60):
         if ev == "stdout":
             break
-    running = [c for c in containers() - before
-               if engine("GET", f"/containers/{c}/json")[1]["State"]["Running"]
-               and engine("GET", f"/containers/{c}/json")[1]["ExecIDs"]]
+    ins = {c: engine("GET", f"/containers/{c}/json")[1] for c in containers()}
+    running = [c for c, i in ins.items() if i["State"]["Running"] and i["ExecIDs"]]
     assert len(running) == 1, running
     box = running[0]
     uids = box_uids(box)
-    helpers = [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == svc.proc.pid]
-    helpers = [p for p in helpers if b"helper" in open(f"/proc/{p}/cmdline", "rb").read()]
+    helpers = svc.helpers()
     assert len(helpers) == 1, helpers
     os.kill(helpers[0], 9)
     uids_held_while_there(box, uids, "the killed helper's container")
@@ -219,20 +217,12 @@ def test_so_does_one_made_in_place_of_an_unfit_pooled_container(dockerd, tmp_pat
     try:
         svc.run("pass")
         wait_idle(svc, 1)
-        dead = containers()
-        for c in dead:
+        for c in containers():
             docker_util.docker("kill", c, check=False)
-        kill_helper_and_watch_uids(svc, before=frozenset())
+        kill_helper_and_watch_uids(svc)
     finally:
         svc.stop()
     assert not containers()
-
-
-def _ppid(pid):
-    try:
-        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return -1
 
 
 def test_a_tenant_that_varies_its_limits_cannot_churn_the_pool(dockerd, tmp_path_factory):
@@ -482,11 +472,14 @@ def test_a_pooled_container_that_died_idle_is_not_used_and_is_replaced(pair):
     assert idle
     for c in idle:
         docker_util.docker("kill", c, check=False)
-    doc = pooled.run("print('still runs')")
-    assert doc["state"] == "succeeded" and doc["result"]["stdout"] == "still runs\n"
-    # the dead one is checked and set aside (an exec in it would have failed
-    # the run): this run made its own, or got one the pool made after its
-    # check, every 2 s, found them dead (it may have run meanwhile)
+    doc = pooled.run("import os\nprint('still runs')\nprint(os.uname().nodename)")
+    assert doc["state"] == "succeeded" and doc["result"]["stdout"].startswith("still runs\n")
+    # the dead one is checked and set aside: this run made its own, or got
+    # one the pool made after its check, every 2 s, found them dead (it may
+    # have run meanwhile); never a dead one (its hostname, Docker's default,
+    # is its container's id)
+    ran_in = doc["result"]["stdout"].split()[-1]
+    assert not any(c.startswith(ran_in) for c in idle), (ran_in, idle, doc["result"]["box"])
     # and the pool fills again with live ones, the dead ones removed
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -304,8 +304,7 @@ def kill_a_runs_helper(svc):
     ended in airlock's error, the cgroups its box had."""
     before = set(box_cgroups())
     (rid,) = start_sleepers(svc, 1)
-    helpers = [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == svc.proc.pid]
-    helpers = [p for p in helpers if b"helper" in open(f"/proc/{p}/cmdline", "rb").read()]
+    helpers = svc.helpers()
     assert len(helpers) == 1, helpers
     cgs = [c for c in box_cgroups() if c not in before]
     assert cgs, "the running box has no cgroup"
