@@ -558,12 +558,6 @@ class Service:
 
     def helpers(self):
         """The pids of this service's run helpers (`airlock helper`) now."""
-        def ppid(pid):
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    return int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                return None
         out = []
         for d in os.listdir("/proc"):
             try:
@@ -780,6 +774,12 @@ class Service:
     def events(self, run_id, last_event_id=None, key=_DEFAULT, timeout=120):
         """Every event of the run's stream until it ends: [(id, event, data)]."""
         return [(i, e, d) for i, e, d, _ in self.stream(run_id, last_event_id, key=key, timeout=timeout)]
+
+
+def ppid(pid):
+    """PID's parent, or None once it is gone."""
+    st = _status(pid)
+    return st[0] if st else None
 
 
 def image_service(state, config=None, **kw):

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT
 from service_util import (LIVE, OUR_PIDS, TERMINAL, Service, service_binary, assert_error, assert_no_boxes, box_cgroups, box_processes,
-                          free_port, hooks_binary, service, services, wait_no_boxes)  # noqa: F401
+                          free_port, hooks_binary, ppid, service, services, wait_no_boxes)  # noqa: F401
 
 # Every operation of docs/api.md.  test_docs_list_matches keeps this list honest.
 API = [
@@ -237,14 +237,6 @@ def _zombie(pid):
         return True
 
 
-def _ppid(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def start_sleepers(svc, n, thread=None):
     ids = []
     for _ in range(n):
@@ -265,7 +257,7 @@ def test_kill9_and_restart(services):
     lost = start_sleepers(svc, 3, thread)
     assert box_processes(), "no box process while three runs sleep?"
     port = svc.port
-    children = [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == svc.proc.pid]
+    children = [int(d) for d in os.listdir("/proc") if d.isdigit() and ppid(int(d)) == svc.proc.pid]
     svc.kill9()
     time.sleep(0.5)
     svc.start()
@@ -279,7 +271,7 @@ def test_kill9_and_restart(services):
         assert ev[-1][1] == "result" and ev[-1][2]["state"] == "error"
     assert_no_boxes(20, "after a restart following kill -9")
     # a zombie has died: this machine's PID 1 may be slow to reap orphans
-    left = [p for p in children if _ppid(p) is not None and p != svc.proc.pid and not _zombie(p)]
+    left = [p for p in children if ppid(p) is not None and p != svc.proc.pid and not _zombie(p)]
     assert not left, f"the killed service's helper processes are still alive: {left}"
     # what was stored before is still there
     assert svc.ok("GET", f"/v1/artifacts/{art['id']}") == art
