@@ -67,6 +67,21 @@ def box(code, lang="python", *extra, out=None, image="default"):
     return p.returncode, json.loads(p.stdout) if p.stdout else {"stderr": p.stderr.decode(errors="replace")}
 
 
+def python_start(image="default"):
+    """What a box's `python3 -c pass` imports at its start (-X importtime's
+    module names), and whether sitecustomize's byte code is hash-checked,
+    so that the read-only image never recompiles it."""
+    code = ("import subprocess, sys, sitecustomize\n"
+            "e = subprocess.run([sys.executable, '-X', 'importtime', '-c', 'pass'], capture_output=True, text=True)\n"
+            "print(' '.join(l.split('|')[2].strip() for l in e.stderr.splitlines() if l.startswith('import time:') and '[us]' not in l))\n"
+            "data = open(sitecustomize.__cached__, 'rb').read()\n"
+            "print(int.from_bytes(data[4:8], 'little') & 1)\n")
+    status, doc = box(code, image=image)
+    assert status == 0, doc
+    names, hashed = doc["stdout"].splitlines()
+    return set(names.split()), hashed == "1"
+
+
 def stored_manifest(entry):
     """The lines of the store's manifest of an image (path type mode size ...)."""
     d = CACHE / "images" / ("sha256-" + entry["digest"][7:])

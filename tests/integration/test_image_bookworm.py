@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from conftest import AIRLOCK
-from image_util import (CACHE, box, ensure_default_image, ensure_image, image_cmd, images_state,
+from image_util import (CACHE, box, ensure_default_image, ensure_image, image_cmd, images_state, python_start,
                         recorded_versions, setuid_paths, versions_in_box)
 
 LIBS = ["numpy", "pandas", "matplotlib", "PIL", "reportlab", "pypdf", "requests", "openpyxl", "xlsxwriter", "scipy"]
@@ -37,6 +37,11 @@ def test_no_package_manager_and_no_setuid_file(bookworm):
                       "python3 -m pip --version 2>&1 | head -1; true", "bash", image="bookworm")
     assert status == 0 and "FOUND" not in doc["stdout"] and "No module named pip" in doc["stdout"], doc
     assert setuid_paths(bookworm) == []
+
+
+def test_python_starts_without_a_failing_import(bookworm):
+    names, hashed = python_start("bookworm")
+    assert "sitecustomize" in names and "apport_python_hook" not in names and hashed, names
 
 
 def test_both_images_are_listed_with_their_versions(bookworm):

@@ -11,8 +11,8 @@ import subprocess
 import pytest
 
 from conftest import AIRLOCK
-from image_util import (CACHE, box, ensure_default_image, image_cmd, images_state, recorded_versions,
-                        setuid_paths, versions_in_box)
+from image_util import (CACHE, box, ensure_default_image, image_cmd, images_state, python_start,
+                        recorded_versions, setuid_paths, versions_in_box)
 
 LIBS = ["numpy", "pandas", "matplotlib", "PIL", "reportlab", "pypdf", "fpdf", "requests", "openpyxl", "xlsxwriter",
         "scipy"]
@@ -87,6 +87,16 @@ def test_ls_and_doctor_show_its_versions(default_image):
 def test_node_runs(default_image):
     status, doc = box("console.log([1,2,3].map(x => x * 2).join(','))", "node")
     assert status == 0 and doc["stdout"] == "2,4,6\n", doc
+
+
+def test_python_starts_without_a_failing_import(default_image):
+    """Debian's sitecustomize imports Ubuntu's apport_python_hook, a failed
+    import that walked all of sys.path at every start (0.3 ms of it); the
+    recipe leaves the module empty, byte-compiled against its hash."""
+    names, hashed = python_start()
+    assert "sitecustomize" in names and "site" in names, names
+    assert "apport_python_hook" not in names, names
+    assert hashed
 
 
 def test_no_package_manager(default_image):
