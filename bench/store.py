@@ -15,8 +15,12 @@ quoting). Rounds alternate between the stores; medians are quoted.
 With --against OTHER_BINARY (e.g. a build of main), the same rounds also
 run OTHER_BINARY's service on its own stores, alternating with this one's:
 a before and after measured side by side on the same machine at the same
-time.
-usage: /usr/bin/python3 bench/store.py [--load 200] [--clients 16] [--rounds 3] [--airlock BIN] [--against BIN]
+time. With --history N, each store first holds N finished runs of the
+person the clients run as (written straight into it, as
+test_store_history.py does: tests/integration/history_util.py), the past of
+a service that has been in use for a while.
+usage: /usr/bin/python3 bench/store.py [--load 200] [--clients 16] [--rounds 3] [--history N] [--airlock BIN]
+                                       [--against BIN]
 """
 import argparse
 import concurrent.futures as cf
@@ -35,6 +39,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AIRLOCK = os.path.join(ROOT, "build", "airlock")
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import pg_util  # noqa: E402
+from history_util import past_runs  # noqa: E402
 
 
 def free_port():
@@ -47,6 +52,7 @@ class Node:
     """One `airlock serve`; with PEER, another node on PEER's store and state."""
 
     def __init__(self, store, clients, peer=None, airlock=AIRLOCK):
+        self.store = store
         self.state = peer.state if peer else tempfile.mkdtemp(prefix="airlock-bench-store-")
         self.store_args = ["--state", self.state] + (["--store", store] if store else [])
         self.port = free_port()
@@ -85,6 +91,26 @@ class Node:
             doc = json.load(r)
         if doc["state"] != "succeeded":
             sys.exit(f"run did not succeed: {doc['state']} {doc.get('error')}")
+        return doc["id"]
+
+    def sql(self, query, *params):
+        """One statement on the node's store, behind its back: the rows."""
+        if self.store:
+            import psycopg2
+            db = psycopg2.connect(self.store)
+            db.autocommit = True
+            query = query.replace("%", "%%").replace("?", "%s")
+        else:
+            import sqlite3
+            db = sqlite3.connect(os.path.join(self.state, "airlock.db"), timeout=30)
+        try:
+            cur = db.cursor()
+            cur.execute(query, params)
+            rows = cur.fetchall() if cur.description else []
+            db.commit()
+            return rows
+        finally:
+            db.close()
 
     def store_cost(self):
         text = urllib.request.urlopen(self.base + "/metrics", timeout=10).read().decode()
@@ -161,6 +187,7 @@ def main():
     ap.add_argument("--load", type=int, default=200)
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--history", type=int, default=0, help="finished runs each store holds before the rounds")
     ap.add_argument("--airlock", default=AIRLOCK, help="the airlock binary measured (default: build/airlock)")
     ap.add_argument("--against", help="another airlock binary, measured in the same rounds, alternating")
     args = ap.parse_args()
@@ -173,7 +200,9 @@ def main():
         for groups in binaries.values():  # warm-up
             for g in groups.values():
                 for i in range(6):
-                    g[i % len(g)].run()
+                    last = g[i % len(g)].run()
+                if args.history:
+                    past_runs(g[0].sql, g[0].store, last, args.history)
         for rnd in range(args.rounds):
             # which binary goes first alternates too
             order = list(binaries.items())
@@ -188,7 +217,8 @@ def main():
                 for n in g:
                     n.stop()
     print(f"uname -r: {os.uname().release}   cpus: {os.cpu_count()}   {args.rounds} rounds of {args.load} runs, "
-          f"{args.clients} clients, medians; PostgreSQL 15 on a local socket, fsync off")
+          f"{args.clients} clients, medians; PostgreSQL 15 on a local socket, fsync off"
+          + (f"; each store first held {args.history} finished runs of the clients' person" if args.history else ""))
     print("runs/s and the first stmts/run: the 16 clients; the rest: one client at a time")
     for b, res in results.items():
         report(b if args.against else "", res)

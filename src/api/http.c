@@ -550,6 +550,11 @@ static enum MHD_Result metrics(al_http *h, struct MHD_Connection *c) {
     OUT("# HELP airlock_store_busy_seconds_total Time spent in the store, waits for its connection included.\n"
         "# TYPE airlock_store_busy_seconds_total counter\nairlock_store_busy_seconds_total %.6f\n",
         (double)st.busy_ns / 1e9);
+    if (st.has_steps)
+        OUT("# HELP airlock_store_vm_steps_total The work of the store's statements as SQLite counts it (virtual "
+            "machine steps): it grows with the rows their plans read, a history read whole included.\n"
+            "# TYPE airlock_store_vm_steps_total counter\nairlock_store_vm_steps_total %llu\n",
+            (unsigned long long)st.steps);
     json_t *pool = s->driver->pool ? s->driver->pool() : NULL;
     if (pool) {
         uint64_t hits = (uint64_t)json_integer_value(json_object_get(pool, "hits"));

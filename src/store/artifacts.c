@@ -104,10 +104,8 @@ int al_store_artifacts_of_thread(al_store *s, const char *ws_id, const char *thr
 int al_store_artifacts_latest(al_store *s, const char *ws_id, const char *thread_key, size_t limit,
                               al_store_artifacts *ret, al_error *err) {
     json_t *rows = al_store_query(s, err,
-                                  "SELECT " COLUMNS " FROM artifacts a WHERE workspace_id = ? AND thread_key = ? AND "
-                                  "version = (SELECT MAX(version) FROM artifacts b WHERE b.workspace_id = "
-                                  "a.workspace_id AND b.thread_key = a.thread_key AND b.path = a.path) "
-                                  "ORDER BY seq DESC LIMIT ?",
+                                  "SELECT " COLUMNS " FROM artifacts WHERE workspace_id = ? AND thread_key = ? AND "
+                                  "superseded = 0 ORDER BY seq DESC LIMIT ?",
                                   "ssi", ws_id, thread_key, al_store_row_limit(limit));
     return to_list(rows, ret, err);
 }
@@ -134,13 +132,16 @@ int al_store_artifact_add(al_store *s, al_store_artifact *a, al_error *err) {
         return r;
     /* the next version of the path and the next place in the thread: read
      * and written under the thread's lock, so two runs of one thread that
-     * end together on two nodes cannot take the same number */
+     * end together on two nodes cannot take the same number; each is the
+     * last entry of an index (the path's versions, the thread's order), not
+     * a read of every artifact the thread holds */
     json_t *rows = NULL;
     if ((r = al_store_lock(s, err, lock)) == 0 &&
         !(rows = al_store_query(s, err,
-                                "SELECT COALESCE(MAX(CASE WHEN path = ? THEN version END), 0) AS version, "
-                                "COALESCE(MAX(seq), 0) AS seq FROM artifacts WHERE workspace_id = ? AND thread_key = ?",
-                                "sss", a->path, a->workspace_id, a->thread_key)))
+                                "SELECT COALESCE((SELECT version FROM artifacts WHERE workspace_id = ? AND thread_key = ? "
+                                "AND path = ? ORDER BY version DESC LIMIT 1), 0) AS version, COALESCE((SELECT seq FROM "
+                                "artifacts WHERE workspace_id = ? AND thread_key = ? ORDER BY seq DESC LIMIT 1), 0) AS seq",
+                                "sssss", a->workspace_id, a->thread_key, a->path, a->workspace_id, a->thread_key)))
         r = -EIO;
     if (r == 0) {
         json_t *row = json_array_get(rows, 0);
@@ -153,6 +154,16 @@ int al_store_artifact_add(al_store *s, al_store_artifact *a, al_error *err) {
                           a->thread_key, a->run_id, a->path, a->version, a->seq, a->size, a->sha256, a->content_type,
                           a->created_at);
     }
+    /* in the same unit: the version it replaces is no longer current, and
+     * the organisation's total counts it */
+    if (r >= 0 && a->version > 1)
+        r = al_store_exec(s, err,
+                          "UPDATE artifacts SET superseded = 1 WHERE workspace_id = ? AND thread_key = ? AND path = ? "
+                          "AND version = ?",
+                          "sssi", a->workspace_id, a->thread_key, a->path, a->version - 1);
+    if (r >= 0)
+        r = al_store_exec(s, err, "UPDATE orgs SET artifact_bytes = artifact_bytes + ? WHERE id = ?", "is", a->size,
+                          a->org_id);
     json_decref(rows);
     if (r < 0) {
         al_store_rollback(s);
@@ -181,7 +192,7 @@ int al_store_artifact_blobs(al_store *s, int (*each)(const char *sha256, void *u
 int al_store_org_storage_used(al_store *s, const char *org_id, int64_t *ret_bytes, al_error *err) {
     /* artifacts, and each skill bundle the organisation keeps, once */
     json_t *rows = al_store_query(s, err,
-                                  "SELECT (SELECT COALESCE(SUM(size), 0) FROM artifacts WHERE org_id = ?) + "
+                                  "SELECT (SELECT artifact_bytes FROM orgs WHERE id = ?) + "
                                   "(SELECT COALESCE(SUM(b), 0) FROM (SELECT MAX(bytes) AS b FROM skills WHERE org_id = ? "
                                   "GROUP BY digest) AS held) AS used",
                                   "ss", org_id, org_id);

@@ -44,6 +44,11 @@ typedef struct al_store_backend {
     int (*exec_commit)(void *conn, al_error *err, const char *sql, const char *fmt, va_list ap);
     /* Statements without parameters, e.g. a migration or BEGIN. */
     int (*script)(void *conn, al_error *err, const char *sql);
+    /* The engine's own count of the work CONN's statements (a script of
+     * several aside) did since the last call (SQLite: its virtual machine's
+     * steps, which grow with the rows a plan reads), taken and reset;
+     * NULL: the engine tells none. */
+    uint64_t (*take_steps)(void *conn);
     /* Inside a unit of work: hold lock KEY until it ends. */
     int (*lock)(void *conn, al_error *err, const char *key);
     /* Notifications to the other nodes (nodes.h); NULL: one node only. */

@@ -157,8 +157,11 @@ int al_store_nodes_alive(al_store *s, const char *now, al_error *err) {
 }
 
 /* A person's runs that hold a slot somewhere: claimed (queued with a node)
- * or provisioning or running, on every node. */
-#define HOLDS_SLOT "(a.state IN ('provisioning', 'running') OR (a.state = 'queued' AND a.node_id IS NOT NULL))"
+ * or provisioning or running, on every node. The states are one IN list so
+ * that the count is a search of runs_person (person_id, state) for three
+ * states: written as an OR of two, it read every run the person ever made. */
+#define HOLDS_SLOT \
+    "(a.state IN ('provisioning', 'running', 'queued') AND (a.state <> 'queued' OR a.node_id IS NOT NULL))"
 
 int al_store_claim_run(al_store *s, const char *node_id, al_store_claim *ret, al_error *err) {
     ret->more = ret->blocked = false;
@@ -171,12 +174,15 @@ int al_store_claim_run(al_store *s, const char *node_id, al_store_claim *ret, al
         al_store_rollback(s);
         return r;
     }
-    /* the eligible first; the second row says what else waits */
+    /* the eligible first; the second row says what else waits. q is
+     * materialised: SQLite would otherwise count each queued run's holder
+     * three times, once for each place `active` is named. */
     json_t *rows = al_store_query(s, err,
-                                  "SELECT id, person_id, org_id, cap, active < cap AS eligible FROM ("
+                                  "WITH q AS MATERIALIZED ("
                                   " SELECT r.id, r.person_id, r.org_id, r.cap, r.seq,"
                                   " (SELECT COUNT(*) FROM runs a WHERE a.person_id = r.person_id AND " HOLDS_SLOT ") AS active"
-                                  " FROM runs r WHERE r.state = 'queued' AND r.node_id IS NULL) AS q "
+                                  " FROM runs r WHERE r.state = 'queued' AND r.node_id IS NULL) "
+                                  "SELECT id, person_id, org_id, cap, active < cap AS eligible FROM q "
                                   "ORDER BY CASE WHEN active < cap THEN 0 ELSE 1 END, active, seq LIMIT 2",
                                   NULL);
     json_t *row = rows ? json_array_get(rows, 0) : NULL, *next = rows ? json_array_get(rows, 1) : NULL;

@@ -25,6 +25,7 @@ typedef struct cached {
 
 typedef struct sq {
     sqlite3 *db;
+    uint64_t steps; /* of the statements done since sq_take_steps */
     size_t n_cached;
     cached cache[CACHE_SLOTS];
 } sq;
@@ -149,9 +150,10 @@ static sqlite3_stmt *statement(sq *q, al_error *err, const char *sql, bool *ret_
     return st;
 }
 
-/* Done with ST (statement()'s answer): back to the cache unbound, its
- * read of the database ended, or finalised. */
-static void done(sqlite3_stmt *st, bool kept) {
+/* Done with ST (statement()'s answer): its steps counted, back to the
+ * cache unbound, its read of the database ended, or finalised. */
+static void done(sq *q, sqlite3_stmt *st, bool kept) {
+    q->steps += (uint64_t)sqlite3_stmt_status(st, SQLITE_STMTSTATUS_VM_STEP, 1);
     if (kept) {
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
@@ -167,7 +169,7 @@ static sqlite3_stmt *prepare(sq *q, al_error *err, const char *sql, const char *
         return NULL;
     if (bind_all(st, fmt, ap) < 0) {
         db_err(q->db, err, "bind");
-        done(st, *ret_kept);
+        done(q, st, *ret_kept);
         return NULL;
     }
     return st;
@@ -194,7 +196,7 @@ static json_t *sq_query(void *conn, bool in_tx, al_error *err, const char *sql, 
         json_decref(rows);
         rows = NULL;
     }
-    done(st, kept);
+    done(q, st, kept);
     return rows;
 }
 
@@ -212,7 +214,7 @@ static int sq_exec(void *conn, bool in_tx, al_error *err, const char *sql, const
         ret = db_err(q->db, err, "exec");
     else
         ret = sqlite3_changes(q->db);
-    done(st, kept);
+    done(q, st, kept);
     return ret;
 }
 
@@ -226,7 +228,7 @@ static int sq_script(void *conn, al_error *err, const char *sql) {
             return -EIO;
         int rc = sqlite3_step(st);
         int r = rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : db_err(q->db, err, "statement");
-        done(st, kept);
+        done(q, st, kept);
         return r;
     }
     char *msg = NULL;
@@ -236,6 +238,13 @@ static int sq_script(void *conn, al_error *err, const char *sql) {
         return r;
     }
     return 0;
+}
+
+static uint64_t sq_take_steps(void *conn) {
+    sq *q = conn;
+    uint64_t n = q->steps;
+    q->steps = 0;
+    return n;
 }
 
 /* BEGIN IMMEDIATE took the database's one write lock already. */
@@ -255,5 +264,6 @@ const al_store_backend al_store_sqlite = {
     .query = sq_query,
     .exec = sq_exec,
     .script = sq_script,
+    .take_steps = sq_take_steps,
     .lock = sq_lock,
 };

@@ -36,6 +36,7 @@ void al_store_get_stats(al_store *s, al_store_stats *ret) {
     pthread_mutex_lock(&s->mu);
     *ret = s->stats;
     pthread_mutex_unlock(&s->mu);
+    ret->has_steps = s->be->take_steps != NULL;
 }
 
 static uint64_t mono_ns(void) {
@@ -117,17 +118,20 @@ void al_store_put(al_store *s, al_store_conn *c) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Under MU: count one statement that began at T0 (mono_ns). */
-static void count(al_store *s, uint64_t t0, bool failed) {
+/* Under MU: count one statement of C (the caller's) that began at T0
+ * (mono_ns), and the engine's work since the last count on C. */
+static void count(al_store *s, al_store_conn *c, uint64_t t0, bool failed) {
     s->stats.statements++;
     s->stats.failures += failed;
     s->stats.busy_ns += mono_ns() - t0;
+    if (s->be->take_steps)
+        s->stats.steps += s->be->take_steps(c->conn);
 }
 
 /* Count a statement and give C back. */
 static void done(al_store *s, al_store_conn *c, uint64_t t0, bool failed) {
     pthread_mutex_lock(&s->mu);
-    count(s, t0, failed);
+    count(s, c, t0, failed);
     put_locked(s, c);
     pthread_mutex_unlock(&s->mu);
 }
@@ -252,7 +256,7 @@ int al_store_begin(al_store *s, al_error *err) {
     al_store_conn *c = al_store_take(s);
     int r = s->be->script(c->conn, err, c->depth ? "SAVEPOINT al" : s->be->begin_sql);
     pthread_mutex_lock(&s->mu);
-    count(s, t0, r < 0);
+    count(s, c, t0, r < 0);
     if (r == 0) {
         s->stats.units += c->depth == 0;
         c->depth++;
@@ -313,7 +317,7 @@ int al_store_exec_commit(al_store *s, al_error *err, const char *sql, const char
     va_end(ap);
     pthread_mutex_lock(&s->mu);
     s->stats.statements++; /* the COMMIT that went with it */
-    count(s, t0, r < 0);
+    count(s, c, t0, r < 0);
     put_locked(s, c);
     pthread_mutex_unlock(&s->mu);
     return r;

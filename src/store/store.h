@@ -28,11 +28,16 @@ int al_store_open(const char *target, al_store **ret, al_error *err);
 /* "sqlite" or "postgresql". */
 const char *al_store_backend_name(const al_store *s);
 /* What the store has cost since it was opened: statements sent (each
- * query, write, BEGIN, COMMIT, savepoint, lock), units of work, and the
- * time spent in the backend, waits for a connection of its pool included. */
+ * query, write, BEGIN, COMMIT, savepoint, lock), units of work, the time
+ * spent in the backend, waits for a connection of its pool included, and
+ * where the engine tells it, the work its statements did. */
 typedef struct al_store_stats {
     uint64_t statements, units, failures;
     uint64_t busy_ns;
+    /* the engine's own measure of the work its statements did (SQLite: its
+     * virtual machine's steps), and whether it tells one (PostgreSQL not) */
+    uint64_t steps;
+    bool has_steps;
 } al_store_stats;
 void al_store_get_stats(al_store *s, al_store_stats *ret);
 void al_store_close(al_store *s);

@@ -55,7 +55,9 @@ class PgCluster:
         # only the socket directory: no TCP listener for anyone else to reach;
         # fsync off: a test cluster that the OS never loses under it
         opts = (f"-k {self.sock} -p {self.port} -c listen_addresses='' -c fsync=off "
-                f"-c max_connections=300 -c shared_buffers=64MB")
+                f"-c max_connections=300 -c shared_buffers=64MB "
+                # test_store_history.py counts the pages its statements touch
+                f"-c shared_preload_libraries=pg_stat_statements")
         _as_pg(PG_BIN / "pg_ctl", "-D", self.data, "-l", self.log, "-o", opts, "-w", "-t", "60", "start")
 
     def stop(self, mode="fast"):
