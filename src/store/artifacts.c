@@ -93,10 +93,8 @@ int al_store_artifacts_of_thread(al_store *s, const char *ws_id, const char *thr
         al_store_query(s, err,
                        all ? "SELECT " COLUMNS " FROM artifacts WHERE workspace_id = ? AND thread_key = ? "
                              "AND (CAST(? AS TEXT) IS NULL OR run_id = ?) ORDER BY path, version LIMIT ?"
-                           : "SELECT " COLUMNS " FROM artifacts a WHERE workspace_id = ? AND thread_key = ? "
-                             "AND (CAST(? AS TEXT) IS NULL OR run_id = ?) AND version = (SELECT MAX(version) FROM "
-                             "artifacts b WHERE b.workspace_id = a.workspace_id AND b.thread_key = a.thread_key AND "
-                             "b.path = a.path) ORDER BY path LIMIT ?",
+                           : "SELECT " COLUMNS " FROM artifacts WHERE workspace_id = ? AND thread_key = ? "
+                             "AND (CAST(? AS TEXT) IS NULL OR run_id = ?) AND superseded = 0 ORDER BY path LIMIT ?",
                        "ssSSi", ws_id, thread_key, run_id, run_id, al_store_row_limit(limit));
     return to_list(rows, ret, err);
 }
@@ -147,6 +145,8 @@ int al_store_artifact_add(al_store *s, al_store_artifact *a, al_error *err) {
         json_t *row = json_array_get(rows, 0);
         a->version = json_integer_value(json_object_get(row, "version")) + 1;
         a->seq = json_integer_value(json_object_get(row, "seq")) + 1;
+        /* the insert's trigger (migration 016) marks the version it
+         * replaces and adds its size to the organisation's artifact_bytes */
         r = al_store_exec(s, err,
                           "INSERT INTO artifacts (id, org_id, workspace_id, thread_id, thread_key, run_id, path, version, "
                           "seq, size, sha256, content_type, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -154,16 +154,6 @@ int al_store_artifact_add(al_store *s, al_store_artifact *a, al_error *err) {
                           a->thread_key, a->run_id, a->path, a->version, a->seq, a->size, a->sha256, a->content_type,
                           a->created_at);
     }
-    /* in the same unit: the version it replaces is no longer current, and
-     * the organisation's total counts it */
-    if (r >= 0 && a->version > 1)
-        r = al_store_exec(s, err,
-                          "UPDATE artifacts SET superseded = 1 WHERE workspace_id = ? AND thread_key = ? AND path = ? "
-                          "AND version = ?",
-                          "sssi", a->workspace_id, a->thread_key, a->path, a->version - 1);
-    if (r >= 0)
-        r = al_store_exec(s, err, "UPDATE orgs SET artifact_bytes = artifact_bytes + ? WHERE id = ?", "is", a->size,
-                          a->org_id);
     json_decref(rows);
     if (r < 0) {
         al_store_rollback(s);
@@ -192,7 +182,7 @@ int al_store_artifact_blobs(al_store *s, int (*each)(const char *sha256, void *u
 int al_store_org_storage_used(al_store *s, const char *org_id, int64_t *ret_bytes, al_error *err) {
     /* artifacts, and each skill bundle the organisation keeps, once */
     json_t *rows = al_store_query(s, err,
-                                  "SELECT (SELECT artifact_bytes FROM orgs WHERE id = ?) + "
+                                  "SELECT COALESCE((SELECT artifact_bytes FROM orgs WHERE id = ?), 0) + "
                                   "(SELECT COALESCE(SUM(b), 0) FROM (SELECT MAX(bytes) AS b FROM skills WHERE org_id = ? "
                                   "GROUP BY digest) AS held) AS used",
                                   "ss", org_id, org_id);

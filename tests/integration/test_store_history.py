@@ -75,8 +75,14 @@ def test_a_run_costs_the_store_the_same_after_a_long_history(svc):
     assert past_versions(svc.sql, svc.store, art, HISTORY, "old/b.txt") >= HISTORY
     after, last = run_work(svc)
 
-    # the history is the runs' own: each still sees the thread's files
+    # the history is the runs' own: each still sees the thread's files;
+    # one version of each path is current, and the organisation's total is
+    # what its artifacts hold
     assert last["result"]["stdout"] == "a\n", last
+    assert svc.sql("SELECT workspace_id, thread_key, path, SUM(1 - superseded) FROM artifacts "
+                   "GROUP BY workspace_id, thread_key, path HAVING SUM(1 - superseded) <> 1") == []
+    assert svc.sql("SELECT o.artifact_bytes, (SELECT SUM(size) FROM artifacts a WHERE a.org_id = o.id) FROM orgs o "
+                   "WHERE o.artifact_bytes <> (SELECT COALESCE(SUM(size), 0) FROM artifacts a WHERE a.org_id = o.id)") == []
     print(f"\nthe store's work for a run: {fresh} with no history, {after} after it")
     assert fresh > 0, "the store counted no work for a run"
     assert after <= fresh * 1.5 + 50, (
