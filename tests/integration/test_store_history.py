@@ -85,5 +85,8 @@ def test_a_run_costs_the_store_the_same_after_a_long_history(svc):
                    "WHERE o.artifact_bytes <> (SELECT COALESCE(SUM(size), 0) FROM artifacts a WHERE a.org_id = o.id)") == []
     print(f"\nthe store's work for a run: {fresh} with no history, {after} after it")
     assert fresh > 0, "the store counted no work for a run"
-    assert after <= fresh * 1.5 + 50, (
+    # a deeper index costs a few more pages (PostgreSQL: 259 then 367 here);
+    # a statement that reads the history costs hundreds of times more
+    # (SQLite's old claim: 2,345 then 482,463)
+    assert after <= fresh * 2 + 100, (
         f"one run cost the store {fresh} with no history and {after} after {HISTORY} runs and artifact versions")
