@@ -40,6 +40,7 @@ AIRLOCK = os.path.join(ROOT, "build", "airlock")
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import pg_util  # noqa: E402
 from history_util import past_runs  # noqa: E402
+from service_util import store_sql  # noqa: E402
 
 
 def free_port():
@@ -95,22 +96,7 @@ class Node:
 
     def sql(self, query, *params):
         """One statement on the node's store, behind its back: the rows."""
-        if self.store:
-            import psycopg2
-            db = psycopg2.connect(self.store)
-            db.autocommit = True
-            query = query.replace("%", "%%").replace("?", "%s")
-        else:
-            import sqlite3
-            db = sqlite3.connect(os.path.join(self.state, "airlock.db"), timeout=30)
-        try:
-            cur = db.cursor()
-            cur.execute(query, params)
-            rows = cur.fetchall() if cur.description else []
-            db.commit()
-            return rows
-        finally:
-            db.close()
+        return store_sql(self.store, os.path.join(self.state, "airlock.db"), query, params)[0]
 
     def store_cost(self):
         text = urllib.request.urlopen(self.base + "/metrics", timeout=10).read().decode()

@@ -238,8 +238,8 @@ for f in $produced; do say "  produced $MPLDIR/$f ($(wc -c <"$DEST$MPLDIR/$f") b
 chmod -R u=rwX,go=rX "$DEST/usr/share/airlock"
 # Debian's sitecustomize (a conffile of libpython3.X-minimal) imports
 # apport_python_hook, which only Ubuntu ships; that failed import walks
-# every sys.path entry at each Python start, 0.5 ms of the 19 ms a box's
-# `python3 -c pass` takes. The module stays, holding only this reason, so
+# every sys.path entry at each Python start (about 0.3 ms of a box's
+# `python3 -c pass`, -X importtime). The module stays, holding only this reason, so
 # `import sitecustomize` still succeeds at once; its byte code is checked by
 # the source's hash, not its mtime, so that the read-only image never
 # recompiles it and two builds give the same bytes.

@@ -46,7 +46,8 @@ def past_runs(sql, postgres, run_id, n):
 def past_versions(sql, postgres, artifact_id, n, path):
     """N older versions of PATH in ARTIFACT_ID's thread (the same bytes);
     the store's trigger keeps which is current and what the organisation
-    holds, as for any insert."""
+    holds, as for any insert (each copy starts current, whatever the row it
+    copies has become)."""
     return copies(sql, postgres, "artifacts", artifact_id, n,
                   {"id": "'art_hist' || CAST(n.i AS TEXT)", "path": f"'{path}'", "version": "n.i", "seq": "0 - n.i",
                    "superseded": "0"})

@@ -287,6 +287,32 @@ def assert_error(status, doc, code, http_status=None):
 # ------------------------------------------------------------ the service
 
 
+def store_sql(store, sqlite_db, query, params=()):
+    """One statement straight on a service's database, behind its back: on
+    STORE (a postgresql:// address), or else in the SQLite file SQLITE_DB;
+    `?` placeholders on either backend. Its rows, as tuples, and how many
+    rows it changed."""
+    if store:
+        import psycopg2
+        db = psycopg2.connect(store)
+        db.autocommit = True
+        if params:
+            # psycopg2's own placeholders; a literal % then must be doubled
+            query = query.replace("%", "%%").replace("?", "%s")
+    else:
+        import sqlite3
+        db = sqlite3.connect(str(sqlite_db), timeout=30)
+    try:
+        cur = db.cursor()
+        # no parameters: the statement as it is (psycopg2 would read its % signs)
+        cur.execute(query, params) if params else cur.execute(query)
+        rows = cur.fetchall() if cur.description else []
+        db.commit()
+        return rows, cur.rowcount
+    finally:
+        db.close()
+
+
 class Tenant:
     def __init__(self, svc, org, workspace, person, key):
         self.org, self.workspace, self.person, self.key = org, workspace, person, key
@@ -367,23 +393,7 @@ class Service:
         return self._sql(query, params)[1]
 
     def _sql(self, query, params):
-        if self.store:
-            db = pg_util.cluster().connect(self.store_db())
-            if params:
-                # psycopg2's own placeholders; a literal % then must be doubled
-                query = query.replace("%", "%%").replace("?", "%s")
-        else:
-            import sqlite3
-            db = sqlite3.connect(str(self.state / "airlock.db"), timeout=30)
-        try:
-            cur = db.cursor()
-            # no parameters: the statement as it is (psycopg2 would read its % signs)
-            cur.execute(query, params) if params else cur.execute(query)
-            rows = cur.fetchall() if cur.description else []
-            db.commit()
-            return rows, cur.rowcount
-        finally:
-            db.close()
+        return store_sql(self.store, self.state / "airlock.db", query, params)
 
     # The store's engine-specific tricks the tests play behind the service's
     # back, written for each backend: the same failure, the same row.

@@ -23,8 +23,8 @@ from service_util import ServiceSet
 
 HISTORY = 20000
 THREAD = "history"
-CODE = "open('/out/a.txt', 'w').write('a')\nprint(open('/work/documents/a.txt').read() if __import__('os')" \
-       ".path.exists('/work/documents/a.txt') else 'first')"
+CODE = ("import os\nopen('/out/a.txt', 'w').write('a')\nd = '/work/documents/a.txt'\n"
+        "print(open(d).read() if os.path.exists(d) else 'first')")
 
 
 @pytest.fixture(scope="module")
