@@ -105,15 +105,121 @@ static int write_maps(pid_t pid, uid_t uid, gid_t gid, al_error *err) {
     return 0;
 }
 
+/* A zygote's host uids (box.h): its own first, then one per slot, each
+ * with its lock, held for the zygote's life. */
+typedef struct zygote_ids {
+    uid_t uid[1 + AL_ZYGOTE_SLOTS];
+    int lock[1 + AL_ZYGOTE_SLOTS];
+    size_t n;
+} zygote_ids;
+
+static int zygote_acquire(zygote_ids *z, al_error *err) {
+    for (z->n = 0; z->n < ELEMENTSOF(z->uid); z->n++)
+        if (al_uid_acquire(&z->uid[z->n], &z->lock[z->n], err) < 0)
+            return -(err->err ? err->err : EAGAIN);
+    return 0;
+}
+
+static void zygote_release(zygote_ids *z) {
+    for (size_t i = 0; i < z->n; i++)
+        close(z->lock[i]);
+    z->n = 0;
+}
+
+/* "0 OWN 1", then "I SLOT_I 1" for each slot: the zygote's root and the
+ * uids it maps its boxes' 65534 to, none of them the host's root */
+static int write_zygote_maps(pid_t pid, const zygote_ids *z, al_error *err) {
+    char path[64], map[(1 + AL_ZYGOTE_SLOTS) * 32];
+    snprintf(path, sizeof path, "/proc/%d/setgroups", (int)pid);
+    int r = al_write_str(AT_FDCWD, path, "deny");
+    if (r < 0)
+        return al_err(err, "userns", r, "write %s: %s", path, strerror(-r));
+    size_t at = 0;
+    for (size_t i = 0; i < z->n; i++)
+        at += (size_t)snprintf(map + at, sizeof map - at, "%zu %u 1\n", i, (unsigned)z->uid[i]);
+    static const char *const files[] = { "uid_map", "gid_map" };
+    for (size_t f = 0; f < ELEMENTSOF(files); f++) {
+        snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, files[f]);
+        if ((r = al_write_str(AT_FDCWD, path, map)) < 0)
+            return al_err(err, "userns", r, "write the zygote's %s: %s", files[f], strerror(-r));
+    }
+    return 0;
+}
+
+/* The box's syscall filter as zygote.py reads it (/work/seccomp.bpf): for
+ * each of its two programs, the length (u16) and the instructions. */
+static int filter_file(al_box_file *ret, char **ret_buf, al_error *err) {
+    al_seccomp_prog p;
+    int r = al_seccomp_builtin(&p, err);
+    if (r < 0)
+        return r;
+    size_t n = 0;
+    for (int i = 0; i < 2; i++)
+        n += sizeof(uint16_t) + p.f[i].len * sizeof *p.f[i].insns;
+    char *buf = malloc(n), *at = buf;
+    for (int i = 0; buf && i < 2; i++) {
+        uint16_t len = p.f[i].len;
+        memcpy(at, &len, sizeof len);
+        memcpy(at + sizeof len, p.f[i].insns, len * sizeof *p.f[i].insns);
+        at += sizeof len + len * sizeof *p.f[i].insns;
+    }
+    al_seccomp_prog_free(&p);
+    if (!buf)
+        return al_err(err, "zygote", ENOMEM, "out of memory");
+    *ret = (al_box_file){ "seccomp.bpf", buf, n, 0444 };
+    *ret_buf = buf;
+    return 0;
+}
+
+/* A forked box's request to its zygote: the limits its PID 1 sets, with
+ * its sync socket, output pipes and warm start's socket (zygote.py). */
+static int fork_request(const al_box_config *cfg, int sync, const int out_w[2], int chan, al_error *err) {
+    char req[256];
+    int n = snprintf(req, sizeof req, "{\"tmpfs_bytes\":%llu,\"tmpfs_inodes\":%llu,\"pids\":%llu,\"nofile\":%llu}",
+                     (unsigned long long)cfg->limits.tmpfs_bytes, (unsigned long long)cfg->limits.tmpfs_inodes,
+                     (unsigned long long)cfg->limits.pids, (unsigned long long)cfg->limits.nofile);
+    int fds[4] = { sync, out_w[0], out_w[1], chan };
+    union {
+        char buf[CMSG_SPACE(sizeof fds)];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof u);
+    struct iovec iov = { .iov_base = req, .iov_len = (size_t)n };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof fds);
+    memcpy(CMSG_DATA(c), fds, sizeof fds);
+    ssize_t w;
+    do
+        w = sendmsg(cfg->fork->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (w < 0 && errno == EINTR);
+    if (w != n)
+        return al_err(err, "fork", w < 0 ? errno : EIO, "ask the zygote for a box: %s", w < 0 ? strerror(errno) : "short write");
+    return 0;
+}
+
+/* Whether PIDFD is a pidfd of host pid PID (its fdinfo says so). */
+static bool pidfd_is(int pidfd, pid_t pid) {
+    char path[64];
+    _cleanup_free_ char *info = NULL;
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+    if (al_read_small(AT_FDCWD, path, 4096, &info, NULL) < 0)
+        return false;
+    const char *p = strstr(info, "\nPid:\t");
+    return p && strtol(p + 6, NULL, 10) == (long)pid;
+}
+
 /* Wait for one message from the box during setup, bounded in time. */
-static int recv_setup(int sock, al_msg *m, int *fds, unsigned *nfds, al_error *err) {
+static int recv_setup(int sock, al_msg *m, int *fds, unsigned *nfds, struct ucred *cred, al_error *err) {
     struct pollfd p = { .fd = sock, .events = POLLIN };
     int n = poll(&p, 1, SETUP_TIMEOUT_MS);
     if (n == 0)
         return al_err(err, "setup", ETIMEDOUT, "the box did not finish setting up in %d ms", SETUP_TIMEOUT_MS);
     if (n < 0)
         return al_err(err, "setup", errno, "poll: %m");
-    int r = al_msg_recv(sock, m, fds, nfds);
+    int r = cred ? al_msg_recv_creds(sock, m, fds, nfds, cred) : al_msg_recv(sock, m, fds, nfds);
     if (r < 0)
         return al_err(err, "setup", r, "read from the box: %s", strerror(-r));
     if (r == 0)
@@ -165,6 +271,7 @@ typedef struct box_ctx {
     pid_t pid;
     int pidfd;
     uint64_t cpu_base_usec;       /* a warm box's CPU time before its run */
+    bool forked;                  /* forked by a zygote: its PID 1 is not our child */
 } box_ctx;
 
 static void kill_box(box_ctx *b) {
@@ -279,8 +386,9 @@ static int supervise(box_ctx *b, int sock, int out_r[2], uint64_t start, al_erro
                 kill_deadline = al_now_ms() + KILL_GRACE_MS;
                 kill_box(b);
             } else {
-                siginfo_t si;
-                if (waitid((idtype_t)P_PIDFD, (id_t)b->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid != 0)
+                siginfo_t si = { 0 };
+                /* a forked box's PID 1 is its zygote's child: readable is its end */
+                if (b->forked || (waitid((idtype_t)P_PIDFD, (id_t)b->pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid != 0))
                     init_done = true;
             }
         }
@@ -413,7 +521,8 @@ static int warm_start(box_ctx *b, int chan, int out_r[2], int workfd, uid_t uid,
             b->cg_ops->stats(b->cg, &st);
         cfg->warm->on_ready(cfg->warm->ud, st.memory_bytes);
     }
-    for (;;) {
+    /* (no run_fd: the run is here already, a box forked for it) */
+    for (; cfg->warm->run_fd >= 0;) {
         struct pollfd p[5] = { { .fd = cfg->warm->run_fd, .events = POLLIN }, { .fd = chan, .events = POLLIN },
                                { .fd = b->pidfd, .events = POLLIN }, { .fd = out_r[0], .events = POLLIN },
                                { .fd = out_r[1], .events = POLLIN } };
@@ -506,14 +615,16 @@ static int warm_start(box_ctx *b, int chan, int out_r[2], int workfd, uid_t uid,
     return 0;
 }
 
-static int make_cgroup(box_ctx *b, uid_t uid, al_cgroup_join *join) {
+static int make_cgroup(box_ctx *b, uid_t uid, bool by_creator, al_cgroup_join *join) {
     const al_box_config *cfg = b->cfg;
     char name[64];
     /* named after the box's host uid: holding the uid's lock makes the name
      * ours, and a leftover of a killed airlock is reclaimed by the next.
-     * Rootless boxes share the user's uid, so theirs add pid and count. */
+     * Rootless boxes share the user's uid, so theirs add pid and count, as
+     * do forked ones, whose uid's lock is their zygote's (and a box that
+     * had it may still be being removed). */
     static unsigned counter;
-    if (b->res->controls.host_uid_unique)
+    if (b->res->controls.host_uid_unique && !by_creator)
         snprintf(name, sizeof name, "box-%u", (unsigned)uid);
     else
         snprintf(name, sizeof name, "box-%u-%d-%u", (unsigned)uid, (int)getpid(), counter++);
@@ -529,37 +640,77 @@ static int make_cgroup(box_ctx *b, uid_t uid, al_cgroup_join *join) {
     return b->cg_ops->join(b->cg, join, &b->res->error);
 }
 
+bool al_box_can_fork(void) {
+#if defined(__x86_64__) || defined(__aarch64__)
+    al_cgroup_caps caps;
+    const al_cgroup_ops *ops = al_cgroup_pick(&caps);
+    return geteuid() == 0 && ops && !ops->join_by_clone;
+#else
+    return false;
+#endif
+}
+
 int al_box_run(const al_box_config *cfg, al_box_result *res) {
     memset(res, 0, sizeof *res);
     res->exit_code = -1;
     res->reason = AL_REASON_ERROR;
     al_error *err = &res->error;
     uint64_t start = al_now_ms();
-    bool root = geteuid() == 0;
+    bool root = geteuid() == 0, forked = cfg->fork != NULL;
     int r;
 
     _cleanup_close_ int uid_lock = -1, workfd = -1, outfd = -1, tmpfd = -1;
+    _cleanup_free_ char *filter_buf = NULL;
+    zygote_ids zids = { .n = 0 };
     uid_t uid = geteuid();
     gid_t gid = getegid();
-    if (root) {
+    al_cgroup_caps caps;
+    const al_cgroup_ops *ops = al_cgroup_pick(&caps);
+    if (forked && (!cfg->warm || cfg->listen_port || !root || (ops && ops->join_by_clone)))
+        return al_err(err, "fork", EINVAL, "a forked box is a warm box with no listener, made by root on cgroup v1");
+    if (cfg->zygote && (!root || cfg->warm))
+        return al_err(err, "zygote", EPERM, "a zygote is made by root (it maps a uid for each box it forks), and is not warm");
+    if (root && cfg->zygote) {
+        if ((r = zygote_acquire(&zids, err)) < 0) {
+            zygote_release(&zids);
+            return r;
+        }
+        uid = zids.uid[0];
+        gid = (gid_t)uid;
+    } else if (root && !forked) {
         if ((r = al_uid_acquire(&uid, &uid_lock, err)) < 0)
             return r;
         gid = (gid_t)uid;
     }
-    al_cgroup_caps caps;
-    const al_cgroup_ops *ops = al_cgroup_pick(&caps);
+    /* a forked box's uid is known once it says so (sync 2) */
     fill_static_controls(&res->controls, root, uid, &caps, &cfg->limits);
 
-    box_ctx b = { .cfg = cfg, .res = res, .cg_ops = ops, .pid = -1, .pidfd = -1 };
+    box_ctx b = { .cfg = cfg, .res = res, .cg_ops = ops, .pid = -1, .pidfd = -1, .forked = forked };
     int sv[2] = { -1, -1 }, outp[2][2] = { { -1, -1 }, { -1, -1 } }, wsv[2] = { -1, -1 };
     /* the run's config: the box's own, or for a warm box what its handoff gave */
     al_box_config run;
     const al_box_config *rc = cfg;
     al_cgroup_join join = { .n_self = 0, .clone_fd = -1 };
+    /* a zygote's files: its caller's, and the filter its boxes load */
+    al_box_file zfiles[8];
+    al_box_config zcfg;
+    if (cfg->zygote) {
+        if (cfg->n_files >= ELEMENTSOF(zfiles)) {
+            r = al_err(err, "zygote", E2BIG, "too many files for a zygote");
+            goto out_fds;
+        }
+        memcpy(zfiles, cfg->files, cfg->n_files * sizeof *zfiles);
+        if ((r = filter_file(&zfiles[cfg->n_files], &filter_buf, err)) < 0)
+            goto out_fds;
+        zcfg = *cfg;
+        zcfg.files = zfiles;
+        zcfg.n_files = cfg->n_files + 1;
+        cfg = b.cfg = rc = &zcfg;
+    }
     /* v2 creates the box inside its cgroup, so the cgroup comes first; v1
      * makes it while the box builds its root, and the box joins it at
      * sync 3, before anything of the script's runs */
-    if (ops && ops->join_by_clone && (r = make_cgroup(&b, uid, &join)) < 0)
+    if (ops && ops->join_by_clone && (r = make_cgroup(&b, uid, false, &join)) < 0)
         goto out_fds;
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
         r = al_err(err, "setup", errno, "socketpair: %m");
@@ -575,38 +726,50 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     }
     /* Supplementary groups survive into a user namespace and cannot be
      * dropped there (setgroups is denied): drop them before cloning. */
-    if (root && setgroups(0, NULL) < 0) {
+    if (root && !forked && setgroups(0, NULL) < 0) {
         r = al_err(err, "setup", errno, "setgroups(0): %m");
         goto out_fds;
     }
 
-    al_child_args ca = {
-        .sock = sv[1], .out_w = { outp[0][1], outp[1][1] }, .stdin_fd = cfg->stdin_fd, .runtime_fd = -1,
-        .runtime = cfg->runtime, .limits = &cfg->limits,
-        .argv = cfg->argv, .envp = cfg->envp, .unique_uid = root, .listen_port = cfg->listen_port,
-        .warm_fd = wsv[1],
-    };
-    /* The cgroup namespace is entered later, from inside the box cgroup,
-     * so the box sees its own cgroup as "/". */
-    const uint64_t ns = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
-    pid_t pid;
-    if (join.clone_fd >= 0) {
-        struct clone_args ca3 = { .flags = ns | CLONE_INTO_CGROUP, .exit_signal = SIGCHLD,
-                                  .cgroup = (uint64_t)join.clone_fd };
-        pid = (pid_t)syscall(SYS_clone3, &ca3, sizeof ca3);
+    pid_t pid = -1;
+    if (forked) {
+        /* the box's pid and uids come with its first message: the kernel's
+         * word, whatever the zygote says */
+        int one = 1;
+        if (setsockopt(sv[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one) < 0) {
+            r = al_err(err, "setup", errno, "SO_PASSCRED: %m");
+            goto out_fds;
+        }
+        int out_w[2] = { outp[0][1], outp[1][1] };
+        if ((r = fork_request(cfg, sv[1], out_w, wsv[1], err)) < 0)
+            goto out_fds;
     } else {
-        pid = (pid_t)syscall(SYS_clone, ns | SIGCHLD, NULL, NULL, NULL, 0);
+        al_child_args ca = {
+            .sock = sv[1], .out_w = { outp[0][1], outp[1][1] }, .stdin_fd = cfg->stdin_fd, .runtime_fd = -1,
+            .runtime = cfg->runtime, .limits = &cfg->limits,
+            .argv = cfg->argv, .envp = cfg->envp, .unique_uid = root, .listen_port = cfg->listen_port,
+            .warm_fd = cfg->zygote ? cfg->zygote->req_fd : wsv[1], .zygote = cfg->zygote != NULL,
+        };
+        /* The cgroup namespace is entered later, from inside the box cgroup,
+         * so the box sees its own cgroup as "/". */
+        const uint64_t ns = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+        if (join.clone_fd >= 0) {
+            struct clone_args ca3 = { .flags = ns | CLONE_INTO_CGROUP, .exit_signal = SIGCHLD,
+                                      .cgroup = (uint64_t)join.clone_fd };
+            pid = (pid_t)syscall(SYS_clone3, &ca3, sizeof ca3);
+        } else {
+            pid = (pid_t)syscall(SYS_clone, ns | SIGCHLD, NULL, NULL, NULL, 0);
+        }
+        if (pid < 0) {
+            r = al_err(err, "clone", errno, "clone new namespaces: %m");
+            goto out_fds;
+        }
+        if (pid == 0)
+            al_child_main(&ca);
+        b.pid = pid;
+        res->init_pid = pid;
+        b.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     }
-    if (pid < 0) {
-        r = al_err(err, "clone", errno, "clone new namespaces: %m");
-        goto out_fds;
-    }
-    if (pid == 0)
-        al_child_main(&ca);
-
-    b.pid = pid;
-    res->init_pid = pid;
-    b.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     close(sv[1]);
     sv[1] = -1;
     if (wsv[1] >= 0)
@@ -615,35 +778,63 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     close(outp[0][1]);
     close(outp[1][1]);
     outp[0][1] = outp[1][1] = -1;
-    if (b.pidfd < 0) {
+    if (!forked && b.pidfd < 0) {
         r = al_err(err, "setup", errno, "pidfd_open: %m");
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         goto out_fds;
     }
 
-    int fds[4] = { -1, -1, -1, -1 };
-    unsigned nfds = 4;
+    int fds[5] = { -1, -1, -1, -1, -1 };
+    unsigned nfds = 5;
     al_msg m = { .type = AL_MSG_GO };
-    if ((r = write_maps(pid, uid, gid, err)) < 0 ||
-        (r = al_msg_send(sv[0], &m, NULL, 0)) < 0) {          /* sync 1: maps written */
-        if (!err->step[0])
-            al_err(err, "setup", r, "talk to the box: %s", strerror(-r));
-        goto out_kill;
+    if (!forked) {
+        r = cfg->zygote ? write_zygote_maps(pid, &zids, err) : write_maps(pid, uid, gid, err);
+        if (r < 0 || (r = al_msg_send(sv[0], &m, NULL, 0)) < 0) {      /* sync 1: maps written */
+            if (!err->step[0])
+                al_err(err, "setup", r, "talk to the box: %s", strerror(-r));
+            goto out_kill;
+        }
     }
     /* v1: while the box mounts its root (on another CPU, where there is one) */
-    if (ops && !ops->join_by_clone && (r = make_cgroup(&b, uid, &join)) < 0)
+    if (ops && !ops->join_by_clone && !forked && (r = make_cgroup(&b, uid, false, &join)) < 0)
         goto out_kill;
-    if ((r = recv_setup(sv[0], &m, fds, &nfds, err)) < 0)      /* sync 2: scratch fds received */
+    struct ucred cred = { 0 };
+    if ((r = recv_setup(sv[0], &m, fds, &nfds, forked ? &cred : NULL, err)) < 0) { /* sync 2: scratch fds received */
+        for (unsigned i = 0; i < nfds && i < ELEMENTSOF(fds); i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
         goto out_kill;
+    }
     workfd = fds[0];
     outfd = fds[1];
     tmpfd = fds[2];
-    if (m.type != AL_MSG_FDS || nfds != (cfg->listen_port ? 4u : 3u)) {
-        if (fds[3] >= 0)
-            close(fds[3]);
+    unsigned want = forked || cfg->listen_port ? 4u : 3u;
+    if (m.type != AL_MSG_FDS || nfds != want) {
+        for (unsigned i = 3; i < ELEMENTSOF(fds); i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
         r = al_err(err, "setup", EPROTO, "the box did not send its scratch directories");
         goto out_kill;
+    }
+    if (forked) {
+        /* its PID 1's own pidfd, of the pid the kernel gave; its uid one of
+         * the boxes' (the zygote's map allows only its own) */
+        b.pidfd = fds[3];
+        b.pid = cred.pid;
+        res->init_pid = cred.pid;
+        if (!pidfd_is(b.pidfd, cred.pid) || cred.uid < AL_UID_BASE || cred.uid >= AL_UID_BASE + AL_UID_COUNT ||
+            cred.gid != (gid_t)cred.uid) {
+            r = al_err(err, "fork", EPROTO, "the forked box is not who it says (pid %d, uid %u, gid %u)", (int)cred.pid,
+                       (unsigned)cred.uid, (unsigned)cred.gid);
+            goto out_kill;
+        }
+        uid = cred.uid;
+        gid = cred.gid;
+        fill_static_controls(&res->controls, root, uid, &caps, &cfg->limits);
+        res->forked = true;
+        if (ops && (r = make_cgroup(&b, uid, true, &join)) < 0)
+            goto out_kill;
     }
     if (cfg->listen_port) {
         /* served from outside before the script can connect to it */
@@ -653,7 +844,16 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
         if (r < 0)
             goto out_kill;
     }
-    if ((r = stage_all(cfg, workfd, tmpfd, uid, gid, err)) < 0)
+    /* a forked box's interpreter runs its warm start already: only the
+     * runtime's seed of /tmp is staged now */
+    al_box_config seed_only;
+    const al_box_config *staged = cfg;
+    if (forked) {
+        seed_only = *cfg;
+        seed_only.n_files = 0;
+        staged = &seed_only;
+    }
+    if ((r = stage_all(staged, workfd, tmpfd, uid, gid, err)) < 0)
         goto out_kill;
     m = (al_msg){ .type = AL_MSG_GO };
     if ((r = al_msg_send(sv[0], &m, join.self_fds, join.n_self)) < 0) { /* sync 3: inputs staged, cgroup made */
@@ -716,7 +916,7 @@ out_kill:
     if (b.cg)
         al_cgroup_wait_empty(ops, b.cg, KILL_GRACE_MS);
 out_reap:
-    if (b.pid > 0)
+    if (b.pid > 0 && !forked)
         waitpid(b.pid, NULL, 0);
     if (b.pidfd >= 0)
         close(b.pidfd);
@@ -736,6 +936,7 @@ out_fds:
         if (e < 0 && r == 0)
             r = al_err(err, "cgroup", e, "remove %s: %s", res->cgroup_path, strerror(-e));
     }
+    zygote_release(&zids);
     if (r < 0)
         res->reason = AL_REASON_ERROR;
     return r;

@@ -98,10 +98,45 @@ typedef struct al_box_warm {
     void *ud;
     uint64_t ready_timeout_ms;    /* how long the interpreter may take to be ready */
     /* readable (or at its end) when the run may have come: only then is
-     * HANDOFF called, and a box that dies while it waits ends at once */
+     * HANDOFF called, and a box that dies while it waits ends at once;
+     * -1: the run is here already (HANDOFF is called once the box is ready) */
     int run_fd;
     bool handed;                  /* set once HANDOFF filled the run: a failure after is the run's to retry cold */
 } al_box_warm;
+
+/* A zygote (issue 14's fork server, src/lang/warm/zygote.py): a box whose
+ * interpreter forks warm boxes instead of running a script. Its user
+ * namespace maps uid and gid 0 to a host uid of its own, and 1 to
+ * AL_ZYGOTE_SLOTS to one more host uid each, never reused while it lives:
+ * one for each box it forks that is alive. It keeps CAP_SETUID and
+ * CAP_SETGID in that namespace, to write its boxes' maps, and nothing
+ * else; its /proc is whole (a box's own proc mounts only where one is);
+ * it loads no seccomp filter (it never runs a run's code, and could not
+ * fork its boxes under one: each loads the filter itself, before the
+ * run's first instruction). Its PID 1 lives until its last box is gone.
+ * REQ_FD, the box's end of the request socket (SOCK_SEQPACKET), is its
+ * AL_BOX_WARM_FD; its warm start is python.py with zygote.py beside it.
+ * Needs root. */
+#define AL_ZYGOTE_SLOTS 32
+typedef struct al_box_zygote {
+    int req_fd;
+} al_box_zygote;
+
+/* A warm box forked by a zygote instead of made here: its request (the
+ * box's limits, its sync socket, output pipes and warm start's socket)
+ * goes on FD, a zygote's request socket. The box is then this process's
+ * as a made one is: its cgroup, staging, hand-off, supervision and
+ * collection are the same, and its pid and uids are the kernel's word
+ * (SCM_CREDENTIALS), not the zygote's. Only for a warm box with no
+ * listener. */
+typedef struct al_box_fork {
+    int fd;
+} al_box_fork;
+
+/* Whether boxes can be forked here: root, cgroup v1 (v2's is joined by
+ * clone, which a fork by another process cannot), and an architecture
+ * zygote.py knows the clone of (x86_64, aarch64). */
+bool al_box_can_fork(void);
 
 struct al_box_config {
     const al_runtime *runtime;
@@ -125,6 +160,8 @@ struct al_box_config {
     uint16_t listen_port;
     int (*on_listener)(int fd, uid_t host_uid, gid_t host_gid, void *userdata, al_error *err);
     al_box_warm *warm;            /* NULL: a cold box, the script exec'd when staged */
+    const al_box_zygote *zygote;  /* non-NULL: this box is a zygote */
+    const al_box_fork *fork;      /* non-NULL: the box is forked by a zygote */
 };
 
 typedef struct al_artifact {
@@ -180,6 +217,7 @@ typedef struct al_box_result {
     char engine_runtime[16];      /* docker: "runc" or "runsc" */
     char engine_image[80];        /* docker: the image id it ran on */
     bool pooled;                  /* docker: its container was made ahead of need (each is used once) */
+    bool forked;                  /* native: forked by a zygote (box.h's al_box_fork) */
     char cgroup_path[256];
     al_error error;               /* set when reason == AL_REASON_ERROR */
 } al_box_result;

@@ -67,16 +67,19 @@ static int wait_go_and_join(int sock, al_error *err) {
     return 0;
 }
 
-static int become_sandbox_user(al_error *err) {
+static int become_sandbox_user(bool zygote, al_error *err) {
     /* No root mapping exists in this namespace, so changing uid does not
      * clear the capabilities we still need for mounting; KEEPCAPS makes it
-     * explicit. Files we create from here on are owned by the box user. */
+     * explicit. Files we create from here on are owned by the box user.
+     * A zygote is its namespace's root (mapped to a host uid of its own,
+     * never the host's root): the boxes it forks take the sandbox id. */
+    id_t id = zygote ? 0 : SANDBOX_ID;
     if (prctl(PR_SET_KEEPCAPS, 1) < 0)
         return al_err(err, "identity", errno, "PR_SET_KEEPCAPS: %m");
-    if (setresgid(SANDBOX_ID, SANDBOX_ID, SANDBOX_ID) < 0)
-        return al_err(err, "identity", errno, "setresgid(65534): %m");
-    if (setresuid(SANDBOX_ID, SANDBOX_ID, SANDBOX_ID) < 0)
-        return al_err(err, "identity", errno, "setresuid(65534): %m");
+    if (setresgid(id, id, id) < 0)
+        return al_err(err, "identity", errno, "setresgid(%u): %m", (unsigned)id);
+    if (setresuid(id, id, id) < 0)
+        return al_err(err, "identity", errno, "setresuid(%u): %m", (unsigned)id);
     struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
     struct __user_cap_data_struct d[2];
     if (syscall(SYS_capget, &h, d) < 0)
@@ -112,7 +115,11 @@ static int no_nested_userns(al_error *err) {
     return 0;
 }
 
-static int make_dev(int rootfd, const al_box_limits *lim, al_error *err) {
+/* The owner of what the box mounts: the sandbox id, or a zygote's root
+ * (its namespace maps no 65534: the boxes it forks map theirs). */
+static int owner_id(const al_child_args *a) { return a->zygote ? 0 : SANDBOX_ID; }
+
+static int make_dev(int rootfd, const al_box_limits *lim, int id, al_error *err) {
     if (mkdirat(rootfd, "dev", 0755) < 0)
         return al_err(err, "dev", errno, "mkdir /dev: %m");
     _cleanup_close_ int dev = openat(rootfd, "dev", O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -141,17 +148,17 @@ static int make_dev(int rootfd, const al_box_limits *lim, al_error *err) {
             return al_err(err, "dev", errno, "link /dev/%s: %m", links[i].name);
     if (mkdirat(dev, "shm", 01777) < 0)
         return al_err(err, "dev", errno, "mkdir /dev/shm: %m");
-    al_tmpfs_opts o = { lim->tmpfs_bytes, lim->tmpfs_inodes, 01777, SANDBOX_ID, SANDBOX_ID };
+    al_tmpfs_opts o = { lim->tmpfs_bytes, lim->tmpfs_inodes, 01777, id, id };
     _cleanup_close_ int shm = al_mount_tmpfs(&o, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
     if (shm < 0)
         return shm;
     return al_mount_attach(shm, dev, "shm", err);
 }
 
-static int make_scratch(int rootfd, const char *name, unsigned mode, const al_box_limits *lim, al_error *err) {
+static int make_scratch(int rootfd, const char *name, unsigned mode, const al_box_limits *lim, int id, al_error *err) {
     if (mkdirat(rootfd, name, 0755) < 0)
         return al_err(err, "scratch", errno, "mkdir /%s: %m", name);
-    al_tmpfs_opts o = { lim->tmpfs_bytes, lim->tmpfs_inodes, mode, SANDBOX_ID, SANDBOX_ID };
+    al_tmpfs_opts o = { lim->tmpfs_bytes, lim->tmpfs_inodes, mode, id, id };
     _cleanup_close_ int m = al_mount_tmpfs(&o, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
     if (m < 0)
         return m;
@@ -161,7 +168,8 @@ static int make_scratch(int rootfd, const char *name, unsigned mode, const al_bo
 /* The box's root: a small fresh tmpfs holding only what we put there. */
 static int build_root(const al_child_args *a, int *ret_rootfd, al_error *err) {
     _cleanup_close_ int src = a->runtime_fd; /* done with once the tree is built */
-    al_tmpfs_opts o = { 16 << 20, 4096, 0755, SANDBOX_ID, SANDBOX_ID };
+    int id = owner_id(a);
+    al_tmpfs_opts o = { 16 << 20, 4096, 0755, id, id };
     _cleanup_close_ int root = al_mount_tmpfs(&o, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
     if (root < 0)
         return root;
@@ -172,15 +180,15 @@ static int build_root(const al_child_args *a, int *ret_rootfd, al_error *err) {
         return r;
     if ((r = a->runtime->populate(a->runtime, src, root, err)) < 0)
         return r;
-    if ((r = make_dev(root, a->limits, err)) < 0)
+    if ((r = make_dev(root, a->limits, id, err)) < 0)
         return r;
-    if ((r = make_scratch(root, "work", 0755, a->limits, err)) < 0 ||
-        (r = make_scratch(root, "out", 0755, a->limits, err)) < 0 ||
-        (r = make_scratch(root, "tmp", 01777, a->limits, err)) < 0)
+    if ((r = make_scratch(root, "work", 0755, a->limits, id, err)) < 0 ||
+        (r = make_scratch(root, "out", 0755, a->limits, id, err)) < 0 ||
+        (r = make_scratch(root, "tmp", 01777, a->limits, id, err)) < 0)
         return r;
     if (mkdirat(root, "proc", 0555) < 0)
         return al_err(err, "proc", errno, "mkdir /proc: %m");
-    _cleanup_close_ int proc = al_mount_proc(err);
+    _cleanup_close_ int proc = al_mount_proc(!a->zygote, err);
     if (proc < 0)
         return proc;
     if ((r = al_mount_attach(proc, root, "proc", err)) < 0)
@@ -262,12 +270,16 @@ static int set_rlimits(const al_child_args *a, al_error *err) {
     return 0;
 }
 
-static int drop_privileges(al_error *err) {
+/* Every capability goes, but for a zygote CAP_SETUID and CAP_SETGID in its
+ * own namespace, which writing its boxes' maps takes (with no_new_privs,
+ * its exec keeps no more than these). */
+static int drop_privileges(bool zygote, al_error *err) {
+    const uint64_t keep = zygote ? (1ULL << CAP_SETUID | 1ULL << CAP_SETGID) : 0;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return al_err(err, "no_new_privs", errno, "PR_SET_NO_NEW_PRIVS: %m");
     /* EINVAL past the kernel's last capability ends the loop */
     for (int c = 0; c <= 63; c++)
-        if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0) {
+        if (!(keep >> c & 1) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0) {
             if (errno == EINVAL)
                 break;
             return al_err(err, "capabilities", errno, "drop bounding cap %d: %m", c);
@@ -277,8 +289,9 @@ static int drop_privileges(al_error *err) {
     struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
     struct __user_cap_data_struct d[2];
     memset(d, 0, sizeof d);
+    d[0].permitted = d[0].effective = (uint32_t)keep;
     if (syscall(SYS_capset, &h, d) < 0)
-        return al_err(err, "capabilities", errno, "capset(0): %m");
+        return al_err(err, "capabilities", errno, "capset: %m");
     prctl(PR_SET_KEEPCAPS, 0);
     /* nobody in the box may open our fds through /proc/1/fd or ptrace us */
     if (prctl(PR_SET_DUMPABLE, 0) < 0)
@@ -385,14 +398,24 @@ static void scrub_cmdline(void) {
 
 static _Noreturn void be_init(const al_child_args *a, pid_t script) {
     /* PID 1: holds no secrets and no host fds, only the sync socket. Signals
-     * from inside the namespace cannot reach it (no handlers installed). */
-    int status = 0;
+     * from inside the namespace cannot reach it (no handlers installed).
+     * A zygote's lives on after its interpreter, until the last of the
+     * boxes it forked is gone: its end would take theirs down with it. */
+    int status = 0, st;
+    bool ended = false;
     for (;;) {
-        pid_t p = waitpid(-1, &status, 0);
-        if (p == script)
+        pid_t p = waitpid(-1, &st, 0);
+        if (p == script) {
+            status = st;
+            ended = true;
+            if (!a->zygote)
+                break;
+        }
+        if (p < 0 && errno == ECHILD) {
+            if (!ended)
+                _exit(125);
             break;
-        if (p < 0 && errno == ECHILD)
-            _exit(125);
+        }
     }
     al_msg m = { .type = AL_MSG_STATUS, .status = status };
     al_msg_send(a->sock, &m, NULL, 0);
@@ -451,7 +474,7 @@ _Noreturn void al_child_main(const al_child_args *args) {
     CHECK(wait_go(a->sock, &err));                       /* sync 1: maps written */
     if (a->runtime->open)
         CHECK(a->runtime_fd = a->runtime->open(a->runtime, &err));
-    CHECK(become_sandbox_user(&err));
+    CHECK(become_sandbox_user(a->zygote, &err));
     /* If airlock dies, the box dies with it. Set after the last change of
      * our credentials, which would clear it; a parent that died before
      * this shows as EOF at the next sync, where we exit. */
@@ -460,7 +483,8 @@ _Noreturn void al_child_main(const al_child_args *args) {
     CHECK(sethostname("airlock", 7) < 0 ? al_err(&err, "hostname", errno, "sethostname: %m") : 0);
     CHECK(loopback_up(&err));
     CHECK(make_listener(a->listen_port, &listen_fd, &err));
-    CHECK(no_nested_userns(&err));
+    if (!a->zygote)
+        CHECK(no_nested_userns(&err));
     CHECK(build_root(a, &rootfd, &err));
     CHECK(send_scratch_fds(a->sock, rootfd, listen_fd, &err)); /* sync 2: scratch fds sent */
     if (listen_fd >= 0)
@@ -474,8 +498,12 @@ _Noreturn void al_child_main(const al_child_args *args) {
         CHECK(al_err(&err, "stdin", errno, "open /dev/null: %m"));
     CHECK(set_rlimits(a, &err));
     CHECK(setsid() < 0 ? al_err(&err, "setsid", errno, "setsid: %m") : 0);
-    CHECK(drop_privileges(&err));
-    CHECK(al_seccomp_load_builtin() < 0 ? al_err(&err, "seccomp", errno, "load filter: %m") : 0);
+    CHECK(drop_privileges(a->zygote, &err));
+    /* A zygote runs no run's code: each box it forks loads the filter
+     * before the run's first instruction, and a zygote with it could not
+     * fork them (unshare, clone into namespaces, mount). */
+    if (!a->zygote)
+        CHECK(al_seccomp_load_builtin() < 0 ? al_err(&err, "seccomp", errno, "load filter: %m") : 0);
 
     pid_t script = spawn_script(a, in_fd);
     if (script < 0) {

@@ -15,6 +15,7 @@ typedef struct al_child_args {
     bool unique_uid;              /* RLIMIT_NPROC can be a second pids layer */
     uint16_t listen_port;         /* > 0: a listener on 127.0.0.1 for the parent */
     int warm_fd;                  /* >= 0: the warm start's socket, the script's AL_BOX_WARM_FD */
+    bool zygote;                  /* a zygote's box (box.h's al_box_zygote) */
 } al_child_args;
 
 /* The box side of the sequence; never returns. */

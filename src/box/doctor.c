@@ -41,7 +41,7 @@ static int t_tmpfs(void) {
 
 static int t_proc(void) {
     al_error e = { 0 };
-    int fd = al_mount_proc(&e);
+    int fd = al_mount_proc(true, &e);
     return fd < 0 ? -fd : 0;
 }
 

@@ -44,13 +44,13 @@ int al_mount_tmpfs(const al_tmpfs_opts *o, unsigned attrs, al_error *err) {
     return m;
 }
 
-int al_mount_proc(al_error *err) {
+int al_mount_proc(bool pids_only, al_error *err) {
     _cleanup_close_ int fs = fsopen("proc", FSOPEN_CLOEXEC);
     if (fs < 0)
         return al_err(err, "mount", errno, "fsopen proc: %m");
     /* subset=pid hides everything but the process directories: no
      * /proc/sys, kcore, keys, sysrq-trigger, kallsyms, timer_list. */
-    int r = fsconfig_str(fs, "subset", "pid", err);
+    int r = pids_only ? fsconfig_str(fs, "subset", "pid", err) : 0;
     if (r < 0)
         return r;
     if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)

@@ -21,7 +21,16 @@ typedef struct al_msg {
     al_error err;
 } al_msg;
 
+/* src/lang/warm/zygote.py packs it by hand ("=Ii48si512s"): a box forked
+ * from a zygote speaks these messages from Python */
+_Static_assert(sizeof(al_msg) == 572, "al_msg's layout is zygote.py's");
+
 int al_msg_send(int sock, const al_msg *m, const int *fds, unsigned nfds);
 
 /* Receive one message; passed fds land in FDS (up to *NFDS). 0 on EOF. */
 int al_msg_recv(int sock, al_msg *m, int *fds, unsigned *nfds);
+/* The same, with the sender's pid, uid and gid as the kernel vouches for
+ * them (SO_PASSCRED must be set on SOCK before the message is sent);
+ * -EPROTO when they did not come. */
+struct ucred;
+int al_msg_recv_creds(int sock, al_msg *m, int *fds, unsigned *nfds, struct ucred *ret_cred);

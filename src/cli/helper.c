@@ -228,6 +228,7 @@ typedef struct warm_ctx {
     job run;
     bool have_run;
     int cancel;
+    json_t *run_doc;              /* the run, when it came with the box's job */
 } warm_ctx;
 
 static void warm_ready(void *ud, uint64_t memory_bytes) {
@@ -237,7 +238,8 @@ static void warm_ready(void *ud, uint64_t memory_bytes) {
 static int warm_handoff(void *ud, al_box_config *run, al_error *err) {
     warm_ctx *w = ud;
     const char *why = NULL, *step = NULL;
-    json_t *doc = read_job(w->lr, &why);
+    json_t *doc = w->run_doc ? w->run_doc : read_job(w->lr, &why);
+    w->run_doc = NULL;
     if (!doc)
         return al_err(err, "warm", ECANCELED, "%s", why);
     int r = job_parse(doc, &w->run, NULL, true, &step, &why);
@@ -272,6 +274,20 @@ static bool adopt_locks(json_t *j, uid_t holder, uid_t uid) {
 }
 #endif
 
+/* The number of a fd the service passed (job field NAME), close-on-exec
+ * from here; -1 when the job names none or it is not open. */
+static int passed_fd(json_t *doc, const char *name) {
+    json_t *v = json_object_get(doc, name);
+    int fd = json_is_integer(v) ? (int)json_integer_value(v) : -1;
+    if (fd <= 2 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+        return -1;
+    return fd;
+}
+
+static void zygote_started(void *userdata) {
+    emit(json_pack("{s:s, s:I}", "type", "ready", "memory_bytes", (json_int_t)0));
+}
+
 /* RUN, handed a warm box that could not take it, in a cold box of its own
  * (its result in *RES, replacing the warm box's failure). */
 static void run_cold(job *run, int cancel, al_box_result *res) {
@@ -294,19 +310,51 @@ int cli_helper(int argc, char **argv) {
     json_t *doc = read_job(&lr, &why);
     if (!doc)
         return fail("job", why);
-    /* a warm box: made now, its run later (src/lang/warm/) */
+    /* a warm box: made now, its run later (src/lang/warm/); a zygote: the
+     * box warm boxes of its shape are forked from (box.h) */
     bool warm = json_is_true(json_object_get(doc, "warm"));
+    bool zygote = json_is_true(json_object_get(doc, "zygote"));
+    int fork_fd = passed_fd(doc, "fork_fd"), zygote_fd = passed_fd(doc, "zygote_fd");
+    if (zygote && (warm || zygote_fd < 0)) {
+        json_decref(doc);
+        return fail("job", "a zygote is not warm, and needs its request socket (zygote_fd)");
+    }
     const char *launcher = NULL;
-    if (warm) {
+    if (warm || zygote) {
         const char *ln = json_string_value(json_object_get(doc, "language"));
         const al_lang *l = ln ? al_lang_by_name(ln) : NULL;
         if (!l || !(launcher = al_lang_warm_start(l))) {
             json_decref(doc);
             return fail("job", "a warm box is for a language with a warm start (python, node)");
         }
+        if (zygote && !al_lang_zygote(l)) {
+            json_decref(doc);
+            return fail("job", "a zygote is for a language with a fork server (python)");
+        }
+    }
+    /* a run with fork_fd and no "warm": its own box forked now, by the
+     * zygote on the other end (the pool had none ready), and handed this
+     * run at once; the box is made for the run's shape (its language,
+     * image and limits, the rest the run's) */
+    bool forked_now = fork_fd >= 0 && !warm;
+    json_t *run_doc = NULL;
+    if (forked_now) {
+        run_doc = doc;
+        doc = json_pack("{s:b, s:O?, s:O?, s:O?, s:O?}", "warm", 1, "language", json_object_get(run_doc, "language"),
+                        "limits", json_object_get(run_doc, "limits"), "image_dir", json_object_get(run_doc, "image_dir"),
+                        "image_digest", json_object_get(run_doc, "image_digest"));
+        warm = true;
+        const char *ln = json_string_value(json_object_get(run_doc, "language"));
+        const al_lang *l = ln ? al_lang_by_name(ln) : NULL;
+        if (!doc || !l || !(launcher = al_lang_warm_start(l))) {
+            json_decref(doc);
+            json_decref(run_doc);
+            return fail("job", "a forked box is for a language with a warm start (python)");
+        }
     }
     job j;
-    if (job_parse(doc, &j, launcher, !warm, &step, &why) < 0) {
+    if (job_parse(doc, &j, launcher, !warm && !zygote, &step, &why) < 0) {
+        json_decref(run_doc);
         job_free(&j);
         return fail(step, why);
     }
@@ -324,11 +372,15 @@ int cli_helper(int argc, char **argv) {
     job_config(&j, cancel, &cfg);
     /* a warm box's environment is its run's (offline), with what it
      * preloads: its interpreter starts as that run's would */
-    char *wenv[CLI_NET_ENV_MAX + 3];
-    char preload[1024], warm_fd[32];
-    warm_ctx wc = { .lr = &lr, .shape = &j, .cancel = cancel };
-    al_box_warm bw = { .on_ready = warm_ready, .handoff = warm_handoff, .ud = &wc, .ready_timeout_ms = 120000, .run_fd = STDIN_FILENO };
-    if (warm) {
+    char *wenv[CLI_NET_ENV_MAX + 4];
+    char preload[1024], warm_fd[32], slots[48];
+    warm_ctx wc = { .lr = &lr, .shape = &j, .cancel = cancel, .run_doc = run_doc };
+    al_box_warm bw = { .on_ready = forked_now ? NULL : warm_ready, .handoff = warm_handoff, .ud = &wc,
+                       .ready_timeout_ms = 120000, .run_fd = forked_now ? -1 : STDIN_FILENO };
+    al_box_fork bf = { .fd = fork_fd };
+    al_box_zygote bz = { .req_fd = zygote_fd };
+    al_box_file zfiles[2];
+    if (warm || zygote) {
         if (cfg.listen_port || j.skill_dir || j.n_inputs || j.in_fd >= 0) {
             job_free(&j);
             return fail("job", "a warm box is offline and holds no input until its run");
@@ -340,18 +392,49 @@ int cli_helper(int argc, char **argv) {
         wenv[k++] = preload;
         snprintf(warm_fd, sizeof warm_fd, "AIRLOCK_WARM_FD=%d", AL_BOX_WARM_FD);
         wenv[k++] = warm_fd;
+        if (zygote) {
+            snprintf(slots, sizeof slots, "AIRLOCK_ZYGOTE_SLOTS=%d", AL_ZYGOTE_SLOTS);
+            wenv[k++] = slots;
+        }
         wenv[k] = NULL;
         cfg.envp = wenv;
         /* until its run comes, only a signal cancels: the run's own line
-         * on stdin is not its end */
-        cfg.cancel_fd = sig_fd;
+         * on stdin is not its end (a box forked for its run has it) */
+        cfg.cancel_fd = forked_now ? cancel : sig_fd;
         cfg.warm = &bw;
         cfg.on_started = NULL;
+        if (fork_fd >= 0)
+            cfg.fork = &bf;
+    }
+    if (zygote && j.img_dir && al_image_imported(j.img_dir)) {
+        /* its boxes' isolation is its interpreter's doing (zygote.py),
+         * which an imported image's files could undo */
+        job_free(&j);
+        return fail("job", "a zygote runs only on the host's runtime or an image airlock built, not an imported one");
+    }
+    if (zygote) {
+        /* its boxes' runs are theirs, not its: it lasts until the pool is
+         * done with it (the end of its request socket) or its helper's
+         * stdin ends; it has room for each of its boxes until it joins
+         * its own cgroup; it says it is there once it runs */
+        const char *mod = al_lang_zygote(j.lang);
+        zfiles[0] = j.sf;
+        zfiles[1] = (al_box_file){ AL_LANG_ZYGOTE_MODULE ".py", mod, strlen(mod), 0644 };
+        cfg.files = zfiles;
+        cfg.n_files = 2;
+        cfg.limits.wall_ms = 7ULL * 24 * 3600 * 1000;
+        if (cfg.limits.pids < 2 * AL_ZYGOTE_SLOTS + 16)
+            cfg.limits.pids = 2 * AL_ZYGOTE_SLOTS + 16;
+        cfg.cancel_fd = cancel;
+        cfg.warm = NULL;
+        cfg.zygote = &bz;
+        cfg.on_started = zygote_started;
+        cfg.on_output = NULL;
     }
     al_box_result res;
     bool cold_again = false;
     const char *driver = json_string_value(json_object_get(doc, "driver"));
-    if (warm && driver) {
+    if ((warm || zygote) && driver) {
         job_free(&j);
         return fail("job", "a warm box is the native driver's");
     } else if (driver && strcmp(driver, "docker") == 0) {
@@ -424,7 +507,8 @@ int cli_helper(int argc, char **argv) {
          * goes cold, in a box of its own, as one handed a failing box does */
         emit(json_pack("{s:s, s:s}", "type", "warm_lost", "why", res.error.msg));
         const char *rwhy = NULL;
-        json_t *rd = read_job(&lr, &rwhy);
+        json_t *rd = wc.run_doc ? wc.run_doc : read_job(&lr, &rwhy);
+        wc.run_doc = NULL;
         if (rd && job_parse(rd, &wc.run, NULL, true, &step, &why) == 0) {
             wc.have_run = true;
             run_cold(&wc.run, cancel, &res);
@@ -458,6 +542,7 @@ int cli_helper(int argc, char **argv) {
     al_box_result_free(&res);
     if (warm)
         job_free(&wc.run);
+    json_decref(wc.run_doc);
     job_free(&j);
     return 0;
 }

@@ -125,6 +125,8 @@ json_t *cli_result_json(const al_box_result *r, const al_runtime *rt) {
     /* which driver ran it, and for a container which runtime and image */
     json_t *box = json_object_get(doc, "box");
     json_object_set_new(box, "driver", json_string(r->driver[0] ? r->driver : "native"));
+    if (r->forked)
+        json_object_set_new(box, "forked", json_true());
     if (r->driver[0]) {
         json_object_set_new(box, "engine_runtime", json_string(r->engine_runtime));
         json_object_set_new(box, "engine_image", json_string(r->engine_image));

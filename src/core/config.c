@@ -39,6 +39,7 @@ void al_service_config_default(al_service_config *c) {
     /* on: sized by demand, so a host that runs no Python or Node keeps none */
     c->warm_pool = 2;
     c->warm_pool_memory_mb = 1024;
+    c->warm_fork = true;
     snprintf(c->warm_preload, sizeof c->warm_preload, "%s", "numpy,pandas,matplotlib,matplotlib.pyplot,PIL");
     /* four bodies at the cap: one person cannot make the daemon hold a
      * body on every connection of theirs */
@@ -146,6 +147,12 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
         return set_int(&c->docker_pool, value, 0, 16, key, err);
     if (strcmp(key, "warm_pool") == 0)
         return set_int(&c->warm_pool, value, 0, 8, key, err);
+    if (strcmp(key, "warm_fork") == 0) {
+        if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0)
+            return al_err(err, "config", EINVAL, "warm_fork = %s: want true or false", value);
+        c->warm_fork = strcmp(value, "true") == 0;
+        return 0;
+    }
     if (strcmp(key, "warm_pool_memory_mb") == 0)
         return set_int(&c->warm_pool_memory_mb, value, 0, 1 << 20, key, err);
     if (strcmp(key, "warm_preload") == 0) {

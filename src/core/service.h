@@ -27,6 +27,7 @@ typedef struct al_service_config {
     int docker_pool;              /* driver = docker: containers made ahead of need, per shape of run */
     int warm_pool;                /* driver = native: warm Python and Node boxes per shape of run, at most */
     int warm_pool_memory_mb;      /* what all warm boxes may hold */
+    bool warm_fork;               /* Python's warm boxes without preloads forked by a zygote */
     char warm_preload[512];       /* the modules a warm box imports ahead, comma-separated */
     int node_lease_s;             /* a node that does not renew its lease this long is dead */
     int max_concurrent;           /* boxes at once on this node, all people */

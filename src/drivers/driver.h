@@ -58,7 +58,7 @@ int al_driver_docker_configure(const char *socket, const char *runtime, int pool
  * configuration, set once before any run): at most WARM_POOL per shape of
  * Python or Node run (0: none), as demand asks, holding MEMORY_BYTES in
  * all; Python's import PRELOAD's modules ahead. */
-int al_driver_native_configure(int warm_pool, uint64_t memory_bytes, const char *preload, al_error *err);
+int al_driver_native_configure(int warm_pool, uint64_t memory_bytes, const char *preload, bool fork, al_error *err);
 
 /* The helper process both boxes run in (native.c), with the N_PASS fds
  * PASS (may be NULL) as its fds 3, 4, ...: each the same open file as the

@@ -293,10 +293,10 @@ static int native_start(const char *self_exe, const char *job, al_driver_run *re
     return al_driver_helper_start(self_exe, job, NULL, 0, ret, err);
 }
 
-int al_driver_native_configure(int warm_pool, uint64_t memory_bytes, const char *preload, al_error *err) {
+int al_driver_native_configure(int warm_pool, uint64_t memory_bytes, const char *preload, bool fork, al_error *err) {
     if (warm_pool < 0)
         return al_err(err, "config", EINVAL, "warm_pool must be 0 or more");
-    al_warm_pool_configure(warm_pool, memory_bytes, preload);
+    al_warm_pool_configure(warm_pool, memory_bytes, preload, fork && al_box_can_fork());
     return 0;
 }
 

@@ -37,6 +37,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,6 +65,7 @@
 typedef struct warm {
     al_driver_run dr;
     bool ready;
+    bool forked;                  /* by its shape's zygote */
     int64_t since_s;              /* started, or ready */
     uint64_t bytes;               /* its memory, as it said when ready */
 } warm;
@@ -71,6 +73,15 @@ typedef struct warm {
 typedef struct shape {
     bool used;
     char *job;                    /* the warm job line (no newline) */
+    /* Python without preloads: its boxes are forked by a zygote of its
+     * own (box.h, src/lang/warm/zygote.py), which paid the interpreter's
+     * start once, rather than each made and started; the pool passes
+     * ZFD, its end of the zygote's request socket, to each box's helper */
+    bool fork;
+    al_driver_run zygote;         /* the zygote's helper (pid -1: none) */
+    int zfd;
+    char *fork_job, *zygote_job;
+    int zygote_failures;
     const char *lang;             /* "python" or "node" */
     bool preloads;                /* Python's boxes import the preload modules */
     char image_dir[PATH_MAX], digest[80];
@@ -83,6 +94,7 @@ typedef struct shape {
     warm w[PER_SHAPE_MAX];
     int n;
     uint64_t hits, misses;
+    uint64_t forked_now;          /* misses that got a box forked for them */
     int failures;
     int64_t retry_at_s;
     char last_error[200];
@@ -103,8 +115,20 @@ static struct {
      * in a shape or here, and the shapes hold at most SHAPES * PER_SHAPE_MAX */
     al_driver_run doomed[SHAPES * PER_SHAPE_MAX];
     int n_doomed;
+    /* zygotes no longer wanted, their request sockets closed: each ends
+     * once the last box it forked has (reaped by the pool thread), or at
+     * the stop */
+    al_driver_run draining[SHAPES * 2];
+    int n_draining;
+    bool fork;                    /* zygotes allowed (warm_fork) */
     uint64_t hits, misses;
 } P = { .mu = PTHREAD_MUTEX_INITIALIZER, .wake = -1 };
+
+/* what a zygote holds, counted in the budget: its interpreter, measured
+ * at some 9 MiB (the host's Python 3.11) */
+#define ZYGOTE_BYTES (16ULL << 20)
+/* a shape whose zygote failed this often makes its boxes as others do */
+#define ZYGOTE_TRIES 3
 
 static int64_t now_s(void) { return (int64_t)time(NULL); }
 
@@ -223,7 +247,10 @@ static uint64_t held_bytes(void) {
         for (int k = 0; sh->used && k < sh->n; k++)
             /* (a box that could not say, with no cgroup, counts as a guess) */
             sum += sh->w[k].ready && sh->w[k].bytes ? sh->w[k].bytes : sh->box_bytes ? sh->box_bytes : GUESS_BYTES;
+        if (sh->used && sh->zygote_job && sh->zygote.pid > 0)
+            sum += ZYGOTE_BYTES;
     }
+    /* (a draining zygote's interpreter has ended: its PID 1 is left) */
     return sum;
 }
 
@@ -246,6 +273,86 @@ static int extra_one(const shape *sh) {
     return sh->n - 1;
 }
 
+/* With P.mu held: SH's zygote takes no more requests; it and its helper
+ * end once its last box has. */
+static void end_zygote(shape *sh) {
+    /* (its fds are set, to -1 or one, only in a shape that forks) */
+    if (!sh->zygote_job)
+        return;
+    if (sh->zfd >= 0)
+        close(sh->zfd);
+    sh->zfd = -1;
+    if (sh->zygote.pid > 0) {
+        if (P.n_draining < (int)ELEMENTSOF(P.draining))
+            P.draining[P.n_draining++] = sh->zygote;
+        else {
+            pthread_mutex_unlock(&P.mu);
+            end_helper(&sh->zygote);
+            pthread_mutex_lock(&P.mu);
+        }
+    }
+    sh->zygote = (al_driver_run){ .pid = -1, .events_fd = -1, .job_fd = -1 };
+}
+
+/* With P.mu held: the draining zygotes that have ended, reaped; at the
+ * stop (ALL), every one (its stdin's end kills it and its boxes). */
+static void reap_draining(bool all) {
+    for (int i = P.n_draining - 1; i >= 0; i--) {
+        al_driver_run *dr = &P.draining[i];
+        if (!all && waitpid(dr->pid, NULL, WNOHANG) != dr->pid)
+            continue;
+        if (!all)
+            dr->pid = -1;
+        al_driver_run d = *dr;
+        *dr = P.draining[--P.n_draining];
+        pthread_mutex_unlock(&P.mu);
+        end_helper(&d);
+        pthread_mutex_lock(&P.mu);
+    }
+}
+
+/* With P.mu held: SH's zygote, started if it has none or the one it had
+ * ended; false when there is none to fork from (SH then makes its boxes
+ * as others do, and after ZYGOTE_TRIES failures in a row, for good). */
+static bool have_zygote(shape *sh) {
+    if (sh->zygote.pid > 0) {
+        /* its interpreter gone (its request socket's end), or its helper */
+        struct pollfd pf = { .fd = sh->zfd, .events = 0 };
+        bool hung = poll(&pf, 1, 0) > 0 && (pf.revents & (POLLHUP | POLLERR));
+        if (!hung && waitpid(sh->zygote.pid, NULL, WNOHANG) != sh->zygote.pid)
+            return true;
+        snprintf(sh->last_error, sizeof sh->last_error, "its zygote ended");
+        if (!hung) {
+            sh->zygote.pid = -1;
+            end_helper(&sh->zygote);
+        }
+        end_zygote(sh);
+        if (++sh->zygote_failures >= ZYGOTE_TRIES) {
+            sh->fork = false;
+            return false;
+        }
+    }
+    int z[2];
+    al_error err = { 0 };
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, z) < 0) {
+        snprintf(sh->last_error, sizeof sh->last_error, "socketpair: %s", strerror(errno));
+        return false;
+    }
+    al_driver_run dr = { .pid = -1, .events_fd = -1, .job_fd = -1 };
+    int r = al_driver_helper_start(P.exe, sh->zygote_job, &z[0], 1, &dr, &err);
+    close(z[0]);
+    if (r < 0) {
+        close(z[1]);
+        snprintf(sh->last_error, sizeof sh->last_error, "start its zygote: %s", err.msg);
+        if (++sh->zygote_failures >= ZYGOTE_TRIES)
+            sh->fork = false;
+        return false;
+    }
+    sh->zygote = dr;
+    sh->zfd = z[1];
+    return true;
+}
+
 static void *pool_main(void *arg) {
     (void)arg;
     pthread_mutex_lock(&P.mu);
@@ -254,6 +361,7 @@ static void *pool_main(void *arg) {
         /* sampled every round, so the window it judges is the last one */
         bool spare = cpu_to_spare();
         end_doomed();
+        reap_draining(false);
         /* stale ones go, missing ones start (one at a time: each imports
          * at its box's CPU cap) */
         shape *start_for = NULL;
@@ -275,7 +383,10 @@ static void *pool_main(void *arg) {
             while (sh->n > sh->want)
                 doom(sh, extra_one(sh));
             if (forgotten) {
+                end_zygote(sh);
                 free(sh->job);
+                free(sh->fork_job);
+                free(sh->zygote_job);
                 memset(sh, 0, sizeof *sh);
                 continue;
             }
@@ -297,8 +408,11 @@ static void *pool_main(void *arg) {
             shape *sh = start_for;
             al_driver_run dr = { .pid = -1, .events_fd = -1, .job_fd = -1 };
             al_error err = { 0 };
-            if (al_driver_helper_start(P.exe, sh->job, NULL, 0, &dr, &err) == 0) {
-                sh->w[sh->n++] = (warm){ .dr = dr, .since_s = now };
+            bool forked = sh->fork && have_zygote(sh);
+            int r = forked ? al_driver_helper_start(P.exe, sh->fork_job, &sh->zfd, 1, &dr, &err)
+                           : al_driver_helper_start(P.exe, sh->job, NULL, 0, &dr, &err);
+            if (r == 0) {
+                sh->w[sh->n++] = (warm){ .dr = dr, .since_s = now, .forked = forked };
             } else {
                 sh->failures++;
                 sh->retry_at_s = now + (sh->failures < 6 ? 1 << sh->failures : 60);
@@ -342,6 +456,8 @@ static void *pool_main(void *arg) {
                 w->since_s = now_s();
                 sh->box_bytes = w->bytes;
                 sh->failures = 0;
+                if (w->forked)
+                    sh->zygote_failures = 0;
                 sh->last_error[0] = '\0';
             } else {
                 /* ended, or said something else than ready: gone */
@@ -354,21 +470,26 @@ static void *pool_main(void *arg) {
             }
         }
     }
-    /* stopping: every warm helper goes */
+    /* stopping: every warm helper goes, and every zygote */
     for (int i = 0; i < SHAPES; i++) {
         shape *sh = &P.shapes[i];
         while (sh->n > 0)
             doom(sh, sh->n - 1);
+        end_zygote(sh);
         free(sh->job);
+        free(sh->fork_job);
+        free(sh->zygote_job);
         memset(sh, 0, sizeof *sh);
     }
     end_doomed();
+    reap_draining(true);
     pthread_mutex_unlock(&P.mu);
     return NULL;
 }
 
-void al_warm_pool_configure(int size, uint64_t budget_bytes, const char *preload) {
+void al_warm_pool_configure(int size, uint64_t budget_bytes, const char *preload, bool fork) {
     pthread_mutex_lock(&P.mu);
+    P.fork = fork;
     P.size = size < 0 ? 0 : size > PER_SHAPE_MAX ? PER_SHAPE_MAX : size;
     P.budget = budget_bytes;
     snprintf(P.preload, sizeof P.preload, "%s", preload ? preload : "");
@@ -439,9 +560,14 @@ static bool same(const shape *sh, const char *lang, bool preloads, const char *d
            strcmp(sh->digest, digest ? digest : "") == 0 && memcmp(&sh->l, l, sizeof *l) == 0;
 }
 
-static char *warm_job(json_t *job, const char *lang, bool preloads) {
-    json_t *w = json_pack("{s:b, s:s, s:O?, s:s}", "warm", 1, "language", lang, "limits",
+/* The job of a warm box of JOB's shape; with FD_FIELD, of a forked one
+ * ("fork_fd") or its zygote ("zygote_fd"), the fd the pool passes (3). */
+static char *warm_job(json_t *job, const char *lang, bool preloads, const char *fd_field) {
+    bool zygote = fd_field && strcmp(fd_field, "zygote_fd") == 0;
+    json_t *w = json_pack("{s:b, s:s, s:O?, s:s}", zygote ? "zygote" : "warm", 1, "language", lang, "limits",
                           json_object_get(job, "limits"), "preload", preloads ? P.preload : "");
+    if (w && fd_field)
+        json_object_set_new(w, fd_field, json_integer(3));
     json_t *dir = json_object_get(job, "image_dir"), *digest = json_object_get(job, "image_digest");
     if (w && dir && digest) {
         json_object_set(w, "image_dir", dir);
@@ -492,9 +618,20 @@ bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run
         sh = &P.shapes[slot];
         while (sh->n > 0)
             doom(sh, sh->n - 1);
+        end_zygote(sh);
         free(sh->job);
+        free(sh->fork_job);
+        free(sh->zygote_job);
         memset(sh, 0, sizeof *sh);
-        sh->job = warm_job(job, lang, preloads);
+        sh->zygote = (al_driver_run){ .pid = -1, .events_fd = -1, .job_fd = -1 };
+        sh->zfd = -1;
+        sh->job = warm_job(job, lang, preloads, NULL);
+        sh->fork = P.fork && strcmp(lang, "python") == 0 && !preloads;
+        if (sh->fork) {
+            sh->fork_job = warm_job(job, lang, preloads, "fork_fd");
+            sh->zygote_job = warm_job(job, lang, preloads, "zygote_fd");
+            sh->fork = sh->fork_job && sh->zygote_job;
+        }
         sh->used = sh->job != NULL;
         sh->lang = lang;
         sh->preloads = preloads;
@@ -503,8 +640,8 @@ bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run
         sh->l = l;
         sh->want = 1;
     }
-    json_decref(job);
     bool got = false;
+    int fork_fd = -1;
     if (sh && sh->used) {
         sh->last_asked_s = now_s();
         for (int k = 0; k < sh->n && !got;) {
@@ -533,14 +670,33 @@ bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run
             if (sh->hits + sh->misses > 1 && sh->want < P.size)
                 sh->want++;
             sh->last_miss_s = now_s();
+            /* none ready, but a zygote: a box forked for this run now
+             * (its interpreter's start paid already), rather than one
+             * made and started */
+            if (sh->fork && sh->zygote_job && sh->zygote.pid > 0 && sh->zfd >= 0 &&
+                (fork_fd = fcntl(sh->zfd, F_DUPFD_CLOEXEC, 3)) >= 0)
+                sh->forked_now++;
         }
     } else {
         P.misses++;
     }
     pthread_mutex_unlock(&P.mu);
     poke();
-    if (!got)
-        return false;
+    if (!got) {
+        bool forked = false;
+        if (fork_fd >= 0) {
+            /* the run's own job, told to fork its box (helper.c) */
+            json_object_set_new(job, "fork_fd", json_integer(3));
+            char *text = json_dumps(job, JSON_COMPACT);
+            al_error err = { 0 };
+            forked = text && al_driver_helper_start(self_exe, text, &fork_fd, 1, ret, &err) == 0;
+            free(text);
+            close(fork_fd);
+        }
+        json_decref(job);
+        return forked;
+    }
+    json_decref(job);
     /* its run, on the stdin it waits on: from here it is that run's helper */
     if (al_write_all(ret->job_fd, job_text, strlen(job_text)) < 0 || al_write_all(ret->job_fd, "\n", 1) < 0) {
         /* it died idle: this run goes cold, the pool replaces it */
@@ -572,13 +728,20 @@ json_t *al_warm_pool_json(void) {
                               (json_int_t)sh->hits, "misses", (json_int_t)sh->misses);
         if (j)
             json_object_set_new(j, "preload", json_string(sh->preloads ? P.preload : ""));
+        /* a zygote: whether it forks this shape's boxes, and how many
+         * runs that found none ready had one forked for them */
+        if (j)
+            json_object_set_new(j, "zygote", json_pack("{s:b, s:b, s:I}", "forks", sh->fork, "running",
+                                                       sh->zygote_job && sh->zygote.pid > 0,
+                                                       "forked_for_misses", (json_int_t)sh->forked_now));
         if (j && sh->last_error[0])
             json_object_set_new(j, "last_error", json_string(sh->last_error));
         if (j && sh->held_back)
             json_object_set_new(j, "held_back", json_string(sh->held_back));
         json_array_append_new(shapes, j);
     }
-    json_t *doc = json_pack("{s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:o}", "per_shape", P.size,
+    json_t *doc = json_pack("{s:i, s:b, s:i, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:o}", "per_shape", P.size,
+                            "fork", P.fork,
                             "idle_s", IDLE_S, "preload", P.preload, "idle", idle, "in_use", 0, "removing", 0,
                             "starting", starting, "memory_bytes", (json_int_t)held, "memory_budget_bytes",
                             (json_int_t)P.budget, "hits", (json_int_t)P.hits, "misses", (json_int_t)P.misses,

@@ -9,9 +9,10 @@
 #include "driver.h"
 
 /* How many warm boxes to keep at most per shape of run (0: none), the
- * memory all of them may hold, and the modules their interpreters import
- * ahead (comma-separated). */
-void al_warm_pool_configure(int size, uint64_t budget_bytes, const char *preload);
+ * memory all of them may hold, the modules their interpreters import
+ * ahead (comma-separated), and whether Python's without them are forked
+ * by a zygote (box.h). */
+void al_warm_pool_configure(int size, uint64_t budget_bytes, const char *preload, bool fork);
 /* A warm helper for JOB_TEXT's run, handed that job (true: *RET is now the
  * run's helper), or none (false: the run goes cold). Either way the pool
  * learns that such runs are wanted, and makes some (SELF_EXE's helpers). */

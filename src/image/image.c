@@ -398,6 +398,19 @@ int al_image_alias(const char *images_dir, const char *alias, const char *digest
     return 0;
 }
 
+bool al_image_imported(const char *image_dir) {
+    char p[4300];
+    snprintf(p, sizeof p, "%s/info.json", image_dir);
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    if (read_store(p, 1u << 20, &text, &len) < 0)
+        return true;
+    json_t *info = json_loadb(text, len, 0, NULL);
+    bool imported = !json_is_object(info) || json_object_get(info, "imported_from") != NULL;
+    json_decref(info);
+    return imported;
+}
+
 int al_image_verify(const char *image_dir, const char *digest, al_error *err) {
     char rootfs[4300], mpath[4300];
     snprintf(rootfs, sizeof rootfs, "%s/rootfs", image_dir);

@@ -48,6 +48,9 @@ int al_image_alias(const char *images_dir, const char *alias, const char *digest
 /* Recompute the manifest of an image; 1 when it matches, 0 when not (with
  * the first differing line in ERR's message). */
 int al_image_verify(const char *image_dir, const char *digest, al_error *err);
+/* Whether the image in IMAGE_DIR came in by `airlock image import` (its
+ * files a tenant's, not a recipe's), or cannot be told: true then. */
+bool al_image_imported(const char *image_dir);
 int al_image_remove(const char *images_dir, const char *digest, al_error *err);
 /* Every image: [{digest, aliases, size, created, holds}]. */
 json_t *al_image_list(const char *images_dir);

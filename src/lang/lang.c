@@ -42,6 +42,17 @@ const al_lang *al_lang_by_file(const char *filename) {
 
 const char *al_lang_names(void) { return "python, node, bash"; }
 
+static const char *warm_file(const char *name) {
+    for (size_t i = 0; i < sizeof al_warm_starts / sizeof al_warm_starts[0]; i++)
+        if (strcmp(al_warm_starts[i].name, name) == 0)
+            return al_warm_starts[i].text;
+    return NULL;
+}
+
+const char *al_lang_zygote(const al_lang *l) {
+    return l && strcmp(l->name, "python") == 0 ? warm_file("zygote.py") : NULL;
+}
+
 const char *al_lang_warm_start(const al_lang *l) {
     /* by file name, the language's and its first extension: python.py is
      * Python's, node.js Node's */

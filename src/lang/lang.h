@@ -16,5 +16,9 @@ const al_lang *al_lang_by_file(const char *filename);
 /* The source of L's warm start (src/lang/warm/: the script a pooled box
  * runs before its run is known), or NULL when L has none. */
 const char *al_lang_warm_start(const al_lang *l);
+/* The source of L's fork server (src/lang/warm/zygote.py, beside the warm
+ * start in a zygote's /work as ZYGOTE_MODULE.py), or NULL when L has none. */
+#define AL_LANG_ZYGOTE_MODULE "_airlock_zygote"
+const char *al_lang_zygote(const al_lang *l);
 /* "python, node, bash" for messages. */
 const char *al_lang_names(void);

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, need
 from service_util import b64, box_cgroups, box_processes, hooks_binary, image_service, service_binary, stop_checked
 from test_warm_python import ARGS, CORPUS, STDIN
 
@@ -77,11 +77,26 @@ def grow(svc, n, **fields):
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
+def services(tmp_path_factory):
+    """A warm service, a cold one, and one whose warm boxes are each made
+    and started, none forked by a zygote (as on a host that cannot fork
+    them: cgroup v2); stopped together, so that the check that no box is
+    left sees none of another's."""
     warm = make(tmp_path_factory, "warm", warm_pool=2, warm_preload=LIGHT)
     cold = make(tmp_path_factory, "cold", warm_pool=0)
-    yield warm, cold
-    stop_checked(warm, cold)
+    classic = make(tmp_path_factory, "classic", warm_pool=2, warm_preload=LIGHT, warm_fork="false")
+    yield warm, cold, classic
+    stop_checked(warm, cold, classic)
+
+
+@pytest.fixture(scope="module")
+def pair(services):
+    return services[:2]
+
+
+@pytest.fixture(scope="module")
+def classic(services):
+    return services[2]
 
 
 def body(name):
@@ -106,6 +121,10 @@ def warm_run(svc, code, **fields):
     wait_idle(svc, 1, key)
     doc = svc.run(code, **fields)
     assert doc["result"]["box"].get("warm") is True, doc["result"]["box"]
+    # Python's boxes without preloads are forked by the shape's zygote,
+    # where the service forks them (warm_fork, and a host that can)
+    forks = pool(svc)["fork"] and not heavy and fields.get("language", "python") == "python"
+    assert doc["result"]["box"].get("forked", False) == forks, (forks, doc["result"]["box"])
     return doc
 
 
@@ -117,11 +136,15 @@ def outcome(doc):
 
 # the corpus's scripts that print their environment print the box's
 # (the service's), and its multiprocessing cases fork inside the box
+@pytest.mark.parametrize("kind", ["forked", "made"])
 @pytest.mark.parametrize("name", sorted(n for n in CORPUS if n != "coding_cookie"))
-def test_a_warm_run_behaves_as_a_cold_one(pair, name):
+def test_a_warm_run_behaves_as_a_cold_one(pair, classic, kind, name):
     warm, cold = pair
+    svc = warm if kind == "forked" else classic
+    if kind == "forked":
+        need(pool(warm)["fork"], "boxes cannot be forked by a zygote here (root and cgroup v1)")
     want = outcome(cold.run(CORPUS[name], **body(name)))
-    got = outcome(warm_run(warm, CORPUS[name], **body(name)))
+    got = outcome(warm_run(svc, CORPUS[name], **body(name)))
     assert got == want
 
 

@@ -13,6 +13,13 @@
 # before the run's code runs; the preloaded modules stay in sys.modules.
 
 
+if "AIRLOCK_ZYGOTE_SLOTS" in __import__("os").environ:
+    # a zygote (zygote.py): boxes are forked from here, and in each this
+    # returns, the box's interpreter then going on as any warm box's
+    __import__("_airlock_zygote").serve()
+    del __import__("sys").modules["_airlock_zygote"]
+
+
 def _warm():
     import json
     import os
