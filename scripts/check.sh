@@ -51,6 +51,13 @@ echo "== the box battery on the docker driver (runsc) =="
 AIRLOCK_TEST_DRIVER=docker AIRLOCK_TEST_RUNTIME=runsc $PY -m pytest -q -p no:cacheprovider \
     tests/integration/test_battery_[a-j]*.py
 
+# And in boxes forked by a zygote, as the warm pool's Python boxes are
+# (`airlock run --fork`; a shell case's script exec'd by the forked
+# box's Python): a forked box must hold every case a made one holds.
+echo "== the box battery in boxes forked by a zygote =="
+AIRLOCK_TEST_DRIVER=forked $PY -m pytest -q -p no:cacheprovider \
+    tests/integration/test_battery_[a-j]*.py
+
 echo "== the service's runs, threads, network and skills on the docker driver =="
 AIRLOCK_TEST_DRIVER=docker $PY -m pytest -q -p no:cacheprovider \
     tests/integration/test_service_runs.py tests/integration/test_service_threads.py \

@@ -3,6 +3,8 @@
 #include <jansson.h>
 
 #include "../box/box.h"
+#include "../lang/lang.h"
+#include "net.h"
 
 int cli_run(int argc, char **argv);
 int cli_helper(int argc, char **argv);
@@ -37,3 +39,20 @@ json_t *cli_string(const char *s, size_t len);
 json_t *cli_base64(const char *s, size_t len);
 /* Render bytes for a terminal: control characters and escapes made visible. */
 void cli_write_safe(FILE *f, const char *buf, size_t len);
+
+/* A zygote's box config (src/cli/fork.c): L's warm start and fork server
+ * on BASE's runtime and limits (its wall clock and pids its own), offline
+ * with BASE's environment, its request socket REQ_FD; Z holds what the
+ * config points into. 0, or -EINVAL for a language with no fork server. */
+typedef struct cli_zygote {
+    char *env[CLI_NET_ENV_MAX + 4];
+    char preload[32], warm_fd[32], slots[48];
+    char *argv[3];
+    al_box_file files[2];
+    al_box_zygote box;
+} cli_zygote;
+int cli_zygote_config(const al_lang *l, const al_box_config *base, int req_fd, cli_zygote *z, al_box_config *ret);
+/* `airlock run --fork`: CFG (an offline Python run) in a box forked by a
+ * zygote made for it, as the service's warm pool forks its boxes (the
+ * battery's way to hold a forked box to a made one). */
+int cli_run_forked(const al_lang *l, const al_box_config *cfg, al_box_result *res);

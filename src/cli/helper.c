@@ -372,14 +372,13 @@ int cli_helper(int argc, char **argv) {
     job_config(&j, cancel, &cfg);
     /* a warm box's environment is its run's (offline), with what it
      * preloads: its interpreter starts as that run's would */
-    char *wenv[CLI_NET_ENV_MAX + 4];
-    char preload[1024], warm_fd[32], slots[48];
+    char *wenv[CLI_NET_ENV_MAX + 3];
+    char preload[1024], warm_fd[32];
     warm_ctx wc = { .lr = &lr, .shape = &j, .cancel = cancel, .run_doc = run_doc };
     al_box_warm bw = { .on_ready = forked_now ? NULL : warm_ready, .handoff = warm_handoff, .ud = &wc,
                        .ready_timeout_ms = 120000, .run_fd = forked_now ? -1 : STDIN_FILENO };
     al_box_fork bf = { .fd = fork_fd };
-    al_box_zygote bz = { .req_fd = zygote_fd };
-    al_box_file zfiles[2];
+    cli_zygote zs;
     if (warm || zygote) {
         if (cfg.listen_port || j.skill_dir || j.n_inputs || j.in_fd >= 0) {
             job_free(&j);
@@ -392,10 +391,6 @@ int cli_helper(int argc, char **argv) {
         wenv[k++] = preload;
         snprintf(warm_fd, sizeof warm_fd, "AIRLOCK_WARM_FD=%d", AL_BOX_WARM_FD);
         wenv[k++] = warm_fd;
-        if (zygote) {
-            snprintf(slots, sizeof slots, "AIRLOCK_ZYGOTE_SLOTS=%d", AL_ZYGOTE_SLOTS);
-            wenv[k++] = slots;
-        }
         wenv[k] = NULL;
         cfg.envp = wenv;
         /* until its run comes, only a signal cancels: the run's own line
@@ -413,23 +408,14 @@ int cli_helper(int argc, char **argv) {
         return fail("job", "a zygote runs only on the host's runtime or an image airlock built, not an imported one");
     }
     if (zygote) {
-        /* its boxes' runs are theirs, not its: it lasts until the pool is
-         * done with it (the end of its request socket) or its helper's
-         * stdin ends; it has room for each of its boxes until it joins
-         * its own cgroup; it says it is there once it runs */
-        const char *mod = al_lang_zygote(j.lang);
-        zfiles[0] = j.sf;
-        zfiles[1] = (al_box_file){ AL_LANG_ZYGOTE_MODULE ".py", mod, strlen(mod), 0644 };
-        cfg.files = zfiles;
-        cfg.n_files = 2;
-        cfg.limits.wall_ms = 7ULL * 24 * 3600 * 1000;
-        if (cfg.limits.pids < 2 * AL_ZYGOTE_SLOTS + 16)
-            cfg.limits.pids = 2 * AL_ZYGOTE_SLOTS + 16;
+        /* it lasts until the pool is done with it (the end of its request
+         * socket) or its helper's stdin ends; it says it is there once it
+         * runs */
+        al_box_config base = cfg;
+        base.envp = j.net->env;
+        cli_zygote_config(j.lang, &base, zygote_fd, &zs, &cfg);
         cfg.cancel_fd = cancel;
-        cfg.warm = NULL;
-        cfg.zygote = &bz;
         cfg.on_started = zygote_started;
-        cfg.on_output = NULL;
     }
     al_box_result res;
     bool cold_again = false;

@@ -35,7 +35,7 @@ char *const cli_box_env[] = {
 static void usage(FILE *f) {
     fprintf(f, "usage: airlock run [--lang L] [--in PATH]... [--out DIR] [--timeout S] [--memory SIZE]\n"
                "                   [--cpus N] [--pids N] [--driver native|docker] [--runtime runc|runsc]\n"
-               "                   [--json] ... (FILE | -c CODE) [ARGS...]\n"
+               "                   [--json] [--fork] ... (FILE | -c CODE) [ARGS...]\n"
                "see docs/cli.md for every option\n");
 }
 
@@ -115,7 +115,7 @@ int cli_run(int argc, char **argv) {
     const char *net_spec = NULL, *driver = "native", *engine_runtime = NULL;
     const char *inputs[MAX_INPUTS];
     size_t n_inputs = 0;
-    bool json = false;
+    bool json = false, forked = false;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -134,6 +134,10 @@ int cli_run(int argc, char **argv) {
             break;
         if (strcmp(a, "--json") == 0) {
             json = true;
+            continue;
+        }
+        if (strcmp(a, "--fork") == 0) {
+            forked = true;
             continue;
         }
         /* among the options only: after the script, --help is the script's */
@@ -164,6 +168,7 @@ int cli_run(int argc, char **argv) {
             driver = v;
         } else if (strcmp(a, "--runtime") == 0) {
             engine_runtime = v;
+
         } else {
             bound *b = NULL;
             for (size_t k = 0; k < ELEMENTSOF(bounds); k++)
@@ -328,6 +333,9 @@ int cli_run(int argc, char **argv) {
         r = al_docker_run(&dopts, &cfg, &res);
     } else
 #endif
+    if (forked)
+        r = cli_run_forked(lang, &cfg, &res);
+    else
         r = al_box_run(&cfg, &res);
     json_t *network = cli_net_finish(&ud->net, &res);
     int status;

@@ -44,7 +44,10 @@ def run_json(*args, timeout=120, env=None):
 
 # The driver the box battery runs on: native, or AIRLOCK_TEST_DRIVER=docker
 # with AIRLOCK_TEST_RUNTIME=runc|runsc (a container of the test dockerd, on
-# the default image). One battery for every driver (issue 13).
+# the default image), or =forked: the native box forked by a zygote, as the
+# warm pool's Python boxes are (`airlock run --fork`; a shell script is
+# exec'd by the forked box's Python, so it runs under what that box holds).
+# One battery for every driver (issue 13).
 DRIVER = os.environ.get("AIRLOCK_TEST_DRIVER", "native")
 RUNTIME = os.environ.get("AIRLOCK_TEST_RUNTIME", "runc")
 
@@ -60,8 +63,22 @@ def driver_args():
     return ["--driver", "docker", "--runtime", RUNTIME], dict(docker_util.env(), AIRLOCK_STATE=str(CACHE))
 
 
+def forked_code(lang, code, extra):
+    """(lang, code, extra) of a run in a forked box: Python as it is, a shell
+    script exec'd by it as `bash -c CODE main.sh ARGS...`; a run with a
+    network policy is the made box's (a forked one is offline)."""
+    net = [extra[i + 1] for i, a in enumerate(extra[:-1]) if a == "--net"]
+    if any(n != "offline" for n in net) or lang not in ("python", "bash"):
+        return lang, code, list(extra)
+    if lang == "bash":
+        code = f"import os, sys\nos.execv('/bin/bash', ['bash', '-c', {code!r}, 'main.sh'] + sys.argv[1:])"
+    return "python", code, ["--fork", *extra]
+
+
 def run_code(lang, code, *extra, timeout=120):
     """Run CODE in LANG with --json on the suite's driver; returns the parsed document."""
+    if DRIVER == "forked":
+        lang, code, extra = forked_code(lang, code, extra)
     dargs, env = driver_args()
     _, doc = run_json(*dargs, "--lang", lang, *extra, "-c", code, timeout=timeout, env=env)
     return doc

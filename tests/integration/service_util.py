@@ -162,12 +162,26 @@ def _children(pid):
 WARM_FD = 63
 
 
+def _waiting_start(pid):
+    """Whether PID is a warm start's interpreter (python3 main.py, node
+    main.js) that still holds its socket at WARM_FD (its hand-off's, or a
+    zygote's requests)."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        chan = os.readlink(f"/proc/{pid}/fd/{WARM_FD}")
+    except OSError:
+        return False
+    return cmd[:2] in ([b"/usr/bin/python3", b"main.py"], [b"/usr/bin/node", b"main.js"]) and chan.startswith("socket:")
+
+
 def _idle_warm(pid):
     """Whether PID is of a warm box waiting for its run, under a live service:
-    the box is its init and one interpreter of a warm start (python3 main.py,
-    node main.js) that still holds its hand-off socket at WARM_FD (it closes
-    it once it has its run) and has started nothing."""
-    init, seen = pid, 0
+    the box is its init and one interpreter of a warm start that still holds
+    its hand-off socket at WARM_FD (it closes it once it has its run) and has
+    started nothing; or of a zygote (its init and interpreter, under its
+    helper) or a box it forked that is so waiting (beneath the zygote's
+    interpreter: the box's PID 1 and its one interpreter)."""
+    chain, init, seen = [pid], pid, 0
     while seen < 64:
         st = _status(init)
         if st is None:
@@ -176,18 +190,21 @@ def _idle_warm(pid):
         if pst is None or pst[1] < BOX_UID_MIN:
             break
         init, seen = st[0], seen + 1
+        chain.append(init)
     helper = _status(init)
     if helper is None or _status(helper[0]) is None or _status(helper[0])[0] not in OUR_PIDS:
         return False
     kids = _children(init)
-    if len(kids) != 1 or _children(kids[0]):
+    if len(kids) != 1 or not _waiting_start(kids[0]):
         return False
-    try:
-        cmd = Path(f"/proc/{kids[0]}/cmdline").read_bytes().split(b"\0")
-        chan = os.readlink(f"/proc/{kids[0]}/fd/{WARM_FD}")
-    except OSError:
-        return False
-    return cmd[:2] in ([b"/usr/bin/python3", b"main.py"], [b"/usr/bin/node", b"main.js"]) and chan.startswith("socket:")
+    if not _children(kids[0]):
+        return True
+    # a zygote: itself, or one of its boxes that waits for its run
+    if pid in (init, kids[0]):
+        return True
+    box = chain[-3] if len(chain) >= 3 else None   # the forked box's PID 1
+    inner = _children(box) if box else []
+    return len(inner) == 1 and not _children(inner[0]) and _waiting_start(inner[0])
 
 
 def box_processes(mine_only=True):
@@ -222,7 +239,8 @@ def box_cgroups(mine_only=True):
         return cgs
     foreign_uids = {str(uid) for pid, uid, _ in box_processes(mine_only=False) if _foreign(pid)}
     base = set(_BASELINE_CGROUPS or ())
-    return [c for c in cgs if c not in base and c.rsplit("box-", 1)[-1] not in foreign_uids]
+    # (a forked box's is named box-UID-HELPER-N)
+    return [c for c in cgs if c not in base and c.rsplit("box-", 1)[-1].split("-")[0] not in foreign_uids]
 
 
 def wait_no_boxes(timeout=15.0):

@@ -1,0 +1,117 @@
+/*
+ * Zygotes (box.h's al_box_zygote, src/lang/warm/zygote.py): the config of
+ * one, which `airlock helper` runs for the service's warm pool and
+ * `airlock run --fork` for one run, and that run, in a box the zygote
+ * forks for it.
+ */
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../lang/lang.h"
+#include "cli.h"
+
+int cli_zygote_config(const al_lang *l, const al_box_config *base, int req_fd, cli_zygote *z, al_box_config *ret) {
+    const char *launcher = al_lang_warm_start(l), *mod = al_lang_zygote(l);
+    if (!launcher || !mod)
+        return -EINVAL;
+    memset(z, 0, sizeof *z);
+    /* the box's offline environment, with what its warm start reads */
+    size_t k = 0;
+    for (; base->envp && base->envp[k] && k < CLI_NET_ENV_MAX; k++)
+        z->env[k] = base->envp[k];
+    snprintf(z->preload, sizeof z->preload, "AIRLOCK_PRELOAD=");
+    snprintf(z->warm_fd, sizeof z->warm_fd, "AIRLOCK_WARM_FD=%d", AL_BOX_WARM_FD);
+    snprintf(z->slots, sizeof z->slots, "AIRLOCK_ZYGOTE_SLOTS=%d", AL_ZYGOTE_SLOTS);
+    z->env[k++] = z->preload;
+    z->env[k++] = z->warm_fd;
+    z->env[k++] = z->slots;
+    z->env[k] = NULL;
+    z->argv[0] = (char *)l->interpreter;
+    z->argv[1] = (char *)l->default_file;
+    z->argv[2] = NULL;
+    z->files[0] = (al_box_file){ l->default_file, launcher, strlen(launcher), 0644 };
+    z->files[1] = (al_box_file){ AL_LANG_ZYGOTE_MODULE ".py", mod, strlen(mod), 0644 };
+    z->box.req_fd = req_fd;
+    /* Its boxes' runs are theirs, not its: it lasts until its request
+     * socket's end, and has room for each of its boxes until each joins
+     * its own cgroup. */
+    al_box_limits lim = base->limits;
+    lim.wall_ms = 7ULL * 24 * 3600 * 1000;
+    if (lim.pids < 2 * AL_ZYGOTE_SLOTS + 16)
+        lim.pids = 2 * AL_ZYGOTE_SLOTS + 16;
+    *ret = (al_box_config){
+        .runtime = base->runtime,
+        .argv = z->argv,
+        .envp = z->env,
+        .files = z->files,
+        .n_files = 2,
+        .stdin_fd = -1,
+        .out_dirfd = -1,
+        .limits = lim,
+        .cancel_fd = -1,
+        .zygote = &z->box,
+    };
+    return 0;
+}
+
+/* The run's own config is its box's at the hand-off: it is here already. */
+static int handoff_self(void *ud, al_box_config *run, al_error *err) {
+    *run = *(const al_box_config *)ud;
+    run->warm = NULL;
+    run->fork = NULL;
+    return 0;
+}
+
+int cli_run_forked(const al_lang *l, const al_box_config *cfg, al_box_result *res) {
+    memset(res, 0, sizeof *res);
+    res->reason = AL_REASON_ERROR;
+    res->exit_code = -1;
+    if (!al_box_can_fork() || !al_lang_zygote(l) || cfg->listen_port)
+        return al_err(&res->error, "fork", EINVAL,
+                      "--fork runs Python offline, as root, where cgroup v1 lets a zygote fork its box");
+    int z[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, z) < 0)
+        return al_err(&res->error, "fork", errno, "socketpair: %m");
+    /* the zygote's box, run by a process of its own (this one is
+     * single-threaded: it may fork); it ends at its request socket's end,
+     * once its box has */
+    pid_t zp = fork();
+    if (zp < 0) {
+        close(z[0]);
+        close(z[1]);
+        return al_err(&res->error, "fork", errno, "fork: %m");
+    }
+    if (zp == 0) {
+        close(z[1]);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        cli_zygote zs;
+        al_box_config zc;
+        al_box_result zr;
+        if (cli_zygote_config(l, cfg, z[0], &zs, &zc) == 0)
+            al_box_run(&zc, &zr);
+        _exit(0);
+    }
+    close(z[0]);
+    al_box_fork bf = { .fd = z[1] };
+    al_box_warm bw = { .handoff = handoff_self, .ud = (void *)cfg, .ready_timeout_ms = 60000, .run_fd = -1 };
+    /* before its hand-off the box is its shape's: the run's runtime,
+     * limits, cancel; nothing of the run's own yet */
+    al_box_config box = {
+        .runtime = cfg->runtime,
+        .envp = cfg->envp,
+        .stdin_fd = -1,
+        .out_dirfd = -1,
+        .limits = cfg->limits,
+        .cancel_fd = cfg->cancel_fd,
+        .warm = &bw,
+        .fork = &bf,
+    };
+    int r = al_box_run(&box, res);
+    close(z[1]);
+    waitpid(zp, NULL, 0);
+    return r;
+}

@@ -1,0 +1,252 @@
+"""Boxes forked by a zygote (issue 14; box.h's al_box_zygote, src/lang/warm/
+zygote.py): the warm pool's Python boxes without preloads are clones of a
+zygote of their shape, not each made and started. What a fork could share
+must not be shared: each box its own uid (the zygote's map sends it to a
+host uid of its own), its own namespaces, nothing of another box's or the
+zygote's to reach, nothing left for the box after it. Each hostile case is
+differential: the control shows the attack working outside a box. The
+corpus of test_warm_pool.py holds a forked run to a cold one, and the
+battery runs in forked boxes too (AIRLOCK_TEST_DRIVER=forked)."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+
+from conftest import AIRLOCK, need
+from service_util import box_cgroups, box_processes, image_service, stop_checked
+from test_warm_pool import descendants, pool, wait_idle
+
+BOX_UID_MIN = 1900000000
+
+
+@pytest.fixture(scope="module")
+def svc(tmp_path_factory):
+    s = image_service(tmp_path_factory.mktemp("fork") / "state",
+                      {"warm_pool": "2", "per_person_concurrency": "8", "max_concurrent": "8"})
+    need(pool(s)["fork"], "boxes cannot be forked by a zygote here (root and cgroup v1)")
+    yield s
+    stop_checked(s)
+
+
+def forked_run(svc, code, **fields):
+    """CODE's run in a forked box (the first run of a shape goes cold and
+    teaches the pool the shape, whose zygote then starts)."""
+    key = fields.get("limits")
+    if not any(sh["preload"] == "" and sh["language"] == "python" and sh["zygote"]["running"]
+               for sh in pool(svc)["shapes"]):
+        svc.run("pass", image="default", **({"limits": key} if key else {}))
+        deadline = time.monotonic() + 30
+        while not any(sh["zygote"]["running"] for sh in pool(svc)["shapes"]):
+            assert time.monotonic() < deadline, pool(svc)
+            time.sleep(0.1)
+    doc = svc.run(code, image="default", **fields)
+    assert doc["result"]["box"].get("forked") is True, doc["result"]["box"]
+    return doc
+
+
+def at_once(svc, codes):
+    """CODES' runs started together; their run objects, in order."""
+    ids = [svc.run(c, image="default", wait=False)["id"] for c in codes]
+    return [svc.wait_state(i, ("succeeded", "failed", "error", "timed_out"), timeout=60) for i in ids]
+
+
+def test_a_forked_box_holds_what_a_made_one_holds(svc):
+    # what the box's kernel state says of it, forked and cold: identity,
+    # capabilities, no_new_privs, filter, its processes, its hostname
+    probe = ("import json, os, socket\nst = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines()"
+             " if ':\\t' in l)\nkeep = ('Uid', 'Gid', 'Groups', 'CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb',"
+             " 'NoNewPrivs', 'Seccomp', 'Seccomp_filters', 'NSpid', 'PPid')\n"
+             "print(json.dumps({'status': {k: st.get(k, '').strip() for k in keep}, 'pids': sorted(int(p) for p in"
+             " os.listdir('/proc') if p.isdigit()), 'host': socket.gethostname(), 'cwd': os.getcwd(),"
+             " 'init': open('/proc/1/cmdline').read().rstrip('\\0'), 'fds': sorted(os.listdir('/proc/self/fd')),"
+             " 'net': sorted(l.split(':')[0].strip() for l in open('/proc/self/net/dev').readlines()[2:]),"
+             " 'setgroups': open('/proc/self/setgroups').read().strip()}))")
+    forked = json.loads(forked_run(svc, probe)["result"]["stdout"])
+    cold = svc.run(probe, image="default", limits={"memory_mb": 511})  # another shape: made, no pool box yet
+    assert cold["result"]["box"].get("forked") is not True, cold["result"]["box"]
+    cold = json.loads(cold["result"]["stdout"])
+    assert forked == cold
+    s = forked["status"]
+    assert s["Uid"].split() == ["65534"] * 4 and s["CapEff"] == s["CapPrm"] == s["CapBnd"] == "0" * 16, s
+    assert s["NoNewPrivs"] == "1" and s["Seccomp"] == "2" and forked["pids"] == [1, 2], forked
+
+
+def test_concurrent_forked_boxes_are_each_their_own(svc):
+    # four boxes of one zygote at once: each a host uid of its own, which the
+    # host sees its map send 65534 to; each sees only its own processes
+    hold = ("import os, time, json\nprint(json.dumps({'uid': os.getuid(), 'pids': sorted(int(p) for p in"
+            " os.listdir('/proc') if p.isdigit())}), flush=True)\ntime.sleep(3)")
+    wait_idle(svc, 1)
+    seen = {}
+
+    def watch():
+        # while they run: each box process's map, read from the host
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(seen) < 4:
+            for pid, uid, cmd in box_processes():
+                if cmd.startswith("/usr/bin/python3 main.py"):
+                    try:
+                        m = open(f"/proc/{pid}/uid_map").read().split()
+                        st = open(f"/proc/{pid}/status").read()
+                    except OSError:
+                        continue
+                    if "Seccomp:\t2" in st and m[:1] == ["65534"]:
+                        seen[uid] = m
+            time.sleep(0.05)
+    t = threading.Thread(target=watch)
+    t.start()
+    docs = at_once(svc, [hold] * 4)
+    t.join()
+    assert all(d["state"] == "succeeded" and d["result"]["box"].get("forked") for d in docs), \
+        [(d["state"], d["result"] and d["result"]["box"]) for d in docs]
+    for d in docs:
+        p = json.loads(d["result"]["stdout"])
+        assert p["uid"] == 65534 and p["pids"] == [1, 2], p
+    # the control: the host's own view holds every process
+    assert len([p for p in os.listdir("/proc") if p.isdigit()]) > 20
+    # the host saw four boxes at once, each a host uid of its own, to which
+    # its map (read from the host) sends its 65534
+    assert len(seen) >= 4 and min(seen) >= BOX_UID_MIN, seen
+    for u, m in seen.items():
+        assert m == ["65534", str(u), "1"], (u, seen)
+
+
+def test_a_forked_box_reaches_no_other_box(svc):
+    # an abstract socket one box listens on, another tries to reach: the
+    # control (two host processes) reaches it; two forked boxes do not
+    name = "airlock-fork-" + uuid.uuid4().hex[:8]
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind("\0" + name)
+    srv.listen(1)
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect("\0" + name)
+    c.close()
+    srv.close()
+    listen = (f"import socket, time\ns = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\ns.bind('\\0{name}')\n"
+              "s.listen(1)\nprint('listening', flush=True)\ntime.sleep(3)")
+    reach = (f"import socket, time, os, signal\ntime.sleep(1)\ns = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+             f"try:\n    s.connect('\\0{name}'); print('reached')\nexcept OSError as e:\n    print('refused', e.errno)\n"
+             # every pid this box could name but its own two, signalled:
+             # none exists (the zygote's and the other box's are not its)
+             "n = 0\nfor p in range(3, 32768):\n    try:\n        os.kill(p, 0); n += 1\n    except OSError:\n        pass\n"
+             "print('others', n)")
+    a, b = at_once(svc, [listen, reach])
+    assert a["result"]["stdout"].startswith("listening"), a["result"]
+    out = b["result"]["stdout"].split("\n")
+    assert out[0].startswith("refused"), b["result"]
+    assert out[1] == "others 0", b["result"]
+    assert a["result"]["box"].get("forked") and b["result"]["box"].get("forked")
+
+
+def test_a_forked_box_leaves_nothing_for_the_next(svc):
+    # a box that leaves a process behind, files in each scratch, and a uid's
+    # worth of state: the next box of the zygote (often the same slot) finds
+    # none of it, and on the host nothing of the first is left
+    leave = ("import os, time\nfor d in ('/tmp', '/dev/shm', '/work', '/out'):\n    open(d + '/left', 'w').write('x')\n"
+             "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        os.execv('/bin/sleep', ['sleep', '61'])\n"
+             "    os._exit(0)\ntime.sleep(0.5)\nprint(os.getuid())")
+    look = ("import os, json\nprint(json.dumps({d: sorted(f for f in os.listdir(d) if not f.startswith('.'))"
+            " for d in ('/tmp', '/dev/shm', '/work', '/out')}))\nprint(sorted(p for p in os.listdir('/proc') if p.isdigit()))")
+    # the control: an orphan a host process leaves outlives it
+    subprocess.run(["/bin/sh", "-c", "sleep 61 & exit 0"], check=True)
+    ctl = subprocess.run(["pgrep", "-x", "-f", "sleep 61"], capture_output=True)
+    harness = ctl.stdout.split()
+    subprocess.run(["pkill", "-x", "-f", "sleep 61"])
+    assert harness, "control: the host's orphan did not outlive its parent"
+    orphans = lambda: [p for p in box_processes(mine_only=False) if p[2].strip() == "sleep 61"]  # noqa: E731
+    first = forked_run(svc, leave)
+    assert first["result"]["stdout"] == "65534\n", first["result"]
+    # the box's orphan died with it
+    deadline = time.monotonic() + 10
+    while orphans() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not orphans(), box_processes()
+    nxt = forked_run(svc, look)
+    listing, pids = nxt["result"]["stdout"].splitlines()
+    assert json.loads(listing) == {"/tmp": [], "/dev/shm": [], "/work": ["main.py"], "/out": []}, nxt["result"]
+    assert pids == "['1', '2']", pids
+
+
+def test_a_zygote_killed_is_replaced_and_runs_never_fail(svc):
+    wait_idle(svc, 1)
+    # every interpreter of the pool's boxes and its zygotes, killed from outside
+    killed = 0
+    for pid, uid, cmd in box_processes():
+        if cmd.startswith("/usr/bin/python3 main.py"):
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+    assert killed >= 2, box_processes()
+    for _ in range(5):
+        doc = svc.run("print('still runs')", image="default")
+        assert doc["state"] == "succeeded" and doc["result"]["stdout"] == "still runs\n", (doc["error"], doc["result"])
+    # a zygote again, and boxes forked by it
+    deadline = time.monotonic() + 30
+    while True:
+        doc = svc.run("print(1)", image="default")
+        if doc["result"]["box"].get("forked"):
+            break
+        assert time.monotonic() < deadline, (doc["result"]["box"], pool(svc))
+        time.sleep(0.5)
+    shapes = [sh for sh in pool(svc)["shapes"] if sh["preload"] == "" and sh["language"] == "python"]
+    assert shapes and all(sh["zygote"]["forks"] and sh["zygote"]["running"] for sh in shapes), pool(svc)
+
+
+def test_misses_get_a_box_forked_for_them(svc):
+    # more runs at once than the pool keeps: those that find none ready
+    # still get a forked box, not a made one
+    wait_idle(svc, 1)
+
+    def counts():
+        sh = [s for s in pool(svc)["shapes"] if s["preload"] == "" and s["language"] == "python"]
+        return sum(s["misses"] for s in sh), sum(s["zygote"]["forked_for_misses"] for s in sh)
+    before = counts()
+    docs = at_once(svc, ["import time; time.sleep(0.5)"] * 6)
+    assert all(d["state"] == "succeeded" and d["result"]["box"].get("forked") for d in docs), \
+        [d["result"]["box"] for d in docs]
+    after = counts()
+    # every run that found no box ready had one forked for it
+    assert after[0] - before[0] >= 1 and after[1] - before[1] == after[0] - before[0], (before, after)
+
+
+def test_an_imported_image_gets_no_zygote(tmp_path):
+    # a zygote's boxes are isolated by its own interpreter's code: on an
+    # image whose files a tenant brought, the helper refuses to make one
+    img = tmp_path / "img"
+    (img / "rootfs").mkdir(parents=True)
+    (img / "info.json").write_text(json.dumps({"imported_from": "/tmp/x.tar"}))
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    job = {"zygote": True, "zygote_fd": a.fileno(), "language": "python", "code": "", "image_dir": str(img),
+           "image_digest": "0" * 64}
+    p = subprocess.run([str(AIRLOCK), "helper"], input=(json.dumps(job) + "\n").encode(), capture_output=True,
+                       pass_fds=(a.fileno(),), timeout=30)
+    a.close()
+    b.close()
+    ev = json.loads(p.stdout.splitlines()[0])
+    assert ev["type"] == "error" and "imported" in ev["error"]["message"], ev
+
+
+def test_a_killed_service_leaves_no_zygote_and_no_forked_box(tmp_path_factory):
+    s = image_service(tmp_path_factory.mktemp("fork-killed") / "state", {"warm_pool": "2"})
+    need(pool(s)["fork"], "boxes cannot be forked by a zygote here (root and cgroup v1)")
+    s.run("pass", image="default")
+    wait_idle(s, 1)
+    mine = descendants(s.proc.pid)
+    procs = [p for p in box_processes() if p[0] in mine]
+    uids = {u for _, u, _ in procs}
+    # a zygote (its PID 1 and interpreter) and a forked box (its PID 1 and script)
+    assert len(procs) >= 4, procs
+    s.kill9()
+    deadline = time.monotonic() + 20
+
+    def left():
+        return ([p for p in box_processes() if p[0] in mine],
+                [c for c in box_cgroups() if c.rsplit("box-", 1)[-1].split("-")[0] in {str(u) for u in uids}])
+    while any(left()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert left() == ([], []), left()
