@@ -245,6 +245,16 @@ def _box(z, req, sync, out, err_pipe, chan, limits, go_r):
             resource.setrlimit(res, (v, v))
         os.setsid()
         null = os.open("/dev/null", os.O_RDONLY)
+        # PID 1's end of the work: its argv and environment blanked (the
+        # script's process, forked after, keeps its own)...
+        _libc.prctl(_PR_SET_NAME, b"airlock", 0, 0, 0)
+        wake, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        # ...and privileges go and the filter comes before the script's
+        # process is forked, which inherits both (as a cold box's PID 1
+        # loads it before it spawns the script)
+        z.caps.drop_all()
+        _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        z.filter.load(z.nr_seccomp)
         # a SIGCHLD between the fork and the handler is not lost: the
         # first reap comes before the first wait
         script = os.fork()
@@ -253,23 +263,17 @@ def _box(z, req, sync, out, err_pipe, chan, limits, go_r):
                 os.dup2(fd, i)
             os.dup2(chan, 63)
             _keep_fds({0, 1, 2, 63})
-            z.caps.drop_all()
-            # as a cold box's script, which its exec made dumpable again
+            # as a cold box's script, which its exec made dumpable again,
+            # named as its interpreter
             _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
-            z.filter.load(z.nr_seccomp)
+            _libc.prctl(_PR_SET_NAME, b"python3", 0, 0, 0)
             return
         for fd in (null, out, err_pipe, chan):
             os.close(fd)
-        wake, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         os.set_blocking(sync.fileno(), False)
-        # after the fork: the script's own argv and environment stay
-        _libc.prctl(_PR_SET_NAME, b"airlock", 0, 0, 0)
         _scrub_cmdline()
-        z.caps.drop_all()
-        _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-        z.filter.load(z.nr_seccomp)
     except _Step as e:
         _send(sync, _MSG_ERROR, step=e.step, err=e.err, msg=str(e))
         os._exit(125)
@@ -374,6 +378,11 @@ class _Zygote:
 
     def serve(self):
         req = socket.socket(fileno=int(os.environ["AIRLOCK_WARM_FD"]))
+        # what every box's warm start imports at its end, imported once
+        # here; and this interpreter's objects kept out of its boxes'
+        # collections (each would touch, so copy, the pages of all of them)
+        import atexit, gc, io, threading  # noqa: F401,E401
+        gc.freeze()
         while True:
             select.select([req], [], [], 1.0)
             self.reap()
