@@ -9,7 +9,6 @@ corpus of test_warm_pool.py holds a forked run to a cold one, and the
 battery runs in forked boxes too (AIRLOCK_TEST_DRIVER=forked)."""
 import json
 import os
-import signal
 import socket
 import subprocess
 import threading
@@ -20,7 +19,7 @@ import pytest
 
 from conftest import AIRLOCK, need
 from service_util import box_cgroups, box_processes, image_service, stop_checked
-from test_warm_pool import descendants, pool, wait_idle
+from test_warm_pool import descendants, kill_interpreters, pool, wait_idle
 
 BOX_UID_MIN = 1900000000
 
@@ -176,12 +175,7 @@ def test_a_forked_box_leaves_nothing_for_the_next(svc):
 def test_a_zygote_killed_is_replaced_and_runs_never_fail(svc):
     wait_idle(svc, 1)
     # every interpreter of the pool's boxes and its zygotes, killed from outside
-    killed = 0
-    for pid, uid, cmd in box_processes():
-        if cmd.startswith("/usr/bin/python3 main.py"):
-            os.kill(pid, signal.SIGKILL)
-            killed += 1
-    assert killed >= 2, box_processes()
+    assert kill_interpreters() >= 2, box_processes()
     for _ in range(5):
         doc = svc.run("print('still runs')", image="default")
         assert doc["state"] == "succeeded" and doc["result"]["stdout"] == "still runs\n", (doc["error"], doc["result"])
