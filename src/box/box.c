@@ -766,6 +766,10 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
         }
         if (pid == 0)
             al_child_main(&ca);
+        /* a zygote's request socket is its own: with this copy closed, its
+         * end is its pool's news that it is gone */
+        if (cfg->zygote)
+            close(cfg->zygote->req_fd);
         b.pid = pid;
         res->init_pid = pid;
         b.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -827,6 +831,10 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
             cred.gid != (gid_t)cred.uid) {
             r = al_err(err, "fork", EPROTO, "the forked box is not who it says (pid %d, uid %u, gid %u)", (int)cred.pid,
                        (unsigned)cred.uid, (unsigned)cred.gid);
+            /* nothing is killed through a pidfd that is not the box's: the
+             * box ends with its sync socket */
+            close(b.pidfd);
+            b.pidfd = -1;
             goto out_kill;
         }
         uid = cred.uid;

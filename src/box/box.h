@@ -115,8 +115,9 @@ typedef struct al_box_warm {
  * fork its boxes under one: each loads the filter itself, before the
  * run's first instruction). Its PID 1 lives until its last box is gone.
  * REQ_FD, the box's end of the request socket (SOCK_SEQPACKET), is its
- * AL_BOX_WARM_FD; its warm start is python.py with zygote.py beside it.
- * Needs root. */
+ * AL_BOX_WARM_FD, and is closed here once the zygote has it (so that the
+ * other end sees the zygote's end); its warm start is python.py with
+ * zygote.py beside it. Needs root. */
 #define AL_ZYGOTE_SLOTS 32
 typedef struct al_box_zygote {
     int req_fd;

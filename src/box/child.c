@@ -257,8 +257,11 @@ static int set_rlimits(const al_child_args *a, al_error *err) {
         { RLIMIT_FSIZE, l->tmpfs_bytes, "FSIZE" },
         { RLIMIT_CORE, 0, "CORE" },
         /* a second layer under pids.max, set above it so the cgroup, which
-         * reports what happened, is the one that stops a fork bomb */
-        { RLIMIT_NPROC, a->unique_uid ? l->pids + 16 : RLIM_INFINITY, "NPROC" },
+         * reports what happened, is the one that stops a fork bomb. Not a
+         * zygote's: the kernel would count every process of every box it
+         * forks (their user namespaces are its children) against it, one
+         * budget for boxes of many tenants; each box sets its own. */
+        { RLIMIT_NPROC, a->unique_uid && !a->zygote ? l->pids + 16 : RLIM_INFINITY, "NPROC" },
     };
     for (size_t i = 0; i < ELEMENTSOF(lim); i++) {
         if (lim[i].v == RLIM_INFINITY)

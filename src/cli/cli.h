@@ -41,9 +41,11 @@ json_t *cli_base64(const char *s, size_t len);
 void cli_write_safe(FILE *f, const char *buf, size_t len);
 
 /* A zygote's box config (src/cli/fork.c): L's warm start and fork server
- * on BASE's runtime and limits (its wall clock and pids its own), offline
- * with BASE's environment, its request socket REQ_FD; Z holds what the
- * config points into. 0, or -EINVAL for a language with no fork server. */
+ * on BASE's runtime (IMAGE_DIR's, or the host's when NULL) and limits (its
+ * wall clock and pids its own), offline with the fixed box environment,
+ * its request socket REQ_FD; Z holds what the config points into. 0, or
+ * -EINVAL for a language with no fork server, -EPERM on an imported image,
+ * with why in *RET_WHY. */
 typedef struct cli_zygote {
     char *env[CLI_NET_ENV_MAX + 4];
     char preload[32], warm_fd[32], slots[48];
@@ -51,8 +53,9 @@ typedef struct cli_zygote {
     al_box_file files[2];
     al_box_zygote box;
 } cli_zygote;
-int cli_zygote_config(const al_lang *l, const al_box_config *base, int req_fd, cli_zygote *z, al_box_config *ret);
+int cli_zygote_config(const al_lang *l, const al_box_config *base, const char *image_dir, int req_fd, cli_zygote *z,
+                      al_box_config *ret, const char **ret_why);
 /* `airlock run --fork`: CFG (an offline Python run) in a box forked by a
  * zygote made for it, as the service's warm pool forks its boxes (the
  * battery's way to hold a forked box to a made one). */
-int cli_run_forked(const al_lang *l, const al_box_config *cfg, al_box_result *res);
+int cli_run_forked(const al_lang *l, const al_box_config *cfg, const char *image_dir, al_box_result *res);

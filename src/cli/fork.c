@@ -11,18 +11,28 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../image/image.h"
 #include "../lang/lang.h"
 #include "cli.h"
 
-int cli_zygote_config(const al_lang *l, const al_box_config *base, int req_fd, cli_zygote *z, al_box_config *ret) {
+int cli_zygote_config(const al_lang *l, const al_box_config *base, const char *image_dir, int req_fd, cli_zygote *z,
+                      al_box_config *ret, const char **ret_why) {
     const char *launcher = al_lang_warm_start(l), *mod = al_lang_zygote(l);
+    *ret_why = "a zygote is for a language with a fork server (python)";
     if (!launcher || !mod)
         return -EINVAL;
+    /* its boxes' isolation is its interpreter's doing (zygote.py), which
+     * an imported image's files could undo */
+    *ret_why = "a zygote runs only on the host's runtime or an image airlock built, not an imported one";
+    if (image_dir && al_image_imported(image_dir))
+        return -EPERM;
     memset(z, 0, sizeof *z);
-    /* the box's offline environment, with what its warm start reads */
+    /* every box's fixed environment (no run's: nothing of one reaches the
+     * interpreter its boxes are forked from), with what its warm start
+     * reads */
     size_t k = 0;
-    for (; base->envp && base->envp[k] && k < CLI_NET_ENV_MAX; k++)
-        z->env[k] = base->envp[k];
+    for (; cli_box_env[k] && k < CLI_NET_ENV_MAX; k++)
+        z->env[k] = cli_box_env[k];
     snprintf(z->preload, sizeof z->preload, "AIRLOCK_PRELOAD=");
     snprintf(z->warm_fd, sizeof z->warm_fd, "AIRLOCK_WARM_FD=%d", AL_BOX_WARM_FD);
     snprintf(z->slots, sizeof z->slots, "AIRLOCK_ZYGOTE_SLOTS=%d", AL_ZYGOTE_SLOTS);
@@ -66,13 +76,16 @@ static int handoff_self(void *ud, al_box_config *run, al_error *err) {
     return 0;
 }
 
-int cli_run_forked(const al_lang *l, const al_box_config *cfg, al_box_result *res) {
+int cli_run_forked(const al_lang *l, const al_box_config *cfg, const char *image_dir, al_box_result *res) {
     memset(res, 0, sizeof *res);
     res->reason = AL_REASON_ERROR;
     res->exit_code = -1;
     if (!al_box_can_fork() || !al_lang_zygote(l) || cfg->listen_port)
         return al_err(&res->error, "fork", EINVAL,
                       "--fork runs Python offline, as root, where cgroup v1 lets a zygote fork its box");
+    if (image_dir && al_image_imported(image_dir))
+        return al_err(&res->error, "fork", EPERM,
+                      "--fork runs on the host's runtime or an image airlock built, not an imported one");
     int z[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, z) < 0)
         return al_err(&res->error, "fork", errno, "socketpair: %m");
@@ -91,7 +104,8 @@ int cli_run_forked(const al_lang *l, const al_box_config *cfg, al_box_result *re
         cli_zygote zs;
         al_box_config zc;
         al_box_result zr;
-        if (cli_zygote_config(l, cfg, z[0], &zs, &zc) == 0)
+        const char *why;
+        if (cli_zygote_config(l, cfg, image_dir, z[0], &zs, &zc, &why) == 0)
             al_box_run(&zc, &zr);
         _exit(0);
     }

@@ -401,19 +401,16 @@ int cli_helper(int argc, char **argv) {
         if (fork_fd >= 0)
             cfg.fork = &bf;
     }
-    if (zygote && j.img_dir && al_image_imported(j.img_dir)) {
-        /* its boxes' isolation is its interpreter's doing (zygote.py),
-         * which an imported image's files could undo */
-        job_free(&j);
-        return fail("job", "a zygote runs only on the host's runtime or an image airlock built, not an imported one");
-    }
     if (zygote) {
         /* it lasts until the pool is done with it (the end of its request
          * socket) or its helper's stdin ends; it says it is there once it
          * runs */
         al_box_config base = cfg;
-        base.envp = j.net->env;
-        cli_zygote_config(j.lang, &base, zygote_fd, &zs, &cfg);
+        const char *zwhy = NULL;
+        if (cli_zygote_config(j.lang, &base, j.img_dir, zygote_fd, &zs, &cfg, &zwhy) < 0) {
+            job_free(&j);
+            return fail("job", zwhy);
+        }
         cfg.cancel_fd = cancel;
         cfg.on_started = zygote_started;
     }

@@ -334,7 +334,7 @@ int cli_run(int argc, char **argv) {
     } else
 #endif
     if (forked)
-        r = cli_run_forked(lang, &cfg, &res);
+        r = cli_run_forked(lang, &cfg, runtime == &al_runtime_host ? NULL : ir.root, &res);
     else
         r = al_box_run(&cfg, &res);
     json_t *network = cli_net_finish(&ud->net, &res);

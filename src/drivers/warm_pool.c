@@ -82,6 +82,7 @@ typedef struct shape {
     int zfd;
     char *fork_job, *zygote_job;
     int zygote_failures;
+    int64_t zygote_since_s;
     const char *lang;             /* "python" or "node" */
     bool preloads;                /* Python's boxes import the preload modules */
     char image_dir[PATH_MAX], digest[80];
@@ -117,9 +118,11 @@ static struct {
     int n_doomed;
     /* zygotes no longer wanted, their request sockets closed: each ends
      * once the last box it forked has (reaped by the pool thread), or at
-     * the stop */
-    al_driver_run draining[SHAPES * 2];
-    int n_draining;
+     * the stop. Never ended sooner: its boxes live in its pid namespace,
+     * runs of any tenant. As many as there are (each holds a running box,
+     * or is about to end): a list that grows. */
+    al_driver_run *draining;
+    int n_draining, cap_draining;
     bool fork;                    /* zygotes allowed (warm_fork) */
     uint64_t hits, misses;
 } P = { .mu = PTHREAD_MUTEX_INITIALIZER, .wake = -1 };
@@ -129,6 +132,8 @@ static struct {
 #define ZYGOTE_BYTES (16ULL << 20)
 /* a shape whose zygote failed this often makes its boxes as others do */
 #define ZYGOTE_TRIES 3
+/* a zygote forks boxes for this long, then a fresh one does */
+#define ZYGOTE_AGE_S 3600
 
 static int64_t now_s(void) { return (int64_t)time(NULL); }
 
@@ -282,16 +287,22 @@ static void end_zygote(shape *sh) {
     if (sh->zfd >= 0)
         close(sh->zfd);
     sh->zfd = -1;
-    if (sh->zygote.pid > 0) {
-        if (P.n_draining < (int)ELEMENTSOF(P.draining))
-            P.draining[P.n_draining++] = sh->zygote;
-        else {
-            pthread_mutex_unlock(&P.mu);
-            end_helper(&sh->zygote);
-            pthread_mutex_lock(&P.mu);
-        }
-    }
+    al_driver_run z = sh->zygote;
     sh->zygote = (al_driver_run){ .pid = -1, .events_fd = -1, .job_fd = -1 };
+    if (z.pid <= 0)
+        return;
+    if (P.n_draining == P.cap_draining) {
+        int cap = P.cap_draining ? 2 * P.cap_draining : 16;
+        al_driver_run *d = realloc(P.draining, (size_t)cap * sizeof *d);
+        if (!d) {
+            /* (no memory for the list: it is reaped when the service
+             * stops, its stdin closed then; until then it drains) */
+            return;
+        }
+        P.draining = d;
+        P.cap_draining = cap;
+    }
+    P.draining[P.n_draining++] = z;
 }
 
 /* With P.mu held: the draining zygotes that have ended, reaped; at the
@@ -315,6 +326,11 @@ static void reap_draining(bool all) {
  * ended; false when there is none to fork from (SH then makes its boxes
  * as others do, and after ZYGOTE_TRIES failures in a row, for good). */
 static bool have_zygote(shape *sh) {
+    /* one that has forked boxes long enough makes way for a fresh one
+     * (its boxes run on): its address layout and hash seed, which its
+     * boxes share, are not shared longer */
+    if (sh->zygote.pid > 0 && now_s() - sh->zygote_since_s > ZYGOTE_AGE_S)
+        end_zygote(sh);
     if (sh->zygote.pid > 0) {
         /* its interpreter gone (its request socket's end), or its helper */
         struct pollfd pf = { .fd = sh->zfd, .events = 0 };
@@ -323,6 +339,7 @@ static bool have_zygote(shape *sh) {
             return true;
         snprintf(sh->last_error, sizeof sh->last_error, "its zygote ended");
         if (!hung) {
+            /* reaped: its fds go; a hung one drains (its boxes may live) */
             sh->zygote.pid = -1;
             end_helper(&sh->zygote);
         }
@@ -350,6 +367,7 @@ static bool have_zygote(shape *sh) {
     }
     sh->zygote = dr;
     sh->zfd = z[1];
+    sh->zygote_since_s = now_s();
     return true;
 }
 
@@ -470,7 +488,8 @@ static void *pool_main(void *arg) {
             }
         }
     }
-    /* stopping: every warm helper goes, and every zygote */
+    /* stopping: every warm helper goes, and every zygote (the service's
+     * runs have ended) */
     for (int i = 0; i < SHAPES; i++) {
         shape *sh = &P.shapes[i];
         while (sh->n > 0)

@@ -172,7 +172,26 @@ def test_a_forked_box_leaves_nothing_for_the_next(svc):
     assert pids == "['1', '2']", pids
 
 
+def test_one_box_s_processes_do_not_count_against_another_s(svc):
+    # two boxes of one zygote at once: one holds nearly its pids limit in
+    # sleepers; the other still forks all it asks for (were the zygote's
+    # RLIMIT_NPROC set, the kernel would count both boxes' processes, of
+    # any tenants, against that one budget: their user namespaces are its)
+    forked_run(svc, "pass")
+    hold = ("import os, time\nn = 0\nfor _ in range(235):\n    try:\n        if os.fork() == 0:\n"
+            "            time.sleep(6); os._exit(0)\n        n += 1\n    except OSError:\n        break\n"
+            "print('held', n, flush=True)\ntime.sleep(6)")
+    ask = ("import os, time\ntime.sleep(2.5)\nok = 0\nfor _ in range(40):\n    try:\n        pid = os.fork()\n"
+           "        if pid == 0:\n            time.sleep(1); os._exit(0)\n        ok += 1\n    except OSError as e:\n"
+           "        print('refused', e.errno)\n        break\nprint('forked', ok)")
+    a, b = at_once(svc, [hold, ask])
+    assert a["result"]["box"].get("forked") and b["result"]["box"].get("forked"), (a["result"]["box"], b["result"]["box"])
+    assert a["result"]["stdout"] == "held 235\n", a["result"]
+    assert b["result"]["stdout"] == "forked 40\n", b["result"]
+
+
 def test_a_zygote_killed_is_replaced_and_runs_never_fail(svc):
+    forked_run(svc, "pass")
     wait_idle(svc, 1)
     # every interpreter of the pool's boxes and its zygotes, killed from outside
     assert kill_interpreters() >= 2, box_processes()

@@ -259,14 +259,18 @@ def _box(z, req, sync, out, err_pipe, chan, limits, go_r):
         # first reap comes before the first wait
         script = os.fork()
         if script == 0:
-            for i, fd in enumerate((null, out, err_pipe)):
-                os.dup2(fd, i)
-            os.dup2(chan, 63)
-            _keep_fds({0, 1, 2, 63})
-            # as a cold box's script, which its exec made dumpable again,
-            # named as its interpreter
-            _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
-            _libc.prctl(_PR_SET_NAME, b"python3", 0, 0, 0)
+            try:
+                for i, fd in enumerate((null, out, err_pipe)):
+                    os.dup2(fd, i)
+                os.dup2(chan, 63)
+                _keep_fds({0, 1, 2, 63})
+                # as a cold box's script, which its exec made dumpable
+                # again, named as its interpreter
+                _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
+                _libc.prctl(_PR_SET_NAME, b"python3", 0, 0, 0)
+            except BaseException:
+                # never on into the warm start half set up
+                os._exit(125)
             return
         for fd in (null, out, err_pipe, chan):
             os.close(fd)
@@ -397,8 +401,12 @@ class _Zygote:
             ok = len(fds) == 4
             try:
                 limits = json.loads(msg) if ok else None
-            except ValueError:
+                ok = ok and all(isinstance(limits.get(k), int) for k in ("tmpfs_bytes", "tmpfs_inodes", "pids", "nofile"))
+            except (ValueError, AttributeError):
                 ok = False
+            if not ok and fds:
+                # said, not left to the box's setup timeout
+                _fail(fds[0], "zygote", 22, "a request the zygote cannot read")
             if ok and self.clone(req, fds, limits):
                 return
             for fd in fds:
