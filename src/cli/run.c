@@ -244,7 +244,10 @@ int cli_run(int argc, char **argv) {
             return EXIT_AIRLOCK;
         }
         file_copy = strdup(file);
-        script_name = basename(file_copy);
+        /* a forked box's interpreter started as `python3 main.py`, before
+         * its run was known: its script is main.py, as every service run's */
+        if (!forked)
+            script_name = basename(file_copy);
     } else {
         script_len = strlen(code);
         if (script_len > MAX_SCRIPT)

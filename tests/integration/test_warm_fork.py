@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from conftest import AIRLOCK, need
+from conftest import AIRLOCK, airlock, need
 from service_util import box_cgroups, box_processes, image_service, stop_checked
 from test_warm_pool import descendants, kill_interpreters, pool, wait_idle
 
@@ -242,6 +242,18 @@ def test_an_imported_image_gets_no_zygote(tmp_path):
     b.close()
     ev = json.loads(p.stdout.splitlines()[0])
     assert ev["type"] == "error" and "imported" in ev["error"]["message"], ev
+
+
+def test_airlock_run_fork_runs_a_file_as_main_py(tmp_path):
+    # the forked box's interpreter started as `python3 main.py`: a FILE of
+    # any name runs as /work/main.py, its arguments its own
+    script = tmp_path / "report.py"
+    script.write_text("import sys\nprint(__file__, sys.argv[0], sys.argv[1:])\n")
+    p = airlock("run", "--fork", script, "a", "b")
+    if p.returncode != 0 and b"--fork runs Python offline, as root" in p.stderr:
+        need(False, "boxes cannot be forked by a zygote here (root and cgroup v1)")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.decode() == "/work/main.py main.py ['a', 'b']\n", p.stdout
 
 
 def test_a_killed_service_leaves_no_zygote_and_no_forked_box(tmp_path_factory):
