@@ -20,6 +20,7 @@
 
 #include "child.h"
 #include "collect.h"
+#include "fork_so.h"
 #include "proto.h"
 #include "stage.h"
 #include "uidpool.h"
@@ -143,31 +144,6 @@ static int write_zygote_maps(pid_t pid, const zygote_ids *z, al_error *err) {
         if ((r = al_write_str(AT_FDCWD, path, map)) < 0)
             return al_err(err, "userns", r, "write the zygote's %s: %s", files[f], strerror(-r));
     }
-    return 0;
-}
-
-/* The box's syscall filter as zygote.py reads it (/work/seccomp.bpf): for
- * each of its two programs, the length (u16) and the instructions. */
-static int filter_file(al_box_file *ret, char **ret_buf, al_error *err) {
-    al_seccomp_prog p;
-    int r = al_seccomp_builtin(&p, err);
-    if (r < 0)
-        return r;
-    size_t n = 0;
-    for (int i = 0; i < 2; i++)
-        n += sizeof(uint16_t) + p.f[i].len * sizeof *p.f[i].insns;
-    char *buf = malloc(n), *at = buf;
-    for (int i = 0; buf && i < 2; i++) {
-        uint16_t len = p.f[i].len;
-        memcpy(at, &len, sizeof len);
-        memcpy(at + sizeof len, p.f[i].insns, len * sizeof *p.f[i].insns);
-        at += sizeof len + len * sizeof *p.f[i].insns;
-    }
-    al_seccomp_prog_free(&p);
-    if (!buf)
-        return al_err(err, "zygote", ENOMEM, "out of memory");
-    *ret = (al_box_file){ "seccomp.bpf", buf, n, 0444 };
-    *ret_buf = buf;
     return 0;
 }
 
@@ -660,7 +636,6 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     int r;
 
     _cleanup_close_ int uid_lock = -1, workfd = -1, outfd = -1, tmpfd = -1;
-    _cleanup_free_ char *filter_buf = NULL;
     zygote_ids zids = { .n = 0 };
     uid_t uid = geteuid();
     gid_t gid = getegid();
@@ -691,7 +666,7 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     al_box_config run;
     const al_box_config *rc = cfg;
     al_cgroup_join join = { .n_self = 0, .clone_fd = -1 };
-    /* a zygote's files: its caller's, and the filter its boxes load */
+    /* a zygote's files: its caller's, and its boxes' PID 1 (fork_init.c) */
     al_box_file zfiles[8];
     al_box_config zcfg;
     if (cfg->zygote) {
@@ -700,8 +675,7 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
             goto out_fds;
         }
         memcpy(zfiles, cfg->files, cfg->n_files * sizeof *zfiles);
-        if ((r = filter_file(&zfiles[cfg->n_files], &filter_buf, err)) < 0)
-            goto out_fds;
+        zfiles[cfg->n_files] = (al_box_file){ AL_BOX_FORK_SO, al_fork_so, sizeof al_fork_so, 0444 };
         zcfg = *cfg;
         zcfg.files = zfiles;
         zcfg.n_files = cfg->n_files + 1;

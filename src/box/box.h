@@ -117,8 +117,10 @@ typedef struct al_box_warm {
  * REQ_FD, the box's end of the request socket (SOCK_SEQPACKET), is its
  * AL_BOX_WARM_FD, and is closed here once the zygote has it (so that the
  * other end sees the zygote's end); its warm start is python.py with
- * zygote.py beside it. Needs root. */
+ * zygote.py beside it, and its boxes' PID 1 is fork_init.c's, which this
+ * stages in its /work as AL_BOX_FORK_SO. Needs root. */
 #define AL_ZYGOTE_SLOTS 32
+#define AL_BOX_FORK_SO "_airlock_fork.so"
 typedef struct al_box_zygote {
     int req_fd;
 } al_box_zygote;

@@ -152,28 +152,6 @@ const al_cgroup_ops *al_cgroup_pick(al_cgroup_caps *caps) {
     return NULL;
 }
 
-int al_cgroup_join_self(al_cgroup_join *j) {
-    int r = 0;
-    for (unsigned i = 0; i < j->n_self; i++) {
-        if (r == 0 && write(j->self_fds[i], "0", 1) != 1)
-            r = -errno;
-        close(j->self_fds[i]);
-        j->self_fds[i] = -1;
-    }
-    j->n_self = 0;
-    return r;
-}
-
-void al_cgroup_join_close(al_cgroup_join *j) {
-    for (unsigned i = 0; i < j->n_self; i++)
-        if (j->self_fds[i] >= 0)
-            close(j->self_fds[i]);
-    j->n_self = 0;
-    if (j->clone_fd >= 0)
-        close(j->clone_fd);
-    j->clone_fd = -1;
-}
-
 int al_cgroup_mkdir_fresh(const char *dir) {
     if (mkdir(dir, 0755) == 0)
         return 0;

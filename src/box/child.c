@@ -26,98 +26,17 @@
 
 #include "mount.h"
 #include "proto.h"
-
-#define SANDBOX_ID 65534
-
-static _Noreturn void fail(int sock, al_error *e) {
-    al_msg m = { .type = AL_MSG_ERROR, .err = *e };
-    al_msg_send(sock, &m, NULL, 0);
-    _exit(125);
-}
+#include "setup.h"
 
 #define CHECK(expr)                                                                                \
     do {                                                                                           \
         if ((expr) < 0)                                                                            \
-            fail(a->sock, &err);                                                                   \
+            al_setup_fail(a->sock, &err);                                                          \
     } while (0)
-
-static int wait_go(int sock, al_error *err) {
-    al_msg m;
-    int r = al_msg_recv(sock, &m, NULL, NULL);
-    if (r <= 0 || m.type != AL_MSG_GO)
-        return al_err(err, "sync", r < 0 ? -r : EPIPE, "parent went away");
-    return 0;
-}
-
-/* sync 3 may carry the cgroup's self-join fds (v1): join at once, before
- * the cgroup namespace is made and anything of the script's runs. */
-static int wait_go_and_join(int sock, al_error *err) {
-    al_msg m;
-    al_cgroup_join j = { .clone_fd = -1 };
-    unsigned n = AL_CGROUP_JOIN_MAX;
-    int r = al_msg_recv(sock, &m, j.self_fds, &n);
-    if (r <= 0 || m.type != AL_MSG_GO) {
-        j.n_self = n;
-        al_cgroup_join_close(&j);
-        return al_err(err, "sync", r < 0 ? -r : EPIPE, "parent went away");
-    }
-    j.n_self = n;
-    if (al_cgroup_join_self(&j) < 0)
-        return al_err(err, "cgroup", errno, "join the box's cgroup: %m");
-    return 0;
-}
-
-static int become_sandbox_user(bool zygote, al_error *err) {
-    /* No root mapping exists in this namespace, so changing uid does not
-     * clear the capabilities we still need for mounting; KEEPCAPS makes it
-     * explicit. Files we create from here on are owned by the box user.
-     * A zygote is its namespace's root (mapped to a host uid of its own,
-     * never the host's root): the boxes it forks take the sandbox id. */
-    id_t id = zygote ? 0 : SANDBOX_ID;
-    if (prctl(PR_SET_KEEPCAPS, 1) < 0)
-        return al_err(err, "identity", errno, "PR_SET_KEEPCAPS: %m");
-    if (setresgid(id, id, id) < 0)
-        return al_err(err, "identity", errno, "setresgid(%u): %m", (unsigned)id);
-    if (setresuid(id, id, id) < 0)
-        return al_err(err, "identity", errno, "setresuid(%u): %m", (unsigned)id);
-    struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
-    struct __user_cap_data_struct d[2];
-    if (syscall(SYS_capget, &h, d) < 0)
-        return al_err(err, "identity", errno, "capget: %m");
-    d[0].effective = d[0].permitted;
-    d[1].effective = d[1].permitted;
-    if (syscall(SYS_capset, &h, d) < 0)
-        return al_err(err, "identity", errno, "capset: %m");
-    return 0;
-}
-
-static int loopback_up(al_error *err) {
-    _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (s < 0)
-        return al_err(err, "network", errno, "socket: %m");
-    struct ifreq ifr = { 0 };
-    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
-    if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
-        return al_err(err, "network", errno, "get lo flags: %m");
-    ifr.ifr_flags |= IFF_UP;
-    if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
-        return al_err(err, "network", errno, "bring lo up: %m");
-    return 0;
-}
-
-static int no_nested_userns(al_error *err) {
-    /* A second, kernel-enforced layer behind seccomp's unshare/clone rules:
-     * this namespace may not create user namespaces at all. The per-userns
-     * sysctl resolves against the writer's own namespace. */
-    int r = al_write_str(AT_FDCWD, "/proc/sys/user/max_user_namespaces", "0");
-    if (r < 0)
-        return al_err(err, "userns", r, "set max_user_namespaces=0: %s", strerror(-r));
-    return 0;
-}
 
 /* The owner of what the box mounts: the sandbox id, or a zygote's root
  * (its namespace maps no 65534: the boxes it forks map theirs). */
-static int owner_id(const al_child_args *a) { return a->zygote ? 0 : SANDBOX_ID; }
+static int owner_id(const al_child_args *a) { return a->zygote ? 0 : AL_SANDBOX_ID; }
 
 static int make_dev(int rootfd, const al_box_limits *lim, int id, al_error *err) {
     if (mkdirat(rootfd, "dev", 0755) < 0)
@@ -250,58 +169,6 @@ static int enter_root(int rootfd, al_error *err) {
     return 0;
 }
 
-static int set_rlimits(const al_child_args *a, al_error *err) {
-    const al_box_limits *l = a->limits;
-    struct { int res; rlim_t v; const char *name; } lim[] = {
-        { RLIMIT_NOFILE, l->nofile, "NOFILE" },
-        { RLIMIT_FSIZE, l->tmpfs_bytes, "FSIZE" },
-        { RLIMIT_CORE, 0, "CORE" },
-        /* a second layer under pids.max, set above it so the cgroup, which
-         * reports what happened, is the one that stops a fork bomb. Not a
-         * zygote's: the kernel would count every process of every box it
-         * forks (their user namespaces are its children) against it, one
-         * budget for boxes of many tenants; each box sets its own. */
-        { RLIMIT_NPROC, a->unique_uid && !a->zygote ? l->pids + 16 : RLIM_INFINITY, "NPROC" },
-    };
-    for (size_t i = 0; i < ELEMENTSOF(lim); i++) {
-        if (lim[i].v == RLIM_INFINITY)
-            continue;
-        struct rlimit rl = { lim[i].v, lim[i].v };
-        if (setrlimit(lim[i].res, &rl) < 0)
-            return al_err(err, "rlimits", errno, "RLIMIT_%s: %m", lim[i].name);
-    }
-    return 0;
-}
-
-/* Every capability goes, but for a zygote CAP_SETUID and CAP_SETGID in its
- * own namespace, which writing its boxes' maps takes (with no_new_privs,
- * its exec keeps no more than these). */
-static int drop_privileges(bool zygote, al_error *err) {
-    const uint64_t keep = zygote ? (1ULL << CAP_SETUID | 1ULL << CAP_SETGID) : 0;
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-        return al_err(err, "no_new_privs", errno, "PR_SET_NO_NEW_PRIVS: %m");
-    /* EINVAL past the kernel's last capability ends the loop */
-    for (int c = 0; c <= 63; c++)
-        if (!(keep >> c & 1) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0) {
-            if (errno == EINVAL)
-                break;
-            return al_err(err, "capabilities", errno, "drop bounding cap %d: %m", c);
-        }
-    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-        return al_err(err, "capabilities", errno, "clear ambient: %m");
-    struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
-    struct __user_cap_data_struct d[2];
-    memset(d, 0, sizeof d);
-    d[0].permitted = d[0].effective = (uint32_t)keep;
-    if (syscall(SYS_capset, &h, d) < 0)
-        return al_err(err, "capabilities", errno, "capset: %m");
-    prctl(PR_SET_KEEPCAPS, 0);
-    /* nobody in the box may open our fds through /proc/1/fd or ptrace us */
-    if (prctl(PR_SET_DUMPABLE, 0) < 0)
-        return al_err(err, "capabilities", errno, "PR_SET_DUMPABLE: %m");
-    return 0;
-}
-
 static _Noreturn void exec_script(const al_child_args *a, int in_fd) {
     al_error err = { 0 };
     /* back to defaults for the script; PID 1 keeps its own */
@@ -315,7 +182,7 @@ static _Noreturn void exec_script(const al_child_args *a, int in_fd) {
         int r = std[i] == i ? fcntl(i, F_SETFD, 0) : dup2(std[i], i);
         if (r < 0) {
             al_err(&err, "exec", errno, "set up stdio: %m");
-            fail(a->sock, &err);
+            al_setup_fail(a->sock, &err);
         }
     }
     /* a warm start's socket is its fd AL_BOX_WARM_FD (it was moved above
@@ -323,7 +190,7 @@ static _Noreturn void exec_script(const al_child_args *a, int in_fd) {
      * close-on-exec) */
     if (a->warm_fd >= 0 && dup2(a->warm_fd, AL_BOX_WARM_FD) < 0) {
         al_err(&err, "exec", errno, "set up the warm start's socket: %m");
-        fail(a->sock, &err);
+        al_setup_fail(a->sock, &err);
     }
     /* every other fd goes at exec; the sync socket stays open until then
      * so an exec failure can still be reported */
@@ -335,7 +202,7 @@ static _Noreturn void exec_script(const al_child_args *a, int in_fd) {
     }
     execve(a->argv[0], a->argv, a->envp);
     al_err(&err, "exec", errno, "execve %s: %m", a->argv[0]);
-    fail(a->sock, &err);
+    al_setup_fail(a->sock, &err);
 }
 
 typedef struct script_args {
@@ -373,32 +240,6 @@ static char **copy_strv(char *const *v) {
     return c;
 }
 
-/* PID 1 is a copy of airlock, argv and environment included: anyone in
- * the box can read /proc/1/cmdline. Blank both regions of our own copy
- * (their bounds are in /proc/self/stat), leaving only a name. */
-static void scrub_cmdline(void) {
-    _cleanup_free_ char *stat = NULL;
-    if (al_read_small(AT_FDCWD, "/proc/self/stat", 4096, &stat, NULL) < 0)
-        return;
-    /* fields after the ")" of the command name; arg_start is field 48 */
-    char *p = strrchr(stat, ')');
-    if (!p)
-        return;
-    unsigned long v[52] = { 0 };
-    int field = 2;
-    for (char *tok = strtok(p + 1, " "); tok && field < 51; tok = strtok(NULL, " "))
-        v[++field] = strtoul(tok, NULL, 10);
-    unsigned long arg_start = v[48], arg_end = v[49], env_start = v[50], env_end = v[51];
-    if (arg_start && arg_end > arg_start && arg_end - arg_start < (1UL << 24)) {
-        memset((void *)arg_start, 0, arg_end - arg_start);
-        static const char name[] = "airlock-init";
-        if (arg_end - arg_start > sizeof name)
-            memcpy((void *)arg_start, name, sizeof name);
-    }
-    if (env_start && env_end > env_start && env_end - env_start < (1UL << 24))
-        memset((void *)env_start, 0, env_end - env_start);
-}
-
 static _Noreturn void be_init(const al_child_args *a, pid_t script) {
     /* PID 1: holds no secrets and no host fds, only the sync socket. Signals
      * from inside the namespace cannot reach it (no handlers installed).
@@ -426,41 +267,11 @@ static _Noreturn void be_init(const al_child_args *a, pid_t script) {
     _exit(0);
 }
 
-/* Keep only the fds the box needs, moved above the stdio range so the
- * script's dup2()s cannot clobber them; everything else the caller had open
- * (its terminal, locks, sockets) is closed, so PID 1 holds no host fds. */
-static int keep_only_own_fds(al_child_args *a) {
-    int *fds[] = { &a->sock, &a->out_w[0], &a->out_w[1], &a->stdin_fd, &a->runtime_fd, &a->warm_fd };
-    size_t nf = ELEMENTSOF(fds);
-    int keep[ELEMENTSOF(fds)];
-    size_t n = 0;
-    for (size_t i = 0; i < nf; i++) {
-        if (*fds[i] < 0)
-            continue;
-        int nfd = fcntl(*fds[i], F_DUPFD_CLOEXEC, 64);
-        if (nfd < 0)
-            return -errno;
-        *fds[i] = nfd;
-        /* insertion sort: the list is tiny */
-        size_t j = n++;
-        for (; j > 0 && keep[j - 1] > nfd; j--)
-            keep[j] = keep[j - 1];
-        keep[j] = nfd;
-    }
-    unsigned from = 0;
-    for (size_t i = 0; i < n; i++) {
-        if ((unsigned)keep[i] > from)
-            syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0);
-        from = (unsigned)keep[i] + 1;
-    }
-    syscall(SYS_close_range, from, ~0U, 0);
-    return 0;
-}
-
 _Noreturn void al_child_main(const al_child_args *args) {
     al_error err = { 0 };
     al_child_args own = *args, *a = &own;
-    if (keep_only_own_fds(a) < 0)
+    int *keep[] = { &a->sock, &a->out_w[0], &a->out_w[1], &a->stdin_fd, &a->runtime_fd, &a->warm_fd };
+    if (al_setup_keep_fds(keep, ELEMENTSOF(keep)) < 0)
         _exit(125); /* the socket may be gone: the parent sees EOF and says so */
     int rootfd = -1, in_fd = a->stdin_fd, listen_fd = -1;
 
@@ -473,35 +284,37 @@ _Noreturn void al_child_main(const al_child_args *args) {
         CHECK(al_err(&err, "exec", ENOMEM, "copy the script's argv"));
     a->argv = argv;
     a->envp = envp;
-    scrub_cmdline();
-    CHECK(wait_go(a->sock, &err));                       /* sync 1: maps written */
+    al_setup_scrub_cmdline();
+    CHECK(al_setup_wait_go(a->sock, &err));                       /* sync 1: maps written */
     if (a->runtime->open)
         CHECK(a->runtime_fd = a->runtime->open(a->runtime, &err));
-    CHECK(become_sandbox_user(a->zygote, &err));
+    CHECK(al_setup_identity(a->zygote, &err));
     /* If airlock dies, the box dies with it. Set after the last change of
      * our credentials, which would clear it; a parent that died before
      * this shows as EOF at the next sync, where we exit. */
     CHECK(prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ? al_err(&err, "pdeathsig", errno, "PR_SET_PDEATHSIG: %m") : 0);
     CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ? al_err(&err, "mount", errno, "make / private: %m") : 0);
     CHECK(sethostname("airlock", 7) < 0 ? al_err(&err, "hostname", errno, "sethostname: %m") : 0);
-    CHECK(loopback_up(&err));
+    CHECK(al_setup_loopback(&err));
     CHECK(make_listener(a->listen_port, &listen_fd, &err));
     if (!a->zygote)
-        CHECK(no_nested_userns(&err));
+        CHECK(al_setup_no_nested_userns(&err));
     CHECK(build_root(a, &rootfd, &err));
     CHECK(send_scratch_fds(a->sock, rootfd, listen_fd, &err)); /* sync 2: scratch fds sent */
     if (listen_fd >= 0)
         close(listen_fd);                                /* the parent's to serve now */
-    CHECK(wait_go_and_join(a->sock, &err));              /* sync 3: inputs staged, cgroup made */
+    CHECK(al_setup_wait_go_and_join(a->sock, &err));              /* sync 3: inputs staged, cgroup made */
     /* the cgroup namespace is made from inside the box's cgroup, so the box
      * sees its own cgroup as "/" */
     CHECK(unshare(CLONE_NEWCGROUP) < 0 ? al_err(&err, "cgroupns", errno, "unshare(CLONE_NEWCGROUP): %m") : 0);
     CHECK(enter_root(rootfd, &err));
     if (in_fd < 0 && (in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
         CHECK(al_err(&err, "stdin", errno, "open /dev/null: %m"));
-    CHECK(set_rlimits(a, &err));
+    /* NPROC a second layer under pids.max, for a box whose uid is its own;
+     * not a zygote's (setup.c) */
+    CHECK(al_setup_rlimits(a->limits, a->unique_uid && !a->zygote, &err));
     CHECK(setsid() < 0 ? al_err(&err, "setsid", errno, "setsid: %m") : 0);
-    CHECK(drop_privileges(a->zygote, &err));
+    CHECK(al_setup_drop_privileges(a->zygote, &err));
     /* A zygote runs no run's code: each box it forks loads the filter
      * before the run's first instruction, and a zygote with it could not
      * fork them (unshare, clone into namespaces, mount). */
@@ -511,7 +324,7 @@ _Noreturn void al_child_main(const al_child_args *args) {
     pid_t script = spawn_script(a, in_fd);
     if (script < 0) {
         al_err(&err, "fork", errno, "start the script: %m");
-        fail(a->sock, &err);
+        al_setup_fail(a->sock, &err);
     }
     /* PID 1 lets go of the script's stdio so the parent sees EOF when the
      * script and its descendants are done. */

@@ -256,6 +256,29 @@ def test_airlock_run_fork_runs_a_file_as_main_py(tmp_path):
     assert p.stdout.decode() == "/work/main.py main.py ['a', 'b']\n", p.stdout
 
 
+SIGNAL_PID1 = """import os, signal, time
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGCHLD):
+    os.kill(1, s)
+time.sleep(0.3)
+print("alive", open("/proc/1/comm").read().strip(), os.getppid())
+"""
+
+
+def test_signals_from_the_script_leave_a_forked_box_s_pid1_as_a_made_one_s(tmp_path):
+    # a box's PID 1 has no handler a signal from inside could run (the
+    # kernel drops the rest): the script's own signals to it end nothing,
+    # forked as made (a PID 1 that ran Python had its SIGINT handler, and
+    # the box died with the script SIGKILLed)
+    script = tmp_path / "main.py"
+    script.write_text(SIGNAL_PID1)
+    cold = airlock("run", script)
+    forked = airlock("run", "--fork", script)
+    if forked.returncode != 0 and b"--fork runs Python offline, as root" in forked.stderr:
+        need(False, "boxes cannot be forked by a zygote here (root and cgroup v1)")
+    assert cold.returncode == 0 and cold.stdout == b"alive airlock 1\n", (cold.stdout, cold.stderr)
+    assert forked.returncode == 0 and forked.stdout == cold.stdout, (forked.stdout, forked.stderr)
+
+
 def test_a_killed_service_leaves_no_zygote_and_no_forked_box(tmp_path_factory):
     s = image_service(tmp_path_factory.mktemp("fork-killed") / "state", {"warm_pool": "2"})
     need(pool(s)["fork"], "boxes cannot be forked by a zygote here (root and cgroup v1)")

@@ -1,0 +1,34 @@
+/* The steps a box's PID 1 takes inside its new namespaces, shared by the
+ * made box (child.c) and the box a zygote forks (fork_init.c, run in the
+ * zygote's interpreter as a shared object of these same files). Each
+ * returns 0 or a negative errno with ERR set. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "box.h"
+
+#define AL_SANDBOX_ID 65534
+
+/* {step, errno, message} to the parent, then _exit(125). */
+_Noreturn void al_setup_fail(int sock, al_error *e);
+
+/* sync 1: the parent's go (the box's maps written) */
+int al_setup_wait_go(int sock, al_error *err);
+/* sync 3: the go, with the cgroup's self-join fds (v1) written at once */
+int al_setup_wait_go_and_join(int sock, al_error *err);
+
+/* The sandbox id (or a zygote's 0), its capabilities kept for the mounts. */
+int al_setup_identity(bool zygote, al_error *err);
+int al_setup_loopback(al_error *err);
+int al_setup_no_nested_userns(al_error *err);
+/* NOFILE, FSIZE, CORE; NPROC (pids + 16) when NPROC_TOO. */
+int al_setup_rlimits(const al_box_limits *l, bool nproc_too, al_error *err);
+/* no_new_privs and every capability gone (a zygote keeps CAP_SETUID/GID),
+ * not dumpable. */
+int al_setup_drop_privileges(bool zygote, al_error *err);
+/* PID 1's argv and environment (a copy of its parent's) blanked. */
+void al_setup_scrub_cmdline(void);
+/* Every fd closed but *FDS[0..N) (those < 0 skipped), each moved to 64 or
+ * above (close-on-exec) and updated. */
+int al_setup_keep_fds(int *const *fds, size_t n);
