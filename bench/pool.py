@@ -12,7 +12,8 @@ warm_pool = 0, both at the default limits (0.5 CPU, 512 MiB).
    first stdout event, warm and cold.
    The same for Node (`0`), against bare `node -e 0`.
 3. Throughput with 16 clients of trivial Python, warm and cold, against
-   bare `python3 -c pass` processes with 16 at once.
+   bare `python3 -c pass` processes with 16 at once: each kept busy for
+   --seconds, the three interleaved, --rounds times; medians.
 4. Memory: what one idle warm box of each language holds (its cgroup's
    usage, as the pool shows it).
 
@@ -20,12 +21,13 @@ Each latency is measured with the warm service's three shapes (Python
 without preloads, with them, Node) holding a ready box and none starting,
 so that no refill's imports run beside it. Medians; the machine is shared.
 
-Usage: /usr/bin/python3 bench/pool.py [--runs N] [--load N]
+Usage: /usr/bin/python3 bench/pool.py [--runs N] [--seconds S] [--rounds N]
 """
 import argparse
 import concurrent.futures as cf
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -90,7 +92,8 @@ def wait_ready(svc, n=1, timeout=120, shapes=1):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--load", type=int, default=64, help="runs per variant in the throughput test")
+    ap.add_argument("--seconds", type=float, default=5.0, help="how long each throughput window lasts")
+    ap.add_argument("--rounds", type=int, default=3, help="throughput windows per variant")
     args = ap.parse_args()
     ensure_default_image()
     tmp = Path(tempfile.mkdtemp(prefix="airlock-bench-pool-"))
@@ -153,15 +156,32 @@ def main():
                 out[f"idle_box_mib_{what.replace(' ', '_')}"] = mib
 
         # throughput, 16 clients
-        def burst(fn, n):
-            t = time.monotonic()
+        def sustained(fn, seconds):
+            """Runs per second with 16 clients each starting its next as
+            its last ends, until SECONDS are up (a steady state, not a
+            burst's ramp)."""
+            t0 = time.monotonic()
+            counts = [0] * 16
+
+            def client(i):
+                while time.monotonic() - t0 < seconds:
+                    fn()
+                    counts[i] += 1
             with cf.ThreadPoolExecutor(16) as ex:
-                list(ex.map(lambda _: fn(), range(n)))
-            return n / (time.monotonic() - t)
-        tp = {"bare python3 -c pass": burst(bare, args.load), "API pass, cold": burst(lambda: api(cold), args.load),
-              "API pass, warm": burst(lambda: api(warm), args.load)}
+                list(ex.map(client, range(16)))
+            return sum(counts) / (time.monotonic() - t0)
+        # thousands of runs: the organisation's credits for them
+        for svc in (warm, cold):
+            org = re.search(r"id=(org_[0-9a-z]+)", svc.admin("list")).group(1)
+            svc.admin("credits", "grant", "--org", org, "1000000")
+        rates = {"bare python3 -c pass": [], "API pass, cold": [], "API pass, warm": []}
+        for _ in range(args.rounds):
+            rates["bare python3 -c pass"].append(sustained(bare, args.seconds))
+            rates["API pass, cold"].append(sustained(lambda: api(cold), args.seconds))
+            rates["API pass, warm"].append(sustained(lambda: api(warm), args.seconds))
+        tp = {k: statistics.median(v) for k, v in rates.items()}
         for k, v in tp.items():
-            print(f"throughput, 16 clients, {k:<22} {v:6.1f} /s")
+            print(f"throughput, 16 clients, {k:<22} {v:6.1f} /s   (rounds: {', '.join('%.1f' % x for x in rates[k])})")
         print(f"warm throughput / bare = {tp['API pass, warm'] / tp['bare python3 -c pass']:.2f} (target >= 0.9)")
         st = warm.ok("GET", "/v1/settings")["badges"]["pool"]["state"]
         print("pool:", json.dumps({k: st[k] for k in ("hits", "misses", "idle", "starting")}))
