@@ -561,10 +561,25 @@ static enum MHD_Result metrics(al_http *h, struct MHD_Connection *c) {
         uint64_t misses = (uint64_t)json_integer_value(json_object_get(pool, "misses"));
         OUT("# HELP airlock_pool_boxes Boxes the driver made ahead of need, by state.\n"
             "# TYPE airlock_pool_boxes gauge\nairlock_pool_boxes{state=\"idle\"} %lld\n"
+            "airlock_pool_boxes{state=\"starting\"} %lld\n"
             "airlock_pool_boxes{state=\"in_use\"} %lld\nairlock_pool_boxes{state=\"removing\"} %lld\n",
             (long long)json_integer_value(json_object_get(pool, "idle")),
+            (long long)json_integer_value(json_object_get(pool, "starting")),
             (long long)json_integer_value(json_object_get(pool, "in_use")),
             (long long)json_integer_value(json_object_get(pool, "removing")));
+        OUT("# HELP airlock_pool_per_shape Boxes the pool may keep for each shape of run (warm_pool).\n"
+            "# TYPE airlock_pool_per_shape gauge\nairlock_pool_per_shape %lld\n"
+            "# HELP airlock_pool_shapes Shapes of run the pool keeps boxes for.\n"
+            "# TYPE airlock_pool_shapes gauge\nairlock_pool_shapes %zu\n",
+            (long long)json_integer_value(json_object_get(pool, "per_shape")),
+            json_array_size(json_object_get(pool, "shapes")));
+        /* (a pool that counts what its boxes hold: the native driver's) */
+        if (json_object_get(pool, "memory_budget_bytes"))
+            OUT("# HELP airlock_pool_memory_bytes What the pool's boxes hold, and may hold in all.\n"
+                "# TYPE airlock_pool_memory_bytes gauge\nairlock_pool_memory_bytes{of=\"held\"} %lld\n"
+                "airlock_pool_memory_bytes{of=\"budget\"} %lld\n",
+                (long long)json_integer_value(json_object_get(pool, "memory_bytes")),
+                (long long)json_integer_value(json_object_get(pool, "memory_budget_bytes")));
         OUT("# HELP airlock_pool_runs_total Runs that found a box made for them (hit) or made their own (miss).\n"
             "# TYPE airlock_pool_runs_total counter\nairlock_pool_runs_total{result=\"hit\"} %llu\n"
             "airlock_pool_runs_total{result=\"miss\"} %llu\n", (unsigned long long)hits, (unsigned long long)misses);

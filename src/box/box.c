@@ -556,31 +556,39 @@ static int warm_start(box_ctx *b, int chan, int out_r[2], int workfd, uid_t uid,
         cm->cmsg_len = CMSG_LEN(sizeof(int));
         memcpy(CMSG_DATA(cm), &run->stdin_fd, sizeof(int));
     }
-    /* Its memory limit is the run's on top of what the warm start holds
-     * now (the operator's preloads), counted up to the headroom the box
-     * was made with, so the box never holds more than the run's limit and
-     * that headroom: a script has at least a cold run's room, and none
-     * that fits cold fails warm. Before its first instruction. */
+    /* Its memory limit is the run's own, before its first instruction: a
+     * cold run that imports what the warm start preloaded holds the same
+     * pages under the same limit. A box that holds more than that limit
+     * already is not used (the run goes cold, where the limit stops what
+     * it imports as it would). */
     if (b->cg && cfg->limits.memory_bytes) {
         al_cgroup_stats st = { 0 };
-        b->cg_ops->stats(b->cg, &st);
-        uint64_t held = st.memory_bytes < AL_WARM_MEMORY_HEADROOM ? st.memory_bytes : AL_WARM_MEMORY_HEADROOM;
-        r = b->cg_ops->set_memory(b->cg, cfg->limits.memory_bytes + held);
+        if ((r = b->cg_ops->stats(b->cg, &st)) < 0)
+            return al_err(err, "warm", -r, "read the warm box's memory: %s", strerror(-r));
+        if (st.memory_bytes >= cfg->limits.memory_bytes)
+            return al_err(err, "warm", ENOMEM, "the warm box holds %llu bytes, the run's limit is %llu",
+                          (unsigned long long)st.memory_bytes, (unsigned long long)cfg->limits.memory_bytes);
+        r = b->cg_ops->set_memory(b->cg, cfg->limits.memory_bytes);
         if (r < 0)
             return al_err(err, "warm", -r, "set the run's memory limit: %s", strerror(-r));
     }
     if (sendmsg(chan, &mh, MSG_NOSIGNAL) != (ssize_t)iov.iov_len)
         return al_err(err, "warm", errno ? errno : EIO, "hand the run to the interpreter: %m");
-    /* Its interpreter says it has the run ('g'), before any of the run's
-     * code: one killed an instant before, still exiting when the message
-     * went into its socket, fails the hand-off here, and the run goes
-     * cold, instead of ending with that death as its own. */
+    /* Its interpreter says it has the run ('g', or 'c': run it cold),
+     * before any of the run's code: one killed an instant before, still
+     * exiting when the message went into its socket, fails the hand-off
+     * here, and the run goes cold, instead of ending with that death as
+     * its own. */
     struct pollfd pg = { .fd = chan, .events = POLLIN };
     char g = 0;
     int pr;
     while ((pr = poll(&pg, 1, WARM_ACK_MS)) < 0 && errno == EINTR)
         ;
-    if (pr <= 0 || read(chan, &g, 1) != 1 || g != 'g')
+    if (pr > 0 && read(chan, &g, 1) == 1 && g == 'c')
+        /* the run's files shadow a module the warm start had imported
+         * (src/lang/warm/python.py): a cold start imports them instead */
+        return al_err(err, "warm", EEXIST, "the run's files shadow a module its warm start imported");
+    if (g != 'g')
         return al_err(err, "warm", EPIPE, "the interpreter did not take the run");
     /* its CPU time is the run's from here */
     if (b->cg) {

@@ -87,8 +87,8 @@ typedef struct al_box_config al_box_config;
 #define AL_BOX_WARM_FD 63
 
 /* How much a warm start may hold (its preloads) beyond the run's memory
- * limit: the box's limit until its hand-off, after which the run has its
- * own limit on top of what the warm start holds then. */
+ * limit, until its hand-off, which sets the run's own limit (a box that
+ * holds more than that by then is not used: its run goes cold). */
 #define AL_WARM_MEMORY_HEADROOM (256ULL << 20)
 
 typedef struct al_box_warm {

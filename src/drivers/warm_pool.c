@@ -259,11 +259,17 @@ static uint64_t held_bytes(void) {
     return sum;
 }
 
+/* Whether SH's boxes, as its last said when ready, hold its runs' memory
+ * limit or more before any run: the hand-off would refuse each (box.c),
+ * its run going cold, so none is kept (preloads too big for the limit). */
+static bool over_limit(const shape *sh) { return sh->l.memory_bytes && sh->box_bytes >= sh->l.memory_bytes; }
+
 /* A box of SH to drop now (forgotten shape, idle or starting too long), or -1. */
 static int stale_one(const shape *sh, int64_t now, bool forgotten) {
     for (int k = 0; k < sh->n; k++) {
         const warm *w = &sh->w[k];
-        if (forgotten || (w->ready && now - w->since_s > IDLE_S) || (!w->ready && now - w->since_s > READY_S))
+        if (forgotten || (w->ready && (now - w->since_s > IDLE_S || over_limit(sh))) ||
+            (!w->ready && now - w->since_s > READY_S))
             return k;
     }
     return -1;
@@ -415,7 +421,9 @@ static void *pool_main(void *arg) {
             sh->held_back = NULL;
             if (starting || sh->n >= sh->want || now < sh->retry_at_s)
                 continue;
-            if (held_bytes() + est > P.budget)
+            if (over_limit(sh))
+                sh->held_back = "its boxes hold more than its runs' memory limit";
+            else if (held_bytes() + est > P.budget)
                 sh->held_back = "the memory budget (warm_pool_memory_mb)";
             else if (!spare && sh->preloads)
                 sh->held_back = "no CPU to spare"; /* tried again at the next tick */

@@ -536,7 +536,8 @@ class Service:
         args = [str(self.binary), "serve", "--listen", f"{self.host}:{self.port}", *self.store_args()]
         if self.config is not None:
             cfg = self.state.parent / f"{self.state.name}.conf"
-            cfg.write_text("".join(f"{k} = {v}\n" for k, v in self.config.items()))
+            # (a key set to None is left to the product's default)
+            cfg.write_text("".join(f"{k} = {v}\n" for k, v in self.config.items() if v is not None))
             args += ["--config", str(cfg)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
         env.update(self.extra_env)
@@ -818,7 +819,7 @@ def image_service(state, config=None, **kw):
     state.mkdir(parents=True, exist_ok=True)
     if not (state / "images").exists():
         (state / "images").symlink_to(CACHE / "images")
-    svc = Service(state, config={k: str(v) for k, v in (config or {}).items()}, **kw)
+    svc = Service(state, config={k: None if v is None else str(v) for k, v in (config or {}).items()}, **kw)
     svc.start()
     return svc
 

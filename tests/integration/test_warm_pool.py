@@ -108,17 +108,24 @@ def body(name):
     return b
 
 
-def warm_run(svc, code, **fields):
-    """A run that is handed a warm box (the first run of a shape goes cold
-    and teaches the pool the shape: a script of nothing, or of a comment
-    naming a preload module if CODE names one)."""
+def teach(svc, code, limits=None):
+    """The key of the shape of CODE's runs, taught to SVC's pool if it
+    had not learnt it (the first run of a shape goes cold and teaches the
+    pool the shape: a script of nothing, or of a comment naming a preload
+    module if CODE names one)."""
     preload = pool(svc)["preload"]
     heavy = names_a_preload(code, preload)
-    key = shape_key(fields.get("limits"), heavy)
+    key = shape_key(limits, heavy)
     if not any(key_of(sh) == key for sh in pool(svc)["shapes"]):
         teach = "pass  # " + preload.split(",")[0].split(".")[0] if heavy else "pass"
-        svc.run(teach, image="default", **{k: v for k, v in fields.items() if k == "limits"})
-    wait_idle(svc, 1, key)
+        svc.run(teach, image="default", **({"limits": limits} if limits else {}))
+    return key
+
+
+def warm_run(svc, code, **fields):
+    """A run that is handed a warm box."""
+    heavy = names_a_preload(code, pool(svc)["preload"])
+    wait_idle(svc, 1, teach(svc, code, fields.get("limits")))
     doc = svc.run(code, **fields)
     assert doc["result"]["box"].get("warm") is True, doc["result"]["box"]
     # Python's boxes without preloads are forked by the shape's zygote,
@@ -173,6 +180,12 @@ def test_the_runs_limits_hold_from_its_first_instruction(pair):
     doc = warm_run(warm, "import time; time.sleep(30)", image="default", limits={"timeout_s": 2})
     assert doc["state"] == "timed_out" and doc["result"]["reason"] == "timeout", doc["result"]
     assert doc["result"]["wall_ms"] < 5000 and time.monotonic() - t0 < 60
+    # (a box that has waited longer than the run's timeout: its clock
+    # had not started)
+    wait_idle(warm, 1, shape_key({"timeout_s": 2}))
+    time.sleep(3)
+    doc = warm_run(warm, "import time; time.sleep(1.5); print('in time')", image="default", limits={"timeout_s": 2})
+    assert doc["state"] == "succeeded" and 1500 <= doc["result"]["wall_ms"] < 2000, doc["result"]
     # memory: the box's cgroup is the run's
     doc = warm_run(warm, "x = bytearray(400 << 20); x[::4096] = b'1' * len(x[::4096])", image="default",
                    limits={"memory_mb": 128})
@@ -210,6 +223,31 @@ def test_a_warm_runs_inputs_are_staged_at_its_hand_off(pair):
     assert (data, doc) == ("x,y\n1,2\n", "from the thread")
 
 
+@pytest.mark.parametrize("kind", ["forked", "made"])
+def test_a_run_whose_files_shadow_a_loaded_module_runs_as_a_cold_one(pair, classic, kind):
+    # /work comes first on a cold run's sys.path: its own json.py (which
+    # the warm start imported) or decimal.py (a preload) is what its
+    # import gets. A warm box has them loaded already, so such a run is not
+    # taken: it runs cold, with the same result
+    warm, cold = pair
+    svc = warm if kind == "forked" else classic
+    files = [{"name": "json.py", "content_base64": b64(b"WHO = 'own json'")},
+             {"name": "decimal.py", "content_base64": b64(b"WHO = 'own decimal'")}]
+    # (the first names no preload: a box without them, forked in the warm
+    # service, whose warm start imported json itself)
+    for code in ("print(__import__('js' + 'on').WHO)", "import decimal; print(decimal.WHO)"):
+        want = outcome(cold.run(code, image="default", files=files))
+        assert want["stdout"] in ("own json\n", "own decimal\n"), want
+        wait_idle(svc, 1, teach(svc, code))
+        doc = svc.run(code, image="default", files=files)
+        assert doc["result"]["box"].get("warm") is not True, doc["result"]["box"]
+        assert outcome(doc) == want, code
+    # a run with files that shadow nothing loaded is warm still
+    doc = warm_run(svc, "import mine; print(mine.X)", image="default",
+                   files=[{"name": "mine.py", "content_base64": b64(b"X = 1")}])
+    assert doc["result"]["stdout"] == "1\n", doc["result"]
+
+
 def test_a_run_with_a_network_policy_or_other_limits_is_not_given_another_shapes_box(pair):
     warm, _ = pair
     wait_idle(warm, 1)
@@ -222,25 +260,36 @@ def test_a_run_with_a_network_policy_or_other_limits_is_not_given_another_shapes
     assert doc["result"]["reason"] == "pids", doc["result"]
 
 
+def interpreters():
+    """The pids of every warm start's Python interpreter (the warm boxes'
+    and the zygotes')."""
+    return {pid for pid, uid, cmd in box_processes() if cmd.startswith("/usr/bin/python3 main.py")}
+
+
 def kill_interpreters():
-    """Every warm start's Python interpreter (the warm boxes' and the
-    zygotes'), killed from outside; how many."""
-    killed = 0
-    for pid, uid, cmd in box_processes():
-        if cmd.startswith("/usr/bin/python3 main.py"):
-            os.kill(pid, signal.SIGKILL)
-            killed += 1
-    return killed
+    """Every warm start's Python interpreter, killed from outside; how many."""
+    killed = interpreters()
+    for pid in killed:
+        os.kill(pid, signal.SIGKILL)
+    return len(killed)
 
 
-def test_a_warm_box_that_died_idle_is_replaced_and_runs_never_fail(pair):
-    warm, _ = pair
-    grow(warm, 2)
+@pytest.mark.parametrize("kind", ["forked", "made"])
+def test_a_warm_box_that_died_idle_is_replaced_and_runs_never_fail(pair, classic, kind):
+    svc = pair[0] if kind == "forked" else classic
+    grow(svc, 2)
+    killed = interpreters()
     assert kill_interpreters() >= 2, box_processes()
-    doc = warm.run("print('still runs')", image="default")
+    doc = svc.run("print('still runs')", image="default")
     assert doc["state"] == "succeeded" and doc["result"]["stdout"] == "still runs\n", (doc["error"], doc["result"])
-    st = wait_idle(warm, 2)
-    assert sum(sh["idle"] for sh in st["shapes"]) >= 2
+    # the dead are replaced by new boxes (not only counted idle), and the
+    # next run is handed one
+    deadline = time.monotonic() + 60
+    while len(interpreters() - killed) < 2 or sum(sh["idle"] for sh in pool(svc)["shapes"]
+                                                  if key_of(sh) == shape_key()) < 2:
+        assert time.monotonic() < deadline, (pool(svc), box_processes())
+        time.sleep(0.1)
+    assert warm_run(svc, "print('warm again')", image="default")["result"]["stdout"] == "warm again\n"
 
 
 def test_only_code_that_names_a_preload_gets_a_box_with_them(pair):
@@ -279,8 +328,28 @@ def test_the_pool_is_shown(pair):
     for sh in st["shapes"]:
         assert {"language", "image", "memory_bytes", "idle", "starting", "hits", "misses", "preload"} <= set(sh), sh
     assert pool(cold)["per_shape"] == 0 and pool(cold)["shapes"] == []
-    status, _, text = warm.request("GET", "/metrics", key=None)
-    assert status == 200 and b'airlock_pool_runs_total{result="hit"}' in text
+    # /metrics says what the badge says: size, boxes, hits, misses, memory
+    # (read between two equal badges: a refill may be under way)
+    wait_idle(warm, 2)
+    for _ in range(50):
+        before = pool(warm)
+        status, _, text = warm.request("GET", "/metrics", key=None)
+        st = pool(warm)
+        if st == before:
+            break
+        time.sleep(0.2)
+    assert status == 200
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    m = dict(re.findall(r"^(airlock_pool_[a-z_]+(?:\{[^}]*\})?) (\d+)$", text, re.M))
+    assert {k: int(m.get(k, -1)) for k in ('airlock_pool_per_shape', 'airlock_pool_shapes', 'airlock_pool_boxes{state="idle"}',
+                                          'airlock_pool_boxes{state="starting"}', 'airlock_pool_memory_bytes{of="held"}',
+                                          'airlock_pool_memory_bytes{of="budget"}', 'airlock_pool_runs_total{result="hit"}',
+                                          'airlock_pool_runs_total{result="miss"}')} == \
+        {'airlock_pool_per_shape': 2, 'airlock_pool_shapes': len(st["shapes"]), 'airlock_pool_boxes{state="idle"}': st["idle"],
+         'airlock_pool_boxes{state="starting"}': st["starting"], 'airlock_pool_memory_bytes{of="held"}': st["memory_bytes"],
+         'airlock_pool_memory_bytes{of="budget"}': st["memory_budget_bytes"],
+         'airlock_pool_runs_total{result="hit"}': st["hits"], 'airlock_pool_runs_total{result="miss"}': st["misses"]}, text
+    assert st["idle"] >= 2 and st["memory_bytes"] > 0, st
     # /healthz, which asks for no key, says only that there is a pool
     status, _, doc = warm.request("GET", "/healthz", key=None)
     assert status == 200 and "state" not in doc["badges"]["pool"], doc["badges"]["pool"]
@@ -549,17 +618,47 @@ def test_with_the_default_images_preloads(tmp_path_factory):
         for code in (CORPUS["main_guard_fork"], CORPUS["namespace"], CORPUS["uncaught"], CORPUS["warnings"],
                      "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt; print(plt.get_backend())"):
             assert outcome(warm_run(svc, code, image="default")) == outcome(cold.run(code, image="default")), code
-        # the preloads (some 60 MiB here) are not the run's: a script that
-        # fits its memory limit cold fits it warm, and one over it is still
-        # stopped (without the hand-off's limit, this one ran out warm)
-        fits = "x = bytearray(110 << 20); x[::4096] = b'1' * len(x[::4096]); print('fits')"
-        over = "x = bytearray(400 << 20); x[::4096] = b'1' * len(x[::4096])"
+        # the run's memory limit is its own from its first instruction,
+        # the preloads (some 60 MiB) counted in it as a cold run's imports
+        # of them are: a script that fits cold fits warm, and one that does
+        # not is stopped warm too (the box's limit was the run's plus the
+        # preloads, and this one ran to its end warm)
+        alloc = "import pandas\nx = bytearray(%d << 20); x[::4096] = b'1' * len(x[::4096]); print('done')"
         small = {"memory_mb": 160}
-        want = outcome(cold.run(fits, image="default", limits=small))
-        assert want["stdout"] == "fits\n" and want["reason"] == "exited", want
-        assert outcome(warm_run(svc, fits, image="default", limits=small)) == want
-        doc = warm_run(svc, over, image="default", limits=small)
-        assert doc["result"]["reason"] == "memory", doc["result"]
+        for mib, reason in ((40, "exited"), (130, "memory")):
+            want = outcome(cold.run(alloc % mib, image="default", limits=small))
+            assert want["reason"] == reason, want
+            assert outcome(warm_run(svc, alloc % mib, image="default", limits=small)) == want, mib
+        # a limit below what the preloads hold: its shape keeps no box
+        # (each would be over the run's limit before its first
+        # instruction), and its runs go cold, as they end cold
+        tiny = {"memory_mb": 32}
+        code = "import pandas; print('imported')"
+        key = teach(svc, code, tiny)
+        deadline = time.monotonic() + 120
+        while not any(key_of(sh) == key and sh.get("held_back") == "its boxes hold more than its runs' memory limit"
+                      and sh["idle"] == 0 for sh in pool(svc)["shapes"]):
+            assert time.monotonic() < deadline, pool(svc)
+            time.sleep(0.2)
+        want = outcome(cold.run(code, image="default", limits=tiny))
+        assert want["reason"] == "memory", want
+        doc = svc.run(code, image="default", limits=tiny)
+        assert doc["result"]["box"].get("warm") is not True and outcome(doc) == want, doc["result"]
     finally:
         svc.stop()
         cold.stop()
+
+
+def test_warm_boxes_are_on_by_default(pair, tmp_path_factory):
+    # `airlock serve` with nothing said of the pool: two boxes per shape,
+    # forked where the host can (as the module's warm service, which says
+    # nothing of warm_fork), and the second run of a shape is warm
+    svc = make(tmp_path_factory, "default-pool", warm_pool=None)
+    try:
+        st = pool(svc)
+        assert st["per_shape"] == 2 and st["fork"] == pool(pair[0])["fork"], st
+        assert st["preload"] == "numpy,pandas,matplotlib,matplotlib.pyplot,PIL", st
+        doc = warm_run(svc, "print('warm')", image="default")
+        assert doc["result"]["stdout"] == "warm\n"
+    finally:
+        svc.stop()

@@ -109,7 +109,9 @@ def cold(name, d):
     return outcome(p, out, err, d)
 
 
-def warm(name, d):
+def warm(name, d, files=None, ack=b"g"):
+    """The warm start's run of NAME in D, with FILES (name: bytes) staged
+    beside it at the hand-off; it answers ACK ('c': run it cold)."""
     shutil.copy(LAUNCHER, d / "main.py")
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     # the child's only fd beyond stdio is the socket, at WARM_FD as in a box
@@ -131,13 +133,16 @@ def warm(name, d):
     assert ours.recv(1) == b"r"
     (d / "main.py.new").write_bytes(script_bytes(name))
     os.replace(d / "main.py.new", d / "main.py")
+    for fname, data in (files or {}).items():
+        (d / fname).parent.mkdir(exist_ok=True)
+        (d / fname).write_bytes(data)
     msg = json.dumps({"args": ARGS.get(name, []), "env": [f"{k}={v}" for k, v in ENV.items()]}).encode()
     f = stdin_file(d, name)
     socket.send_fds(ours, [msg], [f.fileno()] if f is not subprocess.DEVNULL else [])
     if f is not subprocess.DEVNULL:
         f.close()
     # it says it has the run before any of the run's code
-    assert ours.recv(1) == b"g"
+    assert ours.recv(1) == ack
     ours.close()
     out, err = p.communicate(timeout=60)
     return outcome(p, out, err, d)
@@ -198,3 +203,43 @@ def test_a_warm_start_has_imported_its_preloads_before_the_run(tmp_path):
         assert warm("_probe", tmp_path / "w")["stdout"] == b"True\n"
     finally:
         del CORPUS["_probe"]
+
+
+SHADOW = "import json, decimal, fractions\nprint(json.__file__, decimal.__file__, fractions.__file__)"
+
+
+@pytest.mark.parametrize("files", [
+    {"json.py": b"print('own json')"},                  # imported by the warm start itself
+    {"decimal.py": b"print('own decimal')"},            # a preload
+    {"fractions/__init__.py": b"print('own fractions')"},  # a preload, as a package
+    {"statistics.pyc": b"not even byte code"},          # a preload, sourceless
+])
+def test_a_run_whose_files_shadow_a_loaded_module_is_sent_cold(tmp_path, files):
+    # cold, the script's own directory comes first on sys.path, so its
+    # json.py is what `import json` gets; warm, json is loaded already.
+    # Such a run is not taken ('c'): it goes cold, and none of its code
+    # ran in the warm box
+    CORPUS["_shadow"] = SHADOW
+    try:
+        (tmp_path / "w").mkdir()
+        got = warm("_shadow", tmp_path / "w", files, ack=b"c")
+    finally:
+        del CORPUS["_shadow"]
+    assert got["status"] == 0 and got["stdout"] == b"" and got["stderr"] == b"", got
+
+
+def test_a_run_whose_files_shadow_nothing_loaded_is_taken(tmp_path):
+    # a data file named after a module, and a module of the run's own
+    # that nothing loaded: warm as cold
+    CORPUS["_own"] = "import mine, json\nprint(mine.X, open('json.csv').read(), json.__name__)"
+    files = {"mine.py": b"X = 42", "json.csv": b"a,b"}
+    try:
+        for d in ("c", "w"):
+            (tmp_path / d).mkdir()
+        for f, data in files.items():
+            (tmp_path / "c" / f).write_bytes(data)
+        want = cold("_own", tmp_path / "c")
+        got = warm("_own", tmp_path / "w", files)
+    finally:
+        del CORPUS["_own"]
+    assert got == want and want["stdout"] == b"42 a,b json\n", (got, want)

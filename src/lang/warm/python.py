@@ -13,6 +13,9 @@
 # before the run's code runs; the preloaded modules stay in sys.modules.
 
 
+# what a cold start has imported when its script's first line runs
+_base = frozenset(__import__("sys").modules)
+
 if "AIRLOCK_ZYGOTE_SLOTS" in __import__("os").environ:
     # a zygote (zygote.py): boxes are forked from here, and in each this
     # returns, the box's interpreter then going on as any warm box's
@@ -20,7 +23,26 @@ if "AIRLOCK_ZYGOTE_SLOTS" in __import__("os").environ:
     del __import__("sys").modules["_airlock_zygote"]
 
 
-def _warm():
+def _shadowed(loaded):
+    """Whether the run's files in /work (sys.path[0], the script's own
+    directory, where a cold start's imports look first) name one of LOADED,
+    the modules this warm start or its preloads imported and a cold start
+    had not: a cold run's `import NAME` would get its own file, a warm
+    one the module already loaded."""
+    import _imp
+    import os
+    import sys
+
+    suffixes = (".py", ".pyc", *_imp.extension_suffixes())
+    for entry in os.scandir(sys.path[0]):
+        name = entry.name if entry.is_dir(follow_symlinks=False) else \
+            next((entry.name[:-len(s)] for s in suffixes if entry.name.endswith(s)), None)
+        if name in loaded:
+            return True
+    return False
+
+
+def _warm(base):
     import json
     import os
     import socket
@@ -34,8 +56,13 @@ def _warm():
             # run's own time, as on a cold start
             sys.modules.pop(name, None)
     chan = socket.socket(fileno=int(os.environ["AIRLOCK_WARM_FD"]))
+    loaded = {m.partition(".")[0] for m in sys.modules} - {m.partition(".")[0] for m in base}
     chan.sendall(b"r")
     msg, fds, _, _ = socket.recv_fds(chan, 1 << 20, 1)
+    if _shadowed(loaded):
+        # its run goes cold (the box's parent ends this one)
+        chan.sendall(b"c")
+        os._exit(0)
     # "got it": before any of the run's code (the box's parent waits for it)
     chan.sendall(b"g")
     chan.close()
@@ -111,8 +138,8 @@ def _end(code):
     os._exit(status)
 
 
-_c = _warm()
-del _warm
+_c = _warm(_base)
+del _warm, _shadowed, _base
 # kept out of __main__'s namespace, which is the run's from here
 __import__("sys").__dict__["_airlock_end"] = _end
 del _end
