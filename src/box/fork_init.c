@@ -166,12 +166,18 @@ static void box_main(const al_fork_args *args) {
         sigprocmask(SIG_SETMASK, &old, NULL);
         int std[3] = { null, a.out, a.err };
         for (int i = 0; i < 3; i++)
-            if (dup2(std[i], i) < 0)
+            /* dup2 onto itself keeps close-on-exec (/dev/null's open took
+             * fd 0, all else being closed): cleared by hand then, or a
+             * program the script starts has no stdin (child.c does so) */
+            if ((std[i] == i ? fcntl(i, F_SETFD, 0) : dup2(std[i], i)) < 0)
                 _exit(125);
         if (dup2(a.chan, AL_BOX_WARM_FD) < 0)
             _exit(125);
-        syscall(SYS_close_range, 3, AL_BOX_WARM_FD - 1, 0);
-        syscall(SYS_close_range, AL_BOX_WARM_FD + 1, ~0U, 0);
+        /* PID 1's sync socket among them: a script holding it could speak
+         * for PID 1 to the box's parent */
+        if (syscall(SYS_close_range, 3, AL_BOX_WARM_FD - 1, 0) < 0 ||
+            syscall(SYS_close_range, AL_BOX_WARM_FD + 1, ~0U, 0) < 0)
+            _exit(125);
         /* as a made box's script, which its exec made dumpable again,
          * named as its interpreter */
         prctl(PR_SET_DUMPABLE, 1);
@@ -182,6 +188,12 @@ static void box_main(const al_fork_args *args) {
         al_err(&err, "fork", errno, "start the script: %m");
         al_setup_fail(a.sync, &err);
     }
+    /* PID 1 handles no signal but SIGCHLD and ignores SIGPIPE alone, as a
+     * made box's: the interpreter's SIGINT handler, inherited from the
+     * zygote, goes (the kernel then drops what the box sends its init) */
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGCHLD && sig != SIGKILL && sig != SIGSTOP)
+            signal(sig, sig == SIGPIPE ? SIG_IGN : SIG_DFL);
     /* PID 1 lets go of the script's stdio so the parent sees EOF when the
      * script and its descendants are done */
     close(null);

@@ -90,12 +90,26 @@ int al_setup_loopback(al_error *err) {
 }
 
 int al_setup_no_nested_userns(al_error *err) {
-    /* A second, kernel-enforced layer behind seccomp's unshare/clone rules:
-     * this namespace may not create user namespaces at all. The per-userns
-     * sysctl resolves against the writer's own namespace. */
-    int r = al_write_str(AT_FDCWD, "/proc/sys/user/max_user_namespaces", "0");
-    if (r < 0)
-        return al_err(err, "userns", r, "set max_user_namespaces=0: %s", strerror(-r));
+    /* The per-user-namespace counts (/proc/sys/user), which resolve
+     * against the writer's own namespace. max_user_namespaces: a second,
+     * kernel-enforced layer behind seccomp's unshare/clone rules, none at
+     * all. The inotify counts: what a box opens is charged up its user
+     * namespaces to their creator, host root, whose budget
+     * (fs.inotify.max_user_instances, 128 by default) every box and the
+     * host's own root share; left at root's, one box took it all and no
+     * other box, nor root on the host, could open one. */
+    static const struct { const char *name, *value; } lim[] = {
+        { "max_user_namespaces", "0" },
+        { "max_inotify_instances", AL_BOX_INOTIFY_INSTANCES },
+        { "max_inotify_watches", AL_BOX_INOTIFY_WATCHES },
+    };
+    for (size_t i = 0; i < ELEMENTSOF(lim); i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/sys/user/%s", lim[i].name);
+        int r = al_write_str(AT_FDCWD, path, lim[i].value);
+        if (r < 0)
+            return al_err(err, "userns", r, "set %s=%s: %s", lim[i].name, lim[i].value, strerror(-r));
+    }
     return 0;
 }
 
@@ -198,12 +212,12 @@ int al_setup_keep_fds(int *const *fds, size_t nf) {
             keep[j] = keep[j - 1];
         keep[j] = nfd;
     }
+    /* (a range left open would leave the box a host fd: said, not ignored) */
     unsigned from = 0;
     for (size_t i = 0; i < n; i++) {
-        if ((unsigned)keep[i] > from)
-            syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0);
+        if ((unsigned)keep[i] > from && syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0) < 0)
+            return -errno;
         from = (unsigned)keep[i] + 1;
     }
-    syscall(SYS_close_range, from, ~0U, 0);
-    return 0;
+    return syscall(SYS_close_range, from, ~0U, 0) < 0 ? -errno : 0;
 }

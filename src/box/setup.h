@@ -21,6 +21,11 @@ int al_setup_wait_go_and_join(int sock, al_error *err);
 /* The sandbox id (or a zygote's 0), its capabilities kept for the mounts. */
 int al_setup_identity(bool zygote, al_error *err);
 int al_setup_loopback(al_error *err);
+/* No nested user namespace, and a box's own share of the inotify
+ * instances and watches its creator's user (host root) may hold: with the
+ * host's default of 128 instances, 15 boxes at once leave root some. */
+#define AL_BOX_INOTIFY_INSTANCES "8"
+#define AL_BOX_INOTIFY_WATCHES "8192"
 int al_setup_no_nested_userns(al_error *err);
 /* NOFILE, FSIZE, CORE; NPROC (pids + 16) when NPROC_TOO. */
 int al_setup_rlimits(const al_box_limits *l, bool nproc_too, al_error *err);

@@ -385,7 +385,7 @@ int cli_helper(int argc, char **argv) {
             return fail("job", "a warm box is offline and holds no input until its run");
         }
         size_t k = 0;
-        for (; j.net->env[k] && k < CLI_NET_ENV_MAX; k++)
+        for (; k < CLI_NET_ENV_MAX && j.net->env[k]; k++)
             wenv[k] = j.net->env[k];
         snprintf(preload, sizeof preload, "AIRLOCK_PRELOAD=%s", json_string_value(json_object_get(doc, "preload")) ?: "");
         wenv[k++] = preload;

@@ -11,7 +11,7 @@ import tty
 import uuid
 from pathlib import Path
 
-from battery_util import (AIRLOCK, CONTROL_ENV, CONTROL_UID, NOBODY, PY, LiveRun, as_uid,
+from battery_util import (AIRLOCK, CONTROL_ENV, CONTROL_UID, NOBODY, ON_DOCKER, PY, LiveRun, as_uid,
                           assert_exited, box_bash, box_py, descendants, harness, host_py, in_child_pidns,
                           pids_with_marker, proc_status, uniq, wait_for, plain_workdir, outdir)  # noqa: F401
 
@@ -399,3 +399,58 @@ def test_e5_ipc_cgroup_hostname(plain_workdir):
     assert not bad_cg, f"/proc/self/cgroup leaks host cgroup paths: {bad_cg}"
     assert ra["sethostname"] == -1 and ra["sethostname_errno"] == errno.EPERM, \
         f"sethostname in the box: {ra['sethostname']} errno {ra['sethostname_errno']}"
+
+
+E6_PY = r'''
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+n = 0
+while n < 2000 and libc.inotify_init1(0o2000000) >= 0:
+    n += 1
+print(n)
+'''
+
+
+def test_e6_a_box_cannot_take_host_roots_inotify_budget():
+    # A box's user namespace is created by host root, and what a process
+    # in it opens is charged up to root's per-user counts: the inotify
+    # instances (fs.inotify.max_user_instances) are one budget for every
+    # box and the host's own root. Root is left FREE of its budget here,
+    # by instances this test holds; a process in a user namespace of
+    # root's making (the control) takes all of them, and a box must stop
+    # short of them.
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    held = []
+    try:
+        while len(held) < 100000:
+            fd = libc.inotify_init1(os.O_CLOEXEC)
+            if fd < 0:
+                break
+            held.append(fd)
+        harness(held and ctypes.get_errno() == errno.EMFILE, f"root's inotify budget not reached: {len(held)}")
+        free = 20
+        for fd in held[-free:]:
+            os.close(fd)
+        del held[-free:]
+        ctrl = subprocess.run(["unshare", "--user", "--map-root-user", PY, "-c", E6_PY], capture_output=True,
+                              text=True, timeout=60)
+        harness(ctrl.returncode == 0 and int(ctrl.stdout) == free,
+                f"control: a root-made user namespace did not take root's last {free}: {ctrl.stdout!r} {ctrl.stderr!r}")
+        doc = box_py(E6_PY)
+        assert_exited(doc)
+        n = int(doc["stdout"])
+        if ON_DOCKER:
+            # a container's processes are its own host uid's, whose budget
+            # this is (and gVisor's Sentry keeps its own): not root's
+            assert n > free, f"a container took from root's budget: {n}"
+        else:
+            # each box's own namespace allows it 8 (setup.c)
+            assert n == 8, f"a box opened {n} inotify instances of root's last {free}"
+        # and root still has its own
+        fd = libc.inotify_init1(os.O_CLOEXEC)
+        assert fd >= 0, "root can open no inotify instance after the box's run"
+        os.close(fd)
+    finally:
+        for fd in held:
+            os.close(fd)

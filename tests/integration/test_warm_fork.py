@@ -58,14 +58,20 @@ def at_once(svc, codes):
 def test_a_forked_box_holds_what_a_made_one_holds(svc):
     # what the box's kernel state says of it, forked and cold: identity,
     # capabilities, no_new_privs, filter, its processes, its hostname
-    probe = ("import json, os, socket\nst = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines()"
+    probe = ("import fcntl, json, os, socket, subprocess\nst = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines()"
              " if ':\\t' in l)\nkeep = ('Uid', 'Gid', 'Groups', 'CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb',"
              " 'NoNewPrivs', 'Seccomp', 'Seccomp_filters', 'NSpid', 'PPid')\n"
              "print(json.dumps({'status': {k: st.get(k, '').strip() for k in keep}, 'pids': sorted(int(p) for p in"
              " os.listdir('/proc') if p.isdigit()), 'host': socket.gethostname(), 'cwd': os.getcwd(),"
              " 'init': open('/proc/1/cmdline').read().rstrip('\\0'), 'fds': sorted(os.listdir('/proc/self/fd')),"
              " 'net': sorted(l.split(':')[0].strip() for l in open('/proc/self/net/dev').readlines()[2:]),"
-             " 'setgroups': open('/proc/self/setgroups').read().strip()}))")
+             " 'setgroups': open('/proc/self/setgroups').read().strip(),"
+             # stdio open across exec (a program the script starts reads
+             # its stdin), and what PID 1 handles or ignores
+             " 'cloexec': [fcntl.fcntl(i, fcntl.F_GETFD) for i in range(3)],"
+             " 'cat': subprocess.run(['cat'], capture_output=True).returncode,"
+             " 'init_signals': {l.split(':')[0]: int(l.split()[1], 16) & ~(1 << 16) for l in open('/proc/1/status')"
+             "  if l.startswith(('SigCgt', 'SigIgn'))}}))")  # (a forked box's PID 1 catches SIGCHLD for its wait)
     forked = json.loads(forked_run(svc, probe)["result"]["stdout"])
     cold = svc.run(probe, image="default", limits={"memory_mb": 511})  # another shape: made, no pool box yet
     assert cold["result"]["box"].get("forked") is not True, cold["result"]["box"]
@@ -74,6 +80,7 @@ def test_a_forked_box_holds_what_a_made_one_holds(svc):
     s = forked["status"]
     assert s["Uid"].split() == ["65534"] * 4 and s["CapEff"] == s["CapPrm"] == s["CapBnd"] == "0" * 16, s
     assert s["NoNewPrivs"] == "1" and s["Seccomp"] == "2" and forked["pids"] == [1, 2], forked
+    assert forked["cloexec"] == [0, 0, 0] and forked["cat"] == 0, forked
 
 
 def test_concurrent_forked_boxes_are_each_their_own(svc):
