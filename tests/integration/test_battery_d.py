@@ -322,8 +322,11 @@ DEV_ALLOWED = {"null", "zero", "full", "random", "urandom", "fd", "stdin", "stdo
 def test_d5_devices(plain_workdir):
     c = _last(host_py(D5_PY.replace("/tmp/mem", str(plain_workdir / "mem"))
                       .replace("/tmp/sda", str(plain_workdir / "sda")), cwd=str(plain_workdir.path)))
-    harness(c[f"mknod {plain_workdir / 'mem'}"] == "ok" and c["/dev/kvm"] == "ok" and c["/dev/kmsg(w)"] == "ok",
-            f"control (root): {c}")
+    # (which host devices exist is the host's: /dev/kvm is on some of
+    # ours and not on others; root opens whichever of them are there)
+    host_devs = [d for d, v in c.items() if d.startswith("/dev/") and v != "ENOENT"]
+    harness(c[f"mknod {plain_workdir / 'mem'}"] == "ok" and c["/dev/kmsg(w)"] == "ok" and
+            sum(c[d] == "ok" for d in host_devs) >= 3, f"control (root): {c}")
     doc = box_py(D5_PY)
     assert_exited(doc)
     r = _last(doc)
