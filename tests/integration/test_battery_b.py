@@ -167,11 +167,19 @@ def test_b3_x32_abi(probe, workdir):
 
 def test_b4_int80_i386_abi(probe, workdir):
     _, c = host_probe(workdir, "int80")
-    need(c["getpid"].get("completed") and c["getpid"]["ret"] > 0,
-         "kernel without IA32 emulation: int $0x80 does not reach i386 syscalls")
-    live = [n for n in c if n not in ("getpid", "personality", "socket_vsock", "vm86", "stime")
-            and _reached_kernel(c[n])]
-    harness(len(live) >= 10, f"int80 control: {c}")
+    # A kernel without IA32 emulation has no int $0x80 gate: every call
+    # dies of SIGSEGV before any system call (or filter) sees it, so the
+    # attack cannot work here, unconfined or boxed. What is shown then is
+    # that the control's calls all died so, and the box's (below) reached
+    # nothing either.
+    ia32 = c["getpid"].get("completed") and c["getpid"]["ret"] > 0
+    if ia32:
+        live = [n for n in c if n not in ("getpid", "personality", "socket_vsock", "vm86", "stime")
+                and _reached_kernel(c[n])]
+        harness(len(live) >= 10, f"int80 control: {c}")
+    else:
+        harness(len(c) >= 10 and all(rec.get("completed") is False and rec.get("signal") == 11 for rec in c.values()),
+                f"int80 control on a kernel without IA32 emulation: want SIGSEGV for each, got {c}")
 
     doc, r = box_probe(probe, "int80")
     assert_exited(doc)
@@ -181,13 +189,18 @@ def test_b4_int80_i386_abi(probe, workdir):
         # kernel as i386 (the Sentry answers as its own table says: i386
         # chroot, number 61, comes back ECHILD, as x86_64's wait4)
         assert_sentry_serves(doc)
-        assert r["chroot"].get("err") == "ECHILD" != c["chroot"].get("err"), (r["chroot"], c["chroot"])
+        if ia32:
+            assert r["chroot"].get("err") == "ECHILD" != c["chroot"].get("err"), (r["chroot"], c["chroot"])
+        else:
+            # (no gate on this host's kernel: its SIGSEGV under gVisor too)
+            assert r["chroot"].get("completed") is False and r["chroot"].get("signal") == 11, r["chroot"]
         return
     bad = {}
     for n, rec in r.items():
         if n == "getpid":
             continue  # allowed or killed: either is fine, the policy is what matters
-        if not _killed_or_denied(rec):
+        # (without IA32 emulation, the kernel's SIGSEGV: no gate to reach)
+        if not _killed_or_denied(rec) and (ia32 or rec.get("completed") is not False or rec.get("signal") != 11):
             bad[n] = rec
     assert not bad, f"i386 syscalls via int $0x80 reached the kernel from the box: {bad}"
 
