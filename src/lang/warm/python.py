@@ -34,11 +34,13 @@ def _shadowed(loaded):
     import sys
 
     suffixes = (".py", ".pyc", *_imp.extension_suffixes())
-    for entry in os.scandir(sys.path[0]):
-        name = entry.name if entry.is_dir(follow_symlinks=False) else \
-            next((entry.name[:-len(s)] for s in suffixes if entry.name.endswith(s)), None)
-        if name in loaded:
-            return True
+    # (closed as it returns: no fd of the warm start's is left to the run)
+    with os.scandir(sys.path[0]) as entries:
+        for entry in entries:
+            name = entry.name if entry.is_dir(follow_symlinks=False) else \
+                next((entry.name[:-len(s)] for s in suffixes if entry.name.endswith(s)), None)
+            if name in loaded:
+                return True
     return False
 
 
