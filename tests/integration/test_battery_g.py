@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from battery_util import (ON_GVISOR, badge, NOBODY, PY, LiveRun, assert_box_gone, assert_exited, box_bash, box_probe, describe,
+from battery_util import (ON_DOCKER, ON_GVISOR, badge, NOBODY, PY, LiveRun, assert_box_gone, assert_exited, box_bash, box_probe, describe,
                           harness, host_bash, host_probe, host_py, kill_pids, pids_with_marker,
                           probe_cmd, probe_lines, run_code, uniq, workdir, plain_workdir, outdir)  # noqa: F401
 
@@ -103,7 +103,12 @@ def test_g2_fork_bomb_pids_limit(bomb, probe, workdir):
         assert doc.get("reason") in ("pids", "exited", "timeout", "memory"), describe(doc)
     else:
         assert doc.get("reason") == "pids", f"fork bomb ({bomb}): want reason=pids: {describe(doc)}"
-    assert wall < 8 + GRACE_S
+    # the box ended by its deadline and grace; on docker the run also
+    # made and removed a container, several seconds under gVisor on a
+    # loaded 2-core machine (15.4 s seen in all, once in six)
+    slack = 20 if ON_DOCKER else 0
+    assert doc["wall_ms"] < (8 + GRACE_S + slack) * 1000, describe(doc)
+    assert wall < 8 + GRACE_S + slack, wall
     assert_box_gone(doc)
     assert_exited(odoc)
     assert "ok=60" in odoc["stdout"], f"the concurrent box was affected by the bomb: {describe(odoc)}"
