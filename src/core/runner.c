@@ -322,6 +322,12 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
     snprintf(fin.id, sizeof fin.id, "%s", run_id);
     snprintf(fin.error_code, sizeof fin.error_code, "%s", err_code ? err_code : "");
     snprintf(fin.finished_at, sizeof fin.finished_at, "%s", now);
+#ifdef AIRLOCK_TEST_HOOKS
+    /* test builds: a service killed between the run's tool.call and its end */
+    const char *pause = getenv("AIRLOCK_TEST_FINISH_PAUSE_MS");
+    if (pause)
+        usleep((useconds_t)strtoul(pause, NULL, 10) * 1000);
+#endif
     int written = al_store_run_finish(s->store, &fin, &err);
     if (written > 0 && state == AL_RUN_ERROR)
         al_store_run_refund(s->store, run_id, now, &err); /* airlock's own failure is not charged */

@@ -11,6 +11,7 @@
 #include "runner.h"
 #include "service.h"
 #include "skills.h"
+#include "../store/audit.h"
 #include "../store/nodes.h"
 
 
@@ -470,8 +471,19 @@ static void lost_said(al_service *s, const char *id) {
     _cleanup_run_ al_store_run *run = NULL;
     if (al_store_run_get(s->store, id, NULL, &run, &err) == 0) {
         al_service_append_event(s, id, "result", al_run_json(s, run));
-        al_governance_audit(s, run, "tool.call", NULL,
-                json_pack("{s:s, s:s, s:s}", "invocation_id", id, "state", "error", "error", "lost"));
+        /* one tool.call per run: the runner records its own before the
+         * run's end is written, so a service killed between the two left
+         * one already (what ran, said by the runner that saw it); a
+         * second would count the run twice */
+        al_store_audit_filter f = { .workspace_id = run->workspace_id, .kind = "tool.call", .run_id = id,
+                                    .before_seq = INT64_MAX, .limit = 1 };
+        al_store_audit_events had = { 0 };
+        int listed = al_store_audit_list(s->store, &f, &had, &err);
+        bool recorded = listed == 0 && had.n > 0;
+        al_store_audit_events_free(&had);
+        if (!recorded)
+            al_governance_audit(s, run, "tool.call", NULL,
+                    json_pack("{s:s, s:s, s:s}", "invocation_id", id, "state", "error", "error", "lost"));
     }
     char dir[PATH_MAX + 64];
     snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, id);

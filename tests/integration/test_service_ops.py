@@ -291,6 +291,38 @@ def test_kill9_and_restart(services):
     assert any('state="error"' in line and not line.rstrip().endswith(" 0") for line in text.splitlines()), text
 
 
+def test_a_service_killed_between_a_runs_record_and_its_end_audits_it_once(services):
+    """The runner records a run's tool.call before it writes the run's end
+    (whoever sees the end finds the record). A service killed between the
+    two: the next start ends the run as lost, refunded, and its audit keeps
+    the one tool.call the runner wrote, not a second (a CI run of the
+    credits burst saw two). The test build holds the runner between the two
+    (AIRLOCK_TEST_FINISH_PAUSE_MS)."""
+    svc = services.start("recordkill", extra_env={"AIRLOCK_TEST_FINISH_PAUSE_MS": "60000"},
+                         binary=hooks_binary(ROOT / "build-asan"))
+    rid = svc.run("print('ran')", wait=False)["id"]
+    calls = "SELECT count(*) FROM audit_events WHERE run_id = ? AND kind = 'tool.call'"
+
+    def count(run_id):
+        return svc.sql(calls, run_id)[0][0]
+
+    deadline = time.monotonic() + 30
+    while count(rid) == 0:
+        assert time.monotonic() < deadline, svc.sql("SELECT id, state FROM runs")
+        time.sleep(0.05)
+    assert svc.get_run(rid)["state"] in LIVE, "the run ended before the service was killed"
+    svc.kill9()
+    svc.extra_env.pop("AIRLOCK_TEST_FINISH_PAUSE_MS")
+    svc.start()
+    run = svc.wait_state(rid, TERMINAL, timeout=30)
+    assert run["state"] == "error" and run["error"]["code"] == "lost", run
+    assert count(rid) == 1, svc.sql("SELECT seq, data FROM audit_events WHERE run_id = ?", rid)
+    assert "intact" in svc.admin("audit", "verify")
+    # and the next run is recorded once, as always
+    again = svc.run("print('again')")
+    assert again["state"] == "succeeded" and count(again["id"]) == 1
+
+
 def kill_a_runs_helper(svc):
     """Start a sleeping run on SVC and SIGKILL its helper: once the run has
     ended in airlock's error, the cgroups its box had."""
