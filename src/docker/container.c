@@ -42,6 +42,9 @@
 #define MEM_NEAR (8u << 20)
 /* after the script's main process ended, how long its output may drain */
 #define DRAIN_MS 1000
+/* how long an exec without a deadline may take to start (the daemon's
+ * containerd, or runsc's exec, starting its process) */
+#define EXEC_START_MS 30000
 
 static const char *const runtime_names[_AL_DOCKER_RUNTIME_MAX] = { "runc", "runsc" };
 const char *al_docker_runtime_name(al_docker_runtime r) { return r < _AL_DOCKER_RUNTIME_MAX ? runtime_names[r] : "?"; }
@@ -572,30 +575,65 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
      * it left behind is killed, as the native box's pid namespace does,
      * rather than holding the streams open */
     _cleanup_close_ int main_fd = -1;
+    bool main_gone = false;
     if (kill_reason) {
         char path[200];
         snprintf(path, sizeof path, "/exec/%s/json", id);
-        for (int i = 0; main_fd < 0 && i < 100; i++) {
+        uint64_t late_until = 0;
+#ifdef AIRLOCK_TEST_HOOKS
+        /* test builds: a daemon slow to start the exec (runsc's exec on a
+         * loaded host), its answers "not started yet" for this long */
+        const char *late = getenv("AIRLOCK_TEST_EXEC_START_LATE_MS");
+        if (late)
+            late_until = al_now_ms() + strtoull(late, NULL, 10);
+#endif
+        /* Docker answers the exec's start (the stream above) before
+         * containerd has started its process: no pid and no exit code yet.
+         * runsc's exec takes hundreds of ms to start it, more on a loaded
+         * host, so "not started yet" is waited for, up to the run's wall
+         * clock (after which the loop below times it out). It is not an
+         * end: taken for one, the script was killed as it began, with no
+         * reason of its own (exited, SIGKILL: "failed"), and a cancel that
+         * came after the kill was lost. A cancel meanwhile waits too: a
+         * kill before the process is there would miss it. */
+        uint64_t start_until = deadline ? deadline : al_now_ms() + EXEC_START_MS;
+        long nap_ns = 2 * 1000000L;
+        while (main_fd < 0) {
             json_t *ans = NULL;
             al_error ie = { 0 };
-            if (call_ok(b, "GET", path, NULL, &ans, &ie) < 0)
+            if (call_ok(b, "GET", path, NULL, &ans, &ie) < 0) {
+                main_gone = true;
                 break;
+            }
             int pid = (int)json_integer_value(json_object_get(ans, "Pid"));
             bool running = json_is_true(json_object_get(ans, "Running"));
+            /* the daemon sets the exit code once the exec has ended, or
+             * failed to start: null until then */
+            bool ended = !running && json_is_integer(json_object_get(ans, "ExitCode"));
             json_decref(ans);
+            if (late_until && al_now_ms() < late_until) {
+                pid = 0;
+                running = ended = false;
+            }
             if (pid > 0)
                 main_fd = (int)syscall(SYS_pidfd_open, pid, 0);
-            if (main_fd >= 0 || (!running && pid > 0))
+            if (main_fd < 0 && (ended || (!running && pid > 0))) {
+                main_gone = true;
                 break;
-            struct timespec ts = { 0, 2 * 1000000L };
+            }
+            if (main_fd >= 0 || al_now_ms() >= start_until)
+                break;
+            struct timespec ts = { 0, nap_ns };
             nanosleep(&ts, NULL);
+            if (nap_ns < 16 * 1000000L)
+                nap_ns *= 2;
         }
     }
     /* ended before it could be watched (its pid gone, or inspect already
      * says so): it is done, and what it left is killed now */
     bool main_done = false;
     uint64_t drain_until = 0;
-    if (kill_reason && main_fd < 0) {
+    if (kill_reason && main_gone) {
         main_done = true;
         drain_until = al_now_ms() + DRAIN_MS;
         kill_begin(b, &ik, false);

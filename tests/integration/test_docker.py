@@ -6,13 +6,14 @@ where the driver's badge says it does not."""
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
 import docker_util
-from conftest import AIRLOCK
+from conftest import AIRLOCK, ROOT
 from image_util import CACHE
-from service_util import services  # noqa: F401 (a fixture)
+from service_util import TERMINAL, hooks_binary, services  # noqa: F401 (a fixture)
 
 RUNTIMES = ["runc", "runsc"]
 
@@ -304,3 +305,31 @@ def test_a_skill_runs_with_its_bundle_read_only_at_skill(dockerd, services, rt):
     # and a pooled container is never one with a /skill: a plain run after it is as ever
     plain = svc.run("import os; print(os.path.exists('/skill'))", image="default")
     assert plain["state"] == "succeeded" and plain["result"]["stdout"] == "False\n", plain
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_an_exec_the_daemon_starts_late_is_waited_for_not_taken_as_ended(dockerd, services, rt):
+    """Docker answers an exec's start (its attached stream) before containerd
+    has started the process, and runsc's exec takes hundreds of ms to, more
+    on a loaded host: while the daemon says it has not started, the script
+    has not ended. Taking it for ended killed the script as it began, with
+    no reason of its own (reason exited, SIGKILL: "failed"), and a cancel
+    that came after was lost (a rare flake of
+    test_wait_with_timeout_answers_before_the_end under runsc). The test
+    build makes the daemon's answers say "not started" for 1.5 s
+    (AIRLOCK_TEST_EXEC_START_LATE_MS), longer than the old wait for a pid."""
+    svc = services.start(f"latestart_{rt}", config={"driver": "docker", "docker_socket": str(docker_util.SOCKET),
+                                                     "runtime": rt},
+                         extra_env={"AIRLOCK_TEST_EXEC_START_LATE_MS": "1500"},
+                         binary=hooks_binary(ROOT / "build-asan"))
+    if not (svc.state / "images").exists():
+        (svc.state / "images").symlink_to(CACHE / "images")
+    # the script runs its course: nothing kills it as it begins
+    run = svc.run("import time; time.sleep(2); print('done')", image="default")
+    assert run["state"] == "succeeded" and run["result"]["stdout"] == "done\n", run
+    # and a cancel after that start is the run's end: canceled, not failed
+    rid = svc.post_run("import time; time.sleep(20)", image="default")[2]["id"]
+    svc.wait_state(rid, {"running"} | TERMINAL, timeout=120)
+    time.sleep(3)
+    svc.cancel(rid)
+    assert svc.wait_state(rid, TERMINAL, timeout=60)["state"] == "canceled", svc.get_run(rid)
