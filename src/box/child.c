@@ -312,7 +312,7 @@ _Noreturn void al_child_main(const al_child_args *args) {
         CHECK(al_err(&err, "stdin", errno, "open /dev/null: %m"));
     /* NPROC a second layer under pids.max, for a box whose uid is its own;
      * not a zygote's (setup.c) */
-    CHECK(al_setup_rlimits(a->limits, a->unique_uid && !a->zygote, &err));
+    CHECK(al_setup_rlimits(a->limits, a->unique_uid && !a->zygote, a->zygote, &err));
     CHECK(setsid() < 0 ? al_err(&err, "setsid", errno, "setsid: %m") : 0);
     CHECK(al_setup_drop_privileges(a->zygote, &err));
     /* A zygote runs no run's code: each box it forks loads the filter

@@ -139,7 +139,7 @@ static void box_main(const al_fork_args *args) {
     CHECK(unshare(CLONE_NEWCGROUP) < 0 ? al_err(&err, "cgroupns", errno, "unshare(CLONE_NEWCGROUP): %m") : 0);
     CHECK(chdir("/work") < 0 ? al_err(&err, "chdir", errno, "chdir /work: %m") : 0);
     /* NPROC too: each forked box's uid is its own */
-    CHECK(al_setup_rlimits(&lim, true, &err));
+    CHECK(al_setup_rlimits(&lim, true, false, &err));
     CHECK(setsid() < 0 ? al_err(&err, "setsid", errno, "setsid: %m") : 0);
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     CHECK(null < 0 ? al_err(&err, "stdin", errno, "open /dev/null: %m") : 0);

@@ -113,11 +113,13 @@ int al_setup_no_nested_userns(al_error *err) {
     return 0;
 }
 
-int al_setup_rlimits(const al_box_limits *l, bool nproc_too, al_error *err) {
+int al_setup_rlimits(const al_box_limits *l, bool nproc_too, bool zygote, al_error *err) {
     struct { int res; rlim_t v; const char *name; } lim[] = {
         { RLIMIT_NOFILE, l->nofile, "NOFILE" },
         { RLIMIT_FSIZE, l->tmpfs_bytes, "FSIZE" },
         { RLIMIT_CORE, 0, "CORE" },
+        { RLIMIT_MSGQUEUE, AL_BOX_MSGQUEUE_BYTES, "MSGQUEUE" },
+        { RLIMIT_SIGPENDING, zygote ? RLIM_INFINITY : AL_BOX_SIGPENDING, "SIGPENDING" },
         /* a second layer under pids.max, set above it so the cgroup, which
          * reports what happened, is the one that stops a fork bomb. Not a
          * zygote's: the kernel would count every process of every box it

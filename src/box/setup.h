@@ -27,8 +27,18 @@ int al_setup_loopback(al_error *err);
 #define AL_BOX_INOTIFY_INSTANCES "8"
 #define AL_BOX_INOTIFY_WATCHES "8192"
 int al_setup_no_nested_userns(al_error *err);
-/* NOFILE, FSIZE, CORE; NPROC (pids + 16) when NPROC_TOO. */
-int al_setup_rlimits(const al_box_limits *l, bool nproc_too, al_error *err);
+/* What a box's processes may charge to the per-user counts of the user
+ * that made its user namespace (host root): the kernel adds them up along
+ * the namespaces' chain, so without these one box could take root's whole
+ * share, leaving none to root and to every other box. No POSIX message
+ * queue (root has 800 KiB of them in all), and 256 queued signals of
+ * root's ~96,000 (a box queued all of them once: root could queue none). */
+#define AL_BOX_MSGQUEUE_BYTES 0
+#define AL_BOX_SIGPENDING 256
+/* NOFILE, FSIZE, CORE, MSGQUEUE; NPROC (pids + 16) when NPROC_TOO;
+ * SIGPENDING unless ZYGOTE (one budget for every box it forks, whose
+ * namespaces are its children: each box sets its own). */
+int al_setup_rlimits(const al_box_limits *l, bool nproc_too, bool zygote, al_error *err);
 /* no_new_privs and every capability gone (a zygote keeps CAP_SETUID/GID),
  * not dumpable. */
 int al_setup_drop_privileges(bool zygote, al_error *err);

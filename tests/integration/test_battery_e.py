@@ -12,7 +12,7 @@ import tty
 import uuid
 from pathlib import Path
 
-from battery_util import (AIRLOCK, CONTROL_ENV, CONTROL_UID, NOBODY, ON_DOCKER, PY, LiveRun, as_uid,
+from battery_util import (AIRLOCK, CONTROL_ENV, CONTROL_UID, NOBODY, ON_DOCKER, ON_GVISOR, PY, LiveRun, as_uid,
                           assert_exited, box_bash, box_py, descendants, harness, host_py, in_child_pidns,
                           pids_with_marker, proc_status, uniq, wait_for, plain_workdir, outdir)  # noqa: F401
 
@@ -465,3 +465,133 @@ def test_e6_a_box_cannot_take_host_roots_inotify_budget():
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+E7_PY = r'''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+class Attr(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_long), ("maxmsg", ctypes.c_long), ("msgsize", ctypes.c_long),
+                ("curmsgs", ctypes.c_long), ("pad", ctypes.c_long * 4)]
+attr = Attr(0, 10, 8192, 0)
+n = 0
+while n < 64 and libc.mq_open(b"/airlock-e7-%d" % n, os.O_CREAT | os.O_RDWR, 0o600, ctypes.byref(attr)) >= 0:
+    n += 1
+print(n)
+'''
+
+
+def test_e7_a_box_cannot_take_host_roots_message_queues():
+    # POSIX message queues are charged, as inotify instances are (E6), up
+    # to the per-user count of the user that made the box's user namespace:
+    # host root's RLIMIT_MSGQUEUE (800 KiB by default, nine queues of the
+    # default size) is one budget for every box and root. Root is left
+    # room for FREE queues here; a process in a user namespace of root's
+    # making (the control, in an IPC namespace of its own) gets exactly
+    # those, and a box must get none of them.
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    names = [f"/airlock-e7-root-{os.getpid()}-{i}".encode() for i in range(64)]
+    opened = []
+    free = 2
+    try:
+        for name in names:
+            fd = libc.mq_open(name, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600, None)
+            if fd < 0:
+                break
+            opened.append((name, fd))
+        harness(len(opened) > free and ctypes.get_errno() == errno.EMFILE,
+                f"root's message-queue budget not reached: {len(opened)} queues, errno {ctypes.get_errno()}")
+        for name, fd in opened[-free:]:
+            os.close(fd)
+            libc.mq_unlink(name)
+        del opened[-free:]
+        ctrl = subprocess.run(["unshare", "--user", "--map-root-user", "--ipc", PY, "-c", E7_PY],
+                              capture_output=True, text=True, timeout=60)
+        harness(ctrl.returncode == 0 and int(ctrl.stdout) == free,
+                f"control: a root-made user namespace did not take root's last {free}: {ctrl.stdout!r} {ctrl.stderr!r}")
+        doc = box_py(E7_PY)
+        assert_exited(doc)
+        n = int(doc["stdout"])
+        if ON_DOCKER:
+            # a container's processes are its own host uid's, whose budget
+            # this is (gVisor's Sentry keeps its own): not root's
+            assert n > free, f"a container took from root's message queues: {n}"
+        else:
+            # a box may queue no bytes (setup.c): none of root's
+            assert n == 0, f"a box opened {n} message queues of root's last {free}"
+        # and root still has its own
+        name = f"/airlock-e7-root-{os.getpid()}-after".encode()
+        fd = libc.mq_open(name, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600, None)
+        assert fd >= 0, "root can open no message queue after the box's run"
+        os.close(fd)
+        libc.mq_unlink(name)
+    finally:
+        for name, fd in opened:
+            os.close(fd)
+            libc.mq_unlink(name)
+
+
+E8_HOLD = r'''
+import signal, sys, os
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+import ctypes
+n = 0
+libc = ctypes.CDLL(None, use_errno=True)
+class V(ctypes.Union):
+    _fields_ = [("i", ctypes.c_int), ("p", ctypes.c_void_p)]
+while libc.sigqueue(os.getpid(), signal.SIGRTMIN, V(0)) == 0:
+    n += 1
+free = int(sys.argv[1])
+for _ in range(free):
+    signal.sigtimedwait([signal.SIGRTMIN], 0)
+print(n, ctypes.get_errno(), flush=True)
+sys.stdin.read()
+'''
+
+E8_PY = r'''
+import ctypes, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+class V(ctypes.Union):
+    _fields_ = [("i", ctypes.c_int), ("p", ctypes.c_void_p)]
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+n = 0
+while n < 5000 and libc.sigqueue(os.getpid(), signal.SIGRTMIN, V(0)) == 0:
+    n += 1
+print(n)
+'''
+
+
+def test_e8_a_box_cannot_take_host_roots_queued_signals():
+    # Queued signals (RLIMIT_SIGPENDING) are charged the same way: once, a
+    # box queued all ~96,000 of root's and root could queue none while it
+    # ran. A process of root's here (not this test's: a queued signal is
+    # any thread's) holds all of root's but FREE; the control takes those
+    # FREE, and a box only its own 256 (setup.c) of them.
+    free = 1000
+    holder = subprocess.Popen([PY, "-c", E8_HOLD, str(free)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        held, err = map(int, holder.stdout.readline().split())
+        harness(held > free and err == errno.EAGAIN, f"root's queued-signal budget not reached: {held}, errno {err}")
+        ctrl = subprocess.run(["unshare", "--user", "--map-root-user", PY, "-c", E8_PY],
+                              capture_output=True, text=True, timeout=60)
+        # (give or take what root's other processes have pending meanwhile:
+        # a SIGCHLD counts while it waits, though it is never refused)
+        harness(ctrl.returncode == 0 and abs(int(ctrl.stdout) - free) <= 64,
+                f"control: a root-made user namespace did not take root's last {free}: {ctrl.stdout!r} {ctrl.stderr!r}")
+        doc = box_py(E8_PY)
+        assert_exited(doc)
+        n = int(doc["stdout"])
+        if ON_GVISOR:
+            # the Sentry queues a container's signals itself (32 of them),
+            # none of them the host kernel's
+            assert n > 0, f"a gVisor container queued no signal: {n}"
+        elif ON_DOCKER:
+            # a container's own uid's budget
+            assert n > free, f"a container took from root's queued signals: {n}"
+        else:
+            assert n == 256, f"a box queued {n} signals of root's last {free}"
+    finally:
+        holder.stdin.close()
+        holder.wait(30)
