@@ -412,6 +412,20 @@ print(n)
 '''
 
 
+def _root_share_then_box(code, free, unshare=(), slack=0):
+    """CODE, which prints how many of a per-user count it could take, run
+    first as the control, in a user namespace of root's making (with
+    UNSHARE's namespaces besides): it must take root's last FREE, give or
+    take SLACK. Then in a box: what the box took."""
+    ctrl = subprocess.run(["unshare", "--user", "--map-root-user", *unshare, PY, "-c", code], capture_output=True,
+                          text=True, timeout=60)
+    harness(ctrl.returncode == 0 and abs(int(ctrl.stdout) - free) <= slack,
+            f"control: a root-made user namespace did not take root's last {free}: {ctrl.stdout!r} {ctrl.stderr!r}")
+    doc = box_py(code)
+    assert_exited(doc)
+    return int(doc["stdout"])
+
+
 def test_e6_a_box_cannot_take_host_roots_inotify_budget():
     # A box's user namespace is created by host root, and what a process
     # in it opens is charged up to root's per-user counts: the inotify
@@ -443,13 +457,7 @@ def test_e6_a_box_cannot_take_host_roots_inotify_budget():
         for fd in held[-free:]:
             os.close(fd)
         del held[-free:]
-        ctrl = subprocess.run(["unshare", "--user", "--map-root-user", PY, "-c", E6_PY], capture_output=True,
-                              text=True, timeout=60)
-        harness(ctrl.returncode == 0 and int(ctrl.stdout) == free,
-                f"control: a root-made user namespace did not take root's last {free}: {ctrl.stdout!r} {ctrl.stderr!r}")
-        doc = box_py(E6_PY)
-        assert_exited(doc)
-        n = int(doc["stdout"])
+        n = _root_share_then_box(E6_PY, free)
         if ON_DOCKER:
             # a container's processes are its own host uid's, whose budget
             # this is (and gVisor's Sentry keeps its own): not root's
@@ -506,13 +514,8 @@ def test_e7_a_box_cannot_take_host_roots_message_queues():
             os.close(fd)
             libc.mq_unlink(name)
         del opened[-free:]
-        ctrl = subprocess.run(["unshare", "--user", "--map-root-user", "--ipc", PY, "-c", E7_PY],
-                              capture_output=True, text=True, timeout=60)
-        harness(ctrl.returncode == 0 and int(ctrl.stdout) == free,
-                f"control: a root-made user namespace did not take root's last {free}: {ctrl.stdout!r} {ctrl.stderr!r}")
-        doc = box_py(E7_PY)
-        assert_exited(doc)
-        n = int(doc["stdout"])
+        # (the control in an IPC namespace of its own, as a box)
+        n = _root_share_then_box(E7_PY, free, unshare=("--ipc",))
         if ON_DOCKER:
             # a container's processes are its own host uid's, whose budget
             # this is (gVisor's Sentry keeps its own): not root's
@@ -574,15 +577,9 @@ def test_e8_a_box_cannot_take_host_roots_queued_signals():
     try:
         held, err = map(int, holder.stdout.readline().split())
         harness(held > free and err == errno.EAGAIN, f"root's queued-signal budget not reached: {held}, errno {err}")
-        ctrl = subprocess.run(["unshare", "--user", "--map-root-user", PY, "-c", E8_PY],
-                              capture_output=True, text=True, timeout=60)
         # (give or take what root's other processes have pending meanwhile:
         # a SIGCHLD counts while it waits, though it is never refused)
-        harness(ctrl.returncode == 0 and abs(int(ctrl.stdout) - free) <= 64,
-                f"control: a root-made user namespace did not take root's last {free}: {ctrl.stdout!r} {ctrl.stderr!r}")
-        doc = box_py(E8_PY)
-        assert_exited(doc)
-        n = int(doc["stdout"])
+        n = _root_share_then_box(E8_PY, free, slack=64)
         if ON_GVISOR:
             # the Sentry queues a container's signals itself (32 of them),
             # none of them the host kernel's
