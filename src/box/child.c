@@ -285,6 +285,8 @@ _Noreturn void al_child_main(const al_child_args *args) {
     a->argv = argv;
     a->envp = envp;
     al_setup_scrub_cmdline();
+    /* before the script's process, which takes them at its spawn */
+    al_setup_init_signals(false);
     CHECK(al_setup_wait_go(a->sock, &err));                       /* sync 1: maps written */
     if (a->runtime->open)
         CHECK(a->runtime_fd = a->runtime->open(a->runtime, &err));

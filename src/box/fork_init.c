@@ -191,9 +191,7 @@ static void box_main(const al_fork_args *args) {
     /* PID 1 handles no signal but SIGCHLD and ignores SIGPIPE alone, as a
      * made box's: the interpreter's SIGINT handler, inherited from the
      * zygote, goes (the kernel then drops what the box sends its init) */
-    for (int sig = 1; sig < NSIG; sig++)
-        if (sig != SIGCHLD && sig != SIGKILL && sig != SIGSTOP)
-            signal(sig, sig == SIGPIPE ? SIG_IGN : SIG_DFL);
+    al_setup_init_signals(true);
     /* PID 1 lets go of the script's stdio so the parent sees EOF when the
      * script and its descendants are done */
     close(null);

@@ -9,6 +9,7 @@
 #include <linux/capability.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -170,6 +171,12 @@ int al_setup_drop_privileges(bool zygote, al_error *err) {
  * argv and environment included: anyone in the box can read
  * /proc/1/cmdline. Blank both regions of our own copy (their bounds are in
  * /proc/self/stat), leaving only a name. */
+void al_setup_init_signals(bool keep_chld) {
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP && (sig != SIGCHLD || !keep_chld))
+            signal(sig, sig == SIGPIPE ? SIG_IGN : SIG_DFL); /* (glibc's own, 32 and 33, refused) */
+}
+
 void al_setup_scrub_cmdline(void) {
     _cleanup_free_ char *stat = NULL;
     if (al_read_small(AT_FDCWD, "/proc/self/stat", 4096, &stat, NULL) < 0)

@@ -42,6 +42,12 @@ int al_setup_rlimits(const al_box_limits *l, bool nproc_too, bool zygote, al_err
 /* no_new_privs and every capability gone (a zygote keeps CAP_SETUID/GID),
  * not dumpable. */
 int al_setup_drop_privileges(bool zygote, al_error *err);
+/* PID 1's signals: SIGPIPE ignored, every other at its default (but
+ * SIGCHLD where KEEP_CHLD: its own handler), whatever the process that made
+ * the box had: a service started under nohup or in a shell's background
+ * ignores SIGHUP, SIGINT and SIGQUIT, and the script would inherit that
+ * (Python then installs no KeyboardInterrupt handler). */
+void al_setup_init_signals(bool keep_chld);
 /* PID 1's argv and environment (a copy of its parent's) blanked. */
 void al_setup_scrub_cmdline(void);
 /* Every fd closed but *FDS[0..N) (those < 0 skipped), each moved to 64 or

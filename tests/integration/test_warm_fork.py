@@ -9,8 +9,10 @@ corpus of test_warm_pool.py holds a forked run to a cold one, and the
 battery runs in forked boxes too (AIRLOCK_TEST_DRIVER=forked)."""
 import json
 import os
+import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -286,6 +288,36 @@ def test_signals_from_the_script_leave_a_forked_box_s_pid1_as_a_made_one_s(tmp_p
         need(False, "boxes cannot be forked by a zygote here (root and cgroup v1)")
     assert cold.returncode == 0 and cold.stdout == b"alive airlock 1\n", (cold.stdout, cold.stderr)
     assert forked.returncode == 0 and forked.stdout == cold.stdout, (forked.stdout, forked.stderr)
+
+
+SIGNALS_SEEN = ("import signal\n"
+                "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler,\n"
+                "      [signal.getsignal(s) == signal.SIG_DFL for s in (signal.SIGHUP, signal.SIGQUIT)])\n")
+
+
+def test_a_box_s_script_starts_with_default_signals_whatever_airlock_ignores(tmp_path):
+    # a service started under nohup, or from a shell's background, ignores
+    # SIGHUP, SIGINT and SIGQUIT, and an ignored signal stays ignored across
+    # fork and exec: the control, a script started by such a process, has
+    # no KeyboardInterrupt handler. A box's script starts as from a clean
+    # start, made or forked (a made box's inherited them; CI launched from
+    # a background job saw its PID 1 differ from a forked one's)
+    script = tmp_path / "main.py"
+    script.write_text(SIGNALS_SEEN)
+
+    def ignoring(*argv):
+        def ign():
+            for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+                signal.signal(s, signal.SIG_IGN)
+        return subprocess.run([str(a) for a in argv], preexec_fn=ign, capture_output=True, timeout=120)
+    control = ignoring(sys.executable, script)
+    assert control.stdout == b"False [False, False]\n", control
+    made = ignoring(AIRLOCK, "run", script)
+    assert made.returncode == 0 and made.stdout == b"True [True, True]\n", (made.stdout, made.stderr)
+    forked = ignoring(AIRLOCK, "run", "--fork", script)
+    if forked.returncode != 0 and b"--fork runs Python offline, as root" in forked.stderr:
+        need(False, "boxes cannot be forked by a zygote here (root and cgroup v1)")
+    assert forked.returncode == 0 and forked.stdout == made.stdout, (forked.stdout, forked.stderr)
 
 
 def test_a_killed_service_leaves_no_zygote_and_no_forked_box(tmp_path_factory):
