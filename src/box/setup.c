@@ -167,16 +167,16 @@ int al_setup_drop_privileges(bool zygote, al_error *err) {
     return 0;
 }
 
-/* PID 1 is a copy of its parent (airlock, or a zygote's interpreter),
- * argv and environment included: anyone in the box can read
- * /proc/1/cmdline. Blank both regions of our own copy (their bounds are in
- * /proc/self/stat), leaving only a name. */
 void al_setup_init_signals(bool keep_chld) {
     for (int sig = 1; sig < NSIG; sig++)
         if (sig != SIGKILL && sig != SIGSTOP && (sig != SIGCHLD || !keep_chld))
             signal(sig, sig == SIGPIPE ? SIG_IGN : SIG_DFL); /* (glibc's own, 32 and 33, refused) */
 }
 
+/* PID 1 is a copy of its parent (airlock, or a zygote's interpreter),
+ * argv and environment included: anyone in the box can read
+ * /proc/1/cmdline. Blank both regions of our own copy (their bounds are in
+ * /proc/self/stat), leaving only a name. */
 void al_setup_scrub_cmdline(void) {
     _cleanup_free_ char *stat = NULL;
     if (al_read_small(AT_FDCWD, "/proc/self/stat", 4096, &stat, NULL) < 0)

@@ -221,6 +221,18 @@ static void pace_output(al_service *s, const char *run_id, output_pace *op, int 
         pace_flush(s, run_id, op, i);
 }
 
+/* Test builds (-Dtest_hooks=true) alone: as many ms as the setting NAME
+ * says, a window a test can act in; nothing otherwise. */
+static void test_pause(const char *name) {
+#ifdef AIRLOCK_TEST_HOOKS
+    const char *ms = getenv(name);
+    if (ms)
+        usleep((useconds_t)strtoul(ms, NULL, 10) * 1000);
+#else
+    (void)name;
+#endif
+}
+
 /* 1 its end was written, 0 the run had ended otherwise (or this node was
  * declared dead), -errno it could not be written. */
 static int end_run(al_service *s, const al_store_run *run, al_run_state state, json_t *result, const char *err_code,
@@ -322,12 +334,8 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
     snprintf(fin.id, sizeof fin.id, "%s", run_id);
     snprintf(fin.error_code, sizeof fin.error_code, "%s", err_code ? err_code : "");
     snprintf(fin.finished_at, sizeof fin.finished_at, "%s", now);
-#ifdef AIRLOCK_TEST_HOOKS
     /* test builds: a service killed between the run's tool.call and its end */
-    const char *pause = getenv("AIRLOCK_TEST_FINISH_PAUSE_MS");
-    if (pause)
-        usleep((useconds_t)strtoul(pause, NULL, 10) * 1000);
-#endif
+    test_pause("AIRLOCK_TEST_FINISH_PAUSE_MS");
     int written = al_store_run_finish(s->store, &fin, &err);
     if (written > 0 && state == AL_RUN_ERROR)
         al_store_run_refund(s->store, run_id, now, &err); /* airlock's own failure is not charged */
@@ -773,12 +781,8 @@ done:
      * stop does not wait for this sweep: cut short by the exit, what it
      * would have removed is the next start's) */
     if (sweep_after) {
-#ifdef AIRLOCK_TEST_HOOKS
         /* test builds: a sweep as slow as a busy daemon's */
-        const char *pause = getenv("AIRLOCK_TEST_SWEEP_PAUSE_MS");
-        if (pause)
-            usleep((useconds_t)strtoul(pause, NULL, 10) * 1000);
-#endif
+        test_pause("AIRLOCK_TEST_SWEEP_PAUSE_MS");
         sweep_after->sweep();
     }
     return NULL;
@@ -826,13 +830,10 @@ void *al_service_scheduler_main(void *p) {
             al_store_claim c;
             al_error cerr = { 0 };
             int got = al_store_claim_run(s->store, s->node_id, &c, &cerr);
-#ifdef AIRLOCK_TEST_HOOKS
             /* test builds: widen the window between a claim and its runner,
              * so that a test can stop the service inside it */
-            const char *pause = getenv("AIRLOCK_TEST_CLAIM_PAUSE_MS");
-            if (got > 0 && pause)
-                usleep((useconds_t)strtoul(pause, NULL, 10) * 1000);
-#endif
+            if (got > 0)
+                test_pause("AIRLOCK_TEST_CLAIM_PAUSE_MS");
             pthread_mutex_lock(&s->mu);
             /* what moved while it was asked is news still */
             last_claim_ms = now_ms;
