@@ -143,6 +143,7 @@ static char *kill_argv[] = { "sh", "-c",
                              NULL };
 
 static void kill_container(dbox *b);
+static bool container_running(dbox *b);
 
 /* ---- container calls ---- */
 
@@ -526,13 +527,28 @@ static void kill_end(dbox *b, inside_kill *k) {
 }
 
 /* What is left of a kill exec after the script's stream ended: read to
- * its end, for KILL_GRACE_MS at most. */
-static void kill_finish(dbox *b, inside_kill *k) {
-    uint64_t until = al_now_ms() + KILL_GRACE_MS;
-    while (k->running && !k->st.eof && al_now_ms() < until) {
-        struct pollfd p = { .fd = k->st.fd, .events = POLLIN };
+ * its end, until UNTIL at most (the grace of the kill that stopped the
+ * script, so a run ends by its deadline and that grace). A sandbox that
+ * died whole meanwhile (gVisor's, at its pids cap) leaves nothing to
+ * kill, and its kill exec may not end before the daemon notices: it is
+ * looked for each tick and not waited on. */
+static void kill_finish(dbox *b, inside_kill *k, uint64_t until) {
+    uint64_t tick = al_now_ms() + PIDS_TICK_MS;
+    while (k->running && !k->st.eof) {
         uint64_t now = al_now_ms();
-        if (poll(&p, 1, until > now ? (int)(until - now) : 0) > 0 && al_engine_stream_read(&k->st, on_tar_data, &k->s) < 0)
+        if (now >= until)
+            break;
+        if (now >= tick) {
+            if (!container_running(b)) {
+                al_engine_stream_close(&k->st);
+                k->running = false;
+                return;
+            }
+            tick = now + PIDS_TICK_MS;
+        }
+        uint64_t next = tick < until ? tick : until;
+        struct pollfd p = { .fd = k->st.fd, .events = POLLIN };
+        if (poll(&p, 1, next > now ? (int)(next - now) : 0) > 0 && al_engine_stream_read(&k->st, on_tar_data, &k->s) < 0)
             break;
     }
     if (!k->running)
@@ -756,7 +772,7 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
     }
     al_engine_stream_close(&st);
     if (ik.running)
-        kill_finish(b, &ik);
+        kill_finish(b, &ik, killed ? kill_deadline : al_now_ms() + KILL_GRACE_MS);
     /* kept: once the daemon says the exec ended, it says how (exit_status) */
     if (kill_reason && main_fd >= 0 && b->main_fd < 0) {
         b->main_fd = main_fd;
