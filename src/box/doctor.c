@@ -13,6 +13,7 @@
 
 #include "mount.h"
 #include "seccomp.h"
+#include "setup.h"
 
 /* Run FN in a child made with clone FLAGS; its exit code is the errno it
  * failed with, 0 on success. */
@@ -69,6 +70,45 @@ static void item(al_doctor_item *it, const char *name, al_level l, const char *f
     va_start(ap, fmt);
     vsnprintf(it->detail, sizeof it->detail, fmt, ap);
     va_end(ap);
+}
+
+al_level al_doctor_inotify(unsigned boxes, char *detail, size_t len) {
+    char *buf = NULL;
+    long have = -1;
+    if (al_read_small(AT_FDCWD, "/proc/sys/fs/inotify/max_user_instances", 64, &buf, NULL) == 0)
+        have = strtol(buf, NULL, 10);
+    free(buf);
+    const char *who = geteuid() == 0 ? "host root's" : "your user's";
+    unsigned share = (unsigned)atoi(AL_BOX_INOTIFY_INSTANCES);
+    if (have <= 0) {
+        snprintf(detail, len, "fs.inotify.max_user_instances unreadable: each box may open %u of %s inotify instances",
+                 share, who);
+        return AL_LEVEL_APPLIED;
+    }
+    if (boxes == 0) {
+        snprintf(detail, len,
+                 "fs.inotify.max_user_instances=%ld is %s, shared with every box (%u each): %ld boxes opening all of "
+                 "theirs at once leave it none",
+                 have, who, share, have / share);
+        return AL_LEVEL_APPLIED;
+    }
+    /* whoever else runs as that user (systemd, dockerd, an editor) keeps
+     * at least half: the boxes' whole share can take no more */
+    unsigned long want = 2ul * boxes * share;
+    if ((unsigned long)have >= want) {
+        snprintf(detail, len,
+                 "fs.inotify.max_user_instances=%ld is %s, shared with every box: %u boxes at once (max_concurrent) "
+                 "may open %lu of it, %u each",
+                 have, who, boxes, (unsigned long)boxes * share, share);
+        return AL_LEVEL_BOUNDARY;
+    }
+    snprintf(detail, len,
+             "fs.inotify.max_user_instances=%ld is %s, shared with every box: %u boxes at once (max_concurrent) may "
+             "open %lu of it, %u each, and leave it %ld; raise it to at least %lu (sysctl "
+             "fs.inotify.max_user_instances=%lu)",
+             have, who, boxes, (unsigned long)boxes * share, share,
+             have > (long)(boxes * share) ? have - (long)(boxes * share) : 0, want, want);
+    return AL_LEVEL_APPLIED;
 }
 
 size_t al_doctor(al_doctor_item *items) {
@@ -147,5 +187,9 @@ size_t al_doctor(al_doctor_item *items) {
     free(buf);
     item(&items[n++], "host sysctls", r >= 1 ? AL_LEVEL_BOUNDARY : AL_LEVEL_APPLIED,
          "kernel.unprivileged_bpf_disabled=%d (bpf is also denied by seccomp)", r);
+
+    items[n].name = "inotify budget";
+    items[n].level = al_doctor_inotify(0, items[n].detail, sizeof items[n].detail);
+    n++;
     return n;
 }

@@ -7,10 +7,16 @@
 typedef struct al_doctor_item {
     const char *name;
     al_level level;
-    char detail[240];
+    char detail[320];
 } al_doctor_item;
 
 #define AL_DOCTOR_MAX 16
 
 /* Fills up to AL_DOCTOR_MAX items; returns how many. */
 size_t al_doctor(al_doctor_item *items);
+
+/* Host root's inotify instances (fs.inotify.max_user_instances), which
+ * every box's opens are charged to as well: BOXES at once (0: not known)
+ * may take their share each. Applied, with the value to raise it to, when
+ * they could take more than half; a boundary otherwise. */
+al_level al_doctor_inotify(unsigned boxes, char *detail, size_t len);

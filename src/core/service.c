@@ -629,7 +629,8 @@ int al_service_open(const al_service_config *cfg, al_service **ret, al_error *er
     }
     if ((s->driver == &al_driver_docker &&
          al_driver_docker_configure(cfg->docker_socket, cfg->engine_runtime, cfg->docker_pool, err) < 0) ||
-        (s->driver == &al_driver_native && al_driver_native_configure(cfg->warm_pool, (uint64_t)cfg->warm_pool_memory_mb << 20, cfg->warm_preload, cfg->warm_fork, err) < 0)) {
+        (s->driver == &al_driver_native && al_driver_native_configure(cfg->max_concurrent, cfg->warm_pool, (uint64_t)cfg->warm_pool_memory_mb << 20,
+                                                                  cfg->warm_preload, cfg->warm_fork, err) < 0)) {
         free(s);
         return -EINVAL;
     }

@@ -54,11 +54,13 @@ extern const al_driver_ops al_driver_disabled;
  * the containers it makes ahead of need per shape of run (0: none). */
 int al_driver_docker_configure(const char *socket, const char *runtime, int pool, al_error *err);
 
-/* The native driver's warm boxes, for the whole process (the service's
- * configuration, set once before any run): at most WARM_POOL per shape of
- * Python or Node run (0: none), as demand asks, holding MEMORY_BYTES in
- * all; Python's import PRELOAD's modules ahead. */
-int al_driver_native_configure(int warm_pool, uint64_t memory_bytes, const char *preload, bool fork, al_error *err);
+/* The native driver, for the whole process (the service's configuration,
+ * set once before any run): BOXES at once at most (what its badges weigh
+ * host root's shared budgets against); warm boxes, at most WARM_POOL per
+ * shape of Python or Node run (0: none), as demand asks, holding
+ * MEMORY_BYTES in all; Python's import PRELOAD's modules ahead. */
+int al_driver_native_configure(int boxes, int warm_pool, uint64_t memory_bytes, const char *preload, bool fork,
+                               al_error *err);
 
 /* The helper process both boxes run in (native.c), with the N_PASS fds
  * PASS (may be NULL) as its fds 3, 4, ...: each the same open file as the

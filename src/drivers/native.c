@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 
 #include "../box/box.h"
+#include "../box/doctor.h"
 #include "driver.h"
 #include "warm_pool.h"
 
@@ -130,8 +131,17 @@ static json_t *doctor_items(void) {
     return copy;
 }
 
+/* the service's max_concurrent (0: not known): set once before any run */
+static unsigned boxes_at_once;
+
 static json_t *native_capabilities(void) {
     json_t *doc = doctor_items();
+    /* host root's inotify instances weighed against this service's boxes
+     * at once (the probe's child knows no service): read here, it is one
+     * small file */
+    char detail[320];
+    al_level l = al_doctor_inotify(boxes_at_once, detail, sizeof detail);
+    json_object_set_new(doc, "inotify budget", json_pack("{s:s, s:s}", "level", al_level_name(l), "detail", detail));
     json_object_set_new(doc, "pool", json_pack("{s:s, s:s, s:o}", "level", "applied", "detail",
                                                "warm Python and Node boxes made ahead of need (sized by demand, up to warm_pool per shape of run "
                                                "and warm_pool_memory_mb in all), "
@@ -293,9 +303,11 @@ static int native_start(const char *self_exe, const char *job, al_driver_run *re
     return al_driver_helper_start(self_exe, job, NULL, 0, ret, err);
 }
 
-int al_driver_native_configure(int warm_pool, uint64_t memory_bytes, const char *preload, bool fork, al_error *err) {
+int al_driver_native_configure(int boxes, int warm_pool, uint64_t memory_bytes, const char *preload, bool fork,
+                               al_error *err) {
     if (warm_pool < 0)
         return al_err(err, "config", EINVAL, "warm_pool must be 0 or more");
+    boxes_at_once = boxes > 0 ? (unsigned)boxes : 0;
     al_warm_pool_configure(warm_pool, memory_bytes, preload, fork && al_box_can_fork());
     return 0;
 }

@@ -1,6 +1,7 @@
 """`airlock serve` operations: /healthz, /metrics, /openapi.json (in sync with
 docs/api.md), /v1/settings, configuration, the disabled driver, graceful
 shutdown, and kill -9 of the service during runs with recovery on restart."""
+import json
 import os
 import re
 import signal
@@ -99,6 +100,34 @@ def test_settings(service):
     assert "concurren" in text, f"settings lack concurrency: {doc}"
     status, _, err = service.get("/v1/settings", key=None)
     assert_error(status, err, "unauthorized")
+
+
+def test_settings_weigh_host_roots_inotify_budget_against_max_concurrent(services):
+    """Every box's inotify instances are charged to host root's one budget
+    (battery E6): a service whose max_concurrent boxes could take more than
+    half of it says so, with the value to raise the sysctl to; one whose
+    boxes fit says they do. Against this host's own value."""
+    have = int(open("/proc/sys/fs/inotify/max_user_instances").read())
+    fit = max(1, have // 16)
+    over = have // 8 + 1
+    badge = {}
+    for name, boxes in (("ino-fit", fit), ("ino-over", over)):
+        svc = services.start(name, {"max_concurrent": boxes})
+        badge[name] = svc.ok("GET", "/v1/settings")["badges"]["inotify budget"]
+        # the same badge as `airlock doctor --url` prints it
+        p = subprocess.run([str(svc.binary), "doctor", "--url", svc.base_url, "--key", svc.key], capture_output=True,
+                           timeout=60)
+        assert p.returncode == 0 and b"inotify budget" in p.stdout, p
+    assert badge["ino-fit"]["level"] == "boundary", badge
+    assert f"max_user_instances={have}" in badge["ino-fit"]["detail"], badge
+    assert f"{fit} boxes at once" in badge["ino-fit"]["detail"], badge
+    assert badge["ino-over"]["level"] == "applied", badge
+    assert f"raise it to at least {2 * 8 * over}" in badge["ino-over"]["detail"], badge
+    # and the host's doctor, which knows no service, says how many boxes fit
+    doc = json.loads(subprocess.run([str(service_binary()), "doctor", "--json"], capture_output=True, check=True,
+                                    timeout=60).stdout)
+    item = {c["control"]: c for c in doc["controls"]}["inotify budget"]
+    assert f"{have // 8} boxes opening all of theirs" in item["detail"], item
 
 
 METRIC_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)(\s+\d+)?$")
