@@ -591,7 +591,7 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
      * it left behind is killed, as the native box's pid namespace does,
      * rather than holding the streams open */
     _cleanup_close_ int main_fd = -1;
-    bool main_gone = false;
+    bool main_gone = false, canceled_unstarted = false;
     if (kill_reason) {
         char path[200];
         snprintf(path, sizeof path, "/exec/%s/json", id);
@@ -610,10 +610,12 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
          * clock (after which the loop below times it out). It is not an
          * end: taken for one, the script was killed as it began, with no
          * reason of its own (exited, SIGKILL: "failed"), and a cancel that
-         * came after the kill was lost. A cancel meanwhile waits too: a
-         * kill before the process is there would miss it. */
+         * came after the kill was lost. A cancel meanwhile is taken at
+         * once (below): a kill inside before the process is there would
+         * miss it, and a daemon that never starts it would hold the cancel
+         * for the run's whole wall clock. */
         uint64_t start_until = deadline ? deadline : al_now_ms() + EXEC_START_MS;
-        long nap_ns = 2 * 1000000L;
+        int nap_ms = 2;
         while (main_fd < 0) {
             json_t *ans = NULL;
             al_error ie = { 0 };
@@ -639,10 +641,13 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
             }
             if (main_fd >= 0 || al_now_ms() >= start_until)
                 break;
-            struct timespec ts = { 0, nap_ns };
-            nanosleep(&ts, NULL);
-            if (nap_ns < 16 * 1000000L)
-                nap_ns *= 2;
+            struct pollfd cp = { .fd = cancel_fd, .events = POLLIN };
+            if (poll(&cp, 1, nap_ms) > 0) {
+                canceled_unstarted = true;
+                break;
+            }
+            if (nap_ms < 16)
+                nap_ms *= 2;
         }
     }
     /* ended before it could be watched (its pid gone, or inspect already
@@ -660,6 +665,16 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
     if (!in_open)
         al_engine_stream_close_stdin(&st);
     uint64_t kill_deadline = 0, next_tick = al_now_ms() + PIDS_TICK_MS, pids_hits = 0;
+    if (canceled_unstarted) {
+        /* canceled before the daemon started the script's process: the
+         * container goes whole, and whatever of the script starts now
+         * with it. The script has run nothing, or next to nothing: /out
+         * is not read, and the result says so */
+        *kill_reason = AL_REASON_CANCELED;
+        killed = main_done = true;
+        kill_deadline = drain_until = al_now_ms() + DRAIN_MS;
+        kill_container(b);
+    }
     int pids_streak = 0;
     while (!st.eof) {
         uint64_t now = al_now_ms();
@@ -1040,15 +1055,16 @@ static int run(dbox *b, al_error *err) {
     }
     if (r < 0)
         return r;
-    if (!container_running(b)) {
-        /* the container died whole (gVisor's sandbox over its memory cap is
-         * killed by this host's kernel): /out went with it */
+    if (b->killed_whole || !container_running(b)) {
+        /* killed whole by airlock (the daemon may show it running a
+         * moment longer), or it died whole (gVisor's sandbox over its
+         * memory cap is killed by this host's kernel): /out went with it */
         read_stats(b);
         /* the script's own end, when the daemon still knows it */
         al_error xe = { 0 };
         int xc = exec_exit(b, id, &xe);
         res->exit_code = xc >= 0 && xc <= 128 ? xc : -1;
-        res->signal = xc >= 0 && xc <= 128 ? 0 : SIGKILL;
+        res->signal = xc >= 0 && xc <= 128 ? 0 : xc > 128 && xc <= 128 + 64 ? xc - 128 : SIGKILL;
         if (res->peak_memory_bytes < b->mem_peak_seen)
             res->peak_memory_bytes = b->mem_peak_seen;
         /* its cgroup may be gone with it: what it last showed says why */

@@ -333,3 +333,30 @@ def test_an_exec_the_daemon_starts_late_is_waited_for_not_taken_as_ended(dockerd
     time.sleep(3)
     svc.cancel(rid)
     assert svc.wait_state(rid, TERMINAL, timeout=60)["state"] == "canceled", svc.get_run(rid)
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_a_cancel_before_the_daemon_starts_the_exec_ends_the_run_at_once(dockerd, services, rt):
+    """A cancel that comes while the daemon says the script's exec has not
+    started yet: a kill inside then would miss a process that starts after
+    it, so it waited for the process, and a daemon slow to start it (or
+    never) held the cancel for up to the run's wall clock. Now the container
+    goes whole at once: the run ends canceled, its /out said unread. The
+    test build makes the daemon's answers say "not started" for 30 s."""
+    svc = services.start(f"cancelunstarted_{rt}",
+                         config={"driver": "docker", "docker_socket": str(docker_util.SOCKET), "runtime": rt},
+                         extra_env={"AIRLOCK_TEST_EXEC_START_LATE_MS": "30000"},
+                         binary=hooks_binary(ROOT / "build-asan"))
+    if not (svc.state / "images").exists():
+        (svc.state / "images").symlink_to(CACHE / "images")
+    rid = svc.post_run("import time; open('/out/x', 'w').write('x'); time.sleep(100)", image="default")[2]["id"]
+    svc.wait_state(rid, {"running"} | TERMINAL, timeout=120)
+    time.sleep(1)
+    t0 = time.monotonic()
+    svc.cancel(rid)
+    run = svc.wait_state(rid, TERMINAL, timeout=90)
+    took = time.monotonic() - t0
+    assert run["state"] == "canceled", run
+    # within the kill's grace, not when the daemon's start showed (30 s)
+    assert took < 15, (took, run)
+    assert "/out could not be read" in json.dumps(run["skipped"]), run
