@@ -143,7 +143,7 @@ static char *kill_argv[] = { "sh", "-c",
                              NULL };
 
 static void kill_container(dbox *b);
-static bool container_running(dbox *b);
+static int container_state(dbox *b);
 
 /* ---- container calls ---- */
 
@@ -526,42 +526,6 @@ static void kill_end(dbox *b, inside_kill *k) {
         b->inside_clean = true;
 }
 
-/* What is left of a kill exec after the script's stream ended: read to
- * its end, until UNTIL at most (the grace of the kill that stopped the
- * script, so a run ends by its deadline and that grace). A sandbox that
- * died whole meanwhile (gVisor's, at its pids cap) leaves nothing to
- * kill, and its kill exec may not end before the daemon notices: it is
- * looked for each tick and not waited on. */
-static void kill_finish(dbox *b, inside_kill *k, uint64_t until) {
-    uint64_t tick = al_now_ms() + PIDS_TICK_MS;
-    while (k->running && !k->st.eof) {
-        uint64_t now = al_now_ms();
-        if (now >= until)
-            break;
-        if (now >= tick) {
-            if (!container_running(b)) {
-                al_engine_stream_close(&k->st);
-                k->running = false;
-                return;
-            }
-            tick = now + PIDS_TICK_MS;
-        }
-        uint64_t next = tick < until ? tick : until;
-        struct pollfd p = { .fd = k->st.fd, .events = POLLIN };
-        if (poll(&p, 1, next > now ? (int)(next - now) : 0) > 0 && al_engine_stream_read(&k->st, on_tar_data, &k->s) < 0)
-            break;
-    }
-    if (!k->running)
-        return;
-    if (k->st.eof) {
-        kill_end(b, k);
-        return;
-    }
-    al_engine_stream_close(&k->st);
-    k->running = false;
-    kill_container(b);
-}
-
 /* Under gVisor the host cgroup holds the sandbox's own processes (the
  * ptrace platform's, one per address space): at its cap the sandbox dies
  * whole, and its cgroup with it, so what it last showed is kept to say why. */
@@ -577,6 +541,49 @@ static void watch_sandbox(dbox *b) {
         b->mem_peak_seen = peak;
     if (b->cg_mem[0])
         al_cgroup_read_key(b->cg_mem, "memory.oom_control", "oom_kill", &b->oom_seen);
+}
+
+/* What is left of a kill exec after the script's stream ended: read to
+ * its end, until UNTIL (the grace of the kill that stopped the script, so
+ * a run ends by its deadline and that grace), a drain's time at least. A
+ * sandbox that died whole meanwhile (gVisor's, at its pids cap) leaves
+ * nothing to kill, and its kill exec may not end before the daemon
+ * notices: the container is asked each tick (what its cgroup shows kept
+ * first, for the reason) and, once the daemon says it is down, not waited
+ * on. A daemon that cannot be asked is not taken for "down". */
+static void kill_finish(dbox *b, inside_kill *k, uint64_t until) {
+    uint64_t now = al_now_ms(), tick = now;
+    if (until < now + DRAIN_MS)
+        until = now + DRAIN_MS;
+    while (k->running && !k->st.eof) {
+        if (now >= tick) {
+            if (b->cg_pids[0])
+                watch_sandbox(b);
+            if (container_state(b) == 0) {
+                al_engine_stream_close(&k->st);
+                k->running = false;
+                kill_container(b); /* gone already: the result says /out went with it */
+                return;
+            }
+            tick = now + PIDS_TICK_MS;
+        }
+        uint64_t next = tick < until ? tick : until;
+        struct pollfd p = { .fd = k->st.fd, .events = POLLIN };
+        if (poll(&p, 1, next > now ? (int)(next - now) : 0) > 0 && al_engine_stream_read(&k->st, on_tar_data, &k->s) < 0)
+            break;
+        now = al_now_ms();
+        if (now >= until)
+            break;
+    }
+    if (!k->running)
+        return;
+    if (k->st.eof) {
+        kill_end(b, k);
+        return;
+    }
+    al_engine_stream_close(&k->st);
+    k->running = false;
+    kill_container(b);
 }
 
 static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, const char *, size_t, void *), sink *s,
@@ -934,16 +941,21 @@ static bool oom_killed(dbox *b) {
     return oom;
 }
 
-static bool container_running(dbox *b) {
+/* 1 when the daemon says the container runs, 0 when it says it does not,
+ * -errno when it could not be asked */
+static int container_state(dbox *b) {
     al_error e = { 0 };
     char path[200];
     snprintf(path, sizeof path, "/containers/%s/json", b->id);
     json_t *ins = NULL;
-    bool up = call_ok(b, "GET", path, NULL, &ins, &e) >= 0 &&
-              json_is_true(json_object_get(json_object_get(ins, "State"), "Running"));
+    int r = call_ok(b, "GET", path, NULL, &ins, &e);
+    if (r >= 0)
+        r = json_is_true(json_object_get(json_object_get(ins, "State"), "Running")) ? 1 : 0;
     json_decref(ins);
-    return up;
+    return r;
 }
+
+static bool container_running(dbox *b) { return container_state(b) == 1; }
 
 
 /* How the script's exec process ended, as the kernel keeps it for any
