@@ -72,14 +72,18 @@ static void item(al_doctor_item *it, const char *name, al_level l, const char *f
     va_end(ap);
 }
 
-al_level al_doctor_inotify(unsigned boxes, char *detail, size_t len) {
+long al_doctor_inotify_max(void) {
     char *buf = NULL;
     long have = -1;
     if (al_read_small(AT_FDCWD, "/proc/sys/fs/inotify/max_user_instances", 64, &buf, NULL) == 0)
         have = strtol(buf, NULL, 10);
     free(buf);
+    return have;
+}
+
+al_level al_doctor_inotify(long have, unsigned boxes, const char *boxes_name, char *detail, size_t len) {
     const char *who = geteuid() == 0 ? "host root's" : "your user's";
-    unsigned share = (unsigned)atoi(AL_BOX_INOTIFY_INSTANCES);
+    const unsigned share = AL_BOX_INOTIFY_INSTANCES_N;
     if (have <= 0) {
         snprintf(detail, len, "fs.inotify.max_user_instances unreadable: each box may open %u of %s inotify instances",
                  share, who);
@@ -89,25 +93,24 @@ al_level al_doctor_inotify(unsigned boxes, char *detail, size_t len) {
         snprintf(detail, len,
                  "fs.inotify.max_user_instances=%ld is %s, shared with every box (%u each): %ld boxes opening all of "
                  "theirs at once leave it none",
-                 have, who, share, have / share);
+                 have, who, share, (have + share - 1) / share);
         return AL_LEVEL_APPLIED;
     }
     /* whoever else runs as that user (systemd, dockerd, an editor) keeps
      * at least half: the boxes' whole share can take no more */
-    unsigned long want = 2ul * boxes * share;
+    unsigned long take = (unsigned long)boxes * share, want = 2 * take;
     if ((unsigned long)have >= want) {
         snprintf(detail, len,
-                 "fs.inotify.max_user_instances=%ld is %s, shared with every box: %u boxes at once (max_concurrent) "
-                 "may open %lu of it, %u each",
-                 have, who, boxes, (unsigned long)boxes * share, share);
+                 "fs.inotify.max_user_instances=%ld is %s, shared with every box: %u boxes at once (%s) may open %lu of "
+                 "it, %u each",
+                 have, who, boxes, boxes_name, take, share);
         return AL_LEVEL_BOUNDARY;
     }
     snprintf(detail, len,
-             "fs.inotify.max_user_instances=%ld is %s, shared with every box: %u boxes at once (max_concurrent) may "
-             "open %lu of it, %u each, and leave it %ld; raise it to at least %lu (sysctl "
-             "fs.inotify.max_user_instances=%lu)",
-             have, who, boxes, (unsigned long)boxes * share, share,
-             have > (long)(boxes * share) ? have - (long)(boxes * share) : 0, want, want);
+             "fs.inotify.max_user_instances=%ld is %s, shared with every box: %u boxes at once (%s) may open %lu of "
+             "it, %u each, and leave it %lu; raise it to at least %lu (sysctl fs.inotify.max_user_instances=%lu)",
+             have, who, boxes, boxes_name, take, share, (unsigned long)have > take ? (unsigned long)have - take : 0,
+             want, want);
     return AL_LEVEL_APPLIED;
 }
 
@@ -189,7 +192,7 @@ size_t al_doctor(al_doctor_item *items) {
          "kernel.unprivileged_bpf_disabled=%d (bpf is also denied by seccomp)", r);
 
     items[n].name = "inotify budget";
-    items[n].level = al_doctor_inotify(0, items[n].detail, sizeof items[n].detail);
+    items[n].level = al_doctor_inotify(al_doctor_inotify_max(), 0, NULL, items[n].detail, sizeof items[n].detail);
     n++;
     return n;
 }

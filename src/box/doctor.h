@@ -15,8 +15,11 @@ typedef struct al_doctor_item {
 /* Fills up to AL_DOCTOR_MAX items; returns how many. */
 size_t al_doctor(al_doctor_item *items);
 
-/* Host root's inotify instances (fs.inotify.max_user_instances), which
- * every box's opens are charged to as well: BOXES at once (0: not known)
- * may take their share each. Applied, with the value to raise it to, when
- * they could take more than half; a boundary otherwise. */
-al_level al_doctor_inotify(unsigned boxes, char *detail, size_t len);
+/* Host root's inotify instances (fs.inotify.max_user_instances, -1 when
+ * unreadable), which every box's opens are charged to as well. */
+long al_doctor_inotify_max(void);
+/* What HAVE of them holds: BOXES at once (0: not known; BOXES_NAME, the
+ * setting that says so) may take their share each. Applied, with the
+ * value to raise it to, when they could take more than half; a boundary
+ * otherwise. */
+al_level al_doctor_inotify(long have, unsigned boxes, const char *boxes_name, char *detail, size_t len);

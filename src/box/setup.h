@@ -24,7 +24,8 @@ int al_setup_loopback(al_error *err);
 /* No nested user namespace, and a box's own share of the inotify
  * instances and watches its creator's user (host root) may hold: with the
  * host's default of 128 instances, 15 boxes at once leave root some. */
-#define AL_BOX_INOTIFY_INSTANCES "8"
+#define AL_BOX_INOTIFY_INSTANCES_N 8
+#define AL_BOX_INOTIFY_INSTANCES AL_STRINGIFY(AL_BOX_INOTIFY_INSTANCES_N)
 #define AL_BOX_INOTIFY_WATCHES "8192"
 int al_setup_no_nested_userns(al_error *err);
 /* What a box's processes may charge to the per-user counts of the user

@@ -233,6 +233,8 @@ static char *health_probe(al_service *s) {
      * limits, the daemon's last error) is for GET /v1/settings only */
     json_t *badges = s->driver->capabilities();
     json_object_del(json_object_get(badges, "pool"), "state");
+    /* nor the service's max_concurrent, which the inotify badge weighs */
+    json_object_del(badges, "inotify budget");
     json_t *doc = json_pack("{s:s, s:s, s:o, s:s*, s:s, s:{s:s, s:s}}", "status", ok == 0 ? "ok" : "degraded", "driver",
                             s->driver->name, "badges", badges, "reason", ok == 0 ? NULL : e.msg,
                             "probed_at", now, "node", "id", s->node_id, "store", al_store_backend_name(s->store));

@@ -139,8 +139,15 @@ static json_t *native_capabilities(void) {
     /* host root's inotify instances weighed against this service's boxes
      * at once (the probe's child knows no service): read here, it is one
      * small file */
+    long have = al_doctor_inotify_max();
+#ifdef AIRLOCK_TEST_HOOKS
+    /* test builds: the host's value as another host's (a test's 128) */
+    const char *fake = getenv("AIRLOCK_TEST_INOTIFY_MAX");
+    if (fake)
+        have = strtol(fake, NULL, 10);
+#endif
     char detail[320];
-    al_level l = al_doctor_inotify(boxes_at_once, detail, sizeof detail);
+    al_level l = al_doctor_inotify(have, boxes_at_once, "max_concurrent", detail, sizeof detail);
     json_object_set_new(doc, "inotify budget", json_pack("{s:s, s:s}", "level", al_level_name(l), "detail", detail));
     json_object_set_new(doc, "pool", json_pack("{s:s, s:s, s:o}", "level", "applied", "detail",
                                                "warm Python and Node boxes made ahead of need (sized by demand, up to warm_pool per shape of run "

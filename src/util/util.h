@@ -33,6 +33,9 @@ static inline void al_fclosep(FILE **f) { if (*f) fclose(*f); }
 #define TAKE_FD(fd) ({ int _tf = (fd); (fd) = -1; _tf; })
 
 #define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
+/* a number's macro as a string literal: #define N 8, AL_STRINGIFY(N) "8" */
+#define AL_STRINGIFY_(x) #x
+#define AL_STRINGIFY(x) AL_STRINGIFY_(x)
 
 /*
  * Library code never prints: it returns a negative errno and fills one of
