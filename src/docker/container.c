@@ -957,6 +957,15 @@ static int container_state(dbox *b) {
 
 static bool container_running(dbox *b) { return container_state(b) == 1; }
 
+/* An exec's exit CODE as the script's end: Docker says a process killed
+ * by signal N exited 128+N (and so does runsc, whose exec waits for the
+ * script inside gVisor) */
+static void code_as_end(int code, al_box_result *res) {
+    bool sig = code > 128 && code <= 128 + 64;
+    res->exit_code = sig ? -1 : code;
+    res->signal = sig ? code - 128 : 0;
+}
+
 
 /* How the script's exec process ended, as the kernel keeps it for any
  * holder of its pidfd once it is reaped (PIDFD_GET_INFO with
@@ -1075,8 +1084,12 @@ static int run(dbox *b, al_error *err) {
         /* the script's own end, when the daemon still knows it */
         al_error xe = { 0 };
         int xc = exec_exit(b, id, &xe);
-        res->exit_code = xc >= 0 && xc <= 128 ? xc : -1;
-        res->signal = xc >= 0 && xc <= 128 ? 0 : xc > 128 && xc <= 128 + 64 ? xc - 128 : SIGKILL;
+        if (xc >= 0 && xc <= 128 + 64) {
+            code_as_end(xc, res);
+        } else {
+            res->exit_code = -1;
+            res->signal = SIGKILL;
+        }
         if (res->peak_memory_bytes < b->mem_peak_seen)
             res->peak_memory_bytes = b->mem_peak_seen;
         /* its cgroup may be gone with it: what it last showed says why */
@@ -1105,14 +1118,8 @@ static int run(dbox *b, al_error *err) {
         /* the kernel's word: exit(137) and a SIGKILL are told apart */
         res->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
         res->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-    } else if (code > 128 && code <= 128 + 64) {
-        /* Docker says a process killed by signal N exited 128+N (and so
-         * does runsc, whose exec waits for the script inside gVisor) */
-        res->exit_code = -1;
-        res->signal = code - 128;
     } else {
-        res->exit_code = code;
-        res->signal = 0;
+        code_as_end(code, res);
     }
     res->reason = reason;
     /* nothing of the script may still run when /out is read */
