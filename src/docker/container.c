@@ -680,6 +680,7 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
         *kill_reason = AL_REASON_CANCELED;
         killed = main_done = true;
         kill_deadline = drain_until = al_now_ms() + DRAIN_MS;
+        b->e.until_ms = kill_deadline;
         kill_container(b);
     }
     int pids_streak = 0;
@@ -722,11 +723,18 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
             *kill_reason = why;
             killed = true;
             kill_deadline = now + KILL_GRACE_MS;
+            b->e.until_ms = kill_deadline;
             kill_begin(b, &ik, false);
+            /* its calls to the daemon take time (their grace's, at most) */
+            now = al_now_ms();
         }
         if (killed && now >= kill_deadline) {
-            r = al_err(err, "kill", ETIMEDOUT, "the script's processes did not die within %d ms of SIGKILL",
-                       KILL_GRACE_MS);
+            if (b->e.stuck)
+                r = al_err(err, "docker", ETIMEDOUT, "the Docker daemon did not answer within the kill's grace (%d ms)",
+                           KILL_GRACE_MS);
+            else
+                r = al_err(err, "kill", ETIMEDOUT, "the script's processes did not die within %d ms of SIGKILL",
+                           KILL_GRACE_MS);
             break;
         }
         if (in_open && in_off == in_len) {
@@ -770,6 +778,7 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
                 *kill_reason = AL_REASON_CANCELED;
             killed = true;
             kill_deadline = al_now_ms() + KILL_GRACE_MS;
+            b->e.until_ms = kill_deadline;
             kill_begin(b, &ik, false);
         }
         if (p[0].revents & POLLOUT && in_open && in_off < in_len) {
@@ -993,6 +1002,21 @@ static bool exit_status(int pidfd, int code, int *status) {
     return true;
 }
 
+/* The daemon did not answer in time (within the kill's grace, once the
+ * script was being stopped): the run ends now, asking it nothing more but
+ * the container's removal (as bounded). What ran is not known to be gone,
+ * so /out is not read; a script airlock stopped keeps its own reason. */
+static int unanswered(dbox *b, al_reason reason, al_error *err) {
+    al_box_result *res = b->res;
+    if (reason == AL_REASON_EXITED)
+        return al_err(err, "docker", ETIMEDOUT, "the Docker daemon did not answer in time");
+    res->exit_code = -1;
+    res->signal = SIGKILL;
+    res->reason = reason;
+    return al_collect_add_skip(res, ".", "the Docker daemon did not answer within the kill's grace: /out could "
+                                         "not be read");
+}
+
 static int run(dbox *b, al_error *err) {
     const al_box_config *cfg = b->cfg;
     al_box_result *res = b->res;
@@ -1076,7 +1100,12 @@ static int run(dbox *b, al_error *err) {
     }
     if (r < 0)
         return r;
-    if (b->killed_whole || !container_running(b)) {
+    /* the script stopped by airlock: the daemon's answers on how it ended
+     * are still bounded by the kill's grace (until_ms) */
+    bool whole = !b->e.stuck && (b->killed_whole || !container_running(b));
+    if (b->e.stuck)
+        return unanswered(b, reason, err);
+    if (whole) {
         /* killed whole by airlock (the daemon may show it running a
          * moment longer), or it died whole (gVisor's sandbox over its
          * memory cap is killed by this host's kernel): /out went with it */
@@ -1113,6 +1142,10 @@ static int run(dbox *b, al_error *err) {
         return al_err(err, "docker", EIO, "the container died while the script ran");
     }
     int code = exec_exit(b, id, err);
+    if (b->e.stuck)
+        return unanswered(b, reason, err);
+    /* the daemon answered: what follows (/out) has its usual time */
+    b->e.until_ms = 0;
     int status;
     if (b->o->runtime == AL_DOCKER_RUNC && exit_status(b->main_fd, code, &status)) {
         /* the kernel's word: exit(137) and a SIGKILL are told apart */

@@ -45,12 +45,24 @@ static curl_socket_t open_socket(void *ud, curlsocktype purpose, struct curl_soc
     return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }
 
+/* The time a call (or a wait of one, MAX_MS at most) is given: MAX_MS, or
+ * what is left until E's until_ms, AL_ENGINE_FLOOR_MS at least. */
+static long call_ms(const al_engine *e, long max_ms) {
+    if (!e->until_ms)
+        return max_ms;
+    uint64_t now = al_now_ms();
+    long left = e->until_ms > now ? (long)(e->until_ms - now) : 0;
+    if (left < AL_ENGINE_FLOOR_MS)
+        left = AL_ENGINE_FLOOR_MS;
+    return left < max_ms ? left : max_ms;
+}
+
 static void setup(al_engine *e, CURL *c) {
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, e->socket);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, CALL_TIMEOUT_S);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, call_ms(e, CALL_TIMEOUT_S * 1000));
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, call_ms(e, 10000));
     /* only the socket: a redirect or a proxy from the environment is not
      * followed anywhere */
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
@@ -68,6 +80,8 @@ static int perform(al_engine *e, CURL *c, al_buf *a, json_t **ret, al_error *err
     if (cc != CURLE_OK) {
         if (a->over)
             return al_err(err, "docker", EMSGSIZE, "the daemon's answer exceeded %u bytes", AL_ENGINE_ANSWER_MAX);
+        if (cc == CURLE_OPERATION_TIMEDOUT)
+            e->stuck = true;
         return al_err(err, "docker", cc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : ECONNREFUSED,
                       "the Docker daemon at %s: %s", e->socket, ebuf[0] ? ebuf : curl_easy_strerror(cc));
     }
@@ -263,7 +277,7 @@ int al_engine_exec_start(al_engine *e, const char *exec_id, al_engine_stream *re
         if (k > 0)
             off += (size_t)k;
         else if (k < 0 && errno == EAGAIN)
-            r = wait_fd(fd, POLLOUT, 10000);
+            r = wait_fd(fd, POLLOUT, (int)call_ms(e, 10000));
         else if (k < 0 && errno != EINTR)
             r = -errno;
     }
@@ -277,7 +291,7 @@ int al_engine_exec_start(al_engine *e, const char *exec_id, al_engine_stream *re
         else if (k == 0)
             r = -ECONNRESET;
         else if (errno == EAGAIN)
-            r = wait_fd(fd, POLLIN, 30000);
+            r = wait_fd(fd, POLLIN, (int)call_ms(e, 30000));
         else if (errno != EINTR)
             r = -errno;
     }
@@ -287,6 +301,8 @@ int al_engine_exec_start(al_engine *e, const char *exec_id, al_engine_stream *re
         r = al_err(err, "docker", EPROTO, "exec start answered: %.200s", head);
     else if (r < 0)
         al_err(err, "docker", -r, "exec start: %s", strerror(-r));
+    if (r == -ETIMEDOUT)
+        e->stuck = true;
     if (r < 0) {
         curl_easy_cleanup(c);
         return r;

@@ -27,7 +27,18 @@ typedef struct al_engine {
     char daemon[64];              /* the daemon's own version, "20.10.24+dfsg1" */
     char os[32], kernel[128];
     void *curl;                   /* CURL *, reused: one connection */
+    /* while set (ms, al_now_ms's clock): every call ends by then, or
+     * AL_ENGINE_FLOOR_MS after it began when that is later, so a run's
+     * kill ends within its grace whatever the daemon does (0: each call
+     * has the engine's own 120 s) */
+    uint64_t until_ms;
+    /* a call was not answered in its time: the daemon is stuck */
+    bool stuck;
 } al_engine;
+
+/* the least time a call is given under until_ms: a daemon that answers
+ * at all answers a kill or an inspect well within it */
+#define AL_ENGINE_FLOOR_MS 500
 
 /* The socket Docker's own clients would use: DOCKER_HOST=unix://PATH,
  * else CONFIGURED (the config's docker_socket) when set, else

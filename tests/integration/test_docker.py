@@ -5,6 +5,7 @@ through a container must behave as one through the native box, except
 where the driver's badge says it does not."""
 import json
 import os
+import signal
 import subprocess
 import time
 
@@ -360,3 +361,42 @@ def test_a_cancel_before_the_daemon_starts_the_exec_ends_the_run_at_once(dockerd
     # within the kill's grace, not when the daemon's start showed (30 s)
     assert took < 15, (took, run)
     assert "/out could not be read" in json.dumps(run["skipped"]), run
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_a_daemon_that_hangs_does_not_hold_a_run_past_its_deadline_and_grace(dockerd, rt):
+    """The daemon stops answering (SIGSTOP) while the script runs. At the
+    deadline, every call the kill makes to it ends within the kill's grace:
+    the run ends by its deadline plus that grace, its /out said unread (or,
+    where nothing could be killed without the daemon, gVisor's, the run
+    says that the daemon did not answer), not after the engine's 120 s for
+    each of its calls. Its container's removal, asked meanwhile, is done
+    once the daemon runs again."""
+    args = [str(AIRLOCK), "run", "--image", "default", "--driver", "docker", "--runtime", rt, "--timeout", "5",
+            "--lang", "python", "-c", "import time; print('up', flush=True); time.sleep(100)"]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=dict(docker_util.env(), AIRLOCK_STATE=str(CACHE)))
+    daemon = int(docker_util.PIDFILE.read_text())
+    took = None
+    try:
+        assert p.stdout.readline() == b"up\n", p.stderr.read().decode(errors="replace")
+        os.kill(daemon, signal.SIGSTOP)
+        t0 = time.monotonic()
+        p.wait(timeout=90)
+        took = time.monotonic() - t0
+    finally:
+        os.kill(daemon, signal.SIGCONT)
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    err = p.stderr.read().decode(errors="replace")
+    # the deadline is at most 5 s after "up"; then the grace, 5 s
+    assert took < 14, (took, err)
+    assert "the Docker daemon did not answer" in err, err
+    if rt == "runc":
+        # killed from this host: the run's own reason stands
+        assert "airlock: timeout" in err, err
+    # its removal, asked while the daemon was stopped, is done once it runs
+    until = time.monotonic() + 60
+    while docker_util.airlock_containers() and time.monotonic() < until:
+        time.sleep(0.5)
