@@ -1,8 +1,10 @@
 #!/bin/sh
 # Every test, in an order that fails fast: the CLI and every daemon-facing
-# module under the ASan+UBSan build first (a sanitizer report in a service's
-# log fails the test that stopped it: service_util.py), then the whole suite
-# under the release build, whose pytest summary closes the log.
+# module under the ASan+UBSan build first, on PostgreSQL (a sanitizer report
+# in a service's log fails the test that stopped it: service_util.py), then
+# the other drivers, then the whole suite under the release build on the
+# embedded SQLite store (what `make serve` runs), whose pytest summary
+# closes the log.
 set -eu
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
@@ -15,25 +17,21 @@ fi
 # The box battery (A-J) and the proxy's own network cases drive the same box
 # code as test_cli.py, which does run under the sanitizers; test_image_default
 # is a debootstrap build. The release pass below runs all of them.
-echo "== integration tests under ASan+UBSan: the CLI and the daemon =="
+#
+# The daemon here is on PostgreSQL: every module that starts a service runs
+# with each service on a fresh database of a real cluster that the tests
+# start themselves (tests/integration/pg_util.py), and test_nodes.py (many
+# nodes on one PostgreSQL) with them; the release pass at the end runs all
+# of it again on the embedded SQLite store, the default. The SQLite store's
+# own functions run under the sanitizers here too, in the store's C suite
+# (test_store_backends.py, on both backends).
+echo "== integration tests under ASan+UBSan: the CLI and the daemon, on PostgreSQL =="
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-AIRLOCK_BIN=build-asan/airlock $PY -m pytest -q -p no:cacheprovider \
+AIRLOCK_TEST_STORE=postgresql AIRLOCK_BIN=build-asan/airlock $PY -m pytest -q -p no:cacheprovider \
     --ignore-glob='tests/integration/test_battery_[a-j]*.py' \
     --ignore=tests/integration/test_network.py --ignore=tests/integration/test_image_default.py \
     --ignore=tests/integration/test_image_bookworm.py \
-    --ignore=tests/integration/test_nodes.py \
     tests/integration
-
-# The same daemon on PostgreSQL: every module that starts a service runs
-# again with each service on a fresh database of a real cluster that the
-# tests start themselves (tests/integration/pg_util.py); the modules that
-# never open a store (the box battery, the CLI, images) are store-blind.
-# test_nodes.py (many nodes on one PostgreSQL) runs here and in the last
-# pass, not in the first: it is PostgreSQL's whatever the suite's store.
-echo "== integration tests on PostgreSQL under ASan+UBSan: every module that starts a service =="
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-AIRLOCK_TEST_STORE=postgresql AIRLOCK_BIN=build-asan/airlock $PY -m pytest -q -p no:cacheprovider \
-    $(grep -l service_util tests/integration/test_*.py)
 
 # The box battery (A-J) once more on the docker driver with runc, and the
 # service's run, limit, artifact, thread, network and skill tests with
