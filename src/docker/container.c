@@ -493,7 +493,13 @@ typedef struct inside_kill {
     sink s;
 } inside_kill;
 
-static void kill_begin(dbox *b, inside_kill *k, bool after_end) {
+/* A kill of the script's processes, begun to end by UNTIL (its grace):
+ * from here until /out is read, each call to the daemon ends by then (or
+ * by the engine's floor), so one that stops answering does not hold the
+ * run; its own reason stands or, where nothing could be killed without
+ * the daemon, it fails saying so (unanswered) */
+static void kill_begin(dbox *b, inside_kill *k, bool after_end, uint64_t until) {
+    b->e.until_ms = until;
     if (b->o->runtime != AL_DOCKER_RUNSC) {
         kill_script_procs(b);
         return;
@@ -623,6 +629,9 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
          * for the run's whole wall clock. */
         uint64_t start_until = deadline ? deadline : al_now_ms() + EXEC_START_MS;
         int nap_ms = 2;
+        /* and a daemon that stops answering meanwhile holds it no longer
+         * than a kill at the deadline would */
+        b->e.until_ms = start_until + KILL_GRACE_MS;
         while (main_fd < 0) {
             json_t *ans = NULL;
             al_error ie = { 0 };
@@ -656,6 +665,7 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
             if (nap_ms < 16)
                 nap_ms *= 2;
         }
+        b->e.until_ms = 0;
     }
     /* ended before it could be watched (its pid gone, or inspect already
      * says so): it is done, and what it left is killed now */
@@ -664,7 +674,7 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
     if (kill_reason && main_gone) {
         main_done = true;
         drain_until = al_now_ms() + DRAIN_MS;
-        kill_begin(b, &ik, false);
+        kill_begin(b, &ik, false, al_now_ms() + KILL_GRACE_MS);
     }
     char inbuf[65536];
     size_t in_len = 0, in_off = 0;
@@ -723,8 +733,7 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
             *kill_reason = why;
             killed = true;
             kill_deadline = now + KILL_GRACE_MS;
-            b->e.until_ms = kill_deadline;
-            kill_begin(b, &ik, false);
+            kill_begin(b, &ik, false, kill_deadline);
             /* its calls to the daemon take time (their grace's, at most) */
             now = al_now_ms();
         }
@@ -771,15 +780,14 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
             main_done = true;
             drain_until = al_now_ms() + DRAIN_MS;
             if (!killed)
-                kill_begin(b, &ik, true);
+                kill_begin(b, &ik, true, al_now_ms() + KILL_GRACE_MS);
         }
         if (p[2].revents) {
             if (kill_reason)
                 *kill_reason = AL_REASON_CANCELED;
             killed = true;
             kill_deadline = al_now_ms() + KILL_GRACE_MS;
-            b->e.until_ms = kill_deadline;
-            kill_begin(b, &ik, false);
+            kill_begin(b, &ik, false, kill_deadline);
         }
         if (p[0].revents & POLLOUT && in_open && in_off < in_len) {
             ssize_t w = al_engine_stream_write(&st, inbuf + in_off, in_len - in_off);
@@ -1003,11 +1011,26 @@ static bool exit_status(int pidfd, int code, int *status) {
 }
 
 /* The daemon did not answer in time (within the kill's grace, once the
- * script was being stopped): the run ends now, asking it nothing more but
- * the container's removal (as bounded). What ran is not known to be gone,
- * so /out is not read; a script airlock stopped keeps its own reason. */
+ * script's main process had ended or was being stopped): the run ends
+ * now, asking it nothing more but the container's removal (as bounded).
+ * Under runc the script's processes are this host's, killed from here
+ * until none is left: a script airlock stopped keeps its own reason, its
+ * /out unread (the daemon says nothing of how it ended). Under gVisor only
+ * the daemon reaches them: the run fails, saying so. */
 static int unanswered(dbox *b, al_reason reason, al_error *err) {
     al_box_result *res = b->res;
+    if (b->o->runtime == AL_DOCKER_RUNSC)
+        return al_err(err, "docker", ETIMEDOUT, "the Docker daemon did not answer in time: the script's processes "
+                                                "under gVisor could not be killed (the container ends at its hold time)");
+    uint64_t until = al_now_ms() + KILL_GRACE_MS;
+    int alive;
+    while ((alive = kill_script_procs(b)) > 0 && al_now_ms() < until) {
+        struct timespec ts = { 0, 5 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    if (alive != 0)
+        return al_err(err, "docker", ETIMEDOUT, "the Docker daemon did not answer in time, and processes of the "
+                                                "script are still alive in %s", b->cg_pids);
     if (reason == AL_REASON_EXITED)
         return al_err(err, "docker", ETIMEDOUT, "the Docker daemon did not answer in time");
     res->exit_code = -1;
@@ -1100,8 +1123,8 @@ static int run(dbox *b, al_error *err) {
     }
     if (r < 0)
         return r;
-    /* the script stopped by airlock: the daemon's answers on how it ended
-     * are still bounded by the kill's grace (until_ms) */
+    /* the daemon's answers on how the script ended are still bounded by
+     * its last kill's grace (until_ms) */
     bool whole = !b->e.stuck && (b->killed_whole || !container_running(b));
     if (b->e.stuck)
         return unanswered(b, reason, err);
@@ -1144,8 +1167,6 @@ static int run(dbox *b, al_error *err) {
     int code = exec_exit(b, id, err);
     if (b->e.stuck)
         return unanswered(b, reason, err);
-    /* the daemon answered: what follows (/out) has its usual time */
-    b->e.until_ms = 0;
     int status;
     if (b->o->runtime == AL_DOCKER_RUNC && exit_status(b->main_fd, code, &status)) {
         /* the kernel's word: exit(137) and a SIGKILL are told apart */
@@ -1168,19 +1189,27 @@ static int run(dbox *b, al_error *err) {
             struct timespec ts = { 0, 5 * 1000000L };
             nanosleep(&ts, NULL);
         }
-    } else if (!b->inside_clean && kill_inside(b) != 0) {
+    } else if (!b->inside_clean) {
         /* (a kill from inside that found none of the script's left is
-         * final: only the script's processes run as its uid) something
-         * the script left would not die: /out is not read. A sandbox that
-         * hit its process cap dies so, though the daemon may still show
-         * it running for a moment: that is the run's pids limit */
-        kill_container(b);
-        read_stats(b);
-        if (res->reason == AL_REASON_EXITED && pids_cap_hit(b))
-            res->reason = AL_REASON_PIDS;
-        return al_collect_add_skip(res, ".", "processes the script left would not die: the box was killed whole "
-                                             "and /out could not be read");
+         * final: only the script's processes run as its uid) */
+        b->e.until_ms = al_now_ms() + KILL_GRACE_MS;
+        if (kill_inside(b) != 0) {
+            if (b->e.stuck)
+                return unanswered(b, reason, err);
+            /* something the script left would not die: /out is not read.
+             * A sandbox that hit its process cap dies so, though the
+             * daemon may still show it running for a moment: that is the
+             * run's pids limit */
+            kill_container(b);
+            read_stats(b);
+            if (res->reason == AL_REASON_EXITED && pids_cap_hit(b))
+                res->reason = AL_REASON_PIDS;
+            return al_collect_add_skip(res, ".", "processes the script left would not die: the box was killed "
+                                                 "whole and /out could not be read");
+        }
     }
+    /* the daemon answered: /out has its usual time */
+    b->e.until_ms = 0;
     read_stats(b);
     if (res->reason == AL_REASON_EXITED && oom_killed(b))
         res->reason = AL_REASON_MEMORY;
@@ -1216,6 +1245,9 @@ int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_resu
         close(b.main_fd);
     if (res->pooled && owner_gone(o->owner_fd))
         b.own = true;
+    /* a stuck daemon is handed the removal, not waited on */
+    if (b.e.stuck && !b.e.until_ms)
+        b.e.until_ms = al_now_ms();
     al_docker_remove_container(&b);
     al_docker_scratch_unmount(&b);
     if (b.engine_open)

@@ -46,10 +46,13 @@ static curl_socket_t open_socket(void *ud, curlsocktype purpose, struct curl_soc
 }
 
 /* The time a call (or a wait of one, MAX_MS at most) is given: MAX_MS, or
- * what is left until E's until_ms, AL_ENGINE_FLOOR_MS at least. */
+ * what is left until E's until_ms, AL_ENGINE_FLOOR_MS at least (a stuck
+ * daemon's, AL_ENGINE_STUCK_MS). */
 static long call_ms(const al_engine *e, long max_ms) {
     if (!e->until_ms)
         return max_ms;
+    if (e->stuck)
+        return AL_ENGINE_STUCK_MS < max_ms ? AL_ENGINE_STUCK_MS : max_ms;
     uint64_t now = al_now_ms();
     long left = e->until_ms > now ? (long)(e->until_ms - now) : 0;
     if (left < AL_ENGINE_FLOOR_MS)
@@ -77,6 +80,8 @@ static int perform(al_engine *e, CURL *c, al_buf *a, json_t **ret, al_error *err
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, al_buf_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
     CURLcode cc = curl_easy_perform(c);
+    if (cc == CURLE_OK)
+        e->stuck = false;
     if (cc != CURLE_OK) {
         if (a->over)
             return al_err(err, "docker", EMSGSIZE, "the daemon's answer exceeded %u bytes", AL_ENGINE_ANSWER_MAX);
@@ -301,8 +306,7 @@ int al_engine_exec_start(al_engine *e, const char *exec_id, al_engine_stream *re
         r = al_err(err, "docker", EPROTO, "exec start answered: %.200s", head);
     else if (r < 0)
         al_err(err, "docker", -r, "exec start: %s", strerror(-r));
-    if (r == -ETIMEDOUT)
-        e->stuck = true;
+    e->stuck = r == -ETIMEDOUT;
     if (r < 0) {
         curl_easy_cleanup(c);
         return r;

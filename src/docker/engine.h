@@ -32,13 +32,18 @@ typedef struct al_engine {
      * kill ends within its grace whatever the daemon does (0: each call
      * has the engine's own 120 s) */
     uint64_t until_ms;
-    /* a call was not answered in its time: the daemon is stuck */
+    /* the last call was not answered in its time: the daemon is stuck.
+     * While until_ms is set, a call to a stuck daemon is given only
+     * AL_ENGINE_STUCK_MS, the time to hand it the request; an answer
+     * clears it */
     bool stuck;
 } al_engine;
 
 /* the least time a call is given under until_ms: a daemon that answers
- * at all answers a kill or an inspect well within it */
-#define AL_ENGINE_FLOOR_MS 500
+ * at all answers a kill or an inspect well within it, on a loaded host
+ * too (Docker's own kill waits up to 2 s for the process's end) */
+#define AL_ENGINE_FLOOR_MS 2500
+#define AL_ENGINE_STUCK_MS 200
 
 /* The socket Docker's own clients would use: DOCKER_HOST=unix://PATH,
  * else CONFIGURED (the config's docker_socket) when set, else
