@@ -673,8 +673,9 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
     uint64_t drain_until = 0;
     if (kill_reason && main_gone) {
         main_done = true;
-        drain_until = al_now_ms() + DRAIN_MS;
         kill_begin(b, &ik, false, al_now_ms() + KILL_GRACE_MS);
+        /* after the kill's calls, which may take a while */
+        drain_until = al_now_ms() + DRAIN_MS;
     }
     char inbuf[65536];
     size_t in_len = 0, in_off = 0;
@@ -778,9 +779,9 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
             if (!main_done && kill_reason && b->cg_pids[0] && b->o->runtime == AL_DOCKER_RUNSC)
                 watch_sandbox(b);
             main_done = true;
-            drain_until = al_now_ms() + DRAIN_MS;
             if (!killed)
                 kill_begin(b, &ik, true, al_now_ms() + KILL_GRACE_MS);
+            drain_until = al_now_ms() + DRAIN_MS;
         }
         if (p[2].revents) {
             if (kill_reason)
@@ -896,7 +897,12 @@ static void kill_container(dbox *b) {
     al_error e = { 0 };
     char path[200];
     snprintf(path, sizeof path, "/containers/%s/kill", b->id);
+    /* Docker answers a kill once the container has stopped (it waits up
+     * to 10 s and 2 s more): a healthy daemon's late answer, never used,
+     * does not make it stuck. One that is stuck shows it in the next call */
+    bool was = b->e.stuck;
     al_engine_call(&b->e, "POST", path, NULL, NULL, &e);
+    b->e.stuck = was;
 }
 
 void al_docker_remove_container(dbox *b) {
@@ -1124,7 +1130,10 @@ static int run(dbox *b, al_error *err) {
     if (r < 0)
         return r;
     /* the daemon's answers on how the script ended are still bounded by
-     * its last kill's grace (until_ms) */
+     * its last kill's grace (until_ms), or by a grace from now where the
+     * stream ended before the main process was seen to */
+    if (!b->e.until_ms)
+        b->e.until_ms = al_now_ms() + KILL_GRACE_MS;
     bool whole = !b->e.stuck && (b->killed_whole || !container_running(b));
     if (b->e.stuck)
         return unanswered(b, reason, err);
@@ -1245,9 +1254,10 @@ int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_resu
         close(b.main_fd);
     if (res->pooled && owner_gone(o->owner_fd))
         b.own = true;
-    /* a stuck daemon is handed the removal, not waited on */
-    if (b.e.stuck && !b.e.until_ms)
-        b.e.until_ms = al_now_ms();
+    /* a stuck daemon is handed the removal, not waited on; one that
+     * answers is given the engine's time (a forced removal waits for the
+     * container's stop as a kill does) */
+    b.e.until_ms = b.e.stuck ? al_now_ms() : 0;
     al_docker_remove_container(&b);
     al_docker_scratch_unmount(&b);
     if (b.engine_open)

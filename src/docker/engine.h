@@ -40,8 +40,8 @@ typedef struct al_engine {
 } al_engine;
 
 /* the least time a call is given under until_ms: a daemon that answers
- * at all answers a kill or an inspect well within it, on a loaded host
- * too (Docker's own kill waits up to 2 s for the process's end) */
+ * at all answers an inspect or an exec's start well within it, on a
+ * loaded host too */
 #define AL_ENGINE_FLOOR_MS 2500
 #define AL_ENGINE_STUCK_MS 200
 
