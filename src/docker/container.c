@@ -901,8 +901,8 @@ static void kill_container(dbox *b) {
      * to 10 s and 2 s more): a healthy daemon's late answer, never used,
      * does not make it stuck. One that is stuck shows it in the next call */
     bool was = b->e.stuck;
-    al_engine_call(&b->e, "POST", path, NULL, NULL, &e);
-    b->e.stuck = was;
+    if (al_engine_call(&b->e, "POST", path, NULL, NULL, &e) == -ETIMEDOUT)
+        b->e.stuck = was;
 }
 
 void al_docker_remove_container(dbox *b) {
@@ -1016,6 +1016,23 @@ static bool exit_status(int pidfd, int code, int *status) {
     return true;
 }
 
+/* Under runc: the script's processes (this host's) killed until none is
+ * left, within the kill's grace; an error when their cgroup cannot be
+ * read (nothing then says none is left) or some would not die. */
+static int kill_until_none(dbox *b, al_error *err) {
+    uint64_t until = al_now_ms() + KILL_GRACE_MS;
+    int alive;
+    while ((alive = kill_script_procs(b)) != 0) {
+        if (alive < 0)
+            return al_err(err, "kill", -alive, "cannot list the container's processes in %s", b->cg_pids);
+        if (al_now_ms() > until)
+            return al_err(err, "kill", ETIMEDOUT, "processes of the script are still alive in %s", b->cg_pids);
+        struct timespec ts = { 0, 5 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
 /* The daemon did not answer in time (within the kill's grace, once the
  * script's main process had ended or was being stopped): the run ends
  * now, asking it nothing more but the container's removal (as bounded).
@@ -1028,15 +1045,9 @@ static int unanswered(dbox *b, al_reason reason, al_error *err) {
     if (b->o->runtime == AL_DOCKER_RUNSC)
         return al_err(err, "docker", ETIMEDOUT, "the Docker daemon did not answer in time: the script's processes "
                                                 "under gVisor could not be killed (the container ends at its hold time)");
-    uint64_t until = al_now_ms() + KILL_GRACE_MS;
-    int alive;
-    while ((alive = kill_script_procs(b)) > 0 && al_now_ms() < until) {
-        struct timespec ts = { 0, 5 * 1000000L };
-        nanosleep(&ts, NULL);
-    }
-    if (alive != 0)
-        return al_err(err, "docker", ETIMEDOUT, "the Docker daemon did not answer in time, and processes of the "
-                                                "script are still alive in %s", b->cg_pids);
+    int r = kill_until_none(b, err);
+    if (r < 0)
+        return r;
     if (reason == AL_REASON_EXITED)
         return al_err(err, "docker", ETIMEDOUT, "the Docker daemon did not answer in time");
     res->exit_code = -1;
@@ -1187,17 +1198,8 @@ static int run(dbox *b, al_error *err) {
     res->reason = reason;
     /* nothing of the script may still run when /out is read */
     if (b->o->runtime == AL_DOCKER_RUNC) {
-        uint64_t until = al_now_ms() + KILL_GRACE_MS;
-        int alive;
-        while ((alive = kill_script_procs(b)) != 0) {
-            /* unreadable: nothing says none is left, so /out is not read */
-            if (alive < 0)
-                return al_err(err, "kill", -alive, "cannot list the container's processes in %s", b->cg_pids);
-            if (al_now_ms() > until)
-                return al_err(err, "kill", ETIMEDOUT, "processes of the script are still alive in %s", b->cg_pids);
-            struct timespec ts = { 0, 5 * 1000000L };
-            nanosleep(&ts, NULL);
-        }
+        if ((r = kill_until_none(b, err)) < 0)
+            return r;
     } else if (!b->inside_clean) {
         /* (a kill from inside that found none of the script's left is
          * final: only the script's processes run as its uid) */
