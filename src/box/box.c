@@ -22,10 +22,10 @@
 #include "collect.h"
 #include "fork_so.h"
 #include "proto.h"
+#include "setup.h"
 #include "stage.h"
 #include "uidpool.h"
 
-#define SANDBOX_ID 65534
 /* how long the setup steps may take before we call the box stuck */
 #define SETUP_TIMEOUT_MS 10000
 /* after a kill, how long until the box must be gone */
@@ -88,24 +88,6 @@ static void control(al_control *c, al_level l, const char *fmt, ...) {
     va_end(ap);
 }
 
-static int write_maps(pid_t pid, uid_t uid, gid_t gid, al_error *err) {
-    char path[64], map[64];
-    snprintf(path, sizeof path, "/proc/%d/setgroups", (int)pid);
-    int r = al_write_str(AT_FDCWD, path, "deny");
-    if (r < 0)
-        return al_err(err, "userns", r, "write %s: %s", path, strerror(-r));
-    /* one line each: the sandbox id and nothing else, no root mapping */
-    snprintf(path, sizeof path, "/proc/%d/uid_map", (int)pid);
-    snprintf(map, sizeof map, "%d %u 1\n", SANDBOX_ID, (unsigned)uid);
-    if ((r = al_write_str(AT_FDCWD, path, map)) < 0)
-        return al_err(err, "userns", r, "write uid_map \"%d %u 1\": %s", SANDBOX_ID, (unsigned)uid, strerror(-r));
-    snprintf(path, sizeof path, "/proc/%d/gid_map", (int)pid);
-    snprintf(map, sizeof map, "%d %u 1\n", SANDBOX_ID, (unsigned)gid);
-    if ((r = al_write_str(AT_FDCWD, path, map)) < 0)
-        return al_err(err, "userns", r, "write gid_map \"%d %u 1\": %s", SANDBOX_ID, (unsigned)gid, strerror(-r));
-    return 0;
-}
-
 /* A zygote's host uids (box.h): its own first, then one per slot, each
  * with its lock, held for the zygote's life. */
 typedef struct zygote_ids {
@@ -148,19 +130,18 @@ static int write_zygote_maps(pid_t pid, const zygote_ids *z, al_error *err) {
 }
 
 /* A forked box's request to its zygote: the limits its PID 1 sets, with
- * its sync socket, output pipes and warm start's socket (zygote.py). */
+ * its sync socket, output pipes and warm start's socket (zygote.c). */
 static int fork_request(const al_box_config *cfg, int sync, const int out_w[2], int chan, al_error *err) {
-    char req[256];
-    int n = snprintf(req, sizeof req, "{\"tmpfs_bytes\":%llu,\"tmpfs_inodes\":%llu,\"pids\":%llu,\"nofile\":%llu}",
-                     (unsigned long long)cfg->limits.tmpfs_bytes, (unsigned long long)cfg->limits.tmpfs_inodes,
-                     (unsigned long long)cfg->limits.pids, (unsigned long long)cfg->limits.nofile);
+    al_fork_request req = { .tmpfs_bytes = cfg->limits.tmpfs_bytes, .tmpfs_inodes = cfg->limits.tmpfs_inodes,
+                            .pids = cfg->limits.pids, .nofile = cfg->limits.nofile };
+    size_t n = sizeof req;
     int fds[4] = { sync, out_w[0], out_w[1], chan };
     union {
         char buf[CMSG_SPACE(sizeof fds)];
         struct cmsghdr align;
     } u;
     memset(&u, 0, sizeof u);
-    struct iovec iov = { .iov_base = req, .iov_len = (size_t)n };
+    struct iovec iov = { .iov_base = &req, .iov_len = n };
     struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
     struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
     c->cmsg_level = SOL_SOCKET;
@@ -171,7 +152,7 @@ static int fork_request(const al_box_config *cfg, int sync, const int out_w[2], 
     do
         w = sendmsg(cfg->fork->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     while (w < 0 && errno == EINTR);
-    if (w != n)
+    if (w != (ssize_t)n)
         return al_err(err, "fork", w < 0 ? errno : EIO, "ask the zygote for a box: %s", w < 0 ? strerror(errno) : "short write");
     return 0;
 }
@@ -775,7 +756,7 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     unsigned nfds = 5;
     al_msg m = { .type = AL_MSG_GO };
     if (!forked) {
-        r = cfg->zygote ? write_zygote_maps(pid, &zids, err) : write_maps(pid, uid, gid, err);
+        r = cfg->zygote ? write_zygote_maps(pid, &zids, err) : al_write_maps(pid, uid, gid, err);
         if (r < 0 || (r = al_msg_send(sv[0], &m, NULL, 0)) < 0) {      /* sync 1: maps written */
             if (!err->step[0])
                 al_err(err, "setup", r, "talk to the box: %s", strerror(-r));

@@ -2,9 +2,10 @@
  * A box a zygote forks (src/lang/warm/zygote.py), its PID 1's side, in C.
  *
  * Built as a shared object of its own (airlock-fork.so: this file with
- * setup.c, mount.c, proto.c, cgroup_join.c, seccomp.c and util.c, none
- * of the rest of airlock), which box.c stages into a zygote's /work and
- * the zygote's interpreter loads with ctypes. al_fork_box clones the box
+ * zygote.c, setup.c, mount.c, proto.c, cgroup_join.c, seccomp.c and
+ * util.c, none of the rest of airlock), which box.c stages into a
+ * zygote's /work and the zygote's interpreter loads with ctypes; its loop
+ * (zygote.c) calls al_fork_box for each request, which clones the box
  * from the zygote; the clone, the box's PID 1, builds what a made box's
  * PID 1 builds (child.c), with the same steps (setup.c), in the same
  * order and speaking the same messages to its parent (box.c), and never
@@ -31,17 +32,6 @@
 #include "proto.h"
 #include "seccomp.h"
 #include "setup.h"
-
-/* zygote.py's _Args: the request's fds and limits, in this order */
-typedef struct al_fork_args {
-    int32_t sync;                 /* the box's sync socket to its parent */
-    int32_t out, err;             /* the write ends of its stdout and stderr */
-    int32_t chan;                 /* its warm start's socket */
-    int32_t go;                   /* read end: a byte once its maps are written */
-    uint64_t tmpfs_bytes, tmpfs_inodes, pids, nofile;
-} al_fork_args;
-
-__attribute__((visibility("default"))) long al_fork_box(const al_fork_args *args);
 
 #define CHECK(expr)                                                                                \
     do {                                                                                           \
@@ -206,9 +196,6 @@ static void box_main(const al_fork_args *args) {
     be_init(a.sync, script, &wait_mask);
 }
 
-/* The box for a request: its pid here (or -errno), 0 in the run's
- * process; the clone's PID 1 never returns. The caller wraps it as a
- * fork (PyOS_BeforeFork, PyOS_AfterFork_Parent or _Child). */
 long al_fork_box(const al_fork_args *args) {
     const unsigned long flags =
         CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD;

@@ -21,9 +21,13 @@ typedef struct al_msg {
     al_error err;
 } al_msg;
 
-/* src/lang/warm/zygote.py packs it by hand ("=Ii48si512s"): a box forked
- * from a zygote speaks these messages from Python */
-_Static_assert(sizeof(al_msg) == 572, "al_msg's layout is zygote.py's");
+/* A forked box's request to its zygote (box.c's fork_request to
+ * zygote.c), with four fds: the box's sync socket to its parent, its
+ * stdout and stderr pipes' write ends and its warm start's socket. The
+ * limits its PID 1 sets, the rest being its cgroup's, set by the parent. */
+typedef struct al_fork_request {
+    uint64_t tmpfs_bytes, tmpfs_inodes, pids, nofile;
+} al_fork_request;
 
 int al_msg_send(int sock, const al_msg *m, const int *fds, unsigned nfds);
 

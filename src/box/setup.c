@@ -20,6 +20,23 @@
 #include "cgroup.h"
 #include "proto.h"
 
+int al_write_maps(pid_t pid, uid_t uid, gid_t gid, al_error *err) {
+    char path[64], map[64];
+    snprintf(path, sizeof path, "/proc/%d/setgroups", (int)pid);
+    int r = al_write_str(AT_FDCWD, path, "deny");
+    if (r < 0)
+        return al_err(err, "userns", r, "write %s: %s", path, strerror(-r));
+    snprintf(path, sizeof path, "/proc/%d/uid_map", (int)pid);
+    snprintf(map, sizeof map, "%d %u 1\n", AL_SANDBOX_ID, (unsigned)uid);
+    if ((r = al_write_str(AT_FDCWD, path, map)) < 0)
+        return al_err(err, "userns", r, "write uid_map \"%d %u 1\": %s", AL_SANDBOX_ID, (unsigned)uid, strerror(-r));
+    snprintf(path, sizeof path, "/proc/%d/gid_map", (int)pid);
+    snprintf(map, sizeof map, "%d %u 1\n", AL_SANDBOX_ID, (unsigned)gid);
+    if ((r = al_write_str(AT_FDCWD, path, map)) < 0)
+        return al_err(err, "userns", r, "write gid_map \"%d %u 1\": %s", AL_SANDBOX_ID, (unsigned)gid, strerror(-r));
+    return 0;
+}
+
 _Noreturn void al_setup_fail(int sock, al_error *e) {
     al_msg m = { .type = AL_MSG_ERROR, .err = *e };
     al_msg_send(sock, &m, NULL, 0);

@@ -54,3 +54,22 @@ void al_setup_scrub_cmdline(void);
 /* Every fd closed but *FDS[0..N) (those < 0 skipped), each moved to 64 or
  * above (close-on-exec) and updated. */
 int al_setup_keep_fds(int *const *fds, size_t n);
+
+/* The parent's side of sync 1 (box.c's, and a zygote's for its boxes):
+ * setgroups denied, and one line each in uid_map and gid_map, the
+ * sandbox id to host UID and GID; no root mapping. */
+int al_write_maps(pid_t pid, uid_t uid, gid_t gid, al_error *err);
+
+/* A box a zygote forks (fork_init.c): its request's fds and limits. */
+typedef struct al_fork_args {
+    int32_t sync;                 /* the box's sync socket to its parent */
+    int32_t out, err;             /* the write ends of its stdout and stderr */
+    int32_t chan;                 /* its warm start's socket */
+    int32_t go;                   /* read end: a byte once its maps are written */
+    uint64_t tmpfs_bytes, tmpfs_inodes, pids, nofile;
+} al_fork_args;
+
+/* The box for a request: its pid here (or -errno), 0 in the run's
+ * process; the clone's PID 1 never returns. The caller (zygote.c) wraps
+ * it as a fork (PyOS_BeforeFork, PyOS_AfterFork_Parent or _Child). */
+long al_fork_box(const al_fork_args *args);
