@@ -104,7 +104,8 @@ typedef struct al_box_warm {
     bool handed;                  /* set once HANDOFF filled the run: a failure after is the run's to retry cold */
 } al_box_warm;
 
-/* A zygote (issue 14's fork server, src/lang/warm/zygote.py): a box whose
+/* A zygote (issue 14's fork server, src/lang/warm/zygote.py and
+ * src/box/zygote.c): a box whose
  * interpreter forks warm boxes instead of running a script. Its user
  * namespace maps uid and gid 0 to a host uid of its own, and 1 to
  * AL_ZYGOTE_SLOTS to one more host uid each, never reused while it lives:
@@ -138,7 +139,7 @@ typedef struct al_box_fork {
 
 /* Whether boxes can be forked here: root, cgroup v1 (v2's is joined by
  * clone, which a fork by another process cannot), and an architecture
- * zygote.py knows the clone of (x86_64, aarch64). */
+ * fork_init.c knows the clone of (x86_64, aarch64). */
 bool al_box_can_fork(void);
 
 struct al_box_config {

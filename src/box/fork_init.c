@@ -1,5 +1,5 @@
 /*
- * A box a zygote forks (src/lang/warm/zygote.py), its PID 1's side, in C.
+ * A box a zygote forks (src/box/zygote.c), its PID 1's side, in C.
  *
  * Built as a shared object of its own (airlock-fork.so: this file with
  * zygote.c, setup.c, mount.c, proto.c, cgroup_join.c, seccomp.c and

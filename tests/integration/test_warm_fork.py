@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -253,6 +254,49 @@ def test_an_imported_image_gets_no_zygote(tmp_path):
     b.close()
     ev = json.loads(p.stdout.splitlines()[0])
     assert ev["type"] == "error" and "imported" in ev["error"]["message"], ev
+
+
+def test_a_request_the_zygote_cannot_read_is_answered_at_once():
+    # the zygote's loop (src/box/zygote.c) answers a request that is not a
+    # box's (three fds; a body of the wrong size) on the request's sync
+    # socket, as a box's failed step is, instead of leaving its sender to
+    # time out; it serves on, and the end of its request socket ends it
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    job = {"zygote": True, "zygote_fd": a.fileno(), "language": "python", "code": ""}
+    p = subprocess.Popen([str(AIRLOCK), "helper"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, pass_fds=(a.fileno(),))
+    try:
+        a.close()
+        p.stdin.write((json.dumps(job) + "\n").encode())
+        p.stdin.flush()
+        ev = json.loads(p.stdout.readline() or b"{}")
+        if ev.get("type") == "error" and "root" in ev["error"]["message"]:
+            need(False, "boxes cannot be forked by a zygote here (root and cgroup v1)")
+        assert ev.get("type") == "ready", (ev, p.stderr.read1() if ev.get("type") is None else "")
+        # al_fork_request: four u64, with the box's sync socket, its stdout
+        # and stderr pipes and its warm start's socket
+        good_size = b"\0" * 32
+        for n_fds, body in ((3, good_size), (4, b"\0" * 10), (4, b"\0" * 40)):
+            mine, its = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            r, w = os.pipe()
+            fds = [its.fileno(), w, w, its.fileno()][:n_fds]
+            socket.send_fds(b, [body], fds)
+            its.close()
+            os.close(r)
+            os.close(w)
+            mine.settimeout(10)
+            msg = mine.recv(4096)
+            mine.close()
+            kind, _, step, err, text = struct.unpack("=Ii48si512s", msg)
+            assert (kind, step.rstrip(b"\0"), err) == (3, b"zygote", 22), (kind, step, err, text)
+            assert text.rstrip(b"\0") == b"a request the zygote cannot read", text
+        b.close()
+        # its helper reports its end (no box of it is alive)
+        out = p.communicate(timeout=30)[0]
+        assert any(json.loads(l).get("type") == "result" for l in out.splitlines()), out
+    finally:
+        p.kill()
+        p.wait()
 
 
 def test_airlock_run_fork_runs_a_file_as_main_py(tmp_path):
