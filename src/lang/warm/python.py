@@ -16,13 +16,6 @@
 # what a cold start has imported when its script's first line runs
 _base = frozenset(__import__("sys").modules)
 
-if "AIRLOCK_ZYGOTE_SLOTS" in __import__("os").environ:
-    # a zygote (zygote.py): boxes are forked from here, and in each this
-    # returns, the box's interpreter then going on as any warm box's
-    __import__("_airlock_zygote").serve()
-    del __import__("sys").modules["_airlock_zygote"]
-
-
 def _shadowed(loaded):
     """Whether the run's files in /work (sys.path[0], the script's own
     directory, where a cold start's imports look first) name one of LOADED,
@@ -44,10 +37,12 @@ def _shadowed(loaded):
     return False
 
 
-def _warm(base):
-    import json
+def _loaded(base):
+    """The preloads imported; the modules this warm start or its preloads
+    imported and a cold start (BASE) had not, by top-level name."""
+    import json  # noqa: F401 (the warm start's own, _warm's)
     import os
-    import socket
+    import socket  # noqa: F401
     import sys
 
     for name in filter(None, os.environ.get("AIRLOCK_PRELOAD", "").split(",")):
@@ -57,8 +52,16 @@ def _warm(base):
             # a module that does not import is imported (and fails) in the
             # run's own time, as on a cold start
             sys.modules.pop(name, None)
+    return frozenset(m.partition(".")[0] for m in sys.modules) - frozenset(m.partition(".")[0] for m in base)
+
+
+def _warm(loaded):
+    import json
+    import os
+    import socket
+    import sys
+
     chan = socket.socket(fileno=int(os.environ["AIRLOCK_WARM_FD"]))
-    loaded = {m.partition(".")[0] for m in sys.modules} - {m.partition(".")[0] for m in base}
     chan.sendall(b"r")
     msg, fds, _, _ = socket.recv_fds(chan, 1 << 20, 1)
     if _shadowed(loaded):
@@ -107,7 +110,6 @@ def _end(code):
     import io
     import os
     import sys
-    import threading
 
     status = 0
     if code is None:
@@ -120,7 +122,10 @@ def _end(code):
         except Exception:
             pass
         status = 1
-    threading._shutdown()
+    # (as Py_FinalizeEx: only if the run, or a preload, imported it)
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        threading._shutdown()
     __import__("atexit")._run_exitfuncs()
     main = sys.modules["__main__"].__dict__
     for k in [k for k in main if k != "__builtins__"]:
@@ -140,8 +145,20 @@ def _end(code):
     os._exit(status)
 
 
-_c = _warm(_base)
-del _warm, _shadowed, _base
+if "AIRLOCK_ZYGOTE_SLOTS" in __import__("os").environ:
+    # a zygote (zygote.py): its imports, and what each of its boxes would
+    # work out for itself worked out once, here (each page a box's
+    # interpreter writes is a copy); then boxes are forked from here, and
+    # in each serve returns, the box's interpreter then going on as any
+    # warm box's
+    __import__("_airlock_zygote").prepare()
+    _l = _loaded(_base)
+    __import__("_airlock_zygote").serve()
+    del __import__("sys").modules["_airlock_zygote"]
+else:
+    _l = _loaded(_base)
+_c = _warm(_l)
+del _warm, _shadowed, _loaded, _base, _l
 # kept out of __main__'s namespace, which is the run's from here
 __import__("sys").__dict__["_airlock_end"] = _end
 del _end

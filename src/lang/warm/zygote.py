@@ -31,17 +31,23 @@ import ctypes
 import os
 
 
+def prepare():
+    # what every box's warm start imports, imported once here (not
+    # threading: a cold start has not imported it, and its after-fork
+    # handler would write some 85 pages of each box)
+    import atexit, gc, io, json, socket  # noqa: F401,E401
+
+
 def serve():
-    # what every box's warm start imports, imported once here; and this
-    # interpreter's objects kept out of its boxes' collections (each would
-    # touch, so copy, the pages of all of them)
-    import atexit, gc, io, json, socket, threading  # noqa: F401,E401
+    import gc
     slots = int(os.environ.pop("AIRLOCK_ZYGOTE_SLOTS"))
     # PyDLL: the loop holds the interpreter's lock, and wraps each clone
     # in the interpreter's own fork sequence
     loop = ctypes.PyDLL("/work/_airlock_fork.so").al_zygote_serve
     loop.restype = ctypes.c_int
     loop.argtypes = [ctypes.c_int, ctypes.c_int]
+    # this interpreter's objects kept out of its boxes' collections (each
+    # would touch, so copy, the pages of all of them)
     gc.freeze()
     r = loop(int(os.environ["AIRLOCK_WARM_FD"]), slots)
     if r < 0:
