@@ -40,9 +40,9 @@ def _shadowed(loaded):
 def _loaded(base):
     """The preloads imported; the modules this warm start or its preloads
     imported and a cold start (BASE) had not, by top-level name."""
-    import json  # noqa: F401 (the warm start's own, _warm's)
+    import _socket  # noqa: F401 (the warm start's own, _warm's)
+    import json  # noqa: F401
     import os
-    import socket  # noqa: F401
     import sys
 
     for name in filter(None, os.environ.get("AIRLOCK_PRELOAD", "").split(",")):
@@ -56,14 +56,18 @@ def _loaded(base):
 
 
 def _warm(loaded):
+    import _socket
     import json
     import os
-    import socket
     import sys
 
-    chan = socket.socket(fileno=int(os.environ["AIRLOCK_WARM_FD"]))
+    # _socket's own type, not socket.socket and its recv_fds: less of the
+    # interpreter run, and so fewer of its pages copied, in a forked box
+    chan = _socket.socket(fileno=int(os.environ["AIRLOCK_WARM_FD"]))
     chan.sendall(b"r")
-    msg, fds, _, _ = socket.recv_fds(chan, 1 << 20, 1)
+    msg, anc, _, _ = chan.recvmsg(1 << 20, _socket.CMSG_LEN(4))
+    fds = [int.from_bytes(d[:4], sys.byteorder) for level, kind, d in anc
+           if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS and len(d) >= 4]
     if _shadowed(loaded):
         # its run goes cold (the box's parent ends this one)
         chan.sendall(b"c")
@@ -76,8 +80,12 @@ def _warm(loaded):
         # fd 0 is the run's stdin now; sys.stdin read nothing yet
         os.dup2(fds[0], 0)
         os.close(fds[0])
-    # the run's environment, in its order ("NAME=value" strings)
-    os.environ.clear()
+    # the run's environment, in its order ("NAME=value" strings); the
+    # warm start's is unset as os.environ.clear() would, without its
+    # Python for each name
+    for k in list(os.environ._data):
+        os.unsetenv(k)
+    os.environ._data.clear()
     for kv in run.get("env", []):
         k, _, v = kv.partition("=")
         os.environ[k] = v

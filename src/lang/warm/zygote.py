@@ -35,7 +35,7 @@ def prepare():
     # what every box's warm start imports, imported once here (not
     # threading: a cold start has not imported it, and its after-fork
     # handler would write some 85 pages of each box)
-    import atexit, gc, io, json, socket  # noqa: F401,E401
+    import _socket, atexit, gc, io, json  # noqa: F401,E401
 
 
 def serve():
