@@ -112,21 +112,19 @@ static void zygote_release(zygote_ids *z) {
 /* "0 OWN 1", then "I SLOT_I 1" for each slot: the zygote's root and the
  * uids it maps its boxes' 65534 to, none of them the host's root */
 static int write_zygote_maps(pid_t pid, const zygote_ids *z, al_error *err) {
-    char path[64], map[(1 + AL_ZYGOTE_SLOTS) * 32];
-    snprintf(path, sizeof path, "/proc/%d/setgroups", (int)pid);
-    int r = al_write_str(AT_FDCWD, path, "deny");
-    if (r < 0)
-        return al_err(err, "userns", r, "write %s: %s", path, strerror(-r));
+    char map[(1 + AL_ZYGOTE_SLOTS) * 32];
     size_t at = 0;
     for (size_t i = 0; i < z->n; i++)
         at += (size_t)snprintf(map + at, sizeof map - at, "%zu %u 1\n", i, (unsigned)z->uid[i]);
-    static const char *const files[] = { "uid_map", "gid_map" };
-    for (size_t f = 0; f < ELEMENTSOF(files); f++) {
-        snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, files[f]);
-        if ((r = al_write_str(AT_FDCWD, path, map)) < 0)
-            return al_err(err, "userns", r, "write the zygote's %s: %s", files[f], strerror(-r));
-    }
-    return 0;
+    return al_setup_write_maps(pid, map, map, err);
+}
+
+/* one line each: the sandbox id and nothing else, no root mapping */
+static int write_maps(pid_t pid, uid_t uid, gid_t gid, al_error *err) {
+    char u[64], g[64];
+    snprintf(u, sizeof u, "%d %u 1\n", AL_SANDBOX_ID, (unsigned)uid);
+    snprintf(g, sizeof g, "%d %u 1\n", AL_SANDBOX_ID, (unsigned)gid);
+    return al_setup_write_maps(pid, u, g, err);
 }
 
 /* A forked box's request to its zygote: the limits its PID 1 sets, with
@@ -756,7 +754,7 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     unsigned nfds = 5;
     al_msg m = { .type = AL_MSG_GO };
     if (!forked) {
-        r = cfg->zygote ? write_zygote_maps(pid, &zids, err) : al_write_maps(pid, uid, gid, err);
+        r = cfg->zygote ? write_zygote_maps(pid, &zids, err) : write_maps(pid, uid, gid, err);
         if (r < 0 || (r = al_msg_send(sv[0], &m, NULL, 0)) < 0) {      /* sync 1: maps written */
             if (!err->step[0])
                 al_err(err, "setup", r, "talk to the box: %s", strerror(-r));

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "mount.h"
+#include "fork_init.h"
 #include "proto.h"
 #include "seccomp.h"
 #include "setup.h"

@@ -20,20 +20,16 @@
 #include "cgroup.h"
 #include "proto.h"
 
-int al_write_maps(pid_t pid, uid_t uid, gid_t gid, al_error *err) {
-    char path[64], map[64];
-    snprintf(path, sizeof path, "/proc/%d/setgroups", (int)pid);
-    int r = al_write_str(AT_FDCWD, path, "deny");
-    if (r < 0)
-        return al_err(err, "userns", r, "write %s: %s", path, strerror(-r));
-    snprintf(path, sizeof path, "/proc/%d/uid_map", (int)pid);
-    snprintf(map, sizeof map, "%d %u 1\n", AL_SANDBOX_ID, (unsigned)uid);
-    if ((r = al_write_str(AT_FDCWD, path, map)) < 0)
-        return al_err(err, "userns", r, "write uid_map \"%d %u 1\": %s", AL_SANDBOX_ID, (unsigned)uid, strerror(-r));
-    snprintf(path, sizeof path, "/proc/%d/gid_map", (int)pid);
-    snprintf(map, sizeof map, "%d %u 1\n", AL_SANDBOX_ID, (unsigned)gid);
-    if ((r = al_write_str(AT_FDCWD, path, map)) < 0)
-        return al_err(err, "userns", r, "write gid_map \"%d %u 1\": %s", AL_SANDBOX_ID, (unsigned)gid, strerror(-r));
+int al_setup_write_maps(pid_t pid, const char *uid_map, const char *gid_map, al_error *err) {
+    static const char *const files[] = { "setgroups", "uid_map", "gid_map" };
+    const char *const text[] = { "deny", uid_map, gid_map };
+    for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, files[i]);
+        int r = al_write_str(AT_FDCWD, path, text[i]);
+        if (r < 0)
+            return al_err(err, "userns", r, "write %s: %s", path, strerror(-r));
+    }
     return 0;
 }
 

@@ -1,7 +1,8 @@
 /* The steps a box's PID 1 takes inside its new namespaces, shared by the
  * made box (child.c) and the box a zygote forks (fork_init.c, run in the
- * zygote's interpreter as a shared object of these same files). Each
- * returns 0 or a negative errno with ERR set. */
+ * zygote's interpreter as a shared object of these same files), and the
+ * parent's one step for it, its maps (box.c's, and a zygote's for its
+ * boxes, zygote.c). Each returns 0 or a negative errno with ERR set. */
 #pragma once
 
 #include <stdbool.h>
@@ -55,21 +56,6 @@ void al_setup_scrub_cmdline(void);
  * above (close-on-exec) and updated. */
 int al_setup_keep_fds(int *const *fds, size_t n);
 
-/* The parent's side of sync 1 (box.c's, and a zygote's for its boxes):
- * setgroups denied, and one line each in uid_map and gid_map, the
- * sandbox id to host UID and GID; no root mapping. */
-int al_write_maps(pid_t pid, uid_t uid, gid_t gid, al_error *err);
-
-/* A box a zygote forks (fork_init.c): its request's fds and limits. */
-typedef struct al_fork_args {
-    int32_t sync;                 /* the box's sync socket to its parent */
-    int32_t out, err;             /* the write ends of its stdout and stderr */
-    int32_t chan;                 /* its warm start's socket */
-    int32_t go;                   /* read end: a byte once its maps are written */
-    uint64_t tmpfs_bytes, tmpfs_inodes, pids, nofile;
-} al_fork_args;
-
-/* The box for a request: its pid here (or -errno), 0 in the run's
- * process; the clone's PID 1 never returns. The caller (zygote.c) wraps
- * it as a fork (PyOS_BeforeFork, PyOS_AfterFork_Parent or _Child). */
-long al_fork_box(const al_fork_args *args);
+/* The parent's side of sync 1: setgroups denied, then UID_MAP and
+ * GID_MAP ("INSIDE HOST COUNT" lines) written for PID. */
+int al_setup_write_maps(pid_t pid, const char *uid_map, const char *gid_map, al_error *err);

@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fork_init.h"
 #include "proto.h"
 #include "setup.h"
 
@@ -96,18 +97,20 @@ static int clone_box(const al_fork_request *rq, const int fds[4]) {
     if (pid < 0) {
         free_slots[n_free++] = slot;
         close(go[1]);
-        fail(fds[0], "clone", (int)-pid, "clone new namespaces");
+        fail(fds[0], "clone", (int)-pid, strerror((int)-pid));
         return 0;
     }
     kids[n_kids].pid = (pid_t)pid;
     kids[n_kids++].slot = slot;
-    al_error err = { 0 };
-    if (al_write_maps((pid_t)pid, (uid_t)slot, (gid_t)slot, &err) < 0) {
+    /* its only mapping: 65534 to the slot's id, which the zygote's own
+     * map sends to a host uid of that slot alone */
+    char map[64];
+    snprintf(map, sizeof map, "%d %d 1\n", AL_SANDBOX_ID, slot);
+    al_msg m = { .type = AL_MSG_ERROR };
+    if (al_setup_write_maps((pid_t)pid, map, map, &m.err) < 0 ||
+        (write(go[1], "g", 1) != 1 && al_err(&m.err, "userns", errno, "let the box go on: %m") < 0)) {
         kill((pid_t)pid, SIGKILL);
-        al_msg m = { .type = AL_MSG_ERROR, .err = err };
         al_msg_send(fds[0], &m, NULL, 0);
-    } else if (write(go[1], "g", 1) != 1) {
-        kill((pid_t)pid, SIGKILL);
     }
     close(go[1]);
     return 0;

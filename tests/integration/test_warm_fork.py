@@ -256,47 +256,104 @@ def test_an_imported_image_gets_no_zygote(tmp_path):
     assert ev["type"] == "error" and "imported" in ev["error"]["message"], ev
 
 
+class Zygote:
+    """A zygote of the host's runtime, as the pool starts one (`airlock
+    helper` with a zygote job), and the other end of its request socket."""
+
+    def __init__(self):
+        a, self.req = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        job = {"zygote": True, "zygote_fd": a.fileno(), "language": "python", "code": ""}
+        self.p = subprocess.Popen([str(AIRLOCK), "helper"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, pass_fds=(a.fileno(),))
+        a.close()
+        self.p.stdin.write((json.dumps(job) + "\n").encode())
+        self.p.stdin.flush()
+        ev = json.loads(self.p.stdout.readline() or b"{}")
+        if ev.get("type") == "error" and "root" in ev["error"]["message"]:
+            self.close()
+            need(False, "boxes cannot be forked by a zygote here (root and cgroup v1)")
+        assert ev.get("type") == "ready", ev
+
+    def ask(self, n_fds=4, body=struct.pack("=4Q", 16 << 20, 1024, 64, 256)):
+        """A request (box.c's al_fork_request, then the box's sync socket,
+        stdout and stderr pipes and warm start's socket, or the first
+        N_FDS of them): our end of its sync socket."""
+        mine, its = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        r, w = os.pipe()
+        chan, chan_its = socket.socketpair()
+        socket.send_fds(self.req, [body], [its.fileno(), w, w, chan_its.fileno(), w][:n_fds])
+        for f in (its, chan, chan_its):
+            f.close()
+        os.close(r)
+        os.close(w)
+        mine.settimeout(10)
+        return mine
+
+    def close(self):
+        self.req.close()
+        self.p.kill()
+        self.p.wait()
+
+
+def answer(sock):
+    """The first message on a box's sync socket: (type, step, errno, text),
+    its fds closed (src/box/proto.h's al_msg)."""
+    msg, fds, _, _ = socket.recv_fds(sock, 4096, 8)
+    for fd in fds:
+        os.close(fd)
+    kind, _, step, err, text = struct.unpack("=Ii48si512s", msg)
+    return kind, step.rstrip(b"\0").decode(), err, text.rstrip(b"\0").decode()
+
+
 def test_a_request_the_zygote_cannot_read_is_answered_at_once():
     # the zygote's loop (src/box/zygote.c) answers a request that is not a
-    # box's (three fds; a body of the wrong size) on the request's sync
-    # socket, as a box's failed step is, instead of leaving its sender to
-    # time out; it serves on, and the end of its request socket ends it
-    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    job = {"zygote": True, "zygote_fd": a.fileno(), "language": "python", "code": ""}
-    p = subprocess.Popen([str(AIRLOCK), "helper"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, pass_fds=(a.fileno(),))
+    # box's (three fds or five; a body of the wrong size) on the request's
+    # sync socket, as a box's failed step is, instead of leaving its sender
+    # to time out; it serves on, and the end of its request socket ends it
+    z = Zygote()
     try:
-        a.close()
-        p.stdin.write((json.dumps(job) + "\n").encode())
-        p.stdin.flush()
-        ev = json.loads(p.stdout.readline() or b"{}")
-        if ev.get("type") == "error" and "root" in ev["error"]["message"]:
-            need(False, "boxes cannot be forked by a zygote here (root and cgroup v1)")
-        assert ev.get("type") == "ready", (ev, p.stderr.read1() if ev.get("type") is None else "")
-        # al_fork_request: four u64, with the box's sync socket, its stdout
-        # and stderr pipes and its warm start's socket
-        good_size = b"\0" * 32
-        for n_fds, body in ((3, good_size), (4, b"\0" * 10), (4, b"\0" * 40)):
-            mine, its = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            r, w = os.pipe()
-            fds = [its.fileno(), w, w, its.fileno()][:n_fds]
-            socket.send_fds(b, [body], fds)
-            its.close()
-            os.close(r)
-            os.close(w)
-            mine.settimeout(10)
-            msg = mine.recv(4096)
+        for n_fds, body in ((3, None), (5, None), (4, b"\0" * 10), (4, b"\0" * 40)):
+            mine = z.ask(n_fds, body) if body else z.ask(n_fds)
+            assert answer(mine) == (3, "zygote", 22, "a request the zygote cannot read"), n_fds
             mine.close()
-            kind, _, step, err, text = struct.unpack("=Ii48si512s", msg)
-            assert (kind, step.rstrip(b"\0"), err) == (3, b"zygote", 22), (kind, step, err, text)
-            assert text.rstrip(b"\0") == b"a request the zygote cannot read", text
-        b.close()
+        z.req.close()
         # its helper reports its end (no box of it is alive)
-        out = p.communicate(timeout=30)[0]
+        out = z.p.communicate(timeout=30)[0]
         assert any(json.loads(l).get("type") == "result" for l in out.splitlines()), out
     finally:
-        p.kill()
-        p.wait()
+        z.close()
+
+
+def test_a_zygote_forks_one_box_per_uid_of_its_own_and_reuses_one_once_its_box_is_gone():
+    # 32 boxes alive at once, each held at its second sync point (its
+    # scratch sent, the parent's go not given), each on a uid of its own;
+    # a 33rd request is refused, said on its sync socket; once one box is
+    # gone (its parent's end closed: its PID 1 ends) its uid serves again
+    z = Zygote()
+    held = []
+    try:
+        for _ in range(32):
+            mine = z.ask()
+            assert answer(mine)[0] == 2  # AL_MSG_FDS: the box is up
+            held.append(mine)
+        mine = z.ask()
+        assert answer(mine) == (3, "zygote", 11, "every uid of the zygote is in use")
+        mine.close()
+        held.pop().close()
+        deadline = time.monotonic() + 15
+        while True:
+            mine = z.ask()
+            got = answer(mine)
+            if got[0] == 2:
+                held.append(mine)
+                break
+            assert got == (3, "zygote", 11, "every uid of the zygote is in use") and time.monotonic() < deadline, got
+            mine.close()
+            time.sleep(0.2)
+    finally:
+        for m in held:
+            m.close()
+        z.close()
 
 
 def test_airlock_run_fork_runs_a_file_as_main_py(tmp_path):

@@ -33,6 +33,8 @@ CORPUS = {
     "stdin": "import sys; print(repr(sys.stdin.read()), sys.stdin is sys.__stdin__)",
     "stdin_lines": "import sys\nfor line in sys.stdin: print(len(line))",
     "env": "import os; print(sorted(os.environ.items()))",
+    # the environment a program the run starts gets (the C one, in its order)
+    "env_child": "import subprocess; print(subprocess.run(['env'], capture_output=True, text=True).stdout, end='')",
     "exit_int": "import sys; print('x'); sys.exit(3)",
     "exit_str": "import sys; sys.exit('bye now')",
     "exit_none": "import sys; sys.exit()",

@@ -160,7 +160,8 @@ if "AIRLOCK_ZYGOTE_SLOTS" in __import__("os").environ:
     # in each serve returns, the box's interpreter then going on as any
     # warm box's
     __import__("_airlock_zygote").prepare()
-    _l = _loaded(_base)
+    # (the zygote's module leaves sys.modules in each box)
+    _l = _loaded(_base) - {"_airlock_zygote"}
     __import__("_airlock_zygote").serve()
     del __import__("sys").modules["_airlock_zygote"]
 else:
