@@ -29,6 +29,11 @@ typedef struct al_fork_request {
     uint64_t tmpfs_bytes, tmpfs_inodes, pids, nofile;
 } al_fork_request;
 
+/* tests/integration/test_warm_fork.py writes requests and reads the
+ * answers to them by hand ("=4Q", "=Ii48si512s") */
+_Static_assert(sizeof(al_fork_request) == 32, "al_fork_request's layout is the tests'");
+_Static_assert(sizeof(al_msg) == 572, "al_msg's layout is the tests'");
+
 int al_msg_send(int sock, const al_msg *m, const int *fds, unsigned nfds);
 
 /* Receive one message; passed fds land in FDS (up to *NFDS). 0 on EOF. */

@@ -33,9 +33,13 @@ int al_setup_write_maps(pid_t pid, const char *uid_map, const char *gid_map, al_
     return 0;
 }
 
-_Noreturn void al_setup_fail(int sock, al_error *e) {
+void al_setup_say_error(int sock, const al_error *e) {
     al_msg m = { .type = AL_MSG_ERROR, .err = *e };
     al_msg_send(sock, &m, NULL, 0);
+}
+
+_Noreturn void al_setup_fail(int sock, al_error *e) {
+    al_setup_say_error(sock, e);
     _exit(125);
 }
 

@@ -11,7 +11,9 @@
 
 #define AL_SANDBOX_ID 65534
 
-/* {step, errno, message} to the parent, then _exit(125). */
+/* {step, errno, message} to the parent (AL_MSG_ERROR on SOCK). */
+void al_setup_say_error(int sock, const al_error *e);
+/* The same, then _exit(125). */
 _Noreturn void al_setup_fail(int sock, al_error *e);
 
 /* sync 1: the parent's go (the box's maps written) */

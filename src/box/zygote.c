@@ -47,12 +47,6 @@ static int n_kids, free_slots[AL_ZYGOTE_SLOTS], n_free;
  * process that loaded this */
 static void (*before_fork)(void), (*after_parent)(void), (*after_child)(void);
 
-static void fail(int sync, const char *step, int errnum, const char *msg) {
-    al_msg m = { .type = AL_MSG_ERROR };
-    al_err(&m.err, step, errnum, "%s", msg);
-    al_msg_send(sync, &m, NULL, 0);
-}
-
 static void reap(void) {
     while (n_kids > 0) {
         pid_t p = waitpid(-1, NULL, WNOHANG);
@@ -69,13 +63,14 @@ static void reap(void) {
 
 /* One request: 1 in the box's run process; 0 here, FDS still to close. */
 static int clone_box(const al_fork_request *rq, const int fds[4]) {
-    if (n_free == 0) {
-        fail(fds[0], "zygote", EAGAIN, "every uid of the zygote is in use");
-        return 0;
-    }
+    al_error err = { 0 };
     int go[2];
-    if (pipe2(go, O_CLOEXEC) < 0) {
-        fail(fds[0], "zygote", errno, "pipe for the box's go");
+    if (n_free == 0 || pipe2(go, O_CLOEXEC) < 0) {
+        if (n_free == 0)
+            al_err(&err, "zygote", EAGAIN, "every uid of the zygote is in use");
+        else
+            al_err(&err, "zygote", errno, "pipe for the box's go: %m");
+        al_setup_say_error(fds[0], &err);
         return 0;
     }
     int slot = free_slots[--n_free];
@@ -97,7 +92,8 @@ static int clone_box(const al_fork_request *rq, const int fds[4]) {
     if (pid < 0) {
         free_slots[n_free++] = slot;
         close(go[1]);
-        fail(fds[0], "clone", (int)-pid, strerror((int)-pid));
+        al_err(&err, "clone", (int)-pid, "clone new namespaces: %s", strerror((int)-pid));
+        al_setup_say_error(fds[0], &err);
         return 0;
     }
     kids[n_kids].pid = (pid_t)pid;
@@ -106,11 +102,10 @@ static int clone_box(const al_fork_request *rq, const int fds[4]) {
      * map sends to a host uid of that slot alone */
     char map[64];
     snprintf(map, sizeof map, "%d %d 1\n", AL_SANDBOX_ID, slot);
-    al_msg m = { .type = AL_MSG_ERROR };
-    if (al_setup_write_maps((pid_t)pid, map, map, &m.err) < 0 ||
-        (write(go[1], "g", 1) != 1 && al_err(&m.err, "userns", errno, "let the box go on: %m") < 0)) {
+    if (al_setup_write_maps((pid_t)pid, map, map, &err) < 0 ||
+        (write(go[1], "g", 1) != 1 && al_err(&err, "userns", errno, "let the box go on: %m") < 0)) {
         kill((pid_t)pid, SIGKILL);
-        al_msg_send(fds[0], &m, NULL, 0);
+        al_setup_say_error(fds[0], &err);
     }
     close(go[1]);
     return 0;
@@ -147,24 +142,23 @@ int al_zygote_serve(int req, int slots) {
                 continue;
             _exit(1);
         }
+        /* (the buffer holds four: the kernel closes any more, and says
+         * MSG_CTRUNC) */
         int fds[4], nfds = 0;
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
             if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-                for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
-                    int fd;
-                    memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-                    if (nfds < 4)
-                        fds[nfds++] = fd;
-                    else
-                        close(fd);
-                }
+                for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int) && nfds < 4; i++)
+                    memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
         if (n == 0 && nfds == 0)
             /* the pool is done with it */
             _exit(0);
         bool ok = nfds == 4 && (size_t)n == sizeof body.rq && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC));
-        if (!ok && nfds > 0)
+        if (!ok && nfds > 0) {
             /* said, not left to the box's setup timeout */
-            fail(fds[0], "zygote", EINVAL, "a request the zygote cannot read");
+            al_error err = { 0 };
+            al_err(&err, "zygote", EINVAL, "a request the zygote cannot read");
+            al_setup_say_error(fds[0], &err);
+        }
         if (ok && clone_box(&body.rq, fds))
             return 0;
         for (int i = 0; i < nfds; i++)

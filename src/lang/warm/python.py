@@ -40,8 +40,11 @@ def _shadowed(loaded):
 def _loaded(base):
     """The preloads imported; the modules this warm start or its preloads
     imported and a cold start (BASE) had not, by top-level name."""
-    import _socket  # noqa: F401 (the warm start's own, _warm's)
-    import json  # noqa: F401
+    # the warm start's own (_warm's and _end's), imported before any run:
+    # in a zygote, once for all its boxes (not threading: a cold start has
+    # not imported it, and its after-fork handler wrote some 35 pages of
+    # every forked box, measured)
+    import _socket, atexit, gc, io, json  # noqa: F401,E401
     import os
     import sys
 
@@ -154,15 +157,15 @@ def _end(code):
 
 
 if "AIRLOCK_ZYGOTE_SLOTS" in __import__("os").environ:
-    # a zygote (zygote.py): its imports, and what each of its boxes would
-    # work out for itself worked out once, here (each page a box's
-    # interpreter writes is a copy); then boxes are forked from here, and
-    # in each serve returns, the box's interpreter then going on as any
-    # warm box's
-    __import__("_airlock_zygote").prepare()
-    # (the zygote's module leaves sys.modules in each box)
+    # a zygote (zygote.py): what each of its boxes would work out for
+    # itself worked out once, here (each page a box's interpreter writes
+    # is a copy); then boxes are forked from here, and in each serve
+    # returns, the box's interpreter then going on as any warm box's
+    _z = __import__("_airlock_zygote")
+    # (its module leaves sys.modules in each box)
     _l = _loaded(_base) - {"_airlock_zygote"}
-    __import__("_airlock_zygote").serve()
+    _z.serve()
+    del _z
     del __import__("sys").modules["_airlock_zygote"]
 else:
     _l = _loaded(_base)

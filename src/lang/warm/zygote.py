@@ -31,13 +31,6 @@ import ctypes
 import os
 
 
-def prepare():
-    # what every box's warm start imports, imported once here (not
-    # threading: a cold start has not imported it, and its after-fork
-    # handler wrote some 35 pages of each box, measured)
-    import _socket, atexit, gc, io, json  # noqa: F401,E401
-
-
 def serve():
     import gc
     slots = int(os.environ.pop("AIRLOCK_ZYGOTE_SLOTS"))
