@@ -435,6 +435,39 @@ static void discard(int fd) {
         ;
 }
 
+/* The warm start's message (src/lang/warm/): its length in decimal and a
+ * newline, then NUL-terminated strings: the number of the run's arguments,
+ * its arguments (after the interpreter and its script), its environment,
+ * in order. Neither can hold a NUL (each is a C string), and the
+ * interpreter decodes the bytes as a cold start decodes its argv and
+ * environ, with nothing between (no JSON, whose parse a forked box's
+ * interpreter paid for in copied pages). */
+static int warm_message(const al_box_config *run, char **out, size_t *out_len) {
+    size_t nargs = 0;
+    while (run->argv[0] && run->argv[1] && run->argv[2 + nargs])
+        nargs++;
+    char count[24];
+    size_t body = (size_t)snprintf(count, sizeof count, "%zu", nargs) + 1;
+    for (size_t i = 0; i < nargs; i++)
+        body += strlen(run->argv[2 + i]) + 1;
+    for (size_t i = 0; run->envp && run->envp[i]; i++)
+        body += strlen(run->envp[i]) + 1;
+    char head[24];
+    size_t h = (size_t)snprintf(head, sizeof head, "%zu\n", body);
+    char *m = malloc(h + body), *p = m;
+    if (!m)
+        return -ENOMEM;
+    p = stpcpy(p, head);
+    p = stpcpy(p, count) + 1;
+    for (size_t i = 0; i < nargs; i++)
+        p = stpcpy(p, run->argv[2 + i]) + 1;
+    for (size_t i = 0; run->envp && run->envp[i]; i++)
+        p = stpcpy(p, run->envp[i]) + 1;
+    *out = m;
+    *out_len = (size_t)(p - m);
+    return 0;
+}
+
 /* how long a warm interpreter may take to say it has its run */
 #define WARM_ACK_MS 5000
 
@@ -513,18 +546,12 @@ static int warm_start(box_ctx *b, int chan, int out_r[2], int workfd, uid_t uid,
         return r;
     /* the run's arguments (after the interpreter and its script) and its
      * environment, in order, with its stdin */
-    json_t *args = json_array(), *env = json_array();
-    for (size_t i = 2; run->argv[0] && run->argv[1] && run->argv[i]; i++)
-        json_array_append_new(args, json_string(run->argv[i]));
-    for (size_t i = 0; run->envp && run->envp[i]; i++)
-        json_array_append_new(env, json_string(run->envp[i]));
-    json_t *doc = json_pack("{s:o, s:o}", "args", args, "env", env);
-    _cleanup_free_ char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-    json_decref(doc);
-    if (!text)
-        return al_err(err, "warm", ENOMEM, "out of memory");
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    if ((r = warm_message(run, &text, &len)) < 0)
+        return al_err(err, "warm", -r, "the run's arguments and environment: %s", strerror(-r));
     char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
-    struct iovec iov = { .iov_base = text, .iov_len = strlen(text) };
+    struct iovec iov = { .iov_base = text, .iov_len = len };
     struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
     if (run->stdin_fd >= 0) {
         mh.msg_control = cbuf;
@@ -551,8 +578,20 @@ static int warm_start(box_ctx *b, int chan, int out_r[2], int workfd, uid_t uid,
         if (r < 0)
             return al_err(err, "warm", -r, "set the run's memory limit: %s", strerror(-r));
     }
-    if (sendmsg(chan, &mh, MSG_NOSIGNAL) != (ssize_t)iov.iov_len)
-        return al_err(err, "warm", errno ? errno : EIO, "hand the run to the interpreter: %m");
+    /* a stream socket: the message may take more than one send (the
+     * interpreter reads until it has the length its first line says),
+     * the fd going with the first */
+    for (size_t off = 0; off < len;) {
+        iov = (struct iovec){ .iov_base = text + off, .iov_len = len - off };
+        ssize_t n = sendmsg(chan, &mh, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return al_err(err, "warm", n < 0 ? errno : EIO, "hand the run to the interpreter: %m");
+        off += (size_t)n;
+        mh.msg_control = NULL;
+        mh.msg_controllen = 0;
+    }
     /* Its interpreter says it has the run ('g', or 'c': run it cold),
      * before any of the run's code: one killed an instant before, still
      * exiting when the message went into its socket, fails the hand-off

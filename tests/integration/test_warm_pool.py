@@ -225,23 +225,35 @@ def test_a_warm_runs_inputs_are_staged_at_its_hand_off(pair):
 
 @pytest.mark.parametrize("kind", ["forked", "made"])
 def test_a_run_whose_files_shadow_a_loaded_module_runs_as_a_cold_one(pair, classic, kind):
-    # /work comes first on a cold run's sys.path: its own json.py (which
-    # the warm start imported) or decimal.py (a preload) is what its
+    # /work comes first on a cold run's sys.path: its own ctypes.py (which
+    # a forked box's zygote imported) or decimal.py (a preload) is what its
     # import gets. A warm box has them loaded already, so such a run is not
-    # taken: it runs cold, with the same result
+    # taken: it runs cold, with the same result. (A made warm box's own
+    # imports are all either a cold start's too or built into the image's
+    # interpreter, which no file shadows: nothing of its own to shadow.)
     warm, cold = pair
     svc = warm if kind == "forked" else classic
-    files = [{"name": "json.py", "content_base64": b64(b"WHO = 'own json'")},
+    files = [{"name": "ctypes.py", "content_base64": b64(b"WHO = 'own ctypes'")},
              {"name": "decimal.py", "content_base64": b64(b"WHO = 'own decimal'")}]
     # (the first names no preload: a box without them, forked in the warm
-    # service, whose warm start imported json itself)
-    for code in ("print(__import__('js' + 'on').WHO)", "import decimal; print(decimal.WHO)"):
+    # service, whose zygote imported ctypes itself)
+    codes = ["import decimal; print(decimal.WHO)"]
+    if kind == "forked":
+        codes.insert(0, "print(__import__('cty' + 'pes').WHO)")
+    for code in codes:
         want = outcome(cold.run(code, image="default", files=files))
-        assert want["stdout"] in ("own json\n", "own decimal\n"), want
+        assert want["stdout"] in ("own ctypes\n", "own decimal\n"), want
         wait_idle(svc, 1, teach(svc, code))
         doc = svc.run(code, image="default", files=files)
         assert doc["result"]["box"].get("warm") is not True, doc["result"]["box"]
         assert outcome(doc) == want, code
+    # a file named after a module built into the interpreter (_socket,
+    # which the warm start imports) shadows nothing, cold or warm: warm
+    code = "import _socket; print(hasattr(_socket, 'WHO'))"
+    own = [{"name": "_socket.py", "content_base64": b64(b"WHO = 'own _socket'")}]
+    assert outcome(cold.run(code, image="default", files=own))["stdout"] == "False\n"
+    doc = warm_run(svc, code, image="default", files=own)
+    assert doc["result"]["stdout"] == "False\n", doc["result"]
     # a run with files that shadow nothing loaded is warm still
     doc = warm_run(svc, "import mine; print(mine.X)", image="default",
                    files=[{"name": "mine.py", "content_base64": b64(b"X = 1")}])

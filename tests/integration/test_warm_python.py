@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ PRELOAD = "json,decimal,fractions,statistics,csv,email.message"
 
 CORPUS = {
     "hello": "print('hello')",
+    "argv_large": "import sys, hashlib\nprint(len(sys.argv), hashlib.sha256('\\0'.join(sys.argv[1:]).encode()).hexdigest())",
     "name_and_file": "print(__name__, __file__, __spec__, type(__loader__).__name__, __package__)",
     "namespace": "print(sorted(k for k in globals() if k != '__builtins__'))",
     "namespace_dir": "print(sorted(dir()))",
@@ -81,7 +83,9 @@ CORPUS = {
     # the hand-off socket is gone: the script's first open is a cold one's
     "fds": "import os; print(sorted(int(f) for f in os.listdir('/proc/self/fd')), os.open('/dev/null', os.O_RDONLY))",
 }
-ARGS = {"argv": ["one", "two words", "-x"], "main_guard_fork": []}
+ARGS = {"argv": ["one", "two words", "-x"], "main_guard_fork": [],
+        # a hand-off larger than a socket's buffer: read in more than one go
+        "argv_large": ["%03d" % i + "\u00e9" * 1998 for i in range(256)]}
 STDIN = {"stdin": b"line one\nline two\n", "stdin_lines": b"a\nbb\nccc\n"}
 BYTES = {"coding_cookie": "# -*- coding: latin-1 -*-\nprint(len('\xe9'))".encode("latin-1")}
 
@@ -111,6 +115,14 @@ def cold(name, d):
     return outcome(p, out, err, d)
 
 
+def warm_message(args, env):
+    """The hand-off's message as the box's parent writes it (src/box/box.c,
+    warm_message): its length and a newline, then NUL-terminated strings,
+    the number of arguments, the arguments, the environment."""
+    body = b"".join(os.fsencode(s) + b"\0" for s in [str(len(args)), *args, *env])
+    return b"%d\n" % len(body) + body
+
+
 def warm(name, d, files=None, ack=b"g"):
     """The warm start's run of NAME in D, with FILES (name: bytes) staged
     beside it at the hand-off; it answers ACK ('c': run it cold)."""
@@ -138,9 +150,16 @@ def warm(name, d, files=None, ack=b"g"):
     for fname, data in (files or {}).items():
         (d / fname).parent.mkdir(exist_ok=True)
         (d / fname).write_bytes(data)
-    msg = json.dumps({"args": ARGS.get(name, []), "env": [f"{k}={v}" for k, v in ENV.items()]}).encode()
+    msg = warm_message(ARGS.get(name, []), [f"{k}={v}" for k, v in ENV.items()])
     f = stdin_file(d, name)
-    socket.send_fds(ours, [msg], [f.fileno()] if f is not subprocess.DEVNULL else [])
+    # a large one in two parts, the second a moment later (as a sender
+    # the socket's buffer holds up): the warm start reads until it has all
+    # (one read cut it, before: its parse failed, as the run's error)
+    first = msg if len(msg) <= 1 << 16 else msg[:1 << 16]
+    socket.send_fds(ours, [first], [f.fileno()] if f is not subprocess.DEVNULL else [])
+    if len(first) < len(msg):
+        time.sleep(0.2)
+        ours.sendall(msg[len(first):])
     if f is not subprocess.DEVNULL:
         f.close()
     # it says it has the run before any of the run's code
@@ -211,7 +230,7 @@ SHADOW = "import json, decimal, fractions\nprint(json.__file__, decimal.__file__
 
 
 @pytest.mark.parametrize("files", [
-    {"json.py": b"print('own json')"},                  # imported by the warm start itself
+    {"json.py": b"print('own json')"},                  # a preload
     {"decimal.py": b"print('own decimal')"},            # a preload
     {"fractions/__init__.py": b"print('own fractions')"},  # a preload, as a package
     {"statistics.pyc": b"not even byte code"},          # a preload, sourceless
@@ -231,10 +250,13 @@ def test_a_run_whose_files_shadow_a_loaded_module_is_sent_cold(tmp_path, files):
 
 
 def test_a_run_whose_files_shadow_nothing_loaded_is_taken(tmp_path):
-    # a data file named after a module, and a module of the run's own
-    # that nothing loaded: warm as cold
-    CORPUS["_own"] = "import mine, json\nprint(mine.X, open('json.csv').read(), json.__name__)"
-    files = {"mine.py": b"X = 42", "json.csv": b"a,b"}
+    # a data file named after a module, a module of the run's own that
+    # nothing loaded, and a file named after a module built into the
+    # interpreter (_socket, which the warm start imports: found before
+    # the script's directory is looked in, cold or warm): warm as cold
+    CORPUS["_own"] = ("import mine, json, _socket\n"
+                      "print(mine.X, open('json.csv').read(), json.__name__, hasattr(_socket, 'WHO'))")
+    files = {"mine.py": b"X = 42", "json.csv": b"a,b", "_socket.py": b"WHO = 1"}
     try:
         for d in ("c", "w"):
             (tmp_path / d).mkdir()
@@ -244,4 +266,4 @@ def test_a_run_whose_files_shadow_nothing_loaded_is_taken(tmp_path):
         got = warm("_own", tmp_path / "w", files)
     finally:
         del CORPUS["_own"]
-    assert got == want and want["stdout"] == b"42 a,b json\n", (got, want)
+    assert got == want and want["stdout"] == b"42 a,b json False\n", (got, want)

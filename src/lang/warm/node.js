@@ -21,11 +21,13 @@
   const Module = require('module');
   const chan = Number(process.env.AIRLOCK_WARM_FD);
   fs.writeSync(chan, 'r');
-  // one JSON document, then the parent waits: read until it parses
+  // the run: its length and a newline, then NUL-terminated strings (the
+  // number of its arguments, its arguments, its environment; src/box/box.c,
+  // warm_message): read until all of it is here
   const buf = Buffer.alloc(1 << 16);
   const chunks = [];
-  let run = null;
-  while (run === null) {
+  let have = 0, size = -1, head = 0;
+  while (size < 0 || have < head + size) {
     let n;
     try {
       n = fs.readSync(chan, buf, 0, buf.length, null);
@@ -35,12 +37,20 @@
     }
     if (n === 0) process.exit(125);
     chunks.push(Buffer.from(buf.subarray(0, n)));
-    try {
-      run = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-    } catch (e) {
-      run = null;
+    have += n;
+    if (size < 0) {
+      const all = Buffer.concat(chunks);
+      const nl = all.indexOf(10);
+      if (nl >= 0) {
+        size = Number(all.subarray(0, nl).toString('latin1'));
+        head = nl + 1;
+      }
     }
   }
+  const fields = Buffer.concat(chunks).subarray(head, head + size).toString('utf8').split('\0');
+  fields.pop();
+  const nargs = Number(fields[0]);
+  const run = { args: fields.slice(1, 1 + nargs), env: fields.slice(1 + nargs) };
   // "got it": before any of the run's code (the box's parent waits for it)
   fs.writeSync(chan, 'g');
   fs.closeSync(chan);

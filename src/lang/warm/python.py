@@ -44,7 +44,7 @@ def _loaded(base):
     # in a zygote, once for all its boxes (not threading: a cold start has
     # not imported it, and its after-fork handler wrote some 35 pages of
     # every forked box, measured)
-    import _socket, atexit, gc, io, json  # noqa: F401,E401
+    import _socket, atexit, gc, io  # noqa: F401,E401
     import os
     import sys
 
@@ -55,12 +55,14 @@ def _loaded(base):
             # a module that does not import is imported (and fails) in the
             # run's own time, as on a cold start
             sys.modules.pop(name, None)
-    return frozenset(m.partition(".")[0] for m in sys.modules) - frozenset(m.partition(".")[0] for m in base)
+    # (one built into the interpreter is found before /work is looked in:
+    # no file of a run's shadows it)
+    return frozenset(m.partition(".")[0] for m in sys.modules) - frozenset(m.partition(".")[0] for m in base) - \
+        frozenset(sys.builtin_module_names)
 
 
 def _warm(loaded):
     import _socket
-    import json
     import os
     import sys
 
@@ -68,9 +70,20 @@ def _warm(loaded):
     # interpreter run, and so fewer of its pages copied, in a forked box
     chan = _socket.socket(fileno=int(os.environ["AIRLOCK_WARM_FD"]))
     chan.sendall(b"r")
-    msg, anc, _, _ = chan.recvmsg(1 << 20, _socket.CMSG_LEN(4))
+    # the run: its length and a newline, then NUL-terminated strings (the
+    # number of its arguments, its arguments, its environment), its stdin
+    # a passed fd with the first bytes (src/box/box.c, warm_message)
+    msg, anc, _, _ = chan.recvmsg(4096, _socket.CMSG_LEN(4))
     fds = [int.from_bytes(d[:4], sys.byteorder) for level, kind, d in anc
            if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS and len(d) >= 4]
+    head, _, msg = msg.partition(b"\n")
+    size, parts = int(head) - len(msg), [msg]
+    while size > 0:
+        parts.append(chan.recv(size))
+        if not parts[-1]:
+            os._exit(125)
+        size -= len(parts[-1])
+    msg = b"".join(parts)
     if _shadowed(loaded):
         # its run goes cold (the box's parent ends this one)
         chan.sendall(b"c")
@@ -78,7 +91,10 @@ def _warm(loaded):
     # "got it": before any of the run's code (the box's parent waits for it)
     chan.sendall(b"g")
     chan.close()
-    run = json.loads(msg)
+    # decoded as a cold start decodes its argv and environ
+    fields = [os.fsdecode(f) for f in msg.split(b"\0")[:-1]]
+    nargs = int(fields[0])
+    args, env = fields[1:1 + nargs], fields[1 + nargs:]
     if fds:
         # fd 0 is the run's stdin now; sys.stdin read nothing yet
         os.dup2(fds[0], 0)
@@ -89,10 +105,9 @@ def _warm(loaded):
     for k in list(os.environ._data):
         os.unsetenv(k)
     os.environ._data.clear()
-    for kv in run.get("env", []):
+    for kv in env:
         k, _, v = kv.partition("=")
         os.environ[k] = v
-    args = run.get("args", [])
     sys.argv[1:] = args
     sys.orig_argv[2:] = args
     with open(__file__, "rb") as f:
