@@ -21,6 +21,7 @@ import uuid
 import pytest
 
 from conftest import AIRLOCK, airlock, need
+from image_util import box
 from service_util import box_cgroups, box_processes, image_service, stop_checked
 from test_warm_pool import descendants, kill_interpreters, pool, wait_idle
 
@@ -50,6 +51,21 @@ def forked_run(svc, code, **fields):
     doc = svc.run(code, image="default", **fields)
     assert doc["result"]["box"].get("forked") is True, doc["result"]["box"]
     return doc
+
+
+def test_what_a_forked_box_got_from_its_zygote_is_immortal_and_what_it_makes_is_not(svc):
+    # the zygote makes its objects immortal before it forks (zygote.py's
+    # _immortalize, CPython 3.12 and 3.13: the default image's 3.13), so
+    # that a box's interpreter writes none of their reference counts (a
+    # copied page each); the run's own objects are counted and freed as
+    # a cold start's. A cold box counts both.
+    code = ("import os, sys, weakref\nclass C: pass\nc = C(); gone = []\n"
+            "r = weakref.ref(c, lambda _: gone.append(1)); del c\n"
+            "print(sys.getrefcount(os) >= 2 ** 32 - 1, bool(gone))")
+    status, cold = box(code)
+    assert status == 0 and cold["stdout"] == "False True\n", cold
+    doc = forked_run(svc, code)
+    assert doc["result"]["stdout"] == "True True\n", doc["result"]
 
 
 def at_once(svc, codes):

@@ -31,6 +31,35 @@ import ctypes
 import os
 
 
+def _immortalize():
+    """Every object of this interpreter made immortal, as the interpreter
+    makes None, small ints and interned strings (PEP 683): a box's
+    interpreter then never writes their reference counts, each write a
+    copy of a page of this process (a forked run's page faults, 373 ->
+    282 measured; each is dear where the kernel is a guest's). In a box
+    these objects are never freed, as they would be by a cold start
+    only once nothing held them; sys.getrefcount() of one says so.
+    CPython 3.12 and 3.13 with the GIL (the layout and the value this
+    copies from None are theirs); elsewhere, nothing is done."""
+    import gc
+    import sys
+
+    if sys.implementation.name != "cpython" or not (3, 12) <= sys.version_info[:2] <= (3, 13) or \
+            hasattr(sys, "gettotalrefcount") or not getattr(sys, "_is_gil_enabled", lambda: True)():
+        return
+    # (ob_refcnt, the first field of every object; None's is the value)
+    immortal = ctypes.c_ssize_t.from_address(id(None)).value
+    seen, todo = set(), gc.get_objects()
+    skip = {id(seen), id(todo)}
+    while todo:
+        o = todo.pop()
+        if id(o) in seen or id(o) in skip:
+            continue
+        seen.add(id(o))
+        ctypes.c_ssize_t.from_address(id(o)).value = immortal
+        todo.extend(gc.get_referents(o))
+
+
 def serve():
     import gc
     slots = int(os.environ.pop("AIRLOCK_ZYGOTE_SLOTS"))
@@ -39,6 +68,7 @@ def serve():
     loop = ctypes.PyDLL("/work/_airlock_fork.so").al_zygote_serve
     loop.restype = ctypes.c_int
     loop.argtypes = [ctypes.c_int, ctypes.c_int]
+    _immortalize()
     # this interpreter's objects kept out of its boxes' collections (each
     # would touch, so copy, the pages of all of them)
     gc.freeze()
