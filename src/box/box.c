@@ -823,12 +823,15 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     }
     if (forked) {
         /* its PID 1's own pidfd, of the pid the kernel gave; its uid one of
-         * the boxes' (the zygote's map allows only its own) */
+         * the boxes' (the zygote's map allows only its own), and one a live
+         * airlock holds the lock of: its zygote's helper holds each of its
+         * slots' for as long as a box of it lives, so a uid nobody holds is
+         * no slot of a live zygote's, and could be any box's next */
         b.pidfd = fds[3];
         b.pid = cred.pid;
         res->init_pid = cred.pid;
         if (!pidfd_is(b.pidfd, cred.pid) || cred.uid < AL_UID_BASE || cred.uid >= AL_UID_BASE + AL_UID_COUNT ||
-            cred.gid != (gid_t)cred.uid) {
+            cred.gid != (gid_t)cred.uid || al_uid_is_free(cred.uid)) {
             r = al_err(err, "fork", EPROTO, "the forked box is not who it says (pid %d, uid %u, gid %u)", (int)cred.pid,
                        (unsigned)cred.uid, (unsigned)cred.gid);
             /* nothing is killed through a pidfd that is not the box's: the

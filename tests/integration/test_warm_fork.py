@@ -7,8 +7,10 @@ zygote's to reach, nothing left for the box after it. Each hostile case is
 differential: the control shows the attack working outside a box. The
 corpus of test_warm_pool.py holds a forked run to a cold one, and the
 battery runs in forked boxes too (AIRLOCK_TEST_DRIVER=forked)."""
+import fcntl
 import json
 import os
+import select
 import signal
 import socket
 import struct
@@ -456,3 +458,95 @@ def test_a_killed_service_leaves_no_zygote_and_no_forked_box(tmp_path_factory):
     while any(left()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert left() == ([], []), left()
+
+
+def fake_box(sync, uid, scratch):
+    """A process standing for a forked box, as a zygote that gave it UID
+    would clone it: on SYNC it sends its scratch directories (three in
+    SCRATCH, the box's /work, /out and /tmp) and a pidfd of itself (the
+    kernel adding its pid and uid), then reports on a pipe the type of the
+    next message from the box's parent (0: none, the socket's end). Its pid
+    and that pipe's read end."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            # (opened first: the test's directory is root's alone)
+            dirs = [os.open(scratch / d, os.O_RDONLY | os.O_DIRECTORY) for d in ("work", "out", "tmp")]
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            socket.send_fds(sync, [struct.pack("=Ii48si512s", 2, 0, b"", 0, b"")], dirs + [os.pidfd_open(os.getpid())])
+            msg, fds, _, _ = socket.recv_fds(sync, 4096, 8)
+            os.write(w, struct.pack("=I", struct.unpack_from("=I", msg)[0] if msg else 0))
+        finally:
+            os._exit(0)
+    os.close(w)
+    return pid, r
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_a_forked_box_on_a_uid_no_live_airlock_holds_is_refused(tmp_path, held):
+    # The helper of a forked box takes its pid and uid from the kernel
+    # (SCM_CREDENTIALS) and holds them to a live zygote's: a uid that no
+    # live airlock holds the lock of is no slot of one (its helper holds
+    # each slot's while any box of it lives), and could be any box's next.
+    # Here a fake zygote answers the helper's request with a box on a uid of
+    # airlock's range: taken when the uid's lock is held (the control, held
+    # by this test as a zygote's helper holds its slots'), refused at its
+    # second sync point when nobody holds it.
+    uid = 1900000000 + 60000 + os.getpid() % 5000
+    os.makedirs("/run/airlock/uids", mode=0o700, exist_ok=True)
+    lock = os.open(f"/run/airlock/uids/{uid}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    if not held:
+        os.close(lock)
+    a, zygote = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    (tmp_path / "artifacts").mkdir()
+    job = {"language": "python", "code": "pass", "out_dir": str(tmp_path / "artifacts"), "fork_fd": a.fileno(),
+           "limits": {"timeout_s": 10}}
+    p = subprocess.Popen([str(AIRLOCK), "helper"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, pass_fds=(a.fileno(),))
+    a.close()
+    chan = None
+    try:
+        p.stdin.write((json.dumps(job) + "\n").encode())
+        p.stdin.flush()
+        ready, _, _ = select.select([zygote, p.stdout], [], [], 30)
+        if zygote not in ready and p.stdout in ready:
+            # (the box refused before any request: said, then run cold)
+            need(b"made by root on cgroup v1" not in p.stdout.readline(),
+                 "boxes cannot be forked by a zygote here (root and cgroup v1)")
+        assert zygote in ready, "the helper sent its zygote no request"
+        body, fds, _, _ = socket.recv_fds(zygote, 4096, 8)
+        assert len(body) == 32 and len(fds) == 4, (len(body), fds)
+        sync = socket.socket(fileno=fds[0])
+        # (the warm start's socket kept open: its end would end the box)
+        chan = fds[3]
+        for fd in fds[1:3]:
+            os.close(fd)
+        for d in ("work", "out", "tmp"):
+            (tmp_path / d).mkdir()
+            os.chown(tmp_path / d, uid, uid)
+        pid, report = fake_box(sync, uid, tmp_path)
+        sync.close()
+        got = struct.unpack("=I", os.read(report, 4))[0]
+        os.close(report)
+        os.waitpid(pid, 0)
+        if held:
+            # past its identity check: the parent's go (sync 3)
+            assert got == 1, got
+        else:
+            # the box's socket ends, and the helper says why
+            assert got == 0, got
+            ev = json.loads(p.stdout.readline())
+            assert ev["type"] == "warm_lost" and "is not who it says" in ev["why"], ev
+    finally:
+        if held:
+            os.close(lock)
+        if chan is not None:
+            os.close(chan)
+        p.kill()
+        p.wait()
+        zygote.close()
