@@ -63,11 +63,13 @@ def test_what_a_forked_box_got_from_its_zygote_is_immortal_and_what_it_makes_is_
     # a cold start's. A cold box counts both.
     code = ("import os, sys, weakref\nclass C: pass\nc = C(); gone = []\n"
             "r = weakref.ref(c, lambda _: gone.append(1)); del c\n"
-            "print(sys.getrefcount(os) >= 2 ** 32 - 1, bool(gone))")
+            "print(sys.getrefcount(os) >= 2 ** 32 - 1, bool(gone), sys.version_info[:2] in ((3, 12), (3, 13)))")
     status, cold = box(code)
-    assert status == 0 and cold["stdout"] == "False True\n", cold
+    need(cold.get("stdout", "").endswith(" True\n"), "the default image's Python is not 3.12 or 3.13, whose "
+         "objects the zygote makes immortal")
+    assert status == 0 and cold["stdout"] == "False True True\n", cold
     doc = forked_run(svc, code)
-    assert doc["result"]["stdout"] == "True True\n", doc["result"]
+    assert doc["result"]["stdout"] == "True True True\n", doc["result"]
 
 
 def at_once(svc, codes):
@@ -542,11 +544,16 @@ def test_a_forked_box_on_a_uid_no_live_airlock_holds_is_refused(tmp_path, held):
             assert got == 0, got
             ev = json.loads(p.stdout.readline())
             assert ev["type"] == "warm_lost" and "is not who it says" in ev["why"], ev
+        # the end of its stdin (communicate closes it) cancels the run: the
+        # helper cleans up after its box (SIGKILLed, the cold box it made
+        # instead would leave its cgroups)
+        p.communicate(timeout=30)
     finally:
         if held:
             os.close(lock)
         if chan is not None:
             os.close(chan)
-        p.kill()
-        p.wait()
+        if p.poll() is None:
+            p.kill()
+            p.wait()
         zygote.close()

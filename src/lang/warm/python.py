@@ -72,18 +72,28 @@ def _warm(loaded):
     chan.sendall(b"r")
     # the run: its length and a newline, then NUL-terminated strings (the
     # number of its arguments, its arguments, its environment), its stdin
-    # a passed fd with the first bytes (src/box/box.c, warm_message)
+    # a passed fd with the first bytes (src/box/box.c, warm_message); read
+    # and parsed before it is taken, so that what fails here (its parent's
+    # end) sends the run cold, not as the run's error
     msg, anc, _, _ = chan.recvmsg(4096, _socket.CMSG_LEN(4))
     fds = [int.from_bytes(d[:4], sys.byteorder) for level, kind, d in anc
            if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS and len(d) >= 4]
+    while b"\n" not in msg:
+        more = chan.recv(65536)
+        if not more:
+            os._exit(125)
+        msg += more
     head, _, msg = msg.partition(b"\n")
-    size, parts = int(head) - len(msg), [msg]
-    while size > 0:
-        parts.append(chan.recv(size))
+    size, parts = int(head), [msg]
+    have = len(msg)
+    while have < size:
+        parts.append(chan.recv(size - have))
         if not parts[-1]:
             os._exit(125)
-        size -= len(parts[-1])
-    msg = b"".join(parts)
+        have += len(parts[-1])
+    fields = [os.fsdecode(f) for f in b"".join(parts).split(b"\0")[:-1]]
+    nargs = int(fields[0])
+    args, env = fields[1:1 + nargs], fields[1 + nargs:]
     if _shadowed(loaded):
         # its run goes cold (the box's parent ends this one)
         chan.sendall(b"c")
@@ -91,10 +101,6 @@ def _warm(loaded):
     # "got it": before any of the run's code (the box's parent waits for it)
     chan.sendall(b"g")
     chan.close()
-    # decoded as a cold start decodes its argv and environ
-    fields = [os.fsdecode(f) for f in msg.split(b"\0")[:-1]]
-    nargs = int(fields[0])
-    args, env = fields[1:1 + nargs], fields[1 + nargs:]
     if fds:
         # fd 0 is the run's stdin now; sys.stdin read nothing yet
         os.dup2(fds[0], 0)

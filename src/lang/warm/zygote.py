@@ -39,15 +39,19 @@ def _immortalize():
     282 measured; each is dear where the kernel is a guest's). In a box
     these objects are never freed, as they would be by a cold start
     only once nothing held them; sys.getrefcount() of one says so.
-    CPython 3.12 and 3.13 with the GIL (the layout and the value this
-    copies from None are theirs); elsewhere, nothing is done."""
+    CPython 3.12 and 3.13 built with the GIL and without the debug
+    builds' reference tracing (the layout, ob_refcnt first, and the value
+    this copies from None are theirs); elsewhere, nothing is done. Every
+    object reachable from those the collector tracks: one only C holds
+    stays as it was."""
     import gc
     import sys
 
+    # ("t": a free-threaded build, whose objects start with ob_tid;
+    # getobjects, gettotalrefcount: a tracing or debug build's)
     if sys.implementation.name != "cpython" or not (3, 12) <= sys.version_info[:2] <= (3, 13) or \
-            hasattr(sys, "gettotalrefcount") or not getattr(sys, "_is_gil_enabled", lambda: True)():
+            "t" in sys.abiflags or hasattr(sys, "getobjects") or hasattr(sys, "gettotalrefcount"):
         return
-    # (ob_refcnt, the first field of every object; None's is the value)
     immortal = ctypes.c_ssize_t.from_address(id(None)).value
     seen, todo = set(), gc.get_objects()
     skip = {id(seen), id(todo)}
@@ -56,7 +60,10 @@ def _immortalize():
         if id(o) in seen or id(o) in skip:
             continue
         seen.add(id(o))
-        ctypes.c_ssize_t.from_address(id(o)).value = immortal
+        count = ctypes.c_ssize_t.from_address(id(o))
+        # (one immortal already, a static one among them, is not written)
+        if ctypes.c_int32(count.value).value >= 0:
+            count.value = immortal
         todo.extend(gc.get_referents(o))
 
 
