@@ -78,7 +78,8 @@ typedef struct al_box_config al_box_config;
  * removed from /work, the run's staged as a cold box's would be, and the
  * interpreter is sent the run's arguments and environment (box.c's
  * warm_message: a length, then NUL-terminated strings) with its stdin (a
- * passed fd) on that socket, and answers one byte when it has them. The run's wall clock and CPU time start there; what the box printed before
+ * passed fd) on that socket, and answers one byte when it has them. The
+ * run's wall clock and CPU time start there; what the box printed before
  * is discarded. */
 /* The warm start's socket: above every fd a runtime opens as it starts
  * (Node's own are 3-16), so that once it is closed the run's first open

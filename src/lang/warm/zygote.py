@@ -53,10 +53,10 @@ def _immortalize():
             "t" in sys.abiflags or hasattr(sys, "getobjects") or hasattr(sys, "gettotalrefcount"):
         return
     immortal = ctypes.c_ssize_t.from_address(id(None)).value
-    seen, todo = set(), gc.get_objects()
-    skip = {id(seen), id(todo)}
-    while todo:
-        o = todo.pop()
+    seen, pending = set(), gc.get_objects()
+    skip = {id(seen), id(pending)}
+    while pending:
+        o = pending.pop()
         if id(o) in seen or id(o) in skip:
             continue
         seen.add(id(o))
@@ -64,7 +64,7 @@ def _immortalize():
         # (one immortal already, a static one among them, is not written)
         if ctypes.c_int32(count.value).value >= 0:
             count.value = immortal
-        todo.extend(gc.get_referents(o))
+        pending.extend(gc.get_referents(o))
 
 
 def serve():
