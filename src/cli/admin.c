@@ -28,15 +28,38 @@ static int usage_to(FILE *f) {
 
 static int usage(void) { return usage_to(stderr); }
 
-static int open_store(const char *state, const char *store, al_store **ret, al_error *err) {
+/* Only bootstrap (CREATE) makes a store: any other command on a mistyped
+ * --state or --store would answer about an empty one it had just made. */
+static int open_store(const char *state, const char *store, bool create, al_store **ret, al_error *err) {
     char db[4200];
     int r = al_store_locate(store, state, db, sizeof db, err);
     if (r < 0)
         return r;
-    bool embedded = strncmp(db, "postgres", 8) != 0;
-    if (embedded && mkdir(state, 0700) < 0 && errno != EEXIST)
+    if (!create)
+        return al_store_open_existing(db, ret, err);
+    if (al_store_is_embedded(db) && mkdir(state, 0700) < 0 && errno != EEXIST)
         return al_err(err, "state", errno, "mkdir %s: %m", state);
     return al_store_open(db, ret, err);
+}
+
+/* The words a command takes, by its first two: an argument beyond them (a
+ * misplaced --state, an option of another command, a typo) is refused
+ * rather than ignored. -1: not this table's to say (audit, credits). */
+static int words_allowed(const char *cmd, const char *sub) {
+    static const struct { const char *cmd, *sub; int n; } t[] = {
+        { "bootstrap", NULL, 1 }, { "list", NULL, 1 }, { "org", "create", 3 },
+        { "workspace", "create", 5 }, { "key", "create", 4 }, { "key", "revoke", 3 }, { "key", "rotate", 3 },
+    };
+    for (size_t k = 0; k < ELEMENTSOF(t); k++)
+        if (strcmp(cmd, t[k].cmd) == 0 && (!t[k].sub || strcmp(sub, t[k].sub) == 0))
+            return t[k].n;
+    if (strcmp(cmd, "person") == 0 && strcmp(sub, "create") == 0)
+        return 7; /* with --role ROLE; 5 without */
+    if (strcmp(cmd, "price") == 0)
+        return strcmp(sub, "set") == 0 ? 5 : 4;
+    if (strcmp(cmd, "credits") == 0)
+        return strcmp(sub, "grant") == 0 ? 5 : 4;
+    return -1;
 }
 
 static int print_tenant(const al_store_tenant *t, void *userdata) {
@@ -122,9 +145,24 @@ int cli_admin(int argc, char **argv) {
     }
     if (i >= argc)
         return usage();
+    for (int k = i; k < argc; k++)
+        if (strcmp(argv[k], "--state") == 0 || strcmp(argv[k], "--store") == 0) {
+            fprintf(stderr, "airlock admin: %s goes before the command (airlock admin %s VALUE %s ...)\n", argv[k],
+                    argv[k], argv[i]);
+            return 125;
+        }
+    int allowed = words_allowed(argv[i], i + 1 < argc ? argv[i + 1] : "");
+    if (allowed >= 0 && argc - i > allowed) {
+        fprintf(stderr, "airlock admin: unexpected argument \"%s\"\n", argv[i + allowed]);
+        return usage();
+    }
+    if (allowed == 7 && argc - i > 5 && (argc - i == 6 || strcmp(argv[i + 5], "--role") != 0)) {
+        fprintf(stderr, "airlock admin: unexpected argument \"%s\" (person create takes --role ROLE)\n", argv[i + 5]);
+        return usage();
+    }
     al_error err = { 0 };
     al_store *s = NULL;
-    if (open_store(state, store, &s, &err) < 0) {
+    if (open_store(state, store, strcmp(argv[i], "bootstrap") == 0, &s, &err) < 0) {
         fprintf(stderr, "airlock admin: %s\n", err.msg);
         return 125;
     }
@@ -155,7 +193,8 @@ int cli_admin(int argc, char **argv) {
         if ((r = al_store_create_workspace(s, argv[i + 3], argv[i + 4], id, &err)) == 0)
             printf("workspace %s\n", id);
     } else if (strcmp(cmd, "person") == 0 && strcmp(sub, "create") == 0 && i + 4 < argc &&
-               strcmp(argv[i + 2], "--workspace") == 0) {
+               strcmp(argv[i + 2], "--workspace") == 0 &&
+               (argc - i == 5 || (argc - i == 7 && strcmp(argv[i + 5], "--role") == 0))) {
         const char *role = "member";
         if (i + 6 < argc && strcmp(argv[i + 5], "--role") == 0)
             role = argv[i + 6];
