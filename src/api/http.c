@@ -1456,10 +1456,16 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
         free(h);
         return -ENOMEM;
     }
-    /* an inherited listening socket (listen_fd), else one bound here */
+    /* an inherited listening socket (listen_fd), else one bound here: alone
+     * on its address (SO_REUSEADDR only, libmicrohttpd's default) unless
+     * the operator shares the port (listen_shared: SO_REUSEPORT, which lets
+     * another service take part of this one's connections) */
     struct MHD_OptionItem where[] = {
         s->cfg.listen_fd >= 0 ? (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, s->cfg.listen_fd, NULL }
                               : (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, &sa },
+        s->cfg.listen_shared && s->cfg.listen_fd < 0
+            ? (struct MHD_OptionItem){ MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL }
+            : (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL },
         { MHD_OPTION_END, 0, NULL },
     };
     h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
@@ -1468,13 +1474,15 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
                             (unsigned)s->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
                             (unsigned)s->cfg.connections_per_address, MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)s->cfg.connection_timeout_s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+                            MHD_OPTION_END);
     if (!h->d) {
         al_mcp_free(h->mcp);
         pthread_mutex_destroy(&h->metrics_mu);
         free(h);
-        return al_err(err, "listen", EADDRINUSE, "cannot listen on %s:%d (in use, or not allowed)", s->cfg.listen_host,
-                      s->cfg.port);
+        return al_err(err, "listen", EADDRINUSE,
+                      "cannot listen on %s:%d: another program listens there, or the address is not this host's "
+                      "(to share one port between services on purpose: listen_shared = true on each)",
+                      s->cfg.listen_host, s->cfg.port);
     }
     *ret = h;
     return 0;

@@ -128,8 +128,11 @@ int al_service_decide(al_service *s, const al_store_run *run, const char *person
         return 0;
     }
     /* an approver let it through: the global cap only, not the person's share */
-    if (al_service_enqueue(s, id, requester, run->org_id, cap, false, NULL, 0) < 0)
-        al_service_end_unqueued(s, id, "approved, but the run queue was full");
+    char qmsg[300];
+    int qr = al_service_enqueue(s, id, requester, run->org_id, cap, false, qmsg, sizeof qmsg);
+    if (qr < 0)
+        al_service_end_unqueued(s, id, qr == -EIO ? "store" : "queue_full",
+                                qr == -EIO ? qmsg : "approved, but the run queue was full");
     return 0;
 }
 

@@ -189,11 +189,14 @@ static void *lease_main(void *p) {
         if (r > 0) {
             holds_until = asked + (uint64_t)lease_ms;
         } else if (r == 0) {
-            fence(s, "another node declared this node dead (its lease ran out)");
+            fence(s, "another airlock service on this same store declared this one dead: this one had not "
+                     "renewed its lease (node_lease_s) in time, or it was stopped or paused that long. It stops "
+                     "now so that no run is served twice; the runs it was running end as lost");
             break;
         } else if (al_now_ms() + (uint64_t)lease_ms / 4 >= holds_until) {
             /* the others may declare it dead at any moment: it cannot know */
-            fence(s, "this node could not renew its lease in time");
+            fence(s, "this service could not write its lease to the store in time (node_lease_s): another "
+                     "service on this store may declare it dead at any moment, so it stops now");
             break;
         }
     }

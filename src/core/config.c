@@ -3,13 +3,23 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "../image/image.h"
 #include "service.h"
+
+void al_service_images_dir(const al_service_config *c, char *buf, size_t len) {
+    if (c->images_dir[0])
+        snprintf(buf, len, "%s", c->images_dir);
+    else
+        al_image_dir(c->state_dir, buf, len);
+}
 
 void al_service_config_default(al_service_config *c) {
     memset(c, 0, sizeof *c);
     snprintf(c->listen_host, sizeof c->listen_host, "127.0.0.1");
     c->port = 8080;
     c->listen_fd = -1;
+    /* a rolling restart's runs finish rather than end (operations.md) */
+    c->stop_grace_s = 30;
     snprintf(c->state_dir, sizeof c->state_dir, "/var/lib/airlock");
     snprintf(c->driver, sizeof c->driver, "native");
     snprintf(c->store, sizeof c->store, "sqlite");
@@ -75,6 +85,13 @@ static int set_int(int *field, const char *v, int min, int max, const char *key,
     return 0;
 }
 
+static int set_bool(bool *field, const char *v, const char *key, al_error *err) {
+    if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
+        return al_err(err, "config", EINVAL, "%s = %s: want true or false", key, v);
+    *field = strcmp(v, "true") == 0;
+    return 0;
+}
+
 /* The settings that are one bounded integer each. */
 static const struct {
     const char *key;
@@ -93,6 +110,7 @@ static const struct {
     { "connection_timeout_s", offsetof(al_service_config, connection_timeout_s), 1, 3600 },
     { "followers_per_person", offsetof(al_service_config, followers_per_person), 1, 16384 },
     { "waits_per_person", offsetof(al_service_config, waits_per_person), 1, 16384 },
+    { "stop_grace_s", offsetof(al_service_config, stop_grace_s), 0, 3600 },
 };
 
 int al_service_config_set(al_service_config *c, const char *key, const char *value, al_error *err) {
@@ -147,12 +165,12 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
         return set_int(&c->docker_pool, value, 0, 16, key, err);
     if (strcmp(key, "warm_pool") == 0)
         return set_int(&c->warm_pool, value, 0, 8, key, err);
-    if (strcmp(key, "warm_fork") == 0) {
-        if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0)
-            return al_err(err, "config", EINVAL, "warm_fork = %s: want true or false", value);
-        c->warm_fork = strcmp(value, "true") == 0;
-        return 0;
-    }
+    if (strcmp(key, "warm_fork") == 0)
+        return set_bool(&c->warm_fork, value, key, err);
+    if (strcmp(key, "listen_shared") == 0)
+        /* off: a second service on the same address is refused, not handed
+         * half of the first one's connections */
+        return set_bool(&c->listen_shared, value, key, err);
     if (strcmp(key, "warm_pool_memory_mb") == 0)
         return set_int(&c->warm_pool_memory_mb, value, 0, 1 << 20, key, err);
     if (strcmp(key, "warm_preload") == 0) {
@@ -175,6 +193,12 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
         if (r == 0)
             c->body_bytes_per_person = (uint64_t)mb << 20;
         return r;
+    }
+    if (strcmp(key, "images") == 0) {
+        if (value[0] != '/' && value[0] != '.' && value[0] != '\0')
+            return al_err(err, "config", EINVAL, "images = %s: want a path", value);
+        snprintf(c->images_dir, sizeof c->images_dir, "%s", value);
+        return 0;
     }
     if (strcmp(key, "skills_dir") == 0) {
         if (value[0] != '/' && value[0] != '.' && value[0] != '\0')

@@ -124,7 +124,7 @@ static json_t *job_for(al_service *s, const al_store_run *run, const char *dir, 
         /* resolved again now: an image removed since the run was accepted
          * is a provisioning failure, not a broken box */
         char images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
-        snprintf(images, sizeof images, "%s/images", s->cfg.state_dir);
+        al_service_images_dir(&s->cfg, images, sizeof images);
         if (al_image_resolve(images, image, idir, sizeof idir, digest, err) < 0) {
             json_decref(job);
             return NULL;
@@ -534,10 +534,15 @@ static void *runner_main(void *p) {
             goto finish;
         }
     }
-    /* canceled between the queue and here: it never starts */
+    /* canceled between the queue and here: it never starts; stopped (airlock's
+     * own stop): it stays queued, and the node's leave gives it back */
     pthread_mutex_lock(&s->mu);
-    bool canceled_early = a->cancel_requested;
+    bool canceled_early = a->cancel_requested, stopped_early = a->stop_requested;
     pthread_mutex_unlock(&s->mu);
+    if (stopped_early && !canceled_early) {
+        al_store_run_free(pre);
+        goto done;
+    }
     if (canceled_early && al_service_finish_canceled_queued(s, a->run_id) > 0) {
         settled = true;
         al_store_run_free(pre);
@@ -644,7 +649,7 @@ static void *runner_main(void *p) {
     }
     pthread_mutex_lock(&s->mu);
     a->dr = dr;
-    bool cancel = a->cancel_requested;
+    bool cancel = a->cancel_requested || a->stop_requested;
     pthread_mutex_unlock(&s->mu);
     /* A cancel asked before this one held the box is in a->cancel_requested:
      * asked here, or on another node and heard by the watcher (the run is
@@ -708,8 +713,22 @@ static void *runner_main(void *p) {
         free(red);
         pace_flush(s, a->run_id, &pace, i);
     }
+    pthread_mutex_lock(&s->mu);
+    bool stopped = a->stop_requested && !a->cancel_requested;
+    pthread_mutex_unlock(&s->mu);
     if (result) {
         final = state_of(result);
+        if (final == AL_RUN_CANCELED && stopped) {
+            /* killed by airlock's own stop, not by whoever asked for it:
+             * an error of airlock's (refunded), and said so */
+            final = AL_RUN_ERROR;
+            json_object_set_new(result, "reason", json_string("service_stopped"));
+            ecode = "service_stopped";
+            snprintf(emsg_buf, sizeof emsg_buf, "the service stopped before this run ended (its stop_grace_s of %d s "
+                                                "ran out, or it was told to stop at once); not charged",
+                     s->cfg.stop_grace_s);
+            emsg = emsg_buf;
+        }
         json_t *ds = json_object_get(job, "documents_skipped"), *rs = json_object_get(result, "skipped");
         if (json_array_size(ds) && json_is_array(rs))
             json_array_extend(rs, ds);
@@ -812,7 +831,7 @@ void *al_service_scheduler_main(void *p) {
          * freed while only people at their cap waited; and once a second,
          * whatever no one was told of (a node that left gives its claimed
          * runs back without a word). */
-        while (!s->stopping && !s->declared_dead && s->active_count < s->cfg.max_concurrent) {
+        while (!s->draining && !s->declared_dead && s->active_count < s->cfg.max_concurrent) {
             uint64_t now_ms = al_now_ms();
             bool ask = rest == REST_UNKNOWN || rest == REST_MORE || s->queue_gen != seen_queue ||
                        (rest == REST_BLOCKED && s->slot_gen != seen_slot) || now_ms - last_claim_ms >= 1000;
@@ -854,7 +873,7 @@ void *al_service_scheduler_main(void *p) {
              * leave gives it back (al_cluster_stop), as it does a run
              * given back while stopping; a node declared dead has its
              * claims taken by the others. */
-            if (s->stopping || s->declared_dead) {
+            if (s->draining || s->declared_dead) {
                 free(a);
                 free(ra);
                 break;

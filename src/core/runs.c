@@ -333,9 +333,11 @@ static al_status resolve(al_service *s, al_run_spec *sp, const al_run_bounds *b,
     if (sp->image.s && strcmp(sp->image.s, "host") != 0) {
         char images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
         al_error ierr = { 0 };
-        snprintf(images, sizeof images, "%s/images", s->cfg.state_dir);
+        al_service_images_dir(&s->cfg, images, sizeof images);
         if (al_image_resolve(images, sp->image.s, idir, sizeof idir, digest, &ierr) < 0)
-            return run_error(ret_doc, AL_STATUS_INVALID, "bad_request", "image: %s", ierr.msg[0] ? ierr.msg : "want an alias or sha256 digest");
+            return run_error(ret_doc, AL_STATUS_INVALID, "bad_request",
+                             "image: %s (this service's images setting; `airlock image --images %s ls` lists them)",
+                             ierr.msg[0] ? ierr.msg : "want an alias or sha256 digest", images);
         snprintf(image_ref, sizeof image_ref, "sha256:%s", digest);
     }
     _cleanup_free_ al_net_policy *def = NULL;
@@ -667,16 +669,19 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
     } else {
         al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "queued"));
         char qmsg[300];
-        if (al_service_enqueue(s, run_id, p->person_id, p->org_id,
-                               (int)json_number_value(json_object_get(settings, "concurrency")), true, qmsg,
-                               sizeof qmsg) < 0) {
-            /* never in the queue: ended here, its inputs removed */
-            al_service_end_unqueued(s, run_id, qmsg);
+        int qr = al_service_enqueue(s, run_id, p->person_id, p->org_id,
+                                    (int)json_number_value(json_object_get(settings, "concurrency")), true, qmsg,
+                                    sizeof qmsg);
+        if (qr < 0) {
+            /* never in the queue: ended here (an error, never "canceled":
+             * no one canceled it), its inputs removed */
+            al_service_end_unqueued(s, run_id, qr == -EIO ? "store" : "queue_full", qmsg);
             /* nothing ran: a retry with the key is a new attempt, not this
-             * canceled run */
+             * refused run */
             if (idem)
                 al_idem_forget(s->store, p, ex->idem, run_id, &err);
-            ret = run_error(ret_doc, AL_STATUS_BUSY, "queue_full", "%s", qmsg);
+            ret = qr == -EIO ? run_error(ret_doc, AL_STATUS_UNAVAILABLE, "store_unavailable", "%s", qmsg)
+                             : run_error(ret_doc, AL_STATUS_BUSY, "queue_full", "%s", qmsg);
             goto out;
         }
     }

@@ -19,6 +19,8 @@ typedef struct al_service_config {
     char listen_host[64];
     int port;
     int listen_fd;                /* >= 0: listen on this inherited socket (airlock mcp --local) */
+    bool listen_shared;           /* SO_REUSEPORT: the operator shares the port with other services */
+    int stop_grace_s;             /* a stop lets running runs finish this long, then ends the rest */
     char state_dir[PATH_MAX];
     char store[1024]; /* "sqlite" (default) or a postgresql:// address */
     char driver[16];
@@ -41,6 +43,7 @@ typedef struct al_service_config {
     uint64_t files_max;           /* inline files per run */
     uint64_t storage_quota_bytes; /* per organisation; 0: each one's own setting */
     char skills_dir[PATH_MAX];    /* bundled skills; "" = beside the binary or installed */
+    char images_dir[PATH_MAX];    /* runtime images; "" = STATE/images */
     /* what one client can hold of the daemon (http.c) */
     int max_connections;          /* HTTP connections at once, everyone */
     int connections_per_address;  /* of those, from one client address */
@@ -54,6 +57,9 @@ void al_service_config_default(al_service_config *c);
 /* Read `key = value` lines; unknown keys are an error. */
 int al_service_config_load(al_service_config *c, const char *path, al_error *err);
 int al_service_config_set(al_service_config *c, const char *key, const char *value, al_error *err);
+/* Where the service's runtime images are: the images setting, else
+ * STATE/images. */
+void al_service_images_dir(const al_service_config *c, char *buf, size_t len);
 
 typedef struct active_run active_run;
 
@@ -63,6 +69,7 @@ typedef struct al_service {
     al_store *store;
     const al_driver_ops *driver;
     char self_exe[PATH_MAX];
+    int state_lock_fd;            /* the embedded store's state directory, held (flock) while served */
     char blobs_dir[PATH_MAX + 8], runs_dir[PATH_MAX + 8];
 
     pthread_mutex_t mu;           /* guards everything below */
@@ -85,6 +92,7 @@ typedef struct al_service {
     uint64_t wake_gen;
     active_run *active;           /* linked list */
     int active_count;
+    bool draining;                /* a stop began: no new claim, running runs finish */
     bool stopping;
     pthread_t scheduler;
 
@@ -125,11 +133,16 @@ typedef struct al_service {
  * the cluster, recovers what a previous run left and starts the scheduler
  * (threads: the caller blocks the signals it waits for before). On a
  * failure the threads it started are left to the process's exit.
- * al_service_stop: stop taking runs, cancel the active ones, wait for their
- * runners and the scheduler (queued runs stay queued for the next start).
+ * al_service_drain: take no new run from the queue and let the running
+ * ones go on (al_service_active_count says how many are left).
+ * al_service_stop: stop taking runs, end the active ones (airlock's own
+ * stop: error, refunded, never "canceled"), wait for their runners and the
+ * scheduler (queued runs stay queued for the next start).
  * al_service_close: leave the cluster, close the store, free S; -ESTALE
  * when this node was fenced (declared dead by the others) meanwhile. */
 int al_service_open(const al_service_config *cfg, al_service **ret, al_error *err);
+void al_service_drain(al_service *s);
+int al_service_active_count(al_service *s);
 void al_service_stop(al_service *s);
 int al_service_close(al_service *s, al_error *err);
 /* Queue a run. SHARE: hold it to the person's and organisation's share of
@@ -167,9 +180,10 @@ void al_cluster_tick(al_service *s);
 /* Tell the other nodes (nothing on SQLite). */
 void al_cluster_notify(al_service *s, const char *channel, const char *run_id);
 int al_service_person_queued(al_service *s, const char *person_id);
-/* A run recorded as queued that did not get into the queue: it ends
- * canceled (WHY says why) and its inputs are removed. */
-void al_service_end_unqueued(al_service *s, const char *run_id, const char *why);
+/* A run recorded as queued that did not get into the queue: it ends as an
+ * error CODE (queue_full, store; WHY says why), never as canceled, which
+ * only its requester does, and its inputs are removed. */
+void al_service_end_unqueued(al_service *s, const char *run_id, const char *code, const char *why);
 /* Remove the inputs of a run that will not reach a box (canceled, denied,
  * expired): they are on disk only for a box to stage. */
 void al_service_drop_inputs(al_service *s, const char *run_id);
@@ -191,7 +205,8 @@ uint64_t al_service_run_event_gen(al_service *s, const char *run_id);
 bool al_service_wait_run_event(al_service *s, const char *run_id, uint64_t gen, const struct timespec *until);
 /* Wake RUN_ID's followers (another node appended to it). */
 void al_service_wake_run(al_service *s, const char *run_id);
-/* Cancel every box this node runs. */
+/* Kill every box this node runs (a fenced node): airlock's own stop, so
+ * what it ends is never reported as canceled. */
 void al_service_cancel_all(al_service *s);
 /* Wake every waiter, whatever it follows (shutdown, a stream taken over). */
 void al_service_wake_all(al_service *s);
