@@ -129,9 +129,10 @@ static int audit_checkpoint_file(const al_checkpoint_key *k, const char *path, a
     size_t n = fread(text, 1, sizeof text, f);
     if (ferror(f))
         return al_err(err, "audit", EIO, "read %s", path);
-    int r = al_checkpoint_open(k, text, n, ret, err);
+    al_error why = { 0 };
+    int r = al_checkpoint_open(k, text, n, ret, &why);
     if (r < 0)
-        return al_err(err, "audit", -r, "%s: %s", path, err->msg);
+        return al_err(err, "audit", -r, "%s: %s", path, why.msg);
     return 0;
 }
 

@@ -35,39 +35,60 @@ static signed_head *find(al_checkpointer *c, const char *ws) {
     return NULL;
 }
 
-/* Sign HEAD of its chain, if the chain still holds the head signed before
- * it (under C->mu). 0 signed, 1 already signed (unless FORCE: signed
- * again), -ESTALE not signed (logged once), -errno. */
-static int sign_locked(al_service *s, al_checkpointer *c, const al_audit_head *head, bool force, char **ret_text,
+/* Whether the chain of LAST still holds LAST's head, at its seq with its
+ * hash (under C->mu); when not, LAST is marked and that is logged once.
+ * HEAD is the head just read. 0 held, -ESTALE not, -errno. */
+static int still_held(al_service *s, signed_head *last, const al_audit_head *head, al_error *err) {
+    if (!last->rewritten) {
+        char at[65] = "";
+        int r = al_store_audit_hash_at(s->store, last->h.workspace_id, last->h.seq, at, err);
+        if (r < 0 && r != -ENOENT)
+            return r;
+        if (r == 0 && strcmp(at, last->h.hash) == 0)
+            return 0;
+        last->rewritten = true;
+        al_service_log(s, "audit.head_rewritten",
+                       json_pack("{s:s, s:I, s:s, s:I, s:s, s:s}", "workspace_id", head->workspace_id, "signed_seq",
+                                 (json_int_t)last->h.seq, "signed_hash", last->h.hash, "head_seq",
+                                 (json_int_t)head->seq, "head_hash", head->hash, "why",
+                                 "the chain no longer holds the head this service signed: cut back or rewritten "
+                                 "in the store; no further checkpoint of it is signed"));
+    }
+    return al_err(err, "audit", ESTALE, "the audit chain of %s no longer holds the head %lld:%s this service "
+                  "signed: it was cut back or rewritten in the store, and is not signed again",
+                  head->workspace_id, (long long)last->h.seq, last->h.hash);
+}
+
+/* Sign *HEAD of its chain, if the chain still holds the head signed before
+ * it (under C->mu), and log it when it is new. A HEAD read before a newer
+ * one was signed (two signers raced) is that newer one instead: *HEAD
+ * says what was signed. 0 signed, 1 already signed (unless FORCE: signed
+ * again), -ESTALE not signed, -errno. */
+static int sign_locked(al_service *s, al_checkpointer *c, al_audit_head *head, bool force, char **ret_text,
                        al_error *err) {
     *ret_text = NULL;
     signed_head *last = find(c, head->workspace_id);
-    if (last && !last->rewritten && last->h.seq == head->seq && strcmp(last->h.hash, head->hash) == 0 && !force)
+    if (last && !last->rewritten && head->seq == last->h.seq && strcmp(last->h.hash, head->hash) == 0 && !force)
         return 1;
-    if (last && !last->rewritten) {
-        /* the old head must still be in the chain, at its seq, with its hash */
-        char at[65] = "";
-        int r = head->seq >= last->h.seq ? al_store_audit_hash_at(s->store, head->workspace_id, last->h.seq, at, err)
-                                         : -ENOENT;
-        if (r < 0 && r != -ENOENT)
+    if (last) {
+        int r = still_held(s, last, head, err);
+        if (r < 0)
             return r;
-        if (r == -ENOENT || strcmp(at, last->h.hash) != 0) {
-            last->rewritten = true;
-            al_service_log(s, "audit.head_rewritten",
-                           json_pack("{s:s, s:I, s:s, s:I, s:s, s:s}", "workspace_id", head->workspace_id, "signed_seq",
-                                     (json_int_t)last->h.seq, "signed_hash", last->h.hash, "head_seq",
-                                     (json_int_t)head->seq, "head_hash", head->hash, "why",
-                                     "the chain no longer holds the head this service signed: cut back or rewritten "
-                                     "in the store; no further checkpoint of it is signed"));
+        if (head->seq < last->h.seq) {
+            /* held: HEAD was read before the newer one was signed */
+            *head = last->h;
+            if (!force)
+                return 1;
         }
     }
-    if (last && last->rewritten)
-        return al_err(err, "audit", ESTALE, "the audit chain of %s no longer holds the head %lld:%s this service "
-                      "signed: it was cut back or rewritten in the store, and is not signed again",
-                      head->workspace_id, (long long)last->h.seq, last->h.hash);
     int r = al_checkpoint_sign(&c->key, head, ret_text, err);
     if (r < 0)
         return r;
+    /* every head signed is in the log, whoever asked for it */
+    if (!last || last->h.seq != head->seq || strcmp(last->h.hash, head->hash) != 0)
+        al_service_log(s, "audit.checkpoint", json_pack("{s:s, s:I, s:s, s:s}", "workspace_id", head->workspace_id,
+                                                        "seq", (json_int_t)head->seq, "hash", head->hash, "checkpoint",
+                                                        *ret_text));
     if (!last) {
         if (c->n == c->cap) {
             size_t cap = c->cap ? 2 * c->cap : 16;
@@ -97,10 +118,7 @@ static int log_head(const char *ws, int64_t seq, const char *hash, void *userdat
     pthread_mutex_lock(&c->mu);
     int r = sign_locked(s, c, &h, false, &text, &err);
     pthread_mutex_unlock(&c->mu);
-    if (r == 0)
-        al_service_log(s, "audit.checkpoint", json_pack("{s:s, s:I, s:s, s:s}", "workspace_id", ws, "seq",
-                                                        (json_int_t)seq, "hash", hash, "checkpoint", text));
-    else if (r < 0 && r != -ESTALE)
+    if (r < 0 && r != -ESTALE)
         al_service_log(s, "audit.checkpoint_failed", json_pack("{s:s, s:s}", "workspace_id", ws, "error", err.msg));
     free(text);
     return 0;
