@@ -235,11 +235,13 @@ int al_audit_head_parse(const char *text, al_audit_head *ret, al_error *err) {
     char num[24];
     uint64_t seq;
     bool ok = c1 && c2 && c1 > text && (size_t)(c1 - text) < sizeof ret->workspace_id &&
-              (size_t)(c2 - c1 - 1) < sizeof num && al_is_sha256_hex(c2 + 1);
+              strspn(text, AL_AUDIT_WS_CHARS) == (size_t)(c1 - text) && (size_t)(c2 - c1 - 1) < sizeof num &&
+              al_is_sha256_hex(c2 + 1);
     if (ok) {
         snprintf(ret->workspace_id, sizeof ret->workspace_id, "%.*s", (int)(c1 - text), text);
         snprintf(num, sizeof num, "%.*s", (int)(c2 - c1 - 1), c1 + 1);
-        ok = al_parse_u64(num, &seq) == 0 && seq >= 1 && seq <= INT64_MAX;
+        /* one spelling: no leading zero */
+        ok = num[0] != '0' && al_parse_u64(num, &seq) == 0 && seq >= 1 && seq <= INT64_MAX;
     }
     if (!ok)
         return al_err(err, "audit", EINVAL, "%.80s: want a head as `audit verify` prints it, WORKSPACE:SEQ:HASH "

@@ -12,6 +12,7 @@ int al_audit_append(al_store *s, const char *org_id, const char *ws_id, const ch
                     const char *run_id, json_t *data, al_error *err);
 /* A chain's head: its newest event's seq and hash. Written and read as
  * WORKSPACE:SEQ:HASH, the form `airlock admin audit verify` prints. */
+#define AL_AUDIT_WS_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-" /* of a workspace id */
 typedef struct al_audit_head {
     char workspace_id[40];
     int64_t seq;

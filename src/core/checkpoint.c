@@ -218,7 +218,8 @@ static bool parse_body(const char *text, size_t len, al_audit_head *ret) {
     const char *ws = lines[0] + strlen(AL_CHECKPOINT_ORIGIN);
     uint64_t seq;
     uint8_t raw[32];
-    if (!*ws || strlen(ws) >= sizeof ret->workspace_id || strpbrk(ws, " +/") || al_parse_u64(lines[1], &seq) < 0 ||
+    if (!*ws || strlen(ws) >= sizeof ret->workspace_id || strspn(ws, AL_AUDIT_WS_CHARS) != strlen(ws) ||
+        al_parse_u64(lines[1], &seq) < 0 ||
         seq < 1 || seq > INT64_MAX || lines[1][0] == '0' || !unb64(lines[2], strlen(lines[2]), raw, sizeof raw))
         return false;
     snprintf(ret->workspace_id, sizeof ret->workspace_id, "%s", ws);
