@@ -30,6 +30,7 @@
 #define AL_CHECKPOINT_KEY_NAME "airlock-audit"
 #define AL_CHECKPOINT_ORIGIN "airlock/audit/"
 #define AL_CHECKPOINT_KEY_FILE "audit.key" /* in the state directory, unless audit_key names a path */
+#define AL_CHECKPOINT_HEADS_FILE "audit.heads" /* in the state directory: the last head signed of each chain */
 #define AL_CHECKPOINT_MAX 8192    /* bytes of a checkpoint read */
 #define AL_CHECKPOINT_VERIFIER_MAX 128
 
@@ -62,7 +63,8 @@ int al_checkpoint_open(const al_checkpoint_key *k, const char *text, size_t len,
  * audit.checkpoint line, the signed checkpoint of each chain whose head
  * moved, and a last round when it stops. It signs no head of a chain that
  * no longer holds the last head it signed (cut back or rewritten in the
- * store since), and logs audit.head_rewritten instead. */
+ * store since; before a restart too: the last heads are kept in
+ * STATE/audit.heads), and logs audit.head_rewritten instead. */
 struct al_service;
 typedef struct al_checkpointer al_checkpointer;
 int al_checkpointer_start(struct al_service *s, al_error *err);

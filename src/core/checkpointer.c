@@ -1,11 +1,17 @@
 /* The service's signed checkpoints (checkpoint.h): a thread that logs the
  * signed head of each chain that moved, and the one signer behind it and
- * GET /v1/audit/checkpoint. */
+ * GET /v1/audit/checkpoint. The last head signed of each chain is kept in
+ * the state directory too (audit.heads), outside the store: a chain cut
+ * back while the service was stopped is seen at its next start by whoever
+ * could write the database but not the state directory. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "checkpoint.h"
 #include "service.h"
@@ -26,6 +32,8 @@ struct al_checkpointer {
     bool stop;
     signed_head *heads;
     size_t n, cap;
+    bool dirty;                   /* HEADS changed since they were saved */
+    char heads_path[PATH_MAX + 32];
 };
 
 static signed_head *find(al_checkpointer *c, const char *ws) {
@@ -33,6 +41,65 @@ static signed_head *find(al_checkpointer *c, const char *ws) {
         if (strcmp(c->heads[i].h.workspace_id, ws) == 0)
             return &c->heads[i];
     return NULL;
+}
+
+/* A new entry at the end of C->heads, or NULL. */
+static signed_head *add(al_checkpointer *c) {
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 16;
+        signed_head *v = realloc(c->heads, cap * sizeof *v);
+        if (!v)
+            return NULL;
+        c->heads = v;
+        c->cap = cap;
+    }
+    memset(&c->heads[c->n], 0, sizeof c->heads[c->n]);
+    return &c->heads[c->n++];
+}
+
+/* The heads signed before the last stop, one WS:SEQ:HASH a line. */
+static void heads_load(al_service *s, al_checkpointer *c) {
+    _cleanup_fclose_ FILE *f = fopen(c->heads_path, "re");
+    if (!f) {
+        if (errno != ENOENT)
+            al_service_log(s, "audit.heads_unreadable", json_pack("{s:s, s:s}", "path", c->heads_path, "error",
+                                                                  strerror(errno)));
+        return;
+    }
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        al_audit_head h;
+        al_error err = { 0 };
+        signed_head *e;
+        if (al_audit_head_parse(line, &h, &err) < 0)
+            al_service_log(s, "audit.heads_unreadable", json_pack("{s:s, s:s}", "path", c->heads_path, "error", err.msg));
+        else if (!find(c, h.workspace_id) && (e = add(c)))
+            *e = (signed_head){ .h = h };
+    }
+}
+
+/* C->heads into their file, whole or not at all (under C->mu). */
+static void heads_save_locked(al_service *s, al_checkpointer *c) {
+    if (!c->dirty)
+        return;
+    char tmp[sizeof c->heads_path + 8];
+    snprintf(tmp, sizeof tmp, "%s.new", c->heads_path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    _cleanup_fclose_ FILE *f = fd >= 0 ? fdopen(fd, "we") : NULL;
+    if (!f && fd >= 0)
+        close(fd);
+    bool ok = f != NULL;
+    for (size_t i = 0; ok && i < c->n; i++)
+        ok = fprintf(f, "%s:%lld:%s\n", c->heads[i].h.workspace_id, (long long)c->heads[i].h.seq,
+                     c->heads[i].h.hash) > 0;
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0 && rename(tmp, c->heads_path) == 0;
+    if (!ok) {
+        al_service_log(s, "audit.heads_failed", json_pack("{s:s, s:s}", "path", c->heads_path, "error", strerror(errno)));
+        unlink(tmp);
+        return;
+    }
+    c->dirty = false;
 }
 
 /* Whether the chain of LAST still holds LAST's head, at its seq with its
@@ -89,20 +156,13 @@ static int sign_locked(al_service *s, al_checkpointer *c, al_audit_head *head, b
         al_service_log(s, "audit.checkpoint", json_pack("{s:s, s:I, s:s, s:s}", "workspace_id", head->workspace_id,
                                                         "seq", (json_int_t)head->seq, "hash", head->hash, "checkpoint",
                                                         *ret_text));
-    if (!last) {
-        if (c->n == c->cap) {
-            size_t cap = c->cap ? 2 * c->cap : 16;
-            signed_head *v = realloc(c->heads, cap * sizeof *v);
-            if (!v) {
-                free(*ret_text);
-                *ret_text = NULL;
-                return al_err(err, "audit", ENOMEM, "out of memory");
-            }
-            c->heads = v;
-            c->cap = cap;
-        }
-        last = &c->heads[c->n++];
+    if (!last && !(last = add(c))) {
+        free(*ret_text);
+        *ret_text = NULL;
+        return al_err(err, "audit", ENOMEM, "out of memory");
     }
+    if (last->h.seq != head->seq || strcmp(last->h.hash, head->hash) != 0)
+        c->dirty = true;
     *last = (signed_head){ .h = *head };
     return 0;
 }
@@ -128,6 +188,9 @@ static void round_of_heads(al_service *s) {
     al_error err = { 0 };
     if (al_store_audit_heads(s->store, NULL, log_head, s, &err) < 0)
         al_service_log(s, "audit.checkpoint_failed", json_pack("{s:s}", "error", err.msg));
+    pthread_mutex_lock(&s->checkpointer->mu);
+    heads_save_locked(s, s->checkpointer);
+    pthread_mutex_unlock(&s->checkpointer->mu);
 }
 
 static void *checkpointer_main(void *p) {
@@ -167,6 +230,8 @@ int al_checkpointer_start(al_service *s, al_error *err) {
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cond, NULL);
     s->checkpointer = c;
+    snprintf(c->heads_path, sizeof c->heads_path, "%s/%s", s->cfg.state_dir, AL_CHECKPOINT_HEADS_FILE);
+    heads_load(s, c);
     char v[AL_CHECKPOINT_VERIFIER_MAX];
     al_checkpoint_key_verifier(&c->key, v);
     al_service_log(s, "audit.key", json_pack("{s:s, s:s}", "path", path, "verifier_key", v));
@@ -220,6 +285,7 @@ int al_checkpointer_sign_now(al_service *s, const char *workspace_id, char **ret
         return al_err(err, "audit", ENOENT, "the workspace %s has no audit events yet", workspace_id);
     pthread_mutex_lock(&c->mu);
     r = sign_locked(s, c, &o.h, true, ret_text, err);
+    heads_save_locked(s, c);
     pthread_mutex_unlock(&c->mu);
     if (r < 0)
         return r;

@@ -280,3 +280,33 @@ def test_o3_the_service_does_not_sign_a_chain_cut_behind_its_back(services):
     while time.monotonic() < deadline and '"audit.head_rewritten"' not in svc.log_path.read_text(errors="replace"):
         time.sleep(0.2)
     assert '"audit.head_rewritten"' in svc.log_path.read_text(errors="replace"), svc.log_tail()
+
+
+def test_o3_a_chain_cut_while_the_service_was_stopped_is_seen_at_its_start(services):
+    """The last head signed of each chain is kept in the state directory
+    (audit.heads), outside the store: an attacker with the database alone
+    (PostgreSQL credentials, say) who cuts a chain while the service is
+    stopped does not get the cut chain signed at the next start."""
+    svc, a, b = populated(services, "o3restart")
+    cp = checkpoint(a.client)
+    svc.stop()
+    heads = (svc.state / "audit.heads").read_text()
+    assert f"{a.workspace}:{cp['seq']}:{cp['hash']}" in heads, heads
+    assert stat.S_IMODE(os.stat(svc.state / "audit.heads").st_mode) == 0o600
+    assert svc.sql_count("DELETE FROM audit_events WHERE workspace_id = ? AND seq >= ?", a.workspace, cp["seq"]) == 1
+
+    # the ingredient: a service that remembers nothing signs the cut chain
+    saved = svc.state / "audit.heads.saved"
+    os.rename(svc.state / "audit.heads", saved)
+    svc.start()
+    doc = checkpoint(a.client)
+    assert doc["seq"] == cp["seq"] - 1, (doc, cp)
+    svc.stop()
+
+    os.replace(saved, svc.state / "audit.heads")
+    svc.start()
+    status, _, doc = a.client.request("GET", "/v1/audit/checkpoint")
+    assert status == 409 and "cut back or rewritten" in json.dumps(doc), (status, doc)
+    assert checkpoint(b.client)["workspace_id"] == b.workspace, "the other chain is still signed"
+    log = svc.log_path.read_text(errors="replace")
+    assert '"audit.head_rewritten"' in log[log.rfind("===== start"):], svc.log_tail()
