@@ -136,6 +136,8 @@ typedef struct verify_ctx {
     const al_audit_head *expect;
     size_t n_expect;
     bool *matched;                /* per expected head: its workspace has events */
+    al_audit_head *heads;         /* scratch, N_EXPECT long: one chain's expected heads */
+    char (*seen)[65];             /* and the hashes found at their seqs */
 } verify_ctx;
 
 /* Whether C's chain holds each head expected of it; the first that it does
@@ -161,14 +163,12 @@ static void check_heads(chain_check *c) {
 static int verify_workspace(const char *ws, void *userdata) {
     verify_ctx *v = userdata;
     /* this chain's expected heads: a copy, so that SEEN lines up with them */
-    al_audit_head heads[v->n_expect ? v->n_expect : 1];
-    char seen[v->n_expect ? v->n_expect : 1][65];
-    chain_check c = { .prev = AL_AUDIT_GENESIS, .expect = 1, .heads = heads, .seen = seen };
+    chain_check c = { .prev = AL_AUDIT_GENESIS, .expect = 1, .heads = v->heads, .seen = v->seen };
     for (size_t i = 0; i < v->n_expect; i++)
         if (strcmp(v->expect[i].workspace_id, ws) == 0) {
             v->matched[i] = true;
-            heads[c.n_heads] = v->expect[i];
-            seen[c.n_heads++][0] = '\0';
+            v->heads[c.n_heads] = v->expect[i];
+            v->seen[c.n_heads++][0] = '\0';
         }
     int r = al_store_audit_chain(v->s, ws, check_event, &c, v->err);
     if (r < 0)
@@ -211,10 +211,13 @@ static int report_vanished(verify_ctx *v) {
 }
 
 int al_audit_verify(al_store *s, const al_audit_head *expect, size_t n_expect, json_t **ret_report, al_error *err) {
-    _cleanup_free_ bool *matched = calloc(n_expect ? n_expect : 1, sizeof *matched);
+    size_t n = n_expect ? n_expect : 1;
+    _cleanup_free_ bool *matched = calloc(n, sizeof *matched);
+    _cleanup_free_ al_audit_head *heads = calloc(n, sizeof *heads);
+    _cleanup_free_ char(*seen)[65] = calloc(n, sizeof *seen);
     verify_ctx v = { .s = s, .err = err, .report = json_array(), .expect = expect, .n_expect = n_expect,
-                     .matched = matched };
-    if (!v.report || !matched) {
+                     .matched = matched, .heads = heads, .seen = seen };
+    if (!v.report || !matched || !heads || !seen) {
         json_decref(v.report);
         return al_err(err, "audit", ENOMEM, "out of memory");
     }
