@@ -310,3 +310,28 @@ def test_o3_a_chain_cut_while_the_service_was_stopped_is_seen_at_its_start(servi
     assert checkpoint(b.client)["workspace_id"] == b.workspace, "the other chain is still signed"
     log = svc.log_path.read_text(errors="replace")
     assert '"audit.head_rewritten"' in log[log.rfind("===== start"):], svc.log_tail()
+
+
+def test_o3_the_key_can_live_outside_the_state_directory(services, tmp_path):
+    """`audit_key = PATH`: the key is made there (0600), not in the state
+    directory, and checkpoints are checked with `--key PATH` or the public
+    half alone (`--verifier`)."""
+    keydir = tmp_path / "keys"
+    keydir.mkdir(mode=0o700)
+    key = keydir / "airlock-audit.key"
+    svc = services.start("o3keypath", dict(CONFIG, audit_key=str(key)))
+    a = gov_tenant(svc, "ok")
+    put_settings(a.client, timeout_s=11)
+    assert key.exists() and stat.S_IMODE(os.stat(key).st_mode) == 0o600
+    assert not (svc.state / "audit.key").exists()
+    cp = checkpoint(a.client)
+    vkey = svc.admin("audit", "key", "--key", str(key)).strip()
+    assert vkey == cp["verifier_key"]
+    f = write_text(tmp_path / "cp", cp["checkpoint"])
+    rc, out = verify(svc, "--checkpoint", f, "--key", str(key))
+    assert rc == 0 and f"head {cp['workspace_id']}:{cp['seq']}:{cp['hash']}" in out, out
+    rc, out = verify(svc, "--checkpoint", f, "--verifier", vkey)
+    assert rc == 0, out
+    # the state directory has no key: nothing to check with unless one is named
+    rc, out = verify(svc, "--checkpoint", f)
+    assert rc == 125 and "audit.key" in out, out
