@@ -128,12 +128,13 @@ static int key_create(const char *path, al_error *err) {
 
 int al_checkpoint_key_load(const char *path, bool create, al_checkpoint_key *ret, al_error *err) {
     memset(ret, 0, sizeof *ret);
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* a link is followed: a secret mounted by Kubernetes is one (its mode is checked below) */
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT && create) {
         int r = key_create(path, err);
         if (r < 0)
             return r;
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
     }
     if (fd < 0)
         return al_err(err, "audit", errno, "the audit key %s: %m", path);
