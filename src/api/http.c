@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "../core/audit.h"
+#include "../core/checkpoint.h"
 #include "http.h"
 #include "mcp.h"
 #include "openapi.h"
@@ -853,6 +854,26 @@ static enum MHD_Result audit(al_service *s, struct MHD_Connection *c, const al_p
     return reply_json(c, 200, json_pack("{s:o, s:o}", "events", rows, "next_cursor", next));
 }
 
+/* GET /v1/audit/checkpoint: the workspace's head, signed now, for a copy
+ * kept outside the store (checkpoint.h). */
+static enum MHD_Result audit_checkpoint(al_service *s, struct MHD_Connection *c, const al_principal *p) {
+    if (strcmp(p->role, "admin") != 0)
+        return reply_error(c, 403, "forbidden", "only admins may take the audit trail's checkpoints");
+    al_error err = { 0 };
+    char *text = NULL, v[AL_CHECKPOINT_VERIFIER_MAX];
+    al_audit_head h;
+    int r = al_checkpointer_sign_now(s, p->workspace_id, &text, &h, &err);
+    if (r == -ENOENT || r == -ESTALE)
+        return reply_error(c, r == -ENOENT ? 404 : 409, r == -ENOENT ? "not_found" : "conflict", "%s", err.msg);
+    if (r < 0)
+        return reply_error(c, 500, "internal", "%s", err.msg);
+    al_checkpointer_verifier(s, v);
+    json_t *doc = json_pack("{s:s, s:I, s:s, s:s, s:s}", "workspace_id", h.workspace_id, "seq", (json_int_t)h.seq,
+                            "hash", h.hash, "checkpoint", text, "verifier_key", v);
+    free(text);
+    return reply_json(c, 200, doc);
+}
+
 static enum MHD_Result trace(al_service *s, struct MHD_Connection *c, const al_principal *p, const char *id) {
     al_error err = { 0 };
     al_store_run *row = al_run_load(s, p, id);
@@ -1233,6 +1254,8 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
         return skills_route(s, c, &p, seg, n, get, post, strcmp(method, "DELETE") == 0, rq);
     if (n == 2 && strcmp(seg[1], "settings") == 0 && (strcmp(method, "PUT") == 0 || strcmp(method, "PATCH") == 0))
         return put_settings(s, c, &p, rq);
+    if (n == 3 && strcmp(seg[1], "audit") == 0 && strcmp(seg[2], "checkpoint") == 0)
+        return get ? audit_checkpoint(s, c, &p) : reply_error(c, 405, "method_not_allowed", "use GET");
     bool known = (n == 4 && strcmp(seg[1], "threads") == 0 && strcmp(seg[3], "artifacts") == 0) ||
                  (n == 3 && strcmp(seg[1], "artifacts") == 0) ||
                  (n == 4 && strcmp(seg[1], "artifacts") == 0 && strcmp(seg[3], "content") == 0) ||

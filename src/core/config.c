@@ -54,6 +54,7 @@ void al_service_config_default(al_service_config *c) {
     /* four bodies at the cap: one person cannot make the daemon hold a
      * body on every connection of theirs */
     c->body_bytes_per_person = 4 * c->body_max;
+    c->audit_checkpoint_s = 60;
 }
 
 /* Whether V is module names separated by commas: each of dotted parts
@@ -111,6 +112,7 @@ static const struct {
     { "followers_per_person", offsetof(al_service_config, followers_per_person), 1, 16384 },
     { "waits_per_person", offsetof(al_service_config, waits_per_person), 1, 16384 },
     { "stop_grace_s", offsetof(al_service_config, stop_grace_s), 0, 3600 },
+    { "audit_checkpoint_s", offsetof(al_service_config, audit_checkpoint_s), 1, 86400 },
 };
 
 int al_service_config_set(al_service_config *c, const char *key, const char *value, al_error *err) {
@@ -204,6 +206,12 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
         if (value[0] != '/' && value[0] != '.' && value[0] != '\0')
             return al_err(err, "config", EINVAL, "skills_dir = %s: want a path", value);
         snprintf(c->skills_dir, sizeof c->skills_dir, "%s", value);
+        return 0;
+    }
+    if (strcmp(key, "audit_key") == 0) {
+        if (value[0] != '/' && value[0] != '.' && value[0] != '\0')
+            return al_err(err, "config", EINVAL, "audit_key = %s: want a path", value);
+        snprintf(c->audit_key, sizeof c->audit_key, "%s", value);
         return 0;
     }
     return al_err(err, "config", EINVAL, "unknown setting \"%s\"", key);

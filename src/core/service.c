@@ -15,6 +15,7 @@
 #include "skills.h"
 #include "../image/image.h"
 #include "../store/audit.h"
+#include "checkpoint.h"
 #include "../store/nodes.h"
 
 
@@ -749,6 +750,8 @@ int al_service_open(const al_service_config *cfg, al_service **ret, al_error *er
     /* bundles left by a crash between a delete and its collection, and
      * those of the runs recover() just ended */
     al_skills_gc(s, NULL, err);
+    if ((r = al_checkpointer_start(s, err)) < 0)
+        return r;
     if (pthread_create(&s->scheduler, NULL, al_service_scheduler_main, s) != 0)
         return al_err(err, "service", EAGAIN, "start the scheduler");
     /* the first /healthz is answered from a probe made before we listen */
@@ -804,6 +807,8 @@ void al_service_stop(al_service *s) {
 int al_service_close(al_service *s, al_error *err) {
     if (!s)
         return 0;
+    /* the heads as the last runs left them, signed while the store is open */
+    al_checkpointer_stop(s);
     /* leaves the store: what it claimed and did not start waits for others */
     al_cluster_stop(s);
     bool fenced = s->declared_dead;

@@ -51,6 +51,8 @@ typedef struct al_service_config {
     int followers_per_person;     /* event streams (/v1/runs/{id}/events) one person follows at once */
     int waits_per_person;         /* requests one person has waiting for a run's end (?wait=true, Piston) */
     uint64_t body_bytes_per_person; /* request bodies one person has being received at once */
+    char audit_key[PATH_MAX];     /* the checkpoints' signing key; "" = STATE/audit.key (checkpoint.h) */
+    int audit_checkpoint_s;       /* how often the heads that moved are signed and logged */
 } al_service_config;
 
 void al_service_config_default(al_service_config *c);
@@ -127,6 +129,7 @@ typedef struct al_service {
     char *health_text;
     uint64_t health_at_ms;        /* al_now_ms() of its probe */
     bool health_probing;
+    struct al_checkpointer *checkpointer; /* checkpointer.c: the audit heads' signer */
 } al_service;
 
 /* service.c: the service's life. al_service_open opens the store, joins
