@@ -632,9 +632,18 @@ static void *runner_main(void *p) {
         emsg = emsg_buf;
         goto finish;
     }
+    /* the skipped documents are the result's, not the helper's: kept out
+     * of the job, whose size al_run_spec_check bounded without them */
+    json_t *docs_skipped = json_incref(json_object_get(job, "documents_skipped"));
+    json_object_del(job, "documents_skipped");
     char *job_text = json_dumps(job, JSON_COMPACT);
+    if (docs_skipped)
+        json_object_set_new(job, "documents_skipped", docs_skipped);
     al_driver_run dr = { .pid = -1, .events_fd = -1, .job_fd = -1 };
-    int r = job_text ? s->driver->start(s->self_exe, job_text, &dr, &err) : -ENOMEM;
+    int r = !job_text                         ? -ENOMEM
+            : strlen(job_text) >= AL_JOB_MAX ? al_err(&err, "provisioning", E2BIG, "the run's job is %zu bytes, more "
+                                                      "than its helper takes (%u)", strlen(job_text), AL_JOB_MAX)
+                                              : s->driver->start(s->self_exe, job_text, &dr, &err);
     free(job_text);
     if (r < 0) {
         ecode = "provisioning";
