@@ -321,7 +321,7 @@ static ssize_t sse_next(sse *e, char *out, size_t max) {
         uint64_t gen = al_service_run_event_gen(e->s, e->run_id);
         al_store_event *evs = NULL;
         size_t nev = 0;
-        if (al_store_events_after(e->s->store, e->run_id, e->last, 64, &evs, &nev, &err) < 0)
+        if (al_run_events_after(e->s, e->run_id, e->last, 64, &evs, &nev, &err) < 0)
             return MHD_CONTENT_READER_END_WITH_ERROR;
         if (nev == 0) {
             al_store_events_free(evs, nev);

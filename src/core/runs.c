@@ -13,6 +13,7 @@
 
 #include "../image/image.h"
 #include "audit.h"
+#include "dlp.h"
 #include "run_spec.h"
 #include "service.h"
 #include "skills.h"
@@ -71,6 +72,18 @@ json_t *al_run_json(al_service *s, const al_store_run *row) {
     const char *id = row->id;
     json_t *result = al_json_text(row->result);
     if (json_is_object(result)) {
+        /* output that is not text is stored as its bytes alone: its text
+         * (U+FFFD for what is not UTF-8) is made again here */
+        static const char *const keys[][2] = { { "stdout", "stdout_base64" }, { "stderr", "stderr_base64" } };
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+            if (json_object_get(result, keys[i][0]) || !json_is_string(json_object_get(result, keys[i][1])))
+                continue;
+            size_t len = 0;
+            char *bytes = al_output_get(result, keys[i][0], &len);
+            if (!bytes || al_output_set(result, keys[i][0], bytes, len) < 0)
+                json_object_set_new(result, keys[i][0], json_string(""));
+            free(bytes);
+        }
         /* the box's internals (its cgroup path, its init's pid) stay on
          * the host, what ran it is said (controls.host_uid says the uid is
          * the run's own); artifacts and skips are given at the run's level */
@@ -404,11 +417,14 @@ static al_status refusals(al_service *s, const al_principal *p, const al_run_spe
     int64_t used = al_artifacts_org_usage(s, p->org_id), pending = al_runs_pending_input_bytes(s, p->org_id);
     if (used == AL_USAGE_UNKNOWN || pending == AL_USAGE_UNKNOWN)
         return run_error(ret_doc, AL_STATUS_UNAVAILABLE, "storage_unavailable", "the organisation's storage use cannot be read: try again");
-    if (used >= quota || (input_bytes > 0 && used + pending + input_bytes > quota))
+    /* the run's code is stored with it (and its output once it ends,
+     * counted then): it needs room too */
+    int64_t code_bytes = sp->code.s ? (int64_t)sp->code.len : 0;
+    if (used >= quota || used + pending + input_bytes + code_bytes > quota)
         return run_error(ret_doc, AL_STATUS_QUOTA, "quota_exceeded",
-                         "the organisation's storage (%lld bytes) is full: artifacts hold %lld, inputs of runs "
-                         "that wait %lld, and this run's inputs are %lld",
-                         (long long)quota, (long long)used, (long long)pending, (long long)input_bytes);
+                         "the organisation's storage (%lld bytes) is full: artifacts, skills and runs (their code "
+                         "and output) hold %lld, inputs of runs that wait %lld, and this run's code and inputs are %lld",
+                         (long long)quota, (long long)used, (long long)pending, (long long)(input_bytes + code_bytes));
     /* the queue, and this person's and organisation's share of it (runs
      * waiting for an approval count in the person's) */
     char qmsg[300];

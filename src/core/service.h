@@ -363,6 +363,11 @@ bool al_run_replay(al_service *s, const al_principal *p, const al_run_extra *x, 
  * taken off the queue, or killed. 1 done, 0 it had ended, -ENOENT no such run. */
 int al_run_cancel(al_service *s, const al_principal *p, const char *id);
 json_t *al_run_json(al_service *s, const al_store_run *run);
+/* Up to LIMIT events of RUN_ID after AFTER, as its stream carried them
+ * (run_events.c: an output event whose bytes the result holds, and the
+ * result event, read back from the run), in *RET (al_store_events_free). */
+int al_run_events_after(al_service *s, const char *run_id, int64_t after, int64_t limit, al_store_event **ret,
+                        size_t *ret_n, al_error *err);
 /* runs.c: a run list's entry */
 json_t *al_run_summary_json(const al_store_run_brief *b);
 /* What a list shows of RESULT (the box's result) without loading it: its
