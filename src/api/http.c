@@ -406,7 +406,13 @@ static enum MHD_Result run_events(al_service *s, struct MHD_Connection *c, const
     al_store_run *row = al_run_load(s, p, id);
     if (!row)
         return reply_error(c, 404, "not_found", "no run %s", id);
+    bool expired = row->expired_at[0];
     al_store_run_free(row);
+    if (expired) { /* its events are gone: said as GET /v1/runs/{id} says it */
+        json_t *doc = NULL;
+        al_status st = al_run_view(s, p, id, &doc);
+        return reply_json(c, al_status_http(st), doc);
+    }
     /* each follower holds a connection and a thread for as long as it likes */
     if (!al_service_hold(s, p->person_id, AL_HOLD_FOLLOW))
         return reply_too_many(c, "event streams", s->cfg.followers_per_person, "followers_per_person");
@@ -1201,12 +1207,9 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
     }
     if (n >= 3 && strcmp(seg[1], "runs") == 0) {
         if (n == 3 && get) {
-            al_store_run *row = al_run_load(s, &p, seg[2]);
-            if (!row)
-                return reply_error(c, 404, "not_found", "no run %s", seg[2]);
-            enum MHD_Result r = reply_json(c, 200, al_run_json(s, row));
-            al_store_run_free(row);
-            return r;
+            json_t *doc = NULL;
+            al_status st = al_run_view(s, &p, seg[2], &doc);
+            return reply_json(c, al_status_http(st), doc);
         }
         if (n == 4 && strcmp(seg[3], "events") == 0 && get)
             return run_events(s, c, &p, seg[2]);

@@ -895,7 +895,7 @@ typedef enum sched_rest {
 
 void *al_service_scheduler_main(void *p) {
     al_service *s = p;
-    uint64_t next_expiry = 0, next_idem_sweep = 0, last_claim_ms = 0, seen_queue = 0, seen_slot = 0;
+    uint64_t next_expiry = 0, next_idem_sweep = 0, next_run_sweep = 0, last_claim_ms = 0, seen_queue = 0, seen_slot = 0;
     sched_rest rest = REST_UNKNOWN;
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
@@ -1013,6 +1013,13 @@ void *al_service_scheduler_main(void *p) {
             al_error ierr = { 0 };
             if (al_idem_sweep(s->store, &ierr) < 0)
                 al_service_log(s, "idempotency.sweep_failed", json_pack("{s:s}", "error", ierr.msg));
+            pthread_mutex_lock(&s->mu);
+        }
+        /* runs past their retention (the store says which node sweeps) */
+        if (now_ms >= next_run_sweep) {
+            next_run_sweep = now_ms + (uint64_t)s->cfg.run_sweep_s * 1000;
+            pthread_mutex_unlock(&s->mu);
+            al_retention_sweep(s);
             pthread_mutex_lock(&s->mu);
         }
     }

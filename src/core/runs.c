@@ -199,6 +199,33 @@ al_store_run *al_run_load(al_service *s, const al_principal *p, const char *id) 
     return al_store_run_get(s->store, id, p->workspace_id, &run, &err) == 0 ? run : NULL;
 }
 
+al_status al_run_view(al_service *s, const al_principal *p, const char *id, json_t **ret_doc) {
+    al_store_run *row = al_run_load(s, p, id);
+    if (!row) {
+        *ret_doc = json_pack("{s:{s:s, s:s+}}", "error", "code", "not_found", "message", "no run ", id);
+        return AL_STATUS_NOT_FOUND;
+    }
+    if (!row->expired_at[0]) {
+        *ret_doc = al_run_json(s, row);
+        al_store_run_free(row);
+        return *ret_doc ? AL_STATUS_OK : AL_STATUS_INTERNAL;
+    }
+    /* past its retention: what was kept (its summary; its audit events are
+     * in GET /v1/audit), said with when the rest went */
+    al_store_run_brief b = { .run = *row };
+    char msg[400];
+    snprintf(msg, sizeof msg,
+             "run %s ended at %s and was kept for its workspace's run_retention_s: its code, output and events "
+             "were removed at %s; its summary (below) and its audit events are kept",
+             row->id, row->finished_at, row->expired_at);
+    json_t *sum = al_run_summary_json(&b);
+    if (sum)
+        json_object_set_new(sum, "expired_at", json_string(row->expired_at));
+    *ret_doc = json_pack("{s:{s:s, s:s}, s:o?}", "error", "code", "expired", "message", msg, "run", sum);
+    al_store_run_free(row);
+    return AL_STATUS_GONE;
+}
+
 /* ----------------------------------------------------------- errors */
 
 /* An error answer of al_run_create: the status, and the document in *RET. */
