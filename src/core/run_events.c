@@ -3,7 +3,8 @@
  * with what the store keeps once put back. An output event whose bytes the
  * run's result holds has no data of its own (al_store_events_drop_output),
  * only its place in its stream; the result event names the run
- * ({"ref":"run"}) rather than holding a copy of it. Both are read back here
+ * ({"ref":"run"}) and the approval event the run's card ({"ref":
+ * "approval"}) rather than holding copies of them. All are read back here
  * from the run's row, so every reader gets the documents the stream
  * carried live.
  */
@@ -11,6 +12,7 @@
 
 #include "dlp.h"
 #include "service.h"
+#include "../store/approvals.h"
 
 typedef struct run_view {
     al_store_run *row;
@@ -47,8 +49,21 @@ static char *output_from_result(al_service *s, const char *run_id, run_view *v, 
     return text;
 }
 
-static bool is_run_ref(const al_store_event *ev) {
-    return strcmp(ev->type, "result") == 0 && strcmp(ev->data, "{\"ref\":\"run\"}") == 0;
+static bool is_ref(const al_store_event *ev, const char *type, const char *ref) {
+    char text[64];
+    snprintf(text, sizeof text, "{\"ref\":\"%s\"}", ref);
+    return strcmp(ev->type, type) == 0 && strcmp(ev->data, text) == 0;
+}
+
+/* The run's approval card as the approvals row holds it. */
+static char *approval_card(al_service *s, const char *run_id) {
+    al_store_approval a;
+    al_error err = { 0 };
+    if (al_store_approval_get(s->store, run_id, &a, &err) < 0)
+        return NULL;
+    char *card = a.card ? strdup(a.card) : NULL;
+    al_store_approval_done(&a);
+    return card;
 }
 
 int al_run_events_after(al_service *s, const char *run_id, int64_t after, int64_t limit, al_store_event **ret,
@@ -62,10 +77,12 @@ int al_run_events_after(al_service *s, const char *run_id, int64_t after, int64_
         char *text = NULL;
         if (ev->out_at >= 0 && !ev->data[0]) {
             text = output_from_result(s, run_id, &v, ev);
-        } else if (is_run_ref(ev) && view_row(s, run_id, &v)) {
+        } else if (is_ref(ev, "result", "run") && view_row(s, run_id, &v)) {
             json_t *doc = al_run_json(s, v.row);
             text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
             json_decref(doc);
+        } else if (is_ref(ev, "approval", "approval")) {
+            text = approval_card(s, run_id);
         }
         if (text) {
             free(ev->data);

@@ -432,10 +432,7 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
         json_decref(previews);
         json_decref(skipped);
         al_service_state_event(s, run_id, state_name);
-        al_store_run *reread = NULL;
-        if (al_store_run_get(s->store, run_id, NULL, &reread, &err) == 0)
-            al_service_append_event(s, run_id, "result", al_run_json(s, reread));
-        al_store_run_free(reread);
+        al_service_result_event(s, run_id);
     } else {
         /* the result holds the output now: the events that carried the
          * same bytes give theirs up (read back from the result) */
@@ -471,13 +468,13 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
              * as GET /v1/runs/{id} shows it, read when the event is
              * (al_run_events_after), not a second copy of its output */
             types[n] = "result";
-            docs[n++] = json_pack("{s:s}", "ref", "run");
+            docs[n++] = al_service_result_ref();
             al_service_append_events(s, run_id, n, types, docs);
         } else {
             for (size_t i = 0; i < na; i++)
                 al_service_append_event(s, run_id, "artifact", json_incref(json_array_get(published, i)));
             al_service_state_event(s, run_id, state_name);
-            al_service_append_event(s, run_id, "result", al_run_json(s, &ended));
+            al_service_result_event(s, run_id);
         }
         free(types);
         free(docs);

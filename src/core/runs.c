@@ -619,10 +619,7 @@ static al_status record_run(al_service *s, const al_principal *p, const al_run_e
     if (!fail)
         return AL_STATUS_OK;
     al_service_append_event(s, rec->id, "state", json_pack("{s:s}", "state", "error"));
-    al_store_run *row = al_run_load(s, p, rec->id);
-    if (row)
-        al_service_append_event(s, rec->id, "result", al_run_json(s, row));
-    al_store_run_free(row);
+    al_service_result_event(s, rec->id);
     if (strcmp(fail, "audit_failed") == 0)
         return run_error(ret_doc, AL_STATUS_INTERNAL, "audit_failed", "the run's audit event could not be written: it was not started");
     return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot record the approval card: %s", ferr.msg);
@@ -705,7 +702,9 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
                             json_pack("{s:s, s:s, s:s}", "approval_id", appr.id, "hash", appr.hash, "expires_at",
                                       appr.expires_at));
         al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "pending_approval"));
-        al_service_append_event(s, run_id, "approval", json_loads(appr.card, 0, NULL));
+        /* the card is the approvals row's (it holds the code): the event
+         * names it, read back by al_run_events_after */
+        al_service_append_event(s, run_id, "approval", json_pack("{s:s}", "ref", "approval"));
         free(appr.card);
     } else {
         al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "queued"));

@@ -185,6 +185,13 @@ int64_t al_credits_unreserved(al_service *s, const char *org_id, int64_t *ret_re
 /* Bytes the inputs of ORG_ID's runs that have not ended hold on disk. */
 int64_t al_runs_pending_input_bytes(al_service *s, const char *org_id);
 int64_t al_service_append_event(al_service *s, const char *run_id, const char *type, json_t *data);
+/* A run's last event, "result": {"ref":"run"}, which names the run rather
+ * than copying it (its documents hold its output and approval card, code
+ * included: megabytes); al_run_events_after reads it as al_run_json of
+ * the run, what GET /v1/runs/{id} shows. al_service_result_ref: its
+ * document. */
+json_t *al_service_result_ref(void);
+void al_service_result_event(al_service *s, const char *run_id);
 /* Wait until an event of RUN_ID newer than GEN (from
  * al_service_run_event_gen) or the deadline; false on timeout or when the
  * service is stopping. What every follower of a run uses. */

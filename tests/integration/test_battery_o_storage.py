@@ -110,6 +110,23 @@ def test_redacted_output_is_not_deduplicated_wrongly(service):
     assert result == t.client.get_run(run["id"])
 
 
+def test_a_denied_runs_result_event_holds_no_copy_of_its_code(service):
+    """Every result event names its run: a denied run's (its approval card
+    holds its code) was a third copy of 500 KB of code in the events."""
+    t = gov_tenant(service, "deny")
+    put_settings(t.client, approval_policy="always")
+    _, approver = t.person_in("approver")
+    run = t.client.run(tag() + "#" + "d" * 500_000 + "\nprint(1)\n", wait=False)
+    assert run["state"] == "pending_approval", run
+    status, _, doc = approver.request("POST", f"/v1/runs/{run['id']}/deny", json={"reason": "no"}, timeout=30)
+    assert status == 200, (status, doc)
+    ended = t.client.wait_state(run["id"], {"denied"})
+    _, events = stored(service, run["id"])
+    assert events < 10_000, f"a denied run's events hold {events} bytes"
+    _, result = replay(t.client, run["id"])
+    assert result == t.client.get_run(run["id"]) and result["state"] == "denied" == ended["state"]
+
+
 # ------------------------------------------------ the storage quota
 
 
