@@ -309,6 +309,34 @@ static char *result_text(json_t *result) {
     return text;
 }
 
+/* The events that say RUN_ID ended in STATE_NAME: its artifacts PUBLISHED,
+ * its state and its result (which names the run: its document is the run's
+ * as GET /v1/runs/{id} shows it, read when the event is, not a second copy
+ * of its output); one statement, one wake-up. */
+static void publish_end(al_service *s, const char *run_id, json_t *published, const char *state_name) {
+    size_t na = json_array_size(published), n = 0;
+    const char **types = calloc(na + 2, sizeof *types);
+    json_t **docs = calloc(na + 2, sizeof *docs);
+    if (types && docs) {
+        for (size_t i = 0; i < na; i++) {
+            types[n] = "artifact";
+            docs[n++] = json_incref(json_array_get(published, i));
+        }
+        types[n] = "state";
+        docs[n++] = json_pack("{s:s}", "state", state_name);
+        types[n] = "result";
+        docs[n++] = al_service_result_ref();
+        al_service_append_events(s, run_id, n, types, docs);
+    } else {
+        for (size_t i = 0; i < na; i++)
+            al_service_append_event(s, run_id, "artifact", json_incref(json_array_get(published, i)));
+        al_service_state_event(s, run_id, state_name);
+        al_service_result_event(s, run_id);
+    }
+    free(types);
+    free(docs);
+}
+
 /* 1 its end was written, 0 the run had ended otherwise (or this node was
  * declared dead), -errno it could not be written. */
 static int end_run(al_service *s, const al_store_run *run, al_run_state state, json_t *result, const char *err_code,
@@ -420,68 +448,19 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
         al_store_run_refund(s->store, run_id, now, &err); /* airlock's own failure is not charged */
     if (written == 0) {
         /* ended meanwhile by another node (this one was thought dead) */
-        json_decref(published);
-        json_decref(previews);
-        json_decref(skipped);
         al_service_log(s, "run.end_superseded", json_pack("{s:s}", "run_id", run_id));
-    } else if (written < 0) {
-        /* its end was not written (the store away?): said as it stands */
-        for (size_t i = 0; published && i < json_array_size(published); i++)
-            al_service_append_event(s, run_id, "artifact", json_incref(json_array_get(published, i)));
-        json_decref(published);
-        json_decref(previews);
-        json_decref(skipped);
-        al_service_state_event(s, run_id, state_name);
-        al_service_result_event(s, run_id);
     } else {
-        /* the result holds the output now: the events that carried the
-         * same bytes give theirs up (read back from the result) */
-        for (int i = 0; i < 2; i++)
+        /* written, the result holds the output now: the events that
+         * carried the same bytes give theirs up (read back from it); not
+         * written (the store away?), the end is said as it stands */
+        for (int i = 0; written > 0 && i < 2; i++)
             if (in_result[i])
                 al_store_events_drop_output(s->store, run_id, i ? "stderr" : "stdout", &err);
-        /* the row as it now is: RUN with what the finish wrote (only the
-         * runner ends an active run, and it just did: not read again) */
-        al_store_run ended = *run;
-        ended.state = fin.state;
-        ended.result = fin.result;
-        ended.previews = fin.previews;
-        ended.skipped = fin.skipped;
-        memcpy(ended.error_code, fin.error_code, sizeof ended.error_code);
-        ended.error_message = fin.error_message;
-        memcpy(ended.finished_at, fin.finished_at, sizeof ended.finished_at);
-        ended.redactions = fin.redactions;
-        ended.result_summary = fin.result_summary;
-        ended.preview_count = fin.preview_count;
-        ended.skipped_count = fin.skipped_count;
-        /* its artifacts, its state and its result: one statement, one wake-up */
-        size_t na = json_array_size(published), n = 0;
-        const char **types = calloc(na + 2, sizeof *types);
-        json_t **docs = calloc(na + 2, sizeof *docs);
-        if (types && docs) {
-            for (size_t i = 0; i < na; i++) {
-                types[n] = "artifact";
-                docs[n++] = json_incref(json_array_get(published, i));
-            }
-            types[n] = "state";
-            docs[n++] = json_pack("{s:s}", "state", state_name);
-            /* the result event names the run: its document is the run's
-             * as GET /v1/runs/{id} shows it, read when the event is
-             * (al_run_events_after), not a second copy of its output */
-            types[n] = "result";
-            docs[n++] = al_service_result_ref();
-            al_service_append_events(s, run_id, n, types, docs);
-        } else {
-            for (size_t i = 0; i < na; i++)
-                al_service_append_event(s, run_id, "artifact", json_incref(json_array_get(published, i)));
-            al_service_state_event(s, run_id, state_name);
-            al_service_result_event(s, run_id);
-        }
-        free(types);
-        free(docs);
-        json_decref(published);
-        json_decref(previews);
-        json_decref(skipped);
+        publish_end(s, run_id, published, state_name);
     }
+    json_decref(published);
+    json_decref(previews);
+    json_decref(skipped);
     free(fin.result);
     free(fin.previews);
     free(fin.skipped);
