@@ -864,6 +864,12 @@ static enum MHD_Result trace(al_service *s, struct MHD_Connection *c, const al_p
     al_store_run *row = al_run_load(s, p, id);
     if (!row)
         return reply_error(c, 404, "not_found", "no run %s", id);
+    if (row->expired_at[0]) { /* its input and output are gone: 410 and the summary */
+        al_store_run_free(row);
+        json_t *doc = NULL;
+        al_status st = al_run_view(s, p, id, &doc);
+        return reply_json(c, al_status_http(st), doc);
+    }
     json_t *rj = al_run_json(s, row);
     json_t *decisions = audit_rows(s, p, NULL, NULL, id, NULL, NULL, INT64_MAX, 1000, &err);
     if (decisions) {

@@ -197,8 +197,9 @@ def test_runs_expire_after_the_workspace_retention(sweeping):
     assert summary["id"] == run["id"] and summary["state"] == "succeeded" and summary["expired_at"]
     assert summary["result"]["exit_code"] == 0 and summary["result"]["stdout_bytes"] == 300000
     assert "stdout" not in summary["result"]
-    status, _, edoc = t.client.request("GET", f"/v1/runs/{run['id']}/events")
-    assert status == 410, (status, edoc)
+    for route in ("events", "trace"):
+        status, _, edoc = t.client.request("GET", f"/v1/runs/{run['id']}/{route}")
+        assert status == 410 and edoc["run"]["id"] == run["id"], (route, status, edoc)
     row, events = stored(svc, run["id"])
     assert row + events < 2000, f"an expired run still holds {row} + {events} bytes"
     [(counted,)] = svc.sql("SELECT run_bytes FROM orgs WHERE id = ?", t.org)
