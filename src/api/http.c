@@ -322,7 +322,7 @@ static ssize_t sse_next(sse *e, char *out, size_t max) {
         uint64_t gen = al_service_run_event_gen(e->s, e->run_id);
         al_store_event *evs = NULL;
         size_t nev = 0;
-        if (al_store_events_after(e->s->store, e->run_id, e->last, 64, &evs, &nev, &err) < 0)
+        if (al_run_events_after(e->s, e->run_id, e->last, 64, &evs, &nev, &err) < 0)
             return MHD_CONTENT_READER_END_WITH_ERROR;
         if (nev == 0) {
             al_store_events_free(evs, nev);
@@ -407,7 +407,13 @@ static enum MHD_Result run_events(al_service *s, struct MHD_Connection *c, const
     al_store_run *row = al_run_load(s, p, id);
     if (!row)
         return reply_error(c, 404, "not_found", "no run %s", id);
+    bool expired = row->expired_at[0];
     al_store_run_free(row);
+    if (expired) { /* its events are gone: said as GET /v1/runs/{id} says it */
+        json_t *doc = NULL;
+        al_status st = al_run_view(s, p, id, &doc);
+        return reply_json(c, al_status_http(st), doc);
+    }
     /* each follower holds a connection and a thread for as long as it likes */
     if (!al_service_hold(s, p->person_id, AL_HOLD_FOLLOW))
         return reply_too_many(c, "event streams", s->cfg.followers_per_person, "followers_per_person");
@@ -879,6 +885,12 @@ static enum MHD_Result trace(al_service *s, struct MHD_Connection *c, const al_p
     al_store_run *row = al_run_load(s, p, id);
     if (!row)
         return reply_error(c, 404, "not_found", "no run %s", id);
+    if (row->expired_at[0]) { /* its input and output are gone: 410 and the summary */
+        al_store_run_free(row);
+        json_t *doc = NULL;
+        al_status st = al_run_view(s, p, id, &doc);
+        return reply_json(c, al_status_http(st), doc);
+    }
     json_t *rj = al_run_json(s, row);
     json_t *decisions = audit_rows(s, p, NULL, NULL, id, NULL, NULL, INT64_MAX, 1000, &err);
     if (decisions) {
@@ -1222,12 +1234,9 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
     }
     if (n >= 3 && strcmp(seg[1], "runs") == 0) {
         if (n == 3 && get) {
-            al_store_run *row = al_run_load(s, &p, seg[2]);
-            if (!row)
-                return reply_error(c, 404, "not_found", "no run %s", seg[2]);
-            enum MHD_Result r = reply_json(c, 200, al_run_json(s, row));
-            al_store_run_free(row);
-            return r;
+            json_t *doc = NULL;
+            al_status st = al_run_view(s, &p, seg[2], &doc);
+            return reply_json(c, al_status_http(st), doc);
         }
         if (n == 4 && strcmp(seg[3], "events") == 0 && get)
             return run_events(s, c, &p, seg[2]);

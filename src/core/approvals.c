@@ -45,12 +45,9 @@ int al_service_close_approval(al_service *s, const char *id, const char *decisio
 /* The result event of a run that ended without running (denied, expired,
  * canceled while it waited); its state event came with the transition. */
 static void ended_unstarted(al_service *s, const char *id) {
-    al_error err = { 0 };
     /* it never reaches a box: what it brought for one goes now */
     al_service_drop_inputs(s, id);
-    _cleanup_run_ al_store_run *run = NULL;
-    if (al_store_run_get(s->store, id, NULL, &run, &err) == 0)
-        al_service_append_event(s, id, "result", al_run_json(s, run));
+    al_service_result_event(s, id);
     al_skills_run_ended(s);
 }
 

@@ -34,6 +34,7 @@ void al_service_config_default(al_service_config *c) {
     c->max_timeout_s = 120;
     c->body_max = 8u << 20;
     c->code_max = 1u << 20;
+    c->run_sweep_s = 60;
     c->files_max = 64;
     /* A quarter of the slots per address: one client (or one NAT) cannot take
      * them all, and four busy addresses still can; behind a reverse proxy
@@ -101,6 +102,7 @@ static const struct {
 } int_keys[] = {
     { "max_concurrent", offsetof(al_service_config, max_concurrent), 1, 1024 },
     { "node_lease_s", offsetof(al_service_config, node_lease_s), 2, 600 },
+    { "run_sweep_s", offsetof(al_service_config, run_sweep_s), 1, 86400 },
     { "per_person_concurrency", offsetof(al_service_config, per_person), 1, 1024 },
     { "queue_max", offsetof(al_service_config, queue_max), 1, 100000 },
     { "queue_per_person", offsetof(al_service_config, queue_per_person), 1, 100000 },

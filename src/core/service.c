@@ -135,6 +135,14 @@ void al_service_append_events(al_service *s, const char *run_id, size_t n, const
     al_service_wake_run(s, run_id);
 }
 
+json_t *al_service_result_ref(void) {
+    return json_pack("{s:s}", "ref", "run");
+}
+
+void al_service_result_event(al_service *s, const char *run_id) {
+    al_service_append_event(s, run_id, "result", al_service_result_ref());
+}
+
 void al_service_state_event(al_service *s, const char *run_id, const char *state) {
     al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", state));
 }
@@ -371,12 +379,9 @@ int al_service_person_queued(al_service *s, const char *person_id) {
 /* RUN_ID ended (STATE) while it was queued: its inputs go, its state and
  * result events say so. */
 static void ended_unqueued(al_service *s, const char *run_id, al_run_state state) {
-    al_error err = { 0 };
     al_service_drop_inputs(s, run_id);
     al_service_state_event(s, run_id, al_run_state_name(state));
-    _cleanup_run_ al_store_run *run = NULL;
-    if (al_store_run_get(s->store, run_id, NULL, &run, &err) == 0)
-        al_service_append_event(s, run_id, "result", al_run_json(s, run));
+    al_service_result_event(s, run_id);
     al_skills_run_ended(s);
 }
 
@@ -482,7 +487,7 @@ static void lost_said(al_service *s, const char *id) {
     al_error err = { 0 };
     _cleanup_run_ al_store_run *run = NULL;
     if (al_store_run_get(s->store, id, NULL, &run, &err) == 0) {
-        al_service_append_event(s, id, "result", al_run_json(s, run));
+        al_service_result_event(s, id);
         /* one tool.call per run: the runner records its own before the
          * run's end is written, so a service killed between the two left
          * one already (what ran, said by the runner that saw it); a

@@ -32,6 +32,7 @@ typedef struct al_service_config {
     bool warm_fork;               /* Python's warm boxes without preloads forked by a zygote */
     char warm_preload[512];       /* the modules a warm box imports ahead, comma-separated */
     int node_lease_s;             /* a node that does not renew its lease this long is dead */
+    int run_sweep_s;              /* how often one node sweeps runs past their retention */
     int max_concurrent;           /* boxes at once on this node, all people */
     int per_person;               /* boxes at once, one person */
     int queue_max;                /* queued runs before 429 */
@@ -201,6 +202,13 @@ int64_t al_credits_unreserved(al_service *s, const char *org_id, int64_t *ret_re
 /* Bytes the inputs of ORG_ID's runs that have not ended hold on disk. */
 int64_t al_runs_pending_input_bytes(al_service *s, const char *org_id);
 int64_t al_service_append_event(al_service *s, const char *run_id, const char *type, json_t *data);
+/* A run's last event, "result": {"ref":"run"}, which names the run rather
+ * than copying it (its documents hold its output and approval card, code
+ * included: megabytes); al_run_events_after reads it as al_run_json of
+ * the run, what GET /v1/runs/{id} shows. al_service_result_ref: its
+ * document. */
+json_t *al_service_result_ref(void);
+void al_service_result_event(al_service *s, const char *run_id);
 /* Wait until an event of RUN_ID newer than GEN (from
  * al_service_run_event_gen) or the deadline; false on timeout or when the
  * service is stopping. What every follower of a run uses. */
@@ -274,6 +282,10 @@ json_t *al_json_text(const char *text);
 /* The run ID of P's workspace (al_store_run_free), or NULL: other
  * workspaces' runs do not exist for P. */
 al_store_run *al_run_load(al_service *s, const al_principal *p, const char *id);
+/* Run ID of P as GET /v1/runs/{id} shows it, in *RET_DOC: OK and the run;
+ * GONE (past its retention) and what was kept of it ({"error", "run": its
+ * summary}); NOT_FOUND. */
+al_status al_run_view(al_service *s, const al_principal *p, const char *id, json_t **ret_doc);
 
 /* The workspace's effective settings (defaults, then what it set). NULL with
  * ERR when they cannot be read (a store error, a corrupt row): callers fail
@@ -380,7 +392,18 @@ bool al_run_replay(al_service *s, const al_principal *p, const al_run_extra *x, 
 /* Cancel run ID of P's workspace: withdrawn while it waits for approval,
  * taken off the queue, or killed. 1 done, 0 it had ended, -ENOENT no such run. */
 int al_run_cancel(al_service *s, const al_principal *p, const char *id);
+/* RFC 3339 text (the store's) of now plus MS (may be negative). */
+void al_cluster_time_after(int64_t ms, char *buf, size_t len);
+/* The runs past their workspace's run_retention_s lose their code, output
+ * and events (retention.c), if this node claims the sweep that is due: how
+ * many, or -errno. */
+int al_retention_sweep(al_service *s);
 json_t *al_run_json(al_service *s, const al_store_run *run);
+/* Up to LIMIT events of RUN_ID after AFTER, as its stream carried them
+ * (run_events.c: an output event whose bytes the result holds, and the
+ * result event, read back from the run), in *RET (al_store_events_free). */
+int al_run_events_after(al_service *s, const char *run_id, int64_t after, int64_t limit, al_store_event **ret,
+                        size_t *ret_n, al_error *err);
 /* runs.c: a run list's entry */
 json_t *al_run_summary_json(const al_store_run_brief *b);
 /* What a list shows of RESULT (the box's result) without loading it: its

@@ -931,7 +931,8 @@ LEDGER_FIELDS = {"id", "kind", "amount", "run_id", "balance_after", "created_at"
 CARD_FIELDS = {"id", "code", "language", "runtime", "network", "limits", "risk", "description", "hash",
                "requested_at", "expires_at"}
 SETTINGS_KEYS = {"driver", "network", "network_allowed", "timeout_s", "max_timeout_s", "memory_mb", "cpus", "concurrency",
-                 "approval_policy", "approval_ttl_s", "price_per_run", "tools", "dlp_patterns", "secrets"}
+                 "approval_policy", "approval_ttl_s", "price_per_run", "tools", "dlp_patterns", "secrets",
+                 "run_retention_s"}
 
 
 def _one_id(out, prefix, what):
