@@ -26,6 +26,7 @@
 #include "../store/artifacts.h"
 #include "../store/audit.h"
 #include "../store/governance.h"
+#include "../util/json_keys.h"
 
 #define LIST_MAX 200
 #define SSE_KEEPALIVE_S 15
@@ -644,6 +645,13 @@ static enum MHD_Result decide(al_service *s, struct MHD_Connection *c, const al_
         al_store_run_free(row);
         return reply_error(c, 400, "bad_request", "the body must be a JSON object ({hash, reason})");
     }
+    static const char *const keys[] = { "hash", "reason" };
+    char msg[300];
+    if (!al_json_keys_check(b, "the body", keys, ELEMENTSOF(keys), msg, sizeof msg)) {
+        json_decref(b);
+        al_store_run_free(row);
+        return reply_error(c, 400, "bad_request", "%s", msg);
+    }
     json_t *hash = json_object_get(b, "hash"), *reason = json_object_get(b, "reason");
     if ((hash && !json_is_string(hash) && !json_is_null(hash)) || (reason && !json_is_string(reason) && !json_is_null(reason)) ||
         (json_is_string(reason) && json_string_length(reason) > 2000)) {
@@ -853,6 +861,9 @@ static enum MHD_Result audit(al_service *s, struct MHD_Connection *c, const al_p
     return reply_json(c, 200, json_pack("{s:o, s:o}", "events", rows, "next_cursor", next));
 }
 
+/* V, or JSON's null where there is nothing (for json_pack's O) */
+static json_t *or_null(json_t *v) { return v ? v : json_null(); }
+
 static enum MHD_Result trace(al_service *s, struct MHD_Connection *c, const al_principal *p, const char *id) {
     al_error err = { 0 };
     al_store_run *row = al_run_load(s, p, id);
@@ -869,20 +880,26 @@ static enum MHD_Result trace(al_service *s, struct MHD_Connection *c, const al_p
         decisions = rev;
     }
     json_t *inputs = al_json_text(row->inputs);
-    json_t *result = json_object_get(rj, "result");
-    json_t *doc = json_pack("{s:O, s:{s:s, s:s?, s:s?, s:O, s:o}, s:{s:O, s:O, s:O, s:O, s:O}, s:o, s:{s:O, s:O, s:O, s:O}}",
-                            "run", rj,
+    /* a run that never reached its box (denied, expired, refused at
+     * provisioning) has a null result: what is known is answered, and
+     * what is not is null, never a 500 */
+    json_t *result = json_is_object(json_object_get(rj, "result")) ? json_object_get(rj, "result") : NULL;
+    json_t *in_arts = json_object_get(inputs, "artifacts");
+    json_t *doc = json_pack("{s:O, s:{s:s?, s:s?, s:s?, s:O, s:o}, s:{s:O, s:O, s:O, s:O, s:O}, s:o, s:{s:O, s:O, s:O, s:O}}",
+                            "run", rj ? rj : json_null(),
                             "input", "language", row->language, "code", row->code,
-                            "network", row->network, "limits", json_object_get(rj, "limits"),
-                            "artifacts", json_is_object(inputs) ? json_incref(json_object_get(inputs, "artifacts")) : json_array(),
-                            "output", "stdout", result ? json_object_get(result, "stdout") : json_null(),
-                            "stderr", result ? json_object_get(result, "stderr") : json_null(),
-                            "exit_code", result ? json_object_get(result, "exit_code") : json_null(),
-                            "artifacts", json_object_get(rj, "artifacts"), "redactions", json_object_get(rj, "redactions"),
+                            "network", row->network, "limits", or_null(json_object_get(rj, "limits")),
+                            "artifacts", json_is_array(in_arts) ? json_incref(in_arts) : json_array(),
+                            "output", "stdout", or_null(json_object_get(result, "stdout")),
+                            "stderr", or_null(json_object_get(result, "stderr")),
+                            "exit_code", or_null(json_object_get(result, "exit_code")),
+                            "artifacts", or_null(json_object_get(rj, "artifacts")),
+                            "redactions", or_null(json_object_get(rj, "redactions")),
                             "decisions", decisions ? decisions : json_array(),
-                            "timing", "created_at", json_object_get(rj, "created_at"), "started_at",
-                            json_object_get(rj, "started_at"), "finished_at", json_object_get(rj, "finished_at"),
-                            "wall_ms", result ? json_object_get(result, "wall_ms") : json_null());
+                            "timing", "created_at", or_null(json_object_get(rj, "created_at")), "started_at",
+                            or_null(json_object_get(rj, "started_at")), "finished_at",
+                            or_null(json_object_get(rj, "finished_at")),
+                            "wall_ms", or_null(json_object_get(result, "wall_ms")));
     /* output is bytes: the exact ones too, where the text is not them */
     static const char *const exact[] = { "stdout_base64", "stderr_base64" };
     for (size_t i = 0; doc && result && i < ELEMENTSOF(exact); i++)
@@ -1009,18 +1026,10 @@ static enum MHD_Result skill_start(al_service *s, struct MHD_Connection *c, cons
     }
     /* digest last: only the test bench picks a version */
     static const char *const keys[] = { "entrypoint", "args", "thread_id", "limits", "network", "digest" };
-    const char *k;
-    json_t *v;
-    json_object_foreach(b, k, v) {
-        bool ok = false;
-        for (size_t i = 0; i < ELEMENTSOF(keys) - (test ? 0 : 1); i++)
-            ok |= strcmp(k, keys[i]) == 0;
-        if (!ok) {
-            enum MHD_Result r = reply_error(c, 400, "bad_request", "unknown field \"%.64s\" (entrypoint, args, thread_id, "
-                                                                   "limits, network%s)", k, test ? ", digest" : "");
-            json_decref(b);
-            return r;
-        }
+    char kmsg[300];
+    if (!al_json_keys_check(b, "the body", keys, ELEMENTSOF(keys) - (test ? 0 : 1), kmsg, sizeof kmsg)) {
+        json_decref(b);
+        return reply_error(c, 400, "bad_request", "%s", kmsg);
     }
     json_t *ep = json_object_get(b, "entrypoint"), *thread = json_object_get(b, "thread_id");
     json_t *dg = json_object_get(b, "digest"), *lim = json_object_get(b, "limits"), *net = json_object_get(b, "network");
@@ -1108,6 +1117,12 @@ static enum MHD_Result skills_route(al_service *s, struct MHD_Connection *c, con
             return reply_error(c, 413, "payload_too_large", "the body is too large");
         json_t *b = body_object(rq);
         json_t *dg = json_object_get(b, "digest");
+        static const char *const keys[] = { "digest" };
+        char kmsg[300];
+        if (!al_json_keys_check(b, "the body", keys, ELEMENTSOF(keys), kmsg, sizeof kmsg)) {
+            json_decref(b);
+            return reply_error(c, 400, "bad_request", "%s", kmsg);
+        }
         if (!json_is_object(b) || (dg && !json_is_string(dg))) {
             json_decref(b);
             return reply_error(c, 400, "bad_request", "the body is empty or {\"digest\": \"sha256:...\"}");

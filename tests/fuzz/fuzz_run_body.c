@@ -44,7 +44,7 @@ static const al_run_bounds bounds = {
 static long n_ok, n_ok_deep, n_413;
 static const char *const kinds[] = { "args", "stdin", "image", "language", "code", "thread_id", "network",
                                      "description", "files must", "files[", "two files", "artifacts", "limits",
-                                     "unknown limit" };
+                                     "unknown field" };
 static long n_kind[ELEMENTSOF(kinds)];
 
 static int is_b64_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
