@@ -15,9 +15,12 @@
 #include <time.h>
 
 #include "../core/audit.h"
+#include "conn_guard.h"
 #include "http.h"
 #include "mcp.h"
+#include "metrics.h"
 #include "openapi.h"
+#include "operator.h"
 #include "piston.h"
 #include "run_body.h"
 #include "status.h"
@@ -37,6 +40,8 @@ struct al_http {
     struct MHD_Daemon *d;
     al_service *s;
     al_mcp *mcp;
+    al_operator op; /* who may read the service-wide figures */
+    al_guard *guard; /* slow clients: a request's deadline, the reserve */
     /* /metrics is asked for without a key: its count of the runs table is
      * made at most once a second, by one caller at a time */
     pthread_mutex_t metrics_mu;
@@ -516,95 +521,24 @@ static bool runs_by_state(al_http *h, int64_t ret[_AL_RUN_STATE_MAX]) {
     return have;
 }
 
-/* The states in the order of their names: the order the lines always had. */
-static const al_run_state states_by_name[] = { AL_RUN_CANCELED,     AL_RUN_DENIED,  AL_RUN_ERROR,  AL_RUN_FAILED,
-                                               AL_RUN_KILLED,       AL_RUN_PENDING_APPROVAL,       AL_RUN_PROVISIONING,
-                                               AL_RUN_QUEUED,       AL_RUN_RUNNING, AL_RUN_SUCCEEDED, AL_RUN_TIMED_OUT };
-
 static enum MHD_Result metrics(al_http *h, struct MHD_Connection *c) {
-    al_service *s = h->s;
     int64_t counts[_AL_RUN_STATE_MAX];
     bool have = runs_by_state(h, counts);
-    size_t cap = 8192;
-    char *t = malloc(cap);
-    if (!t)
-        return MHD_NO;
-    size_t o = 0;
-#define OUT(...) o += (size_t)snprintf(t + o, o < cap ? cap - o : 0, __VA_ARGS__)
-    OUT("# HELP airlock_runs Runs by state.\n# TYPE airlock_runs gauge\n");
-    /* a state no run is in has no line, as a GROUP BY has no row */
-    for (size_t i = 0; have && i < ELEMENTSOF(states_by_name); i++)
-        if (counts[states_by_name[i]] > 0)
-            OUT("airlock_runs{state=\"%s\"} %lld\n", al_run_state_name(states_by_name[i]),
-                (long long)counts[states_by_name[i]]);
-    /* read before s->mu is taken: the store's lock comes first where both are held */
-    int queued = al_service_person_queued(s, NULL);
-    al_store_stats st;
-    al_store_get_stats(s->store, &st);
-    OUT("# HELP airlock_store_statements_total Statements the store sent to its backend (%s).\n"
-        "# TYPE airlock_store_statements_total counter\nairlock_store_statements_total %llu\n",
-        al_store_backend_name(s->store), (unsigned long long)st.statements);
-    OUT("# HELP airlock_store_failures_total Statements that failed.\n# TYPE airlock_store_failures_total counter\n"
-        "airlock_store_failures_total %llu\n", (unsigned long long)st.failures);
-    OUT("# HELP airlock_store_units_total Units of work (transactions) begun.\n# TYPE airlock_store_units_total counter\n"
-        "airlock_store_units_total %llu\n", (unsigned long long)st.units);
-    OUT("# HELP airlock_store_busy_seconds_total Time spent in the store, waits for its connection included.\n"
-        "# TYPE airlock_store_busy_seconds_total counter\nairlock_store_busy_seconds_total %.6f\n",
-        (double)st.busy_ns / 1e9);
-    if (st.has_steps)
-        OUT("# HELP airlock_store_vm_steps_total The work of the store's statements as SQLite counts it (virtual "
-            "machine steps): it grows with the rows their plans read, a history read whole included.\n"
-            "# TYPE airlock_store_vm_steps_total counter\nairlock_store_vm_steps_total %llu\n",
-            (unsigned long long)st.steps);
-    json_t *pool = s->driver->pool ? s->driver->pool() : NULL;
-    if (pool) {
-        uint64_t hits = (uint64_t)json_integer_value(json_object_get(pool, "hits"));
-        uint64_t misses = (uint64_t)json_integer_value(json_object_get(pool, "misses"));
-        OUT("# HELP airlock_pool_boxes Boxes the driver made ahead of need, by state.\n"
-            "# TYPE airlock_pool_boxes gauge\nairlock_pool_boxes{state=\"idle\"} %lld\n"
-            "airlock_pool_boxes{state=\"starting\"} %lld\n"
-            "airlock_pool_boxes{state=\"in_use\"} %lld\nairlock_pool_boxes{state=\"removing\"} %lld\n",
-            (long long)json_integer_value(json_object_get(pool, "idle")),
-            (long long)json_integer_value(json_object_get(pool, "starting")),
-            (long long)json_integer_value(json_object_get(pool, "in_use")),
-            (long long)json_integer_value(json_object_get(pool, "removing")));
-        OUT("# HELP airlock_pool_per_shape Boxes the pool may keep for each shape of run (warm_pool).\n"
-            "# TYPE airlock_pool_per_shape gauge\nairlock_pool_per_shape %lld\n"
-            "# HELP airlock_pool_shapes Shapes of run the pool keeps boxes for.\n"
-            "# TYPE airlock_pool_shapes gauge\nairlock_pool_shapes %zu\n",
-            (long long)json_integer_value(json_object_get(pool, "per_shape")),
-            json_array_size(json_object_get(pool, "shapes")));
-        /* (a pool that counts what its boxes hold: the native driver's) */
-        if (json_object_get(pool, "memory_budget_bytes"))
-            OUT("# HELP airlock_pool_memory_bytes What the pool's boxes hold, and may hold in all.\n"
-                "# TYPE airlock_pool_memory_bytes gauge\nairlock_pool_memory_bytes{of=\"held\"} %lld\n"
-                "airlock_pool_memory_bytes{of=\"budget\"} %lld\n",
-                (long long)json_integer_value(json_object_get(pool, "memory_bytes")),
-                (long long)json_integer_value(json_object_get(pool, "memory_budget_bytes")));
-        OUT("# HELP airlock_pool_runs_total Runs that found a box made for them (hit) or made their own (miss).\n"
-            "# TYPE airlock_pool_runs_total counter\nairlock_pool_runs_total{result=\"hit\"} %llu\n"
-            "airlock_pool_runs_total{result=\"miss\"} %llu\n", (unsigned long long)hits, (unsigned long long)misses);
-        json_decref(pool);
-    }
-    pthread_mutex_lock(&s->mu);
-    OUT("# HELP airlock_queue_length Runs waiting for a slot (every node's).\n# TYPE airlock_queue_length gauge\n"
-        "airlock_queue_length %d\n", queued);
-    OUT("# HELP airlock_boxes_alive Runs being provisioned or running.\n# TYPE airlock_boxes_alive gauge\nairlock_boxes_alive %d\n",
-        s->active_count);
-    OUT("# HELP airlock_runs_started_total Runs started since the service started.\n# TYPE airlock_runs_started_total counter\n"
-        "airlock_runs_started_total %llu\n", (unsigned long long)s->runs_started);
-    static const char *const le[12] = { "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "30", "60", "120", "+Inf" };
-    OUT("# HELP airlock_run_duration_seconds Time from provisioning to the end of a run.\n"
-        "# TYPE airlock_run_duration_seconds histogram\n");
-    for (int i = 0; i < 12; i++)
-        OUT("airlock_run_duration_seconds_bucket{le=\"%s\"} %llu\n", le[i], (unsigned long long)s->duration_buckets[i]);
-    OUT("airlock_run_duration_seconds_sum %.3f\nairlock_run_duration_seconds_count %llu\n", s->duration_sum,
-        (unsigned long long)s->runs_finished);
-    pthread_mutex_unlock(&s->mu);
-#undef OUT
-    return reply_text(c, 200, "text/plain; version=0.0.4", t);
+    unsigned long long late, evicted;
+    al_guard_counts(h->guard, &late, &evicted);
+    char *t = al_metrics_text(h->s, counts, have, late, evicted);
+    return t ? reply_text(c, 200, "text/plain; version=0.0.4", t) : MHD_NO;
 }
 
+
+/* GET /operator/status: the driver's badges with the pool's live state
+ * (every shape of run, its hits and misses), which /v1/settings keeps from
+ * tenants. */
+static enum MHD_Result operator_status(al_service *s, struct MHD_Connection *c) {
+    json_t *pool = s->driver->pool ? s->driver->pool() : NULL;
+    return reply_json(c, 200, json_pack("{s:s, s:o, s:o}", "driver", s->driver->name, "badges",
+                                        s->driver->capabilities(), "pool", pool ? pool : json_null()));
+}
 
 /* ------------------------------------------------------------ governance */
 
@@ -681,7 +615,11 @@ static json_t *settings_json(al_service *s, const char *ws_id, al_error *err) {
     json_t *eff = al_settings_load(s, ws_id, err);
     if (!eff)
         return NULL;
-    json_object_set_new(eff, "badges", s->driver->capabilities());
+    /* the pool's state is every tenant's run shapes with live hit and
+     * miss counts: the operator's (/operator/status), not a tenant's */
+    json_t *badges = s->driver->capabilities();
+    json_object_del(json_object_get(badges, "pool"), "state");
+    json_object_set_new(eff, "badges", badges);
     json_object_set_new(eff, "service", json_pack("{s:s, s:i, s:i, s:i, s:i}", "driver", s->driver->name, "per_person",
                                                   s->cfg.per_person, "max_concurrent", s->cfg.max_concurrent, "queue_max",
                                                   s->cfg.queue_max, "max_timeout_s", s->cfg.max_timeout_s));
@@ -803,9 +741,9 @@ static enum MHD_Result usage(al_service *s, struct MHD_Connection *c, const al_p
         return reply_error(c, 500, "internal", "%s", err.msg);
     }
     json_t *st = json_object(), *lg = json_object();
-    for (size_t i = 0; i < ELEMENTSOF(states_by_name); i++)
-        if (by_state[states_by_name[i]] > 0)
-            json_object_set_new(st, al_run_state_name(states_by_name[i]), json_integer(by_state[states_by_name[i]]));
+    for (size_t i = 0; i < al_run_states_by_name_n; i++)
+        if (by_state[al_run_states_by_name[i]] > 0)
+            json_object_set_new(st, al_run_state_name(al_run_states_by_name[i]), json_integer(by_state[al_run_states_by_name[i]]));
     for (size_t i = 0; i < nlang; i++)
         json_object_set_new(lg, by_lang[i].key, json_integer(by_lang[i].n));
     free(by_lang);
@@ -1188,8 +1126,14 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
         char *text = al_service_health(s);
         return text ? reply_text(c, 200, "application/json", text) : MHD_NO;
     }
+    bool op_route = (n == 1 && strcmp(seg[0], "metrics") == 0) || (n == 2 && strcmp(seg[0], "operator") == 0);
+    if (op_route && !al_operator_allowed(&h->op, c))
+        return reply_error(c, 403, "operator_only", "service-wide figures are the operator's: ask from a loopback "
+                           "address or with the operator token (operator_access, docs/operations.md)");
     if (n == 1 && strcmp(seg[0], "metrics") == 0 && get)
         return metrics(h, c);
+    if (n == 2 && strcmp(seg[0], "operator") == 0 && strcmp(seg[1], "status") == 0)
+        return get ? operator_status(s, c) : reply_error(c, 405, "method_not_allowed", "use GET");
     if (n == 1 && strcmp(seg[0], "openapi.json") == 0 && get)
         return reply_static(c, "application/json", al_openapi[0].text);
     if (n == 5 && strcmp(seg[0], "piston") == 0 && strcmp(seg[2], "api") == 0 && strcmp(seg[3], "v2") == 0)
@@ -1318,6 +1262,7 @@ static enum MHD_Result admit(al_http *h, struct MHD_Connection *c, const char *u
         return reply_unauthorized(c, mcp);
     }
     rq->authed = true;
+    al_guard_authenticated(c);
     /* the body it declares is taken from the person's budget up front, so
      * that one more is refused on its headers, unread */
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -1342,7 +1287,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         if (!rq)
             return MHD_NO;
         *con_cls = rq;
-        return admit(h, c, url, method, rq);
+        enum MHD_Result ret = admit(h, c, url, method, rq);
+        if (rq->answered)
+            al_guard_answering(c);
+        return ret;
     }
     if (*upload_size && rq->answered) {
         /* answered on the headers (admit): the body is nobody's */
@@ -1380,6 +1328,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (rq->answered)
         return MHD_YES;
     rq->answered = true;
+    al_guard_answering(c);
     if (rq->over_budget)
         return reply_too_many_bodies(s, c);
     enum MHD_Result ret = route(h, c, url, method, rq);
@@ -1396,6 +1345,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
     al_http *h = cls;
     request *rq = *con_cls;
+    al_guard_request_done(c);
     if (rq) {
         if (rq->reserved)
             al_service_unhold_bytes(h->s, rq->p.person_id, rq->reserved);
@@ -1465,8 +1415,19 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
     if (!h)
         return -ENOMEM;
     h->s = s;
+    int r = al_operator_init(&h->op, &s->cfg, err);
+    if (r < 0) {
+        free(h);
+        return r;
+    }
+    if ((r = al_guard_new(s->cfg.max_connections, s->cfg.connections_reserved, s->cfg.request_timeout_s,
+                          &h->guard)) < 0) {
+        free(h);
+        return al_err(err, "listen", -r, "cannot start the connection guard");
+    }
     pthread_mutex_init(&h->metrics_mu, NULL);
     if (al_mcp_new(&h->mcp) < 0) {
+        al_guard_free(h->guard);
         pthread_mutex_destroy(&h->metrics_mu);
         free(h);
         return -ENOMEM;
@@ -1482,9 +1443,11 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
                             MHD_OPTION_NOTIFY_COMPLETED, completed, h, MHD_OPTION_CONNECTION_LIMIT,
                             (unsigned)s->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
                             (unsigned)s->cfg.connections_per_address, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)s->cfg.connection_timeout_s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+                            (unsigned)s->cfg.connection_timeout_s, MHD_OPTION_NOTIFY_CONNECTION, al_guard_notify,
+                            h->guard, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     if (!h->d) {
+        al_guard_free(h->guard);
         al_mcp_free(h->mcp);
         pthread_mutex_destroy(&h->metrics_mu);
         free(h);
@@ -1499,6 +1462,7 @@ void al_http_stop(al_http *h) {
     if (!h)
         return;
     MHD_stop_daemon(h->d);
+    al_guard_free(h->guard);
     al_mcp_free(h->mcp);
     pthread_mutex_destroy(&h->metrics_mu);
     free(h);

@@ -44,6 +44,12 @@ void al_service_config_default(al_service_config *c) {
     /* four bodies at the cap: one person cannot make the daemon hold a
      * body on every connection of theirs */
     c->body_bytes_per_person = 4 * c->body_max;
+    /* a client that trickles its request a byte at a time holds a slot for
+     * at most this (connection_timeout_s bounds only the silence between
+     * bytes); a quarter of the slots wait for requests whose key is valid */
+    c->request_timeout_s = 30;
+    c->connections_reserved = -1; /* a quarter of max_connections, as it is set */
+    c->operator_access = AL_OPERATOR_LOOPBACK;
 }
 
 /* Whether V is module names separated by commas: each of dotted parts
@@ -93,6 +99,8 @@ static const struct {
     { "connection_timeout_s", offsetof(al_service_config, connection_timeout_s), 1, 3600 },
     { "followers_per_person", offsetof(al_service_config, followers_per_person), 1, 16384 },
     { "waits_per_person", offsetof(al_service_config, waits_per_person), 1, 16384 },
+    { "request_timeout_s", offsetof(al_service_config, request_timeout_s), 1, 3600 },
+    { "connections_reserved", offsetof(al_service_config, connections_reserved), 0, 16384 },
 };
 
 int al_service_config_set(al_service_config *c, const char *key, const char *value, al_error *err) {
@@ -175,6 +183,21 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
         if (r == 0)
             c->body_bytes_per_person = (uint64_t)mb << 20;
         return r;
+    }
+    if (strcmp(key, "operator_access") == 0) {
+        static const char *const names[_AL_OPERATOR_ACCESS_MAX] = { "loopback", "token", "open" };
+        for (int i = 0; i < _AL_OPERATOR_ACCESS_MAX; i++)
+            if (strcmp(value, names[i]) == 0) {
+                c->operator_access = (al_operator_access)i;
+                return 0;
+            }
+        return al_err(err, "config", EINVAL, "operator_access = %s: want loopback, token or open", value);
+    }
+    if (strcmp(key, "operator_token_file") == 0) {
+        if (value[0] != '/' || strlen(value) >= sizeof c->operator_token_file)
+            return al_err(err, "config", EINVAL, "operator_token_file = %s: want an absolute path", value);
+        snprintf(c->operator_token_file, sizeof c->operator_token_file, "%s", value);
+        return 0;
     }
     if (strcmp(key, "skills_dir") == 0) {
         if (value[0] != '/' && value[0] != '.' && value[0] != '\0')

@@ -6,6 +6,8 @@ only its own; and slow clients cannot hold every connection.  Each case shows
 the ingredient working (the field the service does read, the trace of a run
 that ran), then the case that failed on the old service."""
 import json
+import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from service_util import ServiceSet, assert_error, gov_tenant, put_settings  # noqa: E402
+from service_util import ServiceSet, assert_error, gov_tenant, put_settings, services  # noqa: E402,F401
 from test_mcp import Mcp, text_of  # noqa: E402
 
 
@@ -162,3 +164,141 @@ def test_trace_of_runs_without_a_result(svc):
     assert status == 201 and run["state"] == "pending_approval", run
     status, _, doc = t.client.request("GET", f"/v1/runs/{run['id']}/trace")
     assert status == 200 and doc["run"]["state"] == "pending_approval" and doc["output"]["stdout"] is None, doc
+
+
+# ------------------------------------------- the service's figures are the operator's
+
+
+def test_tenant_settings_carry_no_pool_state(svc):
+    a, b = gov_tenant(svc, "opsa"), gov_tenant(svc, "opsb")
+    # the ingredient: tenant A's run is a shape of the pool's, with live counts
+    a.client.run("print(1)")
+    doc = b.client.ok("GET", "/v1/settings")
+    assert doc["badges"]["pool"]["level"], doc["badges"]
+    # tenant B's settings carried every tenant's shapes, hits and misses
+    assert "state" not in doc["badges"]["pool"], doc["badges"]["pool"]
+    # the operator (here: from loopback, the default) reads them
+    op = svc.ok("GET", "/operator/status", key=None)
+    assert {"hits", "misses", "shapes"} <= set(op["badges"]["pool"]["state"]), op
+
+
+def test_metrics_and_the_pool_are_the_operators(services, tmp_path):
+    token = "op_" + "k" * 40
+    tf = tmp_path / "operator.token"
+    tf.write_text(token + "\n")
+    tf.chmod(0o600)
+    svc = services.start("ops", {"operator_access": "token", "operator_token_file": str(tf)})
+    b = svc.new_tenant("opsb")
+    # the ingredient: the operator's token reads both
+    status, _, op = svc.request("GET", "/operator/status", key=token)
+    assert status == 200 and "hits" in op["badges"]["pool"]["state"], (status, op)
+    status, _, text = svc.request("GET", "/metrics", key=token)
+    assert status == 200 and b"airlock_runs" in text, (status, text[:200])
+    # /metrics answered anyone; with operator_access = token nobody else reads it, a tenant neither
+    for key in (None, b.key, "op_" + "x" * 40):
+        status, _, body = svc.request("GET", "/metrics", key=key)
+        assert_error(status, body, "operator_only", 403)
+        status, _, body = svc.request("GET", "/operator/status", key=key)
+        assert_error(status, body, "operator_only", 403)
+    # `airlock doctor --url` with a tenant's key: the controls, and the pool said to be the operator's
+    url = f"http://{svc.host}:{svc.port}"
+    out = subprocess.run([str(svc.binary), "doctor", "--url", url, "--key", b.key], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and "shape:" not in out.stdout and "operator" in out.stdout, (out.stdout, out.stderr)
+    out = subprocess.run([str(svc.binary), "doctor", "--url", url, "--key", b.key, "--operator-token-file", str(tf)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "pool:    at most" in out.stdout, (out.stdout, out.stderr)
+
+
+def test_metrics_default_to_loopback(svc):
+    # the default (operator_access = loopback): the host's own scraper reads it without a key
+    status, _, text = svc.request("GET", "/metrics", key=None)
+    assert status == 200 and b"airlock_http_connections_cut_total" in text, (status, text[:200])
+
+
+def test_an_operator_token_others_can_read_is_refused(services, tmp_path):
+    tf = tmp_path / "operator.token"
+    tf.write_text("op_" + "k" * 40 + "\n")
+    tf.chmod(0o644)
+    with pytest.raises(BaseException) as e:
+        services.start("opsbad", {"operator_access": "token", "operator_token_file": str(tf)})
+    assert "chmod 600" in str(e.value), e.value
+
+
+# ------------------------------------------------------------- slow clients
+
+
+def _trickle(svc, source, head=b"GET /healthz HTTP/1.1\r\nHost: x\r\n"):
+    s = socket.create_connection((svc.host, svc.port), timeout=5, source_address=(source, 0))
+    s.sendall(head)
+    return s
+
+
+def _alive(s):
+    """Whether S is still open: one more byte goes, and no end or reset came."""
+    try:
+        s.sendall(b"X")
+        s.setblocking(False)
+        try:
+            return s.recv(1) != b""
+        except BlockingIOError:
+            return True
+        finally:
+            s.setblocking(True)
+    except OSError:
+        return False
+
+
+def test_a_trickled_request_is_cut_at_its_deadline(services):
+    svc = services.start("slow", {"request_timeout_s": 3, "connection_timeout_s": 60})
+    # the ingredient: a request sent slowly but within its deadline is answered
+    s = _trickle(svc, "127.0.0.1")
+    for ch in b"X-Slow: 1\r\n":
+        time.sleep(0.05)
+        s.sendall(bytes([ch]))
+    s.sendall(b"\r\n")
+    assert s.recv(100).startswith(b"HTTP/1.1 200"), "a slow but timely request was not answered"
+    s.close()
+    # a byte every half second is never idle (connection_timeout_s = 60): it held its slot for ever
+    s = _trickle(svc, "127.0.0.1", b"GET /healthz HTTP/1.1\r\nX-Slow: ")
+    start = time.monotonic()
+    while _alive(s) and time.monotonic() - start < 15:
+        time.sleep(0.5)
+    held = time.monotonic() - start
+    s.close()
+    assert held < 6, f"a request trickled a byte each 0.5 s held its connection {held:.1f} s (request_timeout_s = 3)"
+    text = svc.request("GET", "/metrics", key=None)[2].decode()
+    assert 'airlock_http_connections_cut_total{reason="deadline"} 1' in text, text
+
+
+def test_slow_clients_from_many_addresses_do_not_lock_out_a_keyed_client(services):
+    # a small service: 48 slots, no address limited below them (many addresses behind one NAT are one)
+    svc = services.start("slowmany", {"max_connections": 48, "connections_per_address": 48})
+    held = []
+    try:
+        # the ingredient: 60 trickling clients from 30 addresses, more than every slot
+        for i in range(60):
+            try:
+                held.append(_trickle(svc, f"127.0.1.{i % 30 + 1}"))
+            except OSError:
+                pass
+        time.sleep(1.0)
+        for s in held:
+            _alive(s)
+        live = sum(_alive(s) for s in held)
+        assert live >= 30, f"only {live} of the trickling connections were held: the attack did not take hold"
+        # a client with a valid key is served at once: the old service left it in the backlog
+        t0 = time.monotonic()
+        try:
+            status, _, doc = svc.request("GET", "/v1/settings", timeout=5)
+        except OSError as e:
+            status, doc = None, repr(e)
+        assert status == 200, f"a keyed client was not served with 60 slow clients holding 48 slots: {doc!r}"
+        assert time.monotonic() - t0 < 5
+        # and a second, after it: the slots the unauthenticated may take are bounded
+        assert svc.request("GET", "/v1/settings", timeout=5)[0] == 200
+        text = svc.request("GET", "/metrics", key=None, timeout=5)[2].decode()
+        assert 'airlock_http_connections_cut_total{reason="reserve"}' in text, text
+    finally:
+        for s in held:
+            s.close()
