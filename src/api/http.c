@@ -1176,6 +1176,13 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
         if (n == 4 && (strcmp(seg[3], "approve") == 0 || strcmp(seg[3], "deny") == 0) && post)
             return decide(s, c, &p, seg[2], seg[3][0] == 'a', rq);
         if (n == 4 && strcmp(seg[3], "cancel") == 0 && post) {
+            /* it takes no fields: a reason sent with it would be dropped */
+            json_t *b = body_object(rq);
+            char kmsg[300] = "a cancel takes no body (or {})";
+            bool ok = json_is_object(b) && al_json_keys_check(b, "the body", NULL, 0, kmsg, sizeof kmsg);
+            json_decref(b);
+            if (!ok)
+                return reply_error(c, 400, "bad_request", "%s", kmsg);
             int r = al_run_cancel(s, &p, seg[2]);
             if (r == -ENOENT)
                 return reply_error(c, 404, "not_found", "no run %s", seg[2]);

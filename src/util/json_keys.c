@@ -26,6 +26,10 @@ bool al_json_keys_check(json_t *obj, const char *where, const char *const *allow
         return true;
     if (!msg || msglen == 0)
         return false;
+    if (n == 0) {
+        snprintf(msg, msglen, "unknown field \"%.64s\" in %s (it takes none)", bad, where);
+        return false;
+    }
     int o = snprintf(msg, msglen, "unknown field \"%.64s\" in %s (it takes: ", bad, where);
     for (size_t i = 0; i < n && o >= 0 && (size_t)o < msglen; i++)
         o += snprintf(msg + o, msglen - (size_t)o, "%s%s", i ? ", " : "", allowed[i]);

@@ -67,6 +67,20 @@ def test_runs_refuse_unknown_nested_fields(svc):
     assert "limits" in refused(status, doc, "timeout")
 
 
+def test_cancel_takes_no_fields(svc):
+    c = gov_tenant(svc, "ocancel").client
+    status, _, run = c.post_run("import time\ntime.sleep(30)")
+    assert status == 201, run
+    # a reason sent with a cancel was dropped: the run's record never had it
+    status, _, doc = c.request("POST", f"/v1/runs/{run['id']}/cancel", json={"reason": "stuck"})
+    refused(status, doc, "reason")
+    assert c.get_run(run["id"])["state"] not in ("canceled",), "a refused cancel canceled"
+    # the ingredient: a cancel as documented (no body, or {})
+    status, _, doc = c.request("POST", f"/v1/runs/{run['id']}/cancel", json={})
+    assert status == 202, (status, doc)
+    c.wait_state(run["id"], {"canceled"})
+
+
 # ---------------------------------------- unknown fields: the other routes
 
 
