@@ -22,6 +22,7 @@
 #include "openapi.h"
 #include "operator.h"
 #include "piston.h"
+#include "query.h"
 #include "run_body.h"
 #include "status.h"
 #include "../core/service.h"
@@ -34,7 +35,6 @@
 #define LIST_MAX 200
 #define SSE_KEEPALIVE_S 15
 
-#define METRICS_CACHE_MS 1000
 
 struct al_http {
     struct MHD_Daemon *d;
@@ -42,13 +42,7 @@ struct al_http {
     al_mcp *mcp;
     al_operator op; /* who may read the service-wide figures */
     al_guard *guard; /* slow clients: a request's deadline, the reserve */
-    /* /metrics is asked for without a key: its count of the runs table is
-     * made at most once a second, by one caller at a time */
-    pthread_mutex_t metrics_mu;
-    int64_t metrics_counts[_AL_RUN_STATE_MAX];
-    bool metrics_have;
-    uint64_t metrics_at_ms;
-    bool metrics_counting;
+    al_metrics_cache metrics;
 };
 
 typedef struct request {
@@ -182,11 +176,24 @@ static enum MHD_Result reply_too_many(struct MHD_Connection *c, const char *what
 
 /* ---------------------------------------------------------------- routes */
 
+/* Whether every query parameter of C is one of ALLOWED (query.h); else a
+ * 400 naming it, queued in *RET. */
+static bool query_ok(struct MHD_Connection *c, const char *const *allowed, size_t n, enum MHD_Result *ret) {
+    char msg[400];
+    if (al_query_check(c, allowed, n, msg, sizeof msg))
+        return true;
+    *ret = reply_error(c, 400, "bad_request", "%s", msg);
+    return false;
+}
+
 /* ?wait and ?timeout_s of a run's POST into X (WAIT: Piston's, which
  * always waits); false (and a 400 queued in *RET) when either is
  * malformed. They say how to answer, not what to make: a retry may wait on
  * the run its first attempt made. */
 static bool wait_params(struct MHD_Connection *c, bool wait_always, al_run_extra *x, enum MHD_Result *ret) {
+    static const char *const q[] = { "wait", "timeout_s" };
+    if (!query_ok(c, q, ELEMENTSOF(q), ret))
+        return false;
     const char *wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
     const char *ts = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout_s");
     x->wait = wait_always || (wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0));
@@ -267,7 +274,8 @@ static enum MHD_Result list_runs(al_service *s, struct MHD_Connection *c, const 
     const char *thread = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "thread_id");
     uint64_t limit = 50, cursor;
     enum MHD_Result bad;
-    if (!page_params(c, LIST_MAX, &limit, &cursor, &bad))
+    static const char *const q[] = { "state", "thread_id", "limit", "cursor" };
+    if (!query_ok(c, q, ELEMENTSOF(q), &bad) || !page_params(c, LIST_MAX, &limit, &cursor, &bad))
         return bad;
     al_run_state want = state ? al_run_state_from_name(state) : _AL_RUN_STATE_INVALID;
     if (state && want == _AL_RUN_STATE_INVALID)
@@ -483,6 +491,10 @@ static enum MHD_Result thread_artifacts(al_service *s, struct MHD_Connection *c,
     al_error err = { 0 };
     if (!al_valid_thread_id(thread))
         return reply_error(c, 400, "bad_request", "bad thread id");
+    static const char *const q[] = { "all" };
+    enum MHD_Result bad;
+    if (!query_ok(c, q, ELEMENTSOF(q), &bad))
+        return bad;
     const char *all = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "all");
     bool every = all && (strcmp(all, "true") == 0 || strcmp(all, "1") == 0);
     char key[128];
@@ -497,36 +509,10 @@ static enum MHD_Result thread_artifacts(al_service *s, struct MHD_Connection *c,
 
 /* ------------------------------------------------------------ operations */
 
-/* The runs by state into RET, counted at most every METRICS_CACHE_MS;
- * false when they never could be. */
-static bool runs_by_state(al_http *h, int64_t ret[_AL_RUN_STATE_MAX]) {
-    pthread_mutex_lock(&h->metrics_mu);
-    if ((!h->metrics_have || al_now_ms() - h->metrics_at_ms >= METRICS_CACHE_MS) && !h->metrics_counting) {
-        h->metrics_counting = true;
-        pthread_mutex_unlock(&h->metrics_mu);
-        al_error err = { 0 };
-        int64_t counts[_AL_RUN_STATE_MAX];
-        int r = al_store_runs_by_state(h->s->store, NULL, NULL, NULL, counts, &err);
-        pthread_mutex_lock(&h->metrics_mu);
-        h->metrics_counting = false;
-        if (r == 0) {
-            memcpy(h->metrics_counts, counts, sizeof counts);
-            h->metrics_have = true;
-        }
-        h->metrics_at_ms = al_now_ms();
-    }
-    bool have = h->metrics_have;
-    memcpy(ret, h->metrics_counts, sizeof h->metrics_counts);
-    pthread_mutex_unlock(&h->metrics_mu);
-    return have;
-}
-
 static enum MHD_Result metrics(al_http *h, struct MHD_Connection *c) {
-    int64_t counts[_AL_RUN_STATE_MAX];
-    bool have = runs_by_state(h, counts);
     unsigned long long late, evicted;
     al_guard_counts(h->guard, &late, &evicted);
-    char *t = al_metrics_text(h->s, counts, have, late, evicted);
+    char *t = al_metrics_text(&h->metrics, h->s, late, evicted);
     return t ? reply_text(c, 200, "text/plain; version=0.0.4", t) : MHD_NO;
 }
 
@@ -723,6 +709,10 @@ static enum MHD_Result usage(al_service *s, struct MHD_Connection *c, const al_p
     const char *to = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "to");
     const char *lim = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
     uint64_t limit = 100;
+    static const char *const q[] = { "from", "to", "limit" };
+    enum MHD_Result bad;
+    if (!query_ok(c, q, ELEMENTSOF(q), &bad))
+        return bad;
     if (lim && (al_parse_u64(lim, &limit) < 0 || limit < 1 || limit > 1000))
         return reply_error(c, 400, "bad_request", "limit must be from 1 to 1000");
     if ((from && !al_rfc3339_valid(from)) || (to && !al_rfc3339_valid(to)))
@@ -782,7 +772,8 @@ static enum MHD_Result audit(al_service *s, struct MHD_Connection *c, const al_p
     const char *to = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "to");
     uint64_t limit = 100, cursor;
     enum MHD_Result bad;
-    if (!page_params(c, 1000, &limit, &cursor, &bad))
+    static const char *const q[] = { "kind", "person_id", "run_id", "from", "to", "limit", "cursor" };
+    if (!query_ok(c, q, ELEMENTSOF(q), &bad) || !page_params(c, 1000, &limit, &cursor, &bad))
         return bad;
     if ((from && !al_rfc3339_valid(from)) || (to && !al_rfc3339_valid(to)))
         return reply_error(c, 400, "bad_request", "from and to are RFC 3339 UTC times (2026-01-31T12:00:00Z)");
@@ -978,6 +969,12 @@ static enum MHD_Result skill_start(al_service *s, struct MHD_Connection *c, cons
         json_decref(b);
         return reply_error(c, 400, "bad_request", "want entrypoint (a string), args (an object), thread_id "
                                                   "([A-Za-z0-9._-]{1,64}), limits (an object), network (a policy string)");
+    }
+    static const char *const q[] = { "wait" };
+    enum MHD_Result qbad;
+    if (!query_ok(c, q, ELEMENTSOF(q), &qbad)) {
+        json_decref(b);
+        return qbad;
     }
     const char *wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
     bool want_wait = test || (wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0));
@@ -1432,10 +1429,10 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
         free(h);
         return al_err(err, "listen", -r, "cannot start the connection guard");
     }
-    pthread_mutex_init(&h->metrics_mu, NULL);
+    al_metrics_cache_init(&h->metrics);
     if (al_mcp_new(&h->mcp) < 0) {
         al_guard_free(h->guard);
-        pthread_mutex_destroy(&h->metrics_mu);
+        al_metrics_cache_destroy(&h->metrics);
         free(h);
         return -ENOMEM;
     }
@@ -1456,7 +1453,7 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
     if (!h->d) {
         al_guard_free(h->guard);
         al_mcp_free(h->mcp);
-        pthread_mutex_destroy(&h->metrics_mu);
+        al_metrics_cache_destroy(&h->metrics);
         free(h);
         return al_err(err, "listen", EADDRINUSE, "cannot listen on %s:%d (in use, or not allowed)", s->cfg.listen_host,
                       s->cfg.port);
@@ -1471,6 +1468,6 @@ void al_http_stop(al_http *h) {
     MHD_stop_daemon(h->d);
     al_guard_free(h->guard);
     al_mcp_free(h->mcp);
-    pthread_mutex_destroy(&h->metrics_mu);
+    al_metrics_cache_destroy(&h->metrics);
     free(h);
 }

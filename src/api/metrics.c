@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../store/store.h"
 #include "../util/util.h"
@@ -13,8 +14,42 @@ const al_run_state al_run_states_by_name[] = { AL_RUN_CANCELED,     AL_RUN_DENIE
 
 const size_t al_run_states_by_name_n = ELEMENTSOF(al_run_states_by_name);
 
-char *al_metrics_text(al_service *s, const int64_t counts[_AL_RUN_STATE_MAX], bool have, unsigned long long late,
-                      unsigned long long evicted) {
+#define CACHE_MS 1000
+
+void al_metrics_cache_init(al_metrics_cache *mc) {
+    *mc = (al_metrics_cache){ 0 };
+    pthread_mutex_init(&mc->mu, NULL);
+}
+
+void al_metrics_cache_destroy(al_metrics_cache *mc) { pthread_mutex_destroy(&mc->mu); }
+
+/* The runs by state into RET, counted at most every CACHE_MS;
+ * false when they never could be. */
+static bool runs_by_state(al_metrics_cache *mc, al_service *s, int64_t ret[_AL_RUN_STATE_MAX]) {
+    pthread_mutex_lock(&mc->mu);
+    if ((!mc->have || al_now_ms() - mc->at_ms >= CACHE_MS) && !mc->counting) {
+        mc->counting = true;
+        pthread_mutex_unlock(&mc->mu);
+        al_error err = { 0 };
+        int64_t counts[_AL_RUN_STATE_MAX];
+        int r = al_store_runs_by_state(s->store, NULL, NULL, NULL, counts, &err);
+        pthread_mutex_lock(&mc->mu);
+        mc->counting = false;
+        if (r == 0) {
+            memcpy(mc->counts, counts, sizeof counts);
+            mc->have = true;
+        }
+        mc->at_ms = al_now_ms();
+    }
+    bool have = mc->have;
+    memcpy(ret, mc->counts, sizeof mc->counts);
+    pthread_mutex_unlock(&mc->mu);
+    return have;
+}
+
+char *al_metrics_text(al_metrics_cache *mc, al_service *s, unsigned long long late, unsigned long long evicted) {
+    int64_t counts[_AL_RUN_STATE_MAX];
+    bool have = runs_by_state(mc, s, counts);
     size_t cap = 8192;
     char *t = malloc(cap);
     if (!t)

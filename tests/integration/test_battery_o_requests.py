@@ -81,6 +81,33 @@ def test_cancel_takes_no_fields(svc):
     c.wait_state(run["id"], {"canceled"})
 
 
+def test_query_parameters_a_route_does_not_read_are_refused(svc):
+    t = gov_tenant(svc, "oquery")
+    c = t.client
+    run = c.run("print(1)", thread_id="q1")
+    c.run("print(2)")
+    # the ingredients: the parameters the routes read filter and wait
+    assert [r["id"] for r in c.list_runs(thread_id="q1")] == [run["id"]]
+    ev = c.ok("GET", "/v1/audit", query={"run_id": run["id"]})["events"]
+    assert ev and all(e["run_id"] == run["id"] for e in ev), ev
+    # a misspelt filter answered every run, every event: an auditor read the workspace's trail as one run's
+    for path, q, name in (("/v1/runs", {"thread": "q1"}, "thread"), ("/v1/audit", {"run": run["id"]}, "run"),
+                          ("/v1/usage", {"since": "2026-01-01T00:00:00Z"}, "since"),
+                          ("/v1/threads/q1/artifacts", {"all_versions": "true"}, "all_versions")):
+        status, _, doc = c.request("GET", path, query=q)
+        msg = refused(status, doc, name)
+        assert "query parameter" in msg, msg
+    # ?wiat=true made a run that did not wait; now nothing is made
+    before = len(c.list_runs())
+    status, _, doc = c.request("POST", "/v1/runs", json={"language": "python", "code": "print(3)"},
+                               query={"wiat": "true"})
+    refused(status, doc, "wiat")
+    status, _, doc = c.request("POST", f"/piston/{c.key}/api/v2/execute", key=None, query={"timeout": "5"},
+                               json={"language": "python", "files": [{"content": "print(4)"}]})
+    refused(status, doc, "timeout")
+    assert len(c.list_runs()) == before
+
+
 # ---------------------------------------- unknown fields: the other routes
 
 
