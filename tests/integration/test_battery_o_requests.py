@@ -255,6 +255,12 @@ def test_metrics_default_to_loopback(svc):
     # the default (operator_access = loopback): the host's own scraper reads it without a key
     status, _, text = svc.request("GET", "/metrics", key=None)
     assert status == 200 and b"airlock_http_connections_cut_total" in text, (status, text[:200])
+    # and `airlock doctor --url` on the host shows the pool, as its operator
+    out = subprocess.run([str(svc.binary), "doctor", "--json", "--url", f"http://{svc.host}:{svc.port}", "--key",
+                          svc.key], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert {"per_shape", "hits", "misses", "shapes"} <= set(doc["pool"]), doc
 
 
 def test_an_operator_token_others_can_read_is_refused(services, tmp_path):
