@@ -38,6 +38,24 @@
  * (its namespace maps no 65534: the boxes it forks map theirs). */
 static int owner_id(const al_child_args *a) { return a->zygote ? 0 : AL_SANDBOX_ID; }
 
+/* The box's /dev: the one its parent made (al_mount_dev: nodes of this
+ * box alone), with its own /dev/shm. */
+static int attach_dev(int rootfd, int devfd, const al_box_limits *lim, int id, al_error *err) {
+    _cleanup_close_ int m = devfd;
+    if (mkdirat(rootfd, "dev", 0755) < 0)
+        return al_err(err, "dev", errno, "mkdir /dev: %m");
+    int r = al_mount_attach(m, rootfd, "dev", err);
+    if (r < 0)
+        return r;
+    al_tmpfs_opts o = { lim->tmpfs_bytes, lim->tmpfs_inodes, 01777, id, id };
+    _cleanup_close_ int shm = al_mount_tmpfs(&o, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
+    if (shm < 0)
+        return shm;
+    return al_mount_attach(shm, rootfd, "dev/shm", err);
+}
+
+/* A box made without root (no node can be made for it): the host's nodes
+ * bound, which any box or host process can watch (docs/security.md, O5). */
 static int make_dev(int rootfd, const al_box_limits *lim, int id, al_error *err) {
     if (mkdirat(rootfd, "dev", 0755) < 0)
         return al_err(err, "dev", errno, "mkdir /dev: %m");
@@ -87,6 +105,7 @@ static int make_scratch(int rootfd, const char *name, unsigned mode, const al_bo
 /* The box's root: a small fresh tmpfs holding only what we put there. */
 static int build_root(const al_child_args *a, int *ret_rootfd, al_error *err) {
     _cleanup_close_ int src = a->runtime_fd; /* done with once the tree is built */
+    int devfd = a->dev_fd;
     int id = owner_id(a);
     al_tmpfs_opts o = { 16 << 20, 4096, 0755, id, id };
     _cleanup_close_ int root = al_mount_tmpfs(&o, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
@@ -97,9 +116,11 @@ static int build_root(const al_child_args *a, int *ret_rootfd, al_error *err) {
     int r = al_mount_attach(root, AT_FDCWD, "/tmp", err);
     if (r < 0)
         return r;
-    if ((r = a->runtime->populate(a->runtime, src, root, err)) < 0)
+    /* a zygote's trees are binds: each box it forks lays its own overlays
+     * over them (fork_init.c), one layer deep */
+    if ((r = a->runtime->populate(a->runtime, src, root, !a->zygote, err)) < 0)
         return r;
-    if ((r = make_dev(root, a->limits, id, err)) < 0)
+    if ((r = devfd >= 0 ? attach_dev(root, devfd, a->limits, id, err) : make_dev(root, a->limits, id, err)) < 0)
         return r;
     if ((r = make_scratch(root, "work", 0755, a->limits, id, err)) < 0 ||
         (r = make_scratch(root, "out", 0755, a->limits, id, err)) < 0 ||
@@ -270,7 +291,7 @@ static _Noreturn void be_init(const al_child_args *a, pid_t script) {
 _Noreturn void al_child_main(const al_child_args *args) {
     al_error err = { 0 };
     al_child_args own = *args, *a = &own;
-    int *keep[] = { &a->sock, &a->out_w[0], &a->out_w[1], &a->stdin_fd, &a->runtime_fd, &a->warm_fd };
+    int *keep[] = { &a->sock, &a->out_w[0], &a->out_w[1], &a->stdin_fd, &a->runtime_fd, &a->warm_fd, &a->dev_fd };
     if (al_setup_keep_fds(keep, ELEMENTSOF(keep)) < 0)
         _exit(125); /* the socket may be gone: the parent sees EOF and says so */
     int rootfd = -1, in_fd = a->stdin_fd, listen_fd = -1;

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 
 static int fsconfig_str(int fd, const char *k, const char *v, al_error *err) {
     if (fsconfig(fd, FSCONFIG_SET_STRING, k, v, 0) < 0)
@@ -82,4 +84,83 @@ int al_mount_setattr(int dirfd, const char *name, unsigned attrs, al_error *err)
     if (mount_setattr(dirfd, name, name[0] ? 0 : AT_EMPTY_PATH, &a, sizeof a) < 0)
         return al_err(err, "mount", errno, "set attributes on /%s: %m", name);
     return 0;
+}
+
+/* The second layer every overlay of one process shares: overlayfs makes a
+ * read-only overlay (no upper layer) of two lower layers at least, and an
+ * empty one adds nothing to the tree. Made on the first use; overlayfs
+ * keeps a private clone of it, so one detached mount serves every tree. */
+static int empty_layer(al_error *err) {
+    static int fd = -1;
+    if (fd >= 0)
+        return fd;
+    al_tmpfs_opts o = { 4096, 4, 0555, -1, -1 };
+    int m = al_mount_tmpfs(&o, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
+    if (m < 0)
+        return m;
+    return fd = m;
+}
+
+int al_mount_own_tree(int dirfd, const char *path, unsigned attrs, al_error *err) {
+    int empty = empty_layer(err);
+    if (empty < 0)
+        return empty;
+    /* The lower layer a read-only clone of its own, not the source's mount
+     * (the host's /usr is read-write): what the box reads through it must
+     * not even touch an access time of the host's inode. Not recursive:
+     * overlayfs reads one file system per layer. */
+    _cleanup_close_ int t = open_tree(dirfd, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (path[0] ? 0 : AT_EMPTY_PATH));
+    if (t < 0)
+        return al_err(err, "mount", errno, "clone /%s: %m", path);
+    struct mount_attr a = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                            .propagation = MS_PRIVATE };
+    if (mount_setattr(t, "", AT_EMPTY_PATH, &a, sizeof a) < 0)
+        return al_err(err, "mount", errno, "make /%s read-only: %m", path);
+    _cleanup_close_ int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+    if (fs < 0)
+        return al_err(err, "mount", errno, "fsopen overlay (overlayfs in a user namespace needs Linux 5.11): %m");
+    /* layers by fd (Linux 6.13): no path of ours is resolved again */
+    if (fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, t) < 0 ||
+        fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, empty) < 0)
+        return al_err(err, "mount", errno, "overlay /%s: give its layers by fd (Linux 6.13): %m", path);
+    if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+        return al_err(err, "mount", errno, "create the overlay of /%s: %m", path);
+    int m = fsmount(fs, FSMOUNT_CLOEXEC, attrs);
+    if (m < 0)
+        return al_err(err, "mount", errno, "fsmount the overlay of /%s: %m", path);
+    return m;
+}
+
+/* The nodes a box's /dev holds, made in the host's user namespace: one
+ * made in the box's could not be opened (its file systems are nodev). */
+static const struct {
+    const char *name;
+    unsigned major, minor;
+} dev_nodes[] = { { "null", 1, 3 }, { "zero", 1, 5 }, { "full", 1, 7 }, { "random", 1, 8 }, { "urandom", 1, 9 } };
+
+int al_mount_dev(al_error *err) {
+    al_tmpfs_opts o = { 64 << 10, 32, 0755, -1, -1 };
+    _cleanup_close_ int m = al_mount_tmpfs(&o, 0, err);
+    if (m < 0)
+        return m;
+    for (size_t i = 0; i < ELEMENTSOF(dev_nodes); i++) {
+        if (mknodat(m, dev_nodes[i].name, S_IFCHR | 0666, makedev(dev_nodes[i].major, dev_nodes[i].minor)) < 0 ||
+            fchmodat(m, dev_nodes[i].name, 0666, 0) < 0) /* (past the umask) */
+            return al_err(err, "dev", errno, "mknod /dev/%s: %m", dev_nodes[i].name);
+    }
+    static const struct { const char *name, *target; } links[] = {
+        { "fd", "/proc/self/fd" }, { "stdin", "/proc/self/fd/0" },
+        { "stdout", "/proc/self/fd/1" }, { "stderr", "/proc/self/fd/2" },
+    };
+    for (size_t i = 0; i < ELEMENTSOF(links); i++)
+        if (symlinkat(links[i].target, m, links[i].name) < 0)
+            return al_err(err, "dev", errno, "link /dev/%s: %m", links[i].name);
+    /* the mount point of the box's own /dev/shm */
+    if (mkdirat(m, "shm", 0755) < 0)
+        return al_err(err, "dev", errno, "mkdir /dev/shm: %m");
+    /* read-only and never executable; not nodev, or no node would open */
+    struct mount_attr a = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC };
+    if (mount_setattr(m, "", AT_EMPTY_PATH, &a, sizeof a) < 0)
+        return al_err(err, "dev", errno, "make /dev read-only: %m");
+    return TAKE_FD(m);
 }

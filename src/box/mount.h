@@ -29,3 +29,22 @@ int al_mount_bind(const char *src, unsigned attrs, al_error *err);
 int al_mount_attach(int mfd, int dirfd, const char *name, al_error *err);
 /* Set ATTRS on the mount DIRFD/NAME (not recursive). */
 int al_mount_setattr(int dirfd, const char *name, unsigned attrs, al_error *err);
+/*
+ * A read-only overlay of the directory DIRFD/PATH (PATH "" for DIRFD
+ * itself) with ATTRS: the same files, through inodes of this mount alone.
+ * inotify needs only read access and reports an access through every mount
+ * of an inode, so a tree bound into many boxes let each watch the others'
+ * reads by name; an overlay's inodes are its own (a read through another
+ * mount of the file never reaches them). Needs overlayfs in a user
+ * namespace (5.11) and layers given by fd (6.13).
+ */
+int al_mount_own_tree(int dirfd, const char *path, unsigned attrs, al_error *err);
+/*
+ * A box's /dev, detached: a small tmpfs holding null, zero, full, random
+ * and urandom made for this box alone (a watch on a node bound from the
+ * host saw every write of every box and of the host), the fd and std*
+ * links and an empty shm; read-only, nosuid, noexec. Made by the box's
+ * parent in the host's user namespace, where a device node can be made
+ * and opened; the box's PID 1 attaches it.
+ */
+int al_mount_dev(al_error *err);
