@@ -52,8 +52,8 @@ static int scratch(const al_box_limits *lim, const char *path, unsigned mode, un
  * a skill's: binds of one inode each for every box it forks, and for the
  * host) each covered by an overlay of this box's own (al_mount_own_tree),
  * read from the zygote's mountinfo before this box's own /proc covers it.
- * Its root and /dev are not among them: the root's few files are the
- * zygote's (docs/security.md, O5), /dev is covered by the box's own. */
+ * Its root is not among them: the root's few files are the zygote's
+ * (docs/security.md, O5); nor are /dev's nodes (al_mount_dev_nodes). */
 static int own_trees(al_error *err) {
     _cleanup_free_ char *info = NULL;
     int r = al_read_small(AT_FDCWD, "/proc/self/mountinfo", 1 << 20, &info, NULL);
@@ -68,7 +68,7 @@ static int own_trees(al_error *err) {
         if (sscanf(line, "%*s %*s %*s %*s %511s %255s", point, opts) != 2)
             return al_err(err, "mount", EPROTO, "a mountinfo line unread: %.80s", line);
         bool ro = strncmp(opts, "ro", 2) == 0 && (opts[2] == ',' || opts[2] == '\0');
-        if (!ro || strcmp(point, "/") == 0 || strcmp(point, "/dev") == 0)
+        if (!ro || strcmp(point, "/") == 0 || strncmp(point, "/dev/", 5) == 0)
             continue;
         /* (an escaped name is no tree the zygote made) */
         if (strchr(point, '\\'))
@@ -149,8 +149,13 @@ static void box_main(const al_fork_args *args) {
     /* through the zygote's /proc, before the box's own covers it */
     CHECK(al_setup_no_nested_userns(&err));
     CHECK(own_trees(&err));
-    CHECK(al_mount_attach(a.dev, AT_FDCWD, "/dev", &err));   /* its own nodes, over the zygote's */
-    close(a.dev);
+    {
+        /* its own nodes, each over the zygote's */
+        _cleanup_close_ int dev = open("/dev", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        CHECK(dev < 0 ? al_err(&err, "dev", errno, "open /dev: %m") : 0);
+        CHECK(al_mount_dev_nodes(a.dev, dev, &err));
+        close(a.dev);
+    }
     CHECK(scratch(&lim, "/work", 0755, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, &err));
     CHECK(scratch(&lim, "/out", 0755, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, &err));
     CHECK(scratch(&lim, "/tmp", 01777, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, &err));

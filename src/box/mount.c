@@ -73,6 +73,16 @@ int al_mount_bind(const char *src, unsigned attrs, al_error *err) {
     return TAKE_FD(t);
 }
 
+int al_mount_bind_at(int dirfd, const char *name, unsigned attrs, al_error *err) {
+    _cleanup_close_ int t = open_tree(dirfd, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (t < 0)
+        return al_err(err, "mount", errno, "clone %s: %m", name);
+    struct mount_attr a = { .attr_set = attrs, .propagation = MS_PRIVATE };
+    if (mount_setattr(t, "", AT_EMPTY_PATH, &a, sizeof a) < 0)
+        return al_err(err, "mount", errno, "set attributes on %s: %m", name);
+    return TAKE_FD(t);
+}
+
 int al_mount_attach(int mfd, int dirfd, const char *name, al_error *err) {
     if (move_mount(mfd, "", dirfd, name, MOVE_MOUNT_F_EMPTY_PATH) < 0)
         return al_err(err, "mount", errno, "attach on /%s: %m", name);
@@ -139,7 +149,7 @@ static const struct {
 } dev_nodes[] = { { "null", 1, 3 }, { "zero", 1, 5 }, { "full", 1, 7 }, { "random", 1, 8 }, { "urandom", 1, 9 } };
 
 int al_mount_dev(al_error *err) {
-    al_tmpfs_opts o = { 64 << 10, 32, 0755, -1, -1 };
+    al_tmpfs_opts o = { 64 << 10, 16, 0755, -1, -1 };
     _cleanup_close_ int m = al_mount_tmpfs(&o, 0, err);
     if (m < 0)
         return m;
@@ -148,19 +158,30 @@ int al_mount_dev(al_error *err) {
             fchmodat(m, dev_nodes[i].name, 0666, 0) < 0) /* (past the umask) */
             return al_err(err, "dev", errno, "mknod /dev/%s: %m", dev_nodes[i].name);
     }
-    static const struct { const char *name, *target; } links[] = {
-        { "fd", "/proc/self/fd" }, { "stdin", "/proc/self/fd/0" },
-        { "stdout", "/proc/self/fd/1" }, { "stderr", "/proc/self/fd/2" },
-    };
-    for (size_t i = 0; i < ELEMENTSOF(links); i++)
-        if (symlinkat(links[i].target, m, links[i].name) < 0)
-            return al_err(err, "dev", errno, "link /dev/%s: %m", links[i].name);
-    /* the mount point of the box's own /dev/shm */
-    if (mkdirat(m, "shm", 0755) < 0)
-        return al_err(err, "dev", errno, "mkdir /dev/shm: %m");
     /* read-only and never executable; not nodev, or no node would open */
     struct mount_attr a = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC };
     if (mount_setattr(m, "", AT_EMPTY_PATH, &a, sizeof a) < 0)
         return al_err(err, "dev", errno, "make /dev read-only: %m");
     return TAKE_FD(m);
+}
+
+int al_mount_dev_nodes(int devfd, int devdir, al_error *err) {
+    for (size_t i = 0; i < ELEMENTSOF(dev_nodes); i++) {
+        const char *name = dev_nodes[i].name;
+        struct stat st;
+        /* a mount point: a file of the box's own, or (a forked box) the
+         * zygote's node, which this one covers; never opened here */
+        if (fstatat(devdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            _cleanup_close_ int f = openat(devdir, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+            if (f < 0)
+                return al_err(err, "dev", errno, "create /dev/%s: %m", name);
+        }
+        _cleanup_close_ int m = al_mount_bind_at(devfd, name, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err);
+        if (m < 0)
+            return m;
+        int r = al_mount_attach(m, devdir, name, err);
+        if (r < 0)
+            return r;
+    }
+    return 0;
 }

@@ -25,6 +25,8 @@ int al_mount_tmpfs(const al_tmpfs_opts *o, unsigned attrs, al_error *err);
 int al_mount_proc(bool pids_only, al_error *err);
 /* A detached, recursive copy of the host path SRC with ATTRS set on all of it. */
 int al_mount_bind(const char *src, unsigned attrs, al_error *err);
+/* A detached copy of DIRFD/NAME (not recursive) with ATTRS set. */
+int al_mount_bind_at(int dirfd, const char *name, unsigned attrs, al_error *err);
 /* Attach mount fd MFD on NAME under DIRFD. */
 int al_mount_attach(int mfd, int dirfd, const char *name, al_error *err);
 /* Set ATTRS on the mount DIRFD/NAME (not recursive). */
@@ -40,11 +42,15 @@ int al_mount_setattr(int dirfd, const char *name, unsigned attrs, al_error *err)
  */
 int al_mount_own_tree(int dirfd, const char *path, unsigned attrs, al_error *err);
 /*
- * A box's /dev, detached: a small tmpfs holding null, zero, full, random
- * and urandom made for this box alone (a watch on a node bound from the
- * host saw every write of every box and of the host), the fd and std*
- * links and an empty shm; read-only, nosuid, noexec. Made by the box's
- * parent in the host's user namespace, where a device node can be made
- * and opened; the box's PID 1 attaches it.
+ * A box's /dev nodes, detached: a small tmpfs holding null, zero, full,
+ * random and urandom made for this box alone (a watch on a node bound from
+ * the host saw every write of every box and of the host); read-only,
+ * nosuid, noexec. Made by the box's parent in the host's user namespace,
+ * where a device node can be made and opened (a box's own file systems
+ * are nodev). Returns the mount fd.
  */
 int al_mount_dev(al_error *err);
+/* Each node of DEVFD (al_mount_dev) bound on its own onto its name in
+ * DEVDIR, the box's /dev on its nodev root: the nodes are the only mounts
+ * there without nodev. A name missing in DEVDIR is made as the mount point. */
+int al_mount_dev_nodes(int devfd, int devdir, al_error *err);

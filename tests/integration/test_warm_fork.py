@@ -279,13 +279,16 @@ def test_an_imported_image_gets_no_zygote(tmp_path):
 
 def detached_tmpfs():
     """A detached tmpfs mount's fd (fsopen, fsconfig, fsmount: x86-64's
-    430-432), standing in for the /dev a forked box's parent sends."""
+    430-432) holding the five nodes, standing in for the /dev a forked
+    box's parent sends (al_mount_dev)."""
     libc = ctypes.CDLL(None, use_errno=True)
     fs = libc.syscall(430, b"tmpfs", 1)  # FSOPEN_CLOEXEC
     assert fs >= 0 and libc.syscall(431, fs, 6, None, None, 0) == 0, ctypes.get_errno()  # FSCONFIG_CMD_CREATE
     m = libc.syscall(432, fs, 1, 0)  # FSMOUNT_CLOEXEC
     os.close(fs)
     assert m >= 0, ctypes.get_errno()
+    for name, minor in (("null", 3), ("zero", 5), ("full", 7), ("random", 8), ("urandom", 9)):
+        assert libc.mknodat(m, name.encode(), 0o020666, os.makedev(1, minor)) == 0, ctypes.get_errno()
     return m
 
 
@@ -572,3 +575,20 @@ def test_a_forked_box_on_a_uid_no_live_airlock_holds_is_refused(tmp_path, held):
             p.kill()
             p.wait()
         zygote.close()
+
+
+def test_two_boxes_of_one_zygote_cannot_watch_each_other(svc):
+    # (docs/security.md, O5) the zygote's /usr and /dev are one inode each
+    # for every box it forks: each box lays an overlay of its own over the
+    # zygote's read-only trees and attaches a /dev its parent made for it.
+    # Box A watches a module and /dev/null while box B, of the same
+    # zygote, reads the one and writes the other: A sees nothing. (The
+    # control, a watcher on the host that sees a host actor, is
+    # test_battery_o_watch.py's.)
+    from test_battery_o_watch import TARGET, actor, watcher
+    forked_run(svc, "pass")
+    a, b = at_once(svc, [watcher([TARGET, "/dev/null"], 4), actor(8)])
+    assert a["state"] == b["state"] == "succeeded", (a["result"]["stderr"], b["result"]["stderr"])
+    assert a["result"]["box"].get("forked") and b["result"]["box"].get("forked"), (a["result"]["box"], b["result"]["box"])
+    seen = json.loads(a["result"]["stdout"].strip().splitlines()[-1])
+    assert seen == {TARGET: 0, "/dev/null": 0}, seen
