@@ -73,9 +73,9 @@ static int own_trees(al_error *err) {
         /* (an escaped name is no tree the zygote made) */
         if (strchr(point, '\\'))
             return al_err(err, "mount", EPROTO, "a mount point escaped: %s", point);
-        _cleanup_close_ int m = al_mount_own_tree(AT_FDCWD, point, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
-        if (m < 0 || (r = al_mount_attach(m, AT_FDCWD, point, err)) < 0)
-            return m < 0 ? m : r;
+        if ((r = al_mount_own_tree(AT_FDCWD, point, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                                   AT_FDCWD, point, err)) < 0)
+            return r;
     }
     return 0;
 }

@@ -111,7 +111,59 @@ static int empty_layer(al_error *err) {
     return fd = m;
 }
 
-int al_mount_own_tree(int dirfd, const char *path, unsigned attrs, al_error *err) {
+/* The overlay of the layers LOWER and EMPTY given by fd (Linux 6.13): no
+ * path is resolved again. -EINVAL where the kernel takes no fd for a
+ * layer, the caller then gives them by path. */
+static int overlay_by_fd(int lower, int empty, unsigned attrs, const char *path, al_error *err) {
+    _cleanup_close_ int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+    if (fs < 0)
+        return al_err(err, "mount", errno, "fsopen overlay (overlayfs in a user namespace needs Linux 5.11): %m");
+    if (fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, lower) < 0 ||
+        fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, empty) < 0)
+        return errno == EINVAL ? -EINVAL : al_err(err, "mount", errno, "overlay /%s: its layers: %m", path);
+    if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+        return al_err(err, "mount", errno, "create the overlay of /%s: %m", path);
+    int m = fsmount(fs, FSMOUNT_CLOEXEC, attrs);
+    if (m < 0)
+        return al_err(err, "mount", errno, "fsmount the overlay of /%s: %m", path);
+    return m;
+}
+
+/* Before Linux 6.13 a layer is a path, and a mount of the caller's own
+ * namespace: LOWER (the read-only clone) and an empty tmpfs are attached
+ * on DIRFD/NAME first, each named by its fd's magic link, and the overlay
+ * on top of them covers both (their stack is the box's alone, beneath its
+ * root or, in a forked box, beneath the zygote's tree there already). */
+static int overlay_by_path(int lower, unsigned attrs, int dirfd, const char *name, al_error *err) {
+    al_tmpfs_opts o = { 4096, 4, 0555, -1, -1 };
+    _cleanup_close_ int empty = al_mount_tmpfs(&o, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
+    if (empty < 0)
+        return empty;
+    int r = al_mount_attach(lower, dirfd, name, err);
+    if (r < 0)
+        return r;
+    _cleanup_close_ int lfd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (lfd < 0 || (r = al_mount_attach(empty, dirfd, name, err)) < 0)
+        return lfd < 0 ? al_err(err, "mount", errno, "open /%s: %m", name) : r;
+    _cleanup_close_ int efd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (efd < 0)
+        return al_err(err, "mount", errno, "open /%s: %m", name);
+    char layers[64];
+    snprintf(layers, sizeof layers, "/proc/self/fd/%d:/proc/self/fd/%d", lfd, efd);
+    _cleanup_close_ int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+    if (fs < 0)
+        return al_err(err, "mount", errno, "fsopen overlay (overlayfs in a user namespace needs Linux 5.11): %m");
+    if ((r = fsconfig_str(fs, "lowerdir", layers, err)) < 0)
+        return r;
+    if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+        return al_err(err, "mount", errno, "create the overlay of /%s: %m", name);
+    _cleanup_close_ int m = fsmount(fs, FSMOUNT_CLOEXEC, attrs);
+    if (m < 0)
+        return al_err(err, "mount", errno, "fsmount the overlay of /%s: %m", name);
+    return al_mount_attach(m, dirfd, name, err);
+}
+
+int al_mount_own_tree(int srcdir, const char *path, unsigned attrs, int dirfd, const char *name, al_error *err) {
     int empty = empty_layer(err);
     if (empty < 0)
         return empty;
@@ -119,26 +171,19 @@ int al_mount_own_tree(int dirfd, const char *path, unsigned attrs, al_error *err
      * (the host's /usr is read-write): what the box reads through it must
      * not even touch an access time of the host's inode. Not recursive:
      * overlayfs reads one file system per layer. */
-    _cleanup_close_ int t = open_tree(dirfd, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (path[0] ? 0 : AT_EMPTY_PATH));
+    _cleanup_close_ int t = open_tree(srcdir, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (path[0] ? 0 : AT_EMPTY_PATH));
     if (t < 0)
         return al_err(err, "mount", errno, "clone /%s: %m", path);
     struct mount_attr a = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
                             .propagation = MS_PRIVATE };
     if (mount_setattr(t, "", AT_EMPTY_PATH, &a, sizeof a) < 0)
         return al_err(err, "mount", errno, "make /%s read-only: %m", path);
-    _cleanup_close_ int fs = fsopen("overlay", FSOPEN_CLOEXEC);
-    if (fs < 0)
-        return al_err(err, "mount", errno, "fsopen overlay (overlayfs in a user namespace needs Linux 5.11): %m");
-    /* layers by fd (Linux 6.13): no path of ours is resolved again */
-    if (fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, t) < 0 ||
-        fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, empty) < 0)
-        return al_err(err, "mount", errno, "overlay /%s: give its layers by fd (Linux 6.13): %m", path);
-    if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-        return al_err(err, "mount", errno, "create the overlay of /%s: %m", path);
-    int m = fsmount(fs, FSMOUNT_CLOEXEC, attrs);
+    _cleanup_close_ int m = overlay_by_fd(t, empty, attrs, path, err);
+    if (m == -EINVAL)
+        return overlay_by_path(t, attrs, dirfd, name, err);
     if (m < 0)
-        return al_err(err, "mount", errno, "fsmount the overlay of /%s: %m", path);
-    return m;
+        return m;
+    return al_mount_attach(m, dirfd, name, err);
 }
 
 /* The nodes a box's /dev holds, made in the host's user namespace: one

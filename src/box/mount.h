@@ -32,15 +32,17 @@ int al_mount_attach(int mfd, int dirfd, const char *name, al_error *err);
 /* Set ATTRS on the mount DIRFD/NAME (not recursive). */
 int al_mount_setattr(int dirfd, const char *name, unsigned attrs, al_error *err);
 /*
- * A read-only overlay of the directory DIRFD/PATH (PATH "" for DIRFD
- * itself) with ATTRS: the same files, through inodes of this mount alone.
- * inotify needs only read access and reports an access through every mount
- * of an inode, so a tree bound into many boxes let each watch the others'
- * reads by name; an overlay's inodes are its own (a read through another
- * mount of the file never reaches them). Needs overlayfs in a user
- * namespace (5.11) and layers given by fd (6.13).
+ * A read-only overlay of the directory SRCDIR/PATH (PATH "" for SRCDIR
+ * itself) with ATTRS, attached on DIRFD/NAME (which must exist): the same
+ * files, through inodes of this mount alone. inotify needs only read
+ * access and reports an access through every mount of an inode, so a tree
+ * bound into many boxes let each watch the others' reads by name; an
+ * overlay's inodes are its own (a read through another mount of the file
+ * never reaches them). Needs overlayfs in a user namespace (Linux 5.11);
+ * its layers are given by fd where the kernel takes them (6.13), else by
+ * path, attached beneath it (mount.c's overlay_by_path).
  */
-int al_mount_own_tree(int dirfd, const char *path, unsigned attrs, al_error *err);
+int al_mount_own_tree(int srcdir, const char *path, unsigned attrs, int dirfd, const char *name, al_error *err);
 /*
  * A box's /dev nodes, detached: a small tmpfs holding null, zero, full,
  * random and urandom made for this box alone (a watch on a node bound from

@@ -73,8 +73,9 @@ static int bind_into(int rootfd, const char *host, const char *rel, bool own_ino
         if (f < 0)
             return al_err(err, "runtime", errno, "create /%s: %m", rel);
     }
-    _cleanup_close_ int m = own_inodes ? al_mount_own_tree(AT_FDCWD, host, RO_ATTRS, err)
-                                       : al_mount_bind(host, RO_ATTRS, err);
+    if (own_inodes)
+        return al_mount_own_tree(AT_FDCWD, host, RO_ATTRS, rootfd, rel, err);
+    _cleanup_close_ int m = al_mount_bind(host, RO_ATTRS, err);
     if (m < 0)
         return m;
     return al_mount_attach(m, rootfd, rel, err);

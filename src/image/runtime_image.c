@@ -22,19 +22,16 @@ static int bind_beneath(int imgfd, const char *rel, int rootfd, bool own_inodes,
     if (src < 0)
         return src == -ENOENT ? 0 : al_err(err, "image", -src, "open /%s in the image: %s", rel, strerror(-src));
     _cleanup_close_ int s = src;
-    _cleanup_close_ int t = -1;
-    if (own_inodes) {
-        if ((t = al_mount_own_tree(s, "", RO_ATTRS, err)) < 0)
-            return t;
-    } else {
-        if ((t = open_tree(s, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH)) < 0)
-            return al_err(err, "image", errno, "clone /%s of the image: %m", rel);
-        struct mount_attr a = { .attr_set = RO_ATTRS, .propagation = MS_PRIVATE };
-        if (mount_setattr(t, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
-            return al_err(err, "image", errno, "make /%s read-only: %m", rel);
-    }
     if (mkdirat(rootfd, rel, 0755) < 0 && errno != EEXIST)
         return al_err(err, "image", errno, "mkdir /%s: %m", rel);
+    if (own_inodes)
+        return al_mount_own_tree(s, "", RO_ATTRS, rootfd, rel, err);
+    _cleanup_close_ int t = open_tree(s, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+    if (t < 0)
+        return al_err(err, "image", errno, "clone /%s of the image: %m", rel);
+    struct mount_attr a = { .attr_set = RO_ATTRS, .propagation = MS_PRIVATE };
+    if (mount_setattr(t, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
+        return al_err(err, "image", errno, "make /%s read-only: %m", rel);
     return al_mount_attach(t, rootfd, rel, err);
 }
 
