@@ -13,10 +13,10 @@
  *
  * Each request (box.c's fork_request): an al_fork_request with five fds,
  * the box's sync socket to its parent, its stdout and stderr pipes, its
- * warm start's socket and its /dev. Each box is a clone into new namespaces (fork_init.c)
- * whose user namespace maps only uid and gid 65534, to one of the
- * zygote's slots (a host uid of its own each), reused only once the box
- * that had it is gone. A request it cannot serve is answered on its sync
+ * warm start's socket and its /dev nodes (al_mount_dev). Each box is a
+ * clone into new namespaces (fork_init.c) whose user namespace maps only
+ * uid and gid 65534, to one of the zygote's slots (a host uid of its own
+ * each), reused only once the box that had it is gone. A request it cannot serve is answered on its sync
  * socket, as a box's failed step is. The end of the request socket ends
  * the zygote; its boxes live on (the zygote box's PID 1 reaps them).
  */
