@@ -50,6 +50,7 @@ target = importlib.util.find_spec("@TARGET@").origin
 end = time.monotonic() + @SECONDS@
 while time.monotonic() < end:
     open(target, "rb").read(64)
+    open("/etc/passwd", "rb").read(1)
     with open("/dev/null", "w") as f:
         f.write("x")
     time.sleep(0.02)
@@ -147,3 +148,21 @@ print(json.dumps(out))
         # each node a read-only, nosuid, noexec bind of its own (/dev
         # itself is on the nodev root: test_battery_d.py's D5)
         assert set(out["devopts"].split(",")) >= {"ro", "nosuid", "noexec"}, out
+
+
+def test_o5_no_box_watches_another_on_an_image():
+    # the same on an image's tree (src/image/runtime_image.c): every box of
+    # the image read one /usr and /etc; now each has its overlays. The
+    # actor is another box of the image (the host reads not the image's)
+    from image_util import box, ensure_default_image
+    if ON_DOCKER or DRIVER == "forked":
+        return  # (the driver's own: the case above and test_warm_fork.py)
+    ensure_default_image()
+    other = {}
+    t = threading.Thread(target=lambda: other.update(doc=box(actor(SECONDS + 8))), daemon=True)
+    t.start()
+    status, doc = box(watcher([TARGET, "/dev/null", "/etc/passwd"]))
+    t.join()
+    assert status == 0 and other["doc"][0] == 0, (doc, other)
+    seen = last(doc["stdout"])
+    assert seen == {TARGET: 0, "/dev/null": 0, "/etc/passwd": 0}, seen
