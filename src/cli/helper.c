@@ -262,13 +262,14 @@ static int warm_handoff(void *ud, al_box_config *run, al_error *err) {
  * same open files: held by this process too until it ends, so that they
  * outlive a service killed before the run is over. Each is checked to be
  * that uid's lock file, and kept from what this process starts. */
-static bool adopt_locks(json_t *j, uid_t holder, uid_t uid) {
+static bool adopt_locks(json_t *j, uid_t holder, uid_t uid, int ret_fds[2]) {
     json_t *lf = json_object_get(j, "lock_fds");
     uid_t uids[2] = { holder, uid };
     for (size_t k = 0; k < 2; k++) {
         int fd = (int)json_integer_value(json_array_get(lf, k));
         if (json_array_size(lf) != 2 || fd <= 2 || !al_uid_lock_is(fd, uids[k]) || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
             return false;
+        ret_fds[k] = fd;
     }
     return true;
 }
@@ -450,7 +451,7 @@ int cli_helper(int argc, char **argv) {
             held.holder = (uid_t)json_integer_value(json_object_get(jb, "holder"));
             held.uid = (uid_t)json_integer_value(json_object_get(jb, "uid"));
             held.hold_until_s = json_integer_value(json_object_get(jb, "hold_until"));
-            if (!adopt_locks(jb, held.holder, held.uid)) {
+            if (!adopt_locks(jb, held.holder, held.uid, o.lock_fds)) {
                 job_free(&j);
                 return fail("job", "docker_box: the locks of its uids were not passed");
             }
@@ -462,7 +463,7 @@ int cli_helper(int argc, char **argv) {
         if (json_is_object(ju)) {
             o.holder = (uid_t)json_integer_value(json_object_get(ju, "holder"));
             o.uid = (uid_t)json_integer_value(json_object_get(ju, "uid"));
-            if (!adopt_locks(ju, o.holder, o.uid)) {
+            if (!adopt_locks(ju, o.holder, o.uid, o.lock_fds)) {
                 job_free(&j);
                 return fail("job", "docker_uids: the locks of its uids were not passed");
             }

@@ -64,6 +64,9 @@ typedef struct al_docker_opts {
      * bound read-only at the container's /skill, as the native box binds
      * it (a container made ahead of need has none, so is not used) */
     const char *skill_dir;
+    /* the locks of HELD's or of HOLDER's and UID's, as passed to this
+     * process (fds > 2), or 0: this run took its own */
+    int lock_fds[2];
 } al_docker_opts;
 
 /* Run CFG as al_box_run does (CFG->runtime must be an image's: its digest

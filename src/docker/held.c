@@ -124,7 +124,8 @@ int al_docker_hold(const al_docker_opts *o, const al_box_limits *l, uint64_t idl
         digest += 7;
     al_box_config cfg = { .limits = *l, .stdin_fd = -1, .cancel_fd = -1, .out_dirfd = -1 };
     al_box_result res = { 0 };
-    dbox b = { .o = o, .cfg = &cfg, .res = &res, .holder_lock = -1, .uid_lock = -1, .rootfd = -1, .init_fd = -1, .main_fd = -1 };
+    dbox b = { .o = o, .cfg = &cfg, .res = &res, .holder_lock = -1, .uid_lock = -1, .rootfd = -1, .init_fd = -1, .main_fd = -1,
+               .keeper_fd = -1 };
     /* its holder lives as long as it may wait, and then as a run's would */
     b.hold_s = idle_s + l->wall_ms / 1000 + HOLD_MARGIN_S;
     char sock[108];
