@@ -56,7 +56,7 @@ static void keep_only(int *keep, size_t n) {
 /* Until PID 1 has ended: the run's end (its pipe's, however the caller
  * ended: it has nothing more to do with the box) has K's cleanup done,
  * which is at most a second one when the caller did it itself. */
-static _Noreturn void keep(const al_uid_keeper *k, int run_fd) {
+_Noreturn void al_uid_keep(const al_uid_keeper *k, int run_fd) {
     struct pollfd p[2] = { { .fd = run_fd, .events = POLLIN }, { .fd = k->pidfd, .events = POLLIN } };
     bool run_open = true;
     for (;;) {
@@ -119,7 +119,7 @@ int al_uid_keeper_start(const al_uid_keeper *k, int *ret_fd, al_error *err) {
         moved.pidfd = keep_fds[1];
         int run_fd = keep_fds[0];
         keep_only(keep_fds, n);
-        keep(&moved, run_fd);
+        al_uid_keep(&moved, run_fd);
     }
     close(pfd[0]);
     while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)

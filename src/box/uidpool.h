@@ -38,6 +38,10 @@ typedef struct al_uid_keeper {
     void *ud;
 } al_uid_keeper;
 int al_uid_keeper_start(const al_uid_keeper *k, int *ret_fd, al_error *err);
+/* The keeper's own loop, in the calling process, RUN_FD's end standing for
+ * the caller's: for a process that is already one of its own (the
+ * service's keeper of a container made ahead of need). Never returns. */
+_Noreturn void al_uid_keep(const al_uid_keeper *k, int run_fd);
 
 /* Whether FD is an open file of UID's lock (the same file as its path):
  * a lock passed by another process is checked so before it is relied on. */

@@ -42,6 +42,10 @@ typedef struct al_docker_held {
      * ends) */
     int holder_lock, uid_lock;
     int64_t hold_until_s;         /* its holder ends by then (seconds since the epoch) */
+    /* the owner's keeper of it (al_docker_keep_held), if it has one (pid
+     * > 0): the write end of its stdin, closed once the container is gone */
+    pid_t keeper_pid;
+    int keeper_fd;
 } al_docker_held;
 
 typedef struct al_docker_opts {
@@ -80,6 +84,13 @@ int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_resu
  * of an image loads it). The caller owns it (*RET's locks) and removes it. */
 int al_docker_hold(const al_docker_opts *o, const al_box_limits *l, uint64_t idle_s, al_docker_held *ret,
                    al_error *err);
+/* Be the keeper (box/uidpool.h) of the held container ID, in this
+ * process: hold LOCK_FDS (its holder's and its uid's, passed) until its
+ * init has ended, and kill and remove it once RUN_FD (its owner's pipe)
+ * has ended. Returns only when it cannot (-errno: not running, not
+ * airlock's, its init not found). */
+int al_docker_keep_held(const char *socket, al_docker_runtime runtime, const char *id, const int lock_fds[2], int run_fd,
+                        al_error *err);
 /* Whether H's container still runs (its holder may have died idle). */
 bool al_docker_held_alive(const char *socket, const al_docker_held *h);
 /* Remove H's container and give back its uids: true. False when the

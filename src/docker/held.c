@@ -6,6 +6,7 @@
 #include "container_int.h"
 
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "../box/uidpool.h"
@@ -198,6 +199,13 @@ bool al_docker_release(const char *socket, al_docker_held *h) {
         close(h->holder_lock);
     h->uid_lock = h->holder_lock = -1;
     h->id[0] = '\0';
+    /* its keeper, told, finds it gone and ends */
+    if (h->keeper_pid > 0) {
+        close(h->keeper_fd);
+        while (waitpid(h->keeper_pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        h->keeper_pid = 0;
+    }
     return true;
 }
 

@@ -14,6 +14,7 @@
  */
 #include "container_int.h"
 
+#include <string.h>
 #include <time.h>
 
 #include "../box/uidpool.h"
@@ -73,4 +74,32 @@ void al_docker_keeper_done(dbox *b) {
     if (b->keeper_fd >= 0)
         close(b->keeper_fd);
     b->keeper_fd = -1;
+}
+
+int al_docker_keep_held(const char *socket, al_docker_runtime runtime, const char *id, const int lock_fds[2], int run_fd,
+                        al_error *err) {
+    if (!id || !*id || strlen(id) >= 80 || strspn(id, "0123456789abcdef") != strlen(id))
+        return al_err(err, "keeper", EINVAL, "no container named to keep");
+    al_docker_opts o = { .socket = socket, .runtime = runtime, .owner_fd = -1 };
+    al_box_config cfg = { .stdin_fd = -1, .cancel_fd = -1, .out_dirfd = -1 };
+    al_box_result res = { 0 };
+    dbox b = { .o = &o, .cfg = &cfg, .res = &res, .holder_lock = -1, .uid_lock = -1, .rootfd = -1, .init_fd = -1,
+               .main_fd = -1, .keeper_fd = -1 };
+    reaper rp;
+    int r = al_engine_socket_path(socket, rp.sock, sizeof rp.sock, err);
+    if (r < 0 || (r = al_engine_open(&b.e, rp.sock, err)) < 0)
+        return r;
+    snprintf(b.id, sizeof b.id, "%s", id);
+    snprintf(rp.id, sizeof rp.id, "%s", id);
+    /* its init, by pidfd, checked to be in the container's cgroup */
+    r = al_docker_inspect_init(&b, false, err);
+    al_engine_close(&b.e);
+    if (r < 0) {
+        if (b.init_fd >= 0)
+            close(b.init_fd);
+        return r;
+    }
+    al_uid_keeper k = { .locks = lock_fds, .n_locks = 2, .pidfd = b.init_fd, .kill_init = runtime == AL_DOCKER_RUNC,
+                        .on_end = remove_container, .ud = &rp };
+    al_uid_keep(&k, run_fd);
 }

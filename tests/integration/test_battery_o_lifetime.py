@@ -249,3 +249,37 @@ def test_docker_box_ends_is_removed_and_keeps_its_uids_when_its_cli_is_killed(do
     assert not never, f"the box's uids were still held {GONE_S} s after its CLI was killed: {never}"
     assert not left, f"the container outlived its killed CLI by {GONE_S} s: {left}"
     assert not wait_gone(uids, 1), "processes of the box survived its killed CLI"
+
+
+def test_a_killed_services_idle_pooled_containers_keep_their_uids_and_are_removed(dockerd, tmp_path_factory):
+    """`airlock serve` (docker driver, a pool) killed with -9: its idle
+    containers, made ahead of need, run a holder (tini and sleep) as a uid
+    of their own. Before, their uids' locks died with the service, free while
+    the holders ran, and the containers stayed until the next start's sweep
+    (or the holder's end, 300 s and the wall clock later); now each has a
+    keeper that holds its uids until it is gone and removes it at once."""
+    from test_docker_pool import box_uids, containers, make, wait_idle
+    svc = make(tmp_path_factory, "o2_pool_killed", docker_pool="2")
+    try:
+        svc.run("pass")
+        wait_idle(svc, 2)
+        idle = containers()
+        assert len(idle) == 2, idle
+        uids = {int(u) for c in idle for u in box_uids(c)}
+        holders = {p for p, u in procs_of(uids).items()}
+        assert holders, "the idle containers' holders do not run as their uids"
+        svc.kill9()
+
+        def running():
+            return bool(idle & containers())
+
+        bad, never = watch_release(uids, GONE_S, running)
+        deadline = time.monotonic() + GONE_S
+        while idle & containers() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = idle & containers()
+        assert not bad, f"a pooled container's uid was free while it ran: {bad}"
+        assert not never, f"the pooled containers' uids were still held {GONE_S} s after the kill: {never}"
+        assert not left, f"the killed service's idle containers outlived it by {GONE_S} s: {left}"
+    finally:
+        svc.stop()
