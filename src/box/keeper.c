@@ -24,6 +24,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 
 /* a zygote's uids: its own and one per slot (box.h), and the two pipes */
 #define KEEP_MAX 80
@@ -62,6 +63,11 @@ _Noreturn void al_uid_keep(const al_uid_keeper *k, int run_fd) {
     for (;;) {
         p[0].fd = run_open ? run_fd : -1;
         int n = poll(p, 2, -1);
+        if (n < 0 && errno != EINTR) {
+            /* not expected of two open fds: not a busy loop, should it be */
+            struct timespec ts = { 0, 100 * 1000000L };
+            nanosleep(&ts, NULL);
+        }
         if (n <= 0)
             continue;
         if (run_open && p[0].revents) {

@@ -93,9 +93,10 @@ int al_docker_keep_held(const char *socket, al_docker_runtime runtime, const cha
                         al_error *err);
 /* Whether H's container still runs (its holder may have died idle). */
 bool al_docker_held_alive(const char *socket, const al_docker_held *h);
-/* Remove H's container and give back its uids: true. False when the
- * daemon did not say it is gone: H keeps its uids, to be tried again (a
- * container still running as a uid must not lose the uid's lock). */
+/* Remove H's container and give back its uids (its keeper, if it has one,
+ * told and reaped): true. False when the daemon did not say it is gone: H
+ * keeps its uids, to be tried again (a container still running as a uid
+ * must not lose the uid's lock). */
 bool al_docker_release(const char *socket, al_docker_held *h);
 
 /* The Docker image of airlock image DIGEST if the daemon holds it already
