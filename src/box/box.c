@@ -896,6 +896,8 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     }
     if (rc->on_started)
         rc->on_started(rc->userdata);
+    /* this process, stopped or stuck, does not hold the box past it */
+    al_uid_keeper_arm(keeper_fd, start + rc->limits.wall_ms);
     r = supervise(&b, sv[0], out_r, start, err);
     if (r < 0)
         goto out_kill;

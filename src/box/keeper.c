@@ -14,6 +14,11 @@
  * the kernel kills and reaps all of them (zap_pid_ns_processes) before
  * PID 1's end is seen through its pidfd: "PID 1 ended" is "nothing of the
  * box runs".
+ *
+ * And the deadline: the caller enforces it, but a caller that is alive and
+ * does not run (stopped, stuck) would hold the box as long; so it tells
+ * the keeper, which ends the box a grace past it unless told the script is
+ * over.
  */
 #include "uidpool.h"
 
@@ -22,6 +27,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -57,12 +63,56 @@ static void keep_only(int *keep, size_t n) {
 /* Until PID 1 has ended: the run's end (its pipe's, however the caller
  * ended: it has nothing more to do with the box) has K's cleanup done,
  * which is at most a second one when the caller did it itself. */
+/* The box ended as at its caller's end. */
+static void end_box(const al_uid_keeper *k) {
+    if (k->kill_init)
+        syscall(SYS_pidfd_send_signal, k->pidfd, SIGKILL, NULL, 0);
+    if (k->on_end)
+        k->on_end(k->ud);
+}
+
+/* The caller's word (al_uid_keeper_arm, _disarm) read into *UNTIL (0: none);
+ * false at its end. */
+static bool read_word(int run_fd, uint64_t *until) {
+    unsigned char buf[64];
+    ssize_t n = read(run_fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+        return true;
+    if (n <= 0)
+        return false;
+    /* each word is one write of at most 9 bytes: whole, in order */
+    for (ssize_t i = 0; i < n;) {
+        if (buf[i] == 'A' && i + 9 <= n) {
+            memcpy(until, buf + i + 1, sizeof *until);
+            i += 9;
+        } else {
+            if (buf[i] == 'E')
+                *until = 0;
+            i++;
+        }
+    }
+    return true;
+}
+
 _Noreturn void al_uid_keep(const al_uid_keeper *k, int run_fd) {
     struct pollfd p[2] = { { .fd = run_fd, .events = POLLIN }, { .fd = k->pidfd, .events = POLLIN } };
     bool run_open = true;
+    uint64_t until = 0;
     for (;;) {
         p[0].fd = run_open ? run_fd : -1;
-        int n = poll(p, 2, -1);
+        int wait_ms = -1;
+        if (until) {
+            uint64_t now = al_now_ms(), end = until + AL_KEEPER_GRACE_MS;
+            if (now >= end) {
+                /* the caller is alive and holds the box past its deadline
+                 * and the grace: it is ended here, as at the caller's end */
+                until = 0;
+                end_box(k);
+                continue;
+            }
+            wait_ms = (int)(end - now);
+        }
+        int n = poll(p, 2, wait_ms);
         if (n < 0 && errno != EINTR) {
             /* not expected of two open fds: not a busy loop, should it be */
             struct timespec ts = { 0, 100 * 1000000L };
@@ -70,24 +120,36 @@ _Noreturn void al_uid_keep(const al_uid_keeper *k, int run_fd) {
         }
         if (n <= 0)
             continue;
-        if (run_open && p[0].revents) {
+        if (run_open && p[0].revents && !read_word(run_fd, &until)) {
             run_open = false;
-            if (k->kill_init)
-                syscall(SYS_pidfd_send_signal, k->pidfd, SIGKILL, NULL, 0);
-            if (k->on_end)
-                k->on_end(k->ud);
+            until = 0;
+            end_box(k);
         }
         if (p[1].revents)
             _exit(0); /* nothing of the box runs: its uids may go */
     }
 }
 
+void al_uid_keeper_arm(int fd, uint64_t until_ms) {
+    unsigned char w[9] = { 'A' };
+    memcpy(w + 1, &until_ms, sizeof until_ms);
+    /* unsaid (a keeper gone): the caller's own deadline stands */
+    if (fd >= 0 && send(fd, w, sizeof w, MSG_NOSIGNAL) != (ssize_t)sizeof w) {
+    }
+}
+
+void al_uid_keeper_disarm(int fd) {
+    if (fd >= 0 && send(fd, "E", 1, MSG_NOSIGNAL) != 1) {
+    }
+}
+
 int al_uid_keeper_start(const al_uid_keeper *k, int *ret_fd, al_error *err) {
     if (k->n_locks == 0 || k->n_locks > KEEP_MAX - 2 || k->pidfd < 0)
         return al_err(err, "keeper", EINVAL, "a keeper holds 1 to %d locks until a pidfd's end", KEEP_MAX - 2);
+    /* a socket, not a pipe: a word to a keeper that is gone is no SIGPIPE */
     int pfd[2];
-    if (pipe2(pfd, O_CLOEXEC) < 0)
-        return al_err(err, "keeper", errno, "pipe: %m");
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pfd) < 0)
+        return al_err(err, "keeper", errno, "socketpair: %m");
     /* twice: the keeper is nobody's child here (never a zombie of a caller
      * that lives on, never met by a caller's wait) */
     pid_t mid = fork();

@@ -38,6 +38,17 @@ typedef struct al_uid_keeper {
     void *ud;
 } al_uid_keeper;
 int al_uid_keeper_start(const al_uid_keeper *k, int *ret_fd, al_error *err);
+/* How long past a box's own deadline its keeper ends it, if the caller,
+ * alive but not running (stopped, or stuck), has not: the caller's own
+ * kill and its grace come well before. */
+#define AL_KEEPER_GRACE_MS 30000
+/* Tell the keeper of *FD that the box's script must be over by UNTIL_MS
+ * (al_now_ms's clock) and AL_KEEPER_GRACE_MS: past that, the keeper ends the
+ * box as at the caller's end. */
+void al_uid_keeper_arm(int fd, uint64_t until_ms);
+/* ... and that it is (every process of the script is dead): what remains
+ * of the box (a container's holder, while /out is read) is the caller's. */
+void al_uid_keeper_disarm(int fd);
 /* The keeper's own loop, in the calling process, RUN_FD's end standing for
  * the caller's: for a process that is already one of its own (the
  * service's keeper of a container made ahead of need). Never returns. */

@@ -1133,6 +1133,8 @@ static int run(dbox *b, al_error *err) {
         cfg->on_started(cfg->userdata);
     uint64_t start = al_now_ms();
     al_reason reason = AL_REASON_EXITED;
+    /* this process, stopped or stuck, does not hold the box past it */
+    al_uid_keeper_arm(b->keeper_fd, start + cfg->limits.wall_ms);
     r = exec_pump(b, id, cfg->stdin_fd, on_script_data, &s, start + cfg->limits.wall_ms,
                   cfg->cancel_fd, &reason, err);
     res->wall_ms = al_now_ms() - start;
@@ -1224,7 +1226,9 @@ static int run(dbox *b, al_error *err) {
                                                  "whole and /out could not be read");
         }
     }
-    /* the daemon answered: /out has its usual time */
+    /* the daemon answered: /out has its usual time, and the keeper no
+     * longer ends the box for the script's deadline */
+    al_uid_keeper_disarm(b->keeper_fd);
     b->e.until_ms = 0;
     read_stats(b);
     if (res->reason == AL_REASON_EXITED && oom_killed(b))

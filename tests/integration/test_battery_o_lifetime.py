@@ -138,8 +138,8 @@ def wait_gone(uids, bound_s):
     return procs_of(uids)
 
 
-def start_cli(args, env=None):
-    p = subprocess.Popen([str(AIRLOCK), "run", "--timeout", str(WALL_S), *args, "--lang", "python", "-c", SCRIPT],
+def start_cli(args, env=None, wall_s=WALL_S):
+    p = subprocess.Popen([str(AIRLOCK), "run", "--timeout", str(wall_s), *args, "--lang", "python", "-c", SCRIPT],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     line = p.stdout.readline()
     if line.strip() != b"up":
@@ -283,3 +283,45 @@ def test_a_killed_services_idle_pooled_containers_keep_their_uids_and_are_remove
         assert not left, f"the killed service's idle containers outlived it by {GONE_S} s: {left}"
     finally:
         svc.stop()
+
+
+# the keeper's grace past a box's deadline (src/box/uidpool.h AL_KEEPER_GRACE_MS)
+KEEPER_GRACE_S = 30
+
+
+@pytest.mark.parametrize("driver", ["native", "docker"])
+def test_a_stopped_cli_does_not_hold_its_box_past_its_deadline(is_root, request, driver):
+    """The CLI alive but not running (SIGSTOP: a debugger, a frozen cgroup,
+    a stuck call): before, its box ran on as long as it stayed stopped, its
+    deadline being the CLI's to enforce; now the keeper ends it at its
+    deadline and the keeper's grace."""
+    need(is_root, "a box with a uid of its own is root's")
+    wall = 2
+    env, args = None, []
+    if driver == "docker":
+        request.getfixturevalue("dockerd")
+        import docker_util
+        from image_util import CACHE
+        env = dict(docker_util.env(), AIRLOCK_STATE=str(CACHE))
+        args = ["--image", "default", "--driver", "docker", "--runtime", "runc"]
+    t0 = time.monotonic()
+    p = start_cli(args, env=env, wall_s=wall)
+    try:
+        if driver == "docker":
+            (holder, uid), = _container_uids(docker_util).values()
+            uids = {holder, uid}
+        else:
+            uids = box_uids_of_tree(p.pid)
+        assert procs_of(uids), "the box does not run as its host uids"
+        os.kill(p.pid, signal.SIGSTOP)
+        bound = wall + KEEPER_GRACE_S + 10 - (time.monotonic() - t0)
+        left = wait_gone(uids, bound)
+        assert not left, f"the box of a stopped CLI ran {wall + KEEPER_GRACE_S + 10} s past its start: {left}"
+    finally:
+        os.kill(p.pid, signal.SIGKILL)
+        p.communicate(timeout=30)
+    if driver == "docker":
+        deadline = time.monotonic() + GONE_S
+        while docker_util.airlock_containers() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not docker_util.airlock_containers(), "the container outlived its CLI"
