@@ -662,7 +662,7 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     bool root = geteuid() == 0, forked = cfg->fork != NULL;
     int r;
 
-    _cleanup_close_ int uid_lock = -1, workfd = -1, outfd = -1, tmpfd = -1, devfd = -1;
+    _cleanup_close_ int uid_lock = -1, workfd = -1, outfd = -1, tmpfd = -1, devfd = -1, keeper_fd = -1;
     zygote_ids zids = { .n = 0 };
     uid_t uid = geteuid();
     gid_t gid = getegid();
@@ -800,6 +800,17 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
         waitpid(pid, NULL, 0);
         goto out_fds;
     }
+    /* the box's uids stay locked until its PID 1 (and so every process of
+     * it) has ended, though this process die first (box/keeper.c) */
+    if (!forked && (uid_lock >= 0 || zids.n > 0)) {
+        al_uid_keeper k = { .locks = uid_lock >= 0 ? &uid_lock : zids.lock, .n_locks = uid_lock >= 0 ? 1 : zids.n,
+                            .pidfd = b.pidfd, .kill_init = true };
+        if ((r = al_uid_keeper_start(&k, &keeper_fd, err)) < 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            goto out_fds;
+        }
+    }
 
     int fds[5] = { -1, -1, -1, -1, -1 };
     unsigned nfds = 5;
@@ -897,6 +908,8 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     }
     if (rc->on_started)
         rc->on_started(rc->userdata);
+    /* this process, stopped or stuck, does not hold the box past it */
+    al_uid_keeper_arm(keeper_fd, start + rc->limits.wall_ms);
     r = supervise(&b, sv[0], out_r, start, err);
     if (r < 0)
         goto out_kill;
