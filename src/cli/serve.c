@@ -28,13 +28,13 @@ static int serve(const al_service_config *cfg, al_error *err) {
     al_http *http = NULL;
     if ((r = al_http_start(s, &http, err)) < 0)
         return r;
-    al_service_log(s, "service.start", json_pack("{s:s, s:i, s:s, s:s, s:s, s:s}", "listen", cfg->listen_host, "port",
+    al_service_log(s, AL_LOG_INFO, "service.start", json_pack("{s:s, s:i, s:s, s:s, s:s, s:s}", "listen", cfg->listen_host, "port",
                                                  cfg->port, "state", cfg->state_dir, "driver", cfg->driver, "store",
                                                  al_store_backend_name(s->store), "node", s->node_id));
 
     int sig = 0;
     sigwait(&sigs, &sig);
-    al_service_log(s, "service.stop", json_pack("{s:i}", "signal", sig));
+    al_service_log(s, AL_LOG_INFO, "service.stop", json_pack("{s:i}", "signal", sig));
     al_service_stop(s);
     al_http_stop(http);
     return al_service_close(s, err);

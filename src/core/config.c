@@ -95,10 +95,27 @@ static const struct {
     { "waits_per_person", offsetof(al_service_config, waits_per_person), 1, 16384 },
 };
 
+/* The settings that are true or false. */
+static const struct {
+    const char *key;
+    size_t offset;
+} bool_keys[] = {
+    { "warm_fork", offsetof(al_service_config, warm_fork) },
+    { "access_log", offsetof(al_service_config, access_log) },
+};
+
 int al_service_config_set(al_service_config *c, const char *key, const char *value, al_error *err) {
     for (size_t i = 0; i < ELEMENTSOF(int_keys); i++)
         if (strcmp(key, int_keys[i].key) == 0)
             return set_int((int *)((char *)c + int_keys[i].offset), value, int_keys[i].min, int_keys[i].max, key, err);
+    for (size_t i = 0; i < ELEMENTSOF(bool_keys); i++) {
+        if (strcmp(key, bool_keys[i].key) != 0)
+            continue;
+        if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0)
+            return al_err(err, "config", EINVAL, "%s = %s: want true or false", key, value);
+        *(bool *)((char *)c + bool_keys[i].offset) = strcmp(value, "true") == 0;
+        return 0;
+    }
     if (strcmp(key, "listen") == 0) {
         const char *colon = strrchr(value, ':');
         if (!colon || colon == value || (size_t)(colon - value) >= sizeof c->listen_host)
@@ -147,12 +164,6 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
         return set_int(&c->docker_pool, value, 0, 16, key, err);
     if (strcmp(key, "warm_pool") == 0)
         return set_int(&c->warm_pool, value, 0, 8, key, err);
-    if (strcmp(key, "warm_fork") == 0) {
-        if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0)
-            return al_err(err, "config", EINVAL, "warm_fork = %s: want true or false", value);
-        c->warm_fork = strcmp(value, "true") == 0;
-        return 0;
-    }
     if (strcmp(key, "warm_pool_memory_mb") == 0)
         return set_int(&c->warm_pool_memory_mb, value, 0, 1 << 20, key, err);
     if (strcmp(key, "warm_preload") == 0) {

@@ -233,6 +233,19 @@ static void test_pause(const char *name) {
 #endif
 }
 
+/* The log line of a run's end: who ran what where, and how it ended, so an
+ * operator answers "whose run failed, in what, on which driver" from this
+ * line alone. A run in error is airlock's own failure (or policy's, which
+ * its code names): worth a look, so a warning. */
+static void log_end(al_service *s, const al_store_run *run, al_run_state state, json_t *result, const char *err_code) {
+    json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s?, s:O?, s:O?, s:O?}", "run_id", run->id,
+                            "workspace_id", run->workspace_id, "person_id", run->person_id, "language", run->language,
+                            "driver", s->driver->name, "state", al_run_state_name(state), "error", err_code,
+                            "exit_code", json_object_get(result, "exit_code"), "signal",
+                            json_object_get(result, "signal"), "wall_ms", json_object_get(result, "wall_ms"));
+    al_service_log(s, state == AL_RUN_ERROR ? AL_LOG_WARN : AL_LOG_INFO, "run.end", doc);
+}
+
 /* 1 its end was written, 0 the run had ended otherwise (or this node was
  * declared dead), -errno it could not be written. */
 static int end_run(al_service *s, const al_store_run *run, al_run_state state, json_t *result, const char *err_code,
@@ -344,7 +357,7 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
         json_decref(published);
         json_decref(previews);
         json_decref(skipped);
-        al_service_log(s, "run.end_superseded", json_pack("{s:s}", "run_id", run_id));
+        al_service_log(s, AL_LOG_WARN, "run.end_superseded", json_pack("{s:s}", "run_id", run_id));
     } else if (written < 0) {
         /* its end was not written (the store away?): said as it stands */
         for (size_t i = 0; published && i < json_array_size(published); i++)
@@ -404,9 +417,7 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
     free(fin.result_summary);
     if (written == 0)
         return 0;
-    al_service_log(s, "run.end", json_pack("{s:s, s:s, s:s, s:s?, s:O?}", "run_id", run_id, "workspace_id",
-                                          run->workspace_id, "state", state_name, "error", err_code, "wall_ms",
-                                          result ? json_object_get(result, "wall_ms") : NULL));
+    log_end(s, run, state, result, err_code);
     al_skills_run_ended(s);
     return written;
 }
@@ -460,7 +471,7 @@ static void give_back(al_service *s, active_run *a) {
             s->queue_gen += r > 0;
             pthread_mutex_unlock(&s->mu);
             if (r > 0)
-                al_service_log(s, "run.given_back", json_pack("{s:s}", "run_id", a->run_id));
+                al_service_log(s, AL_LOG_INFO, "run.given_back", json_pack("{s:s}", "run_id", a->run_id));
             return;
         }
         for (int i = 0; i < 10 && !stopping_now(s); i++)
@@ -842,7 +853,7 @@ void *al_service_scheduler_main(void *p) {
             rest = got < 0 ? REST_UNKNOWN : c.more ? REST_MORE : c.blocked ? REST_BLOCKED : REST_NONE;
             if (got <= 0) {
                 if (got < 0)
-                    al_service_log(s, "queue.claim_failed", json_pack("{s:s}", "error", cerr.msg));
+                    al_service_log(s, AL_LOG_ERROR, "queue.claim_failed", json_pack("{s:s}", "error", cerr.msg));
                 free(a);
                 free(ra);
                 break;
@@ -915,7 +926,7 @@ void *al_service_scheduler_main(void *p) {
             pthread_mutex_unlock(&s->mu);
             al_error ierr = { 0 };
             if (al_idem_sweep(s->store, &ierr) < 0)
-                al_service_log(s, "idempotency.sweep_failed", json_pack("{s:s}", "error", ierr.msg));
+                al_service_log(s, AL_LOG_WARN, "idempotency.sweep_failed", json_pack("{s:s}", "error", ierr.msg));
             pthread_mutex_lock(&s->mu);
         }
     }

@@ -88,7 +88,7 @@ int64_t al_service_append_event(al_service *s, const char *run_id, const char *t
     json_decref(data);
     if (!text) {
         /* an event whose document could not be built is lost: said, not silent */
-        al_service_log(s, "event.failed", json_pack("{s:s, s:s, s:s}", "run_id", run_id, "type", type, "error",
+        al_service_log(s, AL_LOG_ERROR, "event.failed", json_pack("{s:s, s:s, s:s}", "run_id", run_id, "type", type, "error",
                                                     "the event's document could not be built"));
         return -EINVAL;
     }
@@ -112,7 +112,7 @@ void al_service_append_events(al_service *s, const char *run_id, size_t n, const
         char *text = data[i] && texts ? json_dumps(data[i], JSON_COMPACT) : NULL;
         json_decref(data[i]);
         if (!text) {
-            al_service_log(s, "event.failed", json_pack("{s:s, s:s, s:s}", "run_id", run_id, "type", types[i], "error",
+            al_service_log(s, AL_LOG_ERROR, "event.failed", json_pack("{s:s, s:s, s:s}", "run_id", run_id, "type", types[i], "error",
                                                         "the event's document could not be built"));
             continue;
         }
@@ -265,14 +265,18 @@ char *al_service_health(al_service *s) {
     return out;
 }
 
-void al_service_log(al_service *s, const char *event, json_t *fields) {
+void al_service_log(al_service *s, al_log_level level, const char *event, json_t *fields) {
     /* one JSON object per line on stderr: journald and log shippers take it as is */
+    static const char *const names[_AL_LOG_MAX] = { [AL_LOG_INFO] = "info", [AL_LOG_WARN] = "warn",
+                                                    [AL_LOG_ERROR] = "error" };
     char now[40];
     al_store_now(now, sizeof now);
     if (!fields)
         fields = json_object();
     json_object_set_new(fields, "time", json_string(now));
     json_object_set_new(fields, "event", json_string(event));
+    /* a level out of range is a bug of the caller: said as the worst, not dropped */
+    json_object_set_new(fields, "level", json_string(level < _AL_LOG_MAX ? names[level] : "error"));
     char *line = json_dumps(fields, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(fields);
     if (line) {
@@ -502,7 +506,7 @@ void al_service_lose_run(al_service *s, const char *id, const char *why) {
         return;
     al_service_state_event(s, id, "error");
     al_store_run_refund(s->store, id, now, &err); /* airlock's own failure: not charged */
-    al_service_log(s, "run.lost", json_pack("{s:s, s:s}", "run_id", id, "why", why));
+    al_service_log(s, AL_LOG_WARN, "run.lost", json_pack("{s:s, s:s}", "run_id", id, "why", why));
     lost_said(s, id);
 }
 
@@ -542,7 +546,7 @@ static void recover(al_service *s) {
         n = 0;
     for (size_t i = 0; i < n; i++)
         if (al_store_run_refund(s->store, refs[i].id, now, &err) < 0)
-            al_service_log(s, "credits.refund_failed", json_pack("{s:s, s:s}", "run_id", refs[i].id, "error", err.msg));
+            al_service_log(s, AL_LOG_ERROR, "credits.refund_failed", json_pack("{s:s, s:s}", "run_id", refs[i].id, "error", err.msg));
     free(refs);
     refs = NULL;
     /* What follows assumes no other node is at work on the store: a run
@@ -563,7 +567,7 @@ static void recover(al_service *s) {
                              "the service stopped before this run's approval was requested", now, &err) <= 0)
             continue;
         al_service_state_event(s, id, "error");
-        al_service_log(s, "run.lost", json_pack("{s:s, s:s}", "run_id", id, "why", "no approval request"));
+        al_service_log(s, AL_LOG_WARN, "run.lost", json_pack("{s:s, s:s}", "run_id", id, "why", "no approval request"));
         lost_said(s, id);
     }
     free(refs);
@@ -591,7 +595,7 @@ static void recover(al_service *s) {
     if (d)
         closedir(d);
     if (orphaned)
-        al_service_log(s, "run.inputs_orphaned", json_pack("{s:I}", "removed", orphaned));
+        al_service_log(s, AL_LOG_INFO, "run.inputs_orphaned", json_pack("{s:I}", "removed", orphaned));
     /* Inputs of runs that will not reach a box any more (ended while the
      * service was down, or left by a crash between a run's end and their
      * removal) are leftovers; only runs that wait keep theirs. */
@@ -687,9 +691,9 @@ int al_service_open(const al_service_config *cfg, al_service **ret, al_error *er
     al_error verr = { 0 };
     int bad = al_blobs_verify_once(s, &verr);
     if (bad < 0)
-        al_service_log(s, "blobs.verify_failed", json_pack("{s:s}", "error", verr.msg));
+        al_service_log(s, AL_LOG_ERROR, "blobs.verify_failed", json_pack("{s:s}", "error", verr.msg));
     else if (bad > 0)
-        al_service_log(s, "blobs.removed", json_pack("{s:i, s:s}", "count", bad, "why",
+        al_service_log(s, AL_LOG_WARN, "blobs.removed", json_pack("{s:i, s:s}", "count", bad, "why",
                                                      "content other than its sha256 (stored before verification)"));
     /* bundles left by a crash between a delete and its collection, and
      * those of the runs recover() just ended */
