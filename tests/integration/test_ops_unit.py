@@ -1,0 +1,229 @@
+"""deploy/airlock.service: its hardening as systemd scores it (offline; PID 1
+here is not systemd, so the unit itself is never started), every option
+either set or kept off with its reason, and the real service run under what
+of the unit can be reproduced without systemd: no_new_privs, the unit's
+capability bounding set, a read-only file system but for the state and
+/run/airlock, mounts inside the trees a box binds (as ProtectHome= and
+ProtectKernelModules= make). One option kept off is shown to break boxes:
+ProtectKernelTunables= (a mount over /proc/sys)."""
+import os
+import re
+import shutil
+import stat
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, need
+from service_util import Service, service_binary
+
+UNIT = ROOT / "deploy" / "airlock.service"
+# systemd 252 scored the unit 9.2 UNSAFE before it was hardened
+EXPOSURE_MAX = 7.0
+
+# Every option `systemd-analyze security` weighs for a root service: each is
+# set in the unit or named in one of its comments with why it is off.
+OPTIONS = [
+    "NoNewPrivileges", "CapabilityBoundingSet", "ProtectSystem", "ProtectHome", "PrivateTmp", "PrivateDevices",
+    "PrivateMounts", "PrivateUsers", "PrivateNetwork", "ProtectKernelModules", "ProtectKernelTunables",
+    "ProtectKernelLogs", "ProtectControlGroups", "ProtectClock", "ProtectHostname", "ProtectProc", "ProcSubset",
+    "RestrictNamespaces", "RestrictAddressFamilies", "RestrictRealtime", "RestrictSUIDSGID", "LockPersonality",
+    "SystemCallArchitectures", "SystemCallFilter", "MemoryDenyWriteExecute", "IPAddressDeny", "Delegate", "UMask",
+]
+
+
+def unit_settings():
+    """The unit's [Service] settings: {name: value} (the last of each)."""
+    out, section = {}, None
+    for line in UNIT.read_text().splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            section = line
+        elif section == "[Service]" and line and not line.startswith("#") and "=" in line:
+            k, _, v = line.partition("=")
+            out[k] = v
+    return out
+
+
+def analyze():
+    need(shutil.which("systemd-analyze"), "systemd-analyze (package systemd)")
+    proc = subprocess.run(["systemd-analyze", "security", "--offline=true", "--no-pager", str(UNIT)],
+                          capture_output=True, text=True, timeout=60)
+    m = re.search(r"Overall exposure level for airlock\.service: ([0-9.]+) (\w+)", proc.stdout)
+    assert m, (proc.returncode, proc.stdout[-2000:], proc.stderr)
+    return float(m.group(1)), proc.stdout
+
+
+def test_unit_scores_below_threshold():
+    score, text = analyze()
+    assert score <= EXPOSURE_MAX, f"exposure {score} > {EXPOSURE_MAX}:\n{text}"
+
+
+def test_unit_sets_the_key_options():
+    s = unit_settings()
+    want = {
+        "NoNewPrivileges": "yes", "Delegate": "yes", "ProtectSystem": "strict", "ProtectHome": "yes",
+        "ProtectKernelModules": "yes", "ProtectClock": "yes", "SystemCallArchitectures": "native",
+        "LockPersonality": "yes", "RestrictRealtime": "yes", "RestrictSUIDSGID": "yes", "PrivateTmp": "yes",
+        "KillMode": "mixed", "RuntimeDirectoryPreserve": "yes", "ProtectProc": "invisible",
+    }
+    for k, v in want.items():
+        assert s.get(k) == v, (k, s.get(k))
+    assert set(s["RestrictAddressFamilies"].split()) == {"AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK"}, s
+    caps = set(s["CapabilityBoundingSet"].split())
+    assert "CAP_SYS_MODULE" not in caps and "CAP_SYS_RAWIO" not in caps and "CAP_SYS_TIME" not in caps, caps
+    assert s["SystemCallFilter"].startswith("~"), s
+
+
+def test_every_option_is_set_or_said_why_not():
+    text = UNIT.read_text()
+    s = unit_settings()
+    comments = "\n".join(l for l in text.splitlines() if l.lstrip().startswith("#"))
+    for opt in OPTIONS:
+        assert opt in s or re.search(rf"\b{opt}=", comments), f"{opt}: neither set nor said why it is off"
+
+
+def test_syscall_filter_takes_nothing_a_box_may_use():
+    """The unit's SystemCallFilter= is inherited by every box: no syscall it
+    denies is on the box's own allow-list (src/box/seccomp_policy.c), so a
+    box sees the same EPERM it saw before."""
+    need(shutil.which("systemd-analyze"), "systemd-analyze (package systemd)")
+    groups = unit_settings()["SystemCallFilter"].lstrip("~").split()
+    src = (ROOT / "src" / "box" / "seccomp_policy.c").read_text()
+    allowed = set(re.findall(r'"([a-z0-9_]+)"', src[src.index("allowed[] = {"):src.index("};", src.index("allowed[] = {"))]))
+    assert "read" in allowed and "execve" in allowed, sorted(allowed)[:20]
+    denied = set()
+    for g in groups:
+        out = subprocess.run(["systemd-analyze", "syscall-filter", g], capture_output=True, text=True, timeout=30).stdout
+        names = {l.strip() for l in out.splitlines()[1:] if l.strip() and not l.strip().startswith("#")}
+        assert names, (g, out)
+        denied |= {n.lstrip("@") for n in names}
+    assert not denied & allowed, sorted(denied & allowed)
+
+
+# ------------------------------------------------------ the unit reproduced
+
+WRAPPER = r"""#!/bin/sh
+# airlock under what of deploy/airlock.service can be had without systemd
+# (test_ops_unit.py): a mount namespace of its own whose mounts are all
+# read-only but /proc, /sys and /dev (ProtectSystem=strict), the state
+# directory and /run/airlock made writable again (StateDirectory=,
+# RuntimeDirectory=), mounts over /home, /root (ProtectHome=) and a tree
+# inside /usr (as ProtectKernelModules= makes over /usr/lib/modules where it
+# exists), a /proc of its own with hidepid=invisible (ProtectProc=); EXTRA
+# may add a mount (an option kept off, to show why); then
+# no_new_privs and the unit's capability bounding set.
+set -e
+state=
+prev=
+for a in "$@"; do
+    [ "$prev" = --state ] && state=$a
+    prev=$a
+done
+mkdir -p /run/airlock
+exec unshare -m --propagation private /bin/sh -e -c '
+    bin=$1; state=$2; shift 2
+    for m in $(awk "{print \$5}" /proc/self/mountinfo | sort -u); do
+        case "$m" in /proc|/proc/*|/sys|/sys/*|/dev|/dev/*) continue ;; esac
+        mount -o remount,bind,ro "$m" 2>/dev/null || true
+    done
+    for rw in "$state" /run/airlock; do
+        [ -n "$rw" ] || continue
+        mount --bind "$rw" "$rw"
+        mount -o remount,bind,rw "$rw"
+    done
+    mount -t tmpfs -o mode=000 tmpfs /home
+    mount -t tmpfs -o mode=000 tmpfs /root
+    mount -t tmpfs -o mode=000 tmpfs /usr/share/doc
+    mount -t proc -o hidepid=invisible proc /proc
+    @EXTRA@
+    exec setpriv --no-new-privs --bounding-set=@CAPS@ "$bin" "$@"
+' sh @BIN@ "$state" "$@"
+"""
+
+
+def wrapper(tmp, extra=""):
+    need(shutil.which("setpriv") and shutil.which("unshare"), "setpriv and unshare (util-linux)")
+    need(os.geteuid() == 0, "root")
+    caps = ",".join(["-all"] + ["+" + c[len("CAP_"):].lower() for c in unit_settings()["CapabilityBoundingSet"].split()])
+    bin_dir = Path(service_binary()).parent
+    path = Path(tmp) / "airlock-unit"
+    path.write_text(WRAPPER.replace("@EXTRA@", extra).replace("@CAPS@", caps).replace("@BIN@", str(bin_dir / "airlock")))
+    path.chmod(0o755)
+    # `airlock serve` hands over to airlock-server beside the binary it was
+    # started as: the wrapper's directory has one
+    (Path(tmp) / "airlock-server").symlink_to(bin_dir / "airlock-server")
+    return path
+
+
+RUNS = [
+    ("python", "import os\nopen('/out/r.txt', 'w').write('py')\nprint(os.getuid())", "65534"),
+    ("node", "console.log(process.getuid())", "65534"),
+    ("bash", "id -u; echo sh > /out/s.txt", "65534"),
+]
+
+
+def test_service_runs_under_the_units_restrictions():
+    """The real service, started as the unit would be (as far as it can be
+    without systemd), runs Python, Node and shell, cold and warm, and
+    collects their files; its own view is read-only and without
+    privileges to gain."""
+    tmp = Path(tempfile.mkdtemp(prefix="airlock-unit-"))
+    svc = Service(tmp / "st", config={"warm_pool": "1"}, binary=wrapper(tmp))
+    svc.start()
+    try:
+        for lang, code, uid in RUNS * 2:
+            run = svc.run(code, language=lang)
+            assert run["state"] == "succeeded", run
+            assert run["result"]["stdout"].strip() == uid, run
+            assert run["result"]["controls"]["cgroup"]["memory"]["level"] != "not-enforced", run["result"]["controls"]
+        names = {a["path"] for a in svc.run(RUNS[0][1])["artifacts"]}
+        assert names == {"r.txt"}, names
+        pid = svc.proc.pid
+        status = Path(f"/proc/{pid}/status").read_text()
+        assert re.search(r"^NoNewPrivs:\s+1$", status, re.M), status
+        bnd = int(re.search(r"^CapBnd:\s+([0-9a-f]+)$", status, re.M).group(1), 16)
+        assert not bnd & (1 << 16) and not bnd & (1 << 25), hex(bnd)  # CAP_SYS_MODULE, CAP_SYS_TIME
+        with open(f"/proc/{pid}/mountinfo") as f:
+            root = [l for l in f if l.split()[4] == "/"][0]
+        assert " ro," in root or " ro " in root, root
+    finally:
+        assert svc.stop() == 0, svc.log_tail()
+        log = svc.log_path.read_text(errors="replace")
+        assert '"level":"error"' not in log, log[-3000:]
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+# Options kept off, each with what it does that can be done here, and what
+# then becomes of a run: differential with the test above, whose only
+# difference is that mount.
+KEPT_OFF = {
+    # a read-only /proc/sys: the box cannot set its namespace's limit
+    "ProtectKernelTunables": ("mount --bind -o ro /proc/sys /proc/sys", "error", "max_user_namespaces"),
+    # a mount over /proc/kmsg: the box may not mount a /proc of its own
+    "ProtectKernelLogs": ("mount --bind /dev/null /proc/kmsg", "error", "fsmount proc"),
+    # /sys/fs/cgroup read-only: the run goes ahead with no cgroup limits
+    "ProtectControlGroups": ('for m in $(awk "{print \\$5}" /proc/self/mountinfo | grep ^/sys/fs/cgroup); do '
+                             'mount -o remount,bind,ro $m; done', "succeeded", None),
+}
+
+
+@pytest.mark.parametrize("option", sorted(KEPT_OFF))
+def test_option_kept_off_would_break_boxes(option):
+    extra, state, message = KEPT_OFF[option]
+    assert re.search(rf"^# {option}=no:", UNIT.read_text(), re.M), option
+    tmp = Path(tempfile.mkdtemp(prefix="airlock-unit-"))
+    svc = Service(tmp / "st", binary=wrapper(tmp, extra=extra))
+    svc.start()
+    try:
+        run = svc.run("print(1)")
+        assert run["state"] == state, run
+        if message:
+            assert message in run["error"]["message"], run
+        else:
+            assert run["result"]["controls"]["cgroup"]["memory"]["level"] == "not-enforced", run["result"]["controls"]
+    finally:
+        svc.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
