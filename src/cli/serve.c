@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../api/http.h"
+#include "../box/cgroup.h"
 #include "../core/service.h"
 #include "cli.h"
 
@@ -21,8 +22,13 @@ static int serve(const al_service_config *cfg, al_error *err) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* first, before any helper starts: a unit's own cgroup (Delegate=yes)
+     * is made ready for the boxes' (AIRLOCK_CGROUP_PARENT=self) */
+    int r = al_cgroup_adopt_own(err);
+    if (r < 0)
+        return r;
     al_service *s = NULL;
-    int r = al_service_open(cfg, &s, err);
+    r = al_service_open(cfg, &s, err);
     if (r < 0)
         return r;
     al_http *http = NULL;

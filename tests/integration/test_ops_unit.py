@@ -12,6 +12,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -227,3 +228,105 @@ def test_option_kept_off_would_break_boxes(option):
     finally:
         svc.stop()
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ------------------------------------------------------ Delegate=yes
+
+DELEGATE_WRAPPER = r"""#!/bin/sh
+# airlock started in a unit's own cgroups, as systemd starts a unit with
+# Delegate=yes (test_ops_unit.py): this process enters each, then execs it.
+for d in @DIRS@; do echo $$ > "$d/cgroup.procs"; done
+exec @BIN@ "$@"
+"""
+
+V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
+
+
+def _cgroup_lines():
+    out = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, ctls, path = line.split(":", 2)
+        for c in (ctls.split(",") if ctls else [""]):
+            out[c] = path
+    return out
+
+
+def _v1_mounts():
+    """{controller: mount point} of the v1 hierarchies airlock uses."""
+    out = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        pre, _, post = line.partition(" - ")
+        fstype, _, opts = post.split()[:3]
+        if fstype == "cgroup":
+            for c in V1_CONTROLLERS:
+                if c in opts.split(","):
+                    out.setdefault(c, pre.split()[4])
+    return out
+
+
+def test_a_delegated_unit_keeps_its_boxes_cgroups_in_its_own_subtree(tmp_path):
+    """With AIRLOCK_CGROUP_PARENT=self (the unit's Environment=) the boxes'
+    cgroups are made beneath the service's own cgroup (what systemd's
+    Delegate=yes gives a unit), not at the root of the hierarchy; their
+    limits hold there, and nothing is left when the service stops. Here the
+    unit's cgroup is made by the test, as systemd would make it."""
+    assert unit_settings().get("Environment") == "AIRLOCK_CGROUP_PARENT=self", unit_settings()
+    need(os.geteuid() == 0, "root")
+    unit = f"airlock-test-{os.getpid()}.service"
+    lines = _cgroup_lines()
+    v1 = _v1_mounts()
+    if "memory" in v1 and "pids" in v1:
+        # each hierarchy: the unit beneath this process's own cgroup (a slice)
+        tops = {c: Path(m + lines.get(c, "/").rstrip("/")) / unit for c, m in v1.items()}
+        boxes_under = tops["memory"] / "airlock"
+        leaf = {}
+    else:
+        root = Path("/sys/fs/cgroup")
+        need(root.joinpath("cgroup.controllers").exists() and
+             {"memory", "pids"} <= set(root.joinpath("cgroup.controllers").read_text().split()),
+             "cgroup v1 memory and pids, or cgroup v2 with them at /sys/fs/cgroup")
+        # v2: at the root, which alone may hold processes and give controllers
+        tops = {"": root / unit}
+        boxes_under = tops[""] / "airlock"
+        leaf = {"": tops[""] / "daemon"}
+    made = []
+    try:
+        for d in tops.values():
+            d.mkdir(exist_ok=True)
+            made.append(d)
+        script = tmp_path / "airlock-delegated"
+        bin_dir = Path(service_binary()).parent
+        script.write_text(DELEGATE_WRAPPER.replace("@DIRS@", " ".join(f'"{d}"' for d in tops.values()))
+                          .replace("@BIN@", str(bin_dir / "airlock")))
+        script.chmod(0o755)
+        (tmp_path / "airlock-server").symlink_to(bin_dir / "airlock-server")
+        svc = Service(tmp_path / "st", binary=script, extra_env={"AIRLOCK_CGROUP_PARENT": "self"})
+        svc.start()
+        try:
+            status, _, doc = svc.post_run("import time\nprint('up', flush=True)\ntime.sleep(3)")
+            assert status == 201, doc
+            svc.wait_state(doc["id"], {"running"})
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not list(boxes_under.glob("box-*")):
+                time.sleep(0.05)
+            mine = list(boxes_under.glob("box-*"))
+            assert mine, (boxes_under, list(tops["memory" if v1 else ""].iterdir()))
+            assert svc.get_run(doc["id"]) and svc.wait_state(doc["id"], {"succeeded"})
+            # the limits hold there
+            run = svc.run("x = []\nfor i in range(40):\n    x.append(bytearray(16 << 20))\nprint('survived')",
+                          limits={"memory_mb": 64})
+            assert run["state"] == "killed" and run["result"]["reason"] == "memory", run
+            if leaf:
+                assert str(svc.proc.pid) in leaf[""].joinpath("cgroup.procs").read_text().split()
+        finally:
+            assert svc.stop() == 0, svc.log_tail()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and list(boxes_under.glob("box-*")):
+            time.sleep(0.1)
+        assert not list(boxes_under.glob("box-*")), list(boxes_under.glob("box-*"))
+    finally:
+        for d in reversed(made):
+            for sub in sorted(d.rglob("*"), key=lambda p: -len(p.parts)):
+                if sub.is_dir():
+                    sub.rmdir()
+            d.rmdir()
