@@ -4,8 +4,9 @@ either set or kept off with its reason, and the real service run under what
 of the unit can be reproduced without systemd: no_new_privs, the unit's
 capability bounding set, a read-only file system but for the state and
 /run/airlock, mounts inside the trees a box binds (as ProtectHome= and
-ProtectKernelModules= make). One option kept off is shown to break boxes:
-ProtectKernelTunables= (a mount over /proc/sys)."""
+ProtectKernelModules= make). The options kept off for what they would do
+to boxes are shown doing it. And Delegate=yes: the service started in a
+unit's own cgroups keeps its boxes' cgroups beneath them."""
 import os
 import re
 import shutil
