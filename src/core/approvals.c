@@ -49,8 +49,10 @@ static void ended_unstarted(al_service *s, const char *id) {
     /* it never reaches a box: what it brought for one goes now */
     al_service_drop_inputs(s, id);
     _cleanup_run_ al_store_run *run = NULL;
-    if (al_store_run_get(s->store, id, NULL, &run, &err) == 0)
+    if (al_store_run_get(s->store, id, NULL, &run, &err) == 0) {
         al_service_append_event(s, id, "result", al_run_json(s, run));
+        al_service_log_run_end(s, run, run->state, run->error_code[0] ? run->error_code : NULL, NULL);
+    }
     al_skills_run_ended(s);
 }
 

@@ -233,19 +233,6 @@ static void test_pause(const char *name) {
 #endif
 }
 
-/* The log line of a run's end: who ran what where, and how it ended, so an
- * operator answers "whose run failed, in what, on which driver" from this
- * line alone. A run in error is airlock's own failure (or policy's, which
- * its code names): worth a look, so a warning. */
-static void log_end(al_service *s, const al_store_run *run, al_run_state state, json_t *result, const char *err_code) {
-    json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s?, s:O?, s:O?, s:O?}", "run_id", run->id,
-                            "workspace_id", run->workspace_id, "person_id", run->person_id, "language", run->language,
-                            "driver", s->driver->name, "state", al_run_state_name(state), "error", err_code,
-                            "exit_code", json_object_get(result, "exit_code"), "signal",
-                            json_object_get(result, "signal"), "wall_ms", json_object_get(result, "wall_ms"));
-    al_service_log(s, state == AL_RUN_ERROR ? AL_LOG_WARN : AL_LOG_INFO, "run.end", doc);
-}
-
 /* 1 its end was written, 0 the run had ended otherwise (or this node was
  * declared dead), -errno it could not be written. */
 static int end_run(al_service *s, const al_store_run *run, al_run_state state, json_t *result, const char *err_code,
@@ -417,7 +404,7 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
     free(fin.result_summary);
     if (written == 0)
         return 0;
-    log_end(s, run, state, result, err_code);
+    al_service_log_run_end(s, run, state, err_code, result);
     al_skills_run_ended(s);
     return written;
 }

@@ -580,6 +580,7 @@ static al_status record_run(al_service *s, const al_principal *p, const al_run_e
     if (row)
         al_service_append_event(s, rec->id, "result", al_run_json(s, row));
     al_store_run_free(row);
+    al_service_log_run_end(s, rec, AL_RUN_ERROR, fail, NULL);
     if (strcmp(fail, "audit_failed") == 0)
         return run_error(ret_doc, AL_STATUS_INTERNAL, "audit_failed", "the run's audit event could not be written: it was not started");
     return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot record the approval card: %s", ferr.msg);

@@ -286,6 +286,18 @@ void al_service_log(al_service *s, al_log_level level, const char *event, json_t
     (void)s;
 }
 
+void al_service_log_run_end(al_service *s, const al_store_run *run, al_run_state state, const char *err_code,
+                            json_t *result) {
+    json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s?, s:O?, s:O?, s:O?}", "run_id", run->id,
+                            "workspace_id", run->workspace_id, "person_id", run->person_id, "language", run->language,
+                            "driver", s->driver->name, "state", al_run_state_name(state), "error", err_code,
+                            "exit_code", json_object_get(result, "exit_code"), "signal",
+                            json_object_get(result, "signal"), "wall_ms", json_object_get(result, "wall_ms"));
+    /* a run in error is airlock's own failure (or policy's, which its code
+     * names): worth a look */
+    al_service_log(s, state == AL_RUN_ERROR ? AL_LOG_WARN : AL_LOG_INFO, "run.end", doc);
+}
+
 /* ---------------------------------------------------------------- queue */
 
 /* Say why a run found no room (al_store_queue_admit's answer R, C). */
@@ -371,8 +383,10 @@ static void ended_unqueued(al_service *s, const char *run_id) {
     al_service_drop_inputs(s, run_id);
     al_service_state_event(s, run_id, "canceled");
     _cleanup_run_ al_store_run *run = NULL;
-    if (al_store_run_get(s->store, run_id, NULL, &run, &err) == 0)
+    if (al_store_run_get(s->store, run_id, NULL, &run, &err) == 0) {
         al_service_append_event(s, run_id, "result", al_run_json(s, run));
+        al_service_log_run_end(s, run, run->state, run->error_code[0] ? run->error_code : NULL, NULL);
+    }
     al_skills_run_ended(s);
 }
 

@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from service_util import Service, service_binary, services  # noqa: F401
+from service_util import GOV_TERMINAL, Service, gov_tenant, put_settings, service_binary, services  # noqa: F401
 from test_service_ops import API
 
 LEVELS = {"info", "warn", "error"}
@@ -197,3 +197,44 @@ def test_run_end_names_person_language_driver_exit(services):
     k, res = ends[killed["id"]], killed["result"]
     assert res["signal"] == 9 and (k["signal"], k["exit_code"], k["state"]) == (9, res["exit_code"], killed["state"]), \
         (k, killed)
+
+
+def test_every_end_of_a_run_has_its_run_end(services):
+    """Runs that never reached a box end too: canceled while queued, denied,
+    withdrawn while waiting for approval. Each has its run.end, with who,
+    what and how (no exit: it never ran)."""
+    svc = services.start("unrun", {"per_person_concurrency": 1})
+    since = svc.log_path.stat().st_size
+    status, _, first = svc.post_run("import time; time.sleep(30)")
+    assert status == 201, first
+    svc.wait_state(first["id"], {"running"})
+    status, _, queued = svc.post_run("print('never')")
+    assert status == 201 and queued["state"] == "queued", queued
+    assert svc.cancel(queued["id"])[0] == 202
+    assert svc.cancel(first["id"])[0] == 202
+    t = gov_tenant(svc, "ends")
+    approver_id, approver = t.person_in("approver")
+    member_id, member = t.person_in("member")
+    put_settings(t.client, approval_policy="always", approval_ttl_s=600)
+    runs = {}
+    for how in ("deny", "withdraw"):
+        status, _, run = member.post_run("print('never')")
+        assert status == 201 and run["state"] == "pending_approval", run
+        if how == "deny":
+            assert approver.request("POST", f"/v1/runs/{run['id']}/deny", json={"reason": "no"})[0] in (200, 202)
+        else:
+            assert member.cancel(run["id"])[0] in (200, 202)
+        runs[how] = member.wait_state(run["id"], GOV_TERMINAL, timeout=15)
+    svc.wait_state(first["id"], {"canceled"})
+    svc.stop()
+    ends = {d["run_id"]: d for d in log_lines(svc, since) if d["event"] == "run.end"}
+    want = {queued["id"]: ("canceled", "canceled"), first["id"]: ("canceled", None),
+            runs["deny"]["id"]: ("denied", runs["deny"]["error"]["code"]),
+            runs["withdraw"]["id"]: (runs["withdraw"]["state"], runs["withdraw"]["error"]["code"])}
+    for run_id, (state, code) in want.items():
+        assert run_id in ends, (run_id, sorted(ends))
+        d = ends[run_id]
+        assert d["state"] == state and d["language"] == "python" and d["driver"], d
+        if code:
+            assert d["error"] == code, d
+    assert ends[runs["deny"]["id"]]["person_id"] == member_id and ends[runs["deny"]["id"]]["exit_code"] is None
