@@ -1499,8 +1499,9 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
                               : (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, &sa },
         { MHD_OPTION_END, 0, NULL },
     };
-    /* the logger first: libmicrohttpd takes options in order and says so
-     * (through its default logger) of any it would print before ours is set */
+    /* the logger first: libmicrohttpd reads its options in order, and what
+     * it says of the options before the logger would go to its own (it
+     * warned of that, through ours, at every start) */
     h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
                             (uint16_t)s->cfg.port, NULL, NULL, handler, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
                             MHD_OPTION_ARRAY, where, MHD_OPTION_NOTIFY_COMPLETED, completed, h,

@@ -238,3 +238,30 @@ def test_every_end_of_a_run_has_its_run_end(services):
         if code:
             assert d["error"] == code, d
     assert ends[runs["deny"]["id"]]["person_id"] == member_id and ends[runs["deny"]["id"]]["exit_code"] is None
+
+
+def test_an_mcp_stream_taken_over_by_a_resume_is_not_an_error(services):
+    """An MCP client whose stream broke resumes it on a new connection: the
+    old connection is taken over (it ended with an error, which
+    libmicrohttpd logged as the service's own, once per resume)."""
+    from test_mcp import SLOW_LINES, WANT, Mcp, resume, start_call, stdout_of
+    svc = services.start("mcpresume")
+    since = svc.log_path.stat().st_size
+    m = Mcp(svc)
+    rid, first = start_call(m, SLOW_LINES)
+    assert first.status == 200, first.headers
+    got, last = [], None
+    for eid, msg in first.events():
+        last = eid if eid is not None else last
+        got.append((eid, msg))
+        if "line2" in stdout_of(got):
+            break
+    # the client goes without a word: its old connection still reads
+    first.conn.sock.close()
+    again = resume(m, last)
+    assert again.status == 200, again.status
+    rest = list(again.events())
+    assert stdout_of(got + rest) == WANT
+    time.sleep(0.5)
+    lines = log_lines(svc, since)
+    assert not loud(lines), loud(lines)
