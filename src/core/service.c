@@ -491,6 +491,7 @@ static void lost_said(al_service *s, const char *id) {
     _cleanup_run_ al_store_run *run = NULL;
     if (al_store_run_get(s->store, id, NULL, &run, &err) == 0) {
         al_service_append_event(s, id, "result", al_run_json(s, run));
+        al_service_log_run_end(s, run, run->state, "lost", NULL);
         /* one tool.call per run: the runner records its own before the
          * run's end is written, so a service killed between the two left
          * one already (what ran, said by the runner that saw it); a

@@ -265,3 +265,24 @@ def test_an_mcp_stream_taken_over_by_a_resume_is_not_an_error(services):
     time.sleep(0.5)
     lines = log_lines(svc, since)
     assert not loud(lines), loud(lines)
+
+
+def test_a_run_airlock_lost_has_its_run_end(services):
+    """A run lost to the service's kill -9 ends at the next start (error,
+    lost): run.lost says why, and its run.end is there like any other's."""
+    svc = services.start("lost")
+    status, _, doc = svc.post_run("import time; time.sleep(60)")
+    assert status == 201, doc
+    svc.wait_state(doc["id"], {"running"})
+    svc.kill9()
+    since = svc.log_path.stat().st_size
+    svc.start()
+    run = svc.wait_state(doc["id"], {"error"})
+    assert run["error"]["code"] == "lost", run
+    svc.stop()
+    lines = log_lines(svc, since)
+    ends = [d for d in lines if d["event"] == "run.end" and d["run_id"] == doc["id"]]
+    assert len(ends) == 1, lines
+    assert (ends[0]["state"], ends[0]["error"], ends[0]["level"], ends[0]["language"]) == \
+        ("error", "lost", "warn", "python"), ends
+    assert [d for d in lines if d["event"] == "run.lost" and d["run_id"] == doc["id"]], lines
