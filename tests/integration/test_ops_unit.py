@@ -331,3 +331,14 @@ def test_a_delegated_unit_keeps_its_boxes_cgroups_in_its_own_subtree(tmp_path):
                 if sub.is_dir():
                     sub.rmdir()
             d.rmdir()
+
+
+def test_unit_parses_cleanly(tmp_path):
+    """systemd-analyze verify has nothing to say of the unit (an unknown or
+    misspelt option would be ignored by systemd, silently weakening it),
+    its binary's path pointed at this build's."""
+    need(shutil.which("systemd-analyze"), "systemd-analyze (package systemd)")
+    unit = tmp_path / "airlock.service"
+    unit.write_text(UNIT.read_text().replace("/usr/local/bin/airlock", str(service_binary())))
+    proc = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and not proc.stderr.strip() and not proc.stdout.strip(), (proc.stdout, proc.stderr)
