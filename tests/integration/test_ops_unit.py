@@ -2,7 +2,8 @@
 here is not systemd, so the unit itself is never started), every option
 either set or kept off with its reason, and the real service run under what
 of the unit can be reproduced without systemd: no_new_privs, the unit's
-capability bounding set, a read-only file system but for the state and
+capability bounding set, its seccomp options (tests/tools/unit_seccomp.c),
+a read-only file system but for the state and
 /run/airlock, mounts inside the trees a box binds (as ProtectHome= and
 ProtectKernelModules= make). The options kept off for what they would do
 to boxes are shown doing it. And Delegate=yes: the service started in a
@@ -10,6 +11,7 @@ unit's own cgroups keeps its boxes' cgroups beneath them."""
 import os
 import re
 import shutil
+import socket
 import stat
 import subprocess
 import tempfile
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, need
+from conftest import ROOT, need, run_json
 from service_util import Service, service_binary
 
 UNIT = ROOT / "deploy" / "airlock.service"
@@ -116,7 +118,8 @@ WRAPPER = r"""#!/bin/sh
 # inside /usr (as ProtectKernelModules= makes over /usr/lib/modules where it
 # exists), a /proc of its own with hidepid=invisible (ProtectProc=); EXTRA
 # may add a mount (an option kept off, to show why); then
-# no_new_privs and the unit's capability bounding set.
+# no_new_privs, the unit's capability bounding set and its seccomp filters
+# (tests/tools/unit_seccomp.c).
 set -e
 state=
 prev=
@@ -141,9 +144,36 @@ exec unshare -m --propagation private /bin/sh -e -c '
     mount -t tmpfs -o mode=000 tmpfs /usr/share/doc
     mount -t proc -o hidepid=invisible proc /proc
     @EXTRA@
-    exec setpriv --no-new-privs --bounding-set=@CAPS@ "$bin" "$@"
+    exec setpriv --no-new-privs --bounding-set=@CAPS@ @SECCOMP@ "$bin" "$@"
 ' sh @BIN@ "$state" "$@"
 """
+
+
+UNIT_SECCOMP = ROOT / "build" / "tests" / "tools" / "unit-seccomp"
+
+
+def group_names(group):
+    """The syscalls of systemd's GROUP (@clock), as systemd-analyze lists them."""
+    out = subprocess.run(["systemd-analyze", "syscall-filter", group], capture_output=True, text=True, timeout=30).stdout
+    names = [l.strip() for l in out.splitlines()[1:] if l.strip() and not l.strip().startswith("#")]
+    assert names, (group, out)
+    return names
+
+
+def seccomp_args():
+    """unit-seccomp and its arguments for the unit's seccomp options."""
+    need(shutil.which("systemd-analyze"), "systemd-analyze (package systemd)")
+    assert UNIT_SECCOMP.exists(), f"{UNIT_SECCOMP}: build it (ninja -C build)"
+    s = unit_settings()
+    assert (s["SystemCallArchitectures"], s["LockPersonality"], s["RestrictRealtime"], s["RestrictSUIDSGID"],
+            s["ProtectClock"]) == ("native", "yes", "yes", "yes", "yes"), "unit-seccomp installs these always"
+    fams = ",".join(str(int(getattr(socket, f))) for f in s["RestrictAddressFamilies"].split())
+    deny = set(group_names("@clock"))
+    for g in s["SystemCallFilter"].lstrip("~").split():
+        deny |= set(group_names(g))
+    # a group may name another (@clock inside @privileged): its members are listed too
+    return [str(UNIT_SECCOMP), "--families", fams] + [a for n in sorted(deny) if not n.startswith("@")
+                                                         for a in ("--deny", n)] + ["--"]
 
 
 def wrapper(tmp, extra=""):
@@ -152,13 +182,23 @@ def wrapper(tmp, extra=""):
     caps = ",".join(["-all"] + ["+" + c[len("CAP_"):].lower() for c in unit_settings()["CapabilityBoundingSet"].split()])
     bin_dir = Path(service_binary()).parent
     path = Path(tmp) / "airlock-unit"
-    path.write_text(WRAPPER.replace("@EXTRA@", extra).replace("@CAPS@", caps).replace("@BIN@", str(bin_dir / "airlock")))
+    path.write_text(WRAPPER.replace("@EXTRA@", extra).replace("@CAPS@", caps).replace("@BIN@", str(bin_dir / "airlock"))
+                    .replace("@SECCOMP@", " ".join(seccomp_args())))
     path.chmod(0o755)
     # `airlock serve` hands over to airlock-server beside the binary it was
     # started as: the wrapper's directory has one
     (Path(tmp) / "airlock-server").symlink_to(bin_dir / "airlock-server")
     return path
 
+
+# a 32-bit personality, a setuid file: a box may without the unit (errno 0)
+CHANGED = ("import ctypes, errno, os\n"
+           "libc = ctypes.CDLL(None, use_errno=True)\n"
+           "r = libc.personality(0x0008)\n"
+           "print('personality', 0 if r >= 0 else ctypes.get_errno())\n"
+           "open('/tmp/f', 'w').close()\n"
+           "try:\n    os.chmod('/tmp/f', 0o4755); print('suid', 0)\n"
+           "except OSError as e:\n    print('suid', e.errno)\n")
 
 RUNS = [
     ("python", "import os\nopen('/out/r.txt', 'w').write('py')\nprint(os.getuid())", "65534"),
@@ -183,9 +223,16 @@ def test_service_runs_under_the_units_restrictions():
             assert run["result"]["controls"]["cgroup"]["memory"]["level"] != "not-enforced", run["result"]["controls"]
         names = {a["path"] for a in svc.run(RUNS[0][1])["artifacts"]}
         assert names == {"r.txt"}, names
+        # what the unit's filters take from a box (docs/operations.md), and
+        # what a box has without them (differential: `airlock run`)
+        status, bare = run_json("--lang", "python", "-c", CHANGED)
+        assert status == 0 and bare["stdout"].split() == ["personality", "0", "suid", "0"], bare
+        run = svc.run(CHANGED)
+        assert run["result"]["stdout"].split() == ["personality", "1", "suid", "1"], run
         pid = svc.proc.pid
         status = Path(f"/proc/{pid}/status").read_text()
         assert re.search(r"^NoNewPrivs:\s+1$", status, re.M), status
+        assert re.search(r"^Seccomp:\s+2$", status, re.M), status  # a filter
         bnd = int(re.search(r"^CapBnd:\s+([0-9a-f]+)$", status, re.M).group(1), 16)
         assert not bnd & (1 << 16) and not bnd & (1 << 25), hex(bnd)  # CAP_SYS_MODULE, CAP_SYS_TIME
         with open(f"/proc/{pid}/mountinfo") as f:
