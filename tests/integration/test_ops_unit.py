@@ -71,7 +71,7 @@ def test_unit_sets_the_key_options():
         "NoNewPrivileges": "yes", "Delegate": "yes", "ProtectSystem": "strict", "ProtectHome": "yes",
         "ProtectKernelModules": "yes", "ProtectClock": "yes", "SystemCallArchitectures": "native",
         "LockPersonality": "yes", "RestrictRealtime": "yes", "RestrictSUIDSGID": "yes", "PrivateTmp": "yes",
-        "KillMode": "mixed", "RuntimeDirectoryPreserve": "yes", "ProtectProc": "invisible",
+        "KillMode": "mixed", "RuntimeDirectoryPreserve": "yes", "ProtectProc": "invisible", "PrivateDevices": "yes",
     }
     for k, v in want.items():
         assert s.get(k) == v, (k, s.get(k))
@@ -116,7 +116,8 @@ WRAPPER = r"""#!/bin/sh
 # directory and /run/airlock made writable again (StateDirectory=,
 # RuntimeDirectory=), mounts over /home, /root (ProtectHome=) and a tree
 # inside /usr (as ProtectKernelModules= makes over /usr/lib/modules where it
-# exists), a /proc of its own with hidepid=invisible (ProtectProc=); EXTRA
+# exists), a /proc of its own with hidepid=invisible (ProtectProc=), a
+# /dev of its own with the pseudo-devices alone (PrivateDevices=); EXTRA
 # may add a mount (an option kept off, to show why); then
 # no_new_privs, the unit's capability bounding set and its seccomp filters
 # (tests/tools/unit_seccomp.c).
@@ -143,6 +144,12 @@ exec unshare -m --propagation private /bin/sh -e -c '
     mount -t tmpfs -o mode=000 tmpfs /root
     mount -t tmpfs -o mode=000 tmpfs /usr/share/doc
     mount -t proc -o hidepid=invisible proc /proc
+    mount -t tmpfs -o mode=755,nosuid,noexec,strictatime tmpfs /dev
+    mknod -m 666 /dev/null c 1 3; mknod -m 666 /dev/zero c 1 5; mknod -m 666 /dev/full c 1 7
+    mknod -m 666 /dev/random c 1 8; mknod -m 666 /dev/urandom c 1 9
+    mknod -m 666 /dev/tty c 5 0; mknod -m 666 /dev/ptmx c 5 2
+    mkdir /dev/pts /dev/shm; chmod 1777 /dev/shm
+    ln -s /proc/self/fd /dev/fd; ln -s fd/0 /dev/stdin; ln -s fd/1 /dev/stdout; ln -s fd/2 /dev/stderr
     @EXTRA@
     exec setpriv --no-new-privs --bounding-set=@CAPS@ @SECCOMP@ "$bin" "$@"
 ' sh @BIN@ "$state" "$@"
