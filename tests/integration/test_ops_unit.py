@@ -168,8 +168,8 @@ def group_names(group):
     return names
 
 
-def seccomp_args():
-    """unit-seccomp and its arguments for the unit's seccomp options."""
+def seccomp_args(extra=()):
+    """unit-seccomp and its arguments for the unit's seccomp options (and EXTRA's)."""
     need(shutil.which("systemd-analyze"), "systemd-analyze (package systemd)")
     assert UNIT_SECCOMP.exists(), f"{UNIT_SECCOMP}: build it (ninja -C build)"
     s = unit_settings()
@@ -181,17 +181,17 @@ def seccomp_args():
         deny |= set(group_names(g))
     # a group may name another (@clock inside @privileged): its members are listed too
     return [str(UNIT_SECCOMP), "--families", fams] + [a for n in sorted(deny) if not n.startswith("@")
-                                                         for a in ("--deny", n)] + ["--"]
+                                                         for a in ("--deny", n)] + list(extra) + ["--"]
 
 
-def wrapper(tmp, extra=""):
+def wrapper(tmp, extra="", seccomp=()):
     need(shutil.which("setpriv") and shutil.which("unshare"), "setpriv and unshare (util-linux)")
     need(os.geteuid() == 0, "root")
     caps = ",".join(["-all"] + ["+" + c[len("CAP_"):].lower() for c in unit_settings()["CapabilityBoundingSet"].split()])
     bin_dir = Path(service_binary()).parent
     path = Path(tmp) / "airlock-unit"
     path.write_text(WRAPPER.replace("@EXTRA@", extra).replace("@CAPS@", caps).replace("@BIN@", str(bin_dir / "airlock"))
-                    .replace("@SECCOMP@", " ".join(seccomp_args())))
+                    .replace("@SECCOMP@", " ".join(seccomp_args(seccomp))))
     path.chmod(0o755)
     # `airlock serve` hands over to airlock-server beside the binary it was
     # started as: the wrapper's directory has one
@@ -287,17 +287,28 @@ KEPT_OFF = {
     # /sys/fs/cgroup read-only: the run goes ahead with no cgroup limits
     "ProtectControlGroups": ('for m in $(awk "{print \\$5}" /proc/self/mountinfo | grep ^/sys/fs/cgroup); do '
                              'mount -o remount,bind,ro $m; done', "succeeded", None),
+    # its filter refuses sethostname(): the box sets its own
+    "ProtectHostname": ((), ("--deny", "sethostname", "--deny", "setdomainname"), "error", "sethostname"),
+    # its filter refuses writable executable memory: Node's JIT needs it
+    "MemoryDenyWriteExecute": ((), ("--mdwe",), "node", None),
 }
 
 
 @pytest.mark.parametrize("option", sorted(KEPT_OFF))
 def test_option_kept_off_would_break_boxes(option):
-    extra, state, message = KEPT_OFF[option]
+    spec = KEPT_OFF[option]
+    extra, seccomp, state, message = spec if len(spec) == 4 else (spec[0], (), spec[1], spec[2])
     assert re.search(rf"^# {option}=no:", UNIT.read_text(), re.M), option
     tmp = Path(tempfile.mkdtemp(prefix="airlock-unit-"))
-    svc = Service(tmp / "st", binary=wrapper(tmp, extra=extra))
+    svc = Service(tmp / "st", binary=wrapper(tmp, extra=extra or "", seccomp=seccomp))
     svc.start()
     try:
+        if state == "node":
+            # Python runs; Node, whose JIT maps writable executable memory, does not
+            assert svc.run("print(1)")["state"] == "succeeded"
+            run = svc.run("console.log(1)", language="node")
+            assert run["state"] == "failed" and "V8_Fatal" in run["result"]["stderr"], run
+            return
         run = svc.run("print(1)")
         assert run["state"] == state, run
         if message:

@@ -5,10 +5,11 @@
  * LockPersonality=yes, RestrictRealtime=yes, RestrictSUIDSGID=yes,
  * RestrictAddressFamilies= (--families), and SystemCallFilter=~ and
  * ProtectClock=yes's @clock (--deny, the names systemd-analyze
- * syscall-filter gives). Like systemd: no_new_privs first, EPERM for a
- * denied call, EAFNOSUPPORT for a family, SIGSYS for another ABI.
+ * syscall-filter gives); and, to show why the unit leaves it off,
+ * MemoryDenyWriteExecute=yes (--mdwe). Like systemd: no_new_privs first,
+ * EPERM for a denied call, EAFNOSUPPORT for a family, SIGSYS for another ABI.
  *
- * usage: unit-seccomp [--families N,N,...] [--deny NAME]... -- COMMAND [ARG]...
+ * usage: unit-seccomp [--families N,N,...] [--deny NAME]... [--mdwe] -- COMMAND [ARG]...
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/personality.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -75,6 +77,13 @@ int main(int argc, char **argv) {
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
         if (strcmp(argv[i], "--deny") == 0 && i + 1 < argc) {
             rule(SCMP_ACT_ERRNO(EPERM), argv[++i], 0, NULL);
+        } else if (strcmp(argv[i], "--mdwe") == 0) {
+            /* no mapping both writable and executable, none made executable later */
+            struct scmp_arg_cmp wx = SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_WRITE | PROT_EXEC, PROT_WRITE | PROT_EXEC);
+            struct scmp_arg_cmp x = SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC);
+            rule(SCMP_ACT_ERRNO(EPERM), "mmap", 1, &wx);
+            rule(SCMP_ACT_ERRNO(EPERM), "mprotect", 1, &x);
+            rule(SCMP_ACT_ERRNO(EPERM), "pkey_mprotect", 1, &x);
         } else if (strcmp(argv[i], "--families") == 0 && i + 1 < argc) {
             families = true;
             for (char *p = argv[++i]; *p;) {
@@ -84,7 +93,7 @@ int main(int argc, char **argv) {
                 p += *p == ',';
             }
         } else {
-            fprintf(stderr, "usage: unit-seccomp [--families N,N] [--deny NAME]... -- COMMAND [ARG]...\n");
+            fprintf(stderr, "usage: unit-seccomp [--families N,N] [--deny NAME]... [--mdwe] -- COMMAND [ARG]...\n");
             return 125;
         }
     }
