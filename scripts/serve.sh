@@ -5,6 +5,9 @@
 set -eu
 cd "$(dirname "$0")/.."
 STATE=${STATE:-/var/lib/airlock}
+# images are where `airlock image build` (run with no --state) put them,
+# whatever STATE this service keeps its store in
+IMAGES=${IMAGES:-/var/lib/airlock/images}
 LISTEN=${LISTEN:-127.0.0.1:8080}
 out=$(./build/airlock admin --state "$STATE" bootstrap)
 echo "$out"
@@ -12,7 +15,7 @@ key=$(echo "$out" | sed -n 's/^api key: //p')
 [ -n "$key" ] || key='YOUR_API_KEY   # created earlier; make another: ./build/airlock admin --state '"$STATE"' key create --person ID'
 cat <<MSG
 
-airlock is starting on http://$LISTEN (state in $STATE). Try:
+airlock is starting on http://$LISTEN (state in $STATE, images in $IMAGES). Try:
 
   curl -s -H 'Authorization: Bearer $key' \\
        -H 'Content-Type: application/json' \\
@@ -22,4 +25,4 @@ airlock is starting on http://$LISTEN (state in $STATE). Try:
 API: docs/api.md, or GET http://$LISTEN/openapi.json. Stop with Ctrl-C.
 
 MSG
-exec ./build/airlock serve --listen "$LISTEN" --state "$STATE"
+exec ./build/airlock serve --listen "$LISTEN" --state "$STATE" --images "$IMAGES"

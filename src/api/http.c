@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "../core/audit.h"
+#include "../core/checkpoint.h"
 #include "http.h"
 #include "http_log.h"
 #include "mcp.h"
@@ -326,7 +327,7 @@ static ssize_t sse_next(sse *e, char *out, size_t max) {
         uint64_t gen = al_service_run_event_gen(e->s, e->run_id);
         al_store_event *evs = NULL;
         size_t nev = 0;
-        if (al_store_events_after(e->s->store, e->run_id, e->last, 64, &evs, &nev, &err) < 0) {
+        if (al_run_events_after(e->s, e->run_id, e->last, 64, &evs, &nev, &err) < 0) {
             /* libmicrohttpd says only that the stream failed: the why is here */
             al_service_log(e->s, AL_LOG_ERROR, "http.stream_failed",
                            json_pack("{s:s, s:s}", "run_id", e->run_id, "error", err.msg));
@@ -417,7 +418,13 @@ static enum MHD_Result run_events(al_service *s, struct MHD_Connection *c, const
     al_store_run *row = al_run_load(s, p, id);
     if (!row)
         return reply_error(c, 404, "not_found", "no run %s", id);
+    bool expired = row->expired_at[0];
     al_store_run_free(row);
+    if (expired) { /* its events are gone: said as GET /v1/runs/{id} says it */
+        json_t *doc = NULL;
+        al_status st = al_run_view(s, p, id, &doc);
+        return reply_json(c, al_status_http(st), doc);
+    }
     /* each follower holds a connection and a thread for as long as it likes */
     if (!al_service_hold(s, p->person_id, AL_HOLD_FOLLOW))
         return reply_too_many(c, "event streams", s->cfg.followers_per_person, "followers_per_person");
@@ -864,11 +871,37 @@ static enum MHD_Result audit(al_service *s, struct MHD_Connection *c, const al_p
     return reply_json(c, 200, json_pack("{s:o, s:o}", "events", rows, "next_cursor", next));
 }
 
+/* GET /v1/audit/checkpoint: the workspace's head, signed now, for a copy
+ * kept outside the store (checkpoint.h). */
+static enum MHD_Result audit_checkpoint(al_service *s, struct MHD_Connection *c, const al_principal *p) {
+    if (strcmp(p->role, "admin") != 0)
+        return reply_error(c, 403, "forbidden", "only admins may take the audit trail's checkpoints");
+    al_error err = { 0 };
+    char *text = NULL, v[AL_CHECKPOINT_VERIFIER_MAX];
+    al_audit_head h;
+    int r = al_checkpointer_sign_now(s, p->workspace_id, &text, &h, &err);
+    if (r == -ENOENT || r == -ESTALE)
+        return reply_error(c, r == -ENOENT ? 404 : 409, r == -ENOENT ? "not_found" : "conflict", "%s", err.msg);
+    if (r < 0)
+        return reply_error(c, 500, "internal", "%s", err.msg);
+    al_checkpointer_verifier(s, v);
+    json_t *doc = json_pack("{s:s, s:I, s:s, s:s, s:s}", "workspace_id", h.workspace_id, "seq", (json_int_t)h.seq,
+                            "hash", h.hash, "checkpoint", text, "verifier_key", v);
+    free(text);
+    return reply_json(c, 200, doc);
+}
+
 static enum MHD_Result trace(al_service *s, struct MHD_Connection *c, const al_principal *p, const char *id) {
     al_error err = { 0 };
     al_store_run *row = al_run_load(s, p, id);
     if (!row)
         return reply_error(c, 404, "not_found", "no run %s", id);
+    if (row->expired_at[0]) { /* its input and output are gone: 410 and the summary */
+        al_store_run_free(row);
+        json_t *doc = NULL;
+        al_status st = al_run_view(s, p, id, &doc);
+        return reply_json(c, al_status_http(st), doc);
+    }
     json_t *rj = al_run_json(s, row);
     json_t *decisions = audit_rows(s, p, NULL, NULL, id, NULL, NULL, INT64_MAX, 1000, &err);
     if (decisions) {
@@ -1212,12 +1245,9 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
     }
     if (n >= 3 && strcmp(seg[1], "runs") == 0) {
         if (n == 3 && get) {
-            al_store_run *row = al_run_load(s, &p, seg[2]);
-            if (!row)
-                return reply_error(c, 404, "not_found", "no run %s", seg[2]);
-            enum MHD_Result r = reply_json(c, 200, al_run_json(s, row));
-            al_store_run_free(row);
-            return r;
+            json_t *doc = NULL;
+            al_status st = al_run_view(s, &p, seg[2], &doc);
+            return reply_json(c, al_status_http(st), doc);
         }
         if (n == 4 && strcmp(seg[3], "events") == 0 && get)
             return run_events(s, c, &p, seg[2]);
@@ -1244,6 +1274,8 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
         return skills_route(s, c, &p, seg, n, get, post, strcmp(method, "DELETE") == 0, rq);
     if (n == 2 && strcmp(seg[1], "settings") == 0 && (strcmp(method, "PUT") == 0 || strcmp(method, "PATCH") == 0))
         return put_settings(s, c, &p, rq);
+    if (n == 3 && strcmp(seg[1], "audit") == 0 && strcmp(seg[2], "checkpoint") == 0)
+        return get ? audit_checkpoint(s, c, &p) : reply_error(c, 405, "method_not_allowed", "use GET");
     bool known = (n == 4 && strcmp(seg[1], "threads") == 0 && strcmp(seg[3], "artifacts") == 0) ||
                  (n == 3 && strcmp(seg[1], "artifacts") == 0) ||
                  (n == 4 && strcmp(seg[1], "artifacts") == 0 && strcmp(seg[3], "content") == 0) ||
@@ -1493,10 +1525,16 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
         free(h);
         return -ENOMEM;
     }
-    /* an inherited listening socket (listen_fd), else one bound here */
+    /* an inherited listening socket (listen_fd), else one bound here: alone
+     * on its address (SO_REUSEADDR only, libmicrohttpd's default) unless
+     * the operator shares the port (listen_shared: SO_REUSEPORT, which lets
+     * another service take part of this one's connections) */
     struct MHD_OptionItem where[] = {
         s->cfg.listen_fd >= 0 ? (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, s->cfg.listen_fd, NULL }
                               : (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, &sa },
+        s->cfg.listen_shared && s->cfg.listen_fd < 0
+            ? (struct MHD_OptionItem){ MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL }
+            : (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL },
         { MHD_OPTION_END, 0, NULL },
     };
     /* the logger first: libmicrohttpd reads its options in order, and what
@@ -1507,14 +1545,15 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
                             MHD_OPTION_ARRAY, where, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->cfg.connections_per_address,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.connection_timeout_s,
-                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.connection_timeout_s, MHD_OPTION_END);
     if (!h->d) {
         al_mcp_free(h->mcp);
         pthread_mutex_destroy(&h->metrics_mu);
         free(h);
-        return al_err(err, "listen", EADDRINUSE, "cannot listen on %s:%d (in use, or not allowed)", s->cfg.listen_host,
-                      s->cfg.port);
+        return al_err(err, "listen", EADDRINUSE,
+                      "cannot listen on %s:%d: another program listens there, or the address is not this host's "
+                      "(to share one port between services on purpose: listen_shared = true on each)",
+                      s->cfg.listen_host, s->cfg.port);
     }
     *ret = h;
     return 0;

@@ -685,7 +685,7 @@ bool al_mcp_call_step(al_mcp_call *k, int wait_s, bool send_output, json_t *note
     uint64_t gen = al_service_run_event_gen(k->s, k->run_id);
     al_store_event *evs = NULL;
     size_t nev = 0;
-    if (al_store_events_after(k->s->store, k->run_id, k->last_seq, (int64_t)EVENTS_PER_STEP, &evs, &nev, &err) < 0) {
+    if (al_run_events_after(k->s, k->run_id, k->last_seq, (int64_t)EVENTS_PER_STEP, &evs, &nev, &err) < 0) {
         *ret_result = tool_error("cannot follow run %s: %s", k->run_id, err.msg);
         return false;
     }

@@ -14,6 +14,7 @@ unsigned al_status_http(al_status st) {
         [AL_STATUS_INTERNAL] = 500,
         [AL_STATUS_UNAVAILABLE] = 503,
         [AL_STATUS_QUOTA] = 507,
+        [AL_STATUS_GONE] = 410,
     };
     return (unsigned)st < _AL_STATUS_MAX && http[st] ? http[st] : 500;
 }

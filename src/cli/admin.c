@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "../core/audit.h"
+#include "../core/checkpoint.h"
 #include "../core/service.h"
 #include "cli.h"
 #include "../store/governance.h"
@@ -22,21 +23,47 @@ static int usage_to(FILE *f) {
                     "  credits show --org ORG_ID\n"
                     "  price set --workspace WS_ID AMOUNT  credits per run (the operator's, not a workspace admin's)\n"
                     "  price show --workspace WS_ID\n"
-                    "  audit verify                       check every workspace's audit hash chain\n");
+                    "  audit verify [--expect-head WS:SEQ:HASH]... [--checkpoint FILE]... [--key FILE | --verifier KEY]\n"
+                    "                                     check every workspace's audit hash chain and print its head;\n"
+                    "                                     fail unless each head given (printed or signed earlier) is in it\n"
+                    "  audit key [--key FILE]             the verifier (public) key of the service's audit checkpoints\n");
     return f == stdout ? 0 : 125;
 }
 
 static int usage(void) { return usage_to(stderr); }
 
-static int open_store(const char *state, const char *store, al_store **ret, al_error *err) {
+/* Only bootstrap (CREATE) makes a store: any other command on a mistyped
+ * --state or --store would answer about an empty one it had just made. */
+static int open_store(const char *state, const char *store, bool create, al_store **ret, al_error *err) {
     char db[4200];
     int r = al_store_locate(store, state, db, sizeof db, err);
     if (r < 0)
         return r;
-    bool embedded = strncmp(db, "postgres", 8) != 0;
-    if (embedded && mkdir(state, 0700) < 0 && errno != EEXIST)
+    if (!create)
+        return al_store_open_existing(db, ret, err);
+    if (al_store_is_embedded(db) && mkdir(state, 0700) < 0 && errno != EEXIST)
         return al_err(err, "state", errno, "mkdir %s: %m", state);
     return al_store_open(db, ret, err);
+}
+
+/* The words a command takes, by its first two: an argument beyond them (a
+ * misplaced --state, an option of another command, a typo) is refused
+ * rather than ignored. -1: not this table's to say (audit, credits). */
+static int words_allowed(const char *cmd, const char *sub) {
+    static const struct { const char *cmd, *sub; int n; } t[] = {
+        { "bootstrap", NULL, 1 }, { "list", NULL, 1 }, { "org", "create", 3 },
+        { "workspace", "create", 5 }, { "key", "create", 4 }, { "key", "revoke", 3 }, { "key", "rotate", 3 },
+    };
+    for (size_t k = 0; k < ELEMENTSOF(t); k++)
+        if (strcmp(cmd, t[k].cmd) == 0 && (!t[k].sub || strcmp(sub, t[k].sub) == 0))
+            return t[k].n;
+    if (strcmp(cmd, "person") == 0 && strcmp(sub, "create") == 0)
+        return 7; /* with --role ROLE; 5 without */
+    if (strcmp(cmd, "price") == 0)
+        return strcmp(sub, "set") == 0 ? 5 : 4;
+    if (strcmp(cmd, "credits") == 0)
+        return strcmp(sub, "grant") == 0 ? 5 : 4;
+    return -1;
 }
 
 static int print_tenant(const al_store_tenant *t, void *userdata) {
@@ -104,6 +131,117 @@ static int price(al_store *s, const char *sub, const char *ws, const char *amoun
     return 0;
 }
 
+/* ------------------------------------------------------------ audit */
+
+#define AUDIT_USAGE 2
+#define AUDIT_HEADS_MAX 64
+
+static void audit_key_path(const char *state, const char *key, char *buf, size_t len) {
+    if (key)
+        snprintf(buf, len, "%s", key);
+    else
+        snprintf(buf, len, "%s/%s", state, AL_CHECKPOINT_KEY_FILE);
+}
+
+/* The head PATH (a checkpoint) signs, with a signature of K. */
+static int audit_checkpoint_file(const al_checkpoint_key *k, const char *path, al_audit_head *ret, al_error *err) {
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    if (!f)
+        return al_err(err, "audit", errno, "%s: %m", path);
+    char text[AL_CHECKPOINT_MAX + 1];
+    size_t n = fread(text, 1, sizeof text, f);
+    if (ferror(f))
+        return al_err(err, "audit", EIO, "read %s", path);
+    al_error why = { 0 };
+    int r = al_checkpoint_open(k, text, n, ret, &why);
+    if (r < 0)
+        return al_err(err, "audit", -r, "%s: %s", path, why.msg);
+    return 0;
+}
+
+/* The report of al_audit_verify, a line per workspace. */
+static void audit_print(json_t *report) {
+    size_t k;
+    json_t *e;
+    json_array_foreach(report, k, e) {
+        const char *ws = json_string_value(json_object_get(e, "workspace_id"));
+        if (json_is_true(json_object_get(e, "intact")))
+            printf("workspace %s: %lld events, chain intact, head %s:%lld:%s\n", ws,
+                   (long long)json_integer_value(json_object_get(e, "events")), ws,
+                   (long long)json_integer_value(json_object_get(e, "head_seq")),
+                   json_string_value(json_object_get(e, "head_hash")));
+        else
+            printf("workspace %s: BROKEN at event seq %lld (%s): %s\n", ws,
+                   (long long)json_integer_value(json_object_get(e, "first_broken_seq")),
+                   json_string_value(json_object_get(e, "kind")), json_string_value(json_object_get(e, "why")));
+    }
+    if (json_array_size(report) == 0)
+        printf("no audit events yet\n");
+}
+
+/* `audit verify ...` and `audit key ...` (ARGV[0]): 0, 1 (a chain broken
+ * or short of a head given), AUDIT_USAGE, or -errno. */
+static int audit(al_store *s, const char *state, int argc, char **argv, al_error *err) {
+    bool verify = argc >= 1 && strcmp(argv[0], "verify") == 0, key_cmd = argc >= 1 && strcmp(argv[0], "key") == 0;
+    const char *key_file = NULL, *verifier = NULL, *checkpoints[AUDIT_HEADS_MAX];
+    al_audit_head heads[AUDIT_HEADS_MAX];
+    size_t nheads = 0, ncheck = 0;
+    if (!verify && !key_cmd)
+        return AUDIT_USAGE;
+    for (int j = 1; j < argc; j += 2) {
+        const char *o = argv[j], *v = j + 1 < argc ? argv[j + 1] : NULL;
+        if (!v)
+            return AUDIT_USAGE;
+        if (strcmp(o, "--key") == 0)
+            key_file = v;
+        else if (verify && strcmp(o, "--verifier") == 0)
+            verifier = v;
+        else if (verify && strcmp(o, "--checkpoint") == 0 && ncheck + nheads < AUDIT_HEADS_MAX)
+            checkpoints[ncheck++] = v;
+        else if (verify && strcmp(o, "--expect-head") == 0 && ncheck + nheads < AUDIT_HEADS_MAX) {
+            int r = al_audit_head_parse(v, &heads[nheads++], err);
+            if (r < 0)
+                return r;
+        } else
+            return AUDIT_USAGE;
+    }
+    char path[PATH_MAX + 64];
+    audit_key_path(state, key_file, path, sizeof path);
+    al_checkpoint_key k;
+    if (key_cmd) {
+        /* the operator may take the key's public half before the service's first start */
+        int r = al_checkpoint_key_load(path, true, &k, err);
+        if (r < 0)
+            return r;
+        char v[AL_CHECKPOINT_VERIFIER_MAX];
+        al_checkpoint_key_verifier(&k, v);
+        memset(&k, 0, sizeof k);
+        printf("%s\n", v);
+        return 0;
+    }
+    if (ncheck) {
+        /* a verifier key given is the one trusted; else the operator's own key file */
+        int r = verifier ? al_checkpoint_key_parse_verifier(verifier, &k, err) : al_checkpoint_key_load(path, false, &k, err);
+        if (r < 0)
+            return r;
+        memset(k.seed, 0, sizeof k.seed);
+        for (size_t c = 0; c < ncheck; c++) {
+            al_audit_head *h = &heads[nheads++];
+            if ((r = audit_checkpoint_file(&k, checkpoints[c], h, err)) < 0)
+                return r;
+            printf("checkpoint %s: signed by %s, head %s:%lld:%s\n", checkpoints[c], k.name, h->workspace_id,
+                   (long long)h->seq, h->hash);
+        }
+    }
+    json_t *report = NULL;
+    int r = al_audit_verify(s, heads, nheads, &report, err);
+    if (r >= 0) {
+        audit_print(report);
+        json_decref(report);
+    }
+    return r;
+}
+
 int cli_admin(int argc, char **argv) {
     if (cli_help_asked(argc, argv))
         return usage_to(stdout);
@@ -122,9 +260,24 @@ int cli_admin(int argc, char **argv) {
     }
     if (i >= argc)
         return usage();
+    for (int k = i; k < argc; k++)
+        if (strcmp(argv[k], "--state") == 0 || strcmp(argv[k], "--store") == 0) {
+            fprintf(stderr, "airlock admin: %s goes before the command (airlock admin %s VALUE %s ...)\n", argv[k],
+                    argv[k], argv[i]);
+            return 125;
+        }
+    int allowed = words_allowed(argv[i], i + 1 < argc ? argv[i + 1] : "");
+    if (allowed >= 0 && argc - i > allowed) {
+        fprintf(stderr, "airlock admin: unexpected argument \"%s\"\n", argv[i + allowed]);
+        return usage();
+    }
+    if (allowed == 7 && argc - i > 5 && (argc - i == 6 || strcmp(argv[i + 5], "--role") != 0)) {
+        fprintf(stderr, "airlock admin: unexpected argument \"%s\" (person create takes --role ROLE)\n", argv[i + 5]);
+        return usage();
+    }
     al_error err = { 0 };
     al_store *s = NULL;
-    if (open_store(state, store, &s, &err) < 0) {
+    if (open_store(state, store, strcmp(argv[i], "bootstrap") == 0, &s, &err) < 0) {
         fprintf(stderr, "airlock admin: %s\n", err.msg);
         return 125;
     }
@@ -155,7 +308,8 @@ int cli_admin(int argc, char **argv) {
         if ((r = al_store_create_workspace(s, argv[i + 3], argv[i + 4], id, &err)) == 0)
             printf("workspace %s\n", id);
     } else if (strcmp(cmd, "person") == 0 && strcmp(sub, "create") == 0 && i + 4 < argc &&
-               strcmp(argv[i + 2], "--workspace") == 0) {
+               strcmp(argv[i + 2], "--workspace") == 0 &&
+               (argc - i == 5 || (argc - i == 7 && strcmp(argv[i + 5], "--role") == 0))) {
         const char *role = "member";
         if (i + 6 < argc && strcmp(argv[i + 5], "--role") == 0)
             role = argv[i + 6];
@@ -226,29 +380,11 @@ int cli_admin(int argc, char **argv) {
     } else if (strcmp(cmd, "price") == 0 && i + 3 < argc && strcmp(argv[i + 2], "--workspace") == 0 &&
                (strcmp(sub, "show") == 0 || (strcmp(sub, "set") == 0 && i + 4 < argc))) {
         r = price(s, sub, argv[i + 3], strcmp(sub, "set") == 0 ? argv[i + 4] : NULL, &err);
-    } else if (strcmp(cmd, "audit") == 0 && strcmp(sub, "verify") == 0) {
-        json_t *report = NULL;
-        r = al_audit_verify(s, &report, &err);
-        if (r >= 0) {
-            size_t k;
-            json_t *e;
-            json_array_foreach(report, k, e) {
-                if (json_is_true(json_object_get(e, "intact")))
-                    printf("workspace %s: %lld events, chain intact\n", json_string_value(json_object_get(e, "workspace_id")),
-                           (long long)json_integer_value(json_object_get(e, "events")));
-                else
-                    printf("workspace %s: BROKEN at event seq %lld (%s): %s\n",
-                           json_string_value(json_object_get(e, "workspace_id")),
-                           (long long)json_integer_value(json_object_get(e, "first_broken_seq")),
-                           json_string_value(json_object_get(e, "kind")), json_string_value(json_object_get(e, "why")));
-            }
-            if (json_array_size(report) == 0)
-                printf("no audit events yet\n");
-            json_decref(report);
-            if (r == 1) {
-                al_store_close(s);
-                return 1;
-            }
+    } else if (strcmp(cmd, "audit") == 0) {
+        r = audit(s, state, argc - i - 1, argv + i + 1, &err);
+        if (r == 1 || r == AUDIT_USAGE) {
+            al_store_close(s);
+            return r == 1 ? 1 : usage();
         }
     } else {
         al_store_close(s);

@@ -19,6 +19,9 @@ int cli_mcp_local(const char *state, char *ret_url, size_t url_len, char *ret_ke
 int cli_image(int argc, char **argv);
 /* AIRLOCK_STATE or /var/lib/airlock */
 const char *cli_state_dir(void);
+/* Where runtime images are: AIRLOCK_IMAGES, else cli_state_dir()/images
+ * (the rule of `airlock serve`'s images setting). */
+void cli_images_dir(char *buf, size_t len);
 
 /* Block SIGINT, SIGTERM and SIGHUP and return a signalfd for them: the box
  * is canceled cleanly instead of dying with us. */

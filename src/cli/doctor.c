@@ -110,7 +110,7 @@ int cli_doctor(int argc, char **argv) {
             json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "control", items[i].name, "level",
                                                  al_level_name(items[i].level), "detail", items[i].detail));
         char images[4200];
-        al_image_dir(cli_state_dir(), images, sizeof images);
+        cli_images_dir(images, sizeof images);
         json_t *doc = json_pack("{s:o, s:o, s:s, s:o}", "controls", arr, "network_modes", net, "default_runtime", "host",
                                 "images", al_image_list(images));
         char *s = json_dumps(doc, JSON_INDENT(2));
@@ -133,7 +133,7 @@ int cli_doctor(int argc, char **argv) {
     json_decref(net);
     printf("\nruntime: host (the host's /usr, read-only; the default of airlock run)\n");
     char images[4200];
-    al_image_dir(cli_state_dir(), images, sizeof images);
+    cli_images_dir(images, sizeof images);
     json_t *l = al_image_list(images);
     size_t k;
     json_t *e;

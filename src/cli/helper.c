@@ -33,6 +33,7 @@
 
 #include "../box/runtime_ro.h"
 #include "../box/uidpool.h"
+#include "../drivers/driver.h"
 #ifdef AIRLOCK_SERVER
 #include "../docker/docker.h"
 #endif
@@ -41,7 +42,6 @@
 #include "cli.h"
 #include "net.h"
 
-#define MAX_JOB (1u << 20)
 #define MAX_INPUTS 1024
 
 static void emit(json_t *ev) {
@@ -99,7 +99,7 @@ static void job_free(job *j) {
     json_decref(j->doc);
 }
 
-/* Stdin's next line (a job) as JSON: at most MAX_JOB bytes, what follows
+/* Stdin's next line (a job) as JSON: at most AL_JOB_MAX bytes, what follows
  * its newline kept in BUF for the next call. NULL at its end or on error,
  * with why in *WHY. */
 typedef struct line_reader {
@@ -119,11 +119,11 @@ static json_t *read_job(line_reader *lr, const char **why) {
             *why = doc ? NULL : "the job is not JSON";
             return doc;
         }
-        if (lr->len == MAX_JOB) {
-            *why = "job larger than 1 MiB";
+        if (lr->len == AL_JOB_MAX) {
+            *why = "job larger than AL_JOB_MAX (16 MiB)";
             return NULL;
         }
-        ssize_t n = read(STDIN_FILENO, lr->buf + lr->len, MAX_JOB - lr->len);
+        ssize_t n = read(STDIN_FILENO, lr->buf + lr->len, AL_JOB_MAX - lr->len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
@@ -302,7 +302,7 @@ int cli_helper(int argc, char **argv) {
         printf("usage: airlock helper   (internal: the service's per-run process; one JSON job on stdin)\n");
         return 0;
     }
-    _cleanup_free_ char *buf = malloc(MAX_JOB + 1);
+    _cleanup_free_ char *buf = malloc(AL_JOB_MAX + 1);
     if (!buf)
         return fail("job", "out of memory");
     line_reader lr = { .buf = buf };

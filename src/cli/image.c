@@ -18,8 +18,18 @@ const char *cli_state_dir(void) {
     return s && *s ? s : "/var/lib/airlock";
 }
 
+void cli_images_dir(char *buf, size_t len) {
+    const char *i = getenv("AIRLOCK_IMAGES");
+    if (i && *i)
+        snprintf(buf, len, "%s", i);
+    else
+        al_image_dir(cli_state_dir(), buf, len);
+}
+
 static int usage_to(FILE *f) {
-    fprintf(f, "usage: airlock image [--state DIR] COMMAND\n"
+    fprintf(f, "usage: airlock image [--images DIR | --state DIR] COMMAND\n"
+                    "  (images are in DIR, else STATE/images; default AIRLOCK_IMAGES, else\n"
+                    "   AIRLOCK_STATE/images, else /var/lib/airlock/images)\n"
                     "  build [RECIPE] [--alias NAME]         build a bundled recipe: default (Debian 13) or bookworm\n"
                     "                                        (Debian 12); the alias is the recipe's name\n"
                     "  build --recipe DIR [--alias NAME]     build the recipe in DIR (alias default)\n"
@@ -218,10 +228,14 @@ static int build(const char *images, int argc, char **argv) {
 int cli_image(int argc, char **argv) {
     if (cli_help_asked(argc, argv))
         return usage_to(stdout);
-    const char *state = cli_state_dir();
+    char images[PATH_MAX];
+    cli_images_dir(images, sizeof images);
     int i = 1;
-    if (i + 1 < argc && strcmp(argv[i], "--state") == 0) {
-        state = argv[i + 1];
+    while (i + 1 < argc && (strcmp(argv[i], "--state") == 0 || strcmp(argv[i], "--images") == 0)) {
+        if (strcmp(argv[i], "--state") == 0)
+            al_image_dir(argv[i + 1], images, sizeof images);
+        else
+            snprintf(images, sizeof images, "%s", argv[i + 1]);
         i += 2;
     }
     if (i >= argc)
@@ -229,9 +243,28 @@ int cli_image(int argc, char **argv) {
     /* `airlock image help` too: the usage, and nothing run (a build takes minutes) */
     if (strcmp(argv[i], "help") == 0)
         return usage_to(stdout);
-    char images[PATH_MAX];
-    al_image_dir(state, images, sizeof images);
     const char *cmd = argv[i];
+    /* a misplaced --state would otherwise be ignored and another
+     * directory's images listed, built or removed */
+    for (int k = i + 1; k < argc; k++)
+        if (strcmp(argv[k], "--state") == 0 || strcmp(argv[k], "--images") == 0) {
+            fprintf(stderr, "airlock image: %s goes before the command (airlock image %s DIR %s ...)\n", argv[k],
+                    argv[k], cmd);
+            return 125;
+        }
+    /* each command's words, exactly: an unknown option is refused, not ignored */
+    int n = argc - i;
+    bool shape_ok = strcmp(cmd, "build") == 0 ||
+                    (strcmp(cmd, "import") == 0 && (n == 2 || (n == 4 && strcmp(argv[i + 2], "--alias") == 0))) ||
+                    (strcmp(cmd, "ls") == 0 && (n == 1 || (n == 2 && strcmp(argv[i + 1], "--json") == 0))) ||
+                    ((strcmp(cmd, "verify") == 0 || strcmp(cmd, "rm") == 0) && n == 2);
+    if (!shape_ok) {
+        if (n > 1)
+            fprintf(stderr, "airlock image %s: unexpected arguments from \"%s\"\n", cmd, argv[i + 1]);
+        else
+            fprintf(stderr, "airlock image: unknown command \"%s\"\n", cmd);
+        return usage();
+    }
     al_error err = { 0 };
     if (strcmp(cmd, "build") == 0)
         return build(images, argc - i - 1, argv + i + 1);
@@ -274,6 +307,8 @@ int cli_image(int argc, char **argv) {
                        (double)json_integer_value(json_object_get(e, "bytes")) / 1e6,
                        json_string_value(json_object_get(e, "created")) ?: "-", holds);
             }
+            if (json_array_size(l) == 0)
+                printf("(no images in %s: `airlock image --images %s build` makes the default)\n", images, images);
         }
         json_decref(l);
         return 0;

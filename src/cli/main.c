@@ -32,7 +32,7 @@ static int hand_over(char **argv) {
  * which links libarchive for it (the lean binary loads faster without). */
 static bool image_import(int argc, char **argv) {
     int i = 2;
-    if (i + 1 < argc && strcmp(argv[i], "--state") == 0)
+    while (i + 1 < argc && (strcmp(argv[i], "--state") == 0 || strcmp(argv[i], "--images") == 0))
         i += 2;
     return i < argc && strcmp(argv[i], "import") == 0;
 }
@@ -116,6 +116,10 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "helper") == 0)
         return cli_helper(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        if (argc > 2) {
+            fprintf(stderr, "airlock: version takes no arguments (\"%s\")\n", argv[2]);
+            return 125;
+        }
         printf("airlock %s\n", AIRLOCK_VERSION);
         return 0;
     }

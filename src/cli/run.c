@@ -301,7 +301,7 @@ int cli_run(int argc, char **argv) {
     if (image && strcmp(image, "host") != 0) {
         char images[PATH_MAX], dir[PATH_MAX], digest[65];
         al_error ierr = { 0 };
-        al_image_dir(cli_state_dir(), images, sizeof images);
+        cli_images_dir(images, sizeof images);
         if (al_image_resolve(images, image, dir, sizeof dir, digest, &ierr) < 0) {
             fprintf(stderr, "airlock run: --image %s: %s\n", image, ierr.msg);
             return EXIT_AIRLOCK;

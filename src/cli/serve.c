@@ -9,8 +9,31 @@
 #include "../core/service.h"
 #include "cli.h"
 
-/* Open the service, answer HTTP until SIGTERM, SIGINT or SIGHUP, then stop
- * taking runs, stop HTTP and close the service. */
+/* A stop drains: no run is taken from the queue (queued ones wait for the
+ * next start or another node), running ones have stop_grace_s to finish
+ * while HTTP still answers (their followers see them end), and a second
+ * signal ends the wait at once. What is left is ended by al_service_stop. */
+static void drain(al_service *s, const al_service_config *cfg, const sigset_t *sigs, int sig) {
+    al_service_drain(s);
+    int running = al_service_active_count(s);
+    al_service_log(s, AL_LOG_INFO, "service.stop", json_pack("{s:i, s:i, s:i}", "signal", sig, "running", running, "grace_s",
+                                                cfg->stop_grace_s));
+    uint64_t deadline = al_now_ms() + (uint64_t)cfg->stop_grace_s * 1000;
+    while ((running = al_service_active_count(s)) > 0 && al_now_ms() < deadline) {
+        struct timespec step = { .tv_nsec = 100 * 1000 * 1000 };
+        int again = sigtimedwait(sigs, NULL, &step);
+        if (again > 0) {
+            al_service_log(s, AL_LOG_WARN, "service.stop_now", json_pack("{s:i, s:i}", "signal", again, "running", running));
+            break;
+        }
+    }
+    if (running > 0)
+        al_service_log(s, AL_LOG_WARN, "service.drain_ended", json_pack("{s:i, s:s}", "running", running, "then",
+                                                           "ended by the stop: error service_stopped, refunded"));
+}
+
+/* Open the service, answer HTTP until SIGTERM, SIGINT or SIGHUP, then
+ * drain, stop HTTP and close the service. */
 static int serve(const al_service_config *cfg, al_error *err) {
     /* Block the signals we wait for before any thread starts, so every
      * thread inherits the mask and only sigwait below sees them. */
@@ -40,7 +63,7 @@ static int serve(const al_service_config *cfg, al_error *err) {
 
     int sig = 0;
     sigwait(&sigs, &sig);
-    al_service_log(s, AL_LOG_INFO, "service.stop", json_pack("{s:i}", "signal", sig));
+    drain(s, cfg, &sigs, sig);
     al_service_stop(s);
     al_http_stop(http);
     return al_service_close(s, err);

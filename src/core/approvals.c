@@ -45,14 +45,15 @@ int al_service_close_approval(al_service *s, const char *id, const char *decisio
 /* The result event of a run that ended without running (denied, expired,
  * canceled while it waited); its state event came with the transition. */
 static void ended_unstarted(al_service *s, const char *id) {
-    al_error err = { 0 };
     /* it never reaches a box: what it brought for one goes now */
     al_service_drop_inputs(s, id);
+    al_service_result_event(s, id);
+    /* read again for its run.end line alone: who, what, why (a run that
+     * never ran ends rarely: one read is cheap) */
+    al_error err = { 0 };
     _cleanup_run_ al_store_run *run = NULL;
-    if (al_store_run_get(s->store, id, NULL, &run, &err) == 0) {
-        al_service_append_event(s, id, "result", al_run_json(s, run));
+    if (al_store_run_get(s->store, id, NULL, &run, &err) == 0)
         al_service_log_run_end(s, run, run->state, run->error_code[0] ? run->error_code : NULL, NULL);
-    }
     al_skills_run_ended(s);
 }
 
@@ -130,8 +131,11 @@ int al_service_decide(al_service *s, const al_store_run *run, const char *person
         return 0;
     }
     /* an approver let it through: the global cap only, not the person's share */
-    if (al_service_enqueue(s, id, requester, run->org_id, cap, false, NULL, 0) < 0)
-        al_service_end_unqueued(s, id, "approved, but the run queue was full");
+    char qmsg[300];
+    int qr = al_service_enqueue(s, id, requester, run->org_id, cap, false, qmsg, sizeof qmsg);
+    if (qr < 0)
+        al_service_end_unqueued(s, id, qr == -EIO ? "store" : "queue_full",
+                                qr == -EIO ? qmsg : "approved, but the run queue was full");
     return 0;
 }
 

@@ -1,5 +1,6 @@
 #include "audit.h"
 #include "../util/hash.h"
+#include "../util/util.h"
 #include "../store/audit.h"
 
 #include <nettle/sha2.h>
@@ -88,6 +89,11 @@ typedef struct chain_check {
     const char *why;              /* the first broken link's fault */
     int64_t bad_seq;
     char bad_kind[64];
+    /* the heads expected of this chain: SEEN[i] the hash found at their seq */
+    const al_audit_head *heads;
+    size_t n_heads;
+    char (*seen)[65];
+    char why_buf[300];            /* WHY when it is about an expected head */
 } chain_check;
 
 static int check_event(const al_store_audit_event *ev, bool malformed, void *userdata) {
@@ -113,6 +119,10 @@ static int check_event(const al_store_audit_event *ev, bool malformed, void *use
         snprintf(c->bad_kind, sizeof c->bad_kind, "%s", ev->kind);
         return 0;
     }
+    /* only a verified link counts as holding a head */
+    for (size_t i = 0; i < c->n_heads; i++)
+        if (c->heads[i].seq == ev->seq)
+            snprintf(c->seen[i], sizeof c->seen[i], "%s", ev->hash);
     snprintf(c->prev, sizeof c->prev, "%s", ev->hash);
     c->expect++;
     return 0;
@@ -123,15 +133,49 @@ typedef struct verify_ctx {
     al_error *err;
     json_t *report;
     int broken;
+    const al_audit_head *expect;
+    size_t n_expect;
+    bool *matched;                /* per expected head: its workspace has events */
+    al_audit_head *heads;         /* scratch, N_EXPECT long: one chain's expected heads */
+    char (*seen)[65];             /* and the hashes found at their seqs */
 } verify_ctx;
+
+/* Whether C's chain holds each head expected of it; the first that it does
+ * not becomes C's fault (a chain broken before it has one already). */
+static void check_heads(chain_check *c) {
+    for (size_t i = 0; i < c->n_heads && !c->why; i++) {
+        const al_audit_head *h = &c->heads[i];
+        if (!c->seen[i][0] && h->seq > c->events)
+            snprintf(c->why_buf, sizeof c->why_buf, "the chain ends at seq %lld, before the expected head %lld:%.16s...: events were "
+                     "removed from its end (truncated)", (long long)c->events, (long long)h->seq, h->hash);
+        else if (strcmp(c->seen[i], h->hash) != 0)
+            snprintf(c->why_buf, sizeof c->why_buf, "its event at seq %lld is not the expected head %lld:%.16s... (hash %.16s...): the "
+                     "chain was rewritten from there or before", (long long)h->seq, (long long)h->seq, h->hash,
+                     c->seen[i][0] ? c->seen[i] : "none");
+        else
+            continue;
+        c->why = c->why_buf;
+        c->bad_seq = h->seq;
+        snprintf(c->bad_kind, sizeof c->bad_kind, "expected head");
+    }
+}
 
 static int verify_workspace(const char *ws, void *userdata) {
     verify_ctx *v = userdata;
-    chain_check c = { .prev = AL_AUDIT_GENESIS, .expect = 1 };
+    /* this chain's expected heads: a copy, so that SEEN lines up with them */
+    chain_check c = { .prev = AL_AUDIT_GENESIS, .expect = 1, .heads = v->heads, .seen = v->seen };
+    for (size_t i = 0; i < v->n_expect; i++)
+        if (strcmp(v->expect[i].workspace_id, ws) == 0) {
+            v->matched[i] = true;
+            v->heads[c.n_heads] = v->expect[i];
+            v->seen[c.n_heads++][0] = '\0';
+        }
     int r = al_store_audit_chain(v->s, ws, check_event, &c, v->err);
     if (r < 0)
         return r;
-    json_t *entry = json_pack("{s:s, s:I, s:b}", "workspace_id", ws, "events", (json_int_t)c.events, "intact", !c.why);
+    check_heads(&c);
+    json_t *entry = json_pack("{s:s, s:I, s:b, s:I, s:s}", "workspace_id", ws, "events", (json_int_t)c.events, "intact",
+                              !c.why, "head_seq", (json_int_t)(c.expect - 1), "head_hash", c.prev);
     if (!entry)
         return al_err(v->err, "audit", ENOMEM, "out of memory");
     if (c.why) {
@@ -144,15 +188,68 @@ static int verify_workspace(const char *ws, void *userdata) {
     return 0;
 }
 
-int al_audit_verify(al_store *s, json_t **ret_report, al_error *err) {
-    verify_ctx v = { .s = s, .err = err, .report = json_array() };
-    if (!v.report)
+/* An expected head whose workspace has no event left: its whole chain is gone. */
+static int report_vanished(verify_ctx *v) {
+    for (size_t i = 0; i < v->n_expect; i++) {
+        if (v->matched[i])
+            continue;
+        char why[200];
+        snprintf(why, sizeof why, "the workspace has no audit events, but its chain held %lld:%.16s...: every event "
+                 "was removed", (long long)v->expect[i].seq, v->expect[i].hash);
+        json_t *entry = json_pack("{s:s, s:I, s:b, s:I, s:s, s:I, s:s, s:s}", "workspace_id", v->expect[i].workspace_id,
+                                  "events", (json_int_t)0, "intact", 0, "head_seq", (json_int_t)0, "head_hash",
+                                  AL_AUDIT_GENESIS, "first_broken_seq", (json_int_t)v->expect[i].seq, "kind",
+                                  "expected head", "why", why);
+        if (!entry || json_array_append_new(v->report, entry) < 0)
+            return al_err(v->err, "audit", ENOMEM, "out of memory");
+        v->broken = 1;
+        for (size_t j = i; j < v->n_expect; j++) /* one entry per workspace */
+            if (strcmp(v->expect[j].workspace_id, v->expect[i].workspace_id) == 0)
+                v->matched[j] = true;
+    }
+    return 0;
+}
+
+int al_audit_verify(al_store *s, const al_audit_head *expect, size_t n_expect, json_t **ret_report, al_error *err) {
+    size_t n = n_expect ? n_expect : 1;
+    _cleanup_free_ bool *matched = calloc(n, sizeof *matched);
+    _cleanup_free_ al_audit_head *heads = calloc(n, sizeof *heads);
+    _cleanup_free_ char(*seen)[65] = calloc(n, sizeof *seen);
+    verify_ctx v = { .s = s, .err = err, .report = json_array(), .expect = expect, .n_expect = n_expect,
+                     .matched = matched, .heads = heads, .seen = seen };
+    if (!v.report || !matched || !heads || !seen) {
+        json_decref(v.report);
         return al_err(err, "audit", ENOMEM, "out of memory");
+    }
     int r = al_store_audit_workspaces(s, verify_workspace, &v, err);
+    if (r == 0)
+        r = report_vanished(&v);
     if (r < 0) {
         json_decref(v.report);
         return r;
     }
     *ret_report = v.report;
     return v.broken;
+}
+
+int al_audit_head_parse(const char *text, al_audit_head *ret, al_error *err) {
+    memset(ret, 0, sizeof *ret);
+    const char *c1 = strchr(text, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    char num[24];
+    uint64_t seq;
+    bool ok = c1 && c2 && c1 > text && (size_t)(c1 - text) < sizeof ret->workspace_id &&
+              strspn(text, AL_AUDIT_WS_CHARS) == (size_t)(c1 - text) && (size_t)(c2 - c1 - 1) < sizeof num &&
+              al_is_sha256_hex(c2 + 1);
+    if (ok) {
+        snprintf(ret->workspace_id, sizeof ret->workspace_id, "%.*s", (int)(c1 - text), text);
+        snprintf(num, sizeof num, "%.*s", (int)(c2 - c1 - 1), c1 + 1);
+        /* one spelling: no leading zero */
+        ok = num[0] != '0' && al_parse_u64(num, &seq) == 0 && seq >= 1 && seq <= INT64_MAX;
+    }
+    if (!ok)
+        return al_err(err, "audit", EINVAL, "%.80s: want a head as `audit verify` prints it, WORKSPACE:SEQ:HASH "
+                      "(HASH 64 hex digits)", text);
+    ret->seq = (int64_t)seq;
+    snprintf(ret->hash, sizeof ret->hash, "%s", c2 + 1);
+    return 0;
 }

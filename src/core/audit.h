@@ -10,6 +10,20 @@
 /* Append an event (steals DATA); PERSON_ID and RUN_ID may be NULL. */
 int al_audit_append(al_store *s, const char *org_id, const char *ws_id, const char *kind, const char *person_id,
                     const char *run_id, json_t *data, al_error *err);
-/* Check every chain. 0: all intact; 1: broken, with RET_REPORT naming the
- * first broken link of each broken workspace; -errno on failure. */
-int al_audit_verify(al_store *s, json_t **ret_report, al_error *err);
+/* A chain's head: its newest event's seq and hash. Written and read as
+ * WORKSPACE:SEQ:HASH, the form `airlock admin audit verify` prints. */
+#define AL_AUDIT_WS_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-" /* of a workspace id */
+typedef struct al_audit_head {
+    char workspace_id[40];
+    int64_t seq;
+    char hash[65];
+} al_audit_head;
+int al_audit_head_parse(const char *text, al_audit_head *ret, al_error *err);
+
+/* Check every chain, and that each of the N_EXPECT heads EXPECT (printed
+ * or signed earlier) is still in its chain, with the same hash: a chain
+ * that was cut back, or rewritten from some event on, is shorter or
+ * differs there, though its links may all hold. 0: all intact; 1: broken
+ * or not holding an expected head, RET_REPORT (one entry per workspace,
+ * with its head) saying where and why; -errno on failure. */
+int al_audit_verify(al_store *s, const al_audit_head *expect, size_t n_expect, json_t **ret_report, al_error *err);

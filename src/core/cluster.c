@@ -23,7 +23,7 @@
 #include "../store/nodes.h"
 #include "service.h"
 
-static void time_after(int64_t ms, char *buf, size_t len) {
+void al_cluster_time_after(int64_t ms, char *buf, size_t len) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     int64_t t = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + ms;
@@ -87,7 +87,7 @@ void al_cluster_reap(al_service *s, bool all_others) {
     }
     /* a node's row outlives it by a week (who ended whose runs), no more */
     char week_ago[40];
-    time_after(-7LL * 24 * 3600 * 1000, week_ago, sizeof week_ago);
+    al_cluster_time_after(-7LL * 24 * 3600 * 1000, week_ago, sizeof week_ago);
     al_store_nodes_forget(s->store, week_ago, &err);
     for (int i = 0; i < n; i++) {
         if (!all_others)
@@ -183,17 +183,20 @@ static void *lease_main(void *p) {
             break;
         char until[40];
         uint64_t asked = al_now_ms();
-        time_after(lease_ms, until, sizeof until);
+        al_cluster_time_after(lease_ms, until, sizeof until);
         al_error err = { 0 };
         int r = al_store_node_renew(s->lease_store, s->node_id, until, &err);
         if (r > 0) {
             holds_until = asked + (uint64_t)lease_ms;
         } else if (r == 0) {
-            fence(s, "another node declared this node dead (its lease ran out)");
+            fence(s, "another airlock service on this same store declared this one dead: this one had not "
+                     "renewed its lease (node_lease_s) in time, or it was stopped or paused that long. It stops "
+                     "now so that no run is served twice; the runs it was running end as lost");
             break;
         } else if (al_now_ms() + (uint64_t)lease_ms / 4 >= holds_until) {
             /* the others may declare it dead at any moment: it cannot know */
-            fence(s, "this node could not renew its lease in time");
+            fence(s, "this service could not write its lease to the store in time (node_lease_s): another "
+                     "service on this store may declare it dead at any moment, so it stops now");
             break;
         }
     }
@@ -240,7 +243,7 @@ int al_cluster_start(al_service *s, al_error *err) {
     char host[256], now[40], until[40];
     place(host, sizeof host);
     al_store_now(now, sizeof now);
-    time_after((int64_t)s->cfg.node_lease_s * 1000, until, sizeof until);
+    al_cluster_time_after((int64_t)s->cfg.node_lease_s * 1000, until, sizeof until);
     int r = al_store_node_join(s->store, s->node_id, host, (int64_t)getpid(), now, until, err);
     if (r < 0)
         return r;

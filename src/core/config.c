@@ -3,13 +3,23 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "../image/image.h"
 #include "service.h"
+
+void al_service_images_dir(const al_service_config *c, char *buf, size_t len) {
+    if (c->images_dir[0])
+        snprintf(buf, len, "%s", c->images_dir);
+    else
+        al_image_dir(c->state_dir, buf, len);
+}
 
 void al_service_config_default(al_service_config *c) {
     memset(c, 0, sizeof *c);
     snprintf(c->listen_host, sizeof c->listen_host, "127.0.0.1");
     c->port = 8080;
     c->listen_fd = -1;
+    /* a rolling restart's runs finish rather than end (operations.md) */
+    c->stop_grace_s = 30;
     snprintf(c->state_dir, sizeof c->state_dir, "/var/lib/airlock");
     snprintf(c->driver, sizeof c->driver, "native");
     snprintf(c->store, sizeof c->store, "sqlite");
@@ -24,6 +34,7 @@ void al_service_config_default(al_service_config *c) {
     c->max_timeout_s = 120;
     c->body_max = 8u << 20;
     c->code_max = 1u << 20;
+    c->run_sweep_s = 60;
     c->files_max = 64;
     /* A quarter of the slots per address: one client (or one NAT) cannot take
      * them all, and four busy addresses still can; behind a reverse proxy
@@ -44,6 +55,7 @@ void al_service_config_default(al_service_config *c) {
     /* four bodies at the cap: one person cannot make the daemon hold a
      * body on every connection of theirs */
     c->body_bytes_per_person = 4 * c->body_max;
+    c->audit_checkpoint_s = 60;
 }
 
 /* Whether V is module names separated by commas: each of dotted parts
@@ -75,6 +87,13 @@ static int set_int(int *field, const char *v, int min, int max, const char *key,
     return 0;
 }
 
+static int set_bool(bool *field, const char *v, const char *key, al_error *err) {
+    if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
+        return al_err(err, "config", EINVAL, "%s = %s: want true or false", key, v);
+    *field = strcmp(v, "true") == 0;
+    return 0;
+}
+
 /* The settings that are one bounded integer each. */
 static const struct {
     const char *key;
@@ -83,6 +102,7 @@ static const struct {
 } int_keys[] = {
     { "max_concurrent", offsetof(al_service_config, max_concurrent), 1, 1024 },
     { "node_lease_s", offsetof(al_service_config, node_lease_s), 2, 600 },
+    { "run_sweep_s", offsetof(al_service_config, run_sweep_s), 1, 86400 },
     { "per_person_concurrency", offsetof(al_service_config, per_person), 1, 1024 },
     { "queue_max", offsetof(al_service_config, queue_max), 1, 100000 },
     { "queue_per_person", offsetof(al_service_config, queue_per_person), 1, 100000 },
@@ -93,29 +113,14 @@ static const struct {
     { "connection_timeout_s", offsetof(al_service_config, connection_timeout_s), 1, 3600 },
     { "followers_per_person", offsetof(al_service_config, followers_per_person), 1, 16384 },
     { "waits_per_person", offsetof(al_service_config, waits_per_person), 1, 16384 },
-};
-
-/* The settings that are true or false. */
-static const struct {
-    const char *key;
-    size_t offset;
-} bool_keys[] = {
-    { "warm_fork", offsetof(al_service_config, warm_fork) },
-    { "access_log", offsetof(al_service_config, access_log) },
+    { "stop_grace_s", offsetof(al_service_config, stop_grace_s), 0, 3600 },
+    { "audit_checkpoint_s", offsetof(al_service_config, audit_checkpoint_s), 1, 86400 },
 };
 
 int al_service_config_set(al_service_config *c, const char *key, const char *value, al_error *err) {
     for (size_t i = 0; i < ELEMENTSOF(int_keys); i++)
         if (strcmp(key, int_keys[i].key) == 0)
             return set_int((int *)((char *)c + int_keys[i].offset), value, int_keys[i].min, int_keys[i].max, key, err);
-    for (size_t i = 0; i < ELEMENTSOF(bool_keys); i++) {
-        if (strcmp(key, bool_keys[i].key) != 0)
-            continue;
-        if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0)
-            return al_err(err, "config", EINVAL, "%s = %s: want true or false", key, value);
-        *(bool *)((char *)c + bool_keys[i].offset) = strcmp(value, "true") == 0;
-        return 0;
-    }
     if (strcmp(key, "listen") == 0) {
         const char *colon = strrchr(value, ':');
         if (!colon || colon == value || (size_t)(colon - value) >= sizeof c->listen_host)
@@ -164,6 +169,14 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
         return set_int(&c->docker_pool, value, 0, 16, key, err);
     if (strcmp(key, "warm_pool") == 0)
         return set_int(&c->warm_pool, value, 0, 8, key, err);
+    if (strcmp(key, "warm_fork") == 0)
+        return set_bool(&c->warm_fork, value, key, err);
+    if (strcmp(key, "listen_shared") == 0)
+        /* off: a second service on the same address is refused, not handed
+         * half of the first one's connections */
+        return set_bool(&c->listen_shared, value, key, err);
+    if (strcmp(key, "access_log") == 0)
+        return set_bool(&c->access_log, value, key, err);
     if (strcmp(key, "warm_pool_memory_mb") == 0)
         return set_int(&c->warm_pool_memory_mb, value, 0, 1 << 20, key, err);
     if (strcmp(key, "warm_preload") == 0) {
@@ -187,10 +200,22 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
             c->body_bytes_per_person = (uint64_t)mb << 20;
         return r;
     }
+    if (strcmp(key, "images") == 0) {
+        if (value[0] != '/' && value[0] != '.' && value[0] != '\0')
+            return al_err(err, "config", EINVAL, "images = %s: want a path", value);
+        snprintf(c->images_dir, sizeof c->images_dir, "%s", value);
+        return 0;
+    }
     if (strcmp(key, "skills_dir") == 0) {
         if (value[0] != '/' && value[0] != '.' && value[0] != '\0')
             return al_err(err, "config", EINVAL, "skills_dir = %s: want a path", value);
         snprintf(c->skills_dir, sizeof c->skills_dir, "%s", value);
+        return 0;
+    }
+    if (strcmp(key, "audit_key") == 0) {
+        if (value[0] != '/' && value[0] != '.' && value[0] != '\0')
+            return al_err(err, "config", EINVAL, "audit_key = %s: want a path", value);
+        snprintf(c->audit_key, sizeof c->audit_key, "%s", value);
         return 0;
     }
     return al_err(err, "config", EINVAL, "unknown setting \"%s\"", key);

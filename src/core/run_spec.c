@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../drivers/driver.h"
 #include "../util/hash.h"
 #include "../util/util.h"
 
@@ -230,6 +231,33 @@ al_status al_run_refuse(char *msg, size_t msglen, const char **code, al_status s
     return status;
 }
 
+/* The bytes LEN bytes of TEXT take as a JSON string's contents, as jansson
+ * writes them (compact, no ASCII escaping): a quote, a backslash or a
+ * control character's short escape two, another control character six. */
+static uint64_t json_escaped_len(const char *text, size_t len) {
+    uint64_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        n += c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t' ? 2
+             : c < 0x20                                                                      ? 6
+                                                                                             : 1;
+    }
+    return n;
+}
+
+/* What SP's own fields take in the job its box is handed (the helper's
+ * one line of JSON, AL_JOB_MAX at most): its code and arguments escaped,
+ * its network policy, each with its quotes and key. Its stdin and files
+ * are staged as files (the job names their paths). */
+static uint64_t job_bytes(const al_run_spec *sp) {
+    uint64_t n = AL_JOB_RESERVE + json_escaped_len(sp->code.s, sp->code.len) + 16;
+    for (size_t i = 0; i < sp->n_args; i++)
+        n += json_escaped_len(sp->args[i].s, sp->args[i].len) + 3;
+    if (sp->network.s)
+        n += json_escaped_len(sp->network.s, sp->network.len) + 16;
+    return n;
+}
+
 al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, size_t msglen, const char **code) {
     static char none[1];
     if (!msg || msglen == 0) {
@@ -283,6 +311,13 @@ al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, 
             return st;
         }
     }
+    /* what the API accepts, the run can carry: a run whose job its helper
+     * would refuse is refused here, not ended in error after its charge */
+    if (job_bytes(sp) > AL_JOB_MAX)
+        REFUSE(AL_STATUS_TOO_LARGE, "payload_too_large",
+               "the run's code and args take %llu bytes JSON-escaped in the job its box is handed, of at most %llu "
+               "(quotes, backslashes and control characters count twice or six times)",
+               (unsigned long long)(job_bytes(sp) - AL_JOB_RESERVE), (unsigned long long)(AL_JOB_MAX - AL_JOB_RESERVE));
     if (sp->description.s && (sp->description.len > AL_RUN_DESCRIPTION_MAX || !c_text(&sp->description)))
         REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_DESCRIPTION);
     if (sp->n_files > b->files_max)

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "../image/image.h"
+#include "../util/hash.h"
 #include "dlp.h"
 #include "helper_events.h"
 #include "runner.h"
@@ -124,7 +125,7 @@ static json_t *job_for(al_service *s, const al_store_run *run, const char *dir, 
         /* resolved again now: an image removed since the run was accepted
          * is a provisioning failure, not a broken box */
         char images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
-        snprintf(images, sizeof images, "%s/images", s->cfg.state_dir);
+        al_service_images_dir(&s->cfg, images, sizeof images);
         if (al_image_resolve(images, image, idir, sizeof idir, digest, err) < 0) {
             json_decref(job);
             return NULL;
@@ -165,13 +166,39 @@ static int redact_result(al_dlp *dlp, json_t *result) {
     return count;
 }
 
-/* An output event of the run's stream: redacted bytes, shown as al_output_set does. */
-static void output_event(al_service *s, const char *run_id, const char *type, const char *bytes, size_t len) {
+/* What a run's stream events carried of each stream (stdout, stderr): how
+ * many bytes (the next event's place), their hash, and what the events'
+ * documents take in the store; at its end, when the result holds the same
+ * bytes, the events' data is dropped and read back from the result
+ * (al_run_events_after): each byte of output is stored once. */
+typedef struct output_sent {
+    int64_t at;
+    int64_t stored;
+    struct sha256_ctx hash;
+} output_sent;
+
+/* An output event of the run's stream: redacted bytes, shown as al_output_set
+ * does, with their place in the stream. */
+static void output_event(al_service *s, const char *run_id, output_sent *sent, const char *type, const char *bytes,
+                         size_t len) {
     json_t *o = json_object();
-    if (o && al_output_set(o, "data", bytes, len) == 0)
-        al_service_append_event(s, run_id, type, o);
-    else
-        json_decref(o);
+    char *text = o && al_output_set(o, "data", bytes, len) == 0 ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    al_error err = { 0 };
+    if (!text || al_store_output_event_append(s->store, run_id, type, text, sent->at, (int64_t)len, &err) < 0) {
+        /* lost: said, not silent; and the stream no longer matches the
+         * result, so its bytes stay in the events it has */
+        al_service_log(s, AL_LOG_ERROR, "event.failed", json_pack("{s:s, s:s, s:s}", "run_id", run_id, "type", type, "error",
+                                                    text ? err.msg : "the event's document could not be built"));
+        sent->at = -1;
+    } else if (sent->at >= 0) {
+        sent->at += (int64_t)len;
+        sha256_update(&sent->hash, len, (const uint8_t *)bytes);
+    }
+    if (text)
+        sent->stored += (int64_t)strlen(text);
+    free(text);
+    al_service_wake_run(s, run_id);
 }
 
 /* A run's output events: one per piece the redactor releases while they are
@@ -190,26 +217,33 @@ typedef struct output_pace {
         size_t len;
         uint64_t since;
     } b[2];
+    output_sent sent[2];
 } output_pace;
+
+static void pace_init(output_pace *op) {
+    *op = (output_pace){ 0 };
+    for (int i = 0; i < 2; i++)
+        sha256_init(&op->sent[i].hash);
+}
 
 static void pace_flush(al_service *s, const char *run_id, output_pace *op, int i) {
     if (op->b[i].len == 0)
         return;
-    output_event(s, run_id, i ? "stderr" : "stdout", op->b[i].buf, op->b[i].len);
+    output_event(s, run_id, &op->sent[i], i ? "stderr" : "stdout", op->b[i].buf, op->b[i].len);
     op->events++;
     op->b[i].len = 0;
 }
 
 static void pace_output(al_service *s, const char *run_id, output_pace *op, int i, const char *bytes, size_t n) {
     if (op->events < OUTPUT_EVENTS_MAX && op->b[i].len == 0) {
-        output_event(s, run_id, i ? "stderr" : "stdout", bytes, n);
+        output_event(s, run_id, &op->sent[i], i ? "stderr" : "stdout", bytes, n);
         op->events++;
         return;
     }
     char *nb = realloc(op->b[i].buf, op->b[i].len + n);
     if (!nb) {
         pace_flush(s, run_id, op, i);
-        output_event(s, run_id, i ? "stderr" : "stdout", bytes, n);
+        output_event(s, run_id, &op->sent[i], i ? "stderr" : "stdout", bytes, n);
         return;
     }
     op->b[i].buf = nb;
@@ -233,10 +267,80 @@ static void test_pause(const char *name) {
 #endif
 }
 
+/* Which of the streams RESULT (redacted) holds exactly as OP's events
+ * carried them, into RET_SAME; and what the events of the others take in
+ * the store, into *RET_STORED. */
+static void output_in_result(json_t *result, output_pace *op, bool ret_same[2], int64_t *ret_stored) {
+    static const char *const keys[] = { "stdout", "stderr" };
+    *ret_stored = 0;
+    for (int i = 0; i < 2; i++) {
+        ret_same[i] = false;
+        if (!op)
+            continue;
+        output_sent *st = &op->sent[i];
+        size_t len = 0;
+        char *bytes = st->at > 0 && json_is_object(result) ? al_output_get(result, keys[i], &len) : NULL;
+        if (bytes && (int64_t)len == st->at) {
+            char streamed[65], kept[65];
+            al_sha256_finish_hex(&st->hash, streamed);
+            al_sha256_hex(bytes, len, kept);
+            ret_same[i] = strcmp(streamed, kept) == 0;
+        }
+        free(bytes);
+        if (!ret_same[i])
+            *ret_stored += st->stored;
+    }
+}
+
+/* RESULT as the store keeps it: output that is not text is kept once, as
+ * its exact bytes (KEY_base64); the text that shows it (U+FFFD for each
+ * byte that is not UTF-8, up to three times its size) is made again from
+ * them when the run is read (al_run_json). */
+static char *result_text(json_t *result) {
+    if (!result)
+        return NULL;
+    json_t *kept = json_copy(result);
+    static const char *const keys[][2] = { { "stdout", "stdout_base64" }, { "stderr", "stderr_base64" } };
+    for (size_t i = 0; kept && i < ELEMENTSOF(keys); i++)
+        if (json_is_string(json_object_get(kept, keys[i][1])))
+            json_object_del(kept, keys[i][0]);
+    char *text = kept ? json_dumps(kept, JSON_COMPACT) : NULL;
+    json_decref(kept);
+    return text;
+}
+
+/* The events that say RUN_ID ended in STATE_NAME: its artifacts PUBLISHED,
+ * its state and its result (which names the run: its document is the run's
+ * as GET /v1/runs/{id} shows it, read when the event is, not a second copy
+ * of its output); one statement, one wake-up. */
+static void publish_end(al_service *s, const char *run_id, json_t *published, const char *state_name) {
+    size_t na = json_array_size(published), n = 0;
+    const char **types = calloc(na + 2, sizeof *types);
+    json_t **docs = calloc(na + 2, sizeof *docs);
+    if (types && docs) {
+        for (size_t i = 0; i < na; i++) {
+            types[n] = "artifact";
+            docs[n++] = json_incref(json_array_get(published, i));
+        }
+        types[n] = "state";
+        docs[n++] = json_pack("{s:s}", "state", state_name);
+        types[n] = "result";
+        docs[n++] = al_service_result_ref();
+        al_service_append_events(s, run_id, n, types, docs);
+    } else {
+        for (size_t i = 0; i < na; i++)
+            al_service_append_event(s, run_id, "artifact", json_incref(json_array_get(published, i)));
+        al_service_state_event(s, run_id, state_name);
+        al_service_result_event(s, run_id);
+    }
+    free(types);
+    free(docs);
+}
+
 /* 1 its end was written, 0 the run had ended otherwise (or this node was
  * declared dead), -errno it could not be written. */
 static int end_run(al_service *s, const al_store_run *run, al_run_state state, json_t *result, const char *err_code,
-                   const char *err_msg, const char *dir, al_dlp *dlp, int64_t duration_ms) {
+                   const char *err_msg, const char *dir, al_dlp *dlp, output_pace *op, int64_t duration_ms) {
     const char *run_id = run->id;
     al_error err = { 0 };
     /* a node declared dead publishes nothing: the others ended its runs
@@ -322,8 +426,11 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
     snprintf(an.language, sizeof an.language, "%s", run->language);
     snprintf(an.created_at, sizeof an.created_at, "%s", now);
     al_store_analytics_put(s->store, &an, &err);
+    bool in_result[2];
+    int64_t events_bytes = 0;
+    output_in_result(result, op, in_result, &events_bytes);
     json_t *summary = al_run_result_summary(result);
-    al_store_run fin = { .state = state, .result = result ? json_dumps(result, JSON_COMPACT) : NULL,
+    al_store_run fin = { .stored_bytes = events_bytes, .state = state, .result = result_text(result),
                          .previews = previews ? json_dumps(previews, JSON_COMPACT) : NULL,
                          .skipped = json_dumps(skipped, JSON_COMPACT), .error_message = (char *)err_msg,
                          .redactions = redactions,
@@ -341,63 +448,19 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
         al_store_run_refund(s->store, run_id, now, &err); /* airlock's own failure is not charged */
     if (written == 0) {
         /* ended meanwhile by another node (this one was thought dead) */
-        json_decref(published);
-        json_decref(previews);
-        json_decref(skipped);
         al_service_log(s, AL_LOG_WARN, "run.end_superseded", json_pack("{s:s}", "run_id", run_id));
-    } else if (written < 0) {
-        /* its end was not written (the store away?): said as it stands */
-        for (size_t i = 0; published && i < json_array_size(published); i++)
-            al_service_append_event(s, run_id, "artifact", json_incref(json_array_get(published, i)));
-        json_decref(published);
-        json_decref(previews);
-        json_decref(skipped);
-        al_service_state_event(s, run_id, state_name);
-        al_store_run *reread = NULL;
-        if (al_store_run_get(s->store, run_id, NULL, &reread, &err) == 0)
-            al_service_append_event(s, run_id, "result", al_run_json(s, reread));
-        al_store_run_free(reread);
     } else {
-        /* the row as it now is: RUN with what the finish wrote (only the
-         * runner ends an active run, and it just did: not read again) */
-        al_store_run ended = *run;
-        ended.state = fin.state;
-        ended.result = fin.result;
-        ended.previews = fin.previews;
-        ended.skipped = fin.skipped;
-        memcpy(ended.error_code, fin.error_code, sizeof ended.error_code);
-        ended.error_message = fin.error_message;
-        memcpy(ended.finished_at, fin.finished_at, sizeof ended.finished_at);
-        ended.redactions = fin.redactions;
-        ended.result_summary = fin.result_summary;
-        ended.preview_count = fin.preview_count;
-        ended.skipped_count = fin.skipped_count;
-        /* its artifacts, its state and its result: one statement, one wake-up */
-        size_t na = json_array_size(published), n = 0;
-        const char **types = calloc(na + 2, sizeof *types);
-        json_t **docs = calloc(na + 2, sizeof *docs);
-        if (types && docs) {
-            for (size_t i = 0; i < na; i++) {
-                types[n] = "artifact";
-                docs[n++] = json_incref(json_array_get(published, i));
-            }
-            types[n] = "state";
-            docs[n++] = json_pack("{s:s}", "state", state_name);
-            types[n] = "result";
-            docs[n++] = al_run_json(s, &ended);
-            al_service_append_events(s, run_id, n, types, docs);
-        } else {
-            for (size_t i = 0; i < na; i++)
-                al_service_append_event(s, run_id, "artifact", json_incref(json_array_get(published, i)));
-            al_service_state_event(s, run_id, state_name);
-            al_service_append_event(s, run_id, "result", al_run_json(s, &ended));
-        }
-        free(types);
-        free(docs);
-        json_decref(published);
-        json_decref(previews);
-        json_decref(skipped);
+        /* written, the result holds the output now: the events that
+         * carried the same bytes give theirs up (read back from it); not
+         * written (the store away?), the end is said as it stands */
+        for (int i = 0; written > 0 && i < 2; i++)
+            if (in_result[i])
+                al_store_events_drop_output(s->store, run_id, i ? "stderr" : "stdout", &err);
+        publish_end(s, run_id, published, state_name);
     }
+    json_decref(published);
+    json_decref(previews);
+    json_decref(skipped);
     free(fin.result);
     free(fin.previews);
     free(fin.skipped);
@@ -484,7 +547,8 @@ static void *runner_main(void *p) {
 
     al_dlp *dlp = NULL;
     al_dlp_stream streams[2] = { { 0 }, { 0 } };
-    output_pace pace = { 0 };
+    output_pace pace;
+    pace_init(&pace);
     /* A workspace whose driver was switched off while this run waited:
      * it does not start (and is not charged). */
     /* whether the run is past this node's claim: started, ended, or
@@ -532,10 +596,15 @@ static void *runner_main(void *p) {
             goto finish;
         }
     }
-    /* canceled between the queue and here: it never starts */
+    /* canceled between the queue and here: it never starts; stopped (airlock's
+     * own stop): it stays queued, and the node's leave gives it back */
     pthread_mutex_lock(&s->mu);
-    bool canceled_early = a->cancel_requested;
+    bool canceled_early = a->cancel_requested, stopped_early = a->stop_requested;
     pthread_mutex_unlock(&s->mu);
+    if (stopped_early && !canceled_early) {
+        al_store_run_free(pre);
+        goto done;
+    }
     if (canceled_early && al_service_finish_canceled_queued(s, a->run_id) > 0) {
         settled = true;
         al_store_run_free(pre);
@@ -630,9 +699,18 @@ static void *runner_main(void *p) {
         emsg = emsg_buf;
         goto finish;
     }
+    /* the skipped documents are the result's, not the helper's: kept out
+     * of the job, whose size al_run_spec_check bounded without them */
+    json_t *docs_skipped = json_incref(json_object_get(job, "documents_skipped"));
+    json_object_del(job, "documents_skipped");
     char *job_text = json_dumps(job, JSON_COMPACT);
+    if (docs_skipped)
+        json_object_set_new(job, "documents_skipped", docs_skipped);
     al_driver_run dr = { .pid = -1, .events_fd = -1, .job_fd = -1 };
-    int r = job_text ? s->driver->start(s->self_exe, job_text, &dr, &err) : -ENOMEM;
+    int r = !job_text                         ? -ENOMEM
+            : strlen(job_text) >= AL_JOB_MAX ? al_err(&err, "provisioning", E2BIG, "the run's job is %zu bytes, more "
+                                                      "than its helper takes (%u)", strlen(job_text), AL_JOB_MAX)
+                                              : s->driver->start(s->self_exe, job_text, &dr, &err);
     free(job_text);
     if (r < 0) {
         ecode = "provisioning";
@@ -642,7 +720,7 @@ static void *runner_main(void *p) {
     }
     pthread_mutex_lock(&s->mu);
     a->dr = dr;
-    bool cancel = a->cancel_requested;
+    bool cancel = a->cancel_requested || a->stop_requested;
     pthread_mutex_unlock(&s->mu);
     /* A cancel asked before this one held the box is in a->cancel_requested:
      * asked here, or on another node and heard by the watcher (the run is
@@ -706,8 +784,22 @@ static void *runner_main(void *p) {
         free(red);
         pace_flush(s, a->run_id, &pace, i);
     }
+    pthread_mutex_lock(&s->mu);
+    bool stopped = a->stop_requested && !a->cancel_requested;
+    pthread_mutex_unlock(&s->mu);
     if (result) {
         final = state_of(result);
+        if (final == AL_RUN_CANCELED && stopped) {
+            /* killed by airlock's own stop, not by whoever asked for it:
+             * an error of airlock's (refunded), and said so */
+            final = AL_RUN_ERROR;
+            json_object_set_new(result, "reason", json_string("service_stopped"));
+            ecode = "service_stopped";
+            snprintf(emsg_buf, sizeof emsg_buf, "the service stopped before this run ended (its stop_grace_s of %d s "
+                                                "ran out, or it was told to stop at once); not charged",
+                     s->cfg.stop_grace_s);
+            emsg = emsg_buf;
+        }
         json_t *ds = json_object_get(job, "documents_skipped"), *rs = json_object_get(result, "skipped");
         if (json_array_size(ds) && json_is_array(rs))
             json_array_extend(rs, ds);
@@ -735,7 +827,7 @@ static void *runner_main(void *p) {
     }
     json_decref(helper_error);
 finish:
-    if (end_run(s, run, final, result, ecode, emsg, dir, dlp, (int64_t)(al_now_ms() - t0)) >= 0)
+    if (end_run(s, run, final, result, ecode, emsg, dir, dlp, &pace, (int64_t)(al_now_ms() - t0)) >= 0)
         settled = true;
 done:
     if (!settled)
@@ -796,7 +888,7 @@ typedef enum sched_rest {
 
 void *al_service_scheduler_main(void *p) {
     al_service *s = p;
-    uint64_t next_expiry = 0, next_idem_sweep = 0, last_claim_ms = 0, seen_queue = 0, seen_slot = 0;
+    uint64_t next_expiry = 0, next_idem_sweep = 0, next_run_sweep = 0, last_claim_ms = 0, seen_queue = 0, seen_slot = 0;
     sched_rest rest = REST_UNKNOWN;
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
@@ -810,7 +902,7 @@ void *al_service_scheduler_main(void *p) {
          * freed while only people at their cap waited; and once a second,
          * whatever no one was told of (a node that left gives its claimed
          * runs back without a word). */
-        while (!s->stopping && !s->declared_dead && s->active_count < s->cfg.max_concurrent) {
+        while (!s->draining && !s->declared_dead && s->active_count < s->cfg.max_concurrent) {
             uint64_t now_ms = al_now_ms();
             bool ask = rest == REST_UNKNOWN || rest == REST_MORE || s->queue_gen != seen_queue ||
                        (rest == REST_BLOCKED && s->slot_gen != seen_slot) || now_ms - last_claim_ms >= 1000;
@@ -852,7 +944,7 @@ void *al_service_scheduler_main(void *p) {
              * leave gives it back (al_cluster_stop), as it does a run
              * given back while stopping; a node declared dead has its
              * claims taken by the others. */
-            if (s->stopping || s->declared_dead) {
+            if (s->draining || s->declared_dead) {
                 free(a);
                 free(ra);
                 break;
@@ -914,6 +1006,13 @@ void *al_service_scheduler_main(void *p) {
             al_error ierr = { 0 };
             if (al_idem_sweep(s->store, &ierr) < 0)
                 al_service_log(s, AL_LOG_WARN, "idempotency.sweep_failed", json_pack("{s:s}", "error", ierr.msg));
+            pthread_mutex_lock(&s->mu);
+        }
+        /* runs past their retention (the store says which node sweeps) */
+        if (now_ms >= next_run_sweep) {
+            next_run_sweep = now_ms + (uint64_t)s->cfg.run_sweep_s * 1000;
+            pthread_mutex_unlock(&s->mu);
+            al_retention_sweep(s);
             pthread_mutex_lock(&s->mu);
         }
     }

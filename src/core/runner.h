@@ -13,6 +13,9 @@ struct active_run {
     int cap;
     al_driver_run dr;
     bool cancel_requested;
+    /* airlock's own stop ended it: never reported as its requester's
+     * cancel, never charged */
+    bool stop_requested;
 };
 
 /* Events of RUN_ID appended together, in order (TYPES[i] with DATA[i],

@@ -13,6 +13,7 @@
 
 #include "../image/image.h"
 #include "audit.h"
+#include "dlp.h"
 #include "run_spec.h"
 #include "service.h"
 #include "skills.h"
@@ -71,6 +72,18 @@ json_t *al_run_json(al_service *s, const al_store_run *row) {
     const char *id = row->id;
     json_t *result = al_json_text(row->result);
     if (json_is_object(result)) {
+        /* output that is not text is stored as its bytes alone: its text
+         * (U+FFFD for what is not UTF-8) is made again here */
+        static const char *const keys[][2] = { { "stdout", "stdout_base64" }, { "stderr", "stderr_base64" } };
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+            if (json_object_get(result, keys[i][0]) || !json_is_string(json_object_get(result, keys[i][1])))
+                continue;
+            size_t len = 0;
+            char *bytes = al_output_get(result, keys[i][0], &len);
+            if (!bytes || al_output_set(result, keys[i][0], bytes, len) < 0)
+                json_object_set_new(result, keys[i][0], json_string(""));
+            free(bytes);
+        }
         /* the box's internals (its cgroup path, its init's pid) stay on
          * the host, what ran it is said (controls.host_uid says the uid is
          * the run's own); artifacts and skips are given at the run's level */
@@ -184,6 +197,33 @@ al_store_run *al_run_load(al_service *s, const al_principal *p, const char *id) 
     al_error err = { 0 };
     al_store_run *run = NULL;
     return al_store_run_get(s->store, id, p->workspace_id, &run, &err) == 0 ? run : NULL;
+}
+
+al_status al_run_view(al_service *s, const al_principal *p, const char *id, json_t **ret_doc) {
+    al_store_run *row = al_run_load(s, p, id);
+    if (!row) {
+        *ret_doc = json_pack("{s:{s:s, s:s+}}", "error", "code", "not_found", "message", "no run ", id);
+        return AL_STATUS_NOT_FOUND;
+    }
+    if (!row->expired_at[0]) {
+        *ret_doc = al_run_json(s, row);
+        al_store_run_free(row);
+        return *ret_doc ? AL_STATUS_OK : AL_STATUS_INTERNAL;
+    }
+    /* past its retention: what was kept (its summary; its audit events are
+     * in GET /v1/audit), said with when the rest went */
+    al_store_run_brief b = { .run = *row };
+    char msg[400];
+    snprintf(msg, sizeof msg,
+             "run %s ended at %s and was kept for its workspace's run_retention_s: its code, output and events "
+             "were removed at %s; its summary (below) and its audit events are kept",
+             row->id, row->finished_at, row->expired_at);
+    json_t *sum = al_run_summary_json(&b);
+    if (sum)
+        json_object_set_new(sum, "expired_at", json_string(row->expired_at));
+    *ret_doc = json_pack("{s:{s:s, s:s}, s:o?}", "error", "code", "expired", "message", msg, "run", sum);
+    al_store_run_free(row);
+    return AL_STATUS_GONE;
 }
 
 /* ----------------------------------------------------------- errors */
@@ -333,9 +373,11 @@ static al_status resolve(al_service *s, al_run_spec *sp, const al_run_bounds *b,
     if (sp->image.s && strcmp(sp->image.s, "host") != 0) {
         char images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
         al_error ierr = { 0 };
-        snprintf(images, sizeof images, "%s/images", s->cfg.state_dir);
+        al_service_images_dir(&s->cfg, images, sizeof images);
         if (al_image_resolve(images, sp->image.s, idir, sizeof idir, digest, &ierr) < 0)
-            return run_error(ret_doc, AL_STATUS_INVALID, "bad_request", "image: %s", ierr.msg[0] ? ierr.msg : "want an alias or sha256 digest");
+            return run_error(ret_doc, AL_STATUS_INVALID, "bad_request",
+                             "image: %s (this service's images setting; `airlock image --images %s ls` lists them)",
+                             ierr.msg[0] ? ierr.msg : "want an alias or sha256 digest", images);
         snprintf(image_ref, sizeof image_ref, "sha256:%s", digest);
     }
     _cleanup_free_ al_net_policy *def = NULL;
@@ -404,11 +446,14 @@ static al_status refusals(al_service *s, const al_principal *p, const al_run_spe
     int64_t used = al_artifacts_org_usage(s, p->org_id), pending = al_runs_pending_input_bytes(s, p->org_id);
     if (used == AL_USAGE_UNKNOWN || pending == AL_USAGE_UNKNOWN)
         return run_error(ret_doc, AL_STATUS_UNAVAILABLE, "storage_unavailable", "the organisation's storage use cannot be read: try again");
-    if (used >= quota || (input_bytes > 0 && used + pending + input_bytes > quota))
+    /* the run's code is stored with it (and its output once it ends,
+     * counted then): it needs room too */
+    int64_t code_bytes = sp->code.s ? (int64_t)sp->code.len : 0;
+    if (used >= quota || used + pending + input_bytes + code_bytes > quota)
         return run_error(ret_doc, AL_STATUS_QUOTA, "quota_exceeded",
-                         "the organisation's storage (%lld bytes) is full: artifacts hold %lld, inputs of runs "
-                         "that wait %lld, and this run's inputs are %lld",
-                         (long long)quota, (long long)used, (long long)pending, (long long)input_bytes);
+                         "the organisation's storage (%lld bytes) is full: artifacts, skills and runs (their code "
+                         "and output) hold %lld, inputs of runs that wait %lld, and this run's code and inputs are %lld",
+                         (long long)quota, (long long)used, (long long)pending, (long long)(input_bytes + code_bytes));
     /* the queue, and this person's and organisation's share of it (runs
      * waiting for an approval count in the person's) */
     char qmsg[300];
@@ -576,10 +621,7 @@ static al_status record_run(al_service *s, const al_principal *p, const al_run_e
     if (!fail)
         return AL_STATUS_OK;
     al_service_append_event(s, rec->id, "state", json_pack("{s:s}", "state", "error"));
-    al_store_run *row = al_run_load(s, p, rec->id);
-    if (row)
-        al_service_append_event(s, rec->id, "result", al_run_json(s, row));
-    al_store_run_free(row);
+    al_service_result_event(s, rec->id);
     al_service_log_run_end(s, rec, AL_RUN_ERROR, fail, NULL);
     if (strcmp(fail, "audit_failed") == 0)
         return run_error(ret_doc, AL_STATUS_INTERNAL, "audit_failed", "the run's audit event could not be written: it was not started");
@@ -663,21 +705,26 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
                             json_pack("{s:s, s:s, s:s}", "approval_id", appr.id, "hash", appr.hash, "expires_at",
                                       appr.expires_at));
         al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "pending_approval"));
-        al_service_append_event(s, run_id, "approval", json_loads(appr.card, 0, NULL));
+        /* the card is the approvals row's (it holds the code): the event
+         * names it, read back by al_run_events_after */
+        al_service_append_event(s, run_id, "approval", json_pack("{s:s}", "ref", "approval"));
         free(appr.card);
     } else {
         al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "queued"));
         char qmsg[300];
-        if (al_service_enqueue(s, run_id, p->person_id, p->org_id,
-                               (int)json_number_value(json_object_get(settings, "concurrency")), true, qmsg,
-                               sizeof qmsg) < 0) {
-            /* never in the queue: ended here, its inputs removed */
-            al_service_end_unqueued(s, run_id, qmsg);
+        int qr = al_service_enqueue(s, run_id, p->person_id, p->org_id,
+                                    (int)json_number_value(json_object_get(settings, "concurrency")), true, qmsg,
+                                    sizeof qmsg);
+        if (qr < 0) {
+            /* never in the queue: ended here (an error, never "canceled":
+             * no one canceled it), its inputs removed */
+            al_service_end_unqueued(s, run_id, qr == -EIO ? "store" : "queue_full", qmsg);
             /* nothing ran: a retry with the key is a new attempt, not this
-             * canceled run */
+             * refused run */
             if (idem)
                 al_idem_forget(s->store, p, ex->idem, run_id, &err);
-            ret = run_error(ret_doc, AL_STATUS_BUSY, "queue_full", "%s", qmsg);
+            ret = qr == -EIO ? run_error(ret_doc, AL_STATUS_UNAVAILABLE, "store_unavailable", "%s", qmsg)
+                             : run_error(ret_doc, AL_STATUS_BUSY, "queue_full", "%s", qmsg);
             goto out;
         }
     }

@@ -5,13 +5,17 @@
  * are in runner.c.
  */
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "runner.h"
 #include "service.h"
 #include "skills.h"
+#include "../image/image.h"
 #include "../store/audit.h"
+#include "checkpoint.h"
 #include "../store/nodes.h"
 
 
@@ -41,7 +45,9 @@ void al_service_wake_run(al_service *s, const char *run_id) {
 void al_service_cancel_all(al_service *s) {
     pthread_mutex_lock(&s->mu);
     for (active_run *a = s->active; a; a = a->next) {
-        a->cancel_requested = true;
+        /* airlock's own doing (a fenced node): a run not yet started stays
+         * queued for the others, never ended "canceled" */
+        a->stop_requested = true;
         if (a->dr.pid > 0)
             s->driver->cancel(&a->dr);
     }
@@ -127,6 +133,14 @@ void al_service_append_events(al_service *s, const char *run_id, size_t n, const
     free(texts);
     free(kept_types);
     al_service_wake_run(s, run_id);
+}
+
+json_t *al_service_result_ref(void) {
+    return json_pack("{s:s}", "ref", "run");
+}
+
+void al_service_result_event(al_service *s, const char *run_id) {
+    al_service_append_event(s, run_id, "result", al_service_result_ref());
 }
 
 void al_service_state_event(al_service *s, const char *run_id, const char *state) {
@@ -321,7 +335,9 @@ static int no_room(al_service *s, int r, const al_store_queue_counts *c, const c
         snprintf(msg, msg_len, "the run queue is full (%d runs, queue_max); retry later", s->cfg.queue_max);
     else
         snprintf(msg, msg_len, "the run queue cannot be read: %s", what);
-    return r == -EDQUOT || r == -EUSERS ? r : -EAGAIN;
+    /* the store's own failure is airlock's, not a full queue: the caller
+     * ends the run as an error and answers 503, not 429 */
+    return r == -EDQUOT || r == -EUSERS || r == -EAGAIN ? r : -EIO;
 }
 
 static al_store_queue_limits limits_for(al_service *s, const char *person_id, const char *org_id, int extra, bool share) {
@@ -376,17 +392,18 @@ int al_service_person_queued(al_service *s, const char *person_id) {
     return n < 0 ? 0 : n;
 }
 
-/* RUN_ID ended canceled while it was queued: its inputs go, its state and
+/* RUN_ID ended (STATE) while it was queued: its inputs go, its state and
  * result events say so. */
-static void ended_unqueued(al_service *s, const char *run_id) {
-    al_error err = { 0 };
+static void ended_unqueued(al_service *s, const char *run_id, al_run_state state) {
     al_service_drop_inputs(s, run_id);
-    al_service_state_event(s, run_id, "canceled");
+    al_service_state_event(s, run_id, al_run_state_name(state));
+    al_service_result_event(s, run_id);
+    /* read again for its run.end line alone: who, what, why (a run that
+     * never ran ends rarely: one read is cheap) */
+    al_error err = { 0 };
     _cleanup_run_ al_store_run *run = NULL;
-    if (al_store_run_get(s->store, run_id, NULL, &run, &err) == 0) {
-        al_service_append_event(s, run_id, "result", al_run_json(s, run));
+    if (al_store_run_get(s->store, run_id, NULL, &run, &err) == 0)
         al_service_log_run_end(s, run, run->state, run->error_code[0] ? run->error_code : NULL, NULL);
-    }
     al_skills_run_ended(s);
 }
 
@@ -397,7 +414,7 @@ int al_service_finish_canceled_queued(al_service *s, const char *run_id) {
     int n = al_store_run_end(s->store, run_id, AL_RUN_BIT(AL_RUN_QUEUED), AL_RUN_CANCELED, "canceled",
                              "canceled before it started", now, &err);
     if (n > 0)
-        ended_unqueued(s, run_id);
+        ended_unqueued(s, run_id, AL_RUN_CANCELED);
     return n;
 }
 
@@ -409,13 +426,15 @@ void al_service_drop_inputs(al_service *s, const char *run_id) {
     al_rm_rf(dir);
 }
 
-void al_service_end_unqueued(al_service *s, const char *run_id, const char *why) {
+void al_service_end_unqueued(al_service *s, const char *run_id, const char *code, const char *why) {
     char now[40];
     al_store_now(now, sizeof now);
     al_error err = { 0 };
-    if (al_store_run_end(s->store, run_id, AL_RUN_BIT(AL_RUN_QUEUED), AL_RUN_CANCELED, "queue_full",
+    /* refused, not canceled: no one asked for it to end (and nothing was
+     * charged: it never left the queue) */
+    if (al_store_run_end(s->store, run_id, AL_RUN_BIT(AL_RUN_QUEUED), AL_RUN_ERROR, code,
                          why && *why ? why : "the run queue was full", now, &err) > 0)
-        ended_unqueued(s, run_id);
+        ended_unqueued(s, run_id, AL_RUN_ERROR);
 }
 
 int64_t al_credits_unreserved(al_service *s, const char *org_id, int64_t *ret_reserved) {
@@ -490,7 +509,7 @@ static void lost_said(al_service *s, const char *id) {
     al_error err = { 0 };
     _cleanup_run_ al_store_run *run = NULL;
     if (al_store_run_get(s->store, id, NULL, &run, &err) == 0) {
-        al_service_append_event(s, id, "result", al_run_json(s, run));
+        al_service_result_event(s, id);
         al_service_log_run_end(s, run, run->state, "lost", NULL);
         /* one tool.call per run: the runner records its own before the
          * run's end is written, so a service killed between the two left
@@ -636,12 +655,42 @@ static int make_dir(const char *p, al_error *err) {
     return 0;
 }
 
+/* On the embedded store a state directory has one live service: two
+ * would each take the other for a node whose lease ran out and fence it.
+ * The lock is the kernel's (flock), so a killed service leaves none; the
+ * file names its holder for the refusal. */
+static int hold_state_dir(al_service *s, al_error *err) {
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/serve.lock", s->cfg.state_dir);
+    _cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return al_err(err, "state", errno, "open %s: %m", path);
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        if (errno != EWOULDBLOCK)
+            return al_err(err, "state", errno, "lock %s: %m", path);
+        char pid[24] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? strcspn(pid, "\n") : 0] = '\0';
+        return al_err(err, "state", EBUSY,
+                      "the state directory %s is already served by pid %s: one state directory has one live "
+                      "service (stop that one, or give this one its own --state)",
+                      s->cfg.state_dir, pid[0] ? pid : "(unknown)");
+    }
+    char pid[24];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+        return al_err(err, "state", errno, "write %s: %m", path);
+    s->state_lock_fd = TAKE_FD(fd);
+    return 0;
+}
+
 int al_service_open(const al_service_config *cfg, al_service **ret, al_error *err) {
     *ret = NULL;
     al_service *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
     s->cfg = *cfg;
+    s->state_lock_fd = -1;
     int r = 0;
     s->driver = al_driver_by_name(cfg->driver);
     if (!s->driver) {
@@ -671,9 +720,11 @@ int al_service_open(const al_service_config *cfg, al_service **ret, al_error *er
     snprintf(s->blobs_dir, sizeof s->blobs_dir, "%s/blobs", cfg->state_dir);
     snprintf(s->runs_dir, sizeof s->runs_dir, "%s/runs", cfg->state_dir);
     char db[PATH_MAX + 1024];
-    if ((r = make_dir(cfg->state_dir, err)) < 0 || (r = make_dir(s->blobs_dir, err)) < 0 ||
-        (r = make_dir(s->runs_dir, err)) < 0 || (r = al_store_locate(cfg->store, cfg->state_dir, db, sizeof db, err)) < 0 ||
-        (r = al_store_open(db, &s->store, err)) < 0) {
+    if ((r = make_dir(cfg->state_dir, err)) < 0 || (r = al_store_locate(cfg->store, cfg->state_dir, db, sizeof db, err)) < 0 ||
+        (al_store_is_embedded(db) && (r = hold_state_dir(s, err)) < 0) || (r = make_dir(s->blobs_dir, err)) < 0 ||
+        (r = make_dir(s->runs_dir, err)) < 0 || (r = al_store_open(db, &s->store, err)) < 0) {
+        if (s->state_lock_fd >= 0)
+            close(s->state_lock_fd);
         free(s);
         return r;
     }
@@ -699,6 +750,20 @@ int al_service_open(const al_service_config *cfg, al_service **ret, al_error *er
     }
     if ((r = al_skills_init(s, skills, err)) < 0)
         return r;
+    /* an install that copied the binaries alone has no skills: said now,
+     * with where it looked, rather than found out by an agent's 404 */
+    if (json_array_size(s->skills_bundled) == 0)
+        al_service_log(s, AL_LOG_WARN, "skills.none", json_pack("{s:s, s:s}", "looked", skills, "why",
+                                                   access(skills, F_OK) == 0 ? "no skill.json in any of its directories"
+                                                                             : "the directory does not exist (skills_dir)"));
+    char images[PATH_MAX];
+    al_service_images_dir(&s->cfg, images, sizeof images);
+    json_t *il = al_image_list(images);
+    if (json_array_size(il) == 0)
+        al_service_log(s, AL_LOG_WARN, "images.none", json_pack("{s:s, s:s}", "looked", images, "why",
+                                                   "runs may name no image but host (images setting; airlock image "
+                                                   "build)"));
+    json_decref(il);
     /* a node among those on the store, then what the gone ones left */
     if ((r = al_cluster_start(s, err)) < 0)
         return r;
@@ -713,6 +778,8 @@ int al_service_open(const al_service_config *cfg, al_service **ret, al_error *er
     /* bundles left by a crash between a delete and its collection, and
      * those of the runs recover() just ended */
     al_skills_gc(s, NULL, err);
+    if ((r = al_checkpointer_start(s, err)) < 0)
+        return r;
     if (pthread_create(&s->scheduler, NULL, al_service_scheduler_main, s) != 0)
         return al_err(err, "service", EAGAIN, "start the scheduler");
     /* the first /healthz is answered from a probe made before we listen */
@@ -721,14 +788,27 @@ int al_service_open(const al_service_config *cfg, al_service **ret, al_error *er
     return 0;
 }
 
-void al_service_stop(al_service *s) {
-    /* Graceful: stop taking runs, cancel the active ones (their boxes are
-     * killed and cleaned up), wait for their runners, keep queued runs
-     * queued for the next start. */
+void al_service_drain(al_service *s) {
     pthread_mutex_lock(&s->mu);
-    s->stopping = true;
+    s->draining = true;
+    pthread_mutex_unlock(&s->mu);
+}
+
+int al_service_active_count(al_service *s) {
+    pthread_mutex_lock(&s->mu);
+    int n = s->active_count;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+void al_service_stop(al_service *s) {
+    /* Stop taking runs, end the active ones (their boxes are killed and
+     * cleaned up; the runner ends each as airlock's own failure), wait for
+     * their runners, keep queued runs queued for the next start. */
+    pthread_mutex_lock(&s->mu);
+    s->draining = s->stopping = true;
     for (active_run *a = s->active; a; a = a->next) {
-        a->cancel_requested = true;
+        a->stop_requested = true;
         if (a->dr.pid > 0)
             s->driver->cancel(&a->dr);
     }
@@ -755,6 +835,8 @@ void al_service_stop(al_service *s) {
 int al_service_close(al_service *s, al_error *err) {
     if (!s)
         return 0;
+    /* the heads as the last runs left them, signed while the store is open */
+    al_checkpointer_stop(s);
     /* leaves the store: what it claimed and did not start waits for others */
     al_cluster_stop(s);
     bool fenced = s->declared_dead;
@@ -774,9 +856,13 @@ int al_service_close(al_service *s, al_error *err) {
     for (int i = 0; i < AL_EVENT_BUCKETS; i++)
         pthread_cond_destroy(&s->ev_buckets[i].cond);
     pthread_mutex_destroy(&s->mu);
+    if (s->state_lock_fd >= 0)
+        close(s->state_lock_fd);
     free(s);
     if (fenced)
-        return al_err(err, "service", ESTALE, "this node was declared dead (or could not renew its lease): it stopped, "
-                                              "and its runs were ended by the others; start it again as a new node");
+        return al_err(err, "service", ESTALE, "this service stopped: another service on the same store declared it "
+                                              "dead, or it could not renew its lease (the log's node.fenced says "
+                                              "which); its runs were ended as lost. Start it again: it joins as a new "
+                                              "node");
     return 0;
 }

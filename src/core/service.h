@@ -19,6 +19,8 @@ typedef struct al_service_config {
     char listen_host[64];
     int port;
     int listen_fd;                /* >= 0: listen on this inherited socket (airlock mcp --local) */
+    bool listen_shared;           /* SO_REUSEPORT: the operator shares the port with other services */
+    int stop_grace_s;             /* a stop lets running runs finish this long, then ends the rest */
     char state_dir[PATH_MAX];
     char store[1024]; /* "sqlite" (default) or a postgresql:// address */
     char driver[16];
@@ -30,6 +32,7 @@ typedef struct al_service_config {
     bool warm_fork;               /* Python's warm boxes without preloads forked by a zygote */
     char warm_preload[512];       /* the modules a warm box imports ahead, comma-separated */
     int node_lease_s;             /* a node that does not renew its lease this long is dead */
+    int run_sweep_s;              /* how often one node sweeps runs past their retention */
     int max_concurrent;           /* boxes at once on this node, all people */
     int per_person;               /* boxes at once, one person */
     int queue_max;                /* queued runs before 429 */
@@ -41,6 +44,7 @@ typedef struct al_service_config {
     uint64_t files_max;           /* inline files per run */
     uint64_t storage_quota_bytes; /* per organisation; 0: each one's own setting */
     char skills_dir[PATH_MAX];    /* bundled skills; "" = beside the binary or installed */
+    char images_dir[PATH_MAX];    /* runtime images; "" = STATE/images */
     /* what one client can hold of the daemon (http.c) */
     int max_connections;          /* HTTP connections at once, everyone */
     int connections_per_address;  /* of those, from one client address */
@@ -49,12 +53,17 @@ typedef struct al_service_config {
     int waits_per_person;         /* requests one person has waiting for a run's end (?wait=true, Piston) */
     uint64_t body_bytes_per_person; /* request bodies one person has being received at once */
     bool access_log;              /* a log line per HTTP request (method, route, status, time, person) */
+    char audit_key[PATH_MAX];     /* the checkpoints' signing key; "" = STATE/audit.key (checkpoint.h) */
+    int audit_checkpoint_s;       /* how often the heads that moved are signed and logged */
 } al_service_config;
 
 void al_service_config_default(al_service_config *c);
 /* Read `key = value` lines; unknown keys are an error. */
 int al_service_config_load(al_service_config *c, const char *path, al_error *err);
 int al_service_config_set(al_service_config *c, const char *key, const char *value, al_error *err);
+/* Where the service's runtime images are: the images setting, else
+ * STATE/images. */
+void al_service_images_dir(const al_service_config *c, char *buf, size_t len);
 
 typedef struct active_run active_run;
 
@@ -64,6 +73,7 @@ typedef struct al_service {
     al_store *store;
     const al_driver_ops *driver;
     char self_exe[PATH_MAX];
+    int state_lock_fd;            /* the embedded store's state directory, held (flock) while served */
     char blobs_dir[PATH_MAX + 8], runs_dir[PATH_MAX + 8];
 
     pthread_mutex_t mu;           /* guards everything below */
@@ -86,6 +96,7 @@ typedef struct al_service {
     uint64_t wake_gen;
     active_run *active;           /* linked list */
     int active_count;
+    bool draining;                /* a stop began: no new claim, running runs finish */
     bool stopping;
     pthread_t scheduler;
 
@@ -120,17 +131,23 @@ typedef struct al_service {
     char *health_text;
     uint64_t health_at_ms;        /* al_now_ms() of its probe */
     bool health_probing;
+    struct al_checkpointer *checkpointer; /* checkpointer.c: the audit heads' signer */
 } al_service;
 
 /* service.c: the service's life. al_service_open opens the store, joins
  * the cluster, recovers what a previous run left and starts the scheduler
  * (threads: the caller blocks the signals it waits for before). On a
  * failure the threads it started are left to the process's exit.
- * al_service_stop: stop taking runs, cancel the active ones, wait for their
- * runners and the scheduler (queued runs stay queued for the next start).
+ * al_service_drain: take no new run from the queue and let the running
+ * ones go on (al_service_active_count says how many are left).
+ * al_service_stop: stop taking runs, end the active ones (airlock's own
+ * stop: error, refunded, never "canceled"), wait for their runners and the
+ * scheduler (queued runs stay queued for the next start).
  * al_service_close: leave the cluster, close the store, free S; -ESTALE
  * when this node was fenced (declared dead by the others) meanwhile. */
 int al_service_open(const al_service_config *cfg, al_service **ret, al_error *err);
+void al_service_drain(al_service *s);
+int al_service_active_count(al_service *s);
 void al_service_stop(al_service *s);
 int al_service_close(al_service *s, al_error *err);
 /* Queue a run. SHARE: hold it to the person's and organisation's share of
@@ -168,9 +185,10 @@ void al_cluster_tick(al_service *s);
 /* Tell the other nodes (nothing on SQLite). */
 void al_cluster_notify(al_service *s, const char *channel, const char *run_id);
 int al_service_person_queued(al_service *s, const char *person_id);
-/* A run recorded as queued that did not get into the queue: it ends
- * canceled (WHY says why) and its inputs are removed. */
-void al_service_end_unqueued(al_service *s, const char *run_id, const char *why);
+/* A run recorded as queued that did not get into the queue: it ends as an
+ * error CODE (queue_full, store; WHY says why), never as canceled, which
+ * only its requester does, and its inputs are removed. */
+void al_service_end_unqueued(al_service *s, const char *run_id, const char *code, const char *why);
 /* Remove the inputs of a run that will not reach a box (canceled, denied,
  * expired): they are on disk only for a box to stage. */
 void al_service_drop_inputs(al_service *s, const char *run_id);
@@ -185,6 +203,13 @@ int64_t al_credits_unreserved(al_service *s, const char *org_id, int64_t *ret_re
 /* Bytes the inputs of ORG_ID's runs that have not ended hold on disk. */
 int64_t al_runs_pending_input_bytes(al_service *s, const char *org_id);
 int64_t al_service_append_event(al_service *s, const char *run_id, const char *type, json_t *data);
+/* A run's last event, "result": {"ref":"run"}, which names the run rather
+ * than copying it (its documents hold its output and approval card, code
+ * included: megabytes); al_run_events_after reads it as al_run_json of
+ * the run, what GET /v1/runs/{id} shows. al_service_result_ref: its
+ * document. */
+json_t *al_service_result_ref(void);
+void al_service_result_event(al_service *s, const char *run_id);
 /* Wait until an event of RUN_ID newer than GEN (from
  * al_service_run_event_gen) or the deadline; false on timeout or when the
  * service is stopping. What every follower of a run uses. */
@@ -192,7 +217,8 @@ uint64_t al_service_run_event_gen(al_service *s, const char *run_id);
 bool al_service_wait_run_event(al_service *s, const char *run_id, uint64_t gen, const struct timespec *until);
 /* Wake RUN_ID's followers (another node appended to it). */
 void al_service_wake_run(al_service *s, const char *run_id);
-/* Cancel every box this node runs. */
+/* Kill every box this node runs (a fenced node): airlock's own stop, so
+ * what it ends is never reported as canceled. */
 void al_service_cancel_all(al_service *s);
 /* Wake every waiter, whatever it follows (shutdown, a stream taken over). */
 void al_service_wake_all(al_service *s);
@@ -269,6 +295,10 @@ json_t *al_json_text(const char *text);
 /* The run ID of P's workspace (al_store_run_free), or NULL: other
  * workspaces' runs do not exist for P. */
 al_store_run *al_run_load(al_service *s, const al_principal *p, const char *id);
+/* Run ID of P as GET /v1/runs/{id} shows it, in *RET_DOC: OK and the run;
+ * GONE (past its retention) and what was kept of it ({"error", "run": its
+ * summary}); NOT_FOUND. */
+al_status al_run_view(al_service *s, const al_principal *p, const char *id, json_t **ret_doc);
 
 /* The workspace's effective settings (defaults, then what it set). NULL with
  * ERR when they cannot be read (a store error, a corrupt row): callers fail
@@ -375,7 +405,18 @@ bool al_run_replay(al_service *s, const al_principal *p, const al_run_extra *x, 
 /* Cancel run ID of P's workspace: withdrawn while it waits for approval,
  * taken off the queue, or killed. 1 done, 0 it had ended, -ENOENT no such run. */
 int al_run_cancel(al_service *s, const al_principal *p, const char *id);
+/* RFC 3339 text (the store's) of now plus MS (may be negative). */
+void al_cluster_time_after(int64_t ms, char *buf, size_t len);
+/* The runs past their workspace's run_retention_s lose their code, output
+ * and events (retention.c), if this node claims the sweep that is due: how
+ * many, or -errno. */
+int al_retention_sweep(al_service *s);
 json_t *al_run_json(al_service *s, const al_store_run *run);
+/* Up to LIMIT events of RUN_ID after AFTER, as its stream carried them
+ * (run_events.c: an output event whose bytes the result holds, and the
+ * result event, read back from the run), in *RET (al_store_events_free). */
+int al_run_events_after(al_service *s, const char *run_id, int64_t after, int64_t limit, al_store_event **ret,
+                        size_t *ret_n, al_error *err);
 /* runs.c: a run list's entry */
 json_t *al_run_summary_json(const al_store_run_brief *b);
 /* What a list shows of RESULT (the box's result) without loading it: its

@@ -114,6 +114,9 @@ json_t *al_settings_defaults(const al_settings_bounds *b) {
     json_object_set_new(d, "network_hosts", json_array());
     /* separation of duties: a requester does not decide their own run */
     json_object_set_new(d, "allow_self_approval", json_false());
+    /* how long a run's code, output and events are kept after it ends
+     * (its summary and audit events stay): 30 days */
+    json_object_set_new(d, "run_retention_s", json_integer(AL_RUN_RETENTION_DEFAULT_S));
     return d;
 }
 
@@ -123,7 +126,7 @@ json_t *al_settings_defaults(const al_settings_bounds *b) {
 bool al_settings_sane(json_t *eff) {
     static const char *const strings[] = { "driver", "network" };
     static const char *const numbers[] = { "timeout_s", "max_timeout_s", "memory_mb", "cpus", "concurrency",
-                                           "approval_ttl_s", "price_per_run" };
+                                           "approval_ttl_s", "price_per_run", "run_retention_s" };
     static const char *const lists[] = { "network_allowed", "network_hosts", "tools" };
     static const char *const policies[] = { "never", "always", "high_risk" };
     for (size_t i = 0; i < ELEMENTSOF(strings); i++)
@@ -251,6 +254,11 @@ int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, jso
                 r = al_err(err, "settings", EINVAL, "allow_self_approval must be true or false");
         } else if (strcmp(key, "approval_ttl_s") == 0) {
             r = num_in(v, 1, 7 * 86400, key, err);
+        } else if (strcmp(key, "run_retention_s") == 0) {
+            /* seconds, so a test (or a strict policy) can keep runs briefly;
+             * at most ten years */
+            r = json_is_integer(v) ? num_in(v, 1, AL_RUN_RETENTION_MAX_S, key, err)
+                                   : al_err(err, "settings", EINVAL, "run_retention_s must be a whole number of seconds");
         } else if (strcmp(key, "price_per_run") == 0) {
             /* what a workspace pays is not its own admins' to decide */
             if (!json_equal(v, json_object_get(eff, "price_per_run")))

@@ -22,6 +22,9 @@ typedef struct al_settings_bounds {
 
 /* Credits a run costs where the operator set no price (airlock admin price) */
 #define AL_PRICE_PER_RUN_DEFAULT 2
+/* run_retention_s: how long an ended run keeps its code, output and events */
+#define AL_RUN_RETENTION_DEFAULT_S (30 * 86400)
+#define AL_RUN_RETENTION_MAX_S (3650 * 86400)
 
 /* The settings of a workspace that set nothing. */
 json_t *al_settings_defaults(const al_settings_bounds *b);

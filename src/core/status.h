@@ -17,5 +17,6 @@ typedef enum al_status {
     AL_STATUS_INTERNAL,         /* our fault: the store, memory, the audit trail */
     AL_STATUS_UNAVAILABLE,      /* cannot be done now (settings unreadable, driver disabled) */
     AL_STATUS_QUOTA,            /* the organisation's storage quota has no room */
+    AL_STATUS_GONE,             /* it was, and is no more (a run past its retention) */
     _AL_STATUS_MAX,
 } al_status;

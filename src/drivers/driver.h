@@ -11,6 +11,18 @@
 
 #include "../util/util.h"
 
+/* The most a job may take as one line of JSON (the helper reads no more):
+ * sized so that whatever the service's default caps accept (code_max's 1
+ * MiB and 256 arguments of 4 KiB, each JSON-escaped at up to six bytes a
+ * byte, beside AL_JOB_RESERVE of paths, limits and policy) fits; the core
+ * refuses at the API, with 413, a run whose job would not
+ * (al_run_spec_check), so that an accepted run is never lost on the way. */
+#define AL_JOB_MAX (16u << 20)
+/* what the service adds to a job beside a run's code and arguments: host
+ * paths (PATH_MAX each, a few), limits, the network policy (its at most
+ * 64 names of 254 bytes), the image and skill */
+#define AL_JOB_RESERVE (64u << 10)
+
 typedef struct al_driver_run {
     pid_t pid;                    /* the helper running the job, or -1 */
     int events_fd;                /* JSON lines: started, stdout, stderr, result */

@@ -361,7 +361,7 @@ int al_image_resolve(const char *images_dir, const char *name, char *ret_dir, si
         snprintf(p, sizeof p, "%s/aliases/%s", images_dir, name);
         _cleanup_free_ char *t = NULL;
         if (read_store(p, 200, &t, NULL) < 0)
-            return al_err(err, "image", ENOENT, "no image named \"%s\" (airlock image ls)", name);
+            return al_err(err, "image", ENOENT, "no image named \"%s\" in %s", name, images_dir);
         t[strcspn(t, "\n")] = '\0';
         snprintf(digest, sizeof digest, "%s", strncmp(t, "sha256:", 7) == 0 ? t + 7 : t);
     }

@@ -151,3 +151,47 @@ int al_store_audit_list(al_store *s, const al_store_audit_filter *f, al_store_au
         al_store_audit_events_free(ret);
     return r;
 }
+
+int al_store_audit_heads(al_store *s, const char *workspace_id, al_store_audit_head_fn each, void *userdata,
+                         al_error *err) {
+    /* one row per chain: its greatest seq (the table's key makes it an index lookup per chain) */
+    json_t *rows = al_store_query(s, err,
+                                  "SELECT a.workspace_id, a.seq, a.hash FROM audit_events a JOIN "
+                                  "(SELECT workspace_id, MAX(seq) AS seq FROM audit_events "
+                                  "WHERE CAST(? AS TEXT) IS NULL OR workspace_id = ? GROUP BY workspace_id) m "
+                                  "ON a.workspace_id = m.workspace_id AND a.seq = m.seq ORDER BY a.workspace_id",
+                                  "SS", workspace_id, workspace_id);
+    if (!rows)
+        return -EIO;
+    int r = 0;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        const char *ws = json_string_value(json_object_get(row, "workspace_id"));
+        json_t *seq = json_object_get(row, "seq");
+        char hash[65];
+        if (!ws || !json_is_integer(seq) || !al_col_text(row, "hash", hash, sizeof hash, false)) {
+            r = al_err(err, "audit", EBADMSG, "the head of an audit chain is malformed");
+            break;
+        }
+        if ((r = each(ws, json_integer_value(seq), hash, userdata)) < 0)
+            break;
+    }
+    json_decref(rows);
+    return r < 0 ? r : 0;
+}
+
+int al_store_audit_hash_at(al_store *s, const char *workspace_id, int64_t seq, char ret_hash[65], al_error *err) {
+    json_t *rows = al_store_query(s, err, "SELECT hash FROM audit_events WHERE workspace_id = ? AND seq = ?", "si",
+                                  workspace_id, seq);
+    if (!rows)
+        return -EIO;
+    json_t *row = json_array_get(rows, 0);
+    int r = 0;
+    if (!row)
+        r = -ENOENT;
+    else if (!al_col_text(row, "hash", ret_hash, 65, false))
+        r = al_err(err, "audit", EBADMSG, "audit event %lld of %s: its hash is malformed", (long long)seq, workspace_id);
+    json_decref(rows);
+    return r;
+}

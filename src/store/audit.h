@@ -65,3 +65,13 @@ typedef struct al_store_audit_filter {
 } al_store_audit_filter;
 /* The events F names, newest first, in *RET (al_store_audit_events_free). */
 int al_store_audit_list(al_store *s, const al_store_audit_filter *f, al_store_audit_events *ret, al_error *err);
+
+/* The head (newest event) of each workspace's chain, or of WORKSPACE_ID's
+ * alone when it is not NULL, in order of workspace: EACH with its seq and
+ * hash (read, not verified). Stops at EACH's first negative answer. */
+typedef int (*al_store_audit_head_fn)(const char *workspace_id, int64_t seq, const char *hash, void *userdata);
+int al_store_audit_heads(al_store *s, const char *workspace_id, al_store_audit_head_fn each, void *userdata,
+                         al_error *err);
+/* The hash stored for event SEQ of WORKSPACE_ID's chain in RET_HASH;
+ * -ENOENT when there is no such event. */
+int al_store_audit_hash_at(al_store *s, const char *workspace_id, int64_t seq, char ret_hash[65], al_error *err);

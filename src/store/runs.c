@@ -113,7 +113,8 @@ static int run_from_row(json_t *row, al_store_run *r, al_error *err) {
                 al_col_text(row, "started_at", r->started_at, sizeof r->started_at, true) &&
                 al_col_text(row, "finished_at", r->finished_at, sizeof r->finished_at, true) &&
                 al_col_text(row, "image", r->image, sizeof r->image, true) &&
-                al_col_text(row, "node_id", r->node_id, sizeof r->node_id, true);
+                al_col_text(row, "node_id", r->node_id, sizeof r->node_id, true) &&
+                al_col_text(row, "expired_at", r->expired_at, sizeof r->expired_at, true);
     if (!fits || !r->id[0] || r->state == _AL_RUN_STATE_INVALID)
         return al_err(err, "runs", EIO, "a stored run is malformed");
     bool ok = text_dup(row, "code", &r->code) && text_dup(row, "description", &r->description) &&
@@ -134,21 +135,38 @@ static int run_from_row(json_t *row, al_store_run *r, al_error *err) {
     "seq, id, org_id, workspace_id, person_id, thread_id, language, code, description, network, limits, inputs, " \
     "state, result, previews, skipped, error_code, error_message, created_at, started_at, finished_at, price, "   \
     "redactions, image, input_bytes, result_summary, preview_count, skipped_count, skill_name, skill_version, "  \
-    "skill_digest, node_id, cap"
+    "skill_digest, node_id, cap, expired_at"
 
 /* ---------------------------------------------------------------- rows */
 
+static size_t len_of(const char *text) {
+    return text ? strlen(text) : 0;
+}
+
 int al_store_run_insert(al_store *s, const al_store_run *r, al_error *err) {
-    int n = al_store_exec(s, err,
-                          "INSERT INTO runs (id, org_id, workspace_id, person_id, thread_id, language, code, description, "
-                          "network, limits, inputs, state, created_at, price, image, input_bytes, skill_name, "
-                          "skill_version, skill_digest, cap, node_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                          "ssssSssssssssiSiSSSiS", r->id, r->org_id, r->workspace_id, r->person_id,
-                          r->thread_id[0] ? r->thread_id : NULL, r->language, r->code,
-                          r->description ? r->description : "", r->network, r->limits, r->inputs,
-                          al_run_state_name(r->state), r->created_at, r->price, r->image[0] ? r->image : NULL,
-                          r->input_bytes, r->skill_name, r->skill_version, r->skill_digest, r->cap > 0 ? r->cap : 3,
-                          r->node_id[0] ? r->node_id : NULL);
+    /* what the row holds counts against its organisation's storage from
+     * the start (the code is most of it), in the same unit as the row */
+    int64_t bytes = (int64_t)(len_of(r->code) + len_of(r->description) + len_of(r->network) + len_of(r->limits) +
+                              len_of(r->inputs));
+    int n = al_store_begin(s, err);
+    if (n < 0)
+        return n;
+    n = al_store_exec(s, err,
+                      "INSERT INTO runs (id, org_id, workspace_id, person_id, thread_id, language, code, description, "
+                      "network, limits, inputs, state, created_at, price, image, input_bytes, skill_name, "
+                      "skill_version, skill_digest, cap, node_id, stored_bytes) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                      "ssssSssssssssiSiSSSiSi", r->id, r->org_id, r->workspace_id, r->person_id,
+                      r->thread_id[0] ? r->thread_id : NULL, r->language, r->code,
+                      r->description ? r->description : "", r->network, r->limits, r->inputs,
+                      al_run_state_name(r->state), r->created_at, r->price, r->image[0] ? r->image : NULL,
+                      r->input_bytes, r->skill_name, r->skill_version, r->skill_digest, r->cap > 0 ? r->cap : 3,
+                      r->node_id[0] ? r->node_id : NULL, bytes);
+    if (n < 0) {
+        al_store_rollback(s);
+        return n;
+    }
+    n = al_store_exec_commit(s, err, "UPDATE orgs SET run_bytes = run_bytes + ? WHERE id = ?", "is", bytes, r->org_id);
     return n < 0 ? n : 0;
 }
 
@@ -234,12 +252,25 @@ int al_store_run_finish(al_store *s, const al_store_run *r, al_error *err) {
     snprintf(sql, sizeof sql,
              "UPDATE runs SET state = ?, result = ?, previews = ?, skipped = ?, error_code = ?, "
              "error_message = ?, finished_at = ?, redactions = ?, result_summary = ?, preview_count = ?, "
-             "skipped_count = ? WHERE id = ? AND state IN (%s)",
+             "skipped_count = ?, stored_bytes = stored_bytes + ? WHERE id = ? AND state IN (%s)",
              states);
-    int n = al_store_exec(s, err, sql, "sSSSSSsiSiis", al_run_state_name(r->state), r->result, r->previews, r->skipped,
-                          r->error_code[0] ? r->error_code : NULL, r->error_message, r->finished_at, r->redactions,
-                          r->result_summary, r->preview_count, r->skipped_count, r->id);
-    return n < 0 ? n : n > 0;
+    /* the documents written now, and what the caller says the run's
+     * events hold (r->stored_bytes), join the organisation's count */
+    int64_t bytes = (int64_t)(len_of(r->result) + len_of(r->previews) + len_of(r->skipped) +
+                              len_of(r->error_message) + len_of(r->result_summary)) + r->stored_bytes;
+    int n = al_store_begin(s, err);
+    if (n < 0)
+        return n;
+    n = al_store_exec(s, err, sql, "sSSSSSsiSiiis", al_run_state_name(r->state), r->result, r->previews, r->skipped,
+                      r->error_code[0] ? r->error_code : NULL, r->error_message, r->finished_at, r->redactions,
+                      r->result_summary, r->preview_count, r->skipped_count, bytes, r->id);
+    if (n <= 0) {
+        al_store_rollback(s);
+        return n < 0 ? n : 0;
+    }
+    n = al_store_exec_commit(s, err, "UPDATE orgs SET run_bytes = run_bytes + ? WHERE id = (SELECT org_id FROM runs "
+                             "WHERE id = ?)", "is", bytes, r->id);
+    return n < 0 ? n : 1;
 }
 
 /* ---------------------------------------------------------------- credits */
@@ -546,6 +577,11 @@ int al_store_run_list(al_store *s, const al_store_run_filter *f, al_store_run_br
 /* ---------------------------------------------------------------- events */
 
 int al_store_event_append(al_store *s, const char *run_id, const char *type, const char *data, al_error *err) {
+    return al_store_output_event_append(s, run_id, type, data, -1, 0, err);
+}
+
+int al_store_output_event_append(al_store *s, const char *run_id, const char *type, const char *data, int64_t at,
+                                 int64_t len, al_error *err) {
     /* The next number, read and written in one statement: two appends to
      * one run at once (its runner, a cancel from another node) may read the
      * same number; the primary key refuses the second, which reads again.
@@ -555,10 +591,14 @@ int al_store_event_append(al_store *s, const char *run_id, const char *type, con
     for (int tries = 0; r == -EEXIST && tries < 16; tries++) {
         if (tries && err)
             *err = (al_error){ 0 }; /* the taken number was no failure */
-        r = al_store_exec(s, err,
-                          "INSERT INTO run_events (run_id, seq, type, data) "
-                          "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM run_events WHERE run_id = ?",
-                          "ssss", run_id, type, data, run_id);
+        r = at < 0 ? al_store_exec(s, err,
+                                   "INSERT INTO run_events (run_id, seq, type, data) "
+                                   "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM run_events WHERE run_id = ?",
+                                   "ssss", run_id, type, data, run_id)
+                   : al_store_exec(s, err,
+                                   "INSERT INTO run_events (run_id, seq, type, data, out_at, out_len) "
+                                   "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM run_events WHERE run_id = ?",
+                                   "sssiis", run_id, type, data, at, len, run_id);
     }
     return r < 0 ? r : 0;
 }
@@ -617,7 +657,8 @@ int al_store_events_after(al_store *s, const char *run_id, int64_t after, int64_
     *ret = NULL;
     *ret_n = 0;
     json_t *rows = al_store_query(s, err,
-                                  "SELECT seq, type, data FROM run_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                                  "SELECT seq, type, data, out_at, out_len FROM run_events WHERE run_id = ? AND seq > ? "
+                                  "ORDER BY seq LIMIT ?",
                                   "sii", run_id, after, limit);
     if (!rows)
         return -EIO;
@@ -627,6 +668,9 @@ int al_store_events_after(al_store *s, const char *run_id, int64_t after, int64_
     for (size_t i = 0; r == 0 && i < n; i++) {
         json_t *row = json_array_get(rows, i);
         ev[i].seq = int_of(row, "seq");
+        json_t *at = json_object_get(row, "out_at");
+        ev[i].out_at = json_is_integer(at) ? json_integer_value(at) : -1;
+        ev[i].out_len = int_of(row, "out_len");
         if (!al_col_text(row, "type", ev[i].type, sizeof ev[i].type, true))
             r = al_err(err, "events", EIO, "a stored event is malformed");
         else if (!text_dup(row, "data", &ev[i].data))
@@ -642,6 +686,12 @@ int al_store_events_after(al_store *s, const char *run_id, int64_t after, int64_
     *ret = ev;
     *ret_n = n;
     return 0;
+}
+
+int al_store_events_drop_output(al_store *s, const char *run_id, const char *type, al_error *err) {
+    int n = al_store_exec(s, err, "UPDATE run_events SET data = '' WHERE run_id = ? AND type = ? AND out_at IS NOT NULL",
+                          "ss", run_id, type);
+    return n < 0 ? n : 0;
 }
 
 int al_store_event_result_by(al_store *s, const char *run_id, int64_t upto, al_error *err) {
@@ -715,4 +765,70 @@ int al_store_node_cancels(al_store *s, const char *node_id, char (*ret_ids)[40],
     }
     json_decref(rows);
     return n;
+}
+
+/* ---------------------------------------------------------------- retention */
+
+int al_store_sweep_claim(al_store *s, const char *name, const char *node_id, const char *now, const char *next_at,
+                         al_error *err) {
+    /* one statement: of two nodes that read the same due time, the second
+     * finds it moved and sweeps nothing */
+    int n = al_store_exec(s, err, "UPDATE sweeps SET next_at = ?, node_id = ? WHERE name = ? AND next_at <= ?", "ssss",
+                          next_at, node_id, name, now);
+    return n < 0 ? n : n > 0;
+}
+
+int al_store_workspace_ids(al_store *s, const char *after, char (*ret_ids)[40], int max, al_error *err) {
+    json_t *rows = al_store_query(s, err, "SELECT id FROM workspaces WHERE id > ? ORDER BY id LIMIT ?", "si", after,
+                                  (int64_t)max);
+    if (!rows)
+        return -EIO;
+    int n = 0;
+    for (size_t i = 0; i < json_array_size(rows) && n < max; i++)
+        if (al_col_text(json_array_get(rows, i), "id", ret_ids[n], sizeof ret_ids[n], false))
+            n++;
+    json_decref(rows);
+    return n;
+}
+
+int al_store_runs_expirable(al_store *s, const char *ws_id, const char *before, char (*ret_ids)[40], int max,
+                            al_error *err) {
+    json_t *rows = al_store_query(s, err,
+                                  "SELECT id FROM runs WHERE workspace_id = ? AND expired_at IS NULL AND finished_at IS NOT "
+                                  "NULL AND finished_at < ? ORDER BY finished_at LIMIT ?",
+                                  "ssi", ws_id, before, (int64_t)max);
+    if (!rows)
+        return -EIO;
+    int n = 0;
+    for (size_t i = 0; i < json_array_size(rows) && n < max; i++)
+        if (al_col_text(json_array_get(rows, i), "id", ret_ids[n], sizeof ret_ids[n], false))
+            n++;
+    json_decref(rows);
+    return n;
+}
+
+int al_store_run_expire(al_store *s, const char *id, const char *now, al_error *err) {
+    int r = al_store_begin(s, err);
+    if (r < 0)
+        return r;
+    /* the organisation gets back what the run counted; then the row keeps
+     * its summary (state, times, result_summary, error, price) and loses
+     * its code, inputs and documents; its events go (its audit events are
+     * the audit chain's, not touched) */
+    r = al_store_exec(s, err,
+                      "UPDATE orgs SET run_bytes = run_bytes - (SELECT stored_bytes FROM runs WHERE id = ?) "
+                      "WHERE id = (SELECT org_id FROM runs WHERE id = ? AND expired_at IS NULL)",
+                      "ss", id, id);
+    int changed = 0;
+    if (r >= 0)
+        r = changed = al_store_exec(s, err,
+                                    "UPDATE runs SET code = '', inputs = '{}', result = NULL, previews = NULL, "
+                                    "skipped = NULL, stored_bytes = 0, expired_at = ? WHERE id = ? AND expired_at IS NULL",
+                                    "ss", now, id);
+    if (r < 0 || changed == 0) {
+        al_store_rollback(s);
+        return r < 0 ? r : 0;
+    }
+    r = al_store_exec_commit(s, err, "DELETE FROM run_events WHERE run_id = ?", "s", id);
+    return r < 0 ? r : 1;
 }

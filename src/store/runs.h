@@ -73,6 +73,11 @@ typedef struct al_store_run {
     char *skill_name, *skill_version, *skill_digest;
     char node_id[40];             /* the node that claimed it, or that holds a new run until it is admitted ("" none) */
     int64_t cap;                  /* the person's concurrency cap it was queued under */
+    /* when the retention sweep dropped its output and events ("" not) */
+    char expired_at[40];
+    /* al_store_run_finish: the bytes its events hold, beside the documents
+     * the finish writes, for the organisation's storage count */
+    int64_t stored_bytes;
 } al_store_run;
 
 /* Free a run the store returned (NULL is fine). A record the caller built
@@ -189,10 +194,20 @@ void al_store_run_briefs_free(al_store_run_brief *b, size_t n);
 typedef struct al_store_event {
     int64_t seq;
     char type[16];
-    char *data;                   /* JSON */
+    char *data;                   /* JSON; "" an output event whose bytes the result holds */
+    /* an output event: where its bytes sit in its stream (offset, length);
+     * -1 for other events */
+    int64_t out_at, out_len;
 } al_store_event;
 /* Append an event of run RUN_ID with the next number. */
 int al_store_event_append(al_store *s, const char *run_id, const char *type, const char *data, al_error *err);
+/* The same for an output event ("stdout", "stderr") whose LEN bytes sit at
+ * AT in its stream. */
+int al_store_output_event_append(al_store *s, const char *run_id, const char *type, const char *data, int64_t at,
+                                 int64_t len, al_error *err);
+/* Drop the data of RUN_ID's output events of TYPE (their bytes are the
+ * run's result's: read back from there); their numbers and places stay. */
+int al_store_events_drop_output(al_store *s, const char *run_id, const char *type, al_error *err);
 /* Append N events of RUN_ID (TYPES[i], DATAS[i]) with the next numbers, in
  * order: one statement for up to eight. */
 int al_store_events_append(al_store *s, const char *run_id, size_t n, const char *const *types, const char *const *datas,
@@ -204,6 +219,22 @@ int al_store_events_after(al_store *s, const char *run_id, int64_t after, int64_
 void al_store_events_free(al_store_event *ev, size_t n);
 /* 1 when RUN_ID's result event is numbered UPTO or less, 0 when not. */
 int al_store_event_result_by(al_store *s, const char *run_id, int64_t upto, al_error *err);
+
+/* ---- retention: a run's output and events go, its summary stays */
+/* Claim sweep NAME for NODE_ID if it is due at NOW, moving it to NEXT_AT:
+ * 1 claimed (this node sweeps), 0 not due or another node claimed it. */
+int al_store_sweep_claim(al_store *s, const char *name, const char *node_id, const char *now, const char *next_at,
+                         al_error *err);
+/* The ids of up to MAX workspaces after AFTER ("" from the first), in order: how many. */
+int al_store_workspace_ids(al_store *s, const char *after, char (*ret_ids)[40], int max, al_error *err);
+/* Up to MAX ended runs of WS_ID that finished before BEFORE and still hold
+ * their output, oldest first: how many. */
+int al_store_runs_expirable(al_store *s, const char *ws_id, const char *before, char (*ret_ids)[40], int max,
+                            al_error *err);
+/* Drop run ID's code, inputs, result, previews, skips and events, and its
+ * bytes from its organisation's count; its row says EXPIRED_AT = NOW. 1
+ * done, 0 it was expired already. */
+int al_store_run_expire(al_store *s, const char *id, const char *now, al_error *err);
 
 /* ---- analytics: one row a run that ended */
 typedef struct al_store_analytics {

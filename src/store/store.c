@@ -26,6 +26,8 @@ int al_store_locate(const char *setting, const char *state_dir, char *buf, size_
     return 0;
 }
 
+bool al_store_is_embedded(const char *target) { return !is_postgresql(target); }
+
 const al_store_backend *al_store_backend_for(const char *target) {
     return is_postgresql(target) ? &al_store_postgresql : &al_store_sqlite;
 }
@@ -186,7 +188,22 @@ fail:
     return r < 0 ? r : -EIO;
 }
 
-int al_store_open(const char *target, al_store **ret, al_error *err) {
+/* Whether the first connection C reaches a store that airlock made: its
+ * migrations table has a row. */
+static bool made_by_airlock(al_store *s) {
+    al_error e = { 0 };
+    json_t *rows = al_store_query(s, &e, "SELECT version FROM schema_migrations LIMIT 1", "");
+    bool made = rows && json_array_size(rows) > 0;
+    json_decref(rows);
+    return made;
+}
+
+static int open_store(const char *target, bool create, al_store **ret, al_error *err) {
+    /* SQLite would make an empty file of a mistyped path: an admin command
+     * would then answer "no audit events yet" about a store that is not */
+    if (!create && !is_postgresql(target) && access(target, F_OK) != 0)
+        return al_err(err, "store", ENOENT, "no airlock store at %s (only `airlock admin bootstrap` or `airlock serve` "
+                                           "creates one: is --state or --store right?)", target);
     al_store *s = calloc(1, sizeof *s);
     if (!s || !(s->target = strdup(target))) {
         free(s);
@@ -203,7 +220,11 @@ int al_store_open(const char *target, al_store **ret, al_error *err) {
     if (r == 0) {
         s->conns[0] = (al_store_conn){ .conn = conn, .session = s->be->session ? s->be->session(conn) : 0 };
         s->n_conns = 1;
-        r = migrate(s, err);
+        if (!create && !made_by_airlock(s))
+            r = al_err(err, "store", ENOENT, "no airlock store in %s (only `airlock admin bootstrap` or `airlock serve` "
+                                            "creates one: is --store right?)", is_postgresql(target) ? "that database" : target);
+        else
+            r = migrate(s, err);
     }
     if (r < 0) {
         al_store_close(s);
@@ -211,6 +232,12 @@ int al_store_open(const char *target, al_store **ret, al_error *err) {
     }
     *ret = s;
     return 0;
+}
+
+int al_store_open(const char *target, al_store **ret, al_error *err) { return open_store(target, true, ret, err); }
+
+int al_store_open_existing(const char *target, al_store **ret, al_error *err) {
+    return open_store(target, false, ret, err);
 }
 
 void al_store_close(al_store *s) {

@@ -25,6 +25,12 @@ int al_store_locate(const char *setting, const char *state_dir, char *buf, size_
 /* Open TARGET (al_store_locate's answer: a file path for SQLite, a
  * postgresql:// address) and apply its missing migrations. */
 int al_store_open(const char *target, al_store **ret, al_error *err);
+/* The same, for a store that exists already: -ENOENT, said, where TARGET
+ * holds none (a file that is not there, a database without airlock's
+ * tables), and nothing is created. */
+int al_store_open_existing(const char *target, al_store **ret, al_error *err);
+/* Whether TARGET is the embedded store (a file of one state directory). */
+bool al_store_is_embedded(const char *target);
 /* "sqlite" or "postgresql". */
 const char *al_store_backend_name(const al_store *s);
 /* What the store has cost since it was opened: statements sent (each

@@ -17,6 +17,22 @@ void al_hex(const uint8_t *d, size_t n, char *out) {
     out[2 * n] = '\0';
 }
 
+static int nibble(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+bool al_unhex(const char *s, uint8_t *out, size_t n) {
+    if (strlen(s) != 2 * n)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        int hi = nibble(s[2 * i]), lo = nibble(s[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return false;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return true;
+}
+
 void al_sha256_finish_hex(struct sha256_ctx *c, char out[65]) {
     uint8_t d[SHA256_DIGEST_SIZE];
     sha256_digest(c, sizeof d, d);

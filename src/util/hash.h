@@ -7,6 +7,8 @@
 
 /* N bytes D as 2N lower-case hex digits and a NUL in OUT. */
 void al_hex(const uint8_t *d, size_t n, char *out);
+/* 2N lower-case hex digits S as N bytes in OUT: false when S is not that. */
+bool al_unhex(const char *s, uint8_t *out, size_t n);
 /* The digest of C, as hex. */
 void al_sha256_finish_hex(struct sha256_ctx *c, char out[65]);
 /* The sha256 of LEN bytes DATA, as hex. */

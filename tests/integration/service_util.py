@@ -370,6 +370,12 @@ class Service:
         # of the services still running included
         if "warm_pool" not in (config or {}):
             config = dict(config or {}, warm_pool=os.environ.get("AIRLOCK_TEST_WARM_POOL", "0"))
+        # a stop drains for stop_grace_s (30 s in the product): the suite's
+        # services end their runs at once unless the test asks
+        # (test_battery_o_service.py), so that stop() within its timeout
+        # stops them as before
+        if "stop_grace_s" not in (config or {}):
+            config = dict(config or {}, stop_grace_s="0")
         self.config = config
         self.extra_env = extra_env or {}
         self.port = free_port()
@@ -925,7 +931,8 @@ LEDGER_FIELDS = {"id", "kind", "amount", "run_id", "balance_after", "created_at"
 CARD_FIELDS = {"id", "code", "language", "runtime", "network", "limits", "risk", "description", "hash",
                "requested_at", "expires_at"}
 SETTINGS_KEYS = {"driver", "network", "network_allowed", "timeout_s", "max_timeout_s", "memory_mb", "cpus", "concurrency",
-                 "approval_policy", "approval_ttl_s", "price_per_run", "tools", "dlp_patterns", "secrets"}
+                 "approval_policy", "approval_ttl_s", "price_per_run", "tools", "dlp_patterns", "secrets",
+                 "run_retention_s"}
 
 
 def _one_id(out, prefix, what):

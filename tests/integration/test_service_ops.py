@@ -36,6 +36,7 @@ API = [
     ("GET", "/v1/runs/{id}/inputs/{which}"),
     ("GET", "/v1/usage"),
     ("GET", "/v1/audit"),
+    ("GET", "/v1/audit/checkpoint"),
     ("GET", "/piston/{key}/api/v2/runtimes"),
     ("POST", "/piston/{key}/api/v2/execute"),
     ("GET", "/v1/skills"),

@@ -701,6 +701,70 @@ static void test_claims(al_store *s) {
     CHECK(dup == 0);
 }
 
+static int64_t run_bytes(al_store *s) {
+    al_error err = { 0 };
+    json_t *rows = al_store_query(s, &err, "SELECT run_bytes FROM orgs WHERE id = ?", "s", org);
+    int64_t b = rows ? json_integer_value(json_object_get(json_array_get(rows, 0), "run_bytes")) : -1;
+    json_decref(rows);
+    return b;
+}
+
+/* Storage's bound and lifecycle (issue 33): what a run holds counts in its
+ * organisation's run_bytes from its insert to its expiry; an output event
+ * gives up its data and keeps its place; the sweep is claimed by one
+ * handle (node) at a time. */
+static void test_storage_lifecycle(al_store *s) {
+    al_error err = { 0 };
+    int64_t before = run_bytes(s);
+    char code[1001];
+    memset(code, 'x', 1000);
+    code[1000] = '\0';
+    al_store_run r = { .state = AL_RUN_RUNNING, .code = code, .network = "offline", .limits = "{}", .inputs = "{}" };
+    snprintf(r.id, sizeof r.id, "run_life");
+    snprintf(r.org_id, sizeof r.org_id, "%s", org);
+    snprintf(r.workspace_id, sizeof r.workspace_id, "%s", ws);
+    snprintf(r.person_id, sizeof r.person_id, "%s", person);
+    snprintf(r.language, sizeof r.language, "python");
+    snprintf(r.created_at, sizeof r.created_at, "2026-01-01T00:00:00.000Z");
+    CHECK(al_store_run_insert(s, &r, &err) == 0);
+    int64_t inserted = run_bytes(s) - before;
+    CHECK(inserted >= 1000 && inserted < 1100);
+    CHECK(al_store_output_event_append(s, "run_life", "stdout", "{\"data\":\"hello\"}", 0, 5, &err) == 0);
+    CHECK(al_store_event_append(s, "run_life", "state", "{\"state\":\"running\"}", &err) == 0);
+    al_store_run fin = { .state = AL_RUN_SUCCEEDED, .result = "{\"stdout\":\"hello\"}", .stored_bytes = 7 };
+    snprintf(fin.id, sizeof fin.id, "run_life");
+    snprintf(fin.finished_at, sizeof fin.finished_at, "2026-01-01T00:00:01.000Z");
+    CHECK(al_store_run_finish(s, &fin, &err) == 1);
+    CHECK(run_bytes(s) - before == inserted + (int64_t)strlen(fin.result) + 7);
+    CHECK(al_store_events_drop_output(s, "run_life", "stdout", &err) == 0);
+    al_store_event *ev = NULL;
+    size_t n = 0;
+    CHECK(al_store_events_after(s, "run_life", 0, 10, &ev, &n, &err) == 0 && n == 2);
+    CHECK(n == 2 && ev[0].data[0] == '\0' && ev[0].out_at == 0 && ev[0].out_len == 5);
+    CHECK(n == 2 && strcmp(ev[1].type, "state") == 0 && ev[1].data[0] == '{' && ev[1].out_at == -1);
+    al_store_events_free(ev, n);
+    /* past its retention: code, result and events go, and its bytes */
+    char ids[4][40];
+    CHECK(al_store_runs_expirable(s, ws, "2026-01-01T00:00:01.000Z", ids, 4, &err) == 0);
+    CHECK(al_store_runs_expirable(s, ws, "2026-01-02T00:00:00.000Z", ids, 4, &err) >= 1);
+    CHECK(al_store_run_expire(s, "run_life", "2026-01-02T00:00:00.000Z", &err) == 1);
+    CHECK(al_store_run_expire(s, "run_life", "2026-01-02T00:00:00.000Z", &err) == 0);
+    CHECK(run_bytes(s) == before);
+    al_store_run *got = NULL;
+    CHECK(al_store_run_get(s, "run_life", NULL, &got, &err) == 0 && got->state == AL_RUN_SUCCEEDED &&
+          strcmp(got->expired_at, "2026-01-02T00:00:00.000Z") == 0 && !got->result && got->code && !got->code[0]);
+    al_store_run_free(got);
+    CHECK(al_store_events_after(s, "run_life", 0, 10, &ev, &n, &err) == 0 && n == 0);
+    al_store_events_free(ev, n);
+    /* the sweep: due once per time, to the first handle that claims it */
+    al_store *other = open_store();
+    CHECK(al_store_sweep_claim(s, "runs", "node_a", "2026-01-01T00:00:00.000Z", "2026-01-01T00:01:00.000Z", &err) == 1);
+    CHECK(al_store_sweep_claim(other, "runs", "node_b", "2026-01-01T00:00:00.000Z", "2026-01-01T00:01:00.000Z", &err) == 0);
+    CHECK(al_store_sweep_claim(other, "runs", "node_b", "2026-01-01T00:00:30.000Z", "2026-01-01T00:01:30.000Z", &err) == 0);
+    CHECK(al_store_sweep_claim(other, "runs", "node_b", "2026-01-01T00:01:00.000Z", "2026-01-01T00:02:00.000Z", &err) == 1);
+    al_store_close(other);
+}
+
 #define APPENDERS 4
 static void *append_loop(void *arg) {
     (void)arg;
@@ -796,6 +860,7 @@ int main(int argc, char **argv) {
     test_run_moves(s);
     test_claims(s);
     test_concurrent_events(s);
+    test_storage_lifecycle(s);
     test_notifications(s, strcmp(al_store_backend_name(s), "postgresql") == 0);
     al_store_close(s);
     if (strcmp(argv[1], "sqlite") == 0) {
