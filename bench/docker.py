@@ -113,7 +113,7 @@ def main():
                 xs = [api_run(s, body) for _ in range(args.burst)]
                 bursts[name] = {"median_ms": statistics.median(x[0] for x in xs),
                                 "pooled": sum(1 for x in xs if x[1])}
-        pools = {name: s.ok("GET", "/v1/settings")["badges"].get("pool", {}).get("state")
+        pools = {name: s.ok("GET", "/operator/status", key=None)["badges"].get("pool", {}).get("state")
                  for name, s in services.items() if "pool" in name}
     finally:
         for s in services.values():

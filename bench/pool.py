@@ -82,7 +82,7 @@ def wait_ready(svc, n=1, timeout=120, shapes=1):
     """Until SHAPES shapes hold N ready boxes each, and none is starting."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        st = svc.ok("GET", "/v1/settings")["badges"]["pool"]["state"]
+        st = svc.ok("GET", "/operator/status", key=None)["badges"]["pool"]["state"]
         if sum(sh["idle"] >= n and sh["starting"] == 0 for sh in st["shapes"]) >= shapes:
             return st
         time.sleep(0.05)
@@ -146,7 +146,7 @@ def main():
               f"cold / warm = {out['API node 0, cold'] / out['API node 0, warm']:.2f}")
 
         # memory of idle warm boxes: what each said when ready (its cgroup's usage)
-        st = wait_ready(warm, 1, shapes=3) or warm.ok("GET", "/v1/settings")["badges"]["pool"]["state"]
+        st = wait_ready(warm, 1, shapes=3) or warm.ok("GET", "/operator/status", key=None)["badges"]["pool"]["state"]
         for sh in st["shapes"]:
             mib = sh["box_bytes"] / 2 ** 20
             what = sh["language"] + (" preloaded" if sh["preload"] else "")
@@ -183,7 +183,7 @@ def main():
         for k, v in tp.items():
             print(f"throughput, 16 clients, {k:<22} {v:6.1f} /s   (rounds: {', '.join('%.1f' % x for x in rates[k])})")
         print(f"warm throughput / bare = {tp['API pass, warm'] / tp['bare python3 -c pass']:.2f} (target >= 0.9)")
-        st = warm.ok("GET", "/v1/settings")["badges"]["pool"]["state"]
+        st = warm.ok("GET", "/operator/status", key=None)["badges"]["pool"]["state"]
         print("pool:", json.dumps({k: st[k] for k in ("hits", "misses", "idle", "starting")}))
         out["throughput"] = tp
     finally:

@@ -16,11 +16,15 @@
 
 #include "../core/audit.h"
 #include "../core/checkpoint.h"
+#include "conn_guard.h"
 #include "http.h"
 #include "http_log.h"
 #include "mcp.h"
+#include "metrics.h"
 #include "openapi.h"
+#include "operator.h"
 #include "piston.h"
+#include "query.h"
 #include "run_body.h"
 #include "status.h"
 #include "../core/service.h"
@@ -28,23 +32,19 @@
 #include "../store/artifacts.h"
 #include "../store/audit.h"
 #include "../store/governance.h"
+#include "../util/json_keys.h"
 
 #define LIST_MAX 200
 #define SSE_KEEPALIVE_S 15
 
-#define METRICS_CACHE_MS 1000
 
 struct al_http {
     struct MHD_Daemon *d;
     al_service *s;
     al_mcp *mcp;
-    /* /metrics is asked for without a key: its count of the runs table is
-     * made at most once a second, by one caller at a time */
-    pthread_mutex_t metrics_mu;
-    int64_t metrics_counts[_AL_RUN_STATE_MAX];
-    bool metrics_have;
-    uint64_t metrics_at_ms;
-    bool metrics_counting;
+    al_operator op; /* who may read the service-wide figures */
+    al_guard *guard; /* slow clients: a request's deadline, the reserve */
+    al_metrics_cache metrics;
 };
 
 typedef struct request {
@@ -182,11 +182,24 @@ static enum MHD_Result reply_too_many(struct MHD_Connection *c, const char *what
 
 /* ---------------------------------------------------------------- routes */
 
+/* Whether every query parameter of C is one of ALLOWED (query.h); else a
+ * 400 naming it, queued in *RET. */
+static bool query_ok(struct MHD_Connection *c, const char *const *allowed, size_t n, enum MHD_Result *ret) {
+    char msg[400];
+    if (al_query_check(c, allowed, n, msg, sizeof msg))
+        return true;
+    *ret = reply_error(c, 400, "bad_request", "%s", msg);
+    return false;
+}
+
 /* ?wait and ?timeout_s of a run's POST into X (WAIT: Piston's, which
  * always waits); false (and a 400 queued in *RET) when either is
  * malformed. They say how to answer, not what to make: a retry may wait on
  * the run its first attempt made. */
 static bool wait_params(struct MHD_Connection *c, bool wait_always, al_run_extra *x, enum MHD_Result *ret) {
+    static const char *const q[] = { "wait", "timeout_s" };
+    if (!query_ok(c, q, ELEMENTSOF(q), ret))
+        return false;
     const char *wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
     const char *ts = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout_s");
     x->wait = wait_always || (wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0));
@@ -267,7 +280,8 @@ static enum MHD_Result list_runs(al_service *s, struct MHD_Connection *c, const 
     const char *thread = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "thread_id");
     uint64_t limit = 50, cursor;
     enum MHD_Result bad;
-    if (!page_params(c, LIST_MAX, &limit, &cursor, &bad))
+    static const char *const q[] = { "state", "thread_id", "limit", "cursor" };
+    if (!query_ok(c, q, ELEMENTSOF(q), &bad) || !page_params(c, LIST_MAX, &limit, &cursor, &bad))
         return bad;
     al_run_state want = state ? al_run_state_from_name(state) : _AL_RUN_STATE_INVALID;
     if (state && want == _AL_RUN_STATE_INVALID)
@@ -495,6 +509,10 @@ static enum MHD_Result thread_artifacts(al_service *s, struct MHD_Connection *c,
     al_error err = { 0 };
     if (!al_valid_thread_id(thread))
         return reply_error(c, 400, "bad_request", "bad thread id");
+    static const char *const q[] = { "all" };
+    enum MHD_Result bad;
+    if (!query_ok(c, q, ELEMENTSOF(q), &bad))
+        return bad;
     const char *all = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "all");
     bool every = all && (strcmp(all, "true") == 0 || strcmp(all, "1") == 0);
     char key[128];
@@ -509,119 +527,22 @@ static enum MHD_Result thread_artifacts(al_service *s, struct MHD_Connection *c,
 
 /* ------------------------------------------------------------ operations */
 
-/* The runs by state into RET, counted at most every METRICS_CACHE_MS;
- * false when they never could be. */
-static bool runs_by_state(al_http *h, int64_t ret[_AL_RUN_STATE_MAX]) {
-    pthread_mutex_lock(&h->metrics_mu);
-    if ((!h->metrics_have || al_now_ms() - h->metrics_at_ms >= METRICS_CACHE_MS) && !h->metrics_counting) {
-        h->metrics_counting = true;
-        pthread_mutex_unlock(&h->metrics_mu);
-        al_error err = { 0 };
-        int64_t counts[_AL_RUN_STATE_MAX];
-        int r = al_store_runs_by_state(h->s->store, NULL, NULL, NULL, counts, &err);
-        pthread_mutex_lock(&h->metrics_mu);
-        h->metrics_counting = false;
-        if (r == 0) {
-            memcpy(h->metrics_counts, counts, sizeof counts);
-            h->metrics_have = true;
-        }
-        h->metrics_at_ms = al_now_ms();
-    }
-    bool have = h->metrics_have;
-    memcpy(ret, h->metrics_counts, sizeof h->metrics_counts);
-    pthread_mutex_unlock(&h->metrics_mu);
-    return have;
-}
-
-/* The states in the order of their names: the order the lines always had. */
-static const al_run_state states_by_name[] = { AL_RUN_CANCELED,     AL_RUN_DENIED,  AL_RUN_ERROR,  AL_RUN_FAILED,
-                                               AL_RUN_KILLED,       AL_RUN_PENDING_APPROVAL,       AL_RUN_PROVISIONING,
-                                               AL_RUN_QUEUED,       AL_RUN_RUNNING, AL_RUN_SUCCEEDED, AL_RUN_TIMED_OUT };
-
 static enum MHD_Result metrics(al_http *h, struct MHD_Connection *c) {
-    al_service *s = h->s;
-    int64_t counts[_AL_RUN_STATE_MAX];
-    bool have = runs_by_state(h, counts);
-    size_t cap = 8192;
-    char *t = malloc(cap);
-    if (!t)
-        return MHD_NO;
-    size_t o = 0;
-#define OUT(...) o += (size_t)snprintf(t + o, o < cap ? cap - o : 0, __VA_ARGS__)
-    OUT("# HELP airlock_runs Runs by state.\n# TYPE airlock_runs gauge\n");
-    /* a state no run is in has no line, as a GROUP BY has no row */
-    for (size_t i = 0; have && i < ELEMENTSOF(states_by_name); i++)
-        if (counts[states_by_name[i]] > 0)
-            OUT("airlock_runs{state=\"%s\"} %lld\n", al_run_state_name(states_by_name[i]),
-                (long long)counts[states_by_name[i]]);
-    /* read before s->mu is taken: the store's lock comes first where both are held */
-    int queued = al_service_person_queued(s, NULL);
-    al_store_stats st;
-    al_store_get_stats(s->store, &st);
-    OUT("# HELP airlock_store_statements_total Statements the store sent to its backend (%s).\n"
-        "# TYPE airlock_store_statements_total counter\nairlock_store_statements_total %llu\n",
-        al_store_backend_name(s->store), (unsigned long long)st.statements);
-    OUT("# HELP airlock_store_failures_total Statements that failed.\n# TYPE airlock_store_failures_total counter\n"
-        "airlock_store_failures_total %llu\n", (unsigned long long)st.failures);
-    OUT("# HELP airlock_store_units_total Units of work (transactions) begun.\n# TYPE airlock_store_units_total counter\n"
-        "airlock_store_units_total %llu\n", (unsigned long long)st.units);
-    OUT("# HELP airlock_store_busy_seconds_total Time spent in the store, waits for its connection included.\n"
-        "# TYPE airlock_store_busy_seconds_total counter\nairlock_store_busy_seconds_total %.6f\n",
-        (double)st.busy_ns / 1e9);
-    if (st.has_steps)
-        OUT("# HELP airlock_store_vm_steps_total The work of the store's statements as SQLite counts it (virtual "
-            "machine steps): it grows with the rows their plans read, a history read whole included.\n"
-            "# TYPE airlock_store_vm_steps_total counter\nairlock_store_vm_steps_total %llu\n",
-            (unsigned long long)st.steps);
-    json_t *pool = s->driver->pool ? s->driver->pool() : NULL;
-    if (pool) {
-        uint64_t hits = (uint64_t)json_integer_value(json_object_get(pool, "hits"));
-        uint64_t misses = (uint64_t)json_integer_value(json_object_get(pool, "misses"));
-        OUT("# HELP airlock_pool_boxes Boxes the driver made ahead of need, by state.\n"
-            "# TYPE airlock_pool_boxes gauge\nairlock_pool_boxes{state=\"idle\"} %lld\n"
-            "airlock_pool_boxes{state=\"starting\"} %lld\n"
-            "airlock_pool_boxes{state=\"in_use\"} %lld\nairlock_pool_boxes{state=\"removing\"} %lld\n",
-            (long long)json_integer_value(json_object_get(pool, "idle")),
-            (long long)json_integer_value(json_object_get(pool, "starting")),
-            (long long)json_integer_value(json_object_get(pool, "in_use")),
-            (long long)json_integer_value(json_object_get(pool, "removing")));
-        OUT("# HELP airlock_pool_per_shape Boxes the pool may keep for each shape of run (warm_pool).\n"
-            "# TYPE airlock_pool_per_shape gauge\nairlock_pool_per_shape %lld\n"
-            "# HELP airlock_pool_shapes Shapes of run the pool keeps boxes for.\n"
-            "# TYPE airlock_pool_shapes gauge\nairlock_pool_shapes %zu\n",
-            (long long)json_integer_value(json_object_get(pool, "per_shape")),
-            json_array_size(json_object_get(pool, "shapes")));
-        /* (a pool that counts what its boxes hold: the native driver's) */
-        if (json_object_get(pool, "memory_budget_bytes"))
-            OUT("# HELP airlock_pool_memory_bytes What the pool's boxes hold, and may hold in all.\n"
-                "# TYPE airlock_pool_memory_bytes gauge\nairlock_pool_memory_bytes{of=\"held\"} %lld\n"
-                "airlock_pool_memory_bytes{of=\"budget\"} %lld\n",
-                (long long)json_integer_value(json_object_get(pool, "memory_bytes")),
-                (long long)json_integer_value(json_object_get(pool, "memory_budget_bytes")));
-        OUT("# HELP airlock_pool_runs_total Runs that found a box made for them (hit) or made their own (miss).\n"
-            "# TYPE airlock_pool_runs_total counter\nairlock_pool_runs_total{result=\"hit\"} %llu\n"
-            "airlock_pool_runs_total{result=\"miss\"} %llu\n", (unsigned long long)hits, (unsigned long long)misses);
-        json_decref(pool);
-    }
-    pthread_mutex_lock(&s->mu);
-    OUT("# HELP airlock_queue_length Runs waiting for a slot (every node's).\n# TYPE airlock_queue_length gauge\n"
-        "airlock_queue_length %d\n", queued);
-    OUT("# HELP airlock_boxes_alive Runs being provisioned or running.\n# TYPE airlock_boxes_alive gauge\nairlock_boxes_alive %d\n",
-        s->active_count);
-    OUT("# HELP airlock_runs_started_total Runs started since the service started.\n# TYPE airlock_runs_started_total counter\n"
-        "airlock_runs_started_total %llu\n", (unsigned long long)s->runs_started);
-    static const char *const le[12] = { "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "30", "60", "120", "+Inf" };
-    OUT("# HELP airlock_run_duration_seconds Time from provisioning to the end of a run.\n"
-        "# TYPE airlock_run_duration_seconds histogram\n");
-    for (int i = 0; i < 12; i++)
-        OUT("airlock_run_duration_seconds_bucket{le=\"%s\"} %llu\n", le[i], (unsigned long long)s->duration_buckets[i]);
-    OUT("airlock_run_duration_seconds_sum %.3f\nairlock_run_duration_seconds_count %llu\n", s->duration_sum,
-        (unsigned long long)s->runs_finished);
-    pthread_mutex_unlock(&s->mu);
-#undef OUT
-    return reply_text(c, 200, "text/plain; version=0.0.4", t);
+    unsigned long long late, evicted;
+    al_guard_counts(h->guard, &late, &evicted);
+    char *t = al_metrics_text(&h->metrics, h->s, late, evicted);
+    return t ? reply_text(c, 200, "text/plain; version=0.0.4", t) : MHD_NO;
 }
 
+
+/* GET /operator/status: the driver's badges with the pool's live state
+ * (every shape of run, its hits and misses), which /v1/settings keeps from
+ * tenants. */
+static enum MHD_Result operator_status(al_service *s, struct MHD_Connection *c) {
+    json_t *pool = s->driver->pool ? s->driver->pool() : NULL;
+    return reply_json(c, 200, json_pack("{s:s, s:o, s:o}", "driver", s->driver->name, "badges",
+                                        s->driver->capabilities(), "pool", pool ? pool : json_null()));
+}
 
 /* ------------------------------------------------------------ governance */
 
@@ -662,6 +583,13 @@ static enum MHD_Result decide(al_service *s, struct MHD_Connection *c, const al_
         al_store_run_free(row);
         return reply_error(c, 400, "bad_request", "the body must be a JSON object ({hash, reason})");
     }
+    static const char *const keys[] = { "hash", "reason" };
+    char msg[300];
+    if (!al_json_keys_check(b, "the body", keys, ELEMENTSOF(keys), msg, sizeof msg)) {
+        json_decref(b);
+        al_store_run_free(row);
+        return reply_error(c, 400, "bad_request", "%s", msg);
+    }
     json_t *hash = json_object_get(b, "hash"), *reason = json_object_get(b, "reason");
     if ((hash && !json_is_string(hash) && !json_is_null(hash)) || (reason && !json_is_string(reason) && !json_is_null(reason)) ||
         (json_is_string(reason) && json_string_length(reason) > 2000)) {
@@ -691,7 +619,11 @@ static json_t *settings_json(al_service *s, const char *ws_id, al_error *err) {
     json_t *eff = al_settings_load(s, ws_id, err);
     if (!eff)
         return NULL;
-    json_object_set_new(eff, "badges", s->driver->capabilities());
+    /* the pool's state is every tenant's run shapes with live hit and
+     * miss counts: the operator's (/operator/status), not a tenant's */
+    json_t *badges = s->driver->capabilities();
+    json_object_del(json_object_get(badges, "pool"), "state");
+    json_object_set_new(eff, "badges", badges);
     json_object_set_new(eff, "service", json_pack("{s:s, s:i, s:i, s:i, s:i}", "driver", s->driver->name, "per_person",
                                                   s->cfg.per_person, "max_concurrent", s->cfg.max_concurrent, "queue_max",
                                                   s->cfg.queue_max, "max_timeout_s", s->cfg.max_timeout_s));
@@ -795,6 +727,10 @@ static enum MHD_Result usage(al_service *s, struct MHD_Connection *c, const al_p
     const char *to = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "to");
     const char *lim = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
     uint64_t limit = 100;
+    static const char *const q[] = { "from", "to", "limit" };
+    enum MHD_Result bad;
+    if (!query_ok(c, q, ELEMENTSOF(q), &bad))
+        return bad;
     if (lim && (al_parse_u64(lim, &limit) < 0 || limit < 1 || limit > 1000))
         return reply_error(c, 400, "bad_request", "limit must be from 1 to 1000");
     if ((from && !al_rfc3339_valid(from)) || (to && !al_rfc3339_valid(to)))
@@ -813,9 +749,9 @@ static enum MHD_Result usage(al_service *s, struct MHD_Connection *c, const al_p
         return reply_error(c, 500, "internal", "%s", err.msg);
     }
     json_t *st = json_object(), *lg = json_object();
-    for (size_t i = 0; i < ELEMENTSOF(states_by_name); i++)
-        if (by_state[states_by_name[i]] > 0)
-            json_object_set_new(st, al_run_state_name(states_by_name[i]), json_integer(by_state[states_by_name[i]]));
+    for (size_t i = 0; i < al_run_states_by_name_n; i++)
+        if (by_state[al_run_states_by_name[i]] > 0)
+            json_object_set_new(st, al_run_state_name(al_run_states_by_name[i]), json_integer(by_state[al_run_states_by_name[i]]));
     for (size_t i = 0; i < nlang; i++)
         json_object_set_new(lg, by_lang[i].key, json_integer(by_lang[i].n));
     free(by_lang);
@@ -854,7 +790,8 @@ static enum MHD_Result audit(al_service *s, struct MHD_Connection *c, const al_p
     const char *to = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "to");
     uint64_t limit = 100, cursor;
     enum MHD_Result bad;
-    if (!page_params(c, 1000, &limit, &cursor, &bad))
+    static const char *const q[] = { "kind", "person_id", "run_id", "from", "to", "limit", "cursor" };
+    if (!query_ok(c, q, ELEMENTSOF(q), &bad) || !page_params(c, 1000, &limit, &cursor, &bad))
         return bad;
     if ((from && !al_rfc3339_valid(from)) || (to && !al_rfc3339_valid(to)))
         return reply_error(c, 400, "bad_request", "from and to are RFC 3339 UTC times (2026-01-31T12:00:00Z)");
@@ -890,6 +827,8 @@ static enum MHD_Result audit_checkpoint(al_service *s, struct MHD_Connection *c,
     free(text);
     return reply_json(c, 200, doc);
 }
+/* V, or JSON's null where there is nothing (for json_pack's O) */
+static json_t *or_null(json_t *v) { return v ? v : json_null(); }
 
 static enum MHD_Result trace(al_service *s, struct MHD_Connection *c, const al_principal *p, const char *id) {
     al_error err = { 0 };
@@ -913,20 +852,26 @@ static enum MHD_Result trace(al_service *s, struct MHD_Connection *c, const al_p
         decisions = rev;
     }
     json_t *inputs = al_json_text(row->inputs);
-    json_t *result = json_object_get(rj, "result");
-    json_t *doc = json_pack("{s:O, s:{s:s, s:s?, s:s?, s:O, s:o}, s:{s:O, s:O, s:O, s:O, s:O}, s:o, s:{s:O, s:O, s:O, s:O}}",
-                            "run", rj,
+    /* a run that never reached its box (denied, expired, refused at
+     * provisioning) has a null result: what is known is answered, and
+     * what is not is null, never a 500 */
+    json_t *result = json_is_object(json_object_get(rj, "result")) ? json_object_get(rj, "result") : NULL;
+    json_t *in_arts = json_object_get(inputs, "artifacts");
+    json_t *doc = json_pack("{s:O, s:{s:s?, s:s?, s:s?, s:O, s:o}, s:{s:O, s:O, s:O, s:O, s:O}, s:o, s:{s:O, s:O, s:O, s:O}}",
+                            "run", rj ? rj : json_null(),
                             "input", "language", row->language, "code", row->code,
-                            "network", row->network, "limits", json_object_get(rj, "limits"),
-                            "artifacts", json_is_object(inputs) ? json_incref(json_object_get(inputs, "artifacts")) : json_array(),
-                            "output", "stdout", result ? json_object_get(result, "stdout") : json_null(),
-                            "stderr", result ? json_object_get(result, "stderr") : json_null(),
-                            "exit_code", result ? json_object_get(result, "exit_code") : json_null(),
-                            "artifacts", json_object_get(rj, "artifacts"), "redactions", json_object_get(rj, "redactions"),
+                            "network", row->network, "limits", or_null(json_object_get(rj, "limits")),
+                            "artifacts", json_is_array(in_arts) ? json_incref(in_arts) : json_array(),
+                            "output", "stdout", or_null(json_object_get(result, "stdout")),
+                            "stderr", or_null(json_object_get(result, "stderr")),
+                            "exit_code", or_null(json_object_get(result, "exit_code")),
+                            "artifacts", or_null(json_object_get(rj, "artifacts")),
+                            "redactions", or_null(json_object_get(rj, "redactions")),
                             "decisions", decisions ? decisions : json_array(),
-                            "timing", "created_at", json_object_get(rj, "created_at"), "started_at",
-                            json_object_get(rj, "started_at"), "finished_at", json_object_get(rj, "finished_at"),
-                            "wall_ms", result ? json_object_get(result, "wall_ms") : json_null());
+                            "timing", "created_at", or_null(json_object_get(rj, "created_at")), "started_at",
+                            or_null(json_object_get(rj, "started_at")), "finished_at",
+                            or_null(json_object_get(rj, "finished_at")),
+                            "wall_ms", or_null(json_object_get(result, "wall_ms")));
     /* output is bytes: the exact ones too, where the text is not them */
     static const char *const exact[] = { "stdout_base64", "stderr_base64" };
     for (size_t i = 0; doc && result && i < ELEMENTSOF(exact); i++)
@@ -1053,18 +998,10 @@ static enum MHD_Result skill_start(al_service *s, struct MHD_Connection *c, cons
     }
     /* digest last: only the test bench picks a version */
     static const char *const keys[] = { "entrypoint", "args", "thread_id", "limits", "network", "digest" };
-    const char *k;
-    json_t *v;
-    json_object_foreach(b, k, v) {
-        bool ok = false;
-        for (size_t i = 0; i < ELEMENTSOF(keys) - (test ? 0 : 1); i++)
-            ok |= strcmp(k, keys[i]) == 0;
-        if (!ok) {
-            enum MHD_Result r = reply_error(c, 400, "bad_request", "unknown field \"%.64s\" (entrypoint, args, thread_id, "
-                                                                   "limits, network%s)", k, test ? ", digest" : "");
-            json_decref(b);
-            return r;
-        }
+    char kmsg[300];
+    if (!al_json_keys_check(b, "the body", keys, ELEMENTSOF(keys) - (test ? 0 : 1), kmsg, sizeof kmsg)) {
+        json_decref(b);
+        return reply_error(c, 400, "bad_request", "%s", kmsg);
     }
     json_t *ep = json_object_get(b, "entrypoint"), *thread = json_object_get(b, "thread_id");
     json_t *dg = json_object_get(b, "digest"), *lim = json_object_get(b, "limits"), *net = json_object_get(b, "network");
@@ -1075,6 +1012,12 @@ static enum MHD_Result skill_start(al_service *s, struct MHD_Connection *c, cons
         json_decref(b);
         return reply_error(c, 400, "bad_request", "want entrypoint (a string), args (an object), thread_id "
                                                   "([A-Za-z0-9._-]{1,64}), limits (an object), network (a policy string)");
+    }
+    static const char *const q[] = { "wait" };
+    enum MHD_Result qbad;
+    if (!query_ok(c, q, ELEMENTSOF(q), &qbad)) {
+        json_decref(b);
+        return qbad;
     }
     const char *wait = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait");
     bool want_wait = test || (wait && (strcmp(wait, "true") == 0 || strcmp(wait, "1") == 0));
@@ -1152,6 +1095,12 @@ static enum MHD_Result skills_route(al_service *s, struct MHD_Connection *c, con
             return reply_error(c, 413, "payload_too_large", "the body is too large");
         json_t *b = body_object(rq);
         json_t *dg = json_object_get(b, "digest");
+        static const char *const keys[] = { "digest" };
+        char kmsg[300];
+        if (!al_json_keys_check(b, "the body", keys, ELEMENTSOF(keys), kmsg, sizeof kmsg)) {
+            json_decref(b);
+            return reply_error(c, 400, "bad_request", "%s", kmsg);
+        }
         if (!json_is_object(b) || (dg && !json_is_string(dg))) {
             json_decref(b);
             return reply_error(c, 400, "bad_request", "the body is empty or {\"digest\": \"sha256:...\"}");
@@ -1217,8 +1166,14 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
         char *text = al_service_health(s);
         return text ? reply_text(c, 200, "application/json", text) : MHD_NO;
     }
+    bool op_route = (n == 1 && strcmp(seg[0], "metrics") == 0) || (n == 2 && strcmp(seg[0], "operator") == 0);
+    if (op_route && !al_operator_allowed(&h->op, c))
+        return reply_error(c, 403, "operator_only", "service-wide figures are the operator's: ask from a loopback "
+                           "address or with the operator token (operator_access, docs/operations.md)");
     if (n == 1 && strcmp(seg[0], "metrics") == 0 && get)
         return metrics(h, c);
+    if (n == 2 && strcmp(seg[0], "operator") == 0 && strcmp(seg[1], "status") == 0)
+        return get ? operator_status(s, c) : reply_error(c, 405, "method_not_allowed", "use GET");
     if (n == 1 && strcmp(seg[0], "openapi.json") == 0 && get)
         return reply_static(c, "application/json", al_openapi[0].text);
     if (n == 5 && strcmp(seg[0], "piston") == 0 && strcmp(seg[2], "api") == 0 && strcmp(seg[3], "v2") == 0)
@@ -1258,6 +1213,13 @@ static enum MHD_Result route(al_http *h, struct MHD_Connection *c, const char *u
         if (n == 4 && (strcmp(seg[3], "approve") == 0 || strcmp(seg[3], "deny") == 0) && post)
             return decide(s, c, &p, seg[2], seg[3][0] == 'a', rq);
         if (n == 4 && strcmp(seg[3], "cancel") == 0 && post) {
+            /* it takes no fields: a reason sent with it would be dropped */
+            json_t *b = body_object(rq);
+            char kmsg[300] = "a cancel takes no body (or {})";
+            bool ok = json_is_object(b) && al_json_keys_check(b, "the body", NULL, 0, kmsg, sizeof kmsg);
+            json_decref(b);
+            if (!ok)
+                return reply_error(c, 400, "bad_request", "%s", kmsg);
             int r = al_run_cancel(s, &p, seg[2]);
             if (r == -ENOENT)
                 return reply_error(c, 404, "not_found", "no run %s", seg[2]);
@@ -1346,6 +1308,7 @@ static enum MHD_Result admit(al_http *h, struct MHD_Connection *c, const char *u
         return reply_unauthorized(c, mcp);
     }
     rq->authed = true;
+    al_guard_authenticated(c);
     /* the body it declares is taken from the person's budget up front, so
      * that one more is refused on its headers, unread */
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -1375,7 +1338,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         for (size_t i = 0; method[i] && i + 1 < sizeof rq->method; i++)
             rq->method[i] = method[i] >= 'A' && method[i] <= 'Z' ? method[i] : '?';
         al_http_route_pattern(url, rq->route, sizeof rq->route);
-        return admit(h, c, url, method, rq);
+        enum MHD_Result ret = admit(h, c, url, method, rq);
+        if (rq->answered)
+            al_guard_answering(c);
+        return ret;
     }
     if (*upload_size && rq->answered) {
         /* answered on the headers (admit): the body is nobody's */
@@ -1413,6 +1379,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (rq->answered)
         return MHD_YES;
     rq->answered = true;
+    al_guard_answering(c);
     if (rq->over_budget)
         return reply_too_many_bodies(s, c);
     enum MHD_Result ret = route(h, c, url, method, rq);
@@ -1446,6 +1413,7 @@ static void access_log(al_service *s, struct MHD_Connection *c, const request *r
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
     al_http *h = cls;
     request *rq = *con_cls;
+    al_guard_request_done(c);
     if (rq) {
         if (h->s->cfg.access_log)
             access_log(h->s, c, rq, toe);
@@ -1519,9 +1487,20 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
     if (!h)
         return -ENOMEM;
     h->s = s;
-    pthread_mutex_init(&h->metrics_mu, NULL);
+    int r = al_operator_init(&h->op, &s->cfg, err);
+    if (r < 0) {
+        free(h);
+        return r;
+    }
+    if ((r = al_guard_new(s->cfg.max_connections, s->cfg.connections_reserved, s->cfg.request_timeout_s,
+                          &h->guard)) < 0) {
+        free(h);
+        return al_err(err, "listen", -r, "cannot start the connection guard");
+    }
+    al_metrics_cache_init(&h->metrics);
     if (al_mcp_new(&h->mcp) < 0) {
-        pthread_mutex_destroy(&h->metrics_mu);
+        al_guard_free(h->guard);
+        al_metrics_cache_destroy(&h->metrics);
         free(h);
         return -ENOMEM;
     }
@@ -1545,10 +1524,12 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
                             MHD_OPTION_ARRAY, where, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->cfg.connections_per_address,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.connection_timeout_s, MHD_OPTION_END);
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.connection_timeout_s,
+                            MHD_OPTION_NOTIFY_CONNECTION, al_guard_notify, h->guard, MHD_OPTION_END);
     if (!h->d) {
+        al_guard_free(h->guard);
         al_mcp_free(h->mcp);
-        pthread_mutex_destroy(&h->metrics_mu);
+        al_metrics_cache_destroy(&h->metrics);
         free(h);
         return al_err(err, "listen", EADDRINUSE,
                       "cannot listen on %s:%d: another program listens there, or the address is not this host's "
@@ -1563,7 +1544,8 @@ void al_http_stop(al_http *h) {
     if (!h)
         return;
     MHD_stop_daemon(h->d);
+    al_guard_free(h->guard);
     al_mcp_free(h->mcp);
-    pthread_mutex_destroy(&h->metrics_mu);
+    al_metrics_cache_destroy(&h->metrics);
     free(h);
 }

@@ -11,7 +11,7 @@ static const char *const words[] = {
     "cancel",   "skills",   "settings", "threads",  "artifacts",    "content",  "usage",
     "audit",    "mcp",      "healthz",  "metrics",  "openapi.json", "piston",   "api",
     "v2",       "execute",  "runtimes", "packages", "promote",      "versions", "test",
-    "run",      "checkpoint",
+    "run",      "checkpoint", "operator", "status",
 };
 
 static bool is_word(const char *seg, size_t len) {

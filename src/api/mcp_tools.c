@@ -17,6 +17,7 @@
 #include "run_body.h"
 #include "../core/skills.h"
 #include "../store/artifacts.h"
+#include "../util/json_keys.h"
 
 #define OUTPUT_TEXT_MAX (64u << 10)  /* per stream, in the result's text */
 #define INLINE_IMAGE_MAX (512u << 10) /* a PNG or JPEG up to this is also sent inline */
@@ -452,19 +453,11 @@ static json_t *run_result(al_service *s, json_t *run) {
 
 /* ------------------------------------------------------- code_execution */
 
+/* Strict arguments (json_keys.h): false, and the first unknown one in
+ * *RET_BAD, when ARGS holds a key that is not one of KEYS. */
 static bool only_keys(json_t *args, const char *const *keys, size_t n, const char **ret_bad) {
-    const char *k;
-    json_t *v;
-    json_object_foreach(args, k, v) {
-        bool ok = false;
-        for (size_t i = 0; i < n; i++)
-            ok |= strcmp(k, keys[i]) == 0;
-        if (!ok) {
-            *ret_bad = k;
-            return false;
-        }
-    }
-    return true;
+    *ret_bad = al_json_unknown_key(args, keys, n);
+    return !*ret_bad;
 }
 
 /* The refusal of a run as a tool error a model can read. */
@@ -565,9 +558,16 @@ static int code_execution(al_service *s, const al_principal *p, json_t *args, js
         }
         size_t i;
         json_t *f;
+        static const char *const file_keys[] = { "name", "content", "content_base64" };
         json_array_foreach(files, i, f) {
             json_t *name = json_object_get(f, "name"), *text = json_object_get(f, "content");
             json_t *b64 = json_object_get(f, "content_base64");
+            if (!only_keys(f, file_keys, ELEMENTSOF(file_keys), &bad)) {
+                al_run_spec_free(&sp);
+                *ret_result = tool_error("Unknown field \"%.64s\" in files[%zu]: a file has name and either content "
+                                         "(text) or content_base64.", bad, i);
+                return 0;
+            }
             if (!json_is_object(f) || !json_is_string(name) || (!json_is_string(text) == !json_is_string(b64))) {
                 al_run_spec_free(&sp);
                 *ret_result = tool_error("files[%zu] must have a name and either content (text) or content_base64.", i);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "run_body.h"
+#include "../util/json_keys.h"
 #include "../util/util.h"
 
 const al_piston_alias al_piston_aliases[] = {
@@ -31,12 +32,59 @@ static double per_unit_up(double d, double unit) {
     return (double)n < q ? (double)(n + 1) : (double)n;
 }
 
+/* Piston's documented fields of an execute (its README), which its
+ * clients send (piston-client sends every one but the cpu times, with
+ * -1 for a limit not set) */
+static const char *const piston_keys[] = { "language",         "version",         "files",
+                                           "stdin",            "args",            "compile_timeout",
+                                           "run_timeout",      "compile_cpu_time", "run_cpu_time",
+                                           "compile_memory_limit", "run_memory_limit" };
+static const char *const piston_file_keys[] = { "name", "content", "encoding" };
+
+/* Whether N, a limit of Piston's that airlock does not apply, asks for
+ * nothing: absent, null, or Piston's -1 (and 0) for "no limit". */
+static bool not_asked(json_t *n) {
+    return !n || json_is_null(n) || (json_is_number(n) && json_number_value(n) <= 0);
+}
+
+/* Strict fields (json_keys.h): a field outside Piston's, a file's field
+ * outside {name, content, encoding}, an encoding other than utf8 (the
+ * content is taken as text: base64 or hex would run their encoded form),
+ * and a cpu-time limit airlock cannot apply are refused, named. */
+static bool piston_fields_ok(json_t *b, char *msg, size_t msglen) {
+    if (!al_json_keys_check(b, "the body", piston_keys, ELEMENTSOF(piston_keys), msg, msglen))
+        return false;
+    json_t *files = json_object_get(b, "files"), *f;
+    size_t i;
+    json_array_foreach(files, i, f) {
+        char where[32];
+        snprintf(where, sizeof where, "files[%zu]", i);
+        if (!al_json_keys_check(f, where, piston_file_keys, ELEMENTSOF(piston_file_keys), msg, msglen))
+            return false;
+        json_t *enc = json_object_get(f, "encoding");
+        if (enc && !json_is_null(enc) && !(json_is_string(enc) && (strcmp(json_string_value(enc), "utf8") == 0 ||
+                                                                     strcmp(json_string_value(enc), "utf-8") == 0))) {
+            snprintf(msg, msglen, "files[%zu].encoding: only utf8 is taken here (the content is the file's text)", i);
+            return false;
+        }
+    }
+    /* the compile stage's fields ask nothing of a run (nothing is
+     * compiled); a cpu-time limit of the run would, and is not applied */
+    if (!not_asked(json_object_get(b, "run_cpu_time"))) {
+        snprintf(msg, msglen, "run_cpu_time is not applied here: bound the run with run_timeout (ms)");
+        return false;
+    }
+    return true;
+}
+
 al_status al_piston_translate(json_t *b, al_run_spec *ret, char *msg, size_t msglen) {
     *ret = (al_run_spec){ 0 };
     if (!json_is_object(b)) {
         snprintf(msg, msglen, "the body must be a JSON object");
         return AL_STATUS_INVALID;
     }
+    if (!piston_fields_ok(b, msg, msglen))
+        return AL_STATUS_INVALID;
     json_t *lv = json_object_get(b, "language");
     const char *lang = json_string_value(lv), *ours = NULL;
     for (size_t i = 0; lang && strlen(lang) == json_string_length(lv) && i < al_piston_n_aliases; i++)

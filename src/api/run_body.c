@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../util/json_keys.h"
 #include "../util/util.h"
 
 const char *const al_run_field_names[_AL_RUN_F_MAX] = {
@@ -43,14 +44,9 @@ al_status al_run_body_limits(json_t *v, al_run_limit_req ret[_AL_LIMIT_MAX], cha
         return AL_STATUS_OK;
     if (!json_is_object(v))
         REFUSE(AL_STATUS_INVALID, "bad_request", "%s", wrong_type[AL_RUN_F_LIMITS]);
-    const char *key;
-    json_t *val;
-    json_object_foreach(v, key, val) {
-        bool known = false;
-        for (size_t i = 0; i < _AL_LIMIT_MAX; i++)
-            known |= strcmp(key, al_run_limit_names[i]) == 0;
-        if (!known)
-            REFUSE(AL_STATUS_INVALID, "bad_request", "unknown limit \"%s\" (timeout_s, memory_mb, cpus, pids)", key);
+    if (!al_json_keys_check(v, "limits", al_run_limit_names, _AL_LIMIT_MAX, msg, msglen)) {
+        *code = "bad_request";
+        return AL_STATUS_INVALID;
     }
     for (size_t i = 0; i < _AL_LIMIT_MAX; i++) {
         json_t *x = json_object_get(v, al_run_limit_names[i]);
@@ -67,10 +63,17 @@ al_status al_run_body_limits(json_t *v, al_run_limit_req ret[_AL_LIMIT_MAX], cha
 static al_status read_files(al_run_spec *sp, json_t *files, char *msg, size_t msglen, const char **code) {
     size_t i;
     json_t *f;
+    static const char *const keys[] = { "name", "content_base64" };
     json_array_foreach(files, i, f) {
         json_t *nv = json_object_get(f, "name"), *bv = json_object_get(f, "content_base64");
         if (!json_is_object(f) || !json_is_string(nv))
             REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_FILE_NAME, i);
+        char where[32];
+        snprintf(where, sizeof where, "files[%zu]", i);
+        if (!al_json_keys_check(f, where, keys, ELEMENTSOF(keys), msg, msglen)) {
+            *code = "bad_request";
+            return AL_STATUS_INVALID;
+        }
         int r = json_is_string(bv) ? al_run_spec_add_file_base64(sp, json_string_value(nv), json_string_length(nv),
                                                                  json_string_value(bv), json_string_length(bv))
                                    : -EINVAL;
@@ -163,6 +166,11 @@ al_status al_run_body_parse(json_t *body, al_run_spec *ret, char *msg, size_t ms
     *ret = (al_run_spec){ 0 };
     if (!json_is_object(body))
         return al_run_refuse(msg, msglen, code, AL_STATUS_INVALID, "bad_request", "the body must be a JSON object");
+    /* a field no reader takes is refused, not dropped (json_keys.h) */
+    if (!al_json_keys_check(body, "the body", al_run_field_names, _AL_RUN_F_MAX, msg, msglen)) {
+        *code = "bad_request";
+        return AL_STATUS_INVALID;
+    }
     al_run_spec sp = { 0 };
     for (size_t f = 0; f < _AL_RUN_F_MAX; f++) {
         al_status st = al_run_body_field(&sp, (al_run_field)f, json_object_get(body, al_run_field_names[f]), msg,

@@ -31,7 +31,7 @@ int cli_cancel_signals(void);
 extern char *const cli_box_env[];
 int cli_doctor(int argc, char **argv);
 /* airlock-server only: `airlock doctor --url`, a running service's badges and pool */
-int cli_doctor_service(const char *url, const char *key, bool json);
+int cli_doctor_service(const char *url, const char *key, const char *op_token_file, bool json);
 /* --help or -h among ARGV[1..] before a "--": a subcommand's usage, not its work */
 bool cli_help_asked(int argc, char **argv);
 

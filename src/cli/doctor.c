@@ -56,6 +56,7 @@ static int doctor_docker(const char *runtime, bool json) {
 int cli_doctor(int argc, char **argv) {
     bool json = false;
     const char *driver = "native", *runtime = NULL, *url = NULL, *key = getenv("AIRLOCK_API_KEY");
+    const char *op_file = getenv("AIRLOCK_OPERATOR_TOKEN_FILE");
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = true;
@@ -63,6 +64,8 @@ int cli_doctor(int argc, char **argv) {
             url = argv[++i];
         } else if (i + 1 < argc && strcmp(argv[i], "--key") == 0) {
             key = argv[++i];
+        } else if (i + 1 < argc && strcmp(argv[i], "--operator-token-file") == 0) {
+            op_file = argv[++i];
         } else if (i + 1 < argc && strcmp(argv[i], "--driver") == 0) {
             driver = argv[++i];
         } else if (i + 1 < argc && strcmp(argv[i], "--runtime") == 0) {
@@ -73,17 +76,20 @@ int cli_doctor(int argc, char **argv) {
                 fprintf(stderr, "airlock doctor: unknown option %s\n", argv[i]);
             fprintf(help ? stdout : stderr,
                     "usage: airlock doctor [--json] [--driver native|docker [--runtime runc|runsc]]\n"
-                    "       airlock doctor [--json] --url URL [--key KEY]\n"
+                    "       airlock doctor [--json] --url URL [--key KEY] [--operator-token-file FILE]\n"
                     "  what this host (or driver) enforces, control by control; with --url, what that\n"
-                    "  service enforces and its warm pool (KEY: default $AIRLOCK_API_KEY)\n");
+                    "  service enforces (KEY: default $AIRLOCK_API_KEY) and, for its operator (from a\n"
+                    "  loopback address, or with the token in FILE: default $AIRLOCK_OPERATOR_TOKEN_FILE),\n"
+                    "  its warm pool\n");
             return help ? 0 : 125;
         }
     }
     if (url) {
 #ifdef AIRLOCK_SERVER
-        return cli_doctor_service(url, key, json);
+        return cli_doctor_service(url, key, op_file, json);
 #else
         (void)key; /* main.c hands --url to airlock-server */
+        (void)op_file;
         fprintf(stderr, "airlock doctor: --url is airlock-server's\n");
         return 125;
 #endif

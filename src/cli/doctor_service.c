@@ -1,9 +1,9 @@
 /* `airlock doctor --url URL`: what a running service enforces and keeps,
- * as its GET /v1/settings says: the driver's badges, control by control,
- * and its warm pool (per shape: size by demand, idle, starting, hits,
- * misses, memory). The pool lives in the service's memory, so this asks
- * the service (with a key: /healthz, which needs none, says only that
- * there is a pool). airlock-server only: it links libcurl. */
+ * as its GET /v1/settings says: the driver's badges, control by control;
+ * and, for its operator (GET /operator/status: from a loopback address or
+ * with the operator token), its warm pool (per shape: size by demand,
+ * idle, starting, hits, misses, memory), which is every tenant's and so
+ * no tenant's to read. airlock-server only: it links libcurl. */
 #include <curl/curl.h>
 #include <string.h>
 
@@ -29,32 +29,34 @@ static const char *clean(const char *s) {
 /* O's string K, for a terminal */
 static const char *str(json_t *o, const char *k) { return clean(json_string_value(json_object_get(o, k))); }
 
-/* GET URL/v1/settings with KEY: the document, or NULL after saying why. */
-static json_t *get_settings(const char *url, const char *key) {
-    char target[2048], auth[600];
+/* GET URL PATH (with KEY, when not NULL): the document, or NULL after
+ * saying why (QUIET: saying nothing of a refusal, *RET_STATUS says it). */
+static json_t *get_doc(const char *url, const char *path, const char *key, bool quiet, long *ret_status) {
+    char target[2048], auth[600] = "";
     size_t ul = strlen(url);
     while (ul > 0 && url[ul - 1] == '/')
         ul--;
-    if (ul + sizeof "/v1/settings" > sizeof target || strlen(key) + 32 > sizeof auth) {
+    if (ul + strlen(path) + 1 > sizeof target || (key && strlen(key) + 32 > sizeof auth)) {
         fprintf(stderr, "airlock doctor: the URL or the key is too long\n");
         return NULL;
     }
     /* the key goes into a header line as it is: one with a line break in
      * it would add headers of its own */
-    for (const char *c = key; *c; c++)
+    for (const char *c = key; c && *c; c++)
         if ((unsigned char)*c < 0x20 || *c == 0x7f) {
             fprintf(stderr, "airlock doctor: the key holds a control character\n");
             return NULL;
         }
-    snprintf(target, sizeof target, "%.*s/v1/settings", (int)ul, url);
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
+    snprintf(target, sizeof target, "%.*s%s", (int)ul, url, path);
+    if (key)
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
     CURL *h = curl_easy_init();
     if (!h) {
         fprintf(stderr, "airlock doctor: libcurl did not start\n");
         return NULL;
     }
     al_buf b = { .max = BODY_MAX };
-    struct curl_slist *hdrs = curl_slist_append(NULL, auth);
+    struct curl_slist *hdrs = auth[0] ? curl_slist_append(NULL, auth) : NULL;
     curl_easy_setopt(h, CURLOPT_URL, target);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, al_buf_write);
@@ -66,6 +68,7 @@ static json_t *get_settings(const char *url, const char *key) {
     CURLcode rc = curl_easy_perform(h);
     long status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    *ret_status = status;
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(h);
     json_t *doc = rc == CURLE_OK && b.buf ? json_loadb(b.buf, b.len, 0, NULL) : NULL;
@@ -77,6 +80,10 @@ static json_t *get_settings(const char *url, const char *key) {
         return NULL;
     }
     if (status != 200 || !json_is_object(doc)) {
+        if (quiet) {
+            json_decref(doc);
+            return NULL;
+        }
         const char *msg = str(json_object_get(doc, "error"), "message");
         fprintf(stderr, "airlock doctor: %s: HTTP %ld%s%s\n", target, status, msg[0] ? ": " : "", msg);
         json_decref(doc);
@@ -113,16 +120,40 @@ static void print_pool(json_t *st) {
     }
 }
 
-int cli_doctor_service(const char *url, const char *key, bool json) {
+/* The operator token in FILE (its first line), into TOKEN; false after
+ * saying why. */
+static bool read_token(const char *file, char *token, size_t cap) {
+    _cleanup_fclose_ FILE *f = fopen(file, "re");
+    if (!f || !fgets(token, (int)cap, f)) {
+        fprintf(stderr, "airlock doctor: cannot read the operator token from %s\n", clean(file));
+        return false;
+    }
+    token[strcspn(token, "\r\n")] = '\0';
+    return true;
+}
+
+int cli_doctor_service(const char *url, const char *key, const char *op_token_file, bool json) {
     if (!key || !key[0]) {
         fprintf(stderr, "airlock doctor: --url needs an API key: --key KEY or AIRLOCK_API_KEY\n");
         return 125;
     }
-    json_t *doc = get_settings(url, key);
+    char token[256];
+    if (op_token_file && !read_token(op_token_file, token, sizeof token))
+        return 125;
+    long status = 0;
+    json_t *doc = get_doc(url, "/v1/settings", key, false, &status);
     if (!doc)
         return 1;
+    /* the pool's live state (every tenant's shapes and counts) is the
+     * operator's: asked for as one, and said when this is not one */
+    json_t *op = get_doc(url, "/operator/status", op_token_file ? token : NULL, true, &status);
     json_t *badges = json_object_get(doc, "badges");
-    json_t *pool = json_object_get(json_object_get(badges, "pool"), "state");
+    json_t *pool = json_object_get(json_object_get(json_object_get(op, "badges"), "pool"), "state");
+    if (!op && status != 403 && status != 401) {
+        json_decref(doc);
+        fprintf(stderr, "airlock doctor: %s/operator/status: HTTP %ld\n", clean(url), status);
+        return 1;
+    }
     if (json) {
         json_t *out = json_pack("{s:s%, s:O?, s:O?, s:O?}", "service", url, strlen(url), "driver",
                                 json_object_get(doc, "driver"), "controls", badges, "pool", pool);
@@ -134,6 +165,7 @@ int cli_doctor_service(const char *url, const char *key, bool json) {
         free(s);
         json_decref(out);
         json_decref(doc);
+        json_decref(op);
         return s ? 0 : 1;
     }
     printf("service: %s, driver %s\n%-20s %-22s %s\n", clean(url), str(doc, "driver"), "CONTROL", "LEVEL", "DETAIL");
@@ -145,6 +177,10 @@ int cli_doctor_service(const char *url, const char *key, bool json) {
     }
     if (json_is_object(pool))
         print_pool(pool);
+    else if (!op)
+        printf("\npool:    its live state is the operator's (HTTP %ld): ask from the service's host, or with "
+               "--operator-token-file\n", status);
     json_decref(doc);
+    json_decref(op);
     return 0;
 }

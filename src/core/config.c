@@ -56,6 +56,12 @@ void al_service_config_default(al_service_config *c) {
      * body on every connection of theirs */
     c->body_bytes_per_person = 4 * c->body_max;
     c->audit_checkpoint_s = 60;
+    /* a client that trickles its request a byte at a time holds a slot for
+     * at most this (connection_timeout_s bounds only the silence between
+     * bytes); a quarter of the slots wait for requests whose key is valid */
+    c->request_timeout_s = 30;
+    c->connections_reserved = -1; /* a quarter of max_connections, as it is set */
+    c->operator_access = AL_OPERATOR_LOOPBACK;
 }
 
 /* Whether V is module names separated by commas: each of dotted parts
@@ -115,6 +121,8 @@ static const struct {
     { "waits_per_person", offsetof(al_service_config, waits_per_person), 1, 16384 },
     { "stop_grace_s", offsetof(al_service_config, stop_grace_s), 0, 3600 },
     { "audit_checkpoint_s", offsetof(al_service_config, audit_checkpoint_s), 1, 86400 },
+    { "request_timeout_s", offsetof(al_service_config, request_timeout_s), 1, 3600 },
+    { "connections_reserved", offsetof(al_service_config, connections_reserved), 0, 16384 },
 };
 
 int al_service_config_set(al_service_config *c, const char *key, const char *value, al_error *err) {
@@ -204,6 +212,21 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
         if (value[0] != '/' && value[0] != '.' && value[0] != '\0')
             return al_err(err, "config", EINVAL, "images = %s: want a path", value);
         snprintf(c->images_dir, sizeof c->images_dir, "%s", value);
+        return 0;
+    }
+    if (strcmp(key, "operator_access") == 0) {
+        static const char *const names[_AL_OPERATOR_ACCESS_MAX] = { "loopback", "token", "open" };
+        for (int i = 0; i < _AL_OPERATOR_ACCESS_MAX; i++)
+            if (strcmp(value, names[i]) == 0) {
+                c->operator_access = (al_operator_access)i;
+                return 0;
+            }
+        return al_err(err, "config", EINVAL, "operator_access = %s: want loopback, token or open", value);
+    }
+    if (strcmp(key, "operator_token_file") == 0) {
+        if (value[0] != '/' || strlen(value) >= sizeof c->operator_token_file)
+            return al_err(err, "config", EINVAL, "operator_token_file = %s: want an absolute path", value);
+        snprintf(c->operator_token_file, sizeof c->operator_token_file, "%s", value);
         return 0;
     }
     if (strcmp(key, "skills_dir") == 0) {

@@ -15,6 +15,14 @@
 #include "settings.h"
 #include "status.h"
 
+/* Who may read the service-wide figures (docs/operations.md). */
+typedef enum al_operator_access {
+    AL_OPERATOR_LOOPBACK, /* a client on a loopback address, or one with the operator token */
+    AL_OPERATOR_TOKEN,    /* the operator token only */
+    AL_OPERATOR_OPEN,     /* anyone (a scraper's network is the boundary) */
+    _AL_OPERATOR_ACCESS_MAX,
+} al_operator_access;
+
 typedef struct al_service_config {
     char listen_host[64];
     int port;
@@ -55,6 +63,11 @@ typedef struct al_service_config {
     bool access_log;              /* a log line per HTTP request (method, route, status, time, person) */
     char audit_key[PATH_MAX];     /* the checkpoints' signing key; "" = STATE/audit.key (checkpoint.h) */
     int audit_checkpoint_s;       /* how often the heads that moved are signed and logged */
+    int request_timeout_s;        /* a request's headers and body are in within this, however they trickle */
+    int connections_reserved;     /* of max_connections, kept for requests whose key is valid */
+    /* service-wide figures (/metrics, /operator/status) are the operator's */
+    al_operator_access operator_access;
+    char operator_token_file[PATH_MAX]; /* holds the operator's token; "" = none */
 } al_service_config;
 
 void al_service_config_default(al_service_config *c);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "dlp.h"
+#include "../util/json_keys.h"
 
 #define SECRETS_MAX 32
 #define SECRET_VALUE_MAX 4096
@@ -277,11 +278,18 @@ int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, jso
             json_t *p;
             if (!json_is_array(v) || json_array_size(v) > DLP_PATTERNS_MAX)
                 r = al_err(err, "settings", EINVAL, "dlp_patterns must be an array of at most %d", DLP_PATTERNS_MAX);
+            static const char *const pattern_keys[] = { "name", "pattern" };
             json_array_foreach(v, i, p) {
                 const char *name = json_string_value(json_object_get(p, "name"));
                 const char *pat = json_string_value(json_object_get(p, "pattern"));
+                const char *extra = al_json_unknown_key(p, pattern_keys, ELEMENTSOF(pattern_keys));
                 if (r < 0)
                     break;
+                if (extra) {
+                    r = al_err(err, "settings", EINVAL, "unknown field \"%.64s\" in dlp_patterns[%zu] (it takes: name, "
+                               "pattern)", extra, i);
+                    break;
+                }
                 if (!name || !pat || strlen(name) == 0 || strlen(name) > 40 || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(name) ||
                     strlen(pat) == 0 || strlen(pat) > DLP_PATTERN_LEN_MAX)
                     r = al_err(err, "settings", EINVAL, "dlp_patterns[%zu]: want {name: [a-z0-9_]{1,40}, pattern: 1-%d bytes}",

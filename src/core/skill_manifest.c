@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "skills.h"
+#include "../util/json_keys.h"
 
 #define DESCRIPTION_MAX 2048
 #define VERSION_MAX 32
@@ -337,16 +338,8 @@ static int str_field(json_t *o, const char *key, size_t max, bool required, cons
 }
 
 static int only_keys(json_t *o, const char *const *keys, size_t n, const char *where, al_error *err) {
-    const char *k;
-    json_t *v;
-    json_object_foreach(o, k, v) {
-        bool ok = false;
-        for (size_t i = 0; i < n; i++)
-            ok |= strcmp(k, keys[i]) == 0;
-        if (!ok)
-            return al_err(err, "skill", EINVAL, "%s: unknown field \"%.64s\"", where, k);
-    }
-    return 0;
+    const char *k = al_json_unknown_key(o, keys, n);
+    return k ? al_err(err, "skill", EINVAL, "%s: unknown field \"%.64s\"", where, k) : 0;
 }
 
 int al_skill_manifest_parse(const char *text, size_t len, json_t **ret, al_error *err) {

@@ -24,6 +24,7 @@
 #include "api/run_body.h"
 #include "core/run_spec.h"
 #include "proxy/policy.h"
+#include "util/json_keys.h"
 
 /* http.c's default body_max and the configuration's defaults */
 #define BODY_MAX (8u << 20)
@@ -44,7 +45,7 @@ static const al_run_bounds bounds = {
 static long n_ok, n_ok_deep, n_413;
 static const char *const kinds[] = { "args", "stdin", "image", "language", "code", "thread_id", "network",
                                      "description", "files must", "files[", "two files", "artifacts", "limits",
-                                     "unknown limit" };
+                                     "unknown field" };
 static long n_kind[ELEMENTSOF(kinds)];
 
 static int is_b64_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
@@ -197,6 +198,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(code == NULL && msg[0] == '\0', "accepted with a refusal's message %s", msg);
         check_accepted(body, &r);
         check_same(&r, &r2);
+        /* strict fields: an accepted body holds none the reader drops */
+        FUZZ_CHECK(!al_json_unknown_key(body, al_run_field_names, _AL_RUN_F_MAX), "unknown field %s accepted",
+                   al_json_unknown_key(body, al_run_field_names, _AL_RUN_F_MAX));
         n_ok++;
         bool limits = false;
         for (size_t i = 0; i < _AL_LIMIT_MAX; i++)

@@ -253,7 +253,7 @@ def test_rest_errors_quoting_cut_text_are_answered(service):
     # one long enough that the 600-byte message is cut inside a character
     status, _, err = t.client.post_run("print(1)", limits={"a" + "\u00e9" * 400: 1})
     assert_error(status, err, "bad_request")
-    assert err["error"]["message"].startswith("unknown limit \"a\u00e9\u00e9"), err
+    assert err["error"]["message"].startswith("unknown field \"a\u00e9\u00e9"), err
     # a skill's entrypoint quoted as %.64s
     name = f"cut-{time.monotonic_ns() % 10**9}"
     upload(t.client, bench_bundle(name))

@@ -48,7 +48,9 @@ def make(tmp_path_factory, name, **config):
 
 
 def pool_state(svc):
-    return svc.ok("GET", "/v1/settings")["badges"]["pool"]["state"]
+    """The pool's live state: the operator's view (/operator/status, from loopback); a
+    tenant's /v1/settings does not carry it (test_battery_o_requests.py)."""
+    return svc.ok("GET", "/operator/status", key=None)["badges"]["pool"]["state"]
 
 
 def wait_idle(svc, n, memory_mb=512, timeout=60):

@@ -27,6 +27,7 @@ API = [
     ("GET", "/v1/artifacts/{id}/content"),
     ("GET", "/healthz"),
     ("GET", "/metrics"),
+    ("GET", "/operator/status"),
     ("GET", "/openapi.json"),
     ("GET", "/v1/settings"),
     ("PUT", "/v1/settings"),

@@ -219,7 +219,7 @@ static void test_refusals(void) {
     /* limits */
     CHECK(refused(check_with("\"limits\": 5"), "limits must be an object"));
     CHECK(refused(check_with("\"limits\": {\"walltime\": 5}"),
-                  "unknown limit \"walltime\" (timeout_s, memory_mb, cpus, pids)"));
+                  "unknown field \"walltime\" in limits (it takes: timeout_s, memory_mb, cpus, pids)"));
     CHECK(refused(check_with("\"limits\": {\"timeout_s\": \"abc\"}"), "limits.timeout_s must be a number from 1 to 300"));
     CHECK(refused(check_with("\"limits\": {\"timeout_s\": 0.5}"), "limits.timeout_s must be a number from 1 to 300"));
     CHECK(refused(check_with("\"limits\": {\"timeout_s\": 301}"), "limits.timeout_s must be"));
