@@ -74,6 +74,15 @@ al_log_level al_http_mhd_level(const char *msg, const char **ret_event) {
             *ret_event = "http.client_gone";
             return AL_LOG_INFO;
         }
+    /* a request libmicrohttpd refused itself (malformed, headers too big,
+     * a Content-Length it cannot read): the client's fault, which an
+     * operator may still want to see (a scanner, a broken proxy) */
+    static const char refused[] = "Error processing request (HTTP response code is 4";
+    if (strncmp(msg, refused, sizeof refused - 1) == 0 ||
+        strstr(msg, "`Content-Length' header") || strstr(msg, "'Content-Length' header")) {
+        *ret_event = "http.client_error";
+        return AL_LOG_WARN;
+    }
     if (strstr(msg, "reached connection limit") || strstr(msg, "resource limit")) {
         *ret_event = "http.limit";
         return AL_LOG_WARN;

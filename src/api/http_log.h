@@ -15,6 +15,6 @@ void al_http_route_pattern(const char *url, char *out, size_t cap);
 
 /* The level of MSG, a message of libmicrohttpd, and its log event in
  * *RET_EVENT: a client that left (its connection reset or closed under a
- * response) is info, the connection limit reached a warning, the rest an
- * error. */
+ * response) is info; a request it refused as malformed, and the connection
+ * limit reached, are warnings; the rest an error. */
 al_log_level al_http_mhd_level(const char *msg, const char **ret_event);

@@ -293,3 +293,21 @@ def test_a_run_airlock_lost_has_its_run_end(services):
     assert (ends[0]["state"], ends[0]["error"], ends[0]["level"], ends[0]["language"]) == \
         ("error", "lost", "warn", "python"), ends
     assert [d for d in lines if d["event"] == "run.lost" and d["run_id"] == doc["id"]], lines
+
+
+def test_a_malformed_request_is_the_clients_fault_not_the_services_error(services):
+    """Requests libmicrohttpd refuses itself (a request line that is not
+    HTTP, headers past its memory) are logged as http.client_error at warn:
+    they were http.error at error, as if the service had failed."""
+    svc = services.start("malformed")
+    since = svc.log_path.stat().st_size
+    for raw in (b"GARBAGE\r\n\r\n", b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70000 + b"\r\n\r\n"):
+        with socket.create_connection((svc.host, svc.port), timeout=10) as s:
+            s.sendall(raw)
+            s.recv(100)
+    time.sleep(0.3)
+    lines = log_lines(svc, since)
+    said = [d for d in lines if d["event"] == "http.client_error"]
+    assert said and all(d["level"] == "warn" for d in said), lines
+    assert not [d for d in lines if d["level"] == "error"], lines
+    svc.stop()
