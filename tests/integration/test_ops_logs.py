@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from service_util import GOV_TERMINAL, Service, gov_tenant, put_settings, service_binary, services  # noqa: F401
+from service_util import GOV_TERMINAL, gov_tenant, put_settings, service_binary, services  # noqa: F401
 from test_service_ops import API
 
 LEVELS = {"info", "warn", "error"}

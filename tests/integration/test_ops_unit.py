@@ -2,18 +2,17 @@
 here is not systemd, so the unit itself is never started), every option
 either set or kept off with its reason, and the real service run under what
 of the unit can be reproduced without systemd: no_new_privs, the unit's
-capability bounding set, its seccomp options (tests/tools/unit_seccomp.c),
-a read-only file system but for the state and
-/run/airlock, mounts inside the trees a box binds (as ProtectHome= and
-ProtectKernelModules= make). The options kept off for what they would do
-to boxes are shown doing it. And Delegate=yes: the service started in a
-unit's own cgroups keeps its boxes' cgroups beneath them."""
+capability bounding set, its seccomp options (tests/tools/unit_seccomp.c), a
+read-only file system but for the state and /run/airlock, mounts inside the
+trees a box binds (as ProtectHome= and ProtectKernelModules= make), a /proc
+with hidepid and a /dev of pseudo-devices. The options kept off for what
+they would do to boxes are shown doing it. And Delegate=yes: the service
+started in a unit's own cgroups keeps its boxes' cgroups beneath them."""
 import base64
 import os
 import re
 import shutil
 import socket
-import stat
 import subprocess
 import tempfile
 import time
