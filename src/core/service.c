@@ -9,6 +9,7 @@
 #include <sys/file.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "runner.h"
 #include "service.h"
@@ -279,10 +280,29 @@ char *al_service_health(al_service *s) {
     return out;
 }
 
+/* Whether stderr is the journal's stream: systemd names its device and
+ * inode in JOURNAL_STREAM (a child that inherited the variable but writes
+ * elsewhere is not). */
+static bool journal;
+static pthread_once_t journal_once = PTHREAD_ONCE_INIT;
+static void journal_check(void) {
+    const char *js = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    struct stat st;
+    journal = js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 && fstat(STDERR_FILENO, &st) == 0 &&
+              (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
 void al_service_log(al_service *s, al_log_level level, const char *event, json_t *fields) {
-    /* one JSON object per line on stderr: journald and log shippers take it as is */
+    /* one JSON object per line on stderr: journald and log shippers take it
+     * as is; to the journal each line starts with its syslog priority
+     * ("<3>"), which journald takes off and keeps as the entry's PRIORITY
+     * (`journalctl -p warning` finds warnings and errors) */
     static const char *const names[_AL_LOG_MAX] = { [AL_LOG_INFO] = "info", [AL_LOG_WARN] = "warn",
                                                     [AL_LOG_ERROR] = "error" };
+    static const char *const priority[_AL_LOG_MAX] = { [AL_LOG_INFO] = "<6>", [AL_LOG_WARN] = "<4>",
+                                                       [AL_LOG_ERROR] = "<3>" };
+    pthread_once(&journal_once, journal_check);
     char now[40];
     al_store_now(now, sizeof now);
     if (!fields)
@@ -294,7 +314,7 @@ void al_service_log(al_service *s, al_log_level level, const char *event, json_t
     char *line = json_dumps(fields, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(fields);
     if (line) {
-        fprintf(stderr, "%s\n", line);
+        fprintf(stderr, "%s%s\n", journal ? priority[level < _AL_LOG_MAX ? level : AL_LOG_ERROR] : "", line);
         free(line);
     }
     (void)s;

@@ -311,3 +311,34 @@ def test_a_malformed_request_is_the_clients_fault_not_the_services_error(service
     assert said and all(d["level"] == "warn" for d in said), lines
     assert not [d for d in lines if d["level"] == "error"], lines
     svc.stop()
+
+
+def test_to_the_journal_each_line_carries_its_syslog_priority(services, tmp_path):
+    """Where stderr is the journal's stream (JOURNAL_STREAM names its device
+    and inode, as systemd sets it), each line starts with its priority, <6>
+    info, <4> warn, <3> error, which journald keeps as the entry's PRIORITY;
+    anywhere else (the variable naming another file) the line is the JSON
+    object alone. Here the stream is the service's log file."""
+    plain = services.start("notjournal", extra_env={"JOURNAL_STREAM": "1:1"})
+    plain.stop()
+    assert log_lines(plain)
+    svc = services.start("journal")
+    svc.stop()
+    st = svc.log_path.stat()
+    svc.extra_env = {"JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"}
+    since = st.st_size
+    svc.start()
+    svc.get("/healthz", key=None)
+    svc.stop()
+    prio = {"info": "<6>", "warn": "<4>", "error": "<3>"}
+    seen = set()
+    for line in svc.log_path.read_bytes()[since:].decode().splitlines():
+        if not line or line.startswith("====="):
+            continue
+        m = re.match(r"^(<[0-9]>)(\{.*\})$", line)
+        assert m, line
+        doc = json.loads(m.group(2))
+        assert prio[doc["level"]] == m.group(1), line
+        seen.add(doc["level"])
+    # a test's state lacks skills and images: warnings (STATE_LACKS) beside the info
+    assert seen >= {"info", "warn"}, seen
