@@ -21,6 +21,7 @@
 #include "child.h"
 #include "collect.h"
 #include "fork_so.h"
+#include "mount.h"
 #include "proto.h"
 #include "setup.h"
 #include "stage.h"
@@ -128,12 +129,12 @@ static int write_maps(pid_t pid, uid_t uid, gid_t gid, al_error *err) {
 }
 
 /* A forked box's request to its zygote: the limits its PID 1 sets, with
- * its sync socket, output pipes and warm start's socket (zygote.c). */
-static int fork_request(const al_box_config *cfg, int sync, const int out_w[2], int chan, al_error *err) {
+ * its sync socket, output pipes, warm start's socket and /dev (zygote.c). */
+static int fork_request(const al_box_config *cfg, int sync, const int out_w[2], int chan, int dev, al_error *err) {
     al_fork_request req = { .tmpfs_bytes = cfg->limits.tmpfs_bytes, .tmpfs_inodes = cfg->limits.tmpfs_inodes,
                             .pids = cfg->limits.pids, .nofile = cfg->limits.nofile };
     size_t n = sizeof req;
-    int fds[4] = { sync, out_w[0], out_w[1], chan };
+    int fds[AL_FORK_FDS] = { sync, out_w[0], out_w[1], chan, dev };
     union {
         char buf[CMSG_SPACE(sizeof fds)];
         struct cmsghdr align;
@@ -661,7 +662,7 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     bool root = geteuid() == 0, forked = cfg->fork != NULL;
     int r;
 
-    _cleanup_close_ int uid_lock = -1, workfd = -1, outfd = -1, tmpfd = -1;
+    _cleanup_close_ int uid_lock = -1, workfd = -1, outfd = -1, tmpfd = -1, devfd = -1, keeper_fd = -1;
     zygote_ids zids = { .n = 0 };
     uid_t uid = geteuid();
     gid_t gid = getegid();
@@ -731,6 +732,13 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
         goto out_fds;
     }
 
+    /* The box's /dev, its nodes its own (al_mount_dev): made here, where a
+     * node can be made, by root; a box made without root binds the host's. */
+    if (root && (devfd = al_mount_dev(err)) < 0) {
+        r = devfd;
+        goto out_fds;
+    }
+
     pid_t pid = -1;
     if (forked) {
         /* the box's pid and uids come with its first message: the kernel's
@@ -741,11 +749,12 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
             goto out_fds;
         }
         int out_w[2] = { outp[0][1], outp[1][1] };
-        if ((r = fork_request(cfg, sv[1], out_w, wsv[1], err)) < 0)
+        if ((r = fork_request(cfg, sv[1], out_w, wsv[1], devfd, err)) < 0)
             goto out_fds;
     } else {
         al_child_args ca = {
             .sock = sv[1], .out_w = { outp[0][1], outp[1][1] }, .stdin_fd = cfg->stdin_fd, .runtime_fd = -1,
+            .dev_fd = devfd,
             .runtime = cfg->runtime, .limits = &cfg->limits,
             .argv = cfg->argv, .envp = cfg->envp, .unique_uid = root, .listen_port = cfg->listen_port,
             .warm_fd = cfg->zygote ? cfg->zygote->req_fd : wsv[1], .zygote = cfg->zygote != NULL,
@@ -776,6 +785,9 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     }
     close(sv[1]);
     sv[1] = -1;
+    /* the box's now (or the zygote's, to hand on) */
+    if (devfd >= 0)
+        close(TAKE_FD(devfd));
     if (wsv[1] >= 0)
         close(wsv[1]);
     wsv[1] = -1;
@@ -787,6 +799,17 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         goto out_fds;
+    }
+    /* the box's uids stay locked until its PID 1 (and so every process of
+     * it) has ended, though this process die first (box/keeper.c) */
+    if (!forked && (uid_lock >= 0 || zids.n > 0)) {
+        al_uid_keeper k = { .locks = uid_lock >= 0 ? &uid_lock : zids.lock, .n_locks = uid_lock >= 0 ? 1 : zids.n,
+                            .pidfd = b.pidfd, .kill_init = true };
+        if ((r = al_uid_keeper_start(&k, &keeper_fd, err)) < 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            goto out_fds;
+        }
     }
 
     int fds[5] = { -1, -1, -1, -1, -1 };
@@ -885,6 +908,8 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     }
     if (rc->on_started)
         rc->on_started(rc->userdata);
+    /* this process, stopped or stuck, does not hold the box past it */
+    al_uid_keeper_arm(keeper_fd, start + rc->limits.wall_ms);
     r = supervise(&b, sv[0], out_r, start, err);
     if (r < 0)
         goto out_kill;

@@ -38,14 +38,24 @@
  * (its namespace maps no 65534: the boxes it forks map theirs). */
 static int owner_id(const al_child_args *a) { return a->zygote ? 0 : AL_SANDBOX_ID; }
 
-static int make_dev(int rootfd, const al_box_limits *lim, int id, al_error *err) {
+/* The box's /dev: a directory of its nodev root holding its nodes, each
+ * bound on its own (the only mounts in /dev without nodev), the std*
+ * links, and its own /dev/shm. The nodes are DEVFD's (al_mount_dev: made
+ * by the box's parent for this box alone); without one (a box made
+ * without root, where none can be made) the host's, which any box or
+ * host process can watch (docs/security.md, O5). */
+static int make_dev(int rootfd, int devfd, const al_box_limits *lim, int id, al_error *err) {
+    _cleanup_close_ int nodes_fd = devfd;
     if (mkdirat(rootfd, "dev", 0755) < 0)
         return al_err(err, "dev", errno, "mkdir /dev: %m");
     _cleanup_close_ int dev = openat(rootfd, "dev", O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (dev < 0)
         return al_err(err, "dev", errno, "open /dev: %m");
+    int r = nodes_fd >= 0 ? al_mount_dev_nodes(nodes_fd, dev, err) : 0;
+    if (r < 0)
+        return r;
     static const char *const nodes[] = { "null", "zero", "full", "random", "urandom" };
-    for (size_t i = 0; i < ELEMENTSOF(nodes); i++) {
+    for (size_t i = 0; nodes_fd < 0 && i < ELEMENTSOF(nodes); i++) {
         char host[32];
         snprintf(host, sizeof host, "/dev/%s", nodes[i]);
         _cleanup_close_ int f = openat(dev, nodes[i], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -54,8 +64,7 @@ static int make_dev(int rootfd, const al_box_limits *lim, int id, al_error *err)
         _cleanup_close_ int m = al_mount_bind(host, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err);
         if (m < 0)
             return m;
-        int r = al_mount_attach(m, dev, nodes[i], err);
-        if (r < 0)
+        if ((r = al_mount_attach(m, dev, nodes[i], err)) < 0)
             return r;
     }
     static const struct { const char *name, *target; } links[] = {
@@ -87,6 +96,7 @@ static int make_scratch(int rootfd, const char *name, unsigned mode, const al_bo
 /* The box's root: a small fresh tmpfs holding only what we put there. */
 static int build_root(const al_child_args *a, int *ret_rootfd, al_error *err) {
     _cleanup_close_ int src = a->runtime_fd; /* done with once the tree is built */
+    int devfd = a->dev_fd;
     int id = owner_id(a);
     al_tmpfs_opts o = { 16 << 20, 4096, 0755, id, id };
     _cleanup_close_ int root = al_mount_tmpfs(&o, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
@@ -97,9 +107,11 @@ static int build_root(const al_child_args *a, int *ret_rootfd, al_error *err) {
     int r = al_mount_attach(root, AT_FDCWD, "/tmp", err);
     if (r < 0)
         return r;
-    if ((r = a->runtime->populate(a->runtime, src, root, err)) < 0)
+    /* a zygote's trees are binds: each box it forks lays its own overlays
+     * over them (fork_init.c), one layer deep */
+    if ((r = a->runtime->populate(a->runtime, src, root, !a->zygote, err)) < 0)
         return r;
-    if ((r = make_dev(root, a->limits, id, err)) < 0)
+    if ((r = make_dev(root, devfd, a->limits, id, err)) < 0)
         return r;
     if ((r = make_scratch(root, "work", 0755, a->limits, id, err)) < 0 ||
         (r = make_scratch(root, "out", 0755, a->limits, id, err)) < 0 ||
@@ -270,7 +282,7 @@ static _Noreturn void be_init(const al_child_args *a, pid_t script) {
 _Noreturn void al_child_main(const al_child_args *args) {
     al_error err = { 0 };
     al_child_args own = *args, *a = &own;
-    int *keep[] = { &a->sock, &a->out_w[0], &a->out_w[1], &a->stdin_fd, &a->runtime_fd, &a->warm_fd };
+    int *keep[] = { &a->sock, &a->out_w[0], &a->out_w[1], &a->stdin_fd, &a->runtime_fd, &a->warm_fd, &a->dev_fd };
     if (al_setup_keep_fds(keep, ELEMENTSOF(keep)) < 0)
         _exit(125); /* the socket may be gone: the parent sees EOF and says so */
     int rootfd = -1, in_fd = a->stdin_fd, listen_fd = -1;

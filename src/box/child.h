@@ -8,6 +8,7 @@ typedef struct al_child_args {
     int out_w[_AL_STREAM_MAX];    /* write ends of the stdout/stderr pipes */
     int stdin_fd;                 /* -1: /dev/null inside the box */
     int runtime_fd;               /* the runtime's open() result, or -1 */
+    int dev_fd;                   /* the box's own /dev (al_mount_dev), or -1: the host's nodes bound */
     const al_runtime *runtime;
     const al_box_limits *limits;
     char *const *argv;

@@ -46,6 +46,22 @@ static int t_proc(void) {
     return fd < 0 ? -fd : 0;
 }
 
+static int t_own_tree(void) {
+    al_error e = { 0 };
+    /* over /tmp of this throwaway namespace, made private first */
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return errno;
+    int r = al_mount_own_tree(AT_FDCWD, "/usr", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, AT_FDCWD,
+                              "/tmp", &e);
+    return r < 0 ? -r : 0;
+}
+
+static int t_dev(void) {
+    al_error e = { 0 };
+    int fd = al_mount_dev(&e);
+    return fd < 0 ? -fd : 0;
+}
+
 static int t_seccomp(void) {
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return errno;
@@ -172,6 +188,22 @@ size_t al_doctor(al_doctor_item *items) {
     e = try_in_child(ns | CLONE_NEWPID, t_proc);
     item(&items[n++], "masked /proc", e == 0 ? AL_LEVEL_BOUNDARY : AL_LEVEL_NOT_ENFORCED,
          e == 0 ? "proc with subset=pid: only the box's processes, no sys, kcore, keys" : "proc subset=pid failed: %s", strerror(e));
+
+    /* fail closed: a box whose trees cannot be its own does not start */
+    e = try_in_child(ns, t_own_tree);
+    int d = root ? try_in_child(0, t_dev) : EPERM;
+    if (e != 0)
+        item(&items[n++], "own inodes", AL_LEVEL_NOT_ENFORCED,
+             "a read-only overlay in a user namespace failed: %s (needs overlayfs, Linux 5.11; boxes cannot run)",
+             strerror(e));
+    else if (d != 0)
+        item(&items[n++], "own inodes", AL_LEVEL_APPLIED,
+             "the runtime is an overlay of each box's own; /dev's nodes are the host's (%s): a box can watch every "
+             "write to /dev/null", root ? strerror(d) : "no root to make a box's own");
+    else
+        item(&items[n++], "own inodes", AL_LEVEL_BOUNDARY,
+             "each box's runtime is an overlay of its own and its /dev nodes are made for it: no box can watch "
+             "another's reads and writes");
 
     struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
                             .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };

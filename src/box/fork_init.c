@@ -48,6 +48,38 @@ static int scratch(const al_box_limits *lim, const char *path, unsigned mode, un
     return al_mount_attach(m, AT_FDCWD, path, err);
 }
 
+/* The zygote's read-only trees (its /usr, /etc pieces, an image's trees,
+ * a skill's: binds of one inode each for every box it forks, and for the
+ * host) each covered by an overlay of this box's own (al_mount_own_tree),
+ * read from the zygote's mountinfo before this box's own /proc covers it.
+ * Its root is not among them: the root's few files are the zygote's
+ * (docs/security.md, O5); nor are /dev's nodes (al_mount_dev_nodes). */
+static int own_trees(al_error *err) {
+    _cleanup_free_ char *info = NULL;
+    int r = al_read_small(AT_FDCWD, "/proc/self/mountinfo", 1 << 20, &info, NULL);
+    if (r < 0)
+        return al_err(err, "mount", -r, "read the zygote's mountinfo: %s", strerror(-r));
+    for (char *line = info, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ... */
+        char point[512], opts[256];
+        if (sscanf(line, "%*s %*s %*s %*s %511s %255s", point, opts) != 2)
+            return al_err(err, "mount", EPROTO, "a mountinfo line unread: %.80s", line);
+        bool ro = strncmp(opts, "ro", 2) == 0 && (opts[2] == ',' || opts[2] == '\0');
+        if (!ro || strcmp(point, "/") == 0 || strncmp(point, "/dev/", 5) == 0)
+            continue;
+        /* (an escaped name is no tree the zygote made) */
+        if (strchr(point, '\\'))
+            return al_err(err, "mount", EPROTO, "a mount point escaped: %s", point);
+        if ((r = al_mount_own_tree(AT_FDCWD, point, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                                   AT_FDCWD, point, err)) < 0)
+            return r;
+    }
+    return 0;
+}
+
 /* sync 2: /work, /out and /tmp, with a pidfd of this process (its parent
  * reads its pid and uids from the message, the kernel's word) */
 static int send_fds(int sock, al_error *err) {
@@ -100,7 +132,7 @@ static _Noreturn void be_init(int sock, pid_t script, const sigset_t *wait_mask)
 static void box_main(const al_fork_args *args) {
     al_fork_args a = *args;
     al_error err = { 0 };
-    int *keep[] = { &a.sync, &a.out, &a.err, &a.chan, &a.go };
+    int *keep[] = { &a.sync, &a.out, &a.err, &a.chan, &a.go, &a.dev };
     /* nothing of the zygote's: only this box's fds stay */
     if (al_setup_keep_fds(keep, ELEMENTSOF(keep)) < 0)
         _exit(125); /* the socket may be gone: the parent sees EOF and says so */
@@ -116,6 +148,14 @@ static void box_main(const al_fork_args *args) {
     CHECK(al_setup_loopback(&err));
     /* through the zygote's /proc, before the box's own covers it */
     CHECK(al_setup_no_nested_userns(&err));
+    CHECK(own_trees(&err));
+    {
+        /* its own nodes, each over the zygote's */
+        _cleanup_close_ int dev = open("/dev", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        CHECK(dev < 0 ? al_err(&err, "dev", errno, "open /dev: %m") : 0);
+        CHECK(al_mount_dev_nodes(a.dev, dev, &err));
+        close(a.dev);
+    }
     CHECK(scratch(&lim, "/work", 0755, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, &err));
     CHECK(scratch(&lim, "/out", 0755, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, &err));
     CHECK(scratch(&lim, "/tmp", 01777, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, &err));

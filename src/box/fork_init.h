@@ -11,6 +11,7 @@ typedef struct al_fork_args {
     int32_t out, err;             /* the write ends of its stdout and stderr */
     int32_t chan;                 /* its warm start's socket */
     int32_t go;                   /* read end: a byte once its maps are written */
+    int32_t dev;                  /* its /dev (al_mount_dev), made by its parent */
     uint64_t tmpfs_bytes, tmpfs_inodes, pids, nofile;
 } al_fork_args;
 

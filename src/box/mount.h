@@ -25,7 +25,34 @@ int al_mount_tmpfs(const al_tmpfs_opts *o, unsigned attrs, al_error *err);
 int al_mount_proc(bool pids_only, al_error *err);
 /* A detached, recursive copy of the host path SRC with ATTRS set on all of it. */
 int al_mount_bind(const char *src, unsigned attrs, al_error *err);
+/* A detached copy of DIRFD/NAME (not recursive) with ATTRS set. */
+int al_mount_bind_at(int dirfd, const char *name, unsigned attrs, al_error *err);
 /* Attach mount fd MFD on NAME under DIRFD. */
 int al_mount_attach(int mfd, int dirfd, const char *name, al_error *err);
 /* Set ATTRS on the mount DIRFD/NAME (not recursive). */
 int al_mount_setattr(int dirfd, const char *name, unsigned attrs, al_error *err);
+/*
+ * A read-only overlay of the directory SRCDIR/PATH (PATH "" for SRCDIR
+ * itself) with ATTRS, attached on DIRFD/NAME (which must exist): the same
+ * files, through inodes of this mount alone. inotify needs only read
+ * access and reports an access through every mount of an inode, so a tree
+ * bound into many boxes let each watch the others' reads by name; an
+ * overlay's inodes are its own (a read through another mount of the file
+ * never reaches them). Needs overlayfs in a user namespace (Linux 5.11);
+ * its layers are given by fd where the kernel takes them (6.13), else by
+ * path, attached beneath it (mount.c's overlay_by_path).
+ */
+int al_mount_own_tree(int srcdir, const char *path, unsigned attrs, int dirfd, const char *name, al_error *err);
+/*
+ * A box's /dev nodes, detached: a small tmpfs holding null, zero, full,
+ * random and urandom made for this box alone (a watch on a node bound from
+ * the host saw every write of every box and of the host); read-only,
+ * nosuid, noexec. Made by the box's parent in the host's user namespace,
+ * where a device node can be made and opened (a box's own file systems
+ * are nodev). Returns the mount fd.
+ */
+int al_mount_dev(al_error *err);
+/* Each node of DEVFD (al_mount_dev) bound on its own onto its name in
+ * DEVDIR, the box's /dev on its nodev root: the nodes are the only mounts
+ * there without nodev. A name missing in DEVDIR is made as the mount point. */
+int al_mount_dev_nodes(int devfd, int devdir, al_error *err);

@@ -22,9 +22,11 @@ typedef struct al_msg {
 } al_msg;
 
 /* A forked box's request to its zygote (box.c's fork_request to
- * zygote.c), with four fds: the box's sync socket to its parent, its
- * stdout and stderr pipes' write ends and its warm start's socket. The
- * limits its PID 1 sets, the rest being its cgroup's, set by the parent. */
+ * zygote.c), with AL_FORK_FDS fds: the box's sync socket to its parent,
+ * its stdout and stderr pipes' write ends, its warm start's socket and its
+ * /dev (a detached mount, al_mount_dev). The limits its PID 1 sets, the
+ * rest being its cgroup's, set by the parent. */
+#define AL_FORK_FDS 5
 typedef struct al_fork_request {
     uint64_t tmpfs_bytes, tmpfs_inodes, pids, nofile;
 } al_fork_request;

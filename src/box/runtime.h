@@ -23,9 +23,13 @@ struct al_runtime {
     /*
      * Fill ROOTFD, the box's empty root directory (already attached and
      * writable), with the runtime's tree; SRCFD is what open() gave, or -1.
-     * Runs inside the box's mount namespace before pivot_root.
+     * Runs inside the box's mount namespace before pivot_root. With
+     * OWN_INODES each read-only tree is an overlay of its own
+     * (al_mount_own_tree: no other box can watch what this one reads);
+     * without, a bind (a zygote's: it runs no run's code, and each box
+     * it forks lays its own overlay over these, one layer deep).
      */
-    int (*populate)(const al_runtime *rt, int srcfd, int rootfd, al_error *err);
+    int (*populate)(const al_runtime *rt, int srcfd, int rootfd, bool own_inodes, al_error *err);
     const void *data;
     /* A directory of the runtime's tree copied into the box's /tmp as
      * TMP_SEED_NAME before the script starts (a cache built with the image,

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 
 #include "mount.h"
@@ -22,16 +23,26 @@ static const char nsswitch[] = "passwd: files\ngroup: files\nshadow: files\nhost
  * alternatives links many /usr/bin entries point through, and fonts. */
 static const char *const etc_binds[] = { "ssl/certs", "alternatives", "fonts" };
 
+/* A host file of at most MAX bytes copied into the box's /etc, kernel to
+ * kernel (no buffer of MAX bytes in between); a link is followed, to a file
+ * of the box's own tmpfs. */
 static int copy_file(int from_dir, const char *from, int to_dir, const char *to, size_t max) {
-    _cleanup_free_ char *buf = NULL;
-    size_t len;
-    int r = al_read_small(from_dir, from, max, &buf, &len);
-    if (r < 0)
-        return r;
+    _cleanup_close_ int in = openat(from_dir, from, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    struct stat st;
+    if (in < 0 || fstat(in, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode) || (size_t)st.st_size > max)
+        return -EFBIG;
     _cleanup_close_ int fd = openat(to_dir, to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0)
         return -errno;
-    return al_write_all(fd, buf, len);
+    for (off_t left = st.st_size; left > 0;) {
+        ssize_t n = sendfile(fd, in, NULL, (size_t)left);
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+        left -= n;
+    }
+    return 0;
 }
 
 static int mkdir_p(int dirfd, const char *rel) {
@@ -50,7 +61,7 @@ static int mkdir_p(int dirfd, const char *rel) {
     }
 }
 
-static int bind_into(int rootfd, const char *host, const char *rel, bool dir, al_error *err) {
+static int bind_into(int rootfd, const char *host, const char *rel, bool own_inodes, al_error *err) {
     struct stat st;
     if (stat(host, &st) < 0)
         return 0; /* optional on this host */
@@ -62,15 +73,16 @@ static int bind_into(int rootfd, const char *host, const char *rel, bool dir, al
         if (f < 0)
             return al_err(err, "runtime", errno, "create /%s: %m", rel);
     }
-    (void)dir;
+    if (own_inodes)
+        return al_mount_own_tree(AT_FDCWD, host, RO_ATTRS, rootfd, rel, err);
     _cleanup_close_ int m = al_mount_bind(host, RO_ATTRS, err);
     if (m < 0)
         return m;
     return al_mount_attach(m, rootfd, rel, err);
 }
 
-static int host_populate(const al_runtime *rt, int srcfd, int rootfd, al_error *err) {
-    int r = bind_into(rootfd, "/usr", "usr", true, err);
+static int host_populate(const al_runtime *rt, int srcfd, int rootfd, bool own_inodes, al_error *err) {
+    int r = bind_into(rootfd, "/usr", "usr", own_inodes, err);
     if (r < 0)
         return r;
     /* merged-/usr hosts have /bin -> usr/bin and so on: make the same links;
@@ -85,7 +97,7 @@ static int host_populate(const al_runtime *rt, int srcfd, int rootfd, al_error *
             if (symlinkat(target, rootfd, top[i]) < 0)
                 return al_err(err, "runtime", errno, "link /%s: %m", top[i]);
         } else if (access(host, F_OK) == 0) {
-            if ((r = bind_into(rootfd, host, top[i], true, err)) < 0)
+            if ((r = bind_into(rootfd, host, top[i], own_inodes, err)) < 0)
                 return r;
         }
     }
@@ -105,28 +117,21 @@ static int host_populate(const al_runtime *rt, int srcfd, int rootfd, al_error *
         if ((r = al_write_str(etc, gen[i].name, gen[i].text)) < 0)
             return al_err(err, "runtime", r, "write /etc/%s: %s", gen[i].name, strerror(-r));
     _cleanup_close_ int hostetc = open("/etc", O_DIRECTORY | O_CLOEXEC);
-    /* The loader's cache was copied into every box (40 KiB here, through a
-     * 16 MiB buffer: 0.15 ms of every start); it is bound read-only now,
-     * the same bytes and no copy. Only a cache that is a link is copied,
-     * as a bind would show its target's host path in the box's mountinfo;
-     * so is localtime, a link into /usr/share/zoneinfo (a few KiB, read
-     * into the heap). All optional. */
-    struct stat st;
-    if (hostetc >= 0 && fstatat(hostetc, "ld.so.cache", &st, AT_SYMLINK_NOFOLLOW) == 0) {
-        if (S_ISREG(st.st_mode)) {
-            if ((r = bind_into(rootfd, "/etc/ld.so.cache", "etc/ld.so.cache", false, err)) < 0)
-                return r;
-        } else {
-            copy_file(hostetc, "ld.so.cache", etc, "ld.so.cache", 16 << 20);
-        }
-    }
-    if (hostetc >= 0)
+    /* The loader's cache (40 KiB here) is copied, not bound: a bind was
+     * the host's inode, whose every open by any process on the host (each
+     * dynamically linked exec) a box could watch, and an overlay needs a
+     * directory. Copied kernel to kernel it costs some 20 us (through a
+     * 16 MiB buffer it was 0.15 ms). So is localtime, a link into
+     * /usr/share/zoneinfo. Both optional. */
+    if (hostetc >= 0) {
+        copy_file(hostetc, "ld.so.cache", etc, "ld.so.cache", 16 << 20);
         copy_file(hostetc, "localtime", etc, "localtime", 64 << 10);
+    }
     for (size_t i = 0; i < ELEMENTSOF(etc_binds); i++) {
         char host[128], rel[128];
         snprintf(host, sizeof host, "/etc/%s", etc_binds[i]);
         snprintf(rel, sizeof rel, "etc/%s", etc_binds[i]);
-        if ((r = bind_into(rootfd, host, rel, true, err)) < 0)
+        if ((r = bind_into(rootfd, host, rel, own_inodes, err)) < 0)
             return r;
     }
     (void)rt;

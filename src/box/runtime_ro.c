@@ -35,22 +35,25 @@ static int ro_open(const al_runtime *rt, al_error *err) {
     return fd;
 }
 
-static int ro_populate(const al_runtime *rt, int srcfd, int rootfd, al_error *err) {
+static int ro_populate(const al_runtime *rt, int srcfd, int rootfd, bool own_inodes, al_error *err) {
     al_runtime_ro *ro = (al_runtime_ro *)rt->data;
     _cleanup_close_ int inner_fd = ro->inner_fd;
     ro->inner_fd = -1;
-    int r = ro->inner->populate(ro->inner, inner_fd, rootfd, err);
+    int r = ro->inner->populate(ro->inner, inner_fd, rootfd, own_inodes, err);
     if (r < 0)
         return r;
+    const unsigned attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    if (mkdirat(rootfd, ro->name, 0755) < 0)
+        return al_err(err, "runtime", errno, "mkdir /%s: %m", ro->name);
+    /* a skill's files are one tree for every box that runs it */
+    if (own_inodes)
+        return al_mount_own_tree(srcfd, "", attrs, rootfd, ro->name, err);
     _cleanup_close_ int t = open_tree(srcfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
     if (t < 0)
         return al_err(err, "runtime", errno, "clone %s: %m", ro->host_dir);
-    struct mount_attr a = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                            .propagation = MS_PRIVATE };
+    struct mount_attr a = { .attr_set = attrs, .propagation = MS_PRIVATE };
     if (mount_setattr(t, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
         return al_err(err, "runtime", errno, "make %s read-only: %m", ro->host_dir);
-    if (mkdirat(rootfd, ro->name, 0755) < 0)
-        return al_err(err, "runtime", errno, "mkdir /%s: %m", ro->name);
     return al_mount_attach(t, rootfd, ro->name, err);
 }
 

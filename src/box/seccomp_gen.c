@@ -10,12 +10,63 @@
 
 /* Docker's profile: the first filter's rules. Unconditional allows are one
  * rule of many names; the rest one rule each. The second filter (ioctl's
- * terminal-injection commands refused) cannot be stacked in one profile:
- * the docker driver's badge says so. */
+ * terminal-injection commands refused on the low 32 bits) cannot be
+ * stacked in one profile, and Docker's format has no "masked not equal":
+ * so the first filter's unconditional allow of ioctl becomes allows of
+ * every command whose low 32 bits are not one of those, each a single
+ * masked compare (runc ORs a rule's compares of one argument, so a rule
+ * cannot say "neither"): for each refused command C and each bit B, the
+ * commands that agree with C above B and differ at B, unless that prefix
+ * leads to a refused command too. A command with high bits set is judged
+ * on its low 32, as the kernel reads it. */
+#define MAX_DENIED 8
 typedef struct profile {
     FILE *f;
     bool first_rule, in_allow;
+    uint32_t denied[MAX_DENIED];  /* the second filter's ioctl commands */
+    size_t n_denied;
 } profile;
+
+/* The second filter's rules, gathered: only ioctl, refused on the low 32
+ * bits of its command, can be rendered (as the complement above). */
+static int collect_denied(void *ud, uint32_t action, const char *name, unsigned n, const struct scmp_arg_cmp *cmp,
+                          al_error *err) {
+    profile *p = ud;
+    if (strcmp(name, "ioctl") != 0 || action == SCMP_ACT_ALLOW || n != 1 || cmp[0].arg != 1 ||
+        cmp[0].op != SCMP_CMP_MASKED_EQ || cmp[0].datum_a != 0xffffffffULL || p->n_denied == MAX_DENIED)
+        return al_err(err, "seccomp", EINVAL, "%s: a second-filter rule Docker's profile cannot say", name);
+    p->denied[p->n_denied++] = (uint32_t)cmp[0].datum_b;
+    return 0;
+}
+
+static bool prefix_denied(const profile *p, uint32_t mask, uint32_t value) {
+    for (size_t i = 0; i < p->n_denied; i++)
+        if ((p->denied[i] & mask) == value)
+            return true;
+    return false;
+}
+
+/* ioctl allowed for every command whose low 32 bits are not denied. */
+static void allow_ioctl_but_denied(profile *p) {
+    uint32_t seen_mask[MAX_DENIED * 32], seen_value[MAX_DENIED * 32];
+    size_t n_seen = 0;
+    for (size_t d = 0; d < p->n_denied; d++)
+        for (int bit = 31; bit >= 0; bit--) {
+            uint32_t mask = (uint32_t)(0xffffffffULL << bit), value = (p->denied[d] & mask) ^ (1u << bit);
+            bool dup = prefix_denied(p, mask, value);
+            for (size_t s = 0; s < n_seen && !dup; s++)
+                dup = seen_mask[s] == mask && seen_value[s] == value;
+            if (dup)
+                continue;
+            seen_mask[n_seen] = mask;
+            seen_value[n_seen++] = value;
+            fprintf(p->f, "%s{\\\"names\\\":[\\\"ioctl\\\"],\\\"action\\\":\\\"SCMP_ACT_ALLOW\\\",\\\"args\\\":"
+                          "[{\\\"index\\\":1,\\\"value\\\":%u,\\\"valueTwo\\\":%u,\\\"op\\\":"
+                          "\\\"SCMP_CMP_MASKED_EQ\\\"}]}",
+                    p->first_rule ? "" : ",", mask, value);
+            p->first_rule = false;
+        }
+}
 
 static const char *op_name(enum scmp_compare op) {
     switch (op) {
@@ -34,6 +85,13 @@ static int profile_rule(void *ud, uint32_t action, const char *name, unsigned n,
                         al_error *err) {
     profile *p = ud;
     bool allow = action == SCMP_ACT_ALLOW;
+    if (allow && n == 0 && strcmp(name, "ioctl") == 0 && p->n_denied) {
+        if (p->in_allow)
+            fprintf(p->f, "],\\\"action\\\":\\\"SCMP_ACT_ALLOW\\\"}");
+        p->in_allow = false;
+        allow_ioctl_but_denied(p);
+        return 0;
+    }
     if (allow && n == 0 && p->in_allow) {
         fprintf(p->f, ",\\\"%s\\\"", name);
         return 0;
@@ -81,7 +139,7 @@ static int emit_profile(const char *path) {
                "\\\"defaultErrnoRet\\\":%d,\\\"architectures\\\":[\\\"SCMP_ARCH_X86_64\\\"],\\\"syscalls\\\":[", EPERM);
     profile p = { .f = f, .first_rule = true };
     al_error err = { 0 };
-    if (al_seccomp_rules(0, profile_rule, &p, &err) < 0) {
+    if (al_seccomp_rules(1, collect_denied, &p, &err) < 0 || al_seccomp_rules(0, profile_rule, &p, &err) < 0) {
         fprintf(stderr, "seccomp-gen: %s\n", err.msg);
         fclose(f);
         return 1;

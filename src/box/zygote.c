@@ -11,12 +11,12 @@
  * about 10 ms of CPU a box on a host whose page faults are dear. Here it
  * writes its stack and the few statics below, and runs no byte code.
  *
- * Each request (box.c's fork_request): an al_fork_request with four fds,
- * the box's sync socket to its parent, its stdout and stderr pipes and its
- * warm start's socket. Each box is a clone into new namespaces (fork_init.c)
- * whose user namespace maps only uid and gid 65534, to one of the
- * zygote's slots (a host uid of its own each), reused only once the box
- * that had it is gone. A request it cannot serve is answered on its sync
+ * Each request (box.c's fork_request): an al_fork_request with five fds,
+ * the box's sync socket to its parent, its stdout and stderr pipes, its
+ * warm start's socket and its /dev nodes (al_mount_dev). Each box is a
+ * clone into new namespaces (fork_init.c) whose user namespace maps only
+ * uid and gid 65534, to one of the zygote's slots (a host uid of its own
+ * each), reused only once the box that had it is gone. A request it cannot serve is answered on its sync
  * socket, as a box's failed step is. The end of the request socket ends
  * the zygote; its boxes live on (the zygote box's PID 1 reaps them).
  */
@@ -62,7 +62,7 @@ static void reap(void) {
 }
 
 /* One request: 1 in the box's run process; 0 here, FDS still to close. */
-static int clone_box(const al_fork_request *rq, const int fds[4]) {
+static int clone_box(const al_fork_request *rq, const int fds[AL_FORK_FDS]) {
     al_error err = { 0 };
     int go[2];
     if (n_free == 0 || pipe2(go, O_CLOEXEC) < 0) {
@@ -74,7 +74,7 @@ static int clone_box(const al_fork_request *rq, const int fds[4]) {
         return 0;
     }
     int slot = free_slots[--n_free];
-    al_fork_args a = { .sync = fds[0], .out = fds[1], .err = fds[2], .chan = fds[3], .go = go[0],
+    al_fork_args a = { .sync = fds[0], .out = fds[1], .err = fds[2], .chan = fds[3], .go = go[0], .dev = fds[4],
                        .tmpfs_bytes = rq->tmpfs_bytes, .tmpfs_inodes = rq->tmpfs_inodes, .pids = rq->pids,
                        .nofile = rq->nofile };
     before_fork();
@@ -131,7 +131,7 @@ int al_zygote_serve(int req, int slots) {
             char buf[512];
         } body;
         union {
-            char buf[CMSG_SPACE(4 * sizeof(int))];
+            char buf[CMSG_SPACE(AL_FORK_FDS * sizeof(int))];
             struct cmsghdr align;
         } u;
         struct iovec iov = { .iov_base = body.buf, .iov_len = sizeof body.buf };
@@ -142,17 +142,27 @@ int al_zygote_serve(int req, int slots) {
                 continue;
             _exit(1);
         }
-        /* (the buffer holds four: the kernel closes any more, and says
-         * MSG_CTRUNC) */
-        int fds[4], nfds = 0;
+        /* (the buffer holds AL_FORK_FDS, rounded up to its alignment: the
+         * kernel closes any more and says MSG_CTRUNC; one past them that
+         * fits the rounding is closed here, and the request refused) */
+        int fds[AL_FORK_FDS], nfds = 0;
+        bool extra = false;
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
             if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-                for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int) && nfds < 4; i++)
-                    memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+                    int fd;
+                    memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                    if (nfds < AL_FORK_FDS)
+                        fds[nfds++] = fd;
+                    else {
+                        close(fd);
+                        extra = true;
+                    }
+                }
         if (n == 0 && nfds == 0)
             /* the pool is done with it */
             _exit(0);
-        bool ok = nfds == 4 && (size_t)n == sizeof body.rq && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC));
+        bool ok = !extra && nfds == AL_FORK_FDS && (size_t)n == sizeof body.rq && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC));
         if (!ok && nfds > 0) {
             /* said, not left to the box's setup timeout */
             al_error err = { 0 };

@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -262,15 +263,40 @@ static int warm_handoff(void *ud, al_box_config *run, al_error *err) {
  * same open files: held by this process too until it ends, so that they
  * outlive a service killed before the run is over. Each is checked to be
  * that uid's lock file, and kept from what this process starts. */
-static bool adopt_locks(json_t *j, uid_t holder, uid_t uid) {
+static bool adopt_locks(json_t *j, uid_t holder, uid_t uid, int ret_fds[2]) {
     json_t *lf = json_object_get(j, "lock_fds");
     uid_t uids[2] = { holder, uid };
     for (size_t k = 0; k < 2; k++) {
         int fd = (int)json_integer_value(json_array_get(lf, k));
         if (json_array_size(lf) != 2 || fd <= 2 || !al_uid_lock_is(fd, uids[k]) || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
             return false;
+        ret_fds[k] = fd;
     }
     return true;
+}
+#endif
+
+#ifdef AIRLOCK_SERVER
+/* "docker_keep": {"id", "holder", "uid", "lock_fds"}: this process is the
+ * keeper of a container the service made ahead of need (docker_pool.c),
+ * holding its uids' locks until the container's init has ended, and
+ * removing it once the service has closed this process's stdin (done with
+ * it, or killed). Returns only when it cannot keep it. */
+static int keep_held(json_t *doc, json_t *k) {
+    /* what `ps` and the service's tests tell apart from a run's helper */
+    prctl(PR_SET_NAME, "airlock-keeper");
+    al_docker_runtime rt = AL_DOCKER_RUNC;
+    const char *rts = json_string_value(json_object_get(doc, "docker_runtime"));
+    if (rts && al_docker_runtime_from_name(rts, &rt) < 0)
+        return fail("job", "docker_runtime: want runc or runsc");
+    int fds[2];
+    if (!adopt_locks(k, (uid_t)json_integer_value(json_object_get(k, "holder")),
+                     (uid_t)json_integer_value(json_object_get(k, "uid")), fds))
+        return fail("job", "docker_keep: the locks of its uids were not passed");
+    al_error err = { 0 };
+    al_docker_keep_held(json_string_value(json_object_get(doc, "docker_socket")), rt,
+                        json_string_value(json_object_get(k, "id")), fds, STDIN_FILENO, &err);
+    return fail(err.step[0] ? err.step : "keeper", err.msg);
 }
 #endif
 
@@ -310,6 +336,13 @@ int cli_helper(int argc, char **argv) {
     json_t *doc = read_job(&lr, &why);
     if (!doc)
         return fail("job", why);
+#ifdef AIRLOCK_SERVER
+    if (json_is_object(json_object_get(doc, "docker_keep"))) {
+        int r = keep_held(doc, json_object_get(doc, "docker_keep"));
+        json_decref(doc);
+        return r;
+    }
+#endif
     /* a warm box: made now, its run later (src/lang/warm/); a zygote: the
      * box warm boxes of its shape are forked from (box.h) */
     bool warm = json_is_true(json_object_get(doc, "warm"));
@@ -450,7 +483,7 @@ int cli_helper(int argc, char **argv) {
             held.holder = (uid_t)json_integer_value(json_object_get(jb, "holder"));
             held.uid = (uid_t)json_integer_value(json_object_get(jb, "uid"));
             held.hold_until_s = json_integer_value(json_object_get(jb, "hold_until"));
-            if (!adopt_locks(jb, held.holder, held.uid)) {
+            if (!adopt_locks(jb, held.holder, held.uid, o.lock_fds)) {
                 job_free(&j);
                 return fail("job", "docker_box: the locks of its uids were not passed");
             }
@@ -462,7 +495,7 @@ int cli_helper(int argc, char **argv) {
         if (json_is_object(ju)) {
             o.holder = (uid_t)json_integer_value(json_object_get(ju, "holder"));
             o.uid = (uid_t)json_integer_value(json_object_get(ju, "uid"));
-            if (!adopt_locks(ju, o.holder, o.uid)) {
+            if (!adopt_locks(ju, o.holder, o.uid, o.lock_fds)) {
                 job_free(&j);
                 return fail("job", "docker_uids: the locks of its uids were not passed");
             }

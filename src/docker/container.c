@@ -235,8 +235,9 @@ json_t *al_docker_create_body(dbox *b, const char *image_id, al_error *err) {
     char user[40], uidl[16], hold[24];
     snprintf(user, sizeof user, "%u:%u", b->holder, b->holder);
     /* the holder ends on its own past the run's wall clock and a margin for
-     * staging and collection: a helper that dies (even by SIGKILL) leaves
-     * no script running for long, the kernel ends the container with it */
+     * staging and collection, the kernel ending the container with it: the
+     * backstop for a run whose keeper (keeper.c), which kills and removes
+     * the container once the run has ended, was killed too */
     snprintf(hold, sizeof hold, "%llu", (unsigned long long)b->hold_s);
     snprintf(uidl, sizeof uidl, "%u", b->uid);
     json_t *secopt = security_opts(err);
@@ -1106,6 +1107,10 @@ static int run(dbox *b, al_error *err) {
     if (!res->pooled &&
         ((r = al_docker_create(b, res->engine_image, err)) < 0 || (r = al_docker_start_and_inspect(b, err)) < 0))
         return r;
+    /* before anything of the script's runs in it: its end and its uids'
+     * locks no longer depend on this process's life */
+    if ((r = al_docker_keeper_start(b, err)) < 0)
+        return r;
     if (cfg->listen_port && (r = listener(b, err)) < 0)
         return r;
     bool direct = b->o->runtime == AL_DOCKER_RUNC;
@@ -1128,6 +1133,8 @@ static int run(dbox *b, al_error *err) {
         cfg->on_started(cfg->userdata);
     uint64_t start = al_now_ms();
     al_reason reason = AL_REASON_EXITED;
+    /* this process, stopped or stuck, does not hold the box past it */
+    al_uid_keeper_arm(b->keeper_fd, start + cfg->limits.wall_ms);
     r = exec_pump(b, id, cfg->stdin_fd, on_script_data, &s, start + cfg->limits.wall_ms,
                   cfg->cancel_fd, &reason, err);
     res->wall_ms = al_now_ms() - start;
@@ -1219,7 +1226,9 @@ static int run(dbox *b, al_error *err) {
                                                  "whole and /out could not be read");
         }
     }
-    /* the daemon answered: /out has its usual time */
+    /* the daemon answered: /out has its usual time, and the keeper no
+     * longer ends the box for the script's deadline */
+    al_uid_keeper_disarm(b->keeper_fd);
     b->e.until_ms = 0;
     read_stats(b);
     if (res->reason == AL_REASON_EXITED && oom_killed(b))
@@ -1246,7 +1255,8 @@ int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_resu
     snprintf(res->driver, sizeof res->driver, "docker");
     snprintf(res->engine_runtime, sizeof res->engine_runtime, "%s", al_docker_runtime_name(o->runtime));
     al_docker_controls(o->runtime, &res->controls);
-    dbox b = { .o = o, .cfg = cfg, .res = res, .holder_lock = -1, .uid_lock = -1, .rootfd = -1, .init_fd = -1, .main_fd = -1 };
+    dbox b = { .o = o, .cfg = cfg, .res = res, .holder_lock = -1, .uid_lock = -1, .rootfd = -1, .init_fd = -1, .main_fd = -1,
+               .keeper_fd = -1 };
     int r = run(&b, &res->error);
     if (b.rootfd >= 0)
         close(b.rootfd);
@@ -1261,6 +1271,7 @@ int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_resu
      * container's stop as a kill does) */
     b.e.until_ms = b.e.stuck ? al_now_ms() : 0;
     al_docker_remove_container(&b);
+    al_docker_keeper_done(&b);
     al_docker_scratch_unmount(&b);
     if (b.engine_open)
         al_engine_close(&b.e);

@@ -39,6 +39,7 @@ typedef struct dbox {
     bool inside_clean;            /* gVisor: a kill from inside found none of the script's left */
     uint64_t hold_s;              /* how long its holder lives */
     char tar_err[512];            /* the last tar's stderr, its first 511 bytes */
+    int keeper_fd;                /* the keeper's pipe (keeper.c): its end is this run's */
 } dbox;
 
 /* ---- container.c ---- */
@@ -78,6 +79,16 @@ int al_docker_stage(dbox *b, al_error *err);
  * a tar exec and our scratch (gVisor). */
 int al_docker_collect_direct(dbox *b, al_error *err);
 int al_docker_collect(dbox *b, al_error *err);
+
+/* ---- keeper.c ---- */
+
+/* B's started container given a keeper (box/uidpool.h; B->keeper_fd): a
+ * process of its own holding the locks of B's uids (B's, else
+ * B->o->lock_fds) until the container's init has ended, which kills and
+ * removes the container once this run has ended, killed or not. */
+int al_docker_keeper_start(dbox *b, al_error *err);
+/* This run is done with its container (after removing it, if its own). */
+void al_docker_keeper_done(dbox *b);
 
 /* ---- held.c ---- */
 

@@ -31,8 +31,8 @@ void al_docker_controls(al_docker_runtime rt, al_controls *c) {
     else
         set(&c->seccomp, AL_LEVEL_APPLIED,
             "airlock's own allow-list (the native box's policy, rendered as Docker's JSON profile), loaded by "
-            "runc; gap: the second filter (ioctl TIOCSTI/TIOCLINUX refused) cannot be stacked in one Docker "
-            "profile, so those commands are left to the kernel (a pty can be opened in /dev/pts)");
+            "runc; ioctl TIOCSTI and TIOCLINUX refused on the low 32 bits of the command, as natively (the "
+            "profile allows every other command by masked compares)");
     set(&c->no_new_privs, AL_LEVEL_BOUNDARY, "SecurityOpt no-new-privileges:true");
     if (gv)
         set(&c->network, AL_LEVEL_BOUNDARY,

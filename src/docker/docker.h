@@ -42,6 +42,10 @@ typedef struct al_docker_held {
      * ends) */
     int holder_lock, uid_lock;
     int64_t hold_until_s;         /* its holder ends by then (seconds since the epoch) */
+    /* the owner's keeper of it (al_docker_keep_held), if it has one (pid
+     * > 0): the write end of its stdin, closed once the container is gone */
+    pid_t keeper_pid;
+    int keeper_fd;
 } al_docker_held;
 
 typedef struct al_docker_opts {
@@ -64,6 +68,9 @@ typedef struct al_docker_opts {
      * bound read-only at the container's /skill, as the native box binds
      * it (a container made ahead of need has none, so is not used) */
     const char *skill_dir;
+    /* the locks of HELD's or of HOLDER's and UID's, as passed to this
+     * process (fds > 2), or 0: this run took its own */
+    int lock_fds[2];
 } al_docker_opts;
 
 /* Run CFG as al_box_run does (CFG->runtime must be an image's: its digest
@@ -77,11 +84,19 @@ int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_resu
  * of an image loads it). The caller owns it (*RET's locks) and removes it. */
 int al_docker_hold(const al_docker_opts *o, const al_box_limits *l, uint64_t idle_s, al_docker_held *ret,
                    al_error *err);
+/* Be the keeper (box/uidpool.h) of the held container ID, in this
+ * process: hold LOCK_FDS (its holder's and its uid's, passed) until its
+ * init has ended, and kill and remove it once RUN_FD (its owner's pipe)
+ * has ended. Returns only when it cannot (-errno: not running, not
+ * airlock's, its init not found). */
+int al_docker_keep_held(const char *socket, al_docker_runtime runtime, const char *id, const int lock_fds[2], int run_fd,
+                        al_error *err);
 /* Whether H's container still runs (its holder may have died idle). */
 bool al_docker_held_alive(const char *socket, const al_docker_held *h);
-/* Remove H's container and give back its uids: true. False when the
- * daemon did not say it is gone: H keeps its uids, to be tried again (a
- * container still running as a uid must not lose the uid's lock). */
+/* Remove H's container and give back its uids (its keeper, if it has one,
+ * told and reaped): true. False when the daemon did not say it is gone: H
+ * keeps its uids, to be tried again (a container still running as a uid
+ * must not lose the uid's lock). */
 bool al_docker_release(const char *socket, al_docker_held *h);
 
 /* The Docker image of airlock image DIGEST if the daemon holds it already

@@ -6,6 +6,7 @@
 #include "container_int.h"
 
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "../box/uidpool.h"
@@ -124,7 +125,8 @@ int al_docker_hold(const al_docker_opts *o, const al_box_limits *l, uint64_t idl
         digest += 7;
     al_box_config cfg = { .limits = *l, .stdin_fd = -1, .cancel_fd = -1, .out_dirfd = -1 };
     al_box_result res = { 0 };
-    dbox b = { .o = o, .cfg = &cfg, .res = &res, .holder_lock = -1, .uid_lock = -1, .rootfd = -1, .init_fd = -1, .main_fd = -1 };
+    dbox b = { .o = o, .cfg = &cfg, .res = &res, .holder_lock = -1, .uid_lock = -1, .rootfd = -1, .init_fd = -1, .main_fd = -1,
+               .keeper_fd = -1 };
     /* its holder lives as long as it may wait, and then as a run's would */
     b.hold_s = idle_s + l->wall_ms / 1000 + HOLD_MARGIN_S;
     char sock[108];
@@ -197,6 +199,13 @@ bool al_docker_release(const char *socket, al_docker_held *h) {
         close(h->holder_lock);
     h->uid_lock = h->holder_lock = -1;
     h->id[0] = '\0';
+    /* its keeper, told, finds it gone and ends */
+    if (h->keeper_pid > 0) {
+        close(h->keeper_fd);
+        while (waitpid(h->keeper_pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        h->keeper_pid = 0;
+    }
     return true;
 }
 

@@ -98,8 +98,9 @@ static int docker_start(const char *self_exe, const char *job, al_driver_run *re
                                                        (json_int_t)held.hold_until_s));
     /* a cold run's two uids are this process's too, passed the same way,
      * and let go only once its container is gone (al_docker_pool_keep_uids):
-     * a helper killed outright leaves its container running, whose uids
-     * must not go to another box meanwhile */
+     * a helper killed outright leaves its container to its keeper (the
+     * helper's, src/docker/keeper.c), whose uids must not go to another box
+     * meanwhile */
     al_docker_held own = { .holder_lock = -1, .uid_lock = -1 };
     if (!pooled) {
         int r = al_uid_acquire(&own.holder, &own.holder_lock, err);

@@ -13,19 +13,24 @@
  * One thread of the service does it, started on the first run that asks;
  * it only talks to the daemon: it never forks (it makes containers only of
  * images the daemon holds already; a run's helper loads a new one) and
- * never enters a namespace. A service killed with -9 leaves its idle
- * containers with free uids: the sweep at the next start removes them, and
- * their holders end on their own (after idle + wall clock + 300 s at most).
- * One handed to a run is removed by that run's helper, which sees the
- * service's end on its job pipe (al_docker_opts.owner_fd) and holds its
- * uids' locks, passed to it, until it has.
+ * never enters a namespace. Each container has a keeper (keep()), a helper
+ * spawned with copies of its uids' locks, which holds them until the
+ * container's init has ended and removes it once this service is done with
+ * it or killed: a service killed with -9 leaves no idle container running
+ * as a free uid (before, they waited for the next start's sweep or their
+ * holders' end). One handed to a run is removed by that run's helper too,
+ * which sees the service's end on its job pipe (al_docker_opts.owner_fd)
+ * and holds its uids' locks, passed to it, until it has.
  */
 #include <limits.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
 
+#include <libgen.h>
+
 #include "docker_pool.h"
+#include "driver.h"
 #include "shape_admit.h"
 
 #define POOL_SHAPES 8
@@ -84,6 +89,39 @@ static bool same_shape(const shape *sh, const char *dir, const char *digest, con
 }
 
 static void *pool_main(void *arg);
+
+/* H's keeper: `airlock-server helper` holding copies of H's locks until
+ * H's init has ended, and removing H once its stdin ends (this service
+ * done with H, or killed: an idle container's uids are then never free
+ * while its holder runs, and it is removed at once instead of at the next
+ * start). A spawn, never a fork, of this threaded process. Without one
+ * (it could not start), H is as before: the next start's sweep's. */
+static void keep(al_docker_held *h) {
+    char self[PATH_MAX], exe[PATH_MAX + 32];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return;
+    self[n] = '\0';
+    snprintf(exe, sizeof exe, "%s/airlock-server", dirname(self));
+    json_t *j = json_pack("{s:s, s:s, s:{s:s, s:I, s:I, s:[i, i]}}", "driver", "docker", "docker_runtime",
+                          al_docker_runtime_name(P.runtime), "docker_keep", "id", h->id, "holder",
+                          (json_int_t)h->holder, "uid", (json_int_t)h->uid, "lock_fds", 3, 4);
+    if (j && P.socket[0])
+        json_object_set_new(j, "docker_socket", json_string(P.socket));
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!text)
+        return;
+    int locks[2] = { h->holder_lock, h->uid_lock };
+    al_driver_run run;
+    al_error err = { 0 };
+    if (al_driver_helper_start(exe, text, locks, 2, &run, &err) == 0) {
+        close(run.events_fd);
+        h->keeper_pid = run.pid;
+        h->keeper_fd = run.job_fd;
+    }
+    free(text);
+}
 
 /* Called with P.mu held: H's container waits for the end of the run of
  * helper PID, or (PID 0) is queued for removal; OWN: a cold run's. The
@@ -246,6 +284,8 @@ static void *pool_main(void *arg) {
         al_docker_held h;
         al_error err = { 0 };
         int r = al_docker_hold(&o, &l, POOL_IDLE_S, &h, &err);
+        if (r == 0)
+            keep(&h);
         pthread_mutex_lock(&P.mu);
         sh = &P.shapes[slot];
         if (r < 0) {
@@ -438,6 +478,9 @@ void al_docker_pool_stop(void) {
                 close(x->h.uid_lock);
             if (x->h.holder_lock >= 0)
                 close(x->h.holder_lock);
+            /* its keeper keeps them, and removes it when the daemon will */
+            if (x->h.keeper_pid > 0)
+                close(x->h.keeper_fd);
         }
         free(x);
         pthread_mutex_lock(&P.mu);

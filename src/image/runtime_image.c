@@ -15,19 +15,23 @@
 
 #define RO_ATTRS (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
 
-static int bind_beneath(int imgfd, const char *rel, int rootfd, al_error *err) {
+/* The image's REL in the box: an overlay of its own with OWN_INODES (every
+ * box of an image reads one tree: al_mount_own_tree), else a bind. */
+static int bind_beneath(int imgfd, const char *rel, int rootfd, bool own_inodes, al_error *err) {
     int src = al_openat_beneath(imgfd, rel, O_PATH | O_DIRECTORY, 0);
     if (src < 0)
         return src == -ENOENT ? 0 : al_err(err, "image", -src, "open /%s in the image: %s", rel, strerror(-src));
     _cleanup_close_ int s = src;
+    if (mkdirat(rootfd, rel, 0755) < 0 && errno != EEXIST)
+        return al_err(err, "image", errno, "mkdir /%s: %m", rel);
+    if (own_inodes)
+        return al_mount_own_tree(s, "", RO_ATTRS, rootfd, rel, err);
     _cleanup_close_ int t = open_tree(s, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
     if (t < 0)
         return al_err(err, "image", errno, "clone /%s of the image: %m", rel);
     struct mount_attr a = { .attr_set = RO_ATTRS, .propagation = MS_PRIVATE };
     if (mount_setattr(t, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
         return al_err(err, "image", errno, "make /%s read-only: %m", rel);
-    if (mkdirat(rootfd, rel, 0755) < 0 && errno != EEXIST)
-        return al_err(err, "image", errno, "mkdir /%s: %m", rel);
     return al_mount_attach(t, rootfd, rel, err);
 }
 
@@ -41,9 +45,10 @@ static int image_open(const al_runtime *rt, al_error *err) {
     return fd;
 }
 
-static int image_populate(const al_runtime *rt, int img, int rootfd, al_error *err) {
+static int image_populate(const al_runtime *rt, int img, int rootfd, bool own_inodes, al_error *err) {
     int r;
-    if ((r = bind_beneath(img, "usr", rootfd, err)) < 0 || (r = bind_beneath(img, "etc", rootfd, err)) < 0)
+    if ((r = bind_beneath(img, "usr", rootfd, own_inodes, err)) < 0 ||
+        (r = bind_beneath(img, "etc", rootfd, own_inodes, err)) < 0)
         return r;
     static const char *const top[] = { "bin", "lib", "lib32", "lib64", "libx32", "sbin" };
     for (size_t i = 0; i < ELEMENTSOF(top); i++) {
@@ -60,7 +65,7 @@ static int image_populate(const al_runtime *rt, int img, int rootfd, al_error *e
             if (symlinkat(target, rootfd, top[i]) < 0)
                 return al_err(err, "image", errno, "link /%s: %m", top[i]);
         } else if (S_ISDIR(st.st_mode)) {
-            if ((r = bind_beneath(img, top[i], rootfd, err)) < 0)
+            if ((r = bind_beneath(img, top[i], rootfd, own_inodes, err)) < 0)
                 return r;
         }
     }

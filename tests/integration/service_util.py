@@ -592,12 +592,14 @@ class Service:
         return status
 
     def helpers(self):
-        """The pids of this service's run helpers (`airlock helper`) now."""
+        """The pids of this service's run helpers (`airlock helper`) now,
+        not the docker pool's keepers (helpers named airlock-keeper)."""
         out = []
         for d in os.listdir("/proc"):
             try:
                 if d.isdigit() and ppid(int(d)) == self.proc.pid and \
-                        b"helper" in open(f"/proc/{d}/cmdline", "rb").read():
+                        b"helper" in open(f"/proc/{d}/cmdline", "rb").read() and \
+                        open(f"/proc/{d}/comm", "rb").read().strip() != b"airlock-keeper":
                     out.append(int(d))
             except OSError:
                 pass  # it ended meanwhile

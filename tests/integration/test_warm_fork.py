@@ -7,6 +7,7 @@ zygote's to reach, nothing left for the box after it. Each hostile case is
 differential: the control shows the attack working outside a box. The
 corpus of test_warm_pool.py holds a forked run to a cold one, and the
 battery runs in forked boxes too (AIRLOCK_TEST_DRIVER=forked)."""
+import ctypes
 import fcntl
 import json
 import os
@@ -276,6 +277,21 @@ def test_an_imported_image_gets_no_zygote(tmp_path):
     assert ev["type"] == "error" and "imported" in ev["error"]["message"], ev
 
 
+def detached_tmpfs():
+    """A detached tmpfs mount's fd (fsopen, fsconfig, fsmount: x86-64's
+    430-432) holding the five nodes, standing in for the /dev a forked
+    box's parent sends (al_mount_dev)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fs = libc.syscall(430, b"tmpfs", 1)  # FSOPEN_CLOEXEC
+    assert fs >= 0 and libc.syscall(431, fs, 6, None, None, 0) == 0, ctypes.get_errno()  # FSCONFIG_CMD_CREATE
+    m = libc.syscall(432, fs, 1, 0)  # FSMOUNT_CLOEXEC
+    os.close(fs)
+    assert m >= 0, ctypes.get_errno()
+    for name, minor in (("null", 3), ("zero", 5), ("full", 7), ("random", 8), ("urandom", 9)):
+        assert libc.mknodat(m, name.encode(), 0o020666, os.makedev(1, minor)) == 0, ctypes.get_errno()
+    return m
+
+
 class Zygote:
     """A zygote of the host's runtime, as the pool starts one (`airlock
     helper` with a zygote job), and the other end of its request socket."""
@@ -294,18 +310,20 @@ class Zygote:
             need(False, "boxes cannot be forked by a zygote here (root and cgroup v1)")
         assert ev.get("type") == "ready", ev
 
-    def ask(self, n_fds=4, body=struct.pack("=4Q", 16 << 20, 1024, 64, 256)):
+    def ask(self, n_fds=5, body=struct.pack("=4Q", 16 << 20, 1024, 64, 256)):
         """A request (box.c's al_fork_request, then the box's sync socket,
-        stdout and stderr pipes and warm start's socket, or the first
+        stdout and stderr pipes, warm start's socket and /dev, or the first
         N_FDS of them): our end of its sync socket."""
         mine, its = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         r, w = os.pipe()
         chan, chan_its = socket.socketpair()
-        socket.send_fds(self.req, [body], [its.fileno(), w, w, chan_its.fileno(), w][:n_fds])
+        dev = detached_tmpfs()
+        socket.send_fds(self.req, [body], [its.fileno(), w, w, chan_its.fileno(), dev, w][:n_fds])
         for f in (its, chan, chan_its):
             f.close()
         os.close(r)
         os.close(w)
+        os.close(dev)
         mine.settimeout(10)
         return mine
 
@@ -327,12 +345,12 @@ def answer(sock):
 
 def test_a_request_the_zygote_cannot_read_is_answered_at_once():
     # the zygote's loop (src/box/zygote.c) answers a request that is not a
-    # box's (three fds or five; a body of the wrong size) on the request's
+    # box's (four fds or six; a body of the wrong size) on the request's
     # sync socket, as a box's failed step is, instead of leaving its sender
     # to time out; it serves on, and the end of its request socket ends it
     z = Zygote()
     try:
-        for n_fds, body in ((3, None), (5, None), (4, b"\0" * 10), (4, b"\0" * 40)):
+        for n_fds, body in ((4, None), (6, None), (5, b"\0" * 10), (5, b"\0" * 40)):
             mine = z.ask(n_fds, body) if body else z.ask(n_fds)
             assert answer(mine) == (3, "zygote", 22, "a request the zygote cannot read"), n_fds
             mine.close()
@@ -522,11 +540,11 @@ def test_a_forked_box_on_a_uid_no_live_airlock_holds_is_refused(tmp_path, held):
                  "boxes cannot be forked by a zygote here (root and cgroup v1)")
         assert zygote in ready, "the helper sent its zygote no request"
         body, fds, _, _ = socket.recv_fds(zygote, 4096, 8)
-        assert len(body) == 32 and len(fds) == 4, (len(body), fds)
+        assert len(body) == 32 and len(fds) == 5, (len(body), fds)
         sync = socket.socket(fileno=fds[0])
         # (the warm start's socket kept open: its end would end the box)
         chan = fds[3]
-        for fd in fds[1:3]:
+        for fd in fds[1:3] + fds[4:]:
             os.close(fd)
         for d in ("work", "out", "tmp"):
             (tmp_path / d).mkdir()
@@ -557,3 +575,20 @@ def test_a_forked_box_on_a_uid_no_live_airlock_holds_is_refused(tmp_path, held):
             p.kill()
             p.wait()
         zygote.close()
+
+
+def test_two_boxes_of_one_zygote_cannot_watch_each_other(svc):
+    # (docs/security.md, O5) the zygote's /usr and /dev are one inode each
+    # for every box it forks: each box lays an overlay of its own over the
+    # zygote's read-only trees and attaches a /dev its parent made for it.
+    # Box A watches a module and /dev/null while box B, of the same
+    # zygote, reads the one and writes the other: A sees nothing. (The
+    # control, a watcher on the host that sees a host actor, is
+    # test_battery_o_watch.py's.)
+    from test_battery_o_watch import TARGET, actor, watcher
+    forked_run(svc, "pass")
+    a, b = at_once(svc, [watcher([TARGET, "/dev/null"], 4), actor(8)])
+    assert a["state"] == b["state"] == "succeeded", (a["result"]["stderr"], b["result"]["stderr"])
+    assert a["result"]["box"].get("forked") and b["result"]["box"].get("forked"), (a["result"]["box"], b["result"]["box"])
+    seen = json.loads(a["result"]["stdout"].strip().splitlines()[-1])
+    assert seen == {TARGET: 0, "/dev/null": 0}, seen
