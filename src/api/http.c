@@ -18,6 +18,7 @@
 #include "../core/checkpoint.h"
 #include "conn_guard.h"
 #include "http.h"
+#include "http_log.h"
 #include "mcp.h"
 #include "metrics.h"
 #include "openapi.h"
@@ -55,6 +56,10 @@ typedef struct request {
     bool over_budget;  /* P's bodies being received were at their maximum */
     uint64_t reserved; /* bytes of P's body budget this request holds */
     al_principal p;
+    /* for the access log (access_log = true), taken as the request came */
+    uint64_t t0_ms;
+    char method[16];
+    char route[96];
 } request;
 
 /* --------------------------------------------------------------- replies */
@@ -336,8 +341,12 @@ static ssize_t sse_next(sse *e, char *out, size_t max) {
         uint64_t gen = al_service_run_event_gen(e->s, e->run_id);
         al_store_event *evs = NULL;
         size_t nev = 0;
-        if (al_run_events_after(e->s, e->run_id, e->last, 64, &evs, &nev, &err) < 0)
+        if (al_run_events_after(e->s, e->run_id, e->last, 64, &evs, &nev, &err) < 0) {
+            /* libmicrohttpd says only that the stream failed: the why is here */
+            al_service_log(e->s, AL_LOG_ERROR, "http.stream_failed",
+                           json_pack("{s:s, s:s}", "run_id", e->run_id, "error", err.msg));
             return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
         if (nev == 0) {
             al_store_events_free(evs, nev);
             /* a client that already has the result (Last-Event-ID past it)
@@ -358,8 +367,10 @@ static ssize_t sse_next(sse *e, char *out, size_t max) {
                 pthread_mutex_unlock(&e->s->mu);
                 if (stopping)
                     return MHD_CONTENT_READER_END_OF_STREAM;
+                /* the client left: the stream ends as any other does (an
+                 * error here would be logged as the service's own) */
                 if (peer_gone(e->c))
-                    return MHD_CONTENT_READER_END_WITH_ERROR;
+                    return MHD_CONTENT_READER_END_OF_STREAM;
                 if (waited + 1 >= SSE_KEEPALIVE_S) {
                     /* a comment keeps proxies and clients from timing out */
                     e->buf = strdup(": keepalive\n\n");
@@ -1322,6 +1333,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         if (!rq)
             return MHD_NO;
         *con_cls = rq;
+        rq->t0_ms = al_now_ms();
+        /* a method is a token; whatever else a client sends there is not logged as sent */
+        for (size_t i = 0; method[i] && i + 1 < sizeof rq->method; i++)
+            rq->method[i] = method[i] >= 'A' && method[i] <= 'Z' ? method[i] : '?';
+        al_http_route_pattern(url, rq->route, sizeof rq->route);
         enum MHD_Result ret = admit(h, c, url, method, rq);
         if (rq->answered)
             al_guard_answering(c);
@@ -1377,11 +1393,30 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     return ret;
 }
 
+/* One line per request (access_log = true): its method, route pattern,
+ * status (0: none was sent), time and person, and how it ended. */
+static void access_log(al_service *s, struct MHD_Connection *c, const request *rq,
+                       enum MHD_RequestTerminationCode toe) {
+    static const char *const ends[] = {
+        [MHD_REQUEST_TERMINATED_COMPLETED_OK] = "completed", [MHD_REQUEST_TERMINATED_WITH_ERROR] = "error",
+        [MHD_REQUEST_TERMINATED_TIMEOUT_REACHED] = "timeout", [MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN] = "shutdown",
+        [MHD_REQUEST_TERMINATED_READ_ERROR] = "client_gone", [MHD_REQUEST_TERMINATED_CLIENT_ABORT] = "client_gone",
+    };
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_HTTP_STATUS);
+    al_service_log(s, AL_LOG_INFO, "http.access",
+                   json_pack("{s:s, s:s, s:i, s:I, s:s?, s:s}", "method", rq->method, "route", rq->route, "status",
+                             ci ? (int)ci->http_status : 0, "ms", (json_int_t)(al_now_ms() - rq->t0_ms), "person_id",
+                             rq->authed ? rq->p.person_id : NULL, "end",
+                             (size_t)toe < sizeof ends / sizeof *ends && ends[toe] ? ends[toe] : "error"));
+}
+
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
     al_http *h = cls;
     request *rq = *con_cls;
     al_guard_request_done(c);
     if (rq) {
+        if (h->s->cfg.access_log)
+            access_log(h->s, c, rq, toe);
         if (rq->reserved)
             al_service_unhold_bytes(h->s, rq->p.person_id, rq->reserved);
         free(rq->body);
@@ -1439,7 +1474,9 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     msg[strcspn(msg, "\n")] = '\0';
     redact(msg, sizeof msg);
-    al_service_log(s, "http.error", json_pack("{s:s}", "message", msg));
+    const char *event = NULL;
+    al_log_level level = al_http_mhd_level(msg, &event);
+    al_service_log(s, level, event, json_pack("{s:s}", "message", msg));
 }
 
 int al_http_start(al_service *s, al_http **ret, al_error *err) {
@@ -1479,13 +1516,16 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
             : (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL },
         { MHD_OPTION_END, 0, NULL },
     };
+    /* the logger first: libmicrohttpd reads its options in order, and what
+     * it says of the options before the logger would go to its own (it
+     * warned of that, through ours, at every start) */
     h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
-                            (uint16_t)s->cfg.port, NULL, NULL, handler, h, MHD_OPTION_ARRAY, where,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, h, MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)s->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                            (unsigned)s->cfg.connections_per_address, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)s->cfg.connection_timeout_s, MHD_OPTION_NOTIFY_CONNECTION, al_guard_notify,
-                            h->guard, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_END);
+                            (uint16_t)s->cfg.port, NULL, NULL, handler, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+                            MHD_OPTION_ARRAY, where, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->cfg.connections_per_address,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.connection_timeout_s,
+                            MHD_OPTION_NOTIFY_CONNECTION, al_guard_notify, h->guard, MHD_OPTION_END);
     if (!h->d) {
         al_guard_free(h->guard);
         al_mcp_free(h->mcp);

@@ -554,9 +554,11 @@ static ssize_t stream_read(void *cls, uint64_t off, char *out, size_t max) {
         }
         pthread_mutex_lock(&m->mu);
         if (rs->superseded) {
-            /* a resume on another connection takes over */
+            /* a resume on another connection takes over: this one ends as
+             * any stream does (its client has most likely left; an error
+             * here would be logged as the service's own) */
             pthread_mutex_unlock(&m->mu);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
+            return MHD_CONTENT_READER_END_OF_STREAM;
         }
         for (sse_event *e = rs->head; e; e = e->next)
             if (e->seq > r->sent) {

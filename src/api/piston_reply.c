@@ -1,6 +1,7 @@
 /* Piston's answers: its runtimes listing and its shape of a finished run
  * (the handler that serves them is in http.c, the translation of its
  * request in piston.c). */
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -21,15 +22,28 @@ static const char *version_of(const char *const argv[]) {
     pid_t pid = fork();
     if (pid == 0) {
         dup2(pipefd[1], 1);
+        /* its complaints are not the service's log lines (a JSON object each) */
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0)
+            dup2(null, 2);
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
     close(pipefd[1]);
-    ssize_t n = pid > 0 ? read(pipefd[0], buf, 63) : -1;
+    /* to its end: a read cut short (a signal) closed the pipe under it */
+    size_t n = 0;
+    while (pid > 0 && n < 63) {
+        ssize_t r = read(pipefd[0], buf + n, 63 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
     close(pipefd[0]);
     if (pid > 0)
         waitpid(pid, NULL, 0);
-    buf[n > 0 ? n : 0] = '\0';
+    buf[n] = '\0';
     buf[strcspn(buf, "\n")] = '\0';
     return buf;
 }

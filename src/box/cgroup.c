@@ -190,3 +190,64 @@ void al_cgroup_sweep_dir(const char *base, bool (*stale)(const char *name, int *
     }
     closedir(d);
 }
+
+/* Whether the comma-separated LIST holds NAME. */
+static bool list_has(const char *list, size_t len, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list, *end = list + len; p < end;) {
+        size_t l = strcspn(p, ",");
+        if (l > (size_t)(end - p))
+            l = (size_t)(end - p);
+        if (l == n && memcmp(p, name, n) == 0)
+            return true;
+        p += l + 1;
+    }
+    return false;
+}
+
+/* PATH as a parent: absolute, no "." or ".." segment, "" for the root. */
+static int parent_path(const char *path, size_t plen, char *buf, size_t len) {
+    if (plen == 0 || path[0] != '/' || plen >= len)
+        return -EINVAL;
+    for (const char *p = path; p < path + plen;) {
+        p++;
+        size_t l = strcspn(p, "/\n");
+        if ((l == 1 && p[0] == '.') || (l == 2 && p[0] == '.' && p[1] == '.'))
+            return -EINVAL;
+        p += l;
+    }
+    while (plen > 0 && path[plen - 1] == '/')
+        plen--;
+    memcpy(buf, path, plen);
+    buf[plen] = '\0';
+    return 0;
+}
+
+int al_cgroup_parent(const char *ctl, char *buf, size_t len) {
+    const char *want = getenv("AIRLOCK_CGROUP_PARENT");
+    if (!want || !*want) {
+        buf[0] = '\0';
+        return 0;
+    }
+    if (strcmp(want, "self") != 0)
+        return parent_path(want, strlen(want), buf, len);
+    _cleanup_free_ char *text = NULL;
+    int r = al_read_small(AT_FDCWD, "/proc/self/cgroup", 64 << 10, &text, NULL);
+    if (r < 0)
+        return r;
+    /* "ID:CONTROLLERS:PATH" a line; v2's is "0::PATH" */
+    for (char *line = text; *line;) {
+        size_t l = strcspn(line, "\n");
+        char *c1 = memchr(line, ':', l);
+        char *c2 = c1 ? memchr(c1 + 1, ':', l - (size_t)(c1 + 1 - line)) : NULL;
+        if (c2) {
+            bool match = ctl ? list_has(c1 + 1, (size_t)(c2 - c1 - 1), ctl)
+                             : c1 == line + 1 && line[0] == '0' && c2 == c1 + 1;
+            if (match)
+                return parent_path(c2 + 1, l - (size_t)(c2 + 1 - line), buf, len);
+        }
+        line += l + (line[l] == '\n');
+    }
+    return -EINVAL;
+}
+

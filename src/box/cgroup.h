@@ -85,6 +85,26 @@ extern const al_cgroup_ops al_cgroup_v2_ops;
  */
 const al_cgroup_ops *al_cgroup_pick(al_cgroup_caps *caps);
 
+/*
+ * Where the boxes' cgroups go: under "airlock/" at the root of each
+ * hierarchy, or, with AIRLOCK_CGROUP_PARENT set, under "airlock/" in the
+ * cgroup it names ("/system.slice/airlock.service"), or "self": this
+ * process's own (systemd's Delegate=yes gives a unit its own subtree, and
+ * nothing outside it is the unit's to change). The path of that cgroup in
+ * the hierarchy whose /proc/self/cgroup line names controller CTL (NULL: the
+ * v2 line) goes to BUF: "" for the root. -EINVAL when the setting or
+ * /proc/self/cgroup does not name one.
+ */
+int al_cgroup_parent(const char *ctl, char *buf, size_t len);
+/*
+ * A daemon started with AIRLOCK_CGROUP_PARENT=self on cgroup v2 leaves its
+ * own cgroup for a leaf beneath it ("daemon"): v2 lets a cgroup that holds
+ * processes give no controller to its children. Its path is then written
+ * into AIRLOCK_CGROUP_PARENT for the helpers it starts (which are in the
+ * leaf). Nothing to do otherwise (v1 has no such rule).
+ */
+int al_cgroup_adopt_own(al_error *err);
+
 /* Helpers shared by the backends. */
 int al_cgroup_write(const char *dir, const char *file, const char *value);
 int al_cgroup_read_u64(const char *dir, const char *file, uint64_t *ret);

@@ -91,8 +91,11 @@ static bool standard_mounts(char mnt[_C_MAX][PATH_MAX]) {
         char p[PATH_MAX];
         struct statfs sf;
         struct stat st;
+        char parent[PATH_MAX / 2];
         snprintf(mnt[i], PATH_MAX, "/sys/fs/cgroup/%s", ctl_names[i]);
-        snprintf(p, sizeof p, "%s/airlock/%s", mnt[i], own_file[i]);
+        if (al_cgroup_parent(ctl_names[i], parent, sizeof parent) < 0)
+            return false;
+        snprintf(p, sizeof p, "%s%s/airlock/%s", mnt[i], parent, own_file[i]);
         if (statfs(mnt[i], &sf) < 0 || sf.f_type != CGROUP_SUPER_MAGIC || stat(mnt[i], &st) < 0 ||
             access(p, F_OK) < 0)
             return false;
@@ -163,8 +166,10 @@ static int v1_create(const char *name, const al_cgroup_limits *lim, al_cgroup **
             }
         if (dup)
             continue;
-        char base[PATH_MAX];
-        if (snprintf(base, sizeof base, "%s/airlock", cg->mnt[i]) >= (int)sizeof base ||
+        char base[PATH_MAX], parent[PATH_MAX];
+        if ((r = al_cgroup_parent(ctl_names[i], parent, sizeof parent)) < 0)
+            return al_err(err, "cgroup", -r, "AIRLOCK_CGROUP_PARENT names no %s cgroup", ctl_names[i]);
+        if (snprintf(base, sizeof base, "%s%s/airlock", cg->mnt[i], parent) >= (int)sizeof base ||
             snprintf(cg->dir[i], PATH_MAX, "%s/%s", base, name) >= PATH_MAX)
             return al_err(err, "cgroup", ENAMETOOLONG, "cgroup path too long");
         /* airlock/ exists but at a host's first run: try the box's own first */
@@ -298,8 +303,10 @@ static void v1_sweep(bool (*stale)(const char *name, int *hold)) {
     for (size_t i = 0; i < ELEMENTSOF(names); i++) {
         if (!mnt[i][0])
             continue;
-        char base[PATH_MAX + 16];
-        snprintf(base, sizeof base, "%s/airlock", mnt[i]);
+        char base[2 * PATH_MAX + 16], parent[PATH_MAX];
+        if (al_cgroup_parent(names[i], parent, sizeof parent) < 0)
+            continue;
+        snprintf(base, sizeof base, "%s%s/airlock", mnt[i], parent);
         al_cgroup_sweep_dir(base, stale);
     }
 }

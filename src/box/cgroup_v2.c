@@ -49,12 +49,17 @@ static bool has_controller(const char *list, const char *name) {
     return false;
 }
 
-static int base_dir(char *buf, size_t len) {
-    char root[PATH_MAX];
+/* The cgroup the boxes' cgroups go under (al_cgroup_parent), in TOP;
+ * their directory, TOP/airlock, in BUF. */
+static int base_dir(char *buf, size_t len, char *top, size_t top_len) {
+    char root[PATH_MAX], parent[PATH_MAX];
     int r = find_root(root, sizeof root);
     if (r < 0)
         return r;
-    if (snprintf(buf, len, "%s/airlock", root) >= (int)len)
+    if ((r = al_cgroup_parent(NULL, parent, sizeof parent)) < 0)
+        return r;
+    if (snprintf(top, top_len, "%s%s", root, parent) >= (int)top_len ||
+        snprintf(buf, len, "%s/airlock", top) >= (int)len)
         return -ENAMETOOLONG;
     return 0;
 }
@@ -105,13 +110,12 @@ static void enable_controllers(const char *dir) {
 }
 
 static int v2_create(const char *name, const al_cgroup_limits *lim, al_cgroup **ret, al_error *err) {
-    char base[PATH_MAX];
-    int r = base_dir(base, sizeof base);
+    char base[PATH_MAX], top[PATH_MAX];
+    int r = base_dir(base, sizeof base, top, sizeof top);
     if (r < 0)
-        return al_err(err, "cgroup", r, "no cgroup2 hierarchy");
-    char root[PATH_MAX];
-    find_root(root, sizeof root);
-    enable_controllers(root);
+        return al_err(err, "cgroup", -r, "no cgroup2 hierarchy, or AIRLOCK_CGROUP_PARENT names no cgroup");
+    /* the root's, or the delegated cgroup's (which holds no process: al_cgroup_adopt_own) */
+    enable_controllers(top);
     if (mkdir(base, 0755) < 0 && errno != EEXIST)
         return al_err(err, "cgroup", errno, "mkdir %s: %m", base);
     enable_controllers(base);
@@ -202,9 +206,33 @@ static int v2_destroy(al_cgroup *cg) {
 static const char *v2_path(al_cgroup *cg) { return cg->dir; }
 
 static void v2_sweep(bool (*stale)(const char *name, int *hold)) {
-    char base[PATH_MAX];
-    if (base_dir(base, sizeof base) == 0)
+    char base[PATH_MAX], top[PATH_MAX];
+    if (base_dir(base, sizeof base, top, sizeof top) == 0)
         al_cgroup_sweep_dir(base, stale);
+}
+
+int al_cgroup_adopt_own(al_error *err) {
+    const char *want = getenv("AIRLOCK_CGROUP_PARENT");
+    al_cgroup_caps caps;
+    if (!want || strcmp(want, "self") != 0 || al_cgroup_pick(&caps) != &al_cgroup_v2_ops)
+        return 0;
+    char own[PATH_MAX], root[PATH_MAX], leaf[PATH_MAX + 16];
+    int r = al_cgroup_parent(NULL, own, sizeof own);
+    if (r < 0)
+        return al_err(err, "cgroup", -r, "AIRLOCK_CGROUP_PARENT=self: no cgroup v2 line in /proc/self/cgroup");
+    if (own[0]) {
+        /* the root cgroup alone may hold processes and give controllers */
+        find_root(root, sizeof root);
+        snprintf(leaf, sizeof leaf, "%s%s/daemon", root, own);
+        if (mkdir(leaf, 0755) < 0 && errno != EEXIST)
+            return al_err(err, "cgroup", errno, "mkdir %s: %m", leaf);
+        if ((r = al_cgroup_write(leaf, "cgroup.procs", "0")) < 0)
+            return al_err(err, "cgroup", -r, "move into %s: %s", leaf, strerror(-r));
+    }
+    /* the helpers start in the leaf: they are told the parent by name */
+    if (setenv("AIRLOCK_CGROUP_PARENT", own[0] ? own : "/", 1) < 0)
+        return al_err(err, "cgroup", errno, "setenv: %m");
+    return 0;
 }
 
 const al_cgroup_ops al_cgroup_v2_ops = {

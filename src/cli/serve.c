@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../api/http.h"
+#include "../box/cgroup.h"
 #include "../core/service.h"
 #include "cli.h"
 
@@ -15,19 +16,19 @@
 static void drain(al_service *s, const al_service_config *cfg, const sigset_t *sigs, int sig) {
     al_service_drain(s);
     int running = al_service_active_count(s);
-    al_service_log(s, "service.stop", json_pack("{s:i, s:i, s:i}", "signal", sig, "running", running, "grace_s",
+    al_service_log(s, AL_LOG_INFO, "service.stop", json_pack("{s:i, s:i, s:i}", "signal", sig, "running", running, "grace_s",
                                                 cfg->stop_grace_s));
     uint64_t deadline = al_now_ms() + (uint64_t)cfg->stop_grace_s * 1000;
     while ((running = al_service_active_count(s)) > 0 && al_now_ms() < deadline) {
         struct timespec step = { .tv_nsec = 100 * 1000 * 1000 };
         int again = sigtimedwait(sigs, NULL, &step);
         if (again > 0) {
-            al_service_log(s, "service.stop_now", json_pack("{s:i, s:i}", "signal", again, "running", running));
+            al_service_log(s, AL_LOG_WARN, "service.stop_now", json_pack("{s:i, s:i}", "signal", again, "running", running));
             break;
         }
     }
     if (running > 0)
-        al_service_log(s, "service.drain_ended", json_pack("{s:i, s:s}", "running", running, "then",
+        al_service_log(s, AL_LOG_WARN, "service.drain_ended", json_pack("{s:i, s:s}", "running", running, "then",
                                                            "ended by the stop: error service_stopped, refunded"));
 }
 
@@ -44,14 +45,19 @@ static int serve(const al_service_config *cfg, al_error *err) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* first, before any helper starts: a unit's own cgroup (Delegate=yes)
+     * is made ready for the boxes' (AIRLOCK_CGROUP_PARENT=self) */
+    int r = al_cgroup_adopt_own(err);
+    if (r < 0)
+        return r;
     al_service *s = NULL;
-    int r = al_service_open(cfg, &s, err);
+    r = al_service_open(cfg, &s, err);
     if (r < 0)
         return r;
     al_http *http = NULL;
     if ((r = al_http_start(s, &http, err)) < 0)
         return r;
-    al_service_log(s, "service.start", json_pack("{s:s, s:i, s:s, s:s, s:s, s:s}", "listen", cfg->listen_host, "port",
+    al_service_log(s, AL_LOG_INFO, "service.start", json_pack("{s:s, s:i, s:s, s:s, s:s, s:s}", "listen", cfg->listen_host, "port",
                                                  cfg->port, "state", cfg->state_dir, "driver", cfg->driver, "store",
                                                  al_store_backend_name(s->store), "node", s->node_id));
 

@@ -48,6 +48,12 @@ static void ended_unstarted(al_service *s, const char *id) {
     /* it never reaches a box: what it brought for one goes now */
     al_service_drop_inputs(s, id);
     al_service_result_event(s, id);
+    /* read again for its run.end line alone: who, what, why (a run that
+     * never ran ends rarely: one read is cheap) */
+    al_error err = { 0 };
+    _cleanup_run_ al_store_run *run = NULL;
+    if (al_store_run_get(s->store, id, NULL, &run, &err) == 0)
+        al_service_log_run_end(s, run, run->state, run->error_code[0] ? run->error_code : NULL, NULL);
     al_skills_run_ended(s);
 }
 

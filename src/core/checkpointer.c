@@ -62,7 +62,7 @@ static void heads_load(al_service *s, al_checkpointer *c) {
     _cleanup_fclose_ FILE *f = fopen(c->heads_path, "re");
     if (!f) {
         if (errno != ENOENT)
-            al_service_log(s, "audit.heads_unreadable", json_pack("{s:s, s:s}", "path", c->heads_path, "error",
+            al_service_log(s, AL_LOG_ERROR, "audit.heads_unreadable", json_pack("{s:s, s:s}", "path", c->heads_path, "error",
                                                                   strerror(errno)));
         return;
     }
@@ -73,7 +73,7 @@ static void heads_load(al_service *s, al_checkpointer *c) {
         al_error err = { 0 };
         signed_head *e;
         if (al_audit_head_parse(line, &h, &err) < 0)
-            al_service_log(s, "audit.heads_unreadable", json_pack("{s:s, s:s}", "path", c->heads_path, "error", err.msg));
+            al_service_log(s, AL_LOG_ERROR, "audit.heads_unreadable", json_pack("{s:s, s:s}", "path", c->heads_path, "error", err.msg));
         else if (!find(c, h.workspace_id) && (e = add(c)))
             *e = (signed_head){ .h = h };
     }
@@ -95,7 +95,7 @@ static void heads_save_locked(al_service *s, al_checkpointer *c) {
                      c->heads[i].h.hash) > 0;
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0 && rename(tmp, c->heads_path) == 0;
     if (!ok) {
-        al_service_log(s, "audit.heads_failed", json_pack("{s:s, s:s}", "path", c->heads_path, "error", strerror(errno)));
+        al_service_log(s, AL_LOG_ERROR, "audit.heads_failed", json_pack("{s:s, s:s}", "path", c->heads_path, "error", strerror(errno)));
         unlink(tmp);
         return;
     }
@@ -114,7 +114,7 @@ static int still_held(al_service *s, signed_head *last, const al_audit_head *hea
         if (r == 0 && strcmp(at, last->h.hash) == 0)
             return 0;
         last->rewritten = true;
-        al_service_log(s, "audit.head_rewritten",
+        al_service_log(s, AL_LOG_ERROR, "audit.head_rewritten",
                        json_pack("{s:s, s:I, s:s, s:I, s:s, s:s}", "workspace_id", head->workspace_id, "signed_seq",
                                  (json_int_t)last->h.seq, "signed_hash", last->h.hash, "head_seq",
                                  (json_int_t)head->seq, "head_hash", head->hash, "why",
@@ -153,7 +153,7 @@ static int sign_locked(al_service *s, al_checkpointer *c, al_audit_head *head, b
         return r;
     /* every head signed is in the log, whoever asked for it */
     if (!last || last->h.seq != head->seq || strcmp(last->h.hash, head->hash) != 0)
-        al_service_log(s, "audit.checkpoint", json_pack("{s:s, s:I, s:s, s:s}", "workspace_id", head->workspace_id,
+        al_service_log(s, AL_LOG_INFO, "audit.checkpoint", json_pack("{s:s, s:I, s:s, s:s}", "workspace_id", head->workspace_id,
                                                         "seq", (json_int_t)head->seq, "hash", head->hash, "checkpoint",
                                                         *ret_text));
     if (!last && !(last = add(c))) {
@@ -179,7 +179,7 @@ static int log_head(const char *ws, int64_t seq, const char *hash, void *userdat
     int r = sign_locked(s, c, &h, false, &text, &err);
     pthread_mutex_unlock(&c->mu);
     if (r < 0 && r != -ESTALE)
-        al_service_log(s, "audit.checkpoint_failed", json_pack("{s:s, s:s}", "workspace_id", ws, "error", err.msg));
+        al_service_log(s, AL_LOG_ERROR, "audit.checkpoint_failed", json_pack("{s:s, s:s}", "workspace_id", ws, "error", err.msg));
     free(text);
     return 0;
 }
@@ -187,7 +187,7 @@ static int log_head(const char *ws, int64_t seq, const char *hash, void *userdat
 static void round_of_heads(al_service *s) {
     al_error err = { 0 };
     if (al_store_audit_heads(s->store, NULL, log_head, s, &err) < 0)
-        al_service_log(s, "audit.checkpoint_failed", json_pack("{s:s}", "error", err.msg));
+        al_service_log(s, AL_LOG_ERROR, "audit.checkpoint_failed", json_pack("{s:s}", "error", err.msg));
     pthread_mutex_lock(&s->checkpointer->mu);
     heads_save_locked(s, s->checkpointer);
     pthread_mutex_unlock(&s->checkpointer->mu);
@@ -234,7 +234,7 @@ int al_checkpointer_start(al_service *s, al_error *err) {
     heads_load(s, c);
     char v[AL_CHECKPOINT_VERIFIER_MAX];
     al_checkpoint_key_verifier(&c->key, v);
-    al_service_log(s, "audit.key", json_pack("{s:s, s:s}", "path", path, "verifier_key", v));
+    al_service_log(s, AL_LOG_INFO, "audit.key", json_pack("{s:s, s:s}", "path", path, "verifier_key", v));
     if (pthread_create(&c->thread, NULL, checkpointer_main, s) != 0)
         return al_err(err, "audit", EAGAIN, "start the audit checkpointer");
     c->running = true;

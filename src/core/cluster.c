@@ -40,7 +40,7 @@ void al_cluster_notify(al_service *s, const char *channel, const char *run_id) {
         return;
     al_error err = { 0 };
     if (al_store_notify(s->store, channel, run_id, &err) < 0)
-        al_service_log(s, "node.notify_failed", json_pack("{s:s, s:s}", "channel", channel, "error", err.msg));
+        al_service_log(s, AL_LOG_WARN, "node.notify_failed", json_pack("{s:s, s:s}", "channel", channel, "error", err.msg));
 }
 
 /* Where this node's pid means something: the host's name, this boot of
@@ -82,7 +82,7 @@ void al_cluster_reap(al_service *s, bool all_others) {
         al_store_now(now, sizeof now);
     int n = al_store_nodes_reap(s->store, s->node_id, now, ids, 64, &err);
     if (n < 0) {
-        al_service_log(s, "node.reap_failed", json_pack("{s:s}", "error", err.msg));
+        al_service_log(s, AL_LOG_WARN, "node.reap_failed", json_pack("{s:s}", "error", err.msg));
         return;
     }
     /* a node's row outlives it by a week (who ended whose runs), no more */
@@ -91,7 +91,7 @@ void al_cluster_reap(al_service *s, bool all_others) {
     al_store_nodes_forget(s->store, week_ago, &err);
     for (int i = 0; i < n; i++) {
         if (!all_others)
-            al_service_log(s, "node.dead", json_pack("{s:s, s:s}", "node", ids[i], "declared_by", s->node_id));
+            al_service_log(s, AL_LOG_WARN, "node.dead", json_pack("{s:s, s:s}", "node", ids[i], "declared_by", s->node_id));
         char runs[256][40], why[160];
         snprintf(why, sizeof why, "node %s stopped while this run was active on it", ids[i]);
         int k;
@@ -122,7 +122,7 @@ static void fence(al_service *s, const char *why) {
     pthread_mutex_unlock(&s->mu);
     if (!first)
         return;
-    al_service_log(s, "node.fenced", json_pack("{s:s, s:s}", "node", s->node_id, "why", why));
+    al_service_log(s, AL_LOG_ERROR, "node.fenced", json_pack("{s:s, s:s}", "node", s->node_id, "why", why));
     al_service_cancel_all(s);
     kill(getpid(), SIGTERM);
 }

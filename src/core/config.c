@@ -183,6 +183,8 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
         /* off: a second service on the same address is refused, not handed
          * half of the first one's connections */
         return set_bool(&c->listen_shared, value, key, err);
+    if (strcmp(key, "access_log") == 0)
+        return set_bool(&c->access_log, value, key, err);
     if (strcmp(key, "warm_pool_memory_mb") == 0)
         return set_int(&c->warm_pool_memory_mb, value, 0, 1 << 20, key, err);
     if (strcmp(key, "warm_preload") == 0) {

@@ -512,7 +512,7 @@ int al_governance_audit(al_service *s, const al_store_run *run, const char *kind
                                   run->id, data, &err)
                 : (json_decref(data), al_err(&err, "audit", EINVAL, "no run to audit"));
     if (r < 0) /* never silent: the log says which event of which run was lost, and why */
-        al_service_log(s, "audit.failed", json_pack("{s:s, s:s?, s:s}", "kind", kind,
+        al_service_log(s, AL_LOG_ERROR, "audit.failed", json_pack("{s:s, s:s?, s:s}", "kind", kind,
                                                     "run_id", run ? run->id : NULL,
                                                     "error", err.msg));
     return r;
@@ -521,7 +521,7 @@ int al_governance_audit(al_service *s, const al_store_run *run, const char *kind
 int al_workspace_audit(al_service *s, const al_principal *p, const char *kind, json_t *data, al_error *err) {
     int r = al_audit_append(s->store, p->org_id, p->workspace_id, kind, p->person_id, NULL, data, err);
     if (r < 0) /* never silent, whatever the caller does next */
-        al_service_log(s, "audit.failed", json_pack("{s:s, s:s, s:s, s:s}", "kind", kind, "workspace_id",
+        al_service_log(s, AL_LOG_ERROR, "audit.failed", json_pack("{s:s, s:s, s:s, s:s}", "kind", kind, "workspace_id",
                                                     p->workspace_id, "person_id", p->person_id, "error", err->msg));
     return r;
 }

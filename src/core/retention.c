@@ -85,7 +85,7 @@ int al_retention_sweep(al_service *s) {
             break;
     }
     if (total > 0 || r < 0)
-        al_service_log(s, r < 0 ? "runs.sweep_failed" : "runs.expired",
+        al_service_log(s, r < 0 ? AL_LOG_ERROR : AL_LOG_INFO, r < 0 ? "runs.sweep_failed" : "runs.expired",
                        json_pack("{s:i, s:s?}", "runs", total, "error", r < 0 ? err.msg : NULL));
     return r < 0 ? r : total;
 }

@@ -188,7 +188,7 @@ static void output_event(al_service *s, const char *run_id, output_sent *sent, c
     if (!text || al_store_output_event_append(s->store, run_id, type, text, sent->at, (int64_t)len, &err) < 0) {
         /* lost: said, not silent; and the stream no longer matches the
          * result, so its bytes stay in the events it has */
-        al_service_log(s, "event.failed", json_pack("{s:s, s:s, s:s}", "run_id", run_id, "type", type, "error",
+        al_service_log(s, AL_LOG_ERROR, "event.failed", json_pack("{s:s, s:s, s:s}", "run_id", run_id, "type", type, "error",
                                                     text ? err.msg : "the event's document could not be built"));
         sent->at = -1;
     } else if (sent->at >= 0) {
@@ -448,7 +448,7 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
         al_store_run_refund(s->store, run_id, now, &err); /* airlock's own failure is not charged */
     if (written == 0) {
         /* ended meanwhile by another node (this one was thought dead) */
-        al_service_log(s, "run.end_superseded", json_pack("{s:s}", "run_id", run_id));
+        al_service_log(s, AL_LOG_WARN, "run.end_superseded", json_pack("{s:s}", "run_id", run_id));
     } else {
         /* written, the result holds the output now: the events that
          * carried the same bytes give theirs up (read back from it); not
@@ -467,9 +467,7 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
     free(fin.result_summary);
     if (written == 0)
         return 0;
-    al_service_log(s, "run.end", json_pack("{s:s, s:s, s:s, s:s?, s:O?}", "run_id", run_id, "workspace_id",
-                                          run->workspace_id, "state", state_name, "error", err_code, "wall_ms",
-                                          result ? json_object_get(result, "wall_ms") : NULL));
+    al_service_log_run_end(s, run, state, err_code, result);
     al_skills_run_ended(s);
     return written;
 }
@@ -523,7 +521,7 @@ static void give_back(al_service *s, active_run *a) {
             s->queue_gen += r > 0;
             pthread_mutex_unlock(&s->mu);
             if (r > 0)
-                al_service_log(s, "run.given_back", json_pack("{s:s}", "run_id", a->run_id));
+                al_service_log(s, AL_LOG_INFO, "run.given_back", json_pack("{s:s}", "run_id", a->run_id));
             return;
         }
         for (int i = 0; i < 10 && !stopping_now(s); i++)
@@ -934,7 +932,7 @@ void *al_service_scheduler_main(void *p) {
             rest = got < 0 ? REST_UNKNOWN : c.more ? REST_MORE : c.blocked ? REST_BLOCKED : REST_NONE;
             if (got <= 0) {
                 if (got < 0)
-                    al_service_log(s, "queue.claim_failed", json_pack("{s:s}", "error", cerr.msg));
+                    al_service_log(s, AL_LOG_ERROR, "queue.claim_failed", json_pack("{s:s}", "error", cerr.msg));
                 free(a);
                 free(ra);
                 break;
@@ -1007,7 +1005,7 @@ void *al_service_scheduler_main(void *p) {
             pthread_mutex_unlock(&s->mu);
             al_error ierr = { 0 };
             if (al_idem_sweep(s->store, &ierr) < 0)
-                al_service_log(s, "idempotency.sweep_failed", json_pack("{s:s}", "error", ierr.msg));
+                al_service_log(s, AL_LOG_WARN, "idempotency.sweep_failed", json_pack("{s:s}", "error", ierr.msg));
             pthread_mutex_lock(&s->mu);
         }
         /* runs past their retention (the store says which node sweeps) */

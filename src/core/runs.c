@@ -622,6 +622,7 @@ static al_status record_run(al_service *s, const al_principal *p, const al_run_e
         return AL_STATUS_OK;
     al_service_append_event(s, rec->id, "state", json_pack("{s:s}", "state", "error"));
     al_service_result_event(s, rec->id);
+    al_service_log_run_end(s, rec, AL_RUN_ERROR, fail, NULL);
     if (strcmp(fail, "audit_failed") == 0)
         return run_error(ret_doc, AL_STATUS_INTERNAL, "audit_failed", "the run's audit event could not be written: it was not started");
     return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot record the approval card: %s", ferr.msg);

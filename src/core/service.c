@@ -9,6 +9,7 @@
 #include <sys/file.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "runner.h"
 #include "service.h"
@@ -94,7 +95,7 @@ int64_t al_service_append_event(al_service *s, const char *run_id, const char *t
     json_decref(data);
     if (!text) {
         /* an event whose document could not be built is lost: said, not silent */
-        al_service_log(s, "event.failed", json_pack("{s:s, s:s, s:s}", "run_id", run_id, "type", type, "error",
+        al_service_log(s, AL_LOG_ERROR, "event.failed", json_pack("{s:s, s:s, s:s}", "run_id", run_id, "type", type, "error",
                                                     "the event's document could not be built"));
         return -EINVAL;
     }
@@ -118,7 +119,7 @@ void al_service_append_events(al_service *s, const char *run_id, size_t n, const
         char *text = data[i] && texts ? json_dumps(data[i], JSON_COMPACT) : NULL;
         json_decref(data[i]);
         if (!text) {
-            al_service_log(s, "event.failed", json_pack("{s:s, s:s, s:s}", "run_id", run_id, "type", types[i], "error",
+            al_service_log(s, AL_LOG_ERROR, "event.failed", json_pack("{s:s, s:s, s:s}", "run_id", run_id, "type", types[i], "error",
                                                         "the event's document could not be built"));
             continue;
         }
@@ -279,21 +280,56 @@ char *al_service_health(al_service *s) {
     return out;
 }
 
-void al_service_log(al_service *s, const char *event, json_t *fields) {
-    /* one JSON object per line on stderr: journald and log shippers take it as is */
+/* Whether stderr is the journal's stream: systemd names its device and
+ * inode in JOURNAL_STREAM (a child that inherited the variable but writes
+ * elsewhere is not). */
+static bool journal;
+static pthread_once_t journal_once = PTHREAD_ONCE_INIT;
+static void journal_check(void) {
+    const char *js = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    struct stat st;
+    journal = js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 && fstat(STDERR_FILENO, &st) == 0 &&
+              (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+void al_service_log(al_service *s, al_log_level level, const char *event, json_t *fields) {
+    /* one JSON object per line on stderr: journald and log shippers take it
+     * as is; to the journal each line starts with its syslog priority
+     * ("<3>"), which journald takes off and keeps as the entry's PRIORITY
+     * (`journalctl -p warning` finds warnings and errors) */
+    static const char *const names[_AL_LOG_MAX] = { [AL_LOG_INFO] = "info", [AL_LOG_WARN] = "warn",
+                                                    [AL_LOG_ERROR] = "error" };
+    static const char *const priority[_AL_LOG_MAX] = { [AL_LOG_INFO] = "<6>", [AL_LOG_WARN] = "<4>",
+                                                       [AL_LOG_ERROR] = "<3>" };
+    pthread_once(&journal_once, journal_check);
     char now[40];
     al_store_now(now, sizeof now);
     if (!fields)
         fields = json_object();
     json_object_set_new(fields, "time", json_string(now));
     json_object_set_new(fields, "event", json_string(event));
+    /* a level out of range is a bug of the caller: said as the worst, not dropped */
+    json_object_set_new(fields, "level", json_string(level < _AL_LOG_MAX ? names[level] : "error"));
     char *line = json_dumps(fields, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(fields);
     if (line) {
-        fprintf(stderr, "%s\n", line);
+        fprintf(stderr, "%s%s\n", journal ? priority[level < _AL_LOG_MAX ? level : AL_LOG_ERROR] : "", line);
         free(line);
     }
     (void)s;
+}
+
+void al_service_log_run_end(al_service *s, const al_store_run *run, al_run_state state, const char *err_code,
+                            json_t *result) {
+    json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s?, s:O?, s:O?, s:O?}", "run_id", run->id,
+                            "workspace_id", run->workspace_id, "person_id", run->person_id, "language", run->language,
+                            "driver", s->driver->name, "state", al_run_state_name(state), "error", err_code,
+                            "exit_code", json_object_get(result, "exit_code"), "signal",
+                            json_object_get(result, "signal"), "wall_ms", json_object_get(result, "wall_ms"));
+    /* a run in error is airlock's own failure (or policy's, which its code
+     * names): worth a look */
+    al_service_log(s, state == AL_RUN_ERROR ? AL_LOG_WARN : AL_LOG_INFO, "run.end", doc);
 }
 
 /* ---------------------------------------------------------------- queue */
@@ -382,6 +418,12 @@ static void ended_unqueued(al_service *s, const char *run_id, al_run_state state
     al_service_drop_inputs(s, run_id);
     al_service_state_event(s, run_id, al_run_state_name(state));
     al_service_result_event(s, run_id);
+    /* read again for its run.end line alone: who, what, why (a run that
+     * never ran ends rarely: one read is cheap) */
+    al_error err = { 0 };
+    _cleanup_run_ al_store_run *run = NULL;
+    if (al_store_run_get(s->store, run_id, NULL, &run, &err) == 0)
+        al_service_log_run_end(s, run, run->state, run->error_code[0] ? run->error_code : NULL, NULL);
     al_skills_run_ended(s);
 }
 
@@ -488,6 +530,7 @@ static void lost_said(al_service *s, const char *id) {
     _cleanup_run_ al_store_run *run = NULL;
     if (al_store_run_get(s->store, id, NULL, &run, &err) == 0) {
         al_service_result_event(s, id);
+        al_service_log_run_end(s, run, run->state, "lost", NULL);
         /* one tool.call per run: the runner records its own before the
          * run's end is written, so a service killed between the two left
          * one already (what ran, said by the runner that saw it); a
@@ -517,7 +560,7 @@ void al_service_lose_run(al_service *s, const char *id, const char *why) {
         return;
     al_service_state_event(s, id, "error");
     al_store_run_refund(s->store, id, now, &err); /* airlock's own failure: not charged */
-    al_service_log(s, "run.lost", json_pack("{s:s, s:s}", "run_id", id, "why", why));
+    al_service_log(s, AL_LOG_WARN, "run.lost", json_pack("{s:s, s:s}", "run_id", id, "why", why));
     lost_said(s, id);
 }
 
@@ -557,7 +600,7 @@ static void recover(al_service *s) {
         n = 0;
     for (size_t i = 0; i < n; i++)
         if (al_store_run_refund(s->store, refs[i].id, now, &err) < 0)
-            al_service_log(s, "credits.refund_failed", json_pack("{s:s, s:s}", "run_id", refs[i].id, "error", err.msg));
+            al_service_log(s, AL_LOG_ERROR, "credits.refund_failed", json_pack("{s:s, s:s}", "run_id", refs[i].id, "error", err.msg));
     free(refs);
     refs = NULL;
     /* What follows assumes no other node is at work on the store: a run
@@ -578,7 +621,7 @@ static void recover(al_service *s) {
                              "the service stopped before this run's approval was requested", now, &err) <= 0)
             continue;
         al_service_state_event(s, id, "error");
-        al_service_log(s, "run.lost", json_pack("{s:s, s:s}", "run_id", id, "why", "no approval request"));
+        al_service_log(s, AL_LOG_WARN, "run.lost", json_pack("{s:s, s:s}", "run_id", id, "why", "no approval request"));
         lost_said(s, id);
     }
     free(refs);
@@ -606,7 +649,7 @@ static void recover(al_service *s) {
     if (d)
         closedir(d);
     if (orphaned)
-        al_service_log(s, "run.inputs_orphaned", json_pack("{s:I}", "removed", orphaned));
+        al_service_log(s, AL_LOG_INFO, "run.inputs_orphaned", json_pack("{s:I}", "removed", orphaned));
     /* Inputs of runs that will not reach a box any more (ended while the
      * service was down, or left by a crash between a run's end and their
      * removal) are leftovers; only runs that wait keep theirs. */
@@ -730,14 +773,14 @@ int al_service_open(const al_service_config *cfg, al_service **ret, al_error *er
     /* an install that copied the binaries alone has no skills: said now,
      * with where it looked, rather than found out by an agent's 404 */
     if (json_array_size(s->skills_bundled) == 0)
-        al_service_log(s, "skills.none", json_pack("{s:s, s:s}", "looked", skills, "why",
+        al_service_log(s, AL_LOG_WARN, "skills.none", json_pack("{s:s, s:s}", "looked", skills, "why",
                                                    access(skills, F_OK) == 0 ? "no skill.json in any of its directories"
                                                                              : "the directory does not exist (skills_dir)"));
     char images[PATH_MAX];
     al_service_images_dir(&s->cfg, images, sizeof images);
     json_t *il = al_image_list(images);
     if (json_array_size(il) == 0)
-        al_service_log(s, "images.none", json_pack("{s:s, s:s}", "looked", images, "why",
+        al_service_log(s, AL_LOG_WARN, "images.none", json_pack("{s:s, s:s}", "looked", images, "why",
                                                    "runs may name no image but host (images setting; airlock image "
                                                    "build)"));
     json_decref(il);
@@ -748,9 +791,9 @@ int al_service_open(const al_service_config *cfg, al_service **ret, al_error *er
     al_error verr = { 0 };
     int bad = al_blobs_verify_once(s, &verr);
     if (bad < 0)
-        al_service_log(s, "blobs.verify_failed", json_pack("{s:s}", "error", verr.msg));
+        al_service_log(s, AL_LOG_ERROR, "blobs.verify_failed", json_pack("{s:s}", "error", verr.msg));
     else if (bad > 0)
-        al_service_log(s, "blobs.removed", json_pack("{s:i, s:s}", "count", bad, "why",
+        al_service_log(s, AL_LOG_WARN, "blobs.removed", json_pack("{s:i, s:s}", "count", bad, "why",
                                                      "content other than its sha256 (stored before verification)"));
     /* bundles left by a crash between a delete and its collection, and
      * those of the runs recover() just ended */

@@ -60,6 +60,7 @@ typedef struct al_service_config {
     int followers_per_person;     /* event streams (/v1/runs/{id}/events) one person follows at once */
     int waits_per_person;         /* requests one person has waiting for a run's end (?wait=true, Piston) */
     uint64_t body_bytes_per_person; /* request bodies one person has being received at once */
+    bool access_log;              /* a log line per HTTP request (method, route, status, time, person) */
     char audit_key[PATH_MAX];     /* the checkpoints' signing key; "" = STATE/audit.key (checkpoint.h) */
     int audit_checkpoint_s;       /* how often the heads that moved are signed and logged */
     int request_timeout_s;        /* a request's headers and body are in within this, however they trickle */
@@ -247,8 +248,20 @@ void al_service_unhold_bytes(al_service *s, const char *person_id, uint64_t n);
  * every HEALTH_PROBE_S and never two at once; NULL on no memory. */
 #define AL_HEALTH_PROBE_S 30
 char *al_service_health(al_service *s);
-/* A structured log line (JSON) on stderr; steals FIELDS. */
-void al_service_log(al_service *s, const char *event, json_t *fields);
+/* A structured log line (JSON) on stderr, with its LEVEL; steals FIELDS.
+ * info: what happened as it should (a start, a run's end, a client that
+ * left); warn: something an operator may want to look at but that the
+ * service has handled (a run ended in error, a limit reached); error: the
+ * service could not do what it should (a write that failed, a node fenced). */
+typedef enum { AL_LOG_INFO, AL_LOG_WARN, AL_LOG_ERROR, _AL_LOG_MAX } al_log_level;
+void al_service_log(al_service *s, al_log_level level, const char *event, json_t *fields);
+/* The run.end line of RUN, ended in STATE (ERR_CODE, NULL for none) with
+ * the box's RESULT (NULL when it never reached one: denied, expired,
+ * canceled or refused while it waited): who ran what where, and how it
+ * ended, so an operator answers "whose run failed, in what, on which
+ * driver" from this line alone. Every end of a run writes one. */
+void al_service_log_run_end(al_service *s, const al_store_run *run, al_run_state state, const char *err_code,
+                            json_t *result);
 
 /* artifacts.c */
 /* The artifact rows ({id, path, version, size, sha256}) a run of THREAD_ID
