@@ -353,6 +353,10 @@ static ssize_t sse_next(sse *e, char *out, size_t max) {
              * has nothing more coming */
             if (al_store_event_result_by(e->s->store, e->run_id, e->last, &err) > 0)
                 return MHD_CONTENT_READER_END_OF_STREAM;
+            /* expired while it was followed: its events (the result too)
+             * were swept, and nothing more will come */
+            if (al_run_events_gone(e->s, e->run_id))
+                return MHD_CONTENT_READER_END_OF_STREAM;
             /* wait in steps of a second: a follower who has gone gives its
              * slot (and its share of the person's followers) back within one,
              * not at the next keepalive */

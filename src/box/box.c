@@ -131,8 +131,18 @@ static int write_maps(pid_t pid, uid_t uid, gid_t gid, al_error *err) {
 /* A forked box's request to its zygote: the limits its PID 1 sets, with
  * its sync socket, output pipes, warm start's socket and /dev (zygote.c). */
 static int fork_request(const al_box_config *cfg, int sync, const int out_w[2], int chan, int dev, al_error *err) {
+    /* a made box's keeper ends it past its deadline if this process, alive
+     * but stopped or stuck, does not; a forked box has none (its uids are
+     * its zygote's helper's): its own PID 1 does the same, when the box is
+     * forked for a run that is here already (one forked ahead waits for its
+     * run as long as the pool keeps it: no lifetime is known then) */
+    bool run_here = cfg->warm && cfg->warm->run_fd < 0;
+    /* a fork of a ready interpreter: its hand-off takes milliseconds, and
+     * warm_start allows WARM_ACK_MS for the answer */
+    const uint64_t handoff_ms = 5000;
     al_fork_request req = { .tmpfs_bytes = cfg->limits.tmpfs_bytes, .tmpfs_inodes = cfg->limits.tmpfs_inodes,
-                            .pids = cfg->limits.pids, .nofile = cfg->limits.nofile };
+                            .pids = cfg->limits.pids, .nofile = cfg->limits.nofile,
+                            .lifetime_ms = run_here ? handoff_ms + cfg->limits.wall_ms + AL_KEEPER_GRACE_MS : 0 };
     size_t n = sizeof req;
     int fds[AL_FORK_FDS] = { sync, out_w[0], out_w[1], chan, dev };
     union {

@@ -18,6 +18,7 @@
  */
 #include <fcntl.h>
 #include <poll.h>
+#include <time.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -105,8 +106,13 @@ static void on_sigchld(int sig) { (void)sig; }
 /* PID 1 (child.c's be_init): reaps every process that ends, reports the
  * script's status, and its end takes the namespace down; the end of the
  * sync socket (the box's parent gone: its parent is the zygote, so no
- * PDEATHSIG says so) ends it too. SIGCHLD is blocked but in the wait. */
-static _Noreturn void be_init(int sock, pid_t script, const sigset_t *wait_mask) {
+ * PDEATHSIG says so) ends it too, and so does LIFETIME_MS from its start:
+ * a parent that is alive but stopped or stuck does not hold the box past
+ * its deadline (a made box's keeper does this for it). SIGCHLD is blocked
+ * but in the wait. */
+static _Noreturn void be_init(int sock, pid_t script, const sigset_t *wait_mask, uint64_t lifetime_ms) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
         int st;
         pid_t p;
@@ -118,8 +124,15 @@ static _Noreturn void be_init(int sock, pid_t script, const sigset_t *wait_mask)
             }
         if (p < 0 && errno == ECHILD)
             _exit(125);
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int64_t left_ms = (int64_t)lifetime_ms - ((int64_t)(now.tv_sec - t0.tv_sec) * 1000 +
+                                                  (now.tv_nsec - t0.tv_nsec) / 1000000);
+        if (lifetime_ms > 0 && left_ms <= 0)
+            _exit(125); /* PID 1's end takes every process of the box with it */
+        struct timespec step = { .tv_sec = left_ms / 1000, .tv_nsec = (left_ms % 1000) * 1000000 };
         struct pollfd pf = { .fd = sock, .events = POLLIN };
-        if (ppoll(&pf, 1, NULL, wait_mask) > 0) {
+        if (ppoll(&pf, 1, lifetime_ms > 0 ? &step : NULL, wait_mask) > 0) {
             char b;
             if (recv(sock, &b, 1, MSG_DONTWAIT) == 0)
                 _exit(0);
@@ -234,7 +247,7 @@ static void box_main(const al_fork_args *args) {
     al_setup_scrub_cmdline();
     sigset_t wait_mask = old;
     sigdelset(&wait_mask, SIGCHLD);
-    be_init(a.sync, script, &wait_mask);
+    be_init(a.sync, script, &wait_mask, a.lifetime_ms);
 }
 
 long al_fork_box(const al_fork_args *args) {

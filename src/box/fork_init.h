@@ -13,6 +13,7 @@ typedef struct al_fork_args {
     int32_t go;                   /* read end: a byte once its maps are written */
     int32_t dev;                  /* its /dev (al_mount_dev), made by its parent */
     uint64_t tmpfs_bytes, tmpfs_inodes, pids, nofile;
+    uint64_t lifetime_ms;         /* its PID 1 ends the box this long after its start */
 } al_fork_args;
 
 /* The box for a request: its pid here (or -errno), 0 in the run's

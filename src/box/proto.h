@@ -29,11 +29,14 @@ typedef struct al_msg {
 #define AL_FORK_FDS 5
 typedef struct al_fork_request {
     uint64_t tmpfs_bytes, tmpfs_inodes, pids, nofile;
+    /* how long the box may live at most (its start, its run and the
+     * keeper's grace): its PID 1 ends it then, whatever its helper does */
+    uint64_t lifetime_ms;
 } al_fork_request;
 
 /* tests/integration/test_warm_fork.py writes requests and reads the
- * answers to them by hand ("=4Q", "=Ii48si512s") */
-_Static_assert(sizeof(al_fork_request) == 32, "al_fork_request's layout is the tests'");
+ * answers to them by hand ("=5Q", "=Ii48si512s") */
+_Static_assert(sizeof(al_fork_request) == 40, "al_fork_request's layout is the tests'");
 _Static_assert(sizeof(al_msg) == 572, "al_msg's layout is the tests'");
 
 int al_msg_send(int sock, const al_msg *m, const int *fds, unsigned nfds);

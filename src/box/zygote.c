@@ -76,7 +76,7 @@ static int clone_box(const al_fork_request *rq, const int fds[AL_FORK_FDS]) {
     int slot = free_slots[--n_free];
     al_fork_args a = { .sync = fds[0], .out = fds[1], .err = fds[2], .chan = fds[3], .go = go[0], .dev = fds[4],
                        .tmpfs_bytes = rq->tmpfs_bytes, .tmpfs_inodes = rq->tmpfs_inodes, .pids = rq->pids,
-                       .nofile = rq->nofile };
+                       .nofile = rq->nofile, .lifetime_ms = rq->lifetime_ms };
     before_fork();
     long pid = al_fork_box(&a);
     if (pid == 0) {

@@ -181,6 +181,30 @@ static void audit_print(json_t *report) {
 
 /* `audit verify ...` and `audit key ...` (ARGV[0]): 0, 1 (a chain broken
  * or short of a head given), AUDIT_USAGE, or -errno. */
+/* The heads the service last signed, kept in STATE/audit.heads outside the
+ * store: without them a plain verify would call a chain cut back from its
+ * newest events intact. Up to MAX - *N of them into HEADS; how many. */
+static size_t service_heads(const char *state, al_audit_head *heads, size_t *n, size_t max) {
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/%s", state, AL_CHECKPOINT_HEADS_FILE);
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    char line[256];
+    size_t took = 0;
+    while (*n < max && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        al_error e = { 0 };
+        if (line[0] && al_audit_head_parse(line, &heads[*n], &e) == 0) {
+            (*n)++;
+            took++;
+        }
+    }
+    if (took)
+        printf("heads the service last signed (%s): %zu, checked\n", path, took);
+    return took;
+}
+
 static int audit(al_store *s, const char *state, int argc, char **argv, al_error *err) {
     bool verify = argc >= 1 && strcmp(argv[0], "verify") == 0, key_cmd = argc >= 1 && strcmp(argv[0], "key") == 0;
     const char *key_file = NULL, *verifier = NULL, *checkpoints[AUDIT_HEADS_MAX];
@@ -233,6 +257,7 @@ static int audit(al_store *s, const char *state, int argc, char **argv, al_error
                    (long long)h->seq, h->hash);
         }
     }
+    service_heads(state, heads, &nheads, AUDIT_HEADS_MAX);
     json_t *report = NULL;
     int r = al_audit_verify(s, heads, nheads, &report, err);
     if (r >= 0) {

@@ -247,8 +247,12 @@ int al_checkpoint_open(const al_checkpoint_key *k, const char *text, size_t len,
     for (const char *line = split + 2; line < text + len && !signed_by_k;) {
         const char *nl = memchr(line, '\n', (size_t)(text + len - line));
         size_t pl = strlen(SIG_PREFIX);
-        const char *name = line + pl, *sp = nl ? memchr(name, ' ', (size_t)(nl - name)) : NULL;
-        if (!nl || (size_t)(nl - line) <= pl || memcmp(line, SIG_PREFIX, pl) != 0 || !sp)
+        /* the line's length first: a line shorter than the prefix would
+         * give the name a negative length, read as a huge one */
+        if (!nl || (size_t)(nl - line) <= pl || memcmp(line, SIG_PREFIX, pl) != 0)
+            return al_err(err, "audit", EBADMSG, "not a checkpoint (a signature line is malformed)");
+        const char *name = line + pl, *sp = memchr(name, ' ', (size_t)(nl - name));
+        if (!sp)
             return al_err(err, "audit", EBADMSG, "not a checkpoint (a signature line is malformed)");
         uint8_t sig[4 + ED25519_SIGNATURE_SIZE];
         uint32_t id = 0;

@@ -17,9 +17,9 @@
 #define SWEEP_RUNS_MAX 512
 #define SWEEP_PAGE 64
 
-/* WS_ID's retention in seconds: its setting, or the default when its
- * settings cannot be read (a sweep never keeps less because of a failure:
- * 0, nothing swept, then). */
+/* WS_ID's retention in seconds: its setting (the default included); 0,
+ * nothing of it swept this time, when its settings cannot be read: a
+ * failure never makes a sweep keep less. */
 static int64_t retention_of(al_service *s, const char *ws_id) {
     al_error err = { 0 };
     json_t *st = al_settings_load(s, ws_id, &err);

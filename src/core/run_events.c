@@ -18,6 +18,12 @@ typedef struct run_view {
     al_store_run *row;
     json_t *result;
     bool tried;
+    /* each stream's bytes, decoded once for the page: a replay of a run's
+     * thousand small events would otherwise copy (or base64-decode) the
+     * whole stream once per event */
+    char *bytes[2];
+    size_t len[2];
+    bool decoded[2];
 } run_view;
 
 static al_store_run *view_row(al_service *s, const char *run_id, run_view *v) {
@@ -36,8 +42,15 @@ static al_store_run *view_row(al_service *s, const char *run_id, run_view *v) {
 static char *output_from_result(al_service *s, const char *run_id, run_view *v, const al_store_event *ev) {
     if (!view_row(s, run_id, v) || !v->result)
         return NULL;
-    size_t len = 0;
-    char *bytes = al_output_get(v->result, ev->type, &len);
+    int k = strcmp(ev->type, "stdout") == 0 ? 0 : strcmp(ev->type, "stderr") == 0 ? 1 : -1;
+    if (k < 0)
+        return NULL;
+    if (!v->decoded[k]) {
+        v->decoded[k] = true;
+        v->bytes[k] = al_output_get(v->result, ev->type, &v->len[k]);
+    }
+    const char *bytes = v->bytes[k];
+    size_t len = v->len[k];
     char *text = NULL;
     if (bytes && ev->out_at >= 0 && ev->out_len >= 0 && (uint64_t)ev->out_at + (uint64_t)ev->out_len <= len) {
         json_t *o = json_object();
@@ -45,7 +58,6 @@ static char *output_from_result(al_service *s, const char *run_id, run_view *v, 
             text = json_dumps(o, JSON_COMPACT);
         json_decref(o);
     }
-    free(bytes);
     return text;
 }
 
@@ -91,5 +103,17 @@ int al_run_events_after(al_service *s, const char *run_id, int64_t after, int64_
     }
     json_decref(v.result);
     al_store_run_free(v.row);
+    free(v.bytes[0]);
+    free(v.bytes[1]);
     return 0;
+}
+
+bool al_run_events_gone(al_service *s, const char *run_id) {
+    al_store_run *row = NULL;
+    al_error err = { 0 };
+    int r = al_store_run_get(s->store, run_id, NULL, &row, &err);
+    /* a store that cannot say is not taken for gone: the follower waits on */
+    bool gone = r == -ENOENT || (r == 0 && row->expired_at[0]);
+    al_store_run_free(row);
+    return gone;
 }

@@ -430,6 +430,9 @@ json_t *al_run_json(al_service *s, const al_store_run *run);
  * result event, read back from the run), in *RET (al_store_events_free). */
 int al_run_events_after(al_service *s, const char *run_id, int64_t after, int64_t limit, al_store_event **ret,
                         size_t *ret_n, al_error *err);
+/* Whether RUN_ID's events will never come (the run expired under its
+ * workspace's retention, or is not there): its followers end. */
+bool al_run_events_gone(al_service *s, const char *run_id);
 /* runs.c: a run list's entry */
 json_t *al_run_summary_json(const al_store_run_brief *b);
 /* What a list shows of RESULT (the box's result) without loading it: its

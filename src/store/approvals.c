@@ -35,11 +35,24 @@ void al_store_approval_done(al_store_approval *a) {
 }
 
 int al_store_approval_insert(al_store *s, const al_store_approval *a, al_error *err) {
-    int r = al_store_exec(s, err,
-                          "INSERT INTO approval_requests (id, run_id, org_id, workspace_id, hash, card, requested_at, "
-                          "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                          "ssssssss", a->id, a->run_id, a->org_id, a->workspace_id, a->hash, a->card, a->requested_at,
-                          a->expires_at);
+    /* the card shows the code (and the inputs' names) to the approver: a
+     * copy the run's organisation stores as much as the run's own, counted
+     * with it and given back when the run expires */
+    int64_t bytes = a->card ? (int64_t)strlen(a->card) : 0;
+    int r = al_store_begin(s, err);
+    if (r < 0)
+        return r;
+    if ((r = al_store_exec(s, err,
+                           "INSERT INTO approval_requests (id, run_id, org_id, workspace_id, hash, card, requested_at, "
+                           "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           "ssssssss", a->id, a->run_id, a->org_id, a->workspace_id, a->hash, a->card, a->requested_at,
+                           a->expires_at)) < 0 ||
+        (r = al_store_exec(s, err, "UPDATE runs SET stored_bytes = stored_bytes + ? WHERE id = ?", "is", bytes,
+                           a->run_id)) < 0) {
+        al_store_rollback(s);
+        return r;
+    }
+    r = al_store_exec_commit(s, err, "UPDATE orgs SET run_bytes = run_bytes + ? WHERE id = ?", "is", bytes, a->org_id);
     return r < 0 ? r : 0;
 }
 

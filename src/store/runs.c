@@ -829,6 +829,13 @@ int al_store_run_expire(al_store *s, const char *id, const char *now, al_error *
         al_store_rollback(s);
         return r < 0 ? r : 0;
     }
+    /* the approval card's copy of the code goes with the code: its hash
+     * (a column of its own) and the decision stay */
+    if ((r = al_store_exec(s, err, "UPDATE approval_requests SET card = '{\"expired\":true}' WHERE run_id = ?", "s",
+                           id)) < 0) {
+        al_store_rollback(s);
+        return r;
+    }
     r = al_store_exec_commit(s, err, "DELETE FROM run_events WHERE run_id = ?", "s", id);
     return r < 0 ? r : 1;
 }

@@ -33,6 +33,21 @@ def verify(svc, *args):
     return proc.returncode, proc.stdout.decode(errors="replace") + proc.stderr.decode(errors="replace")
 
 
+def verify_unanchored(svc, *args):
+    """The same, with the service's own record of the heads it signed
+    (STATE/audit.heads) moved aside: what an attacker who can write the state
+    directory as well as the database leaves."""
+    heads, aside = svc.state / "audit.heads", svc.state / "audit.heads.aside"
+    moved = heads.exists()
+    if moved:
+        os.rename(heads, aside)
+    try:
+        return verify(svc, *args)
+    finally:
+        if moved:
+            os.rename(aside, heads)
+
+
 def head_of(out, ws):
     """The head `audit verify` printed for workspace WS: WS:SEQ:HASH."""
     m = re.search(rf"workspace {re.escape(ws)}: \d+ events, chain intact, head ({re.escape(ws)}:\d+:[0-9a-f]{{64}})",
@@ -107,9 +122,14 @@ def test_o3_cut_back_chain_fails_against_a_printed_head_and_a_checkpoint(service
     assert svc.sql_count("DELETE FROM audit_events WHERE workspace_id = ? AND seq > ?", a.workspace, newest - 2) == 2
 
     # the ingredient: with nothing anchored, the shorter chain verifies
-    rc, out = verify(svc)
+    rc, out = verify_unanchored(svc)
     assert rc == 0 and "BROKEN" not in out, f"the plain verify should find no broken link in a cut chain: {out}"
     assert head_of(out, a.workspace) != head_a
+    # the plain verify on the state directory reads the heads the service
+    # last signed (audit.heads): the cut shows with no checkpoint at hand
+    rc, out = verify(svc)
+    assert rc == 1 and "heads the service last signed" in out, out
+    assert re.search(rf"{a.workspace}: BROKEN at event seq \d+.*truncated", out), out
 
     rc, out = verify(svc, "--expect-head", head_a, "--expect-head", head_b)
     assert rc == 1, f"audit verify passed a chain cut back before a head printed earlier: {out}"
@@ -141,9 +161,11 @@ def test_o3_rewritten_newest_event_fails_against_a_checkpoint(services, tmp_path
     assert svc.sql_count("UPDATE audit_events SET data = ?, hash = ? WHERE workspace_id = ? AND seq = ?",
                          ev["data"], forged, a.workspace, cp["seq"]) == 1
 
-    rc, out = verify(svc)
+    rc, out = verify_unanchored(svc)
     assert rc == 0, f"the forged event's hash should be what the plain verify recomputes: {out}"
     assert head_of(out, a.workspace) == f"{a.workspace}:{cp['seq']}:{forged}"
+    rc, out = verify(svc)
+    assert rc == 1 and re.search(rf"{a.workspace}: BROKEN at event seq {cp['seq']}\b.*rewritten", out), out
 
     rc, out = verify(svc, "--checkpoint", cp_file)
     assert rc == 1, f"audit verify passed a rewritten head against a signed checkpoint: {out}"
@@ -156,8 +178,10 @@ def test_o3_a_deleted_chain_fails_against_its_head(services, tmp_path):
     head_a = head_of(out, a.workspace)
     svc.stop()
     assert svc.sql_count("DELETE FROM audit_events WHERE workspace_id = ?", a.workspace) > 0
-    rc, out = verify(svc)
+    rc, out = verify_unanchored(svc)
     assert rc == 0 and a.workspace not in out, f"a workspace with no events is not in the plain verify: {out}"
+    rc, out = verify(svc)
+    assert rc == 1 and re.search(rf"{a.workspace}: BROKEN.*every event was removed", out), out
     rc, out = verify(svc, "--expect-head", head_a)
     assert rc == 1 and re.search(rf"{a.workspace}: BROKEN.*every event was removed", out), out
 

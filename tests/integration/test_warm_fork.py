@@ -310,7 +310,7 @@ class Zygote:
             need(False, "boxes cannot be forked by a zygote here (root and cgroup v1)")
         assert ev.get("type") == "ready", ev
 
-    def ask(self, n_fds=5, body=struct.pack("=4Q", 16 << 20, 1024, 64, 256)):
+    def ask(self, n_fds=5, body=struct.pack("=5Q", 16 << 20, 1024, 64, 256, 0)):
         """A request (box.c's al_fork_request, then the box's sync socket,
         stdout and stderr pipes, warm start's socket and /dev, or the first
         N_FDS of them): our end of its sync socket."""
