@@ -350,7 +350,7 @@ def test_a_request_the_zygote_cannot_read_is_answered_at_once():
     # to time out; it serves on, and the end of its request socket ends it
     z = Zygote()
     try:
-        for n_fds, body in ((4, None), (6, None), (5, b"\0" * 10), (5, b"\0" * 40)):
+        for n_fds, body in ((4, None), (6, None), (5, b"\0" * 10), (5, b"\0" * 48)):
             mine = z.ask(n_fds, body) if body else z.ask(n_fds)
             assert answer(mine) == (3, "zygote", 22, "a request the zygote cannot read"), n_fds
             mine.close()
@@ -540,7 +540,7 @@ def test_a_forked_box_on_a_uid_no_live_airlock_holds_is_refused(tmp_path, held):
                  "boxes cannot be forked by a zygote here (root and cgroup v1)")
         assert zygote in ready, "the helper sent its zygote no request"
         body, fds, _, _ = socket.recv_fds(zygote, 4096, 8)
-        assert len(body) == 32 and len(fds) == 5, (len(body), fds)
+        assert len(body) == 40 and len(fds) == 5, (len(body), fds)
         sync = socket.socket(fileno=fds[0])
         # (the warm start's socket kept open: its end would end the box)
         chan = fds[3]
