@@ -814,7 +814,7 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
      * it) has ended, though this process die first (box/keeper.c) */
     if (!forked && (uid_lock >= 0 || zids.n > 0)) {
         al_uid_keeper k = { .locks = uid_lock >= 0 ? &uid_lock : zids.lock, .n_locks = uid_lock >= 0 ? 1 : zids.n,
-                            .pidfd = b.pidfd, .kill_init = true };
+                            .pidfd = b.pidfd, .kill_init = true, .after = al_box_sweep_stale };
         if ((r = al_uid_keeper_start(&k, &keeper_fd, err)) < 0) {
             kill(pid, SIGKILL);
             waitpid(pid, NULL, 0);

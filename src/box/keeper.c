@@ -125,8 +125,16 @@ _Noreturn void al_uid_keep(const al_uid_keeper *k, int run_fd) {
             until = 0;
             end_box(k);
         }
-        if (p[1].revents)
-            _exit(0); /* nothing of the box runs: its uids may go */
+        if (p[1].revents) {
+            /* nothing of the box runs: its uids may go; a caller that went
+             * first left what it would have cleaned up, done now, after the
+             * locks (a sweep takes a uid's lock before it touches its box) */
+            if (!run_open && k->after) {
+                syscall(SYS_close_range, 3, ~0U, 0);
+                k->after();
+            }
+            _exit(0);
+        }
     }
 }
 

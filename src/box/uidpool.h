@@ -36,6 +36,10 @@ typedef struct al_uid_keeper {
     bool kill_init;
     void (*on_end)(void *ud);
     void *ud;
+    /* once the box is gone and its locks let go, when its caller went
+     * first: what the caller would have cleaned up (a native box's
+     * cgroup: al_box_sweep_stale, which takes each free uid's lock first) */
+    void (*after)(void);
 } al_uid_keeper;
 int al_uid_keeper_start(const al_uid_keeper *k, int *ret_fd, al_error *err);
 /* How long past a box's own deadline its keeper ends it, if the caller,
