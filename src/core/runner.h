@@ -26,6 +26,12 @@ void al_service_state_event(al_service *s, const char *run_id, const char *state
 /* End RUN_ID as canceled if it is still queued: rows changed (0 or 1). */
 int al_service_finish_canceled_queued(al_service *s, const char *run_id);
 
-/* The scheduler thread (P: the service): claims queued runs as the caps
- * allow and starts a runner for each. */
+/* The scheduler thread (scheduler.c; P: the service): claims queued runs
+ * as the caps allow and starts a runner for each. */
 void *al_service_scheduler_main(void *p);
+/* A's runner, a detached thread (runner.c), which takes A off s->active
+ * when it is done: 0, or -errno and nothing started. */
+int al_runner_start(al_service *s, active_run *a);
+/* Test builds (-Dtest_hooks=true) alone: as many ms as the setting NAME
+ * says, a window a test can act in; nothing otherwise. */
+void al_test_pause(const char *name);

@@ -87,11 +87,11 @@ def box_uids_of_tree(root):
         except (OSError, ValueError, IndexError):
             continue
         kids.setdefault(ppid, []).append(int(d))
-    uids, todo = set(), [root]
-    while todo:
-        p = todo.pop()
+    uids, pending = set(), [root]
+    while pending:
+        p = pending.pop()
         for c in kids.get(p, []):
-            todo.append(c)
+            pending.append(c)
             for x in proc_uids(c) or []:
                 if UID_BASE <= x < UID_BASE + UID_COUNT:
                     uids.add(x)

@@ -380,9 +380,9 @@ def _delegation(mode, unit):
     # v1), the v2 backend forced onto it: the move into the leaf and the
     # rooting of the helpers' boxes run, the limits cannot
     root = Path("/sys/fs/cgroup/unified")
-    if not (root / "cgroup.procs").exists() or lines.get("", "/") != "/":
-        pytest.skip("no hybrid cgroup2 at /sys/fs/cgroup/unified with this process at its root (a pure v2 host "
-                    "runs the host case on v2)")
+    need((root / "cgroup.procs").exists() and lines.get("", "/") == "/",
+         "a hybrid host's cgroup2 at /sys/fs/cgroup/unified with this process at its root (a pure v2 host runs "
+         "the host case on v2)")
     env = {"AIRLOCK_CGROUP": "v2", "AIRLOCK_CGROUP_ROOT": str(root)}
     return [root / unit], root / unit / "airlock", root / unit / "daemon", env, False
 
