@@ -15,11 +15,11 @@
  * signal ends the wait at once. What is left is ended by al_service_stop. */
 static void drain(al_service *s, const al_service_config *cfg, const sigset_t *sigs, int sig) {
     al_service_drain(s);
-    int running = al_service_active_count(s);
+    int running = al_service_running_count(s);
     al_service_log(s, AL_LOG_INFO, "service.stop", json_pack("{s:i, s:i, s:i}", "signal", sig, "running", running, "grace_s",
                                                 cfg->stop_grace_s));
     uint64_t deadline = al_now_ms() + (uint64_t)cfg->stop_grace_s * 1000;
-    while ((running = al_service_active_count(s)) > 0 && al_now_ms() < deadline) {
+    while ((running = al_service_running_count(s)) > 0 && al_now_ms() < deadline) {
         struct timespec step = { .tv_nsec = 100 * 1000 * 1000 };
         int again = sigtimedwait(sigs, NULL, &step);
         if (again > 0) {

@@ -825,8 +825,12 @@ static void *runner_main(void *p) {
     }
     json_decref(helper_error);
 finish:
-    if (end_run(s, run, final, result, ecode, emsg, dir, dlp, &pace, (int64_t)(al_now_ms() - t0)) >= 0)
+    if (end_run(s, run, final, result, ecode, emsg, dir, dlp, &pace, (int64_t)(al_now_ms() - t0)) >= 0) {
         settled = true;
+        pthread_mutex_lock(&s->mu);
+        a->settled = true;
+        pthread_mutex_unlock(&s->mu);
+    }
 done:
     if (!settled)
         give_back(s, a);

@@ -16,6 +16,9 @@ struct active_run {
     /* airlock's own stop ended it: never reported as its requester's
      * cancel, never charged */
     bool stop_requested;
+    /* its end is written (or was another node's): what is left is cleanup,
+     * which a drain does not wait for and does not count as running */
+    bool settled;
 };
 
 /* Events of RUN_ID appended together, in order (TYPES[i] with DATA[i],

@@ -821,6 +821,15 @@ int al_service_active_count(al_service *s) {
     return n;
 }
 
+int al_service_running_count(al_service *s) {
+    pthread_mutex_lock(&s->mu);
+    int n = 0;
+    for (active_run *a = s->active; a; a = a->next)
+        n += !a->settled;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
 void al_service_stop(al_service *s) {
     /* Stop taking runs, end the active ones (their boxes are killed and
      * cleaned up; the runner ends each as airlock's own failure), wait for

@@ -152,7 +152,7 @@ typedef struct al_service {
  * (threads: the caller blocks the signals it waits for before). On a
  * failure the threads it started are left to the process's exit.
  * al_service_drain: take no new run from the queue and let the running
- * ones go on (al_service_active_count says how many are left).
+ * ones go on (al_service_running_count says how many are still running).
  * al_service_stop: stop taking runs, end the active ones (airlock's own
  * stop: error, refunded, never "canceled"), wait for their runners and the
  * scheduler (queued runs stay queued for the next start).
@@ -161,6 +161,9 @@ typedef struct al_service {
 int al_service_open(const al_service_config *cfg, al_service **ret, al_error *err);
 void al_service_drain(al_service *s);
 int al_service_active_count(al_service *s);
+/* Of those, the runs whose end is not written yet (the rest are cleaning
+ * up, which takes a bounded moment): what a drain waits for. */
+int al_service_running_count(al_service *s);
 void al_service_stop(al_service *s);
 int al_service_close(al_service *s, al_error *err);
 /* Queue a run. SHARE: hold it to the person's and organisation's share of
