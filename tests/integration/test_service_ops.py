@@ -31,6 +31,7 @@ API = [
     ("GET", "/openapi.json"),
     ("GET", "/v1/settings"),
     ("PUT", "/v1/settings"),
+    ("PATCH", "/v1/settings"),
     ("POST", "/v1/runs/{id}/approve"),
     ("POST", "/v1/runs/{id}/deny"),
     ("GET", "/v1/runs/{id}/trace"),

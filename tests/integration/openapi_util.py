@@ -1,0 +1,110 @@
+"""docs/openapi.json as a contract the tests hold the real service to: every
+reply a test gets is checked against the schema of its operation and status
+(JSON Schema 2020-12, as OpenAPI 3.1 writes it, by python3-jsonschema from
+Debian), and the routes the server serves are compared with the spec's.
+
+The server's routes come from its sources (server_routes): today the
+`strcmp(seg[...], "...")` chains of src/api/http.c, from which only the
+literal path segments and the methods can be read; once src/api holds a
+route table, ROUTE_ROW reads its rows ({ "GET", "/v1/runs/{id}", ... }) and
+the comparison becomes exact (method and path pattern). To point it at the
+table: make ROUTE_ROW match a row of it and ROUTE_FILES name its file(s)."""
+import json
+import re
+from pathlib import Path
+
+from conftest import ROOT
+
+SPEC_PATH = ROOT / "docs" / "openapi.json"
+METHODS = ("get", "put", "post", "delete", "patch")
+
+# A row of the route table (src/api/routes.c or wherever it lands): its
+# method and its path pattern, with {name} for a segment that varies.
+ROUTE_ROW = re.compile(r'\{\s*(?:\.method\s*=\s*)?"(GET|POST|PUT|PATCH|DELETE)"\s*,\s*(?:\.path\s*=\s*)?"(/[^"]*)"')
+ROUTE_FILES = sorted((ROOT / "src" / "api").glob("*.c"))
+
+
+def load_spec():
+    return json.loads(SPEC_PATH.read_text())
+
+
+def norm(path):
+    """A path pattern with its variable segments made alike: /v1/runs/{}."""
+    return re.sub(r"\{[^}]*\}", "{}", path)
+
+
+def operations(spec):
+    """{(METHOD, path pattern): operation} of SPEC."""
+    return {(m.upper(), p): op for p, ops in spec["paths"].items() for m, op in ops.items() if m in METHODS}
+
+
+def server_routes():
+    """(rows, literals, methods) read from the sources of src/api: ROWS the
+    {(METHOD, path pattern)} of a route table (empty while there is none),
+    LITERALS the fixed path segments the router compares, METHODS the
+    request methods it compares."""
+    rows, literals, methods = set(), set(), set()
+    for f in ROUTE_FILES:
+        text = f.read_text()
+        rows |= {(m, p) for m, p in ROUTE_ROW.findall(text)}
+        literals |= set(re.findall(r'strcmp\(seg\[\d\], "([^"]+)"\)', text))
+        methods |= set(re.findall(r'strcmp\(method, "([A-Z]+)"\)', text))
+    return rows, literals, methods
+
+
+class Contract:
+    """Checks replies against SPEC and remembers which (operation, status) were seen."""
+
+    def __init__(self, spec=None):
+        import jsonschema
+        self.spec = spec or load_spec()
+        self.ops = operations(self.spec)
+        self.seen = set()
+        self.validator_for = jsonschema.validators.validator_for
+        self.jsonschema = jsonschema
+
+    def schema_of(self, method, path, status, ctype):
+        """The documented response of METHOD PATH with STATUS: (media type, schema or None)."""
+        op = self.ops[(method, path)]
+        resp = op["responses"].get(str(status)) or op["responses"].get("default")
+        assert resp is not None, f"{method} {path} answered {status}, which docs/openapi.json does not document " \
+                                 f"(it has {sorted(op['responses'])})"
+        content = resp.get("content", {})
+        media = ctype.split(";")[0].strip().lower()
+        if not content:
+            return media, None
+        if media in content:
+            return media, content[media].get("schema")
+        if "*/*" in content:
+            return media, None
+        raise AssertionError(f"{method} {path} {status} answered {ctype!r}, documented as {sorted(content)}")
+
+    def validate(self, schema, doc, where):
+        # the schema inside a document that holds the spec's components, so
+        # that its $refs (#/components/schemas/...) resolve
+        root = {"$schema": "https://json-schema.org/draft/2020-12/schema", "allOf": [schema],
+                "components": self.spec["components"]}
+        cls = self.validator_for(root)
+        errors = sorted(cls(root).iter_errors(doc), key=lambda e: list(e.absolute_path))
+        if errors:
+            msgs = []
+            for e in errors[:8]:
+                # a oneOf's failure says little: name the branch's own errors
+                deep = [c for c in (e.context or []) if c.validator != "type"] or list(e.context or [])
+                detail = "; ".join(f"{'/'.join(map(str, c.absolute_path))}: {c.message[:300]}" for c in deep[:4])
+                msgs.append(f"at /{'/'.join(map(str, e.absolute_path))}: {e.message[:400]}" + (f" [{detail}]" if detail else ""))
+            raise AssertionError(f"{where}: the reply does not match docs/openapi.json:\n  " + "\n  ".join(msgs))
+
+    def check(self, method, path, status, hdrs, body):
+        """Assert that the reply (STATUS, HDRS, BODY as Service.request gives
+        it) to METHOD on the documented PATH is as documented."""
+        assert (method, path) in self.ops, f"{method} {path} is not in docs/openapi.json"
+        media, schema = self.schema_of(method, path, status, hdrs.get("content-type", ""))
+        self.seen.add((method, path, status))
+        if media == "application/json":
+            doc = body
+            if isinstance(body, (bytes, bytearray)):
+                doc = json.loads(body)
+            assert schema is not None, f"{method} {path} {status}: a JSON reply with no schema in docs/openapi.json"
+            self.validate(schema, doc, f"{method} {path} {status}")
+        return body
