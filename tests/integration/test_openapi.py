@@ -158,8 +158,13 @@ def test_every_operation_answers_as_documented(service, contract):
     call("POST", "/v1/runs", 200, json={"language": "bash", "code": "printf '\\xff\\x00'; exit 3"}, query={"wait": "true"})
     call("POST", "/v1/runs", 200, json={"language": "python", "code": "import time; time.sleep(5)", "limits": {"timeout_s": 1}},
          query={"wait": "true"})
-    call("POST", "/v1/runs", 200, json={"language": "node", "code": "console.log(1)", "network": "packages"},
-         query={"wait": "true"})
+    # through the egress proxy to a host the policy does not list: a denied connection in result.network.egress
+    fetch = ("import urllib.request\ntry:\n    urllib.request.urlopen('http://not-listed.example/', timeout=10)\n"
+             "except Exception as e:\n    print(e)\n")
+    net = call("POST", "/v1/runs", 200, json={"language": "python", "code": fetch, "network": "packages"},
+               query={"wait": "true"})
+    assert [e["decision"] for e in net["result"]["network"]["egress"]] == ["denied"], net["result"]["network"]
+    call("POST", "/v1/runs", 200, json={"language": "node", "code": "console.log(1)"}, query={"wait": "true"})
     call("POST", "/v1/runs", 400, json={"language": "cobol", "code": "x"})
     call("POST", "/v1/runs", 404, json={"language": "python", "code": "x", "artifacts": ["art_nope"]})
     slow = call("POST", "/v1/runs", 201, json={"language": "bash", "code": "sleep 30"})
