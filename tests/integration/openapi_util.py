@@ -101,6 +101,8 @@ class Contract:
         assert (method, path) in self.ops, f"{method} {path} is not in docs/openapi.json"
         media, schema = self.schema_of(method, path, status, hdrs.get("content-type", ""))
         self.seen.add((method, path, status))
+        if media == "text/event-stream" and "x-events" in self.ops[(method, path)]:
+            self.check_events(self.ops[(method, path)]["x-events"], body, f"{method} {path} {status}")
         if media == "application/json":
             doc = body
             if isinstance(body, (bytes, bytearray)):
@@ -108,3 +110,17 @@ class Contract:
             assert schema is not None, f"{method} {path} {status}: a JSON reply with no schema in docs/openapi.json"
             self.validate(schema, doc, f"{method} {path} {status}")
         return body
+
+    def check_events(self, schemas, body, where):
+        """Each event of the stream BODY against the schema x-events gives its type."""
+        text = body.decode() if isinstance(body, (bytes, bytearray)) else body
+        n = 0
+        for block in text.split("\n\n"):
+            fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line and not line.startswith(":"))
+            if "event" not in fields:
+                continue
+            assert fields["event"] in schemas, f"{where}: an event of type {fields['event']!r}, which x-events does not document"
+            self.validate(schemas[fields["event"]], json.loads(fields["data"]), f"{where} event {fields.get('id')} {fields['event']}")
+            n += 1
+        assert n, f"{where}: a stream with no event"
+        return n

@@ -155,7 +155,9 @@ def test_every_operation_answers_as_documented(service, contract):
                query={"wait": "true"})
     assert run["state"] == "succeeded" and run["result"]["stdout"] == "out\n", run
     rid = run["id"]
-    call("POST", "/v1/runs", 200, json={"language": "bash", "code": "printf '\\xff\\x00'; exit 3"}, query={"wait": "true"})
+    raw = call("POST", "/v1/runs", 200, json={"language": "bash", "code": "printf 'a\\xff\\x00'; exit 3"}, query={"wait": "true"})
+    assert raw["result"]["exit_code"] == 3 and base64.b64decode(raw["result"]["stdout_base64"]) == b"a\xff\x00", raw
+    assert b"data_base64" in call("GET", "/v1/runs/{id}/events", 200, {"id": raw["id"]})
     call("POST", "/v1/runs", 200, json={"language": "python", "code": "import time; time.sleep(5)", "limits": {"timeout_s": 1}},
          query={"wait": "true"})
     # through the egress proxy to a host the policy does not list: a denied connection in result.network.egress
@@ -275,6 +277,9 @@ def test_every_operation_answers_as_documented(service, contract):
     ok = appr("POST", "/v1/runs/{id}/approve", 200, {"id": wid}, json={"hash": waiting["approval"]["hash"], "reason": "fine"})
     assert ok["approval"]["decision"] == "approved", ok
     done = member.wait_state(wid, {"succeeded", "failed"})
+    # its stream, approval event included, each event's data as x-events says
+    ev = mem("GET", "/v1/runs/{id}/events", 200, {"id": wid})
+    assert b"event: approval" in ev and b"event: result" in ev, ev
     contract.check("GET", "/v1/runs/{id}", 200, {"content-type": "application/json"}, done)
     other = mem("POST", "/v1/runs", 201, json={"language": "bash", "code": "echo no"})
     denied = appr("POST", "/v1/runs/{id}/deny", 200, {"id": other["id"]}, json={"reason": "no"})
