@@ -259,12 +259,16 @@ def test_every_operation_answers_as_documented(service, contract):
     _, approver = gov.person_in("approver")
     _, member = gov.person_in("member")
     admin, appr, mem = call.as_(gov.client), call.as_(approver), call.as_(member)
+    mem("POST", "/v1/runs", 200, json={"language": "bash", "code": "echo d > /out/doc.txt", "thread_id": "g"},
+        query={"wait": "true"})
     admin("PATCH", "/v1/settings", 200, json={"approval_policy": "always", "approval_ttl_s": 600})
     mem("PATCH", "/v1/settings", 403, json={"timeout_s": 20})
     mem("GET", "/v1/audit/checkpoint", 403)
     waiting = mem("POST", "/v1/runs", 201, json={"language": "python", "code": "import sys; print(sys.stdin.read())",
-                                                 "stdin": "hello", "files": [{"name": "f.txt", "content_base64": base64.b64encode(b"f").decode()}]})
+                                                 "stdin": "hello", "thread_id": "g", "args": ["a1"], "files": [{"name": "f.txt", "content_base64": base64.b64encode(b"f").decode()}]})
     assert waiting["state"] == "pending_approval" and waiting["approval"]["hash"], waiting
+    ins = waiting["approval"]["inputs"]
+    assert [d["path"] for d in ins["documents"]] == ["doc.txt"] and ins["args"] == ["a1"] and ins["stdin"]["size"] == 5, ins
     wid = waiting["id"]
     assert mem("GET", "/v1/runs/{id}/inputs/{which}", 200, {"id": wid, "which": "stdin"}) == b"hello"
     mem("GET", "/v1/runs/{id}/inputs/{which}", 200, {"id": wid, "which": "0"})
