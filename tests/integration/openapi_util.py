@@ -18,9 +18,11 @@ from conftest import ROOT
 SPEC_PATH = ROOT / "docs" / "openapi.json"
 METHODS = ("get", "put", "post", "delete", "patch")
 
-# A row of the route table (src/api/routes.c or wherever it lands): its
-# method and its path pattern, with {name} for a segment that varies.
-ROUTE_ROW = re.compile(r'\{\s*(?:\.method\s*=\s*)?"(GET|POST|PUT|PATCH|DELETE)"\s*,\s*(?:\.path\s*=\s*)?"(/[^"]*)"')
+# A row of the route table (src/api/routes.c): its method, or NULL for a
+# row whose handler takes every method (MCP's) or answers what no other row
+# does (a fallback), and its path pattern, {name} for a segment that varies:
+#     { "GET", "/v1/runs/{id}", AL_AUTH_KEY, al_rest_runs_get },
+ROUTE_ROW = re.compile(r'\{\s*(NULL|"(?:GET|POST|PUT|PATCH|DELETE)")\s*,\s*"(/[^"]*)"')
 ROUTE_FILES = sorted((ROOT / "src" / "api").glob("*.c"))
 
 
@@ -40,13 +42,13 @@ def operations(spec):
 
 def server_routes():
     """(rows, literals, methods) read from the sources of src/api: ROWS the
-    {(METHOD, path pattern)} of a route table (empty while there is none),
+    {(METHOD or None, path pattern)} of a route table (empty while there is none),
     LITERALS the fixed path segments the router compares, METHODS the
     request methods it compares."""
     rows, literals, methods = set(), set(), set()
     for f in ROUTE_FILES:
         text = f.read_text()
-        rows |= {(m, p) for m, p in ROUTE_ROW.findall(text)}
+        rows |= {(None if m == "NULL" else m.strip('"'), p) for m, p in ROUTE_ROW.findall(text)}
         literals |= set(re.findall(r'strcmp\(seg\[\d\], "([^"]+)"\)', text))
         methods |= set(re.findall(r'strcmp\(method, "([A-Z]+)"\)', text))
     return rows, literals, methods
@@ -126,3 +128,26 @@ class Contract:
             n += 1
         assert n, f"{where}: a stream with no event"
         return n
+
+
+def pattern_covers(row, path):
+    """Whether the route pattern ROW matches the spec's PATH (normalised):
+    each segment equal, or a {parameter} in ROW."""
+    r, p = norm(row).strip("/").split("/"), norm(path).strip("/").split("/")
+    return len(r) == len(p) and all(a == "{}" or a == b for a, b in zip(r, p))
+
+
+def compare_routes(rows, ops):
+    """What differs between the route table's ROWS and the spec's OPS
+    ({(METHOD, path)}): (routed but not documented, documented but not
+    routed). A row of every method (None) routes each documented method of
+    its path; a fallback row (None, whose pattern is no documented path)
+    must cover a documented path."""
+    exact = {(m, norm(p)) for m, p in rows if m}
+    every = {norm(p) for m, p in rows if m is None}
+    spec = {(m, norm(p)) for m, p in ops}
+    spec_paths = {p for _, p in spec}
+    undocumented = sorted(exact - spec) + sorted(
+        ("*", p) for p in every if p not in spec_paths and not any(pattern_covers(p, q) for q in spec_paths))
+    unrouted = sorted((m, p) for m, p in spec if (m, p) not in exact and p not in every)
+    return undocumented, unrouted
