@@ -224,12 +224,14 @@ def test_every_operation_answers_as_documented(service, contract):
     call("GET", "/mcp", 405, headers=sess)
     # a tools/call's stream, left after its first event and resumed
     first = first_event_id(service, json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
-        "name": "code_execution", "arguments": {"language": "python", "code": "import time; time.sleep(1); print('late')"}}}),
+        "name": "code_execution", "arguments": {"language": "python", "code": "import time; print('early', flush=True); time.sleep(3); print('late')"}}}),
         sess)
     rest = call("GET", "/mcp", 200, headers={**sess, "Accept": "text/event-stream", "Last-Event-ID": first})
     assert b"late" in rest, rest
     call("GET", "/mcp", 410, headers={**sess, "Accept": "text/event-stream", "Last-Event-ID": first})
+    call("POST", "/mcp", 400, json={"jsonrpc": "2.0", "id": 6, "method": "ping"}, headers=acc)
     call("DELETE", "/mcp", 204, headers=sess)
+    call("DELETE", "/mcp", 404, headers=sess)
     call("POST", "/mcp", 404, json={"jsonrpc": "2.0", "id": 4, "method": "ping"}, headers=sess)
     nokey("POST", "/mcp", 401, json=init, headers=acc, key=None)
     # --- skills
