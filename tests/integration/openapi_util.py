@@ -11,7 +11,6 @@ the comparison becomes exact (method and path pattern). To point it at the
 table: make ROUTE_ROW match a row of it and ROUTE_FILES name its file(s)."""
 import json
 import re
-from pathlib import Path
 
 from conftest import ROOT
 

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import ROOT, need
 from openapi_util import METHODS, Contract, compare_routes, load_spec, norm, operations, server_routes
-from service_util import gov_tenant, new_role_person, service  # noqa: F401
+from service_util import gov_tenant, service  # noqa: F401
 
 SPEC = load_spec()
 OPS = operations(SPEC)
