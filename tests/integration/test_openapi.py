@@ -17,7 +17,7 @@ import pytest
 
 from conftest import ROOT, need
 from openapi_util import METHODS, Contract, compare_routes, load_spec, norm, operations, server_routes
-from service_util import gov_tenant, service  # noqa: F401
+from service_util import gov_tenant, service, services  # noqa: F401
 
 SPEC = load_spec()
 OPS = operations(SPEC)
@@ -352,3 +352,21 @@ def test_a_field_added_or_dropped_fails_the_contract(service, contract):
             contract.validate({"$ref": "#/components/schemas/Run"}, doc, "a changed run")
     with pytest.raises(AssertionError, match="does not match"):
         contract.validate({"$ref": "#/components/schemas/Settings"}, dict(settings, surprise=1), "changed settings")
+
+
+def test_an_expired_run_answers_as_documented(services, contract):
+    """Past its workspace's run_retention_s a run's GET, events and trace
+    answer 410 with its summary (Error.run, expired_at), as documented."""
+    svc = services.start("sweep", {"max_concurrent": 4, "run_sweep_s": 1})
+    call = Caller(contract, svc)
+    call("PATCH", "/v1/settings", 200, json={"run_retention_s": 1})
+    run = call("POST", "/v1/runs", 200, json={"language": "python", "code": "print('gone')"}, query={"wait": "true"})
+    deadline = time.monotonic() + 30
+    while svc.request("GET", f"/v1/runs/{run['id']}")[0] != 410:
+        assert time.monotonic() < deadline, "the run never expired"
+        time.sleep(0.3)
+    doc = call("GET", "/v1/runs/{id}", 410, {"id": run["id"]})
+    assert doc["error"]["code"] == "expired" and doc["run"]["expired_at"], doc
+    call("GET", "/v1/runs/{id}/events", 410, {"id": run["id"]})
+    call("GET", "/v1/runs/{id}/trace", 410, {"id": run["id"]})
+    call("GET", "/v1/runs", 200)
