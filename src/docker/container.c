@@ -593,6 +593,112 @@ static void kill_finish(dbox *b, inside_kill *k, uint64_t until) {
     kill_container(b);
 }
 
+/* The script's main process, by pidfd (*RET_FD) on the exec ID's host pid
+ * (runc's process, or runsc's exec that waits for it), once the daemon has
+ * started it: or *RET_GONE, it ended before it could be watched (or the
+ * daemon cannot say), or *RET_CANCELED, CANCEL_FD came first. */
+static void watch_main(dbox *b, const char *id, uint64_t deadline, int cancel_fd, int *ret_fd, bool *ret_gone,
+                       bool *ret_canceled) {
+    int main_fd = -1;
+    char path[200];
+    snprintf(path, sizeof path, "/exec/%s/json", id);
+    uint64_t late_until = 0;
+#ifdef AIRLOCK_TEST_HOOKS
+    /* test builds: a daemon slow to start the exec (runsc's exec on a
+     * loaded host), its answers "not started yet" for this long */
+    const char *late = getenv("AIRLOCK_TEST_EXEC_START_LATE_MS");
+    if (late)
+        late_until = al_now_ms() + strtoull(late, NULL, 10);
+#endif
+    /* Docker answers the exec's start (the stream above) before
+     * containerd has started its process: no pid and no exit code yet.
+     * runsc's exec takes hundreds of ms to start it, more on a loaded
+     * host, so "not started yet" is waited for, up to the run's wall
+     * clock (after which the loop below times it out). It is not an
+     * end: taken for one, the script was killed as it began, with no
+     * reason of its own (exited, SIGKILL: "failed"), and a cancel that
+     * came after the kill was lost. A cancel meanwhile is taken at
+     * once (below): a kill inside before the process is there would
+     * miss it, and a daemon that never starts it would hold the cancel
+     * for the run's whole wall clock. */
+    uint64_t start_until = deadline ? deadline : al_now_ms() + EXEC_START_MS;
+    int nap_ms = 2;
+    /* and a daemon that stops answering meanwhile holds it no longer
+     * than a kill at the deadline would */
+    b->e.until_ms = start_until + KILL_GRACE_MS;
+    while (main_fd < 0) {
+        json_t *ans = NULL;
+        al_error ie = { 0 };
+        if (call_ok(b, "GET", path, NULL, &ans, &ie) < 0) {
+            *ret_gone = true;
+            break;
+        }
+        int pid = (int)json_integer_value(json_object_get(ans, "Pid"));
+        bool running = json_is_true(json_object_get(ans, "Running"));
+        /* the daemon sets the exit code once the exec has ended, or
+         * failed to start: null until then */
+        bool ended = !running && json_is_integer(json_object_get(ans, "ExitCode"));
+        json_decref(ans);
+        if (late_until && al_now_ms() < late_until) {
+            pid = 0;
+            running = ended = false;
+        }
+        if (pid > 0)
+            main_fd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (main_fd < 0 && (ended || (!running && pid > 0))) {
+            *ret_gone = true;
+            break;
+        }
+        if (main_fd >= 0 || al_now_ms() >= start_until)
+            break;
+        struct pollfd cp = { .fd = cancel_fd, .events = POLLIN };
+        if (poll(&cp, 1, nap_ms) > 0) {
+            *ret_canceled = true;
+            break;
+        }
+        if (nap_ms < 16)
+            nap_ms *= 2;
+    }
+    b->e.until_ms = 0;
+    *ret_fd = main_fd;
+}
+
+/* The pids cap watched from outside, tick after tick. */
+typedef struct pids_watch {
+    uint64_t next_tick, hits;
+    int streak;
+} pids_watch;
+
+/* What ends the exec at NOW, of a run (WATCH) or one of airlock's own
+ * execs: its wall clock (DEADLINE), its output cap (S), a fork bomb at
+ * the pids cap; EXITED: nothing. */
+static al_reason due_reason(dbox *b, const sink *s, bool watch, uint64_t deadline, uint64_t now, pids_watch *pw) {
+    al_reason why = AL_REASON_EXITED;
+    if (deadline && now >= deadline)
+        why = AL_REASON_TIMEOUT;
+    if (s->over)
+        why = AL_REASON_OUTPUT_LIMIT;
+    if (watch && b->cg_pids[0] && b->o->runtime == AL_DOCKER_RUNSC && now >= pw->next_tick) {
+        watch_sandbox(b);
+        pw->next_tick = now + PIDS_TICK_MS;
+    }
+    if (watch && b->cg_pids[0] && b->o->runtime == AL_DOCKER_RUNC && now >= pw->next_tick) {
+        /* a fork bomb holds the pids cap: killed as "pids", as native */
+        uint64_t cur = 0, max_hits = 0;
+        al_cgroup_read_u64(b->cg_pids, "pids.current", &cur);
+        al_cgroup_read_key(b->cg_pids, "pids.events", "max", &max_hits);
+        /* at the cap, tick after tick, after a refused fork: a fork
+         * bomb (the native box's rule) */
+        bool full = max_hits > 0 && cur + 2 >= b->cfg->limits.pids;
+        pw->streak = full || max_hits > pw->hits ? pw->streak + 1 : 0;
+        pw->hits = max_hits;
+        if (pw->streak >= PIDS_STREAK)
+            why = AL_REASON_PIDS;
+        pw->next_tick = now + PIDS_TICK_MS;
+    }
+    return why;
+}
+
 static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, const char *, size_t, void *), sink *s,
                      uint64_t deadline, int cancel_fd, al_reason *kill_reason, al_error *err) {
     inside_kill ik = { 0 };
@@ -600,74 +706,13 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
     int r = al_engine_exec_start(&b->e, id, &st, err);
     if (r < 0)
         return r;
-    /* the script's main process, by pidfd on the exec's host pid (runc's
-     * process, or runsc's exec that waits for it): when it ends, whatever
-     * it left behind is killed, as the native box's pid namespace does,
-     * rather than holding the streams open */
     _cleanup_close_ int main_fd = -1;
     bool main_gone = false, canceled_unstarted = false;
-    if (kill_reason) {
-        char path[200];
-        snprintf(path, sizeof path, "/exec/%s/json", id);
-        uint64_t late_until = 0;
-#ifdef AIRLOCK_TEST_HOOKS
-        /* test builds: a daemon slow to start the exec (runsc's exec on a
-         * loaded host), its answers "not started yet" for this long */
-        const char *late = getenv("AIRLOCK_TEST_EXEC_START_LATE_MS");
-        if (late)
-            late_until = al_now_ms() + strtoull(late, NULL, 10);
-#endif
-        /* Docker answers the exec's start (the stream above) before
-         * containerd has started its process: no pid and no exit code yet.
-         * runsc's exec takes hundreds of ms to start it, more on a loaded
-         * host, so "not started yet" is waited for, up to the run's wall
-         * clock (after which the loop below times it out). It is not an
-         * end: taken for one, the script was killed as it began, with no
-         * reason of its own (exited, SIGKILL: "failed"), and a cancel that
-         * came after the kill was lost. A cancel meanwhile is taken at
-         * once (below): a kill inside before the process is there would
-         * miss it, and a daemon that never starts it would hold the cancel
-         * for the run's whole wall clock. */
-        uint64_t start_until = deadline ? deadline : al_now_ms() + EXEC_START_MS;
-        int nap_ms = 2;
-        /* and a daemon that stops answering meanwhile holds it no longer
-         * than a kill at the deadline would */
-        b->e.until_ms = start_until + KILL_GRACE_MS;
-        while (main_fd < 0) {
-            json_t *ans = NULL;
-            al_error ie = { 0 };
-            if (call_ok(b, "GET", path, NULL, &ans, &ie) < 0) {
-                main_gone = true;
-                break;
-            }
-            int pid = (int)json_integer_value(json_object_get(ans, "Pid"));
-            bool running = json_is_true(json_object_get(ans, "Running"));
-            /* the daemon sets the exit code once the exec has ended, or
-             * failed to start: null until then */
-            bool ended = !running && json_is_integer(json_object_get(ans, "ExitCode"));
-            json_decref(ans);
-            if (late_until && al_now_ms() < late_until) {
-                pid = 0;
-                running = ended = false;
-            }
-            if (pid > 0)
-                main_fd = (int)syscall(SYS_pidfd_open, pid, 0);
-            if (main_fd < 0 && (ended || (!running && pid > 0))) {
-                main_gone = true;
-                break;
-            }
-            if (main_fd >= 0 || al_now_ms() >= start_until)
-                break;
-            struct pollfd cp = { .fd = cancel_fd, .events = POLLIN };
-            if (poll(&cp, 1, nap_ms) > 0) {
-                canceled_unstarted = true;
-                break;
-            }
-            if (nap_ms < 16)
-                nap_ms *= 2;
-        }
-        b->e.until_ms = 0;
-    }
+    /* the script's main process, by pidfd: when it ends, whatever it left
+     * behind is killed, as the native box's pid namespace does, rather
+     * than holding the streams open */
+    if (kill_reason)
+        watch_main(b, id, deadline, cancel_fd, &main_fd, &main_gone, &canceled_unstarted);
     /* ended before it could be watched (its pid gone, or inspect already
      * says so): it is done, and what it left is killed now */
     bool main_done = false;
@@ -683,7 +728,8 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
     bool in_open = in_fd >= 0, killed = false;
     if (!in_open)
         al_engine_stream_close_stdin(&st);
-    uint64_t kill_deadline = 0, next_tick = al_now_ms() + PIDS_TICK_MS, pids_hits = 0;
+    uint64_t kill_deadline = 0;
+    pids_watch pw = { .next_tick = al_now_ms() + PIDS_TICK_MS };
     if (canceled_unstarted) {
         /* canceled before the daemon started the script's process: the
          * container goes whole, and whatever of the script starts now
@@ -695,7 +741,6 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
         b->e.until_ms = kill_deadline;
         kill_container(b);
     }
-    int pids_streak = 0;
     while (!st.eof) {
         uint64_t now = al_now_ms();
         /* the main process is gone and its leftovers were killed: what they
@@ -703,29 +748,7 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
          * died whole) is not waited for */
         if (main_done && now >= drain_until)
             break;
-        al_reason why = AL_REASON_EXITED;
-        if (!killed && deadline && now >= deadline)
-            why = AL_REASON_TIMEOUT;
-        if (!killed && s->over)
-            why = AL_REASON_OUTPUT_LIMIT;
-        if (!killed && kill_reason && b->cg_pids[0] && b->o->runtime == AL_DOCKER_RUNSC && now >= next_tick) {
-            watch_sandbox(b);
-            next_tick = now + PIDS_TICK_MS;
-        }
-        if (!killed && kill_reason && b->cg_pids[0] && b->o->runtime == AL_DOCKER_RUNC && now >= next_tick) {
-            /* a fork bomb holds the pids cap: killed as "pids", as native */
-            uint64_t cur = 0, max_hits = 0;
-            al_cgroup_read_u64(b->cg_pids, "pids.current", &cur);
-            al_cgroup_read_key(b->cg_pids, "pids.events", "max", &max_hits);
-            /* at the cap, tick after tick, after a refused fork: a fork
-             * bomb (the native box's rule) */
-            bool full = max_hits > 0 && cur + 2 >= b->cfg->limits.pids;
-            pids_streak = full || max_hits > pids_hits ? pids_streak + 1 : 0;
-            pids_hits = max_hits;
-            if (pids_streak >= PIDS_STREAK)
-                why = AL_REASON_PIDS;
-            next_tick = now + PIDS_TICK_MS;
-        }
+        al_reason why = killed ? AL_REASON_EXITED : due_reason(b, s, kill_reason != NULL, deadline, now, &pw);
         if (why == AL_REASON_TIMEOUT && !kill_reason) {
             /* one of airlock's own execs (tar, kill) that does not end */
             r = al_err(err, "docker", ETIMEDOUT, "an exec of airlock's in the box did not end in time");
@@ -764,8 +787,8 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
                                { .fd = ik.running ? ik.st.fd : -1, .events = POLLIN } };
         nfds_t np = 4;
         uint64_t until = main_done ? drain_until : killed ? kill_deadline : deadline ? deadline : now + 1000;
-        if (kill_reason && b->cg_pids[0] && !killed && !main_done && next_tick < until)
-            until = next_tick;
+        if (kill_reason && b->cg_pids[0] && !killed && !main_done && pw.next_tick < until)
+            until = pw.next_tick;
         int k = poll(p, np, until > now ? (int)(until - now) : 0);
         if (k < 0 && errno != EINTR) {
             r = al_err(err, "supervise", errno, "poll: %m");
