@@ -14,23 +14,12 @@
 #include "../image/image.h"
 #include "../lang/lang.h"
 #include "cli.h"
-#include "net.h"
 
 #define EXIT_AIRLOCK 125
 #define MAX_SCRIPT (4u << 20)
 #define MAX_INPUTS 256
 #define MAX_ARGS 1024
 
-char *const cli_box_env[] = {
-    "PATH=/usr/local/bin:/usr/bin:/bin",
-    "HOME=/tmp",
-    "TMPDIR=/tmp",
-    "LANG=C.UTF-8",
-    "PYTHONUNBUFFERED=1",
-    "PYTHONDONTWRITEBYTECODE=1",
-    "MPLCONFIGDIR=/tmp/.matplotlib",
-    NULL,
-};
 
 static void usage(FILE *f) {
     fprintf(f, "usage: airlock run [--lang L] [--in PATH]... [--out DIR] [--timeout S] [--memory SIZE]\n"
@@ -60,11 +49,11 @@ typedef struct bound {
 
 typedef struct run_ud {
     bool tty;
-    cli_net net;
+    al_box_net net;
 } run_ud;
 
 static int on_listener(int fd, uid_t uid, gid_t gid, void *userdata, al_error *err) {
-    return cli_net_on_listener(fd, uid, gid, &((run_ud *)userdata)->net, err);
+    return al_box_net_on_listener(fd, uid, gid, &((run_ud *)userdata)->net, err);
 }
 
 static void on_output(al_stream s, const char *buf, size_t len, void *userdata) {
@@ -75,16 +64,6 @@ static void on_output(al_stream s, const char *buf, size_t len, void *userdata) 
     else
         fwrite(buf, 1, len, f);
     fflush(f);
-}
-
-int cli_cancel_signals(void) {
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGHUP);
-    sigprocmask(SIG_BLOCK, &sigs, NULL);
-    return signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
 static void human_bytes(char *buf, size_t n, uint64_t b) {
@@ -352,7 +331,7 @@ static int finish(const run_opts *o, int r, const al_box_result *res, const al_r
         fprintf(stderr, "airlock: failed at step \"%s\": %s (%s)\n", res->error.step[0] ? res->error.step : "run",
                 res->error.msg[0] ? res->error.msg : "unknown error", strerror(res->error.err ? res->error.err : EIO));
     if (o->json) {
-        json_t *doc = cli_result_json(res, rt);
+        json_t *doc = al_box_result_json(res, rt);
         if (doc)
             json_object_set(doc, "network", network);
         char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
@@ -405,14 +384,14 @@ int cli_run(int argc, char **argv) {
 
     /* Ctrl-C, SIGTERM or a hangup cancel the box cleanly (killed, cgroup
      * removed) instead of leaving it to die with us */
-    _cleanup_close_ int sig_fd = cli_cancel_signals();
+    _cleanup_close_ int sig_fd = al_cancel_signals();
 
     _cleanup_free_ run_ud *ud = calloc(1, sizeof *ud);
     if (!ud)
         return EXIT_AIRLOCK;
     ud->tty = isatty(STDOUT_FILENO) || isatty(STDERR_FILENO);
     al_error nerr = { 0 };
-    if (cli_net_init(&ud->net, o->net_spec, &nerr) < 0)
+    if (al_box_net_init(&ud->net, o->net_spec, &nerr) < 0)
         return usage_error("--net %s: %s", o->net_spec, nerr.msg);
     /* the runtime: the host's /usr, or an image named by alias or digest */
     al_image_runtime ir;
@@ -443,7 +422,7 @@ int cli_run(int argc, char **argv) {
         .on_output = o->json ? NULL : on_output,
         .userdata = ud,
         .cancel_fd = sig_fd,
-        .listen_port = cli_net_listen_port(&ud->net),
+        .listen_port = al_box_net_listen_port(&ud->net),
         .on_listener = on_listener,
     };
     al_box_result res;
@@ -459,7 +438,7 @@ int cli_run(int argc, char **argv) {
         r = cli_run_forked(lang, &cfg, runtime == &al_runtime_host ? NULL : ir.root, &res);
     else
         r = al_box_run(&cfg, &res);
-    json_t *network = cli_net_finish(&ud->net, &res);
+    json_t *network = al_box_net_finish(&ud->net, &res);
     st = finish(o, r, &res, cfg.runtime, network, ud->net.spec);
     json_decref(network);
     al_box_result_free(&res);
