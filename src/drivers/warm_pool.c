@@ -4,7 +4,7 @@
  * its code names a preload module), a few helpers whose box is made and
  * whose interpreter has started (Python's having imported the preload
  * modules, if that shape's code names them), each waiting for its run on
- * stdin (src/cli/helper.c, src/lang/warm/). A run of that shape is handed
+ * stdin (src/drivers/helper_main.c, src/lang/warm/). A run of that shape is handed
  * one: its job line goes to that helper's stdin, and from there it is that
  * run's helper, as a cold one is. A warm box is never reused and never
  * shared: it ends with its run.
