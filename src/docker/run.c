@@ -179,7 +179,10 @@ static int unanswered(dbox *b, al_reason reason, al_error *err) {
                                          "not be read");
 }
 
-static int run(dbox *b, al_error *err) {
+/* B's container: the image loaded, a container held ahead of need taken
+ * if it is still fit (else one of its own made, of its owner's uids or
+ * its own), its keeper started, its listener, its /work staged. */
+static int make_box(dbox *b, al_error *err) {
     const al_box_config *cfg = b->cfg;
     al_box_result *res = b->res;
     if (!cfg->runtime || !cfg->runtime->digest || !b->o->image_dir)
@@ -239,7 +242,58 @@ static int run(dbox *b, al_error *err) {
         return r;
     if ((r = direct ? al_docker_stage_into(b, al_docker_open_scratch, err) : al_docker_stage(b, err)) < 0)
         return r;
+    return 0;
+}
 
+/* The script's run of exec ID (REASON: why it was stopped, if it was)
+ * ended with its container whole: killed by airlock, or dead of its caps
+ * (gVisor's sandbox): how it ended, with /out lost. */
+static int end_whole(dbox *b, const char *id, al_reason reason, al_error *err) {
+    const al_box_config *cfg = b->cfg;
+    al_box_result *res = b->res;
+    /* killed whole by airlock (the daemon may show it running a
+     * moment longer), or it died whole (gVisor's sandbox over its
+     * memory cap is killed by this host's kernel): /out went with it */
+    read_stats(b);
+    /* the script's own end, when the daemon still knows it */
+    al_error xe = { 0 };
+    int xc = al_docker_exec_exit(b, id, &xe);
+    if (xc >= 0 && xc <= 128 + 64) {
+        code_as_end(xc, res);
+    } else {
+        res->exit_code = -1;
+        res->signal = SIGKILL;
+    }
+    if (res->peak_memory_bytes < b->mem_peak_seen)
+        res->peak_memory_bytes = b->mem_peak_seen;
+    /* its cgroup may be gone with it: what it last showed says why */
+    if (oom_killed(b) || b->oom_seen > 0 || b->mem_peak_seen + MEM_NEAR >= cfg->limits.memory_bytes) {
+        res->reason = AL_REASON_MEMORY;
+        return al_collect_add_skip(res, ".", "the box was killed whole (out of memory): /out could not be read");
+    }
+    if (pids_cap_hit(b) || b->pids_current_seen + RUNSC_PIDS_NEAR >= cfg->limits.pids + RUNSC_PIDS_OVERHEAD) {
+        /* gVisor's ptrace platform takes a host process per address
+         * space: at the cap, its sandbox cannot go on */
+        res->reason = AL_REASON_PIDS;
+        return al_collect_add_skip(res, ".", "the box was killed whole (process limit): /out could not be read");
+    }
+    if (reason != AL_REASON_EXITED || b->killed_whole) {
+        /* stopped by airlock, whole, when its processes would not die:
+         * the run's own reason stands (never airlock's error) */
+        res->reason = reason;
+        return al_collect_add_skip(res, ".", "processes the script left would not die: the box was killed "
+                                             "whole and /out could not be read");
+    }
+    return al_err(err, "docker", EIO, "the container died while the script ran");
+}
+
+static int run(dbox *b, al_error *err) {
+    const al_box_config *cfg = b->cfg;
+    al_box_result *res = b->res;
+    int r = make_box(b, err);
+    if (r < 0)
+        return r;
+    bool direct = b->o->runtime == AL_DOCKER_RUNC;
     char id[80];
     /* stdin only when the run has one: without, the exec's is /dev/null */
     if ((r = al_docker_exec_create(b, cfg->argv, cfg->envp, "/work", cfg->stdin_fd >= 0, id, err)) < 0)
@@ -257,7 +311,7 @@ static int run(dbox *b, al_error *err) {
     /* this process, stopped or stuck, does not hold the box past it */
     al_uid_keeper_arm(b->keeper_fd, start + cfg->limits.wall_ms);
     r = al_docker_exec_pump(b, id, cfg->stdin_fd, al_docker_on_script_data, &s, start + cfg->limits.wall_ms,
-                  cfg->cancel_fd, &reason, err);
+                              cfg->cancel_fd, &reason, err);
     res->wall_ms = al_now_ms() - start;
     for (int i = 0; i < 2; i++) {
         s.buf[i][s.len[i]] = '\0';
@@ -276,42 +330,8 @@ static int run(dbox *b, al_error *err) {
     bool whole = !b->e.stuck && (b->killed_whole || !al_docker_container_running(b));
     if (b->e.stuck)
         return unanswered(b, reason, err);
-    if (whole) {
-        /* killed whole by airlock (the daemon may show it running a
-         * moment longer), or it died whole (gVisor's sandbox over its
-         * memory cap is killed by this host's kernel): /out went with it */
-        read_stats(b);
-        /* the script's own end, when the daemon still knows it */
-        al_error xe = { 0 };
-        int xc = al_docker_exec_exit(b, id, &xe);
-        if (xc >= 0 && xc <= 128 + 64) {
-            code_as_end(xc, res);
-        } else {
-            res->exit_code = -1;
-            res->signal = SIGKILL;
-        }
-        if (res->peak_memory_bytes < b->mem_peak_seen)
-            res->peak_memory_bytes = b->mem_peak_seen;
-        /* its cgroup may be gone with it: what it last showed says why */
-        if (oom_killed(b) || b->oom_seen > 0 || b->mem_peak_seen + MEM_NEAR >= cfg->limits.memory_bytes) {
-            res->reason = AL_REASON_MEMORY;
-            return al_collect_add_skip(res, ".", "the box was killed whole (out of memory): /out could not be read");
-        }
-        if (pids_cap_hit(b) || b->pids_current_seen + RUNSC_PIDS_NEAR >= cfg->limits.pids + RUNSC_PIDS_OVERHEAD) {
-            /* gVisor's ptrace platform takes a host process per address
-             * space: at the cap, its sandbox cannot go on */
-            res->reason = AL_REASON_PIDS;
-            return al_collect_add_skip(res, ".", "the box was killed whole (process limit): /out could not be read");
-        }
-        if (reason != AL_REASON_EXITED || b->killed_whole) {
-            /* stopped by airlock, whole, when its processes would not die:
-             * the run's own reason stands (never airlock's error) */
-            res->reason = reason;
-            return al_collect_add_skip(res, ".", "processes the script left would not die: the box was killed "
-                                                 "whole and /out could not be read");
-        }
-        return al_err(err, "docker", EIO, "the container died while the script ran");
-    }
+    if (whole)
+        return end_whole(b, id, reason, err);
     int code = al_docker_exec_exit(b, id, err);
     if (b->e.stuck)
         return unanswered(b, reason, err);
