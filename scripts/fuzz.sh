@@ -43,6 +43,7 @@ sources() {
     settings) echo src/core/settings.c ;;
     image-import) echo src/image/import.c ;;
     helper-events) echo src/core/helper_events.c ;;
+    job) echo src/drivers/job_codec.c ;;
     run-body) echo src/api/run_body.c src/core/run_spec.c ;;
     piston-body) echo src/api/piston.c src/api/run_body.c src/core/run_spec.c ;;
     *) echo "fuzz: no source files listed for $1 (scripts/fuzz.sh: sources)" >&2; return 1 ;;

@@ -663,329 +663,402 @@ bool al_box_can_fork(void) {
 #endif
 }
 
-int al_box_run(const al_box_config *cfg, al_box_result *res) {
-    memset(res, 0, sizeof *res);
-    res->exit_code = -1;
-    res->reason = AL_REASON_ERROR;
-    al_error *err = &res->error;
-    uint64_t start = al_now_ms();
-    bool root = geteuid() == 0, forked = cfg->fork != NULL;
-    int r;
-
-    _cleanup_close_ int uid_lock = -1, workfd = -1, outfd = -1, tmpfd = -1, devfd = -1, keeper_fd = -1;
-    zygote_ids zids = { .n = 0 };
-    uid_t uid = geteuid();
-    gid_t gid = getegid();
+/* One box's run: what al_box_run's steps share, and what its end cleans
+ * up (every fd here -1 or open, every step's failure leaving it so). */
+typedef struct box_run {
+    const al_box_config *cfg;     /* the caller's, or ZCFG for a zygote */
+    al_box_result *res;
+    al_error *err;
+    uint64_t start;
+    bool root, forked;
+    int uid_lock, workfd, outfd, tmpfd, devfd, keeper_fd;
+    zygote_ids zids;
+    uid_t uid;
+    gid_t gid;
     al_cgroup_caps caps;
-    const al_cgroup_ops *ops = al_cgroup_pick(&caps);
-    if (forked && (!cfg->warm || cfg->listen_port || !root || (ops && ops->join_by_clone)))
-        return al_err(err, "fork", EINVAL, "a forked box is a warm box with no listener, made by root on cgroup v1");
-    if (cfg->zygote && (!root || cfg->warm))
-        return al_err(err, "zygote", EPERM, "a zygote is made by root (it maps a uid for each box it forks), and is not warm");
-    if (root && cfg->zygote) {
-        if ((r = zygote_acquire(&zids, err)) < 0) {
-            zygote_release(&zids);
-            return r;
-        }
-        uid = zids.uid[0];
-        gid = (gid_t)uid;
-    } else if (root && !forked) {
-        if ((r = al_uid_acquire(&uid, &uid_lock, err)) < 0)
-            return r;
-        gid = (gid_t)uid;
-    }
-    /* a forked box's uid is known once it says so (sync 2) */
-    fill_static_controls(&res->controls, root, uid, &caps, &cfg->limits);
-
-    box_ctx b = { .cfg = cfg, .res = res, .cg_ops = ops, .pid = -1, .pidfd = -1, .forked = forked };
-    int sv[2] = { -1, -1 }, outp[2][2] = { { -1, -1 }, { -1, -1 } }, wsv[2] = { -1, -1 };
+    const al_cgroup_ops *ops;
+    box_ctx b;
+    int sv[2], outp[2][2], wsv[2];
     /* the run's config: the box's own, or for a warm box what its handoff gave */
     al_box_config run;
-    const al_box_config *rc = cfg;
-    al_cgroup_join join = { .n_self = 0, .clone_fd = -1 };
+    const al_box_config *rc;
+    al_cgroup_join join;
     /* a zygote's files: its caller's, and its boxes' PID 1 (fork_init.c) */
     al_box_file zfiles[8];
     al_box_config zcfg;
-    if (cfg->zygote) {
-        if (cfg->n_files >= ELEMENTSOF(zfiles)) {
-            r = al_err(err, "zygote", E2BIG, "too many files for a zygote");
-            goto out_fds;
-        }
-        memcpy(zfiles, cfg->files, cfg->n_files * sizeof *zfiles);
-        zfiles[cfg->n_files] = (al_box_file){ AL_BOX_FORK_SO, al_fork_so, sizeof al_fork_so, 0444 };
-        zcfg = *cfg;
-        zcfg.files = zfiles;
-        zcfg.n_files = cfg->n_files + 1;
-        cfg = b.cfg = rc = &zcfg;
+} box_run;
+
+/* Which box this is, and its uids: a cold or warm box takes a uid of its
+ * own, a zygote a uid for each box it forks, a forked box is told its
+ * uid by its zygote (sync 2). */
+static int run_identity(box_run *st) {
+    const al_box_config *cfg = st->cfg;
+    int r;
+    if (st->forked && (!cfg->warm || cfg->listen_port || !st->root || (st->ops && st->ops->join_by_clone)))
+        return al_err(st->err, "fork", EINVAL, "a forked box is a warm box with no listener, made by root on cgroup v1");
+    if (cfg->zygote && (!st->root || cfg->warm))
+        return al_err(st->err, "zygote", EPERM, "a zygote is made by root (it maps a uid for each box it forks), and is not warm");
+    if (st->root && cfg->zygote) {
+        if ((r = zygote_acquire(&st->zids, st->err)) < 0)
+            return r;
+        st->uid = st->zids.uid[0];
+        st->gid = (gid_t)st->uid;
+    } else if (st->root && !st->forked) {
+        if ((r = al_uid_acquire(&st->uid, &st->uid_lock, st->err)) < 0)
+            return r;
+        st->gid = (gid_t)st->uid;
     }
+    fill_static_controls(&st->res->controls, st->root, st->uid, &st->caps, &cfg->limits);
+    return 0;
+}
+
+/* A zygote's config: its caller's files, and its boxes' PID 1. */
+static int zygote_files(box_run *st) {
+    const al_box_config *cfg = st->cfg;
+    if (cfg->n_files >= ELEMENTSOF(st->zfiles))
+        return al_err(st->err, "zygote", E2BIG, "too many files for a zygote");
+    memcpy(st->zfiles, cfg->files, cfg->n_files * sizeof *st->zfiles);
+    st->zfiles[cfg->n_files] = (al_box_file){ AL_BOX_FORK_SO, al_fork_so, sizeof al_fork_so, 0444 };
+    st->zcfg = *cfg;
+    st->zcfg.files = st->zfiles;
+    st->zcfg.n_files = cfg->n_files + 1;
+    st->cfg = st->b.cfg = st->rc = &st->zcfg;
+    return 0;
+}
+
+/* What the box is made with: its cgroup (v2), its sync socket, output
+ * pipes, a warm box's socket, and its /dev. */
+static int run_channels(box_run *st) {
+    const al_box_config *cfg = st->cfg;
+    al_error *err = st->err;
+    int r;
     /* v2 creates the box inside its cgroup, so the cgroup comes first; v1
      * makes it while the box builds its root, and the box joins it at
      * sync 3, before anything of the script's runs */
-    if (ops && ops->join_by_clone && (r = make_cgroup(&b, uid, false, &join)) < 0)
-        goto out_fds;
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-        r = al_err(err, "setup", errno, "socketpair: %m");
-        goto out_fds;
-    }
-    if (pipe2(outp[0], O_CLOEXEC) < 0 || pipe2(outp[1], O_CLOEXEC) < 0) {
-        r = al_err(err, "setup", errno, "pipe: %m");
-        goto out_fds;
-    }
-    if (cfg->warm && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, wsv) < 0) {
-        r = al_err(err, "setup", errno, "socketpair: %m");
-        goto out_fds;
-    }
+    if (st->ops && st->ops->join_by_clone && (r = make_cgroup(&st->b, st->uid, false, &st->join)) < 0)
+        return r;
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, st->sv) < 0)
+        return al_err(err, "setup", errno, "socketpair: %m");
+    if (pipe2(st->outp[0], O_CLOEXEC) < 0 || pipe2(st->outp[1], O_CLOEXEC) < 0)
+        return al_err(err, "setup", errno, "pipe: %m");
+    if (cfg->warm && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, st->wsv) < 0)
+        return al_err(err, "setup", errno, "socketpair: %m");
     /* Supplementary groups survive into a user namespace and cannot be
      * dropped there (setgroups is denied): drop them before cloning. */
-    if (root && !forked && setgroups(0, NULL) < 0) {
-        r = al_err(err, "setup", errno, "setgroups(0): %m");
-        goto out_fds;
-    }
-
+    if (st->root && !st->forked && setgroups(0, NULL) < 0)
+        return al_err(err, "setup", errno, "setgroups(0): %m");
     /* The box's /dev, its nodes its own (al_mount_dev): made here, where a
      * node can be made, by root; a box made without root binds the host's. */
-    if (root && (devfd = al_mount_dev(err)) < 0) {
-        r = devfd;
-        goto out_fds;
-    }
+    if (st->root && (st->devfd = al_mount_dev(err)) < 0)
+        return st->devfd;
+    return 0;
+}
 
-    pid_t pid = -1;
-    if (forked) {
-        /* the box's pid and uids come with its first message: the kernel's
-         * word, whatever the zygote says */
-        int one = 1;
-        if (setsockopt(sv[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one) < 0) {
-            r = al_err(err, "setup", errno, "SO_PASSCRED: %m");
-            goto out_fds;
-        }
-        int out_w[2] = { outp[0][1], outp[1][1] };
-        if ((r = fork_request(cfg, sv[1], out_w, wsv[1], devfd, err)) < 0)
-            goto out_fds;
+/* A forked box: asked of its zygote, which forks it; its pid and uids
+ * come with its first message (the kernel's word, whatever the zygote
+ * says). */
+static int spawn_forked(box_run *st) {
+    int one = 1;
+    if (setsockopt(st->sv[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one) < 0)
+        return al_err(st->err, "setup", errno, "SO_PASSCRED: %m");
+    int out_w[2] = { st->outp[0][1], st->outp[1][1] };
+    return fork_request(st->cfg, st->sv[1], out_w, st->wsv[1], st->devfd, st->err);
+}
+
+/* A cold box, a warm one or a zygote: cloned into new namespaces. */
+static int spawn_cloned(box_run *st) {
+    const al_box_config *cfg = st->cfg;
+    al_child_args ca = {
+        .sock = st->sv[1], .out_w = { st->outp[0][1], st->outp[1][1] }, .stdin_fd = cfg->stdin_fd, .runtime_fd = -1,
+        .dev_fd = st->devfd,
+        .runtime = cfg->runtime, .limits = &cfg->limits,
+        .argv = cfg->argv, .envp = cfg->envp, .unique_uid = st->root, .listen_port = cfg->listen_port,
+        .warm_fd = cfg->zygote ? cfg->zygote->req_fd : st->wsv[1], .zygote = cfg->zygote != NULL,
+    };
+    /* The cgroup namespace is entered later, from inside the box cgroup,
+     * so the box sees its own cgroup as "/". */
+    const uint64_t ns = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+    pid_t pid;
+    if (st->join.clone_fd >= 0) {
+        struct clone_args ca3 = { .flags = ns | CLONE_INTO_CGROUP, .exit_signal = SIGCHLD,
+                                  .cgroup = (uint64_t)st->join.clone_fd };
+        pid = (pid_t)syscall(SYS_clone3, &ca3, sizeof ca3);
     } else {
-        al_child_args ca = {
-            .sock = sv[1], .out_w = { outp[0][1], outp[1][1] }, .stdin_fd = cfg->stdin_fd, .runtime_fd = -1,
-            .dev_fd = devfd,
-            .runtime = cfg->runtime, .limits = &cfg->limits,
-            .argv = cfg->argv, .envp = cfg->envp, .unique_uid = root, .listen_port = cfg->listen_port,
-            .warm_fd = cfg->zygote ? cfg->zygote->req_fd : wsv[1], .zygote = cfg->zygote != NULL,
-        };
-        /* The cgroup namespace is entered later, from inside the box cgroup,
-         * so the box sees its own cgroup as "/". */
-        const uint64_t ns = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
-        if (join.clone_fd >= 0) {
-            struct clone_args ca3 = { .flags = ns | CLONE_INTO_CGROUP, .exit_signal = SIGCHLD,
-                                      .cgroup = (uint64_t)join.clone_fd };
-            pid = (pid_t)syscall(SYS_clone3, &ca3, sizeof ca3);
-        } else {
-            pid = (pid_t)syscall(SYS_clone, ns | SIGCHLD, NULL, NULL, NULL, 0);
-        }
-        if (pid < 0) {
-            r = al_err(err, "clone", errno, "clone new namespaces: %m");
-            goto out_fds;
-        }
-        if (pid == 0)
-            al_child_main(&ca);
-        /* a zygote's request socket is its own: with this copy closed, its
-         * end is its pool's news that it is gone */
-        if (cfg->zygote)
-            close(cfg->zygote->req_fd);
-        b.pid = pid;
-        res->init_pid = pid;
-        b.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        pid = (pid_t)syscall(SYS_clone, ns | SIGCHLD, NULL, NULL, NULL, 0);
     }
-    close(sv[1]);
-    sv[1] = -1;
-    /* the box's now (or the zygote's, to hand on) */
-    if (devfd >= 0)
-        close(TAKE_FD(devfd));
-    if (wsv[1] >= 0)
-        close(wsv[1]);
-    wsv[1] = -1;
-    close(outp[0][1]);
-    close(outp[1][1]);
-    outp[0][1] = outp[1][1] = -1;
-    if (!forked && b.pidfd < 0) {
-        r = al_err(err, "setup", errno, "pidfd_open: %m");
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        goto out_fds;
-    }
-    /* the box's uids stay locked until its PID 1 (and so every process of
-     * it) has ended, though this process die first (box/keeper.c) */
-    if (!forked && (uid_lock >= 0 || zids.n > 0)) {
-        al_uid_keeper k = { .locks = uid_lock >= 0 ? &uid_lock : zids.lock, .n_locks = uid_lock >= 0 ? 1 : zids.n,
-                            .pidfd = b.pidfd, .kill_init = true, .after = al_box_sweep_stale };
-        if ((r = al_uid_keeper_start(&k, &keeper_fd, err)) < 0) {
-            kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
-            goto out_fds;
-        }
-    }
+    if (pid < 0)
+        return al_err(st->err, "clone", errno, "clone new namespaces: %m");
+    if (pid == 0)
+        al_child_main(&ca);
+    /* a zygote's request socket is its own: with this copy closed, its
+     * end is its pool's news that it is gone */
+    if (cfg->zygote)
+        close(cfg->zygote->req_fd);
+    st->b.pid = pid;
+    st->res->init_pid = pid;
+    st->b.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    return 0;
+}
 
-    int fds[5] = { -1, -1, -1, -1, -1 };
+/* The box's ends of what it was made with closed here (they are its own
+ * now, or the zygote's to hand on); a cloned box's uids kept locked until
+ * its PID 1 (and so every process of it) has ended, though this process
+ * die first (box/keeper.c). A failure kills and reaps the box. */
+static int spawned(box_run *st) {
+    int r = 0;
+    close(st->sv[1]);
+    st->sv[1] = -1;
+    if (st->devfd >= 0)
+        close(TAKE_FD(st->devfd));
+    if (st->wsv[1] >= 0)
+        close(st->wsv[1]);
+    st->wsv[1] = -1;
+    close(st->outp[0][1]);
+    close(st->outp[1][1]);
+    st->outp[0][1] = st->outp[1][1] = -1;
+    if (!st->forked && st->b.pidfd < 0)
+        r = al_err(st->err, "setup", errno, "pidfd_open: %m");
+    if (r == 0 && !st->forked && (st->uid_lock >= 0 || st->zids.n > 0)) {
+        al_uid_keeper k = { .locks = st->uid_lock >= 0 ? &st->uid_lock : st->zids.lock,
+                            .n_locks = st->uid_lock >= 0 ? 1 : st->zids.n, .pidfd = st->b.pidfd, .kill_init = true,
+                            .after = al_box_sweep_stale };
+        r = al_uid_keeper_start(&k, &st->keeper_fd, st->err);
+    }
+    if (r < 0) {
+        kill(st->b.pid, SIGKILL);
+        waitpid(st->b.pid, NULL, 0);
+        st->b.pid = -1;
+        if (st->b.pidfd >= 0)
+            close(TAKE_FD(st->b.pidfd));
+    }
+    return r;
+}
+
+/* A forked box's PID 1's own pidfd (FD), of the pid the kernel gave; its
+ * uid one of the boxes' (the zygote's map allows only its own), and one a
+ * live airlock holds the lock of: its zygote's helper holds each of its
+ * slots' for as long as a box of it lives, so a uid nobody holds is no
+ * slot of a live zygote's, and could be any box's next. */
+static int adopt_forked(box_run *st, int fd, const struct ucred *cred) {
+    st->b.pidfd = fd;
+    st->b.pid = cred->pid;
+    st->res->init_pid = cred->pid;
+    if (!pidfd_is(st->b.pidfd, cred->pid) || cred->uid < AL_UID_BASE || cred->uid >= AL_UID_BASE + AL_UID_COUNT ||
+        cred->gid != (gid_t)cred->uid || al_uid_is_free(cred->uid)) {
+        /* nothing is killed through a pidfd that is not the box's: the
+         * box ends with its sync socket */
+        close(st->b.pidfd);
+        st->b.pidfd = -1;
+        return al_err(st->err, "fork", EPROTO, "the forked box is not who it says (pid %d, uid %u, gid %u)",
+                      (int)cred->pid, (unsigned)cred->uid, (unsigned)cred->gid);
+    }
+    st->uid = cred->uid;
+    st->gid = cred->gid;
+    fill_static_controls(&st->res->controls, st->root, st->uid, &st->caps, &st->cfg->limits);
+    st->res->forked = true;
+    return st->ops ? make_cgroup(&st->b, st->uid, true, &st->join) : 0;
+}
+
+/* Sync 1 and 2: the box's maps written, its scratch directories (and a
+ * forked box's pidfd, a listener's socket) received. */
+static int run_sync(box_run *st, int *ret_listener) {
+    const al_box_config *cfg = st->cfg;
+    al_error *err = st->err;
+    int fds[5] = { -1, -1, -1, -1, -1 }, r;
     unsigned nfds = 5;
     al_msg m = { .type = AL_MSG_GO };
-    if (!forked) {
-        r = cfg->zygote ? write_zygote_maps(pid, &zids, err) : write_maps(pid, uid, gid, err);
-        if (r < 0 || (r = al_msg_send(sv[0], &m, NULL, 0)) < 0) {      /* sync 1: maps written */
+    if (!st->forked) {
+        r = cfg->zygote ? write_zygote_maps(st->b.pid, &st->zids, err) : write_maps(st->b.pid, st->uid, st->gid, err);
+        if (r < 0 || (r = al_msg_send(st->sv[0], &m, NULL, 0)) < 0) {      /* sync 1: maps written */
             if (!err->step[0])
                 al_err(err, "setup", r, "talk to the box: %s", strerror(-r));
-            goto out_kill;
+            return r;
         }
     }
     /* v1: while the box mounts its root (on another CPU, where there is one) */
-    if (ops && !ops->join_by_clone && !forked && (r = make_cgroup(&b, uid, false, &join)) < 0)
-        goto out_kill;
+    if (st->ops && !st->ops->join_by_clone && !st->forked && (r = make_cgroup(&st->b, st->uid, false, &st->join)) < 0)
+        return r;
     struct ucred cred = { 0 };
-    if ((r = recv_setup(sv[0], &m, fds, &nfds, forked ? &cred : NULL, err)) < 0) { /* sync 2: scratch fds received */
+    if ((r = recv_setup(st->sv[0], &m, fds, &nfds, st->forked ? &cred : NULL, err)) < 0) { /* sync 2: scratch fds received */
         for (unsigned i = 0; i < nfds && i < ELEMENTSOF(fds); i++)
             if (fds[i] >= 0)
                 close(fds[i]);
-        goto out_kill;
+        return r;
     }
-    workfd = fds[0];
-    outfd = fds[1];
-    tmpfd = fds[2];
-    unsigned want = forked || cfg->listen_port ? 4u : 3u;
+    st->workfd = fds[0];
+    st->outfd = fds[1];
+    st->tmpfd = fds[2];
+    unsigned want = st->forked || cfg->listen_port ? 4u : 3u;
     if (m.type != AL_MSG_FDS || nfds != want) {
         for (unsigned i = 3; i < ELEMENTSOF(fds); i++)
             if (fds[i] >= 0)
                 close(fds[i]);
-        r = al_err(err, "setup", EPROTO, "the box did not send its scratch directories");
-        goto out_kill;
+        return al_err(err, "setup", EPROTO, "the box did not send its scratch directories");
     }
-    if (forked) {
-        /* its PID 1's own pidfd, of the pid the kernel gave; its uid one of
-         * the boxes' (the zygote's map allows only its own), and one a live
-         * airlock holds the lock of: its zygote's helper holds each of its
-         * slots' for as long as a box of it lives, so a uid nobody holds is
-         * no slot of a live zygote's, and could be any box's next */
-        b.pidfd = fds[3];
-        b.pid = cred.pid;
-        res->init_pid = cred.pid;
-        if (!pidfd_is(b.pidfd, cred.pid) || cred.uid < AL_UID_BASE || cred.uid >= AL_UID_BASE + AL_UID_COUNT ||
-            cred.gid != (gid_t)cred.uid || al_uid_is_free(cred.uid)) {
-            r = al_err(err, "fork", EPROTO, "the forked box is not who it says (pid %d, uid %u, gid %u)", (int)cred.pid,
-                       (unsigned)cred.uid, (unsigned)cred.gid);
-            /* nothing is killed through a pidfd that is not the box's: the
-             * box ends with its sync socket */
-            close(b.pidfd);
-            b.pidfd = -1;
-            goto out_kill;
-        }
-        uid = cred.uid;
-        gid = cred.gid;
-        fill_static_controls(&res->controls, root, uid, &caps, &cfg->limits);
-        res->forked = true;
-        if (ops && (r = make_cgroup(&b, uid, true, &join)) < 0)
-            goto out_kill;
-    }
+    if (st->forked)
+        return adopt_forked(st, fds[3], &cred);
+    *ret_listener = cfg->listen_port ? fds[3] : -1;
+    return 0;
+}
+
+/* Sync 3: the listener served, the inputs staged, the cgroup joined. */
+static int run_stage(box_run *st, int listener) {
+    const al_box_config *cfg = st->cfg;
+    al_error *err = st->err;
+    int r;
     if (cfg->listen_port) {
         /* served from outside before the script can connect to it */
-        r = cfg->on_listener ? cfg->on_listener(fds[3], uid, gid, cfg->userdata, err)
+        r = cfg->on_listener ? cfg->on_listener(listener, st->uid, st->gid, cfg->userdata, err)
                              : al_err(err, "listener", EINVAL, "a listener without a server");
-        close(fds[3]);
+        close(listener);
         if (r < 0)
-            goto out_kill;
+            return r;
     }
     /* a forked box's interpreter runs its warm start already: only the
      * runtime's seed of /tmp is staged now */
     al_box_config seed_only;
     const al_box_config *staged = cfg;
-    if (forked) {
+    if (st->forked) {
         seed_only = *cfg;
         seed_only.n_files = 0;
         staged = &seed_only;
     }
-    if ((r = stage_all(staged, workfd, tmpfd, uid, gid, err)) < 0)
-        goto out_kill;
-    m = (al_msg){ .type = AL_MSG_GO };
-    if ((r = al_msg_send(sv[0], &m, join.self_fds, join.n_self)) < 0) { /* sync 3: inputs staged, cgroup made */
-        al_err(err, "setup", r, "the box went away while starting");
-        goto out_kill;
-    }
-    al_cgroup_join_close(&join);
+    if ((r = stage_all(staged, st->workfd, st->tmpfd, st->uid, st->gid, err)) < 0)
+        return r;
+    al_msg m = { .type = AL_MSG_GO };
+    if ((r = al_msg_send(st->sv[0], &m, st->join.self_fds, st->join.n_self)) < 0) /* sync 3: inputs staged, cgroup made */
+        return al_err(err, "setup", r, "the box went away while starting");
+    al_cgroup_join_close(&st->join);
+    return 0;
+}
 
-    int out_r[2] = { outp[0][0], outp[1][0] };
-    if (cfg->warm) {
+/* The box running: a warm one handed its run first; supervised until it
+ * ends, then until every process of it is dead, its CPU time and memory
+ * read. */
+static int run_supervise(box_run *st) {
+    al_box_result *res = st->res;
+    al_error *err = st->err;
+    int r;
+    int out_r[2] = { st->outp[0][0], st->outp[1][0] };
+    if (st->cfg->warm) {
         /* ready, then handed its run: from here the box is that run's */
-        if ((r = warm_start(&b, wsv[0], out_r, workfd, uid, gid, &run, err)) < 0)
-            goto out_kill;
-        close(wsv[0]);
-        wsv[0] = -1;
-        rc = b.cfg = &run;
-        start = al_now_ms();
+        if ((r = warm_start(&st->b, st->wsv[0], out_r, st->workfd, st->uid, st->gid, &st->run, err)) < 0)
+            return r;
+        close(st->wsv[0]);
+        st->wsv[0] = -1;
+        st->rc = st->b.cfg = &st->run;
+        st->start = al_now_ms();
     }
+    const al_box_config *rc = st->rc;
     if (rc->on_started)
         rc->on_started(rc->userdata);
     /* this process, stopped or stuck, does not hold the box past it */
-    al_uid_keeper_arm(keeper_fd, start + rc->limits.wall_ms);
-    r = supervise(&b, sv[0], out_r, start, err);
-    if (r < 0)
-        goto out_kill;
+    al_uid_keeper_arm(st->keeper_fd, st->start + rc->limits.wall_ms);
+    if ((r = supervise(&st->b, st->sv[0], out_r, st->start, err)) < 0)
+        return r;
     if (res->error.step[0]) {
         /* the box reported a failed step (an exec that did not happen) */
         res->reason = AL_REASON_ERROR;
-        r = -(res->error.err ? res->error.err : EIO);
-        goto out_kill;
+        return -(res->error.err ? res->error.err : EIO);
     }
-
     /* Nothing is collected while anything of the box could still run. */
-    if (b.cg) {
-        int e = al_cgroup_wait_empty(ops, b.cg, KILL_GRACE_MS);
-        if (e < 0) {
-            r = al_err(err, "kill", e, "processes of the box are still alive in %s", res->cgroup_path);
-            goto out_kill;
-        }
-        al_cgroup_stats st = { 0 };
-        ops->stats(b.cg, &st);
-        res->cpu_ms = (st.cpu_usec - (st.cpu_usec >= b.cpu_base_usec ? b.cpu_base_usec : 0)) / 1000;
-        res->peak_memory_bytes = st.peak_memory_bytes;
-        if (res->reason == AL_REASON_EXITED && st.oom_kills > 0)
+    if (st->b.cg) {
+        int e = al_cgroup_wait_empty(st->ops, st->b.cg, KILL_GRACE_MS);
+        if (e < 0)
+            return al_err(err, "kill", e, "processes of the box are still alive in %s", res->cgroup_path);
+        al_cgroup_stats cs = { 0 };
+        st->ops->stats(st->b.cg, &cs);
+        res->cpu_ms = (cs.cpu_usec - (cs.cpu_usec >= st->b.cpu_base_usec ? st->b.cpu_base_usec : 0)) / 1000;
+        res->peak_memory_bytes = cs.peak_memory_bytes;
+        if (res->reason == AL_REASON_EXITED && cs.oom_kills > 0)
             res->reason = AL_REASON_MEMORY;
-        else if (res->reason == AL_REASON_EXITED && st.pids_max_hits > 0)
+        else if (res->reason == AL_REASON_EXITED && cs.pids_max_hits > 0)
             res->reason = AL_REASON_PIDS;
     }
+    return 0;
+}
+
+/* Its /out, collected to the run's out directory. */
+static int run_collect(box_run *st) {
+    const al_box_config *cfg = st->cfg;
     al_collect_limits cl = {
         .max_files = cfg->limits.max_artifacts, .max_file_bytes = cfg->limits.max_artifact_bytes,
         .max_total_bytes = cfg->limits.max_artifacts_total, .max_depth = cfg->limits.max_depth,
         .max_entries = cfg->limits.max_artifacts * 10 + 1000,
     };
-    cl.uid = uid;
-    cl.gid = gid;
-    r = al_collect(outfd, rc->out_dirfd, &cl, res, err);
-    goto out_reap;
+    cl.uid = st->uid;
+    cl.gid = st->gid;
+    return al_collect(st->outfd, st->rc->out_dirfd, &cl, st->res, st->err);
+}
 
-out_kill:
-    res->reason = AL_REASON_ERROR;
-    kill_box(&b);
-    if (b.cg)
-        al_cgroup_wait_empty(ops, b.cg, KILL_GRACE_MS);
-out_reap:
-    if (b.pid > 0 && !forked)
-        waitpid(b.pid, NULL, 0);
-    if (b.pidfd >= 0)
-        close(b.pidfd);
-out_fds:
-    al_cgroup_join_close(&join);
+/* What the run holds, let go: its fds, its cgroup (R: the run's result so
+ * far, the cgroup's failure if it had none), its zygote's uids. */
+static int run_cleanup(box_run *st, int r) {
+    al_cgroup_join_close(&st->join);
     for (int i = 0; i < 2; i++) {
-        if (sv[i] >= 0)
-            close(sv[i]);
-        if (wsv[i] >= 0)
-            close(wsv[i]);
+        if (st->sv[i] >= 0)
+            close(st->sv[i]);
+        if (st->wsv[i] >= 0)
+            close(st->wsv[i]);
         for (int j = 0; j < 2; j++)
-            if (outp[i][j] >= 0)
-                close(outp[i][j]);
+            if (st->outp[i][j] >= 0)
+                close(st->outp[i][j]);
     }
-    if (b.cg) {
-        int e = ops->destroy(b.cg);
+    if (st->b.cg) {
+        int e = st->ops->destroy(st->b.cg);
         if (e < 0 && r == 0)
-            r = al_err(err, "cgroup", e, "remove %s: %s", res->cgroup_path, strerror(-e));
+            r = al_err(st->err, "cgroup", e, "remove %s: %s", st->res->cgroup_path, strerror(-e));
     }
-    zygote_release(&zids);
+    zygote_release(&st->zids);
+    int fds[] = { st->uid_lock, st->workfd, st->outfd, st->tmpfd, st->devfd, st->keeper_fd };
+    for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
     if (r < 0)
-        res->reason = AL_REASON_ERROR;
+        st->res->reason = AL_REASON_ERROR;
     return r;
+}
+
+/* The box's life, one step a line: who it is, what it is made with, made
+ * (cloned, or forked by its zygote), the sync points with its child side
+ * (child.c), its run supervised, its /out collected only once every
+ * process of it is dead; then all of it let go. */
+int al_box_run(const al_box_config *cfg, al_box_result *res) {
+    memset(res, 0, sizeof *res);
+    res->exit_code = -1;
+    res->reason = AL_REASON_ERROR;
+    box_run st = {
+        .cfg = cfg, .res = res, .err = &res->error, .start = al_now_ms(), .root = geteuid() == 0,
+        .forked = cfg->fork != NULL, .uid_lock = -1, .workfd = -1, .outfd = -1, .tmpfd = -1, .devfd = -1,
+        .keeper_fd = -1, .uid = geteuid(), .gid = getegid(), .sv = { -1, -1 },
+        .outp = { { -1, -1 }, { -1, -1 } }, .wsv = { -1, -1 }, .rc = cfg, .join = { .n_self = 0, .clone_fd = -1 },
+    };
+    st.ops = al_cgroup_pick(&st.caps);
+    st.b = (box_ctx){ .cfg = cfg, .res = res, .cg_ops = st.ops, .pid = -1, .pidfd = -1, .forked = st.forked };
+    int r = run_identity(&st);
+    if (r == 0 && cfg->zygote)
+        r = zygote_files(&st);
+    if (r == 0)
+        r = run_channels(&st);
+    if (r == 0)
+        r = st.forked ? spawn_forked(&st) : spawn_cloned(&st);
+    if (r == 0 && (r = spawned(&st)) == 0) {
+        int listener = -1;
+        if ((r = run_sync(&st, &listener)) < 0 || (r = run_stage(&st, listener)) < 0 ||
+            (r = run_supervise(&st)) < 0) {
+            res->reason = AL_REASON_ERROR;
+            kill_box(&st.b);
+            if (st.b.cg)
+                al_cgroup_wait_empty(st.ops, st.b.cg, KILL_GRACE_MS);
+        } else {
+            r = run_collect(&st);
+        }
+        if (st.b.pid > 0 && !st.forked)
+            waitpid(st.b.pid, NULL, 0);
+        if (st.b.pidfd >= 0)
+            close(st.b.pidfd);
+    }
+    return run_cleanup(&st, r);
 }
 
 /* Whether NAME is a box cgroup nobody owns; *HOLD then keeps it so (its

@@ -51,9 +51,6 @@ typedef struct al_box_limits {
 
 /* The product's defaults; callers change fields within their maxima. */
 void al_box_limits_default(al_box_limits *l);
-/* The defaults with a helper job's "limits" object (L; NULL: none) over
- * them (job_limits.c). */
-void al_box_limits_from_job(json_t *l, al_box_limits *ret);
 
 typedef void (*al_output_fn)(al_stream s, const char *buf, size_t len, void *userdata);
 

@@ -14,23 +14,12 @@
 #include "../image/image.h"
 #include "../lang/lang.h"
 #include "cli.h"
-#include "net.h"
 
 #define EXIT_AIRLOCK 125
 #define MAX_SCRIPT (4u << 20)
 #define MAX_INPUTS 256
 #define MAX_ARGS 1024
 
-char *const cli_box_env[] = {
-    "PATH=/usr/local/bin:/usr/bin:/bin",
-    "HOME=/tmp",
-    "TMPDIR=/tmp",
-    "LANG=C.UTF-8",
-    "PYTHONUNBUFFERED=1",
-    "PYTHONDONTWRITEBYTECODE=1",
-    "MPLCONFIGDIR=/tmp/.matplotlib",
-    NULL,
-};
 
 static void usage(FILE *f) {
     fprintf(f, "usage: airlock run [--lang L] [--in PATH]... [--out DIR] [--timeout S] [--memory SIZE]\n"
@@ -60,11 +49,11 @@ typedef struct bound {
 
 typedef struct run_ud {
     bool tty;
-    cli_net net;
+    al_box_net net;
 } run_ud;
 
 static int on_listener(int fd, uid_t uid, gid_t gid, void *userdata, al_error *err) {
-    return cli_net_on_listener(fd, uid, gid, &((run_ud *)userdata)->net, err);
+    return al_box_net_on_listener(fd, uid, gid, &((run_ud *)userdata)->net, err);
 }
 
 static void on_output(al_stream s, const char *buf, size_t len, void *userdata) {
@@ -77,16 +66,6 @@ static void on_output(al_stream s, const char *buf, size_t len, void *userdata) 
     fflush(f);
 }
 
-int cli_cancel_signals(void) {
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGHUP);
-    sigprocmask(SIG_BLOCK, &sigs, NULL);
-    return signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
-}
-
 static void human_bytes(char *buf, size_t n, uint64_t b) {
     if (b >= (1ULL << 20))
         snprintf(buf, n, "%.1f MiB", (double)b / (1 << 20));
@@ -94,28 +73,83 @@ static void human_bytes(char *buf, size_t n, uint64_t b) {
         snprintf(buf, n, "%llu KiB", (unsigned long long)(b >> 10));
 }
 
-int cli_run(int argc, char **argv) {
+/* What `airlock run` was asked, from its command line. */
+typedef struct run_opts {
     al_box_limits lim;
-    al_box_limits_default(&lim);
-    uint64_t wall_s = lim.wall_ms / 1000;
+    uint64_t wall_s;
+    const char *lang_name, *code, *file, *out_dir, *stdin_path, *image, *net_spec, *driver, *engine_runtime;
+    const char *inputs[MAX_INPUTS];
+    size_t n_inputs;
+    bool json, forked, docker;
+    char **script_args;
+    size_t n_args;
+} run_opts;
+
+/* A limit's option A with value V into O: -1, or the exit status. */
+static int set_bound(run_opts *o, const char *a, const char *v) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     bound bounds[] = {
-        { "--timeout", &wall_s, 1, 3600, K_SECONDS },
-        { "--memory", &lim.memory_bytes, 16ULL << 20, 16ULL << 30, K_SIZE },
-        { "--cpus", &lim.cpu_millis, 10, (uint64_t)(ncpu > 0 ? ncpu : 1) * 1000, K_MILLIS },
-        { "--pids", &lim.pids, 8, 4096, K_COUNT },
-        { "--tmpfs-size", &lim.tmpfs_bytes, 1ULL << 20, 1ULL << 30, K_SIZE },
-        { "--output-limit", &lim.output_bytes, 1024, 64ULL << 20, K_SIZE },
-        { "--max-artifacts", &lim.max_artifacts, 0, 10000, K_COUNT },
-        { "--max-artifact-size", &lim.max_artifact_bytes, 0, 1ULL << 30, K_SIZE },
-        { "--max-artifacts-total", &lim.max_artifacts_total, 0, 4ULL << 30, K_SIZE },
-        { "--max-depth", &lim.max_depth, 1, 64, K_COUNT },
+        { "--timeout", &o->wall_s, 1, 3600, K_SECONDS },
+        { "--memory", &o->lim.memory_bytes, 16ULL << 20, 16ULL << 30, K_SIZE },
+        { "--cpus", &o->lim.cpu_millis, 10, (uint64_t)(ncpu > 0 ? ncpu : 1) * 1000, K_MILLIS },
+        { "--pids", &o->lim.pids, 8, 4096, K_COUNT },
+        { "--tmpfs-size", &o->lim.tmpfs_bytes, 1ULL << 20, 1ULL << 30, K_SIZE },
+        { "--output-limit", &o->lim.output_bytes, 1024, 64ULL << 20, K_SIZE },
+        { "--max-artifacts", &o->lim.max_artifacts, 0, 10000, K_COUNT },
+        { "--max-artifact-size", &o->lim.max_artifact_bytes, 0, 1ULL << 30, K_SIZE },
+        { "--max-artifacts-total", &o->lim.max_artifacts_total, 0, 4ULL << 30, K_SIZE },
+        { "--max-depth", &o->lim.max_depth, 1, 64, K_COUNT },
     };
-    const char *lang_name = NULL, *code = NULL, *file = NULL, *out_dir = NULL, *stdin_path = NULL, *image = NULL;
-    const char *net_spec = NULL, *driver = "native", *engine_runtime = NULL;
-    const char *inputs[MAX_INPUTS];
-    size_t n_inputs = 0;
-    bool json = false, forked = false;
+    bound *b = NULL;
+    for (size_t k = 0; k < ELEMENTSOF(bounds); k++)
+        if (strcmp(a, bounds[k].flag) == 0)
+            b = &bounds[k];
+    if (!b)
+        return usage_error("unknown option %s", a);
+    uint64_t val;
+    int r = b->kind == K_SIZE ? al_parse_size(v, &val) : b->kind == K_MILLIS ? al_parse_millis(v, &val) : al_parse_u64(v, &val);
+    if (r < 0) {
+        fprintf(stderr, "airlock run: %s: bad value \"%s\"\n", a, v);
+        return EXIT_AIRLOCK;
+    }
+    if (val < b->min || val > b->max) {
+        fprintf(stderr, "airlock run: %s %s is outside the allowed range\n", a, v);
+        return EXIT_AIRLOCK;
+    }
+    *b->field = val;
+    return -1;
+}
+
+/* Option A with value V into O: -1, or the exit status. */
+static int set_option(run_opts *o, const char *a, const char *v) {
+    if (strcmp(a, "--lang") == 0) {
+        o->lang_name = v;
+    } else if (strcmp(a, "--in") == 0) {
+        if (o->n_inputs == MAX_INPUTS)
+            return usage_error("too many --in (at most 256)");
+        o->inputs[o->n_inputs++] = v;
+    } else if (strcmp(a, "--out") == 0) {
+        o->out_dir = v;
+    } else if (strcmp(a, "--stdin") == 0) {
+        o->stdin_path = v;
+    } else if (strcmp(a, "--image") == 0) {
+        o->image = v;
+    } else if (strcmp(a, "--net") == 0) {
+        o->net_spec = v;
+    } else if (strcmp(a, "--driver") == 0) {
+        if (strcmp(v, "native") != 0 && strcmp(v, "docker") != 0)
+            return usage_error("--driver %s: want native or docker", v);
+        o->driver = v;
+    } else if (strcmp(a, "--runtime") == 0) {
+        o->engine_runtime = v;
+    } else {
+        return set_bound(o, a, v);
+    }
+    return -1;
+}
+
+/* ARGV into O: -1, or the exit status (--help: 0). */
+static int parse_args(int argc, char **argv, run_opts *o) {
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -126,18 +160,18 @@ int cli_run(int argc, char **argv) {
         if (strcmp(a, "-c") == 0) {
             if (i + 1 >= argc)
                 return usage_error("-c needs the code");
-            code = argv[++i];
+            o->code = argv[++i];
             i++;
             break;
         }
         if (a[0] != '-' || a[1] == '\0')
             break;
         if (strcmp(a, "--json") == 0) {
-            json = true;
+            o->json = true;
             continue;
         }
         if (strcmp(a, "--fork") == 0) {
-            forked = true;
+            o->forked = true;
             continue;
         }
         /* among the options only: after the script, --help is the script's */
@@ -147,163 +181,227 @@ int cli_run(int argc, char **argv) {
         }
         if (i + 1 >= argc)
             return usage_error("%s needs a value", a);
-        const char *v = argv[++i];
-        if (strcmp(a, "--lang") == 0) {
-            lang_name = v;
-        } else if (strcmp(a, "--in") == 0) {
-            if (n_inputs == MAX_INPUTS)
-                return usage_error("too many --in (at most 256)");
-            inputs[n_inputs++] = v;
-        } else if (strcmp(a, "--out") == 0) {
-            out_dir = v;
-        } else if (strcmp(a, "--stdin") == 0) {
-            stdin_path = v;
-        } else if (strcmp(a, "--image") == 0) {
-            image = v;
-        } else if (strcmp(a, "--net") == 0) {
-            net_spec = v;
-        } else if (strcmp(a, "--driver") == 0) {
-            if (strcmp(v, "native") != 0 && strcmp(v, "docker") != 0)
-                return usage_error("--driver %s: want native or docker", v);
-            driver = v;
-        } else if (strcmp(a, "--runtime") == 0) {
-            engine_runtime = v;
-
-        } else {
-            bound *b = NULL;
-            for (size_t k = 0; k < ELEMENTSOF(bounds); k++)
-                if (strcmp(a, bounds[k].flag) == 0)
-                    b = &bounds[k];
-            if (!b)
-                return usage_error("unknown option %s", a);
-            uint64_t val;
-            int r = b->kind == K_SIZE ? al_parse_size(v, &val)
-                    : b->kind == K_MILLIS ? al_parse_millis(v, &val)
-                                          : al_parse_u64(v, &val);
-            if (r < 0) {
-                fprintf(stderr, "airlock run: %s: bad value \"%s\"\n", a, v);
-                return EXIT_AIRLOCK;
-            }
-            if (val < b->min || val > b->max) {
-                fprintf(stderr, "airlock run: %s %s is outside the allowed range\n", a, v);
-                return EXIT_AIRLOCK;
-            }
-            *b->field = val;
-        }
+        int r = set_option(o, a, argv[++i]);
+        if (r >= 0)
+            return r;
     }
-    lim.wall_ms = wall_s * 1000;
-    if (!code) {
+    o->lim.wall_ms = o->wall_s * 1000;
+    if (!o->code) {
         if (i >= argc)
             return usage_error("no script given (a FILE or -c CODE)");
-        file = argv[i++];
+        o->file = argv[i++];
     }
-    char **script_args = argv + i;
-    size_t n_args = (size_t)(argc - i);
-    if (n_args > MAX_ARGS)
+    o->script_args = argv + i;
+    o->n_args = (size_t)(argc - i);
+    if (o->n_args > MAX_ARGS)
         return usage_error("too many script arguments (at most 1024)");
-
-    bool docker = strcmp(driver, "docker") == 0;
-    if (engine_runtime && !docker)
-        return usage_error("--runtime %s is the docker driver's (--driver docker)", engine_runtime);
+    o->docker = strcmp(o->driver, "docker") == 0;
+    if (o->engine_runtime && !o->docker)
+        return usage_error("--runtime %s is the docker driver's (--driver docker)", o->engine_runtime);
 #ifdef AIRLOCK_SERVER
-    al_docker_opts dopts = { .runtime = AL_DOCKER_RUNC, .owner_fd = -1 };
-    if (engine_runtime && al_docker_runtime_from_name(engine_runtime, &dopts.runtime) < 0)
-        return usage_error("--runtime %s: want runc or runsc", engine_runtime);
+    al_docker_runtime rt;
+    if (o->engine_runtime && al_docker_runtime_from_name(o->engine_runtime, &rt) < 0)
+        return usage_error("--runtime %s: want runc or runsc", o->engine_runtime);
 #else
-    if (docker)
+    if (o->docker)
         return usage_error("--driver docker runs in airlock-server (beside airlock)");
 #endif
     /* a container runs on an image: airlock's default unless named */
-    if (docker && (!image || strcmp(image, "host") == 0)) {
-        if (image)
+    if (o->docker && (!o->image || strcmp(o->image, "host") == 0)) {
+        if (o->image)
             return usage_error("--driver docker runs on an image, not the host's /usr (--image default)");
-        image = "default";
+        o->image = "default";
     }
+    return -1;
+}
 
+/* O's language: named, or told by its file's extension. NULL after
+ * saying why. */
+static const al_lang *lang_of(const run_opts *o) {
     const al_lang *lang = NULL;
-    if (lang_name) {
-        lang = al_lang_by_name(lang_name);
-        if (!lang)
-            return usage_error("unknown language \"%s\" (python, node, bash)", lang_name);
-    } else if (file) {
-        lang = al_lang_by_file(file);
-        if (!lang)
-            return usage_error("cannot tell the language of %s from its extension: use --lang", file);
+    if (o->lang_name) {
+        if (!(lang = al_lang_by_name(o->lang_name)))
+            usage_error("unknown language \"%s\" (python, node, bash)", o->lang_name);
+    } else if (o->file) {
+        if (!(lang = al_lang_by_file(o->file)))
+            usage_error("cannot tell the language of %s from its extension: use --lang", o->file);
     } else {
-        return usage_error("-c needs --lang");
+        usage_error("-c needs --lang");
     }
+    return lang;
+}
 
-    _cleanup_free_ char *script = NULL;
-    size_t script_len = 0;
-    const char *script_name = lang->default_file;
-    _cleanup_free_ char *file_copy = NULL;
-    if (file) {
-        int r = al_read_small(AT_FDCWD, file, MAX_SCRIPT, &script, &script_len);
+/* O's script (its file's bytes, or -c's code) into *RET (of *RET_LEN
+ * bytes); its name in /work into *RET_NAME (the file's, or LANG's default
+ * name). -1, or the exit status. */
+static int read_script(const run_opts *o, const al_lang *lang, char **ret, size_t *ret_len, char *name, size_t name_len) {
+    snprintf(name, name_len, "%s", lang->default_file);
+    if (o->file) {
+        int r = al_read_small(AT_FDCWD, o->file, MAX_SCRIPT, ret, ret_len);
         if (r < 0) {
-            fprintf(stderr, "airlock run: read %s: %s\n", file, r == -EFBIG ? "larger than 4 MiB" : strerror(-r));
+            fprintf(stderr, "airlock run: read %s: %s\n", o->file, r == -EFBIG ? "larger than 4 MiB" : strerror(-r));
             return EXIT_AIRLOCK;
         }
-        file_copy = strdup(file);
         /* a forked box's interpreter started as `python3 main.py`, before
          * its run was known: its script is main.py, as every service run's */
-        if (!forked)
-            script_name = basename(file_copy);
-    } else {
-        script_len = strlen(code);
-        if (script_len > MAX_SCRIPT)
-            return usage_error("-c code is larger than 4 MiB");
-        script = strdup(code);
+        _cleanup_free_ char *copy = strdup(o->file);
+        if (!o->forked && copy)
+            snprintf(name, name_len, "%s", basename(copy));
+        return -1;
     }
+    *ret_len = strlen(o->code);
+    if (*ret_len > MAX_SCRIPT)
+        return usage_error("-c code is larger than 4 MiB");
+    *ret = strdup(o->code);
+    return -1;
+}
 
-    _cleanup_close_ int out_fd = -1, in_fd = -1;
-    if (out_dir) {
-        if (mkdir(out_dir, 0755) < 0 && errno != EEXIST) {
-            fprintf(stderr, "airlock run: create %s: %s\n", out_dir, strerror(errno));
+/* O's --out (made) and --stdin, opened into *RET_OUT and *RET_IN: -1, or
+ * the exit status. */
+static int open_files(const run_opts *o, int *ret_out, int *ret_in) {
+    if (o->out_dir) {
+        if (mkdir(o->out_dir, 0755) < 0 && errno != EEXIST) {
+            fprintf(stderr, "airlock run: create %s: %s\n", o->out_dir, strerror(errno));
             return EXIT_AIRLOCK;
         }
-        out_fd = open(out_dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
-        if (out_fd < 0) {
-            fprintf(stderr, "airlock run: open %s: %s\n", out_dir, strerror(errno));
+        *ret_out = open(o->out_dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+        if (*ret_out < 0) {
+            fprintf(stderr, "airlock run: open %s: %s\n", o->out_dir, strerror(errno));
             return EXIT_AIRLOCK;
         }
     }
-    if (stdin_path) {
+    if (o->stdin_path) {
         struct stat st;
-        in_fd = open(stdin_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (in_fd < 0 || fstat(in_fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > (16 << 20)) {
-            fprintf(stderr, "airlock run: --stdin %s: must be a regular file of at most 16 MiB\n", stdin_path);
+        *ret_in = open(o->stdin_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (*ret_in < 0 || fstat(*ret_in, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > (16 << 20)) {
+            fprintf(stderr, "airlock run: --stdin %s: must be a regular file of at most 16 MiB\n", o->stdin_path);
             return EXIT_AIRLOCK;
         }
     }
+    return -1;
+}
 
-    _cleanup_free_ char **box_argv = calloc(n_args + 3, sizeof *box_argv);
+/* RES said on stderr, as a person reads it (--json: on stdout, whole, by
+ * the caller), with what the network did (NETWORK, under policy SPEC). */
+static void report(const run_opts *o, const al_box_result *res, json_t *network, const char *spec) {
+    char peak[32];
+    human_bytes(peak, sizeof peak, res->peak_memory_bytes);
+    fprintf(stderr, "airlock: %s", al_reason_name(res->reason));
+    if (res->signal)
+        fprintf(stderr, " (signal %d)", res->signal);
+    else
+        fprintf(stderr, " %d", res->exit_code);
+    fprintf(stderr, " in %llu ms, cpu %llu ms, peak %s", (unsigned long long)res->wall_ms,
+            (unsigned long long)res->cpu_ms, peak);
+    if (res->out_truncated[0] || res->out_truncated[1])
+        fprintf(stderr, ", output truncated at %llu bytes", (unsigned long long)o->lim.output_bytes);
+    fprintf(stderr, "; %zu artifact%s", res->n_artifacts, res->n_artifacts == 1 ? "" : "s");
+    if (o->out_dir && res->n_artifacts)
+        fprintf(stderr, " in %s", o->out_dir);
+    if (res->n_skipped)
+        fprintf(stderr, ", %zu skipped", res->n_skipped);
+    fputc('\n', stderr);
+    for (size_t k = 0; k < res->n_skipped; k++) {
+        fprintf(stderr, "airlock: skipped /out/");
+        cli_write_safe(stderr, res->skipped[k].path, strlen(res->skipped[k].path));
+        fprintf(stderr, ": %s\n", res->skipped[k].why);
+    }
+    size_t ne = json_array_size(json_object_get(network, "egress")), denied = 0;
+    for (size_t k = 0; k < ne; k++)
+        denied += strcmp(json_string_value(json_object_get(json_array_get(json_object_get(network, "egress"), k),
+                                                           "decision")) ?: "", "allowed") != 0;
+    if (ne)
+        fprintf(stderr, "airlock: network %s: %zu connection%s, %zu denied (--json lists them)\n", spec, ne,
+                ne == 1 ? "" : "s", denied);
+}
+
+/* RES (R: al_box_run's return) said, --json or as a person reads it, with
+ * NETWORK: the exit status. */
+static int finish(const run_opts *o, int r, const al_box_result *res, const al_runtime *rt, json_t *network,
+                  const char *spec) {
+    int status;
+    bool failed = r < 0 || res->reason == AL_REASON_ERROR;
+    if (failed)
+        status = EXIT_AIRLOCK;
+    else if (res->signal)
+        status = 128 + res->signal;
+    else
+        status = res->exit_code;
+    if (failed)
+        fprintf(stderr, "airlock: failed at step \"%s\": %s (%s)\n", res->error.step[0] ? res->error.step : "run",
+                res->error.msg[0] ? res->error.msg : "unknown error", strerror(res->error.err ? res->error.err : EIO));
+    if (o->json) {
+        json_t *doc = al_box_result_json(res, rt);
+        if (doc)
+            json_object_set(doc, "network", network);
+        char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+        if (s)
+            printf("%s\n", s);
+        else
+            status = EXIT_AIRLOCK;
+        free(s);
+        json_decref(doc);
+    } else if (!failed) {
+        report(o, res, network, spec);
+    }
+    return status;
+}
+
+int cli_run(int argc, char **argv) {
+    _cleanup_free_ run_opts *o = calloc(1, sizeof *o);
+    if (!o)
+        return EXIT_AIRLOCK;
+    al_box_limits_default(&o->lim);
+    o->wall_s = o->lim.wall_ms / 1000;
+    o->driver = "native";
+    int st = parse_args(argc, argv, o);
+    if (st >= 0)
+        return st;
+#ifdef AIRLOCK_SERVER
+    /* (its name checked with the options) */
+    al_docker_opts dopts = { .runtime = AL_DOCKER_RUNC, .owner_fd = -1 };
+    if (o->engine_runtime)
+        al_docker_runtime_from_name(o->engine_runtime, &dopts.runtime);
+#endif
+    const al_lang *lang = lang_of(o);
+    if (!lang)
+        return EXIT_AIRLOCK;
+    _cleanup_free_ char *script = NULL;
+    size_t script_len = 0;
+    char script_name[NAME_MAX + 1];
+    if ((st = read_script(o, lang, &script, &script_len, script_name, sizeof script_name)) >= 0)
+        return st;
+    _cleanup_close_ int out_fd = -1, in_fd = -1;
+    if ((st = open_files(o, &out_fd, &in_fd)) >= 0)
+        return st;
+    _cleanup_free_ char **box_argv = calloc(o->n_args + 3, sizeof *box_argv);
     if (!box_argv)
         return EXIT_AIRLOCK;
     box_argv[0] = (char *)lang->interpreter;
-    box_argv[1] = (char *)script_name;
-    for (size_t k = 0; k < n_args; k++)
-        box_argv[k + 2] = script_args[k];
+    box_argv[1] = script_name;
+    for (size_t k = 0; k < o->n_args; k++)
+        box_argv[k + 2] = o->script_args[k];
 
     /* Ctrl-C, SIGTERM or a hangup cancel the box cleanly (killed, cgroup
      * removed) instead of leaving it to die with us */
-    _cleanup_close_ int sig_fd = cli_cancel_signals();
+    _cleanup_close_ int sig_fd = al_cancel_signals();
 
     _cleanup_free_ run_ud *ud = calloc(1, sizeof *ud);
     if (!ud)
         return EXIT_AIRLOCK;
     ud->tty = isatty(STDOUT_FILENO) || isatty(STDERR_FILENO);
     al_error nerr = { 0 };
-    if (cli_net_init(&ud->net, net_spec, &nerr) < 0)
-        return usage_error("--net %s: %s", net_spec, nerr.msg);
+    if (al_box_net_init(&ud->net, o->net_spec, &nerr) < 0)
+        return usage_error("--net %s: %s", o->net_spec, nerr.msg);
     /* the runtime: the host's /usr, or an image named by alias or digest */
     al_image_runtime ir;
     const al_runtime *runtime = &al_runtime_host;
-    if (image && strcmp(image, "host") != 0) {
+    if (o->image && strcmp(o->image, "host") != 0) {
         char images[PATH_MAX], dir[PATH_MAX], digest[65];
         al_error ierr = { 0 };
         cli_images_dir(images, sizeof images);
-        if (al_image_resolve(images, image, dir, sizeof dir, digest, &ierr) < 0) {
-            fprintf(stderr, "airlock run: --image %s: %s\n", image, ierr.msg);
+        if (al_image_resolve(images, o->image, dir, sizeof dir, digest, &ierr) < 0) {
+            fprintf(stderr, "airlock run: --image %s: %s\n", o->image, ierr.msg);
             return EXIT_AIRLOCK;
         }
         al_image_runtime_init(&ir, dir, digest);
@@ -316,87 +414,33 @@ int cli_run(int argc, char **argv) {
         .envp = ud->net.env,
         .files = &sf,
         .n_files = 1,
-        .inputs = inputs,
-        .n_inputs = n_inputs,
+        .inputs = o->inputs,
+        .n_inputs = o->n_inputs,
         .stdin_fd = in_fd,
         .out_dirfd = out_fd,
-        .limits = lim,
-        .on_output = json ? NULL : on_output,
+        .limits = o->lim,
+        .on_output = o->json ? NULL : on_output,
         .userdata = ud,
         .cancel_fd = sig_fd,
-        .listen_port = cli_net_listen_port(&ud->net),
+        .listen_port = al_box_net_listen_port(&ud->net),
         .on_listener = on_listener,
     };
     al_box_result res;
     int r;
 #ifdef AIRLOCK_SERVER
-    if (docker) {
+    if (o->docker) {
         dopts.image_dir = ir.root;
         dopts.image_digest = ir.digest;
         r = al_docker_run(&dopts, &cfg, &res);
     } else
 #endif
-    if (forked)
+    if (o->forked)
         r = cli_run_forked(lang, &cfg, runtime == &al_runtime_host ? NULL : ir.root, &res);
     else
         r = al_box_run(&cfg, &res);
-    json_t *network = cli_net_finish(&ud->net, &res);
-    int status;
-    if (r < 0 || res.reason == AL_REASON_ERROR)
-        status = EXIT_AIRLOCK;
-    else if (res.signal)
-        status = 128 + res.signal;
-    else
-        status = res.exit_code;
-
-    if (r < 0 || res.reason == AL_REASON_ERROR)
-        fprintf(stderr, "airlock: failed at step \"%s\": %s (%s)\n", res.error.step[0] ? res.error.step : "run",
-                res.error.msg[0] ? res.error.msg : "unknown error", strerror(res.error.err ? res.error.err : EIO));
-    if (json) {
-        json_t *doc = cli_result_json(&res, cfg.runtime);
-        if (doc)
-            json_object_set(doc, "network", network);
-        char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-        if (s)
-            printf("%s\n", s);
-        else
-            status = EXIT_AIRLOCK;
-        free(s);
-        json_decref(doc);
-    } else if (r == 0 && res.reason != AL_REASON_ERROR) {
-        char peak[32];
-        human_bytes(peak, sizeof peak, res.peak_memory_bytes);
-        fprintf(stderr, "airlock: %s", al_reason_name(res.reason));
-        if (res.signal)
-            fprintf(stderr, " (signal %d)", res.signal);
-        else
-            fprintf(stderr, " %d", res.exit_code);
-        fprintf(stderr, " in %llu ms, cpu %llu ms, peak %s", (unsigned long long)res.wall_ms,
-                (unsigned long long)res.cpu_ms, peak);
-        if (res.out_truncated[0] || res.out_truncated[1])
-            fprintf(stderr, ", output truncated at %llu bytes", (unsigned long long)lim.output_bytes);
-        fprintf(stderr, "; %zu artifact%s", res.n_artifacts, res.n_artifacts == 1 ? "" : "s");
-        if (out_dir && res.n_artifacts)
-            fprintf(stderr, " in %s", out_dir);
-        if (res.n_skipped)
-            fprintf(stderr, ", %zu skipped", res.n_skipped);
-        fputc('\n', stderr);
-        for (size_t k = 0; k < res.n_skipped; k++) {
-            fprintf(stderr, "airlock: skipped /out/");
-            cli_write_safe(stderr, res.skipped[k].path, strlen(res.skipped[k].path));
-            fprintf(stderr, ": %s\n", res.skipped[k].why);
-        }
-    }
-    if (!json && r == 0 && res.reason != AL_REASON_ERROR) {
-        size_t ne = json_array_size(json_object_get(network, "egress")), denied = 0;
-        for (size_t k = 0; k < ne; k++)
-            denied += strcmp(json_string_value(json_object_get(json_array_get(json_object_get(network, "egress"), k),
-                                                               "decision")) ?: "", "allowed") != 0;
-        if (ne)
-            fprintf(stderr, "airlock: network %s: %zu connection%s, %zu denied (--json lists them)\n", ud->net.spec, ne,
-                    ne == 1 ? "" : "s", denied);
-    }
+    json_t *network = al_box_net_finish(&ud->net, &res);
+    st = finish(o, r, &res, cfg.runtime, network, ud->net.spec);
     json_decref(network);
     al_box_result_free(&res);
-    return status;
+    return st;
 }

@@ -1,5 +1,5 @@
 /* The run helper's events: one JSON line each on its stdout (see
- * src/cli/helper.c), read by the service. The helper is ours, but what its
+ * src/drivers/helper_main.c), read by the service. The helper is ours, but what its
  * lines carry is the box's: output bytes and the result's names and text
  * are a script's choice, so a line is parsed as hostile. */
 #pragma once

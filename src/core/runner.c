@@ -12,6 +12,7 @@
 #include "../util/hash.h"
 #include "dlp.h"
 #include "helper_events.h"
+#include "run_job.h"
 #include "runner.h"
 #include "service.h"
 #include "skills.h"
@@ -35,105 +36,6 @@ static al_run_state state_of(json_t *result) {
     if (strcmp(reason, "canceled") == 0)
         return AL_RUN_CANCELED;
     return AL_RUN_ERROR;
-}
-
-static json_t *job_for(al_service *s, const al_store_run *run, const char *dir, al_error *err) {
-    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-        al_err(err, "stage", errno, "mkdir %s: %m", dir);
-        return NULL;
-    }
-    json_t *limits = run->limits ? json_loads(run->limits, 0, NULL) : NULL;
-    if (!limits)
-        limits = json_object();
-    json_t *inputs = json_array();
-    char in_dir[PATH_MAX + 64], docs[PATH_MAX + 64], out[PATH_MAX + 64];
-    snprintf(in_dir, sizeof in_dir, "%s/in", dir);
-    snprintf(docs, sizeof docs, "%s/documents", dir);
-    snprintf(out, sizeof out, "%s/out", dir);
-    DIR *d = opendir(in_dir);
-    if (d) {
-        struct dirent *de;
-        while ((de = readdir(d)))
-            if (de->d_name[0] != '.' || (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)) {
-                char p[PATH_MAX + 320];
-                snprintf(p, sizeof p, "%s/%s", in_dir, de->d_name);
-                json_array_append_new(inputs, json_string(p));
-            }
-        closedir(d);
-    }
-    json_t *arts = run->inputs ? json_loads(run->inputs, 0, NULL) : NULL;
-    /* what of the thread cannot be staged is listed, and the run starts; a
-     * run whose documents were pinned at request time (its approval card
-     * names them) gets exactly those versions, not the thread's latest */
-    json_t *docs_skipped = json_array();
-    json_t *pinned = json_object_get(arts, "documents");
-    json_t *pinned_ids = json_is_array(pinned) ? json_array() : NULL;
-    size_t pi;
-    json_t *pd;
-    json_array_foreach(pinned, pi, pd) json_array_append(pinned_ids, json_object_get(pd, "id"));
-    int r = al_artifacts_stage(s, run->workspace_id, pinned_ids || !run->thread_id[0] ? NULL : run->thread_id,
-                               pinned_ids ? pinned_ids : json_object_get(arts, "artifacts"), docs, docs_skipped, err);
-    json_decref(pinned_ids);
-    json_decref(arts);
-    if (r < 0) {
-        json_decref(docs_skipped);
-        json_decref(limits);
-        json_decref(inputs);
-        return NULL;
-    }
-    if (r > 0)
-        json_array_append_new(inputs, json_string(docs));
-    if (mkdir(out, 0700) < 0 && errno != EEXIST) {
-        al_err(err, "stage", errno, "mkdir %s: %m", out);
-        json_decref(docs_skipped);
-        json_decref(limits);
-        json_decref(inputs);
-        return NULL;
-    }
-    json_t *job = json_pack("{s:s, s:s?, s:o, s:s, s:o, s:s?}", "language", run->language, "code", run->code, "inputs",
-                            inputs, "out_dir", out, "limits", limits, "network", run->network);
-    /* the helper ignores it; the run's result gets it */
-    json_object_set_new(job, "documents_skipped", docs_skipped);
-    json_t *ins = run->inputs ? json_loads(run->inputs, 0, NULL) : NULL;
-    if (json_is_array(json_object_get(ins, "args")))
-        json_object_set(job, "args", json_object_get(ins, "args"));
-    json_t *skill = json_object_get(ins, "skill");
-    if (skill) {
-        /* the bundle, read-only at /skill; the entrypoint runs from there
-         * with the path of its arguments (staged as /work/args.json) */
-        char sdir[PATH_MAX + 80], script[512];
-        if (al_skills_dir(s, json_string_value(json_object_get(skill, "digest")), sdir, sizeof sdir) < 0 ||
-            access(sdir, F_OK) != 0) {
-            al_err(err, "skill", ENOENT, "the skill's bundle %s is not in the store",
-                   json_string_value(json_object_get(skill, "digest")));
-            json_decref(ins);
-            json_decref(job);
-            return NULL;
-        }
-        snprintf(script, sizeof script, "/skill/%s", json_string_value(json_object_get(skill, "script")));
-        json_object_set_new(job, "skill_dir", json_string(sdir));
-        json_object_set_new(job, "script", json_string(script));
-        json_object_set_new(job, "args", json_pack("[s]", "/work/args.json"));
-    }
-    json_decref(ins);
-    char stdin_path[PATH_MAX + 64];
-    snprintf(stdin_path, sizeof stdin_path, "%s/stdin", dir);
-    if (access(stdin_path, F_OK) == 0)
-        json_object_set_new(job, "stdin_path", json_string(stdin_path));
-    const char *image = run->image[0] ? run->image : NULL;
-    if (image) {
-        /* resolved again now: an image removed since the run was accepted
-         * is a provisioning failure, not a broken box */
-        char images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
-        al_service_images_dir(&s->cfg, images, sizeof images);
-        if (al_image_resolve(images, image, idir, sizeof idir, digest, err) < 0) {
-            json_decref(job);
-            return NULL;
-        }
-        json_object_set_new(job, "image_dir", json_string(idir));
-        json_object_set_new(job, "image_digest", json_string(digest));
-    }
-    return job;
 }
 
 typedef struct runner_arg {
@@ -536,7 +438,9 @@ static void *runner_main(void *p) {
     char dir[PATH_MAX + 64], now[40];
     snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, a->run_id);
     al_store_now(now, sizeof now);
-    json_t *result = NULL, *job = NULL;
+    json_t *result = NULL, *docs_skipped = NULL;
+    al_job job;
+    al_job_init(&job);
     al_store_run *run = NULL;
     al_run_state final = AL_RUN_ERROR;
     const char *ecode = NULL, *emsg = NULL;
@@ -690,8 +594,7 @@ static void *runner_main(void *p) {
         }
     }
 
-    job = job_for(s, run, dir, &err);
-    if (!job) {
+    if (al_run_job_build(s, run, dir, &job, &docs_skipped, &err) < 0) {
         ecode = "provisioning";
         snprintf(emsg_buf, sizeof emsg_buf, "%s", err.msg);
         emsg = emsg_buf;
@@ -699,17 +602,8 @@ static void *runner_main(void *p) {
     }
     /* the skipped documents are the result's, not the helper's: kept out
      * of the job, whose size al_run_spec_check bounded without them */
-    json_t *docs_skipped = json_incref(json_object_get(job, "documents_skipped"));
-    json_object_del(job, "documents_skipped");
-    char *job_text = json_dumps(job, JSON_COMPACT);
-    if (docs_skipped)
-        json_object_set_new(job, "documents_skipped", docs_skipped);
     al_driver_run dr = { .pid = -1, .events_fd = -1, .job_fd = -1 };
-    int r = !job_text                         ? -ENOMEM
-            : strlen(job_text) >= AL_JOB_MAX ? al_err(&err, "provisioning", E2BIG, "the run's job is %zu bytes, more "
-                                                      "than its helper takes (%u)", strlen(job_text), AL_JOB_MAX)
-                                              : s->driver->start(s->self_exe, job_text, &dr, &err);
-    free(job_text);
+    int r = s->driver->start(s->self_exe, &job, &dr, &err);
     if (r < 0) {
         ecode = "provisioning";
         snprintf(emsg_buf, sizeof emsg_buf, "%s", err.msg[0] ? err.msg : strerror(-r));
@@ -798,7 +692,7 @@ static void *runner_main(void *p) {
                      s->cfg.stop_grace_s);
             emsg = emsg_buf;
         }
-        json_t *ds = json_object_get(job, "documents_skipped"), *rs = json_object_get(result, "skipped");
+        json_t *ds = docs_skipped, *rs = json_object_get(result, "skipped");
         if (json_array_size(ds) && json_is_array(rs))
             json_array_extend(rs, ds);
         else if (json_array_size(ds))
@@ -842,7 +736,8 @@ done:
     al_dlp_free(dlp);
     al_rm_rf(dir);
     json_decref(result);
-    json_decref(job);
+    json_decref(docs_skipped);
+    al_job_free(&job);
     al_store_run_free(run);
     /* its followers woken and the other nodes told, while this runner still
      * counts as active: once it does not, al_service_stop may return and

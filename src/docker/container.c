@@ -4,9 +4,10 @@
  *   seed) through a tar exec -> the script as an exec, streamed, under the
  *   wall clock and the output caps -> every process of the script's uid
  *   killed -> /out read back through a tar exec -> the container removed.
- * Here: the container, its execs and the script's supervision; the files
- * in and out of it are tar_io.c's, the containers made ahead of need
- * held.c's (what they share: container_int.h).
+ * Here: the container and its execs (the script's supervised to its end,
+ * tar's, the kill's); the run's steps are run.c's, the files in and out of
+ * it tar_io.c's, the containers made ahead of need held.c's (what they
+ * share: container_int.h).
  */
 #include "container_int.h"
 
@@ -29,22 +30,6 @@
 #include "../box/collect.h"
 #include "../box/uidpool.h"
 #include "seccomp_docker.h"
-
-/* after a kill, how long until the script's processes must be gone */
-#define KILL_GRACE_MS 5000
-#define PIDS_TICK_MS 250
-#define PIDS_STREAK 4
-/* host threads gVisor's sandbox (Sentry, gofer) takes beyond the script's */
-#define RUNSC_PIDS_OVERHEAD 256
-/* this close to that cap when it died: it died of the cap */
-#define RUNSC_PIDS_NEAR 64
-/* this close to its memory cap when it died: it died of the cap */
-#define MEM_NEAR (8u << 20)
-/* after the script's main process ended, how long its output may drain */
-#define DRAIN_MS 1000
-/* how long an exec without a deadline may take to start (the daemon's
- * containerd, or runsc's exec, starting its process) */
-#define EXEC_START_MS 30000
 
 static const char *const runtime_names[_AL_DOCKER_RUNTIME_MAX] = { "runc", "runsc" };
 const char *al_docker_runtime_name(al_docker_runtime r) { return r < _AL_DOCKER_RUNTIME_MAX ? runtime_names[r] : "?"; }
@@ -108,7 +93,7 @@ static bool proc_uid_is(pid_t pid, uid_t uid) {
  * script's uid (the holder, another uid, lives on so /out can be read);
  * by pidfd, so a pid reused meanwhile is not hit. Returns how many were
  * alive. Only where the script's processes are this host's (runc). */
-static int kill_script_procs(dbox *b) {
+int al_docker_kill_script_procs(dbox *b) {
     if (!b->cg_pids[0])
         return -ENOENT;
     char p[600];
@@ -142,12 +127,9 @@ static char *kill_argv[] = { "sh", "-c",
                              "i=0; while kill -9 -1 2>/dev/null; do i=$((i+1)); [ $i -lt 100000 ] || exit 3; done; exit 0",
                              NULL };
 
-static void kill_container(dbox *b);
-static int container_state(dbox *b);
-
 /* ---- container calls ---- */
 
-static int call_ok(dbox *b, const char *method, const char *path, json_t *body, json_t **ret, al_error *err) {
+int al_docker_call_ok(dbox *b, const char *method, const char *path, json_t *body, json_t **ret, al_error *err) {
     int st = al_engine_call(&b->e, method, path, body, ret, err);
     json_decref(body);
     if (st >= 0 && st < 300)
@@ -337,19 +319,19 @@ static void protect_holder(dbox *b) {
 
 
 /* The running container B->id: its init's pid (by pidfd), its cgroup dirs,
- * its holder kept from the OOM killer. SAME: check it was made as this
- * run's own (a held one). */
-int al_docker_inspect_init(dbox *b, bool same, al_error *err) {
+ * its holder kept from the OOM killer. CHECK: the caller's check of the
+ * daemon's record first (a held one's: made as this run's own would be). */
+int al_docker_inspect_init(dbox *b, int (*check)(dbox *b, json_t *ins, al_error *err), al_error *err) {
     char path[200];
     json_t *ins = NULL;
     snprintf(path, sizeof path, "/containers/%s/json", b->id);
-    int r = call_ok(b, "GET", path, NULL, &ins, err);
+    int r = al_docker_call_ok(b, "GET", path, NULL, &ins, err);
     if (r < 0)
         return r;
     json_t *state = json_object_get(ins, "State");
     b->init_pid = (pid_t)json_integer_value(json_object_get(state, "Pid"));
     bool running = json_is_true(json_object_get(state, "Running"));
-    r = same ? al_docker_same_box(b, ins, err) : 0;
+    r = check ? check(b, ins, err) : 0;
     json_decref(ins);
     if (r < 0)
         return r;
@@ -375,14 +357,14 @@ int al_docker_inspect_init(dbox *b, bool same, al_error *err) {
 int al_docker_start_and_inspect(dbox *b, al_error *err) {
     char path[200];
     snprintf(path, sizeof path, "/containers/%s/start", b->id);
-    int r = call_ok(b, "POST", path, NULL, NULL, err);
+    int r = al_docker_call_ok(b, "POST", path, NULL, NULL, err);
     if (r < 0)
         return al_err(err, "docker", -r, "start the container");
-    return al_docker_inspect_init(b, false, err);
+    return al_docker_inspect_init(b, NULL, err);
 }
 
 /* Create an exec of ARGV as the script's uid; RET_ID gets its id. */
-static int exec_create(dbox *b, char *const *argv, char *const *envp, const char *cwd, bool in, char ret_id[80],
+int al_docker_exec_create(dbox *b, char *const *argv, char *const *envp, const char *cwd, bool in, char ret_id[80],
                        al_error *err) {
     json_t *cmd = json_array(), *env = json_array();
     for (size_t i = 0; argv[i]; i++)
@@ -397,7 +379,7 @@ static int exec_create(dbox *b, char *const *argv, char *const *envp, const char
     char path[200];
     snprintf(path, sizeof path, "/containers/%s/exec", b->id);
     json_t *ans = NULL;
-    int r = call_ok(b, "POST", path, body, &ans, err);
+    int r = al_docker_call_ok(b, "POST", path, body, &ans, err);
     const char *id = json_string_value(json_object_get(ans, "Id"));
     if (r >= 0 && id && strlen(id) < 80 && strspn(id, "0123456789abcdef") == strlen(id))
         snprintf(ret_id, 80, "%s", id);
@@ -408,12 +390,12 @@ static int exec_create(dbox *b, char *const *argv, char *const *envp, const char
 }
 
 /* The exit code of exec ID once it has ended (-1 when unknown). */
-static int exec_exit(dbox *b, const char *id, al_error *err) {
+int al_docker_exec_exit(dbox *b, const char *id, al_error *err) {
     char path[200];
     snprintf(path, sizeof path, "/exec/%s/json", id);
     for (int i = 0; i < 200; i++) {
         json_t *ans = NULL;
-        if (call_ok(b, "GET", path, NULL, &ans, err) < 0)
+        if (al_docker_call_ok(b, "GET", path, NULL, &ans, err) < 0)
             return -1;
         bool running = json_is_true(json_object_get(ans, "Running"));
         int code = (int)json_integer_value(json_object_get(ans, "ExitCode"));
@@ -428,22 +410,8 @@ static int exec_exit(dbox *b, const char *id, al_error *err) {
 
 /* ---- an exec's streams ---- */
 
-typedef struct sink {
-    /* the script's: capped, live */
-    const al_box_config *cfg;
-    char *buf[2];
-    size_t len[2], cap;
-    uint64_t total[2];
-    bool truncated[2], over;
-    /* a tar's: stdout into FD up to MAX bytes */
-    int fd;
-    uint64_t max, written;
-    bool too_big;
-    char err_text[512];
-    size_t err_len;
-} sink;
 
-static void on_script_data(int stream, const char *buf, size_t len, void *ud) {
+void al_docker_on_script_data(int stream, const char *buf, size_t len, void *ud) {
     sink *s = ud;
     int i = stream == 1 ? 0 : 1;
     s->total[i] += len;
@@ -479,9 +447,6 @@ static void on_tar_data(int stream, const char *buf, size_t len, void *ud) {
         s->written += len;
 }
 
-/* Run exec ID to its end with IN_FD's bytes as its stdin (-1: none), its
- * output to SINK through ON_DATA. For the script: DEADLINE (ms, 0 none),
- * CANCEL_FD and the caps, with *KILL_REASON set when it was stopped. */
 /* Under gVisor the script's processes are killed from inside, by an exec
  * (kill_argv) that runs while the script's stream is still read: a killed
  * process whose output the daemon is still copying is not reaped until
@@ -502,15 +467,15 @@ typedef struct inside_kill {
 static void kill_begin(dbox *b, inside_kill *k, bool after_end, uint64_t until) {
     b->e.until_ms = until;
     if (b->o->runtime != AL_DOCKER_RUNSC) {
-        kill_script_procs(b);
+        al_docker_kill_script_procs(b);
         return;
     }
     if (k->running)
         return;
     al_error e = { 0 };
     k->s = (sink){ .fd = -1 };
-    if (exec_create(b, kill_argv, NULL, "/", false, k->id, &e) < 0 || al_engine_exec_start(&b->e, k->id, &k->st, &e) < 0) {
-        kill_container(b); /* and /out with it: the result says so */
+    if (al_docker_exec_create(b, kill_argv, NULL, "/", false, k->id, &e) < 0 || al_engine_exec_start(&b->e, k->id, &k->st, &e) < 0) {
+        al_docker_kill_container(b); /* and /out with it: the result says so */
         return;
     }
     al_engine_stream_close_stdin(&k->st);
@@ -527,8 +492,8 @@ static void kill_end(dbox *b, inside_kill *k) {
     /* none left is final only once the main process had ended: a kill
      * begun before (a timeout, or a script not yet seen to start) may
      * have run before a late process of it, and the last kill runs too */
-    if (exec_exit(b, k->id, &e) != 0)
-        kill_container(b);
+    if (al_docker_exec_exit(b, k->id, &e) != 0)
+        al_docker_kill_container(b);
     else if (k->after_end)
         b->inside_clean = true;
 }
@@ -566,10 +531,10 @@ static void kill_finish(dbox *b, inside_kill *k, uint64_t until) {
         if (now >= tick) {
             if (b->cg_pids[0])
                 watch_sandbox(b);
-            if (container_state(b) == 0) {
+            if (al_docker_container_state(b) == 0) {
                 al_engine_stream_close(&k->st);
                 k->running = false;
-                kill_container(b); /* gone already: the result says /out went with it */
+                al_docker_kill_container(b); /* gone already: the result says /out went with it */
                 return;
             }
             tick = now + PIDS_TICK_MS;
@@ -590,84 +555,129 @@ static void kill_finish(dbox *b, inside_kill *k, uint64_t until) {
     }
     al_engine_stream_close(&k->st);
     k->running = false;
-    kill_container(b);
+    al_docker_kill_container(b);
 }
 
-static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, const char *, size_t, void *), sink *s,
+/* The script's main process, by pidfd (*RET_FD) on the exec ID's host pid
+ * (runc's process, or runsc's exec that waits for it), once the daemon has
+ * started it: or *RET_GONE, it ended before it could be watched (or the
+ * daemon cannot say), or *RET_CANCELED, CANCEL_FD came first. */
+static void watch_main(dbox *b, const char *id, uint64_t deadline, int cancel_fd, int *ret_fd, bool *ret_gone,
+                       bool *ret_canceled) {
+    int main_fd = -1;
+    char path[200];
+    snprintf(path, sizeof path, "/exec/%s/json", id);
+    uint64_t late_until = 0;
+#ifdef AIRLOCK_TEST_HOOKS
+    /* test builds: a daemon slow to start the exec (runsc's exec on a
+     * loaded host), its answers "not started yet" for this long */
+    const char *late = getenv("AIRLOCK_TEST_EXEC_START_LATE_MS");
+    if (late)
+        late_until = al_now_ms() + strtoull(late, NULL, 10);
+#endif
+    /* Docker answers the exec's start (the stream above) before
+     * containerd has started its process: no pid and no exit code yet.
+     * runsc's exec takes hundreds of ms to start it, more on a loaded
+     * host, so "not started yet" is waited for, up to the run's wall
+     * clock (after which the loop below times it out). It is not an
+     * end: taken for one, the script was killed as it began, with no
+     * reason of its own (exited, SIGKILL: "failed"), and a cancel that
+     * came after the kill was lost. A cancel meanwhile is taken at
+     * once (below): a kill inside before the process is there would
+     * miss it, and a daemon that never starts it would hold the cancel
+     * for the run's whole wall clock. */
+    uint64_t start_until = deadline ? deadline : al_now_ms() + EXEC_START_MS;
+    int nap_ms = 2;
+    /* and a daemon that stops answering meanwhile holds it no longer
+     * than a kill at the deadline would */
+    b->e.until_ms = start_until + KILL_GRACE_MS;
+    while (main_fd < 0) {
+        json_t *ans = NULL;
+        al_error ie = { 0 };
+        if (al_docker_call_ok(b, "GET", path, NULL, &ans, &ie) < 0) {
+            *ret_gone = true;
+            break;
+        }
+        int pid = (int)json_integer_value(json_object_get(ans, "Pid"));
+        bool running = json_is_true(json_object_get(ans, "Running"));
+        /* the daemon sets the exit code once the exec has ended, or
+         * failed to start: null until then */
+        bool ended = !running && json_is_integer(json_object_get(ans, "ExitCode"));
+        json_decref(ans);
+        if (late_until && al_now_ms() < late_until) {
+            pid = 0;
+            running = ended = false;
+        }
+        if (pid > 0)
+            main_fd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (main_fd < 0 && (ended || (!running && pid > 0))) {
+            *ret_gone = true;
+            break;
+        }
+        if (main_fd >= 0 || al_now_ms() >= start_until)
+            break;
+        struct pollfd cp = { .fd = cancel_fd, .events = POLLIN };
+        if (poll(&cp, 1, nap_ms) > 0) {
+            *ret_canceled = true;
+            break;
+        }
+        if (nap_ms < 16)
+            nap_ms *= 2;
+    }
+    b->e.until_ms = 0;
+    *ret_fd = main_fd;
+}
+
+/* The pids cap watched from outside, tick after tick. */
+typedef struct pids_watch {
+    uint64_t next_tick, hits;
+    int streak;
+} pids_watch;
+
+/* What ends the exec at NOW, of a run (WATCH) or one of airlock's own
+ * execs: its wall clock (DEADLINE), its output cap (S), a fork bomb at
+ * the pids cap; EXITED: nothing. */
+static al_reason due_reason(dbox *b, const sink *s, bool watch, uint64_t deadline, uint64_t now, pids_watch *pw) {
+    al_reason why = AL_REASON_EXITED;
+    if (deadline && now >= deadline)
+        why = AL_REASON_TIMEOUT;
+    if (s->over)
+        why = AL_REASON_OUTPUT_LIMIT;
+    if (watch && b->cg_pids[0] && b->o->runtime == AL_DOCKER_RUNSC && now >= pw->next_tick) {
+        watch_sandbox(b);
+        pw->next_tick = now + PIDS_TICK_MS;
+    }
+    if (watch && b->cg_pids[0] && b->o->runtime == AL_DOCKER_RUNC && now >= pw->next_tick) {
+        /* a fork bomb holds the pids cap: killed as "pids", as native */
+        uint64_t cur = 0, max_hits = 0;
+        al_cgroup_read_u64(b->cg_pids, "pids.current", &cur);
+        al_cgroup_read_key(b->cg_pids, "pids.events", "max", &max_hits);
+        /* at the cap, tick after tick, after a refused fork: a fork
+         * bomb (the native box's rule) */
+        bool full = max_hits > 0 && cur + 2 >= b->cfg->limits.pids;
+        pw->streak = full || max_hits > pw->hits ? pw->streak + 1 : 0;
+        pw->hits = max_hits;
+        if (pw->streak >= PIDS_STREAK)
+            why = AL_REASON_PIDS;
+        pw->next_tick = now + PIDS_TICK_MS;
+    }
+    return why;
+}
+
+int al_docker_exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, const char *, size_t, void *), sink *s,
                      uint64_t deadline, int cancel_fd, al_reason *kill_reason, al_error *err) {
     inside_kill ik = { 0 };
     al_engine_stream st;
     int r = al_engine_exec_start(&b->e, id, &st, err);
     if (r < 0)
         return r;
-    /* the script's main process, by pidfd on the exec's host pid (runc's
-     * process, or runsc's exec that waits for it): when it ends, whatever
-     * it left behind is killed, as the native box's pid namespace does,
-     * rather than holding the streams open */
     _cleanup_close_ int main_fd = -1;
     bool main_gone = false, canceled_unstarted = false;
-    if (kill_reason) {
-        char path[200];
-        snprintf(path, sizeof path, "/exec/%s/json", id);
-        uint64_t late_until = 0;
-#ifdef AIRLOCK_TEST_HOOKS
-        /* test builds: a daemon slow to start the exec (runsc's exec on a
-         * loaded host), its answers "not started yet" for this long */
-        const char *late = getenv("AIRLOCK_TEST_EXEC_START_LATE_MS");
-        if (late)
-            late_until = al_now_ms() + strtoull(late, NULL, 10);
-#endif
-        /* Docker answers the exec's start (the stream above) before
-         * containerd has started its process: no pid and no exit code yet.
-         * runsc's exec takes hundreds of ms to start it, more on a loaded
-         * host, so "not started yet" is waited for, up to the run's wall
-         * clock (after which the loop below times it out). It is not an
-         * end: taken for one, the script was killed as it began, with no
-         * reason of its own (exited, SIGKILL: "failed"), and a cancel that
-         * came after the kill was lost. A cancel meanwhile is taken at
-         * once (below): a kill inside before the process is there would
-         * miss it, and a daemon that never starts it would hold the cancel
-         * for the run's whole wall clock. */
-        uint64_t start_until = deadline ? deadline : al_now_ms() + EXEC_START_MS;
-        int nap_ms = 2;
-        /* and a daemon that stops answering meanwhile holds it no longer
-         * than a kill at the deadline would */
-        b->e.until_ms = start_until + KILL_GRACE_MS;
-        while (main_fd < 0) {
-            json_t *ans = NULL;
-            al_error ie = { 0 };
-            if (call_ok(b, "GET", path, NULL, &ans, &ie) < 0) {
-                main_gone = true;
-                break;
-            }
-            int pid = (int)json_integer_value(json_object_get(ans, "Pid"));
-            bool running = json_is_true(json_object_get(ans, "Running"));
-            /* the daemon sets the exit code once the exec has ended, or
-             * failed to start: null until then */
-            bool ended = !running && json_is_integer(json_object_get(ans, "ExitCode"));
-            json_decref(ans);
-            if (late_until && al_now_ms() < late_until) {
-                pid = 0;
-                running = ended = false;
-            }
-            if (pid > 0)
-                main_fd = (int)syscall(SYS_pidfd_open, pid, 0);
-            if (main_fd < 0 && (ended || (!running && pid > 0))) {
-                main_gone = true;
-                break;
-            }
-            if (main_fd >= 0 || al_now_ms() >= start_until)
-                break;
-            struct pollfd cp = { .fd = cancel_fd, .events = POLLIN };
-            if (poll(&cp, 1, nap_ms) > 0) {
-                canceled_unstarted = true;
-                break;
-            }
-            if (nap_ms < 16)
-                nap_ms *= 2;
-        }
-        b->e.until_ms = 0;
-    }
+    /* the script's main process, by pidfd: when it ends, whatever it left
+     * behind is killed, as the native box's pid namespace does, rather
+     * than holding the streams open */
+    if (kill_reason)
+        watch_main(b, id, deadline, cancel_fd, &main_fd, &main_gone, &canceled_unstarted);
     /* ended before it could be watched (its pid gone, or inspect already
      * says so): it is done, and what it left is killed now */
     bool main_done = false;
@@ -683,7 +693,8 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
     bool in_open = in_fd >= 0, killed = false;
     if (!in_open)
         al_engine_stream_close_stdin(&st);
-    uint64_t kill_deadline = 0, next_tick = al_now_ms() + PIDS_TICK_MS, pids_hits = 0;
+    uint64_t kill_deadline = 0;
+    pids_watch pw = { .next_tick = al_now_ms() + PIDS_TICK_MS };
     if (canceled_unstarted) {
         /* canceled before the daemon started the script's process: the
          * container goes whole, and whatever of the script starts now
@@ -693,9 +704,8 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
         killed = main_done = true;
         kill_deadline = drain_until = al_now_ms() + DRAIN_MS;
         b->e.until_ms = kill_deadline;
-        kill_container(b);
+        al_docker_kill_container(b);
     }
-    int pids_streak = 0;
     while (!st.eof) {
         uint64_t now = al_now_ms();
         /* the main process is gone and its leftovers were killed: what they
@@ -703,29 +713,7 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
          * died whole) is not waited for */
         if (main_done && now >= drain_until)
             break;
-        al_reason why = AL_REASON_EXITED;
-        if (!killed && deadline && now >= deadline)
-            why = AL_REASON_TIMEOUT;
-        if (!killed && s->over)
-            why = AL_REASON_OUTPUT_LIMIT;
-        if (!killed && kill_reason && b->cg_pids[0] && b->o->runtime == AL_DOCKER_RUNSC && now >= next_tick) {
-            watch_sandbox(b);
-            next_tick = now + PIDS_TICK_MS;
-        }
-        if (!killed && kill_reason && b->cg_pids[0] && b->o->runtime == AL_DOCKER_RUNC && now >= next_tick) {
-            /* a fork bomb holds the pids cap: killed as "pids", as native */
-            uint64_t cur = 0, max_hits = 0;
-            al_cgroup_read_u64(b->cg_pids, "pids.current", &cur);
-            al_cgroup_read_key(b->cg_pids, "pids.events", "max", &max_hits);
-            /* at the cap, tick after tick, after a refused fork: a fork
-             * bomb (the native box's rule) */
-            bool full = max_hits > 0 && cur + 2 >= b->cfg->limits.pids;
-            pids_streak = full || max_hits > pids_hits ? pids_streak + 1 : 0;
-            pids_hits = max_hits;
-            if (pids_streak >= PIDS_STREAK)
-                why = AL_REASON_PIDS;
-            next_tick = now + PIDS_TICK_MS;
-        }
+        al_reason why = killed ? AL_REASON_EXITED : due_reason(b, s, kill_reason != NULL, deadline, now, &pw);
         if (why == AL_REASON_TIMEOUT && !kill_reason) {
             /* one of airlock's own execs (tar, kill) that does not end */
             r = al_err(err, "docker", ETIMEDOUT, "an exec of airlock's in the box did not end in time");
@@ -764,8 +752,8 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
                                { .fd = ik.running ? ik.st.fd : -1, .events = POLLIN } };
         nfds_t np = 4;
         uint64_t until = main_done ? drain_until : killed ? kill_deadline : deadline ? deadline : now + 1000;
-        if (kill_reason && b->cg_pids[0] && !killed && !main_done && next_tick < until)
-            until = next_tick;
+        if (kill_reason && b->cg_pids[0] && !killed && !main_done && pw.next_tick < until)
+            until = pw.next_tick;
         int k = poll(p, np, until > now ? (int)(until - now) : 0);
         if (k < 0 && errno != EINTR) {
             r = al_err(err, "supervise", errno, "poll: %m");
@@ -830,70 +818,26 @@ static int exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, co
  * OUT_FD (at most MAX bytes). Returns its exit code, or -errno. */
 int al_docker_exec_tar(dbox *b, char *const *argv, int in_fd, int out_fd, uint64_t max, bool *too_big, al_error *err) {
     char id[80];
-    int r = exec_create(b, argv, NULL, "/", in_fd >= 0, id, err);
+    int r = al_docker_exec_create(b, argv, NULL, "/", in_fd >= 0, id, err);
     if (r < 0)
         return r;
     sink s = { .fd = out_fd, .max = max };
-    r = exec_pump(b, id, in_fd, on_tar_data, &s, al_now_ms() + 120000, -1, NULL, err);
+    r = al_docker_exec_pump(b, id, in_fd, on_tar_data, &s, al_now_ms() + 120000, -1, NULL, err);
     if (r < 0)
         return r;
     if (too_big)
         *too_big = s.too_big;
     snprintf(b->tar_err, sizeof b->tar_err, "%s", s.err_text);
-    int code = exec_exit(b, id, err);
+    int code = al_docker_exec_exit(b, id, err);
     if (code != 0)
         return al_err(err, "docker", EIO, "%s in the box exited %d: %.300s", argv[0], code, s.err_text);
     return 0;
 }
 
 
-/* ---- the network listener, in the container's network namespace ---- */
-
-static int listener(dbox *b, al_error *err) {
-    const al_box_config *cfg = b->cfg;
-    if (b->o->runtime == AL_DOCKER_RUNSC)
-        return al_err(err, "network", ENOTSUP,
-                      "network policies other than offline are not available under gVisor here (runsc "
-                      "--network=none: its own network stack, which no listener outside can reach)");
-    char p[64];
-    snprintf(p, sizeof p, "/proc/%d/ns/net", (int)b->init_pid);
-    _cleanup_close_ int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-    _cleanup_close_ int ns = open(p, O_RDONLY | O_CLOEXEC);
-    if (self < 0 || ns < 0)
-        return al_err(err, "network", errno, "open the container's network namespace: %m");
-    if (setns(ns, CLONE_NEWNET) < 0)
-        return al_err(err, "network", errno, "enter the container's network namespace: %m");
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int e = errno;
-    if (fd >= 0) {
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(cfg->listen_port),
-                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-        if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 64) < 0) {
-            e = errno;
-            close(fd);
-            fd = -1;
-        }
-    }
-    /* back to ours before anything else: the proxy connects from here */
-    if (setns(self, CLONE_NEWNET) < 0) {
-        if (fd >= 0)
-            close(fd);
-        return al_err(err, "network", errno, "return to our network namespace: %m");
-    }
-    if (fd < 0)
-        return al_err(err, "network", e, "listen on 127.0.0.1:%u in the container: %s", cfg->listen_port,
-                      strerror(e));
-    int r = cfg->on_listener ? cfg->on_listener(fd, b->uid, b->uid, cfg->userdata, err)
-                             : al_err(err, "listener", EINVAL, "a listener without a server");
-    close(fd);
-    return r;
-}
-
 /* ---- the run ---- */
 
-static void kill_container(dbox *b) {
+void al_docker_kill_container(dbox *b) {
     b->killed_whole = true;
     al_error e = { 0 };
     char path[200];
@@ -917,370 +861,32 @@ void al_docker_remove_container(dbox *b) {
 
 /* The kill exec (kill_argv) run to its end: 0 when none of the script's is
  * left. */
-static int kill_inside(dbox *b) {
+int al_docker_kill_inside(dbox *b) {
     char **argv = kill_argv;
     al_error e = { 0 };
     char id[80];
-    int r = exec_create(b, argv, NULL, "/", false, id, &e);
+    int r = al_docker_exec_create(b, argv, NULL, "/", false, id, &e);
     if (r == 0) {
         sink s = { .fd = -1 };
-        r = exec_pump(b, id, -1, on_tar_data, &s, al_now_ms() + KILL_GRACE_MS, -1, NULL, &e);
+        r = al_docker_exec_pump(b, id, -1, on_tar_data, &s, al_now_ms() + KILL_GRACE_MS, -1, NULL, &e);
     }
-    if (r == 0 && exec_exit(b, id, &e) != 0)
+    if (r == 0 && al_docker_exec_exit(b, id, &e) != 0)
         r = -EBUSY;
     return r;
 }
 
-static void read_stats(dbox *b) {
-    uint64_t v = 0;
-    if (b->cg_cpu[0] && al_cgroup_read_u64(b->cg_cpu, "cpuacct.usage", &v) == 0)
-        b->res->cpu_ms = v / 1000000;
-    if (b->cg_mem[0] && al_cgroup_read_u64(b->cg_mem, "memory.max_usage_in_bytes", &v) == 0)
-        b->res->peak_memory_bytes = v;
-}
-
-/* Did the script's processes meet the container's pids cap? Under gVisor
- * the host cgroup holds the sandbox's own processes (one per address space
- * on the ptrace platform) and the cgroup may be gone with a sandbox that
- * died at the cap, so what the run last saw of it counts too. */
-static bool pids_cap_hit(dbox *b) {
-    uint64_t hits = b->pids_hits_seen;
-    if (b->cg_pids[0])
-        al_cgroup_read_key(b->cg_pids, "pids.events", "max", &hits);
-    return hits > 0 || b->pids_hits_seen > 0;
-}
-
-static bool oom_killed(dbox *b) {
-    uint64_t v = 0;
-    if (b->cg_mem[0] && al_cgroup_read_key(b->cg_mem, "memory.oom_control", "oom_kill", &v) == 0 && v > 0)
-        return true;
-    al_error e = { 0 };
-    char path[200];
-    snprintf(path, sizeof path, "/containers/%s/json", b->id);
-    json_t *ins = NULL;
-    bool oom = false;
-    if (call_ok(b, "GET", path, NULL, &ins, &e) >= 0)
-        oom = json_is_true(json_object_get(json_object_get(ins, "State"), "OOMKilled"));
-    json_decref(ins);
-    return oom;
-}
-
 /* 1 when the daemon says the container runs, 0 when it says it does not,
  * -errno when it could not be asked */
-static int container_state(dbox *b) {
+int al_docker_container_state(dbox *b) {
     al_error e = { 0 };
     char path[200];
     snprintf(path, sizeof path, "/containers/%s/json", b->id);
     json_t *ins = NULL;
-    int r = call_ok(b, "GET", path, NULL, &ins, &e);
+    int r = al_docker_call_ok(b, "GET", path, NULL, &ins, &e);
     if (r >= 0)
         r = json_is_true(json_object_get(json_object_get(ins, "State"), "Running")) ? 1 : 0;
     json_decref(ins);
     return r;
 }
 
-static bool container_running(dbox *b) { return container_state(b) == 1; }
-
-/* An exec's exit CODE as the script's end: Docker says a process killed
- * by signal N exited 128+N (and so does runsc, whose exec waits for the
- * script inside gVisor) */
-static void code_as_end(int code, al_box_result *res) {
-    bool sig = code > 128 && code <= 128 + 64;
-    res->exit_code = sig ? -1 : code;
-    res->signal = sig ? code - 128 : 0;
-}
-
-
-/* How the script's exec process ended, as the kernel keeps it for any
- * holder of its pidfd once it is reaped (PIDFD_GET_INFO with
- * PIDFD_INFO_EXIT, Linux 6.15; not in Debian 12's headers, so spelled
- * here as the kernel's version-0 struct): runc's exec is that process, and
- * Docker reports its end only as an exit code, 128+N for signal N. True
- * with its wait status in *STATUS when the kernel says, and it agrees with
- * the daemon's CODE; false on an older kernel, which leaves Docker's. */
-typedef struct pidfd_exit_info {
-    uint64_t mask, cgroupid;
-    uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
-    int32_t exit_code;
-} pidfd_exit_info;
-#define AL_PIDFD_GET_INFO _IOWR(0xFF, 11, pidfd_exit_info)
-#define AL_PIDFD_INFO_EXIT (1ULL << 3)
-
-static bool exit_status(int pidfd, int code, int *status) {
-    pidfd_exit_info i = { .mask = AL_PIDFD_INFO_EXIT };
-    if (pidfd < 0 || ioctl(pidfd, AL_PIDFD_GET_INFO, &i) < 0 || !(i.mask & AL_PIDFD_INFO_EXIT))
-        return false;
-    int st = i.exit_code;
-    if (!(WIFEXITED(st) && WEXITSTATUS(st) == code) && !(WIFSIGNALED(st) && 128 + WTERMSIG(st) == code))
-        return false;
-    *status = st;
-    return true;
-}
-
-/* Under runc: the script's processes (this host's) killed until none is
- * left, within the kill's grace; an error when their cgroup cannot be
- * read (nothing then says none is left) or some would not die. */
-static int kill_until_none(dbox *b, al_error *err) {
-    uint64_t until = al_now_ms() + KILL_GRACE_MS;
-    int alive;
-    while ((alive = kill_script_procs(b)) != 0) {
-        if (alive < 0)
-            return al_err(err, "kill", -alive, "cannot list the container's processes in %s", b->cg_pids);
-        if (al_now_ms() > until)
-            return al_err(err, "kill", ETIMEDOUT, "processes of the script are still alive in %s", b->cg_pids);
-        struct timespec ts = { 0, 5 * 1000000L };
-        nanosleep(&ts, NULL);
-    }
-    return 0;
-}
-
-/* The daemon did not answer in time (within the kill's grace, once the
- * script's main process had ended or was being stopped): the run ends
- * now, asking it nothing more but the container's removal (as bounded).
- * Under runc the script's processes are this host's, killed from here
- * until none is left: a script airlock stopped keeps its own reason, its
- * /out unread (the daemon says nothing of how it ended). Under gVisor only
- * the daemon reaches them: the run fails, saying so. */
-static int unanswered(dbox *b, al_reason reason, al_error *err) {
-    al_box_result *res = b->res;
-    if (b->o->runtime == AL_DOCKER_RUNSC)
-        return al_err(err, "docker", ETIMEDOUT, "the Docker daemon did not answer in time: the script's processes "
-                                                "under gVisor could not be killed (the container ends at its hold time)");
-    int r = kill_until_none(b, err);
-    if (r < 0)
-        return r;
-    if (reason == AL_REASON_EXITED)
-        return al_err(err, "docker", ETIMEDOUT, "the Docker daemon did not answer in time");
-    res->exit_code = -1;
-    res->signal = SIGKILL;
-    res->reason = reason;
-    return al_collect_add_skip(res, ".", "the Docker daemon did not answer within the kill's grace: /out could "
-                                         "not be read");
-}
-
-static int run(dbox *b, al_error *err) {
-    const al_box_config *cfg = b->cfg;
-    al_box_result *res = b->res;
-    if (!cfg->runtime || !cfg->runtime->digest || !b->o->image_dir)
-        return al_err(err, "docker", EINVAL, "the docker driver runs on an image (--image default), not the host's /usr");
-    const char *digest = cfg->runtime->digest;
-    if (strncmp(digest, "sha256:", 7) == 0)
-        digest += 7;
-    char sock[108];
-    int r = al_engine_socket_path(b->o->socket, sock, sizeof sock, err);
-    if (r < 0 || (r = al_engine_open(&b->e, sock, err)) < 0)
-        return r;
-    b->engine_open = true;
-    /* a container made ahead of need, when it is still fit for this run;
-     * else (it died idle, say) one of its own, as if there were no pool */
-    uid_t own_holder = b->o->holder, own_uid = b->o->uid;
-    if (b->o->held && (b->o->skill_dir || al_docker_use_held(b, err) < 0)) {
-        memset(err, 0, sizeof *err);
-        b->id[0] = '\0';
-        b->holder = b->uid = 0;
-        res->pooled = false;
-        /* its uids, which the owner holds until the container named for
-         * them is gone: the one made now takes that name (the unfit one
-         * of it is removed, al_docker_create) */
-        own_holder = b->o->held->holder;
-        own_uid = b->o->held->uid;
-    }
-    if (!res->pooled) {
-        if ((r = al_docker_image(&b->e, b->o->image_dir, digest, res->engine_image, err)) < 0)
-            return r;
-        if (own_holder && own_uid) {
-            /* the owner's, locked for as long as its container may be */
-            b->holder = own_holder;
-            b->uid = own_uid;
-        } else if ((r = al_uid_acquire(&b->holder, &b->holder_lock, err)) < 0 ||
-                   (r = al_uid_acquire(&b->uid, &b->uid_lock, err)) < 0) {
-            return r;
-        }
-    }
-    res->controls.host_uid = b->uid;
-    res->controls.host_uid_unique = true;
-    /* gVisor's stage: /work's inputs and the image's /tmp seed, packed */
-    if (b->o->runtime == AL_DOCKER_RUNSC &&
-        (r = al_docker_scratch_mount(b, cfg->limits.stage_bytes + cfg->limits.tmpfs_bytes + (4u << 20), err)) < 0)
-        return r;
-    b->hold_s = cfg->limits.wall_ms / 1000 + HOLD_MARGIN_S;
-    if (!res->pooled &&
-        ((r = al_docker_create(b, res->engine_image, err)) < 0 || (r = al_docker_start_and_inspect(b, err)) < 0))
-        return r;
-    /* before anything of the script's runs in it: its end and its uids'
-     * locks no longer depend on this process's life */
-    if ((r = al_docker_keeper_start(b, err)) < 0)
-        return r;
-    if (cfg->listen_port && (r = listener(b, err)) < 0)
-        return r;
-    bool direct = b->o->runtime == AL_DOCKER_RUNC;
-    if (direct && (r = al_docker_open_root(b, err)) < 0)
-        return r;
-    if ((r = direct ? al_docker_stage_into(b, al_docker_open_scratch, err) : al_docker_stage(b, err)) < 0)
-        return r;
-
-    char id[80];
-    /* stdin only when the run has one: without, the exec's is /dev/null */
-    if ((r = exec_create(b, cfg->argv, cfg->envp, "/work", cfg->stdin_fd >= 0, id, err)) < 0)
-        return r;
-    sink s = { .cfg = cfg, .cap = cfg->limits.output_bytes };
-    for (int i = 0; i < 2; i++)
-        if (!(s.buf[i] = malloc(s.cap + 1))) {
-            free(s.buf[0]);
-            return -ENOMEM;
-        }
-    if (cfg->on_started)
-        cfg->on_started(cfg->userdata);
-    uint64_t start = al_now_ms();
-    al_reason reason = AL_REASON_EXITED;
-    /* this process, stopped or stuck, does not hold the box past it */
-    al_uid_keeper_arm(b->keeper_fd, start + cfg->limits.wall_ms);
-    r = exec_pump(b, id, cfg->stdin_fd, on_script_data, &s, start + cfg->limits.wall_ms,
-                  cfg->cancel_fd, &reason, err);
-    res->wall_ms = al_now_ms() - start;
-    for (int i = 0; i < 2; i++) {
-        s.buf[i][s.len[i]] = '\0';
-        res->out[i] = s.buf[i];
-        res->out_len[i] = s.len[i];
-        res->out_total[i] = s.total[i];
-        res->out_truncated[i] = s.truncated[i];
-    }
-    if (r < 0)
-        return r;
-    /* the daemon's answers on how the script ended are still bounded by
-     * its last kill's grace (until_ms), or by a grace from now where the
-     * stream ended before the main process was seen to */
-    if (!b->e.until_ms)
-        b->e.until_ms = al_now_ms() + KILL_GRACE_MS;
-    bool whole = !b->e.stuck && (b->killed_whole || !container_running(b));
-    if (b->e.stuck)
-        return unanswered(b, reason, err);
-    if (whole) {
-        /* killed whole by airlock (the daemon may show it running a
-         * moment longer), or it died whole (gVisor's sandbox over its
-         * memory cap is killed by this host's kernel): /out went with it */
-        read_stats(b);
-        /* the script's own end, when the daemon still knows it */
-        al_error xe = { 0 };
-        int xc = exec_exit(b, id, &xe);
-        if (xc >= 0 && xc <= 128 + 64) {
-            code_as_end(xc, res);
-        } else {
-            res->exit_code = -1;
-            res->signal = SIGKILL;
-        }
-        if (res->peak_memory_bytes < b->mem_peak_seen)
-            res->peak_memory_bytes = b->mem_peak_seen;
-        /* its cgroup may be gone with it: what it last showed says why */
-        if (oom_killed(b) || b->oom_seen > 0 || b->mem_peak_seen + MEM_NEAR >= cfg->limits.memory_bytes) {
-            res->reason = AL_REASON_MEMORY;
-            return al_collect_add_skip(res, ".", "the box was killed whole (out of memory): /out could not be read");
-        }
-        if (pids_cap_hit(b) || b->pids_current_seen + RUNSC_PIDS_NEAR >= cfg->limits.pids + RUNSC_PIDS_OVERHEAD) {
-            /* gVisor's ptrace platform takes a host process per address
-             * space: at the cap, its sandbox cannot go on */
-            res->reason = AL_REASON_PIDS;
-            return al_collect_add_skip(res, ".", "the box was killed whole (process limit): /out could not be read");
-        }
-        if (reason != AL_REASON_EXITED || b->killed_whole) {
-            /* stopped by airlock, whole, when its processes would not die:
-             * the run's own reason stands (never airlock's error) */
-            res->reason = reason;
-            return al_collect_add_skip(res, ".", "processes the script left would not die: the box was killed "
-                                                 "whole and /out could not be read");
-        }
-        return al_err(err, "docker", EIO, "the container died while the script ran");
-    }
-    int code = exec_exit(b, id, err);
-    if (b->e.stuck)
-        return unanswered(b, reason, err);
-    int status;
-    if (b->o->runtime == AL_DOCKER_RUNC && exit_status(b->main_fd, code, &status)) {
-        /* the kernel's word: exit(137) and a SIGKILL are told apart */
-        res->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        res->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-    } else {
-        code_as_end(code, res);
-    }
-    res->reason = reason;
-    /* nothing of the script may still run when /out is read */
-    if (b->o->runtime == AL_DOCKER_RUNC) {
-        if ((r = kill_until_none(b, err)) < 0)
-            return r;
-    } else if (!b->inside_clean) {
-        /* (a kill from inside that found none of the script's left is
-         * final: only the script's processes run as its uid) */
-        b->e.until_ms = al_now_ms() + KILL_GRACE_MS;
-        if (kill_inside(b) != 0) {
-            if (b->e.stuck)
-                return unanswered(b, reason, err);
-            /* something the script left would not die: /out is not read.
-             * A sandbox that hit its process cap dies so, though the
-             * daemon may still show it running for a moment: that is the
-             * run's pids limit */
-            kill_container(b);
-            read_stats(b);
-            if (res->reason == AL_REASON_EXITED && pids_cap_hit(b))
-                res->reason = AL_REASON_PIDS;
-            return al_collect_add_skip(res, ".", "processes the script left would not die: the box was killed "
-                                                 "whole and /out could not be read");
-        }
-    }
-    /* the daemon answered: /out has its usual time, and the keeper no
-     * longer ends the box for the script's deadline */
-    al_uid_keeper_disarm(b->keeper_fd);
-    b->e.until_ms = 0;
-    read_stats(b);
-    if (res->reason == AL_REASON_EXITED && oom_killed(b))
-        res->reason = AL_REASON_MEMORY;
-    else if (res->reason == AL_REASON_EXITED && pids_cap_hit(b))
-        res->reason = AL_REASON_PIDS;
-    /* hashed, and copied when the caller gave a directory for them */
-    return direct ? al_docker_collect_direct(b, err) : al_docker_collect(b, err);
-}
-
-/* A held container's owner removes it after the run, unless it is gone:
- * killed, it left the container's uids' locks to this process (passed to
- * it), and nothing would remove it until the owner's next start sweeps
- * (its holder sleeps for minutes). */
-static bool owner_gone(int fd) {
-    struct pollfd p = { .fd = fd, .events = POLLIN };
-    return fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
-}
-
-int al_docker_run(const al_docker_opts *o, const al_box_config *cfg, al_box_result *res) {
-    memset(res, 0, sizeof *res);
-    res->exit_code = -1;
-    res->reason = AL_REASON_ERROR;
-    snprintf(res->driver, sizeof res->driver, "docker");
-    snprintf(res->engine_runtime, sizeof res->engine_runtime, "%s", al_docker_runtime_name(o->runtime));
-    al_docker_controls(o->runtime, &res->controls);
-    dbox b = { .o = o, .cfg = cfg, .res = res, .holder_lock = -1, .uid_lock = -1, .rootfd = -1, .init_fd = -1, .main_fd = -1,
-               .keeper_fd = -1 };
-    int r = run(&b, &res->error);
-    if (b.rootfd >= 0)
-        close(b.rootfd);
-    if (b.init_fd >= 0)
-        close(b.init_fd);
-    if (b.main_fd >= 0)
-        close(b.main_fd);
-    if (res->pooled && owner_gone(o->owner_fd))
-        b.own = true;
-    /* a stuck daemon is handed the removal, not waited on; one that
-     * answers is given the engine's time (a forced removal waits for the
-     * container's stop as a kill does) */
-    b.e.until_ms = b.e.stuck ? al_now_ms() : 0;
-    al_docker_remove_container(&b);
-    al_docker_keeper_done(&b);
-    al_docker_scratch_unmount(&b);
-    if (b.engine_open)
-        al_engine_close(&b.e);
-    if (b.uid_lock >= 0)
-        close(b.uid_lock);
-    if (b.holder_lock >= 0)
-        close(b.holder_lock);
-    if (r < 0)
-        res->reason = AL_REASON_ERROR;
-    return r;
-}
-
+bool al_docker_container_running(dbox *b) { return al_docker_container_state(b) == 1; }

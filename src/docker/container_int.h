@@ -14,6 +14,22 @@
 /* how long the holder outlives the wall clock, at most */
 #define HOLD_MARGIN_S 300
 
+/* after a kill, how long until the script's processes must be gone */
+#define KILL_GRACE_MS 5000
+#define PIDS_TICK_MS 250
+#define PIDS_STREAK 4
+/* host threads gVisor's sandbox (Sentry, gofer) takes beyond the script's */
+#define RUNSC_PIDS_OVERHEAD 256
+/* this close to that cap when it died: it died of the cap */
+#define RUNSC_PIDS_NEAR 64
+/* this close to its memory cap when it died: it died of the cap */
+#define MEM_NEAR (8u << 20)
+/* after the script's main process ended, how long its output may drain */
+#define DRAIN_MS 1000
+/* how long an exec without a deadline may take to start (the daemon's
+ * containerd, or runsc's exec, starting its process) */
+#define EXEC_START_MS 30000
+
 /* One container's run (al_docker_run), or its making ahead of need
  * (al_docker_hold). */
 typedef struct dbox {
@@ -42,7 +58,49 @@ typedef struct dbox {
     int keeper_fd;                /* the keeper's pipe (keeper.c): its end is this run's */
 } dbox;
 
+/* An exec's output: the script's (capped, live) or a tar's. */
+typedef struct sink {
+    /* the script's: capped, live */
+    const al_box_config *cfg;
+    char *buf[2];
+    size_t len[2], cap;
+    uint64_t total[2];
+    bool truncated[2], over;
+    /* a tar's: stdout into FD up to MAX bytes */
+    int fd;
+    uint64_t max, written;
+    bool too_big;
+    char err_text[512];
+    size_t err_len;
+} sink;
+
 /* ---- container.c ---- */
+
+/* A call to the daemon that must answer 2xx: its answer in *RET. */
+int al_docker_call_ok(dbox *b, const char *method, const char *path, json_t *body, json_t **ret, al_error *err);
+/* An exec of ARGV (ENVP, in CWD; IN: with a stdin) in B's container, its
+ * id in RET_ID; how it exited (its code, or -1). */
+int al_docker_exec_create(dbox *b, char *const *argv, char *const *envp, const char *cwd, bool in, char ret_id[80],
+                          al_error *err);
+int al_docker_exec_exit(dbox *b, const char *id, al_error *err);
+/* Run exec ID to its end with IN_FD's bytes as its stdin (-1: none), its
+ * output to S through ON_DATA (al_docker_on_script_data for the script's).
+ * For the script: DEADLINE (ms, 0 none), CANCEL_FD and the caps, with
+ * *KILL_REASON set when it was stopped. */
+int al_docker_exec_pump(dbox *b, const char *id, int in_fd, void (*on_data)(int, const char *, size_t, void *), sink *s,
+                        uint64_t deadline, int cancel_fd, al_reason *kill_reason, al_error *err);
+void al_docker_on_script_data(int stream, const char *buf, size_t len, void *ud);
+/* runc: SIGKILL every process of the container's cgroup that runs as the
+ * script's uid, by pidfd; how many were alive. */
+int al_docker_kill_script_procs(dbox *b);
+/* The whole container killed (its /out is lost). */
+void al_docker_kill_container(dbox *b);
+/* gVisor: the script's processes killed from inside, by an exec. */
+int al_docker_kill_inside(dbox *b);
+/* 1 when the daemon says the container runs, 0 when it says it does not,
+ * -errno when it could not be asked. */
+int al_docker_container_state(dbox *b);
+bool al_docker_container_running(dbox *b);
 
 /* The body of POST /containers/create for B's container of IMAGE_ID:
  * written once, for a run's container and to check a held one against. */
@@ -51,9 +109,10 @@ json_t *al_docker_create_body(dbox *b, const char *image_id, al_error *err);
 int al_docker_create(dbox *b, const char *image_id, al_error *err);
 /* Start it, then al_docker_inspect_init(B, false). */
 int al_docker_start_and_inspect(dbox *b, al_error *err);
-/* B's running container: its init (pid, pidfd, cgroups); SAME: checked by
- * al_docker_same_box first. */
-int al_docker_inspect_init(dbox *b, bool same, al_error *err);
+/* B's running container: its init (pid, pidfd, cgroups); CHECK (may be
+ * NULL: held.c's al_docker_same_box) passes the daemon's record of it
+ * first. */
+int al_docker_inspect_init(dbox *b, int (*check)(dbox *b, json_t *ins, al_error *err), al_error *err);
 /* Remove B's container if it is B's own to remove. */
 void al_docker_remove_container(dbox *b);
 /* Run tar's ARGV in the box as the script's uid to its end, stdin from

@@ -106,7 +106,7 @@ int al_docker_use_held(dbox *b, al_error *err) {
     snprintf(b->res->engine_image, sizeof b->res->engine_image, "%s", h->image_id);
     b->holder = h->holder;
     b->uid = h->uid;
-    int r = al_docker_inspect_init(b, true, err);
+    int r = al_docker_inspect_init(b, al_docker_same_box, err);
     if (r == 0)
         b->res->pooled = true;
     return r;

@@ -92,7 +92,7 @@ int al_docker_keep_held(const char *socket, al_docker_runtime runtime, const cha
     snprintf(b.id, sizeof b.id, "%s", id);
     snprintf(rp.id, sizeof rp.id, "%s", id);
     /* its init, by pidfd, checked to be in the container's cgroup */
-    r = al_docker_inspect_init(&b, false, err);
+    r = al_docker_inspect_init(&b, NULL, err);
     al_engine_close(&b.e);
     if (r < 0) {
         if (b.init_fd >= 0)

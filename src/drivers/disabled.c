@@ -13,7 +13,7 @@ static int disabled_probe(al_error *err) {
     return al_err(err, "driver", ENOTSUP, "code execution is disabled on this service (driver = disabled)");
 }
 
-static int disabled_start(const char *self_exe, const char *job, al_driver_run *ret, al_error *err) {
+static int disabled_start(const char *self_exe, const al_job *job, al_driver_run *ret, al_error *err) {
     return disabled_probe(err);
 }
 

@@ -14,6 +14,7 @@
 #include "../box/uidpool.h"
 #include "docker_pool.h"
 #include "driver.h"
+#include "helper_start.h"
 
 static struct {
     char socket[108];             /* "" for DOCKER_HOST / the default */
@@ -75,27 +76,27 @@ static int docker_probe(al_error *err) {
     return 0;
 }
 
-static int docker_start(const char *self_exe, const char *job, al_driver_run *ret, al_error *err) {
-    json_t *j = json_loads(job, 0, NULL);
-    if (!j)
-        return al_err(err, "driver", EINVAL, "the job is not JSON");
-    json_object_set_new(j, "driver", json_string("docker"));
-    json_object_set_new(j, "docker_runtime", json_string(al_docker_runtime_name(conf.runtime)));
-    if (conf.socket[0])
-        json_object_set_new(j, "docker_socket", json_string(conf.socket));
+static int docker_start(const char *self_exe, const al_job *job, al_driver_run *ret, al_error *err) {
+    /* the run's job, to run in a container: a shallow copy, which owns
+     * nothing of its own */
+    al_job j = *job;
+    j.driver = AL_JOB_DOCKER;
+    j.docker_runtime = (char *)al_docker_runtime_name(conf.runtime);
+    j.docker_socket = conf.socket[0] ? conf.socket : NULL;
     /* a container made for runs like this one, if the pool has one (a
      * skill's run gets none: its container binds the skill at /skill) */
-    al_box_limits l;
-    al_box_limits_from_job(json_object_get(j, "limits"), &l);
     al_docker_held held;
-    bool pooled = !json_object_get(j, "skill_dir") &&
-                  al_docker_pool_take(json_string_value(json_object_get(j, "image_dir")),
-                                      json_string_value(json_object_get(j, "image_digest")), &l, &held);
-    if (pooled)
-        json_object_set_new(j, "docker_box", json_pack("{s:s, s:s, s:I, s:I, s:I}", "id", held.id, "image_id",
-                                                       held.image_id, "holder", (json_int_t)held.holder, "uid",
-                                                       (json_int_t)held.uid, "hold_until",
-                                                       (json_int_t)held.hold_until_s));
+    bool pooled = !j.skill_dir && al_docker_pool_take(j.image_dir, j.image_digest, &j.limits, &held);
+    /* the uids' locks go with the job, as the helper's fds 3 and 4: a lock
+     * is the open file's, so they stay held until the helper ends too,
+     * though this process be killed first (a start after it must not take
+     * those uids, nor sweep the container, while the helper still uses it) */
+    if (pooled) {
+        j.docker_box = (al_job_held){ .set = true, .hold_until_s = held.hold_until_s,
+                                      .uids = { true, held.holder, held.uid, { 3, 4 } } };
+        snprintf(j.docker_box.id, sizeof j.docker_box.id, "%s", held.id);
+        snprintf(j.docker_box.image_id, sizeof j.docker_box.image_id, "%s", held.image_id);
+    }
     /* a cold run's two uids are this process's too, passed the same way,
      * and let go only once its container is gone (al_docker_pool_keep_uids):
      * a helper killed outright leaves its container to its keeper (the
@@ -106,33 +107,18 @@ static int docker_start(const char *self_exe, const char *job, al_driver_run *re
         int r = al_uid_acquire(&own.holder, &own.holder_lock, err);
         if (r == 0 && (r = al_uid_acquire(&own.uid, &own.uid_lock, err)) < 0)
             close(own.holder_lock);
-        if (r < 0) {
-            json_decref(j);
+        if (r < 0)
             return r;
-        }
         snprintf(own.id, sizeof own.id, "airlock-box-%u", (unsigned)own.uid);
-        json_object_set_new(j, "docker_uids", json_pack("{s:I, s:I}", "holder", (json_int_t)own.holder, "uid",
-                                                        (json_int_t)own.uid));
+        j.docker_uids = (al_job_uids){ true, own.holder, own.uid, { 3, 4 } };
     }
-    /* the uids' locks go with the job, as the helper's fds 3 and 4: a lock
-     * is the open file's, so they stay held until the helper ends too,
-     * though this process be killed first (a start after it must not take
-     * those uids, nor sweep the container, while the helper still uses it) */
     al_docker_held *kept = pooled ? &held : &own;
     int locks[2] = { kept->holder_lock, kept->uid_lock };
-    json_object_set_new(json_object_get(j, pooled ? "docker_box" : "docker_uids"), "lock_fds", json_pack("[i, i]", 3, 4));
-    char *text = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
-    if (!text) {
-        al_docker_pool_give_back(kept);
-        return -ENOMEM;
-    }
     /* the helper of airlock-server, beside SELF_EXE */
     char copy[PATH_MAX], exe[PATH_MAX + 32];
     snprintf(copy, sizeof copy, "%s", self_exe);
     snprintf(exe, sizeof exe, "%s/airlock-server", dirname(copy));
-    int r = al_driver_helper_start(exe, text, locks, 2, ret, err);
-    free(text);
+    int r = al_driver_helper_start(exe, &j, locks, 2, ret, err);
     if (r == 0 && pooled) {
         /* removed by name after the run: the container it was handed, or
          * the one made of its uids instead if that was unfit */

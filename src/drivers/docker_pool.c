@@ -31,6 +31,7 @@
 
 #include "docker_pool.h"
 #include "driver.h"
+#include "helper_start.h"
 #include "shape_admit.h"
 
 #define POOL_SHAPES 8
@@ -103,24 +104,21 @@ static void keep(al_docker_held *h) {
         return;
     self[n] = '\0';
     snprintf(exe, sizeof exe, "%s/airlock-server", dirname(self));
-    json_t *j = json_pack("{s:s, s:s, s:{s:s, s:I, s:I, s:[i, i]}}", "driver", "docker", "docker_runtime",
-                          al_docker_runtime_name(P.runtime), "docker_keep", "id", h->id, "holder",
-                          (json_int_t)h->holder, "uid", (json_int_t)h->uid, "lock_fds", 3, 4);
-    if (j && P.socket[0])
-        json_object_set_new(j, "docker_socket", json_string(P.socket));
-    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    if (!text)
-        return;
+    al_job j;
+    al_job_init(&j);
+    j.driver = AL_JOB_DOCKER;
+    j.docker_runtime = (char *)al_docker_runtime_name(P.runtime);
+    j.docker_socket = P.socket[0] ? P.socket : NULL;
+    j.docker_keep = (al_job_held){ .set = true, .uids = { true, h->holder, h->uid, { 3, 4 } } };
+    snprintf(j.docker_keep.id, sizeof j.docker_keep.id, "%s", h->id);
     int locks[2] = { h->holder_lock, h->uid_lock };
     al_driver_run run;
     al_error err = { 0 };
-    if (al_driver_helper_start(exe, text, locks, 2, &run, &err) == 0) {
+    if (al_driver_helper_start(exe, &j, locks, 2, &run, &err) == 0) {
         close(run.events_fd);
         h->keeper_pid = run.pid;
         h->keeper_fd = run.job_fd;
     }
-    free(text);
 }
 
 /* Called with P.mu held: H's container waits for the end of the run of

@@ -10,18 +10,7 @@
 #include <sys/types.h>
 
 #include "../util/util.h"
-
-/* The most a job may take as one line of JSON (the helper reads no more):
- * sized so that whatever the service's default caps accept (code_max's 1
- * MiB and 256 arguments of 4 KiB, each JSON-escaped at up to six bytes a
- * byte, beside AL_JOB_RESERVE of paths, limits and policy) fits; the core
- * refuses at the API, with 413, a run whose job would not
- * (al_run_spec_check), so that an accepted run is never lost on the way. */
-#define AL_JOB_MAX (16u << 20)
-/* what the service adds to a job beside a run's code and arguments: host
- * paths (PATH_MAX each, a few), limits, the network policy (its at most
- * 64 names of 254 bytes), the image and skill */
-#define AL_JOB_RESERVE (64u << 10)
+#include "job.h"
 
 typedef struct al_driver_run {
     pid_t pid;                    /* the helper running the job, or -1 */
@@ -35,9 +24,10 @@ typedef struct al_driver_ops {
     json_t *(*capabilities)(void);
     /* 0 when it can run jobs here, else -errno with the reason in ERR. */
     int (*probe)(al_error *err);
-    /* Start JOB (a JSON document: see src/cli/helper.c). Called from a
-     * thread that lives as long as the run: the helper dies with it. */
-    int (*start)(const char *self_exe, const char *job, al_driver_run *ret, al_error *err);
+    /* Start JOB (job.h). Called from a thread that lives as long as the
+     * run: the helper dies with it. -E2BIG when the job is too large for
+     * its helper (AL_JOB_MAX). */
+    int (*start)(const char *self_exe, const al_job *job, al_driver_run *ret, al_error *err);
     int (*cancel)(al_driver_run *r);
     /* Reap after the events stream ended; returns the helper's wait status. */
     int (*wait)(al_driver_run *r);
@@ -73,14 +63,5 @@ int al_driver_docker_configure(const char *socket, const char *runtime, int pool
  * MEMORY_BYTES in all; Python's import PRELOAD's modules ahead. */
 int al_driver_native_configure(int boxes, int warm_pool, uint64_t memory_bytes, const char *preload, bool fork,
                                al_error *err);
-
-/* The helper process both boxes run in (native.c), with the N_PASS fds
- * PASS (may be NULL) as its fds 3, 4, ...: each the same open file as the
- * caller's, so a lock on it is held while either holds it. */
-#define AL_HELPER_PASS_MAX 2
-int al_driver_helper_start(const char *self_exe, const char *job, const int *pass, size_t n_pass, al_driver_run *ret,
-                           al_error *err);
-int al_driver_helper_cancel(al_driver_run *r);
-int al_driver_helper_wait(al_driver_run *r);
 
 const al_driver_ops *al_driver_by_name(const char *name);

@@ -4,7 +4,7 @@
  * its code names a preload module), a few helpers whose box is made and
  * whose interpreter has started (Python's having imported the preload
  * modules, if that shape's code names them), each waiting for its run on
- * stdin (src/cli/helper.c, src/lang/warm/). A run of that shape is handed
+ * stdin (src/drivers/helper_main.c, src/lang/warm/). A run of that shape is handed
  * one: its job line goes to that helper's stdin, and from there it is that
  * run's helper, as a cold one is. A warm box is never reused and never
  * shared: it ends with its run.
@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "../lang/lang.h"
+#include "helper_start.h"
 #include "shape_admit.h"
 #include "warm_pool.h"
 
@@ -72,7 +73,7 @@ typedef struct warm {
 
 typedef struct shape {
     bool used;
-    char *job;                    /* the warm job line (no newline) */
+    al_job *job;                  /* its warm boxes' job */
     /* Python without preloads: its boxes are forked by a zygote of its
      * own (box.h, src/lang/warm/zygote.py), which paid the interpreter's
      * start once, rather than each made and started; the pool passes
@@ -80,7 +81,7 @@ typedef struct shape {
     bool fork;
     al_driver_run zygote;         /* the zygote's helper (pid -1: none) */
     int zfd;
-    char *fork_job, *zygote_job;
+    al_job *fork_job, *zygote_job;
     int zygote_failures;
     int64_t zygote_since_s;
     const char *lang;             /* "python" or "node" */
@@ -277,6 +278,20 @@ static int stale_one(const shape *sh, int64_t now, bool forgotten) {
 
 /* The box of SH to drop when it keeps more than it wants: one starting
  * (it has served nobody yet), else the last. */
+static void drop_job(al_job **j) {
+    if (*j)
+        al_job_free(*j);
+    free(*j);
+    *j = NULL;
+}
+
+/* SH's jobs freed (a shape forgotten, or the pool stopping). */
+static void drop_jobs(shape *sh) {
+    drop_job(&sh->job);
+    drop_job(&sh->fork_job);
+    drop_job(&sh->zygote_job);
+}
+
 static int extra_one(const shape *sh) {
     for (int k = 0; k < sh->n; k++)
         if (!sh->w[k].ready)
@@ -408,9 +423,7 @@ static void *pool_main(void *arg) {
                 doom(sh, extra_one(sh));
             if (forgotten) {
                 end_zygote(sh);
-                free(sh->job);
-                free(sh->fork_job);
-                free(sh->zygote_job);
+                drop_jobs(sh);
                 memset(sh, 0, sizeof *sh);
                 continue;
             }
@@ -503,9 +516,7 @@ static void *pool_main(void *arg) {
         while (sh->n > 0)
             doom(sh, sh->n - 1);
         end_zygote(sh);
-        free(sh->job);
-        free(sh->fork_job);
-        free(sh->zygote_job);
+        drop_jobs(sh);
         memset(sh, 0, sizeof *sh);
     }
     end_doomed();
@@ -562,22 +573,19 @@ static bool names_a_preload(const char *code, const char *preload) {
 /* The shape of JOB's run (false: no warm box can run it): Python, or Node
  * without stdin (its warm start cannot put a passed fd at fd 0), offline,
  * no skill, the native driver. */
-static bool shape_of(json_t *job, const char *preload, const char **lang, bool *preloads, const char **dir,
+static bool shape_of(const al_job *job, const char *preload, const char **lang, bool *preloads, const char **dir,
                      const char **digest, al_box_limits *l) {
-    const char *ln = json_string_value(json_object_get(job, "language"));
-    const al_lang *al = ln ? al_lang_by_name(ln) : NULL;
-    const char *net = json_string_value(json_object_get(job, "network"));
-    if (!al || !al_lang_warm_start(al) || (net && strcmp(net, "offline") != 0) || json_object_get(job, "skill_dir") ||
-        json_object_get(job, "driver") || (strcmp(al->name, "python") != 0 && json_object_get(job, "stdin_path")))
+    const al_lang *al = job->lang;
+    if (!al || !al_lang_warm_start(al) || (job->network && strcmp(job->network, "offline") != 0) || job->skill_dir ||
+        job->driver != AL_JOB_NATIVE || (strcmp(al->name, "python") != 0 && job->stdin_path))
         return false;
     *lang = al->name;
-    const char *code = json_string_value(json_object_get(job, "code"));
-    *preloads = strcmp(al->name, "python") == 0 && code && names_a_preload(code, preload);
-    *dir = json_string_value(json_object_get(job, "image_dir"));
-    *digest = json_string_value(json_object_get(job, "image_digest"));
+    *preloads = strcmp(al->name, "python") == 0 && job->code && names_a_preload(job->code, preload);
+    *dir = job->image_dir;
+    *digest = job->image_digest;
     if (!*dir != !*digest || (*dir && (strlen(*dir) >= PATH_MAX || strlen(*digest) >= 80)))
         return false;
-    al_box_limits_from_job(json_object_get(job, "limits"), l);
+    *l = job->limits;
     return true;
 }
 
@@ -588,25 +596,32 @@ static bool same(const shape *sh, const char *lang, bool preloads, const char *d
 }
 
 /* The job of a warm box of JOB's shape; with FD_FIELD, of a forked one
- * ("fork_fd") or its zygote ("zygote_fd"), the fd the pool passes (3). */
-static char *warm_job(json_t *job, const char *lang, bool preloads, const char *fd_field) {
+ * ("fork_fd") or its zygote ("zygote_fd"), the fd the pool passes (3).
+ * With P.mu held. */
+static al_job *warm_job(const al_job *job, bool preloads, const char *fd_field) {
     bool zygote = fd_field && strcmp(fd_field, "zygote_fd") == 0;
-    json_t *w = json_pack("{s:b, s:s, s:O?, s:s}", zygote ? "zygote" : "warm", 1, "language", lang, "limits",
-                          json_object_get(job, "limits"), "preload", preloads ? P.preload : "");
-    if (w && fd_field)
-        json_object_set_new(w, fd_field, json_integer(3));
-    json_t *dir = json_object_get(job, "image_dir"), *digest = json_object_get(job, "image_digest");
-    if (w && dir && digest) {
-        json_object_set(w, "image_dir", dir);
-        json_object_set(w, "image_digest", digest);
-    }
-    char *text = w ? json_dumps(w, JSON_COMPACT) : NULL;
-    json_decref(w);
-    return text;
+    al_job *w = malloc(sizeof *w);
+    if (!w)
+        return NULL;
+    al_job_init(w);
+    w->warm = !zygote;
+    w->zygote = zygote;
+    w->lang = job->lang;
+    w->limits = job->limits;
+    if (fd_field && zygote)
+        w->zygote_fd = 3;
+    else if (fd_field)
+        w->fork_fd = 3;
+    int r = al_job_set(&w->preload, preloads ? P.preload : "");
+    if (r == 0 && job->image_dir && job->image_digest &&
+        (al_job_set(&w->image_dir, job->image_dir) < 0 || al_job_set(&w->image_digest, job->image_digest) < 0))
+        r = -ENOMEM;
+    if (r < 0)
+        drop_job(&w);
+    return w;
 }
 
-bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run *ret) {
-    json_t *job = json_loads(job_text, 0, NULL);
+bool al_warm_pool_take(const char *self_exe, const al_job *job, al_driver_run *ret) {
     const char *lang = NULL, *dir = NULL, *digest = NULL;
     bool preloads = false;
     al_box_limits l;
@@ -616,11 +631,17 @@ bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run
     pthread_mutex_lock(&P.mu);
     memcpy(preload, P.preload, sizeof preload);
     pthread_mutex_unlock(&P.mu);
-    bool fits = job && shape_of(job, preload, &lang, &preloads, &dir, &digest, &l);
+    bool fits = shape_of(job, preload, &lang, &preloads, &dir, &digest, &l);
+    /* its wire form, for a ready helper (one too large goes cold, and is
+     * refused there) */
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    al_error eerr = { 0 };
+    if (fits && al_job_encode(job, &text, &len, &eerr) < 0)
+        return false;
     pthread_mutex_lock(&P.mu);
     if (!fits || P.size == 0 || P.stopping) {
         pthread_mutex_unlock(&P.mu);
-        json_decref(job);
         return false;
     }
     if (!P.running) {
@@ -646,17 +667,15 @@ bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run
         while (sh->n > 0)
             doom(sh, sh->n - 1);
         end_zygote(sh);
-        free(sh->job);
-        free(sh->fork_job);
-        free(sh->zygote_job);
+        drop_jobs(sh);
         memset(sh, 0, sizeof *sh);
         sh->zygote = (al_driver_run){ .pid = -1, .events_fd = -1, .job_fd = -1 };
         sh->zfd = -1;
-        sh->job = warm_job(job, lang, preloads, NULL);
+        sh->job = warm_job(job, preloads, NULL);
         sh->fork = P.fork && strcmp(lang, "python") == 0 && !preloads;
         if (sh->fork) {
-            sh->fork_job = warm_job(job, lang, preloads, "fork_fd");
-            sh->zygote_job = warm_job(job, lang, preloads, "zygote_fd");
+            sh->fork_job = warm_job(job, preloads, "fork_fd");
+            sh->zygote_job = warm_job(job, preloads, "zygote_fd");
             sh->fork = sh->fork_job && sh->zygote_job;
         }
         sh->used = sh->job != NULL;
@@ -713,19 +732,16 @@ bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run
         bool forked = false;
         if (fork_fd >= 0) {
             /* the run's own job, told to fork its box (helper.c) */
-            json_object_set_new(job, "fork_fd", json_integer(3));
-            char *text = json_dumps(job, JSON_COMPACT);
+            al_job forked_job = *job;
+            forked_job.fork_fd = 3;
             al_error err = { 0 };
-            forked = text && al_driver_helper_start(self_exe, text, &fork_fd, 1, ret, &err) == 0;
-            free(text);
+            forked = al_driver_helper_start(self_exe, &forked_job, &fork_fd, 1, ret, &err) == 0;
             close(fork_fd);
         }
-        json_decref(job);
         return forked;
     }
-    json_decref(job);
     /* its run, on the stdin it waits on: from here it is that run's helper */
-    if (al_write_all(ret->job_fd, job_text, strlen(job_text)) < 0 || al_write_all(ret->job_fd, "\n", 1) < 0) {
+    if (al_driver_helper_send(ret->job_fd, text, len) < 0) {
         /* it died idle: this run goes cold, the pool replaces it */
         end_helper(ret);
         return false;

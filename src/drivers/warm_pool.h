@@ -13,10 +13,10 @@
  * ahead (comma-separated), and whether Python's without them are forked
  * by a zygote (box.h). */
 void al_warm_pool_configure(int size, uint64_t budget_bytes, const char *preload, bool fork);
-/* A warm helper for JOB_TEXT's run, handed that job (true: *RET is now the
+/* A warm helper for JOB's run, handed that job (true: *RET is now the
  * run's helper), or none (false: the run goes cold). Either way the pool
  * learns that such runs are wanted, and makes some (SELF_EXE's helpers). */
-bool al_warm_pool_take(const char *self_exe, const char *job_text, al_driver_run *ret);
+bool al_warm_pool_take(const char *self_exe, const al_job *job, al_driver_run *ret);
 /* {per_shape, idle_s, preload, idle, starting, memory_bytes,
  *  memory_budget_bytes, hits, misses, shapes: [...]} */
 json_t *al_warm_pool_json(void);

@@ -55,7 +55,7 @@ static void expect_bytes(const char *line, size_t len, al_helper_event_kind kind
 static void round_trip(const char *b, size_t blen, al_helper_event_kind kind) {
     const char *type = kind == AL_HELPER_EVENT_STDOUT ? "stdout" : "stderr";
     size_t n;
-    /* the helper's way (src/cli/helper.c on_output, cli_base64) */
+    /* the helper's way (src/drivers/helper_main.c on_output, al_box_result_base64) */
     char *b64 = malloc(BASE64_ENCODE_RAW_LENGTH(blen) + 1);
     if (!b64)
         abort();

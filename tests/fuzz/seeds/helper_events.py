@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Seeds for the helper-events fuzz target (tests/fuzz/fuzz_helper_events.c):
-the run helper's event lines (src/cli/helper.c), as sessions, single odd
+the run helper's event lines (src/drivers/helper_main.c), as sessions, single odd
 lines, and raw output bytes, written to tests/fuzz/corpus/helper-events/.
 
     python3 tests/fuzz/seeds/helper_events.py

@@ -5,13 +5,24 @@
  */
 #include <string.h>
 
-#include "cli.h"
-#include "net.h"
+#include "box_net.h"
+
+/* The environment every box gets, and nothing else. */
+char *const al_box_env[] = {
+    "PATH=/usr/local/bin:/usr/bin:/bin",
+    "HOME=/tmp",
+    "TMPDIR=/tmp",
+    "LANG=C.UTF-8",
+    "PYTHONUNBUFFERED=1",
+    "PYTHONDONTWRITEBYTECODE=1",
+    "MPLCONFIGDIR=/tmp/.matplotlib",
+    NULL,
+};
 
 #define PROXY_PORT 3128
 #define PROXY_URL "http://127.0.0.1:3128"
 
-int cli_net_init(cli_net *n, const char *spec, al_error *err) {
+int al_box_net_init(al_box_net *n, const char *spec, al_error *err) {
     memset(n, 0, sizeof *n);
     int r = al_net_policy_parse(spec, &n->policy, err);
     if (r < 0)
@@ -19,8 +30,8 @@ int cli_net_init(cli_net *n, const char *spec, al_error *err) {
     al_net_policy_format(&n->policy, n->spec, sizeof n->spec);
     /* the box's environment: the common part, then where the proxy is */
     size_t k = 0;
-    for (; cli_box_env[k] && k < CLI_NET_ENV_MAX - 16; k++)
-        n->env[k] = cli_box_env[k];
+    for (; al_box_env[k] && k < AL_BOX_NET_ENV_MAX - 16; k++)
+        n->env[k] = al_box_env[k];
     snprintf(n->env_policy, sizeof n->env_policy, "AIRLOCK_NETWORK=%s", n->spec);
     n->env[k++] = n->env_policy;
     /* offline, nothing can succeed: pip's five retries would make an agent
@@ -43,10 +54,10 @@ int cli_net_init(cli_net *n, const char *spec, al_error *err) {
     return 0;
 }
 
-uint16_t cli_net_listen_port(const cli_net *n) { return n->policy.mode == AL_NET_OFFLINE ? 0 : PROXY_PORT; }
+uint16_t al_box_net_listen_port(const al_box_net *n) { return n->policy.mode == AL_NET_OFFLINE ? 0 : PROXY_PORT; }
 
-int cli_net_on_listener(int fd, uid_t uid, gid_t gid, void *userdata, al_error *err) {
-    cli_net *n = userdata;
+int al_box_net_on_listener(int fd, uid_t uid, gid_t gid, void *userdata, al_error *err) {
+    al_box_net *n = userdata;
     return al_proxy_start(&n->policy, fd, uid, gid, &n->proxy, err);
 }
 
@@ -57,7 +68,7 @@ static al_level level_of(const char *name) {
     return AL_LEVEL_NOT_ENFORCED;
 }
 
-json_t *cli_net_finish(cli_net *n, al_box_result *res) {
+json_t *al_box_net_finish(al_box_net *n, al_box_result *res) {
     size_t dropped = 0;
     json_t *log = n->proxy ? al_proxy_stop(n->proxy, &dropped) : json_array();
     n->proxy = NULL;

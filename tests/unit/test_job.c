@@ -1,0 +1,112 @@
+/* Unit tests for the job's codec (src/drivers/job_codec.c): every field
+ * of a job crosses the wire and comes back the same; what the helper reads
+ * is strict (no unknown field, each of its type, within its cap); a job at
+ * AL_JOB_MAX is refused with the API's reason. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "drivers/job.h"
+
+#include "check.h"
+
+static bool decodes(const char *text) {
+    al_job j;
+    al_error err = { 0 };
+    int r = al_job_decode(text, strlen(text), &j, &err);
+    al_job_free(&j);
+    return r == 0;
+}
+
+int main(void) {
+    al_job j;
+    al_job_init(&j);
+    CHECK(j.fork_fd == -1 && j.zygote_fd == -1 && j.driver == AL_JOB_NATIVE && j.limits.wall_ms > 0);
+    j.lang = al_lang_by_name("python");
+    CHECK(al_job_set(&j.code, "print('é\\n')\n") == 0 && al_job_set(&j.out_dir, "/o") == 0);
+    CHECK(al_job_add_input(&j, "/in/a") == 0 && al_job_add_input(&j, "/in/b") == 0);
+    CHECK(al_job_add_arg(&j, "") == 0 && al_job_add_arg(&j, "x y") == 0);
+    CHECK(al_job_set(&j.image_dir, "/i") == 0 && al_job_set(&j.image_digest, "ab") == 0);
+    CHECK(al_job_set(&j.stdin_path, "/s") == 0 && al_job_set(&j.network, "allow:pypi.org") == 0);
+    CHECK(al_job_set(&j.preload, "numpy") == 0 && al_job_set(&j.docker_socket, "/d.sock") == 0);
+    j.limits.wall_ms = 7000;
+    j.limits.memory_bytes = 1 << 28;
+    j.limits.tmpfs_bytes = 12345;
+    j.warm = true;
+    j.fork_fd = 3;
+    j.driver = AL_JOB_DOCKER;
+    j.docker_box = (al_job_held){ .set = true, .id = "c", .image_id = "sha256:1", .hold_until_s = 99,
+                                  .uids = { true, 100, 101, { 3, 4 } } };
+    j.docker_uids = (al_job_uids){ true, 5, 6, { 4, 3 } };
+
+    char *text = NULL;
+    size_t len = 0;
+    al_error err = { 0 };
+    CHECK(al_job_encode(&j, &text, &len, &err) == 0 && text && strlen(text) == len && !memchr(text, '\n', len));
+    al_job d;
+    CHECK(al_job_decode(text, len, &d, &err) == 0);
+    CHECK(d.lang == j.lang && strcmp(d.code, j.code) == 0 && strcmp(d.out_dir, "/o") == 0);
+    CHECK(d.n_inputs == 2 && strcmp(d.inputs[1], "/in/b") == 0);
+    CHECK(d.has_args && d.n_args == 2 && strcmp(d.args[0], "") == 0 && strcmp(d.args[1], "x y") == 0);
+    CHECK(strcmp(d.image_digest, "ab") == 0 && strcmp(d.stdin_path, "/s") == 0 && strcmp(d.network, "allow:pypi.org") == 0);
+    CHECK(memcmp(&d.limits, &j.limits, sizeof d.limits) == 0);
+    CHECK(d.warm && !d.zygote && d.fork_fd == 3 && d.zygote_fd == -1 && strcmp(d.preload, "numpy") == 0);
+    CHECK(d.driver == AL_JOB_DOCKER && strcmp(d.docker_socket, "/d.sock") == 0 && !d.docker_runtime);
+    CHECK(d.docker_box.set && strcmp(d.docker_box.image_id, "sha256:1") == 0 && d.docker_box.hold_until_s == 99 &&
+          d.docker_box.uids.uid == 101 && d.docker_box.uids.lock_fds[1] == 4);
+    CHECK(d.docker_uids.set && d.docker_uids.holder == 5 && d.docker_uids.lock_fds[0] == 4 && !d.docker_keep.set);
+    /* a copy is the same job */
+    al_job c;
+    char *text2 = NULL;
+    size_t len2 = 0;
+    CHECK(al_job_copy(&d, &c) == 0 && al_job_encode(&c, &text2, &len2, &err) == 0 && len2 == len &&
+          memcmp(text, text2, len) == 0);
+    free(text);
+    free(text2);
+    al_job_free(&c);
+    al_job_free(&d);
+    al_job_free(&j);
+    CHECK(j.code == NULL && j.n_inputs == 0 && j.fork_fd == -1);
+
+    /* what the tests and older drivers write: limits in part, the rest defaults */
+    CHECK(decodes("{\"language\":\"python\",\"code\":\"pass\",\"out_dir\":\"/o\",\"fork_fd\":3,\"limits\":{\"timeout_s\":10}}"));
+    CHECK(decodes("{\"language\":\"python\",\"driver\":\"native\"}"));
+    /* strict */
+    CHECK(!decodes("{\"language\":\"python\",\"extra\":1}"));
+    CHECK(!decodes("{\"language\":\"cobol\"}"));
+    CHECK(!decodes("{\"language\":\"python\",\"driver\":\"kubernetes\"}"));
+    CHECK(!decodes("{\"args\":[1]}"));
+    CHECK(!decodes("{\"inputs\":\"/a\"}"));
+    CHECK(!decodes("{\"limits\":{\"timeout_s\":-1}}"));
+    CHECK(!decodes("{\"limits\":{\"timeout_s\":9223372036854776}}"));
+    CHECK(!decodes("{\"limits\":{\"wall_ms\":1}}"));
+    CHECK(!decodes("{\"fork_fd\":-2}"));
+    CHECK(!decodes("{\"warm\":1}"));
+    CHECK(!decodes("{\"docker_uids\":{\"holder\":1,\"uid\":2}}"));
+    CHECK(!decodes("{\"docker_keep\":{\"id\":\"x\",\"holder\":1,\"uid\":2,\"lock_fds\":[3,4],\"image_id\":\"y\"}}"));
+    CHECK(!decodes("{\"code\":\"a\",\"code\":\"b\"}"));
+    CHECK(!decodes("[]") && !decodes("") && !decodes("{"));
+    /* the cap on arguments */
+    al_job many;
+    al_job_init(&many);
+    int r = 0;
+    for (int i = 0; i <= AL_JOB_ARGS_MAX && r == 0; i++)
+        r = al_job_add_arg(&many, "a");
+    CHECK(r == -E2BIG && many.n_args == AL_JOB_ARGS_MAX);
+    al_job_free(&many);
+
+    /* a job too large for its helper: refused, with the size said */
+    al_job big;
+    al_job_init(&big);
+    big.lang = al_lang_by_name("bash");
+    big.code = malloc(AL_JOB_MAX);
+    memset(big.code, 'x', AL_JOB_MAX - 1);
+    big.code[AL_JOB_MAX - 1] = '\0';
+    memset(&err, 0, sizeof err);
+    text = NULL;
+    CHECK(al_job_encode(&big, &text, &len, &err) == -E2BIG && !text && strcmp(err.step, "provisioning") == 0 &&
+          strstr(err.msg, "more than its helper takes"));
+    al_job_free(&big);
+
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
