@@ -3,8 +3,8 @@
  * event), so exactly one of them wins. */
 #include <string.h>
 
+#include "run_end.h"
 #include "service.h"
-#include "skills.h"
 #include "../store/approvals.h"
 
 /* Closes an open approval of run ID and moves the run out of
@@ -42,19 +42,18 @@ int al_service_close_approval(al_service *s, const char *id, const char *decisio
     return r < 0 ? r : 1;
 }
 
-/* The result event of a run that ended without running (denied, expired,
- * canceled while it waited); its state event came with the transition. */
+/* A run that ended without running (denied, expired, canceled while it
+ * waited): its state event came with the transition, the rest of its end
+ * is every run's (run_end.h). */
 static void ended_unstarted(al_service *s, const char *id) {
-    /* it never reaches a box: what it brought for one goes now */
-    al_service_drop_inputs(s, id);
-    al_service_result_event(s, id);
-    /* read again for its run.end line alone: who, what, why (a run that
-     * never ran ends rarely: one read is cheap) */
     al_error err = { 0 };
     _cleanup_run_ al_store_run *run = NULL;
-    if (al_store_run_get(s->store, id, NULL, &run, &err) == 0)
-        al_service_log_run_end(s, run, run->state, run->error_code[0] ? run->error_code : NULL, NULL);
-    al_skills_run_ended(s);
+    if (al_store_run_get(s->store, id, NULL, &run, &err) < 0)
+        run = NULL;
+    al_run_ended(s, id, run,
+                 &(al_run_end){ .state = run ? run->state : AL_RUN_DENIED,
+                                .error_code = run && run->error_code[0] ? run->error_code : NULL,
+                                .state_said = true });
 }
 
 int al_service_withdraw(al_service *s, const char *id, const char *person_id, al_error *err) {

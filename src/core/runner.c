@@ -12,6 +12,7 @@
 #include "../util/hash.h"
 #include "dlp.h"
 #include "helper_events.h"
+#include "run_end.h"
 #include "runner.h"
 #include "service.h"
 #include "skills.h"
@@ -307,34 +308,6 @@ static char *result_text(json_t *result) {
     return text;
 }
 
-/* The events that say RUN_ID ended in STATE_NAME: its artifacts PUBLISHED,
- * its state and its result (which names the run: its document is the run's
- * as GET /v1/runs/{id} shows it, read when the event is, not a second copy
- * of its output); one statement, one wake-up. */
-static void publish_end(al_service *s, const char *run_id, json_t *published, const char *state_name) {
-    size_t na = json_array_size(published), n = 0;
-    const char **types = calloc(na + 2, sizeof *types);
-    json_t **docs = calloc(na + 2, sizeof *docs);
-    if (types && docs) {
-        for (size_t i = 0; i < na; i++) {
-            types[n] = "artifact";
-            docs[n++] = json_incref(json_array_get(published, i));
-        }
-        types[n] = "state";
-        docs[n++] = json_pack("{s:s}", "state", state_name);
-        types[n] = "result";
-        docs[n++] = al_service_result_ref();
-        al_service_append_events(s, run_id, n, types, docs);
-    } else {
-        for (size_t i = 0; i < na; i++)
-            al_service_append_event(s, run_id, "artifact", json_incref(json_array_get(published, i)));
-        al_service_state_event(s, run_id, state_name);
-        al_service_result_event(s, run_id);
-    }
-    free(types);
-    free(docs);
-}
-
 /* 1 its end was written, 0 the run had ended otherwise (or this node was
  * declared dead), -errno it could not be written. */
 static int end_run(al_service *s, const al_store_run *run, al_run_state state, json_t *result, const char *err_code,
@@ -442,8 +415,6 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
     /* test builds: a service killed between the run's tool.call and its end */
     al_test_pause("AIRLOCK_TEST_FINISH_PAUSE_MS");
     int written = al_store_run_finish(s->store, &fin, &err);
-    if (written > 0 && state == AL_RUN_ERROR)
-        al_store_run_refund(s->store, run_id, now, &err); /* airlock's own failure is not charged */
     if (written == 0) {
         /* ended meanwhile by another node (this one was thought dead) */
         al_service_log(s, AL_LOG_WARN, "run.end_superseded", json_pack("{s:s}", "run_id", run_id));
@@ -454,7 +425,10 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
         for (int i = 0; written > 0 && i < 2; i++)
             if (in_result[i])
                 al_store_events_drop_output(s->store, run_id, i ? "stderr" : "stdout", &err);
-        publish_end(s, run_id, published, state_name);
+        /* its slot is its runner's to free (runner_main tells the others) */
+        al_run_ended(s, run_id, run,
+                     &(al_run_end){ .state = state, .error_code = err_code, .result = result,
+                                    .published = published, .charged = written > 0 });
     }
     json_decref(published);
     json_decref(previews);
@@ -463,10 +437,6 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
     free(fin.previews);
     free(fin.skipped);
     free(fin.result_summary);
-    if (written == 0)
-        return 0;
-    al_service_log_run_end(s, run, state, err_code, result);
-    al_skills_run_ended(s);
     return written;
 }
 

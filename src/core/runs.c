@@ -14,6 +14,7 @@
 #include "../image/image.h"
 #include "audit.h"
 #include "dlp.h"
+#include "run_end.h"
 #include "run_spec.h"
 #include "service.h"
 #include "skills.h"
@@ -28,10 +29,6 @@ bool al_run_state_terminal(const char *state) {
     return al_run_state_ended(al_run_state_from_name(state));
 }
 
-json_t *al_json_text(const char *text) {
-    json_t *j = text ? json_loads(text, 0, NULL) : NULL;
-    return j ? j : json_null();
-}
 
 /* TEXT as a JSON string, null when NULL (or "" when EMPTY_NULL). */
 static json_t *str_or_null(const char *text, bool empty_null) {
@@ -620,9 +617,7 @@ static al_status record_run(al_service *s, const al_principal *p, const al_run_e
     }
     if (!fail)
         return AL_STATUS_OK;
-    al_service_append_event(s, rec->id, "state", json_pack("{s:s}", "state", "error"));
-    al_service_result_event(s, rec->id);
-    al_service_log_run_end(s, rec, AL_RUN_ERROR, fail, NULL);
+    al_run_ended(s, rec->id, rec, &(al_run_end){ .state = AL_RUN_ERROR, .error_code = fail });
     if (strcmp(fail, "audit_failed") == 0)
         return run_error(ret_doc, AL_STATUS_INTERNAL, "audit_failed", "the run's audit event could not be written: it was not started");
     return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot record the approval card: %s", ferr.msg);
