@@ -497,73 +497,76 @@ static void give_back(al_service *s, active_run *a) {
     }
 }
 
-static void *runner_main(void *p) {
-    runner_arg *ra = p;
-    al_service *s = ra->s;
-    active_run *a = ra->a;
-    free(ra);
-    al_error err = { 0 };
-    char dir[PATH_MAX + 64], now[40];
-    snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, a->run_id);
-    al_store_now(now, sizeof now);
-    json_t *result = NULL, *job = NULL;
-    al_store_run *run = NULL;
-    al_run_state final = AL_RUN_ERROR;
-    const char *ecode = NULL, *emsg = NULL;
-    char emsg_buf[600] = "";
-    uint64_t t0 = al_now_ms();
-
-    al_dlp *dlp = NULL;
-    al_dlp_stream streams[2] = { { 0 }, { 0 } };
+/* What a runner holds of its run from its claim to its end. */
+typedef struct runner {
+    al_service *s;
+    active_run *a;
+    char dir[PATH_MAX + 64];
+    uint64_t t0;
+    al_store_run *run;            /* NULL until read */
+    json_t *settings;             /* what it was checked against while queued: its DLP patterns too */
+    json_t *job, *result;
+    al_driver_run dr;
+    al_dlp *dlp;
+    al_dlp_stream streams[2];
     output_pace pace;
-    pace_init(&pace);
-    /* A workspace whose driver was switched off while this run waited:
-     * it does not start (and is not charged). */
-    /* whether the run is past this node's claim: started, ended, or
-     * moved by another; else it goes back to the queue (give_back) */
-    bool settled = false;
-    const al_driver_ops *sweep_after = NULL;
-    al_store_run *pre = NULL;
-    json_t *pre_settings = NULL; /* the settings it was checked against: its DLP patterns too */
-    if (al_store_run_get(s->store, a->run_id, NULL, &pre, &err) == 0 && pre->state != AL_RUN_QUEUED) {
-        al_store_run_free(pre);
-        pre = NULL;
+    al_run_state final;
+    const char *ecode, *emsg;     /* the end's error, if any (emsg may point at emsg_buf) */
+    char emsg_buf[600];
+    /* whether the run is past this node's claim: started, ended, or moved
+     * by another; else it goes back to the queue (give_back) */
+    bool settled;
+    const al_driver_ops *sweep_after;
+} runner;
+
+/* Where a step leaves the run: on to the next step, to its end (an error
+ * in R->ecode, or the box's result), or nothing of it is this runner's to
+ * end (canceled meanwhile, stopped, or not claimed after all). */
+typedef enum { STEP_ON, STEP_END, STEP_LEAVE } step;
+
+/* End R's run with CODE and a message (printf), before its box ran. */
+static step refuse(runner *r, const char *code, const char *fmt, ...) _printf_(3, 4);
+static step refuse(runner *r, const char *code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->emsg_buf, sizeof r->emsg_buf, fmt, ap);
+    va_end(ap);
+    r->ecode = code;
+    r->emsg = r->emsg_buf;
+    return STEP_END;
+}
+
+/* Why the run, still queued as READ, may not start under its workspace's
+ * settings of now (a workspace whose driver was switched off, a tool taken
+ * off the allow-list, a host taken off network_hosts while it waited for a
+ * slot or an approval): it does not start, and is not charged. */
+static step check_queued(runner *r, al_store_run *pre) {
+    al_error serr = { 0 };
+    json_t *st = al_settings_load(r->s, pre->workspace_id, &serr);
+    r->settings = st;
+    const char *why;
+    if (!st)
+        /* settings that cannot be read do not start a run (fail closed) */
+        return refuse(r, "settings_unavailable", "%s", serr.msg);
+    if (strcmp(json_string_value(json_object_get(st, "driver")) ?: "", "disabled") == 0)
+        return refuse(r, "driver_disabled", "code execution was disabled for this workspace before the run started");
+    if ((why = tool_withdrawn(st, pre)))
+        return refuse(r, "tool_not_allowed", "%s", why);
+    al_net_policy *np = malloc(sizeof *np);
+    if (!np || al_net_policy_parse(pre->network, np, &serr) < 0 || al_settings_network_check(st, np, &serr) < 0) {
+        free(np);
+        return refuse(r, "network_not_allowed", "%s", np ? serr.msg : "out of memory");
     }
-    if (pre) {
-        al_error serr = { 0 };
-        const al_store_run *p0 = pre;
-        json_t *st = al_settings_load(s, p0->workspace_id, &serr);
-        const char *why = NULL;
-        if (!st) {
-            /* settings that cannot be read do not start a run (fail closed) */
-            ecode = "settings_unavailable";
-            why = serr.msg;
-        } else if (strcmp(json_string_value(json_object_get(st, "driver")) ?: "", "disabled") == 0) {
-            ecode = "driver_disabled";
-            why = "code execution was disabled for this workspace before the run started";
-        } else if ((why = tool_withdrawn(st, p0))) {
-            ecode = "tool_not_allowed";
-        } else {
-            /* the network it asked for, against the settings of now: a host
-             * an admin took off network_hosts while the run waited (for a
-             * slot or an approval) is not reached */
-            al_net_policy *np = malloc(sizeof *np);
-            if (!np || al_net_policy_parse(p0->network, np, &serr) < 0 ||
-                al_settings_network_check(st, np, &serr) < 0) {
-                ecode = "network_not_allowed";
-                why = np ? serr.msg : "out of memory";
-            }
-            free(np);
-        }
-        if (why)
-            snprintf(emsg_buf, sizeof emsg_buf, "%s", why);
-        pre_settings = st;
-        if (ecode) {
-            run = pre;
-            emsg = emsg_buf;
-            goto finish;
-        }
-    }
+    free(np);
+    return STEP_ON;
+}
+
+/* The claim made good: queued -> provisioning and the charge, in one
+ * transaction, unless it was canceled in between. PRE: the row as read
+ * while it was queued (NULL: read again after the charge). */
+static step claim(runner *r, al_store_run *pre) {
+    al_service *s = r->s;
+    active_run *a = r->a;
     /* canceled between the queue and here: it never starts; stopped (airlock's
      * own stop): it stays queued, and the node's leave gives it back */
     pthread_mutex_lock(&s->mu);
@@ -571,101 +574,97 @@ static void *runner_main(void *p) {
     pthread_mutex_unlock(&s->mu);
     if (stopped_early && !canceled_early) {
         al_store_run_free(pre);
-        goto done;
+        return STEP_LEAVE;
     }
     if (canceled_early && al_service_finish_canceled_queued(s, a->run_id) > 0) {
-        settled = true;
+        r->settled = true;
         al_store_run_free(pre);
-        goto done;
+        return STEP_LEAVE;
     }
-    /* queued -> provisioning and the charge, in one transaction, unless it
-     * was canceled in between */
+    char now[40];
+    al_error err = { 0 };
     al_store_now(now, sizeof now);
     int n = al_store_run_charge(s->store, a->run_id, s->node_id, now, &err);
     /* started (its end is the runner's, or unheld_here's), or moved by
      * another (canceled): nothing of it is this node's to give back */
-    settled = n >= 0;
+    r->settled = n >= 0;
     if (pre) {
         /* the row as read while it was queued, and what the charge wrote
          * (its state and started_at) or, not charged, as it was: nothing
          * else of a run's row changes on the way (not read again) */
-        run = pre;
+        r->run = pre;
         if (n > 0) {
-            run->state = AL_RUN_PROVISIONING;
-            snprintf(run->started_at, sizeof run->started_at, "%s", now);
+            r->run->state = AL_RUN_PROVISIONING;
+            snprintf(r->run->started_at, sizeof r->run->started_at, "%s", now);
         }
     } else {
         al_error gerr = { 0 };
-        if (al_store_run_get(s->store, a->run_id, NULL, &run, &gerr) < 0)
-            run = NULL;
+        if (al_store_run_get(s->store, a->run_id, NULL, &r->run, &gerr) < 0)
+            r->run = NULL;
     }
-    if (n > 0 && !run) {
+    if (n > 0 && !r->run) {
         /* charged, and then unreadable: it cannot start; ended and refunded */
         al_service_lose_run(s, a->run_id, "the run could not be read back after it was charged");
-        goto done;
+        return STEP_LEAVE;
     }
-    if (n == 0 || !run)
-        goto done;
-    if (n < 0) {
-        ecode = n == -ENOSPC ? "payment_required" : "provisioning";
-        snprintf(emsg_buf, sizeof emsg_buf, "%s", n == -ENOSPC ? "the organisation's credits do not cover this run"
-                                                                : err.msg);
-        emsg = emsg_buf;
-        goto finish;
-    }
+    if (n == 0 || !r->run)
+        return STEP_LEAVE;
+    if (n < 0)
+        return n == -ENOSPC ? refuse(r, "payment_required", "the organisation's credits do not cover this run")
+                            : refuse(r, "provisioning", "%s", err.msg);
     al_service_state_event(s, a->run_id, "provisioning");
-    {
-        /* no box starts without its workspace's DLP patterns: settings
-         * that cannot be read, or patterns that do not compile, end it */
-        al_error serr = { 0 };
-        json_t *st = pre_settings ? json_incref(pre_settings) : al_settings_load(s, run->workspace_id, &serr);
-        int dr = st ? al_dlp_new(json_object_get(st, "dlp_patterns"), &dlp, &serr) : -EIO;
-        json_decref(st);
-        if (dr < 0) {
-            dlp = NULL;
-            ecode = st ? "dlp" : "settings_unavailable";
-            snprintf(emsg_buf, sizeof emsg_buf, "%s", serr.msg);
-            emsg = emsg_buf;
-            goto finish;
-        }
-        for (int i = 0; i < 2; i++)
-            streams[i].dlp = dlp;
+    return STEP_ON;
+}
+
+/* What the box may not start without: its workspace's DLP patterns
+ * (settings that cannot be read, or patterns that do not compile, end it),
+ * and, for an approved run, exactly what was approved: the code and every
+ * input, read again now (files and stdin as stored, the pinned documents
+ * as the store has them), hashed as the card was. A store that cannot say
+ * whether there was an approval refuses. */
+static step check_started(runner *r) {
+    al_service *s = r->s;
+    al_error serr = { 0 };
+    json_t *st = r->settings ? json_incref(r->settings) : al_settings_load(s, r->run->workspace_id, &serr);
+    int dr = st ? al_dlp_new(json_object_get(st, "dlp_patterns"), &r->dlp, &serr) : -EIO;
+    json_decref(st);
+    if (dr < 0) {
+        r->dlp = NULL;
+        return refuse(r, st ? "dlp" : "settings_unavailable", "%s", serr.msg);
     }
-    /* an approved run runs exactly what was approved: the code and every
-     * input, read again now (files and stdin as stored, the pinned
-     * documents as the store has them), hashed as the card was. A store
-     * that cannot say whether there was an approval refuses. */
+    for (int i = 0; i < 2; i++)
+        r->streams[i].dlp = r->dlp;
     al_store_approval appr;
-    al_error aerr = { 0 }; /* none is no error: most runs have no approval */
-    int ar = al_store_approval_get(s->store, a->run_id, &appr, &aerr);
-    if (ar < 0 && ar != -ENOENT) {
-        ecode = "approval";
-        emsg = "cannot read the run's approval";
-        goto finish;
-    }
+    al_error aerr = { 0 }, err = { 0 }; /* none is no error: most runs have no approval */
+    int ar = al_store_approval_get(s->store, r->a->run_id, &appr, &aerr);
+    if (ar < 0 && ar != -ENOENT)
+        return refuse(r, "approval", "cannot read the run's approval");
     if (ar == 0) {
         al_store_approval_done(&appr);
         char h[65] = "";
-        json_t *manifest = al_approval_manifest(s, run, &err);
+        json_t *manifest = al_approval_manifest(s, r->run, &err);
         if (manifest)
-            al_approval_hash(run, manifest, h);
+            al_approval_hash(r->run, manifest, h);
         /* and the documents' bytes are the versions named */
         if (manifest && al_approval_verify_documents(s, manifest, &err) < 0)
             h[0] = '\0';
         json_decref(manifest);
-        if (!h[0] || appr.decision != AL_DECISION_APPROVED || strcmp(h, appr.hash) != 0) {
-            ecode = "approval";
-            emsg = "the run differs from what was approved (its code or inputs changed)";
-            goto finish;
-        }
+        if (!h[0] || appr.decision != AL_DECISION_APPROVED || strcmp(h, appr.hash) != 0)
+            return refuse(r, "approval", "the run differs from what was approved (its code or inputs changed)");
     }
+    return STEP_ON;
+}
 
+/* The job of RUN (staged in DIR) built and handed to the driver: 0 with
+ * *RET_JOB and *RET_DR, or -errno with ERR (a provisioning failure). */
+static int build_job(al_service *s, const al_store_run *run, const char *dir, json_t **ret_job, al_driver_run *ret_dr,
+                     al_error *ret_err) {
+    al_error err = { 0 };
+    json_t *job;
     job = job_for(s, run, dir, &err);
     if (!job) {
-        ecode = "provisioning";
-        snprintf(emsg_buf, sizeof emsg_buf, "%s", err.msg);
-        emsg = emsg_buf;
-        goto finish;
+        *ret_err = err;
+        return -EINVAL;
     }
     /* the skipped documents are the result's, not the helper's: kept out
      * of the job, whose size al_run_spec_check bounded without them */
@@ -680,55 +679,72 @@ static void *runner_main(void *p) {
                                                       "than its helper takes (%u)", strlen(job_text), AL_JOB_MAX)
                                               : s->driver->start(s->self_exe, job_text, &dr, &err);
     free(job_text);
+    *ret_job = job;
     if (r < 0) {
-        ecode = "provisioning";
-        snprintf(emsg_buf, sizeof emsg_buf, "%s", err.msg[0] ? err.msg : strerror(-r));
-        emsg = emsg_buf;
-        goto finish;
+        if (!err.msg[0])
+            al_err(&err, "provisioning", -r, "%s", strerror(-r));
+        *ret_err = err;
+        return r;
     }
-    pthread_mutex_lock(&s->mu);
-    a->dr = dr;
-    bool cancel = a->cancel_requested || a->stop_requested;
-    pthread_mutex_unlock(&s->mu);
-    /* A cancel asked before this one held the box is in a->cancel_requested:
-     * asked here, or on another node and heard by the watcher (the run is
-     * in s->active from its claim, before anyone may ask: a cancel is asked
-     * of a run provisioning or running); a notification the watcher missed
-     * while it reconnected is read again then (asked_cancels), so the
-     * store is not asked once more per run here. */
-    if (cancel)
-        s->driver->cancel(&a->dr);
+    *ret_dr = dr;
+    return 0;
+}
 
-    FILE *ev = fdopen(dr.events_fd, "r");
+/* The box started: R holds it (a cancel asked before this one held the
+ * box is in a->cancel_requested: asked here, or on another node and heard
+ * by the watcher (the run is in s->active from its claim, before anyone
+ * may ask: a cancel is asked of a run provisioning or running); a
+ * notification the watcher missed while it reconnected is read again then
+ * (asked_cancels), so the store is not asked once more per run here). */
+static step start(runner *r) {
+    al_service *s = r->s;
+    al_error err = { 0 };
+    if (build_job(s, r->run, r->dir, &r->job, &r->dr, &err) < 0)
+        return refuse(r, "provisioning", "%s", err.msg);
+    pthread_mutex_lock(&s->mu);
+    r->a->dr = r->dr;
+    bool cancel = r->a->cancel_requested || r->a->stop_requested;
+    pthread_mutex_unlock(&s->mu);
+    if (cancel)
+        s->driver->cancel(&r->a->dr);
+    return STEP_ON;
+}
+
+/* The helper's events, to its end: the run's state, its output (held back
+ * to the end of a line, redacted, paced) and its result. Its error, if it
+ * said one, in *RET_HELPER_ERROR. */
+static void pump(runner *r, json_t **ret_helper_error) {
+    al_service *s = r->s;
+    al_error err = { 0 };
+    FILE *ev = fdopen(r->dr.events_fd, "r");
     char *line = NULL;
     size_t cap = 0;
-    json_t *helper_error = NULL;
     ssize_t ln;
     while (ev && (ln = getline(&line, &cap, ev)) > 0) {
         al_helper_event he;
         switch (al_helper_event_parse(line, (size_t)ln, &he)) {
         case AL_HELPER_EVENT_STARTED:
-            al_store_run_move(s->store, a->run_id, AL_RUN_PROVISIONING, AL_RUN_RUNNING, &err);
-            al_service_state_event(s, a->run_id, "running");
+            al_store_run_move(s->store, r->a->run_id, AL_RUN_PROVISIONING, AL_RUN_RUNNING, &err);
+            al_service_state_event(s, r->a->run_id, "running");
             break;
         case AL_HELPER_EVENT_STDOUT:
         case AL_HELPER_EVENT_STDERR: {
             /* bytes, held back to the end of their line, then redacted */
             int i = he.kind == AL_HELPER_EVENT_STDOUT ? 0 : 1;
             size_t rn = 0;
-            char *red = he.data ? al_dlp_stream_feed(&streams[i], he.data, he.len, &rn) : NULL;
+            char *red = he.data ? al_dlp_stream_feed(&r->streams[i], he.data, he.len, &rn) : NULL;
             if (red)
-                pace_output(s, a->run_id, &pace, i, red, rn);
+                pace_output(s, r->a->run_id, &r->pace, i, red, rn);
             free(red);
             break;
         }
         case AL_HELPER_EVENT_RESULT:
-            json_decref(result);
-            result = json_incref(he.value);
+            json_decref(r->result);
+            r->result = json_incref(he.value);
             break;
         case AL_HELPER_EVENT_ERROR:
-            json_decref(helper_error);
-            helper_error = json_incref(he.value);
+            json_decref(*ret_helper_error);
+            *ret_helper_error = json_incref(he.value);
             break;
         default:
             break;
@@ -737,83 +753,90 @@ static void *runner_main(void *p) {
     }
     free(line);
     pthread_mutex_lock(&s->mu);
-    a->dr.pid = -1;
+    r->a->dr.pid = -1;
     pthread_mutex_unlock(&s->mu);
     if (ev) {
         fclose(ev);
-        dr.events_fd = -1;
+        r->dr.events_fd = -1;
     }
-    int st = s->driver->wait(&dr);
-    for (int i = 0; i < 2; i++) {
-        size_t rn = 0;
-        char *red = streams[i].dlp ? al_dlp_stream_flush(&streams[i], &rn) : NULL;
-        if (red && rn)
-            pace_output(s, a->run_id, &pace, i, red, rn);
-        free(red);
-        pace_flush(s, a->run_id, &pace, i);
-    }
+}
+
+/* How the box's run ended, from its RESULT, or from the helper's exit
+ * status ST and HELPER_ERROR when it left none. */
+static void judge(runner *r, int st, json_t *helper_error) {
+    al_service *s = r->s;
+    json_t *result = r->result, *job = r->job;
     pthread_mutex_lock(&s->mu);
-    bool stopped = a->stop_requested && !a->cancel_requested;
+    bool stopped = r->a->stop_requested && !r->a->cancel_requested;
     pthread_mutex_unlock(&s->mu);
-    if (result) {
-        final = state_of(result);
-        if (final == AL_RUN_CANCELED && stopped) {
-            /* killed by airlock's own stop, not by whoever asked for it:
-             * an error of airlock's (refunded), and said so */
-            final = AL_RUN_ERROR;
-            json_object_set_new(result, "reason", json_string("service_stopped"));
-            ecode = "service_stopped";
-            snprintf(emsg_buf, sizeof emsg_buf, "the service stopped before this run ended (its stop_grace_s of %d s "
-                                                "ran out, or it was told to stop at once); not charged",
-                     s->cfg.stop_grace_s);
-            emsg = emsg_buf;
-        }
-        json_t *ds = json_object_get(job, "documents_skipped"), *rs = json_object_get(result, "skipped");
-        if (json_array_size(ds) && json_is_array(rs))
-            json_array_extend(rs, ds);
-        else if (json_array_size(ds))
-            json_object_set(result, "skipped", ds);
-        json_t *e = json_object_get(result, "error");
-        if (final == AL_RUN_ERROR && e) {
-            ecode = "box";
-            snprintf(emsg_buf, sizeof emsg_buf, "step %s: %s", json_string_value(json_object_get(e, "step")),
-                     json_string_value(json_object_get(e, "message")));
-            emsg = emsg_buf;
-        }
-    } else {
-        ecode = "helper";
-        snprintf(emsg_buf, sizeof emsg_buf, "the run's helper ended without a result (%s %d)%s%s",
-                 WIFSIGNALED(st) ? "signal" : "exit", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
-                 helper_error ? ": " : "", helper_error ? json_string_value(json_object_get(helper_error, "message")) : "");
-        emsg = emsg_buf;
+    if (!result) {
+        refuse(r, "helper", "the run's helper ended without a result (%s %d)%s%s", WIFSIGNALED(st) ? "signal" : "exit",
+               WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), helper_error ? ": " : "",
+               helper_error ? json_string_value(json_object_get(helper_error, "message")) : "");
         /* a helper killed outright (by an operator, the OOM killer) could
          * not remove its box's cgroup or container: its uid is free now,
          * so they are leftovers, removed now rather than at the next start
          * (once the run has ended and its slot is free: the daemon may
          * take seconds) */
-        sweep_after = s->driver;
+        r->sweep_after = s->driver;
+        return;
     }
-    json_decref(helper_error);
-finish:
-    if (end_run(s, run, final, result, ecode, emsg, dir, dlp, &pace, (int64_t)(al_now_ms() - t0)) >= 0) {
-        settled = true;
-        pthread_mutex_lock(&s->mu);
-        a->settled = true;
-        pthread_mutex_unlock(&s->mu);
+    r->final = state_of(result);
+    if (r->final == AL_RUN_CANCELED && stopped) {
+        /* killed by airlock's own stop, not by whoever asked for it:
+         * an error of airlock's (refunded), and said so */
+        r->final = AL_RUN_ERROR;
+        json_object_set_new(result, "reason", json_string("service_stopped"));
+        refuse(r, "service_stopped", "the service stopped before this run ended (its stop_grace_s of %d s "
+                                     "ran out, or it was told to stop at once); not charged", s->cfg.stop_grace_s);
     }
-done:
-    if (!settled)
-        give_back(s, a);
-    json_decref(pre_settings);
+    json_t *ds = json_object_get(job, "documents_skipped"), *rs = json_object_get(result, "skipped");
+    if (json_array_size(ds) && json_is_array(rs))
+        json_array_extend(rs, ds);
+    else if (json_array_size(ds))
+        json_object_set(result, "skipped", ds);
+    json_t *e = json_object_get(result, "error");
+    if (r->final == AL_RUN_ERROR && e)
+        refuse(r, "box", "step %s: %s", json_string_value(json_object_get(e, "step")),
+               json_string_value(json_object_get(e, "message")));
+}
+
+/* The box runs: its events pumped to its end, its output flushed, how it
+ * ended judged. */
+static void run_box(runner *r) {
+    al_service *s = r->s;
+    json_t *helper_error = NULL;
+    pump(r, &helper_error);
+    int st = s->driver->wait(&r->dr);
     for (int i = 0; i < 2; i++) {
-        free(streams[i].pending);
-        free(pace.b[i].buf);
+        size_t rn = 0;
+        char *red = r->streams[i].dlp ? al_dlp_stream_flush(&r->streams[i], &rn) : NULL;
+        if (red && rn)
+            pace_output(s, r->a->run_id, &r->pace, i, red, rn);
+        free(red);
+        pace_flush(s, r->a->run_id, &r->pace, i);
     }
-    al_dlp_free(dlp);
-    al_rm_rf(dir);
-    json_decref(result);
-    json_decref(job);
-    al_store_run_free(run);
+    judge(r, st, helper_error);
+    json_decref(helper_error);
+}
+
+/* The runner leaves: its run given back if it was not settled, what it
+ * held freed, and its slot too; A is taken off s->active. */
+static void leave(runner *r) {
+    al_service *s = r->s;
+    active_run *a = r->a;
+    if (!r->settled)
+        give_back(s, a);
+    json_decref(r->settings);
+    for (int i = 0; i < 2; i++) {
+        free(r->streams[i].pending);
+        free(r->pace.b[i].buf);
+    }
+    al_dlp_free(r->dlp);
+    al_rm_rf(r->dir);
+    json_decref(r->result);
+    json_decref(r->job);
+    al_store_run_free(r->run);
     /* its followers woken and the other nodes told, while this runner still
      * counts as active: once it does not, al_service_stop may return and
      * the service and its store be freed under it (LeakSanitizer's build
@@ -829,7 +852,7 @@ done:
         }
     s->active_count--;
     s->runs_finished++;
-    double secs = (double)(al_now_ms() - t0) / 1000.0;
+    double secs = (double)(al_now_ms() - r->t0) / 1000.0;
     static const double bounds[12] = { 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 1e18 };
     for (int i = 0; i < 12; i++)
         if (secs <= bounds[i])
@@ -839,6 +862,45 @@ done:
     pthread_cond_broadcast(&s->sched_cond);
     pthread_mutex_unlock(&s->mu);
     free(a);
+}
+
+/* A run's runner: claim, check, start, pump, finish. */
+static void *runner_main(void *p) {
+    runner_arg *ra = p;
+    runner rs = { .s = ra->s, .a = ra->a, .t0 = al_now_ms(), .final = AL_RUN_ERROR }, *r = &rs;
+    free(ra);
+    al_service *s = r->s;
+    snprintf(r->dir, sizeof r->dir, "%s/%s", s->runs_dir, r->a->run_id);
+    pace_init(&r->pace);
+    al_error err = { 0 };
+    al_store_run *pre = NULL;
+    if (al_store_run_get(s->store, r->a->run_id, NULL, &pre, &err) == 0 && pre->state != AL_RUN_QUEUED) {
+        al_store_run_free(pre);
+        pre = NULL;
+    }
+    step at = pre ? check_queued(r, pre) : STEP_ON;
+    if (at == STEP_END)
+        r->run = pre;
+    else
+        at = claim(r, pre);
+    if (at == STEP_ON)
+        at = check_started(r);
+    if (at == STEP_ON)
+        at = start(r);
+    if (at == STEP_ON) {
+        run_box(r);
+        at = STEP_END;
+    }
+    if (at == STEP_END &&
+        end_run(s, r->run, r->final, r->result, r->ecode, r->emsg, r->dir, r->dlp, &r->pace,
+                (int64_t)(al_now_ms() - r->t0)) >= 0) {
+        r->settled = true;
+        pthread_mutex_lock(&s->mu);
+        r->a->settled = true;
+        pthread_mutex_unlock(&s->mu);
+    }
+    const al_driver_ops *sweep_after = r->sweep_after;
+    leave(r);
     /* the service may be gone by now: the driver's ops are static (and a
      * stop does not wait for this sweep: cut short by the exit, what it
      * would have removed is the next start's) */
