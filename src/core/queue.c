@@ -10,30 +10,29 @@
 #include "runner.h"
 #include "service.h"
 
-/* Say why a run found no room (al_store_queue_admit's answer R, C). */
-static int no_room(al_service *s, int r, const al_store_queue_counts *c, const char *what, char *msg, size_t msg_len) {
-    char scratch[8];
-    if (!msg) {
-        msg = scratch;
-        msg_len = sizeof scratch;
-    }
+/* Say why a run found no room (al_store_queue_admit's answer R, C; WHAT
+ * the store's error), in ERR: -EDQUOT, -EUSERS or -EAGAIN for a share or
+ * the queue that is full; -EIO the store's own failure, which is airlock's,
+ * not a full queue (the caller ends the run as an error and answers 503,
+ * not 429). */
+static int no_room(al_service *s, int r, const al_store_queue_counts *c, const char *what, al_error *err) {
+    al_error scratch = { 0 };
+    if (!err)
+        err = &scratch;
     if (r == -EDQUOT)
-        snprintf(msg, msg_len,
-                 "you have %d runs waiting (queued or for approval), the most one person may have "
-                 "(queue_per_person = %d); retry when some have started",
-                 c->person, s->cfg.queue_per_person);
-    else if (r == -EUSERS)
-        snprintf(msg, msg_len,
-                 "your organisation has %d runs queued, the most one organisation may have (queue_per_org = %d); "
-                 "retry when some have started",
-                 c->org, s->cfg.queue_per_org);
-    else if (r == -EAGAIN)
-        snprintf(msg, msg_len, "the run queue is full (%d runs, queue_max); retry later", s->cfg.queue_max);
-    else
-        snprintf(msg, msg_len, "the run queue cannot be read: %s", what);
-    /* the store's own failure is airlock's, not a full queue: the caller
-     * ends the run as an error and answers 503, not 429 */
-    return r == -EDQUOT || r == -EUSERS || r == -EAGAIN ? r : -EIO;
+        return al_err(err, "queue", EDQUOT,
+                      "you have %d runs waiting (queued or for approval), the most one person may have "
+                      "(queue_per_person = %d); retry when some have started",
+                      c->person, s->cfg.queue_per_person);
+    if (r == -EUSERS)
+        return al_err(err, "queue", EUSERS,
+                      "your organisation has %d runs queued, the most one organisation may have (queue_per_org = "
+                      "%d); retry when some have started",
+                      c->org, s->cfg.queue_per_org);
+    if (r == -EAGAIN)
+        return al_err(err, "queue", EAGAIN, "the run queue is full (%d runs, queue_max); retry later",
+                      s->cfg.queue_max);
+    return al_err(err, "queue", EIO, "the run queue cannot be read: %s", what);
 }
 
 static al_store_queue_limits limits_for(al_service *s, const char *person_id, const char *org_id, int extra, bool share) {
@@ -43,21 +42,20 @@ static al_store_queue_limits limits_for(al_service *s, const char *person_id, co
                                     .per_person = s->cfg.queue_per_person, .per_org = s->cfg.queue_per_org };
 }
 
-int al_service_queue_room(al_service *s, const char *person_id, const char *org_id, int pending, char *msg,
-                          size_t msg_len) {
+int al_service_queue_room(al_service *s, const char *person_id, const char *org_id, int pending, al_error *ret_err) {
     /* the same counts as an admission, without one: an early answer for a
      * run not recorded yet (its admission decides, under the lock) */
     al_error err = { 0 };
     al_store_queue_counts c = { 0 };
     if (al_store_queue_counts_of(s->store, person_id, org_id, NULL, &c, &err) < 0)
-        return no_room(s, -EIO, &c, err.msg, msg, msg_len);
+        return no_room(s, -EIO, &c, err.msg, ret_err);
     c.person += pending;
     if (c.all >= s->cfg.queue_max)
-        return no_room(s, -EAGAIN, &c, NULL, msg, msg_len);
+        return no_room(s, -EAGAIN, &c, NULL, ret_err);
     if (c.person >= s->cfg.queue_per_person)
-        return no_room(s, -EDQUOT, &c, NULL, msg, msg_len);
+        return no_room(s, -EDQUOT, &c, NULL, ret_err);
     if (org_id && c.org >= s->cfg.queue_per_org)
-        return no_room(s, -EUSERS, &c, NULL, msg, msg_len);
+        return no_room(s, -EUSERS, &c, NULL, ret_err);
     return 0;
 }
 
@@ -66,13 +64,13 @@ int al_service_queue_cap(al_service *s, int workspace_cap) {
 }
 
 int al_service_enqueue(al_service *s, const char *run_id, const char *person_id, const char *org_id, int cap, bool share,
-                       char *msg, size_t msg_len) {
+                       al_error *ret_err) {
     al_error err = { 0 };
     al_store_queue_counts c;
     al_store_queue_limits lim = limits_for(s, person_id, org_id, 0, share);
     int r = al_store_queue_admit(s->store, run_id, al_service_queue_cap(s, cap), &lim, &c, &err);
     if (r < 0)
-        return no_room(s, r, &c, err.msg, msg, msg_len);
+        return no_room(s, r, &c, err.msg, ret_err);
     /* any node may claim it now */
     al_cluster_notify(s, AL_NOTIFY_QUEUE, run_id);
     pthread_mutex_lock(&s->mu);

@@ -453,12 +453,12 @@ static al_status refusals(al_service *s, const al_principal *p, const al_run_spe
                          (long long)quota, (long long)used, (long long)pending, (long long)(input_bytes + code_bytes));
     /* the queue, and this person's and organisation's share of it (runs
      * waiting for an approval count in the person's) */
-    char qmsg[300];
+    al_error qerr = { 0 };
     int64_t pend = 0;
     al_store_runs_count_of(s->store, p->person_id, AL_RUN_PENDING_APPROVAL, &pend, &err);
     /* http.c's answer adds Retry-After to every BUSY (429) */
-    if (al_service_queue_room(s, p->person_id, p->org_id, (int)pend, qmsg, sizeof qmsg) < 0)
-        return run_error(ret_doc, AL_STATUS_BUSY, "queue_full", "%s", qmsg);
+    if (al_service_queue_room(s, p->person_id, p->org_id, (int)pend, &qerr) < 0)
+        return run_error(ret_doc, AL_STATUS_BUSY, "queue_full", "%s", qerr.msg);
     return AL_STATUS_OK;
 }
 
@@ -706,20 +706,19 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
         free(appr.card);
     } else {
         al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "queued"));
-        char qmsg[300];
+        al_error qerr = { 0 };
         int qr = al_service_enqueue(s, run_id, p->person_id, p->org_id,
-                                    (int)json_number_value(json_object_get(settings, "concurrency")), true, qmsg,
-                                    sizeof qmsg);
+                                    (int)json_number_value(json_object_get(settings, "concurrency")), true, &qerr);
         if (qr < 0) {
             /* never in the queue: ended here (an error, never "canceled":
              * no one canceled it), its inputs removed */
-            al_service_end_unqueued(s, run_id, qr == -EIO ? "store" : "queue_full", qmsg);
+            al_service_end_unqueued(s, run_id, qr == -EIO ? "store" : "queue_full", qerr.msg);
             /* nothing ran: a retry with the key is a new attempt, not this
              * refused run */
             if (idem)
                 al_idem_forget(s->store, p, ex->idem, run_id, &err);
-            ret = qr == -EIO ? run_error(ret_doc, AL_STATUS_UNAVAILABLE, "store_unavailable", "%s", qmsg)
-                             : run_error(ret_doc, AL_STATUS_BUSY, "queue_full", "%s", qmsg);
+            ret = qr == -EIO ? run_error(ret_doc, AL_STATUS_UNAVAILABLE, "store_unavailable", "%s", qerr.msg)
+                             : run_error(ret_doc, AL_STATUS_BUSY, "queue_full", "%s", qerr.msg);
             goto out;
         }
     }

@@ -9,8 +9,10 @@
 #include <stdbool.h>
 
 #include "../drivers/driver.h"
+#include "../store/approvals.h"
 #include "../store/runs.h"
 #include "../store/store.h"
+#include "roles.h"
 #include "run_spec.h"
 #include "settings.h"
 #include "status.h"
@@ -169,13 +171,13 @@ int al_service_close(al_service *s, al_error *err);
 /* Queue a run. SHARE: hold it to the person's and organisation's share of
  * the queue (a new run; not one an approver let through, nor one queued
  * before a restart). -EAGAIN the queue is full, -EDQUOT the person's share
- * is, -EUSERS the organisation's; MSG (may be NULL) says which. */
+ * is, -EUSERS the organisation's, -EIO the store failed; ERR (may be NULL)
+ * says which. */
 int al_service_enqueue(al_service *s, const char *run_id, const char *person_id, const char *org_id, int cap, bool share,
-                       char *msg, size_t msg_len);
+                       al_error *err);
 /* Whether a new run of PERSON_ID in ORG_ID would find room (as above, and
  * counting PENDING runs of the person that wait for an approval). */
-int al_service_queue_room(al_service *s, const char *person_id, const char *org_id, int pending, char *msg,
-                          size_t msg_len);
+int al_service_queue_room(al_service *s, const char *person_id, const char *org_id, int pending, al_error *err);
 /* 1 when it was queued or running and is now being canceled; 0 if ended.
  * A run active on another node is asked there. */
 int al_service_cancel(al_service *s, const char *run_id);
@@ -361,11 +363,11 @@ int al_service_decide(al_service *s, const al_store_run *run, const char *person
                       const char *reason, al_error *err);
 void al_service_expire_approvals(al_service *s);
 /* Close run ID's open approval with DECISION and move the run out of
- * pending_approval (to "queued", or ended in RUN_STATE) in one transaction;
+ * pending_approval (to queued, or ended in TO) in one transaction;
  * 1 won, 0 something else decided first. */
-int al_service_close_approval(al_service *s, const char *id, const char *decision, const char *by, const char *reason,
-                              const char *not_after, const char *run_state, const char *ecode, const char *emsg,
-                              al_error *err);
+int al_service_close_approval(al_service *s, const char *id, al_approval_decision decision, const char *by,
+                              const char *reason, const char *not_after, al_run_state to, const char *ecode,
+                              const char *emsg, al_error *err);
 /* A pending run withdrawn by PERSON_ID: 1 canceled, 0 it was decided first. */
 int al_service_withdraw(al_service *s, const char *id, const char *person_id, al_error *err);
 

@@ -20,6 +20,7 @@
 #include "../box/collect.h"
 #include "../image/image.h"
 #include "audit.h"
+#include "roles.h"
 #include "service.h"
 #include "skills.h"
 #include "../store/skills.h"
@@ -229,7 +230,7 @@ static void pin(al_service *s, const char *digest, int by) {
 
 al_status al_skills_delete(al_service *s, const al_principal *p, const char *name, const char *version, json_t **ret) {
     al_error err = { 0 };
-    if (strcmp(p->role, "admin") != 0)
+    if (al_principal_role(p) != AL_ROLE_ADMIN)
         return fail(ret, AL_STATUS_FORBIDDEN, "forbidden", "only an admin of the workspace deletes a skill");
     if (bundled(s, name)) {
         *ret = error_doc("conflict", "%.64s is a bundled skill: it ships with airlock and cannot be deleted (the "
@@ -564,7 +565,7 @@ al_status al_skills_get(al_service *s, const al_principal *p, const char *name, 
 
 al_status al_skills_promote(al_service *s, const al_principal *p, const char *name, const char *digest, json_t **ret) {
     al_error err = { 0 };
-    if (strcmp(p->role, "admin") != 0)
+    if (al_principal_role(p) != AL_ROLE_ADMIN)
         return fail(ret, AL_STATUS_FORBIDDEN, "forbidden", "only an admin of the workspace promotes a skill");
     if (bundled(s, name)) {
         *ret = error_doc("conflict", "%.64s is a bundled skill: it is runnable already", name);
