@@ -9,7 +9,20 @@
 
 #include <jansson.h>
 
-#include "service.h"
+#include "../store/runs.h"
+
+typedef struct al_service al_service;
+
+/* Run ID, active on a node that is gone, ends in error (lost) and is
+ * refunded, once however many nodes try. */
+void al_service_lose_run(al_service *s, const char *id, const char *why);
+/* A run recorded as queued that did not get into the queue: it ends as an
+ * error CODE (queue_full, store; WHY says why), never as canceled, which
+ * only its requester does, and its inputs are removed. */
+void al_service_end_unqueued(al_service *s, const char *run_id, const char *code, const char *why);
+/* Remove the inputs of a run that will not reach a box (canceled, denied,
+ * expired): they are on disk only for a box to stage. */
+void al_service_drop_inputs(al_service *s, const char *run_id);
 
 /* How run RUN_ID ended, and what its transition said already. */
 typedef struct al_run_end {
