@@ -83,10 +83,11 @@ int al_service_decide(al_service *s, const al_store_run *run, const char *person
     /* unreadable settings: no self-approval, and the smallest cap (the run
      * re-reads them before it starts, and fails closed there) */
     al_error serr = { 0 };
-    json_t *st = al_settings_load(s, run->workspace_id, &serr);
-    bool self_ok = st && json_is_true(json_object_get(st, "allow_self_approval"));
-    int cap = st ? (int)json_number_value(json_object_get(st, "concurrency")) : 1;
-    json_decref(st);
+    al_settings st;
+    bool readable = al_settings_get(s, run->workspace_id, &st, &serr) == 0;
+    bool self_ok = readable && st.allow_self_approval;
+    int cap = readable ? st.concurrency : 1;
+    al_settings_done(&st);
     if (!self_ok && (!requester[0] || !person_id || strcmp(requester, person_id) == 0))
         return al_err(err, "approval", EPERM, "you requested run %s: another admin or approver decides it "
                                               "(you may cancel it; settings allow_self_approval relaxes this)", id);

@@ -87,6 +87,16 @@ json_t *al_settings_load(al_service *s, const char *ws_id, al_error *err) {
     return eff;
 }
 
+int al_settings_get(al_service *s, const char *ws_id, al_settings *ret, al_error *err) {
+    *ret = (al_settings){ 0 };
+    json_t *eff = al_settings_load(s, ws_id, err);
+    if (!eff)
+        return err->err ? -err->err : -EIO;
+    int r = al_settings_parse(eff, ret, err);
+    json_decref(eff);
+    return r;
+}
+
 int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret, al_error *err) {
     int r0 = al_settings_body_check(body, err);
     if (r0 < 0)

@@ -8,6 +8,7 @@
 #include "../store/store.h"
 #include "../store/runs.h"
 #include "run_spec.h"
+#include "settings.h"
 
 typedef struct al_service al_service;
 
@@ -15,6 +16,8 @@ typedef struct al_service al_service;
  * ERR when they cannot be read (a store error, a corrupt row): callers fail
  * closed (refuse the run, do not start it), never fall back to defaults. */
 json_t *al_settings_load(al_service *s, const char *ws_id, al_error *err);
+/* The same, typed (al_settings_done): 0, or -errno with ERR. */
+int al_settings_get(al_service *s, const char *ws_id, al_settings *ret, al_error *err);
 int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret, al_error *err);
 /* A run's charge and refund are the store's (al_store_run_charge, _refund). */
 int64_t al_credits_balance(al_service *s, const char *org_id);

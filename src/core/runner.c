@@ -443,19 +443,14 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
 /* Why the tools RUN (a runs row) needs are no longer on the allow-list of
  * SETTINGS, or NULL: a skill's run needs run_skill_script, the test bench
  * code_execution too, any other run code_execution. */
-static const char *tool_withdrawn(json_t *settings, const al_store_run *run) {
+static const char *tool_withdrawn(const al_settings *settings, const al_store_run *run) {
     json_t *ins = al_json_text(run->inputs);
     json_t *sk = json_object_get(ins, "skill");
     bool skill = json_is_object(sk);
     bool bench = skill && strcmp(json_string_value(json_object_get(sk, "mode")) ?: "", "test") == 0;
     json_decref(ins);
-    bool code = false, skills = false;
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(settings, "tools"), i, v) {
-        code |= strcmp(json_string_value(v) ?: "", "code_execution") == 0;
-        skills |= strcmp(json_string_value(v) ?: "", "run_skill_script") == 0;
-    }
+    bool code = settings->tools & AL_TOOL_BIT(AL_TOOL_CODE_EXECUTION);
+    bool skills = settings->tools & AL_TOOL_BIT(AL_TOOL_RUN_SKILL_SCRIPT);
     if (skill && !skills)
         return "run_skill_script was taken off this workspace's tool allow-list before the run started";
     if ((!skill || bench) && !code)
@@ -504,7 +499,8 @@ typedef struct runner {
     char dir[PATH_MAX + 64];
     uint64_t t0;
     al_store_run *run;            /* NULL until read */
-    json_t *settings;             /* what it was checked against while queued: its DLP patterns too */
+    al_settings settings;         /* what it was checked against: its DLP patterns too */
+    bool checked;                 /* SETTINGS was read */
     json_t *job, *result;
     al_driver_run dr;
     al_dlp *dlp;
@@ -542,18 +538,19 @@ static step refuse(runner *r, const char *code, const char *fmt, ...) {
  * slot or an approval): it does not start, and is not charged. */
 static step check_queued(runner *r, al_store_run *pre) {
     al_error serr = { 0 };
-    json_t *st = al_settings_load(r->s, pre->workspace_id, &serr);
-    r->settings = st;
+    const al_settings *st = &r->settings;
     const char *why;
-    if (!st)
+    if (al_settings_get(r->s, pre->workspace_id, &r->settings, &serr) < 0)
         /* settings that cannot be read do not start a run (fail closed) */
         return refuse(r, "settings_unavailable", "%s", serr.msg);
-    if (strcmp(json_string_value(json_object_get(st, "driver")) ?: "", "disabled") == 0)
+    r->checked = true;
+    if (st->disabled)
         return refuse(r, "driver_disabled", "code execution was disabled for this workspace before the run started");
     if ((why = tool_withdrawn(st, pre)))
         return refuse(r, "tool_not_allowed", "%s", why);
     al_net_policy *np = malloc(sizeof *np);
-    if (!np || al_net_policy_parse(pre->network, np, &serr) < 0 || al_settings_network_check(st, np, &serr) < 0) {
+    if (!np || al_net_policy_parse(pre->network, np, &serr) < 0 ||
+        al_settings_network_check(st->doc, np, &serr) < 0) {
         free(np);
         return refuse(r, "network_not_allowed", "%s", np ? serr.msg : "out of memory");
     }
@@ -625,12 +622,12 @@ static step claim(runner *r, al_store_run *pre) {
 static step check_started(runner *r) {
     al_service *s = r->s;
     al_error serr = { 0 };
-    json_t *st = r->settings ? json_incref(r->settings) : al_settings_load(s, r->run->workspace_id, &serr);
-    int dr = st ? al_dlp_new(json_object_get(st, "dlp_patterns"), &r->dlp, &serr) : -EIO;
-    json_decref(st);
-    if (dr < 0) {
+    if (!r->checked && al_settings_get(s, r->run->workspace_id, &r->settings, &serr) < 0)
+        return refuse(r, "settings_unavailable", "%s", serr.msg);
+    r->checked = true;
+    if (al_dlp_new(json_object_get(r->settings.doc, "dlp_patterns"), &r->dlp, &serr) < 0) {
         r->dlp = NULL;
-        return refuse(r, st ? "dlp" : "settings_unavailable", "%s", serr.msg);
+        return refuse(r, "dlp", "%s", serr.msg);
     }
     for (int i = 0; i < 2; i++)
         r->streams[i].dlp = r->dlp;
@@ -827,7 +824,7 @@ static void leave(runner *r) {
     active_run *a = r->a;
     if (!r->settled)
         give_back(s, a);
-    json_decref(r->settings);
+    al_settings_done(&r->settings);
     for (int i = 0; i < 2; i++) {
         free(r->streams[i].pending);
         free(r->pace.b[i].buf);

@@ -377,3 +377,74 @@ int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, jso
     json_decref(eff);
     return r;
 }
+
+/* ------------------------------------------------------------- typed */
+
+static const char *const policy_names[_AL_APPROVAL_POLICY_MAX] = {
+    [AL_APPROVAL_NEVER] = "never",
+    [AL_APPROVAL_ALWAYS] = "always",
+    [AL_APPROVAL_HIGH_RISK] = "high_risk",
+};
+
+const char *al_approval_policy_name(al_approval_policy p) {
+    return p >= 0 && p < _AL_APPROVAL_POLICY_MAX ? policy_names[p] : NULL;
+}
+
+al_approval_policy al_approval_policy_from_name(const char *name) {
+    for (int i = 0; name && i < _AL_APPROVAL_POLICY_MAX; i++)
+        if (strcmp(policy_names[i], name) == 0)
+            return (al_approval_policy)i;
+    return _AL_APPROVAL_POLICY_INVALID;
+}
+
+const char *al_tool_name(al_tool t) {
+    return t >= 0 && t < _AL_TOOL_MAX ? tool_names[t] : NULL;
+}
+
+al_tool al_tool_from_name(const char *name) {
+    for (int i = 0; name && i < _AL_TOOL_MAX; i++)
+        if (strcmp(tool_names[i], name) == 0)
+            return (al_tool)i;
+    return _AL_TOOL_INVALID;
+}
+
+int al_settings_parse(json_t *eff, al_settings *ret, al_error *err) {
+    *ret = (al_settings){ 0 };
+    if (!al_settings_sane(eff))
+        return al_err(err, "settings", EBADMSG, "the workspace's settings are not sane (a setting of the wrong type "
+                      "or value)");
+    json_t *retention = json_object_get(eff, "run_retention_s");
+    *ret = (al_settings){
+        .disabled = strcmp(json_string_value(json_object_get(eff, "driver")), "disabled") == 0,
+        .network = json_string_value(json_object_get(eff, "network")),
+        .timeout_s = json_number_value(json_object_get(eff, "timeout_s")),
+        .max_timeout_s = json_number_value(json_object_get(eff, "max_timeout_s")),
+        .memory_mb = json_number_value(json_object_get(eff, "memory_mb")),
+        .cpus = json_number_value(json_object_get(eff, "cpus")),
+        .concurrency = (int)json_number_value(json_object_get(eff, "concurrency")),
+        .approval_policy = al_approval_policy_from_name(json_string_value(json_object_get(eff, "approval_policy"))),
+        .allow_self_approval = json_is_true(json_object_get(eff, "allow_self_approval")),
+        .approval_ttl_s = (int64_t)json_number_value(json_object_get(eff, "approval_ttl_s")),
+        .run_retention_s = json_is_integer(retention) ? (int64_t)json_integer_value(retention) : 0,
+        .price_per_run = (int64_t)json_number_value(json_object_get(eff, "price_per_run")),
+        .doc = json_incref(eff),
+    };
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(eff, "tools"), i, v) {
+        al_tool t = al_tool_from_name(json_string_value(v));
+        if (t != _AL_TOOL_INVALID)
+            ret->tools |= AL_TOOL_BIT(t);
+    }
+    return 0;
+}
+
+void al_settings_done(al_settings *st) {
+    json_decref(st->doc);
+    *st = (al_settings){ 0 };
+}
+
+bool al_settings_tool_allowed(const al_settings *st, const char *tool) {
+    al_tool t = al_tool_from_name(tool);
+    return t != _AL_TOOL_INVALID && (st->tools & AL_TOOL_BIT(t));
+}

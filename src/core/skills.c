@@ -681,20 +681,16 @@ static al_status run_resolved(al_service *s, const al_principal *p, const char *
     al_status st;
     al_skill_mode mode = opt->mode;
     al_error serr = { 0 };
-    json_t *settings = al_settings_load(s, p->workspace_id, &serr);
-    if (!settings) /* fail closed, as for any run */
+    al_settings settings;
+    if (al_settings_get(s, p->workspace_id, &settings, &serr) < 0) /* fail closed, as for any run */
         return fail(ret, AL_STATUS_UNAVAILABLE, "settings_unavailable", serr.msg);
-    bool code_ok = false;
-    size_t ti;
-    json_t *tv;
-    json_array_foreach(json_object_get(settings, "tools"), ti, tv)
-        code_ok |= strcmp(json_string_value(tv) ?: "", "code_execution") == 0;
+    bool code_ok = settings.tools & AL_TOOL_BIT(AL_TOOL_CODE_EXECUTION);
     if (mode == AL_SKILL_TEST && !code_ok) {
         /* The test bench runs a version no admin promoted: code no one has
          * reviewed, which is code execution whatever it is called. A
          * workspace that does not allow code_execution (agents may run
          * promoted skills only) does not get it through the bench. */
-        json_decref(settings);
+        al_settings_done(&settings);
         al_error aerr = { 0 };
         int ar = al_workspace_audit(s, p, "capability.invoke_denied",
                                     json_pack("{s:s, s:s, s:s, s:s}", "tool", "code_execution", "via",
@@ -717,7 +713,7 @@ static al_status run_resolved(al_service *s, const al_principal *p, const char *
         json_array_foreach(json_object_get(m, "entrypoints"), i, e) o += (size_t)snprintf(
             have + o, o < sizeof have ? sizeof have - o : 0, "%s%s", i ? ", " : "", json_string_value(json_object_get(e, "name")));
         *ret = error_doc("bad_request", "skill %s has no entrypoint \"%.64s\" (its entrypoints: %s)", name, entrypoint, have);
-        json_decref(settings);
+        al_settings_done(&settings);
         return AL_STATUS_INVALID;
     }
     json_t *empty = NULL;
@@ -727,7 +723,7 @@ static al_status run_resolved(al_service *s, const al_principal *p, const char *
     if (al_skill_args_validate(json_object_get(ep, "input_schema"), args, &err) < 0) {
         *ret = error_doc("bad_request", "arguments of %s/%s do not match its input_schema: %s", name, entrypoint, err.msg);
         json_decref(empty);
-        json_decref(settings);
+        al_settings_done(&settings);
         return AL_STATUS_INVALID;
     }
     /* what the run is, in its own record: the approval hash and the audit's
@@ -762,12 +758,12 @@ static al_status run_resolved(al_service *s, const al_principal *p, const char *
     if (json_object_get(ep, "timeout_s") && !sp.limit[AL_LIMIT_TIMEOUT_S].has) {
         /* the entrypoint's own timeout, within the workspace's maximum */
         json_int_t t = json_integer_value(json_object_get(ep, "timeout_s"));
-        json_int_t mx = (json_int_t)json_number_value(json_object_get(settings, "max_timeout_s"));
+        json_int_t mx = (json_int_t)settings.max_timeout_s;
         if (mx > s->cfg.max_timeout_s)
             mx = s->cfg.max_timeout_s;
         sp.limit[AL_LIMIT_TIMEOUT_S] = (al_run_limit_req){ true, (double)(t < mx ? t : mx) };
     }
-    json_decref(settings);
+    al_settings_done(&settings);
     json_decref(empty);
     if (!built) {
         al_run_spec_free(&sp);
