@@ -1,8 +1,10 @@
 /*
- * The scheduler (per-person cap, global cap, a bounded FIFO queue in which
- * no person's runs starve another's) and the runner (one thread per active
- * run, talking to its driver), and the end of a run (state, artifacts,
- * events). The service's state and queue are in service.c.
+ * The runner: one thread per active run, which claims it, checks it
+ * against its workspace's settings of now, starts its box through the
+ * driver, pumps the helper's events (output redacted and paced) and writes
+ * the box's end (its result, artifacts and tool.call); what follows that
+ * write is every run's end (run_end.c). The scheduler that starts runners
+ * is scheduler.c; the queue is queue.c.
  */
 #include <dirent.h>
 #include <string.h>

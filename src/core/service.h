@@ -139,9 +139,9 @@ typedef struct al_service {
     json_t *skills_pins;          /* {digest: count}: runs being created from a bundle */
     bool skills_gc_pending;       /* a deleted bundle waits for its live runs to end */
 
-    /* service.c: long-held requests per person (under mu) */
+    /* holds.c: long-held requests per person (under mu) */
     struct person_holds *holds;
-    /* service.c: the cached answer of /healthz (under health_mu) */
+    /* health.c: the cached answer of /healthz (under health_mu) */
     pthread_mutex_t health_mu;
     char *health_text;
     uint64_t health_at_ms;        /* al_now_ms() of its probe */
