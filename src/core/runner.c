@@ -310,6 +310,55 @@ static char *result_text(json_t *result) {
     return text;
 }
 
+/* The tool.call audit event of RUN, ended in STATE_NAME with RESULT (NULL:
+ * none) after DURATION_MS, its output redacted REDACTIONS times: what ran,
+ * how it ended and what it reached. */
+static void audit_call(al_service *s, const al_store_run *run, const char *state_name, json_t *result,
+                       int64_t duration_ms, int redactions) {
+    /* what ran: the code and every input, hashed as an approval binds
+     * them (the same value as the card's hash where there was one); null
+     * when the inputs cannot be read back, never the code's alone */
+    char input_hash[65] = "";
+    al_error merr = { 0 };
+    json_t *manifest = al_approval_manifest(s, run, &merr);
+    if (manifest)
+        al_approval_hash(run, manifest, input_hash);
+    json_decref(manifest);
+    char preview[513] = "";
+    if (result) {
+        const char *o = json_string_value(json_object_get(result, "stdout"));
+        const char *e = json_string_value(json_object_get(result, "stderr"));
+        snprintf(preview, sizeof preview, "%s%s", o ? o : "", e ? e : "");
+        /* cut on a character: a script that prints a multi-byte character
+         * across byte 512 must not make its own tool.call event unbuildable */
+        al_utf8_fix(preview);
+    }
+    json_t *exit_code = result ? json_object_get(result, "exit_code") : NULL;
+    json_t *ins = al_json_text(run->inputs);
+    json_t *skill = json_object_get(ins, "skill");
+    /* what the egress log says, in brief; the log itself is in the result */
+    json_int_t egress_conns = 0, egress_bytes = 0, egress_denied = 0;
+    size_t ei;
+    json_t *ev;
+    json_array_foreach(json_object_get(json_object_get(result, "network"), "egress"), ei, ev) {
+        egress_conns++;
+        egress_denied += strcmp(json_string_value(json_object_get(ev, "decision")) ?: "", "allowed") != 0;
+        egress_bytes += json_integer_value(json_object_get(ev, "bytes_up")) +
+                        json_integer_value(json_object_get(ev, "bytes_down"));
+    }
+    al_governance_audit(s, run, "tool.call", NULL,
+                        json_pack("{s:s, s:s, s:s, s:s?, s:O, s:s, s:s, s:I, s:s?, s:s, s:{s:I, s:I, s:I}, s:s, s:i}",
+                                  "tool", skill ? "run_skill_script" : "code_execution", "via",
+                                  json_string_value(json_object_get(ins, "via")) ?: "rest", "invocation_id", run->id,
+                                  "input_sha256", input_hash[0] ? input_hash : NULL,
+                                  "exit_code", exit_code ? exit_code : json_null(), "output_preview", preview,
+                                  "language", run->language, "duration_ms", (json_int_t)duration_ms, "network",
+                                  run->network, "image_digest", run->image[0] ? run->image : "host",
+                                  "egress", "connections", egress_conns, "denied", egress_denied, "bytes", egress_bytes,
+                                  "state", state_name, "redactions", redactions));
+    json_decref(ins);
+}
+
 /* 1 its end was written, 0 the run had ended otherwise (or this node was
  * declared dead), -errno it could not be written. */
 static int end_run(al_service *s, const al_store_run *run, al_run_state state, json_t *result, const char *err_code,
@@ -348,48 +397,8 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
     al_store_now(now, sizeof now);
     /* recorded before the run is seen to end, so whoever sees the end
      * finds the record */
-    /* what ran: the code and every input, hashed as an approval binds
-     * them (the same value as the card's hash where there was one); null
-     * when the inputs cannot be read back, never the code's alone */
-    char input_hash[65] = "";
-    al_error merr = { 0 };
-    json_t *manifest = al_approval_manifest(s, run, &merr);
-    if (manifest)
-        al_approval_hash(run, manifest, input_hash);
-    json_decref(manifest);
-    char preview[513] = "";
-    if (result) {
-        const char *o = json_string_value(json_object_get(result, "stdout"));
-        const char *e = json_string_value(json_object_get(result, "stderr"));
-        snprintf(preview, sizeof preview, "%s%s", o ? o : "", e ? e : "");
-        /* cut on a character: a script that prints a multi-byte character
-         * across byte 512 must not make its own tool.call event unbuildable */
-        al_utf8_fix(preview);
-    }
+    audit_call(s, run, state_name, result, duration_ms, redactions);
     json_t *exit_code = result ? json_object_get(result, "exit_code") : NULL;
-    json_t *ins = al_json_text(run->inputs);
-    json_t *skill = json_object_get(ins, "skill");
-    /* what the egress log says, in brief; the log itself is in the result */
-    json_int_t egress_conns = 0, egress_bytes = 0, egress_denied = 0;
-    size_t ei;
-    json_t *ev;
-    json_array_foreach(json_object_get(json_object_get(result, "network"), "egress"), ei, ev) {
-        egress_conns++;
-        egress_denied += strcmp(json_string_value(json_object_get(ev, "decision")) ?: "", "allowed") != 0;
-        egress_bytes += json_integer_value(json_object_get(ev, "bytes_up")) +
-                        json_integer_value(json_object_get(ev, "bytes_down"));
-    }
-    al_governance_audit(s, run, "tool.call", NULL,
-                        json_pack("{s:s, s:s, s:s, s:s?, s:O, s:s, s:s, s:I, s:s?, s:s, s:{s:I, s:I, s:I}, s:s, s:i}",
-                                  "tool", skill ? "run_skill_script" : "code_execution", "via",
-                                  json_string_value(json_object_get(ins, "via")) ?: "rest", "invocation_id", run_id,
-                                  "input_sha256", input_hash[0] ? input_hash : NULL,
-                                  "exit_code", exit_code ? exit_code : json_null(), "output_preview", preview,
-                                  "language", run->language, "duration_ms", (json_int_t)duration_ms, "network",
-                                  run->network, "image_digest", run->image[0] ? run->image : "host",
-                                  "egress", "connections", egress_conns, "denied", egress_denied, "bytes", egress_bytes,
-                                  "state", state_name, "redactions", redactions));
-    json_decref(ins);
     al_store_analytics an = { .state = state,
                               .exit_code = json_is_integer(exit_code) ? (int64_t)json_integer_value(exit_code) : -1,
                               .duration_ms = duration_ms };
