@@ -4,7 +4,8 @@
  * not be completed. Each path writes the run's terminal state its own way
  * (a conditional move, the runner's finish, an approval's transaction);
  * what follows the write is the same for all and is here, so that no path
- * skips a step. Inside the core. */
+ * skips a step. al_run_ended and al_run_end_from are the core's own; the
+ * three above them its callers' too. */
 #pragma once
 
 #include <jansson.h>
@@ -33,7 +34,7 @@ typedef struct al_run_end {
     bool state_said;              /* its state event went with the transition (an approval's close) */
     bool charged;                 /* it was charged: an end in error (airlock's own failure) refunds it */
     bool audit_lost;              /* its tool.call, unless its runner recorded one before it was lost */
-    bool freed_slot;              /* it held a slot on a node that is not its runner's: the schedulers are told */
+    bool freed_slot;              /* it held a slot no runner is left to free (lost): the schedulers are told */
 } al_run_end;
 
 /* Every step that follows a run's terminal write, in order: the refund
