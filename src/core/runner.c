@@ -359,10 +359,21 @@ static void audit_call(al_service *s, const al_store_run *run, const char *state
     json_decref(ins);
 }
 
+/* A's end is written (or was another's): what is left is cleanup, which a
+ * drain does not wait for. Said before the end is published: a client
+ * that saw the result and stopped the service at once found its run still
+ * counted as running. */
+static void settle(al_service *s, active_run *a) {
+    pthread_mutex_lock(&s->mu);
+    a->settled = true;
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* 1 its end was written, 0 the run had ended otherwise (or this node was
- * declared dead), -errno it could not be written. */
-static int end_run(al_service *s, const al_store_run *run, al_run_state state, json_t *result, const char *err_code,
-                   const char *err_msg, const char *dir, al_dlp *dlp, output_pace *op, int64_t duration_ms) {
+ * declared dead), -errno it could not be written; A settled unless -errno. */
+static int end_run(al_service *s, active_run *a, const al_store_run *run, al_run_state state, json_t *result,
+                   const char *err_code, const char *err_msg, const char *dir, al_dlp *dlp, output_pace *op,
+                   int64_t duration_ms) {
     const char *run_id = run->id;
     al_error err = { 0 };
     /* a node declared dead publishes nothing: the others ended its runs
@@ -426,6 +437,8 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
     /* test builds: a service killed between the run's tool.call and its end */
     al_test_pause("AIRLOCK_TEST_FINISH_PAUSE_MS");
     int written = al_store_run_finish(s->store, &fin, &err);
+    if (written >= 0)
+        settle(s, a);
     if (written == 0) {
         /* ended meanwhile by another node (this one was thought dead) */
         al_service_log(s, AL_LOG_WARN, "run.end_superseded", json_pack("{s:s}", "run_id", run_id));
@@ -900,12 +913,10 @@ static void *runner_main(void *p) {
         at = STEP_END;
     }
     if (at == STEP_END &&
-        end_run(s, r->run, r->final, r->result, r->ecode, r->emsg, r->dir, r->dlp, &r->pace,
+        end_run(s, r->a, r->run, r->final, r->result, r->ecode, r->emsg, r->dir, r->dlp, &r->pace,
                 (int64_t)(al_now_ms() - r->t0)) >= 0) {
         r->settled = true;
-        pthread_mutex_lock(&s->mu);
-        r->a->settled = true;
-        pthread_mutex_unlock(&s->mu);
+        settle(s, r->a);
     }
     const al_driver_ops *sweep_after = r->sweep_after;
     leave(r);
