@@ -3,28 +3,27 @@
  * event), so exactly one of them wins. */
 #include <string.h>
 
+#include "run_end.h"
 #include "service.h"
-#include "skills.h"
 #include "../store/approvals.h"
 
 /* Closes an open approval of run ID and moves the run out of
  * pending_approval, in one transaction: the decision (approved, denied,
  * expired, canceled) and the run's new state land together or not at all,
  * so a cancel, an approval, a denial and the expiry of one run are mutually
- * exclusive and exactly one of them wins. RUN_STATE "queued" for an
- * approval; otherwise the run ends in RUN_STATE with ECODE/EMSG. With
+ * exclusive and exactly one of them wins. TO AL_RUN_QUEUED for an
+ * approval; otherwise the run ends in TO with ECODE/EMSG. With
  * NOT_AFTER (RFC 3339) the decision only lands before the card's
  * expires_at. 1 won, 0 another decision (or the clock) was first. */
-int al_service_close_approval(al_service *s, const char *id, const char *decision, const char *by, const char *reason,
-                              const char *not_after, const char *run_state, const char *ecode, const char *emsg,
-                              al_error *err) {
+int al_service_close_approval(al_service *s, const char *id, al_approval_decision decision, const char *by,
+                              const char *reason, const char *not_after, al_run_state to, const char *ecode,
+                              const char *emsg, al_error *err) {
     char now[40];
     al_store_now(now, sizeof now);
     int r = al_store_begin(s->store, err);
     if (r < 0)
         return r;
-    r = al_store_approval_decide(s->store, id, al_approval_decision_from_name(decision), by, now, reason, not_after, err);
-    al_run_state to = al_run_state_from_name(run_state);
+    r = al_store_approval_decide(s->store, id, decision, by, now, reason, not_after, err);
     if (r > 0)
         /* queued, held by this node until it admits it (below) */
         r = to == AL_RUN_QUEUED ? al_store_run_approved(s->store, id, s->node_id, err)
@@ -32,7 +31,7 @@ int al_service_close_approval(al_service *s, const char *id, const char *decisio
                                                    now, err);
     /* the state event too, inside the transaction: a cancel of the queued
      * run that follows can only append its events after this one */
-    if (r > 0 && al_service_append_event(s, id, "state", json_pack("{s:s}", "state", run_state)) < 0)
+    if (r > 0 && al_service_append_event(s, id, "state", json_pack("{s:s}", "state", al_run_state_name(to))) < 0)
         r = al_err(err, "approval", EIO, "cannot record the run's new state");
     if (r <= 0) {
         al_store_rollback(s->store);
@@ -42,24 +41,23 @@ int al_service_close_approval(al_service *s, const char *id, const char *decisio
     return r < 0 ? r : 1;
 }
 
-/* The result event of a run that ended without running (denied, expired,
- * canceled while it waited); its state event came with the transition. */
+/* A run that ended without running (denied, expired, canceled while it
+ * waited): its state event came with the transition, the rest of its end
+ * is every run's (run_end.h). */
 static void ended_unstarted(al_service *s, const char *id) {
-    /* it never reaches a box: what it brought for one goes now */
-    al_service_drop_inputs(s, id);
-    al_service_result_event(s, id);
-    /* read again for its run.end line alone: who, what, why (a run that
-     * never ran ends rarely: one read is cheap) */
     al_error err = { 0 };
     _cleanup_run_ al_store_run *run = NULL;
-    if (al_store_run_get(s->store, id, NULL, &run, &err) == 0)
-        al_service_log_run_end(s, run, run->state, run->error_code[0] ? run->error_code : NULL, NULL);
-    al_skills_run_ended(s);
+    if (al_store_run_get(s->store, id, NULL, &run, &err) < 0)
+        run = NULL;
+    al_run_ended(s, id, run,
+                 &(al_run_end){ .state = run ? run->state : AL_RUN_DENIED,
+                                .error_code = run && run->error_code[0] ? run->error_code : NULL,
+                                .state_said = true });
 }
 
 int al_service_withdraw(al_service *s, const char *id, const char *person_id, al_error *err) {
-    int r = al_service_close_approval(s, id, "canceled", person_id, "canceled by the requester", NULL, "canceled",
-                                      "canceled", "canceled while waiting for approval", err);
+    int r = al_service_close_approval(s, id, AL_DECISION_CANCELED, person_id, "canceled by the requester", NULL,
+                                      AL_RUN_CANCELED, "canceled", "canceled while waiting for approval", err);
     if (r > 0)
         ended_unstarted(s, id);
     return r;
@@ -85,10 +83,11 @@ int al_service_decide(al_service *s, const al_store_run *run, const char *person
     /* unreadable settings: no self-approval, and the smallest cap (the run
      * re-reads them before it starts, and fails closed there) */
     al_error serr = { 0 };
-    json_t *st = al_settings_load(s, run->workspace_id, &serr);
-    bool self_ok = st && json_is_true(json_object_get(st, "allow_self_approval"));
-    int cap = st ? (int)json_number_value(json_object_get(st, "concurrency")) : 1;
-    json_decref(st);
+    al_settings st;
+    bool readable = al_settings_get(s, run->workspace_id, &st, &serr) == 0;
+    bool self_ok = readable && st.allow_self_approval;
+    int cap = readable ? st.concurrency : 1;
+    al_settings_done(&st);
     if (!self_ok && (!requester[0] || !person_id || strcmp(requester, person_id) == 0))
         return al_err(err, "approval", EPERM, "you requested run %s: another admin or approver decides it "
                                               "(you may cancel it; settings allow_self_approval relaxes this)", id);
@@ -99,8 +98,8 @@ int al_service_decide(al_service *s, const al_store_run *run, const char *person
     int n = al_store_begin(s->store, err);
     if (n < 0)
         return n;
-    n = al_service_close_approval(s, id, approve ? "approved" : "denied", person_id, reason, now,
-                                  approve ? "queued" : "denied", "denied",
+    n = al_service_close_approval(s, id, approve ? AL_DECISION_APPROVED : AL_DECISION_DENIED, person_id, reason, now,
+                                  approve ? AL_RUN_QUEUED : AL_RUN_DENIED, "denied",
                                   reason && *reason ? reason : "denied by an approver", err);
     /* the decision and the audit event that says so land together, or
      * nothing was decided: a decision the trail does not show is refused */
@@ -131,11 +130,11 @@ int al_service_decide(al_service *s, const al_store_run *run, const char *person
         return 0;
     }
     /* an approver let it through: the global cap only, not the person's share */
-    char qmsg[300];
-    int qr = al_service_enqueue(s, id, requester, run->org_id, cap, false, qmsg, sizeof qmsg);
+    al_error qerr = { 0 };
+    int qr = al_service_enqueue(s, id, requester, run->org_id, cap, false, &qerr);
     if (qr < 0)
         al_service_end_unqueued(s, id, qr == -EIO ? "store" : "queue_full",
-                                qr == -EIO ? qmsg : "approved, but the run queue was full");
+                                qr == -EIO ? qerr.msg : "approved, but the run queue was full");
     return 0;
 }
 
@@ -155,7 +154,7 @@ void al_service_expire_approvals(al_service *s) {
          * stays open and the next sweep tries again (the log says why) */
         if (al_store_begin(s->store, &err) < 0)
             continue;
-        int n = al_service_close_approval(s, id, "expired", NULL, NULL, NULL, "denied", "expired",
+        int n = al_service_close_approval(s, id, AL_DECISION_EXPIRED, NULL, NULL, NULL, AL_RUN_DENIED, "expired",
                                           "no one approved this run before its approval expired", &err);
         if (n > 0 && al_governance_audit(s, run, "approval.expired", NULL, json_pack("{s:s}", "run_id", id)) < 0)
             n = -EIO;

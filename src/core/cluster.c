@@ -23,25 +23,7 @@
 #include "../store/nodes.h"
 #include "service.h"
 
-void al_cluster_time_after(int64_t ms, char *buf, size_t len) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t t = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + ms;
-    time_t sec = (time_t)(t / 1000);
-    struct tm tm;
-    gmtime_r(&sec, &tm);
-    char base[32];
-    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, len, "%s.%03dZ", base, (int)(t % 1000));
-}
 
-void al_cluster_notify(al_service *s, const char *channel, const char *run_id) {
-    if (!s->multi_node)
-        return;
-    al_error err = { 0 };
-    if (al_store_notify(s->store, channel, run_id, &err) < 0)
-        al_service_log(s, AL_LOG_WARN, "node.notify_failed", json_pack("{s:s, s:s}", "channel", channel, "error", err.msg));
-}
 
 /* Where this node's pid means something: the host's name, this boot of
  * it and the pid namespace, so that two containers that share a host name

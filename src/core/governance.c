@@ -87,6 +87,16 @@ json_t *al_settings_load(al_service *s, const char *ws_id, al_error *err) {
     return eff;
 }
 
+int al_settings_get(al_service *s, const char *ws_id, al_settings *ret, al_error *err) {
+    *ret = (al_settings){ 0 };
+    json_t *eff = al_settings_load(s, ws_id, err);
+    if (!eff)
+        return err->err ? -err->err : -EIO;
+    int r = al_settings_parse(eff, ret, err);
+    json_decref(eff);
+    return r;
+}
+
 int al_settings_put(al_service *s, const char *ws_id, json_t *body, json_t **ret, al_error *err) {
     int r0 = al_settings_body_check(body, err);
     if (r0 < 0)
@@ -476,35 +486,7 @@ int al_run_input_open(al_service *s, const char *run_id, const char *which, int 
     return 0;
 }
 
-void al_rfc3339_after(int64_t secs, char *buf, size_t len) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    time_t t = ts.tv_sec + secs;
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    char base[32];
-    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, len, "%s.%03ldZ", base, ts.tv_nsec / 1000000);
-}
 
-bool al_rfc3339_valid(const char *t) {
-    /* YYYY-MM-DDTHH:MM:SS[.fff][Z]: what the store writes and compares */
-    static const char shape[] = "dddd-dd-ddTdd:dd:dd";
-    size_t n = strlen(t);
-    if (n < 19 || n > 40)
-        return false;
-    for (size_t i = 0; i < 19; i++)
-        if (shape[i] == 'd' ? (t[i] < '0' || t[i] > '9') : t[i] != shape[i])
-            return false;
-    for (size_t i = 19; i < n; i++)
-        if (!((t[i] >= '0' && t[i] <= '9') || t[i] == '.' || t[i] == 'Z'))
-            return false;
-    /* and a real calendar time: month 1-12, day 1-31, 23:59:60 at most */
-    int mo = (t[5] - '0') * 10 + (t[6] - '0'), d = (t[8] - '0') * 10 + (t[9] - '0');
-    int h = (t[11] - '0') * 10 + (t[12] - '0'), mi = (t[14] - '0') * 10 + (t[15] - '0');
-    int se = (t[17] - '0') * 10 + (t[18] - '0');
-    return mo >= 1 && mo <= 12 && d >= 1 && d <= 31 && h <= 23 && mi <= 59 && se <= 60;
-}
 
 int al_governance_audit(al_service *s, const al_store_run *run, const char *kind, const char *person_id, json_t *data) {
     al_error err = { 0 };

@@ -22,10 +22,9 @@
  * failure never makes a sweep keep less. */
 static int64_t retention_of(al_service *s, const char *ws_id) {
     al_error err = { 0 };
-    json_t *st = al_settings_load(s, ws_id, &err);
-    json_t *v = json_object_get(st, "run_retention_s");
-    int64_t secs = json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
-    json_decref(st);
+    al_settings st;
+    int64_t secs = al_settings_get(s, ws_id, &st, &err) == 0 ? st.run_retention_s : 0;
+    al_settings_done(&st);
     return secs;
 }
 

@@ -1,18 +1,21 @@
 /*
- * The scheduler (per-person cap, global cap, a bounded FIFO queue in which
- * no person's runs starve another's) and the runner (one thread per active
- * run, talking to its driver), and the end of a run (state, artifacts,
- * events). The service's state and queue are in service.c.
+ * The runner: one thread per active run, which claims it, checks it
+ * against its workspace's settings of now, starts its box through the
+ * driver, pumps the helper's events (output redacted and paced) and writes
+ * the box's end (its result, artifacts and tool.call); what follows that
+ * write is every run's end (run_end.c). The scheduler that starts runners
+ * is scheduler.c; the queue is queue.c.
  */
 #include <dirent.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "../image/image.h"
-#include "../util/hash.h"
 #include "dlp.h"
 #include "helper_events.h"
 #include "run_job.h"
+#include "run_end.h"
+#include "run_output.h"
 #include "runner.h"
 #include "service.h"
 #include "skills.h"
@@ -43,120 +46,6 @@ typedef struct runner_arg {
     active_run *a;
 } runner_arg;
 
-/* The result's output as the agent will see it: redacted, and the count.
- * Output is bytes (NULs, bytes that are not UTF-8): redacted as bytes, and
- * shown as al_output_set does. */
-static int redact_result(al_dlp *dlp, json_t *result) {
-    int count = 0;
-    static const char *const keys[] = { "stdout", "stderr" };
-    for (size_t i = 0; dlp && json_is_object(result) && i < 2; i++) {
-        size_t len = 0, n = 0;
-        char *bytes = al_output_get(result, keys[i], &len);
-        if (!bytes)
-            continue;
-        char *red = al_dlp_redact(dlp, bytes, len, &count, &n);
-        free(bytes);
-        if (!red || al_output_set(result, keys[i], red, n) < 0) {
-            /* not shown unredacted, whatever failed */
-            json_object_set_new(result, keys[i], json_string(""));
-            char k[32];
-            snprintf(k, sizeof k, "%s_base64", keys[i]);
-            json_object_del(result, k);
-        }
-        free(red);
-    }
-    return count;
-}
-
-/* What a run's stream events carried of each stream (stdout, stderr): how
- * many bytes (the next event's place), their hash, and what the events'
- * documents take in the store; at its end, when the result holds the same
- * bytes, the events' data is dropped and read back from the result
- * (al_run_events_after): each byte of output is stored once. */
-typedef struct output_sent {
-    int64_t at;
-    int64_t stored;
-    struct sha256_ctx hash;
-} output_sent;
-
-/* An output event of the run's stream: redacted bytes, shown as al_output_set
- * does, with their place in the stream. */
-static void output_event(al_service *s, const char *run_id, output_sent *sent, const char *type, const char *bytes,
-                         size_t len) {
-    json_t *o = json_object();
-    char *text = o && al_output_set(o, "data", bytes, len) == 0 ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    al_error err = { 0 };
-    if (!text || al_store_output_event_append(s->store, run_id, type, text, sent->at, (int64_t)len, &err) < 0) {
-        /* lost: said, not silent; and the stream no longer matches the
-         * result, so its bytes stay in the events it has */
-        al_service_log(s, AL_LOG_ERROR, "event.failed", json_pack("{s:s, s:s, s:s}", "run_id", run_id, "type", type, "error",
-                                                    text ? err.msg : "the event's document could not be built"));
-        sent->at = -1;
-    } else if (sent->at >= 0) {
-        sent->at += (int64_t)len;
-        sha256_update(&sent->hash, len, (const uint8_t *)bytes);
-    }
-    if (text)
-        sent->stored += (int64_t)strlen(text);
-    free(text);
-    al_service_wake_run(s, run_id);
-}
-
-/* A run's output events: one per piece the redactor releases while they are
- * few; past OUTPUT_EVENTS_MAX, pieces are joined up to OUTPUT_PIECE bytes
- * (or OUTPUT_HOLD_MS of output), so that whatever a run prints, its stored
- * events and its followers' wake-ups stay bounded (a line per write used to
- * be an event each: a million for a run that printed a million lines). */
-#define OUTPUT_EVENTS_MAX 1000
-#define OUTPUT_PIECE (64 * 1024)
-#define OUTPUT_HOLD_MS 250
-
-typedef struct output_pace {
-    int events;
-    struct {
-        char *buf;
-        size_t len;
-        uint64_t since;
-    } b[2];
-    output_sent sent[2];
-} output_pace;
-
-static void pace_init(output_pace *op) {
-    *op = (output_pace){ 0 };
-    for (int i = 0; i < 2; i++)
-        sha256_init(&op->sent[i].hash);
-}
-
-static void pace_flush(al_service *s, const char *run_id, output_pace *op, int i) {
-    if (op->b[i].len == 0)
-        return;
-    output_event(s, run_id, &op->sent[i], i ? "stderr" : "stdout", op->b[i].buf, op->b[i].len);
-    op->events++;
-    op->b[i].len = 0;
-}
-
-static void pace_output(al_service *s, const char *run_id, output_pace *op, int i, const char *bytes, size_t n) {
-    if (op->events < OUTPUT_EVENTS_MAX && op->b[i].len == 0) {
-        output_event(s, run_id, &op->sent[i], i ? "stderr" : "stdout", bytes, n);
-        op->events++;
-        return;
-    }
-    char *nb = realloc(op->b[i].buf, op->b[i].len + n);
-    if (!nb) {
-        pace_flush(s, run_id, op, i);
-        output_event(s, run_id, &op->sent[i], i ? "stderr" : "stdout", bytes, n);
-        return;
-    }
-    op->b[i].buf = nb;
-    if (op->b[i].len == 0)
-        op->b[i].since = al_now_ms();
-    memcpy(op->b[i].buf + op->b[i].len, bytes, n);
-    op->b[i].len += n;
-    if (op->b[i].len >= OUTPUT_PIECE || al_now_ms() - op->b[i].since >= OUTPUT_HOLD_MS)
-        pace_flush(s, run_id, op, i);
-}
-
 void al_test_pause(const char *name) {
 #ifdef AIRLOCK_TEST_HOOKS
     const char *ms = getenv(name);
@@ -167,114 +56,11 @@ void al_test_pause(const char *name) {
 #endif
 }
 
-/* Which of the streams RESULT (redacted) holds exactly as OP's events
- * carried them, into RET_SAME; and what the events of the others take in
- * the store, into *RET_STORED. */
-static void output_in_result(json_t *result, output_pace *op, bool ret_same[2], int64_t *ret_stored) {
-    static const char *const keys[] = { "stdout", "stderr" };
-    *ret_stored = 0;
-    for (int i = 0; i < 2; i++) {
-        ret_same[i] = false;
-        if (!op)
-            continue;
-        output_sent *st = &op->sent[i];
-        size_t len = 0;
-        char *bytes = st->at > 0 && json_is_object(result) ? al_output_get(result, keys[i], &len) : NULL;
-        if (bytes && (int64_t)len == st->at) {
-            char streamed[65], kept[65];
-            al_sha256_finish_hex(&st->hash, streamed);
-            al_sha256_hex(bytes, len, kept);
-            ret_same[i] = strcmp(streamed, kept) == 0;
-        }
-        free(bytes);
-        if (!ret_same[i])
-            *ret_stored += st->stored;
-    }
-}
-
-/* RESULT as the store keeps it: output that is not text is kept once, as
- * its exact bytes (KEY_base64); the text that shows it (U+FFFD for each
- * byte that is not UTF-8, up to three times its size) is made again from
- * them when the run is read (al_run_json). */
-static char *result_text(json_t *result) {
-    if (!result)
-        return NULL;
-    json_t *kept = json_copy(result);
-    static const char *const keys[][2] = { { "stdout", "stdout_base64" }, { "stderr", "stderr_base64" } };
-    for (size_t i = 0; kept && i < ELEMENTSOF(keys); i++)
-        if (json_is_string(json_object_get(kept, keys[i][1])))
-            json_object_del(kept, keys[i][0]);
-    char *text = kept ? json_dumps(kept, JSON_COMPACT) : NULL;
-    json_decref(kept);
-    return text;
-}
-
-/* The events that say RUN_ID ended in STATE_NAME: its artifacts PUBLISHED,
- * its state and its result (which names the run: its document is the run's
- * as GET /v1/runs/{id} shows it, read when the event is, not a second copy
- * of its output); one statement, one wake-up. */
-static void publish_end(al_service *s, const char *run_id, json_t *published, const char *state_name) {
-    size_t na = json_array_size(published), n = 0;
-    const char **types = calloc(na + 2, sizeof *types);
-    json_t **docs = calloc(na + 2, sizeof *docs);
-    if (types && docs) {
-        for (size_t i = 0; i < na; i++) {
-            types[n] = "artifact";
-            docs[n++] = json_incref(json_array_get(published, i));
-        }
-        types[n] = "state";
-        docs[n++] = json_pack("{s:s}", "state", state_name);
-        types[n] = "result";
-        docs[n++] = al_service_result_ref();
-        al_service_append_events(s, run_id, n, types, docs);
-    } else {
-        for (size_t i = 0; i < na; i++)
-            al_service_append_event(s, run_id, "artifact", json_incref(json_array_get(published, i)));
-        al_service_state_event(s, run_id, state_name);
-        al_service_result_event(s, run_id);
-    }
-    free(types);
-    free(docs);
-}
-
-/* 1 its end was written, 0 the run had ended otherwise (or this node was
- * declared dead), -errno it could not be written. */
-static int end_run(al_service *s, const al_store_run *run, al_run_state state, json_t *result, const char *err_code,
-                   const char *err_msg, const char *dir, al_dlp *dlp, output_pace *op, int64_t duration_ms) {
-    const char *run_id = run->id;
-    al_error err = { 0 };
-    /* a node declared dead publishes nothing: the others ended its runs
-     * (error, refunded) and a result now would contradict theirs */
-    pthread_mutex_lock(&s->mu);
-    bool dead = s->declared_dead;
-    pthread_mutex_unlock(&s->mu);
-    if (dead)
-        return 0;
-    /* nothing unredacted is stored where the agent can read it */
-    int redactions = redact_result(dlp, result);
-    json_t *published = NULL, *previews = NULL, *skipped = json_array();
-    if (result) {
-        json_t *sk = json_object_get(result, "skipped");
-        if (sk)
-            json_array_extend(skipped, sk);
-        char out[PATH_MAX + 64];
-        snprintf(out, sizeof out, "%s/out", dir);
-        if (json_array_size(json_object_get(result, "artifacts")) == 0) {
-            /* the box reported no file: nothing to ingest (and no need of
-             * the organisation's quota and usage, two reads of the store) */
-            published = json_array();
-            previews = json_array();
-        } else if (al_artifacts_ingest(s, run, out, result, &published, &previews, skipped, &err) < 0 && !err_code) {
-            state = AL_RUN_ERROR;
-            err_code = "artifacts";
-            err_msg = err.msg;
-        }
-    }
-    const char *state_name = al_run_state_name(state);
-    char now[40];
-    al_store_now(now, sizeof now);
-    /* recorded before the run is seen to end, so whoever sees the end
-     * finds the record */
+/* The tool.call audit event of RUN, ended in STATE_NAME with RESULT (NULL:
+ * none) after DURATION_MS, its output redacted REDACTIONS times: what ran,
+ * how it ended and what it reached. */
+static void audit_call(al_service *s, const al_store_run *run, const char *state_name, json_t *result,
+                       int64_t duration_ms, int redactions) {
     /* what ran: the code and every input, hashed as an approval binds
      * them (the same value as the card's hash where there was one); null
      * when the inputs cannot be read back, never the code's alone */
@@ -309,7 +95,7 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
     al_governance_audit(s, run, "tool.call", NULL,
                         json_pack("{s:s, s:s, s:s, s:s?, s:O, s:s, s:s, s:I, s:s?, s:s, s:{s:I, s:I, s:I}, s:s, s:i}",
                                   "tool", skill ? "run_skill_script" : "code_execution", "via",
-                                  json_string_value(json_object_get(ins, "via")) ?: "rest", "invocation_id", run_id,
+                                  json_string_value(json_object_get(ins, "via")) ?: "rest", "invocation_id", run->id,
                                   "input_sha256", input_hash[0] ? input_hash : NULL,
                                   "exit_code", exit_code ? exit_code : json_null(), "output_preview", preview,
                                   "language", run->language, "duration_ms", (json_int_t)duration_ms, "network",
@@ -317,6 +103,59 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
                                   "egress", "connections", egress_conns, "denied", egress_denied, "bytes", egress_bytes,
                                   "state", state_name, "redactions", redactions));
     json_decref(ins);
+}
+
+/* A's end is written (or was another's): what is left is cleanup, which a
+ * drain does not wait for. Said before the end is published: a client
+ * that saw the result and stopped the service at once found its run still
+ * counted as running. */
+static void settle(al_service *s, active_run *a) {
+    pthread_mutex_lock(&s->mu);
+    a->settled = true;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* 1 its end was written, 0 the run had ended otherwise (or this node was
+ * declared dead), -errno it could not be written; A settled unless -errno. */
+static int end_run(al_service *s, active_run *a, const al_store_run *run, al_run_state state, json_t *result,
+                   const char *err_code, const char *err_msg, const char *dir, al_dlp *dlp, output_pace *op,
+                   int64_t duration_ms) {
+    const char *run_id = run->id;
+    al_error err = { 0 };
+    /* a node declared dead publishes nothing: the others ended its runs
+     * (error, refunded) and a result now would contradict theirs */
+    pthread_mutex_lock(&s->mu);
+    bool dead = s->declared_dead;
+    pthread_mutex_unlock(&s->mu);
+    if (dead)
+        return 0;
+    /* nothing unredacted is stored where the agent can read it */
+    int redactions = al_output_redact(dlp, result);
+    json_t *published = NULL, *previews = NULL, *skipped = json_array();
+    if (result) {
+        json_t *sk = json_object_get(result, "skipped");
+        if (sk)
+            json_array_extend(skipped, sk);
+        char out[PATH_MAX + 64];
+        snprintf(out, sizeof out, "%s/out", dir);
+        if (json_array_size(json_object_get(result, "artifacts")) == 0) {
+            /* the box reported no file: nothing to ingest (and no need of
+             * the organisation's quota and usage, two reads of the store) */
+            published = json_array();
+            previews = json_array();
+        } else if (al_artifacts_ingest(s, run, out, result, &published, &previews, skipped, &err) < 0 && !err_code) {
+            state = AL_RUN_ERROR;
+            err_code = "artifacts";
+            err_msg = err.msg;
+        }
+    }
+    const char *state_name = al_run_state_name(state);
+    char now[40];
+    al_store_now(now, sizeof now);
+    /* recorded before the run is seen to end, so whoever sees the end
+     * finds the record */
+    audit_call(s, run, state_name, result, duration_ms, redactions);
+    json_t *exit_code = result ? json_object_get(result, "exit_code") : NULL;
     al_store_analytics an = { .state = state,
                               .exit_code = json_is_integer(exit_code) ? (int64_t)json_integer_value(exit_code) : -1,
                               .duration_ms = duration_ms };
@@ -328,9 +167,9 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
     al_store_analytics_put(s->store, &an, &err);
     bool in_result[2];
     int64_t events_bytes = 0;
-    output_in_result(result, op, in_result, &events_bytes);
+    al_output_in_result(result, op, in_result, &events_bytes);
     json_t *summary = al_run_result_summary(result);
-    al_store_run fin = { .stored_bytes = events_bytes, .state = state, .result = result_text(result),
+    al_store_run fin = { .stored_bytes = events_bytes, .state = state, .result = al_result_text(result),
                          .previews = previews ? json_dumps(previews, JSON_COMPACT) : NULL,
                          .skipped = json_dumps(skipped, JSON_COMPACT), .error_message = (char *)err_msg,
                          .redactions = redactions,
@@ -344,8 +183,8 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
     /* test builds: a service killed between the run's tool.call and its end */
     al_test_pause("AIRLOCK_TEST_FINISH_PAUSE_MS");
     int written = al_store_run_finish(s->store, &fin, &err);
-    if (written > 0 && state == AL_RUN_ERROR)
-        al_store_run_refund(s->store, run_id, now, &err); /* airlock's own failure is not charged */
+    if (written >= 0)
+        settle(s, a);
     if (written == 0) {
         /* ended meanwhile by another node (this one was thought dead) */
         al_service_log(s, AL_LOG_WARN, "run.end_superseded", json_pack("{s:s}", "run_id", run_id));
@@ -356,7 +195,10 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
         for (int i = 0; written > 0 && i < 2; i++)
             if (in_result[i])
                 al_store_events_drop_output(s->store, run_id, i ? "stderr" : "stdout", &err);
-        publish_end(s, run_id, published, state_name);
+        /* its slot is its runner's to free (runner_main tells the others) */
+        al_run_ended(s, run_id, run,
+                     &(al_run_end){ .state = state, .error_code = err_code, .result = result,
+                                    .published = published, .charged = written > 0 });
     }
     json_decref(published);
     json_decref(previews);
@@ -365,29 +207,20 @@ static int end_run(al_service *s, const al_store_run *run, al_run_state state, j
     free(fin.previews);
     free(fin.skipped);
     free(fin.result_summary);
-    if (written == 0)
-        return 0;
-    al_service_log_run_end(s, run, state, err_code, result);
-    al_skills_run_ended(s);
     return written;
 }
 
 /* Why the tools RUN (a runs row) needs are no longer on the allow-list of
  * SETTINGS, or NULL: a skill's run needs run_skill_script, the test bench
  * code_execution too, any other run code_execution. */
-static const char *tool_withdrawn(json_t *settings, const al_store_run *run) {
+static const char *tool_withdrawn(const al_settings *settings, const al_store_run *run) {
     json_t *ins = al_json_text(run->inputs);
     json_t *sk = json_object_get(ins, "skill");
     bool skill = json_is_object(sk);
     bool bench = skill && strcmp(json_string_value(json_object_get(sk, "mode")) ?: "", "test") == 0;
     json_decref(ins);
-    bool code = false, skills = false;
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(settings, "tools"), i, v) {
-        code |= strcmp(json_string_value(v) ?: "", "code_execution") == 0;
-        skills |= strcmp(json_string_value(v) ?: "", "run_skill_script") == 0;
-    }
+    bool code = settings->tools & AL_TOOL_BIT(AL_TOOL_CODE_EXECUTION);
+    bool skills = settings->tools & AL_TOOL_BIT(AL_TOOL_RUN_SKILL_SCRIPT);
     if (skill && !skills)
         return "run_skill_script was taken off this workspace's tool allow-list before the run started";
     if ((!skill || bench) && !code)
@@ -429,75 +262,80 @@ static void give_back(al_service *s, active_run *a) {
     }
 }
 
-static void *runner_main(void *p) {
-    runner_arg *ra = p;
-    al_service *s = ra->s;
-    active_run *a = ra->a;
-    free(ra);
-    al_error err = { 0 };
-    char dir[PATH_MAX + 64], now[40];
-    snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, a->run_id);
-    al_store_now(now, sizeof now);
-    json_t *result = NULL, *docs_skipped = NULL;
+/* What a runner holds of its run from its claim to its end. */
+typedef struct runner {
+    al_service *s;
+    active_run *a;
+    char dir[PATH_MAX + 64];
+    uint64_t t0;
+    al_store_run *run;            /* NULL until read */
+    al_settings settings;         /* what it was checked against: its DLP patterns too */
+    bool checked;                 /* SETTINGS was read */
     al_job job;
-    al_job_init(&job);
-    al_store_run *run = NULL;
-    al_run_state final = AL_RUN_ERROR;
-    const char *ecode = NULL, *emsg = NULL;
-    char emsg_buf[600] = "";
-    uint64_t t0 = al_now_ms();
-
-    al_dlp *dlp = NULL;
-    al_dlp_stream streams[2] = { { 0 }, { 0 } };
+    json_t *docs_skipped;         /* the result's, not the helper's */
+    json_t *result;
+    al_driver_run dr;
+    al_dlp *dlp;
+    al_dlp_stream streams[2];
     output_pace pace;
-    pace_init(&pace);
-    /* A workspace whose driver was switched off while this run waited:
-     * it does not start (and is not charged). */
-    /* whether the run is past this node's claim: started, ended, or
-     * moved by another; else it goes back to the queue (give_back) */
-    bool settled = false;
-    const al_driver_ops *sweep_after = NULL;
-    al_store_run *pre = NULL;
-    json_t *pre_settings = NULL; /* the settings it was checked against: its DLP patterns too */
-    if (al_store_run_get(s->store, a->run_id, NULL, &pre, &err) == 0 && pre->state != AL_RUN_QUEUED) {
-        al_store_run_free(pre);
-        pre = NULL;
+    al_run_state final;
+    const char *ecode, *emsg;     /* the end's error, if any (emsg may point at emsg_buf) */
+    char emsg_buf[600];
+    /* whether the run is past this node's claim: started, ended, or moved
+     * by another; else it goes back to the queue (give_back) */
+    bool settled;
+    const al_driver_ops *sweep_after;
+} runner;
+
+/* Where a step leaves the run: on to the next step, to its end (an error
+ * in R->ecode, or the box's result), or nothing of it is this runner's to
+ * end (canceled meanwhile, stopped, or not claimed after all). */
+typedef enum { STEP_ON, STEP_END, STEP_LEAVE } step;
+
+/* End R's run with CODE and a message (printf), before its box ran. */
+static step refuse(runner *r, const char *code, const char *fmt, ...) _printf_(3, 4);
+static step refuse(runner *r, const char *code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->emsg_buf, sizeof r->emsg_buf, fmt, ap);
+    va_end(ap);
+    r->ecode = code;
+    r->emsg = r->emsg_buf;
+    return STEP_END;
+}
+
+/* Why the run, still queued as READ, may not start under its workspace's
+ * settings of now (a workspace whose driver was switched off, a tool taken
+ * off the allow-list, a host taken off network_hosts while it waited for a
+ * slot or an approval): it does not start, and is not charged. */
+static step check_queued(runner *r, al_store_run *pre) {
+    al_error serr = { 0 };
+    const al_settings *st = &r->settings;
+    const char *why;
+    if (al_settings_get(r->s, pre->workspace_id, &r->settings, &serr) < 0)
+        /* settings that cannot be read do not start a run (fail closed) */
+        return refuse(r, "settings_unavailable", "%s", serr.msg);
+    r->checked = true;
+    if (st->disabled)
+        return refuse(r, "driver_disabled", "code execution was disabled for this workspace before the run started");
+    if ((why = tool_withdrawn(st, pre)))
+        return refuse(r, "tool_not_allowed", "%s", why);
+    al_net_policy *np = malloc(sizeof *np);
+    if (!np || al_net_policy_parse(pre->network, np, &serr) < 0 ||
+        al_settings_network_check(st->doc, np, &serr) < 0) {
+        free(np);
+        return refuse(r, "network_not_allowed", "%s", np ? serr.msg : "out of memory");
     }
-    if (pre) {
-        al_error serr = { 0 };
-        const al_store_run *p0 = pre;
-        json_t *st = al_settings_load(s, p0->workspace_id, &serr);
-        const char *why = NULL;
-        if (!st) {
-            /* settings that cannot be read do not start a run (fail closed) */
-            ecode = "settings_unavailable";
-            why = serr.msg;
-        } else if (strcmp(json_string_value(json_object_get(st, "driver")) ?: "", "disabled") == 0) {
-            ecode = "driver_disabled";
-            why = "code execution was disabled for this workspace before the run started";
-        } else if ((why = tool_withdrawn(st, p0))) {
-            ecode = "tool_not_allowed";
-        } else {
-            /* the network it asked for, against the settings of now: a host
-             * an admin took off network_hosts while the run waited (for a
-             * slot or an approval) is not reached */
-            al_net_policy *np = malloc(sizeof *np);
-            if (!np || al_net_policy_parse(p0->network, np, &serr) < 0 ||
-                al_settings_network_check(st, np, &serr) < 0) {
-                ecode = "network_not_allowed";
-                why = np ? serr.msg : "out of memory";
-            }
-            free(np);
-        }
-        if (why)
-            snprintf(emsg_buf, sizeof emsg_buf, "%s", why);
-        pre_settings = st;
-        if (ecode) {
-            run = pre;
-            emsg = emsg_buf;
-            goto finish;
-        }
-    }
+    free(np);
+    return STEP_ON;
+}
+
+/* The claim made good: queued -> provisioning and the charge, in one
+ * transaction, unless it was canceled in between. PRE: the row as read
+ * while it was queued (NULL: read again after the charge). */
+static step claim(runner *r, al_store_run *pre) {
+    al_service *s = r->s;
+    active_run *a = r->a;
     /* canceled between the queue and here: it never starts; stopped (airlock's
      * own stop): it stays queued, and the node's leave gives it back */
     pthread_mutex_lock(&s->mu);
@@ -505,154 +343,165 @@ static void *runner_main(void *p) {
     pthread_mutex_unlock(&s->mu);
     if (stopped_early && !canceled_early) {
         al_store_run_free(pre);
-        goto done;
+        return STEP_LEAVE;
     }
     if (canceled_early && al_service_finish_canceled_queued(s, a->run_id) > 0) {
-        settled = true;
+        r->settled = true;
         al_store_run_free(pre);
-        goto done;
+        return STEP_LEAVE;
     }
-    /* queued -> provisioning and the charge, in one transaction, unless it
-     * was canceled in between */
+    char now[40];
+    al_error err = { 0 };
     al_store_now(now, sizeof now);
     int n = al_store_run_charge(s->store, a->run_id, s->node_id, now, &err);
     /* started (its end is the runner's, or unheld_here's), or moved by
      * another (canceled): nothing of it is this node's to give back */
-    settled = n >= 0;
+    r->settled = n >= 0;
     if (pre) {
         /* the row as read while it was queued, and what the charge wrote
          * (its state and started_at) or, not charged, as it was: nothing
          * else of a run's row changes on the way (not read again) */
-        run = pre;
+        r->run = pre;
         if (n > 0) {
-            run->state = AL_RUN_PROVISIONING;
-            snprintf(run->started_at, sizeof run->started_at, "%s", now);
+            r->run->state = AL_RUN_PROVISIONING;
+            snprintf(r->run->started_at, sizeof r->run->started_at, "%s", now);
         }
     } else {
         al_error gerr = { 0 };
-        if (al_store_run_get(s->store, a->run_id, NULL, &run, &gerr) < 0)
-            run = NULL;
+        if (al_store_run_get(s->store, a->run_id, NULL, &r->run, &gerr) < 0)
+            r->run = NULL;
     }
-    if (n > 0 && !run) {
+    if (n > 0 && !r->run) {
         /* charged, and then unreadable: it cannot start; ended and refunded */
         al_service_lose_run(s, a->run_id, "the run could not be read back after it was charged");
-        goto done;
+        return STEP_LEAVE;
     }
-    if (n == 0 || !run)
-        goto done;
-    if (n < 0) {
-        ecode = n == -ENOSPC ? "payment_required" : "provisioning";
-        snprintf(emsg_buf, sizeof emsg_buf, "%s", n == -ENOSPC ? "the organisation's credits do not cover this run"
-                                                                : err.msg);
-        emsg = emsg_buf;
-        goto finish;
-    }
+    if (n == 0 || !r->run)
+        return STEP_LEAVE;
+    if (n < 0)
+        return n == -ENOSPC ? refuse(r, "payment_required", "the organisation's credits do not cover this run")
+                            : refuse(r, "provisioning", "%s", err.msg);
     al_service_state_event(s, a->run_id, "provisioning");
-    {
-        /* no box starts without its workspace's DLP patterns: settings
-         * that cannot be read, or patterns that do not compile, end it */
-        al_error serr = { 0 };
-        json_t *st = pre_settings ? json_incref(pre_settings) : al_settings_load(s, run->workspace_id, &serr);
-        int dr = st ? al_dlp_new(json_object_get(st, "dlp_patterns"), &dlp, &serr) : -EIO;
-        json_decref(st);
-        if (dr < 0) {
-            dlp = NULL;
-            ecode = st ? "dlp" : "settings_unavailable";
-            snprintf(emsg_buf, sizeof emsg_buf, "%s", serr.msg);
-            emsg = emsg_buf;
-            goto finish;
-        }
-        for (int i = 0; i < 2; i++)
-            streams[i].dlp = dlp;
+    return STEP_ON;
+}
+
+/* What the box may not start without: its workspace's DLP patterns
+ * (settings that cannot be read, or patterns that do not compile, end it),
+ * and, for an approved run, exactly what was approved: the code and every
+ * input, read again now (files and stdin as stored, the pinned documents
+ * as the store has them), hashed as the card was. A store that cannot say
+ * whether there was an approval refuses. */
+static step check_started(runner *r) {
+    al_service *s = r->s;
+    al_error serr = { 0 };
+    if (!r->checked && al_settings_get(s, r->run->workspace_id, &r->settings, &serr) < 0)
+        return refuse(r, "settings_unavailable", "%s", serr.msg);
+    r->checked = true;
+    if (al_dlp_new(json_object_get(r->settings.doc, "dlp_patterns"), &r->dlp, &serr) < 0) {
+        r->dlp = NULL;
+        return refuse(r, "dlp", "%s", serr.msg);
     }
-    /* an approved run runs exactly what was approved: the code and every
-     * input, read again now (files and stdin as stored, the pinned
-     * documents as the store has them), hashed as the card was. A store
-     * that cannot say whether there was an approval refuses. */
+    for (int i = 0; i < 2; i++)
+        r->streams[i].dlp = r->dlp;
     al_store_approval appr;
-    al_error aerr = { 0 }; /* none is no error: most runs have no approval */
-    int ar = al_store_approval_get(s->store, a->run_id, &appr, &aerr);
-    if (ar < 0 && ar != -ENOENT) {
-        ecode = "approval";
-        emsg = "cannot read the run's approval";
-        goto finish;
-    }
+    al_error aerr = { 0 }, err = { 0 }; /* none is no error: most runs have no approval */
+    int ar = al_store_approval_get(s->store, r->a->run_id, &appr, &aerr);
+    if (ar < 0 && ar != -ENOENT)
+        return refuse(r, "approval", "cannot read the run's approval");
     if (ar == 0) {
         al_store_approval_done(&appr);
         char h[65] = "";
-        json_t *manifest = al_approval_manifest(s, run, &err);
+        json_t *manifest = al_approval_manifest(s, r->run, &err);
         if (manifest)
-            al_approval_hash(run, manifest, h);
+            al_approval_hash(r->run, manifest, h);
         /* and the documents' bytes are the versions named */
         if (manifest && al_approval_verify_documents(s, manifest, &err) < 0)
             h[0] = '\0';
         json_decref(manifest);
-        if (!h[0] || appr.decision != AL_DECISION_APPROVED || strcmp(h, appr.hash) != 0) {
-            ecode = "approval";
-            emsg = "the run differs from what was approved (its code or inputs changed)";
-            goto finish;
-        }
+        if (!h[0] || appr.decision != AL_DECISION_APPROVED || strcmp(h, appr.hash) != 0)
+            return refuse(r, "approval", "the run differs from what was approved (its code or inputs changed)");
     }
+    return STEP_ON;
+}
 
-    if (al_run_job_build(s, run, dir, &job, &docs_skipped, &err) < 0) {
-        ecode = "provisioning";
-        snprintf(emsg_buf, sizeof emsg_buf, "%s", err.msg);
-        emsg = emsg_buf;
-        goto finish;
+/* The job of R's run (staged in its directory) built and handed to the
+ * driver: 0 with R's job, skipped documents and driver run, or -errno
+ * with ERR (a provisioning failure). The skipped documents are the
+ * result's, not the helper's: kept out of the job, whose size
+ * al_run_spec_check bounded without them. */
+static int build_job(al_service *s, runner *r, al_error *ret_err) {
+    al_error err = { 0 };
+    if (al_run_job_build(s, r->run, r->dir, &r->job, &r->docs_skipped, &err) < 0) {
+        *ret_err = err;
+        return -EINVAL;
     }
-    /* the skipped documents are the result's, not the helper's: kept out
-     * of the job, whose size al_run_spec_check bounded without them */
     al_driver_run dr = { .pid = -1, .events_fd = -1, .job_fd = -1 };
-    int r = s->driver->start(s->self_exe, &job, &dr, &err);
-    if (r < 0) {
-        ecode = "provisioning";
-        snprintf(emsg_buf, sizeof emsg_buf, "%s", err.msg[0] ? err.msg : strerror(-r));
-        emsg = emsg_buf;
-        goto finish;
+    int rc = s->driver->start(s->self_exe, &r->job, &dr, &err);
+    if (rc < 0) {
+        if (!err.msg[0])
+            al_err(&err, "provisioning", -rc, "%s", strerror(-rc));
+        *ret_err = err;
+        return rc;
     }
-    pthread_mutex_lock(&s->mu);
-    a->dr = dr;
-    bool cancel = a->cancel_requested || a->stop_requested;
-    pthread_mutex_unlock(&s->mu);
-    /* A cancel asked before this one held the box is in a->cancel_requested:
-     * asked here, or on another node and heard by the watcher (the run is
-     * in s->active from its claim, before anyone may ask: a cancel is asked
-     * of a run provisioning or running); a notification the watcher missed
-     * while it reconnected is read again then (asked_cancels), so the
-     * store is not asked once more per run here. */
-    if (cancel)
-        s->driver->cancel(&a->dr);
+    r->dr = dr;
+    return 0;
+}
 
-    FILE *ev = fdopen(dr.events_fd, "r");
+/* The box started: R holds it (a cancel asked before this one held the
+ * box is in a->cancel_requested: asked here, or on another node and heard
+ * by the watcher (the run is in s->active from its claim, before anyone
+ * may ask: a cancel is asked of a run provisioning or running); a
+ * notification the watcher missed while it reconnected is read again then
+ * (asked_cancels), so the store is not asked once more per run here). */
+static step start(runner *r) {
+    al_service *s = r->s;
+    al_error err = { 0 };
+    if (build_job(s, r, &err) < 0)
+        return refuse(r, "provisioning", "%s", err.msg);
+    pthread_mutex_lock(&s->mu);
+    r->a->dr = r->dr;
+    bool cancel = r->a->cancel_requested || r->a->stop_requested;
+    pthread_mutex_unlock(&s->mu);
+    if (cancel)
+        s->driver->cancel(&r->a->dr);
+    return STEP_ON;
+}
+
+/* The helper's events, to its end: the run's state, its output (held back
+ * to the end of a line, redacted, paced) and its result. Its error, if it
+ * said one, in *RET_HELPER_ERROR. */
+static void pump(runner *r, json_t **ret_helper_error) {
+    al_service *s = r->s;
+    al_error err = { 0 };
+    FILE *ev = fdopen(r->dr.events_fd, "r");
     char *line = NULL;
     size_t cap = 0;
-    json_t *helper_error = NULL;
     ssize_t ln;
     while (ev && (ln = getline(&line, &cap, ev)) > 0) {
         al_helper_event he;
         switch (al_helper_event_parse(line, (size_t)ln, &he)) {
         case AL_HELPER_EVENT_STARTED:
-            al_store_run_move(s->store, a->run_id, AL_RUN_PROVISIONING, AL_RUN_RUNNING, &err);
-            al_service_state_event(s, a->run_id, "running");
+            al_store_run_move(s->store, r->a->run_id, AL_RUN_PROVISIONING, AL_RUN_RUNNING, &err);
+            al_service_state_event(s, r->a->run_id, "running");
             break;
         case AL_HELPER_EVENT_STDOUT:
         case AL_HELPER_EVENT_STDERR: {
             /* bytes, held back to the end of their line, then redacted */
             int i = he.kind == AL_HELPER_EVENT_STDOUT ? 0 : 1;
             size_t rn = 0;
-            char *red = he.data ? al_dlp_stream_feed(&streams[i], he.data, he.len, &rn) : NULL;
+            char *red = he.data ? al_dlp_stream_feed(&r->streams[i], he.data, he.len, &rn) : NULL;
             if (red)
-                pace_output(s, a->run_id, &pace, i, red, rn);
+                al_pace_output(s, r->a->run_id, &r->pace, i, red, rn);
             free(red);
             break;
         }
         case AL_HELPER_EVENT_RESULT:
-            json_decref(result);
-            result = json_incref(he.value);
+            json_decref(r->result);
+            r->result = json_incref(he.value);
             break;
         case AL_HELPER_EVENT_ERROR:
-            json_decref(helper_error);
-            helper_error = json_incref(he.value);
+            json_decref(*ret_helper_error);
+            *ret_helper_error = json_incref(he.value);
             break;
         default:
             break;
@@ -661,84 +510,91 @@ static void *runner_main(void *p) {
     }
     free(line);
     pthread_mutex_lock(&s->mu);
-    a->dr.pid = -1;
+    r->a->dr.pid = -1;
     pthread_mutex_unlock(&s->mu);
     if (ev) {
         fclose(ev);
-        dr.events_fd = -1;
+        r->dr.events_fd = -1;
     }
-    int st = s->driver->wait(&dr);
-    for (int i = 0; i < 2; i++) {
-        size_t rn = 0;
-        char *red = streams[i].dlp ? al_dlp_stream_flush(&streams[i], &rn) : NULL;
-        if (red && rn)
-            pace_output(s, a->run_id, &pace, i, red, rn);
-        free(red);
-        pace_flush(s, a->run_id, &pace, i);
-    }
+}
+
+/* How the box's run ended, from its RESULT, or from the helper's exit
+ * status ST and HELPER_ERROR when it left none. */
+static void judge(runner *r, int st, json_t *helper_error) {
+    al_service *s = r->s;
+    json_t *result = r->result;
     pthread_mutex_lock(&s->mu);
-    bool stopped = a->stop_requested && !a->cancel_requested;
+    bool stopped = r->a->stop_requested && !r->a->cancel_requested;
     pthread_mutex_unlock(&s->mu);
-    if (result) {
-        final = state_of(result);
-        if (final == AL_RUN_CANCELED && stopped) {
-            /* killed by airlock's own stop, not by whoever asked for it:
-             * an error of airlock's (refunded), and said so */
-            final = AL_RUN_ERROR;
-            json_object_set_new(result, "reason", json_string("service_stopped"));
-            ecode = "service_stopped";
-            snprintf(emsg_buf, sizeof emsg_buf, "the service stopped before this run ended (its stop_grace_s of %d s "
-                                                "ran out, or it was told to stop at once); not charged",
-                     s->cfg.stop_grace_s);
-            emsg = emsg_buf;
-        }
-        json_t *ds = docs_skipped, *rs = json_object_get(result, "skipped");
-        if (json_array_size(ds) && json_is_array(rs))
-            json_array_extend(rs, ds);
-        else if (json_array_size(ds))
-            json_object_set(result, "skipped", ds);
-        json_t *e = json_object_get(result, "error");
-        if (final == AL_RUN_ERROR && e) {
-            ecode = "box";
-            snprintf(emsg_buf, sizeof emsg_buf, "step %s: %s", json_string_value(json_object_get(e, "step")),
-                     json_string_value(json_object_get(e, "message")));
-            emsg = emsg_buf;
-        }
-    } else {
-        ecode = "helper";
-        snprintf(emsg_buf, sizeof emsg_buf, "the run's helper ended without a result (%s %d)%s%s",
-                 WIFSIGNALED(st) ? "signal" : "exit", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
-                 helper_error ? ": " : "", helper_error ? json_string_value(json_object_get(helper_error, "message")) : "");
-        emsg = emsg_buf;
+    if (!result) {
+        refuse(r, "helper", "the run's helper ended without a result (%s %d)%s%s", WIFSIGNALED(st) ? "signal" : "exit",
+               WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), helper_error ? ": " : "",
+               helper_error ? json_string_value(json_object_get(helper_error, "message")) : "");
         /* a helper killed outright (by an operator, the OOM killer) could
          * not remove its box's cgroup or container: its uid is free now,
          * so they are leftovers, removed now rather than at the next start
          * (once the run has ended and its slot is free: the daemon may
          * take seconds) */
-        sweep_after = s->driver;
+        r->sweep_after = s->driver;
+        return;
     }
-    json_decref(helper_error);
-finish:
-    if (end_run(s, run, final, result, ecode, emsg, dir, dlp, &pace, (int64_t)(al_now_ms() - t0)) >= 0) {
-        settled = true;
-        pthread_mutex_lock(&s->mu);
-        a->settled = true;
-        pthread_mutex_unlock(&s->mu);
+    r->final = state_of(result);
+    if (r->final == AL_RUN_CANCELED && stopped) {
+        /* killed by airlock's own stop, not by whoever asked for it:
+         * an error of airlock's (refunded), and said so */
+        r->final = AL_RUN_ERROR;
+        json_object_set_new(result, "reason", json_string("service_stopped"));
+        refuse(r, "service_stopped", "the service stopped before this run ended (its stop_grace_s of %d s "
+                                     "ran out, or it was told to stop at once); not charged", s->cfg.stop_grace_s);
     }
-done:
-    if (!settled)
-        give_back(s, a);
-    json_decref(pre_settings);
+    json_t *ds = r->docs_skipped, *rs = json_object_get(result, "skipped");
+    if (json_array_size(ds) && json_is_array(rs))
+        json_array_extend(rs, ds);
+    else if (json_array_size(ds))
+        json_object_set(result, "skipped", ds);
+    json_t *e = json_object_get(result, "error");
+    if (r->final == AL_RUN_ERROR && e)
+        refuse(r, "box", "step %s: %s", json_string_value(json_object_get(e, "step")),
+               json_string_value(json_object_get(e, "message")));
+}
+
+/* The box runs: its events pumped to its end, its output flushed, how it
+ * ended judged. */
+static void run_box(runner *r) {
+    al_service *s = r->s;
+    json_t *helper_error = NULL;
+    pump(r, &helper_error);
+    int st = s->driver->wait(&r->dr);
     for (int i = 0; i < 2; i++) {
-        free(streams[i].pending);
-        free(pace.b[i].buf);
+        size_t rn = 0;
+        char *red = r->streams[i].dlp ? al_dlp_stream_flush(&r->streams[i], &rn) : NULL;
+        if (red && rn)
+            al_pace_output(s, r->a->run_id, &r->pace, i, red, rn);
+        free(red);
+        al_pace_flush(s, r->a->run_id, &r->pace, i);
     }
-    al_dlp_free(dlp);
-    al_rm_rf(dir);
-    json_decref(result);
-    json_decref(docs_skipped);
-    al_job_free(&job);
-    al_store_run_free(run);
+    judge(r, st, helper_error);
+    json_decref(helper_error);
+}
+
+/* The runner leaves: its run given back if it was not settled, what it
+ * held freed, and its slot too; A is taken off s->active. */
+static void leave(runner *r) {
+    al_service *s = r->s;
+    active_run *a = r->a;
+    if (!r->settled)
+        give_back(s, a);
+    al_settings_done(&r->settings);
+    for (int i = 0; i < 2; i++) {
+        free(r->streams[i].pending);
+        free(r->pace.b[i].buf);
+    }
+    al_dlp_free(r->dlp);
+    al_rm_rf(r->dir);
+    json_decref(r->result);
+    json_decref(r->docs_skipped);
+    al_job_free(&r->job);
+    al_store_run_free(r->run);
     /* its followers woken and the other nodes told, while this runner still
      * counts as active: once it does not, al_service_stop may return and
      * the service and its store be freed under it (LeakSanitizer's build
@@ -754,7 +610,7 @@ done:
         }
     s->active_count--;
     s->runs_finished++;
-    double secs = (double)(al_now_ms() - t0) / 1000.0;
+    double secs = (double)(al_now_ms() - r->t0) / 1000.0;
     static const double bounds[12] = { 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 1e18 };
     for (int i = 0; i < 12; i++)
         if (secs <= bounds[i])
@@ -764,6 +620,44 @@ done:
     pthread_cond_broadcast(&s->sched_cond);
     pthread_mutex_unlock(&s->mu);
     free(a);
+}
+
+/* A run's runner: claim, check, start, pump, finish. */
+static void *runner_main(void *p) {
+    runner_arg *ra = p;
+    runner rs = { .s = ra->s, .a = ra->a, .t0 = al_now_ms(), .final = AL_RUN_ERROR }, *r = &rs;
+    free(ra);
+    al_service *s = r->s;
+    snprintf(r->dir, sizeof r->dir, "%s/%s", s->runs_dir, r->a->run_id);
+    al_pace_init(&r->pace);
+    al_job_init(&r->job);
+    al_error err = { 0 };
+    al_store_run *pre = NULL;
+    if (al_store_run_get(s->store, r->a->run_id, NULL, &pre, &err) == 0 && pre->state != AL_RUN_QUEUED) {
+        al_store_run_free(pre);
+        pre = NULL;
+    }
+    step at = pre ? check_queued(r, pre) : STEP_ON;
+    if (at == STEP_END)
+        r->run = pre;
+    else
+        at = claim(r, pre);
+    if (at == STEP_ON)
+        at = check_started(r);
+    if (at == STEP_ON)
+        at = start(r);
+    if (at == STEP_ON) {
+        run_box(r);
+        at = STEP_END;
+    }
+    if (at == STEP_END &&
+        end_run(s, r->a, r->run, r->final, r->result, r->ecode, r->emsg, r->dir, r->dlp, &r->pace,
+                (int64_t)(al_now_ms() - r->t0)) >= 0) {
+        r->settled = true;
+        settle(s, r->a);
+    }
+    const al_driver_ops *sweep_after = r->sweep_after;
+    leave(r);
     /* the service may be gone by now: the driver's ops are static (and a
      * stop does not wait for this sweep: cut short by the exit, what it
      * would have removed is the next start's) */

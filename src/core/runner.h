@@ -1,5 +1,5 @@
-/* Inside the core: what the service (service.c) and its scheduler and
- * runners (runner.c) share. Nothing outside src/core includes this. */
+/* Inside the core: what the service (service.c), its scheduler and
+ * runners (runner.c) and the files below them share. Nothing outside src/core includes this. */
 #pragma once
 
 #include <jansson.h>
@@ -26,6 +26,8 @@ struct active_run {
 void al_service_append_events(al_service *s, const char *run_id, size_t n, const char *const *types, json_t **data);
 /* A "state" event of RUN_ID. */
 void al_service_state_event(al_service *s, const char *run_id, const char *state);
+/* holds.c: what the person holds are freed with the service. */
+void al_service_holds_free(al_service *s);
 /* End RUN_ID as canceled if it is still queued: rows changed (0 or 1). */
 int al_service_finish_canceled_queued(al_service *s, const char *run_id);
 

@@ -14,6 +14,7 @@
 #include "../image/image.h"
 #include "audit.h"
 #include "dlp.h"
+#include "run_end.h"
 #include "run_spec.h"
 #include "service.h"
 #include "skills.h"
@@ -28,10 +29,6 @@ bool al_run_state_terminal(const char *state) {
     return al_run_state_ended(al_run_state_from_name(state));
 }
 
-json_t *al_json_text(const char *text) {
-    json_t *j = text ? json_loads(text, 0, NULL) : NULL;
-    return j ? j : json_null();
-}
 
 /* TEXT as a JSON string, null when NULL (or "" when EMPTY_NULL). */
 static json_t *str_or_null(const char *text, bool empty_null) {
@@ -305,22 +302,16 @@ bool al_run_replay(al_service *s, const al_principal *p, const al_run_extra *x, 
 /* The workspace's say before anything of the request is looked at: its
  * settings (*RET_SETTINGS), whether TOOL is on its allow-list, and the
  * bounds of a run's limits from its maxima. OK, or the refusal in *RET_DOC. */
-static al_status admit(al_service *s, const al_principal *p, const char *tool, json_t **ret_settings,
+static al_status admit(al_service *s, const al_principal *p, const char *tool, al_settings *ret_settings,
                        al_run_bounds *ret_bounds, json_t **ret_doc) {
     al_error err = { 0 };
-    json_t *settings = al_settings_load(s, p->workspace_id, &err);
-    *ret_settings = NULL;
-    if (!settings) /* fail closed: never a run under default settings */
+    al_settings *settings = ret_settings;
+    if (al_settings_get(s, p->workspace_id, settings, &err) < 0) /* fail closed: never a run under default settings */
         return run_error(ret_doc, AL_STATUS_UNAVAILABLE, "settings_unavailable", "%s: no run starts until they can be", err.msg);
     /* the IAM decision: is code execution a tool this workspace may call? */
-    bool tool_ok = false;
-    size_t ti;
-    json_t *tv;
-    json_array_foreach(json_object_get(settings, "tools"), ti, tv) tool_ok |= strcmp(json_string_value(tv), tool) == 0;
-    if (!tool_ok) {
+    if (!al_settings_tool_allowed(settings, tool)) {
         al_workspace_audit(s, p, "capability.invoke_denied",
                            json_pack("{s:s, s:s}", "tool", tool, "reason", "not on the workspace's tool allow-list"), &err);
-        json_decref(settings);
         return run_error(ret_doc, AL_STATUS_FORBIDDEN, "tool_not_allowed", "%s is not on this workspace's tool allow-list", tool);
     }
     /* the workspace's maxima, which bound the request's limits; fail
@@ -329,12 +320,10 @@ static al_status admit(al_service *s, const al_principal *p, const char *tool, j
     al_store_workspace w;
     bool maxima_ok = al_store_workspace_get(s->store, p->workspace_id, &w, &err) == 0 && w.max_memory_mb >= 16 &&
                      w.max_cpus_milli >= 10 && w.max_pids >= 8;
-    if (!maxima_ok) {
-        json_decref(settings);
+    if (!maxima_ok)
         return run_error(ret_doc, AL_STATUS_UNAVAILABLE, "settings_unavailable", "the workspace's limits (its maximum memory, CPUs and "
                          "processes) cannot be read: no run starts until they can be");
-    }
-    double max_t = json_number_value(json_object_get(settings, "max_timeout_s"));
+    double max_t = settings->max_timeout_s;
     if (max_t > s->cfg.max_timeout_s)
         max_t = s->cfg.max_timeout_s;
     /* the spec's check reads no store: what it holds the request to is
@@ -343,15 +332,14 @@ static al_status admit(al_service *s, const al_principal *p, const char *tool, j
         .code_max = s->cfg.code_max,
         .files_max = s->cfg.files_max,
         .limit = {
-            [AL_LIMIT_TIMEOUT_S] = { json_number_value(json_object_get(settings, "timeout_s")), 1, max_t },
-            [AL_LIMIT_MEMORY_MB] = { json_number_value(json_object_get(settings, "memory_mb")), 16,
+            [AL_LIMIT_TIMEOUT_S] = { settings->timeout_s, 1, max_t },
+            [AL_LIMIT_MEMORY_MB] = { settings->memory_mb, 16,
                                      (double)w.max_memory_mb },
-            [AL_LIMIT_CPUS] = { json_number_value(json_object_get(settings, "cpus")), 0.01,
+            [AL_LIMIT_CPUS] = { settings->cpus, 0.01,
                                 (double)w.max_cpus_milli / 1000.0 },
             [AL_LIMIT_PIDS] = { 256, 8, (double)w.max_pids },
         },
     };
-    *ret_settings = settings;
     return AL_STATUS_OK;
 }
 
@@ -359,7 +347,8 @@ static al_status admit(al_service *s, const al_principal *p, const char *tool, j
  * run, and its approval card, name exactly one tree) and its network
  * policy (or the workspace's default) allowed by SETTINGS, in canonical
  * form. OK, or the refusal in *RET_DOC. */
-static al_status resolve(al_service *s, al_run_spec *sp, const al_run_bounds *b, json_t *settings, json_t **ret_doc) {
+static al_status resolve(al_service *s, al_run_spec *sp, const al_run_bounds *b, const al_settings *settings,
+                         json_t **ret_doc) {
     char pmsg[600];
     const char *pcode = NULL;
     al_status st = al_run_spec_check(sp, b, pmsg, sizeof pmsg, &pcode);
@@ -385,11 +374,11 @@ static al_status resolve(al_service *s, al_run_spec *sp, const al_run_bounds *b,
     al_error nerr = { 0 };
     if (!np) {
         def = malloc(sizeof *def);
-        if (!def || al_net_policy_parse(json_string_value(json_object_get(settings, "network")), def, &nerr) < 0)
+        if (!def || al_net_policy_parse(settings->network, def, &nerr) < 0)
             return run_error(ret_doc, AL_STATUS_INVALID, "bad_request", "network: %s", def ? nerr.msg : "out of memory");
         np = def;
     }
-    if (al_settings_network_check(settings, np, &nerr) < 0)
+    if (al_settings_network_check(settings->doc, np, &nerr) < 0)
         return run_error(ret_doc, AL_STATUS_FORBIDDEN, "network_not_allowed", "%s", nerr.msg);
     char net_spec[AL_NET_MAX_HOSTS * AL_NET_NAME_MAX];
     al_net_policy_format(np, net_spec, sizeof net_spec);
@@ -402,7 +391,7 @@ static al_status resolve(al_service *s, al_run_spec *sp, const al_run_bounds *b,
  * workspace does not have, the driver, the organisation's credits, its
  * storage, the queue. OK, or the refusal in *RET_DOC. */
 static al_status refusals(al_service *s, const al_principal *p, const al_run_spec *sp, const char *tool,
-                          json_t *settings, json_t **ret_doc) {
+                          const al_settings *settings, json_t **ret_doc) {
     al_error err = { 0 };
     for (size_t i = 0; i < sp->n_artifacts; i++) {
         const al_run_text *aid = &sp->artifacts[i];
@@ -413,7 +402,7 @@ static al_status refusals(al_service *s, const al_principal *p, const al_run_spe
         al_store_artifact_done(&a);
     }
     al_error perr = { 0 };
-    if (strcmp(json_string_value(json_object_get(settings, "driver")), "disabled") == 0) {
+    if (settings->disabled) {
         snprintf(perr.msg, sizeof perr.msg, "code execution is disabled for this workspace (driver = disabled)");
         perr.err = ENOTSUP;
     }
@@ -422,7 +411,7 @@ static al_status refusals(al_service *s, const al_principal *p, const al_run_spe
                            &err);
         return run_error(ret_doc, AL_STATUS_UNAVAILABLE, "driver_disabled", "%s", perr.msg);
     }
-    int64_t price = (int64_t)json_number_value(json_object_get(settings, "price_per_run"));
+    int64_t price = settings->price_per_run;
     /* queued runs are charged when they start: the credits they will take
      * are spoken for, and a run they leave no credits for could never be
      * paid (it would only hold a place in the queue) */
@@ -456,12 +445,12 @@ static al_status refusals(al_service *s, const al_principal *p, const al_run_spe
                          (long long)quota, (long long)used, (long long)pending, (long long)(input_bytes + code_bytes));
     /* the queue, and this person's and organisation's share of it (runs
      * waiting for an approval count in the person's) */
-    char qmsg[300];
+    al_error qerr = { 0 };
     int64_t pend = 0;
     al_store_runs_count_of(s->store, p->person_id, AL_RUN_PENDING_APPROVAL, &pend, &err);
     /* http.c's answer adds Retry-After to every BUSY (429) */
-    if (al_service_queue_room(s, p->person_id, p->org_id, (int)pend, qmsg, sizeof qmsg) < 0)
-        return run_error(ret_doc, AL_STATUS_BUSY, "queue_full", "%s", qmsg);
+    if (al_service_queue_room(s, p->person_id, p->org_id, (int)pend, &qerr) < 0)
+        return run_error(ret_doc, AL_STATUS_BUSY, "queue_full", "%s", qerr.msg);
     return AL_STATUS_OK;
 }
 
@@ -522,7 +511,7 @@ out:
  * the run is recorded, so that the run and its card are recorded together
  * and no one sees the run waiting without it. OK, or the refusal in
  * *RET_DOC. */
-static al_status approval_card(al_service *s, const al_run_spec *sp, const al_store_run *rec, json_t *settings,
+static al_status approval_card(al_service *s, const al_run_spec *sp, const al_store_run *rec, const al_settings *settings,
                                al_store_approval *ret, json_t **ret_doc) {
     al_error err = { 0 };
     char in_hash[65] = "";
@@ -538,8 +527,7 @@ static al_status approval_card(al_service *s, const al_run_spec *sp, const al_st
     }
     *ret = (al_store_approval){ 0 };
     al_store_new_id("apr", ret->id, sizeof ret->id);
-    al_rfc3339_after((int64_t)json_number_value(json_object_get(settings, "approval_ttl_s")), ret->expires_at,
-                     sizeof ret->expires_at);
+    al_rfc3339_after(settings->approval_ttl_s, ret->expires_at, sizeof ret->expires_at);
     json_t *card = json_pack("{s:s, s:s%, s:s, s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:s}", "id", ret->id, "code",
                              sp->code.s, sp->code.len, "language", sp->language.s, "runtime", sp->image.s, "network",
                              sp->network.s, "limits", limits_json(rec->limits), "risk", "high", "description",
@@ -620,9 +608,7 @@ static al_status record_run(al_service *s, const al_principal *p, const al_run_e
     }
     if (!fail)
         return AL_STATUS_OK;
-    al_service_append_event(s, rec->id, "state", json_pack("{s:s}", "state", "error"));
-    al_service_result_event(s, rec->id);
-    al_service_log_run_end(s, rec, AL_RUN_ERROR, fail, NULL);
+    al_run_ended(s, rec->id, rec, &(al_run_end){ .state = AL_RUN_ERROR, .error_code = fail });
     if (strcmp(fail, "audit_failed") == 0)
         return run_error(ret_doc, AL_STATUS_INTERNAL, "audit_failed", "the run's audit event could not be written: it was not started");
     return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot record the approval card: %s", ferr.msg);
@@ -642,10 +628,10 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
     al_status ret = AL_STATUS_INTERNAL;
     if (idem && al_run_replay(s, p, ex, &ret, ret_doc))
         return ret;
-    json_t *settings = NULL;
+    al_settings settings_of = { 0 }, *settings = &settings_of;
     al_run_bounds bounds;
-    if ((ret = admit(s, p, tool, &settings, &bounds, ret_doc)) != AL_STATUS_OK)
-        return ret;
+    if ((ret = admit(s, p, tool, settings, &bounds, ret_doc)) != AL_STATUS_OK)
+        goto out;
     if ((ret = resolve(s, sp, &bounds, settings, ret_doc)) != AL_STATUS_OK ||
         (ret = refusals(s, p, sp, tool, settings, ret_doc)) != AL_STATUS_OK)
         goto out;
@@ -655,9 +641,9 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
     snprintf(dir, sizeof dir, "%s/%s", s->runs_dir, run_id);
     if ((ret = store_inputs(sp, dir, ret_doc)) != AL_STATUS_OK)
         goto out;
-    const char *policy = json_string_value(json_object_get(settings, "approval_policy"));
     /* code execution is risk "high": high_risk asks for approval as always does */
-    bool needs_approval = strcmp(policy, "always") == 0 || strcmp(policy, "high_risk") == 0;
+    bool needs_approval = settings->approval_policy == AL_APPROVAL_ALWAYS ||
+                          settings->approval_policy == AL_APPROVAL_HIGH_RISK;
     al_store_run rec = { 0 };
     if (al_run_spec_record(sp, via, NULL, &rec) < 0) {
         al_rm_rf(dir);
@@ -670,8 +656,8 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
     snprintf(rec.person_id, sizeof rec.person_id, "%s", p->person_id);
     snprintf(rec.created_at, sizeof rec.created_at, "%s", now);
     rec.state = needs_approval ? AL_RUN_PENDING_APPROVAL : AL_RUN_QUEUED;
-    rec.price = (int64_t)json_number_value(json_object_get(settings, "price_per_run"));
-    rec.cap = al_service_queue_cap(s, (int)json_number_value(json_object_get(settings, "concurrency")));
+    rec.price = settings->price_per_run;
+    rec.cap = al_service_queue_cap(s, settings->concurrency);
     /* held by this node until it is admitted to the queue (below): no
      * node claims it before; if this node dies first, the others give it
      * back to the queue */
@@ -711,26 +697,24 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
         free(appr.card);
     } else {
         al_service_append_event(s, run_id, "state", json_pack("{s:s}", "state", "queued"));
-        char qmsg[300];
-        int qr = al_service_enqueue(s, run_id, p->person_id, p->org_id,
-                                    (int)json_number_value(json_object_get(settings, "concurrency")), true, qmsg,
-                                    sizeof qmsg);
+        al_error qerr = { 0 };
+        int qr = al_service_enqueue(s, run_id, p->person_id, p->org_id, settings->concurrency, true, &qerr);
         if (qr < 0) {
             /* never in the queue: ended here (an error, never "canceled":
              * no one canceled it), its inputs removed */
-            al_service_end_unqueued(s, run_id, qr == -EIO ? "store" : "queue_full", qmsg);
+            al_service_end_unqueued(s, run_id, qr == -EIO ? "store" : "queue_full", qerr.msg);
             /* nothing ran: a retry with the key is a new attempt, not this
              * refused run */
             if (idem)
                 al_idem_forget(s->store, p, ex->idem, run_id, &err);
-            ret = qr == -EIO ? run_error(ret_doc, AL_STATUS_UNAVAILABLE, "store_unavailable", "%s", qmsg)
-                             : run_error(ret_doc, AL_STATUS_BUSY, "queue_full", "%s", qmsg);
+            ret = qr == -EIO ? run_error(ret_doc, AL_STATUS_UNAVAILABLE, "store_unavailable", "%s", qerr.msg)
+                             : run_error(ret_doc, AL_STATUS_BUSY, "queue_full", "%s", qerr.msg);
             goto out;
         }
     }
     ret = run_answer(s, p, run_id, ex, ret_doc);
 out:
-    json_decref(settings);
+    al_settings_done(settings);
     return ret;
 }
 

@@ -169,6 +169,124 @@ int al_settings_body_check(json_t *body, al_error *err) {
     return 0;
 }
 
+/* The default policy of runs that name none (V): valid, and one of the
+ * allowed modes (BODY's new list if it sets one, else EFF's). */
+static int check_network(json_t *body, json_t *eff, json_t *v, al_error *err) {
+    int r = 0;
+    /* the default policy of runs that name none: valid, and one of
+     * the allowed modes (the new list if this PUT sets one) */
+    al_net_policy *np = malloc(sizeof *np);
+    json_t *allowed = json_object_get(body, "network_allowed");
+    if (!allowed)
+        allowed = json_object_get(eff, "network_allowed");
+    if (!np)
+        r = -ENOMEM;
+    else if (!json_is_string(v))
+        r = al_err(err, "settings", EINVAL, "network must be a policy string (offline, packages, internet, hosts:a,b)");
+    else if ((r = al_net_policy_parse(json_string_value(v), np, err)) == 0 &&
+             !al_network_mode_allowed(allowed, np->mode))
+        r = al_err(err, "settings", EINVAL, "network: mode %s is not in network_allowed", al_net_mode_name(np->mode));
+    free(np);
+    return r;
+}
+
+/* The modes runs may ask for (V): known ones, the default's among them. */
+static int check_network_allowed(json_t *body, json_t *eff, json_t *v, al_error *err) {
+    int r = 0;
+    size_t i;
+    json_t *m;
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > _AL_NET_MODE_MAX)
+        r = al_err(err, "settings", EINVAL, "network_allowed must be a list of modes (offline, packages, hosts, internet)");
+    json_array_foreach(v, i, m) {
+        bool known = false;
+        for (int k = 0; k < _AL_NET_MODE_MAX; k++)
+            known |= json_is_string(m) && strcmp(json_string_value(m), al_net_mode_name((al_net_mode)k)) == 0;
+        if (r == 0 && !known)
+            r = al_err(err, "settings", EINVAL, "network_allowed: unknown mode (offline, packages, hosts, internet)");
+    }
+    /* the default policy must stay allowed */
+    json_t *def = json_object_get(body, "network") ?: json_object_get(eff, "network");
+    al_net_policy *np = r == 0 ? malloc(sizeof *np) : NULL;
+    al_error ignore;
+    if (np && json_is_string(def) && al_net_policy_parse(json_string_value(def), np, &ignore) == 0 &&
+        !al_network_mode_allowed(v, np->mode))
+        r = al_err(err, "settings", EINVAL, "network_allowed must include the default network's mode (%s)",
+                   al_net_mode_name(np->mode));
+    free(np);
+    return r;
+}
+
+/* The workspace's DLP patterns (V): named, bounded, each one compiles. */
+static int check_dlp_patterns(json_t *v, al_error *err) {
+    int r = 0;
+    size_t i;
+    json_t *p;
+    if (!json_is_array(v) || json_array_size(v) > DLP_PATTERNS_MAX)
+        r = al_err(err, "settings", EINVAL, "dlp_patterns must be an array of at most %d", DLP_PATTERNS_MAX);
+    static const char *const pattern_keys[] = { "name", "pattern" };
+    json_array_foreach(v, i, p) {
+        const char *name = json_string_value(json_object_get(p, "name"));
+        const char *pat = json_string_value(json_object_get(p, "pattern"));
+        const char *extra = al_json_unknown_key(p, pattern_keys, ELEMENTSOF(pattern_keys));
+        if (r < 0)
+            break;
+        if (extra) {
+            r = al_err(err, "settings", EINVAL, "unknown field \"%.64s\" in dlp_patterns[%zu] (it takes: name, "
+                       "pattern)", extra, i);
+            break;
+        }
+        if (!name || !pat || strlen(name) == 0 || strlen(name) > 40 || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(name) ||
+            strlen(pat) == 0 || strlen(pat) > DLP_PATTERN_LEN_MAX)
+            r = al_err(err, "settings", EINVAL, "dlp_patterns[%zu]: want {name: [a-z0-9_]{1,40}, pattern: 1-%d bytes}",
+                       i, DLP_PATTERN_LEN_MAX);
+        else if (al_dlp_check_pattern(pat, err) < 0)
+            r = -EINVAL;
+    }
+    return r;
+}
+
+/* The secrets' changes (V: name to value, null deletes) applied to SEC. */
+static int apply_secrets(json_t *sec, json_t *v, al_error *err) {
+    int r = 0;
+    const char *k;
+    json_t *sv;
+    if (!json_is_object(v))
+        r = al_err(err, "settings", EINVAL, "secrets must be an object of names to values");
+    json_object_foreach(v, k, sv) {
+        if (r < 0)
+            break;
+        if (json_is_null(sv))
+            json_object_del(sec, k);
+        else if (!json_is_string(sv) || json_string_length(sv) > SECRET_VALUE_MAX || strlen(k) == 0 || strlen(k) > 64)
+            r = al_err(err, "settings", EINVAL, "secrets.%s: want a string of at most %d bytes (null deletes)", k,
+                       SECRET_VALUE_MAX);
+        else
+            json_object_set(sec, k, sv);
+    }
+    if (r == 0 && json_object_size(sec) > SECRETS_MAX)
+        r = al_err(err, "settings", EINVAL, "at most %d secrets", SECRETS_MAX);
+    return r;
+}
+
+/* The default policy of runs that name none must be one a run could ask
+ * for under the new settings (EFF updated with CUR; its hosts listed too). */
+static int check_default_network(json_t *eff, json_t *cur, al_error *err) {
+    int r = 0;
+    json_t *view = json_deep_copy(eff);
+    json_object_update(view, cur);
+    al_net_policy *np = malloc(sizeof *np);
+    al_error nerr = { 0 };
+    const char *def = json_string_value(json_object_get(view, "network"));
+    if (!view || !np)
+        r = -ENOMEM;
+    else if (al_net_policy_parse(def, np, &nerr) < 0 || al_settings_network_check(view, np, &nerr) < 0)
+        r = al_err(err, "settings", EINVAL, "the default network %s would not be allowed: %s", def ? def : "?",
+                   nerr.msg);
+    free(np);
+    json_decref(view);
+    return r;
+}
+
 int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, json_t *body, al_error *err) {
     int r0 = al_settings_body_check(body, err);
     if (r0 < 0)
@@ -196,41 +314,9 @@ int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, jso
                 r = al_err(err, "settings", EINVAL, "this service's driver is %s: a workspace cannot enable %s",
                            b->driver, json_string_value(v));
         } else if (strcmp(key, "network") == 0) {
-            /* the default policy of runs that name none: valid, and one of
-             * the allowed modes (the new list if this PUT sets one) */
-            al_net_policy *np = malloc(sizeof *np);
-            json_t *allowed = json_object_get(body, "network_allowed");
-            if (!allowed)
-                allowed = json_object_get(eff, "network_allowed");
-            if (!np)
-                r = -ENOMEM;
-            else if (!json_is_string(v))
-                r = al_err(err, "settings", EINVAL, "network must be a policy string (offline, packages, internet, hosts:a,b)");
-            else if ((r = al_net_policy_parse(json_string_value(v), np, err)) == 0 &&
-                     !al_network_mode_allowed(allowed, np->mode))
-                r = al_err(err, "settings", EINVAL, "network: mode %s is not in network_allowed", al_net_mode_name(np->mode));
-            free(np);
+            r = check_network(body, eff, v, err);
         } else if (strcmp(key, "network_allowed") == 0) {
-            size_t i;
-            json_t *m;
-            if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > _AL_NET_MODE_MAX)
-                r = al_err(err, "settings", EINVAL, "network_allowed must be a list of modes (offline, packages, hosts, internet)");
-            json_array_foreach(v, i, m) {
-                bool known = false;
-                for (int k = 0; k < _AL_NET_MODE_MAX; k++)
-                    known |= json_is_string(m) && strcmp(json_string_value(m), al_net_mode_name((al_net_mode)k)) == 0;
-                if (r == 0 && !known)
-                    r = al_err(err, "settings", EINVAL, "network_allowed: unknown mode (offline, packages, hosts, internet)");
-            }
-            /* the default policy must stay allowed */
-            json_t *def = json_object_get(body, "network") ?: json_object_get(eff, "network");
-            al_net_policy *np = r == 0 ? malloc(sizeof *np) : NULL;
-            al_error ignore;
-            if (np && json_is_string(def) && al_net_policy_parse(json_string_value(def), np, &ignore) == 0 &&
-                !al_network_mode_allowed(v, np->mode))
-                r = al_err(err, "settings", EINVAL, "network_allowed must include the default network's mode (%s)",
-                           al_net_mode_name(np->mode));
-            free(np);
+            r = check_network_allowed(body, eff, v, err);
         } else if (strcmp(key, "network_hosts") == 0) {
             r = 0; /* checked above; the default network is checked against it below */
         } else if (strcmp(key, "max_timeout_s") == 0) {
@@ -274,47 +360,9 @@ int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, jso
             json_array_foreach(v, i, t) if (r == 0 && !in_list(json_string_value(t), tool_names, ELEMENTSOF(tool_names)))
                 r = al_err(err, "settings", EINVAL, "unknown tool in tools (code_execution, run_skill_script)");
         } else if (strcmp(key, "dlp_patterns") == 0) {
-            size_t i;
-            json_t *p;
-            if (!json_is_array(v) || json_array_size(v) > DLP_PATTERNS_MAX)
-                r = al_err(err, "settings", EINVAL, "dlp_patterns must be an array of at most %d", DLP_PATTERNS_MAX);
-            static const char *const pattern_keys[] = { "name", "pattern" };
-            json_array_foreach(v, i, p) {
-                const char *name = json_string_value(json_object_get(p, "name"));
-                const char *pat = json_string_value(json_object_get(p, "pattern"));
-                const char *extra = al_json_unknown_key(p, pattern_keys, ELEMENTSOF(pattern_keys));
-                if (r < 0)
-                    break;
-                if (extra) {
-                    r = al_err(err, "settings", EINVAL, "unknown field \"%.64s\" in dlp_patterns[%zu] (it takes: name, "
-                               "pattern)", extra, i);
-                    break;
-                }
-                if (!name || !pat || strlen(name) == 0 || strlen(name) > 40 || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(name) ||
-                    strlen(pat) == 0 || strlen(pat) > DLP_PATTERN_LEN_MAX)
-                    r = al_err(err, "settings", EINVAL, "dlp_patterns[%zu]: want {name: [a-z0-9_]{1,40}, pattern: 1-%d bytes}",
-                               i, DLP_PATTERN_LEN_MAX);
-                else if (al_dlp_check_pattern(pat, err) < 0)
-                    r = -EINVAL;
-            }
+            r = check_dlp_patterns(v, err);
         } else if (strcmp(key, "secrets") == 0) {
-            const char *k;
-            json_t *sv;
-            if (!json_is_object(v))
-                r = al_err(err, "settings", EINVAL, "secrets must be an object of names to values");
-            json_object_foreach(v, k, sv) {
-                if (r < 0)
-                    break;
-                if (json_is_null(sv))
-                    json_object_del(sec, k);
-                else if (!json_is_string(sv) || json_string_length(sv) > SECRET_VALUE_MAX || strlen(k) == 0 || strlen(k) > 64)
-                    r = al_err(err, "settings", EINVAL, "secrets.%s: want a string of at most %d bytes (null deletes)", k,
-                               SECRET_VALUE_MAX);
-                else
-                    json_object_set(sec, k, sv);
-            }
-            if (r == 0 && json_object_size(sec) > SECRETS_MAX)
-                r = al_err(err, "settings", EINVAL, "at most %d secrets", SECRETS_MAX);
+            r = apply_secrets(sec, v, err);
             continue;
         } else {
             r = al_err(err, "settings", EINVAL, "unknown setting \"%s\"", key);
@@ -324,21 +372,79 @@ int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, jso
     }
     if (r == 0 && (json_object_get(body, "network") || json_object_get(body, "network_allowed") ||
                    json_object_get(body, "network_hosts"))) {
-        /* the default policy of runs that name none must be one a run
-         * could ask for under the new settings (its hosts listed too) */
-        json_t *view = json_deep_copy(eff);
-        json_object_update(view, cur);
-        al_net_policy *np = malloc(sizeof *np);
-        al_error nerr = { 0 };
-        const char *def = json_string_value(json_object_get(view, "network"));
-        if (!view || !np)
-            r = -ENOMEM;
-        else if (al_net_policy_parse(def, np, &nerr) < 0 || al_settings_network_check(view, np, &nerr) < 0)
-            r = al_err(err, "settings", EINVAL, "the default network %s would not be allowed: %s", def ? def : "?",
-                       nerr.msg);
-        free(np);
-        json_decref(view);
+        r = check_default_network(eff, cur, err);
     }
     json_decref(eff);
     return r;
+}
+
+/* ------------------------------------------------------------- typed */
+
+static const char *const policy_names[_AL_APPROVAL_POLICY_MAX] = {
+    [AL_APPROVAL_NEVER] = "never",
+    [AL_APPROVAL_ALWAYS] = "always",
+    [AL_APPROVAL_HIGH_RISK] = "high_risk",
+};
+
+const char *al_approval_policy_name(al_approval_policy p) {
+    return p >= 0 && p < _AL_APPROVAL_POLICY_MAX ? policy_names[p] : NULL;
+}
+
+al_approval_policy al_approval_policy_from_name(const char *name) {
+    for (int i = 0; name && i < _AL_APPROVAL_POLICY_MAX; i++)
+        if (strcmp(policy_names[i], name) == 0)
+            return (al_approval_policy)i;
+    return _AL_APPROVAL_POLICY_INVALID;
+}
+
+const char *al_tool_name(al_tool t) {
+    return t >= 0 && t < _AL_TOOL_MAX ? tool_names[t] : NULL;
+}
+
+al_tool al_tool_from_name(const char *name) {
+    for (int i = 0; name && i < _AL_TOOL_MAX; i++)
+        if (strcmp(tool_names[i], name) == 0)
+            return (al_tool)i;
+    return _AL_TOOL_INVALID;
+}
+
+int al_settings_parse(json_t *eff, al_settings *ret, al_error *err) {
+    *ret = (al_settings){ 0 };
+    if (!al_settings_sane(eff))
+        return al_err(err, "settings", EBADMSG, "the workspace's settings are not sane (a setting of the wrong type "
+                      "or value)");
+    json_t *retention = json_object_get(eff, "run_retention_s");
+    *ret = (al_settings){
+        .disabled = strcmp(json_string_value(json_object_get(eff, "driver")), "disabled") == 0,
+        .network = json_string_value(json_object_get(eff, "network")),
+        .timeout_s = json_number_value(json_object_get(eff, "timeout_s")),
+        .max_timeout_s = json_number_value(json_object_get(eff, "max_timeout_s")),
+        .memory_mb = json_number_value(json_object_get(eff, "memory_mb")),
+        .cpus = json_number_value(json_object_get(eff, "cpus")),
+        .concurrency = (int)json_number_value(json_object_get(eff, "concurrency")),
+        .approval_policy = al_approval_policy_from_name(json_string_value(json_object_get(eff, "approval_policy"))),
+        .allow_self_approval = json_is_true(json_object_get(eff, "allow_self_approval")),
+        .approval_ttl_s = (int64_t)json_number_value(json_object_get(eff, "approval_ttl_s")),
+        .run_retention_s = json_is_integer(retention) ? (int64_t)json_integer_value(retention) : 0,
+        .price_per_run = (int64_t)json_number_value(json_object_get(eff, "price_per_run")),
+        .doc = json_incref(eff),
+    };
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(eff, "tools"), i, v) {
+        al_tool t = al_tool_from_name(json_string_value(v));
+        if (t != _AL_TOOL_INVALID)
+            ret->tools |= AL_TOOL_BIT(t);
+    }
+    return 0;
+}
+
+void al_settings_done(al_settings *st) {
+    json_decref(st->doc);
+    *st = (al_settings){ 0 };
+}
+
+bool al_settings_tool_allowed(const al_settings *st, const char *tool) {
+    al_tool t = al_tool_from_name(tool);
+    return t != _AL_TOOL_INVALID && (st->tools & AL_TOOL_BIT(t));
 }

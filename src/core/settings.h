@@ -50,3 +50,53 @@ int al_settings_body_check(json_t *body, al_error *err);
  * writes them only on 0. BODY's network_hosts is made canonical in place.
  */
 int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, json_t *body, al_error *err);
+
+/* ------------------------------------------------------------- typed */
+
+/* When a run waits for an approver (settings approval_policy). */
+typedef enum al_approval_policy {
+    AL_APPROVAL_NEVER,
+    AL_APPROVAL_ALWAYS,
+    AL_APPROVAL_HIGH_RISK,        /* runs that reach the network beyond the package registries */
+    _AL_APPROVAL_POLICY_MAX,
+    _AL_APPROVAL_POLICY_INVALID = -1,
+} al_approval_policy;
+const char *al_approval_policy_name(al_approval_policy p);
+al_approval_policy al_approval_policy_from_name(const char *name);
+
+/* The tools a workspace's allow-list (settings tools) may hold. */
+typedef enum al_tool {
+    AL_TOOL_CODE_EXECUTION,
+    AL_TOOL_RUN_SKILL_SCRIPT,
+    _AL_TOOL_MAX,
+    _AL_TOOL_INVALID = -1,
+} al_tool;
+#define AL_TOOL_BIT(t) (1u << (unsigned)(t))
+const char *al_tool_name(al_tool t);
+al_tool al_tool_from_name(const char *name);
+
+/* A workspace's effective settings as the core acts on them, parsed once
+ * from their document (what al_settings_sane accepts); the document is
+ * the API's, and the checkers of its lists (network_allowed,
+ * network_hosts: al_settings_network_check; dlp_patterns: al_dlp_new)
+ * read them from DOC. */
+typedef struct al_settings {
+    bool disabled;                /* driver "disabled": no run is made or started */
+    const char *network;          /* the default policy of runs that name none (DOC's) */
+    double timeout_s, max_timeout_s, memory_mb, cpus;
+    int concurrency;              /* boxes at once, one person */
+    al_approval_policy approval_policy;
+    bool allow_self_approval;
+    int64_t approval_ttl_s;
+    int64_t run_retention_s;      /* 0 when it is not a whole number: nothing swept */
+    int64_t price_per_run;
+    unsigned tools;               /* AL_TOOL_BIT of each tool on the allow-list */
+    json_t *doc;                  /* the document, held */
+} al_settings;
+
+/* EFF (a sane effective document) as RET, which takes a reference of it:
+ * 0, or -EBADMSG with ERR for one that is not sane. */
+int al_settings_parse(json_t *eff, al_settings *ret, al_error *err);
+void al_settings_done(al_settings *st);
+/* Whether ST's allow-list holds TOOL (its name; unknown names are not on it). */
+bool al_settings_tool_allowed(const al_settings *st, const char *tool);

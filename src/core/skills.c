@@ -20,6 +20,7 @@
 #include "../box/collect.h"
 #include "../image/image.h"
 #include "audit.h"
+#include "roles.h"
 #include "service.h"
 #include "skills.h"
 #include "../store/skills.h"
@@ -54,17 +55,7 @@ static bool audited(al_service *s, const al_principal *p, const char *kind, json
 
 /* ------------------------------------------------------------- the store */
 
-static void store_root(al_service *s, char *buf, size_t len) { snprintf(buf, len, "%s/skills", s->cfg.state_dir); }
 
-int al_skills_dir(al_service *s, const char *digest, char *buf, size_t len) {
-    if (!digest || strncmp(digest, "sha256:", 7) != 0 || strlen(digest) != 71 ||
-        strspn(digest + 7, "0123456789abcdef") != 64)
-        return -EINVAL;
-    char root[PATH_MAX];
-    store_root(s, root, sizeof root);
-    snprintf(buf, len, "%s/sha256-%s", root, digest + 7);
-    return 0;
-}
 
 /* Check the unpacked tree at TMP (an fd on it) and move it into the store
  * under its digest. RET_MANIFEST and RET_DIGEST ("sha256:<hex>"). */
@@ -131,7 +122,7 @@ typedef int (*fill_fn)(int rootfd, const void *a, size_t b, al_error *err);
 static int unpack_tmp(al_service *s, fill_fn fill, const void *a, size_t b, char tmp[PATH_MAX + 64], int *ret_fd,
                       al_error *err) {
     char root[PATH_MAX], id[40];
-    store_root(s, root, sizeof root);
+    al_skills_root(s, root, sizeof root);
     al_store_new_id("tmp", id, sizeof id);
     snprintf(tmp, PATH_MAX + 64, "%s/%s", root, id);
     if (mkdir(tmp, 0755) < 0)
@@ -232,90 +223,14 @@ static void pin(al_service *s, const char *digest, int by) {
         json_object_del(s->skills_pins, digest);
 }
 
-static bool stored_name(const char *name, char ret_digest[72]) {
-    if (strncmp(name, "sha256-", 7) != 0 || strlen(name) != 71 || strspn(name + 7, "0123456789abcdef") != 64)
-        return false;
-    snprintf(ret_digest, 72, "sha256:%s", name + 7);
-    return true;
-}
 
-/* DIGEST is in the set USERDATA (a JSON object). */
-static int mark_digest(const char *digest, void *userdata) {
-    json_object_set(userdata, digest, json_true());
-    return 0;
-}
 
-/* al_skills_gc under skills_mu. */
-static int gc_locked(al_service *s, json_t *ret_kept, al_error *err) {
-    json_t *held = json_object(), *live = json_object();
-    size_t i;
-    json_t *b;
-    json_array_foreach(s->skills_bundled, i, b) json_object_set(held, json_string_value(json_object_get(b, "digest")),
-                                                                 json_true());
-    const char *k;
-    json_t *v;
-    /* a run being created from a bundle keeps it like a live run does:
-     * its end (al_skills_run_ended) collects it */
-    json_object_foreach(s->skills_pins, k, v) json_object_set(live, k, json_true());
-    if (al_store_skill_digests(s->store, mark_digest, held, err) < 0 ||
-        al_store_skill_digests_live(s->store, mark_digest, live, err) < 0) {
-        /* not knowing what is referenced, remove nothing */
-        json_decref(held);
-        json_decref(live);
-        return -EIO;
-    }
-    char root[PATH_MAX];
-    store_root(s, root, sizeof root);
-    int removed = 0;
-    DIR *d = opendir(root);
-    if (!d) {
-        json_decref(held);
-        json_decref(live);
-        return al_err(err, "skill", errno, "open %s: %m", root);
-    }
-    struct dirent *de;
-    char digest[72];
-    /* tmp_* are uploads under way (or a crash's leftovers, which start removes) */
-    while ((de = readdir(d)))
-        if (stored_name(de->d_name, digest) && !json_object_get(held, digest) && !json_object_get(live, digest)) {
-            al_rm_tree(dirfd(d), de->d_name);
-            removed++;
-        }
-    closedir(d);
-    bool pending = false;
-    json_object_foreach(live, k, v) {
-        if (json_object_get(held, k))
-            continue;
-        pending = true;
-        if (ret_kept)
-            json_array_append_new(ret_kept, json_string(k));
-    }
-    s->skills_gc_pending = pending;
-    json_decref(held);
-    json_decref(live);
-    return removed;
-}
 
-int al_skills_gc(al_service *s, json_t *ret_kept, al_error *err) {
-    pthread_mutex_lock(&s->skills_mu);
-    int r = gc_locked(s, ret_kept, err);
-    pthread_mutex_unlock(&s->skills_mu);
-    return r;
-}
 
-void al_skills_run_ended(al_service *s) {
-    pthread_mutex_lock(&s->skills_mu);
-    if (s->skills_gc_pending) {
-        al_error err = { 0 };
-        if (gc_locked(s, NULL, &err) < 0)
-            s->skills_gc_pending = true; /* try again at the next end */
-    }
-    pthread_mutex_unlock(&s->skills_mu);
-}
 
 al_status al_skills_delete(al_service *s, const al_principal *p, const char *name, const char *version, json_t **ret) {
     al_error err = { 0 };
-    if (strcmp(p->role, "admin") != 0)
+    if (al_principal_role(p) != AL_ROLE_ADMIN)
         return fail(ret, AL_STATUS_FORBIDDEN, "forbidden", "only an admin of the workspace deletes a skill");
     if (bundled(s, name)) {
         *ret = error_doc("conflict", "%.64s is a bundled skill: it ships with airlock and cannot be deleted (the "
@@ -326,7 +241,7 @@ al_status al_skills_delete(al_service *s, const al_principal *p, const char *nam
     al_store_skills rows;
     int n = al_store_skill_delete(s->store, p->workspace_id, name, version, &rows, &err);
     if (n > 0)
-        gc_locked(s, NULL, &err); /* a failure leaves garbage for the next collection, never a hole */
+        al_skills_gc_locked(s, NULL, &err); /* a failure leaves garbage for the next collection, never a hole */
     pthread_mutex_unlock(&s->skills_mu);
     if (n < 0)
         return fail(ret, AL_STATUS_INTERNAL, "internal", err.msg);
@@ -364,7 +279,7 @@ al_status al_skills_delete(al_service *s, const al_principal *p, const char *nam
 
 int al_skills_init(al_service *s, const char *skills_dir, al_error *err) {
     char root[PATH_MAX];
-    store_root(s, root, sizeof root);
+    al_skills_root(s, root, sizeof root);
     /* 0755: the boxes' users enter it through the bind of one bundle only,
      * but the bind's source is resolved with the caller's rights */
     if (mkdir(root, 0755) < 0 && errno != EEXIST)
@@ -498,7 +413,7 @@ static al_status upload_locked(al_service *s, const al_principal *p, const char 
     if (bundled(s, name)) {
         json_decref(m);
         *ret = error_doc("conflict", "%s is the name of a bundled skill: choose another name", name);
-        gc_locked(s, NULL, &err); /* what was just stored for nothing */
+        al_skills_gc_locked(s, NULL, &err); /* what was just stored for nothing */
         return AL_STATUS_CONFLICT;
     }
     /* Limits on what a workspace keeps: versions per skill, and the bytes
@@ -522,7 +437,7 @@ static al_status upload_locked(al_service *s, const al_principal *p, const char 
         else
             *ret = error_doc("quota_exceeded", "the organisation's storage quota (%lld bytes, artifacts and skills) "
                              "has no room for this bundle's %lld bytes", (long long)quota, (long long)bytes);
-        gc_locked(s, NULL, &err);
+        al_skills_gc_locked(s, NULL, &err);
         return refuse;
     }
     al_store_skill rec = { .bytes = bytes };
@@ -562,7 +477,7 @@ static al_status upload_locked(al_service *s, const al_principal *p, const char 
     if (n < 0) {
         al_status st = AL_STATUS_INTERNAL;
         bool replayed = taken == -EEXIST && upload_replay(s, p, idem, &st, ret);
-        gc_locked(s, NULL, &err); /* a bundle stored for a row that was not made */
+        al_skills_gc_locked(s, NULL, &err); /* a bundle stored for a row that was not made */
         return replayed ? st : fail(ret, AL_STATUS_INTERNAL, "internal", err.msg);
     }
     n = inserted;
@@ -650,7 +565,7 @@ al_status al_skills_get(al_service *s, const al_principal *p, const char *name, 
 
 al_status al_skills_promote(al_service *s, const al_principal *p, const char *name, const char *digest, json_t **ret) {
     al_error err = { 0 };
-    if (strcmp(p->role, "admin") != 0)
+    if (al_principal_role(p) != AL_ROLE_ADMIN)
         return fail(ret, AL_STATUS_FORBIDDEN, "forbidden", "only an admin of the workspace promotes a skill");
     if (bundled(s, name)) {
         *ret = error_doc("conflict", "%.64s is a bundled skill: it is runnable already", name);
@@ -766,20 +681,16 @@ static al_status run_resolved(al_service *s, const al_principal *p, const char *
     al_status st;
     al_skill_mode mode = opt->mode;
     al_error serr = { 0 };
-    json_t *settings = al_settings_load(s, p->workspace_id, &serr);
-    if (!settings) /* fail closed, as for any run */
+    al_settings settings;
+    if (al_settings_get(s, p->workspace_id, &settings, &serr) < 0) /* fail closed, as for any run */
         return fail(ret, AL_STATUS_UNAVAILABLE, "settings_unavailable", serr.msg);
-    bool code_ok = false;
-    size_t ti;
-    json_t *tv;
-    json_array_foreach(json_object_get(settings, "tools"), ti, tv)
-        code_ok |= strcmp(json_string_value(tv) ?: "", "code_execution") == 0;
+    bool code_ok = settings.tools & AL_TOOL_BIT(AL_TOOL_CODE_EXECUTION);
     if (mode == AL_SKILL_TEST && !code_ok) {
         /* The test bench runs a version no admin promoted: code no one has
          * reviewed, which is code execution whatever it is called. A
          * workspace that does not allow code_execution (agents may run
          * promoted skills only) does not get it through the bench. */
-        json_decref(settings);
+        al_settings_done(&settings);
         al_error aerr = { 0 };
         int ar = al_workspace_audit(s, p, "capability.invoke_denied",
                                     json_pack("{s:s, s:s, s:s, s:s}", "tool", "code_execution", "via",
@@ -802,7 +713,7 @@ static al_status run_resolved(al_service *s, const al_principal *p, const char *
         json_array_foreach(json_object_get(m, "entrypoints"), i, e) o += (size_t)snprintf(
             have + o, o < sizeof have ? sizeof have - o : 0, "%s%s", i ? ", " : "", json_string_value(json_object_get(e, "name")));
         *ret = error_doc("bad_request", "skill %s has no entrypoint \"%.64s\" (its entrypoints: %s)", name, entrypoint, have);
-        json_decref(settings);
+        al_settings_done(&settings);
         return AL_STATUS_INVALID;
     }
     json_t *empty = NULL;
@@ -812,7 +723,7 @@ static al_status run_resolved(al_service *s, const al_principal *p, const char *
     if (al_skill_args_validate(json_object_get(ep, "input_schema"), args, &err) < 0) {
         *ret = error_doc("bad_request", "arguments of %s/%s do not match its input_schema: %s", name, entrypoint, err.msg);
         json_decref(empty);
-        json_decref(settings);
+        al_settings_done(&settings);
         return AL_STATUS_INVALID;
     }
     /* what the run is, in its own record: the approval hash and the audit's
@@ -847,12 +758,12 @@ static al_status run_resolved(al_service *s, const al_principal *p, const char *
     if (json_object_get(ep, "timeout_s") && !sp.limit[AL_LIMIT_TIMEOUT_S].has) {
         /* the entrypoint's own timeout, within the workspace's maximum */
         json_int_t t = json_integer_value(json_object_get(ep, "timeout_s"));
-        json_int_t mx = (json_int_t)json_number_value(json_object_get(settings, "max_timeout_s"));
+        json_int_t mx = (json_int_t)settings.max_timeout_s;
         if (mx > s->cfg.max_timeout_s)
             mx = s->cfg.max_timeout_s;
         sp.limit[AL_LIMIT_TIMEOUT_S] = (al_run_limit_req){ true, (double)(t < mx ? t : mx) };
     }
-    json_decref(settings);
+    al_settings_done(&settings);
     json_decref(empty);
     if (!built) {
         al_run_spec_free(&sp);

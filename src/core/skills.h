@@ -164,3 +164,7 @@ int al_skills_gc(al_service *s, json_t *ret_kept, al_error *err);
 void al_skills_run_ended(al_service *s);
 /* The host directory of the stored bundle DIGEST ("sha256:<hex>"). */
 int al_skills_dir(al_service *s, const char *digest, char *buf, size_t len);
+/* skill_store.c, for skills.c: the store's directory (STATE/skills), and
+ * al_skills_gc with skills_mu held. */
+void al_skills_root(al_service *s, char *buf, size_t len);
+int al_skills_gc_locked(al_service *s, json_t *ret_kept, al_error *err);

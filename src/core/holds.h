@@ -1,0 +1,20 @@
+/* What one person holds of the daemon at once (holds.c). */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../store/store.h"
+
+typedef struct al_service al_service;
+
+/* Long-held requests of one person: event-stream followers and requests
+ * waiting for a run's end. al_service_hold takes one (false: the person
+ * holds their maximum of KIND already); al_service_unhold gives it back. */
+typedef enum { AL_HOLD_FOLLOW, AL_HOLD_WAIT, _AL_HOLD_MAX } al_hold;
+bool al_service_hold(al_service *s, const char *person_id, al_hold kind);
+void al_service_unhold(al_service *s, const char *person_id, al_hold kind);
+/* The same for the bytes of request bodies being received (N more). */
+bool al_service_hold_bytes(al_service *s, const char *person_id, uint64_t n);
+void al_service_unhold_bytes(al_service *s, const char *person_id, uint64_t n);

@@ -1,0 +1,30 @@
+/* Roles (roles.h): their names, in one table. */
+#include <string.h>
+
+#include "roles.h"
+
+static const char *const names[_AL_ROLE_MAX] = {
+    [AL_ROLE_MEMBER] = "member",
+    [AL_ROLE_APPROVER] = "approver",
+    [AL_ROLE_ADMIN] = "admin",
+};
+
+const char *al_role_name(al_role r) {
+    return r >= 0 && r < _AL_ROLE_MAX ? names[r] : NULL;
+}
+
+al_role al_role_from_name(const char *name) {
+    for (int i = 0; name && i < _AL_ROLE_MAX; i++)
+        if (strcmp(names[i], name) == 0)
+            return (al_role)i;
+    return _AL_ROLE_INVALID;
+}
+
+al_role al_principal_role(const al_principal *p) {
+    al_role r = p ? al_role_from_name(p->role) : _AL_ROLE_INVALID;
+    return r == _AL_ROLE_INVALID ? AL_ROLE_MEMBER : r;
+}
+
+bool al_role_decides(al_role r) {
+    return r == AL_ROLE_APPROVER || r == AL_ROLE_ADMIN;
+}
