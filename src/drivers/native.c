@@ -342,6 +342,9 @@ int al_driver_helper_wait(al_driver_run *r) {
     return st;
 }
 
+/* the box's network namespace and the egress proxy's listener in it */
+static bool native_net_mode_held(al_net_mode mode, const char **ret_why) { return true; }
+
 const al_driver_ops al_driver_native = {
     .name = "native",
     .capabilities = native_capabilities,
@@ -352,4 +355,5 @@ const al_driver_ops al_driver_native = {
     .sweep = al_box_sweep_stale,
     .stop = al_warm_pool_stop,
     .pool = al_warm_pool_json,
+    .net_mode_held = native_net_mode_held,
 };
