@@ -17,6 +17,9 @@
 #include "http.h"
 #include "mcp.h"
 #include "mcp_tools.h"
+#include "handlers.h"
+#include "route.h"
+#include "../core/views.h"
 
 #define SESSIONS_MAX 4096
 #define SESSIONS_PER_PERSON_MAX 64
@@ -1056,6 +1059,11 @@ enum MHD_Result al_mcp_handle(al_mcp *m, al_service *s, struct MHD_Connection *c
         return send_empty(c, 405, "POST, DELETE");
     if (too_large)
         return send_error(c, 413, NULL, -32600, "Invalid Request: the message is larger than %llu bytes",
-                          (unsigned long long)s->cfg.body_max);
+                          (unsigned long long)al_view_config(s)->body_max);
     return post(m, s, c, p, body, len);
+}
+
+/* the route table's row for /mcp: every method is MCP's to answer */
+enum MHD_Result al_mcp_route(al_route_ctx *x) {
+    return al_mcp_handle(x->h->mcp, x->s, x->c, x->p, x->method, x->rq->body, x->rq->len, x->rq->too_large);
 }

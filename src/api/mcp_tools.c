@@ -16,7 +16,8 @@
 #include "mcp_tools.h"
 #include "run_body.h"
 #include "../core/skills.h"
-#include "../store/artifacts.h"
+#include "../core/follow.h"
+#include "../core/views.h"
 #include "../util/json_keys.h"
 
 #define OUTPUT_TEXT_MAX (64u << 10)  /* per stream, in the result's text */
@@ -37,7 +38,7 @@ struct al_mcp_call {
     char run_id[40];
     json_t *progress_token;       /* NULL: the client asked for no progress */
     double progress;
-    int64_t last_seq;
+    al_follow f;                  /* the run's events, the core's follower */
     char state[24];
     int timeout_s;                /* the run's own */
     uint64_t started_ms, deadline_ms;
@@ -505,11 +506,12 @@ static int follow_run(al_service *s, const al_principal *p, const char *run_id, 
     k->p = *p;
     snprintf(k->run_id, sizeof k->run_id, "%s", run_id);
     k->progress_token = progress_token ? json_incref(progress_token) : NULL;
-    al_store_run *row = al_run_load(s, p, run_id);
+    al_follow_init(&k->f, s, run_id, 0);
+    al_view_run *row = al_view_run_load(s, p, run_id);
     json_t *lim = row ? al_json_text(row->limits) : NULL;
     k->timeout_s = (int)json_integer_value(json_object_get(lim, "timeout_s"));
     json_decref(lim);
-    al_store_run_free(row);
+    al_view_run_free(row);
     k->started_ms = al_now_ms();
     k->deadline_ms = k->started_ms + (uint64_t)(k->timeout_s + RUN_SLACK_S) * 1000;
     *ret_call = k;
@@ -668,29 +670,22 @@ static json_t *denied_result(json_t *run) {
 }
 
 static json_t *final_result(al_mcp_call *k) {
-    al_store_run *row = al_run_load(k->s, &k->p, k->run_id);
+    al_view_run *row = al_view_run_load(k->s, &k->p, k->run_id);
     if (!row)
         return tool_error("run %s vanished", k->run_id);
     json_t *run = al_run_json(k->s, row);
-    al_store_run_free(row);
+    al_view_run_free(row);
     json_t *res = strcmp(json_string_value(json_object_get(run, "state")), "denied") == 0 ? denied_result(run)
                                                                                           : run_result(k->s, run);
     json_decref(run);
     return res;
 }
 
-bool al_mcp_call_step(al_mcp_call *k, int wait_s, bool send_output, json_t *notes, json_t **ret_result) {
-    al_error err = { 0 };
-    *ret_result = NULL;
-    uint64_t gen = al_service_run_event_gen(k->s, k->run_id);
-    al_store_event *evs = NULL;
-    size_t nev = 0;
-    if (al_run_events_after(k->s, k->run_id, k->last_seq, (int64_t)EVENTS_PER_STEP, &evs, &nev, &err) < 0) {
-        *ret_result = tool_error("cannot follow run %s: %s", k->run_id, err.msg);
-        return false;
-    }
+/* What the call's events say: notes to send, and the result once the run's
+ * has come (true). */
+static bool on_events(al_mcp_call *k, const al_follow_event *evs, size_t nev, bool send_output, json_t *notes,
+                      json_t **ret_result) {
     for (size_t i = 0; i < nev; i++) {
-        k->last_seq = evs[i].seq;
         const char *type = evs[i].type;
         json_t *data = json_loads(evs[i].data, 0, NULL);
         if (strcmp(type, "state") == 0 && json_is_string(json_object_get(data, "state"))) {
@@ -702,55 +697,73 @@ bool al_mcp_call_step(al_mcp_call *k, int wait_s, bool send_output, json_t *note
             add(notes, progress_note(k, type[3] == 'o' ? "output on stdout" : "output on stderr"));
         } else if (strcmp(type, "result") == 0) {
             json_decref(data);
-            al_store_events_free(evs, nev);
             *ret_result = final_result(k);
-            return false;
+            return true;
         }
         json_decref(data);
     }
-    bool had = nev > 0;
-    al_store_events_free(evs, nev);
-    if (had)
-        return false;
+    return false;
+}
+
+/* The call waited past its deadline: it stops waiting, saying for what. */
+static json_t *waited_too_long(al_mcp_call *k, uint64_t now) {
+    if (strcmp(k->state, "pending_approval") == 0)
+        return tool_error("No one has decided on run %s after %d s of waiting for approval. It still waits "
+                          "(until its approval expires); this call stops waiting for it now.",
+                          k->run_id, APPROVAL_WAIT_MAX_S);
+    return tool_error("Run %s has not ended %llu s after it was started (state: %s); this call stops "
+                      "waiting for it. Its files will be in list_artifacts when it ends.",
+                      k->run_id, (unsigned long long)(now - k->started_ms) / 1000, k->state);
+}
+
+bool al_mcp_call_step(al_mcp_call *k, int wait_s, bool send_output, json_t *notes, json_t **ret_result) {
+    al_error err = { 0 };
+    *ret_result = NULL;
+    /* wait at most WAIT_S, and never past the call's deadline */
     uint64_t now = al_now_ms();
-    if (now >= k->deadline_ms) {
-        if (strcmp(k->state, "pending_approval") == 0)
-            *ret_result = tool_error("No one has decided on run %s after %d s of waiting for approval. It still waits "
-                                     "(until its approval expires); this call stops waiting for it now.",
-                                     k->run_id, APPROVAL_WAIT_MAX_S);
-        else
-            *ret_result = tool_error("Run %s has not ended %llu s after it was started (state: %s); this call stops "
-                                     "waiting for it. Its files will be in list_artifacts when it ends.",
-                                     k->run_id, (unsigned long long)(now - k->started_ms) / 1000, k->state);
-        return false;
-    }
+    uint64_t wait_ms = (uint64_t)wait_s * 1000;
+    if (k->deadline_ms <= now)
+        wait_ms = 0;
+    else if (k->deadline_ms - now < wait_ms)
+        wait_ms = k->deadline_ms - now;
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    uint64_t wait_ms = (uint64_t)wait_s * 1000;
-    if (k->deadline_ms - now < wait_ms)
-        wait_ms = k->deadline_ms - now;
     until.tv_sec += (time_t)(wait_ms / 1000);
     until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
     if (until.tv_nsec >= 1000000000L) {
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
-    if (!al_service_wait_run_event(k->s, k->run_id, gen, &until)) {
-        pthread_mutex_lock(&k->s->mu);
-        bool stopping = k->s->stopping;
-        pthread_mutex_unlock(&k->s->mu);
-        if (stopping) {
-            *ret_result = tool_error("The service is shutting down; run %s was stopped with it.", k->run_id);
-            return false;
-        }
-        /* quiet for a while: a progress note keeps a client's timeout at bay */
-        char msg[200];
-        snprintf(msg, sizeof msg, strcmp(k->state, "pending_approval") == 0 ? "Still waiting for approval of run %s."
-                                                                             : "Run %s is still going.", k->run_id);
-        add(notes, progress_note(k, msg));
-        return true;
+    al_follow_event *evs = NULL;
+    size_t nev = 0;
+    switch (al_follow_next(&k->f, (int64_t)EVENTS_PER_STEP, &until, &evs, &nev, &err)) {
+    case AL_FOLLOW_EVENTS:
+        on_events(k, evs, nev, send_output, notes, ret_result);
+        al_follow_events_free(evs, nev);
+        return false;
+    case AL_FOLLOW_DONE:
+        *ret_result = final_result(k);
+        return false;
+    case AL_FOLLOW_STOPPING:
+        *ret_result = tool_error("The service is shutting down; run %s was stopped with it.", k->run_id);
+        return false;
+    case AL_FOLLOW_QUIET:
+        break;
+    default:
+        *ret_result = tool_error("cannot follow run %s: %s", k->run_id, err.msg);
+        return false;
     }
-    return false;
+    now = al_now_ms();
+    if (now >= k->deadline_ms) {
+        *ret_result = waited_too_long(k, now);
+        return false;
+    }
+    /* quiet for a while: a progress note keeps a client's timeout at bay */
+    char msg[200];
+    snprintf(msg, sizeof msg, strcmp(k->state, "pending_approval") == 0 ? "Still waiting for approval of run %s."
+                                                                         : "Run %s is still going.", k->run_id);
+    add(notes, progress_note(k, msg));
+    return true;
 }
 
 const char *al_mcp_call_run_id(const al_mcp_call *k) { return k->run_id; }
@@ -787,13 +800,9 @@ static json_t *list_artifacts(al_service *s, const al_principal *p, json_t *args
     al_error err = { 0 };
     /* the thread key: of the thread's name, or of the run's id for a run without one */
     const char *key = thread ? thread : run;
-    char tkey[128];
-    al_artifacts_thread_key(thread, run, tkey, sizeof tkey);
-    al_store_artifacts l;
-    if (al_store_artifacts_of_thread(s->store, p->workspace_id, tkey, run, all, 1000, &l, &err) < 0)
+    json_t *rows = al_view_thread_artifacts(s, p->workspace_id, thread, run, all, 1000, &err);
+    if (!rows)
         return tool_error("cannot list artifacts: %s", err.msg);
-    json_t *rows = al_artifacts_json(&l);
-    al_store_artifacts_free(&l);
     char *b = NULL;
     size_t len = 0, cap = 0;
     char line[1200];
@@ -832,13 +841,7 @@ static json_t *artifact_by_uri(al_service *s, const al_principal *p, const char 
     const char *id = strncmp(uri, URI_PREFIX, strlen(URI_PREFIX)) == 0 ? uri + strlen(URI_PREFIX) : uri;
     if (strncmp(id, "art_", 4) != 0 || strlen(id) > 64)
         return NULL;
-    al_error err = { 0 };
-    al_store_artifact rec;
-    if (al_store_artifact_get(s->store, p->workspace_id, id, &rec, &err) < 0)
-        return NULL;
-    json_t *a = al_artifact_json(&rec);
-    al_store_artifact_done(&rec);
-    return a;
+    return al_view_artifact(s, p->workspace_id, id);
 }
 
 /*
@@ -950,11 +953,7 @@ static json_t *read_artifact(al_service *s, const al_principal *p, json_t *args)
 json_t *al_mcp_resources_list(al_service *s, const al_principal *p) {
     al_error err = { 0 };
     /* the newest versions first: what a model most likely wants to look at */
-    al_store_artifacts recent;
-    json_t *rows = al_store_artifacts_recent(s->store, p->workspace_id, RESOURCES_LIST_MAX, &recent, &err) < 0
-                       ? NULL
-                       : al_artifacts_json(&recent);
-    al_store_artifacts_free(&recent);
+    json_t *rows = al_view_artifacts_recent(s, p->workspace_id, RESOURCES_LIST_MAX, &err);
     json_t *out = json_array();
     size_t i;
     json_t *a;
