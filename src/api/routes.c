@@ -80,6 +80,9 @@ static const struct {
 
 /* ---------------------------------------------------------------- matching */
 
+/* URL's segments into PARTS, and their count: -1 when one is longer than
+ * any route's (404 before anything), AL_ROUTE_SEGS + 1 when there are more
+ * than any route has (only the first AL_ROUTE_SEGS kept). */
 static int split(const char *url, char parts[AL_ROUTE_SEGS][AL_ROUTE_SEG_MAX]) {
     int n = 0;
     for (const char *p = url; *p;) {
@@ -88,7 +91,7 @@ static int split(const char *url, char parts[AL_ROUTE_SEGS][AL_ROUTE_SEG_MAX]) {
         if (!*p)
             break;
         if (n == AL_ROUTE_SEGS)
-            return -1; /* deeper than any route */
+            return n + 1; /* deeper than any route: no row matches, its area still counts */
         size_t l = strcspn(p, "/");
         if (l >= AL_ROUTE_SEG_MAX)
             return -1;
