@@ -104,7 +104,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         /* a method is a token; whatever else a client sends there is not logged as sent */
         for (size_t i = 0; method[i] && i + 1 < sizeof rq->method; i++)
             rq->method[i] = method[i] >= 'A' && method[i] <= 'Z' ? method[i] : '?';
-        al_http_route_pattern(url, rq->route, sizeof rq->route);
+        /* the route table's pattern; a path no row has, by its words */
+        if (!al_route_pattern(url, rq->route, sizeof rq->route))
+            al_http_route_pattern(url, rq->route, sizeof rq->route);
         enum MHD_Result ret = admit(h, c, url, method, rq);
         if (rq->answered)
             al_guard_answering(c);

@@ -80,6 +80,9 @@ typedef struct al_route {
  * key a URL_KEY route carries in its path (into KEYBUF). False: no such
  * path (it needs no key, and is answered 404). */
 bool al_route_auth_of(const char *url, al_route_auth *ret, char keybuf[AL_ROUTE_SEG_MAX], const char **ret_key);
+/* The pattern of URL's route for the access log (its values as {id}, a
+ * URL's key as {key}) into OUT; false when no row's path is URL's. */
+bool al_route_pattern(const char *url, char *out, size_t cap);
 /* Find URL's row and call its handler, or answer 404, 405 (with Allow),
  * 401 or 403. */
 enum MHD_Result al_route_dispatch(const al_http_parts *h, struct MHD_Connection *c, const char *url,

@@ -185,6 +185,29 @@ bool al_route_auth_of(const char *url, al_route_auth *ret, char keybuf[AL_ROUTE_
     return true;
 }
 
+bool al_route_pattern(const char *url, char *out, size_t cap) {
+    char seg[AL_ROUTE_SEGS][AL_ROUTE_SEG_MAX];
+    found f;
+    al_route_auth auth;
+    if (!lookup(url, NULL, seg, &f, &auth) || !f.path)
+        return false;
+    /* the log's one spelling: every value a client chose is {id}, the key
+     * a URL carries {key} */
+    size_t o = 0;
+    int a = 0;
+    out[0] = '\0';
+    for (const char *p = f.path->pattern; *p && o + 1 < cap;) {
+        size_t l = strcspn(p + 1, "/") + 1;
+        const char *shown = p[1] != '{' ? NULL : a++ == 0 && f.path->auth == AL_AUTH_URL_KEY ? "/{key}" : "/{id}";
+        int w = shown ? snprintf(out + o, cap - o, "%s", shown) : snprintf(out + o, cap - o, "%.*s", (int)l, p);
+        if (w < 0 || (size_t)w >= cap - o)
+            return false;
+        o += (size_t)w;
+        p += l;
+    }
+    return true;
+}
+
 enum MHD_Result al_route_dispatch(const al_http_parts *h, struct MHD_Connection *c, const char *url,
                                   const char *method, al_request *rq) {
     char seg[AL_ROUTE_SEGS][AL_ROUTE_SEG_MAX];
