@@ -23,6 +23,10 @@
 
 /* ------------------------------------------------------------------ table */
 
+/* Rows of one path share its auth (the first row's is the path's). A row
+ * whose method is NULL takes every method its rows above do not: its
+ * handler answers each (MCP's transport, Piston's own 404). */
+
 static const al_route routes[] = {
     /* the operations' own */
     { "GET", "/healthz", AL_AUTH_NONE, al_ops_health },
