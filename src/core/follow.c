@@ -3,7 +3,13 @@
 
 #include <stdio.h>
 
+#include "views.h"
 #include "../store/runs.h"
+
+/* A quiet follower asks the store again at least this often, woken or not:
+ * a wake-up that was missed (another node's event, told late) costs at most
+ * this much delay, as the streams' keepalive always did. */
+#define REREAD_MS 15000
 
 void al_follow_init(al_follow *f, al_service *s, const char *run_id, int64_t last) {
     *f = (al_follow){ .s = s, .last = last };
@@ -11,13 +17,6 @@ void al_follow_init(al_follow *f, al_service *s, const char *run_id, int64_t las
 }
 
 void al_follow_events_free(al_follow_event *evs, size_t n) { al_store_events_free(evs, n); }
-
-static bool stopping(al_service *s) {
-    pthread_mutex_lock(&s->mu);
-    bool st = s->stopping;
-    pthread_mutex_unlock(&s->mu);
-    return st;
-}
 
 al_follow_news al_follow_next(al_follow *f, int64_t max, const struct timespec *until, al_follow_event **ret,
                               size_t *ret_n, al_error *err) {
@@ -28,8 +27,9 @@ al_follow_news al_follow_next(al_follow *f, int64_t max, const struct timespec *
         uint64_t gen = al_service_run_event_gen(f->s, f->run_id);
         /* a follower that waited for nothing and was not woken since has
          * nothing new to read: it waits again without asking the store */
-        if (!(f->quiet && gen == f->quiet_gen)) {
+        if (!(f->quiet && gen == f->quiet_gen && al_now_ms() - f->read_ms < REREAD_MS)) {
             f->quiet = false;
+            f->read_ms = al_now_ms();
             if (al_run_events_after(f->s, f->run_id, f->last, max, ret, ret_n, err) < 0)
                 return AL_FOLLOW_FAILED;
             if (*ret_n > 0) {
@@ -49,7 +49,7 @@ al_follow_news al_follow_next(al_follow *f, int64_t max, const struct timespec *
         }
         if (al_service_wait_run_event(f->s, f->run_id, gen, until))
             continue;
-        if (stopping(f->s))
+        if (al_view_stopping(f->s))
             return AL_FOLLOW_STOPPING;
         f->quiet = true;
         f->quiet_gen = gen;

@@ -19,6 +19,7 @@ typedef struct al_follow {
     int64_t last;       /* the number of the last event handed out */
     bool quiet;         /* the last call waited for nothing: */
     uint64_t quiet_gen; /* ... at this generation of the run's events */
+    uint64_t read_ms;   /* when the store was last asked */
 } al_follow;
 
 typedef enum al_follow_news {
