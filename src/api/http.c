@@ -30,8 +30,6 @@ struct al_http {
     al_http_parts parts; /* what the handlers are given of the above */
 };
 
-typedef al_request request;
-
 static enum MHD_Result reply_too_many_bodies(al_service *s, struct MHD_Connection *c) {
     char msg[300];
     snprintf(msg, sizeof msg, "your requests' bodies being received come to %llu MiB already, the most one person "
@@ -45,7 +43,8 @@ static enum MHD_Result reply_too_many_bodies(al_service *s, struct MHD_Connectio
  * one that needs no key, if it comes with a body: it needs none) is
  * answered now and its body is never taken in. Answering now makes
  * libmicrohttpd close the connection instead of reading what follows. */
-static enum MHD_Result admit(al_http *h, struct MHD_Connection *c, const char *url, const char *method, request *rq) {
+static enum MHD_Result admit(al_http *h, struct MHD_Connection *c, const char *url, const char *method,
+                             al_request *rq) {
     al_service *s = h->s;
     al_route_auth auth = AL_AUTH_NONE;
     char keybuf[AL_ROUTE_SEG_MAX];
@@ -94,7 +93,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
                                const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     al_http *h = cls;
     al_service *s = h->s;
-    request *rq = *con_cls;
+    al_request *rq = *con_cls;
     if (!rq) {
         rq = calloc(1, sizeof *rq);
         if (!rq)
@@ -121,14 +120,15 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         /* bytes past what the headers declared (a chunked body) come from
          * the person's budget too; past it we keep nothing and answer 429 */
         uint64_t want = rq->len + *upload_size;
-        if (!rq->too_large && !rq->over_budget && rq->authed && want <= al_view_config(s)->body_max && want > rq->reserved) {
+        uint64_t body_max = al_view_config(s)->body_max;
+        if (!rq->too_large && !rq->over_budget && rq->authed && want <= body_max && want > rq->reserved) {
             if (al_service_hold_bytes(s, rq->p.person_id, want - rq->reserved))
                 rq->reserved = want;
             else
                 rq->over_budget = true;
         }
         /* bodies are capped: past the cap we keep nothing and answer 413 */
-        if (!rq->too_large && !rq->over_budget && rq->len + *upload_size <= al_view_config(s)->body_max) {
+        if (!rq->too_large && !rq->over_budget && rq->len + *upload_size <= body_max) {
             char *nb = realloc(rq->body, rq->len + *upload_size + 1);
             if (!nb)
                 return MHD_NO;
@@ -164,7 +164,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 
 /* One line per request (access_log = true): its method, route pattern,
  * status (0: none was sent), time and person, and how it ended. */
-static void access_log(al_service *s, struct MHD_Connection *c, const request *rq,
+static void access_log(al_service *s, struct MHD_Connection *c, const al_request *rq,
                        enum MHD_RequestTerminationCode toe) {
     static const char *const ends[] = {
         [MHD_REQUEST_TERMINATED_COMPLETED_OK] = "completed", [MHD_REQUEST_TERMINATED_WITH_ERROR] = "error",
@@ -181,7 +181,7 @@ static void access_log(al_service *s, struct MHD_Connection *c, const request *r
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
     al_http *h = cls;
-    request *rq = *con_cls;
+    al_request *rq = *con_cls;
     al_guard_request_done(c);
     if (rq) {
         if (al_view_config(h->s)->access_log)
