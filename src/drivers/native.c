@@ -158,6 +158,9 @@ static json_t *native_capabilities(void) {
     return doc;
 }
 
+/* the box's network namespace and the egress proxy's listener in it */
+static bool native_net_mode_held(al_net_mode mode, const char **ret_why) { return true; }
+
 static int native_probe(al_error *err) {
     json_t *items = doctor_items();
     json_t *u = json_object_get(items, "user namespace");
@@ -341,9 +344,6 @@ int al_driver_helper_wait(al_driver_run *r) {
     }
     return st;
 }
-
-/* the box's network namespace and the egress proxy's listener in it */
-static bool native_net_mode_held(al_net_mode mode, const char **ret_why) { return true; }
 
 const al_driver_ops al_driver_native = {
     .name = "native",
