@@ -88,3 +88,7 @@ enum MHD_Result al_req_too_large(al_route_ctx *x, const char *what) {
     return al_reply_error(x->c, 413, "payload_too_large", "%s is larger than %llu bytes", what,
                           (unsigned long long)al_view_config(x->s)->body_max);
 }
+
+bool al_req_is_admin(const al_principal *p) { return strcmp(p->role, "admin") == 0; }
+
+bool al_req_decides(const al_principal *p) { return al_req_is_admin(p) || strcmp(p->role, "approver") == 0; }

@@ -63,7 +63,7 @@ enum MHD_Result al_rest_audit(al_route_ctx *x) {
  * kept outside the store (checkpoint.h). */
 enum MHD_Result al_rest_audit_checkpoint(al_route_ctx *x) {
     struct MHD_Connection *c = x->c;
-    if (strcmp(x->p->role, "admin") != 0)
+    if (!al_req_is_admin(x->p))
         return al_reply_error(c, 403, "forbidden", "only admins may take the audit trail's checkpoints");
     al_error err = { 0 };
     char *text = NULL, v[AL_CHECKPOINT_VERIFIER_MAX];

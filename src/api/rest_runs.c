@@ -94,10 +94,6 @@ enum MHD_Result al_rest_runs_get(al_route_ctx *x) {
 
 /* ------------------------------------------------------------- decisions */
 
-static bool may_approve(const al_principal *p) {
-    return strcmp(p->role, "admin") == 0 || strcmp(p->role, "approver") == 0;
-}
-
 /* The body of a decision ({hash, reason}) into *RET; NULL *RET and a 400 or
  * 413 queued in *BAD when it is not one. */
 static bool decision_body(al_route_ctx *x, json_t **ret, enum MHD_Result *bad) {
@@ -139,7 +135,7 @@ static enum MHD_Result decide(al_route_ctx *x, bool approve) {
     al_view_run *row = al_view_run_load(x->s, x->p, id);
     if (!row)
         return al_reply_error(c, 404, "not_found", "no run %s", id);
-    if (!may_approve(x->p)) {
+    if (!al_req_decides(x->p)) {
         al_view_run_free(row);
         return al_reply_error(c, 403, "forbidden", "only admins and approvers may decide approvals");
     }

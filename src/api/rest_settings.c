@@ -24,7 +24,7 @@ enum MHD_Result al_rest_settings_put(al_route_ctx *x) {
     struct MHD_Connection *c = x->c;
     const al_principal *p = x->p;
     al_request *rq = x->rq;
-    if (strcmp(p->role, "admin") != 0)
+    if (!al_req_is_admin(p))
         return al_reply_error(c, 403, "forbidden", "only admins may change settings");
     if (rq->too_large)
         return al_reply_error(c, 413, "payload_too_large", "the body is too large");

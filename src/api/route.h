@@ -114,6 +114,11 @@ json_t *al_req_body_object(const al_request *rq);
 json_t *al_req_body_json(al_route_ctx *x, const char *want, enum MHD_Result *ret);
 /* ?NAME=true|1 */
 bool al_req_flag(struct MHD_Connection *c, const char *name);
+/* Whether P is an admin of its workspace; whether P decides approvals (an
+ * admin or an approver). The one place the API asks for a role (the core's
+ * typed roles, once merged, answer it: al_principal_role). */
+bool al_req_is_admin(const al_principal *p);
+bool al_req_decides(const al_principal *p);
 /* 413 for a body past the cap. */
 enum MHD_Result al_req_too_large(al_route_ctx *x, const char *what);
 /* Run SP for P, asked for as X says, and the answer: the run, or with
