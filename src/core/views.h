@@ -33,7 +33,9 @@ void al_view_driver_done(al_view_driver *d);
 
 /* ------------------------------------------------------------------- runs */
 
-typedef al_store_run al_view_run;          /* one run, its documents too */
+/* The store's run records as the core hands them on (the API reads their
+ * fields, never the store): the run's own document is al_run_json's. */
+typedef al_store_run al_view_run;             /* one run, its documents too */
 typedef al_store_run_brief al_view_run_brief; /* a listing's entry */
 
 /* Run ID of P's workspace (NULL: none), al_view_run_free. */
