@@ -274,6 +274,8 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
         free(h);
         return -ENOMEM;
     }
+    /* complete before the daemon starts: its first request may come at once */
+    h->parts = (al_http_parts){ .s = s, .mcp = h->mcp, .op = &h->op, .guard = h->guard, .metrics = &h->metrics };
     /* an inherited listening socket (listen_fd), else one bound here: alone
      * on its address (SO_REUSEADDR only, libmicrohttpd's default) unless
      * the operator shares the port (listen_shared: SO_REUSEPORT, which lets
@@ -306,7 +308,6 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
                       "(to share one port between services on purpose: listen_shared = true on each)",
                       cfg->listen_host, cfg->port);
     }
-    h->parts = (al_http_parts){ .s = s, .mcp = h->mcp, .op = &h->op, .guard = h->guard, .metrics = &h->metrics };
     *ret = h;
     return 0;
 }
