@@ -106,10 +106,9 @@ enum MHD_Result al_reply_too_many(struct MHD_Connection *c, const char *what, in
     return al_reply_doc(c, 429, json_pack("{s:{s:s, s:s}}", "error", "code", "too_many_requests", "message", msg));
 }
 
-/* 401; MCP clients look for the scheme in WWW-Authenticate (RFC 6750) */
-enum MHD_Result al_reply_unauthorized(struct MHD_Connection *c, bool mcp) {
-    if (!mcp)
-        return al_reply_error(c, 401, "unauthorized", "a valid API key is required (Authorization: Bearer KEY)");
+/* 401, saying the scheme in WWW-Authenticate (RFC 6750): MCP clients look
+ * for it there */
+enum MHD_Result al_reply_unauthorized(struct MHD_Connection *c) {
     char *m = strdup("{\"error\":{\"code\":\"unauthorized\",\"message\":\"a valid API key is required "
                      "(Authorization: Bearer KEY)\"}}");
     struct MHD_Response *r = MHD_create_response_from_buffer(m ? strlen(m) : 0, m, MHD_RESPMEM_MUST_FREE);
@@ -118,6 +117,7 @@ enum MHD_Result al_reply_unauthorized(struct MHD_Connection *c, bool mcp) {
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
     MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"airlock\"");
     enum MHD_Result ret = MHD_queue_response(c, 401, r);
     MHD_destroy_response(r);

@@ -27,8 +27,8 @@ enum MHD_Result al_reply_doc_idem(struct MHD_Connection *c, unsigned status, jso
 /* A person holds their maximum (MAX, the setting KEY) of long-held
  * requests (WHAT): 429, come back when one has ended. */
 enum MHD_Result al_reply_too_many(struct MHD_Connection *c, const char *what, int max, const char *key);
-/* 401; MCP clients look for the scheme in WWW-Authenticate (RFC 6750). */
-enum MHD_Result al_reply_unauthorized(struct MHD_Connection *c, bool mcp);
+/* 401, with the scheme in WWW-Authenticate (RFC 6750), on every keyed route. */
+enum MHD_Result al_reply_unauthorized(struct MHD_Connection *c);
 /* 405, with the methods the path takes (ALLOW, "GET, POST") in Allow and
  * the message. */
 enum MHD_Result al_reply_method(struct MHD_Connection *c, const char *allow);

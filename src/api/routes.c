@@ -224,7 +224,7 @@ enum MHD_Result al_route_dispatch(const al_http_parts *h, struct MHD_Connection 
         return al_reply_error(c, 403, "operator_only", "service-wide figures are the operator's: ask from a loopback "
                               "address or with the operator token (operator_access, docs/operations.md)");
     if (auth == AL_AUTH_KEY && !rq->authed)
-        return al_reply_unauthorized(c, true);
+        return al_reply_unauthorized(c);
     if (auth == AL_AUTH_URL_KEY && !rq->authed)
         return al_reply_error(c, 401, "unauthorized", "a valid API key is required in the URL: /piston/KEY/api/v2/...");
     if (!f.path)
