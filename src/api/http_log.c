@@ -4,8 +4,9 @@
 
 #include "http_log.h"
 
-/* The fixed words of the routes (http.c's route(), piston, MCP): any other
- * segment is a value a client chose. */
+/* For a path that no row of the route table has (routes.c names the
+ * others' patterns): the fixed words of the routes; any other segment is a
+ * value a client chose. */
 static const char *const words[] = {
     "v1",       "runs",     "events",   "trace",    "inputs",       "approve",  "deny",
     "cancel",   "skills",   "settings", "threads",  "artifacts",    "content",  "usage",

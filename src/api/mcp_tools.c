@@ -13,21 +13,19 @@
 #include <string.h>
 #include <time.h>
 
+#include "mcp_results.h"
 #include "mcp_tools.h"
 #include "run_body.h"
 #include "../core/skills.h"
-#include "../store/artifacts.h"
+#include "../core/follow.h"
+#include "../core/views.h"
 #include "../util/json_keys.h"
 
-#define OUTPUT_TEXT_MAX (64u << 10)  /* per stream, in the result's text */
-#define INLINE_IMAGE_MAX (512u << 10) /* a PNG or JPEG up to this is also sent inline */
-#define INLINE_IMAGES_MAX 8
 #define READ_TEXT_MAX (256u << 10)   /* read_artifact: text, inline */
 #define READ_BLOB_MAX (2u << 20)     /* read_artifact: binary, as base64 */
 #define APPROVAL_WAIT_MAX_S 600      /* a call waits this long for a person, then says so */
 #define RUN_SLACK_S 120              /* past the run's own timeout: queueing, provisioning */
 #define EVENTS_PER_STEP 64
-#define URI_PREFIX "airlock://artifacts/"
 #define SKILL_CATALOGUE_MAX (24u << 10) /* the skills listed in run_skill_script's description */
 #define RESOURCES_LIST_MAX 100       /* resources/list: the newest artifacts */
 
@@ -37,7 +35,7 @@ struct al_mcp_call {
     char run_id[40];
     json_t *progress_token;       /* NULL: the client asked for no progress */
     double progress;
-    int64_t last_seq;
+    al_follow f;                  /* the run's events, the core's follower */
     char state[24];
     int timeout_s;                /* the run's own */
     uint64_t started_ms, deadline_ms;
@@ -93,8 +91,6 @@ static json_t *tool_code_execution(void) {
         false);
 }
 
-static void append_str(char **b, size_t *len, size_t *cap, const char *s);
-
 /* The skills P may run (bundled, or promoted in the workspace), each with
  * its entrypoints and their argument schemas: what a model needs to pick
  * one and fill in its arguments, without another call. */
@@ -114,7 +110,7 @@ static char *skill_catalogue(al_service *s, const al_principal *p) {
         if (!state || (strcmp(state, "bundled") != 0 && strcmp(state, "promoted") != 0))
             continue;
         if (len > SKILL_CATALOGUE_MAX) {
-            append_str(&b, &len, &cap, "\n(more skills: GET /v1/skills)");
+            al_mcp_append_str(&b, &len, &cap, "\n(more skills: GET /v1/skills)");
             break;
         }
         char line[1200];
@@ -122,20 +118,20 @@ static char *skill_catalogue(al_service *s, const al_principal *p) {
                  json_string_value(json_object_get(sk, "name")),
                  json_string_value(json_object_get(sk, "description")) ?: "");
         al_utf8_fix(line); /* a long description is cut at the line's size, maybe inside a character */
-        append_str(&b, &len, &cap, line);
+        al_mcp_append_str(&b, &len, &cap, line);
         json_array_foreach(json_object_get(sk, "entrypoints"), k, ep) {
             char *schema = json_dumps(json_object_get(ep, "input_schema"), JSON_COMPACT | JSON_SORT_KEYS);
             snprintf(line, sizeof line, "\n  - entrypoint \"%s\": %s Arguments (JSON Schema): ",
                      json_string_value(json_object_get(ep, "name")),
                      json_string_value(json_object_get(ep, "description")) ?: "");
             al_utf8_fix(line);
-            append_str(&b, &len, &cap, line);
-            append_str(&b, &len, &cap, schema ? schema : "{}");
+            al_mcp_append_str(&b, &len, &cap, line);
+            al_mcp_append_str(&b, &len, &cap, schema ? schema : "{}");
             free(schema);
         }
     }
     if (!shown)
-        append_str(&b, &len, &cap, "\n\nNo skill is installed here yet.");
+        al_mcp_append_str(&b, &len, &cap, "\n\nNo skill is installed here yet.");
     json_decref(doc);
     return b;
 }
@@ -230,227 +226,6 @@ json_t *al_mcp_tools_list(al_service *s, const al_principal *p) {
     return tools;
 }
 
-/* ------------------------------------------------------------- results */
-
-static json_t *text_item(const char *text) { return json_pack("{s:s, s:s}", "type", "text", "text", text); }
-
-static json_t *tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static json_t *tool_error(const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    al_utf8_fix(msg); /* it may quote arguments, cut at a byte count */
-    return json_pack("{s:[o], s:b}", "content", text_item(msg), "isError", true);
-}
-
-/* Append at most MAX bytes of S to B, cut at a character boundary. */
-static void append_capped(char **b, size_t *len, size_t *cap, const char *s, size_t n, size_t max, bool *cut) {
-    if (n > max) {
-        n = al_utf8_cut(s, n, max);
-        *cut = true;
-    }
-    if (*len + n + 1 > *cap) {
-        size_t nc = (*len + n + 1) * 2;
-        char *nb = realloc(*b, nc);
-        if (!nb)
-            return;
-        *b = nb;
-        *cap = nc;
-    }
-    memcpy(*b + *len, s, n);
-    *len += n;
-    (*b)[*len] = '\0';
-}
-
-static void append_str(char **b, size_t *len, size_t *cap, const char *s) {
-    bool cut = false;
-    append_capped(b, len, cap, s, strlen(s), SIZE_MAX, &cut);
-}
-
-static char *b64_of(const char *data, size_t n) {
-    char *out = malloc(BASE64_ENCODE_RAW_LENGTH(n) + 1);
-    if (!out)
-        return NULL;
-    base64_encode_raw(out, n, (const uint8_t *)data);
-    out[BASE64_ENCODE_RAW_LENGTH(n)] = '\0';
-    return out;
-}
-
-static bool inline_image_type(const char *t) {
-    return t && (strcmp(t, "image/png") == 0 || strcmp(t, "image/jpeg") == 0);
-}
-
-/* Only bytes that start as the type says go inline as an image: a client
- * hands images to its model's API, which may refuse the whole request over
- * one that does not decode. A file named .png that is not one stays a link. */
-static bool image_bytes_ok(const char *type, const char *data, size_t n) {
-    if (strcmp(type, "image/png") == 0)
-        return n >= 8 && memcmp(data, "\x89PNG\r\n\x1a\n", 8) == 0;
-    return n >= 3 && memcmp(data, "\xff\xd8\xff", 3) == 0;
-}
-
-/* The same, for base64 text: the encodings of those first bytes. */
-static bool image_b64_ok(const char *type, const char *b64) {
-    return strncmp(b64, strcmp(type, "image/png") == 0 ? "iVBORw0KGgo" : "/9j/", strcmp(type, "image/png") == 0 ? 11 : 4) == 0;
-}
-
-static json_t *artifact_link(json_t *a) {
-    char uri[128];
-    snprintf(uri, sizeof uri, URI_PREFIX "%s", json_string_value(json_object_get(a, "id")));
-    char desc[600];
-    snprintf(desc, sizeof desc, "version %lld of %s, written by %s",
-             (long long)json_integer_value(json_object_get(a, "version")), json_string_value(json_object_get(a, "path")),
-             json_string_value(json_object_get(a, "run_id")));
-    return json_pack("{s:s, s:s, s:O, s:O, s:O, s:s}", "type", "resource_link", "uri", uri, "name",
-                     json_object_get(a, "path"), "mimeType", json_object_get(a, "content_type"), "size",
-                     json_object_get(a, "size"), "description", desc);
-}
-
-static json_t *artifact_brief(json_t *a) {
-    char uri[128];
-    snprintf(uri, sizeof uri, URI_PREFIX "%s", json_string_value(json_object_get(a, "id")));
-    return json_pack("{s:O, s:s, s:O, s:O, s:O, s:O, s:O}", "id", json_object_get(a, "id"), "uri", uri, "path",
-                     json_object_get(a, "path"), "version", json_object_get(a, "version"), "size",
-                     json_object_get(a, "size"), "content_type", json_object_get(a, "content_type"), "thread_id",
-                     json_object_get(a, "thread_id"));
-}
-
-/* An artifact's bytes when it is at most MAX; NULL otherwise. */
-static char *artifact_bytes(al_service *s, json_t *a, size_t max, size_t *ret_len) {
-    json_int_t size = json_integer_value(json_object_get(a, "size"));
-    if (size < 0 || (uint64_t)size > max)
-        return NULL;
-    _cleanup_close_ int fd = al_blob_open(s, json_string_value(json_object_get(a, "sha256")), size);
-    char *buf = fd < 0 ? NULL : malloc((size_t)size + 1);
-    size_t got = 0;
-    while (buf && got < (size_t)size) {
-        ssize_t n = pread(fd, buf + got, (size_t)size - got, (off_t)got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    if (!buf || got != (size_t)size) {
-        free(buf);
-        return NULL;
-    }
-    buf[got] = '\0';
-    *ret_len = got;
-    return buf;
-}
-
-static const char *ended_how(const char *state) {
-    static const struct { const char *state, *how; } m[] = {
-        { "succeeded", "succeeded" }, { "failed", "failed" }, { "timed_out", "was killed at its time limit" },
-        { "killed", "was killed at a resource limit" }, { "canceled", "was canceled" },
-        { "error", "could not run (airlock's own failure)" }, { "denied", "was not approved and did not run" },
-    };
-    for (size_t i = 0; i < ELEMENTSOF(m); i++)
-        if (strcmp(state, m[i].state) == 0)
-            return m[i].how;
-    return state;
-}
-
-/* The CallToolResult of an ended run. */
-static json_t *run_result(al_service *s, json_t *run) {
-    const char *id = json_string_value(json_object_get(run, "id"));
-    const char *state = json_string_value(json_object_get(run, "state")) ?: "error";
-    json_t *r = json_object_get(run, "result");
-    json_t *error = json_object_get(run, "error");
-    char *b = NULL;
-    size_t len = 0, cap = 0;
-    char line[1400];
-    snprintf(line, sizeof line, "Run %s %s", id, ended_how(state));
-    append_str(&b, &len, &cap, line);
-    if (json_is_object(r)) {
-        json_t *code = json_object_get(r, "exit_code"), *sig = json_object_get(r, "signal");
-        if (json_is_integer(code))
-            snprintf(line, sizeof line, " (exit code %lld", (long long)json_integer_value(code));
-        else if (json_is_integer(sig))
-            snprintf(line, sizeof line, " (signal %lld", (long long)json_integer_value(sig));
-        else
-            snprintf(line, sizeof line, " (");
-        append_str(&b, &len, &cap, line);
-        snprintf(line, sizeof line, "%sreason: %s, %lld ms).", line[2] == '\0' ? "" : ", ",
-                 json_string_value(json_object_get(r, "reason")) ?: "?",
-                 (long long)json_integer_value(json_object_get(r, "wall_ms")));
-        append_str(&b, &len, &cap, line);
-    } else {
-        append_str(&b, &len, &cap, ".");
-    }
-    if (json_is_object(error)) {
-        snprintf(line, sizeof line, " %s: %s", json_string_value(json_object_get(error, "code")) ?: "error",
-                 json_string_value(json_object_get(error, "message")) ?: "");
-        append_str(&b, &len, &cap, line);
-    }
-    static const char *const streams[] = { "stdout", "stderr" };
-    for (size_t i = 0; json_is_object(r) && i < 2; i++) {
-        json_t *t = json_object_get(r, streams[i]);
-        if (!json_is_string(t) || json_string_length(t) == 0)
-            continue;
-        bool cut = json_is_true(json_object_get(r, i == 0 ? "stdout_truncated" : "stderr_truncated"));
-        snprintf(line, sizeof line, "\n\n%s:\n", streams[i]);
-        append_str(&b, &len, &cap, line);
-        append_capped(&b, &len, &cap, json_string_value(t), json_string_length(t), OUTPUT_TEXT_MAX, &cut);
-        if (cut)
-            append_str(&b, &len, &cap, "\n[output cut here: it was longer than the cap]");
-    }
-    json_t *content = json_array(), *briefs = json_array();
-    json_t *arts = json_object_get(run, "artifacts");
-    if (json_array_size(arts)) {
-        append_str(&b, &len, &cap, "\n\nFiles written (read them with read_artifact):");
-        size_t i;
-        json_t *a;
-        json_array_foreach(arts, i, a) {
-            snprintf(line, sizeof line, "\n- %s (%lld bytes, %s): " URI_PREFIX "%s",
-                     json_string_value(json_object_get(a, "path")), (long long)json_integer_value(json_object_get(a, "size")),
-                     json_string_value(json_object_get(a, "content_type")), json_string_value(json_object_get(a, "id")));
-            append_str(&b, &len, &cap, line);
-            json_array_append_new(briefs, artifact_brief(a));
-        }
-    }
-    json_array_append_new(content, text_item(b ? b : ""));
-    free(b);
-    size_t i, images = 0;
-    json_t *a;
-    json_array_foreach(arts, i, a) json_array_append_new(content, artifact_link(a));
-    /* small images inline, so a model sees its chart without another call */
-    json_array_foreach(arts, i, a) {
-        const char *type = json_string_value(json_object_get(a, "content_type"));
-        if (images >= INLINE_IMAGES_MAX || !inline_image_type(type) ||
-            json_integer_value(json_object_get(a, "size")) > (json_int_t)INLINE_IMAGE_MAX)
-            continue;
-        size_t n = 0;
-        _cleanup_free_ char *data = artifact_bytes(s, a, INLINE_IMAGE_MAX, &n);
-        _cleanup_free_ char *b64 = data && image_bytes_ok(type, data, n) ? b64_of(data, n) : NULL;
-        if (b64) {
-            json_array_append_new(content, json_pack("{s:s, s:s, s:s}", "type", "image", "data", b64, "mimeType", type));
-            images++;
-        }
-    }
-    json_array_foreach(json_object_get(run, "previews"), i, a) {
-        const char *type = json_string_value(json_object_get(a, "content_type"));
-        json_t *data = json_object_get(a, "content_base64");
-        if (images >= INLINE_IMAGES_MAX || !inline_image_type(type) || !json_is_string(data) ||
-            json_integer_value(json_object_get(a, "size")) > (json_int_t)INLINE_IMAGE_MAX ||
-            !image_b64_ok(type, json_string_value(data)))
-            continue;
-        json_array_append_new(content, json_pack("{s:s, s:O, s:s}", "type", "image", "data", data, "mimeType", type));
-        images++;
-    }
-    json_t *structured = json_pack("{s:s, s:s, s:O, s:o, s:o, s:o, s:o, s:o}", "run_id", id, "state", state, "network",
-                                   json_object_get(run, "network"), "exit_code",
-                                   json_is_object(r) ? json_incref(json_object_get(r, "exit_code")) : json_null(),
-                                   "reason", json_is_object(r) ? json_incref(json_object_get(r, "reason")) : json_null(),
-                                   "thread", json_incref(json_object_get(run, "thread_id")), "artifacts", briefs,
-                                   "error", json_incref(error));
-    return json_pack("{s:o, s:o, s:b}", "content", content, "structuredContent", structured, "isError",
-                     strcmp(state, "succeeded") != 0);
-}
-
 /* ------------------------------------------------------- code_execution */
 
 /* Strict arguments (json_keys.h): false, and the first unknown one in
@@ -463,11 +238,11 @@ static bool only_keys(json_t *args, const char *const *keys, size_t n, const cha
 /* The refusal of a run as a tool error a model can read. */
 static json_t *run_refusal(const char *tool, const char *code, const char *msg) {
     if (strcmp(code, "tool_not_allowed") == 0)
-        return tool_error("%s is not allowed in this workspace (not on its tool allow-list).", tool);
+        return al_mcp_tool_error("%s is not allowed in this workspace (not on its tool allow-list).", tool);
     if (strcmp(code, "payment_required") == 0 || strcmp(code, "queue_full") == 0 ||
         strcmp(code, "driver_disabled") == 0 || strcmp(code, "quota_exceeded") == 0)
-        return tool_error("The run was not started (%s): %s", code, msg);
-    return tool_error("The run was refused: %s", msg);
+        return al_mcp_tool_error("The run was not started (%s): %s", code, msg);
+    return al_mcp_tool_error("The run was refused: %s", msg);
 }
 
 /*
@@ -498,18 +273,19 @@ static int follow_run(al_service *s, const al_principal *p, const char *run_id, 
                       al_mcp_call **ret_call, json_t **ret_result) {
     al_mcp_call *k = calloc(1, sizeof *k);
     if (!k) {
-        *ret_result = tool_error("out of memory; run %s was started and goes on", run_id);
+        *ret_result = al_mcp_tool_error("out of memory; run %s was started and goes on", run_id);
         return 0;
     }
     k->s = s;
     k->p = *p;
     snprintf(k->run_id, sizeof k->run_id, "%s", run_id);
     k->progress_token = progress_token ? json_incref(progress_token) : NULL;
-    al_store_run *row = al_run_load(s, p, run_id);
+    al_follow_init(&k->f, s, run_id, 0);
+    al_view_run *row = al_view_run_load(s, p, run_id);
     json_t *lim = row ? al_json_text(row->limits) : NULL;
     k->timeout_s = (int)json_integer_value(json_object_get(lim, "timeout_s"));
     json_decref(lim);
-    al_store_run_free(row);
+    al_view_run_free(row);
     k->started_ms = al_now_ms();
     k->deadline_ms = k->started_ms + (uint64_t)(k->timeout_s + RUN_SLACK_S) * 1000;
     *ret_call = k;
@@ -522,13 +298,13 @@ static int code_execution(al_service *s, const al_principal *p, json_t *args, js
                                         "image" };
     const char *bad = NULL;
     if (!only_keys(args, keys, ELEMENTSOF(keys), &bad)) {
-        *ret_result = tool_error("Unknown argument \"%s\". code_execution takes language, code, and optionally thread, "
+        *ret_result = al_mcp_tool_error("Unknown argument \"%s\". code_execution takes language, code, and optionally thread, "
                                  "network, files, description, timeout_s, image.", bad);
         return 0;
     }
     json_t *lang = json_object_get(args, "language"), *code = json_object_get(args, "code");
     if (!json_is_string(lang) || !json_is_string(code)) {
-        *ret_result = tool_error("code_execution needs language (python, node or bash) and code (a string).");
+        *ret_result = al_mcp_tool_error("code_execution needs language (python, node or bash) and code (a string).");
         return 0;
     }
     /* the arguments code_execution shares with POST /v1/runs, read as its
@@ -553,7 +329,7 @@ static int code_execution(al_service *s, const al_principal *p, json_t *args, js
     if (st == AL_STATUS_OK && files && !json_is_null(files)) {
         if (!json_is_array(files)) {
             al_run_spec_free(&sp);
-            *ret_result = tool_error("files must be an array of {name, content} objects.");
+            *ret_result = al_mcp_tool_error("files must be an array of {name, content} objects.");
             return 0;
         }
         size_t i;
@@ -564,13 +340,13 @@ static int code_execution(al_service *s, const al_principal *p, json_t *args, js
             json_t *b64 = json_object_get(f, "content_base64");
             if (!only_keys(f, file_keys, ELEMENTSOF(file_keys), &bad)) {
                 al_run_spec_free(&sp);
-                *ret_result = tool_error("Unknown field \"%.64s\" in files[%zu]: a file has name and either content "
+                *ret_result = al_mcp_tool_error("Unknown field \"%.64s\" in files[%zu]: a file has name and either content "
                                          "(text) or content_base64.", bad, i);
                 return 0;
             }
             if (!json_is_object(f) || !json_is_string(name) || (!json_is_string(text) == !json_is_string(b64))) {
                 al_run_spec_free(&sp);
-                *ret_result = tool_error("files[%zu] must have a name and either content (text) or content_base64.", i);
+                *ret_result = al_mcp_tool_error("files[%zu] must have a name and either content (text) or content_base64.", i);
                 return 0;
             }
             const char *n = json_string_value(name);
@@ -580,8 +356,8 @@ static int code_execution(al_service *s, const al_principal *p, json_t *args, js
                         : al_run_spec_add_file_base64(&sp, n, nl, json_string_value(b64), json_string_length(b64));
             if (r < 0) {
                 al_run_spec_free(&sp);
-                *ret_result = r == -ENOMEM ? tool_error("out of memory")
-                                           : tool_error("The run was refused: " AL_RUN_RULE_FILE_BASE64, i);
+                *ret_result = r == -ENOMEM ? al_mcp_tool_error("out of memory")
+                                           : al_mcp_tool_error("The run was refused: " AL_RUN_RULE_FILE_BASE64, i);
                 return 0;
             }
         }
@@ -657,10 +433,10 @@ static json_t *denied_result(json_t *run) {
     const char *id = json_string_value(json_object_get(run, "id"));
     json_t *res;
     if (strcmp(code, "expired") == 0)
-        res = tool_error("Run %s did not run: no one approved it before its approval expired. Ask a person with the "
+        res = al_mcp_tool_error("Run %s did not run: no one approved it before its approval expired. Ask a person with the "
                          "approver role to watch for approvals, then try again.", id);
     else
-        res = tool_error("Run %s did not run: a person denied it%s%s%s.", id, *msg ? " (reason: " : "", msg,
+        res = al_mcp_tool_error("Run %s did not run: a person denied it%s%s%s.", id, *msg ? " (reason: " : "", msg,
                          *msg ? ")" : "");
     json_object_set_new(res, "structuredContent", json_pack("{s:s, s:s, s:s, s:s}", "run_id", id, "state", "denied",
                                                             "code", code, "message", msg));
@@ -668,29 +444,22 @@ static json_t *denied_result(json_t *run) {
 }
 
 static json_t *final_result(al_mcp_call *k) {
-    al_store_run *row = al_run_load(k->s, &k->p, k->run_id);
+    al_view_run *row = al_view_run_load(k->s, &k->p, k->run_id);
     if (!row)
-        return tool_error("run %s vanished", k->run_id);
+        return al_mcp_tool_error("run %s vanished", k->run_id);
     json_t *run = al_run_json(k->s, row);
-    al_store_run_free(row);
+    al_view_run_free(row);
     json_t *res = strcmp(json_string_value(json_object_get(run, "state")), "denied") == 0 ? denied_result(run)
-                                                                                          : run_result(k->s, run);
+                                                                                          : al_mcp_run_result(k->s, run);
     json_decref(run);
     return res;
 }
 
-bool al_mcp_call_step(al_mcp_call *k, int wait_s, bool send_output, json_t *notes, json_t **ret_result) {
-    al_error err = { 0 };
-    *ret_result = NULL;
-    uint64_t gen = al_service_run_event_gen(k->s, k->run_id);
-    al_store_event *evs = NULL;
-    size_t nev = 0;
-    if (al_run_events_after(k->s, k->run_id, k->last_seq, (int64_t)EVENTS_PER_STEP, &evs, &nev, &err) < 0) {
-        *ret_result = tool_error("cannot follow run %s: %s", k->run_id, err.msg);
-        return false;
-    }
+/* What the call's events say: notes to send, and the result once the run's
+ * has come (true). */
+static bool on_events(al_mcp_call *k, const al_follow_event *evs, size_t nev, bool send_output, json_t *notes,
+                      json_t **ret_result) {
     for (size_t i = 0; i < nev; i++) {
-        k->last_seq = evs[i].seq;
         const char *type = evs[i].type;
         json_t *data = json_loads(evs[i].data, 0, NULL);
         if (strcmp(type, "state") == 0 && json_is_string(json_object_get(data, "state"))) {
@@ -702,55 +471,73 @@ bool al_mcp_call_step(al_mcp_call *k, int wait_s, bool send_output, json_t *note
             add(notes, progress_note(k, type[3] == 'o' ? "output on stdout" : "output on stderr"));
         } else if (strcmp(type, "result") == 0) {
             json_decref(data);
-            al_store_events_free(evs, nev);
             *ret_result = final_result(k);
-            return false;
+            return true;
         }
         json_decref(data);
     }
-    bool had = nev > 0;
-    al_store_events_free(evs, nev);
-    if (had)
-        return false;
+    return false;
+}
+
+/* The call waited past its deadline: it stops waiting, saying for what. */
+static json_t *waited_too_long(al_mcp_call *k, uint64_t now) {
+    if (strcmp(k->state, "pending_approval") == 0)
+        return al_mcp_tool_error("No one has decided on run %s after %d s of waiting for approval. It still waits "
+                          "(until its approval expires); this call stops waiting for it now.",
+                          k->run_id, APPROVAL_WAIT_MAX_S);
+    return al_mcp_tool_error("Run %s has not ended %llu s after it was started (state: %s); this call stops "
+                      "waiting for it. Its files will be in list_artifacts when it ends.",
+                      k->run_id, (unsigned long long)(now - k->started_ms) / 1000, k->state);
+}
+
+bool al_mcp_call_step(al_mcp_call *k, int wait_s, bool send_output, json_t *notes, json_t **ret_result) {
+    al_error err = { 0 };
+    *ret_result = NULL;
+    /* wait at most WAIT_S, and never past the call's deadline */
     uint64_t now = al_now_ms();
-    if (now >= k->deadline_ms) {
-        if (strcmp(k->state, "pending_approval") == 0)
-            *ret_result = tool_error("No one has decided on run %s after %d s of waiting for approval. It still waits "
-                                     "(until its approval expires); this call stops waiting for it now.",
-                                     k->run_id, APPROVAL_WAIT_MAX_S);
-        else
-            *ret_result = tool_error("Run %s has not ended %llu s after it was started (state: %s); this call stops "
-                                     "waiting for it. Its files will be in list_artifacts when it ends.",
-                                     k->run_id, (unsigned long long)(now - k->started_ms) / 1000, k->state);
-        return false;
-    }
+    uint64_t wait_ms = (uint64_t)wait_s * 1000;
+    if (k->deadline_ms <= now)
+        wait_ms = 0;
+    else if (k->deadline_ms - now < wait_ms)
+        wait_ms = k->deadline_ms - now;
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    uint64_t wait_ms = (uint64_t)wait_s * 1000;
-    if (k->deadline_ms - now < wait_ms)
-        wait_ms = k->deadline_ms - now;
     until.tv_sec += (time_t)(wait_ms / 1000);
     until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
     if (until.tv_nsec >= 1000000000L) {
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
-    if (!al_service_wait_run_event(k->s, k->run_id, gen, &until)) {
-        pthread_mutex_lock(&k->s->mu);
-        bool stopping = k->s->stopping;
-        pthread_mutex_unlock(&k->s->mu);
-        if (stopping) {
-            *ret_result = tool_error("The service is shutting down; run %s was stopped with it.", k->run_id);
-            return false;
-        }
-        /* quiet for a while: a progress note keeps a client's timeout at bay */
-        char msg[200];
-        snprintf(msg, sizeof msg, strcmp(k->state, "pending_approval") == 0 ? "Still waiting for approval of run %s."
-                                                                             : "Run %s is still going.", k->run_id);
-        add(notes, progress_note(k, msg));
-        return true;
+    al_follow_event *evs = NULL;
+    size_t nev = 0;
+    switch (al_follow_next(&k->f, (int64_t)EVENTS_PER_STEP, &until, &evs, &nev, &err)) {
+    case AL_FOLLOW_EVENTS:
+        on_events(k, evs, nev, send_output, notes, ret_result);
+        al_follow_events_free(evs, nev);
+        return false;
+    case AL_FOLLOW_DONE:
+        *ret_result = final_result(k);
+        return false;
+    case AL_FOLLOW_STOPPING:
+        *ret_result = al_mcp_tool_error("The service is shutting down; run %s was stopped with it.", k->run_id);
+        return false;
+    case AL_FOLLOW_QUIET:
+        break;
+    default:
+        *ret_result = al_mcp_tool_error("cannot follow run %s: %s", k->run_id, err.msg);
+        return false;
     }
-    return false;
+    now = al_now_ms();
+    if (now >= k->deadline_ms) {
+        *ret_result = waited_too_long(k, now);
+        return false;
+    }
+    /* quiet for a while: a progress note keeps a client's timeout at bay */
+    char msg[200];
+    snprintf(msg, sizeof msg, strcmp(k->state, "pending_approval") == 0 ? "Still waiting for approval of run %s."
+                                                                         : "Run %s is still going.", k->run_id);
+    add(notes, progress_note(k, msg));
+    return true;
 }
 
 const char *al_mcp_call_run_id(const al_mcp_call *k) { return k->run_id; }
@@ -774,26 +561,22 @@ static json_t *list_artifacts(al_service *s, const al_principal *p, json_t *args
     static const char *const keys[] = { "thread", "run", "all_versions" };
     const char *bad = NULL;
     if (!only_keys(args, keys, ELEMENTSOF(keys), &bad))
-        return tool_error("Unknown argument \"%s\". list_artifacts takes thread (or run) and all_versions.", bad);
+        return al_mcp_tool_error("Unknown argument \"%s\". list_artifacts takes thread (or run) and all_versions.", bad);
     const char *thread = json_string_value(json_object_get(args, "thread"));
     const char *run = json_string_value(json_object_get(args, "run"));
     bool all = json_is_true(json_object_get(args, "all_versions"));
     if (!thread == !run)
-        return tool_error("Give either thread (the thread's name) or run (a run id).");
+        return al_mcp_tool_error("Give either thread (the thread's name) or run (a run id).");
     if (thread && !valid_thread(thread))
-        return tool_error("thread must be 1-64 characters of A-Z a-z 0-9 . _ -");
+        return al_mcp_tool_error("thread must be 1-64 characters of A-Z a-z 0-9 . _ -");
     if (run && strlen(run) > 64)
-        return tool_error("no run %s", run);
+        return al_mcp_tool_error("no run %s", run);
     al_error err = { 0 };
     /* the thread key: of the thread's name, or of the run's id for a run without one */
     const char *key = thread ? thread : run;
-    char tkey[128];
-    al_artifacts_thread_key(thread, run, tkey, sizeof tkey);
-    al_store_artifacts l;
-    if (al_store_artifacts_of_thread(s->store, p->workspace_id, tkey, run, all, 1000, &l, &err) < 0)
-        return tool_error("cannot list artifacts: %s", err.msg);
-    json_t *rows = al_artifacts_json(&l);
-    al_store_artifacts_free(&l);
+    json_t *rows = al_view_thread_artifacts(s, p->workspace_id, thread, run, all, 1000, &err);
+    if (!rows)
+        return al_mcp_tool_error("cannot list artifacts: %s", err.msg);
     char *b = NULL;
     size_t len = 0, cap = 0;
     char line[1200];
@@ -802,7 +585,7 @@ static json_t *list_artifacts(al_service *s, const al_principal *p, json_t *args
     else
         snprintf(line, sizeof line, "%zu file%s in %s %s:", json_array_size(rows), json_array_size(rows) == 1 ? "" : "s",
                  thread ? "thread" : "run", key);
-    append_str(&b, &len, &cap, line);
+    al_mcp_append_str(&b, &len, &cap, line);
     json_t *content = json_array(), *briefs = json_array();
     size_t i;
     json_t *a;
@@ -811,12 +594,12 @@ static json_t *list_artifacts(al_service *s, const al_principal *p, json_t *args
                  json_string_value(json_object_get(a, "path")), (long long)json_integer_value(json_object_get(a, "version")),
                  (long long)json_integer_value(json_object_get(a, "size")),
                  json_string_value(json_object_get(a, "content_type")), json_string_value(json_object_get(a, "id")));
-        append_str(&b, &len, &cap, line);
-        json_array_append_new(briefs, artifact_brief(a));
+        al_mcp_append_str(&b, &len, &cap, line);
+        json_array_append_new(briefs, al_mcp_artifact_brief(a));
     }
-    json_array_append_new(content, text_item(b ? b : ""));
+    json_array_append_new(content, al_mcp_text_item(b ? b : ""));
     free(b);
-    json_array_foreach(rows, i, a) json_array_append_new(content, artifact_link(a));
+    json_array_foreach(rows, i, a) json_array_append_new(content, al_mcp_artifact_link(a));
     json_decref(rows);
     return json_pack("{s:o, s:{s:o}, s:b}", "content", content, "structuredContent", "artifacts", briefs, "isError", false);
 }
@@ -832,13 +615,7 @@ static json_t *artifact_by_uri(al_service *s, const al_principal *p, const char 
     const char *id = strncmp(uri, URI_PREFIX, strlen(URI_PREFIX)) == 0 ? uri + strlen(URI_PREFIX) : uri;
     if (strncmp(id, "art_", 4) != 0 || strlen(id) > 64)
         return NULL;
-    al_error err = { 0 };
-    al_store_artifact rec;
-    if (al_store_artifact_get(s->store, p->workspace_id, id, &rec, &err) < 0)
-        return NULL;
-    json_t *a = al_artifact_json(&rec);
-    al_store_artifact_done(&rec);
-    return a;
+    return al_view_artifact(s, p->workspace_id, id);
 }
 
 /*
@@ -889,12 +666,12 @@ static int artifact_resource(al_service *s, json_t *a, json_t **ret, bool *ret_c
         if ((size_t)size > n)
             return -EFBIG;
     }
-    _cleanup_free_ char *b64 = b64_of(data, n);
+    _cleanup_free_ char *b64 = al_mcp_b64_of(data, n);
     if (!b64)
         return -ENOMEM;
     *ret = json_pack("{s:s, s:s, s:s}", "uri", uri, "mimeType", type, "blob", b64);
     /* an image a model can look at, when it is one */
-    if (inline_image_type(type) && n <= INLINE_IMAGE_MAX && image_bytes_ok(type, data, n))
+    if (al_mcp_inline_image_type(type) && n <= INLINE_IMAGE_MAX && al_mcp_image_bytes_ok(type, data, n))
         json_object_set_new(*ret, "_image", json_true());
     return 0;
 }
@@ -903,13 +680,13 @@ static json_t *read_artifact(al_service *s, const al_principal *p, json_t *args)
     static const char *const keys[] = { "uri" };
     const char *bad = NULL;
     if (!only_keys(args, keys, ELEMENTSOF(keys), &bad))
-        return tool_error("Unknown argument \"%s\". read_artifact takes uri.", bad);
+        return al_mcp_tool_error("Unknown argument \"%s\". read_artifact takes uri.", bad);
     const char *uri = json_string_value(json_object_get(args, "uri"));
     if (!uri)
-        return tool_error("read_artifact needs uri: airlock://artifacts/art_... (from code_execution or list_artifacts).");
+        return al_mcp_tool_error("read_artifact needs uri: airlock://artifacts/art_... (from code_execution or list_artifacts).");
     json_t *a = artifact_by_uri(s, p, uri);
     if (!a)
-        return tool_error("No artifact %.200s in this workspace. list_artifacts shows a thread's files.", uri);
+        return al_mcp_tool_error("No artifact %.200s in this workspace. list_artifacts shows a thread's files.", uri);
     const char *id = json_string_value(json_object_get(a, "id"));
     char line[1200];
     snprintf(line, sizeof line, "%s, version %lld, %lld bytes, %s.", json_string_value(json_object_get(a, "path")),
@@ -920,7 +697,7 @@ static json_t *read_artifact(al_service *s, const al_principal *p, json_t *args)
     bool cut = false;
     int r = artifact_resource(s, a, &res, &cut);
     if (r == -EFBIG) {
-        json_t *e = tool_error("%s It is larger than read_artifact returns (%u KiB of text, %u MiB otherwise); fetch it "
+        json_t *e = al_mcp_tool_error("%s It is larger than read_artifact returns (%u KiB of text, %u MiB otherwise); fetch it "
                                "over HTTP with GET /v1/artifacts/%s/content.", line, READ_TEXT_MAX >> 10,
                                READ_BLOB_MAX >> 20, id);
         json_decref(a);
@@ -928,19 +705,19 @@ static json_t *read_artifact(al_service *s, const al_principal *p, json_t *args)
     }
     if (r < 0) {
         json_decref(a);
-        return tool_error("the content of %s is missing from the store", id);
+        return al_mcp_tool_error("the content of %s is missing from the store", id);
     }
     if (cut)
         snprintf(line + strlen(line), sizeof line - strlen(line), " Only the first %zu bytes are shown.",
                  json_string_length(json_object_get(res, "text")));
     bool image = json_is_true(json_object_get(res, "_image"));
     json_object_del(res, "_image");
-    json_t *content = json_pack("[o, {s:s, s:O}]", text_item(line), "type", "resource", "resource", res);
+    json_t *content = json_pack("[o, {s:s, s:O}]", al_mcp_text_item(line), "type", "resource", "resource", res);
     if (image)
         json_array_append_new(content, json_pack("{s:s, s:O, s:O}", "type", "image", "data", json_object_get(res, "blob"),
                                                  "mimeType", json_object_get(res, "mimeType")));
     json_decref(res);
-    json_t *out = json_pack("{s:o, s:o, s:b}", "content", content, "structuredContent", artifact_brief(a), "isError", false);
+    json_t *out = json_pack("{s:o, s:o, s:b}", "content", content, "structuredContent", al_mcp_artifact_brief(a), "isError", false);
     json_decref(a);
     return out;
 }
@@ -950,16 +727,12 @@ static json_t *read_artifact(al_service *s, const al_principal *p, json_t *args)
 json_t *al_mcp_resources_list(al_service *s, const al_principal *p) {
     al_error err = { 0 };
     /* the newest versions first: what a model most likely wants to look at */
-    al_store_artifacts recent;
-    json_t *rows = al_store_artifacts_recent(s->store, p->workspace_id, RESOURCES_LIST_MAX, &recent, &err) < 0
-                       ? NULL
-                       : al_artifacts_json(&recent);
-    al_store_artifacts_free(&recent);
+    json_t *rows = al_view_artifacts_recent(s, p->workspace_id, RESOURCES_LIST_MAX, &err);
     json_t *out = json_array();
     size_t i;
     json_t *a;
     json_array_foreach(rows, i, a) {
-        json_t *l = artifact_link(a);
+        json_t *l = al_mcp_artifact_link(a);
         json_object_del(l, "type");
         json_array_append_new(out, l);
     }
@@ -989,7 +762,7 @@ static int run_skill_script(al_service *s, const al_principal *p, json_t *args, 
     static const char *const keys[] = { "skill", "entrypoint", "arguments", "thread", "network" };
     const char *bad = NULL;
     if (!only_keys(args, keys, ELEMENTSOF(keys), &bad)) {
-        *ret_result = tool_error("Unknown argument \"%s\". run_skill_script takes skill, entrypoint, arguments, "
+        *ret_result = al_mcp_tool_error("Unknown argument \"%s\". run_skill_script takes skill, entrypoint, arguments, "
                                  "thread and network.", bad);
         return 0;
     }
@@ -997,12 +770,12 @@ static int run_skill_script(al_service *s, const al_principal *p, json_t *args, 
     const char *entrypoint = json_string_value(json_object_get(args, "entrypoint"));
     json_t *a = json_object_get(args, "arguments"), *thread = json_object_get(args, "thread");
     if (!skill || !entrypoint) {
-        *ret_result = tool_error("run_skill_script needs skill and entrypoint (strings); the tool's description lists "
+        *ret_result = al_mcp_tool_error("run_skill_script needs skill and entrypoint (strings); the tool's description lists "
                                  "the skills here.");
         return 0;
     }
     if ((a && !json_is_object(a) && !json_is_null(a)) || (thread && !json_is_string(thread) && !json_is_null(thread))) {
-        *ret_result = tool_error("arguments must be an object and thread a string.");
+        *ret_result = al_mcp_tool_error("arguments must be an object and thread a string.");
         return 0;
     }
     json_t *empty = json_object(), *doc = NULL;
@@ -1011,7 +784,7 @@ static int run_skill_script(al_service *s, const al_principal *p, json_t *args, 
     json_t *net = json_object_get(args, "network");
     if (net && !json_is_null(net) && !json_is_string(net)) {
         json_decref(empty);
-        *ret_result = tool_error("network must be a policy string, as code_execution takes it.");
+        *ret_result = al_mcp_tool_error("network must be a policy string, as code_execution takes it.");
         return 0;
     }
     al_skill_opts o = { .network = json_string_value(net), .via = "mcp", .mode = AL_SKILL_RUN, .idem = idem };
@@ -1029,9 +802,9 @@ static int run_skill_script(al_service *s, const al_principal *p, json_t *args, 
     const char *code = json_string_value(json_object_get(e, "code")) ?: "internal";
     const char *msg = json_string_value(json_object_get(e, "message")) ?: "the skill could not be run";
     if (strcmp(code, "tool_not_allowed") == 0)
-        *ret_result = tool_error("run_skill_script is not allowed in this workspace (not on its tool allow-list).");
+        *ret_result = al_mcp_tool_error("run_skill_script is not allowed in this workspace (not on its tool allow-list).");
     else
-        *ret_result = tool_error("The skill was not run (%s): %s", code, msg);
+        *ret_result = al_mcp_tool_error("The skill was not run (%s): %s", code, msg);
     json_decref(doc);
     return 0;
 }
@@ -1047,7 +820,7 @@ int al_mcp_tool_call(al_service *s, const al_principal *p, const char *name, jso
         args = empty = json_object();
     int r = 0;
     if (!json_is_object(args))
-        *ret_result = tool_error("arguments must be an object");
+        *ret_result = al_mcp_tool_error("arguments must be an object");
     else if (strcmp(name, "code_execution") == 0)
         r = code_execution(s, p, args, progress_token, idem, ret_call, ret_result);
     else if (strcmp(name, "list_artifacts") == 0)

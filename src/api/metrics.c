@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../store/store.h"
+#include "../core/views.h"
 #include "../util/util.h"
 
 const al_run_state al_run_states_by_name[] = { AL_RUN_CANCELED,     AL_RUN_DENIED,  AL_RUN_ERROR,  AL_RUN_FAILED,
@@ -32,7 +32,7 @@ static bool runs_by_state(al_metrics_cache *mc, al_service *s, int64_t ret[_AL_R
         pthread_mutex_unlock(&mc->mu);
         al_error err = { 0 };
         int64_t counts[_AL_RUN_STATE_MAX];
-        int r = al_store_runs_by_state(s->store, NULL, NULL, NULL, counts, &err);
+        int r = al_view_runs_by_state(s, counts, &err);
         pthread_mutex_lock(&mc->mu);
         mc->counting = false;
         if (r == 0) {
@@ -62,26 +62,27 @@ char *al_metrics_text(al_metrics_cache *mc, al_service *s, unsigned long long la
         if (counts[al_run_states_by_name[i]] > 0)
             OUT("airlock_runs{state=\"%s\"} %lld\n", al_run_state_name(al_run_states_by_name[i]),
                 (long long)counts[al_run_states_by_name[i]]);
-    /* read before s->mu is taken: the store's lock comes first where both are held */
-    int queued = al_service_person_queued(s, NULL);
-    al_store_stats st;
-    al_store_get_stats(s->store, &st);
+    al_view_figures fig;
+    al_view_figures_get(s, &fig);
+    const al_view_figures *st = &fig;
     OUT("# HELP airlock_store_statements_total Statements the store sent to its backend (%s).\n"
         "# TYPE airlock_store_statements_total counter\nairlock_store_statements_total %llu\n",
-        al_store_backend_name(s->store), (unsigned long long)st.statements);
+        st->store_backend, (unsigned long long)st->store.statements);
     OUT("# HELP airlock_store_failures_total Statements that failed.\n# TYPE airlock_store_failures_total counter\n"
-        "airlock_store_failures_total %llu\n", (unsigned long long)st.failures);
+        "airlock_store_failures_total %llu\n", (unsigned long long)st->store.failures);
     OUT("# HELP airlock_store_units_total Units of work (transactions) begun.\n# TYPE airlock_store_units_total counter\n"
-        "airlock_store_units_total %llu\n", (unsigned long long)st.units);
+        "airlock_store_units_total %llu\n", (unsigned long long)st->store.units);
     OUT("# HELP airlock_store_busy_seconds_total Time spent in the store, waits for its connection included.\n"
         "# TYPE airlock_store_busy_seconds_total counter\nairlock_store_busy_seconds_total %.6f\n",
-        (double)st.busy_ns / 1e9);
-    if (st.has_steps)
+        (double)st->store.busy_ns / 1e9);
+    if (st->store.has_steps)
         OUT("# HELP airlock_store_vm_steps_total The work of the store's statements as SQLite counts it (virtual "
             "machine steps): it grows with the rows their plans read, a history read whole included.\n"
             "# TYPE airlock_store_vm_steps_total counter\nairlock_store_vm_steps_total %llu\n",
-            (unsigned long long)st.steps);
-    json_t *pool = s->driver->pool ? s->driver->pool() : NULL;
+            (unsigned long long)st->store.steps);
+    al_view_driver drv;
+    al_view_driver_get(s, false, &drv);
+    json_t *pool = drv.pool;
     if (pool) {
         uint64_t hits = (uint64_t)json_integer_value(json_object_get(pool, "hits"));
         uint64_t misses = (uint64_t)json_integer_value(json_object_get(pool, "misses"));
@@ -109,27 +110,25 @@ char *al_metrics_text(al_metrics_cache *mc, al_service *s, unsigned long long la
         OUT("# HELP airlock_pool_runs_total Runs that found a box made for them (hit) or made their own (miss).\n"
             "# TYPE airlock_pool_runs_total counter\nairlock_pool_runs_total{result=\"hit\"} %llu\n"
             "airlock_pool_runs_total{result=\"miss\"} %llu\n", (unsigned long long)hits, (unsigned long long)misses);
-        json_decref(pool);
     }
+    al_view_driver_done(&drv);
     OUT("# HELP airlock_http_connections_cut_total Connections closed by airlock: a request not in by its deadline "
         "(request_timeout_s), or the oldest without a valid key, to keep connections_reserved.\n"
         "# TYPE airlock_http_connections_cut_total counter\nairlock_http_connections_cut_total{reason=\"deadline\"} "
         "%llu\nairlock_http_connections_cut_total{reason=\"reserve\"} %llu\n", late, evicted);
-    pthread_mutex_lock(&s->mu);
     OUT("# HELP airlock_queue_length Runs waiting for a slot (every node's).\n# TYPE airlock_queue_length gauge\n"
-        "airlock_queue_length %d\n", queued);
+        "airlock_queue_length %d\n", st->queued);
     OUT("# HELP airlock_boxes_alive Runs being provisioned or running.\n# TYPE airlock_boxes_alive gauge\nairlock_boxes_alive %d\n",
-        s->active_count);
+        st->boxes_alive);
     OUT("# HELP airlock_runs_started_total Runs started since the service started.\n# TYPE airlock_runs_started_total counter\n"
-        "airlock_runs_started_total %llu\n", (unsigned long long)s->runs_started);
+        "airlock_runs_started_total %llu\n", (unsigned long long)st->runs_started);
     static const char *const le[12] = { "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "30", "60", "120", "+Inf" };
     OUT("# HELP airlock_run_duration_seconds Time from provisioning to the end of a run.\n"
         "# TYPE airlock_run_duration_seconds histogram\n");
     for (int i = 0; i < 12; i++)
-        OUT("airlock_run_duration_seconds_bucket{le=\"%s\"} %llu\n", le[i], (unsigned long long)s->duration_buckets[i]);
-    OUT("airlock_run_duration_seconds_sum %.3f\nairlock_run_duration_seconds_count %llu\n", s->duration_sum,
-        (unsigned long long)s->runs_finished);
-    pthread_mutex_unlock(&s->mu);
+        OUT("airlock_run_duration_seconds_bucket{le=\"%s\"} %llu\n", le[i], (unsigned long long)st->duration_buckets[i]);
+    OUT("airlock_run_duration_seconds_sum %.3f\nairlock_run_duration_seconds_count %llu\n", st->duration_sum,
+        (unsigned long long)st->runs_finished);
 #undef OUT
     return t;
 }

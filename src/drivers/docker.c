@@ -150,6 +150,15 @@ static void docker_sweep(void) {
     al_docker_sweep(sock());
 }
 
+/* a runc container has the box's network namespace and the proxy's
+ * listener in it; gVisor keeps offline only */
+static bool docker_net_mode_held(al_net_mode mode, const char **ret_why) {
+    if (conf.runtime != AL_DOCKER_RUNSC || mode == AL_NET_OFFLINE)
+        return true;
+    *ret_why = "refused under gVisor here (runsc --network=none)";
+    return false;
+}
+
 const al_driver_ops al_driver_docker = {
     .name = "docker",
     .capabilities = docker_capabilities,
@@ -161,4 +170,5 @@ const al_driver_ops al_driver_docker = {
     .stop = al_docker_pool_stop,
     .pool = al_docker_pool_json,
     .needs_image = true,
+    .net_mode_held = docker_net_mode_held,
 };

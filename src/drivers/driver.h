@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "../proxy/policy.h"
 #include "../util/util.h"
 #include "job.h"
 
@@ -44,6 +45,11 @@ typedef struct al_driver_ops {
     /* Runs need an image (a container cannot run on the host's /usr): a
      * run that names none gets the default image. */
     bool needs_image;
+    /* Whether its boxes are held to network mode MODE (their own network
+     * namespace, and the egress proxy's listener in it, where the mode has
+     * one); when not, *RET_WHY may say why. NULL: no mode is (no runs
+     * execute). A fact of the driver, not a rule the API keeps by name. */
+    bool (*net_mode_held)(al_net_mode mode, const char **ret_why);
 } al_driver_ops;
 
 extern const al_driver_ops al_driver_native;

@@ -159,6 +159,9 @@ static json_t *native_capabilities(void) {
     return doc;
 }
 
+/* the box's network namespace and the egress proxy's listener in it */
+static bool native_net_mode_held(al_net_mode mode, const char **ret_why) { return true; }
+
 static int native_probe(al_error *err) {
     json_t *items = doctor_items();
     json_t *u = json_object_get(items, "user namespace");
@@ -197,4 +200,5 @@ const al_driver_ops al_driver_native = {
     .sweep = al_box_sweep_stale,
     .stop = al_warm_pool_stop,
     .pool = al_warm_pool_json,
+    .net_mode_held = native_net_mode_held,
 };

@@ -319,6 +319,29 @@ def test_unknown_path_and_method(service):
     assert not wrong, "\n".join(wrong)
 
 
+def test_the_route_table_answers_405_with_allow_404_and_401_before_either(service):
+    """What the route table (src/api/routes.c) gives every row: a wrong
+    method is 405 naming the path's methods in Allow, HEAD is GET's, an
+    unknown path is 404, and under /v1 a request without a key is 401 before
+    it learns whether the path or the method exists."""
+    rid = service.run("print(1)")["id"]
+    for method, path, allow in [("DELETE", "/v1/runs", "GET, POST"), ("PUT", f"/v1/runs/{rid}", "GET"),
+                                ("GET", f"/v1/runs/{rid}/cancel", "POST"), ("POST", "/v1/settings", "GET, PUT, PATCH"),
+                                ("POST", "/v1/audit/checkpoint", "GET"), ("POST", "/healthz", "GET")]:
+        status, hdrs, doc = service.request(method, path, body=b"{}" if method in ("PUT", "POST") else None)
+        assert_error(status, doc, "method_not_allowed")
+        assert sorted(hdrs.get("allow", "").split(", ")) == sorted(allow.split(", ")), (method, path, hdrs)
+    status, hdrs, _ = service.request("HEAD", f"/v1/runs/{rid}")
+    assert status == 200, status
+    for path in ("/v1/nothing-here", f"/v1/runs/{rid}/nothing", "/nothing", "/piston/x", "/v1/a/b/c/d/e/f/g"):
+        status, _, doc = service.get(path)
+        assert_error(status, doc, "not_found")
+    for method, path in [("GET", "/v1/nothing-here"), ("DELETE", "/v1/runs"), ("GET", "/v1/a/b/c/d/e/f/g")]:
+        status, hdrs, doc = service.request(method, path, key=None)
+        assert_error(status, doc, "unauthorized")
+        assert hdrs.get("www-authenticate", "").startswith("Bearer"), hdrs
+
+
 @pytest.mark.parametrize("query", ["limit=abc", "limit=0", "limit=-3", "state=bogus", "cursor=%00garbage%ff",
                                    "thread_id=bad%20id"])
 def test_bad_list_query_is_400(service, query):

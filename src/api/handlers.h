@@ -1,0 +1,47 @@
+/* The handlers of every surface, by module: what the route table
+ * (routes.c) points at. A surface's module declares its handlers here. */
+#pragma once
+
+#include "route.h"
+
+/* ops.c: health, the OpenAPI document, the operator's figures */
+enum MHD_Result al_ops_health(al_route_ctx *x);
+enum MHD_Result al_ops_openapi(al_route_ctx *x);
+enum MHD_Result al_ops_metrics(al_route_ctx *x);
+enum MHD_Result al_ops_status(al_route_ctx *x);
+/* piston_route.c: Piston's API under /piston/KEY/ */
+enum MHD_Result al_piston_route_runtimes(al_route_ctx *x);
+enum MHD_Result al_piston_route_execute(al_route_ctx *x);
+enum MHD_Result al_piston_route_other(al_route_ctx *x);
+/* mcp.c: MCP over Streamable HTTP (it answers each method itself) */
+enum MHD_Result al_mcp_route(al_route_ctx *x);
+/* rest_runs.c */
+enum MHD_Result al_rest_runs_create(al_route_ctx *x);
+enum MHD_Result al_rest_runs_list(al_route_ctx *x);
+enum MHD_Result al_rest_runs_get(al_route_ctx *x);
+enum MHD_Result al_rest_runs_trace(al_route_ctx *x);
+enum MHD_Result al_rest_runs_input(al_route_ctx *x);
+enum MHD_Result al_rest_runs_approve(al_route_ctx *x);
+enum MHD_Result al_rest_runs_deny(al_route_ctx *x);
+enum MHD_Result al_rest_runs_cancel(al_route_ctx *x);
+/* sse.c: a run's events as Server-Sent Events */
+enum MHD_Result al_sse_run_events(al_route_ctx *x);
+/* rest_artifacts.c, rest_threads.c */
+enum MHD_Result al_rest_artifact_get(al_route_ctx *x);
+enum MHD_Result al_rest_artifact_content(al_route_ctx *x);
+enum MHD_Result al_rest_thread_artifacts(al_route_ctx *x);
+/* rest_skills.c */
+enum MHD_Result al_rest_skills_upload(al_route_ctx *x);
+enum MHD_Result al_rest_skills_list(al_route_ctx *x);
+enum MHD_Result al_rest_skills_get(al_route_ctx *x);
+enum MHD_Result al_rest_skills_delete(al_route_ctx *x);
+enum MHD_Result al_rest_skills_delete_version(al_route_ctx *x);
+enum MHD_Result al_rest_skills_run(al_route_ctx *x);
+enum MHD_Result al_rest_skills_test(al_route_ctx *x);
+enum MHD_Result al_rest_skills_promote(al_route_ctx *x);
+/* rest_settings.c, rest_usage.c, rest_admin.c */
+enum MHD_Result al_rest_settings_get(al_route_ctx *x);
+enum MHD_Result al_rest_settings_put(al_route_ctx *x);
+enum MHD_Result al_rest_usage(al_route_ctx *x);
+enum MHD_Result al_rest_audit(al_route_ctx *x);
+enum MHD_Result al_rest_audit_checkpoint(al_route_ctx *x);

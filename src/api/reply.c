@@ -1,0 +1,154 @@
+/* The answers every surface queues (reply.h). */
+#include "reply.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../util/util.h"
+
+enum MHD_Result al_reply_json(struct MHD_Connection *c, unsigned status, json_t *doc) {
+    char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    if (!s) {
+        /* a document that could not be built still gets an answer, not a
+         * dropped connection */
+        status = 500;
+        s = strdup("{\"error\":{\"code\":\"internal\",\"message\":\"the answer could not be built\"}}");
+        if (!s)
+            return MHD_NO;
+    }
+    size_t n = strlen(s);
+    struct MHD_Response *r = MHD_create_response_from_buffer(n, s, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+enum MHD_Result al_reply_error(struct MHD_Connection *c, unsigned status, const char *code, const char *fmt, ...) {
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    /* the message may quote what a client sent, cut at a byte count */
+    al_utf8_fix(msg);
+    return al_reply_json(c, status, json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg));
+}
+
+enum MHD_Result al_reply_text(struct MHD_Connection *c, unsigned status, const char *type, char *text) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, "Content-Type", type);
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* TEXT lives as long as the process: answered without a copy (it is asked
+ * for without a key) */
+enum MHD_Result al_reply_static(struct MHD_Connection *c, const char *type, const char *text) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* A status and document from a connection-free part (runs, skills); a 429
+ * says when to come back. */
+enum MHD_Result al_reply_doc(struct MHD_Connection *c, unsigned status, json_t *doc) {
+    if (!doc || status < 200 || status > 599) {
+        json_decref(doc);
+        return al_reply_error(c, 500, "internal", "no answer was made (status %u)", status);
+    }
+    if (status != 429)
+        return al_reply_json(c, status, doc);
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    if (!text)
+        return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Retry-After", "5");
+    enum MHD_Result ret = MHD_queue_response(c, 429, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* reply_doc, saying that the answer is what an earlier request with the
+ * same Idempotency-Key made */
+enum MHD_Result al_reply_doc_idem(struct MHD_Connection *c, unsigned status, json_t *doc, const al_idem *k) {
+    if (!k->replayed || !doc || status < 200 || status > 299)
+        return al_reply_doc(c, status, doc);
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    if (!text)
+        return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    MHD_add_response_header(r, "Idempotent-Replayed", "true");
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* A person holds their maximum of long-held requests (WHAT): 429, come back
+ * when one has ended. */
+enum MHD_Result al_reply_too_many(struct MHD_Connection *c, const char *what, int max, const char *key) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "you have %d %s under way already, the most one person may (%s); retry when one has ended",
+             max, what, key);
+    return al_reply_doc(c, 429, json_pack("{s:{s:s, s:s}}", "error", "code", "too_many_requests", "message", msg));
+}
+
+/* 401, saying the scheme in WWW-Authenticate (RFC 6750): MCP clients look
+ * for it there */
+enum MHD_Result al_reply_unauthorized(struct MHD_Connection *c) {
+    char *m = strdup("{\"error\":{\"code\":\"unauthorized\",\"message\":\"a valid API key is required "
+                     "(Authorization: Bearer KEY)\"}}");
+    struct MHD_Response *r = MHD_create_response_from_buffer(m ? strlen(m) : 0, m, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(m);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"airlock\"");
+    enum MHD_Result ret = MHD_queue_response(c, 401, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+enum MHD_Result al_reply_method(struct MHD_Connection *c, const char *allow) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "use %s", allow);
+    /* "GET, POST" reads "use GET or POST" as it always did */
+    char *comma = strrchr(msg, ',');
+    if (comma) {
+        char tail[64];
+        snprintf(tail, sizeof tail, "%s", comma + 2);
+        snprintf(comma, sizeof msg - (size_t)(comma - msg), " or %s", tail);
+    }
+    char *text = NULL;
+    json_t *doc = json_pack("{s:{s:s, s:s}}", "error", "code", "method_not_allowed", "message", msg);
+    text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    if (!text)
+        return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    MHD_add_response_header(r, "Allow", allow);
+    enum MHD_Result ret = MHD_queue_response(c, 405, r);
+    MHD_destroy_response(r);
+    return ret;
+}

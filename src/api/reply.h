@@ -1,0 +1,34 @@
+/* The answers every surface queues on a connection: a JSON document, an
+ * error ({error: {code, message}}), text, a core part's status and
+ * document (a 429 saying when to come back), a replayed idempotent answer.
+ * One place, so that every surface answers the same way. */
+#pragma once
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdbool.h>
+
+#include "../core/service.h"
+
+/* DOC (whose reference this takes; NULL: a 500 saying it could not be built). */
+enum MHD_Result al_reply_json(struct MHD_Connection *c, unsigned status, json_t *doc);
+enum MHD_Result al_reply_error(struct MHD_Connection *c, unsigned status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* TEXT (malloc'd; this takes it) as TYPE. */
+enum MHD_Result al_reply_text(struct MHD_Connection *c, unsigned status, const char *type, char *text);
+/* TEXT lives as long as the process: answered without a copy. */
+enum MHD_Result al_reply_static(struct MHD_Connection *c, const char *type, const char *text);
+/* A status and document from a connection-free part (runs, skills); a 429
+ * says when to come back. */
+enum MHD_Result al_reply_doc(struct MHD_Connection *c, unsigned status, json_t *doc);
+/* al_reply_doc, saying that the answer is what an earlier request with the
+ * same Idempotency-Key made. */
+enum MHD_Result al_reply_doc_idem(struct MHD_Connection *c, unsigned status, json_t *doc, const al_idem *k);
+/* A person holds their maximum (MAX, the setting KEY) of long-held
+ * requests (WHAT): 429, come back when one has ended. */
+enum MHD_Result al_reply_too_many(struct MHD_Connection *c, const char *what, int max, const char *key);
+/* 401, with the scheme in WWW-Authenticate (RFC 6750), on every keyed route. */
+enum MHD_Result al_reply_unauthorized(struct MHD_Connection *c);
+/* 405, with the methods the path takes (ALLOW, "GET, POST") in Allow and
+ * the message. */
+enum MHD_Result al_reply_method(struct MHD_Connection *c, const char *allow);

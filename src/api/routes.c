@@ -1,0 +1,237 @@
+/*
+ * The route table: every path the service answers, its method, who may
+ * take it and the handler that answers it, in one place (as h2o and nginx
+ * keep one handler module per path). http.c is the server glue around it;
+ * each surface is a module of handlers that translate the wire onto the
+ * core's typed calls.
+ *
+ * To add a surface (the E2B API, the console's routes): write its module
+ * (src/api/<surface>.c, handlers of type al_route_fn, added to
+ * src/meson.build), declare its handlers in handlers.h under its name, and
+ * add its rows to the table below. Nothing else changes: authentication, 401/403, 404,
+ * 405 with Allow, HEAD for GET and the access log's route pattern all come
+ * from the row. A surface whose path carries its own key (Piston's) says
+ * AL_AUTH_URL_KEY and puts the key first among its {parameters}.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "handlers.h"
+#include "operator.h"
+#include "reply.h"
+#include "route.h"
+
+/* ------------------------------------------------------------------ table */
+
+/* Rows of one path share its auth (the first row's is the path's). A row
+ * whose method is NULL takes every method its rows above do not: its
+ * handler answers each (MCP's transport, Piston's own 404). */
+
+static const al_route routes[] = {
+    /* the operations' own */
+    { "GET", "/healthz", AL_AUTH_NONE, al_ops_health },
+    { "GET", "/openapi.json", AL_AUTH_NONE, al_ops_openapi },
+    { "GET", "/metrics", AL_AUTH_OPERATOR, al_ops_metrics },
+    { "GET", "/operator/status", AL_AUTH_OPERATOR, al_ops_status },
+    /* Piston */
+    { "GET", "/piston/{key}/api/v2/runtimes", AL_AUTH_URL_KEY, al_piston_route_runtimes },
+    { "POST", "/piston/{key}/api/v2/execute", AL_AUTH_URL_KEY, al_piston_route_execute },
+    { NULL, "/piston/{key}/api/v2/{other}", AL_AUTH_URL_KEY, al_piston_route_other },
+    /* MCP */
+    { NULL, "/mcp", AL_AUTH_KEY, al_mcp_route },
+    /* REST: runs */
+    { "POST", "/v1/runs", AL_AUTH_KEY, al_rest_runs_create },
+    { "GET", "/v1/runs", AL_AUTH_KEY, al_rest_runs_list },
+    { "GET", "/v1/runs/{id}", AL_AUTH_KEY, al_rest_runs_get },
+    { "GET", "/v1/runs/{id}/events", AL_AUTH_KEY, al_sse_run_events },
+    { "GET", "/v1/runs/{id}/trace", AL_AUTH_KEY, al_rest_runs_trace },
+    { "GET", "/v1/runs/{id}/inputs/{which}", AL_AUTH_KEY, al_rest_runs_input },
+    { "POST", "/v1/runs/{id}/approve", AL_AUTH_KEY, al_rest_runs_approve },
+    { "POST", "/v1/runs/{id}/deny", AL_AUTH_KEY, al_rest_runs_deny },
+    { "POST", "/v1/runs/{id}/cancel", AL_AUTH_KEY, al_rest_runs_cancel },
+    /* REST: artifacts and threads */
+    { "GET", "/v1/artifacts/{id}", AL_AUTH_KEY, al_rest_artifact_get },
+    { "GET", "/v1/artifacts/{id}/content", AL_AUTH_KEY, al_rest_artifact_content },
+    { "GET", "/v1/threads/{thread}/artifacts", AL_AUTH_KEY, al_rest_thread_artifacts },
+    /* REST: skills */
+    { "POST", "/v1/skills", AL_AUTH_KEY, al_rest_skills_upload },
+    { "GET", "/v1/skills", AL_AUTH_KEY, al_rest_skills_list },
+    { "GET", "/v1/skills/{name}", AL_AUTH_KEY, al_rest_skills_get },
+    { "DELETE", "/v1/skills/{name}", AL_AUTH_KEY, al_rest_skills_delete },
+    { "DELETE", "/v1/skills/{name}/versions/{digest}", AL_AUTH_KEY, al_rest_skills_delete_version },
+    { "POST", "/v1/skills/{name}/run", AL_AUTH_KEY, al_rest_skills_run },
+    { "POST", "/v1/skills/{name}/test", AL_AUTH_KEY, al_rest_skills_test },
+    { "POST", "/v1/skills/{name}/promote", AL_AUTH_KEY, al_rest_skills_promote },
+    /* REST: settings, usage, audit */
+    { "GET", "/v1/settings", AL_AUTH_KEY, al_rest_settings_get },
+    { "PUT", "/v1/settings", AL_AUTH_KEY, al_rest_settings_put },
+    { "PATCH", "/v1/settings", AL_AUTH_KEY, al_rest_settings_put },
+    { "GET", "/v1/usage", AL_AUTH_KEY, al_rest_usage },
+    { "GET", "/v1/audit", AL_AUTH_KEY, al_rest_audit },
+    { "GET", "/v1/audit/checkpoint", AL_AUTH_KEY, al_rest_audit_checkpoint },
+};
+
+/* Areas: a path under one that no row matches still needs the area's auth
+ * before it is told 404, so that one without a key learns nothing of what
+ * is there. */
+static const struct {
+    const char *first;
+    al_route_auth auth;
+} areas[] = {
+    { "v1", AL_AUTH_KEY },
+    { "operator", AL_AUTH_OPERATOR },
+};
+
+/* ---------------------------------------------------------------- matching */
+
+/* URL's segments into PARTS, and their count: -1 when one is longer than
+ * any route's (404 before anything), AL_ROUTE_SEGS + 1 when there are more
+ * than any route has (only the first AL_ROUTE_SEGS kept). */
+static int split(const char *url, char parts[AL_ROUTE_SEGS][AL_ROUTE_SEG_MAX]) {
+    int n = 0;
+    for (const char *p = url; *p;) {
+        while (*p == '/')
+            p++;
+        if (!*p)
+            break;
+        if (n == AL_ROUTE_SEGS)
+            return n + 1; /* deeper than any route: no row matches, its area still counts */
+        size_t l = strcspn(p, "/");
+        if (l >= AL_ROUTE_SEG_MAX)
+            return -1;
+        memcpy(parts[n], p, l);
+        parts[n][l] = '\0';
+        n++;
+        p += l;
+    }
+    return n;
+}
+
+/* Whether SEG (N of them) is PATTERN's path; its {parameters} into ARG. */
+static bool path_match(const char *pattern, char seg[AL_ROUTE_SEGS][AL_ROUTE_SEG_MAX], int n,
+                       const char *arg[AL_ROUTE_SEGS]) {
+    int i = 0, a = 0;
+    for (const char *p = pattern; *p;) {
+        p += strspn(p, "/");
+        if (!*p)
+            break;
+        size_t l = strcspn(p, "/");
+        if (i >= n)
+            return false;
+        if (*p == '{')
+            arg[a++] = seg[i];
+        else if (strlen(seg[i]) != l || memcmp(seg[i], p, l) != 0)
+            return false;
+        i++;
+        p += l;
+    }
+    return i == n;
+}
+
+static bool method_match(const char *want, const char *method) {
+    return !want || strcmp(want, method) == 0 || (strcmp(want, "GET") == 0 && strcmp(method, "HEAD") == 0);
+}
+
+typedef struct found {
+    const al_route *row;     /* path and method */
+    const al_route *path;    /* the first row of the path, whatever its method */
+    char allow[64];          /* the path's methods, for a 405 */
+    const char *arg[AL_ROUTE_SEGS], *path_arg[AL_ROUTE_SEGS];
+} found;
+
+/* URL's row (into F), else of its area; false: no such path. */
+static bool lookup(const char *url, const char *method, char seg[AL_ROUTE_SEGS][AL_ROUTE_SEG_MAX], found *f,
+                   al_route_auth *ret_auth) {
+    memset(f, 0, sizeof *f);
+    int n = split(url, seg);
+    if (n < 0)
+        return false;
+    for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+        const char *arg[AL_ROUTE_SEGS] = { 0 };
+        if (!path_match(routes[i].pattern, seg, n, arg))
+            continue;
+        if (!f->path) {
+            f->path = &routes[i];
+            memcpy(f->path_arg, arg, sizeof arg);
+        }
+        if (routes[i].method && !strstr(f->allow, routes[i].method)) {
+            size_t o = strlen(f->allow);
+            snprintf(f->allow + o, sizeof f->allow - o, "%s%s", o ? ", " : "", routes[i].method);
+        }
+        if (!f->row && method && method_match(routes[i].method, method)) {
+            f->row = &routes[i];
+            memcpy(f->arg, arg, sizeof arg);
+        }
+    }
+    if (f->path) {
+        *ret_auth = f->path->auth;
+        return true;
+    }
+    for (size_t i = 0; n > 0 && i < ELEMENTSOF(areas); i++)
+        if (strcmp(seg[0], areas[i].first) == 0) {
+            *ret_auth = areas[i].auth;
+            return true;
+        }
+    return false;
+}
+
+bool al_route_auth_of(const char *url, al_route_auth *ret, char keybuf[AL_ROUTE_SEG_MAX], const char **ret_key) {
+    char seg[AL_ROUTE_SEGS][AL_ROUTE_SEG_MAX];
+    found f;
+    *ret_key = NULL;
+    if (!lookup(url, NULL, seg, &f, ret))
+        return false;
+    /* the key a URL carries is its route's first {parameter} */
+    if (*ret == AL_AUTH_URL_KEY && f.path && f.path_arg[0]) {
+        snprintf(keybuf, AL_ROUTE_SEG_MAX, "%s", f.path_arg[0]);
+        *ret_key = keybuf;
+    }
+    return true;
+}
+
+bool al_route_pattern(const char *url, char *out, size_t cap) {
+    char seg[AL_ROUTE_SEGS][AL_ROUTE_SEG_MAX];
+    found f;
+    al_route_auth auth;
+    if (!lookup(url, NULL, seg, &f, &auth) || !f.path)
+        return false;
+    /* the log's one spelling: every value a client chose is {id}, the key
+     * a URL carries {key} */
+    size_t o = 0;
+    int a = 0;
+    out[0] = '\0';
+    for (const char *p = f.path->pattern; *p && o + 1 < cap;) {
+        size_t l = strcspn(p + 1, "/") + 1;
+        const char *shown = p[1] != '{' ? NULL : a++ == 0 && f.path->auth == AL_AUTH_URL_KEY ? "/{key}" : "/{id}";
+        int w = shown ? snprintf(out + o, cap - o, "%s", shown) : snprintf(out + o, cap - o, "%.*s", (int)l, p);
+        if (w < 0 || (size_t)w >= cap - o)
+            return false;
+        o += (size_t)w;
+        p += l;
+    }
+    return true;
+}
+
+enum MHD_Result al_route_dispatch(const al_http_parts *h, struct MHD_Connection *c, const char *url,
+                                  const char *method, al_request *rq) {
+    char seg[AL_ROUTE_SEGS][AL_ROUTE_SEG_MAX];
+    found f;
+    al_route_auth auth = AL_AUTH_NONE;
+    if (!lookup(url, method, seg, &f, &auth))
+        return al_reply_error(c, 404, "not_found", "no such path");
+    /* who may ask comes first: the key was checked on the headers (admit) */
+    if (auth == AL_AUTH_OPERATOR && !al_operator_allowed(h->op, c))
+        return al_reply_error(c, 403, "operator_only", "service-wide figures are the operator's: ask from a loopback "
+                              "address or with the operator token (operator_access, docs/operations.md)");
+    if (auth == AL_AUTH_KEY && !rq->authed)
+        return al_reply_unauthorized(c);
+    if (auth == AL_AUTH_URL_KEY && !rq->authed)
+        return al_reply_error(c, 401, "unauthorized", "a valid API key is required in the URL: /piston/KEY/api/v2/...");
+    if (!f.path)
+        return al_reply_error(c, 404, "not_found", "no such path");
+    if (!f.row)
+        return al_reply_method(c, f.allow);
+    al_route_ctx x = { .h = h, .s = h->s, .c = c, .rq = rq, .p = rq->authed ? &rq->p : NULL, .method = method };
+    memcpy(x.arg, f.arg, sizeof x.arg);
+    return f.row->fn(&x);
+}

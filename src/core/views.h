@@ -1,0 +1,114 @@
+/*
+ * The reads the API makes, as typed records from the core: the API calls
+ * these and never the store, never takes the service's lock and never
+ * reads the service's fields (docs/architecture.md). Each answers what one
+ * surface renders; the rendering (JSON, Prometheus text) is the API's.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "service.h"
+#include "../store/audit.h"
+#include "../store/governance.h"
+
+/* ------------------------------------------------------------------ service */
+
+/* The configuration the service runs with (read-only once it is open). */
+const al_service_config *al_view_config(const al_service *s);
+/* Whether the service is stopping (a follower stops with it). */
+bool al_view_stopping(al_service *s);
+/* Who KEY is: 1 and *RET, 0 no such key, <0 the store failed. */
+int al_view_authenticate(al_service *s, const char *key, al_principal *ret, al_error *err);
+
+/* The driver's own facts: its name, what it enforces (a new reference)
+ * when BADGES, and what it keeps made ahead of need (NULL: nothing). */
+typedef struct al_view_driver {
+    const char *name;
+    json_t *badges, *pool;
+} al_view_driver;
+void al_view_driver_get(al_service *s, bool badges, al_view_driver *ret);
+void al_view_driver_done(al_view_driver *d);
+
+/* ------------------------------------------------------------------- runs */
+
+/* The store's run records as the core hands them on (the API reads their
+ * fields, never the store): the run's own document is al_run_json's. */
+typedef al_store_run al_view_run;             /* one run, its documents too */
+typedef al_store_run_brief al_view_run_brief; /* a listing's entry */
+
+/* Run ID of P's workspace (NULL: none), al_view_run_free. */
+al_view_run *al_view_run_load(al_service *s, const al_principal *p, const char *id);
+void al_view_run_free(al_view_run *r);
+/* P's workspace's runs newest first: of STATE (_AL_RUN_STATE_INVALID:
+ * any) and THREAD (NULL: any), numbered below BEFORE, at most LIMIT. */
+int al_view_runs_page(al_service *s, const al_principal *p, al_run_state state, const char *thread, int64_t before,
+                      int64_t limit, al_view_run_brief **ret, size_t *ret_n, al_error *err);
+void al_view_run_briefs_free(al_view_run_brief *b, size_t n);
+
+/* -------------------------------------------------------------- artifacts */
+
+/* Artifact ID of WS_ID as its document (NULL: none). */
+json_t *al_view_artifact(al_service *s, const char *ws_id, const char *id);
+/* The artifacts of THREAD (RUN: of that run only, NULL any; ALL: every
+ * version, else the newest of each path), at most MAX (0: the store's
+ * cap), as documents. NULL and ERR on failure. */
+json_t *al_view_thread_artifacts(al_service *s, const char *ws_id, const char *thread, const char *run, bool all,
+                                 size_t max, al_error *err);
+/* The newest LIMIT artifacts of WS_ID, as documents. */
+json_t *al_view_artifacts_recent(al_service *s, const char *ws_id, size_t limit, al_error *err);
+
+/* ---------------------------------------------------------------- usage */
+
+typedef al_store_ledger_entry al_view_ledger_entry;
+typedef al_store_count al_view_count;
+
+typedef struct al_view_usage {
+    int64_t balance;
+    al_view_ledger_entry *ledger; /* the last written first */
+    size_t nledger;
+    int64_t by_state[_AL_RUN_STATE_MAX];
+    al_view_count *by_language;
+    size_t nlanguage;
+} al_view_usage;
+
+/* P's workspace's runs and ledger in [FROM, TO) (either NULL: unbounded),
+ * at most LIMIT ledger entries, and its organisation's balance. */
+int al_view_usage_get(al_service *s, const al_principal *p, const char *from, const char *to, int64_t limit,
+                      al_view_usage *ret, al_error *err);
+void al_view_usage_done(al_view_usage *u);
+
+/* ------------------------------------------------------------------ audit */
+
+typedef al_store_audit_event al_view_audit_event;
+typedef al_store_audit_events al_view_audit_events;
+
+typedef struct al_view_audit_filter {
+    const char *kind, *person_id, *run_id, *from, *to; /* NULL: any */
+    int64_t before_seq, limit;
+} al_view_audit_filter;
+int al_view_audit_list(al_service *s, const al_principal *p, const al_view_audit_filter *f, al_view_audit_events *ret,
+                       al_error *err);
+void al_view_audit_done(al_view_audit_events *l);
+
+/* -------------------------------------------------------------- settings */
+
+/* WS_ID's effective settings with what this service enforces (badges,
+ * service limits, each network mode's level on this driver). */
+json_t *al_view_settings(al_service *s, const char *ws_id, al_error *err);
+
+/* --------------------------------------------------------------- figures */
+
+typedef struct al_view_figures {
+    const char *store_backend;
+    al_store_stats store;
+    int queued, boxes_alive;
+    uint64_t runs_started, runs_finished;
+    uint64_t duration_buckets[12];
+    double duration_sum;
+} al_view_figures;
+/* The service's counters, as /metrics shows them. */
+void al_view_figures_get(al_service *s, al_view_figures *ret);
+/* Every run by state (for /metrics). */
+int al_view_runs_by_state(al_service *s, int64_t ret[_AL_RUN_STATE_MAX], al_error *err);
