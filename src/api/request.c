@@ -89,6 +89,6 @@ enum MHD_Result al_req_too_large(al_route_ctx *x, const char *what) {
                           (unsigned long long)al_view_config(x->s)->body_max);
 }
 
-bool al_req_is_admin(const al_principal *p) { return strcmp(p->role, "admin") == 0; }
+bool al_req_is_admin(const al_principal *p) { return al_principal_role(p) == AL_ROLE_ADMIN; }
 
-bool al_req_decides(const al_principal *p) { return al_req_is_admin(p) || strcmp(p->role, "approver") == 0; }
+bool al_req_decides(const al_principal *p) { return al_role_decides(al_principal_role(p)); }
