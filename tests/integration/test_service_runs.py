@@ -379,3 +379,15 @@ def test_duplicate_inline_file_names(service):
         assert doc["state"] == "succeeded" and doc["result"]["stdout"] in ("one\n", "two\n"), doc
     else:
         assert_error(status, doc, "bad_request")
+
+
+@pytest.mark.parametrize("limit", ["timeout_s", "pids"])
+def test_a_fraction_of_a_whole_limit_is_refused_not_cut(service, limit):
+    """Seconds and processes are whole: 1.5 was cut to 1 without a word (a
+    run given less than it asked for); now it is a 400 that says why, and
+    a whole number written as a real (30.0) is still taken."""
+    status, _, body = service.post_run("pass", limits={limit: 30.5})
+    assert_error(status, body, "bad_request")
+    assert f"limits.{limit} must be a whole number" in body["error"]["message"], body
+    status, _, run = service.post_run("pass", wait=True, limits={limit: 30.0})
+    assert status == 200 and run["state"] == "succeeded" and run["limits"][limit] == 30, run
