@@ -57,9 +57,7 @@ static int serve(const al_service_config *cfg, al_error *err) {
     al_http *http = NULL;
     if ((r = al_http_start(s, &http, err)) < 0)
         return r;
-    al_service_log(s, AL_LOG_INFO, "service.start", json_pack("{s:s, s:i, s:s, s:s, s:s, s:s}", "listen", cfg->listen_host, "port",
-                                                 cfg->port, "state", cfg->state_dir, "driver", cfg->driver, "store",
-                                                 al_store_backend_name(s->store), "node", s->node_id));
+    al_service_log_started(s);
 
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -6,6 +6,7 @@
 
 #include "runner.h"
 #include "service.h"
+#include "service_int.h"
 
 void al_service_cancel_all(al_service *s) {
     pthread_mutex_lock(&s->mu);

@@ -5,6 +5,7 @@
 
 #include "run_end.h"
 #include "service.h"
+#include "service_int.h"
 #include "../store/approvals.h"
 
 /* Closes an open approval of run ID and moves the run out of

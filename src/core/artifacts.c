@@ -18,6 +18,7 @@
 #include "../util/hash.h"
 #include "../box/collect.h"
 #include "service.h"
+#include "service_int.h"
 #include "../store/artifacts.h"
 
 #define PREVIEW_MAX_BYTES (1u << 20)

@@ -15,6 +15,7 @@
 
 #include "checkpoint.h"
 #include "service.h"
+#include "service_int.h"
 #include "../store/audit.h"
 
 /* The last head signed of one chain. */

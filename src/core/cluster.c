@@ -22,6 +22,7 @@
 
 #include "../store/nodes.h"
 #include "service.h"
+#include "service_int.h"
 
 
 

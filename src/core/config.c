@@ -5,6 +5,7 @@
 
 #include "../image/image.h"
 #include "service.h"
+#include "service_int.h"
 
 void al_service_images_dir(const al_service_config *c, char *buf, size_t len) {
     if (c->images_dir[0])

@@ -10,6 +10,7 @@
 #include "../store/nodes.h"
 #include "runner.h"
 #include "service.h"
+#include "service_int.h"
 
 static unsigned bucket_of(const char *run_id) {
     /* FNV-1a: run ids are random, any spread will do */

@@ -1,5 +1,6 @@
 /* One follower of a run's events (follow.h). */
 #include "follow.h"
+#include "service_int.h"
 
 #include <stdio.h>
 

@@ -15,6 +15,7 @@
 #include "../util/hash.h"
 #include "dlp.h"
 #include "service.h"
+#include "service_int.h"
 #include "../store/artifacts.h"
 #include "../store/governance.h"
 #include "../store/tenants.h"

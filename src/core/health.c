@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "service.h"
+#include "service_int.h"
 
 /* The driver's probe clones namespaced children (al_doctor): run for every
  * unauthenticated /healthz it was a way to make the host fork without

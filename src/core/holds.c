@@ -7,6 +7,7 @@
 
 #include "runner.h"
 #include "service.h"
+#include "service_int.h"
 
 /* A person's long-held requests and the bytes of their bodies being
  * received; a node exists only while it holds any, so there are never more

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "service.h"
+#include "service_int.h"
 
 /* Whether stderr is the journal's stream: systemd names its device and
  * inode in JOURNAL_STREAM (a child that inherited the variable but writes
@@ -58,4 +59,12 @@ void al_service_log_run_end(al_service *s, const al_store_run *run, al_run_state
     /* a run in error is airlock's own failure (or policy's, which its code
      * names): worth a look */
     al_service_log(s, state == AL_RUN_ERROR ? AL_LOG_WARN : AL_LOG_INFO, "run.end", doc);
+}
+
+void al_service_log_started(al_service *s) {
+    const al_service_config *c = &s->cfg;
+    al_service_log(s, AL_LOG_INFO, "service.start",
+                   json_pack("{s:s, s:i, s:s, s:s, s:s, s:s}", "listen", c->listen_host, "port", c->port, "state",
+                             c->state_dir, "driver", c->driver, "store", al_store_backend_name(s->store), "node",
+                             s->node_id));
 }

@@ -22,5 +22,8 @@ void al_service_log(al_service *s, al_log_level level, const char *event, json_t
  * canceled or refused while it waited): who ran what where, and how it
  * ended, so an operator answers "whose run failed, in what, on which
  * driver" from this line alone. Every end of a run writes one. */
+/* "service.start": where S listens, its state, driver, store and node
+ * (said once its HTTP listens). */
+void al_service_log_started(al_service *s);
 void al_service_log_run_end(al_service *s, const al_store_run *run, al_run_state state, const char *err_code,
                             json_t *result);

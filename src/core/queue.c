@@ -9,6 +9,7 @@
 #include "run_end.h"
 #include "runner.h"
 #include "service.h"
+#include "service_int.h"
 
 /* Say why a run found no room (al_store_queue_admit's answer R, C; WHAT
  * the store's error), in ERR: -EDQUOT, -EUSERS or -EAGAIN for a share or

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "service.h"
+#include "service_int.h"
 
 /* At most this many runs a sweep: the scheduler's thread does it between
  * claims, so one sweep stays short; the rest is the next sweep's. */

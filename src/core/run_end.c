@@ -11,6 +11,7 @@
 #include "run_end.h"
 #include "runner.h"
 #include "service.h"
+#include "service_int.h"
 #include "skills.h"
 
 void al_service_drop_inputs(al_service *s, const char *run_id) {

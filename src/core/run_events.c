@@ -12,6 +12,7 @@
 
 #include "dlp.h"
 #include "service.h"
+#include "service_int.h"
 #include "../store/approvals.h"
 
 typedef struct run_view {

@@ -12,6 +12,7 @@
 
 #include "../image/image.h"
 #include "run_job.h"
+#include "service_int.h"
 #include "skills.h"
 
 /* The run's stored limits (its record's JSON: timeout_s, memory_bytes,

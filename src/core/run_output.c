@@ -7,6 +7,7 @@
 
 #include "run_output.h"
 #include "service.h"
+#include "service_int.h"
 
 /* The result's output as the agent will see it: redacted, and the count.
  * Output is bytes (NULs, bytes that are not UTF-8): redacted as bytes, and

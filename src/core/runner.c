@@ -18,6 +18,7 @@
 #include "run_output.h"
 #include "runner.h"
 #include "service.h"
+#include "service_int.h"
 #include "skills.h"
 #include "../store/approvals.h"
 #include "../store/nodes.h"

@@ -4,7 +4,7 @@
 
 #include <jansson.h>
 
-#include "service.h"
+#include "service_int.h"
 
 /* A run this node is running: one runner thread each, on s->active. */
 struct active_run {

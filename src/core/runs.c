@@ -17,6 +17,7 @@
 #include "run_end.h"
 #include "run_spec.h"
 #include "service.h"
+#include "service_int.h"
 #include "skills.h"
 #include "../store/artifacts.h"
 #include "../store/approvals.h"

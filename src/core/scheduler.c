@@ -7,6 +7,7 @@
 
 #include "runner.h"
 #include "service.h"
+#include "service_int.h"
 #include "../store/nodes.h"
 
 /* What the scheduler's last claim said waits in the queue. */

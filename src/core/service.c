@@ -16,6 +16,7 @@
 #include "run_end.h"
 #include "runner.h"
 #include "service.h"
+#include "service_int.h"
 #include "skills.h"
 #include "../image/image.h"
 #include "../store/audit.h"

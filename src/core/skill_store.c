@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "service.h"
+#include "service_int.h"
 #include "skills.h"
 #include "../box/collect.h"
 #include "../store/skills.h"

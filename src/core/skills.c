@@ -22,6 +22,7 @@
 #include "audit.h"
 #include "roles.h"
 #include "service.h"
+#include "service_int.h"
 #include "skills.h"
 #include "../store/skills.h"
 

@@ -1,5 +1,6 @@
 /* The API's reads, as typed records from the core (views.h). */
 #include "views.h"
+#include "service_int.h"
 
 #include <stdlib.h>
 #include <string.h>
