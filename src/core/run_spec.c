@@ -10,7 +10,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <math.h>
 #include <string.h>
 
 #include "../drivers/driver.h"
@@ -338,7 +337,7 @@ al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, 
                    b->limit[i].min, b->limit[i].max);
         /* seconds and processes are counted whole: 1.5 was cut to 1
          * without a word, a run given less than it asked for */
-        if ((i == AL_LIMIT_TIMEOUT_S || i == AL_LIMIT_PIDS) && d != floor(d))
+        if ((i == AL_LIMIT_TIMEOUT_S || i == AL_LIMIT_PIDS) && d != (double)(int64_t)d)
             REFUSE(AL_STATUS_INVALID, "bad_request", "limits.%s must be a whole number from %g to %g",
                    al_run_limit_names[i], b->limit[i].min, b->limit[i].max);
     }
