@@ -71,5 +71,11 @@ pass forked AIRLOCK_TEST_DRIVER=forked
 # because their checks that no box is left read every box on the host.
 pass warm AIRLOCK_TEST_WARM_POOL=2
 
+# The release pass last: its serial modules' pytest summary closes the log.
 echo "== the release pass: $(date -u +%H:%M:%S) =="
+if [ "$JOBS" -gt 1 ]; then
+    $PY -m pytest -v -p no:cacheprovider -n "$JOBS" --dist loadfile -m "release and not serial" tests/integration
+    echo "== the release pass, serial modules: $(date -u +%H:%M:%S) =="
+    exec $PY -m pytest -v -p no:cacheprovider -m "release and serial" tests/integration
+fi
 exec $PY -m pytest -v -p no:cacheprovider -m release tests/integration
