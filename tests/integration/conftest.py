@@ -1,6 +1,7 @@
 """Shared helpers for the integration suite: they drive the real binary."""
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -216,6 +217,9 @@ def pytest_collection_modifyitems(session, config, items):
     problems += [f"{m}: in MODULES but not in {here}" for m in sorted(MODULES.keys() - on_disk)]
     problems += [f"{m}: names no pass of {PASSES}" for m, p in MODULES.items() if not set(p) & set(PASSES)]
     problems += [f"{m}: an unknown pass in {p}" for m, p in MODULES.items() if set(p) - set(PASSES) - {"serial"}]
+    check = (ROOT / "scripts" / "check.sh").read_text()
+    problems += [f"pass {p}: scripts/check.sh never runs it" for p in PASSES
+                 if not re.search(rf'^\s*pass {p}\b|-m "?{p}\b', check, re.M)]
     if problems:
         raise pytest.UsageError("the passes of make check:\n" + "\n".join(problems))
     for item in items:
