@@ -27,9 +27,10 @@ unit: build asan
 	meson test -C $(BUILD) --print-errorlogs
 	meson test -C $(ASAN_BUILD) --print-errorlogs
 
-# Every test: C unit tests under both builds, then the integration suite
-# (the real binary, as root): the CLI and the daemon under ASan+UBSan, then
-# all of it under the release build.
+# Every test: C unit tests (and the layering check) under both builds, then
+# the integration suite (the real binary, as root), each module once for
+# each dimension it is about: build, store, driver (scripts/check.sh; the
+# budget, 40 minutes on 2 cores, is docs/testing.md).
 check: unit
 	sh scripts/check.sh
 

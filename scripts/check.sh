@@ -1,81 +1,89 @@
 #!/bin/sh
-# Every test, in an order that fails fast: the CLI and every daemon-facing
-# module under the ASan+UBSan build first, on PostgreSQL (a sanitizer report
-# in a service's log fails the test that stopped it: service_util.py), then
-# the other drivers, then the whole suite under the release build on the
-# embedded SQLite store (what `make serve` runs), whose pytest summary
-# closes the log.
+# The integration suite, each module once for each dimension it is about
+# (tests/integration/conftest.py's MODULES names a module's passes; the
+# budget and the reasons are docs/testing.md), in an order that fails fast:
+#
+#   asan        every module of the CLI and the daemon under ASan+UBSan, on
+#               SQLite (the default store); a sanitizer report in a service's
+#               log fails the test that stopped it (service_util.py)
+#   postgresql  the modules about the store, again under ASan+UBSan, on
+#               PostgreSQL (a real cluster the tests start: pg_util.py)
+#   docker, runsc, forked, warm
+#               the box battery and the service's runs on the other drivers
+#   release     the box battery on the release build (the static binary
+#               users run) and the default images; its pytest summary
+#               closes the log
+#
+# Each pass runs its modules two at a time (pytest-xdist, a module per
+# worker: they mostly wait on boxes and services), then those marked
+# serial alone (they count the host's boxes, start the one test dockerd or
+# network namespace, or exhaust or time the host). AIRLOCK_TEST_JOBS sets
+# how many at a time (1: all serially).
 set -eu
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
+JOBS=${AIRLOCK_TEST_JOBS:-2}
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "check: the integration tests need root (namespaces, cgroups, uid maps)" >&2
     exit 1
 fi
 
-# The box battery (A-J) and the proxy's own network cases drive the same box
-# code as test_cli.py, which does run under the sanitizers; test_image_default
-# is a debootstrap build. The release pass below runs all of them.
-#
-# The daemon here is on PostgreSQL: every module that starts a service runs
-# with each service on a fresh database of a real cluster that the tests
-# start themselves (tests/integration/pg_util.py), and test_nodes.py (many
-# nodes on one PostgreSQL) with them; the release pass at the end runs all
-# of it again on the embedded SQLite store, the default. The SQLite store's
-# own functions run under the sanitizers here too, in the store's C suite
-# (test_store_backends.py, on both backends).
-echo "== integration tests under ASan+UBSan: the CLI and the daemon, on PostgreSQL =="
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-AIRLOCK_TEST_STORE=postgresql AIRLOCK_BIN=build-asan/airlock $PY -m pytest -q -p no:cacheprovider \
-    --ignore-glob='tests/integration/test_battery_[a-j]*.py' \
-    --ignore=tests/integration/test_network.py --ignore=tests/integration/test_image_default.py \
-    --ignore=tests/integration/test_image_bookworm.py \
-    tests/integration
+# run_tests COMMAND...: a pytest, where selecting no test (its exit status
+# 5: a pass with no serial module) is not a failure
+run_tests() {
+    rc=0
+    "$@" || rc=$?
+    [ "$rc" -eq 0 ] || [ "$rc" -eq 5 ] || exit "$rc"
+}
 
-# The box battery (A-J) once more on the docker driver with runc, and the
-# service's run, limit, artifact, thread, network and skill tests with
-# driver = docker: each run in a container of a real dockerd that the tests start
-# themselves (tests/integration/docker_util.py). A case a container cannot
-# hold as the native box does asserts that the driver's badge says so.
-echo "== the box battery on the docker driver (runc) =="
-AIRLOCK_TEST_DRIVER=docker AIRLOCK_TEST_RUNTIME=runc $PY -m pytest -q -p no:cacheprovider \
-    tests/integration/test_battery_[a-j]*.py
+# PASS [ENV...]: the modules of PASS, those that may two at a time, then
+# the serial ones; ENV (NAME=VALUE) for both.
+pass() {
+    name=$1
+    shift
+    echo "== the $name pass: $(date -u +%H:%M:%S) =="
+    if [ "$JOBS" -gt 1 ]; then
+        run_tests env "$@" $PY -m pytest -q -p no:cacheprovider -n "$JOBS" --dist loadfile \
+            -m "$name and not serial" tests/integration
+        echo "== the $name pass, serial modules: $(date -u +%H:%M:%S) =="
+        run_tests env "$@" $PY -m pytest -q -p no:cacheprovider -m "$name and serial" tests/integration
+    else
+        run_tests env "$@" $PY -m pytest -q -p no:cacheprovider -m "$name" tests/integration
+    fi
+}
 
-# And on gVisor (runsc): where it cannot hold a case as the native box does
-# (this runsc ignores the OCI seccomp profile; its Sentry serves the calls),
-# the case asserts that the badges say so.
-echo "== the box battery on the docker driver (runsc) =="
-AIRLOCK_TEST_DRIVER=docker AIRLOCK_TEST_RUNTIME=runsc $PY -m pytest -q -p no:cacheprovider \
-    tests/integration/test_battery_[a-j]*.py
+SANITIZERS="ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1"
+# (AIRLOCK_BUILD: the store's C suite, test_store_backends.py, from it too)
+ASAN_BUILD="AIRLOCK_BIN=build-asan/airlock AIRLOCK_BUILD=build-asan"
 
-# And in boxes forked by a zygote, as the warm pool's Python boxes are
-# (`airlock run --fork`; a shell case's script exec'd by the forked
-# box's Python): a forked box must hold every case a made one holds.
-echo "== the box battery in boxes forked by a zygote =="
-AIRLOCK_TEST_DRIVER=forked $PY -m pytest -q -p no:cacheprovider \
-    tests/integration/test_battery_[a-j]*.py
+# shellcheck disable=SC2086
+pass asan $SANITIZERS $ASAN_BUILD
+# shellcheck disable=SC2086
+pass postgresql $SANITIZERS $ASAN_BUILD AIRLOCK_TEST_STORE=postgresql
 
-echo "== the service's runs, threads, network and skills on the docker driver =="
-AIRLOCK_TEST_DRIVER=docker $PY -m pytest -q -p no:cacheprovider \
-    tests/integration/test_service_runs.py tests/integration/test_service_threads.py \
-    tests/integration/test_network_service.py tests/integration/test_skills.py
+# The other drivers, on the release build. One test dockerd serves a
+# session (docker_util.py), so the docker passes run serially. A case a
+# container cannot hold as the native box does asserts that the driver's
+# badge says so; runsc's network policies are refused by design (offline
+# only), which test_docker.py and the badges check.
+echo "== the docker pass (runc): $(date -u +%H:%M:%S) =="
+AIRLOCK_TEST_DRIVER=docker AIRLOCK_TEST_RUNTIME=runc $PY -m pytest -q -p no:cacheprovider -m docker tests/integration
+echo "== the runsc pass (gVisor): $(date -u +%H:%M:%S) =="
+AIRLOCK_TEST_DRIVER=docker AIRLOCK_TEST_RUNTIME=runsc $PY -m pytest -q -p no:cacheprovider -m runsc tests/integration
+# A forked box (`airlock run --fork`, as the warm pool's Python boxes are;
+# a shell case's script exec'd by the forked box's Python) must hold every
+# case a made one holds.
+pass forked AIRLOCK_TEST_DRIVER=forked
+# Warm boxes: on in the product; the other passes' services keep none,
+# because their checks that no box is left read every box on the host.
+pass warm AIRLOCK_TEST_WARM_POOL=2
 
-# And the service's runs and threads under gVisor (runsc): its network
-# policies are refused there by design (offline only), which
-# test_docker.py and the badges check.
-echo "== the service's runs and threads on the docker driver (runsc) =="
-AIRLOCK_TEST_DRIVER=docker AIRLOCK_TEST_RUNTIME=runsc $PY -m pytest -q -p no:cacheprovider \
-    tests/integration/test_service_runs.py tests/integration/test_service_threads.py
-
-# And the service's runs, threads, events and scheduling with warm boxes
-# (on in the product, sized by demand; the other passes' services keep
-# none, because their checks that no box is left read every box on the
-# host): a Python run is handed a warm box wherever its shape has one.
-echo "== the service's runs, threads, events and queue with warm boxes =="
-AIRLOCK_TEST_WARM_POOL=2 $PY -m pytest -q -p no:cacheprovider \
-    tests/integration/test_service_runs.py tests/integration/test_service_threads.py \
-    tests/integration/test_service_events.py tests/integration/test_service_sched.py
-
-echo "== all integration tests =="
-exec $PY -m pytest -v -p no:cacheprovider tests/integration
+# The release pass last: its serial modules' pytest summary closes the log.
+echo "== the release pass: $(date -u +%H:%M:%S) =="
+if [ "$JOBS" -gt 1 ]; then
+    run_tests $PY -m pytest -v -p no:cacheprovider -n "$JOBS" --dist loadfile -m "release and not serial" tests/integration
+    echo "== the release pass, serial modules: $(date -u +%H:%M:%S) =="
+    exec $PY -m pytest -v -p no:cacheprovider -m "release and serial" tests/integration
+fi
+exec $PY -m pytest -v -p no:cacheprovider -m release tests/integration

@@ -1,6 +1,7 @@
 """Shared helpers for the integration suite: they drive the real binary."""
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -110,3 +111,120 @@ def dockerd():
     image = ensure_default_image()
     yield {"socket": sock, "image": image}
     docker_util.stop()
+
+
+# ------------------------------------------------------------ the passes
+# Which passes of `make check` run each module (scripts/check.sh; the budget
+# and the reasons are docs/testing.md). A module runs once for each
+# dimension it is about, not the whole suite again for each:
+#
+#   asan        the CLI's and the daemon's code: ASan+UBSan build, native
+#               driver, SQLite (the default store, what `make serve` runs)
+#   postgresql  what the store does: again, ASan+UBSan, on PostgreSQL
+#   release     box code through the static `airlock` users run: the box
+#               battery A-J and the default images, release build
+#   docker      on the docker driver with runc: the battery, and the service's
+#               runs, threads, network and skills
+#   runsc       the same on gVisor: the battery, the service's runs and threads
+#   forked      the battery in boxes forked by a zygote
+#   warm        the service's runs, threads, events and queue with warm boxes
+#
+# and "serial" for a module that must have the host to itself: it counts
+# boxes, cgroups or uids host-wide, starts the one test dockerd or the one
+# test network namespace (alt-web), exhausts a host resource, or times what
+# a busy neighbour would slow. The others run two at a time (pytest-xdist,
+# one module per worker), as they mostly wait on boxes and services.
+#
+# A new module goes in this table, or the suite refuses to start: a module
+# no pass names would never run.
+PASSES = ("asan", "postgresql", "release", "docker", "runsc", "forked", "warm")
+BATTERY = ("release", "docker", "runsc", "forked")
+MODULES = {
+    # the box battery, A-J: box code, on every driver
+    "test_battery_a.py": BATTERY,
+    "test_battery_b.py": BATTERY,
+    "test_battery_c.py": BATTERY,
+    "test_battery_d.py": BATTERY,
+    "test_battery_e.py": BATTERY + ("serial",),     # E6 runs root's inotify instances out
+    "test_battery_g.py": BATTERY + ("serial",),     # resource exhaustion, and it times its deadlines
+    "test_battery_h.py": BATTERY,
+    "test_battery_ij.py": BATTERY + ("serial",),    # J: two boxes at once must get two host uids
+    # the battery against the service and the CLI (K-O): the daemon's code
+    "test_battery_k.py": ("asan",),
+    "test_battery_l.py": ("asan",),
+    "test_battery_m_approvals.py": ("asan", "postgresql"),
+    "test_battery_m_governance.py": ("asan", "postgresql"),
+    "test_battery_n_http.py": ("asan",),
+    "test_battery_n_tenant.py": ("asan", "postgresql"),
+    "test_battery_o_audit.py": ("asan", "postgresql"),       # an attacker writing the store
+    "test_battery_o_lifetime.py": ("asan", "serial"),        # the test dockerd; host uids
+    "test_battery_o_requests.py": ("asan",),
+    "test_battery_o_service.py": ("asan", "postgresql"),     # two services on one store
+    "test_battery_o_storage.py": ("asan", "postgresql"),     # what is stored, retention
+    "test_battery_o_watch.py": ("asan", "serial"),           # watches every box on the host
+    "test_cli.py": ("asan",),
+    "test_docker.py": ("asan", "serial"),                    # the test dockerd
+    "test_docker_pool.py": ("asan", "serial"),               # the test dockerd
+    "test_fuzz_findings.py": ("asan",),
+    "test_governance_approvals.py": ("asan", "postgresql"),
+    "test_governance_audit.py": ("asan", "postgresql"),
+    "test_governance_credits.py": ("asan", "postgresql", "serial"),   # counts the host's boxes
+    "test_governance_dlp.py": ("asan",),
+    "test_governance_settings.py": ("asan", "postgresql"),
+    "test_idempotency.py": ("asan", "postgresql"),
+    "test_image.py": ("asan",),
+    "test_image_bookworm.py": ("release", "serial"),         # a debootstrap build
+    "test_image_default.py": ("release", "serial"),          # a debootstrap build
+    "test_mcp.py": ("asan",),
+    "test_network.py": ("asan", "serial"),                   # alt-web (its boxes: the ASan build always)
+    "test_network_service.py": ("asan", "docker", "serial"),  # alt-web
+    "test_nodes.py": ("postgresql", "serial"),               # many nodes on one PostgreSQL; counts boxes
+    "test_ops_logs.py": ("asan",),
+    "test_ops_unit.py": ("asan",),
+    "test_piston.py": ("asan",),
+    "test_piston_client.py": ("asan",),
+    "test_service_events.py": ("asan", "warm"),
+    "test_service_load.py": ("asan", "serial"),              # 1,000 runs from 16 clients
+    "test_service_ops.py": ("asan", "postgresql", "serial"),  # kill -9 and recovery; counts boxes
+    "test_service_runs.py": ("asan", "postgresql", "docker", "runsc", "warm"),
+    "test_service_sched.py": ("asan", "postgresql", "warm", "serial"),   # caps and the queue, timed
+    "test_service_tenants.py": ("asan", "postgresql"),
+    "test_service_threads.py": ("asan", "postgresql", "docker", "runsc", "warm"),
+    "test_skills.py": ("asan", "docker"),
+    "test_skills_lifecycle.py": ("asan", "postgresql"),
+    "test_store_backends.py": ("postgresql",),
+    "test_store_helpers.py": ("asan", "postgresql"),
+    "test_store_history.py": ("asan", "postgresql"),
+    # (the warm pool's modules count only their own services' boxes, told by
+    # ancestry: two at a time with other modules they passed, 3 runs of 3,
+    # the last the whole parallel part of the asan pass)
+    "test_warm_fork.py": ("asan",),
+    "test_warm_pool.py": ("asan",),
+    "test_warm_python.py": ("asan",),
+}
+
+
+def pytest_configure(config):
+    for name in PASSES + ("serial",):
+        config.addinivalue_line("markers", f"{name}: a module of make check's {name} pass (conftest.MODULES)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session, config, items):
+    """Mark each test with its module's passes (so `-m asan` selects a pass)
+    and refuse a module the table does not name."""
+    here = Path(__file__).parent
+    on_disk = {p.name for p in here.glob("test_*.py")}
+    problems = [f"{m}: no pass runs it; add it to MODULES in {here / 'conftest.py'}"
+                for m in sorted(on_disk - MODULES.keys())]
+    problems += [f"{m}: in MODULES but not in {here}" for m in sorted(MODULES.keys() - on_disk)]
+    problems += [f"{m}: names no pass of {PASSES}" for m, p in MODULES.items() if not set(p) & set(PASSES)]
+    problems += [f"{m}: an unknown pass in {p}" for m, p in MODULES.items() if set(p) - set(PASSES) - {"serial"}]
+    check = (ROOT / "scripts" / "check.sh").read_text()
+    problems += [f"pass {p}: scripts/check.sh never runs it" for p in PASSES
+                 if not re.search(rf'^\s*pass {p}\b|-m "?{p}\b', check, re.M)]
+    if problems:
+        raise pytest.UsageError("the passes of make check:\n" + "\n".join(problems))
+    for item in items:
+        for name in MODULES.get(item.path.name, ()):
+            item.add_marker(getattr(pytest.mark, name))

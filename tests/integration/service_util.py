@@ -94,7 +94,11 @@ def b64(data):
 
 # Service processes this pytest started (every start, killed ones included).
 OUR_PIDS = set()
-# Box cgroups that existed before any service of this session started (not ours).
+# Box cgroups that existed before any service of this session started (not
+# ours), each as (path, inode): a box cgroup is named by its box's host uid,
+# which a later box of ours may be given once that one has ended (another
+# test run's, or another xdist worker's), and is then a new cgroup at the
+# same path, which is ours.
 _BASELINE_CGROUPS = None
 
 
@@ -231,6 +235,13 @@ def _all_box_cgroups():
     return sorted(glob.glob("/sys/fs/cgroup/*/airlock/box-*") + glob.glob("/sys/fs/cgroup/airlock/box-*"))
 
 
+def _inode(path):
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
 def box_cgroups(mine_only=True):
     """Box cgroup directories, without those that predate our services or belong
     to another test run's live box (MINE_ONLY)."""
@@ -239,8 +250,9 @@ def box_cgroups(mine_only=True):
         return cgs
     foreign_uids = {str(uid) for pid, uid, _ in box_processes(mine_only=False) if _foreign(pid)}
     base = set(_BASELINE_CGROUPS or ())
+    cgs = [c for c in cgs if (c, _inode(c)) not in base]
     # (a forked box's is named box-UID-HELPER-N)
-    return [c for c in cgs if c not in base and c.rsplit("box-", 1)[-1].split("-")[0] not in foreign_uids]
+    return [c for c in cgs if c.rsplit("box-", 1)[-1].split("-")[0] not in foreign_uids]
 
 
 def wait_no_boxes(timeout=15.0):
@@ -553,7 +565,7 @@ class Service:
         log.flush()
         global _BASELINE_CGROUPS
         if _BASELINE_CGROUPS is None:
-            _BASELINE_CGROUPS = _all_box_cgroups()
+            _BASELINE_CGROUPS = {(c, _inode(c)) for c in _all_box_cgroups()}
         self.log_start = self.log_path.stat().st_size
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         OUR_PIDS.add(self.proc.pid)
