@@ -163,6 +163,7 @@ MODULES = {
     "test_battery_o_storage.py": ("asan", "postgresql"),     # what is stored, retention
     "test_battery_o_watch.py": ("asan", "serial"),           # watches every box on the host
     "test_cli.py": ("asan",),
+    "test_core_end_of_run.py": ("postgresql", "serial"),     # two nodes, one killed; counts its runs' ends
     "test_docker.py": ("asan", "serial"),                    # the test dockerd
     "test_docker_pool.py": ("asan", "serial"),               # the test dockerd
     "test_fuzz_findings.py": ("asan",),
@@ -178,7 +179,9 @@ MODULES = {
     "test_mcp.py": ("asan",),
     "test_network.py": ("asan", "serial"),                   # alt-web (its boxes: the ASan build always)
     "test_network_service.py": ("asan", "docker", "serial"),  # alt-web
-    "test_nodes.py": ("postgresql", "serial"),               # many nodes on one PostgreSQL; counts boxes
+    "test_nodes.py": ("postgresql", "serial"),
+    "test_openapi.py": ("asan",),                            # the wire contract, every operation
+    "test_openapi_client.py": ("asan",),                     # a typed client, tsc --strict               # many nodes on one PostgreSQL; counts boxes
     "test_ops_logs.py": ("asan",),
     "test_ops_unit.py": ("asan",),
     "test_piston.py": ("asan",),
