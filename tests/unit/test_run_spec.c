@@ -255,7 +255,7 @@ static void test_order_and_defaults(void) {
     CHECK(sp.net == NULL && sp.thread_id.s == NULL && !sp.has_args && sp.n_files == 0 && sp.stdin_text.s == NULL);
     al_run_spec_free(&sp);
     CHECK(accepted(check_text("{\"language\": \"node\", \"code\": \"1\", \"network\": \"internet\", \"limits\": "
-                              "{\"timeout_s\": 7.9, \"memory_mb\": 100.5, \"cpus\": 0.255, \"pids\": 32}, \"files\": "
+                              "{\"timeout_s\": 7.0, \"memory_mb\": 100.5, \"cpus\": 0.255, \"pids\": 32}, \"files\": "
                               "[{\"name\": \"d.csv\", \"content_base64\": \"YSxiCg==\"}], \"stdin\": \"in\"}",
                               &sp)));
     CHECK(sp.lang == AL_RUN_NODE && sp.net != NULL && sp.limit[AL_LIMIT_TIMEOUT_S].has);
@@ -264,6 +264,11 @@ static void test_order_and_defaults(void) {
     CHECK(sp.n_files == 1 && sp.files[0].len == 4 && memcmp(sp.files[0].data, "a,b\n", 4) == 0);
     CHECK(al_run_spec_input_bytes(&sp) == 4 + 2);
     al_run_spec_free(&sp);
+    /* seconds and processes are whole: a fraction is refused, not cut */
+    CHECK(refused(check_text("{\"language\": \"python\", \"code\": \"1\", \"limits\": {\"timeout_s\": 7.9}}", NULL),
+                  "limits.timeout_s must be a whole number"));
+    CHECK(refused(check_text("{\"language\": \"python\", \"code\": \"1\", \"limits\": {\"pids\": 32.5}}", NULL),
+                  "limits.pids must be a whole number"));
     /* a check answers the same twice, and fills in nothing on a refusal
      * it would not fill in again */
     CHECK(accepted(check_with("\"network\": \"offline\"")));
