@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "mcp_internal.h"
+#include "reply.h"
 #include "../util/util.h"
 
 /*
@@ -329,17 +330,7 @@ static void stream_free(void *cls) {
 }
 
 static enum MHD_Result send_stream(struct MHD_Connection *c, reader *r) {
-    struct MHD_Response *resp =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, r, stream_free);
-    if (!resp) {
-        stream_free(r);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-    MHD_add_response_header(resp, "Cache-Control", "no-store");
-    enum MHD_Result ret = MHD_queue_response(c, 200, resp);
-    MHD_destroy_response(resp);
-    return ret;
+    return al_reply_event_stream(c, stream_read, r, stream_free);
 }
 
 /* Follow call K of request ID to its end, as one JSON answer or an event

@@ -7,6 +7,24 @@
 
 #include "../util/util.h"
 
+/* TEXT (malloc'd, taken) as a JSON answer of STATUS that no cache keeps,
+ * with the header NAME: VALUE beside when NAME is not NULL. */
+static enum MHD_Result queue_json(struct MHD_Connection *c, unsigned status, char *text, const char *name,
+                                  const char *value) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    if (name)
+        MHD_add_response_header(r, name, value);
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 enum MHD_Result al_reply_json(struct MHD_Connection *c, unsigned status, json_t *doc) {
     char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
@@ -18,13 +36,7 @@ enum MHD_Result al_reply_json(struct MHD_Connection *c, unsigned status, json_t 
         if (!s)
             return MHD_NO;
     }
-    size_t n = strlen(s);
-    struct MHD_Response *r = MHD_create_response_from_buffer(n, s, MHD_RESPMEM_MUST_FREE);
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
+    return queue_json(c, status, s, NULL, NULL);
 }
 
 enum MHD_Result al_reply_error(struct MHD_Connection *c, unsigned status, const char *code, const char *fmt, ...) {
@@ -69,14 +81,7 @@ enum MHD_Result al_reply_doc(struct MHD_Connection *c, unsigned status, json_t *
         return al_reply_json(c, status, doc);
     char *text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
-    if (!text)
-        return MHD_NO;
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Retry-After", "5");
-    enum MHD_Result ret = MHD_queue_response(c, 429, r);
-    MHD_destroy_response(r);
-    return ret;
+    return text ? queue_json(c, 429, text, "Retry-After", "5") : MHD_NO;
 }
 
 /* reply_doc, saying that the answer is what an earlier request with the
@@ -86,15 +91,7 @@ enum MHD_Result al_reply_doc_idem(struct MHD_Connection *c, unsigned status, jso
         return al_reply_doc(c, status, doc);
     char *text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
-    if (!text)
-        return MHD_NO;
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    MHD_add_response_header(r, "Idempotent-Replayed", "true");
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
+    return text ? queue_json(c, status, text, "Idempotent-Replayed", "true") : MHD_NO;
 }
 
 /* A person holds their maximum of long-held requests (WHAT): 429, come back
@@ -111,17 +108,7 @@ enum MHD_Result al_reply_too_many(struct MHD_Connection *c, const char *what, in
 enum MHD_Result al_reply_unauthorized(struct MHD_Connection *c) {
     char *m = strdup("{\"error\":{\"code\":\"unauthorized\",\"message\":\"a valid API key is required "
                      "(Authorization: Bearer KEY)\"}}");
-    struct MHD_Response *r = MHD_create_response_from_buffer(m ? strlen(m) : 0, m, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(m);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"airlock\"");
-    enum MHD_Result ret = MHD_queue_response(c, 401, r);
-    MHD_destroy_response(r);
-    return ret;
+    return m ? queue_json(c, 401, m, "WWW-Authenticate", "Bearer realm=\"airlock\"") : MHD_NO;
 }
 
 enum MHD_Result al_reply_method(struct MHD_Connection *c, const char *allow) {
@@ -149,6 +136,20 @@ enum MHD_Result al_reply_method(struct MHD_Connection *c, const char *allow) {
     MHD_add_response_header(r, "Cache-Control", "no-store");
     MHD_add_response_header(r, "Allow", allow);
     enum MHD_Result ret = MHD_queue_response(c, 405, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+enum MHD_Result al_reply_event_stream(struct MHD_Connection *c, MHD_ContentReaderCallback read, void *cls,
+                                      MHD_ContentReaderFreeCallback done) {
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, read, cls, done);
+    if (!r) {
+        done(cls);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
     return ret;
 }

@@ -29,6 +29,10 @@ enum MHD_Result al_reply_doc_idem(struct MHD_Connection *c, unsigned status, jso
 enum MHD_Result al_reply_too_many(struct MHD_Connection *c, const char *what, int max, const char *key);
 /* 401, with the scheme in WWW-Authenticate (RFC 6750), on every keyed route. */
 enum MHD_Result al_reply_unauthorized(struct MHD_Connection *c);
+/* 200, a text/event-stream that READ fills from CLS (DONE frees CLS, also
+ * when no answer could be made): SSE's and MCP's streams. */
+enum MHD_Result al_reply_event_stream(struct MHD_Connection *c, MHD_ContentReaderCallback read, void *cls,
+                                      MHD_ContentReaderFreeCallback done);
 /* 405, with the methods the path takes (ALLOW, "GET, POST") in Allow and
  * the message. */
 enum MHD_Result al_reply_method(struct MHD_Connection *c, const char *allow);

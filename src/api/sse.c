@@ -159,14 +159,5 @@ enum MHD_Result al_sse_run_events(al_route_ctx *x) {
     const char *last = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID");
     uint64_t l;
     al_follow_init(&e->f, s, id, last && al_parse_u64(last, &l) == 0 && l < INT64_MAX ? (int64_t)l : 0);
-    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, sse_read, e, sse_free);
-    if (!r) {
-        sse_free(e);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", "text/event-stream");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    enum MHD_Result ret = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    return ret;
+    return al_reply_event_stream(c, sse_read, e, sse_free);
 }

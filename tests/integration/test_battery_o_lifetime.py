@@ -101,7 +101,8 @@ def box_uids_of_tree(root):
 def watch_release(uids, bound_s, still_running=None):
     """Take each uid's lock the moment it is free, as a new box would, and
     say what still ran as it at that moment (its host processes, and what
-    STILL_RUNNING() says: a gVisor sandbox's processes are not this host's).
+    STILL_RUNNING(uid) says of the container that uid is the box of: a
+    gVisor sandbox's processes are not this host's).
     Returns (violations, uids never freed within BOUND_S); the locks are let
     go at the end."""
     held, bad = {}, {}
@@ -117,7 +118,7 @@ def watch_release(uids, bound_s, still_running=None):
                     continue
                 held[u] = fd
                 alive = procs_of({u})
-                if not alive and still_running and still_running():
+                if not alive and still_running and still_running(u):
                     alive = {0: "the container"}
                 if alive:
                     bad[u] = alive
@@ -223,7 +224,7 @@ def test_docker_box_ends_is_removed_and_keeps_its_uids_when_its_cli_is_killed(do
         assert procs_of({uid}), "the script does not run as its host uid"
     (cid,) = boxes
 
-    def running():
+    def running(_uid):
         r = docker_util.docker("inspect", "-f", "{{.State.Running}}", cid, check=False)
         return r.returncode == 0 and r.stdout.strip() == b"true"
 
@@ -260,13 +261,19 @@ def test_a_killed_services_idle_pooled_containers_keep_their_uids_and_are_remove
         wait_idle(svc, 2)
         idle = containers()
         assert len(idle) == 2, idle
-        uids = {int(u) for c in idle for u in box_uids(c)}
+        box_of = {int(u): c for c in idle for u in box_uids(c)}
+        uids = set(box_of)
         holders = {p for p, u in procs_of(uids).items()}
         assert holders, "the idle containers' holders do not run as their uids"
         svc.kill9()
 
-        def running():
-            return bool(idle & containers())
+        def running(uid):
+            # the container that uid is the box of, not any of them: one
+            # keeper removing its container and letting its uids go while
+            # the other's still stands is what it should do (this read any
+            # idle container still there as the freed uid's, a false
+            # failure when the two keepers ended some ms apart)
+            return box_of[uid] in containers()
 
         bad, never = watch_release(uids, GONE_S, running)
         deadline = time.monotonic() + GONE_S
