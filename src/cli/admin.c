@@ -267,6 +267,96 @@ static int audit(al_store *s, const char *state, int argc, char **argv, al_error
     return r;
 }
 
+/* `admin bootstrap`: the first organisation, workspace, admin and key,
+ * unless a key exists. */
+static int bootstrap(al_store *s, const char *state, al_error *err) {
+    int64_t keys = 0;
+    if (al_store_keys_count(s, &keys, err) == 0 && keys > 0) {
+        printf("already set up: an API key exists (airlock admin --state %s list)\n", state);
+        return 0;
+    }
+    char org[40], ws[40], per[40], id[40], key[64];
+    int r;
+    if ((r = al_store_create_org(s, "default", org, err)) == 0 &&
+        (r = al_store_create_workspace(s, org, "default", ws, err)) == 0 &&
+        (r = al_store_create_person(s, ws, "admin", "admin", per, err)) == 0 &&
+        (r = al_store_create_key(s, per, key, id, err)) == 0) {
+        printf("organisation %s, workspace %s, person %s\n", org, ws, per);
+        printf("api key: %s\n", key);
+        printf("(shown once: only its hash is stored)\n");
+    }
+    return r;
+}
+
+/* `admin key revoke|rotate OLD`: audited in the owner's workspace, in the
+ * same chain as its runs. */
+static int key_change(al_store *s, bool rotate, const char *old, al_error *err) {
+    al_principal p;
+    char id[40], key[64];
+    int r = rotate ? al_store_rotate_key(s, old, key, id, &p, err) : al_store_revoke_key(s, old, &p, err);
+    if (r == 0) {
+        json_t *data = rotate ? json_pack("{s:s, s:s, s:s}", "key_id", old, "new_key_id", id, "via", "airlock admin")
+                              : json_pack("{s:s, s:s}", "key_id", old, "via", "airlock admin");
+        r = al_audit_append(s, p.org_id, p.workspace_id, rotate ? "key.rotated" : "key.revoked", p.person_id, NULL,
+                            data, err);
+        if (r < 0 && rotate) {
+            /* an unaudited key is not handed out */
+            al_error e2 = { 0 };
+            (void)al_store_revoke_key(s, id, NULL, &e2);
+        }
+    }
+    if (r < 0)
+        return r;
+    if (rotate)
+        printf("key %s\napi key: %s\n(shown once: only its hash is stored)\nrevoked key %s\n", id, key, old);
+    else
+        printf("revoked key %s (person %s)\n", old, p.person_id);
+    return 0;
+}
+
+/* what credits() answers beside 0 and -errno */
+#define ADMIN_USAGE 2
+#define ADMIN_REFUSED 3
+
+/* `admin credits grant|show --org ORG [AMOUNT]`: the grant, then the
+ * balance and the last 20 entries of the ledger. */
+static int credits(al_store *s, const char *sub, const char *org, const char *amount_arg, al_error *err) {
+    bool grant = strcmp(sub, "grant") == 0;
+    if (!grant && strcmp(sub, "show") != 0)
+        return ADMIN_USAGE;
+    if (grant) {
+        if (!amount_arg)
+            return ADMIN_USAGE;
+        char *end;
+        errno = 0;
+        long long amount = strtoll(amount_arg, &end, 10);
+        if (errno || *end || end == amount_arg || amount < -1000000000LL || amount > 1000000000LL) {
+            fprintf(stderr, "airlock admin: credits grant: AMOUNT must be a whole number\n");
+            return ADMIN_REFUSED;
+        }
+        int r = al_store_grant_credits(s, org, amount, err);
+        if (r != 0)
+            return r;
+    }
+    int64_t bal = 0;
+    int r = al_store_credit_balance(s, org, &bal, err);
+    if (r == -ENOENT)
+        return al_err(err, "credits", ENOENT, "no organisation %s", org);
+    if (r < 0)
+        return r;
+    printf("organisation %s: balance %lld\n", org, (long long)bal);
+    al_store_ledger_filter f = { .org_id = org, .limit = 20 };
+    al_store_ledger_entry *l = NULL;
+    size_t n = 0;
+    if ((r = al_store_ledger_list(s, &f, &l, &n, err)) < 0)
+        return r;
+    for (size_t k = 0; k < n; k++)
+        printf("  %s %s %+lld -> %lld %s\n", l[k].created_at, al_ledger_kind_name(l[k].kind), (long long)l[k].amount,
+               (long long)l[k].balance_after, l[k].run_id);
+    free(l);
+    return 0;
+}
+
 int cli_admin(int argc, char **argv) {
     if (cli_help_asked(argc, argv))
         return usage_to(stdout);
@@ -310,21 +400,7 @@ int cli_admin(int argc, char **argv) {
     char id[40], key[64];
     const char *cmd = argv[i], *sub = i + 1 < argc ? argv[i + 1] : "";
     if (strcmp(cmd, "bootstrap") == 0) {
-        int64_t keys = 0;
-        bool have = al_store_keys_count(s, &keys, &err) == 0 && keys > 0;
-        if (have) {
-            printf("already set up: an API key exists (airlock admin --state %s list)\n", state);
-        } else {
-            char org[40], ws[40], per[40];
-            if ((r = al_store_create_org(s, "default", org, &err)) == 0 &&
-                (r = al_store_create_workspace(s, org, "default", ws, &err)) == 0 &&
-                (r = al_store_create_person(s, ws, "admin", "admin", per, &err)) == 0 &&
-                (r = al_store_create_key(s, per, key, id, &err)) == 0) {
-                printf("organisation %s, workspace %s, person %s\n", org, ws, per);
-                printf("api key: %s\n", key);
-                printf("(shown once: only its hash is stored)\n");
-            }
-        }
+        r = bootstrap(s, state, &err);
     } else if (strcmp(cmd, "org") == 0 && strcmp(sub, "create") == 0 && i + 2 < argc) {
         if ((r = al_store_create_org(s, argv[i + 2], id, &err)) == 0)
             printf("organisation %s\n", id);
@@ -345,62 +421,14 @@ int cli_admin(int argc, char **argv) {
         if ((r = al_store_create_key(s, argv[i + 3], key, id, &err)) == 0)
             printf("key %s\napi key: %s\n(shown once: only its hash is stored)\n", id, key);
     } else if (strcmp(cmd, "key") == 0 && (strcmp(sub, "revoke") == 0 || strcmp(sub, "rotate") == 0) && i + 3 == argc) {
-        /* audited in the owner's workspace, in the same chain as its runs */
-        al_principal p;
-        const char *old = argv[i + 2];
-        bool rotate = strcmp(sub, "rotate") == 0;
-        r = rotate ? al_store_rotate_key(s, old, key, id, &p, &err) : al_store_revoke_key(s, old, &p, &err);
-        if (r == 0) {
-            json_t *data = rotate ? json_pack("{s:s, s:s, s:s}", "key_id", old, "new_key_id", id, "via", "airlock admin")
-                                  : json_pack("{s:s, s:s}", "key_id", old, "via", "airlock admin");
-            r = al_audit_append(s, p.org_id, p.workspace_id, rotate ? "key.rotated" : "key.revoked", p.person_id, NULL,
-                                data, &err);
-            if (r < 0 && rotate) {
-                /* an unaudited key is not handed out */
-                al_error e2 = { 0 };
-                (void)al_store_revoke_key(s, id, NULL, &e2);
-            }
-        }
-        if (r >= 0) {
-            r = 0;
-            if (rotate)
-                printf("key %s\napi key: %s\n(shown once: only its hash is stored)\nrevoked key %s\n", id, key, old);
-            else
-                printf("revoked key %s (person %s)\n", old, p.person_id);
-        }
+        r = key_change(s, strcmp(sub, "rotate") == 0, argv[i + 2], &err);
     } else if (strcmp(cmd, "list") == 0) {
         r = list(s, &err);
     } else if (strcmp(cmd, "credits") == 0 && i + 3 < argc && strcmp(argv[i + 2], "--org") == 0) {
-        const char *org = argv[i + 3];
-        if (strcmp(sub, "grant") == 0 && i + 4 < argc) {
-            char *end;
-            errno = 0;
-            long long amount = strtoll(argv[i + 4], &end, 10);
-            if (errno || *end || end == argv[i + 4] || amount < -1000000000LL || amount > 1000000000LL) {
-                al_store_close(s);
-                fprintf(stderr, "airlock admin: credits grant: AMOUNT must be a whole number\n");
-                return 125;
-            }
-            r = al_store_grant_credits(s, org, amount, &err);
-        }
-        if (r == 0 && (strcmp(sub, "grant") == 0 || strcmp(sub, "show") == 0)) {
-            int64_t bal = 0;
-            if ((r = al_store_credit_balance(s, org, &bal, &err)) == 0)
-                printf("organisation %s: balance %lld\n", org, (long long)bal);
-            else if (r == -ENOENT)
-                r = al_err(&err, "credits", ENOENT, "no organisation %s", org);
-            al_store_ledger_filter f = { .org_id = org, .limit = 20 };
-            al_store_ledger_entry *l = NULL;
-            size_t n = 0;
-            if (r == 0)
-                r = al_store_ledger_list(s, &f, &l, &n, &err);
-            for (size_t k = 0; k < n; k++)
-                printf("  %s %s %+lld -> %lld %s\n", l[k].created_at, al_ledger_kind_name(l[k].kind),
-                       (long long)l[k].amount, (long long)l[k].balance_after, l[k].run_id);
-            free(l);
-        } else if (r == 0) {
+        r = credits(s, sub, argv[i + 3], i + 4 < argc ? argv[i + 4] : NULL, &err);
+        if (r == ADMIN_USAGE || r == ADMIN_REFUSED) {
             al_store_close(s);
-            return usage();
+            return r == ADMIN_USAGE ? usage() : 125;
         }
     } else if (strcmp(cmd, "price") == 0 && i + 3 < argc && strcmp(argv[i + 2], "--workspace") == 0 &&
                (strcmp(sub, "show") == 0 || (strcmp(sub, "set") == 0 && i + 4 < argc))) {

@@ -368,6 +368,67 @@ static void stop_local(pid_t pid) {
     waitpid(pid, NULL, 0);
 }
 
+/* One message LINE (N bytes) of the client: to the service, on a worker
+ * thread of its own (initialize on this one: nothing else goes before its
+ * session); false when out of memory. */
+static bool dispatch(bridge *b, char *line, ssize_t n) {
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        line[--n] = '\0';
+    if (n == 0)
+        return true;
+    if ((size_t)n > LINE_MAX_BYTES) {
+        fprintf(stderr, "airlock mcp: a message of %zd bytes is over the %u MiB cap; dropped\n", n, LINE_MAX_BYTES >> 20);
+        json_t *e = json_pack("{s:s, s:n, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", "error", "code", -32600, "message",
+                              "Invalid Request: the message is too large");
+        emit_json(b, e);
+        json_decref(e);
+        return true;
+    }
+    exchange *x = calloc(1, sizeof *x);
+    if (!x || !(x->line = strdup(line))) {
+        free(x);
+        fprintf(stderr, "airlock mcp: out of memory\n");
+        return false;
+    }
+    x->b = b;
+    /* a message we cannot parse still goes to the service, which
+     * answers it with the right JSON-RPC error */
+    json_t *msg = json_loads(line, 0, NULL);
+    json_t *id = json_object_get(msg, "id");
+    if (id && json_object_get(msg, "method"))
+        x->id = json_incref(id);
+    x->initialize = json_is_string(json_object_get(msg, "method")) &&
+                    strcmp(json_string_value(json_object_get(msg, "method")), "initialize") == 0;
+    json_decref(msg);
+    pthread_mutex_lock(&b->mu);
+    while (b->in_flight >= IN_FLIGHT_MAX)
+        pthread_cond_wait(&b->cond, &b->mu);
+    b->in_flight++;
+    pthread_mutex_unlock(&b->mu);
+    if (x->initialize) {
+        worker(x);
+        return true;
+    }
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* workers (and curl's resolver threads) block the signals, so they
+     * reach this thread and interrupt its getline */
+    sigset_t all, old;
+    sigemptyset(&all);
+    sigaddset(&all, SIGTERM);
+    sigaddset(&all, SIGINT);
+    sigaddset(&all, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int pr = pthread_create(&t, &attr, worker, x);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (pr != 0)
+        worker(x);
+    pthread_attr_destroy(&attr);
+    return true;
+}
+
 int cli_mcp(int argc, char **argv) {
     const char *url = getenv("AIRLOCK_URL"), *key = getenv("AIRLOCK_API_KEY"), *state = NULL;
     bool local = false, given = false;
@@ -446,60 +507,8 @@ int cli_mcp(int argc, char **argv) {
     size_t cap = 0;
     ssize_t n;
     while (!terminated && (n = getline(&line, &cap, stdin)) >= 0) {
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-            line[--n] = '\0';
-        if (n == 0)
-            continue;
-        if ((size_t)n > LINE_MAX_BYTES) {
-            fprintf(stderr, "airlock mcp: a message of %zd bytes is over the %u MiB cap; dropped\n", n, LINE_MAX_BYTES >> 20);
-            json_t *e = json_pack("{s:s, s:n, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", "error", "code", -32600, "message",
-                                  "Invalid Request: the message is too large");
-            emit_json(&b, e);
-            json_decref(e);
-            continue;
-        }
-        exchange *x = calloc(1, sizeof *x);
-        if (!x || !(x->line = strdup(line))) {
-            free(x);
-            fprintf(stderr, "airlock mcp: out of memory\n");
+        if (!dispatch(&b, line, n))
             break;
-        }
-        x->b = &b;
-        /* a message we cannot parse still goes to the service, which
-         * answers it with the right JSON-RPC error */
-        json_t *msg = json_loads(line, 0, NULL);
-        json_t *id = json_object_get(msg, "id");
-        if (id && json_object_get(msg, "method"))
-            x->id = json_incref(id);
-        x->initialize = json_is_string(json_object_get(msg, "method")) &&
-                        strcmp(json_string_value(json_object_get(msg, "method")), "initialize") == 0;
-        json_decref(msg);
-        pthread_mutex_lock(&b.mu);
-        while (b.in_flight >= IN_FLIGHT_MAX)
-            pthread_cond_wait(&b.cond, &b.mu);
-        b.in_flight++;
-        pthread_mutex_unlock(&b.mu);
-        if (x->initialize) {
-            worker(x);
-            continue;
-        }
-        pthread_t t;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        /* workers (and curl's resolver threads) block the signals, so they
-         * reach this thread and interrupt its getline */
-        sigset_t all, old;
-        sigemptyset(&all);
-        sigaddset(&all, SIGTERM);
-        sigaddset(&all, SIGINT);
-        sigaddset(&all, SIGHUP);
-        pthread_sigmask(SIG_BLOCK, &all, &old);
-        int pr = pthread_create(&t, &attr, worker, x);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (pr != 0)
-            worker(x);
-        pthread_attr_destroy(&attr);
     }
     free(line);
     if (terminated) {

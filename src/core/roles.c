@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "roles.h"
+#include "../util/util.h"
 
 static const char *const names[_AL_ROLE_MAX] = {
     [AL_ROLE_MEMBER] = "member",
@@ -14,10 +15,7 @@ const char *al_role_name(al_role r) {
 }
 
 al_role al_role_from_name(const char *name) {
-    for (int i = 0; name && i < _AL_ROLE_MAX; i++)
-        if (strcmp(names[i], name) == 0)
-            return (al_role)i;
-    return _AL_ROLE_INVALID;
+    return (al_role)al_name_index(names, _AL_ROLE_MAX, name);
 }
 
 al_role al_principal_role(const al_principal *p) {

@@ -391,10 +391,7 @@ const char *al_approval_policy_name(al_approval_policy p) {
 }
 
 al_approval_policy al_approval_policy_from_name(const char *name) {
-    for (int i = 0; name && i < _AL_APPROVAL_POLICY_MAX; i++)
-        if (strcmp(policy_names[i], name) == 0)
-            return (al_approval_policy)i;
-    return _AL_APPROVAL_POLICY_INVALID;
+    return (al_approval_policy)al_name_index(policy_names, _AL_APPROVAL_POLICY_MAX, name);
 }
 
 const char *al_tool_name(al_tool t) {
@@ -402,10 +399,7 @@ const char *al_tool_name(al_tool t) {
 }
 
 al_tool al_tool_from_name(const char *name) {
-    for (int i = 0; name && i < _AL_TOOL_MAX; i++)
-        if (strcmp(tool_names[i], name) == 0)
-            return (al_tool)i;
-    return _AL_TOOL_INVALID;
+    return (al_tool)al_name_index(tool_names, _AL_TOOL_MAX, name);
 }
 
 int al_settings_parse(json_t *eff, al_settings *ret, al_error *err) {

@@ -300,3 +300,10 @@ size_t al_buf_write(char *p, size_t size, size_t n, void *userdata) {
     b->buf[b->len] = '\0';
     return k;
 }
+
+int al_name_index(const char *const *names, size_t n, const char *name) {
+    for (size_t i = 0; name && i < n; i++)
+        if (names[i] && strcmp(names[i], name) == 0)
+            return (int)i;
+    return -1;
+}

@@ -102,6 +102,9 @@ void al_rm_tree(int dirfd, const char *name);
  * there is none: jansson's rules (no overlong forms, no surrogates, nothing
  * past U+10FFFF). */
 size_t al_utf8_seq(const unsigned char *s, size_t n);
+/* The index of NAME in the N names of an enum's table (NULL entries
+ * skipped), or -1: the one parse of an enum's name. */
+int al_name_index(const char *const *names, size_t n, const char *name);
 /* The same, and the code point it encodes in *RET_CP. */
 size_t al_utf8_decode(const unsigned char *s, size_t n, uint32_t *ret_cp);
 /* Where to cut S (LEN bytes) to keep at most MAX bytes without ending inside
