@@ -80,14 +80,16 @@ void al_run_ended(al_service *s, const char *run_id, const al_store_run *run, co
         al_store_now(now, sizeof now);
         al_store_run_refund(s->store, run_id, now, &err);
     }
+    /* it never reaches a box again: what it brought for one, and what its
+     * box left (its artifacts are in the store by now), goes before anyone
+     * is told it ended, so whoever sees the end finds nothing of it on disk */
+    al_service_drop_inputs(s, run_id);
     publish_end(s, run_id, how->published, al_run_state_name(how->state), how->state_said);
     if (run) {
         al_service_log_run_end(s, run, how->state, how->error_code, how->result);
         if (how->audit_lost)
             audit_lost(s, run, how->error_code);
     }
-    /* it never reaches a box again: what it brought for one goes */
-    al_service_drop_inputs(s, run_id);
     /* a deleted skill's bundle that waited for this run goes with it */
     al_skills_run_ended(s);
     if (how->freed_slot)
