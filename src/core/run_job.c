@@ -16,7 +16,8 @@
 #include "skills.h"
 
 /* The run's stored limits (its record's JSON: timeout_s, memory_bytes,
- * cpu_millis, pids) over the box's defaults. */
+ * cpu_millis, pids, and timeout_ms when asked in milliseconds) over the
+ * box's defaults. */
 static void limits_of(const char *text, al_box_limits *l) {
     json_t *o = text ? json_loads(text, 0, NULL) : NULL;
     static const char *const keys[] = { "timeout_s", "memory_bytes", "cpu_millis", "pids", "output_bytes",
@@ -27,6 +28,10 @@ static void limits_of(const char *text, al_box_limits *l) {
         if (json_is_integer(v) && json_integer_value(v) >= 0)
             *dst[i] = (uint64_t)json_integer_value(v) * (i == 0 ? 1000 : 1);
     }
+    /* a timeout asked in milliseconds is boxed with them, not its seconds */
+    json_t *ms = json_object_get(o, "timeout_ms");
+    if (json_is_integer(ms) && json_integer_value(ms) > 0)
+        l->wall_ms = (uint64_t)json_integer_value(ms);
     json_decref(o);
 }
 

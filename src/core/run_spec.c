@@ -325,6 +325,17 @@ al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, 
                (unsigned long long)b->files_max);
     if (sp->n_artifacts > AL_RUN_ARTIFACT_REFS_MAX)
         REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_ARTIFACTS);
+    /* a timeout in milliseconds is held to the bounds in seconds, rounded
+     * up: 1 ms is asked as a second of the budget, and boxed as 1 ms */
+    if (sp->timeout_ms) {
+        double max_ms = b->limit[AL_LIMIT_TIMEOUT_S].max * 1000;
+        if (sp->limit[AL_LIMIT_TIMEOUT_S].has)
+            REFUSE(AL_STATUS_INVALID, "bad_request", "give the timeout in seconds or in milliseconds, not both");
+        if (sp->timeout_ms < 1 || (double)sp->timeout_ms > max_ms)
+            REFUSE(AL_STATUS_INVALID, "bad_request", "the timeout (%lld ms) must be from 1 to %g ms",
+                   (long long)sp->timeout_ms, max_ms);
+        sp->limit[AL_LIMIT_TIMEOUT_S] = (al_run_limit_req){ true, (double)((sp->timeout_ms + 999) / 1000) };
+    }
     for (size_t i = 0; i < _AL_LIMIT_MAX; i++) {
         if (!sp->limit[i].has) {
             sp->limit[i].value = b->limit[i].def > b->limit[i].max ? b->limit[i].max : b->limit[i].def;
@@ -359,6 +370,7 @@ al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, 
         .memory_bytes = (int64_t)(l[AL_LIMIT_MEMORY_MB].value * 1048576.0),
         .cpu_millis = (int64_t)(l[AL_LIMIT_CPUS].value * 1000.0 + 0.5),
         .pids = (int64_t)l[AL_LIMIT_PIDS].value,
+        .timeout_ms = sp->timeout_ms ? sp->timeout_ms : (int64_t)l[AL_LIMIT_TIMEOUT_S].value * 1000,
     };
     return AL_STATUS_OK;
 }
@@ -466,6 +478,10 @@ int al_run_staged_of_spec(const al_run_spec *sp, al_run_staged *ret) {
  *   opt(u64(size) text(sha256))    stdin as staged
  *   u64(n) [text(id) text(path) u64(version) u64(size) text(sha256)]...
  *                                  the thread's documents, in staging order
+ *   [u64(timeout_ms)]              only when the timeout is not whole seconds
+ *                                  (asked in ms): last, so that every spec
+ *                                  without one hashes as it always did, and
+ *                                  its presence is told by the form's length
  *
  * sha256 values are written as their 64 hex digits. The hash is the
  * sha256 of these bytes, as 64 lower-case hex digits.
@@ -574,6 +590,8 @@ void al_run_spec_hash(const al_run_spec *sp, const al_run_staged *st, char out[6
         put_u64(&c, st->docs[i].size);
         put_str(&c, st->docs[i].sha256);
     }
+    if (sp->limits.timeout_ms != sp->limits.timeout_s * 1000)
+        put_u64(&c, (uint64_t)sp->limits.timeout_ms);
     al_sha256_finish_hex(&c, out);
 }
 
@@ -600,6 +618,10 @@ int al_run_spec_record(const al_run_spec *sp, const char *via, json_t *documents
     bool ok = limits && inputs && arts && json_object_set_new(inputs, "artifacts", arts) == 0;
     if (!ok)
         json_decref(arts);
+    /* milliseconds only where they say more than the seconds: every other
+     * record stays as it was */
+    if (ok && l->timeout_ms != l->timeout_s * 1000)
+        ok = json_object_set_new(limits, "timeout_ms", json_integer((json_int_t)l->timeout_ms)) == 0;
     for (size_t i = 0; ok && i < sp->n_artifacts; i++)
         ok = json_array_append_new(arts, text_json(&sp->artifacts[i])) == 0;
     if (ok && sp->has_args) {
@@ -684,6 +706,8 @@ int al_run_spec_of_record(const al_store_run *rec, al_run_spec *ret) {
         else
             *lv[i] = (int64_t)json_integer_value(v);
     }
+    json_t *ms = json_object_get(lim, "timeout_ms");
+    sp.limits.timeout_ms = json_is_integer(ms) ? (int64_t)json_integer_value(ms) : sp.limits.timeout_s * 1000;
     if (r == 0 && (set_str(&sp.language, rec->language) < 0 || set_str(&sp.code, rec->code) < 0 ||
                    set_str(&sp.image, rec->image[0] ? rec->image : "host") < 0 ||
                    set_str(&sp.network, rec->network) < 0 ||

@@ -95,6 +95,10 @@ typedef struct al_run_limit_req {
 /* The limits as a run is recorded and boxed with them (whole numbers). */
 typedef struct al_run_limits {
     int64_t timeout_s, memory_bytes, cpu_millis, pids;
+    /* the wall clock exactly: timeout_s * 1000, unless it was asked in
+     * milliseconds (al_run_spec.timeout_ms), when timeout_s is it rounded
+     * up (what the waits and the bounds in seconds go by) */
+    int64_t timeout_ms;
 } al_run_limits;
 
 /* A skill's run: what it runs (owned strings), and ARGS_JSON, its
@@ -127,6 +131,11 @@ typedef struct al_run_spec {
     al_run_lang lang;
     al_net_policy *net;            /* the network asked for, parsed (owned); NULL without one */
     al_run_limits limits;
+    /* a timeout asked in milliseconds (Piston's run_timeout), 0: none. The
+     * check takes it as limit[AL_LIMIT_TIMEOUT_S] rounded up to seconds
+     * (which must then not be given too), held to the same bounds, and
+     * boxes the run with the milliseconds themselves (limits.timeout_ms) */
+    int64_t timeout_ms;
 } al_run_spec;
 
 /* A spec starts zeroed ({0}: nothing given). Free what it holds (it is

@@ -9,7 +9,7 @@
  * it open for the run's life, so its death (any death) ends the box. Job,
  * one line on stdin, read by src/drivers/job_codec.c (its fields: job.h):
  *   {"language", "code", "inputs": [host paths], "out_dir": host dir,
- *    "limits": {"timeout_s", "memory_bytes", "cpu_millis", "pids",
+ *    "limits": {"timeout_ms" (or "timeout_s"), "memory_bytes", "cpu_millis", "pids",
  *               "output_bytes", "tmpfs_bytes"},
  *    "image_dir", "image_digest" (optional: run on that image),
  *    "args": [strings] (optional), "stdin_path": host file (optional),

@@ -127,7 +127,8 @@ static json_t *held_json(const al_job_held *h, bool keep) {
 }
 
 static json_t *limits_json(const al_box_limits *l) {
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "timeout_s", (json_int_t)(l->wall_ms / 1000), "memory_bytes",
+    /* the wall clock in milliseconds: in seconds, a 500 ms timeout was 0 */
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "timeout_ms", (json_int_t)l->wall_ms, "memory_bytes",
                      (json_int_t)l->memory_bytes, "cpu_millis", (json_int_t)l->cpu_millis, "pids", (json_int_t)l->pids,
                      "output_bytes", (json_int_t)l->output_bytes, "tmpfs_bytes", (json_int_t)l->tmpfs_bytes);
 }
@@ -249,17 +250,22 @@ static int keys_only(json_t *o, const char *where, const char *const *allowed, s
 }
 
 static int limits_of(json_t *o, al_box_limits *l, al_error *err) {
-    static const char *const keys[] = { "timeout_s", "memory_bytes", "cpu_millis", "pids", "output_bytes", "tmpfs_bytes" };
+    /* the wall clock as timeout_ms (what this writes) or timeout_s (what
+     * the tests and older drivers write), not both */
+    static const char *const keys[] = { "timeout_s", "memory_bytes", "cpu_millis", "pids", "output_bytes", "tmpfs_bytes",
+                                        "timeout_ms" };
     json_int_t v[ELEMENTSOF(keys)] = { (json_int_t)(l->wall_ms / 1000), (json_int_t)l->memory_bytes,
                                        (json_int_t)l->cpu_millis, (json_int_t)l->pids,
-                                       (json_int_t)l->output_bytes, (json_int_t)l->tmpfs_bytes };
+                                       (json_int_t)l->output_bytes, (json_int_t)l->tmpfs_bytes, (json_int_t)l->wall_ms };
     int r = keys_only(o, "limits", keys, ELEMENTSOF(keys), err);
+    if (r == 0 && json_object_get(o, "timeout_s") && json_object_get(o, "timeout_ms"))
+        return BAD("limits: timeout_s or timeout_ms, not both");
     /* the wall clock in milliseconds must not wrap */
     for (size_t i = 0; i < ELEMENTSOF(keys) && r == 0; i++)
         r = get_int(o, keys[i], 0, i == 0 ? (json_int_t)(INT64_MAX / 1000) : INT64_MAX, &v[i], err);
     if (r < 0)
         return r;
-    l->wall_ms = (uint64_t)v[0] * 1000;
+    l->wall_ms = json_object_get(o, "timeout_s") ? (uint64_t)v[0] * 1000 : (uint64_t)v[6];
     l->memory_bytes = (uint64_t)v[1];
     l->cpu_millis = (uint64_t)v[2];
     l->pids = (uint64_t)v[3];

@@ -67,6 +67,24 @@ int main(void) {
     al_job_free(&j);
     CHECK(j.code == NULL && j.n_inputs == 0 && j.fork_fd == -1);
 
+    /* a wall clock under a second crosses to the helper as it is (in
+     * seconds it was 0) */
+    {
+        al_job ms;
+        al_job_init(&ms);
+        ms.lang = al_lang_by_name("bash");
+        ms.limits.wall_ms = 500;
+        char *t = NULL;
+        size_t tl = 0;
+        al_job back;
+        CHECK(al_job_encode(&ms, &t, &tl, &err) == 0 && al_job_decode(t, tl, &back, &err) == 0);
+        CHECK(back.limits.wall_ms == 500);
+        free(t);
+        al_job_free(&back);
+        al_job_free(&ms);
+        CHECK(al_job_decode("{\"limits\":{\"timeout_s\":3}}", 26, &back, &err) == 0 && back.limits.wall_ms == 3000);
+        al_job_free(&back);
+    }
     /* what the tests and older drivers write: limits in part, the rest defaults */
     CHECK(decodes("{\"language\":\"python\",\"code\":\"pass\",\"out_dir\":\"/o\",\"fork_fd\":3,\"limits\":{\"timeout_s\":10}}"));
     CHECK(decodes("{\"language\":\"python\",\"driver\":\"native\"}"));
@@ -79,6 +97,7 @@ int main(void) {
     CHECK(!decodes("{\"limits\":{\"timeout_s\":-1}}"));
     CHECK(!decodes("{\"limits\":{\"timeout_s\":9223372036854776}}"));
     CHECK(!decodes("{\"limits\":{\"wall_ms\":1}}"));
+    CHECK(!decodes("{\"limits\":{\"timeout_s\":1,\"timeout_ms\":500}}"));
     CHECK(!decodes("{\"fork_fd\":-2}"));
     CHECK(!decodes("{\"warm\":1}"));
     CHECK(!decodes("{\"docker_uids\":{\"holder\":1,\"uid\":2}}"));

@@ -611,6 +611,85 @@ static void test_record_round_trip(void) {
     CHECK(al_run_spec_of_record(&bad, &back) == -EBADMSG);
 }
 
+/* A timeout asked in milliseconds (Piston's run_timeout): held to the
+ * bounds in seconds rounded up, boxed as the milliseconds, recorded and
+ * hashed as them; a spec in whole seconds records and hashes as before. */
+static void test_timeout_ms(void) {
+    char msg[600];
+    const char *code = NULL;
+    al_run_spec sp = { 0 };
+    al_run_text_set(&sp.language, "python", 6);
+    al_run_text_set(&sp.code, "1", 1);
+    sp.timeout_ms = 500;
+    CHECK(al_run_spec_check(&sp, &bounds, msg, sizeof msg, &code) == AL_STATUS_OK);
+    CHECK(sp.limits.timeout_s == 1 && sp.limits.timeout_ms == 500);
+    al_run_spec_resolve(&sp, "host", "offline");
+    al_store_run rec = { 0 };
+    CHECK(al_run_spec_record(&sp, "piston", NULL, &rec) == 0);
+    json_t *lim = json_loads(rec.limits, 0, NULL);
+    CHECK(json_integer_value(json_object_get(lim, "timeout_s")) == 1 &&
+          json_integer_value(json_object_get(lim, "timeout_ms")) == 500);
+    json_decref(lim);
+    al_run_spec back;
+    CHECK(al_run_spec_of_record(&rec, &back) == 0 && back.limits.timeout_ms == 500);
+    char h[65], h2[65], h1000[65];
+    al_run_spec_hash(&sp, NULL, h);
+    al_run_spec_hash(&back, NULL, h2);
+    CHECK(strcmp(h, h2) == 0);
+    al_run_spec_free(&back);
+    al_run_spec_record_done(&rec);
+    /* 1000 ms is the second asked in seconds: the same record and hash */
+    al_run_spec whole = { 0 }, secs = { 0 };
+    for (int j = 0; j < 2; j++) {
+        al_run_spec *w = j ? &secs : &whole;
+        al_run_text_set(&w->language, "python", 6);
+        al_run_text_set(&w->code, "1", 1);
+        if (j)
+            w->limit[AL_LIMIT_TIMEOUT_S] = (al_run_limit_req){ true, 1 };
+        else
+            w->timeout_ms = 1000;
+        CHECK(al_run_spec_check(w, &bounds, msg, sizeof msg, &code) == AL_STATUS_OK);
+        al_run_spec_resolve(w, "host", "offline");
+        CHECK(w->limits.timeout_s == 1 && w->limits.timeout_ms == 1000);
+    }
+    al_run_spec_hash(&whole, NULL, h1000);
+    al_run_spec_hash(&secs, NULL, h2);
+    CHECK(strcmp(h1000, h2) == 0 && strcmp(h1000, h) != 0);
+    CHECK(al_run_spec_record(&whole, "piston", NULL, &rec) == 0 && !strstr(rec.limits, "timeout_ms"));
+    al_run_spec_record_done(&rec);
+    al_run_spec_free(&whole);
+    al_run_spec_free(&secs);
+    al_run_spec_free(&sp);
+    /* 1 ms is a second of the bounds; one past the maximum is refused, in
+     * milliseconds; and seconds and milliseconds together are refused */
+    static const struct {
+        int64_t ms;
+        bool secs;
+        const char *refusal;
+    } cases[] = {
+        { 1, false, NULL },
+        { 300000, false, NULL },
+        { 300001, false, "the timeout (300001 ms) must be from 1 to 300000 ms" },
+        { -5, false, "the timeout (-5 ms) must be from 1 to 300000 ms" },
+        { 500, true, "give the timeout in seconds or in milliseconds, not both" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        al_run_spec c = { 0 };
+        al_run_text_set(&c.language, "python", 6);
+        al_run_text_set(&c.code, "1", 1);
+        c.timeout_ms = cases[i].ms;
+        if (cases[i].secs)
+            c.limit[AL_LIMIT_TIMEOUT_S] = (al_run_limit_req){ true, 2 };
+        al_status st = al_run_spec_check(&c, &bounds, msg, sizeof msg, &code);
+        if (cases[i].refusal)
+            CHECK(st == AL_STATUS_INVALID && strcmp(msg, cases[i].refusal) == 0);
+        else
+            CHECK(st == AL_STATUS_OK && c.limits.timeout_ms == cases[i].ms &&
+                  c.limits.timeout_s == (cases[i].ms + 999) / 1000);
+        al_run_spec_free(&c);
+    }
+}
+
 /* ------------------------------------------------------------ run states */
 
 static void test_states(void) {
@@ -677,6 +756,7 @@ int main(void) {
     test_hash_changes();
     test_hash_no_collision();
     test_record_round_trip();
+    test_timeout_ms();
     test_states();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
