@@ -94,6 +94,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     al_http *h = cls;
     al_service *s = h->s;
     al_request *rq = *con_cls;
+    /* whatever is answered in this call, its errors in the path's shape */
+    al_reply_set_shape(al_route_shape_of(url));
     if (!rq) {
         rq = calloc(1, sizeof *rq);
         if (!rq)

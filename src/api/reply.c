@@ -7,6 +7,20 @@
 
 #include "../util/util.h"
 
+static _Thread_local al_reply_shape shape = AL_REPLY_AIRLOCK;
+
+void al_reply_set_shape(al_reply_shape s) { shape = s < _AL_REPLY_SHAPE_MAX ? s : AL_REPLY_AIRLOCK; }
+
+/* DOC, an answer of STATUS, in the shape of this request's surface: an
+ * error of Piston's has its message at the top too (airlock's error object
+ * stays beside, for its code). */
+static json_t *shaped(json_t *doc, unsigned status) {
+    json_t *m = json_object_get(json_object_get(doc, "error"), "message");
+    if (shape == AL_REPLY_PISTON && status >= 400 && json_is_string(m) && !json_object_get(doc, "message"))
+        json_object_set(doc, "message", m);
+    return doc;
+}
+
 /* TEXT (malloc'd, taken) as a JSON answer of STATUS that no cache keeps,
  * with the header NAME: VALUE beside when NAME is not NULL. */
 static enum MHD_Result queue_json(struct MHD_Connection *c, unsigned status, char *text, const char *name,
@@ -26,13 +40,16 @@ static enum MHD_Result queue_json(struct MHD_Connection *c, unsigned status, cha
 }
 
 enum MHD_Result al_reply_json(struct MHD_Connection *c, unsigned status, json_t *doc) {
-    char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    char *s = doc ? json_dumps(shaped(doc, status), JSON_COMPACT) : NULL;
     json_decref(doc);
     if (!s) {
         /* a document that could not be built still gets an answer, not a
          * dropped connection */
         status = 500;
-        s = strdup("{\"error\":{\"code\":\"internal\",\"message\":\"the answer could not be built\"}}");
+        s = strdup(shape == AL_REPLY_PISTON
+                       ? "{\"message\":\"the answer could not be built\",\"error\":{\"code\":\"internal\","
+                         "\"message\":\"the answer could not be built\"}}"
+                       : "{\"error\":{\"code\":\"internal\",\"message\":\"the answer could not be built\"}}");
         if (!s)
             return MHD_NO;
     }
@@ -79,7 +96,7 @@ enum MHD_Result al_reply_doc(struct MHD_Connection *c, unsigned status, json_t *
     }
     if (status != 429)
         return al_reply_json(c, status, doc);
-    char *text = json_dumps(doc, JSON_COMPACT);
+    char *text = json_dumps(shaped(doc, 429), JSON_COMPACT);
     json_decref(doc);
     return text ? queue_json(c, 429, text, "Retry-After", "5") : MHD_NO;
 }
@@ -106,8 +123,10 @@ enum MHD_Result al_reply_too_many(struct MHD_Connection *c, const char *what, in
 /* 401, saying the scheme in WWW-Authenticate (RFC 6750): MCP clients look
  * for it there */
 enum MHD_Result al_reply_unauthorized(struct MHD_Connection *c) {
-    char *m = strdup("{\"error\":{\"code\":\"unauthorized\",\"message\":\"a valid API key is required "
-                     "(Authorization: Bearer KEY)\"}}");
+    json_t *doc = json_pack("{s:{s:s, s:s}}", "error", "code", "unauthorized", "message",
+                            "a valid API key is required (Authorization: Bearer KEY)");
+    char *m = doc ? json_dumps(shaped(doc, 401), JSON_COMPACT) : NULL;
+    json_decref(doc);
     return m ? queue_json(c, 401, m, "WWW-Authenticate", "Bearer realm=\"airlock\"") : MHD_NO;
 }
 
@@ -123,7 +142,7 @@ enum MHD_Result al_reply_method(struct MHD_Connection *c, const char *allow) {
     }
     char *text = NULL;
     json_t *doc = json_pack("{s:{s:s, s:s}}", "error", "code", "method_not_allowed", "message", msg);
-    text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    text = doc ? json_dumps(shaped(doc, 405), JSON_COMPACT) : NULL;
     json_decref(doc);
     if (!text)
         return MHD_NO;

@@ -10,6 +10,22 @@
 
 #include "../core/service.h"
 
+/* The shape of a surface's errors: airlock's {error: {code, message}},
+ * or Piston's, whose clients read a top-level message (piston-client's
+ * .message): {message, error: {code, message}}. */
+typedef enum al_reply_shape {
+    AL_REPLY_AIRLOCK,
+    AL_REPLY_PISTON,
+    _AL_REPLY_SHAPE_MAX,
+} al_reply_shape;
+/* The shape of every error this thread answers from now on: http.c sets it
+ * from the path before each request is looked at, so that every answer of
+ * it (the route table's 401 and 404, a 413 or 429 of the server glue, a
+ * handler's 400, the core's refusals) has its surface's shape, whoever
+ * makes it. A thread answers one connection at a time (libmicrohttpd's
+ * thread per connection), so the setting is the request's. */
+void al_reply_set_shape(al_reply_shape shape);
+
 /* DOC (whose reference this takes; NULL: a 500 saying it could not be built). */
 enum MHD_Result al_reply_json(struct MHD_Connection *c, unsigned status, json_t *doc);
 enum MHD_Result al_reply_error(struct MHD_Connection *c, unsigned status, const char *code, const char *fmt, ...)

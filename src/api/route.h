@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "../core/service.h"
+#include "reply.h"
 
 struct al_mcp;
 struct al_guard;
@@ -80,6 +81,9 @@ typedef struct al_route {
  * key a URL_KEY route carries in its path (into KEYBUF). False: no such
  * path (it needs no key, and is answered 404). */
 bool al_route_auth_of(const char *url, al_route_auth *ret, char keybuf[AL_ROUTE_SEG_MAX], const char **ret_key);
+/* The shape of the errors answered on URL (reply.h): Piston's under
+ * /piston/, else airlock's. */
+al_reply_shape al_route_shape_of(const char *url);
 /* The pattern of URL's route for the access log (its values as {id}, a
  * URL's key as {key}) into OUT; false when no row's path is URL's. */
 bool al_route_pattern(const char *url, char *out, size_t cap);

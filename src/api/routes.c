@@ -189,6 +189,14 @@ bool al_route_auth_of(const char *url, al_route_auth *ret, char keybuf[AL_ROUTE_
     return true;
 }
 
+al_reply_shape al_route_shape_of(const char *url) {
+    /* Piston's clients read its shape of an error on every path under
+     * /piston/, a path no row has included (the router skips empty
+     * segments: so does this) */
+    url += strspn(url, "/");
+    return strncmp(url, "piston", 6) == 0 && (url[6] == '/' || url[6] == '\0') ? AL_REPLY_PISTON : AL_REPLY_AIRLOCK;
+}
+
 bool al_route_pattern(const char *url, char *out, size_t cap) {
     char seg[AL_ROUTE_SEGS][AL_ROUTE_SEG_MAX];
     found f;
