@@ -136,9 +136,11 @@ al_status al_piston_translate(json_t *b, al_run_spec *ret, char *msg, size_t msg
         al_run_spec_free(&sp);
         return st;
     }
-    /* Piston's milliseconds are rounded up: 1 ms is a second, not none */
+    /* Piston's milliseconds, to the box's timer (a fraction of one rounded
+     * up: 0.5 is 1 ms, not none); the check holds them to the workspace's
+     * bounds in seconds */
     if (json_is_number(rt) && json_number_value(rt) > 0)
-        sp.limit[AL_LIMIT_TIMEOUT_S] = (al_run_limit_req){ true, per_unit_up(json_number_value(rt), 1000) };
+        sp.timeout_ms = (int64_t)per_unit_up(json_number_value(rt), 1);
     if (json_is_number(rm) && json_number_value(rm) > 0) {
         double mb = per_unit_up(json_number_value(rm), 1048576);
         /* Piston's bytes rounded down to MiB, as it always was */

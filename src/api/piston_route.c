@@ -12,8 +12,20 @@
 
 enum MHD_Result al_piston_route_runtimes(al_route_ctx *x) { return al_reply_json(x->c, 200, al_piston_runtimes()); }
 
+enum MHD_Result al_piston_route_packages(al_route_ctx *x) { return al_reply_json(x->c, 200, al_piston_packages()); }
+
+/* Piston's package manager installs and removes languages; airlock's are
+ * the host's or an image's, chosen by its operator: the request is
+ * understood and refused, not unknown */
+enum MHD_Result al_piston_route_packages_change(al_route_ctx *x) {
+    return al_reply_error(x->c, 501, "not_implemented",
+                          "airlock installs no packages through Piston's API: python, javascript and bash are "
+                          "installed (GET /api/v2/packages lists them); its operator chooses the runtimes");
+}
+
 enum MHD_Result al_piston_route_other(al_route_ctx *x) {
-    return al_reply_error(x->c, 404, "not_found", "Piston's API here is GET /api/v2/runtimes and POST /api/v2/execute");
+    return al_reply_error(x->c, 404, "not_found",
+                          "Piston's API here is GET /api/v2/runtimes, POST /api/v2/execute and GET /api/v2/packages");
 }
 
 enum MHD_Result al_piston_route_execute(al_route_ctx *x) {

@@ -4,8 +4,9 @@
  * is. What must hold: the language is mapped by Piston's alias table and
  * nothing else; files[0].content becomes the code, byte for byte; every
  * other file keeps its name (NULs and all) and its exact bytes; stdin and
- * args pass as they are; run_timeout (ms) is rounded up to whole seconds
- * and run_memory_limit (bytes) down to MiB, and no other limit is set; and
+ * args pass as they are; run_timeout (ms) is kept in milliseconds (rounded
+ * up to a whole one), checked as its seconds rounded up, and
+ * run_memory_limit (bytes) rounded down to MiB, and no other limit is set; and
  * al_run_spec_check answers it (a run, or a refusal that says why).
  */
 #include <jansson.h>
@@ -103,16 +104,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(!sp.limit[AL_LIMIT_CPUS].has && !sp.limit[AL_LIMIT_PIDS].has, "limits beyond timeout_s and memory_mb");
     json_t *rt = json_object_get(pb, "run_timeout"), *rm = json_object_get(pb, "run_memory_limit");
     const al_run_limit_req *t = &sp.limit[AL_LIMIT_TIMEOUT_S], *m = &sp.limit[AL_LIMIT_MEMORY_MB];
+    /* the timeout stays in milliseconds (the check makes its seconds) */
+    FUZZ_CHECK(!t->has, "timeout_s set by the translation");
     if (json_is_number(rt) && json_number_value(rt) > 0) {
-        double ms = json_number_value(rt);
-        FUZZ_CHECK(t->has && t->value == (double)(int64_t)t->value, "run_timeout %g gave no whole timeout_s", ms);
-        double s = t->value;
-        /* rounded up: never shorter than asked, less than a second longer
-         * (or held at the cap, far above any maximum) */
-        FUZZ_CHECK(s >= 1 && (s * 1000 >= ms || s >= 1e12) && (s - 1) * 1000 < ms, "run_timeout %g ms became %g s", ms,
-                   s);
+        double ms = json_number_value(rt), got = (double)sp.timeout_ms;
+        /* rounded up: never shorter than asked, less than a millisecond
+         * longer (or held at the cap, far above any maximum) */
+        FUZZ_CHECK(got >= 1 && (got >= ms || got >= 1e12) && got - 1 < ms, "run_timeout %g ms became %g ms", ms, got);
     } else {
-        FUZZ_CHECK(!t->has, "timeout_s without a positive run_timeout");
+        FUZZ_CHECK(sp.timeout_ms == 0, "timeout_ms without a positive run_timeout");
     }
     if (json_is_number(rm) && json_number_value(rm) > 0) {
         double bytes = json_number_value(rm);
@@ -129,13 +129,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     al_status pst = al_run_spec_check(&sp, &bounds, pmsg, sizeof pmsg, &code);
     if (pst == AL_STATUS_OK) {
         n_parsed++;
+        /* boxed at the milliseconds asked, bounded by their seconds rounded up */
+        FUZZ_CHECK(sp.timeout_ms ? sp.limits.timeout_ms == sp.timeout_ms &&
+                                       sp.limits.timeout_s == (sp.timeout_ms + 999) / 1000
+                                 : sp.limits.timeout_ms == sp.limits.timeout_s * 1000,
+                   "timeout %lld ms checked as %lld s, %lld ms", (long long)sp.timeout_ms,
+                   (long long)sp.limits.timeout_s, (long long)sp.limits.timeout_ms);
         FUZZ_CHECK(sp.lang < _AL_RUN_LANG_MAX && strcmp(al_run_languages[sp.lang], ours) == 0, "checked as %s, not %s",
                    al_run_languages[sp.lang], ours);
         for (size_t i = 0; i < sp.n_files; i++)
             FUZZ_CHECK(al_run_valid_file_name(sp.files[i].name.s, sp.files[i].name.len) &&
                            !al_run_reserved_file_name(sp.files[i].name.s),
                        "files[%zu] named %s accepted", i + 1, sp.files[i].name.s);
-        n_parsed_deep += sp.n_files > 0 && (t->has || m->has);
+        n_parsed_deep += sp.n_files > 0 && (sp.timeout_ms || m->has);
     } else {
         FUZZ_CHECK((pst == AL_STATUS_INVALID || pst == AL_STATUS_TOO_LARGE) && pmsg[0] && code, "check refused with %u (%s)",
                    (unsigned)pst, pmsg);

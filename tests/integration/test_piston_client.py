@@ -6,4 +6,4 @@ from service_util import service  # noqa: F401
 
 def test_piston_client(service):
     npm_ci()
-    node_test("piston.test.mjs", {"AIRLOCK_URL": service.base_url, "AIRLOCK_API_KEY": service.key}, expect=5)
+    node_test("piston.test.mjs", {"AIRLOCK_URL": service.base_url, "AIRLOCK_API_KEY": service.key}, expect=9)
