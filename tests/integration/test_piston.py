@@ -76,6 +76,10 @@ def test_statuses(service):
     assert (re_["status"], re_["message"], re_["code"], re_["signal"]) == ("RE", "Exited with error status 3", 3, None)
     sg = run("bash", "kill -9 $$")
     assert (sg["status"], sg["message"], sg["code"], sg["signal"]) == ("SG", "Caught fatal signal 9", None, "SIGKILL")
+    # over its memory limit: the kernel's SIGKILL, with airlock's reason
+    oom = run("python", "x = bytearray(400 << 20)\nprint(len(x))", run_memory_limit=64 << 20)
+    assert (oom["status"], oom["message"], oom["signal"]) == \
+        ("SG", "Caught fatal signal 9 (memory limit exceeded)", "SIGKILL"), oom
     # past the box's output cap (1 MiB a stream): killed, and told which
     ol = run("python", "import sys\nsys.stdout.write('x' * (3 << 20))\nsys.stdout.flush()\nimport time; time.sleep(30)")
     assert (ol["status"], ol["message"], ol["signal"]) == ("OL", "stdout length exceeded", "SIGKILL"), ol["message"]
