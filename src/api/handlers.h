@@ -13,7 +13,6 @@ enum MHD_Result al_ops_status(al_route_ctx *x);
 enum MHD_Result al_piston_route_runtimes(al_route_ctx *x);
 enum MHD_Result al_piston_route_execute(al_route_ctx *x);
 enum MHD_Result al_piston_route_packages(al_route_ctx *x);
-enum MHD_Result al_piston_route_packages_change(al_route_ctx *x);
 enum MHD_Result al_piston_route_other(al_route_ctx *x);
 /* mcp.c: MCP over Streamable HTTP (it answers each method itself) */
 enum MHD_Result al_mcp_route(al_route_ctx *x);

@@ -1,4 +1,5 @@
-/* Piston's public API (GET /api/v2/runtimes, POST /api/v2/execute), served
+/* Piston's public API (GET /api/v2/runtimes, POST /api/v2/execute, GET
+ * /api/v2/packages), served
  * under /piston/<api key>/ so a Piston client works by changing its base URL
  * (Piston itself has no authentication; the key in the URL was checked on
  * the headers). docs/api.md says what differs. The translation is piston.c's. */
@@ -14,16 +15,14 @@ enum MHD_Result al_piston_route_runtimes(al_route_ctx *x) { return al_reply_json
 
 enum MHD_Result al_piston_route_packages(al_route_ctx *x) { return al_reply_json(x->c, 200, al_piston_packages()); }
 
-/* Piston's package manager installs and removes languages; airlock's are
- * the host's or an image's, chosen by its operator: the request is
- * understood and refused, not unknown */
-enum MHD_Result al_piston_route_packages_change(al_route_ctx *x) {
-    return al_reply_error(x->c, 501, "not_implemented",
-                          "airlock installs no packages through Piston's API: python, javascript and bash are "
-                          "installed (GET /api/v2/packages lists them); its operator chooses the runtimes");
-}
-
 enum MHD_Result al_piston_route_other(al_route_ctx *x) {
+    /* Piston's package manager installs (POST) and removes (DELETE)
+     * languages; airlock's are the host's or an image's, chosen by its
+     * operator: the path is known, only its listing is served */
+    if (strcmp(x->arg[1], "packages") == 0)
+        return al_reply_method_why(x->c, "GET",
+                                   "airlock installs no packages through Piston's API: python, javascript and bash "
+                                   "are installed (GET /api/v2/packages lists them); its operator chooses the runtimes");
     return al_reply_error(x->c, 404, "not_found",
                           "Piston's API here is GET /api/v2/runtimes, POST /api/v2/execute and GET /api/v2/packages");
 }

@@ -130,8 +130,10 @@ enum MHD_Result al_reply_unauthorized(struct MHD_Connection *c) {
     return m ? queue_json(c, 401, m, "WWW-Authenticate", "Bearer realm=\"airlock\"") : MHD_NO;
 }
 
-enum MHD_Result al_reply_method(struct MHD_Connection *c, const char *allow) {
-    char msg[128];
+enum MHD_Result al_reply_method(struct MHD_Connection *c, const char *allow) { return al_reply_method_why(c, allow, NULL); }
+
+enum MHD_Result al_reply_method_why(struct MHD_Connection *c, const char *allow, const char *why) {
+    char msg[512];
     snprintf(msg, sizeof msg, "use %s", allow);
     /* "GET, POST" reads "use GET or POST" as it always did */
     char *comma = strrchr(msg, ',');
@@ -139,6 +141,10 @@ enum MHD_Result al_reply_method(struct MHD_Connection *c, const char *allow) {
         char tail[64];
         snprintf(tail, sizeof tail, "%s", comma + 2);
         snprintf(comma, sizeof msg - (size_t)(comma - msg), " or %s", tail);
+    }
+    if (why) {
+        size_t o = strlen(msg);
+        snprintf(msg + o, sizeof msg - o, ": %s", why);
     }
     char *text = NULL;
     json_t *doc = json_pack("{s:{s:s, s:s}}", "error", "code", "method_not_allowed", "message", msg);

@@ -52,3 +52,5 @@ enum MHD_Result al_reply_event_stream(struct MHD_Connection *c, MHD_ContentReade
 /* 405, with the methods the path takes (ALLOW, "GET, POST") in Allow and
  * the message. */
 enum MHD_Result al_reply_method(struct MHD_Connection *c, const char *allow);
+/* The same, saying WHY after the methods ("use GET: ..."). */
+enum MHD_Result al_reply_method_why(struct MHD_Connection *c, const char *allow, const char *why);

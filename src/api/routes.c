@@ -37,8 +37,6 @@ static const al_route routes[] = {
     { "GET", "/piston/{key}/api/v2/runtimes", AL_AUTH_URL_KEY, al_piston_route_runtimes },
     { "POST", "/piston/{key}/api/v2/execute", AL_AUTH_URL_KEY, al_piston_route_execute },
     { "GET", "/piston/{key}/api/v2/packages", AL_AUTH_URL_KEY, al_piston_route_packages },
-    { "POST", "/piston/{key}/api/v2/packages", AL_AUTH_URL_KEY, al_piston_route_packages_change },
-    { "DELETE", "/piston/{key}/api/v2/packages", AL_AUTH_URL_KEY, al_piston_route_packages_change },
     { NULL, "/piston/{key}/api/v2/{other}", AL_AUTH_URL_KEY, al_piston_route_other },
     /* MCP */
     { NULL, "/mcp", AL_AUTH_KEY, al_mcp_route },

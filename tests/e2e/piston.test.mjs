@@ -105,6 +105,7 @@ test('packages lists what runs; installing one is refused in Piston\'s shape', a
   assert.deepEqual(pkgs.map((p) => p.language).sort(), ['bash', 'javascript', 'python']);
   assert.ok(pkgs.every((p) => p.installed === true && /^\d/.test(p.language_version)), JSON.stringify(pkgs));
   const res = await fetch(`${server}/api/v2/packages`, { method: 'POST', body: JSON.stringify({ language: 'go', version: '1.16.2' }) });
-  assert.equal(res.status, 501);
+  assert.equal(res.status, 405);
+  assert.equal(res.headers.get('allow'), 'GET');
   assert.match((await res.json()).message, /installs no packages/);
 });

@@ -217,6 +217,7 @@ def test_every_operation_answers_as_documented(service, contract):
                 json={"language": "python", "version": "*", "files": [{"content": "print(6*7)"}]})
     assert out["run"]["stdout"] == "42\n", out
     nokey("POST", "/piston/{key}/api/v2/execute", 400, {"key": key}, key=None, json={"language": "python"})
+    nokey("GET", "/piston/{key}/api/v2/packages", 200, {"key": key}, key=None)
     # --- MCP
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}

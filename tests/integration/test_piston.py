@@ -97,8 +97,8 @@ def test_packages(service):
     assert {r["language"]: r["version"] for r in rts} == {k: p["language_version"] for k, p in by.items()}
     for method in ("POST", "DELETE"):
         status, doc = call(service, "packages", {"language": "python", "version": "3.12.0"}, method=method)
-        assert status == 501, doc
-        assert "installs no packages" in doc["message"] and doc["error"]["code"] == "not_implemented"
+        assert status == 405, doc
+        assert "installs no packages" in doc["message"] and doc["error"]["code"] == "method_not_allowed"
 
 
 def test_execute_errors(service):

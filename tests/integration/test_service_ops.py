@@ -41,6 +41,7 @@ API = [
     ("GET", "/v1/audit/checkpoint"),
     ("GET", "/piston/{key}/api/v2/runtimes"),
     ("POST", "/piston/{key}/api/v2/execute"),
+    ("GET", "/piston/{key}/api/v2/packages"),
     ("GET", "/v1/skills"),
     ("POST", "/v1/skills"),
     ("GET", "/v1/skills/{name}"),
