@@ -43,6 +43,9 @@ static json_t *limits_json(const char *text) {
                                (json_int_t)(json_integer_value(json_object_get(lim, "memory_bytes")) >> 20), "cpus",
                                (double)json_integer_value(json_object_get(lim, "cpu_millis")) / 1000.0, "pids",
                                json_object_get(lim, "pids"));
+    /* a timeout asked in milliseconds: what the box's clock was given */
+    if (limits && json_is_integer(json_object_get(lim, "timeout_ms")))
+        json_object_set(limits, "timeout_ms", json_object_get(lim, "timeout_ms"));
     json_decref(lim);
     return limits;
 }

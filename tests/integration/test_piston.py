@@ -57,7 +57,8 @@ def test_execute_timeout_is_a_signal_in_milliseconds(service):
     # the REST view of the same run: its limits in whole seconds as REST
     # has them (rounded up), its end at the milliseconds
     rest = service.get_run(doc["airlock_run_id"])
-    assert rest["limits"]["timeout_s"] == 1 and rest["result"]["reason"] == "timeout"
+    assert rest["limits"]["timeout_s"] == 1 and rest["limits"]["timeout_ms"] == 400
+    assert rest["result"]["reason"] == "timeout"
 
 
 def test_statuses(service):
