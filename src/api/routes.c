@@ -11,7 +11,10 @@
  * add its rows to the table below. Nothing else changes: authentication, 401/403, 404,
  * 405 with Allow, HEAD for GET and the access log's route pattern all come
  * from the row. A surface whose path carries its own key (Piston's) says
- * AL_AUTH_URL_KEY and puts the key first among its {parameters}.
+ * AL_AUTH_URL_KEY and puts the key first among its {parameters}. A surface
+ * whose clients read errors in another shape than airlock's adds it to
+ * al_reply_shape (reply.h) and its prefix to al_route_shape_of below:
+ * every error answered under it, whoever makes it, then has that shape.
  */
 #include <stdio.h>
 #include <string.h>
