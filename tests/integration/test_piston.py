@@ -111,6 +111,7 @@ def test_execute_errors(service):
     err(*call(service, "execute", {"language": "cobol", "files": [{"content": "x"}]}), 400, "want language")
     err(*call(service, "execute", {"language": "python", "files": []}), 400, "files[0].content")
     err(*call(service, "execute", raw=b"{not json"), 400, "JSON")
+    err(*call(service, "execute", raw=b" " * (9 << 20)), 413, "too large")  # past body_max (8 MiB)
     err(*call(service, "runtimes", key="al_wrong"), 401, "API key")
     err(*call(service, "nothing"), 404, "Piston's API here")
     err(*call(service, "nothing/deeper"), 404, "no such path")
