@@ -52,8 +52,8 @@ def test_execute_timeout_is_a_signal_in_milliseconds(service):
     assert run["signal"] == "SIGKILL" and run["code"] is None
     assert run["status"] == "TO" and run["message"] == "Time limit exceeded (wall clock)"
     assert doc["airlock_state"] == "timed_out"
-    assert 400 <= run["wall_time"] < 900, run
-    assert run["cpu_time"] >= 50, run  # it spun, on the CPU
+    assert 400 <= run["wall_time"] < 1000, run  # a second rounded up took 1015
+    assert run["cpu_time"] >= 20, run  # it spun, on the CPU (node starting alone takes more)
     # the REST view of the same run: its limits in whole seconds as REST
     # has them (rounded up), its end at the milliseconds
     rest = service.get_run(doc["airlock_run_id"])
