@@ -425,7 +425,7 @@ json_t *al_docker_pool_json(void) {
         idle += sh->n_ready;
         json_t *j = json_pack("{s:s, s:I, s:I, s:I, s:I, s:i, s:I, s:I}", "image", sh->digest, "memory_bytes",
                               (json_int_t)sh->l.memory_bytes, "cpu_millis", (json_int_t)sh->l.cpu_millis, "pids",
-                              (json_int_t)sh->l.pids, "timeout_s", (json_int_t)(sh->l.wall_ms / 1000), "idle",
+                              (json_int_t)sh->l.pids, "timeout_s", (json_int_t)((sh->l.wall_ms + 999) / 1000), "idle",
                               sh->n_ready, "hits", (json_int_t)sh->hits, "misses", (json_int_t)sh->misses);
         if (j && sh->last_error[0])
             json_object_set_new(j, "last_error", json_string(sh->last_error));

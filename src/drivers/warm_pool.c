@@ -766,7 +766,7 @@ json_t *al_warm_pool_json(void) {
         json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i, s:i, s:i, s:I, s:I, s:I}", "language", sh->lang,
                               "image", sh->digest[0] ? sh->digest : "host", "memory_bytes",
                               (json_int_t)sh->l.memory_bytes, "cpu_millis", (json_int_t)sh->l.cpu_millis, "pids",
-                              (json_int_t)sh->l.pids, "timeout_s", (json_int_t)(sh->l.wall_ms / 1000), "want", sh->want,
+                              (json_int_t)sh->l.pids, "timeout_s", (json_int_t)((sh->l.wall_ms + 999) / 1000), "want", sh->want,
                               "idle", ready, "starting", sh->n - ready, "box_bytes", (json_int_t)sh->box_bytes, "hits",
                               (json_int_t)sh->hits, "misses", (json_int_t)sh->misses);
         if (j)
