@@ -50,8 +50,7 @@ void al_sandbox_clear(al_sandbox *sb);
 int al_sandbox_token(al_service *s, const char *id, char token[72], al_error *err);
 
 /* Bounds: E2B's own are wider; these keep what one tenant holds small. */
-#define AL_SANDBOX_TIMEOUT_DEFAULT_S 300
-#define AL_SANDBOX_TIMEOUT_MAX_S 86400          /* a day, E2B Pro's longest */
+#define AL_SANDBOX_TIMEOUT_DEFAULT_S 300        /* capped by the workspace's sandbox_max_timeout_s */
 #define AL_SANDBOX_LIVE_MAX 100                 /* live sandboxes, one workspace */
 #define AL_SANDBOX_META_MAX 32                  /* metadata entries, and env vars */
 #define AL_SANDBOX_META_KEY_MAX 128
@@ -91,7 +90,8 @@ int al_sandbox_list_page(al_service *s, const al_principal *p, json_t *filter, u
                          size_t limit, al_sandbox_list *ret, al_error *err);
 void al_sandbox_list_free(al_sandbox_list *l);
 
-/* Its end: now + TIMEOUT_S (bounded). 0, -ENOENT, -EINVAL. */
+/* Its end: now + TIMEOUT_S (at most the workspace's sandbox_max_timeout_s).
+ * 0, -ENOENT, -EINVAL. */
 int al_sandbox_set_timeout(al_service *s, const al_principal *p, const char *id, int64_t timeout_s, al_error *err);
 /* Connect: a paused sandbox resumes; TIMEOUT_S >= 0 moves its end to now +
  * TIMEOUT_S when that is later. OUT as after. 0, -ENOENT (ended too). */

@@ -5,10 +5,11 @@ the bytes cap, a malformed upload, the sandbox plane's admission."""
 import json
 import os
 import re
+import time
 import uuid
 
 from node_util import node_test, npm_ci
-from service_util import service  # noqa: F401
+from service_util import parse_time, service  # noqa: F401
 
 
 def test_e2b_sdk(service):
@@ -213,3 +214,26 @@ def test_live_sandboxes_are_capped_per_workspace(service):
     assert {s["sandboxID"] for s in page + rest} == set(made)
     assert t.client.request("DELETE", f"/sandboxes/{made[0]}")[0] == 204
     create(t.client)
+
+
+def test_the_workspace_bounds_a_sandboxs_life(service):
+    """sandbox_max_timeout_s: create, setTimeout and connect stay within it;
+    the default (300 s) is cut to it."""
+    assert service.ok("GET", "/v1/settings")["sandbox_max_timeout_s"] == 3600
+    status, _, doc = service.request("PATCH", "/v1/settings", json={"sandbox_max_timeout_s": 86401})
+    assert status == 400, (status, doc)
+    service.ok("PATCH", "/v1/settings", json={"sandbox_max_timeout_s": 30})
+    try:
+        status, _, doc = service.request("POST", "/v2/sandboxes", json={"templateID": "base", "timeout": 31})
+        assert status == 400 and "sandbox_max_timeout_s" in doc["message"], (status, doc)
+        sid, _ = create(service)
+        info = service.ok("GET", f"/sandboxes/{sid}")
+        left = parse_time(info["endAt"]).timestamp() - time.time()
+        assert 20 < left <= 31, info
+        status, _, doc = service.request("POST", f"/sandboxes/{sid}/timeout", json={"timeout": 60})
+        assert status == 400 and "sandbox_max_timeout_s" in doc["message"], (status, doc)
+        status, _, doc = service.request("POST", f"/v2/sandboxes/{sid}/connect", json={"timeout": 3600})
+        assert status == 400, (status, doc)
+        assert service.request("DELETE", f"/sandboxes/{sid}")[0] == 204
+    finally:
+        service.ok("PATCH", "/v1/settings", json={"sandbox_max_timeout_s": 3600})
