@@ -95,6 +95,11 @@ def test_links_and_hostile_names_left_in_home_are_never_followed(service, tmp_pa
     for bad in ["/home/user/a/../../x", "/proc/self/environ", "/home/userx", "/out/\x1b[31m"]:
         status, _, doc = rpc(service, sid, token, "Stat", {"path": bad})
         assert status == 400 and doc["code"] == "invalid_argument", (bad, status, doc)
+    # the root emptied: what no path could name goes too; the root stays
+    assert os.path.lexists(h / "bad\x01name")
+    status, _, doc = rpc(service, sid, token, "Remove", {"path": "/home/user"})
+    assert status == 200, (status, doc)
+    assert h.is_dir() and list(h.iterdir()) == []
     assert service.request("DELETE", f"/sandboxes/{sid}")[0] == 204
     assert not (service.state / "sandboxes" / sid).exists()
     assert (outside / "secret").read_text() == "host secret"
