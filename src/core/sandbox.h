@@ -82,12 +82,19 @@ typedef struct al_sandbox_list {
     size_t n;
     char next[24];               /* the next page's token, "" for the last page */
 } al_sandbox_list;
-/* Those whose metadata holds every key and value of FILTER (NULL: any), in
- * a state of STATES (a bit per al_sandbox_state; 0: any), after the page
- * token AFTER ("" or NULL: from the newest), at most LIMIT. -EINVAL a
- * malformed token. */
-int al_sandbox_list_page(al_service *s, const al_principal *p, json_t *filter, unsigned states, const char *after,
-                         size_t limit, al_sandbox_list *ret, al_error *err);
+/* What a listing asks for (E2B's list query). */
+typedef struct al_sandbox_query {
+    json_t *metadata;             /* every key and value must match; NULL: any */
+    unsigned states;              /* a bit per al_sandbox_state; 0: any */
+    const char *template_id;      /* NULL: any */
+    const char *started_after;    /* the store's RFC 3339 form (al_store_now's); NULL: any */
+    bool oldest_first;            /* E2B's order=asc */
+    const char *after;            /* the page token; "" or NULL: the first page */
+    size_t limit;                 /* 1 or more */
+} al_sandbox_query;
+/* A page of those Q asks for. -EINVAL a malformed token. */
+int al_sandbox_list_page(al_service *s, const al_principal *p, const al_sandbox_query *q, al_sandbox_list *ret,
+                         al_error *err);
 void al_sandbox_list_free(al_sandbox_list *l);
 
 /* Its end: now + TIMEOUT_S (at most the workspace's sandbox_max_timeout_s).

@@ -313,17 +313,25 @@ static bool metadata_match(json_t *md, json_t *filter) {
     return true;
 }
 
-int al_sandbox_list_page(al_service *s, const al_principal *p, json_t *filter, unsigned states, const char *after,
-                         size_t limit, al_sandbox_list *ret, al_error *err) {
+/* Whether B (SB, as the core reads it) is one Q asks for. */
+static bool wanted(const al_store_sandbox *b, const al_sandbox *sb, const al_sandbox_query *q) {
+    return !expired(b) && (!q->states || (q->states & (1u << sb->state))) &&
+           (!q->metadata || metadata_match(sb->metadata, q->metadata)) &&
+           (!q->template_id || strcmp(b->template_id, q->template_id) == 0) &&
+           (!q->started_after || strcmp(b->started_at, q->started_after) > 0);
+}
+
+int al_sandbox_list_page(al_service *s, const al_principal *p, const al_sandbox_query *q, al_sandbox_list *ret,
+                         al_error *err) {
     memset(ret, 0, sizeof *ret);
-    int64_t before = INT64_MAX;
-    if (after && after[0]) {
+    int64_t after = 0;
+    if (q->after && q->after[0]) {
         char *end;
         errno = 0;
-        long long v = strtoll(after, &end, 10);
+        long long v = strtoll(q->after, &end, 10);
         if (errno || *end || v <= 0)
             return al_err(err, "nextToken", EINVAL, "nextToken: not a token this service gave");
-        before = v;
+        after = v;
     }
     /* a workspace holds at most AL_SANDBOX_LIVE_MAX: read them all, filter here */
     al_store_sandboxes l;
@@ -333,24 +341,26 @@ int al_sandbox_list_page(al_service *s, const al_principal *p, json_t *filter, u
     if (l.n && !(ret->v = calloc(l.n, sizeof *ret->v)))
         r = al_err(err, "sandbox", ENOMEM, "out of memory");
     int64_t last = 0;
-    for (size_t i = 0; r == 0 && i < l.n; i++) {
-        if (l.v[i].seq >= before || expired(&l.v[i]))
+    /* the store's rows are the newest first; the token is the last seq given */
+    for (size_t k = 0; r == 0 && k < l.n; k++) {
+        const al_store_sandbox *b = &l.v[q->oldest_first ? l.n - 1 - k : k];
+        if (after && (q->oldest_first ? b->seq <= after : b->seq >= after))
             continue;
         al_sandbox sb;
-        if ((r = al_sandbox_from_store(&l.v[i], &sb, err)) < 0)
+        if ((r = al_sandbox_from_store(b, &sb, err)) < 0)
             break;
-        if ((states && !(states & (1u << sb.state))) || (filter && !metadata_match(sb.metadata, filter))) {
+        if (!wanted(b, &sb, q)) {
             al_sandbox_clear(&sb);
             continue;
         }
-        if (ret->n == limit) {
+        if (ret->n == q->limit) {
             /* one more than the page: the next page starts after the last */
             snprintf(ret->next, sizeof ret->next, "%lld", (long long)last);
             al_sandbox_clear(&sb);
             break;
         }
         ret->v[ret->n++] = sb;
-        last = l.v[i].seq;
+        last = b->seq;
     }
     al_store_sandboxes_free(&l);
     if (r < 0)

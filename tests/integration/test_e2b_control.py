@@ -217,6 +217,20 @@ def test_live_sandboxes_are_capped_per_workspace(service):
     status, hdrs2, rest = t.client.request("GET", "/v2/sandboxes", query={"limit": "60", "nextToken": hdrs["x-next-token"]})
     assert len(rest) == 40 and "x-next-token" not in hdrs2
     assert {s["sandboxID"] for s in page + rest} == set(made)
+    assert page[0]["sandboxID"] == made[-1]
+    # oldest first, paged the same way
+    status, hdrs, page = t.client.request("GET", "/v2/sandboxes", query={"limit": "60", "order": "asc"})
+    assert [s["sandboxID"] for s in page] == made[:60], "order=asc is the order of creation"
+    status, hdrs2, rest = t.client.request("GET", "/v2/sandboxes", query={"limit": "60", "order": "asc",
+                                                                         "nextToken": hdrs["x-next-token"]})
+    assert [s["sandboxID"] for s in rest] == made[60:] and "x-next-token" not in hdrs2
+    # by template, by start
+    assert t.client.request("GET", "/v2/sandboxes", query={"template": "code-interpreter-v1"})[2] == []
+    assert len(t.client.request("GET", "/v2/sandboxes", query={"template": "base"})[2]) == 100
+    assert t.client.request("GET", "/v2/sandboxes", query={"startedAfter": "2999-01-01T00:00:00.000Z"})[2] == []
+    assert len(t.client.request("GET", "/v2/sandboxes", query={"startedAfter": "2000-01-01T00:00:00Z"})[2]) == 100
+    for bad in [{"startedAfter": "yesterday"}, {"order": "random"}, {"state": "dead"}, {"limit": "0"}]:
+        assert t.client.request("GET", "/v2/sandboxes", query=bad)[0] == 400, bad
     assert t.client.request("DELETE", f"/sandboxes/{made[0]}")[0] == 204
     create(t.client)
 
