@@ -434,6 +434,14 @@ int al_sandbox_connect(al_service *s, const al_principal *p, const char *id, int
     if (r == 0 && (paused || strcmp(end, b.end_at) != 0))
         r = change(s, p, id, end, "running", paused ? "sandbox.resume" : NULL,
                    paused ? audit_data(id, json_pack("{s:s}", "end_at", end)) : NULL, err);
+    /* the token connect hands out is derived again: if the service's secret
+     * was replaced (sandbox-token.key removed), the stored hash follows it */
+    char token[72], hash[65];
+    if (r == 0 && (r = al_sandbox_token(s, id, token, err)) == 0) {
+        al_sha256_hex(token, strlen(token), hash);
+        if (strcmp(hash, b.token_hash) != 0 && (r = al_store_sandbox_set_token(s->store, id, hash, err)) > 0)
+            r = 0;
+    }
     al_store_sandbox_done(&b);
     return r < 0 ? r : al_sandbox_get(s, p, id, out, err);
 }

@@ -153,6 +153,17 @@ def test_the_sandbox_plane_admits_only_its_token_and_a_live_sandbox(service):
     # a second token from connect is the same token (it is derived, not stored)
     status, _, doc = service.request("POST", f"/v2/sandboxes/{sid}/connect", json={"timeout": 60})
     assert status == 200 and doc["envdAccessToken"] == token, (status, doc)
+    # the service's secret replaced: a sandbox's token stays until connect
+    # (with the API key) hands out a new one, derived from the new secret
+    key_file = service.state / "sandbox-token.key"
+    assert key_file.stat().st_mode & 0o777 == 0o600 and key_file.stat().st_size == 32
+    key_file.unlink()
+    assert plane(service, sid, token, "GET", "/health")[0] == 204
+    status, _, doc = service.request("POST", f"/v2/sandboxes/{sid}/connect", json={})
+    assert status == 200 and doc["envdAccessToken"] != token, (status, doc)
+    assert plane(service, sid, doc["envdAccessToken"], "GET", "/health")[0] == 204
+    assert plane(service, sid, token, "GET", "/health")[0] == 401
+    token = doc["envdAccessToken"]
     assert service.request("DELETE", f"/sandboxes/{sid}")[0] == 204
     status, _, doc = plane(service, sid, token, "GET", "/health")
     assert status == 502, (status, doc)
