@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "artifacts.h"
+#include "sandbox.h"
 #include "service_int.h"
 
 bool al_sandbox_run_of(const al_store_run *run, char *id, size_t n) {
@@ -26,8 +27,7 @@ bool al_sandbox_run_of(const al_store_run *run, char *id, size_t n) {
 }
 
 int al_sandbox_run_dir(al_service *s, const char *id, const char *which, char *buf, size_t n) {
-    int w = snprintf(buf, n, "%s/sandboxes/%s/%s", s->cfg.state_dir, id, which);
-    return w < 0 || (size_t)w >= n ? -ENAMETOOLONG : 0;
+    return al_sandbox_dir(s, id, strcmp(which, "out") == 0 ? AL_SANDBOX_OUT : AL_SANDBOX_HOME, buf, n);
 }
 
 /* NEW (a directory the box's collection filled) in the place of CUR: the
