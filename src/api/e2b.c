@@ -6,7 +6,6 @@
  * the SDK reads (a 404 with code 404 is "not found", kill's false).
  */
 #include <errno.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,7 +149,7 @@ static json_t *detail_json(const al_sandbox *sb, json_t *set) {
     double cpus = json_number_value(json_object_get(set, "cpus"));
     json_t *d = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:O}", "sandboxID", sb->id, "templateID",
                           sb->template_id, "clientID", CLIENT_ID, "startedAt", sb->started_at, "endAt", sb->end_at,
-                          "state", al_sandbox_state_name(sb->state), "cpuCount", cpus >= 1 ? (int)ceil(cpus) : 1,
+                          "state", al_sandbox_state_name(sb->state), "cpuCount", cpus > 1 ? (int)cpus + (cpus > (int)cpus) : 1,
                           "memoryMB", (int)json_number_value(json_object_get(set, "memory_mb")), "diskSizeMB",
                           (int)(AL_SANDBOX_BYTES_MAX >> 20), "envdVersion", ENVD_VERSION, "metadata", sb->metadata);
     if (!d)

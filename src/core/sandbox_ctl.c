@@ -171,7 +171,7 @@ static int store_with_audit(al_service *s, const al_principal *p, const al_store
         json_decref(data);
         return r;
     }
-    if ((r = al_store_sandbox_put(s->store, b, err)) < 0)
+    if ((r = al_store_sandbox_put(s->store, b, AL_SANDBOX_LIVE_MAX, err)) < 0)
         json_decref(data);
     else
         r = al_workspace_audit(s, p, kind, data, err);
@@ -205,12 +205,6 @@ int al_sandbox_create(al_service *s, const al_principal *p, const char *key, con
     int r = spec_check(s, p, sp, &b, err);
     if (r < 0)
         return r;
-    int64_t live = 0;
-    if ((r = al_store_sandboxes_count(s->store, p->workspace_id, &live, err)) < 0)
-        return r;
-    if (live >= AL_SANDBOX_LIVE_MAX)
-        return al_err(err, "sandbox", EDQUOT, "the workspace holds %d sandboxes, the most it may: kill one first",
-                      AL_SANDBOX_LIVE_MAX);
     if ((r = al_store_key_id_of(s->store, key, b.key_id, err)) <= 0)
         return r < 0 ? r : al_err(err, "sandbox", EACCES, "the API key is not valid");
     b.owner = *p;
@@ -245,6 +239,17 @@ int al_sandbox_create(al_service *s, const al_principal *p, const char *key, con
 
 /* ------------------------------------------------------------ the others */
 
+/* Whether END_AT is past. */
+static bool ended(const char *end_at) {
+    char now[40];
+    al_store_now(now, sizeof now);
+    return strcmp(end_at, now) <= 0;
+}
+
+/* Whether B is past its end and waits for the reaper: E2B's API knows no
+ * such sandbox any more (a paused one's end waits for its resume). */
+static bool expired(const al_store_sandbox *b) { return strcmp(b->state, "running") == 0 && ended(b->end_at); }
+
 /* P's sandbox ID as the store has it: 0, -ENOENT (said), -errno. */
 static int fetch(al_service *s, const al_principal *p, const char *id, al_store_sandbox *b, al_error *err) {
     if (!id || strlen(id) >= sizeof b->id) {
@@ -261,6 +266,8 @@ int al_sandbox_get(al_service *s, const al_principal *p, const char *id, al_sand
     memset(out, 0, sizeof *out);
     al_store_sandbox b = { 0 };
     int r = fetch(s, p, id, &b, err);
+    if (r == 0 && expired(&b))
+        r = al_err(err, "sandbox", ENOENT, "sandbox %s not found (it has ended)", id);
     if (r == 0)
         r = al_sandbox_from_store(&b, out, err);
     al_store_sandbox_done(&b);
@@ -309,7 +316,7 @@ int al_sandbox_list_page(al_service *s, const al_principal *p, json_t *filter, u
         r = al_err(err, "sandbox", ENOMEM, "out of memory");
     int64_t last = 0;
     for (size_t i = 0; r == 0 && i < l.n; i++) {
-        if (l.v[i].seq >= before)
+        if (l.v[i].seq >= before || expired(&l.v[i]))
             continue;
         al_sandbox sb;
         if ((r = al_sandbox_from_store(&l.v[i], &sb, err)) < 0)
@@ -355,19 +362,12 @@ static int change(al_service *s, const al_principal *p, const char *id, const ch
     return al_store_commit(s->store, err);
 }
 
-/* Whether END_AT is past. */
-static bool ended(const char *end_at) {
-    char now[40];
-    al_store_now(now, sizeof now);
-    return strcmp(end_at, now) <= 0;
-}
-
 int al_sandbox_set_timeout(al_service *s, const al_principal *p, const char *id, int64_t timeout_s, al_error *err) {
     if (timeout_s < 0 || timeout_s > AL_SANDBOX_TIMEOUT_MAX_S)
         return al_err(err, "timeout", EINVAL, "timeout: between 0 and %d seconds", AL_SANDBOX_TIMEOUT_MAX_S);
     al_store_sandbox b = { 0 };
     int r = fetch(s, p, id, &b, err);
-    bool gone = r == 0 && strcmp(b.state, "running") == 0 && ended(b.end_at);
+    bool gone = r == 0 && expired(&b);
     al_store_sandbox_done(&b);
     if (r < 0)
         return r;
@@ -450,7 +450,7 @@ static int kill_one(al_service *s, const al_principal *owner, const char *id, co
 int al_sandbox_kill(al_service *s, const al_principal *p, const char *id, al_error *err) {
     al_store_sandbox b = { 0 };
     int r = fetch(s, p, id, &b, err);
-    bool gone = r == 0 && strcmp(b.state, "running") == 0 && ended(b.end_at);
+    bool gone = r == 0 && expired(&b);
     al_store_sandbox_done(&b);
     if (r < 0)
         return r;

@@ -91,7 +91,16 @@ int al_store_key_id_of(al_store *s, const char *key, char *ret_id, al_error *err
     return found;
 }
 
-int al_store_sandbox_put(al_store *s, const al_store_sandbox *b, al_error *err) {
+int al_store_sandbox_put(al_store *s, const al_store_sandbox *b, int64_t max, al_error *err) {
+    char lock[64];
+    snprintf(lock, sizeof lock, "sandboxes:%s", b->owner.workspace_id);
+    int64_t n = 0;
+    int r = al_store_lock(s, err, lock);
+    if (r < 0 || (r = al_store_sandboxes_count(s, b->owner.workspace_id, &n, err)) < 0)
+        return r;
+    if (n >= max)
+        return al_err(err, "sandbox", EDQUOT, "the workspace holds %lld sandboxes, the most it may: kill one first",
+                      (long long)max);
     return al_store_exec(s, err,
                          "INSERT INTO sandboxes (id, org_id, workspace_id, person_id, key_id, token_hash, template_id, "
                          "image, network, metadata, env_vars, started_at, end_at, state) "
