@@ -17,6 +17,11 @@ def test_e2b_commands_sdk(service):
                                         "AIRLOCK_APPROVAL_KEY": t.key}, expect=4)
 
 
+def test_e2b_code_interpreter_sdk(service):
+    npm_ci()
+    node_test("e2b_code.test.mjs", {"AIRLOCK_URL": service.base_url, "AIRLOCK_API_KEY": service.key}, expect=1)
+
+
 # ------------------------------------------------------------ what the SDK cannot show
 
 def create(service, **body):
