@@ -42,6 +42,7 @@
 #define EXEC_KEEPALIVE_MS 15000
 #define EXEC_LINE_MAX (4u << 20)     /* stdout held for its line's end at most: then shown as it is */
 #define EXEC_MARK_LEN 24
+#define EXEC_TIMEOUT_S 60            /* @e2b/code-interpreter's DEFAULT_TIMEOUT_MS */
 
 /* The languages a cell may be in, and the run's language and driver. */
 static const struct {
@@ -387,8 +388,9 @@ enum MHD_Result al_e2b_execute(al_route_ctx *x) {
     }
     char run_id[40];
     al_connect_code cc;
-    int r = al_e2b_run_start(x->s, x->p, x->sb, langs[l].run_lang, run_code, strlen(run_code), "e2b: runCode", run_id,
-                             &cc, why, sizeof why);
+    /* the SDK's own default wait for a cell (its timeoutMs is not sent) */
+    int r = al_e2b_run_start(x->s, x->p, x->sb, langs[l].run_lang, run_code, strlen(run_code), "e2b: runCode",
+                             EXEC_TIMEOUT_S, run_id, &cc, why, sizeof why);
     free(run_code);
     if (r < 0) {
         al_service_unhold(x->s, x->p->person_id, AL_HOLD_FOLLOW);

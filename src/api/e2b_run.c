@@ -171,8 +171,8 @@ static al_connect_code code_of(al_status st) {
 }
 
 int al_e2b_run_start(al_service *s, const al_principal *p, const al_sandbox *sb, const char *lang, const char *code,
-                     size_t len, const char *description, char run_id[40], al_connect_code *ret_code, char *msg,
-                     size_t msglen) {
+                     size_t len, const char *description, double timeout_s, char run_id[40], al_connect_code *ret_code,
+                     char *msg, size_t msglen) {
     al_run_spec sp = { 0 };
     run_id[0] = '\0';
     /* the sandbox's own: its image and network (bounded by the workspace
@@ -197,7 +197,7 @@ int al_e2b_run_start(al_service *s, const al_principal *p, const al_sandbox *sb,
         snprintf(msg, msglen, "out of memory");
         return -ENOMEM;
     }
-    al_run_extra ex = { .via = "e2b" };
+    al_run_extra ex = { .via = "e2b", .timeout_within_s = timeout_s };
     json_t *doc = NULL;
     al_status st = al_run_create(s, p, &sp, &ex, &doc);
     al_run_spec_free(&sp);

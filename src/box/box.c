@@ -999,7 +999,9 @@ static int collect_work(box_run *st, const al_collect_limits *cl) {
         al_fsid_leave(saved);
     }
     al_box_result w = { 0 };
-    int r = al_collect(st->workfd, rc->work_dirfd, cl, &w, st->err);
+    al_collect_limits wl = *cl;
+    wl.keep_exec = true;
+    int r = al_collect(st->workfd, rc->work_dirfd, &wl, &w, st->err);
     for (size_t i = 0; r == 0 && i < w.n_skipped; i++) {
         char *rel = NULL;
         if (asprintf(&rel, "work/%s", w.skipped[i].path) < 0)

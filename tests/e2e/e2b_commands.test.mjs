@@ -88,11 +88,16 @@ test('each command is an airlock run: of the sandbox thread, charged, audited vi
   const key = env('AIRLOCK_API_KEY');
   const sbx = await Sandbox.create('base', opts());
   try {
-    await sbx.commands.run('true');
-    await sbx.commands.run('echo two');
+    // a script made executable runs in the next command (the exec bit is kept)
+    await sbx.commands.run('printf "#!/bin/sh\\necho script\\n" > s.sh && chmod +x s.sh', { timeoutMs: 5000 });
+    assert.equal((await sbx.commands.run('./s.sh', { timeoutMs: 0 })).stdout, 'script\n');
     const { doc } = await rest(key, 'GET', `/v1/runs?thread_id=e2b-${sbx.sandboxId}`);
     const runs = doc.runs ?? doc.data ?? doc;
     assert.equal(runs.length, 2, JSON.stringify(doc));
+    // timeoutMs is the run's timeout (a second past the stream's deadline);
+    // none is the workspace's longest
+    const settings = (await rest(key, 'GET', '/v1/settings')).doc;
+    assert.deepEqual(runs.map((r) => r.limits.timeout_s).sort((a, b) => a - b), [6, settings.max_timeout_s]);
     const usage = (await rest(key, 'GET', '/v1/usage')).doc;
     for (const run of runs) {
       assert.equal(run.language, 'bash');
