@@ -59,6 +59,8 @@ def test_hostile_envelopes_end_in_an_error_frame(service):
         (b"[1]", 0, None, b"invalid_argument"),                 # no object
         (b'{"process":{"cmd":"/bin/bash","envs":{"AIRLOCK_NETWORK":"x"}}}', 0, None, b"invalid_argument"),
         (b'{"process":{"cmd":"/bin/bash","envs":{"1BAD":"x"}}}', 0, None, b"invalid_argument"),
+        (b'{"process":{"cmd":"/bin/bash","envs":{"LD_PRELOAD":"/x.so"}}}', 0, None, b"invalid_argument"),
+        (b'{"process":{"cmd":"/bin/bash","envs":{"A":"x\\u0000y"}}}', 0, None, b"invalid_argument"),
         (b'{"process":{"cmd":"/bin/bash","cwd":"/home/user/../../etc"}}', 0, None, b"invalid_argument"),
         (b'{"process":{"cmd":"/bin/bash"},"stdin":true}', 0, None, b"unimplemented"),
     ]:
