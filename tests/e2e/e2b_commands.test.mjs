@@ -78,8 +78,11 @@ test('timeoutMs ends a command with TimeoutError; background commands are listed
     const mine = list.find((p) => p.pid === h.pid);
     assert.ok(mine, `pid ${h.pid} not in ${JSON.stringify(list)}`);
     assert.equal(mine.cmd, '/bin/bash');
+    // another client re-attaches by pid, and sees its end too
+    const again = await sbx.commands.connect(h.pid);
     assert.equal(await sbx.commands.kill(h.pid), true);
     await assert.rejects(h.wait(), (err) => err instanceof CommandExitError && err.exitCode === -1);
+    await assert.rejects(again.wait(), (err) => err instanceof CommandExitError && err.exitCode === -1);
     assert.equal((await sbx.commands.list()).some((p) => p.pid === h.pid), false);
     assert.equal(await sbx.commands.kill(h.pid), false);
   } finally {

@@ -3,6 +3,9 @@ running commands and code cells in airlock sandboxes
 (tests/e2e/e2b_commands.test.mjs, e2b_code.test.mjs): each is one airlock
 run in the sandbox's working directory; and what the SDKs cannot show: the
 Connect framing refusing hostile envelopes, envs the box keeps for itself."""
+import base64
+import json
+import os
 import struct
 
 from node_util import node_test, npm_ci
@@ -71,3 +74,50 @@ def test_hostile_envelopes_end_in_an_error_frame(service):
     assert [f for f, _ in frames] == [0, 0, 0, 2], frames
     assert b'"start"' in frames[0][1] and b'"stdout":"eAo="' in frames[1][1] and b'"exitCode":0' in frames[2][1]
     assert frames[3][1] == b"{}"
+
+
+def test_unary_methods_without_stdin_are_unimplemented(service):
+    sid, token = create(service)
+    h = {"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49983", "X-Access-Token": token,
+         "Connect-Protocol-Version": "1"}
+    for method in ("SendInput", "CloseStdin", "Update", "NoSuchMethod"):
+        status, _, doc = service.request("POST", f"/process.Process/{method}", key=None, json={}, headers=h)
+        assert status == 501 and doc["code"] == "unimplemented", (method, status, doc)
+    status, _, doc = service.request("POST", "/process.Process/SendSignal", key=None, headers=h,
+                                     json={"process": {"pid": 12345}, "signal": "SIGNAL_SIGKILL"})
+    assert status == 404 and doc["code"] == "not_found", (status, doc)
+    status, _, doc = service.request("POST", "/process.Process/SendSignal", key=None, headers=h,
+                                     json={"process": {"pid": 12345}, "signal": "SIGNAL_SIGHUP"})
+    assert status == 400 and doc["code"] == "invalid_argument", (status, doc)
+    # without the sandbox's token nothing of it runs
+    status, _, raw = service.request("POST", "/process.Process/List", key=None, json={},
+                                     headers={**h, "X-Access-Token": "wrong"})
+    assert status == 401, (status, raw)
+
+
+def test_links_and_fifos_left_in_home_are_never_followed_by_staging(service, tmp_path):
+    """What a hostile tree in a sandbox's home holds (a link to a host file,
+    a link to a host directory, a FIFO) is staged as it is: a link is a link
+    inside the box (resolved there, never on the host), a FIFO is left out
+    (nothing blocks). Differential: the same paths read on the host show
+    the secret."""
+    sid, token = create(service)
+    home = service.state / "sandboxes" / sid / "home"
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host-secret\n")
+    os.chmod(tmp_path, 0o755)
+    os.symlink(str(secret), home / "escape")
+    os.symlink(str(tmp_path), home / "escape_dir")
+    os.mkfifo(home / "pipe")
+    (home / "ok.txt").write_text("fine\n")
+    assert (home / "escape").read_text() == "host-secret\n"       # the link works on the host
+    assert (home / "escape_dir" / "secret.txt").read_text() == "host-secret\n"
+    body = json.dumps({"process": {"cmd": "/bin/bash", "args": ["-l", "-c",
+                       "cat ok.txt; cat escape escape_dir/secret.txt 2>&1; test -e pipe || echo no-pipe"]}})
+    frames = start(service, sid, token, body.encode())
+    text = b"".join(base64.b64decode(json.loads(f)["event"]["data"]["stdout"])
+                    for fl, f in frames if fl == 0 and b'"stdout"' in f)
+    assert text.startswith(b"fine\n") and b"No such file" in text and text.endswith(b"no-pipe\n"), text
+    assert b"host-secret" not in text, text
+    # what came back holds no link and no FIFO (only regular files are collected)
+    assert sorted(os.listdir(home)) == ["ok.txt"], os.listdir(home)
