@@ -7,6 +7,8 @@ import base64
 import json
 import os
 import struct
+import threading
+import time
 
 from node_util import node_test, npm_ci
 from service_util import gov_tenant, put_settings, service  # noqa: F401
@@ -34,13 +36,13 @@ def create(service, **body):
     return doc["sandboxID"], doc["envdAccessToken"]
 
 
-def start(service, sid, token, body, flags=0, length=None):
+def start(service, sid, token, body, flags=0, length=None, headers=None):
     """POST /process.Process/Start with BODY (bytes) in one envelope (its
     flags and length as given): the frames of the answer as (flags, bytes)."""
     env = struct.pack(">BI", flags, len(body) if length is None else length) + body
     status, _, raw = service.request("POST", "/process.Process/Start", key=None, body=env, headers={
         "E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49983", "X-Access-Token": token,
-        "Content-Type": "application/connect+json", "Connect-Protocol-Version": "1"})
+        "Content-Type": "application/connect+json", "Connect-Protocol-Version": "1", **(headers or {})})
     assert status == 200, (status, raw)
     raw = raw if isinstance(raw, bytes) else raw.encode() if isinstance(raw, str) else bytes(raw)
     frames, i = [], 0
@@ -121,3 +123,46 @@ def test_links_and_fifos_left_in_home_are_never_followed_by_staging(service, tmp
     assert b"host-secret" not in text, text
     # what came back holds no link and no FIFO (only regular files are collected)
     assert sorted(os.listdir(home)) == ["ok.txt"], os.listdir(home)
+
+
+def test_a_command_awaiting_approval_keeps_its_stream_alive_and_its_deadline(service):
+    """start{pid} at once, keepalives every Keepalive-Ping-Interval while the
+    run awaits approval, its output once approved; and a deadline
+    (Connect-Timeout-Ms) that passes while it waits withdraws the run and
+    ends the stream with deadline_exceeded."""
+    t = gov_tenant(service, "e2bka")
+    put_settings(t.client, approval_policy="always", allow_self_approval=True, approval_ttl_s=600)
+    status, _, doc = service.request("POST", "/v2/sandboxes", key=None, json={"templateID": "base"},
+                                     headers={"X-API-KEY": t.key})
+    assert status == 201, doc
+    sid, token = doc["sandboxID"], doc["envdAccessToken"]
+    body = json.dumps({"process": {"cmd": "/bin/bash", "args": ["-l", "-c", "echo approved"]}}).encode()
+    t0 = time.monotonic()
+    approved = []
+
+    def approve_after(seconds):
+        while time.monotonic() - t0 < 30:
+            d = t.client.ok("GET", "/v1/runs", query={"thread_id": f"e2b-{sid}", "state": "pending_approval"})
+            if d["runs"] and time.monotonic() - t0 >= seconds:
+                approved.append(t.client.request("POST", f"/v1/runs/{d['runs'][0]['id']}/approve", json={})[0])
+                return
+            time.sleep(0.1)
+
+    th = threading.Thread(target=approve_after, args=(2.5,))
+    th.start()
+    frames = start(service, sid, token, body, headers={"Keepalive-Ping-Interval": "1"})
+    th.join()
+    assert approved and approved[0] in (200, 202), approved
+    events = [json.loads(f)["event"] for fl, f in frames if fl == 0]
+    kinds = [next(iter(e)) for e in events]
+    assert kinds[0] == "start" and kinds[-1] == "end", kinds
+    assert kinds.count("keepalive") >= 2 and kinds.index("data") > kinds.index("keepalive"), kinds
+    assert events[-1]["end"]["exitCode"] == 0 and frames[-1] == (2, b"{}"), frames[-2:]
+    # the deadline passes while it waits: withdrawn, deadline_exceeded
+    t1 = time.monotonic()
+    frames = start(service, sid, token, body, headers={"Connect-Timeout-Ms": "1500"})
+    assert 1.4 < time.monotonic() - t1 < 10
+    assert frames[0][0] == 0 and b'"start"' in frames[0][1] and frames[-1][0] == 2, frames
+    assert b'"deadline_exceeded"' in frames[-1][1], frames
+    runs = t.client.ok("GET", "/v1/runs", query={"thread_id": f"e2b-{sid}"})["runs"]
+    assert sorted(r["state"] for r in runs) == ["canceled", "succeeded"], runs
