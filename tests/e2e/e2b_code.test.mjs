@@ -21,6 +21,7 @@ if (!chart) test('runCode: output, a trailing value, an error, no state kept, fi
       assert.deepEqual(p.logs.stdout, ['1\n']);
       assert.deepEqual(p.results, []);
       assert.equal(p.error, undefined);
+      assert.equal((await sbx.runCode('1+1')).text, '2');
       const v = await sbx.runCode('x = 40\nx + 2');
       assert.equal(v.text, '42');
       assert.equal(v.results.length, 1);
