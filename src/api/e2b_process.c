@@ -514,7 +514,8 @@ static enum MHD_Result start(al_route_ctx *x) {
         return ret;
     json_t *proc = json_object_get(m, "process");
     char why[700];
-    if (json_is_true(json_object_get(m, "stdin")) || json_object_get(m, "pty")) {
+    json_t *pty = json_object_get(m, "pty");
+    if (json_is_true(json_object_get(m, "stdin")) || (pty && !json_is_null(pty))) {
         json_decref(m);
         return stream_error(x->c, AL_CONNECT_UNIMPLEMENTED,
                             "a command of an airlock sandbox takes no stdin stream and no pty: its input is what "

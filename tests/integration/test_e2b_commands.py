@@ -166,3 +166,42 @@ def test_a_command_awaiting_approval_keeps_its_stream_alive_and_its_deadline(ser
     assert b'"deadline_exceeded"' in frames[-1][1], frames
     runs = t.client.ok("GET", "/v1/runs", query={"thread_id": f"e2b-{sid}"})["runs"]
     assert sorted(r["state"] for r in runs) == ["canceled", "succeeded"], runs
+
+
+def test_a_cell_awaiting_approval_shows_its_code_on_the_card(service):
+    """runCode in a workspace that asks for approval: the approver reads the
+    cell as it was sent (comment lines above the driver; a CR shown escaped,
+    so nothing of the copy runs), approves, and the cell runs."""
+    t = gov_tenant(service, "e2bcell")
+    put_settings(t.client, approval_policy="always", allow_self_approval=True, approval_ttl_s=600)
+    status, _, doc = service.request("POST", "/v2/sandboxes", key=None, json={"templateID": "base"},
+                                     headers={"X-API-KEY": t.key})
+    assert status == 201, doc
+    sid, token = doc["sandboxID"], doc["envdAccessToken"]
+    cell = "print('hello from the cell')\nx = 'a\\rb'\nlen(x)  # \r"
+    got = []
+
+    def execute():
+        got.append(service.request("POST", "/execute", key=None, json={"code": cell}, timeout=60, headers={
+            "E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49999", "X-Access-Token": token}))
+
+    th = threading.Thread(target=execute)
+    th.start()
+    run = None
+    for _ in range(200):
+        runs = t.client.ok("GET", "/v1/runs", query={"thread_id": f"e2b-{sid}", "state": "pending_approval"})["runs"]
+        if runs:
+            run = t.client.ok("GET", f"/v1/runs/{runs[0]['id']}")
+            break
+        time.sleep(0.1)
+    assert run, "the cell never awaited approval"
+    code = run["approval"]["code"]
+    assert "# print('hello from the cell')\n# x = 'a\\rb'\n# len(x)  # \\r\n" in code, code
+    assert t.client.request("POST", f"/v1/runs/{run['id']}/approve", json={})[0] in (200, 202)
+    th.join()
+    status, _, raw = got[0]
+    assert status == 200, (status, raw)
+    lines = [json.loads(l) for l in raw.decode().splitlines()] if isinstance(raw, bytes) else raw
+    kinds = [l["type"] for l in lines if l["type"] != "keepalive"]
+    assert kinds == ["stdout", "result", "number_of_executions", "end_of_execution"], lines
+    assert lines[0]["text"] == "hello from the cell\n" and lines[1]["text"] == "3", lines
