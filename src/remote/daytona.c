@@ -18,6 +18,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <nettle/base64.h>
+
 #define SETUP_MARGIN_MS 180000
 #define EXEC_GRACE_MS 30000
 #define START_WAIT_MS 120000
@@ -188,21 +190,22 @@ static int run_command(dt *b, al_error *err) {
     _cleanup_free_ char *inner = al_remote_command(cfg, cfg->stdin_fd >= 0 ? ".airlock-stdin" : NULL);
     if (!inner)
         return al_err(err, "daytona", ENOMEM, "out of memory");
-    /* bash -c 'INNER': the same however the toolbox splits its command */
-    al_buf q = { 0 };
-    size_t cap = strlen(inner) * 4 + 32;
-    if (!(q.buf = malloc(cap)))
+    /* the toolbox splits its command on spaces, honouring quotes but no
+     * escapes, and runs it without a shell: the script's line goes as
+     * base64 (no quote, no space), decoded by the shell it is fed to; its
+     * own stdin is redirected in it (al_remote_command), never the pipe's */
+    size_t n = strlen(inner);
+    _cleanup_free_ char *b64 = malloc(BASE64_ENCODE_LENGTH(n) + BASE64_ENCODE_FINAL_LENGTH + 1);
+    if (!b64)
         return al_err(err, "daytona", ENOMEM, "out of memory");
-    q.len = (size_t)sprintf(q.buf, "/bin/bash -c '");
-    for (const char *s = inner; *s; s++) {
-        if (*s == '\'') {
-            memcpy(q.buf + q.len, "'\\''", 4);
-            q.len += 4;
-        } else
-            q.buf[q.len++] = *s;
-    }
-    q.buf[q.len++] = '\'';
-    q.buf[q.len] = '\0';
+    struct base64_encode_ctx e;
+    base64_encode_init(&e);
+    size_t k = base64_encode_update(&e, b64, n, (const uint8_t *)inner);
+    k += base64_encode_final(&e, b64 + k);
+    b64[k] = '\0';
+    al_buf q = { 0 };
+    if (asprintf(&q.buf, "/bin/bash -c \"echo %s | base64 -d | /bin/bash\"", b64) < 0)
+        return al_err(err, "daytona", ENOMEM, "out of memory");
     uint64_t secs = (cfg->limits.wall_ms + 999) / 1000;
     json_t *msg = json_pack("{s:s, s:s, s:I}", "command", q.buf, "cwd", "/work", "timeout", (json_int_t)secs);
     free(q.buf);
@@ -225,7 +228,8 @@ static int run_command(dt *b, al_error *err) {
     json_t *doc = r == 0 && ans.len ? json_loadb(ans.buf, ans.len, 0, NULL) : NULL;
     free(ans.buf);
     bool over_time = res->wall_ms >= cfg->limits.wall_ms;
-    if (b->canceled || (r < 0 && cerr.err == ETIMEDOUT)) {
+    /* 408: the toolbox ended the command at its timeout */
+    if (b->canceled || (r < 0 && cerr.err == ETIMEDOUT) || (r == 0 && st == 408)) {
         /* the sandbox's deletion ends the command */
         json_decref(doc);
         res->reason = b->canceled ? AL_REASON_CANCELED : AL_REASON_TIMEOUT;
