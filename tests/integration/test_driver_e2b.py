@@ -1,0 +1,108 @@
+"""The e2b driver (driver = e2b, src/remote/e2b.c) against an E2B-compatible
+endpoint on loopback: E2B itself cannot be reached from where this suite
+runs, so nothing here proves anything of the real E2B service (its
+isolation, its egress filter, its limits), which the driver's badges call
+unconfirmed.
+
+Against e2b_double.py (a TEST DOUBLE of E2B's control plane and envd, in
+the shapes the e2b SDK 2.51.0 uses): a real `airlock serve` with driver =
+e2b makes a sandbox per run (its tag in the metadata, the network compiled
+into allowInternetAccess / network.allowOut), uploads the script and inputs
+(multipart /files), runs it over Connect (process.Process/Start, streamed:
+stdout and stderr apart), keeps its exit code and wall clock (a timeout
+kills it with SendSignal), lists /out (ListDir) and downloads its files under
+airlock's caps and name rules (hostile names and links skipped), and deletes
+the sandbox after every run; the key goes as X-API-KEY and is never shown; a
+driver with no key refuses to start.
+"""
+import os
+import subprocess
+
+import pytest
+
+from e2b_double import start_e2b_double
+from service_util import Service, b64, free_port, put_settings, service_binary
+
+
+@pytest.fixture
+def remote(tmp_path):
+    d = start_e2b_double(tmp_path)
+    key_file = tmp_path / "e2b.key"
+    key_file.write_text(d.key + "\n")
+    key_file.chmod(0o600)
+    svc = Service(tmp_path / "a", config={"driver": "e2b", "e2b_api_url": d.url, "e2b_sandbox_url": d.url,
+                                          "e2b_api_key_file": str(key_file)})
+    svc.start()
+    yield svc, d
+    svc.stop()
+    d.stop()
+
+
+def test_runs_limits_and_artifacts_through_e2b(remote):
+    svc, d = remote
+    run = svc.run("import sys; print(open('data.csv').read().strip()); print('to stderr', file=sys.stderr); "
+                  "print(sys.argv[1:])", files=[{"name": "data.csv", "content_base64": b64("a,b\n1,2")}],
+                  args=["x y", "it's"])
+    assert run["state"] == "succeeded", run
+    res = run["result"]
+    assert res["exit_code"] == 0 and res["reason"] == "exited", res
+    assert res["stdout"] == "a,b\n1,2\n['x y', \"it's\"]\n" and res["stderr"] == "to stderr\n", res
+    assert res["controls"]["userns"]["level"] == "unconfirmed" and "E2B" in res["controls"]["userns"]["detail"]
+    assert "offline" in res["controls"]["network"]["detail"], res["controls"]["network"]
+    run = svc.run("import sys; print('bye'); sys.exit(3)")
+    assert run["result"]["exit_code"] == 3 and run["result"]["stdout"] == "bye\n", run
+    run = svc.run("import time; print('start', flush=True); time.sleep(30)", limits={"timeout_s": 2})
+    assert run["result"]["reason"] == "timeout" and run["result"]["stdout"] == "start\n", run
+    assert run["result"]["wall_ms"] < 15000, run
+    code = ("import os\n"
+            "open('/out/report.txt', 'w').write('hello')\n"
+            "os.makedirs('/out/sub', exist_ok=True)\n"
+            "open('/out/sub/data.bin', 'wb').write(bytes(range(256)))\n"
+            "open('/out/bad\\x01name', 'w').write('x')\n"
+            "os.symlink('/etc/passwd', '/out/link')\n")
+    run = svc.run(code)
+    assert run["state"] == "succeeded", run
+    arts = {a["path"]: a for a in run["artifacts"]}
+    assert set(arts) == {"report.txt", "sub/data.bin"}, run["artifacts"]
+    assert svc.content_bytes(arts["report.txt"]["id"])[1] == b"hello"
+    assert svc.content_bytes(arts["sub/data.bin"]["id"])[1] == bytes(range(256))
+    skipped = {s["path"]: s["why"] for s in run["skipped"]}
+    assert "bad\\x01name" in skipped and "link" in skipped, run["skipped"]
+    # every sandbox deleted; each tagged with its run; offline compiled
+    assert not d.live(), [s.id for s in d.live()]
+    creates = [r for r in d.requests if r["method"] == "POST" and r["path"] == "/v2/sandboxes"]
+    assert len(creates) == 4, d.calls()
+    for r in creates:
+        assert r["json"]["metadata"]["airlock"].split("/")[-1].startswith("run_"), r["json"]
+        assert r["json"]["allowInternetAccess"] is False and "network" not in r["json"], r["json"]
+        assert r["json"]["timeout"] >= 60, r["json"]
+    calls = d.calls()
+    assert sum(c.startswith("DELETE /sandboxes/") for c in calls) == 4, calls
+    assert "POST /process.Process/SendSignal" in calls, calls
+    for path in ("/v1/settings", "/healthz"):
+        _, _, doc = svc.request("GET", path)
+        assert d.key not in str(doc), path
+    assert d.key not in svc.log_path.read_text(errors="replace")
+
+
+def test_a_host_allow_list_becomes_allow_out(remote):
+    svc, d = remote
+    put_settings(svc, network_hosts=["example.com", "pypi.org"])
+    run = svc.run("print(1)", network="hosts:example.com,pypi.org")
+    assert run["state"] == "succeeded", run
+    create = [r for r in d.requests if r["path"] == "/v2/sandboxes"][-1]["json"]
+    assert create["network"] == {"allowOut": ["example.com", "pypi.org"], "denyOut": ["0.0.0.0/0"]}, create
+    net = run["result"]["controls"]["network"]
+    assert net["level"] == "unconfirmed" and "SNI" in net["detail"], net
+    assert not d.live()
+
+
+def test_no_key_refuses_to_start(tmp_path):
+    cfg = tmp_path / "a.conf"
+    cfg.write_text("driver = e2b\ne2b_api_url = http://127.0.0.1:9\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRLOCK_", "E2B_"))}
+    p = subprocess.run([str(service_binary()), "serve", "--listen", f"127.0.0.1:{free_port()}", "--state",
+                        str(tmp_path / "s"), "--config", str(cfg)], env=env, capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode != 0
+    assert "E2B_API_KEY" in p.stderr and "no API key" in p.stderr, p
