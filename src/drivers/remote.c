@@ -185,14 +185,9 @@ static int remote_start(al_remote_kind kind, const char *self_exe, const al_job 
 /* Once per start: the sandboxes a dead service of this node left (its
  * other instances'); later sweeps find nothing new (this service's own
  * are deleted by their helpers, or by the cloud at their timeout) */
-static void remote_sweep(al_remote_kind kind) {
-    remote_conf *c = &confs[kind];
-    pthread_mutex_lock(&c->mu);
-    bool todo = c->set && c->key[0] && !c->swept;
-    c->swept = true;
-    pthread_mutex_unlock(&c->mu);
-    if (!todo)
-        return;
+static void *sweep_thread(void *arg) {
+    remote_conf *c = arg;
+    al_remote_kind kind = c == &confs[AL_REMOTE_E2B] ? AL_REMOTE_E2B : AL_REMOTE_DAYTONA;
     al_remote_opts o = { .kind = kind, .api_url = c->api_url, .api_key = c->key };
     char prefix[200], keep[200];
     snprintf(prefix, sizeof prefix, "%s/", c->node);
@@ -200,6 +195,20 @@ static void remote_sweep(al_remote_kind kind) {
     al_error err = { 0 };
     /* a cloud that cannot be reached now leaves them to their own timeout */
     al_remote_sweep(&o, prefix, keep, &err);
+    return NULL;
+}
+
+static void remote_sweep(al_remote_kind kind) {
+    remote_conf *c = &confs[kind];
+    pthread_mutex_lock(&c->mu);
+    bool todo = c->set && c->key[0] && !c->swept;
+    c->swept = true;
+    pthread_mutex_unlock(&c->mu);
+    /* in a thread of its own: a cloud slow to answer does not hold up
+     * the service's start (its calls are bounded: http.c) */
+    pthread_t t;
+    if (todo && pthread_create(&t, NULL, sweep_thread, c) == 0)
+        pthread_detach(t);
 }
 
 void al_driver_remote_net(const al_net_policy *p, al_remote_opts *o, const char **hosts) {

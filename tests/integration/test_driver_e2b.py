@@ -15,8 +15,13 @@ airlock's caps and name rules (hostile names and links skipped), and deletes
 the sandbox after every run; the key goes as X-API-KEY and is never shown; a
 driver with no key refuses to start.
 """
+import hashlib
+import json
 import os
+import socket
 import subprocess
+import time
+import urllib.request
 
 import pytest
 
@@ -95,6 +100,42 @@ def test_a_host_allow_list_becomes_allow_out(remote):
     net = run["result"]["controls"]["network"]
     assert net["level"] == "unconfirmed" and "SNI" in net["detail"], net
     assert not d.live()
+
+
+def make_sandbox(d, tag):
+    req = urllib.request.Request(d.url + "/v2/sandboxes", method="POST", data=json.dumps(
+        {"templateID": "base", "metadata": {"airlock": tag}}).encode(),
+        headers={"X-API-KEY": d.key, "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.load(r)["sandboxID"]
+
+
+def test_cancel_and_sweep(remote, tmp_path):
+    svc, d = remote
+    # a running run canceled: its command killed, its sandbox deleted
+    status, _, doc = svc.post_run("import time; print('up', flush=True); time.sleep(60)")
+    assert status == 201, doc
+    deadline = time.monotonic() + 20
+    while not any(r["path"] == "/process.Process/Start" for r in d.requests) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    svc.cancel(doc["id"])
+    run = svc.wait_state(doc["id"], ("canceled", "error", "failed", "succeeded"), timeout=20)
+    assert run["state"] == "canceled", run
+    deadline = time.monotonic() + 10
+    while d.live() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not d.live()
+    # what a dead instance of this service left is deleted at the next start;
+    # another service's (another state directory) is not
+    node = socket.gethostname()[:63] + ":" + hashlib.sha256(str(svc.state).encode()).hexdigest()[:12]
+    mine = make_sandbox(d, f"{node}/0123456789ab/run_lost")
+    other = make_sandbox(d, "elsewhere:000000000000/0123456789ab/run_other")
+    svc.stop()
+    svc.start()
+    deadline = time.monotonic() + 10
+    while d.sandboxes[mine].state != "destroyed" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert d.sandboxes[mine].state == "destroyed" and d.sandboxes[other].state != "destroyed"
 
 
 def test_no_key_refuses_to_start(tmp_path):
