@@ -24,7 +24,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: airlock run [--lang L] [--in PATH]... [--out DIR] [--timeout S] [--memory SIZE]\n"
-               "                   [--cpus N] [--pids N] [--driver native|docker] [--runtime runc|runsc]\n"
+               "                   [--cpus N] [--pids N] [--driver native|docker|e2b|daytona] [--runtime runc|runsc]\n"
                "                   [--json] [--fork] ... (FILE | -c CODE) [ARGS...]\n"
                "see docs/cli.md for every option\n");
 }

@@ -147,3 +147,28 @@ def test_no_key_refuses_to_start(tmp_path):
                        timeout=30)
     assert p.returncode != 0
     assert "E2B_API_KEY" in p.stderr and "no API key" in p.stderr, p
+
+
+def test_cli_run_driver_e2b(tmp_path):
+    """`airlock-server run --driver e2b`: the same run, its service and key
+    from the SDK's environment variables."""
+    d = start_e2b_double(tmp_path)
+    try:
+        out = tmp_path / "out"
+        out.mkdir()
+        env = dict({k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")},
+                   E2B_API_KEY=d.key, E2B_API_URL=d.url, E2B_SANDBOX_URL=d.url)
+        server = service_binary().parent / "airlock-server"
+        p = subprocess.run([str(server), "run", "--driver", "e2b", "--out", str(out), "--json", "--lang", "python",
+                            "-c", "import sys; print(sys.argv[1:]); open('/out/x.txt', 'w').write('y')", "a b"],
+                           env=env, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p
+        doc = json.loads(p.stdout)
+        assert doc["stdout"] == "['a b']\n" and doc["box"]["driver"] == "e2b", doc
+        assert (out / "x.txt").read_text() == "y" and not d.live()
+        p = subprocess.run([str(server), "run", "--driver", "e2b", "--lang", "python", "-c", "pass"],
+                           env={k: v for k, v in env.items() if k != "E2B_API_KEY"}, capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode != 0 and "E2B_API_KEY" in p.stderr, p
+    finally:
+        d.stop()
