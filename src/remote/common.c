@@ -264,9 +264,17 @@ static int collect_one(const al_remote_entry *e, int out_dirfd, const al_box_lim
     return 1;
 }
 
-int al_remote_collect(const al_remote_listing *l, int out_dirfd, const al_box_limits *lim, al_remote_download_fn dl,
+static int by_path(const void *a, const void *b) {
+    return strcmp(((const al_remote_entry *)a)->path, ((const al_remote_entry *)b)->path);
+}
+
+int al_remote_collect(al_remote_listing *l, int out_dirfd, const al_box_limits *lim, al_remote_download_fn dl,
                       void *ud, al_box_result *res, al_error *err) {
     uint64_t files = 0, total = 0, max_entries = lim->max_artifacts * 10 + 1000;
+    /* in the order of their names, whatever order the service listed them
+     * in: which files a cap leaves out does not depend on it */
+    if (l->n > 1)
+        qsort(l->e, l->n, sizeof *l->e, by_path);
     for (size_t i = 0; i < l->n; i++) {
         const al_remote_entry *e = &l->e[i];
         int r = 0;

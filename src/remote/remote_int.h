@@ -24,12 +24,12 @@ void al_remote_listing_free(al_remote_listing *l);
  * -errno with why in ERR. */
 typedef int (*al_remote_download_fn)(void *ud, const char *rel, al_http_write_fn w, void *wud, al_error *err);
 
-/* L's regular files downloaded beneath OUT_DIRFD (each opened with openat2
+/* L's regular files (L sorted by path first) downloaded beneath OUT_DIRFD (each opened with openat2
  * beneath it, never following a link, directories made one component at a
  * time) under LIM's caps (count, size, total, depth) and /out's name rules;
  * what is not collected is in RES's skips, with why; what is, in its
  * artifacts with its sha256. 0, or -errno (out of memory). */
-int al_remote_collect(const al_remote_listing *l, int out_dirfd, const al_box_limits *lim, al_remote_download_fn dl,
+int al_remote_collect(al_remote_listing *l, int out_dirfd, const al_box_limits *lim, al_remote_download_fn dl,
                       void *ud, al_box_result *res, al_error *err);
 
 /* The run's output, STREAM's LEN bytes: to CFG's callback, and kept in
