@@ -102,6 +102,20 @@ def test_a_host_allow_list_becomes_allow_out(remote):
     assert not d.live()
 
 
+def test_caps(remote):
+    svc, d = remote
+    # the output cap (1 MiB a stream by default): the command killed there
+    run = svc.run("import sys, time; sys.stdout.write('x' * (4 << 20)); sys.stdout.flush(); time.sleep(30)")
+    assert run["result"]["reason"] == "output_limit" and run["result"]["stdout_truncated"], run["result"]["reason"]
+    assert run["result"]["wall_ms"] < 15000 and len(run["result"]["stdout"]) == 1 << 20
+    # the artifact count cap (100 by default): the first 100 by name, the rest skipped
+    run = svc.run("for i in range(105): open(f'/out/f{i:03d}', 'w').write(str(i))")
+    assert len(run["artifacts"]) == 100 and max(a["path"] for a in run["artifacts"]) == "f099", run["artifacts"][-1]
+    assert {s["path"]: s["why"] for s in run["skipped"]} == {f"f{i}": "artifact count cap reached"
+                                                             for i in range(100, 105)}, run["skipped"]
+    assert not d.live()
+
+
 def make_sandbox(d, tag):
     req = urllib.request.Request(d.url + "/v2/sandboxes", method="POST", data=json.dumps(
         {"templateID": "base", "metadata": {"airlock": tag}}).encode(),
