@@ -374,6 +374,12 @@ static int run_remote(job *j, al_box_config *cfg, al_box_result *res, const char
         *why = "a remote job needs remote_api_url and remote_key";
         return -EINVAL;
     }
+    if (j->skill_dir) {
+        /* its bundle is a directory of this host, bound at /skill */
+        *step = "driver";
+        *why = "a skill runs on the native or docker driver, not in a remote sandbox";
+        return -EINVAL;
+    }
     const char *hosts[AL_REMOTE_HOSTS_MAX];
     al_remote_opts o;
     remote_opts(j, &o, hosts);
