@@ -184,6 +184,7 @@ static int on_tick(void *ud) {
     return al_remote_should_stop(b->cfg, 0, &b->canceled);
 }
 
+
 static int run_command(dt *b, al_error *err) {
     const al_box_config *cfg = b->cfg;
     al_box_result *res = b->res;
@@ -368,6 +369,7 @@ static void destroy(dt *b) {
     char url[AL_REMOTE_URL_MAX + 160];
     snprintf(url, sizeof url, "%s/sandbox/%s", b->o->api_url, b->id);
     b->api.deadline_ms = 0;
+    b->api.stop = NULL;
     for (int i = 0; i < 2; i++) {
         json_t *ans = NULL;
         long st = 0;
@@ -412,6 +414,8 @@ int al_remote_daytona_run(const al_remote_opts *o, const al_box_config *cfg, al_
     int r = open_api(&b, &err);
     if (r == 0) {
         b.api.deadline_ms = al_now_ms() + cfg->limits.wall_ms + SETUP_MARGIN_MS;
+        b.api.stop = on_tick;
+        b.api.stop_ud = &b;
         r = steps(&b, &err);
         destroy(&b);
     }

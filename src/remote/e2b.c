@@ -97,7 +97,11 @@ static int create(e2b *b, al_error *err) {
     snprintf(h_tok, sizeof h_tok, "X-Access-Token: %.250s", token ? token : "");
     const char *hdrs[] = { h_id, "E2b-Sandbox-Port: " ENVD_PORT, token ? h_tok : NULL, NULL };
     json_decref(ans);
-    return al_http_open(&b->envd, "E2B envd", hdrs, err);
+    r = al_http_open(&b->envd, "E2B envd", hdrs, err);
+    b->envd.deadline_ms = b->api.deadline_ms;
+    b->envd.stop = b->api.stop;
+    b->envd.stop_ud = b->api.stop_ud;
+    return r;
 }
 
 /* /work and /out, as root; already there is as good */
@@ -258,6 +262,11 @@ static size_t on_stream(char *p, size_t size, size_t n, void *ud) {
     if (!frames(b) || b->over_output)
         return 0;
     return k;
+}
+
+static int canceled(void *ud) {
+    e2b *b = ud;
+    return al_remote_should_stop(b->cfg, 0, &b->canceled);
 }
 
 static int on_tick(void *ud) {
@@ -440,6 +449,7 @@ static void destroy(e2b *b) {
     char url[AL_REMOTE_URL_MAX + 160];
     snprintf(url, sizeof url, "%s/sandboxes/%s", b->o->api_url, b->id);
     b->api.deadline_ms = 0;
+    b->api.stop = NULL;
     json_t *ans = NULL;
     al_error e = { 0 };
     /* twice at most: a sandbox left behind costs until its own timeout */
@@ -480,11 +490,17 @@ int al_remote_e2b_run(const al_remote_opts *o, const al_box_config *cfg, al_box_
     explicit_bzero(auth, sizeof auth);
     if (r == 0) {
         b.api.deadline_ms = al_now_ms() + cfg->limits.wall_ms + SETUP_MARGIN_MS;
+        b.api.stop = canceled;
+        b.api.stop_ud = &b;
         r = e2b_steps(&b, &err);
         destroy(&b);
     }
     al_http_close(&b.envd);
     al_http_close(&b.api);
+    if (r < 0 && b.canceled) {
+        res->reason = AL_REASON_CANCELED;
+        return 0;
+    }
     if (r < 0) {
         res->reason = AL_REASON_ERROR;
         res->error = err;

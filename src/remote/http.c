@@ -60,7 +60,8 @@ int al_http_call(al_http *h, const al_http_req *req, long *status, al_buf *body,
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-    progress_ctx pc = { req->progress, req->userdata };
+    progress_ctx pc = req->progress ? (progress_ctx){ req->progress, req->userdata }
+                                    : (progress_ctx){ h->stop, h->stop_ud };
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, &pc);
     char ebuf[CURL_ERROR_SIZE] = "";

@@ -21,6 +21,10 @@ typedef struct al_http {
     struct curl_slist *headers;   /* sent on every call (auth) */
     uint64_t deadline_ms;         /* al_now_ms() past which no call runs (0: none) */
     char what[32];                /* "E2B", "Daytona": named in errors */
+    /* asked about once a second in every call without a progress of its
+     * own: nonzero stops it (a run's cancel); may be NULL */
+    int (*stop)(void *ud);
+    void *stop_ud;
 } al_http;
 
 /* A streamed answer's bytes go to WRITE(USERDATA) (return the bytes taken;
