@@ -54,8 +54,8 @@ def test_runs_limits_and_artifacts_through_e2b(remote):
     assert res["stdout"] == "a,b\n1,2\n['x y', \"it's\"]\n" and res["stderr"] == "to stderr\n", res
     assert res["controls"]["userns"]["level"] == "unconfirmed" and "E2B" in res["controls"]["userns"]["detail"]
     assert "offline" in res["controls"]["network"]["detail"], res["controls"]["network"]
-    run = svc.run("import sys; print('bye'); sys.exit(3)")
-    assert run["result"]["exit_code"] == 3 and run["result"]["stdout"] == "bye\n", run
+    run = svc.run("import sys; print('bye', sys.stdin.read()); sys.exit(3)", stdin="from stdin")
+    assert run["result"]["exit_code"] == 3 and run["result"]["stdout"] == "bye from stdin\n", run
     run = svc.run("import time; print('start', flush=True); time.sleep(30)", limits={"timeout_s": 2})
     assert run["result"]["reason"] == "timeout" and run["result"]["stdout"] == "start\n", run
     assert run["result"]["wall_ms"] < 15000, run
