@@ -249,6 +249,14 @@ static bool frames(e2b *b) {
 static size_t on_stream(char *p, size_t size, size_t n, void *ud) {
     e2b *b = ud;
     size_t k = size * n;
+    long st = 0;
+    curl_easy_getinfo(b->envd.curl, CURLINFO_RESPONSE_CODE, &st);
+    if (st != 200) {
+        /* a refusal: its body (Connect's unary error) is why */
+        size_t have = strlen(b->stream_error);
+        snprintf(b->stream_error + have, sizeof b->stream_error - have, "%.*s", (int)k, p);
+        return k;
+    }
     if (b->frame.len + k > FRAME_MAX + 5) {
         b->bad_stream = true;
         return 0;
@@ -350,7 +358,7 @@ static int run_command(e2b *b, al_error *err) {
         return r;
     }
     if (st != 200)
-        return al_err(err, "run", EIO, "E2B envd: process.Process/Start: HTTP %ld", st);
+        return al_err(err, "run", EIO, "E2B envd: process.Process/Start: HTTP %ld: %s", st, b->stream_error);
     if (b->bad_stream)
         return al_err(err, "run", EPROTO, "E2B envd: process.Process/Start: a malformed stream");
     if (!b->ended && strncmp(b->stream_error, "deadline_exceeded", 17) == 0) {
