@@ -63,3 +63,11 @@ enum MHD_Result al_e2b_files_get(al_route_ctx *x);
 enum MHD_Result al_e2b_files_post(al_route_ctx *x);
 enum MHD_Result al_e2b_filesystem(al_route_ctx *x);
 enum MHD_Result al_e2b_sandbox_unknown(al_route_ctx *x);
+/* e2b_process.c: envd's process.Process (commands); e2b_execute.c: the
+ * code interpreter's /execute and its contexts */
+enum MHD_Result al_e2b_process(al_route_ctx *x);
+enum MHD_Result al_e2b_execute(al_route_ctx *x);
+enum MHD_Result al_e2b_contexts_create(al_route_ctx *x);
+enum MHD_Result al_e2b_contexts_list(al_route_ctx *x);
+enum MHD_Result al_e2b_contexts_delete(al_route_ctx *x);
+enum MHD_Result al_e2b_contexts_restart(al_route_ctx *x);

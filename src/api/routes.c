@@ -99,6 +99,14 @@ static const al_route sandbox_routes[] = {
     { "GET", "/files", AL_AUTH_SANDBOX, al_e2b_files_get },
     { "POST", "/files", AL_AUTH_SANDBOX, al_e2b_files_post },
     { "POST", "/filesystem.Filesystem/{method}", AL_AUTH_SANDBOX, al_e2b_filesystem },
+    /* commands (e2b_process.c) and the code interpreter (e2b_execute.c);
+     * its contexts are labels that need no token (http.c) */
+    { "POST", "/process.Process/{method}", AL_AUTH_SANDBOX, al_e2b_process },
+    { "POST", "/execute", AL_AUTH_SANDBOX, al_e2b_execute },
+    { "POST", "/contexts", AL_AUTH_NONE, al_e2b_contexts_create },
+    { "GET", "/contexts", AL_AUTH_NONE, al_e2b_contexts_list },
+    { "DELETE", "/contexts/{id}", AL_AUTH_NONE, al_e2b_contexts_delete },
+    { "POST", "/contexts/{id}/restart", AL_AUTH_NONE, al_e2b_contexts_restart },
 };
 
 /* Areas: a path under one that no row matches still needs the area's auth

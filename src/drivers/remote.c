@@ -161,6 +161,13 @@ static int remote_start(al_remote_kind kind, const char *self_exe, const al_job 
     int r = remote_probe(kind, err);
     if (r < 0)
         return r;
+    /* a sandbox's working directory is this host's, staged and collected
+     * by the native box alone: a remote sandbox would lose what the
+     * command wrote (refused, never run without it) */
+    if (job->work_in || job->work_out)
+        return al_err(err, "provisioning", EOPNOTSUPP,
+                      "E2B sandbox commands run on the native driver only: the %s driver does not carry a "
+                      "sandbox's working directory", al_remote_kind_name(kind));
     al_job j = *job;
     j.driver = kind == AL_REMOTE_E2B ? AL_JOB_E2B : AL_JOB_DAYTONA;
     j.remote_api_url = c->api_url;
