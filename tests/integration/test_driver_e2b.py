@@ -1,8 +1,14 @@
-"""The e2b driver (driver = e2b, src/remote/e2b.c) against an E2B-compatible
-endpoint on loopback: E2B itself cannot be reached from where this suite
+"""The e2b driver (driver = e2b, src/remote/e2b.c) against E2B-compatible
+endpoints on loopback: E2B itself cannot be reached from where this suite
 runs, so nothing here proves anything of the real E2B service (its
 isolation, its egress filter, its limits), which the driver's badges call
 unconfirmed.
+
+Against airlock's own E2B-compatible API (test_against_airlocks_e2b_api: a
+second `airlock serve`, B, whose key service A's e2b driver holds): A's runs
+go through B's control plane and sandbox plane (each command one ordinary
+run of B, audited `via: e2b`), with output, exit codes, a timeout, files in
+/work and artifacts from /out, and every sandbox of B deleted after.
 
 Against e2b_double.py (a TEST DOUBLE of E2B's control plane and envd, in
 the shapes the e2b SDK 2.51.0 uses): a real `airlock serve` with driver =
@@ -26,7 +32,7 @@ import urllib.request
 import pytest
 
 from e2b_double import start_e2b_double
-from service_util import Service, b64, free_port, put_settings, service_binary
+from service_util import Service, audit_events, b64, free_port, put_settings, service_binary
 
 
 @pytest.fixture
@@ -41,6 +47,57 @@ def remote(tmp_path):
     yield svc, d
     svc.stop()
     d.stop()
+
+
+@pytest.fixture
+def through_b(tmp_path):
+    b = Service(tmp_path / "b").start()
+    key_file = tmp_path / "b.key"
+    key_file.write_text(b.key + "\n")
+    key_file.chmod(0o600)
+    a = Service(tmp_path / "a", config={"driver": "e2b", "e2b_api_url": b.base_url, "e2b_sandbox_url": b.base_url,
+                                        "e2b_api_key_file": str(key_file)})
+    a.start()
+    yield a, b
+    a.stop()
+    b.stop()
+
+
+def test_against_airlocks_e2b_api(through_b):
+    a, b = through_b
+    run = a.run("import sys; print(open('data.csv').read().strip()); print('to stderr', file=sys.stderr); "
+                "print(sys.argv[1:])", files=[{"name": "data.csv", "content_base64": b64("a,b\n1,2")}],
+                args=["x y", "it's"])
+    assert run["state"] == "succeeded", run
+    res = run["result"]
+    assert res["exit_code"] == 0 and res["reason"] == "exited", res
+    assert res["stdout"] == "a,b\n1,2\n['x y', \"it's\"]\n" and res["stderr"] == "to stderr\n", res
+    assert res["controls"]["userns"]["level"] == "unconfirmed"
+    run = a.run("import sys; print('bye', sys.stdin.read()); sys.exit(3)", stdin="from stdin")
+    assert run["result"]["exit_code"] == 3 and run["result"]["stdout"] == "bye from stdin\n", run
+    run = a.run("import time; print('start', flush=True); time.sleep(30)", limits={"timeout_s": 2})
+    assert run["result"]["reason"] == "timeout" and run["result"]["stdout"] == "start\n", run
+    assert run["result"]["wall_ms"] < 15000, run
+    # /out through B's box and B's /files; what B's box would not keep (a
+    # hostile name, a link) never reaches A
+    code = ("import os\n"
+            "open('/out/report.txt', 'w').write('hello')\n"
+            "os.makedirs('/out/sub', exist_ok=True)\n"
+            "open('/out/sub/data.bin', 'wb').write(bytes(range(256)))\n"
+            "open('/out/bad\\x01name', 'w').write('x')\n"
+            "os.symlink('/etc/passwd', '/out/link')\n")
+    run = a.run(code)
+    assert run["state"] == "succeeded", run
+    arts = {x["path"]: x for x in run["artifacts"]}
+    assert set(arts) == {"report.txt", "sub/data.bin"}, run["artifacts"]
+    assert a.content_bytes(arts["report.txt"]["id"])[1] == b"hello"
+    assert a.content_bytes(arts["sub/data.bin"]["id"])[1] == bytes(range(256))
+    # B: a sandbox per run of A, each deleted; its runs audited as E2B's
+    status, _, listed = b.request("GET", "/v2/sandboxes", key=None, headers={"X-API-KEY": b.key})
+    assert status == 200 and listed == [], listed
+    kinds = [e["kind"] for e in audit_events(b) if e["data"].get("via") == "e2b"]
+    assert kinds.count("sandbox.create") == 4 and kinds.count("sandbox.kill") == 4, kinds
+    assert kinds.count("capability.invoke_allowed") == 4, kinds
 
 
 def test_runs_limits_and_artifacts_through_e2b(remote):
