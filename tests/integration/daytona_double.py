@@ -254,7 +254,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             out = bytearray()
             while True:
-                size = int(self.rfile.readline(100).split(b";")[0].strip() or b"0", 16)
+                try:
+                    size = int(self.rfile.readline(100).split(b";")[0].strip() or b"0", 16)
+                except ValueError:
+                    raise Fail(400, "malformed chunked body", "BAD_REQUEST")
+                if size < 0:
+                    raise Fail(400, "malformed chunked body", "BAD_REQUEST")
                 if size == 0:
                     while self.rfile.readline(1000) not in (b"\r\n", b"\n", b""):
                         pass
@@ -285,6 +290,7 @@ class _Handler(BaseHTTPRequestHandler):
         entry = {"method": self.command, "path": path, "query": query, "json": None,
                  "auth": self.headers.get("Authorization") == f"Bearer {d.key}"}
         d.requests.append(entry)
+        raw = None
         try:
             raw = self.body()
             ctype = self.headers.get("Content-Type", "")
@@ -311,6 +317,8 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self.send(status, data)
         except Fail as e:
+            if raw is None:         # the body was not read to its end: the connection cannot go on
+                self.close_connection = True
             self.send(e.status, {"statusCode": e.status, "message": e.message, "code": e.code,
                                  "error": e.message, "path": path, "method": self.command,
                                  "timestamp": now()})
