@@ -2,6 +2,7 @@
  * (routes.c) points at. A surface's module declares its handlers here. */
 #pragma once
 
+#include "e2b.h"
 #include "route.h"
 
 /* ops.c: health, the OpenAPI document, the operator's figures */
@@ -45,3 +46,28 @@ enum MHD_Result al_rest_settings_put(al_route_ctx *x);
 enum MHD_Result al_rest_usage(al_route_ctx *x);
 enum MHD_Result al_rest_audit(al_route_ctx *x);
 enum MHD_Result al_rest_audit_checkpoint(al_route_ctx *x);
+/* e2b.c: E2B's control plane (sandboxes); e2b_files.c: its sandbox plane's
+ * health, files and filesystem.Filesystem */
+enum MHD_Result al_e2b_create(al_route_ctx *x);
+enum MHD_Result al_e2b_list(al_route_ctx *x);
+enum MHD_Result al_e2b_get(al_route_ctx *x);
+enum MHD_Result al_e2b_kill(al_route_ctx *x);
+enum MHD_Result al_e2b_timeout(al_route_ctx *x);
+enum MHD_Result al_e2b_refresh(al_route_ctx *x);
+enum MHD_Result al_e2b_connect(al_route_ctx *x);
+enum MHD_Result al_e2b_pause(al_route_ctx *x);
+enum MHD_Result al_e2b_resume(al_route_ctx *x);
+enum MHD_Result al_e2b_unsupported(al_route_ctx *x);
+enum MHD_Result al_e2b_health(al_route_ctx *x);
+enum MHD_Result al_e2b_files_get(al_route_ctx *x);
+enum MHD_Result al_e2b_files_post(al_route_ctx *x);
+enum MHD_Result al_e2b_filesystem(al_route_ctx *x);
+enum MHD_Result al_e2b_sandbox_unknown(al_route_ctx *x);
+/* e2b_process.c: envd's process.Process (commands); e2b_execute.c: the
+ * code interpreter's /execute and its contexts */
+enum MHD_Result al_e2b_process(al_route_ctx *x);
+enum MHD_Result al_e2b_execute(al_route_ctx *x);
+enum MHD_Result al_e2b_contexts_create(al_route_ctx *x);
+enum MHD_Result al_e2b_contexts_list(al_route_ctx *x);
+enum MHD_Result al_e2b_contexts_delete(al_route_ctx *x);
+enum MHD_Result al_e2b_contexts_restart(al_route_ctx *x);

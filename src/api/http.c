@@ -6,11 +6,13 @@
  * block waiting for the next event; connections are capped.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <microhttpd.h>
 #include <string.h>
 
 #include "conn_guard.h"
+#include "e2b.h"
 #include "http.h"
 #include "http_log.h"
 #include "mcp.h"
@@ -38,6 +40,60 @@ static enum MHD_Result reply_too_many_bodies(al_service *s, struct MHD_Connectio
     return al_reply_doc(c, 429, json_pack("{s:{s:s, s:s}}", "error", "code", "too_many_requests", "message", msg));
 }
 
+/* Who asks is known (P): the body the request declares is taken from the
+ * person's budget up front, so that one more is refused on its headers,
+ * unread. */
+static enum MHD_Result hold_body(al_service *s, struct MHD_Connection *c, al_request *rq) {
+    rq->authed = true;
+    al_guard_authenticated(c);
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    uint64_t len;
+    if (cl && al_parse_u64(cl, &len) == 0 && len > 0 && len <= al_view_config(s)->body_max) {
+        if (!al_service_hold_bytes(s, rq->p.person_id, len)) {
+            rq->answered = true;
+            return reply_too_many_bodies(s, c);
+        }
+        rq->reserved = len;
+    }
+    return MHD_YES;
+}
+
+/* E2B's sandbox plane (E2b-Sandbox-Id: ID), on the headers: the sandbox
+ * whose access token X-Access-Token is, and its owner as who asks; else
+ * answered now in E2B's shapes (its proxy's 502 for a sandbox that is not
+ * running, which the SDK reads as "not running"; 401 for a wrong token). */
+static enum MHD_Result admit_sandbox(al_http *h, struct MHD_Connection *c, const char *url, const char *id,
+                                     al_request *rq) {
+    const char *token = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Access-Token");
+    /* the code interpreter's context calls come without the token (the JS
+     * SDK sends none): a context is a label that holds nothing of the
+     * sandbox (e2b_execute.c), answered alike for any id, so they pass
+     * unadmitted, with a body of at most a few KiB (their rows need no key) */
+    if (!token && strncmp(url, "/contexts", 9) == 0 && (url[9] == '\0' || url[9] == '/')) {
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        uint64_t len = 0;
+        if ((cl && (al_parse_u64(cl, &len) < 0 || len > 4096)) ||
+            (!cl && MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))) {
+            rq->answered = true;
+            return al_e2b_reply_error(c, 413, "a context's request is at most 4 KiB");
+        }
+        return MHD_YES;
+    }
+    al_error err = { 0 };
+    int r = al_sandbox_admit(h->s, id, token, &rq->sb, &err);
+    if (r == 0) {
+        rq->p = rq->sb.owner;
+        return hold_body(h->s, c, rq);
+    }
+    rq->answered = true;
+    bool rpc = al_e2b_is_rpc(url);
+    if (r == -EACCES)
+        return rpc ? al_e2b_connect_error(c, "unauthenticated", "%s", err.msg) : al_e2b_reply_error(c, 401, "%s", err.msg);
+    if (r == -ENOENT)
+        return rpc ? al_e2b_connect_error(c, "unavailable", "%s", err.msg) : al_e2b_reply_error(c, 502, "%s", err.msg);
+    return rpc ? al_e2b_connect_error(c, "internal", "%s", err.msg) : al_e2b_reply_error(c, 500, "%s", err.msg);
+}
+
 /* The first call, on the headers alone, before libmicrohttpd reads a byte of
  * the body: who asks is known here, so a request without a valid key (and
  * one that needs no key, if it comes with a body: it needs none) is
@@ -46,11 +102,17 @@ static enum MHD_Result reply_too_many_bodies(al_service *s, struct MHD_Connectio
 static enum MHD_Result admit(al_http *h, struct MHD_Connection *c, const char *url, const char *method,
                              al_request *rq) {
     al_service *s = h->s;
+    /* E2B's SDK sends its sandbox plane to the same URL, named by a header */
+    const char *sandbox = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "E2b-Sandbox-Id");
+    if (sandbox) {
+        rq->sandbox_plane = true;
+        return admit_sandbox(h, c, url, sandbox, rq);
+    }
     al_route_auth auth = AL_AUTH_NONE;
     char keybuf[AL_ROUTE_SEG_MAX];
     const char *key = NULL;
     bool known = al_route_auth_of(url, &auth, keybuf, &key);
-    if (!known || (auth != AL_AUTH_KEY && auth != AL_AUTH_URL_KEY)) {
+    if (!known || (auth != AL_AUTH_KEY && auth != AL_AUTH_URL_KEY && auth != AL_AUTH_E2B_KEY)) {
         /* an answer queued now closes the connection after it: only when
          * there is a body to refuse (else it keeps alive) */
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -60,7 +122,9 @@ static enum MHD_Result admit(al_http *h, struct MHD_Connection *c, const char *u
         rq->answered = true;
         return al_route_dispatch(&h->parts, c, url, method, rq);
     }
-    if (auth == AL_AUTH_KEY) {
+    if (auth == AL_AUTH_E2B_KEY) /* E2B's SDK sends X-API-KEY; a Bearer key serves too */
+        key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-API-KEY");
+    if ((auth == AL_AUTH_KEY || auth == AL_AUTH_E2B_KEY) && !key) {
         const char *authz = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
         key = authz && strncmp(authz, "Bearer ", 7) == 0 ? authz + 7 : NULL;
     }
@@ -73,20 +137,7 @@ static enum MHD_Result admit(al_http *h, struct MHD_Connection *c, const char *u
         /* the route table's 401, as the request would have got it */
         return al_route_dispatch(&h->parts, c, url, method, rq);
     }
-    rq->authed = true;
-    al_guard_authenticated(c);
-    /* the body it declares is taken from the person's budget up front, so
-     * that one more is refused on its headers, unread */
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    uint64_t len;
-    if (cl && al_parse_u64(cl, &len) == 0 && len > 0 && len <= al_view_config(s)->body_max) {
-        if (!al_service_hold_bytes(s, rq->p.person_id, len)) {
-            rq->answered = true;
-            return reply_too_many_bodies(s, c);
-        }
-        rq->reserved = len;
-    }
-    return MHD_YES;
+    return hold_body(s, c, rq);
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -188,6 +239,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
             access_log(h->s, c, rq, toe);
         if (rq->reserved)
             al_service_unhold_bytes(h->s, rq->p.person_id, rq->reserved);
+        al_sandbox_clear(&rq->sb);
         free(rq->body);
         free(rq);
     }

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../core/sandbox.h"
 #include "../core/service.h"
 
 struct al_mcp;
@@ -34,6 +35,11 @@ typedef struct al_request {
     uint64_t t0_ms;
     char method[16];
     char route[96];
+    /* E2B's sandbox plane (a request carrying E2b-Sandbox-Id, whatever
+     * its path): the sandbox admitted on the headers (X-Access-Token),
+     * whose owner is P */
+    bool sandbox_plane;
+    al_sandbox sb;
 } al_request;
 
 /* What the server shares with the handlers that need it. */
@@ -55,6 +61,7 @@ typedef struct al_route_ctx {
     const al_principal *p;
     const char *method;
     const char *arg[AL_ROUTE_SEGS];
+    const al_sandbox *sb;          /* the sandbox plane's admitted sandbox; NULL elsewhere */
 } al_route_ctx;
 
 typedef enum MHD_Result (*al_route_fn)(al_route_ctx *x);
@@ -65,6 +72,8 @@ typedef enum al_route_auth {
     AL_AUTH_OPERATOR, /* the operator's view (operator.h): else 403 */
     AL_AUTH_KEY,      /* an API key in Authorization: Bearer (else 401) */
     AL_AUTH_URL_KEY,  /* an API key as the path's first {parameter} (Piston's clients send no header) */
+    AL_AUTH_E2B_KEY,  /* E2B's control plane: an API key in X-API-KEY (or Authorization: Bearer), else E2B's 401 */
+    AL_AUTH_SANDBOX,  /* E2B's sandbox plane: the sandbox's X-Access-Token, checked on the headers (http.c) */
     _AL_AUTH_MAX,
 } al_route_auth;
 
@@ -83,8 +92,8 @@ bool al_route_auth_of(const char *url, al_route_auth *ret, char keybuf[AL_ROUTE_
 /* The pattern of URL's route for the access log (its values as {id}, a
  * URL's key as {key}) into OUT; false when no row's path is URL's. */
 bool al_route_pattern(const char *url, char *out, size_t cap);
-/* Find URL's row and call its handler, or answer 404, 405 (with Allow),
- * 401 or 403. */
+/* Find URL's row (in the sandbox plane's table when RQ is of that plane)
+ * and call its handler, or answer 404, 405 (with Allow), 401 or 403. */
 enum MHD_Result al_route_dispatch(const al_http_parts *h, struct MHD_Connection *c, const char *url,
                                   const char *method, al_request *rq);
 

@@ -12,6 +12,13 @@
  * 405 with Allow, HEAD for GET and the access log's route pattern all come
  * from the row. A surface whose path carries its own key (Piston's) says
  * AL_AUTH_URL_KEY and puts the key first among its {parameters}.
+ *
+ * E2B's API has two planes on the one port: its control plane is rows of
+ * the table below (AL_AUTH_E2B_KEY); its sandbox plane (envd and the code
+ * interpreter, whose paths the SDK sends to the same URL) is chosen by the
+ * header E2b-Sandbox-Id whatever the path, and has a table of its own,
+ * sandbox_routes, whose rows are reached only with the sandbox's access
+ * token (http.c admits it on the headers).
  */
 #include <stdio.h>
 #include <string.h>
@@ -39,6 +46,20 @@ static const al_route routes[] = {
     { NULL, "/piston/{key}/api/v2/{other}", AL_AUTH_URL_KEY, al_piston_route_other },
     /* MCP */
     { NULL, "/mcp", AL_AUTH_KEY, al_mcp_route },
+    /* E2B's control plane (e2b.c): the SDK 2.x sends /v2/sandboxes for
+     * create, list and connect, older ones /sandboxes; both are served */
+    { "POST", "/sandboxes", AL_AUTH_E2B_KEY, al_e2b_create },
+    { "GET", "/sandboxes", AL_AUTH_E2B_KEY, al_e2b_list },
+    { "POST", "/v2/sandboxes", AL_AUTH_E2B_KEY, al_e2b_create },
+    { "GET", "/v2/sandboxes", AL_AUTH_E2B_KEY, al_e2b_list },
+    { "GET", "/sandboxes/{id}", AL_AUTH_E2B_KEY, al_e2b_get },
+    { "DELETE", "/sandboxes/{id}", AL_AUTH_E2B_KEY, al_e2b_kill },
+    { "POST", "/sandboxes/{id}/timeout", AL_AUTH_E2B_KEY, al_e2b_timeout },
+    { "POST", "/sandboxes/{id}/refreshes", AL_AUTH_E2B_KEY, al_e2b_refresh },
+    { "POST", "/sandboxes/{id}/connect", AL_AUTH_E2B_KEY, al_e2b_connect },
+    { "POST", "/v2/sandboxes/{id}/connect", AL_AUTH_E2B_KEY, al_e2b_connect },
+    { "POST", "/sandboxes/{id}/pause", AL_AUTH_E2B_KEY, al_e2b_pause },
+    { "POST", "/sandboxes/{id}/resume", AL_AUTH_E2B_KEY, al_e2b_resume },
     /* REST: runs */
     { "POST", "/v1/runs", AL_AUTH_KEY, al_rest_runs_create },
     { "GET", "/v1/runs", AL_AUTH_KEY, al_rest_runs_list },
@@ -71,15 +92,46 @@ static const al_route routes[] = {
     { "GET", "/v1/audit/checkpoint", AL_AUTH_KEY, al_rest_audit_checkpoint },
 };
 
+/* E2B's sandbox plane (a request with E2b-Sandbox-Id): envd on port 49983,
+ * the code interpreter on 49999. */
+static const al_route sandbox_routes[] = {
+    { "GET", "/health", AL_AUTH_SANDBOX, al_e2b_health },
+    { "GET", "/files", AL_AUTH_SANDBOX, al_e2b_files_get },
+    { "POST", "/files", AL_AUTH_SANDBOX, al_e2b_files_post },
+    { "POST", "/filesystem.Filesystem/{method}", AL_AUTH_SANDBOX, al_e2b_filesystem },
+    /* commands (e2b_process.c) and the code interpreter (e2b_execute.c);
+     * its contexts are labels that need no token (http.c) */
+    { "POST", "/process.Process/{method}", AL_AUTH_SANDBOX, al_e2b_process },
+    { "POST", "/execute", AL_AUTH_SANDBOX, al_e2b_execute },
+    { "POST", "/contexts", AL_AUTH_NONE, al_e2b_contexts_create },
+    { "GET", "/contexts", AL_AUTH_NONE, al_e2b_contexts_list },
+    { "DELETE", "/contexts/{id}", AL_AUTH_NONE, al_e2b_contexts_delete },
+    { "POST", "/contexts/{id}/restart", AL_AUTH_NONE, al_e2b_contexts_restart },
+};
+
 /* Areas: a path under one that no row matches still needs the area's auth
  * before it is told 404, so that one without a key learns nothing of what
- * is there. */
+ * is there; FN, when set, answers it (E2B's paths airlock does not serve
+ * get E2B's shape of error). */
 static const struct {
     const char *first;
     al_route_auth auth;
+    al_route_fn fn;
 } areas[] = {
-    { "v1", AL_AUTH_KEY },
-    { "operator", AL_AUTH_OPERATOR },
+    { "v1", AL_AUTH_KEY, NULL },
+    { "operator", AL_AUTH_OPERATOR, NULL },
+    /* the rest of E2B's API (templates, snapshots, metrics, logs, ...) */
+    { "sandboxes", AL_AUTH_E2B_KEY, al_e2b_unsupported },
+    { "v2", AL_AUTH_E2B_KEY, al_e2b_unsupported },
+    { "v3", AL_AUTH_E2B_KEY, al_e2b_unsupported },
+    { "templates", AL_AUTH_E2B_KEY, al_e2b_unsupported },
+    { "snapshots", AL_AUTH_E2B_KEY, al_e2b_unsupported },
+    { "volumes", AL_AUTH_E2B_KEY, al_e2b_unsupported },
+    { "teams", AL_AUTH_E2B_KEY, al_e2b_unsupported },
+    { "nodes", AL_AUTH_E2B_KEY, al_e2b_unsupported },
+    { "access-tokens", AL_AUTH_E2B_KEY, al_e2b_unsupported },
+    { "api-keys", AL_AUTH_E2B_KEY, al_e2b_unsupported },
+    { "secrets", AL_AUTH_E2B_KEY, al_e2b_unsupported },
 };
 
 /* ---------------------------------------------------------------- matching */
@@ -133,33 +185,37 @@ static bool method_match(const char *want, const char *method) {
 }
 
 typedef struct found {
+    al_route_fn area_fn;     /* no row's path: the area's answer, if it has one */
     const al_route *row;     /* path and method */
     const al_route *path;    /* the first row of the path, whatever its method */
     char allow[64];          /* the path's methods, for a 405 */
     const char *arg[AL_ROUTE_SEGS], *path_arg[AL_ROUTE_SEGS];
 } found;
 
-/* URL's row (into F), else of its area; false: no such path. */
-static bool lookup(const char *url, const char *method, char seg[AL_ROUTE_SEGS][AL_ROUTE_SEG_MAX], found *f,
-                   al_route_auth *ret_auth) {
+/* URL's row (into F) in the table of the plane (SANDBOX: E2B's sandbox
+ * plane), else of its area; false: no such path. */
+static bool lookup(bool sandbox, const char *url, const char *method, char seg[AL_ROUTE_SEGS][AL_ROUTE_SEG_MAX],
+                   found *f, al_route_auth *ret_auth) {
     memset(f, 0, sizeof *f);
     int n = split(url, seg);
     if (n < 0)
         return false;
-    for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+    const al_route *table = sandbox ? sandbox_routes : routes;
+    size_t rows = sandbox ? ELEMENTSOF(sandbox_routes) : ELEMENTSOF(routes);
+    for (size_t i = 0; i < rows; i++) {
         const char *arg[AL_ROUTE_SEGS] = { 0 };
-        if (!path_match(routes[i].pattern, seg, n, arg))
+        if (!path_match(table[i].pattern, seg, n, arg))
             continue;
         if (!f->path) {
-            f->path = &routes[i];
+            f->path = &table[i];
             memcpy(f->path_arg, arg, sizeof arg);
         }
-        if (routes[i].method && !strstr(f->allow, routes[i].method)) {
+        if (table[i].method && !strstr(f->allow, table[i].method)) {
             size_t o = strlen(f->allow);
-            snprintf(f->allow + o, sizeof f->allow - o, "%s%s", o ? ", " : "", routes[i].method);
+            snprintf(f->allow + o, sizeof f->allow - o, "%s%s", o ? ", " : "", table[i].method);
         }
-        if (!f->row && method && method_match(routes[i].method, method)) {
-            f->row = &routes[i];
+        if (!f->row && method && method_match(table[i].method, method)) {
+            f->row = &table[i];
             memcpy(f->arg, arg, sizeof arg);
         }
     }
@@ -167,9 +223,15 @@ static bool lookup(const char *url, const char *method, char seg[AL_ROUTE_SEGS][
         *ret_auth = f->path->auth;
         return true;
     }
+    if (sandbox) {
+        *ret_auth = AL_AUTH_SANDBOX;
+        f->area_fn = al_e2b_sandbox_unknown;
+        return true;
+    }
     for (size_t i = 0; n > 0 && i < ELEMENTSOF(areas); i++)
         if (strcmp(seg[0], areas[i].first) == 0) {
             *ret_auth = areas[i].auth;
+            f->area_fn = areas[i].fn;
             return true;
         }
     return false;
@@ -179,7 +241,7 @@ bool al_route_auth_of(const char *url, al_route_auth *ret, char keybuf[AL_ROUTE_
     char seg[AL_ROUTE_SEGS][AL_ROUTE_SEG_MAX];
     found f;
     *ret_key = NULL;
-    if (!lookup(url, NULL, seg, &f, ret))
+    if (!lookup(false, url, NULL, seg, &f, ret))
         return false;
     /* the key a URL carries is its route's first {parameter} */
     if (*ret == AL_AUTH_URL_KEY && f.path && f.path_arg[0]) {
@@ -193,7 +255,7 @@ bool al_route_pattern(const char *url, char *out, size_t cap) {
     char seg[AL_ROUTE_SEGS][AL_ROUTE_SEG_MAX];
     found f;
     al_route_auth auth;
-    if (!lookup(url, NULL, seg, &f, &auth) || !f.path)
+    if (!lookup(false, url, NULL, seg, &f, &auth) || !f.path)
         return false;
     /* the log's one spelling: every value a client chose is {id}, the key
      * a URL carries {key} */
@@ -217,7 +279,7 @@ enum MHD_Result al_route_dispatch(const al_http_parts *h, struct MHD_Connection 
     char seg[AL_ROUTE_SEGS][AL_ROUTE_SEG_MAX];
     found f;
     al_route_auth auth = AL_AUTH_NONE;
-    if (!lookup(url, method, seg, &f, &auth))
+    if (!lookup(rq->sandbox_plane, url, method, seg, &f, &auth))
         return al_reply_error(c, 404, "not_found", "no such path");
     /* who may ask comes first: the key was checked on the headers (admit) */
     if (auth == AL_AUTH_OPERATOR && !al_operator_allowed(h->op, c))
@@ -227,11 +289,19 @@ enum MHD_Result al_route_dispatch(const al_http_parts *h, struct MHD_Connection 
         return al_reply_unauthorized(c);
     if (auth == AL_AUTH_URL_KEY && !rq->authed)
         return al_reply_error(c, 401, "unauthorized", "a valid API key is required in the URL: /piston/KEY/api/v2/...");
+    if (auth == AL_AUTH_E2B_KEY && !rq->authed)
+        return al_e2b_reply_error(c, 401, "a valid airlock API key is required in X-API-KEY");
+    /* the sandbox plane is admitted on the headers (http.c) or answered there */
+    if (auth == AL_AUTH_SANDBOX && !rq->authed)
+        return al_e2b_reply_error(c, 401, "the sandbox's access token (X-Access-Token) is required");
+    al_route_ctx x = { .h = h, .s = h->s, .c = c, .rq = rq, .p = rq->authed ? &rq->p : NULL, .method = method,
+                       .sb = rq->sandbox_plane ? &rq->sb : NULL };
+    if (!f.path && f.area_fn)
+        return f.area_fn(&x);
     if (!f.path)
         return al_reply_error(c, 404, "not_found", "no such path");
     if (!f.row)
         return al_reply_method(c, f.allow);
-    al_route_ctx x = { .h = h, .s = h->s, .c = c, .rq = rq, .p = rq->authed ? &rq->p : NULL, .method = method };
     memcpy(x.arg, f.arg, sizeof x.arg);
     return f.row->fn(&x);
 }

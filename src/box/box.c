@@ -435,6 +435,16 @@ static int stage_all(const al_box_config *cfg, int workfd, int tmpfd, uid_t uid,
         r = al_stage_data(&st, cfg->files[i].name, cfg->files[i].data, cfg->files[i].len, cfg->files[i].mode, err);
     for (size_t i = 0; r == 0 && i < cfg->n_inputs; i++)
         r = al_stage_path(&st, cfg->inputs[i], err);
+    if (r == 0 && cfg->work_in) {
+        /* the script's name is the box's: a file of that name in the tree
+         * is left where it is (it comes back untouched: the tree is
+         * replaced only by what the box leaves, see collect_work) */
+        const char *skip[8];
+        size_t n = 0;
+        for (size_t i = 0; i < cfg->n_files && n < ELEMENTSOF(skip); i++)
+            skip[n++] = cfg->files[i].name;
+        r = al_stage_dir_entries(&st, cfg->work_in, skip, n, err);
+    }
     return r;
 }
 
@@ -978,6 +988,31 @@ static int run_supervise(box_run *st) {
     return 0;
 }
 
+/* Its /work, collected to the run's working directory as /out is (the
+ * same caps, a budget of their own), but for the box's own files (the
+ * script): what it skipped joins the run's skips as "work/PATH". */
+static int collect_work(box_run *st, const al_collect_limits *cl) {
+    const al_box_config *rc = st->rc;
+    for (size_t i = 0; i < rc->n_files; i++) {
+        al_fsid saved = al_fsid_enter(st->uid, st->gid);
+        unlinkat(st->workfd, rc->files[i].name, 0);
+        al_fsid_leave(saved);
+    }
+    al_box_result w = { 0 };
+    int r = al_collect(st->workfd, rc->work_dirfd, cl, &w, st->err);
+    for (size_t i = 0; r == 0 && i < w.n_skipped; i++) {
+        char *rel = NULL;
+        if (asprintf(&rel, "work/%s", w.skipped[i].path) < 0)
+            r = -ENOMEM;
+        else
+            r = al_collect_add_skip(st->res, rel, w.skipped[i].why);
+        free(rel);
+    }
+    st->res->work_collected = r == 0;
+    al_box_result_free(&w);
+    return r;
+}
+
 /* Its /out, collected to the run's out directory. */
 static int run_collect(box_run *st) {
     const al_box_config *cfg = st->cfg;
@@ -988,7 +1023,10 @@ static int run_collect(box_run *st) {
     };
     cl.uid = st->uid;
     cl.gid = st->gid;
-    return al_collect(st->outfd, st->rc->out_dirfd, &cl, st->res, st->err);
+    int r = al_collect(st->outfd, st->rc->out_dirfd, &cl, st->res, st->err);
+    if (r < 0 || !st->rc->collect_work)
+        return r;
+    return collect_work(st, &cl);
 }
 
 /* What the run holds, let go: its fds, its cgroup (R: the run's result so

@@ -150,6 +150,16 @@ struct al_box_config {
     size_t n_inputs;
     int stdin_fd;                 /* -1: /dev/null */
     int out_dirfd;                /* host directory to copy /out into, or -1 */
+    /* A working directory that outlives the box (an E2B sandbox's home):
+     * WORK_IN's entries (a host tree written by earlier boxes: read beneath
+     * it, no link followed, within the staging caps) are staged as /work's
+     * own, beside FILES (an entry named as one of FILES is left out: the
+     * script's name is the box's), and when COLLECT_WORK, /work (less
+     * FILES) is collected into WORK_DIRFD as /out is, with its caps and
+     * name rules, after every process of the box is dead. */
+    const char *work_in;          /* NULL: none */
+    bool collect_work;
+    int work_dirfd;
     al_box_limits limits;
     al_output_fn on_output;       /* live output, may be NULL */
     void (*on_started)(void *userdata); /* the script is about to run, may be NULL */
@@ -220,6 +230,7 @@ typedef struct al_box_result {
     char engine_image[80];        /* docker: the image id it ran on */
     bool pooled;                  /* docker: its container was made ahead of need (each is used once) */
     bool forked;                  /* native: forked by a zygote (box.h's al_box_fork) */
+    bool work_collected;          /* /work was collected whole into work_dirfd (what it skipped is in SKIPPED, as "work/PATH") */
     char cgroup_path[256];
     al_error error;               /* set when reason == AL_REASON_ERROR */
 } al_box_result;

@@ -72,19 +72,19 @@ static int copy_fd(al_stage *st, int src, int dirfd, const char *name, mode_t mo
     }
 }
 
-/* Copy directory SRC (an open fd) into a new directory NAME under DIRFD.
- * Recursion depth is capped by max_depth, which bounds the stack. */
-static int copy_tree(al_stage *st, int src, int dirfd, const char *name, unsigned depth, al_error *err) {
-    if (depth > st->max_depth)
-        return al_err(err, "stage", ELOOP, "input directory deeper than %llu levels", (unsigned long long)st->max_depth);
-    if (AS_BOX(st, mkdirat(dirfd, name, 0755)) < 0) {
-        if (errno == EEXIST)
-            return al_err(err, "stage", EEXIST, "two inputs are named \"%s\"", name);
-        return space_error(err, name, errno);
-    }
-    _cleanup_close_ int dst = AS_BOX(st, openat(dirfd, name, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (dst < 0)
-        return al_err(err, "stage", errno, "open staged dir %s: %m", name);
+static int copy_tree(al_stage *st, int src, int dirfd, const char *name, unsigned depth, al_error *err);
+
+static bool skipped(const char *name, const char *const *skip, size_t n_skip) {
+    for (size_t i = 0; i < n_skip; i++)
+        if (strcmp(name, skip[i]) == 0)
+            return true;
+    return false;
+}
+
+/* The entries of directory SRC (an open fd; NAME, for messages) into the
+ * directory DST, but for those named in SKIP. */
+static int copy_entries(al_stage *st, int src, int dst, const char *name, unsigned depth, const char *const *skip,
+                        size_t n_skip, al_error *err) {
     int dup_fd = fcntl(src, F_DUPFD_CLOEXEC, 3);
     if (dup_fd < 0)
         return al_err(err, "stage", errno, "dup: %m");
@@ -96,7 +96,7 @@ static int copy_tree(al_stage *st, int src, int dirfd, const char *name, unsigne
     int r = 0;
     struct dirent *de;
     while (r == 0 && (errno = 0, de = readdir(d))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 || skipped(de->d_name, skip, n_skip))
             continue;
         if (++st->files > st->max_files) {
             r = al_err(err, "stage", E2BIG, "more than %llu input files", (unsigned long long)st->max_files);
@@ -138,6 +138,35 @@ static int copy_tree(al_stage *st, int src, int dirfd, const char *name, unsigne
         r = al_err(err, "stage", errno, "read input dir %s: %m", name);
     closedir(d);
     return r;
+}
+
+/* Copy directory SRC (an open fd) into a new directory NAME under DIRFD.
+ * Recursion depth is capped by max_depth, which bounds the stack. */
+static int copy_tree(al_stage *st, int src, int dirfd, const char *name, unsigned depth, al_error *err) {
+    if (depth > st->max_depth)
+        return al_err(err, "stage", ELOOP, "input directory deeper than %llu levels", (unsigned long long)st->max_depth);
+    if (AS_BOX(st, mkdirat(dirfd, name, 0755)) < 0) {
+        if (errno == EEXIST)
+            return al_err(err, "stage", EEXIST, "two inputs are named \"%s\"", name);
+        return space_error(err, name, errno);
+    }
+    _cleanup_close_ int dst = AS_BOX(st, openat(dirfd, name, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (dst < 0)
+        return al_err(err, "stage", errno, "open staged dir %s: %m", name);
+    return copy_entries(st, src, dst, name, depth, NULL, 0, err);
+}
+
+int al_stage_dir_entries(al_stage *st, const char *dir, const char *const *skip, size_t n_skip, al_error *err) {
+    /* the directory itself is the service's; nothing on its path is a link */
+    _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0 && errno == ENOENT)
+        return 0;
+    if (fd < 0)
+        return al_err(err, "stage", errno, "open the working directory %s: %m", dir);
+    /* its entries were written by boxes: copy_entries opens each with
+     * O_NOFOLLOW relative to its parent, keeps a link as a link (resolved
+     * inside the box, never here), and counts files, bytes and depth */
+    return copy_entries(st, fd, st->workfd, "/work", 1, skip, n_skip, err);
 }
 
 int al_stage_path(al_stage *st, const char *host_path, al_error *err) {

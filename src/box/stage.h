@@ -24,4 +24,9 @@ int al_stage_path_as(al_stage *st, const char *host_path, const char *name, al_e
  * opened with openat2 beneath ROOT, no link, magic link or mount crossed)
  * into the stage directory as NAME, reading with the box's own file rights.
  * A missing REL stages nothing; anything else but a directory is refused. */
+/* Copy the entries of the host directory DIR (a tree earlier boxes wrote:
+ * no link followed on the way in, each entry opened beneath it) into the
+ * stage directory itself, each as its own name, but for those named in
+ * SKIP (N_SKIP names). A missing DIR stages nothing. */
+int al_stage_dir_entries(al_stage *st, const char *dir, const char *const *skip, size_t n_skip, al_error *err);
 int al_stage_beneath_as(al_stage *st, const char *root, const char *rel, const char *name, al_error *err);

@@ -233,6 +233,12 @@ static int open_input(int dfd, const char *name, al_error *err) {
 
 json_t *al_approval_documents(al_service *s, const al_store_run *run, al_error *err) {
     json_t *inputs = al_json_text(run->inputs);
+    /* a sandbox's run stages its working directory, not its thread's
+     * documents (run_job.c): none are pinned or shown */
+    if (json_is_string(json_object_get(inputs, "sandbox"))) {
+        json_decref(inputs);
+        return json_array();
+    }
     bool cut = false;
     /* one row a path, in staging order: what staging will leave there */
     json_t *rows = al_artifacts_select(s, run->workspace_id, run->thread_id[0] ? run->thread_id : NULL,

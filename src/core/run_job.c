@@ -12,6 +12,7 @@
 
 #include "../image/image.h"
 #include "run_job.h"
+#include "sandbox_run.h"
 #include "service_int.h"
 #include "skills.h"
 
@@ -52,6 +53,12 @@ static int stage_inputs(al_service *s, const al_store_run *run, const char *dir,
             }
         closedir(d);
     }
+    /* a sandbox's run has its working directory instead: its thread's
+     * artifacts (what earlier commands left in /out) are its out/, not
+     * documents to stage (they would come back into its home) */
+    char sb[32];
+    if (al_sandbox_run_of(run, sb, sizeof sb))
+        return 0;
     json_t *arts = run->inputs ? json_loads(run->inputs, 0, NULL) : NULL;
     /* what of the thread cannot be staged is listed, and the run starts; a
      * run whose documents were pinned at request time (its approval card
@@ -101,6 +108,26 @@ static int args_and_skill(al_service *s, const al_store_run *run, al_job *j, al_
     return r == -E2BIG ? al_err(err, "stage", E2BIG, "more than %d arguments", AL_JOB_ARGS_MAX) : r;
 }
 
+/* A sandbox's run: its home staged as /work, and /work collected into
+ * DIR/work (made here, empty), which the end of the run swaps in
+ * (sandbox_run.c). */
+static int sandbox_dirs(al_service *s, const al_store_run *run, const char *dir, al_job *j, al_error *err) {
+    char id[32], home[PATH_MAX], work[PATH_MAX + 64];
+    if (!al_sandbox_run_of(run, id, sizeof id))
+        return 0;
+    if (al_sandbox_run_dir(s, id, "home", home, sizeof home) < 0)
+        return al_err(err, "stage", ENAMETOOLONG, "the state directory's path is too long");
+    struct stat st;
+    if (stat(home, &st) < 0 || !S_ISDIR(st.st_mode))
+        return al_err(err, "stage", ENOENT, "sandbox %s is gone (killed or ended)", id);
+    snprintf(work, sizeof work, "%s/work", dir);
+    if (mkdir(work, 0700) < 0 && errno != EEXIST)
+        return al_err(err, "stage", errno, "mkdir %s: %m", work);
+    if (al_job_set(&j->work_in, home) < 0 || al_job_set(&j->work_out, work) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
 int al_run_job_build(al_service *s, const al_store_run *run, const char *dir, al_job *ret, json_t **ret_docs_skipped,
                      al_error *err) {
     al_job_init(ret);
@@ -128,6 +155,8 @@ int al_run_job_build(al_service *s, const al_store_run *run, const char *dir, al
         al_job_set(&ret->network, run->network) < 0)
         return -ENOMEM;
     if ((r = args_and_skill(s, run, ret, err)) < 0)
+        return r;
+    if ((r = sandbox_dirs(s, run, dir, ret, err)) < 0)
         return r;
     snprintf(stdin_path, sizeof stdin_path, "%s/stdin", dir);
     if (access(stdin_path, F_OK) == 0 && al_job_set(&ret->stdin_path, stdin_path) < 0)

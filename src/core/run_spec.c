@@ -22,6 +22,16 @@ const char *const al_run_limit_names[_AL_LIMIT_MAX] = { "timeout_s", "memory_mb"
 /* what the box's /work holds besides the request's files */
 static const char *const reserved_names[] = { "main.py", "main.js", "main.sh", "documents" };
 
+bool al_valid_sandbox_id(const char *t) {
+    size_t n = t ? strlen(t) : 0;
+    if (n == 0 || n > 31)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((t[i] >= 'a' && t[i] <= 'z') || (t[i] >= '0' && t[i] <= '9') || t[i] == '_'))
+            return false;
+    return true;
+}
+
 bool al_valid_thread_id(const char *t) {
     size_t n = strlen(t);
     if (n == 0 || n > 64)
@@ -108,6 +118,7 @@ void al_run_spec_free(al_run_spec *sp) {
         text_free(&sp->artifacts[i]);
     free(sp->artifacts);
     text_free(&sp->thread_id);
+    text_free(&sp->sandbox);
     text_free(&sp->image);
     text_free(&sp->network);
     text_free(&sp->description);
@@ -295,6 +306,8 @@ al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, 
                (unsigned long long)b->code_max);
     if (sp->thread_id.s && (!c_text(&sp->thread_id) || !al_valid_thread_id(sp->thread_id.s)))
         REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_THREAD_ID);
+    if (sp->sandbox.s && (!c_text(&sp->sandbox) || !al_valid_sandbox_id(sp->sandbox.s)))
+        REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_SANDBOX);
     /* the policy's syntax now, so that a bad one is refused before the
      * rest; whether the workspace allows it is the core's to ask */
     if (sp->network.s) {
@@ -466,6 +479,10 @@ int al_run_staged_of_spec(const al_run_spec *sp, al_run_staged *ret) {
  *   opt(u64(size) text(sha256))    stdin as staged
  *   u64(n) [text(id) text(path) u64(version) u64(size) text(sha256)]...
  *                                  the thread's documents, in staging order
+ *   0x01 text(sandbox)             for an E2B sandbox's run only (nothing at
+ *                                  all for any other: their hashes stay as
+ *                                  they were; the documents' count before
+ *                                  keeps the form readable one way)
  *
  * sha256 values are written as their 64 hex digits. The hash is the
  * sha256 of these bytes, as 64 lower-case hex digits.
@@ -574,6 +591,10 @@ void al_run_spec_hash(const al_run_spec *sp, const al_run_staged *st, char out[6
         put_u64(&c, st->docs[i].size);
         put_str(&c, st->docs[i].sha256);
     }
+    if (sp->sandbox.s) {
+        put_flag(&c, true);
+        put_text(&c, &sp->sandbox);
+    }
     al_sha256_finish_hex(&c, out);
 }
 
@@ -619,6 +640,8 @@ int al_run_spec_record(const al_run_spec *sp, const char *via, json_t *documents
         ok = json_object_set_new(inputs, "via", json_string(via ? via : "rest")) == 0;
     if (ok && documents)
         ok = json_object_set(inputs, "documents", documents) == 0;
+    if (ok && sp->sandbox.s)
+        ok = json_object_set_new(inputs, "sandbox", text_json(&sp->sandbox)) == 0;
     if (ok) {
         rec->limits = json_dumps(limits, JSON_COMPACT);
         rec->inputs = json_dumps(inputs, JSON_COMPACT);
@@ -691,7 +714,9 @@ int al_run_spec_of_record(const al_store_run *rec, al_run_spec *ret) {
                    (rec->thread_id[0] && set_str(&sp.thread_id, rec->thread_id) < 0)))
         r = -ENOMEM;
     json_t *args = json_object_get(ins, "args"), *arts = json_object_get(ins, "artifacts");
-    json_t *skill = json_object_get(ins, "skill");
+    json_t *skill = json_object_get(ins, "skill"), *sandbox = json_object_get(ins, "sandbox");
+    if (r == 0 && json_is_string(sandbox) && set_str(&sp.sandbox, json_string_value(sandbox)) < 0)
+        r = -ENOMEM;
     if (r == 0 && json_is_array(args)) {
         sp.has_args = true;
         r = strings_of(args, &sp, add_arg_str);

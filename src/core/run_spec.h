@@ -123,6 +123,9 @@ typedef struct al_run_spec {
     al_run_text description;
     al_run_limit_req limit[_AL_LIMIT_MAX];
     al_run_skill *skill;           /* owned; NULL unless a skill's run */
+    al_run_text sandbox;           /* an E2B sandbox's id: the run works in its working
+                                    * directory (staged as /work, collected back after);
+                                    * set by the E2B surface alone, never read from a body */
     /* filled by al_run_spec_check */
     al_run_lang lang;
     al_net_policy *net;            /* the network asked for, parsed (owned); NULL without one */
@@ -242,6 +245,7 @@ int64_t al_run_spec_input_bytes(const al_run_spec *sp);
     "network must be a policy string (offline, packages, internet, hosts:a.example,b.example, "                      \
     "hosts+packages:a.example)"
 #define AL_RUN_RULE_DESCRIPTION "description must be a string of at most 4096 bytes, without NUL"
+#define AL_RUN_RULE_SANDBOX "sandbox must be a sandbox id (1-31 characters of a-z 0-9 _)"
 #define AL_RUN_RULE_ARTIFACTS "artifacts must be an array of at most 100 artifact ids"
 /* with the file's index */
 #define AL_RUN_RULE_FILE_NAME                                                                                         \
@@ -257,6 +261,9 @@ al_status al_run_refuse(char *msg, size_t msglen, const char **code, al_status s
 
 /* 1-64 characters of A-Z a-z 0-9 . _ -, not . or .. */
 bool al_valid_thread_id(const char *t);
+/* 1-31 characters of a-z 0-9 _ (an E2B sandbox's id, "sbx_..."): safe as a
+ * directory's name under the state directory */
+bool al_valid_sandbox_id(const char *t);
 /* A name of a file in /work: not empty, at most 255 bytes, no / and no
  * NUL, not . or .. (LEN is its length in bytes, NULs included). */
 bool al_run_valid_file_name(const char *n, size_t len);

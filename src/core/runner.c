@@ -17,6 +17,8 @@
 #include "run_end.h"
 #include "run_output.h"
 #include "runner.h"
+#include "sandbox_run.h"
+#include "sandbox_run.h"
 #include "service.h"
 #include "service_int.h"
 #include "skills.h"
@@ -181,6 +183,12 @@ static int end_run(al_service *s, active_run *a, const al_store_run *run, al_run
     snprintf(fin.id, sizeof fin.id, "%s", run_id);
     snprintf(fin.error_code, sizeof fin.error_code, "%s", err_code ? err_code : "");
     snprintf(fin.finished_at, sizeof fin.finished_at, "%s", now);
+    /* a sandbox's run: what its box left in /work and /out becomes the
+     * sandbox's, before anyone is told it ended (the next command, or
+     * files.read after wait(), finds it) */
+    if (result && al_sandbox_run_flow_back(s, run, dir, result, &err) < 0)
+        al_service_log(s, AL_LOG_WARN, "sandbox.flow_back_failed",
+                       json_pack("{s:s, s:s}", "run_id", run_id, "error", err.msg));
     /* test builds: a service killed between the run's tool.call and its end */
     al_test_pause("AIRLOCK_TEST_FINISH_PAUSE_MS");
     int written = al_store_run_finish(s->store, &fin, &err);

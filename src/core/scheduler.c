@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "runner.h"
+#include "sandbox.h"
 #include "service.h"
 #include "service_int.h"
 #include "../store/nodes.h"
@@ -110,6 +111,8 @@ void *al_service_scheduler_main(void *p) {
             next_expiry = now_ms + 1000;
             pthread_mutex_unlock(&s->mu);
             al_service_expire_approvals(s);
+            /* E2B sandboxes past their end (one node a second: the store's claim) */
+            al_sandbox_sweep(s);
             pthread_mutex_lock(&s->mu);
         }
         /* dead nodes, and cancels asked of this node's runs elsewhere */

@@ -118,6 +118,9 @@ json_t *al_box_result_json(const al_box_result *r, const al_runtime *rt) {
     json_object_set_new(box, "driver", json_string(r->driver[0] ? r->driver : "native"));
     if (r->forked)
         json_object_set_new(box, "forked", json_true());
+    /* a sandbox's run: its /work came back whole (the core swaps it in) */
+    if (r->work_collected)
+        json_object_set_new(box, "work_collected", json_true());
     if (r->driver[0]) {
         json_object_set_new(box, "engine_runtime", json_string(r->engine_runtime));
         json_object_set_new(box, "engine_image", json_string(r->engine_image));

@@ -77,6 +77,13 @@ static int docker_probe(al_error *err) {
 }
 
 static int docker_start(const char *self_exe, const al_job *job, al_driver_run *ret, al_error *err) {
+    /* a sandbox's working directory is staged and collected by the native
+     * box alone: a container would lose what the command wrote (refused,
+     * never run without it) */
+    if (job->work_in || job->work_out)
+        return al_err(err, "provisioning", EOPNOTSUPP,
+                      "E2B sandbox commands run on the native driver only: the docker driver does not carry a "
+                      "sandbox's working directory yet");
     /* the run's job, to run in a container: a shallow copy, which owns
      * nothing of its own */
     al_job j = *job;

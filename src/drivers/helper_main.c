@@ -83,6 +83,8 @@ typedef struct job {
     const char *code;
     al_box_limits lim;
     int out_fd, in_fd;
+    int work_fd;                  /* a sandbox's run: where /work is collected to; -1 none */
+    char work_script[32];         /* its script's name in /work: hidden, beside the tree */
     al_image_runtime ir;
     al_runtime_ro ro;
     const al_runtime *runtime;
@@ -97,9 +99,11 @@ static void job_free(job *j) {
         close(j->out_fd);
     if (j->in_fd >= 0)
         close(j->in_fd);
+    if (j->work_fd >= 0)
+        close(j->work_fd);
     free(j->net);
     al_job_free(&j->doc);
-    j->out_fd = j->in_fd = -1;
+    j->out_fd = j->in_fd = j->work_fd = -1;
     j->net = NULL;
 }
 
@@ -143,7 +147,7 @@ static int read_job(line_reader *lr, al_job *ret, al_error *err) {
  * code to run (NULL: the job's); OUT_NEEDED: the job must name its
  * out_dir. 0, or the failed step and why. */
 static int job_parse(al_job *doc, job *j, const char *code, bool out_needed, const char **step, const char **why) {
-    *j = (job){ .doc = *doc, .out_fd = -1, .in_fd = -1, .runtime = &al_runtime_host };
+    *j = (job){ .doc = *doc, .out_fd = -1, .in_fd = -1, .work_fd = -1, .runtime = &al_runtime_host };
     al_job_init(doc);
     const al_job *d = &j->doc;
     j->lang = d->lang;
@@ -172,9 +176,20 @@ static int job_parse(al_job *doc, job *j, const char *code, bool out_needed, con
         al_runtime_ro_init(&j->ro, j->runtime, j->skill_dir, "skill");
         j->runtime = &j->ro.rt;
     }
+    /* a sandbox's working directory: its script under a name of the box's
+     * own (main.py is a name a user gives a file), not collected back */
+    const char *script_name = j->lang->default_file;
+    if (d->work_in && d->work_out) {
+        if ((j->work_fd = open(d->work_out, O_DIRECTORY | O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+            *why = "cannot open work_out";
+            return -errno;
+        }
+        snprintf(j->work_script, sizeof j->work_script, ".airlock-%s", j->lang->default_file);
+        script_name = j->work_script;
+    }
     /* the script's arguments and standard input, when the run has them */
     j->box_argv[0] = (char *)j->lang->interpreter;
-    j->box_argv[1] = (char *)(j->skill_dir && j->script ? j->script : j->lang->default_file);
+    j->box_argv[1] = (char *)(j->skill_dir && j->script ? j->script : script_name);
     for (size_t k = 0; k < d->n_args; k++)
         j->box_argv[2 + k] = d->args[k];
     j->box_argv[2 + d->n_args] = NULL;
@@ -188,7 +203,7 @@ static int job_parse(al_job *doc, job *j, const char *code, bool out_needed, con
         *why = j->net ? nerr.msg : "out of memory";
         return -EINVAL;
     }
-    j->sf = (al_box_file){ j->lang->default_file, j->code, strlen(j->code), 0644 };
+    j->sf = (al_box_file){ script_name, j->code, strlen(j->code), 0644 };
     return 0;
 }
 
@@ -204,6 +219,9 @@ static void job_config(job *j, int cancel, al_box_config *cfg) {
         .n_inputs = j->doc.n_inputs,
         .stdin_fd = j->in_fd,
         .out_dirfd = j->out_fd,
+        .work_in = j->work_fd >= 0 ? j->doc.work_in : NULL,
+        .collect_work = j->work_fd >= 0,
+        .work_dirfd = j->work_fd,
         .limits = j->lim,
         .on_output = on_output,
         .on_started = on_started,
@@ -256,7 +274,7 @@ static int warm_handoff(void *ud, al_box_config *run, al_error *err) {
     /* the box was made for one shape of run: any other is not this box's */
     if (j->lang != s->lang || !j->img_digest != !s->img_digest ||
         (j->img_digest && strcmp(j->img_digest, s->img_digest) != 0) ||
-        memcmp(&j->lim, &s->lim, sizeof j->lim) != 0 || j->skill_dir || al_box_net_listen_port(j->net) ||
+        memcmp(&j->lim, &s->lim, sizeof j->lim) != 0 || j->skill_dir || al_box_net_listen_port(j->net) || j->work_fd >= 0 ||
         j->doc.driver != AL_JOB_NATIVE || (j->in_fd >= 0 && strcmp(j->lang->name, "python") != 0))
         return al_err(err, "warm", EINVAL, "the run is not of the shape this warm box was made for");
     job_config(&w->run, w->cancel, run);
@@ -443,7 +461,7 @@ static const char *config_of(helper *h, al_box_config *cfg) {
     h->bf = (al_box_fork){ .fd = h->fork_fd };
     if (!h->warm && !h->zygote)
         return NULL;
-    if (cfg->listen_port || j->skill_dir || j->doc.n_inputs || j->in_fd >= 0)
+    if (cfg->listen_port || j->skill_dir || j->doc.n_inputs || j->in_fd >= 0 || j->work_fd >= 0)
         return "a warm box is offline and holds no input until its run";
     if (j->doc.driver != AL_JOB_NATIVE)
         return "a warm box is the native driver's";
@@ -608,11 +626,11 @@ int al_driver_helper_main(void) {
         return fail("job", "out of memory");
     /* (large: its environment and a zygote's config) */
     static helper h;
-    h = (helper){ .lr = { .buf = buf }, .j = { .out_fd = -1, .in_fd = -1 }, .fork_fd = -1, .zygote_fd = -1,
+    h = (helper){ .lr = { .buf = buf }, .j = { .out_fd = -1, .in_fd = -1, .work_fd = -1 }, .fork_fd = -1, .zygote_fd = -1,
                   .sig_fd = -1, .cancel = -1 };
     al_job_init(&h.j.doc);
     al_job_init(&h.wc.run_doc);
-    h.wc.run = (job){ .out_fd = -1, .in_fd = -1 };
+    h.wc.run = (job){ .out_fd = -1, .in_fd = -1, .work_fd = -1 };
     al_job_init(&h.wc.run.doc);
     int r = helper_run(&h);
     helper_free(&h);

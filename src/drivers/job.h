@@ -68,6 +68,10 @@ typedef struct al_job {
     char *stdin_path;
     char *network;                /* the policy, as `airlock run --net` takes it; NULL: offline */
     char *skill_dir, *script;     /* a skill's bundle (bound at /skill) and the path of its entrypoint in the box */
+    /* a working directory that outlives the run (an E2B sandbox's home):
+     * WORK_IN's entries staged as /work's own, and /work collected into
+     * WORK_OUT after the run (both, or neither); such a run is always cold */
+    char *work_in, *work_out;
     /* a warm box (made now, its run later), a zygote (warm boxes of its
      * shape are forked from it, on requests at fd ZYGOTE_FD), or a run
      * whose box a zygote forks now (at fd FORK_FD); PRELOAD: the modules a

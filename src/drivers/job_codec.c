@@ -35,6 +35,8 @@ void al_job_free(al_job *job) {
     free(job->network);
     free(job->skill_dir);
     free(job->script);
+    free(job->work_in);
+    free(job->work_out);
     free(job->preload);
     free(job->docker_socket);
     free(job->docker_runtime);
@@ -76,7 +78,7 @@ int al_job_copy(const al_job *job, al_job *ret) {
     al_job c = *job;
     /* none of JOB's storage: each pointer is copied below */
     c.code = c.out_dir = c.image_dir = c.image_digest = c.stdin_path = c.network = NULL;
-    c.skill_dir = c.script = c.preload = c.docker_socket = c.docker_runtime = NULL;
+    c.skill_dir = c.script = c.preload = c.docker_socket = c.docker_runtime = c.work_in = c.work_out = NULL;
     c.inputs = c.args = NULL;
     c.n_inputs = c.n_args = 0;
     int r = 0;
@@ -85,6 +87,7 @@ int al_job_copy(const al_job *job, al_job *ret) {
         { &c.image_digest, job->image_digest }, { &c.stdin_path, job->stdin_path }, { &c.network, job->network },
         { &c.skill_dir, job->skill_dir }, { &c.script, job->script },     { &c.preload, job->preload },
         { &c.docker_socket, job->docker_socket }, { &c.docker_runtime, job->docker_runtime },
+        { &c.work_in, job->work_in },     { &c.work_out, job->work_out },
     };
     for (size_t i = 0; i < ELEMENTSOF(s) && r == 0; i++)
         r = al_job_set(s[i].dst, s[i].src);
@@ -149,6 +152,8 @@ static json_t *job_json(const al_job *j) {
     set_str(o, "network", j->network);
     set_str(o, "skill_dir", j->skill_dir);
     set_str(o, "script", j->script);
+    set_str(o, "work_in", j->work_in);
+    set_str(o, "work_out", j->work_out);
     if (j->warm)
         json_object_set_new(o, "warm", json_true());
     if (j->zygote)
@@ -317,7 +322,7 @@ static int decode_obj(json_t *o, al_job *j, al_error *err) {
     static const char *const keys[] = {
         "language", "code", "inputs", "out_dir", "limits", "image_dir", "image_digest", "args", "stdin_path",
         "network", "skill_dir", "script", "warm", "zygote", "fork_fd", "zygote_fd", "preload", "driver",
-        "docker_socket", "docker_runtime", "docker_box", "docker_uids", "docker_keep",
+        "docker_socket", "docker_runtime", "docker_box", "docker_uids", "docker_keep", "work_in", "work_out",
     };
     int r = keys_only(o, "the job", keys, ELEMENTSOF(keys), err);
     json_t *lang = json_object_get(o, "language"), *drv = json_object_get(o, "driver"), *v;
@@ -335,6 +340,7 @@ static int decode_obj(json_t *o, al_job *j, al_error *err) {
         { "image_digest", &j->image_digest }, { "stdin_path", &j->stdin_path }, { "network", &j->network },
         { "skill_dir", &j->skill_dir }, { "script", &j->script },         { "preload", &j->preload },
         { "docker_socket", &j->docker_socket }, { "docker_runtime", &j->docker_runtime },
+        { "work_in", &j->work_in },     { "work_out", &j->work_out },
     };
     for (size_t i = 0; i < ELEMENTSOF(s) && r == 0; i++)
         r = get_str(o, s[i].k, s[i].dst, err);
@@ -366,6 +372,10 @@ static int decode_obj(json_t *o, al_job *j, al_error *err) {
         if ((r = keys_only(v, "docker_uids", uk, ELEMENTSOF(uk), err)) == 0)
             r = uids_of(v, "docker_uids", &j->docker_uids, err);
     }
+    /* a working directory flows in and back, or not at all: one without
+     * the other would lose what the run wrote, or what it was given */
+    if (r == 0 && !j->work_in != !j->work_out)
+        r = BAD("work_in and work_out go together");
     return r;
 }
 

@@ -576,7 +576,10 @@ static bool names_a_preload(const char *code, const char *preload) {
 static bool shape_of(const al_job *job, const char *preload, const char **lang, bool *preloads, const char **dir,
                      const char **digest, al_box_limits *l) {
     const al_lang *al = job->lang;
+    /* a sandbox's run (its working directory staged and collected) is
+     * always cold: a warm box's /work is made before its run is known */
     if (!al || !al_lang_warm_start(al) || (job->network && strcmp(job->network, "offline") != 0) || job->skill_dir ||
+        job->work_in ||
         job->driver != AL_JOB_NATIVE || (strcmp(al->name, "python") != 0 && job->stdin_path))
         return false;
     *lang = al->name;

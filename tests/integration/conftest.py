@@ -167,6 +167,7 @@ MODULES = {
     "test_daytona_double.py": ("asan",),                     # @daytonaio/sdk against the Daytona test double
     "test_docker.py": ("asan", "serial"),                    # the test dockerd
     "test_docker_pool.py": ("asan", "serial"),               # the test dockerd
+    "test_e2b_control.py": ("asan", "postgresql"),           # the E2B SDK: control plane, files
     "test_fuzz_findings.py": ("asan",),
     "test_governance_approvals.py": ("asan", "postgresql"),
     "test_governance_audit.py": ("asan", "postgresql"),
@@ -178,6 +179,7 @@ MODULES = {
     "test_image_bookworm.py": ("release", "serial"),         # a debootstrap build
     "test_image_default.py": ("release", "serial"),          # a debootstrap build
     "test_mcp.py": ("asan",),
+    "test_e2b_commands.py": ("asan", "postgresql"),          # the E2B SDKs: commands, runCode
     "test_network.py": ("asan", "serial"),                   # alt-web (its boxes: the ASan build always)
     "test_network_service.py": ("asan", "docker", "serial"),  # alt-web
     "test_nodes.py": ("postgresql", "serial"),

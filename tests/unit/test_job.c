@@ -28,6 +28,7 @@ int main(void) {
     CHECK(al_job_set(&j.image_dir, "/i") == 0 && al_job_set(&j.image_digest, "ab") == 0);
     CHECK(al_job_set(&j.stdin_path, "/s") == 0 && al_job_set(&j.network, "allow:pypi.org") == 0);
     CHECK(al_job_set(&j.preload, "numpy") == 0 && al_job_set(&j.docker_socket, "/d.sock") == 0);
+    CHECK(al_job_set(&j.work_in, "/sb/home") == 0 && al_job_set(&j.work_out, "/r/work") == 0);
     j.limits.wall_ms = 7000;
     j.limits.memory_bytes = 1 << 28;
     j.limits.tmpfs_bytes = 12345;
@@ -51,6 +52,7 @@ int main(void) {
     CHECK(memcmp(&d.limits, &j.limits, sizeof d.limits) == 0);
     CHECK(d.warm && !d.zygote && d.fork_fd == 3 && d.zygote_fd == -1 && strcmp(d.preload, "numpy") == 0);
     CHECK(d.driver == AL_JOB_DOCKER && strcmp(d.docker_socket, "/d.sock") == 0 && !d.docker_runtime);
+    CHECK(strcmp(d.work_in, "/sb/home") == 0 && strcmp(d.work_out, "/r/work") == 0);
     CHECK(d.docker_box.set && strcmp(d.docker_box.image_id, "sha256:1") == 0 && d.docker_box.hold_until_s == 99 &&
           d.docker_box.uids.uid == 101 && d.docker_box.uids.lock_fds[1] == 4);
     CHECK(d.docker_uids.set && d.docker_uids.holder == 5 && d.docker_uids.lock_fds[0] == 4 && !d.docker_keep.set);
@@ -85,6 +87,9 @@ int main(void) {
     CHECK(!decodes("{\"docker_keep\":{\"id\":\"x\",\"holder\":1,\"uid\":2,\"lock_fds\":[3,4],\"image_id\":\"y\"}}"));
     CHECK(!decodes("{\"code\":\"a\",\"code\":\"b\"}"));
     CHECK(!decodes("[]") && !decodes("") && !decodes("{"));
+    /* a working directory that would flow in and not back, or back and not in */
+    CHECK(!decodes("{\"work_in\":\"/a\"}") && !decodes("{\"work_out\":\"/a\"}"));
+    CHECK(decodes("{\"work_in\":\"/a\",\"work_out\":\"/b\"}"));
     /* the cap on arguments */
     al_job many;
     al_job_init(&many);

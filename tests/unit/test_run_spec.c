@@ -611,6 +611,44 @@ static void test_record_round_trip(void) {
     CHECK(al_run_spec_of_record(&bad, &back) == -EBADMSG);
 }
 
+/* An E2B sandbox's run: its id is checked, bound by the hash (a run
+ * approved for one sandbox's directory is not another's), kept by the
+ * record; a run without one hashes as before the field existed. */
+static void test_sandbox(void) {
+    al_run_spec sp, back;
+    char before[65], h[65], h2[65];
+    CHECK(accepted(check_text("{\"language\": \"bash\", \"code\": \"ls\"}", &sp)));
+    al_run_spec_resolve(&sp, "host", "offline");
+    al_run_spec_hash(&sp, NULL, before);
+    al_run_text_set(&sp.sandbox, "sbx_abc", 7);
+    al_run_spec_hash(&sp, NULL, h);
+    CHECK(strcmp(before, h) != 0);
+    al_run_text_set(&sp.sandbox, "sbx_abd", 7);
+    al_run_spec_hash(&sp, NULL, h2);
+    CHECK(strcmp(h, h2) != 0);
+    al_store_run rec = { 0 };
+    CHECK(al_run_spec_record(&sp, "e2b", NULL, &rec) == 0 && strstr(rec.inputs, "\"sandbox\":\"sbx_abd\""));
+    CHECK(al_run_spec_of_record(&rec, &back) == 0 && back.sandbox.s && strcmp(back.sandbox.s, "sbx_abd") == 0);
+    al_run_spec_hash(&back, NULL, h);
+    CHECK(strcmp(h, h2) == 0);
+    al_run_spec_free(&back);
+    al_run_spec_record_done(&rec);
+    al_run_spec_free(&sp);
+    /* the id names a directory: nothing that could climb out of it */
+    static const char *const bad[] = { "", "../x", "a/b", "SBX", "sbx_0123456789012345678901234567", "a.b" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(!al_valid_sandbox_id(bad[i]));
+    CHECK(al_valid_sandbox_id("sbx_0123456789abcdefghij"));
+    char msg[256];
+    const char *code;
+    al_run_spec t = { 0 };
+    al_run_text_set(&t.language, "bash", 4);
+    al_run_text_set(&t.code, "ls", 2);
+    al_run_text_set(&t.sandbox, "../x", 4);
+    CHECK(al_run_spec_check(&t, &bounds, msg, sizeof msg, &code) == AL_STATUS_INVALID && strstr(msg, "sandbox"));
+    al_run_spec_free(&t);
+}
+
 /* ------------------------------------------------------------ run states */
 
 static void test_states(void) {
@@ -677,6 +715,7 @@ int main(void) {
     test_hash_changes();
     test_hash_no_collision();
     test_record_round_trip();
+    test_sandbox();
     test_states();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

@@ -1,0 +1,151 @@
+/*
+ * E2B-compatible sandboxes (issue 35; sandbox.c, sandbox_fs.c). A sandbox
+ * is a workspace of the tenant, not a process: an id, an access token
+ * (shown once, kept hashed), an end time, and a host directory
+ * STATE/sandboxes/ID/{home,out} that each command's run stages as /work
+ * and collects back. Nothing runs at create.
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../store/store.h"
+
+typedef struct al_service al_service;
+
+typedef enum al_sandbox_state { AL_SANDBOX_RUNNING, AL_SANDBOX_PAUSED, _AL_SANDBOX_STATE_MAX } al_sandbox_state;
+typedef enum al_sandbox_root { AL_SANDBOX_HOME, AL_SANDBOX_OUT } al_sandbox_root;
+typedef struct al_sandbox {
+    char id[32];
+    al_principal owner;          /* who created it; the sandbox plane acts as this principal */
+    char key_id[40];             /* the key that created it: revoked, the sandbox plane refuses */
+    char template_id[64];
+    char image[160];             /* what its runs get as "image" ("" = the workspace default) */
+    char network[512];           /* the airlock network policy its runs get (never wider than the workspace allows) */
+    json_t *metadata, *env_vars; /* objects of strings (owned) */
+    char started_at[40], end_at[40];
+    al_sandbox_state state;
+    char thread_id[72];          /* "e2b-<id>" */
+} al_sandbox;
+
+/* The sandbox plane: sandbox ID whose access token is TOKEN, not ended, its creator's key still valid.
+ * 0; -ENOENT none/ended/killed; -EACCES token wrong (al_error says which). */
+int al_sandbox_admit(al_service *s, const char *id, const char *token, al_sandbox *out, al_error *err);
+/* E2B path PATH (absolute or relative) onto ROOT and REL ("" for the root itself, else a clean relative path:
+ * no "..", no empty or "." segment, at most 15 deep, each segment passing the /out name rules). -EINVAL, said. */
+int al_sandbox_path(const char *path, al_sandbox_root *root, char *rel, size_t n, al_error *err);
+/* Host directory of ROOT of sandbox ID (STATE/sandboxes/ID/home or /out): into BUF. */
+int al_sandbox_dir(al_service *s, const char *id, al_sandbox_root root, char *buf, size_t n);
+void al_sandbox_clear(al_sandbox *sb);
+
+/* ------------------------------------------------------------ the control plane */
+
+/* Sandbox ID's access token (64 hex digits) into TOKEN: an HMAC of its id
+ * under the service's secret (STATE/sandbox-token.key, made once), so that
+ * Sandbox.connect can hand it out again while the store keeps only its
+ * hash (a copy of the database alone admits no one). */
+int al_sandbox_token(al_service *s, const char *id, char token[72], al_error *err);
+
+/* Bounds: E2B's own are wider; these keep what one tenant holds small. */
+#define AL_SANDBOX_TIMEOUT_DEFAULT_S 300
+#define AL_SANDBOX_TIMEOUT_MAX_S 86400          /* a day, E2B Pro's longest */
+#define AL_SANDBOX_LIVE_MAX 100                 /* live sandboxes, one workspace */
+#define AL_SANDBOX_META_MAX 32                  /* metadata entries, and env vars */
+#define AL_SANDBOX_META_KEY_MAX 128
+#define AL_SANDBOX_META_VALUE_MAX 1024
+#define AL_SANDBOX_BYTES_MAX (64ULL << 20)      /* home/ and out/ together: the box's /work tmpfs */
+#define AL_SANDBOX_ENTRIES_MAX 4096             /* files and directories, home/ and out/ together */
+
+/* What Sandbox.create asks for (the API reads the body into it). */
+typedef struct al_sandbox_spec {
+    const char *template_id;     /* NULL: "base" */
+    int64_t timeout_s;           /* < 0: the default */
+    json_t *metadata, *env_vars; /* borrowed objects; NULL: none */
+    int allow_internet;          /* -1 unset, 0 false (offline), 1 true */
+    json_t *allow_out, *deny_out;/* borrowed arrays of host names; NULL: none */
+} al_sandbox_spec;
+
+/* Create a sandbox for P (whose API key is KEY) as SP says: 0 with OUT and
+ * its access token in TOKEN (shown once); -ENOENT template not found,
+ * -EINVAL a bad field, -EPERM wider than the workspace allows, -EDQUOT the
+ * workspace holds its most live sandboxes; ERR says which. */
+int al_sandbox_create(al_service *s, const al_principal *p, const char *key, const al_sandbox_spec *sp,
+                      al_sandbox *out, char token[72], al_error *err);
+/* P's sandbox ID (of P's workspace): 0, -ENOENT. */
+int al_sandbox_get(al_service *s, const al_principal *p, const char *id, al_sandbox *out, al_error *err);
+
+/* A page of P's workspace's sandboxes, the newest first. */
+typedef struct al_sandbox_list {
+    al_sandbox *v;
+    size_t n;
+    char next[24];               /* the next page's token, "" for the last page */
+} al_sandbox_list;
+/* Those whose metadata holds every key and value of FILTER (NULL: any), in
+ * a state of STATES (a bit per al_sandbox_state; 0: any), after the page
+ * token AFTER ("" or NULL: from the newest), at most LIMIT. -EINVAL a
+ * malformed token. */
+int al_sandbox_list_page(al_service *s, const al_principal *p, json_t *filter, unsigned states, const char *after,
+                         size_t limit, al_sandbox_list *ret, al_error *err);
+void al_sandbox_list_free(al_sandbox_list *l);
+
+/* Its end: now + TIMEOUT_S (bounded). 0, -ENOENT, -EINVAL. */
+int al_sandbox_set_timeout(al_service *s, const al_principal *p, const char *id, int64_t timeout_s, al_error *err);
+/* Connect: a paused sandbox resumes; TIMEOUT_S >= 0 moves its end to now +
+ * TIMEOUT_S when that is later. OUT as after. 0, -ENOENT (ended too). */
+int al_sandbox_connect(al_service *s, const al_principal *p, const char *id, int64_t timeout_s, al_sandbox *out,
+                       al_error *err);
+/* Pause (files kept, nothing reaped while paused) or resume. 0, -ENOENT,
+ * -EALREADY when it is in that state already. */
+int al_sandbox_pause(al_service *s, const al_principal *p, const char *id, bool pause, al_error *err);
+/* Kill: the row and the directory go. 0, -ENOENT. */
+int al_sandbox_kill(al_service *s, const al_principal *p, const char *id, al_error *err);
+/* The reaper: kill the running sandboxes past their end (one node at a
+ * time: the store's sweep claim). How many, or -errno. */
+int al_sandbox_sweep(al_service *s);
+
+/* "running", "paused" */
+const char *al_sandbox_state_name(al_sandbox_state st);
+
+/* ------------------------------------------------------------ files (sandbox_fs.c) */
+
+/* One entry beneath a root, as lstat saw it (no link is followed). */
+typedef struct al_sandbox_entry {
+    char rel[1024];              /* relative to its root */
+    bool dir, link;              /* a directory; a symbolic link (never followed) */
+    uint64_t size;
+    mode_t mode;                 /* the permission bits */
+    int64_t mtime;               /* seconds since the epoch */
+} al_sandbox_entry;
+
+typedef struct al_sandbox_entries {
+    al_sandbox_entry *v;
+    size_t n;
+} al_sandbox_entries;
+void al_sandbox_entries_free(al_sandbox_entries *l);
+
+/* An fd (O_RDONLY) on the regular file REL of ROOT, its size: -ENOENT
+ * none, -EISDIR a directory, -ELOOP a link (never followed). */
+int al_sandbox_fs_open(al_service *s, const al_sandbox *sb, al_sandbox_root root, const char *rel, int *ret_fd,
+                       uint64_t *ret_size, al_error *err);
+/* Write LEN bytes DATA to REL of ROOT (parents made, an existing file
+ * replaced): -EDQUOT past the sandbox's bytes or entries, -EISDIR, -ELOOP. */
+int al_sandbox_fs_write(al_service *s, const al_sandbox *sb, al_sandbox_root root, const char *rel, const void *data,
+                        size_t len, al_error *err);
+/* The entry REL of ROOT ("" the root): -ENOENT. */
+int al_sandbox_fs_stat(al_service *s, const al_sandbox *sb, al_sandbox_root root, const char *rel,
+                       al_sandbox_entry *ret, al_error *err);
+/* The entries beneath directory REL of ROOT, DEPTH levels deep (1: its
+ * own), sorted by path; -ENOENT, -ENOTDIR. */
+int al_sandbox_fs_list(al_service *s, const al_sandbox *sb, al_sandbox_root root, const char *rel, int depth,
+                       al_sandbox_entries *ret, al_error *err);
+/* Make directory REL of ROOT and its parents: -EEXIST when it exists. */
+int al_sandbox_fs_mkdir(al_service *s, const al_sandbox *sb, al_sandbox_root root, const char *rel, al_error *err);
+/* Move FROM to TO (each beneath its root; parents of TO made). */
+int al_sandbox_fs_move(al_service *s, const al_sandbox *sb, al_sandbox_root from_root, const char *from,
+                       al_sandbox_root to_root, const char *to, al_error *err);
+/* Remove REL of ROOT (a directory with all it holds): -ENOENT; a root
+ * itself is emptied, not removed. */
+int al_sandbox_fs_remove(al_service *s, const al_sandbox *sb, al_sandbox_root root, const char *rel, al_error *err);

@@ -1,0 +1,494 @@
+/*
+ * The E2B control plane's operations (sandbox.h): create, get, list, the
+ * end time, connect, pause and resume, kill, and the reaper. Each change a
+ * person makes is audited (via: e2b) in the same unit of work as the row.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../image/image.h"
+#include "../store/runs.h"
+#include "../util/hash.h"
+#include "governance.h"
+#include "sandbox_int.h"
+#include "service.h"
+#include "service_int.h"
+#include "text.h"
+
+/* ------------------------------------------------------------ what create asks */
+
+/* Whether NAME may be a variable a sandbox sets in its commands: a shell
+ * name, not one that makes the loader, the shell or the box's layout do
+ * what the box did not choose. */
+static const char *env_problem(const char *name) {
+    if (!name[0] || !(isalpha((unsigned char)name[0]) || name[0] == '_'))
+        return "is not a variable name ([A-Za-z_][A-Za-z0-9_]*)";
+    for (const char *c = name; *c; c++)
+        if (!(isalnum((unsigned char)*c) || *c == '_'))
+            return "is not a variable name ([A-Za-z_][A-Za-z0-9_]*)";
+    static const char *const denied[] = { "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "IFS", "GCONV_PATH",
+                                          "HOME", "PWD", "OLDPWD", "HOSTALIASES", "LOCALDOMAIN", "RES_OPTIONS" };
+    for (size_t i = 0; i < sizeof denied / sizeof *denied; i++)
+        if (strcmp(name, denied[i]) == 0)
+            return "is one the box sets itself, or one that makes the shell run other code";
+    if (strncmp(name, "LD_", 3) == 0 || strncmp(name, "BASH_FUNC_", 10) == 0 || strncmp(name, "MALLOC_", 7) == 0 ||
+        strncmp(name, "GLIBC_", 6) == 0)
+        return "changes how the loader or libc behave";
+    return NULL;
+}
+
+/* OBJ (NULL: none), FIELD of the request: an object of at most
+ * AL_SANDBOX_META_MAX strings, bounded in size; environment names when ENV. */
+static int strings_check(json_t *obj, const char *field, bool env, al_error *err) {
+    if (!obj || json_is_null(obj))
+        return 0;
+    if (!json_is_object(obj))
+        return al_err(err, field, EINVAL, "%s: want an object of strings", field);
+    if (json_object_size(obj) > AL_SANDBOX_META_MAX)
+        return al_err(err, field, EINVAL, "%s: at most %d entries", field, AL_SANDBOX_META_MAX);
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v) {
+        if (!json_is_string(v))
+            return al_err(err, field, EINVAL, "%s.%s: want a string", field, k);
+        if (strlen(k) > AL_SANDBOX_META_KEY_MAX || !k[0])
+            return al_err(err, field, EINVAL, "%s: a key is empty or longer than %d bytes", field,
+                          AL_SANDBOX_META_KEY_MAX);
+        if (json_string_length(v) > AL_SANDBOX_META_VALUE_MAX || strlen(json_string_value(v)) != json_string_length(v))
+            return al_err(err, field, EINVAL, "%s.%s: longer than %d bytes, or holds a NUL", field, k,
+                          AL_SANDBOX_META_VALUE_MAX);
+        const char *bad = env ? env_problem(k) : NULL;
+        if (bad)
+            return al_err(err, field, EINVAL, "%s: %s %s", field, k, bad);
+    }
+    return 0;
+}
+
+/* TEMPLATE's image into IMAGE: E2B's base and code-interpreter templates
+ * are the workspace's default image; any other is one of this service's
+ * image aliases, else -ENOENT. */
+static int template_image(al_service *s, const char *t, char *image, size_t n, al_error *err) {
+    if (strcmp(t, "base") == 0 || strcmp(t, "code-interpreter-v1") == 0 || strcmp(t, "code-interpreter") == 0) {
+        image[0] = '\0';
+        return 0;
+    }
+    bool word = strlen(t) < 64 && t[0];
+    for (const char *c = t; *c && word; c++)
+        word = isalnum((unsigned char)*c) || strchr("._-", *c);
+    char images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
+    al_error ierr = { 0 };
+    al_service_images_dir(&s->cfg, images, sizeof images);
+    if (!word || al_image_resolve(images, t, idir, sizeof idir, digest, &ierr) < 0)
+        return al_err(err, "template", ENOENT,
+                      "template not found: %.64s (airlock serves \"base\", \"code-interpreter-v1\" and this service's "
+                      "image aliases)", t);
+    snprintf(image, n, "%s", t);
+    return 0;
+}
+
+/* E2B's "all traffic" in denyOut (its ALL_TRAFFIC constant) */
+#define ALL_TRAFFIC "0.0.0.0/0"
+
+/* SP's network as an airlock policy in OUT, within what WS's settings
+ * allow: -EINVAL what airlock cannot express, -EPERM wider than allowed. */
+static int network_of(al_service *s, const char *ws, const al_sandbox_spec *sp, char *out, size_t n, al_error *err) {
+    bool deny_all = false;
+    if (sp->deny_out && !json_is_array(sp->deny_out))
+        return al_err(err, "network", EINVAL, "network.denyOut: want an array of strings");
+    for (size_t i = 0; i < json_array_size(sp->deny_out); i++) {
+        const char *d = json_string_value(json_array_get(sp->deny_out, i));
+        if (!d || strcmp(d, ALL_TRAFFIC) != 0)
+            return al_err(err, "network", EINVAL,
+                          "network.denyOut: airlock cannot deny single destinations (%.64s): its policies allow a list "
+                          "of hosts, all the internet or nothing; deny \"" ALL_TRAFFIC "\" and name what is allowed "
+                          "in allowOut",
+                          d ? d : "a non-string");
+        deny_all = true;
+    }
+    if (sp->allow_out && !json_is_array(sp->allow_out))
+        return al_err(err, "network", EINVAL, "network.allowOut: want an array of host names");
+    size_t o = 0;
+    if (json_array_size(sp->allow_out)) {
+        o = (size_t)snprintf(out, n, "hosts:");
+        for (size_t i = 0; i < json_array_size(sp->allow_out); i++) {
+            const char *h = json_string_value(json_array_get(sp->allow_out, i));
+            if (!h || !h[0] || strpbrk(h, ",/ ") || o + strlen(h) + 2 > n)
+                return al_err(err, "network", EINVAL,
+                              "network.allowOut: want host names (airlock allows hosts by name, not addresses or "
+                              "ranges), at most %zu bytes in all", n - 8);
+            o += (size_t)snprintf(out + o, n - o, "%s%s", i ? "," : "", h);
+        }
+    } else if (sp->allow_internet == 0 || deny_all)
+        snprintf(out, n, "offline");
+    else if (sp->allow_internet == 1)
+        snprintf(out, n, "internet");
+    json_t *doc = al_settings_load(s, ws, err);
+    if (!doc)
+        return err->err ? -err->err : -EIO;
+    al_settings st;
+    int r = al_settings_parse(doc, &st, err);
+    json_decref(doc);
+    if (r < 0)
+        return r;
+    if (!out[0]) /* E2B's default is the internet; airlock's is the workspace's */
+        snprintf(out, n, "%s", st.network ? st.network : "offline");
+    al_net_policy *np = calloc(1, sizeof *np);
+    if (!np)
+        r = -ENOMEM;
+    else if ((r = al_net_policy_parse(out, np, err)) < 0)
+        r = al_err(err, "network", EINVAL, "network: %s", err->msg);
+    else if ((r = al_settings_network_check(st.doc, np, err)) < 0)
+        r = -EPERM;
+    free(np);
+    al_settings_done(&st);
+    return r;
+}
+
+/* ------------------------------------------------------------ create */
+
+static json_t *audit_data(const char *id, json_t *more) {
+    json_t *d = json_pack("{s:s, s:s}", "sandbox_id", id, "via", "e2b");
+    if (more) {
+        json_object_update(d, more);
+        json_decref(more);
+    }
+    return d;
+}
+
+/* Add row B and its audit event KIND (DATA stolen) as one unit of work. */
+static int store_with_audit(al_service *s, const al_principal *p, const al_store_sandbox *b, const char *kind,
+                            json_t *data, al_error *err) {
+    int r = al_store_begin(s->store, err);
+    if (r < 0) {
+        json_decref(data);
+        return r;
+    }
+    if ((r = al_store_sandbox_put(s->store, b, AL_SANDBOX_LIVE_MAX, err)) < 0)
+        json_decref(data);
+    else
+        r = al_workspace_audit(s, p, kind, data, err);
+    if (r < 0) {
+        al_store_rollback(s->store);
+        return r;
+    }
+    return al_store_commit(s->store, err);
+}
+
+static int spec_check(al_service *s, const al_principal *p, const al_sandbox_spec *sp, al_store_sandbox *b,
+                      al_error *err) {
+    const char *t = sp->template_id ? sp->template_id : "base";
+    int r;
+    if ((r = template_image(s, t, b->image, sizeof b->image, err)) < 0)
+        return r;
+    snprintf(b->template_id, sizeof b->template_id, "%s", t);
+    if (sp->timeout_s > AL_SANDBOX_TIMEOUT_MAX_S || sp->timeout_s == 0)
+        return al_err(err, "timeout", EINVAL, "timeout: between 1 and %d seconds", AL_SANDBOX_TIMEOUT_MAX_S);
+    if ((r = strings_check(sp->metadata, "metadata", false, err)) < 0 ||
+        (r = strings_check(sp->env_vars, "envVars", true, err)) < 0)
+        return r;
+    return network_of(s, p->workspace_id, sp, b->network, sizeof b->network, err);
+}
+
+int al_sandbox_create(al_service *s, const al_principal *p, const char *key, const al_sandbox_spec *sp,
+                      al_sandbox *out, char token[72], al_error *err) {
+    memset(out, 0, sizeof *out);
+    token[0] = '\0';
+    al_store_sandbox b = { 0 };
+    int r = spec_check(s, p, sp, &b, err);
+    if (r < 0)
+        return r;
+    if ((r = al_store_key_id_of(s->store, key, b.key_id, err)) <= 0)
+        return r < 0 ? r : al_err(err, "sandbox", EACCES, "the API key is not valid");
+    b.owner = *p;
+    if (al_store_new_id("sbx", b.id, sizeof b.id) < 0)
+        return al_err(err, "sandbox", EIO, "no randomness for an id");
+    if ((r = al_sandbox_token(s, b.id, token, err)) < 0)
+        return r;
+    al_sha256_hex(token, strlen(token), b.token_hash);
+    al_store_now(b.started_at, sizeof b.started_at);
+    al_cluster_time_after((sp->timeout_s > 0 ? sp->timeout_s : AL_SANDBOX_TIMEOUT_DEFAULT_S) * 1000, b.end_at,
+                          sizeof b.end_at);
+    snprintf(b.state, sizeof b.state, "running");
+    b.metadata = json_is_object(sp->metadata) ? json_dumps(sp->metadata, JSON_COMPACT) : strdup("{}");
+    b.env_vars = json_is_object(sp->env_vars) ? json_dumps(sp->env_vars, JSON_COMPACT) : strdup("{}");
+    if (!b.metadata || !b.env_vars)
+        r = al_err(err, "sandbox", ENOMEM, "out of memory");
+    if (r == 0)
+        r = al_sandbox_make_dirs(s, b.id, err);
+    if (r == 0 &&
+        (r = store_with_audit(s, p, &b, "sandbox.create",
+                              audit_data(b.id, json_pack("{s:s, s:s, s:s}", "template", b.template_id, "network",
+                                                         b.network, "end_at", b.end_at)),
+                              err)) < 0)
+        al_sandbox_remove_dirs(s, b.id);
+    if (r == 0)
+        r = al_sandbox_from_store(&b, out, err);
+    al_store_sandbox_done(&b);
+    if (r < 0)
+        token[0] = '\0';
+    return r;
+}
+
+/* ------------------------------------------------------------ the others */
+
+/* Whether END_AT is past. */
+static bool ended(const char *end_at) {
+    char now[40];
+    al_store_now(now, sizeof now);
+    return strcmp(end_at, now) <= 0;
+}
+
+/* Whether B is past its end and waits for the reaper: E2B's API knows no
+ * such sandbox any more (a paused one's end waits for its resume). */
+static bool expired(const al_store_sandbox *b) { return strcmp(b->state, "running") == 0 && ended(b->end_at); }
+
+/* P's sandbox ID as the store has it: 0, -ENOENT (said), -errno. */
+static int fetch(al_service *s, const al_principal *p, const char *id, al_store_sandbox *b, al_error *err) {
+    if (!id || strlen(id) >= sizeof b->id) {
+        memset(b, 0, sizeof *b);
+        return al_err(err, "sandbox", ENOENT, "sandbox not found");
+    }
+    int r = al_store_sandbox_get(s->store, p->workspace_id, id, false, b, err);
+    if (r == -ENOENT)
+        return al_err(err, "sandbox", ENOENT, "sandbox %s not found", id);
+    return r;
+}
+
+int al_sandbox_get(al_service *s, const al_principal *p, const char *id, al_sandbox *out, al_error *err) {
+    memset(out, 0, sizeof *out);
+    al_store_sandbox b = { 0 };
+    int r = fetch(s, p, id, &b, err);
+    if (r == 0 && expired(&b))
+        r = al_err(err, "sandbox", ENOENT, "sandbox %s not found (it has ended)", id);
+    if (r == 0)
+        r = al_sandbox_from_store(&b, out, err);
+    al_store_sandbox_done(&b);
+    return r;
+}
+
+void al_sandbox_list_free(al_sandbox_list *l) {
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->n; i++)
+        al_sandbox_clear(&l->v[i]);
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+/* Whether MD holds every key and value of FILTER. */
+static bool metadata_match(json_t *md, json_t *filter) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(filter, k, v) {
+        if (!json_equal(json_object_get(md, k), v))
+            return false;
+    }
+    return true;
+}
+
+int al_sandbox_list_page(al_service *s, const al_principal *p, json_t *filter, unsigned states, const char *after,
+                         size_t limit, al_sandbox_list *ret, al_error *err) {
+    memset(ret, 0, sizeof *ret);
+    int64_t before = INT64_MAX;
+    if (after && after[0]) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(after, &end, 10);
+        if (errno || *end || v <= 0)
+            return al_err(err, "nextToken", EINVAL, "nextToken: not a token this service gave");
+        before = v;
+    }
+    /* a workspace holds at most AL_SANDBOX_LIVE_MAX: read them all, filter here */
+    al_store_sandboxes l;
+    int r = al_store_sandboxes_list(s->store, p->workspace_id, AL_SANDBOX_LIVE_MAX * 2, &l, err);
+    if (r < 0)
+        return r;
+    if (l.n && !(ret->v = calloc(l.n, sizeof *ret->v)))
+        r = al_err(err, "sandbox", ENOMEM, "out of memory");
+    int64_t last = 0;
+    for (size_t i = 0; r == 0 && i < l.n; i++) {
+        if (l.v[i].seq >= before || expired(&l.v[i]))
+            continue;
+        al_sandbox sb;
+        if ((r = al_sandbox_from_store(&l.v[i], &sb, err)) < 0)
+            break;
+        if ((states && !(states & (1u << sb.state))) || (filter && !metadata_match(sb.metadata, filter))) {
+            al_sandbox_clear(&sb);
+            continue;
+        }
+        if (ret->n == limit) {
+            /* one more than the page: the next page starts after the last */
+            snprintf(ret->next, sizeof ret->next, "%lld", (long long)last);
+            al_sandbox_clear(&sb);
+            break;
+        }
+        ret->v[ret->n++] = sb;
+        last = l.v[i].seq;
+    }
+    al_store_sandboxes_free(&l);
+    if (r < 0)
+        al_sandbox_list_free(ret);
+    return r;
+}
+
+/* Set P's sandbox ID's END_AT and STATE (either NULL: kept) with the audit
+ * event KIND (DATA stolen; NULL: none) as one unit: 0, -ENOENT. */
+static int change(al_service *s, const al_principal *p, const char *id, const char *end_at, const char *state,
+                  const char *kind, json_t *data, al_error *err) {
+    int r = al_store_begin(s->store, err);
+    if (r < 0) {
+        json_decref(data);
+        return r;
+    }
+    if ((r = al_store_sandbox_set(s->store, id, end_at, state, err)) == 0)
+        r = al_err(err, "sandbox", ENOENT, "sandbox %s not found", id);
+    if (r < 0)
+        json_decref(data);
+    else if (kind)
+        r = al_workspace_audit(s, p, kind, data, err);
+    if (r < 0) {
+        al_store_rollback(s->store);
+        return r;
+    }
+    return al_store_commit(s->store, err);
+}
+
+int al_sandbox_set_timeout(al_service *s, const al_principal *p, const char *id, int64_t timeout_s, al_error *err) {
+    if (timeout_s < 0 || timeout_s > AL_SANDBOX_TIMEOUT_MAX_S)
+        return al_err(err, "timeout", EINVAL, "timeout: between 0 and %d seconds", AL_SANDBOX_TIMEOUT_MAX_S);
+    al_store_sandbox b = { 0 };
+    int r = fetch(s, p, id, &b, err);
+    bool gone = r == 0 && expired(&b);
+    al_store_sandbox_done(&b);
+    if (r < 0)
+        return r;
+    if (gone) /* past its end, waiting for the reaper: as good as killed */
+        return al_err(err, "sandbox", ENOENT, "sandbox %s has ended", id);
+    char end[40];
+    al_cluster_time_after(timeout_s * 1000, end, sizeof end);
+    return change(s, p, id, end, NULL, "sandbox.timeout",
+                  audit_data(id, json_pack("{s:I, s:s}", "timeout_s", (json_int_t)timeout_s, "end_at", end)), err);
+}
+
+int al_sandbox_connect(al_service *s, const al_principal *p, const char *id, int64_t timeout_s, al_sandbox *out,
+                       al_error *err) {
+    memset(out, 0, sizeof *out);
+    if (timeout_s > AL_SANDBOX_TIMEOUT_MAX_S)
+        return al_err(err, "timeout", EINVAL, "timeout: at most %d seconds", AL_SANDBOX_TIMEOUT_MAX_S);
+    al_store_sandbox b = { 0 };
+    int r = fetch(s, p, id, &b, err);
+    if (r < 0)
+        return r;
+    bool paused = strcmp(b.state, "paused") == 0;
+    if (!paused && ended(b.end_at))
+        r = al_err(err, "sandbox", ENOENT, "sandbox %s has ended", id);
+    char end[40];
+    snprintf(end, sizeof end, "%s", b.end_at);
+    if (timeout_s >= 0 || paused) {
+        /* a paused sandbox's end was frozen: it resumes with its timeout anew */
+        char want[40];
+        al_cluster_time_after((timeout_s >= 0 ? timeout_s : AL_SANDBOX_TIMEOUT_DEFAULT_S) * 1000, want, sizeof want);
+        if (paused || strcmp(want, end) > 0)
+            snprintf(end, sizeof end, "%s", want);
+    }
+    if (r == 0 && (paused || strcmp(end, b.end_at) != 0))
+        r = change(s, p, id, end, "running", paused ? "sandbox.resume" : NULL,
+                   paused ? audit_data(id, json_pack("{s:s}", "end_at", end)) : NULL, err);
+    al_store_sandbox_done(&b);
+    return r < 0 ? r : al_sandbox_get(s, p, id, out, err);
+}
+
+int al_sandbox_pause(al_service *s, const al_principal *p, const char *id, bool pause, al_error *err) {
+    al_store_sandbox b = { 0 };
+    int r = fetch(s, p, id, &b, err);
+    if (r < 0)
+        return r;
+    bool paused = strcmp(b.state, "paused") == 0;
+    if (!paused && ended(b.end_at))
+        r = al_err(err, "sandbox", ENOENT, "sandbox %s has ended", id);
+    else if (paused == pause)
+        r = al_err(err, "sandbox", EALREADY, "sandbox %s is %s already", id, pause ? "paused" : "running");
+    al_store_sandbox_done(&b);
+    if (r < 0)
+        return r;
+    char end[40];
+    al_cluster_time_after(AL_SANDBOX_TIMEOUT_DEFAULT_S * 1000, end, sizeof end);
+    return change(s, p, id, pause ? NULL : end, pause ? "paused" : "running",
+                  pause ? "sandbox.pause" : "sandbox.resume", audit_data(id, NULL), err);
+}
+
+/* Delete sandbox ID (of OWNER) with its audit event (BY: who; NULL the
+ * reaper), then its directory: 0, -ENOENT. */
+static int kill_one(al_service *s, const al_principal *owner, const char *id, const char *why, al_error *err) {
+    int r = al_store_begin(s->store, err);
+    if (r < 0)
+        return r;
+    if ((r = al_store_sandbox_delete(s->store, id, err)) == 0)
+        r = al_err(err, "sandbox", ENOENT, "sandbox %s not found", id);
+    if (r > 0)
+        r = al_workspace_audit(s, owner, "sandbox.kill", audit_data(id, json_pack("{s:s}", "reason", why)), err);
+    if (r < 0) {
+        al_store_rollback(s->store);
+        return r;
+    }
+    if ((r = al_store_commit(s->store, err)) < 0)
+        return r;
+    /* the row went first: nothing admits the sandbox while its files go */
+    al_sandbox_remove_dirs(s, id);
+    return 0;
+}
+
+int al_sandbox_kill(al_service *s, const al_principal *p, const char *id, al_error *err) {
+    al_store_sandbox b = { 0 };
+    int r = fetch(s, p, id, &b, err);
+    bool gone = r == 0 && expired(&b);
+    al_store_sandbox_done(&b);
+    if (r < 0)
+        return r;
+    if (gone) { /* the reaper's: E2B answers 404 for a sandbox past its end */
+        kill_one(s, &b.owner, id, "timeout", err);
+        return al_err(err, "sandbox", ENOENT, "sandbox %s not found (it had ended)", id);
+    }
+    return kill_one(s, p, id, "killed", err);
+}
+
+#define SWEEP_SANDBOXES_MAX 256
+
+int al_sandbox_sweep(al_service *s) {
+    char now[40], next[40];
+    al_store_now(now, sizeof now);
+    al_cluster_time_after(1000, next, sizeof next);
+    al_error err = { 0 };
+    int c = al_store_sweep_claim(s->store, "sandboxes", s->node_id, now, next, &err);
+    if (c <= 0)
+        return c;
+    al_store_sandboxes l;
+    int r = al_store_sandboxes_ended(s->store, now, SWEEP_SANDBOXES_MAX, &l, &err);
+    int done = 0;
+    for (size_t i = 0; r >= 0 && i < l.n; i++) {
+        if (strcmp(l.v[i].state, "paused") == 0) /* a paused sandbox waits for its owner */
+            continue;
+        al_error kerr = { 0 };
+        int k = kill_one(s, &l.v[i].owner, l.v[i].id, "timeout", &kerr);
+        if (k == 0)
+            done++;
+        else if (k != -ENOENT) {
+            r = k;
+            err = kerr;
+        }
+    }
+    al_store_sandboxes_free(&l);
+    if (done > 0 || r < 0)
+        al_service_log(s, r < 0 ? AL_LOG_ERROR : AL_LOG_INFO, r < 0 ? "sandboxes.sweep_failed" : "sandboxes.reaped",
+                       json_pack("{s:i, s:s?}", "sandboxes", done, "error", r < 0 ? err.msg : NULL));
+    return r < 0 ? r : done;
+}
