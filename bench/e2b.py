@@ -8,6 +8,13 @@ published figures: ComputeSDK's independent 100-run benchmark (2026-04-01,
 time from create to the first command's completion, client side) measured
 E2B at 0.44 s median (p99 0.99 s) and Daytona at 0.11 s (p99 0.29 s).
 
+Not like for like: the peers' figures are a client reaching their cloud
+over the Internet (a round trip or more per call, and their sandboxes are
+VMs or containers that stay up); these are airlock on loopback, where a
+sandbox is a directory and each command one fresh box. The ratios say how
+much of a budget airlock's own work leaves, not that a remote airlock would
+beat them by as much.
+
 Each iteration is one e2b sample then one REST sample, so a drift of the
 machine's speed hits both alike. The Node process is started once (as an
 application makes many sandboxes in one process); each sandbox is killed
@@ -121,8 +128,9 @@ def main():
         done_med, done_p99 = statistics.median(samples["total"]) / 1000, p99(samples["total"]) / 1000
         first_p99 = p99(samples["first"]) / 1000
         for peer, (med, tail) in PEERS.items():
-            print(f"vs {peer} (ComputeSDK, {med:.2f} s median, {tail:.2f} s p99): first output {first / 1000 / med:.3f}x median, "
-                  f"{first_p99 / tail:.3f}x p99; command done {done_med / med:.3f}x median, {done_p99 / tail:.3f}x p99")
+            print(f"vs {peer} (ComputeSDK: {med:.2f} s median, {tail:.2f} s p99), airlock / {peer}: "
+                  f"first output {first / 1000 / med:.3f} median ({med * 1000 / first:.1f}x faster), {first_p99 / tail:.3f} p99; "
+                  f"command done {done_med / med:.3f} median, {done_p99 / tail:.3f} p99")
         ok = True
     finally:
         if node:

@@ -131,6 +131,7 @@ static const struct {
     { "nodes", AL_AUTH_E2B_KEY, al_e2b_unsupported },
     { "access-tokens", AL_AUTH_E2B_KEY, al_e2b_unsupported },
     { "api-keys", AL_AUTH_E2B_KEY, al_e2b_unsupported },
+    { "secrets", AL_AUTH_E2B_KEY, al_e2b_unsupported },
 };
 
 /* ---------------------------------------------------------------- matching */

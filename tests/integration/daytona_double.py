@@ -19,7 +19,7 @@ daytona driver and the SDK itself can be tested without the real service:
     POST /process/code-run   {code, language, argv?, envs?, timeout?} -> {exitCode, result}
                              (python: python3 -c; javascript: node -e)
     POST /files/bulk-upload  multipart: files[i].path + files[i].file
-    POST /files/upload-v2?path=P  multipart: file
+    POST /files/upload-v2?path=P  multipart (field file) or the raw body; /files/upload the same (legacy)
     POST /files/bulk-download {paths} -> multipart/form-data, one part per path: name="file"
                              filename=<the path as asked>, or name="error" with a JSON error
     GET  /files/download?path=P, GET /files?path=P (FileInfo[]), GET /files/info?path=P,
@@ -254,7 +254,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             out = bytearray()
             while True:
-                size = int(self.rfile.readline(100).split(b";")[0].strip() or b"0", 16)
+                try:
+                    size = int(self.rfile.readline(100).split(b";")[0].strip() or b"0", 16)
+                except ValueError:
+                    raise Fail(400, "malformed chunked body", "BAD_REQUEST")
+                if size < 0:
+                    raise Fail(400, "malformed chunked body", "BAD_REQUEST")
                 if size == 0:
                     while self.rfile.readline(1000) not in (b"\r\n", b"\n", b""):
                         pass
@@ -285,6 +290,7 @@ class _Handler(BaseHTTPRequestHandler):
         entry = {"method": self.command, "path": path, "query": query, "json": None,
                  "auth": self.headers.get("Authorization") == f"Bearer {d.key}"}
         d.requests.append(entry)
+        raw = None
         try:
             raw = self.body()
             ctype = self.headers.get("Content-Type", "")
@@ -311,6 +317,8 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self.send(status, data)
         except Fail as e:
+            if raw is None:         # the body was not read to its end: the connection cannot go on
+                self.close_connection = True
             self.send(e.status, {"statusCode": e.status, "message": e.message, "code": e.code,
                                  "error": e.message, "path": path, "method": self.command,
                                  "timestamp": now()})
@@ -365,14 +373,20 @@ class Toolbox:
             parts = parse_multipart(ctype, raw)
             entry["json"] = [n for n, _, _ in parts]
             return self.bulk_upload(parts)
-        if (method, path) == ("POST", "/files/upload-v2"):
-            parts = parse_multipart(ctype, raw)
-            entry["json"] = [n for n, _, _ in parts]
-            data = next((b for n, _, b in parts if n == "file"), None)
-            if data is None:
-                raise Fail(400, "no file part", "BAD_REQUEST")
+        if method == "POST" and path in ("/files/upload-v2", "/files/upload"):
+            # multipart (field "file") or the raw body, as the daemon takes both;
+            # /files/upload is its legacy name, answered with no body
+            data = raw
+            if ctype.startswith("multipart/form-data"):
+                parts = parse_multipart(ctype, raw)
+                entry["json"] = [n for n, _, _ in parts]
+                data = next((b for n, _, b in parts if n == "file"), None)
+                if data is None:
+                    raise Fail(400, "no file part", "BAD_REQUEST")
             self.write(query.get("path"), data)
-            return 200, {}
+            if path == "/files/upload":
+                return 200, b""
+            return 200, {"name": posixpath.basename(query["path"]), "path": query["path"], "type": "file"}
         if (method, path) == ("POST", "/files/bulk-download"):
             return self.bulk_download(body)
         if (method, path) == ("GET", "/files/download"):
@@ -432,7 +446,9 @@ class Toolbox:
         boundary = "DAYTONA-FILE-BOUNDARY-" + secrets.token_hex(8)
         out = bytearray()
         for raw in body["paths"]:
-            name = str(raw).replace('"', "%22")
+            # quoted as Go's multipart writer quotes; CR and LF would end the header
+            name = (str(raw).replace("\\", "\\\\").replace('"', '\\"')
+                    .replace("\r", "%0D").replace("\n", "%0A"))
             try:
                 p = self.sb.host_path(raw)
                 data = p.read_bytes() if p.is_file() else None
