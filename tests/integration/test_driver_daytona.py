@@ -17,6 +17,7 @@ exact error bodies), which the driver's badges say are unconfirmed.
 """
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -82,8 +83,10 @@ def test_runs_limits_and_artifacts_through_daytona(remote):
     assert not live(d), [s.id for s in live(d)]
     creates = [r for r in d.requests if r["method"] == "POST" and r["path"] == "/api/sandbox"]
     assert len(creates) == 4, d.calls()
-    assert all(r["json"]["labels"]["airlock"].endswith("/" + r["json"]["labels"]["airlock"].split("/")[-1])
-               and r["json"]["labels"]["airlock"].split("/")[-1].startswith("run_") for r in creates), creates
+    for r in creates:
+        node, instance, run_id = r["json"]["labels"]["airlock"].split("/")
+        assert ":" in node and len(instance) == 12 and run_id.startswith("run_"), r["json"]
+        assert r["json"]["networkBlockAll"] is True and r["json"]["autoDeleteInterval"] == 0, r["json"]
     assert all(r["auth"] for r in d.requests), [r for r in d.requests if not r["auth"]]
     calls = d.calls()
     assert sum(c.startswith("DELETE /api/sandbox/") for c in calls) == 4, calls
@@ -102,6 +105,24 @@ def test_a_host_allow_list_is_refused(remote):
     status, _, doc = svc.post_run("print(1)", wait=True, network="hosts:example.com")
     assert status >= 400 or doc.get("state") == "error", doc
     assert "Daytona filters egress by address" in str(doc), doc
+    assert not live(d)
+
+
+def test_cancel(remote):
+    svc, d = remote
+    # (the double goes on running the command it was given to its end: a
+    # short one, so nothing of it outlives the test for long)
+    status, _, doc = svc.post_run("import time; time.sleep(8)")
+    assert status == 201, doc
+    deadline = time.monotonic() + 20
+    while not any(r["path"].endswith("/process/execute") for r in d.requests) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    svc.cancel(doc["id"])
+    run = svc.wait_state(doc["id"], ("canceled", "error", "failed", "succeeded"), timeout=20)
+    assert run["state"] == "canceled", run
+    deadline = time.monotonic() + 10
+    while live(d) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not live(d)
 
 
