@@ -22,9 +22,11 @@ the sandbox after every run; the key goes as X-API-KEY and is never shown; a
 driver with no key refuses to start.
 """
 import hashlib
+import http.client
 import json
 import os
 import socket
+import struct
 import subprocess
 import time
 import urllib.request
@@ -98,6 +100,20 @@ def test_against_airlocks_e2b_api(through_b):
     kinds = [e["kind"] for e in audit_events(b) if e["data"].get("via") == "e2b"]
     assert kinds.count("sandbox.create") == 4 and kinds.count("sandbox.kill") == 4, kinds
     assert kinds.count("capability.invoke_allowed") == 4, kinds
+    # A's own E2B API cannot put a sandbox's command on its e2b driver (the
+    # sandbox's /work is A's): refused, said, not run without it
+    status, _, sb = a.request("POST", "/v2/sandboxes", key=None, headers={"X-API-KEY": a.key},
+                              json={"templateID": "base"})
+    assert status == 201, sb
+    msg = json.dumps({"process": {"cmd": "/bin/bash", "args": ["-c", "echo hi"]}}).encode()
+    conn = http.client.HTTPConnection(a.host, a.port, timeout=30)
+    conn.request("POST", "/process.Process/Start", body=struct.pack(">BI", 0, len(msg)) + msg,
+                 headers={"E2b-Sandbox-Id": sb["sandboxID"], "X-Access-Token": sb["envdAccessToken"],
+                          "Content-Type": "application/connect+json", "Connect-Protocol-Version": "1"})
+    body = conn.getresponse().read()
+    conn.close()
+    assert b'"exited":false' in body and b"native driver only: the e2b driver does not carry" in body, body
+    assert b'"stdout"' not in body, body
 
 
 def test_runs_limits_and_artifacts_through_e2b(remote):
