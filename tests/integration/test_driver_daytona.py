@@ -15,9 +15,13 @@ driver with no key refused at start. What it does not prove: anything of the
 real Daytona service (its isolation, its network filter, its limits, its
 exact error bodies), which the driver's badges say are unconfirmed.
 """
+import hashlib
+import json
 import os
+import socket
 import subprocess
 import time
+import urllib.request
 
 import pytest
 
@@ -124,6 +128,27 @@ def test_cancel(remote):
     while live(d) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not live(d)
+
+
+def test_sweep(remote):
+    """What a dead instance of this service left is deleted at the next
+    start; another service's is not."""
+    svc, d = remote
+
+    def make(tag):
+        req = urllib.request.Request(d.url + "/sandbox", method="POST", data=json.dumps(
+            {"labels": {"airlock": tag}}).encode(), headers={"Authorization": f"Bearer {d.key}",
+                                                             "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.load(r)["id"]
+    node = socket.gethostname()[:63] + ":" + hashlib.sha256(str(svc.state).encode()).hexdigest()[:12]
+    mine, other = make(f"{node}/0123456789ab/run_lost"), make("elsewhere:000000000000/0123456789ab/run_x")
+    svc.stop()
+    svc.start()
+    deadline = time.monotonic() + 10
+    while d.sandboxes[mine].state != "destroyed" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert d.sandboxes[mine].state == "destroyed" and d.sandboxes[other].state != "destroyed"
 
 
 def test_no_key_refuses_to_start(tmp_path):
