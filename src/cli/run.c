@@ -10,6 +10,7 @@
 
 #ifdef AIRLOCK_SERVER
 #include "../docker/docker.h"
+#include "../drivers/remote_net.h"
 #endif
 #include "../image/image.h"
 #include "../lang/lang.h"
@@ -23,7 +24,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: airlock run [--lang L] [--in PATH]... [--out DIR] [--timeout S] [--memory SIZE]\n"
-               "                   [--cpus N] [--pids N] [--driver native|docker] [--runtime runc|runsc]\n"
+               "                   [--cpus N] [--pids N] [--driver native|docker|e2b|daytona] [--runtime runc|runsc]\n"
                "                   [--json] [--fork] ... (FILE | -c CODE) [ARGS...]\n"
                "see docs/cli.md for every option\n");
 }
@@ -137,8 +138,9 @@ static int set_option(run_opts *o, const char *a, const char *v) {
     } else if (strcmp(a, "--net") == 0) {
         o->net_spec = v;
     } else if (strcmp(a, "--driver") == 0) {
-        if (strcmp(v, "native") != 0 && strcmp(v, "docker") != 0)
-            return usage_error("--driver %s: want native or docker", v);
+        if (strcmp(v, "native") != 0 && strcmp(v, "docker") != 0 && strcmp(v, "e2b") != 0 &&
+            strcmp(v, "daytona") != 0)
+            return usage_error("--driver %s: want native, docker, e2b or daytona", v);
         o->driver = v;
     } else if (strcmp(a, "--runtime") == 0) {
         o->engine_runtime = v;
@@ -203,8 +205,8 @@ static int parse_args(int argc, char **argv, run_opts *o) {
     if (o->engine_runtime && al_docker_runtime_from_name(o->engine_runtime, &rt) < 0)
         return usage_error("--runtime %s: want runc or runsc", o->engine_runtime);
 #else
-    if (o->docker)
-        return usage_error("--driver docker runs in airlock-server (beside airlock)");
+    if (strcmp(o->driver, "native") != 0)
+        return usage_error("--driver %s runs in airlock-server (beside airlock)", o->driver);
 #endif
     /* a container runs on an image: airlock's default unless named */
     if (o->docker && (!o->image || strcmp(o->image, "host") == 0)) {
@@ -347,6 +349,34 @@ static int finish(const run_opts *o, int r, const al_box_result *res, const al_r
     return status;
 }
 
+#ifdef AIRLOCK_SERVER
+/* `--driver e2b|daytona`: CFG in a sandbox of that cloud, its service and
+ * key from the environment as its SDK reads them (E2B_API_KEY,
+ * E2B_API_URL, E2B_SANDBOX_URL, E2B_TEMPLATE; DAYTONA_API_KEY,
+ * DAYTONA_API_URL, DAYTONA_TARGET). -1 when it ran (*RES), else the exit
+ * status after saying why. */
+static int run_remote(al_remote_kind kind, const al_box_net *net, al_box_config *cfg, al_box_result *res) {
+    bool e2b = kind == AL_REMOTE_E2B;
+    const char *key = getenv(e2b ? "E2B_API_KEY" : "DAYTONA_API_KEY");
+    const char *api = getenv(e2b ? "E2B_API_URL" : "DAYTONA_API_URL");
+    if (!key || !*key)
+        return usage_error("--driver %s needs its key in %s", e2b ? "e2b" : "daytona",
+                           e2b ? "E2B_API_KEY" : "DAYTONA_API_KEY");
+    const char *why = NULL;
+    if (!al_driver_remote_net_held(kind, net->policy.mode, &why))
+        return usage_error("--net %s: %s", net->spec, why);
+    const char *hosts[AL_REMOTE_HOSTS_MAX];
+    al_remote_opts ro = { .kind = kind, .api_key = key,
+                          .api_url = api && *api ? api : e2b ? "https://api.e2b.app" : "https://app.daytona.io/api",
+                          .sandbox_url = e2b ? getenv("E2B_SANDBOX_URL") : NULL,
+                          .template_name = getenv(e2b ? "E2B_TEMPLATE" : "DAYTONA_TARGET"), .tag = "cli" };
+    al_driver_remote_net(&net->policy, &ro, hosts);
+    cfg->listen_port = 0;
+    al_remote_run(&ro, cfg, res);
+    return -1;
+}
+#endif
+
 int cli_run(int argc, char **argv) {
     _cleanup_free_ run_opts *o = calloc(1, sizeof *o);
     if (!o)
@@ -428,7 +458,12 @@ int cli_run(int argc, char **argv) {
     al_box_result res;
     int r;
 #ifdef AIRLOCK_SERVER
-    if (o->docker) {
+    al_remote_kind rk;
+    if (al_remote_kind_from_name(o->driver, &rk) == 0) {
+        if ((st = run_remote(rk, &ud->net, &cfg, &res)) >= 0)
+            return st;
+        r = 0;
+    } else if (o->docker) {
         dopts.image_dir = ir.root;
         dopts.image_digest = ir.digest;
         r = al_docker_run(&dopts, &cfg, &res);
@@ -439,6 +474,14 @@ int cli_run(int argc, char **argv) {
     else
         r = al_box_run(&cfg, &res);
     json_t *network = al_box_net_finish(&ud->net, &res);
+#ifdef AIRLOCK_SERVER
+    if (al_remote_kind_from_name(o->driver, &rk) == 0) {
+        const char *hosts[AL_REMOTE_HOSTS_MAX];
+        al_remote_opts ro = { .kind = rk };
+        al_driver_remote_net(&ud->net.policy, &ro, hosts);
+        al_remote_network_control(&ro, &res.controls.network);
+    }
+#endif
     st = finish(o, r, &res, cfg.runtime, network, ud->net.spec);
     json_decref(network);
     al_box_result_free(&res);

@@ -157,7 +157,7 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
     }
     if (strcmp(key, "driver") == 0) {
         if (!al_driver_by_name(value))
-            return al_err(err, "config", EINVAL, "driver = %s: want native, docker or disabled", value);
+            return al_err(err, "config", EINVAL, "driver = %s: want native, docker, e2b, daytona or disabled", value);
         snprintf(c->driver, sizeof c->driver, "%s", value);
         return 0;
     }
@@ -167,6 +167,27 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
                           value);
         snprintf(c->docker_socket, sizeof c->docker_socket, "%s", value);
         return 0;
+    }
+    {
+        /* the remote drivers' (drivers/remote.c checks the URLs' form) */
+        struct { const char *k; char *dst; size_t n; bool path; } remote[] = {
+            { "e2b_api_url", c->e2b_api_url, sizeof c->e2b_api_url, false },
+            { "e2b_sandbox_url", c->e2b_sandbox_url, sizeof c->e2b_sandbox_url, false },
+            { "e2b_api_key_file", c->e2b_api_key_file, sizeof c->e2b_api_key_file, true },
+            { "e2b_template", c->e2b_template, sizeof c->e2b_template, false },
+            { "daytona_api_url", c->daytona_api_url, sizeof c->daytona_api_url, false },
+            { "daytona_api_key_file", c->daytona_api_key_file, sizeof c->daytona_api_key_file, true },
+            { "daytona_target", c->daytona_target, sizeof c->daytona_target, false },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(remote); i++) {
+            if (strcmp(key, remote[i].k) != 0)
+                continue;
+            if (strlen(value) >= remote[i].n || (remote[i].path && value[0] != '/'))
+                return al_err(err, "config", EINVAL, "%s: want %s", key,
+                              remote[i].path ? "an absolute path" : "a shorter value");
+            snprintf(remote[i].dst, remote[i].n, "%s", value);
+            return 0;
+        }
     }
     if (strcmp(key, "runtime") == 0) {
         if (strcmp(value, "runc") != 0 && strcmp(value, "runsc") != 0)

@@ -177,6 +177,16 @@ int al_service_open(const al_service_config *cfg, al_service **ret, al_error *er
         free(s);
         return al_err(err, "config", EINVAL, "unknown driver %s", cfg->driver);
     }
+    bool e2b = s->driver == &al_driver_e2b;
+    if ((s->driver == &al_driver_e2b || s->driver == &al_driver_daytona) &&
+        al_driver_remote_configure(s->driver->name,
+                                   e2b ? (cfg->e2b_api_url[0] ? cfg->e2b_api_url : "https://api.e2b.app")
+                                       : (cfg->daytona_api_url[0] ? cfg->daytona_api_url : "https://app.daytona.io/api"),
+                                   e2b ? cfg->e2b_sandbox_url : NULL, e2b ? cfg->e2b_api_key_file : cfg->daytona_api_key_file,
+                                   e2b ? cfg->e2b_template : cfg->daytona_target, cfg->state_dir, err) < 0) {
+        free(s);
+        return -EINVAL;
+    }
     if ((s->driver == &al_driver_docker &&
          al_driver_docker_configure(cfg->docker_socket, cfg->engine_runtime, cfg->docker_pool, err) < 0) ||
         (s->driver == &al_driver_native && al_driver_native_configure(cfg->max_concurrent, cfg->warm_pool, (uint64_t)cfg->warm_pool_memory_mb << 20,

@@ -37,6 +37,11 @@ typedef struct al_service_config {
     char docker_socket[108];      /* driver = docker: "" for DOCKER_HOST or /var/run/docker.sock */
     char engine_runtime[16];      /* driver = docker: runc (default) or runsc */
     int docker_pool;              /* driver = docker: containers made ahead of need, per shape of run */
+    /* driver = e2b, daytona (drivers/remote.c): the service's URLs, the
+     * file holding its key ("": E2B_API_KEY / DAYTONA_API_KEY in the
+     * environment; the key itself is never kept here), template / target */
+    char e2b_api_url[512], e2b_sandbox_url[512], e2b_api_key_file[PATH_MAX], e2b_template[128];
+    char daytona_api_url[512], daytona_api_key_file[PATH_MAX], daytona_target[128];
     int warm_pool;                /* driver = native: warm Python and Node boxes per shape of run, at most */
     int warm_pool_memory_mb;      /* what all warm boxes may hold */
     bool warm_fork;               /* Python's warm boxes without preloads forked by a zygote */

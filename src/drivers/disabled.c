@@ -38,5 +38,9 @@ const al_driver_ops *al_driver_by_name(const char *name) {
         return &al_driver_docker;
     if (strcmp(name, "disabled") == 0)
         return &al_driver_disabled;
+    if (strcmp(name, "e2b") == 0)
+        return &al_driver_e2b;
+    if (strcmp(name, "daytona") == 0)
+        return &al_driver_daytona;
     return NULL;
 }

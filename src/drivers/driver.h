@@ -55,6 +55,8 @@ typedef struct al_driver_ops {
 extern const al_driver_ops al_driver_native;
 extern const al_driver_ops al_driver_docker;
 extern const al_driver_ops al_driver_disabled;
+extern const al_driver_ops al_driver_e2b;
+extern const al_driver_ops al_driver_daytona;
 
 /* The docker driver's daemon and runtime, for the whole process (the
  * service's configuration, set once before any run): SOCKET NULL for
@@ -69,5 +71,16 @@ int al_driver_docker_configure(const char *socket, const char *runtime, int pool
  * MEMORY_BYTES in all; Python's import PRELOAD's modules ahead. */
 int al_driver_native_configure(int boxes, int warm_pool, uint64_t memory_bytes, const char *preload, bool fork,
                                al_error *err);
+
+/* A remote driver (KIND "e2b" or "daytona"), for the whole process (the
+ * service's configuration, set once before any run): its service's
+ * API_URL, E2B's SANDBOX_URL for every sandbox's envd ("" or NULL: each
+ * sandbox's own), the key in KEY_FILE (NULL or "": E2B_API_KEY or
+ * DAYTONA_API_KEY in the environment; none: the driver's probe refuses,
+ * saying so), TEMPLATE (e2b's template, daytona's target; "": the
+ * service's default), STATE_DIR naming this service's sandboxes beside
+ * the host's name (a sweep deletes those of its dead instances). */
+int al_driver_remote_configure(const char *kind, const char *api_url, const char *sandbox_url, const char *key_file,
+                               const char *template_name, const char *state_dir, al_error *err);
 
 const al_driver_ops *al_driver_by_name(const char *name);

@@ -37,6 +37,7 @@
 #include "job.h"
 #ifdef AIRLOCK_SERVER
 #include "../docker/docker.h"
+#include "remote_net.h"
 #endif
 #include "../image/image.h"
 #include "../lang/lang.h"
@@ -371,6 +372,45 @@ static int run_docker(job *j, al_box_config *cfg, al_box_result *res, const char
 }
 #endif
 
+#ifdef AIRLOCK_SERVER
+/* J's remote service, and its network as the cloud can hold it */
+static void remote_opts(const job *j, al_remote_opts *o, const char **hosts) {
+    const al_job *doc = &j->doc;
+    *o = (al_remote_opts){ .kind = doc->driver == AL_JOB_DAYTONA ? AL_REMOTE_DAYTONA : AL_REMOTE_E2B,
+                           .api_url = doc->remote_api_url, .sandbox_url = doc->remote_sandbox_url,
+                           .api_key = doc->remote_key, .template_name = doc->remote_template,
+                           .tag = doc->remote_tag };
+    al_driver_remote_net(&j->net->policy, o, hosts);
+}
+
+/* J (CFG) in a sandbox of a cloud service (e2b, daytona), its result in
+ * *RES: 0, or the step and why it could not. No listener: the cloud's
+ * sandbox has its own network, filtered there (remote.h). */
+static int run_remote(job *j, al_box_config *cfg, al_box_result *res, const char **step, const char **why) {
+    if (!j->doc.remote_api_url || !j->doc.remote_key) {
+        *step = "job";
+        *why = "a remote job needs remote_api_url and remote_key";
+        return -EINVAL;
+    }
+    if (j->skill_dir) {
+        /* its bundle is a directory of this host, bound at /skill */
+        *step = "driver";
+        *why = "a skill runs on the native or docker driver, not in a remote sandbox";
+        return -EINVAL;
+    }
+    const char *hosts[AL_REMOTE_HOSTS_MAX];
+    al_remote_opts o;
+    remote_opts(j, &o, hosts);
+    if (!al_driver_remote_net_held(o.kind, j->net->policy.mode, why)) {
+        *step = "network";
+        return -EINVAL;
+    }
+    cfg->listen_port = 0;
+    al_remote_run(&o, cfg, res);
+    return 0;
+}
+#endif
+
 /* A fd the service passed (FD), close-on-exec from here; -1 when the job
  * names none or it is not open. */
 static int passed_fd(int fd) {
@@ -499,12 +539,14 @@ static const char *config_of(helper *h, al_box_config *cfg) {
  * could not (nothing in *RES then). */
 static int run_box(helper *h, al_box_config *cfg, al_box_result *res, bool *cold_again, const char **step,
                    const char **why) {
-    if (h->j.doc.driver == AL_JOB_DOCKER) {
+    if (h->j.doc.driver != AL_JOB_NATIVE) {
 #ifdef AIRLOCK_SERVER
-        return run_docker(&h->j, cfg, res, step, why);
+        if (h->j.doc.driver == AL_JOB_DOCKER)
+            return run_docker(&h->j, cfg, res, step, why);
+        return run_remote(&h->j, cfg, res, step, why);
 #else
         *step = "driver";
-        *why = "the docker driver runs in airlock-server helper";
+        *why = "the docker, e2b and daytona drivers run in airlock-server helper";
         return -EINVAL;
 #endif
     }
@@ -549,6 +591,15 @@ static int run_box(helper *h, al_box_config *cfg, al_box_result *res, bool *cold
 static void emit_result(helper *h, al_box_result *res, const al_box_config *cfg, bool cold_again) {
     job *ran = h->warm ? &h->wc.run : &h->j;
     json_t *network = al_box_net_finish(ran->net, res);
+#ifdef AIRLOCK_SERVER
+    if (ran->doc.driver == AL_JOB_E2B || ran->doc.driver == AL_JOB_DAYTONA) {
+        /* what the cloud filters, not airlock's proxy (none ran) */
+        const char *hosts[AL_REMOTE_HOSTS_MAX];
+        al_remote_opts o;
+        remote_opts(ran, &o, hosts);
+        al_remote_network_control(&o, &res->controls.network);
+    }
+#endif
     json_t *result = al_box_result_json(res, cfg->runtime);
     if (result) {
         json_object_set_new(result, "network", network);

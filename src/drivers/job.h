@@ -33,6 +33,8 @@
 typedef enum al_job_driver {
     AL_JOB_NATIVE,                /* a box on this host */
     AL_JOB_DOCKER,                /* a container (airlock-server's helper only) */
+    AL_JOB_E2B,                   /* an E2B sandbox (airlock-server's helper only) */
+    AL_JOB_DAYTONA,               /* a Daytona sandbox (airlock-server's helper only) */
     _AL_JOB_DRIVER_MAX,
 } al_job_driver;
 
@@ -86,6 +88,11 @@ typedef struct al_job {
     al_job_held docker_box;       /* the container made ahead of need to run in, if still fit */
     al_job_uids docker_uids;      /* else the uids of the container to make */
     al_job_held docker_keep;      /* this helper is the keeper of that container (id and uids only) */
+    /* e2b, daytona: the service's API (and E2B's envd for every sandbox,
+     * NULL: each sandbox's own), its key (a secret: in the job on the
+     * helper's stdin, never in its argv or environment), the template
+     * (e2b) or target (daytona), and the sandbox's tag ("<node>/<run>") */
+    char *remote_api_url, *remote_sandbox_url, *remote_key, *remote_template, *remote_tag;
 } al_job;
 
 /* An empty job: no run, the default limits, no fds. */

@@ -40,6 +40,13 @@ void al_job_free(al_job *job) {
     free(job->preload);
     free(job->docker_socket);
     free(job->docker_runtime);
+    free(job->remote_api_url);
+    free(job->remote_sandbox_url);
+    if (job->remote_key)
+        explicit_bzero(job->remote_key, strlen(job->remote_key));
+    free(job->remote_key);
+    free(job->remote_template);
+    free(job->remote_tag);
     al_job_init(job);
 }
 
@@ -79,6 +86,7 @@ int al_job_copy(const al_job *job, al_job *ret) {
     /* none of JOB's storage: each pointer is copied below */
     c.code = c.out_dir = c.image_dir = c.image_digest = c.stdin_path = c.network = NULL;
     c.skill_dir = c.script = c.preload = c.docker_socket = c.docker_runtime = c.work_in = c.work_out = NULL;
+    c.remote_api_url = c.remote_sandbox_url = c.remote_key = c.remote_template = c.remote_tag = NULL;
     c.inputs = c.args = NULL;
     c.n_inputs = c.n_args = 0;
     int r = 0;
@@ -87,6 +95,9 @@ int al_job_copy(const al_job *job, al_job *ret) {
         { &c.image_digest, job->image_digest }, { &c.stdin_path, job->stdin_path }, { &c.network, job->network },
         { &c.skill_dir, job->skill_dir }, { &c.script, job->script },     { &c.preload, job->preload },
         { &c.docker_socket, job->docker_socket }, { &c.docker_runtime, job->docker_runtime },
+        { &c.remote_api_url, job->remote_api_url }, { &c.remote_sandbox_url, job->remote_sandbox_url },
+        { &c.remote_key, job->remote_key }, { &c.remote_template, job->remote_template },
+        { &c.remote_tag, job->remote_tag },
         { &c.work_in, job->work_in },     { &c.work_out, job->work_out },
     };
     for (size_t i = 0; i < ELEMENTSOF(s) && r == 0; i++)
@@ -166,6 +177,13 @@ static json_t *job_json(const al_job *j) {
     set_str(o, "preload", j->preload);
     if (j->driver == AL_JOB_DOCKER)
         json_object_set_new(o, "driver", json_string("docker"));
+    else if (j->driver == AL_JOB_E2B || j->driver == AL_JOB_DAYTONA)
+        json_object_set_new(o, "driver", json_string(j->driver == AL_JOB_E2B ? "e2b" : "daytona"));
+    set_str(o, "remote_api_url", j->remote_api_url);
+    set_str(o, "remote_sandbox_url", j->remote_sandbox_url);
+    set_str(o, "remote_key", j->remote_key);
+    set_str(o, "remote_template", j->remote_template);
+    set_str(o, "remote_tag", j->remote_tag);
     set_str(o, "docker_socket", j->docker_socket);
     set_str(o, "docker_runtime", j->docker_runtime);
     if (j->docker_box.set)
@@ -328,7 +346,8 @@ static int decode_obj(json_t *o, al_job *j, al_error *err) {
     static const char *const keys[] = {
         "language", "code", "inputs", "out_dir", "limits", "image_dir", "image_digest", "args", "stdin_path",
         "network", "skill_dir", "script", "warm", "zygote", "fork_fd", "zygote_fd", "preload", "driver",
-        "docker_socket", "docker_runtime", "docker_box", "docker_uids", "docker_keep", "work_in", "work_out",
+        "docker_socket", "docker_runtime", "docker_box", "docker_uids", "docker_keep", "remote_api_url",
+        "remote_sandbox_url", "remote_key", "remote_template", "remote_tag", "work_in", "work_out",
     };
     int r = keys_only(o, "the job", keys, ELEMENTSOF(keys), err);
     json_t *lang = json_object_get(o, "language"), *drv = json_object_get(o, "driver"), *v;
@@ -338,6 +357,10 @@ static int decode_obj(json_t *o, al_job *j, al_error *err) {
         const char *d = json_string_value(drv);
         if (d && strcmp(d, "docker") == 0)
             j->driver = AL_JOB_DOCKER;
+        else if (d && strcmp(d, "e2b") == 0)
+            j->driver = AL_JOB_E2B;
+        else if (d && strcmp(d, "daytona") == 0)
+            j->driver = AL_JOB_DAYTONA;
         else if (!d || strcmp(d, "native") != 0)
             r = BAD("unknown driver");
     }
@@ -346,6 +369,9 @@ static int decode_obj(json_t *o, al_job *j, al_error *err) {
         { "image_digest", &j->image_digest }, { "stdin_path", &j->stdin_path }, { "network", &j->network },
         { "skill_dir", &j->skill_dir }, { "script", &j->script },         { "preload", &j->preload },
         { "docker_socket", &j->docker_socket }, { "docker_runtime", &j->docker_runtime },
+        { "remote_api_url", &j->remote_api_url }, { "remote_sandbox_url", &j->remote_sandbox_url },
+        { "remote_key", &j->remote_key }, { "remote_template", &j->remote_template },
+        { "remote_tag", &j->remote_tag },
         { "work_in", &j->work_in },     { "work_out", &j->work_out },
     };
     for (size_t i = 0; i < ELEMENTSOF(s) && r == 0; i++)

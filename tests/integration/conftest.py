@@ -164,6 +164,9 @@ MODULES = {
     "test_battery_o_watch.py": ("asan", "serial"),           # watches every box on the host
     "test_cli.py": ("asan",),
     "test_core_end_of_run.py": ("postgresql", "serial"),     # two nodes, one killed; counts its runs' ends
+    "test_daytona_double.py": ("asan",),                     # @daytonaio/sdk against the Daytona test double
+    "test_driver_daytona.py": ("asan",),                     # driver = daytona against that double
+    "test_driver_e2b.py": ("asan",),                         # driver = e2b against an E2B-compatible endpoint
     "test_docker.py": ("asan", "serial"),                    # the test dockerd
     "test_docker_pool.py": ("asan", "serial"),               # the test dockerd
     "test_e2b_control.py": ("asan", "postgresql"),           # the E2B SDK: control plane, files

@@ -39,7 +39,8 @@ EDGES = {
     "box": set(),
     "image": {"box"},
     "docker": {"box"},
-    "drivers": {"box", "docker", "image", "lang", "proxy"},
+    "remote": {"box"},
+    "drivers": {"box", "docker", "image", "lang", "proxy", "remote"},
     "core": {"drivers", "store"},
     "api": {"core"},
     "cli": {"api", "core", "drivers"},
@@ -180,8 +181,9 @@ def check_http_in_core(tree):
 
 # Headers of a layer's insides, which no other layer may include even
 # where it may include the layer: the service is opaque above src/core.
-PRIVATE_HEADERS = {"core/service_int.h": "core", "core/runner.h": "core", "core/sandbox_int.h": "core", "store/internal.h": "store",
-                   "store/backend.h": "store", "api/mcp_internal.h": "api", "docker/container_int.h": "docker"}
+PRIVATE_HEADERS = {"core/service_int.h": "core", "core/runner.h": "core", "core/sandbox_int.h": "core",
+                   "store/internal.h": "store", "store/backend.h": "store", "api/mcp_internal.h": "api",
+                   "docker/container_int.h": "docker", "remote/remote_int.h": "remote"}
 
 
 def check_private(tree):

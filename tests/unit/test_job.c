@@ -87,6 +87,23 @@ int main(void) {
         CHECK(al_job_decode("{\"limits\":{\"timeout_s\":3}}", 26, &back, &err) == 0 && back.limits.wall_ms == 3000);
         al_job_free(&back);
     }
+    /* a remote job: its service, key, template and tag cross, and copy */
+    al_job_init(&j);
+    j.lang = al_lang_by_name("python");
+    j.driver = AL_JOB_E2B;
+    CHECK(al_job_set(&j.code, "pass") == 0 && al_job_set(&j.remote_api_url, "https://api.e2b.app") == 0 &&
+          al_job_set(&j.remote_key, "e2b_k") == 0 && al_job_set(&j.remote_tag, "h:1/i/run_1") == 0 &&
+          al_job_set(&j.remote_template, "base") == 0);
+    CHECK(al_job_encode(&j, &text, &len, &err) == 0 && al_job_decode(text, len, &d, &err) == 0);
+    CHECK(d.driver == AL_JOB_E2B && strcmp(d.remote_key, "e2b_k") == 0 && strcmp(d.remote_tag, "h:1/i/run_1") == 0 &&
+          strcmp(d.remote_template, "base") == 0 && !d.remote_sandbox_url);
+    CHECK(al_job_copy(&d, &c) == 0 && strcmp(c.remote_api_url, "https://api.e2b.app") == 0);
+    free(text);
+    al_job_free(&c);
+    al_job_free(&d);
+    al_job_free(&j);
+    CHECK(decodes("{\"language\":\"python\",\"driver\":\"daytona\"}"));
+
     /* what the tests and older drivers write: limits in part, the rest defaults */
     CHECK(decodes("{\"language\":\"python\",\"code\":\"pass\",\"out_dir\":\"/o\",\"fork_fd\":3,\"limits\":{\"timeout_s\":10}}"));
     CHECK(decodes("{\"language\":\"python\",\"driver\":\"native\"}"));
