@@ -37,6 +37,38 @@ int al_remote_sweep(const al_remote_opts *o, const char *prefix, const char *kee
                                         : al_remote_e2b_sweep(o, prefix, keep, err);
 }
 
+int al_remote_steps(const al_remote_ops *ops, void *b, const al_box_config *cfg, al_box_result *res) {
+    memset(res, 0, sizeof *res);
+    res->exit_code = -1;
+    snprintf(res->driver, sizeof res->driver, "%s", al_remote_kind_name(ops->kind));
+    al_remote_controls(ops->kind, &res->controls);
+    al_error err = { 0 };
+    int r = ops->open(b, &err);
+    if (r == 0)
+        r = ops->prepare(b, &err);
+    if (r == 0 && cfg->out_dirfd >= 0 && res->reason != AL_REASON_CANCELED) {
+        al_remote_listing l = { 0 };
+        r = ops->list_out(b, &l, &err);
+        if (r == 0)
+            r = al_remote_collect(&l, cfg->out_dirfd, &cfg->limits, ops->download, b, res, &err);
+        al_remote_listing_free(&l);
+    }
+    ops->finish(b);
+    if (r < 0 && ops->canceled(b)) {
+        res->reason = AL_REASON_CANCELED;
+        return 0;
+    }
+    if (r < 0) {
+        res->reason = AL_REASON_ERROR;
+        res->error = err;
+    }
+    return r < 0 ? r : 0;
+}
+
+bool al_remote_tag_stale(const char *tag, const char *prefix, const char *keep) {
+    return tag && strncmp(tag, prefix, strlen(prefix)) == 0 && strncmp(tag, keep, strlen(keep)) != 0;
+}
+
 int al_remote_listing_add(al_remote_listing *l, const char *path, bool dir, bool file, uint64_t size) {
     al_remote_entry *n = realloc(l->e, (l->n + 1) * sizeof *n);
     if (!n)

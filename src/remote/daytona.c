@@ -328,24 +328,6 @@ static int list_out(dt *b, al_remote_listing *l, al_error *err) {
     return r;
 }
 
-typedef struct dl_ctx {
-    dt *b;
-    al_http_write_fn w;
-    void *wud;
-    bool refused;
-} dl_ctx;
-
-static size_t dl_write(char *p, size_t size, size_t n, void *ud) {
-    dl_ctx *d = ud;
-    long st = 0;
-    curl_easy_getinfo(d->b->api.curl, CURLINFO_RESPONSE_CODE, &st);
-    if (st != 200) {
-        d->refused = true;
-        return 0;
-    }
-    return d->w(p, size, n, d->wud);
-}
-
 static int download(void *ud, const char *rel, al_http_write_fn w, void *wud, al_error *err) {
     dt *b = ud;
     char path[4200];
@@ -354,13 +336,7 @@ static int download(void *ud, const char *rel, al_http_write_fn w, void *wud, al
     _cleanup_free_ char *url = NULL;
     if (!q || asprintf(&url, "%s/files/download?path=%s", b->tb, q) < 0)
         return al_err(err, "collect", ENOMEM, "out of memory");
-    dl_ctx d = { b, w, wud, false };
-    al_http_req req = { .method = "GET", .url = url, .timeout_ms = 300000, .write = dl_write, .userdata = &d };
-    long st = 0;
-    int r = al_http_call(&b->api, &req, &st, NULL, "collect", err);
-    if (d.refused || (r == 0 && st != 200))
-        return al_err(err, "collect", EIO, "HTTP %ld", st);
-    return r;
+    return al_http_download(&b->api, url, NULL, w, wud, "collect", err);
 }
 
 static void destroy(dt *b) {
@@ -368,31 +344,7 @@ static void destroy(dt *b) {
         return;
     char url[AL_REMOTE_URL_MAX + 160];
     snprintf(url, sizeof url, "%s/sandbox/%s", b->o->api_url, b->id);
-    b->api.deadline_ms = 0;
-    b->api.stop = NULL;
-    for (int i = 0; i < 2; i++) {
-        json_t *ans = NULL;
-        long st = 0;
-        al_error e = { 0 };
-        int r = al_http_json(&b->api, "DELETE", url, NULL, NULL, 30000, &ans, &st, "daytona", &e);
-        json_decref(ans);
-        if (r == 0 || st == 404)
-            break;
-    }
-}
-
-static int steps(dt *b, al_error *err) {
-    int r;
-    if ((r = create(b, err)) < 0 || (r = stage(b, err)) < 0 || (r = run_command(b, err)) < 0)
-        return r;
-    if (b->cfg->out_dirfd < 0 || b->res->reason == AL_REASON_CANCELED)
-        return 0;
-    al_remote_listing l = { 0 };
-    r = list_out(b, &l, err);
-    if (r == 0)
-        r = al_remote_collect(&l, b->cfg->out_dirfd, &b->cfg->limits, download, b, b->res, err);
-    al_remote_listing_free(&l);
-    return r;
+    al_http_delete(&b->api, url, "daytona");
 }
 
 static int open_api(dt *b, al_error *err) {
@@ -404,32 +356,41 @@ static int open_api(dt *b, al_error *err) {
     return r;
 }
 
-int al_remote_daytona_run(const al_remote_opts *o, const al_box_config *cfg, al_box_result *res) {
-    memset(res, 0, sizeof *res);
-    res->exit_code = -1;
-    snprintf(res->driver, sizeof res->driver, "daytona");
-    al_remote_controls(AL_REMOTE_DAYTONA, &res->controls);
-    dt b = { .o = o, .cfg = cfg, .res = res };
-    al_error err = { 0 };
-    int r = open_api(&b, &err);
-    if (r == 0) {
-        b.api.deadline_ms = al_now_ms() + cfg->limits.wall_ms + SETUP_MARGIN_MS;
-        b.api.stop = on_tick;
-        b.api.stop_ud = &b;
-        r = steps(&b, &err);
-        destroy(&b);
-    }
-    al_http_close(&b.api);
-    if (r < 0 && b.canceled) {
-        res->reason = AL_REASON_CANCELED;
-        return 0;
-    }
-    if (r < 0) {
-        res->reason = AL_REASON_ERROR;
-        res->error = err;
+/* ---- the steps of a run (al_remote_steps) ---- */
+
+static int op_open(void *ud, al_error *err) {
+    dt *b = ud;
+    int r = open_api(b, err);
+    b->api.deadline_ms = al_now_ms() + b->cfg->limits.wall_ms + SETUP_MARGIN_MS;
+    b->api.stop = on_tick;
+    b->api.stop_ud = b;
+    return r;
+}
+
+static int op_prepare(void *ud, al_error *err) {
+    dt *b = ud;
+    int r;
+    if ((r = create(b, err)) < 0 || (r = stage(b, err)) < 0)
         return r;
-    }
-    return 0;
+    return run_command(b, err);
+}
+
+static int op_list_out(void *ud, al_remote_listing *l, al_error *err) { return list_out(ud, l, err); }
+
+static void op_finish(void *ud) {
+    dt *b = ud;
+    destroy(b);
+    al_http_close(&b->api);
+}
+
+static bool op_canceled(void *ud) { return ((dt *)ud)->canceled; }
+
+static const al_remote_ops daytona_ops = { AL_REMOTE_DAYTONA, op_open, op_prepare, op_list_out, download, op_finish,
+                                           op_canceled };
+
+int al_remote_daytona_run(const al_remote_opts *o, const al_box_config *cfg, al_box_result *res) {
+    dt b = { .o = o, .cfg = cfg, .res = res };
+    return al_remote_steps(&daytona_ops, &b, cfg, res);
 }
 
 int al_remote_daytona_sweep(const al_remote_opts *o, const char *prefix, const char *keep, al_error *err) {
@@ -448,7 +409,7 @@ int al_remote_daytona_sweep(const al_remote_opts *o, const char *prefix, const c
     json_array_foreach(r == 0 ? items : NULL, i, sb) {
         const char *tag = json_string_value(json_object_get(json_object_get(sb, "labels"), "airlock"));
         const char *id = json_string_value(json_object_get(sb, "id"));
-        if (!tag || strncmp(tag, prefix, strlen(prefix)) != 0 || strncmp(tag, keep, strlen(keep)) == 0 || !id_ok(id, sizeof b.id))
+        if (!al_remote_tag_stale(tag, prefix, keep) || !id_ok(id, sizeof b.id))
             continue;
         snprintf(b.id, sizeof b.id, "%s", id);
         b.made = true;

@@ -380,42 +380,15 @@ static int run_command(e2b *b, al_error *err) {
 
 /* ---- /out ---- */
 
-typedef struct dl_ctx {
-    e2b *b;
-    al_http_write_fn w;
-    void *wud;
-    bool refused;
-} dl_ctx;
-
-static size_t dl_write(char *p, size_t size, size_t n, void *ud) {
-    dl_ctx *d = ud;
-    long st = 0;
-    curl_easy_getinfo(d->b->envd.curl, CURLINFO_RESPONSE_CODE, &st);
-    if (st != 200) {
-        d->refused = true;
-        return 0;
-    }
-    return d->w(p, size, n, d->wud);
-}
-
 static int download(void *ud, const char *rel, al_http_write_fn w, void *wud, al_error *err) {
     e2b *b = ud;
     char path[4200];
     snprintf(path, sizeof path, "/out/%s", rel);
     _cleanup_free_ char *q = al_http_escape(&b->envd, path);
-    if (!q)
-        return al_err(err, "collect", ENOMEM, "out of memory");
     _cleanup_free_ char *url = NULL;
-    if (asprintf(&url, "%s/files?path=%s%s", b->envd_url, q, b->as_root ? "&username=root" : "") < 0)
+    if (!q || asprintf(&url, "%s/files?path=%s%s", b->envd_url, q, b->as_root ? "&username=root" : "") < 0)
         return al_err(err, "collect", ENOMEM, "out of memory");
-    dl_ctx d = { b, w, wud, false };
-    al_http_req req = { .method = "GET", .url = url, .timeout_ms = 300000, .write = dl_write, .userdata = &d,
-                        .headers = b->as_root ? connect_json_root + 1 : NULL };
-    long st = 0;
-    int r = al_http_call(&b->envd, &req, &st, NULL, "collect", err);
-    if (d.refused || (r == 0 && st != 200))
-        return al_err(err, "collect", EIO, "HTTP %ld", st);
-    return r;
+    return al_http_download(&b->envd, url, b->as_root ? connect_json_root + 1 : NULL, w, wud, "collect", err);
 }
 
 static int list_out(e2b *b, al_remote_listing *l, al_error *err) {
@@ -456,74 +429,59 @@ static void destroy(e2b *b) {
         return;
     char url[AL_REMOTE_URL_MAX + 160];
     snprintf(url, sizeof url, "%s/sandboxes/%s", b->o->api_url, b->id);
-    b->api.deadline_ms = 0;
-    b->api.stop = NULL;
-    json_t *ans = NULL;
-    al_error e = { 0 };
-    /* twice at most: a sandbox left behind costs until its own timeout */
-    for (int i = 0; i < 2; i++) {
-        long st = 0;
-        if (al_http_json(&b->api, "DELETE", url, NULL, NULL, 30000, &ans, &st, "e2b", &e) == 0 || st == 404)
-            break;
-    }
-    json_decref(ans);
+    al_http_delete(&b->api, url, "e2b");
 }
 
-static int e2b_steps(e2b *b, al_error *err) {
-    int r;
-    if ((r = create(b, err)) < 0 || (r = make_dirs(b, err)) < 0 || (r = stage(b, err)) < 0 ||
-        (r = run_command(b, err)) < 0)
-        return r;
-    if (b->cfg->out_dirfd < 0 || b->res->reason == AL_REASON_CANCELED)
-        return 0;
-    al_remote_listing l = { 0 };
-    r = list_out(b, &l, err);
-    if (r == 0)
-        r = al_remote_collect(&l, b->cfg->out_dirfd, &b->cfg->limits, download, b, b->res, err);
-    al_remote_listing_free(&l);
+static int open_api(e2b *b, al_error *err) {
+    char auth[AL_REMOTE_KEY_MAX + 32];
+    snprintf(auth, sizeof auth, "X-API-KEY: %s", b->o->api_key ? b->o->api_key : "");
+    const char *hdrs[] = { auth, NULL };
+    int r = al_http_open(&b->api, "E2B", hdrs, err);
+    explicit_bzero(auth, sizeof auth);
     return r;
 }
 
-int al_remote_e2b_run(const al_remote_opts *o, const al_box_config *cfg, al_box_result *res) {
-    memset(res, 0, sizeof *res);
-    res->exit_code = -1;
-    snprintf(res->driver, sizeof res->driver, "e2b");
-    al_remote_controls(AL_REMOTE_E2B, &res->controls);
-    char auth[AL_REMOTE_KEY_MAX + 32];
-    snprintf(auth, sizeof auth, "X-API-KEY: %s", o->api_key ? o->api_key : "");
-    const char *hdrs[] = { auth, NULL };
-    e2b b = { .o = o, .cfg = cfg, .res = res, .as_root = true };
-    al_error err = { 0 };
-    int r = al_http_open(&b.api, "E2B", hdrs, &err);
-    explicit_bzero(auth, sizeof auth);
-    if (r == 0) {
-        b.api.deadline_ms = al_now_ms() + cfg->limits.wall_ms + SETUP_MARGIN_MS;
-        b.api.stop = canceled;
-        b.api.stop_ud = &b;
-        r = e2b_steps(&b, &err);
-        destroy(&b);
-    }
-    al_http_close(&b.envd);
-    al_http_close(&b.api);
-    if (r < 0 && b.canceled) {
-        res->reason = AL_REASON_CANCELED;
-        return 0;
-    }
-    if (r < 0) {
-        res->reason = AL_REASON_ERROR;
-        res->error = err;
+/* ---- the steps of a run (al_remote_steps) ---- */
+
+static int op_open(void *ud, al_error *err) {
+    e2b *b = ud;
+    int r = open_api(b, err);
+    b->api.deadline_ms = al_now_ms() + b->cfg->limits.wall_ms + SETUP_MARGIN_MS;
+    b->api.stop = canceled;
+    b->api.stop_ud = b;
+    return r;
+}
+
+static int op_prepare(void *ud, al_error *err) {
+    e2b *b = ud;
+    int r;
+    if ((r = create(b, err)) < 0 || (r = make_dirs(b, err)) < 0 || (r = stage(b, err)) < 0)
         return r;
-    }
-    return 0;
+    return run_command(b, err);
+}
+
+static int op_list_out(void *ud, al_remote_listing *l, al_error *err) { return list_out(ud, l, err); }
+
+static void op_finish(void *ud) {
+    e2b *b = ud;
+    destroy(b);
+    al_http_close(&b->envd);
+    al_http_close(&b->api);
+}
+
+static bool op_canceled(void *ud) { return ((e2b *)ud)->canceled; }
+
+static const al_remote_ops e2b_ops = { AL_REMOTE_E2B, op_open, op_prepare, op_list_out, download, op_finish,
+                                       op_canceled };
+
+int al_remote_e2b_run(const al_remote_opts *o, const al_box_config *cfg, al_box_result *res) {
+    e2b b = { .o = o, .cfg = cfg, .res = res, .as_root = true };
+    return al_remote_steps(&e2b_ops, &b, cfg, res);
 }
 
 int al_remote_e2b_sweep(const al_remote_opts *o, const char *prefix, const char *keep, al_error *err) {
-    char auth[AL_REMOTE_KEY_MAX + 32];
-    snprintf(auth, sizeof auth, "X-API-KEY: %s", o->api_key ? o->api_key : "");
-    const char *hdrs[] = { auth, NULL };
     e2b b = { .o = o };
-    int r = al_http_open(&b.api, "E2B", hdrs, err);
-    explicit_bzero(auth, sizeof auth);
+    int r = open_api(&b, err);
     if (r < 0)
         return r;
     char url[AL_REMOTE_URL_MAX + 64];
@@ -536,7 +494,7 @@ int al_remote_e2b_sweep(const al_remote_opts *o, const char *prefix, const char 
     json_array_foreach(r == 0 ? ans : NULL, i, sb) {
         const char *tag = json_string_value(json_object_get(json_object_get(sb, "metadata"), "airlock"));
         const char *id = json_string_value(json_object_get(sb, "sandboxID"));
-        if (!tag || !id || strncmp(tag, prefix, strlen(prefix)) != 0 || strncmp(tag, keep, strlen(keep)) == 0 || strlen(id) >= sizeof b.id)
+        if (!id || !al_remote_tag_stale(tag, prefix, keep) || strlen(id) >= sizeof b.id)
             continue;
         snprintf(b.id, sizeof b.id, "%s", id);
         b.made = true;

@@ -149,6 +149,53 @@ int al_http_json(al_http *h, const char *method, const char *url, json_t *send, 
     return 0;
 }
 
+typedef struct dl_ctx {
+    al_http *h;
+    al_http_write_fn w;
+    void *wud;
+    bool refused;
+} dl_ctx;
+
+/* the body goes on only under a 200: an error page is not a file's bytes */
+static size_t dl_write(char *p, size_t size, size_t n, void *ud) {
+    dl_ctx *d = ud;
+    long st = 0;
+    curl_easy_getinfo(d->h->curl, CURLINFO_RESPONSE_CODE, &st);
+    if (st != 200) {
+        d->refused = true;
+        return 0;
+    }
+    return d->w(p, size, n, d->wud);
+}
+
+int al_http_download(al_http *h, const char *url, const char *const *headers, al_http_write_fn w, void *wud,
+                     const char *step, al_error *err) {
+    dl_ctx d = { h, w, wud, false };
+    al_http_req req = { .method = "GET", .url = url, .timeout_ms = 300000, .write = dl_write, .userdata = &d,
+                        .headers = headers };
+    long st = 0;
+    int r = al_http_call(h, &req, &st, NULL, step, err);
+    if (d.refused || (r == 0 && st != 200))
+        return al_err(err, step, EIO, "HTTP %ld", st);
+    return r;
+}
+
+int al_http_delete(al_http *h, const char *url, const char *step) {
+    h->deadline_ms = 0;
+    h->stop = NULL;
+    int r = -EIO;
+    for (int i = 0; i < 2 && r < 0; i++) {
+        json_t *ans = NULL;
+        long st = 0;
+        al_error e = { 0 };
+        r = al_http_json(h, "DELETE", url, NULL, NULL, 30000, &ans, &st, step, &e);
+        if (st == 404)
+            r = 0;
+        json_decref(ans);
+    }
+    return r;
+}
+
 char *al_http_escape(al_http *h, const char *s) {
     char *q = curl_easy_escape(h->curl, s, 0);
     char *r = q ? strdup(q) : NULL;

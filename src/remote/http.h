@@ -62,5 +62,15 @@ int al_http_call(al_http *h, const al_http_req *req, long *status, al_buf *body,
 int al_http_json(al_http *h, const char *method, const char *url, json_t *send, const char *const *headers,
                  uint64_t timeout_ms, json_t **ret, long *status, const char *step, al_error *err);
 
+/* GET URL (with HEADERS, may be NULL): a 200's body to W(WUD); 0, else
+ * -errno with why in ERR (step STEP): another status is -EIO. */
+int al_http_download(al_http *h, const char *url, const char *const *headers, al_http_write_fn w, void *wud,
+                     const char *step, al_error *err);
+
+/* DELETE URL, asked twice at most (a thing left behind costs until the
+ * service's own timeout): 0 deleted or not there (404), else -errno. Runs
+ * past the call's deadline and without its stop: it is the cleanup. */
+int al_http_delete(al_http *h, const char *url, const char *step);
+
 /* S percent-encoded for a query (malloc'd; NULL: out of memory). */
 char *al_http_escape(al_http *h, const char *s);

@@ -45,6 +45,32 @@ char *al_remote_command(const al_box_config *cfg, const char *stdin_name);
  * *CANCELED) or DEADLINE_MS passed. */
 bool al_remote_should_stop(const al_box_config *cfg, uint64_t deadline_ms, bool *canceled);
 
+/* One remote service's steps of a run, for al_remote_steps: B is the
+ * service's own state of the run. */
+typedef struct al_remote_ops {
+    al_remote_kind kind;
+    /* its API opened with the key (nothing made yet) */
+    int (*open)(void *b, al_error *err);
+    /* the sandbox made, the inputs staged, the command run to its end */
+    int (*prepare)(void *b, al_error *err);
+    /* the remote /out's entries into L (none there: 0, L empty) */
+    int (*list_out)(void *b, al_remote_listing *l, al_error *err);
+    al_remote_download_fn download;
+    /* the sandbox deleted if it was made (on every path), the API closed */
+    void (*finish)(void *b);
+    /* whether the run was canceled (its steps stopped for it) */
+    bool (*canceled)(void *b);
+} al_remote_ops;
+
+/* A run of CFG through OPS, as al_remote_run promises: RES made ready,
+ * the steps, /out collected beneath CFG->out_dirfd unless the run was
+ * canceled, the sandbox deleted; a cancel is a result, not an error. */
+int al_remote_steps(const al_remote_ops *ops, void *b, const al_box_config *cfg, al_box_result *res);
+
+/* Whether a sandbox tagged TAG is a dead service's leftover: PREFIX's,
+ * not KEEP's (this service's own). */
+bool al_remote_tag_stale(const char *tag, const char *prefix, const char *keep);
+
 int al_remote_e2b_run(const al_remote_opts *o, const al_box_config *cfg, al_box_result *res);
 int al_remote_daytona_run(const al_remote_opts *o, const al_box_config *cfg, al_box_result *res);
 int al_remote_e2b_sweep(const al_remote_opts *o, const char *prefix, const char *keep, al_error *err);
