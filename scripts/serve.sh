@@ -22,7 +22,12 @@ airlock is starting on http://$LISTEN (state in $STATE, images in $IMAGES). Try:
        'http://$LISTEN/v1/runs?wait=true' \\
        -d '{"language": "python", "code": "print(6 * 7)"}'
 
-API: docs/api.md, or GET http://$LISTEN/openapi.json. Stop with Ctrl-C.
+Code written for E2B's SDKs (e2b, @e2b/code-interpreter) runs unchanged with:
+
+  export E2B_API_URL=http://$LISTEN E2B_SANDBOX_URL=http://$LISTEN E2B_API_KEY='$key'
+
+API: docs/api.md (its "E2B compatibility" says what differs), or
+GET http://$LISTEN/openapi.json. Stop with Ctrl-C.
 
 MSG
 exec ./build/airlock serve --listen "$LISTEN" --state "$STATE" --images "$IMAGES"
