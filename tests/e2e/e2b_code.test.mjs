@@ -35,6 +35,11 @@ if (!chart) test('runCode: output, a trailing value, an error, no state kept, fi
       // each cell is a fresh interpreter: x of the cell above is gone
       const gone = await sbx.runCode('x');
       assert.equal(gone.error.name, 'NameError');
+      // ... and the error says why, in words an agent can act on
+      assert.match(gone.error.value, /^name 'x' is not defined \(airlock: each runCode call runs in a fresh interpreter/);
+      const jsGone = await sbx.runCode('y', { language: 'javascript' });
+      assert.equal(jsGone.error.name, 'ReferenceError');
+      assert.match(jsGone.error.value, /fresh interpreter.*files under \/home\/user are/);
       // files are kept
       await sbx.runCode('open("kept.txt", "w").write("from a cell")');
       assert.equal(await sbx.files.read('/home/user/kept.txt'), 'from a cell');

@@ -20,7 +20,12 @@ try {
   value = vm.runInThisContext(_A.cell, { filename: '<cell>' });
 } catch (e) {
   const err = e instanceof Error ? e : new Error(String(e));
-  emit({ type: 'error', name: err.name, value: err.message, traceback: err.stack || String(e) });
+  // as python.py: a name of an earlier cell is not here, and the error says why
+  const note = err instanceof ReferenceError
+    ? ' (airlock: each runCode call runs in a fresh interpreter; variables, modules and' +
+      ' processes of earlier calls are not kept, files under /home/user are)'
+    : '';
+  emit({ type: 'error', name: err.name, value: err.message + note, traceback: err.stack || String(e) });
   value = undefined;
 }
 if (value !== undefined) {

@@ -60,8 +60,18 @@ sys.path.append("/tmp")
 os.environ["MPLBACKEND"] = "module://_airlock_mpl_backend"
 
 
+# A name an earlier cell defined is not here (each cell is a fresh
+# interpreter): the error says so, so that an agent learns why and keeps
+# what it needs in files rather than retrying the same cell.
+_NOT_KEPT = (" (airlock: each runCode call runs in a fresh interpreter; variables, imports and"
+             " processes of earlier calls are not kept, files under /home/user are)")
+
+
 def _error(e):
-    _emit({"type": "error", "name": type(e).__name__, "value": str(e),
+    value = str(e)
+    if isinstance(e, NameError):
+        value += _NOT_KEPT
+    _emit({"type": "error", "name": type(e).__name__, "value": value,
            "traceback": "".join(traceback.format_exception(type(e), e, e.__traceback__))})
 
 
