@@ -20,9 +20,10 @@ from service_util import gov_tenant, put_settings, service  # noqa: F401
 # sandbox's working directory staged into the container's /work and
 # collected back (the SDK's commands that carry files from one command to
 # the next, a deleted file gone, an exec bit kept; a hostile tree in the
-# home; what a command leaves). The sandbox plane's protocol (Connect
-# framing, approvals, streams' deadlines, the code interpreter's cells) is
-# the service's, whatever runs the box: the native passes test it.
+# home; what a command leaves), a command's timeout and kill, the code
+# interpreter's cells. The rest of the sandbox plane's protocol (Connect
+# framing, approvals, streams' deadlines) is the service's, whatever runs
+# the box: the native passes test it.
 ON_DOCKER = DRIVER == "docker"
 protocol_only = pytest.mark.skipif(ON_DOCKER, reason="the sandbox plane's protocol, not the driver's: "
                                                      "the native passes test it")
@@ -34,14 +35,15 @@ def test_e2b_commands_sdk(service):
     put_settings(t.client, approval_policy="always", allow_self_approval=True, approval_ttl_s=600)
     env = {"AIRLOCK_URL": service.base_url, "AIRLOCK_API_KEY": service.key, "AIRLOCK_APPROVAL_KEY": t.key}
     if ON_DOCKER:
-        # in containers: the two tests whose commands carry files (and an
-        # exec bit) from one command to the next
-        node_test("e2b_commands.test.mjs", env, expect=2, pattern="files flow between commands|each command is an airlock run")
+        # in containers: the tests whose commands carry files (and an exec
+        # bit) from one command to the next, and end by timeout or kill
+        # (approvals are the service's)
+        node_test("e2b_commands.test.mjs", env, expect=3,
+                  pattern="files flow between commands|timeoutMs ends a command|each command is an airlock run")
     else:
         node_test("e2b_commands.test.mjs", env, expect=4)
 
 
-@protocol_only
 def test_e2b_code_interpreter_sdk(service):
     npm_ci()
     node_test("e2b_code.test.mjs", {"AIRLOCK_URL": service.base_url, "AIRLOCK_API_KEY": service.key}, expect=1)
