@@ -298,18 +298,20 @@ static int open_parent(int dirfd, char *rel, const char **leaf, unsigned max_dep
 }
 
 
-/* The tar at TARFD unpacked beneath OUTFD (ours), within CL's entries,
- * depth and (plus a byte, enough for al_collect to skip it) per-file cap;
- * what it leaves out in INTO's skips. A file keeps an exec bit (0700), for
- * a collection that keeps them (a sandbox's /work). */
-static int unpack(const al_collect_limits *cl, int tarfd, int outfd, al_box_result *into, al_error *err) {
+/* The tar of the box's /DIR at TARFD unpacked beneath OUTFD (ours), within
+ * CL's entries, depth and (plus a byte, enough for al_collect to skip it)
+ * per-file cap; what it leaves out in INTO's skips. A file keeps an exec
+ * bit (0700), for a collection that keeps them (a sandbox's /work). */
+static int unpack(const char *dir, const al_collect_limits *cl, int tarfd, int outfd, al_box_result *into,
+                  al_error *err) {
+    char why[96];
     struct archive *a = archive_read_new();
     if (!a)
         return al_err(err, "collect", ENOMEM, "libarchive");
     archive_read_support_format_tar(a);
     int r = 0;
     if (archive_read_open_fd(a, tarfd, 65536) != ARCHIVE_OK) {
-        r = al_err(err, "collect", EIO, "read the box's tar: %s", archive_error_string(a));
+        r = al_err(err, "collect", EIO, "read /%s's tar: %s", dir, archive_error_string(a));
         archive_read_free(a);
         return r;
     }
@@ -320,7 +322,8 @@ static int unpack(const al_collect_limits *cl, int tarfd, int outfd, al_box_resu
         if (!pn)
             continue;
         if (++entries > max_entries) {
-            r = al_collect_add_skip(into, pn, "entry limit reached: the rest was not examined");
+            snprintf(why, sizeof why, "entry limit reached: the rest of /%s was not examined", dir);
+            r = al_collect_add_skip(into, pn, why);
             break;
         }
         char rel[4096];
@@ -361,7 +364,8 @@ static int unpack(const al_collect_limits *cl, int tarfd, int outfd, al_box_resu
              * not an artifact: what there is of it is not what /out held */
             if (fd >= 0 && k < 0) {
                 unlinkat(pfd, leaf, 0);
-                r = al_collect_add_skip(into, shown, "cut off: the box's tar exceeded its bound");
+                snprintf(why, sizeof why, "cut off: /%s's tar exceeded its bound", dir);
+                r = al_collect_add_skip(into, shown, why);
             }
         } else if (archive_entry_hardlink(ent)) {
             /* another name of a file already extracted */
@@ -460,7 +464,7 @@ int al_docker_tar_collect(dbox *b, const char *dir, const al_collect_limits *lim
     }
     tar_unreadable(b, dir, into);
     lseek(mfd, 0, SEEK_SET);
-    if ((r = unpack(lim, mfd, outfd, into, err)) < 0)
+    if ((r = unpack(dir, lim, mfd, outfd, into, err)) < 0)
         goto out;
     if (before)
         before(b, outfd);
