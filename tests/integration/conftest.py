@@ -216,6 +216,7 @@ MODULES = {
 def pytest_configure(config):
     for name in PASSES + ("serial",):
         config.addinivalue_line("markers", f"{name}: a module of make check's {name} pass (conftest.MODULES)")
+    config.addinivalue_line("markers", "only_passes(*names): the test runs only in these of its module's passes")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -235,5 +236,9 @@ def pytest_collection_modifyitems(session, config, items):
     if problems:
         raise pytest.UsageError("the passes of make check:\n" + "\n".join(problems))
     for item in items:
+        # a test marked only_passes(...) runs in those of its module's passes
+        # alone: deselected from the others, not skipped there
+        only = item.get_closest_marker("only_passes")
         for name in MODULES.get(item.path.name, ()):
-            item.add_marker(getattr(pytest.mark, name))
+            if not only or name in only.args:
+                item.add_marker(getattr(pytest.mark, name))
