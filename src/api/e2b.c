@@ -333,31 +333,67 @@ static int state_filter(const char *q, unsigned *ret) {
     return 0;
 }
 
+/* E2B's startedAfter (an ISO time, the SDK's toISOString) in the store's
+ * form, YYYY-MM-DDTHH:MM:SS.mmmZ, into OUT: -EINVAL for any other. */
+static int time_arg(const char *q, char out[40]) {
+    static const char shape[] = "dddd-dd-ddTdd:dd:dd";
+    size_t n = strlen(q);
+    if (n < sizeof shape - 1 || n > 30)
+        return -EINVAL;
+    for (size_t i = 0; i < sizeof shape - 1; i++)
+        if (shape[i] == 'd' ? !(q[i] >= '0' && q[i] <= '9') : q[i] != shape[i])
+            return -EINVAL;
+    const char *p = q + sizeof shape - 1;
+    char ms[4] = "000";
+    if (*p == '.') {
+        size_t d = strspn(p + 1, "0123456789");
+        if (d == 0)
+            return -EINVAL;
+        memcpy(ms, p + 1, d < 3 ? d : 3);
+        p += 1 + d;
+    }
+    if (strcmp(p, "Z") != 0)
+        return -EINVAL;
+    snprintf(out, 40, "%.19s.%sZ", q, ms);
+    return 0;
+}
+
 enum MHD_Result al_e2b_list(al_route_ctx *x) {
-    const char *md = MHD_lookup_connection_value(x->c, MHD_GET_ARGUMENT_KIND, "metadata");
-    const char *st = MHD_lookup_connection_value(x->c, MHD_GET_ARGUMENT_KIND, "state");
-    const char *lim = MHD_lookup_connection_value(x->c, MHD_GET_ARGUMENT_KIND, "limit");
-    const char *next = MHD_lookup_connection_value(x->c, MHD_GET_ARGUMENT_KIND, "nextToken");
+    struct MHD_Connection *c = x->c;
+    const char *md = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "metadata");
+    const char *st = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "state");
+    const char *lim = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
+    const char *order = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "order");
+    const char *since = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "startedAfter");
+    const char *tmpl = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "template");
     uint64_t limit = 100;
-    unsigned states = 0;
-    json_t *filter = NULL;
+    char after[40];
+    al_sandbox_query q = { .template_id = tmpl && tmpl[0] ? tmpl : NULL,
+                           .after = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "nextToken") };
     if (lim && (al_parse_u64(lim, &limit) < 0 || limit < 1 || limit > 100))
-        return al_e2b_reply_error(x->c, 400, "limit: between 1 and 100");
-    if (state_filter(st, &states) < 0)
-        return al_e2b_reply_error(x->c, 400, "state: running, paused, or both");
-    if (metadata_filter(md, &filter) < 0)
-        return al_e2b_reply_error(x->c, 400, "metadata: want key=value pairs joined by &, each URL-encoded");
+        return al_e2b_reply_error(c, 400, "limit: between 1 and 100");
+    q.limit = (size_t)limit;
+    if (state_filter(st, &q.states) < 0)
+        return al_e2b_reply_error(c, 400, "state: running, paused, or both");
+    if (order && strcmp(order, "asc") != 0 && strcmp(order, "desc") != 0)
+        return al_e2b_reply_error(c, 400, "order: asc or desc");
+    q.oldest_first = order && strcmp(order, "asc") == 0;
+    if (since && since[0] && time_arg(since, after) < 0)
+        return al_e2b_reply_error(c, 400, "startedAfter: want an ISO time in UTC (2026-01-02T03:04:05.000Z)");
+    q.started_after = since && since[0] ? after : NULL;
+    if (metadata_filter(md, &q.metadata) < 0)
+        return al_e2b_reply_error(c, 400, "metadata: want key=value pairs joined by &, each URL-encoded");
     al_sandbox_list l;
     al_error err = { 0 };
-    int r = al_sandbox_list_page(x->s, x->p, filter, states, next, (size_t)limit, &l, &err);
-    json_decref(filter);
+    int r = al_sandbox_list_page(x->s, x->p, &q, &l, &err);
+    json_decref(q.metadata);
     if (r < 0)
-        return reply_err(x->c, r, &err);
+        return reply_err(c, r, &err);
     json_t *set = settings_of(x), *out = json_array();
     for (size_t i = 0; i < l.n; i++)
         json_array_append_new(out, detail_json(&l.v[i], set));
     json_decref(set);
-    enum MHD_Result ret = reply(x->c, 200, out, "X-Next-Token", l.next[0] ? l.next : NULL);
+    enum MHD_Result ret = reply(c, 200, out, "X-Next-Token", l.next[0] ? l.next : NULL);
     al_sandbox_list_free(&l);
     return ret;
 }

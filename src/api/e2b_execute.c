@@ -42,6 +42,7 @@
 #define EXEC_KEEPALIVE_MS 15000
 #define EXEC_LINE_MAX (4u << 20)     /* stdout held for its line's end at most: then shown as it is */
 #define EXEC_MARK_LEN 24
+#define EXEC_TIMEOUT_S 60            /* @e2b/code-interpreter's DEFAULT_TIMEOUT_MS */
 
 /* The languages a cell may be in, and the run's language and driver. */
 static const struct {
@@ -312,12 +313,35 @@ static void exec_free(void *cls) {
 
 /* ---------------------------------------------------------------- execute */
 
-/* The run's code: the driver of language L with the cell, its environment
- * and the mark above it (as base64 of JSON: no quoting to get wrong), or
- * for bash the cell after the environment's lines. */
+/* CELL as comment lines (each after COMMENT) onto F: what an approver
+ * reads of the cell on its card and what the run's record shows. A line
+ * break the language would see inside a comment (a CR; in JavaScript
+ * U+2028 and U+2029) is shown escaped, so no part of the copy is code. */
+static void cell_comment(FILE *f, const char *comment, const char *cell, bool js) {
+    fprintf(f, "%s the cell, as sent (it runs from _AIRLOCK below, decoded: this copy is for reading)\n%s ", comment,
+            comment);
+    for (const char *p = cell; *p; p++) {
+        if (*p == '\n')
+            fprintf(f, "\n%s ", comment);
+        else if (*p == '\r')
+            fputs("\\r", f);
+        else if (js && (unsigned char)p[0] == 0xe2 && (unsigned char)p[1] == 0x80 &&
+                 ((unsigned char)p[2] == 0xa8 || (unsigned char)p[2] == 0xa9)) {
+            fputs((unsigned char)p[2] == 0xa8 ? "\\u2028" : "\\u2029", f);
+            p += 2;
+        } else
+            fputc(*p, f);
+    }
+    fprintf(f, "\n%s (end of the cell)\n", comment);
+}
+
+/* The run's code: the cell as comments (for reading), then the driver of
+ * language L with the cell, its environment and the mark above it (as
+ * base64 of JSON: no quoting to get wrong), which is what runs. */
 static char *cell_code(int l, const char *cell, json_t *env, const char *mark) {
     if (!langs[l].driver)
         return NULL;
+    bool js = strcmp(langs[l].run_lang, "node") == 0;
     json_t *a = json_pack("{s:s, s:O, s:s}", "cell", cell, "env", env, "mark", mark);
     char *j = a ? json_dumps(a, JSON_COMPACT) : NULL;
     json_decref(a);
@@ -325,9 +349,16 @@ static char *cell_code(int l, const char *cell, json_t *env, const char *mark) {
     free(j);
     const char *drv = driver_text(langs[l].driver);
     char *code = NULL;
-    if (b64 && drv &&
-        asprintf(&code, "%s_AIRLOCK = \"%s\"\n%s", strcmp(langs[l].run_lang, "node") == 0 ? "const " : "", b64, drv) < 0)
-        code = NULL;
+    size_t len = 0;
+    FILE *f = b64 && drv ? open_memstream(&code, &len) : NULL;
+    if (f) {
+        cell_comment(f, js ? "//" : "#", cell, js);
+        fprintf(f, "%s_AIRLOCK = \"%s\"\n%s", js ? "const " : "", b64, drv);
+        if (fclose(f) != 0) {
+            free(code);
+            code = NULL;
+        }
+    }
     free(b64);
     return code;
 }
@@ -387,8 +418,9 @@ enum MHD_Result al_e2b_execute(al_route_ctx *x) {
     }
     char run_id[40];
     al_connect_code cc;
-    int r = al_e2b_run_start(x->s, x->p, x->sb, langs[l].run_lang, run_code, strlen(run_code), "e2b: runCode", run_id,
-                             &cc, why, sizeof why);
+    /* the SDK's own default wait for a cell (its timeoutMs is not sent) */
+    int r = al_e2b_run_start(x->s, x->p, x->sb, langs[l].run_lang, run_code, strlen(run_code), "e2b: runCode",
+                             EXEC_TIMEOUT_S, run_id, &cc, why, sizeof why);
     free(run_code);
     if (r < 0) {
         al_service_unhold(x->s, x->p->person_id, AL_HOLD_FOLLOW);

@@ -25,6 +25,7 @@
  * secrets) and List shows none.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -513,7 +514,8 @@ static enum MHD_Result start(al_route_ctx *x) {
         return ret;
     json_t *proc = json_object_get(m, "process");
     char why[700];
-    if (json_is_true(json_object_get(m, "stdin")) || json_object_get(m, "pty")) {
+    json_t *pty = json_object_get(m, "pty");
+    if (json_is_true(json_object_get(m, "stdin")) || (pty && !json_is_null(pty))) {
         json_decref(m);
         return stream_error(x->c, AL_CONNECT_UNIMPLEMENTED,
                             "a command of an airlock sandbox takes no stdin stream and no pty: its input is what "
@@ -538,7 +540,13 @@ static enum MHD_Result start(al_route_ctx *x) {
     }
     char run_id[40];
     al_connect_code cc;
-    int r = al_e2b_run_start(x->s, x->p, x->sb, "bash", code, strlen(code), desc, run_id, &cc, why, sizeof why);
+    /* the run's own timeout a second past the stream's deadline, so that
+     * the deadline ends it as envd's does (deadline_exceeded); without
+     * one (timeoutMs 0) the longest the workspace allows */
+    uint64_t ms = header_u64(x->c, "Connect-Timeout-Ms", 0);
+    double timeout = ms ? (double)((ms + 999) / 1000 + 1) : INFINITY;
+    int r = al_e2b_run_start(x->s, x->p, x->sb, "bash", code, strlen(code), desc, timeout, run_id, &cc, why,
+                             sizeof why);
     free(code);
     free(desc);
     if (r < 0) {

@@ -10,16 +10,21 @@
 
 #include "../core/views.h"
 
-/* Names the box sets for its own workings: the egress proxy's address
- * (a command that moved it would only lose its network, but what the box
- * says of itself stays true), airlock's and E2B's own. PATH, LANG and the
- * rest are the command's to change: the box is the boundary, not its
- * environment. */
+/* Names a command may not set: the box's own (the egress proxy's address:
+ * a command that moved it would only lose its network, but what the box
+ * says of itself stays true; airlock's and E2B's own), and, as for a
+ * sandbox's envVars (core/sandbox_ctl.c's env_problem, whose list this
+ * follows), those that make the loader, libc or the shell run other code
+ * than the command's. PATH, LANG and the rest are the command's to change. */
 static bool reserved(const char *k) {
-    static const char *const own[] = { "HOME", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
-                                       "no_proxy", "npm_config_proxy", "npm_config_https_proxy" };
-    if (strncmp(k, "AIRLOCK_", 8) == 0 || strncmp(k, "E2B_SANDBOX", 11) == 0)
-        return true;
+    static const char *const own[] = { "HOME", "PWD", "OLDPWD", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy",
+                                       "https_proxy", "no_proxy", "npm_config_proxy", "npm_config_https_proxy",
+                                       "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "IFS", "GCONV_PATH",
+                                       "HOSTALIASES", "LOCALDOMAIN", "RES_OPTIONS" };
+    static const char *const prefixes[] = { "AIRLOCK_", "E2B_SANDBOX", "LD_", "BASH_FUNC_", "MALLOC_", "GLIBC_" };
+    for (size_t i = 0; i < ELEMENTSOF(prefixes); i++)
+        if (strncmp(k, prefixes[i], strlen(prefixes[i])) == 0)
+            return true;
     for (size_t i = 0; i < ELEMENTSOF(own); i++)
         if (strcmp(k, own[i]) == 0)
             return true;
@@ -54,8 +59,8 @@ static int env_add(json_t *to, json_t *from, const char *who, char *why, size_t 
             return -EINVAL;
         }
         if (reserved(k)) {
-            snprintf(why, n, "%s: %s is set by the sandbox itself (HOME, AIRLOCK_*, E2B_SANDBOX*, the proxy's)", who,
-                     k);
+            snprintf(why, n, "%s: %s is one the box sets itself (HOME, AIRLOCK_*, E2B_SANDBOX*, the proxy's) or one "
+                     "that makes the loader or the shell run other code (LD_*, BASH_ENV, ...)", who, k);
             return -EINVAL;
         }
         if (!json_is_string(v) || json_string_length(v) > AL_E2B_ENV_VALUE_MAX ||
@@ -171,8 +176,8 @@ static al_connect_code code_of(al_status st) {
 }
 
 int al_e2b_run_start(al_service *s, const al_principal *p, const al_sandbox *sb, const char *lang, const char *code,
-                     size_t len, const char *description, char run_id[40], al_connect_code *ret_code, char *msg,
-                     size_t msglen) {
+                     size_t len, const char *description, double timeout_s, char run_id[40], al_connect_code *ret_code,
+                     char *msg, size_t msglen) {
     al_run_spec sp = { 0 };
     run_id[0] = '\0';
     /* the sandbox's own: its image and network (bounded by the workspace
@@ -197,7 +202,7 @@ int al_e2b_run_start(al_service *s, const al_principal *p, const al_sandbox *sb,
         snprintf(msg, msglen, "out of memory");
         return -ENOMEM;
     }
-    al_run_extra ex = { .via = "e2b" };
+    al_run_extra ex = { .via = "e2b", .timeout_within_s = timeout_s };
     json_t *doc = NULL;
     al_status st = al_run_create(s, p, &sp, &ex, &doc);
     al_run_spec_free(&sp);

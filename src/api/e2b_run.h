@@ -37,12 +37,14 @@ int al_e2b_box_dir(const char *cwd, char *buf, size_t n, char *why, size_t wn);
 
 /* A sandbox's run: LANG ("bash", "python", "node") running CODE (LEN
  * bytes) in SB's working directory, with its image, network and thread,
- * DESCRIPTION shown to an approver, asked for by P via "e2b". 0 and its
+ * DESCRIPTION shown to an approver, asked for by P via "e2b", its timeout
+ * TIMEOUT_S brought within the workspace's bounds (INFINITY: the longest
+ * they allow; 0: the workspace's default). 0 and its
  * id in RUN_ID; else the Connect code of the refusal and its words in
  * MSG. */
 int al_e2b_run_start(al_service *s, const al_principal *p, const al_sandbox *sb, const char *lang, const char *code,
-                     size_t len, const char *description, char run_id[40], al_connect_code *ret_code, char *msg,
-                     size_t msglen);
+                     size_t len, const char *description, double timeout_s, char run_id[40], al_connect_code *ret_code,
+                     char *msg, size_t msglen);
 /* The pid a run is known by in its sandbox: a number from its id, the
  * same on every node (no mapping to keep; two live runs of one sandbox
  * meeting on one are not told apart: 1 in 2^31 each). */

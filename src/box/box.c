@@ -999,7 +999,16 @@ static int collect_work(box_run *st, const al_collect_limits *cl) {
         al_fsid_leave(saved);
     }
     al_box_result w = { 0 };
-    int r = al_collect(st->workfd, rc->work_dirfd, cl, &w, st->err);
+    /* a working directory's caps are what the next box can stage of it
+     * (its files and bytes), not /out's artifact counts: a tree cut at
+     * 100 files would lose the rest at the next command */
+    al_collect_limits wl = *cl;
+    wl.keep_exec = true;
+    wl.max_files = rc->limits.stage_files;
+    wl.max_file_bytes = rc->limits.stage_bytes;
+    wl.max_total_bytes = rc->limits.stage_bytes;
+    wl.max_entries = rc->limits.stage_files * 2 + 1000;
+    int r = al_collect(st->workfd, rc->work_dirfd, &wl, &w, st->err);
     for (size_t i = 0; r == 0 && i < w.n_skipped; i++) {
         char *rel = NULL;
         if (asprintf(&rel, "work/%s", w.skipped[i].path) < 0)

@@ -169,7 +169,10 @@ static int copy_one(int src_dir, int dst_dir, const char *name, const char *rel,
             snprintf(why, sizeof why, "cannot write on the host: %s", strerror(-out));
             return al_collect_add_skip(res, rel, why);
         }
-        fchmod(out, 0644); /* normalised: no setuid, setgid, exec or odd bits */
+        /* normalised: no setuid, setgid or odd bits; no exec bit but in a
+         * working directory that outlives the box (a script made
+         * executable is run by the next command) */
+        fchmod(out, lim->keep_exec && (pre->st_mode & 0111) ? 0755 : 0644);
     }
     struct sha256_ctx md;
     sha256_init(&md);

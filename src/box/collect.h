@@ -11,6 +11,7 @@ typedef struct al_collect_limits {
     uint64_t max_entries;         /* directory entries examined in all */
     uid_t uid;                    /* the box's host uid/gid: /out is read with */
     gid_t gid;                    /* its rights, so what it hid stays unread */
+    bool keep_exec;               /* a file with an exec bit is 0755, not 0644 (a sandbox's /work) */
 } al_collect_limits;
 
 /*

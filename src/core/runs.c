@@ -633,6 +633,14 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
     al_run_bounds bounds;
     if ((ret = admit(s, p, tool, settings, &bounds, ret_doc)) != AL_STATUS_OK)
         goto out;
+    /* a deadline the caller's client holds (E2B's timeoutMs): the run's
+     * timeout, within the workspace's bounds rather than refused by them */
+    al_run_limit_req *t = &sp->limit[AL_LIMIT_TIMEOUT_S];
+    if (ex->timeout_within_s > 0 && !t->has) {
+        double v = ex->timeout_within_s, lo = bounds.limit[AL_LIMIT_TIMEOUT_S].min,
+               hi = bounds.limit[AL_LIMIT_TIMEOUT_S].max;
+        *t = (al_run_limit_req){ .has = true, .value = v > hi ? hi : v < lo ? lo : v };
+    }
     if ((ret = resolve(s, sp, &bounds, settings, ret_doc)) != AL_STATUS_OK ||
         (ret = refusals(s, p, sp, tool, settings, ret_doc)) != AL_STATUS_OK)
         goto out;

@@ -20,6 +20,10 @@ typedef struct al_run_extra {
     uint64_t wait_secs;           /* 0: the run's timeout + 30 s */
     const char *via;              /* the interface: "rest" (NULL), "piston", "mcp"; audited */
     al_idem *idem;                /* the request's Idempotency-Key, or NULL */
+    /* > 0: the run's timeout when the spec asks for none, brought within
+     * the workspace's bounds (not refused by them): a deadline the caller's
+     * client holds anyway (E2B's timeoutMs; INFINITY: its longest) */
+    double timeout_within_s;
 } al_run_extra;
 
 /* Create a run of SP (built by whichever interface asked: REST, Piston,

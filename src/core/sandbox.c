@@ -194,8 +194,12 @@ static int token_key(al_service *s, uint8_t key[32], al_error *err) {
         uint8_t fresh[32];
         if (getrandom(fresh, sizeof fresh, 0) != sizeof fresh)
             return al_err(err, "sandbox", EIO, "no randomness for the token key");
-        snprintf(tmp, sizeof tmp, "%s.%d", path, (int)getpid());
-        _cleanup_close_ int w = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        /* a name of its own (two threads may make it at once), never truncated */
+        uint32_t tag = 0;
+        if (getrandom(&tag, sizeof tag, 0) != sizeof tag)
+            return al_err(err, "sandbox", EIO, "no randomness for the token key");
+        snprintf(tmp, sizeof tmp, "%s.%d.%08x", path, (int)getpid(), tag);
+        _cleanup_close_ int w = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (w < 0 || write(w, fresh, sizeof fresh) != sizeof fresh || fsync(w) < 0) {
             unlink(tmp);
             return al_err(err, "sandbox", EIO, "cannot write %s", tmp);

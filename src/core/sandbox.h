@@ -50,8 +50,7 @@ void al_sandbox_clear(al_sandbox *sb);
 int al_sandbox_token(al_service *s, const char *id, char token[72], al_error *err);
 
 /* Bounds: E2B's own are wider; these keep what one tenant holds small. */
-#define AL_SANDBOX_TIMEOUT_DEFAULT_S 300
-#define AL_SANDBOX_TIMEOUT_MAX_S 86400          /* a day, E2B Pro's longest */
+#define AL_SANDBOX_TIMEOUT_DEFAULT_S 300        /* capped by the workspace's sandbox_max_timeout_s */
 #define AL_SANDBOX_LIVE_MAX 100                 /* live sandboxes, one workspace */
 #define AL_SANDBOX_META_MAX 32                  /* metadata entries, and env vars */
 #define AL_SANDBOX_META_KEY_MAX 128
@@ -83,15 +82,23 @@ typedef struct al_sandbox_list {
     size_t n;
     char next[24];               /* the next page's token, "" for the last page */
 } al_sandbox_list;
-/* Those whose metadata holds every key and value of FILTER (NULL: any), in
- * a state of STATES (a bit per al_sandbox_state; 0: any), after the page
- * token AFTER ("" or NULL: from the newest), at most LIMIT. -EINVAL a
- * malformed token. */
-int al_sandbox_list_page(al_service *s, const al_principal *p, json_t *filter, unsigned states, const char *after,
-                         size_t limit, al_sandbox_list *ret, al_error *err);
+/* What a listing asks for (E2B's list query). */
+typedef struct al_sandbox_query {
+    json_t *metadata;             /* every key and value must match; NULL: any */
+    unsigned states;              /* a bit per al_sandbox_state; 0: any */
+    const char *template_id;      /* NULL: any */
+    const char *started_after;    /* the store's RFC 3339 form (al_store_now's); NULL: any */
+    bool oldest_first;            /* E2B's order=asc */
+    const char *after;            /* the page token; "" or NULL: the first page */
+    size_t limit;                 /* 1 or more */
+} al_sandbox_query;
+/* A page of those Q asks for. -EINVAL a malformed token. */
+int al_sandbox_list_page(al_service *s, const al_principal *p, const al_sandbox_query *q, al_sandbox_list *ret,
+                         al_error *err);
 void al_sandbox_list_free(al_sandbox_list *l);
 
-/* Its end: now + TIMEOUT_S (bounded). 0, -ENOENT, -EINVAL. */
+/* Its end: now + TIMEOUT_S (at most the workspace's sandbox_max_timeout_s).
+ * 0, -ENOENT, -EINVAL. */
 int al_sandbox_set_timeout(al_service *s, const al_principal *p, const char *id, int64_t timeout_s, al_error *err);
 /* Connect: a paused sandbox resumes; TIMEOUT_S >= 0 moves its end to now +
  * TIMEOUT_S when that is later. OUT as after. 0, -ENOENT (ended too). */

@@ -97,9 +97,9 @@ static int template_image(al_service *s, const char *t, char *image, size_t n, a
 /* E2B's "all traffic" in denyOut (its ALL_TRAFFIC constant) */
 #define ALL_TRAFFIC "0.0.0.0/0"
 
-/* SP's network as an airlock policy in OUT, within what WS's settings
- * allow: -EINVAL what airlock cannot express, -EPERM wider than allowed. */
-static int network_of(al_service *s, const char *ws, const al_sandbox_spec *sp, char *out, size_t n, al_error *err) {
+/* SP's network as an airlock policy in OUT, within what the workspace's
+ * settings ST allow: -EINVAL what airlock cannot express, -EPERM wider. */
+static int network_of(const al_settings *st, const al_sandbox_spec *sp, char *out, size_t n, al_error *err) {
     bool deny_all = false;
     if (sp->deny_out && !json_is_array(sp->deny_out))
         return al_err(err, "network", EINVAL, "network.denyOut: want an array of strings");
@@ -130,26 +130,33 @@ static int network_of(al_service *s, const char *ws, const al_sandbox_spec *sp, 
         snprintf(out, n, "offline");
     else if (sp->allow_internet == 1)
         snprintf(out, n, "internet");
-    json_t *doc = al_settings_load(s, ws, err);
-    if (!doc)
-        return err->err ? -err->err : -EIO;
-    al_settings st;
-    int r = al_settings_parse(doc, &st, err);
-    json_decref(doc);
-    if (r < 0)
-        return r;
-    if (!out[0]) /* E2B's default is the internet; airlock's is the workspace's */
-        snprintf(out, n, "%s", st.network ? st.network : "offline");
+    else /* E2B's default is the internet; airlock's is the workspace's */
+        snprintf(out, n, "%s", st->network ? st->network : "offline");
     al_net_policy *np = calloc(1, sizeof *np);
+    int r;
     if (!np)
         r = -ENOMEM;
     else if ((r = al_net_policy_parse(out, np, err)) < 0)
         r = al_err(err, "network", EINVAL, "network: %s", err->msg);
-    else if ((r = al_settings_network_check(st.doc, np, err)) < 0)
+    else if ((r = al_settings_network_check(st->doc, np, err)) < 0)
         r = -EPERM;
     free(np);
-    al_settings_done(&st);
     return r;
+}
+
+/* TIMEOUT_S (< 0: the default) within the workspace's maximum, into *RET. */
+static int timeout_of(al_service *s, const char *ws, int64_t timeout_s, int64_t *ret, al_error *err) {
+    al_settings st;
+    int r = al_settings_get(s, ws, &st, err);
+    if (r < 0)
+        return r;
+    int64_t max = st.sandbox_max_timeout_s;
+    al_settings_done(&st);
+    if (timeout_s > max)
+        return al_err(err, "timeout", EINVAL, "timeout: at most %lld seconds (the workspace's sandbox_max_timeout_s)",
+                      (long long)max);
+    *ret = timeout_s >= 0 ? timeout_s : AL_SANDBOX_TIMEOUT_DEFAULT_S < max ? AL_SANDBOX_TIMEOUT_DEFAULT_S : max;
+    return 0;
 }
 
 /* ------------------------------------------------------------ create */
@@ -182,19 +189,30 @@ static int store_with_audit(al_service *s, const al_principal *p, const al_store
     return al_store_commit(s->store, err);
 }
 
+/* SP checked against P's workspace into B; its lifetime in *RET_TIMEOUT. */
 static int spec_check(al_service *s, const al_principal *p, const al_sandbox_spec *sp, al_store_sandbox *b,
-                      al_error *err) {
+                      int64_t *ret_timeout, al_error *err) {
     const char *t = sp->template_id ? sp->template_id : "base";
     int r;
     if ((r = template_image(s, t, b->image, sizeof b->image, err)) < 0)
         return r;
     snprintf(b->template_id, sizeof b->template_id, "%s", t);
-    if (sp->timeout_s > AL_SANDBOX_TIMEOUT_MAX_S || sp->timeout_s == 0)
-        return al_err(err, "timeout", EINVAL, "timeout: between 1 and %d seconds", AL_SANDBOX_TIMEOUT_MAX_S);
+    if (sp->timeout_s == 0)
+        return al_err(err, "timeout", EINVAL, "timeout: at least 1 second");
     if ((r = strings_check(sp->metadata, "metadata", false, err)) < 0 ||
         (r = strings_check(sp->env_vars, "envVars", true, err)) < 0)
         return r;
-    return network_of(s, p->workspace_id, sp, b->network, sizeof b->network, err);
+    al_settings st;
+    if ((r = al_settings_get(s, p->workspace_id, &st, err)) < 0)
+        return r;
+    int64_t max = st.sandbox_max_timeout_s;
+    r = network_of(&st, sp, b->network, sizeof b->network, err);
+    al_settings_done(&st);
+    if (r == 0 && sp->timeout_s > max)
+        r = al_err(err, "timeout", EINVAL, "timeout: at most %lld seconds (the workspace's sandbox_max_timeout_s)",
+                   (long long)max);
+    *ret_timeout = sp->timeout_s > 0 ? sp->timeout_s : AL_SANDBOX_TIMEOUT_DEFAULT_S < max ? AL_SANDBOX_TIMEOUT_DEFAULT_S : max;
+    return r;
 }
 
 int al_sandbox_create(al_service *s, const al_principal *p, const char *key, const al_sandbox_spec *sp,
@@ -202,7 +220,8 @@ int al_sandbox_create(al_service *s, const al_principal *p, const char *key, con
     memset(out, 0, sizeof *out);
     token[0] = '\0';
     al_store_sandbox b = { 0 };
-    int r = spec_check(s, p, sp, &b, err);
+    int64_t timeout_s = 0;
+    int r = spec_check(s, p, sp, &b, &timeout_s, err);
     if (r < 0)
         return r;
     if ((r = al_store_key_id_of(s->store, key, b.key_id, err)) <= 0)
@@ -214,8 +233,7 @@ int al_sandbox_create(al_service *s, const al_principal *p, const char *key, con
         return r;
     al_sha256_hex(token, strlen(token), b.token_hash);
     al_store_now(b.started_at, sizeof b.started_at);
-    al_cluster_time_after((sp->timeout_s > 0 ? sp->timeout_s : AL_SANDBOX_TIMEOUT_DEFAULT_S) * 1000, b.end_at,
-                          sizeof b.end_at);
+    al_cluster_time_after(timeout_s * 1000, b.end_at, sizeof b.end_at);
     snprintf(b.state, sizeof b.state, "running");
     b.metadata = json_is_object(sp->metadata) ? json_dumps(sp->metadata, JSON_COMPACT) : strdup("{}");
     b.env_vars = json_is_object(sp->env_vars) ? json_dumps(sp->env_vars, JSON_COMPACT) : strdup("{}");
@@ -295,17 +313,25 @@ static bool metadata_match(json_t *md, json_t *filter) {
     return true;
 }
 
-int al_sandbox_list_page(al_service *s, const al_principal *p, json_t *filter, unsigned states, const char *after,
-                         size_t limit, al_sandbox_list *ret, al_error *err) {
+/* Whether B (SB, as the core reads it) is one Q asks for. */
+static bool wanted(const al_store_sandbox *b, const al_sandbox *sb, const al_sandbox_query *q) {
+    return !expired(b) && (!q->states || (q->states & (1u << sb->state))) &&
+           (!q->metadata || metadata_match(sb->metadata, q->metadata)) &&
+           (!q->template_id || strcmp(b->template_id, q->template_id) == 0) &&
+           (!q->started_after || strcmp(b->started_at, q->started_after) > 0);
+}
+
+int al_sandbox_list_page(al_service *s, const al_principal *p, const al_sandbox_query *q, al_sandbox_list *ret,
+                         al_error *err) {
     memset(ret, 0, sizeof *ret);
-    int64_t before = INT64_MAX;
-    if (after && after[0]) {
+    int64_t after = 0;
+    if (q->after && q->after[0]) {
         char *end;
         errno = 0;
-        long long v = strtoll(after, &end, 10);
+        long long v = strtoll(q->after, &end, 10);
         if (errno || *end || v <= 0)
             return al_err(err, "nextToken", EINVAL, "nextToken: not a token this service gave");
-        before = v;
+        after = v;
     }
     /* a workspace holds at most AL_SANDBOX_LIVE_MAX: read them all, filter here */
     al_store_sandboxes l;
@@ -315,24 +341,26 @@ int al_sandbox_list_page(al_service *s, const al_principal *p, json_t *filter, u
     if (l.n && !(ret->v = calloc(l.n, sizeof *ret->v)))
         r = al_err(err, "sandbox", ENOMEM, "out of memory");
     int64_t last = 0;
-    for (size_t i = 0; r == 0 && i < l.n; i++) {
-        if (l.v[i].seq >= before || expired(&l.v[i]))
+    /* the store's rows are the newest first; the token is the last seq given */
+    for (size_t k = 0; r == 0 && k < l.n; k++) {
+        const al_store_sandbox *b = &l.v[q->oldest_first ? l.n - 1 - k : k];
+        if (after && (q->oldest_first ? b->seq <= after : b->seq >= after))
             continue;
         al_sandbox sb;
-        if ((r = al_sandbox_from_store(&l.v[i], &sb, err)) < 0)
+        if ((r = al_sandbox_from_store(b, &sb, err)) < 0)
             break;
-        if ((states && !(states & (1u << sb.state))) || (filter && !metadata_match(sb.metadata, filter))) {
+        if (!wanted(b, &sb, q)) {
             al_sandbox_clear(&sb);
             continue;
         }
-        if (ret->n == limit) {
+        if (ret->n == q->limit) {
             /* one more than the page: the next page starts after the last */
             snprintf(ret->next, sizeof ret->next, "%lld", (long long)last);
             al_sandbox_clear(&sb);
             break;
         }
         ret->v[ret->n++] = sb;
-        last = l.v[i].seq;
+        last = b->seq;
     }
     al_store_sandboxes_free(&l);
     if (r < 0)
@@ -363,10 +391,12 @@ static int change(al_service *s, const al_principal *p, const char *id, const ch
 }
 
 int al_sandbox_set_timeout(al_service *s, const al_principal *p, const char *id, int64_t timeout_s, al_error *err) {
-    if (timeout_s < 0 || timeout_s > AL_SANDBOX_TIMEOUT_MAX_S)
-        return al_err(err, "timeout", EINVAL, "timeout: between 0 and %d seconds", AL_SANDBOX_TIMEOUT_MAX_S);
+    if (timeout_s < 0)
+        return al_err(err, "timeout", EINVAL, "timeout: whole seconds, 0 or more");
     al_store_sandbox b = { 0 };
-    int r = fetch(s, p, id, &b, err);
+    int r = timeout_of(s, p->workspace_id, timeout_s, &timeout_s, err);
+    if (r == 0)
+        r = fetch(s, p, id, &b, err);
     bool gone = r == 0 && expired(&b);
     al_store_sandbox_done(&b);
     if (r < 0)
@@ -382,10 +412,11 @@ int al_sandbox_set_timeout(al_service *s, const al_principal *p, const char *id,
 int al_sandbox_connect(al_service *s, const al_principal *p, const char *id, int64_t timeout_s, al_sandbox *out,
                        al_error *err) {
     memset(out, 0, sizeof *out);
-    if (timeout_s > AL_SANDBOX_TIMEOUT_MAX_S)
-        return al_err(err, "timeout", EINVAL, "timeout: at most %d seconds", AL_SANDBOX_TIMEOUT_MAX_S);
+    int64_t fresh;
     al_store_sandbox b = { 0 };
-    int r = fetch(s, p, id, &b, err);
+    int r = timeout_of(s, p->workspace_id, timeout_s, &fresh, err);
+    if (r == 0)
+        r = fetch(s, p, id, &b, err);
     if (r < 0)
         return r;
     bool paused = strcmp(b.state, "paused") == 0;
@@ -396,13 +427,21 @@ int al_sandbox_connect(al_service *s, const al_principal *p, const char *id, int
     if (timeout_s >= 0 || paused) {
         /* a paused sandbox's end was frozen: it resumes with its timeout anew */
         char want[40];
-        al_cluster_time_after((timeout_s >= 0 ? timeout_s : AL_SANDBOX_TIMEOUT_DEFAULT_S) * 1000, want, sizeof want);
+        al_cluster_time_after(fresh * 1000, want, sizeof want);
         if (paused || strcmp(want, end) > 0)
             snprintf(end, sizeof end, "%s", want);
     }
     if (r == 0 && (paused || strcmp(end, b.end_at) != 0))
         r = change(s, p, id, end, "running", paused ? "sandbox.resume" : NULL,
                    paused ? audit_data(id, json_pack("{s:s}", "end_at", end)) : NULL, err);
+    /* the token connect hands out is derived again: if the service's secret
+     * was replaced (sandbox-token.key removed), the stored hash follows it */
+    char token[72], hash[65];
+    if (r == 0 && (r = al_sandbox_token(s, id, token, err)) == 0) {
+        al_sha256_hex(token, strlen(token), hash);
+        if (strcmp(hash, b.token_hash) != 0 && (r = al_store_sandbox_set_token(s->store, id, hash, err)) > 0)
+            r = 0;
+    }
     al_store_sandbox_done(&b);
     return r < 0 ? r : al_sandbox_get(s, p, id, out, err);
 }
@@ -418,10 +457,13 @@ int al_sandbox_pause(al_service *s, const al_principal *p, const char *id, bool 
     else if (paused == pause)
         r = al_err(err, "sandbox", EALREADY, "sandbox %s is %s already", id, pause ? "paused" : "running");
     al_store_sandbox_done(&b);
+    int64_t fresh = 0;
+    if (r == 0)
+        r = timeout_of(s, p->workspace_id, -1, &fresh, err);
     if (r < 0)
         return r;
     char end[40];
-    al_cluster_time_after(AL_SANDBOX_TIMEOUT_DEFAULT_S * 1000, end, sizeof end);
+    al_cluster_time_after(fresh * 1000, end, sizeof end);
     return change(s, p, id, pause ? NULL : end, pause ? "paused" : "running",
                   pause ? "sandbox.pause" : "sandbox.resume", audit_data(id, NULL), err);
 }

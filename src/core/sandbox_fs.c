@@ -398,22 +398,39 @@ int al_sandbox_fs_move(al_service *s, const al_sandbox *sb, al_sandbox_root from
     return renameat(fp, fname, tp, tname) < 0 ? fs_err(err, -errno, to) : 0;
 }
 
+/* Remove what the root ROOTFD holds, whatever its names (a name the API
+ * could not address goes too), the root itself staying. */
+static int empty_root(int rootfd, al_error *err) {
+    int fd = openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return fs_err(err, -errno, "");
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -ENOMEM;
+    }
+    /* removing while reading may skip entries: read again until a pass
+     * finds nothing (bounded: each pass removes what it saw) */
+    for (int pass = 0, found = 1; found && pass < 8; pass++) {
+        found = 0;
+        rewinddir(d);
+        for (struct dirent *de; (de = readdir(d));) {
+            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                continue;
+            al_rm_tree(dirfd(d), de->d_name);
+            found = 1;
+        }
+    }
+    closedir(d);
+    return 0;
+}
+
 int al_sandbox_fs_remove(al_service *s, const al_sandbox *sb, al_sandbox_root root, const char *rel, al_error *err) {
     _cleanup_close_ int rfd = root_fd(s, sb, root, err);
     if (rfd < 0)
         return rfd;
-    if (!rel[0]) {
-        /* a root stays: what it holds goes */
-        al_sandbox_entries l;
-        int r = al_sandbox_fs_list(s, sb, root, "", 1, &l, err);
-        if (r < 0)
-            return r;
-        _cleanup_close_ int dfd = beneath(rfd, ".", O_RDONLY | O_DIRECTORY, 0);
-        for (size_t i = 0; dfd >= 0 && i < l.n; i++)
-            al_rm_tree(dfd, l.v[i].rel);
-        al_sandbox_entries_free(&l);
-        return 0;
-    }
+    if (!rel[0])
+        return empty_root(rfd, err);
     const char *name;
     _cleanup_close_ int pfd = parent_of(rfd, rel, false, &name);
     if (pfd < 0)

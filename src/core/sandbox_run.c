@@ -34,9 +34,10 @@ int al_sandbox_run_dir(al_service *s, const char *id, const char *which, char *b
  * two exchanged in one step, then what was CUR removed. */
 static int swap_in(const char *new, const char *cur, al_error *err) {
     struct stat st;
-    /* the sandbox killed while its command ran: nothing to put back */
+    /* the sandbox killed while its command ran: nothing to put back, and
+     * nothing wrong (its runs end as runs) */
     if (lstat(cur, &st) < 0 || !S_ISDIR(st.st_mode))
-        return al_err(err, "sandbox", ENOENT, "%s is gone (the sandbox was killed)", cur);
+        return 0;
     if (syscall(SYS_renameat2, AT_FDCWD, new, AT_FDCWD, cur, RENAME_EXCHANGE) < 0)
         return al_err(err, "sandbox", errno, "cannot put %s in place of %s: %m", new, cur);
     al_rm_rf(new);

@@ -118,6 +118,8 @@ json_t *al_settings_defaults(const al_settings_bounds *b) {
     /* how long a run's code, output and events are kept after it ends
      * (its summary and audit events stay): 30 days */
     json_object_set_new(d, "run_retention_s", json_integer(AL_RUN_RETENTION_DEFAULT_S));
+    /* an E2B sandbox lives an hour at most unless an admin allows more */
+    json_object_set_new(d, "sandbox_max_timeout_s", json_integer(AL_SANDBOX_TIMEOUT_DEFAULT_MAX_S));
     return d;
 }
 
@@ -127,7 +129,8 @@ json_t *al_settings_defaults(const al_settings_bounds *b) {
 bool al_settings_sane(json_t *eff) {
     static const char *const strings[] = { "driver", "network" };
     static const char *const numbers[] = { "timeout_s", "max_timeout_s", "memory_mb", "cpus", "concurrency",
-                                           "approval_ttl_s", "price_per_run", "run_retention_s" };
+                                           "approval_ttl_s", "price_per_run", "run_retention_s",
+                                           "sandbox_max_timeout_s" };
     static const char *const lists[] = { "network_allowed", "network_hosts", "tools" };
     static const char *const policies[] = { "never", "always", "high_risk" };
     for (size_t i = 0; i < ELEMENTSOF(strings); i++)
@@ -346,6 +349,10 @@ int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, jso
              * at most ten years */
             r = json_is_integer(v) ? num_in(v, 1, AL_RUN_RETENTION_MAX_S, key, err)
                                    : al_err(err, "settings", EINVAL, "run_retention_s must be a whole number of seconds");
+        } else if (strcmp(key, "sandbox_max_timeout_s") == 0) {
+            r = json_is_integer(v) ? num_in(v, 1, AL_SANDBOX_TIMEOUT_CEILING_S, key, err)
+                                   : al_err(err, "settings", EINVAL, "sandbox_max_timeout_s must be a whole number of "
+                                                                     "seconds");
         } else if (strcmp(key, "price_per_run") == 0) {
             /* what a workspace pays is not its own admins' to decide */
             if (!json_equal(v, json_object_get(eff, "price_per_run")))
@@ -420,6 +427,7 @@ int al_settings_parse(json_t *eff, al_settings *ret, al_error *err) {
         .allow_self_approval = json_is_true(json_object_get(eff, "allow_self_approval")),
         .approval_ttl_s = (int64_t)json_number_value(json_object_get(eff, "approval_ttl_s")),
         .run_retention_s = json_is_integer(retention) ? (int64_t)json_integer_value(retention) : 0,
+        .sandbox_max_timeout_s = (int64_t)json_number_value(json_object_get(eff, "sandbox_max_timeout_s")),
         .price_per_run = (int64_t)json_number_value(json_object_get(eff, "price_per_run")),
         .doc = json_incref(eff),
     };

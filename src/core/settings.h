@@ -25,6 +25,10 @@ typedef struct al_settings_bounds {
 /* run_retention_s: how long an ended run keeps its code, output and events */
 #define AL_RUN_RETENTION_DEFAULT_S (30 * 86400)
 #define AL_RUN_RETENTION_MAX_S (3650 * 86400)
+/* sandbox_max_timeout_s: the longest an E2B sandbox may live (create's,
+ * setTimeout's and connect's timeout), up to a day (E2B Pro's) */
+#define AL_SANDBOX_TIMEOUT_DEFAULT_MAX_S 3600
+#define AL_SANDBOX_TIMEOUT_CEILING_S 86400
 
 /* The settings of a workspace that set nothing. */
 json_t *al_settings_defaults(const al_settings_bounds *b);
@@ -89,6 +93,7 @@ typedef struct al_settings {
     bool allow_self_approval;
     int64_t approval_ttl_s;
     int64_t run_retention_s;      /* 0 when it is not a whole number: nothing swept */
+    int64_t sandbox_max_timeout_s; /* an E2B sandbox's longest timeout */
     int64_t price_per_run;
     unsigned tools;               /* AL_TOOL_BIT of each tool on the allow-list */
     json_t *doc;                  /* the document, held */

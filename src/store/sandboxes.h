@@ -48,6 +48,8 @@ int al_store_sandboxes_count(al_store *s, const char *ws_id, int64_t *ret, al_er
 /* Set sandbox ID's end (END_AT, when not NULL) and state (STATE, when not
  * NULL): 1, 0 when there is no such sandbox. */
 int al_store_sandbox_set(al_store *s, const char *id, const char *end_at, const char *state, al_error *err);
+/* Set sandbox ID's access token hash: 1, 0 when there is no such sandbox. */
+int al_store_sandbox_set_token(al_store *s, const char *id, const char *token_hash, al_error *err);
 /* Delete sandbox ID: 1, 0 when there was none. */
 int al_store_sandbox_delete(al_store *s, const char *id, al_error *err);
 /* Up to LIMIT sandboxes whose end is before NOW, the oldest end first. */

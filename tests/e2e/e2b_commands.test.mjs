@@ -42,6 +42,9 @@ test('run streams its output; envs, cwd; a failure is CommandExitError; files fl
     await sbx.commands.run('rm b.txt');
     assert.equal(await sbx.files.exists('/home/user/b.txt'), false);
     assert.equal(await sbx.files.read('/home/user/c.txt'), 'keep\n');
+    // a tree of more files than a run's artifacts (100) comes back whole
+    await sbx.commands.run('mkdir many && for i in $(seq 150); do echo $i > many/$i; done');
+    assert.equal((await sbx.commands.run('ls many | wc -l; cat many/150')).stdout, '150\n150\n');
     // a file written through the files API is the next command's
     await sbx.files.write('/home/user/in.py', 'print(6 * 7)\n');
     assert.equal((await sbx.commands.run('python3 in.py')).stdout, '42\n');
@@ -75,8 +78,11 @@ test('timeoutMs ends a command with TimeoutError; background commands are listed
     const mine = list.find((p) => p.pid === h.pid);
     assert.ok(mine, `pid ${h.pid} not in ${JSON.stringify(list)}`);
     assert.equal(mine.cmd, '/bin/bash');
+    // another client re-attaches by pid, and sees its end too
+    const again = await sbx.commands.connect(h.pid);
     assert.equal(await sbx.commands.kill(h.pid), true);
     await assert.rejects(h.wait(), (err) => err instanceof CommandExitError && err.exitCode === -1);
+    await assert.rejects(again.wait(), (err) => err instanceof CommandExitError && err.exitCode === -1);
     assert.equal((await sbx.commands.list()).some((p) => p.pid === h.pid), false);
     assert.equal(await sbx.commands.kill(h.pid), false);
   } finally {
@@ -88,11 +94,16 @@ test('each command is an airlock run: of the sandbox thread, charged, audited vi
   const key = env('AIRLOCK_API_KEY');
   const sbx = await Sandbox.create('base', opts());
   try {
-    await sbx.commands.run('true');
-    await sbx.commands.run('echo two');
+    // a script made executable runs in the next command (the exec bit is kept)
+    await sbx.commands.run('printf "#!/bin/sh\\necho script\\n" > s.sh && chmod +x s.sh', { timeoutMs: 5000 });
+    assert.equal((await sbx.commands.run('./s.sh', { timeoutMs: 0 })).stdout, 'script\n');
     const { doc } = await rest(key, 'GET', `/v1/runs?thread_id=e2b-${sbx.sandboxId}`);
     const runs = doc.runs ?? doc.data ?? doc;
     assert.equal(runs.length, 2, JSON.stringify(doc));
+    // timeoutMs is the run's timeout (a second past the stream's deadline);
+    // none is the workspace's longest
+    const settings = (await rest(key, 'GET', '/v1/settings')).doc;
+    assert.deepEqual(runs.map((r) => r.limits.timeout_s).sort((a, b) => a - b), [6, settings.max_timeout_s]);
     const usage = (await rest(key, 'GET', '/v1/usage')).doc;
     for (const run of runs) {
       assert.equal(run.language, 'bash');

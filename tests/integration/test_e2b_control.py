@@ -5,10 +5,11 @@ the bytes cap, a malformed upload, the sandbox plane's admission."""
 import json
 import os
 import re
+import time
 import uuid
 
 from node_util import node_test, npm_ci
-from service_util import service  # noqa: F401
+from service_util import parse_time, service  # noqa: F401
 
 
 def test_e2b_sdk(service):
@@ -94,6 +95,11 @@ def test_links_and_hostile_names_left_in_home_are_never_followed(service, tmp_pa
     for bad in ["/home/user/a/../../x", "/proc/self/environ", "/home/userx", "/out/\x1b[31m"]:
         status, _, doc = rpc(service, sid, token, "Stat", {"path": bad})
         assert status == 400 and doc["code"] == "invalid_argument", (bad, status, doc)
+    # the root emptied: what no path could name goes too; the root stays
+    assert os.path.lexists(h / "bad\x01name")
+    status, _, doc = rpc(service, sid, token, "Remove", {"path": "/home/user"})
+    assert status == 200, (status, doc)
+    assert h.is_dir() and list(h.iterdir()) == []
     assert service.request("DELETE", f"/sandboxes/{sid}")[0] == 204
     assert not (service.state / "sandboxes" / sid).exists()
     assert (outside / "secret").read_text() == "host secret"
@@ -147,6 +153,17 @@ def test_the_sandbox_plane_admits_only_its_token_and_a_live_sandbox(service):
     # a second token from connect is the same token (it is derived, not stored)
     status, _, doc = service.request("POST", f"/v2/sandboxes/{sid}/connect", json={"timeout": 60})
     assert status == 200 and doc["envdAccessToken"] == token, (status, doc)
+    # the service's secret replaced: a sandbox's token stays until connect
+    # (with the API key) hands out a new one, derived from the new secret
+    key_file = service.state / "sandbox-token.key"
+    assert key_file.stat().st_mode & 0o777 == 0o600 and key_file.stat().st_size == 32
+    key_file.unlink()
+    assert plane(service, sid, token, "GET", "/health")[0] == 204
+    status, _, doc = service.request("POST", f"/v2/sandboxes/{sid}/connect", json={})
+    assert status == 200 and doc["envdAccessToken"] != token, (status, doc)
+    assert plane(service, sid, doc["envdAccessToken"], "GET", "/health")[0] == 204
+    assert plane(service, sid, token, "GET", "/health")[0] == 401
+    token = doc["envdAccessToken"]
     assert service.request("DELETE", f"/sandboxes/{sid}")[0] == 204
     status, _, doc = plane(service, sid, token, "GET", "/health")
     assert status == 502, (status, doc)
@@ -211,5 +228,42 @@ def test_live_sandboxes_are_capped_per_workspace(service):
     status, hdrs2, rest = t.client.request("GET", "/v2/sandboxes", query={"limit": "60", "nextToken": hdrs["x-next-token"]})
     assert len(rest) == 40 and "x-next-token" not in hdrs2
     assert {s["sandboxID"] for s in page + rest} == set(made)
+    assert page[0]["sandboxID"] == made[-1]
+    # oldest first, paged the same way
+    status, hdrs, page = t.client.request("GET", "/v2/sandboxes", query={"limit": "60", "order": "asc"})
+    assert [s["sandboxID"] for s in page] == made[:60], "order=asc is the order of creation"
+    status, hdrs2, rest = t.client.request("GET", "/v2/sandboxes", query={"limit": "60", "order": "asc",
+                                                                         "nextToken": hdrs["x-next-token"]})
+    assert [s["sandboxID"] for s in rest] == made[60:] and "x-next-token" not in hdrs2
+    # by template, by start
+    assert t.client.request("GET", "/v2/sandboxes", query={"template": "code-interpreter-v1"})[2] == []
+    assert len(t.client.request("GET", "/v2/sandboxes", query={"template": "base"})[2]) == 100
+    assert t.client.request("GET", "/v2/sandboxes", query={"startedAfter": "2999-01-01T00:00:00.000Z"})[2] == []
+    assert len(t.client.request("GET", "/v2/sandboxes", query={"startedAfter": "2000-01-01T00:00:00Z"})[2]) == 100
+    for bad in [{"startedAfter": "yesterday"}, {"order": "random"}, {"state": "dead"}, {"limit": "0"}]:
+        assert t.client.request("GET", "/v2/sandboxes", query=bad)[0] == 400, bad
     assert t.client.request("DELETE", f"/sandboxes/{made[0]}")[0] == 204
     create(t.client)
+
+
+def test_the_workspace_bounds_a_sandboxs_life(service):
+    """sandbox_max_timeout_s: create, setTimeout and connect stay within it;
+    the default (300 s) is cut to it."""
+    assert service.ok("GET", "/v1/settings")["sandbox_max_timeout_s"] == 3600
+    status, _, doc = service.request("PATCH", "/v1/settings", json={"sandbox_max_timeout_s": 86401})
+    assert status == 400, (status, doc)
+    service.ok("PATCH", "/v1/settings", json={"sandbox_max_timeout_s": 30})
+    try:
+        status, _, doc = service.request("POST", "/v2/sandboxes", json={"templateID": "base", "timeout": 31})
+        assert status == 400 and "sandbox_max_timeout_s" in doc["message"], (status, doc)
+        sid, _ = create(service)
+        info = service.ok("GET", f"/sandboxes/{sid}")
+        left = parse_time(info["endAt"]).timestamp() - time.time()
+        assert 20 < left <= 31, info
+        status, _, doc = service.request("POST", f"/sandboxes/{sid}/timeout", json={"timeout": 60})
+        assert status == 400 and "sandbox_max_timeout_s" in doc["message"], (status, doc)
+        status, _, doc = service.request("POST", f"/v2/sandboxes/{sid}/connect", json={"timeout": 3600})
+        assert status == 400, (status, doc)
+        assert service.request("DELETE", f"/sandboxes/{sid}")[0] == 204
+    finally:
+        service.ok("PATCH", "/v1/settings", json={"sandbox_max_timeout_s": 3600})
