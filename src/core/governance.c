@@ -14,6 +14,7 @@
 #include "audit.h"
 #include "../util/hash.h"
 #include "dlp.h"
+#include "sandbox.h"
 #include "service.h"
 #include "service_int.h"
 #include "../store/artifacts.h"
@@ -338,6 +339,19 @@ json_t *al_approval_manifest(al_service *s, const al_store_run *run, al_error *e
         return NULL;
     }
     json_object_set_new(m, "documents", docs);
+    /* a sandbox's command pinned for an approval: its home as pinned (one
+     * that is gone is missing here, so the hash differs) */
+    char pin_dir[PATH_MAX + 128];
+    struct stat pst;
+    snprintf(pin_dir, sizeof pin_dir, "%s/%s/" AL_SANDBOX_PINNED_HOME, s->runs_dir, id);
+    if (lstat(pin_dir, &pst) == 0) {
+        json_t *home = al_sandbox_pinned_files(pin_dir, err);
+        if (!home) {
+            json_decref(m);
+            return NULL;
+        }
+        json_object_set_new(m, "sandbox_files", home);
+    }
     return m;
 }
 
@@ -378,6 +392,18 @@ int al_approval_staged(json_t *manifest, al_run_staged *ret) {
         if (r == 0)
             r = al_run_staged_add_doc(&st, TEXT(e, "id"), TEXT(e, "path"), (int64_t)NUM(e, "version"),
                                       (uint64_t)NUM(e, "size"), TEXT(e, "sha256"));
+    }
+    /* a sandbox's pinned home: as documents (a sandbox's run has none of
+     * its thread's), each named by the id "sandbox-home" and version 0 */
+    json_t *home = json_object_get(manifest, "sandbox_files");
+    if (home && !json_is_array(home))
+        r = -EBADMSG;
+    json_array_foreach(home, i, e) {
+        if (r == 0 && (!TEXT(e, "path") || !HAS_NUM(e, "size") || !TEXT(e, "sha256")))
+            r = -EBADMSG;
+        if (r == 0)
+            r = al_run_staged_add_doc(&st, AL_SANDBOX_PINNED_HOME, TEXT(e, "path"), 0, (uint64_t)NUM(e, "size"),
+                                      TEXT(e, "sha256"));
     }
 #undef TEXT
 #undef NUM

@@ -16,6 +16,7 @@
 #include "dlp.h"
 #include "run_end.h"
 #include "run_spec.h"
+#include "sandbox.h"
 #include "service.h"
 #include "service_int.h"
 #include "skills.h"
@@ -656,6 +657,21 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
     /* code execution is risk "high": high_risk asks for approval as always does */
     bool needs_approval = settings->approval_policy == AL_APPROVAL_ALWAYS ||
                           settings->approval_policy == AL_APPROVAL_HIGH_RISK;
+    /* a sandbox's command that waits for an approval runs on its home as
+     * the approver sees it: copied now (the run's own, as its inputs are),
+     * listed on the card, bound by its hash and staged in the home's place
+     * (run_job.c), whatever is written to the sandbox meanwhile */
+    if (needs_approval && sp->sandbox.s) {
+        char pinned[PATH_MAX + 128];
+        snprintf(pinned, sizeof pinned, "%s/" AL_SANDBOX_PINNED_HOME, dir);
+        al_error perr = { 0 };
+        if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || al_sandbox_pin_home(s, sp->sandbox.s, pinned, &perr) < 0) {
+            al_rm_rf(dir);
+            ret = run_error(ret_doc, perr.err == EDQUOT ? AL_STATUS_QUOTA : AL_STATUS_INTERNAL, "storage",
+                            "cannot keep the sandbox's files for the approval: %s", perr.msg[0] ? perr.msg : strerror(errno));
+            goto out;
+        }
+    }
     al_store_run rec = { 0 };
     if (al_run_spec_record(sp, via, NULL, &rec) < 0) {
         al_rm_rf(dir);

@@ -41,6 +41,17 @@ int al_sandbox_path(const char *path, al_sandbox_root *root, char *rel, size_t n
 int al_sandbox_dir(al_service *s, const char *id, al_sandbox_root root, char *buf, size_t n);
 void al_sandbox_clear(al_sandbox *sb);
 
+/* A command that waits for an approval runs on its sandbox's home as it was
+ * when it was asked for, not as it is when approved: the home's regular
+ * files and directories copied into DST (a new directory, the run's own),
+ * bounded as the sandbox is. 0, or -errno said. */
+int al_sandbox_pin_home(al_service *s, const char *id, const char *dst, al_error *err);
+/* The files of such a copy DIR, as its approval card shows and its hash
+ * binds them: [{path, size, sha256}] sorted by path; NULL, said. */
+json_t *al_sandbox_pinned_files(const char *dir, al_error *err);
+/* Where a run's pinned home is, below the run's directory */
+#define AL_SANDBOX_PINNED_HOME "sandbox-home"
+
 /* ------------------------------------------------------------ the control plane */
 
 /* Sandbox ID's access token (64 hex digits) into TOKEN: an HMAC of its id

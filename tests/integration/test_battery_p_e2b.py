@@ -1,0 +1,102 @@
+"""P. The E2B-compatible API as an attacker uses it (docs/security.md, group P).
+
+Each case differential: its ingredient is shown working first (the file a
+command reads really is the one written, the variable really reaches the
+command), then the attack fails against airlock."""
+import base64
+import json
+import struct
+import threading
+import time
+
+from service_util import gov_tenant, put_settings, service  # noqa: F401
+
+
+def create(service, key, **body):
+    status, _, doc = service.request("POST", "/v2/sandboxes", json={"templateID": "base", **body},
+                                     headers={"X-API-KEY": key}, key=None)
+    assert status == 201, (status, doc)
+    return doc["sandboxID"], doc["envdAccessToken"]
+
+
+def plane(service, sid, token, method, path, body=None, headers=None, json_body=None):
+    h = {"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49983", **({"X-Access-Token": token} if token else {}),
+         **(headers or {})}
+    return service.request(method, path, key=None, body=body, json=json_body, headers=h)
+
+
+def write(service, sid, token, path, data):
+    b = "pbattery"
+    body = (f"--{b}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{path}\"\r\n"
+            f"Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{b}--\r\n".encode()
+    status, _, doc = plane(service, sid, token, "POST", "/files?path=" + path, body=body,
+                           headers={"Content-Type": f"multipart/form-data; boundary={b}"})
+    assert status == 200, (status, doc)
+
+
+def run_command(service, sid, token, cmd, envs=None):
+    """commands.run(CMD) as the SDK sends it: (stdout bytes, the end event or the end-stream error)."""
+    proc = {"cmd": "/bin/bash", "args": ["-l", "-c", cmd], **({"envs": envs} if envs else {})}
+    body = json.dumps({"process": proc}).encode()
+    env = struct.pack(">BI", 0, len(body)) + body
+    status, _, raw = plane(service, sid, token, "POST", "/process.Process/Start", body=env, headers={
+        "Content-Type": "application/connect+json", "Connect-Protocol-Version": "1"})
+    assert status == 200, (status, raw)
+    raw = raw if isinstance(raw, bytes) else raw.encode() if isinstance(raw, str) else bytes(raw)
+    out, end, i = b"", None, 0
+    while i < len(raw):
+        f, n = struct.unpack(">BI", raw[i:i + 5])
+        msg = json.loads(raw[i + 5:i + 5 + n] or b"{}")
+        i += 5 + n
+        ev = msg.get("event", {})
+        if "data" in ev and ev["data"].get("stdout"):
+            out += base64.b64decode(ev["data"]["stdout"])
+        if "end" in ev:
+            end = ev["end"]
+        if f == 2 and msg.get("error"):
+            end = msg["error"]
+    return out, end
+
+
+def wait_pending(client, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, _, doc = client.request("GET", "/v1/runs", query={"state": "pending_approval"})
+        assert status == 200, (status, doc)
+        runs = doc.get("runs", doc.get("data", [])) if isinstance(doc, dict) else doc
+        if runs:
+            return runs[0]
+        time.sleep(0.1)
+    raise AssertionError("no run waits for approval")
+
+
+# ------------------------------------------------------------ governance
+
+def test_p1_a_sandbox_command_runs_on_the_files_its_approver_saw(service):
+    """A command of a sandbox in an approval-required workspace reads its
+    home's files. Once it waits for approval, the requester rewrote a file
+    the approver could not see: the approved command ran on the new bytes.
+    Now the home is pinned when the command is asked for (the card lists
+    each file's sha256, the hash binds them) and the box gets exactly that."""
+    t = gov_tenant(service, "pappr")
+    put_settings(t.client, approval_policy="always", approval_ttl_s=600)
+    _, approver = t.person_in("approver")
+    sid, token = create(service, t.key)
+    write(service, sid, token, "/home/user/note.txt", b"benign\n")
+    got = {}
+    th = threading.Thread(target=lambda: got.update(r=run_command(service, sid, token, "cat note.txt")))
+    th.start()
+    run = wait_pending(t.client)
+    status, _, full = t.client.request("GET", f"/v1/runs/{run['id']}")
+    card = full["approval"]
+    # the attack: the file changes after the card was made
+    write(service, sid, token, "/home/user/note.txt", b"EVIL\n")
+    # the ingredient: a write the sandbox takes is what its next command reads
+    assert (service.state / "sandboxes" / sid / "home" / "note.txt").read_bytes() == b"EVIL\n"
+    status, _, doc = approver.request("POST", f"/v1/runs/{run['id']}/approve", json={"hash": card["hash"]})
+    assert status == 200, (status, doc)
+    th.join(60)
+    out, end = got["r"]
+    assert out == b"benign\n", (out, end)
+    names = [f["path"] for f in card["inputs"].get("sandbox_files", [])]
+    assert names == ["note.txt"], card["inputs"]
