@@ -63,6 +63,7 @@ int al_sandbox_token(al_service *s, const char *id, char token[72], al_error *er
 /* Bounds: E2B's own are wider; these keep what one tenant holds small. */
 #define AL_SANDBOX_TIMEOUT_DEFAULT_S 300        /* capped by the workspace's sandbox_max_timeout_s */
 #define AL_SANDBOX_LIVE_MAX 100                 /* live sandboxes, one workspace */
+#define AL_SANDBOX_LIVE_PER_PERSON 20           /* of which one person's (E2B's own default concurrency) */
 #define AL_SANDBOX_META_MAX 32                  /* metadata entries, and env vars */
 #define AL_SANDBOX_META_KEY_MAX 128
 #define AL_SANDBOX_META_VALUE_MAX 1024

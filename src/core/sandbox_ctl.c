@@ -178,7 +178,7 @@ static int store_with_audit(al_service *s, const al_principal *p, const al_store
         json_decref(data);
         return r;
     }
-    if ((r = al_store_sandbox_put(s->store, b, AL_SANDBOX_LIVE_MAX, err)) < 0)
+    if ((r = al_store_sandbox_put(s->store, b, AL_SANDBOX_LIVE_MAX, AL_SANDBOX_LIVE_PER_PERSON, err)) < 0)
         json_decref(data);
     else
         r = al_workspace_audit(s, p, kind, data, err);

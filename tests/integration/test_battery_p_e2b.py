@@ -100,3 +100,28 @@ def test_p1_a_sandbox_command_runs_on_the_files_its_approver_saw(service):
     assert out == b"benign\n", (out, end)
     names = [f["path"] for f in card["inputs"].get("sandbox_files", [])]
     assert names == ["note.txt"], card["inputs"]
+
+
+
+# ------------------------------------------------------------ resources
+
+PER_PERSON = 20
+
+
+def test_p2_one_person_cannot_take_every_sandbox_of_the_workspace(service):
+    """The workspace may hold 100 live sandboxes; one member (or one leaked
+    key) took them all and the workspace's other people could make none.
+    Now a person holds at most 20 in a workspace; the others still can."""
+    t = gov_tenant(service, "pshare")
+    _, hog = t.person_in("member")
+    _, other = t.person_in("member")
+    made = [create(service, hog.key)[0] for _ in range(PER_PERSON)]
+    status, _, doc = service.request("POST", "/v2/sandboxes", json={"templateID": "base"},
+                                     headers={"X-API-KEY": hog.key}, key=None)
+    assert status == 429 and "one person" in doc["message"], (status, doc)
+    # the workspace still has room: another person makes one
+    create(service, other.key)
+    # and a sandbox killed gives its place back
+    status, _, _ = service.request("DELETE", f"/sandboxes/{made[0]}", headers={"X-API-KEY": hog.key}, key=None)
+    assert status == 204, status
+    create(service, hog.key)
