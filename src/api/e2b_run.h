@@ -17,7 +17,6 @@
 /* A command's environment: at most this many variables (the sandbox's and
  * the command's together), names of at most 128 bytes, values of 32 KiB. */
 #define AL_E2B_ENVS_MAX 64
-#define AL_E2B_ENV_NAME_MAX 128
 #define AL_E2B_ENV_VALUE_MAX (32u << 10)
 
 /* SB's envVars, then ENVS (an object of strings, NULL: none; the

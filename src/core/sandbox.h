@@ -37,6 +37,13 @@ int al_sandbox_admit(al_service *s, const char *id, const char *token, al_sandbo
 /* E2B path PATH (absolute or relative) onto ROOT and REL ("" for the root itself, else a clean relative path:
  * no "..", no empty or "." segment, at most 15 deep, each segment passing the /out name rules). -EINVAL, said. */
 int al_sandbox_path(const char *path, al_sandbox_root *root, char *rel, size_t n, al_error *err);
+/* Why NAME may not be an environment variable of a sandbox's commands
+ * (its envVars, a command's envs), or NULL: a shell name of at most
+ * AL_SANDBOX_ENV_NAME_MAX bytes, not one the box sets itself, not one that
+ * makes the shell, the loader or libc run other code. The one rule of both. */
+const char *al_sandbox_env_problem(const char *name);
+#define AL_SANDBOX_ENV_NAME_MAX 128
+
 /* Host directory of ROOT of sandbox ID (STATE/sandboxes/ID/home or /out): into BUF. */
 int al_sandbox_dir(al_service *s, const char *id, al_sandbox_root root, char *buf, size_t n);
 void al_sandbox_clear(al_sandbox *sb);

@@ -25,26 +25,6 @@
 
 /* ------------------------------------------------------------ what create asks */
 
-/* Whether NAME may be a variable a sandbox sets in its commands: a shell
- * name, not one that makes the loader, the shell or the box's layout do
- * what the box did not choose. */
-static const char *env_problem(const char *name) {
-    if (!name[0] || !(isalpha((unsigned char)name[0]) || name[0] == '_'))
-        return "is not a variable name ([A-Za-z_][A-Za-z0-9_]*)";
-    for (const char *c = name; *c; c++)
-        if (!(isalnum((unsigned char)*c) || *c == '_'))
-            return "is not a variable name ([A-Za-z_][A-Za-z0-9_]*)";
-    static const char *const denied[] = { "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "IFS", "GCONV_PATH",
-                                          "HOME", "PWD", "OLDPWD", "HOSTALIASES", "LOCALDOMAIN", "RES_OPTIONS" };
-    for (size_t i = 0; i < sizeof denied / sizeof *denied; i++)
-        if (strcmp(name, denied[i]) == 0)
-            return "is one the box sets itself, or one that makes the shell run other code";
-    if (strncmp(name, "LD_", 3) == 0 || strncmp(name, "BASH_FUNC_", 10) == 0 || strncmp(name, "MALLOC_", 7) == 0 ||
-        strncmp(name, "GLIBC_", 6) == 0)
-        return "changes how the loader or libc behave";
-    return NULL;
-}
-
 /* OBJ (NULL: none), FIELD of the request: an object of at most
  * AL_SANDBOX_META_MAX strings, bounded in size; environment names when ENV. */
 static int strings_check(json_t *obj, const char *field, bool env, al_error *err) {
@@ -65,7 +45,7 @@ static int strings_check(json_t *obj, const char *field, bool env, al_error *err
         if (json_string_length(v) > AL_SANDBOX_META_VALUE_MAX || strlen(json_string_value(v)) != json_string_length(v))
             return al_err(err, field, EINVAL, "%s.%s: longer than %d bytes, or holds a NUL", field, k,
                           AL_SANDBOX_META_VALUE_MAX);
-        const char *bad = env ? env_problem(k) : NULL;
+        const char *bad = env ? al_sandbox_env_problem(k) : NULL;
         if (bad)
             return al_err(err, field, EINVAL, "%s: %s %s", field, k, bad);
     }

@@ -125,3 +125,22 @@ def test_p2_one_person_cannot_take_every_sandbox_of_the_workspace(service):
     status, _, _ = service.request("DELETE", f"/sandboxes/{made[0]}", headers={"X-API-KEY": hog.key}, key=None)
     assert status == 204, status
     create(service, hog.key)
+
+
+# ------------------------------------------------------------ one rule for a variable's name
+
+def test_p3_a_sandbox_s_variables_are_held_to_its_commands_rule_at_create(service):
+    """envVars were checked at create by a copy of the commands' rule that
+    lacked the box's own names: a sandbox made with HTTP_PROXY or AIRLOCK_*
+    was accepted, and then every command of it was refused. Now one core
+    rule checks both, so create says what is wrong."""
+    sid, token = create(service, service.key, envVars={"GREETING": "hi"})
+    out, end = run_command(service, sid, token, "echo $GREETING $EXTRA", envs={"EXTRA": "there"})
+    assert out == b"hi there\n" and end.get("exitCode") == 0, (out, end)
+    for name in ("HTTP_PROXY", "no_proxy", "AIRLOCK_NETWORK", "E2B_SANDBOX_ID", "LD_PRELOAD", "BASH_ENV", "1BAD",
+                 "A" * 129):
+        status, _, doc = service.request("POST", "/v2/sandboxes", json={"templateID": "base", "envVars": {name: "x"}},
+                                         headers={"X-API-KEY": service.key}, key=None)
+        assert status == 400 and (name in doc["message"] or "128 bytes" in doc["message"]), (name, status, doc)
+        _, end = run_command(service, sid, token, "true", envs={name: "x"})
+        assert end.get("code") == "invalid_argument" and name[:64] in end["message"], (name, end)
