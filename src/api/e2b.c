@@ -137,9 +137,15 @@ static enum MHD_Result reply_err(struct MHD_Connection *c, int r, const al_error
 
 /* Sandbox SB as E2B's Sandbox (create, connect): with TOKEN, its access token. */
 static json_t *sandbox_json(const al_sandbox *sb, const char *token) {
-    return json_pack("{s:s, s:s, s:s, s:s, s:s?, s:n, s:n}", "sandboxID", sb->id, "templateID", sb->template_id,
+    /* the SDK sends the sandbox plane to https://PORT-ID.DOMAIN unless it
+     * was given E2B_SANDBOX_URL, and DOMAIN null means E2B's own cloud: a
+     * client set up without it would send the access token and the files
+     * to e2b.app. A name under .invalid (RFC 6761) resolves nowhere, so it
+     * fails at once, and its words say why (getHost's names are under it
+     * too: ports are not served) */
+    return json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s, s:n}", "sandboxID", sb->id, "templateID", sb->template_id,
                      "clientID", CLIENT_ID, "envdVersion", ENVD_VERSION, "envdAccessToken", token, "domain",
-                     "trafficAccessToken");
+                     AL_E2B_DOMAIN, "trafficAccessToken");
 }
 
 /* Sandbox SB as E2B's SandboxDetail (getInfo) or ListedSandbox (list): the

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "e2b.h"
+#include "e2b_run.h"
 #include "handlers.h"
 #include "reply.h"
 #include "route.h"
@@ -282,11 +283,16 @@ static enum MHD_Result rpc_move(al_route_ctx *x, json_t *body) {
 
 enum MHD_Result al_e2b_filesystem(al_route_ctx *x) {
     const char *m = x->arg[0];
-    if (strcmp(m, "WatchDir") == 0 || strcmp(m, "CreateWatcher") == 0 || strcmp(m, "GetWatcherEvents") == 0 ||
-        strcmp(m, "RemoveWatcher") == 0)
-        return al_e2b_connect_error(x->c, "unimplemented",
-                                    "watching a directory is not served: an airlock sandbox runs nothing between "
-                                    "commands, so nothing changes its files but the commands and this API");
+#define NO_WATCH                                                                                                      \
+    "watching a directory is not served: an airlock sandbox runs nothing between commands, so nothing changes its " \
+    "files but the commands and this API"
+    /* WatchDir is a server stream: its error goes in an end-stream frame,
+     * else the SDK shows only "HTTP 501" */
+    if (strcmp(m, "WatchDir") == 0)
+        return al_e2b_stream_error(x->c, AL_CONNECT_UNIMPLEMENTED, NO_WATCH);
+    if (strcmp(m, "CreateWatcher") == 0 || strcmp(m, "GetWatcherEvents") == 0 || strcmp(m, "RemoveWatcher") == 0)
+        return al_e2b_connect_error(x->c, "unimplemented", "%s", NO_WATCH);
+#undef NO_WATCH
     const char *ct = MHD_lookup_connection_value(x->c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (!ct || strncmp(ct, "application/json", 16) != 0)
         return al_e2b_connect_error(x->c, "invalid_argument", "airlock's envd speaks Connect's JSON codec only "

@@ -214,6 +214,10 @@ void al_e2b_end_of(al_service *s, const al_principal *p, const char *run_id, al_
         ret->exit_code = json_is_integer(xc) ? (int)json_integer_value(xc) : -1;
         ret->exited = json_is_integer(xc);
         snprintf(ret->status, sizeof ret->status, ret->exited ? "exit status %d" : "signal: killed", ret->exit_code);
+        /* as envd's end says a command that failed (Go's ExitError): the
+         * SDK's CommandExitError shows it as its message */
+        if (!ret->exited || ret->exit_code != 0)
+            snprintf(ret->error, sizeof ret->error, "%s", ret->status);
         break;
     case AL_RUN_TIMED_OUT:
     case AL_RUN_KILLED:
@@ -241,6 +245,24 @@ void al_e2b_end_of(al_service *s, const al_principal *p, const char *run_id, al_
     else
         json_decref(res);
     al_view_run_free(run);
+}
+
+/* A stream that is only its end-stream frame: an error before any event
+ * (Connect's streams carry their errors there, with status 200). */
+enum MHD_Result al_e2b_stream_error(struct MHD_Connection *c, al_connect_code code, const char *msg) {
+    char *f = NULL;
+    size_t n = 0;
+    if (al_connect_end_stream(code, msg, &f, &n) < 0)
+        return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(n, f, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(f);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/connect+json");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 enum MHD_Result al_e2b_stream_reply(struct MHD_Connection *c, const char *type, MHD_ContentReaderCallback read,

@@ -4,6 +4,8 @@ Each case differential: its ingredient is shown working first (the file a
 command reads really is the one written, the variable really reaches the
 command), then the attack fails against airlock."""
 import base64
+import os
+import subprocess
 import json
 import struct
 import threading
@@ -144,3 +146,51 @@ def test_p3_a_sandbox_s_variables_are_held_to_its_commands_rule_at_create(servic
         assert status == 400 and (name in doc["message"] or "128 bytes" in doc["message"]), (name, status, doc)
         _, end = run_command(service, sid, token, "true", envs={name: "x"})
         assert end.get("code") == "invalid_argument" and name[:64] in end["message"], (name, end)
+
+
+# ------------------------------------------------------------ what the SDK does with what airlock says
+
+def node(script, env, timeout=120):
+    """SCRIPT (an ES module) run by node in tests/e2e, with the e2b SDK; its stdout."""
+    from node_util import E2E, npm_ci
+    npm_ci()
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "AIRLOCK_"))}
+    full.update(env)
+    p = subprocess.run(["node", "--input-type=module", "-e", script], cwd=E2E, env=full, capture_output=True,
+                       timeout=timeout, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, (p.returncode, p.stdout.decode(), p.stderr.decode())
+    return p.stdout.decode()
+
+
+def test_p4_a_client_without_the_sandbox_url_never_reaches_e2b_s_cloud(service):
+    """Create answered "domain": null, which the SDK reads as E2B's own
+    cloud: a client given E2B_API_URL but not E2B_SANDBOX_URL sent the
+    sandbox's access token and its files to https://49983-ID.e2b.app. Now
+    the domain is a name under .invalid, which resolves nowhere: the call
+    fails at once, naming what to set."""
+    out = node("""
+import { Sandbox } from 'e2b';
+const sbx = await Sandbox.create();
+try { await sbx.files.write('/home/user/a.txt', 'private'); console.log('WROTE'); }
+catch (e) { console.log('REFUSED', e.message, String(e.cause?.message ?? e.cause ?? '')); }
+console.log('HOST', sbx.getHost(3000));
+await Sandbox.kill(sbx.sandboxId);
+""", {"E2B_API_URL": service.base_url, "E2B_API_KEY": service.key})
+    assert "REFUSED" in out and "e2b.app" not in out, out
+    assert "HOST 3000-sbx_" in out and ".airlock.invalid" in out and "set-e2b-sandbox-url" in out, out
+
+
+def test_p5_what_a_new_user_is_told(service):
+    """A failed command's CommandExitError had an empty message (envd's end
+    carries "exit status N" as its error); watchDir answered an HTTP 501 the
+    SDK showed as "[unknown] HTTP 501" (a server stream's error goes in its
+    end-stream frame). Each now says what happened."""
+    out = node("""
+import { Sandbox } from 'e2b';
+const sbx = await Sandbox.create();
+try { await sbx.commands.run('exit 3'); } catch (e) { console.log('EXIT', e.constructor.name, e.exitCode, '|' + e.message + '|'); }
+try { await sbx.files.watchDir('/home/user', () => {}); } catch (e) { console.log('WATCH', e.constructor.name, e.message); }
+await sbx.kill();
+""", {"E2B_API_URL": service.base_url, "E2B_SANDBOX_URL": service.base_url, "E2B_API_KEY": service.key})
+    assert "EXIT CommandExitError 3 |exit status 3|" in out, out
+    assert "WATCH" in out and "unimplemented" in out and "nothing changes its files" in out, out
