@@ -5,6 +5,7 @@ command reads really is the one written, the variable really reaches the
 command), then the attack fails against airlock."""
 import base64
 import os
+import re
 import subprocess
 import json
 import struct
@@ -58,6 +59,15 @@ def run_command(service, sid, token, cmd, envs=None):
         if f == 2 and msg.get("error"):
             end = msg["error"]
     return out, end
+
+
+def key_id_of(svc, key):
+    """The key id of KEY in `airlock admin list` (as test_battery_n_tenant.py finds it)."""
+    for line in svc.admin("list").splitlines():
+        m = re.search(r"\bid=(key_[A-Za-z0-9]+)\b.*\bkey=([A-Za-z0-9_]+)\.\.\.", line)
+        if m and key.startswith(m.group(2)):
+            return m.group(1)
+    raise AssertionError(f"key {key[:10]}... not in airlock admin list")
 
 
 def wait_pending(client, timeout=30):
@@ -194,3 +204,38 @@ await sbx.kill();
 """, {"E2B_API_URL": service.base_url, "E2B_SANDBOX_URL": service.base_url, "E2B_API_KEY": service.key})
     assert "EXIT CommandExitError 3 |exit status 3|" in out, out
     assert "WATCH" in out and "unimplemented" in out and "nothing changes its files" in out, out
+
+
+# ------------------------------------------------------------ guards: what held (each passed before too)
+
+def test_p6_guard_another_tenant_s_sandbox_and_a_revoked_key(service):
+    """Another workspace's sandbox is 404 on every control-plane route and
+    401 on the sandbox plane with one's own token; a sandbox whose creating
+    key is revoked answers neither plane; the token-less /contexts reach
+    nothing else."""
+    a, b = gov_tenant(service, "pa"), gov_tenant(service, "pb")
+    sid_b, tok_b = create(service, b.key)
+    sid_a, tok_a = create(service, a.key)
+    write(service, sid_b, tok_b, "/home/user/secret.txt", b"b's\n")
+    # the ingredient: B reaches its own
+    assert plane(service, sid_b, tok_b, "GET", "/files?path=/home/user/secret.txt")[2] == b"b's\n"
+    for method, path, body in (("GET", f"/sandboxes/{sid_b}", None), ("DELETE", f"/sandboxes/{sid_b}", None),
+                               ("POST", f"/sandboxes/{sid_b}/timeout", {"timeout": 5}),
+                               ("POST", f"/sandboxes/{sid_b}/connect", {"timeout": 5}),
+                               ("POST", f"/sandboxes/{sid_b}/pause", None)):
+        status, _, doc = service.request(method, path, json=body, headers={"X-API-KEY": a.key}, key=None)
+        assert status == 404, (method, path, status, doc)
+    for token in (tok_a, None, tok_b[:-1] + ("0" if tok_b[-1] != "0" else "1")):
+        status, _, doc = plane(service, sid_b, token, "GET", "/files?path=/home/user/secret.txt")
+        assert status == 401 and b"b's" not in (doc if isinstance(doc, bytes) else json.dumps(doc).encode()), doc
+    # token-less: the context calls, and nothing past them
+    assert plane(service, sid_b, None, "GET", "/contexts")[0] == 200
+    for path in ("/contexts/../files?path=/home/user/secret.txt", "/contexts/x/../../files?path=secret.txt"):
+        status, _, doc = plane(service, sid_b, None, "GET", path)
+        assert status in (401, 404, 405) and b"b's" not in (doc if isinstance(doc, bytes) else b""), (path, status)
+    # B's key revoked: its sandbox answers neither plane
+    service.admin("key", "revoke", key_id_of(service, b.key))
+    status, _, _ = plane(service, sid_b, tok_b, "GET", "/files?path=/home/user/secret.txt")
+    assert status == 502, status
+    status, _, _ = service.request("GET", f"/sandboxes/{sid_b}", headers={"X-API-KEY": b.key}, key=None)
+    assert status == 401, status
