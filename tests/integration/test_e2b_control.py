@@ -142,7 +142,10 @@ def test_the_sandbox_plane_admits_only_its_token_and_a_live_sandbox(service):
     assert status == 401
     status, _, doc = plane(service, "sbx_00000000000000000000", token, "GET", "/health")
     assert status == 502, (status, doc)
+    # WatchDir is a server stream: its refusal is the end-stream frame (what the SDK reads)
     status, _, doc = rpc(service, sid, token, "WatchDir", {"path": "/home/user"})
+    assert status == 200 and doc[:1] == b"\x02" and b'"unimplemented"' in doc, (status, doc)
+    status, _, doc = rpc(service, sid, token, "CreateWatcher", {"path": "/home/user"})
     assert status == 501 and doc["code"] == "unimplemented", (status, doc)
     status, _, doc = plane(service, sid, token, "GET", "/no/such")
     assert status == 404 and doc["code"] == 404, (status, doc)
