@@ -51,8 +51,9 @@ void al_sandbox_clear(al_sandbox *sb);
 /* A command that waits for an approval runs on its sandbox's home as it was
  * when it was asked for, not as it is when approved: the home's regular
  * files and directories copied into DST (a new directory, the run's own),
- * bounded as the sandbox is. 0, or -errno said. */
-int al_sandbox_pin_home(al_service *s, const char *id, const char *dst, al_error *err);
+ * bounded as the sandbox is. 0 and the bytes copied in *RET_BYTES (which
+ * the run's inputs count, against the organisation's storage), or -errno said. */
+int al_sandbox_pin_home(al_service *s, const char *id, const char *dst, int64_t *ret_bytes, al_error *err);
 /* The files of such a copy DIR, as its approval card shows and its hash
  * binds them: [{path, size, sha256}] sorted by path; NULL, said. */
 json_t *al_sandbox_pinned_files(const char *dir, al_error *err);

@@ -580,7 +580,7 @@ static json_t *pin(int src, int dst, al_error *err) {
     return sorted;
 }
 
-int al_sandbox_pin_home(al_service *s, const char *id, const char *dst, al_error *err) {
+int al_sandbox_pin_home(al_service *s, const char *id, const char *dst, int64_t *ret_bytes, al_error *err) {
     char home[PATH_MAX];
     if (al_sandbox_dir(s, id, AL_SANDBOX_HOME, home, sizeof home) < 0)
         return al_err(err, "sandbox", ENAMETOOLONG, "the state directory's path is too long");
@@ -595,6 +595,10 @@ int al_sandbox_pin_home(al_service *s, const char *id, const char *dst, al_error
     json_t *files = pin(src, dfd, err);
     if (!files)
         return -(err->err ? err->err : EIO);
+    *ret_bytes = 0;
+    size_t i;
+    json_t *f;
+    json_array_foreach(files, i, f) *ret_bytes += json_integer_value(json_object_get(f, "size"));
     json_decref(files);
     return 0;
 }
