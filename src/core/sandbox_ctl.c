@@ -18,6 +18,7 @@
 #include "../store/runs.h"
 #include "../util/hash.h"
 #include "governance.h"
+#include "runs.h"
 #include "sandbox_int.h"
 #include "service.h"
 #include "service_int.h"
@@ -450,6 +451,33 @@ int al_sandbox_pause(al_service *s, const al_principal *p, const char *id, bool 
 
 /* Delete sandbox ID (of OWNER) with its audit event (BY: who; NULL the
  * reaper), then its directory: 0, -ENOENT. */
+/* How many of a sandbox's newest runs its kill looks through for live ones
+ * (its person's share of the queue holds far fewer) */
+#define KILL_RUNS_LOOKED 200
+
+/* The commands of sandbox ID (its thread's runs) that have not ended,
+ * canceled as its OWNER: E2B's kill ends every process of the sandbox, and
+ * a command left running would go on to its timeout, charged, holding its
+ * person's places, its end reaching no one. */
+static void cancel_commands(al_service *s, const al_principal *owner, const char *id) {
+    char thread[72];
+    snprintf(thread, sizeof thread, "e2b-%s", id);
+    al_store_run_filter f = { .ws_id = owner->workspace_id, .state = _AL_RUN_STATE_INVALID, .thread_id = thread,
+                              .before_seq = INT64_MAX, .limit = KILL_RUNS_LOOKED };
+    al_store_run_brief *b = NULL;
+    size_t n = 0;
+    al_error err = { 0 };
+    if (al_store_run_list(s->store, &f, &b, &n, &err) < 0) {
+        al_service_log(s, AL_LOG_WARN, "sandbox.kill_commands_unread",
+                       json_pack("{s:s, s:s}", "sandbox_id", id, "error", err.msg));
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!al_run_state_ended(b[i].run.state))
+            al_run_cancel(s, owner, b[i].run.id);
+    al_store_run_briefs_free(b, n);
+}
+
 static int kill_one(al_service *s, const al_principal *owner, const char *id, const char *why, al_error *err) {
     int r = al_store_begin(s->store, err);
     if (r < 0)
@@ -464,7 +492,10 @@ static int kill_one(al_service *s, const al_principal *owner, const char *id, co
     }
     if ((r = al_store_commit(s->store, err)) < 0)
         return r;
-    /* the row went first: nothing admits the sandbox while its files go */
+    /* the row went first: nothing admits the sandbox while its commands
+     * and files go (a command's end that puts its tree back after this
+     * removes it: sandbox_run.c) */
+    cancel_commands(s, owner, id);
     al_sandbox_remove_dirs(s, id);
     return 0;
 }

@@ -271,3 +271,42 @@ def test_p7_files_kept_for_an_approval_count_against_the_storage_quota(services)
     run = wait_pending(t.client)
     status, _, doc = approver.request("POST", f"/v1/runs/{run['id']}/deny", json={"reason": "no"})
     th.join(60)
+
+
+def run_of(client, thread, states, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, _, doc = client.request("GET", "/v1/runs", query={"thread_id": thread})
+        assert status == 200, (status, doc)
+        runs = doc.get("runs", doc.get("data", [])) if isinstance(doc, dict) else doc
+        for r in runs:
+            if r["state"] in states:
+                return r
+        time.sleep(0.1)
+    raise AssertionError(f"no run of {thread} in {states}: {runs}")
+
+
+def test_p8_killing_a_sandbox_ends_its_commands(service):
+    """Sandbox.kill() removed the row and the files, and the sandbox's
+    commands ran on to their timeouts (charged, holding the person's
+    places), reachable by no one: kill() says "everything is gone" in E2B.
+    Now kill (and the reaper) cancel the sandbox's commands that have not
+    ended: running, queued or waiting for an approval."""
+    t = gov_tenant(service, "pkill")
+    sid, token = create(service, t.key)
+    got = {}
+    th = threading.Thread(target=lambda: got.update(r=run_command(service, sid, token, "echo up; sleep 60")))
+    th.start()
+    # the ingredient: the command runs
+    run = run_of(t.client, f"e2b-{sid}", ("running",))
+    status, _, _ = service.request("DELETE", f"/sandboxes/{sid}", headers={"X-API-KEY": t.key}, key=None)
+    assert status == 204, status
+    ended = run_of(t.client, f"e2b-{sid}", ("canceled", "killed", "error"), timeout=15)
+    assert ended["id"] == run["id"], (ended, run)
+    th.join(30)
+    assert not th.is_alive()
+    # and nothing of it stays on disk, whichever ended first
+    deadline = time.monotonic() + 10
+    while (service.state / "sandboxes" / sid).exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not (service.state / "sandboxes" / sid).exists()
