@@ -310,3 +310,24 @@ def test_p8_killing_a_sandbox_ends_its_commands(service):
     while (service.state / "sandboxes" / sid).exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not (service.state / "sandboxes" / sid).exists()
+
+
+def tree_bytes(d):
+    return sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+
+
+def test_p9_guard_commands_cannot_grow_a_sandbox_past_the_box_s_caps(service):
+    """Each command's /work replaces home/ and its /out replaces out/, each
+    collected within the box's caps (64 MiB each): commands that each add
+    30 MiB to both leave at most 64 MiB in each, whatever their number."""
+    sid, token = create(service, service.key)
+    root = service.state / "sandboxes" / sid
+    for i in range(3):
+        out, end = run_command(service, sid, token,
+                               f"head -c 31457280 /dev/zero > w{i}.bin; head -c 31457280 /dev/zero > /out/o{i}.bin; "
+                               "du -sm /work | cut -f1")
+        assert end.get("exitCode") == 0 or i > 0, (out, end)
+        # the ingredient: the first command's 30 MiB did come back
+        if i == 0:
+            assert (root / "home" / "w0.bin").stat().st_size == 31457280
+        assert tree_bytes(root / "home") <= 64 << 20 and tree_bytes(root / "out") <= 64 << 20, i
