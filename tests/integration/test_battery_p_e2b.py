@@ -12,7 +12,7 @@ import struct
 import threading
 import time
 
-from service_util import gov_tenant, put_settings, service, services  # noqa: F401
+from service_util import audit_events, gov_tenant, put_settings, service, services  # noqa: F401
 
 
 def create(service, key, **body):
@@ -112,6 +112,10 @@ def test_p1_a_sandbox_command_runs_on_the_files_its_approver_saw(service):
     assert out == b"benign\n", (out, end)
     names = [f["path"] for f in card["inputs"].get("sandbox_files", [])]
     assert names == ["note.txt"], card["inputs"]
+    # what ran is what was approved, as the audit trail says
+    calls = [e for e in audit_events(t.client) if e.get("kind", e.get("type")) == "tool.call"
+             and e["data"].get("invocation_id") == run["id"]]
+    assert calls and calls[-1]["data"]["input_sha256"] == card["hash"], calls
 
 
 
