@@ -438,6 +438,10 @@ enum MHD_Result al_e2b_connect(al_route_ctx *x) {
     al_sandbox before, sb;
     al_error err = { 0 };
     int r = al_sandbox_get(x->s, x->p, x->arg[0], &before, &err);
+    if (r == 0 && al_sandbox_owner_check(&before, x->p, &err) < 0) {
+        al_sandbox_clear(&before);
+        return al_e2b_reply_error(x->c, 403, "%s", err.msg);
+    }
     if (r == 0)
         r = al_sandbox_connect(x->s, x->p, x->arg[0], secs, &sb, &err);
     char token[72] = "";
@@ -464,7 +468,16 @@ enum MHD_Result al_e2b_resume(al_route_ctx *x) {
     al_error err = { 0 };
     al_sandbox sb;
     char token[72] = "";
-    int r = al_sandbox_pause(x->s, x->p, x->arg[0], false, &err);
+    /* it answers the token: its creator's alone */
+    int r = al_sandbox_get(x->s, x->p, x->arg[0], &sb, &err);
+    if (r == 0) {
+        r = al_sandbox_owner_check(&sb, x->p, &err);
+        al_sandbox_clear(&sb);
+        if (r < 0)
+            return al_e2b_reply_error(x->c, 403, "%s", err.msg);
+    }
+    if (r == 0)
+        r = al_sandbox_pause(x->s, x->p, x->arg[0], false, &err);
     if (r == 0 && (r = al_sandbox_get(x->s, x->p, x->arg[0], &sb, &err)) == 0 &&
         (r = al_sandbox_token(x->s, sb.id, token, &err)) < 0)
         al_sandbox_clear(&sb);

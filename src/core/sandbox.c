@@ -262,6 +262,15 @@ int al_sandbox_token(al_service *s, const char *id, char token[72], al_error *er
     return 0;
 }
 
+int al_sandbox_owner_check(const al_sandbox *sb, const al_principal *p, al_error *err) {
+    if (strcmp(sb->owner.person_id, p->person_id) == 0)
+        return 0;
+    return al_err(err, "sandbox", EPERM,
+                  "sandbox %s was made by another person of the workspace: only they are given its access token "
+                  "(its commands run as them: their approvals, credits and audit)",
+                  sb->id);
+}
+
 /* ------------------------------------------------------------ the sandbox plane */
 
 int al_sandbox_admit(al_service *s, const char *id, const char *token, al_sandbox *out, al_error *err) {

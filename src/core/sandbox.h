@@ -67,6 +67,10 @@ json_t *al_sandbox_pinned_files(const char *dir, al_error *err);
  * Sandbox.connect can hand it out again while the store keeps only its
  * hash (a copy of the database alone admits no one). */
 int al_sandbox_token(al_service *s, const char *id, char token[72], al_error *err);
+/* Whether P may be handed SB's access token: only its creator, since the
+ * sandbox plane acts as them (whoever holds the token runs commands as
+ * its creator). 0, or -EPERM said. */
+int al_sandbox_owner_check(const al_sandbox *sb, const al_principal *p, al_error *err);
 
 /* Bounds: E2B's own are wider; these keep what one tenant holds small. */
 #define AL_SANDBOX_TIMEOUT_DEFAULT_S 300        /* capped by the workspace's sandbox_max_timeout_s */

@@ -335,3 +335,33 @@ def test_p9_guard_commands_cannot_grow_a_sandbox_past_the_box_s_caps(service):
         if i == 0:
             assert (root / "home" / "w0.bin").stat().st_size == 31457280
         assert tree_bytes(root / "home") <= 64 << 20 and tree_bytes(root / "out") <= 64 << 20, i
+
+
+
+def test_p10_a_sandbox_s_token_is_its_creator_s_alone(service):
+    """Sandbox.connect (and the old resume) hand out the sandbox's access
+    token to any key of the workspace, and the sandbox plane acts as the
+    sandbox's creator. An approver connected to the admin's sandbox, ran a
+    command that was recorded as the admin's, and approved it: their own
+    code, approved by themselves, charged and audited as another person.
+    Now only the creator is handed the token (403 for anyone else); the
+    workspace's other people still see, time out and kill it."""
+    t = gov_tenant(service, "powner")
+    put_settings(t.client, approval_policy="always", approval_ttl_s=600, allow_self_approval=False)
+    _, approver = t.person_in("approver")
+    # the ingredient: the approver cannot approve a run of their own
+    status, _, run = approver.post_run("print(1)")
+    assert status == 201 and run["state"] == "pending_approval", (status, run)
+    status, _, doc = approver.request("POST", f"/v1/runs/{run['id']}/approve", json={"hash": run["approval"]["hash"]})
+    assert status == 403, (status, doc)
+    sid, _ = create(service, t.key)  # the admin's
+    for path in (f"/sandboxes/{sid}/connect", f"/v2/sandboxes/{sid}/connect", f"/sandboxes/{sid}/resume"):
+        status, _, doc = service.request("POST", path, json={"timeout": 60}, headers={"X-API-KEY": approver.key},
+                                         key=None)
+        assert status in (403, 409) and "envdAccessToken" not in doc, (path, status, doc)
+    # what is the workspace's stays so: seeing it, its end, its kill
+    assert service.request("GET", f"/sandboxes/{sid}", headers={"X-API-KEY": approver.key}, key=None)[0] == 200
+    status, _, doc = service.request("POST", f"/sandboxes/{sid}/connect", json={"timeout": 60},
+                                     headers={"X-API-KEY": t.key}, key=None)
+    assert status == 200 and doc["envdAccessToken"], (status, doc)
+    assert service.request("DELETE", f"/sandboxes/{sid}", headers={"X-API-KEY": approver.key}, key=None)[0] == 204
