@@ -19,6 +19,7 @@
 #include "reply.h"
 #include "route.h"
 #include "../core/sandbox.h"
+#include "../core/views.h"
 
 /* files one upload may carry */
 #define UPLOAD_PARTS_MAX 64
@@ -163,8 +164,12 @@ static int read_upload(al_route_ctx *x, upload *u, enum MHD_Result *ret) {
 
 enum MHD_Result al_e2b_files_post(al_route_ctx *x) {
     if (x->rq->too_large)
-        return al_e2b_reply_error(x->c, 413, "the upload is larger than %llu bytes (one request's most)",
-                                  (unsigned long long)AL_SANDBOX_BYTES_MAX);
+        /* the service's one cap on a request's body, not the sandbox's
+         * (which said 64 MiB of a 9 MiB upload that this refused) */
+        return al_e2b_reply_error(x->c, 413,
+                                  "the upload is larger than %llu MiB, the most one request may carry: write larger "
+                                  "files in parts, or make them in a command",
+                                  (unsigned long long)(al_view_config(x->s)->body_max >> 20));
     const char *path = MHD_lookup_connection_value(x->c, MHD_GET_ARGUMENT_KIND, "path");
     upload u = { 0 };
     enum MHD_Result ret = MHD_NO;

@@ -365,3 +365,17 @@ def test_p10_a_sandbox_s_token_is_its_creator_s_alone(service):
                                      headers={"X-API-KEY": t.key}, key=None)
     assert status == 200 and doc["envdAccessToken"], (status, doc)
     assert service.request("DELETE", f"/sandboxes/{sid}", headers={"X-API-KEY": approver.key}, key=None)[0] == 204
+
+
+def test_p11_an_upload_over_the_request_cap_is_told_the_cap(service):
+    """A 9 MiB upload was refused as "larger than 67108864 bytes": the
+    sandbox's cap named for the request's (8 MiB). Now the refusal names
+    the cap that refused it."""
+    sid, token = create(service, service.key)
+    write(service, sid, token, "/home/user/seven.bin", bytes(7 << 20))  # the ingredient: under the cap, taken
+    b = "pbattery"
+    body = (f"--{b}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"nine.bin\"\r\n"
+            f"Content-Type: application/octet-stream\r\n\r\n").encode() + bytes(9 << 20) + f"\r\n--{b}--\r\n".encode()
+    status, _, doc = plane(service, sid, token, "POST", "/files?path=/home/user/nine.bin", body=body,
+                           headers={"Content-Type": f"multipart/form-data; boundary={b}"})
+    assert status == 413 and "8 MiB" in doc["message"] and "67108864" not in doc["message"], (status, doc)
