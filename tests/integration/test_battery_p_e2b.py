@@ -269,6 +269,10 @@ def test_p7_files_kept_for_an_approval_count_against_the_storage_quota(services)
     assert status == 200, (status, doc)
     th.join(60)
     assert "denied" in json.dumps(got["r"][1]), got
+    deadline = time.monotonic() + 10
+    while (svc.state / "runs" / run["id"]).exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not (svc.state / "runs" / run["id"]).exists(), "a denied command's copy stays on disk"
     got.clear()
     th = threading.Thread(target=lambda: got.update(r=run_command(svc, sid, token, "wc -c big.bin")))
     th.start()
