@@ -464,6 +464,10 @@ json_t *al_approval_card_inputs(const char *run_id, json_t *manifest) {
         json_object_set_new(json_object_get(c, "stdin"), "url", json_sprintf("/v1/runs/%s/inputs/stdin", run_id));
     json_array_foreach(json_object_get(c, "documents"), i, f)
         json_object_set_new(f, "url", json_sprintf("/v1/artifacts/%s/content", json_string_value(json_object_get(f, "id"))));
+    /* a sandbox's files kept for the approval: each readable, so that the
+     * approver reads the script a command runs, not only its name */
+    json_array_foreach(json_object_get(c, "sandbox_files"), i, f)
+        json_object_set_new(f, "url", json_sprintf("/v1/runs/%s/inputs/home-%zu", run_id, i));
     return c;
 }
 
@@ -485,6 +489,16 @@ int al_run_input_open(al_service *s, const char *run_id, const char *which, int 
         if (fd < 0)
             return al_err(err, "inputs", e == ENOENT ? ENOENT : e, "the run has no stdin (or it is gone)");
         name = strdup("stdin");
+    } else if (strncmp(which, "home-", 5) == 0) {
+        /* a file of the sandbox's home kept for the approval */
+        uint64_t idx;
+        char dir[PATH_MAX + 128];
+        snprintf(dir, sizeof dir, "%s/%s/" AL_SANDBOX_PINNED_HOME, s->runs_dir, run_id);
+        if (al_parse_u64(which + 5, &idx) < 0)
+            return al_err(err, "inputs", ENOENT, "no input %s (home-N: a file of the sandbox's)", which);
+        int r = al_sandbox_pinned_open(dir, (size_t)idx, &fd, &name, err);
+        if (r < 0)
+            return r;
     } else {
         uint64_t idx;
         if (al_parse_u64(which, &idx) < 0)

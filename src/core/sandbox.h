@@ -57,6 +57,9 @@ int al_sandbox_pin_home(al_service *s, const char *id, const char *dst, int64_t 
 /* The files of such a copy DIR, as its approval card shows and its hash
  * binds them: [{path, size, sha256}] sorted by path; NULL, said. */
 json_t *al_sandbox_pinned_files(const char *dir, al_error *err);
+/* File IDX (of that list) of the copy DIR, opened beneath it, and its path
+ * in *RET_PATH (free()): what the approval card's URL gives. 0, -ENOENT said. */
+int al_sandbox_pinned_open(const char *dir, size_t idx, int *ret_fd, char **ret_path, al_error *err);
 /* Where a run's pinned home is, below the run's directory */
 #define AL_SANDBOX_PINNED_HOME "sandbox-home"
 

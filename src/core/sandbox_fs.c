@@ -611,3 +611,25 @@ json_t *al_sandbox_pinned_files(const char *dir, al_error *err) {
     }
     return pin(src, -1, err);
 }
+
+int al_sandbox_pinned_open(const char *dir, size_t idx, int *ret_fd, char **ret_path, al_error *err) {
+    *ret_fd = -1;
+    *ret_path = NULL;
+    json_t *files = al_sandbox_pinned_files(dir, err);
+    if (!files)
+        return -ENOENT;
+    const char *path = json_string_value(json_object_get(json_array_get(files, idx), "path"));
+    int r = 0;
+    _cleanup_close_ int root = path ? open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW) : -1;
+    if (!path)
+        r = al_err(err, "inputs", ENOENT, "no file %zu of the sandbox's kept for the approval", idx);
+    else if (root < 0 || (*ret_fd = beneath(root, path, O_RDONLY | O_NONBLOCK, 0)) < 0)
+        r = al_err(err, "inputs", ENOENT, "the sandbox's files kept for the approval are gone");
+    else if (!(*ret_path = strdup(path))) {
+        close(*ret_fd);
+        *ret_fd = -1;
+        r = al_err(err, "inputs", ENOMEM, "out of memory");
+    }
+    json_decref(files);
+    return r;
+}

@@ -105,6 +105,11 @@ def test_p1_a_sandbox_command_runs_on_the_files_its_approver_saw(service):
     write(service, sid, token, "/home/user/note.txt", b"EVIL\n")
     # the ingredient: a write the sandbox takes is what its next command reads
     assert (service.state / "sandboxes" / sid / "home" / "note.txt").read_bytes() == b"EVIL\n"
+    # the approver reads each file the command will get, as kept
+    files = card["inputs"]["sandbox_files"]
+    status, _, body = approver.request("GET", files[0]["url"])
+    assert status == 200 and body == b"benign\n", (status, body, files)
+    assert approver.request("GET", f"/v1/runs/{run['id']}/inputs/home-7")[0] == 404
     status, _, doc = approver.request("POST", f"/v1/runs/{run['id']}/approve", json={"hash": card["hash"]})
     assert status == 200, (status, doc)
     th.join(60)
