@@ -572,7 +572,8 @@ static json_t *pin(int src, int dst, al_error *err) {
     }
     for (size_t i = 0; i < n; i++)
         v[i] = json_array_get(pn.files, i);
-    qsort(v, n, sizeof *v, by_path);
+    if (n > 1) /* an empty home is no array at all (qsort wants one) */
+        qsort(v, n, sizeof *v, by_path);
     for (size_t i = 0; i < n; i++)
         json_array_append(sorted, v[i]);
     free(v);
