@@ -60,6 +60,10 @@ json_t *al_sandbox_pinned_files(const char *dir, al_error *err);
 /* File IDX (of that list) of the copy DIR, opened beneath it, and its path
  * in *RET_PATH (free()): what the approval card's URL gives. 0, -ENOENT said. */
 int al_sandbox_pinned_open(const char *dir, size_t idx, int *ret_fd, char **ret_path, al_error *err);
+/* What sandbox ID holds on disk (home/ and out/), counted and kept in its
+ * row, which its organisation's storage use adds (after a write or a
+ * removal through the API, and after a command's tree is put back). */
+void al_sandbox_account(al_service *s, const char *id);
 /* Where a run's pinned home is, below the run's directory */
 #define AL_SANDBOX_PINNED_HOME "sandbox-home"
 

@@ -72,6 +72,8 @@ int al_sandbox_run_flow_back(al_service *s, const al_store_run *run, const char 
     al_error gerr = { 0 };
     if (al_store_sandbox_get(s->store, NULL, id, false, &b, &gerr) == -ENOENT)
         al_sandbox_remove_dirs(s, id);
+    else if (r == 0) /* what the command left counts against its organisation's storage */
+        al_sandbox_account(s, id);
     al_store_sandbox_done(&b);
     return r;
 }

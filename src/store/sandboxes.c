@@ -163,6 +163,10 @@ int al_store_sandbox_set(al_store *s, const char *id, const char *end_at, const 
                          "SSs", end_at, state, id);
 }
 
+int al_store_sandbox_set_bytes(al_store *s, const char *id, int64_t bytes, al_error *err) {
+    return al_store_exec(s, err, "UPDATE sandboxes SET bytes = ? WHERE id = ?", "is", bytes, id);
+}
+
 int al_store_sandbox_set_token(al_store *s, const char *id, const char *token_hash, al_error *err) {
     return al_store_exec(s, err, "UPDATE sandboxes SET token_hash = ? WHERE id = ?", "ss", token_hash, id);
 }

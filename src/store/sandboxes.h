@@ -49,6 +49,9 @@ int al_store_sandboxes_count(al_store *s, const char *ws_id, int64_t *ret, al_er
 /* Set sandbox ID's end (END_AT, when not NULL) and state (STATE, when not
  * NULL): 1, 0 when there is no such sandbox. */
 int al_store_sandbox_set(al_store *s, const char *id, const char *end_at, const char *state, al_error *err);
+/* What sandbox ID holds on disk (home/ and out/), which its organisation's
+ * storage use counts: 1, 0 when there is no such sandbox. */
+int al_store_sandbox_set_bytes(al_store *s, const char *id, int64_t bytes, al_error *err);
 /* Set sandbox ID's access token hash: 1, 0 when there is no such sandbox. */
 int al_store_sandbox_set_token(al_store *s, const char *id, const char *token_hash, al_error *err);
 /* Delete sandbox ID: 1, 0 when there was none. */

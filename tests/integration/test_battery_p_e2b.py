@@ -388,3 +388,37 @@ def test_p11_an_upload_over_the_request_cap_is_told_the_cap(service):
     status, _, doc = plane(service, sid, token, "POST", "/files?path=/home/user/nine.bin", body=body,
                            headers={"Content-Type": f"multipart/form-data; boundary={b}"})
     assert status == 413 and "8 MiB" in doc["message"] and "67108864" not in doc["message"], (status, doc)
+
+
+def test_p12_a_sandbox_s_files_count_against_the_storage_quota(services):
+    """A sandbox's home/ and out/ (64 MiB each, 100 sandboxes a workspace)
+    were disk no quota saw: with 1 MiB of storage, files.write took 600 KiB
+    twice, and a command filled its home past the quota. Now what a
+    sandbox holds counts as the organisation's storage: a write past the
+    quota is refused (507), and so is the next command once one has filled
+    it; removing files gives the room back."""
+    svc = services.start("psbquota", {"storage_quota_mb": 1})
+    t = gov_tenant(svc, "psbquota")
+    sid, token = create(svc, t.key)
+    write(svc, sid, token, "/home/user/a.bin", os.urandom(600 * 1024))  # the ingredient: within the quota
+    b = "pbattery"
+    body = (f"--{b}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"b.bin\"\r\n"
+            f"Content-Type: application/octet-stream\r\n\r\n").encode() + os.urandom(600 * 1024) + \
+        f"\r\n--{b}--\r\n".encode()
+    status, _, doc = plane(svc, sid, token, "POST", "/files?path=/home/user/b.bin", body=body,
+                           headers={"Content-Type": f"multipart/form-data; boundary={b}"})
+    assert status == 507 and "storage" in doc["message"], (status, doc)
+    # a command may fill it (its run was within the quota when it started) ...
+    out, end = run_command(svc, sid, token, "head -c 2097152 /dev/zero > big.bin; echo done")
+    assert out == b"done\n", (out, end)
+    # ... and then the next is refused, as any run of the organisation
+    out, end = run_command(svc, sid, token, "echo again")
+    assert out == b"" and end.get("code") == "resource_exhausted" and "storage" in end["message"], (out, end)
+    status, _, doc = t.client.post_run("print(1)")
+    assert status == 507, (status, doc)
+    # removing gives the room back
+    status, _, doc = plane(svc, sid, token, "POST", "/filesystem.Filesystem/Remove",
+                           json_body={"path": "/home/user/big.bin"}, headers={"Connect-Protocol-Version": "1"})
+    assert status == 200, (status, doc)
+    out, end = run_command(svc, sid, token, "echo again")
+    assert out == b"again\n", (out, end)
