@@ -252,22 +252,22 @@ def test_p6_guard_another_tenant_s_sandbox_and_a_revoked_key(service):
 
 def test_p7_files_kept_for_an_approval_count_against_the_storage_quota(services):
     """The home pinned for a command awaiting approval (p1) is the run's
-    input: with 1 MiB of storage, a sandbox holding 600 KiB pins it for its
-    first waiting command, and a second is refused (quota_exceeded) instead
-    of pinning another copy outside the quota; denied, the first's copy
-    goes and there is room again."""
-    svc = services.start("pquota", {"storage_quota_mb": 1})
+    input: with 2 MiB of storage, a sandbox holding 700 KiB (counted, p12)
+    pins it for its first waiting command, and a second is refused
+    (quota_exceeded) instead of pinning another copy outside the quota;
+    denied, the first's copy goes and there is room again."""
+    svc = services.start("pquota", {"storage_quota_mb": 2})
     t = gov_tenant(svc, "pquota")
     put_settings(t.client, approval_policy="always", approval_ttl_s=600)
     _, approver = t.person_in("approver")
     sid, token = create(svc, t.key)
-    write(svc, sid, token, "/home/user/big.bin", os.urandom(600 * 1024))
+    write(svc, sid, token, "/home/user/big.bin", os.urandom(700 * 1024))
     got = {}
     th = threading.Thread(target=lambda: got.update(r=run_command(svc, sid, token, "wc -c big.bin")))
     th.start()
     run = wait_pending(t.client)
     # the ingredient: the copy is there, the run's
-    assert (svc.state / "runs" / run["id"] / "sandbox-home" / "big.bin").stat().st_size == 600 * 1024
+    assert (svc.state / "runs" / run["id"] / "sandbox-home" / "big.bin").stat().st_size == 700 * 1024
     out, end = run_command(svc, sid, token, "wc -c big.bin")
     assert out == b"" and end.get("code") == "resource_exhausted" and "storage" in end["message"], (out, end)
     status, _, doc = approver.request("POST", f"/v1/runs/{run['id']}/deny", json={"reason": "no"})
