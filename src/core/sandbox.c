@@ -8,11 +8,13 @@
 #include <errno.h>
 #include <nettle/hmac.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../util/hash.h"
@@ -77,6 +79,17 @@ const char *al_sandbox_name_problem(const char *seg, size_t len) {
         i += k;
     }
     return NULL;
+}
+
+/* ------------------------------------------------------------ opening beneath a tree */
+
+int al_sandbox_beneath(int dirfd, const char *rel, int flags, mode_t mode) {
+    struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
+                            .mode = (flags & O_CREAT) ? mode : 0,
+                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+                                       RESOLVE_NO_XDEV };
+    long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
+    return fd < 0 ? -errno : (int)fd;
 }
 
 /* ------------------------------------------------------------ environment names */
