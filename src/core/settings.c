@@ -120,6 +120,11 @@ json_t *al_settings_defaults(const al_settings_bounds *b) {
     json_object_set_new(d, "run_retention_s", json_integer(AL_RUN_RETENTION_DEFAULT_S));
     /* an E2B sandbox lives an hour at most unless an admin allows more */
     json_object_set_new(d, "sandbox_max_timeout_s", json_integer(AL_SANDBOX_TIMEOUT_DEFAULT_MAX_S));
+    /* each E2B command and runCode a fresh box (files kept, processes not):
+     * the session box (one box per sandbox, holding state between calls)
+     * is not built yet, so the setting exists, shows false, and true is
+     * refused (al_settings_apply) rather than accepted and ignored */
+    json_object_set_new(d, "e2b_session_box", json_false());
     return d;
 }
 
@@ -148,7 +153,8 @@ bool al_settings_sane(json_t *eff) {
     }
     if (!in_list(json_string_value(json_object_get(eff, "approval_policy")), policies, ELEMENTSOF(policies)))
         return false;
-    if (!json_is_boolean(json_object_get(eff, "allow_self_approval")))
+    if (!json_is_boolean(json_object_get(eff, "allow_self_approval")) ||
+        !json_is_boolean(json_object_get(eff, "e2b_session_box")))
         return false;
     json_t *d = json_object_get(eff, "dlp_patterns"), *v;
     size_t k;
@@ -353,6 +359,14 @@ int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, jso
             r = json_is_integer(v) ? num_in(v, 1, AL_SANDBOX_TIMEOUT_CEILING_S, key, err)
                                    : al_err(err, "settings", EINVAL, "sandbox_max_timeout_s must be a whole number of "
                                                                      "seconds");
+        } else if (strcmp(key, "e2b_session_box") == 0) {
+            if (!json_is_boolean(v))
+                r = al_err(err, "settings", EINVAL, "e2b_session_box must be true or false");
+            else if (json_is_true(v))
+                r = al_err(err, "settings", EINVAL, "e2b_session_box: the E2B session box (one box per sandbox "
+                           "keeping interpreter state and background commands between calls) is not available "
+                           "yet on this service; each command and runCode runs in a fresh box, and the files "
+                           "under /home/user are kept between them");
         } else if (strcmp(key, "price_per_run") == 0) {
             /* what a workspace pays is not its own admins' to decide */
             if (!json_equal(v, json_object_get(eff, "price_per_run")))
