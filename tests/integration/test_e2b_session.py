@@ -6,6 +6,14 @@ state), a sandbox's calls are what they are today: each a fresh box, files
 kept, processes not (docs/api.md, "Session box")."""
 import base64
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
 
 from service_util import gov_tenant, service  # noqa: F401
 from test_e2b_commands import create, start
@@ -49,3 +57,107 @@ def test_with_the_setting_off_files_carry_over_and_processes_do_not(service):
     out = _bash(service, sid, token, "cat note.txt; kill -0 $(cat bg.pid) 2>/dev/null && echo alive || echo gone")
     assert out == b"kept\ngone\n", out
     assert service.request("DELETE", f"/sandboxes/{sid}")[0] == 204
+
+
+# ------------------------------------------------------------ the agent, on its own
+#
+# src/drivers/session_agent.py is the part of the session box that would run
+# inside it. Nothing ships it yet; these run it as a plain process on a
+# channel directory, as the box would, to hold its protocol to what the
+# service side will be built against.
+
+AGENT = os.path.join(os.path.dirname(__file__), "..", "..", "src", "drivers", "session_agent.py")
+
+
+class Agent:
+    def __init__(self, tmp):
+        self.channel = tmp / "session"
+        (self.channel / "req").mkdir(parents=True)
+        (self.channel / "out").mkdir()
+        self.mark = f"airlock-agent-test-{uuid.uuid4().hex}"
+        self.n = 0
+        env = {**os.environ, "AIRLOCK_SESSION_CHANNEL": str(self.channel), "AIRLOCK_AGENT_TEST": self.mark}
+        self.proc = subprocess.Popen([sys.executable, AGENT], env=env, start_new_session=True)
+
+    def call(self, kind, code, timeout_ms=10000, wait=15):
+        self.n += 1
+        cid = f"run_{self.n}"
+        req = self.channel / "req" / f"{cid}.json"
+        tmp = self.channel / "req" / f".{cid}.tmp"
+        tmp.write_text(json.dumps({"id": cid, "kind": kind, "code": code, "env": {}, "cwd": str(self.channel),
+                                   "timeout_ms": timeout_ms}))
+        os.rename(tmp, req)
+        end = self.channel / "out" / f"{cid}.end"
+        deadline = time.monotonic() + wait
+        while not end.exists():
+            assert time.monotonic() < deadline, f"{cid} did not end"
+            assert self.proc.poll() is None, "the agent died"
+            time.sleep(0.02)
+        out = {"stdout": b"", "stderr": b"", "results": []}
+        for line in (self.channel / "out" / f"{cid}.log").read_text().splitlines():
+            doc = json.loads(line)
+            if "r" in doc:
+                out["results"].append(doc["r"])
+            else:
+                out[doc["s"]] += base64.b64decode(doc["d"])
+        return json.loads(end.read_text()), out
+
+    def processes(self):
+        """The pids of every process this agent started (its environment's mark)."""
+        pids = []
+        for p in os.listdir("/proc"):
+            try:
+                if p.isdigit() and self.mark.encode() in open(f"/proc/{p}/environ", "rb").read():
+                    pids.append(int(p))
+            except OSError:
+                pass
+        return pids
+
+    def stop(self):
+        for pid in self.processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+
+
+@pytest.fixture
+def agent(tmp_path):
+    a = Agent(tmp_path)
+    yield a
+    a.stop()
+
+
+def test_the_agent_keeps_a_cells_names_for_the_next(agent):
+    end, out = agent.call("python", "x = 1\nprint('set')")
+    assert end == {"exit": 0, "timed_out": False} and out["stdout"] == b"set\n", (end, out)
+    end, out = agent.call("python", "x + 1")
+    assert end["exit"] == 0 and out["results"] == [{"type": "result", "text": "2", "is_main_result": True}], out
+    end, out = agent.call("python", "y")
+    assert end["exit"] == 1 and out["results"][0]["name"] == "NameError", out
+
+
+def test_a_background_command_outlives_its_call_and_a_timeout_kills_only_its_call(agent):
+    end, out = agent.call("bash", "sleep 60 >/dev/null 2>&1 & echo $!")
+    assert end == {"exit": 0, "timed_out": False}, (end, out)
+    bg = int(out["stdout"])
+    end, out = agent.call("bash", f"kill -0 {bg} && echo alive; echo oops >&2; exit 3")
+    assert end["exit"] == 3 and out["stdout"] == b"alive\n" and out["stderr"] == b"oops\n", (end, out)
+    t0 = time.monotonic()
+    end, out = agent.call("bash", "echo before; sleep 60; echo after", timeout_ms=500)
+    assert end == {"exit": -1, "timed_out": True} and out["stdout"] == b"before\n", (end, out)
+    assert time.monotonic() - t0 < 5
+    end, out = agent.call("bash", f"kill -0 {bg} && echo still-alive")
+    assert out["stdout"] == b"still-alive\n", (end, out)
+
+
+def test_a_cell_past_its_timeout_loses_the_namespace_and_the_next_cell_says_so(agent):
+    agent.call("python", "x = 41")
+    end, _ = agent.call("python", "import time\ntime.sleep(60)", timeout_ms=500)
+    assert end == {"exit": -1, "timed_out": True}, end
+    end, out = agent.call("python", "x")
+    assert end["exit"] == 1 and out["results"][0]["name"] == "NameError", out
+    assert b"restarted" in out["stderr"] and b"variables are gone" in out["stderr"], out
+    end, out = agent.call("python", "x = 1\nx + 1")
+    assert out["results"][0]["text"] == "2", out

@@ -1,0 +1,261 @@
+# The E2B session box's agent (issue 35; docs/api.md "Session box").
+#
+# NOT SHIPPED YET: nothing embeds or starts this file (the setting
+# e2b_session_box is refused). It is the part of the session box that runs
+# inside the box, written and tested on its own (tests/integration/
+# test_e2b_session.py runs it as a plain process) so that the service side
+# can be built against a protocol that is already settled.
+#
+# The channel is a directory (the box's /run/airlock-session, the host's
+# STATE/sandboxes/ID/session/: STATE is shared by every node, so a call
+# claimed by any node reaches the box its sandbox's first call started):
+#
+#   req/ID.json   written by the service (write aside, rename), never by the
+#                 box: req/ is root's, read-only to the box's uid, so code
+#                 in the box cannot change a later call's approved code.
+#                 {"id", "kind": "bash"|"python", "code", "env", "cwd",
+#                  "timeout_ms"}
+#   out/ID.log    the box's: the call's output, one JSON line a chunk,
+#                 {"s": "stdout"|"stderr", "d": base64}, and for a cell
+#                 {"r": <result as the cell drivers emit it>}
+#   out/ID.end    the box's: {"exit": N, "timed_out": bool, "error"?},
+#                 written aside and renamed: present means the call ended
+#   alive         the box's: touched every second; the service takes a
+#                 stale one as a session box that died (the next call
+#                 starts a new one, state lost, said)
+#
+# Everything under out/ is hostile to the service: it opens it beneath the
+# channel, no links, by exact name, within the run's output caps.
+#
+# Commands run as `bash -l -c CODE` in a process group of their own: the
+# call ends when bash exits (a background child goes on, holding nothing
+# of the call's: its output after the call ends is dropped), and a call
+# past its timeout has its group killed, nothing else. Cells run in one
+# Python worker process whose namespace persists between cells; a cell past
+# its timeout kills the worker (its state is lost, and the next cell says
+# so), never the agent or the commands.
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+CHANNEL = os.environ.get("AIRLOCK_SESSION_CHANNEL", "/run/airlock-session")
+REQ_MAX = 4 << 20           # a request the agent reads at most (the service's code cap is 1 MiB)
+POLL_S = 0.05
+
+
+def _write_aside(path, doc):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f)
+    os.rename(tmp, path)
+
+
+class Log:
+    """A call's out/ID.log, appended to by its readers' threads."""
+
+    def __init__(self, path):
+        self.f = open(path, "a", buffering=1)
+        self.lock = threading.Lock()
+        self.open = True
+
+    def put(self, doc):
+        with self.lock:
+            if self.open:
+                self.f.write(json.dumps(doc) + "\n")
+
+    def close(self):
+        with self.lock:
+            self.open = False
+            self.f.close()
+
+
+def _pump(pipe, stream, log):
+    for chunk in iter(lambda: os.read(pipe.fileno(), 65536), b""):
+        log.put({"s": stream, "d": base64.b64encode(chunk).decode()})
+
+
+def _kill_group(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_bash(req, log):
+    env = dict(os.environ)
+    env.update(req.get("env") or {})
+    p = subprocess.Popen(["bash", "-l", "-c", req["code"]], cwd=req.get("cwd") or None, env=env,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    pumps = [threading.Thread(target=_pump, args=(pipe, name, log), daemon=True)
+             for pipe, name in ((p.stdout, "stdout"), (p.stderr, "stderr"))]
+    for t in pumps:
+        t.start()
+    timeout = (req.get("timeout_ms") or 0) / 1000 or None
+    try:
+        code = p.wait(timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        _kill_group(p.pid)
+        code = p.wait()
+        timed_out = True
+    # a background child may hold the pipes: what it writes later is not the
+    # call's; what bash wrote is read within a moment
+    for t in pumps:
+        t.join(0.2)
+    return {"exit": -1 if timed_out else code, "timed_out": timed_out}
+
+
+class Cells:
+    """One Python worker whose namespace outlives its cells."""
+
+    def __init__(self):
+        self.p = None
+        self.lost = False
+        # one cell at a time, as a notebook's kernel: a second waits
+        self.lock = threading.Lock()
+
+    def start(self):
+        self.p = subprocess.Popen([sys.executable, "-u", os.path.abspath(__file__), "--cells"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  start_new_session=True)
+        # one reader of the worker's stderr for its life, into the call's log
+        self.log = None
+        threading.Thread(target=self._stderr, args=(self.p.stderr,), daemon=True).start()
+
+    def _stderr(self, pipe):
+        for chunk in iter(lambda: os.read(pipe.fileno(), 65536), b""):
+            log = self.log
+            if log:
+                log.put({"s": "stderr", "d": base64.b64encode(chunk).decode()})
+
+    def run(self, req, log):
+        with self.lock:
+            return self._run(req, log)
+
+    def _run(self, req, log):
+        if self.p is None or self.p.poll() is not None:
+            self.lost = self.p is not None
+            self.start()
+        if self.lost:
+            log.put({"s": "stderr", "d": base64.b64encode(
+                b"airlock: the session's Python interpreter was restarted (an earlier cell was killed): "
+                b"its variables are gone, files under /home/user are kept\n").decode()})
+            self.lost = False
+        done = threading.Event()
+        result = {}
+
+        def out():
+            for line in iter(self.p.stdout.readline, b""):
+                doc = json.loads(line)
+                if "done" in doc:
+                    result.update(doc["done"])
+                    done.set()
+                    return
+                log.put(doc)
+            done.set()
+
+        self.log = log
+        reader = threading.Thread(target=out, daemon=True)
+        reader.start()
+        self.p.stdin.write((json.dumps({"code": req["code"], "env": req.get("env") or {},
+                                        "cwd": req.get("cwd")}) + "\n").encode())
+        self.p.stdin.flush()
+        timeout = (req.get("timeout_ms") or 0) / 1000 or None
+        if not done.wait(timeout):
+            _kill_group(self.p.pid)
+            self.p.wait()
+            self.lost = True
+            return {"exit": -1, "timed_out": True}
+        if not result:
+            self.lost = True
+            return {"exit": -1, "timed_out": False, "error": "the session's Python interpreter died"}
+        return {"exit": result.get("exit", 0), "timed_out": False}
+
+
+def worker():
+    """--cells: read a cell a line, run it in the one namespace, answer
+    with chunks and a "done" line on stdout (the agent's pipe)."""
+    import ast
+    import io
+    import traceback
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+
+    class Chunks(io.TextIOBase):
+        def __init__(self, name):
+            self.name = name
+
+        def write(self, s):
+            if s:
+                proto.write(json.dumps({"s": self.name, "d": base64.b64encode(s.encode()).decode()}) + "\n")
+            return len(s)
+
+    g = {"__name__": "__main__", "__builtins__": __builtins__}
+    for line in sys.stdin:
+        req = json.loads(line)
+        os.environ.update(req["env"])
+        if req.get("cwd"):
+            os.chdir(req["cwd"])
+        sys.stdout, sys.stderr = Chunks("stdout"), Chunks("stderr")
+        failed = False
+        try:
+            tree = ast.parse(req["code"], "<cell>", "exec")
+            last = None
+            if tree.body and isinstance(tree.body[-1], ast.Expr):
+                last = ast.Expression(tree.body.pop().value)
+            exec(compile(tree, "<cell>", "exec"), g)
+            value = eval(compile(last, "<cell>", "eval"), g) if last is not None else None
+            if value is not None:
+                t = repr(value)
+                if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"":
+                    t = t[1:-1]
+                proto.write(json.dumps({"r": {"type": "result", "text": t, "is_main_result": True}}) + "\n")
+        except BaseException as e:  # noqa: B902 (a cell's SystemExit is its error)
+            failed = True
+            proto.write(json.dumps({"r": {"type": "error", "name": type(e).__name__, "value": str(e),
+                                          "traceback": "".join(traceback.format_exception(type(e), e,
+                                                                                          e.__traceback__))}}) + "\n")
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+        proto.write(json.dumps({"done": {"exit": 1 if failed else 0}}) + "\n")
+
+
+def serve():
+    req_dir, out_dir = os.path.join(CHANNEL, "req"), os.path.join(CHANNEL, "out")
+    seen, cells, last_alive = set(), Cells(), 0.0
+    while True:
+        now = time.monotonic()
+        if now - last_alive >= 1:
+            with open(os.path.join(CHANNEL, "alive"), "w") as f:
+                f.write(str(os.getpid()))
+            last_alive = now
+        names = sorted(n for n in os.listdir(req_dir) if n.endswith(".json") and n not in seen)
+        for name in names:
+            seen.add(name)
+            call = name[:-len(".json")]
+            try:
+                with open(os.path.join(req_dir, name), "rb") as f:
+                    req = json.loads(f.read(REQ_MAX + 1)[:REQ_MAX])
+            except (OSError, ValueError) as e:
+                _write_aside(os.path.join(out_dir, call + ".end"), {"exit": -1, "error": f"bad request: {e}"})
+                continue
+            threading.Thread(target=one_call, args=(req, call, out_dir, cells), daemon=True).start()
+        time.sleep(POLL_S)
+
+
+def one_call(req, call, out_dir, cells):
+    log = Log(os.path.join(out_dir, call + ".log"))
+    try:
+        end = cells.run(req, log) if req.get("kind") == "python" else run_bash(req, log)
+    except Exception as e:  # noqa: B902 (whatever failed, the call ends and says why)
+        end = {"exit": -1, "timed_out": False, "error": f"{type(e).__name__}: {e}"}
+    log.close()
+    _write_aside(os.path.join(out_dir, call + ".end"), end)
+
+
+if __name__ == "__main__":
+    worker() if sys.argv[1:] == ["--cells"] else serve()
