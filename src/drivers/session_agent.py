@@ -15,9 +15,12 @@
 #                 in the box cannot change a later call's approved code.
 #                 {"id", "kind": "bash"|"python", "code", "env", "cwd",
 #                  "timeout_ms"}
-#   out/ID.log    the box's: the call's output, one JSON line a chunk,
-#                 {"s": "stdout"|"stderr", "d": base64}, and for a cell
-#                 {"r": <result as the cell drivers emit it>}
+#   out/ID.log    the box's: the call's output as the run helper's event
+#                 lines, {"type": "stdout"|"stderr", "data_base64"}, so the
+#                 service reads them as it reads a box's
+#                 (core/helper_events.c); a cell's results are stdout lines
+#                 "<mark><JSON>" as src/api/e2b_cells/python.py emits them
+#                 (the request's "mark"), split by the same code
 #   out/ID.end    the box's: {"exit": N, "timed_out": bool, "error"?},
 #                 written aside and renamed: present means the call ended
 #   alive         the box's: touched every second; the service takes a
@@ -76,7 +79,11 @@ class Log:
 
 def _pump(pipe, stream, log):
     for chunk in iter(lambda: os.read(pipe.fileno(), 65536), b""):
-        log.put({"s": stream, "d": base64.b64encode(chunk).decode()})
+        log.put(_chunk(stream, chunk))
+
+
+def _chunk(stream, data):
+    return {"type": stream, "data_base64": base64.b64encode(data).decode()}
 
 
 def _kill_group(pid):
@@ -132,7 +139,7 @@ class Cells:
         for chunk in iter(lambda: os.read(pipe.fileno(), 65536), b""):
             log = self.log
             if log:
-                log.put({"s": "stderr", "d": base64.b64encode(chunk).decode()})
+                log.put(_chunk("stderr", chunk))
 
     def run(self, req, log):
         with self.lock:
@@ -143,9 +150,8 @@ class Cells:
             self.lost = self.p is not None
             self.start()
         if self.lost:
-            log.put({"s": "stderr", "d": base64.b64encode(
-                b"airlock: the session's Python interpreter was restarted (an earlier cell was killed): "
-                b"its variables are gone, files under /home/user are kept\n").decode()})
+            log.put(_chunk("stderr", b"airlock: the session's Python interpreter was restarted (an earlier cell "
+                                     b"was killed): its variables are gone, files under /home/user are kept\n"))
             self.lost = False
         done = threading.Event()
         result = {}
@@ -164,7 +170,7 @@ class Cells:
         reader = threading.Thread(target=out, daemon=True)
         reader.start()
         self.p.stdin.write((json.dumps({"code": req["code"], "env": req.get("env") or {},
-                                        "cwd": req.get("cwd")}) + "\n").encode())
+                                        "cwd": req.get("cwd"), "mark": req.get("mark", "")}) + "\n").encode())
         self.p.stdin.flush()
         timeout = (req.get("timeout_ms") or 0) / 1000 or None
         if not done.wait(timeout):
@@ -192,7 +198,7 @@ def worker():
 
         def write(self, s):
             if s:
-                proto.write(json.dumps({"s": self.name, "d": base64.b64encode(s.encode()).decode()}) + "\n")
+                proto.write(json.dumps(_chunk(self.name, s.encode())) + "\n")
             return len(s)
 
     g = {"__name__": "__main__", "__builtins__": __builtins__}
@@ -202,6 +208,10 @@ def worker():
         if req.get("cwd"):
             os.chdir(req["cwd"])
         sys.stdout, sys.stderr = Chunks("stdout"), Chunks("stderr")
+
+        def emit(doc):
+            # a result as the cell driver's: a stdout line behind the call's mark
+            proto.write(json.dumps(_chunk("stdout", (req["mark"] + json.dumps(doc) + "\n").encode())) + "\n")
         failed = False
         try:
             tree = ast.parse(req["code"], "<cell>", "exec")
@@ -214,12 +224,11 @@ def worker():
                 t = repr(value)
                 if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"":
                     t = t[1:-1]
-                proto.write(json.dumps({"r": {"type": "result", "text": t, "is_main_result": True}}) + "\n")
+                emit({"type": "result", "text": t, "is_main_result": True})
         except BaseException as e:  # noqa: B902 (a cell's SystemExit is its error)
             failed = True
-            proto.write(json.dumps({"r": {"type": "error", "name": type(e).__name__, "value": str(e),
-                                          "traceback": "".join(traceback.format_exception(type(e), e,
-                                                                                          e.__traceback__))}}) + "\n")
+            emit({"type": "error", "name": type(e).__name__, "value": str(e),
+                  "traceback": "".join(traceback.format_exception(type(e), e, e.__traceback__))})
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
         proto.write(json.dumps({"done": {"exit": 1 if failed else 0}}) + "\n")
 

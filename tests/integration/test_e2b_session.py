@@ -85,7 +85,7 @@ class Agent:
         req = self.channel / "req" / f"{cid}.json"
         tmp = self.channel / "req" / f".{cid}.tmp"
         tmp.write_text(json.dumps({"id": cid, "kind": kind, "code": code, "env": {}, "cwd": str(self.channel),
-                                   "timeout_ms": timeout_ms}))
+                                   "timeout_ms": timeout_ms, "mark": self.mark}))
         os.rename(tmp, req)
         end = self.channel / "out" / f"{cid}.end"
         deadline = time.monotonic() + wait
@@ -94,12 +94,19 @@ class Agent:
             assert self.proc.poll() is None, "the agent died"
             time.sleep(0.02)
         out = {"stdout": b"", "stderr": b"", "results": []}
+        # the run helper's event lines (core/helper_events.c reads them)
         for line in (self.channel / "out" / f"{cid}.log").read_text().splitlines():
             doc = json.loads(line)
-            if "r" in doc:
-                out["results"].append(doc["r"])
+            assert set(doc) == {"type", "data_base64"} and doc["type"] in ("stdout", "stderr"), doc
+            out[doc["type"]] += base64.b64decode(doc["data_base64"])
+        # a cell's results: stdout lines behind the mark, as python.py's
+        kept = []
+        for line in out["stdout"].decode().splitlines(keepends=True):
+            if line.startswith(self.mark):
+                out["results"].append(json.loads(line[len(self.mark):]))
             else:
-                out[doc["s"]] += base64.b64decode(doc["d"])
+                kept.append(line)
+        out["stdout"] = "".join(kept).encode()
         return json.loads(end.read_text()), out
 
     def processes(self):
