@@ -115,7 +115,10 @@ def run_bash(req, log):
     # call's; what bash wrote is read within a moment
     for t in pumps:
         t.join(0.2)
-    return {"exit": -1 if timed_out else code, "timed_out": timed_out}
+    if timed_out or code >= 0:
+        return {"exit": -1 if timed_out else code, "timed_out": timed_out}
+    # bash killed by a signal (the OOM killer's, say): envd's exit -1
+    return {"exit": -1, "timed_out": False, "error": f"killed by signal {-code}"}
 
 
 class Cells:
@@ -250,7 +253,8 @@ def serve():
                 with open(os.path.join(req_dir, name), "rb") as f:
                     req = json.loads(f.read(REQ_MAX + 1)[:REQ_MAX])
             except (OSError, ValueError) as e:
-                _write_aside(os.path.join(out_dir, call + ".end"), {"exit": -1, "error": f"bad request: {e}"})
+                _write_aside(os.path.join(out_dir, call + ".end"), {"exit": -1, "timed_out": False,
+                                                                      "error": f"bad request: {e}"})
                 continue
             threading.Thread(target=one_call, args=(req, call, out_dir, cells), daemon=True).start()
         time.sleep(POLL_S)

@@ -168,3 +168,10 @@ def test_a_cell_past_its_timeout_loses_the_namespace_and_the_next_cell_says_so(a
     assert b"restarted" in out["stderr"] and b"variables are gone" in out["stderr"], out
     end, out = agent.call("python", "x = 1\nx + 1")
     assert out["results"][0]["text"] == "2", out
+
+
+def test_a_command_killed_by_a_signal_ends_minus_one_saying_so(agent):
+    end, _ = agent.call("bash", "kill -9 $$")
+    assert end == {"exit": -1, "timed_out": False, "error": "killed by signal 9"}, end
+    end, out = agent.call("bash", "echo next")
+    assert end["exit"] == 0 and out["stdout"] == b"next\n", (end, out)
