@@ -11,6 +11,22 @@
  * hostile: each file is opened beneath CHAN by its exact name, without
  * following a link, and must be a regular file (a FIFO never blocks the
  * reader); a line, the log and the end each have a cap.
+ *
+ * What remains, as decided (issue 35): the session box is al_box_run with
+ * WORK_IN = the sandbox's home/ and COLLECT_WORK (its /work the box's own,
+ * on its bounded tmpfs, flowed back by the existing swap when the box
+ * ends), the channel bound at /run/airlock-session (out/ and alive chowned
+ * to the box's host uid, req/ root's), argv the agent, wall = the
+ * sandbox's end. Not a bind of home/ itself: a box writing straight into
+ * STATE would escape the sandbox's 64 MiB / 4,096-entry caps (only the
+ * tmpfs bounds it). So while it lives the files API must go through the
+ * agent (request kinds for read/write/list) or flow /work back first: that
+ * is the piece to build next, with the runner's session step (submit,
+ * al_session_follow into the run's events, al_session_end_read ends it;
+ * result.box.session = true), and the ends: kill, reaper, pause, drain
+ * (the node holding the box's helper kills it; a stale "alive" tells
+ * another node the box died). Credits: each call is a run; the idle
+ * lifetime is not charged but holds one of the person's concurrency slots.
  */
 #pragma once
 
