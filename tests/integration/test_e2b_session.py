@@ -3,7 +3,10 @@ state and background commands between calls, behind the workspace setting
 e2b_session_box. It is not built yet: the setting exists, shows false, and
 true is refused saying so, never accepted and ignored; with it off (the only
 state), a sandbox's calls are what they are today: each a fresh box, files
-kept, processes not (docs/api.md, "Session box")."""
+kept, processes not (docs/api.md, "Session box"). Below those, the agent
+that would run inside the session box (src/drivers/session_agent.py, not
+shipped), run as a plain process on its channel directory; the service's
+side of the channel is tests/unit/test_sandbox_session.c's."""
 import base64
 import json
 import os
