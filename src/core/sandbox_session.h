@@ -27,6 +27,15 @@
  * (the node holding the box's helper kills it; a stale "alive" tells
  * another node the box died). Credits: each call is a run; the idle
  * lifetime is not charged but holds one of the person's concurrency slots.
+ *
+ * A limit found while writing this, to keep: the box must not write into
+ * STATE directly either. Bound rw, out/ would let a hostile box fill the
+ * shared state disk (the reader's caps bound what it reads, not what is
+ * written). So out/ should be the box's own (its tmpfs, or the agent's
+ * stdout) and the helper holding the box (the one process that can see
+ * it) relay each call's lines into STATE's out/, counting them against
+ * the caps above; req/ can be bound read-only. The service removes a
+ * call's three files once its run has ended.
  */
 #pragma once
 
