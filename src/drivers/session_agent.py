@@ -28,7 +28,10 @@
 #                 starts a new one, state lost, said)
 #
 # Everything under out/ is hostile to the service: it opens it beneath the
-# channel, no links, by exact name, within the run's output caps.
+# channel, no links, by exact name, within the run's output caps. In the
+# box, out/ must be on the box's own bounded storage, relayed into STATE by
+# the helper holding the box (core/sandbox_session.h says why): the agent
+# only sees a directory either way.
 #
 # Commands run as `bash -l -c CODE` in a process group of their own: the
 # call ends when bash exits (a background child goes on, holding nothing
