@@ -8,6 +8,7 @@
 #pragma once
 
 #include "docker.h"
+#include "../box/collect.h"
 
 #define LABEL_BOX "dev.airlock.box"
 #define LABEL_UID "dev.airlock.uid"
@@ -138,6 +139,27 @@ int al_docker_stage(dbox *b, al_error *err);
  * a tar exec and our scratch (gVisor). */
 int al_docker_collect_direct(dbox *b, al_error *err);
 int al_docker_collect(dbox *b, al_error *err);
+/* The native box's collection caps of /out for B's run, reading as UID. */
+al_collect_limits al_docker_collect_limits(const dbox *b, uid_t uid);
+/* gVisor: the box's directory /DIR ("out", "work") as a tar through an
+ * exec, unpacked beneath a scratch tmpfs of our own (BEFORE, if any, then
+ * given B and that directory's fd), collected from there into HOSTFD (-1:
+ * hashed only) with LIM's caps, what it left out in INTO's skips (paths
+ * relative to /DIR); the scratch let go after. 0 when collected, 1 when
+ * the box's tar failed on what the script left there (a skip of "." says
+ * so: nothing was collected), else -errno. */
+int al_docker_tar_collect(dbox *b, const char *dir, const al_collect_limits *lim, int hostfd,
+                          void (*before)(dbox *, int), al_box_result *into, al_error *err);
+
+/* ---- work_io.c ---- */
+
+/* A sandbox's run (CFG->collect_work): the box's /work, less the box's own
+ * files (the script), collected into CFG->work_dirfd with the native box's
+ * name rules and the caps of what the next box can stage, its skips joining
+ * the run's as "work/PATH"; RES->work_collected set when it came back whole
+ * (else the sandbox keeps the home it had). Straight from the container's
+ * tmpfs (runc) or through a tar exec (gVisor). */
+int al_docker_collect_work(dbox *b, al_error *err);
 
 /* ---- keeper.c ---- */
 

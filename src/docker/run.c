@@ -377,7 +377,10 @@ static int run(dbox *b, al_error *err) {
     else if (res->reason == AL_REASON_EXITED && pids_cap_hit(b))
         res->reason = AL_REASON_PIDS;
     /* hashed, and copied when the caller gave a directory for them */
-    return direct ? al_docker_collect_direct(b, err) : al_docker_collect(b, err);
+    if ((r = direct ? al_docker_collect_direct(b, err) : al_docker_collect(b, err)) < 0)
+        return r;
+    /* a sandbox's run: its /work too, after /out (as the native box) */
+    return al_docker_collect_work(b, err);
 }
 
 /* A held container's owner removes it after the run, unless it is gone:

@@ -203,6 +203,17 @@ int al_docker_stage_into(dbox *b, int (*open_dir)(dbox *, const char *, al_error
         r = al_stage_data(&st, cfg->files[i].name, cfg->files[i].data, cfg->files[i].len, cfg->files[i].mode, err);
     for (size_t i = 0; r == 0 && i < cfg->n_inputs; i++)
         r = al_stage_path(&st, cfg->inputs[i], err);
+    if (r == 0 && cfg->work_in) {
+        /* a sandbox's home, as the native box stages it (box.c's
+         * stage_all): its entries as /work's own, read beneath it with no
+         * link followed, within the same staging caps; a file named as the
+         * script is left where it is (the script's name is the box's) */
+        const char *skip[8];
+        size_t n = 0;
+        for (size_t i = 0; i < cfg->n_files && n < ELEMENTSOF(skip); i++)
+            skip[n++] = cfg->files[i].name;
+        r = al_stage_dir_entries(&st, cfg->work_in, skip, n, err);
+    }
     const al_runtime *rt = cfg->runtime;
     if (r == 0 && rt->tmp_seed && rt->tmp_seed_root) {
         _cleanup_close_ int tmpfd = open_dir(b, "tmp", err);
@@ -219,7 +230,7 @@ int al_docker_stage_into(dbox *b, int (*open_dir)(dbox *, const char *, al_error
 }
 
 /* The native box's collection caps for this run, reading as UID. */
-static al_collect_limits collect_limits(const dbox *b, uid_t uid) {
+al_collect_limits al_docker_collect_limits(const dbox *b, uid_t uid) {
     const al_box_limits *l = &b->cfg->limits;
     return (al_collect_limits){
         .max_files = l->max_artifacts, .max_file_bytes = l->max_artifact_bytes,
@@ -232,7 +243,7 @@ int al_docker_collect_direct(dbox *b, al_error *err) {
     _cleanup_close_ int outfd = al_docker_open_scratch(b, "out", err);
     if (outfd < 0)
         return outfd;
-    al_collect_limits cl = collect_limits(b, b->uid);
+    al_collect_limits cl = al_docker_collect_limits(b, b->uid);
     return al_collect(outfd, b->cfg->out_dirfd, &cl, b->res, err);
 }
 
@@ -287,26 +298,32 @@ static int open_parent(int dirfd, char *rel, const char **leaf, unsigned max_dep
 }
 
 
-static int unpack(dbox *b, int tarfd, int outfd, al_error *err) {
-    const al_box_limits *l = &b->cfg->limits;
+/* The tar of the box's /DIR at TARFD unpacked beneath OUTFD (ours), within
+ * CL's entries, depth and (plus a byte, enough for al_collect to skip it)
+ * per-file cap; what it leaves out in INTO's skips. A file keeps an exec
+ * bit (0700), for a collection that keeps them (a sandbox's /work). */
+static int unpack(const char *dir, const al_collect_limits *cl, int tarfd, int outfd, al_box_result *into,
+                  al_error *err) {
+    char why[96];
     struct archive *a = archive_read_new();
     if (!a)
         return al_err(err, "collect", ENOMEM, "libarchive");
     archive_read_support_format_tar(a);
     int r = 0;
     if (archive_read_open_fd(a, tarfd, 65536) != ARCHIVE_OK) {
-        r = al_err(err, "collect", EIO, "read /out's tar: %s", archive_error_string(a));
+        r = al_err(err, "collect", EIO, "read /%s's tar: %s", dir, archive_error_string(a));
         archive_read_free(a);
         return r;
     }
-    uint64_t entries = 0, max_entries = l->max_artifacts * 10 + 1000;
+    uint64_t entries = 0, max_entries = cl->max_entries;
     struct archive_entry *ent;
     while (r == 0 && archive_read_next_header(a, &ent) == ARCHIVE_OK) {
         const char *pn = archive_entry_pathname(ent);
         if (!pn)
             continue;
         if (++entries > max_entries) {
-            r = al_collect_add_skip(b->res, pn, "entry limit reached: the rest of /out was not examined");
+            snprintf(why, sizeof why, "entry limit reached: the rest of /%s was not examined", dir);
+            r = al_collect_add_skip(into, pn, why);
             break;
         }
         char rel[4096];
@@ -319,7 +336,7 @@ static int unpack(dbox *b, int tarfd, int outfd, al_error *err) {
         const char *leaf = NULL;
         char tmp[4096];
         snprintf(tmp, sizeof tmp, "%s", rel);
-        int pfd = open_parent(outfd, tmp, &leaf, (unsigned)l->max_depth);
+        int pfd = open_parent(outfd, tmp, &leaf, (unsigned)cl->max_depth);
         const char *shown = strncmp(rel, "./", 2) == 0 ? rel + 2 : rel;
         if (pfd < 0) {
             /* past the depth cap (or not a path beneath /out): collect
@@ -330,9 +347,10 @@ static int unpack(dbox *b, int tarfd, int outfd, al_error *err) {
         if (type == AE_IFDIR) {
             mkdirat(pfd, leaf, 0700);
         } else if (type == AE_IFREG && !archive_entry_hardlink(ent)) {
-            int fd = al_openat_beneath(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL, 0600);
+            int fd = al_openat_beneath(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL,
+                                       archive_entry_perm(ent) & 0111 ? 0700 : 0600);
             /* past the per-file cap is enough for collect to skip it */
-            uint64_t left = l->max_artifact_bytes + 1;
+            uint64_t left = cl->max_file_bytes + 1;
             char buf[65536];
             la_ssize_t k = 0;
             while (fd >= 0 && left && (k = archive_read_data(a, buf, sizeof buf < left ? sizeof buf : left)) > 0) {
@@ -346,7 +364,8 @@ static int unpack(dbox *b, int tarfd, int outfd, al_error *err) {
              * not an artifact: what there is of it is not what /out held */
             if (fd >= 0 && k < 0) {
                 unlinkat(pfd, leaf, 0);
-                r = al_collect_add_skip(b->res, shown, "cut off: /out's tar exceeded its bound");
+                snprintf(why, sizeof why, "cut off: /%s's tar exceeded its bound", dir);
+                r = al_collect_add_skip(into, shown, why);
             }
         } else if (archive_entry_hardlink(ent)) {
             /* another name of a file already extracted */
@@ -355,17 +374,17 @@ static int unpack(dbox *b, int tarfd, int outfd, al_error *err) {
             int src = al_openat_beneath(outfd, strncmp(tgt, "./", 2) == 0 ? tgt + 2 : tgt, O_PATH, 0);
             if (src >= 0) {
                 if (linkat(src, "", pfd, leaf, AT_EMPTY_PATH) < 0)
-                    r = al_collect_add_skip(b->res, shown, "a hard link that could not be read back");
+                    r = al_collect_add_skip(into, shown, "a hard link that could not be read back");
                 close(src);
             }
         } else if (type == AE_IFLNK) {
             /* made as what it was, so collect names it as native does */
             if (symlinkat(archive_entry_symlink(ent) ?: "", pfd, leaf) < 0)
-                r = al_collect_add_skip(b->res, shown, "symbolic link (not followed)");
+                r = al_collect_add_skip(into, shown, "symbolic link (not followed)");
         } else if (type == AE_IFIFO) {
             mknodat(pfd, leaf, S_IFIFO | 0600, 0);
         } else {
-            r = al_collect_add_skip(b->res, shown, "not a regular file");
+            r = al_collect_add_skip(into, shown, "not a regular file");
         }
         close(pfd);
     }
@@ -377,7 +396,7 @@ static int unpack(dbox *b, int tarfd, int outfd, al_error *err) {
  * Permission denied", a file the script made unreadable) is a skip, as the
  * native box's collection names it, never a silent loss. Past what its
  * kept stderr holds, "." says more may be left out. */
-static void tar_unreadable(dbox *b) {
+static void tar_unreadable(dbox *b, const char *dir, al_box_result *into) {
     bool full = strlen(b->tar_err) >= sizeof b->tar_err - 1;
     char *save = NULL;
     for (char *l = strtok_r(b->tar_err, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
@@ -392,47 +411,78 @@ static void tar_unreadable(dbox *b) {
         const char *p = strncmp(l + 5, "./", 2) == 0 ? l + 7 : l + 5;
         char why[160];
         snprintf(why, sizeof why, "unreadable: %s", end + strlen(": Cannot open: "));
-        al_collect_add_skip(b->res, p, why);
+        al_collect_add_skip(into, p, why);
     }
-    if (full)
-        al_collect_add_skip(b->res, ".", "the box's tar could not read more of /out than it could name");
+    if (full) {
+        char why[96];
+        snprintf(why, sizeof why, "the box's tar could not read more of /%s than it could name", dir);
+        al_collect_add_skip(into, ".", why);
+    }
 }
 
-int al_docker_collect(dbox *b, al_error *err) {
+int al_docker_tar_collect(dbox *b, const char *dir, const al_collect_limits *lim, int hostfd,
+                          void (*before)(dbox *, int), al_box_result *into, al_error *err) {
     const al_box_limits *l = &b->cfg->limits;
     int r = al_docker_scratch_mount(b, l->tmpfs_bytes + (4u << 20), err);
     if (r < 0)
         return r;
-    _cleanup_close_ int outfd = scratch_dir(b, "out", 0, err);
-    if (outfd < 0)
-        return outfd;
-    _cleanup_close_ int mfd = memfd_create("airlock-out", MFD_CLOEXEC);
-    if (mfd < 0)
-        return al_err(err, "collect", errno, "memfd_create: %m");
+    _cleanup_close_ int outfd = scratch_dir(b, dir, 0, err);
+    _cleanup_close_ int mfd = outfd < 0 ? -1 : memfd_create("airlock-collect", MFD_CLOEXEC);
+    char why[120], path[16];
+    snprintf(path, sizeof path, "/%s", dir);
+    if (outfd < 0) {
+        r = outfd;
+        goto out;
+    }
+    if (mfd < 0) {
+        r = al_err(err, "collect", errno, "memfd_create: %m");
+        goto out;
+    }
     uint64_t max = l->tmpfs_bytes + l->tmpfs_inodes * TAR_PER_ENTRY + (1u << 20);
     bool too_big = false;
-    /* everything under /out, as tar finds it; no link followed (tar's default) */
+    /* everything under DIR, as tar finds it; no link followed (tar's default) */
     /* a file the script made unreadable (mode 000) is left out, not a
      * failure: collect would not read it on the native box either */
-    char *targv[] = { "tar", "-c", "-f", "-", "--ignore-failed-read", "-C", "/out", ".", NULL };
+    char *targv[] = { "tar", "-c", "-f", "-", "--ignore-failed-read", "-C", path, ".", NULL };
     al_error terr = { 0 };
     r = al_docker_exec_tar(b, targv, -1, mfd, max, &too_big, &terr);
     if (r == -EIO) {
-        /* tar itself failed on what the script left in /out: whatever the
-         * script can cause is the run's outcome, never airlock's error */
-        return al_collect_add_skip(b->res, ".", "/out could not be read whole: the box's tar failed");
+        /* tar itself failed on what the script left: whatever the script
+         * can cause is the run's outcome, never airlock's error */
+        snprintf(why, sizeof why, "%s could not be read whole: the box's tar failed", path);
+        r = al_collect_add_skip(into, ".", why);
+        r = r < 0 ? r : 1;
+        goto out;
     }
     if (r < 0) {
         *err = terr;
-        return r;
+        goto out;
     }
-    if (too_big)
-        al_collect_add_skip(b->res, ".", "/out's tar exceeded its bound: the rest of /out was not examined");
-    tar_unreadable(b);
+    if (too_big) {
+        snprintf(why, sizeof why, "%s's tar exceeded its bound: the rest of %s was not examined", path, path);
+        al_collect_add_skip(into, ".", why);
+    }
+    tar_unreadable(b, dir, into);
     lseek(mfd, 0, SEEK_SET);
-    if ((r = unpack(b, mfd, outfd, err)) < 0)
-        return r;
+    if ((r = unpack(dir, lim, mfd, outfd, into, err)) < 0)
+        goto out;
+    if (before)
+        before(b, outfd);
     /* extracted by us as root: read as root, beneath our own tmpfs */
-    al_collect_limits cl = collect_limits(b, 0);
-    return al_collect(outfd, b->cfg->out_dirfd, &cl, b->res, err);
+    al_collect_limits cl = *lim;
+    cl.uid = cl.gid = 0;
+    r = al_collect(outfd, hostfd, &cl, into, err);
+out:
+    /* what it held is on the host now (or lost): its memory goes */
+    if (outfd >= 0)
+        close(outfd);
+    outfd = -1;
+    al_docker_scratch_unmount(b);
+    return r;
+}
+
+int al_docker_collect(dbox *b, al_error *err) {
+    al_collect_limits cl = al_docker_collect_limits(b, b->uid);
+    int r = al_docker_tar_collect(b, "out", &cl, b->cfg->out_dirfd, NULL, b->res, err);
+    return r < 0 ? r : 0;
 }

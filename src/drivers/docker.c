@@ -77,13 +77,11 @@ static int docker_probe(al_error *err) {
 }
 
 static int docker_start(const char *self_exe, const al_job *job, al_driver_run *ret, al_error *err) {
-    /* a sandbox's working directory is staged and collected by the native
-     * box alone: a container would lose what the command wrote (refused,
-     * never run without it) */
-    if (job->work_in || job->work_out)
-        return al_err(err, "provisioning", EOPNOTSUPP,
-                      "E2B sandbox commands run on the native driver only: the docker driver does not carry a "
-                      "sandbox's working directory yet");
+    /* a sandbox's run (WORK_IN, WORK_OUT) runs as any other: its home is
+     * staged into the container's /work when the run starts and /work
+     * collected back after it (src/docker/tar_io.c, work_io.c), so a
+     * container the pool made ahead of need serves it as well as one made
+     * now (the pool's holds no file of anyone's until its run stages) */
     /* the run's job, to run in a container: a shallow copy, which owns
      * nothing of its own */
     al_job j = *job;

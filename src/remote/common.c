@@ -1,4 +1,4 @@
-/* What both remote drivers share (remote_int.h): the run's output kept
+/* What both remote drivers share (remote_int.h), below them both: the run's output kept
  * and passed on, its command line, its stop, and the collection of the
  * remote /out under the same caps and name rules as a local box's. */
 #include "remote_int.h"
@@ -26,15 +26,6 @@ int al_remote_kind_from_name(const char *name, al_remote_kind *ret) {
             return 0;
         }
     return -EINVAL;
-}
-
-int al_remote_run(const al_remote_opts *o, const al_box_config *cfg, al_box_result *res) {
-    return o->kind == AL_REMOTE_DAYTONA ? al_remote_daytona_run(o, cfg, res) : al_remote_e2b_run(o, cfg, res);
-}
-
-int al_remote_sweep(const al_remote_opts *o, const char *prefix, const char *keep, al_error *err) {
-    return o->kind == AL_REMOTE_DAYTONA ? al_remote_daytona_sweep(o, prefix, keep, err)
-                                        : al_remote_e2b_sweep(o, prefix, keep, err);
 }
 
 int al_remote_steps(const al_remote_ops *ops, void *b, const al_box_config *cfg, al_box_result *res) {

@@ -181,7 +181,7 @@ MODULES = {
     "test_image_bookworm.py": ("release", "serial"),         # a debootstrap build
     "test_image_default.py": ("release", "serial"),          # a debootstrap build
     "test_mcp.py": ("asan",),
-    "test_e2b_commands.py": ("asan", "postgresql"),          # the E2B SDKs: commands, runCode
+    "test_e2b_commands.py": ("asan", "postgresql", "docker", "runsc"),  # the E2B SDKs: commands, runCode; /work on every driver
     "test_e2b_session.py": ("asan", "postgresql"),           # the session box setting (not built: refused)
     "test_e2b_code_image.py": ("release", "serial"),         # runCode's chart on the default image
     "test_network.py": ("asan", "serial"),                   # alt-web (its boxes: the ASan build always)
@@ -217,6 +217,7 @@ MODULES = {
 def pytest_configure(config):
     for name in PASSES + ("serial",):
         config.addinivalue_line("markers", f"{name}: a module of make check's {name} pass (conftest.MODULES)")
+    config.addinivalue_line("markers", "only_passes(*names): the test runs only in these of its module's passes")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -236,5 +237,9 @@ def pytest_collection_modifyitems(session, config, items):
     if problems:
         raise pytest.UsageError("the passes of make check:\n" + "\n".join(problems))
     for item in items:
+        # a test marked only_passes(...) runs in those of its module's passes
+        # alone: deselected from the others, not skipped there
+        only = item.get_closest_marker("only_passes")
         for name in MODULES.get(item.path.name, ()):
-            item.add_marker(getattr(pytest.mark, name))
+            if not only or name in only.args:
+                item.add_marker(getattr(pytest.mark, name))
