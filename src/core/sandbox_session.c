@@ -137,6 +137,17 @@ int al_session_follow(int chan, const char *call, uint64_t *off, al_session_chun
     }
 }
 
+/* DOC is an end as the agent writes it: {"exit": -1..255, "timed_out":
+ * bool, "error"?: string}. */
+static bool end_valid(json_t *doc) {
+    static const char *const keys[] = { "exit", "timed_out", "error" };
+    json_t *ex = json_object_get(doc, "exit"), *to = json_object_get(doc, "timed_out");
+    json_t *e = json_object_get(doc, "error");
+    return json_is_object(doc) && !al_json_unknown_key(doc, keys, ELEMENTSOF(keys)) && json_is_integer(ex) &&
+           json_integer_value(ex) >= -1 && json_integer_value(ex) <= 255 && json_is_boolean(to) &&
+           (!e || json_is_string(e));
+}
+
 int al_session_end_read(int chan, const char *call, al_session_end *end, al_error *err) {
     *end = (al_session_end){ 0 };
     if (!al_session_call_valid(call))
@@ -156,13 +167,10 @@ int al_session_end_read(int chan, const char *call, al_session_end *end, al_erro
         return al_err(err, "session", EBADMSG, "the session box's end of %s is over %u bytes", call,
                       AL_SESSION_END_MAX);
     json_t *doc = json_loadb(buf, (size_t)got, 0, NULL);
-    static const char *const keys[] = { "exit", "timed_out", "error" };
     json_t *ex = json_object_get(doc, "exit"), *to = json_object_get(doc, "timed_out");
     json_t *e = json_object_get(doc, "error");
     int r = 1;
-    if (!json_is_object(doc) || al_json_unknown_key(doc, keys, ELEMENTSOF(keys)) || !json_is_integer(ex) ||
-        json_integer_value(ex) < -1 || json_integer_value(ex) > 255 || !json_is_boolean(to) ||
-        (e && !json_is_string(e)))
+    if (!end_valid(doc))
         r = al_err(err, "session", EBADMSG, "the session box's end of %s is not {\"exit\": -1..255, "
                    "\"timed_out\": bool, \"error\"?: string}", call);
     else {
@@ -172,4 +180,179 @@ int al_session_end_read(int chan, const char *call, al_session_end *end, al_erro
     }
     json_decref(doc);
     return r;
+}
+
+/* ------------------------------------------------------------- the relay */
+
+void al_session_relay_init(al_session_relay *r, int chan) {
+    *r = (al_session_relay){ .chan = chan };
+}
+
+void al_session_relay_clear(al_session_relay *r) {
+    free(r->part);
+    r->part = NULL;
+    r->part_len = 0;
+    r->n_calls = 0;
+}
+
+/* REL beneath CHAN, as the service writes it: FLAGS, never through a link
+ * or into another mount; O_NONBLOCK so that a FIFO there cannot hold the
+ * relay (and is then refused by its type). */
+static int open_beneath(int chan, const char *rel, int flags, al_error *err) {
+    /* openat2 is strict: a mode with O_CREAT only, O_PATH with no O_NONBLOCK */
+    int nb = (flags & O_PATH) ? 0 : O_NONBLOCK;
+    struct open_how how = { .flags = (uint64_t)(flags | nb | O_CLOEXEC | O_NOFOLLOW),
+                            .mode = (flags & O_CREAT) ? 0644 : 0,
+                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+                                       RESOLVE_NO_XDEV };
+    long fd = syscall(SYS_openat2, chan, rel, &how, sizeof how);
+    if (fd < 0)
+        return al_err(err, "session", errno, "the session's %s cannot be opened beneath its channel: %m", rel);
+    struct stat st;
+    if (!(flags & O_DIRECTORY) && (fstat((int)fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+        close((int)fd);
+        return al_err(err, "session", EINVAL, "the session's %s is not a regular file", rel);
+    }
+    return (int)fd;
+}
+
+/* CALL was submitted by the service: its request is in req/. */
+static bool submitted(int chan, const char *call) {
+    char rel[96];
+    snprintf(rel, sizeof rel, "req/%s.json", call);
+    al_error e = { 0 };
+    _cleanup_close_ int fd = open_beneath(chan, rel, O_RDONLY, &e);
+    return fd >= 0;
+}
+
+/* The slot of CALL's pending output (made if new), or NULL: no room. */
+static al_session_relay_call *slot(al_session_relay *r, const char *call) {
+    for (size_t i = 0; i < r->n_calls; i++)
+        if (strcmp(r->calls[i].call, call) == 0)
+            return &r->calls[i];
+    if (r->n_calls == AL_SESSION_CALLS_MAX)
+        return NULL;
+    al_session_relay_call *c = &r->calls[r->n_calls++];
+    *c = (al_session_relay_call){ 0 };
+    snprintf(c->call, sizeof c->call, "%s", call);
+    return c;
+}
+
+static void forget(al_session_relay *r, const char *call) {
+    for (size_t i = 0; i < r->n_calls; i++)
+        if (strcmp(r->calls[i].call, call) == 0) {
+            r->calls[i] = r->calls[--r->n_calls];
+            return;
+        }
+}
+
+static int relay_chunk(al_session_relay *r, const char *call, json_t *type, json_t *data, al_error *err) {
+    const char *t = json_string_value(type);
+    if (!t || (strcmp(t, "stdout") != 0 && strcmp(t, "stderr") != 0) || !json_is_string(data))
+        return al_err(err, "session", EBADMSG, "the session box wrote an output line that is not "
+                      "{\"call\", \"type\": \"stdout\"|\"stderr\", \"data_base64\"}");
+    al_session_relay_call *c = slot(r, call);
+    if (!c)
+        return al_err(err, "session", EBADMSG, "the session box wrote output of more than %d calls at once",
+                      AL_SESSION_CALLS_MAX);
+    json_t *ev = json_pack("{s:O, s:O}", "type", type, "data_base64", data);
+    _cleanup_free_ char *line = ev ? json_dumps(ev, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(ev);
+    if (!line)
+        return al_err(err, "session", ENOMEM, "out of memory");
+    size_t n = strlen(line);
+    line[n++] = '\n';             /* over the NUL: written by length */
+    if (c->bytes + n > AL_SESSION_LOG_MAX)
+        return 0;                 /* past the cap: dropped (the run stopped reading long before) */
+    char rel[96];
+    snprintf(rel, sizeof rel, "out/%s.log", call);
+    _cleanup_close_ int fd = open_beneath(r->chan, rel, O_WRONLY | O_APPEND | O_CREAT, err);
+    if (fd < 0)
+        return fd;
+    int w = al_write_all(fd, line, n);
+    if (w < 0)
+        return al_err(err, "session", -w, "cannot write the session's %s: %s", rel, strerror(-w));
+    c->bytes += n;
+    return 0;
+}
+
+static int relay_end(al_session_relay *r, const char *call, json_t *end, al_error *err) {
+    if (!end_valid(end))
+        return al_err(err, "session", EBADMSG, "the session box's end of %s is not {\"exit\": -1..255, "
+                      "\"timed_out\": bool, \"error\"?: string}", call);
+    _cleanup_free_ char *text = json_dumps(end, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!text || strlen(text) > AL_SESSION_END_MAX)
+        return al_err(err, "session", EBADMSG, "the session box's end of %s is over %u bytes", call,
+                      AL_SESSION_END_MAX);
+    _cleanup_close_ int dir = open_beneath(r->chan, "out", O_PATH | O_DIRECTORY, err);
+    if (dir < 0)
+        return dir;
+    char tmp[96], name[96];
+    snprintf(tmp, sizeof tmp, ".%s.end.tmp", call);
+    snprintf(name, sizeof name, "%s.end", call);
+    struct stat st;
+    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        return al_err(err, "session", EBADMSG, "the session box ended call %s twice", call);
+    int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return al_err(err, "session", errno, "cannot write the end of %s: %m", call);
+    int w = al_write_all(fd, text, strlen(text));
+    if (close(fd) < 0 && w == 0)
+        w = -errno;
+    if (w == 0 && renameat(dir, tmp, dir, name) < 0)
+        w = -errno;
+    if (w < 0) {
+        unlinkat(dir, tmp, 0);
+        return al_err(err, "session", -w, "cannot write the end of %s: %s", call, strerror(-w));
+    }
+    forget(r, call);
+    return 0;
+}
+
+/* One whole line of the agent's (without its newline). */
+static int relay_line(al_session_relay *r, const char *line, size_t n, al_error *err) {
+    json_t *doc = json_loadb(line, n, JSON_REJECT_DUPLICATES, NULL);
+    static const char *const chunk_keys[] = { "call", "type", "data_base64" };
+    static const char *const end_keys[] = { "call", "end" };
+    const char *call = json_string_value(json_object_get(doc, "call"));
+    json_t *end = json_object_get(doc, "end");
+    int rc;
+    if (!json_is_object(doc) || !al_session_call_valid(call) ||
+        al_json_unknown_key(doc, end ? end_keys : chunk_keys, end ? 2 : 3))
+        rc = al_err(err, "session", EBADMSG, "the session box wrote a line that is not a call's output or end");
+    else if (!submitted(r->chan, call))
+        rc = al_err(err, "session", EBADMSG, "the session box wrote of call %s, which was never submitted", call);
+    else if (end)
+        rc = relay_end(r, call, end, err);
+    else
+        rc = relay_chunk(r, call, json_object_get(doc, "type"), json_object_get(doc, "data_base64"), err);
+    json_decref(doc);
+    return rc;
+}
+
+int al_session_relay_feed(al_session_relay *r, const char *data, size_t n, al_error *err) {
+    while (n) {
+        const char *nl = memchr(data, '\n', n);
+        size_t take = nl ? (size_t)(nl - data) : n;
+        if (r->part_len + take > AL_SESSION_LINE_MAX)
+            return al_err(err, "session", EBADMSG, "the session box wrote a line over %u bytes",
+                          AL_SESSION_LINE_MAX);
+        if (!nl || r->part_len) {
+            char *p = realloc(r->part, r->part_len + take + 1);
+            if (!p)
+                return al_err(err, "session", ENOMEM, "out of memory");
+            r->part = p;
+            memcpy(r->part + r->part_len, data, take);
+            r->part_len += take;
+        }
+        if (!nl)
+            return 0;             /* its newline is still to come */
+        int rc = r->part_len ? relay_line(r, r->part, r->part_len, err) : relay_line(r, data, take, err);
+        r->part_len = 0;
+        if (rc < 0)
+            return rc;
+        data += take + 1;
+        n -= take + 1;
+    }
+    return 0;
 }

@@ -86,3 +86,44 @@ typedef struct al_session_end {
  * past AL_SESSION_END_MAX, not {"exit": int, "timed_out": bool,
  * "error"?: string}). */
 int al_session_end_read(int chan, const char *call, al_session_end *end, al_error *err);
+
+/* ------------------------------------------------------------- the relay
+ *
+ * The box does not write the shared channel (above): the agent writes its
+ * calls' lines to its stdout, which reaches the service as the session
+ * box's stdout events, and the service relays them into out/ here:
+ *
+ *   {"call": C, "type": "stdout"|"stderr", "data_base64": B}
+ *       appended to out/C.log as {"type", "data_base64"} (what
+ *       al_session_follow reads), up to AL_SESSION_LOG_MAX a call (past
+ *       it the call's lines are dropped: its run's own output cap has
+ *       ended it long before)
+ *   {"call": C, "end": {"exit", "timed_out", "error"?}}
+ *       written to out/C.end (aside, renamed), once
+ *
+ * C must be a call the service submitted (req/C.json there), so a hostile
+ * box names no other file, and at most AL_SESSION_CALLS_MAX calls have
+ * output pending at once; a line that is none of these, or over
+ * AL_SESSION_LINE_MAX, is refused (-EBADMSG: the caller ends the session
+ * box, whose agent never writes one). Everything is written beneath CHAN
+ * without following a link, by the service's uid. */
+#define AL_SESSION_CALLS_MAX 64
+
+typedef struct al_session_relay_call {
+    char call[64];
+    uint64_t bytes;
+} al_session_relay_call;
+
+typedef struct al_session_relay {
+    int chan;                     /* the channel (not owned) */
+    char *part;                   /* a line whose newline is still to come */
+    size_t part_len;
+    al_session_relay_call calls[AL_SESSION_CALLS_MAX];
+    size_t n_calls;
+} al_session_relay;
+
+void al_session_relay_init(al_session_relay *r, int chan);
+void al_session_relay_clear(al_session_relay *r);
+/* N bytes of the agent's stdout (any chunking): each whole line relayed.
+ * 0, or -EBADMSG / -errno with ERR saying why (the relay is then done). */
+int al_session_relay_feed(al_session_relay *r, const char *data, size_t n, al_error *err);

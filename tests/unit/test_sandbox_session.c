@@ -136,6 +136,78 @@ static void test_end(void) {
     CHECK(al_session_end_read(chan, "run_8", &end, &err) == -ELOOP);
 }
 
+static int feed(al_session_relay *r, const char *text, al_error *err) {
+    *err = (al_error){ 0 };
+    return al_session_relay_feed(r, text, strlen(text), err);
+}
+
+/* The agent's stdout relayed into out/: a call's lines whatever their
+ * chunking, read back by al_session_follow; its end once; nothing for a
+ * call never submitted, no line that is not the agent's, nothing through
+ * a link. */
+static void test_relay(void) {
+    al_error err = { 0 };
+    json_t *req = json_pack("{s:s}", "kind", "bash");
+    CHECK(al_session_submit(chan, "run_r1", req, &err) == 0);
+    CHECK(al_session_submit(chan, "run_r2", req, &err) == 0);
+    al_session_relay r;
+    al_session_relay_init(&r, chan);
+    /* "hi" in base64 is aGk=, "yo" eW8= */
+    const char *a = "{\"call\":\"run_r1\",\"type\":\"stdout\",\"data_base64\":\"aGk=\"}\n{\"call\":\"run_r2\",\"ty";
+    const char *b = "pe\":\"stderr\",\"data_base64\":\"eW8=\"}\n";
+    CHECK(feed(&r, a, &err) == 0);
+    CHECK(feed(&r, b, &err) == 0);
+    CHECK(feed(&r, "{\"call\":\"run_r1\",\"end\":{\"exit\":2,\"timed_out\":false}}\n", &err) == 0);
+    seen s = { 0 };
+    uint64_t off = 0;
+    CHECK(follow("run_r1", &off, &s, &err) == 0 && strcmp(s.text, "o:hi|") == 0);
+    seen s2 = { 0 };
+    off = 0;
+    CHECK(follow("run_r2", &off, &s2, &err) == 0 && strcmp(s2.text, "e:yo|") == 0);
+    al_session_end end;
+    CHECK(al_session_end_read(chan, "run_r1", &end, &err) == 1 && end.exit_code == 2);
+    CHECK(al_session_end_read(chan, "run_r2", &end, &err) == 0);
+    /* an end written once */
+    CHECK(feed(&r, "{\"call\":\"run_r1\",\"end\":{\"exit\":0,\"timed_out\":false}}\n", &err) == -EBADMSG &&
+          strstr(err.msg, "twice"));
+    /* each of these ends the relay */
+    const char *bad[] = {
+        "{\"call\":\"run_zz\",\"type\":\"stdout\",\"data_base64\":\"aGk=\"}\n",      /* never submitted */
+        "{\"call\":\"../x\",\"type\":\"stdout\",\"data_base64\":\"aGk=\"}\n",        /* not a call id */
+        "{\"call\":\"run_r2\",\"type\":\"exit\",\"data_base64\":\"aGk=\"}\n",        /* not an output */
+        "{\"call\":\"run_r2\",\"type\":\"stdout\",\"data_base64\":\"aGk=\",\"x\":1}\n",
+        "{\"call\":\"run_r2\",\"end\":{\"exit\":999,\"timed_out\":false}}\n",
+        "not json\n", "\n", "[]\n",
+    };
+    for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+        al_session_relay_clear(&r);
+        CHECK(feed(&r, bad[i], &err) == -EBADMSG);
+    }
+    char p[256];
+    snprintf(p, sizeof p, "%s/out/run_zz.log", dir);
+    CHECK(access(p, F_OK) < 0);
+    /* a line past the cap, however chunked */
+    al_session_relay_clear(&r);
+    char *big = malloc(AL_SESSION_LINE_MAX + 2);
+    memset(big, 'a', AL_SESSION_LINE_MAX + 1);
+    big[AL_SESSION_LINE_MAX + 1] = '\0';
+    CHECK(feed(&r, big + 10, &err) == 0);
+    CHECK(feed(&r, big + AL_SESSION_LINE_MAX - 9, &err) == -EBADMSG && strstr(err.msg, "over"));
+    free(big);
+    /* a link where the log goes: refused, nothing written through it */
+    al_session_relay_clear(&r);
+    CHECK(al_session_submit(chan, "run_r3", req, &err) == 0);
+    put("victim", "");
+    snprintf(p, sizeof p, "%s/out/run_r3.log", dir);
+    CHECK(symlink("../victim", p) == 0);
+    CHECK(feed(&r, "{\"call\":\"run_r3\",\"type\":\"stdout\",\"data_base64\":\"aGk=\"}\n", &err) == -ELOOP);
+    struct stat st;
+    snprintf(p, sizeof p, "%s/victim", dir);
+    CHECK(stat(p, &st) == 0 && st.st_size == 0);
+    al_session_relay_clear(&r);
+    json_decref(req);
+}
+
 int main(void) {
     if (!mkdtemp(dir))
         return 1;
@@ -148,6 +220,7 @@ int main(void) {
     test_submit();
     test_follow();
     test_end();
+    test_relay();
     close(chan);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", dir);
