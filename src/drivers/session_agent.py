@@ -6,32 +6,28 @@
 # test_e2b_session.py runs it as a plain process) so that the service side
 # can be built against a protocol that is already settled.
 #
-# The channel is a directory (the box's /run/airlock-session, the host's
-# STATE/sandboxes/ID/session/: STATE is shared by every node, so a call
-# claimed by any node reaches the box its sandbox's first call started):
+# The channel: requests come in as files, output goes out as lines on the
+# agent's stdout (the box never writes the shared STATE; core/
+# sandbox_session.h says why):
 #
-#   req/ID.json   written by the service (write aside, rename), never by the
-#                 box: req/ is root's, read-only to the box's uid, so code
-#                 in the box cannot change a later call's approved code.
+#   req/ID.json   the box's /run/airlock-session/req, written by the service
+#                 (write aside, rename), bound read-only: code in the box
+#                 cannot change a later call's approved code.
 #                 {"id", "kind": "bash"|"python", "code", "env", "cwd",
-#                  "timeout_ms"}
-#   out/ID.log    the box's: the call's output as the run helper's event
-#                 lines, {"type": "stdout"|"stderr", "data_base64"}, so the
-#                 service reads them as it reads a box's
-#                 (core/helper_events.c); a cell's results are stdout lines
-#                 "<mark><JSON>" as src/api/e2b_cells/python.py emits them
-#                 (the request's "mark"), split by the same code
-#   out/ID.end    the box's: {"exit": N, "timed_out": bool, "error"?},
-#                 written aside and renamed: present means the call ended
-#   alive         the box's: touched every second; the service takes a
-#                 stale one as a session box that died (the next call
-#                 starts a new one, state lost, said)
+#                  "timeout_ms", "mark"}
+#   stdout        one JSON line each, written whole under one lock:
+#                 {"call": ID, "type": "stdout"|"stderr", "data_base64"}
+#                 a call's output (a cell's results are stdout lines
+#                 "<mark><JSON>" as src/api/e2b_cells/python.py emits them),
+#                 each line's data at most CHUNK bytes;
+#                 {"call": ID, "end": {"exit": N, "timed_out": bool, "error"?}}
+#                 its end, once.
 #
-# Everything under out/ is hostile to the service: it opens it beneath the
-# channel, no links, by exact name, within the run's output caps. In the
-# box, out/ must be on the box's own bounded storage, relayed into STATE by
-# the helper holding the box (core/sandbox_session.h says why): the agent
-# only sees a directory either way.
+# The service relays these into STATE/sandboxes/ID/session/out/ (core/
+# sandbox_session.c, al_session_relay_feed), only for calls it submitted,
+# within caps; whoever runs the call follows them there, on any node.
+# Whether the box lives is the service's to know (it holds the box's
+# process), not the agent's word.
 #
 # Commands run as `bash -l -c CODE` in a process group of their own: the
 # call ends when bash exits (a background child goes on, holding nothing
@@ -51,33 +47,46 @@ import time
 
 CHANNEL = os.environ.get("AIRLOCK_SESSION_CHANNEL", "/run/airlock-session")
 REQ_MAX = 4 << 20           # a request the agent reads at most (the service's code cap is 1 MiB)
+CHUNK = 48 << 10            # a line's data at most: its base64 and JSON stay under the relay's 96 KiB line
 POLL_S = 0.05
 
+_OUT_LOCK = threading.Lock()
 
-def _write_aside(path, doc):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f)
-    os.rename(tmp, path)
+
+def _emit(doc):
+    """One line on the agent's stdout, whole (os.write loops on a short write)."""
+    data = (json.dumps(doc) + "\n").encode()
+    with _OUT_LOCK:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(1, view):]
 
 
 class Log:
-    """A call's out/ID.log, appended to by its readers' threads."""
+    """A call's output lines, put by its readers' threads; closed, it drops
+    what a background child writes after its call ended."""
 
-    def __init__(self, path):
-        self.f = open(path, "a", buffering=1)
+    def __init__(self, call):
+        self.call = call
         self.lock = threading.Lock()
         self.open = True
 
     def put(self, doc):
+        data = base64.b64decode(doc["data_base64"])
         with self.lock:
-            if self.open:
-                self.f.write(json.dumps(doc) + "\n")
+            if not self.open:
+                return
+            for at in range(0, len(data), CHUNK):
+                _emit({"call": self.call, "type": doc["type"],
+                       "data_base64": base64.b64encode(data[at:at + CHUNK]).decode()})
 
     def close(self):
         with self.lock:
             self.open = False
-            self.f.close()
+
+    def end(self, end):
+        self.close()
+        _emit({"call": self.call, "end": end})
 
 
 def _pump(pipe, stream, log):
@@ -240,37 +249,30 @@ def worker():
 
 
 def serve():
-    req_dir, out_dir = os.path.join(CHANNEL, "req"), os.path.join(CHANNEL, "out")
-    seen, cells, last_alive = set(), Cells(), 0.0
+    req_dir = os.path.join(CHANNEL, "req")
+    seen, cells = set(), Cells()
     while True:
-        now = time.monotonic()
-        if now - last_alive >= 1:
-            with open(os.path.join(CHANNEL, "alive"), "w") as f:
-                f.write(str(os.getpid()))
-            last_alive = now
         names = sorted(n for n in os.listdir(req_dir) if n.endswith(".json") and n not in seen)
         for name in names:
             seen.add(name)
             call = name[:-len(".json")]
+            log = Log(call)
             try:
                 with open(os.path.join(req_dir, name), "rb") as f:
                     req = json.loads(f.read(REQ_MAX + 1)[:REQ_MAX])
             except (OSError, ValueError) as e:
-                _write_aside(os.path.join(out_dir, call + ".end"), {"exit": -1, "timed_out": False,
-                                                                      "error": f"bad request: {e}"})
+                log.end({"exit": -1, "timed_out": False, "error": f"bad request: {e}"})
                 continue
-            threading.Thread(target=one_call, args=(req, call, out_dir, cells), daemon=True).start()
+            threading.Thread(target=one_call, args=(req, log, cells), daemon=True).start()
         time.sleep(POLL_S)
 
 
-def one_call(req, call, out_dir, cells):
-    log = Log(os.path.join(out_dir, call + ".log"))
+def one_call(req, log, cells):
     try:
         end = cells.run(req, log) if req.get("kind") == "python" else run_bash(req, log)
     except Exception as e:  # noqa: B902 (whatever failed, the call ends and says why)
         end = {"exit": -1, "timed_out": False, "error": f"{type(e).__name__}: {e}"}
-    log.close()
-    _write_aside(os.path.join(out_dir, call + ".end"), end)
+    log.end(end)
 
 
 if __name__ == "__main__":

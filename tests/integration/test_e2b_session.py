@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -73,14 +74,33 @@ AGENT = os.path.join(os.path.dirname(__file__), "..", "..", "src", "drivers", "s
 
 
 class Agent:
+    """The agent on a channel directory, its stdout read as the service's
+    relay reads it: each line a call's output or end, nothing else."""
+
     def __init__(self, tmp):
         self.channel = tmp / "session"
         (self.channel / "req").mkdir(parents=True)
-        (self.channel / "out").mkdir()
         self.mark = f"airlock-agent-test-{uuid.uuid4().hex}"
         self.n = 0
+        self.lines, self.ends, self.cv = {}, {}, threading.Condition()
         env = {**os.environ, "AIRLOCK_SESSION_CHANNEL": str(self.channel), "AIRLOCK_AGENT_TEST": self.mark}
-        self.proc = subprocess.Popen([sys.executable, AGENT], env=env, start_new_session=True)
+        self.proc = subprocess.Popen([sys.executable, AGENT], env=env, stdout=subprocess.PIPE,
+                                     start_new_session=True)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            doc = json.loads(line)
+            with self.cv:
+                if "end" in doc:
+                    assert set(doc) == {"call", "end"} and doc["call"] not in self.ends, doc
+                    self.ends[doc["call"]] = doc["end"]
+                else:
+                    assert set(doc) == {"call", "type", "data_base64"} and doc["type"] in ("stdout", "stderr"), doc
+                    assert doc["call"] not in self.ends, ("output after its end", doc)
+                    assert len(base64.b64decode(doc["data_base64"])) <= 48 << 10, "a line over CHUNK"
+                    self.lines.setdefault(doc["call"], []).append(doc)
+                self.cv.notify_all()
 
     def call(self, kind, code, timeout_ms=10000, wait=15):
         self.n += 1
@@ -90,17 +110,13 @@ class Agent:
         tmp.write_text(json.dumps({"id": cid, "kind": kind, "code": code, "env": {}, "cwd": str(self.channel),
                                    "timeout_ms": timeout_ms, "mark": self.mark}))
         os.rename(tmp, req)
-        end = self.channel / "out" / f"{cid}.end"
-        deadline = time.monotonic() + wait
-        while not end.exists():
-            assert time.monotonic() < deadline, f"{cid} did not end"
-            assert self.proc.poll() is None, "the agent died"
-            time.sleep(0.02)
+        with self.cv:
+            assert self.cv.wait_for(lambda: cid in self.ends or self.proc.poll() is not None, wait), \
+                f"{cid} did not end"
+            assert cid in self.ends, "the agent died"
+            end, lines = self.ends[cid], list(self.lines.get(cid, []))
         out = {"stdout": b"", "stderr": b"", "results": []}
-        # the run helper's event lines (core/helper_events.c reads them)
-        for line in (self.channel / "out" / f"{cid}.log").read_text().splitlines():
-            doc = json.loads(line)
-            assert set(doc) == {"type", "data_base64"} and doc["type"] in ("stdout", "stderr"), doc
+        for doc in lines:
             out[doc["type"]] += base64.b64decode(doc["data_base64"])
         # a cell's results: stdout lines behind the mark, as python.py's
         kept = []
@@ -110,7 +126,7 @@ class Agent:
             else:
                 kept.append(line)
         out["stdout"] = "".join(kept).encode()
-        return json.loads(end.read_text()), out
+        return end, out
 
     def processes(self):
         """The pids of every process this agent started (its environment's mark)."""
@@ -178,3 +194,10 @@ def test_a_command_killed_by_a_signal_ends_minus_one_saying_so(agent):
     assert end == {"exit": -1, "timed_out": False, "error": "killed by signal 9"}, end
     end, out = agent.call("bash", "echo next")
     assert end["exit"] == 0 and out["stdout"] == b"next\n", (end, out)
+
+
+def test_a_large_output_is_cut_into_lines_the_relay_takes(agent):
+    end, out = agent.call("python", "print('x' * 200000)")
+    assert end["exit"] == 0 and out["stdout"] == b"x" * 200000 + b"\n", (end, len(out["stdout"]))
+    end, out = agent.call("bash", "head -c 300000 /dev/zero | tr '\\0' y")
+    assert end["exit"] == 0 and out["stdout"] == b"y" * 300000, (end, len(out["stdout"]))
