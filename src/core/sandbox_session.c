@@ -356,3 +356,15 @@ int al_session_relay_feed(al_session_relay *r, const char *data, size_t n, al_er
     }
     return 0;
 }
+
+int al_session_cancel(int chan, const char *call, al_error *err) {
+    if (!al_session_call_valid(call))
+        return al_err(err, "session", EINVAL, "not a call id: want 1-63 of [a-z0-9_]");
+    char rel[96];
+    snprintf(rel, sizeof rel, "req/%s.cancel", call);
+    int fd = open_beneath(chan, rel, O_WRONLY | O_CREAT, err);
+    if (fd < 0)
+        return fd;
+    close(fd);
+    return 0;
+}

@@ -127,3 +127,7 @@ void al_session_relay_clear(al_session_relay *r);
 /* N bytes of the agent's stdout (any chunking): each whole line relayed.
  * 0, or -EBADMSG / -errno with ERR saying why (the relay is then done). */
 int al_session_relay_feed(al_session_relay *r, const char *data, size_t n, al_error *err);
+
+/* Ask the agent to kill call CALL's process group (req/CALL.cancel, made
+ * beside its request): 0, -errno. */
+int al_session_cancel(int chan, const char *call, al_error *err);

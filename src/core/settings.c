@@ -362,11 +362,13 @@ int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, jso
         } else if (strcmp(key, "e2b_session_box") == 0) {
             if (!json_is_boolean(v))
                 r = al_err(err, "settings", EINVAL, "e2b_session_box must be true or false");
-            else if (json_is_true(v))
+            else if (json_is_true(v) && strcmp(b->driver, "native") != 0)
+                /* the session box is a native box held by a node: a
+                 * container, or another service's sandbox, is not one */
                 r = al_err(err, "settings", EINVAL, "e2b_session_box: the E2B session box (one box per sandbox "
-                           "keeping interpreter state and background commands between calls) is not available "
-                           "yet on this service; each command and runCode runs in a fresh box, and the files "
-                           "under /home/user are kept between them");
+                           "keeping interpreter state and background commands between calls) needs the native "
+                           "driver; this service's driver is %s, where each command and runCode runs in a fresh "
+                           "box and the files under /home/user are kept between them", b->driver);
         } else if (strcmp(key, "price_per_run") == 0) {
             /* what a workspace pays is not its own admins' to decide */
             if (!json_equal(v, json_object_get(eff, "price_per_run")))

@@ -45,7 +45,10 @@ import sys
 import threading
 import time
 
-CHANNEL = os.environ.get("AIRLOCK_SESSION_CHANNEL", "/run/airlock-session")
+# its own directory: the session box binds it read-only at /skill, the
+# agent and req/ beside it (the bind a skill's bundle has: live, so a
+# request written after the box started is seen)
+CHANNEL = os.environ.get("AIRLOCK_SESSION_CHANNEL", os.path.dirname(os.path.abspath(__file__)))
 REQ_MAX = 4 << 20           # a request the agent reads at most (the service's code cap is 1 MiB)
 CHUNK = 48 << 10            # a line's data at most: its base64 and JSON stay under the relay's 96 KiB line
 POLL_S = 0.05
@@ -105,12 +108,18 @@ def _kill_group(pid):
         pass
 
 
-def run_bash(req, log):
+_CALLS = {}                 # call id -> the pid of its process group (bash, node), or "cells"
+_CALLS_LOCK = threading.Lock()
+
+
+def run_process(req, log, argv):
     env = dict(os.environ)
     env.update(req.get("env") or {})
-    p = subprocess.Popen(["bash", "-l", "-c", req["code"]], cwd=req.get("cwd") or None, env=env,
+    p = subprocess.Popen(argv, cwd=req.get("cwd") or None, env=env,
                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          start_new_session=True)
+    with _CALLS_LOCK:
+        _CALLS[req.get("id")] = p.pid
     pumps = [threading.Thread(target=_pump, args=(pipe, name, log), daemon=True)
              for pipe, name in ((p.stdout, "stdout"), (p.stderr, "stderr"))]
     for t in pumps:
@@ -123,14 +132,57 @@ def run_bash(req, log):
         _kill_group(p.pid)
         code = p.wait()
         timed_out = True
+    with _CALLS_LOCK:
+        _CALLS.pop(req.get("id"), None)
     # a background child may hold the pipes: what it writes later is not the
-    # call's; what bash wrote is read within a moment
+    # call's; what the command wrote is read within a moment
     for t in pumps:
         t.join(0.2)
     if timed_out or code >= 0:
         return {"exit": -1 if timed_out else code, "timed_out": timed_out}
-    # bash killed by a signal (the OOM killer's, say): envd's exit -1
-    return {"exit": -1, "timed_out": False, "error": f"killed by signal {-code}"}
+    # killed by a signal (its own kill, the OOM killer's, a cancel): envd's
+    # exit -1, said on its stderr (an "error" is the call's own failure)
+    log.put(_chunk("stderr", f"airlock: the command was killed by signal {-code}\n".encode()))
+    return {"exit": -1, "timed_out": False}
+
+
+def run_bash(req, log):
+    return run_process(req, log, ["bash", "-l", "-c", req["code"]])
+
+
+def run_node(req, log):
+    """A javascript cell: its run's code (the cell driver) as a script of
+    its own; no state is kept between javascript cells."""
+    path = f"/tmp/.airlock-cell-{req.get('id')}.js"
+    with open(path, "w") as f:
+        f.write(req["code"])
+    try:
+        return run_process(req, log, ["node", path])
+    finally:
+        os.unlink(path)
+
+
+def cancel(call, cells):
+    """The call's process group killed (a python cell: the interpreter)."""
+    with _CALLS_LOCK:
+        pid = _CALLS.get(call)
+    if pid == "cells":
+        cells.kill()
+    elif pid:
+        _kill_group(pid)
+
+
+def cell_of(req):
+    """A python cell's code, environment and mark: the run's code is
+    src/api/e2b_cells/python.py under the line _AIRLOCK = "<base64 of
+    JSON>" (the run's code stays what was approved); a request without
+    that line is a cell of its own."""
+    import re
+    m = re.search(r'^_AIRLOCK = "([A-Za-z0-9+/=]+)"$', req["code"], re.M)
+    if not m:
+        return req["code"], req.get("env") or {}, req.get("mark", "")
+    a = json.loads(base64.b64decode(m.group(1)))
+    return a["cell"], a.get("env") or {}, a.get("mark", "")
 
 
 class Cells:
@@ -158,7 +210,18 @@ class Cells:
 
     def run(self, req, log):
         with self.lock:
-            return self._run(req, log)
+            with _CALLS_LOCK:
+                _CALLS[req.get("id")] = "cells"
+            try:
+                return self._run(req, log)
+            finally:
+                with _CALLS_LOCK:
+                    _CALLS.pop(req.get("id"), None)
+
+    def kill(self):
+        p = self.p
+        if p is not None:
+            _kill_group(p.pid)
 
     def _run(self, req, log):
         if self.p is None or self.p.poll() is not None:
@@ -184,8 +247,9 @@ class Cells:
         self.log = log
         reader = threading.Thread(target=out, daemon=True)
         reader.start()
-        self.p.stdin.write((json.dumps({"code": req["code"], "env": req.get("env") or {},
-                                        "cwd": req.get("cwd"), "mark": req.get("mark", "")}) + "\n").encode())
+        code, env, mark = cell_of(req)
+        self.p.stdin.write((json.dumps({"code": code, "env": env, "cwd": req.get("cwd"), "mark": mark}) + "\n")
+                           .encode())
         self.p.stdin.flush()
         timeout = (req.get("timeout_ms") or 0) / 1000 or None
         if not done.wait(timeout):
@@ -193,9 +257,14 @@ class Cells:
             self.p.wait()
             self.lost = True
             return {"exit": -1, "timed_out": True}
+        reader.join(1)
         if not result:
             self.lost = True
-            return {"exit": -1, "timed_out": False, "error": "the session's Python interpreter died"}
+            code = self.p.wait()
+            how = "by the box's memory limit, most likely" if code == -9 else f"exit status {code}"
+            return {"exit": -1, "timed_out": False,
+                    "error": f"the session's Python interpreter died ({how}); its variables are gone, "
+                             "the next cell starts a new one"}
         return {"exit": result.get("exit", 0), "timed_out": False}
 
 
@@ -252,14 +321,23 @@ def serve():
     req_dir = os.path.join(CHANNEL, "req")
     seen, cells = set(), Cells()
     while True:
-        names = sorted(n for n in os.listdir(req_dir) if n.endswith(".json") and n not in seen)
+        # a call's request before its cancel, when both are there
+        names = sorted((n for n in os.listdir(req_dir) if n not in seen and not n.startswith(".")),
+                       key=lambda n: (n.endswith(".cancel"), n))
         for name in names:
+            call, _, ext = name.rpartition(".")
+            if ext == "cancel":
+                seen.add(name)
+                cancel(call, cells)
+                continue
+            if ext != "json":
+                continue
             seen.add(name)
-            call = name[:-len(".json")]
             log = Log(call)
             try:
                 with open(os.path.join(req_dir, name), "rb") as f:
                     req = json.loads(f.read(REQ_MAX + 1)[:REQ_MAX])
+                req["id"] = call
             except (OSError, ValueError) as e:
                 log.end({"exit": -1, "timed_out": False, "error": f"bad request: {e}"})
                 continue
@@ -269,7 +347,9 @@ def serve():
 
 def one_call(req, log, cells):
     try:
-        end = cells.run(req, log) if req.get("kind") == "python" else run_bash(req, log)
+        kind = req.get("kind")
+        end = cells.run(req, log) if kind == "python" else run_node(req, log) if kind == "node" else \
+            run_bash(req, log)
     except Exception as e:  # noqa: B902 (whatever failed, the call ends and says why)
         end = {"exit": -1, "timed_out": False, "error": f"{type(e).__name__}: {e}"}
     log.end(end)

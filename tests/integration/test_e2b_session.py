@@ -1,12 +1,14 @@
 """The E2B session box (issue 35): one box per sandbox holding interpreter
 state and background commands between calls, behind the workspace setting
-e2b_session_box. It is not built yet: the setting exists, shows false, and
-true is refused saying so, never accepted and ignored; with it off (the only
-state), a sandbox's calls are what they are today: each a fresh box, files
-kept, processes not (docs/api.md, "Session box"). Below those, the agent
-that would run inside the session box (src/drivers/session_agent.py, not
-shipped), run as a plain process on its channel directory; the service's
-side of the channel is tests/unit/test_sandbox_session.c's."""
+e2b_session_box (docs/api.md, "Session box"). With it on: a cell's names
+kept for the next, a background process alive at the next call, a file
+written by one call read by the next, a call's timeout killing that call
+only, kill and pause ending its processes (pause keeping its files), a
+session box that died (OOM) making its call end error and the next call
+start a new one. With it off: today's fresh box per call. Below those, the
+agent that runs inside the session box (src/drivers/session_agent.py), run
+as a plain process; the service's side of the channel is
+tests/unit/test_sandbox_session.c's."""
 import base64
 import json
 import os
@@ -19,25 +21,33 @@ import uuid
 
 import pytest
 
-from service_util import gov_tenant, service  # noqa: F401
+from node_util import node_test, npm_ci
+from service_util import assert_no_boxes, box_processes, gov_tenant, put_settings, service  # noqa: F401
 from test_e2b_commands import create, start
 
 
-def test_the_setting_shows_false_and_refuses_true(service):
+def _set(service, **fields):
+    service.ok("PATCH", "/v1/settings", json=fields)
+
+
+def _on(service):
+    """The service's own workspace with the session box on."""
+    _set(service, e2b_session_box=True)
+
+
+def _off(service):
+    _set(service, e2b_session_box=False)
+
+
+def test_the_setting_is_a_bool_shown_false_and_true_taken_on_native(service):
     t = gov_tenant(service, "e2bsess")
     assert t.client.ok("GET", "/v1/settings")["e2b_session_box"] is False
-    status, _, doc = t.client.request("PATCH", "/v1/settings", json={"e2b_session_box": True})
-    assert status == 400 and "e2b_session_box" in doc["error"]["message"] and "not available yet" in doc["error"]["message"], \
-        (status, doc)
-    # refused whole: nothing else of that PATCH is written either
-    status, _, doc = t.client.request("PATCH", "/v1/settings", json={"e2b_session_box": True, "timeout_s": 7})
-    assert status == 400, (status, doc)
     for bad in ["yes", 1, None, []]:
         status, _, doc = t.client.request("PATCH", "/v1/settings", json={"e2b_session_box": bad})
         assert status == 400 and "e2b_session_box must be true or false" in doc["error"]["message"], (bad, status, doc)
-    got = t.client.ok("PATCH", "/v1/settings", json={"e2b_session_box": False})
-    assert got["e2b_session_box"] is False and got["timeout_s"] != 7, got
-    assert t.client.ok("GET", "/v1/settings")["e2b_session_box"] is False
+    assert t.client.ok("PATCH", "/v1/settings", json={"e2b_session_box": True})["e2b_session_box"] is True
+    assert t.client.ok("GET", "/v1/settings")["e2b_session_box"] is True
+    assert t.client.ok("PATCH", "/v1/settings", json={"e2b_session_box": False})["e2b_session_box"] is False
 
 
 def _stdout(frames):
@@ -45,22 +55,157 @@ def _stdout(frames):
                     for fl, f in frames if fl == 0 and b'"stdout"' in f)
 
 
-def _bash(service, sid, token, script):
-    body = json.dumps({"process": {"cmd": "/bin/bash", "args": ["-l", "-c", script]}})
-    return _stdout(start(service, sid, token, body.encode()))
+def _end(frames):
+    for fl, f in frames:
+        doc = json.loads(f)
+        end = (doc.get("event") or {}).get("end")
+        if end is not None:
+            return end
+        if fl & 2:
+            return doc
+    return None
+
+
+def _bash(service, sid, token, script, timeout_ms=None):
+    proc = {"process": {"cmd": "/bin/bash", "args": ["-l", "-c", script]}}
+    frames = start(service, sid, token, json.dumps(proc).encode(),
+                   headers={"Connect-Timeout-Ms": str(timeout_ms)} if timeout_ms else None)
+    return _stdout(frames), _end(frames)
+
+
+def _cell(service, sid, token, code):
+    status, _, raw = service.request("POST", "/execute", key=None, json={"code": code}, timeout=60, headers={
+        "E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49999", "X-Access-Token": token})
+    assert status == 200, (status, raw)
+    raw = raw if isinstance(raw, str) else raw.decode() if isinstance(raw, bytes) else json.dumps(raw)
+    return [json.loads(line) for line in raw.splitlines() if line.strip()]
+
+
+# whether a `sleep 61` runs in the box (ps is not in every image)
+SLEEPING = "grep -qs '^sleep.61' /proc/[0-9]*/cmdline && echo alive"
+
+
+def _last_run(service, sid):
+    runs = service.ok("GET", "/v1/runs", query={"thread_id": f"e2b-{sid}"})["runs"]
+    return service.ok("GET", f"/v1/runs/{runs[0]['id']}")
 
 
 def test_with_the_setting_off_files_carry_over_and_processes_do_not(service):
     """Differential: the file a command wrote is read by the next; the
-    background process it started is gone by then (its box ended with it),
-    as the session box would change and, unbuilt, does not."""
+    background process it started is gone by then (its box ended with it)."""
+    _off(service)
     sid, token = create(service)
-    out = _bash(service, sid, token, "sleep 30 >/dev/null 2>&1 & echo $! > bg.pid; echo kept > note.txt; "
-                "kill -0 $(cat bg.pid) && echo alive")
+    out, _ = _bash(service, sid, token, "sleep 30 >/dev/null 2>&1 & echo $! > bg.pid; echo kept > note.txt; "
+                   "kill -0 $(cat bg.pid) && echo alive")
     assert out == b"alive\n", out
-    out = _bash(service, sid, token, "cat note.txt; kill -0 $(cat bg.pid) 2>/dev/null && echo alive || echo gone")
+    out, _ = _bash(service, sid, token, "cat note.txt; kill -0 $(cat bg.pid) 2>/dev/null && echo alive || echo gone")
     assert out == b"kept\ngone\n", out
     assert service.request("DELETE", f"/sandboxes/{sid}")[0] == 204
+
+
+def test_a_session_keeps_names_processes_and_files_between_calls(service):
+    _on(service)
+    try:
+        sid, token = create(service)
+        out, _ = _bash(service, sid, token, "echo kept > note.txt; sleep 60 >/dev/null 2>&1 & echo $!")
+        bg = int(out)
+        assert _last_run(service, sid)["result"]["box"]["session"] is True
+        lines = _cell(service, sid, token, "x = 1")
+        assert not [l for l in lines if l.get("type") == "error"], lines
+        lines = _cell(service, sid, token, "x + 1")
+        assert [l["text"] for l in lines if l.get("type") == "result"] == ["2"], lines
+        out, _ = _bash(service, sid, token, f"cat note.txt; kill -0 {bg} && echo alive")
+        assert out == b"kept\nalive\n", out
+        # a call's timeout kills that call only
+        t0 = time.monotonic()
+        out, end = _bash(service, sid, token, "echo before; sleep 60; echo after", timeout_ms=1000)
+        assert out == b"before\n" and time.monotonic() - t0 < 15, (out, end)
+        out, _ = _bash(service, sid, token, f"kill -0 {bg} && echo still; cat note.txt")
+        assert out == b"still\nkept\n", out
+        assert _last_run(service, sid)["result"]["box"]["session"] is True
+        # killed: no process of it is left
+        assert service.request("DELETE", f"/sandboxes/{sid}")[0] == 204
+        assert_no_boxes(what="after the sandbox's kill")
+    finally:
+        _off(service)
+
+
+def test_pause_ends_the_processes_and_keeps_the_files(service):
+    _on(service)
+    try:
+        sid, token = create(service)
+        out, _ = _bash(service, sid, token, "echo paused-kept > p.txt; sleep 61 >/dev/null 2>&1 & echo $!")
+        assert int(out) > 0
+        assert _bash(service, sid, token, SLEEPING)[0] == b"alive\n"
+        st, _, doc = service.request("POST", f"/sandboxes/{sid}/pause", headers={"X-API-KEY": service.key})
+        assert st == 204, (st, doc)
+        assert_no_boxes(what="after the sandbox's pause")
+        st, _, doc = service.request("POST", f"/sandboxes/{sid}/connect", json={"timeout": 60},
+                                     headers={"X-API-KEY": service.key})
+        assert st in (200, 201), (st, doc)
+        # by its command line: a pid is a new box's own after the pause
+        out, _ = _bash(service, sid, token, f"cat p.txt; {SLEEPING} || echo gone")
+        assert out == b"paused-kept\ngone\n", out
+        assert service.request("DELETE", f"/sandboxes/{sid}")[0] == 204
+    finally:
+        _off(service)
+
+
+def _agents():
+    """The pids of the session boxes' agents on this host."""
+    pids = []
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and b"/skill/agent.py" in open(f"/proc/{p}/cmdline", "rb").read():
+                pids.append(int(p))
+        except OSError:
+            pass
+    return pids
+
+
+def test_a_cell_out_of_memory_ends_error_and_the_next_cell_starts_afresh(service):
+    _on(service)
+    _set(service, memory_mb=128)
+    try:
+        sid, token = create(service)
+        _cell(service, sid, token, "x = 41")
+        _cell(service, sid, token, "b = bytearray(400 << 20)")
+        run = _last_run(service, sid)
+        assert run["state"] == "error" and "memory limit" in run["error"]["message"], run
+        lines = _cell(service, sid, token, "x")
+        assert [l["name"] for l in lines if l.get("type") == "error"] == ["NameError"], lines
+        lines = _cell(service, sid, token, "x = 1\nx + 1")
+        assert [l["text"] for l in lines if l.get("type") == "result"] == ["2"], lines
+        assert service.request("DELETE", f"/sandboxes/{sid}")[0] == 204
+    finally:
+        _set(service, memory_mb=512)
+        _off(service)
+
+
+def test_a_session_box_that_died_ends_its_call_error_and_the_next_call_gets_a_new_one(service):
+    _on(service)
+    try:
+        sid, token = create(service)
+        _cell(service, sid, token, "x = 41")
+        before = set(_agents())
+        assert len(before) >= 1
+        done = []
+        th = threading.Thread(target=lambda: done.append(_bash(service, sid, token, "echo started; sleep 30")))
+        th.start()
+        time.sleep(1.5)
+        for pid in before:
+            os.kill(pid, signal.SIGKILL)
+        th.join(30)
+        run = _last_run(service, sid)
+        assert run["state"] == "error" and "session box ended during this call" in run["error"]["message"], run
+        lines = _cell(service, sid, token, "x")
+        assert [l["name"] for l in lines if l.get("type") == "error"] == ["NameError"], lines
+        out, _ = _bash(service, sid, token, "echo fresh")
+        assert out == b"fresh\n"
+        assert service.request("DELETE", f"/sandboxes/{sid}")[0] == 204
+        assert_no_boxes(what="after the sandbox's kill")
+    finally:
+        _off(service)
 
 
 # ------------------------------------------------------------ the agent, on its own
@@ -190,8 +335,9 @@ def test_a_cell_past_its_timeout_loses_the_namespace_and_the_next_cell_says_so(a
 
 
 def test_a_command_killed_by_a_signal_ends_minus_one_saying_so(agent):
-    end, _ = agent.call("bash", "kill -9 $$")
-    assert end == {"exit": -1, "timed_out": False, "error": "killed by signal 9"}, end
+    end, out = agent.call("bash", "kill -9 $$")
+    assert end == {"exit": -1, "timed_out": False} and out["stderr"] == b"airlock: the command was killed by " \
+        b"signal 9\n", (end, out)
     end, out = agent.call("bash", "echo next")
     assert end["exit"] == 0 and out["stdout"] == b"next\n", (end, out)
 
