@@ -21,6 +21,7 @@
 #include "sandbox_int.h"
 #include "service.h"
 #include "service_int.h"
+#include "session_box.h"
 
 /* How deep a walk goes (a box may have left deeper trees: they count as full) */
 #define WALK_DEPTH_MAX 32
@@ -37,6 +38,12 @@ static int beneath(int dirfd, const char *rel, int flags, mode_t mode) {
 /* ROOT of SB as an O_PATH directory fd. */
 static int root_fd(al_service *s, const al_sandbox *sb, al_sandbox_root root, al_error *err) {
     char d[PATH_MAX];
+    /* a session box holds the sandbox's files while it lives (its /work is
+     * its own, flowed back when it ends): refused, never stale */
+    if (al_session_box_holds(s, sb->id))
+        return al_err(err, "files", EBUSY, "the sandbox's session box holds /home/user and /out while it lives "
+                      "(e2b_session_box): reach its files with a command or a cell, or pause the sandbox (its "
+                      "processes end, its files are kept) and the files API works on them again");
     if (al_sandbox_dir(s, sb->id, root, d, sizeof d) < 0)
         return al_err(err, "files", ENAMETOOLONG, "the state directory's path is too long");
     int fd = open(d, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);

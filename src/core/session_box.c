@@ -204,6 +204,9 @@ static void *keeper(void *p) {
     char run[PATH_MAX + 8];
     snprintf(run, sizeof run, "%s/run", b->dir);
     al_rm_rf(run);
+    /* its files are back: the files API is the sandbox's again */
+    snprintf(run, sizeof run, "%s/holder", b->dir);
+    unlink(run);
     al_service_log(s, AL_LOG_INFO, "sandbox.session_ended", json_pack("{s:s, s:s}", "sandbox", b->id, "why", why));
     pthread_mutex_lock(&s->mu);
     snprintf(b->why, sizeof b->why, "%s", why);
@@ -362,6 +365,15 @@ int al_session_box_ensure(al_service *s, const al_store_run *run, const char *id
 out:
     pthread_mutex_unlock(&s->session_mu);
     return r;
+}
+
+bool al_session_box_holds(al_service *s, const char *id) {
+    char d[PATH_MAX], hp[PATH_MAX + 16];
+    struct stat st;
+    if (session_dir(s, id, d, sizeof d) < 0)
+        return false;
+    snprintf(hp, sizeof hp, "%s/holder", d);
+    return lstat(hp, &st) == 0 && time(NULL) - st.st_mtime < HOLDER_STALE_S;
 }
 
 int al_session_box_alive(al_service *s, const char *id, uint64_t gen, char *why, size_t n) {

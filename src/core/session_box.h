@@ -10,9 +10,10 @@
  *
  * The box stages the sandbox's home/ as /work when it starts and flows
  * /work back into home/ (and /out into out/) when it ends, as a run's box
- * does: while it lives its /work is its own (on its bounded tmpfs), so the
- * files API reads and writes home/ as of the session's start or last end
- * (docs say so).
+ * does: while it lives its /work is its own (on its bounded tmpfs), not
+ * bound to home/ (a box writing straight into STATE would escape the
+ * sandbox's caps), so the files API refuses, saying so, until it ends
+ * (pause ends it, files kept): never a stale or lost file.
  *
  * It ends when its sandbox's directory goes (kill, the reaper: on any
  * node, seen within a second), when STATE/sandboxes/ID/session/stop
@@ -34,6 +35,9 @@
  * 0; -EBUSY (held by another node: ERR says which), -errno. */
 int al_session_box_ensure(al_service *s, const al_store_run *run, const char *id, uint64_t *gen, bool *fresh,
                           al_error *err);
+/* Whether a session box of ID lives (on any node: its holder file is
+ * fresh); its files are the box's until it ends. */
+bool al_session_box_holds(al_service *s, const char *id);
 /* Whether the session box GEN of ID still lives: 1, or 0 with how it
  * ended in WHY. */
 int al_session_box_alive(al_service *s, const char *id, uint64_t gen, char *why, size_t n);

@@ -82,7 +82,13 @@ def _cell(service, sid, token, code):
 
 
 # whether a `sleep 61` runs in the box (ps is not in every image)
-SLEEPING = "grep -qs '^sleep.61' /proc/[0-9]*/cmdline && echo alive"
+SLEEPING = ("for f in /proc/[0-9]*/cmdline; do [ \"$(tr '\\0' ' ' < $f 2>/dev/null)\" = 'sleep 61 ' ] && "
+            "echo alive && break; done | grep -q alive && echo alive")
+
+
+def _file(service, sid, token, path="/home/user/p.txt"):
+    return service.request("GET", "/files", key=None, query={"path": path}, headers={
+        "E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49983", "X-Access-Token": token})
 
 
 def _last_run(service, sid):
@@ -137,12 +143,25 @@ def test_pause_ends_the_processes_and_keeps_the_files(service):
         out, _ = _bash(service, sid, token, "echo paused-kept > p.txt; sleep 61 >/dev/null 2>&1 & echo $!")
         assert int(out) > 0
         assert _bash(service, sid, token, SLEEPING)[0] == b"alive\n"
+        # while the session box lives its files are its own: the files API
+        # refuses, saying so, rather than read or write a stale home
+        st, _, doc = _file(service, sid, token)
+        assert st == 409 and "session box holds /home/user" in doc["message"], (st, doc)
         st, _, doc = service.request("POST", f"/sandboxes/{sid}/pause", headers={"X-API-KEY": service.key})
         assert st == 204, (st, doc)
         assert_no_boxes(what="after the sandbox's pause")
+
         st, _, doc = service.request("POST", f"/sandboxes/{sid}/connect", json={"timeout": 60},
                                      headers={"X-API-KEY": service.key})
         assert st in (200, 201), (st, doc)
+        # ended, its /work flowed back: the files API reads what the call
+        # wrote (409 only while the ended box's files are still on the way)
+        for _ in range(50):
+            st, _, doc = _file(service, sid, token)
+            if st != 409:
+                break
+            time.sleep(0.1)
+        assert st == 200 and doc == b"paused-kept\n", (st, doc)
         # by its command line: a pid is a new box's own after the pause
         out, _ = _bash(service, sid, token, f"cat p.txt; {SLEEPING} || echo gone")
         assert out == b"paused-kept\ngone\n", out
