@@ -96,6 +96,19 @@ def _last_run(service, sid):
     return service.ok("GET", f"/v1/runs/{runs[0]['id']}")
 
 
+def test_the_sdks_with_the_session_box(service):
+    """The unmodified SDKs (tests/e2e/e2b_session.test.mjs): x = 1 then
+    x + 1 is 2; a background process alive at the next call; a timeout."""
+    npm_ci()
+    _on(service)
+    try:
+        node_test("e2b_session.test.mjs", {"AIRLOCK_URL": service.base_url, "AIRLOCK_API_KEY": service.key},
+                  expect=1)
+        assert_no_boxes(what="after the SDK's sandbox was killed")
+    finally:
+        _off(service)
+
+
 def test_with_the_setting_off_files_carry_over_and_processes_do_not(service):
     """Differential: the file a command wrote is read by the next; the
     background process it started is gone by then (its box ended with it)."""
@@ -134,6 +147,46 @@ def test_a_session_keeps_names_processes_and_files_between_calls(service):
         assert_no_boxes(what="after the sandbox's kill")
     finally:
         _off(service)
+
+
+def test_another_tenants_session_box_cannot_reach_this_ones_channel(service):
+    """The channel is bound into its own sandbox's box only: another
+    tenant's session box sees its own requests (never this one's code) and
+    cannot read its out/ (the service's, 0700)."""
+    _on(service)
+    t = gov_tenant(service, "e2bsess2")
+    t.client.ok("PATCH", "/v1/settings", json={"e2b_session_box": True})
+    try:
+        sid, token = create(service)
+        marker = uuid.uuid4().hex
+        out, _ = _bash(service, sid, token, f"echo {marker}")
+        assert out == f"{marker}\n".encode()
+        st, _, doc = service.request("POST", "/v2/sandboxes", key=None, json={"templateID": "base"},
+                                     headers={"X-API-KEY": t.key})
+        assert st == 201, (st, doc)
+        sid2, token2 = doc["sandboxID"], doc["envdAccessToken"]
+        out, _ = _bash(service, sid2, token2, f"grep -rl {marker} /skill /run 2>/dev/null | grep -v '^/skill/req/' "
+                       f"; cat /skill/req/*.json | grep -c {marker}; ls /skill/out 2>&1 | head -1")
+        lines = out.decode().splitlines()
+        # its own request holds the marker (its code greps for it); no other
+        assert lines[0] == "1" and "Permission denied" in lines[1], out
+        # nor does its token open the other sandbox
+        assert _bash_status(service, sid, token2) == 401
+        for s_ in (sid, sid2):
+            assert service.request("DELETE", f"/sandboxes/{s_}", headers={
+                "X-API-KEY": service.key if s_ == sid else t.key})[0] == 204
+    finally:
+        t.client.ok("PATCH", "/v1/settings", json={"e2b_session_box": False})
+        _off(service)
+
+
+def _bash_status(service, sid, token):
+    body = json.dumps({"process": {"cmd": "/bin/bash", "args": ["-c", "true"]}}).encode()
+    import struct
+    env = struct.pack(">BI", 0, len(body)) + body
+    return service.request("POST", "/process.Process/Start", key=None, body=env, headers={
+        "E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49983", "X-Access-Token": token,
+        "Content-Type": "application/connect+json", "Connect-Protocol-Version": "1"})[0]
 
 
 def test_pause_ends_the_processes_and_keeps_the_files(service):
