@@ -156,6 +156,9 @@ json_t *al_run_session_call(al_service *s, active_run *a, const al_store_run *ru
         }
         nanosleep(&(struct timespec){ .tv_nsec = POLL_MS * 1000000L }, NULL);
     }
+    /* the channel keeps only running calls (a late line of this one is
+     * dropped by the relay) */
+    al_session_forget(chan, run->id);
     free(c.keep[0]);
     free(c.keep[1]);
     return res;

@@ -321,7 +321,7 @@ static int relay_line(al_session_relay *r, const char *line, size_t n, al_error 
         al_json_unknown_key(doc, end ? end_keys : chunk_keys, end ? 2 : 3))
         rc = al_err(err, "session", EBADMSG, "the session box wrote a line that is not a call's output or end");
     else if (!submitted(r->chan, call))
-        rc = al_err(err, "session", EBADMSG, "the session box wrote of call %s, which was never submitted", call);
+        rc = 0;                   /* a call given up on (its files removed), or never submitted: dropped */
     else if (end)
         rc = relay_end(r, call, end, err);
     else
@@ -367,4 +367,16 @@ int al_session_cancel(int chan, const char *call, al_error *err) {
         return fd;
     close(fd);
     return 0;
+}
+
+void al_session_forget(int chan, const char *call) {
+    if (!al_session_call_valid(call))
+        return;
+    static const char *const files[][2] = { { "req", "json" }, { "req", "cancel" }, { "out", "log" },
+                                            { "out", "end" } };
+    for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+        char rel[96];
+        snprintf(rel, sizeof rel, "%s/%s.%s", files[i][0], call, files[i][1]);
+        unlinkat(chan, rel, 0);
+    }
 }

@@ -102,7 +102,8 @@ int al_session_end_read(int chan, const char *call, al_session_end *end, al_erro
  *       written to out/C.end (aside, renamed), once
  *
  * C must be a call the service submitted (req/C.json there), so a hostile
- * box names no other file, and at most AL_SESSION_CALLS_MAX calls have
+ * box names no other file: a line of any other call (one whose run ended
+ * and whose files were removed, al_session_forget) is dropped; at most AL_SESSION_CALLS_MAX calls have
  * output pending at once; a line that is none of these, or over
  * AL_SESSION_LINE_MAX, is refused (-EBADMSG: the caller ends the session
  * box, whose agent never writes one). Everything is written beneath CHAN
@@ -131,3 +132,7 @@ int al_session_relay_feed(al_session_relay *r, const char *data, size_t n, al_er
 /* Ask the agent to kill call CALL's process group (req/CALL.cancel, made
  * beside its request): 0, -errno. */
 int al_session_cancel(int chan, const char *call, al_error *err);
+
+/* CALL's files (its request, cancel, log and end) removed, its run ended:
+ * the channel holds only the calls that run. */
+void al_session_forget(int chan, const char *call);

@@ -109,6 +109,7 @@ def _kill_group(pid):
 
 
 _CALLS = {}                 # call id -> the pid of its process group (bash, node), or "cells"
+_CANCELED = set()           # calls canceled before they had a process (killed as they get one)
 _CALLS_LOCK = threading.Lock()
 
 
@@ -120,6 +121,9 @@ def run_process(req, log, argv):
                          start_new_session=True)
     with _CALLS_LOCK:
         _CALLS[req.get("id")] = p.pid
+        canceled = req.get("id") in _CANCELED
+    if canceled:
+        _kill_group(p.pid)
     pumps = [threading.Thread(target=_pump, args=(pipe, name, log), daemon=True)
              for pipe, name in ((p.stdout, "stdout"), (p.stderr, "stderr"))]
     for t in pumps:
@@ -166,6 +170,8 @@ def cancel(call, cells):
     """The call's process group killed (a python cell: the interpreter)."""
     with _CALLS_LOCK:
         pid = _CALLS.get(call)
+        if pid is None:
+            _CANCELED.add(call)
     if pid == "cells":
         cells.kill()
     elif pid:

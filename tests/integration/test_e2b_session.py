@@ -142,6 +142,10 @@ def test_a_session_keeps_names_processes_and_files_between_calls(service):
         out, _ = _bash(service, sid, token, f"kill -0 {bg} && echo still; cat note.txt")
         assert out == b"still\nkept\n", out
         assert _last_run(service, sid)["result"]["box"]["session"] is True
+        # the channel holds the running calls only: this one's request
+        out, _ = _bash(service, sid, token, "ls /skill/req")
+        run = _last_run(service, sid)
+        assert out == f"{run['id']}.json\n".encode(), out
         # killed: no process of it is left
         assert service.request("DELETE", f"/sandboxes/{sid}")[0] == 204
         assert_no_boxes(what="after the sandbox's kill")

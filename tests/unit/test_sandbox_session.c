@@ -172,7 +172,6 @@ static void test_relay(void) {
           strstr(err.msg, "twice"));
     /* each of these ends the relay */
     const char *bad[] = {
-        "{\"call\":\"run_zz\",\"type\":\"stdout\",\"data_base64\":\"aGk=\"}\n",      /* never submitted */
         "{\"call\":\"../x\",\"type\":\"stdout\",\"data_base64\":\"aGk=\"}\n",        /* not a call id */
         "{\"call\":\"run_r2\",\"type\":\"exit\",\"data_base64\":\"aGk=\"}\n",        /* not an output */
         "{\"call\":\"run_r2\",\"type\":\"stdout\",\"data_base64\":\"aGk=\",\"x\":1}\n",
@@ -183,8 +182,18 @@ static void test_relay(void) {
         al_session_relay_clear(&r);
         CHECK(feed(&r, bad[i], &err) == -EBADMSG);
     }
+    /* a call never submitted (or forgotten): dropped, nothing written */
+    al_session_relay_clear(&r);
+    CHECK(feed(&r, "{\"call\":\"run_zz\",\"type\":\"stdout\",\"data_base64\":\"aGk=\"}\n", &err) == 0);
     char p[256];
     snprintf(p, sizeof p, "%s/out/run_zz.log", dir);
+    CHECK(access(p, F_OK) < 0);
+    /* forgotten: its files gone, its later lines dropped */
+    al_session_forget(chan, "run_r2");
+    snprintf(p, sizeof p, "%s/out/run_r2.log", dir);
+    CHECK(access(p, F_OK) < 0);
+    CHECK(feed(&r, "{\"call\":\"run_r2\",\"end\":{\"exit\":0,\"timed_out\":false}}\n", &err) == 0);
+    snprintf(p, sizeof p, "%s/out/run_r2.end", dir);
     CHECK(access(p, F_OK) < 0);
     /* a line past the cap, however chunked */
     al_session_relay_clear(&r);
