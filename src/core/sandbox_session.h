@@ -1,41 +1,22 @@
 /*
  * The E2B session box's channel, the service's side (issue 35; the box's
  * side is src/drivers/session_agent.py, whose header describes the
- * protocol). NOT WIRED YET: nothing calls these (the setting
- * e2b_session_box is refused); they are tested on their own
- * (tests/unit/test_sandbox_session.c) so that the session step is built on
- * a reader already held to the rules for what a box writes.
+ * protocol; the box itself is session_box.c, a call run_session.c).
  *
- * CHAN is an O_PATH fd of STATE/sandboxes/ID/session. Requests go to
- * req/ (root's: the box reads, never writes them); out/ is the box's and
- * hostile: each file is opened beneath CHAN by its exact name, without
- * following a link, and must be a regular file (a FIFO never blocks the
- * reader); a line, the log and the end each have a cap.
+ * CHAN is an O_PATH fd of STATE/sandboxes/ID/session/box, bound read-only
+ * at /skill in the session box beside the agent. Requests go to req/
+ * (the service's: the box reads, never writes them). out/ (0700, the
+ * service's: not the box's to read or write) holds each call's log and end,
+ * written by the relay below from the agent's stdout: the box never writes
+ * the shared state (a hostile box would fill it; the reader's caps bound
+ * what is read, not what is written). out/ is still read as hostile: each
+ * file opened beneath CHAN by its exact name, without following a link, a
+ * regular file only (a FIFO never blocks the reader), each line, log and
+ * end within a cap. A call's files are removed once its run ended
+ * (al_session_forget).
  *
- * What remains, as decided (issue 35): the session box is al_box_run with
- * WORK_IN = the sandbox's home/ and COLLECT_WORK (its /work the box's own,
- * on its bounded tmpfs, flowed back by the existing swap when the box
- * ends), the channel bound at /run/airlock-session (out/ and alive chowned
- * to the box's host uid, req/ root's), argv the agent, wall = the
- * sandbox's end. Not a bind of home/ itself: a box writing straight into
- * STATE would escape the sandbox's 64 MiB / 4,096-entry caps (only the
- * tmpfs bounds it). So while it lives the files API must go through the
- * agent (request kinds for read/write/list) or flow /work back first: that
- * is the piece to build next, with the runner's session step (submit,
- * al_session_follow into the run's events, al_session_end_read ends it;
- * result.box.session = true), and the ends: kill, reaper, pause, drain
- * (the node holding the box's helper kills it; a stale "alive" tells
- * another node the box died). Credits: each call is a run; the idle
- * lifetime is not charged but holds one of the person's concurrency slots.
- *
- * A limit found while writing this, to keep: the box must not write into
- * STATE directly either. Bound rw, out/ would let a hostile box fill the
- * shared state disk (the reader's caps bound what it reads, not what is
- * written). So out/ should be the box's own (its tmpfs, or the agent's
- * stdout) and the helper holding the box (the one process that can see
- * it) relay each call's lines into STATE's out/, counting them against
- * the caps above; req/ can be bound read-only. The service removes a
- * call's three files once its run has ended.
+ * Credits: each call is a run; the session box's idle life is not charged
+ * and holds no concurrency slot (docs/api.md, "Session box").
  */
 #pragma once
 

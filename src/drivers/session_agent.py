@@ -1,10 +1,9 @@
 # The E2B session box's agent (issue 35; docs/api.md "Session box").
 #
-# NOT SHIPPED YET: nothing embeds or starts this file (the setting
-# e2b_session_box is refused). It is the part of the session box that runs
-# inside the box, written and tested on its own (tests/integration/
-# test_e2b_session.py runs it as a plain process) so that the service side
-# can be built against a protocol that is already settled.
+# The process of a sandbox's session box (core/session_box.c embeds this
+# file and writes it into the box's channel, bound read-only at /skill):
+# it runs each call the service submits. tests/integration/
+# test_e2b_session.py runs it in the service and as a plain process.
 #
 # The channel: requests come in as files, output goes out as lines on the
 # agent's stdout (the box never writes the shared STATE; core/

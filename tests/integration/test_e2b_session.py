@@ -114,6 +114,8 @@ def test_with_the_setting_off_files_carry_over_and_processes_do_not(service):
     background process it started is gone by then (its box ended with it)."""
     _off(service)
     sid, token = create(service)
+    info = service.request("GET", f"/sandboxes/{sid}", key=None, headers={"X-API-KEY": service.key})[2]
+    assert "airlock" not in info, info
     out, _ = _bash(service, sid, token, "sleep 30 >/dev/null 2>&1 & echo $! > bg.pid; echo kept > note.txt; "
                    "kill -0 $(cat bg.pid) && echo alive")
     assert out == b"alive\n", out
@@ -204,6 +206,10 @@ def test_pause_ends_the_processes_and_keeps_the_files(service):
         # refuses, saying so, rather than read or write a stale home
         st, _, doc = _file(service, sid, token)
         assert st == 409 and "session box holds /home/user" in doc["message"], (st, doc)
+        info = service.request("GET", f"/sandboxes/{sid}", key=None, headers={"X-API-KEY": service.key})[2]
+        sess = info["airlock"]["sessionBox"]
+        assert sess["shared"] is True and sess["pause"] == "files kept, processes ended", info
+        assert sess["memoryMB"] == info["memoryMB"] and sess["lifetimeMaxS"] > 0, info
         st, _, doc = service.request("POST", f"/sandboxes/{sid}/pause", headers={"X-API-KEY": service.key})
         assert st == 204, (st, doc)
         assert_no_boxes(what="after the sandbox's pause")
@@ -286,10 +292,9 @@ def test_a_session_box_that_died_ends_its_call_error_and_the_next_call_gets_a_ne
 
 # ------------------------------------------------------------ the agent, on its own
 #
-# src/drivers/session_agent.py is the part of the session box that would run
-# inside it. Nothing ships it yet; these run it as a plain process on a
-# channel directory, as the box would, to hold its protocol to what the
-# service side will be built against.
+# src/drivers/session_agent.py is the session box's process. These run it as
+# a plain process on a channel directory, to hold its protocol (what the
+# service's relay takes) to the letter.
 
 AGENT = os.path.join(os.path.dirname(__file__), "..", "..", "src", "drivers", "session_agent.py")
 
