@@ -154,7 +154,7 @@ static void *keeper(void *p) {
     json_t *result = NULL;
     char *buf = malloc(EVENT_LINE_MAX);
     size_t len = 0;
-    for (bool open_ = buf != NULL; open_;) {
+    while (buf) {
         struct pollfd pf = { .fd = b->dr.events_fd, .events = POLLIN };
         int pr = poll(&pf, 1, WATCH_MS);
         char hp[PATH_MAX + 16];
@@ -167,6 +167,8 @@ static void *keeper(void *p) {
         if (pr <= 0)
             continue;
         ssize_t got = read(b->dr.events_fd, buf + len, EVENT_LINE_MAX - len);
+        if (got < 0 && errno == EINTR)
+            continue;
         if (got <= 0)
             break;
         len += (size_t)got;
@@ -183,8 +185,9 @@ static void *keeper(void *p) {
             len = 0;
         }
     }
+    bool nomem = !buf;
     free(buf);
-    if (!buf) {
+    if (nomem) {
         s->driver->cancel(&b->dr);
         /* drained unread, so the helper is never stuck writing */
         char sink[4096];
