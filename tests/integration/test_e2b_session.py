@@ -233,6 +233,35 @@ def test_pause_ends_the_processes_and_keeps_the_files(service):
         _off(service)
 
 
+def test_a_call_while_another_node_holds_the_session_box_is_refused_saying_so(service):
+    """The node holding a session box says so in its channel (a holder file
+    it keeps fresh); a call another node claims meanwhile is refused, and
+    one past a dead holder's (a stale file) starts a new box."""
+    _on(service)
+    try:
+        sid, token = create(service)
+        assert _bash(service, sid, token, "echo one")[0] == b"one\n"
+        st, _, doc = service.request("POST", f"/sandboxes/{sid}/pause", headers={"X-API-KEY": service.key})
+        assert st == 204, (st, doc)
+        assert_no_boxes(what="after the pause")
+        service.request("POST", f"/sandboxes/{sid}/connect", json={"timeout": 60}, headers={"X-API-KEY": service.key})
+        holder = service.state / "sandboxes" / sid / "session" / "holder"
+        for _ in range(50):           # the ended box's keeper removes its own
+            if not holder.exists():
+                break
+            time.sleep(0.1)
+        holder.write_text("node_elsewhere")
+        out, end = _bash(service, sid, token, "echo two")
+        run = _last_run(service, sid)
+        assert out == b"" and run["state"] == "error" and "held by node node_elsewhere" in run["error"]["message"], run
+        old = time.time() - 60
+        os.utime(holder, (old, old))
+        assert _bash(service, sid, token, "echo three")[0] == b"three\n"
+        assert service.request("DELETE", f"/sandboxes/{sid}")[0] == 204
+    finally:
+        _off(service)
+
+
 def _agents():
     """The pids of the session boxes' agents on this host."""
     pids = []
