@@ -233,6 +233,35 @@ def test_pause_ends_the_processes_and_keeps_the_files(service):
         _off(service)
 
 
+def test_a_canceled_call_has_its_process_group_killed_and_the_box_goes_on(service):
+    _on(service)
+    try:
+        sid, token = create(service)
+        _cell(service, sid, token, "x = 5")
+        th = threading.Thread(target=lambda: _bash(service, sid, token, "echo started; sleep 62; echo after"))
+        th.start()
+        run = None
+        for _ in range(100):
+            run = _last_run(service, sid)
+            if run["state"] == "running" and run["language"] == "bash":
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)
+        st, _, doc = service.request("POST", f"/v1/runs/{run['id']}/cancel")
+        assert st in (200, 202), (st, doc)
+        th.join(20)
+        assert not th.is_alive()
+        run = service.ok("GET", f"/v1/runs/{run['id']}")
+        assert run["state"] == "canceled" and run["result"]["box"]["session"] is True, run
+        out, _ = _bash(service, sid, token, SLEEPING.replace("61", "62") + " || echo gone")
+        assert out == b"gone\n", out
+        lines = _cell(service, sid, token, "x")
+        assert [l["text"] for l in lines if l.get("type") == "result"] == ["5"], lines
+        assert service.request("DELETE", f"/sandboxes/{sid}")[0] == 204
+    finally:
+        _off(service)
+
+
 def test_a_call_while_another_node_holds_the_session_box_is_refused_saying_so(service):
     """The node holding a session box says so in its channel (a holder file
     it keeps fresh); a call another node claims meanwhile is refused, and
