@@ -137,9 +137,15 @@ static enum MHD_Result reply_err(struct MHD_Connection *c, int r, const al_error
 
 /* Sandbox SB as E2B's Sandbox (create, connect): with TOKEN, its access token. */
 static json_t *sandbox_json(const al_sandbox *sb, const char *token) {
-    return json_pack("{s:s, s:s, s:s, s:s, s:s?, s:n, s:n}", "sandboxID", sb->id, "templateID", sb->template_id,
+    /* the SDK sends the sandbox plane to https://PORT-ID.DOMAIN unless it
+     * was given E2B_SANDBOX_URL, and DOMAIN null means E2B's own cloud: a
+     * client set up without it would send the access token and the files
+     * to e2b.app. A name under .invalid (RFC 6761) resolves nowhere, so it
+     * fails at once, and its words say why (getHost's names are under it
+     * too: ports are not served) */
+    return json_pack("{s:s, s:s, s:s, s:s, s:s?, s:s, s:n}", "sandboxID", sb->id, "templateID", sb->template_id,
                      "clientID", CLIENT_ID, "envdVersion", ENVD_VERSION, "envdAccessToken", token, "domain",
-                     "trafficAccessToken");
+                     AL_E2B_DOMAIN, "trafficAccessToken");
 }
 
 /* Sandbox SB as E2B's SandboxDetail (getInfo) or ListedSandbox (list): the
@@ -443,6 +449,10 @@ enum MHD_Result al_e2b_connect(al_route_ctx *x) {
     al_sandbox before, sb;
     al_error err = { 0 };
     int r = al_sandbox_get(x->s, x->p, x->arg[0], &before, &err);
+    if (r == 0 && al_sandbox_owner_check(&before, x->p, &err) < 0) {
+        al_sandbox_clear(&before);
+        return al_e2b_reply_error(x->c, 403, "%s", err.msg);
+    }
     if (r == 0)
         r = al_sandbox_connect(x->s, x->p, x->arg[0], secs, &sb, &err);
     char token[72] = "";
@@ -469,7 +479,16 @@ enum MHD_Result al_e2b_resume(al_route_ctx *x) {
     al_error err = { 0 };
     al_sandbox sb;
     char token[72] = "";
-    int r = al_sandbox_pause(x->s, x->p, x->arg[0], false, &err);
+    /* it answers the token: its creator's alone */
+    int r = al_sandbox_get(x->s, x->p, x->arg[0], &sb, &err);
+    if (r == 0) {
+        r = al_sandbox_owner_check(&sb, x->p, &err);
+        al_sandbox_clear(&sb);
+        if (r < 0)
+            return al_e2b_reply_error(x->c, 403, "%s", err.msg);
+    }
+    if (r == 0)
+        r = al_sandbox_pause(x->s, x->p, x->arg[0], false, &err);
     if (r == 0 && (r = al_sandbox_get(x->s, x->p, x->arg[0], &sb, &err)) == 0 &&
         (r = al_sandbox_token(x->s, sb.id, token, &err)) < 0)
         al_sandbox_clear(&sb);

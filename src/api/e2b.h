@@ -15,6 +15,8 @@
 enum MHD_Result al_e2b_reply_error(struct MHD_Connection *c, unsigned status, const char *fmt, ...) _printf_(3, 4);
 /* A Connect unary error: CODE ("not_found", "invalid_argument", ...) with
  * the HTTP status the Connect protocol gives it. */
+/* The domain E2B's SDK is given: no such host (see sandbox_json in e2b.c) */
+#define AL_E2B_DOMAIN "set-e2b-sandbox-url.no-ports.airlock.invalid"
 enum MHD_Result al_e2b_connect_error(struct MHD_Connection *c, const char *code, const char *fmt, ...) _printf_(3, 4);
 /* The Connect code of a core call's -errno. */
 const char *al_e2b_connect_code(int r);

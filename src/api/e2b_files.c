@@ -14,10 +14,12 @@
 #include <unistd.h>
 
 #include "e2b.h"
+#include "e2b_run.h"
 #include "handlers.h"
 #include "reply.h"
 #include "route.h"
 #include "../core/sandbox.h"
+#include "../core/views.h"
 
 /* files one upload may carry */
 #define UPLOAD_PARTS_MAX 64
@@ -162,8 +164,12 @@ static int read_upload(al_route_ctx *x, upload *u, enum MHD_Result *ret) {
 
 enum MHD_Result al_e2b_files_post(al_route_ctx *x) {
     if (x->rq->too_large)
-        return al_e2b_reply_error(x->c, 413, "the upload is larger than %llu bytes (one request's most)",
-                                  (unsigned long long)AL_SANDBOX_BYTES_MAX);
+        /* the service's one cap on a request's body, not the sandbox's
+         * (which said 64 MiB of a 9 MiB upload that this refused) */
+        return al_e2b_reply_error(x->c, 413,
+                                  "the upload is larger than %llu MiB, the most one request may carry: write larger "
+                                  "files in parts, or make them in a command",
+                                  (unsigned long long)(al_view_config(x->s)->body_max >> 20));
     const char *path = MHD_lookup_connection_value(x->c, MHD_GET_ARGUMENT_KIND, "path");
     upload u = { 0 };
     enum MHD_Result ret = MHD_NO;
@@ -282,11 +288,16 @@ static enum MHD_Result rpc_move(al_route_ctx *x, json_t *body) {
 
 enum MHD_Result al_e2b_filesystem(al_route_ctx *x) {
     const char *m = x->arg[0];
-    if (strcmp(m, "WatchDir") == 0 || strcmp(m, "CreateWatcher") == 0 || strcmp(m, "GetWatcherEvents") == 0 ||
-        strcmp(m, "RemoveWatcher") == 0)
-        return al_e2b_connect_error(x->c, "unimplemented",
-                                    "watching a directory is not served: an airlock sandbox runs nothing between "
-                                    "commands, so nothing changes its files but the commands and this API");
+#define NO_WATCH                                                                                                      \
+    "watching a directory is not served: an airlock sandbox runs nothing between commands, so nothing changes its " \
+    "files but the commands and this API"
+    /* WatchDir is a server stream: its error goes in an end-stream frame,
+     * else the SDK shows only "HTTP 501" */
+    if (strcmp(m, "WatchDir") == 0)
+        return al_e2b_stream_error(x->c, AL_CONNECT_UNIMPLEMENTED, NO_WATCH);
+    if (strcmp(m, "CreateWatcher") == 0 || strcmp(m, "GetWatcherEvents") == 0 || strcmp(m, "RemoveWatcher") == 0)
+        return al_e2b_connect_error(x->c, "unimplemented", "%s", NO_WATCH);
+#undef NO_WATCH
     const char *ct = MHD_lookup_connection_value(x->c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (!ct || strncmp(ct, "application/json", 16) != 0)
         return al_e2b_connect_error(x->c, "invalid_argument", "airlock's envd speaks Connect's JSON codec only "

@@ -400,24 +400,6 @@ static uint64_t header_u64(struct MHD_Connection *c, const char *name, uint64_t 
     return v && strlen(v) <= 12 && al_parse_u64(v, &n) == 0 ? n : def;
 }
 
-/* A stream that is only its end-stream frame: an error before any event
- * (Connect's streams carry their errors there, with status 200). */
-static enum MHD_Result stream_error(struct MHD_Connection *c, al_connect_code code, const char *msg) {
-    char *f = NULL;
-    size_t n = 0;
-    if (al_connect_end_stream(code, msg, &f, &n) < 0)
-        return MHD_NO;
-    struct MHD_Response *r = MHD_create_response_from_buffer(n, f, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(f);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", "application/connect+json");
-    enum MHD_Result ret = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-
 /* Follow RUN_ID (its pid PID) for the client of X. */
 static enum MHD_Result follow(al_route_ctx *x, const char *run_id, uint32_t pid) {
     proc_stream *ps = calloc(1, sizeof *ps);
@@ -443,14 +425,14 @@ static enum MHD_Result follow(al_route_ctx *x, const char *run_id, uint32_t pid)
 /* The request's one envelope, else NULL and the stream's error queued. */
 static json_t *stream_request(al_route_ctx *x, enum MHD_Result *ret) {
     if (x->rq->too_large) {
-        *ret = stream_error(x->c, AL_CONNECT_RESOURCE_EXHAUSTED, "the request is larger than the service takes");
+        *ret = al_e2b_stream_error(x->c, AL_CONNECT_RESOURCE_EXHAUSTED, "the request is larger than the service takes");
         return NULL;
     }
     json_t *m = NULL;
     const char *why = NULL;
     int r = al_connect_decode(x->rq->body, x->rq->len, PROC_MSG_MAX, &m, &why);
     if (r < 0)
-        *ret = stream_error(x->c, r == -E2BIG ? AL_CONNECT_RESOURCE_EXHAUSTED : AL_CONNECT_INVALID_ARGUMENT, why);
+        *ret = al_e2b_stream_error(x->c, r == -E2BIG ? AL_CONNECT_RESOURCE_EXHAUSTED : AL_CONNECT_INVALID_ARGUMENT, why);
     return m;
 }
 
@@ -517,7 +499,7 @@ static enum MHD_Result start(al_route_ctx *x) {
     json_t *pty = json_object_get(m, "pty");
     if (json_is_true(json_object_get(m, "stdin")) || (pty && !json_is_null(pty))) {
         json_decref(m);
-        return stream_error(x->c, AL_CONNECT_UNIMPLEMENTED,
+        return al_e2b_stream_error(x->c, AL_CONNECT_UNIMPLEMENTED,
                             "a command of an airlock sandbox takes no stdin stream and no pty: its input is what "
                             "its command line gives it, at start");
     }
@@ -528,14 +510,14 @@ static enum MHD_Result start(al_route_ctx *x) {
     json_decref(m);
     if (!code) {
         free(desc);
-        return stream_error(x->c, AL_CONNECT_INVALID_ARGUMENT, why);
+        return al_e2b_stream_error(x->c, AL_CONNECT_INVALID_ARGUMENT, why);
     }
     /* its follower is held before the run is made: a run nobody could
      * follow is not started */
     if (!al_service_hold(x->s, x->p->person_id, AL_HOLD_FOLLOW)) {
         free(code);
         free(desc);
-        return stream_error(x->c, AL_CONNECT_RESOURCE_EXHAUSTED,
+        return al_e2b_stream_error(x->c, AL_CONNECT_RESOURCE_EXHAUSTED,
                             "the person follows their most runs at once (followers_per_person)");
     }
     char run_id[40];
@@ -551,7 +533,7 @@ static enum MHD_Result start(al_route_ctx *x) {
     free(desc);
     if (r < 0) {
         al_service_unhold(x->s, x->p->person_id, AL_HOLD_FOLLOW);
-        return stream_error(x->c, cc, why);
+        return al_e2b_stream_error(x->c, cc, why);
     }
     return follow(x, run_id, al_e2b_pid(run_id));
 }
@@ -566,13 +548,13 @@ static enum MHD_Result reconnect(al_route_ctx *x) {
     int r = find_run(x, m, run_id, &pid);
     json_decref(m);
     if (r == -EINVAL)
-        return stream_error(x->c, AL_CONNECT_INVALID_ARGUMENT, "process must name a pid or a tag");
+        return al_e2b_stream_error(x->c, AL_CONNECT_INVALID_ARGUMENT, "process must name a pid or a tag");
     if (r == -ENOENT)
-        return stream_error(x->c, AL_CONNECT_NOT_FOUND, "no running process of that pid or tag in this sandbox");
+        return al_e2b_stream_error(x->c, AL_CONNECT_NOT_FOUND, "no running process of that pid or tag in this sandbox");
     if (r < 0)
-        return stream_error(x->c, AL_CONNECT_UNAVAILABLE, "the sandbox's commands cannot be read now");
+        return al_e2b_stream_error(x->c, AL_CONNECT_UNAVAILABLE, "the sandbox's commands cannot be read now");
     if (!al_service_hold(x->s, x->p->person_id, AL_HOLD_FOLLOW))
-        return stream_error(x->c, AL_CONNECT_RESOURCE_EXHAUSTED,
+        return al_e2b_stream_error(x->c, AL_CONNECT_RESOURCE_EXHAUSTED,
                             "the person follows their most runs at once (followers_per_person)");
     return follow(x, run_id, pid);
 }
@@ -591,7 +573,7 @@ enum MHD_Result al_e2b_process(al_route_ctx *x) {
         strcmp(method, "Update") == 0) {
         const char *why = "a command of an airlock sandbox has no stdin stream and no pty: its input is given at "
                           "start only (its command line, files in /home/user)";
-        return strcmp(method, "StreamInput") == 0 ? stream_error(x->c, AL_CONNECT_UNIMPLEMENTED, why)
+        return strcmp(method, "StreamInput") == 0 ? al_e2b_stream_error(x->c, AL_CONNECT_UNIMPLEMENTED, why)
                                                   : unary_error(x->c, AL_CONNECT_UNIMPLEMENTED, "%s", why);
     }
     return unary_error(x->c, AL_CONNECT_UNIMPLEMENTED, "process.Process has no method %s", method);

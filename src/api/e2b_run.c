@@ -10,38 +10,6 @@
 
 #include "../core/views.h"
 
-/* Names a command may not set: the box's own (the egress proxy's address:
- * a command that moved it would only lose its network, but what the box
- * says of itself stays true; airlock's and E2B's own), and, as for a
- * sandbox's envVars (core/sandbox_ctl.c's env_problem, whose list this
- * follows), those that make the loader, libc or the shell run other code
- * than the command's. PATH, LANG and the rest are the command's to change. */
-static bool reserved(const char *k) {
-    static const char *const own[] = { "HOME", "PWD", "OLDPWD", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy",
-                                       "https_proxy", "no_proxy", "npm_config_proxy", "npm_config_https_proxy",
-                                       "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "IFS", "GCONV_PATH",
-                                       "HOSTALIASES", "LOCALDOMAIN", "RES_OPTIONS" };
-    static const char *const prefixes[] = { "AIRLOCK_", "E2B_SANDBOX", "LD_", "BASH_FUNC_", "MALLOC_", "GLIBC_" };
-    for (size_t i = 0; i < ELEMENTSOF(prefixes); i++)
-        if (strncmp(k, prefixes[i], strlen(prefixes[i])) == 0)
-            return true;
-    for (size_t i = 0; i < ELEMENTSOF(own); i++)
-        if (strcmp(k, own[i]) == 0)
-            return true;
-    return false;
-}
-
-static bool valid_name(const char *k) {
-    size_t n = strlen(k);
-    if (n == 0 || n > AL_E2B_ENV_NAME_MAX || (k[0] >= '0' && k[0] <= '9'))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= 'A' && k[i] <= 'Z') || (k[i] >= '0' && k[i] <= '9') ||
-              k[i] == '_'))
-            return false;
-    return true;
-}
-
 /* FROM's variables (WHO: "envVars", "envs") into TO, checked. */
 static int env_add(json_t *to, json_t *from, const char *who, char *why, size_t n) {
     if (!from || json_is_null(from))
@@ -53,14 +21,10 @@ static int env_add(json_t *to, json_t *from, const char *who, char *why, size_t 
     const char *k;
     json_t *v;
     json_object_foreach(from, k, v) {
-        if (!valid_name(k)) {
-            snprintf(why, n, "%s: \"%.64s\" is not a variable name ([A-Za-z_][A-Za-z0-9_]*, at most %d bytes)", who,
-                     k, AL_E2B_ENV_NAME_MAX);
-            return -EINVAL;
-        }
-        if (reserved(k)) {
-            snprintf(why, n, "%s: %s is one the box sets itself (HOME, AIRLOCK_*, E2B_SANDBOX*, the proxy's) or one "
-                     "that makes the loader or the shell run other code (LD_*, BASH_ENV, ...)", who, k);
+        /* the core's one rule, as a sandbox's envVars were checked at create */
+        const char *bad = al_sandbox_env_problem(k);
+        if (bad) {
+            snprintf(why, n, "%s: \"%.64s\" %s", who, k, bad);
             return -EINVAL;
         }
         if (!json_is_string(v) || json_string_length(v) > AL_E2B_ENV_VALUE_MAX ||
@@ -250,6 +214,10 @@ void al_e2b_end_of(al_service *s, const al_principal *p, const char *run_id, al_
         ret->exit_code = json_is_integer(xc) ? (int)json_integer_value(xc) : -1;
         ret->exited = json_is_integer(xc);
         snprintf(ret->status, sizeof ret->status, ret->exited ? "exit status %d" : "signal: killed", ret->exit_code);
+        /* as envd's end says a command that failed (Go's ExitError): the
+         * SDK's CommandExitError shows it as its message */
+        if (!ret->exited || ret->exit_code != 0)
+            snprintf(ret->error, sizeof ret->error, "%s", ret->status);
         break;
     case AL_RUN_TIMED_OUT:
     case AL_RUN_KILLED:
@@ -277,6 +245,24 @@ void al_e2b_end_of(al_service *s, const al_principal *p, const char *run_id, al_
     else
         json_decref(res);
     al_view_run_free(run);
+}
+
+/* A stream that is only its end-stream frame: an error before any event
+ * (Connect's streams carry their errors there, with status 200). */
+enum MHD_Result al_e2b_stream_error(struct MHD_Connection *c, al_connect_code code, const char *msg) {
+    char *f = NULL;
+    size_t n = 0;
+    if (al_connect_end_stream(code, msg, &f, &n) < 0)
+        return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(n, f, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(f);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/connect+json");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 enum MHD_Result al_e2b_stream_reply(struct MHD_Connection *c, const char *type, MHD_ContentReaderCallback read,

@@ -17,7 +17,6 @@
 /* A command's environment: at most this many variables (the sandbox's and
  * the command's together), names of at most 128 bytes, values of 32 KiB. */
 #define AL_E2B_ENVS_MAX 64
-#define AL_E2B_ENV_NAME_MAX 128
 #define AL_E2B_ENV_VALUE_MAX (32u << 10)
 
 /* SB's envVars, then ENVS (an object of strings, NULL: none; the
@@ -64,6 +63,10 @@ void al_e2b_end_of(al_service *s, const al_principal *p, const char *run_id, al_
 
 /* 200, a body of TYPE that READ fills from CLS (DONE frees CLS, also when
  * no answer could be made): the Connect streams and /execute's NDJSON. */
+/* A stream that is only its end-stream frame carrying CODE and MSG: a
+ * server stream's error before any event (Connect's streams carry their
+ * errors there, with status 200; a client reads no other). */
+enum MHD_Result al_e2b_stream_error(struct MHD_Connection *c, al_connect_code code, const char *msg);
 enum MHD_Result al_e2b_stream_reply(struct MHD_Connection *c, const char *type, MHD_ContentReaderCallback read,
                                     void *cls, MHD_ContentReaderFreeCallback done);
 /* Whether the client of C has closed its side (or the connection broke). */

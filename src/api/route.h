@@ -75,6 +75,7 @@ typedef enum al_route_auth {
     AL_AUTH_URL_KEY,  /* an API key as the path's first {parameter} (Piston's clients send no header) */
     AL_AUTH_E2B_KEY,  /* E2B's control plane: an API key in X-API-KEY (or Authorization: Bearer), else E2B's 401 */
     AL_AUTH_SANDBOX,  /* E2B's sandbox plane: the sandbox's X-Access-Token, checked on the headers (http.c) */
+    AL_AUTH_SANDBOX_OPEN, /* E2B's sandbox plane without the token (the code interpreter's contexts: http.c) */
     _AL_AUTH_MAX,
 } al_route_auth;
 

@@ -107,10 +107,10 @@ static const al_route sandbox_routes[] = {
      * its contexts are labels that need no token (http.c) */
     { "POST", "/process.Process/{method}", AL_AUTH_SANDBOX, al_e2b_process },
     { "POST", "/execute", AL_AUTH_SANDBOX, al_e2b_execute },
-    { "POST", "/contexts", AL_AUTH_NONE, al_e2b_contexts_create },
-    { "GET", "/contexts", AL_AUTH_NONE, al_e2b_contexts_list },
-    { "DELETE", "/contexts/{id}", AL_AUTH_NONE, al_e2b_contexts_delete },
-    { "POST", "/contexts/{id}/restart", AL_AUTH_NONE, al_e2b_contexts_restart },
+    { "POST", "/contexts", AL_AUTH_SANDBOX_OPEN, al_e2b_contexts_create },
+    { "GET", "/contexts", AL_AUTH_SANDBOX_OPEN, al_e2b_contexts_list },
+    { "DELETE", "/contexts/{id}", AL_AUTH_SANDBOX_OPEN, al_e2b_contexts_delete },
+    { "POST", "/contexts/{id}/restart", AL_AUTH_SANDBOX_OPEN, al_e2b_contexts_restart },
 };
 
 /* Areas: a path under one that no row matches still needs the area's auth

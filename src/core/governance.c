@@ -14,6 +14,7 @@
 #include "audit.h"
 #include "../util/hash.h"
 #include "dlp.h"
+#include "sandbox.h"
 #include "service.h"
 #include "service_int.h"
 #include "../store/artifacts.h"
@@ -338,6 +339,19 @@ json_t *al_approval_manifest(al_service *s, const al_store_run *run, al_error *e
         return NULL;
     }
     json_object_set_new(m, "documents", docs);
+    /* a sandbox's command pinned for an approval: its home as pinned (one
+     * that is gone is missing here, so the hash differs) */
+    char pin_dir[PATH_MAX + 128];
+    struct stat pst;
+    snprintf(pin_dir, sizeof pin_dir, "%s/%s/" AL_SANDBOX_PINNED_HOME, s->runs_dir, id);
+    if (lstat(pin_dir, &pst) == 0) {
+        json_t *home = al_sandbox_pinned_files(pin_dir, err);
+        if (!home) {
+            json_decref(m);
+            return NULL;
+        }
+        json_object_set_new(m, "sandbox_files", home);
+    }
     return m;
 }
 
@@ -378,6 +392,18 @@ int al_approval_staged(json_t *manifest, al_run_staged *ret) {
         if (r == 0)
             r = al_run_staged_add_doc(&st, TEXT(e, "id"), TEXT(e, "path"), (int64_t)NUM(e, "version"),
                                       (uint64_t)NUM(e, "size"), TEXT(e, "sha256"));
+    }
+    /* a sandbox's pinned home: as documents (a sandbox's run has none of
+     * its thread's), each named by the id "sandbox-home" and version 0 */
+    json_t *home = json_object_get(manifest, "sandbox_files");
+    if (home && !json_is_array(home))
+        r = -EBADMSG;
+    json_array_foreach(home, i, e) {
+        if (r == 0 && (!TEXT(e, "path") || !HAS_NUM(e, "size") || !TEXT(e, "sha256")))
+            r = -EBADMSG;
+        if (r == 0)
+            r = al_run_staged_add_doc(&st, AL_SANDBOX_PINNED_HOME, TEXT(e, "path"), 0, (uint64_t)NUM(e, "size"),
+                                      TEXT(e, "sha256"));
     }
 #undef TEXT
 #undef NUM
@@ -438,6 +464,10 @@ json_t *al_approval_card_inputs(const char *run_id, json_t *manifest) {
         json_object_set_new(json_object_get(c, "stdin"), "url", json_sprintf("/v1/runs/%s/inputs/stdin", run_id));
     json_array_foreach(json_object_get(c, "documents"), i, f)
         json_object_set_new(f, "url", json_sprintf("/v1/artifacts/%s/content", json_string_value(json_object_get(f, "id"))));
+    /* a sandbox's files kept for the approval: each readable, so that the
+     * approver reads the script a command runs, not only its name */
+    json_array_foreach(json_object_get(c, "sandbox_files"), i, f)
+        json_object_set_new(f, "url", json_sprintf("/v1/runs/%s/inputs/home-%zu", run_id, i));
     return c;
 }
 
@@ -459,6 +489,16 @@ int al_run_input_open(al_service *s, const char *run_id, const char *which, int 
         if (fd < 0)
             return al_err(err, "inputs", e == ENOENT ? ENOENT : e, "the run has no stdin (or it is gone)");
         name = strdup("stdin");
+    } else if (strncmp(which, "home-", 5) == 0) {
+        /* a file of the sandbox's home kept for the approval */
+        uint64_t idx;
+        char dir[PATH_MAX + 128];
+        snprintf(dir, sizeof dir, "%s/%s/" AL_SANDBOX_PINNED_HOME, s->runs_dir, run_id);
+        if (al_parse_u64(which + 5, &idx) < 0)
+            return al_err(err, "inputs", ENOENT, "no input %s (home-N: a file of the sandbox's)", which);
+        int r = al_sandbox_pinned_open(dir, (size_t)idx, &fd, &name, err);
+        if (r < 0)
+            return r;
     } else {
         uint64_t idx;
         if (al_parse_u64(which, &idx) < 0)

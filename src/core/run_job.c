@@ -12,6 +12,7 @@
 
 #include "../image/image.h"
 #include "run_job.h"
+#include "sandbox.h"
 #include "sandbox_run.h"
 #include "service_int.h"
 #include "skills.h"
@@ -117,12 +118,18 @@ static int args_and_skill(al_service *s, const al_store_run *run, al_job *j, al_
  * DIR/work (made here, empty), which the end of the run swaps in
  * (sandbox_run.c). */
 static int sandbox_dirs(al_service *s, const al_store_run *run, const char *dir, al_job *j, al_error *err) {
-    char id[32], home[PATH_MAX], work[PATH_MAX + 64];
+    char id[32], home[PATH_MAX + 128], work[PATH_MAX + 64];
     if (!al_sandbox_run_of(run, id, sizeof id))
         return 0;
     if (al_sandbox_run_dir(s, id, "home", home, sizeof home) < 0)
         return al_err(err, "stage", ENAMETOOLONG, "the state directory's path is too long");
     struct stat st;
+    /* a command that waited for an approval gets its home as pinned then
+     * (runs.c), which its approval's hash was checked against */
+    char pinned[PATH_MAX + 128];
+    snprintf(pinned, sizeof pinned, "%s/" AL_SANDBOX_PINNED_HOME, dir);
+    if (lstat(pinned, &st) == 0 && S_ISDIR(st.st_mode) && lstat(home, &st) == 0)
+        snprintf(home, sizeof home, "%s", pinned);
     if (stat(home, &st) < 0 || !S_ISDIR(st.st_mode))
         return al_err(err, "stage", ENOENT, "sandbox %s is gone (killed or ended)", id);
     snprintf(work, sizeof work, "%s/work", dir);

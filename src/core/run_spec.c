@@ -490,7 +490,11 @@ int al_run_staged_of_spec(const al_run_spec *sp, al_run_staged *ret) {
  *                                  args.json among them), by name in byte order
  *   opt(u64(size) text(sha256))    stdin as staged
  *   u64(n) [text(id) text(path) u64(version) u64(size) text(sha256)]...
- *                                  the thread's documents, in staging order
+ *                                  the thread's documents, in staging order;
+ *                                  for a sandbox's command pinned for an
+ *                                  approval, its home's files instead, each
+ *                                  with the id "sandbox-home", its path and
+ *                                  version 0 (governance.c)
  *   [0x01 text(sandbox)]           for an E2B sandbox's run only
  *   [0x02 u64(timeout_ms)]         only when the timeout is not whole seconds
  *                                  (asked in ms)

@@ -688,7 +688,13 @@ static void *runner_main(void *p) {
         at = check_started(r);
     char sandbox[32];
     if (at == STEP_ON && al_run_session_wanted(s, &r->settings, r->run, sandbox, sizeof sandbox)) {
-        run_in_session(r, sandbox);
+        /* settings refuse the two together; a run approved before they
+         * changed is refused here, not run against files never approved */
+        if (r->settings.approval_policy != AL_APPROVAL_NEVER)
+            at = refuse(r, "session_box", "the sandbox's calls share a session box, whose files an approval cannot "
+                        "bind, and the workspace's approval_policy is not never");
+        else
+            run_in_session(r, sandbox);
         at = STEP_END;
     }
     if (at == STEP_ON)

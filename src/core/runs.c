@@ -16,6 +16,7 @@
 #include "dlp.h"
 #include "run_end.h"
 #include "run_spec.h"
+#include "sandbox.h"
 #include "service.h"
 #include "service_int.h"
 #include "skills.h"
@@ -509,6 +510,39 @@ out:
     return ret;
 }
 
+/* SP's sandbox's home copied into DIR (the run's) for its approval, its
+ * bytes in *RET_BYTES, within the organisation's storage with the rest of
+ * the run's inputs: OK, or the refusal in *RET_DOC (DIR removed). */
+static al_status pin_sandbox_home(al_service *s, const al_principal *p, const al_run_spec *sp, const char *dir,
+                                  int64_t *ret_bytes, json_t **ret_doc) {
+    char pinned[PATH_MAX + 128];
+    snprintf(pinned, sizeof pinned, "%s/" AL_SANDBOX_PINNED_HOME, dir);
+    al_error perr = { 0 };
+    al_status ret = AL_STATUS_OK;
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot store the run's files: %s", strerror(errno));
+    else if (al_sandbox_pin_home(s, sp->sandbox.s, pinned, ret_bytes, &perr) < 0)
+        ret = run_error(ret_doc, perr.err == EDQUOT ? AL_STATUS_QUOTA : AL_STATUS_INTERNAL, "storage",
+                        "cannot keep the sandbox's files for the approval: %s", perr.msg);
+    if (ret == AL_STATUS_OK) {
+        int64_t quota = al_artifacts_org_quota(s, p->org_id), used = al_artifacts_org_usage(s, p->org_id),
+                pending = al_runs_pending_input_bytes(s, p->org_id);
+        int64_t mine = al_run_spec_input_bytes(sp) + (sp->code.s ? (int64_t)sp->code.len : 0) + *ret_bytes;
+        if (used == AL_USAGE_UNKNOWN || pending == AL_USAGE_UNKNOWN)
+            ret = run_error(ret_doc, AL_STATUS_UNAVAILABLE, "storage_unavailable",
+                            "the organisation's storage use cannot be read: try again");
+        else if (used + pending + mine > quota)
+            ret = run_error(ret_doc, AL_STATUS_QUOTA, "quota_exceeded",
+                            "the organisation's storage (%lld bytes) is full: artifacts, skills and runs hold %lld, "
+                            "inputs of runs that wait %lld, and this command's code, inputs and the sandbox's files "
+                            "kept for its approval are %lld",
+                            (long long)quota, (long long)used, (long long)pending, (long long)mine);
+    }
+    if (ret != AL_STATUS_OK)
+        al_rm_rf(dir);
+    return ret;
+}
+
 /* The approval card of the run REC (about to be recorded from SP): SP and
  * its inputs as stored (the documents as pinned) hashed, and the card the
  * approver sees, into *RET (its store row; RET->card is new). Made before
@@ -656,6 +690,13 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
     /* code execution is risk "high": high_risk asks for approval as always does */
     bool needs_approval = settings->approval_policy == AL_APPROVAL_ALWAYS ||
                           settings->approval_policy == AL_APPROVAL_HIGH_RISK;
+    /* a sandbox's command that waits for an approval runs on its home as
+     * the approver sees it: copied now (the run's own, as its inputs are),
+     * listed on the card, bound by its hash and staged in the home's place
+     * (run_job.c), whatever is written to the sandbox meanwhile */
+    int64_t pinned_bytes = 0;
+    if (needs_approval && sp->sandbox.s && (ret = pin_sandbox_home(s, p, sp, dir, &pinned_bytes, ret_doc)) != AL_STATUS_OK)
+        goto out;
     al_store_run rec = { 0 };
     if (al_run_spec_record(sp, via, NULL, &rec) < 0) {
         al_rm_rf(dir);
@@ -689,6 +730,9 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
             ret = approval_card(s, sp, &rec, settings, &appr, ret_doc);
         json_decref(docs);
     }
+    /* the pinned home is the run's input: on disk while it waits, counted
+     * against the organisation's storage as its other inputs are */
+    rec.input_bytes += pinned_bytes;
     if (ret == AL_STATUS_OK)
         ret = record_run(s, p, ex, &rec, needs_approval ? &appr : NULL, tool, ret_doc);
     al_run_spec_record_done(&rec);

@@ -4,14 +4,17 @@
  * and the mapping of E2B's paths. A sandbox runs nothing of its own: its
  * commands are ordinary runs that stage home/ as /work (e2b exec).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <nettle/hmac.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../util/hash.h"
@@ -59,8 +62,6 @@ int al_sandbox_from_store(const al_store_sandbox *b, al_sandbox *out, al_error *
     return 0;
 }
 
-/* ------------------------------------------------------------ paths */
-
 /* Why SEG, one segment of a path, may not name a file (the /out name
  * rules: valid UTF-8, no control or bidirectional-override character, at
  * most 255 bytes), or NULL. */
@@ -79,6 +80,54 @@ const char *al_sandbox_name_problem(const char *seg, size_t len) {
     }
     return NULL;
 }
+
+/* ------------------------------------------------------------ opening beneath a tree */
+
+int al_sandbox_beneath(int dirfd, const char *rel, int flags, mode_t mode) {
+    struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
+                            .mode = (flags & O_CREAT) ? mode : 0,
+                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+                                       RESOLVE_NO_XDEV };
+    long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
+    return fd < 0 ? -errno : (int)fd;
+}
+
+/* ------------------------------------------------------------ environment names */
+
+const char *al_sandbox_env_problem(const char *name) {
+    size_t n = strlen(name);
+    if (n == 0 || n > AL_SANDBOX_ENV_NAME_MAX || !(isalpha((unsigned char)name[0]) || name[0] == '_'))
+        return "is not a variable name ([A-Za-z_][A-Za-z0-9_]*, at most 128 bytes)";
+    for (const char *c = name; *c; c++)
+        if (!(isascii((unsigned char)*c) && (isalnum((unsigned char)*c) || *c == '_')))
+            return "is not a variable name ([A-Za-z_][A-Za-z0-9_]*, at most 128 bytes)";
+    /* the box's own: what it says of itself (HOME, the egress proxy's
+     * address: a command that moved it would only lose its network, but
+     * what the box says of itself stays true), airlock's and E2B's */
+    static const char *const own[] = { "HOME", "PWD", "OLDPWD", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy",
+                                       "https_proxy", "no_proxy", "npm_config_proxy", "npm_config_https_proxy" };
+    static const char *const own_prefixes[] = { "AIRLOCK_", "E2B_SANDBOX" };
+    for (size_t i = 0; i < sizeof own / sizeof *own; i++)
+        if (strcmp(name, own[i]) == 0)
+            return "is one the box sets itself (HOME, AIRLOCK_*, E2B_SANDBOX*, the proxy's)";
+    for (size_t i = 0; i < sizeof own_prefixes / sizeof *own_prefixes; i++)
+        if (strncmp(name, own_prefixes[i], strlen(own_prefixes[i])) == 0)
+            return "is one the box sets itself (HOME, AIRLOCK_*, E2B_SANDBOX*, the proxy's)";
+    /* those that make the loader, libc or the shell run other code than
+     * the command's; PATH, LANG and the rest are the command's to change */
+    static const char *const code[] = { "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "IFS", "GCONV_PATH",
+                                        "HOSTALIASES", "LOCALDOMAIN", "RES_OPTIONS" };
+    static const char *const code_prefixes[] = { "LD_", "BASH_FUNC_", "MALLOC_", "GLIBC_" };
+    for (size_t i = 0; i < sizeof code / sizeof *code; i++)
+        if (strcmp(name, code[i]) == 0)
+            return "makes the shell, the loader or libc run other code (LD_*, BASH_ENV, ...)";
+    for (size_t i = 0; i < sizeof code_prefixes / sizeof *code_prefixes; i++)
+        if (strncmp(name, code_prefixes[i], strlen(code_prefixes[i])) == 0)
+            return "makes the shell, the loader or libc run other code (LD_*, BASH_ENV, ...)";
+    return NULL;
+}
+
+/* ------------------------------------------------------------ paths */
 
 #define PATH_DEPTH_MAX 15
 #define ROOTS_MSG "only /home/user (= /work) and /out are kept in an airlock sandbox"
@@ -224,6 +273,15 @@ int al_sandbox_token(al_service *s, const char *id, char token[72], al_error *er
     hmac_sha256_digest(&h, sizeof mac, mac);
     al_hex(mac, sizeof mac, token);
     return 0;
+}
+
+int al_sandbox_owner_check(const al_sandbox *sb, const al_principal *p, al_error *err) {
+    if (strcmp(sb->owner.person_id, p->person_id) == 0)
+        return 0;
+    return al_err(err, "sandbox", EPERM,
+                  "sandbox %s was made by another person of the workspace: only they are given its access token "
+                  "(its commands run as them: their approvals, credits and audit)",
+                  sb->id);
 }
 
 /* ------------------------------------------------------------ the sandbox plane */

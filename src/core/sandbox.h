@@ -37,9 +37,35 @@ int al_sandbox_admit(al_service *s, const char *id, const char *token, al_sandbo
 /* E2B path PATH (absolute or relative) onto ROOT and REL ("" for the root itself, else a clean relative path:
  * no "..", no empty or "." segment, at most 15 deep, each segment passing the /out name rules). -EINVAL, said. */
 int al_sandbox_path(const char *path, al_sandbox_root *root, char *rel, size_t n, al_error *err);
+/* Why NAME may not be an environment variable of a sandbox's commands
+ * (its envVars, a command's envs), or NULL: a shell name of at most
+ * AL_SANDBOX_ENV_NAME_MAX bytes, not one the box sets itself, not one that
+ * makes the shell, the loader or libc run other code. The one rule of both. */
+const char *al_sandbox_env_problem(const char *name);
+#define AL_SANDBOX_ENV_NAME_MAX 128
+
 /* Host directory of ROOT of sandbox ID (STATE/sandboxes/ID/home or /out): into BUF. */
 int al_sandbox_dir(al_service *s, const char *id, al_sandbox_root root, char *buf, size_t n);
 void al_sandbox_clear(al_sandbox *sb);
+
+/* A command that waits for an approval runs on its sandbox's home as it was
+ * when it was asked for, not as it is when approved: the home's regular
+ * files and directories copied into DST (a new directory, the run's own),
+ * bounded as the sandbox is. 0 and the bytes copied in *RET_BYTES (which
+ * the run's inputs count, against the organisation's storage), or -errno said. */
+int al_sandbox_pin_home(al_service *s, const char *id, const char *dst, int64_t *ret_bytes, al_error *err);
+/* The files of such a copy DIR, as its approval card shows and its hash
+ * binds them: [{path, size, sha256}] sorted by path; NULL, said. */
+json_t *al_sandbox_pinned_files(const char *dir, al_error *err);
+/* File IDX (of that list) of the copy DIR, opened beneath it, and its path
+ * in *RET_PATH (free()): what the approval card's URL gives. 0, -ENOENT said. */
+int al_sandbox_pinned_open(const char *dir, size_t idx, int *ret_fd, char **ret_path, al_error *err);
+/* What sandbox ID holds on disk (home/ and out/), counted and kept in its
+ * row, which its organisation's storage use adds (after a write or a
+ * removal through the API, and after a command's tree is put back). */
+void al_sandbox_account(al_service *s, const char *id);
+/* Where a run's pinned home is, below the run's directory */
+#define AL_SANDBOX_PINNED_HOME "sandbox-home"
 
 /* ------------------------------------------------------------ the control plane */
 
@@ -48,10 +74,15 @@ void al_sandbox_clear(al_sandbox *sb);
  * Sandbox.connect can hand it out again while the store keeps only its
  * hash (a copy of the database alone admits no one). */
 int al_sandbox_token(al_service *s, const char *id, char token[72], al_error *err);
+/* Whether P may be handed SB's access token: only its creator, since the
+ * sandbox plane acts as them (whoever holds the token runs commands as
+ * its creator). 0, or -EPERM said. */
+int al_sandbox_owner_check(const al_sandbox *sb, const al_principal *p, al_error *err);
 
 /* Bounds: E2B's own are wider; these keep what one tenant holds small. */
 #define AL_SANDBOX_TIMEOUT_DEFAULT_S 300        /* capped by the workspace's sandbox_max_timeout_s */
 #define AL_SANDBOX_LIVE_MAX 100                 /* live sandboxes, one workspace */
+#define AL_SANDBOX_LIVE_PER_PERSON 20           /* of which one person's (E2B's own default concurrency) */
 #define AL_SANDBOX_META_MAX 32                  /* metadata entries, and env vars */
 #define AL_SANDBOX_META_KEY_MAX 128
 #define AL_SANDBOX_META_VALUE_MAX 1024

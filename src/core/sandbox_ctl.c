@@ -18,6 +18,7 @@
 #include "../store/runs.h"
 #include "../util/hash.h"
 #include "governance.h"
+#include "runs.h"
 #include "sandbox_int.h"
 #include "session_box.h"
 #include "service.h"
@@ -25,26 +26,6 @@
 #include "text.h"
 
 /* ------------------------------------------------------------ what create asks */
-
-/* Whether NAME may be a variable a sandbox sets in its commands: a shell
- * name, not one that makes the loader, the shell or the box's layout do
- * what the box did not choose. */
-static const char *env_problem(const char *name) {
-    if (!name[0] || !(isalpha((unsigned char)name[0]) || name[0] == '_'))
-        return "is not a variable name ([A-Za-z_][A-Za-z0-9_]*)";
-    for (const char *c = name; *c; c++)
-        if (!(isalnum((unsigned char)*c) || *c == '_'))
-            return "is not a variable name ([A-Za-z_][A-Za-z0-9_]*)";
-    static const char *const denied[] = { "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "IFS", "GCONV_PATH",
-                                          "HOME", "PWD", "OLDPWD", "HOSTALIASES", "LOCALDOMAIN", "RES_OPTIONS" };
-    for (size_t i = 0; i < sizeof denied / sizeof *denied; i++)
-        if (strcmp(name, denied[i]) == 0)
-            return "is one the box sets itself, or one that makes the shell run other code";
-    if (strncmp(name, "LD_", 3) == 0 || strncmp(name, "BASH_FUNC_", 10) == 0 || strncmp(name, "MALLOC_", 7) == 0 ||
-        strncmp(name, "GLIBC_", 6) == 0)
-        return "changes how the loader or libc behave";
-    return NULL;
-}
 
 /* OBJ (NULL: none), FIELD of the request: an object of at most
  * AL_SANDBOX_META_MAX strings, bounded in size; environment names when ENV. */
@@ -66,7 +47,7 @@ static int strings_check(json_t *obj, const char *field, bool env, al_error *err
         if (json_string_length(v) > AL_SANDBOX_META_VALUE_MAX || strlen(json_string_value(v)) != json_string_length(v))
             return al_err(err, field, EINVAL, "%s.%s: longer than %d bytes, or holds a NUL", field, k,
                           AL_SANDBOX_META_VALUE_MAX);
-        const char *bad = env ? env_problem(k) : NULL;
+        const char *bad = env ? al_sandbox_env_problem(k) : NULL;
         if (bad)
             return al_err(err, field, EINVAL, "%s: %s %s", field, k, bad);
     }
@@ -179,7 +160,7 @@ static int store_with_audit(al_service *s, const al_principal *p, const al_store
         json_decref(data);
         return r;
     }
-    if ((r = al_store_sandbox_put(s->store, b, AL_SANDBOX_LIVE_MAX, err)) < 0)
+    if ((r = al_store_sandbox_put(s->store, b, AL_SANDBOX_LIVE_MAX, AL_SANDBOX_LIVE_PER_PERSON, err)) < 0)
         json_decref(data);
     else
         r = al_workspace_audit(s, p, kind, data, err);
@@ -476,6 +457,33 @@ int al_sandbox_pause(al_service *s, const al_principal *p, const char *id, bool 
 
 /* Delete sandbox ID (of OWNER) with its audit event (BY: who; NULL the
  * reaper), then its directory: 0, -ENOENT. */
+/* How many of a sandbox's newest runs its kill looks through for live ones
+ * (its person's share of the queue holds far fewer) */
+#define KILL_RUNS_LOOKED 200
+
+/* The commands of sandbox ID (its thread's runs) that have not ended,
+ * canceled as its OWNER: E2B's kill ends every process of the sandbox, and
+ * a command left running would go on to its timeout, charged, holding its
+ * person's places, its end reaching no one. */
+static void cancel_commands(al_service *s, const al_principal *owner, const char *id) {
+    char thread[72];
+    snprintf(thread, sizeof thread, "e2b-%s", id);
+    al_store_run_filter f = { .ws_id = owner->workspace_id, .state = _AL_RUN_STATE_INVALID, .thread_id = thread,
+                              .before_seq = INT64_MAX, .limit = KILL_RUNS_LOOKED };
+    al_store_run_brief *b = NULL;
+    size_t n = 0;
+    al_error err = { 0 };
+    if (al_store_run_list(s->store, &f, &b, &n, &err) < 0) {
+        al_service_log(s, AL_LOG_WARN, "sandbox.kill_commands_unread",
+                       json_pack("{s:s, s:s}", "sandbox_id", id, "error", err.msg));
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!al_run_state_ended(b[i].run.state))
+            al_run_cancel(s, owner, b[i].run.id);
+    al_store_run_briefs_free(b, n);
+}
+
 static int kill_one(al_service *s, const al_principal *owner, const char *id, const char *why, al_error *err) {
     int r = al_store_begin(s->store, err);
     if (r < 0)
@@ -490,9 +498,11 @@ static int kill_one(al_service *s, const al_principal *owner, const char *id, co
     }
     if ((r = al_store_commit(s->store, err)) < 0)
         return r;
-    /* the row went first: nothing admits the sandbox while its files go;
-     * its session box ends (held here at once, on another node when its
-     * keeper sees the directory gone) */
+    /* the row went first: nothing admits the sandbox while its commands
+     * and files go (a command's end that puts its tree back after this
+     * removes it: sandbox_run.c); its session box ends (held here at
+     * once, on another node when its keeper sees the directory gone) */
+    cancel_commands(s, owner, id);
     al_session_box_end(s, id);
     al_sandbox_remove_dirs(s, id);
     return 0;

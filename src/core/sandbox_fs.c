@@ -18,22 +18,16 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../store/sandboxes.h"
+#include "../util/hash.h"
+#include "artifacts.h"
+#include "queue.h"
 #include "sandbox_int.h"
 #include "service.h"
 #include "service_int.h"
 #include "session_box.h"
 
-/* How deep a walk goes (a box may have left deeper trees: they count as full) */
-#define WALK_DEPTH_MAX 32
 
-static int beneath(int dirfd, const char *rel, int flags, mode_t mode) {
-    struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
-                            .mode = (flags & O_CREAT) ? mode : 0,
-                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-                                       RESOLVE_NO_XDEV };
-    long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
-    return fd < 0 ? -errno : (int)fd;
-}
 
 /* ROOT of SB as an O_PATH directory fd. */
 static int root_fd(al_service *s, const al_sandbox *sb, al_sandbox_root root, al_error *err) {
@@ -65,7 +59,7 @@ static int parent_of(int rootfd, const char *rel, bool make, const char **name) 
     memcpy(dir, rel, (size_t)(slash - rel));
     dir[slash - rel] = '\0';
     if (!make)
-        return beneath(rootfd, dir, O_PATH | O_DIRECTORY, 0);
+        return al_sandbox_beneath(rootfd, dir, O_PATH | O_DIRECTORY, 0);
     /* one name at a time: each made if missing, then opened without links */
     int fd = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
     if (fd < 0)
@@ -77,7 +71,7 @@ static int parent_of(int rootfd, const char *rel, bool make, const char **name) 
             close(fd);
             return e;
         }
-        int next = beneath(fd, seg, O_PATH | O_DIRECTORY, 0);
+        int next = al_sandbox_beneath(fd, seg, O_PATH | O_DIRECTORY, 0);
         close(fd);
         fd = next;
     }
@@ -108,7 +102,7 @@ int al_sandbox_fs_open(al_service *s, const al_sandbox *sb, al_sandbox_root root
         return rfd;
     if (!rel[0])
         return fs_err(err, -EISDIR, rel);
-    int fd = beneath(rfd, rel, O_RDONLY | O_NONBLOCK, 0);
+    int fd = al_sandbox_beneath(rfd, rel, O_RDONLY | O_NONBLOCK, 0);
     if (fd < 0)
         return fs_err(err, fd, rel);
     struct stat st;
@@ -209,7 +203,7 @@ static int list_dir(lister *ls, int dfd, const char *rel, int depth) {
             continue;
         r = add_entry(ls, path, &st);
         if (r == 0 && S_ISDIR(st.st_mode) && depth > 1) {
-            int sub = beneath(dirfd(d), de->d_name, O_PATH | O_DIRECTORY, 0);
+            int sub = al_sandbox_beneath(dirfd(d), de->d_name, O_PATH | O_DIRECTORY, 0);
             if (sub >= 0) {
                 r = list_dir(ls, sub, path, depth - 1);
                 close(sub);
@@ -232,7 +226,7 @@ int al_sandbox_fs_list(al_service *s, const al_sandbox *sb, al_sandbox_root root
     _cleanup_close_ int rfd = root_fd(s, sb, root, err);
     if (rfd < 0)
         return rfd;
-    _cleanup_close_ int dfd = rel[0] ? beneath(rfd, rel, O_PATH | O_DIRECTORY, 0) : fcntl(rfd, F_DUPFD_CLOEXEC, 3);
+    _cleanup_close_ int dfd = rel[0] ? al_sandbox_beneath(rfd, rel, O_PATH | O_DIRECTORY, 0) : fcntl(rfd, F_DUPFD_CLOEXEC, 3);
     if (dfd < 0)
         return fs_err(err, dfd == -1 ? -errno : dfd, rel);
     lister ls = { .out = ret };
@@ -280,7 +274,7 @@ static int walk_usage(int dfd, int depth, usage *u) {
         if (u->entries > AL_SANDBOX_ENTRIES_MAX || u->bytes > AL_SANDBOX_BYTES_MAX)
             r = -EDQUOT;
         else if (S_ISDIR(st.st_mode)) {
-            int sub = beneath(dirfd(d), de->d_name, O_PATH | O_DIRECTORY, 0);
+            int sub = al_sandbox_beneath(dirfd(d), de->d_name, O_PATH | O_DIRECTORY, 0);
             if (sub >= 0) {
                 r = walk_usage(sub, depth + 1, u);
                 close(sub);
@@ -311,6 +305,70 @@ static int check_room(al_service *s, const al_sandbox *sb, uint64_t add, uint64_
     return r < 0 ? al_err(err, "files", -r, "cannot count the sandbox's files: %s", strerror(-r)) : 0;
 }
 
+/* What the tree DFD holds (regular files' bytes), DEPTH deep, into U: no
+ * cap on the bytes (a command may leave each root at the box's caps), a
+ * bound on the entries looked at, for a bounded cost. */
+static void count_tree(int dfd, int depth, usage *u) {
+    if (depth > WALK_DEPTH_MAX || u->entries > AL_SANDBOX_ENTRIES_MAX * 4)
+        return;
+    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    for (struct dirent *de; (de = readdir(d)) && u->entries <= AL_SANDBOX_ENTRIES_MAX * 4;) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        u->entries++;
+        u->bytes += S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+        if (S_ISDIR(st.st_mode)) {
+            int sub = al_sandbox_beneath(dirfd(d), de->d_name, O_PATH | O_DIRECTORY, 0);
+            if (sub >= 0) {
+                count_tree(sub, depth + 1, u);
+                close(sub);
+            }
+        }
+    }
+    closedir(d);
+}
+
+void al_sandbox_account(al_service *s, const char *id) {
+    usage u = { 0 };
+    for (int root = AL_SANDBOX_HOME; root <= AL_SANDBOX_OUT; root++) {
+        char d[PATH_MAX];
+        if (al_sandbox_dir(s, id, (al_sandbox_root)root, d, sizeof d) < 0)
+            return;
+        _cleanup_close_ int fd = open(d, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd >= 0)
+            count_tree(fd, 0, &u);
+    }
+    al_error err = { 0 };
+    if (al_store_sandbox_set_bytes(s->store, id, (int64_t)u.bytes, &err) < 0)
+        al_service_log(s, AL_LOG_WARN, "sandbox.bytes_unrecorded",
+                       json_pack("{s:s, s:s}", "sandbox_id", id, "error", err.msg));
+}
+
+/* Whether the organisation of SB has room for ADD more bytes (its storage
+ * quota: artifacts, runs, skills, the inputs of runs that wait, and its
+ * sandboxes, this one as it is): 0, or -EDQUOT said. */
+static int check_org_room(al_service *s, const al_sandbox *sb, uint64_t add, al_error *err) {
+    int64_t quota = al_artifacts_org_quota(s, sb->owner.org_id), used = al_artifacts_org_usage(s, sb->owner.org_id),
+            pending = al_runs_pending_input_bytes(s, sb->owner.org_id);
+    if (used == AL_USAGE_UNKNOWN || pending == AL_USAGE_UNKNOWN)
+        return al_err(err, "files", EIO, "the organisation's storage use cannot be read: try again");
+    if (used + pending + (int64_t)add > quota)
+        return al_err(err, "files", EDQUOT,
+                      "the organisation's storage (%lld bytes) is full: artifacts, runs, skills and sandboxes hold "
+                      "%lld, inputs of runs that wait %lld, and this file is %llu",
+                      (long long)quota, (long long)used, (long long)pending, (unsigned long long)add);
+    return 0;
+}
+
 /* ------------------------------------------------------------ writing */
 
 int al_sandbox_fs_write(al_service *s, const al_sandbox *sb, al_sandbox_root root, const char *rel, const void *data,
@@ -322,6 +380,8 @@ int al_sandbox_fs_write(al_service *s, const al_sandbox *sb, al_sandbox_root roo
     for (const char *p = rel; *p; p++)
         depth += *p == '/';
     int r = check_room(s, sb, len, depth, err);
+    if (r == 0)
+        r = check_org_room(s, sb, len, err);
     if (r < 0)
         return r;
     _cleanup_close_ int rfd = root_fd(s, sb, root, err);
@@ -360,6 +420,7 @@ int al_sandbox_fs_write(al_service *s, const al_sandbox *sb, al_sandbox_root roo
         unlinkat(pfd, tmp, 0);
         return fs_err(err, r, rel);
     }
+    al_sandbox_account(s, sb->id);
     return 0;
 }
 
@@ -432,7 +493,15 @@ static int empty_root(int rootfd, al_error *err) {
     return 0;
 }
 
+static int fs_remove(al_service *s, const al_sandbox *sb, al_sandbox_root root, const char *rel, al_error *err);
+
 int al_sandbox_fs_remove(al_service *s, const al_sandbox *sb, al_sandbox_root root, const char *rel, al_error *err) {
+    int r = fs_remove(s, sb, root, rel, err);
+    al_sandbox_account(s, sb->id); /* what went, whatever failed after */
+    return r;
+}
+
+static int fs_remove(al_service *s, const al_sandbox *sb, al_sandbox_root root, const char *rel, al_error *err) {
     _cleanup_close_ int rfd = root_fd(s, sb, root, err);
     if (rfd < 0)
         return rfd;

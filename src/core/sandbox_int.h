@@ -1,4 +1,4 @@
-/* What sandbox.c, sandbox_ctl.c and sandbox_fs.c share, and nothing
+/* What sandbox.c, sandbox_ctl.c, sandbox_fs.c and sandbox_pin.c share, and nothing
  * above the core sees. */
 #pragma once
 
@@ -14,3 +14,8 @@ void al_sandbox_remove_dirs(al_service *s, const char *id);
 /* Why SEG (LEN bytes), one segment of a path, may not name a file in a
  * sandbox (the /out name rules), or NULL. */
 const char *al_sandbox_name_problem(const char *seg, size_t len);
+/* REL beneath DIRFD opened with FLAGS (MODE when it creates): openat2 with
+ * no "..", no symbolic or magic link, no other mount; -errno. */
+int al_sandbox_beneath(int dirfd, const char *rel, int flags, mode_t mode);
+/* How deep a walk goes (a box may have left deeper trees: they count as full) */
+#define WALK_DEPTH_MAX 32

@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "artifacts.h"
+#include "../store/sandboxes.h"
 #include "sandbox.h"
+#include "sandbox_int.h"
 #include "service_int.h"
 
 bool al_sandbox_run_of(const al_store_run *run, char *id, size_t n) {
@@ -66,5 +68,16 @@ int al_sandbox_flow_back_dir(al_service *s, const char *id, const char *dir, al_
     int r = swap_in(work, home, err);
     if (r == 0)
         r = swap_in(out, sb_out, err);
+    /* killed while its tree went back: the kill removes the row, then the
+     * files, so either it removed what this put back, or its row is gone
+     * now and what this put back is removed here (never left on disk with
+     * no sandbox to count or reach it) */
+    al_store_sandbox b = { 0 };
+    al_error gerr = { 0 };
+    if (al_store_sandbox_get(s->store, NULL, id, false, &b, &gerr) == -ENOENT)
+        al_sandbox_remove_dirs(s, id);
+    else if (r == 0) /* what the command left counts against its organisation's storage */
+        al_sandbox_account(s, id);
+    al_store_sandbox_done(&b);
     return r;
 }

@@ -296,6 +296,21 @@ static int check_default_network(json_t *eff, json_t *cur, al_error *err) {
     return r;
 }
 
+/* A session box's /work is its own and live: an approval, which binds a
+ * command's code and the sandbox's files as they are in home/, could not
+ * bind what the box holds. So the two do not go together (the settings as
+ * they will be: CUR's over EFF's). */
+static int check_session_approvals(json_t *eff, json_t *cur, al_error *err) {
+    json_t *sb = json_object_get(cur, "e2b_session_box"), *pol = json_object_get(cur, "approval_policy");
+    sb = sb ? sb : json_object_get(eff, "e2b_session_box");
+    pol = pol ? pol : json_object_get(eff, "approval_policy");
+    if (json_is_true(sb) && strcmp(json_string_value(pol) ?: "never", "never") != 0)
+        return al_err(err, "settings", EINVAL, "e2b_session_box and approval_policy %s do not go together: a session "
+                      "box's files are its own and live, so an approval could not bind what a call reads; keep "
+                      "approval_policy never, or the session box off", json_string_value(pol));
+    return 0;
+}
+
 int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, json_t *body, al_error *err) {
     int r0 = al_settings_body_check(body, err);
     if (r0 < 0)
@@ -397,6 +412,8 @@ int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, jso
                    json_object_get(body, "network_hosts"))) {
         r = check_default_network(eff, cur, err);
     }
+    if (r == 0 && (json_object_get(body, "e2b_session_box") || json_object_get(body, "approval_policy")))
+        r = check_session_approvals(eff, cur, err);
     json_decref(eff);
     return r;
 }

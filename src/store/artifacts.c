@@ -180,13 +180,14 @@ int al_store_artifact_blobs(al_store *s, int (*each)(const char *sha256, void *u
 }
 
 int al_store_org_storage_used(al_store *s, const char *org_id, int64_t *ret_bytes, al_error *err) {
-    /* artifacts, what its runs hold (code, output, events), and each
-     * skill bundle the organisation keeps, once */
+    /* artifacts, what its runs hold (code, output, events), each skill
+     * bundle the organisation keeps, once, and its E2B sandboxes' files */
     json_t *rows = al_store_query(s, err,
                                   "SELECT COALESCE((SELECT artifact_bytes + run_bytes FROM orgs WHERE id = ?), 0) + "
                                   "(SELECT COALESCE(SUM(b), 0) FROM (SELECT MAX(bytes) AS b FROM skills WHERE org_id = ? "
-                                  "GROUP BY digest) AS held) AS used",
-                                  "ss", org_id, org_id);
+                                  "GROUP BY digest) AS held) + "
+                                  "(SELECT COALESCE(SUM(bytes), 0) FROM sandboxes WHERE org_id = ?) AS used",
+                                  "sss", org_id, org_id, org_id);
     if (!rows)
         return -EIO;
     json_t *used = json_object_get(json_array_get(rows, 0), "used");

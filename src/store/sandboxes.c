@@ -91,7 +91,7 @@ int al_store_key_id_of(al_store *s, const char *key, char *ret_id, al_error *err
     return found;
 }
 
-int al_store_sandbox_put(al_store *s, const al_store_sandbox *b, int64_t max, al_error *err) {
+int al_store_sandbox_put(al_store *s, const al_store_sandbox *b, int64_t max, int64_t max_person, al_error *err) {
     char lock[64];
     snprintf(lock, sizeof lock, "sandboxes:%s", b->owner.workspace_id);
     int64_t n = 0;
@@ -101,6 +101,18 @@ int al_store_sandbox_put(al_store *s, const al_store_sandbox *b, int64_t max, al
     if (n >= max)
         return al_err(err, "sandbox", EDQUOT, "the workspace holds %lld sandboxes, the most it may: kill one first",
                       (long long)max);
+    /* one person's share, so that one person (or one leaked key) cannot
+     * take every sandbox the workspace may hold */
+    json_t *rows = al_store_query(s, err, "SELECT COUNT(*) AS n FROM sandboxes WHERE workspace_id = ? AND person_id = ?",
+                                  "ss", b->owner.workspace_id, b->owner.person_id);
+    if (!rows)
+        return -EIO;
+    n = json_integer_value(json_object_get(json_array_get(rows, 0), "n"));
+    json_decref(rows);
+    if (n >= max_person)
+        return al_err(err, "sandbox", EDQUOT,
+                      "you hold %lld sandboxes, the most one person may in a workspace: kill one first",
+                      (long long)max_person);
     return al_store_exec(s, err,
                          "INSERT INTO sandboxes (id, org_id, workspace_id, person_id, key_id, token_hash, template_id, "
                          "image, network, metadata, env_vars, started_at, end_at, state) "
@@ -149,6 +161,10 @@ int al_store_sandbox_set(al_store *s, const char *id, const char *end_at, const 
                          "UPDATE sandboxes SET end_at = COALESCE(CAST(? AS TEXT), end_at), "
                          "state = COALESCE(CAST(? AS TEXT), state) WHERE id = ?",
                          "SSs", end_at, state, id);
+}
+
+int al_store_sandbox_set_bytes(al_store *s, const char *id, int64_t bytes, al_error *err) {
+    return al_store_exec(s, err, "UPDATE sandboxes SET bytes = ? WHERE id = ?", "is", bytes, id);
 }
 
 int al_store_sandbox_set_token(al_store *s, const char *id, const char *token_hash, al_error *err) {

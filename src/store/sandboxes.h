@@ -32,10 +32,11 @@ void al_store_sandboxes_free(al_store_sandboxes *l);
 /* The id of the valid (not revoked) API key KEY into RET_ID (40 bytes):
  * 1, 0 when KEY is no valid key, -errno. */
 int al_store_key_id_of(al_store *s, const char *key, char *ret_id, al_error *err);
-/* Add B (its seq is the store's) unless its workspace holds MAX already
+/* Add B (its seq is the store's) unless its workspace holds MAX already, or its
+ * person MAX_PERSON in that workspace
  * (-EDQUOT): counted under the workspace's lock, inside the caller's unit
  * of work, so that concurrent creates (on any node) never pass MAX. */
-int al_store_sandbox_put(al_store *s, const al_store_sandbox *b, int64_t max, al_error *err);
+int al_store_sandbox_put(al_store *s, const al_store_sandbox *b, int64_t max, int64_t max_person, al_error *err);
 /* Sandbox ID of WS_ID (the control plane), or of whichever workspace when
  * WS_ID is NULL (the sandbox plane, which then checks the token), whose
  * creating key is still valid when KEY_VALID: 0, -ENOENT, -errno. */
@@ -48,6 +49,9 @@ int al_store_sandboxes_count(al_store *s, const char *ws_id, int64_t *ret, al_er
 /* Set sandbox ID's end (END_AT, when not NULL) and state (STATE, when not
  * NULL): 1, 0 when there is no such sandbox. */
 int al_store_sandbox_set(al_store *s, const char *id, const char *end_at, const char *state, al_error *err);
+/* What sandbox ID holds on disk (home/ and out/), which its organisation's
+ * storage use counts: 1, 0 when there is no such sandbox. */
+int al_store_sandbox_set_bytes(al_store *s, const char *id, int64_t bytes, al_error *err);
 /* Set sandbox ID's access token hash: 1, 0 when there is no such sandbox. */
 int al_store_sandbox_set_token(al_store *s, const char *id, const char *token_hash, al_error *err);
 /* Delete sandbox ID: 1, 0 when there was none. */

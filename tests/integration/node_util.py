@@ -2,6 +2,7 @@
 `npm ci` from tests/e2e/package-lock.json (pinned versions) on first use, and
 run with Node's own test runner. A Node test file that fails fails the
 pytest test that ran it, with Node's report in the message."""
+import fcntl
 import os
 import shutil
 import subprocess
@@ -15,12 +16,20 @@ E2E = ROOT / "tests" / "e2e"
 
 
 def npm_ci():
-    """Install tests/e2e's pinned packages unless the installed ones match the lock file."""
+    """Install tests/e2e's pinned packages unless the installed ones match the lock file.
+    One install at a time: the parallel passes' workers each call this, and two
+    `npm ci` in one directory remove each other's files (ENOTEMPTY)."""
     need(shutil.which("node") and shutil.which("npm"), "node and npm (scripts/deps.sh installs them)")
     lock = E2E / "package-lock.json"
     stamp = E2E / "node_modules" / ".package-lock.json"   # npm writes it on every install
-    if stamp.exists() and stamp.stat().st_mtime >= lock.stat().st_mtime:
-        return
+    with open(E2E / ".npm-ci.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if stamp.exists() and stamp.stat().st_mtime >= lock.stat().st_mtime:
+            return
+        _install()
+
+
+def _install():
     p = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=E2E,
                        capture_output=True, timeout=600, stdin=subprocess.DEVNULL)
     assert p.returncode == 0, f"npm ci in tests/e2e failed:\n{p.stdout.decode()[-3000:]}\n{p.stderr.decode()[-3000:]}"

@@ -27,7 +27,7 @@ ROUTE_ROW = re.compile(r'\{\s*(NULL|"(?:GET|POST|PUT|PATCH|DELETE)")\s*,\s*"(/[^
 # (AL_AUTH_SANDBOX, reached only with E2b-Sandbox-Id) is envd's, so neither
 # is in docs/openapi.json; the E2B SDK's tests hold them to their contract
 # (tests/e2e/e2b_*.test.mjs).
-NOT_AIRLOCKS = {"AL_AUTH_E2B_KEY", "AL_AUTH_SANDBOX"}
+NOT_AIRLOCKS = {"AL_AUTH_E2B_KEY", "AL_AUTH_SANDBOX", "AL_AUTH_SANDBOX_OPEN"}  # E2B's API: docs/api.md
 ROUTE_FILES = sorted((ROOT / "src" / "api").glob("*.c"))
 
 

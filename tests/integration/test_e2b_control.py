@@ -142,7 +142,10 @@ def test_the_sandbox_plane_admits_only_its_token_and_a_live_sandbox(service):
     assert status == 401
     status, _, doc = plane(service, "sbx_00000000000000000000", token, "GET", "/health")
     assert status == 502, (status, doc)
+    # WatchDir is a server stream: its refusal is the end-stream frame (what the SDK reads)
     status, _, doc = rpc(service, sid, token, "WatchDir", {"path": "/home/user"})
+    assert status == 200 and doc[:1] == b"\x02" and b'"unimplemented"' in doc, (status, doc)
+    status, _, doc = rpc(service, sid, token, "CreateWatcher", {"path": "/home/user"})
     assert status == 501 and doc["code"] == "unimplemented", (status, doc)
     status, _, doc = plane(service, sid, token, "GET", "/no/such")
     assert status == 404 and doc["code"] == 404, (status, doc)
@@ -216,9 +219,11 @@ def test_control_plane_shapes_limits_and_audit(service):
 
 def test_live_sandboxes_are_capped_per_workspace(service):
     t = service.new_tenant(f"e2b-cap-{uuid.uuid4().hex[:6]}")
-    made = [create(t.client)[0] for _ in range(100)]
-    status, _, doc = t.client.request("POST", "/v2/sandboxes", json={"templateID": "base"},
-                                      headers={"X-API-KEY": t.key})
+    # five people, twenty each (a person's own share: test_battery_p_e2b.py p2)
+    people = [t.client] + [service.with_key(service.new_person(t.workspace, f"e2b-cap-{i}")[1]) for i in range(5)]
+    made = [create(people[i // 20])[0] for i in range(100)]
+    status, _, doc = people[5].request("POST", "/v2/sandboxes", json={"templateID": "base"},
+                                       headers={"X-API-KEY": people[5].key})
     assert status == 429 and doc["code"] == 429 and "100" in doc["message"], (status, doc)
     # the list pages through all of them, 100 at most a page
     status, hdrs, page = t.client.request("GET", "/v2/sandboxes")

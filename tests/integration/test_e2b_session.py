@@ -47,6 +47,16 @@ def test_the_setting_is_a_bool_shown_false_and_true_taken_on_native(service):
         assert status == 400 and "e2b_session_box must be true or false" in doc["error"]["message"], (bad, status, doc)
     assert t.client.ok("PATCH", "/v1/settings", json={"e2b_session_box": True})["e2b_session_box"] is True
     assert t.client.ok("GET", "/v1/settings")["e2b_session_box"] is True
+    # approvals bind a command's files as home/ has them; a session box's
+    # are its own: the two are refused together, either way round
+    status, _, doc = t.client.request("PATCH", "/v1/settings", json={"approval_policy": "always"})
+    assert status == 400 and "do not go together" in doc["error"]["message"], (status, doc)
+    t.client.ok("PATCH", "/v1/settings", json={"e2b_session_box": False})
+    t.client.ok("PATCH", "/v1/settings", json={"approval_policy": "high_risk"})
+    status, _, doc = t.client.request("PATCH", "/v1/settings", json={"e2b_session_box": True})
+    assert status == 400 and "do not go together" in doc["error"]["message"], (status, doc)
+    assert t.client.ok("PATCH", "/v1/settings", json={"approval_policy": "never", "e2b_session_box": True})[
+        "e2b_session_box"] is True
     assert t.client.ok("PATCH", "/v1/settings", json={"e2b_session_box": False})["e2b_session_box"] is False
 
 
