@@ -25,7 +25,7 @@
 #include "sandbox_int.h"
 #include "service.h"
 #include "service_int.h"
-#include "session_box.h"
+#include "sandbox_session.h"
 
 
 
@@ -34,7 +34,7 @@ static int root_fd(al_service *s, const al_sandbox *sb, al_sandbox_root root, al
     char d[PATH_MAX];
     /* a session box holds the sandbox's files while it lives (its /work is
      * its own, flowed back when it ends): refused, never stale */
-    if (al_session_box_holds(s, sb->id))
+    if (al_session_box_holds(s->cfg.state_dir, sb->id))
         return al_err(err, "files", EBUSY, "the sandbox's session box holds /home/user and /out while it lives "
                       "(e2b_session_box): reach its files with a command or a cell, or pause the sandbox (its "
                       "processes end, its files are kept) and the files API works on them again");

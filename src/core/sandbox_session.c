@@ -3,12 +3,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 /* what one read of the log takes at most (lines past it wait for the next) */
@@ -379,4 +381,12 @@ void al_session_forget(int chan, const char *call) {
         snprintf(rel, sizeof rel, "%s/%s.%s", files[i][0], call, files[i][1]);
         unlinkat(chan, rel, 0);
     }
+}
+
+bool al_session_box_holds(const char *state_dir, const char *id) {
+    char hp[PATH_MAX];
+    struct stat st;
+    if (snprintf(hp, sizeof hp, "%s/sandboxes/%s/session/holder", state_dir, id) >= (int)sizeof hp)
+        return false;
+    return lstat(hp, &st) == 0 && time(NULL) - st.st_mtime < AL_SESSION_HOLDER_STALE_S;
 }

@@ -91,6 +91,13 @@ int al_session_end_read(int chan, const char *call, al_session_end *end, al_erro
  * without following a link, by the service's uid. */
 #define AL_SESSION_CALLS_MAX 64
 
+/* The node holding a session box keeps STATE/sandboxes/ID/session/holder
+ * (its node id) fresh; one older than this is a dead node's. */
+#define AL_SESSION_HOLDER_STALE_S 10
+/* Whether a session box of sandbox ID lives (on any node: its holder file
+ * is fresh): its files are the box's until it ends (session_box.h). */
+bool al_session_box_holds(const char *state_dir, const char *id);
+
 typedef struct al_session_relay_call {
     char call[64];
     uint64_t bytes;

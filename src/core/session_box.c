@@ -29,7 +29,7 @@
  * says it holds the box (DIR/holder's time) */
 #define WATCH_MS 300
 /* a holder file older than this is a node's that died */
-#define HOLDER_STALE_S 10
+#define HOLDER_STALE_S AL_SESSION_HOLDER_STALE_S
 
 typedef struct al_session_box {
     char id[32];
@@ -368,15 +368,6 @@ int al_session_box_ensure(al_service *s, const al_store_run *run, const char *id
 out:
     pthread_mutex_unlock(&s->session_mu);
     return r;
-}
-
-bool al_session_box_holds(al_service *s, const char *id) {
-    char d[PATH_MAX], hp[PATH_MAX + 16];
-    struct stat st;
-    if (session_dir(s, id, d, sizeof d) < 0)
-        return false;
-    snprintf(hp, sizeof hp, "%s/holder", d);
-    return lstat(hp, &st) == 0 && time(NULL) - st.st_mtime < HOLDER_STALE_S;
 }
 
 int al_session_box_alive(al_service *s, const char *id, uint64_t gen, char *why, size_t n) {

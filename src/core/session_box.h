@@ -35,9 +35,6 @@
  * 0; -EBUSY (held by another node: ERR says which), -errno. */
 int al_session_box_ensure(al_service *s, const al_store_run *run, const char *id, uint64_t *gen, bool *fresh,
                           al_error *err);
-/* Whether a session box of ID lives (on any node: its holder file is
- * fresh); its files are the box's until it ends. */
-bool al_session_box_holds(al_service *s, const char *id);
 /* Whether the session box GEN of ID still lives: 1, or 0 with how it
  * ended in WHY. */
 int al_session_box_alive(al_service *s, const char *id, uint64_t gen, char *why, size_t n);
