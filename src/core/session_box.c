@@ -179,8 +179,9 @@ static void *keeper(void *p) {
         }
         len -= (size_t)(at - buf);
         memmove(buf, at, len);
-        if (len == EVENT_LINE_MAX && !b->cancel_sent) {   /* no helper writes such a line */
-            s->driver->cancel(&b->dr);
+        if (len == EVENT_LINE_MAX) {   /* no helper writes such a line: dropped, the box ended */
+            if (!b->cancel_sent)
+                s->driver->cancel(&b->dr);
             b->cancel_sent = true;
             len = 0;
         }
