@@ -22,7 +22,7 @@ import uuid
 import pytest
 
 from node_util import node_test, npm_ci
-from service_util import assert_no_boxes, box_processes, gov_tenant, put_settings, service  # noqa: F401
+from service_util import assert_no_boxes, gov_tenant, service, services, shutdown  # noqa: F401
 from test_e2b_commands import create, start
 
 
@@ -311,6 +311,16 @@ def test_a_call_while_another_node_holds_the_session_box_is_refused_saying_so(se
         assert service.request("DELETE", f"/sandboxes/{sid}")[0] == 204
     finally:
         _off(service)
+
+
+def test_the_services_stop_ends_its_session_boxes_and_flows_their_files_back(services):
+    svc = services.start("sessstop", config={"max_concurrent": 4})
+    svc.ok("PATCH", "/v1/settings", json={"e2b_session_box": True})
+    sid, token = create(svc)
+    out, _ = _bash(svc, sid, token, "echo at-stop > s.txt; sleep 61 >/dev/null 2>&1 & echo started")
+    assert out == b"started\n"
+    shutdown(svc)             # asserts that no box process or cgroup is left
+    assert (svc.state / "sandboxes" / sid / "home" / "s.txt").read_text() == "at-stop\n"
 
 
 def _agents():
