@@ -95,13 +95,13 @@ static int asked(al_service *s, active_run *a) {
 json_t *al_run_session_call(al_service *s, active_run *a, const al_store_run *run, const char *id,
                             al_run_session_out_fn out, void *ud, al_error *err) {
     uint64_t timeout_ms = 0, gen = 0;
-    bool fresh = false;
+    char prev[300];
     json_t *req = request(run, &timeout_ms);
     if (!req) {
         al_err(err, "session", EINVAL, "a session box runs python, bash and node, not %s", run->language);
         return NULL;
     }
-    int r = al_session_box_ensure(s, run, id, &gen, &fresh, err);
+    int r = al_session_box_ensure(s, run, id, &gen, prev, sizeof prev, err);
     char chan_path[PATH_MAX];
     if (r == 0 && snprintf(chan_path, sizeof chan_path, "%s/sandboxes/%s/session/box", s->cfg.state_dir, id) >=
                       (int)sizeof chan_path)
@@ -115,6 +115,15 @@ json_t *al_run_session_call(al_service *s, active_run *a, const al_store_run *ru
     if (r < 0)
         return NULL;
     call c = { .out = out, .ud = ud };
+    if (prev[0]) {
+        /* a new box in place of one that ended: the call says what is gone */
+        char note[512];
+        int n = snprintf(note, sizeof note, "airlock: a new session box was started for this sandbox (the previous one "
+                         "ended: %s); variables and processes of earlier calls are gone, files are kept\n", prev);
+        al_helper_event ev = { .kind = AL_HELPER_EVENT_STDERR, .data = note,
+                               .len = n < (int)sizeof note ? (size_t)n : sizeof note - 1 };
+        chunk(&c, &ev);
+    }
     uint64_t off = 0, deadline = al_now_ms() + timeout_ms + GRACE_MS;
     bool cancel_sent = false;
     json_t *res = NULL;

@@ -284,22 +284,29 @@ static int box_job(al_service *s, const al_store_run *run, const char *dir, al_j
     return 0;
 }
 
-/* The held box of ID, ended ones joined and freed first (their files are
- * back before a new one stages them). Called with session_mu held. */
-static al_session_box *held(al_service *s, const char *id) {
+/* The live box of ID, every ended box (of any sandbox) joined and freed
+ * first: their files are back before a new one stages them, and no ended
+ * keeper waits long to be joined. How ID's last box ended, if it did, in
+ * PREV (N bytes; "" none). Called with session_mu held. */
+static al_session_box *held(al_service *s, const char *id, char *prev, size_t n) {
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        al_session_box **pp = &s->sessions, *b = NULL;
-        for (; *pp; pp = &(*pp)->next)
-            if (strcmp((*pp)->id, id) == 0) {
+        al_session_box **pp = &s->sessions, *b = NULL, *live = NULL;
+        for (; *pp; pp = &(*pp)->next) {
+            if ((*pp)->ended) {
                 b = *pp;
                 break;
             }
-        if (!b || !b->ended) {
+            if (strcmp((*pp)->id, id) == 0)
+                live = *pp;
+        }
+        if (!b) {
             pthread_mutex_unlock(&s->mu);
-            return b;
+            return live;
         }
         *pp = b->next;
+        if (strcmp(b->id, id) == 0)
+            snprintf(prev, n, "%s", b->why);
         pthread_mutex_unlock(&s->mu);
         pthread_join(b->thread, NULL);
         pthread_cond_destroy(&b->start_cond);
@@ -307,20 +314,21 @@ static al_session_box *held(al_service *s, const char *id) {
     }
 }
 
-int al_session_box_ensure(al_service *s, const al_store_run *run, const char *id, uint64_t *gen, bool *fresh,
-                          al_error *err) {
+int al_session_box_ensure(al_service *s, const al_store_run *run, const char *id, uint64_t *gen, char *prev,
+                          size_t prev_n, al_error *err) {
     pthread_mutex_lock(&s->session_mu);
-    al_session_box *b = held(s, id);
+    prev[0] = '\0';
+    al_session_box *b = held(s, id, prev, prev_n);
     /* asked to end (a pause, then a resume): its end waited for, so the
      * call gets a new box holding the files the old one flowed back */
     for (int i = 0; b && asked_to_end(b) && i < 200; i++) {
         al_session_box_end(s, id);
         nanosleep(&(struct timespec){ .tv_nsec = 50 * 1000 * 1000 }, NULL);
-        b = held(s, id);
+        b = held(s, id, prev, prev_n);
     }
     int r = 0;
-    *fresh = !b;
     if (b) {
+        prev[0] = '\0';
         *gen = b->gen;
         goto out;
     }

@@ -31,10 +31,11 @@
 
 /* The session box of sandbox ID held by this node, started now (for RUN:
  * its image, network and limits; the sandbox's home staged) if there is
- * none: its generation in *GEN and whether it was started now in *FRESH.
- * 0; -EBUSY (held by another node: ERR says which), -errno. */
-int al_session_box_ensure(al_service *s, const al_store_run *run, const char *id, uint64_t *gen, bool *fresh,
-                          al_error *err);
+ * none: its generation in *GEN; when it was started now in place of one
+ * this node held that ended, how that one ended in PREV (PREV_N bytes;
+ * else ""). 0; -EBUSY (held by another node: ERR says which), -errno. */
+int al_session_box_ensure(al_service *s, const al_store_run *run, const char *id, uint64_t *gen, char *prev,
+                          size_t prev_n, al_error *err);
 /* Whether the session box GEN of ID still lives: 1, or 0 with how it
  * ended in WHY. */
 int al_session_box_alive(al_service *s, const char *id, uint64_t gen, char *why, size_t n);

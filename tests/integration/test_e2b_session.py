@@ -372,6 +372,9 @@ def test_a_session_box_that_died_ends_its_call_error_and_the_next_call_gets_a_ne
         assert run["state"] == "error" and "session box ended during this call" in run["error"]["message"], run
         lines = _cell(service, sid, token, "x")
         assert [l["name"] for l in lines if l.get("type") == "error"] == ["NameError"], lines
+        # ... and says why its names are gone
+        said = "".join(l.get("text", "") for l in lines if l.get("type") == "stderr")
+        assert "a new session box was started" in said and "its agent exited" in said, lines
         out, _ = _bash(service, sid, token, "echo fresh")
         assert out == b"fresh\n"
         assert service.request("DELETE", f"/sandboxes/{sid}")[0] == 204
