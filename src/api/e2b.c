@@ -161,6 +161,17 @@ static json_t *detail_json(const al_sandbox *sb, json_t *set) {
     if (!d)
         return NULL;
     json_object_set_new(d, "allowInternetAccess", json_boolean(strcmp(sb->network, "offline") != 0));
+    /* its calls share a session box (docs/api.md, "Session box"): said,
+     * with its limits, and what a pause does to it */
+    if (json_is_true(json_object_get(set, "e2b_session_box")))
+        json_object_set_new(d, "airlock", json_pack("{s:{s:b, s:i, s:f, s:I, s:s, s:s, s:s}}", "sessionBox",
+                                                     "shared", 1, "memoryMB",
+                                                     (int)json_number_value(json_object_get(set, "memory_mb")),
+                                                     "cpus", cpus, "lifetimeMaxS",
+                                                     json_integer_value(json_object_get(set, "sandbox_max_timeout_s")),
+                                                     "callTimeout", "each call's own timeout kills that call only",
+                                                     "pause", "files kept, processes ended",
+                                                     "credits", "each call is charged as a run; the idle box is not"));
     if (strncmp(sb->network, "hosts:", 6) == 0) {
         json_t *hosts = json_array();
         for (const char *p = sb->network + 6; *p;) {

@@ -189,7 +189,9 @@ static bool drain_lines(exec_stream *e, bool all) {
         }
         start = end;
     }
-    memmove(e->line, e->line + start, e->line_len - start);
+    /* nothing held yet (a cell that printed nothing): e->line is NULL */
+    if (start)
+        memmove(e->line, e->line + start, e->line_len - start);
     e->line_len -= start;
     return ok;
 }

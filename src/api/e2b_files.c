@@ -71,7 +71,7 @@ enum MHD_Result al_e2b_files_get(al_route_ctx *x) {
     if (r == 0)
         r = al_sandbox_fs_open(x->s, x->sb, root, rel, &fd, &size, &err);
     if (r < 0)
-        return al_e2b_reply_error(x->c, r == -ENOENT ? 404 : r == -EIO ? 500 : 400, "%s", err.msg);
+        return al_e2b_reply_error(x->c, r == -ENOENT ? 404 : r == -EIO ? 500 : r == -EBUSY ? 409 : 400, "%s", err.msg);
     struct MHD_Response *resp = MHD_create_response_from_fd64(size, fd);
     if (!resp) {
         close(fd);
@@ -193,7 +193,7 @@ enum MHD_Result al_e2b_files_post(al_route_ctx *x) {
             json_decref(out);
             upload_free(&u);
             /* envd's: 507 is the SDK's NotEnoughSpaceError */
-            return al_e2b_reply_error(x->c, r == -EDQUOT ? 507 : r == -EIO ? 500 : 400, "%s", err.msg);
+            return al_e2b_reply_error(x->c, r == -EDQUOT ? 507 : r == -EIO ? 500 : r == -EBUSY ? 409 : 400, "%s", err.msg);
         }
         const char *base = strrchr(rel, '/');
         json_array_append_new(out, json_pack("{s:s, s:s, s:o}", "name", base ? base + 1 : rel, "type", "file", "path",

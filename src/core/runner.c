@@ -17,7 +17,7 @@
 #include "run_end.h"
 #include "run_output.h"
 #include "runner.h"
-#include "sandbox_run.h"
+#include "run_session.h"
 #include "sandbox_run.h"
 #include "service.h"
 #include "service_int.h"
@@ -567,13 +567,9 @@ static void judge(runner *r, int st, json_t *helper_error) {
                json_string_value(json_object_get(e, "message")));
 }
 
-/* The box runs: its events pumped to its end, its output flushed, how it
- * ended judged. */
-static void run_box(runner *r) {
+/* R's output streams' last bytes, redacted and paced out. */
+static void flush_output(runner *r) {
     al_service *s = r->s;
-    json_t *helper_error = NULL;
-    pump(r, &helper_error);
-    int st = s->driver->wait(&r->dr);
     for (int i = 0; i < 2; i++) {
         size_t rn = 0;
         char *red = r->streams[i].dlp ? al_dlp_stream_flush(&r->streams[i], &rn) : NULL;
@@ -582,8 +578,45 @@ static void run_box(runner *r) {
         free(red);
         al_pace_flush(s, r->a->run_id, &r->pace, i);
     }
+}
+
+/* The box runs: its events pumped to its end, its output flushed, how it
+ * ended judged. */
+static void run_box(runner *r) {
+    al_service *s = r->s;
+    json_t *helper_error = NULL;
+    pump(r, &helper_error);
+    int st = s->driver->wait(&r->dr);
+    flush_output(r);
     judge(r, st, helper_error);
     json_decref(helper_error);
+}
+
+/* A chunk of a session call's output: as a box's (pump). */
+static void session_output(void *ud, int i, const char *data, size_t n) {
+    runner *r = ud;
+    size_t rn = 0;
+    char *red = al_dlp_stream_feed(&r->streams[i], data, n, &rn);
+    if (red)
+        al_pace_output(r->s, r->a->run_id, &r->pace, i, red, rn);
+    free(red);
+}
+
+/* The run executed in sandbox ID's session box (run_session.h): running
+ * once its request is in, its output as a box's, its end the agent's. */
+static void run_in_session(runner *r, const char *id) {
+    al_service *s = r->s;
+    al_error err = { 0 };
+    al_store_run_move(s->store, r->a->run_id, AL_RUN_PROVISIONING, AL_RUN_RUNNING, &err);
+    al_service_state_event(s, r->a->run_id, "running");
+    json_t *res = al_run_session_call(s, r->a, r->run, id, session_output, r, &err);
+    flush_output(r);
+    if (!res) {
+        refuse(r, "session_box", "%s", err.msg);
+        return;
+    }
+    r->result = res;
+    judge(r, 0, NULL);
 }
 
 /* The runner leaves: its run given back if it was not settled, what it
@@ -653,6 +686,17 @@ static void *runner_main(void *p) {
         at = claim(r, pre);
     if (at == STEP_ON)
         at = check_started(r);
+    char sandbox[32];
+    if (at == STEP_ON && al_run_session_wanted(s, &r->settings, r->run, sandbox, sizeof sandbox)) {
+        /* settings refuse the two together; a run approved before they
+         * changed is refused here, not run against files never approved */
+        if (r->settings.approval_policy != AL_APPROVAL_NEVER)
+            at = refuse(r, "session_box", "the sandbox's calls share a session box, whose files an approval cannot "
+                        "bind, and the workspace's approval_policy is not never");
+        else
+            run_in_session(r, sandbox);
+        at = STEP_END;
+    }
     if (at == STEP_ON)
         at = start(r);
     if (at == STEP_ON) {

@@ -20,6 +20,7 @@
 #include "governance.h"
 #include "runs.h"
 #include "sandbox_int.h"
+#include "session_box.h"
 #include "service.h"
 #include "service_int.h"
 #include "text.h"
@@ -445,8 +446,13 @@ int al_sandbox_pause(al_service *s, const al_principal *p, const char *id, bool 
         return r;
     char end[40];
     al_cluster_time_after(fresh * 1000, end, sizeof end);
-    return change(s, p, id, pause ? NULL : end, pause ? "paused" : "running",
-                  pause ? "sandbox.pause" : "sandbox.resume", audit_data(id, NULL), err);
+    r = change(s, p, id, pause ? NULL : end, pause ? "paused" : "running",
+               pause ? "sandbox.pause" : "sandbox.resume", audit_data(id, NULL), err);
+    /* E2B's own pause keeps the files: a session box's processes end and
+     * its /work flows back (asked of whichever node holds it) */
+    if (r == 0 && pause)
+        al_session_box_ask_end(s, id);
+    return r;
 }
 
 /* Delete sandbox ID (of OWNER) with its audit event (BY: who; NULL the
@@ -494,8 +500,10 @@ static int kill_one(al_service *s, const al_principal *owner, const char *id, co
         return r;
     /* the row went first: nothing admits the sandbox while its commands
      * and files go (a command's end that puts its tree back after this
-     * removes it: sandbox_run.c) */
+     * removes it: sandbox_run.c); its session box ends (held here at
+     * once, on another node when its keeper sees the directory gone) */
     cancel_commands(s, owner, id);
+    al_session_box_end(s, id);
     al_sandbox_remove_dirs(s, id);
     return 0;
 }

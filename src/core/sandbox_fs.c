@@ -25,12 +25,19 @@
 #include "sandbox_int.h"
 #include "service.h"
 #include "service_int.h"
+#include "sandbox_session.h"
 
 
 
 /* ROOT of SB as an O_PATH directory fd. */
 static int root_fd(al_service *s, const al_sandbox *sb, al_sandbox_root root, al_error *err) {
     char d[PATH_MAX];
+    /* a session box holds the sandbox's files while it lives (its /work is
+     * its own, flowed back when it ends): refused, never stale */
+    if (al_session_box_holds(s->cfg.state_dir, sb->id))
+        return al_err(err, "files", EBUSY, "the sandbox's session box holds /home/user and /out while it lives "
+                      "(e2b_session_box): reach its files with a command or a cell, or pause the sandbox (its "
+                      "processes end, its files are kept) and the files API works on them again");
     if (al_sandbox_dir(s, sb->id, root, d, sizeof d) < 0)
         return al_err(err, "files", ENAMETOOLONG, "the state directory's path is too long");
     int fd = open(d, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);

@@ -55,6 +55,10 @@ int al_sandbox_run_flow_back(al_service *s, const al_store_run *run, const char 
      * partial tree must never replace it */
     if (!json_is_true(json_object_get(json_object_get(result, "box"), "work_collected")))
         return 0;
+    return al_sandbox_flow_back_dir(s, id, dir, err);
+}
+
+int al_sandbox_flow_back_dir(al_service *s, const char *id, const char *dir, al_error *err) {
     char work[PATH_MAX + 16], out[PATH_MAX + 16], home[PATH_MAX], sb_out[PATH_MAX];
     snprintf(work, sizeof work, "%s/work", dir);
     snprintf(out, sizeof out, "%s/out", dir);

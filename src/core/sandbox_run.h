@@ -26,3 +26,7 @@ int al_sandbox_run_dir(al_service *s, const char *id, const char *which, char *b
  * (its directory is gone). 0, or -errno with ERR saying why (the run's
  * end is not changed by it: the caller logs it). */
 int al_sandbox_run_flow_back(al_service *s, const al_store_run *run, const char *dir, json_t *result, al_error *err);
+/* What a box collected into DIR/work and DIR/out, in place of sandbox
+ * ID's home/ and out/ (as above, whoever's box it was: a session box's
+ * too). */
+int al_sandbox_flow_back_dir(al_service *s, const char *id, const char *dir, al_error *err);

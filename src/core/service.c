@@ -17,6 +17,7 @@
 #include "runner.h"
 #include "service.h"
 #include "service_int.h"
+#include "session_box.h"
 #include "skills.h"
 #include "../image/image.h"
 #include "../store/audit.h"
@@ -223,6 +224,7 @@ int al_service_open(const al_service_config *cfg, al_service **ret, al_error *er
     pthread_cond_init(&s->sched_cond, NULL);
     pthread_cond_init(&s->events_cond, NULL);
     pthread_mutex_init(&s->health_mu, NULL);
+    pthread_mutex_init(&s->session_mu, NULL);
     for (int i = 0; i < AL_EVENT_BUCKETS; i++)
         pthread_cond_init(&s->ev_buckets[i].cond, NULL);
 
@@ -311,6 +313,8 @@ void al_service_stop(al_service *s) {
     }
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->scheduler, NULL);
+    /* no call is left: the session boxes end, their files flowed back */
+    al_session_box_stop_all(s);
     /* no run is left: what the driver keeps for the next ones goes */
     if (s->driver->stop)
         s->driver->stop();

@@ -57,6 +57,11 @@ struct al_service {
      * skills_mu, so a collection never removes a bundle that an upload is
      * about to record or a run is about to use */
     pthread_mutex_t skills_mu;
+    /* session_box.c: the E2B session boxes this node holds (the list under
+     * mu; session_mu serialises their starts) */
+    pthread_mutex_t session_mu;
+    struct al_session_box *sessions;
+    uint64_t session_gen;
     json_t *skills_pins;          /* {digest: count}: runs being created from a bundle */
     bool skills_gc_pending;       /* a deleted bundle waits for its live runs to end */
 

@@ -120,6 +120,11 @@ json_t *al_settings_defaults(const al_settings_bounds *b) {
     json_object_set_new(d, "run_retention_s", json_integer(AL_RUN_RETENTION_DEFAULT_S));
     /* an E2B sandbox lives an hour at most unless an admin allows more */
     json_object_set_new(d, "sandbox_max_timeout_s", json_integer(AL_SANDBOX_TIMEOUT_DEFAULT_MAX_S));
+    /* each E2B command and runCode a fresh box (files kept, processes not):
+     * the session box (one box per sandbox, holding state between calls)
+     * is not built yet, so the setting exists, shows false, and true is
+     * refused (al_settings_apply) rather than accepted and ignored */
+    json_object_set_new(d, "e2b_session_box", json_false());
     return d;
 }
 
@@ -148,7 +153,8 @@ bool al_settings_sane(json_t *eff) {
     }
     if (!in_list(json_string_value(json_object_get(eff, "approval_policy")), policies, ELEMENTSOF(policies)))
         return false;
-    if (!json_is_boolean(json_object_get(eff, "allow_self_approval")))
+    if (!json_is_boolean(json_object_get(eff, "allow_self_approval")) ||
+        !json_is_boolean(json_object_get(eff, "e2b_session_box")))
         return false;
     json_t *d = json_object_get(eff, "dlp_patterns"), *v;
     size_t k;
@@ -290,6 +296,21 @@ static int check_default_network(json_t *eff, json_t *cur, al_error *err) {
     return r;
 }
 
+/* A session box's /work is its own and live: an approval, which binds a
+ * command's code and the sandbox's files as they are in home/, could not
+ * bind what the box holds. So the two do not go together (the settings as
+ * they will be: CUR's over EFF's). */
+static int check_session_approvals(json_t *eff, json_t *cur, al_error *err) {
+    json_t *sb = json_object_get(cur, "e2b_session_box"), *pol = json_object_get(cur, "approval_policy");
+    sb = sb ? sb : json_object_get(eff, "e2b_session_box");
+    pol = pol ? pol : json_object_get(eff, "approval_policy");
+    if (json_is_true(sb) && strcmp(json_string_value(pol) ?: "never", "never") != 0)
+        return al_err(err, "settings", EINVAL, "e2b_session_box and approval_policy %s do not go together: a session "
+                      "box's files are its own and live, so an approval could not bind what a call reads; keep "
+                      "approval_policy never, or the session box off", json_string_value(pol));
+    return 0;
+}
+
 int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, json_t *body, al_error *err) {
     int r0 = al_settings_body_check(body, err);
     if (r0 < 0)
@@ -353,6 +374,16 @@ int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, jso
             r = json_is_integer(v) ? num_in(v, 1, AL_SANDBOX_TIMEOUT_CEILING_S, key, err)
                                    : al_err(err, "settings", EINVAL, "sandbox_max_timeout_s must be a whole number of "
                                                                      "seconds");
+        } else if (strcmp(key, "e2b_session_box") == 0) {
+            if (!json_is_boolean(v))
+                r = al_err(err, "settings", EINVAL, "e2b_session_box must be true or false");
+            else if (json_is_true(v) && strcmp(b->driver, "native") != 0)
+                /* the session box is a native box held by a node: a
+                 * container, or another service's sandbox, is not one */
+                r = al_err(err, "settings", EINVAL, "e2b_session_box: the E2B session box (one box per sandbox "
+                           "keeping interpreter state and background commands between calls) needs the native "
+                           "driver; this service's driver is %s, where each command and runCode runs in a fresh "
+                           "box and the files under /home/user are kept between them", b->driver);
         } else if (strcmp(key, "price_per_run") == 0) {
             /* what a workspace pays is not its own admins' to decide */
             if (!json_equal(v, json_object_get(eff, "price_per_run")))
@@ -381,6 +412,8 @@ int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, jso
                    json_object_get(body, "network_hosts"))) {
         r = check_default_network(eff, cur, err);
     }
+    if (r == 0 && (json_object_get(body, "e2b_session_box") || json_object_get(body, "approval_policy")))
+        r = check_session_approvals(eff, cur, err);
     json_decref(eff);
     return r;
 }

@@ -183,6 +183,7 @@ MODULES = {
     "test_image_default.py": ("release", "serial"),          # a debootstrap build
     "test_mcp.py": ("asan",),
     "test_e2b_commands.py": ("asan", "postgresql", "docker", "runsc"),  # the E2B SDKs: commands, runCode; /work on every driver
+    "test_e2b_session.py": ("asan", "postgresql"),           # the E2B session box (native only)
     "test_e2b_code_image.py": ("release", "serial"),         # runCode's chart on the default image
     "test_network.py": ("asan", "serial"),                   # alt-web (its boxes: the ASan build always)
     "test_network_service.py": ("asan", "docker", "serial"),  # alt-web

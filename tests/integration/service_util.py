@@ -946,7 +946,7 @@ CARD_FIELDS = {"id", "code", "language", "runtime", "network", "limits", "risk",
                "requested_at", "expires_at"}
 SETTINGS_KEYS = {"driver", "network", "network_allowed", "timeout_s", "max_timeout_s", "memory_mb", "cpus", "concurrency",
                  "approval_policy", "approval_ttl_s", "price_per_run", "tools", "dlp_patterns", "secrets",
-                 "run_retention_s", "sandbox_max_timeout_s"}
+                 "run_retention_s", "sandbox_max_timeout_s", "e2b_session_box"}
 
 
 def _one_id(out, prefix, what):
