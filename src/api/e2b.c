@@ -26,42 +26,16 @@
 
 /* ------------------------------------------------------------ E2B's errors */
 
-/* TEXT (taken) as JSON with STATUS, and the header NAME: VALUE if NAME. */
-static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, char *text, const char *name,
-                             const char *value) {
-    if (!text)
-        return MHD_NO;
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(text);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    if (name && value)
-        MHD_add_response_header(r, name, value);
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
-}
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, json_t *doc, const char *name,
                              const char *value) {
     char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
     if (!text)
-        return queue(c, 500, strdup("{\"code\":500,\"message\":\"no answer could be made\"}"), NULL, NULL);
-    return queue(c, status, text, name, value);
+        return al_reply_json_text(c, 500, strdup("{\"code\":500,\"message\":\"no answer could be made\"}"), NULL, NULL);
+    return al_reply_json_text(c, status, text, name, value);
 }
 
-static enum MHD_Result reply_empty(struct MHD_Connection *c, unsigned status) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-    if (!r)
-        return MHD_NO;
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
-}
 
 enum MHD_Result al_e2b_reply_error(struct MHD_Connection *c, unsigned status, const char *fmt, ...) {
     char msg[600];
@@ -435,7 +409,7 @@ static enum MHD_Result set_timeout(al_route_ctx *x, const char *field) {
         return al_e2b_reply_error(x->c, 400, "the body must be {\"%s\": <seconds>}", field);
     al_error err = { 0 };
     int r = al_sandbox_set_timeout(x->s, x->p, x->arg[0], secs, &err);
-    return r < 0 ? reply_err(x->c, r, &err) : reply_empty(x->c, 204);
+    return r < 0 ? reply_err(x->c, r, &err) : al_reply_empty(x->c, 204, NULL, NULL);
 }
 
 enum MHD_Result al_e2b_timeout(al_route_ctx *x) { return set_timeout(x, "timeout"); }
@@ -471,7 +445,7 @@ enum MHD_Result al_e2b_connect(al_route_ctx *x) {
 enum MHD_Result al_e2b_pause(al_route_ctx *x) {
     al_error err = { 0 };
     int r = al_sandbox_pause(x->s, x->p, x->arg[0], true, &err);
-    return r < 0 ? reply_err(x->c, r, &err) : reply_empty(x->c, 204);
+    return r < 0 ? reply_err(x->c, r, &err) : al_reply_empty(x->c, 204, NULL, NULL);
 }
 
 /* the deprecated POST /sandboxes/{id}/resume: E2B's Sandbox in 201 */
@@ -502,7 +476,7 @@ enum MHD_Result al_e2b_resume(al_route_ctx *x) {
 enum MHD_Result al_e2b_kill(al_route_ctx *x) {
     al_error err = { 0 };
     int r = al_sandbox_kill(x->s, x->p, x->arg[0], &err);
-    return r < 0 ? reply_err(x->c, r, &err) : reply_empty(x->c, 204);
+    return r < 0 ? reply_err(x->c, r, &err) : al_reply_empty(x->c, 204, NULL, NULL);
 }
 
 enum MHD_Result al_e2b_unsupported(al_route_ctx *x) {

@@ -477,12 +477,7 @@ enum MHD_Result al_e2b_contexts_list(al_route_ctx *x) {
 enum MHD_Result al_e2b_contexts_delete(al_route_ctx *x) {
     if (lang_index(x->arg[0]) < 0)
         return al_e2b_reply_error(x->c, 404, "context %.64s not found", x->arg[0]);
-    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-    if (!r)
-        return MHD_NO;
-    enum MHD_Result ret = MHD_queue_response(x->c, 204, r);
-    MHD_destroy_response(r);
-    return ret;
+    return al_reply_empty(x->c, 204, NULL, NULL);
 }
 
 enum MHD_Result al_e2b_contexts_restart(al_route_ctx *x) { return al_e2b_contexts_delete(x); }

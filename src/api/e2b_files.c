@@ -24,14 +24,7 @@
 /* files one upload may carry */
 #define UPLOAD_PARTS_MAX 64
 
-enum MHD_Result al_e2b_health(al_route_ctx *x) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-    if (!r)
-        return MHD_NO;
-    enum MHD_Result ret = MHD_queue_response(x->c, 204, r);
-    MHD_destroy_response(r);
-    return ret;
-}
+enum MHD_Result al_e2b_health(al_route_ctx *x) { return al_reply_empty(x->c, 204, NULL, NULL); }
 
 enum MHD_Result al_e2b_sandbox_unknown(al_route_ctx *x) {
     /* a Connect client says so (Connect-Protocol-Version), and reads Connect's errors */

@@ -259,14 +259,6 @@ enum MHD_Result al_mcp_send_error(struct MHD_Connection *c, unsigned status, jso
     return al_mcp_send_json(c, status, al_mcp_rpc_error(id, code, "%s", msg), NULL);
 }
 
-static enum MHD_Result send_empty(struct MHD_Connection *c, unsigned status, const char *allow) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-    if (allow)
-        MHD_add_response_header(r, "Allow", allow);
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
-}
 
 /* ------------------------------------------------------------- requests */
 
@@ -408,13 +400,13 @@ static enum MHD_Result post(al_mcp *m, al_service *s, struct MHD_Connection *c, 
     json_t *perr = NULL;
     unsigned pstatus = 0;
     if (al_mcp_parse(body, len, &msg, &perr, &pstatus) < 0)
-        return perr ? al_mcp_send_json(c, pstatus, perr, NULL) : send_empty(c, pstatus, NULL);
+        return perr ? al_mcp_send_json(c, pstatus, perr, NULL) : al_reply_empty(c, pstatus, NULL, NULL);
     enum MHD_Result ret;
     json_t *id = msg.id, *params = msg.params;
     const char *method = msg.method;
     if (msg.kind == AL_MCP_RESPONSE) {
         /* a response to a request of ours: we send none, so nothing waits for it */
-        ret = send_empty(c, 202, NULL);
+        ret = al_reply_empty(c, 202, NULL, NULL);
         goto out;
     }
     const char *hv = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "MCP-Protocol-Version");
@@ -452,7 +444,7 @@ static enum MHD_Result post(al_mcp *m, al_service *s, struct MHD_Connection *c, 
         if (strcmp(method, "notifications/cancelled") == 0 && rid && inflight_find(m, sess.id, rid, run_id))
             al_run_cancel(s, p, run_id);
         /* notifications/initialized, roots changes and the like: nothing to answer */
-        ret = send_empty(c, 202, NULL);
+        ret = al_reply_empty(c, 202, NULL, NULL);
         goto out;
     }
     if (strcmp(method, "ping") == 0) {
@@ -492,7 +484,7 @@ enum MHD_Result al_mcp_handle(al_mcp *m, al_service *s, struct MHD_Connection *c
             return al_mcp_resume(m, s, c, p, last);
         /* no server-initiated stream: everything comes as answers to POSTs
          * (and their resumptions) */
-        return send_empty(c, 405, "POST, DELETE");
+        return al_reply_empty(c, 405, "Allow", "POST, DELETE");
     }
     if (strcmp(method, "DELETE") == 0) {
         const char *sid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Session-Id");
@@ -500,10 +492,10 @@ enum MHD_Result al_mcp_handle(al_mcp *m, al_service *s, struct MHD_Connection *c
             return al_mcp_send_error(c, 400, NULL, -32000, "Bad Request: the Mcp-Session-Id header is required");
         if (!session_end(m, sid, p))
             return al_mcp_send_error(c, 404, NULL, -32001, "Session not found");
-        return send_empty(c, 204, NULL);
+        return al_reply_empty(c, 204, NULL, NULL);
     }
     if (strcmp(method, "POST") != 0)
-        return send_empty(c, 405, "POST, DELETE");
+        return al_reply_empty(c, 405, "Allow", "POST, DELETE");
     if (too_large)
         return al_mcp_send_error(c, 413, NULL, -32600, "Invalid Request: the message is larger than %llu bytes",
                           (unsigned long long)al_view_config(s)->body_max);

@@ -23,8 +23,10 @@ static json_t *shaped(json_t *doc, unsigned status) {
 
 /* TEXT (malloc'd, taken) as a JSON answer of STATUS that no cache keeps,
  * with the header NAME: VALUE beside when NAME is not NULL. */
-static enum MHD_Result queue_json(struct MHD_Connection *c, unsigned status, char *text, const char *name,
-                                  const char *value) {
+enum MHD_Result al_reply_json_text(struct MHD_Connection *c, unsigned status, char *text, const char *name,
+                                   const char *value) {
+    if (!text)
+        return MHD_NO;
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
     if (!r) {
         free(text);
@@ -32,6 +34,17 @@ static enum MHD_Result queue_json(struct MHD_Connection *c, unsigned status, cha
     }
     MHD_add_response_header(r, "Content-Type", "application/json");
     MHD_add_response_header(r, "Cache-Control", "no-store");
+    if (name)
+        MHD_add_response_header(r, name, value);
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+enum MHD_Result al_reply_empty(struct MHD_Connection *c, unsigned status, const char *name, const char *value) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
     if (name)
         MHD_add_response_header(r, name, value);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
@@ -53,7 +66,7 @@ enum MHD_Result al_reply_json(struct MHD_Connection *c, unsigned status, json_t 
         if (!s)
             return MHD_NO;
     }
-    return queue_json(c, status, s, NULL, NULL);
+    return al_reply_json_text(c, status, s, NULL, NULL);
 }
 
 enum MHD_Result al_reply_error(struct MHD_Connection *c, unsigned status, const char *code, const char *fmt, ...) {
@@ -98,7 +111,7 @@ enum MHD_Result al_reply_doc(struct MHD_Connection *c, unsigned status, json_t *
         return al_reply_json(c, status, doc);
     char *text = json_dumps(shaped(doc, 429), JSON_COMPACT);
     json_decref(doc);
-    return text ? queue_json(c, 429, text, "Retry-After", "5") : MHD_NO;
+    return text ? al_reply_json_text(c, 429, text, "Retry-After", "5") : MHD_NO;
 }
 
 /* reply_doc, saying that the answer is what an earlier request with the
@@ -108,7 +121,7 @@ enum MHD_Result al_reply_doc_idem(struct MHD_Connection *c, unsigned status, jso
         return al_reply_doc(c, status, doc);
     char *text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
-    return text ? queue_json(c, status, text, "Idempotent-Replayed", "true") : MHD_NO;
+    return text ? al_reply_json_text(c, status, text, "Idempotent-Replayed", "true") : MHD_NO;
 }
 
 /* A person holds their maximum of long-held requests (WHAT): 429, come back
@@ -127,7 +140,7 @@ enum MHD_Result al_reply_unauthorized(struct MHD_Connection *c) {
                             "a valid API key is required (Authorization: Bearer KEY)");
     char *m = doc ? json_dumps(shaped(doc, 401), JSON_COMPACT) : NULL;
     json_decref(doc);
-    return m ? queue_json(c, 401, m, "WWW-Authenticate", "Bearer realm=\"airlock\"") : MHD_NO;
+    return m ? al_reply_json_text(c, 401, m, "WWW-Authenticate", "Bearer realm=\"airlock\"") : MHD_NO;
 }
 
 enum MHD_Result al_reply_method(struct MHD_Connection *c, const char *allow) { return al_reply_method_why(c, allow, NULL); }
@@ -150,19 +163,7 @@ enum MHD_Result al_reply_method_why(struct MHD_Connection *c, const char *allow,
     json_t *doc = json_pack("{s:{s:s, s:s}}", "error", "code", "method_not_allowed", "message", msg);
     text = doc ? json_dumps(shaped(doc, 405), JSON_COMPACT) : NULL;
     json_decref(doc);
-    if (!text)
-        return MHD_NO;
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(text);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    MHD_add_response_header(r, "Allow", allow);
-    enum MHD_Result ret = MHD_queue_response(c, 405, r);
-    MHD_destroy_response(r);
-    return ret;
+    return al_reply_json_text(c, 405, text, "Allow", allow);
 }
 
 enum MHD_Result al_reply_event_stream(struct MHD_Connection *c, MHD_ContentReaderCallback read, void *cls,

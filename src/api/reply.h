@@ -28,6 +28,14 @@ void al_reply_set_shape(al_reply_shape shape);
 
 /* DOC (whose reference this takes; NULL: a 500 saying it could not be built). */
 enum MHD_Result al_reply_json(struct MHD_Connection *c, unsigned status, json_t *doc);
+/* An answer of STATUS with no body (204, a 405 to a bodiless method), with
+ * the header NAME: VALUE when NAME. */
+enum MHD_Result al_reply_empty(struct MHD_Connection *c, unsigned status, const char *name, const char *value);
+/* TEXT (JSON, taken; NULL: no answer) answered with STATUS, not stored by
+ * caches, with the header NAME: VALUE when NAME: the one maker of a JSON
+ * answer, whatever shape its surface gives it. */
+enum MHD_Result al_reply_json_text(struct MHD_Connection *c, unsigned status, char *text, const char *name,
+                                   const char *value);
 enum MHD_Result al_reply_error(struct MHD_Connection *c, unsigned status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* TEXT (malloc'd; this takes it) as TYPE. */

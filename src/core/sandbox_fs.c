@@ -176,18 +176,11 @@ static int add_entry(lister *ls, const char *rel, const struct stat *st) {
 
 /* The entries of directory DFD (whose path is REL), DEPTH levels deep. */
 static int list_dir(lister *ls, int dfd, const char *rel, int depth) {
-    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
+    _cleanup_closedir_ DIR *d = al_dir_open(dfd);
+    if (!d)
         return -errno;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -ENOMEM;
-    }
     int r = 0;
-    for (struct dirent *de; r == 0 && (de = readdir(d));) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
+    for (struct dirent *de; r == 0 && (de = al_dir_next(d));) {
         if (++ls->seen > AL_SANDBOX_ENTRIES_MAX * 2) {
             r = -E2BIG;
             break;
@@ -210,7 +203,6 @@ static int list_dir(lister *ls, int dfd, const char *rel, int depth) {
             }
         }
     }
-    closedir(d);
     return r;
 }
 
@@ -254,18 +246,11 @@ typedef struct usage {
 static int walk_usage(int dfd, int depth, usage *u) {
     if (depth > WALK_DEPTH_MAX)
         return -EDQUOT;
-    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
+    _cleanup_closedir_ DIR *d = al_dir_open(dfd);
+    if (!d)
         return -errno;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -ENOMEM;
-    }
     int r = 0;
-    for (struct dirent *de; r == 0 && (de = readdir(d));) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
+    for (struct dirent *de; r == 0 && (de = al_dir_next(d));) {
         struct stat st;
         if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
@@ -281,7 +266,6 @@ static int walk_usage(int dfd, int depth, usage *u) {
             }
         }
     }
-    closedir(d);
     return r;
 }
 
@@ -311,16 +295,10 @@ static int check_room(al_service *s, const al_sandbox *sb, uint64_t add, uint64_
 static void count_tree(int dfd, int depth, usage *u) {
     if (depth > WALK_DEPTH_MAX || u->entries > AL_SANDBOX_ENTRIES_MAX * 4)
         return;
-    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
+    _cleanup_closedir_ DIR *d = al_dir_open(dfd);
+    if (!d)
         return;
-    }
-    for (struct dirent *de; (de = readdir(d)) && u->entries <= AL_SANDBOX_ENTRIES_MAX * 4;) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
+    for (struct dirent *de; (de = al_dir_next(d)) && u->entries <= AL_SANDBOX_ENTRIES_MAX * 4;) {
         struct stat st;
         if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
@@ -334,7 +312,6 @@ static void count_tree(int dfd, int depth, usage *u) {
             }
         }
     }
-    closedir(d);
 }
 
 void al_sandbox_account(al_service *s, const char *id) {
@@ -469,27 +446,19 @@ int al_sandbox_fs_move(al_service *s, const al_sandbox *sb, al_sandbox_root from
 /* Remove what the root ROOTFD holds, whatever its names (a name the API
  * could not address goes too), the root itself staying. */
 static int empty_root(int rootfd, al_error *err) {
-    int fd = openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
+    _cleanup_closedir_ DIR *d = al_dir_open(rootfd);
+    if (!d)
         return fs_err(err, -errno, "");
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -ENOMEM;
-    }
     /* removing while reading may skip entries: read again until a pass
      * finds nothing (bounded: each pass removes what it saw) */
     for (int pass = 0, found = 1; found && pass < 8; pass++) {
         found = 0;
         rewinddir(d);
-        for (struct dirent *de; (de = readdir(d));) {
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                continue;
+        for (struct dirent *de; (de = al_dir_next(d));) {
             al_rm_tree(dirfd(d), de->d_name);
             found = 1;
         }
     }
-    closedir(d);
     return 0;
 }
 

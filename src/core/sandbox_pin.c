@@ -70,18 +70,11 @@ static int pin_file(pinner *pn, int src, int dst, const char *name, const char *
 static int pin_tree(pinner *pn, int src, int dst, const char *rel, int depth) {
     if (depth > WALK_DEPTH_MAX)
         return -EDQUOT;
-    int fd = openat(src, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
+    _cleanup_closedir_ DIR *d = al_dir_open(src);
+    if (!d)
         return -errno;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -ENOMEM;
-    }
     int r = 0;
-    for (struct dirent *de; r == 0 && (de = readdir(d));) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
+    for (struct dirent *de; r == 0 && (de = al_dir_next(d));) {
         if (++pn->entries > AL_SANDBOX_ENTRIES_MAX) {
             r = -EDQUOT;
             break;
@@ -106,7 +99,6 @@ static int pin_tree(pinner *pn, int src, int dst, const char *rel, int depth) {
         }
         /* links, fifos, sockets: never staged, so neither pinned nor shown */
     }
-    closedir(d);
     return r;
 }
 

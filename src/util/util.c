@@ -196,6 +196,26 @@ void al_rm_tree(int dirfd, const char *name) {
     unlinkat(dirfd, name, AT_REMOVEDIR);
 }
 
+DIR *al_dir_open(int dfd) {
+    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+    }
+    return d;
+}
+
+struct dirent *al_dir_next(DIR *d) {
+    struct dirent *de;
+    while ((de = readdir(d)) && (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0))
+        ;
+    return de;
+}
+
 size_t al_utf8_decode(const unsigned char *s, size_t n, uint32_t *ret_cp) {
     if (n == 0)
         return 0;

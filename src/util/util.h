@@ -1,6 +1,7 @@
 /* Small shared helpers: cleanup attributes, the error object, sizes. */
 #pragma once
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -23,10 +24,12 @@ static inline void al_closep(int *fd) {
     }
 }
 static inline void al_fclosep(FILE **f) { if (*f) fclose(*f); }
+static inline void al_closedirp(DIR **d) { if (*d) closedir(*d); }
 
 #define _cleanup_free_ _cleanup_(al_freep)
 #define _cleanup_close_ _cleanup_(al_closep)
 #define _cleanup_fclose_ _cleanup_(al_fclosep)
+#define _cleanup_closedir_ _cleanup_(al_closedirp)
 
 /* Hand ownership out of a cleanup-scoped variable. */
 #define TAKE_PTR(p) ({ __typeof__(p) _tp = (p); (p) = NULL; _tp; })
@@ -94,6 +97,12 @@ void al_fsid_leave(al_fsid saved);
  * (a link is removed, not what it points at). Best effort: what cannot be
  * removed is left. */
 void al_rm_tree(int dirfd, const char *name);
+
+/* A directory stream of DFD itself ("." opened again: close-on-exec, a
+ * position of its own, DFD left open): NULL with errno set. */
+DIR *al_dir_open(int dfd);
+/* D's next entry other than "." and "..", or NULL at its end. */
+struct dirent *al_dir_next(DIR *d);
 
 /* ---- UTF-8 (JSON strings must be valid UTF-8: jansson refuses anything
  * else, and a json_pack over a string cut inside a character fails) */
