@@ -38,6 +38,7 @@
 import base64
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -91,9 +92,35 @@ class Log:
         _emit({"call": self.call, "end": end})
 
 
-def _pump(pipe, stream, log):
-    for chunk in iter(lambda: os.read(pipe.fileno(), 65536), b""):
-        log.put(_chunk(stream, chunk))
+class _Pump(threading.Thread):
+    """One of a call's pipes read to its end; busy while a chunk it read is
+    not yet put, so the call's end waits for it."""
+
+    def __init__(self, pipe, stream, log):
+        super().__init__(daemon=True)
+        self.pipe, self.stream, self.log = pipe, stream, log
+        self.busy = False
+
+    def run(self):
+        while True:
+            chunk = os.read(self.pipe.fileno(), 65536)
+            if not chunk:
+                return
+            self.busy = True
+            self.log.put(_chunk(self.stream, chunk))
+            self.busy = False
+
+    def drain(self, until):
+        """Wait while what the command wrote is being read: the pipe has
+        bytes (or its end) to read, or a chunk is being put. A background
+        child that holds the pipe open and writes nothing does not hold the
+        call; the load of the machine does not lose its output (a fixed
+        0.2 s wait did, under CI's load)."""
+        while self.is_alive() and time.monotonic() < until:
+            ready, _, _ = select.select([self.pipe], [], [], 0)
+            if not ready and not self.busy:
+                return
+            self.join(0.02)
 
 
 def _chunk(stream, data):
@@ -123,8 +150,7 @@ def run_process(req, log, argv):
         canceled = req.get("id") in _CANCELED
     if canceled:
         _kill_group(p.pid)
-    pumps = [threading.Thread(target=_pump, args=(pipe, name, log), daemon=True)
-             for pipe, name in ((p.stdout, "stdout"), (p.stderr, "stderr"))]
+    pumps = [_Pump(pipe, name, log) for pipe, name in ((p.stdout, "stdout"), (p.stderr, "stderr"))]
     for t in pumps:
         t.start()
     timeout = (req.get("timeout_ms") or 0) / 1000 or None
@@ -139,8 +165,10 @@ def run_process(req, log, argv):
         _CALLS.pop(req.get("id"), None)
     # a background child may hold the pipes: what it writes later is not the
     # call's; what the command wrote is read within a moment
+    until = time.monotonic() + 10
     for t in pumps:
-        t.join(0.2)
+        t.join(0.05)
+        t.drain(until)
     if timed_out or code >= 0:
         return {"exit": -1 if timed_out else code, "timed_out": timed_out}
     # killed by a signal (its own kill, the OOM killer's, a cancel): envd's
