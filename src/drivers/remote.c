@@ -208,13 +208,13 @@ static void *sweep_thread(void *arg) {
 static void remote_sweep(al_remote_kind kind) {
     remote_conf *c = &confs[kind];
     pthread_mutex_lock(&c->mu);
-    bool todo = c->set && c->key[0] && !c->swept;
+    bool due = c->set && c->key[0] && !c->swept;
     c->swept = true;
     pthread_mutex_unlock(&c->mu);
     /* in a thread of its own: a cloud slow to answer does not hold up
      * the service's start (its calls are bounded: http.c) */
     pthread_t t;
-    if (todo && pthread_create(&t, NULL, sweep_thread, c) == 0)
+    if (due && pthread_create(&t, NULL, sweep_thread, c) == 0)
         pthread_detach(t);
 }
 
