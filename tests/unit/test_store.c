@@ -189,6 +189,18 @@ static void test_signin(al_store *s) {
     CHECK(al_store_keys_list(s, ws, "per_nosuch", 1000, &list, &n, &err) == 0 && n == 0);
     free(list);
     CHECK(al_store_key_get(s, "key_nosuch", &k, &err) == -ENOENT);
+    /* the sweep forgets what ended before its time, and only that */
+    char live_token[64], live_secret[64], sweep_before[40];
+    CHECK(al_store_login_link_create(s, person, 900, live_token, link_id, expires, NULL, &err) == 0);
+    CHECK(al_store_login_link_create(s, person, 900, token, link_id, expires, NULL, &err) == 0);
+    CHECK(al_store_login_link_redeem(s, token, 3600, live_secret, &ses, &q, &err) == 0);
+    al_store_time_from_now(1, sweep_before);
+    CHECK(al_store_signin_sweep(s, sweep_before, &err) > 0);
+    CHECK(al_store_session_authenticate(s, live_secret, &q, &got, &err) == 1);
+    CHECK(al_store_login_link_redeem(s, live_token, 3600, (char[64]){ 0 }, &got, &q, &err) == 0);
+    err = (al_error){ 0 };
+    CHECK(al_store_login_link_redeem(s, old, 3600, (char[64]){ 0 }, &got, &q, &err) == -ENOENT);
+    CHECK(al_store_session_authenticate(s, secret, &q, &got, &err) == 0);
 }
 
 static void test_units_of_work(al_store *s) {
