@@ -94,9 +94,25 @@ static enum MHD_Result admit_sandbox(al_http *h, struct MHD_Connection *c, const
     return rpc ? al_e2b_connect_error(c, "internal", "%s", err.msg) : al_e2b_reply_error(c, 500, "%s", err.msg);
 }
 
+/* Whether the request's Content-Type is application/json (parameters
+ * such as "; charset=utf-8" aside). */
+static bool json_content(struct MHD_Connection *c) {
+    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!ct)
+        return false;
+    ct += strspn(ct, " \t");
+    size_t n = strlen("application/json");
+    return strncasecmp(ct, "application/json", n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t');
+}
+
 /* The console's sign-in (POST /v1/session), which needs no key: its body,
  * a token, is read without one, so it is bounded here, on the headers:
- * at most 4 KiB, declared up front (a chunked body is refused unread). */
+ * at most 4 KiB, declared up front (a chunked body is refused unread).
+ * And it must say it is JSON: another site's page can send a text/plain
+ * body (a form, or fetch without CORS) but not an application/json one
+ * without our consent (a CORS preflight, which we never grant); so no
+ * page elsewhere can sign a visitor in to the attacker's session, whose
+ * workspace would then receive whatever the visitor types (login CSRF). */
 #define SIGNIN_BODY_MAX 4096
 static enum MHD_Result admit_signin(struct MHD_Connection *c, al_request *rq) {
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -106,6 +122,18 @@ static enum MHD_Result admit_signin(struct MHD_Connection *c, al_request *rq) {
         return al_reply_error(c, 413, "payload_too_large", "a sign-in's body is at most %d bytes, sent with Content-Length: "
                               "{\"token\": \"...\"}", SIGNIN_BODY_MAX);
     }
+    if (!json_content(c)) {
+        rq->answered = true;
+        return al_reply_error(c, 415, "unsupported_media_type", "a sign-in's body is JSON, sent with Content-Type: "
+                              "application/json: {\"token\": \"...\"}");
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result count_session_cookie(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind, (void)value;
+    if (strcmp(key, "airlock_session") == 0)
+        (*(unsigned *)cls)++;
     return MHD_YES;
 }
 
@@ -123,6 +151,19 @@ static bool in_v1(const char *url) {
  * header only by the console's own script. */
 static enum MHD_Result admit_session(al_http *h, struct MHD_Connection *c, const char *url, const char *method,
                                      al_request *rq) {
+    /* Two cookies of the name: one was set by someone else (a neighbouring
+     * subdomain may set a cookie for ours, with a longer Path that the
+     * browser sends first). Taking either would let that someone choose
+     * the session the person works in (their CSRF token comes with it):
+     * refused, whichever is valid. */
+    unsigned cookies = 0;
+    MHD_get_connection_values(c, MHD_COOKIE_KIND, count_session_cookie, &cookies);
+    if (cookies > 1) {
+        rq->answered = true;
+        return al_reply_error(c, 400, "ambiguous_session", "this request carries %u airlock_session cookies, where the "
+                              "console sets one: another site may have set the others; clear this site's cookies and "
+                              "sign in again with a new login link", cookies);
+    }
     const char *cookie = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, "airlock_session");
     al_error err = { 0 };
     int a = cookie ? al_session_admit(h->s, cookie, &rq->p, &rq->ses, &err) : 0;
@@ -133,8 +174,8 @@ static enum MHD_Result admit_session(al_http *h, struct MHD_Connection *c, const
     if (a == 0) {
         rq->answered = true;
         if (cookie)
-            return al_reply_error(c, 401, "session_ended", "your console session has ended (signed out, or past its "
-                                  "12 hours): sign in again with a new login link");
+            return al_reply_error(c, 401, "session_ended", "your console session has ended (signed out, past its 12 "
+                                  "hours, or not this service's): sign in again with a new login link");
         return al_route_dispatch(&h->parts, c, url, method, rq);
     }
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0 &&

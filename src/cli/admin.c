@@ -11,7 +11,9 @@
 #include "../store/tenants.h"
 
 static int usage_to(FILE *f) {
-    fprintf(f, "usage: airlock admin [--state DIR] [--store sqlite|postgresql://...] COMMAND\n"
+    fprintf(f, "usage: airlock admin [--state DIR] [--store sqlite|postgresql://...] [--config FILE] COMMAND\n"
+                    "  (the service's config file, --config or AIRLOCK_CONFIG, gives state, store and public_url\n"
+                    "   unless --state, --store, AIRLOCK_STATE or AIRLOCK_STORE say otherwise)\n"
                     "  bootstrap                          first organisation, workspace, person and key, if none exist\n"
                     "  org create NAME\n"
                     "  workspace create --org ORG_ID NAME\n"
@@ -21,8 +23,8 @@ static int usage_to(FILE *f) {
                     "  key rotate KEY_ID                  a new key for the same person; the old one is revoked\n"
                     "  login-link --person PERSON_ID [--url BASE] [--ttl-s SECONDS]\n"
                     "                                     a one-time link that signs the person in to the web console:\n"
-                    "                                     BASE/login#token=... (BASE http://127.0.0.1:8080; 15 minutes,\n"
-                    "                                     or SECONDS from 1 to 900)\n"
+                    "                                     BASE/login#token=... (BASE: the config's public_url, else\n"
+                    "                                     http://127.0.0.1:8080; 15 minutes, or SECONDS from 1 to 900)\n"
                     "  list\n"
                     "  credits grant --org ORG_ID AMOUNT    (a negative amount takes back)\n"
                     "  credits show --org ORG_ID\n"
@@ -351,8 +353,9 @@ static int key_create(al_store *s, const char *person, const char *name, al_erro
  * reads it and redeems it (POST /v1/session). ARGV starts after the
  * command's word. ADMIN_USAGE for words it does not take. */
 #define ADMIN_USAGE 2
-static int login_link(al_store *s, int argc, char **argv, al_error *err) {
-    const char *person = NULL, *base = "http://127.0.0.1:8080", *ttl_arg = NULL;
+static int login_link(al_store *s, const char *public_url, int argc, char **argv, al_error *err) {
+    /* where people reach the console: the operator said so in the config */
+    const char *person = NULL, *base = public_url && *public_url ? public_url : "http://127.0.0.1:8080", *ttl_arg = NULL;
     for (int k = 0; k < argc; k += 2) {
         if (k + 1 >= argc)
             return ADMIN_USAGE;
@@ -430,23 +433,35 @@ static int credits(al_store *s, const char *sub, const char *org, const char *am
 int cli_admin(int argc, char **argv) {
     if (cli_help_asked(argc, argv))
         return usage_to(stdout);
-    const char *state = getenv("AIRLOCK_STATE");
-    if (!state)
-        state = "/var/lib/airlock";
-    /* the same store as `airlock serve`: AIRLOCK_STORE or --store */
-    const char *store = getenv("AIRLOCK_STORE");
+    /* the same store as `airlock serve`: --state and --store, else
+     * AIRLOCK_STATE and AIRLOCK_STORE, else the service's config file's */
+    const char *state = getenv("AIRLOCK_STATE"), *store = getenv("AIRLOCK_STORE"), *config = getenv("AIRLOCK_CONFIG");
     int i = 1;
-    while (i + 1 < argc && (strcmp(argv[i], "--state") == 0 || strcmp(argv[i], "--store") == 0)) {
+    while (i + 1 < argc &&
+           (strcmp(argv[i], "--state") == 0 || strcmp(argv[i], "--store") == 0 || strcmp(argv[i], "--config") == 0)) {
         if (strcmp(argv[i], "--state") == 0)
             state = argv[i + 1];
-        else
+        else if (strcmp(argv[i], "--store") == 0)
             store = argv[i + 1];
+        else
+            config = argv[i + 1];
         i += 2;
     }
     if (i >= argc)
         return usage();
+    static al_service_config cfg; /* large: not on the stack */
+    al_service_config_default(&cfg);
+    al_error cerr = { 0 };
+    if (config && al_service_config_load(&cfg, config, &cerr) < 0) {
+        fprintf(stderr, "airlock admin: %s\n", cerr.msg);
+        return 125;
+    }
+    if (!state)
+        state = cfg.state_dir;
+    if (!store)
+        store = cfg.store;
     for (int k = i; k < argc; k++)
-        if (strcmp(argv[k], "--state") == 0 || strcmp(argv[k], "--store") == 0) {
+        if (strcmp(argv[k], "--state") == 0 || strcmp(argv[k], "--store") == 0 || strcmp(argv[k], "--config") == 0) {
             fprintf(stderr, "airlock admin: %s goes before the command (airlock admin %s VALUE %s ...)\n", argv[k],
                     argv[k], argv[i]);
             return 125;
@@ -491,7 +506,7 @@ int cli_admin(int argc, char **argv) {
                (argc - i == 4 || (argc - i == 6 && strcmp(argv[i + 4], "--name") == 0))) {
         r = key_create(s, argv[i + 3], argc - i == 6 ? argv[i + 5] : "default", &err);
     } else if (strcmp(cmd, "login-link") == 0) {
-        r = login_link(s, argc - i - 1, argv + i + 1, &err);
+        r = login_link(s, cfg.public_url, argc - i - 1, argv + i + 1, &err);
         if (r == ADMIN_USAGE) {
             al_store_close(s);
             return usage();

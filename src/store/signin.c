@@ -89,10 +89,23 @@ static int link_refused(al_store *s, const char *hex, al_error *err) {
 
 int al_store_login_link_redeem(al_store *s, const char *token, int64_t session_ttl_s, char ret_secret[64],
                                al_store_session *ret, al_principal *ret_p, al_error *err) {
-    if (!token || strlen(token) > 128)
+    /* a token is "ll_" and 40 of new_secret's letters: anything else is
+     * unknown without a look at the store */
+    if (!token || strncmp(token, "ll_", 3) != 0 || strlen(token) != 43 ||
+        strspn(token + 3, "0123456789abcdefghjkmnpqrstvwxyz") != 40)
         return al_err(err, "signin", ENOENT, "this sign-in link is not known");
     char hex[65], now[40], secret[64], shex[65];
     al_store_hash_secret(token, hex);
+    /* and one the store does not hold is said from a read: guesses, however
+     * many, never open a write transaction (on SQLite, the lock the runs'
+     * writes wait on) */
+    json_t *known = al_store_query(s, err, "SELECT 1 AS one FROM login_links WHERE hash = ?", "s", hex);
+    if (!known)
+        return -EIO;
+    size_t n_known = json_array_size(known);
+    json_decref(known);
+    if (n_known == 0)
+        return al_err(err, "signin", ENOENT, "this sign-in link is not known");
     al_store_now(now, sizeof now);
     memset(ret, 0, sizeof *ret);
     int r;

@@ -234,7 +234,7 @@ int al_store_tenants_each(al_store *s, al_tenant_kind kind, int (*each)(const al
         [AL_TENANT_ORG] = "SELECT id, name, created_at FROM orgs ORDER BY created_at, id",
         [AL_TENANT_WORKSPACE] = "SELECT id, org_id AS parent_id, name, created_at FROM workspaces ORDER BY created_at, id",
         [AL_TENANT_PERSON] = "SELECT id, workspace_id AS parent_id, name, created_at FROM people ORDER BY created_at, id",
-        [AL_TENANT_KEY] = "SELECT id, person_id AS parent_id, prefix, created_at, revoked_at FROM api_keys "
+        [AL_TENANT_KEY] = "SELECT id, person_id AS parent_id, name, prefix, created_at, revoked_at FROM api_keys "
                           "ORDER BY created_at, id",
     };
     if (kind < 0 || kind >= _AL_TENANT_KIND_MAX)

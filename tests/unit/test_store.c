@@ -131,6 +131,19 @@ static void test_signin(al_store *s) {
     CHECK(al_store_login_link_redeem(s, token, 3600, (char[64]){ 0 }, &got, &q, &err) == -EALREADY);
     err = (al_error){ 0 };
     CHECK(al_store_login_link_redeem(s, "ll_nosuch", 3600, (char[64]){ 0 }, &got, &q, &err) == -ENOENT);
+    /* well shaped but not held, and the used one with a letter changed or
+     * one more: unknown, as is one in upper case */
+    char twin[64], upper[64];
+    snprintf(twin, sizeof twin, "%.42s%c", token, token[42] == '0' ? '1' : '0');
+    snprintf(upper, sizeof upper, "LL_%s", token + 3);
+    const char *unknown[] = { "ll_0123456789abcdefghjkmnpqrstvwxyz01234567", twin, upper, "" };
+    for (size_t k = 0; k < sizeof unknown / sizeof *unknown; k++) {
+        err = (al_error){ 0 };
+        CHECK(al_store_login_link_redeem(s, unknown[k], 3600, (char[64]){ 0 }, &got, &q, &err) == -ENOENT);
+    }
+    char longer[80];
+    snprintf(longer, sizeof longer, "%s0", token);
+    CHECK(al_store_login_link_redeem(s, longer, 3600, (char[64]){ 0 }, &got, &q, &err) == -ENOENT);
     /* a link past its time */
     char old[64];
     CHECK(al_store_login_link_create(s, person, -5, old, link_id, expires, NULL, &err) == 0);
