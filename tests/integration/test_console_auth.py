@@ -3,6 +3,7 @@ over HTTP against the real `airlock serve`: login links from the real
 `airlock admin login-link`, the session cookie and its flags, CSRF, sign-out,
 roles and tenants under a session, and a person's API keys by name."""
 import json
+import subprocess
 import re
 import time
 import uuid
@@ -283,3 +284,176 @@ def test_admin_key_create_takes_a_name(service, ws):
     assert any(n.startswith("deploy-") for n in names) and "default" in names, names
     proc = service.admin_run("key", "create", "--person", ws.member_id, "--name", "x" * 65)
     assert proc.returncode != 0 and b"1 to 64" in proc.stderr, proc
+
+
+# ------------------------------------------------- an attacker's review
+# Each test below shows an attack's control (what the same request does
+# when it is honest), then that the attack itself is refused.
+
+
+def test_sign_in_takes_json_alone(service, ws):
+    """Login CSRF: another site's page can POST a text/plain body (a form
+    with enctype=text/plain, or fetch in no-cors mode) but cannot send
+    Content-Type: application/json without a CORS preflight; a sign-in it
+    could make would put the visitor in the attacker's session."""
+    token = login_link(service, ws.member_id)
+    body = json.dumps({"token": token}).encode()
+    for ctype in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None,
+                  "application/jsonx", "text/json"):
+        headers = {"Content-Type": ctype} if ctype else {}
+        status, hdrs, doc = service.request("POST", "/v1/session", body=body, key=None, headers=headers)
+        assert_error(status, doc, "unsupported_media_type", 415)
+        assert "set-cookie" not in hdrs and "application/json" in doc["error"]["message"], doc
+    # refused unread: the link is still good, as JSON (any case, with a charset)
+    status, hdrs, doc = service.request("POST", "/v1/session", body=body, key=None,
+                                        headers={"Content-Type": "Application/JSON; charset=utf-8"})
+    assert status == 201 and cookie_of(hdrs)[0], (status, doc)
+
+
+def test_unknown_tokens_are_refused_alike(service, ws):
+    """Guesses: a misshapen, a well-shaped unknown and a used token are all
+    401 login_link_invalid, with no cookie and no echo of what was sent."""
+    used = login_link(service, ws.member_id)
+    service.ok("POST", "/v1/session", want=201, key=None, json={"token": used})
+    guesses = ["ll_" + "0" * 40, "ll_" + "i" * 40, used.upper(), used + "0", used[:-1], "x" * 200,
+               "ll_\u00e9" + "0" * 39, "ll_%30" + "0" * 37, used]
+    for guess in guesses:
+        status, hdrs, doc = service.request("POST", "/v1/session", json={"token": guess}, key=None)
+        assert_error(status, doc, "login_link_invalid", 401)
+        assert "set-cookie" not in hdrs and guess not in json.dumps(doc), (guess, doc)
+    status, _, doc = service.request("POST", "/v1/session", json={"token": 7}, key=None)
+    assert_error(status, doc, "bad_request")
+
+
+def test_a_second_session_cookie_is_refused(service, ws):
+    """Cookie tossing: a neighbouring subdomain sets its own airlock_session
+    (a valid session of the attacker's) with a longer Path, which the
+    browser sends first; taking it would have the person work, and type
+    secrets, in the attacker's workspace."""
+    victim, _, _ = sign_in(service, ws.member_id)
+    attacker_tenant = gov_tenant(service, "toss")
+    attacker, _, _ = sign_in(service, attacker_tenant.person)
+    # control: each cookie alone is its own person
+    assert victim.ok("GET", "/v1/session")["person"]["id"] == ws.member_id
+    assert attacker.ok("GET", "/v1/session")["person"]["id"] == attacker_tenant.person
+    for first, second in ((attacker, victim), (victim, attacker), (attacker, attacker)):
+        both = f"airlock_session={first.cookie}; airlock_session={second.cookie}"
+        for method, path, body, csrf in (("GET", "/v1/session", None, None),
+                                         ("POST", "/v1/keys", {"name": "tossed"}, first.csrf)):
+            headers = {"Cookie": both}
+            if csrf:
+                headers["X-CSRF-Token"] = csrf
+            status, _, doc = service.request(method, path, json=body, key=None, headers=headers)
+            assert_error(status, doc, "ambiguous_session", 400)
+    for con, person in ((victim, ws.member_id), (attacker, attacker_tenant.person)):
+        assert not [k for k in con.ok("GET", "/v1/keys")["keys"] if k["name"] == "tossed"]
+    # a key still decides alone, whatever cookies come with it
+    status, _, doc = service.request("GET", "/v1/session", key=ws.member.key,
+                                     headers={"Cookie": f"airlock_session={attacker.cookie}; airlock_session=x"})
+    assert status == 200 and doc["person"]["id"] == ws.member_id, doc
+
+
+def test_csrf_token_is_this_sessions_own(service, ws):
+    """Another session's token (the same person's, or another's), an empty
+    one, a method override, or a method in lower case: refused, nothing made."""
+    con, _, _ = sign_in(service, ws.member_id)
+    mine_too, _, _ = sign_in(service, ws.member_id)
+    other, _, _ = sign_in(service, ws.approver_id)
+    before = {k["id"] for k in con.ok("GET", "/v1/keys")["keys"]}
+    attempts = [({"X-CSRF-Token": mine_too.csrf}, "POST"), ({"X-CSRF-Token": other.csrf}, "POST"),
+                ({"X-CSRF-Token": ""}, "POST"), ({"X-CSRF-Token": con.csrf + " "}, "POST"),
+                ({"X-CSRF-Token": con.csrf.upper()}, "POST"),
+                ({"X-HTTP-Method-Override": "GET", "X-Method-Override": "GET"}, "POST"), ({}, "post"),
+                ({}, "PUT"), ({}, "OPTIONS")]
+    for headers, method in attempts:
+        status, _, doc = con.request(method, "/v1/keys", json={"name": "forged"}, csrf=False, headers=headers)
+        assert_error(status, doc, "csrf_required", 403)
+    assert {k["id"] for k in con.ok("GET", "/v1/keys")["keys"]} == before
+    # control: its own token makes one (and revokes it)
+    made = con.ok("POST", "/v1/keys", want=201, json={"name": "honest"})
+    con.ok("DELETE", f"/v1/keys/{made['key']['id']}")
+    # HEAD is GET without a body: it changes nothing
+    status, _, _ = con.request("HEAD", "/v1/keys")
+    assert status == 200
+
+
+def test_the_cookie_opens_nothing_outside_v1(service, ws):
+    """MCP, Piston, E2B's API and its sandbox plane take keys alone."""
+    con, _, _ = sign_in(service, ws.person)
+    piston = service.request("GET", "/piston/x/api/v2/runtimes", key=None,
+                             headers={"Cookie": f"airlock_session={con.cookie}"})[0]
+    assert piston in (401, 404), piston
+    for path in ("/sandboxes", "/v2/sandboxes"):
+        assert con.request("GET", path)[0] == 401, path
+    status, _, _ = con.request("POST", "/sandboxes", json={"templateID": "base"})
+    assert status == 401, status
+    status, _, _ = con.request("GET", "/files?path=/etc/passwd", headers={"E2b-Sandbox-Id": "isb_nosuch"})
+    assert status in (401, 502), status
+    # control: the same cookie is the person on /v1
+    assert con.ok("GET", "/v1/session")["via"] == "session"
+
+
+def test_a_sessions_role_is_read_on_each_request(service):
+    """A demoted admin's session keeps no admin right, and a session whose
+    person is gone opens nothing: the role is the store's, read per request."""
+    t = gov_tenant(service, "demote")
+    con, _, doc = sign_in(service, t.person)
+    assert doc["person"]["role"] == "admin"
+    status, _, _ = con.request("GET", "/v1/audit/checkpoint")
+    assert status == 200, status
+    con.ok("GET", "/v1/settings")
+    assert service.sql_count("UPDATE people SET role = 'member' WHERE id = ?", t.person) == 1
+    try:
+        assert con.ok("GET", "/v1/session")["person"]["role"] == "member"
+        status, _, doc = con.request("GET", "/v1/audit/checkpoint")
+        assert status == 403, (status, doc)
+        status, _, doc = con.request("PATCH", "/v1/settings", json={"timeout_s": 5})
+        assert_error(status, doc, "forbidden", 403)
+    finally:
+        service.sql_count("UPDATE people SET role = 'admin' WHERE id = ?", t.person)
+    assert con.request("GET", "/v1/audit/checkpoint")[0] == 200
+
+
+def test_sign_out_is_final_and_a_cookie_is_never_chosen(service, ws):
+    """Fixation: a cookie value the attacker picks (or an ended session's)
+    opens nothing, and signing in mints a new one whatever cookie came."""
+    con, _, _ = sign_in(service, ws.member_id)
+    old = con.cookie
+    con.ok("DELETE", "/v1/session", want=204)
+    for value in (old, "cs_" + "0" * 40, "cs_attacker_chosen"):
+        status, _, doc = service.request("GET", "/v1/runs", key=None, headers={"Cookie": f"airlock_session={value}"})
+        assert_error(status, doc, "session_ended", 401)
+    token = login_link(service, ws.member_id)
+    status, hdrs, doc = service.request("POST", "/v1/session", json={"token": token}, key=None,
+                                        headers={"Cookie": "airlock_session=cs_attacker_chosen"})
+    assert status == 201 and cookie_of(hdrs)[0] not in (old, "cs_attacker_chosen"), hdrs
+
+
+def test_login_link_defaults_to_the_configured_public_url(services, tmp_path):
+    svc = services.start("pub", {"public_url": "https://console.example.com/base/"})
+    person = re.search(r"^first admin person: (per_\w+)$", svc.admin("bootstrap"), re.M).group(1)
+    cfg = svc.state.parent / f"{svc.state.name}.conf"
+    proc = subprocess.run([str(svc.binary), "admin", "--config", str(cfg), *svc.store_args(), "login-link",
+                           "--person", person], capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc
+    out = proc.stdout.decode().strip()
+    assert out.startswith("https://console.example.com/base/login#token=ll_"), out
+    # and redeems on the service whose config it is; --url still wins
+    token = LINK.match(out).group(2)
+    assert svc.request("POST", "/v1/session", json={"token": token}, key=None)[0] == 201
+    out = svc.admin("login-link", "--person", person, "--url", "http://127.0.0.1:1")
+    assert out.startswith("http://127.0.0.1:1/login#token="), out
+    # the config names the state too: no --state needed
+    bad = tmp_path / "bad.conf"
+    bad.write_text("public_url = ftp://x\n")
+    proc = subprocess.run([str(svc.binary), "admin", "--config", str(bad), *svc.store_args(), "list"],
+                          capture_output=True, timeout=60)
+    assert proc.returncode != 0 and b"public_url" in proc.stderr, proc
+
+
+def test_admin_list_shows_key_names(service, ws):
+    name = "listed-" + uuid.uuid4().hex[:6]
+    ws.member.ok("POST", "/v1/keys", want=201, json={"name": name})
+    out = service.admin("list")
+    line = [ln for ln in out.splitlines() if f"name={name}" in ln]
+    assert len(line) == 1 and f"person_id={ws.member_id}" in line[0], out[-2000:]
