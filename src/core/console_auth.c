@@ -139,16 +139,23 @@ al_status al_key_create(al_service *s, const al_principal *p, const char *name, 
     if (!al_key_name_ok(name))
         return al_err(err, "keys", EINVAL, "a key's name is 1 to %d printable characters (e.g. \"ci-agent\")",
                       AL_KEY_NAME_MAX), AL_STATUS_INVALID;
-    int64_t active = 0;
-    if (al_store_keys_active(s->store, p->person_id, &active, err) < 0)
-        return AL_STATUS_INTERNAL;
-    if (active >= AL_KEYS_PER_PERSON)
-        return al_err(err, "keys", EMLINK, "you have %d keys that are not revoked, the most one person may: revoke one "
-                      "first (DELETE /v1/keys/ID)", AL_KEYS_PER_PERSON), AL_STATUS_CONFLICT;
     char id[40], secret[64];
     int r = al_store_begin(s->store, err);
     if (r < 0)
         return AL_STATUS_INTERNAL;
+    /* counted and made under the person's lock: of many requests at once
+     * (on any nodes), no more than the cap's worth get a key */
+    int64_t active = 0;
+    if (al_store_keys_lock(s->store, p->person_id, err) < 0 ||
+        al_store_keys_active(s->store, p->person_id, &active, err) < 0) {
+        al_store_rollback(s->store);
+        return AL_STATUS_INTERNAL;
+    }
+    if (active >= AL_KEYS_PER_PERSON) {
+        al_store_rollback(s->store);
+        return al_err(err, "keys", EMLINK, "you have %d keys that are not revoked, the most one person may: revoke one "
+                      "first (DELETE /v1/keys/ID)", AL_KEYS_PER_PERSON), AL_STATUS_CONFLICT;
+    }
     /* the key and its audit event land together: an unaudited key is not handed out */
     if ((r = al_store_create_key_named(s->store, p->person_id, name, secret, id, err)) < 0 ||
         (r = al_workspace_audit(s, p, "key.created", json_pack("{s:s, s:s, s:s}", "key_id", id, "name", name, "via", "api"),

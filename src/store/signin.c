@@ -311,3 +311,9 @@ int al_store_keys_active(al_store *s, const char *person_id, int64_t *ret, al_er
     json_decref(rows);
     return 0;
 }
+
+int al_store_keys_lock(al_store *s, const char *person_id, al_error *err) {
+    char key[80];
+    snprintf(key, sizeof key, "keys:%s", person_id);
+    return al_store_lock(s, err, key);
+}

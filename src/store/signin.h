@@ -67,5 +67,9 @@ int al_store_keys_list(al_store *s, const char *workspace_id, const char *person
                        size_t *ret_n, al_error *err);
 /* Key ID in *RET; -ENOENT when there is none. */
 int al_store_key_get(al_store *s, const char *id, al_store_key *ret, al_error *err);
+/* In a unit of work (al_store_begin): hold PERSON_ID's keys until it
+ * ends, so that a count of them and a key made on it are not raced by
+ * another unit doing the same (on any node). */
+int al_store_keys_lock(al_store *s, const char *person_id, al_error *err);
 /* How many of PERSON_ID's keys are not revoked. */
 int al_store_keys_active(al_store *s, const char *person_id, int64_t *ret, al_error *err);

@@ -457,3 +457,22 @@ def test_admin_list_shows_key_names(service, ws):
     out = service.admin("list")
     line = [ln for ln in out.splitlines() if f"name={name}" in ln]
     assert len(line) == 1 and f"person_id={ws.member_id}" in line[0], out[-2000:]
+
+
+def test_the_key_cap_holds_under_a_burst(service):
+    """100 keys not revoked per person: a burst of creations at once, on the
+    cap's edge, makes no more than the cap's worth (counted and made under
+    the person's lock)."""
+    from concurrent.futures import ThreadPoolExecutor
+    t = gov_tenant(service, "keycap")
+    con, _, _ = sign_in(service, t.person)
+    have = len([k for k in con.ok("GET", "/v1/keys")["keys"] if not k["revoked_at"]])
+    for i in range(100 - 4 - have):
+        con.ok("POST", "/v1/keys", want=201, json={"name": f"k{i}"})
+    with ThreadPoolExecutor(12) as pool:
+        statuses = list(pool.map(lambda i: con.request("POST", "/v1/keys", json={"name": f"burst{i}"})[0], range(12)))
+    assert sorted(statuses) == [201] * 4 + [409] * 8, statuses
+    status, _, doc = con.request("POST", "/v1/keys", json={"name": "one-more"})
+    assert_error(status, doc, "limit_reached", 409)
+    assert "revoke one" in doc["error"]["message"], doc
+    assert len([k for k in con.ok("GET", "/v1/keys")["keys"] if not k["revoked_at"]]) == 100
