@@ -476,3 +476,29 @@ def test_the_key_cap_holds_under_a_burst(service):
     assert_error(status, doc, "limit_reached", 409)
     assert "revoke one" in doc["error"]["message"], doc
     assert len([k for k in con.ok("GET", "/v1/keys")["keys"] if not k["revoked_at"]]) == 100
+
+
+def test_the_token_and_cookie_leak_nowhere(services):
+    """With a line per request logged: neither the login token nor the
+    session's cookie or CSRF token is in the service's log, its audit trail
+    or an error message, however they were sent (a misused ?token= too)."""
+    svc = services.start("leak", {"access_log": "true"})
+    person = re.search(r"^first admin person: (per_\w+)$", svc.admin("bootstrap"), re.M).group(1)
+    token = login_link(svc, person)
+    svc.request("POST", f"/login?token={token}", key=None)
+    svc.request("GET", f"/v1/session?token={token}", key=None)
+    status, hdrs, doc = svc.request("POST", "/v1/session", json={"token": token}, key=None)
+    assert status == 201, doc
+    cookie = cookie_of(hdrs)[0]
+    con = Console(svc, cookie, doc["csrf_token"])
+    con.ok("GET", "/v1/runs")
+    status, _, again = svc.request("POST", "/v1/session", json={"token": token}, key=None)
+    assert status == 401 and token not in json.dumps(again)
+    con.request("POST", "/v1/keys", json={"name": "x"}, csrf=False)
+    audit = json.dumps(svc.ok("GET", "/v1/audit", query={"limit": 200}))
+    con.ok("DELETE", "/v1/session", want=204)
+    log = svc.log_path.read_text(errors="replace")
+    assert '"route":"/v1/session"' in log.replace(" ", ""), "the access log is on: it logged the sign-in"
+    for secret in (token, token[3:], cookie, cookie[3:], doc["csrf_token"]):
+        assert secret not in log, f"{secret[:8]}... is in the service's log"
+        assert secret not in audit, f"{secret[:8]}... is in the audit trail"
