@@ -8,11 +8,13 @@
 #include "handlers.h"
 #include "route.h"
 #include "status.h"
+#include "../core/console_auth.h"
 #include "../core/follow.h"
 #include "../core/views.h"
 
 #define SSE_KEEPALIVE_S 15
 #define SSE_EVENTS_PER_READ 64
+#define SSE_SESSION_CHECK_MS 5000
 
 typedef struct sse {
     al_service *s;
@@ -23,7 +25,22 @@ typedef struct sse {
     size_t len, pos;
     bool ended;
     bool held; /* one of the person's followers_per_person */
+    /* opened by a console session (else ""): asked again every few
+     * seconds, so that a stream ends soon after its session (sign-out,
+     * its 12 hours), not when its run does */
+    char session_id[40];
+    uint64_t session_checked_ms;
 } sse;
+
+/* Whether E may go on: its session, if it came by one, still lives (the
+ * store asked at most every SSE_SESSION_CHECK_MS). */
+static bool sse_session_lives(sse *e) {
+    if (!e->session_id[0] || al_now_ms() - e->session_checked_ms < SSE_SESSION_CHECK_MS)
+        return true;
+    al_error err = { 0 };
+    e->session_checked_ms = al_now_ms();
+    return al_session_live(e->s, e->session_id, &err) > 0;
+}
 
 /* Whether the client of C has closed its side (or the connection broke). */
 static bool peer_gone(struct MHD_Connection *c) {
@@ -60,6 +77,8 @@ static ssize_t sse_fill(sse *e) {
      * (and its share of the person's followers) back within one, not at
      * the next keepalive */
     for (int waited = 0;; waited++) {
+        if (!sse_session_lives(e))
+            return MHD_CONTENT_READER_END_OF_STREAM;
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += 1;
@@ -156,6 +175,10 @@ enum MHD_Result al_sse_run_events(al_route_ctx *x) {
     e->c = c;
     e->held = true;
     snprintf(e->person_id, sizeof e->person_id, "%s", x->p->person_id);
+    if (x->rq->via_session) {
+        snprintf(e->session_id, sizeof e->session_id, "%s", x->rq->ses.id);
+        e->session_checked_ms = al_now_ms();
+    }
     const char *last = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID");
     uint64_t l;
     al_follow_init(&e->f, s, id, last && al_parse_u64(last, &l) == 0 && l < INT64_MAX ? (int64_t)l : 0);

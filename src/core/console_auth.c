@@ -87,6 +87,8 @@ int al_session_admit(al_service *s, const char *secret, al_principal *ret_p, al_
     return 1;
 }
 
+int al_session_live(al_service *s, const char *id, al_error *err) { return al_store_session_live(s->store, id, err); }
+
 bool al_session_csrf_ok(const al_console_session *ses, const char *given) {
     if (!given || !ses->csrf[0])
         return false;

@@ -44,6 +44,10 @@ int al_session_open(al_service *s, const char *token, char ret_secret[64], al_co
 /* 1 with the person and session when SECRET (a cookie's value) is a live
  * session, 0 when not, -errno when the store fails. */
 int al_session_admit(al_service *s, const char *secret, al_principal *ret_p, al_console_session *ret, al_error *err);
+/* 1 while session ID lives (not signed out, not past its 12 hours, its
+ * person there), 0 after, -errno when the store fails: what a stream
+ * opened by the session asks as it goes, so that none outlives it. */
+int al_session_live(al_service *s, const char *id, al_error *err);
 /* Whether GIVEN is SES's CSRF token (compared in constant time). */
 bool al_session_csrf_ok(const al_console_session *ses, const char *given);
 /* Sign out: SES revoked at once on every node, audited (session.signed_out). */

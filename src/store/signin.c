@@ -173,6 +173,20 @@ int al_store_session_authenticate(al_store *s, const char *secret, al_principal 
     return r;
 }
 
+int al_store_session_live(al_store *s, const char *id, al_error *err) {
+    char now[40];
+    al_store_now(now, sizeof now);
+    json_t *rows = al_store_query(s, err,
+                                  "SELECT 1 AS one FROM console_sessions c JOIN people p ON p.id = c.person_id "
+                                  "WHERE c.id = ? AND c.revoked_at IS NULL AND c.expires_at > ?",
+                                  "ss", id, now);
+    if (!rows)
+        return -EIO;
+    int r = json_array_size(rows) == 1;
+    json_decref(rows);
+    return r;
+}
+
 int al_store_session_revoke(al_store *s, const char *id, al_error *err) {
     char now[40];
     al_store_now(now, sizeof now);

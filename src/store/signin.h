@@ -46,6 +46,9 @@ int al_store_login_link_redeem(al_store *s, const char *token, int64_t session_t
  * expired nor revoked, 0 when not, -errno on failure. */
 int al_store_session_authenticate(al_store *s, const char *secret, al_principal *ret_p, al_store_session *ret,
                                   al_error *err);
+/* 1 when session ID is neither expired nor revoked and its person is
+ * there, 0 when not, -errno on failure. */
+int al_store_session_live(al_store *s, const char *id, al_error *err);
 /* Revoke session ID at once (1), 0 when it was revoked already. */
 int al_store_session_revoke(al_store *s, const char *id, al_error *err);
 /* PERSON_ID and the names of its workspace and organisation; -ENOENT. */

@@ -502,3 +502,42 @@ def test_the_token_and_cookie_leak_nowhere(services):
     for secret in (token, token[3:], cookie, cookie[3:], doc["csrf_token"]):
         assert secret not in log, f"{secret[:8]}... is in the service's log"
         assert secret not in audit, f"{secret[:8]}... is in the audit trail"
+
+
+def test_a_stream_ends_with_its_session(service, ws):
+    """A run's event stream opened by a session ends within seconds of the
+    session's sign-out, not when the run does (which here is much later);
+    the same person's other session's stream goes on (the control)."""
+    import http.client
+    import socket
+    run = ws.member.ok("POST", "/v1/runs", want=201,
+                       json={"language": "python", "code": "import time\nprint('start', flush=True)\ntime.sleep(40)"})
+    try:
+        ended, going = sign_in(service, ws.member_id)[0], sign_in(service, ws.member_id)[0]
+
+        def follow(con):
+            conn = http.client.HTTPConnection(service.host, service.port, timeout=20)
+            conn.request("GET", f"/v1/runs/{run['id']}/events", headers={"Cookie": f"airlock_session={con.cookie}"})
+            resp = conn.getresponse()
+            assert resp.status == 200, resp.status
+            return conn, resp
+        a_conn, a = follow(ended)
+        b_conn, b = follow(going)
+        ended.ok("DELETE", "/v1/session", want=204)
+        t0 = time.monotonic()
+        while a.readline():
+            assert time.monotonic() - t0 < 15, "the stream went on after its session ended"
+        took = time.monotonic() - t0
+        assert took < 12, took
+        # the control's stream is still open: a read waits (times out), it does not end
+        b_conn.sock.settimeout(1.0)
+        try:
+            while True:
+                line = b.readline()
+                assert line, "the other session's stream ended too"
+        except (socket.timeout, TimeoutError):
+            pass
+        a_conn.close()
+        b_conn.close()
+    finally:
+        ws.member.cancel(run["id"])
