@@ -541,3 +541,52 @@ def test_a_stream_ends_with_its_session(service, ws):
         b_conn.close()
     finally:
         ws.member.cancel(run["id"])
+
+
+def _serve_sh(state, port, **env):
+    """scripts/serve.sh (what `make serve` runs) started with STATE and
+    LISTEN: (its process, the login link it printed)."""
+    import os
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    e = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
+    e.update(STATE=str(state), LISTEN=f"127.0.0.1:{port}", IMAGES=str(state / "images"), **env)
+    proc = subprocess.Popen(["sh", "scripts/serve.sh"], cwd=root, env=e, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    link = None
+    deadline = time.monotonic() + 30
+    for raw in proc.stdout:
+        line = raw.decode(errors="replace").strip()
+        if "/login#token=" in line and LINK.match(line):
+            link = line
+        if '"service.start"' in line or time.monotonic() > deadline:
+            break
+    return proc, link
+
+
+def test_make_serve_prints_a_link_that_signs_in(tmp_path):
+    """A stranger's path: `make serve`, open the printed link, signed in as
+    the first admin; each start prints a new one; PUBLIC_URL is the link's
+    address and makes the cookie Secure."""
+    from service_util import free_port
+    from pathlib import Path
+    if not (Path(__file__).resolve().parents[2] / "build" / "airlock").exists():
+        pytest.skip("scripts/serve.sh runs ./build/airlock: not built")
+    state, port = tmp_path / "state", free_port()
+    for env, base in (({}, f"http://127.0.0.1:{port}"), ({"PUBLIC_URL": "https://console.example.com/"},
+                                                         "https://console.example.com")):
+        proc, link = _serve_sh(state, port, **env)
+        try:
+            assert link and link.startswith(base + "/login#token="), link
+            token = LINK.match(link).group(2)
+            conn = __import__("http.client").client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("POST", "/v1/session", body=json.dumps({"token": token}),
+                         headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            doc = json.loads(resp.read())
+            assert resp.status == 201 and doc["person"]["role"] == "admin", doc
+            assert ("Secure" in resp.getheader("Set-Cookie")) == bool(env), resp.getheader("Set-Cookie")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=40)
+            proc.stdout.close()
