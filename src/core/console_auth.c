@@ -93,11 +93,12 @@ bool al_session_csrf_ok(const al_console_session *ses, const char *given) {
     if (!given || !ses->csrf[0])
         return false;
     /* every byte compared whatever differs, so the time says nothing of
-     * how much of a guess was right */
-    size_t n = strlen(ses->csrf);
-    unsigned char d = strlen(given) != n;
+     * how much of a guess was right; GIVEN is read to its end, never past
+     * it (a shorter one is compared as if padded with NULs) */
+    size_t n = strlen(ses->csrf), gn = strlen(given);
+    unsigned char d = gn != n;
     for (size_t i = 0; i < n; i++)
-        d |= (unsigned char)(ses->csrf[i] ^ (given[i] ? given[i] : 0));
+        d |= (unsigned char)(ses->csrf[i] ^ (i < gn ? given[i] : 0));
     return d == 0;
 }
 
