@@ -590,3 +590,21 @@ def test_make_serve_prints_a_link_that_signs_in(tmp_path):
             proc.terminate()
             proc.wait(timeout=40)
             proc.stdout.close()
+
+
+def test_another_workspaces_admin_cannot_touch_a_key_by_id(service, ws):
+    """Key ids are not secrets: another workspace's admin, by session or by
+    key, revoking this workspace's key by its id gets 404, and the key works."""
+    made = ws.member.ok("POST", "/v1/keys", want=201, json={"name": "victim"})
+    victim = service.with_key(made["secret"])
+    other = gov_tenant(service, "keythief")
+    thief, _, _ = sign_in(service, other.person)
+    for attempt in (lambda: thief.request("DELETE", f"/v1/keys/{made['key']['id']}"),
+                    lambda: other.client.request("DELETE", f"/v1/keys/{made['key']['id']}")):
+        status, _, doc = attempt()
+        assert_error(status, doc, "not_found", 404)
+    assert victim.ok("GET", "/v1/session")["person"]["id"] == ws.member_id
+    assert made["key"]["id"] not in {k["id"] for k in thief.ok("GET", "/v1/keys")["keys"]}
+    # control: this workspace's admin can
+    assert ws.client.ok("DELETE", f"/v1/keys/{made['key']['id']}")["revoked_at"]
+    assert victim.request("GET", "/v1/session")[0] == 401
