@@ -55,6 +55,8 @@ enum MHD_Result al_rest_settings_put(al_route_ctx *x);
 enum MHD_Result al_rest_usage(al_route_ctx *x);
 enum MHD_Result al_rest_audit(al_route_ctx *x);
 enum MHD_Result al_rest_audit_checkpoint(al_route_ctx *x);
+/* rest_audit_export.c: the chain verified */
+enum MHD_Result al_rest_audit_verify(al_route_ctx *x);
 /* e2b.c: E2B's control plane (sandboxes); e2b_files.c: its sandbox plane's
  * health, files and filesystem.Filesystem */
 enum MHD_Result al_e2b_create(al_route_ctx *x);

@@ -101,6 +101,7 @@ static const al_route routes[] = {
     { "GET", "/v1/usage", AL_AUTH_KEY, al_rest_usage },
     { "GET", "/v1/audit", AL_AUTH_KEY, al_rest_audit },
     { "GET", "/v1/audit/checkpoint", AL_AUTH_KEY, al_rest_audit_checkpoint },
+    { "GET", "/v1/audit/verify", AL_AUTH_KEY, al_rest_audit_verify },
 };
 
 /* E2B's sandbox plane (a request with E2b-Sandbox-Id): envd on port 49983,
