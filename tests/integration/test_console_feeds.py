@@ -394,3 +394,35 @@ def test_audit_export_is_ndjson_of_the_same_filter(service):
     assert one == admin.ok("GET", "/v1/audit", query={"run_id": runs[1]["id"]})["events"]
     status, _, doc = admin.get("/v1/audit", query={"format": "csv"})
     assert_error(status, doc, "bad_request", 400)
+
+
+@pytest.mark.only_passes("postgresql")
+def test_events_see_the_runs_of_another_node(tmp_path):
+    """Two nodes on one PostgreSQL database: a stream held by one sees a run
+    asked of the other, through to its end."""
+    import pg_util
+    from service_util import Service, wait_no_boxes
+    if pg_util.test_store() != "postgresql":
+        pytest.skip("the postgresql pass's (AIRLOCK_TEST_STORE=postgresql)")
+    store = pg_util.cluster().uri(pg_util.cluster().new_database("feeds"))
+    a = Service(tmp_path / "state", config={"max_concurrent": 2}, store=store)
+    b = Service(tmp_path / "state", config={"max_concurrent": 2}, store=store, bootstrap=False, key=a.key)
+    b.log_path = tmp_path / "node-b.log"
+    a.start()
+    b.start()
+    try:
+        watch = Activity(a, a.key)
+        assert watch.status == 200
+        try:
+            # a run asked of B: its creation is B's write, which nothing on
+            # A wakes for; whichever node then runs it, A's stream follows it
+            run = b.run("import time; time.sleep(0.5); print('b')", wait=False)
+            seen = watch.until(lambda k, d: d["id"] == run["id"] and d["state"] in TERMINAL, timeout=60)
+            states = [d["state"] for _, d in seen if d["id"] == run["id"]]
+            assert states[-1] == "succeeded" and len(states) >= 2, states
+        finally:
+            watch.close()
+    finally:
+        b.stop()
+        a.stop()
+        wait_no_boxes(15)
