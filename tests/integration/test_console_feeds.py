@@ -426,3 +426,32 @@ def test_events_see_the_runs_of_another_node(tmp_path):
         b.stop()
         a.stop()
         wait_no_boxes(15)
+
+
+def test_a_console_session_reads_the_feeds_and_changes_need_its_csrf_token(service):
+    """The console's cookie reads these routes as its person's key would;
+    a kill needs the CSRF token; the activity stream opens with the cookie."""
+    from test_console_auth import sign_in
+    ws, _, people = tenant_with_people(service, "ses")
+    mid, member = people["member"]
+    console, _, _ = sign_in(service, mid)
+    assert [p["id"] for p in console.ok("GET", "/v1/persons")["persons"]] == [people[r][0]
+                                                                              for r in ("admin", "approver", "member")]
+    run = member.run("print(1)")
+    assert [r["id"] for r in console.ok("GET", "/v1/runs", query={"person_id": mid})["runs"]] == [run["id"]]
+    assert console.ok("GET", "/v1/usage")["days"][-1]["runs"] == 1
+    assert console.ok("GET", "/v1/audit/verify")["ok"] is True
+    sid, _ = e2b_create(member)
+    status, _, doc = console.request("DELETE", f"/v1/sandboxes/{sid}", csrf=False)
+    assert_error(status, doc, "csrf_required", 403)
+    assert [b["id"] for b in console.ok("GET", "/v1/sandboxes")["sandboxes"]] == [sid]
+    console.ok("DELETE", f"/v1/sandboxes/{sid}", want=204)
+    # the stream, with the cookie and no key
+    conn = http.client.HTTPConnection(service.host, service.port, timeout=30)
+    try:
+        conn.request("GET", "/v1/events", headers={"Cookie": f"airlock_session={console.cookie}"})
+        resp = conn.getresponse()
+        assert resp.status == 200 and resp.getheader("Content-Type").startswith("text/event-stream")
+        assert resp.readline() == b": listening\n"
+    finally:
+        conn.close()
