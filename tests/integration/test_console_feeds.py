@@ -115,7 +115,7 @@ def test_credits_are_what_the_ledger_charged(service):
     assert run["state"] == "succeeded" and run["credits"] == 3
     assert admin.get_run(run["id"])["credits"] == 3
     assert [r["credits"] for r in admin.list_runs()] == [3]
-    # a canceled run before it started was never charged: 0
+    # a run of a workspace that charges nothing costs 0
     service.admin("price", "set", "--workspace", ws, "0")
     free = admin.run("print(2)")
     assert free["credits"] == 0
