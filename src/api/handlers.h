@@ -26,6 +26,14 @@ enum MHD_Result al_rest_runs_input(al_route_ctx *x);
 enum MHD_Result al_rest_runs_approve(al_route_ctx *x);
 enum MHD_Result al_rest_runs_deny(al_route_ctx *x);
 enum MHD_Result al_rest_runs_cancel(al_route_ctx *x);
+/* rest_events.c: the workspace's activity as Server-Sent Events */
+enum MHD_Result al_rest_events(al_route_ctx *x);
+/* rest_workspace.c: the workspace's people, threads and sandboxes */
+enum MHD_Result al_rest_persons(al_route_ctx *x);
+enum MHD_Result al_rest_threads(al_route_ctx *x);
+enum MHD_Result al_rest_sandboxes(al_route_ctx *x);
+enum MHD_Result al_rest_sandbox_files(al_route_ctx *x);
+enum MHD_Result al_rest_sandbox_kill(al_route_ctx *x);
 /* sse.c: a run's events as Server-Sent Events */
 enum MHD_Result al_sse_run_events(al_route_ctx *x);
 /* rest_artifacts.c, rest_threads.c */
@@ -47,6 +55,8 @@ enum MHD_Result al_rest_settings_put(al_route_ctx *x);
 enum MHD_Result al_rest_usage(al_route_ctx *x);
 enum MHD_Result al_rest_audit(al_route_ctx *x);
 enum MHD_Result al_rest_audit_checkpoint(al_route_ctx *x);
+/* rest_audit_export.c: the chain verified */
+enum MHD_Result al_rest_audit_verify(al_route_ctx *x);
 /* rest_session.c: the console's sign-in (POST, GET, DELETE /v1/session)
  * and a person's API keys (/v1/keys) */
 enum MHD_Result al_rest_session_create(al_route_ctx *x);

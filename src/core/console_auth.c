@@ -92,13 +92,16 @@ int al_session_live(al_service *s, const char *id, al_error *err) { return al_st
 bool al_session_csrf_ok(const al_console_session *ses, const char *given) {
     if (!given || !ses->csrf[0])
         return false;
-    /* every byte compared whatever differs, so the time says nothing of
-     * how much of a guess was right; GIVEN is read to its end, never past
-     * it (a shorter one is compared as if padded with NULs) */
-    size_t n = strlen(ses->csrf), gn = strlen(given);
-    unsigned char d = gn != n;
+    /* the token's length is no secret (every token has the same): a
+     * shorter one is refused before any byte is read past its end; then
+     * every byte is compared whatever differs, so the time says nothing
+     * of how much of a guess was right */
+    size_t n = strlen(ses->csrf);
+    if (strlen(given) != n)
+        return false;
+    unsigned char d = 0;
     for (size_t i = 0; i < n; i++)
-        d |= (unsigned char)(ses->csrf[i] ^ (i < gn ? given[i] : 0));
+        d |= (unsigned char)(ses->csrf[i] ^ given[i]);
     return d == 0;
 }
 

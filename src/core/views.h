@@ -9,9 +9,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "audit.h"
 #include "service.h"
 #include "../store/audit.h"
 #include "../store/governance.h"
+#include "../store/runs.h"
+#include "../store/tenants.h"
 
 /* ------------------------------------------------------------------ service */
 
@@ -46,6 +49,33 @@ void al_view_run_free(al_view_run *r);
 int al_view_runs_page(al_service *s, const al_principal *p, al_run_state state, const char *thread, int64_t before,
                       int64_t limit, al_view_run_brief **ret, size_t *ret_n, al_error *err);
 void al_view_run_briefs_free(al_view_run_brief *b, size_t n);
+/* The same with every filter GET /v1/runs takes: of PERSON_ID and asked
+ * through VIA (one of al_run_via_valid's names) too, each NULL for any. */
+typedef struct al_view_run_query {
+    al_run_state state;
+    const char *thread_id, *person_id, *via;
+    int64_t before, limit;
+} al_view_run_query;
+int al_view_runs_find(al_service *s, const al_principal *p, const al_view_run_query *q, al_view_run_brief **ret,
+                      size_t *ret_n, al_error *err);
+/* Whether VIA names an interface a run can come through (rest, mcp,
+ * piston, e2b). */
+bool al_run_via_valid(const char *via);
+
+/* ---------------------------------------------------- people and threads */
+
+typedef al_store_person al_view_person;
+typedef al_store_thread al_view_thread;
+/* The most people a workspace lists at once (GET /v1/persons). */
+#define AL_VIEW_PERSONS_MAX 1000
+/* P's workspace's people, in the order they were made. */
+int al_view_persons(al_service *s, const al_principal *p, al_view_person **ret, size_t *ret_n, al_error *err);
+void al_view_persons_free(al_view_person *v, size_t n);
+/* P's workspace's threads, the one with the newest run first, below
+ * BEFORE (a thread's last_seq; INT64_MAX from the start), at most LIMIT
+ * (free()). */
+int al_view_threads(al_service *s, const al_principal *p, int64_t before, int64_t limit, al_view_thread **ret,
+                    size_t *ret_n, al_error *err);
 
 /* -------------------------------------------------------------- artifacts */
 
@@ -64,8 +94,24 @@ json_t *al_view_artifacts_recent(al_service *s, const char *ws_id, size_t limit,
 typedef al_store_ledger_entry al_view_ledger_entry;
 typedef al_store_count al_view_count;
 
+/* One day of a workspace's runs (UTC). */
+#define AL_USAGE_DAYS 30
+#define AL_USAGE_DAY_LANGUAGES 16 /* languages told apart a day; the rest are counted as "other" */
+typedef enum al_run_via { AL_VIA_REST, AL_VIA_MCP, AL_VIA_PISTON, AL_VIA_E2B, _AL_VIA_MAX } al_run_via;
+const char *al_run_via_name(al_run_via v);
+typedef struct al_view_usage_day {
+    char date[12];                /* YYYY-MM-DD */
+    int64_t runs;
+    int64_t by_state[_AL_RUN_STATE_MAX];
+    al_view_count by_language[AL_USAGE_DAY_LANGUAGES + 1];
+    size_t nlanguage;
+    int64_t by_via[_AL_VIA_MAX];
+    int64_t credits;
+} al_view_usage_day;
+
 typedef struct al_view_usage {
     int64_t balance;
+    al_view_usage_day days[AL_USAGE_DAYS]; /* the oldest first, today last */
     al_view_ledger_entry *ledger; /* the last written first */
     size_t nledger;
     int64_t by_state[_AL_RUN_STATE_MAX];
@@ -91,6 +137,11 @@ typedef struct al_view_audit_filter {
 int al_view_audit_list(al_service *s, const al_principal *p, const al_view_audit_filter *f, al_view_audit_events *ret,
                        al_error *err);
 void al_view_audit_done(al_view_audit_events *l);
+/* P's workspace's chain checked (al_audit_verify_chain, at most MAX
+ * events) against the head this service signed last (*RET_SIGNED, in
+ * *RET_LAST; false: none signed yet). */
+int al_view_audit_verify(al_service *s, const al_principal *p, int64_t max, al_audit_check *ret, bool *ret_signed,
+                         al_audit_head *ret_last, al_error *err);
 
 /* -------------------------------------------------------------- settings */
 
