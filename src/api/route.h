@@ -154,3 +154,13 @@ enum MHD_Result al_rest_audit_export(al_route_ctx *x, const struct al_view_audit
 /* Whether the client of C has closed its side (or the connection broke):
  * an event stream's wait ends at once (sse.c). */
 bool al_sse_peer_gone(struct MHD_Connection *c);
+/* The console session an event stream was opened by ("" for a key), and
+ * when it was last asked about: a stream asks al_sse_session_lives as it
+ * waits and ends when it says no, so that no stream outlives its session
+ * (sign-out, its 12 hours, its person gone) by more than a few seconds. */
+typedef struct al_sse_session {
+    char id[40];
+    uint64_t checked_ms;
+} al_sse_session;
+void al_sse_session_init(al_sse_session *ss, const al_route_ctx *x);
+bool al_sse_session_lives(al_service *s, al_sse_session *ss);

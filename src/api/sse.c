@@ -25,21 +25,23 @@ typedef struct sse {
     size_t len, pos;
     bool ended;
     bool held; /* one of the person's followers_per_person */
-    /* opened by a console session (else ""): asked again every few
-     * seconds, so that a stream ends soon after its session (sign-out,
-     * its 12 hours), not when its run does */
-    char session_id[40];
-    uint64_t session_checked_ms;
+    al_sse_session ses; /* ends soon after its session, not when its run does */
 } sse;
 
-/* Whether E may go on: its session, if it came by one, still lives (the
- * store asked at most every SSE_SESSION_CHECK_MS). */
-static bool sse_session_lives(sse *e) {
-    if (!e->session_id[0] || al_now_ms() - e->session_checked_ms < SSE_SESSION_CHECK_MS)
+void al_sse_session_init(al_sse_session *ss, const al_route_ctx *x) {
+    memset(ss, 0, sizeof *ss);
+    if (x->rq->via_session)
+        snprintf(ss->id, sizeof ss->id, "%s", x->rq->ses.id);
+    ss->checked_ms = al_now_ms();
+}
+
+bool al_sse_session_lives(al_service *s, al_sse_session *ss) {
+    /* the store asked at most every few seconds; a store that fails ends it */
+    if (!ss->id[0] || al_now_ms() - ss->checked_ms < SSE_SESSION_CHECK_MS)
         return true;
     al_error err = { 0 };
-    e->session_checked_ms = al_now_ms();
-    return al_session_live(e->s, e->session_id, &err) > 0;
+    ss->checked_ms = al_now_ms();
+    return al_session_live(s, ss->id, &err) > 0;
 }
 
 bool al_sse_peer_gone(struct MHD_Connection *c) {
@@ -76,7 +78,7 @@ static ssize_t sse_fill(sse *e) {
      * (and its share of the person's followers) back within one, not at
      * the next keepalive */
     for (int waited = 0;; waited++) {
-        if (!sse_session_lives(e))
+        if (!al_sse_session_lives(e->s, &e->ses))
             return MHD_CONTENT_READER_END_OF_STREAM;
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
@@ -174,10 +176,7 @@ enum MHD_Result al_sse_run_events(al_route_ctx *x) {
     e->c = c;
     e->held = true;
     snprintf(e->person_id, sizeof e->person_id, "%s", x->p->person_id);
-    if (x->rq->via_session) {
-        snprintf(e->session_id, sizeof e->session_id, "%s", x->rq->ses.id);
-        e->session_checked_ms = al_now_ms();
-    }
+    al_sse_session_init(&e->ses, x);
     const char *last = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID");
     uint64_t l;
     al_follow_init(&e->f, s, id, last && al_parse_u64(last, &l) == 0 && l < INT64_MAX ? (int64_t)l : 0);
