@@ -57,7 +57,8 @@ int al_session_open(al_service *s, const char *token, char ret_secret[64], al_co
         snprintf(why, sizeof why, "%s", err->msg);
         *err = (al_error){ 0 }; /* the store's words, said again with what to do */
         return al_err(err, "signin", EACCES,
-                      "%s: ask for a new one (an operator runs: airlock admin login-link --person YOUR_PERSON_ID)", why);
+                      "%s: ask for a new one (whoever runs the service makes it with: airlock admin "
+                      "login-link --person YOUR_PERSON_ID; `make serve` prints one each time it starts)", why);
     }
     if (r < 0)
         return r;
