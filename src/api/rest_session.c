@@ -7,6 +7,8 @@
  * POST /v1/keys, DELETE /v1/keys/{id}: a person's keys by name, a new one's
  * secret answered once. The cookie itself is admitted in http.c.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <string.h>
 
 #include "handlers.h"
@@ -34,6 +36,18 @@ static bool over_https(al_route_ctx *x) {
 static void cookie_header(al_route_ctx *x, const char *value, int max_age, char *out, size_t cap) {
     snprintf(out, cap, COOKIE_NAME "=%s; HttpOnly; SameSite=Strict; Path=/; Max-Age=%d%s", value, max_age,
              over_https(x) ? "; Secure" : "");
+}
+
+/* The client's address as text ("" if unknown): behind a proxy, the proxy's. */
+static void client_address(struct MHD_Connection *c, char out[INET6_ADDRSTRLEN]) {
+    out[0] = '\0';
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr)
+        return;
+    if (ci->client_addr->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)ci->client_addr)->sin_addr, out, INET6_ADDRSTRLEN);
+    else if (ci->client_addr->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ci->client_addr)->sin6_addr, out, INET6_ADDRSTRLEN);
 }
 
 /* GET /v1/session's document: who P is, and how they are signed in. */
@@ -74,8 +88,16 @@ enum MHD_Result al_rest_session_create(al_route_ctx *x) {
     al_principal p;
     int r = al_session_open(x->s, token, secret, &x->rq->ses, &p, &err);
     json_decref(body);
-    if (r == -EACCES)
+    if (r == -EACCES) {
+        /* failed sign-ins are not counted (docs/api.md says why) but are
+         * seen: a line in the service's log with the address, never the
+         * token (the message is the store's words about it) */
+        char addr[INET6_ADDRSTRLEN];
+        client_address(c, addr);
+        al_service_log(x->s, AL_LOG_INFO, "signin.refused", json_pack("{s:s, s:s#}", "address", addr, "why", err.msg,
+                                                                    (int)strcspn(err.msg, ":")));
         return al_reply_error(c, 401, "login_link_invalid", "%s", err.msg);
+    }
     if (r < 0)
         return al_reply_error(c, 500, "internal", "%s", err.msg);
     /* the answer is the session as GET /v1/session gives it */

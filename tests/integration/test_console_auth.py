@@ -499,6 +499,10 @@ def test_the_token_and_cookie_leak_nowhere(services):
     con.ok("DELETE", "/v1/session", want=204)
     log = svc.log_path.read_text(errors="replace")
     assert '"route":"/v1/session"' in log.replace(" ", ""), "the access log is on: it logged the sign-in"
+    # the refused reuse is seen, with its address and why, not its token
+    refused = [json.loads(ln) for ln in log.splitlines() if '"signin.refused"' in ln]
+    assert refused and refused[-1]["address"] == "127.0.0.1", refused
+    assert refused[-1]["why"] == "this sign-in link was used already", refused
     for secret in (token, token[3:], cookie, cookie[3:], doc["csrf_token"]):
         assert secret not in log, f"{secret[:8]}... is in the service's log"
         assert secret not in audit, f"{secret[:8]}... is in the audit trail"
