@@ -163,6 +163,7 @@ MODULES = {
     "test_battery_o_storage.py": ("asan", "postgresql"),     # what is stored, retention
     "test_battery_o_watch.py": ("asan", "serial"),           # watches every box on the host
     "test_cli.py": ("asan",),
+    "test_console_auth.py": ("asan", "postgresql"),          # the console's sign-in: links, sessions, keys
     "test_core_end_of_run.py": ("postgresql", "serial"),     # two nodes, one killed; counts its runs' ends
     "test_daytona_double.py": ("asan",),                     # @daytonaio/sdk against the Daytona test double
     "test_driver_daytona.py": ("asan",),                     # driver = daytona against that double
