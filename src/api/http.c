@@ -94,6 +94,59 @@ static enum MHD_Result admit_sandbox(al_http *h, struct MHD_Connection *c, const
     return rpc ? al_e2b_connect_error(c, "internal", "%s", err.msg) : al_e2b_reply_error(c, 500, "%s", err.msg);
 }
 
+/* The console's sign-in (POST /v1/session), which needs no key: its body,
+ * a token, is read without one, so it is bounded here, on the headers:
+ * at most 4 KiB, declared up front (a chunked body is refused unread). */
+#define SIGNIN_BODY_MAX 4096
+static enum MHD_Result admit_signin(struct MHD_Connection *c, al_request *rq) {
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    uint64_t len = 0;
+    if (!cl || al_parse_u64(cl, &len) < 0 || len > SIGNIN_BODY_MAX) {
+        rq->answered = true;
+        return al_reply_error(c, 413, "payload_too_large", "a sign-in's body is at most %d bytes, sent with Content-Length: "
+                              "{\"token\": \"...\"}", SIGNIN_BODY_MAX);
+    }
+    return MHD_YES;
+}
+
+/* Whether URL lies in the /v1 area: the only one a console session opens
+ * (not /mcp, /piston, E2B's: agents' surfaces take keys alone). */
+static bool in_v1(const char *url) {
+    url += strspn(url, "/");
+    return strncmp(url, "v1", 2) == 0 && (url[2] == '/' || url[2] == '\0');
+}
+
+/* A request of the /v1 area with no key: its session cookie, if it has one
+ * (airlock_session, set by POST /v1/session). One that changes something
+ * (not GET or HEAD) must also carry the session's CSRF token in
+ * X-CSRF-Token: a cookie is sent by the browser whatever page asks, the
+ * header only by the console's own script. */
+static enum MHD_Result admit_session(al_http *h, struct MHD_Connection *c, const char *url, const char *method,
+                                     al_request *rq) {
+    const char *cookie = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, "airlock_session");
+    al_error err = { 0 };
+    int a = cookie ? al_session_admit(h->s, cookie, &rq->p, &rq->ses, &err) : 0;
+    if (a < 0) {
+        rq->answered = true;
+        return al_reply_error(c, 500, "internal", "%s", err.msg);
+    }
+    if (a == 0) {
+        rq->answered = true;
+        if (cookie)
+            return al_reply_error(c, 401, "session_ended", "your console session has ended (signed out, or past its "
+                                  "12 hours): sign in again with a new login link");
+        return al_route_dispatch(&h->parts, c, url, method, rq);
+    }
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0 &&
+        !al_session_csrf_ok(&rq->ses, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-CSRF-Token"))) {
+        rq->answered = true;
+        return al_reply_error(c, 403, "csrf_required", "a request signed in by the console's session that changes "
+                              "something must carry X-CSRF-Token: the csrf_token of GET /v1/session");
+    }
+    rq->via_session = true;
+    return hold_body(h->s, c, rq);
+}
+
 /* The first call, on the headers alone, before libmicrohttpd reads a byte of
  * the body: who asks is known here, so a request without a valid key (and
  * one that needs no key, if it comes with a body: it needs none) is
@@ -111,7 +164,9 @@ static enum MHD_Result admit(al_http *h, struct MHD_Connection *c, const char *u
     al_route_auth auth = AL_AUTH_NONE;
     char keybuf[AL_ROUTE_SEG_MAX];
     const char *key = NULL;
-    bool known = al_route_auth_of(url, &auth, keybuf, &key);
+    bool known = al_route_auth_of(url, method, &auth, keybuf, &key);
+    if (known && auth == AL_AUTH_SIGNIN)
+        return admit_signin(c, rq);
     if (!known || (auth != AL_AUTH_KEY && auth != AL_AUTH_URL_KEY && auth != AL_AUTH_E2B_KEY)) {
         /* an answer queued now closes the connection after it: only when
          * there is a body to refuse (else it keeps alive) */
@@ -128,6 +183,9 @@ static enum MHD_Result admit(al_http *h, struct MHD_Connection *c, const char *u
         const char *authz = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
         key = authz && strncmp(authz, "Bearer ", 7) == 0 ? authz + 7 : NULL;
     }
+    /* a key, when one is sent, is the request's only credential */
+    if (!key && auth == AL_AUTH_KEY && in_v1(url))
+        return admit_session(h, c, url, method, rq);
     al_error err = { 0 };
     int a = key ? al_view_authenticate(s, key, &rq->p, &err) : 0;
     if (a <= 0) {

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../core/console_auth.h"
 #include "../core/sandbox.h"
 #include "../core/service.h"
 #include "reply.h"
@@ -41,6 +42,10 @@ typedef struct al_request {
      * whose owner is P */
     bool sandbox_plane;
     al_sandbox sb;
+    /* the console: P was admitted by its session cookie (http.c), not a
+     * key; the session, with its CSRF token */
+    bool via_session;
+    al_console_session ses;
 } al_request;
 
 /* What the server shares with the handlers that need it. */
@@ -76,6 +81,7 @@ typedef enum al_route_auth {
     AL_AUTH_E2B_KEY,  /* E2B's control plane: an API key in X-API-KEY (or Authorization: Bearer), else E2B's 401 */
     AL_AUTH_SANDBOX,  /* E2B's sandbox plane: the sandbox's X-Access-Token, checked on the headers (http.c) */
     AL_AUTH_SANDBOX_OPEN, /* E2B's sandbox plane without the token (the code interpreter's contexts: http.c) */
+    AL_AUTH_SIGNIN,   /* the console's sign-in: anyone, with a small JSON body read without a key (http.c) */
     _AL_AUTH_MAX,
 } al_route_auth;
 
@@ -86,11 +92,12 @@ typedef struct al_route {
     al_route_fn fn;
 } al_route;
 
-/* The auth of the path URL (admit, on the headers alone): of the rows its
- * path matches, else of the area (/v1, /operator) it lies in. *RET_KEY: the
+/* The auth of METHOD on the path URL (admit, on the headers alone): of the
+ * row its path and method match, else of the path's first row, else of the
+ * area (/v1, /operator) it lies in. *RET_KEY: the
  * key a URL_KEY route carries in its path (into KEYBUF). False: no such
  * path (it needs no key, and is answered 404). */
-bool al_route_auth_of(const char *url, al_route_auth *ret, char keybuf[AL_ROUTE_SEG_MAX], const char **ret_key);
+bool al_route_auth_of(const char *url, const char *method, al_route_auth *ret, char keybuf[AL_ROUTE_SEG_MAX], const char **ret_key);
 /* The shape of the errors answered on URL (reply.h): Piston's under
  * /piston/, else airlock's. */
 al_reply_shape al_route_shape_of(const char *url);

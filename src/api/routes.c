@@ -33,7 +33,9 @@
 
 /* ------------------------------------------------------------------ table */
 
-/* Rows of one path share its auth (the first row's is the path's). A row
+/* A row's auth is its own (the console's sign-in, POST /v1/session, needs
+ * no key where GET and DELETE of that path do); a method no row of a path
+ * takes is answered (405) under the path's first row's. A row
  * whose method is NULL takes every method its rows above do not: its
  * handler answers each (MCP's transport, Piston's own 404). */
 
@@ -43,6 +45,12 @@ static const al_route routes[] = {
     { "GET", "/openapi.json", AL_AUTH_NONE, al_ops_openapi },
     { "GET", "/metrics", AL_AUTH_OPERATOR, al_ops_metrics },
     { "GET", "/operator/status", AL_AUTH_OPERATOR, al_ops_status },
+    /* the web console's files (console.c): the shell and its assets; what
+     * it reads and changes is the /v1 API below, as an agent's */
+    { "GET", "/", AL_AUTH_NONE, al_console_shell },
+    { "GET", "/login", AL_AUTH_NONE, al_console_shell },
+    { "GET", "/assets/{file}", AL_AUTH_NONE, al_console_asset },
+    { "GET", "/assets/pages/{file}", AL_AUTH_NONE, al_console_page },
     /* Piston */
     { "GET", "/piston/{key}/api/v2/runtimes", AL_AUTH_URL_KEY, al_piston_route_runtimes },
     { "POST", "/piston/{key}/api/v2/execute", AL_AUTH_URL_KEY, al_piston_route_execute },
@@ -94,6 +102,13 @@ static const al_route routes[] = {
     { "GET", "/v1/usage", AL_AUTH_KEY, al_rest_usage },
     { "GET", "/v1/audit", AL_AUTH_KEY, al_rest_audit },
     { "GET", "/v1/audit/checkpoint", AL_AUTH_KEY, al_rest_audit_checkpoint },
+    /* REST: the console's sign-in and a person's keys (rest_session.c) */
+    { "GET", "/v1/session", AL_AUTH_KEY, al_rest_session_get },
+    { "POST", "/v1/session", AL_AUTH_SIGNIN, al_rest_session_create },
+    { "DELETE", "/v1/session", AL_AUTH_KEY, al_rest_session_delete },
+    { "GET", "/v1/keys", AL_AUTH_KEY, al_rest_keys_list },
+    { "POST", "/v1/keys", AL_AUTH_KEY, al_rest_keys_create },
+    { "DELETE", "/v1/keys/{id}", AL_AUTH_KEY, al_rest_keys_revoke },
 };
 
 /* E2B's sandbox plane (a request with E2b-Sandbox-Id): envd on port 49983,
@@ -224,7 +239,7 @@ static bool lookup(bool sandbox, const char *url, const char *method, char seg[A
         }
     }
     if (f->path) {
-        *ret_auth = f->path->auth;
+        *ret_auth = f->row ? f->row->auth : f->path->auth;
         return true;
     }
     if (sandbox) {
@@ -241,11 +256,12 @@ static bool lookup(bool sandbox, const char *url, const char *method, char seg[A
     return false;
 }
 
-bool al_route_auth_of(const char *url, al_route_auth *ret, char keybuf[AL_ROUTE_SEG_MAX], const char **ret_key) {
+bool al_route_auth_of(const char *url, const char *method, al_route_auth *ret, char keybuf[AL_ROUTE_SEG_MAX],
+                      const char **ret_key) {
     char seg[AL_ROUTE_SEGS][AL_ROUTE_SEG_MAX];
     found f;
     *ret_key = NULL;
-    if (!lookup(false, url, NULL, seg, &f, ret))
+    if (!lookup(false, url, method, seg, &f, ret))
         return false;
     /* the key a URL carries is its route's first {parameter} */
     if (*ret == AL_AUTH_URL_KEY && f.path && f.path_arg[0]) {

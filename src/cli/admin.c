@@ -4,6 +4,7 @@
 
 #include "../core/audit.h"
 #include "../core/checkpoint.h"
+#include "../core/console_auth.h"
 #include "../core/service.h"
 #include "cli.h"
 #include "../store/governance.h"
@@ -15,9 +16,13 @@ static int usage_to(FILE *f) {
                     "  org create NAME\n"
                     "  workspace create --org ORG_ID NAME\n"
                     "  person create --workspace WS_ID NAME [--role admin|approver|member]\n"
-                    "  key create --person PERSON_ID      prints the key once; only its hash is kept\n"
+                    "  key create --person PERSON_ID [--name NAME]  prints the key once; only its hash is kept\n"
                     "  key revoke KEY_ID                  the key is refused (401) from the next request on\n"
                     "  key rotate KEY_ID                  a new key for the same person; the old one is revoked\n"
+                    "  login-link --person PERSON_ID [--url BASE] [--ttl-s SECONDS]\n"
+                    "                                     a one-time link that signs the person in to the web console:\n"
+                    "                                     BASE/login#token=... (BASE http://127.0.0.1:8080; 15 minutes,\n"
+                    "                                     or SECONDS from 1 to 900)\n"
                     "  list\n"
                     "  credits grant --org ORG_ID AMOUNT    (a negative amount takes back)\n"
                     "  credits show --org ORG_ID\n"
@@ -52,7 +57,7 @@ static int open_store(const char *state, const char *store, bool create, al_stor
 static int words_allowed(const char *cmd, const char *sub) {
     static const struct { const char *cmd, *sub; int n; } t[] = {
         { "bootstrap", NULL, 1 }, { "list", NULL, 1 }, { "org", "create", 3 },
-        { "workspace", "create", 5 }, { "key", "create", 4 }, { "key", "revoke", 3 }, { "key", "rotate", 3 },
+        { "workspace", "create", 5 }, { "key", "create", 6 }, { "key", "revoke", 3 }, { "key", "rotate", 3 },
     };
     for (size_t k = 0; k < ELEMENTSOF(t); k++)
         if (strcmp(cmd, t[k].cmd) == 0 && (!t[k].sub || strcmp(sub, t[k].sub) == 0))
@@ -273,6 +278,10 @@ static int bootstrap(al_store *s, const char *state, al_error *err) {
     int64_t keys = 0;
     if (al_store_keys_count(s, &keys, err) == 0 && keys > 0) {
         printf("already set up: an API key exists (airlock admin --state %s list)\n", state);
+        /* who `make serve` prints a console sign-in link for */
+        char admin[40];
+        if (al_store_first_admin(s, admin, err) > 0)
+            printf("first admin person: %s\n", admin);
         return 0;
     }
     char org[40], ws[40], per[40], id[40], key[64];
@@ -314,8 +323,69 @@ static int key_change(al_store *s, bool rotate, const char *old, al_error *err) 
     return 0;
 }
 
-/* what credits() answers beside 0 and -errno */
+/* `admin key create --person ID [--name NAME]`: audited (key.created) in
+ * the person's workspace, as the API's keys are. */
+static int key_create(al_store *s, const char *person, const char *name, al_error *err) {
+    if (!al_key_name_ok(name))
+        return al_err(err, "keys", EINVAL, "a key's name is 1 to %d printable characters", AL_KEY_NAME_MAX);
+    char id[40], key[64];
+    al_store_person_card card;
+    const al_principal *p = &card.p;
+    int r = al_store_create_key_named(s, person, name, key, id, err);
+    if (r == 0 && (r = al_store_person_card_get(s, person, &card, err)) == 0 &&
+        (r = al_audit_append(s, p->org_id, p->workspace_id, "key.created", p->person_id, NULL,
+                             json_pack("{s:s, s:s, s:s}", "key_id", id, "name", name, "via", "airlock admin"), err)) < 0) {
+        /* an unaudited key is not handed out */
+        al_error e2 = { 0 };
+        (void)al_store_revoke_key(s, id, NULL, &e2);
+    }
+    if (r < 0)
+        return r;
+    printf("key %s\napi key: %s\n(shown once: only its hash is stored)\n", id, key);
+    return 0;
+}
+
+/* `admin login-link --person ID [--url BASE] [--ttl-s N]`: one line,
+ * BASE/login#token=TOKEN. The token rides in the fragment, which browsers
+ * never send, so no server's or proxy's log sees it; the console's page
+ * reads it and redeems it (POST /v1/session). ARGV starts after the
+ * command's word. ADMIN_USAGE for words it does not take. */
 #define ADMIN_USAGE 2
+static int login_link(al_store *s, int argc, char **argv, al_error *err) {
+    const char *person = NULL, *base = "http://127.0.0.1:8080", *ttl_arg = NULL;
+    for (int k = 0; k < argc; k += 2) {
+        if (k + 1 >= argc)
+            return ADMIN_USAGE;
+        if (strcmp(argv[k], "--person") == 0)
+            person = argv[k + 1];
+        else if (strcmp(argv[k], "--url") == 0)
+            base = argv[k + 1];
+        else if (strcmp(argv[k], "--ttl-s") == 0)
+            ttl_arg = argv[k + 1];
+        else
+            return ADMIN_USAGE;
+    }
+    if (!person)
+        return ADMIN_USAGE;
+    size_t bl = strlen(base);
+    if ((strncmp(base, "http://", 7) != 0 && strncmp(base, "https://", 8) != 0) || bl > 512 ||
+        strpbrk(base, "#?\" <>\t\r\n"))
+        return al_err(err, "login-link", EINVAL, "--url is the console's address, http(s)://HOST[:PORT][/PATH] "
+                      "(no query or fragment)");
+    while (bl > 0 && base[bl - 1] == '/')
+        bl--;
+    uint64_t ttl = AL_LOGIN_LINK_TTL_S;
+    if (ttl_arg && (al_parse_u64(ttl_arg, &ttl) < 0 || ttl < 1 || ttl > AL_LOGIN_LINK_TTL_S))
+        return al_err(err, "login-link", EINVAL, "--ttl-s is 1 to %d seconds", AL_LOGIN_LINK_TTL_S);
+    char token[64], expires[40];
+    int r = al_login_link_issue(s, person, (int64_t)ttl, token, expires, err);
+    if (r < 0)
+        return r;
+    printf("%.*s/login#token=%s\n", (int)bl, base, token);
+    return 0;
+}
+
+/* what credits() answers beside 0 and -errno */
 #define ADMIN_REFUSED 3
 
 /* `admin credits grant|show --org ORG [AMOUNT]`: the grant, then the
@@ -397,7 +467,7 @@ int cli_admin(int argc, char **argv) {
         return 125;
     }
     int r = 0;
-    char id[40], key[64];
+    char id[40];
     const char *cmd = argv[i], *sub = i + 1 < argc ? argv[i + 1] : "";
     if (strcmp(cmd, "bootstrap") == 0) {
         r = bootstrap(s, state, &err);
@@ -417,9 +487,15 @@ int cli_admin(int argc, char **argv) {
         if ((r = al_store_create_person(s, argv[i + 3], argv[i + 4], role, id, &err)) == 0)
             printf("person %s\n", id);
     } else if (strcmp(cmd, "key") == 0 && strcmp(sub, "create") == 0 && i + 3 < argc &&
-               strcmp(argv[i + 2], "--person") == 0) {
-        if ((r = al_store_create_key(s, argv[i + 3], key, id, &err)) == 0)
-            printf("key %s\napi key: %s\n(shown once: only its hash is stored)\n", id, key);
+               strcmp(argv[i + 2], "--person") == 0 &&
+               (argc - i == 4 || (argc - i == 6 && strcmp(argv[i + 4], "--name") == 0))) {
+        r = key_create(s, argv[i + 3], argc - i == 6 ? argv[i + 5] : "default", &err);
+    } else if (strcmp(cmd, "login-link") == 0) {
+        r = login_link(s, argc - i - 1, argv + i + 1, &err);
+        if (r == ADMIN_USAGE) {
+            al_store_close(s);
+            return usage();
+        }
     } else if (strcmp(cmd, "key") == 0 && (strcmp(sub, "revoke") == 0 || strcmp(sub, "rotate") == 0) && i + 3 == argc) {
         r = key_change(s, strcmp(sub, "rotate") == 0, argv[i + 2], &err);
     } else if (strcmp(cmd, "list") == 0) {

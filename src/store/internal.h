@@ -33,5 +33,8 @@ int al_store_lock(al_store *s, al_error *err, const char *key);
  * row of another shape is not read as one); NULL (or no such column) reads
  * as "" when NULLABLE, else is false too. */
 bool al_col_text(json_t *row, const char *col, char *buf, size_t len, bool nullable);
+/* The sha256 of a secret (an API key, a login link's token, a session's
+ * cookie) in hex: what the store keeps instead of it. */
+void al_store_hash_secret(const char *secret, char hex[65]);
 /* A list's LIMIT: LIMIT itself, or no limit (0). */
 int64_t al_store_row_limit(size_t limit);

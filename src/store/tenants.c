@@ -6,8 +6,9 @@
 #include <string.h>
 
 #include "internal.h"
+#include "signin.h"
 
-static void hash_key(const char *key, char hex[65]) {
+void al_store_hash_secret(const char *key, char hex[65]) {
     struct sha256_ctx c;
     uint8_t d[SHA256_DIGEST_SIZE];
     sha256_init(&c);
@@ -80,25 +81,7 @@ int al_store_create_person(al_store *s, const char *ws_id, const char *name, con
 }
 
 int al_store_create_key(al_store *s, const char *person_id, char *ret_key, char *ret_id, al_error *err) {
-    char now[40], secret[48], hex[65], prefix[16];
-    al_store_now(now, sizeof now);
-    al_store_new_id("key", ret_id, 40);
-    /* two random ids back to back: 200 bits from getrandom */
-    char a[32], b[32];
-    al_store_new_id("x", a, sizeof a);
-    al_store_new_id("x", b, sizeof b);
-    snprintf(secret, sizeof secret, "al_%s%s", a + 2, b + 2);
-    hash_key(secret, hex);
-    snprintf(prefix, sizeof prefix, "%.10s", secret);
-    int r = al_store_exec(s, err, "INSERT INTO api_keys (id, person_id, hash, prefix, created_at) "
-                                  "SELECT ?, id, ?, ?, ? FROM people WHERE id = ?",
-                          "sssss", ret_id, hex, prefix, now, person_id);
-    if (r == 0)
-        return al_err(err, "store", ENOENT, "no person %s", person_id);
-    if (r < 0)
-        return r;
-    snprintf(ret_key, 64, "%s", secret);
-    return 0;
+    return al_store_create_key_named(s, person_id, "default", ret_key, ret_id, err);
 }
 
 /* The owner of key KEY_ID (revoked or not) into *RET; -ENOENT when none. */
@@ -172,13 +155,28 @@ int al_store_rotate_key(al_store *s, const char *key_id, char *ret_key, char *re
     return 0;
 }
 
+/* When a key was last used, written at most once a minute per key (a
+ * write per request would make every read a write); a failure to record
+ * it does not refuse the request. */
+static void mark_used(al_store *s, json_t *row) {
+    char now[40], last[40], id[40];
+    if (!al_col_text(row, "id", id, sizeof id, false) || !al_col_text(row, "last_used_at", last, sizeof last, true))
+        return;
+    al_store_now(now, sizeof now);
+    /* the same format: the first 16 characters are the minute */
+    if (last[0] && strncmp(last, now, 16) == 0)
+        return;
+    al_error e = { 0 };
+    (void)al_store_exec(s, &e, "UPDATE api_keys SET last_used_at = ? WHERE id = ?", "ss", now, id);
+}
+
 int al_store_authenticate(al_store *s, const char *key, al_principal *ret, al_error *err) {
     if (!key || strlen(key) > 128)
         return 0;
     char hex[65];
-    hash_key(key, hex);
+    al_store_hash_secret(key, hex);
     json_t *rows = al_store_query(s, err,
-                                  "SELECT p.org_id, p.workspace_id, p.id AS person_id, p.role FROM api_keys k "
+                                  "SELECT k.id, k.last_used_at, p.org_id, p.workspace_id, p.id AS person_id, p.role FROM api_keys k "
                                   "JOIN people p ON p.id = k.person_id WHERE k.hash = ? AND k.revoked_at IS NULL",
                                   "s", hex);
     if (!rows)
@@ -190,6 +188,7 @@ int al_store_authenticate(al_store *s, const char *key, al_principal *ret, al_er
         snprintf(ret->workspace_id, sizeof ret->workspace_id, "%s", json_string_value(json_object_get(r, "workspace_id")));
         snprintf(ret->person_id, sizeof ret->person_id, "%s", json_string_value(json_object_get(r, "person_id")));
         snprintf(ret->role, sizeof ret->role, "%s", json_string_value(json_object_get(r, "role")));
+        mark_used(s, r);
     }
     json_decref(rows);
     return found;

@@ -163,6 +163,7 @@ MODULES = {
     "test_battery_o_storage.py": ("asan", "postgresql"),     # what is stored, retention
     "test_battery_o_watch.py": ("asan", "serial"),           # watches every box on the host
     "test_cli.py": ("asan",),
+    "test_console_auth.py": ("asan", "postgresql"),          # the console's sign-in: links, sessions, keys
     "test_core_end_of_run.py": ("postgresql", "serial"),     # two nodes, one killed; counts its runs' ends
     "test_daytona_double.py": ("asan",),                     # @daytonaio/sdk against the Daytona test double
     "test_driver_daytona.py": ("asan",),                     # driver = daytona against that double
@@ -170,6 +171,7 @@ MODULES = {
     "test_docker.py": ("asan", "serial"),                    # the test dockerd
     "test_docker_pool.py": ("asan", "serial"),               # the test dockerd
     "test_e2b_control.py": ("asan", "postgresql"),           # the E2B SDK: control plane, files
+    "test_console.py": ("asan",),                            # the web console: its files, and Chromium driving it (issue 36)
     "test_battery_p_e2b.py": ("asan", "postgresql"),       # the E2B API as an attacker uses it
     "test_fuzz_findings.py": ("asan",),
     "test_governance_approvals.py": ("asan", "postgresql"),

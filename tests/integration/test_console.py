@@ -1,0 +1,97 @@
+"""The web console (issue 36): what `airlock serve` answers at /, /login and
+/assets/ (the files built into the binary, with the console's headers), and
+the console itself in a real browser (tests/e2e/console.test.mjs: Debian's
+Chromium driven by playwright-core, with axe-core), against this module's
+service. The service's workspace asks for approval of every run; its
+people (an admin, an approver, a member) and a person of another
+organisation sign in with links made by the real `airlock admin
+login-link`, handed to the Node test in the environment."""
+import os
+import re
+import shutil
+
+from conftest import ROOT, need
+from node_util import node_test, npm_ci
+from service_util import gov_tenant, put_settings, service  # noqa: F401
+
+CSP = ("default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; connect-src 'self'; "
+       "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+SHOTS = ROOT / "build" / "console-screenshots"
+LINKS_PER_PERSON = 8
+
+
+def headers_ok(h):
+    assert h.get("content-security-policy") == CSP, h
+    assert h.get("x-content-type-options") == "nosniff"
+    assert h.get("referrer-policy") == "no-referrer"
+    assert h.get("x-frame-options") == "DENY"
+
+
+def test_shell_and_assets_are_served_with_the_console_headers(service):
+    for path in ("/", "/login"):
+        status, h, body = service.request("GET", path, key=None)
+        assert status == 200, (path, status)
+        headers_ok(h)
+        assert h["content-type"] == "text/html; charset=utf-8"
+        text = body.decode()
+        # no inline script or style: the policy would refuse them
+        assert '<script type="module" src="/assets/app.js"></script>' in text
+        assert not re.search(r"<script(?![^>]*\bsrc=)", text) and "<style" not in text and "style=" not in text
+    status, h, _ = service.request("GET", "/assets/app.js", key=None)
+    assert status == 200 and h["content-type"] == "text/javascript; charset=utf-8"
+    headers_ok(h)
+    assert h["cache-control"] == "no-cache" and re.fullmatch(r'"[0-9a-f]{20}"', h["etag"]), h
+    # revalidated: 304 while the build is the same
+    status, h2, _ = service.request("GET", "/assets/app.js", key=None, headers={"If-None-Match": h["etag"]})
+    assert status == 304 and h2["etag"] == h["etag"]
+    status, _, _ = service.request("GET", "/assets/app.js", key=None, headers={"If-None-Match": '"0000"'})
+    assert status == 200
+    for path, kind in (("/assets/pages/activity.js", "text/javascript"), ("/assets/app.css", "text/css"),
+                       ("/assets/hljs-core.js", "text/javascript"), ("/assets/hljs.css", "text/css")):
+        status, h, _ = service.request("HEAD", path, key=None)
+        assert status == 200 and h["content-type"].startswith(kind), (path, status, h)
+        headers_ok(h)
+
+
+def test_nothing_outside_the_embedded_set_is_served(service):
+    for path in ("/assets/nope.js", "/assets/index.html", "/assets/package.json", "/assets/..%2Fpackage.json",
+                 "/assets/pages/..%2F..%2Fpackage.json", "/assets/vendor/hljs.css", "/assets/pages/nope.js",
+                 "/assets/node_modules/x.js"):
+        status, h, doc = service.request("GET", path, key=None)
+        assert status == 404, (path, status, doc)
+    status, h, doc = service.request("POST", "/assets/app.js", key=None)
+    assert status == 405 and "GET" in h.get("allow", ""), (status, h)
+
+
+def login_links(svc, person, n):
+    """N one-time links for PERSON from `airlock admin login-link`, or None
+    while this build has no sign-in (the browser test then sends keys)."""
+    links = []
+    for _ in range(n):
+        p = svc.admin_run("login-link", "--person", person, "--url", svc.base_url)
+        if p.returncode != 0:
+            return None
+        out = p.stdout.decode().strip()
+        assert re.fullmatch(re.escape(svc.base_url) + r"/login#token=[A-Za-z0-9_\-]+", out), out
+        links.append(out)
+    return links
+
+
+def test_console_in_a_browser(service):
+    need(shutil.which("chromium") or os.path.exists("/usr/bin/chromium"), "Debian's chromium (scripts/deps.sh)")
+    npm_ci()
+    t = gov_tenant(service, "console")
+    put_settings(t.client, approval_policy="always", approval_ttl_s=900)
+    approver, approver_client = t.person_in("approver", name="Ada Approver")
+    member, member_client = t.person_in("member", name="Max Member")
+    other = gov_tenant(service, "elsewhere")
+    people = {"admin": (t.person, t.key), "approver": (approver, approver_client.key),
+              "member": (member, member_client.key), "other": (other.person, other.key)}
+    env = {"AIRLOCK_URL": service.base_url, "AIRLOCK_SCREENSHOTS": str(SHOTS)}
+    for who, (person, key) in people.items():
+        env[f"AIRLOCK_KEY_{who.upper()}"] = key
+        env[f"AIRLOCK_PERSON_{who.upper()}"] = person
+        links = login_links(service, person, LINKS_PER_PERSON)
+        if links:
+            env[f"AIRLOCK_LINKS_{who.upper()}"] = " ".join(links)
+    node_test("console.test.mjs", env, expect=1, timeout=300)
