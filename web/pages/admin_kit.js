@@ -31,7 +31,8 @@ export function when(t) {
 
 // A table with headers (th scope=col) and ROWS of cells (strings or nodes).
 export function table(h, caption, heads, rows, cls) {
-  return h("div", { class: "table-wrap" },
+  // a region the keyboard can scroll, when a narrow screen makes it scroll
+  return h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": caption || heads.join(", ") },
     h("table", { class: "adm-table " + (cls || "") },
       caption ? h("caption", { class: "adm-caption" }, caption) : null,
       h("thead", {}, h("tr", {}, ...heads.map((t) => h("th", { scope: "col" }, t)))),

@@ -14,6 +14,7 @@ export default {
   render: async (root, ctx) => {
     const { api, h, toast, session } = ctx;
     const isAdmin = session && session.person && session.person.role === "admin";
+    root.classList.add("adm-page");
     root.replaceChildren(h("h1", {}, "API keys"));
 
     const name = h("input", { id: "adm-key-name", type: "text", maxlength: "64", autocomplete: "off",

@@ -31,6 +31,12 @@ function parseNetwork(net) {
   return { mode: net || "offline", withPackages: false, hosts: [] };
 }
 
+// Whether setting K's value V is the one shown (S): lists of names in any order are the same set.
+function same(k, v, s) {
+  if (k === "dlp_patterns" || !Array.isArray(v)) return JSON.stringify(v) === JSON.stringify(s);
+  return JSON.stringify([...v].sort()) === JSON.stringify([...(s || [])].sort());
+}
+
 function lines(text) {
   return text.split("\n").map((s) => s.trim()).filter(Boolean);
 }
@@ -60,6 +66,7 @@ export default {
     const { api, h, toast, session } = ctx;
     const isAdmin = session && session.person && session.person.role === "admin";
     const status = h("p", { class: "adm-status", role: "status", "aria-live": "polite" });
+    root.classList.add("adm-page");
     root.replaceChildren(h("h1", {}, "Settings — Code execution"), status);
     let s;
     try {
@@ -108,14 +115,24 @@ export default {
       h("fieldset", {}, h("legend", {}, "Modes a run may ask for"), ...allowChecks,
         h("p", { class: "adm-hint" }, "The default policy's mode is always allowed.")));
     root.append(netCard);
+    // the default's mode is allowed while it is the default; a mode allowed
+    // only because it was the default is no longer once another is chosen
+    let forced = null;
     const syncNet = () => {
       const m = netCard.querySelector("input[name=adm-net-default]:checked")?.value;
-      internetWarn.hidden = !(m === "internet" || netCard.querySelector("#adm-allow-internet").checked);
+      if (forced && forced !== m) {
+        netCard.querySelector("#adm-allow-" + forced).checked = false;
+        forced = null;
+      }
       for (const [mode] of MODES) {
         const c = netCard.querySelector("#adm-allow-" + mode);
-        if (mode === m) c.checked = true;
+        if (mode === m && !c.checked) {
+          c.checked = true;
+          forced = mode;
+        }
         c.disabled = mode === m;
       }
+      internetWarn.hidden = !(m === "internet" || netCard.querySelector("#adm-allow-internet").checked);
     };
     netCard.addEventListener("change", syncNet);
     syncNet();
@@ -141,9 +158,10 @@ export default {
     const tools = card(h, "Tool allow-list",
       h("fieldset", {}, h("legend", {}, "Tools agents may call"),
         ...TOOLS.map(([t, label]) => check(h, "adm-tool-" + t, label, s.tools.includes(t)))));
+    const retentionShown = String(Math.round(s.run_retention_s / DAY * 100) / 100);
     const retention = card(h, "Retention",
       field(h, "Keep an ended run's code, output and events (days)",
-        num(h, "adm-retention", Math.round(s.run_retention_s / DAY * 100) / 100, { min: "1", max: "3650", step: "any" }),
+        num(h, "adm-retention", retentionShown, { min: "1", max: "3650", step: "any" }),
         "From 1 day to 10 years. Audit events are kept regardless."));
 
     // ---- DLP patterns: rows of name + pattern
@@ -172,7 +190,7 @@ export default {
 
     const saveBtn = h("button", { type: "submit", class: "btn btn-primary" }, "Save settings");
     const saveError = h("p", { class: "adm-error", role: "alert", id: "adm-save-error" });
-    const form = h("form", { class: "adm-form", novalidate: "" }, netCard, limits, approvals, tools, retention, dlp,
+    const form = h("form", { class: "adm-form adm-settings-form", novalidate: "" }, netCard, limits, approvals, tools, retention, dlp,
       h("div", { class: "adm-actions" }, saveBtn, saveError));
     root.append(form);
 
@@ -205,7 +223,9 @@ export default {
         approval_policy: policySel.value, approval_ttl_s: numberOf("adm-approval-ttl"),
         allow_self_approval: form.querySelector("#adm-self-approval").checked,
         tools: TOOLS.map(([t]) => t).filter((t) => form.querySelector("#adm-tool-" + t).checked),
-        run_retention_s: Math.round(numberOf("adm-retention") * DAY),
+        // in days on the page: a value not retyped keeps its exact seconds
+        run_retention_s: form.querySelector("#adm-retention").value === retentionShown ? s.run_retention_s
+          : Math.round(numberOf("adm-retention") * DAY),
         dlp_patterns: patterns,
       };
       for (const [k, v] of Object.entries(want))
@@ -213,7 +233,7 @@ export default {
       // send only what changed, so the audit event names exactly the settings changed
       const patch = {};
       for (const [k, v] of Object.entries(want))
-        if (JSON.stringify(v) !== JSON.stringify(s[k])) patch[k] = v;
+        if (!same(k, v, s[k])) patch[k] = v;
       return { errors, patch };
     };
     form.addEventListener("submit", async (ev) => {

@@ -90,6 +90,7 @@ export default {
   render: async (root, ctx) => {
     const { api, h, toast, session } = ctx;
     const isAdmin = session && session.person && session.person.role === "admin";
+    root.classList.add("adm-page");
     root.replaceChildren(h("h1", {}, "Skills"));
     let skills;
     try {

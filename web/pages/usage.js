@@ -36,6 +36,7 @@ export default {
   roles: null,
   render: async (root, ctx) => {
     const { api, h } = ctx;
+    root.classList.add("adm-page");
     root.replaceChildren(h("h1", {}, "Usage"));
     let u;
     try {
