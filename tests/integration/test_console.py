@@ -12,7 +12,8 @@ import shutil
 
 from conftest import ROOT, need
 from node_util import node_test, npm_ci
-from service_util import gov_tenant, put_settings, service  # noqa: F401
+from image_util import CACHE, ensure_default_image
+from service_util import Service, ServiceSet, gov_tenant, put_settings, service  # noqa: F401
 
 CSP = ("default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; connect-src 'self'; "
        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
@@ -95,3 +96,42 @@ def test_console_in_a_browser(service):
         if links:
             env[f"AIRLOCK_LINKS_{who.upper()}"] = " ".join(links)
     node_test("console.test.mjs", env, expect=1, timeout=300)
+
+
+# ------------------------------------------------------------ the admin pages
+# (console-admin's block: tests/e2e/console_admin.test.mjs drives Settings →
+# Code execution, Usage, Audit, Skills and Keys; a service of its own, which
+# serves the bundled skills on the default image from the suite's cache)
+
+def test_console_admin_pages(request):
+    """An admin's pages in Chromium: a setting changed and its audit event
+    shown; a member without Settings, refused by the API from their own
+    page; a DLP pattern that does not compile refused in the API's words
+    with nothing saved; a secret saved and never shown back; a key created
+    (shown once, working as a Bearer key), listed and revoked; the usage
+    charts with their text alternatives; the audit chain verified, its
+    checkpoint, a filter and the export; the skill test bench running a
+    bundled skill's entrypoint from its form."""
+    need(shutil.which("chromium") or os.path.exists("/usr/bin/chromium"), "Debian's chromium (scripts/deps.sh)")
+    npm_ci()
+    ss = ServiceSet(request)
+    svc = Service(ss.root / "console-admin", config={"skills_dir": str(ROOT / "skills")})
+    ss.services.append(svc)
+    ensure_default_image()      # the bundled skills' runtime (built once per machine, then cached)
+    if not (svc.state / "images").exists():
+        (svc.state / "images").symlink_to(CACHE / "images")
+    svc.start()
+    t = gov_tenant(svc, "console-admin")
+    member, member_client = t.person_in("member", name="Max Member")
+    # a whole CPU makes the bench's pdf-report quick; runs in two languages by two people for the charts
+    put_settings(t.client, memory_mb=1024, cpus=1)
+    for client, code, lang in ((t.client, "print('hello')", "python"), (t.client, "echo hi", "bash"),
+                               (member_client, "print(1)", "python")):
+        assert client.run(code, language=lang)["state"] == "succeeded"
+    env = {"AIRLOCK_URL": svc.base_url, "AIRLOCK_SCREENSHOTS": str(SHOTS),
+           "AIRLOCK_KEY_ADMIN": t.key, "AIRLOCK_KEY_MEMBER": member_client.key}
+    for who, person, n in (("admin", t.person, 6), ("member", member, 1)):
+        links = login_links(svc, person, n)
+        assert links, "airlock admin login-link failed"
+        env[f"AIRLOCK_LINKS_{who.upper()}"] = " ".join(links)
+    node_test("console_admin.test.mjs", env, expect=6, timeout=420)

@@ -7,6 +7,11 @@ import approvals from "./approvals.js";
 import threads from "./threads.js";
 import thread from "./thread.js";
 import sandboxes from "./sandboxes.js";
+import settings from "./settings.js";
+import usage from "./usage.js";
+import audit from "./audit.js";
+import skills from "./skills.js";
+import keys from "./keys.js";
 
 export default [
   activity,
@@ -15,4 +20,9 @@ export default [
   threads,
   thread,
   sandboxes,
+  settings,
+  usage,
+  audit,
+  skills,
+  keys,
 ];

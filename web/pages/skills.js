@@ -1,0 +1,215 @@
+// Skills (#/skills): the bundled skills and the workspace's (GET /v1/skills),
+// the test bench (an entrypoint's input_schema as a form, run through POST
+// /v1/skills/{name}/test: the same sandbox, allow-list and approval as any
+// run; its output and artifacts shown when it ends, its state live from the
+// workspace's event stream while it runs) and promotion (admins).
+import { card, errWords, table, when } from "./admin_kit.js";
+
+const LINES_MAX = 1000;   // items of an array-of-strings field (one per line)
+
+// One input of the form for a property of the schema, and how to read it back.
+function inputFor(h, key, prop, required, idBase) {
+  const id = `${idBase}-${key}`;
+  const label = h("label", { for: id }, key + (required ? " (required)" : ""));
+  const hint = prop.description ? h("p", { class: "adm-hint", id: id + "-hint" }, prop.description) : null;
+  const described = hint ? { "aria-describedby": id + "-hint" } : {};
+  let el, read;
+  if (Array.isArray(prop.enum)) {
+    el = h("select", { id, ...described }, required ? null : h("option", { value: "" }, "(default)"),
+      ...prop.enum.map((v) => h("option", { value: JSON.stringify(v) }, String(v))));
+    read = () => (el.value === "" ? undefined : JSON.parse(el.value));
+  } else if (prop.type === "boolean") {
+    // three states: a boolean the schema leaves out keeps its default
+    el = h("select", { id, ...described }, h("option", { value: "" }, "(default)"),
+      h("option", { value: "true" }, "true"), h("option", { value: "false" }, "false"));
+    read = () => (el.value === "" ? undefined : el.value === "true");
+  } else if (prop.type === "integer" || prop.type === "number") {
+    el = h("input", { id, type: "number", step: prop.type === "integer" ? "1" : "any", ...described,
+      ...(prop.minimum != null ? { min: String(prop.minimum) } : {}), ...(prop.maximum != null ? { max: String(prop.maximum) } : {}) });
+    read = () => (el.value === "" ? undefined : Number(el.value));
+  } else if (prop.type === "array" && prop.items && prop.items.type === "string") {
+    el = h("textarea", { id, rows: "3", spellcheck: "false", ...described });
+    read = () => {
+      const v = el.value.split("\n").map((s) => s.trim()).filter(Boolean).slice(0, LINES_MAX);
+      return v.length ? v : undefined;
+    };
+    label.append(" — one per line");
+  } else if (prop.type === "string") {
+    const long = (prop.maxLength || 0) > 1000;
+    el = h(long ? "textarea" : "input", { id, ...(long ? { rows: "6" } : { type: "text" }), spellcheck: "false",
+      ...(prop.maxLength ? { maxlength: String(prop.maxLength) } : {}), ...described });
+    read = () => (el.value === "" ? undefined : el.value);
+  } else {
+    // objects and arrays of objects: JSON, checked here and by the API's schema
+    el = h("textarea", { id, rows: "4", spellcheck: "false", ...described });
+    read = () => {
+      if (el.value.trim() === "") return undefined;
+      try {
+        return JSON.parse(el.value);
+      } catch {
+        throw new Error(`${key}: enter JSON (${prop.type || "a value"})`);
+      }
+    };
+    label.append(" — JSON");
+  }
+  if (prop.default !== undefined && el.tagName !== "SELECT") el.placeholder = String(prop.default);
+  return { node: h("div", { class: "adm-field" }, label, el, hint), read, required, key };
+}
+
+function benchForm(h, skill, ep) {
+  const schema = ep.input_schema || {};
+  const req = new Set(schema.required || []);
+  return Object.entries(schema.properties || {}).map(([k, p]) =>
+    inputFor(h, k, p, req.has(k), `adm-bench-${ep.name}`));
+}
+
+function outputOf(h, run) {
+  const r = run.result;
+  const parts = [h("p", {}, h("strong", {}, "State: "), h("span", { class: "adm-run-state" }, run.state),
+    r ? ` — exit ${r.exit_code ?? "—"}, ${r.wall_ms} ms` : "", " · ",
+    h("a", { href: "#/runs/" + run.id }, "Open the run's page"))];
+  if (run.error) parts.push(h("p", { class: "adm-error" }, `${run.error.code}: ${run.error.message}`));
+  if (r) {
+    parts.push(h("h3", {}, "Output"), h("pre", { class: "adm-pre adm-stdout", tabindex: "0", "aria-label": "Standard output" },
+      r.stdout || "(no output)"));
+    if (r.stderr) parts.push(h("h3", {}, "Errors"), h("pre", { class: "adm-pre", tabindex: "0", "aria-label": "Standard error" }, r.stderr));
+  }
+  if (run.artifacts && run.artifacts.length)
+    parts.push(h("h3", {}, "Artifacts"), table(h, "Artifacts the run wrote", ["File", "Size", "Type", "Action"],
+      run.artifacts.map((a) => [a.path, `${a.size} B`, a.content_type,
+        h("a", { href: `/v1/artifacts/${a.id}/content`, download: a.path.split("/").pop(), class: "btn btn-quiet",
+          "aria-label": `Download ${a.path}` }, "Download")])));
+  return parts;
+}
+
+export default {
+  path: "#/skills",
+  title: "Skills",
+  nav: true,
+  roles: null,
+  render: async (root, ctx) => {
+    const { api, h, toast, session } = ctx;
+    const isAdmin = session && session.person && session.person.role === "admin";
+    root.classList.add("adm-page");
+    root.replaceChildren(h("h1", {}, "Skills"));
+    let skills;
+    try {
+      skills = (await api.get("/v1/skills")).skills;
+    } catch (e) {
+      root.append(h("p", { class: "adm-error", role: "alert" }, "The skills could not be read: " + errWords(e)));
+      return;
+    }
+    const closers = [];
+    const bench = h("div", { class: "adm-bench" });
+    const benchCard = card(h, "Test bench", bench);
+
+    const listRows = skills.map((s) => [h("strong", {}, s.name), s.version,
+      s.source === "bundled" ? "Bundled" : "Workspace",
+      h("span", { class: "badge " + (s.state === "uploaded" ? "badge-warn" : "badge-ok") },
+        s.state === "uploaded" ? "Not promoted" : s.state === "promoted" ? "Promoted" : "Bundled"),
+      s.description,
+      h("div", { class: "adm-row-actions" },
+        h("button", { type: "button", class: "btn btn-quiet", "aria-label": `Test ${s.name}`,
+          onclick: () => openBench(s) }, "Test"),
+        isAdmin && s.source === "workspace" && s.state === "uploaded"
+          ? h("button", { type: "button", class: "btn btn-primary", "aria-label": `Promote ${s.name}`,
+            onclick: async () => {
+              try {
+                await api.post(`/v1/skills/${encodeURIComponent(s.name)}/promote`, { digest: s.digest });
+                toast(`${s.name} ${s.version} promoted: agents run this version now.`, "ok");
+                ctx.go("#/skills");
+              } catch (e) {
+                toast("Not promoted: " + errWords(e), "error");
+              }
+            } }, "Promote") : null)]);
+    root.append(card(h, "The workspace's and bundled skills",
+      skills.length ? table(h, "Skills", ["Name", "Version", "Source", "State", "Description", "Actions"], listRows, "adm-skills-table")
+        : h("p", { class: "empty" }, "No skills. Upload one with POST /v1/skills (a tar of its directory)."),
+      h("p", { class: "adm-hint" }, "A workspace skill is uploaded with POST /v1/skills; an admin promotes a tested version " +
+        "before agents may run it.")));
+    root.append(benchCard);
+
+    const openBench = (skill) => {
+      const epSel = h("select", { id: "adm-bench-ep" }, ...skill.entrypoints.map((e) => h("option", { value: e.name }, e.name)));
+      const fields = h("div", { class: "adm-bench-fields" });
+      const out = h("div", { class: "adm-bench-out", "aria-live": "polite" });
+      const err = h("p", { class: "adm-error", role: "alert" });
+      const runBtn = h("button", { type: "submit", class: "btn btn-primary" }, "Run test");
+      let inputs = [];
+      const drawFields = () => {
+        const ep = skill.entrypoints.find((e) => e.name === epSel.value);
+        inputs = benchForm(h, skill, ep);
+        fields.replaceChildren(h("p", { class: "adm-hint" }, `${ep.language} · ${ep.script} — ${ep.description}`),
+          ...(inputs.length ? inputs.map((i) => i.node) : [h("p", {}, "This entrypoint takes no input.")]));
+      };
+      epSel.addEventListener("change", drawFields);
+      const form = h("form", { class: "adm-form", novalidate: "" },
+        h("div", { class: "adm-field" }, h("label", { for: "adm-bench-ep" }, "Entrypoint"), epSel), fields,
+        h("div", { class: "adm-actions" }, runBtn), err);
+      form.addEventListener("submit", async (ev) => {
+        ev.preventDefault();
+        err.textContent = "";
+        const args = {};
+        try {
+          for (const i of inputs) {
+            const v = i.read();
+            if (v === undefined) {
+              if (i.required) throw new Error(`${i.key} is required`);
+            } else args[i.key] = v;
+          }
+        } catch (e) {
+          err.textContent = "Not run: " + errWords(e) + ".";
+          return;
+        }
+        runBtn.disabled = true;
+        const live = h("p", { class: "adm-live" }, "Running in a sandbox…");
+        out.replaceChildren(live);
+        // the run's state as it changes, from the console's one workspace stream (the test call answers only at the end)
+        // and its output as it is written, from the run's own event stream once its id is known
+        const liveOut = h("pre", { class: "adm-pre adm-stdout", tabindex: "0", "aria-label": "Output so far" });
+        let closeOut = null;
+        const follow = (id) => {
+          if (closeOut) return;
+          out.append(liveOut);
+          closeOut = api.stream(`/v1/runs/${encodeURIComponent(id)}/events`, (type, d) => {
+            if ((type === "stdout" || type === "stderr") && d && typeof d.data === "string" &&
+                liveOut.textContent.length < 65536)
+              liveOut.append(d.data);
+          }, ["stdout", "stderr"]);
+          closers.push(closeOut);
+        };
+        const close = ctx.live ? ctx.live((run) => {
+          if (run && run.skill && run.skill.name === skill.name && run.skill.mode === "test" &&
+              (!run.requested_by || !session || run.requested_by.id === session.person.id)) {
+            live.replaceChildren("Run ", h("a", { href: "#/runs/" + run.id }, run.id), `: ${run.state.replace(/_/g, " ")}…`);
+            if (run.state === "running") follow(run.id);
+          }
+        }) : null;
+        if (close) closers.push(close);
+        try {
+          const run = await api.post(`/v1/skills/${encodeURIComponent(skill.name)}/test`,
+            { entrypoint: epSel.value, args, digest: skill.digest });
+          out.replaceChildren(...outputOf(h, run));
+        } catch (e) {
+          out.replaceChildren(h("p", { class: "adm-error" }, "The test did not run: " + errWords(e)));
+        } finally {
+          runBtn.disabled = false;
+          if (close) close();
+          if (closeOut) closeOut();
+        }
+      });
+      bench.replaceChildren(h("h3", {}, `${skill.name} ${skill.version}`),
+        h("p", { class: "adm-hint" }, `Digest ${skill.digest}. The bench runs this version in the same sandbox as agents' runs, ` +
+          "under the workspace's allow-list and approval policy."),
+        form, out);
+      drawFields();
+      benchCard.scrollIntoView({ block: "start" });
+      epSel.focus();
+    };
+    if (skills.length)
+      bench.replaceChildren(h("p", { class: "empty" }, "Choose Test beside a skill to fill its input form and run it."));
+    const first = ctx.params && ctx.params.id && skills.find((s) => s.name === ctx.params.id);
+    if (first) openBench(first);
+    return () => closers.forEach((c) => c());
+  },
+};
