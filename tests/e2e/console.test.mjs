@@ -121,7 +121,9 @@ test('an approver approves a pending run from its card; it runs and its output s
   await card.getByText('"--rows" "3"').waitFor();
   await check(page, 'approvals', card);
   await card.getByRole('button', { name: 'Approve' }).click();
-  await card.waitFor({ state: 'detached' });
+  // the card moves to the decided ones, saying who approved it
+  await page.locator(`article.decided-approved[data-run="${run.id}"]`).getByText('Ada Approver').waitFor();
+  assert.equal(await page.locator(`article.approval:not([class*="decided"])[data-run="${run.id}"]`).count(), 0);
   await page.goto(`${BASE()}/#/runs/${run.id}`);
   // the first line is shown while the run still runs
   await page.locator('pre.output', { hasText: 'first line' }).waitFor({ timeout: 30_000 });

@@ -51,7 +51,7 @@ export default {
     const tbody = h("tbody", {});
     const more = h("button", { type: "button", class: "btn", hidden: true, onclick: () => load(false) }, "Load older runs");
     const status = h("p", { class: "muted", role: "status" });
-    const tableWrap = h("div", { class: "table-wrap" },
+    const tableWrap = h("div", { class: "table-wrap", tabindex: "0" },
       h("table", {},
         h("caption", { class: "sr-only" }, "Runs of the workspace, newest first"),
         h("thead", {}, h("tr", {}, ["Run", "When", "Who", "Interface", "Language", "Description", "State",

@@ -22,7 +22,7 @@ function egressTable(net) {
   const parts = [kv([["Policy", h("code", {}, (net && net.policy) || "—")], net && net.mode ? ["Mode", net.mode] : null,
     net && net.egress_dropped ? ["Not logged", `${net.egress_dropped} more connections`] : null])];
   if (!rows.length) parts.push(h("p", { class: "muted" }, "No connection left the box."));
-  else parts.push(h("div", { class: "table-wrap" }, h("table", {},
+  else parts.push(h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
     h("thead", {}, h("tr", {}, ["Host", "Port", "Decision", "Bytes out", "Bytes in"].map((t) => h("th", { scope: "col" }, t)))),
     h("tbody", {}, rows.map((e) => h("tr", {},
       h("td", { class: "mono" }, e.host || e.ip || "—"), h("td", {}, e.port ?? "—"),

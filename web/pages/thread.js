@@ -35,7 +35,7 @@ export default {
         : h("div", { class: "empty-state" }, h("p", {}, "No artifacts yet: files a run of this thread writes under /out appear here, each write a new version.")));
     const ordered = runs.runs.slice().reverse();
     const runsPanel = h("div", { id: "tab-runs", role: "tabpanel", "aria-labelledby": "tab-r", hidden: true },
-      h("div", { class: "table-wrap" }, h("table", {},
+      h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
         h("thead", {}, h("tr", {}, ["#", "Run", "Who", "Description", "State", "Duration", "Created"].map((t) => h("th", { scope: "col", class: t === "#" ? "num" : null }, t)))),
         h("tbody", {}, ordered.map((r, i) => h("tr", { "data-run": r.id },
           h("td", { class: "num" }, i + 1),
