@@ -181,7 +181,8 @@ export default {
     (s.dlp_patterns || []).forEach(addDlp);
     const dlpError = h("p", { class: "adm-error", role: "alert", id: "adm-dlp-error" });
     const dlp = card(h, "DLP patterns",
-      h("p", { class: "adm-hint" }, "Output that matches a pattern (PCRE2, on bytes) is replaced by [REDACTED:name]. " +
+      h("p", { class: "adm-hint" }, "Output that matches a pattern (PCRE2, on bytes) is replaced by [REDACTED:name], " +
+        "besides the built-in redactions (cloud keys, private keys, tokens, passwords in URLs). " +
         "Names: lowercase letters, digits and _. At most 32 patterns."),
       dlpList,
       h("button", { type: "button", class: "btn btn-quiet", onclick: () => addDlp({ name: "", pattern: "" }) },
@@ -194,6 +195,11 @@ export default {
       h("div", { class: "adm-actions" }, saveBtn, saveError));
     root.append(form);
 
+    // an error said about the last attempt goes once the form is changed again
+    form.addEventListener("input", () => {
+      saveError.textContent = "";
+      dlpError.textContent = "";
+    });
     const numberOf = (id) => Number(form.querySelector("#" + id).value);
     const collect = () => {
       const errors = [];
