@@ -13,9 +13,24 @@ out=$(./build/airlock admin --state "$STATE" bootstrap)
 echo "$out"
 key=$(echo "$out" | sed -n 's/^api key: //p')
 [ -n "$key" ] || key='YOUR_API_KEY   # created earlier; make another: ./build/airlock admin --state '"$STATE"' key create --person ID'
+# the web console: a one-time sign-in link (15 minutes) for the first admin,
+# printed each time the service starts (bootstrap names that person)
+person=$(echo "$out" | sed -n 's/.*person:\{0,1\} \(per_[0-9a-z]*\).*/\1/p' | head -n 1)
+link=
+if [ -n "$person" ]; then
+  link=$(./build/airlock admin --state "$STATE" login-link --person "$person" --url "http://$LISTEN") || link=
+fi
+[ -n "$link" ] || link='(none: ./build/airlock admin --state '"$STATE"' login-link --person ID --url http://'"$LISTEN"')'
 cat <<MSG
 
-airlock is starting on http://$LISTEN (state in $STATE, images in $IMAGES). Try:
+airlock is starting on http://$LISTEN (state in $STATE, images in $IMAGES).
+
+The web console: open this one-time link within 15 minutes to sign in
+(make another: ./build/airlock admin --state $STATE login-link --person ID):
+
+  $link
+
+Try:
 
   curl -s -H 'Authorization: Bearer $key' \\
        -H 'Content-Type: application/json' \\

@@ -110,6 +110,13 @@ int al_person_card_get(al_service *s, const al_principal *p, al_person_card *ret
     return al_store_person_card_get(s->store, p->person_id, ret, err);
 }
 
+int al_signin_sweep(al_service *s, al_error *err) {
+    /* a day's grace: a link's "expired" (not "unknown") is said meanwhile */
+    char before[40];
+    al_store_time_from_now(-24 * 3600, before);
+    return al_store_signin_sweep(s->store, before, err);
+}
+
 bool al_key_name_ok(const char *name) {
     size_t n = name ? strlen(name) : 0;
     if (n < 1 || n > AL_KEY_NAME_MAX)

@@ -51,6 +51,10 @@ int al_session_close(al_service *s, const al_principal *p, const al_console_sess
 /* Who P is, with their workspace's and organisation's names. */
 int al_person_card_get(al_service *s, const al_principal *p, al_person_card *ret, al_error *err);
 
+/* Forget login links and sessions that ended more than a day ago (the
+ * scheduler, each minute); how many, or -errno. */
+int al_signin_sweep(al_service *s, al_error *err);
+
 /* Whether NAME is a key's name (1..AL_KEY_NAME_MAX printable characters). */
 bool al_key_name_ok(const char *name);
 /* The keys P sees: their own; an admin's, the workspace's. An array the

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "console_auth.h"
 #include "runner.h"
 #include "sandbox.h"
 #include "service.h"
@@ -126,6 +127,10 @@ void *al_service_scheduler_main(void *p) {
             al_error ierr = { 0 };
             if (al_idem_sweep(s->store, &ierr) < 0)
                 al_service_log(s, AL_LOG_WARN, "idempotency.sweep_failed", json_pack("{s:s}", "error", ierr.msg));
+            /* and the console's login links and sessions a day past their end */
+            ierr = (al_error){ 0 };
+            if (al_signin_sweep(s, &ierr) < 0)
+                al_service_log(s, AL_LOG_WARN, "signin.sweep_failed", json_pack("{s:s}", "error", ierr.msg));
             pthread_mutex_lock(&s->mu);
         }
         /* runs past their retention (the store says which node sweeps) */

@@ -8,8 +8,7 @@
 #include "internal.h"
 #include "signin.h"
 
-/* The store's time format (al_store_now's), DELTA_S seconds from now. */
-static void time_from_now(int64_t delta_s, char buf[40]) {
+void al_store_time_from_now(int64_t delta_s, char buf[40]) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     time_t t = ts.tv_sec + (time_t)delta_s;
@@ -60,7 +59,7 @@ int al_store_login_link_create(al_store *s, const char *person_id, int64_t ttl_s
         return r;
     char now[40], token[64], hex[65];
     al_store_now(now, sizeof now);
-    time_from_now(ttl_s, ret_expires_at);
+    al_store_time_from_now(ttl_s, ret_expires_at);
     if ((r = new_secret("ll_", token)) < 0 || (r = al_store_new_id("lnk", ret_id, 40)) < 0)
         return al_err(err, "store", -r, "no randomness for a login link");
     al_store_hash_secret(token, hex);
@@ -100,7 +99,7 @@ int al_store_login_link_redeem(al_store *s, const char *token, int64_t session_t
     if ((r = new_secret("cs_", secret)) < 0 || (r = al_store_new_id("ses", ret->id, sizeof ret->id)) < 0)
         return al_err(err, "store", -r, "no randomness for a session");
     al_store_hash_secret(secret, shex);
-    time_from_now(session_ttl_s, ret->expires_at);
+    al_store_time_from_now(session_ttl_s, ret->expires_at);
     if ((r = al_store_begin(s, err)) < 0)
         return r;
     /* the check and the mark are one statement: of two at once, one wins */
@@ -189,6 +188,15 @@ int al_store_person_card_get(al_store *s, const char *person_id, al_store_person
         r = al_err(err, "store", EIO, "person %s's stored row is malformed", person_id);
     json_decref(rows);
     return r;
+}
+
+int al_store_signin_sweep(al_store *s, const char *before, al_error *err) {
+    int a = al_store_exec(s, err, "DELETE FROM login_links WHERE expires_at < ?", "s", before);
+    if (a < 0)
+        return a;
+    int b = al_store_exec(s, err, "DELETE FROM console_sessions WHERE expires_at < ? OR revoked_at < ?", "ss", before,
+                          before);
+    return b < 0 ? b : a + b;
 }
 
 int al_store_first_admin(al_store *s, char ret_id[40], al_error *err) {

@@ -8,6 +8,9 @@
 
 #include "store.h"
 
+/* The store's time (al_store_now's format) DELTA_S seconds from now. */
+void al_store_time_from_now(int64_t delta_s, char buf[40]);
+
 /* A session as authentication reads it. */
 typedef struct al_store_session {
     char id[40], person_id[40], expires_at[40];
@@ -49,6 +52,10 @@ int al_store_session_revoke(al_store *s, const char *id, al_error *err);
 int al_store_person_card_get(al_store *s, const char *person_id, al_store_person_card *ret, al_error *err);
 /* The oldest admin of the oldest workspace: 1 with its id, 0 none. */
 int al_store_first_admin(al_store *s, char ret_id[40], al_error *err);
+
+/* Forget login links and sessions that ended before BEFORE (expired, used
+ * or signed out: the audit trail keeps what happened); how many, or -errno. */
+int al_store_signin_sweep(al_store *s, const char *before, al_error *err);
 
 /* A key named NAME for PERSON_ID (as al_store_create_key, which names its
  * keys "default"). */

@@ -303,6 +303,26 @@ def test_every_operation_answers_as_documented(service, contract):
     appr("POST", "/v1/runs/{id}/deny", 409, {"id": other["id"]}, json={})
     appr("POST", "/v1/runs/{id}/deny", 404, {"id": "run_nope"}, json={})
     mem("GET", "/v1/runs", 200, query={"state": "denied"})
+    # --- the console's sign-in (a login link for the bootstrap admin) and keys
+    link = service.admin("login-link", "--person", gov.person).strip()
+    nokey("POST", "/v1/session", 401, key=None, json={"token": "ll_nope"})
+    nokey("POST", "/v1/session", 400, key=None, json={"token": 1})
+    status, hdrs, ses = service.request("POST", "/v1/session", key=None, json={"token": link.split("#token=", 1)[1]})
+    assert status == 201, (status, ses)
+    contract.check("POST", "/v1/session", status, hdrs, ses)
+    call("GET", "/v1/session", 200)
+    cookie = {"Cookie": hdrs["set-cookie"].split(";", 1)[0]}
+    nokey("GET", "/v1/session", 200, key=None, headers=cookie)
+    nokey("DELETE", "/v1/session", 403, key=None, headers=cookie)
+    call("DELETE", "/v1/session", 400)
+    nokey("DELETE", "/v1/session", 204, key=None, headers={**cookie, "X-CSRF-Token": ses["csrf_token"]})
+    nokey("GET", "/v1/session", 401, key=None, headers=cookie)
+    made = mem("POST", "/v1/keys", 201, json={"name": "oa-agent"})
+    mem("POST", "/v1/keys", 400, json={"name": ""})
+    mem("GET", "/v1/keys", 200)
+    admin("GET", "/v1/keys", 200)
+    appr("DELETE", "/v1/keys/{id}", 404, {"id": made["key"]["id"]})
+    mem("DELETE", "/v1/keys/{id}", 200, {"id": made["key"]["id"]})
     # --- the operations with no reply seen are none
     unseen = {k for k in OPS if not any((m, p) == k for m, p, _ in contract.seen)}
     assert not unseen, f"operations never exercised: {sorted(unseen)}"

@@ -21,6 +21,7 @@
 #include "store/approvals.h"
 #include "store/audit.h"
 #include "store/governance.h"
+#include "store/signin.h"
 
 static char target[4096];
 static char org[40], ws[40], person[40];
@@ -88,6 +89,118 @@ static void test_tenants(al_store *s) {
     CHECK(al_store_grant_credits(s, org, -2000, &err) == -ENOENT); /* never below zero */
     CHECK(al_store_grant_credits(s, "org_nosuch", 5, &err) == -ENOENT);
     CHECK(balance(s) == 1500 && ledger_sum(s) == 1500);
+}
+
+/* ---- the console's sign-in: links, sessions, named keys */
+
+#define REDEEMERS 4
+static char race_token[64];
+static int race_result[REDEEMERS];
+
+/* Each a node of its own (a handle, a connection) redeeming one link. */
+static void *redeem_one(void *arg) {
+    int i = (int)(intptr_t)arg;
+    al_store *h = open_store();
+    al_error err = { 0 };
+    char secret[64];
+    al_store_session ses;
+    al_principal p;
+    race_result[i] = al_store_login_link_redeem(h, race_token, 3600, secret, &ses, &p, &err);
+    al_store_close(h);
+    return NULL;
+}
+
+static void test_signin(al_store *s) {
+    al_error err = { 0 };
+    char token[64], link_id[40], expires[40], secret[64];
+    al_principal p, q;
+    al_store_session ses, got;
+    CHECK(al_store_login_link_create(s, person, 900, token, link_id, expires, &p, &err) == 0);
+    CHECK(strncmp(token, "ll_", 3) == 0 && strlen(token) > 40 && strcmp(p.person_id, person) == 0);
+    char none[64];
+    CHECK(al_store_login_link_create(s, "per_nosuch", 900, none, link_id, expires, NULL, &err) == -ENOENT);
+    err = (al_error){ 0 };
+    /* only hashes are stored */
+    json_t *rows = al_store_query(s, &err, "SELECT hash FROM login_links WHERE hash = ?", "s", token);
+    CHECK(rows && json_array_size(rows) == 0);
+    json_decref(rows);
+    CHECK(al_store_login_link_redeem(s, token, 3600, secret, &ses, &q, &err) == 0);
+    CHECK(strncmp(secret, "cs_", 3) == 0 && strcmp(q.person_id, person) == 0 && strcmp(q.role, "admin") == 0);
+    CHECK(strcmp(ses.expires_at, expires) > 0);
+    err = (al_error){ 0 };
+    CHECK(al_store_login_link_redeem(s, token, 3600, (char[64]){ 0 }, &got, &q, &err) == -EALREADY);
+    err = (al_error){ 0 };
+    CHECK(al_store_login_link_redeem(s, "ll_nosuch", 3600, (char[64]){ 0 }, &got, &q, &err) == -ENOENT);
+    /* a link past its time */
+    char old[64];
+    CHECK(al_store_login_link_create(s, person, -5, old, link_id, expires, NULL, &err) == 0);
+    err = (al_error){ 0 };
+    CHECK(al_store_login_link_redeem(s, old, 3600, (char[64]){ 0 }, &got, &q, &err) == -ETIMEDOUT);
+    /* the session authenticates until it is revoked */
+    CHECK(al_store_session_authenticate(s, secret, &q, &got, &err) == 1);
+    CHECK(strcmp(got.id, ses.id) == 0 && strcmp(q.workspace_id, ws) == 0);
+    CHECK(al_store_session_authenticate(s, "cs_wrong", &q, &got, &err) == 0);
+    CHECK(al_store_session_authenticate(s, token, &q, &got, &err) == 0);
+    rows = al_store_query(s, &err, "SELECT id FROM console_sessions WHERE hash = ?", "s", secret);
+    CHECK(rows && json_array_size(rows) == 0);
+    json_decref(rows);
+    CHECK(al_store_session_revoke(s, ses.id, &err) == 1);
+    CHECK(al_store_session_revoke(s, ses.id, &err) == 0);
+    CHECK(al_store_session_authenticate(s, secret, &q, &got, &err) == 0);
+    /* a session past its time */
+    CHECK(al_store_login_link_create(s, person, 900, token, link_id, expires, NULL, &err) == 0);
+    CHECK(al_store_login_link_redeem(s, token, -1, secret, &ses, &q, &err) == 0);
+    CHECK(al_store_session_authenticate(s, secret, &q, &got, &err) == 0);
+    /* one link redeemed by several nodes at once opens one session */
+    CHECK(al_store_login_link_create(s, person, 900, race_token, link_id, expires, NULL, &err) == 0);
+    pthread_t t[REDEEMERS];
+    for (int i = 0; i < REDEEMERS; i++)
+        pthread_create(&t[i], NULL, redeem_one, (void *)(intptr_t)i);
+    int won = 0, used = 0;
+    for (int i = 0; i < REDEEMERS; i++) {
+        pthread_join(t[i], NULL);
+        won += race_result[i] == 0;
+        used += race_result[i] == -EALREADY;
+    }
+    CHECK(won == 1 && used == REDEEMERS - 1);
+    /* the person's card */
+    al_store_person_card card;
+    CHECK(al_store_person_card_get(s, person, &card, &err) == 0);
+    CHECK(strcmp(card.person_name, "ada") == 0 && strcmp(card.workspace_name, "ws one") == 0 &&
+          strcmp(card.org_name, "org one") == 0);
+    char first[40];
+    CHECK(al_store_first_admin(s, first, &err) == 1 && strcmp(first, person) == 0);
+    /* named keys: listed without secrets, counted, last use recorded */
+    char key[64], key_id[40];
+    int64_t before = 0, after = 0;
+    CHECK(al_store_keys_active(s, person, &before, &err) == 0);
+    CHECK(al_store_create_key_named(s, person, "ci-agent", key, key_id, &err) == 0);
+    CHECK(al_store_keys_active(s, person, &after, &err) == 0 && after == before + 1);
+    al_store_key k;
+    CHECK(al_store_key_get(s, key_id, &k, &err) == 0);
+    CHECK(strcmp(k.name, "ci-agent") == 0 && strcmp(k.workspace_id, ws) == 0 && k.last_used_at[0] == '\0' &&
+          strncmp(key, k.prefix, strlen(k.prefix)) == 0);
+    CHECK(al_store_authenticate(s, key, &p, &err) == 1);
+    CHECK(al_store_key_get(s, key_id, &k, &err) == 0 && k.last_used_at[0]);
+    al_store_key *list = NULL;
+    size_t n = 0;
+    CHECK(al_store_keys_list(s, ws, person, 1000, &list, &n, &err) == 0 && n >= 1 && strcmp(list[0].id, key_id) == 0);
+    free(list);
+    CHECK(al_store_keys_list(s, ws, "per_nosuch", 1000, &list, &n, &err) == 0 && n == 0);
+    free(list);
+    CHECK(al_store_key_get(s, "key_nosuch", &k, &err) == -ENOENT);
+    /* the sweep forgets what ended before its time, and only that */
+    char live_token[64], live_secret[64], sweep_before[40];
+    CHECK(al_store_login_link_create(s, person, 900, live_token, link_id, expires, NULL, &err) == 0);
+    CHECK(al_store_login_link_create(s, person, 900, token, link_id, expires, NULL, &err) == 0);
+    CHECK(al_store_login_link_redeem(s, token, 3600, live_secret, &ses, &q, &err) == 0);
+    al_store_time_from_now(1, sweep_before);
+    CHECK(al_store_signin_sweep(s, sweep_before, &err) > 0);
+    CHECK(al_store_session_authenticate(s, live_secret, &q, &got, &err) == 1);
+    CHECK(al_store_login_link_redeem(s, live_token, 3600, (char[64]){ 0 }, &got, &q, &err) == 0);
+    err = (al_error){ 0 };
+    CHECK(al_store_login_link_redeem(s, old, 3600, (char[64]){ 0 }, &got, &q, &err) == -ENOENT);
+    CHECK(al_store_session_authenticate(s, secret, &q, &got, &err) == 0);
 }
 
 static void test_units_of_work(al_store *s) {
@@ -847,6 +960,7 @@ int main(int argc, char **argv) {
     al_store *s = open_store();
     printf("store-tests on %s\n", al_store_backend_name(s));
     test_tenants(s);
+    test_signin(s);
     test_units_of_work(s);
     test_unit_shapes(s);
     test_pool(s, strcmp(al_store_backend_name(s), "postgresql") == 0);
