@@ -212,7 +212,6 @@ async function route() {
     state.cleanup = typeof cleanup === "function" ? cleanup : null;
   } catch (e) {
     if (seq !== state.seq) return;
-    console.error(e);
     root.append(h("div", { class: "alert alert-error", role: "alert" }, e.message || String(e)));
   }
 }

@@ -22,7 +22,7 @@ export default async function signin(app, { api, h }) {
 
   const howTo = () => [
     h("p", {}, "Ask an administrator of your workspace for a sign-in link; they make one with:"),
-    h("pre", { class: "snippet" }, h("code", {}, HOW)),
+    h("pre", { class: "snippet", tabindex: "0", "aria-label": "Command for a new link" }, h("code", {}, HOW)),
     h("p", { class: "muted" }, "A link signs you in once and is valid for 15 minutes."),
   ];
 
@@ -39,7 +39,7 @@ export default async function signin(app, { api, h }) {
     card.append(h("h1", {}, "This sign-in link cannot be used"),
       h("div", { class: "alert alert-error", role: "alert" }, e.message),
       h("p", {}, "A link works once and for 15 minutes. Ask for a new one; an administrator runs:"),
-      h("pre", { class: "snippet" }, h("code", {}, HOW)));
+      h("pre", { class: "snippet", tabindex: "0", "aria-label": "Command for a new link" }, h("code", {}, HOW)));
     return;
   }
   location.replace("/#/activity");

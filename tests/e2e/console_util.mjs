@@ -37,7 +37,8 @@ export async function fresh(browser, { viewport = WIDE, headers } = {}) {
   const page = await context.newPage();
   page.errors = [];
   page.on('pageerror', (e) => page.errors.push(`uncaught: ${e.message}`));
-  page.on('console', (m) => { if (m.type() === 'error') page.errors.push(`console: ${m.text()}`); });
+  // (a refused request is logged by Chromium itself: the page shows the API's words, which the tests read)
+  page.on('console', (m) => { if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) page.errors.push(`console: ${m.text()}`); });
   return { context, page };
 }
 
@@ -63,18 +64,27 @@ export function newLink(who) {
   return links[i];
 }
 
-// WHO (admin, approver, member, other) signed in, in a fresh context.
+// WHO (admin, approver, member, other) signed in with their next link, in
+// a fresh context.
 export async function signInAs(browser, who, opts = {}) {
-  if (!process.env[`AIRLOCK_LINKS_${who.toUpperCase()}`]) {
-    // the console's sign-in is not in this build yet: its pages are
-    // reached with the person's key in every request (a stopgap until
-    // console-auth's links are merged)
-    const { context, page } = await fresh(browser, { ...opts, headers: { Authorization: `Bearer ${key(who)}` } });
-    await page.goto(`${BASE()}/#/activity`);
-    await page.getByRole('heading', { name: 'Activity', level: 1 }).waitFor();
-    return { context, page };
-  }
   return signIn(browser, newLink(who), opts);
+}
+
+// A request from the page itself (its cookie; with the CSRF token unless
+// CSRF is false): { status, doc }.
+export async function pageFetch(page, method, path, body, { csrf = true } = {}) {
+  return page.evaluate(async ({ method, path, body, csrf }) => {
+    const headers = { 'Content-Type': 'application/json' };
+    if (csrf) {
+      const s = await (await fetch('/v1/session')).json();
+      headers['X-CSRF-Token'] = s.csrf_token;
+    }
+    const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const text = await r.text();
+    let doc = text;
+    try { doc = JSON.parse(text); } catch { /* not JSON */ }
+    return { status: r.status, doc };
+  }, { method, path, body, csrf });
 }
 
 // A person's API key (for what an agent does beside the browser).

@@ -54,7 +54,7 @@ export default {
     const status = h("p", { class: "muted", role: "status" });
     const tableWrap = h("div", { class: "table-wrap" },
       h("table", {},
-        h("caption", { class: "skip" }, "Runs of the workspace, newest first"),
+        h("caption", { class: "sr-only" }, "Runs of the workspace, newest first"),
         h("thead", {}, h("tr", {}, ["Run", "When", "Who", "Interface", "Language", "Description", "State",
           "Duration", "Exit", "Credits", "Thread"].map((t) =>
           h("th", { scope: "col", class: ["Duration", "Exit", "Credits"].includes(t) ? "num" : null }, t)))),
