@@ -30,6 +30,8 @@ enum MHD_Result al_rest_runs_input(al_route_ctx *x);
 enum MHD_Result al_rest_runs_approve(al_route_ctx *x);
 enum MHD_Result al_rest_runs_deny(al_route_ctx *x);
 enum MHD_Result al_rest_runs_cancel(al_route_ctx *x);
+/* rest_events.c: the workspace's activity as Server-Sent Events */
+enum MHD_Result al_rest_events(al_route_ctx *x);
 /* sse.c: a run's events as Server-Sent Events */
 enum MHD_Result al_sse_run_events(al_route_ctx *x);
 /* rest_artifacts.c, rest_threads.c */

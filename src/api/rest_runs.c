@@ -58,9 +58,11 @@ enum MHD_Result al_rest_runs_list(al_route_ctx *x) {
     al_error err = { 0 };
     const char *state = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "state");
     const char *thread = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "thread_id");
+    const char *person = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "person_id");
+    const char *via = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "via");
     uint64_t limit = 50, cursor;
     enum MHD_Result bad;
-    static const char *const q[] = { "state", "thread_id", "limit", "cursor" };
+    static const char *const q[] = { "state", "thread_id", "person_id", "via", "limit", "cursor" };
     if (!al_req_query_ok(c, q, ELEMENTSOF(q), &bad) || !al_req_page(c, LIST_MAX, &limit, &cursor, &bad))
         return bad;
     al_run_state want = state ? al_run_state_from_name(state) : _AL_RUN_STATE_INVALID;
@@ -69,10 +71,18 @@ enum MHD_Result al_rest_runs_list(al_route_ctx *x) {
                               "running, succeeded, failed, timed_out, killed, canceled, error, denied");
     if (thread && !al_valid_thread_id(thread))
         return al_reply_error(c, 400, "bad_request", AL_RUN_RULE_THREAD_ID);
+    if (via && !al_run_via_valid(via))
+        return al_reply_error(c, 400, "bad_request", "via must be one of rest, mcp, piston, e2b");
+    /* a person id is matched as it is (one of another workspace matches
+     * nothing); only its length is bounded */
+    if (person && (!person[0] || strlen(person) >= 40))
+        return al_reply_error(c, 400, "bad_request", "person_id must be a person's id (GET /v1/persons)");
     /* summaries only: a page of full runs held 20 MiB per run in the daemon */
     al_view_run_brief *runs = NULL;
     size_t nruns = 0;
-    if (al_view_runs_page(x->s, x->p, want, thread, (int64_t)cursor, (int64_t)limit + 1, &runs, &nruns, &err) < 0)
+    al_view_run_query rq = { .state = want, .thread_id = thread, .person_id = person, .via = via,
+                             .before = (int64_t)cursor, .limit = (int64_t)limit + 1 };
+    if (al_view_runs_find(x->s, x->p, &rq, &runs, &nruns, &err) < 0)
         return al_reply_error(c, 500, "internal", "%s", err.msg);
     json_t *out = json_array(), *next = json_null();
     for (size_t i = 0; i < nruns && i < limit; i++)

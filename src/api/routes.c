@@ -82,6 +82,8 @@ static const al_route routes[] = {
     { "POST", "/v1/runs/{id}/approve", AL_AUTH_KEY, al_rest_runs_approve },
     { "POST", "/v1/runs/{id}/deny", AL_AUTH_KEY, al_rest_runs_deny },
     { "POST", "/v1/runs/{id}/cancel", AL_AUTH_KEY, al_rest_runs_cancel },
+    /* REST: the workspace as the console reads it (rest_events.c, rest_workspace.c) */
+    { "GET", "/v1/events", AL_AUTH_KEY, al_rest_events },
     /* REST: artifacts and threads */
     { "GET", "/v1/artifacts/{id}", AL_AUTH_KEY, al_rest_artifact_get },
     { "GET", "/v1/artifacts/{id}/content", AL_AUTH_KEY, al_rest_artifact_content },

@@ -25,8 +25,7 @@ typedef struct sse {
     bool held; /* one of the person's followers_per_person */
 } sse;
 
-/* Whether the client of C has closed its side (or the connection broke). */
-static bool peer_gone(struct MHD_Connection *c) {
+bool al_sse_peer_gone(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci)
         return false;
@@ -79,7 +78,7 @@ static ssize_t sse_fill(sse *e) {
         }
         /* the client left: the stream ends as any other does (an error
          * here would be logged as the service's own) */
-        if (news == AL_FOLLOW_DONE || news == AL_FOLLOW_STOPPING || peer_gone(e->c))
+        if (news == AL_FOLLOW_DONE || news == AL_FOLLOW_STOPPING || al_sse_peer_gone(e->c))
             return MHD_CONTENT_READER_END_OF_STREAM;
         if (waited + 1 >= SSE_KEEPALIVE_S) {
             /* a comment keeps proxies and clients from timing out */

@@ -689,6 +689,7 @@ int al_run_spec_record(const al_run_spec *sp, const char *via, json_t *documents
     snprintf(rec->image, sizeof rec->image, "%s", sp->image.s && strcmp(sp->image.s, "host") != 0 ? sp->image.s : "");
     snprintf(rec->thread_id, sizeof rec->thread_id, "%s", sp->thread_id.s ? sp->thread_id.s : "");
     rec->input_bytes = al_run_spec_input_bytes(sp);
+    snprintf(rec->via, sizeof rec->via, "%s", via ? via : "rest");
     rec->skill_name = k ? k->name : NULL;
     rec->skill_version = k ? k->version : NULL;
     rec->skill_digest = k ? k->digest : NULL;

@@ -66,6 +66,16 @@ static json_t *run_base_json(const al_store_run *r, json_t *result) {
                             str_or_null(r->finished_at, true), "result", result, "error", error_json(r), "redactions",
                             (json_int_t)r->redactions, "price", (json_int_t)r->price, "image",
                             r->image[0] ? r->image : "host");
+    /* who asked, through what, and what it cost: the console's Activity
+     * shows each without another request per row */
+    if (out) {
+        json_object_set_new(out, "requested_by",
+                            json_pack("{s:s, s:o, s:o}", "id", r->person_id, "name",
+                                      r->person_name ? json_string(r->person_name) : json_null(), "role",
+                                      str_or_null(r->person_role, true)));
+        json_object_set_new(out, "via", json_string(r->via[0] ? r->via : "rest"));
+        json_object_set_new(out, "credits", json_integer(r->credits > 0 ? r->credits : 0));
+    }
     return out;
 }
 

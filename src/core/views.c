@@ -50,6 +50,21 @@ int al_view_runs_page(al_service *s, const al_principal *p, al_run_state state, 
 
 void al_view_run_briefs_free(al_view_run_brief *b, size_t n) { al_store_run_briefs_free(b, n); }
 
+int al_view_runs_find(al_service *s, const al_principal *p, const al_view_run_query *q, al_view_run_brief **ret,
+                      size_t *ret_n, al_error *err) {
+    al_store_run_filter f = { .ws_id = p->workspace_id, .state = q->state, .thread_id = q->thread_id,
+                              .person_id = q->person_id, .via = q->via, .before_seq = q->before, .limit = q->limit };
+    return al_store_run_list(s->store, &f, ret, ret_n, err);
+}
+
+bool al_run_via_valid(const char *via) {
+    static const char *const names[] = { "rest", "mcp", "piston", "e2b" };
+    for (size_t i = 0; via && i < ELEMENTSOF(names); i++)
+        if (strcmp(via, names[i]) == 0)
+            return true;
+    return false;
+}
+
 /* -------------------------------------------------------------- artifacts */
 
 json_t *al_view_artifact(al_service *s, const char *ws_id, const char *id) {

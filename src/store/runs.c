@@ -78,7 +78,7 @@ static int64_t int_of(json_t *row, const char *key) {
 static void run_clear(al_store_run *r) {
     char **texts[] = { &r->code,   &r->description, &r->network,        &r->limits,     &r->inputs,
                        &r->result, &r->previews,    &r->skipped,        &r->error_message, &r->result_summary,
-                       &r->skill_name, &r->skill_version, &r->skill_digest };
+                       &r->skill_name, &r->skill_version, &r->skill_digest, &r->person_name };
     for (size_t i = 0; i < ELEMENTSOF(texts); i++) {
         free(*texts[i]);
         *texts[i] = NULL;
@@ -102,6 +102,7 @@ static int run_from_row(json_t *row, al_store_run *r, al_error *err) {
     r->cap = int_of(row, "cap");
     r->preview_count = int_of(row, "preview_count");
     r->skipped_count = int_of(row, "skipped_count");
+    r->credits = int_of(row, "credits");
     r->state = al_run_state_from_name(json_string_value(json_object_get(row, "state")));
     bool fits = al_col_text(row, "id", r->id, sizeof r->id, true) && al_col_text(row, "org_id", r->org_id, sizeof r->org_id, true) &&
                 al_col_text(row, "workspace_id", r->workspace_id, sizeof r->workspace_id, true) &&
@@ -114,7 +115,10 @@ static int run_from_row(json_t *row, al_store_run *r, al_error *err) {
                 al_col_text(row, "finished_at", r->finished_at, sizeof r->finished_at, true) &&
                 al_col_text(row, "image", r->image, sizeof r->image, true) &&
                 al_col_text(row, "node_id", r->node_id, sizeof r->node_id, true) &&
-                al_col_text(row, "expired_at", r->expired_at, sizeof r->expired_at, true);
+                al_col_text(row, "expired_at", r->expired_at, sizeof r->expired_at, true) &&
+                al_col_text(row, "via", r->via, sizeof r->via, true) &&
+                al_col_text(row, "person_role", r->person_role, sizeof r->person_role, true) &&
+                al_col_text(row, "changed_at", r->changed_at, sizeof r->changed_at, true);
     if (!fits || !r->id[0] || r->state == _AL_RUN_STATE_INVALID)
         return al_err(err, "runs", EIO, "a stored run is malformed");
     bool ok = text_dup(row, "code", &r->code) && text_dup(row, "description", &r->description) &&
@@ -123,7 +127,8 @@ static int run_from_row(json_t *row, al_store_run *r, al_error *err) {
               text_dup(row, "previews", &r->previews) && text_dup(row, "skipped", &r->skipped) &&
               text_dup(row, "error_message", &r->error_message) &&
               text_dup(row, "result_summary", &r->result_summary) && text_dup(row, "skill_name", &r->skill_name) &&
-              text_dup(row, "skill_version", &r->skill_version) && text_dup(row, "skill_digest", &r->skill_digest);
+              text_dup(row, "skill_version", &r->skill_version) && text_dup(row, "skill_digest", &r->skill_digest) &&
+              text_dup(row, "person_name", &r->person_name);
     if (!ok) {
         run_clear(r);
         return al_err(err, "runs", ENOMEM, "out of memory");
@@ -135,7 +140,15 @@ static int run_from_row(json_t *row, al_store_run *r, al_error *err) {
     "seq, id, org_id, workspace_id, person_id, thread_id, language, code, description, network, limits, inputs, " \
     "state, result, previews, skipped, error_code, error_message, created_at, started_at, finished_at, price, "   \
     "redactions, image, input_bytes, result_summary, preview_count, skipped_count, skill_name, skill_version, "  \
-    "skill_digest, node_id, cap, expired_at"
+    "skill_digest, node_id, cap, expired_at, " RUN_PERSON_COLUMNS
+
+/* Who asked (the person's name and role) and what the run cost (its
+ * ledger's charge less its refund: the ledger's (run_id, kind) key is the
+ * index), beside the run's own columns. */
+#define RUN_PERSON_COLUMNS                                                                                        \
+    "via, changed_at, (SELECT name FROM people pp WHERE pp.id = runs.person_id) AS person_name, "                \
+    "(SELECT role FROM people pp WHERE pp.id = runs.person_id) AS person_role, "                                 \
+    "(SELECT CAST(COALESCE(-SUM(amount), 0) AS BIGINT) FROM ledger l WHERE l.run_id = runs.id) AS credits"
 
 /* ---------------------------------------------------------------- rows */
 
@@ -154,14 +167,14 @@ int al_store_run_insert(al_store *s, const al_store_run *r, al_error *err) {
     n = al_store_exec(s, err,
                       "INSERT INTO runs (id, org_id, workspace_id, person_id, thread_id, language, code, description, "
                       "network, limits, inputs, state, created_at, price, image, input_bytes, skill_name, "
-                      "skill_version, skill_digest, cap, node_id, stored_bytes) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                      "ssssSssssssssiSiSSSiSi", r->id, r->org_id, r->workspace_id, r->person_id,
+                      "skill_version, skill_digest, cap, node_id, stored_bytes, via, changed_at) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                      "ssssSssssssssiSiSSSiSiss", r->id, r->org_id, r->workspace_id, r->person_id,
                       r->thread_id[0] ? r->thread_id : NULL, r->language, r->code,
                       r->description ? r->description : "", r->network, r->limits, r->inputs,
                       al_run_state_name(r->state), r->created_at, r->price, r->image[0] ? r->image : NULL,
                       r->input_bytes, r->skill_name, r->skill_version, r->skill_digest, r->cap > 0 ? r->cap : 3,
-                      r->node_id[0] ? r->node_id : NULL, bytes);
+                      r->node_id[0] ? r->node_id : NULL, bytes, r->via[0] ? r->via : "rest", r->created_at);
     if (n < 0) {
         al_store_rollback(s);
         return n;
@@ -208,8 +221,10 @@ int al_store_run_state(al_store *s, const char *id, al_run_state *ret, al_error 
 int al_store_run_move(al_store *s, const char *id, al_run_state from, al_run_state to, al_error *err) {
     if (!al_run_transition_ok(from, to))
         return al_err(err, "runs", EINVAL, "no such move of a run");
-    return al_store_exec(s, err, "UPDATE runs SET state = ? WHERE id = ? AND state = ?", "sss", al_run_state_name(to),
-                         id, al_run_state_name(from));
+    char now[40];
+    al_store_now(now, sizeof now);
+    return al_store_exec(s, err, "UPDATE runs SET state = ?, changed_at = ? WHERE id = ? AND state = ?", "ssss",
+                         al_run_state_name(to), now, id, al_run_state_name(from));
 }
 
 /* The names of MASK's states as a list for IN (...), into BUF; false when
@@ -232,10 +247,12 @@ int al_store_run_end(al_store *s, const char *id, unsigned from_mask, al_run_sta
     if (!ok || !state_list(from_mask, states, sizeof states))
         return al_err(err, "runs", EINVAL, "no such move of a run");
     snprintf(sql, sizeof sql,
-             "UPDATE runs SET state = ?, error_code = ?, error_message = ?, finished_at = ? "
+             "UPDATE runs SET state = ?, error_code = ?, error_message = ?, finished_at = ?, changed_at = ? "
              "WHERE id = ? AND state IN (%s)",
              states);
-    return al_store_exec(s, err, sql, "SSSss", al_run_state_name(to), ecode, emsg, finished_at, id);
+    char now[40];
+    al_store_now(now, sizeof now);
+    return al_store_exec(s, err, sql, "SSSsss", al_run_state_name(to), ecode, emsg, finished_at, now, id);
 }
 
 int al_store_run_finish(al_store *s, const al_store_run *r, al_error *err) {
@@ -252,7 +269,7 @@ int al_store_run_finish(al_store *s, const al_store_run *r, al_error *err) {
     snprintf(sql, sizeof sql,
              "UPDATE runs SET state = ?, result = ?, previews = ?, skipped = ?, error_code = ?, "
              "error_message = ?, finished_at = ?, redactions = ?, result_summary = ?, preview_count = ?, "
-             "skipped_count = ?, stored_bytes = stored_bytes + ? WHERE id = ? AND state IN (%s)",
+             "skipped_count = ?, stored_bytes = stored_bytes + ?, changed_at = ? WHERE id = ? AND state IN (%s)",
              states);
     /* the documents written now, and what the caller says the run's
      * events hold (r->stored_bytes), join the organisation's count */
@@ -261,9 +278,11 @@ int al_store_run_finish(al_store *s, const al_store_run *r, al_error *err) {
     int n = al_store_begin(s, err);
     if (n < 0)
         return n;
-    n = al_store_exec(s, err, sql, "sSSSSSsiSiiis", al_run_state_name(r->state), r->result, r->previews, r->skipped,
+    char now[40];
+    al_store_now(now, sizeof now);
+    n = al_store_exec(s, err, sql, "sSSSSSsiSiiiss", al_run_state_name(r->state), r->result, r->previews, r->skipped,
                       r->error_code[0] ? r->error_code : NULL, r->error_message, r->finished_at, r->redactions,
-                      r->result_summary, r->preview_count, r->skipped_count, bytes, r->id);
+                      r->result_summary, r->preview_count, r->skipped_count, bytes, now, r->id);
     if (n <= 0) {
         al_store_rollback(s);
         return n < 0 ? n : 0;
@@ -285,9 +304,9 @@ int al_store_run_charge(al_store *s, const char *id, const char *node_id, const 
      * is left alone; and only the node that holds the claim starts it (a
      * node thought dead and back may not start what another now holds) */
     r = al_store_exec(s, err,
-                      "UPDATE runs SET state = 'provisioning', started_at = ? WHERE id = ? AND state = 'queued' "
-                      "AND node_id = ?",
-                      "sss", now, id, node_id);
+                      "UPDATE runs SET state = 'provisioning', started_at = ?, changed_at = ? WHERE id = ? "
+                      "AND state = 'queued' AND node_id = ?",
+                      "ssss", now, now, id, node_id);
     if (r <= 0) {
         al_store_rollback(s);
         return r < 0 ? r : 0;
@@ -516,32 +535,29 @@ int al_store_runs_by_language(al_store *s, const char *ws_id, const char *from, 
 
 /* ---------------------------------------------------------------- list */
 
+void al_store_run_brief_clear(al_store_run_brief *b) { run_clear(&b->run); }
+
 void al_store_run_briefs_free(al_store_run_brief *b, size_t n) {
     for (size_t i = 0; b && i < n; i++)
         run_clear(&b[i].run);
     free(b);
 }
 
-int al_store_run_list(al_store *s, const al_store_run_filter *f, al_store_run_brief **ret, size_t *ret_n,
-                      al_error *err) {
-    *ret = NULL;
-    *ret_n = 0;
-    const char *state = al_run_state_name(f->state);
-    /* small columns only: what a run printed (its result, up to megabytes)
-     * is summarised when it ends, never loaded for a list */
-    json_t *rows = al_store_query(
-        s, err,
-        "SELECT seq, id, org_id, workspace_id, person_id, thread_id, language, description, network, limits, state, "
-        "error_code, error_message, created_at, started_at, finished_at, price, redactions, image, input_bytes, "
-        "result_summary, preview_count, skipped_count, skill_name, skill_version, "
-        "(SELECT COUNT(*) FROM artifacts a WHERE a.run_id = runs.id) AS artifact_count, "
-        "(SELECT id FROM approval_requests q WHERE q.run_id = runs.id) AS approval_id, "
-        "(SELECT hash FROM approval_requests q WHERE q.run_id = runs.id) AS approval_hash, "
-        "(SELECT decision FROM approval_requests q WHERE q.run_id = runs.id) AS approval_decision, "
-        "(SELECT expires_at FROM approval_requests q WHERE q.run_id = runs.id) AS approval_expires_at "
-        "FROM runs WHERE workspace_id = ? AND (CAST(? AS TEXT) IS NULL OR state = ?) "
-        "AND (CAST(? AS TEXT) IS NULL OR thread_id = ?) AND seq < ? ORDER BY seq DESC LIMIT ?",
-        "sSSSSii", f->ws_id, state, state, f->thread_id, f->thread_id, f->before_seq, f->limit);
+/* A list's columns: small ones only, what a run printed (its result, up
+ * to megabytes) is summarised when it ends, never loaded for a list. */
+#define BRIEF_SELECT                                                                                               \
+    "SELECT seq, id, org_id, workspace_id, person_id, thread_id, language, description, network, limits, state, "   \
+    "error_code, error_message, created_at, started_at, finished_at, price, redactions, image, input_bytes, "       \
+    "result_summary, preview_count, skipped_count, skill_name, skill_version, " RUN_PERSON_COLUMNS ", "             \
+    "(SELECT COUNT(*) FROM artifacts a WHERE a.run_id = runs.id) AS artifact_count, "                              \
+    "(SELECT id FROM approval_requests q WHERE q.run_id = runs.id) AS approval_id, "                               \
+    "(SELECT hash FROM approval_requests q WHERE q.run_id = runs.id) AS approval_hash, "                           \
+    "(SELECT decision FROM approval_requests q WHERE q.run_id = runs.id) AS approval_decision, "                   \
+    "(SELECT expires_at FROM approval_requests q WHERE q.run_id = runs.id) AS approval_expires_at "                \
+    "FROM runs "
+
+/* ROWS (BRIEF_SELECT's, taken) into list entries. */
+static int briefs_from_rows(json_t *rows, al_store_run_brief **ret, size_t *ret_n, al_error *err) {
     if (!rows)
         return -EIO;
     size_t n = json_array_size(rows);
@@ -572,6 +588,32 @@ int al_store_run_list(al_store *s, const al_store_run_filter *f, al_store_run_br
     *ret = b;
     *ret_n = n;
     return 0;
+}
+
+int al_store_run_list(al_store *s, const al_store_run_filter *f, al_store_run_brief **ret, size_t *ret_n,
+                      al_error *err) {
+    *ret = NULL;
+    *ret_n = 0;
+    const char *state = al_run_state_name(f->state);
+    json_t *rows = al_store_query(
+        s, err,
+        BRIEF_SELECT "WHERE workspace_id = ? AND (CAST(? AS TEXT) IS NULL OR state = ?) "
+                     "AND (CAST(? AS TEXT) IS NULL OR thread_id = ?) AND (CAST(? AS TEXT) IS NULL OR person_id = ?) "
+                     "AND (CAST(? AS TEXT) IS NULL OR via = ?) AND seq < ? ORDER BY seq DESC LIMIT ?",
+        "sSSSSSSSSii", f->ws_id, state, state, f->thread_id, f->thread_id, f->person_id, f->person_id, f->via, f->via,
+        f->before_seq, f->limit);
+    return briefs_from_rows(rows, ret, ret_n, err);
+}
+
+int al_store_run_changes(al_store *s, const char *ws_id, const char *since, int64_t limit, al_store_run_brief **ret,
+                         size_t *ret_n, al_error *err) {
+    *ret = NULL;
+    *ret_n = 0;
+    json_t *rows = al_store_query(s, err,
+                                  BRIEF_SELECT "WHERE workspace_id = ? AND changed_at >= ? "
+                                               "ORDER BY changed_at, seq LIMIT ?",
+                                  "ssi", ws_id, since, limit);
+    return briefs_from_rows(rows, ret, ret_n, err);
 }
 
 /* ---------------------------------------------------------------- events */
@@ -743,8 +785,12 @@ int al_store_run_cancel_requested(al_store *s, const char *id, al_error *err) {
 }
 
 int al_store_run_approved(al_store *s, const char *id, const char *node_id, al_error *err) {
-    int n = al_store_exec(s, err, "UPDATE runs SET state = 'queued', node_id = ? WHERE id = ? AND state = 'pending_approval'",
-                          "ss", node_id, id);
+    char now[40];
+    al_store_now(now, sizeof now);
+    int n = al_store_exec(s, err,
+                          "UPDATE runs SET state = 'queued', node_id = ?, changed_at = ? WHERE id = ? "
+                          "AND state = 'pending_approval'",
+                          "sss", node_id, now, id);
     return n < 0 ? n : n > 0;
 }
 

@@ -78,6 +78,16 @@ typedef struct al_store_run {
     /* al_store_run_finish: the bytes its events hold, beside the documents
      * the finish writes, for the organisation's storage count */
     int64_t stored_bytes;
+    /* who asked and how (021): the interface ("rest", "mcp", "piston",
+     * "e2b"); read back with the person's name and role (NULL / "" when
+     * the person is gone) and the credits its ledger rows say it was
+     * charged (charges less refunds); CHANGED_AT: when it was made or
+     * last changed state */
+    char via[16];
+    char *person_name;
+    char person_role[16];
+    int64_t credits;
+    char changed_at[40];
 } al_store_run;
 
 /* Free a run the store returned (NULL is fine). A record the caller built
@@ -182,6 +192,8 @@ typedef struct al_store_run_filter {
     const char *ws_id;
     al_run_state state;           /* _AL_RUN_STATE_INVALID: any */
     const char *thread_id;        /* NULL: any */
+    const char *person_id;        /* NULL: any */
+    const char *via;              /* NULL: any */
     int64_t before_seq;           /* seq < this */
     int64_t limit;
 } al_store_run_filter;
@@ -189,6 +201,13 @@ typedef struct al_store_run_filter {
 int al_store_run_list(al_store *s, const al_store_run_filter *f, al_store_run_brief **ret, size_t *ret_n,
                       al_error *err);
 void al_store_run_briefs_free(al_store_run_brief *b, size_t n);
+/* Free what entry B holds (not B itself). */
+void al_store_run_brief_clear(al_store_run_brief *b);
+/* WS_ID's runs made or moved at SINCE or later (changed_at), oldest change
+ * first, at most LIMIT, as list entries (al_store_run_briefs_free): what
+ * the workspace's activity stream reads on each look. */
+int al_store_run_changes(al_store *s, const char *ws_id, const char *since, int64_t limit, al_store_run_brief **ret,
+                         size_t *ret_n, al_error *err);
 
 /* ---- run_events: everything a run's stream carried, numbered from 1 */
 typedef struct al_store_event {

@@ -197,6 +197,7 @@ MODULES = {
     "test_piston.py": ("asan",),
     "test_piston_client.py": ("asan",),
     "test_service_events.py": ("asan", "warm"),
+    "test_console_feeds.py": ("asan", "postgresql"),     # the console's reads (issue 36)
     "test_service_load.py": ("asan", "serial"),              # 1,000 runs from 16 clients
     "test_service_ops.py": ("asan", "postgresql", "serial"),  # kill -9 and recovery; counts boxes
     "test_service_runs.py": ("asan", "postgresql", "docker", "runsc", "warm"),

@@ -1,0 +1,137 @@
+/* REST: the workspace's activity as Server-Sent Events (GET /v1/events):
+ * "event: run" with the run's list entry each time a run of the caller's
+ * workspace is made or changes state, on any node (core/activity.h says
+ * how it hears and what a stream costs). It starts from now: a page lists
+ * GET /v1/runs first and applies these by run id (each is the whole entry,
+ * so applying one twice changes nothing). */
+#include <string.h>
+
+#include "reply.h"
+#include "handlers.h"
+#include "route.h"
+#include "../core/activity.h"
+#include "../core/holds.h"
+#include "../core/runs.h"
+
+#define KEEPALIVE_S 15
+
+typedef struct stream {
+    al_service *s;
+    struct MHD_Connection *c;
+    al_activity a;
+    char person_id[40];
+    char *buf;
+    size_t len, pos;
+    bool held;
+} stream;
+
+/* The runs B as the stream's text into T's buffer; false out of memory. */
+static bool format(stream *t, const al_view_run_brief *b, size_t n) {
+    char **texts = calloc(n ? n : 1, sizeof *texts);
+    size_t cap = 1;
+    for (size_t i = 0; texts && i < n; i++) {
+        json_t *doc = al_run_summary_json(&b[i]);
+        /* compact JSON is one line: no newline can split an event */
+        texts[i] = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+        json_decref(doc);
+        cap += texts[i] ? strlen(texts[i]) + 32 : 0;
+    }
+    t->buf = texts ? malloc(cap) : NULL;
+    for (size_t i = 0; t->buf && i < n; i++)
+        if (texts[i])
+            t->len += (size_t)snprintf(t->buf + t->len, cap - t->len, "event: run\ndata: %s\n\n", texts[i]);
+    for (size_t i = 0; texts && i < n; i++)
+        free(texts[i]);
+    free(texts);
+    return t->buf != NULL;
+}
+
+/* Fill T's buffer with what comes next (runs, or a keepalive); <0 the
+ * stream's end. */
+static ssize_t fill(stream *t) {
+    al_error err = { 0 };
+    /* a second at a time: a client who has gone gives its place back
+     * within one */
+    for (int waited = 0;; waited++) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 1;
+        al_view_run_brief *b = NULL;
+        size_t n = 0;
+        al_follow_news news = al_activity_next(&t->a, &until, &b, &n, &err);
+        if (news == AL_FOLLOW_EVENTS) {
+            bool ok = format(t, b, n);
+            al_view_run_briefs_free(b, n);
+            return ok ? 0 : MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        if (news == AL_FOLLOW_FAILED) {
+            al_service_log(t->s, AL_LOG_ERROR, "http.stream_failed",
+                           json_pack("{s:s, s:s}", "stream", "activity", "error", err.msg));
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        if (news == AL_FOLLOW_STOPPING || al_sse_peer_gone(t->c))
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        if (waited + 1 >= KEEPALIVE_S) {
+            /* a comment keeps proxies and clients from timing out */
+            t->buf = strdup(": keepalive\n\n");
+            t->len = t->buf ? strlen(t->buf) : 0;
+            return t->buf ? 0 : MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+}
+
+static void unhold(stream *t) {
+    if (t->held)
+        al_service_unhold(t->s, t->person_id, AL_HOLD_ACTIVITY);
+    t->held = false;
+}
+
+static ssize_t stream_read(void *cls, uint64_t off, char *out, size_t max) {
+    (void)off;
+    stream *t = cls;
+    while (t->pos >= t->len) {
+        free(t->buf);
+        t->buf = NULL;
+        t->len = t->pos = 0;
+        ssize_t r = fill(t);
+        if (r < 0) {
+            unhold(t);
+            return r;
+        }
+    }
+    size_t n = t->len - t->pos < max ? t->len - t->pos : max;
+    memcpy(out, t->buf + t->pos, n);
+    t->pos += n;
+    return (ssize_t)n;
+}
+
+static void stream_free(void *cls) {
+    stream *t = cls;
+    unhold(t);
+    free(t->buf);
+    free(t);
+}
+
+enum MHD_Result al_rest_events(al_route_ctx *x) {
+    enum MHD_Result bad;
+    if (!al_req_query_ok(x->c, NULL, 0, &bad))
+        return bad;
+    /* each stream holds a connection and a thread while it is open */
+    if (!al_service_hold(x->s, x->p->person_id, AL_HOLD_ACTIVITY))
+        return al_reply_too_many(x->c, "activity streams", AL_ACTIVITY_STREAMS_PER_PERSON, "GET /v1/events");
+    stream *t = calloc(1, sizeof *t);
+    if (!t) {
+        al_service_unhold(x->s, x->p->person_id, AL_HOLD_ACTIVITY);
+        return MHD_NO;
+    }
+    t->s = x->s;
+    t->c = x->c;
+    t->held = true;
+    snprintf(t->person_id, sizeof t->person_id, "%s", x->p->person_id);
+    al_activity_init(&t->a, x->s, x->p);
+    /* the stream opens with a comment at once, so a client knows it is
+     * listening before the first run changes */
+    t->buf = strdup(": listening\n\n");
+    t->len = t->buf ? strlen(t->buf) : 0;
+    return al_reply_event_stream(x->c, stream_read, t, stream_free);
+}

@@ -1,0 +1,215 @@
+"""`airlock serve`: what the web console reads that the API had not given
+(issue 36, console_contract.md "Reading the workspace"): who asked for a run,
+through what and what it cost; GET /v1/runs's person_id and via filters;
+the workspace's activity stream (GET /v1/events); persons; threads;
+sandboxes; usage by day; the audit chain's verification and its export."""
+import http.client
+import json
+import queue
+import socket
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from service_util import TERMINAL, assert_error, service  # noqa: F401
+
+
+def tenant_with_people(service, name):
+    """A new organisation and workspace with an admin, an approver and a
+    member: (workspace id, org id, {role: (person id, client)})."""
+    org = service.admin_id("org", "create", name)
+    ws = service.admin_id("workspace", "create", "--org", org, name + "-ws")
+    people = {}
+    for role in ("admin", "approver", "member"):
+        pid = service.admin_id("person", "create", "--workspace", ws, f"{name}-{role}", "--role", role)
+        out = service.admin("key", "create", "--person", pid)
+        key = next(w for w in out.split() if w.startswith("al_"))
+        people[role] = (pid, service.with_key(key))
+    return ws, org, people
+
+
+class Activity:
+    """GET /v1/events read on a thread: the events into a queue."""
+
+    def __init__(self, svc, key):
+        self.conn = http.client.HTTPConnection(svc.host, svc.port, timeout=60)
+        self.conn.request("GET", "/v1/events", headers={"Authorization": f"Bearer {key}",
+                                                         "Accept": "text/event-stream"})
+        self.resp = self.conn.getresponse()
+        self.status = self.resp.status
+        self.q = queue.Queue()
+        self.comments = 0
+        if self.status == 200:
+            threading.Thread(target=self._read, daemon=True).start()
+        else:
+            self.body = json.loads(self.resp.read())
+
+    def _read(self):
+        kind, data = None, []
+        try:
+            while True:
+                line = self.resp.readline()
+                if not line:
+                    break
+                line = line.decode().rstrip("\r\n")
+                if line.startswith(":"):
+                    self.comments += 1
+                elif line.startswith("event:"):
+                    kind = line[6:].strip()
+                elif line.startswith("data:"):
+                    data.append(line[5:].strip())
+                elif line == "" and data:
+                    self.q.put((kind, json.loads("\n".join(data))))
+                    kind, data = None, []
+        except (OSError, ValueError, AttributeError):  # closed under the reader
+            pass
+        self.q.put(None)
+
+    def until(self, pred, timeout=30.0):
+        """Events until PRED(kind, data) holds: the list read (the last one PRED's)."""
+        seen, deadline = [], time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no such event in {timeout} s; read {seen!r}"
+            try:
+                ev = self.q.get(timeout=left)
+            except queue.Empty:
+                continue
+            assert ev is not None, f"the stream ended; read {seen!r}"
+            seen.append(ev)
+            if pred(*ev):
+                return seen
+
+    def close(self):
+        # shut the socket down (a close alone leaves it open while the
+        # reader's file still holds it): the service sees the client go
+        if self.conn.sock is not None:
+            try:
+                self.conn.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.conn.close()
+
+
+def test_run_says_who_asked_through_what_and_its_credits(service):
+    t, _, people = tenant_with_people(service, "who")
+    mid, member = people["member"]
+    run = member.run("print('hi')")
+    assert run["requested_by"] == {"id": mid, "name": "who-member", "role": "member"}
+    assert run["via"] == "rest"
+    assert isinstance(run["credits"], int) and run["credits"] >= 0
+    listed = member.list_runs()
+    assert [r["id"] for r in listed] == [run["id"]]
+    assert listed[0]["requested_by"] == run["requested_by"] and listed[0]["via"] == "rest"
+    assert listed[0]["credits"] == member.get_run(run["id"])["credits"]
+
+
+def test_credits_are_what_the_ledger_charged(service):
+    t, _, people = tenant_with_people(service, "price")
+    _, admin = people["admin"]
+    ws, org, people = t, _, people
+    service.admin("price", "set", "--workspace", ws, "3")
+    run = admin.run("print(1)")
+    assert run["state"] == "succeeded" and run["credits"] == 3
+    assert admin.get_run(run["id"])["credits"] == 3
+    assert [r["credits"] for r in admin.list_runs()] == [3]
+    # a canceled run before it started was never charged: 0
+    service.admin("price", "set", "--workspace", ws, "0")
+    free = admin.run("print(2)")
+    assert free["credits"] == 0
+
+
+def test_runs_filter_by_person_and_via(service):
+    t, _, people = tenant_with_people(service, "filt")
+    mid, member = people["member"]
+    aid, admin = people["admin"]
+    mine = member.run("print(1)")
+    theirs = admin.run("print(2)")
+    piston = admin.ok("POST", f"/piston/{admin.key}/api/v2/execute",
+                      json={"language": "python", "version": "*", "files": [{"content": "print(3)"}]})
+    assert piston["run"]["code"] == 0
+    by_member = admin.list_runs(person_id=mid)
+    assert [r["id"] for r in by_member] == [mine["id"]]
+    by_admin = admin.list_runs(person_id=aid)
+    assert theirs["id"] in [r["id"] for r in by_admin] and mine["id"] not in [r["id"] for r in by_admin]
+    rest = admin.list_runs(via="rest")
+    assert {r["id"] for r in rest} == {mine["id"], theirs["id"]}
+    pist = admin.list_runs(via="piston")
+    assert len(pist) == 1 and pist[0]["via"] == "piston" and pist[0]["requested_by"]["id"] == aid
+    assert admin.list_runs(via="mcp") == []
+    # both filters together, and with state
+    assert [r["id"] for r in admin.list_runs(person_id=aid, via="piston", state="succeeded")] == [pist[0]["id"]]
+    # another workspace's person matches nothing
+    other = service.new_tenant("filt-other")
+    assert admin.list_runs(person_id=other.person) == []
+    status, _, doc = admin.get("/v1/runs", query={"via": "smtp"})
+    assert_error(status, doc, "bad_request", 400)
+    assert "rest, mcp, piston, e2b" in doc["error"]["message"]
+    status, _, doc = admin.get("/v1/runs", query={"person_id": "x" * 200})
+    assert_error(status, doc, "bad_request", 400)
+
+
+def test_events_see_another_requests_run_to_its_end_and_no_other_workspace(service):
+    t, _, people = tenant_with_people(service, "live")
+    _, admin = people["admin"]
+    mid, member = people["member"]
+    other = service.new_tenant("live-other")
+    watch = Activity(service, admin.key)
+    assert watch.status == 200
+    try:
+        # a run of another workspace first: it must never appear
+        foreign = other.client.run("print('not yours')", wait=False)
+        run = member.run("import time; time.sleep(1); print('done')", wait=False)
+        seen = watch.until(lambda k, d: d.get("id") == run["id"] and d["state"] in TERMINAL, timeout=60)
+        ids = {d["id"] for _, d in seen}
+        assert foreign["id"] not in ids
+        mine = [d for k, d in seen if d["id"] == run["id"]]
+        assert all(k == "run" for k, _ in seen)
+        states = [d["state"] for d in mine]
+        # each change once, in order, through to its end
+        assert states[-1] == "succeeded", states
+        assert len(states) == len(set(states)), states
+        assert "running" in states or "provisioning" in states, states
+        last = mine[-1]
+        assert last["requested_by"]["id"] == mid and last["via"] == "rest" and last["summary"] is True
+        assert last["result"]["exit_code"] == 0
+        # what the list says is what the stream said last
+        listed = {r["id"]: r for r in admin.list_runs()}[run["id"]]
+        assert listed == last
+        # still nothing of the other workspace, after its run ended too
+        other.client.wait_state(foreign["id"], TERMINAL)
+        run2 = admin.run("print(2)", wait=False)
+        seen = watch.until(lambda k, d: d.get("id") == run2["id"] and d["state"] in TERMINAL, timeout=60)
+        assert foreign["id"] not in {d["id"] for _, d in seen}
+    finally:
+        watch.close()
+
+
+def test_events_are_capped_per_person(service):
+    t, _, people = tenant_with_people(service, "cap")
+    _, member = people["member"]
+    streams = [Activity(service, member.key) for _ in range(8)]
+    try:
+        assert [s.status for s in streams] == [200] * 8
+        extra = Activity(service, member.key)
+        assert extra.status == 429 and extra.body["error"]["code"] == "too_many_requests"
+        # another person of the workspace has their own
+        other = Activity(service, people["approver"][1].key)
+        assert other.status == 200
+        other.close()
+        streams.pop().close()
+        deadline = time.monotonic() + 10
+        while True:
+            again = Activity(service, member.key)
+            if again.status == 200:
+                again.close()
+                break
+            assert time.monotonic() < deadline, "a closed stream's place was not given back"
+            time.sleep(0.3)
+    finally:
+        for s in streams:
+            s.close()
+    status, _, doc = member.get("/v1/events", query={"since": "x"})
+    assert_error(status, doc, "bad_request", 400)
