@@ -3,7 +3,8 @@
 // /v1/skills/{name}/test: the same sandbox, allow-list and approval as any
 // run; its output and artifacts shown when it ends, its state live from the
 // workspace's event stream while it runs) and promotion (admins).
-import { card, errWords, table, when } from "./admin_kit.js";
+import { artifactsTable } from "../parts.js";
+import { card, errWords, table } from "./admin_kit.js";
 
 const LINES_MAX = 1000;   // items of an array-of-strings field (one per line)
 
@@ -63,22 +64,20 @@ function benchForm(h, skill, ep) {
     inputFor(h, k, p, req.has(k), `adm-bench-${ep.name}`));
 }
 
-function outputOf(h, run) {
+function outputOf(h, api, run) {
   const r = run.result;
   const parts = [h("p", {}, h("strong", {}, "State: "), h("span", { class: "adm-run-state" }, run.state),
     r ? ` — exit ${r.exit_code ?? "—"}, ${r.wall_ms} ms` : "", " · ",
     h("a", { href: "#/runs/" + run.id }, "Open the run's page"))];
   if (run.error) parts.push(h("p", { class: "adm-error" }, `${run.error.code}: ${run.error.message}`));
   if (r) {
-    parts.push(h("h3", {}, "Output"), h("pre", { class: "adm-pre adm-stdout", tabindex: "0", "aria-label": "Standard output" },
+    parts.push(h("h3", {}, "Output"), h("pre", { class: "output", tabindex: "0", "aria-label": "Standard output" },
       r.stdout || "(no output)"));
-    if (r.stderr) parts.push(h("h3", {}, "Errors"), h("pre", { class: "adm-pre", tabindex: "0", "aria-label": "Standard error" }, r.stderr));
+    if (r.stderr) parts.push(h("h3", {}, "Errors"), h("pre", { class: "output", tabindex: "0", "aria-label": "Standard error" }, r.stderr));
   }
+  // the run page's artifact table: previews (images, CSV, text) and downloads
   if (run.artifacts && run.artifacts.length)
-    parts.push(h("h3", {}, "Artifacts"), table(h, "Artifacts the run wrote", ["File", "Size", "Type", "Action"],
-      run.artifacts.map((a) => [a.path, `${a.size} B`, a.content_type,
-        h("a", { href: `/v1/artifacts/${a.id}/content`, download: a.path.split("/").pop(), class: "btn btn-quiet",
-          "aria-label": `Download ${a.path}` }, "Download")])));
+    parts.push(h("h3", {}, "Artifacts"), artifactsTable(api, run.artifacts));
   return parts;
 }
 
@@ -166,7 +165,7 @@ export default {
         out.replaceChildren(live);
         // the run's state as it changes, from the console's one workspace stream (the test call answers only at the end)
         // and its output as it is written, from the run's own event stream once its id is known
-        const liveOut = h("pre", { class: "adm-pre adm-stdout", tabindex: "0", "aria-label": "Output so far" });
+        const liveOut = h("pre", { class: "output", tabindex: "0", "aria-label": "Output so far" });
         let closeOut = null;
         const follow = (id) => {
           if (closeOut) return;
@@ -189,7 +188,7 @@ export default {
         try {
           const run = await api.post(`/v1/skills/${encodeURIComponent(skill.name)}/test`,
             { entrypoint: epSel.value, args, digest: skill.digest });
-          out.replaceChildren(...outputOf(h, run));
+          out.replaceChildren(...outputOf(h, api, run));
         } catch (e) {
           out.replaceChildren(h("p", { class: "adm-error" }, "The test did not run: " + errWords(e)));
         } finally {
