@@ -32,6 +32,12 @@ enum MHD_Result al_rest_runs_deny(al_route_ctx *x);
 enum MHD_Result al_rest_runs_cancel(al_route_ctx *x);
 /* rest_events.c: the workspace's activity as Server-Sent Events */
 enum MHD_Result al_rest_events(al_route_ctx *x);
+/* rest_workspace.c: the workspace's people, threads and sandboxes */
+enum MHD_Result al_rest_persons(al_route_ctx *x);
+enum MHD_Result al_rest_threads(al_route_ctx *x);
+enum MHD_Result al_rest_sandboxes(al_route_ctx *x);
+enum MHD_Result al_rest_sandbox_files(al_route_ctx *x);
+enum MHD_Result al_rest_sandbox_kill(al_route_ctx *x);
 /* sse.c: a run's events as Server-Sent Events */
 enum MHD_Result al_sse_run_events(al_route_ctx *x);
 /* rest_artifacts.c, rest_threads.c */

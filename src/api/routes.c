@@ -84,6 +84,11 @@ static const al_route routes[] = {
     { "POST", "/v1/runs/{id}/cancel", AL_AUTH_KEY, al_rest_runs_cancel },
     /* REST: the workspace as the console reads it (rest_events.c, rest_workspace.c) */
     { "GET", "/v1/events", AL_AUTH_KEY, al_rest_events },
+    { "GET", "/v1/persons", AL_AUTH_KEY, al_rest_persons },
+    { "GET", "/v1/threads", AL_AUTH_KEY, al_rest_threads },
+    { "GET", "/v1/sandboxes", AL_AUTH_KEY, al_rest_sandboxes },
+    { "DELETE", "/v1/sandboxes/{id}", AL_AUTH_KEY, al_rest_sandbox_kill },
+    { "GET", "/v1/sandboxes/{id}/files", AL_AUTH_KEY, al_rest_sandbox_files },
     /* REST: artifacts and threads */
     { "GET", "/v1/artifacts/{id}", AL_AUTH_KEY, al_rest_artifact_get },
     { "GET", "/v1/artifacts/{id}/content", AL_AUTH_KEY, al_rest_artifact_content },

@@ -53,6 +53,8 @@ int al_sandbox_from_store(const al_store_sandbox *b, al_sandbox *out, al_error *
     snprintf(out->end_at, sizeof out->end_at, "%s", b->end_at);
     out->state = strcmp(b->state, "paused") == 0 ? AL_SANDBOX_PAUSED : AL_SANDBOX_RUNNING;
     snprintf(out->thread_id, sizeof out->thread_id, "e2b-%s", b->id);
+    out->bytes = b->bytes;
+    snprintf(out->owner_name, sizeof out->owner_name, "%s", b->owner_name ? b->owner_name : "");
     out->metadata = json_loads(b->metadata, 0, NULL);
     out->env_vars = json_loads(b->env_vars, 0, NULL);
     if (!json_is_object(out->metadata) || !json_is_object(out->env_vars)) {

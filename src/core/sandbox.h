@@ -29,6 +29,8 @@ typedef struct al_sandbox {
     char started_at[40], end_at[40];
     al_sandbox_state state;
     char thread_id[72];          /* "e2b-<id>" */
+    int64_t bytes;               /* what it holds on disk, as last counted (al_sandbox_account) */
+    char owner_name[128];        /* its person's name as it is now (cut to fit) */
 } al_sandbox;
 
 /* The sandbox plane: sandbox ID whose access token is TOKEN, not ended, its creator's key still valid.
@@ -146,6 +148,30 @@ int al_sandbox_sweep(al_service *s);
 
 /* "running", "paused" */
 const char *al_sandbox_state_name(al_sandbox_state st);
+
+/* ------------------------------------------------------------ the console (sandbox_console.c) */
+
+/* A sandbox as the console lists it: the sandbox and how many files it holds. */
+typedef struct al_sandbox_view {
+    al_sandbox sb;
+    int64_t files;               /* regular files in home/ and out/ (-1: could not be read) */
+} al_sandbox_view;
+/* P's workspace's live sandboxes, the newest first (at most
+ * AL_SANDBOX_LIVE_MAX, as a workspace holds): each one's files are counted
+ * by a walk of its tree, which its bounds keep to AL_SANDBOX_ENTRIES_MAX. */
+int al_sandbox_views(al_service *s, const al_principal *p, al_sandbox_view **ret, size_t *ret_n, al_error *err);
+void al_sandbox_views_free(al_sandbox_view *v, size_t n);
+/* Sandbox ID's regular files ({path as its commands see it, size}), sorted,
+ * at most AL_SANDBOX_ENTRIES_MAX: 0, -ENOENT. */
+typedef struct al_sandbox_file {
+    char path[1040];
+    uint64_t size;
+} al_sandbox_file;
+int al_sandbox_files(al_service *s, const al_principal *p, const char *id, al_sandbox_file **ret, size_t *ret_n,
+                     al_error *err);
+/* Kill sandbox ID for P from the console: only its owner or an admin of
+ * the workspace (-EPERM, said); else as al_sandbox_kill. */
+int al_sandbox_kill_by(al_service *s, const al_principal *p, const char *id, al_error *err);
 
 /* ------------------------------------------------------------ files (sandbox_fs.c) */
 

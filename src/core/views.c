@@ -10,6 +10,7 @@
 #include "../store/governance.h"
 #include "../store/runs.h"
 #include "../store/store.h"
+#include "../store/tenants.h"
 
 const al_service_config *al_view_config(const al_service *s) { return &s->cfg; }
 
@@ -63,6 +64,19 @@ bool al_run_via_valid(const char *via) {
         if (strcmp(via, names[i]) == 0)
             return true;
     return false;
+}
+
+/* ---------------------------------------------------- people and threads */
+
+int al_view_persons(al_service *s, const al_principal *p, al_view_person **ret, size_t *ret_n, al_error *err) {
+    return al_store_people_list(s->store, p->workspace_id, AL_VIEW_PERSONS_MAX, ret, ret_n, err);
+}
+
+void al_view_persons_free(al_view_person *v, size_t n) { al_store_people_free(v, n); }
+
+int al_view_threads(al_service *s, const al_principal *p, int64_t before, int64_t limit, al_view_thread **ret,
+                    size_t *ret_n, al_error *err) {
+    return al_store_threads_list(s->store, p->workspace_id, before, limit, ret, ret_n, err);
 }
 
 /* -------------------------------------------------------------- artifacts */

@@ -12,6 +12,8 @@
 #include "service.h"
 #include "../store/audit.h"
 #include "../store/governance.h"
+#include "../store/runs.h"
+#include "../store/tenants.h"
 
 /* ------------------------------------------------------------------ service */
 
@@ -58,6 +60,21 @@ int al_view_runs_find(al_service *s, const al_principal *p, const al_view_run_qu
 /* Whether VIA names an interface a run can come through (rest, mcp,
  * piston, e2b). */
 bool al_run_via_valid(const char *via);
+
+/* ---------------------------------------------------- people and threads */
+
+typedef al_store_person al_view_person;
+typedef al_store_thread al_view_thread;
+/* The most people a workspace lists at once (GET /v1/persons). */
+#define AL_VIEW_PERSONS_MAX 1000
+/* P's workspace's people, in the order they were made. */
+int al_view_persons(al_service *s, const al_principal *p, al_view_person **ret, size_t *ret_n, al_error *err);
+void al_view_persons_free(al_view_person *v, size_t n);
+/* P's workspace's threads, the one with the newest run first, below
+ * BEFORE (a thread's last_seq; INT64_MAX from the start), at most LIMIT
+ * (free()). */
+int al_view_threads(al_service *s, const al_principal *p, int64_t before, int64_t limit, al_view_thread **ret,
+                    size_t *ret_n, al_error *err);
 
 /* -------------------------------------------------------------- artifacts */
 

@@ -616,6 +616,44 @@ int al_store_run_changes(al_store *s, const char *ws_id, const char *since, int6
     return briefs_from_rows(rows, ret, ret_n, err);
 }
 
+/* ---------------------------------------------------------------- threads */
+
+int al_store_threads_list(al_store *s, const char *ws_id, int64_t before, int64_t limit, al_store_thread **ret,
+                          size_t *ret_n, al_error *err) {
+    *ret = NULL;
+    *ret_n = 0;
+    json_t *rows = al_store_query(
+        s, err,
+        "SELECT thread_id, COUNT(*) AS runs, MAX(created_at) AS last_run_at, MAX(seq) AS last_seq, "
+        "(SELECT COUNT(*) FROM artifacts a WHERE a.workspace_id = ? AND a.thread_key = 't:' || runs.thread_id "
+        "AND a.superseded = 0) AS artifacts "
+        "FROM runs WHERE workspace_id = ? AND thread_id IS NOT NULL GROUP BY thread_id "
+        "HAVING MAX(seq) < ? ORDER BY MAX(seq) DESC LIMIT ?",
+        "ssii", ws_id, ws_id, before, limit);
+    if (!rows)
+        return -EIO;
+    size_t n = json_array_size(rows);
+    al_store_thread *t = calloc(n ? n : 1, sizeof *t);
+    int r = t ? 0 : al_err(err, "threads", ENOMEM, "out of memory");
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        json_t *row = json_array_get(rows, i);
+        if (!al_col_text(row, "thread_id", t[i].id, sizeof t[i].id, false) ||
+            !al_col_text(row, "last_run_at", t[i].last_run_at, sizeof t[i].last_run_at, false))
+            r = al_err(err, "threads", EIO, "a stored thread id is malformed");
+        t[i].runs = int_of(row, "runs");
+        t[i].artifacts = int_of(row, "artifacts");
+        t[i].last_seq = int_of(row, "last_seq");
+    }
+    json_decref(rows);
+    if (r < 0) {
+        free(t);
+        return r;
+    }
+    *ret = t;
+    *ret_n = n;
+    return 0;
+}
+
 /* ---------------------------------------------------------------- events */
 
 int al_store_event_append(al_store *s, const char *run_id, const char *type, const char *data, al_error *err) {

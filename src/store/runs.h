@@ -209,6 +209,20 @@ void al_store_run_brief_clear(al_store_run_brief *b);
 int al_store_run_changes(al_store *s, const char *ws_id, const char *since, int64_t limit, al_store_run_brief **ret,
                          size_t *ret_n, al_error *err);
 
+/* ---- threads: a workspace's threads as its runs name them */
+typedef struct al_store_thread {
+    char id[72];
+    int64_t runs;                 /* its runs */
+    int64_t artifacts;            /* its files (the newest version of each path) */
+    char last_run_at[40];         /* its newest run's creation */
+    int64_t last_seq;             /* its newest run's number: the listing's order and cursor */
+} al_store_thread;
+/* WS_ID's threads, the one with the newest run first, whose newest run is
+ * numbered below BEFORE, at most LIMIT, in *RET (free()). It reads the
+ * workspace's runs that have a thread (index runs_ws_thread). */
+int al_store_threads_list(al_store *s, const char *ws_id, int64_t before, int64_t limit, al_store_thread **ret,
+                          size_t *ret_n, al_error *err);
+
 /* ---- run_events: everything a run's stream carried, numbered from 1 */
 typedef struct al_store_event {
     int64_t seq;

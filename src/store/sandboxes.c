@@ -12,7 +12,8 @@
  * sandboxes act as what the person is */
 #define SELECT_FROM                                                                                                   \
     "SELECT b.seq, b.id, b.org_id, b.workspace_id, b.person_id, p.role, b.key_id, b.token_hash, b.template_id, "     \
-    "b.image, b.network, b.metadata, b.env_vars, b.started_at, b.end_at, b.state FROM sandboxes b "                  \
+    "b.image, b.network, b.metadata, b.env_vars, b.started_at, b.end_at, b.state, b.bytes, p.name AS owner_name "    \
+    "FROM sandboxes b "                                                                                           \
     "JOIN people p ON p.id = b.person_id "
 
 void al_store_sandbox_done(al_store_sandbox *b) {
@@ -20,7 +21,8 @@ void al_store_sandbox_done(al_store_sandbox *b) {
         return;
     free(b->metadata);
     free(b->env_vars);
-    b->metadata = b->env_vars = NULL;
+    free(b->owner_name);
+    b->metadata = b->env_vars = b->owner_name = NULL;
 }
 
 void al_store_sandboxes_free(al_store_sandboxes *l) {
@@ -52,7 +54,9 @@ static int from_row(json_t *row, al_store_sandbox *b, al_error *err) {
         !al_col_text(row, "state", b->state, sizeof b->state, false) || !md || !ev)
         return al_err(err, "sandbox", EIO, "a stored sandbox is malformed");
     b->seq = json_integer_value(json_object_get(row, "seq"));
-    if (!(b->metadata = strdup(md)) || !(b->env_vars = strdup(ev))) {
+    b->bytes = json_integer_value(json_object_get(row, "bytes"));
+    const char *owner = json_string_value(json_object_get(row, "owner_name"));
+    if (!(b->metadata = strdup(md)) || !(b->env_vars = strdup(ev)) || (owner && !(b->owner_name = strdup(owner)))) {
         al_store_sandbox_done(b);
         return al_err(err, "sandbox", ENOMEM, "out of memory");
     }
@@ -136,7 +140,7 @@ int al_store_sandbox_get(al_store *s, const char *ws_id, const char *id, bool ke
     if (l.n == 0)
         return -ENOENT;
     *ret = l.v[0];
-    l.v[0].metadata = l.v[0].env_vars = NULL;
+    l.v[0].metadata = l.v[0].env_vars = l.v[0].owner_name = NULL; /* moved into *RET */
     al_store_sandboxes_free(&l);
     return 0;
 }

@@ -19,6 +19,8 @@ typedef struct al_store_sandbox {
     char *metadata, *env_vars;    /* JSON objects of strings, as text (owned) */
     char started_at[40], end_at[40];
     char state[16];               /* "running" | "paused" */
+    int64_t bytes;                /* what it holds on disk, as last counted */
+    char *owner_name;             /* its person's name (owned; NULL when gone) */
 } al_store_sandbox;
 
 typedef struct al_store_sandboxes {

@@ -289,3 +289,41 @@ int al_store_person_named(al_store *s, const char *name, char *ret_id, al_error 
 int al_store_first_workspace(al_store *s, char *ret_id, al_error *err) {
     return one_id(al_store_query(s, err, "SELECT id FROM workspaces ORDER BY created_at, id LIMIT 1", NULL), ret_id);
 }
+
+void al_store_people_free(al_store_person *p, size_t n) {
+    for (size_t i = 0; p && i < n; i++)
+        free(p[i].name);
+    free(p);
+}
+
+int al_store_people_list(al_store *s, const char *ws_id, int64_t limit, al_store_person **ret, size_t *ret_n,
+                         al_error *err) {
+    *ret = NULL;
+    *ret_n = 0;
+    json_t *rows = al_store_query(s, err,
+                                  "SELECT id, name, role FROM people WHERE workspace_id = ? ORDER BY created_at, id "
+                                  "LIMIT ?",
+                                  "si", ws_id, limit);
+    if (!rows)
+        return -EIO;
+    size_t n = json_array_size(rows);
+    al_store_person *p = calloc(n ? n : 1, sizeof *p);
+    int r = p ? 0 : al_err(err, "people", ENOMEM, "out of memory");
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        json_t *row = json_array_get(rows, i);
+        const char *name = json_string_value(json_object_get(row, "name"));
+        if (!al_col_text(row, "id", p[i].id, sizeof p[i].id, false) ||
+            !al_col_text(row, "role", p[i].role, sizeof p[i].role, false) || !name)
+            r = al_err(err, "people", EIO, "a stored person is malformed");
+        else if (!(p[i].name = strdup(name)))
+            r = al_err(err, "people", ENOMEM, "out of memory");
+    }
+    json_decref(rows);
+    if (r < 0) {
+        al_store_people_free(p, n);
+        return r;
+    }
+    *ret = p;
+    *ret_n = n;
+    return 0;
+}

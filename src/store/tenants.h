@@ -49,3 +49,15 @@ int al_store_keys_count(al_store *s, int64_t *ret, al_error *err);
  * RET_ID (40 bytes), 0 when there is none. */
 int al_store_person_named(al_store *s, const char *name, char *ret_id, al_error *err);
 int al_store_first_workspace(al_store *s, char *ret_id, al_error *err);
+
+/* A person as a workspace's list shows them (GET /v1/persons). */
+typedef struct al_store_person {
+    char id[40];
+    char *name;                   /* owned */
+    char role[16];
+} al_store_person;
+/* WS_ID's people in the order they were made, at most LIMIT, in *RET
+ * (al_store_people_free). */
+int al_store_people_list(al_store *s, const char *ws_id, int64_t limit, al_store_person **ret, size_t *ret_n,
+                         al_error *err);
+void al_store_people_free(al_store_person *p, size_t n);

@@ -213,3 +213,103 @@ def test_events_are_capped_per_person(service):
             s.close()
     status, _, doc = member.get("/v1/events", query={"since": "x"})
     assert_error(status, doc, "bad_request", 400)
+
+
+def test_persons_are_the_workspaces_own(service):
+    ws, _, people = tenant_with_people(service, "ppl")
+    _, member = people["member"]
+    doc = member.ok("GET", "/v1/persons")
+    assert doc == {"persons": [{"id": people[r][0], "name": f"ppl-{r}", "role": r}
+                               for r in ("admin", "approver", "member")]}
+    # another workspace sees its own only
+    other = service.new_tenant("ppl-other")
+    assert [p["id"] for p in other.client.ok("GET", "/v1/persons")["persons"]] == [other.person]
+    status, _, doc = member.get("/v1/persons", query={"role": "admin"})
+    assert_error(status, doc, "bad_request", 400)
+
+
+def test_threads_newest_activity_first_with_runs_and_artifacts(service):
+    ws, _, people = tenant_with_people(service, "thr")
+    _, admin = people["admin"]
+    write = "open('/out/{n}.txt', 'w').write('x')"
+    admin.run(write.format(n="a"), thread_id="t-one")
+    admin.run(write.format(n="a"), thread_id="t-one")     # a second version of the same path
+    admin.run(write.format(n="b"), thread_id="t-one")
+    admin.run("print(1)", thread_id="t-two")
+    admin.run("print(2)")                                  # no thread: not listed
+    doc = admin.ok("GET", "/v1/threads")
+    assert [t["id"] for t in doc["threads"]] == ["t-two", "t-one"] and doc["next_cursor"] is None
+    one = doc["threads"][1]
+    assert one["runs"] == 3 and one["artifacts"] == 2, one
+    assert doc["threads"][0]["runs"] == 1 and doc["threads"][0]["artifacts"] == 0
+    runs = admin.list_runs(thread_id="t-one")
+    assert one["last_run_at"] == max(r["created_at"] for r in runs)
+    # new activity moves a thread to the front; pages follow next_cursor
+    admin.run("print(3)", thread_id="t-one")
+    page = admin.ok("GET", "/v1/threads", query={"limit": "1"})
+    assert [t["id"] for t in page["threads"]] == ["t-one"] and page["next_cursor"]
+    rest = admin.ok("GET", "/v1/threads", query={"limit": "1", "cursor": page["next_cursor"]})
+    assert [t["id"] for t in rest["threads"]] == ["t-two"] and rest["next_cursor"] is None
+    # another workspace's threads are not listed
+    assert service.new_tenant("thr-other").client.ok("GET", "/v1/threads")["threads"] == []
+    status, _, doc = admin.get("/v1/threads", query={"limit": "0"})
+    assert_error(status, doc, "bad_request", 400)
+
+
+def e2b_create(client):
+    status, _, doc = client.request("POST", "/sandboxes", json={"templateID": "base", "timeout": 120},
+                                    headers={"X-API-KEY": client.key}, key=None)
+    assert status == 201, (status, doc)
+    return doc["sandboxID"], doc["envdAccessToken"]
+
+
+def e2b_write(client, sid, token, path, data):
+    boundary = "feedsboundary"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f\"\r\n"
+            f"Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    status, _, doc = client.request("POST", f"/files?path={path}", key=None, body=body,
+                                    headers={"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49983",
+                                             "X-Access-Token": token,
+                                             "Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert status == 200, (status, doc)
+
+
+def test_sandboxes_list_files_and_kill_by_owner_or_admin(service):
+    ws, _, people = tenant_with_people(service, "sbx")
+    mid, member = people["member"]
+    aid, admin = people["admin"]
+    _, approver = people["approver"]
+    sid, token = e2b_create(member)
+    e2b_write(member, sid, token, "/home/user/data/a.csv", b"x,y\n1,2\n")
+    e2b_write(member, sid, token, "/out/report.txt", b"done")
+    lst = approver.ok("GET", "/v1/sandboxes")["sandboxes"]
+    assert len(lst) == 1
+    sb = lst[0]
+    assert sb["id"] == sid and sb["state"] == "running" and sb["person"] == {"id": mid, "name": "sbx-member"}
+    assert sb["files"] == 2 and sb["bytes"] >= 12, sb
+    assert sb["created_at"] < sb["end_at"]
+    files = approver.ok("GET", f"/v1/sandboxes/{sid}/files")["files"]
+    assert files == [{"path": "/home/user/data/a.csv", "size": 8}, {"path": "/out/report.txt", "size": 4}]
+    # another workspace sees none of it
+    other = service.new_tenant("sbx-other").client
+    assert other.ok("GET", "/v1/sandboxes")["sandboxes"] == []
+    status, _, doc = other.request("GET", f"/v1/sandboxes/{sid}/files")
+    assert_error(status, doc, "not_found", 404)
+    assert_error(*other.request("DELETE", f"/v1/sandboxes/{sid}")[::2], "not_found", 404)
+    # a member or approver who does not own it may not kill it
+    status, _, doc = approver.request("DELETE", f"/v1/sandboxes/{sid}")
+    assert_error(status, doc, "forbidden", 403)
+    assert "owner or an admin" in doc["error"]["message"]
+    assert len(member.ok("GET", "/v1/sandboxes")["sandboxes"]) == 1
+    # its owner may
+    status, _, _ = member.request("DELETE", f"/v1/sandboxes/{sid}")
+    assert status == 204
+    assert member.ok("GET", "/v1/sandboxes")["sandboxes"] == []
+    assert_error(*member.request("GET", f"/v1/sandboxes/{sid}/files")[::2], "not_found", 404)
+    # an admin may kill another's
+    sid2, _ = e2b_create(member)
+    status, _, _ = admin.request("DELETE", f"/v1/sandboxes/{sid2}")
+    assert status == 204
+    assert admin.ok("GET", "/v1/sandboxes")["sandboxes"] == []
+    kills = admin.ok("GET", "/v1/audit", query={"kind": "sandbox.kill"})
+    assert {e["data"]["sandbox_id"] for e in kills["events"]} >= {sid, sid2}

@@ -13,3 +13,5 @@ UPDATE runs SET via = 'e2b' WHERE inputs LIKE '%"via":"e2b"%';
 UPDATE runs SET changed_at = COALESCE(finished_at, started_at, created_at);
 CREATE INDEX runs_changed ON runs(workspace_id, changed_at);
 CREATE INDEX runs_ws_person ON runs(workspace_id, person_id, seq);
+-- the console's Threads: a workspace's threads, grouped from its runs
+CREATE INDEX runs_ws_thread ON runs(workspace_id, thread_id, seq);
