@@ -4,7 +4,7 @@
 // run; its output and artifacts shown when it ends, its state live from the
 // workspace's event stream while it runs) and promotion (admins).
 import { artifactsTable } from "../parts.js";
-import { card, errWords, table } from "./admin_kit.js";
+import { card, errWords } from "./admin_kit.js";
 
 const LINES_MAX = 1000;   // items of an array-of-strings field (one per line)
 
@@ -102,14 +102,16 @@ export default {
     const bench = h("div", { class: "adm-bench" });
     const benchCard = card(h, "Test bench", bench);
 
-    const listRows = skills.map((s) => [h("strong", {}, s.name), s.version,
-      s.source === "bundled" ? "Bundled" : "Workspace",
-      h("span", { class: "badge " + (s.state === "uploaded" ? "badge-warn" : "badge-ok") },
-        s.state === "uploaded" ? "Not promoted" : s.state === "promoted" ? "Promoted" : "Bundled"),
-      s.description,
+    // one card per skill (a table's description column squeezes to nothing on a phone)
+    const item = (s) => h("li", { class: "adm-skill" },
+      h("div", { class: "adm-skill-head" }, h("h3", {}, s.name),
+        h("span", { class: "muted" }, `${s.version} · ${s.source === "bundled" ? "bundled" : "workspace"}`),
+        s.source === "workspace" ? h("span", { class: "badge " + (s.state === "uploaded" ? "badge-warn" : "badge-ok") },
+          s.state === "uploaded" ? "Not promoted" : "Promoted") : null),
+      h("p", {}, s.description),
+      h("p", { class: "adm-hint" }, "Entrypoints: " + s.entrypoints.map((e) => `${e.name} (${e.language})`).join(", ")),
       h("div", { class: "adm-row-actions" },
-        h("button", { type: "button", class: "btn btn-quiet", "aria-label": `Test ${s.name}`,
-          onclick: () => openBench(s) }, "Test"),
+        h("button", { type: "button", class: "btn", "aria-label": `Test ${s.name}`, onclick: () => openBench(s) }, "Test"),
         isAdmin && s.source === "workspace" && s.state === "uploaded"
           ? h("button", { type: "button", class: "btn btn-primary", "aria-label": `Promote ${s.name}`,
             onclick: async () => {
@@ -120,12 +122,14 @@ export default {
               } catch (e) {
                 toast("Not promoted: " + errWords(e), "error");
               }
-            } }, "Promote") : null)]);
-    root.append(card(h, "The workspace's and bundled skills",
-      skills.length ? table(h, "Skills", ["Name", "Version", "Source", "State", "Description", "Actions"], listRows, "adm-skills-table")
-        : h("p", { class: "empty" }, "No skills. Upload one with POST /v1/skills (a tar of its directory)."),
-      h("p", { class: "adm-hint" }, "A workspace skill is uploaded with POST /v1/skills; an admin promotes a tested version " +
-        "before agents may run it.")));
+            } }, "Promote") : null));
+    const ours = skills.filter((s) => s.source === "workspace");
+    const bundled = skills.filter((s) => s.source !== "workspace");
+    root.append(card(h, "The workspace's skills",
+      ours.length ? h("ul", { class: "adm-skills", "aria-label": "The workspace's skills" }, ...ours.map(item))
+        : h("p", { class: "empty" }, "None yet. Upload one with POST /v1/skills (a tar of its directory: skill.json and " +
+          "its scripts); test it here, then an admin promotes it for agents.")),
+      card(h, "Bundled skills", h("ul", { class: "adm-skills", "aria-label": "Bundled skills" }, ...bundled.map(item))));
     root.append(benchCard);
 
     const openBench = (skill) => {
@@ -198,8 +202,8 @@ export default {
         }
       });
       bench.replaceChildren(h("h3", {}, `${skill.name} ${skill.version}`),
-        h("p", { class: "adm-hint" }, `Digest ${skill.digest}. The bench runs this version in the same sandbox as agents' runs, ` +
-          "under the workspace's allow-list and approval policy."),
+        h("p", { class: "adm-hint" }, "Digest ", h("code", { class: "adm-hash" }, skill.digest),
+          ". The bench runs this version in the same sandbox as agents' runs, under the workspace's allow-list and approval policy."),
         form, out);
       drawFields();
       benchCard.scrollIntoView({ block: "start" });
