@@ -67,6 +67,8 @@ enum MHD_Result al_rest_session_delete(al_route_ctx *x);
 enum MHD_Result al_rest_keys_list(al_route_ctx *x);
 enum MHD_Result al_rest_keys_create(al_route_ctx *x);
 enum MHD_Result al_rest_keys_revoke(al_route_ctx *x);
+/* rest_audit_export.c: the chain verified */
+enum MHD_Result al_rest_audit_verify(al_route_ctx *x);
 /* e2b.c: E2B's control plane (sandboxes); e2b_files.c: its sandbox plane's
  * health, files and filesystem.Filesystem */
 enum MHD_Result al_e2b_create(al_route_ctx *x);

@@ -166,6 +166,22 @@ enum MHD_Result al_reply_method_why(struct MHD_Connection *c, const char *allow,
     return al_reply_json_text(c, 405, text, "Allow", allow);
 }
 
+enum MHD_Result al_reply_stream(struct MHD_Connection *c, const char *ctype, const char *disposition,
+                                MHD_ContentReaderCallback read, void *cls, MHD_ContentReaderFreeCallback done) {
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, read, cls, done);
+    if (!r) {
+        done(cls);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", ctype);
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    if (disposition)
+        MHD_add_response_header(r, "Content-Disposition", disposition);
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 enum MHD_Result al_reply_event_stream(struct MHD_Connection *c, MHD_ContentReaderCallback read, void *cls,
                                       MHD_ContentReaderFreeCallback done) {
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, read, cls, done);

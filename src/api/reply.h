@@ -57,6 +57,10 @@ enum MHD_Result al_reply_unauthorized(struct MHD_Connection *c);
  * when no answer could be made): SSE's and MCP's streams. */
 enum MHD_Result al_reply_event_stream(struct MHD_Connection *c, MHD_ContentReaderCallback read, void *cls,
                                       MHD_ContentReaderFreeCallback done);
+/* 200, a body of CTYPE (Content-Disposition DISPOSITION when not NULL)
+ * of unknown length that READ fills from CLS, as al_reply_event_stream. */
+enum MHD_Result al_reply_stream(struct MHD_Connection *c, const char *ctype, const char *disposition,
+                                MHD_ContentReaderCallback read, void *cls, MHD_ContentReaderFreeCallback done);
 /* 405, with the methods the path takes (ALLOW, "GET, POST") in Allow and
  * the message. */
 enum MHD_Result al_reply_method(struct MHD_Connection *c, const char *allow);

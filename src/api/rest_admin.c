@@ -39,12 +39,19 @@ enum MHD_Result al_rest_audit(al_route_ctx *x) {
     };
     uint64_t limit = 100, cursor;
     enum MHD_Result bad;
-    static const char *const q[] = { "kind", "person_id", "run_id", "from", "to", "limit", "cursor" };
+    static const char *const q[] = { "kind", "person_id", "run_id", "from", "to", "limit", "cursor", "format" };
     if (!al_req_query_ok(c, q, ELEMENTSOF(q), &bad) || !al_req_page(c, 1000, &limit, &cursor, &bad))
         return bad;
     if ((f.from && !al_rfc3339_valid(f.from)) || (f.to && !al_rfc3339_valid(f.to)))
         return al_reply_error(c, 400, "bad_request", "from and to are RFC 3339 UTC times (2026-01-31T12:00:00Z)");
+    const char *format = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format");
+    if (format && strcmp(format, "json") != 0 && strcmp(format, "ndjson") != 0)
+        return al_reply_error(c, 400, "bad_request", "format must be json (a page, the default) or ndjson (an export)");
     f.before_seq = (int64_t)cursor;
+    /* the export: every event the filter names, one a line, newest first
+     * (rest_audit_export.c) */
+    if (format && strcmp(format, "ndjson") == 0)
+        return al_rest_audit_export(x, &f);
     f.limit = (int64_t)limit + 1;
     json_t *rows = al_rest_audit_rows(x->s, x->p, &f, &err);
     if (!rows)

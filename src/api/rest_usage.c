@@ -18,6 +18,28 @@ static json_t *ledger_rows(const al_view_usage *u) {
     return rows;
 }
 
+/* The last 30 days, the oldest first: what the console's charts draw. */
+static json_t *day_rows(const al_view_usage *u) {
+    json_t *rows = json_array();
+    for (int i = 0; rows && i < AL_USAGE_DAYS; i++) {
+        const al_view_usage_day *d = &u->days[i];
+        json_t *st = json_object(), *lg = json_object(), *via = json_object();
+        for (size_t k = 0; k < al_run_states_by_name_n; k++)
+            if (d->by_state[al_run_states_by_name[k]] > 0)
+                json_object_set_new(st, al_run_state_name(al_run_states_by_name[k]),
+                                    json_integer(d->by_state[al_run_states_by_name[k]]));
+        for (size_t k = 0; k < d->nlanguage; k++)
+            json_object_set_new(lg, d->by_language[k].key, json_integer(d->by_language[k].n));
+        for (int v = 0; v < _AL_VIA_MAX; v++)
+            if (d->by_via[v] > 0)
+                json_object_set_new(via, al_run_via_name((al_run_via)v), json_integer(d->by_via[v]));
+        json_array_append_new(rows, json_pack("{s:s, s:I, s:o, s:o, s:o, s:I}", "date", d->date, "runs",
+                                              (json_int_t)d->runs, "by_state", st, "by_language", lg, "by_via", via,
+                                              "credits", (json_int_t)d->credits));
+    }
+    return rows;
+}
+
 enum MHD_Result al_rest_usage(al_route_ctx *x) {
     struct MHD_Connection *c = x->c;
     const char *from = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from");
@@ -36,7 +58,7 @@ enum MHD_Result al_rest_usage(al_route_ctx *x) {
     al_view_usage u;
     if (al_view_usage_get(x->s, x->p, from, to, (int64_t)limit, &u, &err) < 0)
         return al_reply_error(c, 500, "internal", "%s", err.msg);
-    json_t *ledger = ledger_rows(&u);
+    json_t *ledger = ledger_rows(&u), *days = day_rows(&u);
     json_t *st = json_object(), *lg = json_object();
     for (size_t i = 0; i < al_run_states_by_name_n; i++)
         if (u.by_state[al_run_states_by_name[i]] > 0)
@@ -46,11 +68,13 @@ enum MHD_Result al_rest_usage(al_route_ctx *x) {
         json_object_set_new(lg, u.by_language[i].key, json_integer(u.by_language[i].n));
     json_int_t balance = (json_int_t)u.balance;
     al_view_usage_done(&u);
-    if (!ledger) {
+    if (!ledger || !days) {
         json_decref(st);
         json_decref(lg);
+        json_decref(ledger);
+        json_decref(days);
         return al_reply_error(c, 500, "internal", "out of memory");
     }
-    return al_reply_json(c, 200, json_pack("{s:I, s:o, s:{s:o, s:o}}", "balance", balance, "ledger", ledger, "runs",
-                                           "by_state", st, "by_language", lg));
+    return al_reply_json(c, 200, json_pack("{s:I, s:o, s:{s:o, s:o}, s:o}", "balance", balance, "ledger", ledger,
+                                           "runs", "by_state", st, "by_language", lg, "days", days));
 }

@@ -149,6 +149,8 @@ enum MHD_Result al_rest_start_run(al_route_ctx *x, al_run_spec *sp, al_run_extra
 /* The audit events F names in P's workspace, as rows (rest_admin.c). */
 struct al_view_audit_filter;
 json_t *al_rest_audit_rows(al_service *s, const al_principal *p, const struct al_view_audit_filter *f, al_error *err);
+/* Those events as an NDJSON download, from F's cursor on (rest_audit_export.c). */
+enum MHD_Result al_rest_audit_export(al_route_ctx *x, const struct al_view_audit_filter *f);
 /* Whether the client of C has closed its side (or the connection broke):
  * an event stream's wait ends at once (sse.c). */
 bool al_sse_peer_gone(struct MHD_Connection *c);

@@ -109,6 +109,7 @@ static const al_route routes[] = {
     { "GET", "/v1/usage", AL_AUTH_KEY, al_rest_usage },
     { "GET", "/v1/audit", AL_AUTH_KEY, al_rest_audit },
     { "GET", "/v1/audit/checkpoint", AL_AUTH_KEY, al_rest_audit_checkpoint },
+    { "GET", "/v1/audit/verify", AL_AUTH_KEY, al_rest_audit_verify },
     /* REST: the console's sign-in and a person's keys (rest_session.c) */
     { "GET", "/v1/session", AL_AUTH_KEY, al_rest_session_get },
     { "POST", "/v1/session", AL_AUTH_SIGNIN, al_rest_session_create },

@@ -188,6 +188,42 @@ static int verify_workspace(const char *ws, void *userdata) {
     return 0;
 }
 
+#define VERIFY_PAGE 1000
+
+int al_audit_verify_chain(al_store *s, const char *ws_id, const al_audit_head *expect, int64_t max,
+                          al_audit_check *ret, al_error *err) {
+    memset(ret, 0, sizeof *ret);
+    char seen[1][65] = { "" };
+    chain_check c = { .prev = AL_AUDIT_GENESIS, .expect = 1, .heads = expect, .n_heads = expect ? 1 : 0,
+                      .seen = seen };
+    bool end = false;
+    /* page by page, until the end, a break (nothing after it counts) or MAX */
+    while (!c.why && c.events < max) {
+        int64_t want = max - c.events < VERIFY_PAGE ? max - c.events : VERIFY_PAGE;
+        int r = al_store_audit_chain_page(s, ws_id, c.expect - 1, want, check_event, &c, err);
+        if (r < 0)
+            return r;
+        if (r < want) {
+            end = true;
+            break;
+        }
+    }
+    ret->complete = end || c.why;
+    /* a head past what was read is not judged when the read stopped at MAX */
+    if (expect && !c.why && (end || expect->seq <= c.events))
+        check_heads(&c);
+    ret->events = c.events;
+    ret->intact = !c.why;
+    if (c.why) {
+        ret->first_bad_seq = c.bad_seq;
+        snprintf(ret->why, sizeof ret->why, "%s", c.why);
+    }
+    snprintf(ret->head.workspace_id, sizeof ret->head.workspace_id, "%s", ws_id);
+    ret->head.seq = c.expect - 1;
+    snprintf(ret->head.hash, sizeof ret->head.hash, "%s", c.prev);
+    return 0;
+}
+
 /* An expected head whose workspace has no event left: its whole chain is gone. */
 static int report_vanished(verify_ctx *v) {
     for (size_t i = 0; i < v->n_expect; i++) {

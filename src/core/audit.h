@@ -27,3 +27,17 @@ int al_audit_head_parse(const char *text, al_audit_head *ret, al_error *err);
  * or not holding an expected head, RET_REPORT (one entry per workspace,
  * with its head) saying where and why; -errno on failure. */
 int al_audit_verify(al_store *s, const al_audit_head *expect, size_t n_expect, json_t **ret_report, al_error *err);
+
+/* One workspace's chain checked (GET /v1/audit/verify), at most MAX
+ * events of it (a page at a time, never the whole chain in memory), and
+ * that it holds EXPECT (a head signed earlier; NULL: none). */
+typedef struct al_audit_check {
+    int64_t events;               /* events read */
+    bool intact;                  /* every link read holds, and EXPECT is in the chain */
+    bool complete;                /* the whole chain was read (not cut at MAX) */
+    int64_t first_bad_seq;        /* when not intact: the first event that breaks it */
+    char why[300];
+    al_audit_head head;           /* the last event verified */
+} al_audit_check;
+int al_audit_verify_chain(al_store *s, const char *ws_id, const al_audit_head *expect, int64_t max,
+                          al_audit_check *ret, al_error *err);

@@ -74,5 +74,8 @@ void al_checkpointer_stop(struct al_service *s);
  * longer holds a head signed before (ERR says which). */
 int al_checkpointer_sign_now(struct al_service *s, const char *workspace_id, char **ret_text, al_audit_head *ret_head,
                              al_error *err);
+/* The head of WORKSPACE_ID's chain this service signed last, into *RET:
+ * false when it signed none. */
+bool al_checkpointer_last(struct al_service *s, const char *workspace_id, al_audit_head *ret);
 /* The verifier key of the service's checkpoints in BUF. */
 void al_checkpointer_verifier(struct al_service *s, char buf[AL_CHECKPOINT_VERIFIER_MAX]);

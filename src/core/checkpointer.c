@@ -294,6 +294,19 @@ int al_checkpointer_sign_now(al_service *s, const char *workspace_id, char **ret
     return 0;
 }
 
+bool al_checkpointer_last(al_service *s, const char *workspace_id, al_audit_head *ret) {
+    al_checkpointer *c = s->checkpointer;
+    if (!c)
+        return false;
+    pthread_mutex_lock(&c->mu);
+    signed_head *h = find(c, workspace_id);
+    bool got = h != NULL;
+    if (got)
+        *ret = h->h;
+    pthread_mutex_unlock(&c->mu);
+    return got;
+}
+
 void al_checkpointer_verifier(al_service *s, char buf[AL_CHECKPOINT_VERIFIER_MAX]) {
     al_checkpoint_key_verifier(&s->checkpointer->key, buf);
 }

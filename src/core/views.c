@@ -1,8 +1,11 @@
 /* The API's reads, as typed records from the core (views.h). */
 #include "views.h"
 #include "service_int.h"
+#include "checkpoint.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 
 #include "../store/artifacts.h"
@@ -59,9 +62,8 @@ int al_view_runs_find(al_service *s, const al_principal *p, const al_view_run_qu
 }
 
 bool al_run_via_valid(const char *via) {
-    static const char *const names[] = { "rest", "mcp", "piston", "e2b" };
-    for (size_t i = 0; via && i < ELEMENTSOF(names); i++)
-        if (strcmp(via, names[i]) == 0)
+    for (int v = 0; via && v < _AL_VIA_MAX; v++)
+        if (strcmp(via, al_run_via_name((al_run_via)v)) == 0)
             return true;
     return false;
 }
@@ -117,6 +119,74 @@ json_t *al_view_artifacts_recent(al_service *s, const char *ws_id, size_t limit,
 
 /* ---------------------------------------------------------------- usage */
 
+const char *al_run_via_name(al_run_via v) {
+    static const char *const names[_AL_VIA_MAX] = { "rest", "mcp", "piston", "e2b" };
+    return v >= 0 && v < _AL_VIA_MAX ? names[v] : NULL;
+}
+
+/* The day of U->days that DAY (YYYY-MM-DD) is, or NULL. */
+static al_view_usage_day *day_of(al_view_usage *u, const char *day) {
+    for (int i = 0; i < AL_USAGE_DAYS; i++)
+        if (strcmp(u->days[i].date, day) == 0)
+            return &u->days[i];
+    return NULL;
+}
+
+static void day_language(al_view_usage_day *d, const char *lang, int64_t n) {
+    for (size_t i = 0; i < d->nlanguage; i++)
+        if (strcmp(d->by_language[i].key, lang) == 0) {
+            d->by_language[i].n += n;
+            return;
+        }
+    /* past AL_USAGE_DAY_LANGUAGES, the rest share the last slot, "other" */
+    if (d->nlanguage == AL_USAGE_DAY_LANGUAGES + 1) {
+        d->by_language[AL_USAGE_DAY_LANGUAGES].n += n;
+        return;
+    }
+    size_t i = d->nlanguage++;
+    snprintf(d->by_language[i].key, sizeof d->by_language[i].key, "%s", i == AL_USAGE_DAY_LANGUAGES ? "other" : lang);
+    d->by_language[i].n = n;
+}
+
+/* The last AL_USAGE_DAYS days (today's included) of P's workspace, each
+ * said even when nothing ran. */
+static int usage_days(al_service *s, const al_principal *p, al_view_usage *u, al_error *err) {
+    time_t now = time(NULL);
+    for (int i = 0; i < AL_USAGE_DAYS; i++) {
+        time_t t = now - (time_t)(AL_USAGE_DAYS - 1 - i) * 86400;
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(u->days[i].date, sizeof u->days[i].date, "%Y-%m-%d", &tm);
+    }
+    char since[40];
+    snprintf(since, sizeof since, "%sT00:00:00.000Z", u->days[0].date);
+    al_store_day_count *c = NULL;
+    size_t n = 0;
+    int r = al_store_runs_by_day(s->store, p->workspace_id, since, &c, &n, err);
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        al_view_usage_day *d = day_of(u, c[i].day);
+        if (!d)
+            continue;
+        d->runs += c[i].n;
+        d->by_state[c[i].state] += c[i].n;
+        day_language(d, c[i].language, c[i].n);
+        for (int v = 0; v < _AL_VIA_MAX; v++)
+            if (strcmp(c[i].via, al_run_via_name((al_run_via)v)) == 0)
+                d->by_via[v] += c[i].n;
+    }
+    free(c);
+    al_store_day_credits *k = NULL;
+    if (r == 0)
+        r = al_store_credits_by_day(s->store, p->workspace_id, since, &k, &n, err);
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        al_view_usage_day *d = day_of(u, k[i].day);
+        if (d)
+            d->credits += k[i].credits;
+    }
+    free(k);
+    return r;
+}
+
 int al_view_usage_get(al_service *s, const al_principal *p, const char *from, const char *to, int64_t limit,
                       al_view_usage *ret, al_error *err) {
     *ret = (al_view_usage){ 0 };
@@ -129,6 +199,8 @@ int al_view_usage_get(al_service *s, const al_principal *p, const char *from, co
         r = al_store_runs_by_state(s->store, p->workspace_id, from, to, ret->by_state, err);
     if (r >= 0)
         r = al_store_runs_by_language(s->store, p->workspace_id, from, to, &ret->by_language, &ret->nlanguage, err);
+    if (r >= 0)
+        r = usage_days(s, p, ret, err);
     if (r < 0) {
         al_view_usage_done(ret);
         return r;
@@ -155,6 +227,12 @@ int al_view_audit_list(al_service *s, const al_principal *p, const al_view_audit
 }
 
 void al_view_audit_done(al_view_audit_events *l) { al_store_audit_events_free(l); }
+
+int al_view_audit_verify(al_service *s, const al_principal *p, int64_t max, al_audit_check *ret, bool *ret_signed,
+                         al_audit_head *ret_last, al_error *err) {
+    *ret_signed = al_checkpointer_last(s, p->workspace_id, ret_last);
+    return al_audit_verify_chain(s->store, p->workspace_id, *ret_signed ? ret_last : NULL, max, ret, err);
+}
 
 /* -------------------------------------------------------------- settings */
 

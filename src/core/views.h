@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "audit.h"
 #include "service.h"
 #include "../store/audit.h"
 #include "../store/governance.h"
@@ -93,8 +94,24 @@ json_t *al_view_artifacts_recent(al_service *s, const char *ws_id, size_t limit,
 typedef al_store_ledger_entry al_view_ledger_entry;
 typedef al_store_count al_view_count;
 
+/* One day of a workspace's runs (UTC). */
+#define AL_USAGE_DAYS 30
+#define AL_USAGE_DAY_LANGUAGES 16 /* languages told apart a day; the rest are counted as "other" */
+typedef enum al_run_via { AL_VIA_REST, AL_VIA_MCP, AL_VIA_PISTON, AL_VIA_E2B, _AL_VIA_MAX } al_run_via;
+const char *al_run_via_name(al_run_via v);
+typedef struct al_view_usage_day {
+    char date[12];                /* YYYY-MM-DD */
+    int64_t runs;
+    int64_t by_state[_AL_RUN_STATE_MAX];
+    al_view_count by_language[AL_USAGE_DAY_LANGUAGES + 1];
+    size_t nlanguage;
+    int64_t by_via[_AL_VIA_MAX];
+    int64_t credits;
+} al_view_usage_day;
+
 typedef struct al_view_usage {
     int64_t balance;
+    al_view_usage_day days[AL_USAGE_DAYS]; /* the oldest first, today last */
     al_view_ledger_entry *ledger; /* the last written first */
     size_t nledger;
     int64_t by_state[_AL_RUN_STATE_MAX];
@@ -120,6 +137,11 @@ typedef struct al_view_audit_filter {
 int al_view_audit_list(al_service *s, const al_principal *p, const al_view_audit_filter *f, al_view_audit_events *ret,
                        al_error *err);
 void al_view_audit_done(al_view_audit_events *l);
+/* P's workspace's chain checked (al_audit_verify_chain, at most MAX
+ * events) against the head this service signed last (*RET_SIGNED, in
+ * *RET_LAST; false: none signed yet). */
+int al_view_audit_verify(al_service *s, const al_principal *p, int64_t max, al_audit_check *ret, bool *ret_signed,
+                         al_audit_head *ret_last, al_error *err);
 
 /* -------------------------------------------------------------- settings */
 

@@ -123,6 +123,30 @@ int al_store_audit_chain(al_store *s, const char *workspace_id, al_store_audit_e
     return r < 0 ? r : 0;
 }
 
+int al_store_audit_chain_page(al_store *s, const char *workspace_id, int64_t after, int64_t limit,
+                              al_store_audit_event_fn each, void *userdata, al_error *err) {
+    json_t *rows = al_store_query(s, err,
+                                  "SELECT " COLUMNS " FROM audit_events WHERE workspace_id = ? AND seq > ? "
+                                  "ORDER BY seq LIMIT ?",
+                                  "sii", workspace_id, after, limit);
+    if (!rows)
+        return -EIO;
+    int r = 0;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        al_store_audit_event ev;
+        bool ok = from_row(row, &ev);
+        r = each(&ev, !ok, userdata);
+        free(ev.data);
+        if (r < 0)
+            break;
+    }
+    size_t n = json_array_size(rows);
+    json_decref(rows);
+    return r < 0 ? r : (int)n;
+}
+
 int al_store_audit_list(al_store *s, const al_store_audit_filter *f, al_store_audit_events *ret, al_error *err) {
     ret->v = NULL;
     ret->n = 0;

@@ -54,6 +54,10 @@ int al_store_audit_workspaces(al_store *s, al_store_audit_ws_fn each, void *user
 typedef int (*al_store_audit_event_fn)(const al_store_audit_event *ev, bool malformed, void *userdata);
 int al_store_audit_chain(al_store *s, const char *workspace_id, al_store_audit_event_fn each, void *userdata,
                          al_error *err);
+/* The same for at most LIMIT events numbered after AFTER: how many were
+ * read (fewer than LIMIT: the chain's end), or a negative answer. */
+int al_store_audit_chain_page(al_store *s, const char *workspace_id, int64_t after, int64_t limit,
+                              al_store_audit_event_fn each, void *userdata, al_error *err);
 
 /* Which of a workspace's events a listing shows: NULL is any. */
 typedef struct al_store_audit_filter {

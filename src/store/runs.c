@@ -616,6 +616,71 @@ int al_store_run_changes(al_store *s, const char *ws_id, const char *since, int6
     return briefs_from_rows(rows, ret, ret_n, err);
 }
 
+/* ---------------------------------------------------------------- by day */
+
+int al_store_runs_by_day(al_store *s, const char *ws_id, const char *since, al_store_day_count **ret, size_t *ret_n,
+                         al_error *err) {
+    *ret = NULL;
+    *ret_n = 0;
+    json_t *rows = al_store_query(s, err,
+                                  "SELECT SUBSTR(created_at, 1, 10) AS day, state, language, via, COUNT(*) AS n "
+                                  "FROM runs WHERE workspace_id = ? AND created_at >= ? "
+                                  "GROUP BY SUBSTR(created_at, 1, 10), state, language, via",
+                                  "ss", ws_id, since);
+    if (!rows)
+        return -EIO;
+    size_t n = json_array_size(rows);
+    al_store_day_count *d = calloc(n ? n : 1, sizeof *d);
+    int r = d ? 0 : al_err(err, "runs", ENOMEM, "out of memory");
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        json_t *row = json_array_get(rows, i);
+        d[i].state = al_run_state_from_name(json_string_value(json_object_get(row, "state")));
+        d[i].n = int_of(row, "n");
+        if (!al_col_text(row, "day", d[i].day, sizeof d[i].day, false) ||
+            !al_col_text(row, "language", d[i].language, sizeof d[i].language, false) ||
+            !al_col_text(row, "via", d[i].via, sizeof d[i].via, false) || d[i].state == _AL_RUN_STATE_INVALID)
+            r = al_err(err, "runs", EIO, "a stored run is malformed");
+    }
+    json_decref(rows);
+    if (r < 0) {
+        free(d);
+        return r;
+    }
+    *ret = d;
+    *ret_n = n;
+    return 0;
+}
+
+int al_store_credits_by_day(al_store *s, const char *ws_id, const char *since, al_store_day_credits **ret,
+                            size_t *ret_n, al_error *err) {
+    *ret = NULL;
+    *ret_n = 0;
+    json_t *rows = al_store_query(s, err,
+                                  "SELECT SUBSTR(created_at, 1, 10) AS day, CAST(-SUM(amount) AS BIGINT) AS credits "
+                                  "FROM ledger WHERE workspace_id = ? AND created_at >= ? "
+                                  "AND kind IN ('charge', 'refund') GROUP BY SUBSTR(created_at, 1, 10)",
+                                  "ss", ws_id, since);
+    if (!rows)
+        return -EIO;
+    size_t n = json_array_size(rows);
+    al_store_day_credits *d = calloc(n ? n : 1, sizeof *d);
+    int r = d ? 0 : al_err(err, "ledger", ENOMEM, "out of memory");
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        json_t *row = json_array_get(rows, i);
+        d[i].credits = int_of(row, "credits");
+        if (!al_col_text(row, "day", d[i].day, sizeof d[i].day, false))
+            r = al_err(err, "ledger", EIO, "a stored ledger entry is malformed");
+    }
+    json_decref(rows);
+    if (r < 0) {
+        free(d);
+        return r;
+    }
+    *ret = d;
+    *ret_n = n;
+    return 0;
+}
+
 /* ---------------------------------------------------------------- threads */
 
 int al_store_threads_list(al_store *s, const char *ws_id, int64_t before, int64_t limit, al_store_thread **ret,

@@ -209,6 +209,27 @@ void al_store_run_brief_clear(al_store_run_brief *b);
 int al_store_run_changes(al_store *s, const char *ws_id, const char *since, int64_t limit, al_store_run_brief **ret,
                          size_t *ret_n, al_error *err);
 
+/* ---- usage by day (GET /v1/usage's days) */
+typedef struct al_store_day_count {
+    char day[12];                 /* YYYY-MM-DD (UTC, the store's times' first ten characters) */
+    al_run_state state;
+    char language[16];
+    char via[16];
+    int64_t n;
+} al_store_day_count;
+/* WS_ID's runs made at SINCE or later, counted by day, state, language and
+ * interface, in *RET (free()); index runs_ws_created. */
+int al_store_runs_by_day(al_store *s, const char *ws_id, const char *since, al_store_day_count **ret, size_t *ret_n,
+                         al_error *err);
+typedef struct al_store_day_credits {
+    char day[12];
+    int64_t credits;              /* charged less refunded */
+} al_store_day_credits;
+/* WS_ID's ledger charges and refunds made at SINCE or later, summed by day;
+ * index ledger_ws_created. */
+int al_store_credits_by_day(al_store *s, const char *ws_id, const char *since, al_store_day_credits **ret,
+                            size_t *ret_n, al_error *err);
+
 /* ---- threads: a workspace's threads as its runs name them */
 typedef struct al_store_thread {
     char id[72];

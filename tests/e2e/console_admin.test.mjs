@@ -40,6 +40,7 @@ async function fromPage(p, method, path, body) {
 
 // the page's screenshots at both sizes and axe-core at each (console_util's check); then the context goes
 async function finish(name, { p, context }, ready) {
+  if (process.env.ADM_FULL) await p.screenshot({ path: `/tmp/full-${name}.png`, fullPage: true });
   await check(p, name, ready);
   await context.close();
 }
@@ -223,9 +224,10 @@ test('audit: the chain verifies, the latest checkpoint is shown, events filter b
 test('skills: the bundled skills are listed; the test bench runs an entrypoint from its form and shows its output and artifacts', async (t) => {
   const s = await page('admin', '#/skills');
   const { p } = s;
-  const table = p.getByRole('table', { name: 'Skills' });
+  const list = p.getByRole('list', { name: 'Bundled skills' });
   for (const n of ['chart-builder', 'csv-cleaner', 'data-profiler', 'calendar-scheduler', 'pdf-report'])
-    await table.getByRole('row').filter({ hasText: n }).first().waitFor();
+    await list.getByRole('listitem').filter({ has: p.getByRole('heading', { name: n, exact: true }) }).waitFor();
+  await p.getByText('None yet. Upload one with POST /v1/skills', { exact: false }).waitFor();
   await p.getByRole('button', { name: 'Test pdf-report' }).click();
   await p.getByLabel('Entrypoint').selectOption('build');
   await p.getByLabel(/^markdown/).fill('# Console bench\n\nMade from the form.');

@@ -313,3 +313,84 @@ def test_sandboxes_list_files_and_kill_by_owner_or_admin(service):
     assert admin.ok("GET", "/v1/sandboxes")["sandboxes"] == []
     kills = admin.ok("GET", "/v1/audit", query={"kind": "sandbox.kill"})
     assert {e["data"]["sandbox_id"] for e in kills["events"]} >= {sid, sid2}
+
+
+def test_usage_days_count_runs_by_state_language_interface_and_credits(service):
+    ws, _, people = tenant_with_people(service, "use")
+    _, admin = people["admin"]
+    service.admin("price", "set", "--workspace", ws, "2")
+    admin.run("print(1)")
+    admin.run("import sys; sys.exit(3)")
+    admin.run("echo hi", language="bash")
+    piston = admin.ok("POST", f"/piston/{admin.key}/api/v2/execute",
+                      json={"language": "python", "version": "*", "files": [{"content": "print(3)"}]})
+    assert piston["run"]["code"] == 0
+    doc = admin.ok("GET", "/v1/usage")
+    assert {"balance", "ledger", "runs", "days"} <= set(doc)
+    days = doc["days"]
+    assert len(days) == 30
+    dates = [d["date"] for d in days]
+    assert dates == sorted(dates) and len(set(dates)) == 30
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    assert dates[-1] == today
+    d = days[-1]
+    assert d["runs"] == 4
+    assert d["by_state"] == {"succeeded": 3, "failed": 1}
+    assert d["by_language"] == {"python": 3, "bash": 1}
+    assert d["by_via"] == {"rest": 3, "piston": 1}
+    assert d["credits"] == 8 == sum(r["credits"] for r in admin.list_runs())
+    assert all(x["runs"] == 0 and x["by_state"] == {} and x["credits"] == 0 for x in days[:-1])
+    # the workspace's totals agree
+    assert doc["runs"]["by_state"] == d["by_state"]
+
+
+def test_audit_verify_ok_then_names_the_first_tampered_event(service):
+    ws, _, people = tenant_with_people(service, "aud")
+    _, admin = people["admin"]
+    _, member = people["member"]
+    for i in range(3):
+        member.run(f"print({i})")
+    v = member.ok("GET", "/v1/audit/verify")
+    assert v["ok"] is True and v["first_bad_seq"] is None and v["why"] is None and v["complete"] is True
+    events = admin.ok("GET", "/v1/audit", query={"limit": "1000"})["events"]
+    assert v["events"] == len(events) >= 3
+    assert v["head"] == {"seq": events[0]["seq"], "hash": events[0]["hash"]}
+    # the checkpoint the service signed is shown, and held
+    assert admin.ok("GET", "/v1/audit/checkpoint")["seq"] == events[0]["seq"]
+    v = member.ok("GET", "/v1/audit/verify")
+    assert v["ok"] is True and v["checkpoint"] == {"seq": events[0]["seq"], "hash": events[0]["hash"],
+                                                   "held": True}
+    # one event's fields changed behind the service's back
+    bad = events[-2]["seq"]
+    n = service.sql_count("UPDATE audit_events SET data = ? WHERE workspace_id = ? AND seq = ?",
+                          '{"forged": true}', ws, bad)
+    assert n == 1
+    v = member.ok("GET", "/v1/audit/verify")
+    assert v["ok"] is False and v["first_bad_seq"] == bad, v
+    assert "does not match its hash" in v["why"]
+    assert v["checkpoint"]["held"] is False
+    # another workspace's chain is its own, and intact
+    other = service.new_tenant("aud-other").client
+    other.run("print(1)")
+    assert other.ok("GET", "/v1/audit/verify")["ok"] is True
+
+
+def test_audit_export_is_ndjson_of_the_same_filter(service):
+    ws, _, people = tenant_with_people(service, "exp")
+    _, admin = people["admin"]
+    runs = [admin.run(f"print({i})") for i in range(3)]
+    status, hdrs, raw = admin.request("GET", "/v1/audit", query={"format": "ndjson"})
+    assert status == 200
+    assert hdrs["content-type"].startswith("application/x-ndjson")
+    assert hdrs["content-disposition"].startswith("attachment;") and ".ndjson" in hdrs["content-disposition"]
+    lines = raw.decode().splitlines()
+    exported = [json.loads(l) for l in lines]
+    listed = admin.ok("GET", "/v1/audit", query={"limit": "1000"})["events"]
+    assert exported == listed and len(exported) >= 6
+    # the same filter as the listing
+    status, _, raw = admin.request("GET", "/v1/audit", query={"format": "ndjson", "run_id": runs[1]["id"]})
+    one = [json.loads(l) for l in raw.decode().splitlines()]
+    assert one and all(e["run_id"] == runs[1]["id"] for e in one)
+    assert one == admin.ok("GET", "/v1/audit", query={"run_id": runs[1]["id"]})["events"]
+    status, _, doc = admin.get("/v1/audit", query={"format": "csv"})
+    assert_error(status, doc, "bad_request", 400)

@@ -73,16 +73,17 @@ export function seriesClass(names, name) {
 // numbers themselves as a table beneath (always in the DOM, so screen
 // readers and the tests read the same figures the bars draw).
 export function stackedChart(h, title, days, seriesNames) {
-  const W = 720, H = 200, padL = 36, padB = 22, padT = 8;
+  const W = 560, H = 200, padL = 30, padR = 8, padB = 22, padT = 8;
   const totals = days.map((d) => seriesNames.reduce((s, n) => s + (d.counts[n] || 0), 0));
   const max = Math.max(1, ...totals);
-  const bw = (W - padL) / Math.max(1, days.length);
+  const bw = (W - padL - padR) / Math.max(1, days.length);
   const g = svg("g", {});
   // gridlines and the axis labels
-  for (const f of [0, 0.5, 1]) {
-    const y = padT + (H - padT - padB) * (1 - f);
-    g.append(svg("line", { x1: padL, x2: W, y1: y, y2: y, class: "adm-grid" }));
-    g.append(svg("text", { x: padL - 4, y: y + 4, "text-anchor": "end", class: "adm-axis" }, String(Math.round(max * f))));
+  // whole-number ticks, each drawn where its value is
+  for (const v of [...new Set([0, Math.round(max / 2), max])]) {
+    const y = padT + (H - padT - padB) * (1 - v / max);
+    g.append(svg("line", { x1: padL, x2: W - padR, y1: y, y2: y, class: "adm-grid" }));
+    g.append(svg("text", { x: padL - 4, y: y + 4, "text-anchor": "end", class: "adm-axis" }, String(v)));
   }
   days.forEach((d, i) => {
     let y = H - padB;
@@ -96,16 +97,17 @@ export function stackedChart(h, title, days, seriesNames) {
       r.append(svg("title", {}, `${d.date}: ${v} ${n}`));
       g.append(r);
     }
-    if (i % 5 === 0 || i === days.length - 1)
-      g.append(svg("text", { x: padL + i * bw + bw / 2, y: H - 6, "text-anchor": "middle", class: "adm-axis" },
-        d.date.slice(5)));
+    // a date under every seventh bar, counted back from the last (today), which ends flush right
+    const back = days.length - 1 - i;
+    if (back % 7 === 0)
+      g.append(svg("text", { x: back === 0 ? W - padR : padL + i * bw + bw / 2, y: H - 6,
+        "text-anchor": back === 0 ? "end" : "middle", class: "adm-axis" }, d.date.slice(5)));
   });
   const total = totals.reduce((a, b) => a + b, 0);
   const sums = seriesNames.map((n) => [n, days.reduce((s, d) => s + (d.counts[n] || 0), 0)]).filter((x) => x[1]);
   const summary = `${title}: ${total} in the last ${days.length} days` +
     (sums.length ? " (" + sums.map(([n, v]) => `${n} ${v}`).join(", ") + ")" : "") + ".";
-  const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "adm-chart", role: "img", "aria-label": summary,
-    preserveAspectRatio: "none" }, g);
+  const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "adm-chart", role: "img", "aria-label": summary }, g);
   const legend = h("ul", { class: "adm-legend", "aria-hidden": "true" },
     ...seriesNames.map((n) => h("li", {}, h("span", { class: "adm-swatch " + seriesClass(seriesNames, n) }), n)));
   const rows = days.filter((d, i) => totals[i] > 0).map((d) => [d.date, ...seriesNames.map((n) => String(d.counts[n] || 0))]);

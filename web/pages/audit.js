@@ -35,16 +35,24 @@ export default {
     // ---- the chain: verification and checkpoint
     const verify = h("div", { class: "adm-verify", role: "status", "aria-live": "polite" }, "Verifying the chain…");
     const checkpoint = h("div", { class: "adm-checkpoint" });
-    const verifyBtn = h("button", { type: "button", class: "btn btn-quiet" }, "Verify again");
+    const verifyBtn = h("button", { type: "button", class: "btn btn-quiet adm-verify-again" }, "Verify again");
     root.append(card(h, "Chain", verify, verifyBtn, checkpoint));
     const doVerify = async () => {
       try {
         const v = await api.get("/v1/audit/verify");
+        const n = `${v.events} event${v.events === 1 ? "" : "s"}`;
+        const cp = v.checkpoint;
         verify.replaceChildren(v.ok
           ? h("p", { class: "adm-ok" }, h("span", { class: "badge badge-ok" }, "Verified"),
-            ` The chain is intact: ${v.events} event${v.events === 1 ? "" : "s"} checked, each linked to the one before.`)
+            ` The chain is intact: ${n} checked, each linked to the one before` +
+            (v.complete === false ? " (the newest part of a long chain; verify all of it with airlock admin audit verify)." : "."))
           : h("p", { class: "adm-error" }, h("span", { class: "badge badge-bad" }, "Broken"),
-            ` The chain breaks at event ${v.first_bad_seq} (${v.events} checked): an event was changed or removed in the store.`));
+            ` The chain breaks at event ${v.first_bad_seq} (${n} checked): ${v.why || "an event was changed or removed in the store"}.`),
+          cp ? (cp.held
+            ? h("p", { class: "adm-ok" }, `It still holds the last checkpoint this service signed (event ${cp.seq}).`)
+            : h("p", { class: "adm-error" }, `It no longer holds the checkpoint this service signed at event ${cp.seq}: ` +
+              "the chain was cut back or rewritten in the store."))
+            : null);
       } catch (e) {
         verify.replaceChildren(h("p", { class: "adm-error" }, "The chain could not be verified: " + errWords(e)));
       }
@@ -101,14 +109,18 @@ export default {
     };
     let cursor = null;
     let rows = [];
+    // an event's fields in words (key: value, people by name); a long one opens to its JSON
+    const words = (data) => Object.entries(data || {}).map(([k, v]) => `${k}: ${
+      typeof v === "string" ? (names.get(v) || v) : Array.isArray(v) && v.every((x) => typeof x === "string")
+        ? v.join(", ") : JSON.stringify(v)}`).join(" · ");
     const row = (e) => {
-      const data = JSON.stringify(e.data);
+      const data = words(e.data);
       return [String(e.seq), when(e.created_at), h("code", {}, e.kind),
         e.person_id ? (names.get(e.person_id) || e.person_id) : "—",
         e.run_id ? h("a", { href: "#/runs/" + e.run_id }, e.run_id) : "—",
         data.length > DATA_MAX
-          ? h("details", {}, h("summary", {}, data.slice(0, 80) + "…"), h("pre", { class: "adm-pre" }, JSON.stringify(e.data, null, 1)))
-          : h("code", { class: "adm-data" }, data)];
+          ? h("details", {}, h("summary", {}, data.slice(0, 100) + "…"), h("pre", { class: "adm-pre" }, JSON.stringify(e.data, null, 1)))
+          : h("span", { class: "adm-data" }, data)];
     };
     const draw = () => {
       list.replaceChildren(rows.length

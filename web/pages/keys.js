@@ -42,8 +42,8 @@ export default {
       }
       keys.sort((a, b) => a.name.localeCompare(b.name) || String(a.created_at).localeCompare(String(b.created_at)));
       list.replaceChildren(keys.length ? table(h, "API keys by name",
-        ["Name", "Person", "Created", "Last used", "State", "Action"],
-        keys.map((k) => [k.name, k.person ? k.person.name : "—", when(k.created_at), when(k.last_used_at),
+        ["Name", "Starts with", "Person", "Created", "Last used", "State", "Action"],
+        keys.map((k) => [k.name, k.prefix ? h("code", {}, k.prefix + "…") : "—", k.person ? k.person.name : "—", when(k.created_at), when(k.last_used_at),
           k.revoked_at ? h("span", { class: "badge badge-bad" }, "Revoked " + when(k.revoked_at))
             : h("span", { class: "badge badge-ok" }, "Active"),
           k.revoked_at ? "—" : h("button", { type: "button", class: "btn btn-danger", "aria-label": `Revoke ${k.name}`,

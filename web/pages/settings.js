@@ -139,7 +139,12 @@ export default {
 
     // ---- limits, approvals, tools, retention
     const svc = s.service;
+    const drivers = [...new Set([s.service.driver, s.driver, "disabled"])];
+    const driverSel = h("select", { id: "adm-driver" }, ...drivers.map((d) => h("option", { value: d },
+      d === "disabled" ? "disabled — no code runs in this workspace" : `${d} — the service's sandbox`)));
+    driverSel.value = s.driver;
     const limits = card(h, "Limits",
+      field(h, "Driver", driverSel, `Each run costs ${s.price_per_run} credits (the operator sets the price).`),
       h("div", { class: "adm-grid2" },
         field(h, "Wall clock, default (seconds)", num(h, "adm-timeout", s.timeout_s, { min: "1", max: String(svc.max_timeout_s) })),
         field(h, "Wall clock, most a run may ask (seconds)", num(h, "adm-max-timeout", s.max_timeout_s,
@@ -147,7 +152,9 @@ export default {
         field(h, "Memory (MiB)", num(h, "adm-memory", s.memory_mb, { min: "16" })),
         field(h, "CPU (cores)", num(h, "adm-cpus", s.cpus, { min: "0.1", step: "0.1" })),
         field(h, "Concurrent runs per person", num(h, "adm-concurrency", s.concurrency,
-          { min: "1", max: String(svc.per_person) }), `At most the service's ${svc.per_person}.`)));
+          { min: "1", max: String(svc.per_person) }), `At most the service's ${svc.per_person}.`),
+        field(h, "E2B sandbox lifetime, most (seconds)", num(h, "adm-sandbox-max", s.sandbox_max_timeout_s,
+          { min: "1", max: "86400" }), "From 1 s to 24 h.")));
     const policySel = h("select", { id: "adm-approval" },
       ...POLICIES.map(([v, t]) => h("option", { value: v }, t)));
     policySel.value = s.approval_policy;
@@ -181,7 +188,8 @@ export default {
     (s.dlp_patterns || []).forEach(addDlp);
     const dlpError = h("p", { class: "adm-error", role: "alert", id: "adm-dlp-error" });
     const dlp = card(h, "DLP patterns",
-      h("p", { class: "adm-hint" }, "Output that matches a pattern (PCRE2, on bytes) is replaced by [REDACTED:name]. " +
+      h("p", { class: "adm-hint" }, "Output that matches a pattern (PCRE2, on bytes) is replaced by [REDACTED:name], " +
+        "besides the built-in redactions (cloud keys, private keys, tokens, passwords in URLs). " +
         "Names: lowercase letters, digits and _. At most 32 patterns."),
       dlpList,
       h("button", { type: "button", class: "btn btn-quiet", onclick: () => addDlp({ name: "", pattern: "" }) },
@@ -194,6 +202,11 @@ export default {
       h("div", { class: "adm-actions" }, saveBtn, saveError));
     root.append(form);
 
+    // an error said about the last attempt goes once the form is changed again
+    form.addEventListener("input", () => {
+      saveError.textContent = "";
+      dlpError.textContent = "";
+    });
     const numberOf = (id) => Number(form.querySelector("#" + id).value);
     const collect = () => {
       const errors = [];
@@ -217,7 +230,8 @@ export default {
         else if (!DLP_NAME_RE.test(p.name)) errors.push(`DLP pattern ${i + 1}: the name may use only a-z, 0-9 and _ (at most 40)`);
       });
       const want = {
-        network, network_allowed: allowedNow, network_hosts: hosts,
+        driver: driverSel.value, network, network_allowed: allowedNow, network_hosts: hosts,
+        sandbox_max_timeout_s: numberOf("adm-sandbox-max"),
         timeout_s: numberOf("adm-timeout"), max_timeout_s: numberOf("adm-max-timeout"),
         memory_mb: numberOf("adm-memory"), cpus: numberOf("adm-cpus"), concurrency: numberOf("adm-concurrency"),
         approval_policy: policySel.value, approval_ttl_s: numberOf("adm-approval-ttl"),

@@ -3,7 +3,8 @@
 // /v1/skills/{name}/test: the same sandbox, allow-list and approval as any
 // run; its output and artifacts shown when it ends, its state live from the
 // workspace's event stream while it runs) and promotion (admins).
-import { card, errWords, table, when } from "./admin_kit.js";
+import { artifactsTable } from "../parts.js";
+import { card, errWords } from "./admin_kit.js";
 
 const LINES_MAX = 1000;   // items of an array-of-strings field (one per line)
 
@@ -63,22 +64,20 @@ function benchForm(h, skill, ep) {
     inputFor(h, k, p, req.has(k), `adm-bench-${ep.name}`));
 }
 
-function outputOf(h, run) {
+function outputOf(h, api, run) {
   const r = run.result;
   const parts = [h("p", {}, h("strong", {}, "State: "), h("span", { class: "adm-run-state" }, run.state),
     r ? ` — exit ${r.exit_code ?? "—"}, ${r.wall_ms} ms` : "", " · ",
     h("a", { href: "#/runs/" + run.id }, "Open the run's page"))];
   if (run.error) parts.push(h("p", { class: "adm-error" }, `${run.error.code}: ${run.error.message}`));
   if (r) {
-    parts.push(h("h3", {}, "Output"), h("pre", { class: "adm-pre adm-stdout", tabindex: "0", "aria-label": "Standard output" },
+    parts.push(h("h3", {}, "Output"), h("pre", { class: "output", tabindex: "0", "aria-label": "Standard output" },
       r.stdout || "(no output)"));
-    if (r.stderr) parts.push(h("h3", {}, "Errors"), h("pre", { class: "adm-pre", tabindex: "0", "aria-label": "Standard error" }, r.stderr));
+    if (r.stderr) parts.push(h("h3", {}, "Errors"), h("pre", { class: "output", tabindex: "0", "aria-label": "Standard error" }, r.stderr));
   }
+  // the run page's artifact table: previews (images, CSV, text) and downloads
   if (run.artifacts && run.artifacts.length)
-    parts.push(h("h3", {}, "Artifacts"), table(h, "Artifacts the run wrote", ["File", "Size", "Type", "Action"],
-      run.artifacts.map((a) => [a.path, `${a.size} B`, a.content_type,
-        h("a", { href: `/v1/artifacts/${a.id}/content`, download: a.path.split("/").pop(), class: "btn btn-quiet",
-          "aria-label": `Download ${a.path}` }, "Download")])));
+    parts.push(h("h3", {}, "Artifacts"), artifactsTable(api, run.artifacts));
   return parts;
 }
 
@@ -103,14 +102,16 @@ export default {
     const bench = h("div", { class: "adm-bench" });
     const benchCard = card(h, "Test bench", bench);
 
-    const listRows = skills.map((s) => [h("strong", {}, s.name), s.version,
-      s.source === "bundled" ? "Bundled" : "Workspace",
-      h("span", { class: "badge " + (s.state === "uploaded" ? "badge-warn" : "badge-ok") },
-        s.state === "uploaded" ? "Not promoted" : s.state === "promoted" ? "Promoted" : "Bundled"),
-      s.description,
+    // one card per skill (a table's description column squeezes to nothing on a phone)
+    const item = (s) => h("li", { class: "adm-skill" },
+      h("div", { class: "adm-skill-head" }, h("h3", {}, s.name),
+        h("span", { class: "muted" }, `${s.version} · ${s.source === "bundled" ? "bundled" : "workspace"}`),
+        s.source === "workspace" ? h("span", { class: "badge " + (s.state === "uploaded" ? "badge-warn" : "badge-ok") },
+          s.state === "uploaded" ? "Not promoted" : "Promoted") : null),
+      h("p", {}, s.description),
+      h("p", { class: "adm-hint" }, "Entrypoints: " + s.entrypoints.map((e) => `${e.name} (${e.language})`).join(", ")),
       h("div", { class: "adm-row-actions" },
-        h("button", { type: "button", class: "btn btn-quiet", "aria-label": `Test ${s.name}`,
-          onclick: () => openBench(s) }, "Test"),
+        h("button", { type: "button", class: "btn", "aria-label": `Test ${s.name}`, onclick: () => openBench(s) }, "Test"),
         isAdmin && s.source === "workspace" && s.state === "uploaded"
           ? h("button", { type: "button", class: "btn btn-primary", "aria-label": `Promote ${s.name}`,
             onclick: async () => {
@@ -121,12 +122,14 @@ export default {
               } catch (e) {
                 toast("Not promoted: " + errWords(e), "error");
               }
-            } }, "Promote") : null)]);
-    root.append(card(h, "The workspace's and bundled skills",
-      skills.length ? table(h, "Skills", ["Name", "Version", "Source", "State", "Description", "Actions"], listRows, "adm-skills-table")
-        : h("p", { class: "empty" }, "No skills. Upload one with POST /v1/skills (a tar of its directory)."),
-      h("p", { class: "adm-hint" }, "A workspace skill is uploaded with POST /v1/skills; an admin promotes a tested version " +
-        "before agents may run it.")));
+            } }, "Promote") : null));
+    const ours = skills.filter((s) => s.source === "workspace");
+    const bundled = skills.filter((s) => s.source !== "workspace");
+    root.append(card(h, "The workspace's skills",
+      ours.length ? h("ul", { class: "adm-skills", "aria-label": "The workspace's skills" }, ...ours.map(item))
+        : h("p", { class: "empty" }, "None yet. Upload one with POST /v1/skills (a tar of its directory: skill.json and " +
+          "its scripts); test it here, then an admin promotes it for agents.")),
+      card(h, "Bundled skills", h("ul", { class: "adm-skills", "aria-label": "Bundled skills" }, ...bundled.map(item))));
     root.append(benchCard);
 
     const openBench = (skill) => {
@@ -166,7 +169,7 @@ export default {
         out.replaceChildren(live);
         // the run's state as it changes, from the console's one workspace stream (the test call answers only at the end)
         // and its output as it is written, from the run's own event stream once its id is known
-        const liveOut = h("pre", { class: "adm-pre adm-stdout", tabindex: "0", "aria-label": "Output so far" });
+        const liveOut = h("pre", { class: "output", tabindex: "0", "aria-label": "Output so far" });
         let closeOut = null;
         const follow = (id) => {
           if (closeOut) return;
@@ -189,7 +192,7 @@ export default {
         try {
           const run = await api.post(`/v1/skills/${encodeURIComponent(skill.name)}/test`,
             { entrypoint: epSel.value, args, digest: skill.digest });
-          out.replaceChildren(...outputOf(h, run));
+          out.replaceChildren(...outputOf(h, api, run));
         } catch (e) {
           out.replaceChildren(h("p", { class: "adm-error" }, "The test did not run: " + errWords(e)));
         } finally {
@@ -199,8 +202,8 @@ export default {
         }
       });
       bench.replaceChildren(h("h3", {}, `${skill.name} ${skill.version}`),
-        h("p", { class: "adm-hint" }, `Digest ${skill.digest}. The bench runs this version in the same sandbox as agents' runs, ` +
-          "under the workspace's allow-list and approval policy."),
+        h("p", { class: "adm-hint" }, "Digest ", h("code", { class: "adm-hash" }, skill.digest),
+          ". The bench runs this version in the same sandbox as agents' runs, under the workspace's allow-list and approval policy."),
         form, out);
       drawFields();
       benchCard.scrollIntoView({ block: "start" });

@@ -57,12 +57,12 @@ export default {
         h("span", { class: "adm-stat-value" }, String(credits30)))));
 
     if (days.length) {
-      root.append(card(h, "Runs per day",
+      root.append(card(h, "Runs per day", h("div", { class: "adm-charts" },
         chartOf(h, "Runs per day by state", days, "by_state", STATE_ORDER),
         chartOf(h, "Runs per day by language", days, "by_language", ["python", "node", "bash"]),
         chartOf(h, "Runs per day by interface", days, "by_via", ["rest", "mcp", "piston", "e2b"], VIA_WORDS),
         stackedChart(h, "Credits charged per day", days.map((d) => ({ date: d.date, counts: { credits: d.credits || 0 } })),
-          ["credits"])));
+          ["credits"]))));
     } else {
       const rows = Object.entries(u.runs.by_state).map(([k, v]) => [k, String(v)]);
       root.append(card(h, "Runs",

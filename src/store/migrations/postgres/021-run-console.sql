@@ -15,3 +15,6 @@ CREATE INDEX runs_changed ON runs(workspace_id, changed_at);
 CREATE INDEX runs_ws_person ON runs(workspace_id, person_id, seq);
 -- the console's Threads: a workspace's threads, grouped from its runs
 CREATE INDEX runs_ws_thread ON runs(workspace_id, thread_id, seq);
+-- the console's Usage: a workspace's runs and charges of the last 30 days, by day
+CREATE INDEX runs_ws_created ON runs(workspace_id, created_at);
+CREATE INDEX ledger_ws_created ON ledger(workspace_id, created_at);
