@@ -139,13 +139,13 @@ export function artifactsTable(api, artifacts, { who } = {}) {
         if (open && !shown) { shown = true; previewRow.firstChild.append(await preview(api, a)); }
       } }, "Preview");
     tbody.append(h("tr", { "data-artifact": a.id },
-      h("td", { class: "mono" }, a.path), h("td", { class: "num" }, `v${a.version}`),
-      h("td", { class: "num" }, fmtBytes(a.size)), h("td", { class: "hide-narrow" }, a.content_type || "—"),
-      who ? h("td", {}, who(a)) : null,
+      h("td", { class: "mono", "data-label": "Path" }, a.path), h("td", { class: "num", "data-label": "Version" }, `v${a.version}`),
+      h("td", { class: "num", "data-label": "Size" }, fmtBytes(a.size)), h("td", { class: "hide-narrow" }, a.content_type || "—"),
+      who ? h("td", { "data-label": "Made by" }, who(a)) : null,
       h("td", { class: "hide-narrow" }, fmtTime(a.created_at)),
       h("td", {}, h("div", { class: "actions" }, toggle, downloadLink(a)))), previewRow);
   }
-  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
+  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", { class: "stack" },
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Path"), h("th", { scope: "col", class: "num" }, "Version"),
       h("th", { scope: "col", class: "num" }, "Size"), h("th", { scope: "col", class: "hide-narrow" }, "Type"),
       who ? h("th", { scope: "col" }, "Made by") : null,
