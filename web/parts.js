@@ -22,7 +22,9 @@ export function manifest(inputs, extraArtifacts) {
   if (args) parts.push(h("p", {}, h("strong", {}, "Arguments: "), h("code", {}, args.map((a) => JSON.stringify(a)).join(" "))));
   if (i.skill) parts.push(h("p", {}, h("strong", {}, "Skill: "), typeof i.skill === "string" ? i.skill : JSON.stringify(i.skill)));
   if (!rows.length) {
-    parts.push(h("p", { class: "muted" }, args ? "No files, stdin or documents." : "No inputs beside the code: no files, stdin, arguments or documents."));
+    // a run with no approval card keeps no manifest of its inputs (docs/api.md, Approvals)
+    parts.push(h("p", { class: "muted" }, !inputs ? "This run needed no approval, so no manifest of its inputs was kept; the artifacts it was given would be listed here."
+      : args ? "No files, stdin or documents." : "No inputs beside the code: no files, stdin, arguments or documents."));
     return parts;
   }
   parts.push(h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
