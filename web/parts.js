@@ -25,7 +25,7 @@ export function manifest(inputs, extraArtifacts) {
     parts.push(h("p", { class: "muted" }, args ? "No files, stdin or documents." : "No inputs beside the code: no files, stdin, arguments or documents."));
     return parts;
   }
-  parts.push(h("div", { class: "table-wrap" }, h("table", {},
+  parts.push(h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Kind"), h("th", { scope: "col" }, "Name"),
       h("th", { scope: "col", class: "num" }, "Size"), h("th", { scope: "col" }, "SHA-256"))),
     h("tbody", {}, rows.map(([kind, name, size, sha]) => h("tr", {},
@@ -57,7 +57,7 @@ export function controlRows(controls) {
 export function controlsTable(controls) {
   const rows = controlRows(controls);
   if (!rows.length) return h("p", { class: "muted" }, "The driver reported no controls for this run.");
-  return h("div", { class: "table-wrap" }, h("table", {},
+  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Control"), h("th", { scope: "col" }, "Level"), h("th", { scope: "col" }, "Detail"))),
     h("tbody", {}, rows.map(([name, level, detail]) => {
       const [label, kind] = LEVEL[level] || [level.replace(/_/g, " "), "muted"];
@@ -108,7 +108,7 @@ export async function preview(api, a) {
       const text = await (await api.blob(contentUrl(a))).text();
       const rows = parseCsv(text, CSV_ROWS + 1);
       const [head, ...body] = rows;
-      box.append(h("div", { class: "table-wrap" }, h("table", {},
+      box.append(h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
         h("caption", { class: "sr-only" }, `First rows of ${a.path}`),
         h("thead", {}, h("tr", {}, (head || []).map((c) => h("th", { scope: "col" }, c)))),
         h("tbody", {}, body.slice(0, CSV_ROWS).map((r) => h("tr", {}, r.map((c) => h("td", {}, c))))))));
@@ -145,7 +145,7 @@ export function artifactsTable(api, artifacts, { who } = {}) {
       h("td", { class: "hide-narrow" }, fmtTime(a.created_at)),
       h("td", {}, h("div", { class: "actions" }, toggle, downloadLink(a)))), previewRow);
   }
-  return h("div", { class: "table-wrap" }, h("table", {},
+  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Path"), h("th", { scope: "col", class: "num" }, "Version"),
       h("th", { scope: "col", class: "num" }, "Size"), h("th", { scope: "col", class: "hide-narrow" }, "Type"),
       who ? h("th", { scope: "col" }, "Made by") : null,
@@ -163,7 +163,7 @@ function summary(data) {
 
 export function auditTable(events, names) {
   if (!events.length) return h("p", { class: "muted" }, "No audit events.");
-  return h("div", { class: "table-wrap" }, h("table", {},
+  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
     h("thead", {}, h("tr", {}, ["#", "Event", "Who", "When", "Detail"].map((t) => h("th", { scope: "col", class: t === "#" ? "num" : null }, t)))),
     h("tbody", {}, events.map((e) => h("tr", {},
       h("td", { class: "num" }, e.seq), h("td", {}, h("code", {}, e.kind)),

@@ -38,8 +38,10 @@ export default async function signin(app, { api, h }) {
     clear(card);
     card.append(h("h1", {}, "This sign-in link cannot be used"),
       h("div", { class: "alert alert-error", role: "alert" }, e.message),
-      h("p", {}, "A link works once and for 15 minutes. Ask for a new one; an administrator runs:"),
-      h("pre", { class: "snippet", tabindex: "0", "aria-label": "Command for a new link" }, h("code", {}, HOW)));
+      // the API's words say what to run when it knows (a used or expired link)
+      ...(e.message.includes("login-link") ? [h("p", { class: "muted" }, "A link works once and for 15 minutes.")]
+        : [h("p", {}, "A link works once and for 15 minutes. Ask for a new one; an administrator runs:"),
+          h("pre", { class: "snippet", tabindex: "0", "aria-label": "Command for a new link" }, h("code", {}, HOW))]));
     return;
   }
   location.replace("/#/activity");

@@ -14,22 +14,26 @@
 #include "route.h"
 #include "status.h"
 #include "../core/console_auth.h"
+#include "../core/views.h"
 
 #define COOKIE_NAME "airlock_session"
 
-/* Whether the browser reached us over https: a TLS-terminating proxy in
- * front says so (airlock itself serves plain HTTP), and then the cookie is
- * sent over https alone. */
-static bool over_https(struct MHD_Connection *c) {
-    const char *proto = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Forwarded-Proto");
+/* Whether the browser reaches us over https: airlock itself serves plain
+ * HTTP, so that is a TLS-terminating proxy in front, which the operator
+ * says (public_url = https://...) or the proxy does (X-Forwarded-Proto);
+ * then the cookie is sent over https alone. */
+static bool over_https(al_route_ctx *x) {
+    if (strncmp(al_view_config(x->s)->public_url, "https://", 8) == 0)
+        return true;
+    const char *proto = MHD_lookup_connection_value(x->c, MHD_HEADER_KIND, "X-Forwarded-Proto");
     return proto && strcasecmp(proto, "https") == 0;
 }
 
 /* The Set-Cookie of VALUE for MAX_AGE seconds (0: clear it). HttpOnly: no
  * script reads it; SameSite=Strict: no other site's page sends it. */
-static void cookie_header(struct MHD_Connection *c, const char *value, int max_age, char *out, size_t cap) {
+static void cookie_header(al_route_ctx *x, const char *value, int max_age, char *out, size_t cap) {
     snprintf(out, cap, COOKIE_NAME "=%s; HttpOnly; SameSite=Strict; Path=/; Max-Age=%d%s", value, max_age,
-             over_https(c) ? "; Secure" : "");
+             over_https(x) ? "; Secure" : "");
 }
 
 /* GET /v1/session's document: who P is, and how they are signed in. */
@@ -82,7 +86,7 @@ enum MHD_Result al_rest_session_create(al_route_ctx *x) {
     char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
     char cookie[256];
-    cookie_header(c, secret, AL_SESSION_TTL_S, cookie, sizeof cookie);
+    cookie_header(x, secret, AL_SESSION_TTL_S, cookie, sizeof cookie);
     memset(secret, 0, sizeof secret);
     if (!text)
         return al_reply_error(c, 500, "internal", "%s", err.msg[0] ? err.msg : "the answer could not be built");
@@ -105,7 +109,7 @@ enum MHD_Result al_rest_session_delete(al_route_ctx *x) {
     if (al_session_close(x->s, x->p, &x->rq->ses, &err) < 0)
         return al_reply_error(x->c, 500, "internal", "%s", err.msg);
     char cookie[128];
-    cookie_header(x->c, "", 0, cookie, sizeof cookie);
+    cookie_header(x, "", 0, cookie, sizeof cookie);
     return al_reply_empty(x->c, 204, "Set-Cookie", cookie);
 }
 

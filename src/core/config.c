@@ -189,6 +189,17 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
             return 0;
         }
     }
+    if (strcmp(key, "public_url") == 0) {
+        /* the console's address as people reach it (through a proxy that
+         * terminates TLS, for https) */
+        size_t n = strlen(value);
+        if ((strncmp(value, "http://", 7) != 0 && strncmp(value, "https://", 8) != 0) || n >= sizeof c->public_url ||
+            strpbrk(value, "#? \t\"'<>"))
+            return al_err(err, "config", EINVAL, "public_url = %s: want http(s)://HOST[:PORT][/PATH], no query or fragment",
+                          value);
+        snprintf(c->public_url, sizeof c->public_url, "%s", value);
+        return 0;
+    }
     if (strcmp(key, "runtime") == 0) {
         if (strcmp(value, "runc") != 0 && strcmp(value, "runsc") != 0)
             return al_err(err, "config", EINVAL, "runtime = %s: want runc or runsc (the docker driver's)", value);

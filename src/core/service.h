@@ -42,6 +42,9 @@ typedef struct al_service_config {
      * environment; the key itself is never kept here), template / target */
     char e2b_api_url[512], e2b_sandbox_url[512], e2b_api_key_file[PATH_MAX], e2b_template[128];
     char daytona_api_url[512], daytona_api_key_file[PATH_MAX], daytona_target[128];
+    /* where people reach the web console (https://airlock.example.com), ""
+     * when unset: an https one makes the session cookie Secure */
+    char public_url[512];
     int warm_pool;                /* driver = native: warm Python and Node boxes per shape of run, at most */
     int warm_pool_memory_mb;      /* what all warm boxes may hold */
     bool warm_fork;               /* Python's warm boxes without preloads forked by a zygote */

@@ -115,13 +115,15 @@ test('an approver approves a pending run from its card; it runs and its output s
   const card = page.locator(`article[data-run="${run.id}"]`);
   await card.waitFor();
   // the exact code, the inputs, who asked
-  assert.equal(await card.locator('.code pre').innerText(), code.replace(/\n$/, ''));
+  assert.equal((await card.locator('.code pre').innerText()).trimEnd(), code.trimEnd());
   await card.getByText('Max Member').waitFor();
   await card.getByText('Stdin').waitFor();
   await card.getByText('"--rows" "3"').waitFor();
   await check(page, 'approvals', card);
   await card.getByRole('button', { name: 'Approve' }).click();
-  await card.waitFor({ state: 'detached' });
+  // the card moves to the decided ones, saying who approved it
+  await page.locator(`article.decided-approved[data-run="${run.id}"]`).getByText('Ada Approver').waitFor();
+  assert.equal(await page.locator(`article.approval:not([class*="decided"])[data-run="${run.id}"]`).count(), 0);
   await page.goto(`${BASE()}/#/runs/${run.id}`);
   // the first line is shown while the run still runs
   await page.locator('pre.output', { hasText: 'first line' }).waitFor({ timeout: 30_000 });
@@ -248,8 +250,9 @@ test('Sandboxes lists the workspace\'s E2B sandboxes with their files and time l
   const r = await fetch(`${BASE()}/sandboxes`, { method: 'POST',
     headers: { 'X-API-KEY': env('AIRLOCK_KEY_MEMBER'), 'Content-Type': 'application/json' },
     body: JSON.stringify({ templateID: 'base', timeout: 600 }) });
-  assert.equal(r.status, 201, await r.text());
-  const sbx = (await r.json()).sandboxID;
+  const created = await r.text();
+  assert.equal(r.status, 201, created);
+  const sbx = JSON.parse(created).sandboxID;
   const { page } = await as('member');
   await page.goto(`${BASE()}/#/sandboxes`);
   const row = page.locator(`tr[data-sandbox="${sbx}"]`);

@@ -122,7 +122,7 @@ export async function check(page, name, ready) {
     await page.setViewportSize(vp);
     if (ready) await ready.first().waitFor();
     await page.evaluate(() => document.fonts && document.fonts.ready);
-    await page.screenshot({ path: join(dir, `${name}-${size}.png`), fullPage: false });
+    await page.screenshot({ path: join(dir, `${name}-${size}.png`), fullPage: true });
     await axe(page, `${name} at ${size} px`);
   }
   await page.setViewportSize(was);

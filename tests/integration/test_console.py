@@ -18,7 +18,7 @@ from service_util import Service, ServiceSet, gov_tenant, put_settings, service 
 CSP = ("default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; connect-src 'self'; "
        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 SHOTS = ROOT / "build" / "console-screenshots"
-LINKS_PER_PERSON = 6
+LINKS_PER_PERSON = 8
 CONSOLE_TESTS = 11
 
 

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from service_util import assert_error, gov_tenant, put_settings, service  # noqa: F401
+from service_util import assert_error, gov_tenant, put_settings, service, services  # noqa: F401
 
 LINK = re.compile(r"^(https?://[^#\s]+)/login#token=(ll_[0-9a-z]+)$")
 
@@ -106,8 +106,15 @@ def test_link_signs_in_with_a_strict_cookie(service, ws):
     assert token not in text and value not in text
 
 
-def test_secure_cookie_behind_an_https_proxy(service, ws):
+def test_secure_cookie_behind_an_https_proxy(service, ws, services):
     _, hdrs, _ = sign_in(service, ws.member_id, headers={"X-Forwarded-Proto": "https"})
+    _, attrs = cookie_of(hdrs)
+    assert attrs.get("secure") is True, attrs
+    # or when the operator says the console is reached over https
+    tls = services.start("tls", {"public_url": "https://airlock.example.com"})
+    # (bootstrap, run again, names the first admin: whom `make serve` prints a link for)
+    person = re.search(r"^first admin person: (per_\w+)$", tls.admin("bootstrap"), re.M).group(1)
+    _, hdrs, _ = sign_in(tls, person)
     _, attrs = cookie_of(hdrs)
     assert attrs.get("secure") is True, attrs
 

@@ -22,10 +22,9 @@ function row(run) {
   const exit = r.exit_code ?? (r.signal ? `signal ${r.signal}` : null);
   const who = run.requested_by ? run.requested_by.name : "—";
   return h("tr", { "data-run": run.id },
-    h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(run.id)}`, class: "mono", title: run.id,
-      "aria-label": `Run ${run.id}` }, shortId(run.id))),
-    h("td", { title: fmtTime(run.created_at) }, fmtAgo(run.created_at)),
-    h("td", {}, who),
+    h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(run.id)}`, class: "mono", title: run.id }, shortId(run.id))),
+    h("td", { class: "nowrap", title: fmtTime(run.created_at) }, fmtAgo(run.created_at)),
+    h("td", { class: "nowrap" }, who),
     h("td", {}, run.via ? h("span", { class: "tag" }, VIA_LABEL[run.via] || run.via) : "—"),
     h("td", {}, run.language || "—"),
     h("td", { class: "desc", title: run.description || "" }, run.description || h("span", { class: "muted" }, "no description")),
@@ -52,7 +51,7 @@ export default {
     const tbody = h("tbody", {});
     const more = h("button", { type: "button", class: "btn", hidden: true, onclick: () => load(false) }, "Load older runs");
     const status = h("p", { class: "muted", role: "status" });
-    const tableWrap = h("div", { class: "table-wrap" },
+    const tableWrap = h("div", { class: "table-wrap", tabindex: "0" },
       h("table", {},
         h("caption", { class: "sr-only" }, "Runs of the workspace, newest first"),
         h("thead", {}, h("tr", {}, ["Run", "When", "Who", "Interface", "Language", "Description", "State",

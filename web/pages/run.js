@@ -22,12 +22,12 @@ function egressTable(net) {
   const parts = [kv([["Policy", h("code", {}, (net && net.policy) || "—")], net && net.mode ? ["Mode", net.mode] : null,
     net && net.egress_dropped ? ["Not logged", `${net.egress_dropped} more connections`] : null])];
   if (!rows.length) parts.push(h("p", { class: "muted" }, "No connection left the box."));
-  else parts.push(h("div", { class: "table-wrap" }, h("table", {},
-    h("thead", {}, h("tr", {}, ["Host", "Port", "Decision", "Bytes out", "Bytes in"].map((t) => h("th", { scope: "col" }, t)))),
+  else parts.push(h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
+    h("thead", {}, h("tr", {}, ["Host", "Port", "Decision", "Bytes sent", "Bytes received"].map((t) => h("th", { scope: "col" }, t)))),
     h("tbody", {}, rows.map((e) => h("tr", {},
-      h("td", { class: "mono" }, e.host || e.ip || "—"), h("td", {}, e.port ?? "—"),
-      h("td", {}, badge(e.decision || (e.allowed ? "allowed" : "denied"), (e.decision || (e.allowed ? "allowed" : "denied")) === "allowed" ? "ok" : "bad")),
-      h("td", { class: "num" }, fmtBytes(e.bytes_out ?? e.bytes_sent ?? e.bytes)), h("td", { class: "num" }, fmtBytes(e.bytes_in ?? e.bytes_received))))))));
+      h("td", { class: "mono" }, e.host || "—"), h("td", { class: "num" }, e.port ?? "—"),
+      h("td", {}, badge(e.decision, e.decision === "allowed" ? "ok" : "bad")),
+      h("td", { class: "num" }, fmtBytes(e.bytes_up)), h("td", { class: "num" }, fmtBytes(e.bytes_down))))))));
   return parts;
 }
 

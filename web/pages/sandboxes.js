@@ -32,7 +32,7 @@ export default {
         const left = h("td", {}, fmtLeft(s.end_at));
         clocks.set(left, s.end_at);
         const filesRow = h("tr", { hidden: true }, h("td", { colspan: "7" }));
-        const filesBtn = h("button", { type: "button", class: "btn btn-quiet", "aria-expanded": "false", "aria-label": `Files of ${s.id}`,
+        const filesBtn = h("button", { type: "button", class: "btn btn-quiet", "aria-expanded": "false",
           onclick: async () => {
             const open = filesRow.hidden;
             filesRow.hidden = !open;
@@ -43,7 +43,7 @@ export default {
               filesRow.firstChild.replaceChildren(f.files.length ? h("ul", { class: "files" }, f.files.map((x) =>
                 h("li", {}, h("code", {}, x.path), " ", h("span", { class: "muted" }, fmtBytes(x.size))))) : h("p", { class: "muted" }, "No files."));
             } catch (e) { filesRow.firstChild.replaceChildren(h("p", { class: "alert alert-error" }, e.message)); }
-          } }, `${s.files} file${s.files === 1 ? "" : "s"}`);
+          } }, `${s.files} file${s.files === 1 ? "" : "s"}`, h("span", { class: "sr-only" }, ` in ${s.id}`));
         const mayKill = session.person.role === "admin" || (s.person && s.person.id === session.person.id);
         const kill = h("button", { type: "button", class: "btn btn-danger", "aria-label": `Kill ${s.id}`, onclick: async () => {
           if (!confirm(`Kill sandbox ${s.id}? Its processes end and its files are removed.`)) return;
@@ -58,7 +58,7 @@ export default {
           h("td", { class: "hide-narrow" }, fmtTime(s.created_at)),
           h("td", {}, mayKill ? kill : null)), filesRow);
       }
-      box.replaceChildren(h("div", { class: "table-wrap" }, h("table", {},
+      box.replaceChildren(h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
         h("thead", {}, h("tr", {}, ["Sandbox", "State", "Owner", "Time left", "Files", "Created", ""].map((t, i) =>
           h("th", { scope: "col", class: i === 5 ? "hide-narrow" : null }, t || h("span", { class: "sr-only" }, "Actions"))))), tbody)));
     }

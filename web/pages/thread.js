@@ -35,11 +35,11 @@ export default {
         : h("div", { class: "empty-state" }, h("p", {}, "No artifacts yet: files a run of this thread writes under /out appear here, each write a new version.")));
     const ordered = runs.runs.slice().reverse();
     const runsPanel = h("div", { id: "tab-runs", role: "tabpanel", "aria-labelledby": "tab-r", hidden: true },
-      h("div", { class: "table-wrap" }, h("table", {},
+      h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
         h("thead", {}, h("tr", {}, ["#", "Run", "Who", "Description", "State", "Duration", "Created"].map((t) => h("th", { scope: "col", class: t === "#" ? "num" : null }, t)))),
         h("tbody", {}, ordered.map((r, i) => h("tr", { "data-run": r.id },
           h("td", { class: "num" }, i + 1),
-          h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(r.id)}`, class: "mono", "aria-label": `Run ${r.id}` }, shortId(r.id))),
+          h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(r.id)}`, class: "mono", title: r.id }, shortId(r.id))),
           h("td", {}, r.requested_by ? r.requested_by.name : "—"),
           h("td", { class: "desc", title: r.description || "" }, r.description || "—"),
           h("td", {}, badge(r.state)), h("td", { class: "num" }, runDuration(r)), h("td", {}, fmtTime(r.created_at))))))));

@@ -11,7 +11,7 @@ export default {
     const { api } = ctx;
     const tbody = h("tbody", {});
     const more = h("button", { type: "button", class: "btn", hidden: true, onclick: () => load() }, "Load more threads");
-    const wrap = h("div", { class: "table-wrap" }, h("table", {},
+    const wrap = h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
       h("caption", { class: "sr-only" }, "Threads, newest activity first"),
       h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Thread"), h("th", { scope: "col", class: "num" }, "Runs"),
         h("th", { scope: "col", class: "num" }, "Artifacts"), h("th", { scope: "col" }, "Last run"))), tbody));
