@@ -115,7 +115,7 @@ def test_credits_are_what_the_ledger_charged(service):
     assert run["state"] == "succeeded" and run["credits"] == 3
     assert admin.get_run(run["id"])["credits"] == 3
     assert [r["credits"] for r in admin.list_runs()] == [3]
-    # a canceled run before it started was never charged: 0
+    # a run of a workspace that charges nothing costs 0
     service.admin("price", "set", "--workspace", ws, "0")
     free = admin.run("print(2)")
     assert free["credits"] == 0
@@ -394,3 +394,64 @@ def test_audit_export_is_ndjson_of_the_same_filter(service):
     assert one == admin.ok("GET", "/v1/audit", query={"run_id": runs[1]["id"]})["events"]
     status, _, doc = admin.get("/v1/audit", query={"format": "csv"})
     assert_error(status, doc, "bad_request", 400)
+
+
+@pytest.mark.only_passes("postgresql")
+def test_events_see_the_runs_of_another_node(tmp_path):
+    """Two nodes on one PostgreSQL database: a stream held by one sees a run
+    asked of the other, through to its end."""
+    import pg_util
+    from service_util import Service, wait_no_boxes
+    if pg_util.test_store() != "postgresql":
+        pytest.skip("the postgresql pass's (AIRLOCK_TEST_STORE=postgresql)")
+    store = pg_util.cluster().uri(pg_util.cluster().new_database("feeds"))
+    a = Service(tmp_path / "state", config={"max_concurrent": 2}, store=store)
+    b = Service(tmp_path / "state", config={"max_concurrent": 2}, store=store, bootstrap=False, key=a.key)
+    b.log_path = tmp_path / "node-b.log"
+    a.start()
+    b.start()
+    try:
+        watch = Activity(a, a.key)
+        assert watch.status == 200
+        try:
+            # a run asked of B: its creation is B's write, which nothing on
+            # A wakes for; whichever node then runs it, A's stream follows it
+            run = b.run("import time; time.sleep(0.5); print('b')", wait=False)
+            seen = watch.until(lambda k, d: d["id"] == run["id"] and d["state"] in TERMINAL, timeout=60)
+            states = [d["state"] for _, d in seen if d["id"] == run["id"]]
+            assert states[-1] == "succeeded" and len(states) >= 2, states
+        finally:
+            watch.close()
+    finally:
+        b.stop()
+        a.stop()
+        wait_no_boxes(15)
+
+
+def test_a_console_session_reads_the_feeds_and_changes_need_its_csrf_token(service):
+    """The console's cookie reads these routes as its person's key would;
+    a kill needs the CSRF token; the activity stream opens with the cookie."""
+    from test_console_auth import sign_in
+    ws, _, people = tenant_with_people(service, "ses")
+    mid, member = people["member"]
+    console, _, _ = sign_in(service, mid)
+    assert [p["id"] for p in console.ok("GET", "/v1/persons")["persons"]] == [people[r][0]
+                                                                              for r in ("admin", "approver", "member")]
+    run = member.run("print(1)")
+    assert [r["id"] for r in console.ok("GET", "/v1/runs", query={"person_id": mid})["runs"]] == [run["id"]]
+    assert console.ok("GET", "/v1/usage")["days"][-1]["runs"] == 1
+    assert console.ok("GET", "/v1/audit/verify")["ok"] is True
+    sid, _ = e2b_create(member)
+    status, _, doc = console.request("DELETE", f"/v1/sandboxes/{sid}", csrf=False)
+    assert_error(status, doc, "csrf_required", 403)
+    assert [b["id"] for b in console.ok("GET", "/v1/sandboxes")["sandboxes"]] == [sid]
+    console.ok("DELETE", f"/v1/sandboxes/{sid}", want=204)
+    # the stream, with the cookie and no key
+    conn = http.client.HTTPConnection(service.host, service.port, timeout=30)
+    try:
+        conn.request("GET", "/v1/events", headers={"Cookie": f"airlock_session={console.cookie}"})
+        resp = conn.getresponse()
+        assert resp.status == 200 and resp.getheader("Content-Type").startswith("text/event-stream")
+        assert resp.readline() == b": listening\n"
+    finally:
+        conn.close()
