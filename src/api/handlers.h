@@ -10,6 +10,10 @@ enum MHD_Result al_ops_health(al_route_ctx *x);
 enum MHD_Result al_ops_openapi(al_route_ctx *x);
 enum MHD_Result al_ops_metrics(al_route_ctx *x);
 enum MHD_Result al_ops_status(al_route_ctx *x);
+/* console.c: the web console's shell and assets (web/, built in) */
+enum MHD_Result al_console_shell(al_route_ctx *x);
+enum MHD_Result al_console_asset(al_route_ctx *x);
+enum MHD_Result al_console_page(al_route_ctx *x);
 /* piston_route.c: Piston's API under /piston/KEY/ */
 enum MHD_Result al_piston_route_runtimes(al_route_ctx *x);
 enum MHD_Result al_piston_route_execute(al_route_ctx *x);
@@ -55,8 +59,6 @@ enum MHD_Result al_rest_settings_put(al_route_ctx *x);
 enum MHD_Result al_rest_usage(al_route_ctx *x);
 enum MHD_Result al_rest_audit(al_route_ctx *x);
 enum MHD_Result al_rest_audit_checkpoint(al_route_ctx *x);
-/* rest_audit_export.c: the chain verified */
-enum MHD_Result al_rest_audit_verify(al_route_ctx *x);
 /* rest_session.c: the console's sign-in (POST, GET, DELETE /v1/session)
  * and a person's API keys (/v1/keys) */
 enum MHD_Result al_rest_session_create(al_route_ctx *x);
@@ -65,6 +67,8 @@ enum MHD_Result al_rest_session_delete(al_route_ctx *x);
 enum MHD_Result al_rest_keys_list(al_route_ctx *x);
 enum MHD_Result al_rest_keys_create(al_route_ctx *x);
 enum MHD_Result al_rest_keys_revoke(al_route_ctx *x);
+/* rest_audit_export.c: the chain verified */
+enum MHD_Result al_rest_audit_verify(al_route_ctx *x);
 /* e2b.c: E2B's control plane (sandboxes); e2b_files.c: its sandbox plane's
  * health, files and filesystem.Filesystem */
 enum MHD_Result al_e2b_create(al_route_ctx *x);
