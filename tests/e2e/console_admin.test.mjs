@@ -40,7 +40,6 @@ async function fromPage(p, method, path, body) {
 
 // the page's screenshots at both sizes and axe-core at each (console_util's check); then the context goes
 async function finish(name, { p, context }, ready) {
-  if (process.env.ADM_FULL) await p.screenshot({ path: `/tmp/full-${name}.png`, fullPage: true });
   await check(p, name, ready);
   await context.close();
 }
