@@ -40,7 +40,6 @@ async function fromPage(p, method, path, body) {
 
 // the page's screenshots at both sizes and axe-core at each (console_util's check); then the context goes
 async function finish(name, { p, context }, ready) {
-  if (process.env.ADM_FULL) await p.screenshot({ path: `/tmp/full-${name}.png`, fullPage: true });
   await check(p, name, ready);
   await context.close();
 }
@@ -94,6 +93,7 @@ test('settings: the badges in words; a change is saved and its audit event shown
   await p.getByRole('button', { name: 'Save settings' }).click();
   await shown.filter({ hasText: 'both a name and a pattern are needed' }).waitFor();
   await p.getByRole('button', { name: `Remove pattern ${n}` }).click();
+  assert.equal(await shown.textContent(), '', 'the error outlived the pattern removed');
 
   // a secret: saved, listed by name, its value nowhere in the page nor the API
   const value = `s3cr3t-${Date.now()}-value`;
@@ -110,6 +110,7 @@ test('settings: the badges in words; a change is saved and its audit event shown
   const audit = await api('GET', '/v1/audit?kind=settings.changed&limit=5');
   assert.ok(!JSON.stringify(audit.doc).includes(value), 'the secret\'s value is in the audit trail');
   await changes.getByRole('row').filter({ hasText: 'secrets' }).first().waitFor();
+  await p.evaluate(() => window.scrollTo(0, 0));   // the screenshots show the page's top: the driver's badges
   await finish('admin-settings', s);
 });
 
@@ -201,6 +202,7 @@ test('audit: the chain verifies, the latest checkpoint is shown, events filter b
   assert.equal(v.ok, true);
   await p.getByText('The chain is intact', { exact: false }).waitFor();
   await p.getByText('Verified', { exact: true }).waitFor();
+  assert.doesNotMatch(await p.getByRole('status').filter({ hasText: 'The chain is intact' }).textContent(), /null|undefined/);
   const cp = (await api('GET', '/v1/audit/checkpoint')).doc;
   await p.getByLabel('Signed checkpoint').filter({ hasText: `airlock/audit/${cp.workspace_id}` }).waitFor();
   // filter by kind: only that kind's rows

@@ -42,7 +42,7 @@ export default {
         const v = await api.get("/v1/audit/verify");
         const n = `${v.events} event${v.events === 1 ? "" : "s"}`;
         const cp = v.checkpoint;
-        verify.replaceChildren(v.ok
+        verify.replaceChildren(...[v.ok
           ? h("p", { class: "adm-ok" }, h("span", { class: "badge badge-ok" }, "Verified"),
             ` The chain is intact: ${n} checked, each linked to the one before` +
             (v.complete === false ? " (the newest part of a long chain; verify all of it with airlock admin audit verify)." : "."))
@@ -52,7 +52,7 @@ export default {
             ? h("p", { class: "adm-ok" }, `It still holds the last checkpoint this service signed (event ${cp.seq}).`)
             : h("p", { class: "adm-error" }, `It no longer holds the checkpoint this service signed at event ${cp.seq}: ` +
               "the chain was cut back or rewritten in the store."))
-            : null);
+            : null].filter(Boolean));
       } catch (e) {
         verify.replaceChildren(h("p", { class: "adm-error" }, "The chain could not be verified: " + errWords(e)));
       }

@@ -182,7 +182,10 @@ export default {
       name.value = p.name;
       pat.value = p.pattern;
       const row = h("div", { class: "adm-dlp-row" }, name, pat,
-        h("button", { type: "button", class: "btn btn-quiet", onclick: () => row.remove() }, `Remove pattern ${i + 1}`));
+        h("button", { type: "button", class: "btn btn-quiet", onclick: () => {
+          row.remove();
+          dlpList.dispatchEvent(new Event("input", { bubbles: true }));   // a change: old errors go
+        } }, `Remove pattern ${i + 1}`));
       dlpList.append(row);
     };
     (s.dlp_patterns || []).forEach(addDlp);
