@@ -110,11 +110,19 @@ test('settings: the badges in words; a change is saved and its audit event shown
   const audit = await api('GET', '/v1/audit?kind=settings.changed&limit=5');
   assert.ok(!JSON.stringify(audit.doc).includes(value), 'the secret\'s value is in the audit trail');
   await changes.getByRole('row').filter({ hasText: 'secrets' }).first().waitFor();
+  // a second secret, then deleted: gone from the list and from the API's names
+  await p.getByLabel('Secret name').fill('scratch_token');
+  await p.getByLabel('Value').fill('to-be-deleted');
+  await p.getByRole('button', { name: 'Save secret' }).click();
+  await p.getByRole('button', { name: 'Delete scratch_token' }).click();
+  await p.getByText('Secret scratch_token deleted.', { exact: false }).waitFor();
+  assert.equal(await p.getByRole('button', { name: 'Delete scratch_token' }).count(), 0);
+  assert.deepEqual((await api('GET', '/v1/settings')).doc.secrets, ['warehouse_token']);
   await p.evaluate(() => window.scrollTo(0, 0));   // the screenshots show the page's top: the driver's badges
   await finish('admin-settings', s);
 });
 
-test('a member sees no Settings in the nav, and PATCH /v1/settings from their page is refused 403', async (t) => {
+test('a member sees no Settings in the nav and no Promote; PATCH /v1/settings and a promotion from their page are refused 403', async (t) => {
   const s = await page('member', '#/keys');
   const { p } = s;
   const nav = p.getByRole('navigation', { name: 'Console' });
@@ -126,6 +134,14 @@ test('a member sees no Settings in the nav, and PATCH /v1/settings from their pa
   assert.equal(r.status, 403, JSON.stringify(r.doc));
   assert.equal(r.doc.error.code, 'forbidden');
   assert.notEqual((await api('GET', '/v1/settings')).doc.timeout_s, 7);
+  // Skills: the bench, but no Promote for a member, and the API refuses it from their page
+  await p.goto(url + '/#/skills');
+  await p.getByRole('button', { name: 'Test greeter' }).waitFor();
+  assert.equal(await p.getByRole('button', { name: 'Promote greeter' }).count(), 0);
+  const promote = await fromPage(p, 'POST', '/v1/skills/greeter/promote', {});
+  assert.equal(promote.status, 403, JSON.stringify(promote.doc));
+  p.errors = p.errors.filter((e) => !/status of 403/.test(e));
+  assert.equal((await api('GET', '/v1/skills/greeter')).doc.state, 'uploaded');
   // the page itself, typed in: says who it is for, offers no form
   await p.goto(url + '/#/settings');
   await p.getByText('This page is for admins', { exact: false }).waitFor();
@@ -223,13 +239,36 @@ test('audit: the chain verifies, the latest checkpoint is shown, events filter b
   await finish('admin-audit', s);
 });
 
-test('skills: the bundled skills are listed; the test bench runs an entrypoint from its form and shows its output and artifacts', async (t) => {
+test('skills: the workspace\'s and the bundled skills; the test bench runs entrypoints from their forms and shows output and artifacts; Promote', async (t) => {
   const s = await page('admin', '#/skills');
   const { p } = s;
   const list = p.getByRole('list', { name: 'Bundled skills' });
   for (const n of ['chart-builder', 'csv-cleaner', 'data-profiler', 'calendar-scheduler', 'pdf-report'])
     await list.getByRole('listitem').filter({ has: p.getByRole('heading', { name: n, exact: true }) }).waitFor();
-  await p.getByText('None yet. Upload one with POST /v1/skills', { exact: false }).waitFor();
+  // the workspace's own skill, not promoted: its bench form with every input type, then Promote
+  const ours = p.getByRole('list', { name: "The workspace's skills" }).getByRole('listitem')
+    .filter({ has: p.getByRole('heading', { name: 'greeter', exact: true }) });
+  await ours.getByText('Not promoted', { exact: true }).waitFor();
+  await p.getByRole('button', { name: 'Test greeter' }).click();
+  await p.getByLabel(/^who/).fill('Ada');
+  await p.getByLabel(/^times/).fill('2');
+  await p.getByLabel(/^shout/).selectOption('true');
+  await p.getByLabel(/^mood/).selectOption('"loud"');
+  await p.getByLabel(/^tags/).fill('first\n\n second \n');
+  await p.getByRole('button', { name: 'Run test' }).click();
+  await p.locator('.adm-run-state').filter({ hasText: 'succeeded' }).waitFor({ timeout: 60_000 });
+  assert.deepEqual(JSON.parse(await p.getByLabel('Standard output').textContent()),
+    { who: 'Ada', times: 2, shout: true, mood: 'loud', tags: ['first', 'second'] });
+  await p.getByRole('link', { name: 'Download greeting.txt' }).waitFor();
+  // a required field left empty is caught in the page, nothing run
+  await p.getByLabel(/^who/).fill('');
+  await p.getByRole('button', { name: 'Run test' }).click();
+  await p.getByText('Not run: who is required.', { exact: true }).waitFor();
+  await p.getByRole('button', { name: 'Promote greeter' }).click();
+  await ours.getByText('Promoted', { exact: true }).waitFor();
+  assert.equal((await api('GET', '/v1/skills/greeter')).doc.state, 'promoted');
+  assert.equal(await p.getByRole('button', { name: 'Promote greeter' }).count(), 0);
+
   await p.getByRole('button', { name: 'Test pdf-report' }).click();
   await p.getByLabel('Entrypoint').selectOption('build');
   await p.getByLabel(/^markdown/).fill('# Console bench\n\nMade from the form.');

@@ -6,9 +6,12 @@ service. The service's workspace asks for approval of every run; its
 people (an admin, an approver, a member) and a person of another
 organisation sign in with links made by the real `airlock admin
 login-link`, handed to the Node test in the environment."""
+import io
+import json
 import os
 import re
 import shutil
+import tarfile
 
 from conftest import ROOT, need
 from node_util import node_test, npm_ci
@@ -112,6 +115,32 @@ def test_console_in_a_browser(service):
 # Code execution, Usage, Audit, Skills and Keys; a service of its own, which
 # serves the bundled skills on the default image from the suite's cache)
 
+GREETER_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["who"],
+                  "properties": {"who": {"type": "string", "maxLength": 20},
+                                 "times": {"type": "integer", "minimum": 1, "maximum": 3},
+                                 "shout": {"type": "boolean"},
+                                 "mood": {"type": "string", "enum": ["calm", "loud"]},
+                                 "tags": {"type": "array", "maxItems": 5, "items": {"type": "string"}}}}
+# prints the arguments it was given, exactly, and writes a file
+GREETER_PY = ("import json, sys\na = json.load(open(sys.argv[1]))\nprint(json.dumps(a, sort_keys=True))\n"
+              "open('/out/greeting.txt', 'w').write('hello ' + a['who'])\n")
+
+
+def greeter_bundle():
+    """A workspace skill's bundle (tar.gz): skill.json and greet.py, on the host's runtime."""
+    manifest = {"name": "greeter", "version": "0.1.0", "description": "Greets someone; prints its arguments.",
+                "image": "default" if os.environ.get("AIRLOCK_TEST_DRIVER") == "docker" else "host",
+                "entrypoints": [{"name": "greet", "language": "python", "script": "greet.py",
+                                 "description": "Greet WHO.", "input_schema": GREETER_SCHEMA}]}
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, text in (("skill.json", json.dumps(manifest)), ("greet.py", GREETER_PY)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(text.encode()), 0o644
+            tar.addfile(info, io.BytesIO(text.encode()))
+    return buf.getvalue()
+
+
 def test_console_admin_pages(request):
     """An admin's pages in Chromium: a setting changed and its audit event
     shown; a member without Settings, refused by the API from their own
@@ -137,6 +166,11 @@ def test_console_admin_pages(request):
     for client, code, lang in ((t.client, "print('hello')", "python"), (t.client, "echo hi", "bash"),
                                (member_client, "print(1)", "python")):
         assert client.run(code, language=lang)["state"] == "succeeded"
+    # a workspace skill, uploaded and not promoted: the bench's form of every
+    # input type, and Promote (admins)
+    status, _, doc = t.client.request("POST", "/v1/skills", body=greeter_bundle(),
+                                      headers={"Content-Type": "application/gzip"})
+    assert status == 201 and doc["state"] == "uploaded", (status, doc)
     env = {"AIRLOCK_URL": svc.base_url, "AIRLOCK_SCREENSHOTS": str(SHOTS),
            "AIRLOCK_KEY_ADMIN": t.key, "AIRLOCK_KEY_MEMBER": member_client.key}
     for who, person, n in (("admin", t.person, 6), ("member", member, 1)):
