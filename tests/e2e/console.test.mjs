@@ -157,7 +157,10 @@ test('the requester sees no Approve on their own run, and the API refuses it', (
   await theirs.getByText('An admin or approver decides this run.').waitFor();
   assert.equal(await theirs.getByRole('button', { name: 'Approve' }).count(), 0);
   assert.equal((await pageFetch(m.page, 'POST', `/v1/runs/${run.id}/approve`, {})).status, 403);
-  await apiCall('approver', 'POST', `/v1/runs/${run.id}/cancel`);
+  // the requester withdraws it from the card
+  await card.getByRole('button', { name: 'Withdraw' }).click();
+  await page.locator(`article.decided-canceled[data-run="${run.id}"]`).getByText('Withdrawn by').waitFor();
+  await runState(run.id, ['canceled']);
 }));
 
 test('deny with a reason: the card says who, when and why, and so does the run', () => session(async (as) => {

@@ -41,7 +41,7 @@ export default {
   nav: true,
   roles: null,
   async render(root, ctx) {
-    const { api, h: _h, live } = ctx;
+    const { api, live } = ctx;
     const f = { state: ctx.query.get("state") || "", thread_id: ctx.query.get("thread") || "",
       person_id: ctx.query.get("person") || "", via: ctx.query.get("via") || "" };
     const runs = new Map();   // id -> entry, as shown
