@@ -205,6 +205,11 @@ test('download an artifact from its thread and check its bytes; the CSV preview 
   await check(page, 'thread', page.getByRole('cell', { name: 'north' }));
   await page.getByRole('tab', { name: /Runs/ }).click();
   await page.locator(`tr[data-run="${run.id}"]`).waitFor();
+  // and Activity filtered by the thread, from the address
+  await page.getByRole('link', { name: "This thread's runs in Activity" }).click();
+  await page.locator(`tr[data-run="${run.id}"]`).waitFor();
+  assert.equal(await page.getByLabel('Thread').inputValue(), thread);
+  assert.equal(await page.locator('tbody tr').count(), 1);
 }));
 
 test("another tenant's runs never appear, and are not found by id", () => session(async (as) => {
