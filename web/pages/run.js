@@ -7,6 +7,11 @@ import { h, badge, fmtTime, fmtMs, fmtBytes, runDuration, VIA_LABEL } from "../d
 import { codeView } from "../code.js";
 import { manifest, controlsTable, artifactsTable, auditTable } from "../parts.js";
 
+// a limit in words: its name and its value with its unit
+const LIMIT = {
+  timeout_s: ["Wall clock", (v) => `${v} s`], memory_mb: ["Memory", (v) => `${v} MiB`],
+  cpus: ["CPUs", (v) => String(v)], pids: ["Processes", (v) => String(v)],
+};
 const ENDED = new Set(["succeeded", "failed", "timed_out", "killed", "canceled", "error", "denied"]);
 
 function kv(pairs) {
@@ -114,7 +119,7 @@ export default {
     function drawResult() {
       const r = run.result || {};
       resultBox.replaceChildren(
-        card("Limits", kv(Object.entries(run.limits || {}).map(([k, v]) => [k.replace(/_/g, " "), String(v)]))),
+        card("Limits", kv(Object.entries(run.limits || {}).map(([k, v]) => LIMIT[k] ? [LIMIT[k][0], LIMIT[k][1](v)] : [k.replace(/_/g, " "), String(v)]))),
         card("Controls", controlsTable(r.controls)),
         card("Network", ...egressTable(r.network || { policy: run.network })));
       const arts = run.artifacts || [];
