@@ -200,6 +200,8 @@ async function route() {
   }
   const root = h("div", { class: "page" });
   main.append(root);
+  // after a navigation (not the first page), focus goes to the new page
+  if (seq > 1) { window.scrollTo(0, 0); main.focus({ preventScroll: true }); }
   const ctx = {
     api, session: state.session, params, query: query(hash), h, go, toast, live,
     // whether this render is still the page shown (a page checks it after an await)
@@ -235,6 +237,11 @@ async function start() {
     return;
   }
   layout();
+  // the skip link moves focus without touching the hash (the router's)
+  document.querySelector(".skip").addEventListener("click", (e) => {
+    e.preventDefault();
+    document.getElementById("main").focus();
+  });
   refreshPending();
   startStream();
   window.addEventListener("hashchange", route);
