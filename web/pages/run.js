@@ -12,6 +12,7 @@ const LIMIT = {
   timeout_s: ["Wall clock", (v) => `${v} s`], memory_mb: ["Memory", (v) => `${v} MiB`],
   cpus: ["CPUs", (v) => String(v)], pids: ["Processes", (v) => String(v)],
 };
+const STREAM_MAX = 2 * 1024 * 1024;
 const ENDED = new Set(["succeeded", "failed", "timed_out", "killed", "canceled", "error", "denied"]);
 
 function kv(pairs) {
@@ -166,11 +167,18 @@ export default {
     else {
       out.replaceChildren();
       outNote.textContent = run.state === "pending_approval" ? "Waiting for approval: output appears when it runs." : "Streaming live…";
-      let started = false;
+      let started = false, shown = 0;
       close = api.stream(`/v1/runs/${encodeURIComponent(id)}/events`, (type, data) => {
         if (type === "stdout" || type === "stderr") {
           if (!started) { out.replaceChildren(); started = true; }
           const text = data.data || "";
+          // while it streams the page shows the first 2 MiB; the whole
+          // output (as the service kept it) is drawn when the run ends
+          shown += text.length;
+          if (shown > STREAM_MAX) {
+            outNote.textContent = "Streaming live… (more output than the page shows while it runs: all of it when the run ends)";
+            return;
+          }
           out.append(type === "stderr" ? h("span", { class: "err" }, text) : text);
           out.scrollTop = out.scrollHeight;
           outNote.textContent = "Streaming live…";
