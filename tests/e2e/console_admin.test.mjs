@@ -264,7 +264,9 @@ test('skills: the workspace\'s and the bundled skills; the test bench runs entry
   await p.getByLabel(/^who/).fill('');
   await p.getByRole('button', { name: 'Run test' }).click();
   await p.getByText('Not run: who is required.', { exact: true }).waitFor();
-  await p.getByRole('button', { name: 'Promote greeter' }).click();
+  // the list and the bench both offer it; the bench's names the version it promotes
+  await ours.getByRole('button', { name: 'Promote greeter', exact: true }).waitFor();
+  await p.getByRole('button', { name: 'Promote greeter 0.1.0', exact: true }).click();
   await ours.getByText('Promoted', { exact: true }).waitFor();
   assert.equal((await api('GET', '/v1/skills/greeter')).doc.state, 'promoted');
   assert.equal(await p.getByRole('button', { name: 'Promote greeter' }).count(), 0);
