@@ -99,4 +99,4 @@ export function badge(state, kind) {
 
 export const VIA_LABEL = { rest: "REST", mcp: "MCP", piston: "Piston", e2b: "E2B" };
 
-export function shortId(id) { return id && id.length > 14 ? id.slice(0, 12) + "…" : id || "—"; }
+export function shortId(id) { return id && id.length > 12 ? id.slice(0, 10) + "…" : id || "—"; }

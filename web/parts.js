@@ -22,7 +22,9 @@ export function manifest(inputs, extraArtifacts) {
   if (args) parts.push(h("p", {}, h("strong", {}, "Arguments: "), h("code", {}, args.map((a) => JSON.stringify(a)).join(" "))));
   if (i.skill) parts.push(h("p", {}, h("strong", {}, "Skill: "), typeof i.skill === "string" ? i.skill : JSON.stringify(i.skill)));
   if (!rows.length) {
-    parts.push(h("p", { class: "muted" }, args ? "No files, stdin or documents." : "No inputs beside the code: no files, stdin, arguments or documents."));
+    // a run with no approval card keeps no manifest of its inputs (docs/api.md, Approvals)
+    parts.push(h("p", { class: "muted" }, !inputs ? "This run needed no approval, so no manifest of its inputs was kept; the artifacts it was given would be listed here."
+      : args ? "No files, stdin or documents." : "No inputs beside the code: no files, stdin, arguments or documents."));
     return parts;
   }
   parts.push(h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
@@ -139,13 +141,13 @@ export function artifactsTable(api, artifacts, { who } = {}) {
         if (open && !shown) { shown = true; previewRow.firstChild.append(await preview(api, a)); }
       } }, "Preview");
     tbody.append(h("tr", { "data-artifact": a.id },
-      h("td", { class: "mono" }, a.path), h("td", { class: "num" }, `v${a.version}`),
-      h("td", { class: "num" }, fmtBytes(a.size)), h("td", { class: "hide-narrow" }, a.content_type || "—"),
-      who ? h("td", {}, who(a)) : null,
+      h("td", { class: "mono", "data-label": "Path" }, a.path), h("td", { class: "num", "data-label": "Version" }, `v${a.version}`),
+      h("td", { class: "num", "data-label": "Size" }, fmtBytes(a.size)), h("td", { class: "hide-narrow" }, a.content_type || "—"),
+      who ? h("td", { "data-label": "Made by" }, who(a)) : null,
       h("td", { class: "hide-narrow" }, fmtTime(a.created_at)),
       h("td", {}, h("div", { class: "actions" }, toggle, downloadLink(a)))), previewRow);
   }
-  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
+  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", { class: "stack" },
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Path"), h("th", { scope: "col", class: "num" }, "Version"),
       h("th", { scope: "col", class: "num" }, "Size"), h("th", { scope: "col", class: "hide-narrow" }, "Type"),
       who ? h("th", { scope: "col" }, "Made by") : null,

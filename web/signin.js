@@ -27,6 +27,11 @@ export default async function signin(app, { api, h }) {
   ];
 
   if (!token) {
+    // already signed in (a bookmark of /login): straight to the console
+    if (!reason) {
+      const signedIn = await api.get("/v1/session").then(() => true, () => false);
+      if (signedIn) { location.replace("/#/activity"); return; }
+    }
     card.append(h("h1", {}, reason === "out" ? "You are signed out" : reason === "expired" ? "Your session has ended" : "Sign in"),
       ...howTo());
     return;

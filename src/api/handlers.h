@@ -59,6 +59,8 @@ enum MHD_Result al_rest_settings_put(al_route_ctx *x);
 enum MHD_Result al_rest_usage(al_route_ctx *x);
 enum MHD_Result al_rest_audit(al_route_ctx *x);
 enum MHD_Result al_rest_audit_checkpoint(al_route_ctx *x);
+/* rest_audit_export.c: the chain verified */
+enum MHD_Result al_rest_audit_verify(al_route_ctx *x);
 /* rest_session.c: the console's sign-in (POST, GET, DELETE /v1/session)
  * and a person's API keys (/v1/keys) */
 enum MHD_Result al_rest_session_create(al_route_ctx *x);
@@ -67,8 +69,6 @@ enum MHD_Result al_rest_session_delete(al_route_ctx *x);
 enum MHD_Result al_rest_keys_list(al_route_ctx *x);
 enum MHD_Result al_rest_keys_create(al_route_ctx *x);
 enum MHD_Result al_rest_keys_revoke(al_route_ctx *x);
-/* rest_audit_export.c: the chain verified */
-enum MHD_Result al_rest_audit_verify(al_route_ctx *x);
 /* e2b.c: E2B's control plane (sandboxes); e2b_files.c: its sandbox plane's
  * health, files and filesystem.Filesystem */
 enum MHD_Result al_e2b_create(al_route_ctx *x);

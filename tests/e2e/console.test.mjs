@@ -51,6 +51,9 @@ test('sign in with a login link: the token leaves the address bar, the header sa
   assert.equal(who.status, 200);
   assert.equal(who.doc.via, 'session');
   assert.equal(who.doc.person.id, env('AIRLOCK_PERSON_ADMIN'));
+  // /login while signed in is the console itself
+  await page.goto(`${BASE()}/login`);
+  await page.waitForURL(/\/#\/activity$/);
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.waitForURL(/\/login$/);
   await page.getByRole('heading', { name: 'You are signed out' }).waitFor();

@@ -31,7 +31,7 @@ export default {
       for (const s of doc.sandboxes) {
         const left = h("td", {}, fmtLeft(s.end_at));
         clocks.set(left, s.end_at);
-        const filesRow = h("tr", { hidden: true }, h("td", { colspan: "7" }));
+        const filesRow = h("tr", { hidden: true, class: "preview-row" }, h("td", { colspan: "7" }));
         const filesBtn = h("button", { type: "button", class: "btn btn-quiet", "aria-expanded": "false",
           onclick: async () => {
             const open = filesRow.hidden;
@@ -51,14 +51,16 @@ export default {
           try { await api.del(`/v1/sandboxes/${encodeURIComponent(s.id)}`); ctx.toast(`Sandbox ${s.id} killed.`, "ok"); load(); }
           catch (e) { ctx.toast(e.message, "error"); kill.disabled = false; }
         } }, "Kill");
+        left.dataset.label = "Time left";
         tbody.append(h("tr", { "data-sandbox": s.id },
-          h("td", { class: "mono" }, s.id), h("td", {}, badge(s.state, s.state === "running" ? "live" : "wait")),
-          h("td", {}, s.person ? s.person.name : "—"), left,
-          h("td", {}, filesBtn, h("span", { class: "muted" }, ` ${fmtBytes(s.bytes)}`)),
+          h("td", { class: "mono", "data-label": "Sandbox" }, s.id),
+          h("td", { "data-label": "State" }, badge(s.state, s.state === "running" ? "live" : "wait")),
+          h("td", { "data-label": "Owner" }, s.person ? s.person.name : "—"), left,
+          h("td", { "data-label": "Files" }, filesBtn, h("span", { class: "muted" }, ` ${fmtBytes(s.bytes)}`)),
           h("td", { class: "hide-narrow" }, fmtTime(s.created_at)),
           h("td", {}, mayKill ? kill : null)), filesRow);
       }
-      box.replaceChildren(h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
+      box.replaceChildren(h("div", { class: "table-wrap", tabindex: "0" }, h("table", { class: "stack" },
         h("thead", {}, h("tr", {}, ["Sandbox", "State", "Owner", "Time left", "Files", "Created", ""].map((t, i) =>
           h("th", { scope: "col", class: i === 5 ? "hide-narrow" : null }, t || h("span", { class: "sr-only" }, "Actions"))))), tbody)));
     }
