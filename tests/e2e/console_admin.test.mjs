@@ -40,6 +40,8 @@ async function fromPage(p, method, path, body) {
 
 // the page's screenshots at both sizes and axe-core at each (console_util's check); then the context goes
 async function finish(name, { p, context }, ready) {
+  // from the top: a full-page screenshot of a scrolled page draws the sticky header mid-page
+  await p.evaluate(() => window.scrollTo(0, 0));
   await check(p, name, ready);
   await context.close();
 }
@@ -118,7 +120,6 @@ test('settings: the badges in words; a change is saved and its audit event shown
   await p.getByText('Secret scratch_token deleted.', { exact: false }).waitFor();
   assert.equal(await p.getByRole('button', { name: 'Delete scratch_token' }).count(), 0);
   assert.deepEqual((await api('GET', '/v1/settings')).doc.secrets, ['warehouse_token']);
-  await p.evaluate(() => window.scrollTo(0, 0));   // the screenshots show the page's top: the driver's badges
   await finish('admin-settings', s);
 });
 
@@ -167,6 +168,7 @@ test('keys: created with a name and shown once, it works as a Bearer key; listed
   const keys = (await api('GET', '/v1/keys')).doc.keys;
   assert.ok(keys.some((k) => k.name === name));
   assert.ok(!JSON.stringify(keys).includes(secret));
+  await p.evaluate(() => window.scrollTo(0, 0));
   await check(p, 'admin-keys-created');
   // gone once the page is left and come back to
   await p.goto(url + '/#/activity');
