@@ -157,7 +157,10 @@ test('the requester sees no Approve on their own run, and the API refuses it', (
   await theirs.getByText('An admin or approver decides this run.').waitFor();
   assert.equal(await theirs.getByRole('button', { name: 'Approve' }).count(), 0);
   assert.equal((await pageFetch(m.page, 'POST', `/v1/runs/${run.id}/approve`, {})).status, 403);
-  await apiCall('approver', 'POST', `/v1/runs/${run.id}/cancel`);
+  // the requester withdraws it from the card
+  await card.getByRole('button', { name: 'Withdraw' }).click();
+  await page.locator(`article.decided-canceled[data-run="${run.id}"]`).getByText('Withdrawn by').waitFor();
+  await runState(run.id, ['canceled']);
 }));
 
 test('deny with a reason: the card says who, when and why, and so does the run', () => session(async (as) => {
@@ -202,6 +205,11 @@ test('download an artifact from its thread and check its bytes; the CSV preview 
   await check(page, 'thread', page.getByRole('cell', { name: 'north' }));
   await page.getByRole('tab', { name: /Runs/ }).click();
   await page.locator(`tr[data-run="${run.id}"]`).waitFor();
+  // and Activity filtered by the thread, from the address
+  await page.getByRole('link', { name: "This thread's runs in Activity" }).click();
+  await page.locator(`tr[data-run="${run.id}"]`).waitFor();
+  assert.equal(await page.getByLabel('Thread').inputValue(), thread);
+  assert.equal(await page.locator('tbody tr').count(), 1);
 }));
 
 test("another tenant's runs never appear, and are not found by id", () => session(async (as) => {

@@ -41,7 +41,7 @@ export default {
   nav: true,
   roles: null,
   async render(root, ctx) {
-    const { api, h: _h, live } = ctx;
+    const { api, live } = ctx;
     const f = { state: ctx.query.get("state") || "", thread_id: ctx.query.get("thread") || "",
       person_id: ctx.query.get("person") || "", via: ctx.query.get("via") || "" };
     const runs = new Map();   // id -> entry, as shown
@@ -90,8 +90,21 @@ export default {
           ...startSnippets()]));
     }
 
+    // the filters live in the address (#/activity?state=...&person=...), so a
+    // reload or a shared link shows the same runs; replaceState fires no
+    // hashchange, so the page is not drawn again
+    function remember() {
+      const q = new URLSearchParams();
+      if (f.state) q.set("state", f.state);
+      if (f.person_id) q.set("person", f.person_id);
+      if (f.via) q.set("via", f.via);
+      if (f.thread_id) q.set("thread", f.thread_id);
+      const hash = q.toString() ? `#/activity?${q}` : "#/activity";
+      if (location.hash !== hash) history.replaceState(null, "", hash);
+    }
+
     async function load(reset) {
-      if (reset) { runs.clear(); tbody.replaceChildren(); cursor = null; }
+      if (reset) { runs.clear(); tbody.replaceChildren(); cursor = null; remember(); }
       const q = new URLSearchParams({ limit: String(PAGE) });
       for (const [k, v] of Object.entries(f)) if (v) q.set(k, v);
       if (cursor) q.set("cursor", cursor);

@@ -9,6 +9,8 @@ import { codeView } from "../code.js";
 import { manifest } from "../parts.js";
 
 const DECIDED_SHOWN = 10;
+// a decision in words (a requester's cancel of their pending run is a withdrawal)
+const DECIDED = { approved: "Approved", denied: "Denied", canceled: "Withdrawn" };
 
 export default {
   path: "#/approvals",
@@ -93,9 +95,10 @@ export default {
       return h("article", { class: `card approval decided-${ap.decision}`, "data-run": run.id, "aria-label": `Decision on run ${run.id}` },
         h("div", { class: "approval-head" },
           h("span", { class: "title" }, run.description || "No description given"),
-          badge(ap.decision, ap.decision === "approved" ? "ok" : "bad"), badge(run.state)),
+          badge(ap.decision, ap.decision === "approved" ? "ok" : ap.decision === "canceled" ? "muted" : "bad"), badge(run.state)),
         h("div", { class: "meta" },
-          h("span", {}, `${ap.decision === "approved" ? "Approved" : ap.decision === "expired" ? "Expired" : "Denied"} by `, h("strong", {}, who)),
+          ap.decision === "expired" ? h("span", {}, "Expired unanswered")
+            : h("span", {}, `${DECIDED[ap.decision] || ap.decision} by `, h("strong", {}, who)),
           h("span", {}, fmtTime(ap.decided_at)),
           h("span", {}, "requested by ", run.requested_by ? run.requested_by.name : "—"),
           h("a", { href: `#/runs/${encodeURIComponent(run.id)}`, class: "mono" }, run.id)),

@@ -57,6 +57,7 @@ export default {
       if (e.key === "ArrowRight" || e.key === "ArrowLeft") { const a = tabA.getAttribute("aria-selected") !== "true"; select(a); (a ? tabA : tabR).focus(); }
     });
     root.append(h("div", { class: "page-head" }, h("div", {}, h("h1", {}, "Thread ", h("span", { class: "mono" }, id)),
-      h("p", {}, h("a", { href: "#/threads" }, "All threads")))), tabs, artifactsPanel, runsPanel);
+      h("p", { class: "actions" }, h("a", { href: "#/threads" }, "All threads"),
+        h("a", { href: `#/activity?thread=${enc}` }, "This thread's runs in Activity")))), tabs, artifactsPanel, runsPanel);
   },
 };
