@@ -40,6 +40,8 @@ async function fromPage(p, method, path, body) {
 
 // the page's screenshots at both sizes and axe-core at each (console_util's check); then the context goes
 async function finish(name, { p, context }, ready) {
+  // from the top: a full-page screenshot of a scrolled page draws the sticky header mid-page
+  await p.evaluate(() => window.scrollTo(0, 0));
   await check(p, name, ready);
   await context.close();
 }
@@ -118,7 +120,6 @@ test('settings: the badges in words; a change is saved and its audit event shown
   await p.getByText('Secret scratch_token deleted.', { exact: false }).waitFor();
   assert.equal(await p.getByRole('button', { name: 'Delete scratch_token' }).count(), 0);
   assert.deepEqual((await api('GET', '/v1/settings')).doc.secrets, ['warehouse_token']);
-  await p.evaluate(() => window.scrollTo(0, 0));   // the screenshots show the page's top: the driver's badges
   await finish('admin-settings', s);
 });
 
@@ -159,6 +160,11 @@ test('keys: created with a name and shown once, it works as a Bearer key; listed
   await p.getByRole('button', { name: 'Copy key' }).waitFor();
   const secret = await p.getByLabel('The new key (shown once)').inputValue();
   assert.match(secret, /^al_/);
+  // Copy key puts exactly the secret on the clipboard
+  await s.context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: url });
+  await p.getByRole('button', { name: 'Copy key' }).click();
+  await p.getByText('Key copied.', { exact: true }).waitFor();
+  assert.equal(await p.evaluate(() => navigator.clipboard.readText()), secret);
   const runs = await api('GET', '/v1/runs?limit=1', null, secret);
   assert.equal(runs.status, 200, JSON.stringify(runs.doc));
   // listed by name, the secret nowhere in the list nor GET /v1/keys
@@ -167,6 +173,7 @@ test('keys: created with a name and shown once, it works as a Bearer key; listed
   const keys = (await api('GET', '/v1/keys')).doc.keys;
   assert.ok(keys.some((k) => k.name === name));
   assert.ok(!JSON.stringify(keys).includes(secret));
+  await p.evaluate(() => window.scrollTo(0, 0));
   await check(p, 'admin-keys-created');
   // gone once the page is left and come back to
   await p.goto(url + '/#/activity');
@@ -211,7 +218,7 @@ test('usage: the balance, the ledger and the runs per day by state, language and
   await finish('admin-usage', s);
 });
 
-test('audit: the chain verifies, the latest checkpoint is shown, events filter by kind, and the export downloads them', async (t) => {
+test('audit: the chain verifies, the latest checkpoint is shown, events filter by kind, run and person, and the export downloads them', async (t) => {
   const s = await page('admin', '#/audit');
   const { p } = s;
   const v = (await api('GET', '/v1/audit/verify')).doc;
@@ -222,7 +229,7 @@ test('audit: the chain verifies, the latest checkpoint is shown, events filter b
   const cp = (await api('GET', '/v1/audit/checkpoint')).doc;
   await p.getByLabel('Signed checkpoint').filter({ hasText: `airlock/audit/${cp.workspace_id}` }).waitFor();
   // filter by kind: only that kind's rows
-  await p.getByLabel('Kind').fill('settings.changed');
+  await p.getByLabel('Kind', { exact: true }).fill('settings.changed');
   await p.getByRole('button', { name: 'Filter' }).click();
   const want = (await api('GET', '/v1/audit?kind=settings.changed&limit=50')).doc.events;
   const rows = p.getByRole('table', { name: /^Audit events/ }).locator('tbody tr');
@@ -236,6 +243,16 @@ test('audit: the chain verifies, the latest checkpoint is shown, events filter b
   const lines = (await readFile(path, 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
   assert.ok(lines.length >= 1);
   for (const e of lines) assert.equal(e.kind, 'settings.changed');
+  // by run and person: a run's own events, each row naming it
+  const run = (await api('GET', '/v1/runs?limit=1')).doc.runs[0];
+  const byRun = (await api('GET', `/v1/audit?run_id=${run.id}&person_id=${run.requested_by.id}&limit=50`)).doc.events;
+  assert.ok(byRun.length >= 2, JSON.stringify(byRun.map((e) => e.kind)));
+  await p.getByLabel('Kind', { exact: true }).fill('');
+  await p.getByLabel('Run', { exact: true }).fill(run.id);
+  await p.getByLabel('Person', { exact: true }).selectOption(run.requested_by.id);
+  await p.getByRole('button', { name: 'Filter' }).click();
+  await p.getByRole('table', { name: `Audit events (${byRun.length} shown, newest first)` }).waitFor();
+  for (const r of await rows.locator('td:nth-child(5)').allTextContents()) assert.equal(r, run.id);
   await finish('admin-audit', s);
 });
 
@@ -264,7 +281,9 @@ test('skills: the workspace\'s and the bundled skills; the test bench runs entry
   await p.getByLabel(/^who/).fill('');
   await p.getByRole('button', { name: 'Run test' }).click();
   await p.getByText('Not run: who is required.', { exact: true }).waitFor();
-  await p.getByRole('button', { name: 'Promote greeter' }).click();
+  // the list and the bench both offer it; the bench's names the version it promotes
+  await ours.getByRole('button', { name: 'Promote greeter', exact: true }).waitFor();
+  await p.getByRole('button', { name: 'Promote greeter 0.1.0', exact: true }).click();
   await ours.getByText('Promoted', { exact: true }).waitFor();
   assert.equal((await api('GET', '/v1/skills/greeter')).doc.state, 'promoted');
   assert.equal(await p.getByRole('button', { name: 'Promote greeter' }).count(), 0);
