@@ -92,10 +92,12 @@ bool al_session_csrf_ok(const al_console_session *ses, const char *given) {
         return false;
     /* every byte compared whatever differs, so the time says nothing of
      * how much of a guess was right */
-    size_t n = strlen(ses->csrf);
-    unsigned char d = strlen(given) != n;
+    size_t n = strlen(ses->csrf), g = strnlen(given, n + 1);
+    unsigned char d = g != n;
+    /* a shorter guess is read only up to its end (past it, as zeros):
+     * given[i] beyond its NUL is outside the header's bytes */
     for (size_t i = 0; i < n; i++)
-        d |= (unsigned char)(ses->csrf[i] ^ (given[i] ? given[i] : 0));
+        d |= (unsigned char)(ses->csrf[i] ^ (i < g ? (unsigned char)given[i] : 0));
     return d == 0;
 }
 
