@@ -4,12 +4,16 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 PYTEST     ?= /usr/bin/python3 -m pytest
 
-.PHONY: all deps build asan check unit integration bench demo serve image clean fuzz fuzz-merge fuzz-coverage
+.PHONY: all deps web build asan check unit integration bench demo serve image clean fuzz fuzz-merge fuzz-coverage
 
 all: build
 
 deps:
 	sh scripts/deps.sh
+
+# the web console's highlight.js (npm ci when missing or stale) into web/vendor/
+web:
+	sh scripts/web.sh
 
 $(BUILD)/build.ninja:
 	meson setup $(BUILD)
@@ -17,10 +21,10 @@ $(BUILD)/build.ninja:
 $(ASAN_BUILD)/build.ninja:
 	meson setup $(ASAN_BUILD) -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug -Dtest_hooks=true
 
-build: deps $(BUILD)/build.ninja
+build: deps web $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
-asan: deps $(ASAN_BUILD)/build.ninja
+asan: deps web $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
 
 unit: build asan

@@ -10,7 +10,8 @@ python3 python3-pytest python3-pytest-xdist nodejs npm bash coreutils ca-certifi
 bubblewrap iproute2 openssl curl python3-pip procps util-linux debootstrap
 python3-pil python3-pypdf python3-icalendar python3-jsonschema
 postgresql-15 python3-psycopg2
-docker.io runsc"
+docker.io runsc
+chromium"
 
 # `make fuzz` (scripts/fuzz.sh) alone needs clang, libFuzzer and llvm-cov
 if [ "${1:-}" = fuzz ]; then

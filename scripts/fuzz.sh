@@ -83,6 +83,7 @@ main() {
     run)
         [ -f $B/build.ninja ] || CC=clang-14 meson setup $B -Dfuzzing=true -Db_sanitize=address,undefined \
             -Db_lundef=false -Dbuildtype=debugoptimized >/dev/null
+        sh scripts/web.sh   # the console's highlight.js, which every build embeds
         ninja -C $B >/dev/null
         # FUZZ_JOBS targets at once, each on one core
         status=0
@@ -107,6 +108,7 @@ main() {
     coverage)
         [ -f $C/build.ninja ] || CC=clang-14 CFLAGS="-fprofile-instr-generate -fcoverage-mapping" \
             LDFLAGS="-fprofile-instr-generate" meson setup $C -Dbuildtype=debug >/dev/null
+        sh scripts/web.sh
         ninja -C $C >/dev/null
         for t in $targets; do
             rm -rf "$C/prof/$t" && mkdir -p "$C/prof/$t"

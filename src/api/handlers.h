@@ -10,6 +10,10 @@ enum MHD_Result al_ops_health(al_route_ctx *x);
 enum MHD_Result al_ops_openapi(al_route_ctx *x);
 enum MHD_Result al_ops_metrics(al_route_ctx *x);
 enum MHD_Result al_ops_status(al_route_ctx *x);
+/* console.c: the web console's shell and assets (web/, built in) */
+enum MHD_Result al_console_shell(al_route_ctx *x);
+enum MHD_Result al_console_asset(al_route_ctx *x);
+enum MHD_Result al_console_page(al_route_ctx *x);
 /* piston_route.c: Piston's API under /piston/KEY/ */
 enum MHD_Result al_piston_route_runtimes(al_route_ctx *x);
 enum MHD_Result al_piston_route_execute(al_route_ctx *x);

@@ -45,6 +45,12 @@ static const al_route routes[] = {
     { "GET", "/openapi.json", AL_AUTH_NONE, al_ops_openapi },
     { "GET", "/metrics", AL_AUTH_OPERATOR, al_ops_metrics },
     { "GET", "/operator/status", AL_AUTH_OPERATOR, al_ops_status },
+    /* the web console's files (console.c): the shell and its assets; what
+     * it reads and changes is the /v1 API below, as an agent's */
+    { "GET", "/", AL_AUTH_NONE, al_console_shell },
+    { "GET", "/login", AL_AUTH_NONE, al_console_shell },
+    { "GET", "/assets/{file}", AL_AUTH_NONE, al_console_asset },
+    { "GET", "/assets/pages/{file}", AL_AUTH_NONE, al_console_page },
     /* Piston */
     { "GET", "/piston/{key}/api/v2/runtimes", AL_AUTH_URL_KEY, al_piston_route_runtimes },
     { "POST", "/piston/{key}/api/v2/execute", AL_AUTH_URL_KEY, al_piston_route_execute },

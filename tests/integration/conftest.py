@@ -171,6 +171,7 @@ MODULES = {
     "test_docker.py": ("asan", "serial"),                    # the test dockerd
     "test_docker_pool.py": ("asan", "serial"),               # the test dockerd
     "test_e2b_control.py": ("asan", "postgresql"),           # the E2B SDK: control plane, files
+    "test_console.py": ("asan",),                            # the web console: its files, and Chromium driving it (issue 36)
     "test_battery_p_e2b.py": ("asan", "postgresql"),       # the E2B API as an attacker uses it
     "test_fuzz_findings.py": ("asan",),
     "test_governance_approvals.py": ("asan", "postgresql"),

@@ -191,6 +191,13 @@ def test_every_operation_answers_as_documented(service, contract):
     assert b"airlock_" in body
     nokey("GET", "/operator/status", 200, key=None)
     nokey("GET", "/openapi.json", 200, key=None)
+    # --- the web console's files (test_console.py tests them in full)
+    nokey("GET", "/", 200, key=None)
+    nokey("GET", "/login", 200, key=None)
+    nokey("GET", "/assets/{file}", 200, {"file": "app.js"}, key=None)
+    nokey("GET", "/assets/{file}", 404, {"file": "nope.js"}, key=None)
+    nokey("GET", "/assets/pages/{file}", 200, {"file": "activity.js"}, key=None)
+    nokey("GET", "/assets/pages/{file}", 404, {"file": "nope.js"}, key=None)
     # --- settings
     call("GET", "/v1/settings", 200)
     nokey("GET", "/v1/settings", 401, key=None)

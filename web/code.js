@@ -1,0 +1,53 @@
+// The code view (run page, approval cards): line numbers and highlight.js's
+// colouring. The highlighted tree is built as elements from highlight.js's
+// token tree, never through innerHTML: whatever an agent wrote stays text.
+import hljs from "./hljs-core.js";
+import python from "./hljs-python.js";
+import javascript from "./hljs-javascript.js";
+import bash from "./hljs-bash.js";
+import { h } from "./dom.js";
+
+hljs.registerLanguage("python", python);
+hljs.registerLanguage("javascript", javascript);
+hljs.registerLanguage("bash", bash);
+
+const LANG = { python: "python", python3: "python", node: "javascript", javascript: "javascript", js: "javascript",
+  bash: "bash", sh: "bash", shell: "bash" };
+// past this, the code is shown plain (highlighting is quadratic at worst)
+const HIGHLIGHT_MAX = 200 * 1024;
+
+function cssClass(scope) {
+  if (scope.startsWith("language:")) return scope.replace("language:", "language-");
+  const [first, ...rest] = scope.split(".");
+  return [`hljs-${first}`, ...rest.map((x, i) => `${x}${"_".repeat(i + 1)}`)].join(" ");
+}
+
+function build(node, parent) {
+  for (const c of node.children || []) {
+    if (typeof c === "string") parent.appendChild(document.createTextNode(c));
+    else {
+      const span = c.scope ? h("span", { class: cssClass(c.scope) }) : document.createDocumentFragment();
+      build(c, span);
+      parent.appendChild(span);
+    }
+  }
+}
+
+export function codeView(code, language, label = "Code") {
+  code = code || "";
+  const lines = code.split("\n");
+  if (lines.length > 1 && lines[lines.length - 1] === "") lines.pop();
+  const el = h("code", { class: "hljs" });
+  const lang = LANG[language];
+  let done = false;
+  if (lang && code.length <= HIGHLIGHT_MAX) {
+    try {
+      const r = hljs.highlight(code, { language: lang, ignoreIllegals: true });
+      if (r._emitter && r._emitter.root) { build(r._emitter.root, el); done = true; }
+    } catch { /* shown plain */ }
+  }
+  if (!done) el.textContent = code;
+  return h("div", { class: "code", role: "region", "aria-label": label, tabindex: "0" },
+    h("div", { class: "lines", "aria-hidden": "true" }, lines.map((_, i) => i + 1).join("\n")),
+    h("pre", {}, el));
+}

@@ -1,0 +1,102 @@
+// Small DOM helpers shared by the pages. Text is always set as text, never
+// parsed as HTML: whatever a run, an agent or a tenant wrote is shown as
+// it is and can never become markup.
+
+const SVG = "http://www.w3.org/2000/svg";
+const SVG_TAGS = new Set(["svg", "g", "path", "rect", "line", "circle", "polyline", "text", "title"]);
+
+// h("a", {href: "#/runs/1", class: "x", onclick: fn}, "text", child, [more])
+export function h(tag, attrs, ...children) {
+  const el = SVG_TAGS.has(tag) ? document.createElementNS(SVG, tag) : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on") && typeof v === "function") el.addEventListener(k.slice(2), v);
+    else if (k === "dataset") Object.assign(el.dataset, v);
+    else if (k === "value" && "value" in el) el.value = v;
+    else if (k === "checked" || k === "disabled" || k === "selected") el[k] = !!v;
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const c of children) {
+    if (c === undefined || c === null || c === false) continue;
+    if (Array.isArray(c)) append(el, c);
+    else if (c instanceof Node) el.appendChild(c);
+    else el.appendChild(document.createTextNode(String(c)));
+  }
+}
+
+export function clear(el) { while (el.firstChild) el.removeChild(el.firstChild); }
+
+// --- formatting ---------------------------------------------------------
+
+export function fmtTime(iso) {
+  if (!iso) return "—";
+  const d = new Date(iso);
+  if (isNaN(d)) return iso;
+  return d.toLocaleString(undefined, { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit" });
+}
+
+export function fmtAgo(iso) {
+  if (!iso) return "—";
+  const s = Math.round((Date.now() - new Date(iso).getTime()) / 1000);
+  if (s < 5) return "just now";
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  return `${Math.floor(s / 86400)} d ago`;
+}
+
+export function fmtLeft(iso) {
+  if (!iso) return "—";
+  const s = Math.round((new Date(iso).getTime() - Date.now()) / 1000);
+  if (s <= 0) return "expired";
+  if (s < 60) return `${s} s left`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s left`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min left`;
+}
+
+export function fmtMs(ms) {
+  if (ms === undefined || ms === null) return "—";
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 60000) return `${(ms / 1000).toFixed(ms < 10000 ? 2 : 1)} s`;
+  return `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`;
+}
+
+export function fmtBytes(n) {
+  if (n === undefined || n === null) return "—";
+  if (n < 1024) return `${n} B`;
+  if (n < 1048576) return `${(n / 1024).toFixed(1)} KiB`;
+  if (n < 1073741824) return `${(n / 1048576).toFixed(1)} MiB`;
+  return `${(n / 1073741824).toFixed(2)} GiB`;
+}
+
+// a run's duration: from its start to its end (or now, while it runs)
+export function runDuration(run) {
+  if (run.result && typeof run.result.wall_ms === "number") return fmtMs(run.result.wall_ms);
+  if (run.started_at) {
+    const end = run.finished_at ? new Date(run.finished_at) : new Date();
+    return fmtMs(end - new Date(run.started_at));
+  }
+  return "—";
+}
+
+const STATE_KIND = {
+  succeeded: "ok", running: "live", provisioning: "live", queued: "wait", pending_approval: "warn",
+  failed: "bad", timed_out: "bad", killed: "bad", error: "bad", denied: "bad", canceled: "muted",
+  paused: "wait",
+};
+
+export function stateLabel(state) { return String(state || "unknown").replace(/_/g, " "); }
+
+// a state as a coloured badge that says it in words too
+export function badge(state, kind) {
+  return h("span", { class: `badge badge-${kind || STATE_KIND[state] || "muted"}` }, stateLabel(state));
+}
+
+export const VIA_LABEL = { rest: "REST", mcp: "MCP", piston: "Piston", e2b: "E2B" };
+
+export function shortId(id) { return id && id.length > 12 ? id.slice(0, 10) + "…" : id || "—"; }

@@ -1,0 +1,176 @@
+// Pieces several pages show: a run's input manifest, its artifacts with
+// their previews, the driver's control badges, a run's audit events.
+import { h, fmtBytes, fmtTime, badge } from "./dom.js";
+
+const short = (hash) => (hash ? hash.slice(0, 12) + "…" : "—");
+
+export function hashCell(hash) {
+  return h("td", { class: "mono", title: hash || "" }, short(hash));
+}
+
+// What the box holds beside its code (an approval card's inputs, or what a
+// trace kept): files, stdin, args and documents, with sizes and hashes.
+export function manifest(inputs, extraArtifacts) {
+  const rows = [];
+  const i = inputs || {};
+  for (const f of i.files || []) rows.push(["File", f.name, f.size, f.sha256, f.url]);
+  if (i.stdin) rows.push(["Stdin", "standard input", i.stdin.size, i.stdin.sha256, i.stdin.url]);
+  for (const d of i.documents || []) rows.push(["Document", `${d.path} (v${d.version})`, d.size, d.sha256, d.url]);
+  if (!i.documents && extraArtifacts) for (const a of extraArtifacts) rows.push(["Document", a.path || a.id || a, a.size, a.sha256, null]);
+  const args = Array.isArray(i.args) && i.args.length ? i.args : null;
+  const parts = [];
+  if (args) parts.push(h("p", {}, h("strong", {}, "Arguments: "), h("code", {}, args.map((a) => JSON.stringify(a)).join(" "))));
+  if (i.skill) parts.push(h("p", {}, h("strong", {}, "Skill: "), typeof i.skill === "string" ? i.skill : JSON.stringify(i.skill)));
+  if (!rows.length) {
+    // a run with no approval card keeps no manifest of its inputs (docs/api.md, Approvals)
+    parts.push(h("p", { class: "muted" }, !inputs ? "This run needed no approval, so no manifest of its inputs was kept; the artifacts it was given would be listed here."
+      : args ? "No files, stdin or documents." : "No inputs beside the code: no files, stdin, arguments or documents."));
+    return parts;
+  }
+  parts.push(h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Kind"), h("th", { scope: "col" }, "Name"),
+      h("th", { scope: "col", class: "num" }, "Size"), h("th", { scope: "col" }, "SHA-256"))),
+    h("tbody", {}, rows.map(([kind, name, size, sha]) => h("tr", {},
+      h("td", {}, kind), h("td", { class: "mono" }, name), h("td", { class: "num" }, fmtBytes(size)), hashCell(sha)))))));
+  return parts;
+}
+
+// --- controls (the driver's badges) ------------------------------------
+
+const LEVEL = {
+  boundary: ["Boundary", "ok"], conditional: ["Boundary — conditional", "warn"],
+  applied: ["Applied — not a full boundary", "warn"], unconfirmed: ["Unconfirmed", "muted"],
+  not_enforced: ["Not enforced", "bad"], none: ["Not enforced", "bad"],
+};
+
+// {name: {level, detail}} (nested one deep: cgroup.memory) as rows
+export function controlRows(controls) {
+  const out = [];
+  const walk = (obj, prefix) => {
+    for (const [k, v] of Object.entries(obj || {})) {
+      if (v && typeof v === "object" && typeof v.level === "string") out.push([prefix + k, v.level, v.detail || v.condition || v.gap || ""]);
+      else if (v && typeof v === "object" && !Array.isArray(v)) walk(v, `${prefix}${k} `);
+    }
+  };
+  walk(controls, "");
+  return out;
+}
+
+export function controlsTable(controls) {
+  const rows = controlRows(controls);
+  if (!rows.length) return h("p", { class: "muted" }, "The driver reported no controls for this run.");
+  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Control"), h("th", { scope: "col" }, "Level"), h("th", { scope: "col" }, "Detail"))),
+    h("tbody", {}, rows.map(([name, level, detail]) => {
+      const [label, kind] = LEVEL[level] || [level.replace(/_/g, " "), "muted"];
+      return h("tr", {}, h("td", {}, name), h("td", {}, h("span", { class: `badge badge-${kind}` }, label)), h("td", {}, detail));
+    }))));
+}
+
+// --- artifacts and previews ----------------------------------------------
+
+const CSV_ROWS = 50;
+
+// a small CSV reader: quoted fields, doubled quotes; bounded rows
+function parseCsv(text, max) {
+  const rows = [];
+  let row = [], field = "", q = false;
+  for (let i = 0; i < text.length && rows.length <= max; i++) {
+    const c = text[i];
+    if (q) {
+      if (c === '"' && text[i + 1] === '"') { field += '"'; i++; } else if (c === '"') q = false; else field += c;
+    } else if (c === '"') q = true;
+    else if (c === ",") { row.push(field); field = ""; }
+    else if (c === "\n" || c === "\r") {
+      if (c === "\r" && text[i + 1] === "\n") i++;
+      row.push(field); rows.push(row); row = []; field = "";
+    } else field += c;
+  }
+  if (field !== "" || row.length) { row.push(field); rows.push(row); }
+  return rows;
+}
+
+export function contentUrl(a) { return `/v1/artifacts/${encodeURIComponent(a.id)}/content`; }
+
+export function downloadLink(a) {
+  const name = (a.path || a.id).split("/").pop();
+  return h("a", { class: "btn", href: contentUrl(a), download: name, "aria-label": `Download ${a.path || a.id}` }, "Download");
+}
+
+// A preview of artifact A (image, CSV, text), fetched with the session
+// and shown from memory; a PDF or anything else: its download.
+export async function preview(api, a) {
+  const type = a.content_type || "";
+  const box = h("div", { class: "preview" });
+  try {
+    if (type.startsWith("image/") && a.size <= 10 * 1024 * 1024) {
+      const blob = await api.blob(contentUrl(a));
+      box.append(h("img", { class: "preview-img", src: URL.createObjectURL(blob), alt: `Preview of ${a.path}` }));
+    } else if ((type.startsWith("text/csv") || a.path.endsWith(".csv")) && a.size <= 2 * 1024 * 1024) {
+      const text = await (await api.blob(contentUrl(a))).text();
+      const rows = parseCsv(text, CSV_ROWS + 1);
+      const [head, ...body] = rows;
+      box.append(h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
+        h("caption", { class: "sr-only" }, `First rows of ${a.path}`),
+        h("thead", {}, h("tr", {}, (head || []).map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, body.slice(0, CSV_ROWS).map((r) => h("tr", {}, r.map((c) => h("td", {}, c))))))));
+      if (body.length > CSV_ROWS) box.append(h("p", { class: "muted" }, `First ${CSV_ROWS} rows shown; download it for the rest.`));
+    } else if ((type.startsWith("text/") || type.includes("json")) && a.size <= 256 * 1024) {
+      const text = await (await api.blob(contentUrl(a))).text();
+      box.append(h("pre", { class: "output", tabindex: "0", "aria-label": `Content of ${a.path}` }, text.slice(0, 20000)));
+    } else {
+      box.append(h("p", { class: "muted" }, type === "application/pdf" ? "A PDF: download it to read it." : "No preview for this type: download it."));
+    }
+  } catch (e) {
+    box.append(h("p", { class: "alert alert-error" }, e.message));
+  }
+  return box;
+}
+
+export function artifactsTable(api, artifacts, { who } = {}) {
+  const tbody = h("tbody", {});
+  for (const a of artifacts) {
+    const previewRow = h("tr", { hidden: true, class: "preview-row" }, h("td", { colspan: who ? 7 : 6 }));
+    let shown = false;
+    const toggle = h("button", { type: "button", class: "btn btn-quiet", "aria-expanded": "false",
+      "aria-label": `Preview ${a.path}`,
+      onclick: async () => {
+        const open = previewRow.hidden;
+        previewRow.hidden = !open;
+        toggle.setAttribute("aria-expanded", String(open));
+        if (open && !shown) { shown = true; previewRow.firstChild.append(await preview(api, a)); }
+      } }, "Preview");
+    tbody.append(h("tr", { "data-artifact": a.id },
+      h("td", { class: "mono", "data-label": "Path" }, a.path), h("td", { class: "num", "data-label": "Version" }, `v${a.version}`),
+      h("td", { class: "num", "data-label": "Size" }, fmtBytes(a.size)), h("td", { class: "hide-narrow" }, a.content_type || "—"),
+      who ? h("td", { "data-label": "Made by" }, who(a)) : null,
+      h("td", { class: "hide-narrow" }, fmtTime(a.created_at)),
+      h("td", {}, h("div", { class: "actions" }, toggle, downloadLink(a)))), previewRow);
+  }
+  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", { class: "stack" },
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Path"), h("th", { scope: "col", class: "num" }, "Version"),
+      h("th", { scope: "col", class: "num" }, "Size"), h("th", { scope: "col", class: "hide-narrow" }, "Type"),
+      who ? h("th", { scope: "col" }, "Made by") : null,
+      h("th", { scope: "col", class: "hide-narrow" }, "Created"), h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Actions")))),
+    tbody));
+}
+
+// --- audit events ----------------------------------------------------------
+
+function summary(data) {
+  if (!data || typeof data !== "object") return "";
+  const keep = Object.entries(data).filter(([, v]) => v !== null && typeof v !== "object").slice(0, 6);
+  return keep.map(([k, v]) => `${k}: ${v}`).join(" · ");
+}
+
+export function auditTable(events, names) {
+  if (!events.length) return h("p", { class: "muted" }, "No audit events.");
+  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
+    h("thead", {}, h("tr", {}, ["#", "Event", "Who", "When", "Detail"].map((t) => h("th", { scope: "col", class: t === "#" ? "num" : null }, t)))),
+    h("tbody", {}, events.map((e) => h("tr", {},
+      h("td", { class: "num" }, e.seq), h("td", {}, h("code", {}, e.kind)),
+      h("td", {}, (names && names.get(e.person_id)) || e.person_id || "—"),
+      h("td", {}, fmtTime(e.created_at)), h("td", { class: "desc", title: summary(e.data) }, summary(e.data)))))));
+}
+
+export { badge };
