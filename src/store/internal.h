@@ -36,5 +36,17 @@ bool al_col_text(json_t *row, const char *col, char *buf, size_t len, bool nulla
 /* The sha256 of a secret (an API key, a login link's token, a session's
  * cookie) in hex: what the store keeps instead of it. */
 void al_store_hash_secret(const char *secret, char hex[65]);
+/* Reading the rows of a list into an array of records, written once:
+ * READ fills the record REC (zeroed) from ROW, 0 or -errno with ERR
+ * said; DROP (NULL when a record owns nothing) frees an array of N
+ * records, some of them still zero. */
+typedef int (*al_row_read_fn)(json_t *row, void *rec, al_error *err);
+typedef void (*al_rows_drop_fn)(void *recs, size_t n);
+/* ROWS (al_store_query's answer, taken; NULL is its failure: -EIO) read
+ * one by one into a new array of records of SIZE bytes, *RET (never
+ * NULL on success, even for none) and *RET_N; on a failure nothing is
+ * returned and what was read is dropped. */
+int al_store_rows_read(json_t *rows, size_t size, al_row_read_fn read, al_rows_drop_fn drop, void **ret,
+                       size_t *ret_n, al_error *err);
 /* A list's LIMIT: LIMIT itself, or no limit (0). */
 int64_t al_store_row_limit(size_t limit);

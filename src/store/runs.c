@@ -381,33 +381,22 @@ int al_store_run_refund(al_store *s, const char *id, const char *now, al_error *
 
 /* ---------------------------------------------------------------- lists */
 
-static int refs_of(json_t *rows, al_store_run_ref **ret, size_t *ret_n, al_error *err) {
-    *ret = NULL;
-    *ret_n = 0;
-    if (!rows)
-        return -EIO;
-    size_t n = json_array_size(rows);
-    al_store_run_ref *refs = calloc(n ? n : 1, sizeof *refs);
-    if (!refs) {
-        json_decref(rows);
-        return al_err(err, "runs", ENOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < n; i++) {
-        json_t *row = json_array_get(rows, i);
-        refs[i].seq = int_of(row, "seq");
-        if (!al_col_text(row, "id", refs[i].id, sizeof refs[i].id, true) ||
-            !al_col_text(row, "org_id", refs[i].org_id, sizeof refs[i].org_id, true) ||
-            !al_col_text(row, "workspace_id", refs[i].workspace_id, sizeof refs[i].workspace_id, true) ||
-            !al_col_text(row, "person_id", refs[i].person_id, sizeof refs[i].person_id, true)) {
-            free(refs);
-            json_decref(rows);
-            return al_err(err, "runs", EIO, "a stored run is malformed");
-        }
-    }
-    json_decref(rows);
-    *ret = refs;
-    *ret_n = n;
+static int ref_read(json_t *row, void *rec, al_error *err) {
+    al_store_run_ref *ref = rec;
+    ref->seq = int_of(row, "seq");
+    if (!al_col_text(row, "id", ref->id, sizeof ref->id, true) ||
+        !al_col_text(row, "org_id", ref->org_id, sizeof ref->org_id, true) ||
+        !al_col_text(row, "workspace_id", ref->workspace_id, sizeof ref->workspace_id, true) ||
+        !al_col_text(row, "person_id", ref->person_id, sizeof ref->person_id, true))
+        return al_err(err, "runs", EIO, "a stored run is malformed");
     return 0;
+}
+
+static int refs_of(json_t *rows, al_store_run_ref **ret, size_t *ret_n, al_error *err) {
+    void *v;
+    int r = al_store_rows_read(rows, sizeof **ret, ref_read, NULL, &v, ret_n, err);
+    *ret = v;
+    return r;
 }
 
 int al_store_run_refs(al_store *s, unsigned mask, al_store_run_ref **ret, size_t *ret_n, al_error *err) {
@@ -504,33 +493,23 @@ int al_store_runs_by_state(al_store *s, const char *ws_id, const char *from, con
     return 0;
 }
 
+static int language_count_read(json_t *row, void *rec, al_error *err) {
+    al_store_count *c = rec;
+    c->n = int_of(row, "n");
+    return al_col_text(row, "language", c->key, sizeof c->key, true)
+               ? 0 : al_err(err, "runs", EIO, "a stored run's language is malformed");
+}
+
 int al_store_runs_by_language(al_store *s, const char *ws_id, const char *from, const char *to, al_store_count **ret,
                               size_t *ret_n, al_error *err) {
     *ret = NULL;
     *ret_n = 0;
     json_t *rows = al_store_query(s, err, "SELECT language, COUNT(*) AS n FROM runs " RANGE_WHERE "GROUP BY language",
                                   "sSSSS", ws_id, from, from, to, to);
-    if (!rows)
-        return -EIO;
-    size_t n = json_array_size(rows);
-    al_store_count *c = calloc(n ? n : 1, sizeof *c);
-    if (!c) {
-        json_decref(rows);
-        return al_err(err, "runs", ENOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < n; i++) {
-        json_t *row = json_array_get(rows, i);
-        if (!al_col_text(row, "language", c[i].key, sizeof c[i].key, true)) {
-            free(c);
-            json_decref(rows);
-            return al_err(err, "runs", EIO, "a stored run's language is malformed");
-        }
-        c[i].n = int_of(row, "n");
-    }
-    json_decref(rows);
-    *ret = c;
-    *ret_n = n;
-    return 0;
+    void *v;
+    int r = al_store_rows_read(rows, sizeof **ret, language_count_read, NULL, &v, ret_n, err);
+    *ret = v;
+    return r;
 }
 
 /* ---------------------------------------------------------------- list */
@@ -557,37 +536,28 @@ void al_store_run_briefs_free(al_store_run_brief *b, size_t n) {
     "FROM runs "
 
 /* ROWS (BRIEF_SELECT's, taken) into list entries. */
-static int briefs_from_rows(json_t *rows, al_store_run_brief **ret, size_t *ret_n, al_error *err) {
-    if (!rows)
-        return -EIO;
-    size_t n = json_array_size(rows);
-    al_store_run_brief *b = calloc(n ? n : 1, sizeof *b);
-    if (!b) {
-        json_decref(rows);
-        return al_err(err, "runs", ENOMEM, "out of memory");
-    }
-    int r = 0;
-    for (size_t i = 0; r == 0 && i < n; i++) {
-        json_t *row = json_array_get(rows, i);
-        r = run_from_row(row, &b[i].run, err);
-        if (r < 0)
-            break;
-        b[i].artifact_count = int_of(row, "artifact_count");
-        b[i].has_approval = json_is_string(json_object_get(row, "approval_id"));
-        if (!al_col_text(row, "approval_id", b[i].approval_id, sizeof b[i].approval_id, true) ||
-            !al_col_text(row, "approval_hash", b[i].approval_hash, sizeof b[i].approval_hash, true) ||
-            !al_col_text(row, "approval_decision", b[i].approval_decision, sizeof b[i].approval_decision, true) ||
-            !al_col_text(row, "approval_expires_at", b[i].approval_expires_at, sizeof b[i].approval_expires_at, true))
-            r = al_err(err, "runs", EIO, "a stored approval is malformed");
-    }
-    json_decref(rows);
-    if (r < 0) {
-        al_store_run_briefs_free(b, n);
+static int brief_read(json_t *row, void *rec, al_error *err) {
+    al_store_run_brief *b = rec;
+    int r = run_from_row(row, &b->run, err);
+    if (r < 0)
         return r;
-    }
-    *ret = b;
-    *ret_n = n;
+    b->artifact_count = int_of(row, "artifact_count");
+    b->has_approval = json_is_string(json_object_get(row, "approval_id"));
+    if (!al_col_text(row, "approval_id", b->approval_id, sizeof b->approval_id, true) ||
+        !al_col_text(row, "approval_hash", b->approval_hash, sizeof b->approval_hash, true) ||
+        !al_col_text(row, "approval_decision", b->approval_decision, sizeof b->approval_decision, true) ||
+        !al_col_text(row, "approval_expires_at", b->approval_expires_at, sizeof b->approval_expires_at, true))
+        return al_err(err, "runs", EIO, "a stored approval is malformed");
     return 0;
+}
+
+static void briefs_drop(void *recs, size_t n) { al_store_run_briefs_free(recs, n); }
+
+static int briefs_from_rows(json_t *rows, al_store_run_brief **ret, size_t *ret_n, al_error *err) {
+    void *v;
+    int r = al_store_rows_read(rows, sizeof **ret, brief_read, briefs_drop, &v, ret_n, err);
+    *ret = v;
+    return r;
 }
 
 int al_store_run_list(al_store *s, const al_store_run_filter *f, al_store_run_brief **ret, size_t *ret_n,
@@ -618,6 +588,17 @@ int al_store_run_changes(al_store *s, const char *ws_id, const char *since, int6
 
 /* ---------------------------------------------------------------- by day */
 
+static int day_count_read(json_t *row, void *rec, al_error *err) {
+    al_store_day_count *d = rec;
+    d->state = al_run_state_from_name(json_string_value(json_object_get(row, "state")));
+    d->n = int_of(row, "n");
+    if (!al_col_text(row, "day", d->day, sizeof d->day, false) ||
+        !al_col_text(row, "language", d->language, sizeof d->language, false) ||
+        !al_col_text(row, "via", d->via, sizeof d->via, false) || d->state == _AL_RUN_STATE_INVALID)
+        return al_err(err, "runs", EIO, "a stored run is malformed");
+    return 0;
+}
+
 int al_store_runs_by_day(al_store *s, const char *ws_id, const char *since, al_store_day_count **ret, size_t *ret_n,
                          al_error *err) {
     *ret = NULL;
@@ -627,28 +608,17 @@ int al_store_runs_by_day(al_store *s, const char *ws_id, const char *since, al_s
                                   "FROM runs WHERE workspace_id = ? AND created_at >= ? "
                                   "GROUP BY SUBSTR(created_at, 1, 10), state, language, via",
                                   "ss", ws_id, since);
-    if (!rows)
-        return -EIO;
-    size_t n = json_array_size(rows);
-    al_store_day_count *d = calloc(n ? n : 1, sizeof *d);
-    int r = d ? 0 : al_err(err, "runs", ENOMEM, "out of memory");
-    for (size_t i = 0; r == 0 && i < n; i++) {
-        json_t *row = json_array_get(rows, i);
-        d[i].state = al_run_state_from_name(json_string_value(json_object_get(row, "state")));
-        d[i].n = int_of(row, "n");
-        if (!al_col_text(row, "day", d[i].day, sizeof d[i].day, false) ||
-            !al_col_text(row, "language", d[i].language, sizeof d[i].language, false) ||
-            !al_col_text(row, "via", d[i].via, sizeof d[i].via, false) || d[i].state == _AL_RUN_STATE_INVALID)
-            r = al_err(err, "runs", EIO, "a stored run is malformed");
-    }
-    json_decref(rows);
-    if (r < 0) {
-        free(d);
-        return r;
-    }
-    *ret = d;
-    *ret_n = n;
-    return 0;
+    void *v;
+    int r = al_store_rows_read(rows, sizeof **ret, day_count_read, NULL, &v, ret_n, err);
+    *ret = v;
+    return r;
+}
+
+static int day_credits_read(json_t *row, void *rec, al_error *err) {
+    al_store_day_credits *d = rec;
+    d->credits = int_of(row, "credits");
+    return al_col_text(row, "day", d->day, sizeof d->day, false)
+               ? 0 : al_err(err, "ledger", EIO, "a stored ledger entry is malformed");
 }
 
 int al_store_credits_by_day(al_store *s, const char *ws_id, const char *since, al_store_day_credits **ret,
@@ -660,28 +630,24 @@ int al_store_credits_by_day(al_store *s, const char *ws_id, const char *since, a
                                   "FROM ledger WHERE workspace_id = ? AND created_at >= ? "
                                   "AND kind IN ('charge', 'refund') GROUP BY SUBSTR(created_at, 1, 10)",
                                   "ss", ws_id, since);
-    if (!rows)
-        return -EIO;
-    size_t n = json_array_size(rows);
-    al_store_day_credits *d = calloc(n ? n : 1, sizeof *d);
-    int r = d ? 0 : al_err(err, "ledger", ENOMEM, "out of memory");
-    for (size_t i = 0; r == 0 && i < n; i++) {
-        json_t *row = json_array_get(rows, i);
-        d[i].credits = int_of(row, "credits");
-        if (!al_col_text(row, "day", d[i].day, sizeof d[i].day, false))
-            r = al_err(err, "ledger", EIO, "a stored ledger entry is malformed");
-    }
-    json_decref(rows);
-    if (r < 0) {
-        free(d);
-        return r;
-    }
-    *ret = d;
-    *ret_n = n;
-    return 0;
+    void *v;
+    int r = al_store_rows_read(rows, sizeof **ret, day_credits_read, NULL, &v, ret_n, err);
+    *ret = v;
+    return r;
 }
 
 /* ---------------------------------------------------------------- threads */
+
+static int thread_read(json_t *row, void *rec, al_error *err) {
+    al_store_thread *t = rec;
+    t->runs = int_of(row, "runs");
+    t->artifacts = int_of(row, "artifacts");
+    t->last_seq = int_of(row, "last_seq");
+    if (!al_col_text(row, "thread_id", t->id, sizeof t->id, false) ||
+        !al_col_text(row, "last_run_at", t->last_run_at, sizeof t->last_run_at, false))
+        return al_err(err, "threads", EIO, "a stored thread id is malformed");
+    return 0;
+}
 
 int al_store_threads_list(al_store *s, const char *ws_id, int64_t before, int64_t limit, al_store_thread **ret,
                           size_t *ret_n, al_error *err) {
@@ -695,28 +661,10 @@ int al_store_threads_list(al_store *s, const char *ws_id, int64_t before, int64_
         "FROM runs WHERE workspace_id = ? AND thread_id IS NOT NULL GROUP BY thread_id "
         "HAVING MAX(seq) < ? ORDER BY MAX(seq) DESC LIMIT ?",
         "ssii", ws_id, ws_id, before, limit);
-    if (!rows)
-        return -EIO;
-    size_t n = json_array_size(rows);
-    al_store_thread *t = calloc(n ? n : 1, sizeof *t);
-    int r = t ? 0 : al_err(err, "threads", ENOMEM, "out of memory");
-    for (size_t i = 0; r == 0 && i < n; i++) {
-        json_t *row = json_array_get(rows, i);
-        if (!al_col_text(row, "thread_id", t[i].id, sizeof t[i].id, false) ||
-            !al_col_text(row, "last_run_at", t[i].last_run_at, sizeof t[i].last_run_at, false))
-            r = al_err(err, "threads", EIO, "a stored thread id is malformed");
-        t[i].runs = int_of(row, "runs");
-        t[i].artifacts = int_of(row, "artifacts");
-        t[i].last_seq = int_of(row, "last_seq");
-    }
-    json_decref(rows);
-    if (r < 0) {
-        free(t);
-        return r;
-    }
-    *ret = t;
-    *ret_n = n;
-    return 0;
+    void *v;
+    int r = al_store_rows_read(rows, sizeof **ret, thread_read, NULL, &v, ret_n, err);
+    *ret = v;
+    return r;
 }
 
 /* ---------------------------------------------------------------- events */
@@ -797,6 +745,21 @@ void al_store_events_free(al_store_event *ev, size_t n) {
     free(ev);
 }
 
+static int event_read(json_t *row, void *rec, al_error *err) {
+    al_store_event *ev = rec;
+    ev->seq = int_of(row, "seq");
+    json_t *at = json_object_get(row, "out_at");
+    ev->out_at = json_is_integer(at) ? json_integer_value(at) : -1;
+    ev->out_len = int_of(row, "out_len");
+    if (!al_col_text(row, "type", ev->type, sizeof ev->type, true))
+        return al_err(err, "events", EIO, "a stored event is malformed");
+    if (!text_dup(row, "data", &ev->data))
+        return al_err(err, "events", ENOMEM, "out of memory");
+    return ev->data ? 0 : al_err(err, "events", EIO, "a stored event is malformed");
+}
+
+static void events_drop(void *recs, size_t n) { al_store_events_free(recs, n); }
+
 int al_store_events_after(al_store *s, const char *run_id, int64_t after, int64_t limit, al_store_event **ret,
                           size_t *ret_n, al_error *err) {
     *ret = NULL;
@@ -805,32 +768,10 @@ int al_store_events_after(al_store *s, const char *run_id, int64_t after, int64_
                                   "SELECT seq, type, data, out_at, out_len FROM run_events WHERE run_id = ? AND seq > ? "
                                   "ORDER BY seq LIMIT ?",
                                   "sii", run_id, after, limit);
-    if (!rows)
-        return -EIO;
-    size_t n = json_array_size(rows);
-    al_store_event *ev = calloc(n ? n : 1, sizeof *ev);
-    int r = ev ? 0 : al_err(err, "events", ENOMEM, "out of memory");
-    for (size_t i = 0; r == 0 && i < n; i++) {
-        json_t *row = json_array_get(rows, i);
-        ev[i].seq = int_of(row, "seq");
-        json_t *at = json_object_get(row, "out_at");
-        ev[i].out_at = json_is_integer(at) ? json_integer_value(at) : -1;
-        ev[i].out_len = int_of(row, "out_len");
-        if (!al_col_text(row, "type", ev[i].type, sizeof ev[i].type, true))
-            r = al_err(err, "events", EIO, "a stored event is malformed");
-        else if (!text_dup(row, "data", &ev[i].data))
-            r = al_err(err, "events", ENOMEM, "out of memory");
-        else if (!ev[i].data)
-            r = al_err(err, "events", EIO, "a stored event is malformed");
-    }
-    json_decref(rows);
-    if (r < 0) {
-        al_store_events_free(ev, n);
-        return r;
-    }
-    *ret = ev;
-    *ret_n = n;
-    return 0;
+    void *v;
+    int r = al_store_rows_read(rows, sizeof **ret, event_read, events_drop, &v, ret_n, err);
+    *ret = v;
+    return r;
 }
 
 int al_store_events_drop_output(al_store *s, const char *run_id, const char *type, al_error *err) {

@@ -275,6 +275,10 @@ static bool row_key(json_t *row, al_store_key *k) {
            al_col_text(row, "last_used_at", k->last_used_at, sizeof k->last_used_at, true);
 }
 
+static int key_read(json_t *row, void *rec, al_error *err) {
+    return row_key(row, rec) ? 0 : al_err(err, "store", EIO, "a stored key is malformed");
+}
+
 int al_store_keys_list(al_store *s, const char *workspace_id, const char *person_id, size_t limit, al_store_key **ret,
                        size_t *ret_n, al_error *err) {
     *ret = NULL;
@@ -285,24 +289,10 @@ int al_store_keys_list(al_store *s, const char *workspace_id, const char *person
                                         "ssi", workspace_id, person_id, al_store_row_limit(limit))
                        : al_store_query(s, err, KEY_COLUMNS "WHERE p.workspace_id = ? ORDER BY k.created_at DESC, k.id DESC LIMIT ?",
                                         "si", workspace_id, al_store_row_limit(limit));
-    if (!rows)
-        return -EIO;
-    size_t n = json_array_size(rows);
-    al_store_key *keys = calloc(n ? n : 1, sizeof *keys);
-    if (!keys) {
-        json_decref(rows);
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (!row_key(json_array_get(rows, i), &keys[i])) {
-            json_decref(rows);
-            free(keys);
-            return al_err(err, "store", EIO, "a stored key is malformed");
-        }
-    json_decref(rows);
-    *ret = keys;
-    *ret_n = n;
-    return 0;
+    void *v;
+    int r = al_store_rows_read(rows, sizeof **ret, key_read, NULL, &v, ret_n, err);
+    *ret = v;
+    return r;
 }
 
 int al_store_key_get(al_store *s, const char *id, al_store_key *ret, al_error *err) {

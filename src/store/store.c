@@ -3,6 +3,7 @@
  * ids and times. See backend.h. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -412,3 +413,27 @@ bool al_col_text(json_t *row, const char *col, char *buf, size_t len, bool nulla
 }
 
 int64_t al_store_row_limit(size_t limit) { return limit ? (int64_t)limit : INT64_MAX; }
+
+int al_store_rows_read(json_t *rows, size_t size, al_row_read_fn read, al_rows_drop_fn drop, void **ret,
+                       size_t *ret_n, al_error *err) {
+    *ret = NULL;
+    *ret_n = 0;
+    if (!rows)
+        return -EIO;
+    size_t n = json_array_size(rows);
+    char *recs = calloc(n ? n : 1, size);
+    int r = recs ? 0 : al_err(err, "store", ENOMEM, "out of memory");
+    for (size_t i = 0; r == 0 && i < n; i++)
+        r = read(json_array_get(rows, i), recs + i * size, err);
+    json_decref(rows);
+    if (r < 0) {
+        if (drop && recs)
+            drop(recs, n);
+        else
+            free(recs);
+        return r;
+    }
+    *ret = recs;
+    *ret_n = n;
+    return 0;
+}

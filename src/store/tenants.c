@@ -296,6 +296,17 @@ void al_store_people_free(al_store_person *p, size_t n) {
     free(p);
 }
 
+static int person_read(json_t *row, void *rec, al_error *err) {
+    al_store_person *p = rec;
+    const char *name = json_string_value(json_object_get(row, "name"));
+    if (!al_col_text(row, "id", p->id, sizeof p->id, false) || !al_col_text(row, "role", p->role, sizeof p->role, false) ||
+        !name)
+        return al_err(err, "people", EIO, "a stored person is malformed");
+    return (p->name = strdup(name)) ? 0 : al_err(err, "people", ENOMEM, "out of memory");
+}
+
+static void people_drop(void *recs, size_t n) { al_store_people_free(recs, n); }
+
 int al_store_people_list(al_store *s, const char *ws_id, int64_t limit, al_store_person **ret, size_t *ret_n,
                          al_error *err) {
     *ret = NULL;
@@ -304,26 +315,8 @@ int al_store_people_list(al_store *s, const char *ws_id, int64_t limit, al_store
                                   "SELECT id, name, role FROM people WHERE workspace_id = ? ORDER BY created_at, id "
                                   "LIMIT ?",
                                   "si", ws_id, limit);
-    if (!rows)
-        return -EIO;
-    size_t n = json_array_size(rows);
-    al_store_person *p = calloc(n ? n : 1, sizeof *p);
-    int r = p ? 0 : al_err(err, "people", ENOMEM, "out of memory");
-    for (size_t i = 0; r == 0 && i < n; i++) {
-        json_t *row = json_array_get(rows, i);
-        const char *name = json_string_value(json_object_get(row, "name"));
-        if (!al_col_text(row, "id", p[i].id, sizeof p[i].id, false) ||
-            !al_col_text(row, "role", p[i].role, sizeof p[i].role, false) || !name)
-            r = al_err(err, "people", EIO, "a stored person is malformed");
-        else if (!(p[i].name = strdup(name)))
-            r = al_err(err, "people", ENOMEM, "out of memory");
-    }
-    json_decref(rows);
-    if (r < 0) {
-        al_store_people_free(p, n);
-        return r;
-    }
-    *ret = p;
-    *ret_n = n;
-    return 0;
+    void *v;
+    int r = al_store_rows_read(rows, sizeof **ret, person_read, people_drop, &v, ret_n, err);
+    *ret = v;
+    return r;
 }
