@@ -616,6 +616,20 @@ int al_store_run_changes(al_store *s, const char *ws_id, const char *since, int6
     return briefs_from_rows(rows, ret, ret_n, err);
 }
 
+int al_store_run_changes_all(al_store *s, const char *at, int64_t seq, int64_t limit, al_store_run_brief **ret,
+                             size_t *ret_n, al_error *err) {
+    *ret = NULL;
+    *ret_n = 0;
+    /* the range on changed_at is the index's; the seq test only splits the
+     * rows of AT itself, so a page of many runs changed in one millisecond
+     * is read on from its last, never again from its first */
+    json_t *rows = al_store_query(s, err,
+                                  BRIEF_SELECT "WHERE changed_at >= ? AND (changed_at > ? OR seq > ?) "
+                                               "ORDER BY changed_at, seq LIMIT ?",
+                                  "ssii", at, at, seq, limit);
+    return briefs_from_rows(rows, ret, ret_n, err);
+}
+
 /* ---------------------------------------------------------------- by day */
 
 int al_store_runs_by_day(al_store *s, const char *ws_id, const char *since, al_store_day_count **ret, size_t *ret_n,

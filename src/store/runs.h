@@ -208,6 +208,12 @@ void al_store_run_brief_clear(al_store_run_brief *b);
  * the workspace's activity stream reads on each look. */
 int al_store_run_changes(al_store *s, const char *ws_id, const char *since, int64_t limit, al_store_run_brief **ret,
                          size_t *ret_n, al_error *err);
+/* Every workspace's runs made or moved after (AT, SEQ) in (changed_at, seq)
+ * order (SEQ -1: at AT or later), at most LIMIT, as list entries: the one
+ * look a node takes for all its activity streams at once (index
+ * runs_changed_all). */
+int al_store_run_changes_all(al_store *s, const char *at, int64_t seq, int64_t limit, al_store_run_brief **ret,
+                             size_t *ret_n, al_error *err);
 
 /* ---- usage by day (GET /v1/usage's days) */
 typedef struct al_store_day_count {
