@@ -215,6 +215,44 @@ def test_events_are_capped_per_person(service):
     assert_error(status, doc, "bad_request", 400)
 
 
+def store_statements(svc):
+    status, _, text = svc.request("GET", "/metrics", key=None)
+    assert status == 200
+    text = text if isinstance(text, str) else text.decode()
+    return int(next(line.split()[1] for line in text.splitlines()
+                    if line.startswith("airlock_store_statements_total ")))
+
+
+def test_open_streams_share_one_look_at_the_store(service):
+    """Streams of many workspaces cost the store one look a tick for the
+    node, not one each: with 8 streams in 8 workspaces, idle, the store's
+    statements a second grow by about one (a look a second), where a look
+    per stream grew them by eight."""
+    tenants = [service.new_tenant(f"look{i}") for i in range(8)]
+    time.sleep(1)
+    before = store_statements(service)
+    time.sleep(4)
+    idle = store_statements(service) - before
+    streams = [Activity(service, t.key) for t in tenants]
+    try:
+        assert [s.status for s in streams] == [200] * 8
+        time.sleep(1.5)
+        before = store_statements(service)
+        time.sleep(4)
+        open_ = store_statements(service) - before
+        assert open_ - idle <= 4 * 3, (idle, open_)
+        # and each still hears its own workspace's runs, only those
+        run = tenants[5].client.run("print(5)", wait=False)
+        seen = streams[5].until(lambda k, d: d.get("id") == run["id"] and d["state"] in TERMINAL, timeout=60)
+        assert {d["id"] for _, d in seen} == {run["id"]}
+        time.sleep(1.5)
+        for i in (0, 6, 7):
+            assert streams[i].q.empty(), i
+    finally:
+        for s in streams:
+            s.close()
+
+
 def test_persons_are_the_workspaces_own(service):
     ws, _, people = tenant_with_people(service, "ppl")
     _, member = people["member"]
