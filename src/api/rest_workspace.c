@@ -61,6 +61,12 @@ static enum MHD_Result sandbox_error(struct MHD_Connection *c, int r, const al_e
         return al_reply_error(c, 404, "not_found", "%s", err->msg);
     if (r == -EPERM)
         return al_reply_error(c, 403, "forbidden", "%s", err->msg);
+    /* a session box holds the files while it lives; a command left more
+     * entries than a listing reads: both the sandbox's state, not a fault */
+    if (r == -EBUSY)
+        return al_reply_error(c, 409, "conflict", "%s", err->msg);
+    if (r == -E2BIG)
+        return al_reply_error(c, 422, "too_many_files", "%s", err->msg);
     return al_reply_error(c, 500, "internal", "%s", err->msg);
 }
 

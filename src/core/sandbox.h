@@ -179,6 +179,7 @@ int al_sandbox_kill_by(al_service *s, const al_principal *p, const char *id, al_
 typedef struct al_sandbox_entry {
     char rel[1024];              /* relative to its root */
     bool dir, link;              /* a directory; a symbolic link (never followed) */
+    bool special;                /* a FIFO, a socket or a device: not a file one can read */
     uint64_t size;
     mode_t mode;                 /* the permission bits */
     int64_t mtime;               /* seconds since the epoch */

@@ -19,7 +19,9 @@ static int walk(al_service *s, const al_sandbox *sb, al_sandbox_root root, const
     if (r == -ENOENT) /* a root not made yet holds nothing */
         return 0;
     for (size_t i = 0; r == 0 && i < l.n; i++) {
-        if (l.v[i].dir || l.v[i].link)
+        /* files only: a FIFO or a socket a command left is not one (and
+         * reading it would block) */
+        if (l.v[i].dir || l.v[i].link || l.v[i].special)
             continue;
         (*count)++;
         if (count_only)

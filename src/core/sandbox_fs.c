@@ -120,6 +120,7 @@ static void entry_of(const char *rel, const struct stat *st, al_sandbox_entry *e
     snprintf(e->rel, sizeof e->rel, "%s", rel);
     e->dir = S_ISDIR(st->st_mode);
     e->link = S_ISLNK(st->st_mode);
+    e->special = !e->dir && !e->link && !S_ISREG(st->st_mode);
     e->size = (uint64_t)st->st_size;
     e->mode = st->st_mode & 07777;
     e->mtime = (int64_t)st->st_mtim.tv_sec;

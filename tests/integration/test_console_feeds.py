@@ -353,6 +353,46 @@ def test_sandboxes_list_files_and_kill_by_owner_or_admin(service):
     assert {e["data"]["sandbox_id"] for e in kills["events"]} >= {sid, sid2}
 
 
+def test_sandbox_files_are_files_whatever_a_command_left(service):
+    """What a command in the box leaves in its tree (written here into the
+    sandbox's directory, as the box's own writes land there) is shown as
+    files only: a FIFO or a socket is not one (it was listed, size 0, and
+    counted); a symlink to the host's files, a name with a control
+    character or invalid UTF-8, a path too long to name are not shown; a
+    tree past what a listing reads is said as such (it was a 500)."""
+    import os
+    ws, _, people = tenant_with_people(service, "hostile")
+    _, member = people["member"]
+    sid, token = e2b_create(member)
+    e2b_write(member, sid, token, "/home/user/ok.txt", b"fine")
+    home = service.state / "sandboxes" / sid / "home"
+    os.mkfifo(home / "pipe")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(home / "sock"))
+    os.symlink("/etc/passwd", home / "passwd")
+    (home / "bad\x01name").write_bytes(b"x")
+    with open(os.path.join(bytes(home), b"\xff.txt"), "wb") as f:
+        f.write(b"x")
+    deep = home
+    for _ in range(6):
+        deep = deep / ("d" * 200)
+    deep.mkdir(parents=True)
+    (deep / "far.txt").write_bytes(b"x")
+    files = member.ok("GET", f"/v1/sandboxes/{sid}/files")["files"]
+    assert files == [{"path": "/home/user/ok.txt", "size": 4}], files
+    assert member.ok("GET", "/v1/sandboxes")["sandboxes"][0]["files"] == 1
+    sock.close()
+    # more entries than a listing reads (a command may leave them)
+    many = home / "many"
+    many.mkdir()
+    for i in range(8300):
+        (many / str(i)).touch()
+    status, _, doc = member.request("GET", f"/v1/sandboxes/{sid}/files")
+    assert_error(status, doc, "too_many_files", 422)
+    assert "more than 8192 entries" in doc["error"]["message"]
+    assert member.ok("GET", "/v1/sandboxes")["sandboxes"][0]["files"] == -1
+
+
 def test_usage_days_count_runs_by_state_language_interface_and_credits(service):
     ws, _, people = tenant_with_people(service, "use")
     _, admin = people["admin"]
