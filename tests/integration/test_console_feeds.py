@@ -474,6 +474,56 @@ def test_audit_export_is_ndjson_of_the_same_filter(service):
     assert_error(status, doc, "bad_request", 400)
 
 
+def test_audit_exports_and_verifications_are_capped_per_person(service):
+    """Exports a client does not read hold a connection and a thread each,
+    and a verification re-hashes up to 200,000 events: a person has 2 under
+    way at once (the third was served: 200), others theirs; a closed one
+    gives its place back."""
+    ws, _, people = tenant_with_people(service, "aud-cap")
+    _, member = people["member"]
+    _, approver = people["approver"]
+    # a long trail (behind the service's back: the export does not check
+    # links), some megabytes, so that an export not read stays open
+    pad = "p" * 1000
+    if service.store:
+        service.sql("INSERT INTO audit_events (workspace_id, seq, org_id, kind, data, created_at, prev_hash, hash) "
+                    "SELECT ?, 1000000 + i, 'o', 'test.filler', ?, '2026-01-01T00:00:00.000Z', 'x', 'y' "
+                    "FROM generate_series(1, 20000) AS i", ws, json.dumps({"pad": pad}))
+    else:
+        service.sql("WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 20000) "
+                    "INSERT INTO audit_events (workspace_id, seq, org_id, kind, data, created_at, prev_hash, hash) "
+                    "SELECT ?, 1000000 + i, 'o', 'test.filler', ?, '2026-01-01T00:00:00.000Z', 'x', 'y' FROM c",
+                    ws, json.dumps({"pad": pad}))
+
+    def export(key):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect((service.host, service.port))
+        s.sendall(f"GET /v1/audit?format=ndjson HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n\r\n"
+                  .encode())
+        head = s.recv(1024).split(b"\r\n")[0]
+        return s, int(head.split()[1])
+
+    held = [export(member.key) for _ in range(2)]
+    try:
+        assert [st for _, st in held] == [200, 200]
+        _, third = export(member.key)
+        assert third == 429
+        status, _, doc = member.get("/v1/audit/verify")
+        assert_error(status, doc, "too_many_requests", 429)
+        assert "audit verifications and exports" in doc["error"]["message"]
+        # another person's are their own
+        assert approver.ok("GET", "/v1/audit/verify")["events"] >= 1
+        held.pop()[0].close()
+        deadline = time.monotonic() + 10
+        while member.get("/v1/audit/verify")[0] != 200:
+            assert time.monotonic() < deadline, "a closed export's place was not given back"
+            time.sleep(0.3)
+    finally:
+        for s, _ in held:
+            s.close()
+
+
 @pytest.mark.only_passes("postgresql")
 def test_events_see_the_runs_of_another_node(tmp_path):
     """Two nodes on one PostgreSQL database: a stream held by one sees a run
