@@ -38,16 +38,20 @@ enum MHD_Result al_rest_threads(al_route_ctx *x) {
     al_error err = { 0 };
     al_view_thread *t = NULL;
     size_t n = 0;
-    if (al_view_threads(x->s, x->p, (int64_t)cursor, (int64_t)limit + 1, &t, &n, &err) < 0)
+    int64_t more = 0;
+    if (al_view_threads(x->s, x->p, (int64_t)cursor, (int64_t)limit + 1, &t, &n, &more, &err) < 0)
         return al_reply_error(c, 500, "internal", "%s", err.msg);
     json_t *out = json_array(), *next = json_null();
     for (size_t i = 0; out && i < n && i < limit; i++)
         json_array_append_new(out, json_pack("{s:s, s:I, s:I, s:s}", "id", t[i].id, "runs", (json_int_t)t[i].runs,
                                              "artifacts", (json_int_t)t[i].artifacts, "last_run_at",
                                              t[i].last_run_at));
-    if (n > limit) {
+    /* a full page goes on below its last thread; a page whose window of
+     * runs ended first (fewer threads, maybe none) goes on below the
+     * window, so a client pages on until next_cursor is null */
+    if (n > limit || more > 0) {
         char buf[32];
-        snprintf(buf, sizeof buf, "%lld", (long long)t[limit - 1].last_seq);
+        snprintf(buf, sizeof buf, "%lld", (long long)(n > limit ? t[limit - 1].last_seq : more));
         next = json_string(buf);
     }
     free(t);

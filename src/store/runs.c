@@ -697,18 +697,38 @@ int al_store_credits_by_day(al_store *s, const char *ws_id, const char *since, a
 
 /* ---------------------------------------------------------------- threads */
 
-int al_store_threads_list(al_store *s, const char *ws_id, int64_t before, int64_t limit, al_store_thread **ret,
-                          size_t *ret_n, al_error *err) {
+int al_store_threads_list(al_store *s, const char *ws_id, int64_t before, int64_t limit, int64_t scan,
+                          al_store_thread **ret, size_t *ret_n, int64_t *ret_more, al_error *err) {
     *ret = NULL;
     *ret_n = 0;
+    *ret_more = 0;
+    /* the window: the SCAN runs below BEFORE, threaded or not (so that a
+     * history of runs without a thread costs no more than SCAN) */
+    json_t *win = al_store_query(s, err,
+                                 "SELECT COUNT(*) AS n, MIN(seq) AS low FROM (SELECT seq FROM runs "
+                                 "WHERE workspace_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?) w",
+                                 "sii", ws_id, before, scan);
+    if (!win)
+        return -EIO;
+    json_t *w0 = json_array_get(win, 0);
+    if (int_of(w0, "n") >= scan)
+        *ret_more = int_of(w0, "low");
+    json_decref(win);
+    /* the window's threads with no run at BEFORE or later (those were on
+     * an earlier page), each counted whole */
     json_t *rows = al_store_query(
         s, err,
-        "SELECT thread_id, COUNT(*) AS runs, MAX(created_at) AS last_run_at, MAX(seq) AS last_seq, "
-        "(SELECT COUNT(*) FROM artifacts a WHERE a.workspace_id = ? AND a.thread_key = 't:' || runs.thread_id "
+        "SELECT t.thread_id, t.last_seq, "
+        "(SELECT COUNT(*) FROM runs r WHERE r.workspace_id = ? AND r.thread_id = t.thread_id) AS runs, "
+        "(SELECT created_at FROM runs r WHERE r.seq = t.last_seq) AS last_run_at, "
+        "(SELECT COUNT(*) FROM artifacts a WHERE a.workspace_id = ? AND a.thread_key = 't:' || t.thread_id "
         "AND a.superseded = 0) AS artifacts "
-        "FROM runs WHERE workspace_id = ? AND thread_id IS NOT NULL GROUP BY thread_id "
-        "HAVING MAX(seq) < ? ORDER BY MAX(seq) DESC LIMIT ?",
-        "ssii", ws_id, ws_id, before, limit);
+        "FROM (SELECT thread_id, MAX(seq) AS last_seq FROM (SELECT thread_id, seq FROM runs "
+        "WHERE workspace_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?) w WHERE thread_id IS NOT NULL "
+        "GROUP BY thread_id) t "
+        "WHERE NOT EXISTS (SELECT 1 FROM runs r2 WHERE r2.workspace_id = ? AND r2.thread_id = t.thread_id "
+        "AND r2.seq >= ?) ORDER BY t.last_seq DESC LIMIT ?",
+        "sssiisii", ws_id, ws_id, ws_id, before, scan, ws_id, before, limit);
     if (!rows)
         return -EIO;
     size_t n = json_array_size(rows);

@@ -294,6 +294,41 @@ def test_threads_newest_activity_first_with_runs_and_artifacts(service):
     assert_error(status, doc, "bad_request", 400)
 
 
+def copy_run(service, run_id, n, thread_sql="NULL"):
+    """N copies of run RUN_ID written into the store behind the service's
+    back (a long history, made in a second), each with thread THREAD_SQL."""
+    cols = [c for c in service.columns("runs") if c != "seq"]
+    sel = ", ".join("id || '-' || i" if c == "id" else thread_sql if c == "thread_id" else c for c in cols)
+    gen = ("generate_series(1, ?) AS n(i)" if service.store else
+           "(WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) SELECT i FROM n) n")
+    service.sql(f"INSERT INTO runs ({', '.join(cols)}) SELECT {sel} FROM runs, {gen} WHERE runs.id = ? "
+                f"ORDER BY i", n, run_id)
+
+
+def test_threads_page_reads_a_bounded_window_of_runs(service):
+    """A page of threads groups at most 10,000 of the workspace's runs, not
+    its whole history (100,000 runs took 320 ms a page, any member's to
+    repeat): a thread behind a longer stretch of runs is on a later page,
+    which next_cursor leads to (the page between may hold none)."""
+    ws, _, people = tenant_with_people(service, "thr-big")
+    _, admin = people["admin"]
+    old = admin.run("print(1)", thread_id="t-old")
+    copy_run(service, old["id"], 10050)
+    admin.run("print(2)", thread_id="t-new")
+    page = admin.ok("GET", "/v1/threads")
+    assert [t["id"] for t in page["threads"]] == ["t-new"] and page["next_cursor"], page
+    seen, cursor = ["t-new"], page["next_cursor"]
+    for _ in range(5):
+        page = admin.ok("GET", "/v1/threads", query={"cursor": cursor})
+        seen += [t["id"] for t in page["threads"]]
+        if [t for t in page["threads"] if t["id"] == "t-old"]:
+            assert page["threads"][-1]["runs"] == 1
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == ["t-new", "t-old"] and cursor is None, seen
+
+
 def e2b_create(client):
     status, _, doc = client.request("POST", "/sandboxes", json={"templateID": "base", "timeout": 120},
                                     headers={"X-API-KEY": client.key}, key=None)
