@@ -428,6 +428,22 @@ def test_sandbox_files_are_files_whatever_a_command_left(service):
     assert member.ok("GET", "/v1/sandboxes")["sandboxes"][0]["files"] == -1
 
 
+def test_a_percent_encoded_nul_does_not_cut_a_request_short(service):
+    """%00 in a path or a query value was decoded to a NUL that ended the
+    C string there: DELETE /v1/sandboxes/ID%00/files was served as DELETE
+    /v1/sandboxes/ID (the sandbox killed), thread_id=t-a%00junk as t-a."""
+    ws, _, people = tenant_with_people(service, "nul")
+    _, member = people["member"]
+    sid, _ = e2b_create(member)
+    status, _, _ = member.request("DELETE", f"/v1/sandboxes/{sid}%00/files")
+    assert status in (404, 405), status
+    assert [sb["id"] for sb in member.ok("GET", "/v1/sandboxes")["sandboxes"]] == [sid]
+    member.run("print(1)", thread_id="t-a")
+    status, _, doc = member.get("/v1/runs", query={"thread_id": "t-a\x00junk"})
+    assert_error(status, doc, "bad_request", 400)
+    assert len(member.list_runs(thread_id="t-a")) == 1
+
+
 def test_usage_days_count_runs_by_state_language_interface_and_credits(service):
     ws, _, people = tenant_with_people(service, "use")
     _, admin = people["admin"]
