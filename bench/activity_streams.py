@@ -5,8 +5,9 @@ worst case for a look per stream), and N in one workspace.
     /usr/bin/python3 bench/activity_streams.py [BINARY] [N]
 
 Prints one line per case: streams, workspaces, statements/s (the store's
-counter on /metrics, over 10 s, less nothing: the idle service's own
-statements are the 0-stream line)."""
+counter on /metrics, over 10 s; the service's own statements, idle or
+running runs one after another in the first workspace, are the 0-stream
+lines)."""
 import re
 import socket
 import sys
@@ -38,6 +39,30 @@ def rate(svc, secs=10.0):
     return (statements(svc) - a - 1) / secs   # less the /metrics read's own
 
 
+def busy_rate(svc, client, secs=10.0):
+    """Statements a second while CLIENT runs trivial runs one after another
+    (each run's own statements included; the 0-stream line is the base)."""
+    import threading
+    stop = threading.Event()
+
+    def loop():
+        while not stop.is_set():
+            client.run("print(1)")
+    t = threading.Thread(target=loop)
+    t.start()
+    time.sleep(1)
+    try:
+        a = statements(svc)
+        runs0 = svc.sql("SELECT COUNT(*) FROM runs")[0][0]
+        time.sleep(secs)
+        b = statements(svc)
+        runs = svc.sql("SELECT COUNT(*) FROM runs")[0][0] - runs0
+    finally:
+        stop.set()
+        t.join()
+    return (b - a - 2) / secs, runs / secs
+
+
 def main():
     binary = sys.argv[1] if len(sys.argv) > 1 else "build/airlock"
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 20
@@ -49,11 +74,19 @@ def main():
             for i in range(n):
                 t = svc.new_tenant(f"bench{i}")
                 keys.append(t.key)
+                if i == 0:  # its runs are free: the busy phases run hundreds
+                    svc.admin("price", "set", "--workspace", t.workspace, "0")
             time.sleep(2)
             print(f"{binary}: 0 streams: {rate(svc):.1f} statements/s", flush=True)
+            busy = svc.with_key(keys[0])
+            r, runs = busy_rate(svc, busy)
+            print(f"{binary}: 0 streams, runs going ({runs:.1f}/s): {r:.1f} statements/s", flush=True)
             socks = [open_stream(svc, k) for k in keys]
             time.sleep(2)
             print(f"{binary}: {n} streams, {n} workspaces: {rate(svc):.1f} statements/s", flush=True)
+            r, runs = busy_rate(svc, busy)
+            print(f"{binary}: {n} streams, {n} workspaces, runs going ({runs:.1f}/s): {r:.1f} statements/s",
+                  flush=True)
             for s in socks:
                 s.close()
             time.sleep(3)
