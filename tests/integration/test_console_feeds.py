@@ -253,6 +253,47 @@ def test_open_streams_share_one_look_at_the_store(service):
             s.close()
 
 
+def test_a_stream_not_read_is_ended_not_buffered(service):
+    """The node hands each change to every stream of its workspace as it
+    reads it: a client that does not read would have them pile up in the
+    service. Past 1 MiB waiting it is cut off (the page lists again); a
+    stream that reads gets every change, 500 a look."""
+    import datetime
+    ws, _, people = tenant_with_people(service, "slow")
+    _, admin = people["admin"]
+    reader = Activity(service, admin.key)
+    slow = socket.socket()
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow.connect((service.host, service.port))
+    slow.sendall(f"GET /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {admin.key}\r\n\r\n".encode())
+    assert b" 200 " in slow.recv(200)
+    try:
+        run = admin.run("print(1)")
+        reader.until(lambda k, d: d.get("id") == run["id"] and d["state"] == "succeeded")
+        # 8,000 changes at once (copies of the run, behind the service's
+        # back, changed now): about 10 MB of events, past what the sockets hold
+        copy_run(service, run["id"], 8000)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        service.sql("UPDATE runs SET changed_at = ? WHERE id LIKE ?",
+                    now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z", run["id"] + "-%")
+        got = reader.until(lambda k, d: d.get("id") == run["id"] + "-8000", timeout=60)
+        assert len({d["id"] for _, d in got}) == 8000
+        # the one that did not read is ended: what it reads now ends
+        slow.settimeout(30)
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        total = 0
+        while True:
+            chunk = slow.recv(1 << 20)
+            if not chunk:
+                break
+            total += len(chunk)
+        assert total < 8000 * 1000, total
+        assert "read more slowly than the workspace changed" in service.log_path.read_text(errors="replace")
+    finally:
+        reader.close()
+        slow.close()
+
+
 def test_persons_are_the_workspaces_own(service):
     ws, _, people = tenant_with_people(service, "ppl")
     _, member = people["member"]
