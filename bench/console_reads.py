@@ -1,5 +1,5 @@
 """What the console's heavier reads take on a big workspace (SQLite):
-GET /v1/threads with N runs in N/100 threads, and GET /v1/sandboxes with
+GET /v1/threads with N runs in N/100 threads, GET /v1/usage with them, and GET /v1/sandboxes with
 20 sandboxes of 8,000 files each (the walk's bound).
 
     /usr/bin/python3 bench/console_reads.py [BINARY] [RUNS]
@@ -49,6 +49,8 @@ def main():
             db.close()
             print(f"GET /v1/threads, {runs} runs in {max(runs // 100, 1)} threads: "
                   f"{timed(c, '/v1/threads'):.1f} ms median", flush=True)
+            print(f"GET /v1/usage (30 days by day), {runs} runs this month: "
+                  f"{timed(c, '/v1/usage'):.1f} ms median", flush=True)
             status, _, _ = c.request("POST", "/sandboxes", json={"templateID": "base", "timeout": 600},
                                      headers={"X-API-KEY": c.key}, key=None)
             sids = []
