@@ -11,6 +11,7 @@
 #include "../core/views.h"
 
 #define THREADS_MAX 200
+#define THREADS_WINDOWS 4
 
 enum MHD_Result al_rest_persons(al_route_ctx *x) {
     enum MHD_Result bad;
@@ -38,9 +39,18 @@ enum MHD_Result al_rest_threads(al_route_ctx *x) {
     al_error err = { 0 };
     al_view_thread *t = NULL;
     size_t n = 0;
-    int64_t more = 0;
-    if (al_view_threads(x->s, x->p, (int64_t)cursor, (int64_t)limit + 1, &t, &n, &more, &err) < 0)
-        return al_reply_error(c, 500, "internal", "%s", err.msg);
+    int64_t more = 0, from = (int64_t)cursor;
+    /* a window of runs without a thread reads on to the next, a few at
+     * most, so that a page is seldom empty and never costs much */
+    for (int w = 0;; w++) {
+        if (al_view_threads(x->s, x->p, from, (int64_t)limit + 1, &t, &n, &more, &err) < 0)
+            return al_reply_error(c, 500, "internal", "%s", err.msg);
+        if (n > 0 || more == 0 || w + 1 >= THREADS_WINDOWS)
+            break;
+        free(t);
+        t = NULL;
+        from = more;
+    }
     json_t *out = json_array(), *next = json_null();
     for (size_t i = 0; out && i < n && i < limit; i++)
         json_array_append_new(out, json_pack("{s:s, s:I, s:I, s:s}", "id", t[i].id, "runs", (json_int_t)t[i].runs,
