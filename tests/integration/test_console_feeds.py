@@ -368,6 +368,13 @@ def test_threads_page_reads_a_bounded_window_of_runs(service):
         if cursor is None:
             break
     assert seen == ["t-new", "t-old"] and cursor is None, seen
+    # a page that finds no thread in its window reads on (a few windows)
+    _, _, people = tenant_with_people(service, "thr-gap")
+    _, gap = people["admin"]
+    only = gap.run("print(1)", thread_id="t-gap")
+    copy_run(service, only["id"], 10050)
+    page = gap.ok("GET", "/v1/threads")
+    assert [t["id"] for t in page["threads"]] == ["t-gap"] and page["next_cursor"] is None, page
 
 
 def e2b_create(client):
