@@ -36,7 +36,7 @@
 #define AL_ACTIVITY_MIN_MS 200
 #define AL_ACTIVITY_OVERLAP_MS 3000
 #define AL_ACTIVITY_PAGE 500
-#define AL_ACTIVITY_SENT 2048
+#define AL_ACTIVITY_SENT 65536 /* slots of the set of what was handed out: a power of 2 */
 #define AL_ACTIVITY_PENDING_MAX (1u << 20)
 
 typedef struct al_activity {

@@ -277,7 +277,11 @@ def test_a_stream_not_read_is_ended_not_buffered(service):
         service.sql("UPDATE runs SET changed_at = ? WHERE id LIKE ?",
                     now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z", run["id"] + "-%")
         got = reader.until(lambda k, d: d.get("id") == run["id"] + "-8000", timeout=60)
-        assert len({d["id"] for _, d in got}) == 8000
+        assert len({d["id"] for _, d in got}) == 8000 == len(got)
+        # and none again: the looks that reach back 3 s over them find
+        # each handed out already
+        time.sleep(4)
+        assert reader.q.qsize() == 0, reader.q.qsize()
         # the one that did not read is ended: what it reads now ends
         slow.settimeout(30)
         slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
