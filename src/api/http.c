@@ -389,6 +389,22 @@ static void redact(char *text, size_t cap) {
 
 /* libmicrohttpd's own messages, as our log lines (and redacted: they quote
  * URLs). */
+/* A path or query value percent-decoded in place, as libmicrohttpd does,
+ * except that a decoded NUL (%00) becomes DEL: with the NUL, every C string
+ * after it was cut there, so "DELETE /v1/sandboxes/ID%00/files" was served
+ * as "DELETE /v1/sandboxes/ID" (a kill) and "thread_id=a%00junk" as "a".
+ * DEL is no character of an id or a route, so such a request matches what
+ * it says or nothing. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *uri) {
+    (void)cls;
+    (void)c;
+    size_t n = MHD_http_unescape(uri);
+    for (size_t i = 0; i < n; i++)
+        if (uri[i] == '\0')
+            uri[i] = 0x7f;
+    return n;
+}
+
 static void mhd_log(void *cls, const char *fmt, va_list ap) _printf_(2, 0);
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     al_service *s = cls;
@@ -450,6 +466,7 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->connections_per_address,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
+                            MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
                             MHD_OPTION_NOTIFY_CONNECTION, al_guard_notify, h->guard, MHD_OPTION_END);
     if (!h->d) {
         al_guard_free(h->guard);

@@ -6,6 +6,7 @@
 #include "reply.h"
 #include "handlers.h"
 #include "route.h"
+#include "../core/holds.h"
 #include "../core/views.h"
 
 /* Events one verification reads at most: a page at a time, some seconds
@@ -25,7 +26,12 @@ enum MHD_Result al_rest_audit_verify(al_route_ctx *x) {
     bool signed_one = false;
     al_audit_check chk;
     al_error err = { 0 };
-    if (al_view_audit_verify(x->s, x->p, VERIFY_MAX, &chk, &signed_one, &last, &err) < 0)
+    if (!al_service_hold(x->s, x->p->person_id, AL_HOLD_AUDIT))
+        return al_reply_too_many(x->c, "audit verifications and exports", AL_AUDIT_READS_PER_PERSON,
+                                 "GET /v1/audit/verify");
+    int r = al_view_audit_verify(x->s, x->p, VERIFY_MAX, &chk, &signed_one, &last, &err);
+    al_service_unhold(x->s, x->p->person_id, AL_HOLD_AUDIT);
+    if (r < 0)
         return al_reply_error(x->c, 500, "internal", "%s", err.msg);
     /* the latest checkpoint this service signed, and whether the chain
      * still holds it (a chain cut back or rewritten does not) */
@@ -48,13 +54,15 @@ typedef struct export {
     al_principal p;
     char *kind, *person_id, *run_id, *from, *to; /* the filter, owned */
     int64_t before, left;
-    bool done;
+    bool done, held;
     char *buf;
     size_t len, pos;
 } export;
 
 static void export_free(void *cls) {
     export *e = cls;
+    if (e->held)
+        al_service_unhold(e->s, e->p.person_id, AL_HOLD_AUDIT);
     free(e->kind);
     free(e->person_id);
     free(e->run_id);
@@ -121,9 +129,15 @@ static ssize_t export_read(void *cls, uint64_t off, char *out, size_t max) {
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 enum MHD_Result al_rest_audit_export(al_route_ctx *x, const al_view_audit_filter *f) {
+    if (!al_service_hold(x->s, x->p->person_id, AL_HOLD_AUDIT))
+        return al_reply_too_many(x->c, "audit verifications and exports", AL_AUDIT_READS_PER_PERSON,
+                                 "GET /v1/audit?format=ndjson");
     export *e = calloc(1, sizeof *e);
-    if (!e)
+    if (!e) {
+        al_service_unhold(x->s, x->p->person_id, AL_HOLD_AUDIT);
         return al_reply_error(x->c, 500, "internal", "out of memory");
+    }
+    e->held = true;
     e->s = x->s;
     e->p = *x->p;
     e->before = f->before_seq;

@@ -25,27 +25,6 @@ typedef struct stream {
     bool held;
 } stream;
 
-/* The runs B as the stream's text into T's buffer; false out of memory. */
-static bool format(stream *t, const al_view_run_brief *b, size_t n) {
-    char **texts = calloc(n ? n : 1, sizeof *texts);
-    size_t cap = 1;
-    for (size_t i = 0; texts && i < n; i++) {
-        json_t *doc = al_run_summary_json(&b[i]);
-        /* compact JSON is one line: no newline can split an event */
-        texts[i] = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-        json_decref(doc);
-        cap += texts[i] ? strlen(texts[i]) + 32 : 0;
-    }
-    t->buf = texts ? malloc(cap) : NULL;
-    for (size_t i = 0; t->buf && i < n; i++)
-        if (texts[i])
-            t->len += (size_t)snprintf(t->buf + t->len, cap - t->len, "event: run\ndata: %s\n\n", texts[i]);
-    for (size_t i = 0; texts && i < n; i++)
-        free(texts[i]);
-    free(texts);
-    return t->buf != NULL;
-}
-
 /* Fill T's buffer with what comes next (runs, or a keepalive); <0 the
  * stream's end. */
 static ssize_t fill(stream *t) {
@@ -56,14 +35,9 @@ static ssize_t fill(stream *t) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += 1;
-        al_view_run_brief *b = NULL;
-        size_t n = 0;
-        al_follow_news news = al_activity_next(&t->a, &until, &b, &n, &err);
-        if (news == AL_FOLLOW_EVENTS) {
-            bool ok = format(t, b, n);
-            al_view_run_briefs_free(b, n);
-            return ok ? 0 : MHD_CONTENT_READER_END_WITH_ERROR;
-        }
+        al_follow_news news = al_activity_next(&t->a, &until, &t->buf, &t->len, &err);
+        if (news == AL_FOLLOW_EVENTS)
+            return 0;
         if (news == AL_FOLLOW_FAILED) {
             al_service_log(t->s, AL_LOG_ERROR, "http.stream_failed",
                            json_pack("{s:s, s:s}", "stream", "activity", "error", err.msg));
@@ -108,6 +82,7 @@ static ssize_t stream_read(void *cls, uint64_t off, char *out, size_t max) {
 static void stream_free(void *cls) {
     stream *t = cls;
     unhold(t);
+    al_activity_done(&t->a);
     free(t->buf);
     free(t);
 }
@@ -128,7 +103,10 @@ enum MHD_Result al_rest_events(al_route_ctx *x) {
     t->c = x->c;
     t->held = true;
     snprintf(t->person_id, sizeof t->person_id, "%s", x->p->person_id);
-    al_activity_init(&t->a, x->s, x->p);
+    if (al_activity_init(&t->a, x->s, x->p) < 0) {
+        stream_free(t);
+        return MHD_NO;
+    }
     /* the stream opens with a comment at once, so a client knows it is
      * listening before the first run changes */
     t->buf = strdup(": listening\n\n");

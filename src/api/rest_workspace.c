@@ -11,6 +11,7 @@
 #include "../core/views.h"
 
 #define THREADS_MAX 200
+#define THREADS_WINDOWS 4
 
 enum MHD_Result al_rest_persons(al_route_ctx *x) {
     enum MHD_Result bad;
@@ -38,16 +39,29 @@ enum MHD_Result al_rest_threads(al_route_ctx *x) {
     al_error err = { 0 };
     al_view_thread *t = NULL;
     size_t n = 0;
-    if (al_view_threads(x->s, x->p, (int64_t)cursor, (int64_t)limit + 1, &t, &n, &err) < 0)
-        return al_reply_error(c, 500, "internal", "%s", err.msg);
+    int64_t more = 0, from = (int64_t)cursor;
+    /* a window of runs without a thread reads on to the next, a few at
+     * most, so that a page is seldom empty and never costs much */
+    for (int w = 0;; w++) {
+        if (al_view_threads(x->s, x->p, from, (int64_t)limit + 1, &t, &n, &more, &err) < 0)
+            return al_reply_error(c, 500, "internal", "%s", err.msg);
+        if (n > 0 || more == 0 || w + 1 >= THREADS_WINDOWS)
+            break;
+        free(t);
+        t = NULL;
+        from = more;
+    }
     json_t *out = json_array(), *next = json_null();
     for (size_t i = 0; out && i < n && i < limit; i++)
         json_array_append_new(out, json_pack("{s:s, s:I, s:I, s:s}", "id", t[i].id, "runs", (json_int_t)t[i].runs,
                                              "artifacts", (json_int_t)t[i].artifacts, "last_run_at",
                                              t[i].last_run_at));
-    if (n > limit) {
+    /* a full page goes on below its last thread; a page whose window of
+     * runs ended first (fewer threads, maybe none) goes on below the
+     * window, so a client pages on until next_cursor is null */
+    if (n > limit || more > 0) {
         char buf[32];
-        snprintf(buf, sizeof buf, "%lld", (long long)t[limit - 1].last_seq);
+        snprintf(buf, sizeof buf, "%lld", (long long)(n > limit ? t[limit - 1].last_seq : more));
         next = json_string(buf);
     }
     free(t);
@@ -61,6 +75,12 @@ static enum MHD_Result sandbox_error(struct MHD_Connection *c, int r, const al_e
         return al_reply_error(c, 404, "not_found", "%s", err->msg);
     if (r == -EPERM)
         return al_reply_error(c, 403, "forbidden", "%s", err->msg);
+    /* a session box holds the files while it lives; a command left more
+     * entries than a listing reads: both the sandbox's state, not a fault */
+    if (r == -EBUSY)
+        return al_reply_error(c, 409, "conflict", "%s", err->msg);
+    if (r == -E2BIG)
+        return al_reply_error(c, 422, "too_many_files", "%s", err->msg);
     return al_reply_error(c, 500, "internal", "%s", err->msg);
 }
 

@@ -52,6 +52,7 @@ static void holds_tidy(al_service *s, const char *person_id) {
 bool al_service_hold(al_service *s, const char *person_id, al_hold kind) {
     int max = kind == AL_HOLD_FOLLOW     ? s->cfg.followers_per_person
               : kind == AL_HOLD_ACTIVITY ? AL_ACTIVITY_STREAMS_PER_PERSON
+              : kind == AL_HOLD_AUDIT    ? AL_AUDIT_READS_PER_PERSON
                                          : s->cfg.waits_per_person;
     pthread_mutex_lock(&s->mu);
     struct person_holds *h = holds_of(s, person_id, true);

@@ -179,6 +179,7 @@ int al_sandbox_kill_by(al_service *s, const al_principal *p, const char *id, al_
 typedef struct al_sandbox_entry {
     char rel[1024];              /* relative to its root */
     bool dir, link;              /* a directory; a symbolic link (never followed) */
+    bool special;                /* a FIFO, a socket or a device: not a file one can read */
     uint64_t size;
     mode_t mode;                 /* the permission bits */
     int64_t mtime;               /* seconds since the epoch */
@@ -205,6 +206,12 @@ int al_sandbox_fs_stat(al_service *s, const al_sandbox *sb, al_sandbox_root root
  * own), sorted by path; -ENOENT, -ENOTDIR. */
 int al_sandbox_fs_list(al_service *s, const al_sandbox *sb, al_sandbox_root root, const char *rel, int depth,
                        al_sandbox_entries *ret, al_error *err);
+/* How many files ROOT holds, as al_sandbox_fs_list's walk (WALK_DEPTH_MAX
+ * deep) would list them, into *COUNT: read from the directories' own
+ * entry types, nothing stat'ed and nothing kept, so a listing of a
+ * workspace's sandboxes costs a directory read per directory. -E2BIG past
+ * the listing's bound of entries, -ENOENT. */
+int al_sandbox_fs_count(al_service *s, const al_sandbox *sb, al_sandbox_root root, int64_t *count, al_error *err);
 /* Make directory REL of ROOT and its parents: -EEXIST when it exists. */
 int al_sandbox_fs_mkdir(al_service *s, const al_sandbox *sb, al_sandbox_root root, const char *rel, al_error *err);
 /* Move FROM to TO (each beneath its root; parents of TO made). */

@@ -13,16 +13,15 @@
 /* Every regular file of SB beneath ROOT (one walk, bounded by the
  * sandbox's entries) appended to *V as PREFIX/rel; -errno. */
 static int walk(al_service *s, const al_sandbox *sb, al_sandbox_root root, const char *prefix, al_sandbox_file **v,
-                size_t *n, size_t *cap, bool count_only, int64_t *count, al_error *err) {
+                size_t *n, size_t *cap, al_error *err) {
     al_sandbox_entries l;
     int r = al_sandbox_fs_list(s, sb, root, "", WALK_DEPTH_MAX, &l, err);
     if (r == -ENOENT) /* a root not made yet holds nothing */
         return 0;
     for (size_t i = 0; r == 0 && i < l.n; i++) {
-        if (l.v[i].dir || l.v[i].link)
-            continue;
-        (*count)++;
-        if (count_only)
+        /* files only: a FIFO or a socket a command left is not one (and
+         * reading it would block) */
+        if (l.v[i].dir || l.v[i].link || l.v[i].special)
             continue;
         if (*n == *cap) {
             size_t nc = *cap ? *cap * 2 : 64;
@@ -47,15 +46,27 @@ static int files_of(al_service *s, const al_sandbox *sb, al_sandbox_file **ret, 
     al_sandbox_file *v = NULL;
     size_t n = 0, cap = 0;
     *count = 0;
-    int r = walk(s, sb, AL_SANDBOX_HOME, "/home/user", &v, &n, &cap, !ret, count, err);
+    /* a count only (the workspace's list): the directories' entry types,
+     * nothing stat'ed or kept (a list of 19 sandboxes of 8,000 files took
+     * 500 to 760 ms by the listing's walk) */
+    if (!ret) {
+        int r = 0;
+        for (int root = AL_SANDBOX_HOME; r == 0 && root <= AL_SANDBOX_OUT; root++) {
+            r = al_sandbox_fs_count(s, sb, (al_sandbox_root)root, count, err);
+            r = r == -ENOENT ? 0 : r; /* a root not made yet holds nothing */
+        }
+        return r;
+    }
+    int r = walk(s, sb, AL_SANDBOX_HOME, "/home/user", &v, &n, &cap, err);
     if (r == 0)
-        r = walk(s, sb, AL_SANDBOX_OUT, "/out", &v, &n, &cap, !ret, count, err);
-    if (r < 0 || !ret) {
+        r = walk(s, sb, AL_SANDBOX_OUT, "/out", &v, &n, &cap, err);
+    if (r < 0) {
         free(v);
         return r;
     }
     *ret = v;
     *ret_n = n;
+    *count = (int64_t)n;
     return 0;
 }
 

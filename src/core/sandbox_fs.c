@@ -120,6 +120,7 @@ static void entry_of(const char *rel, const struct stat *st, al_sandbox_entry *e
     snprintf(e->rel, sizeof e->rel, "%s", rel);
     e->dir = S_ISDIR(st->st_mode);
     e->link = S_ISLNK(st->st_mode);
+    e->special = !e->dir && !e->link && !S_ISREG(st->st_mode);
     e->size = (uint64_t)st->st_size;
     e->mode = st->st_mode & 07777;
     e->mtime = (int64_t)st->st_mtim.tv_sec;
@@ -235,6 +236,51 @@ int al_sandbox_fs_list(al_service *s, const al_sandbox *sb, al_sandbox_root root
     if (ret->n > 1)
         qsort(ret->v, ret->n, sizeof *ret->v, by_rel);
     return 0;
+}
+
+/* The files beneath DFD (whose path is REL_LEN bytes), DEPTH levels deep,
+ * added to *COUNT; *SEEN against the listing's bound. */
+static int count_dir(int dfd, size_t rel_len, int depth, size_t *seen, int64_t *count) {
+    _cleanup_closedir_ DIR *d = al_dir_open(dfd);
+    if (!d)
+        return -errno;
+    int r = 0;
+    for (struct dirent *de; r == 0 && (de = al_dir_next(d));) {
+        if (++*seen > AL_SANDBOX_ENTRIES_MAX * 2)
+            return -E2BIG;
+        size_t len = strlen(de->d_name), path_len = rel_len + (rel_len ? 1 : 0) + len;
+        /* what the listing would not show is not counted either */
+        if (al_sandbox_name_problem(de->d_name, len) || path_len >= 1024)
+            continue;
+        unsigned char type = de->d_type;
+        if (type == DT_UNKNOWN) {
+            struct stat st;
+            if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                continue;
+            type = S_ISREG(st.st_mode) ? DT_REG : S_ISDIR(st.st_mode) ? DT_DIR : DT_UNKNOWN;
+        }
+        if (type == DT_REG)
+            (*count)++;
+        else if (type == DT_DIR && depth > 1) {
+            int sub = al_sandbox_beneath(dirfd(d), de->d_name, O_PATH | O_DIRECTORY, 0);
+            if (sub >= 0) {
+                r = count_dir(sub, path_len, depth - 1, seen, count);
+                close(sub);
+            }
+        }
+    }
+    return r;
+}
+
+int al_sandbox_fs_count(al_service *s, const al_sandbox *sb, al_sandbox_root root, int64_t *count, al_error *err) {
+    _cleanup_close_ int rfd = root_fd(s, sb, root, err);
+    if (rfd < 0)
+        return rfd;
+    size_t seen = 0;
+    int r = count_dir(rfd, 0, WALK_DEPTH_MAX, &seen, count);
+    if (r == -E2BIG)
+        return al_err(err, "files", E2BIG, "more than %d entries to count", AL_SANDBOX_ENTRIES_MAX * 2);
+    return r < 0 ? fs_err(err, r, "") : 0;
 }
 
 /* ------------------------------------------------------------ the bound */

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "activity.h"
 #include "run_end.h"
 #include "runner.h"
 #include "service.h"
@@ -334,6 +335,7 @@ int al_service_close(al_service *s, al_error *err) {
     al_skills_free(s);
     free(s->health_text);
     al_service_holds_free(s);
+    al_activity_hub_free(s->activity);
     pthread_mutex_destroy(&s->health_mu);
     pthread_cond_destroy(&s->sched_cond);
     pthread_cond_destroy(&s->events_cond);

@@ -30,6 +30,9 @@ struct al_service {
         pthread_cond_t cond;
     } ev_buckets[AL_EVENT_BUCKETS];
     uint64_t wake_gen;
+    /* activity.c: the node's one look at the store for every open
+     * GET /v1/events stream (made with the first one) */
+    struct al_activity_hub *activity;
     active_run *active;           /* linked list */
     int active_count;
     bool draining;                /* a stop began: no new claim, running runs finish */

@@ -77,8 +77,9 @@ int al_view_persons(al_service *s, const al_principal *p, al_view_person **ret, 
 void al_view_persons_free(al_view_person *v, size_t n) { al_store_people_free(v, n); }
 
 int al_view_threads(al_service *s, const al_principal *p, int64_t before, int64_t limit, al_view_thread **ret,
-                    size_t *ret_n, al_error *err) {
-    return al_store_threads_list(s->store, p->workspace_id, before, limit, ret, ret_n, err);
+                    size_t *ret_n, int64_t *ret_more, al_error *err) {
+    return al_store_threads_list(s->store, p->workspace_id, before, limit, AL_VIEW_THREADS_SCAN, ret, ret_n, ret_more,
+                                 err);
 }
 
 /* -------------------------------------------------------------- artifacts */

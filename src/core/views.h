@@ -72,10 +72,14 @@ typedef al_store_thread al_view_thread;
 int al_view_persons(al_service *s, const al_principal *p, al_view_person **ret, size_t *ret_n, al_error *err);
 void al_view_persons_free(al_view_person *v, size_t n);
 /* P's workspace's threads, the one with the newest run first, below
- * BEFORE (a thread's last_seq; INT64_MAX from the start), at most LIMIT
- * (free()). */
+ * BEFORE (a cursor; INT64_MAX from the start), at most LIMIT (free()),
+ * found among the AL_VIEW_THREADS_SCAN runs below BEFORE: a page costs
+ * that much whatever the workspace's history (a page of a workspace of
+ * 100,000 runs grouped them all: 320 ms). *RET_MORE: the cursor to read on
+ * from when the window ended before LIMIT threads were found, else 0. */
+#define AL_VIEW_THREADS_SCAN 10000
 int al_view_threads(al_service *s, const al_principal *p, int64_t before, int64_t limit, al_view_thread **ret,
-                    size_t *ret_n, al_error *err);
+                    size_t *ret_n, int64_t *ret_more, al_error *err);
 
 /* -------------------------------------------------------------- artifacts */
 

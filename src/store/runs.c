@@ -586,6 +586,20 @@ int al_store_run_changes(al_store *s, const char *ws_id, const char *since, int6
     return briefs_from_rows(rows, ret, ret_n, err);
 }
 
+int al_store_run_changes_all(al_store *s, const char *at, int64_t seq, int64_t limit, al_store_run_brief **ret,
+                             size_t *ret_n, al_error *err) {
+    *ret = NULL;
+    *ret_n = 0;
+    /* the range on changed_at is the index's; the seq test only splits the
+     * rows of AT itself, so a page of many runs changed in one millisecond
+     * is read on from its last, never again from its first */
+    json_t *rows = al_store_query(s, err,
+                                  BRIEF_SELECT "WHERE changed_at >= ? AND (changed_at > ? OR seq > ?) "
+                                               "ORDER BY changed_at, seq LIMIT ?",
+                                  "ssii", at, at, seq, limit);
+    return briefs_from_rows(rows, ret, ret_n, err);
+}
+
 /* ---------------------------------------------------------------- by day */
 
 static int day_count_read(json_t *row, void *rec, al_error *err) {
@@ -649,18 +663,38 @@ static int thread_read(json_t *row, void *rec, al_error *err) {
     return 0;
 }
 
-int al_store_threads_list(al_store *s, const char *ws_id, int64_t before, int64_t limit, al_store_thread **ret,
-                          size_t *ret_n, al_error *err) {
+int al_store_threads_list(al_store *s, const char *ws_id, int64_t before, int64_t limit, int64_t scan,
+                          al_store_thread **ret, size_t *ret_n, int64_t *ret_more, al_error *err) {
     *ret = NULL;
     *ret_n = 0;
+    *ret_more = 0;
+    /* the window: the SCAN runs below BEFORE, threaded or not (so that a
+     * history of runs without a thread costs no more than SCAN) */
+    json_t *win = al_store_query(s, err,
+                                 "SELECT COUNT(*) AS n, MIN(seq) AS low FROM (SELECT seq FROM runs "
+                                 "WHERE workspace_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?) w",
+                                 "sii", ws_id, before, scan);
+    if (!win)
+        return -EIO;
+    json_t *w0 = json_array_get(win, 0);
+    if (int_of(w0, "n") >= scan)
+        *ret_more = int_of(w0, "low");
+    json_decref(win);
+    /* the window's threads with no run at BEFORE or later (those were on
+     * an earlier page), each counted whole */
     json_t *rows = al_store_query(
         s, err,
-        "SELECT thread_id, COUNT(*) AS runs, MAX(created_at) AS last_run_at, MAX(seq) AS last_seq, "
-        "(SELECT COUNT(*) FROM artifacts a WHERE a.workspace_id = ? AND a.thread_key = 't:' || runs.thread_id "
+        "SELECT t.thread_id, t.last_seq, "
+        "(SELECT COUNT(*) FROM runs r WHERE r.workspace_id = ? AND r.thread_id = t.thread_id) AS runs, "
+        "(SELECT created_at FROM runs r WHERE r.seq = t.last_seq) AS last_run_at, "
+        "(SELECT COUNT(*) FROM artifacts a WHERE a.workspace_id = ? AND a.thread_key = 't:' || t.thread_id "
         "AND a.superseded = 0) AS artifacts "
-        "FROM runs WHERE workspace_id = ? AND thread_id IS NOT NULL GROUP BY thread_id "
-        "HAVING MAX(seq) < ? ORDER BY MAX(seq) DESC LIMIT ?",
-        "ssii", ws_id, ws_id, before, limit);
+        "FROM (SELECT thread_id, MAX(seq) AS last_seq FROM (SELECT thread_id, seq FROM runs "
+        "WHERE workspace_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?) w WHERE thread_id IS NOT NULL "
+        "GROUP BY thread_id) t "
+        "WHERE NOT EXISTS (SELECT 1 FROM runs r2 WHERE r2.workspace_id = ? AND r2.thread_id = t.thread_id "
+        "AND r2.seq >= ?) ORDER BY t.last_seq DESC LIMIT ?",
+        "sssiisii", ws_id, ws_id, ws_id, before, scan, ws_id, before, limit);
     void *v;
     int r = al_store_rows_read(rows, sizeof **ret, thread_read, NULL, &v, ret_n, err);
     *ret = v;

@@ -208,6 +208,12 @@ void al_store_run_brief_clear(al_store_run_brief *b);
  * the workspace's activity stream reads on each look. */
 int al_store_run_changes(al_store *s, const char *ws_id, const char *since, int64_t limit, al_store_run_brief **ret,
                          size_t *ret_n, al_error *err);
+/* Every workspace's runs made or moved after (AT, SEQ) in (changed_at, seq)
+ * order (SEQ -1: at AT or later), at most LIMIT, as list entries: the one
+ * look a node takes for all its activity streams at once (index
+ * runs_changed_all). */
+int al_store_run_changes_all(al_store *s, const char *at, int64_t seq, int64_t limit, al_store_run_brief **ret,
+                             size_t *ret_n, al_error *err);
 
 /* ---- usage by day (GET /v1/usage's days) */
 typedef struct al_store_day_count {
@@ -239,10 +245,13 @@ typedef struct al_store_thread {
     int64_t last_seq;             /* its newest run's number: the listing's order and cursor */
 } al_store_thread;
 /* WS_ID's threads, the one with the newest run first, whose newest run is
- * numbered below BEFORE, at most LIMIT, in *RET (free()). It reads the
- * workspace's runs that have a thread (index runs_ws_thread). */
-int al_store_threads_list(al_store *s, const char *ws_id, int64_t before, int64_t limit, al_store_thread **ret,
-                          size_t *ret_n, al_error *err);
+ * numbered below BEFORE, at most LIMIT, in *RET (free()), found among the
+ * SCAN runs below BEFORE (index runs_ws; each found thread's runs counted
+ * by runs_ws_thread): a page's cost is bounded whatever the workspace's
+ * history. *RET_MORE: where to read on when those SCAN runs were not all
+ * the workspace's below BEFORE (the lowest one read), else 0. */
+int al_store_threads_list(al_store *s, const char *ws_id, int64_t before, int64_t limit, int64_t scan,
+                          al_store_thread **ret, size_t *ret_n, int64_t *ret_more, al_error *err);
 
 /* ---- run_events: everything a run's stream carried, numbered from 1 */
 typedef struct al_store_event {

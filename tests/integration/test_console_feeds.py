@@ -215,6 +215,89 @@ def test_events_are_capped_per_person(service):
     assert_error(status, doc, "bad_request", 400)
 
 
+def store_statements(svc):
+    status, _, text = svc.request("GET", "/metrics", key=None)
+    assert status == 200
+    text = text if isinstance(text, str) else text.decode()
+    return int(next(line.split()[1] for line in text.splitlines()
+                    if line.startswith("airlock_store_statements_total ")))
+
+
+def test_open_streams_share_one_look_at_the_store(service):
+    """Streams of many workspaces cost the store one look a tick for the
+    node, not one each: with 8 streams in 8 workspaces, idle, the store's
+    statements a second grow by about one (a look a second), where a look
+    per stream grew them by eight."""
+    tenants = [service.new_tenant(f"look{i}") for i in range(8)]
+    time.sleep(1)
+    before = store_statements(service)
+    time.sleep(4)
+    idle = store_statements(service) - before
+    streams = [Activity(service, t.key) for t in tenants]
+    try:
+        assert [s.status for s in streams] == [200] * 8
+        time.sleep(1.5)
+        before = store_statements(service)
+        time.sleep(4)
+        open_ = store_statements(service) - before
+        assert open_ - idle <= 4 * 3, (idle, open_)
+        # and each still hears its own workspace's runs, only those
+        run = tenants[5].client.run("print(5)", wait=False)
+        seen = streams[5].until(lambda k, d: d.get("id") == run["id"] and d["state"] in TERMINAL, timeout=60)
+        assert {d["id"] for _, d in seen} == {run["id"]}
+        time.sleep(1.5)
+        for i in (0, 6, 7):
+            assert streams[i].q.empty(), i
+    finally:
+        for s in streams:
+            s.close()
+
+
+def test_a_stream_not_read_is_ended_not_buffered(service):
+    """The node hands each change to every stream of its workspace as it
+    reads it: a client that does not read would have them pile up in the
+    service. Past 1 MiB waiting it is cut off (the page lists again); a
+    stream that reads gets every change, 500 a look."""
+    import datetime
+    ws, _, people = tenant_with_people(service, "slow")
+    _, admin = people["admin"]
+    reader = Activity(service, admin.key)
+    slow = socket.socket()
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow.connect((service.host, service.port))
+    slow.sendall(f"GET /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {admin.key}\r\n\r\n".encode())
+    assert b" 200 " in slow.recv(200)
+    try:
+        run = admin.run("print(1)")
+        reader.until(lambda k, d: d.get("id") == run["id"] and d["state"] == "succeeded")
+        # 8,000 changes at once (copies of the run, behind the service's
+        # back, changed now): about 10 MB of events, past what the sockets hold
+        copy_run(service, run["id"], 8000)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        service.sql("UPDATE runs SET changed_at = ? WHERE id LIKE ?",
+                    now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z", run["id"] + "-%")
+        got = reader.until(lambda k, d: d.get("id") == run["id"] + "-8000", timeout=60)
+        assert len({d["id"] for _, d in got}) == 8000 == len(got)
+        # and none again: the looks that reach back 3 s over them find
+        # each handed out already
+        time.sleep(4)
+        assert reader.q.qsize() == 0, reader.q.qsize()
+        # the one that did not read is ended: what it reads now ends
+        slow.settimeout(30)
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        total = 0
+        while True:
+            chunk = slow.recv(1 << 20)
+            if not chunk:
+                break
+            total += len(chunk)
+        assert total < 8000 * 1000, total
+        assert "read more slowly than the workspace changed" in service.log_path.read_text(errors="replace")
+    finally:
+        reader.close()
+        slow.close()
+
+
 def test_persons_are_the_workspaces_own(service):
     ws, _, people = tenant_with_people(service, "ppl")
     _, member = people["member"]
@@ -254,6 +337,48 @@ def test_threads_newest_activity_first_with_runs_and_artifacts(service):
     assert service.new_tenant("thr-other").client.ok("GET", "/v1/threads")["threads"] == []
     status, _, doc = admin.get("/v1/threads", query={"limit": "0"})
     assert_error(status, doc, "bad_request", 400)
+
+
+def copy_run(service, run_id, n, thread_sql="NULL"):
+    """N copies of run RUN_ID written into the store behind the service's
+    back (a long history, made in a second), each with thread THREAD_SQL."""
+    cols = [c for c in service.columns("runs") if c != "seq"]
+    sel = ", ".join("id || '-' || i" if c == "id" else thread_sql if c == "thread_id" else c for c in cols)
+    gen = ("generate_series(1, ?) AS n(i)" if service.store else
+           "(WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) SELECT i FROM n) n")
+    service.sql(f"INSERT INTO runs ({', '.join(cols)}) SELECT {sel} FROM runs, {gen} WHERE runs.id = ? "
+                f"ORDER BY i", n, run_id)
+
+
+def test_threads_page_reads_a_bounded_window_of_runs(service):
+    """A page of threads groups at most 10,000 of the workspace's runs, not
+    its whole history (100,000 runs took 320 ms a page, any member's to
+    repeat): a thread behind a longer stretch of runs is on a later page,
+    which next_cursor leads to (the page between may hold none)."""
+    ws, _, people = tenant_with_people(service, "thr-big")
+    _, admin = people["admin"]
+    old = admin.run("print(1)", thread_id="t-old")
+    copy_run(service, old["id"], 10050)
+    admin.run("print(2)", thread_id="t-new")
+    page = admin.ok("GET", "/v1/threads")
+    assert [t["id"] for t in page["threads"]] == ["t-new"] and page["next_cursor"], page
+    seen, cursor = ["t-new"], page["next_cursor"]
+    for _ in range(5):
+        page = admin.ok("GET", "/v1/threads", query={"cursor": cursor})
+        seen += [t["id"] for t in page["threads"]]
+        if [t for t in page["threads"] if t["id"] == "t-old"]:
+            assert page["threads"][-1]["runs"] == 1
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == ["t-new", "t-old"] and cursor is None, seen
+    # a page that finds no thread in its window reads on (a few windows)
+    _, _, people = tenant_with_people(service, "thr-gap")
+    _, gap = people["admin"]
+    only = gap.run("print(1)", thread_id="t-gap")
+    copy_run(service, only["id"], 10050)
+    page = gap.ok("GET", "/v1/threads")
+    assert [t["id"] for t in page["threads"]] == ["t-gap"] and page["next_cursor"] is None, page
 
 
 def e2b_create(client):
@@ -313,6 +438,62 @@ def test_sandboxes_list_files_and_kill_by_owner_or_admin(service):
     assert admin.ok("GET", "/v1/sandboxes")["sandboxes"] == []
     kills = admin.ok("GET", "/v1/audit", query={"kind": "sandbox.kill"})
     assert {e["data"]["sandbox_id"] for e in kills["events"]} >= {sid, sid2}
+
+
+def test_sandbox_files_are_files_whatever_a_command_left(service):
+    """What a command in the box leaves in its tree (written here into the
+    sandbox's directory, as the box's own writes land there) is shown as
+    files only: a FIFO or a socket is not one (it was listed, size 0, and
+    counted); a symlink to the host's files, a name with a control
+    character or invalid UTF-8, a path too long to name are not shown; a
+    tree past what a listing reads is said as such (it was a 500)."""
+    import os
+    ws, _, people = tenant_with_people(service, "hostile")
+    _, member = people["member"]
+    sid, token = e2b_create(member)
+    e2b_write(member, sid, token, "/home/user/ok.txt", b"fine")
+    home = service.state / "sandboxes" / sid / "home"
+    os.mkfifo(home / "pipe")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(home / "sock"))
+    os.symlink("/etc/passwd", home / "passwd")
+    (home / "bad\x01name").write_bytes(b"x")
+    with open(os.path.join(bytes(home), b"\xff.txt"), "wb") as f:
+        f.write(b"x")
+    deep = home
+    for _ in range(6):
+        deep = deep / ("d" * 200)
+    deep.mkdir(parents=True)
+    (deep / "far.txt").write_bytes(b"x")
+    files = member.ok("GET", f"/v1/sandboxes/{sid}/files")["files"]
+    assert files == [{"path": "/home/user/ok.txt", "size": 4}], files
+    assert member.ok("GET", "/v1/sandboxes")["sandboxes"][0]["files"] == 1
+    sock.close()
+    # more entries than a listing reads (a command may leave them)
+    many = home / "many"
+    many.mkdir()
+    for i in range(8300):
+        (many / str(i)).touch()
+    status, _, doc = member.request("GET", f"/v1/sandboxes/{sid}/files")
+    assert_error(status, doc, "too_many_files", 422)
+    assert "more than 8192 entries" in doc["error"]["message"]
+    assert member.ok("GET", "/v1/sandboxes")["sandboxes"][0]["files"] == -1
+
+
+def test_a_percent_encoded_nul_does_not_cut_a_request_short(service):
+    """%00 in a path or a query value was decoded to a NUL that ended the
+    C string there: DELETE /v1/sandboxes/ID%00/files was served as DELETE
+    /v1/sandboxes/ID (the sandbox killed), thread_id=t-a%00junk as t-a."""
+    ws, _, people = tenant_with_people(service, "nul")
+    _, member = people["member"]
+    sid, _ = e2b_create(member)
+    status, _, _ = member.request("DELETE", f"/v1/sandboxes/{sid}%00/files")
+    assert status in (404, 405), status
+    assert [sb["id"] for sb in member.ok("GET", "/v1/sandboxes")["sandboxes"]] == [sid]
+    member.run("print(1)", thread_id="t-a")
+    status, _, doc = member.get("/v1/runs", query={"thread_id": "t-a\x00junk"})
+    assert_error(status, doc, "bad_request", 400)
+    assert len(member.list_runs(thread_id="t-a")) == 1
 
 
 def test_usage_days_count_runs_by_state_language_interface_and_credits(service):
@@ -394,6 +575,56 @@ def test_audit_export_is_ndjson_of_the_same_filter(service):
     assert one == admin.ok("GET", "/v1/audit", query={"run_id": runs[1]["id"]})["events"]
     status, _, doc = admin.get("/v1/audit", query={"format": "csv"})
     assert_error(status, doc, "bad_request", 400)
+
+
+def test_audit_exports_and_verifications_are_capped_per_person(service):
+    """Exports a client does not read hold a connection and a thread each,
+    and a verification re-hashes up to 200,000 events: a person has 2 under
+    way at once (the third was served: 200), others theirs; a closed one
+    gives its place back."""
+    ws, _, people = tenant_with_people(service, "aud-cap")
+    _, member = people["member"]
+    _, approver = people["approver"]
+    # a long trail (behind the service's back: the export does not check
+    # links), some megabytes, so that an export not read stays open
+    pad = "p" * 1000
+    if service.store:
+        service.sql("INSERT INTO audit_events (workspace_id, seq, org_id, kind, data, created_at, prev_hash, hash) "
+                    "SELECT ?, 1000000 + i, 'o', 'test.filler', ?, '2026-01-01T00:00:00.000Z', 'x', 'y' "
+                    "FROM generate_series(1, 20000) AS i", ws, json.dumps({"pad": pad}))
+    else:
+        service.sql("WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 20000) "
+                    "INSERT INTO audit_events (workspace_id, seq, org_id, kind, data, created_at, prev_hash, hash) "
+                    "SELECT ?, 1000000 + i, 'o', 'test.filler', ?, '2026-01-01T00:00:00.000Z', 'x', 'y' FROM c",
+                    ws, json.dumps({"pad": pad}))
+
+    def export(key):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect((service.host, service.port))
+        s.sendall(f"GET /v1/audit?format=ndjson HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n\r\n"
+                  .encode())
+        head = s.recv(1024).split(b"\r\n")[0]
+        return s, int(head.split()[1])
+
+    held = [export(member.key) for _ in range(2)]
+    try:
+        assert [st for _, st in held] == [200, 200]
+        _, third = export(member.key)
+        assert third == 429
+        status, _, doc = member.get("/v1/audit/verify")
+        assert_error(status, doc, "too_many_requests", 429)
+        assert "audit verifications and exports" in doc["error"]["message"]
+        # another person's are their own
+        assert approver.ok("GET", "/v1/audit/verify")["events"] >= 1
+        held.pop()[0].close()
+        deadline = time.monotonic() + 10
+        while member.get("/v1/audit/verify")[0] != 200:
+            assert time.monotonic() < deadline, "a closed export's place was not given back"
+            time.sleep(0.3)
+    finally:
+        for s, _ in held:
+            s.close()
 
 
 @pytest.mark.only_passes("postgresql")
