@@ -239,7 +239,14 @@ static bool push_end(exec_stream *e) {
     return ok;
 }
 
-static ssize_t exec_fill(exec_stream *e) {
+static ssize_t exec_fill(void *cls) {
+    exec_stream *e = cls;
+    if (e->ended) {
+        if (e->f.s) /* its follower's place, given back as the stream ends */
+            al_service_unhold(e->s, e->p.person_id, AL_HOLD_FOLLOW);
+        e->f.s = NULL;
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    }
     al_error err = { 0 };
     for (;;) {
         struct timespec until;
@@ -284,24 +291,7 @@ static ssize_t exec_fill(exec_stream *e) {
 static ssize_t exec_read(void *cls, uint64_t off, char *out, size_t max) {
     (void)off;
     exec_stream *e = cls;
-    while (e->pos >= e->len) {
-        if (e->ended) {
-            if (e->f.s) /* its follower's place, given back as the stream ends */
-                al_service_unhold(e->s, e->p.person_id, AL_HOLD_FOLLOW);
-            e->f.s = NULL;
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        }
-        free(e->buf);
-        e->buf = NULL;
-        e->len = e->pos = 0;
-        ssize_t r = exec_fill(e);
-        if (r < 0)
-            return r;
-    }
-    size_t n = e->len - e->pos < max ? e->len - e->pos : max;
-    memcpy(out, e->buf + e->pos, n);
-    e->pos += n;
-    return (ssize_t)n;
+    return al_reply_drain(&e->buf, &e->len, &e->pos, exec_fill, e, out, max);
 }
 
 static void exec_free(void *cls) {

@@ -292,7 +292,10 @@ static bool push_output(proc_stream *ps, const al_follow_event *ev) {
 
 /* What comes next into the buffer: events, a keepalive, the end; <0 the
  * stream's end (MHD_CONTENT_READER_END_*). */
-static ssize_t proc_fill(proc_stream *ps) {
+static ssize_t proc_fill(void *cls) {
+    proc_stream *ps = cls;
+    if (ps->ended)
+        return MHD_CONTENT_READER_END_OF_STREAM;
     if (!ps->started) {
         ps->started = true;
         return push_event(ps, json_pack("{s:{s:I}}", "start", "pid", (json_int_t)ps->pid)) ? 0
@@ -366,24 +369,10 @@ static void proc_unhold(proc_stream *ps) {
 static ssize_t proc_read(void *cls, uint64_t off, char *out, size_t max) {
     (void)off;
     proc_stream *ps = cls;
-    while (ps->pos >= ps->len) {
-        if (ps->ended) {
-            proc_unhold(ps);
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        }
-        free(ps->buf);
-        ps->buf = NULL;
-        ps->len = ps->pos = 0;
-        ssize_t r = proc_fill(ps);
-        if (r < 0) {
-            proc_unhold(ps);
-            return r;
-        }
-    }
-    size_t n = ps->len - ps->pos < max ? ps->len - ps->pos : max;
-    memcpy(out, ps->buf + ps->pos, n);
-    ps->pos += n;
-    return (ssize_t)n;
+    ssize_t r = al_reply_drain(&ps->buf, &ps->len, &ps->pos, proc_fill, ps, out, max);
+    if (r < 0)
+        proc_unhold(ps);
+    return r;
 }
 
 static void proc_free(void *cls) {

@@ -166,6 +166,22 @@ enum MHD_Result al_reply_method_why(struct MHD_Connection *c, const char *allow,
     return al_reply_json_text(c, 405, text, "Allow", allow);
 }
 
+ssize_t al_reply_drain(char **buf, size_t *len, size_t *pos, ssize_t (*fill)(void *cls), void *cls, char *out,
+                       size_t max) {
+    while (*pos >= *len) {
+        free(*buf);
+        *buf = NULL;
+        *len = *pos = 0;
+        ssize_t r = fill(cls);
+        if (r < 0)
+            return r;
+    }
+    size_t n = *len - *pos < max ? *len - *pos : max;
+    memcpy(out, *buf + *pos, n);
+    *pos += n;
+    return (ssize_t)n;
+}
+
 enum MHD_Result al_reply_stream(struct MHD_Connection *c, const char *ctype, const char *disposition,
                                 MHD_ContentReaderCallback read, void *cls, MHD_ContentReaderFreeCallback done) {
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, read, cls, done);

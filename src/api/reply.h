@@ -61,6 +61,12 @@ enum MHD_Result al_reply_event_stream(struct MHD_Connection *c, MHD_ContentReade
  * of unknown length that READ fills from CLS, as al_reply_event_stream. */
 enum MHD_Result al_reply_stream(struct MHD_Connection *c, const char *ctype, const char *disposition,
                                 MHD_ContentReaderCallback read, void *cls, MHD_ContentReaderFreeCallback done);
+/* The next bytes of a stream for libmicrohttpd (at most MAX into OUT),
+ * written once for every stream: what *BUF holds from *POS to *LEN, else
+ * the buffer is freed and emptied and FILL(CLS) makes the next piece (0),
+ * or ends the stream (a negative MHD_CONTENT_READER_END_*, given back). */
+ssize_t al_reply_drain(char **buf, size_t *len, size_t *pos, ssize_t (*fill)(void *cls), void *cls, char *out,
+                       size_t max);
 /* 405, with the methods the path takes (ALLOW, "GET, POST") in Allow and
  * the message. */
 enum MHD_Result al_reply_method(struct MHD_Connection *c, const char *allow);

@@ -73,7 +73,8 @@ static void export_free(void *cls) {
 }
 
 /* The next page of events into E's buffer, one JSON object a line; <0 the end. */
-static ssize_t export_fill(export *e) {
+static ssize_t export_fill(void *cls) {
+    export *e = cls;
     if (e->done || e->left <= 0)
         return MHD_CONTENT_READER_END_OF_STREAM;
     al_view_audit_filter f = { .kind = e->kind, .person_id = e->person_id, .run_id = e->run_id, .from = e->from,
@@ -112,18 +113,7 @@ static ssize_t export_fill(export *e) {
 static ssize_t export_read(void *cls, uint64_t off, char *out, size_t max) {
     (void)off;
     export *e = cls;
-    while (e->pos >= e->len) {
-        free(e->buf);
-        e->buf = NULL;
-        e->len = e->pos = 0;
-        ssize_t r = export_fill(e);
-        if (r < 0)
-            return r;
-    }
-    size_t n = e->len - e->pos < max ? e->len - e->pos : max;
-    memcpy(out, e->buf + e->pos, n);
-    e->pos += n;
-    return (ssize_t)n;
+    return al_reply_drain(&e->buf, &e->len, &e->pos, export_fill, e, out, max);
 }
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }

@@ -23,11 +23,13 @@ typedef struct stream {
     char *buf;
     size_t len, pos;
     bool held;
+    al_sse_session ses;
 } stream;
 
 /* Fill T's buffer with what comes next (runs, or a keepalive); <0 the
  * stream's end. */
-static ssize_t fill(stream *t) {
+static ssize_t fill(void *cls) {
+    stream *t = cls;
     al_error err = { 0 };
     /* a second at a time: a client who has gone gives its place back
      * within one */
@@ -43,7 +45,9 @@ static ssize_t fill(stream *t) {
                            json_pack("{s:s, s:s}", "stream", "activity", "error", err.msg));
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
-        if (news == AL_FOLLOW_STOPPING || al_sse_peer_gone(t->c))
+        /* a session's stream ends soon after its session does (signed
+         * out, expired, its person gone), not when the client leaves */
+        if (news == AL_FOLLOW_STOPPING || al_sse_peer_gone(t->c) || !al_sse_session_lives(t->s, &t->ses))
             return MHD_CONTENT_READER_END_OF_STREAM;
         if (waited + 1 >= KEEPALIVE_S) {
             /* a comment keeps proxies and clients from timing out */
@@ -63,20 +67,10 @@ static void unhold(stream *t) {
 static ssize_t stream_read(void *cls, uint64_t off, char *out, size_t max) {
     (void)off;
     stream *t = cls;
-    while (t->pos >= t->len) {
-        free(t->buf);
-        t->buf = NULL;
-        t->len = t->pos = 0;
-        ssize_t r = fill(t);
-        if (r < 0) {
-            unhold(t);
-            return r;
-        }
-    }
-    size_t n = t->len - t->pos < max ? t->len - t->pos : max;
-    memcpy(out, t->buf + t->pos, n);
-    t->pos += n;
-    return (ssize_t)n;
+    ssize_t r = al_reply_drain(&t->buf, &t->len, &t->pos, fill, t, out, max);
+    if (r < 0)
+        unhold(t);
+    return r;
 }
 
 static void stream_free(void *cls) {
@@ -103,6 +97,7 @@ enum MHD_Result al_rest_events(al_route_ctx *x) {
     t->c = x->c;
     t->held = true;
     snprintf(t->person_id, sizeof t->person_id, "%s", x->p->person_id);
+    al_sse_session_init(&t->ses, x);
     if (al_activity_init(&t->a, x->s, x->p) < 0) {
         stream_free(t);
         return MHD_NO;

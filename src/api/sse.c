@@ -72,7 +72,10 @@ static bool sse_format(sse *e, const al_follow_event *evs, size_t nev) {
 
 /* Fill E's buffer with what comes next: events, or a keepalive; <0 the
  * stream's end (MHD_CONTENT_READER_END_*). */
-static ssize_t sse_fill(sse *e) {
+static ssize_t sse_fill(void *cls) {
+    sse *e = cls;
+    if (e->ended)
+        return MHD_CONTENT_READER_END_OF_STREAM;
     al_error err = { 0 };
     /* wait in steps of a second: a follower who has gone gives its slot
      * (and its share of the person's followers) back within one, not at
@@ -111,20 +114,7 @@ static ssize_t sse_fill(sse *e) {
 }
 
 static ssize_t sse_next(sse *e, char *out, size_t max) {
-    while (e->pos >= e->len) {
-        if (e->ended)
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        free(e->buf);
-        e->buf = NULL;
-        e->len = e->pos = 0;
-        ssize_t r = sse_fill(e);
-        if (r < 0)
-            return r;
-    }
-    size_t n = e->len - e->pos < max ? e->len - e->pos : max;
-    memcpy(out, e->buf + e->pos, n);
-    e->pos += n;
-    return (ssize_t)n;
+    return al_reply_drain(&e->buf, &e->len, &e->pos, sse_fill, e, out, max);
 }
 
 /* The follower's place is given back as the stream ends, before its client

@@ -614,9 +614,6 @@ def test_another_workspaces_admin_cannot_touch_a_key_by_id(service, ws):
     assert victim.request("GET", "/v1/session")[0] == 401
 
 
-@pytest.mark.xfail(strict=True, reason="GET /v1/events (feeds' rest_events.c, not this review's to edit) does not yet "
-                   "ask al_sse_session_lives: its fill() loop needs `if (!al_sse_session_lives(t->s, &t->ses)) return "
-                   "MHD_CONTENT_READER_END_OF_STREAM;` and al_rest_events `al_sse_session_init(&t->ses, x);`")
 def test_the_activity_stream_ends_with_its_session(service, ws):
     """The console's Activity page holds GET /v1/events open: after sign-out
     it must stop telling the workspace's runs to whoever holds the socket."""
