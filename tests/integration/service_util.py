@@ -880,6 +880,11 @@ class ServiceSet:
         self.request = request
         self.services = []
         self.failed_before = request.session.testsfailed
+        self.closed = False
+        # stopped at the end of the request's scope even where its maker
+        # forgets to close it: a service left running keeps its warm boxes,
+        # which every later test then finds left over
+        request.addfinalizer(self.close)
 
     def start(self, name, config=None, **kw):
         svc = start_service(self.root, name, config, **kw)
@@ -887,6 +892,9 @@ class ServiceSet:
         return svc
 
     def close(self):
+        if self.closed:
+            return
+        self.closed = True
         failed = self.request.session.testsfailed > self.failed_before
         for svc in self.services:
             svc.stop()
