@@ -64,6 +64,8 @@ export function h(tag, attrs, ...children) {
     else if (k === "dataset") Object.assign(el.dataset, v);
     else if (k === "value" && "value" in el) el.value = v;
     else if (k === "checked" || k === "disabled" || k === "selected") el[k] = !!v;
+    // what a tooltip or a screen reader says is text a person reads too
+    else if (k === "title" || k.startsWith("aria-")) el.setAttribute(k, v === true ? "" : reveal(String(v)));
     else el.setAttribute(k, v === true ? "" : String(v));
   }
   append(el, children);
