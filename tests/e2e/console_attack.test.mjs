@@ -222,7 +222,9 @@ test('the sign-in token never leaves the page, and a signed-in person is asked b
   const admin = await who();
   const other = newLink('member');
   await page.goto(other);
-  await page.getByRole('heading', { name: 'You are already signed in' }).waitFor();
+  const asked = page.getByRole('heading', { name: 'You are already signed in' });
+  await asked.waitFor();
+  await check(page, 'attack-second-link', asked);
   assert.equal(await who(), admin);
   await page.getByRole('button', { name: /^Stay signed in as / }).click();
   await page.waitForURL(/\/#\/activity$/);
