@@ -155,7 +155,10 @@ function match(pattern, hash) {
   const params = {};
   for (let i = 0; i < want.length; i++) {
     const m = /^\{(\w+)\}$/.exec(want[i]);
-    if (m) params[m[1]] = decodeURIComponent(got[i]);
+    if (m) {
+      // a malformed escape (a crafted link's "%E0") is no page, not a crash
+      try { params[m[1]] = decodeURIComponent(got[i]); } catch { return null; }
+    }
     else if (want[i] !== got[i]) return null;
   }
   return params;

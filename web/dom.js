@@ -1,8 +1,58 @@
 // Small DOM helpers shared by the pages. Text is always set as text, never
 // parsed as HTML: whatever a run, an agent or a tenant wrote is shown as
-// it is and can never become markup.
+// it is and can never become markup; and its invisible characters are
+// shown (reveal), so it cannot read other than it is.
 
 const SVG = "http://www.w3.org/2000/svg";
+
+// Characters that make text read other than it is, which whoever controls
+// a run's code, output, names or paths can use against the person reading
+// the console (an approver above all): bidi embeddings, overrides and
+// isolates (Trojan Source, CVE-2021-42574: code that reads one way and runs
+// another), zero-width and other invisible format characters, and C0/C1
+// controls (terminal escapes, backspaces that a terminal would use to
+// overwrite text). Tab, newline and carriage return are kept; ZWJ/ZWNJ too
+// (they join emoji and Persian letters, and reorder nothing).
+const HIDDEN = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb]/g;
+
+// How one such character is shown: a C0 control as its Control Picture
+// (ESC as "␛"), DEL as "␡", anything else as "⟨U+202E⟩".
+export function hiddenLabel(c) {
+  const n = c.codePointAt(0);
+  if (n < 0x20) return String.fromCodePoint(0x2400 + n);
+  if (n === 0x7f) return "\u2421";
+  return `\u27e8U+${n.toString(16).toUpperCase().padStart(4, "0")}\u27e9`;
+}
+
+// TEXT with every such character made visible.
+export function reveal(text) {
+  HIDDEN.lastIndex = 0;
+  return HIDDEN.test(text) ? text.replace(HIDDEN, hiddenLabel) : text;
+}
+
+// How many such characters TEXT has, and whether any reorders it.
+export function hiddenCount(text) {
+  const all = text.match(HIDDEN) || [];
+  return { count: all.length, bidi: all.some((c) => /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/.test(c)) };
+}
+
+// TEXT as nodes for a code or output view: its hidden characters as marked
+// spans (a title names each), the rest as text.
+export function revealNodes(text) {
+  HIDDEN.lastIndex = 0;
+  if (!HIDDEN.test(text)) return [document.createTextNode(text)];
+  HIDDEN.lastIndex = 0;   // matchAll starts where test stopped
+  const nodes = [];
+  let last = 0;
+  for (const m of text.matchAll(HIDDEN)) {
+    if (m.index > last) nodes.push(document.createTextNode(text.slice(last, m.index)));
+    const code = m[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+    nodes.push(h("span", { class: "hidden-char", title: `Invisible character U+${code}` }, hiddenLabel(m[0])));
+    last = m.index + m[0].length;
+  }
+  if (last < text.length) nodes.push(document.createTextNode(text.slice(last)));
+  return nodes;
+}
 const SVG_TAGS = new Set(["svg", "g", "path", "rect", "line", "circle", "polyline", "text", "title"]);
 
 // h("a", {href: "#/runs/1", class: "x", onclick: fn}, "text", child, [more])
@@ -14,6 +64,8 @@ export function h(tag, attrs, ...children) {
     else if (k === "dataset") Object.assign(el.dataset, v);
     else if (k === "value" && "value" in el) el.value = v;
     else if (k === "checked" || k === "disabled" || k === "selected") el[k] = !!v;
+    // what a tooltip or a screen reader says is text a person reads too
+    else if (k === "title" || k.startsWith("aria-")) el.setAttribute(k, v === true ? "" : reveal(String(v)));
     else el.setAttribute(k, v === true ? "" : String(v));
   }
   append(el, children);
@@ -25,7 +77,7 @@ function append(el, children) {
     if (c === undefined || c === null || c === false) continue;
     if (Array.isArray(c)) append(el, c);
     else if (c instanceof Node) el.appendChild(c);
-    else el.appendChild(document.createTextNode(String(c)));
+    else el.appendChild(document.createTextNode(reveal(String(c))));
   }
 }
 

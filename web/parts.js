@@ -92,8 +92,16 @@ function parseCsv(text, max) {
 
 export function contentUrl(a) { return `/v1/artifacts/${encodeURIComponent(a.id)}/content`; }
 
+// The file name a download is saved under: the artifact's own, less what
+// could disguise it (a right-to-left override turns "report\u202Efdp.exe"
+// into what reads as "reportexe.pdf"; controls and invisible characters).
+export function downloadName(a) {
+  const name = (a.path || a.id).split("/").pop().replace(/[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb]/g, "_");
+  return name.slice(0, 200) || "artifact";
+}
+
 export function downloadLink(a) {
-  const name = (a.path || a.id).split("/").pop();
+  const name = downloadName(a);
   return h("a", { class: "btn", href: contentUrl(a), download: name, "aria-label": `Download ${a.path || a.id}` }, "Download");
 }
 
@@ -105,7 +113,12 @@ export async function preview(api, a) {
   try {
     if (type.startsWith("image/") && a.size <= 10 * 1024 * 1024) {
       const blob = await api.blob(contentUrl(a));
-      box.append(h("img", { class: "preview-img", src: URL.createObjectURL(blob), alt: `Preview of ${a.path}` }));
+      // the blob's address is this origin's: an SVG opened from it ("open
+      // image in new tab") would be a document of the console's origin, so
+      // it lives only until the image has drawn
+      const url = URL.createObjectURL(blob);
+      const free = () => URL.revokeObjectURL(url);
+      box.append(h("img", { class: "preview-img", src: url, alt: `Preview of ${a.path}`, onload: free, onerror: free }));
     } else if ((type.startsWith("text/csv") || a.path.endsWith(".csv")) && a.size <= 2 * 1024 * 1024) {
       const text = await (await api.blob(contentUrl(a))).text();
       const rows = parseCsv(text, CSV_ROWS + 1);

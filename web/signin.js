@@ -36,6 +36,24 @@ export default async function signin(app, { api, h }) {
       ...howTo());
     return;
   }
+  // Already signed in: a link someone else sent (their own, for their
+  // workspace) would otherwise switch this browser to their session without
+  // a word, and what the person then typed (a secret in Settings, a key's
+  // name, an approval) would go to that workspace. Asked first.
+  const current = await api.get("/v1/session").catch(() => null);
+  if (current && current.person) {
+    const choice = await new Promise((resolve) => {
+      const name = current.person.name, ws = current.workspace ? current.workspace.name : "your workspace";
+      card.append(h("h1", {}, "You are already signed in"),
+        h("p", {}, `You are signed in as ${name} in ${ws}. This link signs this browser in as the person it was made for, who may be someone else in another workspace.`),
+        h("p", {}, "Use it only if you asked for it."),
+        h("div", { class: "actions" },
+          h("button", { type: "button", class: "btn btn-primary", onclick: () => resolve(true) }, "Sign in with this link"),
+          h("button", { type: "button", class: "btn", onclick: () => resolve(false) }, `Stay signed in as ${name}`)));
+    });
+    if (!choice) { location.replace("/#/activity"); return; }
+    clear(card);
+  }
   card.append(h("h1", {}, "Signing you in…"), h("p", { class: "muted", role: "status" }, "Checking your link."));
   try {
     await api.post("/v1/session", { token });

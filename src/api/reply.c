@@ -34,6 +34,9 @@ enum MHD_Result al_reply_json_text(struct MHD_Connection *c, unsigned status, ch
     }
     MHD_add_response_header(r, "Content-Type", "application/json");
     MHD_add_response_header(r, "Cache-Control", "no-store");
+    /* a message may quote what a client sent (an id, a path): no browser
+     * may take the answer for anything but the JSON it says it is */
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     if (name)
         MHD_add_response_header(r, name, value);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
@@ -83,6 +86,7 @@ enum MHD_Result al_reply_error(struct MHD_Connection *c, unsigned status, const 
 enum MHD_Result al_reply_text(struct MHD_Connection *c, unsigned status, const char *type, char *text) {
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -191,6 +195,10 @@ enum MHD_Result al_reply_stream(struct MHD_Connection *c, const char *ctype, con
     }
     MHD_add_response_header(r, "Content-Type", ctype);
     MHD_add_response_header(r, "Cache-Control", "no-store");
+    /* an export of what tenants wrote (audit details): never sniffed, and
+     * a sandbox, not this origin, should a browser ever show it */
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Content-Security-Policy", "sandbox");
     if (disposition)
         MHD_add_response_header(r, "Content-Disposition", disposition);
     enum MHD_Result ret = MHD_queue_response(c, 200, r);

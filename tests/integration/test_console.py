@@ -178,3 +178,54 @@ def test_console_admin_pages(request):
         assert links, "airlock admin login-link failed"
         env[f"AIRLOCK_LINKS_{who.upper()}"] = " ".join(links)
     node_test("console_admin.test.mjs", env, expect=6, timeout=420)
+
+
+# ------------------------------------------------------------ an attacker's review
+# (console-webx's block: tests/e2e/console_attack.test.mjs. What a hostile
+# agent or tenant controls, shown to a person in the console: markup in a
+# run's fields, code and output, names and paths; an HTML artifact opened
+# from the console's origin; invisible characters in code awaiting
+# approval; the sign-in link; framing; an API answering garbage. Each is
+# shown working against a control in the same browser, then failing
+# against the console.)
+
+# markup that runs as soon as anything parses it as HTML
+XSS = '<img src=x onerror="window.__pwned=1"><svg onload="window.__pwned=1"></svg>'
+
+
+def test_asset_path_tricks_reach_nothing(service):
+    """Whatever a client puts in an /assets/ name (traversal, encoded and
+    doubled slashes, NUL, a long name, other methods), the answer is the
+    console's 404 with its headers, or 405, never a file of the disk."""
+    for path in ("/assets/%2e%2e/%2e%2e/etc/passwd", "/assets/..%252Fpackage.json", "/assets/app.js%00.png",
+                 "/assets/app.js%2500", "/assets/%00", "/assets/" + "a" * 4000 + ".js", "/assets/pages/" + "b" * 300,
+                 "/assets/.%2e/meson.build", "/assets/pages/%2e%2e%2fapp.js", "/assets/APP.JS",
+                 "/assets/..\\package.json", "/assets/pages/..%5C..%5Cpackage.json"):
+        status, h, doc = service.request("GET", path, key=None)
+        assert status in (400, 404, 414), (path, status, doc)
+        assert b"root:" not in (doc if isinstance(doc, bytes) else json.dumps(doc).encode()), path
+        # (every answer of the API says nosniff: a message may quote the path)
+        assert h.get("x-content-type-options") == "nosniff", (path, status, h)
+    for method in ("OPTIONS", "PUT", "DELETE"):
+        status, h, _ = service.request(method, "/assets/app.js", key=None)
+        assert status == 405 and "OPTIONS" not in h.get("allow", ""), (method, status, h)
+    status, h, body = service.request("HEAD", "/assets/nope.js", key=None)
+    assert status == 404 and not body, (status, body)
+
+
+def test_console_against_a_hostile_agent(service):
+    """console_attack.test.mjs: an agent of the workspace (a member's key)
+    writes markup, invisible characters and an HTML artifact; the admin
+    reads them in the console."""
+    need(shutil.which("chromium") or os.path.exists("/usr/bin/chromium"), "Debian's chromium (scripts/deps.sh)")
+    npm_ci()
+    t = gov_tenant(service, "attack")
+    put_settings(t.client, approval_policy="always", approval_ttl_s=900)
+    # a person's name is the operator's to set, but whoever names people
+    # need not be whoever reads the console: it is shown as text too
+    member, member_client = t.person_in("member", name="Mallory " + XSS[:40] + "\u202e")
+    env = {"AIRLOCK_URL": service.base_url, "AIRLOCK_SCREENSHOTS": str(SHOTS), "AIRLOCK_XSS": XSS,
+           "AIRLOCK_KEY_ADMIN": t.key, "AIRLOCK_KEY_MEMBER": member_client.key,
+           "AIRLOCK_LINKS_ADMIN": " ".join(login_links(service, t.person, 5)),
+           "AIRLOCK_LINKS_MEMBER": " ".join(login_links(service, member, 1))}
+    node_test("console_attack.test.mjs", env, expect=6, timeout=240)

@@ -3,7 +3,7 @@
 // through GET /v1/runs/{id}/events while it runs, complete after), timing,
 // limits, image, driver and its control badges, network policy and egress,
 // the approval and who decided it, artifacts with previews, audit events.
-import { h, badge, fmtTime, fmtMs, fmtBytes, runDuration, VIA_LABEL } from "../dom.js";
+import { h, badge, fmtTime, fmtMs, fmtBytes, runDuration, VIA_LABEL, revealNodes } from "../dom.js";
 import { codeView } from "../code.js";
 import { manifest, controlsTable, artifactsTable, auditTable } from "../parts.js";
 
@@ -137,8 +137,8 @@ export default {
 
     function drawOutput(r) {
       out.replaceChildren();
-      if (r.stdout) out.append(r.stdout);
-      if (r.stderr) out.append(h("span", { class: "err" }, r.stderr));
+      if (r.stdout) out.append(...revealNodes(r.stdout));
+      if (r.stderr) out.append(h("span", { class: "err" }, revealNodes(r.stderr)));
       if (!r.stdout && !r.stderr) out.append(h("span", { class: "muted" }, "(no output)"));
       const cut = [r.stdout_truncated && "stdout", r.stderr_truncated && "stderr"].filter(Boolean);
       outNote.textContent = cut.length ? `Output cut at the limit: ${cut.join(" and ")}.` : "Complete output.";
@@ -179,7 +179,7 @@ export default {
             outNote.textContent = "Streaming live… (more output than the page shows while it runs: all of it when the run ends)";
             return;
           }
-          out.append(type === "stderr" ? h("span", { class: "err" }, text) : text);
+          out.append(...(type === "stderr" ? [h("span", { class: "err" }, revealNodes(text))] : revealNodes(text)));
           out.scrollTop = out.scrollHeight;
           outNote.textContent = "Streaming live…";
         } else if (type === "state") {
