@@ -94,30 +94,6 @@ static enum MHD_Result admit_sandbox(al_http *h, struct MHD_Connection *c, const
     return rpc ? al_e2b_connect_error(c, "internal", "%s", err.msg) : al_e2b_reply_error(c, 500, "%s", err.msg);
 }
 
-/* libmicrohttpd's unescaping of the path and the query (its default, less
- * one thing): "%00" is left as written. Decoded, the NUL would end the C
- * string there, so /assets/app.js%00.png would be answered as
- * /assets/app.js and /v1/runs/ID%00anything as ID's; as written it names
- * nothing. ('+' in a query is libmicrohttpd's, before this.) */
-static int hexval(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-static size_t unescape_keep_nul(void *cls, struct MHD_Connection *c, char *s) {
-    (void)cls, (void)c;
-    char *w = s;
-    for (const char *r = s; *r;) {
-        int hi = r[0] == '%' ? hexval(r[1]) : -1, lo = hi >= 0 ? hexval(r[2]) : -1;
-        if (lo >= 0 && (hi | lo) != 0) {
-            *w++ = (char)(hi << 4 | lo);
-            r += 3;
-        } else
-            *w++ = *r++;
-    }
-    *w = '\0';
-    return (size_t)(w - s);
-}
-
 /* Whether the request's Content-Type is application/json (parameters
  * such as "; charset=utf-8" aside). */
 static bool json_content(struct MHD_Connection *c) {
@@ -420,6 +396,7 @@ static void redact(char *text, size_t cap) {
  * DEL is no character of an id or a route, so such a request matches what
  * it says or nothing. */
 static size_t unescape(void *cls, struct MHD_Connection *c, char *uri) {
+    /* ('+' in a query is libmicrohttpd's, before this) */
     (void)cls;
     (void)c;
     size_t n = MHD_http_unescape(uri);
@@ -486,7 +463,6 @@ int al_http_start(al_service *s, al_http **ret, al_error *err) {
      * warned of that, through ours, at every start) */
     h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
                             (uint16_t)cfg->port, NULL, NULL, handler, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-                            MHD_OPTION_UNESCAPE_CALLBACK, unescape_keep_nul, NULL,
                             MHD_OPTION_ARRAY, where, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->connections_per_address,
