@@ -184,7 +184,10 @@ test('download an artifact from its thread and check its bytes; the CSV preview 
   const thread = `report-${stamp}`;
   const csv = 'region,revenue\nnorth,120\nsouth,95\n';
   const run = await ask('member', { thread_id: thread, description: `artifact ${stamp}`,
-    code: `open("/out/report.csv", "w").write(${JSON.stringify(csv)})\nprint("written")` });
+    code: `open("/out/report.csv", "w").write(${JSON.stringify(csv)})
+open("/out/big.log", "w").write("".join(f"line {i}\\n" for i in range(100000)))
+open("/out/report.pdf", "wb").write(b"%PDF-1.4\\n%%EOF\\n")
+print("written")` });
   assert.equal((await apiCall('approver', 'POST', `/v1/runs/${run.id}/approve`, {})).status, 200);
   await runState(run.id, ['succeeded']);
   const { page } = await as('member');
@@ -202,6 +205,13 @@ test('download an artifact from its thread and check its bytes; the CSV preview 
   await page.getByRole('button', { name: 'Preview report.csv' }).click();
   await page.getByRole('cell', { name: 'north' }).waitFor();
   await page.getByRole('columnheader', { name: 'revenue' }).waitFor();
+  // a log past 64 KiB: its first lines, and a note that it is cut; a PDF offers its download, no Preview
+  await page.getByRole('button', { name: 'Preview big.log' }).click();
+  await page.getByText(/^The first 6\d\.\d KiB of 1\.0 MiB; download it/).waitFor();
+  assert.match(await page.getByLabel('Content of big.log').textContent(), /^line 0\nline 1\n[^]*\n$/);
+  assert.equal(await page.getByRole('button', { name: 'Preview report.pdf' }).count(), 0);
+  await page.getByRole('link', { name: 'Download report.pdf' }).waitFor();
+  await page.getByRole('button', { name: 'Preview big.log' }).click();
   await check(page, 'thread', page.getByRole('cell', { name: 'north' }));
   await page.getByRole('tab', { name: /Runs/ }).click();
   await page.locator(`tr[data-run="${run.id}"]`).waitFor();
