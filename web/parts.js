@@ -59,11 +59,13 @@ export function controlRows(controls) {
 export function controlsTable(controls) {
   const rows = controlRows(controls);
   if (!rows.length) return h("p", { class: "muted" }, "The driver reported no controls for this run.");
-  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
+  // (stack: one card per control at phone width, its detail readable rather than a column 60 px wide)
+  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", { class: "stack" },
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Control"), h("th", { scope: "col" }, "Level"), h("th", { scope: "col" }, "Detail"))),
     h("tbody", {}, rows.map(([name, level, detail]) => {
       const [label, kind] = LEVEL[level] || [level.replace(/_/g, " "), "muted"];
-      return h("tr", {}, h("td", {}, name), h("td", {}, h("span", { class: `badge badge-${kind}` }, label)), h("td", {}, detail));
+      return h("tr", {}, h("td", { "data-label": "Control" }, name),
+        h("td", { "data-label": "Level" }, h("span", { class: `badge badge-${kind}` }, label)), h("td", { "data-label": "Detail" }, detail));
     }))));
 }
 
@@ -182,12 +184,13 @@ function summary(data) {
 
 export function auditTable(events, names) {
   if (!events.length) return h("p", { class: "muted" }, "No audit events.");
-  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
+  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", { class: "stack" },
     h("thead", {}, h("tr", {}, ["#", "Event", "Who", "When", "Detail"].map((t) => h("th", { scope: "col", class: t === "#" ? "num" : null }, t)))),
     h("tbody", {}, events.map((e) => h("tr", {},
-      h("td", { class: "num" }, e.seq), h("td", {}, h("code", {}, e.kind)),
-      h("td", {}, (names && names.get(e.person_id)) || e.person_id || "—"),
-      h("td", {}, fmtTime(e.created_at)), h("td", { class: "desc", title: summary(e.data) }, summary(e.data)))))));
+      h("td", { class: "num", "data-label": "#" }, e.seq), h("td", { "data-label": "Event" }, h("code", {}, e.kind)),
+      h("td", { "data-label": "Who" }, (names && names.get(e.person_id)) || e.person_id || "—"),
+      h("td", { "data-label": "When" }, fmtTime(e.created_at)),
+      h("td", { class: "desc", "data-label": "Detail", title: summary(e.data) }, summary(e.data)))))));
 }
 
 export { badge };
