@@ -17,6 +17,21 @@ function matches(run, f) {
   return true;
 }
 
+// An E2B command's run keeps its process config as its description
+// ("e2b: {"cmd":...,"args":[...]}", read back by the E2B API): shown as the
+// command line it ran; anything else as written
+const quote = (a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`);
+export function describe(d) {
+  const m = /^e2b: (\{[^]*\})$/.exec(d || "");
+  if (m) {
+    try {
+      const c = JSON.parse(m[1]);
+      if (typeof c.cmd === "string") return "E2B command: " + [c.cmd, ...(Array.isArray(c.args) ? c.args : [])].map(String).map(quote).join(" ");
+    } catch { /* cut at the description's limit: shown as written */ }
+  }
+  return d;
+}
+
 function row(run) {
   const r = run.result || {};
   const exit = r.exit_code ?? (r.signal ? `signal ${r.signal}` : null);
@@ -29,7 +44,7 @@ function row(run) {
     h("td", { class: "clip run-who", title: who }, who),
     h("td", { class: "nowrap run-via" }, run.via ? h("span", { class: "tag" }, VIA_LABEL[run.via] || run.via) : null,
       run.via ? " " : null, run.language || "—"),
-    h("td", { class: "desc", title: run.description || "" }, run.description || h("span", { class: "muted" }, "no description")),
+    h("td", { class: "desc", title: run.description || "" }, describe(run.description) || h("span", { class: "muted" }, "no description")),
     h("td", { class: "run-state" }, badge(run.state)),
     h("td", { class: run.started_at ? "num dur" : "num dur none", "data-label": "took" }, runDuration(run)),
     h("td", { class: exit == null ? "num none" : "num", "data-label": "exit" }, exit ?? "—"),
