@@ -2,7 +2,7 @@
 // with GET /v1/runs, then applies each run entry of the workspace's stream
 // (GET /v1/events, through ctx.live) by id, so a new run appears and a
 // state changes without a reload.
-import { h, badge, fmtAgo, fmtTime, runDuration, VIA_LABEL, shortId } from "../dom.js";
+import { h, badge, fmtAgo, fmtTime, runDuration, VIA_LABEL, shortId, describe } from "../dom.js";
 import { startSnippets } from "../snippets.js";
 
 const STATES = ["pending_approval", "queued", "provisioning", "running", "succeeded", "failed",
@@ -15,21 +15,6 @@ function matches(run, f) {
   if (f.person_id && (!run.requested_by || run.requested_by.id !== f.person_id)) return false;
   if (f.via && run.via !== f.via) return false;
   return true;
-}
-
-// An E2B command's run keeps its process config as its description
-// ("e2b: {"cmd":...,"args":[...]}", read back by the E2B API): shown as the
-// command line it ran; anything else as written
-const quote = (a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`);
-export function describe(d) {
-  const m = /^e2b: (\{[^]*\})$/.exec(d || "");
-  if (m) {
-    try {
-      const c = JSON.parse(m[1]);
-      if (typeof c.cmd === "string") return "E2B command: " + [c.cmd, ...(Array.isArray(c.args) ? c.args : [])].map(String).map(quote).join(" ");
-    } catch { /* cut at the description's limit: shown as written */ }
-  }
-  return d;
 }
 
 function row(run) {
