@@ -102,7 +102,10 @@ export function downloadLink(a) {
 const TEXT_HEAD = 64 * 1024;   // what a text or CSV preview reads of a large file
 
 function isCsv(a) { return (a.content_type || "").startsWith("text/csv") || (a.path || "").endsWith(".csv"); }
-function isText(a) { const t = a.content_type || ""; return t.startsWith("text/") || t.includes("json"); }
+// text by its type, or by a name the service types application/octet-stream (a .log, a .jsonl);
+// shown as text (never markup) either way, so a wrong guess shows odd characters, no more
+const TEXT_NAMES = /\.(log|txt|md|jsonl|ndjson|ya?ml|toml|ini|cfg|conf|tsv|py|js|mjs|sh|sql|xml|html?)$/i;
+function isText(a) { const t = a.content_type || ""; return t.startsWith("text/") || t.includes("json") || TEXT_NAMES.test(a.path || ""); }
 
 // whether the console can show A (images, CSV as a table, text); else only its download
 export function previewable(a) {
