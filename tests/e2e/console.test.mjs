@@ -261,6 +261,12 @@ test('at phone width the nav is a menu; a member may read Settings but the API r
   assert.ok(names.includes('Settings'), `no Settings in a member's nav: ${names}`);
   assert.equal(await menu.getAttribute('aria-expanded'), 'true');
   await page.screenshot({ path: `${env('AIRLOCK_SCREENSHOTS')}/nav-open-390.png` });
+  // Escape closes it and gives focus back to the Menu button
+  await page.keyboard.press('Escape');
+  assert.equal(await nav.isVisible(), false);
+  assert.equal(await menu.getAttribute('aria-expanded'), 'false');
+  assert.equal(await page.evaluate(() => document.activeElement.textContent.trim()), 'Menu');
+  await menu.click();
   await nav.getByRole('link', { name: 'Threads' }).click();
   await page.getByRole('heading', { name: 'Threads', level: 1 }).waitFor();
   assert.equal(await nav.isVisible(), false);
