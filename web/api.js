@@ -53,6 +53,31 @@ export function makeApi(getCsrf, onSignedOut) {
       if (!r.ok) throw await failure(r, "GET", path);
       return r.blob();
     },
+    // the first MAX bytes of a large body (a big log's preview): read from
+    // the stream, then the rest is cancelled, so a 100 MiB artifact costs
+    // MAX bytes of memory, not 100 MiB. {bytes: Uint8Array, whole: bool}
+    async head(path, max) {
+      const r = await fetch(path, { credentials: "same-origin" });
+      if (!r.ok) throw await failure(r, "GET", path);
+      const reader = r.body.getReader();
+      const parts = [];
+      let n = 0, whole = false;
+      while (n < max) {
+        const { done, value } = await reader.read();
+        if (done) { whole = true; break; }
+        parts.push(value);
+        n += value.length;
+      }
+      if (!whole) reader.cancel().catch(() => {});
+      const bytes = new Uint8Array(Math.min(n, max));
+      let at = 0;
+      for (const p of parts) {
+        const take = Math.min(p.length, bytes.length - at);
+        bytes.set(p.subarray(0, take), at);
+        at += take;
+      }
+      return { bytes, whole: whole && n <= max };
+    },
     // Server-Sent Events: onEvent(type, data) for each named event (data
     // parsed as JSON); onState("open"|"retry"|"closed") as the stream
     // connects and drops. Returns the closer.

@@ -123,6 +123,13 @@ function layout() {
       h("span", { class: `role role-${s.person.role}` }, s.person.role)),
     s.via === "session" ? h("button", { type: "button", class: "btn btn-quiet", onclick: signOut }, "Sign out") : null);
   app.append(header, h("div", { class: "body" }, nav, h("main", { id: "main", tabindex: "-1" })));
+  // Escape closes the phone-width menu and gives focus back to its button
+  document.addEventListener("keydown", (e) => {
+    if (e.key !== "Escape" || !document.body.classList.contains("nav-open")) return;
+    document.body.classList.remove("nav-open");
+    menu.setAttribute("aria-expanded", "false");
+    menu.focus();
+  });
   app.removeAttribute("aria-busy");
   renderPending();
 }

@@ -152,3 +152,18 @@ export function badge(state, kind) {
 export const VIA_LABEL = { rest: "REST", mcp: "MCP", piston: "Piston", e2b: "E2B" };
 
 export function shortId(id) { return id && id.length > 12 ? id.slice(0, 10) + "…" : id || "—"; }
+
+// An E2B command's run keeps its process config as its description
+// ("e2b: {"cmd":...,"args":[...]}", read back by the E2B API): shown as the
+// command line it ran; anything else as written
+const quote = (a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`);
+export function describe(d) {
+  const m = /^e2b: (\{[^]*\})$/.exec(d || "");
+  if (m) {
+    try {
+      const c = JSON.parse(m[1]);
+      if (typeof c.cmd === "string") return "E2B command: " + [c.cmd, ...(Array.isArray(c.args) ? c.args : [])].map(String).map(quote).join(" ");
+    } catch { /* cut at the description's limit: shown as written */ }
+  }
+  return d;
+}

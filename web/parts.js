@@ -59,11 +59,13 @@ export function controlRows(controls) {
 export function controlsTable(controls) {
   const rows = controlRows(controls);
   if (!rows.length) return h("p", { class: "muted" }, "The driver reported no controls for this run.");
-  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
+  // (stack: one card per control at phone width, its detail readable rather than a column 60 px wide)
+  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", { class: "stack" },
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Control"), h("th", { scope: "col" }, "Level"), h("th", { scope: "col" }, "Detail"))),
     h("tbody", {}, rows.map(([name, level, detail]) => {
       const [label, kind] = LEVEL[level] || [level.replace(/_/g, " "), "muted"];
-      return h("tr", {}, h("td", {}, name), h("td", {}, h("span", { class: `badge badge-${kind}` }, label)), h("td", {}, detail));
+      return h("tr", {}, h("td", { "data-label": "Control" }, name),
+        h("td", { "data-label": "Level" }, h("span", { class: `badge badge-${kind}` }, label)), h("td", { "data-label": "Detail" }, detail));
     }))));
 }
 
@@ -105,8 +107,22 @@ export function downloadLink(a) {
   return h("a", { class: "btn", href: contentUrl(a), download: name, "aria-label": `Download ${a.path || a.id}` }, "Download");
 }
 
+const TEXT_HEAD = 64 * 1024;   // what a text or CSV preview reads of a large file
+
+function isCsv(a) { return (a.content_type || "").startsWith("text/csv") || (a.path || "").endsWith(".csv"); }
+// text by its type, or by a name the service types application/octet-stream (a .log, a .jsonl);
+// shown as text (never markup) either way, so a wrong guess shows odd characters, no more
+const TEXT_NAMES = /\.(log|txt|md|jsonl|ndjson|ya?ml|toml|ini|cfg|conf|tsv|py|js|mjs|sh|sql|xml|html?)$/i;
+function isText(a) { const t = a.content_type || ""; return t.startsWith("text/") || t.includes("json") || TEXT_NAMES.test(a.path || ""); }
+
+// whether the console can show A (images, CSV as a table, text); else only its download
+export function previewable(a) {
+  return ((a.content_type || "").startsWith("image/") && a.size <= 10 * 1024 * 1024) || isCsv(a) || isText(a);
+}
+
 // A preview of artifact A (image, CSV, text), fetched with the session
-// and shown from memory; a PDF or anything else: its download.
+// and shown from memory; CSV and text of any size from their first 64 KiB
+// (the rest is never fetched); anything else: its download.
 export async function preview(api, a) {
   const type = a.content_type || "";
   const box = h("div", { class: "preview" });
@@ -119,18 +135,23 @@ export async function preview(api, a) {
       const url = URL.createObjectURL(blob);
       const free = () => URL.revokeObjectURL(url);
       box.append(h("img", { class: "preview-img", src: url, alt: `Preview of ${a.path}`, onload: free, onerror: free }));
-    } else if ((type.startsWith("text/csv") || a.path.endsWith(".csv")) && a.size <= 2 * 1024 * 1024) {
-      const text = await (await api.blob(contentUrl(a))).text();
-      const rows = parseCsv(text, CSV_ROWS + 1);
-      const [head, ...body] = rows;
-      box.append(h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
-        h("caption", { class: "sr-only" }, `First rows of ${a.path}`),
-        h("thead", {}, h("tr", {}, (head || []).map((c) => h("th", { scope: "col" }, c)))),
-        h("tbody", {}, body.slice(0, CSV_ROWS).map((r) => h("tr", {}, r.map((c) => h("td", {}, c))))))));
-      if (body.length > CSV_ROWS) box.append(h("p", { class: "muted" }, `First ${CSV_ROWS} rows shown; download it for the rest.`));
-    } else if ((type.startsWith("text/") || type.includes("json")) && a.size <= 256 * 1024) {
-      const text = await (await api.blob(contentUrl(a))).text();
-      box.append(h("pre", { class: "output", tabindex: "0", "aria-label": `Content of ${a.path}` }, text.slice(0, 20000)));
+    } else if (isCsv(a) || isText(a)) {
+      const { bytes, whole } = await api.head(contentUrl(a), TEXT_HEAD);
+      let text = new TextDecoder().decode(bytes);
+      // a cut file ends mid-line: that line is left out rather than shown broken
+      if (!whole && text.lastIndexOf("\n") > 0) text = text.slice(0, text.lastIndexOf("\n") + 1);
+      if (isCsv(a)) {
+        const rows = parseCsv(text, CSV_ROWS + 1);
+        const [head, ...body] = rows;
+        box.append(h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
+          h("caption", { class: "sr-only" }, `First rows of ${a.path}`),
+          h("thead", {}, h("tr", {}, (head || []).map((c) => h("th", { scope: "col" }, c)))),
+          h("tbody", {}, body.slice(0, CSV_ROWS).map((r) => h("tr", {}, r.map((c) => h("td", {}, c))))))));
+        if (body.length > CSV_ROWS || !whole) box.append(h("p", { class: "muted" }, `The first ${Math.min(body.length, CSV_ROWS)} rows of ${fmtBytes(a.size)}; download it for the rest.`));
+      } else {
+        box.append(h("pre", { class: "output", tabindex: "0", "aria-label": `Content of ${a.path}` }, text));
+        if (!whole) box.append(h("p", { class: "muted" }, `The first ${fmtBytes(text.length)} of ${fmtBytes(a.size)}; download it for the whole file.`));
+      }
     } else {
       box.append(h("p", { class: "muted" }, type === "application/pdf" ? "A PDF: download it to read it." : "No preview for this type: download it."));
     }
@@ -158,7 +179,8 @@ export function artifactsTable(api, artifacts, { who } = {}) {
       h("td", { class: "num", "data-label": "Size" }, fmtBytes(a.size)), h("td", { class: "hide-narrow" }, a.content_type || "—"),
       who ? h("td", { "data-label": "Made by" }, who(a)) : null,
       h("td", { class: "hide-narrow" }, fmtTime(a.created_at)),
-      h("td", {}, h("div", { class: "actions" }, toggle, downloadLink(a)))), previewRow);
+      h("td", {}, h("div", { class: "actions" }, previewable(a) ? toggle : h("span", { class: "muted no-preview" },
+        a.content_type === "application/pdf" ? "PDF" : "No preview"), downloadLink(a)))), previewRow);
   }
   return h("div", { class: "table-wrap", tabindex: "0" }, h("table", { class: "stack" },
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Path"), h("th", { scope: "col", class: "num" }, "Version"),
@@ -178,12 +200,13 @@ function summary(data) {
 
 export function auditTable(events, names) {
   if (!events.length) return h("p", { class: "muted" }, "No audit events.");
-  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
+  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", { class: "stack" },
     h("thead", {}, h("tr", {}, ["#", "Event", "Who", "When", "Detail"].map((t) => h("th", { scope: "col", class: t === "#" ? "num" : null }, t)))),
     h("tbody", {}, events.map((e) => h("tr", {},
-      h("td", { class: "num" }, e.seq), h("td", {}, h("code", {}, e.kind)),
-      h("td", {}, (names && names.get(e.person_id)) || e.person_id || "—"),
-      h("td", {}, fmtTime(e.created_at)), h("td", { class: "desc", title: summary(e.data) }, summary(e.data)))))));
+      h("td", { class: "num", "data-label": "#" }, e.seq), h("td", { "data-label": "Event" }, h("code", {}, e.kind)),
+      h("td", { "data-label": "Who" }, (names && names.get(e.person_id)) || e.person_id || "—"),
+      h("td", { "data-label": "When" }, fmtTime(e.created_at)),
+      h("td", { class: "desc", "data-label": "Detail", title: summary(e.data) }, summary(e.data)))))));
 }
 
 export { badge };

@@ -2,7 +2,7 @@
 // with GET /v1/runs, then applies each run entry of the workspace's stream
 // (GET /v1/events, through ctx.live) by id, so a new run appears and a
 // state changes without a reload.
-import { h, badge, fmtAgo, fmtTime, runDuration, VIA_LABEL, shortId } from "../dom.js";
+import { h, badge, fmtAgo, fmtTime, runDuration, VIA_LABEL, shortId, describe } from "../dom.js";
 import { startSnippets } from "../snippets.js";
 
 const STATES = ["pending_approval", "queued", "provisioning", "running", "succeeded", "failed",
@@ -21,18 +21,20 @@ function row(run) {
   const r = run.result || {};
   const exit = r.exit_code ?? (r.signal ? `signal ${r.signal}` : null);
   const who = run.requested_by ? run.requested_by.name : "—";
+  // the labels are shown before a cell's value at phone width, where each
+  // run is a card (app.css, table.runs) rather than a row of 10 columns
   return h("tr", { "data-run": run.id },
-    h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(run.id)}`, class: "mono", title: run.id }, shortId(run.id))),
-    h("td", { class: "nowrap", title: fmtTime(run.created_at) }, fmtAgo(run.created_at)),
-    h("td", { class: "nowrap" }, who),
-    h("td", {}, run.via ? h("span", { class: "tag" }, VIA_LABEL[run.via] || run.via) : "—"),
-    h("td", {}, run.language || "—"),
-    h("td", { class: "desc", title: run.description || "" }, run.description || h("span", { class: "muted" }, "no description")),
-    h("td", {}, badge(run.state)),
-    h("td", { class: "num" }, runDuration(run)),
-    h("td", { class: "num" }, exit ?? "—"),
-    h("td", { class: "num" }, run.credits ?? "—"),
-    h("td", {}, run.thread_id ? h("a", { href: `#/threads/${encodeURIComponent(run.thread_id)}`, class: "mono" }, run.thread_id) : "—"));
+    h("td", { class: "run-id" }, h("a", { href: `#/runs/${encodeURIComponent(run.id)}`, class: "mono", title: run.id }, shortId(run.id))),
+    h("td", { class: "nowrap run-when", title: fmtTime(run.created_at) }, fmtAgo(run.created_at)),
+    h("td", { class: "clip run-who", title: who }, who),
+    h("td", { class: "nowrap run-via" }, run.via ? h("span", { class: "tag" }, VIA_LABEL[run.via] || run.via) : null,
+      run.via ? " " : null, run.language || "—"),
+    h("td", { class: "desc", title: run.description || "" }, describe(run.description) || h("span", { class: "muted" }, "no description")),
+    h("td", { class: "run-state" }, badge(run.state)),
+    h("td", { class: run.started_at ? "num dur" : "num dur none", "data-label": "took" }, runDuration(run)),
+    h("td", { class: exit == null ? "num none" : "num", "data-label": "exit" }, exit ?? "—"),
+    h("td", { class: "num", "data-label": "credits" }, run.credits ?? "—"),
+    h("td", { class: run.thread_id ? "clip run-thread" : "clip run-thread none" }, run.thread_id ? h("a", { href: `#/threads/${encodeURIComponent(run.thread_id)}`, class: "mono", title: run.thread_id }, run.thread_id) : "—"));
 }
 
 export default {
@@ -52,9 +54,9 @@ export default {
     const more = h("button", { type: "button", class: "btn", hidden: true, onclick: () => load(false) }, "Load older runs");
     const status = h("p", { class: "muted", role: "status" });
     const tableWrap = h("div", { class: "table-wrap", tabindex: "0" },
-      h("table", {},
+      h("table", { class: "runs" },
         h("caption", { class: "sr-only" }, "Runs of the workspace, newest first"),
-        h("thead", {}, h("tr", {}, ["Run", "When", "Who", "Interface", "Language", "Description", "State",
+        h("thead", {}, h("tr", {}, ["Run", "When", "Who", "Interface", "Description", "State",
           "Duration", "Exit", "Credits", "Thread"].map((t) =>
           h("th", { scope: "col", class: ["Duration", "Exit", "Credits"].includes(t) ? "num" : null }, t)))),
         tbody));
@@ -83,6 +85,7 @@ export default {
       const none = runs.size === 0;
       tableWrap.hidden = none;
       empty.hidden = !none;
+      status.hidden = none;   // "0 runs shown" under "No runs yet" says nothing more
       if (!none) return;
       empty.replaceChildren(...(filtered()
         ? [h("h2", {}, "No runs match these filters"), h("p", {}, "Clear a filter to see more of the workspace's runs.")]
@@ -150,7 +153,7 @@ export default {
     const tick = setInterval(() => {
       for (const run of runs.values()) {
         if (run.state !== "running") continue;
-        const el = tbody.querySelector(`tr[data-run="${CSS.escape(run.id)}"] td:nth-child(8)`);
+        const el = tbody.querySelector(`tr[data-run="${CSS.escape(run.id)}"] td.dur`);
         if (el) el.textContent = runDuration(run);
       }
     }, 1000);

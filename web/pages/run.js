@@ -3,7 +3,7 @@
 // through GET /v1/runs/{id}/events while it runs, complete after), timing,
 // limits, image, driver and its control badges, network policy and egress,
 // the approval and who decided it, artifacts with previews, audit events.
-import { h, badge, fmtTime, fmtMs, fmtBytes, runDuration, VIA_LABEL, revealNodes } from "../dom.js";
+import { h, badge, fmtTime, fmtMs, fmtBytes, runDuration, VIA_LABEL, revealNodes, describe } from "../dom.js";
 import { codeView } from "../code.js";
 import { manifest, controlsTable, artifactsTable, auditTable } from "../parts.js";
 
@@ -149,7 +149,7 @@ export default {
     root.append(
       h("div", { class: "page-head" },
         h("div", {}, h("h1", {}, "Run ", h("span", { class: "mono" }, id)),
-          h("p", {}, run.description || "No description was given.")),
+          h("p", { title: run.description || "" }, describe(run.description) || "No description was given.")),
         h("div", { class: "actions" },
           run.state === "pending_approval" ? h("a", { class: "btn btn-primary", href: "#/approvals" }, "Review in Approvals") : null,
           cancel)),

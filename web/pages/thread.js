@@ -1,6 +1,6 @@
 // A thread (#/threads/ID): its Artifacts tab (every path with its versions,
 // who made each, download, previews) and its runs in order.
-import { h, badge, fmtTime, runDuration, shortId } from "../dom.js";
+import { h, badge, fmtTime, runDuration, shortId, describe } from "../dom.js";
 import { artifactsTable } from "../parts.js";
 
 export default {
@@ -41,7 +41,7 @@ export default {
           h("td", { class: "num" }, i + 1),
           h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(r.id)}`, class: "mono", title: r.id }, shortId(r.id))),
           h("td", {}, r.requested_by ? r.requested_by.name : "—"),
-          h("td", { class: "desc", title: r.description || "" }, r.description || "—"),
+          h("td", { class: "desc", title: r.description || "" }, describe(r.description) || "—"),
           h("td", {}, badge(r.state)), h("td", { class: "num" }, runDuration(r)), h("td", {}, fmtTime(r.created_at))))))));
     const tabA = h("button", { id: "tab-a", role: "tab", type: "button", "aria-selected": "true", "aria-controls": "tab-artifacts" }, `Artifacts (${paths.size})`);
     const tabR = h("button", { id: "tab-r", role: "tab", type: "button", "aria-selected": "false", "aria-controls": "tab-runs", tabindex: "-1" }, `Runs (${runs.runs.length}${runs.next_cursor ? "+" : ""})`);

@@ -6,6 +6,8 @@ import { card, errWords, stackedChart, table, when } from "./admin_kit.js";
 const STATE_ORDER = ["succeeded", "failed", "timed_out", "killed", "canceled", "error", "denied",
   "pending_approval", "queued", "provisioning", "running"];
 const VIA_WORDS = { rest: "REST", mcp: "MCP", piston: "Piston", e2b: "E2B" };
+// states in words, as Activity's badges say them ("timed out", not timed_out)
+const STATE_WORDS = Object.fromEntries(STATE_ORDER.map((s) => [s, s.replace(/_/g, " ")]));
 
 // The series of a `days` field (by_state, ...), in a stable order: known names first.
 function seriesOf(days, key, order) {
@@ -58,13 +60,13 @@ export default {
 
     if (days.length) {
       root.append(card(h, "Runs per day", h("div", { class: "adm-charts" },
-        chartOf(h, "Runs per day by state", days, "by_state", STATE_ORDER),
+        chartOf(h, "Runs per day by state", days, "by_state", STATE_ORDER, STATE_WORDS),
         chartOf(h, "Runs per day by language", days, "by_language", ["python", "node", "bash"]),
         chartOf(h, "Runs per day by interface", days, "by_via", ["rest", "mcp", "piston", "e2b"], VIA_WORDS),
         stackedChart(h, "Credits charged per day", days.map((d) => ({ date: d.date, counts: { credits: d.credits || 0 } })),
           ["credits"]))));
     } else {
-      const rows = Object.entries(u.runs.by_state).map(([k, v]) => [k, String(v)]);
+      const rows = Object.entries(u.runs.by_state).map(([k, v]) => [STATE_WORDS[k] || k, String(v)]);
       root.append(card(h, "Runs",
         rows.length ? table(h, "Runs by state", ["State", "Runs"], rows)
           : h("p", { class: "empty" }, "No runs yet: start one from an agent (see Activity for the calls to paste).")));
