@@ -229,14 +229,8 @@ function dlpSection(h, s) {
 
 // Saved secrets, write-only: ST.s is the settings shown (replaced by each
 // answer); CHANGED() is called after each change is saved.
-function secretsCard(ctx, st, changed, readOnly) {
+function secretsCard(ctx, st, changed) {
   const { api, h, toast } = ctx;
-  if (readOnly) {
-    // a member sees which secrets runs can read, by name; only admins change them
-    return card(h, "Saved secrets", h("ul", { class: "adm-secrets", "aria-label": "Saved secrets" },
-      ...(st.s.secrets.length ? st.s.secrets.map((n) => h("li", {}, h("code", {}, n), h("span", { class: "adm-hint" }, " value set, never shown")))
-        : [h("li", { class: "empty" }, "No secrets saved.")])));
-  }
   const list = h("ul", { class: "adm-secrets", "aria-label": "Saved secrets" });
   const name = h("input", { id: "adm-secret-name", type: "text", maxlength: "64", autocomplete: "off", spellcheck: "false" });
   const value = h("input", { id: "adm-secret-value", type: "password", maxlength: "4096", autocomplete: "new-password" });
@@ -311,19 +305,11 @@ export default {
   path: "#/settings",
   title: "Settings",
   nav: true,
-  // everyone may read the settings (GET /v1/settings: what their runs get);
-  // only admins change them (PATCH answers others 403), so others see them read-only
-  roles: null,
+  roles: ["admin"],
   render: async (root, ctx) => {
     const { api, h, toast } = ctx;
-    const readOnly = ctx.session.person.role !== "admin";
     root.classList.add("adm-page");
     root.replaceChildren(h("h1", {}, "Settings — Code execution"));
-    if (readOnly) {
-      root.append(h("p", { class: "alert alert-info" }, "Read-only: these are the settings your runs get. Only an admin of ",
-        ctx.session.workspace ? ctx.session.workspace.name : "the workspace", " can change them; you are signed in as ",
-        ctx.session.person.role, "."));
-    }
     const st = { s: null };
     try {
       st.s = await api.get("/v1/settings");
@@ -337,14 +323,6 @@ export default {
     const dlp = dlpSection(h, st.s);
     const saveBtn = h("button", { type: "submit", class: "btn btn-primary" }, "Save settings");
     const saveError = h("p", { class: "adm-error", role: "alert", id: "adm-save-error" });
-    if (readOnly) {
-      // the same sections, every control disabled (a disabled fieldset disables all within), no Save
-      const shown = h("fieldset", { class: "adm-readonly", disabled: true },
-        h("legend", { class: "sr-only" }, "The workspace's settings (read-only)"), net.node, ...limits.nodes, dlp.node);
-      root.append(driverCard(h, st.s), h("div", { class: "adm-form adm-settings-form" }, shown),
-        secretsCard(ctx, st, changes.refresh, true), changes.node);
-      return;
-    }
     const form = h("form", { class: "adm-form adm-settings-form", novalidate: "" }, net.node, ...limits.nodes, dlp.node,
       h("div", { class: "adm-actions" }, saveBtn, saveError));
     root.append(driverCard(h, st.s), form, secretsCard(ctx, st, changes.refresh), changes.node);
