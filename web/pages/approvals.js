@@ -122,7 +122,8 @@ export default {
           const cards = full.filter((r) => r && r.state === "pending_approval").map(pendingCard);
           pendingBox.replaceChildren(...(cards.length ? cards : [h("div", { class: "empty-state" },
             h("p", {}, "Nothing awaits approval. When the workspace's approval policy asks for one (",
-              h("a", { href: "#/settings" }, "Settings → Code execution"), "), an agent's run waits here with its exact code until someone decides."))]));
+              ctx.session.person.role === "admin" ? h("a", { href: "#/settings" }, "Settings → Code execution") : "an admin's Settings → Code execution",
+              "), an agent's run waits here with its exact code until someone decides."))]));
           if (pend.runs.length > 20) pendingBox.append(h("p", { class: "muted" }, `${pend.runs.length - 20} more wait: decide these first.`));
           const dcards = decided.filter(Boolean).map(decidedCard);
           decidedBox.replaceChildren(...(dcards.length ? dcards : [h("p", { class: "muted" }, "No decisions yet.")]));
