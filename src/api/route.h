@@ -146,7 +146,7 @@ enum MHD_Result al_req_too_large(al_route_ctx *x, const char *what);
  * PISTON ({language, version}) Piston's shape of it (rest_runs.c). */
 enum MHD_Result al_rest_start_run(al_route_ctx *x, al_run_spec *sp, al_run_extra *ex, const char *const *piston,
                                   al_idem *idem);
-/* The audit events F names in P's workspace, as rows (rest_admin.c). */
+/* The audit events F names in P's workspace, as rows (audit_rows.c). */
 struct al_view_audit_filter;
 json_t *al_rest_audit_rows(al_service *s, const al_principal *p, const struct al_view_audit_filter *f, al_error *err);
 /* Those events as an NDJSON download, from F's cursor on (rest_audit_export.c). */
