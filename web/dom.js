@@ -151,6 +151,23 @@ export function badge(state, kind) {
 
 export const VIA_LABEL = { rest: "REST", mcp: "MCP", piston: "Piston", e2b: "E2B" };
 
+// Who asked for a run (its requested_by): the person and, when one of
+// their API keys asked (an agent, told apart by the key's name), the key
+// in a muted style: "Max Member · ci-agent". ROLE adds the person's role.
+// whoText is the same as one line, for a title or a label.
+function keyLabel(key) { return key.name || `key ${shortId(key.id)}`; }
+export function whoText(by, role) {
+  if (!by) return "—";
+  const person = (by.name || "(person gone)") + (role && by.role ? ` (${by.role})` : "");
+  return by.key ? `${person} · ${keyLabel(by.key)}` : person;
+}
+export function who(by, role) {
+  if (!by) return "—";
+  const person = (by.name || "(person gone)") + (role && by.role ? ` (${by.role})` : "");
+  if (!by.key) return person;
+  return h("span", { class: "who" }, person, h("span", { class: "muted who-key", title: `API key ${by.key.id}` }, ` · ${keyLabel(by.key)}`));
+}
+
 export function shortId(id) { return id && id.length > 12 ? id.slice(0, 10) + "…" : id || "—"; }
 
 // An E2B command's run keeps its process config as its description

@@ -60,9 +60,10 @@ enum MHD_Result al_rest_runs_list(al_route_ctx *x) {
     const char *thread = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "thread_id");
     const char *person = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "person_id");
     const char *via = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "via");
+    const char *key = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "key_id");
     uint64_t limit = 50, cursor;
     enum MHD_Result bad;
-    static const char *const q[] = { "state", "thread_id", "person_id", "via", "limit", "cursor" };
+    static const char *const q[] = { "state", "thread_id", "person_id", "via", "key_id", "limit", "cursor" };
     if (!al_req_query_ok(c, q, ELEMENTSOF(q), &bad) || !al_req_page(c, LIST_MAX, &limit, &cursor, &bad))
         return bad;
     al_run_state want = state ? al_run_state_from_name(state) : _AL_RUN_STATE_INVALID;
@@ -77,10 +78,14 @@ enum MHD_Result al_rest_runs_list(al_route_ctx *x) {
      * nothing); only its length is bounded */
     if (person && (!person[0] || strlen(person) >= 40))
         return al_reply_error(c, 400, "bad_request", "person_id must be a person's id (GET /v1/persons)");
+    /* a key id likewise: the workspace's runs only are searched, so one of
+     * another workspace finds nothing */
+    if (key && (!key[0] || strlen(key) >= 40))
+        return al_reply_error(c, 400, "bad_request", "key_id must be an API key's id (GET /v1/keys)");
     /* summaries only: a page of full runs held 20 MiB per run in the daemon */
     al_view_run_brief *runs = NULL;
     size_t nruns = 0;
-    al_view_run_query rq = { .state = want, .thread_id = thread, .person_id = person, .via = via,
+    al_view_run_query rq = { .state = want, .thread_id = thread, .person_id = person, .via = via, .key_id = key,
                              .before = (int64_t)cursor, .limit = (int64_t)limit + 1 };
     if (al_view_runs_find(x->s, x->p, &rq, &runs, &nruns, &err) < 0)
         return al_reply_error(c, 500, "internal", "%s", err.msg);

@@ -69,10 +69,15 @@ static json_t *run_base_json(const al_store_run *r, json_t *result) {
     /* who asked, through what, and what it cost: the console's Activity
      * shows each without another request per row */
     if (out) {
+        /* and which of the person's keys (its agents) asked: none for a
+         * console session's run or one made before keys were recorded */
+        json_t *key = r->key_id[0] ? json_pack("{s:s, s:o}", "id", r->key_id, "name",
+                                               r->key_name ? json_string(r->key_name) : json_null())
+                                   : json_null();
         json_object_set_new(out, "requested_by",
-                            json_pack("{s:s, s:o, s:o}", "id", r->person_id, "name",
+                            json_pack("{s:s, s:o, s:o, s:o}", "id", r->person_id, "name",
                                       r->person_name ? json_string(r->person_name) : json_null(), "role",
-                                      str_or_null(r->person_role, true)));
+                                      str_or_null(r->person_role, true), "key", key));
         json_object_set_new(out, "via", json_string(r->via[0] ? r->via : "rest"));
         json_object_set_new(out, "credits", json_integer(r->credits > 0 ? r->credits : 0));
     }
@@ -717,6 +722,10 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
     snprintf(rec.org_id, sizeof rec.org_id, "%s", p->org_id);
     snprintf(rec.workspace_id, sizeof rec.workspace_id, "%s", p->workspace_id);
     snprintf(rec.person_id, sizeof rec.person_id, "%s", p->person_id);
+    /* which of the person's agents asked: the key that authenticated the
+     * call, whatever the interface (a sandbox's command: the key that made
+     * the sandbox); none for a person's console session */
+    snprintf(rec.key_id, sizeof rec.key_id, "%s", p->key_id);
     snprintf(rec.created_at, sizeof rec.created_at, "%s", now);
     rec.state = needs_approval ? AL_RUN_PENDING_APPROVAL : AL_RUN_QUEUED;
     rec.price = settings->price_per_run;

@@ -57,7 +57,7 @@ void al_view_run_briefs_free(al_view_run_brief *b, size_t n) { al_store_run_brie
 int al_view_runs_find(al_service *s, const al_principal *p, const al_view_run_query *q, al_view_run_brief **ret,
                       size_t *ret_n, al_error *err) {
     al_store_run_filter f = { .ws_id = p->workspace_id, .state = q->state, .thread_id = q->thread_id,
-                              .person_id = q->person_id, .via = q->via, .before_seq = q->before, .limit = q->limit };
+                              .person_id = q->person_id, .via = q->via, .key_id = q->key_id, .before_seq = q->before, .limit = q->limit };
     return al_store_run_list(s->store, &f, ret, ret_n, err);
 }
 

@@ -49,11 +49,12 @@ void al_view_run_free(al_view_run *r);
 int al_view_runs_page(al_service *s, const al_principal *p, al_run_state state, const char *thread, int64_t before,
                       int64_t limit, al_view_run_brief **ret, size_t *ret_n, al_error *err);
 void al_view_run_briefs_free(al_view_run_brief *b, size_t n);
-/* The same with every filter GET /v1/runs takes: of PERSON_ID and asked
- * through VIA (one of al_run_via_valid's names) too, each NULL for any. */
+/* The same with every filter GET /v1/runs takes: of PERSON_ID, asked
+ * through VIA (one of al_run_via_valid's names) and by API key KEY_ID too,
+ * each NULL for any. */
 typedef struct al_view_run_query {
     al_run_state state;
-    const char *thread_id, *person_id, *via;
+    const char *thread_id, *person_id, *via, *key_id;
     int64_t before, limit;
 } al_view_run_query;
 int al_view_runs_find(al_service *s, const al_principal *p, const al_view_run_query *q, al_view_run_brief **ret,

@@ -78,7 +78,8 @@ static int64_t int_of(json_t *row, const char *key) {
 static void run_clear(al_store_run *r) {
     char **texts[] = { &r->code,   &r->description, &r->network,        &r->limits,     &r->inputs,
                        &r->result, &r->previews,    &r->skipped,        &r->error_message, &r->result_summary,
-                       &r->skill_name, &r->skill_version, &r->skill_digest, &r->person_name };
+                       &r->skill_name, &r->skill_version, &r->skill_digest, &r->person_name,
+                       &r->key_name };
     for (size_t i = 0; i < ELEMENTSOF(texts); i++) {
         free(*texts[i]);
         *texts[i] = NULL;
@@ -118,7 +119,8 @@ static int run_from_row(json_t *row, al_store_run *r, al_error *err) {
                 al_col_text(row, "expired_at", r->expired_at, sizeof r->expired_at, true) &&
                 al_col_text(row, "via", r->via, sizeof r->via, true) &&
                 al_col_text(row, "person_role", r->person_role, sizeof r->person_role, true) &&
-                al_col_text(row, "changed_at", r->changed_at, sizeof r->changed_at, true);
+                al_col_text(row, "changed_at", r->changed_at, sizeof r->changed_at, true) &&
+                al_col_text(row, "key_id", r->key_id, sizeof r->key_id, true);
     if (!fits || !r->id[0] || r->state == _AL_RUN_STATE_INVALID)
         return al_err(err, "runs", EIO, "a stored run is malformed");
     bool ok = text_dup(row, "code", &r->code) && text_dup(row, "description", &r->description) &&
@@ -128,7 +130,7 @@ static int run_from_row(json_t *row, al_store_run *r, al_error *err) {
               text_dup(row, "error_message", &r->error_message) &&
               text_dup(row, "result_summary", &r->result_summary) && text_dup(row, "skill_name", &r->skill_name) &&
               text_dup(row, "skill_version", &r->skill_version) && text_dup(row, "skill_digest", &r->skill_digest) &&
-              text_dup(row, "person_name", &r->person_name);
+              text_dup(row, "person_name", &r->person_name) && text_dup(row, "key_name", &r->key_name);
     if (!ok) {
         run_clear(r);
         return al_err(err, "runs", ENOMEM, "out of memory");
@@ -142,13 +144,15 @@ static int run_from_row(json_t *row, al_store_run *r, al_error *err) {
     "redactions, image, input_bytes, result_summary, preview_count, skipped_count, skill_name, skill_version, "  \
     "skill_digest, node_id, cap, expired_at, " RUN_PERSON_COLUMNS
 
-/* Who asked (the person's name and role) and what the run cost (its
+/* Who asked (the person's name and role, the key's name: api_keys' primary
+ * key, one lookup in the same statement) and what the run cost (its
  * ledger's charge less its refund: the ledger's (run_id, kind) key is the
  * index), beside the run's own columns. */
 #define RUN_PERSON_COLUMNS                                                                                        \
     "via, changed_at, (SELECT name FROM people pp WHERE pp.id = runs.person_id) AS person_name, "                \
     "(SELECT role FROM people pp WHERE pp.id = runs.person_id) AS person_role, "                                 \
-    "(SELECT CAST(COALESCE(-SUM(amount), 0) AS BIGINT) FROM ledger l WHERE l.run_id = runs.id) AS credits"
+    "(SELECT CAST(COALESCE(-SUM(amount), 0) AS BIGINT) FROM ledger l WHERE l.run_id = runs.id) AS credits, "   \
+    "key_id, (SELECT name FROM api_keys kk WHERE kk.id = runs.key_id) AS key_name"
 
 /* ---------------------------------------------------------------- rows */
 
@@ -167,14 +171,15 @@ int al_store_run_insert(al_store *s, const al_store_run *r, al_error *err) {
     n = al_store_exec(s, err,
                       "INSERT INTO runs (id, org_id, workspace_id, person_id, thread_id, language, code, description, "
                       "network, limits, inputs, state, created_at, price, image, input_bytes, skill_name, "
-                      "skill_version, skill_digest, cap, node_id, stored_bytes, via, changed_at) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                      "ssssSssssssssiSiSSSiSiss", r->id, r->org_id, r->workspace_id, r->person_id,
+                      "skill_version, skill_digest, cap, node_id, stored_bytes, via, changed_at, key_id) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                      "ssssSssssssssiSiSSSiSissS", r->id, r->org_id, r->workspace_id, r->person_id,
                       r->thread_id[0] ? r->thread_id : NULL, r->language, r->code,
                       r->description ? r->description : "", r->network, r->limits, r->inputs,
                       al_run_state_name(r->state), r->created_at, r->price, r->image[0] ? r->image : NULL,
                       r->input_bytes, r->skill_name, r->skill_version, r->skill_digest, r->cap > 0 ? r->cap : 3,
-                      r->node_id[0] ? r->node_id : NULL, bytes, r->via[0] ? r->via : "rest", r->created_at);
+                      r->node_id[0] ? r->node_id : NULL, bytes, r->via[0] ? r->via : "rest", r->created_at,
+                      r->key_id[0] ? r->key_id : NULL);
     if (n < 0) {
         al_store_rollback(s);
         return n;
@@ -569,9 +574,10 @@ int al_store_run_list(al_store *s, const al_store_run_filter *f, al_store_run_br
         s, err,
         BRIEF_SELECT "WHERE workspace_id = ? AND (CAST(? AS TEXT) IS NULL OR state = ?) "
                      "AND (CAST(? AS TEXT) IS NULL OR thread_id = ?) AND (CAST(? AS TEXT) IS NULL OR person_id = ?) "
-                     "AND (CAST(? AS TEXT) IS NULL OR via = ?) AND seq < ? ORDER BY seq DESC LIMIT ?",
-        "sSSSSSSSSii", f->ws_id, state, state, f->thread_id, f->thread_id, f->person_id, f->person_id, f->via, f->via,
-        f->before_seq, f->limit);
+                     "AND (CAST(? AS TEXT) IS NULL OR via = ?) AND (CAST(? AS TEXT) IS NULL OR key_id = ?) "
+                     "AND seq < ? ORDER BY seq DESC LIMIT ?",
+        "sSSSSSSSSSSii", f->ws_id, state, state, f->thread_id, f->thread_id, f->person_id, f->person_id, f->via, f->via,
+        f->key_id, f->key_id, f->before_seq, f->limit);
     return briefs_from_rows(rows, ret, ret_n, err);
 }
 

@@ -88,6 +88,10 @@ typedef struct al_store_run {
     char person_role[16];
     int64_t credits;
     char changed_at[40];
+    /* the API key that asked (023; "" none: a console session, or a run
+     * made before), read back with its name (NULL when none) */
+    char key_id[40];
+    char *key_name;
 } al_store_run;
 
 /* Free a run the store returned (NULL is fine). A record the caller built
@@ -106,7 +110,7 @@ typedef struct al_store_run_ref {
 } al_store_run_ref;
 
 /* Record R (its id, owners, request columns, state, created_at, price,
- * image, input_bytes, skill_name/version), in the caller's transaction if
+ * image, input_bytes, skill_name/version, via, key_id), in the caller's transaction if
  * there is one. */
 int al_store_run_insert(al_store *s, const al_store_run *r, al_error *err);
 /* Run ID (of workspace WS_ID, unless NULL) in *RET (al_store_run_free);
@@ -194,6 +198,7 @@ typedef struct al_store_run_filter {
     const char *thread_id;        /* NULL: any */
     const char *person_id;        /* NULL: any */
     const char *via;              /* NULL: any */
+    const char *key_id;           /* NULL: any */
     int64_t before_seq;           /* seq < this */
     int64_t limit;
 } al_store_run_filter;

@@ -45,6 +45,9 @@ static int from_row(json_t *row, al_store_sandbox *b, al_error *err) {
         !al_col_text(row, "person_id", b->owner.person_id, sizeof b->owner.person_id, false) ||
         !al_col_text(row, "role", b->owner.role, sizeof b->owner.role, false) ||
         !al_col_text(row, "key_id", b->key_id, sizeof b->key_id, false) ||
+        /* the sandbox plane acts as its owner, by the key that made it:
+         * the runs its commands make are that key's */
+        !al_col_text(row, "key_id", b->owner.key_id, sizeof b->owner.key_id, false) ||
         !al_col_text(row, "token_hash", b->token_hash, sizeof b->token_hash, false) ||
         !al_col_text(row, "template_id", b->template_id, sizeof b->template_id, false) ||
         !al_col_text(row, "image", b->image, sizeof b->image, false) ||

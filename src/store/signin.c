@@ -29,8 +29,10 @@ static int new_secret(const char *prefix, char ret[64]) {
     return 0;
 }
 
-/* Columns org_id, workspace_id, person_id, role of ROW into P. */
+/* Columns org_id, workspace_id, person_id, role of ROW into P: a person
+ * signed in, whom no API key authenticates (no key_id). */
 static bool row_principal(json_t *row, al_principal *p) {
+    p->key_id[0] = '\0';
     return al_col_text(row, "org_id", p->org_id, sizeof p->org_id, false) &&
            al_col_text(row, "workspace_id", p->workspace_id, sizeof p->workspace_id, false) &&
            al_col_text(row, "person_id", p->person_id, sizeof p->person_id, false) &&

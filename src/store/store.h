@@ -16,6 +16,10 @@ typedef struct al_store al_store;
 typedef struct al_principal {
     char org_id[40], workspace_id[40], person_id[40];
     char role[16];                /* admin | approver | member */
+    /* the API key that authenticated the request ("" none: a console
+     * session); a run records it, so that the console tells a person's
+     * agents apart by their keys' names */
+    char key_id[40];
 } al_principal;
 
 /* Where the store is: SETTING is the `store` configuration ("sqlite", the

@@ -188,6 +188,7 @@ int al_store_authenticate(al_store *s, const char *key, al_principal *ret, al_er
         snprintf(ret->workspace_id, sizeof ret->workspace_id, "%s", json_string_value(json_object_get(r, "workspace_id")));
         snprintf(ret->person_id, sizeof ret->person_id, "%s", json_string_value(json_object_get(r, "person_id")));
         snprintf(ret->role, sizeof ret->role, "%s", json_string_value(json_object_get(r, "role")));
+        snprintf(ret->key_id, sizeof ret->key_id, "%s", json_string_value(json_object_get(r, "id")));
         mark_used(s, r);
     }
     json_decref(rows);

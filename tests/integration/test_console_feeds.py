@@ -1,6 +1,7 @@
 """`airlock serve`: what the web console reads that the API had not given
-(issue 36, console_contract.md "Reading the workspace"): who asked for a run,
-through what and what it cost; GET /v1/runs's person_id and via filters;
+(issue 36, console_contract.md "Reading the workspace"): who asked for a run
+(the person and which of their keys: "who or which agent"), through what and
+what it cost; GET /v1/runs's person_id, via and key_id filters;
 the workspace's activity stream (GET /v1/events); persons; threads;
 sandboxes; usage by day; the audit chain's verification and its export."""
 import http.client
@@ -97,13 +98,79 @@ def test_run_says_who_asked_through_what_and_its_credits(service):
     t, _, people = tenant_with_people(service, "who")
     mid, member = people["member"]
     run = member.run("print('hi')")
-    assert run["requested_by"] == {"id": mid, "name": "who-member", "role": "member"}
+    keys = member.ok("GET", "/v1/keys")["keys"]
+    assert [k["name"] for k in keys] == ["default"]
+    assert run["requested_by"] == {"id": mid, "name": "who-member", "role": "member",
+                                   "key": {"id": keys[0]["id"], "name": "default"}}
     assert run["via"] == "rest"
     assert isinstance(run["credits"], int) and run["credits"] >= 0
     listed = member.list_runs()
     assert [r["id"] for r in listed] == [run["id"]]
     assert listed[0]["requested_by"] == run["requested_by"] and listed[0]["via"] == "rest"
     assert listed[0]["credits"] == member.get_run(run["id"])["credits"]
+
+
+def named_key(client, name):
+    """A new key of CLIENT's person named NAME (POST /v1/keys): (its id, a client with it)."""
+    doc = client.ok("POST", "/v1/keys", json={"name": name}, want=201)
+    return doc["key"]["id"], client.with_key(doc["secret"])
+
+
+def test_each_run_says_which_of_the_persons_keys_asked(service):
+    """Who or which agent (issue 36): a person's agents are told apart by
+    their keys' names; a run carries the key that asked, whatever the
+    interface (REST, Piston's URL key, an E2B sandbox's command: the key
+    that made the sandbox), none when the console's session asked; the
+    list filters by key, and another workspace's key id finds nothing."""
+    from test_console_auth import sign_in
+    ws, _, people = tenant_with_people(service, "agents")
+    mid, member = people["member"]
+    ci_id, ci = named_key(member, "ci-agent")
+    bot_id, bot = named_key(member, "support-bot")
+    by_ci = ci.run("print('ci')")
+    by_bot = bot.run("print('bot')")
+    assert by_ci["requested_by"] == {"id": mid, "name": "agents-member", "role": "member",
+                                     "key": {"id": ci_id, "name": "ci-agent"}}
+    assert by_bot["requested_by"]["key"] == {"id": bot_id, "name": "support-bot"}
+    # Piston's key is in its URL
+    piston = bot.ok("POST", f"/piston/{bot.key}/api/v2/execute",
+                    json={"language": "python", "version": "*", "files": [{"content": "print(3)"}]})
+    assert piston["run"]["code"] == 0
+    # an E2B sandbox's command: the key that made the sandbox asked
+    sid, token = e2b_create(ci)
+    status, _, _ = service.request("POST", "/execute", key=None, json={"code": "print(4)"}, timeout=60, headers={
+        "E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49999", "X-Access-Token": token})
+    assert status == 200
+    # the console's session: the person, no key
+    console, _, _ = sign_in(service, mid)
+    by_session = console.ok("POST", "/v1/runs", json={"language": "python", "code": "print(5)"}, want=201)
+    assert by_session["requested_by"]["id"] == mid and by_session["requested_by"]["key"] is None
+    listed = {r["id"]: r for r in member.list_runs()}
+    assert len(listed) == 5
+    assert listed[by_ci["id"]]["requested_by"]["key"] == {"id": ci_id, "name": "ci-agent"}
+    assert listed[by_session["id"]]["requested_by"]["key"] is None
+    assert member.get_run(by_session["id"])["requested_by"]["key"] is None
+    e2b = [r for r in listed.values() if r["via"] == "e2b"]
+    assert len(e2b) == 1 and e2b[0]["requested_by"]["key"] == {"id": ci_id, "name": "ci-agent"}
+    # the filter, alone and with another
+    assert {r["id"] for r in member.list_runs(key_id=ci_id)} == {by_ci["id"], e2b[0]["id"]}
+    on_bot = member.list_runs(key_id=bot_id)
+    assert [r["via"] for r in on_bot] == ["piston", "rest"] and on_bot[1]["id"] == by_bot["id"]
+    assert [r["via"] for r in member.list_runs(key_id=bot_id, via="piston")] == ["piston"]
+    # a revoked key's runs keep its name
+    console.ok("DELETE", f"/v1/keys/{bot_id}")
+    assert member.get_run(by_bot["id"])["requested_by"]["key"] == {"id": bot_id, "name": "support-bot"}
+    # another workspace's key matches nothing here; its own runs are its own
+    other = service.new_tenant("agents-other").client
+    okey = other.ok("GET", "/v1/keys")["keys"][0]["id"]
+    other.run("print(6)")
+    assert member.list_runs(key_id=okey) == []
+    assert [r["requested_by"]["key"]["id"] for r in other.list_runs(key_id=okey)] == [okey]
+    assert other.list_runs(key_id=ci_id) == []
+    for bad in ("", "k" * 40):
+        status, _, doc = member.get("/v1/runs", query={"key_id": bad})
+        assert_error(status, doc, "bad_request", 400)
+        assert "key_id" in doc["error"]["message"]
 
 
 def test_credits_are_what_the_ledger_charged(service):

@@ -2,7 +2,7 @@
 // with GET /v1/runs, then applies each run entry of the workspace's stream
 // (GET /v1/events, through ctx.live) by id, so a new run appears and a
 // state changes without a reload.
-import { h, badge, fmtAgo, fmtTime, runDuration, VIA_LABEL, shortId, describe } from "../dom.js";
+import { h, badge, fmtAgo, fmtTime, runDuration, VIA_LABEL, shortId, describe, who, whoText } from "../dom.js";
 import { startSnippets } from "../snippets.js";
 
 const STATES = ["pending_approval", "queued", "provisioning", "running", "succeeded", "failed",
@@ -20,13 +20,12 @@ function matches(run, f) {
 function row(run) {
   const r = run.result || {};
   const exit = r.exit_code ?? (r.signal ? `signal ${r.signal}` : null);
-  const who = run.requested_by ? run.requested_by.name : "—";
   // the labels are shown before a cell's value at phone width, where each
   // run is a card (app.css, table.runs) rather than a row of 10 columns
   return h("tr", { "data-run": run.id },
     h("td", { class: "run-id" }, h("a", { href: `#/runs/${encodeURIComponent(run.id)}`, class: "mono", title: run.id }, shortId(run.id))),
     h("td", { class: "nowrap run-when", title: fmtTime(run.created_at) }, fmtAgo(run.created_at)),
-    h("td", { class: "clip run-who", title: who }, who),
+    h("td", { class: "clip run-who", title: whoText(run.requested_by) }, who(run.requested_by)),
     h("td", { class: "nowrap run-via" }, run.via ? h("span", { class: "tag" }, VIA_LABEL[run.via] || run.via) : null,
       run.via ? " " : null, run.language || "—"),
     h("td", { class: "desc", title: run.description || "" }, describe(run.description) || h("span", { class: "muted" }, "no description")),

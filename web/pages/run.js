@@ -3,7 +3,7 @@
 // through GET /v1/runs/{id}/events while it runs, complete after), timing,
 // limits, image, driver and its control badges, network policy and egress,
 // the approval and who decided it, artifacts with previews, audit events.
-import { h, badge, fmtTime, fmtMs, fmtBytes, runDuration, VIA_LABEL, revealNodes, describe } from "../dom.js";
+import { h, badge, fmtTime, fmtMs, fmtBytes, runDuration, VIA_LABEL, revealNodes, describe, who } from "../dom.js";
 import { codeView } from "../code.js";
 import { manifest, controlsTable, artifactsTable, auditTable } from "../parts.js";
 
@@ -97,7 +97,7 @@ export default {
       const box = r.box || {};
       overview.replaceChildren(kv([
         ["State", stateEl],
-        ["Requested by", run.requested_by ? `${run.requested_by.name} (${run.requested_by.role})` : "—"],
+        ["Requested by", who(run.requested_by, true)],
         ["Interface", run.via ? (VIA_LABEL[run.via] || run.via) + (run.skill ? ` · skill ${run.skill}` : "") : "—"],
         ["Language", run.language],
         ["Thread", run.thread_id ? h("a", { href: `#/threads/${encodeURIComponent(run.thread_id)}`, class: "mono" }, run.thread_id) : "—"],
