@@ -96,6 +96,8 @@ test('a run requested through the API appears in Activity and changes state live
   await row.getByText(tag).waitFor();
   await row.getByText('pending approval').waitFor();
   await row.getByText('Max Member').waitFor();
+  // and which of Max's agents: the key's name, muted, beside the person
+  await row.locator('.who-key', { hasText: 'ci-agent' }).waitFor();
   await row.getByText('REST').waitFor();
   await poll(async () => Number(await pending.innerText()) === before + 1, 'the header to count it');
   assert.equal((await apiCall('approver', 'POST', `/v1/runs/${run.id}/approve`, {})).status, 200);
@@ -128,6 +130,7 @@ test('an approver approves a pending run from its card; it runs and its output s
   await page.locator(`article.decided-approved[data-run="${run.id}"]`).getByText('Ada Approver').waitFor();
   assert.equal(await page.locator(`article.approval:not([class*="decided"])[data-run="${run.id}"]`).count(), 0);
   await page.goto(`${BASE()}/#/runs/${run.id}`);
+  await page.getByText('Max Member (member) · ci-agent').waitFor();
   // the first line is shown while the run still runs
   await page.locator('pre.output', { hasText: 'first line' }).waitFor({ timeout: 30_000 });
   assert.ok(!(await page.locator('pre.output').innerText()).includes('second line'), 'not streamed: both lines came at once');

@@ -97,9 +97,12 @@ def test_console_in_a_browser(service):
     put_settings(t.client, approval_policy="always", approval_ttl_s=900)
     approver, approver_client = t.person_in("approver", name="Ada Approver")
     member, member_client = t.person_in("member", name="Max Member")
+    # the member's agent asks with a key of its own name: Activity says
+    # who and which agent ("Max Member · ci-agent")
+    agent_key = member_client.ok("POST", "/v1/keys", json={"name": "ci-agent"}, want=201)["secret"]
     other = gov_tenant(service, "elsewhere")
     people = {"admin": (t.person, t.key), "approver": (approver, approver_client.key),
-              "member": (member, member_client.key), "other": (other.person, other.key)}
+              "member": (member, agent_key), "other": (other.person, other.key)}
     env = {"AIRLOCK_URL": service.base_url, "AIRLOCK_SCREENSHOTS": str(SHOTS)}
     for who, (person, key) in people.items():
         env[f"AIRLOCK_KEY_{who.upper()}"] = key
