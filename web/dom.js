@@ -155,7 +155,7 @@ export const VIA_LABEL = { rest: "REST", mcp: "MCP", piston: "Piston", e2b: "E2B
 // their API keys asked (an agent, told apart by the key's name), the key
 // in a muted style: "Max Member · ci-agent". ROLE adds the person's role.
 // whoText is the same as one line, for a title or a label.
-function keyLabel(key) { return key.name || `key ${shortId(key.id)}`; }
+export function keyLabel(key) { return key.name || `key ${shortId(key.id)}`; }
 export function whoText(by, role) {
   if (!by) return "—";
   const person = (by.name || "(person gone)") + (role && by.role ? ` (${by.role})` : "");

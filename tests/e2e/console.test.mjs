@@ -122,6 +122,7 @@ test('an approver approves a pending run from its card; it runs and its output s
   // the exact code, the inputs, who asked
   assert.equal((await card.locator('.code pre').innerText()).trimEnd(), code.trimEnd());
   await card.getByText('Max Member').waitFor();
+  await card.locator('.who-key', { hasText: 'ci-agent' }).waitFor();
   await card.getByText('Stdin').waitFor();
   await card.getByText('"--rows" "3"').waitFor();
   await check(page, 'approvals', card);

@@ -4,11 +4,13 @@
 // and Deny (with a reason) for admins and approvers, never on their own
 // run (the API refuses that too, and its words are shown). Below, the
 // latest decided cards: who decided, when, what.
-import { h, badge, fmtTime, fmtLeft, fmtAgo, VIA_LABEL } from "../dom.js";
+import { h, badge, fmtTime, fmtLeft, fmtAgo, VIA_LABEL, keyLabel } from "../dom.js";
 import { codeView } from "../code.js";
 import { manifest } from "../parts.js";
 
 const DECIDED_SHOWN = 10;
+const agentOf = (run) => (run.requested_by && run.requested_by.key
+  ? h("span", { class: "who-key muted", title: `API key ${run.requested_by.key.id}` }, "key ", keyLabel(run.requested_by.key)) : null);
 // a decision in words (a requester's cancel of their pending run is a withdrawal)
 const DECIDED = { approved: "Approved", denied: "Denied", canceled: "Withdrawn" };
 
@@ -77,6 +79,9 @@ export default {
           ap.risk ? h("span", { class: `badge badge-${ap.risk === "high" ? "bad" : ap.risk === "low" ? "ok" : "warn"}` }, `risk ${ap.risk}`) : null),
         h("div", { class: "meta" },
           h("span", {}, "Requested by ", h("strong", {}, run.requested_by ? run.requested_by.name : "—")),
+          // which of their agents asked: the key's name, an item of its own
+          // (so that a phone wraps the items whole, not the name in two)
+          agentOf(run),
           run.via ? h("span", {}, "via ", VIA_LABEL[run.via] || run.via) : null,
           h("span", {}, `${ap.language || run.language}${ap.runtime ? ` · ${ap.runtime}` : ""}`),
           h("span", {}, "network ", h("code", {}, ap.network || run.network)),
@@ -101,6 +106,7 @@ export default {
             : h("span", {}, `${DECIDED[ap.decision] || ap.decision} by `, h("strong", {}, who)),
           h("span", {}, fmtTime(ap.decided_at)),
           h("span", {}, "requested by ", run.requested_by ? run.requested_by.name : "—"),
+          agentOf(run),
           h("a", { href: `#/runs/${encodeURIComponent(run.id)}`, class: "mono" }, run.id)),
         ap.reason ? h("p", {}, h("strong", {}, "Reason: "), ap.reason) : null);
     }
