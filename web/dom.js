@@ -165,7 +165,10 @@ export function who(by, role) {
   if (!by) return "—";
   const person = (by.name || "(person gone)") + (role && by.role ? ` (${by.role})` : "");
   if (!by.key) return person;
-  return h("span", { class: "who" }, person, h("span", { class: "muted who-key", title: `API key ${by.key.id}` }, ` · ${keyLabel(by.key)}`));
+  // the key's name leads to Activity's runs of that key (GET /v1/runs?key_id=)
+  return h("span", { class: "who" }, person, " ",
+    h("a", { class: "muted who-key", href: `#/activity?key=${encodeURIComponent(by.key.id)}`,
+      title: `Runs asked with API key ${keyLabel(by.key)}` }, `· ${keyLabel(by.key)}`));
 }
 
 export function shortId(id) { return id && id.length > 12 ? id.slice(0, 10) + "…" : id || "—"; }

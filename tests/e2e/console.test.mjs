@@ -110,6 +110,14 @@ test('a run requested through the API appears in Activity and changes state live
   await page.getByLabel('State').selectOption('');
   await row.waitFor();
   await check(page, 'activity', page.locator('tbody tr'));
+  // the key's name leads to that agent's runs (key_id); "Show every key" back
+  await row.locator('.who-key').click();
+  await poll(async () => page.url().includes('key='), 'the address to name the key');
+  await page.locator('.key-filter').getByText('ci-agent').waitFor();
+  await check(page, 'activity-key', row);
+  await page.getByRole('button', { name: 'Show every key' }).click();
+  await poll(async () => !page.url().includes('key='), 'the key filter to clear');
+  await row.waitFor();
 }));
 
 test('an approver approves a pending run from its card; it runs and its output streams on its page', () => session(async (as) => {

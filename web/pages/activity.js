@@ -2,7 +2,7 @@
 // with GET /v1/runs, then applies each run entry of the workspace's stream
 // (GET /v1/events, through ctx.live) by id, so a new run appears and a
 // state changes without a reload.
-import { h, badge, fmtAgo, fmtTime, runDuration, VIA_LABEL, shortId, describe, who, whoText } from "../dom.js";
+import { h, badge, fmtAgo, fmtTime, runDuration, VIA_LABEL, shortId, describe, who, whoText, keyLabel } from "../dom.js";
 import { startSnippets } from "../snippets.js";
 
 const STATES = ["pending_approval", "queued", "provisioning", "running", "succeeded", "failed",
@@ -14,6 +14,7 @@ function matches(run, f) {
   if (f.thread_id && run.thread_id !== f.thread_id) return false;
   if (f.person_id && (!run.requested_by || run.requested_by.id !== f.person_id)) return false;
   if (f.via && run.via !== f.via) return false;
+  if (f.key_id && !(run.requested_by && run.requested_by.key && run.requested_by.key.id === f.key_id)) return false;
   return true;
 }
 
@@ -44,7 +45,8 @@ export default {
   async render(root, ctx) {
     const { api, live } = ctx;
     const f = { state: ctx.query.get("state") || "", thread_id: ctx.query.get("thread") || "",
-      person_id: ctx.query.get("person") || "", via: ctx.query.get("via") || "" };
+      person_id: ctx.query.get("person") || "", via: ctx.query.get("via") || "",
+      key_id: ctx.query.get("key") || "" };
     const runs = new Map();   // id -> entry, as shown
     let cursor = null;
 
@@ -67,19 +69,27 @@ export default {
         options.map(([v, t]) => h("option", { value: v, selected: f[key] === v }, t))));
     const thread = h("input", { type: "search", value: f.thread_id, placeholder: "thread id", "aria-label": "Thread" });
     thread.addEventListener("change", () => { f.thread_id = thread.value.trim(); load(true); });
+    // the key's id until a run of it says its name
+    const keyName = h("code", { class: "key-name" }, shortId(f.key_id));
     const filters = h("form", { class: "filters", role: "search", "aria-label": "Filter runs",
       onsubmit: (e) => { e.preventDefault(); f.thread_id = thread.value.trim(); load(true); } },
       select("State", "state", STATES.map((s) => [s, s.replace(/_/g, " ")])),
       persons ? select("Person", "person_id", persons.map((p) => [p.id, p.name])) : null,
       select("Interface", "via", Object.entries(VIA_LABEL)),
-      h("label", { class: "field" }, "Thread", thread));
+      h("label", { class: "field" }, "Thread", thread),
+      // a key is chosen from a run's Who (its name links here), not from a
+      // list: shown while it filters, with the way back to every key
+      f.key_id ? h("div", { class: "field" }, "Key",
+        h("span", { class: "key-filter" }, keyName, " ",
+          h("button", { type: "button", class: "btn", onclick: () => { f.key_id = ""; ctx.go("#/activity" + addressOf()); } },
+            "Show every key"))) : null);
 
     root.append(
       h("div", { class: "page-head" }, h("div", {}, h("h1", {}, "Activity"),
         h("p", {}, `Every run of ${ctx.session.workspace ? ctx.session.workspace.name : "the workspace"}, as it happens.`))),
       filters, empty, tableWrap, h("div", { class: "actions" }, more, status));
 
-    const filtered = () => !!(f.state || f.thread_id || f.person_id || f.via);
+    const filtered = () => !!(f.state || f.thread_id || f.person_id || f.via || f.key_id);
     function showEmpty() {
       const none = runs.size === 0;
       tableWrap.hidden = none;
@@ -95,13 +105,17 @@ export default {
     // the filters live in the address (#/activity?state=...&person=...), so a
     // reload or a shared link shows the same runs; replaceState fires no
     // hashchange, so the page is not drawn again
-    function remember() {
+    function addressOf() {
       const q = new URLSearchParams();
       if (f.state) q.set("state", f.state);
       if (f.person_id) q.set("person", f.person_id);
       if (f.via) q.set("via", f.via);
       if (f.thread_id) q.set("thread", f.thread_id);
-      const hash = q.toString() ? `#/activity?${q}` : "#/activity";
+      if (f.key_id) q.set("key", f.key_id);
+      return q.toString() ? `?${q}` : "";
+    }
+    function remember() {
+      const hash = `#/activity${addressOf()}`;
       if (location.hash !== hash) history.replaceState(null, "", hash);
     }
 
@@ -125,6 +139,8 @@ export default {
         runs.set(run.id, run);
         tbody.append(row(run));
       }
+      const ofKey = f.key_id && doc.runs.find((r) => r.requested_by && r.requested_by.key);
+      if (ofKey) keyName.replaceChildren(h("span", {}, keyLabel(ofKey.requested_by.key)));
       cursor = doc.next_cursor;
       more.hidden = !cursor;
       status.textContent = `${runs.size} run${runs.size === 1 ? "" : "s"} shown`;
