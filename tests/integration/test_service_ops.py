@@ -53,6 +53,26 @@ API = [
     ("POST", "/mcp"),
     ("GET", "/mcp"),
     ("DELETE", "/mcp"),
+    # the console's sign-in and keys (rest_session.c)
+    ("POST", "/v1/session"),
+    ("GET", "/v1/session"),
+    ("DELETE", "/v1/session"),
+    ("GET", "/v1/keys"),
+    ("POST", "/v1/keys"),
+    ("DELETE", "/v1/keys/{id}"),
+    # the console's reads (rest_workspace.c, rest_events.c)
+    ("GET", "/v1/events"),
+    ("GET", "/v1/persons"),
+    ("GET", "/v1/threads"),
+    ("GET", "/v1/sandboxes"),
+    ("GET", "/v1/sandboxes/{id}/files"),
+    ("DELETE", "/v1/sandboxes/{id}"),
+    ("GET", "/v1/audit/verify"),
+    # the console's files (console.c)
+    ("GET", "/"),
+    ("GET", "/login"),
+    ("GET", "/assets/{file}"),
+    ("GET", "/assets/pages/{file}"),
 ]
 
 
