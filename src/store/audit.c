@@ -102,23 +102,29 @@ int al_store_audit_workspaces(al_store *s, al_store_audit_ws_fn each, void *user
     return r < 0 ? r : 0;
 }
 
+/* EACH called on every event of ROWS in order, a malformed one said so;
+ * what the first negative answer was, else 0. */
+static int each_row(json_t *rows, al_store_audit_event_fn each, void *userdata) {
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        al_store_audit_event ev;
+        bool ok = from_row(row, &ev);
+        int r = each(&ev, !ok, userdata);
+        free(ev.data);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
 int al_store_audit_chain(al_store *s, const char *workspace_id, al_store_audit_event_fn each, void *userdata,
                          al_error *err) {
     json_t *rows = al_store_query(s, err, "SELECT " COLUMNS " FROM audit_events WHERE workspace_id = ? ORDER BY seq",
                                   "s", workspace_id);
     if (!rows)
         return -EIO;
-    int r = 0;
-    size_t i;
-    json_t *row;
-    json_array_foreach(rows, i, row) {
-        al_store_audit_event ev;
-        bool ok = from_row(row, &ev);
-        r = each(&ev, !ok, userdata);
-        free(ev.data);
-        if (r < 0)
-            break;
-    }
+    int r = each_row(rows, each, userdata);
     json_decref(rows);
     return r < 0 ? r : 0;
 }
@@ -131,17 +137,7 @@ int al_store_audit_chain_page(al_store *s, const char *workspace_id, int64_t aft
                                   "sii", workspace_id, after, limit);
     if (!rows)
         return -EIO;
-    int r = 0;
-    size_t i;
-    json_t *row;
-    json_array_foreach(rows, i, row) {
-        al_store_audit_event ev;
-        bool ok = from_row(row, &ev);
-        r = each(&ev, !ok, userdata);
-        free(ev.data);
-        if (r < 0)
-            break;
-    }
+    int r = each_row(rows, each, userdata);
     size_t n = json_array_size(rows);
     json_decref(rows);
     return r < 0 ? r : (int)n;
