@@ -318,6 +318,12 @@ static ssize_t proc_fill(void *cls) {
         uint64_t step = 1000;
         if (ps->deadline_ms && ps->deadline_ms - now < step)
             step = ps->deadline_ms - now;
+        /* and no later than the keepalive is due: a wait of a whole step
+         * that woke a little before it (a step as long as the interval)
+         * put the keepalive off by a step, at twice its interval */
+        uint64_t due = ps->last_ms + ps->keepalive_ms;
+        if (due > now && due - now < step)
+            step = due - now;
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += (time_t)(step / 1000);
