@@ -10,6 +10,8 @@ import uuid
 
 import pytest
 
+from conftest import need
+
 from service_util import assert_error, gov_tenant, put_settings, service, services  # noqa: F401
 
 LINK = re.compile(r"^(https?://[^#\s]+)/login#token=(ll_[0-9a-z]+)$")
@@ -574,8 +576,8 @@ def test_make_serve_prints_a_link_that_signs_in(tmp_path):
     address and makes the cookie Secure."""
     from service_util import free_port
     from pathlib import Path
-    if not (Path(__file__).resolve().parents[2] / "build" / "airlock").exists():
-        pytest.skip("scripts/serve.sh runs ./build/airlock: not built")
+    need((Path(__file__).resolve().parents[2] / "build" / "airlock").exists(),
+         "the release build ./build/airlock, which scripts/serve.sh runs (make build)")
     state, port = tmp_path / "state", free_port()
     for env, base in (({}, f"http://127.0.0.1:{port}"), ({"PUBLIC_URL": "https://console.example.com/"},
                                                          "https://console.example.com")):

@@ -8,12 +8,12 @@ import http.client
 import json
 import queue
 import socket
-import sqlite3
 import threading
 import time
 
 import pytest
 
+from conftest import need
 from service_util import TERMINAL, assert_error, service  # noqa: F401
 
 
@@ -706,8 +706,8 @@ def test_events_see_the_runs_of_another_node(tmp_path):
     asked of the other, through to its end."""
     import pg_util
     from service_util import Service, wait_no_boxes
-    if pg_util.test_store() != "postgresql":
-        pytest.skip("the postgresql pass's (AIRLOCK_TEST_STORE=postgresql)")
+    need(pg_util.test_store() == "postgresql",
+         "a PostgreSQL store for two nodes (the postgresql pass: AIRLOCK_TEST_STORE=postgresql)")
     store = pg_util.cluster().uri(pg_util.cluster().new_database("feeds"))
     a = Service(tmp_path / "state", config={"max_concurrent": 2}, store=store)
     b = Service(tmp_path / "state", config={"max_concurrent": 2}, store=store, bootstrap=False, key=a.key)
