@@ -3,6 +3,7 @@
 #include "activity.h"
 #include "runs.h"
 #include "service_int.h"
+#include "text.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -40,19 +41,6 @@ void al_activity_hub_free(al_activity_hub *h) {
     pthread_cond_destroy(&h->cond);
     free(h->sent);
     free(h);
-}
-
-/* The store's time text (al_store_now's shape) MS milliseconds ago. */
-static void time_ago(uint64_t ms, char *buf, size_t len) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t at = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - (int64_t)ms;
-    time_t secs = (time_t)(at / 1000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    char base[32];
-    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, len, "%s.%03dZ", base, (int)(at % 1000));
 }
 
 /* S's hub, made with its first stream (under S's lock). */
@@ -225,7 +213,7 @@ static int look(al_activity_hub *h, al_service *s, al_error *err) {
     char from[40];
     int64_t seq = -1;
     pthread_mutex_lock(&h->mu);
-    time_ago(AL_ACTIVITY_OVERLAP_MS, from, sizeof from);
+    al_cluster_time_after(-(int64_t)AL_ACTIVITY_OVERLAP_MS, from, sizeof from);
     /* from the older of the last change read and the overlap's start; on
      * from the last row when catching up on a full page */
     if (h->behind) {
