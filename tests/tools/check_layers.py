@@ -40,10 +40,11 @@ EDGES = {
     "image": {"box"},
     "docker": {"box"},
     "remote": {"box"},
-    "drivers": {"box", "docker", "image", "lang", "proxy", "remote"},
+    "kube": {"box", "remote"},
+    "drivers": {"box", "docker", "image", "kube", "lang", "proxy", "remote"},
     "core": {"drivers", "store"},
     "api": {"core"},
-    "cli": {"api", "core", "drivers"},
+    "cli": {"api", "core", "drivers", "kube"},
 }
 
 MAX_FUNCTION_LINES = 150
