@@ -1,7 +1,7 @@
 /* `airlock run --driver kubernetes`: the CLI's side (airlock-server only). */
 #pragma once
 
-#include "../box/box.h"
+#include "../kube/kube.h"
 
 /* What `airlock run` was told for the kubernetes driver. */
 typedef struct cli_kube_args {
