@@ -5,7 +5,7 @@
 set -eu
 
 PKGS="build-essential meson ninja-build pkg-config
-libseccomp-dev libjansson-dev nettle-dev libmicrohttpd-dev libsqlite3-dev libpq-dev libarchive-dev libcurl4-openssl-dev libpcre2-dev
+libseccomp-dev libjansson-dev nettle-dev libmicrohttpd-dev libsqlite3-dev libpq-dev libarchive-dev libcurl4-openssl-dev libpcre2-dev libyaml-dev
 python3 python3-pytest python3-pytest-xdist nodejs npm bash coreutils ca-certificates
 bubblewrap iproute2 openssl curl python3-pip procps util-linux debootstrap
 python3-pil python3-pypdf python3-icalendar python3-jsonschema

@@ -45,7 +45,8 @@ static bool run_needs_server(int argc, char **argv) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0 || strcmp(a, "-c") == 0 || a[0] != '-' || a[1] == '\0')
             return false;
-        if (strcmp(a, "--json") == 0 || strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+        if (strcmp(a, "--json") == 0 || strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 ||
+            strcmp(a, "--fork") == 0 || strcmp(a, "--dry-run") == 0)
             continue;
         if (i + 1 < argc && strcmp(a, "--driver") == 0 && strcmp(argv[i + 1], "native") != 0)
             return true;

@@ -11,6 +11,7 @@
 #ifdef AIRLOCK_SERVER
 #include "../docker/docker.h"
 #include "../drivers/remote_net.h"
+#include "run_kube.h"
 #endif
 #include "../image/image.h"
 #include "../lang/lang.h"
@@ -24,7 +25,9 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: airlock run [--lang L] [--in PATH]... [--out DIR] [--timeout S] [--memory SIZE]\n"
-               "                   [--cpus N] [--pids N] [--driver native|docker|e2b|daytona] [--runtime runc|runsc]\n"
+               "                   [--cpus N] [--pids N] [--driver native|docker|e2b|daytona|kubernetes] [--runtime runc|runsc]\n"
+               "                   [--kubeconfig PATH] [--namespace NS] [--registry R] [--runtime-class RC]\n"
+               "                   [--image-ref REPO@sha256:HEX] [--dry-run]\n"
                "                   [--json] [--fork] ... (FILE | -c CODE) [ARGS...]\n"
                "see docs/cli.md for every option\n");
 }
@@ -81,7 +84,11 @@ typedef struct run_opts {
     const char *lang_name, *code, *file, *out_dir, *stdin_path, *image, *net_spec, *driver, *engine_runtime;
     const char *inputs[MAX_INPUTS];
     size_t n_inputs;
-    bool json, forked, docker;
+    bool json, forked, docker, kube;
+    /* --driver kubernetes: --kubeconfig, --namespace, --registry,
+     * --runtime-class, --image-ref, --dry-run */
+    const char *kubeconfig, *kube_namespace, *registry, *runtime_class, *image_ref;
+    bool dry_run;
     char **script_args;
     size_t n_args;
 } run_opts;
@@ -139,11 +146,21 @@ static int set_option(run_opts *o, const char *a, const char *v) {
         o->net_spec = v;
     } else if (strcmp(a, "--driver") == 0) {
         if (strcmp(v, "native") != 0 && strcmp(v, "docker") != 0 && strcmp(v, "e2b") != 0 &&
-            strcmp(v, "daytona") != 0)
-            return usage_error("--driver %s: want native, docker, e2b or daytona", v);
+            strcmp(v, "daytona") != 0 && strcmp(v, "kubernetes") != 0)
+            return usage_error("--driver %s: want native, docker, e2b, daytona or kubernetes", v);
         o->driver = v;
     } else if (strcmp(a, "--runtime") == 0) {
         o->engine_runtime = v;
+    } else if (strcmp(a, "--kubeconfig") == 0) {
+        o->kubeconfig = v;
+    } else if (strcmp(a, "--namespace") == 0) {
+        o->kube_namespace = v;
+    } else if (strcmp(a, "--registry") == 0) {
+        o->registry = v;
+    } else if (strcmp(a, "--runtime-class") == 0) {
+        o->runtime_class = v;
+    } else if (strcmp(a, "--image-ref") == 0) {
+        o->image_ref = v;
     } else {
         return set_bound(o, a, v);
     }
@@ -176,6 +193,10 @@ static int parse_args(int argc, char **argv, run_opts *o) {
             o->forked = true;
             continue;
         }
+        if (strcmp(a, "--dry-run") == 0) {
+            o->dry_run = true;
+            continue;
+        }
         /* among the options only: after the script, --help is the script's */
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
@@ -198,8 +219,15 @@ static int parse_args(int argc, char **argv, run_opts *o) {
     if (o->n_args > MAX_ARGS)
         return usage_error("too many script arguments (at most 1024)");
     o->docker = strcmp(o->driver, "docker") == 0;
+    o->kube = strcmp(o->driver, "kubernetes") == 0;
     if (o->engine_runtime && !o->docker)
         return usage_error("--runtime %s is the docker driver's (--driver docker)", o->engine_runtime);
+    if (!o->kube && (o->kubeconfig || o->kube_namespace || o->registry || o->runtime_class || o->image_ref ||
+                     o->dry_run))
+        return usage_error("--kubeconfig, --namespace, --registry, --runtime-class, --image-ref and --dry-run are "
+                           "the kubernetes driver's (--driver kubernetes)");
+    if (o->kube && o->forked)
+        return usage_error("--fork is the native driver's");
 #ifdef AIRLOCK_SERVER
     al_docker_runtime rt;
     if (o->engine_runtime && al_docker_runtime_from_name(o->engine_runtime, &rt) < 0)
@@ -209,9 +237,9 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         return usage_error("--driver %s runs in airlock-server (beside airlock)", o->driver);
 #endif
     /* a container runs on an image: airlock's default unless named */
-    if (o->docker && (!o->image || strcmp(o->image, "host") == 0)) {
+    if ((o->docker || o->kube) && (!o->image || strcmp(o->image, "host") == 0)) {
         if (o->image)
-            return usage_error("--driver docker runs on an image, not the host's /usr (--image default)");
+            return usage_error("--driver %s runs on an image, not the host's /usr (--image default)", o->driver);
         o->image = "default";
     }
     return -1;
@@ -458,6 +486,18 @@ int cli_run(int argc, char **argv) {
     al_box_result res;
     int r;
 #ifdef AIRLOCK_SERVER
+    if (o->kube && ud->net.policy.mode != AL_NET_OFFLINE)
+        return usage_error("--net %s: refused by the kubernetes driver: sandbox pods are deny-all (the chart's "
+                           "NetworkPolicy); an egress proxy for them is not built yet", ud->net.spec);
+    if (o->kube && o->dry_run) {
+        cli_kube_args ka = { .kubeconfig = o->kubeconfig, .namespace_ = o->kube_namespace, .registry = o->registry,
+                             .runtime_class = o->runtime_class, .image_ref = o->image_ref, .image = o->image,
+                             .image_dir = ir.root, .dry_run = true };
+        cfg.listen_port = 0;
+        return cli_run_kube_dry_run(&ka, &cfg);
+    }
+    if (o->kube)
+        return usage_error("--driver kubernetes runs a pod only with --dry-run (which prints it) for now");
     al_remote_kind rk;
     if (al_remote_kind_from_name(o->driver, &rk) == 0) {
         if ((st = run_remote(rk, &ud->net, &cfg, &res)) >= 0)
