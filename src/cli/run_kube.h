@@ -9,9 +9,16 @@ typedef struct cli_kube_args {
     const char *image;            /* the runtime image's name, as given */
     const char *image_dir;        /* its directory (oci.json: `airlock image export`'s record) */
     bool dry_run;
+    unsigned schedule_timeout_s;  /* 0: 60 */
 } cli_kube_args;
 
 /* --dry-run: CFG's Secret, Pod and NetworkPolicy printed as JSON
  * ({"secret", "pod", "network_policy"}); no cluster is asked anything.
  * The exit status. */
 int cli_run_kube_dry_run(const cli_kube_args *k, const al_box_config *cfg);
+
+/* CFG run in a pod (al_kube_run) of the kubeconfig's cluster (then
+ * AIRLOCK_KUBECONFIG, KUBECONFIG, else in-cluster), its result in RES and
+ * al_kube_run's return in *RET_R: -1, or the exit status after saying why
+ * it could not begin (RES untouched then). */
+int cli_run_kube(const cli_kube_args *k, const al_box_config *cfg, al_box_result *res, int *ret_r);
