@@ -181,6 +181,7 @@ MODULES = {
     "test_governance_settings.py": ("asan", "postgresql"),
     "test_idempotency.py": ("asan", "postgresql"),
     "test_image.py": ("asan",),
+    "test_image_export.py": ("docker",),                     # the default image into a registry and a dockerd
     "test_image_bookworm.py": ("release", "serial"),         # a debootstrap build
     "test_image_default.py": ("release", "serial"),          # a debootstrap build
     "test_mcp.py": ("asan",),
