@@ -11,7 +11,7 @@ bubblewrap iproute2 openssl curl python3-pip procps util-linux debootstrap
 python3-pil python3-pypdf python3-icalendar python3-jsonschema
 postgresql-15 python3-psycopg2
 docker.io runsc
-skopeo docker-registry libyaml-dev unzip
+skopeo docker-registry libyaml-dev unzip python3-yaml
 chromium"
 
 # `make fuzz` (scripts/fuzz.sh) alone needs clang, libFuzzer and llvm-cov
