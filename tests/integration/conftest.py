@@ -168,6 +168,7 @@ MODULES = {
     "test_daytona_double.py": ("asan",),                     # @daytonaio/sdk against the Daytona test double
     "test_driver_daytona.py": ("asan",),                     # driver = daytona against that double
     "test_driver_e2b.py": ("asan",),                         # driver = e2b against an E2B-compatible endpoint
+    "test_deploy.py": ("asan",),                             # helm and kustomize, rendered and validated (no cluster)
     "test_docker.py": ("asan", "serial"),                    # the test dockerd
     "test_docker_pool.py": ("asan", "serial"),               # the test dockerd
     "test_e2b_control.py": ("asan", "postgresql"),           # the E2B SDK: control plane, files
@@ -181,6 +182,7 @@ MODULES = {
     "test_governance_settings.py": ("asan", "postgresql"),
     "test_idempotency.py": ("asan", "postgresql"),
     "test_image.py": ("asan",),
+    "test_image_export.py": ("docker",),                     # the default image into a registry and a dockerd
     "test_image_bookworm.py": ("release", "serial"),         # a debootstrap build
     "test_image_default.py": ("release", "serial"),          # a debootstrap build
     "test_mcp.py": ("asan",),
