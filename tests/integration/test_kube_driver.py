@@ -160,7 +160,7 @@ def test_pod_deleted_by_someone_else(kube):
 
 
 def test_image_not_pullable(kube):
-    _, reg, registry = kube_pass.cluster()
+    _, reg, _ = kube_pass.cluster()
     ref = f"{reg.host}/airlock/airlock-box@sha256:{'0' * 64}"
     st, doc, err = kube_run("print(1)", "--image-ref", ref)
     assert doc["reason"] == "error" and doc["error"]["step"] == "provisioning", (doc, err)
