@@ -177,9 +177,18 @@ def test_image_not_pullable(kube):
     assert_clean(kube)
 
 
-def test_unschedulable_is_an_error_not_charged(kube, tmp_path):
+def kube_service(state, key=None, **kw):
+    """A service on the kubernetes driver, its images the suite's cache's."""
+    from image_util import CACHE
     from service_util import Service
-    svc = Service(tmp_path / "svc", config=kube_pass.service_config(schedule_timeout_s=2))
+    state.mkdir(parents=True, exist_ok=True)
+    if not (state / "images").exists():
+        (state / "images").symlink_to(CACHE / "images")
+    return Service(state, config=kube_pass.service_config(**kw), key=key, bootstrap=key is None)
+
+
+def test_unschedulable_is_an_error_not_charged(kube, tmp_path):
+    svc = kube_service(tmp_path / "svc", schedule_timeout_s=2)
     svc.start()
     try:
         kube.fault({"unschedulable": True})
@@ -194,9 +203,8 @@ def test_unschedulable_is_an_error_not_charged(kube, tmp_path):
 
 
 def test_sweep_of_a_dead_services_pods(kube, tmp_path):
-    from service_util import Service
     state = tmp_path / "svc"
-    a = Service(state, config=kube_pass.service_config())
+    a = kube_service(state)
     a.start()
     a.post_run("import time; time.sleep(120)")
     name = wait_pod(kube)
@@ -205,7 +213,7 @@ def test_sweep_of_a_dead_services_pods(kube, tmp_path):
         os.kill(pid, 9)
     a.kill9()
     assert name in [p.get("metadata", p).get("name") for p in held(kube)[0]]
-    b = Service(state, config=kube_pass.service_config())
+    b = kube_service(state, key=a.key)
     b.start()
     try:
         assert_clean(kube, within=20)
