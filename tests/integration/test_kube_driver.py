@@ -188,14 +188,25 @@ def kube_service(state, key=None, **kw):
 
 
 def test_unschedulable_is_an_error_not_charged(kube, tmp_path):
+    from service_util import ledger_by_run, usage
     svc = kube_service(tmp_path / "svc", schedule_timeout_s=2)
     svc.start()
     try:
         kube.fault({"unschedulable": True})
+        t0 = time.monotonic()
         run = svc.run("print(1)")
+        took = time.monotonic() - t0
         assert run["state"] == "error", run
         assert "cannot be scheduled" in json.dumps(run["error"]), run["error"]
-        assert not run.get("charged") and (run.get("cost") in (None, 0) or run.get("billed_ms") in (None, 0)), run
+        assert took < 20, f"an unschedulable pod (2 s allowed) took {took:.1f} s"
+        kube.fault({"unschedulable": False})
+        ok = svc.run("print(2)")
+        assert ok["state"] == "succeeded" and ok["result"]["stdout"] == "2\n", ok
+        led = ledger_by_run(usage(svc)["ledger"])
+        # the run that ran is charged; the one the cluster could not place is not
+        assert sum(led.get(ok["id"], {}).get("charge", [])) > 0, led
+        bad = led.get(run["id"], {"charge": [], "refund": []})
+        assert sum(bad["charge"]) == sum(bad["refund"]), bad
     finally:
         kube.fault({"unschedulable": False})
         svc.stop()
