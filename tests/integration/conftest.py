@@ -170,6 +170,8 @@ MODULES = {
     "test_driver_e2b.py": ("asan",),                         # driver = e2b against an E2B-compatible endpoint
     "test_docker.py": ("asan", "serial"),                    # the test dockerd
     "test_docker_pool.py": ("asan", "serial"),               # the test dockerd
+    # the Kubernetes API double itself (issue 37); it moves to ("kubernetes", "serial") when K-run adds that pass
+    "test_kube_double.py": ("asan", "serial"),               # the test dockerd, a registry, kubectl
     "test_e2b_control.py": ("asan", "postgresql"),           # the E2B SDK: control plane, files
     "test_console.py": ("asan",),                            # the web console: its files, and Chromium driving it (issue 36)
     "test_battery_p_e2b.py": ("asan", "postgresql"),       # the E2B API as an attacker uses it
