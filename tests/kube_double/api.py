@@ -290,14 +290,14 @@ class Handler(BaseHTTPRequestHandler):
                 for k, v in (obj.pop("stringData", None) or {}).items():
                     import base64
                     obj.setdefault("data", {})[k] = base64.b64encode(v.encode()).decode()
+        hdrs = [("Warning", '299 - ' + json.dumps(w)) for w in warnings]
         if self.q.get("dryRun") == "All":
-            return self._send(201, d.with_kind(res, obj))
+            return self._send(201, d.with_kind(res, obj), hdrs)
         stored = d.store.create(res, obj)
         if stored is None:
             return self._fail(409, "AlreadyExists", f'{res} "{name}" already exists', {"name": name, "kind": res})
         if res == "pods":
             d.kubelet.admit(stored)
-        hdrs = [("Warning", '299 - ' + json.dumps(w)) for w in warnings]
         self._send(201, d.with_kind(res, stored), hdrs)
 
     def _delete(self, res, name):

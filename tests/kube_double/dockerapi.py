@@ -81,11 +81,11 @@ class Docker:
                 return False
             raise
 
-    def logs(self, cid):
+    def logs(self, cid, follow=True):
         """A file-like reader of the container's multiplexed log stream
         (follow) and its connection, to be closed by the caller."""
         c, r = self._open("GET", f"/containers/{cid}/logs",
-                          query={"stdout": 1, "stderr": 1, "follow": 1}, timeout=None)
+                          query={"stdout": 1, "stderr": 1, "follow": int(follow)}, timeout=None if follow else 60)
         if r.status != 200:
             raw = r.read()
             c.close()

@@ -445,6 +445,20 @@ class PodRun:
                     c.log.append(chunk)
             finally:
                 conn.close()
+            # dockerd's follow can end before the last (partial) line of a
+            # container that exits at once is written: read it all again
+            for _ in range(50):
+                if not self.k.docker.call("GET", f"/containers/{c.cid}/json")["State"].get("Running"):
+                    break
+                time.sleep(0.1)
+            conn, r = self.k.docker.logs(c.cid, follow=False)
+            try:
+                whole = b"".join(demux(r))
+            finally:
+                conn.close()
+            have = len(c.log.data)
+            if len(whole) > have:
+                c.log.append(whole[have:])
         except Exception as e:    # the log ends; the exit is read from inspect
             self.k.log(f"log pump {self.name}/{c.name}: {e!r}")
         finally:
