@@ -105,7 +105,7 @@ def push(oci_dir, repo=REPO):
 # ------------------------------------------------------------ a tiny image
 
 TOOLS = ("dash", "cp", "tar", "base64", "sleep", "cat", "dd", "head", "id", "ls", "wc", "mkdir", "rm", "touch",
-         "env", "true", "false", "stat", "yes", "printf", "grep", "sort", "tail", "cut", "tr", "sed")
+         "env", "true", "false", "stat", "yes", "printf", "grep", "sort", "tail", "cut", "tr", "sed", "readlink")
 
 
 def _libs(paths):

@@ -10,7 +10,7 @@ HTTP, as the C driver is K-run's; then the faults."""
 import base64
 import io
 import json
-import shlex
+import re
 import socket
 import tarfile
 import time
@@ -344,7 +344,10 @@ echo "uid:$(id -u):$(id -g)"
 grep CapEff /proc/self/status
 touch /rootfile 2>/dev/null && echo "root:writable" || echo "root:readonly"
 dd if=/dev/zero of=/tmp/big bs=1024 count=2048 2>/dev/null && echo "tmpfs:unbounded" || echo "tmpfs:full"
-ls /airlock/in
+echo "in:$(ls -a /airlock/in | tr '\n' ' ')"
+echo "work:$(ls -a /work | tr '\n' ' ')"
+echo "data:$(readlink /airlock/in/..data) $(readlink /airlock/in/main.sh)"
+echo "pids:$(cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max)"
 mkdir -p /out/sub && echo result > /out/sub/r.txt
 exit 3
 """
@@ -360,7 +363,15 @@ def test_contract_pod_runs_end_to_end(kube):
     for want in ("out:hello", "err:line", "stdin:from-stdin", "uid:65534:65534", "CapEff:\t0000000000000000",
                  "root:readonly", "tmpfs:full"):
         assert want in text, text
-    assert "..data" not in text.split("ls")[-1] or True   # the listing shows the items (and the writer's links)
+    # the Secret volume as the kubelet's atomic writer lays it out; STAGE copies only the items
+    line = lambda p: next(x for x in text.splitlines() if x.startswith(p))
+    listed = line("in:").split()
+    stamp = [x for x in listed if x.startswith("..") and x not in ("..", "..data")]
+    assert len(stamp) == 1 and re.fullmatch(r"\.\.\d{4}_\d\d_\d\d_\d\d_\d\d_\d\d\.\d+", stamp[0]), listed
+    assert {"..data", "main.sh", "data"} <= set(listed), listed
+    assert line("data:") == f"data:{stamp[0]} ..data/main.sh"
+    assert set(line("work:")[5:].split()) == {".", "..", "main.sh", "data"}, line("work:")
+    assert line("pids:") == "pids:1024"
     files = out_tar(collect)
     assert files.get("./sub/r.txt") == b"result\n", files.keys()
     assert collect.decode().startswith("airlock-collect-ready\n")
@@ -385,18 +396,32 @@ def test_active_deadline(kube):
 
 def test_graceful_delete_runs_collect_trap(kube):
     name = new_name()
-    secret, pod = objects(kube, name, "echo x > /out/x; echo running; sleep 60")
+    secret, pod = objects(kube, name, "trap 'echo got-term; echo late > /out/late; exit 143' TERM; echo x > /out/x; "
+                                      "echo running; while :; do sleep 1 & wait $!; done")
     assert create(kube, "secrets", secret)[0] == 201
     st, _, p = create(kube, "pods", pod)
     assert st == 201
     watch(kube, name, p["metadata"]["resourceVersion"],
           lambda ev: "running" in main_state(ev["object"]) if ev["object"].get("status", {}).get("containerStatuses") else False)
     rv = kube.call("GET", f"/api/v1/namespaces/{kube.ns}/pods?fieldSelector=metadata.name%3D{name}")[2]["metadata"]["resourceVersion"]
+    p = kube.kubectl("get", "pods", "-o", "json")
+    assert p.returncode == 0, p.stderr
+    got = [i for i in json.loads(p.stdout)["items"] if i["metadata"]["name"] == name]
+    assert got and got[0]["status"]["phase"] == "Running", got
+    # the driver's log streams, open across the deletion
+    main = kube.stream(f"/api/v1/namespaces/{kube.ns}/pods/{name}/log?container=main&follow=true")
+    collect = kube.stream(f"/api/v1/namespaces/{kube.ns}/pods/{name}/log?container=collect&follow=true")
     st, _, b = delete_pod(kube, name, grace=1)
     assert st == 200 and b["metadata"]["deletionGracePeriodSeconds"] == 1, b
     evs = watch(kube, name, rv, lambda ev: ev["type"] == "DELETED")
     assert evs[-1]["type"] == "DELETED"
     assert "deletionTimestamp" in evs[0]["object"]["metadata"]
+    assert main_state(evs[-1]["object"])["terminated"]["exitCode"] == 143
+    assert main.read() == b"running\ngot-term\n"
+    # SIGTERM to the sidecar after main ended: /out as main left it
+    assert set(out_tar(collect.read())) >= {"./x", "./late"}
+    main.close()
+    collect.close()
     # logs are gone with the pod, the containers too
     assert kube.call("GET", f"/api/v1/namespaces/{kube.ns}/pods/{name}/log?container=main")[0] == 404
     assert all(p["name"] != name for p in kube.pods())
