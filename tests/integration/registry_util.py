@@ -27,6 +27,9 @@ from pathlib import Path
 REGISTRY = "/usr/bin/docker-registry"
 SKOPEO = "/usr/bin/skopeo"
 REPO = "airlock/airlock-box"
+# the registry's storage: a temp directory, or one kept between sessions
+# (e.g. /var/cache/airlock-tests/registry-NAME) so a big image is pushed once
+DATA = os.environ.get("AIRLOCK_TEST_REGISTRY_DATA")
 
 _reg = None
 
@@ -41,7 +44,7 @@ class Registry:
         self.host = f"127.0.0.1:{self.port}"
         (self.dir / "config.yml").write_text(
             "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n"
-            f"    rootdirectory: {self.dir / 'data'}\n  delete:\n    enabled: true\n"
+            f"    rootdirectory: {DATA or self.dir / 'data'}\n  delete:\n    enabled: true\n"
             f"http:\n  addr: {self.host}\n")
         self.log = open(self.dir / "registry.log", "ab")
         self.proc = subprocess.Popen([REGISTRY, "serve", str(self.dir / "config.yml")], stdin=subprocess.DEVNULL,

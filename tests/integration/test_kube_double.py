@@ -31,23 +31,20 @@ SC = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsN
 
 
 @pytest.fixture(scope="module")
-def kube(tmp_path_factory):
-    docker_util.start()
-    reg = registry_util.start()
+def kube(kube_double, tmp_path_factory):
+    """The session's double, and the tiny test image pushed to its registry."""
     oci = tmp_path_factory.mktemp("oci") / "tiny"
     registry_util.tiny_image(oci)
-    ref = reg.push(oci)
-    k = kube_util.start(registry=reg)
-    k.ref = ref
-    k.ns = k.namespace
-    yield k
-    left = k.pods()
-    kube_util.stop()
-    registry_util.stop()
-    assert not docker_util.docker("ps", "-aq", "--filter", f"label=kube-double={k.port}").stdout.strip(), \
-        "the double left containers behind"
-    docker_util.stop()
-    del left
+    kube_double.ref = kube_double.registry.push(oci)
+    kube_double.ns = kube_double.namespace
+    yield kube_double
+    # every pod this module made is gone, and its containers with it
+    deadline = time.monotonic() + 15
+    while (kube_double.pods() or docker_util.docker("ps", "-aq", "--filter", f"label=kube-double={kube_double.port}")
+           .stdout.strip()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not kube_double.pods(), kube_double.pods()
+    assert not docker_util.docker("ps", "-aq", "--filter", f"label=kube-double={kube_double.port}").stdout.strip()
 
 
 _n = [0]
