@@ -552,3 +552,21 @@ def test_unschedulable_and_deleted_by_someone_else(kube):
     evs = watch(kube, name, rv, lambda ev: ev["type"] == "DELETED")
     assert "terminated" in main_state(evs[-1]["object"])
     kube.call("DELETE", f"/api/v1/namespaces/{kube.ns}/secrets/{name}")
+
+
+def test_same_name_again_after_a_forced_delete(kube):
+    name = new_name()
+    secret, pod = objects(kube, name, "echo first; sleep 30")
+    assert create(kube, "secrets", secret)[0] == 201
+    assert create(kube, "pods", pod)[0] == 201
+    st, _, b = delete_pod(kube, name, grace=0)
+    assert st == 200
+    assert kube.call("GET", f"/api/v1/namespaces/{kube.ns}/pods/{name}")[0] == 404
+    pod["spec"]["containers"][0]["command"][-2:] = ["/bin/sh", "-c", "echo second"]
+    st, _, p = create(kube, "pods", pod)
+    assert st == 201, p
+    final = watch(kube, name, p["metadata"]["resourceVersion"], terminal)[-1]["object"]
+    assert final["status"]["phase"] == "Succeeded", final["status"]
+    assert log(kube, name, "main")[2] == b"second\n"
+    delete_pod(kube, name, grace=0)
+    kube.call("DELETE", f"/api/v1/namespaces/{kube.ns}/secrets/{name}")

@@ -93,7 +93,10 @@ class PodRun:
         self.containers = [Container(c, True) for c in self.spec.get("initContainers") or []] + \
                           [Container(c, False) for c in self.spec["containers"]]
         self.volumes = []             # docker volume names
-        self.dir = kubelet.state / "pods" / self.name
+        # names on the host carry the uid: a pod of the same name may be made
+        # again while the last one is still being cleaned up
+        self.key = f"{self.name}-{self.uid[:8]}"
+        self.dir = kubelet.state / "pods" / self.key
         self.net = None               # the NetworkMode of the first container
         self.start = None
         self.finished = threading.Event()
@@ -260,7 +263,7 @@ class PodRun:
         return None
 
     def _volname(self, v):
-        return f"kube-double-{self.k.port}-{self.name}-{v['name']}"
+        return f"kube-double-{self.k.port}-{self.key}-{v['name']}"
 
     def _empty_dir(self, v):
         name = self._volname(v)
@@ -413,7 +416,7 @@ class PodRun:
         if hc["NetworkMode"].startswith("container:"):
             body.pop("Hostname")
         r = self.k.docker.call("POST", "/containers/create", body,
-                               query={"name": f"kube-double-{self.k.port}-{self.name}-{c.name}"})
+                               query={"name": f"kube-double-{self.k.port}-{self.key}-{c.name}"})
         c.cid = r["Id"]
         return None
 
@@ -559,8 +562,10 @@ class PodRun:
         self._term(list(reversed([c for c in self.containers if c.init])), grace)
         self.publish()
         self.cleanup()
-        self.k.store.delete("pods", self.name)
-        self.k.forget(self.name)
+        gone = self.k.store.get("pods", self.name)
+        if gone is not None and gone["metadata"]["uid"] == self.uid:
+            self.k.store.delete("pods", self.name)
+        self.k.forget(self)
 
     def cleanup(self):
         for c in self.containers:
@@ -594,9 +599,10 @@ class Kubelet:
         with self.lock:
             return self.pods.get(name)
 
-    def forget(self, name):
+    def forget(self, run):
         with self.lock:
-            self.pods.pop(name, None)
+            if self.pods.get(run.name) is run:
+                del self.pods[run.name]
 
     def delete(self, name, grace):
         run = self.get(name)
