@@ -570,3 +570,37 @@ def test_same_name_again_after_a_forced_delete(kube):
     assert log(kube, name, "main")[2] == b"second\n"
     delete_pod(kube, name, grace=0)
     kube.call("DELETE", f"/api/v1/namespaces/{kube.ns}/secrets/{name}")
+
+
+def test_kubelet_refusals(kube):
+    """A tag (the double's rule: a real kubelet would pull it), runAsNonRoot
+    without a uid on an image that runs as root, a log without its container."""
+    name = new_name()
+    secret, pod = objects(kube, name, "true")
+    assert create(kube, "secrets", secret)[0] == 201
+    pod["spec"]["containers"][0]["image"] = kube.ref.split("@")[0] + ":latest"
+    p = create(kube, "pods", pod)[2]
+    evs = watch(kube, name, p["metadata"]["resourceVersion"],
+                lambda ev: "waiting" in main_state(ev["object"]) and
+                main_state(ev["object"])["waiting"]["reason"] in ("ErrImagePull", "ImagePullBackOff")
+                if ev["object"].get("status", {}).get("containerStatuses") else False)
+    assert "not pinned by digest" in main_state(evs[-1]["object"])["waiting"]["message"]
+    st, _, b = kube.call("GET", f"/api/v1/namespaces/{kube.ns}/pods/{name}/log")
+    assert st == 400 and b["message"] == (f"a container name must be specified for pod {name}, choose one of: "
+                                          "[main] or one of the init containers: [collect]"), b
+    delete_pod(kube, name, grace=0)
+    name2 = new_name()
+    _, pod = objects(kube, name2, "true")
+    pod["spec"]["securityContext"].pop("runAsUser")
+    pod["spec"]["securityContext"].pop("runAsGroup")
+    for c in pod["spec"]["volumes"]:
+        if "secret" in c:
+            c["secret"]["secretName"] = name
+    p = create(kube, "pods", pod)[2]
+    evs = watch(kube, name2, p["metadata"]["resourceVersion"],
+                lambda ev: (ev["object"]["status"].get("initContainerStatuses") or [{}])[0].get("state", {})
+                .get("waiting", {}).get("reason") == "CreateContainerConfigError")
+    msg = evs[-1]["object"]["status"]["initContainerStatuses"][0]["state"]["waiting"]["message"]
+    assert msg.startswith("container has runAsNonRoot and image will run as root"), msg
+    delete_pod(kube, name2, grace=0)
+    kube.call("DELETE", f"/api/v1/namespaces/{kube.ns}/secrets/{name}")
