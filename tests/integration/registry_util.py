@@ -108,7 +108,7 @@ def push(oci_dir, repo=REPO):
 # ------------------------------------------------------------ a tiny image
 
 TOOLS = ("dash", "cp", "tar", "base64", "sleep", "cat", "dd", "head", "id", "ls", "wc", "mkdir", "rm", "touch",
-         "env", "true", "false", "stat", "yes", "printf", "grep", "sort", "tail", "cut", "tr", "sed", "readlink")
+         "env", "true", "false", "stat", "yes", "printf", "grep", "sort", "tail", "cut", "tr", "sed", "readlink", "bash", "timeout")
 
 
 def _libs(paths):

@@ -457,22 +457,37 @@ def test_logs_limit_and_waiting(kube):
 
 
 def test_deny_all_network_policy(kube):
+    """A pod the deny-all policy selects has no network; another reaches a
+    listener on the double's network gateway (the host), by its own IP."""
     np_ = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
            "metadata": {"name": "airlock-sandbox-deny-all"},
            "spec": {"podSelector": {"matchLabels": {"airlock.dev/sandbox": "true"}},
                     "policyTypes": ["Ingress", "Egress"]}}
-    script = "cat /proc/net/dev | tail -n +3 | cut -d: -f1"
-    final, main, _ = run(kube, script, labels={"airlock.dev/sandbox": "false"})
-    assert final["status"].get("podIP"), final["status"]
-    assert "eth0" in main.decode()
-    st, _, b = create(kube, "networkpolicies", np_)
-    assert st == 201, b
+    gw = kube.info()["gateway"]
+    srv = socket.socket()
+    srv.bind((gw, 0))
+    srv.listen(4)
+    srv.settimeout(10)
+    port = srv.getsockname()[1]
+    script = ("cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '; "
+              f"timeout 3 bash -c 'echo hello-from-pod >/dev/tcp/{gw}/{port}' 2>/dev/null && echo reached || echo unreachable")
     try:
-        final, main, _ = run(kube, script)
-        assert "podIP" not in final["status"]
-        assert main.decode().split() == ["lo"], main
+        final, main, _ = run(kube, script, labels={"airlock.dev/sandbox": "false"})
+        assert final["status"].get("podIP"), final["status"]
+        assert main.decode().split() == ["lo", "eth0", "reached"] or main.decode().split() == ["eth0", "lo", "reached"], main
+        conn, addr = srv.accept()
+        assert conn.recv(100) == b"hello-from-pod\n" and addr[0] == final["status"]["podIP"]
+        conn.close()
+        st, _, b = create(kube, "networkpolicies", np_)
+        assert st == 201, b
+        try:
+            final, main, _ = run(kube, script)
+            assert "podIP" not in final["status"]
+            assert main.decode().split() == ["lo", "unreachable"], main
+        finally:
+            kube.call("DELETE", f"/apis/networking.k8s.io/v1/namespaces/{kube.ns}/networkpolicies/airlock-sandbox-deny-all")
     finally:
-        kube.call("DELETE", f"/apis/networking.k8s.io/v1/namespaces/{kube.ns}/networkpolicies/airlock-sandbox-deny-all")
+        srv.close()
 
 
 # ------------------------------------------------------------ watches and faults
