@@ -315,16 +315,25 @@ def test_kubectl_gets_the_servers_errors_and_reads_objects(kube, tmp_path):
             'securityContext.privileged=true)') in p.stderr.decode(), p.stderr
     assert any(r["path"].endswith("/pods") and r["method"] == "POST" and r["query"].get("fieldValidation") == "Strict"
                for r in kube.requests())
-    # a secret kubectl makes, read back by kubectl and by get --raw
-    sec, _ = objects(kube, name, "echo hi")
-    f.write_text(json.dumps(sec))
-    p = kube.kubectl("create", "-f", f)
+    # a secret and a pod kubectl makes, read back by kubectl and by get --raw;
+    # kubectl wait and delete use a streaming list (sendInitialEvents)
+    sec, pod = objects(kube, name, "echo hi; sleep 1")
+    for obj in (sec, pod):
+        f.write_text(json.dumps(obj))
+        p = kube.kubectl("create", "-f", f)
+        assert p.returncode == 0, p.stderr
+    p = kube.kubectl("wait", "--for=condition=Ready", f"pod/{name}", "--timeout=20s")
     assert p.returncode == 0, p.stderr
+    p = kube.kubectl("logs", "-f", name, "-c", "main")
+    assert p.returncode == 0 and p.stdout == b"hi\n", (p.stdout, p.stderr)
+    p = kube.kubectl("delete", "pod", name, "--timeout=20s")
+    assert p.returncode == 0, p.stderr
+    assert kube.call("GET", f"/api/v1/namespaces/{kube.ns}/pods/{name}")[0] == 404
     p = kube.kubectl("get", "secrets", "-l", f"airlock.dev/run={name}", "-o", "json")
     assert p.returncode == 0, p.stderr
     items = json.loads(p.stdout)["items"]
     assert [i["metadata"]["name"] for i in items] == [name]
-    assert base64.b64decode(items[0]["data"]["f0"]) == b"echo hi"
+    assert base64.b64decode(items[0]["data"]["f0"]) == b"echo hi; sleep 1"
     p = kube.kubectl("get", "--raw", f"/api/v1/namespaces/{kube.ns}/secrets/{name}")
     assert p.returncode == 0 and json.loads(p.stdout)["metadata"]["name"] == name, p.stderr
     p = kube.kubectl("delete", "secret", name)

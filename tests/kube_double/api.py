@@ -358,7 +358,7 @@ class Handler(BaseHTTPRequestHandler):
         end = time.monotonic() + timeout
         with store.lock:
             gen = store.generation
-            if rv_n == 0:
+            if rv_n == 0 or self.q.get("sendInitialEvents") == "true":
                 pending = [("ADDED", o) for (r, _), o in store.objects.items() if r == res]
                 cur = store.rv
             else:
@@ -371,6 +371,16 @@ class Handler(BaseHTTPRequestHandler):
         if pending is None:
             self._event("ERROR", status(410, "Expired", f"too old resource version: {rv} ({store.oldest})"))
             return self._end_stream()
+        if self.q.get("sendInitialEvents") == "true":
+            # a streaming list (client-go's WatchListClient, kubectl wait and
+            # delete): the current objects, then a bookmark marking their end
+            for typ, o in pending:
+                if selected(o, labels, fields):
+                    self._event(typ, d.with_kind(res, o))
+            pending = []
+            self._event("BOOKMARK", {"kind": kind, "apiVersion": gv, "metadata": {
+                "resourceVersion": str(cur), "creationTimestamp": None,
+                "annotations": {"k8s.io/initial-events-end": "true"}}})
         last_bookmark = time.monotonic()
         expired = False
         now = time.monotonic()
