@@ -181,6 +181,7 @@ MODULES = {
     "test_governance_settings.py": ("asan", "postgresql"),
     "test_idempotency.py": ("asan", "postgresql"),
     "test_image.py": ("asan",),
+    "test_kube_cli.py": ("asan",),
     "test_image_bookworm.py": ("release", "serial"),         # a debootstrap build
     "test_image_default.py": ("release", "serial"),          # a debootstrap build
     "test_mcp.py": ("asan",),
