@@ -15,3 +15,12 @@ typedef struct cli_kube_args {
  * ({"secret", "pod", "network_policy"}); no cluster is asked anything.
  * The exit status. */
 int cli_run_kube_dry_run(const cli_kube_args *k, const al_box_config *cfg);
+
+/* The pod's image: --image-ref, else REGISTRY/airlock-box@DIGEST from the
+ * image's oci.json (`airlock image export`'s record), into REF: -1, or the
+ * exit status after saying why (never exported: the command to run). */
+int cli_kube_image_ref(const cli_kube_args *k, char *ref, size_t n);
+
+/* `airlock smoke --driver kubernetes`: whether the cluster enforces the
+ * sandbox pods' deny-all NetworkPolicy (kube/smoke.h). */
+int cli_smoke(int argc, char **argv);
