@@ -71,6 +71,11 @@ echo "== the docker pass (runc): $(date -u +%H:%M:%S) =="
 AIRLOCK_TEST_DRIVER=docker AIRLOCK_TEST_RUNTIME=runc $PY -m pytest -q -p no:cacheprovider -m docker tests/integration
 echo "== the runsc pass (gVisor): $(date -u +%H:%M:%S) =="
 AIRLOCK_TEST_DRIVER=docker AIRLOCK_TEST_RUNTIME=runsc $PY -m pytest -q -p no:cacheprovider -m runsc tests/integration
+# The kubernetes driver against the API double (tests/kube_double) on the
+# test dockerd, serially like the docker passes (one dockerd, one double,
+# one registry a session; the default image exported and pushed once).
+echo "== the kubernetes pass (the API double): $(date -u +%H:%M:%S) =="
+AIRLOCK_TEST_DRIVER=kubernetes $PY -m pytest -q -p no:cacheprovider -m kubernetes tests/integration
 # A forked box (`airlock run --fork`, as the warm pool's Python boxes are;
 # a shell case's script exec'd by the forked box's Python) must hold every
 # case a made one holds.

@@ -44,6 +44,8 @@ sources() {
     image-import) echo src/image/import.c ;;
     helper-events) echo src/core/helper_events.c ;;
     job) echo src/drivers/job_codec.c ;;
+    kube-watch) echo src/kube/watch.c ;;
+    kube-log) echo src/kube/logs.c src/kube/collect.c src/box/untar.c ;;
     run-body) echo src/api/run_body.c src/core/run_spec.c ;;
     piston-body) echo src/api/piston.c src/api/run_body.c src/core/run_spec.c ;;
     *) echo "fuzz: no source files listed for $1 (scripts/fuzz.sh: sources)" >&2; return 1 ;;

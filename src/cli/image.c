@@ -11,6 +11,9 @@
 #include "../box/collect.h"
 #include "../util/hash.h"
 #include "../image/image.h"
+#ifdef AIRLOCK_SERVER
+#include "../image/export.h"
+#endif
 #include "cli.h"
 
 const char *cli_state_dir(void) {
@@ -36,7 +39,12 @@ static int usage_to(FILE *f) {
                     "  ls [--json]                           images: digest, aliases, size, created, what they hold\n"
                     "  verify NAME|sha256:DIGEST             re-hash the tree against its manifest\n"
                     "  rm sha256:DIGEST                      remove an image (and its aliases)\n"
-                    "  import TARBALL [--alias NAME]         a docker save or OCI layout tarball as an image\n");
+                    "  import TARBALL [--alias NAME]         a docker save or OCI layout tarball as an image\n"
+                    "  export NAME|sha256:DIGEST --out PATH [--format oci|oci-archive] [--json]\n"
+                    "                                        the image as an OCI image layout (a directory) or its\n"
+                    "                                        tar archive, deterministic; prints the manifest digest\n"
+                    "                                        and records it in the image's oci.json (the kubernetes\n"
+                    "                                        driver pulls REGISTRY/airlock-box@that digest)\n");
     return f == stdout ? 0 : 125;
 }
 
@@ -120,6 +128,73 @@ static json_t *read_holds(const char *rootfs) {
         return NULL;
     return json_loadfd(fd, 0, NULL);
 }
+
+#ifdef AIRLOCK_SERVER
+/* `image export NAME --out PATH [--format oci|oci-archive] [--json]` */
+static int export_cmd(const char *images, int argc, char **argv) {
+    const char *name = NULL, *out = NULL, *fmt = "oci";
+    bool as_json = false;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--out") == 0 && i + 1 < argc)
+            out = argv[++i];
+        else if (strcmp(argv[i], "--format") == 0 && i + 1 < argc)
+            fmt = argv[++i];
+        else if (strcmp(argv[i], "--json") == 0)
+            as_json = true;
+        else if (argv[i][0] != '-' && !name)
+            name = argv[i];
+        else {
+            fprintf(stderr, "airlock image export: %s \"%s\"\n",
+                    (strcmp(argv[i], "--out") == 0 || strcmp(argv[i], "--format") == 0) ? "a value is missing after"
+                                                                                           : "unknown argument",
+                    argv[i]);
+            return usage();
+        }
+    }
+    if (!name || !out) {
+        fprintf(stderr, "airlock image export: %s\n", !name ? "name the image (NAME or sha256:DIGEST)" : "--out PATH is required");
+        return usage();
+    }
+    al_export_format f;
+    if (strcmp(fmt, "oci") == 0)
+        f = AL_EXPORT_OCI;
+    else if (strcmp(fmt, "oci-archive") == 0)
+        f = AL_EXPORT_OCI_ARCHIVE;
+    else {
+        fprintf(stderr, "airlock image export: --format is oci or oci-archive, not \"%s\"\n", fmt);
+        return 125;
+    }
+    char dir[PATH_MAX], digest[65];
+    al_error err = { 0 };
+    if (al_image_resolve(images, name, dir, sizeof dir, digest, &err) < 0) {
+        fprintf(stderr, "airlock image export: %s\n", err.msg);
+        return 125;
+    }
+    uint64_t t0 = al_now_ms();
+    al_export_result res;
+    if (al_image_export(dir, out, f, &res, &err) < 0) {
+        fprintf(stderr, "airlock image export: %s: nothing was written\n", err.msg);
+        return 125;
+    }
+    double secs = (double)(al_now_ms() - t0) / 1000.0;
+    if (as_json) {
+        char image[80];
+        snprintf(image, sizeof image, "sha256:%s", digest);
+        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:f}", "digest", res.manifest_digest, "config_digest",
+                              res.config_digest, "diff_id", res.diff_id, "image", image, "path", out, "format", fmt,
+                              "layer_bytes", (json_int_t)res.layer_bytes, "seconds", secs);
+        char *s = json_dumps(j, JSON_INDENT(2));
+        printf("%s\n", s ? s : "{}");
+        free(s);
+        json_decref(j);
+    } else {
+        printf("%s\n", res.manifest_digest);
+        fprintf(stderr, "image: sha256:%s exported to %s (%s, layer %.1f MB, %.1f s)\n", digest, out, fmt,
+                (double)res.layer_bytes / 1e6, secs);
+    }
+    return 0;
+}
+#endif
 
 static int build(const char *images, int argc, char **argv) {
     char recipe[PATH_MAX], looked[4 * PATH_MAX + 64] = "";
@@ -254,7 +329,7 @@ int cli_image(int argc, char **argv) {
         }
     /* each command's words, exactly: an unknown option is refused, not ignored */
     int n = argc - i;
-    bool shape_ok = strcmp(cmd, "build") == 0 ||
+    bool shape_ok = strcmp(cmd, "build") == 0 || strcmp(cmd, "export") == 0 ||
                     (strcmp(cmd, "import") == 0 && (n == 2 || (n == 4 && strcmp(argv[i + 2], "--alias") == 0))) ||
                     (strcmp(cmd, "ls") == 0 && (n == 1 || (n == 2 && strcmp(argv[i + 1], "--json") == 0))) ||
                     ((strcmp(cmd, "verify") == 0 || strcmp(cmd, "rm") == 0) && n == 2);
@@ -269,7 +344,9 @@ int cli_image(int argc, char **argv) {
     if (strcmp(cmd, "build") == 0)
         return build(images, argc - i - 1, argv + i + 1);
 #ifdef AIRLOCK_SERVER
-    /* (the lean airlock hands `image import` over: see cli/main.c) */
+    /* (the lean airlock hands `image import` and `export` over: see cli/main.c) */
+    if (strcmp(cmd, "export") == 0)
+        return export_cmd(images, argc - i - 1, argv + i + 1);
     if (strcmp(cmd, "import") == 0 && i + 1 < argc) {
         char digest[65];
         if (al_image_import(images, argv[i + 1], digest, &err) < 0) {

@@ -31,13 +31,13 @@ static int hand_over(char **argv) {
 #endif
 
 #ifndef AIRLOCK_SERVER
-/* Whether this is `airlock image [--state DIR] import ...`: airlock-server's,
+/* Whether this is `airlock image [--state DIR] import|export ...`: airlock-server's,
  * which links libarchive for it (the lean binary loads faster without). */
 static bool image_import(int argc, char **argv) {
     int i = 2;
     while (i + 1 < argc && (strcmp(argv[i], "--state") == 0 || strcmp(argv[i], "--images") == 0))
         i += 2;
-    return i < argc && strcmp(argv[i], "import") == 0;
+    return i < argc && (strcmp(argv[i], "import") == 0 || strcmp(argv[i], "export") == 0);
 }
 
 /* Whether `airlock run`'s options (before its script) name a driver that

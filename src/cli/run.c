@@ -497,10 +497,15 @@ int cli_run(int argc, char **argv) {
         cfg.listen_port = 0;
         return cli_run_kube_dry_run(&ka, &cfg);
     }
-    if (o->kube)
-        return usage_error("--driver kubernetes runs a pod only with --dry-run (which prints it) for now");
     al_remote_kind rk;
-    if (al_remote_kind_from_name(o->driver, &rk) == 0) {
+    if (o->kube) {
+        cli_kube_args ka = { .kubeconfig = o->kubeconfig, .namespace_ = o->kube_namespace, .registry = o->registry,
+                             .runtime_class = o->runtime_class, .image_ref = o->image_ref, .image = o->image,
+                             .image_dir = ir.root };
+        cfg.listen_port = 0;
+        if ((st = cli_run_kube(&ka, &cfg, &res, &r)) >= 0)
+            return st;
+    } else if (al_remote_kind_from_name(o->driver, &rk) == 0) {
         if ((st = run_remote(rk, &ud->net, &cfg, &res)) >= 0)
             return st;
         r = 0;

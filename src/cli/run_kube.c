@@ -130,3 +130,33 @@ int cli_run_kube_dry_run(const cli_kube_args *k, const al_box_config *cfg) {
     free(s);
     return 0;
 }
+
+int cli_run_kube(const cli_kube_args *k, const al_box_config *cfg, al_box_result *res, int *ret_r) {
+    char ref[AL_KUBE_REF_MAX];
+    int st = image_ref_of(k, ref, sizeof ref);
+    if (st >= 0)
+        return st;
+    const char *kc = k->kubeconfig;
+    if (!kc || !*kc)
+        kc = getenv("AIRLOCK_KUBECONFIG");
+    if (!kc || !*kc)
+        kc = getenv("KUBECONFIG");
+    char first[4096] = "";
+    if (kc && *kc)
+        snprintf(first, sizeof first, "%.*s", (int)strcspn(kc, ":"), kc);
+    al_kube_cluster cluster = { 0 };
+    al_error err = { 0 };
+    if (al_kube_cluster_load(first[0] ? first : NULL, k->namespace_, &cluster, &err) < 0) {
+        fprintf(stderr, "airlock run: %s%s%s\n", first[0] ? "kubeconfig " : "", first[0] ? first : "", err.msg);
+        al_kube_cluster_free(&cluster);
+        return EXIT_AIRLOCK;
+    }
+    char node[13], instance[13], run[25];
+    names(node, instance, run);
+    al_kube_opts o = { .cluster = &cluster, .image_ref = ref, .runtime_class = k->runtime_class,
+                       .seccomp = AL_KUBE_SECCOMP_RUNTIME_DEFAULT, .run_id = run, .node = node,
+                       .instance = instance, .schedule_timeout_s = k->schedule_timeout_s };
+    *ret_r = al_kube_run(&o, cfg, res);
+    al_kube_cluster_free(&cluster);
+    return -1;
+}

@@ -90,7 +90,8 @@ int cli_serve(int argc, char **argv) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             printf("usage: airlock serve [--listen ADDR:PORT] [--state DIR] [--config FILE]\n"
-                   "                     [--driver native|docker|e2b|daytona|disabled] [--runtime runc|runsc] [--docker_socket PATH]\n"
+                   "                     [--driver native|docker|e2b|daytona|kubernetes|disabled] [--runtime runc|runsc] [--docker_socket PATH]\n"
+                   "                     [--kubeconfig PATH] [--kubernetes_namespace NS] [--kubernetes_registry REPO]\n"
                    "                     [--store sqlite|postgresql://USER@HOST/DB]\n"
                    "see docs/api.md\n");
             return 0;

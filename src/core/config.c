@@ -126,6 +126,47 @@ static const struct {
     { "connections_reserved", offsetof(al_service_config, connections_reserved), 0, 16384 },
 };
 
+/* the docker and kubernetes drivers' keys (drivers/kubernetes.c checks
+ * its own whole): 0 or -errno when KEY is one, 1 when it is not */
+static int driver_key(al_service_config *c, const char *key, const char *value, al_error *err) {
+    if (strcmp(key, "docker_socket") == 0) {
+        if (value[0] != '/' || strlen(value) >= sizeof c->docker_socket)
+            return al_err(err, "config", EINVAL, "docker_socket = %s: want the absolute path of the daemon's socket",
+                          value);
+        snprintf(c->docker_socket, sizeof c->docker_socket, "%s", value);
+        return 0;
+    }
+    if (strcmp(key, "kubernetes_pool") == 0) {
+        /* warm pods are not built: a pool asked for is refused, not ignored */
+        int r = set_int(&c->kubernetes_pool, value, 0, 16, key, err);
+        if (r == 0 && c->kubernetes_pool > 0)
+            return al_err(err, "config", EOPNOTSUPP, "kubernetes_pool = %s: warm pods are not built yet (want 0)",
+                          value);
+        return r;
+    }
+    if (strcmp(key, "kubernetes_schedule_timeout_s") == 0)
+        return set_int(&c->kubernetes_schedule_timeout_s, value, 1, 3600, key, err);
+    static const char dns[] = "abcdefghijklmnopqrstuvwxyz0123456789-.";
+    struct { const char *k; char *dst; size_t n; const char *set; bool path; } kube[] = {
+        { "kubeconfig", c->kubeconfig, sizeof c->kubeconfig, NULL, true },
+        { "kubernetes_namespace", c->kubernetes_namespace, sizeof c->kubernetes_namespace, dns, false },
+        { "kubernetes_registry", c->kubernetes_registry, sizeof c->kubernetes_registry, NULL, false },
+        { "kubernetes_runtime_class", c->kubernetes_runtime_class, sizeof c->kubernetes_runtime_class, dns, false },
+        { "kubernetes_seccomp", c->kubernetes_seccomp, sizeof c->kubernetes_seccomp, NULL, false },
+    };
+    for (size_t i = 0; i < ELEMENTSOF(kube); i++) {
+        if (strcmp(key, kube[i].k) != 0)
+            continue;
+        if (strlen(value) >= kube[i].n || (kube[i].path && value[0] != '/') ||
+            (kube[i].set && strspn(value, kube[i].set) != strlen(value)) || strpbrk(value, " \t\r\n"))
+            return al_err(err, "config", EINVAL, "%s = %s: want %s", key, value,
+                          kube[i].path ? "an absolute path" : kube[i].set ? "a DNS name" : "a shorter value");
+        snprintf(kube[i].dst, kube[i].n, "%s", value);
+        return 0;
+    }
+    return 1;
+}
+
 int al_service_config_set(al_service_config *c, const char *key, const char *value, al_error *err) {
     for (size_t i = 0; i < ELEMENTSOF(int_keys); i++)
         if (strcmp(key, int_keys[i].key) == 0)
@@ -157,15 +198,8 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
     }
     if (strcmp(key, "driver") == 0) {
         if (!al_driver_by_name(value))
-            return al_err(err, "config", EINVAL, "driver = %s: want native, docker, e2b, daytona or disabled", value);
+            return al_err(err, "config", EINVAL, "driver = %s: want native, docker, e2b, daytona, kubernetes or disabled", value);
         snprintf(c->driver, sizeof c->driver, "%s", value);
-        return 0;
-    }
-    if (strcmp(key, "docker_socket") == 0) {
-        if (value[0] != '/' || strlen(value) >= sizeof c->docker_socket)
-            return al_err(err, "config", EINVAL, "docker_socket = %s: want the absolute path of the daemon's socket",
-                          value);
-        snprintf(c->docker_socket, sizeof c->docker_socket, "%s", value);
         return 0;
     }
     {
@@ -189,6 +223,9 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
             return 0;
         }
     }
+    int dr = driver_key(c, key, value, err);
+    if (dr <= 0)
+        return dr;
     if (strcmp(key, "public_url") == 0) {
         /* the console's address as people reach it (through a proxy that
          * terminates TLS, for https) */

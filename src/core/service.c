@@ -189,6 +189,17 @@ int al_service_open(const al_service_config *cfg, al_service **ret, al_error *er
         free(s);
         return -EINVAL;
     }
+    if (s->driver == &al_driver_kubernetes) {
+        al_driver_kube_config kc = { .kubeconfig = cfg->kubeconfig, .namespace_ = cfg->kubernetes_namespace,
+                                     .registry = cfg->kubernetes_registry,
+                                     .runtime_class = cfg->kubernetes_runtime_class,
+                                     .seccomp = cfg->kubernetes_seccomp, .pool = cfg->kubernetes_pool,
+                                     .schedule_timeout_s = cfg->kubernetes_schedule_timeout_s };
+        if (al_driver_kube_configure(&kc, cfg->state_dir, err) < 0) {
+            free(s);
+            return -EINVAL;
+        }
+    }
     if ((s->driver == &al_driver_docker &&
          al_driver_docker_configure(cfg->docker_socket, cfg->engine_runtime, cfg->docker_pool, err) < 0) ||
         (s->driver == &al_driver_native && al_driver_native_configure(cfg->max_concurrent, cfg->warm_pool, (uint64_t)cfg->warm_pool_memory_mb << 20,

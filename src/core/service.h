@@ -42,6 +42,13 @@ typedef struct al_service_config {
      * environment; the key itself is never kept here), template / target */
     char e2b_api_url[512], e2b_sandbox_url[512], e2b_api_key_file[PATH_MAX], e2b_template[128];
     char daytona_api_url[512], daytona_api_key_file[PATH_MAX], daytona_target[128];
+    /* driver = kubernetes (drivers/kubernetes.c): the kubeconfig ("":
+     * in-cluster), namespace ("": the context's), the registry the images
+     * are pushed to, RuntimeClass, seccomp profile, warm pods (0), how long
+     * a pod may stay unschedulable */
+    char kubeconfig[PATH_MAX], kubernetes_namespace[64], kubernetes_registry[256], kubernetes_runtime_class[254];
+    char kubernetes_seccomp[PATH_MAX + 16];
+    int kubernetes_pool, kubernetes_schedule_timeout_s;
     /* where people reach the web console (https://airlock.example.com), ""
      * when unset: an https one makes the session cookie Secure */
     char public_url[512];

@@ -42,5 +42,7 @@ const al_driver_ops *al_driver_by_name(const char *name) {
         return &al_driver_e2b;
     if (strcmp(name, "daytona") == 0)
         return &al_driver_daytona;
+    if (strcmp(name, "kubernetes") == 0)
+        return &al_driver_kubernetes;
     return NULL;
 }

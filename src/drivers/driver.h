@@ -57,6 +57,7 @@ extern const al_driver_ops al_driver_docker;
 extern const al_driver_ops al_driver_disabled;
 extern const al_driver_ops al_driver_e2b;
 extern const al_driver_ops al_driver_daytona;
+extern const al_driver_ops al_driver_kubernetes;
 
 /* The docker driver's daemon and runtime, for the whole process (the
  * service's configuration, set once before any run): SOCKET NULL for
@@ -82,5 +83,22 @@ int al_driver_native_configure(int boxes, int warm_pool, uint64_t memory_bytes, 
  * the host's name (a sweep deletes those of its dead instances). */
 int al_driver_remote_configure(const char *kind, const char *api_url, const char *sandbox_url, const char *key_file,
                                const char *template_name, const char *state_dir, al_error *err);
+
+/* The kubernetes driver (drivers/kubernetes.c), for the whole process (the
+ * service's configuration, set once before any run): its config keys. */
+typedef struct al_driver_kube_config {
+    const char *kubeconfig;       /* NULL or "": in-cluster */
+    const char *namespace_;       /* NULL or "": the context's */
+    const char *registry;         /* where `airlock image export`'s images are pushed */
+    const char *runtime_class;    /* NULL or "": none */
+    const char *seccomp;          /* "runtime-default" (NULL, "") or "localhost:PATH" */
+    int pool;                     /* warm pods per shape (not built yet: 0) */
+    int schedule_timeout_s;       /* 0: 60 */
+} al_driver_kube_config;
+/* K's cluster loaded (its kubeconfig read now: a bad one fails the start),
+ * STATE_DIR naming this service's pods beside the host's name. */
+int al_driver_kube_configure(const al_driver_kube_config *k, const char *state_dir, al_error *err);
+/* The smoke test's word on the deny-all NetworkPolicy (the network badge). */
+void al_driver_kube_network_confirmed(bool confirmed);
 
 const al_driver_ops *al_driver_by_name(const char *name);

@@ -38,6 +38,7 @@
 #ifdef AIRLOCK_SERVER
 #include "../docker/docker.h"
 #include "remote_net.h"
+#include "../kube/kube.h"
 #endif
 #include "../image/image.h"
 #include "../lang/lang.h"
@@ -411,6 +412,47 @@ static int run_remote(job *j, al_box_config *cfg, al_box_result *res, const char
 }
 #endif
 
+#ifdef AIRLOCK_SERVER
+/* J (CFG) in a pod of a Kubernetes cluster: its cluster loaded here from
+ * the kubeconfig (or in-cluster), so its token is this process's read of
+ * the file, never carried in the job. Offline only (the namespace's
+ * deny-all NetworkPolicy): no listener. */
+static int run_kube(job *j, al_box_config *cfg, al_box_result *res, const char **step, const char **why) {
+    const al_job *d = &j->doc;
+    static char msg[320];
+    if (j->skill_dir) {
+        *step = "driver";
+        *why = "a skill runs on the native or docker driver, not in a Kubernetes pod";
+        return -EINVAL;
+    }
+    if (j->net->policy.mode != AL_NET_OFFLINE) {
+        *step = "network";
+        *why = "refused by the kubernetes driver: sandbox pods are deny-all (the chart's NetworkPolicy); an egress "
+               "proxy for them is not built yet";
+        return -EINVAL;
+    }
+    al_kube_cluster cluster = { 0 };
+    al_error err = { 0 };
+    if (al_kube_cluster_load(d->kube_config, d->kube_namespace, &cluster, &err) < 0) {
+        snprintf(msg, sizeof msg, "%s", err.msg);
+        *step = "provisioning";
+        *why = msg;
+        al_kube_cluster_free(&cluster);
+        return -EINVAL;
+    }
+    bool local = d->kube_seccomp && strncmp(d->kube_seccomp, "localhost:", 10) == 0;
+    al_kube_opts o = { .cluster = &cluster, .image_ref = d->kube_image_ref, .runtime_class = d->kube_runtime_class,
+                       .seccomp = local ? AL_KUBE_SECCOMP_LOCALHOST : AL_KUBE_SECCOMP_RUNTIME_DEFAULT,
+                       .seccomp_localhost = local ? d->kube_seccomp + 10 : NULL, .run_id = d->kube_name,
+                       .node = d->kube_node, .instance = d->kube_instance,
+                       .schedule_timeout_s = (unsigned)d->kube_schedule_timeout_s };
+    cfg->listen_port = 0;
+    al_kube_run(&o, cfg, res);
+    al_kube_cluster_free(&cluster);
+    return 0;
+}
+#endif
+
 /* A fd the service passed (FD), close-on-exec from here; -1 when the job
  * names none or it is not open. */
 static int passed_fd(int fd) {
@@ -543,10 +585,12 @@ static int run_box(helper *h, al_box_config *cfg, al_box_result *res, bool *cold
 #ifdef AIRLOCK_SERVER
         if (h->j.doc.driver == AL_JOB_DOCKER)
             return run_docker(&h->j, cfg, res, step, why);
+        if (h->j.doc.driver == AL_JOB_KUBERNETES)
+            return run_kube(&h->j, cfg, res, step, why);
         return run_remote(&h->j, cfg, res, step, why);
 #else
         *step = "driver";
-        *why = "the docker, e2b and daytona drivers run in airlock-server helper";
+        *why = "the docker, e2b, daytona and kubernetes drivers run in airlock-server helper";
         return -EINVAL;
 #endif
     }

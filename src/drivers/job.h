@@ -35,6 +35,7 @@ typedef enum al_job_driver {
     AL_JOB_DOCKER,                /* a container (airlock-server's helper only) */
     AL_JOB_E2B,                   /* an E2B sandbox (airlock-server's helper only) */
     AL_JOB_DAYTONA,               /* a Daytona sandbox (airlock-server's helper only) */
+    AL_JOB_KUBERNETES,            /* a pod of a Kubernetes cluster (airlock-server's helper only) */
     _AL_JOB_DRIVER_MAX,
 } al_job_driver;
 
@@ -93,6 +94,15 @@ typedef struct al_job {
      * helper's stdin, never in its argv or environment), the template
      * (e2b) or target (daytona), and the sandbox's tag ("<node>/<run>") */
     char *remote_api_url, *remote_sandbox_url, *remote_key, *remote_template, *remote_tag;
+    /* kubernetes: the kubeconfig (NULL: in-cluster; its token is read
+     * there, never carried here), the namespace (NULL: the context's), the
+     * image by digest (REPO@sha256:HEX), the RuntimeClass (NULL: none),
+     * the seccomp profile ("runtime-default" or "localhost:PATH"), the
+     * pod's name ("airlock-<16 hex>"), this service's node and instance
+     * labels (12 hex each), how long a pod may stay unschedulable */
+    char *kube_config, *kube_namespace, *kube_image_ref, *kube_runtime_class, *kube_seccomp, *kube_name,
+        *kube_node, *kube_instance;
+    int kube_schedule_timeout_s;
 } al_job;
 
 /* An empty job: no run, the default limits, no fds. */

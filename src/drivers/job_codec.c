@@ -47,6 +47,14 @@ void al_job_free(al_job *job) {
     free(job->remote_key);
     free(job->remote_template);
     free(job->remote_tag);
+    free(job->kube_config);
+    free(job->kube_namespace);
+    free(job->kube_image_ref);
+    free(job->kube_runtime_class);
+    free(job->kube_seccomp);
+    free(job->kube_name);
+    free(job->kube_node);
+    free(job->kube_instance);
     al_job_init(job);
 }
 
@@ -87,6 +95,8 @@ int al_job_copy(const al_job *job, al_job *ret) {
     c.code = c.out_dir = c.image_dir = c.image_digest = c.stdin_path = c.network = NULL;
     c.skill_dir = c.script = c.preload = c.docker_socket = c.docker_runtime = c.work_in = c.work_out = NULL;
     c.remote_api_url = c.remote_sandbox_url = c.remote_key = c.remote_template = c.remote_tag = NULL;
+    c.kube_config = c.kube_namespace = c.kube_image_ref = c.kube_runtime_class = c.kube_seccomp = NULL;
+    c.kube_name = c.kube_node = c.kube_instance = NULL;
     c.inputs = c.args = NULL;
     c.n_inputs = c.n_args = 0;
     int r = 0;
@@ -98,6 +108,10 @@ int al_job_copy(const al_job *job, al_job *ret) {
         { &c.remote_api_url, job->remote_api_url }, { &c.remote_sandbox_url, job->remote_sandbox_url },
         { &c.remote_key, job->remote_key }, { &c.remote_template, job->remote_template },
         { &c.remote_tag, job->remote_tag },
+        { &c.kube_config, job->kube_config }, { &c.kube_namespace, job->kube_namespace },
+        { &c.kube_image_ref, job->kube_image_ref }, { &c.kube_runtime_class, job->kube_runtime_class },
+        { &c.kube_seccomp, job->kube_seccomp }, { &c.kube_name, job->kube_name },
+        { &c.kube_node, job->kube_node }, { &c.kube_instance, job->kube_instance },
         { &c.work_in, job->work_in },     { &c.work_out, job->work_out },
     };
     for (size_t i = 0; i < ELEMENTSOF(s) && r == 0; i++)
@@ -179,6 +193,18 @@ static json_t *job_json(const al_job *j) {
         json_object_set_new(o, "driver", json_string("docker"));
     else if (j->driver == AL_JOB_E2B || j->driver == AL_JOB_DAYTONA)
         json_object_set_new(o, "driver", json_string(j->driver == AL_JOB_E2B ? "e2b" : "daytona"));
+    else if (j->driver == AL_JOB_KUBERNETES)
+        json_object_set_new(o, "driver", json_string("kubernetes"));
+    set_str(o, "kube_config", j->kube_config);
+    set_str(o, "kube_namespace", j->kube_namespace);
+    set_str(o, "kube_image_ref", j->kube_image_ref);
+    set_str(o, "kube_runtime_class", j->kube_runtime_class);
+    set_str(o, "kube_seccomp", j->kube_seccomp);
+    set_str(o, "kube_name", j->kube_name);
+    set_str(o, "kube_node", j->kube_node);
+    set_str(o, "kube_instance", j->kube_instance);
+    if (j->kube_schedule_timeout_s)
+        json_object_set_new(o, "kube_schedule_timeout_s", json_integer(j->kube_schedule_timeout_s));
     set_str(o, "remote_api_url", j->remote_api_url);
     set_str(o, "remote_sandbox_url", j->remote_sandbox_url);
     set_str(o, "remote_key", j->remote_key);
@@ -342,12 +368,47 @@ static int held_of(json_t *o, const char *where, bool keep, al_job_held *h, al_e
     return 0;
 }
 
+/* S is N bytes at most, each of SET */
+static bool only(const char *s, size_t max, const char *set) {
+    size_t n = s ? strlen(s) : 0;
+    return n && n <= max && strspn(s, set) == n;
+}
+
+/* the kubernetes fields within their caps: names as Kubernetes takes them,
+ * paths, an image pinned by digest */
+static int kube_of(const al_job *j, al_error *err) {
+    static const char dns[] = "abcdefghijklmnopqrstuvwxyz0123456789-.", hex[] = "0123456789abcdef";
+    if (j->kube_config && (strlen(j->kube_config) >= 4096 || j->kube_config[0] != '/'))
+        return BAD("kube_config: want an absolute path");
+    if (j->kube_namespace && !only(j->kube_namespace, 63, dns))
+        return BAD("kube_namespace: want a DNS label");
+    if (j->kube_runtime_class && !only(j->kube_runtime_class, 253, dns))
+        return BAD("kube_runtime_class: want a DNS name");
+    if (j->kube_name && (!only(j->kube_name, 63, dns) || strncmp(j->kube_name, "airlock-", 8) != 0))
+        return BAD("kube_name: want airlock-<hex>");
+    if ((j->kube_node && !only(j->kube_node, 12, hex)) || (j->kube_instance && !only(j->kube_instance, 12, hex)))
+        return BAD("kube_node, kube_instance: want 12 hex digits");
+    const char *at = j->kube_image_ref ? strstr(j->kube_image_ref, "@sha256:") : NULL;
+    if (j->kube_image_ref && (strlen(j->kube_image_ref) >= 512 || !at || strlen(at + 8) != 64 ||
+                              strspn(at + 8, hex) != 64))
+        return BAD("kube_image_ref: want REPO@sha256:<64 hex>");
+    if (j->kube_seccomp && strcmp(j->kube_seccomp, "runtime-default") != 0 &&
+        (strncmp(j->kube_seccomp, "localhost:", 10) != 0 || strlen(j->kube_seccomp) > 4096 ||
+         !j->kube_seccomp[10]))
+        return BAD("kube_seccomp: want runtime-default or localhost:PATH");
+    if (j->driver == AL_JOB_KUBERNETES && (!j->kube_name || !j->kube_image_ref || !j->kube_node || !j->kube_instance))
+        return BAD("a kubernetes job needs kube_name, kube_image_ref, kube_node and kube_instance");
+    return 0;
+}
+
 static int decode_obj(json_t *o, al_job *j, al_error *err) {
     static const char *const keys[] = {
         "language", "code", "inputs", "out_dir", "limits", "image_dir", "image_digest", "args", "stdin_path",
         "network", "skill_dir", "script", "warm", "zygote", "fork_fd", "zygote_fd", "preload", "driver",
         "docker_socket", "docker_runtime", "docker_box", "docker_uids", "docker_keep", "remote_api_url",
         "remote_sandbox_url", "remote_key", "remote_template", "remote_tag", "work_in", "work_out",
+        "kube_config", "kube_namespace", "kube_image_ref", "kube_runtime_class", "kube_seccomp", "kube_name",
+        "kube_node", "kube_instance", "kube_schedule_timeout_s",
     };
     int r = keys_only(o, "the job", keys, ELEMENTSOF(keys), err);
     json_t *lang = json_object_get(o, "language"), *drv = json_object_get(o, "driver"), *v;
@@ -361,6 +422,8 @@ static int decode_obj(json_t *o, al_job *j, al_error *err) {
             j->driver = AL_JOB_E2B;
         else if (d && strcmp(d, "daytona") == 0)
             j->driver = AL_JOB_DAYTONA;
+        else if (d && strcmp(d, "kubernetes") == 0)
+            j->driver = AL_JOB_KUBERNETES;
         else if (!d || strcmp(d, "native") != 0)
             r = BAD("unknown driver");
     }
@@ -373,9 +436,19 @@ static int decode_obj(json_t *o, al_job *j, al_error *err) {
         { "remote_key", &j->remote_key }, { "remote_template", &j->remote_template },
         { "remote_tag", &j->remote_tag },
         { "work_in", &j->work_in },     { "work_out", &j->work_out },
+        { "kube_config", &j->kube_config }, { "kube_namespace", &j->kube_namespace },
+        { "kube_image_ref", &j->kube_image_ref }, { "kube_runtime_class", &j->kube_runtime_class },
+        { "kube_seccomp", &j->kube_seccomp }, { "kube_name", &j->kube_name },
+        { "kube_node", &j->kube_node }, { "kube_instance", &j->kube_instance },
     };
     for (size_t i = 0; i < ELEMENTSOF(s) && r == 0; i++)
         r = get_str(o, s[i].k, s[i].dst, err);
+    if (r == 0)
+        r = kube_of(j, err);
+    json_int_t sched = 0;
+    if (r == 0)
+        r = get_int(o, "kube_schedule_timeout_s", 0, 86400, &sched, err);
+    j->kube_schedule_timeout_s = (int)sched;
     if (r == 0)
         r = get_strv(o, "inputs", j, al_job_add_input, err);
     if (r == 0 && (v = json_object_get(o, "args"))) {

@@ -64,6 +64,11 @@ typedef struct al_kube_opts {
     const char *run_id;               /* "airlock-<hex>": the Pod's and the Secret's name */
     const char *node, *instance;      /* labels: this service (a sweep keeps its live instance's) */
     const char *pod;                  /* NULL, or a warm pod's name (the pool's) to run in if fit */
+    /* how long a pod may stay unschedulable before the run is an error
+     * (kubernetes_schedule_timeout_s; 0: 60), and the bound of a pod that
+     * waits otherwise (pulling, creating) is this plus the run's wall
+     * clock plus the backstop's 30 s */
+    unsigned schedule_timeout_s;
 } al_kube_opts;
 
 /* The objects of a run, built from O and CFG alone (pure: no cluster):

@@ -55,6 +55,12 @@ RUNTIME = os.environ.get("AIRLOCK_TEST_RUNTIME", "runc")
 
 def driver_args():
     """(extra `airlock run` arguments, environment) for the suite's driver."""
+    if DRIVER == "kubernetes":
+        # the API double, the registry and the default image pushed there
+        # (kube_pass.py), once per session
+        import kube_pass
+        dargs, env = kube_pass.run_args()
+        return dargs, dict(os.environ, **env)
     if DRIVER != "docker":
         return [], None
     import docker_util
@@ -128,6 +134,9 @@ def dockerd():
 #   runsc       the same on gVisor: the battery, the service's runs and threads
 #   forked      the battery in boxes forked by a zygote
 #   warm        the service's runs, threads, events and queue with warm boxes
+#   kubernetes  on the kubernetes driver, against the API double
+#               (tests/kube_double) on the test dockerd: the driver's own
+#               module (faults, cleanup, the sweep) and the service's runs
 #
 # and "serial" for a module that must have the host to itself: it counts
 # boxes, cgroups or uids host-wide, starts the one test dockerd or the one
@@ -137,7 +146,7 @@ def dockerd():
 #
 # A new module goes in this table, or the suite refuses to start: a module
 # no pass names would never run.
-PASSES = ("asan", "postgresql", "release", "docker", "runsc", "forked", "warm")
+PASSES = ("asan", "postgresql", "release", "docker", "runsc", "forked", "warm", "kubernetes")
 BATTERY = ("release", "docker", "runsc", "forked")
 MODULES = {
     # the box battery, A-J: box code, on every driver
@@ -168,6 +177,7 @@ MODULES = {
     "test_daytona_double.py": ("asan",),                     # @daytonaio/sdk against the Daytona test double
     "test_driver_daytona.py": ("asan",),                     # driver = daytona against that double
     "test_driver_e2b.py": ("asan",),                         # driver = e2b against an E2B-compatible endpoint
+    "test_deploy.py": ("asan",),                             # helm and kustomize, rendered and validated (no cluster)
     "test_docker.py": ("asan", "serial"),                    # the test dockerd
     "test_docker_pool.py": ("asan", "serial"),               # the test dockerd
     "test_e2b_control.py": ("asan", "postgresql"),           # the E2B SDK: control plane, files
@@ -182,6 +192,7 @@ MODULES = {
     "test_idempotency.py": ("asan", "postgresql"),
     "test_image.py": ("asan",),
     "test_kube_cli.py": ("asan",),
+    "test_image_export.py": ("docker",),                     # the default image into a registry and a dockerd
     "test_image_bookworm.py": ("release", "serial"),         # a debootstrap build
     "test_image_default.py": ("release", "serial"),          # a debootstrap build
     "test_mcp.py": ("asan",),
@@ -201,7 +212,8 @@ MODULES = {
     "test_console_feeds.py": ("asan", "postgresql"),     # the console's reads (issue 36)
     "test_service_load.py": ("asan", "serial"),              # 1,000 runs from 16 clients
     "test_service_ops.py": ("asan", "postgresql", "serial"),  # kill -9 and recovery; counts boxes
-    "test_service_runs.py": ("asan", "postgresql", "docker", "runsc", "warm"),
+    "test_service_runs.py": ("asan", "postgresql", "docker", "runsc", "warm", "kubernetes"),
+    "test_kube_driver.py": ("kubernetes",),                  # the API double on the test dockerd
     "test_service_sched.py": ("asan", "postgresql", "warm", "serial"),   # caps and the queue, timed
     "test_service_tenants.py": ("asan", "postgresql"),
     "test_service_threads.py": ("asan", "postgresql", "docker", "runsc", "warm"),

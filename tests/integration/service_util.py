@@ -366,6 +366,12 @@ class Service:
         # runs them in containers of the test dockerd, on the default
         # image, with AIRLOCK_TEST_RUNTIME's runtime), unless the test's
         # config names one
+        if os.environ.get("AIRLOCK_TEST_DRIVER") == "kubernetes" and "driver" not in (config or {}):
+            import kube_pass
+            from image_util import CACHE
+            config = dict(config or {}, **kube_pass.service_config())
+            if not (self.state / "images").exists():
+                (self.state / "images").symlink_to(CACHE / "images")
         if os.environ.get("AIRLOCK_TEST_DRIVER") == "docker" and "driver" not in (config or {}):
             import docker_util
             from image_util import CACHE, ensure_default_image

@@ -242,8 +242,73 @@ def collect():
     write(t, "dotdot", e(0, "../escape", "x") + e(0, "./a/../b", "y") + e(0, "ok", "z"))
 
 
+def kube_watch():
+    """Watch streams for fuzz-kube-watch: a chunk-size byte, then
+    newline-delimited events as the API server sends them on a pod."""
+    t = "kube-watch"
+
+    def ev(typ, obj):
+        return json.dumps({"type": typ, "object": obj}).encode() + b"\n"
+
+    def pod(rv, phase="Pending", main=None, reason=None, conds=None, waiting=None):
+        st = {"phase": phase}
+        if reason:
+            st["reason"] = reason
+        if conds:
+            st["conditions"] = conds
+        cs = []
+        if main:
+            cs.append({"name": "main", "state": main})
+        if waiting:
+            cs.append({"name": "collect", "state": {"waiting": {"reason": waiting, "message": "pull failed"}}})
+        if cs:
+            st["containerStatuses"] = cs
+        return {"kind": "Pod", "metadata": {"name": "airlock-0123456789abcdef", "resourceVersion": rv}, "status": st}
+
+    run = (ev("ADDED", pod("1")) + ev("MODIFIED", pod("2", "Running", {"running": {"startedAt": "x"}}))
+           + ev("BOOKMARK", {"kind": "Pod", "metadata": {"resourceVersion": "3"}})
+           + ev("MODIFIED", pod("4", "Succeeded", {"terminated": {"exitCode": 0, "reason": "Completed"}})))
+    write(t, "run", b"\x07" + run)
+    write(t, "oom", b"\x00" + ev("MODIFIED", pod("5", "Failed", {"terminated": {"exitCode": 137, "reason": "OOMKilled"}})))
+    write(t, "deadline", b"\x10" + ev("MODIFIED", pod("6", "Failed", None, "DeadlineExceeded")))
+    write(t, "pull", b"\x03" + ev("MODIFIED", pod("7", waiting="ImagePullBackOff")))
+    write(t, "unsched", b"\x20" + ev("ADDED", pod("8", conds=[{"type": "PodScheduled", "status": "False",
+                                                                 "reason": "Unschedulable", "message": "0/3 nodes"}])))
+    write(t, "expired", b"\x01" + ev("ERROR", {"kind": "Status", "code": 410, "message": "too old resource version"}))
+    write(t, "deleted", b"\x05" + ev("DELETED", pod("9", "Running", {"running": {}})))
+    write(t, "garbage", b"\x02" + b'{"type":"ADDED"}\n' + b"not json\n" + ev("WHAT", {}))
+
+
+def kube_log():
+    """Collect sidecar logs for fuzz-kube-log: a chunk-size byte, then the
+    log: ready, the begin marker, a base64 tar of /out, the end marker."""
+    import base64
+    t = "kube-log"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tf:
+        for name, data in (("./result.txt", b"42\n"), ("./sub/plot.csv", b"a,b\n1,2\n")):
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+        ti = tarfile.TarInfo("./link")
+        ti.type = tarfile.SYMTYPE
+        ti.linkname = "/etc/passwd"
+        tf.addfile(ti)
+        ti = tarfile.TarInfo("./../escape")
+        ti.size = 1
+        tf.addfile(ti, io.BytesIO(b"x"))
+    b64 = base64.encodebytes(buf.getvalue())
+    log = b"airlock-collect-ready\nairlock-out-begin\n" + b64 + b"airlock-out-end 0\n"
+    write(t, "tar", b"\x40" + log)
+    write(t, "failed", b"\x00" + b"airlock-collect-ready\nairlock-out-begin\nAAAA\nairlock-out-end 2\n")
+    write(t, "cut", b"\x05" + b"airlock-out-begin\n" + b64[: len(b64) // 2])
+    write(t, "pad", b"\x03" + b"airlock-out-begin\nQQ==\nQUI=\nairlock-out-end 0\n")
+    write(t, "bad", b"\x01" + b"airlock-out-begin\nQ$==\nairlock-out-end 0\n")
+
+
 TARGETS = {"proxy-head": proxy_head, "sni": sni, "addr": addr, "mcp": mcp, "skill-manifest": skill_manifest,
-           "skill-bundle": skill_bundle, "dlp": dlp, "names": names, "text": text, "settings": settings, "collect": collect}
+           "skill-bundle": skill_bundle, "dlp": dlp, "names": names, "text": text, "settings": settings, "collect": collect,
+           "kube-watch": kube_watch, "kube-log": kube_log}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or TARGETS:

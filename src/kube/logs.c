@@ -1,0 +1,173 @@
+/* A pod's logs (kube_int.h): main's, the run's output, kept and capped as
+ * the native box keeps a stream; collect's, /out as a base64 tar between
+ * two marker lines, decoded to a file with a bound. Every byte is the
+ * API server's (and, inside, the box's): hostile. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kube_int.h"
+
+bool al_kube_output(const al_box_config *cfg, al_box_result *res, const char *buf, size_t len) {
+    /* the API serves stdout and stderr merged (no split streams without an
+     * alpha gate): both are stdout here, and the driver's badge says so */
+    al_stream s = AL_STREAM_STDOUT;
+    if (cfg->on_output && len)
+        cfg->on_output(s, buf, len, cfg->userdata);
+    uint64_t cap = cfg->limits.output_bytes;
+    res->out_total[s] += len;
+    size_t room = res->out_len[s] < cap ? (size_t)(cap - res->out_len[s]) : 0;
+    size_t take = len < room ? len : room;
+    if (take) {
+        char *n = realloc(res->out[s], res->out_len[s] + take + 1);
+        if (n) {
+            memcpy(n + res->out_len[s], buf, take);
+            res->out_len[s] += take;
+            n[res->out_len[s]] = '\0';
+            res->out[s] = n;
+        }
+    }
+    if (take < len)
+        res->out_truncated[s] = true;
+    return res->out_total[s] > cap;
+}
+
+void al_kube_out_init(al_kube_out *o, int fd, uint64_t max) {
+    memset(o, 0, sizeof *o);
+    o->fd = fd;
+    o->max = max;
+}
+
+static int b64val(unsigned char c) {
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+static void fail(al_kube_out *o, const char *why) {
+    o->state = AL_KOUT_FAILED;
+    snprintf(o->why, sizeof o->why, "%s", why);
+}
+
+/* one base64 line (no newline) decoded onto O->fd, quads carried across
+ * lines (coreutils wraps at 76, a multiple of 4, but nothing relies on it) */
+static int body_line(al_kube_out *o, const char *s, size_t n) {
+    unsigned char out[3072];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\r' || c == ' ')
+            continue;
+        if (o->pad && c != '=') {
+            fail(o, "/out's stream has data after its padding");
+            return 0;
+        }
+        int v = c == '=' ? 0 : b64val(c);
+        if (v < 0) {
+            fail(o, "/out's stream holds a byte that is not base64");
+            return 0;
+        }
+        if (c == '=' && o->nq < 2) {
+            fail(o, "/out's stream has bad padding");
+            return 0;
+        }
+        if (c == '=')
+            o->pad++;
+        o->quad[o->nq++] = (unsigned char)v;
+        if (o->nq == 4) {
+            unsigned char b[3] = { (unsigned char)(o->quad[0] << 2 | o->quad[1] >> 4),
+                                   (unsigned char)(o->quad[1] << 4 | o->quad[2] >> 2),
+                                   (unsigned char)(o->quad[2] << 6 | o->quad[3]) };
+            size_t m = 3 - (size_t)o->pad;
+            memcpy(out + k, b, m);
+            k += m;
+            o->nq = 0;
+            if (k + 3 > sizeof out) {
+                if (al_write_all(o->fd, out, k) < 0)
+                    return -errno;
+                k = 0;
+            }
+        }
+    }
+    if (k && al_write_all(o->fd, out, k) < 0)
+        return -errno;
+    return 0;
+}
+
+static int line(al_kube_out *o, const char *s, size_t n) {
+    static const char begin[] = "airlock-out-begin", end[] = "airlock-out-end ";
+    if (o->state == AL_KOUT_BEFORE) {
+        /* "airlock-collect-ready" and anything else before the tar */
+        if (n == sizeof begin - 1 && memcmp(s, begin, n) == 0)
+            o->state = AL_KOUT_IN;
+        return 0;
+    }
+    if (o->state != AL_KOUT_IN)
+        return 0;
+    if (n >= sizeof end - 1 && memcmp(s, end, sizeof end - 1) == 0) {
+        /* tar's status: 0, or the stream is not /out whole */
+        const char *st = s + sizeof end - 1;
+        size_t sn = n - (sizeof end - 1);
+        if (sn == 1 && st[0] == '0') {
+            if (o->nq)
+                fail(o, "/out's stream ended inside a base64 quantum");
+            else
+                o->state = AL_KOUT_DONE;
+        } else {
+            char why[96];
+            snprintf(why, sizeof why, "the collect sidecar's tar of /out failed (status %.8s)",
+                     sn < 9 && !memchr(st, '\0', sn) ? st : "?");
+            fail(o, why);
+        }
+        return 0;
+    }
+    if (o->over)
+        return 0;
+    if (o->seen + n > o->max) {
+        /* the tar is cut here: what was decoded is unpacked, and its last
+         * file skipped (untar.h) */
+        o->over = true;
+        return 0;
+    }
+    o->seen += n;
+    return body_line(o, s, n);
+}
+
+int al_kube_out_feed(al_kube_out *o, const char *buf, size_t len) {
+    while (len && o->state != AL_KOUT_DONE && o->state != AL_KOUT_FAILED) {
+        const char *nl = memchr(buf, '\n', len);
+        size_t take = nl ? (size_t)(nl - buf) : len;
+        if (o->len + take > sizeof o->line) {
+            /* longer than any marker or base64 line: not ours */
+            if (o->state == AL_KOUT_IN) {
+                fail(o, "/out's stream holds a line too long to be base64");
+                return 0;
+            }
+            o->long_line = true;
+            o->len = 0;
+        } else {
+            memcpy(o->line + o->len, buf, take);
+            o->len += take;
+        }
+        buf += take;
+        len -= take;
+        if (!nl)
+            break;
+        buf++;
+        len--;
+        int r = o->long_line ? 0 : line(o, o->line, o->len);
+        o->len = 0;
+        o->long_line = false;
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}

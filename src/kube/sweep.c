@@ -1,0 +1,68 @@
+/* The sweep (kube.h's al_kube_sweep): the pods and Secrets a dead service
+ * of this node left, found by their labels (node; instance not the live
+ * one's), deleted. Filtered here rather than with a `!=` selector, so that
+ * a list is one equality selector every server (and the double) serves. */
+#include <errno.h>
+#include <string.h>
+
+#include "api.h"
+#include "kube_int.h"
+
+static int sweep_kind(const al_kube_cluster *c, const char *kind, const char *node, const char *instance,
+                      al_error *err) {
+    char path[768];
+    snprintf(path, sizeof path,
+             "/api/v1/namespaces/%s/%s?labelSelector=app.kubernetes.io%%2Fmanaged-by%%3Dairlock%%2C"
+             "airlock.dev%%2Fnode%%3D%s",
+             c->namespace_, kind, node);
+    long code = 0;
+    json_t *doc = NULL;
+    int r = al_kube_call(c, "GET", path, NULL, 15000, &code, &doc, err);
+    if (r < 0)
+        return r;
+    if (code != 200) {
+        const char *m = json_string_value(json_object_get(doc, "message"));
+        r = al_err(err, "sweep", EIO, "list %s: %ld: %.200s", kind, code, m ? m : "");
+        json_decref(doc);
+        return r;
+    }
+    int n = 0;
+    size_t i;
+    json_t *item;
+    json_t *body = json_pack("{s:s, s:s, s:i, s:s}", "kind", "DeleteOptions", "apiVersion", "v1",
+                             "gracePeriodSeconds", 0, "propagationPolicy", "Background");
+    json_array_foreach(json_object_get(doc, "items"), i, item) {
+        json_t *md = json_object_get(item, "metadata");
+        json_t *labels = json_object_get(md, "labels");
+        const char *name = json_string_value(json_object_get(md, "name"));
+        const char *in = json_string_value(json_object_get(labels, "airlock.dev/instance"));
+        const char *nd = json_string_value(json_object_get(labels, "airlock.dev/node"));
+        /* the list is the server's word: each item is checked again */
+        if (!name || strlen(name) >= AL_KUBE_NAME_MAX || strncmp(name, "airlock-", 8) != 0 || !nd ||
+            strcmp(nd, node) != 0 || (in && strcmp(in, instance) == 0))
+            continue;
+        if (strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(name))
+            continue;
+        char p[512];
+        snprintf(p, sizeof p, "/api/v1/namespaces/%s/%s/%s", c->namespace_, kind, name);
+        long dc = 0;
+        json_t *dd = NULL;
+        al_error e = { 0 };
+        if (al_kube_call(c, "DELETE", p, body, 15000, &dc, &dd, &e) == 0 && (dc == 200 || dc == 202))
+            n++;
+        json_decref(dd);
+    }
+    json_decref(body);
+    json_decref(doc);
+    return n;
+}
+
+int al_kube_sweep(const al_kube_cluster *c, const char *node, const char *instance, al_error *err) {
+    if (strspn(node, "0123456789abcdef") != strlen(node) || !*node)
+        return al_err(err, "sweep", EINVAL, "a node label is hex");
+    int a = sweep_kind(c, "pods", node, instance, err);
+    if (a < 0)
+        return a;
+    int b = sweep_kind(c, "secrets", node, instance, err);
+    return b < 0 ? b : a + b;
+}

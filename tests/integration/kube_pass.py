@@ -1,0 +1,53 @@
+"""The kubernetes pass's cluster (conftest.driver_args, service_util): the
+API double (kube_util.py) on the test dockerd, the loopback registry
+(registry_util.py), and the default image exported with `airlock image
+export` and pushed there once per session, so that runs through the
+kubernetes driver pull it by digest as a cluster would."""
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+from conftest import AIRLOCK
+
+_env = None
+
+
+def cluster():
+    """(kube double, registry, `--registry` value): started and pushed once."""
+    global _env
+    if _env is not None and _env[0].proc.poll() is None:
+        return _env
+    import kube_util
+    import registry_util
+    from image_util import CACHE, ensure_default_image
+    ensure_default_image()
+    reg = registry_util.start()
+    kube = kube_util.start(registry=reg)
+    out = Path(tempfile.mkdtemp(prefix="airlock-kube-export-")) / "oci"
+    p = subprocess.run([str(AIRLOCK), "image", "--state", str(CACHE), "export", "default", "--out", str(out),
+                        "--json"], capture_output=True, timeout=300)
+    assert p.returncode == 0, f"airlock image export: {p.stderr.decode(errors='replace')}"
+    digest = json.loads(p.stdout)["digest"]
+    ref = reg.push(out)
+    assert ref.endswith("@" + digest), (ref, digest)
+    _env = (kube, reg, f"{reg.host}/airlock")
+    return _env
+
+
+def run_args():
+    """`airlock run` arguments and environment for the kubernetes driver."""
+    from image_util import CACHE
+    kube, _, registry = cluster()
+    return (["--driver", "kubernetes", "--kubeconfig", kube.kubeconfig, "--namespace", kube.namespace,
+             "--registry", registry], {"AIRLOCK_STATE": str(CACHE)})
+
+
+def service_config(schedule_timeout_s=None):
+    """A service's config keys for the kubernetes driver."""
+    kube, _, registry = cluster()
+    c = {"driver": "kubernetes", "kubeconfig": kube.kubeconfig, "kubernetes_namespace": kube.namespace,
+         "kubernetes_registry": registry}
+    if schedule_timeout_s:
+        c["kubernetes_schedule_timeout_s"] = str(schedule_timeout_s)
+    return c
