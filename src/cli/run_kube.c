@@ -133,7 +133,7 @@ int cli_run_kube_dry_run(const cli_kube_args *k, const al_box_config *cfg) {
 
 int cli_run_kube(const cli_kube_args *k, const al_box_config *cfg, al_box_result *res, int *ret_r) {
     char ref[AL_KUBE_REF_MAX];
-    int st = image_ref_of(k, ref, sizeof ref);
+    int st = cli_kube_image_ref(k, ref, sizeof ref);
     if (st >= 0)
         return st;
     const char *kc = k->kubeconfig;
