@@ -16,7 +16,8 @@ import time
 import pytest
 
 import kube_pass
-from conftest import AIRLOCK, DRIVER, airlock
+from conftest import DRIVER, airlock
+from service_util import services  # noqa: F401
 
 pytestmark = pytest.mark.skipif(DRIVER != "kubernetes", reason="the kubernetes pass (AIRLOCK_TEST_DRIVER=kubernetes)")
 
