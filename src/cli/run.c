@@ -527,6 +527,12 @@ int cli_run(int argc, char **argv) {
         al_driver_remote_net(&ud->net.policy, &ro, hosts);
         al_remote_network_control(&ro, &res.controls.network);
     }
+    if (o->kube) {
+        /* the namespace's deny-all NetworkPolicy, not a namespace of ours */
+        al_controls kc;
+        al_kube_controls(NULL, false, &kc);
+        res.controls.network = kc.network;
+    }
 #endif
     st = finish(o, r, &res, cfg.runtime, network, ud->net.spec);
     json_decref(network);

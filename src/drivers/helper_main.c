@@ -643,6 +643,12 @@ static void emit_result(helper *h, al_box_result *res, const al_box_config *cfg,
         remote_opts(ran, &o, hosts);
         al_remote_network_control(&o, &res->controls.network);
     }
+    if (ran->doc.driver == AL_JOB_KUBERNETES) {
+        /* the namespace's deny-all NetworkPolicy, not a namespace of ours */
+        al_controls c;
+        al_kube_controls(NULL, false, &c);
+        res->controls.network = c.network;
+    }
 #endif
     json_t *result = al_box_result_json(res, cfg->runtime);
     if (result) {

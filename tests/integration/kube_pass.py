@@ -29,8 +29,9 @@ def cluster():
                         "--json"], capture_output=True, timeout=300)
     assert p.returncode == 0, f"airlock image export: {p.stderr.decode(errors='replace')}"
     digest = json.loads(p.stdout)["digest"]
-    ref = reg.push(out)
-    assert ref.endswith("@" + digest), (ref, digest)
+    # (registry_util's push takes a skopeo source and answers the digest)
+    pushed = reg.push(f"oci:{out}")
+    assert pushed == digest, (pushed, digest)
     _env = (kube, reg, f"{reg.host}/airlock")
     return _env
 
