@@ -282,9 +282,44 @@ static int judge(smoke *s, json_t *control, json_t *sandbox, json_t *sandbox_pod
                   (long long)json_integer_value(uid), want ? " and runtime class " : "", want ? want : "");
 }
 
+/* Smoke pods an earlier test left (its process killed mid-test; each is
+ * ended by its activeDeadlineSeconds, but the object stays): deleted when
+ * older than STALE_S, so that another node's test now running keeps its. */
+#define STALE_S (15 * 60)
+static void sweep_stale(smoke *s) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/pods?labelSelector=airlock.dev%%2Fsmoke", s->base);
+    long code = 0;
+    json_t *list = NULL;
+    al_error e = { 0 };
+    if (al_kube_call(s->o->cluster, "GET", path, NULL, CALL_MS, &code, &list, &e) < 0 || code != 200) {
+        json_decref(list);
+        return;
+    }
+    size_t i;
+    json_t *p;
+    time_t now = time(NULL);
+    json_array_foreach(json_object_get(list, "items"), i, p) {
+        const char *name = json_string_value(json_object_get(json_object_get(p, "metadata"), "name"));
+        const char *ts = json_string_value(json_object_get(json_object_get(p, "metadata"), "creationTimestamp"));
+        struct tm tm = { 0 };
+        const char *end = ts ? strptime(ts, "%Y-%m-%dT%H:%M:%SZ", &tm) : NULL;
+        if (!name || strncmp(name, "airlock-smoke-", 14) != 0 || strlen(name) >= AL_KUBE_NAME_MAX ||
+            strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(name) || !end || *end ||
+            now - timegm(&tm) < STALE_S)
+            continue;
+        snprintf(path, sizeof path, "%s/pods/%s", s->base, name);
+        json_t *doc = NULL;
+        al_kube_call(s->o->cluster, "DELETE", path, NULL, CALL_MS, &code, &doc, &e);
+        json_decref(doc);
+    }
+    json_decref(list);
+}
+
 /* the test's steps; the pods made are deleted by the caller */
 static int steps(smoke *s) {
     al_error err = { 0 };
+    sweep_stale(s);
     json_t *target = NULL;
     if (create(s, TARGET, NULL, &err) < 0 || wait_pod(s, TARGET, &target, &err) < 0)
         return finish(s, AL_KUBE_SMOKE_INCONCLUSIVE, "%s", err.msg);
