@@ -48,9 +48,10 @@ def env():
     set_policy(kube, False)
 
 
-def smoke(kube, registry):
+def smoke(kube, registry, kubeconfig=None):
     from image_util import CACHE
-    p = airlock("smoke", "--driver", "kubernetes", "--kubeconfig", kube.kubeconfig, "--namespace", kube.namespace,
+    p = airlock("smoke", "--driver", "kubernetes", "--kubeconfig", kubeconfig or kube.kubeconfig,
+                "--namespace", kube.namespace,
                 "--registry", registry, "--timeout", "120", timeout=180,
                 env=dict(os.environ, AIRLOCK_STATE=str(CACHE)))
     doc = json.loads(p.stdout)
@@ -67,7 +68,8 @@ def test_smoke_cli(env):
     assert "NOT ENFORCED" in err and "does not enforce the NetworkPolicy airlock-sandbox-deny-all" in err
     assert not smoke_pods(kube)
     set_policy(kube, True)
-    rc, doc, err = smoke(kube, registry)
+    # (with the client certificate this time: the other way airlock authenticates)
+    rc, doc, err = smoke(kube, registry, kube.kubeconfig_cert)
     assert rc == 0 and doc["outcome"] == "enforced", (doc, err)
     sb = doc["detail"]["sandbox"]
     assert sb["reached"] is False and doc["detail"]["control"]["reached"] is True
@@ -79,6 +81,7 @@ def test_smoke_cli(env):
     reqs = reqs.get("requests", reqs) if isinstance(reqs, dict) else reqs
     made = [r for r in reqs if r["method"] == "POST" and r["path"].endswith("/pods")]
     assert made and all(r.get("query", {}).get("fieldValidation") == "Strict" for r in made), made[-3:]
+    assert [r["auth"] for r in made[-3:]] == ["cert"] * 3 and made[-4]["auth"] == "token", made[-4:]
     print(f"smoke CLI, not enforced then enforced: {time.monotonic() - t0:.1f} s")
 
 
