@@ -100,9 +100,10 @@ def test_dry_run_refusals(tmp_path):
     (tmp_path / "..data").write_text("x")
     p = dry("--image-ref", REF, "--in", tmp_path / "..data", "--lang", "python", "-c", "print(1)")
     assert p.returncode == 125 and b'begins with ".."' in p.stderr
-    os.symlink("/etc/passwd", tmp_path / "link")
-    p = dry("--image-ref", REF, "--in", tmp_path / "link", "--lang", "python", "-c", "print(1)")
-    assert p.returncode == 125 and b"symbolic link" in p.stderr
+    (tmp_path / "tree").mkdir()
+    os.symlink("/etc/passwd", tmp_path / "tree" / "link")
+    p = dry("--image-ref", REF, "--in", tmp_path / "tree", "--lang", "python", "-c", "print(1)")
+    assert p.returncode == 125 and b"tree/link is a symbolic link: not followed" in p.stderr
     p = dry("--image-ref", "127.0.0.1:5000/airlock/airlock-box:latest", "--lang", "python", "-c", "print(1)")
     assert p.returncode == 125 and b"never a tag" in p.stderr
     p = dry("--image-ref", REF, "--net", "internet", "--lang", "python", "-c", "print(1)")
