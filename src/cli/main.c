@@ -9,6 +9,9 @@
 #include <string.h>
 
 #include "cli.h"
+#ifdef AIRLOCK_SERVER
+#include "run_kube.h"
+#endif
 
 #ifndef AIRLOCK_SERVER
 /* exec the sibling airlock-server with the same arguments */
@@ -80,6 +83,7 @@ static int usage(FILE *f) {
                "  serve [--listen ADDR:PORT] [--state DIR] [--config FILE]   the execution service (docs/api.md)\n"
                "  admin [--state DIR] bootstrap|org|workspace|person|key|list  tenants and API keys\n"
                "  mcp [--url URL] [--key KEY] | --local    MCP over stdio, to a service or a private one (docs/cli.md)\n"
+               "  smoke --driver kubernetes [--kubeconfig PATH] ...   whether the cluster enforces the sandbox pods' NetworkPolicy\n"
                "  version                                  print the version\n\n"
                "see docs/cli.md\n");
     return f == stdout ? 0 : 125;
@@ -108,8 +112,11 @@ int main(int argc, char **argv) {
         return cli_admin(argc - 1, argv + 1);
     if (strcmp(cmd, "mcp") == 0)
         return cli_mcp(argc - 1, argv + 1);
+    if (strcmp(cmd, "smoke") == 0)
+        return cli_smoke(argc - 1, argv + 1);
 #else
-    if (strcmp(cmd, "serve") == 0 || strcmp(cmd, "admin") == 0 || strcmp(cmd, "mcp") == 0)
+    if (strcmp(cmd, "serve") == 0 || strcmp(cmd, "admin") == 0 || strcmp(cmd, "mcp") == 0 ||
+        strcmp(cmd, "smoke") == 0)
         return hand_over(argv);
 #endif
     if (strcmp(cmd, "image") == 0)

@@ -452,9 +452,10 @@ int cli_run(int argc, char **argv) {
     if (al_box_net_init(&ud->net, o->net_spec, &nerr) < 0)
         return usage_error("--net %s: %s", o->net_spec, nerr.msg);
     /* the runtime: the host's /usr, or an image named by alias or digest */
-    al_image_runtime ir;
+    al_image_runtime ir = { 0 };
     const al_runtime *runtime = &al_runtime_host;
-    if (o->image && strcmp(o->image, "host") != 0) {
+    /* (--image-ref names the pod's image in its registry: no local one) */
+    if (o->image && strcmp(o->image, "host") != 0 && !(o->kube && o->image_ref)) {
         char images[PATH_MAX], dir[PATH_MAX], digest[65];
         al_error ierr = { 0 };
         cli_images_dir(images, sizeof images);
@@ -492,7 +493,7 @@ int cli_run(int argc, char **argv) {
     if (o->kube && o->dry_run) {
         cli_kube_args ka = { .kubeconfig = o->kubeconfig, .namespace_ = o->kube_namespace, .registry = o->registry,
                              .runtime_class = o->runtime_class, .image_ref = o->image_ref, .image = o->image,
-                             .image_dir = ir.root, .dry_run = true };
+                             .image_dir = o->image_ref ? NULL : ir.root, .dry_run = true };
         cfg.listen_port = 0;
         return cli_run_kube_dry_run(&ka, &cfg);
     }

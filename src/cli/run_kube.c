@@ -18,10 +18,10 @@
 /* IMAGE_DIR's oci.json (`airlock image export`'s record) as
  * REGISTRY/airlock-box@DIGEST into REF: -1, or the exit status after
  * saying why. */
-static int image_ref_of(const cli_kube_args *k, char *ref, size_t n) {
+int cli_kube_image_ref(const cli_kube_args *k, char *ref, size_t n) {
     if (k->image_ref) {
         if (!al_kube_valid_image_ref(k->image_ref)) {
-            fprintf(stderr, "airlock run: --image-ref %s: want REPO@sha256:<64 hex> (a pod's image is pinned by "
+            fprintf(stderr, "airlock: --image-ref %s: want REPO@sha256:<64 hex> (a pod's image is pinned by "
                             "digest, never a tag)\n", k->image_ref);
             return EXIT_AIRLOCK;
         }
@@ -37,7 +37,7 @@ static int image_ref_of(const cli_kube_args *k, char *ref, size_t n) {
     const char *digest = json_string_value(json_object_get(doc, "manifest_digest"));
     if (!digest || strncmp(digest, "sha256:", 7) != 0 || !al_is_sha256_hex(digest + 7)) {
         json_decref(doc);
-        fprintf(stderr, "airlock run: --driver kubernetes: image %s was never exported for a registry: run "
+        fprintf(stderr, "airlock: --driver kubernetes: image %s was never exported for a registry: run "
                         "`airlock image export %s --out DIR`, push DIR to your registry "
                         "(skopeo copy --preserve-digests oci:DIR docker://REGISTRY/airlock-box), then give "
                         "--registry REGISTRY (or --image-ref REPO@sha256:HEX)\n", k->image, k->image);
@@ -45,14 +45,14 @@ static int image_ref_of(const cli_kube_args *k, char *ref, size_t n) {
     }
     if (!k->registry || !*k->registry) {
         json_decref(doc);
-        fprintf(stderr, "airlock run: --driver kubernetes: give --registry REGISTRY (where image %s was pushed) or "
+        fprintf(stderr, "airlock: --driver kubernetes: give --registry REGISTRY (where image %s was pushed) or "
                         "--image-ref REPO@sha256:HEX\n", k->image);
         return EXIT_AIRLOCK;
     }
     snprintf(ref, n, "%s/airlock-box@%s", k->registry, digest);
     json_decref(doc);
     if (!al_kube_valid_image_ref(ref)) {
-        fprintf(stderr, "airlock run: --registry %s: not a registry's name (HOST[:PORT][/PATH])\n", k->registry);
+        fprintf(stderr, "airlock: --registry %s: not a registry's name (HOST[:PORT][/PATH])\n", k->registry);
         return EXIT_AIRLOCK;
     }
     return -1;
@@ -77,7 +77,7 @@ static void names(char node[13], char instance[13], char run[25]) {
 
 int cli_run_kube_dry_run(const cli_kube_args *k, const al_box_config *cfg) {
     char ref[AL_KUBE_REF_MAX];
-    int st = image_ref_of(k, ref, sizeof ref);
+    int st = cli_kube_image_ref(k, ref, sizeof ref);
     if (st >= 0)
         return st;
     al_kube_cluster cluster = { 0 };
@@ -133,7 +133,7 @@ int cli_run_kube_dry_run(const cli_kube_args *k, const al_box_config *cfg) {
 
 int cli_run_kube(const cli_kube_args *k, const al_box_config *cfg, al_box_result *res, int *ret_r) {
     char ref[AL_KUBE_REF_MAX];
-    int st = image_ref_of(k, ref, sizeof ref);
+    int st = cli_kube_image_ref(k, ref, sizeof ref);
     if (st >= 0)
         return st;
     const char *kc = k->kubeconfig;

@@ -17,6 +17,15 @@ typedef struct cli_kube_args {
  * The exit status. */
 int cli_run_kube_dry_run(const cli_kube_args *k, const al_box_config *cfg);
 
+/* The pod's image: --image-ref, else REGISTRY/airlock-box@DIGEST from the
+ * image's oci.json (`airlock image export`'s record), into REF: -1, or the
+ * exit status after saying why (never exported: the command to run). */
+int cli_kube_image_ref(const cli_kube_args *k, char *ref, size_t n);
+
+/* `airlock smoke --driver kubernetes`: whether the cluster enforces the
+ * sandbox pods' deny-all NetworkPolicy (kube/smoke.h). */
+int cli_smoke(int argc, char **argv);
+
 /* CFG run in a pod (al_kube_run) of the kubeconfig's cluster (then
  * AIRLOCK_KUBECONFIG, KUBECONFIG, else in-cluster), its result in RES and
  * al_kube_run's return in *RET_R: -1, or the exit status after saying why

@@ -52,6 +52,7 @@ void al_service_config_default(al_service_config *c) {
     c->warm_pool = 2;
     c->warm_pool_memory_mb = 1024;
     c->warm_fork = true;
+    c->kubernetes_smoke = true;
     snprintf(c->warm_preload, sizeof c->warm_preload, "%s", "numpy,pandas,matplotlib,matplotlib.pyplot,PIL");
     /* four bodies at the cap: one person cannot make the daemon hold a
      * body on every connection of theirs */
@@ -146,6 +147,8 @@ static int driver_key(al_service_config *c, const char *key, const char *value, 
     }
     if (strcmp(key, "kubernetes_schedule_timeout_s") == 0)
         return set_int(&c->kubernetes_schedule_timeout_s, value, 1, 3600, key, err);
+    if (strcmp(key, "kubernetes_smoke") == 0)
+        return set_bool(&c->kubernetes_smoke, value, key, err);
     static const char dns[] = "abcdefghijklmnopqrstuvwxyz0123456789-.";
     struct { const char *k; char *dst; size_t n; const char *set; bool path; } kube[] = {
         { "kubeconfig", c->kubeconfig, sizeof c->kubeconfig, NULL, true },

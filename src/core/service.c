@@ -194,7 +194,11 @@ int al_service_open(const al_service_config *cfg, al_service **ret, al_error *er
                                      .registry = cfg->kubernetes_registry,
                                      .runtime_class = cfg->kubernetes_runtime_class,
                                      .seccomp = cfg->kubernetes_seccomp, .pool = cfg->kubernetes_pool,
-                                     .schedule_timeout_s = cfg->kubernetes_schedule_timeout_s };
+                                     .schedule_timeout_s = cfg->kubernetes_schedule_timeout_s,
+                                     .smoke = cfg->kubernetes_smoke };
+        char images[PATH_MAX];
+        al_service_images_dir(cfg, images, sizeof images);
+        kc.images_dir = images;
         if (al_driver_kube_configure(&kc, cfg->state_dir, err) < 0) {
             free(s);
             return -EINVAL;

@@ -49,6 +49,7 @@ typedef struct al_service_config {
     char kubeconfig[PATH_MAX], kubernetes_namespace[64], kubernetes_registry[256], kubernetes_runtime_class[254];
     char kubernetes_seccomp[PATH_MAX + 16];
     int kubernetes_pool, kubernetes_schedule_timeout_s;
+    bool kubernetes_smoke;        /* the NetworkPolicy smoke test at start (default on) */
     /* where people reach the web console (https://airlock.example.com), ""
      * when unset: an https one makes the session cookie Secure */
     char public_url[512];

@@ -94,6 +94,11 @@ typedef struct al_driver_kube_config {
     const char *seccomp;          /* "runtime-default" (NULL, "") or "localhost:PATH" */
     int pool;                     /* warm pods per shape (not built yet: 0) */
     int schedule_timeout_s;       /* 0: 60 */
+    /* the NetworkPolicy smoke test (kube/smoke.h) once at start, on the
+     * "default" image of IMAGES_DIR: the network badge is "unconfirmed"
+     * with the reason until it passes (kubernetes_smoke) */
+    bool smoke;
+    const char *images_dir;
 } al_driver_kube_config;
 /* K's cluster loaded (its kubeconfig read now: a bad one fails the start),
  * STATE_DIR naming this service's pods beside the host's name. */

@@ -13,8 +13,10 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "../image/image.h"
 #include "../kube/api.h"
 #include "../kube/kube.h"
+#include "../kube/smoke.h"
 #include "../util/hash.h"
 #include "driver.h"
 #include "helper_start.h"
@@ -32,6 +34,9 @@ static struct {
     bool loaded;
     char load_error[256];
     bool network_confirmed;          /* the smoke test passed (K-client's smoke at start) */
+    bool smoke;                      /* run it at start (kubernetes_smoke) */
+    char images_dir[PATH_MAX];       /* where its "default" image is */
+    char smoke_why[400];             /* the network badge's reason while not confirmed */
     bool swept;
     pthread_mutex_t mu;
     uint64_t probe_ok_ms;
@@ -55,6 +60,10 @@ int al_driver_kube_configure(const al_driver_kube_config *k, const char *state_d
     snprintf(conf.runtime_class, sizeof conf.runtime_class, "%s", k->runtime_class ? k->runtime_class : "");
     snprintf(conf.seccomp, sizeof conf.seccomp, "%s", sc);
     conf.schedule_timeout_s = k->schedule_timeout_s > 0 ? k->schedule_timeout_s : 60;
+    conf.smoke = k->smoke;
+    snprintf(conf.images_dir, sizeof conf.images_dir, "%s", k->images_dir ? k->images_dir : "");
+    snprintf(conf.smoke_why, sizeof conf.smoke_why, "%s", k->smoke ? "the smoke test has not finished yet"
+             : "the smoke test is off (kubernetes_smoke = false): run `airlock smoke --driver kubernetes`");
     /* this service's pods: the host and state directory (one node), and
      * this start of it (a sweep deletes only other starts' pods) */
     char host[64] = "host", seed[PATH_MAX + 80], hex[65];
@@ -101,8 +110,18 @@ static json_t *kube_capabilities(void) {
     pthread_mutex_lock(&conf.mu);
     bool confirmed = conf.network_confirmed;
     pthread_mutex_unlock(&conf.mu);
+    char why[sizeof conf.smoke_why];
+    pthread_mutex_lock(&conf.mu);
+    snprintf(why, sizeof why, "%s", conf.smoke_why);
+    pthread_mutex_unlock(&conf.mu);
     al_controls c;
     al_kube_controls(&o, confirmed, &c);
+    /* what the smoke test said, or that it has not said yet */
+    if (!confirmed) {
+        size_t n = strlen(c.network.detail);
+        snprintf(c.network.detail + n, sizeof c.network.detail - n, " (%s)", why);
+        al_utf8_fix(c.network.detail);
+    }
     json_t *doc = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "isolation", control(&c.userns),
                             "seccomp", control(&c.seccomp), "no_new_privs", control(&c.no_new_privs), "network",
                             control(&c.network), "memory", control(&c.memory), "pids", control(&c.pids), "cpu",
@@ -229,6 +248,37 @@ static void *sweep_thread(void *arg) {
     return NULL;
 }
 
+/* Once per start, when kubernetes_smoke: the NetworkPolicy smoke test
+ * (kube/smoke.h) on the "default" image, its outcome the network badge's;
+ * until it has passed the badge says "unconfirmed" with why. */
+static void *smoke_thread(void *arg) {
+    (void)arg;
+    char dir[PATH_MAX], digest[65], ref[AL_KUBE_REF_MAX], why[sizeof conf.smoke_why];
+    al_error e = { 0 };
+    bool ok = false;
+    if (al_image_resolve(conf.images_dir, "default", dir, sizeof dir, digest, &e) < 0 ||
+        image_ref(dir, ref, sizeof ref, &e) < 0) {
+        snprintf(why, sizeof why, "the smoke test could not start: %s", e.msg);
+    } else {
+        al_kube_smoke_opts o = { .cluster = &conf.cluster, .image_ref = ref, .runtime_class = conf.runtime_class,
+                                 .timeout_s = 300 };
+        al_kube_smoke_result res;
+        if (al_kube_smoke(&o, &res, &e) < 0) {
+            snprintf(why, sizeof why, "the smoke test could not start: %s", e.msg);
+        } else {
+            ok = res.outcome == AL_KUBE_SMOKE_ENFORCED;
+            snprintf(why, sizeof why, "the smoke test at start: %s: %s", al_kube_smoke_outcome_name(res.outcome),
+                     res.reason);
+            json_decref(res.detail);
+        }
+    }
+    pthread_mutex_lock(&conf.mu);
+    conf.network_confirmed = ok;
+    snprintf(conf.smoke_why, sizeof conf.smoke_why, "%s", why);
+    pthread_mutex_unlock(&conf.mu);
+    return NULL;
+}
+
 static void kube_sweep(void) {
     pthread_mutex_lock(&conf.mu);
     bool due = conf.set && !conf.swept;
@@ -236,6 +286,8 @@ static void kube_sweep(void) {
     pthread_mutex_unlock(&conf.mu);
     pthread_t t;
     if (due && pthread_create(&t, NULL, sweep_thread, NULL) == 0)
+        pthread_detach(t);
+    if (due && conf.smoke && pthread_create(&t, NULL, smoke_thread, NULL) == 0)
         pthread_detach(t);
 }
 

@@ -132,8 +132,13 @@ static int set_server(al_kube_cluster *c, const char *server, al_error *err) {
     if (n >= sizeof c->server)
         return al_err(err, "kubeconfig", ENAMETOOLONG, "the cluster's server is over %zu bytes", sizeof c->server);
     bool https = strncmp(server, "https://", 8) == 0, http = strncmp(server, "http://", 7) == 0;
-    if (!https && !http)
-        return al_err(err, "kubeconfig", EINVAL, "the cluster's server \"%.200s\" is not an https:// URL", server);
+    size_t host = https ? 8 : 7;
+    /* a host after the scheme (a path may follow: a proxy's prefix), no
+     * user in it, no query or fragment to be glued to our paths */
+    if ((!https && !http) || n <= host || server[host] == '/' || server[host] == ':' ||
+        memchr(server + host, '@', n - host) || memchr(server, '?', n) || memchr(server, '#', n))
+        return al_err(err, "kubeconfig", EINVAL, "the cluster's server \"%.200s\" is not an https://HOST[:PORT] URL",
+                      server);
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)server[i] <= 0x20 || (unsigned char)server[i] >= 0x7f)
             return al_err(err, "kubeconfig", EINVAL, "the cluster's server holds a space or a control character");

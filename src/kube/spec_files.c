@@ -229,7 +229,9 @@ int al_kube_files_read(const al_box_config *cfg, al_kube_files *f, al_error *err
         char name[256];
         if ((r = input_name(cfg->inputs[i], name, sizeof name, err)) < 0)
             break;
-        _cleanup_close_ int fd = open(cfg->inputs[i], O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+        /* the path the caller named is followed, as the native box's
+         * staging follows it (its own path); links inside a tree are not */
+        _cleanup_close_ int fd = open(cfg->inputs[i], O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         struct stat st;
         if (fd < 0 || fstat(fd, &st) < 0) {
             r = al_err(err, "provisioning", errno, "open input %.200s: %m", cfg->inputs[i]);

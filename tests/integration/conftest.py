@@ -211,6 +211,7 @@ MODULES = {
     "test_governance_settings.py": ("asan", "postgresql"),
     "test_idempotency.py": ("asan", "postgresql"),
     "test_image.py": ("asan",),
+    "test_kube_cli.py": ("asan",),
     "test_image_export.py": ("docker",),                     # the default image into a registry and a dockerd
     "test_image_bookworm.py": ("release", "serial"),         # a debootstrap build
     "test_image_default.py": ("release", "serial"),          # a debootstrap build
@@ -233,6 +234,7 @@ MODULES = {
     "test_service_ops.py": ("asan", "postgresql", "serial"),  # kill -9 and recovery; counts boxes
     "test_service_runs.py": ("asan", "postgresql", "docker", "runsc", "warm", "kubernetes"),
     "test_kube_driver.py": ("kubernetes",),                  # the API double on the test dockerd
+    "test_kube_smoke.py": ("kubernetes",),                   # the NetworkPolicy smoke test against the double
     "test_service_sched.py": ("asan", "postgresql", "warm", "serial"),   # caps and the queue, timed
     "test_service_tenants.py": ("asan", "postgresql"),
     "test_service_threads.py": ("asan", "postgresql", "docker", "runsc", "warm"),

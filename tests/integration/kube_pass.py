@@ -44,11 +44,12 @@ def run_args():
              "--registry", registry], {"AIRLOCK_STATE": str(CACHE)})
 
 
-def service_config(schedule_timeout_s=None):
-    """A service's config keys for the kubernetes driver."""
+def service_config(schedule_timeout_s=None, smoke=False):
+    """A service's config keys for the kubernetes driver. The smoke test at
+    start (three pods of its own) is off but where a test asks for it."""
     kube, _, registry = cluster()
     c = {"driver": "kubernetes", "kubeconfig": kube.kubeconfig, "kubernetes_namespace": kube.namespace,
-         "kubernetes_registry": registry}
+         "kubernetes_registry": registry, "kubernetes_smoke": "true" if smoke else "false"}
     if schedule_timeout_s:
         c["kubernetes_schedule_timeout_s"] = str(schedule_timeout_s)
     return c

@@ -79,6 +79,7 @@ INCLUDE_EXCEPTIONS = {
     "cli/image.c: image/export.h": "`airlock image export` is the image layer's command too (airlock-server only: it links libarchive and zlib)",
     "cli/run.c: docker/docker.h": "`airlock run --driver docker` talks to dockerd itself",
     "cli/run.c: image/image.h": "`airlock run --image` resolves the image itself",
+    "cli/smoke.c: image/image.h": "`airlock smoke --driver kubernetes` finds the image's export record itself",
     "cli/run.c: lang/lang.h": "`airlock run` picks the language itself",
     "cli/serve.c: box/cgroup.h": "`airlock serve` sets up the cgroup root before the service starts",
     # the core reaches past the drivers for what no driver operation offers yet

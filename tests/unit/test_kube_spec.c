@@ -275,10 +275,10 @@ static void test_hostile_paths(void) {
     snprintf(p, sizeof p, "%s/..data", tmp);
     CHECK(objects(&o, &c, &err) == -EINVAL);
     CHECK(strstr(err.msg, "begins with \"..\"") != NULL);
-    /* a link is not followed */
+    /* the path named is followed, as the native box follows it */
     snprintf(p, sizeof p, "%s/link", tmp);
-    CHECK(symlink("/etc/passwd", p) == 0);
-    CHECK(objects(&o, &c, &err) < 0);
+    CHECK(symlink("/etc/hostname", p) == 0);
+    CHECK(objects(&o, &c, &err) == 0);
     /* a link inside an input's tree neither */
     char d[600];
     snprintf(d, sizeof d, "%s/tree", tmp);

@@ -1,0 +1,114 @@
+"""The NetworkPolicy smoke test (src/kube/smoke.c, research E2) against the
+API double on the test dockerd: `airlock smoke --driver kubernetes` says
+NOT ENFORCED (exit 1) when the namespace has no deny-all NetworkPolicy (the
+sandbox probe reaches the target pod the control probe reaches) and
+enforced (exit 0) when it has; the service runs it once at start and its
+network badge is "boundary-conditional" only after it passed, "unconfirmed"
+with the smoke test's words when it did not. No smoke pod is left behind.
+
+The double's enforcement stands in for a CNI's (a pod selected by an
+Egress policy with no rules gets no network): this proves airlock's side,
+not a cluster's CNI. The kubernetes pass of make check."""
+import json
+import os
+import time
+
+import pytest
+
+import kube_pass
+from conftest import DRIVER, airlock
+from service_util import services  # noqa: F401
+
+pytestmark = pytest.mark.skipif(DRIVER != "kubernetes", reason="the kubernetes pass (AIRLOCK_TEST_DRIVER=kubernetes)")
+
+NP = "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies"
+
+
+def set_policy(kube, present):
+    path = NP.format(ns=kube.namespace)
+    st, _, _ = kube.call("DELETE", path + "/airlock-sandbox-deny-all")
+    assert st in (200, 404), st
+    if present:
+        doc = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+               "metadata": {"name": "airlock-sandbox-deny-all", "namespace": kube.namespace},
+               "spec": {"podSelector": {"matchLabels": {"airlock.dev/sandbox": "true"}},
+                        "policyTypes": ["Ingress", "Egress"]}}
+        st, _, body = kube.call("POST", path + "?fieldValidation=Strict", doc)
+        assert st == 201, (st, body)
+
+
+def smoke_pods(kube):
+    return [p for p in kube.pods() if "airlock-smoke-" in json.dumps(p)]
+
+
+@pytest.fixture(scope="module")
+def env():
+    kube, _, registry = kube_pass.cluster()
+    yield kube, registry
+    set_policy(kube, False)
+
+
+def smoke(kube, registry, kubeconfig=None):
+    from image_util import CACHE
+    p = airlock("smoke", "--driver", "kubernetes", "--kubeconfig", kubeconfig or kube.kubeconfig,
+                "--namespace", kube.namespace,
+                "--registry", registry, "--timeout", "120", timeout=180,
+                env=dict(os.environ, AIRLOCK_STATE=str(CACHE)))
+    doc = json.loads(p.stdout)
+    return p.returncode, doc, p.stderr.decode(errors="replace")
+
+
+def test_smoke_cli(env):
+    kube, registry = env
+    t0 = time.monotonic()
+    set_policy(kube, False)
+    rc, doc, err = smoke(kube, registry)
+    assert rc == 1 and doc["outcome"] == "NOT ENFORCED", (doc, err)
+    assert doc["detail"]["control"]["reached"] is True and doc["detail"]["sandbox"]["reached"] is True
+    assert "NOT ENFORCED" in err and "does not enforce the NetworkPolicy airlock-sandbox-deny-all" in err
+    assert not smoke_pods(kube)
+    set_policy(kube, True)
+    # (with the client certificate this time: the other way airlock authenticates)
+    rc, doc, err = smoke(kube, registry, kube.kubeconfig_cert)
+    assert rc == 0 and doc["outcome"] == "enforced", (doc, err)
+    sb = doc["detail"]["sandbox"]
+    assert sb["reached"] is False and doc["detail"]["control"]["reached"] is True
+    assert sb["uid"] == 65534 and sb["service_account_token"] is False and sb["read_only_root"] is True
+    assert doc["image"].startswith(registry + "/airlock-box@sha256:")
+    assert not smoke_pods(kube)
+    # every pod it made went through Strict field validation
+    reqs = kube.requests()
+    reqs = reqs.get("requests", reqs) if isinstance(reqs, dict) else reqs
+    made = [r for r in reqs if r["method"] == "POST" and r["path"].endswith("/pods")]
+    assert made and all(r.get("query", {}).get("fieldValidation") == "Strict" for r in made), made[-3:]
+    assert [r["auth"] for r in made[-3:]] == ["cert"] * 3 and made[-4]["auth"] == "token", made[-4:]
+    print(f"smoke CLI, not enforced then enforced: {time.monotonic() - t0:.1f} s")
+
+
+def badge(svc, want_level, timeout=90):
+    deadline = time.monotonic() + timeout
+    while True:
+        net = svc.ok("GET", "/v1/settings")["badges"]["network"]
+        if net["level"] == want_level and (want_level != "unconfirmed" or "smoke test at start" in net["detail"]):
+            return net
+        assert time.monotonic() < deadline, net
+        time.sleep(0.5)
+
+
+def test_service_smoke_at_start(env, services):
+    from image_util import CACHE
+    kube, _ = env
+    t0 = time.monotonic()
+    cfg = dict(kube_pass.service_config(smoke=True), images=str(CACHE / "images"))
+    set_policy(kube, False)
+    svc = services.start("smoke-off", cfg)
+    net = badge(svc, "unconfirmed")
+    assert "NOT ENFORCED" in net["detail"], net
+    svc.stop()
+    assert not smoke_pods(kube)
+    set_policy(kube, True)
+    svc = services.start("smoke-on", cfg)
+    net = badge(svc, "boundary-conditional")
+    assert "confirmed by `airlock smoke --driver kubernetes` at start" in net["detail"], net
+    assert not smoke_pods(kube)
+    print(f"the service's smoke at start, both ways: {time.monotonic() - t0:.1f} s")
