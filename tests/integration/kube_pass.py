@@ -53,3 +53,15 @@ def service_config(schedule_timeout_s=None, smoke=False):
     if schedule_timeout_s:
         c["kubernetes_schedule_timeout_s"] = str(schedule_timeout_s)
     return c
+
+
+def stop():
+    """The session's double, registry and test dockerd, stopped."""
+    global _env
+    import docker_util
+    import kube_util
+    import registry_util
+    kube_util.stop()
+    registry_util.stop()
+    docker_util.stop()
+    _env = None

@@ -25,21 +25,33 @@ def test_succeeded_run_object(service):
     r = run["result"]
     assert RESULT_FIELDS <= r.keys(), f"result lacks {RESULT_FIELDS - r.keys()}"
     assert r["exit_code"] == 0 and r["signal"] is None and r["reason"] == "exited"
-    assert r["stdout"] == "hello\n" and r["stderr"] == "warn\n"
-    assert r["stdout_truncated"] is False and r["wall_ms"] >= 0 and r["peak_memory_bytes"] > 0
+    kube = os.environ.get("AIRLOCK_TEST_DRIVER") == "kubernetes"
+    if kube:
+        # the API server serves a container's log as one stream: stderr
+        # comes as stdout, and the driver's output badge says so; nothing
+        # reports a pod's peak memory back (no metrics API is asked)
+        # (in the order the script flushed them: stdout is buffered)
+        assert sorted(r["stdout"].splitlines()) == ["hello", "warn"] and r["stderr"] == "", r
+        status, _, health = service.get("/healthz")
+        assert status == 200 and health["driver"] == "kubernetes", health
+        assert "stdout and stderr come merged" in health["badges"]["output"]["detail"], health["badges"]
+        assert r["stdout_truncated"] is False and r["wall_ms"] >= 0 and r["peak_memory_bytes"] == 0
+    else:
+        assert r["stdout"] == "hello\n" and r["stderr"] == "warn\n"
+        assert r["stdout_truncated"] is False and r["wall_ms"] >= 0 and r["peak_memory_bytes"] > 0
     # the native box's own filter is a boundary; a container's is applied
     # (rendered for Docker, with a gap its badge names)
     # the driver's own badge: airlock's profile loaded by runc, none under
     # gVisor (this runsc ignores the OCI seccomp profile), the native box's
     docker = os.environ.get("AIRLOCK_TEST_DRIVER") == "docker"
     runsc = docker and os.environ.get("AIRLOCK_TEST_RUNTIME") == "runsc"
-    want = "not-enforced" if runsc else "applied" if docker else "boundary"
+    want = "not-enforced" if runsc else "applied" if docker else "unconfirmed" if kube else "boundary"
     assert r["controls"]["seccomp"]["level"] == want
     created, started, finished = (parse_time(run[k]) for k in ("created_at", "started_at", "finished_at"))
     assert created <= started <= finished
     assert run["artifacts"] == [] and run["previews"] == [] and run["skipped"] == []
     again = service.get_run(run["id"])
-    assert again["state"] == "succeeded" and again["result"]["stdout"] == "hello\n"
+    assert again["state"] == "succeeded" and again["result"]["stdout"] == r["stdout"]
     assert again["finished_at"] == run["finished_at"]
 
 
@@ -61,6 +73,17 @@ def test_failed_nonzero_exit(service):
 def test_failed_by_signal(service, sig):
     reset = f"signal.signal({sig}, signal.SIG_DFL); " if sig != 9 else ""
     run = service.run(f"import os, signal; {reset}os.kill(os.getpid(), {sig})")
+    if os.environ.get("AIRLOCK_TEST_DRIVER") == "kubernetes":
+        # the script is its container's PID 1: the kernel drops a signal it
+        # sends itself, and the driver's isolation badge says so; a fault
+        # the kernel raises still ends it as that signal
+        assert run["state"] == "succeeded", run
+        iso = run["result"]["controls"]["userns"]
+        assert "PID 1" in iso["detail"] and "sends itself is ignored" in iso["detail"], iso
+        if sig == 11:
+            run = service.run("import ctypes; ctypes.string_at(0)")
+        else:
+            return
     assert run["state"] == "failed", run
     assert run["result"]["signal"] == sig and run["result"]["exit_code"] is None, run["result"]
 
@@ -89,6 +112,13 @@ def test_killed_by_pids(service):
             "    if os.fork() == 0:\n"
             "        time.sleep(5); os._exit(0)\n")
     run = service.run(code, limits={"pids": 16, "timeout_s": 20})
+    if os.environ.get("AIRLOCK_TEST_DRIVER") == "kubernetes":
+        # a pod spec has no pids limit: the kubelet's podPidsLimit holds the
+        # node's, and the badge says the run's is not enforced
+        assert run["state"] == "succeeded", run
+        pids = run["result"]["controls"]["cgroup"]["pids"]
+        assert pids["level"] == "not-enforced" and "podPidsLimit" in pids["detail"], pids
+        return
     assert run["state"] == "killed", run
     assert run["result"]["reason"] == "pids"
 
