@@ -5,7 +5,7 @@
  * /out, written by the box (hostile) and passed on by the API server. The
  * input's first byte picks the chunk size, the rest is the log.
  *
- * What must hold: the decoder ends DONE only on "airlock-out-end 0", and
+ * What must hold: the decoder ends DONE only on "airlock-out-end N", and
  * then what it wrote is exactly what an independent decoder (nettle's)
  * makes of the same lines; it never writes more than 3/4 of the base64 it
  * took, nor takes more than its bound; fed whole or in chunks it ends the
@@ -44,6 +44,8 @@ static uint8_t *reference(const uint8_t *d, size_t n, size_t *ret_len, bool *ok)
             in = true;
         else if (in && len >= 16 && memcmp(l, "airlock-out-end ", 16) == 0)
             break;
+        else if (in && len >= 5 && memcmp(l, "tar: ", 5) == 0)
+            ;   /* tar's stderr, merged into the log */
         else if (in)
             for (size_t k = 0; k < len; k++)
                 if (l[k] != '\r' && l[k] != ' ')
