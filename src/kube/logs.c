@@ -83,6 +83,12 @@ static int body_line(al_kube_out *o, const char *s, size_t n) {
             o->pad++;
         o->quad[o->nq++] = (unsigned char)v;
         if (o->nq == 4) {
+            /* canonical only: the bits a padded quantum drops are zero
+             * (RFC 4648 3.5), so one tar has one encoding */
+            if ((o->pad == 2 && (o->quad[1] & 0x0f)) || (o->pad == 1 && (o->quad[2] & 0x03))) {
+                fail(o, "/out's stream has bits after its last byte");
+                return 0;
+            }
             unsigned char b[3] = { (unsigned char)(o->quad[0] << 2 | o->quad[1] >> 4),
                                    (unsigned char)(o->quad[1] << 4 | o->quad[2] >> 2),
                                    (unsigned char)(o->quad[2] << 6 | o->quad[3]) };
