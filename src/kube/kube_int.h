@@ -29,6 +29,7 @@ typedef struct al_kube_pod_state {
     al_kube_phase phase;
     int exit_code;
     bool oom;
+    bool deleting;                /* metadata.deletionTimestamp: someone is deleting it */
     char why[384];
     char rv[64];                  /* metadata.resourceVersion */
 } al_kube_pod_state;

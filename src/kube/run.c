@@ -34,6 +34,7 @@ typedef struct krun {
     al_kube_pod_state st;
     bool need_get;                      /* the watch's resourceVersion is stale: GET first */
     bool started, canceled, timed_out, over;
+    bool deleted;                       /* this run asked for the pod's deletion */
     uint64_t created_ms, started_ms, ended_ms, unsched_since_ms;
     uint64_t wall_deadline_ms;          /* 0 until main has started */
     uint64_t pending_deadline_ms;       /* a pod that never starts */
@@ -98,6 +99,12 @@ typedef bool (*enough_fn)(krun *k);
 
 static void note_state(krun *k) {
     uint64_t now = al_now_ms();
+    /* a pod being deleted that this run did not delete: main's end then is
+     * the deletion's (SIGTERM), not the script's */
+    if (k->st.deleting && !k->deleted && k->st.phase != AL_KPOD_DEADLINE) {
+        k->st.phase = AL_KPOD_GONE;
+        snprintf(k->st.why, sizeof k->st.why, "the pod was deleted by someone else");
+    }
     if (k->st.phase == AL_KPOD_UNSCHEDULABLE) {
         if (!k->unsched_since_ms)
             k->unsched_since_ms = now;
@@ -147,7 +154,7 @@ static int on_event(al_kube_event ev, const al_kube_pod_state *st, void *ud) {
     case AL_KEV_DELETED:
         c->deleted = true;
         /* main's end, if the pod had it when it went, is the run's end */
-        if (st->phase != AL_KPOD_DONE && st->phase != AL_KPOD_DEADLINE) {
+        if ((st->phase != AL_KPOD_DONE && st->phase != AL_KPOD_DEADLINE) || (!k->deleted && st->deleting)) {
             k->st.phase = AL_KPOD_GONE;
             snprintf(k->st.why, sizeof k->st.why, "the pod was deleted by someone else");
         } else {
@@ -520,6 +527,7 @@ static int run_pod(krun *k, al_error *err) {
         return r;
     k->ended_ms = al_now_ms();
     if (k->over || must_stop(k)) {
+        k->deleted = true;
         if ((r = delete_one(k->o, k->base, "pods", k->o->run_id, k->canceled ? 0 : 2, err)) < 0)
             return r;
         if (k->canceled)

@@ -63,6 +63,7 @@ void al_kube_pod_classify(const json_t *pod, al_kube_pod_state *st) {
     if (*rv && strlen(rv) < sizeof st->rv)
         snprintf(st->rv, sizeof st->rv, "%s", rv);
     st->why[0] = '\0';
+    st->deleting = json_is_string(json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp"));
     st->exit_code = -1;
     st->oom = false;
     const json_t *status = json_object_get(pod, "status");

@@ -119,6 +119,24 @@ def dockerd():
     docker_util.stop()
 
 
+@pytest.fixture(scope="session")
+def kube_double():
+    """The Kubernetes API double (kube_util.py) on the test dockerd, with the
+    session's registry (registry_util.py), started on first use and stopped
+    at the session's end, when it must have removed every container it made."""
+    import docker_util
+    import kube_util
+    import registry_util
+    docker_util.start()
+    kube = kube_util.start(registry=registry_util.start())
+    yield kube
+    kube_util.stop()
+    registry_util.stop()
+    left = docker_util.docker("ps", "-aq", "--filter", f"label=kube-double={kube.port}").stdout.split()
+    docker_util.stop()
+    assert not left, f"the Kubernetes double left containers behind: {left}"
+
+
 # ------------------------------------------------------------ the passes
 # Which passes of `make check` run each module (scripts/check.sh; the budget
 # and the reasons are docs/testing.md). A module runs once for each
@@ -180,6 +198,8 @@ MODULES = {
     "test_deploy.py": ("asan",),                             # helm and kustomize, rendered and validated (no cluster)
     "test_docker.py": ("asan", "serial"),                    # the test dockerd
     "test_docker_pool.py": ("asan", "serial"),               # the test dockerd
+    # the Kubernetes API double itself (issue 37); it moves to ("kubernetes", "serial") when K-run adds that pass
+    "test_kube_double.py": ("asan", "serial"),               # the test dockerd, a registry, kubectl
     "test_e2b_control.py": ("asan", "postgresql"),           # the E2B SDK: control plane, files
     "test_console.py": ("asan",),                            # the web console: its files, and Chromium driving it (issue 36)
     "test_battery_p_e2b.py": ("asan", "postgresql"),       # the E2B API as an attacker uses it

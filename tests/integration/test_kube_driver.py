@@ -177,16 +177,36 @@ def test_image_not_pullable(kube):
     assert_clean(kube)
 
 
-def test_unschedulable_is_an_error_not_charged(kube, tmp_path):
+def kube_service(state, key=None, **kw):
+    """A service on the kubernetes driver, its images the suite's cache's."""
+    from image_util import CACHE
     from service_util import Service
-    svc = Service(tmp_path / "svc", config=kube_pass.service_config(schedule_timeout_s=2))
+    state.mkdir(parents=True, exist_ok=True)
+    if not (state / "images").exists():
+        (state / "images").symlink_to(CACHE / "images")
+    return Service(state, config=kube_pass.service_config(**kw), key=key, bootstrap=key is None)
+
+
+def test_unschedulable_is_an_error_not_charged(kube, tmp_path):
+    from service_util import ledger_by_run, usage
+    svc = kube_service(tmp_path / "svc", schedule_timeout_s=2)
     svc.start()
     try:
         kube.fault({"unschedulable": True})
+        t0 = time.monotonic()
         run = svc.run("print(1)")
+        took = time.monotonic() - t0
         assert run["state"] == "error", run
         assert "cannot be scheduled" in json.dumps(run["error"]), run["error"]
-        assert not run.get("charged") and (run.get("cost") in (None, 0) or run.get("billed_ms") in (None, 0)), run
+        assert took < 20, f"an unschedulable pod (2 s allowed) took {took:.1f} s"
+        kube.fault({"unschedulable": False})
+        ok = svc.run("print(2)")
+        assert ok["state"] == "succeeded" and ok["result"]["stdout"] == "2\n", ok
+        led = ledger_by_run(usage(svc)["ledger"])
+        # the run that ran is charged; the one the cluster could not place is not
+        assert sum(led.get(ok["id"], {}).get("charge", [])) > 0, led
+        bad = led.get(run["id"], {"charge": [], "refund": []})
+        assert sum(bad["charge"]) == sum(bad["refund"]), bad
     finally:
         kube.fault({"unschedulable": False})
         svc.stop()
@@ -194,9 +214,8 @@ def test_unschedulable_is_an_error_not_charged(kube, tmp_path):
 
 
 def test_sweep_of_a_dead_services_pods(kube, tmp_path):
-    from service_util import Service
     state = tmp_path / "svc"
-    a = Service(state, config=kube_pass.service_config())
+    a = kube_service(state)
     a.start()
     a.post_run("import time; time.sleep(120)")
     name = wait_pod(kube)
@@ -205,7 +224,7 @@ def test_sweep_of_a_dead_services_pods(kube, tmp_path):
         os.kill(pid, 9)
     a.kill9()
     assert name in [p.get("metadata", p).get("name") for p in held(kube)[0]]
-    b = Service(state, config=kube_pass.service_config())
+    b = kube_service(state, key=a.key)
     b.start()
     try:
         assert_clean(kube, within=20)
