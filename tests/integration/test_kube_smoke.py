@@ -42,7 +42,9 @@ def smoke_pods(kube):
 
 
 @pytest.fixture(scope="module")
-def env():
+def env(kube_double):
+    # (kube_double first: the session's double and registry, which it stops
+    # at the session's end; kube_pass.cluster() then finds them running)
     kube, _, registry = kube_pass.cluster()
     yield kube, registry
     set_policy(kube, False)
