@@ -42,7 +42,9 @@ def smoke_pods(kube):
 
 
 @pytest.fixture(scope="module")
-def env():
+def env(kube_double):
+    # (kube_double first: the session's double and registry, which it stops
+    # at the session's end; kube_pass.cluster() then finds them running)
     kube, _, registry = kube_pass.cluster()
     yield kube, registry
     set_policy(kube, False)
@@ -116,3 +118,24 @@ def test_service_smoke_at_start(env, services):
     assert "confirmed by `airlock smoke --driver kubernetes` at start" in net["detail"], net
     assert not smoke_pods(kube)
     print(f"the service's smoke at start, both ways: {time.monotonic() - t0:.1f} s")
+
+
+def test_smoke_refuses_a_server_its_ca_did_not_sign(env, tmp_path):
+    """The kubeconfig's CA alone is trusted: the same server under another
+    CA is refused before any request is sent."""
+    import base64
+    import subprocess
+    kube, registry = env
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", str(tmp_path / "k.pem"), "-out", str(tmp_path / "ca.pem"), "-days", "1",
+                    "-subj", "/CN=not-the-cluster-ca"], check=True, capture_output=True)
+    cfg = json.loads(open(kube.kubeconfig).read())
+    cfg["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(
+        (tmp_path / "ca.pem").read_bytes()).decode()
+    other = tmp_path / "kubeconfig"
+    other.write_text(json.dumps(cfg))
+    before = len([r for r in kube.requests() if r["method"] == "POST"])
+    rc, doc, err = smoke(kube, registry, other)
+    assert rc == 2 and doc["outcome"] == "inconclusive", (doc, err)
+    assert "certificate" in doc["reason"].lower() or "ssl" in doc["reason"].lower(), doc
+    assert len([r for r in kube.requests() if r["method"] == "POST"]) == before
