@@ -1,9 +1,12 @@
 """An OCI registry for the kubernetes driver's tests: Debian's
 /usr/bin/docker-registry (distribution 2.x) on a free loopback port with a
 config and storage of its own in a temp directory, started once per session
-and stopped at its end; push(oci_dir) copies an OCI image layout into it
-with skopeo, digests preserved, and returns the reference by digest that a
-Pod names (REPO@sha256:...).
+and stopped at its end; push(source) copies an OCI image layout (a directory,
+or a skopeo source such as "oci-archive:FILE") into it with skopeo, digests
+preserved, and returns the reference by digest that a Pod names
+(HOST:PORT/airlock/airlock-box@sha256:...; the digest is what follows the
+@). Shared by the kubernetes driver's tests, the double's and the deploy
+tests (K-deploy wrote a first one; this one keeps its ref() and manifest()).
 
 tiny_image(dir) writes a small OCI image layout for tests that need some
 image before `airlock image export` makes airlock's own: the host's dash
@@ -35,7 +38,7 @@ _reg = None
 
 
 class Registry:
-    def __init__(self):
+    def __init__(self, root=None):
         self.dir = Path(tempfile.mkdtemp(prefix="airlock-registry-"))
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
@@ -44,7 +47,7 @@ class Registry:
         self.host = f"127.0.0.1:{self.port}"
         (self.dir / "config.yml").write_text(
             "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n"
-            f"    rootdirectory: {DATA or self.dir / 'data'}\n  delete:\n    enabled: true\n"
+            f"    rootdirectory: {root or DATA or self.dir / 'data'}\n  delete:\n    enabled: true\n"
             f"http:\n  addr: {self.host}\n")
         self.log = open(self.dir / "registry.log", "ab")
         self.proc = subprocess.Popen([REGISTRY, "serve", str(self.dir / "config.yml")], stdin=subprocess.DEVNULL,
@@ -61,15 +64,29 @@ class Registry:
             assert time.monotonic() < deadline, "docker-registry did not answer in 20 s"
             time.sleep(0.1)
 
-    def push(self, oci_dir, repo=REPO):
-        """Copy the OCI layout OCI_DIR to REPO here; the reference by digest."""
-        index = json.loads((Path(oci_dir) / "index.json").read_text())
-        digest = index["manifests"][0]["digest"]
-        p = subprocess.run([SKOPEO, "copy", "--quiet", "--preserve-digests", "--dest-tls-verify=false",
-                            f"oci:{oci_dir}", f"docker://{self.host}/{repo}:pushed"],
-                           capture_output=True, timeout=300)
-        assert p.returncode == 0, f"skopeo copy: {p.stderr.decode(errors='replace')}"
+    def push(self, source, repo=REPO, timeout=300):
+        """skopeo copy SOURCE (an OCI layout's directory, or a skopeo source:
+        "oci:DIR", "oci-archive:FILE.tar") to REPO here, digests preserved;
+        the reference by digest a Pod names (HOST:PORT/REPO@sha256:...)."""
+        src = str(source)
+        if not src.startswith(("oci:", "oci-archive:", "docker-archive:", "dir:")):
+            src = f"oci:{src}"
+        with tempfile.NamedTemporaryFile(prefix="digest-", dir=self.dir) as f:
+            p = subprocess.run([SKOPEO, "copy", "--quiet", "--preserve-digests", "--dest-tls-verify=false",
+                                "--digestfile", f.name, src, f"docker://{self.host}/{repo}:pushed"],
+                               capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+            assert p.returncode == 0, f"skopeo copy {src}: {p.stderr.decode(errors='replace')[-2000:]}"
+            return self.ref(Path(f.name).read_text().strip(), repo)
+
+    def ref(self, digest, repo=REPO):
+        """How a pod (or docker pull) names the image: by digest, never a tag."""
         return f"{self.host}/{repo}@{digest}"
+
+    def manifest(self, digest, repo=REPO):
+        req = urllib.request.Request(f"http://{self.host}/v2/{repo}/manifests/{digest}",
+                                     headers={"Accept": "application/vnd.oci.image.manifest.v1+json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read())
 
     def stop(self):
         if self.proc.poll() is None:
@@ -83,14 +100,15 @@ class Registry:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def start():
-    """The session's registry (started on first use)."""
+def start(root=None):
+    """The session's registry (started on first use; its storage ROOT, or
+    AIRLOCK_TEST_REGISTRY_DATA, or a temp directory)."""
     global _reg
     from conftest import need
     need(Path(REGISTRY).exists(), "docker-registry is not installed (scripts/deps.sh installs it)")
     need(Path(SKOPEO).exists(), "skopeo is not installed (scripts/deps.sh installs it)")
     if _reg is None or _reg.proc.poll() is not None:
-        _reg = Registry()
+        _reg = Registry(root)
     return _reg
 
 
@@ -101,8 +119,9 @@ def stop():
         _reg = None
 
 
-def push(oci_dir, repo=REPO):
-    return start().push(oci_dir, repo)
+def push(source, repo=REPO):
+    """Push SOURCE to the session's registry; the reference by digest."""
+    return start().push(source, repo)
 
 
 # ------------------------------------------------------------ a tiny image
