@@ -1,18 +1,13 @@
-"""An OCI registry for the kubernetes driver's tests: Debian's
-/usr/bin/docker-registry (distribution 2.x) on a free loopback port with a
-config and storage of its own in a temp directory, started once per session
-and stopped at its end; push(source) copies an OCI image layout (a directory,
-or a skopeo source such as "oci-archive:FILE") into it with skopeo, digests
-preserved, and returns the reference by digest that a Pod names
-(HOST:PORT/airlock/airlock-box@sha256:...; the digest is what follows the
-@). Shared by the kubernetes driver's tests, the double's and the deploy
-tests (K-deploy wrote a first one; this one keeps its ref() and manifest()).
+"""A real OCI registry for the kubernetes tests: Debian's docker-registry
+(distribution) on a free loopback port, its storage in a directory of the
+session's, no auth and no TLS (docker and skopeo treat 127.0.0.0/8 as an
+insecure registry they may use over plain HTTP). Images go in with skopeo,
+as an operator's pipeline pushes them (`airlock image export` then
+`skopeo copy --preserve-digests oci:DIR docker://...`), and come out by
+digest (the kubernetes double's pulls, a test dockerd's).
 
-tiny_image(dir) writes a small OCI image layout for tests that need some
-image before `airlock image export` makes airlock's own: the host's dash
-and the coreutils the contract's STAGE and COLLECT scripts call (cp, tar,
-base64, sleep, ...) with their shared libraries, in one deterministic
-gzip layer (sorted, mtime 0, uid 0). A test helper only."""
+Shared by the kubernetes driver's tests and the deploy tests: one file
+(K-deploy wrote it first; K-double owns it from here)."""
 import gzip
 import hashlib
 import io
@@ -27,56 +22,61 @@ import time
 import urllib.request
 from pathlib import Path
 
-REGISTRY = "/usr/bin/docker-registry"
-SKOPEO = "/usr/bin/skopeo"
-REPO = "airlock/airlock-box"
-# the registry's storage: a temp directory, or one kept between sessions
-# (e.g. /var/cache/airlock-tests/registry-NAME) so a big image is pushed once
-DATA = os.environ.get("AIRLOCK_TEST_REGISTRY_DATA")
+from conftest import need
 
-_reg = None
+REPO = "airlock/airlock-box"
+
+
+def _free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 class Registry:
     def __init__(self, root=None):
-        self.dir = Path(tempfile.mkdtemp(prefix="airlock-registry-"))
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        self.port = s.getsockname()[1]
-        s.close()
+        need(shutil.which("docker-registry") is not None,
+             "docker-registry is not installed (scripts/deps.sh installs it)")
+        need(shutil.which("skopeo") is not None, "skopeo is not installed (scripts/deps.sh installs it)")
+        self._own = root is None
+        self.root = Path(root or tempfile.mkdtemp(prefix="airlock-registry-"))
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.port = _free_port()
         self.host = f"127.0.0.1:{self.port}"
-        (self.dir / "config.yml").write_text(
-            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n"
-            f"    rootdirectory: {root or DATA or self.dir / 'data'}\n  delete:\n    enabled: true\n"
-            f"http:\n  addr: {self.host}\n")
-        self.log = open(self.dir / "registry.log", "ab")
-        self.proc = subprocess.Popen([REGISTRY, "serve", str(self.dir / "config.yml")], stdin=subprocess.DEVNULL,
-                                     stdout=self.log, stderr=self.log, start_new_session=True)
-        deadline = time.monotonic() + 20
+        cfg = self.root / "config.yml"
+        # JSON is YAML: the registry reads it as its config
+        cfg.write_text(json.dumps({
+            "version": 0.1, "log": {"level": "warn"},
+            "storage": {"filesystem": {"rootdirectory": str(self.root / "data")}, "delete": {"enabled": True}},
+            "http": {"addr": self.host},
+        }))
+        self._log = open(self.root / "registry.log", "ab")
+        self.proc = subprocess.Popen(["docker-registry", "serve", str(cfg)], stdin=subprocess.DEVNULL,
+                                     stdout=self._log, stderr=self._log, start_new_session=True)
+        deadline = time.monotonic() + 30
         while True:
+            assert self.proc.poll() is None, \
+                f"docker-registry exited {self.proc.returncode}: {(self.root / 'registry.log').read_text()[-2000:]}"
             try:
-                with urllib.request.urlopen(f"http://{self.host}/v2/", timeout=1) as r:
+                with urllib.request.urlopen(f"http://{self.host}/v2/", timeout=2) as r:
                     if r.status == 200:
                         break
             except OSError:
                 pass
-            assert self.proc.poll() is None, f"docker-registry exited: {(self.dir / 'registry.log').read_text()[-2000:]}"
-            assert time.monotonic() < deadline, "docker-registry did not answer in 20 s"
+            assert time.monotonic() < deadline, "docker-registry did not answer in 30 s"
             time.sleep(0.1)
 
-    def push(self, source, repo=REPO, timeout=300):
-        """skopeo copy SOURCE (an OCI layout's directory, or a skopeo source:
-        "oci:DIR", "oci-archive:FILE.tar") to REPO here, digests preserved;
-        the reference by digest a Pod names (HOST:PORT/REPO@sha256:...)."""
-        src = str(source)
-        if not src.startswith(("oci:", "oci-archive:", "docker-archive:", "dir:")):
-            src = f"oci:{src}"
-        with tempfile.NamedTemporaryFile(prefix="digest-", dir=self.dir) as f:
-            p = subprocess.run([SKOPEO, "copy", "--quiet", "--preserve-digests", "--dest-tls-verify=false",
-                                "--digestfile", f.name, src, f"docker://{self.host}/{repo}:pushed"],
+    def push(self, source, repo=REPO, timeout=180):
+        """skopeo copy SOURCE (e.g. "oci:/path" or "oci-archive:/path.tar")
+        to REPO here, digests preserved; the manifest digest it landed as."""
+        with tempfile.NamedTemporaryFile(prefix="digest-", dir=self.root) as f:
+            p = subprocess.run(["skopeo", "copy", "--quiet", "--preserve-digests", "--dest-tls-verify=false",
+                                "--digestfile", f.name, source, f"docker://{self.host}/{repo}"],
                                capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
-            assert p.returncode == 0, f"skopeo copy {src}: {p.stderr.decode(errors='replace')[-2000:]}"
-            return self.ref(Path(f.name).read_text().strip(), repo)
+            assert p.returncode == 0, f"skopeo copy {source}: {p.stderr.decode(errors='replace')[-2000:]}"
+            return Path(f.name).read_text().strip()
 
     def ref(self, digest, repo=REPO):
         """How a pod (or docker pull) names the image: by digest, never a tag."""
@@ -96,32 +96,31 @@ class Registry:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self._log.close()
+        if self._own:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+_session = None
 
 
 def start(root=None):
-    """The session's registry (started on first use; its storage ROOT, or
-    AIRLOCK_TEST_REGISTRY_DATA, or a temp directory)."""
-    global _reg
-    from conftest import need
-    need(Path(REGISTRY).exists(), "docker-registry is not installed (scripts/deps.sh installs it)")
-    need(Path(SKOPEO).exists(), "skopeo is not installed (scripts/deps.sh installs it)")
-    if _reg is None or _reg.proc.poll() is not None:
-        _reg = Registry(root)
-    return _reg
+    """A registry: with ROOT, one of its own (the caller stops it); without,
+    the session's, started on first use (stop() ends it)."""
+    global _session
+    if root is not None:
+        return Registry(root)
+    if _session is None or _session.proc.poll() is not None:
+        _session = Registry()
+    return _session
 
 
 def stop():
-    global _reg
-    if _reg is not None:
-        _reg.stop()
-        _reg = None
-
-
-def push(source, repo=REPO):
-    """Push SOURCE to the session's registry; the reference by digest."""
-    return start().push(source, repo)
+    """The session's registry stopped (if it runs)."""
+    global _session
+    if _session is not None:
+        _session.stop()
+        _session = None
 
 
 # ------------------------------------------------------------ a tiny image

@@ -35,7 +35,7 @@ def kube(kube_double, tmp_path_factory):
     """The session's double, and the tiny test image pushed to its registry."""
     oci = tmp_path_factory.mktemp("oci") / "tiny"
     registry_util.tiny_image(oci)
-    kube_double.ref = kube_double.registry.push(oci)
+    kube_double.ref = kube_double.registry.ref(kube_double.registry.push(f"oci:{oci}"))
     kube_double.ns = kube_double.namespace
     yield kube_double
     # every pod this module made is gone, and its containers with it
