@@ -8,6 +8,7 @@ merged log, /out as collect's base64 tar, OOMKilled, DeadlineExceeded, the
 tmpfs size, read-only root, uid 65534, no capabilities. Driven by plain
 HTTP, as the C driver is K-run's; then the faults."""
 import base64
+import http.client
 import io
 import json
 import re
@@ -514,9 +515,9 @@ def test_watch_bookmarks_410_and_faults(kube):
     assert ev["type"] == "ERROR" and ev["object"]["code"] == 410 and ev["object"]["reason"] == "Expired", ev
     assert w.readline() == b""
     w.close()
-    old = kube.stream(f"/api/v1/namespaces/{ns}/pods?watch=1&resourceVersion=101&timeoutSeconds=5")
+    old = kube.stream(f"/api/v1/namespaces/{ns}/pods?watch=1&resourceVersion=1&timeoutSeconds=5")
     ev = json.loads(old.readline())
-    assert ev["type"] == "ERROR" and ev["object"]["message"].startswith("too old resource version: 101"), ev
+    assert ev["type"] == "ERROR" and ev["object"]["message"].startswith("too old resource version: 1 ("), ev
     old.close()
     kube.fault({"watch_410": 1})
     with pytest.raises(urllib.error.HTTPError) as e:
@@ -539,8 +540,12 @@ def test_watch_bookmarks_410_and_faults(kube):
     assert kube.token() != old_token
     assert kube.call("GET", f"/api/v1/namespaces/{ns}/pods", token=old_token)[0] == 401
     assert kube.call("GET", f"/api/v1/namespaces/{ns}/pods")[0] == 200
+    w = kube.stream(f"/api/v1/namespaces/{ns}/pods?watch=1&resourceVersion={rv}&timeoutSeconds=30")
     kube.fault({"unreachable_s": 1})
     time.sleep(0.3)
+    with pytest.raises((OSError, http.client.HTTPException)):   # an open stream breaks too
+        w.read()
+        raise AssertionError("the stream ended cleanly")
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", kube.port), timeout=2).close()
     time.sleep(1.2)

@@ -241,12 +241,31 @@ class Server(ThreadingHTTPServer):
 
     def __init__(self, double, port, ctx):
         self.double, self.ctx = double, ctx
+        self.conns = set()
         super().__init__(("127.0.0.1", port), api.Handler)
 
     def get_request(self):
         conn, addr = self.socket.accept()
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return self.ctx.wrap_socket(conn, server_side=True, do_handshake_on_connect=False), addr
+        conn = self.ctx.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+        with self.double.lock:
+            self.conns.add(conn)
+        return conn, addr
+
+    def shutdown_request(self, request):
+        with self.double.lock:
+            self.conns.discard(request)
+        super().shutdown_request(request)
+
+    def drop_connections(self):
+        """An unreachable server breaks the connections a client keeps too."""
+        with self.double.lock:
+            conns = list(self.conns)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def handle_error(self, request, client_address):
         e = sys.exc_info()[1]
@@ -261,6 +280,7 @@ class Server(ThreadingHTTPServer):
             if time.monotonic() < self.double.down_until:
                 if self.socket.fileno() >= 0:
                     self.socket.close()
+                    self.drop_connections()
                 time.sleep(0.05)
                 continue
             if self.socket.fileno() < 0:
