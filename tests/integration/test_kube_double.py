@@ -355,6 +355,8 @@ echo "in:$(ls -a /airlock/in | tr '\n' ' ')"
 echo "work:$(ls -a /work | tr '\n' ' ')"
 echo "data:$(readlink /airlock/in/..data) $(readlink /airlock/in/main.sh)"
 echo "pids:$(cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max)"
+echo "mem:$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max)"
+echo "cpu:$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cut -d' ' -f1 /sys/fs/cgroup/cpu.max)"
 mkdir -p /out/sub && echo result > /out/sub/r.txt
 exit 3
 """
@@ -379,6 +381,7 @@ def test_contract_pod_runs_end_to_end(kube):
     assert line("data:") == f"data:{stamp[0]} ..data/main.sh"
     assert set(line("work:")[5:].split()) == {".", "..", "main.sh", "data"}, line("work:")
     assert line("pids:") == "pids:1024"
+    assert line("mem:") == f"mem:{64 << 20}" and line("cpu:") == "cpu:50000"   # 64 MiB, 500m of a 100 ms period
     files = out_tar(collect)
     assert files.get("./sub/r.txt") == b"result\n", files.keys()
     assert collect.decode().startswith("airlock-collect-ready\n")
@@ -408,8 +411,13 @@ def test_graceful_delete_runs_collect_trap(kube):
     assert create(kube, "secrets", secret)[0] == 201
     st, _, p = create(kube, "pods", pod)
     assert st == 201
-    watch(kube, name, p["metadata"]["resourceVersion"],
-          lambda ev: "running" in main_state(ev["object"]) if ev["object"].get("status", {}).get("containerStatuses") else False)
+    evs = watch(kube, name, p["metadata"]["resourceVersion"],
+                lambda ev: "running" in main_state(ev["object"])
+                if ev["object"].get("status", {}).get("containerStatuses") else False)
+    # the native sidecar ran before main started
+    assert any("running" in ev["object"]["status"]["initContainerStatuses"][0]["state"] and
+               main_state(ev["object"]).get("waiting", {}).get("reason") == "PodInitializing"
+               for ev in evs if ev["object"].get("status", {}).get("initContainerStatuses")), evs
     rv = kube.call("GET", f"/api/v1/namespaces/{kube.ns}/pods?fieldSelector=metadata.name%3D{name}")[2]["metadata"]["resourceVersion"]
     p = kube.kubectl("get", "pods", "-o", "json")
     assert p.returncode == 0, p.stderr
@@ -510,8 +518,24 @@ def test_watch_bookmarks_410_and_faults(kube):
                     "&fieldSelector=metadata.name%3Dnone&timeoutSeconds=10")
     ev = json.loads(w.readline())
     assert ev["type"] == "BOOKMARK" and int(ev["object"]["metadata"]["resourceVersion"]) >= int(rv), ev
+    # ADDED and DELETED, from a resourceVersion and from 0 (the current state first)
+    name = new_name()
+    sec, _ = objects(kube, name, "true")
+    sw = kube.stream(f"/api/v1/namespaces/{ns}/secrets?watch=1&resourceVersion={rv}"
+                     f"&fieldSelector=metadata.name%3D{name}&timeoutSeconds=5")
+    assert create(kube, "secrets", sec)[0] == 201
+    z = kube.stream(f"/api/v1/namespaces/{ns}/secrets?watch=1&resourceVersion=0"
+                    f"&fieldSelector=metadata.name%3D{name}&timeoutSeconds=1")
+    ev = json.loads(z.readline())
+    assert ev["type"] == "ADDED" and ev["object"]["kind"] == "Secret" and ev["object"]["metadata"]["name"] == name
+    z.close()
+    assert kube.call("DELETE", f"/api/v1/namespaces/{ns}/secrets/{name}")[0] == 200
+    assert [json.loads(x)["type"] for x in sw.read().splitlines()] == ["ADDED", "DELETED"]
+    sw.close()
     kube.fault({"expire_watches": True})
     ev = json.loads(w.readline())
+    while ev["type"] == "BOOKMARK":
+        ev = json.loads(w.readline())
     assert ev["type"] == "ERROR" and ev["object"]["code"] == 410 and ev["object"]["reason"] == "Expired", ev
     assert w.readline() == b""
     w.close()
