@@ -205,9 +205,8 @@ class Double:
 
     def pods_info(self):
         out = []
-        for (res, name), o in sorted(self.store.objects.items()):
-            if res != "pods":
-                continue
+        for o in self.store.list("pods")[0]:
+            name = o["metadata"]["name"]
             run = self.kubelet.get(name)
             out.append({"name": name, "phase": (o.get("status") or {}).get("phase"),
                         "deleting": "deletionTimestamp" in o["metadata"],
