@@ -20,7 +20,6 @@ import urllib.error
 import pytest
 
 import docker_util
-import kube_util
 import registry_util
 
 STAGE = ('n=$1; shift; cd /airlock/in || exit 126; while [ "$n" -gt 0 ]; do cp -R -L -- "$1" /work/ || exit 126; '

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import api  # noqa: E402
 from dockerapi import Docker, DockerError  # noqa: E402
 from kubelet import Kubelet  # noqa: E402
-from store import Store, now_iso  # noqa: E402
+from store import Store  # noqa: E402
 
 VERSION = {"major": "1", "minor": "35", "gitVersion": "v1.35.0-kube-double", "gitCommit": "0" * 40,
            "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24.0", "compiler": "gc",

@@ -2,12 +2,9 @@
 (kube_contract.md), what kubectl needs to read the objects, and the
 /_double control endpoints (faults, what it holds, the requests it saw),
 which are no part of any Kubernetes API."""
-import copy
-import datetime
 import json
 import re
 import ssl
-import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler
@@ -244,7 +241,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, d.with_kind(res, o))
         if name and method == "DELETE":
             return self._delete(res, name)
-        return self._fail(405, "MethodNotAllowed", f"the server does not allow this method on the requested resource")
+        return self._fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
     # ------------------------------------------------------------ verbs
     def _create(self, res):

@@ -284,7 +284,7 @@ def validate_meta(meta, inv, namespace):
         if not QUALIFIED_NAME.match(key) or len(key) > 63:
             inv.invalid("metadata.labels", k, "name part must consist of alphanumeric characters, '-', '_' or '.'")
         if len(v) > 63 or not LABEL_VALUE.match(v):
-            inv.invalid(f"metadata.labels", v, "a valid label must be an empty string or consist of alphanumeric "
+            inv.invalid("metadata.labels", v, "a valid label must be an empty string or consist of alphanumeric "
                         "characters, '-', '_' or '.', and must start and end with an alphanumeric character")
 
 
@@ -352,7 +352,8 @@ def validate_pod(pod, namespace):
         sources = [s for s in VOLUME_SOURCES if s in v]
         if len(sources) != 1:
             inv.add("FieldValueRequired" if not sources else "FieldValueForbidden", p,
-                    "must specify a volume type" if not sources else f"Forbidden: may not specify more than 1 volume type")
+                    "Required value: must specify a volume type" if not sources else
+                    "Forbidden: may not specify more than 1 volume type")
         ed = v.get("emptyDir")
         if isinstance(ed, dict):
             if ed.get("medium") not in (None, "", "Memory", "HugePages"):
