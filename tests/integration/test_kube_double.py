@@ -286,6 +286,11 @@ def test_invalid_objects_and_names(kube):
     bad["spec"]["containers"][0]["volumeMounts"][0]["name"] = "nope"
     st, _, b = create(kube, "pods", bad)
     assert st == 422 and 'spec.containers[0].volumeMounts[0].name: Not found: "nope"' in b["message"], b
+    bad = json.loads(json.dumps(pod))
+    bad["spec"]["volumes"][3]["secret"]["items"][0]["path"] = "..data2"
+    st, _, b = create(kube, "pods", bad)
+    assert st == 422 and b["message"] == (f'Pod "{name}" is invalid: spec.volumes[3].secret.items[0].path: Invalid '
+                                          """value: "..data2": must not start with '..'"""), b
     assert create(kube, "secrets", secret)[0] == 201
     st, _, b = create(kube, "secrets", secret)
     assert st == 409 and b["reason"] == "AlreadyExists" and b["message"] == f'secrets "{name}" already exists', b

@@ -376,8 +376,10 @@ def validate_pod(pod, namespace):
                     inv.required(f"{ip}.path")
                 elif path.startswith("/"):
                     inv.invalid(f"{ip}.path", path, "must be a relative path")
-                elif path.startswith("..") or ".." in path.split("/"):
+                elif ".." in path.split("/"):
                     inv.invalid(f"{ip}.path", path, "must not contain '..'")
+                elif path.startswith(".."):
+                    inv.invalid(f"{ip}.path", path, "must not start with '..'")
         volumes[n] = v
     containers = spec.get("containers") or []
     if not containers:
