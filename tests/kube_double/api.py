@@ -265,6 +265,9 @@ class Handler(BaseHTTPRequestHandler):
         obj.pop("status", None)
         obj.setdefault("metadata", {})
         meta = obj["metadata"]
+        if meta.get("namespace") not in (None, "", d.namespace):
+            return self._fail(400, "BadRequest", "the namespace of the provided object does not match the namespace "
+                              "sent on the request")
         for k in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "selfLink", "generation"):
             meta.pop(k, None)
         validate = {"pods": schema.validate_pod, "secrets": schema.validate_secret,

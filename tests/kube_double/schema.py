@@ -277,8 +277,6 @@ def validate_meta(meta, inv, namespace):
         inv.add("FieldValueRequired", "metadata.name", "Required value: name or generateName is required")
     elif len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
         inv.invalid("metadata.name", name, SUBDOMAIN_MSG if len(name) <= 253 else "must be no more than 253 characters")
-    if meta.get("namespace") not in (None, "", namespace):
-        inv.invalid("metadata.namespace", meta["namespace"], "does not match the namespace of the request")
     for k, v in (meta.get("labels") or {}).items():
         key = k.split("/", 1)[-1]
         if not QUALIFIED_NAME.match(key) or len(key) > 63:
