@@ -661,3 +661,18 @@ def test_kubelet_refusals(kube):
     assert msg.startswith("container has runAsNonRoot and image will run as root"), msg
     delete_pod(kube, name2, grace=0)
     kube.call("DELETE", f"/api/v1/namespaces/{kube.ns}/secrets/{name}")
+
+
+def test_start_error(kube):
+    """A command the image lacks: containerd's StartError, exit code 128, the pod Failed."""
+    name = new_name()
+    secret, pod = objects(kube, name, "true")
+    pod["spec"]["containers"][0]["command"] = ["/bin/nope"]
+    assert create(kube, "secrets", secret)[0] == 201
+    p = create(kube, "pods", pod)[2]
+    final = watch(kube, name, p["metadata"]["resourceVersion"], terminal)[-1]["object"]
+    st = main_state(final)["terminated"]
+    assert final["status"]["phase"] == "Failed" and st["reason"] == "StartError" and st["exitCode"] == 128, st
+    assert "/bin/nope" in st["message"]
+    delete_pod(kube, name, grace=0)
+    kube.call("DELETE", f"/api/v1/namespaces/{kube.ns}/secrets/{name}")
