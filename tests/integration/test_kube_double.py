@@ -427,6 +427,8 @@ def test_graceful_delete_runs_collect_trap(kube):
     assert p.returncode == 0, p.stderr
     got = [i for i in json.loads(p.stdout)["items"] if i["metadata"]["name"] == name]
     assert got and got[0]["status"]["phase"] == "Running", got
+    p = kube.kubectl("describe", "pod", name)
+    assert p.returncode == 0 and b"SeccompProfile:   RuntimeDefault" in p.stdout, p.stderr
     # the driver's log streams, open across the deletion
     main = kube.stream(f"/api/v1/namespaces/{kube.ns}/pods/{name}/log?container=main&follow=true")
     collect = kube.stream(f"/api/v1/namespaces/{kube.ns}/pods/{name}/log?container=collect&follow=true")

@@ -210,6 +210,11 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, d.discovery[path])
         if method == "GET" and path in ("/healthz", "/livez", "/readyz"):
             return self._send(200, b"ok")
+        if method == "GET" and re.fullmatch(r"/api/v1/namespaces/[^/]+/events|/apis/events\.k8s\.io/v1/namespaces/[^/]+/events",
+                                            path):
+            # no events are recorded (kubectl describe asks for them)
+            return self._send(200, {"kind": "EventList", "apiVersion": "v1", "metadata": {"resourceVersion": str(d.store.rv)},
+                                    "items": []})
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)", path)
         if m and method == "GET":
             if m.group(1) != d.namespace:
