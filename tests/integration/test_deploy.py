@@ -188,8 +188,14 @@ def test_helm_test_runs_the_smoke_test(rendered):
     pod = one(rendered["kubernetes-gvisor"], "Pod")
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
     [c] = pod["spec"]["containers"]
+    # the runs' image by the digest the export printed
+    box = "sha256:19218219f8ab9c982459686f8a8784a8f60dc61c2f799ad1b752f4e023fb8595"
     assert c["command"] + c["args"] == ["airlock", "smoke", "--driver", "kubernetes", "--namespace", SANDBOX_NS,
-                                        "--registry", "registry.example.com/airlock", "--runtime-class", "gvisor"]
+                                        "--image-ref", f"registry.example.com/airlock/airlock-box@{box}",
+                                        "--runtime-class", "gvisor"]
+    # without it, from the server image's own images directory, as the server resolves it
+    [c] = one(rendered["kubernetes"], "Pod")["spec"]["containers"]
+    assert c["args"][5:] == ["--registry", "registry.example.com/airlock"]
     assert c["image"].endswith("@" + DIGEST) and c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert pod["spec"]["serviceAccountName"] == "airlock" and pod["spec"]["restartPolicy"] == "Never"
 
@@ -221,6 +227,7 @@ def test_helm_and_kustomize_render_the_same_sandbox(rendered):
     (["--set", "kubernetes.registry="], "driver kubernetes needs kubernetes.registry"),
     (["--set", "kubernetes.runtimeClass.create=true"], "kubernetes.runtimeClass.create needs kubernetes.runtimeClass.name"),
     (["--set", "kubernetes.seccomp=unconfined"], "kubernetes.seccomp is runtime-default or localhost:PATH"),
+    (["--set", "kubernetes.boxDigest=latest"], 'kubernetes.boxDigest ("latest") is not'),
 ])
 def test_the_chart_refuses(args, message):
     p = helm_template("-f", example("kubernetes"), *args, check=False)
