@@ -42,13 +42,6 @@ def registry():
     r.stop()
 
 
-@pytest.fixture(scope="module")
-def dockerd():
-    docker_util.start()
-    yield
-    docker_util.stop()
-
-
 def test_default_image_pushed_pulled_by_digest_and_run(tmp_path, registry, dockerd):
     entry = image_util.ensure_default_image()
     state = image_util.CACHE
