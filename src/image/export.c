@@ -458,20 +458,19 @@ int al_image_export(const char *image_dir, const char *out, al_export_format for
         return al_err(err, "export", errno, "create %s: %m", tmp);
     chmod(tmp, 0755);
     int r = export_layout(image_dir, tmp, res, err);
-    if (r == 0 && format == AL_EXPORT_OCI && rename(tmp, out) < 0)
-        r = al_err(err, "export", errno, "rename to %s: %m", out);
-    if (r == 0 && format == AL_EXPORT_OCI_ARCHIVE) {
-        char tar[PATH_MAX + 8];
-        snprintf(tar, sizeof tar, "%s.tar", tmp);
+    char tar[PATH_MAX + 8];
+    snprintf(tar, sizeof tar, "%s.tar", tmp);
+    if (r == 0 && format == AL_EXPORT_OCI_ARCHIVE)
         r = archive_layout(tmp, tar, err);
-        if (r == 0 && rename(tar, out) < 0)
-            r = al_err(err, "export", errno, "rename to %s: %m", out);
-        if (r < 0)
-            unlink(tar);
-        al_rm_tree(AT_FDCWD, tmp);
-    } else if (r < 0)
-        al_rm_tree(AT_FDCWD, tmp);
+    /* the record before the rename: a failure to write it leaves no output
+     * either (the digest is the image's wherever the output goes) */
     if (r == 0)
         r = record(image_dir, res, err);
+    if (r == 0 && rename(format == AL_EXPORT_OCI ? tmp : tar, out) < 0)
+        r = al_err(err, "export", errno, "rename to %s: %m", out);
+    if (format == AL_EXPORT_OCI_ARCHIVE || r < 0)
+        al_rm_tree(AT_FDCWD, tmp);
+    if (format == AL_EXPORT_OCI_ARCHIVE && r < 0)
+        unlink(tar);
     return r;
 }
