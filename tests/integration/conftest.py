@@ -171,6 +171,8 @@ MODULES = {
     "test_deploy.py": ("asan",),                             # helm and kustomize, rendered and validated (no cluster)
     "test_docker.py": ("asan", "serial"),                    # the test dockerd
     "test_docker_pool.py": ("asan", "serial"),               # the test dockerd
+    # the Kubernetes API double itself (issue 37); it moves to ("kubernetes", "serial") when K-run adds that pass
+    "test_kube_double.py": ("asan", "serial"),               # the test dockerd, a registry, kubectl
     "test_e2b_control.py": ("asan", "postgresql"),           # the E2B SDK: control plane, files
     "test_console.py": ("asan",),                            # the web console: its files, and Chromium driving it (issue 36)
     "test_battery_p_e2b.py": ("asan", "postgresql"),       # the E2B API as an attacker uses it
