@@ -222,12 +222,15 @@ def test_helm_and_kustomize_render_the_same_sandbox(rendered):
     (["--set", "image.digest=sha256:abc"], 'image.digest ("sha256:abc") is not'),
     (["--set", "image.repository=registry.example.com/airlock/airlock:1.0"], "holds a tag or a digest"),
     (["--set", "driver=native"], "driver native is refused by this chart"),
-    (["--set", "driver=lxc"], 'driver ("lxc") is one of kubernetes, docker, native, disabled'),
+    (["--set", "driver=lxc"], "at '/driver': value must be one of 'kubernetes', 'docker', 'native', 'disabled'"),
     (["--set", "store.postgresql.existingSecret="], "replicaCount > 1 needs one PostgreSQL store"),
     (["--set", "kubernetes.registry="], "driver kubernetes needs kubernetes.registry"),
     (["--set", "kubernetes.runtimeClass.create=true"], "kubernetes.runtimeClass.create needs kubernetes.runtimeClass.name"),
     (["--set", "kubernetes.seccomp=unconfined"], "kubernetes.seccomp is runtime-default or localhost:PATH"),
     (["--set", "kubernetes.boxDigest=latest"], 'kubernetes.boxDigest ("latest") is not'),
+    # values.schema.json: a misspelt key is an error, not a silent default
+    (["--set", "kubernetes.namspace=other"], "additional properties 'namspace' not allowed"),
+    (["--set", "replicaCount=0"], "at '/replicaCount': minimum"),
 ])
 def test_the_chart_refuses(args, message):
     p = helm_template("-f", example("kubernetes"), *args, check=False)
