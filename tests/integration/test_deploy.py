@@ -18,9 +18,7 @@ import yaml
 
 import node_util
 from conftest import ROOT, need
-
-HELM = Path("/opt/airlock/tools/helm/helm")
-KUBECTL = Path("/opt/airlock/tools/kubectl/kubectl")
+from kube_util import HELM, KUBECTL   # the real tools, where scripts/deps.sh unpacks them
 CHART = ROOT / "deploy" / "helm" / "airlock"
 EXAMPLES = sorted((CHART / "examples").glob("values-*.yaml"))
 KUSTOMIZE = {"base": ROOT / "deploy" / "kubernetes" / "base",
@@ -30,7 +28,7 @@ DIGEST = "sha256:4c8d1f8a1e2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c
 
 
 def tools():
-    need(HELM.exists() and KUBECTL.exists(), f"helm and kubectl in /opt/airlock/tools (scripts/deps.sh unpacks them)")
+    need(HELM.exists() and KUBECTL.exists(), f"helm at {HELM} and kubectl at {KUBECTL} (scripts/deps.sh unpacks them)")
 
 
 def run(*args, check=True):
