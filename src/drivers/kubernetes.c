@@ -10,7 +10,9 @@
 #include <limits.h>
 #include <pthread.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/random.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../image/image.h"
@@ -191,6 +193,63 @@ static int image_ref(const char *image_dir, char *ret, size_t n, al_error *err) 
     return r;
 }
 
+/* The runs whose helpers live, by the helper's pid: when a helper dies
+ * without its own cleanup (SIGKILL, the OOM killer, a crash), the service
+ * deletes its pod and Secret at once, rather than leaving them to the
+ * pod's activeDeadlineSeconds (which kills, never deletes) and the next
+ * start's sweep (a Secret of the tenant's code and inputs, kept until a
+ * restart). */
+typedef struct live_run {
+    struct live_run *next;
+    pid_t pid;
+    char name[AL_KUBE_NAME_MAX];
+} live_run;
+
+static live_run *live;
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void live_add(pid_t pid, const char *name) {
+    live_run *l = calloc(1, sizeof *l);
+    if (!l)
+        return;
+    l->pid = pid;
+    snprintf(l->name, sizeof l->name, "%s", name);
+    pthread_mutex_lock(&live_mu);
+    l->next = live;
+    live = l;
+    pthread_mutex_unlock(&live_mu);
+}
+
+/* PID's run's name into NAME (and forgotten): whether it had one */
+static bool live_take(pid_t pid, char name[AL_KUBE_NAME_MAX]) {
+    bool found = false;
+    pthread_mutex_lock(&live_mu);
+    for (live_run **p = &live; *p; p = &(*p)->next)
+        if ((*p)->pid == pid) {
+            live_run *l = *p;
+            *p = l->next;
+            snprintf(name, AL_KUBE_NAME_MAX, "%s", l->name);
+            free(l);
+            found = true;
+            break;
+        }
+    pthread_mutex_unlock(&live_mu);
+    return found;
+}
+
+static int kube_wait(al_driver_run *r) {
+    pid_t pid = r->pid;
+    int st = al_driver_helper_wait(r);
+    char name[AL_KUBE_NAME_MAX];
+    /* a helper that exited ran its own cleanup (run.c deletes on every
+     * path); one a signal ended did not */
+    if (pid > 0 && live_take(pid, name) && WIFSIGNALED(st) && conf.loaded) {
+        al_error e = { 0 };
+        al_kube_delete_run(&conf.cluster, name, &e);
+    }
+    return st;
+}
+
 static int kube_start(const char *self_exe, const al_job *job, al_driver_run *ret, al_error *err) {
     if (!conf.set)
         return al_err(err, "driver", EINVAL, "driver = kubernetes is not configured");
@@ -234,7 +293,10 @@ static int kube_start(const char *self_exe, const al_job *job, al_driver_run *re
     char copy[PATH_MAX], exe[PATH_MAX + 32];
     snprintf(copy, sizeof copy, "%s", self_exe);
     snprintf(exe, sizeof exe, "%s/airlock-server", dirname(copy));
-    return al_driver_helper_start(exe, &j, NULL, 0, ret, err);
+    int r2 = al_driver_helper_start(exe, &j, NULL, 0, ret, err);
+    if (r2 == 0 && ret->pid > 0)
+        live_add(ret->pid, name);
+    return r2;
 }
 
 /* Once per start: the pods and Secrets a dead service of this node left
@@ -305,7 +367,7 @@ const al_driver_ops al_driver_kubernetes = {
     .probe = kube_probe,
     .start = kube_start,
     .cancel = al_driver_helper_cancel,
-    .wait = al_driver_helper_wait,
+    .wait = kube_wait,
     .sweep = kube_sweep,
     .needs_image = true,
     .net_mode_held = kube_net_held,

@@ -89,6 +89,12 @@ int al_kube_run(const al_kube_opts *o, const al_box_config *cfg, al_box_result *
  * not INSTANCE (a dead service's): how many, or -errno with why in ERR. */
 int al_kube_sweep(const al_kube_cluster *c, const char *node, const char *instance, al_error *err);
 
+/* Delete the pod and the Secret of the run NAME ("airlock-<hex>"), grace 0,
+ * whatever state they are in (gone already is fine): what the service does
+ * when the helper that owned them died without deleting them. 0, or -errno
+ * with why in ERR. */
+int al_kube_delete_run(const al_kube_cluster *c, const char *name, al_error *err);
+
 /* What the driver can say of its controls (the pod's spec is sent; the
  * cluster's enforcement is confirmed only by the smoke test). */
 void al_kube_controls(const al_kube_opts *o, bool network_confirmed, al_controls *c);

@@ -66,3 +66,30 @@ int al_kube_sweep(const al_kube_cluster *c, const char *node, const char *instan
     int b = sweep_kind(c, "secrets", node, instance, err);
     return b < 0 ? b : a + b;
 }
+
+int al_kube_delete_run(const al_kube_cluster *c, const char *name, al_error *err) {
+    size_t n = name ? strlen(name) : 0;
+    if (n < 9 || n >= AL_KUBE_NAME_MAX || strncmp(name, "airlock-", 8) != 0 ||
+        strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != n)
+        return al_err(err, "cleanup", EINVAL, "not a run's name");
+    json_t *body = json_pack("{s:s, s:s, s:i, s:s}", "kind", "DeleteOptions", "apiVersion", "v1",
+                             "gracePeriodSeconds", 0, "propagationPolicy", "Background");
+    int r = 0;
+    /* the pod first: its containers stop reading the Secret's volume */
+    static const char *const kinds[] = { "pods", "secrets" };
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+        char p[512];
+        snprintf(p, sizeof p, "/api/v1/namespaces/%s/%s/%s", c->namespace_, kinds[i], name);
+        long code = 0;
+        json_t *doc = NULL;
+        al_error e = { 0 };
+        int k = al_kube_call(c, "DELETE", p, body, 15000, &code, &doc, &e);
+        if (k < 0)
+            r = al_err(err, "cleanup", -k, "delete %s %s: %s", kinds[i], name, e.msg);
+        else if (code != 200 && code != 202 && code != 404)
+            r = al_err(err, "cleanup", EIO, "delete %s %s: %ld", kinds[i], name, code);
+        json_decref(doc);
+    }
+    json_decref(body);
+    return r;
+}
