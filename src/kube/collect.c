@@ -15,7 +15,7 @@
 #include "../box/untar.h"
 #include "kube_int.h"
 
-int al_kube_collect(const al_box_config *cfg, int tarfd, bool cut, al_box_result *res, al_error *err) {
+int al_kube_collect(const al_box_config *cfg, int tarfd, const char *cut_why, al_box_result *res, al_error *err) {
     if (cfg->out_dirfd < 0)
         return 0;
     const al_box_limits *l = &cfg->limits;
@@ -37,8 +37,8 @@ int al_kube_collect(const al_box_config *cfg, int tarfd, bool cut, al_box_result
         r = al_err(err, "collect", errno, "open %s: %m", dir);
         goto out;
     }
-    if (cut)
-        al_collect_add_skip(res, ".", "/out's tar exceeded its bound: the rest of /out was not examined");
+    if (cut_why)
+        al_collect_add_skip(res, ".", cut_why);
     if (lseek(tarfd, 0, SEEK_SET) < 0) {
         r = al_err(err, "collect", errno, "lseek: %m");
         goto out;

@@ -103,6 +103,8 @@ int al_kube_out_feed(al_kube_out *o, const char *buf, size_t len);
 /* ---- collect.c ---- */
 
 /* The tar at TARFD (from its start) unpacked and collected into
- * CFG->out_dirfd by the native box's rules; CUT: the stream was cut at its
- * bound (a skip says so). 0, or -errno with why in ERR. */
-int al_kube_collect(const al_box_config *cfg, int tarfd, bool cut, al_box_result *res, al_error *err);
+ * CFG->out_dirfd by the native box's rules; CUT_WHY: NULL, or why the
+ * stream was cut short (at its bound, or the sidecar's tar ended before its
+ * end line): a skip says so, and the file the cut fell in is skipped too.
+ * 0, or -errno with why in ERR. */
+int al_kube_collect(const al_box_config *cfg, int tarfd, const char *cut_why, al_box_result *res, al_error *err);

@@ -156,14 +156,24 @@ static int line(al_kube_out *o, const char *s, size_t n) {
 }
 
 int al_kube_out_feed(al_kube_out *o, const char *buf, size_t len) {
-    while (len && o->state != AL_KOUT_DONE && o->state != AL_KOUT_FAILED) {
+    /* past the bound nothing more is read: the tar is cut there (a sparse
+     * file makes the sidecar's stream as long as the file's apparent size,
+     * which costs the script nothing) */
+    while (len && o->state != AL_KOUT_DONE && o->state != AL_KOUT_FAILED && !o->over) {
         const char *nl = memchr(buf, '\n', len);
         size_t take = nl ? (size_t)(nl - buf) : len;
-        if (o->len + take > sizeof o->line) {
-            /* longer than any marker or base64 line: not ours */
+        if (o->long_line) {
+            /* the rest of a line already judged */
+        } else if (o->len + take > sizeof o->line) {
+            /* longer than any marker or base64 line: tar's message about
+             * a long name of the script's (kept cut), else not ours */
             if (o->state == AL_KOUT_IN) {
-                fail(o, "/out's stream holds a line too long to be base64");
-                return 0;
+                memcpy(o->line + o->len, buf, sizeof o->line - o->len);
+                if (memcmp(o->line, "tar: ", 5) != 0) {
+                    fail(o, "/out's stream holds a line too long to be base64");
+                    return 0;
+                }
+                line(o, o->line, sizeof o->tar_msgs[0] - 1);
             }
             o->long_line = true;
             o->len = 0;

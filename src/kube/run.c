@@ -312,9 +312,13 @@ static int main_sink(krun *k, const char *buf, size_t len) {
 
 static int collect_sink(krun *k, const char *buf, size_t len) {
     int r = al_kube_out_feed(&k->out, buf, len);
-    if (r < 0)
+    if (r < 0) {
+        /* ours (the memfd), not the script's: an error, never a cut */
+        k->out.state = AL_KOUT_FAILED;
+        snprintf(k->out.why, sizeof k->out.why, "writing /out's tar: %s", strerror(-r));
         return 1;
-    return k->out.state == AL_KOUT_DONE || k->out.state == AL_KOUT_FAILED;
+    }
+    return k->out.state == AL_KOUT_DONE || k->out.state == AL_KOUT_FAILED || k->out.over;
 }
 
 static bool waiting_to_start(long code, const char *msg) {
@@ -529,10 +533,20 @@ static int collect_out(krun *k, al_error *err) {
         return 0;
     if (k->out.state == AL_KOUT_FAILED)
         return al_err(err, "collect", EIO, "%s", k->out.why);
-    if (k->out.state != AL_KOUT_DONE)
-        return al_err(err, "collect", EIO, "the collect sidecar's log ended without its end line (%s)",
-                      k->out.state == AL_KOUT_BEFORE ? "no tar began" : "the tar was cut");
-    r = al_kube_collect(k->cfg, fd, k->out.over, k->res, err);
+    if (k->out.state == AL_KOUT_BEFORE)
+        return al_err(err, "collect", EIO, "the collect sidecar's log ended without its end line (no tar began)");
+    /* A tar that began and was cut (at its bound, or before its end line:
+     * the kubelet gives the sidecar the pod's 2 s grace once main has
+     * ended, then SIGKILL) is the script's /out being too big or too slow
+     * to read (a sparse file is both, at no cost to the script): the run's
+     * own outcome, its /out cut and said so, never airlock's error (which
+     * is refunded). */
+    const char *cut = k->out.over ? "/out's tar exceeded its bound: the rest of /out was not examined"
+                    : k->out.state != AL_KOUT_DONE
+                        ? "the collect sidecar's tar was cut before its end (it did not finish within the pod's "
+                          "grace after main ended): the rest of /out was not examined"
+                        : NULL;
+    r = al_kube_collect(k->cfg, fd, cut, k->res, err);
     /* (COLLECT's end line carries base64's status, not tar's: tar's own
      * messages are what says it left something out) */
     if (r == 0 && (k->out.tar_status != 0 || k->out.n_tar_msgs))
