@@ -114,3 +114,28 @@ def test_unreadable_long_name_is_a_skip_not_airlocks_error(kube, tmp_path):
         else:
             assert not any("tar" in s or "unreadable" in s for s in skips), doc
     assert_clean(kube)
+
+
+def test_watches_that_end_at_once_are_not_hammered(kube):
+    """A server (or a proxy before it) that ends every watch at once,
+    empty: the driver watches again, but not in a tight loop of TLS
+    handshakes against the API server for as long as the pod runs. The
+    control: the fault is live (the double saw watches in its window) and
+    the run still ends as it would have."""
+    import threading
+    from test_kube_driver import requests_now
+    box = {}
+    seen = len(requests_now(kube))
+    # (before the pod starts, the driver watches for main's start)
+    kube.fault({"watch_close_s": 4})
+    t0 = time.monotonic()
+    th = threading.Thread(target=lambda: box.update(zip(("st", "doc", "err"), kube_run(
+        "print('done')"))))
+    th.start()
+    time.sleep(4)
+    window = [r for r in requests_now(kube)[seen:] if (r.get("query") or {}).get("watch")]
+    th.join(120)
+    assert box["doc"]["reason"] == "exited" and box["doc"]["stdout"] == "done\n", box
+    assert window, "no watch in the fault's window: the control did not run"
+    assert len(window) <= 4 / 0.2 + 5, f"{len(window)} watches in {time.monotonic() - t0:.1f} s"
+    assert_clean(kube)

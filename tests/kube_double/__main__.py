@@ -116,6 +116,9 @@ class Double:
         self.n500 = 0
         self.n410 = 0
         self.down_until = 0.0
+        # a hostile or broken server (K-attack's): until then, every watch
+        # answers 200 and ends at once, no event in it
+        self.watch_close_until = 0.0
         self.stopping = False
         self.token = secrets.token_hex(24)
         self.token_file = self.state / "token"
@@ -143,6 +146,9 @@ class Double:
                 return True
             return False
 
+    def watch_closes(self):
+        return time.monotonic() < self.watch_close_until
+
     def take_watch_410(self):
         with self.lock:
             if self.n410 > 0:
@@ -152,7 +158,7 @@ class Double:
 
     def fault(self, f):
         known = {"unreachable_s", "status_500", "end_watches", "expire_watches", "watch_410", "delete_pod",
-                 "rotate_token", "unschedulable"}
+                 "rotate_token", "unschedulable", "watch_close_s"}
         bad = set(f) - known
         if bad:
             raise KeyError(f"unknown fault {sorted(bad)}; known: {sorted(known)}")
@@ -161,6 +167,8 @@ class Double:
                 self.down_until = time.monotonic() + float(f["unreachable_s"])
             if "status_500" in f:
                 self.n500 = int(f["status_500"])
+            if "watch_close_s" in f:
+                self.watch_close_until = time.monotonic() + float(f["watch_close_s"])
             if "watch_410" in f:
                 self.n410 = int(f["watch_410"])
             if "unschedulable" in f:

@@ -357,6 +357,11 @@ class Handler(BaseHTTPRequestHandler):
             return self._fail(400, "BadRequest", str(e))
         if d.take_watch_410():
             return self._fail(410, "Expired", f"too old resource version: {rv} ({store.rv})")
+        if d.watch_closes():
+            # the watch_close_s fault: a server (or a proxy before it) that
+            # ends each watch at once, empty
+            self._start_stream("application/json")
+            return self._end_stream()
         timeout = min(int(self.q.get("timeoutSeconds") or 1800), 3600)
         bookmarks = self.q.get("allowWatchBookmarks") in ("true", "1")
         kind, gv = RESOURCES[res][0], RESOURCES[res][1]
