@@ -141,11 +141,13 @@ typedef struct wctx {
     krun *k;
     enough_fn enough;
     bool expired, deleted;
+    unsigned events;                    /* events this watch delivered */
 } wctx;
 
 static int on_event(al_kube_event ev, const al_kube_pod_state *st, void *ud) {
     wctx *c = ud;
     krun *k = c->k;
+    c->events++;
     char rv[sizeof k->st.rv];
     snprintf(rv, sizeof rv, "%s", st->rv);
     switch (ev) {
@@ -240,6 +242,7 @@ static int watch_until(krun *k, enough_fn enough, al_error *err) {
         long code = 0;
         json_t *status = NULL;
         al_error e = { 0 };
+        uint64_t began = al_now_ms();
         int r = al_kube_stream(k->o->cluster, path, &ops, &code, &status, &e);
         const char *msg = r < 0 ? e.msg : status_message(status);
         char why[320];
@@ -267,7 +270,12 @@ static int watch_until(krun *k, enough_fn enough, al_error *err) {
             if (transient(k, "watch the pod", "a line that is not an event", err) < 0)
                 return -EIO;
         }
-        /* a watch that ended (its timeout, or the server's): watch again */
+        /* a watch that ended (its timeout, or the server's): watch again,
+         * but one that ended at once and empty (a broken server, or a proxy
+         * in between that cuts every watch) not in a tight loop of
+         * handshakes against the API server */
+        if (!c.events && al_now_ms() - began < 1000)
+            pause_ms(k, RETRY_SLEEP_MS);
     }
 }
 
