@@ -139,3 +139,28 @@ def test_watches_that_end_at_once_are_not_hammered(kube):
     assert window, "no watch in the fault's window: the control did not run"
     assert len(window) <= 4 / 0.2 + 5, f"{len(window)} watches in {time.monotonic() - t0:.1f} s"
     assert_clean(kube)
+
+
+def test_service_killed_mid_run_its_helper_deletes_the_pod(kube, tmp_path):
+    """kill -9 of the service (not its helper) while a pod runs: the helper
+    sees its job's pipe end and deletes the pod and the Secret itself, at
+    once, not at the pod's deadline nor at the next start. The control: the
+    pod was running when the service died."""
+    svc = kube_service(tmp_path / "svc")
+    svc.start()
+    svc.post_run("import time; time.sleep(120)")
+    name = wait_pod(kube)
+    time.sleep(1)
+    helpers = svc.helpers()
+    assert helpers, "no helper"
+    svc.kill9()
+    pods, _ = held(kube)
+    assert name in [p.get("metadata", p).get("name") for p in pods], pods
+    try:
+        assert_clean(kube, within=20)
+    finally:
+        for pid in helpers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
