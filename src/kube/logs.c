@@ -116,9 +116,9 @@ static int line(al_kube_out *o, const char *s, size_t n) {
             o->state = AL_KOUT_IN;
         return 0;
     }
-    if (o->state != AL_KOUT_IN)
+    if (o->state != AL_KOUT_IN && o->state != AL_KOUT_DONE)
         return 0;
-    if (n >= sizeof end - 1 && memcmp(s, end, sizeof end - 1) == 0) {
+    if (o->state == AL_KOUT_IN && n >= sizeof end - 1 && memcmp(s, end, sizeof end - 1) == 0) {
         /* tar's status: 0, or it could not read all of /out (a file the
          * script made unreadable: its message says which), which is the
          * run's outcome, never airlock's error: what it did write is /out */
@@ -135,6 +135,8 @@ static int line(al_kube_out *o, const char *s, size_t n) {
         return 0;
     }
     if (n >= 5 && memcmp(s, "tar: ", 5) == 0) {
+        /* (after the end line too: tar's stderr and the echo's stdout are
+         * two pipes, which the runtime merges in the order it reads them) */
         /* tar's stderr, merged into the log by the API server */
         if (o->n_tar_msgs < (int)(sizeof o->tar_msgs / sizeof *o->tar_msgs)) {
             size_t k = n < sizeof o->tar_msgs[0] ? n : sizeof o->tar_msgs[0] - 1;
@@ -143,7 +145,7 @@ static int line(al_kube_out *o, const char *s, size_t n) {
         }
         return 0;
     }
-    if (o->over)
+    if (o->over || o->state == AL_KOUT_DONE)
         return 0;
     if (o->seen + n > o->max) {
         /* the tar is cut here: what was decoded is unpacked, and its last
@@ -159,7 +161,7 @@ int al_kube_out_feed(al_kube_out *o, const char *buf, size_t len) {
     /* past the bound nothing more is read: the tar is cut there (a sparse
      * file makes the sidecar's stream as long as the file's apparent size,
      * which costs the script nothing) */
-    while (len && o->state != AL_KOUT_DONE && o->state != AL_KOUT_FAILED && !o->over) {
+    while (len && o->state != AL_KOUT_FAILED && !o->over) {
         const char *nl = memchr(buf, '\n', len);
         size_t take = nl ? (size_t)(nl - buf) : len;
         if (o->long_line) {
@@ -167,13 +169,15 @@ int al_kube_out_feed(al_kube_out *o, const char *buf, size_t len) {
         } else if (o->len + take > sizeof o->line) {
             /* longer than any marker or base64 line: tar's message about
              * a long name of the script's (kept cut), else not ours */
-            if (o->state == AL_KOUT_IN) {
+            if (o->state == AL_KOUT_IN || o->state == AL_KOUT_DONE) {
                 memcpy(o->line + o->len, buf, sizeof o->line - o->len);
-                if (memcmp(o->line, "tar: ", 5) != 0) {
+                bool tar = memcmp(o->line, "tar: ", 5) == 0;
+                if (!tar && o->state == AL_KOUT_IN) {
                     fail(o, "/out's stream holds a line too long to be base64");
                     return 0;
                 }
-                line(o, o->line, sizeof o->tar_msgs[0] - 1);
+                if (tar)
+                    line(o, o->line, sizeof o->tar_msgs[0] - 1);
             }
             o->long_line = true;
             o->len = 0;

@@ -326,7 +326,9 @@ static int collect_sink(krun *k, const char *buf, size_t len) {
         snprintf(k->out.why, sizeof k->out.why, "writing /out's tar: %s", strerror(-r));
         return 1;
     }
-    return k->out.state == AL_KOUT_DONE || k->out.state == AL_KOUT_FAILED || k->out.over;
+    /* (after the end line the log is read to its end, which comes as the
+     * sidecar exits: tar's messages may come after it) */
+    return k->out.state == AL_KOUT_FAILED || k->out.over;
 }
 
 static bool waiting_to_start(long code, const char *msg) {
