@@ -229,6 +229,9 @@ def test_helm_and_kustomize_render_the_same_sandbox(rendered):
     # values.schema.json: a misspelt key is an error, not a silent default
     (["--set", "kubernetes.namspace=other"], "additional properties 'namspace' not allowed"),
     (["--set", "replicaCount=0"], "at '/replicaCount': minimum"),
+    # what the server would refuse at start is refused at install, not left to a crash loop
+    (["--set", "kubernetes.pool=2"], "at '/kubernetes/pool': maximum: got 2, want 0"),
+    (["--set", "kubernetes.scheduleTimeoutS=99999"], "at '/kubernetes/scheduleTimeoutS': maximum"),
 ])
 def test_the_chart_refuses(args, message):
     p = helm_template("-f", example("kubernetes"), *args, check=False)
