@@ -375,8 +375,9 @@ static const char *sa_dir(void) {
 static int in_cluster(const char *ns, al_kube_cluster *c, al_error *err) {
     const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
     if (!host || !*host || !port || !*port)
-        return al_err(err, "kubeconfig", ENOENT, "no kubeconfig given (kubeconfig = PATH, --kubeconfig, "
-                      "AIRLOCK_KUBECONFIG or KUBECONFIG), and not in a pod (KUBERNETES_SERVICE_HOST is unset)");
+        return al_err(err, "kubeconfig", ENOENT, "no kubeconfig given (airlock serve: kubeconfig = PATH, "
+                      "--kubeconfig or AIRLOCK_KUBECONFIG; airlock run and smoke: --kubeconfig, AIRLOCK_KUBECONFIG "
+                      "or KUBECONFIG), and not in a pod (KUBERNETES_SERVICE_HOST is unset)");
     char url[AL_KUBE_URL_MAX];
     snprintf(url, sizeof url, strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s", host, port);
     int r = set_server(c, url, err);
