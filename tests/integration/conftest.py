@@ -234,6 +234,7 @@ MODULES = {
     "test_service_ops.py": ("asan", "postgresql", "serial"),  # kill -9 and recovery; counts boxes
     "test_service_runs.py": ("asan", "postgresql", "docker", "runsc", "warm", "kubernetes"),
     "test_kube_driver.py": ("kubernetes",),                  # the API double on the test dockerd
+    "test_kube_docs.py": ("kubernetes",),                    # docs/operations.md's steps against the double
     "test_kube_smoke.py": ("kubernetes",),                   # the NetworkPolicy smoke test against the double
     "test_service_sched.py": ("asan", "postgresql", "warm", "serial"),   # caps and the queue, timed
     "test_service_tenants.py": ("asan", "postgresql"),
