@@ -245,3 +245,27 @@ def test_disabled_and_a_single_replica_on_sqlite_render():
     dep = one(objs, "Deployment")
     assert "env" not in dep["spec"]["template"]["spec"]["containers"][0]
     assert not [o for o in objs if o["kind"] in ("Namespace", "Role", "NetworkPolicy", "Pod")]
+
+
+def test_the_docs_own_kustomize_overlay(tmp_path):
+    """docs/kubernetes.md's overlay, read from the page and run as a
+    stranger would (beside a checkout): the server image and the registry
+    are the overlay's, not the base's placeholders (an `images:` entry named
+    `airlock` would leave the example digest, silently)."""
+    import re
+    text = (ROOT / "docs" / "kubernetes.md").read_text()
+    block = re.search(r"```sh\n(mkdir my-airlock && cd my-airlock\n.*?)```", text, re.S)
+    assert block, "docs/kubernetes.md: the overlay's ```sh block is gone"
+    (tmp_path / "deploy").symlink_to(ROOT / "deploy")
+    # (its kubectl lines are the test's own below: there is no cluster to apply to)
+    script = "".join(ln for ln in block.group(1).splitlines(keepends=True) if not ln.startswith("kubectl "))
+    p = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=tmp_path, capture_output=True, timeout=30)
+    assert p.returncode == 0, p.stderr.decode()
+    tools()
+    objs = docs(run(KUBECTL, "kustomize", tmp_path / "my-airlock").stdout)
+    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    assert [c["image"] for c in pod["containers"]] == ["registry.corp.example/airlock/airlock@sha256:" + "0" * 64]
+    conf = one(objs, "ConfigMap")["data"]["airlock.conf"]
+    assert "kubernetes_registry = registry.corp.example/airlock\n" in conf, conf
+    assert "kubernetes_runtime_class = gvisor\n" in conf, conf
+    assert any(o["kind"] == "RuntimeClass" for o in objs)
