@@ -459,8 +459,11 @@ int cli_run(int argc, char **argv) {
         char images[PATH_MAX], dir[PATH_MAX], digest[65];
         al_error ierr = { 0 };
         cli_images_dir(images, sizeof images);
-        if (al_image_resolve(images, o->image, dir, sizeof dir, digest, &ierr) < 0) {
-            fprintf(stderr, "airlock run: --image %s: %s\n", o->image, ierr.msg);
+        int r = al_image_resolve(images, o->image, dir, sizeof dir, digest, &ierr);
+        if (r < 0) {
+            fprintf(stderr, "airlock run: --image %s: %s%s\n", o->image, ierr.msg,
+                    r == -ENOENT ? " (`airlock image build` makes the default image there; AIRLOCK_IMAGES=DIR in the "
+                                   "environment names another directory)" : "");
             return EXIT_AIRLOCK;
         }
         al_image_runtime_init(&ir, dir, digest);

@@ -147,7 +147,7 @@ int cli_run_kube(const cli_kube_args *k, const al_box_config *cfg, al_box_result
     al_kube_cluster cluster = { 0 };
     al_error err = { 0 };
     if (al_kube_cluster_load(first[0] ? first : NULL, k->namespace_, &cluster, &err) < 0) {
-        fprintf(stderr, "airlock run: %s%s%s\n", first[0] ? "kubeconfig " : "", first[0] ? first : "", err.msg);
+        fprintf(stderr, "airlock run: kubeconfig %s: %s\n", first[0] ? first : "(in-cluster)", err.msg);
         al_kube_cluster_free(&cluster);
         return EXIT_AIRLOCK;
     }

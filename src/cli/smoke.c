@@ -83,8 +83,11 @@ int cli_smoke(int argc, char **argv) {
         char images[PATH_MAX], digest[65];
         al_error ierr = { 0 };
         cli_images_dir(images, sizeof images);
-        if (al_image_resolve(images, a.k.image, dir, sizeof dir, digest, &ierr) < 0) {
-            fprintf(stderr, "airlock smoke: --image %s: %s\n", a.k.image, ierr.msg);
+        int r = al_image_resolve(images, a.k.image, dir, sizeof dir, digest, &ierr);
+        if (r < 0) {
+            fprintf(stderr, "airlock smoke: --image %s: %s%s\n", a.k.image, ierr.msg,
+                    r == -ENOENT ? " (`airlock image build` makes the default image there; AIRLOCK_IMAGES=DIR in the "
+                                   "environment names another directory; or --image-ref REPO@sha256:HEX)" : "");
             return EXIT_AIRLOCK;
         }
         a.k.image_dir = dir;
