@@ -321,8 +321,13 @@ static void report(const run_opts *o, const al_box_result *res, json_t *network,
         fprintf(stderr, " (signal %d)", res->signal);
     else
         fprintf(stderr, " %d", res->exit_code);
-    fprintf(stderr, " in %llu ms, cpu %llu ms, peak %s", (unsigned long long)res->wall_ms,
-            (unsigned long long)res->cpu_ms, peak);
+    if (o->kube)
+        /* the API reports neither: a 0 would read as measured */
+        fprintf(stderr, " in %llu ms (cpu and peak memory are not reported by Kubernetes)",
+                (unsigned long long)res->wall_ms);
+    else
+        fprintf(stderr, " in %llu ms, cpu %llu ms, peak %s", (unsigned long long)res->wall_ms,
+                (unsigned long long)res->cpu_ms, peak);
     if (res->out_truncated[0] || res->out_truncated[1])
         fprintf(stderr, ", output truncated at %llu bytes", (unsigned long long)o->lim.output_bytes);
     fprintf(stderr, "; %zu artifact%s", res->n_artifacts, res->n_artifacts == 1 ? "" : "s");

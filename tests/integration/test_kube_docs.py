@@ -118,6 +118,8 @@ def test_the_docs_steps_run(env):
     # a run, on the image pushed, through the double
     p = sh(sub(step(steps, "airlock run --driver kubernetes --registry 127.0.0.1:5000/airlock --lang"), subs), e)
     assert p.returncode == 0 and p.stdout == b"42\n", (p.returncode, p.stdout, p.stderr)
+    # the summary claims no cpu or peak memory the API never reported
+    assert b"airlock: exited 0 in " in p.stderr and b"not reported by Kubernetes" in p.stderr, p.stderr
     # the smoke test: the double's "CNI" lets the sandbox pod out until the policy is there
     smoke = sub(step(steps, "airlock smoke --driver kubernetes"), subs)
     p = sh(smoke, e)
