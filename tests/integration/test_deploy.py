@@ -196,6 +196,14 @@ def test_helm_test_runs_the_smoke_test(rendered):
     assert c["args"][5:] == ["--registry", "registry.example.com/airlock"]
     assert c["image"].endswith("@" + DIGEST) and c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert pod["spec"]["serviceAccountName"] == "airlock" and pod["spec"]["restartPolicy"] == "Never"
+    # the images directory the server and the smoke pod read is not under the
+    # state directory, an emptyDir that would hide what the server image carries
+    conf = one(rendered["kubernetes"], "ConfigMap")["data"]["airlock.conf"]
+    images = [ln.split(" = ", 1)[1] for ln in conf.splitlines() if ln.startswith("images = ")]
+    env = {e["name"]: e["value"] for e in c["env"]}
+    mounts = [m["mountPath"] for m in c["volumeMounts"]]
+    assert images == [env["AIRLOCK_IMAGES"]] == ["/usr/share/airlock/images"], (conf, env)
+    assert not any(images[0].startswith(m + "/") for m in mounts), mounts
 
 
 def test_helm_and_kustomize_render_the_same_sandbox(rendered):
