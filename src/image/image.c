@@ -346,8 +346,8 @@ static int read_store(const char *path, size_t max, char **ret, size_t *ret_len)
     return 0;
 }
 
-int al_image_resolve(const char *images_dir, const char *name, char *ret_dir, size_t len, char ret_digest[65],
-                     al_error *err) {
+static int resolve(const char *images_dir, const char *name, bool tree, char *ret_dir, size_t len,
+                   char ret_digest[65], al_error *err) {
     char digest[80] = "";
     if (strncmp(name, "sha256:", 7) == 0)
         snprintf(digest, sizeof digest, "%s", name + 7);
@@ -368,12 +368,36 @@ int al_image_resolve(const char *images_dir, const char *name, char *ret_dir, si
     if (!al_is_sha256_hex(digest))
         return al_err(err, "image", EINVAL, "bad image digest \"%s\"", name);
     snprintf(ret_dir, len, "%s/sha256-%s", images_dir, digest);
-    char rootfs[4300];
+    char rootfs[4300], oci[4300], manifest[4300];
     snprintf(rootfs, sizeof rootfs, "%s/rootfs", ret_dir);
-    if (access(rootfs, F_OK) != 0)
-        return al_err(err, "image", ENOENT, "no image sha256:%s", digest);
+    snprintf(oci, sizeof oci, "%s/oci.json", ret_dir);
+    snprintf(manifest, sizeof manifest, "%s/manifest", ret_dir);
+    /* a reference entry (info.json, manifest and oci.json, no rootfs) names
+     * an image a registry holds: enough for a driver that runs it by that
+     * reference, never for one that runs the tree */
+    bool ref = access(oci, F_OK) == 0 && access(manifest, F_OK) == 0;
+    if (access(rootfs, F_OK) != 0) {
+        if (!ref)
+            return al_err(err, "image", ENOENT, "no image sha256:%s", digest);
+        if (tree)
+            return al_err(err, "image", ENOENT,
+                          "the image sha256:%.12s is a reference entry (its oci.json, no rootfs: what the server image "
+                          "carries for the kubernetes driver); this driver runs the image's tree: build or import "
+                          "the image into %s",
+                          digest, images_dir);
+    }
     memcpy(ret_digest, digest, 65);
     return 0;
+}
+
+int al_image_resolve(const char *images_dir, const char *name, char *ret_dir, size_t len, char ret_digest[65],
+                     al_error *err) {
+    return resolve(images_dir, name, true, ret_dir, len, ret_digest, err);
+}
+
+int al_image_resolve_ref(const char *images_dir, const char *name, char *ret_dir, size_t len, char ret_digest[65],
+                         al_error *err) {
+    return resolve(images_dir, name, false, ret_dir, len, ret_digest, err);
 }
 
 bool al_image_name_ok(const char *name) {
