@@ -71,8 +71,8 @@ bool al_kube_output(const al_box_config *cfg, al_box_result *res, const char *bu
 typedef enum al_kube_out_state {
     AL_KOUT_BEFORE,               /* before "airlock-out-begin" */
     AL_KOUT_IN,                   /* between the markers: base64 lines */
-    AL_KOUT_DONE,                 /* "airlock-out-end 0" */
-    AL_KOUT_FAILED,               /* "airlock-out-end N", N not 0, or bad bytes: WHY */
+    AL_KOUT_DONE,                 /* "airlock-out-end N": N is tar's status (TAR_STATUS) */
+    AL_KOUT_FAILED,               /* bad bytes, or an end line without a status: WHY */
 } al_kube_out_state;
 
 typedef struct al_kube_out {
@@ -87,6 +87,11 @@ typedef struct al_kube_out {
     unsigned char quad[4];        /* base64 characters not yet decoded */
     int nq;
     int pad;                      /* '=' seen: no more data in this stream */
+    int tar_status;               /* tar's exit status: not 0 when it could not read all of /out */
+    /* tar's own messages ("tar: ./P: Cannot open: Permission denied"):
+     * its stderr is in the same log (the API merges the streams) */
+    char tar_msgs[8][160];
+    int n_tar_msgs;
     char why[160];
 } al_kube_out;
 

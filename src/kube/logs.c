@@ -83,6 +83,12 @@ static int body_line(al_kube_out *o, const char *s, size_t n) {
             o->pad++;
         o->quad[o->nq++] = (unsigned char)v;
         if (o->nq == 4) {
+            /* canonical only: the bits a padded quantum drops are zero
+             * (RFC 4648 3.5), so one tar has one encoding */
+            if ((o->pad == 2 && (o->quad[1] & 0x0f)) || (o->pad == 1 && (o->quad[2] & 0x03))) {
+                fail(o, "/out's stream has bits after its last byte");
+                return 0;
+            }
             unsigned char b[3] = { (unsigned char)(o->quad[0] << 2 | o->quad[1] >> 4),
                                    (unsigned char)(o->quad[1] << 4 | o->quad[2] >> 2),
                                    (unsigned char)(o->quad[2] << 6 | o->quad[3]) };
@@ -113,19 +119,27 @@ static int line(al_kube_out *o, const char *s, size_t n) {
     if (o->state != AL_KOUT_IN)
         return 0;
     if (n >= sizeof end - 1 && memcmp(s, end, sizeof end - 1) == 0) {
-        /* tar's status: 0, or the stream is not /out whole */
+        /* tar's status: 0, or it could not read all of /out (a file the
+         * script made unreadable: its message says which), which is the
+         * run's outcome, never airlock's error: what it did write is /out */
         const char *st = s + sizeof end - 1;
         size_t sn = n - (sizeof end - 1);
-        if (sn == 1 && st[0] == '0') {
-            if (o->nq)
-                fail(o, "/out's stream ended inside a base64 quantum");
-            else
-                o->state = AL_KOUT_DONE;
-        } else {
-            char why[96];
-            snprintf(why, sizeof why, "the collect sidecar's tar of /out failed (status %.8s)",
-                     sn < 9 && !memchr(st, '\0', sn) ? st : "?");
-            fail(o, why);
+        if (sn == 0 || sn > 3 || strspn(st, "0123456789") < sn)
+            fail(o, "the collect sidecar's end line holds no status");
+        else if (o->nq)
+            fail(o, "/out's stream ended inside a base64 quantum");
+        else {
+            o->tar_status = atoi(st);
+            o->state = AL_KOUT_DONE;
+        }
+        return 0;
+    }
+    if (n >= 5 && memcmp(s, "tar: ", 5) == 0) {
+        /* tar's stderr, merged into the log by the API server */
+        if (o->n_tar_msgs < (int)(sizeof o->tar_msgs / sizeof *o->tar_msgs)) {
+            size_t k = n < sizeof o->tar_msgs[0] ? n : sizeof o->tar_msgs[0] - 1;
+            memcpy(o->tar_msgs[o->n_tar_msgs], s, k);
+            o->tar_msgs[o->n_tar_msgs++][k] = '\0';
         }
         return 0;
     }

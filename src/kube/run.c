@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../box/collect.h"
 #include "api.h"
 #include "kube_int.h"
 
@@ -483,6 +484,34 @@ static int end_mapping(krun *k, al_error *err) {
     }
 }
 
+/* What the sidecar's tar could not read of /out, as skips (the native
+ * box's collection names an unreadable file so): "tar: ./P: Cannot open:
+ * WHY" is P, the others say more may be left out. */
+static void tar_skips(const al_kube_out *o, al_box_result *res) {
+    bool named = false;
+    for (int i = 0; i < o->n_tar_msgs; i++) {
+        char m[sizeof o->tar_msgs[0]];
+        snprintf(m, sizeof m, "%s", o->tar_msgs[i]);
+        char *end = strstr(m, ": Cannot open: ");
+        if (!end)
+            continue;
+        *end = '\0';
+        size_t n = strlen(m);
+        if (n >= 5 + 9 && strcmp(m + n - 9, ": Warning") == 0)
+            m[n - 9] = '\0';
+        const char *p = strncmp(m + 5, "./", 2) == 0 ? m + 7 : m + 5;
+        char why[200];
+        snprintf(why, sizeof why, "unreadable: %.150s", end + strlen(": Cannot open: "));
+        al_collect_add_skip(res, p, why);
+        named = true;
+    }
+    if (!named || o->n_tar_msgs >= (int)(sizeof o->tar_msgs / sizeof *o->tar_msgs)) {
+        char why[96];
+        snprintf(why, sizeof why, "the collect sidecar's tar (status %d) could not read all of /out", o->tar_status);
+        al_collect_add_skip(res, ".", why);
+    }
+}
+
 /* collect's log, decoded, then unpacked into the out dir */
 static int collect_out(krun *k, al_error *err) {
     _cleanup_close_ int fd = memfd_create("airlock-kube-out", MFD_CLOEXEC);
@@ -503,7 +532,12 @@ static int collect_out(krun *k, al_error *err) {
     if (k->out.state != AL_KOUT_DONE)
         return al_err(err, "collect", EIO, "the collect sidecar's log ended without its end line (%s)",
                       k->out.state == AL_KOUT_BEFORE ? "no tar began" : "the tar was cut");
-    return al_kube_collect(k->cfg, fd, k->out.over, k->res, err);
+    r = al_kube_collect(k->cfg, fd, k->out.over, k->res, err);
+    /* (COLLECT's end line carries base64's status, not tar's: tar's own
+     * messages are what says it left something out) */
+    if (r == 0 && (k->out.tar_status != 0 || k->out.n_tar_msgs))
+        tar_skips(&k->out, k->res);
+    return r;
 }
 
 /* main's log, then its end; at a stop, the pod deleted (its sidecar

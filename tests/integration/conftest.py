@@ -169,12 +169,12 @@ BATTERY = ("release", "docker", "runsc", "forked")
 MODULES = {
     # the box battery, A-J: box code, on every driver
     "test_battery_a.py": BATTERY,
-    "test_battery_b.py": BATTERY,
+    "test_battery_b.py": BATTERY + ("kubernetes",),
     "test_battery_c.py": BATTERY,
     "test_battery_d.py": BATTERY,
     "test_battery_e.py": BATTERY + ("serial",),     # E6 runs root's inotify instances out
     "test_battery_g.py": BATTERY + ("serial",),     # resource exhaustion, and it times its deadlines
-    "test_battery_h.py": BATTERY,
+    "test_battery_h.py": BATTERY + ("kubernetes",),
     "test_battery_ij.py": BATTERY + ("serial",),    # J: two boxes at once must get two host uids
     # the battery against the service and the CLI (K-O): the daemon's code
     "test_battery_k.py": ("asan",),
