@@ -180,6 +180,15 @@ def test_a_tree_driver_refuses_a_reference_entry(tmp_path):
     assert "is a reference entry" in err and "runs the image's tree" in err, err
 
 
+def test_export_user_is_checked():
+    """`airlock image export --user`: a uid, never root (a refused value
+    writes nothing)."""
+    for bad in ("0", "abc", "-5", "4294967296"):
+        p = subprocess.run([str(AIRLOCK), "image", "export", "default", "--out", "/nonexistent/x", "--user", bad],
+                           capture_output=True, timeout=30)
+        assert p.returncode == 125 and b"--user wants a uid from 1 to 2147483647" in p.stderr, (bad, p.stderr)
+
+
 def _cache_key(box_images):
     """The server image's cache key: the recipe's files, the binaries, and
     the box images it carries (their oci.json)."""
@@ -204,16 +213,28 @@ def server_image(box_images):
         return d / "oci", (d / "digest").read_text().strip()
     if os.environ.get("AIRLOCK_TEST_SERVER_IMAGE") != "1":
         return None
-    shutil.rmtree(d, ignore_errors=True)
+    # one build kept: an earlier key's goes
+    shutil.rmtree(SERVER_CACHE, ignore_errors=True)
     d.mkdir(parents=True)
     t0 = time.monotonic()
     p = subprocess.run(["sh", str(ROOT / "scripts" / "server-image.sh")], capture_output=True, timeout=900,
-                       env=dict(os.environ, STATE=str(SERVER_CACHE / "state"), BUILD=str(Path(AIRLOCK).parent),
+                       env=dict(os.environ, STATE=str(d / "state"), BUILD=str(Path(AIRLOCK).parent),
                                 BOX_IMAGES=str(box_images), OUT=str(d / "oci")))
     assert p.returncode == 0, p.stderr.decode(errors="replace")[-3000:]
     digest = json.loads(p.stdout)["digest"]
-    (d / "digest").write_text(digest + "\n")
     print(f"server image built in {time.monotonic() - t0:.1f} s: {digest}")
+    # what the tree holds, from its manifest (path type mode ...): the two
+    # binaries, the box images' reference entries and no setuid/setgid bit
+    entry = json.loads(p.stdout)["image"]
+    lines = (d / "state" / "images" / ("sha256-" + entry[7:]) / "manifest").read_text().splitlines()
+    paths = {ln.split(" ")[0]: ln.split(" ") for ln in lines}
+    assert {"/usr/bin/airlock", "/usr/bin/airlock-server", "/usr/share/airlock/images/aliases/default"} <= set(paths)
+    assert not [k for k, v in paths.items() if int(v[2], 8) & 0o6000], "setuid/setgid paths in the server image"
+    assert not [k for k in paths if k.startswith("/usr/share/airlock/images/") and k.endswith("/rootfs")]
+    assert "/usr/bin/apt" not in paths and "/usr/bin/dpkg" not in paths
+    # (the tree is not needed again: the OCI layout is what is pushed)
+    shutil.rmtree(d / "state")
+    (d / "digest").write_text(digest + "\n")
     return d / "oci", digest
 
 
