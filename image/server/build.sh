@@ -110,10 +110,12 @@ nogroup:x:65534:
 EOT
 chmod 0644 "$DEST/etc/passwd" "$DEST/etc/group"
 echo airlock >"$DEST/etc/hostname"
-# the chart mounts an emptyDir here; without one (docker run) it is the
-# server's own, as is /etc/airlock for a config
+# the chart mounts an emptyDir on the state directory; without one (a plain
+# docker run) it is the server user's own. /etc/airlock is where a config
+# is mounted.
 mkdir -p "$DEST/var/lib/airlock" "$DEST/etc/airlock"
 chmod 0755 "$DEST/etc/airlock"
+chown 10001:10001 "$DEST/var/lib/airlock"
 chmod 0700 "$DEST/var/lib/airlock"
 say "  $(du -sh "$DEST" | cut -f1) in $DEST"
 finished=1
