@@ -14,8 +14,8 @@
  * zlib, which gives the layer's diff_id without a second pass.
  *
  * The tree is read beneath its root: each directory is opened from its
- * parent's fd with O_NOFOLLOW, each file likewise and checked to be what was
- * listed; a link is stored as a link, never followed. Anything not a regular
+ * parent's fd with openat2 (RESOLVE_BENEATH, no symlinks, no other file
+ * system), each file likewise and checked to be what was listed; a link is stored as a link, never followed. Anything not a regular
  * file, directory or symlink is refused, as is a tree deeper or larger than
  * an image may be.
  */
@@ -30,6 +30,7 @@
 #include <time.h>
 #include <zlib.h>
 
+#include "../box/collect.h"
 #include "../util/hash.h"
 #include "export.h"
 
@@ -117,10 +118,13 @@ static int put_header(walker *w, struct archive_entry *e, const char *path) {
 }
 
 static int put_file(walker *w, int dirfd, const char *name, const char *path, const struct stat *listed) {
-    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    /* beneath the directory, no link followed, no other file system */
+    _cleanup_close_ int fd = al_openat_beneath(dirfd, name, O_RDONLY | O_NONBLOCK, 0);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0)
-        return al_err(w->err, "export", errno, "open %s: %m", path);
+    if (fd < 0)
+        return al_err(w->err, "export", -fd, "open %s: %s", path, strerror(-fd));
+    if (fstat(fd, &st) < 0)
+        return al_err(w->err, "export", errno, "stat %s: %m", path);
     /* what was opened, not what was listed: a FIFO or another file swapped in is refused */
     if (!S_ISREG(st.st_mode) || st.st_ino != listed->st_ino || st.st_dev != listed->st_dev)
         return al_err(w->err, "export", EINVAL, "%s changed while it was read", path);
@@ -181,9 +185,9 @@ static int put_one(walker *w, int dirfd, const char *name, const char *path, uns
     int r = put_header(w, e, path);
     if (r < 0)
         return r;
-    _cleanup_close_ int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int sub = al_openat_beneath(dirfd, name, O_RDONLY | O_DIRECTORY, 0);
     if (sub < 0)
-        return al_err(w->err, "export", errno, "open %s: %m", path);
+        return al_err(w->err, "export", -sub, "open %s: %s", path, strerror(-sub));
     return put_dir(w, sub, path, depth + 1);
 }
 
@@ -462,20 +466,19 @@ int al_image_export(const char *image_dir, const char *out, al_export_format for
         return al_err(err, "export", errno, "create %s: %m", tmp);
     chmod(tmp, 0755);
     int r = export_layout(image_dir, tmp, user, res, err);
-    if (r == 0 && format == AL_EXPORT_OCI && rename(tmp, out) < 0)
-        r = al_err(err, "export", errno, "rename to %s: %m", out);
-    if (r == 0 && format == AL_EXPORT_OCI_ARCHIVE) {
-        char tar[PATH_MAX + 8];
-        snprintf(tar, sizeof tar, "%s.tar", tmp);
+    char tar[PATH_MAX + 8];
+    snprintf(tar, sizeof tar, "%s.tar", tmp);
+    if (r == 0 && format == AL_EXPORT_OCI_ARCHIVE)
         r = archive_layout(tmp, tar, err);
-        if (r == 0 && rename(tar, out) < 0)
-            r = al_err(err, "export", errno, "rename to %s: %m", out);
-        if (r < 0)
-            unlink(tar);
-        al_rm_tree(AT_FDCWD, tmp);
-    } else if (r < 0)
-        al_rm_tree(AT_FDCWD, tmp);
+    /* the record before the rename: a failure to write it leaves no output
+     * either (the digest is the image's wherever the output goes) */
     if (r == 0)
         r = record(image_dir, res, err);
+    if (r == 0 && rename(format == AL_EXPORT_OCI ? tmp : tar, out) < 0)
+        r = al_err(err, "export", errno, "rename to %s: %m", out);
+    if (format == AL_EXPORT_OCI_ARCHIVE || r < 0)
+        al_rm_tree(AT_FDCWD, tmp);
+    if (format == AL_EXPORT_OCI_ARCHIVE && r < 0)
+        unlink(tar);
     return r;
 }

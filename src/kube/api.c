@@ -92,8 +92,11 @@ static CURL *handle(const al_kube_cluster *c, const char *method, const char *pa
     curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
     if (c->ca_pem) {
+        /* the cluster's CA alone, as kubectl trusts it: not the system's
+         * directory of public CAs beside it */
         struct curl_blob b = { .data = c->ca_pem, .len = strlen(c->ca_pem), .flags = CURL_BLOB_COPY };
         curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &b);
+        curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
     }
     if (c->cert_pem && c->key_pem) {
         struct curl_blob cb = { .data = c->cert_pem, .len = strlen(c->cert_pem), .flags = CURL_BLOB_COPY };

@@ -361,6 +361,17 @@ int al_kube_cluster_parse(const char *text, size_t len, const char *dir, bool fi
     return r;
 }
 
+/* the service account's files (the test-hooks build alone may be told
+ * another directory: AIRLOCK_TEST_KUBE_SA_DIR) */
+static const char *sa_dir(void) {
+#ifdef AIRLOCK_TEST_HOOKS
+    const char *d = getenv("AIRLOCK_TEST_KUBE_SA_DIR");
+    if (d && *d)
+        return d;
+#endif
+    return SA_DIR;
+}
+
 static int in_cluster(const char *ns, al_kube_cluster *c, al_error *err) {
     const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
     if (!host || !*host || !port || !*port)
@@ -371,13 +382,17 @@ static int in_cluster(const char *ns, al_kube_cluster *c, al_error *err) {
     int r = set_server(c, url, err);
     if (r < 0)
         return r;
-    snprintf(c->token_file, sizeof c->token_file, "%s", SA_DIR "/token");
+    const char *dir = sa_dir();
+    char path[4096];
+    snprintf(c->token_file, sizeof c->token_file, "%s/token", dir);
     if ((r = al_kube_token_reread(c, err)) < 0)
         return r;
-    if ((r = al_kube_read_file(SA_DIR "/ca.crt", PEM_MAX, &c->ca_pem, NULL)) < 0)
-        return al_err(err, "kubeconfig", -r, "read %s: %s", SA_DIR "/ca.crt", strerror(-r));
+    snprintf(path, sizeof path, "%s/ca.crt", dir);
+    if ((r = al_kube_read_file(path, PEM_MAX, &c->ca_pem, NULL)) < 0)
+        return al_err(err, "kubeconfig", -r, "read %s: %s", path, strerror(-r));
     _cleanup_free_ char *sans = NULL;
-    if (!(ns && *ns) && al_kube_read_file(SA_DIR "/namespace", 256, &sans, NULL) == 0)
+    snprintf(path, sizeof path, "%s/namespace", dir);
+    if (!(ns && *ns) && al_kube_read_file(path, 256, &sans, NULL) == 0)
         sans[strcspn(sans, "\r\n")] = '\0';
     const char *n = ns && *ns ? ns : sans && *sans ? sans : "default";
     if (!al_kube_valid_namespace(n))

@@ -168,7 +168,7 @@ PASSES = ("asan", "postgresql", "release", "docker", "runsc", "forked", "warm", 
 BATTERY = ("release", "docker", "runsc", "forked")
 MODULES = {
     # the box battery, A-J: box code, on every driver
-    "test_battery_a.py": BATTERY,
+    "test_battery_a.py": BATTERY + ("kubernetes",),
     "test_battery_b.py": BATTERY + ("kubernetes",),
     "test_battery_c.py": BATTERY,
     "test_battery_d.py": BATTERY,

@@ -14,6 +14,7 @@ KUBECTL and HELM are the real tools (kubectl 1.35.2, Helm 4.1.4) where
 scripts/deps.sh unpacks them."""
 import json
 import os
+import shutil
 import signal
 import ssl
 import subprocess
@@ -125,6 +126,8 @@ class KubeDouble:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+        # its certificates, token and Secret volumes (read kube.log() before)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def start(registry=None, **kw):

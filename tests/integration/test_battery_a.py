@@ -3,7 +3,7 @@ import json
 import os
 import time
 
-from battery_util import (ON_DOCKER, ON_GVISOR, RUNTIME, assert_sentry_serves, badge, NOBODY, LiveRun, assert_exited, box_bash, box_probe, describe,
+from battery_util import (ON_DOCKER, ON_GVISOR, ON_KUBE, assert_kube_filter, RUNTIME, assert_sentry_serves, badge, NOBODY, LiveRun, assert_exited, box_bash, box_probe, describe,
                           descendants, harness, in_child_pidns, host_probe, host_py, pids_with_marker,
                           probe_cmd, proc_status, uniq, wait_for, workdir, plain_workdir)  # noqa: F401
 
@@ -46,6 +46,18 @@ def test_a1_identity_caps_nnp_seccomp_maps(probe, workdir):
         assert f.get("Seccomp") == "2", f"Seccomp={f.get('Seccomp')}"
         assert int(f.get("Seccomp_filters", "0")) >= 1
     host_uid = doc["box"]["host_uid"]
+    if ON_KUBE:
+        # a pod: runAsUser 65534 as the contract's restricted profile has it
+        # (no user namespace of airlock's, no uid of the run's own), and
+        # the badges say so; caps, no_new_privs and a filter as above
+        assert s["uid"] == NOBODY, s
+        level, detail = badge(doc, "userns")
+        assert level == "unconfirmed" and "uid 65534" in detail and "no user namespace" in detail, (level, detail)
+        assert_kube_filter(doc)
+        doc = box_bash("id -u; id -G")
+        assert_exited(doc)
+        assert doc["stdout"].split()[0] == str(NOBODY) and "0" not in doc["stdout"].split()[1:], doc["stdout"]
+        return
     if ON_DOCKER:
         # no user namespace of the run's own: the box's uid is the host uid,
         # unique to the run, never root or nobody, and the badge says there
@@ -265,7 +277,7 @@ def test_a3_setuid_binaries_and_file_caps_do_not_raise(plain_workdir):
     r = json.loads(doc["stdout"].strip().splitlines()[-1])
     ctrl_bins = {e["bin"] for e in escalated}
     box_bins = {e["bin"] for e in r["execs"]}
-    if ON_DOCKER:
+    if ON_DOCKER or ON_KUBE:
         # the box runs on airlock's image, which holds no setuid or setgid
         # file at all (test_image_default.py): nothing to raise with
         assert not box_bins, f"setuid binaries in the image: {box_bins}"

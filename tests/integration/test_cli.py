@@ -359,7 +359,7 @@ def test_sigterm_cancels_the_box_cleanly():
 
 
 @pytest.mark.parametrize("words", [["run"], ["run", "--json"], ["doctor"], ["image"], ["image", "build"],
-                                   ["image", "import"], ["serve"], ["admin"], ["admin", "key", "create"],
+                                   ["image", "import"], ["image", "export"], ["serve"], ["admin"], ["admin", "key", "create"],
                                    ["mcp"], ["helper"]])
 def test_every_subcommand_answers_help_with_its_usage(words):
     """`--help` (and `-h`) print the subcommand's usage on stdout and exit 0,

@@ -18,9 +18,7 @@ import yaml
 
 import node_util
 from conftest import ROOT, need
-
-HELM = Path("/opt/airlock/tools/helm/helm")
-KUBECTL = Path("/opt/airlock/tools/kubectl/kubectl")
+from kube_util import HELM, KUBECTL   # the real tools, where scripts/deps.sh unpacks them
 CHART = ROOT / "deploy" / "helm" / "airlock"
 EXAMPLES = sorted((CHART / "examples").glob("values-*.yaml"))
 KUSTOMIZE = {"base": ROOT / "deploy" / "kubernetes" / "base",
@@ -30,7 +28,7 @@ DIGEST = "sha256:4c8d1f8a1e2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c
 
 
 def tools():
-    need(HELM.exists() and KUBECTL.exists(), f"helm and kubectl in /opt/airlock/tools (scripts/deps.sh unpacks them)")
+    need(HELM.exists() and KUBECTL.exists(), f"helm at {HELM} and kubectl at {KUBECTL} (scripts/deps.sh unpacks them)")
 
 
 def run(*args, check=True):
@@ -188,8 +186,14 @@ def test_helm_test_runs_the_smoke_test(rendered):
     pod = one(rendered["kubernetes-gvisor"], "Pod")
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
     [c] = pod["spec"]["containers"]
+    # the runs' image by the digest the export printed
+    box = "sha256:19218219f8ab9c982459686f8a8784a8f60dc61c2f799ad1b752f4e023fb8595"
     assert c["command"] + c["args"] == ["airlock", "smoke", "--driver", "kubernetes", "--namespace", SANDBOX_NS,
-                                        "--registry", "registry.example.com/airlock", "--runtime-class", "gvisor"]
+                                        "--image-ref", f"registry.example.com/airlock/airlock-box@{box}",
+                                        "--runtime-class", "gvisor"]
+    # without it, from the server image's own images directory, as the server resolves it
+    [c] = one(rendered["kubernetes"], "Pod")["spec"]["containers"]
+    assert c["args"][5:] == ["--registry", "registry.example.com/airlock"]
     assert c["image"].endswith("@" + DIGEST) and c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert pod["spec"]["serviceAccountName"] == "airlock" and pod["spec"]["restartPolicy"] == "Never"
 
@@ -216,11 +220,15 @@ def test_helm_and_kustomize_render_the_same_sandbox(rendered):
     (["--set", "image.digest=sha256:abc"], 'image.digest ("sha256:abc") is not'),
     (["--set", "image.repository=registry.example.com/airlock/airlock:1.0"], "holds a tag or a digest"),
     (["--set", "driver=native"], "driver native is refused by this chart"),
-    (["--set", "driver=lxc"], 'driver ("lxc") is one of kubernetes, docker, native, disabled'),
+    (["--set", "driver=lxc"], "at '/driver': value must be one of 'kubernetes', 'docker', 'native', 'disabled'"),
     (["--set", "store.postgresql.existingSecret="], "replicaCount > 1 needs one PostgreSQL store"),
     (["--set", "kubernetes.registry="], "driver kubernetes needs kubernetes.registry"),
     (["--set", "kubernetes.runtimeClass.create=true"], "kubernetes.runtimeClass.create needs kubernetes.runtimeClass.name"),
     (["--set", "kubernetes.seccomp=unconfined"], "kubernetes.seccomp is runtime-default or localhost:PATH"),
+    (["--set", "kubernetes.boxDigest=latest"], 'kubernetes.boxDigest ("latest") is not'),
+    # values.schema.json: a misspelt key is an error, not a silent default
+    (["--set", "kubernetes.namspace=other"], "additional properties 'namspace' not allowed"),
+    (["--set", "replicaCount=0"], "at '/replicaCount': minimum"),
 ])
 def test_the_chart_refuses(args, message):
     p = helm_template("-f", example("kubernetes"), *args, check=False)

@@ -13,6 +13,7 @@ import os
 import subprocess
 import tarfile
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,14 @@ def export(state, name, out, *extra, timeout=180):
     return json.loads(p.stdout), time.monotonic() - t0
 
 
+def manifest_of(layout, result):
+    return json.loads(blob(layout, result["digest"]))
+
+
+def manifest_layers(m):
+    return m["layers"]
+
+
 def blob(layout, digest):
     return (Path(layout) / "blobs" / "sha256" / digest.split(":", 1)[1]).read_bytes()
 
@@ -39,14 +48,26 @@ def blob(layout, digest):
 def registry():
     r = registry_util.start()
     yield r
-    r.stop()
+    registry_util.stop()
 
 
-@pytest.fixture(scope="module")
-def dockerd():
-    docker_util.start()
-    yield
-    docker_util.stop()
+def registry_manifest(registry, repo, digest):
+    """The manifest the registry serves for REPO@DIGEST (what a kubelet pulls)."""
+    req = urllib.request.Request(f"http://{registry.host}/v2/{repo}/manifests/{digest}",
+                                 headers={"Accept": "application/vnd.oci.image.manifest.v1+json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        assert r.headers["Docker-Content-Digest"] == digest
+        return json.loads(r.read())
+
+
+def push_archive(registry, tar, repo):
+    """skopeo copy oci-archive:TAR to REPO, digests preserved; the digest it landed as."""
+    digestfile = tar.parent / (tar.name + ".digest")
+    p = subprocess.run(["skopeo", "copy", "--quiet", "--preserve-digests", "--dest-tls-verify=false", "--digestfile",
+                        str(digestfile), f"oci-archive:{tar}", f"docker://{registry.host}/{repo}:pushed"],
+                       capture_output=True, timeout=180, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    return digestfile.read_text().strip()
 
 
 def test_default_image_pushed_pulled_by_digest_and_run(tmp_path, registry, dockerd):
@@ -77,9 +98,11 @@ def test_default_image_pushed_pulled_by_digest_and_run(tmp_path, registry, docke
         assert [la["mediaType"] for la in manifest["layers"]] == ["application/vnd.oci.image.layer.v1.tar+gzip"]
 
         t0 = time.monotonic()
+        # (registry_util's push takes a skopeo source and answers the digest)
         assert registry.push(f"oci:{tmp_path / 'a'}") == digest
-        assert registry.manifest(digest)["config"]["digest"] == first["config_digest"]
         ref = registry.ref(digest)
+        assert ref == f"{registry.host}/{registry_util.REPO}@{digest}"
+        assert registry_manifest(registry, registry_util.REPO, digest)["config"]["digest"] == first["config_digest"]
         docker_util.docker("pull", ref, timeout=300)
         run = docker_util.docker("run", "--rm", "--network", "none", "--read-only", "--cap-drop", "ALL",
                                  "--security-opt", "no-new-privileges", ref, "sh", "-c",
@@ -150,7 +173,8 @@ def test_small_image_layer_bytes_and_archive(tmp_path, registry):
     assert any(n.startswith("d/" + "x" * 120 + "/deep/" + "y" * 110) for n in names)
     assert any(n.encode("utf-8", "surrogateescape") == b"etc/caf\xe9" for n in names)
     # the archive is the same image: skopeo reads it, the registry takes it under the same digest
-    assert registry.push(f"oci-archive:{tmp_path / 'b.tar'}", repo="airlock/small") == a["digest"]
+    assert push_archive(registry, tmp_path / "b.tar", "airlock/small") == a["digest"]
+    assert registry_manifest(registry, "airlock/small", a["digest"])["layers"] == manifest_layers(manifest_of(tmp_path / "a", a))
     # a path that exists is not overwritten
     p = subprocess.run([str(AIRLOCK), "image", "--state", str(state), "export", "small", "--out", str(tmp_path / "a")],
                        capture_output=True, timeout=60)

@@ -7,8 +7,10 @@ insecure-skip-tls-verify for a server that is not loopback)."""
 import base64
 import json
 import os
+import socket
+import subprocess
 
-from conftest import airlock
+from conftest import ROOT, airlock, need
 from test_image import image, tiny_tree
 
 DIGEST = "sha256:" + "ab" * 32
@@ -197,3 +199,37 @@ def test_kubeconfig_read_and_refused(tmp_path):
     (tmp_path / "nocontext").write_text("apiVersion: v1\nkind: Config\ncurrent-context: gone\ncontexts: []\n")
     p = dry("--kubeconfig", tmp_path / "nocontext", *args)
     assert p.returncode == 125 and b'no context named "gone"' in p.stderr
+
+
+def test_in_cluster_service_account(tmp_path):
+    """No kubeconfig: the pod's service account (its token, CA and
+    namespace files; KUBERNETES_SERVICE_HOST/PORT), read by the test-hooks
+    build from AIRLOCK_TEST_KUBE_SA_DIR. `airlock smoke` then asks that
+    server: a closed port here, so the test is inconclusive, named."""
+    hooks = ROOT / "build-asan" / "airlock"
+    need(hooks.exists(), f"{hooks} (the test-hooks build: make asan) is not built")
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "token").write_text("sa-token\n")
+    (sa / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n")
+    (sa / "namespace").write_text("team-z\n")
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "AIRLOCK_KUBECONFIG")}
+    env.update(AIRLOCK_TEST_KUBE_SA_DIR=str(sa), KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT=str(port))
+    p = subprocess.run([str(hooks), "smoke", "--driver", "kubernetes", "--image-ref", REF, "--timeout", "10"],
+                       capture_output=True, timeout=60, env=env)
+    doc = json.loads(p.stdout)
+    assert p.returncode == 2 and doc["outcome"] == "inconclusive" and doc["namespace"] == "team-z", (doc, p.stderr)
+    assert f"https://127.0.0.1:{port}" in doc["reason"] and doc["detail"] == {}, doc
+    del env["KUBERNETES_SERVICE_HOST"]
+    p = subprocess.run([str(hooks), "smoke", "--driver", "kubernetes", "--image-ref", REF], capture_output=True,
+                       timeout=60, env=env)
+    assert p.returncode == 125 and b"not in a pod (KUBERNETES_SERVICE_HOST is unset)" in p.stderr
+    env["KUBERNETES_SERVICE_HOST"] = "127.0.0.1"
+    (sa / "token").unlink()
+    p = subprocess.run([str(hooks), "smoke", "--driver", "kubernetes", "--image-ref", REF], capture_output=True,
+                       timeout=60, env=env)
+    assert p.returncode == 125 and b"read the token file" in p.stderr, p.stderr

@@ -8,6 +8,7 @@ merged log, /out as collect's base64 tar, OOMKilled, DeadlineExceeded, the
 tmpfs size, read-only root, uid 65534, no capabilities. Driven by plain
 HTTP, as the C driver is K-run's; then the faults."""
 import base64
+import http.client
 import io
 import json
 import re
@@ -19,7 +20,6 @@ import urllib.error
 import pytest
 
 import docker_util
-import kube_util
 import registry_util
 
 STAGE = ('n=$1; shift; cd /airlock/in || exit 126; while [ "$n" -gt 0 ]; do cp -R -L -- "$1" /work/ || exit 126; '
@@ -286,6 +286,11 @@ def test_invalid_objects_and_names(kube):
     bad["spec"]["containers"][0]["volumeMounts"][0]["name"] = "nope"
     st, _, b = create(kube, "pods", bad)
     assert st == 422 and 'spec.containers[0].volumeMounts[0].name: Not found: "nope"' in b["message"], b
+    bad = json.loads(json.dumps(pod))
+    bad["spec"]["volumes"][3]["secret"]["items"][0]["path"] = "..data2"
+    st, _, b = create(kube, "pods", bad)
+    assert st == 422 and b["message"] == (f'Pod "{name}" is invalid: spec.volumes[3].secret.items[0].path: Invalid '
+                                          """value: "..data2": must not start with '..'"""), b
     assert create(kube, "secrets", secret)[0] == 201
     st, _, b = create(kube, "secrets", secret)
     assert st == 409 and b["reason"] == "AlreadyExists" and b["message"] == f'secrets "{name}" already exists', b
@@ -354,6 +359,8 @@ echo "in:$(ls -a /airlock/in | tr '\n' ' ')"
 echo "work:$(ls -a /work | tr '\n' ' ')"
 echo "data:$(readlink /airlock/in/..data) $(readlink /airlock/in/main.sh)"
 echo "pids:$(cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max)"
+echo "mem:$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max)"
+echo "cpu:$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cut -d' ' -f1 /sys/fs/cgroup/cpu.max)"
 mkdir -p /out/sub && echo result > /out/sub/r.txt
 exit 3
 """
@@ -378,6 +385,7 @@ def test_contract_pod_runs_end_to_end(kube):
     assert line("data:") == f"data:{stamp[0]} ..data/main.sh"
     assert set(line("work:")[5:].split()) == {".", "..", "main.sh", "data"}, line("work:")
     assert line("pids:") == "pids:1024"
+    assert line("mem:") == f"mem:{64 << 20}" and line("cpu:") == "cpu:50000"   # 64 MiB, 500m of a 100 ms period
     files = out_tar(collect)
     assert files.get("./sub/r.txt") == b"result\n", files.keys()
     assert collect.decode().startswith("airlock-collect-ready\n")
@@ -407,13 +415,20 @@ def test_graceful_delete_runs_collect_trap(kube):
     assert create(kube, "secrets", secret)[0] == 201
     st, _, p = create(kube, "pods", pod)
     assert st == 201
-    watch(kube, name, p["metadata"]["resourceVersion"],
-          lambda ev: "running" in main_state(ev["object"]) if ev["object"].get("status", {}).get("containerStatuses") else False)
+    evs = watch(kube, name, p["metadata"]["resourceVersion"],
+                lambda ev: "running" in main_state(ev["object"])
+                if ev["object"].get("status", {}).get("containerStatuses") else False)
+    # the native sidecar ran before main started
+    assert any("running" in ev["object"]["status"]["initContainerStatuses"][0]["state"] and
+               main_state(ev["object"]).get("waiting", {}).get("reason") == "PodInitializing"
+               for ev in evs if ev["object"].get("status", {}).get("initContainerStatuses")), evs
     rv = kube.call("GET", f"/api/v1/namespaces/{kube.ns}/pods?fieldSelector=metadata.name%3D{name}")[2]["metadata"]["resourceVersion"]
     p = kube.kubectl("get", "pods", "-o", "json")
     assert p.returncode == 0, p.stderr
     got = [i for i in json.loads(p.stdout)["items"] if i["metadata"]["name"] == name]
     assert got and got[0]["status"]["phase"] == "Running", got
+    p = kube.kubectl("describe", "pod", name)
+    assert p.returncode == 0 and b"SeccompProfile:   RuntimeDefault" in p.stdout, p.stderr
     # the driver's log streams, open across the deletion
     main = kube.stream(f"/api/v1/namespaces/{kube.ns}/pods/{name}/log?container=main&follow=true")
     collect = kube.stream(f"/api/v1/namespaces/{kube.ns}/pods/{name}/log?container=collect&follow=true")
@@ -509,14 +524,30 @@ def test_watch_bookmarks_410_and_faults(kube):
                     "&fieldSelector=metadata.name%3Dnone&timeoutSeconds=10")
     ev = json.loads(w.readline())
     assert ev["type"] == "BOOKMARK" and int(ev["object"]["metadata"]["resourceVersion"]) >= int(rv), ev
+    # ADDED and DELETED, from a resourceVersion and from 0 (the current state first)
+    name = new_name()
+    sec, _ = objects(kube, name, "true")
+    sw = kube.stream(f"/api/v1/namespaces/{ns}/secrets?watch=1&resourceVersion={rv}"
+                     f"&fieldSelector=metadata.name%3D{name}&timeoutSeconds=5")
+    assert create(kube, "secrets", sec)[0] == 201
+    z = kube.stream(f"/api/v1/namespaces/{ns}/secrets?watch=1&resourceVersion=0"
+                    f"&fieldSelector=metadata.name%3D{name}&timeoutSeconds=1")
+    ev = json.loads(z.readline())
+    assert ev["type"] == "ADDED" and ev["object"]["kind"] == "Secret" and ev["object"]["metadata"]["name"] == name
+    z.close()
+    assert kube.call("DELETE", f"/api/v1/namespaces/{ns}/secrets/{name}")[0] == 200
+    assert [json.loads(x)["type"] for x in sw.read().splitlines()] == ["ADDED", "DELETED"]
+    sw.close()
     kube.fault({"expire_watches": True})
     ev = json.loads(w.readline())
+    while ev["type"] == "BOOKMARK":
+        ev = json.loads(w.readline())
     assert ev["type"] == "ERROR" and ev["object"]["code"] == 410 and ev["object"]["reason"] == "Expired", ev
     assert w.readline() == b""
     w.close()
-    old = kube.stream(f"/api/v1/namespaces/{ns}/pods?watch=1&resourceVersion=101&timeoutSeconds=5")
+    old = kube.stream(f"/api/v1/namespaces/{ns}/pods?watch=1&resourceVersion=1&timeoutSeconds=5")
     ev = json.loads(old.readline())
-    assert ev["type"] == "ERROR" and ev["object"]["message"].startswith("too old resource version: 101"), ev
+    assert ev["type"] == "ERROR" and ev["object"]["message"].startswith("too old resource version: 1 ("), ev
     old.close()
     kube.fault({"watch_410": 1})
     with pytest.raises(urllib.error.HTTPError) as e:
@@ -539,8 +570,12 @@ def test_watch_bookmarks_410_and_faults(kube):
     assert kube.token() != old_token
     assert kube.call("GET", f"/api/v1/namespaces/{ns}/pods", token=old_token)[0] == 401
     assert kube.call("GET", f"/api/v1/namespaces/{ns}/pods")[0] == 200
+    w = kube.stream(f"/api/v1/namespaces/{ns}/pods?watch=1&resourceVersion={rv}&timeoutSeconds=30")
     kube.fault({"unreachable_s": 1})
     time.sleep(0.3)
+    with pytest.raises((OSError, http.client.HTTPException)):   # an open stream breaks too
+        w.read()
+        raise AssertionError("the stream ended cleanly")
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", kube.port), timeout=2).close()
     time.sleep(1.2)
@@ -627,4 +662,19 @@ def test_kubelet_refusals(kube):
     msg = evs[-1]["object"]["status"]["initContainerStatuses"][0]["state"]["waiting"]["message"]
     assert msg.startswith("container has runAsNonRoot and image will run as root"), msg
     delete_pod(kube, name2, grace=0)
+    kube.call("DELETE", f"/api/v1/namespaces/{kube.ns}/secrets/{name}")
+
+
+def test_start_error(kube):
+    """A command the image lacks: containerd's StartError, exit code 128, the pod Failed."""
+    name = new_name()
+    secret, pod = objects(kube, name, "true")
+    pod["spec"]["containers"][0]["command"] = ["/bin/nope"]
+    assert create(kube, "secrets", secret)[0] == 201
+    p = create(kube, "pods", pod)[2]
+    final = watch(kube, name, p["metadata"]["resourceVersion"], terminal)[-1]["object"]
+    st = main_state(final)["terminated"]
+    assert final["status"]["phase"] == "Failed" and st["reason"] == "StartError" and st["exitCode"] == 128, st
+    assert "/bin/nope" in st["message"]
+    delete_pod(kube, name, grace=0)
     kube.call("DELETE", f"/api/v1/namespaces/{kube.ns}/secrets/{name}")

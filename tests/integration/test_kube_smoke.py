@@ -42,7 +42,9 @@ def smoke_pods(kube):
 
 
 @pytest.fixture(scope="module")
-def env():
+def env(kube_double):
+    # (kube_double first: the session's double and registry, which it stops
+    # at the session's end; kube_pass.cluster() then finds them running)
     kube, _, registry = kube_pass.cluster()
     yield kube, registry
     set_policy(kube, False)
@@ -61,6 +63,10 @@ def smoke(kube, registry, kubeconfig=None):
 def test_smoke_cli(env):
     kube, registry = env
     t0 = time.monotonic()
+    # (the double may have served other modules of the pass before: only
+    # the requests from here on are this test's)
+    seen = kube.requests()
+    seen = len(seen.get("requests", seen) if isinstance(seen, dict) else seen)
     set_policy(kube, False)
     rc, doc, err = smoke(kube, registry)
     assert rc == 1 and doc["outcome"] == "NOT ENFORCED", (doc, err)
@@ -78,7 +84,7 @@ def test_smoke_cli(env):
     assert not smoke_pods(kube)
     # every pod it made went through Strict field validation
     reqs = kube.requests()
-    reqs = reqs.get("requests", reqs) if isinstance(reqs, dict) else reqs
+    reqs = (reqs.get("requests", reqs) if isinstance(reqs, dict) else reqs)[seen:]
     made = [r for r in reqs if r["method"] == "POST" and r["path"].endswith("/pods")]
     assert made and all(r.get("query", {}).get("fieldValidation") == "Strict" for r in made), made[-3:]
     assert [r["auth"] for r in made[-3:]] == ["cert"] * 3 and made[-4]["auth"] == "token", made[-4:]
@@ -112,3 +118,24 @@ def test_service_smoke_at_start(env, services):
     assert "confirmed by `airlock smoke --driver kubernetes` at start" in net["detail"], net
     assert not smoke_pods(kube)
     print(f"the service's smoke at start, both ways: {time.monotonic() - t0:.1f} s")
+
+
+def test_smoke_refuses_a_server_its_ca_did_not_sign(env, tmp_path):
+    """The kubeconfig's CA alone is trusted: the same server under another
+    CA is refused before any request is sent."""
+    import base64
+    import subprocess
+    kube, registry = env
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", str(tmp_path / "k.pem"), "-out", str(tmp_path / "ca.pem"), "-days", "1",
+                    "-subj", "/CN=not-the-cluster-ca"], check=True, capture_output=True)
+    cfg = json.loads(open(kube.kubeconfig).read())
+    cfg["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(
+        (tmp_path / "ca.pem").read_bytes()).decode()
+    other = tmp_path / "kubeconfig"
+    other.write_text(json.dumps(cfg))
+    before = len([r for r in kube.requests() if r["method"] == "POST"])
+    rc, doc, err = smoke(kube, registry, other)
+    assert rc == 2 and doc["outcome"] == "inconclusive", (doc, err)
+    assert "certificate" in doc["reason"].lower() or "ssl" in doc["reason"].lower(), doc
+    assert len([r for r in kube.requests() if r["method"] == "POST"]) == before

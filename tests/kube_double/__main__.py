@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import api  # noqa: E402
 from dockerapi import Docker, DockerError  # noqa: E402
 from kubelet import Kubelet  # noqa: E402
-from store import Store, now_iso  # noqa: E402
+from store import Store  # noqa: E402
 
 VERSION = {"major": "1", "minor": "35", "gitVersion": "v1.35.0-kube-double", "gitCommit": "0" * 40,
            "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24.0", "compiler": "gc",
@@ -205,9 +205,8 @@ class Double:
 
     def pods_info(self):
         out = []
-        for (res, name), o in sorted(self.store.objects.items()):
-            if res != "pods":
-                continue
+        for o in self.store.list("pods")[0]:
+            name = o["metadata"]["name"]
             run = self.kubelet.get(name)
             out.append({"name": name, "phase": (o.get("status") or {}).get("phase"),
                         "deleting": "deletionTimestamp" in o["metadata"],
@@ -241,12 +240,31 @@ class Server(ThreadingHTTPServer):
 
     def __init__(self, double, port, ctx):
         self.double, self.ctx = double, ctx
+        self.conns = set()
         super().__init__(("127.0.0.1", port), api.Handler)
 
     def get_request(self):
         conn, addr = self.socket.accept()
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return self.ctx.wrap_socket(conn, server_side=True, do_handshake_on_connect=False), addr
+        conn = self.ctx.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+        with self.double.lock:
+            self.conns.add(conn)
+        return conn, addr
+
+    def shutdown_request(self, request):
+        with self.double.lock:
+            self.conns.discard(request)
+        super().shutdown_request(request)
+
+    def drop_connections(self):
+        """An unreachable server breaks the connections a client keeps too."""
+        with self.double.lock:
+            conns = list(self.conns)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def handle_error(self, request, client_address):
         e = sys.exc_info()[1]
@@ -261,6 +279,7 @@ class Server(ThreadingHTTPServer):
             if time.monotonic() < self.double.down_until:
                 if self.socket.fileno() >= 0:
                     self.socket.close()
+                    self.drop_connections()
                 time.sleep(0.05)
                 continue
             if self.socket.fileno() < 0:

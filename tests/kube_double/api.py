@@ -2,12 +2,9 @@
 (kube_contract.md), what kubectl needs to read the objects, and the
 /_double control endpoints (faults, what it holds, the requests it saw),
 which are no part of any Kubernetes API."""
-import copy
-import datetime
 import json
 import re
 import ssl
-import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler
@@ -213,6 +210,11 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, d.discovery[path])
         if method == "GET" and path in ("/healthz", "/livez", "/readyz"):
             return self._send(200, b"ok")
+        if method == "GET" and re.fullmatch(r"/api/v1/namespaces/[^/]+/events|/apis/events\.k8s\.io/v1/namespaces/[^/]+/events",
+                                            path):
+            # no events are recorded (kubectl describe asks for them)
+            return self._send(200, {"kind": "EventList", "apiVersion": "v1", "metadata": {"resourceVersion": str(d.store.rv)},
+                                    "items": []})
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)", path)
         if m and method == "GET":
             if m.group(1) != d.namespace:
@@ -244,7 +246,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, d.with_kind(res, o))
         if name and method == "DELETE":
             return self._delete(res, name)
-        return self._fail(405, "MethodNotAllowed", f"the server does not allow this method on the requested resource")
+        return self._fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
     # ------------------------------------------------------------ verbs
     def _create(self, res):
@@ -268,6 +270,9 @@ class Handler(BaseHTTPRequestHandler):
         obj.pop("status", None)
         obj.setdefault("metadata", {})
         meta = obj["metadata"]
+        if meta.get("namespace") not in (None, "", d.namespace):
+            return self._fail(400, "BadRequest", "the namespace of the provided object does not match the namespace "
+                              "sent on the request")
         for k in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "selfLink", "generation"):
             meta.pop(k, None)
         validate = {"pods": schema.validate_pod, "secrets": schema.validate_secret,

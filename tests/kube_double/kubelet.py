@@ -427,7 +427,20 @@ class PodRun:
             self.publish()
             return False
         c.log = Log()
-        self.k.docker.call("POST", f"/containers/{c.cid}/start")
+        try:
+            self.k.docker.call("POST", f"/containers/{c.cid}/start")
+        except DockerError as e:
+            # the runtime could not start it (a command the image lacks...):
+            # containerd's StartError, the container terminated with 128
+            c.log.close()
+            c.state = {"terminated": {"exitCode": 128, "reason": "StartError", "message": e.message,
+                                      "startedAt": "1970-01-01T00:00:00Z", "finishedAt": ts(),
+                                      "containerID": "docker://" + c.cid}}
+            c.ended.set()
+            if c.init:
+                self.publish(phase="Failed" if not c.sidecar else None)
+                return False
+            return True
         if self.net is None:
             self.net = f"container:{c.cid}"
             info = self.k.docker.call("GET", f"/containers/{c.cid}/json")
@@ -499,7 +512,7 @@ class PodRun:
         c.ended.set()
 
     def _wait_regular(self):
-        pending = [c for c in self.containers if not c.init]
+        pending = [c for c in self.containers if not c.init and not c.ended.is_set()]
         while pending:
             for c in list(pending):
                 if c.log.done and not self.k.docker.call("GET", f"/containers/{c.cid}/json")["State"].get("Running"):

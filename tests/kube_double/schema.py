@@ -277,14 +277,12 @@ def validate_meta(meta, inv, namespace):
         inv.add("FieldValueRequired", "metadata.name", "Required value: name or generateName is required")
     elif len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
         inv.invalid("metadata.name", name, SUBDOMAIN_MSG if len(name) <= 253 else "must be no more than 253 characters")
-    if meta.get("namespace") not in (None, "", namespace):
-        inv.invalid("metadata.namespace", meta["namespace"], "does not match the namespace of the request")
     for k, v in (meta.get("labels") or {}).items():
         key = k.split("/", 1)[-1]
         if not QUALIFIED_NAME.match(key) or len(key) > 63:
             inv.invalid("metadata.labels", k, "name part must consist of alphanumeric characters, '-', '_' or '.'")
         if len(v) > 63 or not LABEL_VALUE.match(v):
-            inv.invalid(f"metadata.labels", v, "a valid label must be an empty string or consist of alphanumeric "
+            inv.invalid("metadata.labels", v, "a valid label must be an empty string or consist of alphanumeric "
                         "characters, '-', '_' or '.', and must start and end with an alphanumeric character")
 
 
@@ -352,7 +350,8 @@ def validate_pod(pod, namespace):
         sources = [s for s in VOLUME_SOURCES if s in v]
         if len(sources) != 1:
             inv.add("FieldValueRequired" if not sources else "FieldValueForbidden", p,
-                    "must specify a volume type" if not sources else f"Forbidden: may not specify more than 1 volume type")
+                    "Required value: must specify a volume type" if not sources else
+                    "Forbidden: may not specify more than 1 volume type")
         ed = v.get("emptyDir")
         if isinstance(ed, dict):
             if ed.get("medium") not in (None, "", "Memory", "HugePages"):
@@ -375,8 +374,10 @@ def validate_pod(pod, namespace):
                     inv.required(f"{ip}.path")
                 elif path.startswith("/"):
                     inv.invalid(f"{ip}.path", path, "must be a relative path")
-                elif path.startswith("..") or ".." in path.split("/"):
+                elif ".." in path.split("/"):
                     inv.invalid(f"{ip}.path", path, "must not contain '..'")
+                elif path.startswith(".."):
+                    inv.invalid(f"{ip}.path", path, "must not start with '..'")
         volumes[n] = v
     containers = spec.get("containers") or []
     if not containers:
