@@ -172,7 +172,7 @@ def test_reference_entries_serve_through_the_double(tmp_path):
 
 def test_a_tree_driver_refuses_a_reference_entry(tmp_path):
     """The native driver needs the tree: a reference entry is refused with
-    the reason, not "no image"."""
+    the reason, not "no image"; the CLI's kubernetes driver runs it."""
     from image_util import CACHE
     images = stage(CACHE / "images", tmp_path / "files")
     p = subprocess.run([str(AIRLOCK), "run", "--image", "default", "--lang", "python", "-c", "print(1)"], capture_output=True, timeout=60,
@@ -180,6 +180,13 @@ def test_a_tree_driver_refuses_a_reference_entry(tmp_path):
     assert p.returncode != 0
     err = p.stderr.decode(errors="replace")
     assert "is a reference entry" in err and "runs the image's tree" in err, err
+    # `airlock run --driver kubernetes` runs it (by oci.json's digest)
+    dargs, env = kube_pass.run_args()
+    p = subprocess.run([str(AIRLOCK), "run", "--json", *dargs, "--image", "default", "--lang", "python", "-c",
+                        "print('by reference')"], capture_output=True, timeout=180,
+                       env=dict(os.environ, **env, AIRLOCK_IMAGES=str(images)))
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+    assert json.loads(p.stdout)["stdout"] == "by reference\n", p.stdout
 
 
 def test_export_user_is_checked():
