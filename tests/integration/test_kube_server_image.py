@@ -45,9 +45,9 @@ SCRIPT = ("import os\n"
           "print('hello from', os.getuid())\n")
 
 
-def rendered_config(values):
-    """The ConfigMap's airlock.conf as `helm template` renders the chart
-    with VALUES (a dict, written as a values file)."""
+def rendered(values):
+    """The objects `helm template` renders the chart with VALUES (a dict,
+    written as a values file): helm test's hook pods included."""
     import kube_util
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
         yaml.safe_dump(values, f)
@@ -55,7 +55,12 @@ def rendered_config(values):
         p = subprocess.run([str(kube_util.HELM), "template", "airlock", str(ROOT / "deploy" / "helm" / "airlock"),
                             "-f", f.name], capture_output=True, timeout=60)
     assert p.returncode == 0, p.stderr.decode(errors="replace")
-    maps = [o for o in yaml.safe_load_all(p.stdout) if o and o["kind"] == "ConfigMap"]
+    return [o for o in yaml.safe_load_all(p.stdout) if o]
+
+
+def rendered_config(values):
+    """The ConfigMap's airlock.conf as the chart renders it with VALUES."""
+    maps = [o for o in rendered(values) if o["kind"] == "ConfigMap"]
     assert len(maps) == 1, maps
     return maps[0]["data"]["airlock.conf"]
 
@@ -266,7 +271,13 @@ def test_the_server_image_runs_the_chart_server(tmp_path):
     ref = reg.ref(digest, repo=SERVER_REPO)
     docker_util.docker("pull", ref, timeout=180)
     port = service_util.free_port()
-    conf = rendered_config(chart_values(kube, registry, port, image=(f"{reg.host}/{SERVER_REPO}", digest)))
+    values = chart_values(kube, registry, port, image=(f"{reg.host}/{SERVER_REPO}", digest))
+    objs = rendered(values)
+    conf = rendered_config(values)
+    # helm test's pod: its command, arguments and environment as rendered
+    smoke = next(o for o in objs if o["kind"] == "Pod" and o["metadata"]["name"].endswith("-smoke"))["spec"]
+    smoke = smoke["containers"][0]
+    assert smoke["image"] == ref, smoke
     etc = tmp_path / "etc"
     etc.mkdir()
     (etc / "airlock.conf").write_text(conf)
@@ -296,7 +307,24 @@ def test_the_server_image_runs_the_chart_server(tmp_path):
         top = docker_util.docker("top", name, "-o", "pid,uid,cmd").stdout.decode()
         assert "10001" in top, top
         run_through_double(port, key, kube)
+        # `helm test`'s smoke pod's command, in this image: its service
+        # account's in-cluster config replaced by the double's kubeconfig;
+        # the chart's NetworkPolicy made in the double, as an install makes it
+        np = next(o for o in objs if o["kind"] == "NetworkPolicy")
+        assert np["metadata"]["namespace"] == kube.namespace, np
+        path = f"/apis/networking.k8s.io/v1/namespaces/{kube.namespace}/networkpolicies"
+        kube.call("DELETE", f"{path}/{np['metadata']['name']}")
+        st, _, body = kube.call("POST", path + "?fieldValidation=Strict", np)
+        assert st == 201, (st, body)
+        env = [a for e in smoke["env"] for a in ("-e", f"{e['name']}={e['value']}")]
+        p = docker_util.docker("run", "--rm", *base, *env, "-e", f"KUBECONFIG={kube.kubeconfig}", "--entrypoint",
+                               smoke["command"][0], ref, *smoke["args"], timeout=120, check=False)
+        doc = json.loads(p.stdout) if p.stdout.strip().startswith(b"{") else {}
+        assert p.returncode == 0 and doc.get("outcome") == "enforced", (p.returncode, p.stdout[-2000:],
+                                                                         p.stderr[-2000:])
     finally:
+        if "np" in locals():
+            kube.call("DELETE", f"{path}/{np['metadata']['name']}")
         logs = docker_util.docker("logs", name, check=False)
         docker_util.docker("rm", "-f", name, check=False)
         print(logs.stderr.decode(errors="replace")[-3000:])
