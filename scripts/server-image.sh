@@ -30,7 +30,7 @@ AIRLOCK=$BUILD/airlock
 here=$(cd "$(dirname "$0")/.." && pwd)
 say() { echo "server-image: $*" >&2; }
 die() { echo "server-image: error: $*" >&2; exit 1; }
-[ -x "$AIRLOCK" ] && [ -x "$BUILD/airlock-server" ] || die "no $AIRLOCK and $BUILD/airlock-server: make build first"
+if [ ! -x "$AIRLOCK" ] || [ ! -x "$BUILD/airlock-server" ]; then die "no $AIRLOCK and $BUILD/airlock-server: make build first"; fi
 
 if [ -n "${STAGE:-}" ]; then
     mkdir "$STAGE" || die "STAGE=$STAGE: cannot make it (it must not exist)"

@@ -28,8 +28,9 @@ die() { echo "image: error: $*" >&2; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
 FILES=${AIRLOCK_SERVER_FILES:-}
 [ -n "$FILES" ] || die "AIRLOCK_SERVER_FILES is not set: name the staged files (make server-image does)"
-[ -x "$FILES/usr/bin/airlock" ] && [ -x "$FILES/usr/bin/airlock-server" ] ||
+if [ ! -x "$FILES/usr/bin/airlock" ] || [ ! -x "$FILES/usr/bin/airlock-server" ]; then
     die "$FILES holds no usr/bin/airlock and usr/bin/airlock-server"
+fi
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap and chroot need it)"
 command -v debootstrap >/dev/null 2>&1 || die "debootstrap not found (apt-get install debootstrap)"
 pkgs=$(sed 's/#.*//' "$here/packages" | tr -s ' \t' '\n' | sed '/^$/d')
@@ -73,7 +74,9 @@ inroot /usr/bin/airlock --version >/dev/null 2>&1 || inroot /usr/bin/airlock --h
 say "step 3/5: writing $MANIFEST"
 # shellcheck disable=SC2016
 debs=$(inroot dpkg-query -W -f='{"name": "${Package}", "version": "${Version}", "arch": "${Architecture}"}\n' | sort | paste -sd, -)
+# shellcheck disable=SC1091
 pretty=$(. "$DEST/etc/os-release" && echo "$PRETTY_NAME")
+# shellcheck disable=SC1091
 vid=$(. "$DEST/etc/os-release" && echo "$VERSION_ID")
 mkdir -p "$DEST/usr/share/airlock"
 printf '{"format": 1, "name": "server", "system": {"name": "%s", "version_id": "%s", "debian_version": "%s"}, "source": {"suite": "%s", "mirror": "%s", "variant": "minbase", "requested": [%s]}, "user": 10001, "debian_packages": [%s]}\n' \
