@@ -236,3 +236,22 @@ def test_sweep_of_a_dead_services_pods(kube, tmp_path):
         assert_clean(kube, within=20)
     finally:
         b.stop()
+
+
+def test_cancel_deletes_the_pod(kube, tmp_path):
+    from service_util import TERMINAL
+    svc = kube_service(tmp_path / "svc")
+    svc.start()
+    try:
+        run = svc.run("import time; print('up', flush=True); time.sleep(60)", wait=False)
+        wait_pod(kube)
+        svc.wait_state(run["id"], "running", timeout=30)
+        t0 = time.monotonic()
+        status, _, _ = svc.cancel(run["id"])
+        assert status == 202
+        done = svc.wait_state(run["id"], TERMINAL, timeout=30)
+        assert done["state"] == "canceled", done
+        assert_clean(kube, within=10)
+        assert time.monotonic() - t0 < 12
+    finally:
+        svc.stop()
