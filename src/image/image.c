@@ -315,35 +315,7 @@ int al_image_commit(const char *images_dir, const char *src, json_t *info, char 
  * followed, at most MAX bytes. The store is airlock's own, but nothing it
  * reads there should be able to name a host file or block on a FIFO. */
 static int read_store(const char *path, size_t max, char **ret, size_t *ret_len) {
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return -errno;
-    struct stat st;
-    if (fstat(fd, &st) < 0)
-        return -errno;
-    if (!S_ISREG(st.st_mode))
-        return -EINVAL;
-    if ((uint64_t)st.st_size > max)
-        return -EFBIG;
-    _cleanup_free_ char *buf = malloc((size_t)st.st_size + 1);
-    if (!buf)
-        return -ENOMEM;
-    size_t len = 0;
-    while (len < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
-    buf[len] = '\0';
-    if (ret_len)
-        *ret_len = len;
-    *ret = TAKE_PTR(buf);
-    return 0;
+    return al_read_regular(AT_FDCWD, path, max, true, ret, ret_len);
 }
 
 static int resolve(const char *images_dir, const char *name, bool tree, char *ret_dir, size_t len,
