@@ -464,7 +464,9 @@ int cli_run(int argc, char **argv) {
         char images[PATH_MAX], dir[PATH_MAX], digest[65];
         al_error ierr = { 0 };
         cli_images_dir(images, sizeof images);
-        int r = al_image_resolve(images, o->image, dir, sizeof dir, digest, &ierr);
+        /* the kubernetes driver names the pod's image by the entry's
+         * oci.json: a reference entry (the server image's) will do */
+        int r = (o->kube ? al_image_resolve_ref : al_image_resolve)(images, o->image, dir, sizeof dir, digest, &ierr);
         if (r < 0) {
             fprintf(stderr, "airlock run: --image %s: %s%s\n", o->image, ierr.msg,
                     r == -ENOENT ? " (`airlock image build` makes the default image there; AIRLOCK_IMAGES=DIR in the "

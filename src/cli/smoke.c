@@ -83,7 +83,8 @@ int cli_smoke(int argc, char **argv) {
         char images[PATH_MAX], digest[65];
         al_error ierr = { 0 };
         cli_images_dir(images, sizeof images);
-        int r = al_image_resolve(images, a.k.image, dir, sizeof dir, digest, &ierr);
+        /* the kubernetes driver's: a reference entry (the server image's) will do */
+        int r = al_image_resolve_ref(images, a.k.image, dir, sizeof dir, digest, &ierr);
         if (r < 0) {
             fprintf(stderr, "airlock smoke: --image %s: %s%s\n", a.k.image, ierr.msg,
                     r == -ENOENT ? " (`airlock image build` makes the default image there; AIRLOCK_IMAGES=DIR in the "

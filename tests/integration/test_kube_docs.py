@@ -1,10 +1,7 @@
 """The steps docs/operations.md gives a stranger for trying the kubernetes
 driver without a cluster ("Trying it without a cluster"), run as written,
 against the session's API double and registry (kube_pass.py: the default
-image already exported and pushed there, as the block's first lines do);
-the service on the slim images directory docs/kubernetes.md has the
-server's image carry (each image's record, not its tree), made by that
-page's own lines.
+image already exported and pushed there, as the block's first lines do).
 
 The block is read from the doc, not copied here: a step that stops working,
 or a doc edit that breaks a step (a flag renamed, a missing --lang, a
@@ -143,18 +140,8 @@ def test_the_docs_steps_run(env):
     p = sh(smoke, e)
     assert p.returncode == 0 and json.loads(p.stdout)["outcome"] == "enforced", (p.stdout, p.stderr)
 
-    # the service, as the doc starts it (on a port of the test's own), on the
-    # images directory docs/kubernetes.md has a server image carry: each
-    # image's record alone (oci.json, an empty rootfs), made by its own lines
-    from image_util import CACHE
-    text = (ROOT / "docs" / "kubernetes.md").read_text()
-    block = re.search(r"```sh\n(src=/var/lib/airlock/images .*?)```", text, re.S)
-    assert block, "docs/kubernetes.md: the server image's images block is gone"
-    p = sh(block.group(1).replace("/var/lib/airlock/images", str(CACHE / "images")).replace("ctx/", f"{tmp}/ctx/"), e)
-    assert p.returncode == 0, p.stderr
-    slim = tmp / "ctx" / "usr" / "share" / "airlock" / "images"
-    assert sum(f.stat().st_size for f in slim.rglob("*") if f.is_file()) < 1 << 20
-    serve = sub(step(steps, "airlock serve "), dict(subs, **{"/var/lib/airlock/images": str(slim)}))
+    # the service, as the doc starts it (on a port of the test's own)
+    serve = sub(step(steps, "airlock serve "), subs)
     http = free_port()
     log = open(tmp / "serve.log", "wb")
     svc = subprocess.Popen(shlex.split(serve) + ["--listen", f"127.0.0.1:{http}"], env=e, stdout=log, stderr=log,
