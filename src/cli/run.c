@@ -469,7 +469,8 @@ int cli_run(int argc, char **argv) {
         int r = (o->kube ? al_image_resolve_ref : al_image_resolve)(images, o->image, dir, sizeof dir, digest, &ierr);
         if (r < 0) {
             fprintf(stderr, "airlock run: --image %s: %s%s\n", o->image, ierr.msg,
-                    r == -ENOENT ? " (`airlock image build` makes the default image there; AIRLOCK_IMAGES=DIR in the "
+                    r == -ENOENT && strncmp(ierr.msg, "no image", 8) == 0
+                        ? " (`airlock image build` makes the default image there; AIRLOCK_IMAGES=DIR in the "
                                    "environment names another directory)" : "");
             return EXIT_AIRLOCK;
         }

@@ -87,7 +87,8 @@ int cli_smoke(int argc, char **argv) {
         int r = al_image_resolve_ref(images, a.k.image, dir, sizeof dir, digest, &ierr);
         if (r < 0) {
             fprintf(stderr, "airlock smoke: --image %s: %s%s\n", a.k.image, ierr.msg,
-                    r == -ENOENT ? " (`airlock image build` makes the default image there; AIRLOCK_IMAGES=DIR in the "
+                    r == -ENOENT && strncmp(ierr.msg, "no image", 8) == 0
+                        ? " (`airlock image build` makes the default image there; AIRLOCK_IMAGES=DIR in the "
                                    "environment names another directory; or --image-ref REPO@sha256:HEX)" : "");
             return EXIT_AIRLOCK;
         }
