@@ -80,6 +80,9 @@ int cli_serve(int argc, char **argv) {
     static const struct { const char *env, *key; } envs[] = {
         { "AIRLOCK_LISTEN", "listen" }, { "AIRLOCK_STATE", "state" }, { "AIRLOCK_DRIVER", "driver" },
         { "AIRLOCK_STORE", "store" }, { "AIRLOCK_RUNTIME", "runtime" },
+        /* the CLI's variable, so `airlock smoke` and `airlock serve` find one
+         * cluster alike; KUBECONFIG is not read: a service's cluster is named */
+        { "AIRLOCK_KUBECONFIG", "kubeconfig" },
     };
     for (size_t i = 0; i < ELEMENTSOF(envs); i++) {
         const char *v = getenv(envs[i].env);
@@ -92,6 +95,7 @@ int cli_serve(int argc, char **argv) {
             printf("usage: airlock serve [--listen ADDR:PORT] [--state DIR] [--config FILE]\n"
                    "                     [--driver native|docker|e2b|daytona|kubernetes|disabled] [--runtime runc|runsc] [--docker_socket PATH]\n"
                    "                     [--kubeconfig PATH] [--kubernetes_namespace NS] [--kubernetes_registry REPO]\n"
+                   "                     [--kubernetes_runtime_class RC] [--kubernetes_seccomp runtime-default|localhost:PATH]\n"
                    "                     [--store sqlite|postgresql://USER@HOST/DB]\n"
                    "see docs/api.md\n");
             return 0;

@@ -255,6 +255,17 @@ json_t *al_view_settings(al_service *s, const char *ws_id, al_error *err) {
         /* whether the driver holds the box to this mode is the driver's to say */
         const char *why = NULL;
         bool held = s->driver->net_mode_held && s->driver->net_mode_held((al_net_mode)m, &why);
+        /* offline is what the driver itself keeps (a pod's NetworkPolicy, a
+         * cloud's switch, a container's none): its own network badge says
+         * how, where it has one, not the native box's words */
+        json_t *own = json_object_get(badges, "network");
+        const char *own_level = json_string_value(json_object_get(own, "level"));
+        const char *own_detail = json_string_value(json_object_get(own, "detail"));
+        if (held && m == AL_NET_OFFLINE && own_level && own_detail) {
+            json_object_set_new(modes, al_net_mode_name((al_net_mode)m),
+                                json_pack("{s:s, s:s}", "level", own_level, "detail", own_detail));
+            continue;
+        }
         json_object_set_new(modes, al_net_mode_name((al_net_mode)m),
                             json_pack("{s:s, s:s}", "level", held ? b.level : "not-enforced", "detail",
                                       held ? b.detail : why ? why : "no runs execute on this service's driver"));

@@ -45,6 +45,11 @@ typedef struct al_driver_ops {
     /* Runs need an image (a container cannot run on the host's /usr): a
      * run that names none gets the default image. */
     bool needs_image;
+    /* It runs an image by its registry reference (oci.json's manifest
+     * digest) and never reads the tree: an image directory's reference
+     * entry (no rootfs, what the server image carries) is enough for it
+     * (al_image_resolve_ref). */
+    bool image_by_reference;
     /* Whether its boxes are held to network mode MODE (their own network
      * namespace, and the egress proxy's listener in it, where the mode has
      * one); when not, *RET_WHY may say why. NULL: no mode is (no runs
@@ -64,6 +69,12 @@ extern const al_driver_ops al_driver_kubernetes;
  * DOCKER_HOST or /var/run/docker.sock, RUNTIME "runc" or "runsc", POOL
  * the containers it makes ahead of need per shape of run (0: none). */
 int al_driver_docker_configure(const char *socket, const char *runtime, int pool, al_error *err);
+
+/* airlock's seccomp policy as the JSON profile the docker driver sends
+ * (HostConfig.SecurityOpt seccomp=...), which is also the format of a
+ * kubelet's Localhost profile (`airlock seccomp-profile`): malloc'd, or
+ * NULL with why in ERR. */
+char *al_driver_seccomp_profile(al_error *err);
 
 /* The native driver, for the whole process (the service's configuration,
  * set once before any run): BOXES at once at most (what its badges weigh

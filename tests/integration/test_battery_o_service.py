@@ -227,6 +227,8 @@ def test_images_have_their_own_directory_and_hints_name_it(tmp_path, services):
     p = subprocess.run([str(AIRLOCK), "run", "--image", "nope", "--lang", "python", "-c", "print(1)"],
                        capture_output=True, timeout=30, env=dict(os.environ, AIRLOCK_IMAGES=str(images)))
     assert p.returncode == 125 and f'no image named "nope" in {images}'.encode() in p.stderr, p.stderr
+    # and what to do about it (the CLI takes no --images: the environment names the directory)
+    assert b"`airlock image build` makes the default image there; AIRLOCK_IMAGES=DIR" in p.stderr, p.stderr
     # the service said at its start that it had none, and where it looked
     log = svc.log_path.read_text()
     assert '"event":"images.none"' in log and f'"looked":"{images}"' in log, log[-2000:]

@@ -196,6 +196,14 @@ def test_helm_test_runs_the_smoke_test(rendered):
     assert c["args"][5:] == ["--registry", "registry.example.com/airlock"]
     assert c["image"].endswith("@" + DIGEST) and c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert pod["spec"]["serviceAccountName"] == "airlock" and pod["spec"]["restartPolicy"] == "Never"
+    # the images directory the server and the smoke pod read is not under the
+    # state directory, an emptyDir that would hide what the server image carries
+    conf = one(rendered["kubernetes"], "ConfigMap")["data"]["airlock.conf"]
+    images = [ln.split(" = ", 1)[1] for ln in conf.splitlines() if ln.startswith("images = ")]
+    env = {e["name"]: e["value"] for e in c["env"]}
+    mounts = [m["mountPath"] for m in c["volumeMounts"]]
+    assert images == [env["AIRLOCK_IMAGES"]] == ["/usr/share/airlock/images"], (conf, env)
+    assert not any(images[0].startswith(m + "/") for m in mounts), mounts
 
 
 def test_helm_and_kustomize_render_the_same_sandbox(rendered):
@@ -225,14 +233,38 @@ def test_helm_and_kustomize_render_the_same_sandbox(rendered):
     (["--set", "kubernetes.registry="], "driver kubernetes needs kubernetes.registry"),
     (["--set", "kubernetes.runtimeClass.create=true"], "kubernetes.runtimeClass.create needs kubernetes.runtimeClass.name"),
     (["--set", "kubernetes.seccomp=unconfined"], "kubernetes.seccomp is runtime-default or localhost:PATH"),
+    (["--set", "kubernetes.seccomp=localhost:/var/lib/kubelet/seccomp/a.json"], "relative to the kubelet's seccomp root"),
+    (["--set", "kubernetes.seccomp=localhost:airlock/../a.json"], "without . or .. components"),
     (["--set", "kubernetes.boxDigest=latest"], 'kubernetes.boxDigest ("latest") is not'),
     # values.schema.json: a misspelt key is an error, not a silent default
     (["--set", "kubernetes.namspace=other"], "additional properties 'namspace' not allowed"),
     (["--set", "replicaCount=0"], "at '/replicaCount': minimum"),
+    # what the server would refuse at start is refused at install, not left to a crash loop
+    (["--set", "kubernetes.pool=2"], "at '/kubernetes/pool': maximum: got 2, want 0"),
+    (["--set", "kubernetes.scheduleTimeoutS=99999"], "at '/kubernetes/scheduleTimeoutS': maximum"),
 ])
 def test_the_chart_refuses(args, message):
     p = helm_template("-f", example("kubernetes"), *args, check=False)
     assert p.returncode != 0 and message in p.stderr.decode(), p.stderr.decode()
+
+
+def test_seccomp_localhost_renders_into_the_config_and_the_smoke_test():
+    """kubernetes.seccomp = localhost:PATH: the server's config names it (the
+    sandbox pods' seccompProfile Localhost), `helm test`'s smoke pod checks it
+    from its sandbox probe, and the chart itself installs no profile (no
+    hostPath: the file is the nodes' operator's)."""
+    objs = docs(helm_template("-f", example("kubernetes"), "--set",
+                              "kubernetes.seccomp=localhost:airlock/airlock.json").stdout)
+    conf = one(objs, "ConfigMap")["data"]["airlock.conf"]
+    assert "kubernetes_seccomp = localhost:airlock/airlock.json\n" in conf, conf
+    [c] = one(objs, "Pod")["spec"]["containers"]
+    assert c["args"][-2:] == ["--seccomp", "localhost:airlock/airlock.json"], c["args"]
+    assert "hostPath" not in json.dumps(objs)
+    # the default: the runtime's, and the smoke test then does not check one
+    objs = docs(helm_template("-f", example("kubernetes")).stdout)
+    assert "kubernetes_seccomp = runtime-default\n" in one(objs, "ConfigMap")["data"]["airlock.conf"]
+    [c] = one(objs, "Pod")["spec"]["containers"]
+    assert "--seccomp" not in c["args"]
 
 
 def test_disabled_and_a_single_replica_on_sqlite_render():
@@ -242,3 +274,27 @@ def test_disabled_and_a_single_replica_on_sqlite_render():
     dep = one(objs, "Deployment")
     assert "env" not in dep["spec"]["template"]["spec"]["containers"][0]
     assert not [o for o in objs if o["kind"] in ("Namespace", "Role", "NetworkPolicy", "Pod")]
+
+
+def test_the_docs_own_kustomize_overlay(tmp_path):
+    """docs/kubernetes.md's overlay, read from the page and run as a
+    stranger would (beside a checkout): the server image and the registry
+    are the overlay's, not the base's placeholders (an `images:` entry named
+    `airlock` would leave the example digest, silently)."""
+    import re
+    text = (ROOT / "docs" / "kubernetes.md").read_text()
+    block = re.search(r"```sh\n(mkdir my-airlock && cd my-airlock\n.*?)```", text, re.S)
+    assert block, "docs/kubernetes.md: the overlay's ```sh block is gone"
+    (tmp_path / "deploy").symlink_to(ROOT / "deploy")
+    # (its kubectl lines are the test's own below: there is no cluster to apply to)
+    script = "".join(ln for ln in block.group(1).splitlines(keepends=True) if not ln.startswith("kubectl "))
+    p = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=tmp_path, capture_output=True, timeout=30)
+    assert p.returncode == 0, p.stderr.decode()
+    tools()
+    objs = docs(run(KUBECTL, "kustomize", tmp_path / "my-airlock").stdout)
+    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    assert [c["image"] for c in pod["containers"]] == ["registry.corp.example/airlock/airlock@sha256:" + "0" * 64]
+    conf = one(objs, "ConfigMap")["data"]["airlock.conf"]
+    assert "kubernetes_registry = registry.corp.example/airlock\n" in conf, conf
+    assert "kubernetes_runtime_class = gvisor\n" in conf, conf
+    assert any(o["kind"] == "RuntimeClass" for o in objs)
