@@ -138,10 +138,14 @@ static int driver_key(al_service_config *c, const char *key, const char *value, 
         return 0;
     }
     if (strcmp(key, "kubernetes_pool") == 0) {
-        /* warm pods are not built: a pool asked for is refused, not ignored */
+        /* no warm pods (measured, docs/kubernetes.md "Speed"): a pool asked
+         * for is refused, not ignored */
         int r = set_int(&c->kubernetes_pool, value, 0, 16, key, err);
         if (r == 0 && c->kubernetes_pool > 0)
-            return al_err(err, "config", EOPNOTSUPP, "kubernetes_pool = %s: warm pods are not built yet (want 0)",
+            return al_err(err, "config", EOPNOTSUPP,
+                          "kubernetes_pool = %s: the kubernetes driver keeps no warm pods (want 0): a pod made "
+                          "before its run could only receive it through a volume, which starts it later than a "
+                          "new pod (docs/kubernetes.md, Speed)",
                           value);
         return r;
     }
