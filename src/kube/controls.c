@@ -23,15 +23,14 @@ void al_kube_controls(const al_kube_opts *o, bool network_confirmed, al_controls
     if (rc)
         set(&c->userns, AL_LEVEL_UNCONFIRMED,
             "a pod of its own per run, made for it and deleted after it, under RuntimeClass %s (its handler, "
-            "e.g. gVisor or Kata, is the node's: not seen from here); runs as uid 65534, non-root, as its "
-            "container's PID 1 (a signal the script sends itself is ignored; a fault still ends it)",
+            "e.g. gVisor or Kata, is the node's: not seen from here); runs as uid 65534, non-root, as the child of "
+            "its container's stage shell",
             rc);
     else
         set(&c->userns, AL_LEVEL_UNCONFIRMED,
             "a pod of its own per run, made for it and deleted after it, sharing the node's kernel (no "
             "RuntimeClass configured: set kubernetes_runtime_class for gVisor or Kata); runs as uid 65534, "
-            "non-root, in no user namespace of airlock's, as its container's PID 1 (a signal the script sends "
-            "itself is ignored; a fault still ends it)%s",
+            "non-root, in no user namespace of airlock's, as the child of its container's stage shell%s",
             "");
     bool local = o && o->seccomp == AL_KUBE_SECCOMP_LOCALHOST;
     if (local)
