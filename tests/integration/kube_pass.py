@@ -4,6 +4,7 @@ API double (kube_util.py) on the test dockerd, the loopback registry
 export` and pushed there once per session, so that runs through the
 kubernetes driver pull it by digest as a cluster would."""
 import json
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -24,14 +25,20 @@ def cluster():
     ensure_default_image()
     reg = registry_util.start()
     kube = kube_util.start(registry=reg)
-    out = Path(tempfile.mkdtemp(prefix="airlock-kube-export-")) / "oci"
-    p = subprocess.run([str(AIRLOCK), "image", "--state", str(CACHE), "export", "default", "--out", str(out),
-                        "--json"], capture_output=True, timeout=300)
-    assert p.returncode == 0, f"airlock image export: {p.stderr.decode(errors='replace')}"
-    digest = json.loads(p.stdout)["digest"]
-    # (registry_util's push takes a skopeo source and answers the digest)
-    pushed = reg.push(f"oci:{out}")
-    assert pushed == digest, (pushed, digest)
+    # the export (~270 MB) is needed for the push alone: removed right
+    # after it, whatever happens
+    tmp = Path(tempfile.mkdtemp(prefix="airlock-kube-export-"))
+    try:
+        out = tmp / "oci"
+        p = subprocess.run([str(AIRLOCK), "image", "--state", str(CACHE), "export", "default", "--out", str(out),
+                            "--json"], capture_output=True, timeout=300)
+        assert p.returncode == 0, f"airlock image export: {p.stderr.decode(errors='replace')}"
+        digest = json.loads(p.stdout)["digest"]
+        # (registry_util's push takes a skopeo source and answers the digest)
+        pushed = reg.push(f"oci:{out}")
+        assert pushed == digest, (pushed, digest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     _env = (kube, reg, f"{reg.host}/airlock")
     return _env
 
