@@ -84,6 +84,7 @@ static int usage(FILE *f) {
                "  admin [--state DIR] bootstrap|org|workspace|person|key|list  tenants and API keys\n"
                "  mcp [--url URL] [--key KEY] | --local    MCP over stdio, to a service or a private one (docs/cli.md)\n"
                "  smoke --driver kubernetes [--kubeconfig PATH] ...   whether the cluster enforces the sandbox pods' NetworkPolicy\n"
+               "  seccomp-profile [--out FILE]             airlock's seccomp policy as a Docker/Kubernetes Localhost profile\n"
                "  version                                  print the version\n\n"
                "see docs/cli.md\n");
     return f == stdout ? 0 : 125;
@@ -114,9 +115,11 @@ int main(int argc, char **argv) {
         return cli_mcp(argc - 1, argv + 1);
     if (strcmp(cmd, "smoke") == 0)
         return cli_smoke(argc - 1, argv + 1);
+    if (strcmp(cmd, "seccomp-profile") == 0)
+        return cli_seccomp_profile(argc - 1, argv + 1);
 #else
     if (strcmp(cmd, "serve") == 0 || strcmp(cmd, "admin") == 0 || strcmp(cmd, "mcp") == 0 ||
-        strcmp(cmd, "smoke") == 0)
+        strcmp(cmd, "smoke") == 0 || strcmp(cmd, "seccomp-profile") == 0)
         return hand_over(argv);
 #endif
     if (strcmp(cmd, "image") == 0)

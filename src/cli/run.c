@@ -27,7 +27,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: airlock run [--lang L] [--in PATH]... [--out DIR] [--timeout S] [--memory SIZE]\n"
                "                   [--cpus N] [--pids N] [--driver native|docker|e2b|daytona|kubernetes] [--runtime runc|runsc]\n"
                "                   [--kubeconfig PATH] [--namespace NS] [--registry R] [--runtime-class RC]\n"
-               "                   [--image-ref REPO@sha256:HEX] [--dry-run]\n"
+               "                   [--image-ref REPO@sha256:HEX] [--seccomp runtime-default|localhost:PATH] [--dry-run]\n"
                "                   [--json] [--fork] ... (FILE | -c CODE) [ARGS...]\n"
                "see docs/cli.md for every option\n");
 }
@@ -86,8 +86,8 @@ typedef struct run_opts {
     size_t n_inputs;
     bool json, forked, docker, kube;
     /* --driver kubernetes: --kubeconfig, --namespace, --registry,
-     * --runtime-class, --image-ref, --dry-run */
-    const char *kubeconfig, *kube_namespace, *registry, *runtime_class, *image_ref;
+     * --runtime-class, --image-ref, --seccomp, --dry-run */
+    const char *kubeconfig, *kube_namespace, *registry, *runtime_class, *image_ref, *seccomp;
     bool dry_run;
     char **script_args;
     size_t n_args;
@@ -161,6 +161,8 @@ static int set_option(run_opts *o, const char *a, const char *v) {
         o->runtime_class = v;
     } else if (strcmp(a, "--image-ref") == 0) {
         o->image_ref = v;
+    } else if (strcmp(a, "--seccomp") == 0) {
+        o->seccomp = v;
     } else {
         return set_bound(o, a, v);
     }
@@ -223,9 +225,9 @@ static int parse_args(int argc, char **argv, run_opts *o) {
     if (o->engine_runtime && !o->docker)
         return usage_error("--runtime %s is the docker driver's (--driver docker)", o->engine_runtime);
     if (!o->kube && (o->kubeconfig || o->kube_namespace || o->registry || o->runtime_class || o->image_ref ||
-                     o->dry_run))
-        return usage_error("--kubeconfig, --namespace, --registry, --runtime-class, --image-ref and --dry-run are "
-                           "the kubernetes driver's (--driver kubernetes)");
+                     o->seccomp || o->dry_run))
+        return usage_error("--kubeconfig, --namespace, --registry, --runtime-class, --image-ref, --seccomp and "
+                           "--dry-run are the kubernetes driver's (--driver kubernetes)");
     if (o->kube && o->forked)
         return usage_error("--fork is the native driver's");
 #ifdef AIRLOCK_SERVER
@@ -493,6 +495,7 @@ int cli_run(int argc, char **argv) {
     if (o->kube && o->dry_run) {
         cli_kube_args ka = { .kubeconfig = o->kubeconfig, .namespace_ = o->kube_namespace, .registry = o->registry,
                              .runtime_class = o->runtime_class, .image_ref = o->image_ref, .image = o->image,
+                             .seccomp = o->seccomp,
                              .image_dir = o->image_ref ? NULL : ir.root, .dry_run = true };
         cfg.listen_port = 0;
         return cli_run_kube_dry_run(&ka, &cfg);
@@ -501,6 +504,7 @@ int cli_run(int argc, char **argv) {
     if (o->kube) {
         cli_kube_args ka = { .kubeconfig = o->kubeconfig, .namespace_ = o->kube_namespace, .registry = o->registry,
                              .runtime_class = o->runtime_class, .image_ref = o->image_ref, .image = o->image,
+                             .seccomp = o->seccomp,
                              .image_dir = ir.root };
         cfg.listen_port = 0;
         if ((st = cli_run_kube(&ka, &cfg, &res, &r)) >= 0)

@@ -58,6 +58,15 @@ int cli_kube_image_ref(const cli_kube_args *k, char *ref, size_t n) {
     return -1;
 }
 
+int cli_kube_seccomp(const char *cmd, const char *v, al_kube_seccomp *kind, const char **path) {
+    al_error err = { 0 };
+    if (al_kube_parse_seccomp(v, kind, path, &err) < 0) {
+        fprintf(stderr, "airlock %s: --%s\n", cmd, err.msg);
+        return EXIT_AIRLOCK;
+    }
+    return -1;
+}
+
 /* this host's 12 hex, and a run's name: the driver's rule (sha256 of
  * "<node>/<instance>/<run id>"), with the CLI's pid and clock for them */
 static void names(char node[13], char instance[13], char run[25]) {
@@ -77,7 +86,12 @@ static void names(char node[13], char instance[13], char run[25]) {
 
 int cli_run_kube_dry_run(const cli_kube_args *k, const al_box_config *cfg) {
     char ref[AL_KUBE_REF_MAX];
-    int st = cli_kube_image_ref(k, ref, sizeof ref);
+    al_kube_seccomp sk;
+    const char *sp;
+    int st = cli_kube_seccomp("run", k->seccomp, &sk, &sp);
+    if (st >= 0)
+        return st;
+    st = cli_kube_image_ref(k, ref, sizeof ref);
     if (st >= 0)
         return st;
     al_kube_cluster cluster = { 0 };
@@ -105,7 +119,7 @@ int cli_run_kube_dry_run(const cli_kube_args *k, const al_box_config *cfg) {
     char node[13], instance[13], run[25];
     names(node, instance, run);
     al_kube_opts o = { .cluster = have ? &cluster : NULL, .image_ref = ref, .runtime_class = k->runtime_class,
-                       .seccomp = AL_KUBE_SECCOMP_RUNTIME_DEFAULT, .run_id = run, .node = node,
+                       .seccomp = sk, .seccomp_localhost = sp, .run_id = run, .node = node,
                        .instance = instance };
     const char *ns = have ? cluster.namespace_ : k->namespace_;
     json_t *sec = NULL, *pod = NULL, *np = NULL;
@@ -133,7 +147,12 @@ int cli_run_kube_dry_run(const cli_kube_args *k, const al_box_config *cfg) {
 
 int cli_run_kube(const cli_kube_args *k, const al_box_config *cfg, al_box_result *res, int *ret_r) {
     char ref[AL_KUBE_REF_MAX];
-    int st = cli_kube_image_ref(k, ref, sizeof ref);
+    al_kube_seccomp sk;
+    const char *sp;
+    int st = cli_kube_seccomp("run", k->seccomp, &sk, &sp);
+    if (st >= 0)
+        return st;
+    st = cli_kube_image_ref(k, ref, sizeof ref);
     if (st >= 0)
         return st;
     const char *kc = k->kubeconfig;
@@ -154,7 +173,7 @@ int cli_run_kube(const cli_kube_args *k, const al_box_config *cfg, al_box_result
     char node[13], instance[13], run[25];
     names(node, instance, run);
     al_kube_opts o = { .cluster = &cluster, .image_ref = ref, .runtime_class = k->runtime_class,
-                       .seccomp = AL_KUBE_SECCOMP_RUNTIME_DEFAULT, .run_id = run, .node = node,
+                       .seccomp = sk, .seccomp_localhost = sp, .run_id = run, .node = node,
                        .instance = instance, .schedule_timeout_s = k->schedule_timeout_s };
     *ret_r = al_kube_run(&o, cfg, res);
     al_kube_cluster_free(&cluster);

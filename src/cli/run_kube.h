@@ -6,6 +6,7 @@
 /* What `airlock run` was told for the kubernetes driver. */
 typedef struct cli_kube_args {
     const char *kubeconfig, *namespace_, *registry, *runtime_class, *image_ref;
+    const char *seccomp;          /* --seccomp: runtime-default (NULL) or localhost:PATH */
     const char *image;            /* the runtime image's name, as given */
     const char *image_dir;        /* its directory (oci.json: `airlock image export`'s record) */
     bool dry_run;
@@ -21,6 +22,14 @@ int cli_run_kube_dry_run(const cli_kube_args *k, const al_box_config *cfg);
  * image's oci.json (`airlock image export`'s record), into REF: -1, or the
  * exit status after saying why (never exported: the command to run). */
 int cli_kube_image_ref(const cli_kube_args *k, char *ref, size_t n);
+
+/* --seccomp into *KIND and *PATH: -1, or the exit status after saying why. */
+int cli_kube_seccomp(const char *cmd, const char *v, al_kube_seccomp *kind, const char **path);
+
+/* `airlock seccomp-profile [--out FILE]`: airlock's seccomp policy as the
+ * JSON profile the docker driver sends and a kubelet's Localhost profile
+ * is (deterministic). */
+int cli_seccomp_profile(int argc, char **argv);
 
 /* `airlock smoke --driver kubernetes`: whether the cluster enforces the
  * sandbox pods' deny-all NetworkPolicy (kube/smoke.h). */

@@ -17,9 +17,11 @@
 static int usage(FILE *f) {
     fprintf(f, "usage: airlock smoke --driver kubernetes [--kubeconfig PATH] [--namespace NS]\n"
                "                     [--image-ref REPO@sha256:HEX | --registry R [--image NAME]]\n"
-               "                     [--runtime-class RC] [--timeout S]\n"
+               "                     [--runtime-class RC] [--seccomp runtime-default|localhost:PATH] [--timeout S]\n"
                "Runs a target pod, a control probe and a sandbox probe (airlock.dev/sandbox=true) in the\n"
-               "namespace: enforced when the control reaches the target and the sandbox probe does not.\n");
+               "namespace: enforced when the control reaches the target and the sandbox probe does not\n"
+               "(and, with --seccomp localhost:PATH, the sandbox probe under that profile sees ptrace, keyctl\n"
+               "and io_uring_setup refused, as airlock's profile refuses them).\n");
     return f == stdout ? 0 : EXIT_AIRLOCK;
 }
 
@@ -56,6 +58,8 @@ static int parse(int argc, char **argv, smoke_args *a) {
             a->k.image = v;
         else if (strcmp(o, "--runtime-class") == 0)
             a->k.runtime_class = v;
+        else if (strcmp(o, "--seccomp") == 0)
+            a->k.seccomp = v;
         else if (strcmp(o, "--timeout") == 0) {
             if (al_parse_u64(v, &a->timeout_s) < 0 || a->timeout_s < 10 || a->timeout_s > 1800) {
                 fprintf(stderr, "airlock smoke: --timeout %s: want 10 to 1800 seconds\n", v);
@@ -79,6 +83,10 @@ int cli_smoke(int argc, char **argv) {
     if (st >= 0)
         return st;
     char dir[PATH_MAX], ref[AL_KUBE_REF_MAX];
+    al_kube_seccomp sk;
+    const char *sp;
+    if ((st = cli_kube_seccomp("smoke", a.k.seccomp, &sk, &sp)) >= 0)
+        return st;
     if (!a.k.image_ref) {
         char images[PATH_MAX], digest[65];
         al_error ierr = { 0 };
@@ -104,7 +112,7 @@ int cli_smoke(int argc, char **argv) {
         return EXIT_AIRLOCK;
     }
     al_kube_smoke_opts o = { .cluster = &c, .image_ref = ref, .runtime_class = a.k.runtime_class,
-                             .timeout_s = (unsigned)a.timeout_s };
+                             .seccomp = sk, .seccomp_localhost = sp, .timeout_s = (unsigned)a.timeout_s };
     al_kube_smoke_result res;
     int r = al_kube_smoke(&o, &res, &err);
     if (r < 0) {

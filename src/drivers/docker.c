@@ -21,6 +21,8 @@ static struct {
     al_docker_runtime runtime;
 } conf;
 
+char *al_driver_seccomp_profile(al_error *err) { return al_docker_seccomp_profile(err); }
+
 int al_driver_docker_configure(const char *socket, const char *runtime, int pool, al_error *err) {
     al_docker_runtime rt = AL_DOCKER_RUNC;
     if (runtime && *runtime && al_docker_runtime_from_name(runtime, &rt) < 0)

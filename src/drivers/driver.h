@@ -65,6 +65,12 @@ extern const al_driver_ops al_driver_kubernetes;
  * the containers it makes ahead of need per shape of run (0: none). */
 int al_driver_docker_configure(const char *socket, const char *runtime, int pool, al_error *err);
 
+/* airlock's seccomp policy as the JSON profile the docker driver sends
+ * (HostConfig.SecurityOpt seccomp=...), which is also the format of a
+ * kubelet's Localhost profile (`airlock seccomp-profile`): malloc'd, or
+ * NULL with why in ERR. */
+char *al_driver_seccomp_profile(al_error *err);
+
 /* The native driver, for the whole process (the service's configuration,
  * set once before any run): BOXES at once at most (what its badges weigh
  * host root's shared budgets against); warm boxes, at most WARM_POOL per

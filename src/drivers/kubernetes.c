@@ -17,6 +17,7 @@
 #include "../kube/api.h"
 #include "../kube/kube.h"
 #include "../kube/smoke.h"
+#include "../kube/spec.h"
 #include "../util/hash.h"
 #include "driver.h"
 #include "helper_start.h"
@@ -49,8 +50,11 @@ int al_driver_kube_configure(const al_driver_kube_config *k, const char *state_d
                       "driver = kubernetes needs kubernetes_registry: where `airlock image export`'s images are "
                       "pushed (e.g. registry.example.com/airlock)");
     const char *sc = k->seccomp && *k->seccomp ? k->seccomp : "runtime-default";
-    if (strcmp(sc, "runtime-default") != 0 && (strncmp(sc, "localhost:", 10) != 0 || !sc[10]))
-        return al_err(err, "config", EINVAL, "kubernetes_seccomp = %s: want runtime-default or localhost:PATH", sc);
+    al_kube_seccomp kind;
+    const char *path;
+    al_error se = { 0 };
+    if (strlen(sc) >= sizeof conf.seccomp || al_kube_parse_seccomp(sc, &kind, &path, &se) < 0)
+        return al_err(err, "config", EINVAL, "kubernetes_%s", se.msg[0] ? se.msg : "seccomp: too long");
     snprintf(conf.kubeconfig, sizeof conf.kubeconfig, "%s", k->kubeconfig ? k->kubeconfig : "");
     snprintf(conf.namespace_, sizeof conf.namespace_, "%s", k->namespace_ ? k->namespace_ : "");
     snprintf(conf.registry, sizeof conf.registry, "%s", k->registry);
@@ -260,8 +264,10 @@ static void *smoke_thread(void *arg) {
         image_ref(dir, ref, sizeof ref, &e) < 0) {
         snprintf(why, sizeof why, "the smoke test could not start: %s", e.msg);
     } else {
+        al_kube_opts ko;
+        opts(&ko);
         al_kube_smoke_opts o = { .cluster = &conf.cluster, .image_ref = ref, .runtime_class = conf.runtime_class,
-                                 .timeout_s = 300 };
+                                 .seccomp = ko.seccomp, .seccomp_localhost = ko.seccomp_localhost, .timeout_s = 300 };
         al_kube_smoke_result res;
         if (al_kube_smoke(&o, &res, &e) < 0) {
             snprintf(why, sizeof why, "the smoke test could not start: %s", e.msg);

@@ -33,10 +33,20 @@ void al_kube_controls(const al_kube_opts *o, bool network_confirmed, al_controls
             "non-root, in no user namespace of airlock's, as the child of its container's stage shell%s",
             "");
     bool local = o && o->seccomp == AL_KUBE_SECCOMP_LOCALHOST;
-    if (local)
+    /* the smoke test's sandbox probe runs under the same Localhost profile
+     * and passes only when it saw ptrace, keyctl and io_uring_setup refused
+     * (kube/smoke.h): then the node's file is seen to be airlock's policy */
+    if (local && network_confirmed)
+        set(&c->seccomp, AL_LEVEL_BOUNDARY_CONDITIONAL,
+            "seccompProfile Localhost %s: airlock's profile (`airlock seccomp-profile`), confirmed by the smoke "
+            "test at start: its sandbox pod under this profile saw ptrace, keyctl and io_uring_setup refused; "
+            "holds while every sandbox node holds the same file",
+            o->seccomp_localhost);
+    else if (local)
         set(&c->seccomp, AL_LEVEL_UNCONFIRMED,
-            "seccompProfile Localhost %s: airlock's profile, installed on the node (the kubelet refuses to start "
-            "the pod without it)",
+            "seccompProfile Localhost %s: airlock's profile (`airlock seccomp-profile`), applied as the pod spec "
+            "asks; the file is the node's, installed by its operator (the kubelet refuses to start a pod without "
+            "it), not confirmed until the smoke test has seen it refuse what airlock's profile refuses",
             o->seccomp_localhost);
     else
         set(&c->seccomp, AL_LEVEL_UNCONFIRMED,

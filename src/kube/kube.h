@@ -90,5 +90,7 @@ int al_kube_run(const al_kube_opts *o, const al_box_config *cfg, al_box_result *
 int al_kube_sweep(const al_kube_cluster *c, const char *node, const char *instance, al_error *err);
 
 /* What the driver can say of its controls (the pod's spec is sent; the
- * cluster's enforcement is confirmed only by the smoke test). */
+ * cluster's enforcement is confirmed only by the smoke test: NETWORK_CONFIRMED
+ * is its pass, which under a Localhost profile confirms the seccomp badge too,
+ * its sandbox probe having run under the same profile). */
 void al_kube_controls(const al_kube_opts *o, bool network_confirmed, al_controls *c);

@@ -1,6 +1,7 @@
 /* The NetworkPolicy smoke test (smoke.h). */
 #include "smoke.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/random.h>
@@ -13,6 +14,26 @@
 #define PORT "8080"
 #define CALL_MS 20000L
 #define LOG_MAX (64u << 10)
+
+/* Syscalls airlock's profile refuses (box/seccomp_policy.c) that a
+ * runtime's default profile may let through (Docker's and containerd's
+ * allow ptrace), each called with arguments the kernel itself refuses
+ * harmlessly (no such pid, no such key, zero entries): the errno says
+ * whether the call reached the kernel (ESRCH, EINVAL, ...) or a filter
+ * refused it (EPERM, ENOSYS). x86_64 numbers: the profile is x86_64's. */
+#define SYSCALLS                                                                                                   \
+    "try:\n"                                                                                                       \
+    "    import ctypes\n"                                                                                          \
+    "    libc = ctypes.CDLL(None, use_errno=True)\n"                                                               \
+    "    libc.syscall.restype = ctypes.c_long\n"                                                                   \
+    "    def sc(*a):\n"                                                                                            \
+    "        ctypes.set_errno(0)\n"                                                                                \
+    "        rc = libc.syscall(*[ctypes.c_long(x) for x in a])\n"                                                  \
+    "        return ctypes.get_errno() if rc == -1 else 0\n"                                                       \
+    "    r['syscalls'] = {'ptrace': sc(101, 2, 2147483647, 0, 0), 'keyctl': sc(250, 0, 2147483647, 0),\n"        \
+    "                     'io_uring_setup': sc(425, 0, 0)}\n"                                                      \
+    "except Exception as e:\n"                                                                                    \
+    "    r['syscalls_error'] = str(e)[:200]\n"
 
 /* The probe: TCP to the target's port, then what the pod is from inside,
  * one line on its log. */
@@ -32,6 +53,7 @@
     "    r['read_only_root'] = False\n"                                                                            \
     "except OSError:\n"                                                                                            \
     "    r['read_only_root'] = True\n"                                                                             \
+    SYSCALLS                                                                                                       \
     "try:\n"                                                                                                       \
     "    r['kernel'] = open('/proc/version').read(200).strip()\n"                                                  \
     "except OSError:\n"                                                                                            \
@@ -88,6 +110,10 @@ static json_t *pod(smoke *s, int role, const char *target_ip) {
                              "RuntimeDefault", "containers", c);
     if (spec && o->runtime_class && *o->runtime_class)
         json_object_set_new(spec, "runtimeClassName", json_string(o->runtime_class));
+    /* the sandbox probe under a run's profile; the others need none of it */
+    if (spec && role == SANDBOX && o->seccomp == AL_KUBE_SECCOMP_LOCALHOST)
+        json_object_set_new(json_object_get(spec, "securityContext"), "seccompProfile",
+                            json_pack("{s:s, s:s}", "type", "Localhost", "localhostProfile", o->seccomp_localhost));
     return json_pack("{s:s, s:s, s:{s:s, s:o}, s:o}", "apiVersion", "v1", "kind", "Pod", "metadata", "name",
                      s->names[role], "labels", labels, "spec", spec);
 }
@@ -254,6 +280,22 @@ static json_t *report(smoke *s, int role, al_error *err) {
     return rep;
 }
 
+/* The first of the probe's syscalls that a filter did not refuse (its
+ * errno neither EPERM nor ENOSYS: the kernel answered it), "(no report)"
+ * when the probe could not say, or NULL when all were refused. */
+static const char *seccomp_reached(const json_t *sandbox) {
+    const json_t *calls = json_object_get(sandbox, "syscalls");
+    if (!json_is_object(calls))
+        return "syscall check (the probe could not make it)";
+    static const char *const names[] = { "ptrace", "keyctl", "io_uring_setup" };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        const json_t *e = json_object_get(calls, names[i]);
+        if (!json_is_integer(e) || (json_integer_value(e) != EPERM && json_integer_value(e) != ENOSYS))
+            return names[i];
+    }
+    return NULL;
+}
+
 /* the verdict from the two reports and the sandbox pod as the server has it */
 static int judge(smoke *s, json_t *control, json_t *sandbox, json_t *sandbox_pod) {
     if (!json_is_true(json_object_get(control, "reached")))
@@ -277,9 +319,19 @@ static int judge(smoke *s, json_t *control, json_t *sandbox, json_t *sandbox_pod
     if ((want || ran) && (!want || !ran || strcmp(want, ran) != 0))
         return finish(s, AL_KUBE_SMOKE_NOT_ENFORCED, "the sandbox probe ran with runtime class %s, not %s",
                       ran ? ran : "(none)", want ? want : "(none)");
+    const char *local = s->o->seccomp == AL_KUBE_SECCOMP_LOCALHOST ? s->o->seccomp_localhost : NULL;
+    if (local) {
+        const char *reached = seccomp_reached(sandbox);
+        if (reached)
+            return finish(s, AL_KUBE_SMOKE_NOT_ENFORCED, "the sandbox probe's %s, which airlock's seccomp profile "
+                          "refuses, was not refused under seccompProfile Localhost %s: the node's file there is not "
+                          "airlock's profile (install `airlock seccomp-profile`'s output)", reached, local);
+    }
     return finish(s, AL_KUBE_SMOKE_ENFORCED, "a pod labelled airlock.dev/sandbox=true could not reach a pod the "
-                  "control probe reached; it ran as uid %lld, with no service-account token, a read-only root%s%s",
-                  (long long)json_integer_value(uid), want ? " and runtime class " : "", want ? want : "");
+                  "control probe reached; it ran as uid %lld, with no service-account token, a read-only root%s%s%s%s",
+                  (long long)json_integer_value(uid), want ? " and runtime class " : "", want ? want : "",
+                  local ? ", and under seccompProfile Localhost " : "",
+                  local ? "refused ptrace, keyctl and io_uring_setup as airlock's profile does" : "");
 }
 
 /* Smoke pods an earlier test left (its process killed mid-test; each is

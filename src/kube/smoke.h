@@ -6,7 +6,8 @@
  * a sandbox probe labelled airlock.dev/sandbox=true must not (the policy
  * holds). The sandbox probe also reports from inside what a run's pod is:
  * its uid (not root), no service-account token mounted, a read-only root;
- * and the server is asked which runtime class it ran with. Every pod made
+ * and the server is asked which runtime class it ran with; under a Localhost
+ * seccomp profile, whether syscalls airlock's profile refuses are refused. Every pod made
  * is deleted on every path. Mechanism only: never logs, never exits.
  */
 #pragma once
@@ -25,6 +26,12 @@ typedef struct al_kube_smoke_opts {
     const al_kube_cluster *cluster;
     const char *image_ref;        /* REPO@sha256:HEX: airlock's default image (python3) */
     const char *runtime_class;    /* NULL or "": none */
+    /* the sandbox probe's seccompProfile, as a run's pod has it: with
+     * Localhost, "enforced" also needs the probe to see ptrace, keyctl and
+     * io_uring_setup refused (airlock's profile refuses them; a runtime's
+     * default lets ptrace through), so the seccomp badge is confirmed too */
+    al_kube_seccomp seccomp;
+    const char *seccomp_localhost;
     unsigned timeout_s;           /* for the whole test (0: 180) */
     /* asked between steps: nonzero stops the test (inconclusive); may be NULL */
     int (*stop)(void *ud);

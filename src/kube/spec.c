@@ -100,6 +100,22 @@ static int check_opts(const al_kube_opts *o, al_error *err) {
     return 0;
 }
 
+int al_kube_parse_seccomp(const char *s, al_kube_seccomp *kind, const char **path, al_error *err) {
+    *kind = AL_KUBE_SECCOMP_RUNTIME_DEFAULT;
+    *path = NULL;
+    if (!s || !*s || strcmp(s, "runtime-default") == 0)
+        return 0;
+    al_error e = { 0 };
+    const char *p = strncmp(s, "localhost:", 10) == 0 ? s + 10 : NULL;
+    if (!p || !*p || p[0] == '/' || strlen(p) > 1024 || al_kube_check_path(p, &e) < 0)
+        return al_err(err, "config", EINVAL, "seccomp %.200s: want runtime-default or localhost:PATH, PATH relative "
+                      "to the kubelet's seccomp root (e.g. localhost:airlock/airlock.json), without empty, . or .. "
+                      "components", s);
+    *kind = AL_KUBE_SECCOMP_LOCALHOST;
+    *path = p;
+    return 0;
+}
+
 static json_t *secret(const al_kube_opts *o, const al_kube_files *f, time_t deadline) {
     json_t *data = json_object();
     for (size_t i = 0; data && i < f->n; i++) {

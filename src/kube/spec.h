@@ -32,6 +32,12 @@ int al_kube_check_path(const char *p, al_error *err);
 bool al_kube_valid_run_name(const char *s);
 /* REPO@sha256:<64 hex> (a tag is never one) */
 bool al_kube_valid_image_ref(const char *s);
+
+/* "runtime-default" or "localhost:PATH" (kubernetes_seccomp, the CLI's
+ * --seccomp) into *KIND and *PATH (within S, NULL for runtime-default): 0,
+ * or -EINVAL with why in ERR (PATH must be relative to the kubelet's
+ * seccomp root, without empty, . or .. components). */
+int al_kube_parse_seccomp(const char *s, al_kube_seccomp *kind, const char **path, al_error *err);
 /* The NetworkPolicy airlock-sandbox-deny-all (NAMESPACE: NULL for none). */
 json_t *al_kube_netpol(const char *namespace_);
 /* the exact scripts of the pod's two containers */

@@ -2,7 +2,12 @@
 API double (kube_util.py) on the test dockerd, the loopback registry
 (registry_util.py), and the default image exported with `airlock image
 export` and pushed there once per session, so that runs through the
-kubernetes driver pull it by digest as a cluster would."""
+kubernetes driver pull it by digest as a cluster would. Airlock's seccomp
+profile (`airlock seccomp-profile`) is installed in the double's seccomp root
+(the kubelet's /var/lib/kubelet/seccomp) as SECCOMP_PATH, and every run and
+service of the pass names it (`kubernetes_seccomp = localhost:...`), as an
+operator's sandbox nodes would: the battery's seccomp cases then hold
+through the pod as they do on docker."""
 import json
 import shutil
 import subprocess
@@ -12,6 +17,19 @@ from pathlib import Path
 from conftest import AIRLOCK
 
 _env = None
+
+# the profile's path under the kubelet's seccomp root, as the chart's example names it
+SECCOMP_PATH = "airlock/airlock.json"
+SECCOMP = f"localhost:{SECCOMP_PATH}"
+
+
+def install_profile(kube, path=SECCOMP_PATH):
+    """`airlock seccomp-profile --out` into the double's seccomp root at PATH."""
+    dest = kube.seccomp_root / path
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    p = subprocess.run([str(AIRLOCK), "seccomp-profile", "--out", str(dest)], capture_output=True, timeout=30)
+    assert p.returncode == 0, f"airlock seccomp-profile: {p.stderr.decode(errors='replace')}"
+    return dest
 
 
 def cluster():
@@ -25,6 +43,7 @@ def cluster():
     ensure_default_image()
     reg = registry_util.start()
     kube = kube_util.start(registry=reg)
+    install_profile(kube)
     # the export (~270 MB) is needed for the push alone: removed right
     # after it, whatever happens
     tmp = Path(tempfile.mkdtemp(prefix="airlock-kube-export-"))
@@ -43,20 +62,22 @@ def cluster():
     return _env
 
 
-def run_args():
-    """`airlock run` arguments and environment for the kubernetes driver."""
+def run_args(seccomp=SECCOMP):
+    """`airlock run` arguments and environment for the kubernetes driver
+    (SECCOMP: airlock's Localhost profile unless a test asks otherwise)."""
     from image_util import CACHE
     kube, _, registry = cluster()
     return (["--driver", "kubernetes", "--kubeconfig", kube.kubeconfig, "--namespace", kube.namespace,
-             "--registry", registry], {"AIRLOCK_STATE": str(CACHE)})
+             "--registry", registry, "--seccomp", seccomp], {"AIRLOCK_STATE": str(CACHE)})
 
 
-def service_config(schedule_timeout_s=None, smoke=False):
+def service_config(schedule_timeout_s=None, smoke=False, seccomp=SECCOMP):
     """A service's config keys for the kubernetes driver. The smoke test at
     start (three pods of its own) is off but where a test asks for it."""
     kube, _, registry = cluster()
     c = {"driver": "kubernetes", "kubeconfig": kube.kubeconfig, "kubernetes_namespace": kube.namespace,
-         "kubernetes_registry": registry, "kubernetes_smoke": "true" if smoke else "false"}
+         "kubernetes_registry": registry, "kubernetes_smoke": "true" if smoke else "false",
+         "kubernetes_seccomp": seccomp}
     if schedule_timeout_s:
         c["kubernetes_schedule_timeout_s"] = str(schedule_timeout_s)
     return c

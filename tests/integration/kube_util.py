@@ -34,7 +34,7 @@ _kube = None
 
 
 class KubeDouble:
-    def __init__(self, registry=None, namespace="airlock-sandbox", pids_limit=1024):
+    def __init__(self, registry=None, namespace="airlock-sandbox", pids_limit=1024, seccomp_root=None):
         import docker_util
         self.registry = registry
         self.dir = Path(tempfile.mkdtemp(prefix="airlock-kube-double-"))
@@ -42,7 +42,8 @@ class KubeDouble:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, str(DOUBLE), "--state", str(self.dir / "state"), "--docker", str(docker_util.SOCKET),
-             "--namespace", namespace, "--pids-limit", str(pids_limit)],
+             "--namespace", namespace, "--pids-limit", str(pids_limit)]
+            + (["--seccomp-root", str(seccomp_root)] if seccomp_root else []),
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         log.close()
         ready = self.dir / "state" / "ready.json"
@@ -55,6 +56,8 @@ class KubeDouble:
         self.url, self.port, self.namespace = info["url"], info["port"], info["namespace"]
         self.kubeconfig, self.kubeconfig_cert = info["kubeconfig"], info["kubeconfig_cert"]
         self.token_file, self.ca, self.network = info["token_file"], info["ca"], info["network"]
+        # the kubelet's seccomp root: a Localhost profile PATH is read from here
+        self.seccomp_root = Path(info["seccomp_root"])
         self.ctx = ssl.create_default_context(cafile=self.ca)
 
     # ------------------------------------------------------------ calls

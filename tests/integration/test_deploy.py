@@ -225,6 +225,8 @@ def test_helm_and_kustomize_render_the_same_sandbox(rendered):
     (["--set", "kubernetes.registry="], "driver kubernetes needs kubernetes.registry"),
     (["--set", "kubernetes.runtimeClass.create=true"], "kubernetes.runtimeClass.create needs kubernetes.runtimeClass.name"),
     (["--set", "kubernetes.seccomp=unconfined"], "kubernetes.seccomp is runtime-default or localhost:PATH"),
+    (["--set", "kubernetes.seccomp=localhost:/var/lib/kubelet/seccomp/a.json"], "relative to the kubelet's seccomp root"),
+    (["--set", "kubernetes.seccomp=localhost:airlock/../a.json"], "without . or .. components"),
     (["--set", "kubernetes.boxDigest=latest"], 'kubernetes.boxDigest ("latest") is not'),
     # values.schema.json: a misspelt key is an error, not a silent default
     (["--set", "kubernetes.namspace=other"], "additional properties 'namspace' not allowed"),
@@ -233,6 +235,25 @@ def test_helm_and_kustomize_render_the_same_sandbox(rendered):
 def test_the_chart_refuses(args, message):
     p = helm_template("-f", example("kubernetes"), *args, check=False)
     assert p.returncode != 0 and message in p.stderr.decode(), p.stderr.decode()
+
+
+def test_seccomp_localhost_renders_into_the_config_and_the_smoke_test():
+    """kubernetes.seccomp = localhost:PATH: the server's config names it (the
+    sandbox pods' seccompProfile Localhost), `helm test`'s smoke pod checks it
+    from its sandbox probe, and the chart itself installs no profile (no
+    hostPath: the file is the nodes' operator's)."""
+    objs = docs(helm_template("-f", example("kubernetes"), "--set",
+                              "kubernetes.seccomp=localhost:airlock/airlock.json").stdout)
+    conf = one(objs, "ConfigMap")["data"]["airlock.conf"]
+    assert "kubernetes_seccomp = localhost:airlock/airlock.json\n" in conf, conf
+    [c] = one(objs, "Pod")["spec"]["containers"]
+    assert c["args"][-2:] == ["--seccomp", "localhost:airlock/airlock.json"], c["args"]
+    assert "hostPath" not in json.dumps(objs)
+    # the default: the runtime's, and the smoke test then does not check one
+    objs = docs(helm_template("-f", example("kubernetes")).stdout)
+    assert "kubernetes_seccomp = runtime-default\n" in one(objs, "ConfigMap")["data"]["airlock.conf"]
+    [c] = one(objs, "Pod")["spec"]["containers"]
+    assert "--seccomp" not in c["args"]
 
 
 def test_disabled_and_a_single_replica_on_sqlite_render():

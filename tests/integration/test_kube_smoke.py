@@ -80,6 +80,8 @@ def test_smoke_cli(env):
     sb = doc["detail"]["sandbox"]
     assert sb["reached"] is False and doc["detail"]["control"]["reached"] is True
     assert sb["uid"] == 65534 and sb["service_account_token"] is False and sb["read_only_root"] is True
+    # (RuntimeDefault, Docker's default profile here: ptrace reaches the kernel, ESRCH)
+    assert sb["syscalls"]["ptrace"] == 3, sb
     assert doc["image"].startswith(registry + "/airlock-box@sha256:")
     assert not smoke_pods(kube)
     # every pod it made went through Strict field validation
@@ -110,12 +112,18 @@ def test_service_smoke_at_start(env, services):
     svc = services.start("smoke-off", cfg)
     net = badge(svc, "unconfirmed")
     assert "NOT ENFORCED" in net["detail"], net
+    # (the pass names airlock's Localhost profile: applied, not yet confirmed)
+    sc = svc.ok("GET", "/v1/settings")["badges"]["seccomp"]
+    assert sc["level"] == "unconfirmed" and "not confirmed until the smoke test" in sc["detail"], sc
     svc.stop()
     assert not smoke_pods(kube)
     set_policy(kube, True)
     svc = services.start("smoke-on", cfg)
     net = badge(svc, "boundary-conditional")
     assert "confirmed by `airlock smoke --driver kubernetes` at start" in net["detail"], net
+    # its sandbox probe ran under the pass's Localhost profile and saw it refuse
+    sc = svc.ok("GET", "/v1/settings")["badges"]["seccomp"]
+    assert sc["level"] == "boundary-conditional" and "confirmed by the smoke test" in sc["detail"], sc
     assert not smoke_pods(kube)
     print(f"the service's smoke at start, both ways: {time.monotonic() - t0:.1f} s")
 

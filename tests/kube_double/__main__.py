@@ -299,6 +299,8 @@ def main():
     p.add_argument("--namespace", default="airlock-sandbox")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--pids-limit", type=int, default=1024, help="the kubelet's podPidsLimit")
+    p.add_argument("--seccomp-root", help="the kubelet's seccomp root (/var/lib/kubelet/seccomp), where a "
+                   "Localhost profile is read; default STATE/seccomp")
     a = p.parse_args()
     state = Path(a.state)
     state.mkdir(parents=True, exist_ok=True)
@@ -320,6 +322,8 @@ def main():
         if e.status != 409:
             raise
     d.kubelet = Kubelet(d.store, d.docker, state, d.port, d.namespace, d.network, a.pids_limit, d.faults, d.log)
+    if a.seccomp_root:
+        d.kubelet.seccomp_root = Path(a.seccomp_root).resolve()
     d.kubeconfig(state / "kubeconfig", {"tokenFile": str(d.token_file)})
     d.kubeconfig(state / "kubeconfig-cert", {"client-certificate-data": b64(state / "client.crt"),
                                              "client-key-data": b64(state / "client.key")})
@@ -330,7 +334,8 @@ def main():
     signal.signal(signal.SIGINT, stop)
     ready = {"url": f"https://127.0.0.1:{d.port}", "port": d.port, "namespace": d.namespace,
              "kubeconfig": str(state / "kubeconfig"), "kubeconfig_cert": str(state / "kubeconfig-cert"),
-             "token_file": str(d.token_file), "ca": str(state / "ca.crt"), "network": d.network, "pid": os.getpid()}
+             "token_file": str(d.token_file), "ca": str(state / "ca.crt"), "network": d.network, "pid": os.getpid(),
+             "seccomp_root": str(d.kubelet.seccomp_root)}
     (state / "ready.json.tmp").write_text(json.dumps(ready))
     os.replace(state / "ready.json.tmp", state / "ready.json")
     d.log(f"kube_double serving {ready['url']} namespace {d.namespace}")

@@ -380,12 +380,17 @@ class PodRun:
             secopt.append("no-new-privileges")
         prof = sc.get("seccompProfile") or psc.get("seccompProfile") or {}
         if prof.get("type") == "Localhost":
-            path = self.k.state / "seccomp" / prof.get("localhostProfile", "")
+            # the kubelet's rule: the path is relative to its seccomp root and
+            # the file is read when the container is created (a missing or
+            # unreadable one is CreateContainerError, the pod stays Waiting)
+            path = self.k.seccomp_root / prof.get("localhostProfile", "")
             try:
                 secopt.append("seccomp=" + json.dumps(json.loads(path.read_text())))
             except (OSError, ValueError) as e:
-                return ("CreateContainerError", f'failed to create containerd container: cannot load seccomp profile '
-                        f'"{path}": {e}')
+                why = "no such file or directory" if isinstance(e, FileNotFoundError) else str(e)
+                return ("CreateContainerError", f'failed to generate security options for container "{c.name}": '
+                        f'failed to generate seccomp security options for container: cannot load seccomp '
+                        f'profile "{path}": open {path}: {why}')
         elif prof.get("type") == "Unconfined":
             secopt.append("seccomp=unconfined")
         caps = sc.get("capabilities") or {}
@@ -599,6 +604,9 @@ class Kubelet:
     def __init__(self, store, docker, state, port, namespace, network, pids_limit, faults, log):
         self.store, self.docker, self.state, self.port = store, docker, state, port
         self.namespace, self.network, self.pids_limit, self.faults, self.log = namespace, network, pids_limit, faults, log
+        # the kubelet's seccomp root (/var/lib/kubelet/seccomp): Localhost
+        # profiles are read beneath it (__main__'s --seccomp-root)
+        self.seccomp_root = state / "seccomp"
         self.pods = {}
         self.lock = threading.Lock()
 

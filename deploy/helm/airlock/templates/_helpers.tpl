@@ -79,8 +79,8 @@ app.kubernetes.io/part-of: airlock
 {{- if and .Values.kubernetes.runtimeClass.create (not (has .Values.kubernetes.runtimeClass.handler (list "runsc" "kata" "kata-qemu" "kata-clh" "kata-fc"))) -}}
 {{- fail (printf "kubernetes.runtimeClass.handler (%q) is runsc (gVisor) or a kata handler" .Values.kubernetes.runtimeClass.handler) -}}
 {{- end -}}
-{{- if not (regexMatch "^(runtime-default|localhost:.+)$" .Values.kubernetes.seccomp) -}}
-{{- fail "kubernetes.seccomp is runtime-default or localhost:PATH" -}}
+{{- if or (not (regexMatch "^(runtime-default|localhost:[A-Za-z0-9_-][A-Za-z0-9._/-]*)$" .Values.kubernetes.seccomp)) (regexMatch "(^localhost:|/)\\.\\.?(/|$)|//|/$" .Values.kubernetes.seccomp) -}}
+{{- fail "kubernetes.seccomp is runtime-default or localhost:PATH (PATH relative to the kubelet's seccomp root, e.g. localhost:airlock/airlock.json, without . or .. components)" -}}
 {{- end -}}
 {{- end -}}
 
