@@ -22,10 +22,11 @@ void al_kube_controls(const al_kube_opts *o, bool network_confirmed, al_controls
     const char *rc = o && o->runtime_class && *o->runtime_class ? o->runtime_class : NULL;
     if (rc)
         set(&c->userns, AL_LEVEL_UNCONFIRMED,
-            "a pod of its own per run, made for it and deleted after it, under RuntimeClass %s (its handler, "
+            "a pod of its own per run, made for it and deleted after it, under RuntimeClass %.60s (its handler, "
             "e.g. gVisor or Kata, is the node's: not seen from here); uid 65534, non-root, the child of its "
             "container's stage shell; /proc and /sys as the runtime masks them (a pod cannot mask more): the "
-            "node's /proc/sys and /proc/key-users are readable, read-only",
+            "node's /proc/sys and /proc/key-users are readable, read-only; at the end the pod is deleted: the kubelet "
+            "kills what is left within seconds of the result",
             rc);
     else
         set(&c->userns, AL_LEVEL_UNCONFIRMED,
@@ -33,7 +34,7 @@ void al_kube_controls(const al_kube_opts *o, bool network_confirmed, al_controls
             "RuntimeClass configured: set kubernetes_runtime_class for gVisor or Kata); uid 65534, non-root, in "
             "no user namespace of airlock's, the child of its container's stage shell; /proc and /sys as the "
             "runtime masks them (a pod cannot mask more): the node's /proc/sys and /proc/key-users are readable, "
-            "read-only%s",
+            "read-only; at the end the pod is deleted: the kubelet kills what is left within seconds of the result%s",
             "");
     bool local = o && o->seccomp == AL_KUBE_SECCOMP_LOCALHOST;
     /* the smoke test's sandbox probe runs under the same Localhost profile
