@@ -4,7 +4,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 PYTEST     ?= /usr/bin/python3 -m pytest
 
-.PHONY: all deps web build asan check unit integration bench demo serve image clean fuzz fuzz-merge fuzz-coverage
+.PHONY: all deps web build asan check unit integration bench demo serve image server-image clean fuzz fuzz-merge fuzz-coverage
 
 all: build
 
@@ -67,6 +67,13 @@ serve: build
 # The default runtime image (debootstrap; about two minutes) into $(STATE).
 image: build
 	./$(BUILD)/airlock image --state $${STATE:-/var/lib/airlock} build
+
+# The server's container image (image/server + this build's binaries + the
+# box images of $(STATE) exported for Kubernetes, as reference entries) as
+# an OCI layout in $(BUILD)/server-image; its digest is printed
+# (docs/kubernetes.md "The two images").
+server-image: build
+	STATE=$${STATE:-/var/lib/airlock} BUILD=$(BUILD) sh scripts/server-image.sh
 
 # Run an example script through the sandbox, no service needed.
 demo: build

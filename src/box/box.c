@@ -80,6 +80,27 @@ void al_box_result_free(al_box_result *r) {
     memset(r, 0, sizeof *r);
 }
 
+bool al_box_result_output(const al_box_config *cfg, al_box_result *res, al_stream s, const char *buf, size_t len) {
+    if (cfg->on_output && len)
+        cfg->on_output(s, buf, len, cfg->userdata);
+    uint64_t cap = cfg->limits.output_bytes;
+    res->out_total[s] += len;
+    size_t room = res->out_len[s] < cap ? (size_t)(cap - res->out_len[s]) : 0;
+    size_t take = len < room ? len : room;
+    if (take) {
+        char *n = realloc(res->out[s], res->out_len[s] + take + 1);
+        if (n) {
+            memcpy(n + res->out_len[s], buf, take);
+            res->out_len[s] += take;
+            n[res->out_len[s]] = '\0';
+            res->out[s] = n;
+        }
+    }
+    if (take < len)
+        res->out_truncated[s] = true;
+    return res->out_total[s] > cap;
+}
+
 static void control(al_control *c, al_level l, const char *fmt, ...) _printf_(3, 4);
 static void control(al_control *c, al_level l, const char *fmt, ...) {
     c->level = l;

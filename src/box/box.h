@@ -243,6 +243,13 @@ typedef struct al_box_result {
 int al_box_run(const al_box_config *cfg, al_box_result *result);
 void al_box_result_free(al_box_result *r);
 
+/* A box run elsewhere (a container's, a pod's, a cloud sandbox's): STREAM's
+ * LEN bytes of its output to CFG's callback, and kept in RES up to the
+ * per-stream cap, as the native box keeps them. True when the stream has
+ * now passed the cap (the run is over its output limit). */
+bool al_box_result_output(const al_box_config *cfg, al_box_result *res, al_stream stream, const char *buf,
+                          size_t len);
+
 /* After a crash: kill and remove the cgroups of boxes whose airlock is gone
  * (their uid lock is free, or their creating process no longer exists). */
 void al_box_sweep_stale(void);

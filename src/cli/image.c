@@ -40,7 +40,7 @@ static int usage_to(FILE *f) {
                     "  verify NAME|sha256:DIGEST             re-hash the tree against its manifest\n"
                     "  rm sha256:DIGEST                      remove an image (and its aliases)\n"
                     "  import TARBALL [--alias NAME]         a docker save or OCI layout tarball as an image\n"
-                    "  export NAME|sha256:DIGEST --out PATH [--format oci|oci-archive] [--json]\n"
+                    "  export NAME|sha256:DIGEST --out PATH [--format oci|oci-archive] [--user UID] [--json]\n"
                     "                                        the image as an OCI image layout (a directory) or its\n"
                     "                                        tar archive, deterministic; prints the manifest digest\n"
                     "                                        and records it in the image's oci.json (the kubernetes\n"
@@ -130,13 +130,26 @@ static json_t *read_holds(const char *rootfs) {
 }
 
 #ifdef AIRLOCK_SERVER
-/* `image export NAME --out PATH [--format oci|oci-archive] [--json]` */
+/* `image export NAME --out PATH [--format oci|oci-archive] [--user UID] [--json]`
+ * (--user: the image config's User; 65534, a box's, unless the image is
+ * not a box: the server image's is 10001) */
 static int export_cmd(const char *images, int argc, char **argv) {
     const char *name = NULL, *out = NULL, *fmt = "oci";
     bool as_json = false;
+    uint32_t user = AL_EXPORT_BOX_USER;
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--out") == 0 && i + 1 < argc)
             out = argv[++i];
+        else if (strcmp(argv[i], "--user") == 0 && i + 1 < argc) {
+            char *end = NULL;
+            errno = 0;
+            unsigned long u = strtoul(argv[++i], &end, 10);
+            if (errno || !end || *end || end == argv[i] || u == 0 || u > 0x7fffffffUL) {
+                fprintf(stderr, "airlock image export: --user wants a uid from 1 to 2147483647, not \"%s\"\n", argv[i]);
+                return 125;
+            }
+            user = (uint32_t)u;
+        }
         else if (strcmp(argv[i], "--format") == 0 && i + 1 < argc)
             fmt = argv[++i];
         else if (strcmp(argv[i], "--json") == 0)
@@ -145,7 +158,7 @@ static int export_cmd(const char *images, int argc, char **argv) {
             name = argv[i];
         else {
             fprintf(stderr, "airlock image export: %s \"%s\"\n",
-                    (strcmp(argv[i], "--out") == 0 || strcmp(argv[i], "--format") == 0) ? "a value is missing after"
+                    (strcmp(argv[i], "--out") == 0 || strcmp(argv[i], "--format") == 0 || strcmp(argv[i], "--user") == 0) ? "a value is missing after"
                                                                                            : "unknown argument",
                     argv[i]);
             return usage();
@@ -172,7 +185,7 @@ static int export_cmd(const char *images, int argc, char **argv) {
     }
     uint64_t t0 = al_now_ms();
     al_export_result res;
-    if (al_image_export(dir, out, f, &res, &err) < 0) {
+    if (al_image_export(dir, out, f, user, &res, &err) < 0) {
         fprintf(stderr, "airlock image export: %s: nothing was written\n", err.msg);
         return 125;
     }

@@ -461,7 +461,9 @@ int cli_run(int argc, char **argv) {
         char images[PATH_MAX], dir[PATH_MAX], digest[65];
         al_error ierr = { 0 };
         cli_images_dir(images, sizeof images);
-        if (al_image_resolve(images, o->image, dir, sizeof dir, digest, &ierr) < 0) {
+        /* the kubernetes driver names the pod's image by the entry's
+         * oci.json: a reference entry (the server image's) will do */
+        if ((o->kube ? al_image_resolve_ref : al_image_resolve)(images, o->image, dir, sizeof dir, digest, &ierr) < 0) {
             fprintf(stderr, "airlock run: --image %s: %s\n", o->image, ierr.msg);
             return EXIT_AIRLOCK;
         }

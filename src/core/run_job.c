@@ -178,7 +178,8 @@ int al_run_job_build(al_service *s, const al_store_run *run, const char *dir, al
          * is a provisioning failure, not a broken box */
         char images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
         al_service_images_dir(&s->cfg, images, sizeof images);
-        if ((r = al_image_resolve(images, run->image, idir, sizeof idir, digest, err)) < 0)
+        if ((r = (s->driver->image_by_reference ? al_image_resolve_ref : al_image_resolve)(images, run->image, idir,
+                                                                                          sizeof idir, digest, err)) < 0)
             return r;
         if (al_job_set(&ret->image_dir, idir) < 0 || al_job_set(&ret->image_digest, digest) < 0)
             return -ENOMEM;

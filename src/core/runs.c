@@ -383,7 +383,8 @@ static al_status resolve(al_service *s, al_run_spec *sp, const al_run_bounds *b,
         char images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
         al_error ierr = { 0 };
         al_service_images_dir(&s->cfg, images, sizeof images);
-        if (al_image_resolve(images, sp->image.s, idir, sizeof idir, digest, &ierr) < 0)
+        if ((s->driver->image_by_reference ? al_image_resolve_ref : al_image_resolve)(images, sp->image.s, idir,
+                                                                                     sizeof idir, digest, &ierr) < 0)
             return run_error(ret_doc, AL_STATUS_INVALID, "bad_request",
                              "image: %s (this service's images setting; `airlock image --images %s ls` lists them)",
                              ierr.msg[0] ? ierr.msg : "want an alias or sha256 digest", images);

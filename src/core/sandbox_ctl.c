@@ -68,7 +68,8 @@ static int template_image(al_service *s, const char *t, char *image, size_t n, a
     char images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
     al_error ierr = { 0 };
     al_service_images_dir(&s->cfg, images, sizeof images);
-    if (!word || al_image_resolve(images, t, idir, sizeof idir, digest, &ierr) < 0)
+    if (!word || (s->driver->image_by_reference ? al_image_resolve_ref : al_image_resolve)(images, t, idir, sizeof idir,
+                                                                                          digest, &ierr) < 0)
         return al_err(err, "template", ENOENT,
                       "template not found: %.64s (airlock serves \"base\", \"code-interpreter-v1\" and this service's "
                       "image aliases)", t);

@@ -45,6 +45,11 @@ typedef struct al_driver_ops {
     /* Runs need an image (a container cannot run on the host's /usr): a
      * run that names none gets the default image. */
     bool needs_image;
+    /* It runs an image by its registry reference (oci.json's manifest
+     * digest) and never reads the tree: an image directory's reference
+     * entry (no rootfs, what the server image carries) is enough for it
+     * (al_image_resolve_ref). */
+    bool image_by_reference;
     /* Whether its boxes are held to network mode MODE (their own network
      * namespace, and the egress proxy's listener in it, where the mode has
      * one); when not, *RET_WHY may say why. NULL: no mode is (no runs

@@ -260,7 +260,7 @@ static void *smoke_thread(void *arg) {
     char dir[PATH_MAX], digest[65], ref[AL_KUBE_REF_MAX], why[sizeof conf.smoke_why];
     al_error e = { 0 };
     bool ok = false;
-    if (al_image_resolve(conf.images_dir, "default", dir, sizeof dir, digest, &e) < 0 ||
+    if (al_image_resolve_ref(conf.images_dir, "default", dir, sizeof dir, digest, &e) < 0 ||
         image_ref(dir, ref, sizeof ref, &e) < 0) {
         snprintf(why, sizeof why, "the smoke test could not start: %s", e.msg);
     } else {
@@ -314,5 +314,6 @@ const al_driver_ops al_driver_kubernetes = {
     .wait = al_driver_helper_wait,
     .sweep = kube_sweep,
     .needs_image = true,
+    .image_by_reference = true,
     .net_mode_held = kube_net_held,
 };

@@ -300,13 +300,15 @@ static int64_t parse_created(const char *s) {
 
 /* config, manifest, index.json and oci-layout around the layer */
 static int write_meta(int outfd, int blobsfd, const char *created, const char *image_digest, const char *diff_id,
-                      const char *layer_digest, uint64_t layer_size, al_export_result *res, al_error *err) {
-    char dref[80], lref[80], cref[80];
+                      const char *layer_digest, uint64_t layer_size, uint32_t user, al_export_result *res, al_error *err) {
+    char dref[80], lref[80], cref[80], uid[16];
+    snprintf(uid, sizeof uid, "%u", user);
     snprintf(dref, sizeof dref, "sha256:%s", diff_id);
     snprintf(lref, sizeof lref, "sha256:%s", layer_digest);
     _cleanup_free_ char *config = dump(json_pack(
         "{s:s, s:s, s:s, s:{s:[s], s:s, s:s, s:{s:s}}, s:{s:s, s:[s]}}", "created", created, "architecture", oci_arch(),
-        "os", "linux", "config", "Env", "PATH=/usr/local/bin:/usr/bin:/bin", "User", "65534", "WorkingDir", "/work",
+        "os", "linux", "config", "Env", "PATH=/usr/local/bin:/usr/bin:/bin", "User", uid, "WorkingDir",
+        user == AL_EXPORT_BOX_USER ? "/work" : "/",
         "Labels", "dev.airlock.image", image_digest, "rootfs", "type", "layers", "diff_ids", dref));
     if (!config)
         return al_err(err, "export", ENOMEM, "out of memory");
@@ -339,7 +341,7 @@ static int write_meta(int outfd, int blobsfd, const char *created, const char *i
 }
 
 /* The layout into the (new, empty) directory DIR. */
-static int export_layout(const char *image_dir, const char *dir, al_export_result *res, al_error *err) {
+static int export_layout(const char *image_dir, const char *dir, uint32_t user, al_export_result *res, al_error *err) {
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s/info.json", image_dir);
     json_t *info = json_load_file(p, 0, NULL);
@@ -369,7 +371,7 @@ static int export_layout(const char *image_dir, const char *dir, al_export_resul
         return al_err(err, "export", errno, "rename the layer: %m");
     res->layer_bytes = lsize;
     snprintf(res->diff_id, sizeof res->diff_id, "sha256:%s", diff_id);
-    return write_meta(outfd, blobsfd, created_s, image_digest, diff_id, layer, lsize, res, err);
+    return write_meta(outfd, blobsfd, created_s, image_digest, diff_id, layer, lsize, user, res, err);
 }
 
 /* The layout directory SRC as an uncompressed tar at DST (index.json and
@@ -448,9 +450,11 @@ static int record(const char *image_dir, const al_export_result *res, al_error *
     return 0;
 }
 
-int al_image_export(const char *image_dir, const char *out, al_export_format format, al_export_result *res,
-                    al_error *err) {
+int al_image_export(const char *image_dir, const char *out, al_export_format format, uint32_t user,
+                    al_export_result *res, al_error *err) {
     memset(res, 0, sizeof *res);
+    if (user == 0)
+        return al_err(err, "export", EINVAL, "an exported image runs as a user that is not root (--user 0 refused)");
     struct stat st;
     if (lstat(out, &st) == 0)
         return al_err(err, "export", EEXIST, "%s exists: name a new path", out);
@@ -461,7 +465,7 @@ int al_image_export(const char *image_dir, const char *out, al_export_format for
     if (!mkdtemp(tmp))
         return al_err(err, "export", errno, "create %s: %m", tmp);
     chmod(tmp, 0755);
-    int r = export_layout(image_dir, tmp, res, err);
+    int r = export_layout(image_dir, tmp, user, res, err);
     char tar[PATH_MAX + 8];
     snprintf(tar, sizeof tar, "%s.tar", tmp);
     if (r == 0 && format == AL_EXPORT_OCI_ARCHIVE)

@@ -20,9 +20,14 @@ typedef struct al_export_result {
     uint64_t layer_bytes;         /* compressed */
 } al_export_result;
 
+/* A box image's user (nobody): the sandbox pods' runAsUser. Another user
+ * (the server image's 10001) makes an image that is not a box: its
+ * WorkingDir is / (a box's is /work). */
+#define AL_EXPORT_BOX_USER 65534u
+
 /* Export the image at IMAGE_DIR (al_image_resolve's directory) to OUT, a
  * path that must not exist yet (nothing is left there on failure), and
  * record {manifest_digest, config_digest, exported_at} in IMAGE_DIR/oci.json
- * (written atomically). */
-int al_image_export(const char *image_dir, const char *out, al_export_format format, al_export_result *res,
-                    al_error *err);
+ * (written atomically). USER is the image config's User (not 0). */
+int al_image_export(const char *image_dir, const char *out, al_export_format format, uint32_t user,
+                    al_export_result *res, al_error *err);

@@ -315,39 +315,11 @@ int al_image_commit(const char *images_dir, const char *src, json_t *info, char 
  * followed, at most MAX bytes. The store is airlock's own, but nothing it
  * reads there should be able to name a host file or block on a FIFO. */
 static int read_store(const char *path, size_t max, char **ret, size_t *ret_len) {
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return -errno;
-    struct stat st;
-    if (fstat(fd, &st) < 0)
-        return -errno;
-    if (!S_ISREG(st.st_mode))
-        return -EINVAL;
-    if ((uint64_t)st.st_size > max)
-        return -EFBIG;
-    _cleanup_free_ char *buf = malloc((size_t)st.st_size + 1);
-    if (!buf)
-        return -ENOMEM;
-    size_t len = 0;
-    while (len < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
-    buf[len] = '\0';
-    if (ret_len)
-        *ret_len = len;
-    *ret = TAKE_PTR(buf);
-    return 0;
+    return al_read_regular(AT_FDCWD, path, max, true, ret, ret_len);
 }
 
-int al_image_resolve(const char *images_dir, const char *name, char *ret_dir, size_t len, char ret_digest[65],
-                     al_error *err) {
+static int resolve(const char *images_dir, const char *name, bool tree, char *ret_dir, size_t len,
+                   char ret_digest[65], al_error *err) {
     char digest[80] = "";
     if (strncmp(name, "sha256:", 7) == 0)
         snprintf(digest, sizeof digest, "%s", name + 7);
@@ -368,12 +340,36 @@ int al_image_resolve(const char *images_dir, const char *name, char *ret_dir, si
     if (!al_is_sha256_hex(digest))
         return al_err(err, "image", EINVAL, "bad image digest \"%s\"", name);
     snprintf(ret_dir, len, "%s/sha256-%s", images_dir, digest);
-    char rootfs[4300];
+    char rootfs[4300], oci[4300], manifest[4300];
     snprintf(rootfs, sizeof rootfs, "%s/rootfs", ret_dir);
-    if (access(rootfs, F_OK) != 0)
-        return al_err(err, "image", ENOENT, "no image sha256:%s", digest);
+    snprintf(oci, sizeof oci, "%s/oci.json", ret_dir);
+    snprintf(manifest, sizeof manifest, "%s/manifest", ret_dir);
+    /* a reference entry (info.json, manifest and oci.json, no rootfs) names
+     * an image a registry holds: enough for a driver that runs it by that
+     * reference, never for one that runs the tree */
+    bool ref = access(oci, F_OK) == 0 && access(manifest, F_OK) == 0;
+    if (access(rootfs, F_OK) != 0) {
+        if (!ref)
+            return al_err(err, "image", ENOENT, "no image sha256:%s", digest);
+        if (tree)
+            return al_err(err, "image", ENOENT,
+                          "the image sha256:%.12s is a reference entry (its oci.json, no rootfs: what the server image "
+                          "carries for the kubernetes driver); this driver runs the image's tree: build or import "
+                          "the image into %s",
+                          digest, images_dir);
+    }
     memcpy(ret_digest, digest, 65);
     return 0;
+}
+
+int al_image_resolve(const char *images_dir, const char *name, char *ret_dir, size_t len, char ret_digest[65],
+                     al_error *err) {
+    return resolve(images_dir, name, true, ret_dir, len, ret_digest, err);
+}
+
+int al_image_resolve_ref(const char *images_dir, const char *name, char *ret_dir, size_t len, char ret_digest[65],
+                         al_error *err) {
+    return resolve(images_dir, name, false, ret_dir, len, ret_digest, err);
 }
 
 bool al_image_name_ok(const char *name) {

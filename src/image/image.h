@@ -38,9 +38,15 @@ int al_image_dir_make(const char *images_dir, al_error *err);
  * one image. */
 int al_image_commit(const char *images_dir, const char *src, json_t *info, char ret_digest[65], al_error *err);
 
-/* "default", "sha256:<hex>" or "<hex>" -> the image's directory. */
+/* "default", "sha256:<hex>" or "<hex>" -> the image's directory, which
+ * holds the image's tree (rootfs): -ENOENT, named, for a reference entry. */
 int al_image_resolve(const char *images_dir, const char *name, char *ret_dir, size_t len, char ret_digest[65],
                      al_error *err);
+/* The same for a driver that runs an image by its registry reference
+ * (oci.json's manifest digest) and never reads the tree: a reference entry
+ * (info.json, manifest, oci.json; no rootfs) resolves too. */
+int al_image_resolve_ref(const char *images_dir, const char *name, char *ret_dir, size_t len, char ret_digest[65],
+                         al_error *err);
 /* NAME is one an alias may be (and a bundled recipe's): at most 64
  * characters, no '/', not starting with '.', not a digest. */
 bool al_image_name_ok(const char *name);

@@ -6,6 +6,7 @@
  * call over one const al_kube_cluster. */
 #include "api.h"
 
+#include <fcntl.h>
 #include <curl/curl.h>
 #include <string.h>
 
@@ -25,7 +26,7 @@ static int auth_header(const al_kube_cluster *c, char **ret, al_error *err) {
     _cleanup_free_ char *fresh = NULL;
     const char *t = c->token;
     if (c->token_file[0]) {
-        int r = al_kube_read_file(c->token_file, TOKEN_MAX, &fresh, NULL);
+        int r = al_read_regular(AT_FDCWD, c->token_file, TOKEN_MAX, false, &fresh, NULL);
         if (r < 0 && !t)
             return al_err(err, "kubernetes", -r, "read the token file %s: %s", c->token_file, strerror(-r));
         if (r == 0) {

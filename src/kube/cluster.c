@@ -19,38 +19,6 @@
 #define PEM_MAX (1u << 20)
 #define TOKEN_MAX (64u << 10)
 
-/* PATH (a regular file of at most MAX bytes; no FIFO waited on) into
- * *RET: 0, or -errno. */
-int al_kube_read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0)
-        return -errno;
-    if (!S_ISREG(st.st_mode))
-        return -EINVAL;
-    if ((uint64_t)st.st_size > max)
-        return -EFBIG;
-    _cleanup_free_ char *buf = malloc((size_t)st.st_size + 1);
-    if (!buf)
-        return -ENOMEM;
-    size_t len = 0;
-    while (len < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
-    buf[len] = '\0';
-    if (ret_len)
-        *ret_len = len;
-    *ret = TAKE_PTR(buf);
-    return 0;
-}
-
 void al_kube_cluster_free(al_kube_cluster *c) {
     free(c->token);
     free(c->ca_pem);
@@ -79,7 +47,7 @@ int al_kube_token_reread(al_kube_cluster *c, al_error *err) {
     if (!c->token_file[0])
         return 0;
     char *t = NULL;
-    int r = al_kube_read_file(c->token_file, TOKEN_MAX, &t, NULL);
+    int r = al_read_regular(AT_FDCWD, c->token_file, TOKEN_MAX, false, &t, NULL);
     if (r < 0)
         return al_err(err, "kubeconfig", -r, "read the token file %s: %s", c->token_file,
                       r == -EFBIG ? "over 64 KiB" : r == -EINVAL ? "not a regular file" : strerror(-r));
@@ -227,7 +195,7 @@ static int blob(kc *k, yaml_node_t *map, const char *field, const char *where, c
         snprintf(path, sizeof path, "%s", file);
     else
         snprintf(path, sizeof path, "%s/%s", k->dir, file);
-    int r = al_kube_read_file(path, PEM_MAX, ret, NULL);
+    int r = al_read_regular(AT_FDCWD, path, PEM_MAX, false, ret, NULL);
     if (r < 0)
         return al_err(err, "kubeconfig", -r, "%s.%s: read %.300s: %s", where, field, path,
                       r == -EFBIG ? "over 1 MiB" : r == -EINVAL ? "not a regular file" : strerror(-r));
@@ -388,11 +356,11 @@ static int in_cluster(const char *ns, al_kube_cluster *c, al_error *err) {
     if ((r = al_kube_token_reread(c, err)) < 0)
         return r;
     snprintf(path, sizeof path, "%s/ca.crt", dir);
-    if ((r = al_kube_read_file(path, PEM_MAX, &c->ca_pem, NULL)) < 0)
+    if ((r = al_read_regular(AT_FDCWD, path, PEM_MAX, false, &c->ca_pem, NULL)) < 0)
         return al_err(err, "kubeconfig", -r, "read %s: %s", path, strerror(-r));
     _cleanup_free_ char *sans = NULL;
     snprintf(path, sizeof path, "%s/namespace", dir);
-    if (!(ns && *ns) && al_kube_read_file(path, 256, &sans, NULL) == 0)
+    if (!(ns && *ns) && al_read_regular(AT_FDCWD, path, 256, false, &sans, NULL) == 0)
         sans[strcspn(sans, "\r\n")] = '\0';
     const char *n = ns && *ns ? ns : sans && *sans ? sans : "default";
     if (!al_kube_valid_namespace(n))
@@ -411,7 +379,7 @@ int al_kube_cluster_load(const char *kubeconfig, const char *namespace_, al_kube
     }
     _cleanup_free_ char *text = NULL;
     size_t len = 0;
-    int r = al_kube_read_file(kubeconfig, AL_KUBE_CONFIG_MAX, &text, &len);
+    int r = al_read_regular(AT_FDCWD, kubeconfig, AL_KUBE_CONFIG_MAX, false, &text, &len);
     if (r < 0)
         return al_err(err, "kubeconfig", -r, "read %s: %s", kubeconfig,
                       r == -EFBIG ? "over 1 MiB" : r == -EINVAL ? "not a regular file" : strerror(-r));

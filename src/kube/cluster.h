@@ -16,9 +16,6 @@ int al_kube_cluster_parse(const char *text, size_t len, const char *dir, bool fi
 /* C's token read again from its token file (it rotates): 0 (also when C
  * has no token file), or -errno with why in ERR (the old token kept). */
 int al_kube_token_reread(al_kube_cluster *c, al_error *err);
-/* PATH, a regular file of at most MAX bytes, into *RET (NUL-terminated,
- * malloc'd): 0, -EFBIG, -EINVAL (not a regular file), or -errno. */
-int al_kube_read_file(const char *path, size_t max, char **ret, size_t *ret_len);
 bool al_kube_valid_namespace(const char *s);
 /* whether URL's host is loopback: 127.0.0.0/8, [::1], localhost */
 bool al_kube_loopback_url(const char *url);

@@ -64,9 +64,6 @@ void al_kube_watch_free(al_kube_watch *w);
 
 /* ---- logs.c: main's output, collect's /out ---- */
 
-/* LEN bytes of main's log: passed on and kept as the native box keeps a
- * stream (stdout: the API serves both merged). True once past the cap. */
-bool al_kube_output(const al_box_config *cfg, al_box_result *res, const char *buf, size_t len);
 
 typedef enum al_kube_out_state {
     AL_KOUT_BEFORE,               /* before "airlock-out-begin" */

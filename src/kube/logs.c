@@ -8,30 +8,6 @@
 
 #include "kube_int.h"
 
-bool al_kube_output(const al_box_config *cfg, al_box_result *res, const char *buf, size_t len) {
-    /* the API serves stdout and stderr merged (no split streams without an
-     * alpha gate): both are stdout here, and the driver's badge says so */
-    al_stream s = AL_STREAM_STDOUT;
-    if (cfg->on_output && len)
-        cfg->on_output(s, buf, len, cfg->userdata);
-    uint64_t cap = cfg->limits.output_bytes;
-    res->out_total[s] += len;
-    size_t room = res->out_len[s] < cap ? (size_t)(cap - res->out_len[s]) : 0;
-    size_t take = len < room ? len : room;
-    if (take) {
-        char *n = realloc(res->out[s], res->out_len[s] + take + 1);
-        if (n) {
-            memcpy(n + res->out_len[s], buf, take);
-            res->out_len[s] += take;
-            n[res->out_len[s]] = '\0';
-            res->out[s] = n;
-        }
-    }
-    if (take < len)
-        res->out_truncated[s] = true;
-    return res->out_total[s] > cap;
-}
-
 void al_kube_out_init(al_kube_out *o, int fd, uint64_t max) {
     memset(o, 0, sizeof *o);
     o->fd = fd;

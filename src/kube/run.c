@@ -303,7 +303,9 @@ static bool log_stop(void *ud) {
 }
 
 static int main_sink(krun *k, const char *buf, size_t len) {
-    if (al_kube_output(k->cfg, k->res, buf, len)) {
+    /* the API serves stdout and stderr merged (no split streams without an
+     * alpha gate): both are stdout here, and the driver's badge says so */
+    if (al_box_result_output(k->cfg, k->res, AL_STREAM_STDOUT, buf, len)) {
         k->over = true;
         return 1;
     }

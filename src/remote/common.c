@@ -81,27 +81,6 @@ void al_remote_listing_free(al_remote_listing *l) {
     *l = (al_remote_listing){ 0 };
 }
 
-bool al_remote_output(const al_box_config *cfg, al_box_result *res, al_stream s, const char *buf, size_t len) {
-    if (cfg->on_output && len)
-        cfg->on_output(s, buf, len, cfg->userdata);
-    uint64_t cap = cfg->limits.output_bytes;
-    res->out_total[s] += len;
-    size_t room = res->out_len[s] < cap ? (size_t)(cap - res->out_len[s]) : 0;
-    size_t take = len < room ? len : room;
-    if (take) {
-        char *n = realloc(res->out[s], res->out_len[s] + take + 1);
-        if (n) {
-            memcpy(n + res->out_len[s], buf, take);
-            res->out_len[s] += take;
-            n[res->out_len[s]] = '\0';
-            res->out[s] = n;
-        }
-    }
-    if (take < len)
-        res->out_truncated[s] = true;
-    return res->out_total[s] > cap;
-}
-
 /* S quoted for bash: in single quotes, each ' as '\'' */
 static int quote(al_buf *b, const char *s) {
     size_t need = 3 + strlen(s) * 4;

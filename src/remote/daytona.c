@@ -252,7 +252,7 @@ static int run_command(dt *b, al_error *err) {
         return r;
     }
     int exit_code = (int)json_integer_value(code);
-    bool over = out && al_remote_output(cfg, res, AL_STREAM_STDOUT, out, strlen(out));
+    bool over = out && al_box_result_output(cfg, res, AL_STREAM_STDOUT, out, strlen(out));
     json_decref(doc);
     /* the toolbox ends a command at its timeout: an exit that came at or
      * past the wall clock, unsuccessful, is that */

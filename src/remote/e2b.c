@@ -204,7 +204,7 @@ static void on_event(e2b *b, json_t *ev) {
                 b->bad_stream = true;
                 continue;
             }
-            if (al_remote_output(b->cfg, b->res, (al_stream)s, raw, got))
+            if (al_box_result_output(b->cfg, b->res, (al_stream)s, raw, got))
                 b->over_output = true;
         }
     } else if (end) {

@@ -32,10 +32,6 @@ typedef int (*al_remote_download_fn)(void *ud, const char *rel, al_http_write_fn
 int al_remote_collect(al_remote_listing *l, int out_dirfd, const al_box_limits *lim, al_remote_download_fn dl,
                       void *ud, al_box_result *res, al_error *err);
 
-/* The run's output, STREAM's LEN bytes: to CFG's callback, and kept in
- * RES up to the per-stream cap. True when the stream has now passed the
- * cap (the run is over its output limit). */
-bool al_remote_output(const al_box_config *cfg, al_box_result *res, al_stream stream, const char *buf, size_t len);
 
 /* The shell command that runs CFG's argv in /work, its stdin STDIN_NAME
  * (in /work; NULL: /dev/null): malloc'd. */

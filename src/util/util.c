@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <inttypes.h>
 #include <string.h>
 #include <time.h>
@@ -150,6 +151,37 @@ int al_read_small(int dirfd, const char *path, size_t max, char **ret_buf, size_
         if (r == 0)
             break;
         len += (size_t)r;
+    }
+    buf[len] = '\0';
+    if (ret_len)
+        *ret_len = len;
+    *ret_buf = TAKE_PTR(buf);
+    return 0;
+}
+
+int al_read_regular(int dirfd, const char *path, size_t max, bool nofollow, char **ret_buf, size_t *ret_len) {
+    _cleanup_close_ int fd =
+        openat(dirfd, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | (nofollow ? O_NOFOLLOW : 0));
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode))
+        return -EINVAL;
+    if ((uint64_t)st.st_size > max)
+        return -EFBIG;
+    _cleanup_free_ char *buf = malloc((size_t)st.st_size + 1);
+    if (!buf)
+        return -ENOMEM;
+    size_t len = 0;
+    while (len < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        len += (size_t)n;
     }
     buf[len] = '\0';
     if (ret_len)

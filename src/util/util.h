@@ -82,6 +82,10 @@ int al_write_all(int fd, const void *buf, size_t len);
 
 /* Read a small file (at most MAX bytes) into a NUL-terminated buffer. */
 int al_read_small(int dirfd, const char *path, size_t max, char **ret_buf, size_t *ret_len);
+/* A regular file of at most MAX bytes (-EFBIG beyond, -EINVAL when it is
+ * not a regular file: never blocks on a FIFO or a device) into a
+ * NUL-terminated buffer; NOFOLLOW: a link at PATH's end is not followed. */
+int al_read_regular(int dirfd, const char *path, size_t max, bool nofollow, char **ret_buf, size_t *ret_len);
 
 /* Write a whole small file, creating or truncating it. */
 int al_write_str(int dirfd, const char *path, const char *s);

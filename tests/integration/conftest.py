@@ -236,6 +236,7 @@ MODULES = {
     "test_kube_driver.py": ("kubernetes",),                  # the API double on the test dockerd
     "test_kube_smoke.py": ("kubernetes",),                   # the NetworkPolicy smoke test against the double
     "test_kube_seccomp.py": ("kubernetes",),                 # airlock's seccomp profile as a Localhost profile
+    "test_kube_server_image.py": ("kubernetes", "serial"),   # the chart's server (and its image) driving the double
     "test_service_sched.py": ("asan", "postgresql", "warm", "serial"),   # caps and the queue, timed
     "test_service_tenants.py": ("asan", "postgresql"),
     "test_service_threads.py": ("asan", "postgresql", "docker", "runsc", "warm"),

@@ -2,7 +2,7 @@
 kubelet, for airlock's kubernetes driver tests. Never a cluster to use.
 
     python3 tests/kube_double --state DIR --docker SOCK [--namespace NS] [--port N]
-        [--pids-limit N] [--registry HOST:PORT]
+        [--pids-limit N] [--seccomp-root DIR] [--registry HOST:PORT]
 
 It writes DIR/ready.json ({"url", "port", "kubeconfig", ...}) once it
 serves, DIR/kubeconfig (server, CA data, user.tokenFile DIR/token) and

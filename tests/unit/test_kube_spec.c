@@ -393,6 +393,37 @@ static void test_b64(void) {
     CHECK(al_kube_b64_decode("Z", &n) == NULL);
 }
 
+/* kubernetes_seccomp / --seccomp: runtime-default or localhost:PATH, PATH
+ * beneath the kubelet's seccomp root; the Pod then carries it */
+static void test_seccomp(void) {
+    al_kube_seccomp k;
+    const char *p;
+    al_error err = { 0 };
+    CHECK(al_kube_parse_seccomp(NULL, &k, &p, &err) == 0 && k == AL_KUBE_SECCOMP_RUNTIME_DEFAULT && !p);
+    CHECK(al_kube_parse_seccomp("runtime-default", &k, &p, &err) == 0 && k == AL_KUBE_SECCOMP_RUNTIME_DEFAULT);
+    CHECK(al_kube_parse_seccomp("localhost:airlock/airlock.json", &k, &p, &err) == 0 &&
+          k == AL_KUBE_SECCOMP_LOCALHOST && strcmp(p, "airlock/airlock.json") == 0);
+    const char *bad[] = { "unconfined", "localhost:", "localhost:/abs.json", "localhost:../x", "localhost:a/../b",
+                          "localhost:a//b", "localhost:./a", "Localhost:a", "runtime-default ", NULL };
+    for (const char **b = bad; *b; b++) {
+        err = (al_error){ 0 };   /* (al_err keeps the first error) */
+        CHECK(al_kube_parse_seccomp(*b, &k, &p, &err) == -EINVAL);
+        CHECK(strstr(err.msg, "localhost:PATH") != NULL);
+    }
+    al_box_config c = config();
+    al_kube_opts o = opts();
+    CHECK(al_kube_parse_seccomp("localhost:airlock/airlock.json", &o.seccomp, &o.seccomp_localhost, &err) == 0);
+    json_t *sec = NULL, *pod = NULL, *np = NULL;
+    CHECK(al_kube_objects(&o, &c, &sec, &pod, &np, &err) == 0);
+    json_t *sp = json_object_get(json_object_get(json_object_get(pod, "spec"), "securityContext"), "seccompProfile");
+    json_t *want = json_pack("{s:s, s:s}", "type", "Localhost", "localhostProfile", "airlock/airlock.json");
+    CHECK(json_equal(sp, want));
+    json_decref(want);
+    json_decref(sec);
+    json_decref(pod);
+    json_decref(np);
+}
+
 int main(void) {
     if (!mkdtemp(tmp)) {
         perror("mkdtemp");
@@ -403,6 +434,7 @@ int main(void) {
     test_hostile_paths();
     test_names();
     test_b64();
+    test_seccomp();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd) != 0)
