@@ -22,16 +22,19 @@ void al_kube_controls(const al_kube_opts *o, bool network_confirmed, al_controls
     const char *rc = o && o->runtime_class && *o->runtime_class ? o->runtime_class : NULL;
     if (rc)
         set(&c->userns, AL_LEVEL_UNCONFIRMED,
-            "a pod of its own per run, made for it and deleted after it, under RuntimeClass %s (its handler, "
-            "e.g. gVisor or Kata, is the node's: not seen from here); runs as uid 65534, non-root, as its "
-            "container's PID 1 (a signal the script sends itself is ignored; a fault still ends it)",
+            "a pod of its own per run, made for it and deleted after it, under RuntimeClass %.60s (its handler, "
+            "e.g. gVisor or Kata, is the node's: not seen from here); uid 65534, non-root, the child of its "
+            "container's stage shell; /proc and /sys as the runtime masks them (a pod cannot mask more): the "
+            "node's /proc/sys and /proc/key-users are readable, read-only; at the end the pod is deleted: the kubelet "
+            "kills what is left within seconds of the result",
             rc);
     else
         set(&c->userns, AL_LEVEL_UNCONFIRMED,
             "a pod of its own per run, made for it and deleted after it, sharing the node's kernel (no "
-            "RuntimeClass configured: set kubernetes_runtime_class for gVisor or Kata); runs as uid 65534, "
-            "non-root, in no user namespace of airlock's, as its container's PID 1 (a signal the script sends "
-            "itself is ignored; a fault still ends it)%s",
+            "RuntimeClass configured: set kubernetes_runtime_class for gVisor or Kata); uid 65534, non-root, in "
+            "no user namespace of airlock's, the child of its container's stage shell; /proc and /sys as the "
+            "runtime masks them (a pod cannot mask more): the node's /proc/sys and /proc/key-users are readable, "
+            "read-only; at the end the pod is deleted: the kubelet kills what is left within seconds of the result%s",
             "");
     bool local = o && o->seccomp == AL_KUBE_SECCOMP_LOCALHOST;
     /* the smoke test's sandbox probe runs under the same Localhost profile
@@ -60,7 +63,8 @@ void al_kube_controls(const al_kube_opts *o, bool network_confirmed, al_controls
         "");
     set(&c->caps, AL_LEVEL_UNCONFIRMED,
         "capabilities drop ALL, privileged false, no host namespaces, no service account token; applied by the "
-        "node's runtime (the namespace's Pod Security `restricted` profile refuses a pod without them)%s",
+        "node's runtime (the namespace's Pod Security `restricted` profile refuses a pod without them); /dev is the "
+        "runtime's tmpfs of the standard nodes, the devices cgroup allowing no other%s",
         "");
     set(&c->memory, AL_LEVEL_UNCONFIRMED,
         "resources.limits.memory = requests: the node's cgroup, OOMKilled reported as reason memory; the "
@@ -75,7 +79,8 @@ void al_kube_controls(const al_kube_opts *o, bool network_confirmed, al_controls
         "");
     set(&c->tmpfs, AL_LEVEL_UNCONFIRMED,
         "/work, /out and /tmp are emptyDir Memory volumes with sizeLimit (the kubelet evicts a pod past it, "
-        "which ends the run as an error, not ENOSPC); /out collected under airlock's caps%s",
+        "which ends the run as an error, not ENOSPC); /out collected under airlock's caps; mountinfo names the "
+        "node's paths (the kubelet's Secret volume, /etc/hosts, the pod's cgroup: a pod cannot hide them)%s",
         "");
     if (network_confirmed)
         set(&c->network, AL_LEVEL_BOUNDARY_CONDITIONAL,

@@ -13,9 +13,19 @@
 
 /* The pod's stage: the Secret's items copied into /work (only the items:
  * a Secret volume holds ..data and a timestamped directory beside them),
- * then the run's argv exec'd with its stdin. */
-#define STAGE "n=$1; shift; cd /airlock/in || exit 126; while [ \"$n\" -gt 0 ]; do cp -R -L -- \"$1\" /work/ || " \
-              "exit 126; shift; n=$((n-1)); done; cd /work || exit 126; exec \"$@\" </airlock/stdin/stdin"
+ * then the run's argv run with its stdin ($2: the Secret's stdin item, or
+ * /dev/null when the run has none, as on the native box). The script is
+ * the shell's child, not exec'd: a container's PID 1 gets no signal it has
+ * no handler for, so an exec'd script could not kill itself. The shell
+ * exits with the script's status; a death by signal N is 128+N, which the
+ * end mapping reads as signal N (kube.h). The shell's own stderr is
+ * /dev/null while it waits (the script's is the container's, fd 3 closed
+ * for it, set in the subshell that execs it: dash applies a simple
+ * command's redirections in the parent before it forks): the shell's
+ * "Terminated" for a killed child is not the script's output. */
+#define STAGE "n=$1; s=$2; shift 2; cd /airlock/in || exit 126; while [ \"$n\" -gt 0 ]; do cp -R -L -- \"$1\" " \
+              "/work/ || exit 126; shift; n=$((n-1)); done; cd /work || exit 126; exec 3>&2 2>/dev/null; " \
+              "(exec \"$@\" <\"$s\" 2>&3 3>&-); exit $?"
 /* The native sidecar: /out as a base64 tar on its log once SIGTERM comes
  * (the kubelet sends it after every regular container has ended). */
 #define COLLECT "trap 'echo airlock-out-begin; cd /out && tar -cf - . | base64; echo \"airlock-out-end $?\"; exit 0' " \
@@ -116,10 +126,14 @@ static json_t *secret(const al_kube_opts *o, const al_kube_files *f, time_t dead
             json_decref(TAKE_PTR(data));
         free(b);
     }
-    char *b = al_kube_b64_encode(f->stdin_data ? f->stdin_data : "", f->stdin_len);
-    if (data && (!b || json_object_set_new(data, "stdin", json_string(b)) < 0))
-        json_decref(TAKE_PTR(data));
-    free(b);
+    /* the stdin key only when the run has stdin: the Secret holds what
+     * the run was given and nothing else */
+    if (data && f->has_stdin) {
+        char *b = al_kube_b64_encode(f->stdin_data ? f->stdin_data : "", f->stdin_len);
+        if (!b || json_object_set_new(data, "stdin", json_string(b)) < 0)
+            json_decref(TAKE_PTR(data));
+        free(b);
+    }
     if (!data)
         return NULL;
     return json_pack("{s:s, s:s, s:o, s:s, s:b, s:o}", "apiVersion", "v1", "kind", "Secret", "metadata",
@@ -172,7 +186,8 @@ static json_t *env(const al_box_config *cfg, al_error *err) {
     return a;
 }
 
-/* main's command: the stage, its count of top components, them, argv */
+/* main's command: the stage, its count of top components, the script's
+ * stdin, the top components, argv */
 static json_t *command(const al_kube_files *f, const al_box_config *cfg, json_t **ret_items, al_error *err) {
     json_t *tops = json_array(), *items = json_array();
     for (size_t i = 0; tops && items && i < f->n; i++) {
@@ -190,7 +205,8 @@ static json_t *command(const al_kube_files *f, const al_box_config *cfg, json_t 
     }
     char n[32];
     snprintf(n, sizeof n, "%zu", json_array_size(tops));
-    json_t *cmd = json_pack("[s, s, s, s, s]", "/bin/sh", "-c", STAGE, "airlock-stage", n);
+    json_t *cmd = json_pack("[s, s, s, s, s, s]", "/bin/sh", "-c", STAGE, "airlock-stage", n,
+                            f->has_stdin ? "/airlock/stdin/stdin" : "/dev/null");
     if (cmd && tops)
         json_array_extend(cmd, tops);
     for (size_t k = 0; cmd && cfg->argv && cfg->argv[k]; k++) {
@@ -219,7 +235,8 @@ static json_t *resources(const char *cpu, const char *mem) {
                      "memory", mem);
 }
 
-static json_t *pod_spec(const al_kube_opts *o, const al_box_config *cfg, json_t *cmd, json_t *items, json_t *envs) {
+static json_t *pod_spec(const al_kube_opts *o, const al_box_config *cfg, json_t *cmd, json_t *items, json_t *envs,
+                        bool has_stdin) {
     const al_box_limits *l = &cfg->limits;
     char cpu[32], mem[32];
     snprintf(cpu, sizeof cpu, "%llum", (unsigned long long)(l->cpu_millis ? l->cpu_millis : 1000));
@@ -227,10 +244,13 @@ static json_t *pod_spec(const al_kube_opts *o, const al_box_config *cfg, json_t 
     json_t *seccomp = o->seccomp == AL_KUBE_SECCOMP_LOCALHOST
         ? json_pack("{s:s, s:s}", "type", "Localhost", "localhostProfile", o->seccomp_localhost)
         : json_pack("{s:s}", "type", "RuntimeDefault");
-    json_t *mounts = json_pack("[{s:s, s:s}, {s:s, s:s}, {s:s, s:s}, {s:s, s:s, s:b}, {s:s, s:s, s:b}]", "name",
-                               "work", "mountPath", "/work", "name", "out", "mountPath", "/out", "name", "tmp",
-                               "mountPath", "/tmp", "name", "in", "mountPath", "/airlock/in", "readOnly", 1, "name",
-                               "stdin", "mountPath", "/airlock/stdin", "readOnly", 1);
+    json_t *mounts = json_pack("[{s:s, s:s}, {s:s, s:s}, {s:s, s:s}, {s:s, s:s, s:b}]", "name", "work", "mountPath",
+                               "/work", "name", "out", "mountPath", "/out", "name", "tmp", "mountPath", "/tmp", "name",
+                               "in", "mountPath", "/airlock/in", "readOnly", 1);
+    /* the stdin volume only with stdin (the stage reads /dev/null without) */
+    if (mounts && has_stdin)
+        json_array_append_new(mounts, json_pack("{s:s, s:s, s:b}", "name", "stdin", "mountPath", "/airlock/stdin",
+                                                "readOnly", 1));
     json_t *main_c = json_pack("{s:s, s:s, s:s, s:o, s:s, s:o, s:o, s:o, s:o}", "name", "main", "image", o->image_ref,
                                "imagePullPolicy", "IfNotPresent", "command", cmd, "workingDir", "/work", "env", envs,
                                "resources", resources(cpu, mem), "securityContext", security_context(),
@@ -240,11 +260,13 @@ static json_t *pod_spec(const al_kube_opts *o, const al_box_config *cfg, json_t 
                                 "Always", "command", "/bin/sh", "-c", COLLECT, "resources", resources("50m", "32Mi"),
                                 "securityContext", security_context(), "volumeMounts", "name", "out", "mountPath",
                                 "/out", "readOnly", 1);
-    json_t *volumes = json_pack("[o, o, o, {s:s, s:{s:s, s:i, s:o}}, {s:s, s:{s:s, s:i, s:[{s:s, s:s}]}}]",
-                                tmpfs("work", l->tmpfs_bytes), tmpfs("out", l->tmpfs_bytes),
-                                tmpfs("tmp", l->tmpfs_bytes), "name", "in", "secret", "secretName", o->run_id,
-                                "defaultMode", 420, "items", items, "name", "stdin", "secret", "secretName",
-                                o->run_id, "defaultMode", 420, "items", "key", "stdin", "path", "stdin");
+    json_t *volumes = json_pack("[o, o, o, {s:s, s:{s:s, s:i, s:o}}]", tmpfs("work", l->tmpfs_bytes),
+                                tmpfs("out", l->tmpfs_bytes), tmpfs("tmp", l->tmpfs_bytes), "name", "in", "secret",
+                                "secretName", o->run_id, "defaultMode", 420, "items", items);
+    if (volumes && has_stdin)
+        json_array_append_new(volumes, json_pack("{s:s, s:{s:s, s:i, s:[{s:s, s:s}]}}", "name", "stdin", "secret",
+                                                 "secretName", o->run_id, "defaultMode", 420, "items", "key",
+                                                 "stdin", "path", "stdin"));
     json_t *spec = json_pack("{s:s, s:I, s:i, s:b, s:b, s:b, s:b, s:b, s:{s:b, s:i, s:i, s:i, s:o}, s:[o], s:[o], "
                              "s:o}",
                              "restartPolicy", "Never", "activeDeadlineSeconds",
@@ -280,6 +302,7 @@ int al_kube_objects(const al_kube_opts *o, const al_box_config *cfg, json_t **re
     json_t *items = NULL, *envs = env(cfg, err);
     json_t *cmd = envs ? command(&f, cfg, &items, err) : NULL;
     json_t *sec = cmd ? secret(o, &f, deadline) : NULL;
+    bool has_stdin = f.has_stdin;
     al_kube_files_free(&f);
     if (!cmd || !sec) {
         json_decref(envs);
@@ -288,7 +311,7 @@ int al_kube_objects(const al_kube_opts *o, const al_box_config *cfg, json_t **re
         json_decref(sec);
         return err->err ? -err->err : al_err(err, "provisioning", ENOMEM, "out of memory");
     }
-    json_t *spec = pod_spec(o, cfg, cmd, items, envs);
+    json_t *spec = pod_spec(o, cfg, cmd, items, envs, has_stdin);
     json_t *pod = spec ? json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "v1", "kind", "Pod", "metadata",
                                    metadata(o, deadline), "spec", spec)
                        : NULL;

@@ -13,6 +13,7 @@ typedef struct al_kube_item {
 typedef struct al_kube_files {
     al_kube_item *items;
     size_t n, cap;
+    bool has_stdin;               /* the run has stdin (else the script's is /dev/null) */
     char *stdin_data;
     size_t stdin_len;
     uint64_t total;               /* decoded bytes of every item and stdin */

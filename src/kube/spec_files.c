@@ -181,6 +181,7 @@ static int input_name(const char *host, char *name, size_t n, al_error *err) {
 static int read_stdin(al_kube_files *f, int fd, al_error *err) {
     if (fd < 0)
         return 0;
+    f->has_stdin = true;
     struct stat st;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
         /* its size first: a large file is refused without reading it */

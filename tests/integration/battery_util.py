@@ -37,9 +37,10 @@ def badge(doc, control):
     return c.get("level"), c.get("detail") or ""
 
 
-# The kubernetes driver (through the API double in make check): the pod's
-# seccompProfile is RuntimeDefault, the node runtime's filter, not
-# airlock's policy; the badge says so, unconfirmed.
+# The kubernetes driver (through the API double in make check): the pass
+# runs every pod under airlock's own seccomp profile as a Localhost profile
+# (kube_pass.SECCOMP, installed in the double's kubelet seccomp root), so
+# the filter's cases hold through the pod as on docker; the badge names it.
 ON_KUBE = DRIVER == "kubernetes"
 
 
@@ -60,6 +61,51 @@ def assert_kube_filter(doc):
     assert level == "unconfirmed" and "RuntimeDefault" in detail and "not airlock's own policy" in detail, \
         (level, detail)
     return True
+
+
+def assert_kube_proc(doc):
+    """On the kubernetes driver: /proc and /sys are as the container runtime
+    masks them (a pod spec cannot add a masked path: procMount is Default or
+    Unmasked), not the native box's pid-only /proc; the isolation badge says
+    that the node's /proc/sys and /proc/key-users are readable, read-only."""
+    level, detail = badge(doc, "userns")
+    assert "a pod cannot mask more" in detail and "/proc/sys" in detail and "/proc/key-users" in detail, \
+        (level, detail)
+    assert doc["box"]["driver"] == "kubernetes", doc["box"]
+
+
+def assert_kube_uid(doc):
+    """On the kubernetes driver: the pod's processes are uid 65534 on the
+    node, in no user namespace of airlock's, shared by every sandbox pod of
+    the node (runAsUser: the restricted profile's), not a uid of the run's
+    own: no host uid is reported, and the isolation badge says so."""
+    level, detail = badge(doc, "userns")
+    assert "uid 65534" in detail and "no user namespace of airlock's" in detail and "a pod of its own" in detail, \
+        (level, detail)
+    assert not doc["box"].get("host_uid") and doc["controls"].get("host_uid_unique") is False, doc
+
+
+def wait_kube_idle(timeout=30):
+    """On the kubernetes driver: wait until the double holds no pod and the
+    test dockerd no container of its. A pod is deleted as its run's result
+    is reported (the badge), and its containers' runtime processes, root's
+    on this host, end a moment later, giving back what they held of root's
+    per-user counts: a case that measures those counts starts after them."""
+    if not ON_KUBE:
+        return
+    import docker_util
+    import kube_pass
+    kube = kube_pass.cluster()[0]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = docker_util.docker("ps", "-aq", "--filter", f"label=kube-double={kube.port}").stdout.split()
+        doc = kube.pods()
+        pods = doc.get("pods", []) if isinstance(doc, dict) else doc
+        if not pods and not left:
+            time.sleep(0.5)    # the shims' own exit
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the double's pods did not end in {timeout} s: {kube.pods()}")
 
 
 # gVisor (docker with runsc): the script's system calls are served by
@@ -385,9 +431,17 @@ def assert_box_gone(doc, markers=()):
         # a pod: no host uid or cgroup of airlock's to read (its containers
         # are the node's); what the run started must be gone all the same
         # (the double's containers are this host's processes)
+        # what the run started must be gone all the same (the double's
+        # containers are this host's processes): the pod is deleted at the
+        # end and its kubelet kills what is left within seconds of the
+        # result, not before it is reported, and the isolation badge says so
+        level, detail = badge(doc, "userns")
+        assert "the kubelet kills what is left within seconds of the result" in detail, (level, detail)
+        deadline = time.monotonic() + 15
         for m in markers:
-            lm = pids_with_marker(m)
-            assert not lm, f"processes carrying marker {m} survive the run: {lm}"
+            while (lm := pids_with_marker(m)) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert not lm, f"processes carrying marker {m} survive the run's pod: {lm}"
         return
     uid = host_uid_of(doc)
     assert isinstance(uid, int) and uid > 0, f"box.host_uid missing or root: {doc.get('box')}"

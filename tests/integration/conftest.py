@@ -170,12 +170,12 @@ MODULES = {
     # the box battery, A-J: box code, on every driver
     "test_battery_a.py": BATTERY + ("kubernetes",),
     "test_battery_b.py": BATTERY + ("kubernetes",),
-    "test_battery_c.py": BATTERY,
-    "test_battery_d.py": BATTERY,
-    "test_battery_e.py": BATTERY + ("serial",),     # E6 runs root's inotify instances out
-    "test_battery_g.py": BATTERY + ("serial",),     # resource exhaustion, and it times its deadlines
+    "test_battery_c.py": BATTERY + ("kubernetes",),
+    "test_battery_d.py": BATTERY + ("kubernetes",),
+    "test_battery_e.py": BATTERY + ("serial", "kubernetes"),     # E6 runs root's inotify instances out
+    "test_battery_g.py": BATTERY + ("serial", "kubernetes"),     # resource exhaustion, and it times its deadlines
     "test_battery_h.py": BATTERY + ("kubernetes",),
-    "test_battery_ij.py": BATTERY + ("serial",),    # J: two boxes at once must get two host uids
+    "test_battery_ij.py": BATTERY + ("serial", "kubernetes"),    # J: two boxes at once must get two host uids
     # the battery against the service and the CLI (K-O): the daemon's code
     "test_battery_k.py": ("asan",),
     "test_battery_l.py": ("asan",),

@@ -9,6 +9,7 @@ service of the pass names it (`kubernetes_seccomp = localhost:...`), as an
 operator's sandbox nodes would: the battery's seccomp cases then hold
 through the pod as they do on docker."""
 import json
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -31,6 +32,26 @@ def install_profile(kube, path=SECCOMP_PATH):
     return dest
 
 
+NP = "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies"
+
+
+def set_policy(kube, present=True):
+    """The namespace's deny-all NetworkPolicy (the chart's) installed or
+    removed. The pass installs it, as every install does, so that the
+    battery's offline cases (I) hold through the pod: the double runs a pod
+    it selects with no network (its stand-in for a CNI)."""
+    path = NP.format(ns=kube.namespace)
+    st, _, _ = kube.call("DELETE", path + "/airlock-sandbox-deny-all")
+    assert st in (200, 404), st
+    if present:
+        doc = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+               "metadata": {"name": "airlock-sandbox-deny-all", "namespace": kube.namespace},
+               "spec": {"podSelector": {"matchLabels": {"airlock.dev/sandbox": "true"}},
+                        "policyTypes": ["Ingress", "Egress"]}}
+        st, _, body = kube.call("POST", path + "?fieldValidation=Strict", doc)
+        assert st == 201, (st, body)
+
+
 def cluster():
     """(kube double, registry, `--registry` value): started and pushed once."""
     global _env
@@ -43,14 +64,21 @@ def cluster():
     reg = registry_util.start()
     kube = kube_util.start(registry=reg)
     install_profile(kube)
-    out = Path(tempfile.mkdtemp(prefix="airlock-kube-export-")) / "oci"
-    p = subprocess.run([str(AIRLOCK), "image", "--state", str(CACHE), "export", "default", "--out", str(out),
-                        "--json"], capture_output=True, timeout=300)
-    assert p.returncode == 0, f"airlock image export: {p.stderr.decode(errors='replace')}"
-    digest = json.loads(p.stdout)["digest"]
-    # (registry_util's push takes a skopeo source and answers the digest)
-    pushed = reg.push(f"oci:{out}")
-    assert pushed == digest, (pushed, digest)
+    set_policy(kube)
+    # the export (~270 MB) is needed for the push alone: removed right
+    # after it, whatever happens
+    tmp = Path(tempfile.mkdtemp(prefix="airlock-kube-export-"))
+    try:
+        out = tmp / "oci"
+        p = subprocess.run([str(AIRLOCK), "image", "--state", str(CACHE), "export", "default", "--out", str(out),
+                            "--json"], capture_output=True, timeout=300)
+        assert p.returncode == 0, f"airlock image export: {p.stderr.decode(errors='replace')}"
+        digest = json.loads(p.stdout)["digest"]
+        # (registry_util's push takes a skopeo source and answers the digest)
+        pushed = reg.push(f"oci:{out}")
+        assert pushed == digest, (pushed, digest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     _env = (kube, reg, f"{reg.host}/airlock")
     return _env
 

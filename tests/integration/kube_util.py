@@ -139,6 +139,8 @@ def start(registry=None, **kw):
     import docker_util
     docker_util.start()
     if _kube is None or _kube.proc.poll() is not None:
+        if _kube is not None:
+            _kube.stop()      # a dead one's directory goes too
         _kube = KubeDouble(registry=registry, **kw)
     return _kube
 

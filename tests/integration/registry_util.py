@@ -111,6 +111,8 @@ def start(root=None):
     if root is not None:
         return Registry(root)
     if _session is None or _session.proc.poll() is not None:
+        if _session is not None:
+            _session.stop()   # a dead one's storage goes too
         _session = Registry()
     return _session
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from battery_util import (ON_DOCKER, ON_GVISOR, RUNTIME, assert_sentry_serves, badge, KERNEL, NOBODY, LiveRun, assert_exited, box_bash, box_probe, harness,
+from battery_util import (ON_DOCKER, ON_GVISOR, ON_KUBE, assert_kube_proc, RUNTIME, assert_sentry_serves, badge, KERNEL, NOBODY, LiveRun, assert_exited, box_bash, box_probe, harness,
                           host_bash, host_probe, host_py, pids_with_marker, sha256_file, uniq,
                           wait_for, workdir, plain_workdir)  # noqa: F401
 
@@ -75,8 +75,15 @@ def test_c1_userns_cgroup_fsconfig_chains(plain_workdir):
     assert r.get("fsopen") == "EPERM" or (ON_GVISOR and r.get("fsopen") == "ENOSYS"), \
         f"fsopen(ext4) in the box: {r.get('fsopen')} (want EPERM)"
     assert r.get("nft", "1") != "0", "nft add table worked in the box"
-    assert r.get("max_userns") in ("0", "absent"), \
-        f"user.max_user_namespaces inside the box is {r.get('max_userns')} (want 0)"
+    if ON_KUBE:
+        # the runtime's /proc/sys: the node's value, readable and read-only
+        # (a pod cannot mask it, and the badge says so); no namespace is
+        # made all the same: unshare failed above (the filter, no caps)
+        assert r.get("max_userns") == host_max, r
+        assert_kube_proc(doc)
+    else:
+        assert r.get("max_userns") in ("0", "absent"), \
+            f"user.max_user_namespaces inside the box is {r.get('max_userns')} (want 0)"
 
     # from the host: the box's user namespace has max_user_namespaces = 0; the control is a
     # plain user namespace of the host, where the value is not 0
@@ -145,6 +152,11 @@ def test_c2_keyrings(plain_workdir):
         assert r[k] == "EPERM" or (ON_GVISOR and r[k] in ("EACCES", "ENOSYS")), \
             f"{k} in the box: {r[k]} (want EPERM)"
     for p in ("/proc/keys", "/proc/key-users"):
+        if ON_KUBE and p == "/proc/key-users":
+            # the runtime masks /proc/keys but not key-users (counts per uid,
+            # no key): a pod cannot mask it, and the badge says so
+            assert_kube_proc(doc)
+            continue
         assert r[p] in ("ENOENT", "EACCES", "") or not r[p].strip(), f"{p} readable in the box: {r[p][:300]!r}"
 
 
@@ -344,8 +356,8 @@ def test_c6_dirty_pipe_dirty_cow_canary(probe, workdir):
         if sha256_file(canary) != before:
             pytest.fail(f"CRITICAL FAIL: host kernel {KERNEL} is vulnerable to Dirty COW (CVE-2016-5195)")
 
-        if ON_DOCKER:
-            # the host's /usr is not the box's: the canary is a read-only
+        if ON_DOCKER or ON_KUBE:
+            # the host's /usr is not the box's (a container's, a pod's): the canary is a read-only
             # file of the image it runs on, checked from a fresh box after
             image_canary = "/usr/share/airlock/manifest.json"
             sums = lambda: box_bash(f"sha256sum {image_canary}")["stdout"]

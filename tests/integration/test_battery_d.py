@@ -7,7 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from battery_util import (ON_DOCKER, ON_GVISOR, RUNTIME, badge, AIRLOCK, NOBODY, LiveRun, assert_exited, box_bash, box_probe, box_py,
+from battery_util import (ON_DOCKER, ON_GVISOR, ON_KUBE, assert_kube_proc, RUNTIME, badge, AIRLOCK, NOBODY, LiveRun, assert_exited, box_bash, box_probe, box_py,
                           harness, host_bash, host_probe, host_py, probe_lines, sha256_file, uniq,
                           workdir, plain_workdir, outdir)  # noqa: F401
 
@@ -91,7 +91,7 @@ def test_d1_no_writes_outside_scratch(plain_workdir):
         for k in ("ww_touch", "ww_overwrite", "ww_unlink", "ww_rename", "ww_chmod"):
             # on an image (docker) the host's world-writable tree is not in
             # the box at all: ENOENT is as contained as EROFS
-            if r[k] != "EROFS" and not (ON_DOCKER and r[k] == "ENOENT"):
+            if r[k] != "EROFS" and not ((ON_DOCKER or ON_KUBE) and r[k] == "ENOENT"):
                 bad[k] = r[k]
         for k in ("touch_etc", "overwrite_python3", "chmod_python3", "mkdir_root"):
             if r[k] not in ("EROFS", "EACCES", "EPERM", "ETXTBSY"):
@@ -236,6 +236,16 @@ def test_d3_proc_sys_masked_and_pids(plain_workdir):
                  and not (ON_DOCKER and m["point"].startswith("/proc/") and m["root"] in ("/null", m["point"][5:]))]
         if ON_DOCKER:
             assert "data root" in badge(doc, "tmpfs")[1], badge(doc, "tmpfs")
+        if ON_KUBE:
+            # a pod's mounts are the node's: the runtime's /etc files and
+            # /proc masks, the pod's cgroup, the kubelet's Secret volumes; a
+            # pod spec cannot hide them, and the badges say so (nothing else)
+            node_own = {"/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/airlock/in", "/airlock/stdin",
+                        "/dev/termination-log"}
+            leaks = [m for m in leaks if m["point"] not in node_own and not m["point"].startswith("/sys/fs/cgroup")
+                     and not (m["point"].startswith("/proc/") and m["root"] in ("/null", m["point"][5:]))]
+            assert "mountinfo names the node's paths" in badge(doc, "tmpfs")[1], badge(doc, "tmpfs")
+            assert_kube_proc(doc)
         assert not leaks, f"mountinfo reveals host paths: {leaks}"
         assert len(r["pids"]) < 10, f"many pids visible in the box: {r['pids']}"
     finally:
@@ -350,7 +360,7 @@ def test_d5_devices(plain_workdir):
     opened = {d: v for d, v in r.items() if d.startswith("/dev/") and v == "ok" and d not in gvisor_own}
     assert not opened, f"host devices reachable in the box: {opened}"
     # a container's /dev has its own IPC namespace's mqueue
-    extra = set(r["listing"]) - DEV_ALLOWED - ({"mqueue"} if ON_DOCKER else set()) \
+    extra = set(r["listing"]) - DEV_ALLOWED - ({"mqueue"} if ON_DOCKER or ON_KUBE else set()) \
         - ({"fuse", "net"} if ON_GVISOR else set())
     assert not extra, f"unexpected entries in the box's /dev: {extra}"
     mounts = _mounts(r["mountinfo"])
@@ -363,6 +373,9 @@ def test_d5_devices(plain_workdir):
         # gVisor's /dev is its own tmpfs, served by its Sentry
         want = "served by its Sentry" if ON_GVISOR else "devices cgroup"
         assert want in badge(doc, "capabilities")[1], badge(doc, "capabilities")
+    elif ON_KUBE:
+        # the same for a pod's container: the runtime's /dev, and the badge
+        assert "the devices cgroup allowing no other" in badge(doc, "capabilities")[1], badge(doc, "capabilities")
     else:
         assert "nodev" in dev_mount["opts"].split(","), f"/dev is not on a nodev mount: {dev_mount}"
 

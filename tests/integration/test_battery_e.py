@@ -12,7 +12,7 @@ import tty
 import uuid
 from pathlib import Path
 
-from battery_util import (AIRLOCK, CONTROL_ENV, CONTROL_UID, NOBODY, ON_DOCKER, ON_GVISOR, PY, LiveRun, as_uid,
+from battery_util import (AIRLOCK, CONTROL_ENV, CONTROL_UID, NOBODY, ON_DOCKER, ON_GVISOR, ON_KUBE, assert_kube_uid, wait_kube_idle, PY, LiveRun, as_uid,
                           assert_exited, box_bash, box_py, descendants, harness, host_py, in_child_pidns,
                           pids_with_marker, proc_status, uniq, wait_for, plain_workdir, outdir)  # noqa: F401
 
@@ -423,7 +423,11 @@ def _root_share_then_box(code, free, unshare=(), slack=0):
             f"control: a root-made user namespace did not take root's last {free}: {ctrl.stdout!r} {ctrl.stderr!r}")
     doc = box_py(code)
     assert_exited(doc)
+    _LAST_BOX["doc"] = doc
     return int(doc["stdout"])
+
+
+_LAST_BOX = {}   # the last box's document of _root_share_then_box, for its badges
 
 
 def test_e6_a_box_cannot_take_host_roots_inotify_budget():
@@ -446,6 +450,7 @@ def test_e6_a_box_cannot_take_host_roots_inotify_budget():
         resource.setrlimit(resource.RLIMIT_NOFILE, (budget + 64, hard))
     harness(budget + 64 <= resource.getrlimit(resource.RLIMIT_NOFILE)[0],
             f"root's inotify budget {budget} is not below this process's fd limit")
+    wait_kube_idle()
     try:
         while len(held) <= budget:
             fd = libc.inotify_init1(os.O_CLOEXEC)
@@ -458,10 +463,13 @@ def test_e6_a_box_cannot_take_host_roots_inotify_budget():
             os.close(fd)
         del held[-free:]
         n = _root_share_then_box(E6_PY, free)
-        if ON_DOCKER:
+        if ON_DOCKER or ON_KUBE:
             # a container's processes are its own host uid's, whose budget
-            # this is (and gVisor's Sentry keeps its own): not root's
+            # this is (and gVisor's Sentry keeps its own): not root's; a
+            # pod's are uid 65534's, shared by the node's pods (the badge)
             assert n > free, f"a container took from root's budget: {n}"
+            if ON_KUBE:
+                assert_kube_uid(_LAST_BOX["doc"])
         else:
             # each box's own namespace allows it 8 (setup.c)
             assert n == 8, f"a box opened {n} inotify instances of root's last {free}"
@@ -571,6 +579,7 @@ def test_e8_a_box_cannot_take_host_roots_queued_signals():
     # ran. A process of root's here (not this test's: a queued signal is
     # any thread's) holds all of root's but FREE; the control takes those
     # FREE, and a box only its own 256 (setup.c) of them.
+    wait_kube_idle()
     free = 1000
     holder = subprocess.Popen([PY, "-c", E8_HOLD, str(free)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True)
@@ -584,9 +593,12 @@ def test_e8_a_box_cannot_take_host_roots_queued_signals():
             # the Sentry queues a container's signals itself (32 of them),
             # none of them the host kernel's
             assert n > 0, f"a gVisor container queued no signal: {n}"
-        elif ON_DOCKER:
-            # a container's own uid's budget
+        elif ON_DOCKER or ON_KUBE:
+            # a container's own uid's budget (a pod's: uid 65534's, shared
+            # by the node's pods, as the badge says)
             assert n > free, f"a container took from root's queued signals: {n}"
+            if ON_KUBE:
+                assert_kube_uid(_LAST_BOX["doc"])
         else:
             assert n == 256, f"a box queued {n} signals of root's last {free}"
     finally:

@@ -476,8 +476,11 @@ def test_h9_archive_bombs_not_decompressed(outdir, plain_workdir):
     arch = plain_workdir / "arch"
     hashes = _make_archives(arch)
     # control: a naive host-side extractor does create device nodes / escape
-    ex = plain_workdir / "ex"
-    ex.mkdir()
+    # (two levels down: the archive's ../../etc entry escapes the
+    # extraction, by design, and must land inside the workdir, removed
+    # with it, not in the temp directory's parent)
+    ex = plain_workdir / "c" / "d" / "ex"
+    ex.mkdir(parents=True)
     with tarfile.open(arch / "dev.tar") as t:
         try:
             t.extractall(ex)

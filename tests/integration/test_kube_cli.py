@@ -70,13 +70,17 @@ def test_dry_run_prints_hardened_objects(tmp_path):
     assert main["resources"]["limits"] == {"cpu": "250m", "memory": str(128 << 20)}
     assert collect["resources"]["limits"] == {"cpu": "50m", "memory": "32Mi"}
     cmd = main["command"]
-    assert cmd[:2] == ["/bin/sh", "-c"] and cmd[3:7] == ["airlock-stage", "2", "main.py", "data"]
-    assert cmd[7:] == ["/usr/bin/python3", "main.py", "arg1"]
-    assert cmd[2].endswith('exec "$@" </airlock/stdin/stdin')
+    assert cmd[:2] == ["/bin/sh", "-c"] and cmd[3:8] == ["airlock-stage", "2", "/airlock/stdin/stdin", "main.py",
+                                                         "data"]
+    assert cmd[8:] == ["/usr/bin/python3", "main.py", "arg1"]
+    # the script is the stage shell's child (never exec'd: a container's PID
+    # 1 ignores the signals it sends itself), the shell exits with its status
+    assert cmd[2].endswith('exec 3>&2 2>/dev/null; (exec "$@" <"$s" 2>&3 3>&-); exit $?')
     assert main["workingDir"] == "/work"
     mounts = {m["name"]: m for m in main["volumeMounts"]}
     assert mounts["in"] == {"name": "in", "mountPath": "/airlock/in", "readOnly": True}
-    assert mounts["stdin"]["readOnly"] is True and mounts["work"]["mountPath"] == "/work"
+    assert mounts["stdin"] == {"name": "stdin", "mountPath": "/airlock/stdin", "readOnly": True}
+    assert mounts["work"]["mountPath"] == "/work"
     assert collect["volumeMounts"] == [{"name": "out", "mountPath": "/out", "readOnly": True}]
     vols = {v["name"]: v for v in spec["volumes"]}
     for t in ("work", "out", "tmp"):
@@ -84,6 +88,7 @@ def test_dry_run_prints_hardened_objects(tmp_path):
     items = vols["in"]["secret"]["items"]
     assert [i["path"] for i in items] == ["main.py", "data/sub/x.txt"]
     assert vols["in"]["secret"]["secretName"] == name and vols["in"]["secret"]["defaultMode"] == 420
+    assert vols["stdin"]["secret"]["items"] == [{"key": "stdin", "path": "stdin"}]
     assert np["metadata"] == {"name": "airlock-sandbox-deny-all", "namespace": "airlock-sandbox"}
     assert np["spec"] == {"podSelector": {"matchLabels": {"airlock.dev/sandbox": "true"}},
                           "policyTypes": ["Ingress", "Egress"]}

@@ -118,10 +118,13 @@ def test_run_end_to_end(kube, tmp_path):
 
 
 def test_signal_and_timeout_collect_out(kube, tmp_path):
-    # a real fault (the script is its container's PID 1: a signal it sends
-    # itself is ignored there, so the crash is the kernel's own)
+    # a real fault, and a signal the script sends itself: it is the stage
+    # shell's child, not its container's PID 1 (which would ignore it), and
+    # the shell's 128+N is read back as the signal N
     st, doc, err = kube_run("import ctypes; ctypes.string_at(0)")
     assert doc["reason"] == "exited" and doc["signal"] == 11 and doc["exit_code"] is None, (doc, err)
+    st, doc, err = kube_run("import os; print(os.getppid() != 0 and os.getpid() != 1); os.kill(os.getpid(), 15)")
+    assert doc["signal"] == 15 and doc["exit_code"] is None and doc["stdout"] == "True\n", (doc, err)
     out = tmp_path / "out"
     out.mkdir()
     t0 = time.monotonic()

@@ -21,20 +21,7 @@ from service_util import services  # noqa: F401
 
 pytestmark = pytest.mark.skipif(DRIVER != "kubernetes", reason="the kubernetes pass (AIRLOCK_TEST_DRIVER=kubernetes)")
 
-NP = "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies"
-
-
-def set_policy(kube, present):
-    path = NP.format(ns=kube.namespace)
-    st, _, _ = kube.call("DELETE", path + "/airlock-sandbox-deny-all")
-    assert st in (200, 404), st
-    if present:
-        doc = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-               "metadata": {"name": "airlock-sandbox-deny-all", "namespace": kube.namespace},
-               "spec": {"podSelector": {"matchLabels": {"airlock.dev/sandbox": "true"}},
-                        "policyTypes": ["Ingress", "Egress"]}}
-        st, _, body = kube.call("POST", path + "?fieldValidation=Strict", doc)
-        assert st == 201, (st, body)
+set_policy = kube_pass.set_policy
 
 
 def smoke_pods(kube):
@@ -47,7 +34,7 @@ def env(kube_double):
     # at the session's end; kube_pass.cluster() then finds them running)
     kube, _, registry = kube_pass.cluster()
     yield kube, registry
-    set_policy(kube, False)
+    set_policy(kube, True)     # as the pass keeps it (kube_pass.cluster)
 
 
 def smoke(kube, registry, kubeconfig=None):

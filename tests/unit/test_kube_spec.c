@@ -120,25 +120,28 @@ static void test_pod(void) {
     CHECK(strcmp(json_string_value(GET(main_c, "resources", "limits", "memory")) ?: "", "268435456") == 0);
     CHECK(json_equal(GET(main_c, "resources", "limits"), GET(main_c, "resources", "requests")));
     json_t *cmd = json_object_get(main_c, "command");
-    CHECK(json_array_size(cmd) == 5 + 2 + 3);
+    CHECK(json_array_size(cmd) == 6 + 2 + 3);
     CHECK(strcmp(json_string_value(json_array_get(cmd, 2)) ?: "", al_kube_stage_script) == 0);
+    /* the script is the stage shell's child, never exec'd (a container's
+     * PID 1 ignores the signals it sends itself), its status the shell's */
+    CHECK(strstr(al_kube_stage_script, "; (exec \"$@\" <\"$s\" 2>&3 3>&-); exit $?") != NULL);
     CHECK(strcmp(json_string_value(json_array_get(cmd, 3)) ?: "", "airlock-stage") == 0);
     CHECK(strcmp(json_string_value(json_array_get(cmd, 4)) ?: "", "2") == 0);
-    CHECK(strcmp(json_string_value(json_array_get(cmd, 5)) ?: "", "main.py") == 0);
-    CHECK(strcmp(json_string_value(json_array_get(cmd, 6)) ?: "", "data.csv") == 0);
-    CHECK(strcmp(json_string_value(json_array_get(cmd, 7)) ?: "", "/usr/bin/python3") == 0);
-    CHECK(strcmp(json_string_value(json_array_get(cmd, 9)) ?: "", "x") == 0);
+    /* no stdin: the script's is /dev/null, as on the native box */
+    CHECK(strcmp(json_string_value(json_array_get(cmd, 5)) ?: "", "/dev/null") == 0);
+    CHECK(strcmp(json_string_value(json_array_get(cmd, 6)) ?: "", "main.py") == 0);
+    CHECK(strcmp(json_string_value(json_array_get(cmd, 7)) ?: "", "data.csv") == 0);
+    CHECK(strcmp(json_string_value(json_array_get(cmd, 8)) ?: "", "/usr/bin/python3") == 0);
+    CHECK(strcmp(json_string_value(json_array_get(cmd, 10)) ?: "", "x") == 0);
     json_t *envs = json_object_get(main_c, "env");
     CHECK(strcmp(s_at(named(envs, "PATH"), "value") ?: "", "/usr/local/bin:/usr/bin:/bin") == 0);
     CHECK(strcmp(s_at(named(envs, "HOME"), "value") ?: "", "/work") == 0);
     CHECK(strcmp(s_at(named(envs, "TMPDIR"), "value") ?: "", "/tmp") == 0);
     CHECK(strcmp(s_at(named(envs, "LANG"), "value") ?: "", "C.UTF-8") == 0);
     json_t *mounts = json_object_get(main_c, "volumeMounts");
-    CHECK(json_array_size(mounts) == 5);
+    CHECK(json_array_size(mounts) == 4 && !named(mounts, "stdin"));
     CHECK(strcmp(s_at(named(mounts, "in"), "mountPath") ?: "", "/airlock/in") == 0 &&
           json_is_true(json_object_get(named(mounts, "in"), "readOnly")));
-    CHECK(strcmp(s_at(named(mounts, "stdin"), "mountPath") ?: "", "/airlock/stdin") == 0 &&
-          json_is_true(json_object_get(named(mounts, "stdin"), "readOnly")));
     CHECK(strcmp(s_at(named(mounts, "work"), "mountPath") ?: "", "/work") == 0);
     CHECK(strcmp(s_at(named(mounts, "out"), "mountPath") ?: "", "/out") == 0);
     CHECK(strcmp(s_at(named(mounts, "tmp"), "mountPath") ?: "", "/tmp") == 0);
@@ -156,7 +159,7 @@ static void test_pod(void) {
           json_is_true(json_object_get(named(cm, "out"), "readOnly")));
 
     json_t *vols = json_object_get(spec, "volumes");
-    CHECK(json_array_size(vols) == 5);
+    CHECK(json_array_size(vols) == 4 && !named(vols, "stdin"));
     for (const char *const *v = (const char *const[]){ "work", "out", "tmp", NULL }; *v; v++) {
         CHECK(strcmp(json_string_value(GET(named(vols, *v), "emptyDir", "medium")) ?: "", "Memory") == 0);
         CHECK(strcmp(json_string_value(GET(named(vols, *v), "emptyDir", "sizeLimit")) ?: "", "8388608") == 0);
@@ -169,8 +172,6 @@ static void test_pod(void) {
     CHECK(strcmp(s_at(json_array_get(items, 0), "key") ?: "", "f0") == 0 &&
           strcmp(s_at(json_array_get(items, 0), "path") ?: "", "main.py") == 0);
     CHECK(strcmp(s_at(json_array_get(items, 1), "path") ?: "", "data.csv") == 0);
-    json_t *sitems = GET(named(vols, "stdin"), "secret", "items");
-    CHECK(json_array_size(sitems) == 1 && strcmp(s_at(json_array_get(sitems, 0), "key") ?: "", "stdin") == 0);
 
     /* labels and the deadline on both */
     for (json_t *obj = pod;; obj = sec) {
@@ -189,7 +190,8 @@ static void test_pod(void) {
     CHECK(strcmp(s_at(sec, "type") ?: "", "Opaque") == 0 && json_is_true(json_object_get(sec, "immutable")));
     CHECK(strcmp(json_string_value(GET(sec, "data", "f0")) ?: "", "cHJpbnQoMSkK") == 0);
     CHECK(strcmp(json_string_value(GET(sec, "data", "f1")) ?: "", "YSxiCg==") == 0);
-    CHECK(json_is_string(GET(sec, "data", "stdin")) && strcmp(json_string_value(GET(sec, "data", "stdin")), "") == 0);
+    /* no stdin: no stdin key (the Secret holds what the run was given) */
+    CHECK(!GET(sec, "data", "stdin") && json_object_size(json_object_get(sec, "data")) == 2);
 
     CHECK(strcmp(s_at(np, "kind") ?: "", "NetworkPolicy") == 0);
     CHECK(strcmp(json_string_value(GET(np, "metadata", "name")) ?: "", "airlock-sandbox-deny-all") == 0);
@@ -197,6 +199,25 @@ static void test_pod(void) {
                  "true") == 0);
     CHECK(json_array_size(GET(np, "spec", "policyTypes")) == 2 && !GET(np, "spec", "ingress") &&
           !GET(np, "spec", "egress"));
+    json_decref(sec);
+    json_decref(pod);
+    json_decref(np);
+
+    /* with stdin (empty): the Secret's stdin item, its volume, its mount */
+    const char *sp = put("stdin.txt", "", 0);
+    c.stdin_fd = open(sp, O_RDONLY | O_CLOEXEC);
+    CHECK(al_kube_objects(&o, &c, &sec, &pod, &np, &err) == 0);
+    close(c.stdin_fd);
+    c.stdin_fd = -1;
+    json_t *mc = named(GET(pod, "spec", "containers"), "main");
+    CHECK(strcmp(json_string_value(json_array_get(json_object_get(mc, "command"), 5)) ?: "",
+                 "/airlock/stdin/stdin") == 0);
+    json_t *sm = named(json_object_get(mc, "volumeMounts"), "stdin");
+    CHECK(strcmp(s_at(sm, "mountPath") ?: "", "/airlock/stdin") == 0 && json_is_true(json_object_get(sm, "readOnly")));
+    json_t *sitems = GET(named(GET(pod, "spec", "volumes"), "stdin"), "secret", "items");
+    CHECK(json_array_size(sitems) == 1 && strcmp(s_at(json_array_get(sitems, 0), "key") ?: "", "stdin") == 0 &&
+          strcmp(s_at(json_array_get(sitems, 0), "path") ?: "", "stdin") == 0);
+    CHECK(json_is_string(GET(sec, "data", "stdin")) && strcmp(json_string_value(GET(sec, "data", "stdin")), "") == 0);
     json_decref(sec);
     json_decref(pod);
     json_decref(np);
