@@ -134,3 +134,19 @@ int al_untar(const char *dir, const al_collect_limits *cl, int tarfd, int outfd,
     return r;
 }
 
+bool al_untar_unreadable(const char *line, al_box_result *into) {
+    char m[512];
+    snprintf(m, sizeof m, "%s", line);
+    char *end = strstr(m, ": Cannot open: ");
+    if (strncmp(m, "tar: ", 5) != 0 || !end)
+        return false;
+    *end = '\0';
+    size_t n = strlen(m);
+    if (n >= 5 + 9 && strcmp(m + n - 9, ": Warning") == 0)
+        m[n - 9] = '\0';
+    const char *p = strncmp(m + 5, "./", 2) == 0 ? m + 7 : m + 5;
+    char why[200];
+    snprintf(why, sizeof why, "unreadable: %.150s", end + strlen(": Cannot open: "));
+    al_collect_add_skip(into, p, why);
+    return true;
+}

@@ -14,3 +14,9 @@
  * bit (0700), for a collection that keeps them (a sandbox's /work). A tar
  * cut short ends the walk; a file it ended inside is a skip. */
 int al_untar(const char *dir, const al_collect_limits *cl, int tarfd, int outfd, al_box_result *into, al_error *err);
+
+/* One line GNU tar wrote on its stderr as it packed the box's /DIR: when it
+ * names a file it could not open ("tar: ./P: Cannot open: WHY", also as a
+ * "Warning" under --ignore-failed-read), that file is a skip in INTO, as
+ * the native box's collection names it, never a silent loss: true. */
+bool al_untar_unreadable(const char *line, al_box_result *into);

@@ -273,20 +273,8 @@ int al_docker_stage(dbox *b, al_error *err) {
 static void tar_unreadable(dbox *b, const char *dir, al_box_result *into) {
     bool full = strlen(b->tar_err) >= sizeof b->tar_err - 1;
     char *save = NULL;
-    for (char *l = strtok_r(b->tar_err, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-        char *end = strstr(l, ": Cannot open: ");
-        if (strncmp(l, "tar: ", 5) != 0 || !end)
-            continue;
-        *end = '\0';
-        /* --ignore-failed-read says it as a warning */
-        size_t n = strlen(l);
-        if (n >= 5 + 9 && strcmp(l + n - 9, ": Warning") == 0)
-            l[n - 9] = '\0';
-        const char *p = strncmp(l + 5, "./", 2) == 0 ? l + 7 : l + 5;
-        char why[160];
-        snprintf(why, sizeof why, "unreadable: %s", end + strlen(": Cannot open: "));
-        al_collect_add_skip(into, p, why);
-    }
+    for (char *l = strtok_r(b->tar_err, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+        al_untar_unreadable(l, into);
     if (full) {
         char why[96];
         snprintf(why, sizeof why, "the box's tar could not read more of /%s than it could name", dir);

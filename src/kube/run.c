@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../box/collect.h"
+#include "../box/untar.h"
 #include "api.h"
 #include "kube_int.h"
 
@@ -505,22 +506,8 @@ static int end_mapping(krun *k, al_error *err) {
  * WHY" is P, the others say more may be left out. */
 static void tar_skips(const al_kube_out *o, al_box_result *res) {
     bool named = false;
-    for (int i = 0; i < o->n_tar_msgs; i++) {
-        char m[sizeof o->tar_msgs[0]];
-        snprintf(m, sizeof m, "%s", o->tar_msgs[i]);
-        char *end = strstr(m, ": Cannot open: ");
-        if (!end)
-            continue;
-        *end = '\0';
-        size_t n = strlen(m);
-        if (n >= 5 + 9 && strcmp(m + n - 9, ": Warning") == 0)
-            m[n - 9] = '\0';
-        const char *p = strncmp(m + 5, "./", 2) == 0 ? m + 7 : m + 5;
-        char why[200];
-        snprintf(why, sizeof why, "unreadable: %.150s", end + strlen(": Cannot open: "));
-        al_collect_add_skip(res, p, why);
-        named = true;
-    }
+    for (int i = 0; i < o->n_tar_msgs; i++)
+        named |= al_untar_unreadable(o->tar_msgs[i], res);
     if (!named || o->n_tar_msgs >= (int)(sizeof o->tar_msgs / sizeof *o->tar_msgs)) {
         char why[96];
         snprintf(why, sizeof why, "the collect sidecar's tar (status %d) could not read all of /out", o->tar_status);
