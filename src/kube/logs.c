@@ -98,14 +98,23 @@ static int line(al_kube_out *o, const char *s, size_t n) {
         /* tar's status: 0, or it could not read all of /out (a file the
          * script made unreadable: its message says which), which is the
          * run's outcome, never airlock's error: what it did write is /out */
+        /* S is not NUL-terminated: what follows it in the line buffer is an
+         * earlier, longer line's (base64, digits among it), so the status
+         * is read within its N bytes only, never by strspn or atoi */
         const char *st = s + sizeof end - 1;
         size_t sn = n - (sizeof end - 1);
-        if (sn == 0 || sn > 3 || strspn(st, "0123456789") < sn)
+        int status = 0;
+        bool digits = sn > 0 && sn <= 3;
+        for (size_t i = 0; digits && i < sn; i++) {
+            digits = st[i] >= '0' && st[i] <= '9';
+            status = status * 10 + (st[i] - '0');
+        }
+        if (!digits)
             fail(o, "the collect sidecar's end line holds no status");
         else if (o->nq)
             fail(o, "/out's stream ended inside a base64 quantum");
         else {
-            o->tar_status = atoi(st);
+            o->tar_status = status;
             o->state = AL_KOUT_DONE;
         }
         return 0;

@@ -81,11 +81,33 @@ static void nothing_read_past_the_bound(void) {
     close(fd);
 }
 
+/* the end line is shorter than the base64 line before it, whose bytes stay
+ * in the line buffer past it: digits there are not tar's status */
+static void end_status_is_the_end_lines_own(void) {
+    al_kube_out o;
+    int fd = memfd();
+    al_kube_out_init(&o, fd, 1 << 20);
+    feed(&o, "airlock-out-begin\nQUJDQUJDQUJDQUJDQ123\nairlock-out-end 0\n");
+    CHECK(o.state == AL_KOUT_DONE && o.tar_status == 0);
+    close(fd);
+    fd = memfd();
+    al_kube_out_init(&o, fd, 1 << 20);
+    feed(&o, "airlock-out-begin\nQUJDQUJDQUJDQUJDQ123\nairlock-out-end 2\n");
+    CHECK(o.state == AL_KOUT_DONE && o.tar_status == 2);
+    close(fd);
+    fd = memfd();
+    al_kube_out_init(&o, fd, 1 << 20);
+    feed(&o, "airlock-out-begin\nQUJDQUJDQUJDQUJDQ123\nairlock-out-end 1x\n");
+    CHECK(o.state == AL_KOUT_FAILED && strstr(o.why, "no status"));
+    close(fd);
+}
+
 int main(void) {
     long_tar_message_is_a_message();
     long_other_line_is_refused();
     tar_message_after_the_end_line();
     nothing_read_past_the_bound();
+    end_status_is_the_end_lines_own();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
