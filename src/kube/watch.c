@@ -58,10 +58,19 @@ static bool unschedulable(const json_t *status, al_kube_pod_state *st) {
     return false;
 }
 
+/* RV (the server's, hostile) kept in ST->rv only when it fits and can go
+ * into the watch's query string as it is: a '&' or a space in it would
+ * change or break the query (a real resourceVersion is an opaque token of
+ * URL-safe bytes, digits in practice) */
+static void keep_rv(al_kube_pod_state *st, const char *rv) {
+    size_t n = strlen(rv);
+    if (n && n < sizeof st->rv &&
+        strspn(rv, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_.~") == n)
+        memcpy(st->rv, rv, n + 1);
+}
+
 void al_kube_pod_classify(const json_t *pod, al_kube_pod_state *st) {
-    const char *rv = str(json_object_get(pod, "metadata"), "resourceVersion");
-    if (*rv && strlen(rv) < sizeof st->rv)
-        snprintf(st->rv, sizeof st->rv, "%s", rv);
+    keep_rv(st, str(json_object_get(pod, "metadata"), "resourceVersion"));
     st->why[0] = '\0';
     st->deleting = json_is_string(json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp"));
     st->exit_code = -1;
@@ -79,7 +88,16 @@ void al_kube_pod_classify(const json_t *pod, al_kube_pod_state *st) {
         return;
     }
     if (json_is_object(term)) {
-        json_int_t code = json_integer_value(json_object_get(term, "exitCode"));
+        const json_t *jc = json_object_get(term, "exitCode");
+        if (!json_is_integer(jc)) {
+            /* json_integer_value would make it 0: a success the pod never
+             * reported */
+            st->phase = AL_KPOD_FAILED;
+            snprintf(st->why, sizeof st->why, "the API server reported main terminated without an integer exitCode "
+                     "(a broken or foreign API server: check the kubeconfig's server)");
+            return;
+        }
+        json_int_t code = json_integer_value(jc);
         st->phase = AL_KPOD_DONE;
         st->exit_code = code < 0 || code > 255 ? 255 : (int)code;
         st->oom = strcmp(str(term, "reason"), "OOMKilled") == 0;
@@ -125,9 +143,7 @@ static int event(al_kube_watch *w, const char *line, size_t len) {
         al_kube_pod_classify(obj, &w->st);
         ev = AL_KEV_DELETED;
     } else if (strcmp(type, "BOOKMARK") == 0) {
-        const char *rv = str(json_object_get(obj, "metadata"), "resourceVersion");
-        if (*rv && strlen(rv) < sizeof w->st.rv)
-            snprintf(w->st.rv, sizeof w->st.rv, "%s", rv);
+        keep_rv(&w->st, str(json_object_get(obj, "metadata"), "resourceVersion"));
         ev = AL_KEV_BOOKMARK;
     } else if (strcmp(type, "ERROR") == 0) {
         json_int_t code = json_integer_value(json_object_get(obj, "code"));
