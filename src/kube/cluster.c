@@ -191,11 +191,13 @@ static int blob(kc *k, yaml_node_t *map, const char *field, const char *where, c
     if (!k->files)
         return al_err(err, "kubeconfig", EPERM, "%s.%s names a file, which this reader does not open", where, field);
     char path[8192];
-    if (file[0] == '/' || !k->dir[0])
-        snprintf(path, sizeof path, "%s", file);
-    else
-        snprintf(path, sizeof path, "%s/%s", k->dir, file);
-    int r = al_read_regular(AT_FDCWD, path, PEM_MAX, false, ret, NULL);
+    /* a path cut short names another file: refused, never read */
+    int r = file[0] == '/' || !k->dir[0] ? snprintf(path, sizeof path, "%s", file)
+                                         : snprintf(path, sizeof path, "%s/%s", k->dir, file);
+    if (r < 0 || (size_t)r >= sizeof path)
+        return al_err(err, "kubeconfig", ENAMETOOLONG, "%s.%s: the path is over %zu bytes: give a shorter one",
+                      where, field, sizeof path - 1);
+    r = al_read_regular(AT_FDCWD, path, PEM_MAX, false, ret, NULL);
     if (r < 0)
         return al_err(err, "kubeconfig", -r, "%s.%s: read %.300s: %s", where, field, path,
                       r == -EFBIG ? "over 1 MiB" : r == -EINVAL ? "not a regular file" : strerror(-r));
@@ -313,8 +315,14 @@ int al_kube_cluster_parse(const char *text, size_t len, const char *dir, bool fi
         return al_err(err, "kubeconfig", ENOMEM, "out of memory");
     }
     k->files = files;
-    snprintf(k->dir, sizeof k->dir, "%s", dir ? dir : "");
-    int r;
+    int r = snprintf(k->dir, sizeof k->dir, "%s", dir ? dir : "");
+    if (r < 0 || (size_t)r >= sizeof k->dir) {
+        /* relative paths would be read from a cut, other directory */
+        yaml_parser_delete(&p);
+        free(k);
+        return al_err(err, "kubeconfig", ENAMETOOLONG, "the kubeconfig's directory is over %zu bytes: move it",
+                      sizeof k->dir - 1);
+    }
     if (!yaml_parser_load(&p, &k->doc)) {
         r = al_err(err, "kubeconfig", EINVAL, "not YAML: %.200s at line %zu", p.problem ? p.problem : "error",
                    p.problem_mark.line + 1);
@@ -347,8 +355,12 @@ static int in_cluster(const char *ns, al_kube_cluster *c, al_error *err) {
                       "--kubeconfig or AIRLOCK_KUBECONFIG; airlock run and smoke: --kubeconfig, AIRLOCK_KUBECONFIG "
                       "or KUBECONFIG), and not in a pod (KUBERNETES_SERVICE_HOST is unset)");
     char url[AL_KUBE_URL_MAX];
-    snprintf(url, sizeof url, strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s", host, port);
-    int r = set_server(c, url, err);
+    /* a URL cut short (its port, most likely) would be another server */
+    int r = snprintf(url, sizeof url, strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s", host, port);
+    if (r < 0 || (size_t)r >= sizeof url)
+        return al_err(err, "kubeconfig", ENAMETOOLONG, "KUBERNETES_SERVICE_HOST and _PORT make a URL over %zu "
+                      "bytes: check the pod's environment", sizeof url - 1);
+    r = set_server(c, url, err);
     if (r < 0)
         return r;
     const char *dir = sa_dir();
@@ -385,6 +397,9 @@ int al_kube_cluster_load(const char *kubeconfig, const char *namespace_, al_kube
         return al_err(err, "kubeconfig", -r, "read %s: %s", kubeconfig,
                       r == -EFBIG ? "over 1 MiB" : r == -EINVAL ? "not a regular file" : strerror(-r));
     char dir[4096];
+    if (strlen(kubeconfig) >= sizeof dir)
+        return al_err(err, "kubeconfig", ENAMETOOLONG, "the kubeconfig's path is over %zu bytes: give a shorter one",
+                      sizeof dir - 1);
     snprintf(dir, sizeof dir, "%s", kubeconfig);
     char *slash = strrchr(dir, '/');
     if (slash)
