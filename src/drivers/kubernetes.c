@@ -45,6 +45,14 @@ static struct {
     uint64_t probe_ok_ms;
 } conf = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
+/* SRC (NULL: "") into DST, or -ENAMETOOLONG: a value cut to fit would be
+ * another file, namespace or class, which the checks after would pass */
+static int set_key(char *dst, size_t n, const char *src, const char *key, al_error *err) {
+    if ((size_t)snprintf(dst, n, "%s", src ? src : "") >= n)
+        return al_err(err, "config", ENAMETOOLONG, "%s is over %zu bytes: give a shorter one", key, n - 1);
+    return 0;
+}
+
 int al_driver_kube_configure(const al_driver_kube_config *k, const char *state_dir, al_error *err) {
     if (k->registry == NULL || !*k->registry || strlen(k->registry) >= sizeof conf.registry ||
         strpbrk(k->registry, " \t\r\n@"))
@@ -57,17 +65,20 @@ int al_driver_kube_configure(const al_driver_kube_config *k, const char *state_d
     al_error se = { 0 };
     if (strlen(sc) >= sizeof conf.seccomp || al_kube_parse_seccomp(sc, &kind, &path, &se) < 0)
         return al_err(err, "config", EINVAL, "kubernetes_%s", se.msg[0] ? se.msg : "seccomp: too long");
-    snprintf(conf.kubeconfig, sizeof conf.kubeconfig, "%s", k->kubeconfig ? k->kubeconfig : "");
-    snprintf(conf.namespace_, sizeof conf.namespace_, "%s", k->namespace_ ? k->namespace_ : "");
+    int r;
+    if ((r = set_key(conf.kubeconfig, sizeof conf.kubeconfig, k->kubeconfig, "kubeconfig", err)) < 0 ||
+        (r = set_key(conf.namespace_, sizeof conf.namespace_, k->namespace_, "kubernetes_namespace", err)) < 0 ||
+        (r = set_key(conf.runtime_class, sizeof conf.runtime_class, k->runtime_class, "kubernetes_runtime_class",
+                     err)) < 0 ||
+        (r = set_key(conf.images_dir, sizeof conf.images_dir, k->images_dir, "the images directory", err)) < 0)
+        return r;
     snprintf(conf.registry, sizeof conf.registry, "%s", k->registry);
     size_t n = strlen(conf.registry);
     while (n && conf.registry[n - 1] == '/')
         conf.registry[--n] = '\0';
-    snprintf(conf.runtime_class, sizeof conf.runtime_class, "%s", k->runtime_class ? k->runtime_class : "");
     snprintf(conf.seccomp, sizeof conf.seccomp, "%s", sc);
     conf.schedule_timeout_s = k->schedule_timeout_s > 0 ? k->schedule_timeout_s : 60;
     conf.smoke = k->smoke;
-    snprintf(conf.images_dir, sizeof conf.images_dir, "%s", k->images_dir ? k->images_dir : "");
     snprintf(conf.smoke_why, sizeof conf.smoke_why, "%s", k->smoke ? "the smoke test has not finished yet"
              : "the smoke test is off (kubernetes_smoke = false): run `airlock smoke --driver kubernetes`");
     /* this service's pods: the host and state directory (one node), and
