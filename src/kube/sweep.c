@@ -8,29 +8,21 @@
 #include "api.h"
 #include "kube_int.h"
 
-static int sweep_kind(const al_kube_cluster *c, const char *kind, const char *node, const char *instance,
-                      al_error *err) {
-    char path[768];
-    snprintf(path, sizeof path,
-             "/api/v1/namespaces/%s/%s?labelSelector=app.kubernetes.io%%2Fmanaged-by%%3Dairlock%%2C"
-             "airlock.dev%%2Fnode%%3D%s",
-             c->namespace_, kind, node);
-    long code = 0;
-    json_t *doc = NULL;
-    int r = al_kube_call(c, "GET", path, NULL, 15000, &code, &doc, err);
-    if (r < 0)
-        return r;
-    if (code != 200) {
-        const char *m = json_string_value(json_object_get(doc, "message"));
-        r = al_err(err, "sweep", EIO, "list %s: %ld: %.200s", kind, code, m ? m : "");
-        json_decref(doc);
-        return r;
-    }
+/* a list's page, at most: a Secret list carries each Secret's data (a
+ * run's code and inputs, up to 1 MiB each), so an unpaged list of a few
+ * leaked runs' Secrets would pass AL_KUBE_BODY_MAX and no sweep would ever
+ * get through them */
+#define PAGE 4
+/* pages, at most, in one sweep (the next start sweeps again) */
+#define PAGES_MAX 4096
+
+/* the items of one page of DOC that are this node's other starts',
+ * deleted: how many */
+static int sweep_page(const al_kube_cluster *c, const char *kind, const json_t *doc, const char *node,
+                      const char *instance, json_t *body) {
     int n = 0;
     size_t i;
     json_t *item;
-    json_t *body = json_pack("{s:s, s:s, s:i, s:s}", "kind", "DeleteOptions", "apiVersion", "v1",
-                             "gracePeriodSeconds", 0, "propagationPolicy", "Background");
     json_array_foreach(json_object_get(doc, "items"), i, item) {
         json_t *md = json_object_get(item, "metadata");
         json_t *labels = json_object_get(md, "labels");
@@ -52,9 +44,48 @@ static int sweep_kind(const al_kube_cluster *c, const char *kind, const char *no
             n++;
         json_decref(dd);
     }
-    json_decref(body);
-    json_decref(doc);
     return n;
+}
+
+static int sweep_kind(const al_kube_cluster *c, const char *kind, const char *node, const char *instance,
+                      al_error *err) {
+    json_t *body = json_pack("{s:s, s:s, s:i, s:s}", "kind", "DeleteOptions", "apiVersion", "v1",
+                             "gracePeriodSeconds", 0, "propagationPolicy", "Background");
+    if (!body)
+        return al_err(err, "sweep", ENOMEM, "out of memory");
+    char cont[1024] = "";
+    int n = 0, r = 0;
+    for (int page = 0; page < PAGES_MAX; page++) {
+        char path[2048];
+        snprintf(path, sizeof path,
+                 "/api/v1/namespaces/%s/%s?labelSelector=app.kubernetes.io%%2Fmanaged-by%%3Dairlock%%2C"
+                 "airlock.dev%%2Fnode%%3D%s&limit=%d%s%s",
+                 c->namespace_, kind, node, PAGE, cont[0] ? "&continue=" : "", cont);
+        long code = 0;
+        json_t *doc = NULL;
+        if ((r = al_kube_call(c, "GET", path, NULL, 15000, &code, &doc, err)) < 0)
+            break;
+        if (code != 200) {
+            const char *m = json_string_value(json_object_get(doc, "message"));
+            r = al_err(err, "sweep", EIO, "list %s: %ld: %.200s", kind, code, m ? m : "");
+            json_decref(doc);
+            break;
+        }
+        n += sweep_page(c, kind, doc, node, instance, body);
+        /* the server's token goes into our query as it is: only when it
+         * cannot change it (a real one is base64url) */
+        const char *next = json_string_value(json_object_get(json_object_get(doc, "metadata"), "continue"));
+        size_t nl = next ? strlen(next) : 0;
+        bool more = nl && nl < sizeof cont &&
+                    strspn(next, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") == nl;
+        if (more)
+            memcpy(cont, next, nl + 1);
+        json_decref(doc);
+        if (!more)
+            break;
+    }
+    json_decref(body);
+    return r < 0 ? r : n;
 }
 
 int al_kube_sweep(const al_kube_cluster *c, const char *node, const char *instance, al_error *err) {
