@@ -53,6 +53,16 @@ int al_kube_check_path(const char *p, al_error *err) {
     }
 }
 
+/* whether SIZE more bytes pass the Secret's cap; counted without wrapping
+ * (sparse files' sizes summed could pass 2^64 and come back under it) */
+static bool past_cap(const al_kube_files *f, uint64_t size) {
+    return f->total > AL_KUBE_SECRET_MAX || size > AL_KUBE_SECRET_MAX - f->total;
+}
+
+static void count(al_kube_files *f, uint64_t size) {
+    f->total = size > UINT64_MAX - f->total ? UINT64_MAX : f->total + size;
+}
+
 static int add_item(al_kube_files *f, const char *path, const void *data, size_t len, uint64_t size, al_error *err) {
     int r = al_kube_check_path(path, err);
     if (r < 0)
@@ -82,15 +92,15 @@ static int add_item(al_kube_files *f, const char *path, const void *data, size_t
         memcpy(it->data, data, len);
     }
     f->n++;
-    f->total += size;
+    count(f, size);
     return 0;
 }
 
 /* FD's bytes (a regular file of SIZE bytes) into a new item PATH; past the
  * Secret's cap only its size is counted (the run is refused with the sum). */
 static int add_fd(al_kube_files *f, int fd, const char *path, uint64_t size, al_error *err) {
-    if (f->total + size > AL_KUBE_SECRET_MAX) {
-        f->total += size;
+    if (past_cap(f, size)) {
+        count(f, size);
         return 0;
     }
     _cleanup_free_ char *buf = malloc(size ? size : 1);
@@ -186,8 +196,8 @@ static int read_stdin(al_kube_files *f, int fd, al_error *err) {
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
         /* its size first: a large file is refused without reading it */
         uint64_t size = (uint64_t)st.st_size;
-        if (f->total + size > AL_KUBE_SECRET_MAX) {
-            f->total += size;
+        if (past_cap(f, size)) {
+            count(f, size);
             return 0;
         }
     }
@@ -207,7 +217,7 @@ static int read_stdin(al_kube_files *f, int fd, al_error *err) {
         if (len == cap)
             break;
     }
-    f->total += len;
+    count(f, len);
     f->stdin_len = len;
     f->stdin_data = TAKE_PTR(buf);
     return 0;

@@ -424,6 +424,37 @@ static void test_seccomp(void) {
     json_decref(np);
 }
 
+/* four sparse inputs of 2^62 bytes sum to 2^64: a total that wrapped to 0
+ * passed the cap and the run went on without them. tmpfs (/dev/shm) holds
+ * a file that size at no cost; ext4 does not. */
+static void test_secret_cap_no_wrap(void) {
+    char dir[] = "/dev/shm/airlock-kube-spec-XXXXXX";
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "FAIL: no /dev/shm (tmpfs) for the sparse inputs\n");
+        failed++;
+        return;
+    }
+    char paths[4][128];
+    const char *ins[4];
+    for (int i = 0; i < 4; i++) {
+        snprintf(paths[i], sizeof paths[i], "%s/s%d", dir, i);
+        int fd = open(paths[i], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        CHECK(fd >= 0 && ftruncate(fd, (off_t)1 << 62) == 0);
+        if (fd >= 0)
+            close(fd);
+        ins[i] = paths[i];
+    }
+    al_kube_opts o = opts();
+    al_box_config c = config();
+    c.inputs = ins;
+    c.n_inputs = 4;
+    al_error err;
+    CHECK(objects(&o, &c, &err) == -E2BIG);
+    for (int i = 0; i < 4; i++)
+        unlink(paths[i]);
+    rmdir(dir);
+}
+
 int main(void) {
     if (!mkdtemp(tmp)) {
         perror("mkdtemp");
@@ -431,6 +462,7 @@ int main(void) {
     }
     test_pod();
     test_secret_cap();
+    test_secret_cap_no_wrap();
     test_hostile_paths();
     test_names();
     test_b64();
