@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -375,9 +376,19 @@ static int steps(smoke *s) {
     json_t *target = NULL;
     if (create(s, TARGET, NULL, &err) < 0 || wait_pod(s, TARGET, &target, &err) < 0)
         return finish(s, AL_KUBE_SMOKE_INCONCLUSIVE, "%s", err.msg);
-    char ip[64];
-    snprintf(ip, sizeof ip, "%s", json_string_value(json_object_get(json_object_get(target, "status"), "podIP")));
+    /* the server's word, which goes into the probes' argv and their
+     * connect(): an address, or the test says it could not judge */
+    char ip[INET6_ADDRSTRLEN];
+    const char *tip = json_string_value(json_object_get(json_object_get(target, "status"), "podIP"));
+    unsigned char bin[sizeof(struct in6_addr)];
+    bool addr = tip && strlen(tip) < sizeof ip &&
+                (inet_pton(AF_INET, tip, bin) == 1 || inet_pton(AF_INET6, tip, bin) == 1);
+    if (addr)
+        snprintf(ip, sizeof ip, "%s", tip);
     json_decref(target);
+    if (!addr)
+        return finish(s, AL_KUBE_SMOKE_INCONCLUSIVE, "the target pod's status.podIP is not an IP address: check "
+                      "that the kubeconfig's server is a Kubernetes API server");
     json_object_set_new(s->res->detail, "target_ip", json_string(ip));
     if (create(s, CONTROL, ip, &err) < 0 || create(s, SANDBOX, ip, &err) < 0)
         return finish(s, AL_KUBE_SMOKE_INCONCLUSIVE, "%s", err.msg);
@@ -407,8 +418,11 @@ int al_kube_smoke(const al_kube_smoke_opts *o, al_kube_smoke_result *res, al_err
     if (!(res->detail = json_object()))
         return al_err(err, "smoke", ENOMEM, "out of memory");
     smoke *s = calloc(1, sizeof *s);
-    if (!s)
+    if (!s) {
+        json_decref(res->detail);
+        res->detail = NULL;
         return al_err(err, "smoke", ENOMEM, "out of memory");
+    }
     s->o = o;
     s->res = res;
     s->deadline_ms = al_now_ms() + (uint64_t)(o->timeout_s ? o->timeout_s : 180) * 1000;
