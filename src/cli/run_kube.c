@@ -31,8 +31,9 @@ int cli_kube_image_ref(const cli_kube_args *k, char *ref, size_t n) {
     _cleanup_free_ char *text = NULL;
     size_t len = 0;
     char path[4096];
-    snprintf(path, sizeof path, "%s/oci.json", k->image_dir);
-    int r = al_read_small(AT_FDCWD, path, 64 << 10, &text, &len);
+    int r = snprintf(path, sizeof path, "%s/oci.json", k->image_dir);
+    /* a path cut short would read another file (or none, said wrongly) */
+    r = r < 0 || (size_t)r >= sizeof path ? -ENAMETOOLONG : al_read_small(AT_FDCWD, path, 64 << 10, &text, &len);
     json_t *doc = r == 0 ? json_loadb(text, len, 0, NULL) : NULL;
     const char *digest = json_string_value(json_object_get(doc, "manifest_digest"));
     if (!digest || strncmp(digest, "sha256:", 7) != 0 || !al_is_sha256_hex(digest + 7)) {
@@ -84,6 +85,29 @@ static void names(char node[13], char instance[13], char run[25]) {
     snprintf(run, 25, "airlock-%.16s", hex);
 }
 
+/* The kubeconfig to read into FIRST ("": none given, in-cluster): --kubeconfig,
+ * then AIRLOCK_KUBECONFIG, then KUBECONFIG, which may list files (a:b): the
+ * first, as the driver reads one. -1, or the exit status after saying why
+ * (a path cut to fit would be another file). */
+static int kubeconfig_path(const cli_kube_args *k, char *first, size_t n) {
+    const char *kc = k->kubeconfig;
+    if (!kc || !*kc)
+        kc = getenv("AIRLOCK_KUBECONFIG");
+    if (!kc || !*kc)
+        kc = getenv("KUBECONFIG");
+    first[0] = '\0';
+    if (!kc || !*kc)
+        return -1;
+    size_t len = strcspn(kc, ":");
+    if (len >= n) {
+        fprintf(stderr, "airlock run: the kubeconfig's path is over %zu bytes: give a shorter one\n", n - 1);
+        return EXIT_AIRLOCK;
+    }
+    memcpy(first, kc, len);
+    first[len] = '\0';
+    return -1;
+}
+
 int cli_run_kube_dry_run(const cli_kube_args *k, const al_box_config *cfg) {
     char ref[AL_KUBE_REF_MAX];
     al_kube_seccomp sk;
@@ -97,15 +121,10 @@ int cli_run_kube_dry_run(const cli_kube_args *k, const al_box_config *cfg) {
     al_kube_cluster cluster = { 0 };
     bool have = false;
     al_error err = { 0 };
-    const char *kc = k->kubeconfig;
-    if (!kc || !*kc)
-        kc = getenv("AIRLOCK_KUBECONFIG");
-    if (!kc || !*kc)
-        kc = getenv("KUBECONFIG");
-    if (kc && *kc) {
-        /* KUBECONFIG may list files (a:b): the first, as the driver reads one */
-        char first[4096];
-        snprintf(first, sizeof first, "%.*s", (int)strcspn(kc, ":"), kc);
+    char first[4096];
+    if ((st = kubeconfig_path(k, first, sizeof first)) >= 0)
+        return st;
+    if (first[0]) {
         if (al_kube_cluster_load(first, k->namespace_, &cluster, &err) < 0) {
             fprintf(stderr, "airlock run: kubeconfig %s: %s\n", first, err.msg);
             return EXIT_AIRLOCK;
@@ -155,14 +174,9 @@ int cli_run_kube(const cli_kube_args *k, const al_box_config *cfg, al_box_result
     st = cli_kube_image_ref(k, ref, sizeof ref);
     if (st >= 0)
         return st;
-    const char *kc = k->kubeconfig;
-    if (!kc || !*kc)
-        kc = getenv("AIRLOCK_KUBECONFIG");
-    if (!kc || !*kc)
-        kc = getenv("KUBECONFIG");
-    char first[4096] = "";
-    if (kc && *kc)
-        snprintf(first, sizeof first, "%.*s", (int)strcspn(kc, ":"), kc);
+    char first[4096];
+    if ((st = kubeconfig_path(k, first, sizeof first)) >= 0)
+        return st;
     al_kube_cluster cluster = { 0 };
     al_error err = { 0 };
     if (al_kube_cluster_load(first[0] ? first : NULL, k->namespace_, &cluster, &err) < 0) {
