@@ -85,11 +85,11 @@ static void names(char node[13], char instance[13], char run[25]) {
     snprintf(run, 25, "airlock-%.16s", hex);
 }
 
-/* The kubeconfig to read into FIRST ("": none given, in-cluster): --kubeconfig,
+/* (run_kube.h) The kubeconfig to read into FIRST ("": none given, in-cluster): --kubeconfig,
  * then AIRLOCK_KUBECONFIG, then KUBECONFIG, which may list files (a:b): the
  * first, as the driver reads one. -1, or the exit status after saying why
  * (a path cut to fit would be another file). */
-static int kubeconfig_path(const cli_kube_args *k, char *first, size_t n) {
+int cli_kube_config_path(const char *cmd, const cli_kube_args *k, char *first, size_t n) {
     const char *kc = k->kubeconfig;
     if (!kc || !*kc)
         kc = getenv("AIRLOCK_KUBECONFIG");
@@ -100,7 +100,7 @@ static int kubeconfig_path(const cli_kube_args *k, char *first, size_t n) {
         return -1;
     size_t len = strcspn(kc, ":");
     if (len >= n) {
-        fprintf(stderr, "airlock run: the kubeconfig's path is over %zu bytes: give a shorter one\n", n - 1);
+        fprintf(stderr, "airlock %s: the kubeconfig's path is over %zu bytes: give a shorter one\n", cmd, n - 1);
         return EXIT_AIRLOCK;
     }
     memcpy(first, kc, len);
@@ -122,7 +122,7 @@ int cli_run_kube_dry_run(const cli_kube_args *k, const al_box_config *cfg) {
     bool have = false;
     al_error err = { 0 };
     char first[4096];
-    if ((st = kubeconfig_path(k, first, sizeof first)) >= 0)
+    if ((st = cli_kube_config_path("run", k, first, sizeof first)) >= 0)
         return st;
     if (first[0]) {
         if (al_kube_cluster_load(first, k->namespace_, &cluster, &err) < 0) {
@@ -175,7 +175,7 @@ int cli_run_kube(const cli_kube_args *k, const al_box_config *cfg, al_box_result
     if (st >= 0)
         return st;
     char first[4096];
-    if ((st = kubeconfig_path(k, first, sizeof first)) >= 0)
+    if ((st = cli_kube_config_path("run", k, first, sizeof first)) >= 0)
         return st;
     al_kube_cluster cluster = { 0 };
     al_error err = { 0 };

@@ -18,6 +18,11 @@ typedef struct cli_kube_args {
  * The exit status. */
 int cli_run_kube_dry_run(const cli_kube_args *k, const al_box_config *cfg);
 
+/* The kubeconfig to read into FIRST (N bytes; "": in-cluster): --kubeconfig,
+ * then AIRLOCK_KUBECONFIG, then KUBECONFIG's first file. -1, or the exit
+ * status after saying why (a path too long is refused, never cut). */
+int cli_kube_config_path(const char *cmd, const cli_kube_args *k, char *first, size_t n);
+
 /* The pod's image: --image-ref, else REGISTRY/airlock-box@DIGEST from the
  * image's oci.json (`airlock image export`'s record), into REF: -1, or the
  * exit status after saying why (never exported: the command to run). */

@@ -104,12 +104,9 @@ int cli_smoke(int argc, char **argv) {
     }
     if ((st = cli_kube_image_ref(&a.k, ref, sizeof ref)) >= 0)
         return st;
-    const char *kc = a.k.kubeconfig && *a.k.kubeconfig ? a.k.kubeconfig : getenv("AIRLOCK_KUBECONFIG");
-    if (!kc || !*kc)
-        kc = getenv("KUBECONFIG");
-    char first[PATH_MAX] = "";
-    if (kc && *kc)
-        snprintf(first, sizeof first, "%.*s", (int)strcspn(kc, ":"), kc);
+    char first[PATH_MAX];
+    if ((st = cli_kube_config_path("smoke", &a.k, first, sizeof first)) >= 0)
+        return st;
     al_kube_cluster c;
     al_error err = { 0 };
     if (al_kube_cluster_load(first, a.k.namespace_, &c, &err) < 0) {
