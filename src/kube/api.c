@@ -21,9 +21,17 @@
 
 /* "Authorization: Bearer T" into *RET (NULL: C has no token): its file
  * read now when it has one. 0, or -errno with why in ERR. */
+/* a token's copy wiped before it is freed, on every path */
+static void wipe_free(char **p) {
+    if (*p) {
+        explicit_bzero(*p, strlen(*p));
+        free(*p);
+    }
+}
+
 static int auth_header(const al_kube_cluster *c, char **ret, al_error *err) {
     *ret = NULL;
-    _cleanup_free_ char *fresh = NULL;
+    __attribute__((cleanup(wipe_free))) char *fresh = NULL;
     const char *t = c->token;
     if (c->token_file[0]) {
         int r = al_read_regular(AT_FDCWD, c->token_file, TOKEN_MAX, false, &fresh, NULL);
@@ -31,7 +39,8 @@ static int auth_header(const al_kube_cluster *c, char **ret, al_error *err) {
             return al_err(err, "kubernetes", -r, "read the token file %s: %s", c->token_file, strerror(-r));
         if (r == 0) {
             size_t n = strlen(fresh);
-            while (n && (fresh[n - 1] == '\n' || fresh[n - 1] == '\r' || fresh[n - 1] == ' '))
+            /* as cluster.c's token_text trims it when it first reads it */
+            while (n && (fresh[n - 1] == '\n' || fresh[n - 1] == '\r' || fresh[n - 1] == ' ' || fresh[n - 1] == '\t'))
                 fresh[--n] = '\0';
             t = fresh;
         }
@@ -40,13 +49,12 @@ static int auth_header(const al_kube_cluster *c, char **ret, al_error *err) {
         return 0;
     for (const char *p = t; *p; p++)
         if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
-            return al_err(err, "kubernetes", EINVAL, "the bearer token holds a character a header cannot carry");
+            return al_err(err, "kubernetes", EINVAL, "the bearer token (%s) holds a character a header cannot "
+                          "carry: rewrite it as the API server issued it", c->token_file[0] ? c->token_file : "kubeconfig");
     if (asprintf(ret, "Authorization: Bearer %s", t) < 0) {
         *ret = NULL;
         return al_err(err, "kubernetes", ENOMEM, "out of memory");
     }
-    if (fresh)
-        explicit_bzero(fresh, strlen(fresh));
     return 0;
 }
 
