@@ -69,6 +69,12 @@ int al_untar(const char *dir, const al_collect_limits *cl, int tarfd, int outfd,
             break;
         }
         char rel[4096];
+        if (strlen(pn) >= sizeof rel) {
+            /* cut to fit, it would be another name (a prefix of the box's,
+             * maybe one of its other files'): named as skipped instead */
+            r = al_collect_add_skip(into, pn, "its path is over 4095 bytes");
+            continue;
+        }
         snprintf(rel, sizeof rel, "%s", pn);
         size_t n = strlen(rel);
         while (n > 1 && rel[n - 1] == '/')
@@ -95,25 +101,35 @@ int al_untar(const char *dir, const al_collect_limits *cl, int tarfd, int outfd,
             uint64_t left = cl->max_file_bytes + 1;
             char buf[65536];
             la_ssize_t k = 0;
+            bool wrote = true;
+            int werr = 0;
             while (fd >= 0 && left && (k = archive_read_data(a, buf, sizeof buf < left ? sizeof buf : left)) > 0) {
-                if (al_write_all(fd, buf, (size_t)k) < 0)
+                if (al_write_all(fd, buf, (size_t)k) < 0) {
+                    wrote = false;
+                    werr = errno;
                     break;
+                }
                 left -= (uint64_t)k;
             }
             if (fd >= 0)
                 close(fd);
             /* a file the stream ended inside (the tar cut at its bound) is
-             * not an artifact: what there is of it is not what /out held */
-            if (fd >= 0 && k < 0) {
+             * not an artifact: what there is of it is not what /out held;
+             * nor is one our side could not write whole (our disk full) */
+            if (fd >= 0 && (k < 0 || !wrote)) {
                 unlinkat(pfd, leaf, 0);
-                snprintf(why, sizeof why, "cut off: /%s's tar exceeded its bound", dir);
+                if (k < 0)
+                    snprintf(why, sizeof why, "cut off: /%s's tar exceeded its bound", dir);
+                else
+                    snprintf(why, sizeof why, "not collected: airlock could not write it (%s)", strerror(werr));
                 r = al_collect_add_skip(into, shown, why);
             }
         } else if (archive_entry_hardlink(ent)) {
             /* another name of a file already extracted */
             char tgt[4096];
-            snprintf(tgt, sizeof tgt, "%s", archive_entry_hardlink(ent));
-            int src = al_openat_beneath(outfd, strncmp(tgt, "./", 2) == 0 ? tgt + 2 : tgt, O_PATH, 0);
+            /* a target cut to fit would link another file of the box's */
+            int src = (size_t)snprintf(tgt, sizeof tgt, "%s", archive_entry_hardlink(ent)) >= sizeof tgt
+                ? -ENAMETOOLONG : al_openat_beneath(outfd, strncmp(tgt, "./", 2) == 0 ? tgt + 2 : tgt, O_PATH, 0);
             if (src >= 0) {
                 if (linkat(src, "", pfd, leaf, AT_EMPTY_PATH) < 0)
                     r = al_collect_add_skip(into, shown, "a hard link that could not be read back");
