@@ -403,10 +403,22 @@ static int archive_entries(struct archive *a, const char *src, const char *dst, 
         archive_entry_set_size(e, dir ? 0 : st.st_size);
         if (archive_write_header(a, e) != ARCHIVE_OK)
             r = al_err(err, "export", EIO, "%s: %s", dst, archive_error_string(a) ?: "failed");
-        ssize_t k;
-        while (r == 0 && !dir && (k = read(fd, buf, IO_CHUNK)) > 0)
-            if (archive_write_data(a, buf, (size_t)k) != k)
+        /* exactly the size the header promised, as put_file writes the
+         * layer: a read that fails or ends short would leave a blob that
+         * libarchive pads with zeros, whose digest is not its name */
+        off_t left = dir ? 0 : st.st_size;
+        while (r == 0 && left > 0) {
+            ssize_t k = read(fd, buf, left < IO_CHUNK ? (size_t)left : IO_CHUNK);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0)
+                r = al_err(err, "export", k < 0 ? errno : EIO, "read %s/%s: %s", src, path,
+                           k < 0 ? strerror(errno) : "it shrank");
+            else if (archive_write_data(a, buf, (size_t)k) != k)
                 r = al_err(err, "export", EIO, "%s: %s", dst, archive_error_string(a) ?: "failed");
+            else
+                left -= k;
+        }
     }
     for (int i = 0; i < n; i++)
         free(names[i]);
