@@ -86,7 +86,8 @@ static int transient(krun *k, const char *what, const char *why, al_error *err) 
     if (!k->fail_since_ms)
         k->fail_since_ms = now;
     if (now - k->fail_since_ms >= RETRY_BUDGET_MS)
-        return al_err(err, "provisioning", EIO, "the Kubernetes API server failed for %d s (%s): %.300s",
+        return al_err(err, "provisioning", EIO, "the Kubernetes API server failed for %d s (%s): %.300s (check that "
+                      "it is up and reachable from airlock: airlock smoke --driver kubernetes)",
                       RETRY_BUDGET_MS / 1000, what, why);
     pause_ms(k, RETRY_SLEEP_MS);
     return 0;
@@ -411,9 +412,15 @@ static int create(krun *k, const char *kind, json_t *obj, al_error *err) {
                 return -EIO;
             continue;
         }
+        /* what to do, for the answers an operator can fix */
+        const char *hint = code == 401 ? " (check the kubeconfig's credentials: the token may have expired)"
+                         : code == 403 ? " (check the Role bound to airlock's credentials in this namespace "
+                                         "(docs/kubernetes.md), and the namespace's Pod Security level)"
+                         : code == 404 ? " (check that the namespace exists: kubernetes_namespace or --namespace)"
+                         : "";
         return al_err(err, "provisioning", code == 401 || code == 403 ? EACCES : EIO,
-                      "create the run's %s: the API server answered %ld: %s", strcmp(kind, "pods") == 0 ? "Pod" : "Secret",
-                      code, why);
+                      "create the run's %s: the API server answered %ld: %s%s",
+                      strcmp(kind, "pods") == 0 ? "Pod" : "Secret", code, why, hint);
     }
 }
 
