@@ -307,6 +307,13 @@ static int judge(smoke *s, json_t *control, json_t *sandbox, json_t *sandbox_pod
         return finish(s, AL_KUBE_SMOKE_NOT_ENFORCED, "a pod labelled airlock.dev/sandbox=true reached another pod: "
                       "this cluster's CNI does not enforce the NetworkPolicy airlock-sandbox-deny-all (or it is "
                       "not installed in namespace %s)", s->o->cluster->namespace_);
+    /* the probe always says reached: true or false; a report without it
+     * (a probe that broke after its line began) shows nothing, and must
+     * not read as "could not reach" */
+    if (!json_is_false(json_object_get(sandbox, "reached")))
+        return finish(s, AL_KUBE_SMOKE_INCONCLUSIVE, "the sandbox probe's report does not say whether it reached "
+                      "the target pod: run `airlock smoke --driver kubernetes` again, and read the sandbox pod's log "
+                      "if it repeats");
     json_t *uid = json_object_get(sandbox, "uid");
     if (!json_is_integer(uid) || json_integer_value(uid) == 0)
         return finish(s, AL_KUBE_SMOKE_NOT_ENFORCED, "the sandbox probe ran as root: its pod's runAsNonRoot was "
