@@ -28,7 +28,10 @@ int al_kube_collect(const al_box_config *cfg, int tarfd, const char *cut_why, al
      * files: at most what the tar's bound lets through (tmpfs_bytes) */
     const char *tmp = getenv("TMPDIR");
     char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/airlock-kube-out-XXXXXX", tmp && *tmp == '/' ? tmp : "/tmp");
+    if ((size_t)snprintf(dir, sizeof dir, "%s/airlock-kube-out-XXXXXX", tmp && *tmp == '/' ? tmp : "/tmp") >=
+        sizeof dir)
+        return al_err(err, "collect", ENAMETOOLONG, "TMPDIR is too long for a directory beneath it: give airlock a "
+                      "shorter TMPDIR");
     if (!mkdtemp(dir))
         return al_err(err, "collect", errno, "mkdtemp %s: %m", dir);
     int r;
