@@ -68,7 +68,7 @@ void al_kube_watch_free(al_kube_watch *w);
 typedef enum al_kube_out_state {
     AL_KOUT_BEFORE,               /* before "airlock-out-begin" */
     AL_KOUT_IN,                   /* between the markers: base64 lines */
-    AL_KOUT_DONE,                 /* "airlock-out-end N": N is tar's status (TAR_STATUS) */
+    AL_KOUT_DONE,                 /* "airlock-out-end N": N is the pipeline's status (TAR_STATUS) */
     AL_KOUT_FAILED,               /* bad bytes, or an end line without a status: WHY */
 } al_kube_out_state;
 
@@ -84,7 +84,9 @@ typedef struct al_kube_out {
     unsigned char quad[4];        /* base64 characters not yet decoded */
     int nq;
     int pad;                      /* '=' seen: no more data in this stream */
-    int tar_status;               /* tar's exit status: not 0 when it could not read all of /out */
+    /* the end line's N: `$?` of `tar | base64`, so base64's status, not
+     * tar's (dash has no pipefail); what tar left out is in TAR_MSGS */
+    int tar_status;
     /* tar's own messages ("tar: ./P: Cannot open: Permission denied"):
      * its stderr is in the same log (the API merges the streams) */
     char tar_msgs[8][160];

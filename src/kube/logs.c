@@ -95,9 +95,9 @@ static int line(al_kube_out *o, const char *s, size_t n) {
     if (o->state != AL_KOUT_IN && o->state != AL_KOUT_DONE)
         return 0;
     if (o->state == AL_KOUT_IN && n >= sizeof end - 1 && memcmp(s, end, sizeof end - 1) == 0) {
-        /* tar's status: 0, or it could not read all of /out (a file the
-         * script made unreadable: its message says which), which is the
-         * run's outcome, never airlock's error: what it did write is /out */
+        /* the pipeline's status (base64's: `$?` of `tar | base64`; what
+         * tar could not read, a file the script made unreadable, is in its
+         * messages): the run's outcome, never airlock's error */
         /* S is not NUL-terminated: what follows it in the line buffer is an
          * earlier, longer line's (base64, digits among it), so the status
          * is read within its N bytes only, never by strspn or atoi */
