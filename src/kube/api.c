@@ -93,6 +93,14 @@ static CURL *handle(const al_kube_cluster *c, const char *method, const char *pa
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_MS);
+    /* a stream (a watch, a followed log) has no total timeout and may be
+     * silent for minutes: keepalive probes are what find a peer that went
+     * away without a FIN (a node lost, a NAT entry dropped), within about
+     * a minute, instead of waiting out the run's wall clock as if the
+     * script had hung */
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 15L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 5L);
     /* the API server answers where it is asked: a redirect would carry the
      * token elsewhere */
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
