@@ -178,7 +178,9 @@ static int kube_probe(al_error *err) {
     pthread_mutex_unlock(&conf.mu);
     memset(err, 0, sizeof *err);
     if (r < 0)
-        return al_err(err, "driver", -r, "kubernetes driver: the API server %s: %s", conf.cluster.server, e.msg);
+        return al_err(err, "driver", -r, "kubernetes driver: the API server %s: %s (check that it is up and that "
+                      "the kubeconfig's server and credentials are this cluster's: airlock smoke --driver kubernetes "
+                      "tries them)", conf.cluster.server, e.msg);
     return 0;
 }
 
