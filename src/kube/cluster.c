@@ -373,8 +373,14 @@ static int in_cluster(const char *ns, al_kube_cluster *c, al_error *err) {
         return al_err(err, "kubeconfig", -r, "read %s: %s", path, strerror(-r));
     _cleanup_free_ char *sans = NULL;
     snprintf(path, sizeof path, "%s/namespace", dir);
-    if (!(ns && *ns) && al_read_regular(AT_FDCWD, path, 256, false, &sans, NULL) == 0)
+    /* absent: "default", as client-go falls back; present but unreadable
+     * (or over 256 bytes) is refused, never read as "default": the pods
+     * would go to another namespace than the service account's */
+    if (!(ns && *ns) && (r = al_read_regular(AT_FDCWD, path, 256, false, &sans, NULL)) == 0)
         sans[strcspn(sans, "\r\n")] = '\0';
+    else if (!(ns && *ns) && r != -ENOENT)
+        return al_err(err, "kubeconfig", -r, "read %s: %s (give the namespace: kubernetes_namespace or --namespace)",
+                      path, r == -EFBIG ? "over 256 bytes" : strerror(-r));
     const char *n = ns && *ns ? ns : sans && *sans ? sans : "default";
     if (!al_kube_valid_namespace(n))
         return al_err(err, "kubeconfig", EINVAL, "namespace \"%.100s\" is not a DNS-1123 label", n);
