@@ -43,6 +43,19 @@ static int open_parent(int dirfd, char *rel, const char **leaf, unsigned max_dep
     return -EINVAL;
 }
 
+/* the directories above PN's leaf, "." not counted: open_parent's depth */
+static uint64_t path_depth(const char *pn) {
+    uint64_t d = 0;
+    for (const char *p = pn; *p;) {
+        size_t n = strcspn(p, "/");
+        bool last = p[n] == '\0' || p[n + strspn(p + n, "/")] == '\0';
+        if (n && !(n == 1 && p[0] == '.') && !last)
+            d++;
+        p += n;
+        p += strspn(p, "/");
+    }
+    return d;
+}
 
 int al_untar(const char *dir, const al_collect_limits *cl, int tarfd, int outfd, al_box_result *into,
                   al_error *err) {
@@ -71,8 +84,11 @@ int al_untar(const char *dir, const al_collect_limits *cl, int tarfd, int outfd,
         char rel[4096];
         if (strlen(pn) >= sizeof rel) {
             /* cut to fit, it would be another name (a prefix of the box's,
-             * maybe one of its other files'): named as skipped instead */
-            r = al_collect_add_skip(into, pn, "its path is over 4095 bytes");
+             * maybe one of its other files'): named as skipped instead,
+             * unless it is past the depth cap, which collect names once at
+             * the cap (as for a shorter path there, below) */
+            if (path_depth(pn) <= cl->max_depth + 1)
+                r = al_collect_add_skip(into, pn, "its path is over 4095 bytes");
             continue;
         }
         snprintf(rel, sizeof rel, "%s", pn);

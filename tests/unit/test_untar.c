@@ -59,6 +59,16 @@ int main(void) {
     memset(longtgt + 4095, 'x', 905);
     longtgt[5000] = '\0';
     add(w, "./link", longtgt, NULL);
+    /* past the depth cap (16): collect's rule names it, not a long-name skip */
+    char deep[6000] = "./";
+    for (int i = 0; i < 20; i++) {
+        size_t at = strlen(deep);
+        memset(deep + at, 'z', 250);
+        deep[at + 250] = '/';
+        deep[at + 251] = '\0';
+    }
+    strcat(deep, "f");
+    add(w, deep, NULL, "deep\n");
     archive_write_close(w);
     archive_write_free(w);
     lseek(tarfd, 0, SEEK_SET);
@@ -74,6 +84,7 @@ int main(void) {
     struct stat st;
     CHECK(fstatat(outfd, "keep", &st, 0) == 0 && st.st_nlink == 1);
     CHECK(skipped(&res, "./aaaa"));
+    CHECK(!skipped(&res, "./zzzz"));
     CHECK(fstatat(outfd, "link", &st, AT_SYMLINK_NOFOLLOW) < 0);
     /* nothing but keep was made */
     CHECK(faccessat(outfd, longname + 2, F_OK, 0) < 0);
