@@ -37,16 +37,28 @@
     "    r['syscalls_error'] = str(e)[:200]\n"
 
 /* The probe: TCP to the target's port, then what the pod is from inside,
- * one line on its log. */
+ * one line on its log. A refused connection is tried again for a while:
+ * the target pod runs before its server listens (python's start, on a busy
+ * node), and only a listener not up yet refuses; a policy drops (a timeout)
+ * or leaves no route, which is judged at once. */
 #define PROBE                                                                                                      \
-    "import json, os, socket, sys\n"                                                                               \
+    "import json, os, socket, sys, time\n"                                                                         \
     "r = {}\n"                                                                                                     \
-    "try:\n"                                                                                                       \
-    "    socket.create_connection((sys.argv[1], " PORT "), timeout=4).close()\n"                                    \
-    "    r['reached'] = True\n"                                                                                    \
-    "except Exception as e:\n"                                                                                     \
-    "    r['reached'] = False\n"                                                                                   \
-    "    r['error'] = str(e)[:200]\n"                                                                              \
+    "until = time.monotonic() + 30\n"                                                                              \
+    "while True:\n"                                                                                                \
+    "    try:\n"                                                                                                   \
+    "        socket.create_connection((sys.argv[1], " PORT "), timeout=4).close()\n"                                \
+    "        r['reached'] = True\n"                                                                                \
+    "    except ConnectionRefusedError as e:\n"                                                                    \
+    "        if time.monotonic() < until:\n"                                                                       \
+    "            time.sleep(0.5)\n"                                                                                \
+    "            continue\n"                                                                                       \
+    "        r['reached'] = False\n"                                                                               \
+    "        r['error'] = str(e)[:200]\n"                                                                          \
+    "    except Exception as e:\n"                                                                                 \
+    "        r['reached'] = False\n"                                                                               \
+    "        r['error'] = str(e)[:200]\n"                                                                          \
+    "    break\n"                                                                                                  \
     "r['uid'] = os.getuid()\n"                                                                                     \
     "r['service_account_token'] = os.path.exists('/var/run/secrets/kubernetes.io/serviceaccount/token')\n"        \
     "try:\n"                                                                                                       \
