@@ -261,8 +261,8 @@ def test_the_server_image_runs_the_chart_server(tmp_path):
     from image_util import CACHE
     kube, reg, registry = kube_pass.cluster()
     built = server_image(CACHE / "images")
-    if built is None:
-        pytest.skip("AIRLOCK_TEST_SERVER_IMAGE=0 and no cached server image of these binaries and recipe")
+    need(built is not None, "AIRLOCK_TEST_SERVER_IMAGE=0 and no cached server image of these binaries and recipe "
+         "(make server-image builds one)")
     layout, digest = built
     config = json.loads((layout / "blobs" / "sha256" / json.loads(
         (layout / "blobs" / "sha256" / digest[7:]).read_text())["config"]["digest"][7:]).read_text())
