@@ -11,10 +11,8 @@ import time
 import pytest
 
 import kube_pass
-from conftest import DRIVER
 from test_kube_driver import assert_clean, held, kube_run, kube_service, wait_pod
 
-pytestmark = pytest.mark.skipif(DRIVER != "kubernetes", reason="the kubernetes pass (AIRLOCK_TEST_DRIVER=kubernetes)")
 
 
 @pytest.fixture(scope="module")

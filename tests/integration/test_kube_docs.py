@@ -26,10 +26,9 @@ from pathlib import Path
 import pytest
 
 import kube_pass
-from conftest import AIRLOCK, DRIVER, ROOT
+from conftest import AIRLOCK, ROOT
 from service_util import free_port
 
-pytestmark = pytest.mark.skipif(DRIVER != "kubernetes", reason="the kubernetes pass (AIRLOCK_TEST_DRIVER=kubernetes)")
 
 NP = "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies/airlock-sandbox-deny-all"
 

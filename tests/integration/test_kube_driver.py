@@ -17,9 +17,8 @@ import time
 import pytest
 
 import kube_pass
-from conftest import AIRLOCK, DRIVER
+from conftest import AIRLOCK
 
-pytestmark = pytest.mark.skipif(DRIVER != "kubernetes", reason="the kubernetes pass (AIRLOCK_TEST_DRIVER=kubernetes)")
 
 
 @pytest.fixture(scope="module")

@@ -24,9 +24,8 @@ import time
 import pytest
 
 import kube_pass
-from conftest import AIRLOCK, DRIVER
+from conftest import AIRLOCK
 
-pytestmark = pytest.mark.skipif(DRIVER != "kubernetes", reason="the kubernetes pass (AIRLOCK_TEST_DRIVER=kubernetes)")
 
 # errnos of ptrace(PEEKDATA, no such pid), keyctl(GET_KEYRING_ID, no such
 # key) and io_uring_setup(0 entries, NULL): what the kernel says (ESRCH,

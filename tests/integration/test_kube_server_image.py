@@ -28,14 +28,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import pytest
 import yaml
 
 import kube_pass
 import service_util
-from conftest import AIRLOCK, DRIVER, ROOT, need
+from conftest import AIRLOCK, ROOT, need
 
-pytestmark = pytest.mark.skipif(DRIVER != "kubernetes", reason="the kubernetes pass (AIRLOCK_TEST_DRIVER=kubernetes)")
 
 SERVER_CACHE = Path(os.environ.get("AIRLOCK_TEST_SERVER_IMAGE_CACHE", "/var/cache/airlock-tests/server-image"))
 SERVER_REPO = "airlock/airlock-server"

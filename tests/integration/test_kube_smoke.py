@@ -16,10 +16,9 @@ import time
 import pytest
 
 import kube_pass
-from conftest import DRIVER, airlock
+from conftest import airlock
 from service_util import services  # noqa: F401
 
-pytestmark = pytest.mark.skipif(DRIVER != "kubernetes", reason="the kubernetes pass (AIRLOCK_TEST_DRIVER=kubernetes)")
 
 set_policy = kube_pass.set_policy
 
