@@ -108,22 +108,29 @@ int cli_kube_config_path(const char *cmd, const cli_kube_args *k, char *first, s
     return -1;
 }
 
+/* What a run and its dry run read alike from K: the seccomp profile, the
+ * image's reference (REF) and the kubeconfig's path (FIRST, "" for none):
+ * -1 when all are good, else the exit status (the error printed). */
+static int run_args(const cli_kube_args *k, char ref[AL_KUBE_REF_MAX], al_kube_seccomp *sk, const char **sp,
+                    char first[4096]) {
+    int st = cli_kube_seccomp("run", k->seccomp, sk, sp);
+    if (st < 0)
+        st = cli_kube_image_ref(k, ref, AL_KUBE_REF_MAX);
+    if (st < 0)
+        st = cli_kube_config_path("run", k, first, 4096);
+    return st;
+}
+
 int cli_run_kube_dry_run(const cli_kube_args *k, const al_box_config *cfg) {
-    char ref[AL_KUBE_REF_MAX];
+    char ref[AL_KUBE_REF_MAX], first[4096];
     al_kube_seccomp sk;
     const char *sp;
-    int st = cli_kube_seccomp("run", k->seccomp, &sk, &sp);
-    if (st >= 0)
-        return st;
-    st = cli_kube_image_ref(k, ref, sizeof ref);
+    int st = run_args(k, ref, &sk, &sp, first);
     if (st >= 0)
         return st;
     al_kube_cluster cluster = { 0 };
     bool have = false;
     al_error err = { 0 };
-    char first[4096];
-    if ((st = cli_kube_config_path("run", k, first, sizeof first)) >= 0)
-        return st;
     if (first[0]) {
         if (al_kube_cluster_load(first, k->namespace_, &cluster, &err) < 0) {
             fprintf(stderr, "airlock run: kubeconfig %s: %s\n", first, err.msg);
@@ -165,17 +172,11 @@ int cli_run_kube_dry_run(const cli_kube_args *k, const al_box_config *cfg) {
 }
 
 int cli_run_kube(const cli_kube_args *k, const al_box_config *cfg, al_box_result *res, int *ret_r) {
-    char ref[AL_KUBE_REF_MAX];
+    char ref[AL_KUBE_REF_MAX], first[4096];
     al_kube_seccomp sk;
     const char *sp;
-    int st = cli_kube_seccomp("run", k->seccomp, &sk, &sp);
+    int st = run_args(k, ref, &sk, &sp, first);
     if (st >= 0)
-        return st;
-    st = cli_kube_image_ref(k, ref, sizeof ref);
-    if (st >= 0)
-        return st;
-    char first[4096];
-    if ((st = cli_kube_config_path("run", k, first, sizeof first)) >= 0)
         return st;
     al_kube_cluster cluster = { 0 };
     al_error err = { 0 };
