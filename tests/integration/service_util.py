@@ -255,6 +255,21 @@ def box_cgroups(mine_only=True):
     return [c for c in cgs if c.rsplit("box-", 1)[-1].split("-")[0] not in foreign_uids]
 
 
+def box_cgroups_of(uids):
+    """The box cgroups of boxes with these host uids, each as (path, inode).
+    A uid freed by a box's end is soon another box's (another xdist
+    worker's), whose cgroup has the same path and another inode: a test that
+    waits for a killed service's cgroups to go watches these exact ones."""
+    names = {str(u) for u in uids}
+    # (a forked box's is named box-UID-HELPER-N)
+    return {(c, _inode(c)) for c in _all_box_cgroups() if c.rsplit("box-", 1)[-1].split("-")[0] in names}
+
+
+def cgroups_left(seen):
+    """Which of SEEN ((path, inode) pairs) are still there, as the same directory."""
+    return sorted(c for c, ino in seen if ino is not None and _inode(c) == ino)
+
+
 def wait_no_boxes(timeout=15.0):
     """Wait until none of our box processes and box cgroups is left; returns what is left."""
     deadline = time.monotonic() + timeout

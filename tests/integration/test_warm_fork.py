@@ -25,7 +25,7 @@ import pytest
 
 from conftest import AIRLOCK, airlock, need
 from image_util import box
-from service_util import box_cgroups, box_processes, image_service, stop_checked
+from service_util import box_cgroups, box_cgroups_of, box_processes, cgroups_left, image_service, stop_checked
 from test_warm_pool import descendants, kill_interpreters, pool, wait_idle
 
 BOX_UID_MIN = 1900000000
@@ -469,15 +469,20 @@ def test_a_killed_service_leaves_no_zygote_and_no_forked_box(tmp_path_factory):
     uids = {u for _, u, _ in procs}
     # a zygote (its PID 1 and interpreter) and a forked box (its PID 1 and script)
     assert len(procs) >= 4, procs
+    cgs = box_cgroups_of(uids)
+    assert cgs, box_cgroups()
     s.kill9()
     deadline = time.monotonic() + 20
 
+    # these processes and these cgroups (by inode: their uids, once free,
+    # are soon other workers' boxes', at the same paths)
     def left():
-        return ([p for p in box_processes() if p[0] in mine],
-                [c for c in box_cgroups() if c.rsplit("box-", 1)[-1].split("-")[0] in {str(u) for u in uids}])
-    while any(left()) and time.monotonic() < deadline:
+        return [p for p in box_processes() if p[0] in mine], cgroups_left(cgs)
+    got = left()
+    while any(got) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert left() == ([], []), left()
+        got = left()
+    assert got == ([], []), got
 
 
 def fake_box(sync, uid, scratch):

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from conftest import ROOT, need
-from service_util import b64, box_cgroups, box_processes, hooks_binary, image_service, service_binary, stop_checked
+from service_util import b64, box_cgroups, box_cgroups_of, box_processes, cgroups_left, hooks_binary, image_service, service_binary, stop_checked
 from test_warm_python import ARGS, CORPUS, STDIN
 
 # the interpreter's half is held to a cold start on the host by
@@ -627,18 +627,18 @@ def test_a_killed_service_leaves_no_warm_box(tmp_path_factory):
     its = {pid for pid, _, _ in box_processes() if pid in mine}
     uids = {uid for pid, uid, _ in box_processes() if pid in mine}
     assert len(its) >= 4, box_processes()   # two boxes: each an init and its interpreter
-    cgs = [c for c in box_cgroups() if c.rsplit("box-", 1)[-1] in {str(u) for u in uids}]
+    cgs = box_cgroups_of(uids)
     assert cgs, box_cgroups()
     svc.kill9()
     # each warm helper sees its service's end and kills its box, and
     # removes its cgroup (a helper killed outright would leave that)
     deadline = time.monotonic() + 20
-    while (its & {pid for pid, _, _ in box_processes()} or any(os.path.exists(c) for c in cgs)) \
+    while (its & {pid for pid, _, _ in box_processes()} or cgroups_left(cgs)) \
             and time.monotonic() < deadline:
         time.sleep(0.1)
     left = [p for p in box_processes() if p[0] in its]
     assert not left, left
-    left = [c for c in cgs if os.path.exists(c)]
+    left = cgroups_left(cgs)
     assert not left, f"cgroups of the killed service's warm boxes left: {left}"
 
 
