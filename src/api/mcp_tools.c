@@ -44,8 +44,22 @@ struct al_mcp_call {
 
 /* ------------------------------------------------------------- schemas */
 
-static json_t *tool_code_execution(void) {
+/* code_execution's `folders`: the connected folders' files it imports, as
+ * POST /v1/runs takes them */
+static json_t *folders_schema(void) {
     return json_pack(
+        "{s:s, s:i, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:i, s:{s:s}, s:s}}, s:[s, s], s:b}, s:s}", "type", "array",
+        "maxItems", 16, "items", "type", "object", "properties", "folder", "type", "string", "description",
+        "A connected folder's name (GET /v1/folders lists them).", "paths", "type", "array", "maxItems", 256, "items",
+        "type", "string", "description",
+        "Files or directories beneath the folder, relative to it (\".\": all of it); a directory is taken whole.",
+        "required", "folder", "paths", "additionalProperties", false, "description",
+        "Optional files of the workspace's connected folders (read-only directories an operator lent it), copied "
+        "into /work/documents/FOLDER/PATH before the program starts: at most 1000 files and 64 MiB in all.");
+}
+
+static json_t *tool_code_execution(void) {
+    json_t *tool = json_pack(
         "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:[s, s, s], s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:s}, s:{s:s, s:s},"
         " s:{s:s, s:i, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}}, s:[s], s:b}, s:s},"
         " s:{s:s, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:s}}, s:[s, s], s:b}, s:{s:b, s:b, s:b, s:b}}",
@@ -89,6 +103,10 @@ static json_t *tool_code_execution(void) {
         "required", "language", "code", "additionalProperties", false,
         "annotations", "readOnlyHint", false, "destructiveHint", false, "idempotentHint", false, "openWorldHint",
         false);
+    json_t *props = json_object_get(json_object_get(tool, "inputSchema"), "properties");
+    if (props)
+        json_object_set_new(props, "folders", folders_schema());
+    return tool;
 }
 
 /* The skills P may run (bundled, or promoted in the workspace), each with
@@ -295,11 +313,11 @@ static int follow_run(al_service *s, const al_principal *p, const char *run_id, 
 static int code_execution(al_service *s, const al_principal *p, json_t *args, json_t *progress_token, al_idem *idem,
                           al_mcp_call **ret_call, json_t **ret_result) {
     static const char *const keys[] = { "language", "code", "thread", "network", "files", "description", "timeout_s",
-                                        "image" };
+                                        "image", "folders" };
     const char *bad = NULL;
     if (!only_keys(args, keys, ELEMENTSOF(keys), &bad)) {
         *ret_result = al_mcp_tool_error("Unknown argument \"%s\". code_execution takes language, code, and optionally thread, "
-                                 "network, files, description, timeout_s, image.", bad);
+                                 "network, files, description, timeout_s, image, folders.", bad);
         return 0;
     }
     json_t *lang = json_object_get(args, "language"), *code = json_object_get(args, "code");
@@ -314,7 +332,7 @@ static int code_execution(al_service *s, const al_principal *p, json_t *args, js
         al_run_field field;
     } shared[] = { { "language", AL_RUN_F_LANGUAGE }, { "code", AL_RUN_F_CODE }, { "thread", AL_RUN_F_THREAD_ID },
                    { "network", AL_RUN_F_NETWORK },   { "description", AL_RUN_F_DESCRIPTION },
-                   { "image", AL_RUN_F_IMAGE } };
+                   { "image", AL_RUN_F_IMAGE },       { "folders", AL_RUN_F_FOLDERS } };
     al_run_spec sp = { 0 };
     char msg[600];
     const char *rcode = NULL;

@@ -93,6 +93,9 @@ static const al_route routes[] = {
     { "GET", "/v1/artifacts/{id}", AL_AUTH_KEY, al_rest_artifact_get },
     { "GET", "/v1/artifacts/{id}/content", AL_AUTH_KEY, al_rest_artifact_content },
     { "GET", "/v1/threads/{thread}/artifacts", AL_AUTH_KEY, al_rest_thread_artifacts },
+    /* REST: connected folders (read-only) */
+    { "GET", "/v1/folders", AL_AUTH_KEY, al_rest_folders },
+    { "GET", "/v1/folders/{name}/entries", AL_AUTH_KEY, al_rest_folder_entries },
     /* REST: skills */
     { "POST", "/v1/skills", AL_AUTH_KEY, al_rest_skills_upload },
     { "GET", "/v1/skills", AL_AUTH_KEY, al_rest_skills_list },

@@ -27,6 +27,7 @@ typedef enum al_run_field {
     AL_RUN_F_FILES,
     AL_RUN_F_ARTIFACTS,
     AL_RUN_F_LIMITS,
+    AL_RUN_F_FOLDERS,
     _AL_RUN_F_MAX,
 } al_run_field;
 

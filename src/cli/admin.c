@@ -5,6 +5,7 @@
 #include "../core/audit.h"
 #include "../core/checkpoint.h"
 #include "../core/console_auth.h"
+#include "../core/folders.h"
 #include "../core/service.h"
 #include "cli.h"
 #include "../store/governance.h"
@@ -30,6 +31,12 @@ static int usage_to(FILE *f) {
                     "  credits show --org ORG_ID\n"
                     "  price set --workspace WS_ID AMOUNT  credits per run (the operator's, not a workspace admin's)\n"
                     "  price show --workspace WS_ID\n"
+                    "  folder add --workspace WS_ID NAME PATH [--glob PATTERN]\n"
+                    "                                     lend directory PATH (absolute, read-only always) to the\n"
+                    "                                     workspace as folder NAME; PATTERN (fnmatch, on the path\n"
+                    "                                     beneath the folder) limits the files it lists and imports\n"
+                    "  folder ls --workspace WS_ID\n"
+                    "  folder rm --workspace WS_ID NAME   runs already requested from it are refused at their start\n"
                     "  audit verify [--expect-head WS:SEQ:HASH]... [--checkpoint FILE]... [--key FILE | --verifier KEY]\n"
                     "                                     check every workspace's audit hash chain and print its head;\n"
                     "                                     fail unless each head given (printed or signed earlier) is in it\n"
@@ -136,6 +143,60 @@ static int price(al_store *s, const char *sub, const char *ws, const char *amoun
     else
         printf("workspace %s: price per run %d (the default)\n", ws, AL_PRICE_PER_RUN_DEFAULT);
     return 0;
+}
+
+/* ----------------------------------------------------------- folders */
+
+#define FOLDER_USAGE 3
+
+/* `folder add|ls|rm --workspace WS ...` (ARGV from the sub-command): a
+ * connected folder registered, listed or removed, each change audited in
+ * the workspace's chain. */
+static int folder(al_store *s, int argc, char **argv, al_error *err) {
+    if (argc < 3 || strcmp(argv[1], "--workspace") != 0)
+        return FOLDER_USAGE;
+    const char *sub = argv[0], *ws = argv[2];
+    al_store_workspace w;
+    int r = al_store_workspace_get(s, ws, &w, err);
+    if (r == -ENOENT)
+        return al_err(err, "folder", ENOENT, "no workspace %s", ws);
+    if (r < 0)
+        return r;
+    if (strcmp(sub, "ls") == 0 && argc == 3) {
+        al_store_folder *v = NULL;
+        size_t n = 0;
+        if ((r = al_store_folders_list(s, ws, AL_FOLDERS_PER_WORKSPACE, &v, &n, err)) < 0)
+            return r;
+        for (size_t i = 0; i < n; i++)
+            printf("%s\t%s\tglob=%s\tcreated_at=%s\n", v[i].name, v[i].path, v[i].glob[0] ? v[i].glob : "*",
+                   v[i].created_at);
+        al_store_folders_free(v, n);
+        return 0;
+    }
+    if (strcmp(sub, "add") == 0 && (argc == 5 || (argc == 7 && strcmp(argv[5], "--glob") == 0))) {
+        const char *glob = argc == 7 ? argv[6] : "";
+        if ((r = al_folder_add(s, ws, argv[3], argv[4], glob, err)) < 0)
+            return r;
+        r = al_audit_append(s, w.org_id, ws, "folder.added", NULL, NULL,
+                            json_pack("{s:s, s:s, s:s, s:s}", "name", argv[3], "path", argv[4], "glob", glob, "by",
+                                      "operator"),
+                            err);
+        if (r == 0)
+            printf("folder %s: %s (read-only)\n", argv[3], argv[4]);
+        return r;
+    }
+    if (strcmp(sub, "rm") == 0 && argc == 4) {
+        if ((r = al_folder_remove(s, ws, argv[3], err)) < 0)
+            return r;
+        if (r == 0)
+            return al_err(err, "folder", ENOENT, "workspace %s has no folder named %s", ws, argv[3]);
+        r = al_audit_append(s, w.org_id, ws, "folder.removed", NULL, NULL,
+                            json_pack("{s:s, s:s}", "name", argv[3], "by", "operator"), err);
+        if (r == 0)
+            printf("folder %s removed\n", argv[3]);
+        return r;
+    }
+    return FOLDER_USAGE;
 }
 
 /* ------------------------------------------------------------ audit */
@@ -524,6 +585,12 @@ int cli_admin(int argc, char **argv) {
     } else if (strcmp(cmd, "price") == 0 && i + 3 < argc && strcmp(argv[i + 2], "--workspace") == 0 &&
                (strcmp(sub, "show") == 0 || (strcmp(sub, "set") == 0 && i + 4 < argc))) {
         r = price(s, sub, argv[i + 3], strcmp(sub, "set") == 0 ? argv[i + 4] : NULL, &err);
+    } else if (strcmp(cmd, "folder") == 0) {
+        r = folder(s, argc - i - 1, argv + i + 1, &err);
+        if (r == FOLDER_USAGE) {
+            al_store_close(s);
+            return usage();
+        }
     } else if (strcmp(cmd, "audit") == 0) {
         r = audit(s, state, argc - i - 1, argv + i + 1, &err);
         if (r == 1 || r == AUDIT_USAGE) {

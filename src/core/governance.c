@@ -332,13 +332,21 @@ json_t *al_approval_manifest(al_service *s, const al_store_run *run, al_error *e
         if (!docs)
             r = -EIO;
     }
-    json_decref(inputs);
     if (r < 0) {
+        json_decref(inputs);
         json_decref(docs);
         json_decref(m);
         return NULL;
     }
     json_object_set_new(m, "documents", docs);
+    /* the connected folders' files, as read when the run was requested
+     * (core/folders.c): their bytes are read again and checked as they are
+     * copied at the start (al_folder_stage), so the manifest names them as
+     * pinned; only a run that has some says so */
+    json_t *imports = json_object_get(inputs, "imports");
+    if (json_is_array(imports) && json_array_size(imports))
+        json_object_set(m, "imports", imports);
+    json_decref(inputs);
     /* a sandbox's command pinned for an approval: its home as pinned (one
      * that is gone is missing here, so the hash differs) */
     char pin_dir[PATH_MAX + 128];
@@ -392,6 +400,17 @@ int al_approval_staged(json_t *manifest, al_run_staged *ret) {
         if (r == 0)
             r = al_run_staged_add_doc(&st, TEXT(e, "id"), TEXT(e, "path"), (int64_t)NUM(e, "version"),
                                       (uint64_t)NUM(e, "size"), TEXT(e, "sha256"));
+    }
+    /* the folders' imports, pinned */
+    json_t *imports = json_object_get(manifest, "imports");
+    if (imports && !json_is_array(imports))
+        r = -EBADMSG;
+    json_array_foreach(imports, i, e) {
+        if (r == 0 && (!TEXT(e, "folder") || !TEXT(e, "path") || !HAS_NUM(e, "size") || !TEXT(e, "sha256")))
+            r = -EBADMSG;
+        if (r == 0)
+            r = al_run_staged_add_import(&st, TEXT(e, "folder"), TEXT(e, "path"), (uint64_t)NUM(e, "size"),
+                                         TEXT(e, "sha256"));
     }
     /* a sandbox's pinned home: as documents (a sandbox's run has none of
      * its thread's), each named by the id "sandbox-home" and version 0 */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../image/image.h"
+#include "folders.h"
 #include "run_job.h"
 #include "sandbox.h"
 #include "sandbox_run.h"
@@ -77,6 +78,20 @@ static int stage_inputs(al_service *s, const al_store_run *run, const char *dir,
     int r = al_artifacts_stage(s, run->workspace_id, pinned_ids || !run->thread_id[0] ? NULL : run->thread_id,
                                pinned_ids ? pinned_ids : json_object_get(arts, "artifacts"), docs, docs_skipped, err);
     json_decref(pinned_ids);
+    /* the connected folders' files, after the documents (a document that
+     * took a folder's name refuses the start): copied from beneath their
+     * roots, each checked against what was pinned at the request (and
+     * approved: a run whose documents were pinned had a card) */
+    al_run_spec imp = { 0 };
+    int fr = r < 0 ? 0 : al_run_spec_imports_of(json_object_get(arts, "imports"), &imp);
+    if (fr < 0)
+        r = al_err(err, "folder", -fr, "the run's folder imports cannot be read back");
+    else if (r >= 0 && imp.n_imports &&
+             (fr = al_folder_stage(s->store, run->workspace_id, &imp, docs, json_is_array(pinned), err)) < 0)
+        r = fr;
+    else if (r >= 0)
+        r += fr;
+    al_run_spec_free(&imp);
     json_decref(arts);
     if (r > 0 && al_job_add_input(j, docs) < 0)
         return al_err(err, "stage", E2BIG, "more than %d inputs", AL_JOB_INPUTS_MAX);

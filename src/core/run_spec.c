@@ -50,6 +50,33 @@ bool al_run_valid_file_name(const char *n, size_t len) {
            strcmp(n, "..") != 0;
 }
 
+const char *al_run_folder_path_fault(const char *p, size_t len) {
+    if (!p || len == 0)
+        return "is empty";
+    if (len > AL_RUN_FOLDER_PATH_MAX)
+        return "is longer than 1024 bytes";
+    if (strlen(p) != len)
+        return "holds a NUL";
+    if (p[0] == '/')
+        return "is absolute (a path is relative to its folder)";
+    if (strcmp(p, ".") == 0)
+        return NULL;
+    for (const char *c = p; *c;) {
+        const char *e = strchr(c, '/');
+        size_t n = e ? (size_t)(e - c) : strlen(c);
+        if (n == 0)
+            return "has an empty component (//, or a / at its end)";
+        if (n == 2 && c[0] == '.' && c[1] == '.')
+            return "has a .. component";
+        if (n == 1 && c[0] == '.')
+            return "has a . component";
+        c += n + (e ? 1 : 0);
+        if (e && !*c)
+            return "has an empty component (//, or a / at its end)";
+    }
+    return NULL;
+}
+
 bool al_run_reserved_file_name(const char *n) {
     for (size_t k = 0; k < ELEMENTSOF(reserved_names); k++)
         if (strcmp(n, reserved_names[k]) == 0)
@@ -118,6 +145,18 @@ void al_run_spec_free(al_run_spec *sp) {
         text_free(&sp->artifacts[i]);
     free(sp->artifacts);
     text_free(&sp->thread_id);
+    for (size_t i = 0; i < sp->n_folders; i++) {
+        text_free(&sp->folders[i].name);
+        for (size_t k = 0; k < sp->folders[i].n_paths; k++)
+            text_free(&sp->folders[i].paths[k]);
+        free(sp->folders[i].paths);
+    }
+    free(sp->folders);
+    for (size_t i = 0; i < sp->n_imports; i++) {
+        free(sp->imports[i].folder);
+        free(sp->imports[i].path);
+    }
+    free(sp->imports);
     text_free(&sp->sandbox);
     text_free(&sp->image);
     text_free(&sp->network);
@@ -207,6 +246,35 @@ int al_run_spec_add_artifact(al_run_spec *sp, const char *id, size_t len) {
     return 0;
 }
 
+int al_run_spec_add_folder(al_run_spec *sp, const char *name, size_t len) {
+    al_run_text t = { 0 };
+    if (name && al_run_text_set(&t, name, len) < 0)
+        return -ENOMEM;
+    al_run_folder *e = grow(&sp->folders, &sp->n_folders, sizeof *e);
+    if (!e) {
+        text_free(&t);
+        return -ENOMEM;
+    }
+    e->name = t;
+    return 0;
+}
+
+int al_run_spec_add_folder_path(al_run_spec *sp, const char *path, size_t len) {
+    if (!sp->n_folders)
+        return -EINVAL;
+    al_run_folder *f = &sp->folders[sp->n_folders - 1];
+    al_run_text t = { 0 };
+    if (path && al_run_text_set(&t, path, len) < 0)
+        return -ENOMEM;
+    al_run_text *e = grow(&f->paths, &f->n_paths, sizeof *e);
+    if (!e) {
+        text_free(&t);
+        return -ENOMEM;
+    }
+    *e = t;
+    return 0;
+}
+
 int al_run_spec_set_skill(al_run_spec *sp, const al_run_skill *k) {
     al_run_skill *c = calloc(1, sizeof *c);
     if (!c)
@@ -268,6 +336,42 @@ static uint64_t job_bytes(const al_run_spec *sp) {
         n += json_escaped_len(sp->network.s, sp->network.len) + 16;
     return n;
 }
+
+#define REFUSE(...) return al_run_refuse(msg, msglen, code, __VA_ARGS__)
+/* The folders' imports as asked: counts, names and paths (whether the
+ * folders exist and what the paths hold is the core's to ask). */
+static al_status check_folders(const al_run_spec *sp, char *msg, size_t msglen, const char **code) {
+    if (sp->n_folders > AL_RUN_FOLDERS_MAX)
+        REFUSE(AL_STATUS_INVALID, "bad_request", "folders: at most %d folders, %zu asked", AL_RUN_FOLDERS_MAX,
+               sp->n_folders);
+    size_t paths = 0;
+    for (size_t i = 0; i < sp->n_folders; i++) {
+        const al_run_folder *f = &sp->folders[i];
+        if (!f->name.s || !c_text(&f->name) || !al_valid_thread_id(f->name.s))
+            REFUSE(AL_STATUS_INVALID, "bad_request",
+                   "folders[%zu].folder must be a folder's name (1-64 characters of A-Z a-z 0-9 . _ -)", i);
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(sp->folders[k].name.s, f->name.s) == 0)
+                REFUSE(AL_STATUS_INVALID, "bad_request",
+                       "folders[%zu]: folder %s is named twice (give all its paths in one entry)", i, f->name.s);
+        if (f->n_paths == 0)
+            REFUSE(AL_STATUS_INVALID, "bad_request", "folders[%zu].paths must name at least one path", i);
+        paths += f->n_paths;
+        if (paths > AL_RUN_FOLDER_PATHS_MAX)
+            REFUSE(AL_STATUS_INVALID, "bad_request", "folders: at most %d paths in all", AL_RUN_FOLDER_PATHS_MAX);
+        for (size_t k = 0; k < f->n_paths; k++) {
+            const al_run_text *p = &f->paths[k];
+            const char *why = p->s ? al_run_folder_path_fault(p->s, p->len) : "is not a string";
+            if (why)
+                REFUSE(AL_STATUS_INVALID, "bad_request",
+                       "folders[%zu].paths[%zu] %s: a path names a file or directory beneath folder %s (no .., not "
+                       "absolute, no NUL, at most %d bytes)",
+                       i, k, why, f->name.s, AL_RUN_FOLDER_PATH_MAX);
+        }
+    }
+    return AL_STATUS_OK;
+}
+#undef REFUSE
 
 al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, size_t msglen, const char **code) {
     static char none[1];
@@ -338,6 +442,9 @@ al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, 
                (unsigned long long)b->files_max);
     if (sp->n_artifacts > AL_RUN_ARTIFACT_REFS_MAX)
         REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_ARTIFACTS);
+    al_status fst = check_folders(sp, msg, msglen, code);
+    if (fst != AL_STATUS_OK)
+        return fst;
     /* a timeout in milliseconds is held to the bounds in seconds, rounded
      * up: 1 ms is asked as a second of the budget, and boxed as 1 ms */
     if (sp->timeout_ms) {
@@ -401,7 +508,26 @@ void al_run_staged_free(al_run_staged *st) {
         free(st->docs[i].path);
     }
     free(st->docs);
+    for (size_t i = 0; i < st->n_imports; i++) {
+        free(st->imports[i].folder);
+        free(st->imports[i].path);
+    }
+    free(st->imports);
     *st = (al_run_staged){ 0 };
+}
+
+int al_run_staged_add_import(al_run_staged *st, const char *folder, const char *path, uint64_t size,
+                             const char *sha256) {
+    char *f = strdup(folder), *p = strdup(path);
+    al_run_import_id *e = f && p ? grow(&st->imports, &st->n_imports, sizeof *e) : NULL;
+    if (!e) {
+        free(f);
+        free(p);
+        return -ENOMEM;
+    }
+    *e = (al_run_import_id){ .folder = f, .path = p, .size = size };
+    snprintf(e->sha256, sizeof e->sha256, "%s", sha256);
+    return 0;
 }
 
 int al_run_staged_add_file(al_run_staged *st, const char *name, uint64_t size, const char *sha256) {
@@ -444,6 +570,9 @@ int al_run_staged_of_spec(const al_run_spec *sp, al_run_staged *ret) {
         al_sha256_hex(sp->skill->args_json, n, hex);
         r = al_run_staged_add_file(&st, AL_RUN_SKILL_ARGS_NAME, n, hex);
     }
+    for (size_t i = 0; r == 0 && i < sp->n_imports; i++)
+        r = al_run_staged_add_import(&st, sp->imports[i].folder, sp->imports[i].path, sp->imports[i].size,
+                                     sp->imports[i].sha256);
     if (r == 0 && sp->stdin_text.s) {
         st.has_stdin = true;
         st.stdin_id.size = sp->stdin_text.len;
@@ -498,6 +627,10 @@ int al_run_staged_of_spec(const al_run_spec *sp, al_run_staged *ret) {
  *   [0x01 text(sandbox)]           for an E2B sandbox's run only
  *   [0x02 u64(timeout_ms)]         only when the timeout is not whole seconds
  *                                  (asked in ms)
+ *   [0x03 u64(n) [text(folder) text(path) u64(size) text(sha256)]...]
+ *                                  the connected folders' imports, in the
+ *                                  order they were resolved, only when the
+ *                                  run has some
  *                                  Each trailer is tagged and absent when it
  *                                  does not apply: every spec without them
  *                                  hashes as it always did, and the
@@ -620,6 +753,17 @@ void al_run_spec_hash(const al_run_spec *sp, const al_run_staged *st, char out[6
         sha256_update(&c, 1, &tag);
         put_u64(&c, (uint64_t)sp->limits.timeout_ms);
     }
+    if (st->n_imports) {
+        uint8_t tag = 3;
+        sha256_update(&c, 1, &tag);
+        put_u64(&c, st->n_imports);
+        for (size_t i = 0; i < st->n_imports; i++) {
+            put_str(&c, st->imports[i].folder);
+            put_str(&c, st->imports[i].path);
+            put_u64(&c, st->imports[i].size);
+            put_str(&c, st->imports[i].sha256);
+        }
+    }
     al_sha256_finish_hex(&c, out);
 }
 
@@ -671,6 +815,15 @@ int al_run_spec_record(const al_run_spec *sp, const char *via, json_t *documents
         ok = json_object_set(inputs, "documents", documents) == 0;
     if (ok && sp->sandbox.s)
         ok = json_object_set_new(inputs, "sandbox", text_json(&sp->sandbox)) == 0;
+    /* the folders' files as read at the request: what the start copies */
+    if (ok && sp->n_imports) {
+        json_t *imps = json_array();
+        ok = imps && json_object_set_new(inputs, "imports", imps) == 0;
+        for (size_t i = 0; ok && i < sp->n_imports; i++)
+            ok = json_array_append_new(imps, json_pack("{s:s, s:s, s:I, s:s}", "folder", sp->imports[i].folder, "path",
+                                                       sp->imports[i].path, "size", (json_int_t)sp->imports[i].size,
+                                                       "sha256", sp->imports[i].sha256)) == 0;
+    }
     if (ok) {
         rec->limits = json_dumps(limits, JSON_COMPACT);
         rec->inputs = json_dumps(inputs, JSON_COMPACT);
@@ -720,6 +873,40 @@ static int strings_of(json_t *v, al_run_spec *sp, int (*add)(al_run_spec *, cons
 
 static int add_arg_str(al_run_spec *sp, const char *s, size_t n) { return al_run_spec_add_arg(sp, s, n); }
 
+int al_run_spec_add_import(al_run_spec *sp, const char *folder, const char *path, uint64_t size,
+                           const char *sha256) {
+    char *f = strdup(folder), *p = strdup(path);
+    al_run_import_id *e = f && p ? grow(&sp->imports, &sp->n_imports, sizeof *e) : NULL;
+    if (!e) {
+        free(f);
+        free(p);
+        return -ENOMEM;
+    }
+    *e = (al_run_import_id){ .folder = f, .path = p, .size = size };
+    snprintf(e->sha256, sizeof e->sha256, "%s", sha256);
+    return 0;
+}
+
+int al_run_spec_imports_of(json_t *imports, al_run_spec *sp) {
+    if (!imports)
+        return 0;
+    if (!json_is_array(imports))
+        return -EBADMSG;
+    size_t i;
+    json_t *e;
+    json_array_foreach(imports, i, e) {
+        const char *f = json_string_value(json_object_get(e, "folder")), *p = json_string_value(json_object_get(e, "path"));
+        const char *h = json_string_value(json_object_get(e, "sha256"));
+        json_t *sz = json_object_get(e, "size");
+        if (!f || !p || !h || strlen(h) != 64 || !json_is_integer(sz) || json_integer_value(sz) < 0)
+            return -EBADMSG;
+        int r = al_run_spec_add_import(sp, f, p, (uint64_t)json_integer_value(sz), h);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
 int al_run_spec_of_record(const al_store_run *rec, al_run_spec *ret) {
     al_run_spec sp = { 0 };
     *ret = sp;
@@ -755,6 +942,8 @@ int al_run_spec_of_record(const al_store_run *rec, al_run_spec *ret) {
     }
     if (r == 0 && json_is_array(arts))
         r = strings_of(arts, &sp, al_run_spec_add_artifact);
+    if (r == 0)
+        r = al_run_spec_imports_of(json_object_get(ins, "imports"), &sp);
     if (r == 0 && json_is_object(skill)) {
         al_run_skill k = {
             .name = (char *)json_string_value(json_object_get(skill, "name")),

@@ -31,6 +31,10 @@
 
 #define AL_RUN_FILE_NAME_MAX 255
 #define AL_RUN_ARTIFACT_REFS_MAX 100
+/* connected folders a run imports from, paths it names in all, a path's bytes */
+#define AL_RUN_FOLDERS_MAX 16
+#define AL_RUN_FOLDER_PATHS_MAX 256
+#define AL_RUN_FOLDER_PATH_MAX 1024
 #define AL_RUN_DESCRIPTION_MAX 4096
 #define AL_RUN_ARGS_MAX 256
 #define AL_RUN_ARG_MAX 4096
@@ -108,6 +112,23 @@ typedef struct al_run_skill {
     char *args_json;
 } al_run_skill;
 
+/* A connected folder's file as it was read when the run was requested
+ * (pinned: the start copies exactly these bytes or refuses). */
+typedef struct al_run_import_id {
+    char *folder, *path;
+    uint64_t size;
+    char sha256[65];
+} al_run_import_id;
+
+/* A connected folder's imports as a request names them (core/folders.h
+ * says what they become): the folder's name and the paths beneath it, each
+ * a file or a directory taken whole. */
+typedef struct al_run_folder {
+    al_run_text name;
+    al_run_text *paths;
+    size_t n_paths;
+} al_run_folder;
+
 typedef struct al_run_spec {
     al_run_text language;          /* one of al_run_languages once checked */
     al_run_text code;
@@ -127,6 +148,12 @@ typedef struct al_run_spec {
     al_run_text description;
     al_run_limit_req limit[_AL_LIMIT_MAX];
     al_run_skill *skill;           /* owned; NULL unless a skill's run */
+    al_run_folder *folders;        /* connected folders' imports, as asked */
+    size_t n_folders;
+    al_run_import_id *imports;     /* and the files they name, as read when the run
+                                    * was requested (core/folders.c; the record's
+                                    * inputs.imports): what the hash and the start bind */
+    size_t n_imports;
     al_run_text sandbox;           /* an E2B sandbox's id: the run works in its working
                                     * directory (staged as /work, collected back after);
                                     * set by the E2B surface alone, never read from a body */
@@ -154,6 +181,16 @@ int al_run_spec_add_file(al_run_spec *sp, const void *name, size_t name_len, con
 int al_run_spec_add_file_base64(al_run_spec *sp, const void *name, size_t name_len, const char *b64, size_t b64_len);
 /* Sets has_args. */
 int al_run_spec_add_arg(al_run_spec *sp, const void *arg, size_t len);
+/* A folder's entry (NAME may be NULL: an entry that named none) and a path
+ * of the last one added (PATH NULL: one that was no string). */
+int al_run_spec_add_folder(al_run_spec *sp, const char *name, size_t len);
+int al_run_spec_add_folder_path(al_run_spec *sp, const char *path, size_t len);
+/* A file a folder's import pinned (the core's, core/folders.c); 0 or -ENOMEM. */
+int al_run_spec_add_import(al_run_spec *sp, const char *folder, const char *path, uint64_t size,
+                           const char *sha256);
+/* The imports a record's inputs.imports lists (NULL: none), added to SP:
+ * 0, -ENOMEM, -EBADMSG for a list that is not one. */
+int al_run_spec_imports_of(json_t *imports, al_run_spec *sp);
 /* ID NULL: an entry that is no id. */
 int al_run_spec_add_artifact(al_run_spec *sp, const char *id, size_t len);
 /* The skill's fields, copied; ARGS_JSON may be NULL ("{}" is staged). */
@@ -194,8 +231,8 @@ typedef struct al_run_doc_id {
 } al_run_doc_id;
 
 /* What the box will hold besides what the spec says itself: the inline
- * files (a skill's args.json among them) and stdin as stored, and the
- * documents as staging will link them. */
+ * files (a skill's args.json among them) and stdin as stored, the
+ * documents as staging will link them, and the folders' imports. */
 typedef struct al_run_staged {
     al_run_input_id *files; /* any order: the hash takes them by name */
     size_t n_files;
@@ -203,6 +240,8 @@ typedef struct al_run_staged {
     al_run_input_id stdin_id;
     al_run_doc_id *docs;    /* in staging order */
     size_t n_docs;
+    al_run_import_id *imports; /* in the order they were resolved */
+    size_t n_imports;
 } al_run_staged;
 
 void al_run_staged_free(al_run_staged *st);
@@ -214,6 +253,8 @@ int al_run_staged_of_spec(const al_run_spec *sp, al_run_staged *ret);
 int al_run_staged_add_file(al_run_staged *st, const char *name, uint64_t size, const char *sha256);
 int al_run_staged_add_doc(al_run_staged *st, const char *id, const char *path, int64_t version, uint64_t size,
                           const char *sha256);
+int al_run_staged_add_import(al_run_staged *st, const char *folder, const char *path, uint64_t size,
+                             const char *sha256);
 
 /* The sha256, as hex, of the canonical form of SP (checked and resolved,
  * or read back from its record) and ST: what an approval binds. The
@@ -256,6 +297,9 @@ int64_t al_run_spec_input_bytes(const al_run_spec *sp);
 #define AL_RUN_RULE_DESCRIPTION "description must be a string of at most 4096 bytes, without NUL"
 #define AL_RUN_RULE_SANDBOX "sandbox must be a sandbox id (1-31 characters of a-z 0-9 _)"
 #define AL_RUN_RULE_ARTIFACTS "artifacts must be an array of at most 100 artifact ids"
+#define AL_RUN_RULE_FOLDERS                                                                                           \
+    "folders must be an array of at most 16 {folder, paths} objects, 256 paths in all, each path relative to its "   \
+    "folder (no .., not absolute, no NUL, at most 1024 bytes)"
 /* with the file's index */
 #define AL_RUN_RULE_FILE_NAME                                                                                         \
     "files[%zu].name must be a plain file name (no /, not . or .., not main.py, main.js, main.sh or documents)"
@@ -276,5 +320,9 @@ bool al_valid_sandbox_id(const char *t);
 /* A name of a file in /work: not empty, at most 255 bytes, no / and no
  * NUL, not . or .. (LEN is its length in bytes, NULs included). */
 bool al_run_valid_file_name(const char *n, size_t len);
+/* Why P (LEN bytes) is no path beneath a connected folder, or NULL: not
+ * empty, at most AL_RUN_FOLDER_PATH_MAX bytes, no NUL, not absolute, no
+ * component empty, . or .. ("." alone: the folder itself). */
+const char *al_run_folder_path_fault(const char *p, size_t len);
 /* Whether N is a name that the box's /work gives to something else. */
 bool al_run_reserved_file_name(const char *n);

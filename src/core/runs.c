@@ -14,6 +14,7 @@
 #include "../image/image.h"
 #include "audit.h"
 #include "dlp.h"
+#include "folders.h"
 #include "run_end.h"
 #include "run_spec.h"
 #include "sandbox.h"
@@ -256,6 +257,27 @@ static al_status run_error(json_t **ret, al_status status, const char *code, con
     al_utf8_fix(msg); /* it may quote the request, cut at a byte count */
     *ret = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
     return status;
+}
+
+/* SP's folders' imports read and pinned in SP (al_folder_resolve): OK, or
+ * the refusal in *RET_DOC: a rule broken, an unknown folder or path is
+ * 400, a folder whose root is no longer the directory registered 409. */
+static al_status folder_imports(al_service *s, const al_principal *p, al_run_spec *sp, json_t **ret_doc) {
+    al_error err = { 0 };
+    if (!sp->n_folders)
+        return AL_STATUS_OK;
+    if (sp->sandbox.s)
+        return run_error(ret_doc, AL_STATUS_INVALID, "bad_request",
+                         "folders: a sandbox's command works in the sandbox's files; import folders when the "
+                         "sandbox is made (metadata airlock_folders)");
+    int r = al_folder_resolve(s->store, p->workspace_id, sp, &err);
+    if (r == 0)
+        return AL_STATUS_OK;
+    if (r == -ESTALE)
+        return run_error(ret_doc, AL_STATUS_CONFLICT, "folder_changed", "%s", err.msg);
+    if (r == -EIO || r == -ENOMEM)
+        return run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "%s", err.msg[0] ? err.msg : "cannot read the folders");
+    return run_error(ret_doc, AL_STATUS_INVALID, "bad_request", "%s", err.msg);
 }
 
 /* The answer about run RUN_ID of P, just made or found by its
@@ -695,7 +717,8 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
         *t = (al_run_limit_req){ .has = true, .value = v > hi ? hi : v < lo ? lo : v };
     }
     if ((ret = resolve(s, sp, &bounds, settings, ret_doc)) != AL_STATUS_OK ||
-        (ret = refusals(s, p, sp, tool, settings, ret_doc)) != AL_STATUS_OK)
+        (ret = refusals(s, p, sp, tool, settings, ret_doc)) != AL_STATUS_OK ||
+        (ret = folder_imports(s, p, sp, ret_doc)) != AL_STATUS_OK)
         goto out;
     char run_id[40], now[40], dir[PATH_MAX + 64];
     al_store_new_id("run", run_id, sizeof run_id);
@@ -737,7 +760,16 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
     if (!needs_approval)
         snprintf(rec.node_id, sizeof rec.node_id, "%s", s->node_id);
     al_store_approval appr = { 0 };
-    if (needs_approval) {
+    if (sp->n_imports) {
+        /* /work/documents/FOLDER is the folder's: a thread's document of
+         * that top-level name is refused now, not found at the start */
+        json_t *docs = al_approval_documents(s, &rec, &err);
+        if (!docs || al_folder_clash(docs, sp, &err) < 0)
+            ret = run_error(ret_doc, docs ? AL_STATUS_INVALID : AL_STATUS_INTERNAL, docs ? "bad_request" : "internal",
+                            "%s", err.msg);
+        json_decref(docs);
+    }
+    if (ret == AL_STATUS_OK && needs_approval) {
         /* the thread's documents as they are now are what the approver sees
          * and what the run gets: pinned, so a version the thread gains
          * before the run starts is not staged in its place */

@@ -2,6 +2,7 @@
 #include "views.h"
 #include "service_int.h"
 #include "checkpoint.h"
+#include "folders.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -293,4 +294,23 @@ void al_view_figures_get(al_service *s, al_view_figures *ret) {
 
 int al_view_runs_by_state(al_service *s, int64_t ret[_AL_RUN_STATE_MAX], al_error *err) {
     return al_store_runs_by_state(s->store, NULL, NULL, NULL, ret, err);
+}
+
+/* ----------------------------------------------------------------- folders */
+
+json_t *al_view_folders(al_service *s, const al_principal *p, bool with_path, al_error *err) {
+    al_store_folder *v = NULL;
+    size_t n = 0;
+    if (al_store_folders_list(s->store, p->workspace_id, AL_FOLDERS_PER_WORKSPACE, &v, &n, err) < 0)
+        return NULL;
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < n; i++)
+        json_array_append_new(list, al_folder_json(&v[i], with_path));
+    al_store_folders_free(v, n);
+    return list ? json_pack("{s:o}", "folders", list) : NULL;
+}
+
+json_t *al_view_folder_entries(al_service *s, const al_principal *p, const char *name, const char *sub,
+                               al_error *err) {
+    return al_folder_entries(s->store, p->workspace_id, name, sub, err);
 }

@@ -168,3 +168,15 @@ typedef struct al_view_figures {
 void al_view_figures_get(al_service *s, al_view_figures *ret);
 /* Every run by state (for /metrics). */
 int al_view_runs_by_state(al_service *s, int64_t ret[_AL_RUN_STATE_MAX], al_error *err);
+
+/* ----------------------------------------------------------------- folders */
+
+/* P's workspace's connected folders (core/folders.h): {folders: [{name,
+ * glob, created_at}, ...]}, each with its host path too when WITH_PATH
+ * (an admin asks). NULL with ERR on a store error. */
+json_t *al_view_folders(al_service *s, const al_principal *p, bool with_path, al_error *err);
+/* A directory's entries of folder NAME of P's workspace (al_folder_entries):
+ * NULL with ERR (ERR->err ENOENT: no such folder or directory; EINVAL: a
+ * path that breaks a rule, a link, a mount point; else the cause). */
+json_t *al_view_folder_entries(al_service *s, const al_principal *p, const char *name, const char *sub,
+                               al_error *err);

@@ -203,6 +203,7 @@ MODULES = {
     "test_e2b_control.py": ("asan", "postgresql"),           # the E2B SDK: control plane, files
     "test_console.py": ("asan",),                            # the web console: its files, and Chromium driving it (issue 36)
     "test_battery_p_e2b.py": ("asan", "postgresql"),       # the E2B API as an attacker uses it
+    "test_folders.py": ("asan", "postgresql"),                # connected folders (issue 38): mounts a bind in its folder
     "test_fuzz_findings.py": ("asan",),
     "test_governance_approvals.py": ("asan", "postgresql"),
     "test_governance_audit.py": ("asan", "postgresql"),
