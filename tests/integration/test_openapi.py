@@ -11,6 +11,7 @@ import json
 import os
 import re
 import tarfile
+import tempfile
 import time
 
 import pytest
@@ -138,6 +139,23 @@ def contract():
     except ImportError:
         need(False, "python3-jsonschema (scripts/deps.sh installs it)")
     return Contract(SPEC)
+
+
+def folder_reads(call, service):
+    """The connected folders (issue 38): the list and a directory's entries, on a
+    folder lent to the bootstrap workspace (the oldest: the one `call`'s key is of)."""
+    ws = re.search(r"\b(ws_[a-z0-9]+)", service.admin("list")).group(1)
+    d = tempfile.mkdtemp(prefix="oa-folder-")
+    os.mkdir(os.path.join(d, "sub"))
+    open(os.path.join(d, "a.txt"), "w").write("a")
+    service.admin("folder", "add", "--workspace", ws, "oa", d)
+    listed = call("GET", "/v1/folders", 200)
+    assert [f["name"] for f in listed["folders"]] == ["oa"] and listed["folders"][0]["path"] == d, listed
+    call("GET", "/v1/folders", 400, query={"path": "x"})
+    got = call("GET", "/v1/folders/{name}/entries", 200, {"name": "oa"})
+    assert [(e["name"], e["type"]) for e in got["entries"]] == [("a.txt", "file"), ("sub", "dir")], got
+    call("GET", "/v1/folders/{name}/entries", 400, {"name": "oa"}, query={"path": "../x"})
+    call("GET", "/v1/folders/{name}/entries", 404, {"name": "nope"})
 
 
 def console_reads(call, contract, service):
@@ -374,6 +392,7 @@ def test_every_operation_answers_as_documented(service, contract):
     mem("DELETE", "/v1/keys/{id}", 200, {"id": made["key"]["id"]})
     # --- what the console reads (issue 36)
     console_reads(call, contract, service)
+    folder_reads(call, service)
     # --- the operations with no reply seen are none
     unseen = {k for k in OPS if not any((m, p) == k for m, p, _ in contract.seen)}
     assert not unseen, f"operations never exercised: {sorted(unseen)}"
