@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from node_util import node_test, npm_ci
 from service_util import audit_events, gov_tenant, put_settings, service  # noqa: F401
 
 SECRET_FILE = "/etc/shadow"
@@ -319,3 +320,13 @@ def test_a_document_of_the_folders_name_is_refused(ws):
     assert run["state"] == "succeeded", run
     status, _, doc = ws.client.post_run("print(1)", thread_id=thread, folders=[{"folder": "docs", "paths": ["a.csv"]}])
     assert status == 400 and "docs/n.txt" in doc["error"]["message"], doc
+
+
+# ------------------------------------------------------------ MCP
+
+
+def test_mcp_sdk_code_execution_with_folders(service, ws):
+    """The official MCP SDK (tests/e2e/mcp_folders.test.mjs) against the same folder."""
+    npm_ci()
+    node_test("mcp_folders.test.mjs", {"AIRLOCK_URL": service.base_url, "AIRLOCK_API_KEY": ws.client.key,
+                                       "AIRLOCK_FOLDER": "docs"}, expect=1)
