@@ -82,6 +82,11 @@ int al_folder_stage(al_store *st, const char *ws_id, const al_run_spec *sp, cons
  * /work/documents/NAME is then: -EEXIST with ERR naming both, else 0. */
 int al_folder_clash(json_t *docs, const al_run_spec *sp, al_error *err);
 
+/* TEXT, a JSON array of {folder, paths} as POST /v1/runs' `folders` (E2B's
+ * metadata airlock_folders), read into SP's folders and checked
+ * (al_run_spec_check_folders): 0, or -EINVAL with ERR saying why. */
+int al_folder_request_parse(const char *text, al_run_spec *sp, al_error *err);
+
 /* SP's imports as JSON: [{folder, path, size, sha256}] (the audit's and
  * the approval card's view). */
 json_t *al_folder_imports_json(const al_run_spec *sp);

@@ -340,7 +340,7 @@ static uint64_t job_bytes(const al_run_spec *sp) {
 #define REFUSE(...) return al_run_refuse(msg, msglen, code, __VA_ARGS__)
 /* The folders' imports as asked: counts, names and paths (whether the
  * folders exist and what the paths hold is the core's to ask). */
-static al_status check_folders(const al_run_spec *sp, char *msg, size_t msglen, const char **code) {
+al_status al_run_spec_check_folders(const al_run_spec *sp, char *msg, size_t msglen, const char **code) {
     if (sp->n_folders > AL_RUN_FOLDERS_MAX)
         REFUSE(AL_STATUS_INVALID, "bad_request", "folders: at most %d folders, %zu asked", AL_RUN_FOLDERS_MAX,
                sp->n_folders);
@@ -442,7 +442,7 @@ al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, 
                (unsigned long long)b->files_max);
     if (sp->n_artifacts > AL_RUN_ARTIFACT_REFS_MAX)
         REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_ARTIFACTS);
-    al_status fst = check_folders(sp, msg, msglen, code);
+    al_status fst = al_run_spec_check_folders(sp, msg, msglen, code);
     if (fst != AL_STATUS_OK)
         return fst;
     /* a timeout in milliseconds is held to the bounds in seconds, rounded

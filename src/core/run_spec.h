@@ -207,6 +207,10 @@ int al_run_spec_set_skill(al_run_spec *sp, const al_run_skill *k);
  * the number of files, of artifacts, limits, each file's name. */
 al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, size_t msglen, const char **code);
 
+/* The folders' part of the check (al_run_spec_check runs it too): for a
+ * request that names folders without a run (an E2B sandbox's create). */
+al_status al_run_spec_check_folders(const al_run_spec *sp, char *msg, size_t msglen, const char **code);
+
 /* The core's resolution: IMAGE_REF ("host" or "sha256:<hex>") and NETWORK
  * (the policy in canonical form, the workspace's default where none was
  * asked) replace what was asked. 0 or -ENOMEM. */

@@ -88,6 +88,10 @@ int al_sandbox_owner_check(const al_sandbox *sb, const al_principal *p, al_error
 #define AL_SANDBOX_META_MAX 32                  /* metadata entries, and env vars */
 #define AL_SANDBOX_META_KEY_MAX 128
 #define AL_SANDBOX_META_VALUE_MAX 1024
+/* the metadata key a sandbox's connected folders' imports are given in (a
+ * JSON array as POST /v1/runs' folders), and its size: 256 paths */
+#define AL_SANDBOX_META_FOLDERS "airlock_folders"
+#define AL_SANDBOX_META_FOLDERS_MAX (64u << 10)
 #define AL_SANDBOX_BYTES_MAX (64ULL << 20)      /* home/ and out/ together: the box's /work tmpfs */
 #define AL_SANDBOX_ENTRIES_MAX 4096             /* files and directories, home/ and out/ together */
 

@@ -17,9 +17,11 @@
 #include "../image/image.h"
 #include "../store/runs.h"
 #include "../util/hash.h"
+#include "folders.h"
 #include "governance.h"
 #include "runs.h"
 #include "sandbox_int.h"
+#include "sandbox_run.h"
 #include "session_box.h"
 #include "service.h"
 #include "service_int.h"
@@ -44,9 +46,11 @@ static int strings_check(json_t *obj, const char *field, bool env, al_error *err
         if (strlen(k) > AL_SANDBOX_META_KEY_MAX || !k[0])
             return al_err(err, field, EINVAL, "%s: a key is empty or longer than %d bytes", field,
                           AL_SANDBOX_META_KEY_MAX);
-        if (json_string_length(v) > AL_SANDBOX_META_VALUE_MAX || strlen(json_string_value(v)) != json_string_length(v))
-            return al_err(err, field, EINVAL, "%s.%s: longer than %d bytes, or holds a NUL", field, k,
-                          AL_SANDBOX_META_VALUE_MAX);
+        /* airlock_folders holds a list of paths (folders.h): room for them */
+        size_t vmax = !env && strcmp(k, AL_SANDBOX_META_FOLDERS) == 0 ? AL_SANDBOX_META_FOLDERS_MAX
+                                                                      : AL_SANDBOX_META_VALUE_MAX;
+        if (json_string_length(v) > vmax || strlen(json_string_value(v)) != json_string_length(v))
+            return al_err(err, field, EINVAL, "%s.%s: longer than %zu bytes, or holds a NUL", field, k, vmax);
         const char *bad = env ? al_sandbox_env_problem(k) : NULL;
         if (bad)
             return al_err(err, field, EINVAL, "%s: %s %s", field, k, bad);
@@ -198,6 +202,33 @@ static int spec_check(al_service *s, const al_principal *p, const al_sandbox_spe
     return r;
 }
 
+/* Metadata airlock_folders (MD's, when it has it): the connected folders'
+ * files read beneath their roots and copied into sandbox ID's home as
+ * documents/FOLDER/PATH (its /work/documents), as a run's imports are;
+ * what was copied in *RET_IMPORTS (for the audit). 0 or -errno (-EINVAL a
+ * refusal, -EEXIST a folder replaced since it was registered). */
+static int stage_folders(al_service *s, const al_principal *p, json_t *md, const char *id, json_t **ret_imports,
+                         al_error *err) {
+    *ret_imports = NULL;
+    const char *text = json_string_value(json_object_get(md, AL_SANDBOX_META_FOLDERS));
+    if (!text)
+        return 0;
+    al_run_spec fs = { 0 };
+    char home[PATH_MAX + 128], docs[PATH_MAX + 160];
+    int r = al_folder_request_parse(text, &fs, err);
+    if (r == 0 && (r = al_folder_resolve(s->store, p->workspace_id, &fs, err)) < 0)
+        r = r == -ESTALE ? -EEXIST : r == -EIO || r == -ENOMEM ? r : -EINVAL;
+    if (r == 0 && al_sandbox_run_dir(s, id, "home", home, sizeof home) < 0)
+        r = al_err(err, "sandbox", ENAMETOOLONG, "the state directory's path is too long");
+    snprintf(docs, sizeof docs, "%s/documents", home);
+    if (r == 0 && (r = al_folder_stage(s->store, p->workspace_id, &fs, docs, false, err)) > 0)
+        r = 0;
+    if (r == 0)
+        *ret_imports = al_folder_imports_json(&fs);
+    al_run_spec_free(&fs);
+    return r;
+}
+
 int al_sandbox_create(al_service *s, const al_principal *p, const char *key, const al_sandbox_spec *sp,
                       al_sandbox *out, char token[72], al_error *err) {
     memset(out, 0, sizeof *out);
@@ -222,13 +253,17 @@ int al_sandbox_create(al_service *s, const al_principal *p, const char *key, con
     b.env_vars = json_is_object(sp->env_vars) ? json_dumps(sp->env_vars, JSON_COMPACT) : strdup("{}");
     if (!b.metadata || !b.env_vars)
         r = al_err(err, "sandbox", ENOMEM, "out of memory");
+    json_t *imports = NULL;
     if (r == 0)
         r = al_sandbox_make_dirs(s, b.id, err);
-    if (r == 0 &&
-        (r = store_with_audit(s, p, &b, "sandbox.create",
-                              audit_data(b.id, json_pack("{s:s, s:s, s:s}", "template", b.template_id, "network",
-                                                         b.network, "end_at", b.end_at)),
-                              err)) < 0)
+    if (r == 0 && (r = stage_folders(s, p, sp->metadata, b.id, &imports, err)) < 0)
+        al_sandbox_remove_dirs(s, b.id);
+    else if (r == 0 &&
+             (r = store_with_audit(s, p, &b, "sandbox.create",
+                                   audit_data(b.id, json_pack("{s:s, s:s, s:s, s:o?}", "template", b.template_id,
+                                                              "network", b.network, "end_at", b.end_at, "imports",
+                                                              imports)),
+                                   err)) < 0)
         al_sandbox_remove_dirs(s, b.id);
     if (r == 0)
         r = al_sandbox_from_store(&b, out, err);

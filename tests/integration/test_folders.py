@@ -330,3 +330,13 @@ def test_mcp_sdk_code_execution_with_folders(service, ws):
     npm_ci()
     node_test("mcp_folders.test.mjs", {"AIRLOCK_URL": service.base_url, "AIRLOCK_API_KEY": ws.client.key,
                                        "AIRLOCK_FOLDER": "docs"}, expect=1)
+
+
+# ------------------------------------------------------------ E2B
+
+
+def test_e2b_sdk_sandbox_with_folders(service, ws):
+    """The E2B SDK (tests/e2e/e2b_folders.test.mjs): metadata airlock_folders at create."""
+    npm_ci()
+    node_test("e2b_folders.test.mjs", {"AIRLOCK_URL": service.base_url, "AIRLOCK_API_KEY": ws.client.key,
+                                       "AIRLOCK_FOLDER": "docs"}, expect=1)
