@@ -9,7 +9,8 @@ export function hashCell(hash) {
 }
 
 // What the box holds beside its code (an approval card's inputs, or what a
-// trace kept): files, stdin, args and documents, with sizes and hashes.
+// trace kept): files, stdin, args, documents and connected folders' files,
+// with sizes and hashes.
 export function manifest(inputs, extraArtifacts) {
   const rows = [];
   const i = inputs || {};
@@ -17,6 +18,8 @@ export function manifest(inputs, extraArtifacts) {
   if (i.stdin) rows.push(["Stdin", "standard input", i.stdin.size, i.stdin.sha256, i.stdin.url]);
   for (const d of i.documents || []) rows.push(["Document", `${d.path} (v${d.version})`, d.size, d.sha256, d.url]);
   if (!i.documents && extraArtifacts) for (const a of extraArtifacts) rows.push(["Document", a.path || a.id || a, a.size, a.sha256, null]);
+  // a connected folder's files, as read at the request (staged in /work/documents/FOLDER)
+  for (const f of i.imports || []) rows.push(["Folder file", `${f.folder}: ${f.path}`, f.size, f.sha256, null]);
   const args = Array.isArray(i.args) && i.args.length ? i.args : null;
   const parts = [];
   if (args) parts.push(h("p", {}, h("strong", {}, "Arguments: "), h("code", {}, args.map((a) => JSON.stringify(a)).join(" "))));
