@@ -786,8 +786,78 @@ static void test_states(void) {
     CHECK(al_run_state_from_name("done") == _AL_RUN_STATE_INVALID && al_run_state_from_name(NULL) == _AL_RUN_STATE_INVALID);
 }
 
+/* Connected folders' imports as asked: the rules of the request (the
+ * folders themselves are the core's); the pinned files enter the hash as a
+ * trailer (a run without any hashes as before), survive the record, and
+ * any change of a file's folder, path, size, sha256 or order is another hash. */
+static void test_folders(void) {
+    CHECK(accepted(check_with("\"folders\": [{\"folder\": \"docs\", \"paths\": [\"a/b.csv\", \".\"]}]")));
+    CHECK(refused(check_with("\"folders\": {}"), "folders must be an array"));
+    CHECK(refused(check_with("\"folders\": [{\"folder\": \"docs\"}]"), "folders[0] must be"));
+    CHECK(refused(check_with("\"folders\": [{\"folder\": \"docs\", \"paths\": [\"a\"], \"x\": 1}]"),
+                  "unknown field \"x\" in folders[0]"));
+    CHECK(refused(check_with("\"folders\": [{\"folder\": \"..\", \"paths\": [\"a\"]}]"), "folders[0].folder"));
+    CHECK(refused(check_with("\"folders\": [{\"folder\": \"d\", \"paths\": []}]"), "folders[0].paths must name"));
+    CHECK(refused(check_with("\"folders\": [{\"folder\": \"d\", \"paths\": [\"a\"]}, "
+                             "{\"folder\": \"d\", \"paths\": [\"b\"]}]"),
+                  "folders[1]: folder d is named twice"));
+    static const char *const bad_paths[] = { "", "/etc", "a/../b", "..", "a//b", "a/", "./a", "a/./b", "a\\u0000b" };
+    for (size_t i = 0; i < sizeof bad_paths / sizeof bad_paths[0]; i++) {
+        char extra[200];
+        snprintf(extra, sizeof extra, "\"folders\": [{\"folder\": \"d\", \"paths\": [\"%s\"]}]", bad_paths[i]);
+        CHECK(refused(check_with(extra), "folders[0].paths[0]"));
+    }
+    /* the hash: none, one file, and each field of it changed */
+    al_run_spec sp = { 0 };
+    al_run_text_set(&sp.language, "python", 6);
+    al_run_text_set(&sp.code, "1", 1);
+    char h[8][65];
+    const char *const sha_a = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const char *const sha_b = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    static const struct { const char *f, *p; uint64_t size; int sha; } v[] = {
+        { "docs", "a.csv", 1, 0 }, { "docx", "a.csv", 1, 0 }, { "docs", "a.csv2", 1, 0 },
+        { "docs", "a.csv", 2, 0 }, { "docs", "a.csv", 1, 1 }, { "doc", "sa.csv", 1, 0 },
+    };
+    al_run_spec_hash(&sp, NULL, h[0]);
+    for (size_t i = 0; i < 6; i++) {
+        al_run_staged st = { 0 };
+        al_run_staged_add_import(&st, v[i].f, v[i].p, v[i].size, v[i].sha ? sha_b : sha_a);
+        al_run_spec_hash(&sp, &st, h[i + 1]);
+        al_run_staged_free(&st);
+    }
+    al_run_staged two = { 0 };
+    al_run_staged_add_import(&two, "docs", "a.csv", 1, sha_a);
+    al_run_staged_add_import(&two, "docs", "b.csv", 1, sha_a);
+    al_run_spec_hash(&sp, &two, h[7]);
+    for (int i = 0; i < 8; i++)
+        for (int k = i + 1; k < 8; k++)
+            CHECK(strlen(h[i]) == 64 && strcmp(h[i], h[k]) != 0);
+    /* pinned in the spec, recorded, read back: the same hash */
+    al_run_spec_resolve(&sp, "host", "offline");
+    CHECK(al_run_spec_add_import(&sp, "docs", "a.csv", 1, sha_a) == 0 &&
+          al_run_spec_add_import(&sp, "docs", "b.csv", 1, sha_a) == 0);
+    al_store_run rec = { 0 };
+    CHECK(al_run_spec_record(&sp, "rest", NULL, &rec) == 0);
+    al_run_spec back;
+    CHECK(al_run_spec_of_record(&rec, &back) == 0 && back.n_imports == 2);
+    al_run_staged s1, s2;
+    al_run_staged_of_spec(&sp, &s1);
+    al_run_staged_of_spec(&back, &s2);
+    char a[65], b[65];
+    al_run_spec_hash(&sp, &s1, a);
+    al_run_spec_hash(&back, &s2, b);
+    CHECK(s1.n_imports == 2 && strcmp(a, b) == 0);
+    al_run_staged_free(&s1);
+    al_run_staged_free(&s2);
+    al_run_staged_free(&two);
+    al_run_spec_free(&back);
+    al_run_spec_record_done(&rec);
+    al_run_spec_free(&sp);
+}
+
 int main(void) {
     test_refusals();
+    test_folders();
     test_order_and_defaults();
     test_built_specs();
     test_hash_stable();
