@@ -96,14 +96,14 @@ static void audit_call(al_service *s, const al_store_run *run, const char *state
                         json_integer_value(json_object_get(ev, "bytes_down"));
     }
     json_t *data = json_pack("{s:s, s:s, s:s, s:s?, s:O, s:s, s:s, s:I, s:s?, s:s, s:{s:I, s:I, s:I}, s:s, s:i}",
-                                  "tool", skill ? "run_skill_script" : "code_execution", "via",
-                                  json_string_value(json_object_get(ins, "via")) ?: "rest", "invocation_id", run->id,
-                                  "input_sha256", input_hash[0] ? input_hash : NULL,
-                                  "exit_code", exit_code ? exit_code : json_null(), "output_preview", preview,
-                                  "language", run->language, "duration_ms", (json_int_t)duration_ms, "network",
-                                  run->network, "image_digest", run->image[0] ? run->image : "host",
-                                  "egress", "connections", egress_conns, "denied", egress_denied, "bytes", egress_bytes,
-                                  "state", state_name, "redactions", redactions);
+                             "tool", skill ? "run_skill_script" : "code_execution", "via",
+                             json_string_value(json_object_get(ins, "via")) ?: "rest", "invocation_id", run->id,
+                             "input_sha256", input_hash[0] ? input_hash : NULL,
+                             "exit_code", exit_code ? exit_code : json_null(), "output_preview", preview,
+                             "language", run->language, "duration_ms", (json_int_t)duration_ms, "network",
+                             run->network, "image_digest", run->image[0] ? run->image : "host",
+                             "egress", "connections", egress_conns, "denied", egress_denied, "bytes", egress_bytes,
+                             "state", state_name, "redactions", redactions);
     /* what of the connected folders it was given: each file as pinned
      * (folder, path, size, sha256), the bytes the start checked */
     json_t *imports = json_object_get(ins, "imports");
@@ -470,11 +470,14 @@ static int build_job(al_service *s, runner *r, al_error *ret_err) {
 static step start(runner *r) {
     al_service *s = r->s;
     al_error err = { 0 };
-    if (build_job(s, r, &err) < 0)
+    if (build_job(s, r, &err) < 0) {
         /* a folder's file that is not the one pinned (and approved) names
          * itself: the run ends with that reason, not a provisioning fault */
-        return refuse(r, strcmp(err.step, "folder_changed") == 0 ? "folder_changed" : strcmp(err.step, "folder") == 0 ? "folder" : "provisioning",
-                      "%s", err.msg);
+        const char *why = strcmp(err.step, "folder_changed") == 0 ? "folder_changed"
+                          : strcmp(err.step, "folder") == 0        ? "folder"
+                                                                   : "provisioning";
+        return refuse(r, why, "%s", err.msg);
+    }
     pthread_mutex_lock(&s->mu);
     r->a->dr = r->dr;
     bool cancel = r->a->cancel_requested || r->a->stop_requested;
