@@ -340,3 +340,19 @@ def test_e2b_sdk_sandbox_with_folders(service, ws):
     npm_ci()
     node_test("e2b_folders.test.mjs", {"AIRLOCK_URL": service.base_url, "AIRLOCK_API_KEY": ws.client.key,
                                        "AIRLOCK_FOLDER": "docs"}, expect=1)
+
+
+def test_the_box_s_own_caps_bound_the_copy(service, ws, tmp_path):
+    """1,000 files is the folders' cap, and the box's /work holds 1,000 entries in
+    all, directories included: the run ends error naming the cap, not a box half staged."""
+    full = tmp_path / "full"
+    (full / "d").mkdir(parents=True)
+    for i in range(1000):
+        (full / "d" / f"{i:04}").write_bytes(b"")
+    service.admin("folder", "add", "--workspace", ws.workspace, "full", str(full))
+    try:
+        status, _, run = folder_run(ws.client, "print(1)", [{"folder": "full", "paths": ["d"]}])
+        assert status == 200 and run["state"] == "error", run
+        assert run["error"]["code"] == "box" and "1000" in run["error"]["message"], run["error"]
+    finally:
+        service.admin("folder", "rm", "--workspace", ws.workspace, "full")
