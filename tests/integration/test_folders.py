@@ -356,3 +356,17 @@ def test_the_box_s_own_caps_bound_the_copy(service, ws, tmp_path):
         assert run["error"]["code"] == "box" and "1000" in run["error"]["message"], run["error"]
     finally:
         service.admin("folder", "rm", "--workspace", ws.workspace, "full")
+
+
+def test_a_folder_removed_before_the_start_ends_the_run(service, ws, appr, tmp_path):
+    d = tmp_path / "gone"
+    d.mkdir()
+    (d / "g.txt").write_text("g")
+    service.admin("folder", "add", "--workspace", appr.workspace, "gone", str(d))
+    status, _, run = appr.client.post_run("print(1)", folders=[{"folder": "gone", "paths": ["g.txt"]}])
+    assert status == 201 and run["approval"]["inputs"]["imports"][0]["path"] == "g.txt", run
+    service.admin("folder", "rm", "--workspace", appr.workspace, "gone")
+    appr.approver.ok("POST", f"/v1/runs/{run['id']}/approve", json={"hash": run["approval"]["hash"]})
+    done = appr.client.wait_state(run["id"], {"succeeded", "failed", "error"})
+    assert done["state"] == "error" and done["error"]["code"] == "folder", done
+    assert "folder gone was removed" in done["error"]["message"], done["error"]
