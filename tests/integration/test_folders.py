@@ -10,6 +10,7 @@ that airlock refuses it, at once and naming the path."""
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -17,8 +18,9 @@ import time
 
 import pytest
 
+from conftest import ROOT
 from node_util import node_test, npm_ci
-from service_util import audit_events, gov_tenant, put_settings, service  # noqa: F401
+from service_util import audit_events, gov_tenant, hooks_binary, put_settings, service, services  # noqa: F401
 
 SECRET_FILE = "/etc/shadow"
 
@@ -370,3 +372,25 @@ def test_a_folder_removed_before_the_start_ends_the_run(service, ws, appr, tmp_p
     done = appr.client.wait_state(run["id"], {"succeeded", "failed", "error"})
     assert done["state"] == "error" and done["error"]["code"] == "folder", done
     assert "folder gone was removed" in done["error"]["message"], done["error"]
+
+
+def test_without_approval_a_change_before_the_start_is_refused(services, tmp_path):
+    """No approval: the file is pinned at the request all the same, and read again
+    at the start. The test build holds a claimed run 1.5 s before its start
+    (AIRLOCK_TEST_CLAIM_PAUSE_MS): the file is changed inside that window."""
+    svc = services.start("foldclaim", extra_env={"AIRLOCK_TEST_CLAIM_PAUSE_MS": "1500"},
+                         binary=hooks_binary(ROOT / "build-asan"))
+    ws_id = re.search(r"\b(ws_[a-z0-9]+)", svc.admin("list")).group(1)
+    d = tmp_path / "live"
+    d.mkdir()
+    (d / "f.txt").write_bytes(b"request\n")
+    svc.admin("folder", "add", "--workspace", ws_id, "live", str(d))
+    code = "print(open('/work/documents/live/f.txt').read().strip())"
+    # the control: unchanged, it runs with what was requested
+    run = svc.run(code, folders=[{"folder": "live", "paths": ["f.txt"]}])
+    assert run["state"] == "succeeded" and run["result"]["stdout"] == "request\n", run
+    run = svc.run(code, wait=False, folders=[{"folder": "live", "paths": ["f.txt"]}])
+    (d / "f.txt").write_bytes(b"changed\n")
+    done = svc.wait_state(run["id"], {"succeeded", "failed", "error"})
+    assert done["state"] == "error" and done["error"]["code"] == "folder_changed", done
+    assert done["error"]["message"].startswith("folder live: f.txt changed since the run was requested"), done["error"]
