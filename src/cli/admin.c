@@ -152,7 +152,7 @@ static int price(al_store *s, const char *sub, const char *ws, const char *amoun
 /* `folder add|ls|rm --workspace WS ...` (ARGV from the sub-command): a
  * connected folder registered, listed or removed, each change audited in
  * the workspace's chain. */
-static int folder(al_store *s, int argc, char **argv, al_error *err) {
+static int folder(al_store *s, const char *state, int argc, char **argv, al_error *err) {
     if (argc < 3 || strcmp(argv[1], "--workspace") != 0)
         return FOLDER_USAGE;
     const char *sub = argv[0], *ws = argv[2];
@@ -175,7 +175,7 @@ static int folder(al_store *s, int argc, char **argv, al_error *err) {
     }
     if (strcmp(sub, "add") == 0 && (argc == 5 || (argc == 7 && strcmp(argv[5], "--glob") == 0))) {
         const char *glob = argc == 7 ? argv[6] : "";
-        if ((r = al_folder_add(s, ws, argv[3], argv[4], glob, err)) < 0)
+        if ((r = al_folder_add(s, ws, argv[3], argv[4], glob, state, err)) < 0)
             return r;
         r = al_audit_append(s, w.org_id, ws, "folder.added", NULL, NULL,
                             json_pack("{s:s, s:s, s:s, s:s}", "name", argv[3], "path", argv[4], "glob", glob, "by",
@@ -586,7 +586,7 @@ int cli_admin(int argc, char **argv) {
                (strcmp(sub, "show") == 0 || (strcmp(sub, "set") == 0 && i + 4 < argc))) {
         r = price(s, sub, argv[i + 3], strcmp(sub, "set") == 0 ? argv[i + 4] : NULL, &err);
     } else if (strcmp(cmd, "folder") == 0) {
-        r = folder(s, argc - i - 1, argv + i + 1, &err);
+        r = folder(s, state, argc - i - 1, argv + i + 1, &err);
         if (r == FOLDER_USAGE) {
             al_store_close(s);
             return usage();

@@ -164,8 +164,17 @@ static bool glob_allows(const char *glob, const char *rel) {
 
 /* ------------------------------------------------------- registration */
 
+/* Whether one of A and B (resolved paths) is the other or beneath it. */
+static bool nested(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b), n = la < lb ? la : lb;
+    if (strncmp(a, b, n) != 0)
+        return false;
+    /* "/" holds everything; else the shorter must end at a component */
+    return la == lb || n == 1 || (la > lb ? a[n] : b[n]) == '/';
+}
+
 int al_folder_add(al_store *st, const char *ws_id, const char *name, const char *path, const char *glob,
-                  al_error *err) {
+                  const char *state_dir, al_error *err) {
     if (!al_valid_thread_id(name))
         return al_err(err, "folder", EINVAL, "NAME must be 1-64 characters of A-Z a-z 0-9 . _ - (not . or ..)");
     if (!path || path[0] != '/' || strlen(path) >= PATH_MAX)
@@ -190,6 +199,13 @@ int al_folder_add(al_store *st, const char *ws_id, const char *name, const char 
                       "PATH %s: %m (it must be an existing directory, not a symbolic link)", path);
     if (fstat(fd, &s) < 0 || !S_ISDIR(s.st_mode))
         return al_err(err, "folder", EINVAL, "PATH %s is not a directory", path);
+    /* the service's own state (runs' inputs, blobs, sandboxes: every
+     * tenant's) is never lent, nor a directory that holds it */
+    char rp[PATH_MAX], rs[PATH_MAX];
+    if (state_dir && realpath(path, rp) && realpath(state_dir, rs) && nested(rp, rs))
+        return al_err(err, "folder", EINVAL,
+                      "PATH %s %s the service's state directory %s, which holds every tenant's files: lend a "
+                      "directory outside it", path, strlen(rp) <= strlen(rs) ? "holds" : "is inside", rs);
     al_store_folder f = { .path = (char *)path, .glob = (char *)(glob ? glob : ""), .dev = (uint64_t)s.st_dev,
                           .ino = (uint64_t)s.st_ino };
     snprintf(f.workspace_id, sizeof f.workspace_id, "%s", ws_id);

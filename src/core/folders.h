@@ -33,10 +33,12 @@
 /* Register PATH (absolute, an existing directory, not a link itself) as
  * folder NAME of workspace WS_ID, GLOB (NULL or "": every file) saying
  * which files may be listed and imported; its identity (st_dev, st_ino)
- * is recorded now. 0, or -errno with ERR (-EINVAL a bad name, path or
- * glob, -EEXIST the name is taken, -ENOENT no such workspace). */
+ * is recorded now. STATE_DIR (may be NULL): the service's state, which no
+ * folder may hold or lie in (every tenant's files are there). 0, or
+ * -errno with ERR (-EINVAL a bad name, path or glob, -EEXIST the name is
+ * taken, -ENOENT no such workspace). */
 int al_folder_add(al_store *st, const char *ws_id, const char *name, const char *path, const char *glob,
-                  al_error *err);
+                  const char *state_dir, al_error *err);
 /* 1 removed, 0 there was none. */
 int al_folder_remove(al_store *st, const char *ws_id, const char *name, al_error *err);
 

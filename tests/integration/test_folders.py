@@ -71,7 +71,10 @@ def test_admin_folder_add_ls_rm(service, ws, tmp_path):
     os.symlink(d, tmp_path / "link")
     bad = [(["..", str(d)], "NAME"), (["ok", "relative/path"], "absolute"),
            (["ok", str(tmp_path / "missing")], "No such file"), (["ok", str(tmp_path / "file")], "Not a directory"),
-           (["ok", str(tmp_path / "link")], "symbolic link"), (["docs", str(d)], "already has a folder named docs")]
+           (["ok", str(tmp_path / "link")], "symbolic link"), (["docs", str(d)], "already has a folder named docs"),
+           # the service's state (every tenant's files), what holds it, what is in it
+           (["ok", str(service.state)], "state directory"), (["ok", "/"], "holds the service's state"),
+           (["ok", str(service.state / "runs")], "is inside the service's state")]
     for args, words in bad:
         p = service.admin_run("folder", "add", "--workspace", ws.workspace, *args)
         assert p.returncode != 0, (args, p)
