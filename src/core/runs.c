@@ -147,6 +147,10 @@ json_t *al_run_json(al_service *s, const al_store_run *row) {
                                                         json_object_get(sk, "digest"), "entrypoint",
                                                         json_object_get(sk, "entrypoint"), "mode",
                                                         json_object_get(sk, "mode")));
+        /* the connected folders' files it gets (or got), as pinned */
+        json_t *imps = json_object_get(ins, "imports");
+        if (json_is_array(imps) && json_array_size(imps))
+            json_object_set(out, "imports", imps);
         json_decref(ins);
     } else {
         json_decref(arts);

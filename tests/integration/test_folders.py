@@ -150,7 +150,9 @@ def test_import_stages_read_only_copies(ws):
                    "/work/documents/docs/sub/deep/c.txt sea"], out
     # what the run wrote stayed in its box: the folder is read-only always
     assert (ws.root / "a.csv").read_bytes() == b"x,y\n1,2\n"
-    # the audit entry of the run names each import with its hash
+    # the run and its audit entry name each import with its hash
+    assert [(i["path"], i["sha256"]) for i in run["imports"]] == [
+        ("a.csv", sha(b"x,y\n1,2\n")), ("sub/b.txt", sha(b"bee\n")), ("sub/deep/c.txt", sha(b"sea\n"))], run["imports"]
     calls = [e for e in audit_events(ws.client, kind="tool.call") if e.get("run_id") == run["id"]]
     assert calls, "no tool.call event"
     imports = calls[-1]["data"]["imports"]
