@@ -17,8 +17,10 @@
 #include "../image/image.h"
 #include "../store/runs.h"
 #include "../util/hash.h"
+#include "artifacts.h"
 #include "folders.h"
 #include "governance.h"
+#include "queue.h"
 #include "runs.h"
 #include "sandbox_int.h"
 #include "sandbox_run.h"
@@ -218,6 +220,22 @@ static int stage_folders(al_service *s, const al_principal *p, json_t *md, const
     int r = al_folder_request_parse(text, &fs, err);
     if (r == 0 && (r = al_folder_resolve(s->store, p->workspace_id, &fs, err)) < 0)
         r = r == -ESTALE ? -EEXIST : r == -EIO || r == -ENOMEM ? r : -EINVAL;
+    /* the copies are the sandbox's files: within the organisation's
+     * storage, as a file written to it is */
+    int64_t add = 0;
+    for (size_t i = 0; r == 0 && i < fs.n_imports; i++)
+        add += (int64_t)fs.imports[i].size;
+    if (r == 0 && add > 0) {
+        int64_t quota = al_artifacts_org_quota(s, p->org_id), used = al_artifacts_org_usage(s, p->org_id),
+                pending = al_runs_pending_input_bytes(s, p->org_id);
+        if (used == AL_USAGE_UNKNOWN || pending == AL_USAGE_UNKNOWN)
+            r = al_err(err, "sandbox", EIO, "the organisation's storage use cannot be read: try again");
+        else if (used + pending + add > quota)
+            r = al_err(err, "sandbox", EDQUOT,
+                       "the organisation's storage (%lld bytes) is full: it holds %lld, inputs of runs that wait "
+                       "%lld, and the folders' files are %lld",
+                       (long long)quota, (long long)used, (long long)pending, (long long)add);
+    }
     if (r == 0 && al_sandbox_run_dir(s, id, "home", home, sizeof home) < 0)
         r = al_err(err, "sandbox", ENAMETOOLONG, "the state directory's path is too long");
     snprintf(docs, sizeof docs, "%s/documents", home);
@@ -258,13 +276,17 @@ int al_sandbox_create(al_service *s, const al_principal *p, const char *key, con
         r = al_sandbox_make_dirs(s, b.id, err);
     if (r == 0 && (r = stage_folders(s, p, sp->metadata, b.id, &imports, err)) < 0)
         al_sandbox_remove_dirs(s, b.id);
-    else if (r == 0 &&
-             (r = store_with_audit(s, p, &b, "sandbox.create",
-                                   audit_data(b.id, json_pack("{s:s, s:s, s:s, s:o?}", "template", b.template_id,
-                                                              "network", b.network, "end_at", b.end_at, "imports",
-                                                              imports)),
-                                   err)) < 0)
+    bool had_imports = imports != NULL;
+    if (r == 0 &&
+        (r = store_with_audit(s, p, &b, "sandbox.create",
+                              audit_data(b.id, json_pack("{s:s, s:s, s:s, s:o?}", "template", b.template_id, "network",
+                                                         b.network, "end_at", b.end_at, "imports", imports)),
+                              err)) < 0)
         al_sandbox_remove_dirs(s, b.id);
+    /* its folders' files are on its disk from the start (IMPORTS went to
+     * the audit event: only whether there were any is read) */
+    if (r == 0 && had_imports)
+        al_sandbox_account(s, b.id);
     if (r == 0)
         r = al_sandbox_from_store(&b, out, err);
     al_store_sandbox_done(&b);
