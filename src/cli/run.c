@@ -519,7 +519,15 @@ int cli_run(int argc, char **argv) {
     if (!pkg)
         return EXIT_AIRLOCK;
     if (cli_pkg_wanted(&o->pkg)) {
-        if ((st = cli_pkg_install(&o->pkg, img_digest[0] ? img_digest : NULL, sig_fd, pkg)) >= 0) {
+        char images[PATH_MAX], idir[PATH_MAX], idigest[65];
+        al_error ierr = { 0 };
+        cli_images_dir(images, sizeof images);
+        if (al_image_resolve(images, "installer", idir, sizeof idir, idigest, &ierr) < 0) {
+            fprintf(stderr, "airlock run: --package: the installer image: %s (`airlock image build installer` makes "
+                            "it)\n", ierr.msg);
+            return EXIT_AIRLOCK;
+        }
+        if ((st = cli_pkg_install(&o->pkg, idir, img_digest[0] ? img_digest : NULL, sig_fd, pkg)) >= 0) {
             cli_pkg_free(pkg);
             return st;
         }

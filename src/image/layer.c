@@ -25,8 +25,10 @@ static void feed(struct sha256_ctx *c, const char *s) {
 
 /* N specs V, sorted (a copy of the pointers: the caller's order stays) */
 static void feed_sorted(struct sha256_ctx *c, char *const *v, size_t n) {
-    const char **s = n ? calloc(n, sizeof *s) : NULL;
-    if (n && !s) {
+    if (!n)
+        return;
+    const char **s = calloc(n, sizeof *s);
+    if (!s) {
         /* no memory: the key of the specs in the order given (a miss, never a wrong hit) */
         for (size_t i = 0; i < n; i++)
             feed(c, v[i]);
