@@ -375,3 +375,35 @@ def test_bad_package_options_are_refused_before_anything_runs(images, state):
         p = subprocess.run([str(AIRLOCK), "run", *args, "--lang", "python", "-c", "pass"], capture_output=True,
                            timeout=30, env=dict(os.environ, AIRLOCK_STATE=str(state), AIRLOCK_IMAGES=str(CACHE / "images")))
         assert p.returncode == 125 and why in p.stderr.decode(), (args, p.stderr.decode()[-1000:])
+
+
+def test_two_runs_wanting_one_new_set_install_it_once(images, index, state):
+    index.add(wheel("lockpkg", "1.0", {"lockpkg/__init__.py": b"OK = True\n"}))
+    e = dict(index.env(), AIRLOCK_STATE=str(state), AIRLOCK_IMAGES=str(CACHE / "images"))
+    cmd = [str(AIRLOCK), "run", "--json", "--image", "default", *pyargs(index, "lockpkg==1.0"), "--lang", "python",
+           "-c", "import lockpkg; print(lockpkg.OK)"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e) for _ in range(2)]
+    docs = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
+    assert [d["stdout"] for d in docs] == ["True\n", "True\n"], docs
+    assert sorted(d["packages"]["reused"] for d in docs) == [False, True]
+    assert docs[0]["packages"]["layer"] == docs[1]["packages"]["layer"]
+    # the one install's one download
+    assert sum(r.startswith("/files/lockpkg-") for r in index.requests) == 1, index.requests
+
+
+def test_a_layer_over_its_caps_is_refused(images, index, state, tmp_path):
+    inst, default = images
+    index.add(wheel("manyfiles", "1.0", {f"manyfiles/m{i}.py": b"" for i in range(12)}))
+    job = {"language": "python", "code": "import manyfiles", "out_dir": str(tmp_path),
+           "image_dir": str(CACHE / "images" / ("sha256-" + default["digest"].split(":")[-1])),
+           "image_digest": default["digest"].split(":")[-1],
+           "packages": {"python": ["manyfiles==1.0"], "layers_dir": str(state / "layers"),
+                        "installer_dir": str(CACHE / "images" / ("sha256-" + inst["digest"].split(":")[-1])),
+                        "index_python": index.url, "network": "packages:" + index.registries(),
+                        "limits": {"timeout_ms": 120000, "memory_bytes": 1 << 30, "cpu_millis": 1000, "pids": 256},
+                        "layer_max_bytes": 64 << 20, "layer_max_files": 8}}
+    events = helper_events(job, index.env())
+    res = events[-1]["result"]
+    assert "started" not in [e["type"] for e in events] and res["reason"] == "install_failed", res
+    assert "over the layer's caps" in res["error"]["message"] and "artifact count cap" in res["error"]["message"], res
+    assert [n for n in layers(state) if not n.endswith(".lock")] == []
