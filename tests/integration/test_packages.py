@@ -217,6 +217,7 @@ def test_a_hostile_wheel_writes_nothing_outside_the_layer(images, index, state, 
     status, doc, err = run(state, index.env(), "python", "import evilwheel; print(evilwheel.X)",
                            *pyargs(index, "evilwheel==1.0"))
     assert not Path(absolute).exists()
+    print("hostile wheel:", doc["reason"], doc.get("error", {}).get("message"), err.strip().splitlines()[-3:])
     found = [str(p) for p in state.rglob(f"*escape-{tok}*")]
     assert found == [], found
     assert not list(Path("/").glob(f"escape-{tok}")) and not list(Path("/tmp").glob(f"escape-{tok}"))
@@ -250,6 +251,16 @@ def findings():
         f["secret"] = open(SECRET).read()
     except OSError as e:
         f["secret"] = type(e).__name__
+    # in the install box: a link to a host secret and a FIFO planted in
+    # what becomes the layer (never on a host without /out)
+    if os.path.isdir("/out"):
+        try:
+            os.makedirs("/out/python", exist_ok=True)
+            os.symlink("/etc/shadow", "/out/python/leak")
+            os.mkfifo("/out/python/fifo")
+            f["planted"] = "yes"
+        except OSError as e:
+            f["planted"] = type(e).__name__
     return f
 
 
@@ -302,6 +313,13 @@ def test_a_build_script_runs_in_the_install_box_or_not_at_all(images, index, sta
         f = json.loads(doc["stdout"])
         assert f["uid"] == 65534 and f["secret"] in ("FileNotFoundError", "PermissionError"), f
         assert f["direct"] != "connected" and "403" in f["proxy"], f
+        # what it planted in /out is not in the layer: links and FIFOs are not collected
+        assert f["planted"] == "yes", f
+        key = doc["packages"]["layer"].split(":")[1]
+        tree = state / "layers" / f"sha256-{key}"
+        assert not (tree / "python" / "leak").exists() and not (tree / "python" / "leak").is_symlink()
+        assert not (tree / "python" / "fifo").exists()
+        assert json.loads((tree / "layer.json").read_text())["skipped_links"] >= 1
         if host_connects:
             print("control: the host connects to", addr, "- the build in the box could not")
     finally:
