@@ -35,8 +35,11 @@
  * and its result carries "packages": {"layer":"sha256:KEY","reused":bool,
  * "install_ms":N,"python":[...],"node":[...]} (the same lists). An install
  * that fails ends the run there, no run box made: its result has
- * "reason":"install_failed", "status":"error", the install's exit code and
- * "error":{"step":"install","message": which step failed and why}.
+ * "reason":"install_failed", the install's "exit_code" (null when it never
+ * exited: a timeout, a refusal before it ran), "error":{"step":"install",
+ * "message": which step failed and why} and "packages" with "failed": the
+ * step ("python", "node", or "prepare"). A job with packages for a warm or
+ * forked box, or another driver, is refused (an "error" event).
  */
 #include <fcntl.h>
 #include <signal.h>
