@@ -345,7 +345,12 @@ int al_install_run(al_install *in, al_error *err) {
         r = al_layer_find(in->layer_fd, in->key, &dirfd, &in->meta, err);
         if (r == 0) {
             in->failed_step = NULL;
-            if ((r = install_new(in, err)) < 0)
+            /* the collect makes the layer's directories: readable by every
+             * box's user whatever the service's umask (its unit's is 0077) */
+            mode_t um = umask(022);
+            r = install_new(in, err);
+            umask(um);
+            if (r < 0)
                 return r;
             json_decref(in->meta);
             in->meta = NULL;

@@ -64,11 +64,12 @@ def state(tmp_path):
 
 
 def run(state, env, lang, code, *pkg, timeout=300):
-    """`airlock run --json --image default` with PKG options: (exit status,
-    document, stderr: the install's output is there)."""
+    """`airlock run --json --image default` with PKG options, under umask
+    0077: (exit status, document, stderr: the install's output is there)."""
     e = dict(env, AIRLOCK_STATE=str(state), AIRLOCK_IMAGES=str(CACHE / "images"))
+    # under the service unit's umask (0077): the layer must still be readable by the box's user
     p = subprocess.run([str(AIRLOCK), "run", "--json", "--image", "default", *pkg, "--lang", lang, "-c", code],
-                       capture_output=True, timeout=timeout, env=e)
+                       capture_output=True, timeout=timeout, env=e, preexec_fn=lambda: os.umask(0o077))
     err = p.stderr.decode(errors="replace")
     assert b"ERROR: AddressSanitizer" not in p.stderr and "runtime error" not in err, err[-4000:]
     try:
