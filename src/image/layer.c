@@ -289,9 +289,12 @@ int al_layer_node_report(int tmp_fd, json_t **ret, al_error *err) {
         const char *integ = json_string_value(json_object_get(e, "integrity"));
         if (!name || !field_ok(name, 214, NAME_SET) || !field_ok(version, 128, VERSION_SET) ||
             (integ && !field_ok(integ, 200, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/=- "))) {
+            /* (PATH is the document's: said before it is freed) */
+            int r2 = al_err(err, "install", EINVAL, "node/package-lock.json: %.100s: a name, version or integrity of the "
+                            "wrong form", path);
             json_decref(doc);
             json_decref(out);
-            return al_err(err, "install", EINVAL, "node/package-lock.json: %.100s: a name, version or integrity of the wrong form", path);
+            return r2;
         }
         json_array_append_new(out, json_pack("{s:s, s:s, s:s?}", "name", name, "version", version, "integrity", integ));
     }
