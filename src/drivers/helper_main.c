@@ -722,7 +722,8 @@ static int install_packages(helper *h) {
     al_box_result res = { .exit_code = h->install.exit_code, .reason = AL_REASON_ERROR, .error = err };
     json_t *result = al_box_result_json(&res, j->runtime);
     if (result) {
-        json_object_set_new(result, "reason", json_string("install_failed"));
+        /* canceled meanwhile: the run's end is its cancel, not the install's */
+        json_object_set_new(result, "reason", json_string(err.err == ECANCELED ? "canceled" : "install_failed"));
         json_object_set_new(result, "packages", al_install_result(&h->install));
         json_object_set_new(result, "network", al_box_net_finish(j->net, &res));
     }

@@ -36,7 +36,7 @@
 
 #define HOST_CA "/etc/ssl/certs/ca-certificates.crt"
 #define BOX_CA "/work/ca-certificates.crt"
-#define LOCK_WAIT_MS (30 * 60 * 1000)
+#define LOCK_SLACK_MS (60 * 1000)
 
 /* The install scripts: $1 the index (or registry) URL, $2 1 when scripts
  * and source builds may run, then the specs (checked: none is an option,
@@ -340,7 +340,9 @@ int al_install_run(al_install *in, al_error *err) {
     if (r == 0) {
         /* not there: install it, holding its lock; a helper that held it
          * before this one may have made it meanwhile */
-        if ((r = al_layer_lock(in->layer_fd, in->key, in->cancel_fd, LOCK_WAIT_MS, &lockfd, err)) < 0)
+        /* (the other install is bound by the same timeout) */
+        if ((r = al_layer_lock(in->layer_fd, in->key, in->cancel_fd, j->pkg_limits.wall_ms + LOCK_SLACK_MS, &lockfd,
+                               err)) < 0)
             return r;
         r = al_layer_find(in->layer_fd, in->key, &dirfd, &in->meta, err);
         if (r == 0) {
