@@ -430,9 +430,12 @@ int al_install_network(const char *registries, const char *index_python, const c
     int n = snprintf(ret, len, "packages:%s", list);
     if (n < 0 || (size_t)n >= len)
         return al_err(err, "packages", E2BIG, "package_registries is too long");
-    static al_net_policy p; /* (large; the helper and the CLI are single-threaded here) */
+    /* (large: on the heap; the service may call this from any thread) */
+    _cleanup_free_ al_net_policy *p = calloc(1, sizeof *p);
+    if (!p)
+        return al_err(err, "packages", ENOMEM, "out of memory");
     al_error perr = { 0 };
-    if (al_net_policy_parse(ret, &p, &perr) < 0)
+    if (al_net_policy_parse(ret, p, &perr) < 0)
         return al_err(err, "packages", EINVAL, "package_registries: %s", perr.msg);
     const char *urls[2] = { index_python, registry_node }, *what[2] = { "package_index_python", "package_registry_node" };
     for (size_t i = 0; i < 2; i++) {
@@ -444,10 +447,10 @@ int al_install_network(const char *registries, const char *index_python, const c
         char why[384];
         if (strlen(urls[i]) > 1024 || url_host(urls[i], &h, &port, &plain) < 0)
             return al_err(err, "packages", EINVAL, "%s \"%.200s\" is not an http(s) URL naming a host", what[i], urls[i]);
-        if (!al_net_decide(&p, &h, port, why, sizeof why))
+        if (!al_net_decide(p, &h, port, why, sizeof why))
             return al_err(err, "packages", EINVAL, "%s: %s (package_registries lists the hosts installs may reach)",
                           what[i], why);
-        if (plain && !al_net_plain_http_ok(&p, &h, why, sizeof why))
+        if (plain && !al_net_plain_http_ok(p, &h, why, sizeof why))
             return al_err(err, "packages", EINVAL, "%s: %s", what[i], why);
     }
     return 0;
