@@ -16,6 +16,7 @@ ratio; the median wall time of RUNS runs with the layer and RUNS without,
 and their ratio (the layer's bind is an overlay mount: the cost a mounted
 layer adds to a cold box's start)."""
 import json
+import shutil
 import os
 import socket
 import statistics
@@ -44,6 +45,13 @@ def main():
     addr = socket.getaddrinfo("registry.npmjs.org", 443, socket.AF_INET)[0][4][0]
     pkg = ["--package", "node:left-pad@1.3.0", "--package-registries", f"registry.npmjs.org={addr}/32"]
     state = tempfile.mkdtemp(prefix="airlock-bench-packages-")
+    try:
+        measure(state, pkg)
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def measure(state, pkg):
     w1, d1, err = run(state, *pkg)
     assert d1.get("exit_code") == 0 and d1["stdout"] == "001\n", (d1.get("error"), err[-2000:])
     w2, d2, _ = run(state, *pkg)
