@@ -44,8 +44,26 @@ struct al_mcp_call {
 
 /* ------------------------------------------------------------- schemas */
 
-static json_t *tool_code_execution(void) {
+/* code_execution's `packages`: the same object as POST /v1/runs's (its
+ * specs' rules in the pattern, so a client sees them before it calls) */
+static json_t *packages_schema(void) {
     return json_pack(
+        "{s:s, s:{s:{s:s, s:i, s:{s:s, s:i, s:s}}, s:{s:s, s:i, s:{s:s, s:i, s:s}}}, s:b, s:s}", "type", "object",
+        "properties", "python", "type", "array", "maxItems", AL_RUN_PACKAGES_MAX, "items", "type", "string",
+        "maxLength", AL_RUN_PACKAGE_SPEC_MAX, "pattern",
+        "^[A-Za-z0-9][A-Za-z0-9._-]*(\\[[A-Za-z0-9,._-]+\\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]+)?$", "node",
+        "type", "array", "maxItems", AL_RUN_PACKAGES_MAX, "items", "type", "string", "maxLength",
+        AL_RUN_PACKAGE_SPEC_MAX, "pattern", "^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*(@[A-Za-z0-9.^~<>=*|+_ -]+)?$",
+        "additionalProperties", false, "description",
+        "Optional packages to install before the program runs, e.g. {\"python\": [\"requests==2.31.0\"], \"node\": "
+        "[\"lodash@4.17.21\"]} (names and versions only: no URLs, paths or options). With a `thread`, they join the "
+        "thread's environment: later runs of the thread have them too without asking. A workspace may not allow "
+        "installs: then the call is refused, and you should tell the user the packages could not be installed "
+        "rather than substitute something else.");
+}
+
+static json_t *tool_code_execution(void) {
+    json_t *tool = json_pack(
         "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:[s, s, s], s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:s}, s:{s:s, s:s},"
         " s:{s:s, s:i, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}}, s:[s], s:b}, s:s},"
         " s:{s:s, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:s}}, s:[s, s], s:b}, s:{s:b, s:b, s:b, s:b}}",
@@ -89,6 +107,12 @@ static json_t *tool_code_execution(void) {
         "required", "language", "code", "additionalProperties", false,
         "annotations", "readOnlyHint", false, "destructiveHint", false, "idempotentHint", false, "openWorldHint",
         false);
+    json_t *props = json_object_get(json_object_get(tool, "inputSchema"), "properties");
+    if (!props || json_object_set_new(props, "packages", packages_schema()) < 0) {
+        json_decref(tool);
+        return NULL;
+    }
+    return tool;
 }
 
 /* The skills P may run (bundled, or promoted in the workspace), each with
@@ -295,11 +319,11 @@ static int follow_run(al_service *s, const al_principal *p, const char *run_id, 
 static int code_execution(al_service *s, const al_principal *p, json_t *args, json_t *progress_token, al_idem *idem,
                           al_mcp_call **ret_call, json_t **ret_result) {
     static const char *const keys[] = { "language", "code", "thread", "network", "files", "description", "timeout_s",
-                                        "image" };
+                                        "image", "packages" };
     const char *bad = NULL;
     if (!only_keys(args, keys, ELEMENTSOF(keys), &bad)) {
         *ret_result = al_mcp_tool_error("Unknown argument \"%s\". code_execution takes language, code, and optionally thread, "
-                                 "network, files, description, timeout_s, image.", bad);
+                                 "network, files, description, timeout_s, image, packages.", bad);
         return 0;
     }
     json_t *lang = json_object_get(args, "language"), *code = json_object_get(args, "code");
@@ -314,7 +338,7 @@ static int code_execution(al_service *s, const al_principal *p, json_t *args, js
         al_run_field field;
     } shared[] = { { "language", AL_RUN_F_LANGUAGE }, { "code", AL_RUN_F_CODE }, { "thread", AL_RUN_F_THREAD_ID },
                    { "network", AL_RUN_F_NETWORK },   { "description", AL_RUN_F_DESCRIPTION },
-                   { "image", AL_RUN_F_IMAGE } };
+                   { "image", AL_RUN_F_IMAGE },       { "packages", AL_RUN_F_PACKAGES } };
     al_run_spec sp = { 0 };
     char msg[600];
     const char *rcode = NULL;

@@ -18,6 +18,7 @@
 
 const char *const al_run_languages[_AL_RUN_LANG_MAX] = { "python", "node", "bash" };
 const char *const al_run_limit_names[_AL_LIMIT_MAX] = { "timeout_s", "memory_mb", "cpus", "pids" };
+const char *const al_pkg_lang_names[_AL_PKG_LANG_MAX] = { "python", "node" };
 
 /* what the box's /work holds besides the request's files */
 static const char *const reserved_names[] = { "main.py", "main.js", "main.sh", "documents" };
@@ -55,6 +56,95 @@ bool al_run_reserved_file_name(const char *n) {
         if (strcmp(n, reserved_names[k]) == 0)
             return true;
     return false;
+}
+
+/* ------------------------------------------------------------- packages */
+
+#define ALNUM "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+#define LOWNUM "abcdefghijklmnopqrstuvwxyz0123456789"
+
+/* The contract's patterns, written out: no regex engine (and no locale)
+ * decides what reaches pip or npm. Every part's character set excludes the
+ * character that ends it, so one greedy pass decides as the pattern does.
+ *   python ^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]+)?$
+ *   node   ^(@[a-z0-9][a-z0-9._-]*\/)?[a-z0-9][a-z0-9._-]*(@[A-Za-z0-9.^~<>=*|+_ -]+)?$ */
+static bool python_spec(const char *s) {
+    if (!s[0] || !strchr(ALNUM, s[0]))
+        return false;
+    size_t i = 1 + strspn(s + 1, ALNUM "._-");
+    if (s[i] == '[') {
+        size_t n = strspn(s + i + 1, ALNUM ",._-");
+        if (n == 0 || s[i + 1 + n] != ']')
+            return false;
+        i += n + 2;
+    }
+    if (!s[i])
+        return true;
+    static const char *const ops[] = { "==", ">=", "<=", "~=", "!=", "<", ">" };
+    size_t op = 0;
+    for (size_t k = 0; k < ELEMENTSOF(ops) && !op; k++)
+        if (strncmp(s + i, ops[k], strlen(ops[k])) == 0)
+            op = strlen(ops[k]);
+    if (!op)
+        return false;
+    i += op;
+    size_t n = strspn(s + i, ALNUM ".*+!_-");
+    return n > 0 && s[i + n] == '\0';
+}
+
+static bool node_spec(const char *s) {
+    size_t i = 0;
+    if (s[0] == '@') {
+        if (!s[1] || !strchr(LOWNUM, s[1]))
+            return false;
+        i = 2 + strspn(s + 2, LOWNUM "._-");
+        if (s[i] != '/')
+            return false;
+        i++;
+    }
+    if (!s[i] || !strchr(LOWNUM, s[i]))
+        return false;
+    i += 1 + strspn(s + i + 1, LOWNUM "._-");
+    if (s[i] == '@') {
+        size_t n = strspn(s + i + 1, ALNUM ".^~<>=*|+_ -");
+        if (n == 0)
+            return false;
+        i += 1 + n;
+    }
+    return s[i] == '\0';
+}
+
+bool al_pkg_spec_valid(al_pkg_lang l, const char *spec, size_t len) {
+    if (!spec || len == 0 || len > AL_RUN_PACKAGE_SPEC_MAX || strlen(spec) != len)
+        return false;
+    return l == AL_PKG_PYTHON ? python_spec(spec) : l == AL_PKG_NODE ? node_spec(spec) : false;
+}
+
+void al_pkg_spec_name(al_pkg_lang l, const char *spec, char *out, size_t outlen) {
+    size_t o = 0;
+    if (outlen == 0)
+        return;
+    if (l == AL_PKG_PYTHON) {
+        /* PEP 503's normal form: Foo_Bar and foo.bar are one project */
+        size_t n = strcspn(spec, "[<>=~!");
+        for (size_t i = 0; i < n && o + 1 < outlen; i++) {
+            char c = spec[i];
+            if (c == '-' || c == '_' || c == '.') {
+                if (o == 0 || out[o - 1] != '-')
+                    out[o++] = '-';
+            } else {
+                out[o++] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+            }
+        }
+    } else {
+        /* the version's @ is the first after the scope's / */
+        const char *from = spec[0] == '@' ? strchr(spec, '/') : spec;
+        const char *at = from ? strchr(from, '@') : NULL;
+        size_t n = at ? (size_t)(at - spec) : strlen(spec);
+        for (size_t i = 0; i < n && o + 1 < outlen; i++)
+            out[o++] = spec[i];
+    }
+    out[o] = '\0';
 }
 
 /* ------------------------------------------------------------- building */
@@ -118,6 +208,11 @@ void al_run_spec_free(al_run_spec *sp) {
         text_free(&sp->artifacts[i]);
     free(sp->artifacts);
     text_free(&sp->thread_id);
+    for (size_t l = 0; l < _AL_PKG_LANG_MAX; l++) {
+        for (size_t i = 0; i < sp->n_packages[l]; i++)
+            text_free(&sp->packages[l][i]);
+        free(sp->packages[l]);
+    }
     text_free(&sp->sandbox);
     text_free(&sp->image);
     text_free(&sp->network);
@@ -207,6 +302,28 @@ int al_run_spec_add_artifact(al_run_spec *sp, const char *id, size_t len) {
     return 0;
 }
 
+int al_run_spec_add_package(al_run_spec *sp, al_pkg_lang l, const void *spec, size_t len) {
+    al_run_text t = { 0 };
+    if (l < 0 || l >= _AL_PKG_LANG_MAX)
+        return -EINVAL;
+    if (al_run_text_set(&t, spec, len) < 0)
+        return -ENOMEM;
+    al_run_text *e = grow(&sp->packages[l], &sp->n_packages[l], sizeof *e);
+    if (!e) {
+        text_free(&t);
+        return -ENOMEM;
+    }
+    *e = t;
+    return 0;
+}
+
+bool al_run_spec_wants_packages(const al_run_spec *sp) {
+    for (size_t l = 0; l < _AL_PKG_LANG_MAX; l++)
+        if (sp->n_packages[l])
+            return true;
+    return false;
+}
+
 int al_run_spec_set_skill(al_run_spec *sp, const al_run_skill *k) {
     al_run_skill *c = calloc(1, sizeof *c);
     if (!c)
@@ -266,6 +383,10 @@ static uint64_t job_bytes(const al_run_spec *sp) {
         n += json_escaped_len(sp->args[i].s, sp->args[i].len) + 3;
     if (sp->network.s)
         n += json_escaped_len(sp->network.s, sp->network.len) + 16;
+    /* a thread's set can hold the most of both lists: counted whole, so a
+     * later run of the thread cannot be made too large for its job by them */
+    if (al_run_spec_wants_packages(sp))
+        n += (uint64_t)_AL_PKG_LANG_MAX * AL_RUN_PACKAGES_MAX * (AL_RUN_PACKAGE_SPEC_MAX + 3);
     return n;
 }
 
@@ -338,6 +459,18 @@ al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, 
                (unsigned long long)b->files_max);
     if (sp->n_artifacts > AL_RUN_ARTIFACT_REFS_MAX)
         REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_ARTIFACTS);
+    static const char *const pkg_want[_AL_PKG_LANG_MAX] = { "NAME[EXTRAS][==VERSION] (e.g. requests==2.31.0)",
+                                                            "[@SCOPE/]NAME[@RANGE] (e.g. lodash@4.17.21)" };
+    for (size_t l = 0; l < _AL_PKG_LANG_MAX; l++) {
+        if (sp->n_packages[l] > AL_RUN_PACKAGES_MAX)
+            REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_PACKAGES);
+        for (size_t i = 0; i < sp->n_packages[l]; i++) {
+            const al_run_text *t = &sp->packages[l][i];
+            if (!al_pkg_spec_valid((al_pkg_lang)l, t->s, t->len))
+                REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_PACKAGE_SPEC, al_pkg_lang_names[l], i,
+                       c_text(t) ? t->s : "(with a NUL)", pkg_want[l]);
+        }
+    }
     /* a timeout in milliseconds is held to the bounds in seconds, rounded
      * up: 1 ms is asked as a second of the budget, and boxed as 1 ms */
     if (sp->timeout_ms) {
@@ -498,6 +631,9 @@ int al_run_staged_of_spec(const al_run_spec *sp, al_run_staged *ret) {
  *   [0x01 text(sandbox)]           for an E2B sandbox's run only
  *   [0x02 u64(timeout_ms)]         only when the timeout is not whole seconds
  *                                  (asked in ms)
+ *   [0x03 u64(n) text(spec)... u64(n) text(spec)...]
+ *                                  only when packages are asked: the python
+ *                                  specs, then the node specs, each in order
  *                                  Each trailer is tagged and absent when it
  *                                  does not apply: every spec without them
  *                                  hashes as it always did, and the
@@ -620,6 +756,15 @@ void al_run_spec_hash(const al_run_spec *sp, const al_run_staged *st, char out[6
         sha256_update(&c, 1, &tag);
         put_u64(&c, (uint64_t)sp->limits.timeout_ms);
     }
+    if (al_run_spec_wants_packages(sp)) {
+        uint8_t tag = 3;
+        sha256_update(&c, 1, &tag);
+        for (size_t l = 0; l < _AL_PKG_LANG_MAX; l++) {
+            put_u64(&c, sp->n_packages[l]);
+            for (size_t i = 0; i < sp->n_packages[l]; i++)
+                put_text(&c, &sp->packages[l][i]);
+        }
+    }
     al_sha256_finish_hex(&c, out);
 }
 
@@ -671,6 +816,17 @@ int al_run_spec_record(const al_run_spec *sp, const char *via, json_t *documents
         ok = json_object_set(inputs, "documents", documents) == 0;
     if (ok && sp->sandbox.s)
         ok = json_object_set_new(inputs, "sandbox", text_json(&sp->sandbox)) == 0;
+    /* the packages asked, as asked: the start of the run reads them back */
+    if (ok && al_run_spec_wants_packages(sp)) {
+        json_t *pk = json_object();
+        ok = pk && json_object_set_new(inputs, "packages", pk) == 0;
+        for (size_t pl = 0; ok && pl < _AL_PKG_LANG_MAX; pl++) {
+            json_t *list = json_array();
+            ok = list && json_object_set_new(pk, al_pkg_lang_names[pl], list) == 0;
+            for (size_t i = 0; ok && i < sp->n_packages[pl]; i++)
+                ok = json_array_append_new(list, text_json(&sp->packages[pl][i])) == 0;
+        }
+    }
     if (ok) {
         rec->limits = json_dumps(limits, JSON_COMPACT);
         rec->inputs = json_dumps(inputs, JSON_COMPACT);
@@ -719,6 +875,8 @@ static int strings_of(json_t *v, al_run_spec *sp, int (*add)(al_run_spec *, cons
 }
 
 static int add_arg_str(al_run_spec *sp, const char *s, size_t n) { return al_run_spec_add_arg(sp, s, n); }
+static int add_python(al_run_spec *sp, const char *s, size_t n) { return al_run_spec_add_package(sp, AL_PKG_PYTHON, s, n); }
+static int add_node(al_run_spec *sp, const char *s, size_t n) { return al_run_spec_add_package(sp, AL_PKG_NODE, s, n); }
 
 int al_run_spec_of_record(const al_store_run *rec, al_run_spec *ret) {
     al_run_spec sp = { 0 };
@@ -755,6 +913,12 @@ int al_run_spec_of_record(const al_store_run *rec, al_run_spec *ret) {
     }
     if (r == 0 && json_is_array(arts))
         r = strings_of(arts, &sp, al_run_spec_add_artifact);
+    json_t *pk = json_object_get(ins, "packages");
+    json_t *py = json_object_get(pk, "python"), *nd = json_object_get(pk, "node");
+    if (r == 0 && json_is_array(py))
+        r = strings_of(py, &sp, add_python);
+    if (r == 0 && json_is_array(nd))
+        r = strings_of(nd, &sp, add_node);
     if (r == 0 && json_is_object(skill)) {
         al_run_skill k = {
             .name = (char *)json_string_value(json_object_get(skill, "name")),

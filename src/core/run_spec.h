@@ -35,6 +35,10 @@
 #define AL_RUN_ARGS_MAX 256
 #define AL_RUN_ARG_MAX 4096
 #define AL_RUN_STDIN_MAX (1u << 20)
+/* packages a run asks for (issue 38): per language at most this many
+ * specs, each at most this many bytes */
+#define AL_RUN_PACKAGES_MAX 32
+#define AL_RUN_PACKAGE_SPEC_MAX 214
 /* the name a skill's arguments are staged under in /work */
 #define AL_RUN_SKILL_ARGS_NAME "args.json"
 
@@ -47,6 +51,17 @@ typedef enum al_run_lang {
 
 /* The language names a request may give, indexed by al_run_lang. */
 extern const char *const al_run_languages[_AL_RUN_LANG_MAX];
+
+/* The package managers a run's packages are installed with, in the order
+ * they are checked, hashed and recorded. */
+typedef enum al_pkg_lang {
+    AL_PKG_PYTHON,
+    AL_PKG_NODE,
+    _AL_PKG_LANG_MAX,
+} al_pkg_lang;
+
+/* Their names under `packages`, indexed by al_pkg_lang. */
+extern const char *const al_pkg_lang_names[_AL_PKG_LANG_MAX];
 
 /* The limits a request may set, in this order (the index of each in
  * al_run_bounds.limit and al_run_spec.limit). */
@@ -127,6 +142,10 @@ typedef struct al_run_spec {
     al_run_text description;
     al_run_limit_req limit[_AL_LIMIT_MAX];
     al_run_skill *skill;           /* owned; NULL unless a skill's run */
+    /* packages to install before the run (`packages`: python, node), each
+     * list in the order given; none given: n_packages all 0 */
+    al_run_text *packages[_AL_PKG_LANG_MAX];
+    size_t n_packages[_AL_PKG_LANG_MAX];
     al_run_text sandbox;           /* an E2B sandbox's id: the run works in its working
                                     * directory (staged as /work, collected back after);
                                     * set by the E2B surface alone, never read from a body */
@@ -156,6 +175,20 @@ int al_run_spec_add_file_base64(al_run_spec *sp, const void *name, size_t name_l
 int al_run_spec_add_arg(al_run_spec *sp, const void *arg, size_t len);
 /* ID NULL: an entry that is no id. */
 int al_run_spec_add_artifact(al_run_spec *sp, const char *id, size_t len);
+/* One package spec of language L (checked by al_run_spec_check). */
+int al_run_spec_add_package(al_run_spec *sp, al_pkg_lang l, const void *spec, size_t len);
+/* Whether SP asks for any package. */
+bool al_run_spec_wants_packages(const al_run_spec *sp);
+/* Whether SPEC (LEN bytes) is a package spec of language L a run may ask
+ * for: at most AL_RUN_PACKAGE_SPEC_MAX bytes, no NUL, matching for python
+ * NAME[EXTRAS][OP VERSION] and for node [@SCOPE/]NAME[@RANGE] (no URLs,
+ * paths, git refs or options). */
+bool al_pkg_spec_valid(al_pkg_lang l, const char *spec, size_t len);
+/* The name SPEC (valid) installs, as its manager compares names (python:
+ * lower case, runs of - _ . as one -, extras left out; node: as written,
+ * scope included) into OUT: a later spec of the same name replaces an
+ * earlier one in a thread's set. */
+void al_pkg_spec_name(al_pkg_lang l, const char *spec, char *out, size_t outlen);
 /* The skill's fields, copied; ARGS_JSON may be NULL ("{}" is staged). */
 int al_run_spec_set_skill(al_run_spec *sp, const al_run_skill *k);
 
@@ -254,6 +287,12 @@ int64_t al_run_spec_input_bytes(const al_run_spec *sp);
     "network must be a policy string (offline, packages, internet, hosts:a.example,b.example, "                      \
     "hosts+packages:a.example)"
 #define AL_RUN_RULE_DESCRIPTION "description must be a string of at most 4096 bytes, without NUL"
+#define AL_RUN_RULE_PACKAGES                                                                                          \
+    "packages must be an object {\"python\": [specs], \"node\": [specs]}, each a list of at most 32 strings"
+/* with the language, the index and the spec */
+#define AL_RUN_RULE_PACKAGE_SPEC                                                                                      \
+    "packages.%s[%zu] \"%.214s\" is not a package spec: want %s, at most 214 bytes (no URLs, paths, git refs or "   \
+    "options)"
 #define AL_RUN_RULE_SANDBOX "sandbox must be a sandbox id (1-31 characters of a-z 0-9 _)"
 #define AL_RUN_RULE_ARTIFACTS "artifacts must be an array of at most 100 artifact ids"
 /* with the file's index */

@@ -14,6 +14,7 @@
 #include "../image/image.h"
 #include "audit.h"
 #include "dlp.h"
+#include "packages.h"
 #include "run_end.h"
 #include "run_spec.h"
 #include "sandbox.h"
@@ -248,7 +249,7 @@ al_status al_run_view(al_service *s, const al_principal *p, const char *id, json
 /* An error answer of al_run_create: the status, and the document in *RET. */
 static al_status run_error(json_t **ret, al_status status, const char *code, const char *fmt, ...) _printf_(4, 5);
 static al_status run_error(json_t **ret, al_status status, const char *code, const char *fmt, ...) {
-    char msg[600];
+    char msg[2048]; /* a packages refusal names every spec asked */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -412,7 +413,7 @@ static al_status resolve(al_service *s, al_run_spec *sp, const al_run_bounds *b,
  * workspace does not have, the driver, the organisation's credits, its
  * storage, the queue. OK, or the refusal in *RET_DOC. */
 static al_status refusals(al_service *s, const al_principal *p, const al_run_spec *sp, const char *tool,
-                          const al_settings *settings, json_t **ret_doc) {
+                          const al_settings *settings, int64_t price, json_t **ret_doc) {
     al_error err = { 0 };
     for (size_t i = 0; i < sp->n_artifacts; i++) {
         const al_run_text *aid = &sp->artifacts[i];
@@ -432,7 +433,12 @@ static al_status refusals(al_service *s, const al_principal *p, const al_run_spe
                            &err);
         return run_error(ret_doc, AL_STATUS_UNAVAILABLE, "driver_disabled", "%s", perr.msg);
     }
-    int64_t price = settings->price_per_run;
+    /* packages: the workspace's, the driver's and the service's say */
+    char kmsg[1600];
+    const char *kcode = NULL;
+    al_status kst = al_packages_admit(s, p, settings, sp, &kcode, kmsg, sizeof kmsg);
+    if (kst != AL_STATUS_OK)
+        return run_error(ret_doc, kst, kcode, "%s", kmsg);
     /* queued runs are charged when they start: the credits they will take
      * are spoken for, and a run they leave no credits for could never be
      * paid (it would only hold a place in the queue) */
@@ -591,6 +597,10 @@ static al_status approval_card(al_service *s, const al_run_spec *sp, const al_st
      * each with the URL of its bytes */
     if (card)
         json_object_set_new(card, "inputs", al_approval_card_inputs(rec->id, manifest));
+    /* and what is installed before it: the approver sees every package */
+    json_t *pk = card ? al_packages_card(s, rec->workspace_id, sp) : NULL;
+    if (pk)
+        json_object_set_new(card, "packages", pk);
     json_decref(manifest);
     ret->card = card ? json_dumps(card, JSON_COMPACT) : NULL;
     json_decref(card);
@@ -694,8 +704,11 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
                hi = bounds.limit[AL_LIMIT_TIMEOUT_S].max;
         *t = (al_run_limit_req){ .has = true, .value = v > hi ? hi : v < lo ? lo : v };
     }
-    if ((ret = resolve(s, sp, &bounds, settings, ret_doc)) != AL_STATUS_OK ||
-        (ret = refusals(s, p, sp, tool, settings, ret_doc)) != AL_STATUS_OK)
+    if ((ret = resolve(s, sp, &bounds, settings, ret_doc)) != AL_STATUS_OK)
+        goto out;
+    /* a run that installs packages pays for the install's time too */
+    int64_t price = al_packages_price(s, sp, settings->price_per_run);
+    if ((ret = refusals(s, p, sp, tool, settings, price, ret_doc)) != AL_STATUS_OK)
         goto out;
     char run_id[40], now[40], dir[PATH_MAX + 64];
     al_store_new_id("run", run_id, sizeof run_id);
@@ -729,7 +742,7 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
     snprintf(rec.key_id, sizeof rec.key_id, "%s", p->key_id);
     snprintf(rec.created_at, sizeof rec.created_at, "%s", now);
     rec.state = needs_approval ? AL_RUN_PENDING_APPROVAL : AL_RUN_QUEUED;
-    rec.price = settings->price_per_run;
+    rec.price = price;
     rec.cap = al_service_queue_cap(s, settings->concurrency);
     /* held by this node until it is admitted to the queue (below): no
      * node claims it before; if this node dies first, the others give it

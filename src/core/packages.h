@@ -1,0 +1,57 @@
+/*
+ * Packages in the service (issue 38): whether a run that asks for packages
+ * is admitted, what it costs, a thread's package set (the union of what its
+ * runs asked, read and written through the store), and the set a run's job
+ * carries. The install itself is the helper's (drivers/helper_main.c); this
+ * is the policy around it.
+ */
+#pragma once
+
+#include <jansson.h>
+
+#include "run_spec.h"
+#include "service.h"
+#include "settings.h"
+
+/* A package set: per language the specs (owned), in order, at most
+ * AL_RUN_PACKAGES_MAX each; the layer they were installed into ("" none). */
+typedef struct al_pkg_set {
+    char **specs[_AL_PKG_LANG_MAX];
+    size_t n[_AL_PKG_LANG_MAX];
+    char layer[80];
+    json_t *resolved[_AL_PKG_LANG_MAX]; /* what the layer holds, as the installer said (owned; NULL none) */
+} al_pkg_set;
+
+void al_pkg_set_free(al_pkg_set *set);
+/* Whether SET holds any spec. */
+bool al_pkg_set_any(const al_pkg_set *set);
+/* SPEC (valid) into SET's list of L: a spec of the same name is replaced
+ * (removed, and SPEC appended: the later wins). 0, -E2BIG when the list
+ * would pass AL_RUN_PACKAGES_MAX, -ENOMEM. */
+int al_pkg_set_put(al_pkg_set *set, al_pkg_lang l, const char *spec);
+/* SET as {"python": [...], "node": [...]} (the layer and resolved lists
+ * with WITH_LAYER). NULL out of memory. */
+json_t *al_pkg_set_json(const al_pkg_set *set, bool with_layer);
+
+/* Thread THREAD_ID of workspace WS_ID's set into *RET (empty for a thread
+ * without one). 0 or -errno with ERR. */
+int al_packages_of_thread(al_service *s, const char *ws_id, const char *thread_id, al_pkg_set *ret, al_error *err);
+
+/* Whether SP (checked) may install its packages for P under ST: the
+ * refusals of docs/api.md (package installs off, another driver, the
+ * packages network not allowed, no installer image, a thread's set over
+ * its cap), in that order. AL_STATUS_OK (and for a run asking none), or
+ * the refusal with its code in *RET_CODE and its message in MSG. */
+al_status al_packages_admit(al_service *s, const al_principal *p, const al_settings *st, const al_run_spec *sp,
+                            const char **ret_code, char *msg, size_t msglen);
+
+/* What the approval card of SP (checked; of workspace WS_ID) says of its
+ * packages: {"python", "node": the set its run will install (the
+ * thread's, with SP's asked over it), "asked": {"python", "node"}}; NULL
+ * for a run that asks for none and whose thread has none. */
+json_t *al_packages_card(al_service *s, const char *ws_id, const al_run_spec *sp);
+
+/* What a run of SP costs at price PRICE: a run that asks for packages pays
+ * the install's time limit too, in the run's own time's price
+ * (PRICE * ceil(package_install_timeout_s / the run's timeout_s) more). */
+int64_t al_packages_price(al_service *s, const al_run_spec *sp, int64_t price);
