@@ -9,6 +9,7 @@
 
 #include "../image/image.h"
 #include "../store/packages.h"
+#include "governance.h"
 #include "service_int.h"
 
 void al_pkg_set_free(al_pkg_set *set) {
@@ -176,8 +177,40 @@ al_status al_packages_admit(al_service *s, const al_principal *p, const al_setti
     return AL_STATUS_OK;
 }
 
-int64_t al_packages_price(al_service *s, const al_run_spec *sp, int64_t price) {
-    if (price <= 0 || !al_run_spec_wants_packages(sp))
+al_status al_packages_admit_for(al_service *s, const al_principal *p, const al_run_spec *sp, const char **ret_code,
+                                char *msg, size_t msglen) {
+    al_settings st;
+    al_error err = { 0 };
+    if (!al_run_spec_wants_packages(sp))
+        return AL_STATUS_OK;
+    if (al_settings_get(s, p->workspace_id, &st, &err) < 0)
+        return al_run_refuse(msg, msglen, ret_code, AL_STATUS_UNAVAILABLE, "settings_unavailable", "%s", err.msg);
+    al_status r = al_packages_admit(s, p, &st, sp, ret_code, msg, msglen);
+    al_settings_done(&st);
+    return r;
+}
+
+/* Whether thread THREAD_ID's set (WS_ID's) holds every spec SP asks, as
+ * written: its layer has them, nothing is installed. */
+static bool thread_holds(al_service *s, const char *ws_id, const al_run_spec *sp) {
+    al_pkg_set set;
+    al_error err = { 0 };
+    if (!sp->thread_id.s || al_packages_of_thread(s, ws_id, sp->thread_id.s, &set, &err) < 0)
+        return false;
+    bool all = set.layer[0] != '\0';
+    for (size_t l = 0; all && l < _AL_PKG_LANG_MAX; l++)
+        for (size_t i = 0; all && i < sp->n_packages[l]; i++) {
+            bool found = false;
+            for (size_t k = 0; !found && k < set.n[l]; k++)
+                found = strcmp(set.specs[l][k], sp->packages[l][i].s) == 0;
+            all = found;
+        }
+    al_pkg_set_free(&set);
+    return all;
+}
+
+int64_t al_packages_price(al_service *s, const al_principal *p, const al_run_spec *sp, int64_t price) {
+    if (price <= 0 || !al_run_spec_wants_packages(sp) || thread_holds(s, p->workspace_id, sp))
         return price;
     int64_t t = sp->limits.timeout_s > 0 ? sp->limits.timeout_s : 1;
     int64_t install = s->cfg.package_install_timeout_s;

@@ -51,7 +51,14 @@ al_status al_packages_admit(al_service *s, const al_principal *p, const al_setti
  * for a run that asks for none and whose thread has none. */
 json_t *al_packages_card(al_service *s, const char *ws_id, const al_run_spec *sp);
 
-/* What a run of SP costs at price PRICE: a run that asks for packages pays
- * the install's time limit too, in the run's own time's price
- * (PRICE * ceil(package_install_timeout_s / the run's timeout_s) more). */
-int64_t al_packages_price(al_service *s, const al_run_spec *sp, int64_t price);
+/* The same for P's workspace, its settings read here (E2B's sandbox create,
+ * which makes no run yet). */
+al_status al_packages_admit_for(al_service *s, const al_principal *p, const al_run_spec *sp, const char **ret_code,
+                                char *msg, size_t msglen);
+
+/* What a run of SP (checked), P's, costs at price PRICE: a run that asks
+ * for packages its thread's set does not hold yet (an install) pays the
+ * install's time limit too, in the run's own time's price (PRICE *
+ * ceil(package_install_timeout_s / the run's timeout_s) more); a run whose
+ * packages its thread holds already (the layer is reused) pays PRICE. */
+int64_t al_packages_price(al_service *s, const al_principal *p, const al_run_spec *sp, int64_t price);

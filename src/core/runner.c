@@ -41,6 +41,11 @@ static al_run_state state_of(json_t *result) {
         return AL_RUN_KILLED;
     if (strcmp(reason, "canceled") == 0)
         return AL_RUN_CANCELED;
+    /* the packages asked for could not be installed (a name no index has,
+     * a build that failed, a cap): the request's failure, as a script's
+     * non-zero exit is, charged; no box was made */
+    if (strcmp(reason, "install_failed") == 0)
+        return AL_RUN_FAILED;
     return AL_RUN_ERROR;
 }
 
@@ -95,8 +100,7 @@ static void audit_call(al_service *s, const al_store_run *run, const char *state
         egress_bytes += json_integer_value(json_object_get(ev, "bytes_up")) +
                         json_integer_value(json_object_get(ev, "bytes_down"));
     }
-    al_governance_audit(s, run, "tool.call", NULL,
-                        json_pack("{s:s, s:s, s:s, s:s?, s:O, s:s, s:s, s:I, s:s?, s:s, s:{s:I, s:I, s:I}, s:s, s:i}",
+    json_t *data = json_pack("{s:s, s:s, s:s, s:s?, s:O, s:s, s:s, s:I, s:s?, s:s, s:{s:I, s:I, s:I}, s:s, s:i}",
                                   "tool", skill ? "run_skill_script" : "code_execution", "via",
                                   json_string_value(json_object_get(ins, "via")) ?: "rest", "invocation_id", run->id,
                                   "input_sha256", input_hash[0] ? input_hash : NULL,
@@ -104,7 +108,13 @@ static void audit_call(al_service *s, const al_store_run *run, const char *state
                                   "language", run->language, "duration_ms", (json_int_t)duration_ms, "network",
                                   run->network, "image_digest", run->image[0] ? run->image : "host",
                                   "egress", "connections", egress_conns, "denied", egress_denied, "bytes", egress_bytes,
-                                  "state", state_name, "redactions", redactions));
+                                  "state", state_name, "redactions", redactions);
+    /* the packages its box had, as the install resolved them (the layer,
+     * each package's name, version and digest): what ran, beyond the code */
+    json_t *pk = json_object_get(result, "packages");
+    if (data && json_is_object(pk))
+        json_object_set(data, "packages", pk);
+    al_governance_audit(s, run, "tool.call", NULL, data);
     json_decref(ins);
 }
 

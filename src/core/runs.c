@@ -147,6 +147,10 @@ json_t *al_run_json(al_service *s, const al_store_run *row) {
                                                         json_object_get(sk, "digest"), "entrypoint",
                                                         json_object_get(sk, "entrypoint"), "mode",
                                                         json_object_get(sk, "mode")));
+        /* the packages the run asked for (what it got: result.packages) */
+        json_t *pk = json_object_get(ins, "packages");
+        if (json_is_object(pk))
+            json_object_set(out, "packages", pk);
         json_decref(ins);
     } else {
         json_decref(arts);
@@ -707,7 +711,7 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
     if ((ret = resolve(s, sp, &bounds, settings, ret_doc)) != AL_STATUS_OK)
         goto out;
     /* a run that installs packages pays for the install's time too */
-    int64_t price = al_packages_price(s, sp, settings->price_per_run);
+    int64_t price = al_packages_price(s, p, sp, settings->price_per_run);
     if ((ret = refusals(s, p, sp, tool, settings, price, ret_doc)) != AL_STATUS_OK)
         goto out;
     char run_id[40], now[40], dir[PATH_MAX + 64];
