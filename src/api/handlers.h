@@ -44,6 +44,7 @@ enum MHD_Result al_sse_run_events(al_route_ctx *x);
 enum MHD_Result al_rest_artifact_get(al_route_ctx *x);
 enum MHD_Result al_rest_artifact_content(al_route_ctx *x);
 enum MHD_Result al_rest_thread_artifacts(al_route_ctx *x);
+enum MHD_Result al_rest_thread_packages(al_route_ctx *x);
 /* rest_skills.c */
 enum MHD_Result al_rest_skills_upload(al_route_ctx *x);
 enum MHD_Result al_rest_skills_list(al_route_ctx *x);

@@ -93,6 +93,7 @@ static const al_route routes[] = {
     { "GET", "/v1/artifacts/{id}", AL_AUTH_KEY, al_rest_artifact_get },
     { "GET", "/v1/artifacts/{id}/content", AL_AUTH_KEY, al_rest_artifact_content },
     { "GET", "/v1/threads/{thread}/artifacts", AL_AUTH_KEY, al_rest_thread_artifacts },
+    { "GET", "/v1/threads/{thread}/packages", AL_AUTH_KEY, al_rest_thread_packages },
     /* REST: skills */
     { "POST", "/v1/skills", AL_AUTH_KEY, al_rest_skills_upload },
     { "GET", "/v1/skills", AL_AUTH_KEY, al_rest_skills_list },

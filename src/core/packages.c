@@ -236,3 +236,17 @@ json_t *al_packages_card(al_service *s, const char *ws_id, const al_run_spec *sp
     al_pkg_set_free(&asked);
     return card;
 }
+
+json_t *al_packages_thread_view(al_service *s, const char *ws_id, const char *thread_id, al_error *err) {
+    al_pkg_set set;
+    if (al_packages_of_thread(s, ws_id, thread_id, &set, err) < 0)
+        return NULL;
+    json_t *doc = al_pkg_set_json(&set, true);
+    al_pkg_set_free(&set);
+    if (!doc) {
+        al_err(err, "packages", ENOMEM, "out of memory");
+        return NULL;
+    }
+    json_object_set_new(doc, "thread_id", json_string(thread_id));
+    return doc;
+}

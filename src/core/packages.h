@@ -37,6 +37,12 @@ json_t *al_pkg_set_json(const al_pkg_set *set, bool with_layer);
  * without one). 0 or -errno with ERR. */
 int al_packages_of_thread(al_service *s, const char *ws_id, const char *thread_id, al_pkg_set *ret, al_error *err);
 
+/* GET /v1/threads/{thread}/packages: thread THREAD_ID of WS_ID's set as
+ * {"thread_id", "python", "node", "layer" (null: none yet), "resolved":
+ * {"python", "node"}} (empty lists for a thread without one); NULL with
+ * ERR when the store cannot say. */
+json_t *al_packages_thread_view(al_service *s, const char *ws_id, const char *thread_id, al_error *err);
+
 /* Whether SP (checked) may install its packages for P under ST: the
  * refusals of docs/api.md (package installs off, another driver, the
  * packages network not allowed, no installer image, a thread's set over
