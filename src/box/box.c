@@ -43,6 +43,44 @@ static const char *const reason_names[_AL_REASON_MAX] = {
 };
 const char *al_reason_name(al_reason r) { return r < _AL_REASON_MAX ? reason_names[r] : "error"; }
 
+bool al_box_bind_path_ok(const char *path) {
+    /* what the box makes itself, and the runtimes' top-level trees */
+    static const char *const taken[] = { "usr", "etc", "bin", "lib", "lib32", "lib64", "libx32", "sbin", "dev",
+                                         "proc", "work", "out", "tmp", "skill" };
+    size_t n = path ? strlen(path) : 0;
+    if (n < 2 || n > 128 || path[0] != '/' || path[n - 1] == '/' || strstr(path, "//"))
+        return false;
+    if (strspn(path, "/abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n)
+        return false;
+    if (strstr(path, "/./") || strstr(path, "/../") || strcmp(path + n - 2, "/.") == 0 ||
+        (n >= 3 && strcmp(path + n - 3, "/..") == 0))
+        return false;
+    size_t first = strcspn(path + 1, "/");
+    for (size_t i = 0; i < ELEMENTSOF(taken); i++)
+        if (strlen(taken[i]) == first && strncmp(path + 1, taken[i], first) == 0)
+            return false;
+    return true;
+}
+
+/* CFG's binds and extra environment: a cold box's alone, within their caps */
+static int check_extras(const al_box_config *cfg, al_error *err) {
+    if (!cfg->n_binds && !cfg->n_env_extra)
+        return 0;
+    if (cfg->warm || cfg->zygote || cfg->fork)
+        return al_err(err, "setup", EINVAL, "extra binds and environment are for a cold box (not warm, a zygote or forked)");
+    if (cfg->n_binds > AL_BOX_BINDS_MAX || cfg->n_env_extra > AL_BOX_ENV_EXTRA_MAX)
+        return al_err(err, "setup", E2BIG, "at most %d binds and %d extra environment entries", AL_BOX_BINDS_MAX,
+                      AL_BOX_ENV_EXTRA_MAX);
+    for (size_t i = 0; i < cfg->n_binds; i++)
+        if (cfg->binds[i].host_fd < 0 || !al_box_bind_path_ok(cfg->binds[i].box_path))
+            return al_err(err, "setup", EINVAL, "bind %zu: want an open directory and an absolute path of plain names "
+                          "not among the box's own (%s)", i, cfg->binds[i].box_path ? cfg->binds[i].box_path : "none");
+    for (size_t i = 0; i < cfg->n_env_extra; i++)
+        if (!cfg->env_extra[i] || !strchr(cfg->env_extra[i], '=') || cfg->env_extra[i][0] == '=')
+            return al_err(err, "setup", EINVAL, "extra environment entry %zu: want NAME=value", i);
+    return 0;
+}
+
 static const char *const level_names[_AL_LEVEL_MAX] = { "boundary", "boundary-conditional", "applied",
                                                         "unconfirmed", "not-enforced" };
 const char *al_level_name(al_level l) { return l < _AL_LEVEL_MAX ? level_names[l] : "not-enforced"; }
@@ -809,7 +847,10 @@ static int spawn_cloned(box_run *st) {
         .runtime = cfg->runtime, .limits = &cfg->limits,
         .argv = cfg->argv, .envp = cfg->envp, .unique_uid = st->root, .listen_port = cfg->listen_port,
         .warm_fd = cfg->zygote ? cfg->zygote->req_fd : st->wsv[1], .zygote = cfg->zygote != NULL,
+        .binds = cfg->binds, .n_binds = cfg->n_binds, .env_extra = cfg->env_extra, .n_env_extra = cfg->n_env_extra,
     };
+    for (size_t i = 0; i < AL_BOX_BINDS_MAX; i++)
+        ca.bind_fds[i] = i < cfg->n_binds ? cfg->binds[i].host_fd : -1;
     /* The cgroup namespace is entered later, from inside the box cgroup,
      * so the box sees its own cgroup as "/". */
     const uint64_t ns = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
@@ -1108,7 +1149,9 @@ int al_box_run(const al_box_config *cfg, al_box_result *res) {
     };
     st.ops = al_cgroup_pick(&st.caps);
     st.b = (box_ctx){ .cfg = cfg, .res = res, .cg_ops = st.ops, .pid = -1, .pidfd = -1, .forked = st.forked };
-    int r = run_identity(&st);
+    int r = check_extras(cfg, st.err);
+    if (r == 0)
+        r = run_identity(&st);
     if (r == 0 && cfg->zygote)
         r = zygote_files(&st);
     if (r == 0)

@@ -140,6 +140,26 @@ typedef struct al_box_fork {
  * fork_init.c knows the clone of (x86_64, aarch64). */
 bool al_box_can_fork(void);
 
+/* A host directory bound read-only into a cold box (a run's packages'
+ * layer, issue 38): HOST_FD an O_PATH | O_DIRECTORY fd of it, opened by
+ * the caller beforehand (no host path is resolved in the box's namespace),
+ * mounted at BOX_PATH (absolute, each component a plain name; not beneath
+ * what the box already has there: its directories are made in the root's
+ * own tmpfs) read-only, nosuid, nodev, through inodes of its own
+ * (al_mount_own_tree). At most AL_BOX_BINDS_MAX. */
+#define AL_BOX_BINDS_MAX 4
+#define AL_BOX_ENV_EXTRA_MAX 8
+typedef struct al_box_bind {
+    int host_fd;
+    const char *box_path;
+} al_box_bind;
+
+/* Whether PATH may be a bind's BOX_PATH: absolute, at most 128 bytes, of
+ * components of [A-Za-z0-9._-] that are not "." or "..", its first not one
+ * the box makes itself (usr, etc, bin, lib*, sbin, dev, proc, work, out,
+ * tmp, skill). */
+bool al_box_bind_path_ok(const char *path);
+
 struct al_box_config {
     const al_runtime *runtime;
     char *const *argv;            /* argv[0] is an absolute path inside the box */
@@ -174,6 +194,14 @@ struct al_box_config {
     al_box_warm *warm;            /* NULL: a cold box, the script exec'd when staged */
     const al_box_zygote *zygote;  /* non-NULL: this box is a zygote */
     const al_box_fork *fork;      /* non-NULL: the box is forked by a zygote */
+    /* Read-only binds (above) and environment entries ("NAME=value")
+     * beside ENVP, for a cold box only: a warm box, a zygote or a forked
+     * box with either is refused (their root and environment are made
+     * before their run is known). */
+    const al_box_bind *binds;
+    size_t n_binds;
+    char *const *env_extra;
+    size_t n_env_extra;
 };
 
 typedef struct al_artifact {

@@ -124,6 +124,13 @@ static int build_root(const al_child_args *a, int *ret_rootfd, al_error *err) {
         return proc;
     if ((r = al_mount_attach(proc, root, "proc", err)) < 0)
         return r;
+    /* the caller's read-only trees (a run's packages), last: their
+     * directories go where nothing of the box's is */
+    for (size_t i = 0; i < a->n_binds; i++) {
+        _cleanup_close_ int fd = a->bind_fds[i];
+        if ((r = al_mount_bind_into(root, fd, a->binds[i].box_path, !a->zygote, err)) < 0)
+            return r;
+    }
     *ret_rootfd = TAKE_FD(root);
     return 0;
 }
@@ -239,15 +246,16 @@ static pid_t spawn_script(const al_child_args *a, int in_fd) {
     return clone(script_main, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &s);
 }
 
-/* A private copy of a NULL-terminated string vector (the script's argv may
- * point into our own argv, which scrub_cmdline blanks). */
-static char **copy_strv(char *const *v) {
+/* A private copy of a NULL-terminated string vector and N_MORE strings of
+ * MORE after it (the script's argv may point into our own argv, which
+ * scrub_cmdline blanks). */
+static char **copy_strv(char *const *v, char *const *more, size_t n_more) {
     size_t n = 0;
     while (v && v[n])
         n++;
-    char **c = calloc(n + 1, sizeof *c);
-    for (size_t i = 0; c && i < n; i++)
-        if (!(c[i] = strdup(v[i])))
+    char **c = calloc(n + n_more + 1, sizeof *c);
+    for (size_t i = 0; c && i < n + n_more; i++)
+        if (!(c[i] = strdup(i < n ? v[i] : more[i - n])))
             return NULL;
     return c;
 }
@@ -282,7 +290,10 @@ static _Noreturn void be_init(const al_child_args *a, pid_t script) {
 _Noreturn void al_child_main(const al_child_args *args) {
     al_error err = { 0 };
     al_child_args own = *args, *a = &own;
-    int *keep[] = { &a->sock, &a->out_w[0], &a->out_w[1], &a->stdin_fd, &a->runtime_fd, &a->warm_fd, &a->dev_fd };
+    int *keep[] = { &a->sock,        &a->out_w[0],     &a->out_w[1],     &a->stdin_fd,     &a->runtime_fd,
+                    &a->warm_fd,     &a->dev_fd,       &a->bind_fds[0],  &a->bind_fds[1],  &a->bind_fds[2],
+                    &a->bind_fds[3] };
+    _Static_assert(AL_BOX_BINDS_MAX == 4, "keep each bind's fd");
     if (al_setup_keep_fds(keep, ELEMENTSOF(keep)) < 0)
         _exit(125); /* the socket may be gone: the parent sees EOF and says so */
     int rootfd = -1, in_fd = a->stdin_fd, listen_fd = -1;
@@ -291,7 +302,7 @@ _Noreturn void al_child_main(const al_child_args *args) {
      * mapped uid), then the tree while the host is still visible, then the
      * parent stages inputs, then pivot, then limits, then privileges go,
      * and seccomp comes last so the steps before it need no allow-listing. */
-    char **argv = copy_strv(a->argv), **envp = copy_strv(a->envp);
+    char **argv = copy_strv(a->argv, NULL, 0), **envp = copy_strv(a->envp, a->env_extra, a->n_env_extra);
     if (!argv || !envp)
         CHECK(al_err(&err, "exec", ENOMEM, "copy the script's argv"));
     a->argv = argv;

@@ -17,6 +17,13 @@ typedef struct al_child_args {
     uint16_t listen_port;         /* > 0: a listener on 127.0.0.1 for the parent */
     int warm_fd;                  /* >= 0: the warm start's socket, the script's AL_BOX_WARM_FD */
     bool zygote;                  /* a zygote's box (box.h's al_box_zygote) */
+    /* read-only binds made in the root (their fds the box's copies, kept
+     * as its other fds are), and environment entries after ENVP's */
+    const al_box_bind *binds;
+    size_t n_binds;
+    int bind_fds[AL_BOX_BINDS_MAX];
+    char *const *env_extra;
+    size_t n_env_extra;
 } al_child_args;
 
 /* The box side of the sequence; never returns. */

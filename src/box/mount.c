@@ -230,3 +230,54 @@ int al_mount_dev_nodes(int devfd, int devdir, al_error *err) {
     }
     return 0;
 }
+
+int al_mount_bind_into(int rootfd, int hostfd, const char *box_path, bool own_inodes, al_error *err) {
+    struct stat rst;
+    if (fstat(rootfd, &rst) < 0)
+        return al_err(err, "mount", errno, "stat the box's root: %m");
+    /* walk BOX_PATH's components: each made (or found) in the root's own
+     * tmpfs; the last is the mount point */
+    char path[256];
+    snprintf(path, sizeof path, "%s", box_path);
+    _cleanup_close_ int dir = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
+    if (dir < 0)
+        return al_err(err, "mount", errno, "dup the root's fd: %m");
+    char *save = NULL, *name = strtok_r(path, "/", &save), *next;
+    for (; name; name = next) {
+        next = strtok_r(NULL, "/", &save);
+        if (mkdirat(dir, name, 0755) < 0 && errno != EEXIST)
+            return al_err(err, "mount", errno, "mkdir %s (for %s): %m", name, box_path);
+        struct stat st;
+        int d = openat(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (d < 0 || fstat(d, &st) < 0) {
+            int e = errno;
+            if (d >= 0)
+                close(d);
+            return al_err(err, "mount", e, "open %s (for %s): %m", name, box_path);
+        }
+        /* never beneath a mount the box has there already (its runtime's
+         * /usr, a scratch tmpfs): only the root's own directories */
+        if (st.st_dev != rst.st_dev) {
+            close(d);
+            return al_err(err, "mount", EBUSY, "%s: %s is a mount of the box's already", box_path, name);
+        }
+        if (!next) {
+            close(d);
+            break;
+        }
+        close(dir);
+        dir = d;
+    }
+    if (!name)
+        return al_err(err, "mount", EINVAL, "%s: no directory to mount on", box_path);
+    const unsigned attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    if (own_inodes)
+        return al_mount_own_tree(hostfd, "", attrs, dir, name, err);
+    _cleanup_close_ int t = open_tree(hostfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    if (t < 0)
+        return al_err(err, "mount", errno, "clone the tree for %s: %m", box_path);
+    struct mount_attr a = { .attr_set = attrs, .propagation = MS_PRIVATE };
+    if (mount_setattr(t, "", AT_EMPTY_PATH, &a, sizeof a) < 0)
+        return al_err(err, "mount", errno, "make %s read-only: %m", box_path);
+    return al_mount_attach(t, dir, name, err);
+}

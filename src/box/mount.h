@@ -56,3 +56,10 @@ int al_mount_dev(al_error *err);
  * DEVDIR, the box's /dev on its nodev root: the nodes are the only mounts
  * there without nodev. A name missing in DEVDIR is made as the mount point. */
 int al_mount_dev_nodes(int devfd, int devdir, al_error *err);
+/* The host directory HOSTFD (an O_PATH fd) read-only, nosuid, nodev at
+ * BOX_PATH beneath ROOTFD, the box's root (al_box_bind_path_ok's form):
+ * each missing directory of BOX_PATH made in the root's own file system
+ * (one that is there must be a directory of it, not a mount of the
+ * runtime's), then the tree attached as an overlay of its own
+ * (al_mount_own_tree), or a bind when OWN_INODES is false. */
+int al_mount_bind_into(int rootfd, int hostfd, const char *box_path, bool own_inodes, al_error *err);

@@ -22,6 +22,10 @@ static al_helper_event_kind kind_of(const char *type) {
         return AL_HELPER_EVENT_RESULT;
     if (strcmp(type, "error") == 0)
         return AL_HELPER_EVENT_ERROR;
+    if (strcmp(type, "installing") == 0)
+        return AL_HELPER_EVENT_INSTALLING;
+    if (strcmp(type, "installed") == 0)
+        return AL_HELPER_EVENT_INSTALLED;
     return AL_HELPER_EVENT_IGNORED;
 }
 
@@ -45,6 +49,17 @@ al_helper_event_kind al_helper_event_parse(const char *line, size_t len, al_help
         break;
     case AL_HELPER_EVENT_ERROR:
         ret->value = json_incref(json_object_get(e, "error"));
+        break;
+    case AL_HELPER_EVENT_INSTALLING: {
+        /* bytes only with a stream named: an install's output is one of its two */
+        const char *st = json_string_value(json_object_get(e, "stream"));
+        ret->stream = st && strcmp(st, "stdout") == 0 ? 1 : st && strcmp(st, "stderr") == 0 ? 2 : 0;
+        if (ret->stream)
+            ret->data = al_output_get(e, "data", &ret->len);
+        break;
+    }
+    case AL_HELPER_EVENT_INSTALLED:
+        ret->value = json_incref(e);
         break;
     default:
         break;

@@ -14,19 +14,26 @@ typedef enum al_helper_event_kind {
     AL_HELPER_EVENT_STDERR,
     AL_HELPER_EVENT_RESULT,      /* the run's result document */
     AL_HELPER_EVENT_ERROR,       /* the helper failed before a result */
+    AL_HELPER_EVENT_INSTALLING,  /* the package install's output bytes (stream, data), before the box */
+    AL_HELPER_EVENT_INSTALLED,   /* the packages' layer is ready (value: the event) */
     AL_HELPER_EVENT_KINDS,
 } al_helper_event_kind;
 
 typedef struct al_helper_event {
     al_helper_event_kind kind;
-    /* STDOUT, STDERR: the exact bytes (data_base64, else data), owned, NUL
-     * after them (they may hold NULs: their length is LEN); NULL when the
-     * event has none */
+    /* STDOUT, STDERR, INSTALLING: the exact bytes (data_base64, else data),
+     * owned, NUL after them (they may hold NULs: their length is LEN); NULL
+     * when the event has none */
     char *data;
     size_t len;
-    /* RESULT: its "result", ERROR: its "error", a reference owned (NULL
-     * when the event has none: a result event without one clears the
-     * result the service held, as it always did) */
+    /* INSTALLING: which of the install's streams (1 stdout, 2 stderr; 0:
+     * the event named neither, and carries no bytes) */
+    int stream;
+    /* RESULT: its "result", ERROR: its "error", INSTALLED: the event
+     * itself ({"type", "layer", "reused", "ms", "python", "node"}: as the
+     * box's, what is in it is checked by whoever reads it), a reference
+     * owned (NULL when the event has none: a result event without one
+     * clears the result the service held, as it always did) */
     json_t *value;
 } al_helper_event;
 

@@ -24,6 +24,19 @@
  *    (the service removes it after), else "docker_uids": {"holder", "uid",
  *    "lock_fds"}: the uids of the container to make (both optional)}
  * The result carries "network": {policy, mode, egress: [...], egress_dropped}.
+ *
+ * A job with packages ("packages": job.h's pkg_* fields) installs them
+ * before the run's box (install.c), in an install box of its own, with
+ * these events before "started":
+ *   {"type":"installing","stream":"stdout"|"stderr","data_base64":"..."}
+ *      (the install's output, as a run's; at most 1 MiB in all)
+ *   {"type":"installed","layer":"sha256:KEY","reused":bool,"ms":N,
+ *    "python":[{"name","version","sha256"}],"node":[{"name","version","integrity"}]}
+ * and its result carries "packages": {"layer":"sha256:KEY","reused":bool,
+ * "install_ms":N,"python":[...],"node":[...]} (the same lists). An install
+ * that fails ends the run there, no run box made: its result has
+ * "reason":"install_failed", "status":"error", the install's exit code and
+ * "error":{"step":"install","message": which step failed and why}.
  */
 #include <fcntl.h>
 #include <signal.h>

@@ -29,6 +29,11 @@
 /* the host paths staged into /work, and the script's arguments */
 #define AL_JOB_INPUTS_MAX 1024
 #define AL_JOB_ARGS_MAX 256
+/* a run's packages (issue 38): at most this many specs per language, each
+ * at most AL_JOB_PKG_SPEC_MAX bytes (npm's longest package name), checked
+ * by al_pkg_spec_check (pkg_spec.h) wherever they come in */
+#define AL_JOB_PKG_MAX 32
+#define AL_JOB_PKG_SPEC_MAX 214
 
 typedef enum al_job_driver {
     AL_JOB_NATIVE,                /* a box on this host */
@@ -103,6 +108,26 @@ typedef struct al_job {
     char *kube_config, *kube_namespace, *kube_image_ref, *kube_runtime_class, *kube_seccomp, *kube_name,
         *kube_node, *kube_instance;
     int kube_schedule_timeout_s;
+    /* packages (issue 38; all NULL/0 when the run has none): the specs
+     * (as checked), installed before the run's box into a layer under
+     * PKG_LAYERS_DIR (src/drivers/install.c) by an install box on the
+     * installer image (PKG_INSTALLER_DIR, its directory holding rootfs;
+     * NULL: an install is refused), from PKG_INDEX_PYTHON and
+     * PKG_REGISTRY_NODE, under the network policy PKG_NETWORK (as
+     * `airlock run --net` takes it: `packages` with the registries), with
+     * their scripts and source builds run in that box (PKG_SCRIPTS) or
+     * refused, within PKG_LIMITS and the layer's caps */
+    char **pkg_python;
+    size_t n_pkg_python;
+    char **pkg_node;
+    size_t n_pkg_node;
+    char *pkg_layers_dir;
+    char *pkg_installer_dir;
+    char *pkg_index_python, *pkg_registry_node;
+    char *pkg_network;
+    bool pkg_scripts;
+    al_box_limits pkg_limits;
+    uint64_t pkg_layer_max_bytes, pkg_layer_max_files;
 } al_job;
 
 /* An empty job: no run, the default limits, no fds. */
@@ -116,6 +141,12 @@ int al_job_set(char **dst, const char *s);
 /* An input path, or an argument, appended (each at most its _MAX). */
 int al_job_add_input(al_job *job, const char *path);
 int al_job_add_arg(al_job *job, const char *arg);
+/* A package spec appended to the job's python or node list (each at most
+ * AL_JOB_PKG_MAX; the spec is not checked here: al_pkg_spec_check). */
+int al_job_add_pkg_python(al_job *job, const char *spec);
+int al_job_add_pkg_node(al_job *job, const char *spec);
+/* Whether JOB installs packages before its box. */
+bool al_job_has_packages(const al_job *job);
 
 /* JOB as one line of JSON, without its newline, in *RET_TEXT (the caller
  * frees it), of *RET_LEN bytes: -E2BIG (and why, under step "provisioning",

@@ -16,6 +16,7 @@
 void al_job_init(al_job *job) {
     *job = (al_job){ .fork_fd = -1, .zygote_fd = -1 };
     al_box_limits_default(&job->limits);
+    al_box_limits_default(&job->pkg_limits);
 }
 
 static void free_strv(char **v, size_t n) {
@@ -55,6 +56,13 @@ void al_job_free(al_job *job) {
     free(job->kube_name);
     free(job->kube_node);
     free(job->kube_instance);
+    free_strv(job->pkg_python, job->n_pkg_python);
+    free_strv(job->pkg_node, job->n_pkg_node);
+    free(job->pkg_layers_dir);
+    free(job->pkg_installer_dir);
+    free(job->pkg_index_python);
+    free(job->pkg_registry_node);
+    free(job->pkg_network);
     al_job_init(job);
 }
 
@@ -89,6 +97,18 @@ int al_job_add_arg(al_job *job, const char *arg) {
     return push(&job->args, &job->n_args, AL_JOB_ARGS_MAX, arg);
 }
 
+int al_job_add_pkg_python(al_job *job, const char *spec) {
+    return push(&job->pkg_python, &job->n_pkg_python, AL_JOB_PKG_MAX, spec);
+}
+
+int al_job_add_pkg_node(al_job *job, const char *spec) {
+    return push(&job->pkg_node, &job->n_pkg_node, AL_JOB_PKG_MAX, spec);
+}
+
+bool al_job_has_packages(const al_job *job) {
+    return job->n_pkg_python > 0 || job->n_pkg_node > 0;
+}
+
 int al_job_copy(const al_job *job, al_job *ret) {
     al_job c = *job;
     /* none of JOB's storage: each pointer is copied below */
@@ -97,8 +117,9 @@ int al_job_copy(const al_job *job, al_job *ret) {
     c.remote_api_url = c.remote_sandbox_url = c.remote_key = c.remote_template = c.remote_tag = NULL;
     c.kube_config = c.kube_namespace = c.kube_image_ref = c.kube_runtime_class = c.kube_seccomp = NULL;
     c.kube_name = c.kube_node = c.kube_instance = NULL;
-    c.inputs = c.args = NULL;
-    c.n_inputs = c.n_args = 0;
+    c.inputs = c.args = c.pkg_python = c.pkg_node = NULL;
+    c.n_inputs = c.n_args = c.n_pkg_python = c.n_pkg_node = 0;
+    c.pkg_layers_dir = c.pkg_installer_dir = c.pkg_index_python = c.pkg_registry_node = c.pkg_network = NULL;
     int r = 0;
     struct { char **dst; const char *src; } s[] = {
         { &c.code, job->code },           { &c.out_dir, job->out_dir },   { &c.image_dir, job->image_dir },
@@ -113,6 +134,9 @@ int al_job_copy(const al_job *job, al_job *ret) {
         { &c.kube_seccomp, job->kube_seccomp }, { &c.kube_name, job->kube_name },
         { &c.kube_node, job->kube_node }, { &c.kube_instance, job->kube_instance },
         { &c.work_in, job->work_in },     { &c.work_out, job->work_out },
+        { &c.pkg_layers_dir, job->pkg_layers_dir }, { &c.pkg_installer_dir, job->pkg_installer_dir },
+        { &c.pkg_index_python, job->pkg_index_python }, { &c.pkg_registry_node, job->pkg_registry_node },
+        { &c.pkg_network, job->pkg_network },
     };
     for (size_t i = 0; i < ELEMENTSOF(s) && r == 0; i++)
         r = al_job_set(s[i].dst, s[i].src);
@@ -120,6 +144,10 @@ int al_job_copy(const al_job *job, al_job *ret) {
         r = al_job_add_input(&c, job->inputs[i]);
     for (size_t i = 0; i < job->n_args && r == 0; i++)
         r = al_job_add_arg(&c, job->args[i]);
+    for (size_t i = 0; i < job->n_pkg_python && r == 0; i++)
+        r = al_job_add_pkg_python(&c, job->pkg_python[i]);
+    for (size_t i = 0; i < job->n_pkg_node && r == 0; i++)
+        r = al_job_add_pkg_node(&c, job->pkg_node[i]);
     c.has_args = job->has_args;
     *ret = c;
     return r;
@@ -159,6 +187,23 @@ static json_t *limits_json(const al_box_limits *l) {
     return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "timeout_ms", (json_int_t)l->wall_ms, "memory_bytes",
                      (json_int_t)l->memory_bytes, "cpu_millis", (json_int_t)l->cpu_millis, "pids", (json_int_t)l->pids,
                      "output_bytes", (json_int_t)l->output_bytes, "tmpfs_bytes", (json_int_t)l->tmpfs_bytes);
+}
+
+/* the packages' fields, one member: all there, or none */
+static json_t *packages_json(const al_job *j) {
+    json_t *o = json_object();
+    json_object_set_new(o, "python", strv(j->pkg_python, j->n_pkg_python));
+    json_object_set_new(o, "node", strv(j->pkg_node, j->n_pkg_node));
+    set_str(o, "layers_dir", j->pkg_layers_dir);
+    set_str(o, "installer_dir", j->pkg_installer_dir);
+    set_str(o, "index_python", j->pkg_index_python);
+    set_str(o, "registry_node", j->pkg_registry_node);
+    set_str(o, "network", j->pkg_network);
+    json_object_set_new(o, "scripts", json_boolean(j->pkg_scripts));
+    json_object_set_new(o, "limits", limits_json(&j->pkg_limits));
+    json_object_set_new(o, "layer_max_bytes", json_integer((json_int_t)j->pkg_layer_max_bytes));
+    json_object_set_new(o, "layer_max_files", json_integer((json_int_t)j->pkg_layer_max_files));
+    return o;
 }
 
 static json_t *job_json(const al_job *j) {
@@ -218,6 +263,8 @@ static json_t *job_json(const al_job *j) {
         json_object_set_new(o, "docker_uids", uids_json(&j->docker_uids));
     if (j->docker_keep.set)
         json_object_set_new(o, "docker_keep", held_json(&j->docker_keep, true));
+    if (al_job_has_packages(j))
+        json_object_set_new(o, "packages", packages_json(j));
     return o;
 }
 
@@ -285,7 +332,9 @@ static int get_strv(json_t *o, const char *k, al_job *j, int (*add)(al_job *, co
             return BAD("%s: want an array of strings", k);
         int r = add(j, json_string_value(v));
         if (r < 0)
-            return r == -E2BIG ? BAD("%s: more than %d", k, k[0] == 'a' ? AL_JOB_ARGS_MAX : AL_JOB_INPUTS_MAX)
+            return r == -E2BIG ? BAD("%s: more than %d", k,
+                                     add == al_job_add_arg ? AL_JOB_ARGS_MAX
+                                     : add == al_job_add_input ? AL_JOB_INPUTS_MAX : AL_JOB_PKG_MAX)
                                : al_err(err, "job", ENOMEM, "out of memory");
     }
     return 0;
@@ -401,6 +450,48 @@ static int kube_of(const al_job *j, al_error *err) {
     return 0;
 }
 
+/* "packages": its specs (at most AL_JOB_PKG_MAX each, of
+ * AL_JOB_PKG_SPEC_MAX bytes: what they are is the helper's to check, at
+ * its use), where layers go, the installer, the registries, the install
+ * box's policy and limits, the layer's caps */
+static int packages_of(json_t *o, al_job *j, al_error *err) {
+    static const char *const keys[] = { "python", "node", "layers_dir", "installer_dir", "index_python",
+                                        "registry_node", "network", "scripts", "limits", "layer_max_bytes",
+                                        "layer_max_files" };
+    int r = keys_only(o, "packages", keys, ELEMENTSOF(keys), err);
+    if (r == 0)
+        r = get_strv(o, "python", j, al_job_add_pkg_python, err);
+    if (r == 0)
+        r = get_strv(o, "node", j, al_job_add_pkg_node, err);
+    for (size_t i = 0; i < j->n_pkg_python + j->n_pkg_node && r == 0; i++) {
+        const char *spec = i < j->n_pkg_python ? j->pkg_python[i] : j->pkg_node[i - j->n_pkg_python];
+        if (!spec[0] || strlen(spec) > AL_JOB_PKG_SPEC_MAX)
+            r = BAD("packages: a spec of 1 to %d bytes", AL_JOB_PKG_SPEC_MAX);
+    }
+    if (r == 0 && !al_job_has_packages(j))
+        r = BAD("packages: want python or node specs");
+    struct { const char *k; char **dst; } s[] = {
+        { "layers_dir", &j->pkg_layers_dir },     { "installer_dir", &j->pkg_installer_dir },
+        { "index_python", &j->pkg_index_python }, { "registry_node", &j->pkg_registry_node },
+        { "network", &j->pkg_network },
+    };
+    for (size_t i = 0; i < ELEMENTSOF(s) && r == 0; i++)
+        r = get_str(o, s[i].k, s[i].dst, err);
+    if (r == 0)
+        r = get_bool(o, "scripts", &j->pkg_scripts, err);
+    json_t *v;
+    if (r == 0 && (v = json_object_get(o, "limits")))
+        r = limits_of(v, &j->pkg_limits, err);
+    json_int_t mb = 0, mf = 0;
+    if (r == 0)
+        r = get_int(o, "layer_max_bytes", 0, INT64_MAX, &mb, err);
+    if (r == 0)
+        r = get_int(o, "layer_max_files", 0, INT64_MAX, &mf, err);
+    j->pkg_layer_max_bytes = (uint64_t)mb;
+    j->pkg_layer_max_files = (uint64_t)mf;
+    return r;
+}
+
 static int decode_obj(json_t *o, al_job *j, al_error *err) {
     static const char *const keys[] = {
         "language", "code", "inputs", "out_dir", "limits", "image_dir", "image_digest", "args", "stdin_path",
@@ -408,7 +499,7 @@ static int decode_obj(json_t *o, al_job *j, al_error *err) {
         "docker_socket", "docker_runtime", "docker_box", "docker_uids", "docker_keep", "remote_api_url",
         "remote_sandbox_url", "remote_key", "remote_template", "remote_tag", "work_in", "work_out",
         "kube_config", "kube_namespace", "kube_image_ref", "kube_runtime_class", "kube_seccomp", "kube_name",
-        "kube_node", "kube_instance", "kube_schedule_timeout_s",
+        "kube_node", "kube_instance", "kube_schedule_timeout_s", "packages",
     };
     int r = keys_only(o, "the job", keys, ELEMENTSOF(keys), err);
     json_t *lang = json_object_get(o, "language"), *drv = json_object_get(o, "driver"), *v;
@@ -472,6 +563,8 @@ static int decode_obj(json_t *o, al_job *j, al_error *err) {
         r = held_of(v, "docker_box", false, &j->docker_box, err);
     if (r == 0 && (v = json_object_get(o, "docker_keep")))
         r = held_of(v, "docker_keep", true, &j->docker_keep, err);
+    if (r == 0 && (v = json_object_get(o, "packages")))
+        r = packages_of(v, j, err);
     if (r == 0 && (v = json_object_get(o, "docker_uids"))) {
         static const char *const uk[] = { "holder", "uid", "lock_fds" };
         if ((r = keys_only(v, "docker_uids", uk, ELEMENTSOF(uk), err)) == 0)

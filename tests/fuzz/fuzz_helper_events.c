@@ -110,21 +110,25 @@ static void one_line(const char *line, size_t len) {
     seen.kinds[k]++;
     if (memchr(line, '\0', len))
         seen.nul_in_line++;
-    bool output = k == AL_HELPER_EVENT_STDOUT || k == AL_HELPER_EVENT_STDERR;
+    bool output = k == AL_HELPER_EVENT_STDOUT || k == AL_HELPER_EVENT_STDERR || k == AL_HELPER_EVENT_INSTALLING;
     FUZZ_CHECK(output || (!a.data && a.len == 0), "a kind %d event carries bytes", k);
+    FUZZ_CHECK(k == AL_HELPER_EVENT_INSTALLING ? a.stream >= 0 && a.stream <= 2 && (a.stream || !a.data) : a.stream == 0,
+               "a kind %d event has stream %d (with bytes: %d)", k, a.stream, a.data != NULL);
     FUZZ_CHECK(!a.data || a.data[a.len] == '\0', "the bytes are not NUL terminated");
     FUZZ_CHECK(a.data || a.len == 0, "no bytes, but a length of %zu", a.len);
-    FUZZ_CHECK(k == AL_HELPER_EVENT_RESULT || k == AL_HELPER_EVENT_ERROR || !a.value, "a kind %d event carries a value",
-               k);
+    FUZZ_CHECK(k == AL_HELPER_EVENT_RESULT || k == AL_HELPER_EVENT_ERROR || k == AL_HELPER_EVENT_INSTALLED || !a.value,
+               "a kind %d event carries a value", k);
+    FUZZ_CHECK(k != AL_HELPER_EVENT_INSTALLED || json_is_object(a.value), "an installed event's value is not the event");
     if (output)
         a.data ? seen.output_bytes++ : seen.output_none++;
     FUZZ_CHECK(al_helper_event_parse(line, len, &b) == k && a.len == b.len && (!a.data) == (!b.data) &&
                    (!a.data || memcmp(a.data, b.data, a.len) == 0) && (!a.value) == (!b.value) &&
-                   (!a.value || json_equal(a.value, b.value)),
+                   (!a.value || json_equal(a.value, b.value)) && a.stream == b.stream,
                "the same line parsed twice differs");
-    /* what the service will show, sent again: the same bytes */
+    /* what the service will show, sent again: the same bytes (an install's
+     * output goes the way a run's does) */
     if (a.data)
-        round_trip(a.data, a.len, k);
+        round_trip(a.data, a.len, k == AL_HELPER_EVENT_INSTALLING ? AL_HELPER_EVENT_STDERR : k);
     al_helper_event_clear(&a);
     al_helper_event_clear(&b);
 }
@@ -151,9 +155,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 /* The corpus must reach every kind, output with bytes and without, lines
  * with a NUL, and bytes that are text exactly and that need base64. */
 int fuzz_replay_check(void) {
-    printf("helper-events: %u ignored, %u started, %u stdout, %u stderr, %u result, %u error lines; output %u with bytes, "
-           "%u without; %u lines with a NUL; round trips %u as text, %u with base64\n",
-           seen.kinds[0], seen.kinds[1], seen.kinds[2], seen.kinds[3], seen.kinds[4], seen.kinds[5], seen.output_bytes,
+    printf("helper-events: %u ignored, %u started, %u stdout, %u stderr, %u result, %u error, %u installing, %u installed "
+           "lines; output %u with bytes, %u without; %u lines with a NUL; round trips %u as text, %u with base64\n",
+           seen.kinds[0], seen.kinds[1], seen.kinds[2], seen.kinds[3], seen.kinds[4], seen.kinds[5], seen.kinds[6],
+           seen.kinds[7], seen.output_bytes,
            seen.output_none, seen.nul_in_line, seen.exact_text, seen.with_base64);
     for (int k = 0; k < AL_HELPER_EVENT_KINDS; k++)
         if (!seen.kinds[k])

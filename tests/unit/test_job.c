@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "drivers/job.h"
+#include "drivers/pkg_spec.h"
 
 #include "check.h"
 
@@ -103,6 +104,90 @@ int main(void) {
     al_job_free(&d);
     al_job_free(&j);
     CHECK(decodes("{\"language\":\"python\",\"driver\":\"daytona\"}"));
+
+    /* packages (issue 38): every field crosses, and copies; none: no member */
+    al_job_init(&j);
+    j.lang = al_lang_by_name("python");
+    CHECK(al_job_set(&j.code, "import tinypkg") == 0 && al_job_add_pkg_python(&j, "tinypkg==1.0") == 0 &&
+          al_job_add_pkg_node(&j, "@scope/x@^1.2 <2") == 0 && al_job_add_pkg_node(&j, "left-pad") == 0);
+    CHECK(al_job_set(&j.pkg_layers_dir, "/s/layers") == 0 && al_job_set(&j.pkg_installer_dir, "/s/images/sha256-cd") == 0 &&
+          al_job_set(&j.pkg_index_python, "http://pypi.test/simple") == 0 &&
+          al_job_set(&j.pkg_registry_node, "https://registry.npmjs.org/") == 0 &&
+          al_job_set(&j.pkg_network, "packages") == 0);
+    j.pkg_scripts = true;
+    j.pkg_limits.wall_ms = 300000;
+    j.pkg_limits.memory_bytes = 1ULL << 30;
+    j.pkg_layer_max_bytes = 512ULL << 20;
+    j.pkg_layer_max_files = 50000;
+    CHECK(al_job_has_packages(&j));
+    CHECK(al_job_encode(&j, &text, &len, &err) == 0 && al_job_decode(text, len, &d, &err) == 0);
+    CHECK(d.n_pkg_python == 1 && strcmp(d.pkg_python[0], "tinypkg==1.0") == 0 && d.n_pkg_node == 2 &&
+          strcmp(d.pkg_node[0], "@scope/x@^1.2 <2") == 0);
+    CHECK(strcmp(d.pkg_layers_dir, "/s/layers") == 0 && strcmp(d.pkg_installer_dir, "/s/images/sha256-cd") == 0 &&
+          strcmp(d.pkg_index_python, "http://pypi.test/simple") == 0 && strcmp(d.pkg_network, "packages") == 0 &&
+          strcmp(d.pkg_registry_node, "https://registry.npmjs.org/") == 0);
+    CHECK(d.pkg_scripts && memcmp(&d.pkg_limits, &j.pkg_limits, sizeof d.pkg_limits) == 0 &&
+          d.pkg_layer_max_bytes == 512ULL << 20 && d.pkg_layer_max_files == 50000);
+    CHECK(al_job_copy(&d, &c) == 0 && al_job_encode(&c, &text2, &len2, &err) == 0 && len2 == len &&
+          memcmp(text, text2, len) == 0);
+    free(text);
+    free(text2);
+    al_job_free(&c);
+    al_job_free(&d);
+    al_job_free(&j);
+    CHECK(j.n_pkg_python == 0 && !j.pkg_layers_dir && !al_job_has_packages(&j));
+    CHECK(al_job_encode(&j, &text, &len, &err) == 0 && !strstr(text, "packages"));
+    free(text);
+    CHECK(decodes("{\"packages\":{\"python\":[\"a\"]}}"));
+    CHECK(!decodes("{\"packages\":{}}") && !decodes("{\"packages\":{\"python\":[]}}"));
+    CHECK(!decodes("{\"packages\":{\"python\":[\"a\"],\"extra\":1}}"));
+    CHECK(!decodes("{\"packages\":{\"python\":[\"\"]}}") && !decodes("{\"packages\":{\"node\":[1]}}"));
+    CHECK(!decodes("{\"packages\":{\"python\":[\"a\"],\"scripts\":\"yes\"}}"));
+    {
+        al_job many_pkgs;
+        al_job_init(&many_pkgs);
+        int rp = 0;
+        for (int i = 0; i <= AL_JOB_PKG_MAX && rp == 0; i++)
+            rp = al_job_add_pkg_node(&many_pkgs, "a");
+        CHECK(rp == -E2BIG && many_pkgs.n_pkg_node == AL_JOB_PKG_MAX);
+        al_job_free(&many_pkgs);
+    }
+    /* specs: a name and a version constraint, nothing else */
+    static const char *const py_ok[] = { "requests", "tinypkg==1.0", "a.b_c-d", "pkg[extra,two]>=2.0", "x~=1.4.*",
+                                         "x!=1", "x<2", "x>1.0rc1", "Django==4.2+local" };
+    static const char *const py_bad[] = { "", "-e", "--index-url=http://x", "git+https://x/y", "./local", "/abs",
+                                          "http://x/y.whl", "x==", "x[]", "x @ https://x", "x;python_version<'3'",
+                                          "x==1 ", "_x", "x=1", "x==1,<2" };
+    static const char *const node_ok[] = { "left-pad", "left-pad@1.3.0", "@scope/pkg", "@scope/pkg@^1.2",
+                                           "x@>=1 <2", "x@1.x || 2", "x@latest", "x@~1.2.3" };
+    static const char *const node_bad[] = { "", "-g", "Left-Pad", "x@", "@scope", "@scope/", "github:user/repo",
+                                            "file:../x", "https://x/y.tgz", "x@git+ssh://x", "../x", "x/y", "x@1;rm",
+                                            "@Scope/x" };
+    for (size_t i = 0; i < ELEMENTSOF(py_ok); i++)
+        CHECK(al_pkg_spec_check(AL_PKG_PYTHON, py_ok[i], &err) == 0);
+    for (size_t i = 0; i < ELEMENTSOF(py_bad); i++)
+        CHECK(al_pkg_spec_check(AL_PKG_PYTHON, py_bad[i], &err) == -EINVAL && strcmp(err.step, "packages") == 0);
+    for (size_t i = 0; i < ELEMENTSOF(node_ok); i++)
+        CHECK(al_pkg_spec_check(AL_PKG_NODE, node_ok[i], &err) == 0);
+    for (size_t i = 0; i < ELEMENTSOF(node_bad); i++)
+        CHECK(al_pkg_spec_check(AL_PKG_NODE, node_bad[i], &err) == -EINVAL);
+    {
+        char longname[AL_JOB_PKG_SPEC_MAX + 2];
+        memset(longname, 'a', sizeof longname - 1);
+        longname[sizeof longname - 1] = '\0';
+        CHECK(al_pkg_spec_check(AL_PKG_NODE, longname, &err) == -EINVAL);
+        longname[AL_JOB_PKG_SPEC_MAX] = '\0';
+        CHECK(al_pkg_spec_check(AL_PKG_NODE, longname, &err) == 0);
+    }
+    char nm[64];
+    al_pkg_spec_name(AL_PKG_PYTHON, "pkg[extra]>=2", nm, sizeof nm);
+    CHECK(strcmp(nm, "pkg") == 0);
+    al_pkg_spec_name(AL_PKG_NODE, "@scope/pkg@^1", nm, sizeof nm);
+    CHECK(strcmp(nm, "@scope/pkg") == 0);
+    al_pkg_spec_name(AL_PKG_NODE, "left-pad", nm, sizeof nm);
+    CHECK(strcmp(nm, "left-pad") == 0);
+    al_pkg_lang pl;
+    CHECK(al_pkg_lang_from_name("node", &pl) == 0 && pl == AL_PKG_NODE && al_pkg_lang_from_name("ruby", &pl) < 0);
 
     /* what the tests and older drivers write: limits in part, the rest defaults */
     CHECK(decodes("{\"language\":\"python\",\"code\":\"pass\",\"out_dir\":\"/o\",\"fork_fd\":3,\"limits\":{\"timeout_s\":10}}"));

@@ -29,6 +29,13 @@ def seeds():
     s = {}
     s["session-ok.jsonl"] = (ev(type="started") + ev(type="stdout", data_base64=b64(b"hello\n")) +
                              ev(type="stderr", data_base64=b64(b"warn: \xff\xfe\n")) + ev(type="result", result=RESULT))
+    s["session-install.jsonl"] = (ev(type="installing", stream="stdout", data="Collecting tinypkg==1.0\n") +
+                                  ev(type="installing", stream="stderr", data_base64=b64(b"npm warn \xff\n")) +
+                                  ev(type="installing", data="no stream") + ev(type="installing", stream="other") +
+                                  ev(type="installed", layer="sha256:" + "ab" * 32, reused=False, ms=812,
+                                     python=[{"name": "tinypkg", "version": "1.0", "sha256": "cd" * 32}], node=[]) +
+                                  ev(type="started") + ev(type="result", result=dict(RESULT, packages={
+                                      "layer": "sha256:" + "ab" * 32, "reused": False, "install_ms": 812})))
     s["session-error.jsonl"] = ev(type="error", error={"step": "job", "message": "the job needs language, code and out_dir"})
     s["stdout-text.jsonl"] = ev(type="stdout", data="plain text \u00e9\u2028 ok\n")
     s["stdout-text-and-base64.jsonl"] = ev(type="stdout", data="\ufffd\ufffd", data_base64=b64(b"\x00\xff"))
