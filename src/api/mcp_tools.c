@@ -493,6 +493,20 @@ static bool on_events(al_mcp_call *k, const al_follow_event *evs, size_t nev, bo
             /* already redacted by the runner, as the REST stream is */
             add(notes, log_note(type[3] == 'o' ? "info" : "warning", type, json_incref(json_object_get(data, "data"))));
             add(notes, progress_note(k, type[3] == 'o' ? "output on stdout" : "output on stderr"));
+        } else if (strcmp(type, "phase") == 0 && json_is_string(json_object_get(data, "phase"))) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "Run %s is %s its packages.", k->run_id,
+                     json_string_value(json_object_get(data, "phase")));
+            add(notes, progress_note(k, msg));
+        } else if (strcmp(type, "installing") == 0 && send_output && json_is_string(json_object_get(data, "data"))) {
+            /* pip's and npm's own words, redacted as the run's output is */
+            add(notes, log_note("info", "installing", json_incref(json_object_get(data, "data"))));
+        } else if (strcmp(type, "installed") == 0) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "Run %s's packages are ready (%s %s).", k->run_id,
+                     json_is_true(json_object_get(data, "reused")) ? "layer reused:" : "installed into",
+                     json_string_value(json_object_get(data, "layer")) ?: "a layer");
+            add(notes, progress_note(k, msg));
         } else if (strcmp(type, "result") == 0) {
             json_decref(data);
             *ret_result = final_result(k);

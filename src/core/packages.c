@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../image/image.h"
 #include "../store/packages.h"
@@ -31,11 +32,29 @@ bool al_pkg_set_any(const al_pkg_set *set) {
     return false;
 }
 
+/* The name SPEC installs as its manager compares names, into OUT (LEN
+ * bytes): python's PEP 503 form (lower case, each run of - _ . one -), so
+ * that Foo_Bar==2 replaces foo-bar==1; node's as written, scope included. */
+static void name_key(al_pkg_lang l, const char *spec, char *out, size_t len) {
+    char name[AL_RUN_PACKAGE_SPEC_MAX + 1];
+    al_pkg_spec_name(l, spec, name, sizeof name);
+    size_t o = 0;
+    for (const char *c = name; *c && o + 1 < len; c++) {
+        if (l != AL_PKG_PYTHON)
+            out[o++] = *c;
+        else if (*c == '-' || *c == '_' || *c == '.')
+            o = o && out[o - 1] == '-' ? o : (out[o] = '-', o + 1);
+        else
+            out[o++] = *c >= 'A' && *c <= 'Z' ? (char)(*c - 'A' + 'a') : *c;
+    }
+    out[o] = '\0';
+}
+
 int al_pkg_set_put(al_pkg_set *set, al_pkg_lang l, const char *spec) {
     char name[AL_RUN_PACKAGE_SPEC_MAX + 1], other[AL_RUN_PACKAGE_SPEC_MAX + 1];
-    al_pkg_spec_name(l, spec, name, sizeof name);
+    name_key(l, spec, name, sizeof name);
     for (size_t i = 0; i < set->n[l]; i++) {
-        al_pkg_spec_name(l, set->specs[l][i], other, sizeof other);
+        name_key(l, set->specs[l][i], other, sizeof other);
         if (strcmp(name, other) == 0) {
             free(set->specs[l][i]);
             memmove(&set->specs[l][i], &set->specs[l][i + 1], (set->n[l] - i - 1) * sizeof *set->specs[l]);
@@ -249,4 +268,120 @@ json_t *al_packages_thread_view(al_service *s, const char *ws_id, const char *th
     }
     json_object_set_new(doc, "thread_id", json_string(thread_id));
     return doc;
+}
+
+/* The set RUN's job carries into *RET: its thread's (when INSTALLS), then
+ * what it asked over it. */
+static int job_set(al_service *s, const al_store_run *run, bool installs, al_pkg_set *ret, al_error *err) {
+    *ret = (al_pkg_set){ 0 };
+    if (installs && run->thread_id[0] && al_packages_of_thread(s, run->workspace_id, run->thread_id, ret, err) < 0)
+        return -EIO;
+    json_t *ins = run->inputs ? json_loads(run->inputs, 0, NULL) : NULL;
+    json_t *pk = json_object_get(ins, "packages");
+    int r = 0;
+    for (size_t l = 0; r == 0 && l < _AL_PKG_LANG_MAX; l++) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(pk, al_pkg_lang_names[l]), i, e) if (r == 0) {
+            const char *v = json_string_value(e);
+            /* checked at admission; read back from the store, checked again */
+            if (!v || !al_pkg_spec_valid((al_pkg_lang)l, v, strlen(v)))
+                r = al_err(err, "packages", EINVAL, "the run's recorded packages are malformed");
+            else if ((r = al_pkg_set_put(ret, (al_pkg_lang)l, v)) < 0)
+                r = al_err(err, "packages", -r, "the thread's set with the run's packages: %s", r == -E2BIG
+                           ? "more than 32 of one language" : strerror(-r));
+        }
+    }
+    json_decref(ins);
+    if (r < 0)
+        al_pkg_set_free(ret);
+    return r;
+}
+
+/* What J's install step is given beside its specs. */
+static int job_install(al_service *s, const al_settings *st, al_job *j, al_error *err) {
+    char layers[PATH_MAX + 16], images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
+    snprintf(layers, sizeof layers, "%s/layers", s->cfg.state_dir);
+    if (mkdir(layers, 0700) < 0 && errno != EEXIST)
+        return al_err(err, "packages", errno, "mkdir %s: %m", layers);
+    al_service_images_dir(&s->cfg, images, sizeof images);
+    al_error ierr = { 0 };
+    if (al_image_resolve(images, "installer", idir, sizeof idir, digest, &ierr) < 0)
+        return al_err(err, "packages", ENOENT, "package installs need the installer image (%s): an operator builds "
+                      "it with `airlock image build installer`", ierr.msg);
+    if (al_job_set(&j->pkg_layers_dir, layers) < 0 || al_job_set(&j->pkg_installer_dir, idir) < 0 ||
+        al_job_set(&j->pkg_index_python, s->cfg.package_index_python) < 0 ||
+        al_job_set(&j->pkg_registry_node, s->cfg.package_registry_node) < 0 ||
+        /* the registries' policy: the proxy holds it to package_registries */
+        al_job_set(&j->pkg_network, "packages") < 0)
+        return -ENOMEM;
+    j->pkg_scripts = st->package_scripts;
+    al_box_limits l;
+    al_box_limits_default(&l);
+    l.wall_ms = (uint64_t)s->cfg.package_install_timeout_s * 1000;
+    l.memory_bytes = (uint64_t)s->cfg.package_install_memory_mb << 20;
+    l.cpu_millis = 1000;
+    /* the install writes its tree to /out: room for the layer's caps */
+    l.tmpfs_bytes = (uint64_t)s->cfg.package_layer_max_mb << 20;
+    l.tmpfs_inodes = (uint64_t)s->cfg.package_layer_max_files + 1024;
+    j->pkg_limits = l;
+    j->pkg_layer_max_bytes = (uint64_t)s->cfg.package_layer_max_mb << 20;
+    j->pkg_layer_max_files = (uint64_t)s->cfg.package_layer_max_files;
+    return 0;
+}
+
+int al_packages_job(al_service *s, const al_store_run *run, al_job *j, al_error *err) {
+    al_settings st;
+    int r = al_settings_get(s, run->workspace_id, &st, err);
+    if (r < 0)
+        return r;
+    al_pkg_set set;
+    /* installs turned off since: the thread's set is not installed (its
+     * layer kept), and a run that asked was refused at admission */
+    r = job_set(s, run, st.package_installs && strcmp(s->driver->name, "native") == 0, &set, err);
+    if (r == 0 && al_pkg_set_any(&set)) {
+        for (size_t i = 0; r == 0 && i < set.n[AL_PKG_PYTHON]; i++)
+            r = al_job_add_pkg_python(j, set.specs[AL_PKG_PYTHON][i]);
+        for (size_t i = 0; r == 0 && i < set.n[AL_PKG_NODE]; i++)
+            r = al_job_add_pkg_node(j, set.specs[AL_PKG_NODE][i]);
+        if (r < 0)
+            r = al_err(err, "packages", -r, "the job's packages: %s", strerror(-r));
+        else
+            r = job_install(s, &st, j, err);
+    }
+    al_pkg_set_free(&set);
+    al_settings_done(&st);
+    return r;
+}
+
+int al_packages_installed(al_service *s, const al_store_run *run, const al_job *j, json_t *installed, al_error *err) {
+    const char *layer = json_string_value(json_object_get(installed, "layer"));
+    if (!run->thread_id[0] || !al_job_has_packages(j))
+        return 0;
+    if (!layer || strlen(layer) >= 80)
+        return al_err(err, "packages", EBADMSG, "the helper's installed event names no layer");
+    char *const *specs[_AL_PKG_LANG_MAX] = { j->pkg_python, j->pkg_node };
+    size_t n[_AL_PKG_LANG_MAX] = { j->n_pkg_python, j->n_pkg_node };
+    int r = 0;
+    for (size_t l = 0; r == 0 && l < _AL_PKG_LANG_MAX; l++) {
+        if (!n[l])
+            continue;
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < n[l]; i++)
+            json_array_append_new(a, json_string(specs[l][i]));
+        /* what the box's helper said is hostile data: kept as JSON text
+         * when it is a list, bounded by the event's own cap */
+        json_t *res = json_object_get(installed, al_pkg_lang_names[l]);
+        al_store_thread_packages row = { .specs = a ? json_dumps(a, JSON_COMPACT) : NULL, .layer = (char *)layer,
+                                         .resolved = json_is_array(res) ? json_dumps(res, JSON_COMPACT) : strdup("[]") };
+        snprintf(row.lang, sizeof row.lang, "%s", al_pkg_lang_names[l]);
+        al_store_now(row.updated_at, sizeof row.updated_at);
+        r = row.specs && row.resolved ? al_store_thread_packages_put(s->store, run->org_id, run->workspace_id,
+                                                                     run->thread_id, &row, err)
+                                      : al_err(err, "packages", ENOMEM, "out of memory");
+        free(row.specs);
+        free(row.resolved);
+        json_decref(a);
+    }
+    return r;
 }

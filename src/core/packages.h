@@ -9,6 +9,8 @@
 
 #include <jansson.h>
 
+#include "../drivers/job.h"
+#include "../store/runs.h"
 #include "run_spec.h"
 #include "service.h"
 #include "settings.h"
@@ -68,3 +70,18 @@ al_status al_packages_admit_for(al_service *s, const al_principal *p, const al_r
  * ceil(package_install_timeout_s / the run's timeout_s) more); a run whose
  * packages its thread holds already (the layer is reused) pays PRICE. */
 int64_t al_packages_price(al_service *s, const al_principal *p, const al_run_spec *sp, int64_t price);
+
+/* RUN's packages into its job J: the packages it asked (its record's) over
+ * its thread's set when the workspace's installs are on (a run of a thread
+ * with a set gets the set, asking or not, so that it mounts the thread's
+ * layer), and what the helper installs them with (the layers directory, the
+ * installer image, the index and registry, the install box's network,
+ * scripts and limits). Nothing for a run with no packages. 0, or -errno
+ * with ERR (the installer image gone since admission: provisioning fails). */
+int al_packages_job(al_service *s, const al_store_run *run, al_job *j, al_error *err);
+
+/* RUN's packages installed (or their layer reused) as the helper said in
+ * INSTALLED ({"layer", "python", "node", ...}): its thread's set becomes
+ * J's, with that layer and what it resolved. 0 (and for a run without a
+ * thread), or -errno with ERR. */
+int al_packages_installed(al_service *s, const al_store_run *run, const al_job *j, json_t *installed, al_error *err);

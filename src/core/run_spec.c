@@ -60,91 +60,9 @@ bool al_run_reserved_file_name(const char *n) {
 
 /* ------------------------------------------------------------- packages */
 
-#define ALNUM "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-#define LOWNUM "abcdefghijklmnopqrstuvwxyz0123456789"
-
-/* The contract's patterns, written out: no regex engine (and no locale)
- * decides what reaches pip or npm. Every part's character set excludes the
- * character that ends it, so one greedy pass decides as the pattern does.
- *   python ^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]+)?$
- *   node   ^(@[a-z0-9][a-z0-9._-]*\/)?[a-z0-9][a-z0-9._-]*(@[A-Za-z0-9.^~<>=*|+_ -]+)?$ */
-static bool python_spec(const char *s) {
-    if (!s[0] || !strchr(ALNUM, s[0]))
-        return false;
-    size_t i = 1 + strspn(s + 1, ALNUM "._-");
-    if (s[i] == '[') {
-        size_t n = strspn(s + i + 1, ALNUM ",._-");
-        if (n == 0 || s[i + 1 + n] != ']')
-            return false;
-        i += n + 2;
-    }
-    if (!s[i])
-        return true;
-    static const char *const ops[] = { "==", ">=", "<=", "~=", "!=", "<", ">" };
-    size_t op = 0;
-    for (size_t k = 0; k < ELEMENTSOF(ops) && !op; k++)
-        if (strncmp(s + i, ops[k], strlen(ops[k])) == 0)
-            op = strlen(ops[k]);
-    if (!op)
-        return false;
-    i += op;
-    size_t n = strspn(s + i, ALNUM ".*+!_-");
-    return n > 0 && s[i + n] == '\0';
-}
-
-static bool node_spec(const char *s) {
-    size_t i = 0;
-    if (s[0] == '@') {
-        if (!s[1] || !strchr(LOWNUM, s[1]))
-            return false;
-        i = 2 + strspn(s + 2, LOWNUM "._-");
-        if (s[i] != '/')
-            return false;
-        i++;
-    }
-    if (!s[i] || !strchr(LOWNUM, s[i]))
-        return false;
-    i += 1 + strspn(s + i + 1, LOWNUM "._-");
-    if (s[i] == '@') {
-        size_t n = strspn(s + i + 1, ALNUM ".^~<>=*|+_ -");
-        if (n == 0)
-            return false;
-        i += 1 + n;
-    }
-    return s[i] == '\0';
-}
-
 bool al_pkg_spec_valid(al_pkg_lang l, const char *spec, size_t len) {
-    if (!spec || len == 0 || len > AL_RUN_PACKAGE_SPEC_MAX || strlen(spec) != len)
-        return false;
-    return l == AL_PKG_PYTHON ? python_spec(spec) : l == AL_PKG_NODE ? node_spec(spec) : false;
-}
-
-void al_pkg_spec_name(al_pkg_lang l, const char *spec, char *out, size_t outlen) {
-    size_t o = 0;
-    if (outlen == 0)
-        return;
-    if (l == AL_PKG_PYTHON) {
-        /* PEP 503's normal form: Foo_Bar and foo.bar are one project */
-        size_t n = strcspn(spec, "[<>=~!");
-        for (size_t i = 0; i < n && o + 1 < outlen; i++) {
-            char c = spec[i];
-            if (c == '-' || c == '_' || c == '.') {
-                if (o == 0 || out[o - 1] != '-')
-                    out[o++] = '-';
-            } else {
-                out[o++] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
-            }
-        }
-    } else {
-        /* the version's @ is the first after the scope's / */
-        const char *from = spec[0] == '@' ? strchr(spec, '/') : spec;
-        const char *at = from ? strchr(from, '@') : NULL;
-        size_t n = at ? (size_t)(at - spec) : strlen(spec);
-        for (size_t i = 0; i < n && o + 1 < outlen; i++)
-            out[o++] = spec[i];
-    }
-    out[o] = '\0';
+    al_error err = { 0 };
+    return spec && strlen(spec) == len && al_pkg_spec_check(l, spec, &err) == 0;
 }
 
 /* ------------------------------------------------------------- building */

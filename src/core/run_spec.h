@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../drivers/pkg_spec.h"
 #include "../proxy/policy.h"
 #include "../store/runs.h"
 #include "status.h"
@@ -52,15 +53,8 @@ typedef enum al_run_lang {
 /* The language names a request may give, indexed by al_run_lang. */
 extern const char *const al_run_languages[_AL_RUN_LANG_MAX];
 
-/* The package managers a run's packages are installed with, in the order
- * they are checked, hashed and recorded. */
-typedef enum al_pkg_lang {
-    AL_PKG_PYTHON,
-    AL_PKG_NODE,
-    _AL_PKG_LANG_MAX,
-} al_pkg_lang;
-
-/* Their names under `packages`, indexed by al_pkg_lang. */
+/* The package managers' names under `packages`, indexed by al_pkg_lang
+ * (drivers/pkg_spec.h), in the order they are checked, hashed and recorded. */
 extern const char *const al_pkg_lang_names[_AL_PKG_LANG_MAX];
 
 /* The limits a request may set, in this order (the index of each in
@@ -180,15 +174,9 @@ int al_run_spec_add_package(al_run_spec *sp, al_pkg_lang l, const void *spec, si
 /* Whether SP asks for any package. */
 bool al_run_spec_wants_packages(const al_run_spec *sp);
 /* Whether SPEC (LEN bytes) is a package spec of language L a run may ask
- * for: at most AL_RUN_PACKAGE_SPEC_MAX bytes, no NUL, matching for python
- * NAME[EXTRAS][OP VERSION] and for node [@SCOPE/]NAME[@RANGE] (no URLs,
- * paths, git refs or options). */
+ * for: no NUL, and al_pkg_spec_check's (drivers/pkg_spec.c: the one
+ * checker the service, the CLI and the helper share). */
 bool al_pkg_spec_valid(al_pkg_lang l, const char *spec, size_t len);
-/* The name SPEC (valid) installs, as its manager compares names (python:
- * lower case, runs of - _ . as one -, extras left out; node: as written,
- * scope included) into OUT: a later spec of the same name replaces an
- * earlier one in a thread's set. */
-void al_pkg_spec_name(al_pkg_lang l, const char *spec, char *out, size_t outlen);
 /* The skill's fields, copied; ARGS_JSON may be NULL ("{}" is staged). */
 int al_run_spec_set_skill(al_run_spec *sp, const al_run_skill *k);
 
