@@ -427,6 +427,13 @@ static al_status refusals(al_service *s, const al_principal *p, const al_run_spe
             return run_error(ret_doc, AL_STATUS_NOT_FOUND, "not_found", "artifacts[%zu]: no such artifact", i);
         al_store_artifact_done(&a);
     }
+    /* packages: the workspace's, the driver's and the service's say (the
+     * driver's name, before whether it answers now) */
+    char kmsg[1600];
+    const char *kcode = NULL;
+    al_status kst = al_packages_admit(s, p, settings, sp, &kcode, kmsg, sizeof kmsg);
+    if (kst != AL_STATUS_OK)
+        return run_error(ret_doc, kst, kcode, "%s", kmsg);
     al_error perr = { 0 };
     if (settings->disabled) {
         snprintf(perr.msg, sizeof perr.msg, "code execution is disabled for this workspace (driver = disabled)");
@@ -437,12 +444,7 @@ static al_status refusals(al_service *s, const al_principal *p, const al_run_spe
                            &err);
         return run_error(ret_doc, AL_STATUS_UNAVAILABLE, "driver_disabled", "%s", perr.msg);
     }
-    /* packages: the workspace's, the driver's and the service's say */
-    char kmsg[1600];
-    const char *kcode = NULL;
-    al_status kst = al_packages_admit(s, p, settings, sp, &kcode, kmsg, sizeof kmsg);
-    if (kst != AL_STATUS_OK)
-        return run_error(ret_doc, kst, kcode, "%s", kmsg);
+
     /* queued runs are charged when they start: the credits they will take
      * are spoken for, and a run they leave no credits for could never be
      * paid (it would only hold a place in the queue) */
