@@ -6,9 +6,10 @@ credits and audit, through the real daemon; MCP and E2B through their
 official clients (tests/e2e/packages.test.mjs).
 
 The install itself is builder P's (e-pkg: the installer image, the helper's
-install step, pypi_util's index): the tests that need it say so through
-need(), naming what is missing, so that they run (and must pass under
-AIRLOCK_MUST_WORK=1) once both halves are merged."""
+install step, the proxy's package_registries): the tests that need it say so
+through need(), naming what is missing, so that they run (and must pass
+under AIRLOCK_MUST_WORK=1) once both halves are merged. Their index is this
+module's own (TinyIndex: one wheel made with the stdlib, on loopback)."""
 import subprocess
 import uuid
 
@@ -41,13 +42,58 @@ def installer_images():
     return image_util.CACHE / "images"
 
 
-def pypi():
-    """P's test Python index (tests/integration/pypi_util.py)."""
-    try:
-        import pypi_util
-    except ImportError:
-        need(False, "the test Python index (tests/integration/pypi_util.py: builder P's part of issue 38, e-pkg)")
-    return pypi_util
+class TinyIndex:
+    """A PEP 503 simple index on loopback serving one wheel made with the
+    stdlib: MODULE, whose VERSION is the wheel's (the install's evidence: a
+    run that prints it imported what the index served, nothing else)."""
+
+    def __init__(self, name="airlock-tiny", version="1.0"):
+        import hashlib
+        import http.server
+        import io
+        import threading
+        import zipfile
+        self.module = name.replace("-", "_")
+        self.version = version
+        dist = f"{self.module}-{version}"
+        files = {f"{self.module}/__init__.py": f"VERSION = {version!r}\n".encode(),
+                 f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+                 f"{dist}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: airlock-tests\nRoot-Is-Purelib: true\n"
+                                           b"Tag: py3-none-any\n"}
+        record = "".join(f"{n},sha256={__import__('base64').urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}\n"
+                         for n, d in files.items()) + f"{dist}.dist-info/RECORD,,\n"
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            for n, d in files.items():
+                z.writestr(n, d)
+            z.writestr(f"{dist}.dist-info/RECORD", record)
+        wheel, wname = buf.getvalue(), f"{dist}-py3-none-any.whl"
+        digest = hashlib.sha256(wheel).hexdigest()
+        pages = {"/simple/": f'<a href="{name}/">{name}</a>'.encode(),
+                 f"/simple/{name}/": f'<a href="/files/{wname}#sha256={digest}">{wname}</a>'.encode(),
+                 f"/files/{wname}": wheel}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = pages.get(self.path)
+                self.send_response(200 if body is not None else 404)
+                self.send_header("Content-Type", "application/octet-stream" if self.path.startswith("/files/")
+                                 else "text/html")
+                self.send_header("Content-Length", str(len(body or b"")))
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.host = "localhost"
+        self.url = f"http://localhost:{self.httpd.server_address[1]}/simple"
+        self.spec = f"{name}=={version}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.httpd.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +225,7 @@ def test_official_clients_refusals(service):
 
 @pytest.fixture(scope="module")
 def index():
-    idx = pypi().serve()
+    idx = TinyIndex()
     yield idx
     idx.stop()
 
@@ -189,6 +235,8 @@ def full(tmp_path_factory, index):
     images = installer_images()
     state = tmp_path_factory.mktemp("pkg-full")
     host = index.host
+    # the index is reached through the proxy only with its range given
+    # (package_registries, builder P's): loopback, on purpose
     svc = Service(state, config={"package_installs": "thread", "images": str(images),
                                  "package_index_python": index.url, "package_install_timeout_s": "60",
                                  "package_registries": f"{host}=127.0.0.0/8"})
@@ -198,13 +246,12 @@ def full(tmp_path_factory, index):
 
 
 def test_thread_environment_end_to_end(full, index):
-    pkg = index.wheel_spec()          # e.g. "airlock-tiny==1.0" whose module prints its version
-    module = index.module
+    pkg, module = index.spec, index.module
     t = tid()
     full.ok("PUT", "/v1/settings", json={"network_allowed": ["offline", "packages"]})
     before = balance(full)
     r1 = full.run(f"import {module}; print({module}.VERSION)", thread_id=t, packages={"python": [pkg]})
-    assert r1["state"] == "succeeded", r1
+    assert r1["state"] == "succeeded" and r1["result"]["stdout"] == "1.0\n", r1
     assert r1["packages"] == {"python": [pkg], "node": []}, r1
     res = r1["result"]["packages"]
     assert res["layer"].startswith("sha256:") and res["reused"] is False, res
@@ -234,7 +281,7 @@ def test_thread_environment_end_to_end(full, index):
 def test_approval_card_names_packages(full, index):
     t = gov_tenant(full, "pkapr")
     t.client.ok("PUT", "/v1/settings", json={"network_allowed": ["offline", "packages"], "approval_policy": "always"})
-    pkg = index.wheel_spec()
+    pkg = index.spec
     status, _, doc = t.client.post_run("print(1)", packages={"python": [pkg]}, thread_id=tid())
     assert status == 201 and doc["state"] == "pending_approval", doc
     card = t.client.ok("GET", f"/v1/runs/{doc['id']}")["approval"]
