@@ -188,7 +188,8 @@ int al_run_spec_set_skill(al_run_spec *sp, const al_run_skill *k);
  * Every rule of the spec's own values is checked here, before any that
  * needs the store: among its faults the first in this order is named:
  * args, stdin, image, language, code, thread_id, network, description,
- * the number of files, of artifacts, limits, each file's name. */
+ * the number of files, of artifacts, packages (each list's length, each
+ * spec), limits, each file's name. */
 al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, size_t msglen, const char **code);
 
 /* The core's resolution: IMAGE_REF ("host" or "sha256:<hex>") and NETWORK

@@ -21,8 +21,9 @@ typedef struct al_store_thread_packages {
 } al_store_thread_packages;
 
 void al_store_thread_packages_free(al_store_thread_packages *v, size_t n);
-/* WS_ID's thread THREAD_ID's rows (at most one per language) into *RET
- * and *RET_N (none: NULL and 0). 0 or -errno with ERR. */
+/* WS_ID's thread THREAD_ID's rows (at most one per language, by language)
+ * into *RET (al_store_thread_packages_free, even for none) and *RET_N. 0
+ * or -errno with ERR. */
 int al_store_thread_packages_get(al_store *s, const char *ws_id, const char *thread_id,
                                  al_store_thread_packages **ret, size_t *ret_n, al_error *err);
 /* The row of (WS_ID, THREAD_ID, R->lang) made R (ORG_ID its
