@@ -10,6 +10,7 @@ install step, the proxy's package_registries): the tests that need it say so
 through need(), naming what is missing, so that they run (and must pass
 under AIRLOCK_MUST_WORK=1) once both halves are merged. Their index is this
 module's own (TinyIndex: one wheel made with the stdlib, on loopback)."""
+import json
 import subprocess
 import uuid
 
@@ -208,6 +209,59 @@ def test_thread_packages_view_empty(service):
     assert doc["python"] == [] and doc["node"] == [] and doc["layer"] is None, doc
     status, _, err = service.request("GET", "/v1/threads/..%2f/packages")
     assert status in (400, 404), (status, err)
+
+
+def put_thread_set(svc, t, thread, lang, specs, layer="sha256:" + "ab" * 32):
+    """A thread's set as a run's install would leave it, written behind the
+    service's back (the install is builder P's part): what the core reads."""
+    svc.sql("INSERT INTO thread_packages (org_id, workspace_id, thread_id, lang, specs, layer, resolved, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", t.org, t.workspace, thread, lang, json.dumps(specs), layer,
+            json.dumps([{"name": s.split("=")[0], "version": "1.0"} for s in specs]), "2026-01-01T00:00:00.000Z")
+
+
+def test_a_threads_set_reaches_every_run_of_the_thread(on):
+    """A run of a thread that has a set gets it in its job without asking: on
+    a service without the installer image that job cannot be built, and the
+    run ends in error saying how to build it (refunded); the same run without
+    the thread, or with the workspace's installs off, runs as ever. A stored
+    spec that is no spec is refused when the job is built, never handed to
+    pip (the differential: the same row with a valid spec fails only for the
+    image)."""
+    t = gov_tenant(on, "pkthr")
+    thread, bad = tid(), tid()
+    put_thread_set(on, t, thread, "python", ["airlock-tiny==1.0"])
+    env = t.client.ok("GET", f"/v1/threads/{thread}/packages")
+    assert env["python"] == ["airlock-tiny==1.0"] and env["node"] == [] and env["layer"].startswith("sha256:"), env
+    assert env["resolved"]["python"][0]["version"] == "1.0", env
+    before = balance(t.client)
+    r = t.client.run("print(1)", thread_id=thread)
+    assert r["state"] == "error" and r["error"]["code"] == "provisioning", r
+    assert "`airlock image build installer`" in r["error"]["message"], r
+    assert balance(t.client) == before, "an error of the service's own is refunded"
+    assert t.client.run("print(1)")["state"] == "succeeded"
+    put_thread_set(on, t, bad, "python", ["-e git+https://example.com/x.git"])
+    r = t.client.run("print(1)", thread_id=bad)
+    assert r["state"] == "error" and "holds a spec that is not one" in r["error"]["message"], r
+    status, _, doc = t.client.request("GET", f"/v1/threads/{bad}/packages")
+    assert status == 503 and "holds a spec that is not one" in doc["error"]["message"], (status, doc)
+    # installs off: the thread's set is kept, not installed, and its runs run
+    t.client.ok("PUT", "/v1/settings", json={"package_installs": "off"})
+    assert t.client.run("print(1)", thread_id=thread)["state"] == "succeeded"
+    assert t.client.ok("GET", f"/v1/threads/{thread}/packages")["python"] == ["airlock-tiny==1.0"]
+
+
+def test_approval_card_names_the_threads_set(on):
+    t = gov_tenant(on, "pkcard")
+    t.client.ok("PUT", "/v1/settings", json={"approval_policy": "always"})
+    thread = tid()
+    put_thread_set(on, t, thread, "node", ["lodash@4.17.21"])
+    status, _, doc = t.client.post_run("print(1)", thread_id=thread)
+    assert status == 201 and doc["state"] == "pending_approval", doc
+    card = t.client.ok("GET", f"/v1/runs/{doc['id']}")["approval"]
+    assert card["packages"] == {"python": [], "node": ["lodash@4.17.21"], "asked": {"python": [], "node": []}}, card
+    # a run of no thread with none: no packages on its card
+    status, _, doc = t.client.post_run("print(1)")
+    assert "packages" not in t.client.ok("GET", f"/v1/runs/{doc['id']}")["approval"]
 
 
 def test_official_clients_refusals(service):
