@@ -354,25 +354,48 @@ int al_packages_job(al_service *s, const al_store_run *run, al_job *j, al_error 
     return r;
 }
 
+/* The thread's set RUN's job J installed, over the set the thread has now
+ * (another run of the thread may have added to it since J was built: the
+ * union is kept, the later spec of a name winning) into *RET; the layer is
+ * LAYER when the union is J's set exactly, else "" (the next run installs
+ * the whole union). */
+static int union_with_job(al_service *s, const al_store_run *run, const al_job *j, const char *layer, al_pkg_set *ret,
+                          al_error *err) {
+    int r = al_packages_of_thread(s, run->workspace_id, run->thread_id, ret, err);
+    if (r < 0)
+        return r;
+    char *const *specs[_AL_PKG_LANG_MAX] = { j->pkg_python, j->pkg_node };
+    size_t n[_AL_PKG_LANG_MAX] = { j->n_pkg_python, j->n_pkg_node };
+    bool same = true;
+    for (size_t l = 0; r == 0 && l < _AL_PKG_LANG_MAX; l++) {
+        for (size_t i = 0; r == 0 && i < n[l]; i++)
+            if ((r = al_pkg_set_put(ret, (al_pkg_lang)l, specs[l][i])) < 0)
+                r = al_err(err, "packages", -r, "the thread's set: %s", r == -E2BIG ? "more than 32 of one "
+                           "language" : strerror(-r));
+        same = same && ret->n[l] == n[l];
+    }
+    snprintf(ret->layer, sizeof ret->layer, "%s", same ? layer : "");
+    return r;
+}
+
 int al_packages_installed(al_service *s, const al_store_run *run, const al_job *j, json_t *installed, al_error *err) {
     const char *layer = json_string_value(json_object_get(installed, "layer"));
     if (!run->thread_id[0] || !al_job_has_packages(j))
         return 0;
-    if (!layer || strlen(layer) >= 80)
+    if (!layer || strlen(layer) >= sizeof(((al_pkg_set *)0)->layer))
         return al_err(err, "packages", EBADMSG, "the helper's installed event names no layer");
-    char *const *specs[_AL_PKG_LANG_MAX] = { j->pkg_python, j->pkg_node };
-    size_t n[_AL_PKG_LANG_MAX] = { j->n_pkg_python, j->n_pkg_node };
-    int r = 0;
+    al_pkg_set set;
+    int r = union_with_job(s, run, j, layer, &set, err);
     for (size_t l = 0; r == 0 && l < _AL_PKG_LANG_MAX; l++) {
-        if (!n[l])
+        if (!set.n[l])
             continue;
         json_t *a = json_array();
-        for (size_t i = 0; a && i < n[l]; i++)
-            json_array_append_new(a, json_string(specs[l][i]));
+        for (size_t i = 0; a && i < set.n[l]; i++)
+            json_array_append_new(a, json_string(set.specs[l][i]));
         /* what the box's helper said is hostile data: kept as JSON text
-         * when it is a list, bounded by the event's own cap */
+         * when it is a list (bounded by the event's own cap), else none */
         json_t *res = json_object_get(installed, al_pkg_lang_names[l]);
-        al_store_thread_packages row = { .specs = a ? json_dumps(a, JSON_COMPACT) : NULL, .layer = (char *)layer,
+        al_store_thread_packages row = { .specs = a ? json_dumps(a, JSON_COMPACT) : NULL, .layer = set.layer,
                                          .resolved = json_is_array(res) ? json_dumps(res, JSON_COMPACT) : strdup("[]") };
         snprintf(row.lang, sizeof row.lang, "%s", al_pkg_lang_names[l]);
         al_store_now(row.updated_at, sizeof row.updated_at);
@@ -383,5 +406,6 @@ int al_packages_installed(al_service *s, const al_store_run *run, const al_job *
         free(row.resolved);
         json_decref(a);
     }
+    al_pkg_set_free(&set);
     return r;
 }
