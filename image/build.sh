@@ -17,6 +17,8 @@
 # /usr/share/airlock/manifest.json records what the image holds, and every
 # package manager (apt, dpkg, debconf, pip, ensurepip, npm, corepack) is
 # removed with its caches and data, along with docs, man pages and locales.
+# A recipe whose config sets KEEP="pip npm" keeps those two (image/installer:
+# the image package installs run in, never a run's own image).
 # No setuid/setgid bit is left.
 #
 # Needs root, debootstrap and chroot. Reads no standard input. On any failure
@@ -46,11 +48,15 @@ dropfile=$here/drop
 [ -r "$conffile" ] || die "recipe settings $conffile not readable"
 [ -r "$pkgfile" ] || die "package list $pkgfile not readable"
 [ -r "$dropfile" ] || die "drop list $dropfile not readable"
-SUITE="" PYLIBS=""
+SUITE="" PYLIBS="" KEEP=""
 # shellcheck disable=SC1090
 . "$conffile"
 [ -n "$SUITE" ] || die "$conffile sets no SUITE"
 [ -n "$PYLIBS" ] || die "$conffile sets no PYLIBS"
+for k in $KEEP; do
+    case $k in pip|npm) ;; *) die "$conffile: KEEP names $k; only pip and npm may be kept" ;; esac
+done
+kept() { case " $KEEP " in *" $1 "*) return 0 ;; esac; return 1; }
 [ -e "/usr/share/debootstrap/scripts/$SUITE" ] || [ ! -d /usr/share/debootstrap/scripts ] ||
     die "this debootstrap has no script for $SUITE (/usr/share/debootstrap/scripts/$SUITE): a newer debootstrap has one, or link it to sid's"
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap and chroot need it)"
@@ -328,13 +334,13 @@ zap '/etc/systemd/system/*.wants/apt-*' '/etc/systemd/system/*.wants/dpkg-*' \
 zap '/usr/bin/debconf' '/usr/bin/debconf-*' '/usr/share/debconf' '/var/cache/debconf' \
     '/etc/debconf.conf' '/usr/share/perl5/Debconf' '/usr/share/perl5/Debian/DebConf' \
     '/usr/lib/python3/dist-packages/debconf.py'
-# pip, ensurepip
-zap '/usr/bin/pip' '/usr/bin/pip3' '/usr/bin/pip3.*' '/usr/lib/python3/dist-packages/pip' \
+# pip, ensurepip (unless the recipe keeps pip)
+kept pip || zap '/usr/bin/pip' '/usr/bin/pip3' '/usr/bin/pip3.*' '/usr/lib/python3/dist-packages/pip' \
     '/usr/lib/python3/dist-packages/pip-*' '/usr/lib/python3*/ensurepip' \
     '/usr/lib/python3*/site-packages/pip' '/usr/share/python-wheels'
-# npm, npx, corepack
-zap '/usr/bin/npm' '/usr/bin/npx' '/usr/bin/corepack' '/usr/share/nodejs/npm' \
-    '/usr/share/nodejs/corepack' '/usr/lib/node_modules/npm' '/usr/lib/node_modules/corepack'
+# npm, npx, corepack (unless the recipe keeps npm: then npm and npx stay)
+kept npm || zap '/usr/bin/npm' '/usr/bin/npx' '/usr/share/nodejs/npm' '/usr/lib/node_modules/npm'
+zap '/usr/bin/corepack' '/usr/share/nodejs/corepack' '/usr/lib/node_modules/corepack'
 # logs, docs, man, info
 zap '/var/log/*' '/usr/share/doc' '/usr/share/man' '/usr/share/info' '/usr/share/lintian'
 # locales: keep C (and C.*) and top-level files such as locale.alias
@@ -353,7 +359,10 @@ zap '/dev/*' '/var/cache/ldconfig/aux-cache' '/etc/resolv.conf' '/etc/hostname' 
     '/etc/group-' '/etc/shadow' '/etc/shadow-' '/etc/gshadow' '/etc/gshadow-'
 echo airlock >"$DEST/etc/hostname"
 say "  $removed paths removed"
-for b in apt apt-get dpkg dpkg-query pip pip3 npm npx corepack debconf; do
+gone="apt apt-get dpkg dpkg-query corepack debconf"
+kept pip || gone="$gone pip pip3"
+kept npm || gone="$gone npm npx"
+for b in $gone; do
     for d in /usr/bin /bin /usr/sbin /sbin /usr/local/bin; do
         [ ! -e "$DEST$d/$b" ] || die "$d/$b still present after removal"
     done
@@ -383,6 +392,8 @@ step 9 "checking the image"
 mods=$(for s in $PYLIBS; do printf '%s,' "${s#*:}"; done)
 inroot python3 -c "import ${mods%,}" || die "a Python library does not import"
 [ "$(inroot node -e 'console.log(1)')" = 1 ] || die "node does not run"
+if kept pip; then inroot python3 -m pip --version >/dev/null || die "pip was kept but does not run"; fi
+if kept npm; then inroot npm --version >/dev/null || die "npm was kept but does not run"; fi
 [ -z "$(ls -A "$DEST/dev")" ] || die "something was created in /dev during the checks"
 # the checks' own leftovers (matplotlib makes $HOME/.config/matplotlib)
 find "$DEST/tmp" "$DEST/var/tmp" -xdev -mindepth 1 -delete

@@ -72,7 +72,8 @@ static int check_extras(const al_box_config *cfg, al_error *err) {
         return al_err(err, "setup", E2BIG, "at most %d binds and %d extra environment entries", AL_BOX_BINDS_MAX,
                       AL_BOX_ENV_EXTRA_MAX);
     for (size_t i = 0; i < cfg->n_binds; i++)
-        if (cfg->binds[i].host_fd < 0 || !al_box_bind_path_ok(cfg->binds[i].box_path))
+        if (cfg->binds[i].host_fd < 0 || !cfg->binds[i].host_path || cfg->binds[i].host_path[0] != '/' ||
+            !al_box_bind_path_ok(cfg->binds[i].box_path))
             return al_err(err, "setup", EINVAL, "bind %zu: want an open directory and an absolute path of plain names "
                           "not among the box's own (%s)", i, cfg->binds[i].box_path ? cfg->binds[i].box_path : "none");
     for (size_t i = 0; i < cfg->n_env_extra; i++)

@@ -142,7 +142,11 @@ bool al_box_can_fork(void);
 
 /* A host directory bound read-only into a cold box (a run's packages'
  * layer, issue 38): HOST_FD an O_PATH | O_DIRECTORY fd of it, opened by
- * the caller beforehand (no host path is resolved in the box's namespace),
+ * the caller beforehand, and its path HOST_PATH. A mount can be cloned
+ * only in the mount namespace it is in, so the box opens HOST_PATH again
+ * in its own (as a runtime's tree is opened, before it takes the sandbox
+ * identity) and refuses it unless it is the very directory of HOST_FD
+ * (device and inode): a path swapped meanwhile is never mounted. It is
  * mounted at BOX_PATH (absolute, each component a plain name; not beneath
  * what the box already has there: its directories are made in the root's
  * own tmpfs) read-only, nosuid, nodev, through inodes of its own
@@ -151,6 +155,7 @@ bool al_box_can_fork(void);
 #define AL_BOX_ENV_EXTRA_MAX 8
 typedef struct al_box_bind {
     int host_fd;
+    const char *host_path;
     const char *box_path;
 } al_box_bind;
 

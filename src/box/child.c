@@ -93,6 +93,27 @@ static int make_scratch(int rootfd, const char *name, unsigned mode, const al_bo
     return al_mount_attach(m, rootfd, name, err);
 }
 
+/* Each bind's directory opened again by its path in this (the box's)
+ * mount namespace, where its mount can be cloned, and kept only if it is
+ * the directory the caller opened (box.h's al_box_bind). Before the box
+ * takes its identity: the state's 0700 parents are in the way after. */
+static int reopen_binds(al_child_args *a, al_error *err) {
+    for (size_t i = 0; i < a->n_binds; i++) {
+        struct stat was, now;
+        int fd = open(a->binds[i].host_path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            return al_err(err, "mount", errno, "open %s: %m", a->binds[i].host_path);
+        if (fstat(a->bind_fds[i], &was) < 0 || fstat(fd, &now) < 0 || was.st_dev != now.st_dev ||
+            was.st_ino != now.st_ino) {
+            close(fd);
+            return al_err(err, "mount", EXDEV, "%s is no longer the directory to bind", a->binds[i].host_path);
+        }
+        close(a->bind_fds[i]);
+        a->bind_fds[i] = fd;
+    }
+    return 0;
+}
+
 /* The box's root: a small fresh tmpfs holding only what we put there. */
 static int build_root(const al_child_args *a, int *ret_rootfd, al_error *err) {
     _cleanup_close_ int src = a->runtime_fd; /* done with once the tree is built */
@@ -313,6 +334,7 @@ _Noreturn void al_child_main(const al_child_args *args) {
     CHECK(al_setup_wait_go(a->sock, &err));                       /* sync 1: maps written */
     if (a->runtime->open)
         CHECK(a->runtime_fd = a->runtime->open(a->runtime, &err));
+    CHECK(reopen_binds(a, &err));
     CHECK(al_setup_identity(a->zygote, &err));
     /* If airlock dies, the box dies with it. Set after the last change of
      * our credentials, which would clear it; a parent that died before

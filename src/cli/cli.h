@@ -8,6 +8,7 @@
 #include "../drivers/box_result.h"
 #include "../drivers/cancel_signals.h"
 #include "../drivers/helper_main.h"
+#include "../drivers/install.h"
 #include "../drivers/zygote_config.h"
 
 int cli_run(int argc, char **argv);
@@ -40,3 +41,30 @@ void cli_write_safe(FILE *f, const char *buf, size_t len);
  * zygote made for it, as the service's warm pool forks its boxes (the
  * battery's way to hold a forked box to a made one). */
 int cli_run_forked(const al_lang *l, const al_box_config *cfg, const char *image_dir, al_box_result *res);
+
+/* `airlock run --package LANG:SPEC` and its settings (run_packages.c) */
+typedef struct cli_pkg_opts {
+    const char *python[AL_JOB_PKG_MAX];
+    size_t n_python;
+    const char *node[AL_JOB_PKG_MAX];
+    size_t n_node;
+    const char *registries, *index, *npm_registry;
+    bool refuse_scripts;
+    uint64_t timeout_s, memory_bytes;
+} cli_pkg_opts;
+/* An install under way, and what the run's box gets of it. */
+typedef struct cli_pkg_run {
+    al_job job;
+    al_install in;
+    bool started, failed;
+    al_error error;
+} cli_pkg_run;
+/* Option A (value V) into P: -1 when it is one of P's, 0 when not, else
+ * the exit status after saying why. */
+int cli_pkg_option(cli_pkg_opts *p, const char *a, const char *v);
+bool cli_pkg_wanted(const cli_pkg_opts *p);
+/* P's packages installed for a run on IMAGE_DIGEST (NULL: the host's
+ * runtime): -1 to go on (RET->failed: the install failed, RET->error says
+ * why), else the exit status after saying why nothing could start. */
+int cli_pkg_install(const cli_pkg_opts *p, const char *image_digest, int cancel_fd, cli_pkg_run *ret);
+void cli_pkg_free(cli_pkg_run *r);

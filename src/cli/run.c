@@ -28,6 +28,8 @@ static void usage(FILE *f) {
                "                   [--cpus N] [--pids N] [--driver native|docker|e2b|daytona|kubernetes] [--runtime runc|runsc]\n"
                "                   [--kubeconfig PATH] [--namespace NS] [--registry R] [--runtime-class RC]\n"
                "                   [--image-ref REPO@sha256:HEX] [--seccomp runtime-default|localhost:PATH] [--dry-run]\n"
+               "                   [--package python:SPEC|node:SPEC]... [--package-registries LIST]\n"
+               "                   [--package-index URL] [--package-npm-registry URL] [--package-scripts box|refuse]\n"
                "                   [--json] [--fork] ... (FILE | -c CODE) [ARGS...]\n"
                "see docs/cli.md for every option\n");
 }
@@ -91,6 +93,7 @@ typedef struct run_opts {
     bool dry_run;
     char **script_args;
     size_t n_args;
+    cli_pkg_opts pkg;             /* --package and its settings */
 } run_opts;
 
 /* A limit's option A with value V into O: -1, or the exit status. */
@@ -130,6 +133,9 @@ static int set_bound(run_opts *o, const char *a, const char *v) {
 
 /* Option A with value V into O: -1, or the exit status. */
 static int set_option(run_opts *o, const char *a, const char *v) {
+    int pr = cli_pkg_option(&o->pkg, a, v);
+    if (pr != 0)
+        return pr;
     if (strcmp(a, "--lang") == 0) {
         o->lang_name = v;
     } else if (strcmp(a, "--in") == 0) {
@@ -230,6 +236,9 @@ static int parse_args(int argc, char **argv, run_opts *o) {
                            "--dry-run are the kubernetes driver's (--driver kubernetes)");
     if (o->kube && o->forked)
         return usage_error("--fork is the native driver's");
+    if (cli_pkg_wanted(&o->pkg) && (o->forked || strcmp(o->driver, "native") != 0))
+        return usage_error("--package installs for a cold box of the native driver (not --fork, not --driver %s)",
+                           o->driver);
 #ifdef AIRLOCK_SERVER
     al_docker_runtime rt;
     if (o->engine_runtime && al_docker_runtime_from_name(o->engine_runtime, &rt) < 0)
@@ -355,7 +364,7 @@ static void report(const run_opts *o, const al_box_result *res, json_t *network,
 /* RES (R: al_box_run's return) said, --json or as a person reads it, with
  * NETWORK: the exit status. */
 static int finish(const run_opts *o, int r, const al_box_result *res, const al_runtime *rt, json_t *network,
-                  const char *spec) {
+                  const char *spec, json_t *packages) {
     int status;
     bool failed = r < 0 || res->reason == AL_REASON_ERROR;
     if (failed)
@@ -371,6 +380,8 @@ static int finish(const run_opts *o, int r, const al_box_result *res, const al_r
         json_t *doc = al_box_result_json(res, rt);
         if (doc)
             json_object_set(doc, "network", network);
+        if (doc && packages)
+            json_object_set(doc, "packages", packages);
         char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
         if (s)
             printf("%s\n", s);
@@ -382,6 +393,28 @@ static int finish(const run_opts *o, int r, const al_box_result *res, const al_r
         report(o, res, network, spec);
     }
     return status;
+}
+
+/* A run whose packages did not install (PKG says why): no box was made;
+ * its result says install_failed, with the install's exit code. */
+static int install_failed(const run_opts *o, const cli_pkg_run *pkg, const al_runtime *rt, al_box_net *net) {
+    al_box_result res = { .exit_code = pkg->in.exit_code, .reason = AL_REASON_ERROR, .error = pkg->error };
+    fprintf(stderr, "airlock: install failed (%s): %s\n", pkg->in.failed_step ? pkg->in.failed_step : "install",
+            pkg->error.msg);
+    if (o->json) {
+        json_t *doc = al_box_result_json(&res, rt);
+        if (doc) {
+            json_object_set_new(doc, "reason", json_string("install_failed"));
+            json_object_set_new(doc, "packages", al_install_result(&pkg->in));
+            json_object_set_new(doc, "network", al_box_net_finish(net, &res));
+        }
+        char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+        if (s)
+            printf("%s\n", s);
+        free(s);
+        json_decref(doc);
+    }
+    return EXIT_AIRLOCK;
 }
 
 #ifdef AIRLOCK_SERVER
@@ -460,6 +493,7 @@ int cli_run(int argc, char **argv) {
         return usage_error("--net %s: %s", o->net_spec, nerr.msg);
     /* the runtime: the host's /usr, or an image named by alias or digest */
     al_image_runtime ir = { 0 };
+    char img_digest[65] = "";
     const al_runtime *runtime = &al_runtime_host;
     /* (--image-ref names the pod's image in its registry: no local one) */
     if (o->image && strcmp(o->image, "host") != 0 && !(o->kube && o->image_ref)) {
@@ -478,6 +512,22 @@ int cli_run(int argc, char **argv) {
         }
         al_image_runtime_init(&ir, dir, digest);
         runtime = &ir.rt;
+        snprintf(img_digest, sizeof img_digest, "%s", digest);
+    }
+    /* --package: the layer before the box (or the run ends here) */
+    _cleanup_free_ cli_pkg_run *pkg = calloc(1, sizeof *pkg);
+    if (!pkg)
+        return EXIT_AIRLOCK;
+    if (cli_pkg_wanted(&o->pkg)) {
+        if ((st = cli_pkg_install(&o->pkg, img_digest[0] ? img_digest : NULL, sig_fd, pkg)) >= 0) {
+            cli_pkg_free(pkg);
+            return st;
+        }
+        if (pkg->failed) {
+            st = install_failed(o, pkg, runtime, &ud->net);
+            cli_pkg_free(pkg);
+            return st;
+        }
     }
     al_box_file sf = { script_name, script, script_len, 0644 };
     al_box_config cfg = {
@@ -497,6 +547,13 @@ int cli_run(int argc, char **argv) {
         .listen_port = al_box_net_listen_port(&ud->net),
         .on_listener = on_listener,
     };
+    if (pkg->started) {
+        /* the layer's trees read-only in the box, PYTHONPATH to its python/ */
+        cfg.binds = pkg->in.binds;
+        cfg.n_binds = pkg->in.n_binds;
+        cfg.env_extra = pkg->in.env;
+        cfg.n_env_extra = pkg->in.n_env;
+    }
     al_box_result res;
     int r;
 #ifdef AIRLOCK_SERVER
@@ -549,8 +606,11 @@ int cli_run(int argc, char **argv) {
         res.controls.network = kc.network;
     }
 #endif
-    st = finish(o, r, &res, cfg.runtime, network, ud->net.spec);
+    json_t *packages = pkg->started ? al_install_result(&pkg->in) : NULL;
+    st = finish(o, r, &res, cfg.runtime, network, ud->net.spec, packages);
+    json_decref(packages);
     json_decref(network);
     al_box_result_free(&res);
+    cli_pkg_free(pkg);
     return st;
 }

@@ -59,6 +59,7 @@
 #include "box_result.h"
 #include "cancel_signals.h"
 #include "helper_main.h"
+#include "install.h"
 #include "zygote_config.h"
 
 #define MAX_INPUTS 1024
@@ -487,6 +488,11 @@ static void run_cold(job *run, int cancel, al_box_result *res) {
     al_box_run(&cfg, res);
 }
 
+static void on_installing(void *ud, al_stream st, const char *buf, size_t len) {
+    emit(json_pack("{s:s, s:s, s:o}", "type", "installing", "stream", st == AL_STREAM_STDOUT ? "stdout" : "stderr",
+                   "data_base64", al_box_result_base64(buf, len)));
+}
+
 /* What a helper does with its job, and what it holds while it runs. */
 typedef struct helper {
     line_reader lr;
@@ -501,6 +507,8 @@ typedef struct helper {
     al_box_warm bw;
     al_box_fork bf;
     al_zygote_config zs;
+    bool installed;               /* the job's packages are in INSTALL */
+    al_install install;
 } helper;
 
 /* DOC's mode into H: a run, a warm box (made now, its run later:
@@ -664,6 +672,8 @@ static void emit_result(helper *h, al_box_result *res, const al_box_config *cfg,
     }
 #endif
     json_t *result = al_box_result_json(res, cfg->runtime);
+    if (result && h->installed)
+        json_object_set_new(result, "packages", al_install_result(&h->install));
     if (result) {
         json_object_set_new(result, "network", network);
         if (h->warm && !cold_again)
@@ -675,6 +685,8 @@ static void emit_result(helper *h, al_box_result *res, const al_box_config *cfg,
 }
 
 static void helper_free(helper *h) {
+    if (h->installed)
+        al_install_free(&h->install);
     if (h->warm)
         job_free(&h->wc.run);
     al_job_free(&h->wc.run_doc);
@@ -683,6 +695,36 @@ static void helper_free(helper *h) {
         close(h->cancel);
     if (h->sig_fd >= 0)
         close(h->sig_fd);
+}
+
+/* H's job's packages installed (or their layer found) before its box:
+ * 0, and the "installed" event said; else the run ends here, before any
+ * box of its own: -1 when its result (reason install_failed) was said, or
+ * the helper's exit status when the job cannot have packages at all. */
+static int install_packages(helper *h) {
+    job *j = &h->j;
+    if (h->warm || h->zygote || j->doc.driver != AL_JOB_NATIVE)
+        return fail("install", "package installs run on the native driver, in a cold box (not a warm or forked "
+                               "one, nor a container or a remote sandbox)");
+    h->install = (al_install){ .job = &j->doc, .image_digest = j->img_digest, .cancel_fd = h->cancel,
+                               .on_output = on_installing, .layer_fd = -1 };
+    h->installed = true;
+    al_error err = { 0 };
+    if (al_install_run(&h->install, &err) == 0) {
+        emit(al_install_event(&h->install));
+        return 0;
+    }
+    /* the result of a run that got no box: the install's exit code, its
+     * reason, and which step failed (its output went as "installing") */
+    al_box_result res = { .exit_code = h->install.exit_code, .reason = AL_REASON_ERROR, .error = err };
+    json_t *result = al_box_result_json(&res, j->runtime);
+    if (result) {
+        json_object_set_new(result, "reason", json_string("install_failed"));
+        json_object_set_new(result, "packages", al_install_result(&h->install));
+        json_object_set_new(result, "network", al_box_net_finish(j->net, &res));
+    }
+    emit(json_pack("{s:s, s:o}", "type", "result", "result", result));
+    return -1;
 }
 
 /* H's job, read, run, and its result said: the helper's exit status. */
@@ -716,9 +758,21 @@ static int helper_run(helper *h) {
     if (h->cancel < 0 || epoll_ctl(h->cancel, EPOLL_CTL_ADD, h->sig_fd, &e1) < 0 ||
         epoll_ctl(h->cancel, EPOLL_CTL_ADD, STDIN_FILENO, &e2) < 0)
         return fail("job", "cannot watch for cancellation");
+    if (al_job_has_packages(&h->j.doc)) {
+        int r = install_packages(h);
+        if (r != 0)
+            return r < 0 ? 0 : r; /* the run ended there: its result said so */
+    }
     al_box_config cfg;
     if ((why = config_of(h, &cfg)))
         return fail("job", why);
+    if (h->installed) {
+        /* the layer's trees read-only in the run's own (cold) box */
+        cfg.binds = h->install.binds;
+        cfg.n_binds = h->install.n_binds;
+        cfg.env_extra = h->install.env;
+        cfg.n_env_extra = h->install.n_env;
+    }
     al_box_result res;
     bool cold_again = false;
     if (run_box(h, &cfg, &res, &cold_again, &step, &why) < 0)

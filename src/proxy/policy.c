@@ -47,10 +47,88 @@ static int add_names(const char *csv, char (*list)[AL_NET_NAME_MAX], size_t *cou
     return 0;
 }
 
+/* One CIDR (a.b.c.d[/n] or v6[/n]) of WHAT's HOST into *RET; host bits
+ * beyond the prefix are cleared. */
+static int parse_range(const char *text, size_t len, const char *what, const char *host, al_net_range *ret,
+                       al_error *err) {
+    char buf[64];
+    if (len == 0 || len >= sizeof buf)
+        return al_err(err, "network", EINVAL, "%s: %s: an empty or overlong address range", what, host);
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    char *slash = strchr(buf, '/');
+    long bits = -1;
+    if (slash) {
+        char *end;
+        *slash = '\0';
+        bits = strtol(slash + 1, &end, 10);
+        if (end == slash + 1 || *end || bits < 0)
+            bits = 999;
+    }
+    memset(ret, 0, sizeof *ret);
+    if (inet_pton(AF_INET, buf, ret->addr) == 1)
+        ret->family = AF_INET;
+    else if (inet_pton(AF_INET6, buf, ret->addr) == 1)
+        ret->family = AF_INET6;
+    else
+        return al_err(err, "network", EINVAL, "%s: %s=%.*s: not an address range (a.b.c.d/n or an IPv6 one)", what,
+                      host, (int)len, text);
+    unsigned max = ret->family == AF_INET ? 32 : 128;
+    if (bits < 0)
+        bits = max;
+    if ((unsigned long)bits > max)
+        return al_err(err, "network", EINVAL, "%s: %s=%.*s: a prefix of 0 to %u bits", what, host, (int)len, text, max);
+    ret->bits = (unsigned)bits;
+    for (unsigned i = ret->bits; i < max; i++)
+        ret->addr[i / 8] &= (unsigned char)~(0x80u >> (i % 8));
+    return 0;
+}
+
+int al_net_registries_parse(al_net_policy *p, const char *registries, const char *what, al_error *err) {
+    p->n_packages = 0;
+    memset(p->n_ranges, 0, sizeof p->n_ranges);
+    for (const char *s = registries; *s;) {
+        size_t k = strcspn(s, ",");
+        const char *e = s + k;
+        /* spaces around an entry, as "a.example, b.example" is written */
+        while (s < e && *s == ' ')
+            s++;
+        while (e > s && e[-1] == ' ')
+            e--;
+        const char *eq = memchr(s, '=', (size_t)(e - s));
+        size_t hl = (size_t)((eq ? eq : e) - s);
+        char name[AL_NET_NAME_MAX];
+        if (hl == 0 || hl >= sizeof name)
+            return al_err(err, "network", EINVAL, "%s: an empty or overlong host name", what);
+        memcpy(name, s, hl);
+        name[hl] = '\0';
+        size_t before = p->n_packages;
+        int r = add_names(name, p->packages, &p->n_packages, what, err);
+        if (r < 0)
+            return r;
+        if (p->n_packages == before)
+            return al_err(err, "network", EINVAL, "%s: %s is listed twice", what, name);
+        size_t at = before;
+        for (const char *c = eq ? eq + 1 : NULL; c && c <= e;) {
+            size_t cl = (size_t)((memchr(c, '+', (size_t)(e - c)) ? (const char *)memchr(c, '+', (size_t)(e - c)) : e) - c);
+            if (p->n_ranges[at] == AL_NET_MAX_RANGES)
+                return al_err(err, "network", E2BIG, "%s: %s: more than %d address ranges", what, name,
+                              AL_NET_MAX_RANGES);
+            if ((r = parse_range(c, cl, what, name, &p->ranges[at][p->n_ranges[at]], err)) < 0)
+                return r;
+            p->n_ranges[at]++;
+            c += cl + 1;
+        }
+        s += k;
+        if (*s == ',')
+            s++;
+    }
+    return 0;
+}
+
 int al_net_policy_env(al_net_policy *p, al_error *err) {
     const char *pk = getenv("AIRLOCK_PACKAGE_HOSTS");
-    p->n_packages = 0;
-    int r = add_names(pk && *pk ? pk : AL_NET_DEFAULT_PACKAGES, p->packages, &p->n_packages, "AIRLOCK_PACKAGE_HOSTS", err);
+    int r = al_net_registries_parse(p, pk && *pk ? pk : AL_NET_DEFAULT_PACKAGES, "AIRLOCK_PACKAGE_HOSTS", err);
     if (r < 0)
         return r;
     const char *ports = getenv("AIRLOCK_PROXY_PORTS");
@@ -143,9 +221,18 @@ int al_net_policy_parse(const char *spec, al_net_policy *p, al_error *err) {
         return r;
     if (!spec || strcmp(spec, "offline") == 0) {
         p->mode = AL_NET_OFFLINE;
-    } else if (strcmp(spec, "packages") == 0) {
+    } else if (strcmp(spec, "packages") == 0 || strncmp(spec, "packages:", 9) == 0) {
         p->mode = AL_NET_PACKAGES;
         p->sni_check = true;
+        /* the registries the policy names itself (an install box's, from
+         * the service's package_registries), instead of the environment's */
+        if (spec[8] == ':') {
+            if (!spec[9])
+                return al_err(err, "network", EINVAL, "packages: name at least one registry (packages:HOST[=CIDR],...)");
+            if ((r = al_net_registries_parse(p, spec + 9, "packages", err)) < 0)
+                return r;
+            p->packages_listed = true;
+        }
     } else if (strcmp(spec, "internet") == 0) {
         p->mode = AL_NET_INTERNET;
     } else if (strncmp(spec, "hosts:", 6) == 0 || strncmp(spec, "hosts+packages:", 15) == 0) {
@@ -159,8 +246,8 @@ int al_net_policy_parse(const char *spec, al_net_policy *p, al_error *err) {
             return r;
     } else {
         return al_err(err, "network", EINVAL,
-                      "unknown network policy \"%.64s\" (offline, packages, internet, hosts:a.example,b.example, "
-                      "hosts+packages:a.example)", spec);
+                      "unknown network policy \"%.64s\" (offline, packages, packages:REGISTRY[=CIDR],..., internet, "
+                      "hosts:a.example,b.example, hosts+packages:a.example)", spec);
     }
     /* SNI checking is on for the name-based modes and off for internet;
      * AIRLOCK_PROXY_SNI=on|off says otherwise for every mode */
@@ -173,7 +260,27 @@ int al_net_policy_parse(const char *spec, al_net_policy *p, al_error *err) {
     return 0;
 }
 
+static size_t format_range(const al_net_range *r, char *buf, size_t n) {
+    char a[INET6_ADDRSTRLEN];
+    inet_ntop(r->family, r->addr, a, sizeof a);
+    int k = snprintf(buf, n, "%s/%u", a, r->bits);
+    return k < 0 ? 0 : (size_t)k;
+}
+
 void al_net_policy_format(const al_net_policy *p, char *buf, size_t n) {
+    if (p->mode == AL_NET_PACKAGES && p->packages_listed) {
+        /* the registries, as they were given (normalised) */
+        size_t off = (size_t)snprintf(buf, n, "packages:");
+        for (size_t i = 0; i < p->n_packages && off < n; i++) {
+            off += (size_t)snprintf(buf + off, n - off, "%s%s", i ? "," : "", p->packages[i]);
+            for (size_t k = 0; k < p->n_ranges[i] && off < n; k++) {
+                off += (size_t)snprintf(buf + off, n - off, "%s", k ? "+" : "=");
+                if (off < n)
+                    off += format_range(&p->ranges[i][k], buf + off, n - off);
+            }
+        }
+        return;
+    }
     if (p->mode != AL_NET_HOSTS) {
         snprintf(buf, n, "%s", al_net_mode_name(p->mode));
         return;
@@ -188,6 +295,33 @@ static bool in_list(const char *name, const char (*list)[AL_NET_NAME_MAX], size_
         if (strcmp(name, list[i]) == 0)
             return true;
     return false;
+}
+
+const al_net_range *al_net_registry_ranges(const al_net_policy *p, const char *name, size_t *ret_n) {
+    *ret_n = 0;
+    if (!name || !(p->mode == AL_NET_PACKAGES || (p->mode == AL_NET_HOSTS && p->with_packages)))
+        return NULL;
+    /* a name on the hosts list is a host's, held to the public rule */
+    if (p->mode == AL_NET_HOSTS && in_list(name, p->hosts, p->n_hosts))
+        return NULL;
+    for (size_t i = 0; i < p->n_packages; i++)
+        if (strcmp(name, p->packages[i]) == 0) {
+            *ret_n = p->n_ranges[i];
+            return p->n_ranges[i] ? p->ranges[i] : NULL;
+        }
+    return NULL;
+}
+
+static bool in_range(const al_net_range *r, int family, const unsigned char *addr) {
+    if (r->family != family)
+        return false;
+    unsigned full = r->bits / 8, rest = r->bits % 8;
+    if (memcmp(r->addr, addr, full) != 0)
+        return false;
+    if (!rest)
+        return true;
+    unsigned char mask = (unsigned char)(0xffu << (8 - rest));
+    return (addr[full] & mask) == r->addr[full];
 }
 
 /* Socket addresses are read by family into their own types: reading a
@@ -277,6 +411,46 @@ const char *al_net_addr_denied(const al_net_policy *p, const struct sockaddr *sa
         return al_net_addr6_denied(p, &sin6.sin6_addr);
     }
     return "not an internet address";
+}
+
+const char *al_net_dest_denied(const al_net_policy *p, const char *name, const struct sockaddr *sa) {
+    size_t nr = 0;
+    const al_net_range *r = al_net_registry_ranges(p, name, &nr);
+    if (!r)
+        return al_net_addr_denied(p, sa);
+    sa_family_t fam;
+    memcpy(&fam, (const char *)sa + offsetof(struct sockaddr, sa_family), sizeof fam);
+    unsigned char addr[16];
+    if (fam == AF_INET) {
+        struct sockaddr_in sin;
+        memcpy(&sin, sa, sizeof sin);
+        memcpy(addr, &sin.sin_addr, 4);
+    } else if (fam == AF_INET6) {
+        struct sockaddr_in6 sin6;
+        memcpy(&sin6, sa, sizeof sin6);
+        memcpy(addr, &sin6.sin6_addr, 16);
+    } else {
+        return "not an internet address";
+    }
+    for (size_t i = 0; i < nr; i++)
+        if (in_range(&r[i], fam, addr))
+            return NULL;
+    return "outside the address ranges package_registries gives this registry";
+}
+
+bool al_net_plain_http_ok(const al_net_policy *p, const al_host *h, char *why, size_t n) {
+    if (p->mode != AL_NET_PACKAGES && !(p->mode == AL_NET_HOSTS && p->with_packages))
+        return true;
+    if (h->kind != AL_HOST_NAME)
+        return true;
+    if (p->mode == AL_NET_HOSTS && in_list(h->name, p->hosts, p->n_hosts))
+        return true;
+    size_t nr = 0;
+    if (al_net_registry_ranges(p, h->name, &nr))
+        return true;
+    snprintf(why, n, "network policy \"%s\": %s is a public package registry: reach it over https (plain http "
+             "only to a registry whose address ranges package_registries gives)", al_net_mode_name(p->mode), h->name);
+    return false;
 }
 
 bool al_net_decide(const al_net_policy *p, const al_host *h, uint16_t port, char *why, size_t n) {

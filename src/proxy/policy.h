@@ -27,8 +27,20 @@ typedef enum al_net_mode {
 #define AL_NET_MAX_PORTS 16
 #define AL_NET_NAME_MAX 254
 
-/* The registries `packages` allows, unless AIRLOCK_PACKAGE_HOSTS says others */
+/* The registries `packages` allows, unless AIRLOCK_PACKAGE_HOSTS (or the
+ * policy itself, "packages:LIST") says others */
 #define AL_NET_DEFAULT_PACKAGES "pypi.org,files.pythonhosted.org,registry.npmjs.org"
+
+/* A registry's address ranges (issue 38's package_registries: HOST=CIDR+CIDR):
+ * a registry with ranges may be reached only at addresses within them,
+ * private ones included, on purpose (an index inside the platform's
+ * network); one without is held to the public-address rule. */
+#define AL_NET_MAX_RANGES 8
+typedef struct al_net_range {
+    int family;                   /* AF_INET, AF_INET6 */
+    unsigned bits;
+    unsigned char addr[16];       /* network order; 4 bytes for AF_INET */
+} al_net_range;
 
 typedef struct al_net_policy {
     al_net_mode mode;
@@ -38,6 +50,12 @@ typedef struct al_net_policy {
     char hosts[AL_NET_MAX_HOSTS][AL_NET_NAME_MAX];
     char packages[AL_NET_MAX_HOSTS][AL_NET_NAME_MAX];
     uint16_t ports[AL_NET_MAX_PORTS];
+    /* the registries' ranges (by PACKAGES' index; 0: none, public only),
+     * and whether the registries are the policy's own ("packages:LIST"),
+     * not the environment's */
+    unsigned char n_ranges[AL_NET_MAX_HOSTS];
+    al_net_range ranges[AL_NET_MAX_HOSTS][AL_NET_MAX_RANGES];
+    bool packages_listed;
     /* limits, per run */
     uint32_t max_conns;           /* open at once */
     uint32_t max_conns_total;     /* over the run's life */
@@ -61,8 +79,11 @@ typedef struct al_net_policy {
 const char *al_net_mode_name(al_net_mode m);
 
 /*
- * Parse a policy: "offline", "packages", "internet", "hosts:a.example,b.example"
- * or "hosts+packages:a.example". Names are normalised (lower case, no
+ * Parse a policy: "offline", "packages", "packages:REGISTRIES", "internet",
+ * "hosts:a.example,b.example" or "hosts+packages:a.example". REGISTRIES
+ * (and AIRLOCK_PACKAGE_HOSTS) is package_registries' form: a comma-separated
+ * list of HOST or HOST=CIDR[+CIDR...] (spaces around entries ignored), at
+ * most AL_NET_MAX_RANGES ranges a host. Names are normalised (lower case, no
  * trailing dot); IP literals, wildcards and localhost names are refused.
  * Defaults for ports (80, 443), limits, SNI checking (on for hosts and
  * packages) and the registry list come from al_net_policy_env().
@@ -75,6 +96,26 @@ int al_net_policy_parse(const char *spec, al_net_policy *ret, al_error *err);
  * AIRLOCK_PROXY_IDLE_S, AIRLOCK_PROXY_CONN_S, and in test builds
  * AIRLOCK_TEST_PUBLIC_NET. */
 int al_net_policy_env(al_net_policy *p, al_error *err);
+
+/* Parse REGISTRIES (package_registries' form, above) into P's registries
+ * (replacing them). WHAT names the setting in an error. */
+int al_net_registries_parse(al_net_policy *p, const char *registries, const char *what, al_error *err);
+
+/* The ranges NAME (normalised) has as a registry P's mode reaches (in
+ * packages mode, or hosts+packages where NAME is not on the hosts list),
+ * their number in *RET_N; NULL (and 0) when it has none. */
+const al_net_range *al_net_registry_ranges(const al_net_policy *p, const char *name, size_t *ret_n);
+
+/* Whether a connection to NAME (normalised; NULL for a literal) at SA may
+ * be made: NULL when it may, or why not. A registry with ranges: SA within
+ * one of them (the public rule does not apply); else al_net_addr_denied. */
+const char *al_net_dest_denied(const al_net_policy *p, const char *name, const struct sockaddr *sa);
+
+/* Whether a plain-HTTP request (not CONNECT) to H may go on: in packages
+ * mode (and to a registry in hosts+packages) only to a registry given
+ * ranges, whose operator chose its address; a public registry is reached
+ * over TLS. True, or false with WHY. */
+bool al_net_plain_http_ok(const al_net_policy *p, const al_host *h, char *why, size_t n);
 
 /* Add ADDR (port ignored) to the host's own addresses. */
 void al_net_policy_add_local(al_net_policy *p, const struct sockaddr *addr);

@@ -202,8 +202,29 @@ static int connect_to(const struct sockaddr *sa, int *ret_fd) {
     return 0;
 }
 
-/* Resolve (names only), refuse what is not public, connect to the address
- * that was checked. 0, or <0 after answering. */
+/* The single addresses (a /32 or /128 range) the registry NAME was given,
+ * port PORT, into RET: how many. */
+static size_t pinned(const al_net_policy *p, const char *name, uint16_t port, al_resolved *ret) {
+    size_t nr = 0;
+    const al_net_range *r = al_net_registry_ranges(p, name, &nr);
+    ret->n = 0;
+    for (size_t i = 0; r && i < nr && ret->n < AL_RESOLVE_MAX; i++) {
+        if (r[i].family == AF_INET && r[i].bits == 32) {
+            struct sockaddr_in s = { .sin_family = AF_INET, .sin_port = htons(port) };
+            memcpy(&s.sin_addr, r[i].addr, 4);
+            memcpy(&ret->addr[ret->n++], &s, sizeof s);
+        } else if (r[i].family == AF_INET6 && r[i].bits == 128) {
+            struct sockaddr_in6 s = { .sin6_family = AF_INET6, .sin6_port = htons(port) };
+            memcpy(&s.sin6_addr, r[i].addr, 16);
+            memcpy(&ret->addr[ret->n++], &s, sizeof s);
+        }
+    }
+    return ret->n;
+}
+
+/* Resolve (names only), refuse what is not public (or, for a registry
+ * given ranges, not within them), connect to the address that was
+ * checked. 0, or <0 after answering. */
 static int open_upstream(conn *c, const al_host *h) {
     const al_net_policy *p = c->s->p;
     al_resolved res = { 0 };
@@ -217,6 +238,11 @@ static int open_upstream(conn *c, const al_host *h) {
         res.n = 1;
     } else {
         int r = al_resolve(h->name, c->port, p->has_resolver ? &p->resolver : NULL, &res);
+        /* a registry the operator gave single addresses (HOST=a.b.c.d/32)
+         * is found at them when DNS has no answer (an index on a name of
+         * the platform's own, or on this host for a test) */
+        if (r < 0 && pinned(p, h->name, c->port, &res) > 0)
+            r = 0;
         if (r < 0) {
             char why[320];
             snprintf(why, sizeof why, "%s could not be resolved (%s)", h->name,
@@ -231,7 +257,7 @@ static int open_upstream(conn *c, const al_host *h) {
     int last = -ENOENT;
     for (size_t i = 0; i < res.n; i++) {
         const struct sockaddr *sa = (const struct sockaddr *)&res.addr[i];
-        const char *w = al_net_addr_denied(p, sa);
+        const char *w = al_net_dest_denied(p, h->kind == AL_HOST_NAME ? h->name : NULL, sa);
         if (w) {
             if (!first_why) {
                 first_why = w;
@@ -254,7 +280,7 @@ static int open_upstream(conn *c, const al_host *h) {
     char why[384];
     if (last == -ENOENT && first_why) {
         snprintf(c->addr, sizeof c->addr, "%s", first_addr);
-        snprintf(why, sizeof why, "network policy \"%s\": %s resolves to %s, which is not public: %s",
+        snprintf(why, sizeof why, "network policy \"%s\": %s resolves to %s, which is refused: %s",
                  al_net_mode_name(p->mode), h->kind == AL_HOST_NAME ? h->name : c->host, first_addr, first_why);
         reply(c, 403, "Forbidden", "denied", why);
         return -EACCES;
@@ -465,6 +491,10 @@ static void serve_conn(conn *c) {
     char why[384];
     /* the decision comes before any lookup: a denied name is never resolved */
     if (!al_net_decide(c->s->p, &h, req.port, why, sizeof why)) {
+        reply(c, 403, "Forbidden", "denied", why);
+        return;
+    }
+    if (!req.connect && !al_net_plain_http_ok(c->s->p, &h, why, sizeof why)) {
         reply(c, 403, "Forbidden", "denied", why);
         return;
     }

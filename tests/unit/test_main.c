@@ -454,6 +454,66 @@ static void test_net_policy(void) {
     CHECK(al_net_addr_denied(&p, (struct sockaddr *)&pub6) == NULL);
 }
 
+/* package_registries (issue 38): HOST or HOST=CIDR+CIDR; a registry with
+ * ranges reaches only into them, private ones included; one without is
+ * held to the public rule; plain http only to a ranged one */
+static void test_net_registries(void) {
+    static al_net_policy p;
+    al_error err = { 0 };
+    al_host h;
+    char why[384], spec[512];
+    CHECK(al_net_policy_parse("packages:Registry.NPMjs.org=203.0.113.80/32, pypi.internal=10.1.2.0/24+fd00::/8,pypi.org",
+                              &p, &err) == 0);
+    CHECK(p.mode == AL_NET_PACKAGES && p.packages_listed && p.n_packages == 3 && p.n_ranges[0] == 1 &&
+          p.n_ranges[1] == 2 && p.n_ranges[2] == 0);
+    al_net_policy_format(&p, spec, sizeof spec);
+    CHECK(strcmp(spec, "packages:registry.npmjs.org=203.0.113.80/32,pypi.internal=10.1.2.0/24+fd00::/8,pypi.org") == 0);
+    al_host_parse("files.pythonhosted.org", &h);
+    CHECK(!al_net_decide(&p, &h, 443, why, sizeof why)); /* the policy's own list, not the default */
+    struct sockaddr_in in = { .sin_family = AF_INET };
+    inet_pton(AF_INET, "203.0.113.80", &in.sin_addr);
+    /* the reserved address: refused to an unranged name, allowed to the ranged one */
+    CHECK(al_net_dest_denied(&p, "pypi.org", (struct sockaddr *)&in) != NULL);
+    CHECK(al_net_dest_denied(&p, "registry.npmjs.org", (struct sockaddr *)&in) == NULL);
+    CHECK(al_net_dest_denied(&p, NULL, (struct sockaddr *)&in) != NULL);
+    inet_pton(AF_INET, "203.0.113.81", &in.sin_addr);
+    CHECK(al_net_dest_denied(&p, "registry.npmjs.org", (struct sockaddr *)&in) != NULL);
+    /* a ranged registry at a public address outside its range: refused too */
+    inet_pton(AF_INET, "104.16.0.1", &in.sin_addr);
+    CHECK(al_net_dest_denied(&p, "registry.npmjs.org", (struct sockaddr *)&in) != NULL);
+    CHECK(al_net_dest_denied(&p, "pypi.org", (struct sockaddr *)&in) == NULL);
+    inet_pton(AF_INET, "10.1.2.200", &in.sin_addr);
+    CHECK(al_net_dest_denied(&p, "pypi.internal", (struct sockaddr *)&in) == NULL);
+    inet_pton(AF_INET, "10.1.3.1", &in.sin_addr);
+    CHECK(al_net_dest_denied(&p, "pypi.internal", (struct sockaddr *)&in) != NULL);
+    struct sockaddr_in6 in6 = { .sin6_family = AF_INET6 };
+    inet_pton(AF_INET6, "fd12::1", &in6.sin6_addr);
+    CHECK(al_net_dest_denied(&p, "pypi.internal", (struct sockaddr *)&in6) == NULL);
+    /* 10.1.2.5 written as IPv6 is not in the IPv4 range */
+    inet_pton(AF_INET6, "::ffff:10.1.2.5", &in6.sin6_addr);
+    CHECK(al_net_dest_denied(&p, "pypi.internal", (struct sockaddr *)&in6) != NULL);
+    /* plain http: a ranged registry only */
+    al_host_parse("pypi.internal", &h);
+    CHECK(al_net_plain_http_ok(&p, &h, why, sizeof why));
+    al_host_parse("pypi.org", &h);
+    CHECK(!al_net_plain_http_ok(&p, &h, why, sizeof why) && strstr(why, "https"));
+    /* hosts+packages: a name on the hosts list is a host's (public rule) */
+    CHECK(al_net_policy_parse("hosts:allowed.example", &p, &err) == 0);
+    CHECK(al_net_plain_http_ok(&p, &h, why, sizeof why));
+    /* malformed lists */
+    static const char *const bad[] = { "packages:", "packages:a.example=", "packages:a.example=10.0.0.0/33",
+                                       "packages:a.example=10.0.0.0/8+", "packages:a.example=nope",
+                                       "packages:10.0.0.1", "packages:a.example,a.example", "packages:localhost=127.0.0.1",
+                                       "packages:a.example=1.1.1.1+1.1.1.2+1.1.1.3+1.1.1.4+1.1.1.5+1.1.1.6+1.1.1.7+1.1.1.8+1.1.1.9",
+                                       "packages:*.example" };
+    for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+        CHECK(al_net_policy_parse(bad[i], &p, &err) < 0 && err.msg[0]);
+    /* host bits beyond the prefix are cleared */
+    CHECK(al_net_policy_parse("packages:a.example=10.1.2.3/16", &p, &err) == 0);
+    al_net_policy_format(&p, spec, sizeof spec);
+    CHECK(strcmp(spec, "packages:a.example=10.1.0.0/16") == 0);
+}
+
 static void test_proxy_rewrite(void) {
     al_proxy_req r;
     char out[9000];
@@ -490,6 +550,7 @@ int main(void) {
     test_proxy_request();
     test_tls_sni();
     test_net_policy();
+    test_net_registries();
     test_proxy_rewrite();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

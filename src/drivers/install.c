@@ -1,0 +1,447 @@
+/*
+ * A run's packages, installed before its box (install.h). The steps:
+ *
+ *  1. the layer's key (src/image/layer.c: the run's image, the installer,
+ *     the sorted specs, the registries, the scripts flag); a complete
+ *     layer under that key is reused as it is;
+ *  2. else, holding the key's lock (two runs wanting the same set install
+ *     once: the second finds the first's layer when it has the lock), an
+ *     install box per language: the native box on the installer image, as
+ *     65534 like every box, its network the job's pkg_network through the
+ *     egress proxy, its limits the job's pkg_limits, its /out collected by
+ *     the box's own collect (beneath /out, regular files and directories
+ *     only, links skipped and counted) into a new tmp- directory of the
+ *     store within the layer's caps;
+ *  3. layer.json from pip's report and npm's lock, read as hostile data
+ *     with caps, written last, and the directory renamed to sha256-KEY.
+ *
+ * A failed step (non-zero exit, timeout, over a cap) ends there: nothing
+ * is kept, and the run gets no box. The install's output goes to the
+ * caller's callback, at most AL_INSTALL_OUTPUT_MAX bytes in all.
+ */
+#include "install.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../image/image.h"
+#include "../image/layer.h"
+#include "../util/hash.h"
+#include "../proxy/request.h"
+#include "box_net.h"
+#include "pkg_spec.h"
+
+#define HOST_CA "/etc/ssl/certs/ca-certificates.crt"
+#define BOX_CA "/work/ca-certificates.crt"
+#define LOCK_WAIT_MS (30 * 60 * 1000)
+
+/* The install scripts: $1 the index (or registry) URL, $2 1 when scripts
+ * and source builds may run, then the specs (checked: none is an option,
+ * and `--` ends the options anyway). */
+static const char PIP_SH[] =
+    "set -u\n"
+    "url=$1 scripts=$2; shift 2\n"
+    "extra=()\n"
+    "[ \"$scripts\" = 1 ] || extra+=(--only-binary=:all:)\n"
+    /* plain http only reaches a registry the operator gave a range (the
+     * proxy refuses it to any other): pip then needs to be told */
+    "case $url in http://*) h=${url#http://}; h=${h%%/*}; extra+=(--trusted-host \"${h%%:*}\");; esac\n"
+    "exec python3 -m pip install --target /out/python --report /out/python-report.json --no-cache-dir \\\n"
+    "    --disable-pip-version-check --no-input --progress-bar off \"${extra[@]}\" --index-url \"$url\" -- \"$@\"\n";
+static const char NPM_SH[] =
+    "set -u\n"
+    "url=$1 scripts=$2; shift 2\n"
+    "extra=()\n"
+    "[ \"$scripts\" = 1 ] || extra+=(--ignore-scripts)\n"
+    "mkdir -p /out/node || exit 1\n"
+    "exec npm install --prefix /out/node --no-bin-links --no-audit --no-fund --package-lock --no-update-notifier \\\n"
+    "    --loglevel=warn \"${extra[@]}\" --registry \"$url\" -- \"$@\"\n";
+
+static void say(void *ud, al_stream s, const char *buf, size_t len) {
+    al_install *in = ud;
+    if (!in->on_output || in->output_cut)
+        return;
+    size_t room = AL_INSTALL_OUTPUT_MAX - in->output_sent;
+    if (len > room) {
+        in->on_output(in->ud, s, buf, room);
+        static const char cut[] = "\n[airlock: the install's output passed 1 MiB; the rest is not shown]\n";
+        in->on_output(in->ud, AL_STREAM_STDERR, cut, sizeof cut - 1);
+        in->output_cut = true;
+        in->output_sent = AL_INSTALL_OUTPUT_MAX;
+        return;
+    }
+    in->on_output(in->ud, s, buf, len);
+    in->output_sent += len;
+}
+
+/* an install box's network (its proxy) and whose install it is */
+typedef struct install_net {
+    al_box_net net;
+    al_install *in;
+} install_net;
+
+static void on_box_output(al_stream s, const char *buf, size_t len, void *userdata) {
+    install_net *nx = userdata;
+    say(nx->in, s, buf, len);
+}
+
+static int on_box_listener(int fd, uid_t uid, gid_t gid, void *userdata, al_error *err) {
+    install_net *nx = userdata;
+    return al_box_net_on_listener(fd, uid, gid, &nx->net, err);
+}
+
+/* the installer's digest: its directory is the store's sha256-HEX */
+static const char *installer_digest(const char *dir) {
+    const char *base = strrchr(dir, '/');
+    base = base ? base + 1 : dir;
+    return strncmp(base, "sha256-", 7) == 0 && al_is_sha256_hex(base + 7) ? base + 7 : NULL;
+}
+
+/* Whether a skip of the collect means the layer is over a cap (an install
+ * that fails), not a link or special file left out (counted). */
+static bool over_cap(const char *why) {
+    return strstr(why, "cap") || strstr(why, "limit");
+}
+
+/* One install box: SCRIPT run with bash on the installer image, its /out
+ * collected into OUT_FD within MAX_FILES and MAX_BYTES. Its result in RES. */
+typedef struct step {
+    const char *name;             /* "python", "node" */
+    const char *script;
+    const char *url;
+    char *const *specs;
+    size_t n_specs;
+} step;
+
+static int run_step(al_install *in, const step *st, int out_fd, uint64_t max_files, uint64_t max_bytes,
+                    uint64_t wall_ms, al_box_result *res, al_error *err) {
+    const al_job *j = in->job;
+    const char *idigest = installer_digest(j->pkg_installer_dir);
+    al_image_runtime ir;
+    al_image_runtime_init(&ir, j->pkg_installer_dir, idigest);
+    /* the network: the box's proxy (the policy and its registries the job's) */
+    install_net *nx = calloc(1, sizeof *nx);
+    if (!nx)
+        return al_err(err, "install", ENOMEM, "out of memory");
+    if (al_box_net_init(&nx->net, j->pkg_network, err) < 0) {
+        free(nx);
+        return -EINVAL;
+    }
+    nx->in = in;
+    char *argv[AL_JOB_PKG_MAX + 6];
+    size_t a = 0;
+    argv[a++] = "/bin/bash";
+    argv[a++] = "/work/install.sh";
+    argv[a++] = (char *)st->url;
+    argv[a++] = j->pkg_scripts ? "1" : "0";
+    for (size_t i = 0; i < st->n_specs; i++)
+        argv[a++] = st->specs[i];
+    argv[a] = NULL;
+    al_box_file file = { "install.sh", st->script, strlen(st->script), 0644 };
+    /* the host's CA bundle, which the operator keeps (a corporate CA in
+     * it included): pip and npm trust it, not the image's own */
+    const char *inputs[1] = { HOST_CA };
+    bool ca = access(HOST_CA, R_OK) == 0;
+    static char *const ca_env[] = { "PIP_CERT=" BOX_CA, "NPM_CONFIG_CAFILE=" BOX_CA, "SSL_CERT_FILE=" BOX_CA,
+                                    "NODE_EXTRA_CA_CERTS=" BOX_CA };
+    al_box_limits l = j->pkg_limits;
+    l.wall_ms = wall_ms;
+    l.max_artifacts = max_files;
+    l.max_artifact_bytes = max_bytes;
+    l.max_artifacts_total = max_bytes;
+    l.max_depth = 48;
+    /* /out holds the layer; /tmp pip's builds and npm's cache */
+    if (l.tmpfs_bytes < max_bytes + (64ULL << 20))
+        l.tmpfs_bytes = max_bytes + (64ULL << 20);
+    if (l.tmpfs_inodes < max_files + 8192)
+        l.tmpfs_inodes = max_files + 8192;
+    al_box_config cfg = {
+        .runtime = &ir.rt, .argv = argv, .envp = nx->net.env, .files = &file, .n_files = 1,
+        .inputs = ca ? inputs : NULL, .n_inputs = ca ? 1 : 0, .stdin_fd = -1, .out_dirfd = out_fd,
+        .limits = l, .on_output = on_box_output, .userdata = nx, .cancel_fd = in->cancel_fd,
+        .listen_port = al_box_net_listen_port(&nx->net), .on_listener = on_box_listener,
+        .env_extra = ca ? ca_env : NULL, .n_env_extra = ca ? ELEMENTSOF(ca_env) : 0,
+    };
+    al_box_run(&cfg, res);
+    json_decref(al_box_net_finish(&nx->net, res));
+    free(nx);
+    return 0;
+}
+
+/* Why ST's box failed (RES), in ERR: 0 when it did not. */
+static int step_failed(al_install *in, const step *st, const al_box_result *res, al_error *err) {
+    in->exit_code = res->exit_code;
+    if (res->reason == AL_REASON_EXITED && res->exit_code == 0) {
+        for (size_t i = 0; i < res->n_skipped; i++)
+            if (over_cap(res->skipped[i].why)) {
+                in->failed_step = st->name;
+                return al_err(err, "install", EFBIG, "the %s install is over the layer's caps: %s: %s", st->name,
+                              res->skipped[i].path, res->skipped[i].why);
+            }
+        return 0;
+    }
+    in->failed_step = st->name;
+    const char *tool = strcmp(st->name, "python") == 0 ? "pip" : "npm";
+    switch (res->reason) {
+    case AL_REASON_EXITED:
+        return al_err(err, "install", EIO, "the %s install (%s) failed with exit code %d: its output is above",
+                      st->name, tool, res->exit_code);
+    case AL_REASON_TIMEOUT:
+        return al_err(err, "install", ETIMEDOUT, "the %s install (%s) did not finish within the install timeout",
+                      st->name, tool);
+    case AL_REASON_MEMORY:
+        return al_err(err, "install", ENOMEM, "the %s install (%s) ran out of its memory limit", st->name, tool);
+    case AL_REASON_CANCELED:
+        return al_err(err, "install", ECANCELED, "the run was canceled during the %s install", st->name);
+    case AL_REASON_ERROR:
+        return al_err(err, "install", res->error.err ? res->error.err : EIO, "the %s install box failed: %s: %s",
+                      st->name, res->error.step, res->error.msg);
+    default:
+        return al_err(err, "install", EIO, "the %s install (%s) ended: %s", st->name, tool, al_reason_name(res->reason));
+    }
+}
+
+/* The steps into a new tmp- layer, layer.json, renamed to sha256-KEY. */
+static int install_new(al_install *in, al_error *err) {
+    const al_job *j = in->job;
+    char tmp[16];
+    _cleanup_close_ int tfd = -1;
+    int r = al_layer_tmp(in->layer_fd, tmp, &tfd, err);
+    if (r < 0)
+        return r;
+    step steps[2] = {
+        { "python", PIP_SH, j->pkg_index_python, j->pkg_python, j->n_pkg_python },
+        { "node", NPM_SH, j->pkg_registry_node, j->pkg_node, j->n_pkg_node },
+    };
+    uint64_t files = 0, bytes = 0, start = al_now_ms(), skipped_links = 0;
+    uint64_t max_files = j->pkg_layer_max_files ? j->pkg_layer_max_files : 50000;
+    uint64_t max_bytes = j->pkg_layer_max_bytes ? j->pkg_layer_max_bytes : 512ULL << 20;
+    uint64_t wall = j->pkg_limits.wall_ms;
+    for (size_t s = 0; s < 2 && r == 0; s++) {
+        if (!steps[s].n_specs)
+            continue;
+        uint64_t spent = al_now_ms() - start;
+        al_box_result res;
+        /* the second step gets what the first left of the time and caps */
+        if (spent >= wall) {
+            in->failed_step = steps[s].name;
+            r = al_err(err, "install", ETIMEDOUT, "the install timeout passed before the %s install", steps[s].name);
+            break;
+        }
+        if ((r = run_step(in, &steps[s], tfd, max_files - files, max_bytes - bytes, wall - spent, &res, err)) < 0) {
+            in->failed_step = steps[s].name;
+            break;
+        }
+        r = step_failed(in, &steps[s], &res, err);
+        files += res.n_artifacts;
+        for (size_t i = 0; i < res.n_artifacts; i++)
+            bytes += res.artifacts[i].size;
+        for (size_t i = 0; i < res.n_skipped; i++)
+            skipped_links += strstr(res.skipped[i].why, "link") != NULL;
+        al_box_result_free(&res);
+    }
+    json_t *py = NULL, *node = NULL;
+    if (r == 0 && (r = al_layer_python_report(tfd, &py, err)) == 0)
+        r = al_layer_node_report(tfd, &node, err);
+    if (r < 0) {
+        if (!in->failed_step)
+            in->failed_step = py ? "node" : "python";
+        json_decref(py);
+        json_decref(node);
+        al_layer_discard(in->layer_fd, tmp);
+        return r;
+    }
+    char image[80], installer[80];
+    snprintf(image, sizeof image, "%s%s", in->image_digest ? "sha256:" : "", in->image_digest ? in->image_digest : "host");
+    snprintf(installer, sizeof installer, "sha256:%s", installer_digest(j->pkg_installer_dir));
+    in->meta = json_pack("{s:s, s:s, s:s, s:o, s:o, s:I, s:I, s:I, s:I}", "key", in->key, "image", image, "installer",
+                         installer, "python", py, "node", node, "files", (json_int_t)files, "bytes", (json_int_t)bytes,
+                         "skipped_links", (json_int_t)skipped_links, "created_at", (json_int_t)time(NULL));
+    if (!in->meta) {
+        al_layer_discard(in->layer_fd, tmp);
+        return al_err(err, "install", ENOMEM, "layer.json: out of memory");
+    }
+    if ((r = al_layer_commit(in->layer_fd, tmp, in->key, in->meta, err)) < 0) {
+        al_layer_discard(in->layer_fd, tmp);
+        return r;
+    }
+    return 0;
+}
+
+/* The found layer's trees as the run box's binds: python/ at
+ * /opt/airlock/python (and PYTHONPATH), node/node_modules at /node_modules
+ * (Node's walk up from /work finds it, for require and import alike). */
+static int layer_binds(al_install *in, int dirfd, al_error *err) {
+    static char pythonpath[] = "PYTHONPATH=/opt/airlock/python";
+    const al_job *j = in->job;
+    struct { bool want; const char *path, *box; } b[] = {
+        { j->n_pkg_python > 0, "python", "/opt/airlock/python" },
+        { j->n_pkg_node > 0, "node/node_modules", "/node_modules" },
+    };
+    for (size_t i = 0; i < ELEMENTSOF(b); i++) {
+        if (!b[i].want)
+            continue;
+        int fd = openat(dirfd, b[i].path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        /* a set that installs nothing at all (every spec already... never:
+         * pip and npm make the directory) is an error, said */
+        if (fd < 0)
+            return al_err(err, "install", errno, "the layer has no %s: %m", b[i].path);
+        snprintf(in->bind_paths[in->n_binds], sizeof in->bind_paths[0], "%s/sha256-%s/%s", j->pkg_layers_dir,
+                 in->key, b[i].path);
+        in->binds[in->n_binds] = (al_box_bind){ fd, in->bind_paths[in->n_binds], b[i].box };
+        in->n_binds++;
+    }
+    if (j->n_pkg_python)
+        in->env[in->n_env++] = pythonpath;
+    return 0;
+}
+
+static int check_job(al_install *in, al_error *err) {
+    const al_job *j = in->job;
+    al_error e = { 0 };
+    in->failed_step = "prepare";
+    if (!j->pkg_installer_dir || !installer_digest(j->pkg_installer_dir))
+        return al_err(err, "install", ENOENT, "package installs need the installer image (airlock image build "
+                      "installer), and this service has none");
+    if (!j->pkg_layers_dir)
+        return al_err(err, "install", EINVAL, "the job names no layers directory");
+    if ((j->n_pkg_python && !j->pkg_index_python) || (j->n_pkg_node && !j->pkg_registry_node))
+        return al_err(err, "install", EINVAL, "the job names no index (python) or registry (node) URL");
+    for (size_t i = 0; i < j->n_pkg_python + j->n_pkg_node; i++) {
+        bool py = i < j->n_pkg_python;
+        if (al_pkg_spec_check(py ? AL_PKG_PYTHON : AL_PKG_NODE, py ? j->pkg_python[i] : j->pkg_node[i - j->n_pkg_python],
+                              &e) < 0)
+            return al_err(err, "install", EINVAL, "%s", e.msg);
+    }
+    in->failed_step = NULL;
+    return 0;
+}
+
+int al_install_run(al_install *in, al_error *err) {
+    const al_job *j = in->job;
+    uint64_t start = al_now_ms();
+    in->layer_fd = -1;
+    in->exit_code = -1;
+    in->n_binds = in->n_env = 0;
+    int r = check_job(in, err);
+    if (r < 0)
+        return r;
+    al_layer_want w = { in->image_digest, installer_digest(j->pkg_installer_dir), j->pkg_python, j->n_pkg_python,
+                        j->pkg_node, j->n_pkg_node, j->pkg_index_python, j->pkg_registry_node, j->pkg_scripts };
+    al_layer_key(&w, in->key);
+    in->failed_step = "prepare";
+    if ((r = al_layer_dir_open(j->pkg_layers_dir, &in->layer_fd, err)) < 0)
+        return r;
+    _cleanup_close_ int dirfd = -1, lockfd = -1;
+    r = al_layer_find(in->layer_fd, in->key, &dirfd, &in->meta, err);
+    if (r == 0) {
+        /* not there: install it, holding its lock; a helper that held it
+         * before this one may have made it meanwhile */
+        if ((r = al_layer_lock(in->layer_fd, in->key, in->cancel_fd, LOCK_WAIT_MS, &lockfd, err)) < 0)
+            return r;
+        r = al_layer_find(in->layer_fd, in->key, &dirfd, &in->meta, err);
+        if (r == 0) {
+            in->failed_step = NULL;
+            if ((r = install_new(in, err)) < 0)
+                return r;
+            json_decref(in->meta);
+            in->meta = NULL;
+            r = al_layer_find(in->layer_fd, in->key, &dirfd, &in->meta, err);
+            if (r == 0)
+                r = al_err(err, "install", ENOENT, "the layer just made is not there");
+        } else {
+            in->reused = true;
+        }
+    } else {
+        in->reused = true;
+    }
+    if (r < 0)
+        return r;
+    in->failed_step = "prepare";
+    if ((r = layer_binds(in, dirfd, err)) < 0)
+        return r;
+    in->failed_step = NULL;
+    in->ms = al_now_ms() - start;
+    return 0;
+}
+
+void al_install_free(al_install *in) {
+    for (size_t i = 0; i < in->n_binds; i++)
+        if (in->binds[i].host_fd >= 0)
+            close(in->binds[i].host_fd);
+    in->n_binds = 0;
+    if (in->layer_fd >= 0)
+        close(in->layer_fd);
+    in->layer_fd = -1;
+    json_decref(in->meta);
+    in->meta = NULL;
+}
+
+static json_t *list_of(const al_install *in, const char *k) {
+    json_t *v = in->meta ? json_object_get(in->meta, k) : NULL;
+    return json_is_array(v) ? json_incref(v) : json_array();
+}
+
+json_t *al_install_event(const al_install *in) {
+    char layer[80];
+    snprintf(layer, sizeof layer, "sha256:%s", in->key);
+    return json_pack("{s:s, s:s, s:b, s:I, s:o, s:o}", "type", "installed", "layer", layer, "reused", in->reused, "ms",
+                     (json_int_t)in->ms, "python", list_of(in, "python"), "node", list_of(in, "node"));
+}
+
+json_t *al_install_result(const al_install *in) {
+    char layer[80];
+    snprintf(layer, sizeof layer, "sha256:%s", in->key);
+    json_t *o = json_pack("{s:s, s:b, s:I, s:o, s:o}", "layer", layer, "reused", in->reused, "install_ms",
+                          (json_int_t)in->ms, "python", list_of(in, "python"), "node", list_of(in, "node"));
+    if (o && in->failed_step)
+        json_object_set_new(o, "failed", json_string(in->failed_step));
+    return o;
+}
+
+/* URL's host and port, of an http or https URL (*RET_PLAIN: http) */
+static int url_host(const char *url, al_host *h, uint16_t *port, bool *ret_plain) {
+    bool plain = strncmp(url, "http://", 7) == 0;
+    if (!plain && strncmp(url, "https://", 8) != 0)
+        return -EINVAL;
+    const char *a = url + (plain ? 7 : 8);
+    size_t n = strcspn(a, "/?#");
+    char host[256];
+    if (!n || memchr(a, '@', n) || al_proxy_split_authority(a, n, plain ? 80 : 443, host, sizeof host, port) < 0 ||
+        al_host_parse(host, h) != AL_HOST_NAME)
+        return -EINVAL;
+    *ret_plain = plain;
+    return 0;
+}
+
+int al_install_network(const char *registries, const char *index_python, const char *registry_node, char *ret,
+                       size_t len, al_error *err) {
+    const char *list = registries && *registries ? registries : AL_NET_DEFAULT_PACKAGES;
+    int n = snprintf(ret, len, "packages:%s", list);
+    if (n < 0 || (size_t)n >= len)
+        return al_err(err, "packages", E2BIG, "package_registries is too long");
+    static al_net_policy p; /* (large; the helper and the CLI are single-threaded here) */
+    al_error perr = { 0 };
+    if (al_net_policy_parse(ret, &p, &perr) < 0)
+        return al_err(err, "packages", EINVAL, "package_registries: %s", perr.msg);
+    const char *urls[2] = { index_python, registry_node }, *what[2] = { "package_index_python", "package_registry_node" };
+    for (size_t i = 0; i < 2; i++) {
+        if (!urls[i])
+            continue;
+        al_host h;
+        uint16_t port = 0;
+        bool plain = false;
+        char why[384];
+        if (strlen(urls[i]) > 1024 || url_host(urls[i], &h, &port, &plain) < 0)
+            return al_err(err, "packages", EINVAL, "%s \"%.200s\" is not an http(s) URL naming a host", what[i], urls[i]);
+        if (!al_net_decide(&p, &h, port, why, sizeof why))
+            return al_err(err, "packages", EINVAL, "%s: %s (package_registries lists the hosts installs may reach)",
+                          what[i], why);
+        if (plain && !al_net_plain_http_ok(&p, &h, why, sizeof why))
+            return al_err(err, "packages", EINVAL, "%s: %s", what[i], why);
+    }
+    return 0;
+}

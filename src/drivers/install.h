@@ -1,0 +1,72 @@
+/*
+ * A run's packages installed before its box (issue 38; install.c): the
+ * layer its job's specs make, found in the layer store (src/image/layer.h)
+ * or made there by install boxes on the installer image, and what the
+ * run's box then gets of it: read-only binds and PYTHONPATH.
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../box/box.h"
+#include "job.h"
+
+/* The install's output, bytes of one of its streams (the helper sends
+ * them as "installing" events). */
+typedef void (*al_install_output_fn)(void *ud, al_stream s, const char *buf, size_t len);
+
+/* The most of an install's output passed on, both streams and both steps */
+#define AL_INSTALL_OUTPUT_MAX (1u << 20)
+
+typedef struct al_install {
+    /* in: the job, the run's image digest (NULL: the host's runtime), a
+     * fd readable when the run is canceled (-1: none), the output's callback */
+    const al_job *job;
+    const char *image_digest;
+    int cancel_fd;
+    al_install_output_fn on_output;
+    void *ud;
+    /* out */
+    char key[65];
+    bool reused;
+    uint64_t ms;
+    json_t *meta;                 /* the layer's layer.json */
+    /* the run box's binds and environment (valid until al_install_free) */
+    al_box_bind binds[2];
+    size_t n_binds;
+    char bind_paths[2][4096];
+    char *env[1];
+    size_t n_env;
+    /* a failed install: which step ("python", "node", or "prepare" before
+     * either ran), and its exit code (-1: none) */
+    const char *failed_step;
+    int exit_code;
+    /* private */
+    int layer_fd;
+    uint64_t output_sent;
+    bool output_cut;
+} al_install;
+
+/* IN's job's packages installed (or their layer found): 0 with the out
+ * fields set, or -errno with why in ERR (step "install", the message
+ * naming the step that failed) and IN->failed_step, IN->exit_code set. */
+int al_install_run(al_install *in, al_error *err);
+void al_install_free(al_install *in);
+
+/* The install box's network policy for REGISTRIES (package_registries'
+ * form: HOST or HOST=CIDR+CIDR, comma-separated; NULL: the default
+ * registries) in RET ("packages:REGISTRIES", as `airlock run --net` and
+ * pkg_network take it), once INDEX_PYTHON and REGISTRY_NODE (either may be
+ * NULL) are found to be http(s) URLs of hosts among them, on a port the
+ * proxy allows, plain http only for a host given ranges. 0, or -EINVAL and
+ * why in ERR (step "packages"). */
+int al_install_network(const char *registries, const char *index_python, const char *registry_node, char *ret,
+                       size_t len, al_error *err);
+
+/* {"type":"installed","layer","reused","ms","python","node"} */
+json_t *al_install_event(const al_install *in);
+/* the result's "packages": {"layer","reused","install_ms","python","node"}
+ * (and "failed": the step, when it failed) */
+json_t *al_install_result(const al_install *in);

@@ -1,0 +1,311 @@
+/*
+ * The package layer store (layer.h).
+ */
+#include "layer.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../box/collect.h"
+#include "../util/hash.h"
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void feed(struct sha256_ctx *c, const char *s) {
+    s = s ? s : "";
+    sha256_update(c, strlen(s) + 1, (const uint8_t *)s);
+}
+
+/* N specs V, sorted (a copy of the pointers: the caller's order stays) */
+static void feed_sorted(struct sha256_ctx *c, char *const *v, size_t n) {
+    const char **s = n ? calloc(n, sizeof *s) : NULL;
+    if (n && !s) {
+        /* no memory: the key of the specs in the order given (a miss, never a wrong hit) */
+        for (size_t i = 0; i < n; i++)
+            feed(c, v[i]);
+        return;
+    }
+    memcpy(s, v, n * sizeof *s);
+    qsort(s, n, sizeof *s, cmp_str);
+    for (size_t i = 0; i < n; i++)
+        feed(c, s[i]);
+    free(s);
+}
+
+void al_layer_key(const al_layer_want *w, char ret_key[65]) {
+    struct sha256_ctx c;
+    sha256_init(&c);
+    feed(&c, "airlock-layer-1");
+    feed(&c, w->image ? w->image : "host");
+    feed(&c, w->installer);
+    feed(&c, "python");
+    feed_sorted(&c, w->python, w->n_python);
+    feed(&c, "node");
+    feed_sorted(&c, w->node, w->n_node);
+    feed(&c, w->n_python ? w->index_python : "");
+    feed(&c, w->n_node ? w->registry_node : "");
+    feed(&c, w->scripts ? "scripts" : "no-scripts");
+    al_sha256_finish_hex(&c, ret_key);
+}
+
+int al_layer_dir_open(const char *layers_dir, int *ret_fd, al_error *err) {
+    if (!layers_dir || layers_dir[0] != '/')
+        return al_err(err, "install", EINVAL, "the layers directory must be an absolute path");
+    if (mkdir(layers_dir, 0755) < 0 && errno != EEXIST)
+        return al_err(err, "install", errno, "mkdir %s: %m", layers_dir);
+    int fd = open(layers_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return al_err(err, "install", errno, "open %s: %m", layers_dir);
+    *ret_fd = fd;
+    return 0;
+}
+
+static bool key_ok(const char *key) { return key && al_is_sha256_hex(key); }
+
+int al_layer_find(int layers_fd, const char *key, int *ret_fd, json_t **ret_meta, al_error *err) {
+    if (!key_ok(key))
+        return al_err(err, "install", EINVAL, "a layer's key is 64 hex digits");
+    char name[80];
+    snprintf(name, sizeof name, "sha256-%s", key);
+    _cleanup_close_ int fd = openat(layers_fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : al_err(err, "install", errno, "open layer %s: %m", name);
+    /* layer.json is written last: without it, no layer */
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    int r = al_read_regular(fd, "layer.json", AL_LAYER_REPORT_MAX, true, &text, &len);
+    if (r == -ENOENT)
+        return 0;
+    if (r < 0)
+        return al_err(err, "install", -r, "read %s/layer.json: %s", name, strerror(-r));
+    json_t *meta = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(meta) || strcmp(json_string_value(json_object_get(meta, "key")) ?: "", key) != 0) {
+        json_decref(meta);
+        return al_err(err, "install", EINVAL, "%s/layer.json is not this layer's", name);
+    }
+    if (ret_meta)
+        *ret_meta = meta;
+    else
+        json_decref(meta);
+    if (ret_fd)
+        *ret_fd = TAKE_FD(fd);
+    return 1;
+}
+
+int al_layer_lock(int layers_fd, const char *key, int cancel_fd, uint64_t timeout_ms, int *ret_fd, al_error *err) {
+    if (!key_ok(key))
+        return al_err(err, "install", EINVAL, "a layer's key is 64 hex digits");
+    char name[80];
+    snprintf(name, sizeof name, "sha256-%s.lock", key);
+    _cleanup_close_ int fd = openat(layers_fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return al_err(err, "install", errno, "open %s: %m", name);
+    uint64_t until = al_now_ms() + timeout_ms;
+    for (;;) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+            break;
+        if (errno != EWOULDBLOCK && errno != EINTR)
+            return al_err(err, "install", errno, "lock %s: %m", name);
+        if (al_now_ms() >= until)
+            return al_err(err, "install", ETIMEDOUT, "another install of the same packages held %s for %llu ms", name,
+                          (unsigned long long)timeout_ms);
+        /* another helper installs the same set: wait for it (its layer is
+         * this run's too), unless this run is canceled meanwhile */
+        struct pollfd p = { .fd = cancel_fd, .events = POLLIN };
+        if (poll(&p, cancel_fd >= 0 ? 1 : 0, 100) > 0)
+            return al_err(err, "install", ECANCELED, "canceled while another install of the same packages ran");
+    }
+    *ret_fd = TAKE_FD(fd);
+    return 0;
+}
+
+int al_layer_tmp(int layers_fd, char ret_name[16], int *ret_fd, al_error *err) {
+    static const char set[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    for (int attempt = 0; attempt < 32; attempt++) {
+        unsigned char rnd[6];
+        if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+            return al_err(err, "install", EIO, "no random bytes for a temporary layer's name");
+        char name[16] = "tmp-";
+        for (size_t i = 0; i < sizeof rnd; i++)
+            name[4 + i] = set[rnd[i] % (sizeof set - 1)];
+        name[4 + sizeof rnd] = '\0';
+        if (mkdirat(layers_fd, name, 0755) < 0) {
+            if (errno == EEXIST)
+                continue;
+            return al_err(err, "install", errno, "mkdir %s: %m", name);
+        }
+        /* the umask may have taken bits: the run's box reads through it */
+        int fd = openat(layers_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || fchmod(fd, 0755) < 0) {
+            int e = errno;
+            if (fd >= 0)
+                close(fd);
+            al_rm_tree(layers_fd, name);
+            return al_err(err, "install", e, "open %s: %m", name);
+        }
+        snprintf(ret_name, 16, "%s", name);
+        *ret_fd = fd;
+        return 0;
+    }
+    return al_err(err, "install", EEXIST, "no free temporary layer name");
+}
+
+/* PATH beneath DIRFD (a layer under way: the collect's copy of what an
+ * install box wrote) as JSON in *RET, NULL when there is none. */
+static int read_report(int dirfd, const char *path, json_t **ret, al_error *err) {
+    *ret = NULL;
+    _cleanup_close_ int fd = al_openat_beneath(dirfd, path, O_RDONLY | O_NOCTTY, 0);
+    if (fd < 0)
+        return fd == -ENOENT ? 0 : al_err(err, "install", -fd, "open %s: %s", path, strerror(-fd));
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        return al_err(err, "install", EINVAL, "%s is not a regular file", path);
+    if ((uint64_t)st.st_size > AL_LAYER_REPORT_MAX)
+        return al_err(err, "install", EFBIG, "%s is more than %u bytes", path, AL_LAYER_REPORT_MAX);
+    _cleanup_free_ char *text = malloc((size_t)st.st_size + 1);
+    size_t len = 0;
+    while (text && len < (size_t)st.st_size) {
+        ssize_t n = read(fd, text + len, (size_t)st.st_size - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    if (!text)
+        return al_err(err, "install", ENOMEM, "read %s: out of memory", path);
+    json_error_t je;
+    /* jansson's own depth limit bounds the recursion */
+    *ret = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!*ret)
+        return al_err(err, "install", EINVAL, "%s is not JSON (line %d: %.80s)", path, je.line, je.text);
+    return 0;
+}
+
+/* S a string of 1 to MAX bytes, each of SET (NULL: any printable ASCII) */
+static bool field_ok(const char *s, size_t max, const char *set) {
+    size_t n = s ? strlen(s) : 0;
+    if (!n || n > max)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e || (set && !strchr(set, s[i])))
+            return false;
+    return true;
+}
+
+static const char NAME_SET[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-@/";
+static const char VERSION_SET[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-+!";
+
+int al_layer_python_report(int tmp_fd, json_t **ret, al_error *err) {
+    json_t *doc = NULL;
+    int r = read_report(tmp_fd, "python-report.json", &doc, err);
+    if (r < 0)
+        return r;
+    json_t *out = json_array(), *inst = json_object_get(doc, "install"), *e;
+    size_t i;
+    if (doc && !json_is_array(inst)) {
+        json_decref(doc);
+        json_decref(out);
+        return al_err(err, "install", EINVAL, "python-report.json: no \"install\" list");
+    }
+    if (json_array_size(inst) > AL_LAYER_PACKAGES_MAX) {
+        json_decref(doc);
+        json_decref(out);
+        return al_err(err, "install", E2BIG, "python-report.json: more than %d packages", AL_LAYER_PACKAGES_MAX);
+    }
+    json_array_foreach(inst, i, e) {
+        json_t *md = json_object_get(e, "metadata"), *info = json_object_get(e, "download_info");
+        const char *name = json_string_value(json_object_get(md, "name"));
+        const char *version = json_string_value(json_object_get(md, "version"));
+        const char *sha = json_string_value(json_object_get(json_object_get(json_object_get(info, "archive_info"), "hashes"), "sha256"));
+        if (!field_ok(name, 214, NAME_SET) || !field_ok(version, 128, VERSION_SET) || (sha && !al_is_sha256_hex(sha))) {
+            json_decref(doc);
+            json_decref(out);
+            return al_err(err, "install", EINVAL, "python-report.json: install entry %zu: a name, version or sha256 of the wrong form", i);
+        }
+        json_array_append_new(out, json_pack("{s:s, s:s, s:s?}", "name", name, "version", version, "sha256", sha));
+    }
+    json_decref(doc);
+    *ret = out;
+    return 0;
+}
+
+int al_layer_node_report(int tmp_fd, json_t **ret, al_error *err) {
+    json_t *doc = NULL;
+    int r = read_report(tmp_fd, "node/package-lock.json", &doc, err);
+    if (r < 0)
+        return r;
+    json_t *out = json_array(), *pkgs = json_object_get(doc, "packages"), *e;
+    const char *path;
+    if (doc && !json_is_object(pkgs)) {
+        json_decref(doc);
+        json_decref(out);
+        return al_err(err, "install", EINVAL, "node/package-lock.json: no \"packages\" (a lockfile of version 2 or 3)");
+    }
+    if (json_object_size(pkgs) > AL_LAYER_PACKAGES_MAX + 1) {
+        json_decref(doc);
+        json_decref(out);
+        return al_err(err, "install", E2BIG, "node/package-lock.json: more than %d packages", AL_LAYER_PACKAGES_MAX);
+    }
+    json_object_foreach(pkgs, path, e) {
+        /* "" is the install's own package.json; each other is a
+         * node_modules/.../node_modules/NAME path, its name the last part */
+        if (!path[0])
+            continue;
+        const char *last = strstr(path, "node_modules/"), *at;
+        while (last && (at = strstr(last + 13, "node_modules/")))
+            last = at;
+        const char *name = last ? last + 13 : NULL;
+        const char *version = json_string_value(json_object_get(e, "version"));
+        const char *integ = json_string_value(json_object_get(e, "integrity"));
+        if (!name || !field_ok(name, 214, NAME_SET) || !field_ok(version, 128, VERSION_SET) ||
+            (integ && !field_ok(integ, 200, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/=- "))) {
+            json_decref(doc);
+            json_decref(out);
+            return al_err(err, "install", EINVAL, "node/package-lock.json: %.100s: a name, version or integrity of the wrong form", path);
+        }
+        json_array_append_new(out, json_pack("{s:s, s:s, s:s?}", "name", name, "version", version, "integrity", integ));
+    }
+    json_decref(doc);
+    *ret = out;
+    return 0;
+}
+
+int al_layer_commit(int layers_fd, const char *tmp_name, const char *key, json_t *meta, al_error *err) {
+    if (!key_ok(key))
+        return al_err(err, "install", EINVAL, "a layer's key is 64 hex digits");
+    _cleanup_close_ int dir = openat(layers_fd, tmp_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir < 0)
+        return al_err(err, "install", errno, "open %s: %m", tmp_name);
+    _cleanup_free_ char *text = json_dumps(meta, JSON_INDENT(2) | JSON_SORT_KEYS);
+    if (!text)
+        return al_err(err, "install", ENOMEM, "layer.json: out of memory");
+    _cleanup_close_ int fd = openat(dir, "layer.json", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return al_err(err, "install", errno, "create %s/layer.json: %m", tmp_name);
+    /* complete on disk before it has its name: a crash leaves a tmp- directory, never a half layer */
+    if (al_write_all(fd, text, strlen(text)) < 0 || al_write_all(fd, "\n", 1) < 0 || fsync(fd) < 0 || fsync(dir) < 0)
+        return al_err(err, "install", errno, "write %s/layer.json: %m", tmp_name);
+    char name[80];
+    snprintf(name, sizeof name, "sha256-%s", key);
+    if (renameat(layers_fd, tmp_name, layers_fd, name) < 0) {
+        if (errno != EEXIST && errno != ENOTEMPTY)
+            return al_err(err, "install", errno, "rename %s to %s: %m", tmp_name, name);
+        al_rm_tree(layers_fd, tmp_name);
+        return 0;
+    }
+    fsync(layers_fd);
+    return 0;
+}
+
+void al_layer_discard(int layers_fd, const char *tmp_name) {
+    if (tmp_name && strncmp(tmp_name, "tmp-", 4) == 0)
+        al_rm_tree(layers_fd, tmp_name);
+}
