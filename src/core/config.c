@@ -155,6 +155,14 @@ static int package_key(al_service_config *c, const char *key, const char *value,
         c->package_install_scripts = strcmp(value, "box") == 0;
         return 0;
     }
+    if (strcmp(key, "package_registries") == 0) {
+        /* its form is the proxy's to read (at start, with the URLs) */
+        if (strlen(value) >= sizeof c->package_registries || strpbrk(value, "\"'\\`"))
+            return al_err(err, "config", EINVAL, "package_registries = %s: want HOST or HOST=CIDR[+CIDR...], comma "
+                          "separated, at most %zu bytes", value, sizeof c->package_registries - 1);
+        snprintf(c->package_registries, sizeof c->package_registries, "%s", value);
+        return 0;
+    }
     char *dst = strcmp(key, "package_index_python") == 0    ? c->package_index_python
                 : strcmp(key, "package_registry_node") == 0 ? c->package_registry_node
                                                             : NULL;

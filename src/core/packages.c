@@ -312,8 +312,8 @@ static int job_install(al_service *s, const al_settings *st, al_job *j, al_error
     if (al_job_set(&j->pkg_layers_dir, layers) < 0 || al_job_set(&j->pkg_installer_dir, idir) < 0 ||
         al_job_set(&j->pkg_index_python, s->cfg.package_index_python) < 0 ||
         al_job_set(&j->pkg_registry_node, s->cfg.package_registry_node) < 0 ||
-        /* the registries' policy: the proxy holds it to package_registries */
-        al_job_set(&j->pkg_network, "packages") < 0)
+        /* the registries' policy (package_registries), checked at start */
+        al_job_set(&j->pkg_network, s->pkg_network) < 0)
         return -ENOMEM;
     j->pkg_scripts = st->package_scripts;
     al_box_limits l;

@@ -90,6 +90,9 @@ typedef struct al_service_config {
      * at, and its limits */
     bool package_installs, package_install_scripts;
     char package_index_python[512], package_registry_node[512];
+    /* the hosts installs may reach, HOST or HOST=CIDR[+CIDR...], comma
+     * separated ("": the default registries; proxy/policy.h) */
+    char package_registries[2048];
     int package_install_timeout_s, package_install_memory_mb, package_layer_max_mb, package_layer_max_files;
     /* service-wide figures (/metrics, /operator/status) are the operator's */
     al_operator_access operator_access;

@@ -6,10 +6,9 @@ credits and audit, through the real daemon; MCP and E2B through their
 official clients (tests/e2e/packages.test.mjs).
 
 The install itself is builder P's (e-pkg: the installer image, the helper's
-install step, the proxy's package_registries): the tests that need it say so
-through need(), naming what is missing, so that they run (and must pass
-under AIRLOCK_MUST_WORK=1) once both halves are merged. Their index is this
-module's own (TinyIndex: one wheel made with the stdlib, on loopback)."""
+install step, the proxy's package_registries, pypi_util's index): the tests
+that need it say so through need(), naming what is missing, so that they
+run (and must pass under AIRLOCK_MUST_WORK=1) once both halves are merged."""
 import json
 import subprocess
 import uuid
@@ -41,60 +40,6 @@ def installer_images():
     image_util.ensure_image("installer")
     image_util.ensure_default_image()
     return image_util.CACHE / "images"
-
-
-class TinyIndex:
-    """A PEP 503 simple index on loopback serving one wheel made with the
-    stdlib: MODULE, whose VERSION is the wheel's (the install's evidence: a
-    run that prints it imported what the index served, nothing else)."""
-
-    def __init__(self, name="airlock-tiny", version="1.0"):
-        import hashlib
-        import http.server
-        import io
-        import threading
-        import zipfile
-        self.module = name.replace("-", "_")
-        self.version = version
-        dist = f"{self.module}-{version}"
-        files = {f"{self.module}/__init__.py": f"VERSION = {version!r}\n".encode(),
-                 f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
-                 f"{dist}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: airlock-tests\nRoot-Is-Purelib: true\n"
-                                           b"Tag: py3-none-any\n"}
-        record = "".join(f"{n},sha256={__import__('base64').urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}\n"
-                         for n, d in files.items()) + f"{dist}.dist-info/RECORD,,\n"
-        buf = io.BytesIO()
-        with zipfile.ZipFile(buf, "w") as z:
-            for n, d in files.items():
-                z.writestr(n, d)
-            z.writestr(f"{dist}.dist-info/RECORD", record)
-        wheel, wname = buf.getvalue(), f"{dist}-py3-none-any.whl"
-        digest = hashlib.sha256(wheel).hexdigest()
-        pages = {"/simple/": f'<a href="{name}/">{name}</a>'.encode(),
-                 f"/simple/{name}/": f'<a href="/files/{wname}#sha256={digest}">{wname}</a>'.encode(),
-                 f"/files/{wname}": wheel}
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                body = pages.get(self.path)
-                self.send_response(200 if body is not None else 404)
-                self.send_header("Content-Type", "application/octet-stream" if self.path.startswith("/files/")
-                                 else "text/html")
-                self.send_header("Content-Length", str(len(body or b"")))
-                self.end_headers()
-                self.wfile.write(body or b"")
-
-            def log_message(self, *a):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.host = "localhost"
-        self.url = f"http://localhost:{self.httpd.server_address[1]}/simple"
-        self.spec = f"{name}=={version}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.httpd.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -277,23 +222,42 @@ def test_official_clients_refusals(service):
 # With the install (builder P's part): a thread's environment end to end.
 
 
+class Index:
+    """builder P's test index (pypi_util: a PEP 503 index on loopback, named
+    pypi.airlock.test, reached through the proxy with its range given in
+    package_registries) serving one wheel made with the stdlib: MODULE,
+    whose VERSION is the wheel's (a run that prints it imported what the
+    index served, nothing else)."""
+
+    def __init__(self):
+        try:
+            import pypi_util
+        except ImportError:
+            need(False, "the test Python index (tests/integration/pypi_util.py: builder P's part of issue 38, e-pkg)")
+        self.name, self.version, self.module = "airlock-svc-tiny", "1.0", "airlock_svc_tiny"
+        self.pypi = pypi_util.PyPI().start()
+        self.pypi.add(pypi_util.wheel(self.name, self.version,
+                                      {f"{self.module}/__init__.py": f"VERSION = {self.version!r}\n".encode()}))
+        self.spec = f"{self.name}=={self.version}"
+
+
 @pytest.fixture(scope="module")
 def index():
-    idx = TinyIndex()
+    idx = Index()
     yield idx
-    idx.stop()
+    idx.pypi.stop()
 
 
 @pytest.fixture(scope="module")
 def full(tmp_path_factory, index):
     images = installer_images()
     state = tmp_path_factory.mktemp("pkg-full")
-    host = index.host
     # the index is reached through the proxy only with its range given
-    # (package_registries, builder P's): loopback, on purpose
+    # (package_registries): loopback, on purpose; the proxy lets its port by
     svc = Service(state, config={"package_installs": "thread", "images": str(images),
-                                 "package_index_python": index.url, "package_install_timeout_s": "60",
-                                 "package_registries": f"{host}=127.0.0.0/8"})
+                                 "package_index_python": index.pypi.url, "package_install_timeout_s": "60",
+                                 "package_registries": index.pypi.registries("registry.npmjs.org")},
+                  extra_env={"AIRLOCK_PROXY_PORTS": f"80,443,{index.pypi.port}"})
     svc.start()
     yield svc
     svc.stop()
@@ -324,9 +288,14 @@ def test_thread_environment_end_to_end(full, index):
     r3 = full.run(f"import {module}", thread_id=tid(), packages={"python": [pkg]})
     assert r3["result"]["packages"]["layer"] == res["layer"] and r3["result"]["packages"]["reused"], r3
     # the run's events had the installing phase and the installed layer
-    evs = full.ok("GET", f"/v1/runs/{r1['id']}/events", query={"after": "0"}, headers={"Accept": "application/json"})
-    kinds = [e.get("type") for e in (evs.get("events", evs) if isinstance(evs, dict) else evs)]
-    assert "phase" in kinds and "installed" in kinds, kinds
+    evs = full.events(r1["id"])
+    kinds = [e for _, e, _ in evs]
+    assert kinds.index("phase") < kinds.index("installed") < kinds.index("result"), kinds
+    installed = next(d for _, e, d in evs if e == "installed")
+    assert installed["layer"] == res["layer"] and installed["reused"] is False, installed
+    assert next(d for _, e, d in evs if e == "phase") == {"phase": "installing"}
+    # pip's own words came as installing events, before the box
+    assert any(e == "installing" and d["stream"] in ("stdout", "stderr") for _, e, d in evs), kinds
     # audit: the resolved set on the run's tool.call
     calls = [e for e in audit_events(full, kind="tool.call") if e["data"].get("invocation_id") == r1["id"]]
     assert calls and calls[0]["data"]["packages"]["layer"] == res["layer"], calls
