@@ -53,3 +53,46 @@ test('e2b: Sandbox.create with metadata airlock_packages is refused when install
     Sandbox.create('base', { ...opts(), metadata: { airlock_packages: '{"python": "requests"' } }),
     (e) => /airlock_packages must be a JSON string of an object/.test(e.message));
 });
+
+// On a service whose installs are on, with the tests' index (AIRLOCK_PKG_SPEC,
+// AIRLOCK_PKG_MODULE: a wheel whose module's VERSION is AIRLOCK_PKG_VERSION).
+const installTests = process.env.AIRLOCK_PKG_SPEC ? test : test.skip;
+
+installTests('index: mcp code_execution with packages and a thread imports them, and so does the thread\'s next run', async () => {
+  const { client } = await httpClient();
+  const thread = `mcp-pk-${Date.now()}`;
+  const mod = env('AIRLOCK_PKG_MODULE');
+  try {
+    const progress = [];
+    const res = await client.callTool({ name: 'code_execution', arguments: {
+      language: 'python', code: `import ${mod}; print(${mod}.VERSION)`, thread,
+      packages: { python: [env('AIRLOCK_PKG_SPEC')] } } }, undefined,
+    { onprogress: (p) => progress.push(p.message) });
+    assert.equal(res.isError, false, text(res));
+    assert.equal(res.structuredContent.state, 'succeeded');
+    assert.ok(text(res).includes(env('AIRLOCK_PKG_VERSION')), text(res));
+    assert.ok(progress.some((m) => /is installing its packages/.test(m)), progress.join(' | '));
+    assert.ok(progress.some((m) => /packages are ready/.test(m)), progress.join(' | '));
+    const again = await client.callTool({ name: 'code_execution', arguments: {
+      language: 'python', code: `import ${mod}; print(${mod}.VERSION)`, thread } });
+    assert.equal(again.isError, false, text(again));
+    assert.ok(text(again).includes(env('AIRLOCK_PKG_VERSION')), text(again));
+  } finally {
+    await client.close();
+  }
+});
+
+installTests('index: e2b metadata airlock_packages, and every command of the sandbox imports them', async () => {
+  const mod = env('AIRLOCK_PKG_MODULE');
+  const sbx = await Sandbox.create('base', { ...opts(),
+    metadata: { airlock_packages: JSON.stringify({ python: [env('AIRLOCK_PKG_SPEC')] }) } });
+  try {
+    for (let i = 0; i < 2; i++) {
+      const r = await sbx.commands.run(`python3 -c 'import ${mod}; print(${mod}.VERSION)'`);
+      assert.equal(r.exitCode, 0, r.stderr);
+      assert.equal(r.stdout, `${env('AIRLOCK_PKG_VERSION')}\n`);
+    }
+  } finally {
+    await sbx.kill();
+  }
+});

@@ -234,7 +234,7 @@ class Index:
             import pypi_util
         except ImportError:
             need(False, "the test Python index (tests/integration/pypi_util.py: builder P's part of issue 38, e-pkg)")
-        self.name, self.version, self.module = "airlock-svc-tiny", "1.0", "airlock_svc_tiny"
+        self.name, self.version, self.module = "airlock-svc-tiny", "4.2.17", "airlock_svc_tiny"
         self.pypi = pypi_util.PyPI().start()
         self.pypi.add(pypi_util.wheel(self.name, self.version,
                                       {f"{self.module}/__init__.py": f"VERSION = {self.version!r}\n".encode()}))
@@ -269,7 +269,7 @@ def test_thread_environment_end_to_end(full, index):
     full.ok("PUT", "/v1/settings", json={"network_allowed": ["offline", "packages"]})
     before = balance(full)
     r1 = full.run(f"import {module}; print({module}.VERSION)", thread_id=t, packages={"python": [pkg]})
-    assert r1["state"] == "succeeded" and r1["result"]["stdout"] == "1.0\n", r1
+    assert r1["state"] == "succeeded" and r1["result"]["stdout"] == "4.2.17\n", r1
     assert r1["packages"] == {"python": [pkg], "node": []}, r1
     res = r1["result"]["packages"]
     assert res["layer"].startswith("sha256:") and res["reused"] is False, res
@@ -309,6 +309,15 @@ def test_approval_card_names_packages(full, index):
     assert status == 201 and doc["state"] == "pending_approval", doc
     card = t.client.ok("GET", f"/v1/runs/{doc['id']}")["approval"]
     assert card["packages"]["python"] == [pkg] and card["packages"]["asked"]["python"] == [pkg], card
+
+
+def test_official_clients_install(full, index):
+    """MCP's code_execution and E2B's sandbox, through the official SDKs,
+    install from the tests' index and import (the sandbox: in every command)."""
+    npm_ci()
+    node_test("packages.test.mjs", {"AIRLOCK_URL": full.base_url, "AIRLOCK_API_KEY": full.key,
+                                    "AIRLOCK_PKG_SPEC": index.spec, "AIRLOCK_PKG_MODULE": index.module,
+                                    "AIRLOCK_PKG_VERSION": index.version}, expect=2, pattern="^index: ")
 
 
 def test_install_failure_is_install_failed(full):
