@@ -404,7 +404,7 @@ static int install_failed(const run_opts *o, const cli_pkg_run *pkg, const al_ru
     if (o->json) {
         json_t *doc = al_box_result_json(&res, rt);
         if (doc) {
-            json_object_set_new(doc, "reason", json_string("install_failed"));
+            json_object_set_new(doc, "reason", json_string(pkg->error.err == ECANCELED ? "canceled" : "install_failed"));
             json_object_set_new(doc, "packages", al_install_result(&pkg->in));
             json_object_set_new(doc, "network", al_box_net_finish(net, &res));
         }
@@ -519,7 +519,15 @@ int cli_run(int argc, char **argv) {
     if (!pkg)
         return EXIT_AIRLOCK;
     if (cli_pkg_wanted(&o->pkg)) {
-        if ((st = cli_pkg_install(&o->pkg, img_digest[0] ? img_digest : NULL, sig_fd, pkg)) >= 0) {
+        char images[PATH_MAX], idir[PATH_MAX], idigest[65];
+        al_error ierr = { 0 };
+        cli_images_dir(images, sizeof images);
+        if (al_image_resolve(images, "installer", idir, sizeof idir, idigest, &ierr) < 0) {
+            fprintf(stderr, "airlock run: --package: the installer image: %s (`airlock image build installer` makes "
+                            "it)\n", ierr.msg);
+            return EXIT_AIRLOCK;
+        }
+        if ((st = cli_pkg_install(&o->pkg, idir, img_digest[0] ? img_digest : NULL, sig_fd, pkg)) >= 0) {
             cli_pkg_free(pkg);
             return st;
         }

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "../drivers/pkg_spec.h"
-#include "../image/image.h"
 #include "cli.h"
 
 #define EXIT_AIRLOCK 125
@@ -74,7 +73,7 @@ static void on_install_output(void *ud, al_stream s, const char *buf, size_t len
 }
 
 /* P as a job's packages (the service's helper gets the same fields) */
-static int pkg_job(const cli_pkg_opts *p, al_job *j, al_error *err) {
+static int pkg_job(const cli_pkg_opts *p, const char *idir, al_job *j, al_error *err) {
     const char *index = p->index ? p->index : "https://pypi.org/simple";
     const char *npm = p->npm_registry ? p->npm_registry : "https://registry.npmjs.org/";
     const char *env = getenv("AIRLOCK_PACKAGE_HOSTS");
@@ -83,13 +82,8 @@ static int pkg_job(const cli_pkg_opts *p, al_job *j, al_error *err) {
     int r = al_install_network(regs, p->n_python ? index : NULL, p->n_node ? npm : NULL, network, sizeof network, err);
     if (r < 0)
         return r;
-    char layers[PATH_MAX], images[PATH_MAX], idir[PATH_MAX], idigest[65];
+    char layers[PATH_MAX];
     snprintf(layers, sizeof layers, "%s/layers", cli_state_dir());
-    cli_images_dir(images, sizeof images);
-    al_error ierr = { 0 };
-    if (al_image_resolve(images, "installer", idir, sizeof idir, idigest, &ierr) < 0)
-        return al_err(err, "packages", ENOENT, "the installer image: %s (`airlock image build installer` makes it)",
-                      ierr.msg);
     for (size_t i = 0; i < p->n_python && r == 0; i++)
         r = al_job_add_pkg_python(j, p->python[i]);
     for (size_t i = 0; i < p->n_node && r == 0; i++)
@@ -118,10 +112,11 @@ static int pkg_job(const cli_pkg_opts *p, al_job *j, al_error *err) {
     return 0;
 }
 
-int cli_pkg_install(const cli_pkg_opts *p, const char *image_digest, int cancel_fd, cli_pkg_run *ret) {
+int cli_pkg_install(const cli_pkg_opts *p, const char *installer_dir, const char *image_digest, int cancel_fd,
+                    cli_pkg_run *ret) {
     al_job_init(&ret->job);
     al_error err = { 0 };
-    if (pkg_job(p, &ret->job, &err) < 0) {
+    if (pkg_job(p, installer_dir, &ret->job, &err) < 0) {
         fprintf(stderr, "airlock run: %s\n", err.msg);
         return EXIT_AIRLOCK;
     }

@@ -35,8 +35,11 @@
  * and its result carries "packages": {"layer":"sha256:KEY","reused":bool,
  * "install_ms":N,"python":[...],"node":[...]} (the same lists). An install
  * that fails ends the run there, no run box made: its result has
- * "reason":"install_failed", "status":"error", the install's exit code and
- * "error":{"step":"install","message": which step failed and why}.
+ * "reason":"install_failed", the install's "exit_code" (null when it never
+ * exited: a timeout, a refusal before it ran), "error":{"step":"install",
+ * "message": which step failed and why} and "packages" with "failed": the
+ * step ("python", "node", or "prepare"). A job with packages for a warm or
+ * forked box, or another driver, is refused (an "error" event).
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -719,7 +722,8 @@ static int install_packages(helper *h) {
     al_box_result res = { .exit_code = h->install.exit_code, .reason = AL_REASON_ERROR, .error = err };
     json_t *result = al_box_result_json(&res, j->runtime);
     if (result) {
-        json_object_set_new(result, "reason", json_string("install_failed"));
+        /* canceled meanwhile: the run's end is its cancel, not the install's */
+        json_object_set_new(result, "reason", json_string(err.err == ECANCELED ? "canceled" : "install_failed"));
         json_object_set_new(result, "packages", al_install_result(&h->install));
         json_object_set_new(result, "network", al_box_net_finish(j->net, &res));
     }

@@ -36,7 +36,7 @@
 
 #define HOST_CA "/etc/ssl/certs/ca-certificates.crt"
 #define BOX_CA "/work/ca-certificates.crt"
-#define LOCK_WAIT_MS (30 * 60 * 1000)
+#define LOCK_SLACK_MS (60 * 1000)
 
 /* The install scripts: $1 the index (or registry) URL, $2 1 when scripts
  * and source builds may run, then the specs (checked: none is an option,
@@ -340,12 +340,19 @@ int al_install_run(al_install *in, al_error *err) {
     if (r == 0) {
         /* not there: install it, holding its lock; a helper that held it
          * before this one may have made it meanwhile */
-        if ((r = al_layer_lock(in->layer_fd, in->key, in->cancel_fd, LOCK_WAIT_MS, &lockfd, err)) < 0)
+        /* (the other install is bound by the same timeout) */
+        if ((r = al_layer_lock(in->layer_fd, in->key, in->cancel_fd, j->pkg_limits.wall_ms + LOCK_SLACK_MS, &lockfd,
+                               err)) < 0)
             return r;
         r = al_layer_find(in->layer_fd, in->key, &dirfd, &in->meta, err);
         if (r == 0) {
             in->failed_step = NULL;
-            if ((r = install_new(in, err)) < 0)
+            /* the collect makes the layer's directories: readable by every
+             * box's user whatever the service's umask (its unit's is 0077) */
+            mode_t um = umask(022);
+            r = install_new(in, err);
+            umask(um);
+            if (r < 0)
                 return r;
             json_decref(in->meta);
             in->meta = NULL;
@@ -423,9 +430,12 @@ int al_install_network(const char *registries, const char *index_python, const c
     int n = snprintf(ret, len, "packages:%s", list);
     if (n < 0 || (size_t)n >= len)
         return al_err(err, "packages", E2BIG, "package_registries is too long");
-    static al_net_policy p; /* (large; the helper and the CLI are single-threaded here) */
+    /* (large: on the heap; the service may call this from any thread) */
+    _cleanup_free_ al_net_policy *p = calloc(1, sizeof *p);
+    if (!p)
+        return al_err(err, "packages", ENOMEM, "out of memory");
     al_error perr = { 0 };
-    if (al_net_policy_parse(ret, &p, &perr) < 0)
+    if (al_net_policy_parse(ret, p, &perr) < 0)
         return al_err(err, "packages", EINVAL, "package_registries: %s", perr.msg);
     const char *urls[2] = { index_python, registry_node }, *what[2] = { "package_index_python", "package_registry_node" };
     for (size_t i = 0; i < 2; i++) {
@@ -437,10 +447,10 @@ int al_install_network(const char *registries, const char *index_python, const c
         char why[384];
         if (strlen(urls[i]) > 1024 || url_host(urls[i], &h, &port, &plain) < 0)
             return al_err(err, "packages", EINVAL, "%s \"%.200s\" is not an http(s) URL naming a host", what[i], urls[i]);
-        if (!al_net_decide(&p, &h, port, why, sizeof why))
+        if (!al_net_decide(p, &h, port, why, sizeof why))
             return al_err(err, "packages", EINVAL, "%s: %s (package_registries lists the hosts installs may reach)",
                           what[i], why);
-        if (plain && !al_net_plain_http_ok(&p, &h, why, sizeof why))
+        if (plain && !al_net_plain_http_ok(p, &h, why, sizeof why))
             return al_err(err, "packages", EINVAL, "%s: %s", what[i], why);
     }
     return 0;

@@ -572,14 +572,15 @@ static bool names_a_preload(const char *code, const char *preload) {
 
 /* The shape of JOB's run (false: no warm box can run it): Python, or Node
  * without stdin (its warm start cannot put a passed fd at fd 0), offline,
- * no skill, the native driver. */
+ * no skill, no packages (their layer is mounted in the root, which a warm
+ * box made before its run already has), the native driver. */
 static bool shape_of(const al_job *job, const char *preload, const char **lang, bool *preloads, const char **dir,
                      const char **digest, al_box_limits *l) {
     const al_lang *al = job->lang;
     /* a sandbox's run (its working directory staged and collected) is
      * always cold: a warm box's /work is made before its run is known */
     if (!al || !al_lang_warm_start(al) || (job->network && strcmp(job->network, "offline") != 0) || job->skill_dir ||
-        job->work_in ||
+        job->work_in || al_job_has_packages(job) ||
         job->driver != AL_JOB_NATIVE || (strcmp(al->name, "python") != 0 && job->stdin_path))
         return false;
     *lang = al->name;

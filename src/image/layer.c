@@ -3,6 +3,7 @@
  */
 #include "layer.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../box/collect.h"
@@ -25,8 +27,10 @@ static void feed(struct sha256_ctx *c, const char *s) {
 
 /* N specs V, sorted (a copy of the pointers: the caller's order stays) */
 static void feed_sorted(struct sha256_ctx *c, char *const *v, size_t n) {
-    const char **s = n ? calloc(n, sizeof *s) : NULL;
-    if (n && !s) {
+    if (!n)
+        return;
+    const char **s = calloc(n, sizeof *s);
+    if (!s) {
         /* no memory: the key of the specs in the order given (a miss, never a wrong hit) */
         for (size_t i = 0; i < n; i++)
             feed(c, v[i]);
@@ -55,6 +59,23 @@ void al_layer_key(const al_layer_want *w, char ret_key[65]) {
     al_sha256_finish_hex(&c, ret_key);
 }
 
+/* tmp- directories of installs that died (a killed helper, a crash):
+ * none lives past the longest install timeout (an hour), so one two hours
+ * old is nobody's */
+static void sweep_stale(int layers_fd) {
+    DIR *d = al_dir_open(layers_fd);
+    struct dirent *e;
+    time_t now = time(NULL);
+    while (d && (e = al_dir_next(d))) {
+        struct stat st;
+        if (strncmp(e->d_name, "tmp-", 4) == 0 && fstatat(layers_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISDIR(st.st_mode) && st.st_mtime + 2 * 3600 < now)
+            al_rm_tree(layers_fd, e->d_name);
+    }
+    if (d)
+        closedir(d);
+}
+
 int al_layer_dir_open(const char *layers_dir, int *ret_fd, al_error *err) {
     if (!layers_dir || layers_dir[0] != '/')
         return al_err(err, "install", EINVAL, "the layers directory must be an absolute path");
@@ -63,6 +84,7 @@ int al_layer_dir_open(const char *layers_dir, int *ret_fd, al_error *err) {
     int fd = open(layers_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return al_err(err, "install", errno, "open %s: %m", layers_dir);
+    sweep_stale(fd);
     *ret_fd = fd;
     return 0;
 }
@@ -267,9 +289,12 @@ int al_layer_node_report(int tmp_fd, json_t **ret, al_error *err) {
         const char *integ = json_string_value(json_object_get(e, "integrity"));
         if (!name || !field_ok(name, 214, NAME_SET) || !field_ok(version, 128, VERSION_SET) ||
             (integ && !field_ok(integ, 200, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/=- "))) {
+            /* (PATH is the document's: said before it is freed) */
+            int r2 = al_err(err, "install", EINVAL, "node/package-lock.json: %.100s: a name, version or integrity of the "
+                            "wrong form", path);
             json_decref(doc);
             json_decref(out);
-            return al_err(err, "install", EINVAL, "node/package-lock.json: %.100s: a name, version or integrity of the wrong form", path);
+            return r2;
         }
         json_array_append_new(out, json_pack("{s:s, s:s, s:s?}", "name", name, "version", version, "integrity", integ));
     }

@@ -222,7 +222,8 @@ MODULES = {
     "test_network.py": ("asan", "serial"),                   # alt-web (its boxes: the ASan build always)
     "test_network_service.py": ("asan", "docker", "serial"),  # alt-web
     "test_nodes.py": ("postgresql", "serial"),
-    "test_openapi.py": ("asan",),                            # the wire contract, every operation
+    "test_openapi.py": ("asan",),
+    "test_packages.py": ("asan",),                           # issue 38: installs, layers, registries (CLI, helper)                            # the wire contract, every operation
     "test_openapi_client.py": ("asan",),                     # a typed client, tsc --strict               # many nodes on one PostgreSQL; counts boxes
     "test_ops_logs.py": ("asan",),
     "test_ops_unit.py": ("asan",),
