@@ -270,15 +270,66 @@ json_t *al_packages_thread_view(al_service *s, const char *ws_id, const char *th
     return doc;
 }
 
-/* The set RUN's job carries into *RET: its thread's (when INSTALLS), then
- * what it asked over it. */
+int al_packages_pin(al_service *s, const al_run_spec *sp, al_store_run *rec) {
+    json_t *card = al_packages_card(s, rec->workspace_id, sp);
+    if (!card)
+        return 0;
+    json_object_del(card, "asked");
+    json_t *ins = json_loads(rec->inputs ? rec->inputs : "{}", 0, NULL);
+    char *text = NULL;
+    if (json_is_object(ins) && json_object_set_new(ins, "packages_pinned", card) == 0)
+        text = json_dumps(ins, JSON_COMPACT);
+    else
+        json_decref(card);
+    json_decref(ins);
+    if (!text)
+        return -ENOMEM;
+    free(rec->inputs);
+    rec->inputs = text;
+    return 0;
+}
+
+/* The set pinned in RUN's record (INS: its inputs) when it waited for an
+ * approval, into *RET: 1, or 0 when none was pinned, or -errno. */
+static int pinned_set(json_t *ins, al_pkg_set *ret, al_error *err) {
+    json_t *pin = json_object_get(ins, "packages_pinned");
+    if (!json_is_object(pin))
+        return 0;
+    int r = 0;
+    for (size_t l = 0; r == 0 && l < _AL_PKG_LANG_MAX; l++) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(pin, al_pkg_lang_names[l]), i, e) if (r == 0) {
+            const char *v = json_string_value(e);
+            if (!v || !al_pkg_spec_valid((al_pkg_lang)l, v, strlen(v)))
+                r = al_err(err, "packages", EINVAL, "the run's pinned packages are malformed");
+            else if ((r = al_pkg_set_put(ret, (al_pkg_lang)l, v)) < 0)
+                r = al_err(err, "packages", -r, "the run's pinned packages: %s", strerror(-r));
+        }
+    }
+    return r < 0 ? r : 1;
+}
+
+/* The set RUN's job carries into *RET: when INSTALLS (the workspace's
+ * installs on, the native driver) the set pinned at its request when it
+ * waited for an approval, else its thread's; then what it asked over it
+ * (admitted when it was requested). */
 static int job_set(al_service *s, const al_store_run *run, bool installs, al_pkg_set *ret, al_error *err) {
     *ret = (al_pkg_set){ 0 };
-    if (installs && run->thread_id[0] && al_packages_of_thread(s, run->workspace_id, run->thread_id, ret, err) < 0)
-        return -EIO;
     json_t *ins = run->inputs ? json_loads(run->inputs, 0, NULL) : NULL;
+    /* approved: exactly what its card showed */
+    int r = installs ? pinned_set(ins, ret, err) : 0;
+    if (r != 0) {
+        json_decref(ins);
+        if (r < 0)
+            al_pkg_set_free(ret);
+        return r < 0 ? r : 0;
+    }
+    if (installs && run->thread_id[0] && al_packages_of_thread(s, run->workspace_id, run->thread_id, ret, err) < 0) {
+        json_decref(ins);
+        return -EIO;
+    }
     json_t *pk = json_object_get(ins, "packages");
-    int r = 0;
     for (size_t l = 0; r == 0 && l < _AL_PKG_LANG_MAX; l++) {
         size_t i;
         json_t *e;

@@ -59,6 +59,14 @@ al_status al_packages_admit(al_service *s, const al_principal *p, const al_setti
  * for a run that asks for none and whose thread has none. */
 json_t *al_packages_card(al_service *s, const char *ws_id, const al_run_spec *sp);
 
+/* REC (about to be recorded from SP, waiting for an approval) pinned to
+ * the set its card shows: its inputs get "packages_pinned" ({"python",
+ * "node"}), which its job installs instead of the thread's set as it is at
+ * the start (a set the thread gains meanwhile is not installed unapproved,
+ * as a document's newer version is not staged). 0 (nothing to pin too),
+ * or -ENOMEM. */
+int al_packages_pin(al_service *s, const al_run_spec *sp, al_store_run *rec);
+
 /* The same for P's workspace, its settings read here (E2B's sandbox create,
  * which makes no run yet). */
 al_status al_packages_admit_for(al_service *s, const al_principal *p, const al_run_spec *sp, const char **ret_code,

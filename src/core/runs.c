@@ -762,7 +762,8 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
          * before the run starts is not staged in its place */
         json_t *docs = al_approval_documents(s, &rec, &err);
         al_run_spec_record_done(&rec);
-        if (!docs || al_run_spec_record(sp, via, docs, &rec) < 0)
+        /* and so are its packages: the set the card shows is the set installed */
+        if (!docs || al_run_spec_record(sp, via, docs, &rec) < 0 || al_packages_pin(s, sp, &rec) < 0)
             ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot read the thread's documents: %s",
                             docs ? "out of memory" : err.msg);
         else

@@ -301,14 +301,28 @@ def test_thread_environment_end_to_end(full, index):
     assert calls and calls[0]["data"]["packages"]["layer"] == res["layer"], calls
 
 
-def test_approval_card_names_packages(full, index):
+def test_approval_card_names_packages_and_binds_them(full, index):
+    """The card names the packages; the approved run installs exactly those,
+    not a set its thread gained meanwhile (the differential: the same change
+    made before a run that waits for no approval reaches its install)."""
     t = gov_tenant(full, "pkapr")
     t.client.ok("PUT", "/v1/settings", json={"network_allowed": ["offline", "packages"], "approval_policy": "always"})
-    pkg = index.spec
-    status, _, doc = t.client.post_run("print(1)", packages={"python": [pkg]}, thread_id=tid())
+    _, approver = t.person_in("approver")
+    pkg, thread = index.spec, tid()
+    status, _, doc = t.client.post_run(f"import {index.module}; print({index.module}.VERSION)",
+                                       packages={"python": [pkg]}, thread_id=thread)
     assert status == 201 and doc["state"] == "pending_approval", doc
     card = t.client.ok("GET", f"/v1/runs/{doc['id']}")["approval"]
     assert card["packages"]["python"] == [pkg] and card["packages"]["asked"]["python"] == [pkg], card
+    # the thread gains a package no index has while the run waits
+    put_thread_set(full, t, thread, "python", ["no-such-package-airlock==9.9"])
+    approver.ok("POST", f"/v1/runs/{doc['id']}/approve", json={})
+    r = t.client.wait_state(doc["id"], ("succeeded", "failed", "error", "killed", "timed_out"))
+    assert r["state"] == "succeeded" and r["result"]["stdout"] == f"{index.version}\n", r
+    # without an approval the thread's set as it is at the start is installed
+    t.client.ok("PUT", "/v1/settings", json={"approval_policy": "never"})
+    r = t.client.run("print(1)", thread_id=thread)
+    assert r["state"] == "failed" and r["result"]["reason"] == "install_failed", r
 
 
 def test_official_clients_install(full, index):
