@@ -14,7 +14,9 @@
 #include "e2b.h"
 #include "handlers.h"
 #include "reply.h"
+#include "e2b_run.h"
 #include "route.h"
+#include "../core/packages.h"
 #include "../core/sandbox.h"
 #include "../core/views.h"
 
@@ -247,6 +249,20 @@ enum MHD_Result al_e2b_create(al_route_ctx *x) {
     if (!read_spec(x, body, &sp, &ret)) {
         json_decref(body);
         return ret;
+    }
+    /* its packages: well formed, and installs the workspace allows, or
+     * no sandbox (a refusal at its first command would come too late) */
+    al_run_spec pk = { 0 };
+    char pmsg[2048];
+    const char *pcode = NULL;
+    al_status pst = al_e2b_packages(sp.metadata, &pk, pmsg, sizeof pmsg, &pcode);
+    if (pst == AL_STATUS_OK)
+        pst = al_packages_admit_for(x->s, x->p, &pk, &pcode, pmsg, sizeof pmsg);
+    al_run_spec_free(&pk);
+    if (pst != AL_STATUS_OK) {
+        json_decref(body);
+        return al_e2b_reply_error(x->c, pst == AL_STATUS_INVALID ? 400 : pst == AL_STATUS_UNAVAILABLE ? 503 : 500,
+                                  "%s", pmsg);
     }
     al_sandbox sb;
     char token[72];

@@ -47,6 +47,7 @@ enum MHD_Result al_rest_thread_artifacts(al_route_ctx *x);
 /* rest_folders.c */
 enum MHD_Result al_rest_folders(al_route_ctx *x);
 enum MHD_Result al_rest_folder_entries(al_route_ctx *x);
+enum MHD_Result al_rest_thread_packages(al_route_ctx *x);
 /* rest_skills.c */
 enum MHD_Result al_rest_skills_upload(al_route_ctx *x);
 enum MHD_Result al_rest_skills_list(al_route_ctx *x);

@@ -58,6 +58,24 @@ static json_t *folders_schema(void) {
         "into /work/documents/FOLDER/PATH before the program starts: at most 1000 files and 64 MiB in all.");
 }
 
+/* code_execution's `packages`: the same object as POST /v1/runs's (its
+ * specs' rules in the pattern, so a client sees them before it calls) */
+static json_t *packages_schema(void) {
+    return json_pack(
+        "{s:s, s:{s:{s:s, s:i, s:{s:s, s:i, s:s}}, s:{s:s, s:i, s:{s:s, s:i, s:s}}}, s:b, s:s}", "type", "object",
+        "properties", "python", "type", "array", "maxItems", AL_RUN_PACKAGES_MAX, "items", "type", "string",
+        "maxLength", AL_RUN_PACKAGE_SPEC_MAX, "pattern",
+        "^[A-Za-z0-9][A-Za-z0-9._-]*(\\[[A-Za-z0-9,._-]+\\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]+)?$", "node",
+        "type", "array", "maxItems", AL_RUN_PACKAGES_MAX, "items", "type", "string", "maxLength",
+        AL_RUN_PACKAGE_SPEC_MAX, "pattern", "^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*(@[A-Za-z0-9.^~<>=*|+_ -]+)?$",
+        "additionalProperties", false, "description",
+        "Optional packages to install before the program runs, e.g. {\"python\": [\"requests==2.31.0\"], \"node\": "
+        "[\"lodash@4.17.21\"]} (names and versions only: no URLs, paths or options). With a `thread`, they join the "
+        "thread's environment: later runs of the thread have them too without asking. A workspace may not allow "
+        "installs: then the call is refused, and you should tell the user the packages could not be installed "
+        "rather than substitute something else.");
+}
+
 static json_t *tool_code_execution(void) {
     json_t *tool = json_pack(
         "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:[s, s, s], s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:s}, s:{s:s, s:s},"
@@ -104,8 +122,11 @@ static json_t *tool_code_execution(void) {
         "annotations", "readOnlyHint", false, "destructiveHint", false, "idempotentHint", false, "openWorldHint",
         false);
     json_t *props = json_object_get(json_object_get(tool, "inputSchema"), "properties");
-    if (props)
-        json_object_set_new(props, "folders", folders_schema());
+    if (!props || json_object_set_new(props, "folders", folders_schema()) < 0 ||
+        json_object_set_new(props, "packages", packages_schema()) < 0) {
+        json_decref(tool);
+        return NULL;
+    }
     return tool;
 }
 
@@ -313,11 +334,11 @@ static int follow_run(al_service *s, const al_principal *p, const char *run_id, 
 static int code_execution(al_service *s, const al_principal *p, json_t *args, json_t *progress_token, al_idem *idem,
                           al_mcp_call **ret_call, json_t **ret_result) {
     static const char *const keys[] = { "language", "code", "thread", "network", "files", "description", "timeout_s",
-                                        "image", "folders" };
+                                        "image", "folders", "packages" };
     const char *bad = NULL;
     if (!only_keys(args, keys, ELEMENTSOF(keys), &bad)) {
         *ret_result = al_mcp_tool_error("Unknown argument \"%s\". code_execution takes language, code, and optionally thread, "
-                                 "network, files, description, timeout_s, image, folders.", bad);
+                                 "network, files, description, timeout_s, image, folders, packages.", bad);
         return 0;
     }
     json_t *lang = json_object_get(args, "language"), *code = json_object_get(args, "code");
@@ -332,7 +353,8 @@ static int code_execution(al_service *s, const al_principal *p, json_t *args, js
         al_run_field field;
     } shared[] = { { "language", AL_RUN_F_LANGUAGE }, { "code", AL_RUN_F_CODE }, { "thread", AL_RUN_F_THREAD_ID },
                    { "network", AL_RUN_F_NETWORK },   { "description", AL_RUN_F_DESCRIPTION },
-                   { "image", AL_RUN_F_IMAGE },       { "folders", AL_RUN_F_FOLDERS } };
+                   { "image", AL_RUN_F_IMAGE },       { "folders", AL_RUN_F_FOLDERS },
+                   { "packages", AL_RUN_F_PACKAGES } };
     al_run_spec sp = { 0 };
     char msg[600];
     const char *rcode = NULL;
@@ -487,6 +509,20 @@ static bool on_events(al_mcp_call *k, const al_follow_event *evs, size_t nev, bo
             /* already redacted by the runner, as the REST stream is */
             add(notes, log_note(type[3] == 'o' ? "info" : "warning", type, json_incref(json_object_get(data, "data"))));
             add(notes, progress_note(k, type[3] == 'o' ? "output on stdout" : "output on stderr"));
+        } else if (strcmp(type, "phase") == 0 && json_is_string(json_object_get(data, "phase"))) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "Run %s is %s its packages.", k->run_id,
+                     json_string_value(json_object_get(data, "phase")));
+            add(notes, progress_note(k, msg));
+        } else if (strcmp(type, "installing") == 0 && send_output && json_is_string(json_object_get(data, "data"))) {
+            /* pip's and npm's own words, redacted as the run's output is */
+            add(notes, log_note("info", "installing", json_incref(json_object_get(data, "data"))));
+        } else if (strcmp(type, "installed") == 0) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "Run %s's packages are ready (%s %s).", k->run_id,
+                     json_is_true(json_object_get(data, "reused")) ? "layer reused:" : "installed into",
+                     json_string_value(json_object_get(data, "layer")) ?: "a layer");
+            add(notes, progress_note(k, msg));
         } else if (strcmp(type, "result") == 0) {
             json_decref(data);
             *ret_result = final_result(k);

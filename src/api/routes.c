@@ -96,6 +96,7 @@ static const al_route routes[] = {
     /* REST: connected folders (read-only) */
     { "GET", "/v1/folders", AL_AUTH_KEY, al_rest_folders },
     { "GET", "/v1/folders/{name}/entries", AL_AUTH_KEY, al_rest_folder_entries },
+    { "GET", "/v1/threads/{thread}/packages", AL_AUTH_KEY, al_rest_thread_packages },
     /* REST: skills */
     { "POST", "/v1/skills", AL_AUTH_KEY, al_rest_skills_upload },
     { "GET", "/v1/skills", AL_AUTH_KEY, al_rest_skills_list },

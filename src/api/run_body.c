@@ -17,6 +17,7 @@ const char *const al_run_field_names[_AL_RUN_F_MAX] = {
     [AL_RUN_F_LANGUAGE] = "language",   [AL_RUN_F_CODE] = "code",           [AL_RUN_F_THREAD_ID] = "thread_id",
     [AL_RUN_F_NETWORK] = "network",     [AL_RUN_F_DESCRIPTION] = "description", [AL_RUN_F_FILES] = "files",
     [AL_RUN_F_ARTIFACTS] = "artifacts", [AL_RUN_F_LIMITS] = "limits",     [AL_RUN_F_FOLDERS] = "folders",
+    [AL_RUN_F_PACKAGES] = "packages",
 };
 
 /* What a field of the wrong type is told: the rule of its values, which a
@@ -34,6 +35,7 @@ static const char *const wrong_type[_AL_RUN_F_MAX] = {
     [AL_RUN_F_ARTIFACTS] = AL_RUN_RULE_ARTIFACTS,
     [AL_RUN_F_LIMITS] = "limits must be an object",
     [AL_RUN_F_FOLDERS] = AL_RUN_RULE_FOLDERS,
+    [AL_RUN_F_PACKAGES] = AL_RUN_RULE_PACKAGES,
 };
 
 #define REFUSE(...) return al_run_refuse(msg, msglen, code, __VA_ARGS__)
@@ -56,6 +58,32 @@ al_status al_run_body_limits(json_t *v, al_run_limit_req ret[_AL_LIMIT_MAX], cha
         /* one that is no number is a NaN, which no range holds: the check
          * says what the range is */
         ret[i] = (al_run_limit_req){ .has = true, .value = json_is_number(x) ? json_number_value(x) : NAN };
+    }
+    return AL_STATUS_OK;
+}
+
+al_status al_run_body_packages(al_run_spec *sp, json_t *v, char *msg, size_t msglen, const char **code) {
+    if (!v || json_is_null(v))
+        return AL_STATUS_OK;
+    if (!json_is_object(v))
+        REFUSE(AL_STATUS_INVALID, "bad_request", "%s", wrong_type[AL_RUN_F_PACKAGES]);
+    /* a key no installer reads (pip, gem, "Python") is refused, not dropped */
+    if (!al_json_keys_check(v, "packages", al_pkg_lang_names, _AL_PKG_LANG_MAX, msg, msglen)) {
+        *code = "bad_request";
+        return AL_STATUS_INVALID;
+    }
+    for (size_t l = 0; l < _AL_PKG_LANG_MAX; l++) {
+        json_t *list = json_object_get(v, al_pkg_lang_names[l]), *e;
+        size_t i;
+        if (!list || json_is_null(list))
+            continue;
+        /* a list longer than the most it may hold is not copied */
+        bool ok = json_is_array(list) && json_array_size(list) <= AL_RUN_PACKAGES_MAX;
+        json_array_foreach(list, i, e) ok = ok && json_is_string(e);
+        if (!ok)
+            REFUSE(AL_STATUS_INVALID, "bad_request", "%s", wrong_type[AL_RUN_F_PACKAGES]);
+        json_array_foreach(list, i, e) if (al_run_spec_add_package(sp, (al_pkg_lang)l, json_string_value(e),
+                                                                   json_string_length(e)) < 0) OOM();
     }
     return AL_STATUS_OK;
 }
@@ -177,6 +205,8 @@ al_status al_run_body_field(al_run_spec *sp, al_run_field f, json_t *v, char *ms
         return al_run_body_limits(v, sp->limit, msg, msglen, code);
     case AL_RUN_F_FOLDERS:
         return read_folders(sp, v, msg, msglen, code);
+    case AL_RUN_F_PACKAGES:
+        return al_run_body_packages(sp, v, msg, msglen, code);
     case _AL_RUN_F_MAX:
         break;
     }

@@ -64,6 +64,14 @@ void al_service_config_default(al_service_config *c) {
     c->request_timeout_s = 30;
     c->connections_reserved = -1; /* a quarter of max_connections, as it is set */
     c->operator_access = AL_OPERATOR_LOOPBACK;
+    /* packages: off until an operator or a workspace's admin turns them on */
+    c->package_install_scripts = true;
+    snprintf(c->package_index_python, sizeof c->package_index_python, "https://pypi.org/simple");
+    snprintf(c->package_registry_node, sizeof c->package_registry_node, "https://registry.npmjs.org/");
+    c->package_install_timeout_s = 300;
+    c->package_install_memory_mb = 1024;
+    c->package_layer_max_mb = 512;
+    c->package_layer_max_files = 50000;
 }
 
 /* Whether V is module names separated by commas: each of dotted parts
@@ -125,7 +133,53 @@ static const struct {
     { "audit_checkpoint_s", offsetof(al_service_config, audit_checkpoint_s), 1, 86400 },
     { "request_timeout_s", offsetof(al_service_config, request_timeout_s), 1, 3600 },
     { "connections_reserved", offsetof(al_service_config, connections_reserved), 0, 16384 },
+    { "package_install_timeout_s", offsetof(al_service_config, package_install_timeout_s), 1, 3600 },
+    { "package_install_memory_mb", offsetof(al_service_config, package_install_memory_mb), 64, 1 << 16 },
+    { "package_layer_max_mb", offsetof(al_service_config, package_layer_max_mb), 1, 1 << 16 },
+    { "package_layer_max_files", offsetof(al_service_config, package_layer_max_files), 1, 10000000 },
 };
+
+/* the package installs' keys that are no bounded integer: 0 or -errno
+ * when KEY is one, 1 when it is not. The URLs' hosts are held to
+ * package_registries where the proxy reads both (at start). */
+static int package_key(al_service_config *c, const char *key, const char *value, al_error *err) {
+    if (strcmp(key, "package_installs") == 0) {
+        if (strcmp(value, "off") != 0 && strcmp(value, "thread") != 0)
+            return al_err(err, "config", EINVAL, "package_installs = %s: want off or thread", value);
+        c->package_installs = strcmp(value, "thread") == 0;
+        return 0;
+    }
+    if (strcmp(key, "package_install_scripts") == 0) {
+        if (strcmp(value, "refuse") != 0 && strcmp(value, "box") != 0)
+            return al_err(err, "config", EINVAL, "package_install_scripts = %s: want refuse or box", value);
+        c->package_install_scripts = strcmp(value, "box") == 0;
+        return 0;
+    }
+    if (strcmp(key, "package_registries") == 0) {
+        /* its form is the proxy's to read (at start, with the URLs) */
+        if (strlen(value) >= sizeof c->package_registries || strpbrk(value, "\"'\\`"))
+            return al_err(err, "config", EINVAL, "package_registries = %s: want HOST or HOST=CIDR[+CIDR...], comma "
+                          "separated, at most %zu bytes", value, sizeof c->package_registries - 1);
+        snprintf(c->package_registries, sizeof c->package_registries, "%s", value);
+        return 0;
+    }
+    char *dst = strcmp(key, "package_index_python") == 0    ? c->package_index_python
+                : strcmp(key, "package_registry_node") == 0 ? c->package_registry_node
+                                                            : NULL;
+    if (!dst)
+        return 1;
+    /* an address handed to pip and npm as one argument: no space, quote or
+     * control character, and http(s) only */
+    bool ok = (strncmp(value, "https://", 8) == 0 || strncmp(value, "http://", 7) == 0) &&
+              strlen(value) < sizeof c->package_index_python && strlen(value) > 8;
+    for (const char *v = value; ok && *v; v++)
+        ok = *v > 0x20 && *v < 0x7f && !strchr("\"'<>\\`", *v);
+    if (!ok)
+        return al_err(err, "config", EINVAL, "%s = %s: want an http(s) URL of at most %zu bytes", key, value,
+                      sizeof c->package_index_python - 1);
+    snprintf(dst, sizeof c->package_index_python, "%s", value);
+    return 0;
+}
 
 /* the docker and kubernetes drivers' keys (drivers/kubernetes.c checks
  * its own whole): 0 or -errno when KEY is one, 1 when it is not */
@@ -232,6 +286,8 @@ int al_service_config_set(al_service_config *c, const char *key, const char *val
     }
     int dr = driver_key(c, key, value, err);
     if (dr <= 0)
+        return dr;
+    if ((dr = package_key(c, key, value, err)) <= 0)
         return dr;
     if (strcmp(key, "public_url") == 0) {
         /* the console's address as people reach it (through a proxy that

@@ -26,7 +26,8 @@
 /* The bounds of a workspace's settings that the service itself sets. */
 static al_settings_bounds service_bounds(al_service *s) {
     return (al_settings_bounds){ .driver = s->driver->name, .max_timeout_s = s->cfg.max_timeout_s,
-                                 .per_person = s->cfg.per_person };
+                                 .per_person = s->cfg.per_person, .package_installs = s->cfg.package_installs,
+                                 .package_scripts = s->cfg.package_install_scripts };
 }
 
 json_t *al_settings_load(al_service *s, const char *ws_id, al_error *err) {

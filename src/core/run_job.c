@@ -12,6 +12,7 @@
 
 #include "../image/image.h"
 #include "folders.h"
+#include "packages.h"
 #include "run_job.h"
 #include "sandbox.h"
 #include "sandbox_run.h"
@@ -199,5 +200,7 @@ int al_run_job_build(al_service *s, const al_store_run *run, const char *dir, al
         if (al_job_set(&ret->image_dir, idir) < 0 || al_job_set(&ret->image_digest, digest) < 0)
             return -ENOMEM;
     }
-    return 0;
+    /* its packages, and its thread's: installed (or their layer reused)
+     * before its box */
+    return al_packages_job(s, run, ret, err);
 }

@@ -18,6 +18,7 @@
 
 const char *const al_run_languages[_AL_RUN_LANG_MAX] = { "python", "node", "bash" };
 const char *const al_run_limit_names[_AL_LIMIT_MAX] = { "timeout_s", "memory_mb", "cpus", "pids" };
+const char *const al_pkg_lang_names[_AL_PKG_LANG_MAX] = { "python", "node" };
 
 /* what the box's /work holds besides the request's files */
 static const char *const reserved_names[] = { "main.py", "main.js", "main.sh", "documents" };
@@ -82,6 +83,13 @@ bool al_run_reserved_file_name(const char *n) {
         if (strcmp(n, reserved_names[k]) == 0)
             return true;
     return false;
+}
+
+/* ------------------------------------------------------------- packages */
+
+bool al_pkg_spec_valid(al_pkg_lang l, const char *spec, size_t len) {
+    al_error err = { 0 };
+    return spec && strlen(spec) == len && al_pkg_spec_check(l, spec, &err) == 0;
 }
 
 /* ------------------------------------------------------------- building */
@@ -157,6 +165,11 @@ void al_run_spec_free(al_run_spec *sp) {
         free(sp->imports[i].path);
     }
     free(sp->imports);
+    for (size_t l = 0; l < _AL_PKG_LANG_MAX; l++) {
+        for (size_t i = 0; i < sp->n_packages[l]; i++)
+            text_free(&sp->packages[l][i]);
+        free(sp->packages[l]);
+    }
     text_free(&sp->sandbox);
     text_free(&sp->image);
     text_free(&sp->network);
@@ -275,6 +288,28 @@ int al_run_spec_add_folder_path(al_run_spec *sp, const char *path, size_t len) {
     return 0;
 }
 
+int al_run_spec_add_package(al_run_spec *sp, al_pkg_lang l, const void *spec, size_t len) {
+    al_run_text t = { 0 };
+    if (l < 0 || l >= _AL_PKG_LANG_MAX)
+        return -EINVAL;
+    if (al_run_text_set(&t, spec, len) < 0)
+        return -ENOMEM;
+    al_run_text *e = grow(&sp->packages[l], &sp->n_packages[l], sizeof *e);
+    if (!e) {
+        text_free(&t);
+        return -ENOMEM;
+    }
+    *e = t;
+    return 0;
+}
+
+bool al_run_spec_wants_packages(const al_run_spec *sp) {
+    for (size_t l = 0; l < _AL_PKG_LANG_MAX; l++)
+        if (sp->n_packages[l])
+            return true;
+    return false;
+}
+
 int al_run_spec_set_skill(al_run_spec *sp, const al_run_skill *k) {
     al_run_skill *c = calloc(1, sizeof *c);
     if (!c)
@@ -334,6 +369,10 @@ static uint64_t job_bytes(const al_run_spec *sp) {
         n += json_escaped_len(sp->args[i].s, sp->args[i].len) + 3;
     if (sp->network.s)
         n += json_escaped_len(sp->network.s, sp->network.len) + 16;
+    /* a thread's set can hold the most of both lists: counted whole, so a
+     * later run of the thread cannot be made too large for its job by them */
+    if (al_run_spec_wants_packages(sp))
+        n += (uint64_t)_AL_PKG_LANG_MAX * AL_RUN_PACKAGES_MAX * (AL_RUN_PACKAGE_SPEC_MAX + 3);
     return n;
 }
 
@@ -445,6 +484,18 @@ al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, 
     al_status fst = al_run_spec_check_folders(sp, msg, msglen, code);
     if (fst != AL_STATUS_OK)
         return fst;
+    static const char *const pkg_want[_AL_PKG_LANG_MAX] = { "NAME[EXTRAS][==VERSION] (e.g. requests==2.31.0)",
+                                                            "[@SCOPE/]NAME[@RANGE] (e.g. lodash@4.17.21)" };
+    for (size_t l = 0; l < _AL_PKG_LANG_MAX; l++) {
+        if (sp->n_packages[l] > AL_RUN_PACKAGES_MAX)
+            REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_PACKAGES);
+        for (size_t i = 0; i < sp->n_packages[l]; i++) {
+            const al_run_text *t = &sp->packages[l][i];
+            if (!al_pkg_spec_valid((al_pkg_lang)l, t->s, t->len))
+                REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_PACKAGE_SPEC, al_pkg_lang_names[l], i,
+                       c_text(t) ? t->s : "(with a NUL)", pkg_want[l]);
+        }
+    }
     /* a timeout in milliseconds is held to the bounds in seconds, rounded
      * up: 1 ms is asked as a second of the budget, and boxed as 1 ms */
     if (sp->timeout_ms) {
@@ -631,6 +682,9 @@ int al_run_staged_of_spec(const al_run_spec *sp, al_run_staged *ret) {
  *                                  the connected folders' imports, in the
  *                                  order they were resolved, only when the
  *                                  run has some
+ *   [0x04 u64(n) text(spec)... u64(n) text(spec)...]
+ *                                  only when packages are asked: the python
+ *                                  specs, then the node specs, each in order
  *                                  Each trailer is tagged and absent when it
  *                                  does not apply: every spec without them
  *                                  hashes as it always did, and the
@@ -764,6 +818,15 @@ void al_run_spec_hash(const al_run_spec *sp, const al_run_staged *st, char out[6
             put_str(&c, st->imports[i].sha256);
         }
     }
+    if (al_run_spec_wants_packages(sp)) {
+        uint8_t tag = 4;
+        sha256_update(&c, 1, &tag);
+        for (size_t l = 0; l < _AL_PKG_LANG_MAX; l++) {
+            put_u64(&c, sp->n_packages[l]);
+            for (size_t i = 0; i < sp->n_packages[l]; i++)
+                put_text(&c, &sp->packages[l][i]);
+        }
+    }
     al_sha256_finish_hex(&c, out);
 }
 
@@ -824,6 +887,17 @@ int al_run_spec_record(const al_run_spec *sp, const char *via, json_t *documents
                                                        sp->imports[i].path, "size", (json_int_t)sp->imports[i].size,
                                                        "sha256", sp->imports[i].sha256)) == 0;
     }
+    /* the packages asked, as asked: the start of the run reads them back */
+    if (ok && al_run_spec_wants_packages(sp)) {
+        json_t *pk = json_object();
+        ok = pk && json_object_set_new(inputs, "packages", pk) == 0;
+        for (size_t pl = 0; ok && pl < _AL_PKG_LANG_MAX; pl++) {
+            json_t *list = json_array();
+            ok = list && json_object_set_new(pk, al_pkg_lang_names[pl], list) == 0;
+            for (size_t i = 0; ok && i < sp->n_packages[pl]; i++)
+                ok = json_array_append_new(list, text_json(&sp->packages[pl][i])) == 0;
+        }
+    }
     if (ok) {
         rec->limits = json_dumps(limits, JSON_COMPACT);
         rec->inputs = json_dumps(inputs, JSON_COMPACT);
@@ -872,6 +946,8 @@ static int strings_of(json_t *v, al_run_spec *sp, int (*add)(al_run_spec *, cons
 }
 
 static int add_arg_str(al_run_spec *sp, const char *s, size_t n) { return al_run_spec_add_arg(sp, s, n); }
+static int add_python(al_run_spec *sp, const char *s, size_t n) { return al_run_spec_add_package(sp, AL_PKG_PYTHON, s, n); }
+static int add_node(al_run_spec *sp, const char *s, size_t n) { return al_run_spec_add_package(sp, AL_PKG_NODE, s, n); }
 
 int al_run_spec_add_import(al_run_spec *sp, const char *folder, const char *path, uint64_t size,
                            const char *sha256) {
@@ -944,6 +1020,12 @@ int al_run_spec_of_record(const al_store_run *rec, al_run_spec *ret) {
         r = strings_of(arts, &sp, al_run_spec_add_artifact);
     if (r == 0)
         r = al_run_spec_imports_of(json_object_get(ins, "imports"), &sp);
+    json_t *pk = json_object_get(ins, "packages");
+    json_t *py = json_object_get(pk, "python"), *nd = json_object_get(pk, "node");
+    if (r == 0 && json_is_array(py))
+        r = strings_of(py, &sp, add_python);
+    if (r == 0 && json_is_array(nd))
+        r = strings_of(nd, &sp, add_node);
     if (r == 0 && json_is_object(skill)) {
         al_run_skill k = {
             .name = (char *)json_string_value(json_object_get(skill, "name")),

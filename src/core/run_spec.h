@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../drivers/pkg_spec.h"
 #include "../proxy/policy.h"
 #include "../store/runs.h"
 #include "status.h"
@@ -39,6 +40,10 @@
 #define AL_RUN_ARGS_MAX 256
 #define AL_RUN_ARG_MAX 4096
 #define AL_RUN_STDIN_MAX (1u << 20)
+/* packages a run asks for (issue 38): per language at most this many
+ * specs, each at most this many bytes */
+#define AL_RUN_PACKAGES_MAX 32
+#define AL_RUN_PACKAGE_SPEC_MAX 214
 /* the name a skill's arguments are staged under in /work */
 #define AL_RUN_SKILL_ARGS_NAME "args.json"
 
@@ -51,6 +56,10 @@ typedef enum al_run_lang {
 
 /* The language names a request may give, indexed by al_run_lang. */
 extern const char *const al_run_languages[_AL_RUN_LANG_MAX];
+
+/* The package managers' names under `packages`, indexed by al_pkg_lang
+ * (drivers/pkg_spec.h), in the order they are checked, hashed and recorded. */
+extern const char *const al_pkg_lang_names[_AL_PKG_LANG_MAX];
 
 /* The limits a request may set, in this order (the index of each in
  * al_run_bounds.limit and al_run_spec.limit). */
@@ -154,6 +163,10 @@ typedef struct al_run_spec {
                                     * was requested (core/folders.c; the record's
                                     * inputs.imports): what the hash and the start bind */
     size_t n_imports;
+    /* packages to install before the run (`packages`: python, node), each
+     * list in the order given; none given: n_packages all 0 */
+    al_run_text *packages[_AL_PKG_LANG_MAX];
+    size_t n_packages[_AL_PKG_LANG_MAX];
     al_run_text sandbox;           /* an E2B sandbox's id: the run works in its working
                                     * directory (staged as /work, collected back after);
                                     * set by the E2B surface alone, never read from a body */
@@ -193,6 +206,14 @@ int al_run_spec_add_import(al_run_spec *sp, const char *folder, const char *path
 int al_run_spec_imports_of(json_t *imports, al_run_spec *sp);
 /* ID NULL: an entry that is no id. */
 int al_run_spec_add_artifact(al_run_spec *sp, const char *id, size_t len);
+/* One package spec of language L (checked by al_run_spec_check). */
+int al_run_spec_add_package(al_run_spec *sp, al_pkg_lang l, const void *spec, size_t len);
+/* Whether SP asks for any package. */
+bool al_run_spec_wants_packages(const al_run_spec *sp);
+/* Whether SPEC (LEN bytes) is a package spec of language L a run may ask
+ * for: no NUL, and al_pkg_spec_check's (drivers/pkg_spec.c: the one
+ * checker the service, the CLI and the helper share). */
+bool al_pkg_spec_valid(al_pkg_lang l, const char *spec, size_t len);
 /* The skill's fields, copied; ARGS_JSON may be NULL ("{}" is staged). */
 int al_run_spec_set_skill(al_run_spec *sp, const al_run_skill *k);
 
@@ -204,7 +225,8 @@ int al_run_spec_set_skill(al_run_spec *sp, const al_run_skill *k);
  * Every rule of the spec's own values is checked here, before any that
  * needs the store: among its faults the first in this order is named:
  * args, stdin, image, language, code, thread_id, network, description,
- * the number of files, of artifacts, limits, each file's name. */
+ * the number of files, of artifacts, packages (each list's length, each
+ * spec), limits, each file's name. */
 al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, size_t msglen, const char **code);
 
 /* The folders' part of the check (al_run_spec_check runs it too): for a
@@ -299,6 +321,12 @@ int64_t al_run_spec_input_bytes(const al_run_spec *sp);
     "network must be a policy string (offline, packages, internet, hosts:a.example,b.example, "                      \
     "hosts+packages:a.example)"
 #define AL_RUN_RULE_DESCRIPTION "description must be a string of at most 4096 bytes, without NUL"
+#define AL_RUN_RULE_PACKAGES                                                                                          \
+    "packages must be an object {\"python\": [specs], \"node\": [specs]}, each a list of at most 32 strings"
+/* with the language, the index and the spec */
+#define AL_RUN_RULE_PACKAGE_SPEC                                                                                      \
+    "packages.%s[%zu] \"%.214s\" is not a package spec: want %s, at most 214 bytes (no URLs, paths, git refs or "   \
+    "options)"
 #define AL_RUN_RULE_SANDBOX "sandbox must be a sandbox id (1-31 characters of a-z 0-9 _)"
 #define AL_RUN_RULE_ARTIFACTS "artifacts must be an array of at most 100 artifact ids"
 #define AL_RUN_RULE_FOLDERS                                                                                           \

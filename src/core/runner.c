@@ -13,6 +13,7 @@
 #include "../image/image.h"
 #include "dlp.h"
 #include "helper_events.h"
+#include "packages.h"
 #include "run_job.h"
 #include "run_end.h"
 #include "run_output.h"
@@ -41,6 +42,11 @@ static al_run_state state_of(json_t *result) {
         return AL_RUN_KILLED;
     if (strcmp(reason, "canceled") == 0)
         return AL_RUN_CANCELED;
+    /* the packages asked for could not be installed (a name no index has,
+     * a build that failed, a cap): the request's failure, as a script's
+     * non-zero exit is, charged; no box was made */
+    if (strcmp(reason, "install_failed") == 0)
+        return AL_RUN_FAILED;
     return AL_RUN_ERROR;
 }
 
@@ -109,6 +115,11 @@ static void audit_call(al_service *s, const al_store_run *run, const char *state
     json_t *imports = json_object_get(ins, "imports");
     if (data && json_is_array(imports) && json_array_size(imports))
         json_object_set(data, "imports", imports);
+    /* the packages its box had, as the install resolved them (the layer,
+     * each package's name, version and digest): what ran, beyond the code */
+    json_t *pk = json_object_get(result, "packages");
+    if (data && json_is_object(pk))
+        json_object_set(data, "packages", pk);
     al_governance_audit(s, run, "tool.call", NULL, data);
     json_decref(ins);
 }
@@ -458,6 +469,10 @@ static int build_job(al_service *s, runner *r, al_error *ret_err) {
         return rc;
     }
     r->dr = dr;
+    /* its packages are installed (or their layer found) before its box:
+     * a phase of provisioning the run's followers are told of */
+    if (al_job_has_packages(&r->job))
+        al_service_append_event(s, r->a->run_id, "phase", json_pack("{s:s}", "phase", "installing"));
     return 0;
 }
 
@@ -485,6 +500,40 @@ static step start(runner *r) {
     if (cancel)
         s->driver->cancel(&r->a->dr);
     return STEP_ON;
+}
+
+/* A piece of the install step's output: an "installing" event of its
+ * stream, redacted as the run's output is (a chunk at a time: the helper
+ * caps what it sends at 1 MiB in all). */
+static void installing_output(runner *r, const al_helper_event *he) {
+    if (!he->data || (he->stream != 1 && he->stream != 2))
+        return;
+    int n = 0;
+    size_t rn = 0;
+    char *red = al_dlp_redact(r->dlp, he->data, he->len, &n, &rn);
+    json_t *ev = json_pack("{s:s}", "stream", he->stream == 1 ? "stdout" : "stderr");
+    if (ev && red && al_output_set(ev, "data", red, rn) == 0)
+        al_service_append_event(r->s, r->a->run_id, "installing", ev);
+    else
+        json_decref(ev);
+    free(red);
+}
+
+/* The packages' layer is ready (EV: the helper's "installed" event): its
+ * followers are told, and the run's thread's set is now the job's, in that
+ * layer (the next run of the thread mounts it). */
+static void installed(runner *r, json_t *ev) {
+    al_error err = { 0 };
+    if (!json_is_object(ev))
+        return;
+    json_t *doc = json_deep_copy(ev);
+    if (doc) {
+        json_object_del(doc, "type");
+        al_service_append_event(r->s, r->a->run_id, "installed", doc);
+    }
+    if (al_packages_installed(r->s, r->run, &r->job, ev, &err) < 0)
+        al_service_log(r->s, AL_LOG_WARN, "packages.record_failed",
+                       json_pack("{s:s, s:s}", "run_id", r->a->run_id, "error", err.msg));
 }
 
 /* The helper's events, to its end: the run's state, its output (held back
@@ -515,6 +564,12 @@ static void pump(runner *r, json_t **ret_helper_error) {
             free(red);
             break;
         }
+        case AL_HELPER_EVENT_INSTALLING:
+            installing_output(r, &he);
+            break;
+        case AL_HELPER_EVENT_INSTALLED:
+            installed(r, he.value);
+            break;
         case AL_HELPER_EVENT_RESULT:
             json_decref(r->result);
             r->result = json_incref(he.value);

@@ -15,6 +15,7 @@
 #include "audit.h"
 #include "dlp.h"
 #include "folders.h"
+#include "packages.h"
 #include "run_end.h"
 #include "run_spec.h"
 #include "sandbox.h"
@@ -151,6 +152,10 @@ json_t *al_run_json(al_service *s, const al_store_run *row) {
         json_t *imps = json_object_get(ins, "imports");
         if (json_is_array(imps) && json_array_size(imps))
             json_object_set(out, "imports", imps);
+        /* the packages the run asked for (what it got: result.packages) */
+        json_t *pk = json_object_get(ins, "packages");
+        if (json_is_object(pk))
+            json_object_set(out, "packages", pk);
         json_decref(ins);
     } else {
         json_decref(arts);
@@ -253,7 +258,7 @@ al_status al_run_view(al_service *s, const al_principal *p, const char *id, json
 /* An error answer of al_run_create: the status, and the document in *RET. */
 static al_status run_error(json_t **ret, al_status status, const char *code, const char *fmt, ...) _printf_(4, 5);
 static al_status run_error(json_t **ret, al_status status, const char *code, const char *fmt, ...) {
-    char msg[600];
+    char msg[2048]; /* a packages refusal names every spec asked */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -438,7 +443,7 @@ static al_status resolve(al_service *s, al_run_spec *sp, const al_run_bounds *b,
  * workspace does not have, the driver, the organisation's credits, its
  * storage, the queue. OK, or the refusal in *RET_DOC. */
 static al_status refusals(al_service *s, const al_principal *p, const al_run_spec *sp, const char *tool,
-                          const al_settings *settings, json_t **ret_doc) {
+                          const al_settings *settings, int64_t price, json_t **ret_doc) {
     al_error err = { 0 };
     for (size_t i = 0; i < sp->n_artifacts; i++) {
         const al_run_text *aid = &sp->artifacts[i];
@@ -448,6 +453,13 @@ static al_status refusals(al_service *s, const al_principal *p, const al_run_spe
             return run_error(ret_doc, AL_STATUS_NOT_FOUND, "not_found", "artifacts[%zu]: no such artifact", i);
         al_store_artifact_done(&a);
     }
+    /* packages: the workspace's, the driver's and the service's say (the
+     * driver's name, before whether it answers now) */
+    char kmsg[1600];
+    const char *kcode = NULL;
+    al_status kst = al_packages_admit(s, p, settings, sp, &kcode, kmsg, sizeof kmsg);
+    if (kst != AL_STATUS_OK)
+        return run_error(ret_doc, kst, kcode, "%s", kmsg);
     al_error perr = { 0 };
     if (settings->disabled) {
         snprintf(perr.msg, sizeof perr.msg, "code execution is disabled for this workspace (driver = disabled)");
@@ -458,7 +470,7 @@ static al_status refusals(al_service *s, const al_principal *p, const al_run_spe
                            &err);
         return run_error(ret_doc, AL_STATUS_UNAVAILABLE, "driver_disabled", "%s", perr.msg);
     }
-    int64_t price = settings->price_per_run;
+
     /* queued runs are charged when they start: the credits they will take
      * are spoken for, and a run they leave no credits for could never be
      * paid (it would only hold a place in the queue) */
@@ -617,6 +629,10 @@ static al_status approval_card(al_service *s, const al_run_spec *sp, const al_st
      * each with the URL of its bytes */
     if (card)
         json_object_set_new(card, "inputs", al_approval_card_inputs(rec->id, manifest));
+    /* and what is installed before it: the approver sees every package */
+    json_t *pk = card ? al_packages_card(s, rec->workspace_id, sp) : NULL;
+    if (pk)
+        json_object_set_new(card, "packages", pk);
     json_decref(manifest);
     ret->card = card ? json_dumps(card, JSON_COMPACT) : NULL;
     json_decref(card);
@@ -720,8 +736,11 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
                hi = bounds.limit[AL_LIMIT_TIMEOUT_S].max;
         *t = (al_run_limit_req){ .has = true, .value = v > hi ? hi : v < lo ? lo : v };
     }
-    if ((ret = resolve(s, sp, &bounds, settings, ret_doc)) != AL_STATUS_OK ||
-        (ret = refusals(s, p, sp, tool, settings, ret_doc)) != AL_STATUS_OK ||
+    if ((ret = resolve(s, sp, &bounds, settings, ret_doc)) != AL_STATUS_OK)
+        goto out;
+    /* a run that installs packages pays for the install's time too */
+    int64_t price = al_packages_price(s, p, sp, settings->price_per_run);
+    if ((ret = refusals(s, p, sp, tool, settings, price, ret_doc)) != AL_STATUS_OK ||
         (ret = folder_imports(s, p, sp, ret_doc)) != AL_STATUS_OK)
         goto out;
     char run_id[40], now[40], dir[PATH_MAX + 64];
@@ -756,7 +775,7 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
     snprintf(rec.key_id, sizeof rec.key_id, "%s", p->key_id);
     snprintf(rec.created_at, sizeof rec.created_at, "%s", now);
     rec.state = needs_approval ? AL_RUN_PENDING_APPROVAL : AL_RUN_QUEUED;
-    rec.price = settings->price_per_run;
+    rec.price = price;
     rec.cap = al_service_queue_cap(s, settings->concurrency);
     /* held by this node until it is admitted to the queue (below): no
      * node claims it before; if this node dies first, the others give it
@@ -779,7 +798,8 @@ al_status al_run_create(al_service *s, const al_principal *p, al_run_spec *sp, c
          * before the run starts is not staged in its place */
         json_t *docs = al_approval_documents(s, &rec, &err);
         al_run_spec_record_done(&rec);
-        if (!docs || al_run_spec_record(sp, via, docs, &rec) < 0)
+        /* and so are its packages: the set the card shows is the set installed */
+        if (!docs || al_run_spec_record(sp, via, docs, &rec) < 0 || al_packages_pin(s, sp, &rec) < 0)
             ret = run_error(ret_doc, AL_STATUS_INTERNAL, "internal", "cannot read the thread's documents: %s",
                             docs ? "out of memory" : err.msg);
         else

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../drivers/install.h"
 #include "activity.h"
 #include "run_end.h"
 #include "runner.h"
@@ -178,6 +179,14 @@ int al_service_open(const al_service_config *cfg, al_service **ret, al_error *er
     if (!s->driver) {
         free(s);
         return al_err(err, "config", EINVAL, "unknown driver %s", cfg->driver);
+    }
+    /* the install box's network: the index and the registry among the
+     * registries, or no service (a misconfiguration said now, not at the
+     * first install) */
+    if (al_install_network(cfg->package_registries, cfg->package_index_python, cfg->package_registry_node,
+                           s->pkg_network, sizeof s->pkg_network, err) < 0) {
+        free(s);
+        return -EINVAL;
     }
     bool e2b = s->driver == &al_driver_e2b;
     if ((s->driver == &al_driver_e2b || s->driver == &al_driver_daytona) &&

@@ -83,6 +83,17 @@ typedef struct al_service_config {
     int audit_checkpoint_s;       /* how often the heads that moved are signed and logged */
     int request_timeout_s;        /* a request's headers and body are in within this, however they trickle */
     int connections_reserved;     /* of max_connections, kept for requests whose key is valid */
+    /* package installs (issue 38; core/packages.c): the default of the
+     * workspaces' package_installs (thread: true) and package_install_scripts
+     * (a workspace may refuse scripts where the service allows them, never
+     * the other way), the index and registry the install step is pointed
+     * at, and its limits */
+    bool package_installs, package_install_scripts;
+    char package_index_python[512], package_registry_node[512];
+    /* the hosts installs may reach, HOST or HOST=CIDR[+CIDR...], comma
+     * separated ("": the default registries; proxy/policy.h) */
+    char package_registries[2048];
+    int package_install_timeout_s, package_install_memory_mb, package_layer_max_mb, package_layer_max_files;
     /* service-wide figures (/metrics, /operator/status) are the operator's */
     al_operator_access operator_access;
     char operator_token_file[PATH_MAX]; /* holds the operator's token; "" = none */

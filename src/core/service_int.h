@@ -11,6 +11,9 @@ struct al_service {
     char self_exe[PATH_MAX];
     int state_lock_fd;            /* the embedded store's state directory, held (flock) while served */
     char blobs_dir[PATH_MAX + 8], runs_dir[PATH_MAX + 8];
+    /* the install box's network ("packages:" and package_registries),
+     * checked at start against the index and registry (drivers/install.h) */
+    char pkg_network[sizeof ((al_service_config *)0)->package_registries + 16];
 
     pthread_mutex_t mu;           /* guards everything below */
     pthread_cond_t sched_cond;    /* queue or capacity changed */

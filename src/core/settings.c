@@ -125,6 +125,10 @@ json_t *al_settings_defaults(const al_settings_bounds *b) {
      * is not built yet, so the setting exists, shows false, and true is
      * refused (al_settings_apply) rather than accepted and ignored */
     json_object_set_new(d, "e2b_session_box", json_false());
+    /* packages a run asks for: installed into the thread's environment, or
+     * refused (the service's default; docs/api.md) */
+    json_object_set_new(d, "package_installs", json_string(b->package_installs ? "thread" : "off"));
+    json_object_set_new(d, "package_install_scripts", json_string(b->package_scripts ? "box" : "refuse"));
     return d;
 }
 
@@ -155,6 +159,10 @@ bool al_settings_sane(json_t *eff) {
         return false;
     if (!json_is_boolean(json_object_get(eff, "allow_self_approval")) ||
         !json_is_boolean(json_object_get(eff, "e2b_session_box")))
+        return false;
+    static const char *const installs[] = { "off", "thread" }, *const scripts[] = { "refuse", "box" };
+    if (!in_list(json_string_value(json_object_get(eff, "package_installs")), installs, ELEMENTSOF(installs)) ||
+        !in_list(json_string_value(json_object_get(eff, "package_install_scripts")), scripts, ELEMENTSOF(scripts)))
         return false;
     json_t *d = json_object_get(eff, "dlp_patterns"), *v;
     size_t k;
@@ -384,6 +392,18 @@ int al_settings_apply(const al_settings_bounds *b, json_t *cur, json_t *sec, jso
                            "keeping interpreter state and background commands between calls) needs the native "
                            "driver; this service's driver is %s, where each command and runCode runs in a fresh "
                            "box and the files under /home/user are kept between them", b->driver);
+        } else if (strcmp(key, "package_installs") == 0) {
+            static const char *const m[] = { "off", "thread" };
+            if (!in_list(json_string_value(v), m, ELEMENTSOF(m)))
+                r = al_err(err, "settings", EINVAL, "package_installs must be off or thread");
+        } else if (strcmp(key, "package_install_scripts") == 0) {
+            static const char *const m[] = { "refuse", "box" };
+            if (!in_list(json_string_value(v), m, ELEMENTSOF(m)))
+                r = al_err(err, "settings", EINVAL, "package_install_scripts must be refuse or box");
+            else if (strcmp(json_string_value(v), "box") == 0 && !b->package_scripts)
+                /* the operator's refusal is a ceiling, not a default */
+                r = al_err(err, "settings", EPERM, "package_install_scripts: this service refuses install scripts "
+                           "(its package_install_scripts = refuse); a workspace cannot run them");
         } else if (strcmp(key, "price_per_run") == 0) {
             /* what a workspace pays is not its own admins' to decide */
             if (!json_equal(v, json_object_get(eff, "price_per_run")))
@@ -462,6 +482,8 @@ int al_settings_parse(json_t *eff, al_settings *ret, al_error *err) {
         .run_retention_s = json_is_integer(retention) ? (int64_t)json_integer_value(retention) : 0,
         .sandbox_max_timeout_s = (int64_t)json_number_value(json_object_get(eff, "sandbox_max_timeout_s")),
         .price_per_run = (int64_t)json_number_value(json_object_get(eff, "price_per_run")),
+        .package_installs = strcmp(json_string_value(json_object_get(eff, "package_installs")), "thread") == 0,
+        .package_scripts = strcmp(json_string_value(json_object_get(eff, "package_install_scripts")), "box") == 0,
         .doc = json_incref(eff),
     };
     size_t i;

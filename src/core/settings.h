@@ -18,6 +18,10 @@ typedef struct al_settings_bounds {
     double max_memory_mb, max_cpus; /* the workspace's maxima */
     bool has_price;               /* the operator set a price (else the default) */
     json_int_t price;
+    /* the service's package_installs (thread: true) and
+     * package_install_scripts (box: true): the workspaces' defaults; a
+     * workspace may set scripts to refuse, and box only where the service's is */
+    bool package_installs, package_scripts;
 } al_settings_bounds;
 
 /* Credits a run costs where the operator set no price (airlock admin price) */
@@ -96,6 +100,8 @@ typedef struct al_settings {
     int64_t sandbox_max_timeout_s; /* an E2B sandbox's longest timeout */
     int64_t price_per_run;
     unsigned tools;               /* AL_TOOL_BIT of each tool on the allow-list */
+    bool package_installs;        /* package_installs thread (else off) */
+    bool package_scripts;         /* package_install_scripts box (else refuse) */
     json_t *doc;                  /* the document, held */
 } al_settings;
 

@@ -228,6 +228,7 @@ MODULES = {
     "test_openapi_client.py": ("asan",),                     # a typed client, tsc --strict               # many nodes on one PostgreSQL; counts boxes
     "test_ops_logs.py": ("asan",),
     "test_ops_unit.py": ("asan",),
+    "test_packages_api.py": ("asan", "postgresql"),         # packages in the service (issue 38): settings, refusals, a thread's set
     "test_piston.py": ("asan",),
     "test_piston_client.py": ("asan",),
     "test_service_events.py": ("asan", "warm"),

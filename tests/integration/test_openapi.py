@@ -268,6 +268,9 @@ def test_every_operation_answers_as_documented(service, contract):
     arts = call("GET", "/v1/threads/{thread_id}/artifacts", 200, {"thread_id": "oa"}, query={"all": "true"})
     art = arts["artifacts"][0]["id"]
     call("GET", "/v1/threads/{thread_id}/artifacts", 400, {"thread_id": "oa"}, query={"nope": "1"})
+    # a thread's packages (issue 38): none here, the empty shape
+    call("GET", "/v1/threads/{thread_id}/packages", 200, {"thread_id": "oa"})
+    call("GET", "/v1/threads/{thread_id}/packages", 400, {"thread_id": "oa"}, query={"nope": "1"})
     call("GET", "/v1/artifacts/{id}", 200, {"id": art})
     call("GET", "/v1/artifacts/{id}", 404, {"id": "art_nope"})
     assert call("GET", "/v1/artifacts/{id}/content", 200, {"id": art}) == b"a"

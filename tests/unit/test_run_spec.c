@@ -407,6 +407,12 @@ static void test_hash_changes(void) {
         "\"args\": []",
         "\"args\": [\"ab\"]",
         "\"args\": [\"a\", \"b\", \"c\"]",
+        /* packages: one asked, the other language, two in the other order */
+        "\"packages\": {\"python\": [\"a\"]}",
+        "\"packages\": {\"node\": [\"a\"]}",
+        "\"packages\": {\"python\": [\"a\", \"b\"]}",
+        "\"packages\": {\"python\": [\"b\", \"a\"]}",
+        "\"packages\": {\"python\": [\"ab\"]}",
         /* artifacts */
         "\"artifacts\": [\"art_2\"]",
         "\"artifacts\": []",
@@ -555,6 +561,8 @@ static void test_record_round_trip(void) {
         "{\"language\": \"bash\", \"code\": \"echo\"}",
         "{\"language\": \"node\", \"code\": \"1\", \"args\": [], \"image\": \"x\", \"limits\": {\"cpus\": 0.333, "
         "\"memory_mb\": 100.3}}",
+        "{\"language\": \"python\", \"code\": \"1\", \"packages\": {\"python\": [\"requests==2.31.0\", "
+        "\"pandas[excel]>=2\"], \"node\": [\"@scope/x@^1\"]}}",
     };
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
         al_run_spec sp, back;
@@ -577,6 +585,7 @@ static void test_record_round_trip(void) {
         CHECK(strcmp(json_string_value(json_object_get(ins, "via")), "mcp") == 0 &&
               json_array_size(json_object_get(ins, "documents")) == 1);
         CHECK(!!json_object_get(ins, "args") == sp.has_args && !!json_object_get(ins, "skill") == !!sp.skill);
+        CHECK(!!json_object_get(ins, "packages") == al_run_spec_wants_packages(&sp));
         json_decref(ins);
         CHECK(al_run_spec_of_record(&rec, &back) == 0);
         al_run_staged st;
@@ -585,6 +594,8 @@ static void test_record_round_trip(void) {
         al_run_spec_hash(&sp, &st, h);
         al_run_spec_hash(&back, &st, h2);
         CHECK(strlen(h) == 64 && strcmp(h, h2) == 0);
+        CHECK(back.n_packages[AL_PKG_PYTHON] == sp.n_packages[AL_PKG_PYTHON] &&
+              back.n_packages[AL_PKG_NODE] == sp.n_packages[AL_PKG_NODE]);
         CHECK(back.limits.timeout_s == sp.limits.timeout_s && back.limits.memory_bytes == sp.limits.memory_bytes &&
               back.limits.cpu_millis == sp.limits.cpu_millis && back.limits.pids == sp.limits.pids);
         if (i == 1)

@@ -22,6 +22,7 @@
 #include "store/audit.h"
 #include "store/governance.h"
 #include "store/signin.h"
+#include "store/packages.h"
 
 static char target[4096];
 static char org[40], ws[40], person[40];
@@ -956,6 +957,34 @@ static void test_notifications(al_store *s, bool postgresql) {
     al_store_watch_close(w);
 }
 
+/* A thread's package set: one row per language, written over (the later
+ * set wins), read back as written, and a workspace's thread not another's. */
+static void test_thread_packages(al_store *s) {
+    al_error err = { 0 };
+    al_store_thread_packages *v = NULL;
+    size_t n = 9;
+    CHECK(al_store_thread_packages_get(s, ws, "t-pk", &v, &n, &err) == 0 && n == 0);
+    al_store_thread_packages_free(v, n);
+    al_store_thread_packages py = { .lang = "python", .specs = "[\"a==1\"]", .layer = "sha256:aa",
+                                    .resolved = "[{\"name\":\"a\",\"version\":\"1\"}]",
+                                    .updated_at = "2026-01-01T00:00:00.000Z" };
+    al_store_thread_packages nd = { .lang = "node", .specs = "[\"b@2\"]", .layer = "sha256:aa", .resolved = "[]",
+                                    .updated_at = "2026-01-01T00:00:00.000Z" };
+    CHECK(al_store_thread_packages_put(s, org, ws, "t-pk", &py, &err) == 0);
+    CHECK(al_store_thread_packages_put(s, org, ws, "t-pk", &nd, &err) == 0);
+    py.specs = "[\"a==2\",\"c\"]";
+    py.layer = "sha256:bb";
+    CHECK(al_store_thread_packages_put(s, org, ws, "t-pk", &py, &err) == 0);
+    CHECK(al_store_thread_packages_get(s, ws, "t-pk", &v, &n, &err) == 0 && n == 2);
+    /* ordered by language: node, python */
+    CHECK(n == 2 && strcmp(v[0].lang, "node") == 0 && strcmp(v[0].specs, "[\"b@2\"]") == 0);
+    CHECK(n == 2 && strcmp(v[1].lang, "python") == 0 && strcmp(v[1].specs, "[\"a==2\",\"c\"]") == 0 &&
+          strcmp(v[1].layer, "sha256:bb") == 0 && strstr(v[1].resolved, "\"version\":\"1\"") != NULL);
+    al_store_thread_packages_free(v, n);
+    CHECK(al_store_thread_packages_get(s, "ws_other", "t-pk", &v, &n, &err) == 0 && n == 0);
+    al_store_thread_packages_free(v, n);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: store-tests sqlite|PATH|postgresql://...\n");
@@ -988,6 +1017,7 @@ int main(int argc, char **argv) {
     test_claims(s);
     test_concurrent_events(s);
     test_storage_lifecycle(s);
+    test_thread_packages(s);
     test_notifications(s, strcmp(al_store_backend_name(s), "postgresql") == 0);
     al_store_close(s);
     if (strcmp(argv[1], "sqlite") == 0) {

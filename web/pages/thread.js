@@ -1,7 +1,33 @@
-// A thread (#/threads/ID): its Artifacts tab (every path with its versions,
-// who made each, download, previews) and its runs in order.
+// A thread (#/threads/ID): its packages (the thread's environment: each
+// package asked, the version its layer holds, the layer), its Artifacts tab
+// (every path with its versions, who made each, download, previews) and its
+// runs in order.
 import { h, badge, fmtTime, runDuration, shortId, describe } from "../dom.js";
 import { artifactsTable } from "../parts.js";
+
+// The thread's environment: every spec its runs asked (pip's, npm's), the
+// version the layer holds where the installer said, and the layer itself.
+function packagesSection(pkgs) {
+  const rows = [];
+  for (const lang of ["python", "node"]) {
+    const resolved = new Map(((pkgs.resolved || {})[lang] || []).map((p) => [String(p.name).toLowerCase(), p]));
+    for (const spec of pkgs[lang] || []) {
+      const name = lang === "python" ? spec.split(/[[<>=~!]/)[0] : spec.replace(/(.)@.*$/, "$1");
+      const got = resolved.get(name.toLowerCase()) || resolved.get(name.toLowerCase().replace(/[-_.]+/g, "-"));
+      rows.push(h("tr", { "data-package": spec }, h("td", {}, lang), h("td", { class: "mono" }, spec),
+        h("td", { class: "mono" }, got && got.version ? String(got.version) : "—")));
+    }
+  }
+  if (!rows.length) return h("section", { class: "thread-packages", "aria-label": "Packages" },
+    h("p", { class: "muted" }, "No packages: a run of this thread that asks for packages installs them here, for every later run."));
+  return h("section", { class: "thread-packages", "aria-label": "Packages" },
+    h("h2", {}, "Packages"),
+    h("p", { class: "muted" }, "Installed for every run of this thread, in layer ",
+      h("span", { class: "mono", title: pkgs.layer || "" }, pkgs.layer ? pkgs.layer.slice(0, 19) + "…" : "(not installed yet)"), "."),
+    h("div", { class: "table-wrap", tabindex: "0" }, h("table", {},
+      h("thead", {}, h("tr", {}, ["Language", "Asked", "Installed"].map((t) => h("th", { scope: "col" }, t)))),
+      h("tbody", {}, rows))));
+}
 
 export default {
   path: "#/threads/{id}",
@@ -13,9 +39,10 @@ export default {
     const { api, params } = ctx;
     const id = params.id;
     const enc = encodeURIComponent(id);
-    const [arts, runs] = await Promise.all([
+    const [arts, runs, pkgs] = await Promise.all([
       api.get(`/v1/threads/${enc}/artifacts?all=true`),
       api.get(`/v1/runs?thread_id=${enc}&limit=200`),
+      api.get(`/v1/threads/${enc}/packages`),
     ]);
     if (!ctx.current()) return;
     document.title = `Thread ${id} · airlock`;
@@ -58,6 +85,7 @@ export default {
     });
     root.append(h("div", { class: "page-head" }, h("div", {}, h("h1", {}, "Thread ", h("span", { class: "mono" }, id)),
       h("p", { class: "actions" }, h("a", { href: "#/threads" }, "All threads"),
-        h("a", { href: `#/activity?thread=${enc}` }, "This thread's runs in Activity")))), tabs, artifactsPanel, runsPanel);
+        h("a", { href: `#/activity?thread=${enc}` }, "This thread's runs in Activity")))), packagesSection(pkgs), tabs,
+    artifactsPanel, runsPanel);
   },
 };
