@@ -92,6 +92,10 @@ int al_sandbox_owner_check(const al_sandbox *sb, const al_principal *p, al_error
  * JSON array as POST /v1/runs' folders), and its size: 256 paths */
 #define AL_SANDBOX_META_FOLDERS "airlock_folders"
 #define AL_SANDBOX_META_FOLDERS_MAX (64u << 10)
+/* the one its packages are given in (a JSON object as POST /v1/runs'
+ * packages), and its size: two lists of 32 specs of 214 bytes, quoted */
+#define AL_SANDBOX_META_PACKAGES "airlock_packages"
+#define AL_SANDBOX_META_PACKAGES_MAX (16u << 10)
 #define AL_SANDBOX_BYTES_MAX (64ULL << 20)      /* home/ and out/ together: the box's /work tmpfs */
 #define AL_SANDBOX_ENTRIES_MAX 4096             /* files and directories, home/ and out/ together */
 

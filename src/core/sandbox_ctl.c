@@ -48,9 +48,12 @@ static int strings_check(json_t *obj, const char *field, bool env, al_error *err
         if (strlen(k) > AL_SANDBOX_META_KEY_MAX || !k[0])
             return al_err(err, field, EINVAL, "%s: a key is empty or longer than %d bytes", field,
                           AL_SANDBOX_META_KEY_MAX);
-        /* airlock_folders holds a list of paths (folders.h): room for them */
-        size_t vmax = !env && strcmp(k, AL_SANDBOX_META_FOLDERS) == 0 ? AL_SANDBOX_META_FOLDERS_MAX
-                                                                      : AL_SANDBOX_META_VALUE_MAX;
+        /* airlock_folders holds a list of paths (folders.h), airlock_packages
+         * up to 64 specs: room for them */
+        size_t vmax = env                                          ? AL_SANDBOX_META_VALUE_MAX
+                      : strcmp(k, AL_SANDBOX_META_FOLDERS) == 0  ? AL_SANDBOX_META_FOLDERS_MAX
+                      : strcmp(k, AL_SANDBOX_META_PACKAGES) == 0 ? AL_SANDBOX_META_PACKAGES_MAX
+                                                                 : AL_SANDBOX_META_VALUE_MAX;
         if (json_string_length(v) > vmax || strlen(json_string_value(v)) != json_string_length(v))
             return al_err(err, field, EINVAL, "%s.%s: longer than %zu bytes, or holds a NUL", field, k, vmax);
         const char *bad = env ? al_sandbox_env_problem(k) : NULL;

@@ -52,6 +52,12 @@ test('e2b: Sandbox.create with metadata airlock_packages is refused when install
   await assert.rejects(
     Sandbox.create('base', { ...opts(), metadata: { airlock_packages: '{"python": "requests"' } }),
     (e) => /airlock_packages must be a JSON string of an object/.test(e.message));
+  // 32 specs (1.9 KB: over any other key's 1,024 bytes) are read as packages
+  // (then refused as off), not refused as a too long metadata value
+  const many = Array.from({ length: 32 }, (_, i) => `package-with-a-long-name-number-${i}==1.0.0`);
+  await assert.rejects(
+    Sandbox.create('base', { ...opts(), metadata: { airlock_packages: JSON.stringify({ python: many }) } }),
+    (e) => e.message.includes('package installs are disabled on this service'));
 });
 
 // On a service whose installs are on, with the tests' index (AIRLOCK_PKG_SPEC,
