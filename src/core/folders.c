@@ -29,6 +29,20 @@
  * directory of millions of entries costs a bounded read */
 #define DIR_NAMES_MAX 10000
 
+/* A regular file of more than one name: a hard link is the file itself, so
+ * nothing tells the name inside the folder from one outside it (a link
+ * made to /etc/shadow, or to the service's own state on the same
+ * filesystem, reads as a plain file). Such a file is never read: listed
+ * and walked it is left out, named it is refused. */
+#define HARD_LINK_WHY                                                                                                  \
+    "is a hard link (its file has more than one name, and another may lie outside the folder), which a folder's "   \
+    "import never reads: copy the file into the folder"
+
+/* Why a directory entry NAME is left out of a listing and a walk (a path
+ * holding it is refused at the request): not valid UTF-8, or a control or
+ * bidirectional-override character. NULL when it is fine. */
+static const char *name_fault(const char *name) { return al_run_folder_name_fault(name, strlen(name)); }
+
 /* ------------------------------------------------------------ opening */
 
 /* REL opened beneath DIRFD with FLAGS: no link followed anywhere on the
@@ -116,12 +130,17 @@ static int open_regular(int root, const char *rel, struct stat *ret, const char 
         *ret_why = S_ISDIR(ps.st_mode) ? "is a directory" : kind_of(ps.st_mode);
         return -EINVAL;
     }
+    if (ps.st_nlink > 1) {
+        *ret_why = HARD_LINK_WHY;
+        return -EMLINK;
+    }
     int fd = open_beneath(root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         *ret_why = open_fault(-fd);
         return fd;
     }
-    if (fstat(fd, ret) < 0 || !S_ISREG(ret->st_mode) || ret->st_dev != ps.st_dev || ret->st_ino != ps.st_ino) {
+    if (fstat(fd, ret) < 0 || !S_ISREG(ret->st_mode) || ret->st_dev != ps.st_dev || ret->st_ino != ps.st_ino ||
+        ret->st_nlink > 1) {
         close(fd);
         *ret_why = "was replaced while it was opened";
         return -EAGAIN;
@@ -243,10 +262,10 @@ static void rfc3339(time_t t, char *buf, size_t len) {
 static json_t *entry_of(int dfd, const char *name, const char *rel, const char *glob) {
     _cleanup_close_ int fd = open_beneath(dfd, name, O_PATH);
     struct stat s;
-    if (fd < 0 || fstat(fd, &s) < 0)
-        return NULL; /* a link, a mount point, gone meanwhile */
+    if (fd < 0 || fstat(fd, &s) < 0 || name_fault(name))
+        return NULL; /* a link, a mount point, gone meanwhile, a name that is not text */
     bool dir = S_ISDIR(s.st_mode);
-    if (!dir && (!S_ISREG(s.st_mode) || !glob_allows(glob, rel)))
+    if (!dir && (!S_ISREG(s.st_mode) || s.st_nlink > 1 || !glob_allows(glob, rel)))
         return NULL;
     char mt[40];
     rfc3339(s.st_mtime, mt, sizeof mt);
@@ -429,6 +448,8 @@ static int walk_dir(walk *w, const char *rel, int depth) {
     int r = dir_names(w, rel, &names, &n);
     bool top = strcmp(rel, ".") == 0;
     for (size_t i = 0; r == 0 && i < n; i++) {
+        if (name_fault(names[i]))
+            continue; /* not text: left out, as the listing leaves it out */
         char crel[AL_RUN_FOLDER_PATH_MAX + 300];
         int len = snprintf(crel, sizeof crel, "%s%s%s", top ? "" : rel, top ? "" : "/", names[i]);
         if (len < 0 || (size_t)len > AL_RUN_FOLDER_PATH_MAX) {
@@ -448,7 +469,7 @@ static int walk_dir(walk *w, const char *rel, int depth) {
             _cleanup_close_ int fd = open_regular(w->root, crel, &rs, &why);
             if (fd >= 0)
                 r = take_file(w, crel, fd, &rs);
-            else if (fd != -ELOOP && fd != -EXDEV && fd != -ENOENT && fd != -EINVAL)
+            else if (fd != -ELOOP && fd != -EXDEV && fd != -ENOENT && fd != -EINVAL && fd != -EMLINK)
                 r = al_err(w->err, "folder", -fd, "folder %s: %s %s", w->folder, crel, why ? why : strerror(-fd));
         }
     }
