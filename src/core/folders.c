@@ -11,12 +11,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <nettle/sha2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -183,13 +185,87 @@ static bool glob_allows(const char *glob, const char *rel) {
 
 /* ------------------------------------------------------- registration */
 
-/* Whether one of A and B (resolved paths) is the other or beneath it. */
-static bool nested(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b), n = la < lb ? la : lb;
-    if (strncmp(a, b, n) != 0)
-        return false;
-    /* "/" holds everything; else the shorter must end at a component */
-    return la == lb || n == 1 || (la > lb ? a[n] : b[n]) == '/';
+/* Whether directory FD is the directory of identity (DEV, INO) or lies
+ * beneath it: its ".." followed up to the root, each compared by identity,
+ * not by name (a bind mount shows the state directory under another path,
+ * and realpath would not see it). 1, 0, or -errno. */
+static int beneath_id(int fd, dev_t dev, ino_t ino) {
+    _cleanup_close_ int cur = dup(fd);
+    if (cur < 0)
+        return -errno;
+    for (int up = 0; up < 4096; up++) {
+        struct stat a, b;
+        if (fstat(cur, &a) < 0)
+            return -errno;
+        if (a.st_dev == dev && a.st_ino == ino)
+            return 1;
+        int next = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (next < 0)
+            return -errno;
+        close(cur);
+        cur = next;
+        if (fstat(cur, &b) < 0)
+            return -errno;
+        if (b.st_dev == a.st_dev && b.st_ino == a.st_ino)
+            return 0; /* the root: its .. is itself */
+    }
+    return -ELOOP;
+}
+
+/* The filesystems of the kernel's own objects (processes, devices,
+ * cgroups, tracing, firmware variables): not files an admin means to lend.
+ * /proc lent would list every process and read each one's files as the
+ * service's user; /sys's files are the kernel's attributes, some of which
+ * do something when read. Its name, or NULL for a filesystem of files. */
+static const char *pseudo_fs(int fd) {
+    struct statfs sf;
+    if (fstatfs(fd, &sf) < 0)
+        return NULL;
+    static const struct { unsigned long magic; const char *name; } v[] = {
+        { PROC_SUPER_MAGIC, "proc" },     { SYSFS_MAGIC, "sysfs" },          { DEBUGFS_MAGIC, "debugfs" },
+        { TRACEFS_MAGIC, "tracefs" },     { SECURITYFS_MAGIC, "securityfs" }, { CGROUP_SUPER_MAGIC, "cgroup" },
+        { CGROUP2_SUPER_MAGIC, "cgroup2" }, { BPF_FS_MAGIC, "bpf" },          { EFIVARFS_MAGIC, "efivarfs" },
+        { PSTOREFS_MAGIC, "pstore" },     { SELINUX_MAGIC, "selinuxfs" },    { DEVPTS_SUPER_MAGIC, "devpts" },
+        { BINFMTFS_MAGIC, "binfmt_misc" }, { NSFS_MAGIC, "nsfs" },
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        if ((unsigned long)sf.f_type == v[i].magic)
+            return v[i].name;
+    return NULL;
+}
+
+/* Whether directory FD (PATH, as given) may be lent: not a kernel's
+ * filesystem, and neither the service's state directory STATE_DIR (every
+ * tenant's inputs, blobs, sandboxes, its database and audit key), nor
+ * inside it, nor holding it, compared by identity. 0 or -EINVAL with ERR. */
+static int lendable(int fd, const char *path, const char *state_dir, al_error *err) {
+    const char *fs = pseudo_fs(fd);
+    if (fs)
+        return al_err(err, "folder", EINVAL,
+                      "PATH %s is on a %s filesystem (the kernel's objects, not files): lend a directory of files",
+                      path, fs);
+    if (!state_dir)
+        return 0;
+    _cleanup_close_ int sfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    struct stat ss, fs_st;
+    if (sfd < 0 || fstat(sfd, &ss) < 0 || fstat(fd, &fs_st) < 0)
+        return al_err(err, "folder", EINVAL,
+                      "the service's state directory %s cannot be opened (%m), so PATH %s cannot be checked "
+                      "against it: give the service's --state",
+                      state_dir, path);
+    char rs[PATH_MAX];
+    if (!realpath(state_dir, rs))
+        snprintf(rs, sizeof rs, "%s", state_dir);
+    int in = beneath_id(fd, ss.st_dev, ss.st_ino), holds = beneath_id(sfd, fs_st.st_dev, fs_st.st_ino);
+    if (in < 0 || holds < 0)
+        return al_err(err, "folder", EINVAL, "PATH %s: its place against the state directory %s cannot be read: %s",
+                      path, rs, strerror(-(in < 0 ? in : holds)));
+    if (in || holds)
+        return al_err(err, "folder", EINVAL,
+                      "PATH %s %s the service's state directory %s, which holds every tenant's files: lend a "
+                      "directory outside it",
+                      path, holds ? "holds" : "is inside", rs);
+    return 0;
 }
 
 int al_folder_add(al_store *st, const char *ws_id, const char *name, const char *path, const char *glob,
@@ -218,13 +294,18 @@ int al_folder_add(al_store *st, const char *ws_id, const char *name, const char 
                       "PATH %s: %m (it must be an existing directory, not a symbolic link)", path);
     if (fstat(fd, &s) < 0 || !S_ISDIR(s.st_mode))
         return al_err(err, "folder", EINVAL, "PATH %s is not a directory", path);
-    /* the service's own state (runs' inputs, blobs, sandboxes: every
-     * tenant's) is never lent, nor a directory that holds it */
-    char rp[PATH_MAX], rs[PATH_MAX];
-    if (state_dir && realpath(path, rp) && realpath(state_dir, rs) && nested(rp, rs))
+    /* the path each start opens again by name: its own, with no link on
+     * the way (/proc/self/cwd, a link another user may repoint) */
+    char rp[PATH_MAX];
+    if (!realpath(path, rp))
+        return al_err(err, "folder", errno, "PATH %s: %m", path);
+    if (strcmp(rp, path) != 0)
         return al_err(err, "folder", EINVAL,
-                      "PATH %s %s the service's state directory %s, which holds every tenant's files: lend a "
-                      "directory outside it", path, strlen(rp) <= strlen(rs) ? "holds" : "is inside", rs);
+                      "PATH %s passes through a symbolic link (or a . or .. or a / too many): register its real "
+                      "path, %s",
+                      path, rp);
+    if ((r = lendable(fd, path, state_dir, err)) < 0)
+        return r;
     al_store_folder f = { .path = (char *)path, .glob = (char *)(glob ? glob : ""), .dev = (uint64_t)s.st_dev,
                           .ino = (uint64_t)s.st_ino };
     snprintf(f.workspace_id, sizeof f.workspace_id, "%s", ws_id);
