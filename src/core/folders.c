@@ -432,6 +432,7 @@ typedef struct walk {
     const char *folder, *glob;
     al_run_spec *sp;
     uint64_t files, bytes;
+    uint64_t names; /* names read in all the walk's directories */
     al_error *err;
 } walk;
 
@@ -492,6 +493,16 @@ static int dir_names(walk *w, const char *rel, char ***ret, size_t *ret_n) {
         if (n >= DIR_NAMES_MAX) {
             r = al_err(w->err, "folder", E2BIG, "folder %s: directory %s holds more than %d entries", w->folder, rel,
                        DIR_NAMES_MAX);
+            break;
+        }
+        /* a tree of many directories, each under the cap, is a cost the
+         * request would pay in full (a glob that matches nothing of it
+         * takes no file, so the file cap never ends the walk) */
+        if (++w->names > AL_FOLDER_NAMES_MAX) {
+            r = al_err(w->err, "folder", E2BIG,
+                       "folder %s: the imports' directories hold more than %d names in all (reached in %s): name "
+                       "the files or smaller directories",
+                       w->folder, AL_FOLDER_NAMES_MAX, rel);
             break;
         }
         char **nv = realloc(v, (n + 1) * sizeof *v);
