@@ -737,6 +737,16 @@ int al_folder_stage(al_store *st, const char *ws_id, const al_run_spec *sp, cons
                 break;
             }
         }
+        /* the folder as registered now: an operator who narrowed its glob
+         * (folder rm, then add) between the request and the start has
+         * withdrawn what the glob no longer allows, approved or not */
+        if (!glob_allows(f.glob, im->path)) {
+            r = al_err(err, "folder", EACCES,
+                       "folder %s: %s is not allowed by the folder's glob (%s) any more: it was registered again "
+                       "since the run was requested",
+                       im->folder, im->path, f.glob);
+            break;
+        }
         r = stage_one(root, folder_fd, im, approved, err);
     }
     if (root >= 0)
