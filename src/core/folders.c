@@ -212,6 +212,71 @@ static int beneath_id(int fd, dev_t dev, ino_t ino) {
     return -ELOOP;
 }
 
+/* Whether one of A and B (paths within one filesystem) is the other or
+ * beneath it, component by component. */
+static bool nested(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b), n = la < lb ? la : lb;
+    if (strncmp(a, b, n) != 0)
+        return false;
+    /* "/" holds everything; else the shorter must end at a component */
+    return la == lb || n == 1 || (la > lb ? a[n] : b[n]) == '/';
+}
+
+/* mountinfo's octal escapes (\040 a space) undone in place. */
+static void unescape_octal(char *s) {
+    char *o = s;
+    for (; *s; s++, o++) {
+        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '7' && s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+            *o = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+            s += 3;
+        } else {
+            *o = *s;
+        }
+    }
+    *o = '\0';
+}
+
+/* Directory FD's path within its filesystem (RP its real path in this
+ * mount namespace): its mount's root in the filesystem (mountinfo's 4th
+ * field; a bind mount of /var/lib/airlock/runs at /srv/x has root
+ * /var/lib/airlock/runs, or its path within its device) joined with RP
+ * beneath the mount point. A bind mount shows a directory under another
+ * name, and .. from its root leads to the mount point's parent, so this
+ * is how a folder lent through a bind of the state's inside is seen.
+ * 0, or -errno. */
+static int fs_path(int fd, const char *rp, char *out, size_t len) {
+    char fdinfo[64], line[2 * PATH_MAX + 512];
+    snprintf(fdinfo, sizeof fdinfo, "/proc/self/fdinfo/%d", fd);
+    FILE *f = fopen(fdinfo, "re");
+    long mnt = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "mnt_id: %ld", &mnt) == 1)
+            break;
+    if (f)
+        fclose(f);
+    if (mnt < 0 || !(f = fopen("/proc/self/mountinfo", "re")))
+        return -ENOENT;
+    int r = -ENOENT;
+    char root[PATH_MAX], point[PATH_MAX];
+    long id;
+    while (r == -ENOENT && fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%ld %*d %*s %4095s %4095s", &id, root, point) != 3 || id != mnt)
+            continue;
+        unescape_octal(root);
+        unescape_octal(point);
+        size_t pl = strlen(point);
+        const char *rest = strcmp(point, "/") == 0 ? rp : strncmp(rp, point, pl) == 0 ? rp + pl : NULL;
+        if (!rest || (*rest && *rest != '/'))
+            r = -EXDEV;
+        else
+            r = snprintf(out, len, "%s%s", strcmp(root, "/") == 0 && *rest ? "" : root, rest) >= (int)len
+                    ? -ENAMETOOLONG
+                    : 0;
+    }
+    fclose(f);
+    return r;
+}
+
 /* The filesystems of the kernel's own objects (processes, devices,
  * cgroups, tracing, firmware variables): not files an admin means to lend.
  * /proc lent would list every process and read each one's files as the
@@ -260,6 +325,21 @@ static int lendable(int fd, const char *path, const char *state_dir, al_error *e
     if (in < 0 || holds < 0)
         return al_err(err, "folder", EINVAL, "PATH %s: its place against the state directory %s cannot be read: %s",
                       path, rs, strerror(-(in < 0 ? in : holds)));
+    /* on one filesystem, a bind mount may show one inside the other under
+     * another name: compared as paths within the filesystem */
+    char fp[PATH_MAX], sp[PATH_MAX];
+    if (!in && !holds && fs_st.st_dev == ss.st_dev) {
+        int a = fs_path(fd, path, fp, sizeof fp), b = fs_path(sfd, rs, sp, sizeof sp);
+        if (a < 0 || b < 0)
+            return al_err(err, "folder", EINVAL,
+                          "PATH %s is on the filesystem of the state directory %s, and where on it cannot be read "
+                          "(/proc/self/mountinfo: %s): lend a directory of another filesystem",
+                          path, rs, strerror(-(a < 0 ? a : b)));
+        if (nested(fp, sp)) {
+            in = strlen(fp) >= strlen(sp);
+            holds = !in;
+        }
+    }
     if (in || holds)
         return al_err(err, "folder", EINVAL,
                       "PATH %s %s the service's state directory %s, which holds every tenant's files: lend a "
