@@ -14,6 +14,7 @@ import time
 import pytest
 
 from service_util import gov_tenant, put_settings, service  # noqa: F401
+from test_mcp import Mcp
 
 
 def sha(data):
@@ -290,3 +291,21 @@ def test_another_workspaces_folder_and_e2b_metadata(service, ws):
         status, _, doc = ws.client.request("POST", "/sandboxes", json={"templateID": "base", "metadata": md},
                                            key=None, headers={"X-API-Key": ws.client.key})
         assert status == 400 and words in doc["message"], (md if len(str(md)) < 200 else "big", doc)
+
+
+# ------------------------------------------------------------ a new agent
+
+
+def test_an_mcp_agent_is_told_the_workspace_s_folders(service, ws):
+    """An MCP client has no GET /v1/folders: code_execution's description names them."""
+    def folders_doc(client):
+        tools = Mcp(service, key=client.key).request("tools/list")[2]["result"]["tools"]
+        ce = next(t for t in tools if t["name"] == "code_execution")
+        return ce["inputSchema"]["properties"]["folders"]["description"]
+    service.admin("folder", "add", "--workspace", ws.workspace, "reports", str(ws.outside), "--glob", "*.pdf")
+    try:
+        doc = folders_doc(ws.client)
+        assert "This workspace's folders: lent, reports (only files matching *.pdf)." in doc, doc
+        assert "This workspace has no connected folder." in folders_doc(gov_tenant(service, "fatknone").client)
+    finally:
+        service.admin("folder", "rm", "--workspace", ws.workspace, "reports")
