@@ -921,6 +921,11 @@ int al_run_spec_imports_of(json_t *imports, al_run_spec *sp) {
         json_t *sz = json_object_get(e, "size");
         if (!f || !p || !h || strlen(h) != 64 || !json_is_integer(sz) || json_integer_value(sz) < 0)
             return -EBADMSG;
+        /* read back from the store, and used to make directories under the
+         * run's documents: held to the request's rules again (a doctored
+         * record's "../x" would leave them) */
+        if (!al_valid_thread_id(f) || al_run_folder_path_fault(p, strlen(p)) || strcmp(p, ".") == 0)
+            return -EBADMSG;
         int r = al_run_spec_add_import(sp, f, p, (uint64_t)json_integer_value(sz), h);
         if (r < 0)
             return r;
