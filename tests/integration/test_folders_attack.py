@@ -169,8 +169,17 @@ def test_names_that_are_not_text_are_left_out_and_refused(ws):
 # ------------------------------------------------------------ cost
 
 
-def test_a_walk_reads_a_bounded_number_of_names(service, ws, tmp_path):
-    root = tmp_path / "many"
+@pytest.fixture
+def fast_dir(tmp_path):
+    """A directory on tmpfs when there is one (21,000 files take seconds on a loaded disk)."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix="fatk-", dir="/dev/shm") if os.path.isdir("/dev/shm") else str(tmp_path)
+    yield type(tmp_path)(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_a_walk_reads_a_bounded_number_of_names(service, ws, fast_dir):
+    root = fast_dir / "many"
     for k in range(3):
         (root / f"d{k}").mkdir(parents=True)
         for i in range(7000):
@@ -274,6 +283,37 @@ def test_a_glob_narrowed_after_the_request_binds_the_waiting_run(service, ws, tm
     done = t.client.wait_state(run["id"], {"succeeded", "failed", "error"})
     assert done["state"] == "error" and done["error"]["code"] == "folder", done
     assert "secret.txt is not allowed by the folder's glob (*.csv) any more" in done["error"]["message"], done
+
+
+def test_re_registered_elsewhere_or_retried_the_approved_bytes_hold(service, ws, tmp_path):
+    """What held: the card binds bytes, not a path; a retry is the same run, not a second read."""
+    t = gov_tenant(service, "fatkmove")
+    put_settings(t.client, approval_policy="always", approval_ttl_s=600)
+    _, approver = t.person_in("approver")
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "r.txt").write_bytes(b"approved\n")
+    (b / "r.txt").write_bytes(b"elsewhere\n")
+    service.admin("folder", "add", "--workspace", t.workspace, "m", str(a))
+    _, _, run = t.client.post_run("print(open('/work/documents/m/r.txt').read())",
+                                  folders=[{"folder": "m", "paths": ["r.txt"]}])
+    service.admin("folder", "rm", "--workspace", t.workspace, "m")
+    service.admin("folder", "add", "--workspace", t.workspace, "m", str(b))
+    approver.ok("POST", f"/v1/runs/{run['id']}/approve", json={"hash": run["approval"]["hash"]})
+    done = t.client.wait_state(run["id"], {"succeeded", "failed", "error"})
+    assert done["state"] == "error" and done["error"]["code"] == "folder_changed", done
+    # an Idempotency-Key retry after the file changed: the same run, its pinned bytes
+    body = {"language": "python", "code": "print(1)", "folders": [{"folder": "lent", "paths": ["ok.csv"]}]}
+    key = {"Idempotency-Key": f"fatk-{time.monotonic_ns()}"}
+    s1, _, r1 = ws.client.request("POST", "/v1/runs", json=body, headers=key)
+    (ws.root / "ok.csv").write_bytes(b"changed\n")
+    try:
+        s2, _, r2 = ws.client.request("POST", "/v1/runs", json=body, headers=key)
+        assert s1 == 201 and s2 in (200, 201) and r2["id"] == r1["id"], (s1, s2, r1, r2)
+        assert r2["imports"] == r1["imports"] and r1["imports"][0]["sha256"] == sha(b"a,b\n"), r2
+    finally:
+        (ws.root / "ok.csv").write_bytes(b"a,b\n")
 
 
 # ------------------------------------------------------------ tenants
