@@ -439,7 +439,7 @@ json_t *al_folder_entries(al_store *st, const char *ws_id, const char *name, con
     int r = al_store_folder_get(st, ws_id, name, &f, err);
     if (r < 0) {
         if (r == -ENOENT)
-            al_err(err, "folder", ENOENT, "no folder named %s in this workspace", name);
+            al_err(err, "folder", ENOENT, "no folder named %s in this workspace (GET /v1/folders lists them)", name);
         return NULL;
     }
     const char *rel = sub && *sub ? sub : ".";
@@ -655,9 +655,12 @@ static int walk_dir(walk *w, const char *rel, int depth) {
 static int take_path(walk *w, const char *rel) {
     _cleanup_close_ int pfd = open_beneath(w->root, rel, O_PATH);
     struct stat s;
+    bool missing = pfd == -ENOENT || pfd == -ENOTDIR;
+    if (pfd < 0 && missing) /* where to look, for an agent that guessed */
+        return al_err(w->err, "folder", ENOENT, "folder %s: %s %s (GET /v1/folders/%s/entries lists what it holds)",
+                      w->folder, rel, open_fault(-pfd), w->folder);
     if (pfd < 0)
-        return al_err(w->err, "folder", -pfd == ENOENT || -pfd == ENOTDIR ? ENOENT : EINVAL, "folder %s: %s %s",
-                      w->folder, rel, open_fault(-pfd));
+        return al_err(w->err, "folder", EINVAL, "folder %s: %s %s", w->folder, rel, open_fault(-pfd));
     if (fstat(pfd, &s) < 0)
         return al_err(w->err, "folder", errno, "folder %s: stat %s: %m", w->folder, rel);
     if (S_ISDIR(s.st_mode)) {
@@ -690,7 +693,10 @@ int al_folder_resolve(al_store *st, const char *ws_id, al_run_spec *sp, al_error
         r = al_store_folder_get(st, ws_id, rf->name.s, &f, err);
         if (r == -ENOENT) {
             *err = (al_error){ 0 };
-            return al_err(err, "folder", ENOENT, "folders[%zu]: no folder named %s in this workspace", i, rf->name.s);
+            return al_err(err, "folder", ENOENT,
+                          "folders[%zu]: no folder named %s in this workspace (GET /v1/folders, or code_execution's "
+                          "description over MCP, lists them; an operator lends one with airlock admin folder add)",
+                          i, rf->name.s);
         }
         if (r < 0)
             return -EIO;

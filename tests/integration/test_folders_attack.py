@@ -321,7 +321,10 @@ def test_re_registered_elsewhere_or_retried_the_approved_bytes_hold(service, ws,
 
 def test_another_workspaces_folder_and_e2b_metadata(service, ws):
     other = gov_tenant(service, "fatkother")
-    refused(other.client, [{"folder": "lent", "paths": ["ok.csv"]}], "no folder named lent")
+    refused(other.client, [{"folder": "lent", "paths": ["ok.csv"]}], "no folder named lent", "GET /v1/folders")
+    # a refusal says where to look, for an agent that guessed a name
+    refused(ws.client, [{"folder": "lent", "paths": ["nope.csv"]}], "nope.csv does not exist",
+            "GET /v1/folders/lent/entries")
     status, _, _ = other.client.get("/v1/folders/lent/entries")
     assert status == 404
     # E2B's metadata are strings: the array itself is refused saying what to send
