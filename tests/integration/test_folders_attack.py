@@ -162,6 +162,8 @@ def test_names_that_are_not_text_are_left_out_and_refused(ws):
         for n in BAD_NAMES[1:]:
             refused(ws.client, [{"folder": "lent", "paths": ["names/" + n.decode()]}],
                     "control or bidirectional-override")
+        # a path of 4096 bytes (the host's PATH_MAX) is refused before anything is opened
+        refused(ws.client, [{"folder": "lent", "paths": ["/".join(["n" * 255] * 16)]}], "longer than 1024 bytes")
     finally:
         shutil.rmtree(d)
 
