@@ -25,8 +25,15 @@ static void feed(struct sha256_ctx *c, const char *s) {
     sha256_update(c, strlen(s) + 1, (const uint8_t *)s);
 }
 
-/* N specs V, sorted (a copy of the pointers: the caller's order stays) */
+/* N specs V, sorted (a copy of the pointers: the caller's order stays),
+ * after their count: a list is framed by its length, not by the word that
+ * follows it, since "node" is a spec of either language too (python
+ * ["a"], node ["node", "x"] and python ["a", "node"], node ["x"] would
+ * otherwise feed the same strings) */
 static void feed_sorted(struct sha256_ctx *c, char *const *v, size_t n) {
+    char count[24];
+    snprintf(count, sizeof count, "%zu", n);
+    feed(c, count);
     if (!n)
         return;
     const char **s = calloc(n, sizeof *s);
@@ -46,7 +53,8 @@ static void feed_sorted(struct sha256_ctx *c, char *const *v, size_t n) {
 void al_layer_key(const al_layer_want *w, char ret_key[65]) {
     struct sha256_ctx c;
     sha256_init(&c);
-    feed(&c, "airlock-layer-1");
+    /* -2: the lists framed by their counts (-1 keys were ambiguous) */
+    feed(&c, "airlock-layer-2");
     feed(&c, w->image ? w->image : "host");
     feed(&c, w->installer);
     feed(&c, "python");

@@ -66,6 +66,15 @@ int main(void) {
     al_layer_key(&b, k2);
     CHECK(strcmp(k1, k2) == 0);
 
+    /* "node" is a spec of both languages: a list ends by its count, not
+     * by the word after it (with -1 keys these two sets shared one) */
+    char *pa[] = { "a" }, *na[] = { "node", "x" }, *pb[] = { "a", "node" }, *nb[] = { "x" };
+    al_layer_want ca = { "aa", "bb", pa, 1, na, 2, "https://pypi.org/simple", "https://registry.npmjs.org/", true };
+    al_layer_want cb = { "aa", "bb", pb, 2, nb, 1, "https://pypi.org/simple", "https://registry.npmjs.org/", true };
+    al_layer_key(&ca, k1);
+    al_layer_key(&cb, k2);
+    CHECK(strcmp(k1, k2) != 0);
+
     char tmpl[] = "/tmp/airlock-layer-test-XXXXXX";
     CHECK(mkdtemp(tmpl) != NULL);
     int lfd = -1;
