@@ -1,0 +1,240 @@
+"""Issue 38's packages, attacked (docs/security.md, S): a tenant and a
+hostile package against the install step, its layer store and the service
+around it. Each case is differential: the control (pip or npm's own
+reading on the host, the same code run on the host) does what the attack
+wants; airlock does not.
+
+- a spec that pip or npm reads as a file or directory of the install's
+  working directory (`foo.whl`, `x==1.tar.gz`, `x.tgz`, `left-pad@.`),
+  refused before anything is charged;
+- two different sets whose layer keys were one (the word "node" is a spec
+  of both languages): each run gets a layer of its own set;
+- a build script that writes a secret into the install's output in two
+  pieces (the `installing` events were redacted a piece at a time), plants
+  links, a FIFO, a hard link and a setuid file in its tree, and tries the
+  service's port, the metadata address and an unlisted registry;
+- a thread id two workspaces share: their sets are their own (a layer is
+  shared only by its exact key), and no box sees the layer store.
+
+The index is pypi_util's (loopback, through the proxy with its range); it
+also serves a tiny npm registry (packuments and tarballs made here), so
+no case needs the real registry."""
+import base64
+import hashlib
+import io
+import json
+import os
+import stat
+import subprocess
+import sys
+import tarfile
+import urllib.request
+import uuid
+
+import pytest
+
+from conftest import ROOT, need
+from service_util import Service, balance, gov_tenant
+
+SECRET = "AKIA" + "PATKSPLITSECRET7"  # the built-in aws_access_key pattern, never written whole by the package
+
+
+def installer_images():
+    need((ROOT / "image" / "installer").is_dir(), "the installer image's recipe (image/installer)")
+    import image_util
+    image_util.ensure_image("installer")
+    image_util.ensure_default_image()
+    return image_util.CACHE / "images"
+
+
+def npm_add(pypi, name, version, files=None):
+    """NAME@VERSION in the index's npm registry (/npm/): a packument and its
+    tarball, its integrity sha512 as npm checks it."""
+    import pypi_util
+    members = {"package/package.json": json.dumps({"name": name, "version": version}).encode()}
+    members.update({f"package/{p}": d for p, d in (files or {}).items()})
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        for p, d in members.items():
+            ti = tarfile.TarInfo(p)
+            ti.size, ti.mode = len(d), 0o644
+            t.addfile(ti, io.BytesIO(d))
+    data = buf.getvalue()
+    (pypi.dir / "npm" / "-").mkdir(parents=True, exist_ok=True)
+    fname = f"{name}-{version}.tgz"
+    (pypi.dir / "npm" / "-" / fname).write_bytes(data)
+    dist = {"tarball": f"http://{pypi_util.NAME}:{pypi.port}/npm/-/{fname}", "shasum": hashlib.sha1(data).hexdigest(),
+            "integrity": "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode()}
+    doc = {"name": name, "dist-tags": {"latest": version},
+           "versions": {version: {"name": name, "version": version, "dist": dist}}}
+    (pypi.dir / "npm" / name).write_text(json.dumps(doc))
+
+
+# the build backend of a hostile sdist (PEP 517, in its tree: it needs
+# nothing from the index); %r: the service's port and the secret
+BACKEND = r'''
+import base64, hashlib, json, os, socket, sys, time, urllib.request, zipfile
+
+PORT, SECRET = %r, %r
+
+
+def tries():
+    f = {"uid": os.getuid()}
+    try:
+        socket.create_connection(("127.0.0.1", PORT), timeout=3).close()
+        f["direct"] = "connected"
+    except OSError as e:
+        f["direct"] = type(e).__name__
+    for k, url in (("service", "http://127.0.0.1:%%d/v1/settings" %% PORT),
+                   ("metadata", "http://169.254.169.254/latest/meta-data/"),
+                   ("unlisted", "http://pypi.org/simple/")):
+        try:
+            urllib.request.urlopen(url, timeout=5)
+            f[k] = "fetched"
+        except urllib.error.HTTPError as e:
+            f[k] = "HTTP %%d" %% e.code
+        except Exception as e:
+            f[k] = type(e).__name__ + ": " + str(e)[:120]
+    return f
+
+
+def plant(f):
+    # the secret into pip's own stderr (the box's), in two writes apart
+    try:
+        fd = os.open("/proc/%%d/fd/2" %% os.getppid(), os.O_WRONLY)
+        os.write(fd, ("before-" + SECRET[:9]).encode())
+        time.sleep(0.6)
+        os.write(fd, (SECRET[9:] + "-after\n").encode())
+        os.close(fd)
+        f["said"] = "yes"
+    except OSError as e:
+        f["said"] = type(e).__name__
+    if not os.path.isdir("/out"):
+        return
+    d = "/out/python/planted"
+    os.makedirs(d, exist_ok=True)
+    with open(d + "/plain.txt", "w") as fh:
+        fh.write("plain\n")
+    for k, fn in (("symlink", lambda: os.symlink("/etc/passwd", d + "/link")),
+                  ("fifo", lambda: os.mkfifo(d + "/fifo")),
+                  ("hardlink", lambda: os.link(d + "/plain.txt", d + "/hard.txt")),
+                  ("hostlink", lambda: os.link("/etc/passwd", d + "/passwd")),
+                  ("setuid", lambda: (open(d + "/suid", "w").close(), os.chmod(d + "/suid", 0o6755))),
+                  ("device", lambda: os.mknod(d + "/null", 0o666 | 0o020000, os.makedev(1, 3)))):
+        try:
+            fn()
+            f[k] = "made"
+        except OSError as e:
+            f[k] = type(e).__name__
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    f = tries()
+    plant(f)
+    files = {"leaky/__init__.py": ("FINDINGS = " + repr(json.dumps(f)) + "\n").encode(),
+             "leaky-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: leaky\nVersion: 1.0\n",
+             "leaky-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    rec = "".join("%%s,sha256=%%s,%%d\n" %% (n, base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode(), len(d))
+                  for n, d in files.items()) + "leaky-1.0.dist-info/RECORD,,\n"
+    files["leaky-1.0.dist-info/RECORD"] = rec.encode()
+    name = "leaky-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as z:
+        for n, d in files.items():
+            z.writestr(n, d)
+    return name
+
+
+if __name__ == "__main__":
+    print(json.dumps(tries()))
+'''
+PYPROJECT = b'[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
+
+
+@pytest.fixture(scope="module")
+def index():
+    try:
+        import pypi_util
+    except ImportError:
+        need(False, "the test Python index (tests/integration/pypi_util.py)")
+    pypi = pypi_util.PyPI().start()
+    # python: apatk and a project named "node"; npm: "node" and patk-x
+    pypi.add(pypi_util.wheel("apatk", "1.0", {"apatk/__init__.py": b"V = 'apatk'\n"}))
+    pypi.add(pypi_util.wheel("node", "1.0", {"nodepy/__init__.py": b"V = 'python node'\n"}))
+    npm_add(pypi, "node", "1.0.0", {"index.js": b"module.exports = 'npm node'\n"})
+    npm_add(pypi, "patk-x", "1.0.0", {"index.js": b"module.exports = 'x'\n"})
+    yield pypi
+    pypi.stop()
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory, index):
+    images = installer_images()
+    svc = Service(tmp_path_factory.mktemp("pkg-attack"),
+                  config={"package_installs": "thread", "images": str(images), "package_install_timeout_s": "60",
+                          "package_index_python": index.url,
+                          "package_registry_node": index.url.replace("/simple", "/npm/"),
+                          "package_registries": index.registries()},
+                  extra_env={"AIRLOCK_PROXY_PORTS": f"80,443,{index.port}"})
+    svc.start()
+    svc.ok("PUT", "/v1/settings", json={"network_allowed": ["offline", "packages"]})
+    yield svc
+    svc.stop()
+
+
+# ------------------------------------------------------------ specs
+
+FILE_SPECS = {"python": ["tinypkg-1.0-py3-none-any.whl", "x==1.tar.gz", "x.zip[e]"],
+              "node": ["x.tgz", "left-pad@.", "left-pad@..", "@s/x@.1", "left-pad@1.tar.gz"]}
+
+
+def test_specs_read_as_files_are_refused(tmp_path):
+    """The control: pip's and npm's own readers take each for a file or a
+    directory (pip: a file: link; npm-package-arg: type file or directory);
+    airlock refuses each, naming it and why, and charges nothing."""
+    pip = subprocess.run([sys.executable, "-c", "import json, sys\n"
+                          "from pip._internal.req.constructors import install_req_from_line as f\n"
+                          "print(json.dumps([str(f(s).link) for s in sys.argv[1:]]))", *FILE_SPECS["python"]],
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    if pip.returncode == 0:
+        links = json.loads(pip.stdout)
+        assert all(link.startswith("file://") for link in links), links
+    npa = "/usr/lib/node_modules/npm/node_modules/npm-package-arg"
+    if os.path.isdir(npa):
+        out = subprocess.run(["node", "-e", f"const n = require({npa!r}); console.log(JSON.stringify("
+                              "process.argv.slice(1).map(s => n(s).type)))", *FILE_SPECS["node"]],
+                             capture_output=True, text=True, timeout=30, check=True)
+        assert set(json.loads(out.stdout)) <= {"file", "directory"}, out.stdout
+    svc = Service(tmp_path / "svc", config={"package_installs": "thread"})
+    svc.start()
+    try:
+        svc.ok("PUT", "/v1/settings", json={"network_allowed": ["offline", "packages"]})
+        before = balance(svc)
+        for lang, specs in FILE_SPECS.items():
+            for spec in specs:
+                status, _, doc = svc.post_run("print(1)", packages={lang: ["ok1", spec]})
+                assert status == 400 and doc["error"]["code"] == "bad_request", (spec, doc)
+                msg = doc["error"]["message"]
+                assert f'packages.{lang}[1] "{spec}" is not a package spec' in msg and "paths" in msg, msg
+        assert balance(svc) == before
+        # the same packages named as packages pass the check (this service
+        # has no installer image: the next refusal is that one)
+        status, _, doc = svc.post_run("print(1)", packages={"python": ["tinypkg==1.0"], "node": ["left-pad@1.3.0"]})
+        assert status == 503 and doc["error"]["code"] == "packages_unavailable", doc
+    finally:
+        svc.stop()
+
+
+# ------------------------------------------------------------ the layer key
+
+def test_two_sets_never_share_a_layer_by_the_word_node(full):
+    """python [apatk], node [node, patk-x] and python [apatk, node], node
+    [patk-x] fed the key the same strings: the second run got the first's
+    layer (reused, no python `node` in it). Each now has its own."""
+    a = full.run("import apatk; print(apatk.V)", packages={"python": ["apatk==1.0"], "node": ["node", "patk-x@1.0.0"]})
+    assert a["state"] == "succeeded" and a["result"]["stdout"] == "apatk\n", a
+    b = full.run("import apatk, nodepy; print(nodepy.V)",
+                 packages={"python": ["apatk==1.0", "node"], "node": ["patk-x@1.0.0"]})
+    assert b["state"] == "succeeded" and b["result"]["stdout"] == "python node\n", b
+    pa, pb = a["result"]["packages"], b["result"]["packages"]
+    assert pa["layer"] != pb["layer"] and pb["reused"] is False, (pa, pb)
+    assert {p["name"] for p in pb["python"]} == {"apatk", "node"}, pb
