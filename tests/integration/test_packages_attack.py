@@ -24,17 +24,18 @@ import hashlib
 import io
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
 import tarfile
-import urllib.request
+import time
 import uuid
 
 import pytest
 
 from conftest import ROOT, need
-from service_util import Service, balance, gov_tenant
+from service_util import TERMINAL, Service, balance, gov_tenant
 
 SECRET = "AKIA" + "PATKSPLITSECRET7"  # the built-in aws_access_key pattern
 
@@ -295,3 +296,124 @@ def test_a_secret_in_the_install_output_is_redacted_across_pieces(full, index):
     said = "".join(pieces)
     assert said.count("[REDACTED:aws_access_key]") >= 12000, (len(pieces), said[-2000:])
     assert SECRET not in said and SECRET[:9] not in said, said[-2000:]
+
+
+# ------------------------------------------------------------ the store under cancel and kill
+
+SLOW = r'''
+import base64, hashlib, os, time, zipfile
+
+NAME, SLEEP = @ARGS@
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    time.sleep(SLEEP)
+    di = NAME + "-1.0.dist-info"
+    files = {NAME + "/__init__.py": b"V = 1\n",
+             di + "/METADATA": ("Metadata-Version: 2.1\nName: " + NAME + "\nVersion: 1.0\n").encode(),
+             di + "/WHEEL": b"Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    rec = "".join("%s,sha256=%s,%d\n" % (n, base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode(), len(d))
+                  for n, d in files.items()) + di + "/RECORD,,\n"
+    files[di + "/RECORD"] = rec.encode()
+    name = NAME + "-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as z:
+        for n, d in files.items():
+            z.writestr(n, d)
+    return name
+'''
+
+
+def slow_package(index, name, sleep):
+    from pypi_util import sdist
+    index.add(sdist(name, "1.0", "raise SystemExit('the backend builds this')\n",
+                    {"backend.py": SLOW.replace("@ARGS@", repr((name, sleep))).encode(), "pyproject.toml": PYPROJECT}))
+    return f"{name}==1.0"
+
+
+def store_is_clean(svc):
+    """No tmp- directory left, and every key's lock free (flock: a new
+    holder gets it at once)."""
+    import fcntl
+    layers = svc.state / "layers"
+    assert not [p.name for p in layers.iterdir() if p.name.startswith("tmp-")], list(layers.iterdir())
+    for lock in layers.glob("*.lock"):
+        with open(lock, "rb") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_a_canceled_install_leaves_the_other_run_its_own(full, index):
+    """Two runs want one new set; the first (holding the key's lock) is
+    canceled mid-install: the second installs it itself and succeeds,
+    nothing half-made is left and the lock is free."""
+    spec = slow_package(index, "patkslow", 3)
+    code = "import patkslow; print(patkslow.V)"
+    status, _, a = full.post_run(code, packages={"python": [spec]})
+    assert status == 201, a
+    time.sleep(1.0)
+    status, _, b = full.post_run(code, packages={"python": [spec]})
+    assert status == 201, b
+    time.sleep(0.7)
+    full.cancel(a["id"])
+    ra = full.wait_state(a["id"], TERMINAL, timeout=60)
+    rb = full.wait_state(b["id"], TERMINAL, timeout=60)
+    assert ra["state"] != "succeeded", ra
+    assert rb["state"] == "succeeded" and rb["result"]["stdout"] == "1\n", rb
+    assert rb["result"]["packages"]["reused"] is False, rb
+    store_is_clean(full)
+
+
+def test_a_killed_helper_mid_install(full, index):
+    """The helper killed (SIGKILL) while its install box builds: the run
+    ends as error, refunded; the key's lock is free and the next run of the
+    same set installs it and succeeds; the dead install's directory is
+    gone by then."""
+    spec = slow_package(index, "patkkilled", 3)
+    before = balance(full)
+    status, _, a = full.post_run("print(1)", packages={"python": [spec]})
+    assert status == 201, a
+    deadline = time.monotonic() + 20
+    while not [p for p in (full.state / "layers").glob("tmp-*")]:
+        assert time.monotonic() < deadline, "the install never started"
+        time.sleep(0.05)
+    helpers = full.helpers()
+    assert helpers, "no helper"
+    for pid in helpers:
+        os.kill(pid, signal.SIGKILL)
+    ra = full.wait_state(a["id"], TERMINAL, timeout=60)
+    assert ra["state"] == "error", ra
+    assert balance(full) == before, (before, balance(full))
+    r = full.run("import patkkilled; print(patkkilled.V)", packages={"python": [spec]})
+    assert r["state"] == "succeeded" and r["result"]["stdout"] == "1\n", r
+    store_is_clean(full)
+
+
+# ------------------------------------------------------------ threads across workspaces
+
+def test_one_thread_id_in_two_workspaces(full):
+    """Two organisations name a thread alike: each has its own set (the
+    second's run of the thread has nothing installed); the same set asked
+    by both shares its layer, by its key alone; no box sees the store."""
+    thread = "patk-shared-" + uuid.uuid4().hex[:6]
+    t1, t2 = gov_tenant(full, "patka"), gov_tenant(full, "patkb")
+    for t in (t1, t2):
+        t.client.ok("PUT", "/v1/settings", json={"network_allowed": ["offline", "packages"]})
+    r1 = t1.client.run("import apatk; print(apatk.V)", thread_id=thread, packages={"python": ["apatk==1.0"]})
+    assert r1["state"] == "succeeded", r1
+    probe = ("import os, sys\n"
+             "try:\n    import apatk; print('apatk')\nexcept ImportError:\n    print('none')\n"
+             f"print(os.path.exists({str(full.state)!r}), os.path.exists('/opt/airlock/python'))\n")
+    r2 = t2.client.run(probe, thread_id=thread)
+    assert r2["state"] == "succeeded" and r2["result"]["stdout"] == "none\nFalse False\n", r2
+    env = t2.client.ok("GET", f"/v1/threads/{thread}/packages")
+    assert env["python"] == [] and env["layer"] is None, env
+    # the same set: the same layer (reused by its key), still its own thread's set
+    r3 = t2.client.run(probe, thread_id=thread, packages={"python": ["apatk==1.0"]})
+    assert r3["result"]["stdout"] == "apatk\nFalse True\n", r3
+    assert r3["result"]["packages"]["layer"] == r1["result"]["packages"]["layer"], r3
+    assert r3["result"]["packages"]["reused"] is True
+    # what the box sees of the layer is its python tree alone, read-only
+    r4 = t2.client.run("import os\nprint(sorted(os.listdir('/opt/airlock/python')))\n"
+                       "try:\n    open('/opt/airlock/python/x', 'w')\nexcept OSError as e:\n    print(e.errno)\n",
+                       thread_id=thread)
+    listing, errno_ = r4["result"]["stdout"].splitlines()
+    assert "layer.json" not in listing and "apatk" in listing and errno_ == "30", r4

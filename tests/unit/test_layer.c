@@ -84,6 +84,18 @@ int main(void) {
     int tfd = -1;
     CHECK(al_layer_tmp(lfd, tmp, &tfd, &err) == 0 && strncmp(tmp, "tmp-", 4) == 0);
     mkdirat(tfd, "node", 0755);
+    {
+        /* a live install's tmp- (its fd open: its lock held) outlives a
+         * sweep; a dead one's (no lock held) goes at the next, however young */
+        char dead[16];
+        int dfd = -1, l2 = -1;
+        CHECK(al_layer_tmp(lfd, dead, &dfd, &err) == 0);
+        close(dfd);
+        CHECK(al_layer_dir_open(tmpl, &l2, &err) == 0);
+        struct stat st;
+        CHECK(fstatat(lfd, tmp, &st, 0) == 0 && fstatat(lfd, dead, &st, 0) < 0 && errno == ENOENT);
+        close(l2);
+    }
 
     /* pip's report */
     size_t n = 0;
