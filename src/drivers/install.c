@@ -60,8 +60,27 @@ static const char NPM_SH[] =
     "exec npm install --prefix /out/node --no-bin-links --no-audit --no-fund --package-lock --no-update-notifier \\\n"
     "    --loglevel=warn \"${extra[@]}\" --registry \"$url\" -- \"$@\"\n";
 
+/* BUF's LEN bytes of stderr kept as the tail (the last sizeof tail bytes) */
+static void keep_tail(al_install *in, const char *buf, size_t len) {
+    size_t cap = sizeof in->tail;
+    if (len >= cap) {
+        memcpy(in->tail, buf + len - cap, cap);
+        in->tail_len = cap;
+        return;
+    }
+    if (in->tail_len + len > cap) {
+        size_t drop = in->tail_len + len - cap;
+        memmove(in->tail, in->tail + drop, in->tail_len - drop);
+        in->tail_len -= drop;
+    }
+    memcpy(in->tail + in->tail_len, buf, len);
+    in->tail_len += len;
+}
+
 static void say(void *ud, al_stream s, const char *buf, size_t len) {
     al_install *in = ud;
+    if (s == AL_STREAM_STDERR)
+        keep_tail(in, buf, len);
     if (!in->on_output || in->output_cut)
         return;
     size_t room = AL_INSTALL_OUTPUT_MAX - in->output_sent;
@@ -171,6 +190,53 @@ static int run_step(al_install *in, const step *st, int out_fd, uint64_t max_fil
     return 0;
 }
 
+/* Whether LINE (N bytes) is one that says why pip or npm failed: pip's
+ * "ERROR: ...", "error: ..." and "× ..." lines; npm's "npm ERR! ..." / "npm error ..." lines but
+ * their code, log-file and blank ones */
+static bool says_why(const char *line, size_t n, bool pip) {
+    if (pip) /* pip 23's "ERROR: ", pip 25's "error: " and its "× " summary */
+        return n > 7 && (strncmp(line, "ERROR: ", 7) == 0 || strncmp(line, "error: ", 7) == 0 ||
+                         strncmp(line, "\xc3\x97 ", 3) == 0);
+    size_t p = n > 8 && strncmp(line, "npm ERR!", 8) == 0 ? 8 : n > 9 && strncmp(line, "npm error", 9) == 0 ? 9 : 0;
+    if (!p)
+        return false;
+    while (p < n && line[p] == ' ')
+        p++;
+    return p + 4 < n && strncmp(line + p, "code ", 5) != 0 && strncmp(line + p, "errno ", 6) != 0 &&
+           !memmem(line + p, n - p, "complete log", 12) && line[p] != '/';
+}
+
+/* The words of the install's stderr tail that say why it failed, at most
+ * two lines, printable ASCII, in BUF ("" when none): the failure's message
+ * carries them, since a reader of the result alone (an agent) has no
+ * other view of the output */
+static void why_from_tail(const al_install *in, bool pip, char *buf, size_t len) {
+    size_t o = 0, found = 0;
+    buf[0] = '\0';
+    const char *t = in->tail, *end = in->tail + in->tail_len;
+    /* from the first whole line of the tail */
+    const char *nl = in->tail_len == sizeof in->tail ? memchr(t, '\n', in->tail_len) : NULL;
+    if (nl)
+        t = nl + 1;
+    while (t < end && found < 2) {
+        const char *e = memchr(t, '\n', (size_t)(end - t));
+        size_t n = e ? (size_t)(e - t) : (size_t)(end - t);
+        if (says_why(t, n, pip)) {
+            size_t skip = strncmp(t, "\xc3\x97 ", 3) == 0 ? 3 : 0;
+            t += skip;
+            n -= skip;
+            if (found++ && o + 2 < len) {
+                buf[o++] = ';';
+                buf[o++] = ' ';
+            }
+            for (size_t i = 0; i < n && o + 1 < len; i++)
+                buf[o++] = (t[i] >= 0x20 && t[i] < 0x7f) ? t[i] : '?';
+            buf[o] = '\0';
+        }
+        t += n + 1;
+    }
+}
+
 /* Why ST's box failed (RES), in ERR: 0 when it did not. */
 static int step_failed(al_install *in, const step *st, const al_box_result *res, al_error *err) {
     in->exit_code = res->exit_code;
@@ -186,9 +252,12 @@ static int step_failed(al_install *in, const step *st, const al_box_result *res,
     in->failed_step = st->name;
     const char *tool = strcmp(st->name, "python") == 0 ? "pip" : "npm";
     switch (res->reason) {
-    case AL_REASON_EXITED:
-        return al_err(err, "install", EIO, "the %s install (%s) failed with exit code %d: its output is above",
-                      st->name, tool, res->exit_code);
+    case AL_REASON_EXITED: {
+        char why[360];
+        why_from_tail(in, strcmp(tool, "pip") == 0, why, sizeof why);
+        return al_err(err, "install", EIO, "the %s install (%s) failed with exit code %d: %s%s(its whole output: the "
+                      "run's installing events)", st->name, tool, res->exit_code, why, why[0] ? " " : "");
+    }
     case AL_REASON_TIMEOUT:
         return al_err(err, "install", ETIMEDOUT, "the %s install (%s) did not finish within the install timeout",
                       st->name, tool);
@@ -447,9 +516,13 @@ int al_install_network(const char *registries, const char *index_python, const c
         char why[384];
         if (strlen(urls[i]) > 1024 || url_host(urls[i], &h, &port, &plain) < 0)
             return al_err(err, "packages", EINVAL, "%s \"%.200s\" is not an http(s) URL naming a host", what[i], urls[i]);
+        /* the usual way here: package_registries given for one language
+         * while the other's URL stays the default: say both ways out */
         if (!al_net_decide(p, &h, port, why, sizeof why))
-            return al_err(err, "packages", EINVAL, "%s: %s (package_registries lists the hosts installs may reach)",
-                          what[i], why);
+            return al_err(err, "packages", EINVAL,
+                          "%s %.200s: %s: add its host to package_registries (the hosts installs may reach: %.300s), "
+                          "or set %s to a URL of one of them",
+                          what[i], urls[i], why, list, what[i]);
         if (plain && !al_net_plain_http_ok(p, &h, why, sizeof why))
             return al_err(err, "packages", EINVAL, "%s: %s", what[i], why);
     }

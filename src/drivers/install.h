@@ -47,6 +47,8 @@ typedef struct al_install {
     int layer_fd;
     uint64_t output_sent;
     bool output_cut;
+    char tail[4096];              /* the last bytes of the install's stderr: why it failed */
+    size_t tail_len;
 } al_install;
 
 /* IN's job's packages installed (or their layer found): 0 with the out

@@ -24,6 +24,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -290,12 +291,42 @@ def test_a_secret_in_the_install_output_is_redacted_across_pieces(full, index):
     from pypi_util import sdist
     index.add(sdist("chatty", "1.0", "raise SystemExit('the backend builds this')\n",
                     {"backend.py": (CHATTY % SECRET).encode(), "pyproject.toml": PYPROJECT}))
+    before = balance(full)
     r = full.run("print(1)", packages={"python": ["chatty==1.0"]})
     assert r["state"] == "failed" and r["result"]["reason"] == "install_failed", r
+    # docs/api.md: charged for the install's time (60 s at a 60 s run's
+    # price: 2 + 2), and a failed install is the request's: not refunded
+    assert before - balance(full) == 4, (before, balance(full))
     pieces = [d.get("data", "") for _, e, d in full.events(r["id"]) if e == "installing"]
     said = "".join(pieces)
     assert said.count("[REDACTED:aws_access_key]") >= 12000, (len(pieces), said[-2000:])
     assert SECRET not in said and SECRET[:9] not in said, said[-2000:]
+    # the result says why in pip's words, not "its output is above" (no
+    # reader of a result has an above), and where the rest is
+    msg = r["result"]["error"]["message"]
+    assert re.search(r"exit code 1: \S.*error.* \(its whole output: the run's installing events\)$", msg), msg
+
+
+def test_a_failed_install_says_why_redacted(full):
+    """pip's own reason is in the failure's message, redacted as the output
+    is (here the secret is the asked name, which pip repeats)."""
+    r = full.run("print(1)", packages={"python": [SECRET + "==1.0"]})
+    assert r["state"] == "failed" and r["result"]["reason"] == "install_failed", r
+    msg = r["result"]["error"]["message"]
+    assert "No matching distribution found for [REDACTED:aws_access_key]" in msg and SECRET not in msg, msg
+
+
+def test_registries_without_the_index_say_the_way_out(tmp_path):
+    """package_registries naming the npm registry alone (a stranger's first
+    try) leaves the default Python index outside it: the start is refused
+    saying both ways out."""
+    from service_util import free_port, service_binary
+    cfg = tmp_path / "airlock.conf"
+    cfg.write_text("package_installs = thread\npackage_registries = registry.npmjs.org=203.0.113.80/32\n")
+    p = subprocess.run([str(service_binary()), "serve", "--listen", f"127.0.0.1:{free_port()}", "--state",
+                        str(tmp_path / "state"), "--config", str(cfg)], capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0, p
+    assert "add its host to package_registries" in p.stderr and "or set package_index_python" in p.stderr, p.stderr
 
 
 # ------------------------------------------------------------ the store under cancel and kill
