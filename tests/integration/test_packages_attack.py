@@ -448,3 +448,13 @@ def test_one_thread_id_in_two_workspaces(full):
                        thread_id=thread)
     listing, errno_ = r4["result"]["stdout"].splitlines()
     assert "layer.json" not in listing and "apatk" in listing and errno_ == "30", r4
+
+
+def test_official_clients_tell_why_an_install_failed(full):
+    """MCP's code_execution and an E2B sandbox's command (the official SDKs)
+    answer a failed install with pip's reason and what to tell the user,
+    not a bare install_failed or "exit status 1" with no output."""
+    from node_util import node_test, npm_ci
+    npm_ci()
+    node_test("packages.test.mjs", {"AIRLOCK_URL": full.base_url, "AIRLOCK_API_KEY": full.key,
+                                          "AIRLOCK_PKG_MISSING": "patk-missing==1.0"}, expect=2, pattern="^attack: ")
