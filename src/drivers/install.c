@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../box/collect.h"
 #include "../image/image.h"
 #include "../image/layer.h"
 #include "../util/hash.h"
@@ -273,6 +274,32 @@ static int step_failed(al_install *in, const step *st, const al_box_result *res,
     }
 }
 
+/* Whether the layer under TFD holds a package manager (asked, or pulled
+ * in by a package): the run's box never holds one (its image has none,
+ * docs/operations.md), and a layer is in the run's box. What it found in
+ * *RET_WHAT, the language in *RET_LANG. The installers' own top-level
+ * trees are looked for, beneath the layer: pip's, uv's, pipx's, poetry's,
+ * pdm's, conda's; npm's, yarn's, pnpm's, corepack's. */
+static bool holds_package_manager(int tfd, const char **ret_what, const char **ret_lang) {
+    static const struct { const char *lang, *path, *what; } pm[] = {
+        { "python", "python/pip", "pip" },          { "python", "python/uv", "uv" },
+        { "python", "python/pipx", "pipx" },        { "python", "python/poetry", "poetry" },
+        { "python", "python/pdm", "pdm" },          { "python", "python/conda", "conda" },
+        { "node", "node/node_modules/npm", "npm" }, { "node", "node/node_modules/yarn", "yarn" },
+        { "node", "node/node_modules/pnpm", "pnpm" }, { "node", "node/node_modules/corepack", "corepack" },
+    };
+    for (size_t i = 0; i < ELEMENTSOF(pm); i++) {
+        int fd = al_openat_beneath(tfd, pm[i].path, O_PATH, 0);
+        if (fd >= 0) {
+            close(fd);
+            *ret_what = pm[i].what;
+            *ret_lang = pm[i].lang;
+            return true;
+        }
+    }
+    return false;
+}
+
 /* The steps into a new tmp- layer, layer.json, renamed to sha256-KEY. */
 static int install_new(al_install *in, al_error *err) {
     const al_job *j = in->job;
@@ -311,6 +338,13 @@ static int install_new(al_install *in, al_error *err) {
         for (size_t i = 0; i < res.n_skipped; i++)
             skipped_links += strstr(res.skipped[i].why, "link") != NULL;
         al_box_result_free(&res);
+    }
+    const char *pm = NULL, *pm_lang = NULL;
+    if (r == 0 && holds_package_manager(tfd, &pm, &pm_lang)) {
+        in->failed_step = pm_lang;
+        r = al_err(err, "install", EPERM, "the %s packages would put a package manager (%s) in the run's box, asked "
+                   "or pulled in by a package: a run's box never holds one; ask for the packages the code needs "
+                   "instead", pm_lang, pm);
     }
     json_t *py = NULL, *node = NULL;
     if (r == 0 && (r = al_layer_python_report(tfd, &py, err)) == 0)

@@ -32,6 +32,7 @@ import sys
 import tarfile
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -166,6 +167,9 @@ def index():
     pypi.add(pypi_util.wheel("node", "1.0", {"nodepy/__init__.py": b"V = 'python node'\n"}))
     npm_add(pypi, "node", "1.0.0", {"index.js": b"module.exports = 'npm node'\n"})
     npm_add(pypi, "patk-x", "1.0.0", {"index.js": b"module.exports = 'x'\n"})
+    # package managers: one asked by its name, one a package drags in by its tree
+    pypi.add(pypi_util.wheel("pmsneak", "1.0", {"pip/__init__.py": b"def main(): pass\n"}))
+    npm_add(pypi, "npm", "99.0.0", {"index.js": b"module.exports = 'an installer'\n"})
     yield pypi
     pypi.stop()
 
@@ -458,3 +462,27 @@ def test_official_clients_tell_why_an_install_failed(full):
     npm_ci()
     node_test("packages.test.mjs", {"AIRLOCK_URL": full.base_url, "AIRLOCK_API_KEY": full.key,
                                           "AIRLOCK_PKG_MISSING": "patk-missing==1.0"}, expect=2, pattern="^attack: ")
+
+
+def test_no_package_manager_reaches_the_run_box(full):
+    """The run's box never holds a package manager (its image has none): a
+    layer that would (npm asked by name; pip's tree inside another wheel) is
+    refused, naming it; the thread's set is unchanged. The control: the
+    same wheel installed by pip on the host puts pip/ in its target."""
+    import tempfile
+    import pypi_util
+    with tempfile.TemporaryDirectory() as d:
+        name, data = pypi_util.wheel("pmsneak", "1.0", {"pip/__init__.py": b"def main(): pass\n"})
+        (Path(d) / name).write_bytes(data)
+        p = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--target",
+                            str(Path(d) / "t"), str(Path(d) / name)], capture_output=True, timeout=120)
+        assert p.returncode == 0 and (Path(d) / "t" / "pip" / "__init__.py").exists(), p.stderr[-2000:]
+    thread = "patk-pm-" + uuid.uuid4().hex[:6]
+    for packages, what in (({"python": ["pmsneak==1.0"]}, "python packages would put a package manager (pip)"),
+                           ({"node": ["npm@99.0.0"]}, "node packages would put a package manager (npm)")):
+        r = full.run("print(1)", thread_id=thread, packages=packages)
+        assert r["state"] == "failed" and r["result"]["reason"] == "install_failed", r
+        assert what in r["result"]["error"]["message"], r["result"]["error"]
+    env = full.ok("GET", f"/v1/threads/{thread}/packages")
+    assert env["python"] == [] and env["node"] == [], env
+    store_is_clean(full)
