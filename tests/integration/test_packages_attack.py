@@ -486,3 +486,24 @@ def test_no_package_manager_reaches_the_run_box(full):
     env = full.ok("GET", f"/v1/threads/{thread}/packages")
     assert env["python"] == [] and env["node"] == [], env
     store_is_clean(full)
+
+
+def test_a_layer_over_its_file_cap_leaves_nothing(tmp_path, index):
+    """A layer that passes package_layer_max_files while it is collected:
+    the run fails naming the cap, no layer and no tmp- directory is left,
+    and the key's lock is free."""
+    images = installer_images()
+    cfg = {"package_installs": "thread", "images": str(images), "package_install_timeout_s": "60",
+           "package_index_python": index.url, "package_registries": index.registries(),
+           "package_registry_node": index.url.replace("/simple", "/npm/"), "package_layer_max_files": "3"}
+    svc = Service(tmp_path / "svc", config=cfg, extra_env={"AIRLOCK_PROXY_PORTS": f"80,443,{index.port}"})
+    svc.start()
+    try:
+        svc.ok("PUT", "/v1/settings", json={"network_allowed": ["offline", "packages"]})
+        r = svc.run("import apatk", packages={"python": ["apatk==1.0"]})
+        assert r["state"] == "failed" and r["result"]["reason"] == "install_failed", r
+        assert "over the layer's caps" in r["result"]["error"]["message"], r["result"]["error"]
+        assert not list((svc.state / "layers").glob("sha256-*[0-9a-f]")), list((svc.state / "layers").iterdir())
+        store_is_clean(svc)
+    finally:
+        svc.stop()
