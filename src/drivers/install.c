@@ -50,7 +50,10 @@ static const char PIP_SH[] =
     /* plain http only reaches a registry the operator gave a range (the
      * proxy refuses it to any other): pip then needs to be told */
     "case $url in http://*) h=${url#http://}; h=${h%%/*}; extra+=(--trusted-host \"${h%%:*}\");; esac\n"
-    "exec python3 -m pip install --target /out/python --report /out/python-report.json --no-cache-dir \\\n"
+    /* the report to stdout, which only pip holds (a build's output is
+     * pip's to capture), not a file of /out, which a package's build code
+     * can rewrite after pip wrote it (put_report takes it from the log) */
+    "exec python3 -m pip install --target /out/python --report - --no-cache-dir \\\n"
     "    --disable-pip-version-check --no-input --progress-bar off \"${extra[@]}\" --index-url \"$url\" -- \"$@\"\n";
 static const char NPM_SH[] =
     "set -u\n"
@@ -82,6 +85,21 @@ static void say(void *ud, al_stream s, const char *buf, size_t len) {
     al_install *in = ud;
     if (s == AL_STREAM_STDERR)
         keep_tail(in, buf, len);
+    if (s == AL_STREAM_STDOUT && in->capture) {
+        if (in->report_over || in->report_len + len > AL_LAYER_REPORT_MAX) {
+            in->report_over = true;
+            return;
+        }
+        char *n = realloc(in->report, in->report_len + len + 1);
+        if (!n) {
+            in->report_over = true;
+            return;
+        }
+        memcpy(n + in->report_len, buf, len);
+        in->report = n;
+        in->report_len += len;
+        in->report[in->report_len] = '\0';
+    }
     if (!in->on_output || in->output_cut)
         return;
     size_t room = AL_INSTALL_OUTPUT_MAX - in->output_sent;
@@ -300,6 +318,34 @@ static bool holds_package_manager(int tfd, const char **ret_what, const char **r
     return false;
 }
 
+/* pip's report, as its stdout said it, in place of whatever /out held
+ * under that name (a package's build code may have written one) */
+static int put_report(al_install *in, int tfd, al_error *err) {
+    in->failed_step = "python";
+    if (in->report_over)
+        return al_err(err, "install", EFBIG, "pip's report is more than %u bytes", AL_LAYER_REPORT_MAX);
+    if (unlinkat(tfd, "python-report.json", 0) < 0 && errno != ENOENT)
+        return al_err(err, "install", errno, "python-report.json: %m");
+    /* pip's stdout is its log lines and, between them, the report as
+     * rich prints it: a line "{", indented lines, a line "}" (no log line
+     * is a lone brace: each has its words) */
+    const char *o = in->report, *a = NULL, *b = NULL;
+    if (o)
+        a = strncmp(o, "{\n", 2) == 0 ? o : strstr(o, "\n{\n");
+    if (a && a != o)
+        a++;
+    if (a)
+        b = strstr(a, "\n}\n") ? strstr(a, "\n}\n") + 2 : (in->report_len >= 2 && strcmp(o + in->report_len - 2, "\n}") == 0)
+                                                             ? o + in->report_len : NULL;
+    if (!a || !b)
+        return al_err(err, "install", EINVAL, "pip printed no report");
+    _cleanup_close_ int fd = openat(tfd, "python-report.json", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 || al_write_all(fd, a, (size_t)(b - a)) < 0)
+        return al_err(err, "install", errno, "python-report.json: %m");
+    in->failed_step = NULL;
+    return 0;
+}
+
 /* The steps into a new tmp- layer, layer.json, renamed to sha256-KEY. */
 static int install_new(al_install *in, al_error *err) {
     const al_job *j = in->job;
@@ -327,11 +373,16 @@ static int install_new(al_install *in, al_error *err) {
             r = al_err(err, "install", ETIMEDOUT, "the install timeout passed before the %s install", steps[s].name);
             break;
         }
-        if ((r = run_step(in, &steps[s], tfd, max_files - files, max_bytes - bytes, wall - spent, &res, err)) < 0) {
+        in->capture = s == 0;
+        r = run_step(in, &steps[s], tfd, max_files - files, max_bytes - bytes, wall - spent, &res, err);
+        in->capture = false;
+        if (r < 0) {
             in->failed_step = steps[s].name;
             break;
         }
         r = step_failed(in, &steps[s], &res, err);
+        if (r == 0 && s == 0)
+            r = put_report(in, tfd, err);
         files += res.n_artifacts;
         for (size_t i = 0; i < res.n_artifacts; i++)
             bytes += res.artifacts[i].size;
@@ -479,6 +530,9 @@ int al_install_run(al_install *in, al_error *err) {
 }
 
 void al_install_free(al_install *in) {
+    free(in->report);
+    in->report = NULL;
+    in->report_len = 0;
     for (size_t i = 0; i < in->n_binds; i++)
         if (in->binds[i].host_fd >= 0)
             close(in->binds[i].host_fd);

@@ -507,3 +507,52 @@ def test_a_layer_over_its_file_cap_leaves_nothing(tmp_path, index):
         store_is_clean(svc)
     finally:
         svc.stop()
+
+
+FORGER = r'''
+import json, os, time
+
+FAKE = {"version": "1", "install": [{"metadata": {"name": "requests", "version": "2.31.0"}}]}
+
+
+def _put(d):
+    json.dump(d, open("/out/python-report.json.x", "w"))
+    os.rename("/out/python-report.json.x", "/out/python-report.json")
+
+
+def _forge():
+    """a process of its own, left behind the build: a report of its own in
+    /out at once, and pip's, once written, rewritten to name another
+    package"""
+    if os.fork() == 0:
+        os.setsid()
+        os.closerange(0, 4096)
+        _put(FAKE)
+        for _ in range(40000):
+            try:
+                d = json.load(open("/out/python-report.json"))
+                if any(e["metadata"]["name"] != "requests" for e in d.get("install", [])):
+                    for e in d["install"]:
+                        e["metadata"]["name"], e["metadata"]["version"] = "requests", "2.31.0"
+                    _put(d)
+            except Exception:
+                pass
+            time.sleep(0.0005)
+        os._exit(0)
+'''
+
+
+def test_a_build_cannot_rewrite_what_was_installed(full, index):
+    """A build backend forks a process that rewrites pip's report once pip
+    has written it (the code before: `forged 1.0` was recorded as
+    `requests 2.31.0` in the result, the audit and the thread's set). The
+    report is pip's stdout now, which no package's code holds."""
+    from pypi_util import sdist
+    code = SLOW.replace("@ARGS@", repr(("forged", 0))).replace(
+        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n",
+        FORGER + "\n\ndef build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n    _forge()\n")
+    index.add(sdist("forged", "1.0", "raise SystemExit('the backend builds this')\n",
+                    {"backend.py": code.encode(), "pyproject.toml": PYPROJECT}))
+    r = full.run("import forged; print(forged.V)", packages={"python": ["forged==1.0"]})
+    assert r["state"] == "succeeded", r
+    assert [(p["name"], p["version"]) for p in r["result"]["packages"]["python"]] == [("forged", "1.0")], r["result"]
