@@ -223,6 +223,14 @@ def test_specs_read_as_files_are_refused(tmp_path):
                 assert status == 400 and doc["error"]["code"] == "bad_request", (spec, doc)
                 msg = doc["error"]["message"]
                 assert f'packages.{lang}[1] "{spec}" is not a package spec' in msg and "paths" in msg, msg
+        # and the other ways to smuggle an option, a URL or a look-alike name
+        for lang, spec in (("python", "--index-url=http://evil.example/simple"), ("python", "x @ file:///etc/passwd"),
+                           ("python", "-e ."), ("python", "git+https://evil.example/x"), ("python", "a b"),
+                           ("python", "req\u03c5ests"), ("python", "x==1 "), ("node", "x@http://evil.example/x.tgz"),
+                           ("node", "x@npm:evil"), ("node", "x@git+ssh://evil.example/r"), ("node", "x@file:../y"),
+                           ("node", "l\u043edash"), ("node", "--registry=http://evil.example/")):
+            status, _, doc = svc.post_run("print(1)", packages={lang: [spec]})
+            assert status == 400 and doc["error"]["code"] == "bad_request", (spec, doc)
         assert balance(svc) == before
         # the same packages named as packages pass the check (this service
         # has no installer image: the next refusal is that one)
