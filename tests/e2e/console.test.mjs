@@ -358,6 +358,17 @@ test("a thread's packages: the card names them, the run's page shows the install
   assert.deepEqual(await row.locator('td').allInnerTexts(), ['python', spec, version]);
   await page.locator('section[aria-label="Packages"]').getByText(res.layer.slice(0, 19) + '…').waitFor();
   await check(page, 'thread-packages', row);
+  // an install that fails: the run's page says so, with pip's own words (the run never started)
+  const bad = await ask('member', { description: `no package ${stamp}`, packages: { python: ['no-such-package-airlock==9.9'] },
+    code: 'print("never")' });
+  assert.equal((await apiCall('approver', 'POST', `/v1/runs/${bad.id}/approve`, {})).status, 200);
+  const failed = await runState(bad.id, ['failed']);
+  assert.equal(failed.result.reason, 'install_failed');
+  await page.goto(`${BASE()}/#/runs/${bad.id}`);
+  const badPk = page.locator('section[aria-label="Packages"]');
+  await badPk.getByText(/^The install failed, so the run never started/).waitFor();
+  await poll(async () => /no-such-package-airlock/.test(await badPk.getByLabel('Install output').textContent()), "pip's refusal");
+  assert.equal(await page.locator('pre.output[aria-label="Output"]').textContent(), '(no output)');
 }));
 
 test("a connected folder's files are in the run's manifest, a file named as markup shown as text", () => session(async (as) => {
