@@ -1,6 +1,6 @@
 // Pieces several pages show: a run's input manifest, its artifacts with
 // their previews, the driver's control badges, a run's audit events.
-import { h, fmtBytes, fmtTime, badge } from "./dom.js";
+import { h, fmtBytes, fmtMs, fmtTime, badge } from "./dom.js";
 
 const short = (hash) => (hash ? hash.slice(0, 12) + "…" : "—");
 
@@ -11,7 +11,7 @@ export function hashCell(hash) {
 // What the box holds beside its code (an approval card's inputs, or what a
 // trace kept): files, stdin, args, documents and connected folders' files,
 // with sizes and hashes.
-export function manifest(inputs, extraArtifacts) {
+export function manifest(inputs, extraArtifacts, imports) {
   const rows = [];
   const i = inputs || {};
   for (const f of i.files || []) rows.push(["File", f.name, f.size, f.sha256, f.url]);
@@ -19,7 +19,8 @@ export function manifest(inputs, extraArtifacts) {
   for (const d of i.documents || []) rows.push(["Document", `${d.path} (v${d.version})`, d.size, d.sha256, d.url]);
   if (!i.documents && extraArtifacts) for (const a of extraArtifacts) rows.push(["Document", a.path || a.id || a, a.size, a.sha256, null]);
   // a connected folder's files, as read at the request (staged in /work/documents/FOLDER)
-  for (const f of i.imports || []) rows.push(["Folder file", `${f.folder}: ${f.path}`, f.size, f.sha256, null]);
+  // (a run that needed no approval still lists its imports: the run object's `imports`)
+  for (const f of i.imports || imports || []) rows.push(["Folder file", `${f.folder}: ${f.path}`, f.size, f.sha256, null]);
   const args = Array.isArray(i.args) && i.args.length ? i.args : null;
   const parts = [];
   if (args) parts.push(h("p", {}, h("strong", {}, "Arguments: "), h("code", {}, args.map((a) => JSON.stringify(a)).join(" "))));
@@ -36,6 +37,59 @@ export function manifest(inputs, extraArtifacts) {
     h("tbody", {}, rows.map(([kind, name, size, sha]) => h("tr", {},
       h("td", {}, kind), h("td", { class: "mono" }, name), h("td", { class: "num" }, fmtBytes(size)), hashCell(sha)))))));
   return parts;
+}
+
+// --- packages ----------------------------------------------------------------
+// Every name, spec and version below came from an agent or from a registry:
+// h() sets them as text (their invisible characters shown), never markup.
+
+const LANGS = [["python", "Python"], ["node", "Node"]];
+const specsOf = (set, lang) => (set && Array.isArray(set[lang]) ? set[lang] : []);
+
+// Whether SET ({python, node}) names any package.
+export function hasPackages(set) { return LANGS.some(([l]) => specsOf(set, l).length > 0); }
+
+// What a run will install: an approval card's packages ({python, node: the
+// thread's set with the run's over it, asked: what the run itself asked}),
+// or a run's own `packages` (what it asked, as asked) when there is no card.
+// A spec the run asked says so; the rest is its thread's already.
+export function packagesPlanned(set, asked) {
+  const own = asked || set.asked || set;
+  const rows = [];
+  for (const [lang, label] of LANGS) {
+    const mine = new Set(specsOf(own, lang));
+    for (const spec of specsOf(set, lang)) rows.push(h("tr", { "data-package": spec },
+      h("td", { "data-label": "Language" }, label), h("td", { class: "mono", "data-label": "Package" }, spec),
+      h("td", { "data-label": "From" }, mine.has(spec) ? "asked by this run" : "the thread's set")));
+  }
+  if (!rows.length) return h("p", { class: "muted" }, "No packages.");
+  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", { class: "stack packages" },
+    h("caption", { class: "sr-only" }, "Packages to install"),
+    h("thead", {}, h("tr", {}, ["Language", "Package", "From"].map((t) => h("th", { scope: "col" }, t)))),
+    h("tbody", {}, rows)));
+}
+
+// What a run's install made or found (result.packages: layer, reused,
+// install_ms, and each package as it resolved: name, version, and pip's
+// sha256 or npm's integrity).
+export function packagesInstalled(res) {
+  const rows = [];
+  for (const [lang, label] of LANGS) for (const p of specsOf(res, lang)) {
+    const hash = p && (p.sha256 || p.integrity) ? String(p.sha256 || p.integrity) : null;
+    rows.push(h("tr", { "data-installed": `${lang}:${p && p.name}` },
+      h("td", { "data-label": "Language" }, label), h("td", { class: "mono", "data-label": "Name" }, p && p.name != null ? String(p.name) : "—"),
+      h("td", { class: "mono", "data-label": "Version" }, p && p.version != null ? String(p.version) : "—"),
+      h("td", { class: "mono", "data-label": "Hash", title: hash || "" }, short(hash))));
+  }
+  const layer = typeof res.layer === "string" ? res.layer : null;
+  return [h("dl", { class: "kv" },
+    h("dt", {}, "Layer"), h("dd", {}, layer ? h("code", { title: layer }, layer.slice(0, 19) + "…") : "—"),
+    h("dt", {}, "Install"), h("dd", {}, res.reused ? "reused: a run installed this set before"
+      : Number.isFinite(res.install_ms) ? `installed for this run in ${fmtMs(res.install_ms)}` : "installed for this run")),
+  rows.length ? h("div", { class: "table-wrap", tabindex: "0" }, h("table", { class: "stack packages-installed" },
+    h("caption", { class: "sr-only" }, "Installed packages"),
+    h("thead", {}, h("tr", {}, ["Language", "Name", "Version", "Hash"].map((t) => h("th", { scope: "col" }, t)))),
+    h("tbody", {}, rows))) : h("p", { class: "muted" }, "The installer reported no package.")];
 }
 
 // --- controls (the driver's badges) ------------------------------------

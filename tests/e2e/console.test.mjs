@@ -305,3 +305,98 @@ test('Sandboxes lists the workspace\'s E2B sandboxes with their files and time l
   const gone = await fetch(`${BASE()}/sandboxes/${sbx}`, { headers: { 'X-API-KEY': env('AIRLOCK_KEY_MEMBER') } });
   assert.equal(gone.status, 404);
 }));
+
+// --- a thread's own environment (issue 38) -----------------------------------
+// test_console.py's service installs from the tests' own Python index; its
+// package's module holds its version, which each page must show as served.
+const PY_NAME = (n) => new RegExp(n.replace(/[-_.]+/g, '[-_.]'), 'i');
+
+test("a thread's packages: the card names them, the run's page shows the install and its output, the thread its version", () => session(async (as) => {
+  const spec = env('AIRLOCK_PKG_SPEC'), version = env('AIRLOCK_PKG_VERSION'), mod = env('AIRLOCK_PKG_MODULE');
+  const name = PY_NAME(env('AIRLOCK_PKG_NAME'));
+  const thread = `pkgs-${stamp}`;
+  const run = await ask('member', { thread_id: thread, description: `packages ${stamp}`, packages: { python: [spec] },
+    code: `import ${mod}\nprint("imported", ${mod}.VERSION)` });
+  const { page } = await as('approver');
+  await page.goto(`${BASE()}/#/approvals`);
+  const card = page.locator(`article[data-run="${run.id}"]`);
+  const asked = card.locator(`tr[data-package="${spec}"]`);
+  await asked.getByText('asked by this run').waitFor();
+  assert.equal((await asked.locator('td.mono').innerText()).trim(), spec);
+  await check(page, 'approval-packages', asked);
+  await card.getByRole('button', { name: 'Approve' }).click();
+  await page.locator(`article.decided-approved[data-run="${run.id}"]`).waitFor();
+  // the run's page, live: what was asked, what the install made, pip's own words
+  await page.goto(`${BASE()}/#/runs/${run.id}`);
+  const pk = page.locator('section[aria-label="Packages"]');
+  await pk.locator(`tr[data-package="${spec}"]`).waitFor();
+  const installed = pk.locator('table.packages-installed tbody tr');
+  await installed.first().waitFor({ timeout: 60_000 });
+  await page.getByText('Complete output.').waitFor({ timeout: 60_000 });
+  assert.match(await page.locator('pre.output[aria-label="Output"]').textContent(), new RegExp(`^imported ${version.replace(/\./g, '\\.')}\\n?$`));
+  const done = await runState(run.id, ['succeeded']);
+  const res = done.result.packages;
+  assert.equal(res.reused, false);
+  const cells = await installed.first().locator('td').allInnerTexts();
+  assert.equal(cells[0], 'Python');
+  assert.match(cells[1], name);
+  assert.equal(cells[2], version);
+  assert.equal(cells[3], res.python[0].sha256.slice(0, 12) + '…');
+  await pk.getByText(res.layer.slice(0, 19) + '…').waitFor();
+  await pk.getByText(/^installed for this run in /).waitFor();
+  const output = async () => (await pk.getByLabel('Install output').count()) && pk.getByLabel('Install output').innerText();
+  await poll(async () => name.test(await output() || ''), "the installer's output");
+  // the same page read again after the end: the install's output comes from the run's events
+  await page.reload();
+  await page.getByText('Complete output.').waitFor();
+  await poll(async () => name.test(await output() || ''), "the installer's output, after the end");
+  await check(page, 'run-packages', pk.locator('table.packages-installed'));
+  // the thread: its set, with the version its layer holds
+  await page.goto(`${BASE()}/#/threads/${encodeURIComponent(thread)}`);
+  const row = page.locator(`section[aria-label="Packages"] tr[data-package="${spec}"]`);
+  await row.waitFor();
+  assert.deepEqual(await row.locator('td').allInnerTexts(), ['python', spec, version]);
+  await page.locator('section[aria-label="Packages"]').getByText(res.layer.slice(0, 19) + '…').waitFor();
+  await check(page, 'thread-packages', row);
+  // an install that fails: the run's page says so, with pip's own words (the run never started)
+  const bad = await ask('member', { description: `no package ${stamp}`, packages: { python: ['no-such-package-airlock==9.9'] },
+    code: 'print("never")' });
+  assert.equal((await apiCall('approver', 'POST', `/v1/runs/${bad.id}/approve`, {})).status, 200);
+  const failed = await runState(bad.id, ['failed']);
+  assert.equal(failed.result.reason, 'install_failed');
+  await page.goto(`${BASE()}/#/runs/${bad.id}`);
+  const badPk = page.locator('section[aria-label="Packages"]');
+  await badPk.getByText(/^The install failed, so the run never started/).waitFor();
+  await poll(async () => /no-such-package-airlock/.test(await badPk.getByLabel('Install output').textContent()), "pip's refusal");
+  assert.equal(await page.locator('pre.output[aria-label="Output"]').textContent(), '(no output)');
+}));
+
+test("a connected folder's files are in the run's manifest, a file named as markup shown as text", () => session(async (as) => {
+  const folder = env('AIRLOCK_FOLDER'), hostile = env('AIRLOCK_FOLDER_HOSTILE');
+  const run = await ask('member', { description: `folder ${stamp}`, folders: [{ folder, paths: ['.'] }],
+    code: `import os\nfor n in sorted(os.listdir("/work/documents/${folder}")): print(n)` });
+  const { page } = await as('approver');
+  await page.goto(`${BASE()}/#/approvals`);
+  const card = page.locator(`article[data-run="${run.id}"]`);
+  for (const f of ['q3.csv', hostile]) await card.getByRole('cell', { name: `${folder}: ${f}`, exact: true }).waitFor();
+  const kinds = await card.getByRole('cell', { name: 'Folder file', exact: true }).count();
+  assert.equal(kinds, 2);
+  assert.equal(await page.locator('img[src="x"]').count(), 0, 'the name became markup on the card');
+  assert.equal((await apiCall('approver', 'POST', `/v1/runs/${run.id}/approve`, {})).status, 200);
+  const done = await runState(run.id, ['succeeded']);
+  assert.deepEqual(done.imports.map((i) => i.path).sort(), ['q3.csv', hostile].sort());
+  await page.goto(`${BASE()}/#/runs/${run.id}`);
+  const inputs = page.locator('section[aria-label="Inputs"]');
+  const cell = inputs.getByRole('cell', { name: `${folder}: ${hostile}`, exact: true });
+  await cell.waitFor();
+  // the sha256 the run pinned, beside it
+  const hostileRow = inputs.locator('tr', { has: page.getByRole('cell', { name: `${folder}: ${hostile}`, exact: true }) });
+  const pinned = done.imports.find((i) => i.path === hostile).sha256;
+  assert.equal(await hostileRow.locator('td').nth(3).getAttribute('title'), pinned);
+  // the box had it under its name, which the output shows as text too
+  await page.getByText('Complete output.').waitFor();
+  assert.equal(await page.locator('pre.output[aria-label="Output"]').textContent(), ['q3.csv', hostile].sort().join('\n') + '\n');
+  assert.equal(await page.locator('img[src="x"]').count(), 0, 'the name became markup on the run page');
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  await check(page, 'run-folder', cell);
+}));

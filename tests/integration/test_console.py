@@ -5,7 +5,13 @@ Chromium driven by playwright-core, with axe-core), against this module's
 service. The service's workspace asks for approval of every run; its
 people (an admin, an approver, a member) and a person of another
 organisation sign in with links made by the real `airlock admin
-login-link`, handed to the Node test in the environment."""
+login-link`, handed to the Node test in the environment.
+
+The module's service installs packages (issue 38): its workspaces may turn
+`package_installs` on, and the install box reaches the tests' own Python
+index (pypi_util, on loopback, its range given in package_registries), so
+that the console shows a thread's packages and a run's install. One service
+for every test of the module: the browser tests share it."""
 import io
 import json
 import os
@@ -13,16 +19,54 @@ import re
 import shutil
 import tarfile
 
+import pytest
+
+import image_util
 from conftest import ROOT, need
 from node_util import node_test, npm_ci
 from image_util import CACHE, ensure_default_image
-from service_util import Service, ServiceSet, gov_tenant, put_settings, service  # noqa: F401
+from service_util import MAIN_CONFIG, Service, ServiceSet, gov_tenant, put_settings
 
 CSP = ("default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; connect-src 'self'; "
        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 SHOTS = ROOT / "build" / "console-screenshots"
 LINKS_PER_PERSON = 8
-CONSOLE_TESTS = 11
+CONSOLE_TESTS = 13
+# the package the console's thread installs from the tests' index: its
+# module prints its version, which the pages must show as the index served it
+PKG_NAME, PKG_VERSION, PKG_MODULE = "airlock-console-tiny", "3.1.4", "airlock_console_tiny"
+# a connected folder's file named as markup: the manifest shows it as text
+HOSTILE_FILE = '<img src=x onerror="window.__pwned=1">.csv'
+
+
+@pytest.fixture(scope="module")
+def index():
+    """The tests' Python index (builder P's pypi_util) with one tiny wheel."""
+    try:
+        import pypi_util
+    except ImportError:
+        need(False, "the test Python index (tests/integration/pypi_util.py)")
+    pypi = pypi_util.PyPI().start()
+    pypi.add(pypi_util.wheel(PKG_NAME, PKG_VERSION, {f"{PKG_MODULE}/__init__.py": f"VERSION = {PKG_VERSION!r}\n".encode()}))
+    yield pypi
+    pypi.stop()
+
+
+@pytest.fixture(scope="module")
+def service(request, index):
+    """The suite's main service, as service_util's, that may also install
+    packages: the installer image beside the others (built once per
+    machine, then cached), the index reached through the proxy (its port
+    let by)."""
+    need((ROOT / "image" / "installer").is_dir(), "the installer image's recipe (image/installer)")
+    image_util.ensure_image("installer")
+    ss = ServiceSet(request)
+    svc = ss.start("main", {**MAIN_CONFIG, "images": str(CACHE / "images"), "package_index_python": index.url,
+                            "package_install_timeout_s": "60",
+                            "package_registries": index.registries("registry.npmjs.org")},
+                   extra_env={"AIRLOCK_PROXY_PORTS": f"80,443,{index.port}"})
+    yield svc
+    ss.close()
 
 
 def headers_ok(h):
@@ -80,7 +124,7 @@ def login_links(svc, person, n, *extra):
     return links
 
 
-def test_console_in_a_browser(service):
+def test_console_in_a_browser(service, tmp_path):
     """The console's own pages in Chromium (console.test.mjs, one test per
     item of the issue): sign in with a link and out; a reused and an
     expired link refused on the page; a run requested through the API
@@ -89,12 +133,22 @@ def test_console_in_a_browser(service):
     offered no Approve and refused by the API; a denial with its reason; an
     artifact downloaded byte for byte; another tenant seeing none of it; a
     change without the CSRF token refused; a member without the admin
-    pages; the sandboxes page and Kill. Each page screenshot at both sizes
-    and checked by axe-core."""
+    pages; the sandboxes page and Kill; a thread's packages on the
+    approval card, the run's page (what was installed, the installer's
+    output) and the thread's page; a connected folder's files in the
+    manifest, a file named as markup shown as text. Each page screenshot
+    at both sizes and checked by axe-core."""
     need(shutil.which("chromium") or os.path.exists("/usr/bin/chromium"), "Debian's chromium (scripts/deps.sh)")
     npm_ci()
     t = gov_tenant(service, "console")
-    put_settings(t.client, approval_policy="always", approval_ttl_s=900)
+    put_settings(t.client, approval_policy="always", approval_ttl_s=900, package_installs="thread",
+                 network_allowed=["offline", "packages"])
+    # a connected folder (`airlock admin folder add`), one of its files named as markup
+    folder = tmp_path / "ledger"
+    folder.mkdir()
+    (folder / "q3.csv").write_bytes(b"region,revenue\nnorth,120\n")
+    (folder / HOSTILE_FILE).write_bytes(b"x\n")
+    service.admin("folder", "add", "--workspace", t.workspace, "ledger", str(folder))
     approver, approver_client = t.person_in("approver", name="Ada Approver")
     member, member_client = t.person_in("member", name="Max Member")
     # the member's agent asks with a key of its own name: Activity says
@@ -103,7 +157,10 @@ def test_console_in_a_browser(service):
     other = gov_tenant(service, "elsewhere")
     people = {"admin": (t.person, t.key), "approver": (approver, approver_client.key),
               "member": (member, agent_key), "other": (other.person, other.key)}
-    env = {"AIRLOCK_URL": service.base_url, "AIRLOCK_SCREENSHOTS": str(SHOTS)}
+    env = {"AIRLOCK_URL": service.base_url, "AIRLOCK_SCREENSHOTS": str(SHOTS),
+           "AIRLOCK_PKG_SPEC": f"{PKG_NAME}=={PKG_VERSION}", "AIRLOCK_PKG_NAME": PKG_NAME,
+           "AIRLOCK_PKG_VERSION": PKG_VERSION, "AIRLOCK_PKG_MODULE": PKG_MODULE,
+           "AIRLOCK_FOLDER": "ledger", "AIRLOCK_FOLDER_HOSTILE": HOSTILE_FILE}
     for who, (person, key) in people.items():
         env[f"AIRLOCK_KEY_{who.upper()}"] = key
         env[f"AIRLOCK_PERSON_{who.upper()}"] = person

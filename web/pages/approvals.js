@@ -1,12 +1,12 @@
 // Approvals (#/approvals): the workspace's runs awaiting a decision, as
-// cards with the exact code and input manifest, language and runtime,
+// cards with the exact code, input manifest and packages, language and runtime,
 // risk, the agent's description, the requester and the time left. Approve
 // and Deny (with a reason) for admins and approvers, never on their own
 // run (the API refuses that too, and its words are shown). Below, the
 // latest decided cards: who decided, when, what.
 import { h, badge, fmtTime, fmtLeft, fmtAgo, VIA_LABEL, keyLabel } from "../dom.js";
 import { codeView } from "../code.js";
-import { manifest } from "../parts.js";
+import { manifest, hasPackages, packagesPlanned } from "../parts.js";
 
 const DECIDED_SHOWN = 10;
 const agentOf = (run) => (run.requested_by && run.requested_by.key
@@ -91,6 +91,11 @@ export default {
         codeView(ap.code || "", ap.language || run.language, `Code of run ${run.id}`),
         h("h3", { class: "inputs-title" }, "Inputs"),
         ...manifest(ap.inputs),
+        // the packages its install box will fetch from the registries (the
+        // thread's set with the run's over it): approving binds them
+        ap.packages && hasPackages(ap.packages) ? [h("h3", { class: "inputs-title" }, "Packages"),
+          h("p", { class: "muted" }, "Installed from the package registries before the run, in a box of their own."),
+          packagesPlanned(ap.packages)] : null,
         msg, ...actions);
     }
 

@@ -2,10 +2,12 @@
 // numbers and highlighting, its input manifest, its output (streamed live
 // through GET /v1/runs/{id}/events while it runs, complete after), timing,
 // limits, image, driver and its control badges, network policy and egress,
-// the approval and who decided it, artifacts with previews, audit events.
+// the approval and who decided it, its packages (what it asked, what its
+// install made or reused, the installer's output), artifacts with previews,
+// audit events.
 import { h, badge, fmtTime, fmtMs, fmtBytes, runDuration, VIA_LABEL, revealNodes, describe, who } from "../dom.js";
 import { codeView } from "../code.js";
-import { manifest, controlsTable, artifactsTable, auditTable } from "../parts.js";
+import { manifest, controlsTable, artifactsTable, auditTable, hasPackages, packagesPlanned, packagesInstalled } from "../parts.js";
 
 // a limit in words: its name and its value with its unit
 const LIMIT = {
@@ -13,6 +15,7 @@ const LIMIT = {
   cpus: ["CPUs", (v) => String(v)], pids: ["Processes", (v) => String(v)],
 };
 const STREAM_MAX = 2 * 1024 * 1024;
+const INSTALL_MAX = 1024 * 1024;   // what the service keeps of an install's output
 const ENDED = new Set(["succeeded", "failed", "timed_out", "killed", "canceled", "error", "denied"]);
 
 function kv(pairs) {
@@ -85,6 +88,10 @@ export default {
     const overview = h("div", {});
     const resultBox = h("div", {});
     const artsBox = h("div", {});
+    // the packages: what is asked, what the install made, pip's and npm's output
+    const pkgCard = h("section", { class: "card", "aria-label": "Packages", hidden: true });
+    const installOut = h("pre", { class: "output", tabindex: "0", "aria-label": "Install output", "aria-live": "off", hidden: true });
+    let phase = null, installShown = 0;
 
     const cancel = h("button", { type: "button", class: "btn btn-danger", onclick: async () => {
       cancel.disabled = true;
@@ -135,6 +142,38 @@ export default {
         (run.skipped || []).length ? h("p", { class: "muted" }, `Not kept: ${run.skipped.map((s) => `${s.path} (${s.why})`).join("; ")}`) : null));
     }
 
+    function drawPackages() {
+      const r = run.result || {};
+      const ap = run.approval || {};
+      const planned = ap.packages && hasPackages(ap.packages) ? packagesPlanned(ap.packages)
+        : hasPackages(run.packages) ? packagesPlanned(run.packages, run.packages) : null;
+      const res = r.packages && typeof r.packages === "object" ? r.packages : null;
+      const failed = r.reason === "install_failed";
+      if (!planned && !res && !failed && !phase && !installShown) { pkgCard.hidden = true; return; }
+      let state;
+      if (failed) state = h("div", { class: "alert alert-error" }, "The install failed, so the run never started",
+        r.error && r.error.message ? `: ${r.error.message}` : ".");
+      else if (res) state = packagesInstalled(res);
+      else if (phase === "installing" && !ENDED.has(run.state)) state = h("p", { role: "status" }, "Installing…");
+      else if (ENDED.has(run.state)) state = h("p", { class: "muted" }, "Not installed: the run ended before its install.");
+      else state = h("p", { class: "muted" }, "Installed before the run starts.");
+      installOut.hidden = !installShown;
+      pkgCard.hidden = false;
+      // (replaceChildren takes nodes, not lists: flattened, the absent left out)
+      pkgCard.replaceChildren(...[h("h2", {}, "Packages"),
+        planned ? [h("h3", { class: "inputs-title" }, "Asked"), planned] : null,
+        h("h3", { class: "inputs-title" }, "Installed"), state,
+        installShown ? h("h3", { class: "inputs-title" }, "Install output") : null, installOut].flat().filter(Boolean));
+    }
+
+    function installing(data) {
+      const text = String((data && data.data) || "");
+      if (installShown >= INSTALL_MAX) return;
+      installShown += text.length || 0;
+      if (!text) return;
+      installOut.append(...(data.stream === "stderr" ? [h("span", { class: "err" }, revealNodes(text))] : revealNodes(text)));
+    }
+
     function drawOutput(r) {
       out.replaceChildren();
       if (r.stdout) out.append(...revealNodes(r.stdout));
@@ -155,16 +194,28 @@ export default {
           cancel)),
       h("div", { class: "grid" }, card("Overview", overview), card("Approval", approvalBlock(run.approval, names))),
       card("Code", codeView(run.code || input.code || "", run.language, `Code of run ${id}`)),
-      card("Inputs", ...manifest(inputs, input.artifacts)),
+      card("Inputs", ...manifest(inputs, input.artifacts, run.imports)),
+      pkgCard,
       card("Output", out, outNote),
       resultBox, artsBox,
       card("Audit events", audit instanceof Error ? h("p", { class: "alert alert-error" }, audit.message) : auditTable(audit, names)));
     drawOverview();
     drawResult();
+    drawPackages();
 
     let close = null;
-    if (ENDED.has(run.state)) drawOutput(run.result || {});
-    else {
+    if (ENDED.has(run.state)) {
+      drawOutput(run.result || {});
+      // the install's output is in the run's events alone: read them once
+      // when there was an install (a reused layer had none)
+      const r = run.result || {};
+      if ((r.packages && !r.packages.reused) || r.reason === "install_failed") {
+        close = api.stream(`/v1/runs/${encodeURIComponent(id)}/events`, (type, data) => {
+          if (type === "installing") { installing(data); if (installOut.hidden) drawPackages(); }
+          else if (type === "result" && close) { close(); close = null; }
+        }, ["installing", "result"]);
+      }
+    } else {
       out.replaceChildren();
       outNote.textContent = run.state === "pending_approval" ? "Waiting for approval: output appears when it runs." : "Streaming live…";
       let started = false, shown = 0;
@@ -182,6 +233,18 @@ export default {
           out.append(...(type === "stderr" ? [h("span", { class: "err" }, revealNodes(text))] : revealNodes(text)));
           out.scrollTop = out.scrollHeight;
           outNote.textContent = "Streaming live…";
+        } else if (type === "phase") {
+          phase = data.phase || null;
+          drawPackages();
+        } else if (type === "installing") {
+          installing(data);
+          if (installOut.hidden) drawPackages();
+        } else if (type === "installed") {
+          // what the result will say too: shown as soon as the layer is there
+          run.result = { ...(run.result || {}), packages: { layer: data.layer, reused: data.reused, install_ms: data.ms,
+            python: data.python, node: data.node } };
+          phase = null;
+          drawPackages();
         } else if (type === "state") {
           run.state = data.state;
           stateEl.replaceChildren(badge(run.state));
@@ -193,6 +256,7 @@ export default {
           drawOverview();
           drawResult();
           drawOutput(run.result || {});
+          drawPackages();
           if (close) { close(); close = null; }
           // the audit of its end
           api.get(`/v1/audit?run_id=${encodeURIComponent(id)}&limit=200`).then((d) => {
@@ -200,7 +264,7 @@ export default {
             if (sec && ctx.current()) sec.replaceChildren(h("h2", {}, "Audit events"), auditTable(d.events.slice().reverse(), names));
           }).catch(() => {});
         }
-      }, ["state", "stdout", "stderr", "result", "approval"]);
+      }, ["state", "stdout", "stderr", "result", "approval", "phase", "installing", "installed"]);
     }
     const tick = setInterval(() => { if (run.state === "running") drawOverview(); }, 1000);
     return () => { if (close) close(); clearInterval(tick); };

@@ -10,10 +10,13 @@ import { artifactsTable } from "../parts.js";
 function packagesSection(pkgs) {
   const rows = [];
   for (const lang of ["python", "node"]) {
-    const resolved = new Map(((pkgs.resolved || {})[lang] || []).map((p) => [String(p.name).toLowerCase(), p]));
+    // a name as its registry compares it: Python's as PEP 503 has them
+    // (Foo_Bar and foo-bar are one), npm's lower case
+    const key = (n) => (lang === "python" ? String(n).toLowerCase().replace(/[-_.]+/g, "-") : String(n).toLowerCase());
+    const resolved = new Map(((pkgs.resolved || {})[lang] || []).filter((p) => p && p.name != null).map((p) => [key(p.name), p]));
     for (const spec of pkgs[lang] || []) {
       const name = lang === "python" ? spec.split(/[[<>=~!]/)[0] : spec.replace(/(.)@.*$/, "$1");
-      const got = resolved.get(name.toLowerCase()) || resolved.get(name.toLowerCase().replace(/[-_.]+/g, "-"));
+      const got = resolved.get(key(name));
       rows.push(h("tr", { "data-package": spec }, h("td", {}, lang), h("td", { class: "mono" }, spec),
         h("td", { class: "mono" }, got && got.version ? String(got.version) : "—")));
     }
