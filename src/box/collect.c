@@ -9,20 +9,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
-int al_openat_beneath(int dirfd, const char *name, int flags, mode_t mode) {
-    /* openat2 refuses O_NOCTTY beside O_PATH */
-    struct open_how how = {
-        .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW | ((flags & O_PATH) ? 0 : O_NOCTTY)),
-        .mode = (flags & O_CREAT) ? mode : 0,
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
-    };
-    long fd;
-    do
-        fd = syscall(SYS_openat2, dirfd, name, &how, sizeof how);
-    while (fd < 0 && errno == EINTR);
-    return fd < 0 ? -errno : (int)fd;
-}
-
 #define AS_BOX(lim, expr) ({ al_fsid _s = al_fsid_enter((lim)->uid, (lim)->gid); __typeof__(expr) _v = (expr); int _e = errno; al_fsid_leave(_s); errno = _e; _v; })
 
 typedef struct frame {

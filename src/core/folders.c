@@ -11,13 +11,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
-#include <linux/openat2.h>
 #include <nettle/sha2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,24 +28,6 @@
 #define DIR_NAMES_MAX 10000
 
 /* ------------------------------------------------------------ opening */
-
-/* REL opened beneath DIRFD with FLAGS: no link followed anywhere on the
- * way, no magic link, no other mount crossed, nothing outside DIRFD's
- * tree. An fd, or -errno (-ELOOP a link, -EXDEV a mount point or an
- * escape). openat2 may answer EAGAIN when a rename races it: tried again. */
-static int open_beneath(int dirfd, const char *rel, uint64_t flags) {
-    struct open_how how = { .flags = flags | O_NOFOLLOW | O_CLOEXEC,
-                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-                                       RESOLVE_NO_XDEV };
-    for (int tries = 0; tries < 8; tries++) {
-        long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
-        if (fd >= 0)
-            return (int)fd;
-        if (errno != EAGAIN && errno != EINTR)
-            return -errno;
-    }
-    return -EAGAIN;
-}
 
 /* What an openat2 failure says of a path, in a refusal's words. */
 static const char *open_fault(int e) {
@@ -105,7 +85,7 @@ int al_folder_open_root(const al_store_folder *f, al_error *err) {
 static int open_regular(int root, const char *rel, struct stat *ret, const char **ret_why) {
     struct stat ps;
     *ret_why = NULL;
-    _cleanup_close_ int pfd = open_beneath(root, rel, O_PATH);
+    _cleanup_close_ int pfd = al_openat_beneath(root, rel, O_PATH, 0);
     if (pfd < 0) {
         *ret_why = open_fault(-pfd);
         return pfd;
@@ -116,7 +96,7 @@ static int open_regular(int root, const char *rel, struct stat *ret, const char 
         *ret_why = S_ISDIR(ps.st_mode) ? "is a directory" : kind_of(ps.st_mode);
         return -EINVAL;
     }
-    int fd = open_beneath(root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+    int fd = al_openat_beneath(root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
     if (fd < 0) {
         *ret_why = open_fault(-fd);
         return fd;
@@ -241,7 +221,7 @@ static void rfc3339(time_t t, char *buf, size_t len) {
 /* One entry NAME of directory DFD (REL its path in the folder) as the
  * listing shows it, or NULL when it is left out. */
 static json_t *entry_of(int dfd, const char *name, const char *rel, const char *glob) {
-    _cleanup_close_ int fd = open_beneath(dfd, name, O_PATH);
+    _cleanup_close_ int fd = al_openat_beneath(dfd, name, O_PATH, 0);
     struct stat s;
     if (fd < 0 || fstat(fd, &s) < 0)
         return NULL; /* a link, a mount point, gone meanwhile */
@@ -275,7 +255,7 @@ json_t *al_folder_entries(al_store *st, const char *ws_id, const char *name, con
     al_store_folder_done(&f);
     if (root < 0)
         return NULL;
-    int dfd = open_beneath(root, rel, O_RDONLY | O_DIRECTORY);
+    int dfd = al_openat_beneath(root, rel, O_RDONLY | O_DIRECTORY, 0);
     if (dfd < 0) {
         al_err(err, "folder", -dfd == ENOTDIR ? ENOENT : -dfd == ENOENT ? ENOENT : EINVAL,
                "folder %s: %s %s", name, rel, -dfd == ENOTDIR ? "is not a directory" : open_fault(-dfd));
@@ -373,7 +353,7 @@ static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const
 static int dir_names(walk *w, const char *rel, char ***ret, size_t *ret_n) {
     *ret = NULL;
     *ret_n = 0;
-    int dfd = open_beneath(w->root, rel, O_RDONLY | O_DIRECTORY);
+    int dfd = al_openat_beneath(w->root, rel, O_RDONLY | O_DIRECTORY, 0);
     if (dfd < 0)
         return al_err(w->err, "folder", -dfd == ENOENT ? ENOENT : EINVAL, "folder %s: %s %s", w->folder, rel,
                       open_fault(-dfd));
@@ -436,7 +416,7 @@ static int walk_dir(walk *w, const char *rel, int depth) {
                        w->folder, rel, AL_RUN_FOLDER_PATH_MAX);
             break;
         }
-        _cleanup_close_ int pfd = open_beneath(w->root, crel, O_PATH);
+        _cleanup_close_ int pfd = al_openat_beneath(w->root, crel, O_PATH, 0);
         struct stat s;
         if (pfd < 0 || fstat(pfd, &s) < 0)
             continue; /* a link, a mount point, gone meanwhile: left out */
@@ -460,7 +440,7 @@ static int walk_dir(walk *w, const char *rel, int depth) {
 
 /* Path REL of folder W, as asked: a regular file, or a directory taken whole. */
 static int take_path(walk *w, const char *rel) {
-    _cleanup_close_ int pfd = open_beneath(w->root, rel, O_PATH);
+    _cleanup_close_ int pfd = al_openat_beneath(w->root, rel, O_PATH, 0);
     struct stat s;
     if (pfd < 0)
         return al_err(w->err, "folder", -pfd == ENOENT || -pfd == ENOTDIR ? ENOENT : EINVAL, "folder %s: %s %s",
