@@ -630,15 +630,6 @@ int al_folder_clash(json_t *docs, const al_run_spec *sp, al_error *err) {
     return 0;
 }
 
-json_t *al_folder_imports_json(const al_run_spec *sp) {
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < sp->n_imports; i++)
-        json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:s}", "folder", sp->imports[i].folder, "path",
-                                           sp->imports[i].path, "size", (json_int_t)sp->imports[i].size, "sha256",
-                                           sp->imports[i].sha256));
-    return a;
-}
-
 int al_folder_request_parse(const char *text, al_run_spec *sp, al_error *err) {
     json_error_t jerr;
     json_t *a = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);

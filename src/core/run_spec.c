@@ -567,10 +567,12 @@ void al_run_staged_free(al_run_staged *st) {
     *st = (al_run_staged){ 0 };
 }
 
-int al_run_staged_add_import(al_run_staged *st, const char *folder, const char *path, uint64_t size,
-                             const char *sha256) {
+/* One import appended to a list (a spec's as pinned, a staged record's as
+ * hashed): the same record, written once. 0 or -ENOMEM. */
+static int import_add(al_run_import_id **v, size_t *n, const char *folder, const char *path, uint64_t size,
+                      const char *sha256) {
     char *f = strdup(folder), *p = strdup(path);
-    al_run_import_id *e = f && p ? grow(&st->imports, &st->n_imports, sizeof *e) : NULL;
+    al_run_import_id *e = f && p ? grow(v, n, sizeof *e) : NULL;
     if (!e) {
         free(f);
         free(p);
@@ -579,6 +581,11 @@ int al_run_staged_add_import(al_run_staged *st, const char *folder, const char *
     *e = (al_run_import_id){ .folder = f, .path = p, .size = size };
     snprintf(e->sha256, sizeof e->sha256, "%s", sha256);
     return 0;
+}
+
+int al_run_staged_add_import(al_run_staged *st, const char *folder, const char *path, uint64_t size,
+                             const char *sha256) {
+    return import_add(&st->imports, &st->n_imports, folder, path, size, sha256);
 }
 
 int al_run_staged_add_file(al_run_staged *st, const char *name, uint64_t size, const char *sha256) {
@@ -880,12 +887,8 @@ int al_run_spec_record(const al_run_spec *sp, const char *via, json_t *documents
         ok = json_object_set_new(inputs, "sandbox", text_json(&sp->sandbox)) == 0;
     /* the folders' files as read at the request: what the start copies */
     if (ok && sp->n_imports) {
-        json_t *imps = json_array();
+        json_t *imps = al_run_spec_imports_json(sp);
         ok = imps && json_object_set_new(inputs, "imports", imps) == 0;
-        for (size_t i = 0; ok && i < sp->n_imports; i++)
-            ok = json_array_append_new(imps, json_pack("{s:s, s:s, s:I, s:s}", "folder", sp->imports[i].folder, "path",
-                                                       sp->imports[i].path, "size", (json_int_t)sp->imports[i].size,
-                                                       "sha256", sp->imports[i].sha256)) == 0;
     }
     /* the packages asked, as asked: the start of the run reads them back */
     if (ok && al_run_spec_wants_packages(sp)) {
@@ -951,16 +954,19 @@ static int add_node(al_run_spec *sp, const char *s, size_t n) { return al_run_sp
 
 int al_run_spec_add_import(al_run_spec *sp, const char *folder, const char *path, uint64_t size,
                            const char *sha256) {
-    char *f = strdup(folder), *p = strdup(path);
-    al_run_import_id *e = f && p ? grow(&sp->imports, &sp->n_imports, sizeof *e) : NULL;
-    if (!e) {
-        free(f);
-        free(p);
-        return -ENOMEM;
-    }
-    *e = (al_run_import_id){ .folder = f, .path = p, .size = size };
-    snprintf(e->sha256, sizeof e->sha256, "%s", sha256);
-    return 0;
+    return import_add(&sp->imports, &sp->n_imports, folder, path, size, sha256);
+}
+
+json_t *al_run_spec_imports_json(const al_run_spec *sp) {
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < sp->n_imports; i++)
+        if (json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:s}", "folder", sp->imports[i].folder, "path",
+                                               sp->imports[i].path, "size", (json_int_t)sp->imports[i].size,
+                                               "sha256", sp->imports[i].sha256)) < 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
 }
 
 int al_run_spec_imports_of(json_t *imports, al_run_spec *sp) {

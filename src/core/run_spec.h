@@ -201,6 +201,9 @@ int al_run_spec_add_folder_path(al_run_spec *sp, const char *path, size_t len);
 /* A file a folder's import pinned (the core's, core/folders.c); 0 or -ENOMEM. */
 int al_run_spec_add_import(al_run_spec *sp, const char *folder, const char *path, uint64_t size,
                            const char *sha256);
+/* SP's imports as JSON, [{folder, path, size, sha256}] (the record's
+ * inputs.imports, the audit's and the approval card's view), or NULL. */
+json_t *al_run_spec_imports_json(const al_run_spec *sp);
 /* The imports a record's inputs.imports lists (NULL: none), added to SP:
  * 0, -ENOMEM, -EBADMSG for a list that is not one. */
 int al_run_spec_imports_of(json_t *imports, al_run_spec *sp);
