@@ -725,6 +725,9 @@ static void put_flag(struct sha256_ctx *c, bool present) {
     sha256_update(c, 1, &f);
 }
 
+/* A trailer's tag (the form above): what tells one trailer from another */
+static void put_tag(struct sha256_ctx *c, uint8_t tag) { sha256_update(c, 1, &tag); }
+
 static int cmp_input(const void *a, const void *b) {
     const al_run_input_id *x = *(const al_run_input_id *const *)a, *y = *(const al_run_input_id *const *)b;
     int r = strcmp(x->name ? x->name : "", y->name ? y->name : "");
@@ -810,13 +813,11 @@ void al_run_spec_hash(const al_run_spec *sp, const al_run_staged *st, char out[6
         put_text(&c, &sp->sandbox);
     }
     if (sp->limits.timeout_ms != sp->limits.timeout_s * 1000) {
-        uint8_t tag = 2;
-        sha256_update(&c, 1, &tag);
+        put_tag(&c, 2);
         put_u64(&c, (uint64_t)sp->limits.timeout_ms);
     }
     if (st->n_imports) {
-        uint8_t tag = 3;
-        sha256_update(&c, 1, &tag);
+        put_tag(&c, 3);
         put_u64(&c, st->n_imports);
         for (size_t i = 0; i < st->n_imports; i++) {
             put_str(&c, st->imports[i].folder);
@@ -826,8 +827,7 @@ void al_run_spec_hash(const al_run_spec *sp, const al_run_staged *st, char out[6
         }
     }
     if (al_run_spec_wants_packages(sp)) {
-        uint8_t tag = 4;
-        sha256_update(&c, 1, &tag);
+        put_tag(&c, 4);
         for (size_t l = 0; l < _AL_PKG_LANG_MAX; l++) {
             put_u64(&c, sp->n_packages[l]);
             for (size_t i = 0; i < sp->n_packages[l]; i++)
