@@ -154,15 +154,12 @@ al_status al_e2b_packages(json_t *metadata, al_run_spec *sp, char *msg, size_t m
     }
     al_status st = al_run_body_packages(sp, o, msg, msglen, code);
     json_decref(o);
-    for (size_t l = 0; st == AL_STATUS_OK && l < _AL_PKG_LANG_MAX; l++)
-        for (size_t i = 0; st == AL_STATUS_OK && i < sp->n_packages[l]; i++) {
-            const al_run_text *t = &sp->packages[l][i];
-            if (!al_pkg_spec_valid((al_pkg_lang)l, t->s, t->len))
-                st = al_run_refuse(msg, msglen, code, AL_STATUS_INVALID, "bad_request",
-                                   "metadata." AL_E2B_PACKAGES_KEY ": " AL_RUN_RULE_PACKAGE_SPEC,
-                                   al_pkg_lang_names[l], i, strlen(t->s) == t->len ? t->s : "(with a NUL)",
-                                   l == AL_PKG_PYTHON ? "NAME[EXTRAS][==VERSION]" : "[@SCOPE/]NAME[@RANGE]");
-        }
+    if (st == AL_STATUS_OK && (st = al_run_spec_check_packages(sp, msg, msglen, code)) != AL_STATUS_OK) {
+        /* the check's words, said of the metadata key they came in */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", msg);
+        snprintf(msg, msglen, "metadata." AL_E2B_PACKAGES_KEY ": %s", why);
+    }
     return st;
 }
 

@@ -412,6 +412,22 @@ al_status al_run_spec_check_folders(const al_run_spec *sp, char *msg, size_t msg
 }
 #undef REFUSE
 
+al_status al_run_spec_check_packages(const al_run_spec *sp, char *msg, size_t msglen, const char **code) {
+    static const char *const want[_AL_PKG_LANG_MAX] = { "NAME[EXTRAS][==VERSION] (e.g. requests==2.31.0)",
+                                                        "[@SCOPE/]NAME[@RANGE] (e.g. lodash@4.17.21)" };
+    for (size_t l = 0; l < _AL_PKG_LANG_MAX; l++) {
+        if (sp->n_packages[l] > AL_RUN_PACKAGES_MAX)
+            return al_run_refuse(msg, msglen, code, AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_PACKAGES);
+        for (size_t i = 0; i < sp->n_packages[l]; i++) {
+            const al_run_text *t = &sp->packages[l][i];
+            if (!al_pkg_spec_valid((al_pkg_lang)l, t->s, t->len))
+                return al_run_refuse(msg, msglen, code, AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_PACKAGE_SPEC,
+                                     al_pkg_lang_names[l], i, c_text(t) ? t->s : "(with a NUL)", want[l]);
+        }
+    }
+    return AL_STATUS_OK;
+}
+
 al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, size_t msglen, const char **code) {
     static char none[1];
     if (!msg || msglen == 0) {
@@ -484,18 +500,9 @@ al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, 
     al_status fst = al_run_spec_check_folders(sp, msg, msglen, code);
     if (fst != AL_STATUS_OK)
         return fst;
-    static const char *const pkg_want[_AL_PKG_LANG_MAX] = { "NAME[EXTRAS][==VERSION] (e.g. requests==2.31.0)",
-                                                            "[@SCOPE/]NAME[@RANGE] (e.g. lodash@4.17.21)" };
-    for (size_t l = 0; l < _AL_PKG_LANG_MAX; l++) {
-        if (sp->n_packages[l] > AL_RUN_PACKAGES_MAX)
-            REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_PACKAGES);
-        for (size_t i = 0; i < sp->n_packages[l]; i++) {
-            const al_run_text *t = &sp->packages[l][i];
-            if (!al_pkg_spec_valid((al_pkg_lang)l, t->s, t->len))
-                REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_PACKAGE_SPEC, al_pkg_lang_names[l], i,
-                       c_text(t) ? t->s : "(with a NUL)", pkg_want[l]);
-        }
-    }
+    al_status pst = al_run_spec_check_packages(sp, msg, msglen, code);
+    if (pst != AL_STATUS_OK)
+        return pst;
     /* a timeout in milliseconds is held to the bounds in seconds, rounded
      * up: 1 ms is asked as a second of the budget, and boxed as 1 ms */
     if (sp->timeout_ms) {

@@ -232,6 +232,10 @@ int al_run_spec_set_skill(al_run_spec *sp, const al_run_skill *k);
  * spec), limits, each file's name. */
 al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, size_t msglen, const char **code);
 
+/* SP's package specs, each list within AL_RUN_PACKAGES_MAX and each spec
+ * al_pkg_spec_valid's: AL_STATUS_OK, or the refusal (naming the spec and
+ * the form it must take) as al_run_spec_check answers. */
+al_status al_run_spec_check_packages(const al_run_spec *sp, char *msg, size_t msglen, const char **code);
 /* The folders' part of the check (al_run_spec_check runs it too): for a
  * request that names folders without a run (an E2B sandbox's create). */
 al_status al_run_spec_check_folders(const al_run_spec *sp, char *msg, size_t msglen, const char **code);
