@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../image/image.h"
+#include "../drivers/install.h"
 #include "../store/packages.h"
 #include "governance.h"
 #include "service_int.h"
@@ -141,6 +141,20 @@ static void asked_names(const al_run_spec *sp, char *buf, size_t len) {
             o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? ", " : "", sp->packages[l][i].s);
 }
 
+/* The installer image's directory into IDIR (LEN bytes), resolved as at
+ * a run's admission and again when its job is built (an image removed
+ * between them is found then): 0, or -ENOENT and what to do in ERR. */
+static int installer_dir(al_service *s, char *idir, size_t len, al_error *err) {
+    char images[PATH_MAX + 16];
+    al_error ierr = { 0 };
+    al_service_images_dir(&s->cfg, images, sizeof images);
+    if (al_install_image(images, idir, len, &ierr) < 0)
+        return al_err(err, "packages", ENOENT, "package installs need the installer image, which this service does "
+                      "not have (%s): an operator builds it with `airlock image build " AL_INSTALLER_IMAGE "`",
+                      ierr.msg);
+    return 0;
+}
+
 #define TELL "tell the user that the packages (%s) could not be installed, and do not substitute something else"
 
 al_status al_packages_admit(al_service *s, const al_principal *p, const al_settings *st, const al_run_spec *sp,
@@ -165,13 +179,10 @@ al_status al_packages_admit(al_service *s, const al_principal *p, const al_setti
         REFUSE(AL_STATUS_INVALID, "packages_network_not_allowed", "package installs need the packages network "
                "policy, which this workspace does not allow (%s): " TELL, modes, names);
     }
-    char images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
+    char idir[PATH_MAX + 64];
     al_error ierr = { 0 };
-    al_service_images_dir(&s->cfg, images, sizeof images);
-    if (al_image_resolve(images, "installer", idir, sizeof idir, digest, &ierr) < 0)
-        REFUSE(AL_STATUS_UNAVAILABLE, "packages_unavailable", "package installs need the installer image, which "
-               "this service does not have (%s): an operator builds it with `airlock image build installer`; " TELL,
-               ierr.msg, names);
+    if (installer_dir(s, idir, sizeof idir, &ierr) < 0)
+        REFUSE(AL_STATUS_UNAVAILABLE, "packages_unavailable", "%s; " TELL, ierr.msg, names);
     if (!sp->thread_id.s)
         return AL_STATUS_OK;
     /* the thread's set with this run's: within the cap it will be installed under */
@@ -351,15 +362,13 @@ static int job_set(al_service *s, const al_store_run *run, bool installs, al_pkg
 
 /* What J's install step is given beside its specs. */
 static int job_install(al_service *s, const al_settings *st, al_job *j, al_error *err) {
-    char layers[PATH_MAX + 16], images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
+    char layers[PATH_MAX + 16], idir[PATH_MAX + 64];
     snprintf(layers, sizeof layers, "%s/layers", s->cfg.state_dir);
     if (mkdir(layers, 0700) < 0 && errno != EEXIST)
         return al_err(err, "packages", errno, "mkdir %s: %m", layers);
-    al_service_images_dir(&s->cfg, images, sizeof images);
-    al_error ierr = { 0 };
-    if (al_image_resolve(images, "installer", idir, sizeof idir, digest, &ierr) < 0)
-        return al_err(err, "packages", ENOENT, "package installs need the installer image (%s): an operator builds "
-                      "it with `airlock image build installer`", ierr.msg);
+    int r = installer_dir(s, idir, sizeof idir, err);
+    if (r < 0)
+        return r;
     if (al_job_set(&j->pkg_layers_dir, layers) < 0 || al_job_set(&j->pkg_installer_dir, idir) < 0 ||
         al_job_set(&j->pkg_index_python, s->cfg.package_index_python) < 0 ||
         al_job_set(&j->pkg_registry_node, s->cfg.package_registry_node) < 0 ||

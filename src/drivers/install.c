@@ -100,6 +100,11 @@ static const char *installer_digest(const char *dir) {
     return strncmp(base, "sha256-", 7) == 0 && al_is_sha256_hex(base + 7) ? base + 7 : NULL;
 }
 
+int al_install_image(const char *images_dir, char *ret_dir, size_t len, al_error *err) {
+    char digest[65];
+    return al_image_resolve(images_dir, AL_INSTALLER_IMAGE, ret_dir, len, digest, err);
+}
+
 /* Whether a skip of the collect means the layer is over a cap (an install
  * that fails), not a link or special file left out (counted). */
 static bool over_cap(const char *why) {
