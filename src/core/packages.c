@@ -444,8 +444,15 @@ int al_packages_installed(al_service *s, const al_store_run *run, const al_job *
         return 0;
     if (!layer || strlen(layer) >= sizeof(((al_pkg_set *)0)->layer))
         return al_err(err, "packages", EBADMSG, "the helper's installed event names no layer");
-    al_pkg_set set;
-    int r = union_with_job(s, run, j, layer, &set, err);
+    /* read, union, write as one unit under the thread's lock: two runs of
+     * the thread ending their installs at once would each write the union
+     * of the set as it was with their own, and one's packages be lost */
+    int r = al_store_begin(s->store, err);
+    if (r < 0)
+        return r;
+    al_pkg_set set = { 0 };
+    if ((r = al_store_thread_packages_lock(s->store, run->workspace_id, run->thread_id, err)) == 0)
+        r = union_with_job(s, run, j, layer, &set, err);
     for (size_t l = 0; r == 0 && l < _AL_PKG_LANG_MAX; l++) {
         if (!set.n[l])
             continue;
@@ -467,5 +474,9 @@ int al_packages_installed(al_service *s, const al_store_run *run, const al_job *
         json_decref(a);
     }
     al_pkg_set_free(&set);
-    return r;
+    if (r < 0) {
+        al_store_rollback(s->store);
+        return r;
+    }
+    return al_store_commit(s->store, err);
 }
