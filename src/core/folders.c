@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
-#include <nettle/sha2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,35 +106,6 @@ static int open_regular(int root, const char *rel, struct stat *ret, const char 
         return -EAGAIN;
     }
     return fd;
-}
-
-/* At most SIZE bytes of FD from its start hashed into HEX (and written to
- * OUT when it is not -1): the count read into *RET_GOT. 0 or -errno. */
-static int read_capped(int fd, uint64_t size, int out, char hex[65], uint64_t *ret_got) {
-    struct sha256_ctx md;
-    sha256_init(&md);
-    char buf[65536];
-    uint64_t got = 0;
-    while (got < size) {
-        size_t want = size - got < sizeof buf ? (size_t)(size - got) : sizeof buf;
-        ssize_t n = pread(fd, buf, want, (off_t)got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            break;
-        sha256_update(&md, (size_t)n, (const uint8_t *)buf);
-        if (out >= 0) {
-            int r = al_write_all(out, buf, (size_t)n);
-            if (r < 0)
-                return r;
-        }
-        got += (uint64_t)n;
-    }
-    al_sha256_finish_hex(&md, hex);
-    *ret_got = got;
-    return 0;
 }
 
 static bool glob_allows(const char *glob, const char *rel) {
@@ -336,7 +306,7 @@ static int take_file(walk *w, const char *rel, int fd, const struct stat *s) {
     uint64_t got = 0;
     /* capped by the size seen: a file that grows as it is read is read to
      * that size, never further */
-    int r = read_capped(fd, (uint64_t)s->st_size, -1, hex, &got);
+    int r = al_sha256_fd_capped(fd, (uint64_t)s->st_size, -1, hex, &got);
     if (r < 0)
         return al_err(w->err, "folder", -r, "folder %s: read %s: %s", w->folder, rel, strerror(-r));
     w->files++;
@@ -546,7 +516,7 @@ static int stage_one(int root, int folder_fd, const al_run_import_id *im, bool a
         return al_err(err, "folder", errno, "folder %s: stage %s: %m", im->folder, im->path);
     char hex[65];
     uint64_t got = 0;
-    int r = read_capped(fd, im->size, out, hex, &got);
+    int r = al_sha256_fd_capped(fd, im->size, out, hex, &got);
     if (r < 0)
         return al_err(err, "folder", -r, "folder %s: copy %s: %s", im->folder, im->path, strerror(-r));
     if (got != im->size || strcmp(hex, im->sha256) != 0)
