@@ -44,19 +44,55 @@ struct al_mcp_call {
 
 /* ------------------------------------------------------------- schemas */
 
+/* The caller's workspace's folders as a sentence for the tool's
+ * description: an MCP client has no GET /v1/folders, so without it a model
+ * could not know what to name. NULL when it cannot be read. */
+static char *folder_catalogue(al_service *s, const al_principal *p) {
+    al_error err = { 0 };
+    json_t *doc = al_view_folders(s, p, false, &err);
+    json_t *list = json_object_get(doc, "folders");
+    char *b = NULL;
+    size_t len = 0;
+    FILE *f = doc ? open_memstream(&b, &len) : NULL;
+    if (f) {
+        size_t i;
+        json_t *e;
+        fputs(json_array_size(list) ? " This workspace's folders:" : " This workspace has no connected folder.", f);
+        json_array_foreach(list, i, e) {
+            const char *g = json_string_value(json_object_get(e, "glob"));
+            fprintf(f, "%s %s", i ? "," : "", json_string_value(json_object_get(e, "name")));
+            if (g && *g)
+                fprintf(f, " (only files matching %s)", g);
+        }
+        fputs(json_array_size(list) ? ". To see what one holds, import \".\" and list /work/documents/FOLDER." : "",
+              f);
+        fclose(f);
+    }
+    json_decref(doc);
+    return b;
+}
+
 /* code_execution's `folders`: the connected folders' files it imports, as
- * POST /v1/runs takes them */
-static json_t *folders_schema(void) {
-    return json_pack(
+ * POST /v1/runs takes them; CATALOGUE (may be NULL) names the caller's */
+static json_t *folders_schema(const char *catalogue) {
+    char *desc = NULL;
+    if (asprintf(&desc, "%s%s",
+                 "Optional files of the workspace's connected folders (read-only directories an operator lent it), "
+                 "copied into /work/documents/FOLDER/PATH before the program starts: at most 1000 files and 64 MiB "
+                 "in all.",
+                 catalogue ? catalogue : "") < 0)
+        return NULL;
+    json_t *schema = json_pack(
         "{s:s, s:i, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:i, s:{s:s}, s:s}}, s:[s, s], s:b}, s:s}", "type", "array",
         "maxItems", 16, "items", "type", "object", "properties", "folder", "type", "string", "description",
-        "A connected folder's name (GET /v1/folders lists them).", "paths", "type", "array", "maxItems", 256, "items",
+        "A connected folder's name (listed in this argument's description; GET /v1/folders over REST).", "paths", "type", "array", "maxItems", 256, "items",
         "type", "string", "description",
         "Files or directories beneath the folder, relative to it (\".\": all of it); a directory is taken whole.",
-        "required", "folder", "paths", "additionalProperties", false, "description",
-        "Optional files of the workspace's connected folders (read-only directories an operator lent it), copied "
-        "into /work/documents/FOLDER/PATH before the program starts: at most 1000 files and 64 MiB in all.");
+        "required", "folder", "paths", "additionalProperties", false, "description", desc);
+    free(desc);
+    return schema;
 }
+
 
 /* code_execution's `packages`: the same object as POST /v1/runs's (its
  * specs' rules in the pattern, so a client sees them before it calls) */
@@ -76,7 +112,7 @@ static json_t *packages_schema(void) {
         "rather than substitute something else.");
 }
 
-static json_t *tool_code_execution(void) {
+static json_t *tool_code_execution(al_service *s, const al_principal *p) {
     json_t *tool = json_pack(
         "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:[s, s, s], s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:s}, s:{s:s, s:s},"
         " s:{s:s, s:i, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}}, s:[s], s:b}, s:s},"
@@ -122,8 +158,10 @@ static json_t *tool_code_execution(void) {
         "annotations", "readOnlyHint", false, "destructiveHint", false, "idempotentHint", false, "openWorldHint",
         false);
     json_t *props = json_object_get(json_object_get(tool, "inputSchema"), "properties");
-    if (!props || json_object_set_new(props, "folders", folders_schema()) < 0 ||
-        json_object_set_new(props, "packages", packages_schema()) < 0) {
+    char *cat = props ? folder_catalogue(s, p) : NULL;
+    int r = !props ? -1 : json_object_set_new(props, "folders", folders_schema(cat));
+    free(cat);
+    if (r < 0 || json_object_set_new(props, "packages", packages_schema()) < 0) {
         json_decref(tool);
         return NULL;
     }
@@ -256,7 +294,7 @@ json_t *al_mcp_tools_list(al_service *s, const al_principal *p) {
     json_t *settings = al_settings_load(s, p->workspace_id, &err);
     json_t *tools = json_array();
     if (tool_allowed(settings, "code_execution"))
-        json_array_append_new(tools, tool_code_execution());
+        json_array_append_new(tools, tool_code_execution(s, p));
     if (tool_allowed(settings, "run_skill_script"))
         json_array_append_new(tools, tool_run_skill_script(s, p));
     json_array_append_new(tools, tool_list_artifacts());

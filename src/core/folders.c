@@ -11,10 +11,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,6 +27,20 @@
  * directory is refused (a walk) or the listing truncated, so that a
  * directory of millions of entries costs a bounded read */
 #define DIR_NAMES_MAX 10000
+
+/* A regular file of more than one name: a hard link is the file itself, so
+ * nothing tells the name inside the folder from one outside it (a link
+ * made to /etc/shadow, or to the service's own state on the same
+ * filesystem, reads as a plain file). Such a file is never read: listed
+ * and walked it is left out, named it is refused. */
+#define HARD_LINK_WHY                                                                                                  \
+    "is a hard link (its file has more than one name, and another may lie outside the folder), which a folder's "   \
+    "import never reads: copy the file into the folder"
+
+/* Why a directory entry NAME is left out of a listing and a walk (a path
+ * holding it is refused at the request): not valid UTF-8, or a control or
+ * bidirectional-override character. NULL when it is fine. */
+static const char *name_fault(const char *name) { return al_run_folder_name_fault(name, strlen(name)); }
 
 /* ------------------------------------------------------------ opening */
 
@@ -95,12 +111,17 @@ static int open_regular(int root, const char *rel, struct stat *ret, const char 
         *ret_why = S_ISDIR(ps.st_mode) ? "is a directory" : kind_of(ps.st_mode);
         return -EINVAL;
     }
+    if (ps.st_nlink > 1) {
+        *ret_why = HARD_LINK_WHY;
+        return -EMLINK;
+    }
     int fd = al_openat_beneath(root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
     if (fd < 0) {
         *ret_why = open_fault(-fd);
         return fd;
     }
-    if (fstat(fd, ret) < 0 || !S_ISREG(ret->st_mode) || ret->st_dev != ps.st_dev || ret->st_ino != ps.st_ino) {
+    if (fstat(fd, ret) < 0 || !S_ISREG(ret->st_mode) || ret->st_dev != ps.st_dev || ret->st_ino != ps.st_ino ||
+        ret->st_nlink > 1) {
         close(fd);
         *ret_why = "was replaced while it was opened";
         return -EAGAIN;
@@ -114,13 +135,167 @@ static bool glob_allows(const char *glob, const char *rel) {
 
 /* ------------------------------------------------------- registration */
 
-/* Whether one of A and B (resolved paths) is the other or beneath it. */
+/* Whether directory FD is the directory of identity (DEV, INO) or lies
+ * beneath it: its ".." followed up to the root, each compared by identity,
+ * not by name (a bind mount shows the state directory under another path,
+ * and realpath would not see it). 1, 0, or -errno. */
+static int beneath_id(int fd, dev_t dev, ino_t ino) {
+    _cleanup_close_ int cur = dup(fd);
+    if (cur < 0)
+        return -errno;
+    for (int up = 0; up < 4096; up++) {
+        struct stat a, b;
+        if (fstat(cur, &a) < 0)
+            return -errno;
+        if (a.st_dev == dev && a.st_ino == ino)
+            return 1;
+        int next = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (next < 0)
+            return -errno;
+        close(cur);
+        cur = next;
+        if (fstat(cur, &b) < 0)
+            return -errno;
+        if (b.st_dev == a.st_dev && b.st_ino == a.st_ino)
+            return 0; /* the root: its .. is itself */
+    }
+    return -ELOOP;
+}
+
+/* Whether one of A and B (paths within one filesystem) is the other or
+ * beneath it, component by component. */
 static bool nested(const char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b), n = la < lb ? la : lb;
     if (strncmp(a, b, n) != 0)
         return false;
     /* "/" holds everything; else the shorter must end at a component */
     return la == lb || n == 1 || (la > lb ? a[n] : b[n]) == '/';
+}
+
+/* mountinfo's octal escapes (\040 a space) undone in place. */
+static void unescape_octal(char *s) {
+    char *o = s;
+    for (; *s; s++, o++) {
+        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '7' && s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+            *o = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+            s += 3;
+        } else {
+            *o = *s;
+        }
+    }
+    *o = '\0';
+}
+
+/* Directory FD's path within its filesystem (RP its real path in this
+ * mount namespace): its mount's root in the filesystem (mountinfo's 4th
+ * field; a bind mount of /var/lib/airlock/runs at /srv/x has root
+ * /var/lib/airlock/runs, or its path within its device) joined with RP
+ * beneath the mount point. A bind mount shows a directory under another
+ * name, and .. from its root leads to the mount point's parent, so this
+ * is how a folder lent through a bind of the state's inside is seen.
+ * 0, or -errno. */
+static int fs_path(int fd, const char *rp, char *out, size_t len) {
+    char fdinfo[64], line[2 * PATH_MAX + 512];
+    snprintf(fdinfo, sizeof fdinfo, "/proc/self/fdinfo/%d", fd);
+    FILE *f = fopen(fdinfo, "re");
+    long mnt = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "mnt_id: %ld", &mnt) == 1)
+            break;
+    if (f)
+        fclose(f);
+    if (mnt < 0 || !(f = fopen("/proc/self/mountinfo", "re")))
+        return -ENOENT;
+    int r = -ENOENT;
+    char root[PATH_MAX], point[PATH_MAX];
+    long id;
+    while (r == -ENOENT && fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%ld %*d %*s %4095s %4095s", &id, root, point) != 3 || id != mnt)
+            continue;
+        unescape_octal(root);
+        unescape_octal(point);
+        size_t pl = strlen(point);
+        const char *rest = strcmp(point, "/") == 0 ? rp : strncmp(rp, point, pl) == 0 ? rp + pl : NULL;
+        if (!rest || (*rest && *rest != '/'))
+            r = -EXDEV;
+        else
+            r = snprintf(out, len, "%s%s", strcmp(root, "/") == 0 && *rest ? "" : root, rest) >= (int)len
+                    ? -ENAMETOOLONG
+                    : 0;
+    }
+    fclose(f);
+    return r;
+}
+
+/* The filesystems of the kernel's own objects (processes, devices,
+ * cgroups, tracing, firmware variables): not files an admin means to lend.
+ * /proc lent would list every process and read each one's files as the
+ * service's user; /sys's files are the kernel's attributes, some of which
+ * do something when read. Its name, or NULL for a filesystem of files. */
+static const char *pseudo_fs(int fd) {
+    struct statfs sf;
+    if (fstatfs(fd, &sf) < 0)
+        return NULL;
+    static const struct { unsigned long magic; const char *name; } v[] = {
+        { PROC_SUPER_MAGIC, "proc" },     { SYSFS_MAGIC, "sysfs" },          { DEBUGFS_MAGIC, "debugfs" },
+        { TRACEFS_MAGIC, "tracefs" },     { SECURITYFS_MAGIC, "securityfs" }, { CGROUP_SUPER_MAGIC, "cgroup" },
+        { CGROUP2_SUPER_MAGIC, "cgroup2" }, { BPF_FS_MAGIC, "bpf" },          { EFIVARFS_MAGIC, "efivarfs" },
+        { PSTOREFS_MAGIC, "pstore" },     { SELINUX_MAGIC, "selinuxfs" },    { DEVPTS_SUPER_MAGIC, "devpts" },
+        { BINFMTFS_MAGIC, "binfmt_misc" }, { NSFS_MAGIC, "nsfs" },
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        if ((unsigned long)sf.f_type == v[i].magic)
+            return v[i].name;
+    return NULL;
+}
+
+/* Whether directory FD (PATH, as given) may be lent: not a kernel's
+ * filesystem, and neither the service's state directory STATE_DIR (every
+ * tenant's inputs, blobs, sandboxes, its database and audit key), nor
+ * inside it, nor holding it, compared by identity. 0 or -EINVAL with ERR. */
+static int lendable(int fd, const char *path, const char *state_dir, al_error *err) {
+    const char *fs = pseudo_fs(fd);
+    if (fs)
+        return al_err(err, "folder", EINVAL,
+                      "PATH %s is on a %s filesystem (the kernel's objects, not files): lend a directory of files",
+                      path, fs);
+    if (!state_dir)
+        return 0;
+    _cleanup_close_ int sfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    struct stat ss, fs_st;
+    if (sfd < 0 || fstat(sfd, &ss) < 0 || fstat(fd, &fs_st) < 0)
+        return al_err(err, "folder", EINVAL,
+                      "the service's state directory %s cannot be opened (%m), so PATH %s cannot be checked "
+                      "against it: give the service's --state",
+                      state_dir, path);
+    char rs[PATH_MAX];
+    if (!realpath(state_dir, rs))
+        snprintf(rs, sizeof rs, "%s", state_dir);
+    int in = beneath_id(fd, ss.st_dev, ss.st_ino), holds = beneath_id(sfd, fs_st.st_dev, fs_st.st_ino);
+    if (in < 0 || holds < 0)
+        return al_err(err, "folder", EINVAL, "PATH %s: its place against the state directory %s cannot be read: %s",
+                      path, rs, strerror(-(in < 0 ? in : holds)));
+    /* on one filesystem, a bind mount may show one inside the other under
+     * another name: compared as paths within the filesystem */
+    char fp[PATH_MAX], sp[PATH_MAX];
+    if (!in && !holds && fs_st.st_dev == ss.st_dev) {
+        int a = fs_path(fd, path, fp, sizeof fp), b = fs_path(sfd, rs, sp, sizeof sp);
+        if (a < 0 || b < 0)
+            return al_err(err, "folder", EINVAL,
+                          "PATH %s is on the filesystem of the state directory %s, and where on it cannot be read "
+                          "(/proc/self/mountinfo: %s): lend a directory of another filesystem",
+                          path, rs, strerror(-(a < 0 ? a : b)));
+        if (nested(fp, sp)) {
+            in = strlen(fp) >= strlen(sp);
+            holds = !in;
+        }
+    }
+    if (in || holds)
+        return al_err(err, "folder", EINVAL,
+                      "PATH %s %s the service's state directory %s, which holds every tenant's files: lend a "
+                      "directory outside it",
+                      path, holds ? "holds" : "is inside", rs);
+    return 0;
 }
 
 int al_folder_add(al_store *st, const char *ws_id, const char *name, const char *path, const char *glob,
@@ -149,13 +324,18 @@ int al_folder_add(al_store *st, const char *ws_id, const char *name, const char 
                       "PATH %s: %m (it must be an existing directory, not a symbolic link)", path);
     if (fstat(fd, &s) < 0 || !S_ISDIR(s.st_mode))
         return al_err(err, "folder", EINVAL, "PATH %s is not a directory", path);
-    /* the service's own state (runs' inputs, blobs, sandboxes: every
-     * tenant's) is never lent, nor a directory that holds it */
-    char rp[PATH_MAX], rs[PATH_MAX];
-    if (state_dir && realpath(path, rp) && realpath(state_dir, rs) && nested(rp, rs))
+    /* the path each start opens again by name: its own, with no link on
+     * the way (/proc/self/cwd, a link another user may repoint) */
+    char rp[PATH_MAX];
+    if (!realpath(path, rp))
+        return al_err(err, "folder", errno, "PATH %s: %m", path);
+    if (strcmp(rp, path) != 0)
         return al_err(err, "folder", EINVAL,
-                      "PATH %s %s the service's state directory %s, which holds every tenant's files: lend a "
-                      "directory outside it", path, strlen(rp) <= strlen(rs) ? "holds" : "is inside", rs);
+                      "PATH %s passes through a symbolic link (or a . or .. or a / too many): register its real "
+                      "path, %s",
+                      path, rp);
+    if ((r = lendable(fd, path, state_dir, err)) < 0)
+        return r;
     al_store_folder f = { .path = (char *)path, .glob = (char *)(glob ? glob : ""), .dev = (uint64_t)s.st_dev,
                           .ino = (uint64_t)s.st_ino };
     snprintf(f.workspace_id, sizeof f.workspace_id, "%s", ws_id);
@@ -193,10 +373,10 @@ static void rfc3339(time_t t, char *buf, size_t len) {
 static json_t *entry_of(int dfd, const char *name, const char *rel, const char *glob) {
     _cleanup_close_ int fd = al_openat_beneath(dfd, name, O_PATH, 0);
     struct stat s;
-    if (fd < 0 || fstat(fd, &s) < 0)
-        return NULL; /* a link, a mount point, gone meanwhile */
+    if (fd < 0 || fstat(fd, &s) < 0 || name_fault(name))
+        return NULL; /* a link, a mount point, gone meanwhile, a name that is not text */
     bool dir = S_ISDIR(s.st_mode);
-    if (!dir && (!S_ISREG(s.st_mode) || !glob_allows(glob, rel)))
+    if (!dir && (!S_ISREG(s.st_mode) || s.st_nlink > 1 || !glob_allows(glob, rel)))
         return NULL;
     char mt[40];
     rfc3339(s.st_mtime, mt, sizeof mt);
@@ -209,7 +389,7 @@ json_t *al_folder_entries(al_store *st, const char *ws_id, const char *name, con
     int r = al_store_folder_get(st, ws_id, name, &f, err);
     if (r < 0) {
         if (r == -ENOENT)
-            al_err(err, "folder", ENOENT, "no folder named %s in this workspace", name);
+            al_err(err, "folder", ENOENT, "no folder named %s in this workspace (GET /v1/folders lists them)", name);
         return NULL;
     }
     const char *rel = sub && *sub ? sub : ".";
@@ -282,6 +462,7 @@ typedef struct walk {
     const char *folder, *glob;
     al_run_spec *sp;
     uint64_t files, bytes;
+    uint64_t names; /* names read in all the walk's directories */
     al_error *err;
 } walk;
 
@@ -344,6 +525,16 @@ static int dir_names(walk *w, const char *rel, char ***ret, size_t *ret_n) {
                        DIR_NAMES_MAX);
             break;
         }
+        /* a tree of many directories, each under the cap, is a cost the
+         * request would pay in full (a glob that matches nothing of it
+         * takes no file, so the file cap never ends the walk) */
+        if (++w->names > AL_FOLDER_NAMES_MAX) {
+            r = al_err(w->err, "folder", E2BIG,
+                       "folder %s: the imports' directories hold more than %d names in all (reached in %s): name "
+                       "the files or smaller directories",
+                       w->folder, AL_FOLDER_NAMES_MAX, rel);
+            break;
+        }
         char **nv = realloc(v, (n + 1) * sizeof *v);
         if (!nv || !(nv[n] = strdup(de->d_name))) {
             if (nv)
@@ -379,6 +570,8 @@ static int walk_dir(walk *w, const char *rel, int depth) {
     int r = dir_names(w, rel, &names, &n);
     bool top = strcmp(rel, ".") == 0;
     for (size_t i = 0; r == 0 && i < n; i++) {
+        if (name_fault(names[i]))
+            continue; /* not text: left out, as the listing leaves it out */
         char crel[AL_RUN_FOLDER_PATH_MAX + 300];
         int len = snprintf(crel, sizeof crel, "%s%s%s", top ? "" : rel, top ? "" : "/", names[i]);
         if (len < 0 || (size_t)len > AL_RUN_FOLDER_PATH_MAX) {
@@ -398,7 +591,7 @@ static int walk_dir(walk *w, const char *rel, int depth) {
             _cleanup_close_ int fd = open_regular(w->root, crel, &rs, &why);
             if (fd >= 0)
                 r = take_file(w, crel, fd, &rs);
-            else if (fd != -ELOOP && fd != -EXDEV && fd != -ENOENT && fd != -EINVAL)
+            else if (fd != -ELOOP && fd != -EXDEV && fd != -ENOENT && fd != -EINVAL && fd != -EMLINK)
                 r = al_err(w->err, "folder", -fd, "folder %s: %s %s", w->folder, crel, why ? why : strerror(-fd));
         }
     }
@@ -412,9 +605,12 @@ static int walk_dir(walk *w, const char *rel, int depth) {
 static int take_path(walk *w, const char *rel) {
     _cleanup_close_ int pfd = al_openat_beneath(w->root, rel, O_PATH, 0);
     struct stat s;
+    bool missing = pfd == -ENOENT || pfd == -ENOTDIR;
+    if (pfd < 0 && missing) /* where to look, for an agent that guessed */
+        return al_err(w->err, "folder", ENOENT, "folder %s: %s %s (GET /v1/folders/%s/entries lists what it holds)",
+                      w->folder, rel, open_fault(-pfd), w->folder);
     if (pfd < 0)
-        return al_err(w->err, "folder", -pfd == ENOENT || -pfd == ENOTDIR ? ENOENT : EINVAL, "folder %s: %s %s",
-                      w->folder, rel, open_fault(-pfd));
+        return al_err(w->err, "folder", EINVAL, "folder %s: %s %s", w->folder, rel, open_fault(-pfd));
     if (fstat(pfd, &s) < 0)
         return al_err(w->err, "folder", errno, "folder %s: stat %s: %m", w->folder, rel);
     if (S_ISDIR(s.st_mode)) {
@@ -447,7 +643,10 @@ int al_folder_resolve(al_store *st, const char *ws_id, al_run_spec *sp, al_error
         r = al_store_folder_get(st, ws_id, rf->name.s, &f, err);
         if (r == -ENOENT) {
             *err = (al_error){ 0 };
-            return al_err(err, "folder", ENOENT, "folders[%zu]: no folder named %s in this workspace", i, rf->name.s);
+            return al_err(err, "folder", ENOENT,
+                          "folders[%zu]: no folder named %s in this workspace (GET /v1/folders, or code_execution's "
+                          "description over MCP, lists them; an operator lends one with airlock admin folder add)",
+                          i, rf->name.s);
         }
         if (r < 0)
             return -EIO;
@@ -573,6 +772,16 @@ int al_folder_stage(al_store *st, const char *ws_id, const al_run_spec *sp, cons
                 r = al_err(err, "folder", errno, "open %s/%s: %m", docs_dir, im->folder);
                 break;
             }
+        }
+        /* the folder as registered now: an operator who narrowed its glob
+         * (folder rm, then add) between the request and the start has
+         * withdrawn what the glob no longer allows, approved or not */
+        if (!glob_allows(f.glob, im->path)) {
+            r = al_err(err, "folder", EACCES,
+                       "folder %s: %s is not allowed by the folder's glob (%s) any more: it was registered again "
+                       "since the run was requested",
+                       im->folder, im->path, f.glob);
+            break;
         }
         r = stage_one(root, folder_fd, im, approved, err);
     }

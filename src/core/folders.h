@@ -27,6 +27,7 @@
 #define AL_FOLDER_BYTES_MAX (64ULL << 20)    /* their bytes, in all */
 #define AL_FOLDER_DEPTH_MAX 12               /* directories beneath a folder's root */
 #define AL_FOLDER_ENTRIES_MAX 1000           /* entries a listing shows */
+#define AL_FOLDER_NAMES_MAX 20000            /* names a run's walk reads, in all */
 #define AL_FOLDER_GLOB_MAX 256
 #define AL_FOLDERS_PER_WORKSPACE 100
 

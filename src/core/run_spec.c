@@ -51,6 +51,24 @@ bool al_run_valid_file_name(const char *n, size_t len) {
            strcmp(n, "..") != 0;
 }
 
+const char *al_run_folder_name_fault(const char *p, size_t len) {
+    /* a name that is not text (JSON cannot carry it, nor a card show it),
+     * or one that shows as another: a newline splits an audit line, an
+     * escape sequence repaints a terminal, U+202E shows "cod.exe" as
+     * "exe.doc" on an approval card */
+    for (size_t i = 0; i < len;) {
+        uint32_t cp = 0;
+        size_t k = al_utf8_decode((const unsigned char *)p + i, len - i, &cp);
+        if (k == 0)
+            return "is not valid UTF-8";
+        if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0) || (cp >= 0x202a && cp <= 0x202e) ||
+            (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200e || cp == 0x200f || cp == 0x061c)
+            return "holds a control or bidirectional-override character";
+        i += k;
+    }
+    return NULL;
+}
+
 const char *al_run_folder_path_fault(const char *p, size_t len) {
     if (!p || len == 0)
         return "is empty";
@@ -62,6 +80,9 @@ const char *al_run_folder_path_fault(const char *p, size_t len) {
         return "is absolute (a path is relative to its folder)";
     if (strcmp(p, ".") == 0)
         return NULL;
+    const char *bad = al_run_folder_name_fault(p, len);
+    if (bad)
+        return bad;
     for (const char *c = p; *c;) {
         const char *e = strchr(c, '/');
         size_t n = e ? (size_t)(e - c) : strlen(c);
@@ -988,6 +1009,11 @@ int al_run_spec_imports_of(json_t *imports, al_run_spec *sp) {
         const char *h = json_string_value(json_object_get(e, "sha256"));
         json_t *sz = json_object_get(e, "size");
         if (!f || !p || !h || strlen(h) != 64 || !json_is_integer(sz) || json_integer_value(sz) < 0)
+            return -EBADMSG;
+        /* read back from the store, and used to make directories under the
+         * run's documents: held to the request's rules again (a doctored
+         * record's "../x" would leave them) */
+        if (!al_valid_thread_id(f) || al_run_folder_path_fault(p, strlen(p)) || strcmp(p, ".") == 0)
             return -EBADMSG;
         int r = al_run_spec_add_import(sp, f, p, (uint64_t)json_integer_value(sz), h);
         if (r < 0)

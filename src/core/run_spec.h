@@ -363,5 +363,9 @@ bool al_run_valid_file_name(const char *n, size_t len);
  * empty, at most AL_RUN_FOLDER_PATH_MAX bytes, no NUL, not absolute, no
  * component empty, . or .. ("." alone: the folder itself). */
 const char *al_run_folder_path_fault(const char *p, size_t len);
+/* Why P (LEN bytes, a name or a path) cannot be a folder's name of a file:
+ * not valid UTF-8, or a control or bidirectional-override character in it
+ * (it would show as another name on an approval card); NULL when fine. */
+const char *al_run_folder_name_fault(const char *p, size_t len);
 /* Whether N is a name that the box's /work gives to something else. */
 bool al_run_reserved_file_name(const char *n);

@@ -43,6 +43,14 @@ static int strings_check(json_t *obj, const char *field, bool env, al_error *err
     const char *k;
     json_t *v;
     json_object_foreach(obj, k, v) {
+        /* E2B's metadata are strings: the folders' array goes as its JSON
+         * text, which an agent sending the array itself must be told */
+        if (!json_is_string(v) && !env && strcmp(k, AL_SANDBOX_META_FOLDERS) == 0)
+            return al_err(err, field, EINVAL,
+                          "%s.%s: want a string, the folders' array as JSON text (E2B's metadata values are strings): "
+                          "JSON.stringify([{folder: 'docs', paths: ['a.csv']}]) in JavaScript, json.dumps(...) in "
+                          "Python",
+                          field, k);
         if (!json_is_string(v))
             return al_err(err, field, EINVAL, "%s.%s: want a string", field, k);
         if (strlen(k) > AL_SANDBOX_META_KEY_MAX || !k[0])

@@ -204,6 +204,7 @@ MODULES = {
     "test_console.py": ("asan",),                            # the web console: its files, and Chromium driving it (issue 36)
     "test_battery_p_e2b.py": ("asan", "postgresql"),       # the E2B API as an attacker uses it
     "test_folders.py": ("asan", "postgresql"),                # connected folders (issue 38): mounts a bind in its folder
+    "test_folders_attack.py": ("asan",),                      # connected folders attacked: bind mounts, hard links, races
     "test_fuzz_findings.py": ("asan",),
     "test_governance_approvals.py": ("asan", "postgresql"),
     "test_governance_audit.py": ("asan", "postgresql"),
