@@ -140,7 +140,7 @@ static bool glob_allows(const char *glob, const char *rel) {
  * not by name (a bind mount shows the state directory under another path,
  * and realpath would not see it). 1, 0, or -errno. */
 static int beneath_id(int fd, dev_t dev, ino_t ino) {
-    _cleanup_close_ int cur = dup(fd);
+    _cleanup_close_ int cur = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (cur < 0)
         return -errno;
     for (int up = 0; up < 4096; up++) {
@@ -672,7 +672,7 @@ int al_folder_resolve(al_store *st, const char *ws_id, al_run_spec *sp, al_error
 static int make_parents(int dfd, const char *rel, char *last, size_t last_len) {
     char buf[AL_RUN_FOLDER_PATH_MAX + 1];
     snprintf(buf, sizeof buf, "%s", rel);
-    int cur = dup(dfd);
+    int cur = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
     if (cur < 0)
         return -errno;
     char *c = buf;
