@@ -39,7 +39,7 @@
 #define PIDS_STREAK 4
 
 static const char *const reason_names[_AL_REASON_MAX] = {
-    "exited", "timeout", "memory", "pids", "output_limit", "error", "canceled",
+    "exited", "timeout", "memory", "pids", "output_limit", "error", "canceled", "install_failed",
 };
 const char *al_reason_name(al_reason r) { return r < _AL_REASON_MAX ? reason_names[r] : "error"; }
 

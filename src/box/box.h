@@ -25,6 +25,9 @@ typedef enum al_reason {
     AL_REASON_OUTPUT_LIMIT,
     AL_REASON_ERROR,
     AL_REASON_CANCELED,           /* the caller asked, through cancel_fd */
+    /* the run's packages could not be installed (issue 38): no box was
+     * made for it; the box's own ends are the ones above */
+    AL_REASON_INSTALL_FAILED,
     _AL_REASON_MAX,
 } al_reason;
 

@@ -404,7 +404,8 @@ static int install_failed(const run_opts *o, const cli_pkg_run *pkg, const al_ru
     if (o->json) {
         json_t *doc = al_box_result_json(&res, rt);
         if (doc) {
-            json_object_set_new(doc, "reason", json_string(pkg->error.err == ECANCELED ? "canceled" : "install_failed"));
+            json_object_set_new(doc, "reason", json_string(al_reason_name(pkg->error.err == ECANCELED ? AL_REASON_CANCELED
+                                                                                        : AL_REASON_INSTALL_FAILED)));
             json_object_set_new(doc, "packages", al_install_result(&pkg->in));
             json_object_set_new(doc, "network", al_box_net_finish(net, &res));
         }
