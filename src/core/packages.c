@@ -97,6 +97,27 @@ json_t *al_pkg_set_json(const al_pkg_set *set, bool with_layer) {
     return o;
 }
 
+/* The specs of LIST (a JSON array of strings read back from the store or a
+ * run's record: stored data, hostile as a request is) put in SET as
+ * language L's, each checked as a request's spec is, so that a row written
+ * by hand never reaches pip or npm as an option. WHAT names the list in an
+ * error. 0, or -errno with ERR (ERRNUM for a spec that is not one). */
+static int put_list(al_pkg_set *set, al_pkg_lang l, json_t *list, int errnum, const char *what, al_error *err) {
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) {
+        const char *v = json_string_value(e);
+        if (!v || !al_pkg_spec_valid(l, v, json_string_length(e)))
+            return al_err(err, "packages", errnum, "%s: its %s entry %zu is not a package spec", what,
+                          al_pkg_lang_names[l], i);
+        int r = al_pkg_set_put(set, l, v);
+        if (r < 0)
+            return al_err(err, "packages", -r, "%s: %s", what,
+                          r == -E2BIG ? "more packages of one language than a set holds" : strerror(-r));
+    }
+    return 0;
+}
+
 int al_packages_of_thread(al_service *s, const char *ws_id, const char *thread_id, al_pkg_set *ret, al_error *err) {
     *ret = (al_pkg_set){ 0 };
     al_store_thread_packages *rows = NULL;
@@ -104,20 +125,13 @@ int al_packages_of_thread(al_service *s, const char *ws_id, const char *thread_i
     int r = al_store_thread_packages_get(s->store, ws_id, thread_id, &rows, &n, err);
     for (size_t i = 0; r == 0 && i < n; i++) {
         al_pkg_lang l = (al_pkg_lang)al_name_index(al_pkg_lang_names, _AL_PKG_LANG_MAX, rows[i].lang);
-        json_t *specs = json_loads(rows[i].specs, 0, NULL), *e;
-        size_t k;
+        json_t *specs = json_loads(rows[i].specs, 0, NULL);
+        char what[160];
+        snprintf(what, sizeof what, "thread %s's stored package set", thread_id);
         if ((int)l < 0 || !json_is_array(specs))
-            r = al_err(err, "packages", EIO, "thread %s's stored package set is malformed", thread_id);
-        /* what the store holds is checked as a request's specs are: a row
-         * written by hand never reaches pip as an option */
-        json_array_foreach(specs, k, e) if (r == 0) {
-            const char *v = json_string_value(e);
-            if (!v || !al_pkg_spec_valid(l, v, strlen(v)))
-                r = al_err(err, "packages", EIO, "thread %s's stored package set holds a spec that is not one",
-                           thread_id);
-            else if ((r = al_pkg_set_put(ret, l, v)) < 0)
-                r = al_err(err, "packages", -r, "thread %s's package set: %s", thread_id, strerror(-r));
-        }
+            r = al_err(err, "packages", EIO, "%s is malformed", what);
+        else
+            r = put_list(ret, l, specs, EIO, what, err);
         json_decref(specs);
         if (r == 0) {
             snprintf(ret->layer, sizeof ret->layer, "%s", rows[i].layer);
@@ -307,17 +321,9 @@ static int pinned_set(json_t *ins, al_pkg_set *ret, al_error *err) {
     if (!json_is_object(pin))
         return 0;
     int r = 0;
-    for (size_t l = 0; r == 0 && l < _AL_PKG_LANG_MAX; l++) {
-        size_t i;
-        json_t *e;
-        json_array_foreach(json_object_get(pin, al_pkg_lang_names[l]), i, e) if (r == 0) {
-            const char *v = json_string_value(e);
-            if (!v || !al_pkg_spec_valid((al_pkg_lang)l, v, strlen(v)))
-                r = al_err(err, "packages", EINVAL, "the run's pinned packages are malformed");
-            else if ((r = al_pkg_set_put(ret, (al_pkg_lang)l, v)) < 0)
-                r = al_err(err, "packages", -r, "the run's pinned packages: %s", strerror(-r));
-        }
-    }
+    for (size_t l = 0; r == 0 && l < _AL_PKG_LANG_MAX; l++)
+        r = put_list(ret, (al_pkg_lang)l, json_object_get(pin, al_pkg_lang_names[l]), EINVAL,
+                     "the run's pinned packages", err);
     return r < 0 ? r : 1;
 }
 
@@ -341,19 +347,10 @@ static int job_set(al_service *s, const al_store_run *run, bool installs, al_pkg
         return -EIO;
     }
     json_t *pk = json_object_get(ins, "packages");
-    for (size_t l = 0; r == 0 && l < _AL_PKG_LANG_MAX; l++) {
-        size_t i;
-        json_t *e;
-        json_array_foreach(json_object_get(pk, al_pkg_lang_names[l]), i, e) if (r == 0) {
-            const char *v = json_string_value(e);
-            /* checked at admission; read back from the store, checked again */
-            if (!v || !al_pkg_spec_valid((al_pkg_lang)l, v, strlen(v)))
-                r = al_err(err, "packages", EINVAL, "the run's recorded packages are malformed");
-            else if ((r = al_pkg_set_put(ret, (al_pkg_lang)l, v)) < 0)
-                r = al_err(err, "packages", -r, "the thread's set with the run's packages: %s", r == -E2BIG
-                           ? "more than 32 of one language" : strerror(-r));
-        }
-    }
+    /* checked at admission; read back from the store, checked again */
+    for (size_t l = 0; r == 0 && l < _AL_PKG_LANG_MAX; l++)
+        r = put_list(ret, (al_pkg_lang)l, json_object_get(pk, al_pkg_lang_names[l]), EINVAL,
+                     "the thread's set with the run's recorded packages", err);
     json_decref(ins);
     if (r < 0)
         al_pkg_set_free(ret);
