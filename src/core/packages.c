@@ -108,7 +108,7 @@ static int put_list(al_pkg_set *set, al_pkg_lang l, json_t *list, int errnum, co
     json_array_foreach(list, i, e) {
         const char *v = json_string_value(e);
         if (!v || !al_pkg_spec_valid(l, v, json_string_length(e)))
-            return al_err(err, "packages", errnum, "%s: its %s entry %zu is not a package spec", what,
+            return al_err(err, "packages", errnum, "%s holds a spec that is not one (%s entry %zu)", what,
                           al_pkg_lang_names[l], i);
         int r = al_pkg_set_put(set, l, v);
         if (r < 0)
