@@ -315,7 +315,8 @@ int al_folder_add(al_store *st, const char *ws_id, const char *name, const char 
         return r;
     n = (int64_t)nhave;
     if (n >= AL_FOLDERS_PER_WORKSPACE)
-        return al_err(err, "folder", EDQUOT, "workspace %s has %d folders, the most it may", ws_id,
+        return al_err(err, "folder", EDQUOT, "workspace %s has %d folders, the most it may: remove one first "
+                      "(airlock admin folder rm --workspace WS NAME)", ws_id,
                       AL_FOLDERS_PER_WORKSPACE);
     _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     struct stat s;
@@ -521,7 +522,8 @@ static int dir_names(walk *w, const char *rel, char ***ret, size_t *ret_n) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
         if (n >= DIR_NAMES_MAX) {
-            r = al_err(w->err, "folder", E2BIG, "folder %s: directory %s holds more than %d entries", w->folder, rel,
+            r = al_err(w->err, "folder", E2BIG, "folder %s: directory %s holds more than %d entries: name the files "
+                       "or subdirectories inside it instead", w->folder, rel,
                        DIR_NAMES_MAX);
             break;
         }
