@@ -114,40 +114,6 @@ static al_status read_files(al_run_spec *sp, json_t *files, char *msg, size_t ms
     return AL_STATUS_OK;
 }
 
-/* The entries of folders[]: {folder, paths: [...]}, nothing else; counts
- * beyond the most the check takes are not copied. */
-static al_status read_folders(al_run_spec *sp, json_t *v, char *msg, size_t msglen, const char **code) {
-    if (!json_is_array(v) || json_array_size(v) > AL_RUN_FOLDERS_MAX)
-        REFUSE(AL_STATUS_INVALID, "bad_request", "%s", AL_RUN_RULE_FOLDERS);
-    static const char *const keys[] = { "folder", "paths" };
-    size_t i, k, total = 0;
-    json_t *f, *p;
-    json_array_foreach(v, i, f) {
-        json_t *nv = json_object_get(f, "folder"), *pv = json_object_get(f, "paths");
-        if (!json_is_object(f) || !json_is_string(nv) || !json_is_array(pv))
-            REFUSE(AL_STATUS_INVALID, "bad_request", "folders[%zu] must be {\"folder\": NAME, \"paths\": [PATH, ...]}",
-                   i);
-        char where[32];
-        snprintf(where, sizeof where, "folders[%zu]", i);
-        if (!al_json_keys_check(f, where, keys, ELEMENTSOF(keys), msg, msglen)) {
-            *code = "bad_request";
-            return AL_STATUS_INVALID;
-        }
-        total += json_array_size(pv);
-        if (total > AL_RUN_FOLDER_PATHS_MAX)
-            REFUSE(AL_STATUS_INVALID, "bad_request", "folders: at most %d paths in all", AL_RUN_FOLDER_PATHS_MAX);
-        if (al_run_spec_add_folder(sp, json_string_value(nv), json_string_length(nv)) < 0)
-            OOM();
-        json_array_foreach(pv, k, p) {
-            if (!json_is_string(p))
-                REFUSE(AL_STATUS_INVALID, "bad_request", "folders[%zu].paths[%zu] must be a string", i, k);
-            if (al_run_spec_add_folder_path(sp, json_string_value(p), json_string_length(p)) < 0)
-                OOM();
-        }
-    }
-    return AL_STATUS_OK;
-}
-
 al_status al_run_body_field(al_run_spec *sp, al_run_field f, json_t *v, char *msg, size_t msglen, const char **code) {
     if (!v || json_is_null(v))
         return AL_STATUS_OK;
@@ -204,7 +170,7 @@ al_status al_run_body_field(al_run_spec *sp, al_run_field f, json_t *v, char *ms
     case AL_RUN_F_LIMITS:
         return al_run_body_limits(v, sp->limit, msg, msglen, code);
     case AL_RUN_F_FOLDERS:
-        return read_folders(sp, v, msg, msglen, code);
+        return al_run_spec_folders_of(sp, v, msg, msglen, code);
     case AL_RUN_F_PACKAGES:
         return al_run_body_packages(sp, v, msg, msglen, code);
     case _AL_RUN_F_MAX:

@@ -814,25 +814,13 @@ int al_folder_clash(json_t *docs, const al_run_spec *sp, al_error *err) {
 int al_folder_request_parse(const char *text, al_run_spec *sp, al_error *err) {
     json_error_t jerr;
     json_t *a = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
-    int r = json_is_array(a) ? 0 : al_err(err, "folder", EINVAL, "%s", AL_RUN_RULE_FOLDERS);
-    size_t i, k;
-    json_t *f, *p;
-    json_array_foreach(a, i, f) {
-        json_t *name = json_object_get(f, "folder"), *paths = json_object_get(f, "paths");
-        if (r == 0 && (!json_is_object(f) || json_object_size(f) != 2 || !json_is_string(name) || !json_is_array(paths)))
-            r = al_err(err, "folder", EINVAL, "folders[%zu] must be {\"folder\": NAME, \"paths\": [PATH, ...]}", i);
-        if (r == 0 && (i >= AL_RUN_FOLDERS_MAX || json_array_size(paths) > AL_RUN_FOLDER_PATHS_MAX))
-            r = al_err(err, "folder", EINVAL, "%s", AL_RUN_RULE_FOLDERS);
-        if (r == 0 && al_run_spec_add_folder(sp, json_string_value(name), json_string_length(name)) < 0)
-            r = al_err(err, "folder", ENOMEM, "out of memory");
-        json_array_foreach(paths, k, p) if (r == 0 && al_run_spec_add_folder_path(sp, json_string_value(p),
-                                                                                    json_string_length(p)) < 0)
-            r = al_err(err, "folder", ENOMEM, "out of memory");
-    }
-    json_decref(a);
     char msg[512];
     const char *code;
-    if (r == 0 && al_run_spec_check_folders(sp, msg, sizeof msg, &code) != AL_STATUS_OK)
-        r = al_err(err, "folder", EINVAL, "%s", msg);
-    return r;
+    al_status st = a ? al_run_spec_folders_of(sp, a, msg, sizeof msg, &code) : AL_STATUS_INVALID;
+    json_decref(a);
+    if (st == AL_STATUS_OK)
+        st = al_run_spec_check_folders(sp, msg, sizeof msg, &code);
+    else if (st == AL_STATUS_INVALID && !a)
+        snprintf(msg, sizeof msg, "%s", AL_RUN_RULE_FOLDERS);
+    return st == AL_STATUS_OK ? 0 : al_err(err, "folder", st == AL_STATUS_INVALID ? EINVAL : ENOMEM, "%s", msg);
 }

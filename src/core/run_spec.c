@@ -14,6 +14,7 @@
 
 #include "../drivers/driver.h"
 #include "../util/hash.h"
+#include "../util/json_keys.h"
 #include "../util/util.h"
 
 const char *const al_run_languages[_AL_RUN_LANG_MAX] = { "python", "node", "bash" };
@@ -427,6 +428,41 @@ al_status al_run_spec_check_folders(const al_run_spec *sp, char *msg, size_t msg
                        "folders[%zu].paths[%zu] %s: a path names a file or directory beneath folder %s (no .., not "
                        "absolute, no NUL, at most %d bytes)",
                        i, k, why, f->name.s, AL_RUN_FOLDER_PATH_MAX);
+        }
+    }
+    return AL_STATUS_OK;
+}
+#undef REFUSE
+
+#define REFUSE(...) return al_run_refuse(msg, msglen, code, __VA_ARGS__)
+/* (the REST body's, MCP's and E2B's metadata's folders: one reader) */
+al_status al_run_spec_folders_of(al_run_spec *sp, json_t *v, char *msg, size_t msglen, const char **code) {
+    if (!json_is_array(v) || json_array_size(v) > AL_RUN_FOLDERS_MAX)
+        REFUSE(AL_STATUS_INVALID, "bad_request", "%s", AL_RUN_RULE_FOLDERS);
+    static const char *const keys[] = { "folder", "paths" };
+    size_t i, k, total = 0;
+    json_t *f, *p;
+    json_array_foreach(v, i, f) {
+        json_t *nv = json_object_get(f, "folder"), *pv = json_object_get(f, "paths");
+        if (!json_is_object(f) || !json_is_string(nv) || !json_is_array(pv))
+            REFUSE(AL_STATUS_INVALID, "bad_request", "folders[%zu] must be {\"folder\": NAME, \"paths\": [PATH, ...]}",
+                   i);
+        char where[32];
+        snprintf(where, sizeof where, "folders[%zu]", i);
+        if (!al_json_keys_check(f, where, keys, ELEMENTSOF(keys), msg, msglen)) {
+            *code = "bad_request";
+            return AL_STATUS_INVALID;
+        }
+        total += json_array_size(pv);
+        if (total > AL_RUN_FOLDER_PATHS_MAX)
+            REFUSE(AL_STATUS_INVALID, "bad_request", "folders: at most %d paths in all", AL_RUN_FOLDER_PATHS_MAX);
+        if (al_run_spec_add_folder(sp, json_string_value(nv), json_string_length(nv)) < 0)
+            REFUSE(AL_STATUS_INTERNAL, "internal", "out of memory");
+        json_array_foreach(pv, k, p) {
+            if (!json_is_string(p))
+                REFUSE(AL_STATUS_INVALID, "bad_request", "folders[%zu].paths[%zu] must be a string", i, k);
+            if (al_run_spec_add_folder_path(sp, json_string_value(p), json_string_length(p)) < 0)
+                REFUSE(AL_STATUS_INTERNAL, "internal", "out of memory");
         }
     }
     return AL_STATUS_OK;

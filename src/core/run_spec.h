@@ -232,6 +232,11 @@ int al_run_spec_set_skill(al_run_spec *sp, const al_run_skill *k);
  * spec), limits, each file's name. */
 al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, size_t msglen, const char **code);
 
+/* V, a `folders` array of {folder, paths: [PATH, ...]} objects and nothing
+ * else, into SP's folders (counts beyond the most the check takes are not
+ * copied): the one reader of the REST body's, MCP's and E2B's metadata's
+ * folders. AL_STATUS_OK, or the refusal as al_run_spec_check answers. */
+al_status al_run_spec_folders_of(al_run_spec *sp, json_t *v, char *msg, size_t msglen, const char **code);
 /* SP's package specs, each list within AL_RUN_PACKAGES_MAX and each spec
  * al_pkg_spec_valid's: AL_STATUS_OK, or the refusal (naming the spec and
  * the form it must take) as al_run_spec_check answers. */
