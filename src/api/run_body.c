@@ -62,32 +62,6 @@ al_status al_run_body_limits(json_t *v, al_run_limit_req ret[_AL_LIMIT_MAX], cha
     return AL_STATUS_OK;
 }
 
-al_status al_run_body_packages(al_run_spec *sp, json_t *v, char *msg, size_t msglen, const char **code) {
-    if (!v || json_is_null(v))
-        return AL_STATUS_OK;
-    if (!json_is_object(v))
-        REFUSE(AL_STATUS_INVALID, "bad_request", "%s", wrong_type[AL_RUN_F_PACKAGES]);
-    /* a key no installer reads (pip, gem, "Python") is refused, not dropped */
-    if (!al_json_keys_check(v, "packages", al_pkg_lang_names, _AL_PKG_LANG_MAX, msg, msglen)) {
-        *code = "bad_request";
-        return AL_STATUS_INVALID;
-    }
-    for (size_t l = 0; l < _AL_PKG_LANG_MAX; l++) {
-        json_t *list = json_object_get(v, al_pkg_lang_names[l]), *e;
-        size_t i;
-        if (!list || json_is_null(list))
-            continue;
-        /* a list longer than the most it may hold is not copied */
-        bool ok = json_is_array(list) && json_array_size(list) <= AL_RUN_PACKAGES_MAX;
-        json_array_foreach(list, i, e) ok = ok && json_is_string(e);
-        if (!ok)
-            REFUSE(AL_STATUS_INVALID, "bad_request", "%s", wrong_type[AL_RUN_F_PACKAGES]);
-        json_array_foreach(list, i, e) if (al_run_spec_add_package(sp, (al_pkg_lang)l, json_string_value(e),
-                                                                   json_string_length(e)) < 0) OOM();
-    }
-    return AL_STATUS_OK;
-}
-
 /* The entries of files[] */
 static al_status read_files(al_run_spec *sp, json_t *files, char *msg, size_t msglen, const char **code) {
     size_t i;
@@ -172,7 +146,7 @@ al_status al_run_body_field(al_run_spec *sp, al_run_field f, json_t *v, char *ms
     case AL_RUN_F_FOLDERS:
         return al_run_spec_folders_of(sp, v, msg, msglen, code);
     case AL_RUN_F_PACKAGES:
-        return al_run_body_packages(sp, v, msg, msglen, code);
+        return al_run_spec_packages_of(sp, v, msg, msglen, code);
     case _AL_RUN_F_MAX:
         break;
     }

@@ -11,6 +11,7 @@
 #include "../drivers/install.h"
 #include "../store/packages.h"
 #include "governance.h"
+#include "sandbox.h"
 #include "service_int.h"
 
 void al_pkg_set_free(al_pkg_set *set) {
@@ -476,4 +477,27 @@ int al_packages_installed(al_service *s, const al_store_run *run, const al_job *
         return r;
     }
     return al_store_commit(s->store, err);
+}
+
+al_status al_packages_of_metadata(json_t *metadata, al_run_spec *sp, char *msg, size_t msglen, const char **code) {
+    json_t *v = json_object_get(metadata, AL_SANDBOX_META_PACKAGES);
+    if (!v)
+        return AL_STATUS_OK;
+    /* metadata values are strings (E2B's rule, checked at create) */
+    json_t *o = json_is_string(v) ? json_loadb(json_string_value(v), json_string_length(v), 0, NULL) : NULL;
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return al_run_refuse(msg, msglen, code, AL_STATUS_INVALID, "bad_request",
+                             "metadata." AL_SANDBOX_META_PACKAGES " must be a JSON string of an object {\"python\": "
+                             "[specs], \"node\": [specs]}");
+    }
+    al_status st = al_run_spec_packages_of(sp, o, msg, msglen, code);
+    json_decref(o);
+    if (st == AL_STATUS_OK && (st = al_run_spec_check_packages(sp, msg, msglen, code)) != AL_STATUS_OK) {
+        /* the check's words, said of the metadata key they came in */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", msg);
+        snprintf(msg, msglen, "metadata." AL_SANDBOX_META_PACKAGES ": %s", why);
+    }
+    return st;
 }

@@ -467,6 +467,33 @@ al_status al_run_spec_folders_of(al_run_spec *sp, json_t *v, char *msg, size_t m
     }
     return AL_STATUS_OK;
 }
+
+al_status al_run_spec_packages_of(al_run_spec *sp, json_t *v, char *msg, size_t msglen, const char **code) {
+    if (!v || json_is_null(v))
+        return AL_STATUS_OK;
+    if (!json_is_object(v))
+        REFUSE(AL_STATUS_INVALID, "bad_request", "%s", AL_RUN_RULE_PACKAGES);
+    /* a key no installer reads (pip, gem, "Python") is refused, not dropped */
+    if (!al_json_keys_check(v, "packages", al_pkg_lang_names, _AL_PKG_LANG_MAX, msg, msglen)) {
+        *code = "bad_request";
+        return AL_STATUS_INVALID;
+    }
+    for (size_t l = 0; l < _AL_PKG_LANG_MAX; l++) {
+        json_t *list = json_object_get(v, al_pkg_lang_names[l]), *e;
+        size_t i;
+        if (!list || json_is_null(list))
+            continue;
+        /* a list longer than the most it may hold is not copied */
+        bool ok = json_is_array(list) && json_array_size(list) <= AL_RUN_PACKAGES_MAX;
+        json_array_foreach(list, i, e) ok = ok && json_is_string(e);
+        if (!ok)
+            REFUSE(AL_STATUS_INVALID, "bad_request", "%s", AL_RUN_RULE_PACKAGES);
+        json_array_foreach(list, i, e) if (al_run_spec_add_package(sp, (al_pkg_lang)l, json_string_value(e),
+                                                                   json_string_length(e)) < 0)
+            REFUSE(AL_STATUS_INTERNAL, "internal", "out of memory");
+    }
+    return AL_STATUS_OK;
+}
 #undef REFUSE
 
 al_status al_run_spec_check_packages(const al_run_spec *sp, char *msg, size_t msglen, const char **code) {

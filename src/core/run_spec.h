@@ -232,6 +232,11 @@ int al_run_spec_set_skill(al_run_spec *sp, const al_run_skill *k);
  * spec), limits, each file's name. */
 al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, size_t msglen, const char **code);
 
+/* A `packages` object V (NULL or null: none) into SP's packages: an object
+ * of at most the keys python and node, each a list of at most
+ * AL_RUN_PACKAGES_MAX strings (their values are al_run_spec_check_packages'),
+ * as al_run_spec_check answers: the REST body's, MCP's and E2B's reader. */
+al_status al_run_spec_packages_of(al_run_spec *sp, json_t *v, char *msg, size_t msglen, const char **code);
 /* V, a `folders` array of {folder, paths: [PATH, ...]} objects and nothing
  * else, into SP's folders (counts beyond the most the check takes are not
  * copied): the one reader of the REST body's, MCP's and E2B's metadata's
