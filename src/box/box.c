@@ -1083,6 +1083,8 @@ static int collect_work(box_run *st, const al_collect_limits *cl) {
             r = -ENOMEM;
         else
             r = al_collect_add_skip(st->res, rel, w.skipped[i].why);
+        if (r == 0)
+            st->res->skipped[st->res->n_skipped - 1].kind = w.skipped[i].kind;
         free(rel);
     }
     st->res->work_collected = r == 0;

@@ -218,9 +218,19 @@ typedef struct al_artifact {
     char sha256[65];
 } al_artifact;
 
+/* Why the collect left an entry out, as a kind (WHY says it in words):
+ * what an install reads to fail a layer over its caps or count its links */
+typedef enum al_skip_kind {
+    AL_SKIP_OTHER,                /* unreadable, vanished, a name that is not text... */
+    AL_SKIP_CAP,                  /* a cap of the collect: files, bytes, depth, entries */
+    AL_SKIP_LINK,                 /* a symbolic link, never followed */
+    AL_SKIP_SPECIAL,              /* a FIFO, socket or device: not a regular file */
+} al_skip_kind;
+
 typedef struct al_skip {
     char *path;
     char *why;
+    al_skip_kind kind;
 } al_skip;
 
 typedef enum al_level {
