@@ -182,7 +182,7 @@ al_status al_packages_admit(al_service *s, const al_principal *p, const al_setti
     if (!st->package_installs)
         REFUSE(AL_STATUS_INVALID, "packages_disabled", "package installs are disabled on this service: " TELL, names);
     /* only the native driver's helper runs the install box */
-    if (strcmp(s->driver->name, "native") != 0)
+    if (!s->driver->installs_packages)
         REFUSE(AL_STATUS_INVALID, "packages_unsupported", "package installs run on the native driver; this service "
                "runs %s", s->driver->name);
     json_t *allowed = json_object_get(st->doc, "network_allowed"), *m;
@@ -396,7 +396,7 @@ int al_packages_job(al_service *s, const al_store_run *run, al_job *j, al_error 
     al_pkg_set set;
     /* installs turned off since: the thread's set is not installed (its
      * layer kept), and a run that asked was refused at admission */
-    r = job_set(s, run, st.package_installs && strcmp(s->driver->name, "native") == 0, &set, err);
+    r = job_set(s, run, st.package_installs && s->driver->installs_packages, &set, err);
     if (r == 0 && al_pkg_set_any(&set)) {
         for (size_t i = 0; r == 0 && i < set.n[AL_PKG_PYTHON]; i++)
             r = al_job_add_pkg_python(j, set.specs[AL_PKG_PYTHON][i]);
