@@ -161,6 +161,15 @@ json_t *al_mcp_run_result(al_service *s, json_t *run) {
                  json_string_value(json_object_get(error, "message")) ?: "");
         al_mcp_append_str(&b, &len, &cap, line);
     }
+    /* a failed install says why (its message: pip's or npm's words) and
+     * what the agent does with it, as the refusals before it do: an
+     * agent told only "install_failed" reaches for something else */
+    const char *rmsg = json_is_object(r) ? json_string_value(json_object_get(json_object_get(r, "error"), "message")) : NULL;
+    if (rmsg && strcmp(json_string_value(json_object_get(r, "reason")) ?: "", "install_failed") == 0) {
+        snprintf(line, sizeof line, " The packages could not be installed: %.1200s. Tell the user so, and do not "
+                 "substitute something else.", rmsg);
+        al_mcp_append_str(&b, &len, &cap, line);
+    }
     static const char *const streams[] = { "stdout", "stderr" };
     for (size_t i = 0; json_is_object(r) && i < 2; i++) {
         json_t *t = json_object_get(r, streams[i]);

@@ -31,6 +31,17 @@ int al_output_redact(al_dlp *dlp, json_t *result) {
         }
         free(red);
     }
+    /* the error's message too: a failed install's names the lines of its
+     * output that say why (the installing events are redacted; so is this) */
+    json_t *e = dlp && json_is_object(result) ? json_object_get(result, "error") : NULL;
+    const char *m = json_string_value(json_object_get(e, "message"));
+    if (m) {
+        size_t n = 0;
+        char *red = al_dlp_redact(dlp, m, strlen(m), &count, &n);
+        json_t *v = red ? json_stringn(red, n) : NULL;
+        json_object_set_new(e, "message", v ? v : json_string("")); /* never left unredacted */
+        free(red);
+    }
     return count;
 }
 

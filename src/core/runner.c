@@ -302,6 +302,7 @@ typedef struct runner {
     al_driver_run dr;
     al_dlp *dlp;
     al_dlp_stream streams[2];
+    al_dlp_stream install_streams[2]; /* the install's: lines held whole as the run's are */
     output_pace pace;
     al_run_state final;
     const char *ecode, *emsg;     /* the end's error, if any (emsg may point at emsg_buf) */
@@ -427,7 +428,7 @@ static step check_started(runner *r) {
         return refuse(r, "dlp", "%s", serr.msg);
     }
     for (int i = 0; i < 2; i++)
-        r->streams[i].dlp = r->dlp;
+        r->streams[i].dlp = r->install_streams[i].dlp = r->dlp;
     al_store_approval appr;
     al_error aerr = { 0 }, err = { 0 }; /* none is no error: most runs have no approval */
     int ar = al_store_approval_get(s->store, r->a->run_id, &appr, &aerr);
@@ -502,21 +503,42 @@ static step start(runner *r) {
     return STEP_ON;
 }
 
-/* A piece of the install step's output: an "installing" event of its
- * stream, redacted as the run's output is (a chunk at a time: the helper
- * caps what it sends at 1 MiB in all). */
-static void installing_output(runner *r, const al_helper_event *he) {
-    if (!he->data || (he->stream != 1 && he->stream != 2))
+/* Redacted install output (RED, RN bytes) as an "installing" event of
+ * stream I (0 stdout, 1 stderr). */
+static void installing_event(runner *r, int i, const char *red, size_t rn) {
+    if (!red || !rn)
         return;
-    int n = 0;
-    size_t rn = 0;
-    char *red = al_dlp_redact(r->dlp, he->data, he->len, &n, &rn);
-    json_t *ev = json_pack("{s:s}", "stream", he->stream == 1 ? "stdout" : "stderr");
-    if (ev && red && al_output_set(ev, "data", red, rn) == 0)
+    json_t *ev = json_pack("{s:s}", "stream", i == 0 ? "stdout" : "stderr");
+    if (ev && al_output_set(ev, "data", red, rn) == 0)
         al_service_append_event(r->s, r->a->run_id, "installing", ev);
     else
         json_decref(ev);
+}
+
+/* A piece of the install step's output: held back to the end of its line
+ * and redacted, as the run's output is. Redacting each piece alone let a
+ * secret written in two pieces (a build script's two writes) pass whole
+ * to the reader, who joins the events. */
+static void installing_output(runner *r, const al_helper_event *he) {
+    if (!he->data || (he->stream != 1 && he->stream != 2) || !r->dlp)
+        return;
+    int i = he->stream - 1;
+    size_t rn = 0;
+    char *red = al_dlp_stream_feed(&r->install_streams[i], he->data, he->len, &rn);
+    installing_event(r, i, red, rn);
     free(red);
+}
+
+/* The install's last partial lines, once it has ended (installed, or the
+ * helper's end when it failed). */
+static void installing_flush(runner *r) {
+    for (int i = 0; i < 2; i++) {
+        size_t rn = 0;
+        char *red = r->install_streams[i].dlp && r->install_streams[i].len
+                        ? al_dlp_stream_flush(&r->install_streams[i], &rn) : NULL;
+        installing_event(r, i, red, rn);
+        free(red);
+    }
 }
 
 /* The packages' layer is ready (EV: the helper's "installed" event): its
@@ -568,6 +590,7 @@ static void pump(runner *r, json_t **ret_helper_error) {
             installing_output(r, &he);
             break;
         case AL_HELPER_EVENT_INSTALLED:
+            installing_flush(r);
             installed(r, he.value);
             break;
         case AL_HELPER_EVENT_RESULT:
@@ -653,6 +676,7 @@ static void run_box(runner *r) {
     json_t *helper_error = NULL;
     pump(r, &helper_error);
     int st = s->driver->wait(&r->dr);
+    installing_flush(r);
     flush_output(r);
     judge(r, st, helper_error);
     json_decref(helper_error);
@@ -695,6 +719,7 @@ static void leave(runner *r) {
     al_settings_done(&r->settings);
     for (int i = 0; i < 2; i++) {
         free(r->streams[i].pending);
+        free(r->install_streams[i].pending);
         free(r->pace.b[i].buf);
     }
     al_dlp_free(r->dlp);

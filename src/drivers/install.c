@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../box/collect.h"
 #include "../image/image.h"
 #include "../image/layer.h"
 #include "../util/hash.h"
@@ -49,7 +50,10 @@ static const char PIP_SH[] =
     /* plain http only reaches a registry the operator gave a range (the
      * proxy refuses it to any other): pip then needs to be told */
     "case $url in http://*) h=${url#http://}; h=${h%%/*}; extra+=(--trusted-host \"${h%%:*}\");; esac\n"
-    "exec python3 -m pip install --target /out/python --report /out/python-report.json --no-cache-dir \\\n"
+    /* the report to stdout, which only pip holds (a build's output is
+     * pip's to capture), not a file of /out, which a package's build code
+     * can rewrite after pip wrote it (put_report takes it from the log) */
+    "exec python3 -m pip install --target /out/python --report - --no-cache-dir \\\n"
     "    --disable-pip-version-check --no-input --progress-bar off \"${extra[@]}\" --index-url \"$url\" -- \"$@\"\n";
 static const char NPM_SH[] =
     "set -u\n"
@@ -60,8 +64,42 @@ static const char NPM_SH[] =
     "exec npm install --prefix /out/node --no-bin-links --no-audit --no-fund --package-lock --no-update-notifier \\\n"
     "    --loglevel=warn \"${extra[@]}\" --registry \"$url\" -- \"$@\"\n";
 
+/* BUF's LEN bytes of stderr kept as the tail (the last sizeof tail bytes) */
+static void keep_tail(al_install *in, const char *buf, size_t len) {
+    size_t cap = sizeof in->tail;
+    if (len >= cap) {
+        memcpy(in->tail, buf + len - cap, cap);
+        in->tail_len = cap;
+        return;
+    }
+    if (in->tail_len + len > cap) {
+        size_t drop = in->tail_len + len - cap;
+        memmove(in->tail, in->tail + drop, in->tail_len - drop);
+        in->tail_len -= drop;
+    }
+    memcpy(in->tail + in->tail_len, buf, len);
+    in->tail_len += len;
+}
+
 static void say(void *ud, al_stream s, const char *buf, size_t len) {
     al_install *in = ud;
+    if (s == AL_STREAM_STDERR)
+        keep_tail(in, buf, len);
+    if (s == AL_STREAM_STDOUT && in->capture) {
+        if (in->report_over || in->report_len + len > AL_LAYER_REPORT_MAX) {
+            in->report_over = true;
+            return;
+        }
+        char *n = realloc(in->report, in->report_len + len + 1);
+        if (!n) {
+            in->report_over = true;
+            return;
+        }
+        memcpy(n + in->report_len, buf, len);
+        in->report = n;
+        in->report_len += len;
+        in->report[in->report_len] = '\0';
+    }
     if (!in->on_output || in->output_cut)
         return;
     size_t room = AL_INSTALL_OUTPUT_MAX - in->output_sent;
@@ -170,6 +208,53 @@ static int run_step(al_install *in, const step *st, int out_fd, uint64_t max_fil
     return 0;
 }
 
+/* Whether LINE (N bytes) is one that says why pip or npm failed: pip's
+ * "ERROR: ...", "error: ..." and "× ..." lines; npm's "npm ERR! ..." / "npm error ..." lines but
+ * their code, log-file and blank ones */
+static bool says_why(const char *line, size_t n, bool pip) {
+    if (pip) /* pip 23's "ERROR: ", pip 25's "error: " and its "× " summary */
+        return n > 7 && (strncmp(line, "ERROR: ", 7) == 0 || strncmp(line, "error: ", 7) == 0 ||
+                         strncmp(line, "\xc3\x97 ", 3) == 0);
+    size_t p = n > 8 && strncmp(line, "npm ERR!", 8) == 0 ? 8 : n > 9 && strncmp(line, "npm error", 9) == 0 ? 9 : 0;
+    if (!p)
+        return false;
+    while (p < n && line[p] == ' ')
+        p++;
+    return p + 4 < n && strncmp(line + p, "code ", 5) != 0 && strncmp(line + p, "errno ", 6) != 0 &&
+           !memmem(line + p, n - p, "complete log", 12) && line[p] != '/';
+}
+
+/* The words of the install's stderr tail that say why it failed, at most
+ * two lines, printable ASCII, in BUF ("" when none): the failure's message
+ * carries them, since a reader of the result alone (an agent) has no
+ * other view of the output */
+static void why_from_tail(const al_install *in, bool pip, char *buf, size_t len) {
+    size_t o = 0, found = 0;
+    buf[0] = '\0';
+    const char *t = in->tail, *end = in->tail + in->tail_len;
+    /* from the first whole line of the tail */
+    const char *nl = in->tail_len == sizeof in->tail ? memchr(t, '\n', in->tail_len) : NULL;
+    if (nl)
+        t = nl + 1;
+    while (t < end && found < 2) {
+        const char *e = memchr(t, '\n', (size_t)(end - t));
+        size_t n = e ? (size_t)(e - t) : (size_t)(end - t);
+        if (says_why(t, n, pip)) {
+            size_t skip = strncmp(t, "\xc3\x97 ", 3) == 0 ? 3 : 0;
+            t += skip;
+            n -= skip;
+            if (found++ && o + 2 < len) {
+                buf[o++] = ';';
+                buf[o++] = ' ';
+            }
+            for (size_t i = 0; i < n && o + 1 < len; i++)
+                buf[o++] = (t[i] >= 0x20 && t[i] < 0x7f) ? t[i] : '?';
+            buf[o] = '\0';
+        }
+        t += n + 1;
+    }
+}
+
 /* Why ST's box failed (RES), in ERR: 0 when it did not. */
 static int step_failed(al_install *in, const step *st, const al_box_result *res, al_error *err) {
     in->exit_code = res->exit_code;
@@ -186,9 +271,12 @@ static int step_failed(al_install *in, const step *st, const al_box_result *res,
     in->failed_step = st->name;
     const char *tool = strcmp(st->name, "python") == 0 ? "pip" : "npm";
     switch (res->reason) {
-    case AL_REASON_EXITED:
-        return al_err(err, "install", EIO, "the %s install (%s) failed with exit code %d: its output is above",
-                      st->name, tool, res->exit_code);
+    case AL_REASON_EXITED: {
+        char why[360];
+        why_from_tail(in, strcmp(tool, "pip") == 0, why, sizeof why);
+        return al_err(err, "install", EIO, "the %s install (%s) failed with exit code %d: %s%s(its whole output: the "
+                      "run's installing events)", st->name, tool, res->exit_code, why, why[0] ? " " : "");
+    }
     case AL_REASON_TIMEOUT:
         return al_err(err, "install", ETIMEDOUT, "the %s install (%s) did not finish within the install timeout",
                       st->name, tool);
@@ -202,6 +290,60 @@ static int step_failed(al_install *in, const step *st, const al_box_result *res,
     default:
         return al_err(err, "install", EIO, "the %s install (%s) ended: %s", st->name, tool, al_reason_name(res->reason));
     }
+}
+
+/* Whether the layer under TFD holds a package manager (asked, or pulled
+ * in by a package): the run's box never holds one (its image has none,
+ * docs/operations.md), and a layer is in the run's box. What it found in
+ * *RET_WHAT, the language in *RET_LANG. The installers' own top-level
+ * trees are looked for, beneath the layer: pip's, uv's, pipx's, poetry's,
+ * pdm's, conda's; npm's, yarn's, pnpm's, corepack's. */
+static bool holds_package_manager(int tfd, const char **ret_what, const char **ret_lang) {
+    static const struct { const char *lang, *path, *what; } pm[] = {
+        { "python", "python/pip", "pip" },          { "python", "python/uv", "uv" },
+        { "python", "python/pipx", "pipx" },        { "python", "python/poetry", "poetry" },
+        { "python", "python/pdm", "pdm" },          { "python", "python/conda", "conda" },
+        { "node", "node/node_modules/npm", "npm" }, { "node", "node/node_modules/yarn", "yarn" },
+        { "node", "node/node_modules/pnpm", "pnpm" }, { "node", "node/node_modules/corepack", "corepack" },
+    };
+    for (size_t i = 0; i < ELEMENTSOF(pm); i++) {
+        int fd = al_openat_beneath(tfd, pm[i].path, O_PATH, 0);
+        if (fd >= 0) {
+            close(fd);
+            *ret_what = pm[i].what;
+            *ret_lang = pm[i].lang;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* pip's report, as its stdout said it, in place of whatever /out held
+ * under that name (a package's build code may have written one) */
+static int put_report(al_install *in, int tfd, al_error *err) {
+    in->failed_step = "python";
+    if (in->report_over)
+        return al_err(err, "install", EFBIG, "pip's report is more than %u bytes", AL_LAYER_REPORT_MAX);
+    if (unlinkat(tfd, "python-report.json", 0) < 0 && errno != ENOENT)
+        return al_err(err, "install", errno, "python-report.json: %m");
+    /* pip's stdout is its log lines and, between them, the report as
+     * rich prints it: a line "{", indented lines, a line "}" (no log line
+     * is a lone brace: each has its words) */
+    const char *o = in->report, *a = NULL, *b = NULL;
+    if (o)
+        a = strncmp(o, "{\n", 2) == 0 ? o : strstr(o, "\n{\n");
+    if (a && a != o)
+        a++;
+    if (a)
+        b = strstr(a, "\n}\n") ? strstr(a, "\n}\n") + 2 : (in->report_len >= 2 && strcmp(o + in->report_len - 2, "\n}") == 0)
+                                                             ? o + in->report_len : NULL;
+    if (!a || !b)
+        return al_err(err, "install", EINVAL, "pip printed no report");
+    _cleanup_close_ int fd = openat(tfd, "python-report.json", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 || al_write_all(fd, a, (size_t)(b - a)) < 0)
+        return al_err(err, "install", errno, "python-report.json: %m");
+    in->failed_step = NULL;
+    return 0;
 }
 
 /* The steps into a new tmp- layer, layer.json, renamed to sha256-KEY. */
@@ -231,17 +373,29 @@ static int install_new(al_install *in, al_error *err) {
             r = al_err(err, "install", ETIMEDOUT, "the install timeout passed before the %s install", steps[s].name);
             break;
         }
-        if ((r = run_step(in, &steps[s], tfd, max_files - files, max_bytes - bytes, wall - spent, &res, err)) < 0) {
+        in->capture = s == 0;
+        r = run_step(in, &steps[s], tfd, max_files - files, max_bytes - bytes, wall - spent, &res, err);
+        in->capture = false;
+        if (r < 0) {
             in->failed_step = steps[s].name;
             break;
         }
         r = step_failed(in, &steps[s], &res, err);
+        if (r == 0 && s == 0)
+            r = put_report(in, tfd, err);
         files += res.n_artifacts;
         for (size_t i = 0; i < res.n_artifacts; i++)
             bytes += res.artifacts[i].size;
         for (size_t i = 0; i < res.n_skipped; i++)
             skipped_links += res.skipped[i].kind == AL_SKIP_LINK;
         al_box_result_free(&res);
+    }
+    const char *pm = NULL, *pm_lang = NULL;
+    if (r == 0 && holds_package_manager(tfd, &pm, &pm_lang)) {
+        in->failed_step = pm_lang;
+        r = al_err(err, "install", EPERM, "the %s packages would put a package manager (%s) in the run's box, asked "
+                   "or pulled in by a package: a run's box never holds one; ask for the packages the code needs "
+                   "instead", pm_lang, pm);
     }
     json_t *py = NULL, *node = NULL;
     if (r == 0 && (r = al_layer_python_report(tfd, &py, err)) == 0)
@@ -376,6 +530,9 @@ int al_install_run(al_install *in, al_error *err) {
 }
 
 void al_install_free(al_install *in) {
+    free(in->report);
+    in->report = NULL;
+    in->report_len = 0;
     for (size_t i = 0; i < in->n_binds; i++)
         if (in->binds[i].host_fd >= 0)
             close(in->binds[i].host_fd);
@@ -447,9 +604,13 @@ int al_install_network(const char *registries, const char *index_python, const c
         char why[384];
         if (strlen(urls[i]) > 1024 || url_host(urls[i], &h, &port, &plain) < 0)
             return al_err(err, "packages", EINVAL, "%s \"%.200s\" is not an http(s) URL naming a host", what[i], urls[i]);
+        /* the usual way here: package_registries given for one language
+         * while the other's URL stays the default: say both ways out */
         if (!al_net_decide(p, &h, port, why, sizeof why))
-            return al_err(err, "packages", EINVAL, "%s: %s (package_registries lists the hosts installs may reach)",
-                          what[i], why);
+            return al_err(err, "packages", EINVAL,
+                          "%s %.200s: %s: add its host to package_registries (the hosts installs may reach: %.300s), "
+                          "or set %s to a URL of one of them",
+                          what[i], urls[i], why, list, what[i]);
         if (plain && !al_net_plain_http_ok(p, &h, why, sizeof why))
             return al_err(err, "packages", EINVAL, "%s: %s", what[i], why);
     }

@@ -47,6 +47,14 @@ typedef struct al_install {
     int layer_fd;
     uint64_t output_sent;
     bool output_cut;
+    char tail[4096];              /* the last bytes of the install's stderr: why it failed */
+    size_t tail_len;
+    /* pip's report, from its stdout (--report -): where no package's code
+     * can write, unlike a file of the box's /out */
+    bool capture;
+    char *report;
+    size_t report_len;
+    bool report_over;
 } al_install;
 
 /* IN's job's packages installed (or their layer found): 0 with the out

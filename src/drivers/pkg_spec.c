@@ -6,6 +6,7 @@
 #include "pkg_spec.h"
 
 #include <string.h>
+#include <strings.h>
 
 #include "job.h"
 
@@ -35,6 +36,47 @@ static size_t run_of(const char *s, bool (*first)(char), const char *extra) {
     while (s[n] && (first(s[n]) || (extra && strchr(extra, s[n]))))
         n++;
     return n;
+}
+
+/* Whether S's first N bytes end, ignoring case, in one of SUFFIXES. */
+static bool ends_in(const char *s, size_t n, const char *const *suffixes, size_t k) {
+    for (size_t i = 0; i < k; i++) {
+        size_t m = strlen(suffixes[i]);
+        if (n >= m && strncasecmp(s + n - m, suffixes[i], m) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* pip reads a requirement whose text (or whose name before its extras)
+ * ends in an archive's extension as a file of its working directory
+ * (pip's _get_url_from_path: `foo.whl`, `x==1.tar.gz`, `foo.zip[e]`),
+ * whether or not the file is there: a path, not a name. */
+static const char *const PIP_ARCHIVES[] = { ".zip", ".whl", ".tar", ".tgz", ".tbz", ".txz", ".tlz", ".gz",
+                                            ".bz2", ".xz", ".lz", ".lzma" };
+
+/* npm-package-arg reads a name (unscoped) or a range ending in
+ * /[.](?:tgz|tar.gz|tar)$/i as a tarball file, and a range starting with
+ * `.` as a directory (`left-pad@.`, `x@..`): paths, not versions. Its
+ * `tar.gz` has an unescaped dot: any byte stands between tar and gz. */
+static bool npm_file_like(const char *s, size_t n) {
+    static const char *const tars[] = { ".tgz", ".tar" };
+    if (ends_in(s, n, tars, ELEMENTSOF(tars)))
+        return true;
+    return n >= 7 && s[n - 7] == '.' && strncasecmp(s + n - 6, "tar", 3) == 0 && strncasecmp(s + n - 2, "gz", 2) == 0;
+}
+
+/* Whether pip or npm would read SPEC as a file or directory */
+static bool reads_as_file(al_pkg_lang lang, const char *s) {
+    if (lang == AL_PKG_PYTHON) {
+        size_t whole = strlen(s), name = strcspn(s, "[=<>~!");
+        return ends_in(s, whole, PIP_ARCHIVES, ELEMENTSOF(PIP_ARCHIVES)) ||
+               ends_in(s, name, PIP_ARCHIVES, ELEMENTSOF(PIP_ARCHIVES));
+    }
+    bool scoped = *s == '@';
+    const char *at = strchr(s + scoped, '@');
+    size_t name = at ? (size_t)(at - s) : strlen(s);
+    return (!scoped && npm_file_like(s, name)) || (at && (at[1] == '.' || npm_file_like(at + 1, strlen(at + 1))));
 }
 
 static bool python_ok(const char *s) {
@@ -90,6 +132,11 @@ int al_pkg_spec_check(al_pkg_lang lang, const char *spec, al_error *err) {
         return al_err(err, "packages", EINVAL, "%s package spec \"%.64s\": a spec is a name, not an option",
                       al_pkg_lang_name(lang), spec);
     bool ok = lang == AL_PKG_PYTHON ? python_ok(spec) : lang == AL_PKG_NODE ? node_ok(spec) : false;
+    if (ok && reads_as_file(lang, spec))
+        return al_err(err, "packages", EINVAL,
+                      "%s package spec \"%.*s\" would be read by %s as a file or directory, not a package of the "
+                      "registry: name the package and its version, without an archive's extension or a leading dot",
+                      al_pkg_lang_name(lang), (int)(n > 100 ? 100 : n), spec, lang == AL_PKG_PYTHON ? "pip" : "npm");
     if (!ok)
         return al_err(err, "packages", EINVAL,
                       "%s package spec \"%.*s\" is not a name with an optional version (%s): no URL, path, git "

@@ -25,8 +25,15 @@ static void feed(struct sha256_ctx *c, const char *s) {
     sha256_update(c, strlen(s) + 1, (const uint8_t *)s);
 }
 
-/* N specs V, sorted (a copy of the pointers: the caller's order stays) */
+/* N specs V, sorted (a copy of the pointers: the caller's order stays),
+ * after their count: a list is framed by its length, not by the word that
+ * follows it, since "node" is a spec of either language too (python
+ * ["a"], node ["node", "x"] and python ["a", "node"], node ["x"] would
+ * otherwise feed the same strings) */
 static void feed_sorted(struct sha256_ctx *c, char *const *v, size_t n) {
+    char count[24];
+    snprintf(count, sizeof count, "%zu", n);
+    feed(c, count);
     if (!n)
         return;
     const char **s = calloc(n, sizeof *s);
@@ -46,7 +53,8 @@ static void feed_sorted(struct sha256_ctx *c, char *const *v, size_t n) {
 void al_layer_key(const al_layer_want *w, char ret_key[65]) {
     struct sha256_ctx c;
     sha256_init(&c);
-    feed(&c, "airlock-layer-1");
+    /* -2: the lists framed by their counts (-1 keys were ambiguous) */
+    feed(&c, "airlock-layer-2");
     feed(&c, w->image ? w->image : "host");
     feed(&c, w->installer);
     feed(&c, "python");
@@ -59,17 +67,24 @@ void al_layer_key(const al_layer_want *w, char ret_key[65]) {
     al_sha256_finish_hex(&c, ret_key);
 }
 
-/* tmp- directories of installs that died (a killed helper, a crash):
- * none lives past the longest install timeout (an hour), so one two hours
- * old is nobody's */
+/* tmp- directories of installs that died (a killed helper, a crash): an
+ * install holds an flock on its tmp- directory for as long as it lives
+ * (al_layer_tmp), so one whose lock can be taken is nobody's, however
+ * young (an age rule left each dead install's bytes, up to the layer's
+ * cap, for hours). Removed only while this sweeper holds its lock and the
+ * name is still that directory. */
 static void sweep_stale(int layers_fd) {
     DIR *d = al_dir_open(layers_fd);
     struct dirent *e;
-    time_t now = time(NULL);
     while (d && (e = al_dir_next(d))) {
-        struct stat st;
-        if (strncmp(e->d_name, "tmp-", 4) == 0 && fstatat(layers_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            S_ISDIR(st.st_mode) && st.st_mtime + 2 * 3600 < now)
+        if (strncmp(e->d_name, "tmp-", 4) != 0)
+            continue;
+        _cleanup_close_ int fd = openat(layers_fd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat held, named;
+        if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
+            continue;
+        if (fstat(fd, &held) == 0 && fstatat(layers_fd, e->d_name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+            held.st_dev == named.st_dev && held.st_ino == named.st_ino)
             al_rm_tree(layers_fd, e->d_name);
     }
     if (d)
@@ -165,6 +180,16 @@ int al_layer_tmp(int layers_fd, char ret_name[16], int *ret_fd, al_error *err) {
         }
         /* the umask may have taken bits: the run's box reads through it */
         int fd = openat(layers_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        /* held while the install lives (the caller keeps FD): a sweeper
+         * takes it only from a dead one. A sweeper that took it between
+         * the mkdir and here has removed it, or will: another name */
+        struct stat held, named;
+        if (fd >= 0 && (flock(fd, LOCK_EX | LOCK_NB) < 0 || fstat(fd, &held) < 0 || held.st_nlink == 0 ||
+                        fstatat(layers_fd, name, &named, AT_SYMLINK_NOFOLLOW) < 0 || held.st_ino != named.st_ino ||
+                        held.st_dev != named.st_dev)) {
+            close(fd);
+            continue;
+        }
         if (fd < 0 || fchmod(fd, 0755) < 0) {
             int e = errno;
             if (fd >= 0)

@@ -62,7 +62,9 @@ int al_layer_find(int layers_fd, const char *key, int *ret_fd, json_t **ret_meta
 int al_layer_lock(int layers_fd, const char *key, int cancel_fd, uint64_t timeout_ms, int *ret_fd, al_error *err);
 
 /* A new empty directory tmp-XXXXXX under LAYERS_FD (its name in RET_NAME,
- * its fd in *RET_FD). */
+ * its fd in *RET_FD, holding the directory's flock: keep it open while the
+ * install lives; a tmp- directory whose lock is free is a dead install's,
+ * removed by the next al_layer_dir_open). */
 int al_layer_tmp(int layers_fd, char ret_name[16], int *ret_fd, al_error *err);
 
 /* pip's --report (TMP_FD/python-report.json) as [{"name","version",

@@ -102,3 +102,38 @@ installTests('index: e2b metadata airlock_packages, and every command of the san
     await sbx.kill();
   }
 });
+
+// test_packages_attack.py: a spec its index has not (AIRLOCK_PKG_MISSING)
+const attackTests = process.env.AIRLOCK_PKG_MISSING ? test : test.skip;
+
+attackTests('attack: mcp code_execution whose install fails says why and what to tell the user', async () => {
+  const { client } = await httpClient();
+  const missing = env('AIRLOCK_PKG_MISSING');
+  try {
+    const res = await client.callTool({ name: 'code_execution', arguments: {
+      language: 'python', code: 'print(1)', packages: { python: [missing] } } });
+    assert.equal(res.isError, true);
+    assert.equal(res.structuredContent.reason, 'install_failed');
+    const t = text(res);
+    assert.ok(t.includes('The packages could not be installed: the python install (pip) failed'), t);
+    assert.ok(t.includes(`No matching distribution found for ${missing}`), t);
+    assert.ok(t.includes('Tell the user so, and do not substitute something else.'), t);
+  } finally {
+    await client.close();
+  }
+});
+
+attackTests('attack: e2b command of a sandbox whose packages fail to install says why', async () => {
+  const missing = env('AIRLOCK_PKG_MISSING');
+  const sbx = await Sandbox.create('base', { ...opts(), metadata: { airlock_packages: JSON.stringify({ python: [missing] }) } });
+  try {
+    const r = await sbx.commands.run('echo hi').catch((e) => e);
+    assert.equal(r.exitCode, 1);
+    assert.equal(r.stdout, '');
+    assert.ok(r.error.includes('the sandbox\'s packages could not be installed: the python install (pip) failed'), r.error);
+    assert.ok(r.error.includes(`No matching distribution found for ${missing}`), r.error);
+    assert.ok(r.error.includes('Tell the user so, and do not substitute something else'), r.error);
+  } finally {
+    await sbx.kill();
+  }
+});

@@ -157,12 +157,16 @@ int main(void) {
                                          "x!=1", "x<2", "x>1.0rc1", "Django==4.2+local" };
     static const char *const py_bad[] = { "", "-e", "--index-url=http://x", "git+https://x/y", "./local", "/abs",
                                           "http://x/y.whl", "x==", "x[]", "x @ https://x", "x;python_version<'3'",
-                                          "x==1 ", "_x", "x=1", "x==1,<2" };
+                                          "x==1 ", "_x", "x=1", "x==1,<2",
+                                          /* what pip reads as a file of its directory */
+                                          "tinypkg-1.0-py3-none-any.whl", "x==1.tar.gz", "x.ZIP[e]", "x==1.tgz" };
     static const char *const node_ok[] = { "left-pad", "left-pad@1.3.0", "@scope/pkg", "@scope/pkg@^1.2",
                                            "x@>=1 <2", "x@1.x || 2", "x@latest", "x@~1.2.3" };
     static const char *const node_bad[] = { "", "-g", "Left-Pad", "x@", "@scope", "@scope/", "github:user/repo",
                                             "file:../x", "https://x/y.tgz", "x@git+ssh://x", "../x", "x/y", "x@1;rm",
-                                            "@Scope/x" };
+                                            "@Scope/x",
+                                            /* what npm-package-arg reads as a file or directory */
+                                            "x.tgz", "x@.", "x@..", "@s/x@.1", "x@a.TGZ", "x@1.tar", "x@1.tar_gz" };
     for (size_t i = 0; i < ELEMENTSOF(py_ok); i++)
         CHECK(al_pkg_spec_check(AL_PKG_PYTHON, py_ok[i], &err) == 0);
     for (size_t i = 0; i < ELEMENTSOF(py_bad); i++)

@@ -66,6 +66,15 @@ int main(void) {
     al_layer_key(&b, k2);
     CHECK(strcmp(k1, k2) == 0);
 
+    /* "node" is a spec of both languages: a list ends by its count, not
+     * by the word after it (with -1 keys these two sets shared one) */
+    char *pa[] = { "a" }, *na[] = { "node", "x" }, *pb[] = { "a", "node" }, *nb[] = { "x" };
+    al_layer_want ca = { "aa", "bb", pa, 1, na, 2, "https://pypi.org/simple", "https://registry.npmjs.org/", true };
+    al_layer_want cb = { "aa", "bb", pb, 2, nb, 1, "https://pypi.org/simple", "https://registry.npmjs.org/", true };
+    al_layer_key(&ca, k1);
+    al_layer_key(&cb, k2);
+    CHECK(strcmp(k1, k2) != 0);
+
     char tmpl[] = "/tmp/airlock-layer-test-XXXXXX";
     CHECK(mkdtemp(tmpl) != NULL);
     int lfd = -1;
@@ -75,6 +84,18 @@ int main(void) {
     int tfd = -1;
     CHECK(al_layer_tmp(lfd, tmp, &tfd, &err) == 0 && strncmp(tmp, "tmp-", 4) == 0);
     mkdirat(tfd, "node", 0755);
+    {
+        /* a live install's tmp- (its fd open: its lock held) outlives a
+         * sweep; a dead one's (no lock held) goes at the next, however young */
+        char dead[16];
+        int dfd = -1, l2 = -1;
+        CHECK(al_layer_tmp(lfd, dead, &dfd, &err) == 0);
+        close(dfd);
+        CHECK(al_layer_dir_open(tmpl, &l2, &err) == 0);
+        struct stat st;
+        CHECK(fstatat(lfd, tmp, &st, 0) == 0 && fstatat(lfd, dead, &st, 0) < 0 && errno == ENOENT);
+        close(l2);
+    }
 
     /* pip's report */
     size_t n = 0;
