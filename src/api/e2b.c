@@ -14,7 +14,6 @@
 #include "e2b.h"
 #include "handlers.h"
 #include "reply.h"
-#include "e2b_run.h"
 #include "route.h"
 #include "../core/packages.h"
 #include "../core/sandbox.h"
@@ -255,7 +254,7 @@ enum MHD_Result al_e2b_create(al_route_ctx *x) {
     al_run_spec pk = { 0 };
     char pmsg[2048];
     const char *pcode = NULL;
-    al_status pst = al_e2b_packages(sp.metadata, &pk, pmsg, sizeof pmsg, &pcode);
+    al_status pst = al_packages_of_metadata(sp.metadata, &pk, pmsg, sizeof pmsg, &pcode);
     if (pst == AL_STATUS_OK)
         pst = al_packages_admit_for(x->s, x->p, &pk, &pcode, pmsg, sizeof pmsg);
     al_run_spec_free(&pk);

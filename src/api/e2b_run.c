@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/packages.h"
 #include "../core/views.h"
-#include "run_body.h"
 
 /* FROM's variables (WHO: "envVars", "envs") into TO, checked. */
 static int env_add(json_t *to, json_t *from, const char *who, char *why, size_t n) {
@@ -140,32 +140,6 @@ static al_connect_code code_of(al_status st) {
     }
 }
 
-al_status al_e2b_packages(json_t *metadata, al_run_spec *sp, char *msg, size_t msglen, const char **code) {
-    json_t *v = json_object_get(metadata, AL_E2B_PACKAGES_KEY);
-    if (!v)
-        return AL_STATUS_OK;
-    /* metadata values are strings (E2B's rule, checked at create) */
-    json_t *o = json_is_string(v) ? json_loadb(json_string_value(v), json_string_length(v), 0, NULL) : NULL;
-    if (!json_is_object(o)) {
-        json_decref(o);
-        return al_run_refuse(msg, msglen, code, AL_STATUS_INVALID, "bad_request",
-                             "metadata." AL_E2B_PACKAGES_KEY " must be a JSON string of an object {\"python\": "
-                             "[specs], \"node\": [specs]}");
-    }
-    al_status st = al_run_body_packages(sp, o, msg, msglen, code);
-    json_decref(o);
-    for (size_t l = 0; st == AL_STATUS_OK && l < _AL_PKG_LANG_MAX; l++)
-        for (size_t i = 0; st == AL_STATUS_OK && i < sp->n_packages[l]; i++) {
-            const al_run_text *t = &sp->packages[l][i];
-            if (!al_pkg_spec_valid((al_pkg_lang)l, t->s, t->len))
-                st = al_run_refuse(msg, msglen, code, AL_STATUS_INVALID, "bad_request",
-                                   "metadata." AL_E2B_PACKAGES_KEY ": " AL_RUN_RULE_PACKAGE_SPEC,
-                                   al_pkg_lang_names[l], i, strlen(t->s) == t->len ? t->s : "(with a NUL)",
-                                   l == AL_PKG_PYTHON ? "NAME[EXTRAS][==VERSION]" : "[@SCOPE/]NAME[@RANGE]");
-        }
-    return st;
-}
-
 int al_e2b_run_start(al_service *s, const al_principal *p, const al_sandbox *sb, const char *lang, const char *code,
                      size_t len, const char *description, double timeout_s, char run_id[40], al_connect_code *ret_code,
                      char *msg, size_t msglen) {
@@ -189,7 +163,7 @@ int al_e2b_run_start(al_service *s, const al_principal *p, const al_sandbox *sb,
         r = al_run_text_set(&sp.description, description, strlen(description));
     /* checked at create: a sandbox's own metadata reads as it did then */
     const char *pcode = NULL;
-    if (r == 0 && al_e2b_packages(sb->metadata, &sp, msg, msglen, &pcode) != AL_STATUS_OK) {
+    if (r == 0 && al_packages_of_metadata(sb->metadata, &sp, msg, msglen, &pcode) != AL_STATUS_OK) {
         al_run_spec_free(&sp);
         *ret_code = AL_CONNECT_INVALID_ARGUMENT;
         return -EINVAL;

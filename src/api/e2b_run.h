@@ -34,14 +34,6 @@ char *al_e2b_bash_prelude(json_t *env, const char *dir);
  * keeps. */
 int al_e2b_box_dir(const char *cwd, char *buf, size_t n, char *why, size_t wn);
 
-/* The metadata key a sandbox's packages come in (a JSON string of POST
- * /v1/runs's `packages` object): every run of the sandbox asks for them, so
- * its thread's environment holds them from its first command on. */
-#define AL_E2B_PACKAGES_KEY AL_SANDBOX_META_PACKAGES
-/* METADATA's packages (NULL or no key: none) into SP, each spec checked:
- * AL_STATUS_OK, or the refusal with its code in *CODE and message in MSG. */
-al_status al_e2b_packages(json_t *metadata, al_run_spec *sp, char *msg, size_t msglen, const char **code);
-
 /* A sandbox's run: LANG ("bash", "python", "node") running CODE (LEN
  * bytes) in SB's working directory, with its image, network and thread,
  * DESCRIPTION shown to an approver, asked for by P via "e2b", its timeout

@@ -84,8 +84,8 @@ static json_t *folders_schema(const char *catalogue) {
         return NULL;
     json_t *schema = json_pack(
         "{s:s, s:i, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:i, s:{s:s}, s:s}}, s:[s, s], s:b}, s:s}", "type", "array",
-        "maxItems", 16, "items", "type", "object", "properties", "folder", "type", "string", "description",
-        "A connected folder's name (listed in this argument's description; GET /v1/folders over REST).", "paths", "type", "array", "maxItems", 256, "items",
+        "maxItems", AL_RUN_FOLDERS_MAX, "items", "type", "object", "properties", "folder", "type", "string", "description",
+        "A connected folder's name (listed in this argument's description; GET /v1/folders over REST).", "paths", "type", "array", "maxItems", AL_RUN_FOLDER_PATHS_MAX, "items",
         "type", "string", "description",
         "Files or directories beneath the folder, relative to it (\".\": all of it); a directory is taken whole.",
         "required", "folder", "paths", "additionalProperties", false, "description", desc);
@@ -101,9 +101,9 @@ static json_t *packages_schema(void) {
         "{s:s, s:{s:{s:s, s:i, s:{s:s, s:i, s:s}}, s:{s:s, s:i, s:{s:s, s:i, s:s}}}, s:b, s:s}", "type", "object",
         "properties", "python", "type", "array", "maxItems", AL_RUN_PACKAGES_MAX, "items", "type", "string",
         "maxLength", AL_RUN_PACKAGE_SPEC_MAX, "pattern",
-        "^[A-Za-z0-9][A-Za-z0-9._-]*(\\[[A-Za-z0-9,._-]+\\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]+)?$", "node",
+        AL_PKG_PYTHON_PATTERN, "node",
         "type", "array", "maxItems", AL_RUN_PACKAGES_MAX, "items", "type", "string", "maxLength",
-        AL_RUN_PACKAGE_SPEC_MAX, "pattern", "^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*(@[A-Za-z0-9.^~<>=*|+_ -]+)?$",
+        AL_RUN_PACKAGE_SPEC_MAX, "pattern", AL_PKG_NODE_PATTERN,
         "additionalProperties", false, "description",
         "Optional packages to install before the program runs, e.g. {\"python\": [\"requests==2.31.0\"], \"node\": "
         "[\"lodash@4.17.21\"]} (names and versions only: no URLs, paths or options). With a `thread`, they join the "

@@ -27,7 +27,7 @@ enum MHD_Result al_rest_thread_packages(al_route_ctx *x) {
     struct MHD_Connection *c = x->c;
     const char *thread = x->arg[0];
     if (!al_valid_thread_id(thread))
-        return al_reply_error(c, 400, "bad_request", "bad thread id");
+        return al_reply_error(c, 400, "bad_request", AL_RUN_RULE_THREAD_ID);
     enum MHD_Result bad;
     if (!al_req_query_ok(c, NULL, 0, &bad))
         return bad;

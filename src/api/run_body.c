@@ -62,32 +62,6 @@ al_status al_run_body_limits(json_t *v, al_run_limit_req ret[_AL_LIMIT_MAX], cha
     return AL_STATUS_OK;
 }
 
-al_status al_run_body_packages(al_run_spec *sp, json_t *v, char *msg, size_t msglen, const char **code) {
-    if (!v || json_is_null(v))
-        return AL_STATUS_OK;
-    if (!json_is_object(v))
-        REFUSE(AL_STATUS_INVALID, "bad_request", "%s", wrong_type[AL_RUN_F_PACKAGES]);
-    /* a key no installer reads (pip, gem, "Python") is refused, not dropped */
-    if (!al_json_keys_check(v, "packages", al_pkg_lang_names, _AL_PKG_LANG_MAX, msg, msglen)) {
-        *code = "bad_request";
-        return AL_STATUS_INVALID;
-    }
-    for (size_t l = 0; l < _AL_PKG_LANG_MAX; l++) {
-        json_t *list = json_object_get(v, al_pkg_lang_names[l]), *e;
-        size_t i;
-        if (!list || json_is_null(list))
-            continue;
-        /* a list longer than the most it may hold is not copied */
-        bool ok = json_is_array(list) && json_array_size(list) <= AL_RUN_PACKAGES_MAX;
-        json_array_foreach(list, i, e) ok = ok && json_is_string(e);
-        if (!ok)
-            REFUSE(AL_STATUS_INVALID, "bad_request", "%s", wrong_type[AL_RUN_F_PACKAGES]);
-        json_array_foreach(list, i, e) if (al_run_spec_add_package(sp, (al_pkg_lang)l, json_string_value(e),
-                                                                   json_string_length(e)) < 0) OOM();
-    }
-    return AL_STATUS_OK;
-}
-
 /* The entries of files[] */
 static al_status read_files(al_run_spec *sp, json_t *files, char *msg, size_t msglen, const char **code) {
     size_t i;
@@ -110,40 +84,6 @@ static al_status read_files(al_run_spec *sp, json_t *files, char *msg, size_t ms
             OOM();
         if (r < 0)
             REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_FILE_BASE64, i);
-    }
-    return AL_STATUS_OK;
-}
-
-/* The entries of folders[]: {folder, paths: [...]}, nothing else; counts
- * beyond the most the check takes are not copied. */
-static al_status read_folders(al_run_spec *sp, json_t *v, char *msg, size_t msglen, const char **code) {
-    if (!json_is_array(v) || json_array_size(v) > AL_RUN_FOLDERS_MAX)
-        REFUSE(AL_STATUS_INVALID, "bad_request", "%s", AL_RUN_RULE_FOLDERS);
-    static const char *const keys[] = { "folder", "paths" };
-    size_t i, k, total = 0;
-    json_t *f, *p;
-    json_array_foreach(v, i, f) {
-        json_t *nv = json_object_get(f, "folder"), *pv = json_object_get(f, "paths");
-        if (!json_is_object(f) || !json_is_string(nv) || !json_is_array(pv))
-            REFUSE(AL_STATUS_INVALID, "bad_request", "folders[%zu] must be {\"folder\": NAME, \"paths\": [PATH, ...]}",
-                   i);
-        char where[32];
-        snprintf(where, sizeof where, "folders[%zu]", i);
-        if (!al_json_keys_check(f, where, keys, ELEMENTSOF(keys), msg, msglen)) {
-            *code = "bad_request";
-            return AL_STATUS_INVALID;
-        }
-        total += json_array_size(pv);
-        if (total > AL_RUN_FOLDER_PATHS_MAX)
-            REFUSE(AL_STATUS_INVALID, "bad_request", "folders: at most %d paths in all", AL_RUN_FOLDER_PATHS_MAX);
-        if (al_run_spec_add_folder(sp, json_string_value(nv), json_string_length(nv)) < 0)
-            OOM();
-        json_array_foreach(pv, k, p) {
-            if (!json_is_string(p))
-                REFUSE(AL_STATUS_INVALID, "bad_request", "folders[%zu].paths[%zu] must be a string", i, k);
-            if (al_run_spec_add_folder_path(sp, json_string_value(p), json_string_length(p)) < 0)
-                OOM();
-        }
     }
     return AL_STATUS_OK;
 }
@@ -204,9 +144,9 @@ al_status al_run_body_field(al_run_spec *sp, al_run_field f, json_t *v, char *ms
     case AL_RUN_F_LIMITS:
         return al_run_body_limits(v, sp->limit, msg, msglen, code);
     case AL_RUN_F_FOLDERS:
-        return read_folders(sp, v, msg, msglen, code);
+        return al_run_spec_folders_of(sp, v, msg, msglen, code);
     case AL_RUN_F_PACKAGES:
-        return al_run_body_packages(sp, v, msg, msglen, code);
+        return al_run_spec_packages_of(sp, v, msg, msglen, code);
     case _AL_RUN_F_MAX:
         break;
     }

@@ -44,11 +44,6 @@ al_status al_run_body_field(al_run_spec *sp, al_run_field f, json_t *v, char *ms
  * left as it is), as al_run_body_field answers. */
 al_status al_run_body_limits(json_t *v, al_run_limit_req ret[_AL_LIMIT_MAX], char *msg, size_t msglen,
                              const char **code);
-/* A `packages` object V (NULL or null: none) into SP's packages: an object
- * of at most the keys python and node, each a list of at most
- * AL_RUN_PACKAGES_MAX strings (their values are the check's), as
- * al_run_body_field answers. */
-al_status al_run_body_packages(al_run_spec *sp, json_t *v, char *msg, size_t msglen, const char **code);
 /* BODY into *RET (al_run_spec_free), field by field in the order above;
  * on a refusal *RET holds nothing. */
 al_status al_run_body_parse(json_t *body, al_run_spec *ret, char *msg, size_t msglen, const char **code);

@@ -39,7 +39,7 @@
 #define PIDS_STREAK 4
 
 static const char *const reason_names[_AL_REASON_MAX] = {
-    "exited", "timeout", "memory", "pids", "output_limit", "error", "canceled",
+    "exited", "timeout", "memory", "pids", "output_limit", "error", "canceled", "install_failed",
 };
 const char *al_reason_name(al_reason r) { return r < _AL_REASON_MAX ? reason_names[r] : "error"; }
 
@@ -1083,6 +1083,8 @@ static int collect_work(box_run *st, const al_collect_limits *cl) {
             r = -ENOMEM;
         else
             r = al_collect_add_skip(st->res, rel, w.skipped[i].why);
+        if (r == 0)
+            st->res->skipped[st->res->n_skipped - 1].kind = w.skipped[i].kind;
         free(rel);
     }
     st->res->work_collected = r == 0;

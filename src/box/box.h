@@ -25,6 +25,9 @@ typedef enum al_reason {
     AL_REASON_OUTPUT_LIMIT,
     AL_REASON_ERROR,
     AL_REASON_CANCELED,           /* the caller asked, through cancel_fd */
+    /* the run's packages could not be installed (issue 38): no box was
+     * made for it; the box's own ends are the ones above */
+    AL_REASON_INSTALL_FAILED,
     _AL_REASON_MAX,
 } al_reason;
 
@@ -215,9 +218,19 @@ typedef struct al_artifact {
     char sha256[65];
 } al_artifact;
 
+/* Why the collect left an entry out, as a kind (WHY says it in words):
+ * what an install reads to fail a layer over its caps or count its links */
+typedef enum al_skip_kind {
+    AL_SKIP_OTHER,                /* unreadable, vanished, a name that is not text... */
+    AL_SKIP_CAP,                  /* a cap of the collect: files, bytes, depth, entries */
+    AL_SKIP_LINK,                 /* a symbolic link, never followed */
+    AL_SKIP_SPECIAL,              /* a FIFO, socket or device: not a regular file */
+} al_skip_kind;
+
 typedef struct al_skip {
     char *path;
     char *why;
+    al_skip_kind kind;
 } al_skip;
 
 typedef enum al_level {

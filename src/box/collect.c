@@ -9,20 +9,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
-int al_openat_beneath(int dirfd, const char *name, int flags, mode_t mode) {
-    /* openat2 refuses O_NOCTTY beside O_PATH */
-    struct open_how how = {
-        .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW | ((flags & O_PATH) ? 0 : O_NOCTTY)),
-        .mode = (flags & O_CREAT) ? mode : 0,
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
-    };
-    long fd;
-    do
-        fd = syscall(SYS_openat2, dirfd, name, &how, sizeof how);
-    while (fd < 0 && errno == EINTR);
-    return fd < 0 ? -errno : (int)fd;
-}
-
 #define AS_BOX(lim, expr) ({ al_fsid _s = al_fsid_enter((lim)->uid, (lim)->gid); __typeof__(expr) _v = (expr); int _e = errno; al_fsid_leave(_s); errno = _e; _v; })
 
 typedef struct frame {
@@ -50,12 +36,23 @@ int al_collect_add_skip(al_box_result *res, const char *rel, const char *why) {
     if (!n)
         return -ENOMEM;
     res->skipped = n;
-    n[res->n_skipped].path = strdup(rel);
-    n[res->n_skipped].why = strdup(why);
+    n[res->n_skipped] = (al_skip){ .path = strdup(rel), .why = strdup(why), .kind = AL_SKIP_OTHER };
     if (!n[res->n_skipped].path || !n[res->n_skipped].why)
         return -ENOMEM;
     res->n_skipped++;
     return 0;
+}
+
+/* A skip of KIND, as al_collect_add_skip. */
+static int add_kind_skip(al_box_result *res, const char *rel, const char *why, al_skip_kind kind) {
+    int r = al_collect_add_skip(res, rel, why);
+    if (r == 0)
+        res->skipped[res->n_skipped - 1].kind = kind;
+    return r;
+}
+
+static int add_cap_skip(al_box_result *res, const char *rel, const char *why) {
+    return add_kind_skip(res, rel, why, AL_SKIP_CAP);
 }
 
 static int add_artifact(al_box_result *res, const char *rel, uint64_t size, const char *hex) {
@@ -147,11 +144,11 @@ static int copy_one(int src_dir, int dst_dir, const char *name, const char *rel,
     if ((uint64_t)pre->st_size > lim->max_file_bytes) {
         snprintf(why, sizeof why, "larger than the per-file cap (%llu > %llu bytes)",
                  (unsigned long long)pre->st_size, (unsigned long long)lim->max_file_bytes);
-        return al_collect_add_skip(res, rel, why);
+        return add_cap_skip(res, rel, why);
     }
     if (*total + (uint64_t)pre->st_size > lim->max_total_bytes) {
         snprintf(why, sizeof why, "total artifact cap reached (%llu bytes)", (unsigned long long)lim->max_total_bytes);
-        return al_collect_add_skip(res, rel, why);
+        return add_cap_skip(res, rel, why);
     }
     /* O_NONBLOCK: if the entry were swapped for a fifo, opening must not block */
     _cleanup_close_ int in = AS_BOX(lim, al_openat_beneath(src_dir, name, O_RDONLY | O_NONBLOCK, 0));
@@ -179,6 +176,7 @@ static int copy_one(int src_dir, int dst_dir, const char *name, const char *rel,
     char buf[65536];
     uint64_t got = 0;
     const char *fail = NULL;
+    bool capped = false;
     for (;;) {
         ssize_t n = read(in, buf, sizeof buf);
         if (n < 0 && errno == EINTR)
@@ -194,6 +192,7 @@ static int copy_one(int src_dir, int dst_dir, const char *name, const char *rel,
         /* caps hold on bytes read, not on what stat said */
         if (got > lim->max_file_bytes || *total + got > lim->max_total_bytes) {
             fail = "grew past the cap while being read";
+            capped = true;
             break;
         }
         sha256_update(&md, (size_t)n, (const uint8_t *)buf);
@@ -208,7 +207,7 @@ static int copy_one(int src_dir, int dst_dir, const char *name, const char *rel,
     if (fail) {
         if (out >= 0)
             unlinkat(dst_dir, name, 0);
-        return al_collect_add_skip(res, rel, fail);
+        return capped ? add_cap_skip(res, rel, fail) : al_collect_add_skip(res, rel, fail);
     }
     *total += got;
     int r = add_artifact(res, rel, got, hex);
@@ -270,7 +269,7 @@ int al_collect(int outfd, int hostfd, const al_collect_limits *lim, al_box_resul
             }
             if (++entries > lim->max_entries) {
                 if (!entries_capped)
-                    r = al_collect_add_skip(res, rel, "entry limit reached: the rest of /out was not examined");
+                    r = add_cap_skip(res, rel, "entry limit reached: the rest of /out was not examined");
                 entries_capped = true;
                 break;
             }
@@ -284,7 +283,7 @@ int al_collect(int outfd, int hostfd, const al_collect_limits *lim, al_box_resul
         }
         if (++entries > lim->max_entries) {
             if (!entries_capped)
-                r = al_collect_add_skip(res, rel, "entry limit reached: the rest of /out was not examined");
+                r = add_cap_skip(res, rel, "entry limit reached: the rest of /out was not examined");
             entries_capped = true;
             break;
         }
@@ -295,7 +294,7 @@ int al_collect(int outfd, int hostfd, const al_collect_limits *lim, al_box_resul
         }
         if (S_ISDIR(st.st_mode)) {
             if (f->depth + 1 > lim->max_depth) {
-                r = al_collect_add_skip(res, rel, "deeper than the depth cap");
+                r = add_cap_skip(res, rel, "deeper than the depth cap");
                 continue;
             }
             int sub = AS_BOX(lim, al_openat_beneath(f->src, de->d_name, O_RDONLY | O_DIRECTORY, 0));
@@ -321,11 +320,11 @@ int al_collect(int outfd, int hostfd, const al_collect_limits *lim, al_box_resul
             continue;
         }
         if (!S_ISREG(st.st_mode)) {
-            r = al_collect_add_skip(res, rel, type_name(st.st_mode));
+            r = add_kind_skip(res, rel, type_name(st.st_mode), S_ISLNK(st.st_mode) ? AL_SKIP_LINK : AL_SKIP_SPECIAL);
             continue;
         }
         if (files >= lim->max_files) {
-            r = al_collect_add_skip(res, rel, "artifact count cap reached");
+            r = add_cap_skip(res, rel, "artifact count cap reached");
             continue;
         }
         r = copy_one(f->src, f->dst, de->d_name, rel, &st, lim, &total, res);

@@ -25,9 +25,6 @@ int al_collect(int outfd, int hostfd, const al_collect_limits *lim, al_box_resul
 /* Add REL to RES's skips with the reason WHY (both copied). */
 int al_collect_add_skip(al_box_result *res, const char *rel, const char *why);
 
-/* openat2 with RESOLVE_BENEATH | NO_SYMLINKS | NO_MAGICLINKS | NO_XDEV. */
-int al_openat_beneath(int dirfd, const char *name, int flags, mode_t mode);
-
 /* Why a directory entry named NAME is not collected (not valid UTF-8, or a
  * control or bidirectional-override character in it), or NULL. */
 const char *al_collect_name_problem(const char *name);

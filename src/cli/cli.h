@@ -63,10 +63,12 @@ typedef struct cli_pkg_run {
  * the exit status after saying why. */
 int cli_pkg_option(cli_pkg_opts *p, const char *a, const char *v);
 bool cli_pkg_wanted(const cli_pkg_opts *p);
-/* P's packages installed on the installer image at INSTALLER_DIR for a
- * run on IMAGE_DIGEST (NULL: the host's runtime): -1 to go on
- * (RET->failed: the install failed, RET->error says why), else the exit
- * status after saying why nothing could start. */
-int cli_pkg_install(const cli_pkg_opts *p, const char *installer_dir, const char *image_digest, int cancel_fd,
-                    cli_pkg_run *ret);
+/* P's packages installed on the installer image (the image store's
+ * "installer") for a run on IMAGE_DIGEST (NULL: the host's runtime): -1
+ * to go on (RET->failed: the install failed, RET->error says why), else
+ * the exit status after saying why nothing could start. */
+int cli_pkg_install(const cli_pkg_opts *p, const char *image_digest, int cancel_fd, cli_pkg_run *ret);
+/* The layer R made, in the run's box CFG: its trees read-only, PYTHONPATH
+ * to its python/ (nothing when no install started). */
+void cli_pkg_box(const cli_pkg_run *r, al_box_config *cfg);
 void cli_pkg_free(cli_pkg_run *r);

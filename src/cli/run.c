@@ -364,7 +364,7 @@ static void report(const run_opts *o, const al_box_result *res, json_t *network,
 /* RES (R: al_box_run's return) said, --json or as a person reads it, with
  * NETWORK: the exit status. */
 static int finish(const run_opts *o, int r, const al_box_result *res, const al_runtime *rt, json_t *network,
-                  const char *spec, json_t *packages) {
+                  const char *spec, const cli_pkg_run *pkg) {
     int status;
     bool failed = r < 0 || res->reason == AL_REASON_ERROR;
     if (failed)
@@ -380,8 +380,8 @@ static int finish(const run_opts *o, int r, const al_box_result *res, const al_r
         json_t *doc = al_box_result_json(res, rt);
         if (doc)
             json_object_set(doc, "network", network);
-        if (doc && packages)
-            json_object_set(doc, "packages", packages);
+        if (doc && pkg->started)
+            json_object_set_new(doc, "packages", al_install_result(&pkg->in));
         char *s = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
         if (s)
             printf("%s\n", s);
@@ -404,7 +404,8 @@ static int install_failed(const run_opts *o, const cli_pkg_run *pkg, const al_ru
     if (o->json) {
         json_t *doc = al_box_result_json(&res, rt);
         if (doc) {
-            json_object_set_new(doc, "reason", json_string(pkg->error.err == ECANCELED ? "canceled" : "install_failed"));
+            json_object_set_new(doc, "reason", json_string(al_reason_name(pkg->error.err == ECANCELED ? AL_REASON_CANCELED
+                                                                                        : AL_REASON_INSTALL_FAILED)));
             json_object_set_new(doc, "packages", al_install_result(&pkg->in));
             json_object_set_new(doc, "network", al_box_net_finish(net, &res));
         }
@@ -415,6 +416,21 @@ static int install_failed(const run_opts *o, const cli_pkg_run *pkg, const al_ru
         json_decref(doc);
     }
     return EXIT_AIRLOCK;
+}
+
+/* --package: the layer made (or found) before the box, into PKG: -1 to go
+ * on to the box, else the status the run ends with (the install failed,
+ * or could not start), PKG freed. */
+static int packages_first(const run_opts *o, cli_pkg_run *pkg, const char *img_digest, int sig_fd,
+                          const al_runtime *rt, al_box_net *net) {
+    if (!cli_pkg_wanted(&o->pkg))
+        return -1;
+    int st = cli_pkg_install(&o->pkg, img_digest[0] ? img_digest : NULL, sig_fd, pkg);
+    if (st < 0 && pkg->failed)
+        st = install_failed(o, pkg, rt, net);
+    if (st >= 0)
+        cli_pkg_free(pkg);
+    return st;
 }
 
 #ifdef AIRLOCK_SERVER
@@ -518,25 +534,8 @@ int cli_run(int argc, char **argv) {
     _cleanup_free_ cli_pkg_run *pkg = calloc(1, sizeof *pkg);
     if (!pkg)
         return EXIT_AIRLOCK;
-    if (cli_pkg_wanted(&o->pkg)) {
-        char images[PATH_MAX], idir[PATH_MAX], idigest[65];
-        al_error ierr = { 0 };
-        cli_images_dir(images, sizeof images);
-        if (al_image_resolve(images, "installer", idir, sizeof idir, idigest, &ierr) < 0) {
-            fprintf(stderr, "airlock run: --package: the installer image: %s (`airlock image build installer` makes "
-                            "it)\n", ierr.msg);
-            return EXIT_AIRLOCK;
-        }
-        if ((st = cli_pkg_install(&o->pkg, idir, img_digest[0] ? img_digest : NULL, sig_fd, pkg)) >= 0) {
-            cli_pkg_free(pkg);
-            return st;
-        }
-        if (pkg->failed) {
-            st = install_failed(o, pkg, runtime, &ud->net);
-            cli_pkg_free(pkg);
-            return st;
-        }
-    }
+    if ((st = packages_first(o, pkg, img_digest, sig_fd, runtime, &ud->net)) >= 0)
+        return st;
     al_box_file sf = { script_name, script, script_len, 0644 };
     al_box_config cfg = {
         .runtime = runtime,
@@ -555,13 +554,7 @@ int cli_run(int argc, char **argv) {
         .listen_port = al_box_net_listen_port(&ud->net),
         .on_listener = on_listener,
     };
-    if (pkg->started) {
-        /* the layer's trees read-only in the box, PYTHONPATH to its python/ */
-        cfg.binds = pkg->in.binds;
-        cfg.n_binds = pkg->in.n_binds;
-        cfg.env_extra = pkg->in.env;
-        cfg.n_env_extra = pkg->in.n_env;
-    }
+    cli_pkg_box(pkg, &cfg);
     al_box_result res;
     int r;
 #ifdef AIRLOCK_SERVER
@@ -614,9 +607,7 @@ int cli_run(int argc, char **argv) {
         res.controls.network = kc.network;
     }
 #endif
-    json_t *packages = pkg->started ? al_install_result(&pkg->in) : NULL;
-    st = finish(o, r, &res, cfg.runtime, network, ud->net.spec, packages);
-    json_decref(packages);
+    st = finish(o, r, &res, cfg.runtime, network, ud->net.spec, pkg);
     json_decref(network);
     al_box_result_free(&res);
     cli_pkg_free(pkg);

@@ -74,8 +74,8 @@ static void on_install_output(void *ud, al_stream s, const char *buf, size_t len
 
 /* P as a job's packages (the service's helper gets the same fields) */
 static int pkg_job(const cli_pkg_opts *p, const char *idir, al_job *j, al_error *err) {
-    const char *index = p->index ? p->index : "https://pypi.org/simple";
-    const char *npm = p->npm_registry ? p->npm_registry : "https://registry.npmjs.org/";
+    const char *index = p->index ? p->index : AL_INSTALL_INDEX_PYTHON_DEFAULT;
+    const char *npm = p->npm_registry ? p->npm_registry : AL_INSTALL_REGISTRY_NODE_DEFAULT;
     const char *env = getenv("AIRLOCK_PACKAGE_HOSTS");
     const char *regs = p->registries ? p->registries : env && *env ? env : NULL;
     char network[AL_NET_MAX_HOSTS * AL_NET_NAME_MAX];
@@ -103,20 +103,26 @@ static int pkg_job(const cli_pkg_opts *p, const char *idir, al_job *j, al_error 
     j->pkg_scripts = !p->refuse_scripts;
     /* the service's defaults (docs/operations.md) */
     al_box_limits_default(&j->pkg_limits);
-    j->pkg_limits.wall_ms = (p->timeout_s ? p->timeout_s : 300) * 1000;
-    j->pkg_limits.memory_bytes = p->memory_bytes ? p->memory_bytes : 1ULL << 30;
+    j->pkg_limits.wall_ms = (p->timeout_s ? p->timeout_s : AL_INSTALL_TIMEOUT_S_DEFAULT) * 1000;
+    j->pkg_limits.memory_bytes = p->memory_bytes ? p->memory_bytes : (uint64_t)AL_INSTALL_MEMORY_MB_DEFAULT << 20;
     j->pkg_limits.cpu_millis = 1000;
     j->pkg_limits.pids = 512;
-    j->pkg_layer_max_bytes = 512ULL << 20;
-    j->pkg_layer_max_files = 50000;
+    j->pkg_layer_max_bytes = (uint64_t)AL_INSTALL_LAYER_MAX_MB_DEFAULT << 20;
+    j->pkg_layer_max_files = AL_INSTALL_LAYER_MAX_FILES_DEFAULT;
     return 0;
 }
 
-int cli_pkg_install(const cli_pkg_opts *p, const char *installer_dir, const char *image_digest, int cancel_fd,
-                    cli_pkg_run *ret) {
+int cli_pkg_install(const cli_pkg_opts *p, const char *image_digest, int cancel_fd, cli_pkg_run *ret) {
     al_job_init(&ret->job);
     al_error err = { 0 };
-    if (pkg_job(p, installer_dir, &ret->job, &err) < 0) {
+    char images[PATH_MAX], idir[PATH_MAX];
+    cli_images_dir(images, sizeof images);
+    if (al_install_image(images, idir, sizeof idir, &err) < 0) {
+        fprintf(stderr, "airlock run: --package: the installer image: %s (`airlock image build " AL_INSTALLER_IMAGE
+                        "` makes it)\n", err.msg);
+        return EXIT_AIRLOCK;
+    }
+    if (pkg_job(p, idir, &ret->job, &err) < 0) {
         fprintf(stderr, "airlock run: %s\n", err.msg);
         return EXIT_AIRLOCK;
     }
@@ -131,6 +137,15 @@ int cli_pkg_install(const cli_pkg_opts *p, const char *installer_dir, const char
     fprintf(stderr, "airlock: packages: layer sha256:%.12s %s in %llu ms\n", ret->in.key,
             ret->in.reused ? "reused" : "installed", (unsigned long long)ret->in.ms);
     return -1;
+}
+
+void cli_pkg_box(const cli_pkg_run *r, al_box_config *cfg) {
+    if (!r->started)
+        return;
+    cfg->binds = r->in.binds;
+    cfg->n_binds = r->in.n_binds;
+    cfg->env_extra = r->in.env;
+    cfg->n_env_extra = r->in.n_env;
 }
 
 void cli_pkg_free(cli_pkg_run *r) {

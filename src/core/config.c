@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "../drivers/install.h"
 #include "../image/image.h"
 #include "service.h"
 #include "service_int.h"
@@ -66,12 +67,12 @@ void al_service_config_default(al_service_config *c) {
     c->operator_access = AL_OPERATOR_LOOPBACK;
     /* packages: off until an operator or a workspace's admin turns them on */
     c->package_install_scripts = true;
-    snprintf(c->package_index_python, sizeof c->package_index_python, "https://pypi.org/simple");
-    snprintf(c->package_registry_node, sizeof c->package_registry_node, "https://registry.npmjs.org/");
-    c->package_install_timeout_s = 300;
-    c->package_install_memory_mb = 1024;
-    c->package_layer_max_mb = 512;
-    c->package_layer_max_files = 50000;
+    snprintf(c->package_index_python, sizeof c->package_index_python, "%s", AL_INSTALL_INDEX_PYTHON_DEFAULT);
+    snprintf(c->package_registry_node, sizeof c->package_registry_node, "%s", AL_INSTALL_REGISTRY_NODE_DEFAULT);
+    c->package_install_timeout_s = AL_INSTALL_TIMEOUT_S_DEFAULT;
+    c->package_install_memory_mb = AL_INSTALL_MEMORY_MB_DEFAULT;
+    c->package_layer_max_mb = AL_INSTALL_LAYER_MAX_MB_DEFAULT;
+    c->package_layer_max_files = AL_INSTALL_LAYER_MAX_FILES_DEFAULT;
 }
 
 /* Whether V is module names separated by commas: each of dotted parts

@@ -12,14 +12,11 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <linux/magic.h>
-#include <linux/openat2.h>
-#include <nettle/sha2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,24 +43,6 @@
 static const char *name_fault(const char *name) { return al_run_folder_name_fault(name, strlen(name)); }
 
 /* ------------------------------------------------------------ opening */
-
-/* REL opened beneath DIRFD with FLAGS: no link followed anywhere on the
- * way, no magic link, no other mount crossed, nothing outside DIRFD's
- * tree. An fd, or -errno (-ELOOP a link, -EXDEV a mount point or an
- * escape). openat2 may answer EAGAIN when a rename races it: tried again. */
-static int open_beneath(int dirfd, const char *rel, uint64_t flags) {
-    struct open_how how = { .flags = flags | O_NOFOLLOW | O_CLOEXEC,
-                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-                                       RESOLVE_NO_XDEV };
-    for (int tries = 0; tries < 8; tries++) {
-        long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
-        if (fd >= 0)
-            return (int)fd;
-        if (errno != EAGAIN && errno != EINTR)
-            return -errno;
-    }
-    return -EAGAIN;
-}
 
 /* What an openat2 failure says of a path, in a refusal's words. */
 static const char *open_fault(int e) {
@@ -121,7 +100,7 @@ int al_folder_open_root(const al_store_folder *f, al_error *err) {
 static int open_regular(int root, const char *rel, struct stat *ret, const char **ret_why) {
     struct stat ps;
     *ret_why = NULL;
-    _cleanup_close_ int pfd = open_beneath(root, rel, O_PATH);
+    _cleanup_close_ int pfd = al_openat_beneath(root, rel, O_PATH, 0);
     if (pfd < 0) {
         *ret_why = open_fault(-pfd);
         return pfd;
@@ -136,7 +115,7 @@ static int open_regular(int root, const char *rel, struct stat *ret, const char 
         *ret_why = HARD_LINK_WHY;
         return -EMLINK;
     }
-    int fd = open_beneath(root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+    int fd = al_openat_beneath(root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
     if (fd < 0) {
         *ret_why = open_fault(-fd);
         return fd;
@@ -150,35 +129,6 @@ static int open_regular(int root, const char *rel, struct stat *ret, const char 
     return fd;
 }
 
-/* At most SIZE bytes of FD from its start hashed into HEX (and written to
- * OUT when it is not -1): the count read into *RET_GOT. 0 or -errno. */
-static int read_capped(int fd, uint64_t size, int out, char hex[65], uint64_t *ret_got) {
-    struct sha256_ctx md;
-    sha256_init(&md);
-    char buf[65536];
-    uint64_t got = 0;
-    while (got < size) {
-        size_t want = size - got < sizeof buf ? (size_t)(size - got) : sizeof buf;
-        ssize_t n = pread(fd, buf, want, (off_t)got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            break;
-        sha256_update(&md, (size_t)n, (const uint8_t *)buf);
-        if (out >= 0) {
-            int r = al_write_all(out, buf, (size_t)n);
-            if (r < 0)
-                return r;
-        }
-        got += (uint64_t)n;
-    }
-    al_sha256_finish_hex(&md, hex);
-    *ret_got = got;
-    return 0;
-}
-
 static bool glob_allows(const char *glob, const char *rel) {
     return !glob || !*glob || fnmatch(glob, rel, 0) == 0;
 }
@@ -190,7 +140,7 @@ static bool glob_allows(const char *glob, const char *rel) {
  * not by name (a bind mount shows the state directory under another path,
  * and realpath would not see it). 1, 0, or -errno. */
 static int beneath_id(int fd, dev_t dev, ino_t ino) {
-    _cleanup_close_ int cur = dup(fd);
+    _cleanup_close_ int cur = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (cur < 0)
         return -errno;
     for (int up = 0; up < 4096; up++) {
@@ -365,7 +315,8 @@ int al_folder_add(al_store *st, const char *ws_id, const char *name, const char 
         return r;
     n = (int64_t)nhave;
     if (n >= AL_FOLDERS_PER_WORKSPACE)
-        return al_err(err, "folder", EDQUOT, "workspace %s has %d folders, the most it may", ws_id,
+        return al_err(err, "folder", EDQUOT, "workspace %s has %d folders, the most it may: remove one first "
+                      "(airlock admin folder rm --workspace WS NAME)", ws_id,
                       AL_FOLDERS_PER_WORKSPACE);
     _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     struct stat s;
@@ -421,7 +372,7 @@ static void rfc3339(time_t t, char *buf, size_t len) {
 /* One entry NAME of directory DFD (REL its path in the folder) as the
  * listing shows it, or NULL when it is left out. */
 static json_t *entry_of(int dfd, const char *name, const char *rel, const char *glob) {
-    _cleanup_close_ int fd = open_beneath(dfd, name, O_PATH);
+    _cleanup_close_ int fd = al_openat_beneath(dfd, name, O_PATH, 0);
     struct stat s;
     if (fd < 0 || fstat(fd, &s) < 0 || name_fault(name))
         return NULL; /* a link, a mount point, gone meanwhile, a name that is not text */
@@ -455,7 +406,7 @@ json_t *al_folder_entries(al_store *st, const char *ws_id, const char *name, con
     al_store_folder_done(&f);
     if (root < 0)
         return NULL;
-    int dfd = open_beneath(root, rel, O_RDONLY | O_DIRECTORY);
+    int dfd = al_openat_beneath(root, rel, O_RDONLY | O_DIRECTORY, 0);
     if (dfd < 0) {
         al_err(err, "folder", -dfd == ENOTDIR ? ENOENT : -dfd == ENOENT ? ENOENT : EINVAL,
                "folder %s: %s %s", name, rel, -dfd == ENOTDIR ? "is not a directory" : open_fault(-dfd));
@@ -537,7 +488,7 @@ static int take_file(walk *w, const char *rel, int fd, const struct stat *s) {
     uint64_t got = 0;
     /* capped by the size seen: a file that grows as it is read is read to
      * that size, never further */
-    int r = read_capped(fd, (uint64_t)s->st_size, -1, hex, &got);
+    int r = al_sha256_fd_capped(fd, (uint64_t)s->st_size, -1, hex, &got);
     if (r < 0)
         return al_err(w->err, "folder", -r, "folder %s: read %s: %s", w->folder, rel, strerror(-r));
     w->files++;
@@ -554,7 +505,7 @@ static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const
 static int dir_names(walk *w, const char *rel, char ***ret, size_t *ret_n) {
     *ret = NULL;
     *ret_n = 0;
-    int dfd = open_beneath(w->root, rel, O_RDONLY | O_DIRECTORY);
+    int dfd = al_openat_beneath(w->root, rel, O_RDONLY | O_DIRECTORY, 0);
     if (dfd < 0)
         return al_err(w->err, "folder", -dfd == ENOENT ? ENOENT : EINVAL, "folder %s: %s %s", w->folder, rel,
                       open_fault(-dfd));
@@ -571,7 +522,8 @@ static int dir_names(walk *w, const char *rel, char ***ret, size_t *ret_n) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
         if (n >= DIR_NAMES_MAX) {
-            r = al_err(w->err, "folder", E2BIG, "folder %s: directory %s holds more than %d entries", w->folder, rel,
+            r = al_err(w->err, "folder", E2BIG, "folder %s: directory %s holds more than %d entries: name the files "
+                       "or subdirectories inside it instead", w->folder, rel,
                        DIR_NAMES_MAX);
             break;
         }
@@ -629,7 +581,7 @@ static int walk_dir(walk *w, const char *rel, int depth) {
                        w->folder, rel, AL_RUN_FOLDER_PATH_MAX);
             break;
         }
-        _cleanup_close_ int pfd = open_beneath(w->root, crel, O_PATH);
+        _cleanup_close_ int pfd = al_openat_beneath(w->root, crel, O_PATH, 0);
         struct stat s;
         if (pfd < 0 || fstat(pfd, &s) < 0)
             continue; /* a link, a mount point, gone meanwhile: left out */
@@ -653,7 +605,7 @@ static int walk_dir(walk *w, const char *rel, int depth) {
 
 /* Path REL of folder W, as asked: a regular file, or a directory taken whole. */
 static int take_path(walk *w, const char *rel) {
-    _cleanup_close_ int pfd = open_beneath(w->root, rel, O_PATH);
+    _cleanup_close_ int pfd = al_openat_beneath(w->root, rel, O_PATH, 0);
     struct stat s;
     bool missing = pfd == -ENOENT || pfd == -ENOTDIR;
     if (pfd < 0 && missing) /* where to look, for an agent that guessed */
@@ -722,7 +674,7 @@ int al_folder_resolve(al_store *st, const char *ws_id, al_run_spec *sp, al_error
 static int make_parents(int dfd, const char *rel, char *last, size_t last_len) {
     char buf[AL_RUN_FOLDER_PATH_MAX + 1];
     snprintf(buf, sizeof buf, "%s", rel);
-    int cur = dup(dfd);
+    int cur = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
     if (cur < 0)
         return -errno;
     char *c = buf;
@@ -765,7 +717,7 @@ static int stage_one(int root, int folder_fd, const al_run_import_id *im, bool a
         return al_err(err, "folder", errno, "folder %s: stage %s: %m", im->folder, im->path);
     char hex[65];
     uint64_t got = 0;
-    int r = read_capped(fd, im->size, out, hex, &got);
+    int r = al_sha256_fd_capped(fd, im->size, out, hex, &got);
     if (r < 0)
         return al_err(err, "folder", -r, "folder %s: copy %s: %s", im->folder, im->path, strerror(-r));
     if (got != im->size || strcmp(hex, im->sha256) != 0)
@@ -859,37 +811,16 @@ int al_folder_clash(json_t *docs, const al_run_spec *sp, al_error *err) {
     return 0;
 }
 
-json_t *al_folder_imports_json(const al_run_spec *sp) {
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < sp->n_imports; i++)
-        json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:s}", "folder", sp->imports[i].folder, "path",
-                                           sp->imports[i].path, "size", (json_int_t)sp->imports[i].size, "sha256",
-                                           sp->imports[i].sha256));
-    return a;
-}
-
 int al_folder_request_parse(const char *text, al_run_spec *sp, al_error *err) {
     json_error_t jerr;
     json_t *a = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
-    int r = json_is_array(a) ? 0 : al_err(err, "folder", EINVAL, "%s", AL_RUN_RULE_FOLDERS);
-    size_t i, k;
-    json_t *f, *p;
-    json_array_foreach(a, i, f) {
-        json_t *name = json_object_get(f, "folder"), *paths = json_object_get(f, "paths");
-        if (r == 0 && (!json_is_object(f) || json_object_size(f) != 2 || !json_is_string(name) || !json_is_array(paths)))
-            r = al_err(err, "folder", EINVAL, "folders[%zu] must be {\"folder\": NAME, \"paths\": [PATH, ...]}", i);
-        if (r == 0 && (i >= AL_RUN_FOLDERS_MAX || json_array_size(paths) > AL_RUN_FOLDER_PATHS_MAX))
-            r = al_err(err, "folder", EINVAL, "%s", AL_RUN_RULE_FOLDERS);
-        if (r == 0 && al_run_spec_add_folder(sp, json_string_value(name), json_string_length(name)) < 0)
-            r = al_err(err, "folder", ENOMEM, "out of memory");
-        json_array_foreach(paths, k, p) if (r == 0 && al_run_spec_add_folder_path(sp, json_string_value(p),
-                                                                                    json_string_length(p)) < 0)
-            r = al_err(err, "folder", ENOMEM, "out of memory");
-    }
-    json_decref(a);
     char msg[512];
     const char *code;
-    if (r == 0 && al_run_spec_check_folders(sp, msg, sizeof msg, &code) != AL_STATUS_OK)
-        r = al_err(err, "folder", EINVAL, "%s", msg);
-    return r;
+    al_status st = a ? al_run_spec_folders_of(sp, a, msg, sizeof msg, &code) : AL_STATUS_INVALID;
+    json_decref(a);
+    if (st == AL_STATUS_OK)
+        st = al_run_spec_check_folders(sp, msg, sizeof msg, &code);
+    else if (st == AL_STATUS_INVALID && !a)
+        snprintf(msg, sizeof msg, "%s", AL_RUN_RULE_FOLDERS);
+    return st == AL_STATUS_OK ? 0 : al_err(err, "folder", st == AL_STATUS_INVALID ? EINVAL : ENOMEM, "%s", msg);
 }

@@ -90,6 +90,3 @@ int al_folder_clash(json_t *docs, const al_run_spec *sp, al_error *err);
  * (al_run_spec_check_folders): 0, or -EINVAL with ERR saying why. */
 int al_folder_request_parse(const char *text, al_run_spec *sp, al_error *err);
 
-/* SP's imports as JSON: [{folder, path, size, sha256}] (the audit's and
- * the approval card's view). */
-json_t *al_folder_imports_json(const al_run_spec *sp);

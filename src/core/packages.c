@@ -8,9 +8,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../image/image.h"
+#include "../drivers/install.h"
 #include "../store/packages.h"
 #include "governance.h"
+#include "sandbox.h"
 #include "service_int.h"
 
 void al_pkg_set_free(al_pkg_set *set) {
@@ -97,6 +98,27 @@ json_t *al_pkg_set_json(const al_pkg_set *set, bool with_layer) {
     return o;
 }
 
+/* The specs of LIST (a JSON array of strings read back from the store or a
+ * run's record: stored data, hostile as a request is) put in SET as
+ * language L's, each checked as a request's spec is, so that a row written
+ * by hand never reaches pip or npm as an option. WHAT names the list in an
+ * error. 0, or -errno with ERR (ERRNUM for a spec that is not one). */
+static int put_list(al_pkg_set *set, al_pkg_lang l, json_t *list, int errnum, const char *what, al_error *err) {
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) {
+        const char *v = json_string_value(e);
+        if (!v || !al_pkg_spec_valid(l, v, json_string_length(e)))
+            return al_err(err, "packages", errnum, "%s holds a spec that is not one (%s entry %zu)", what,
+                          al_pkg_lang_names[l], i);
+        int r = al_pkg_set_put(set, l, v);
+        if (r < 0)
+            return al_err(err, "packages", -r, "%s: %s", what,
+                          r == -E2BIG ? "more packages of one language than a set holds" : strerror(-r));
+    }
+    return 0;
+}
+
 int al_packages_of_thread(al_service *s, const char *ws_id, const char *thread_id, al_pkg_set *ret, al_error *err) {
     *ret = (al_pkg_set){ 0 };
     al_store_thread_packages *rows = NULL;
@@ -104,20 +126,13 @@ int al_packages_of_thread(al_service *s, const char *ws_id, const char *thread_i
     int r = al_store_thread_packages_get(s->store, ws_id, thread_id, &rows, &n, err);
     for (size_t i = 0; r == 0 && i < n; i++) {
         al_pkg_lang l = (al_pkg_lang)al_name_index(al_pkg_lang_names, _AL_PKG_LANG_MAX, rows[i].lang);
-        json_t *specs = json_loads(rows[i].specs, 0, NULL), *e;
-        size_t k;
+        json_t *specs = json_loads(rows[i].specs, 0, NULL);
+        char what[160];
+        snprintf(what, sizeof what, "thread %s's stored package set", thread_id);
         if ((int)l < 0 || !json_is_array(specs))
-            r = al_err(err, "packages", EIO, "thread %s's stored package set is malformed", thread_id);
-        /* what the store holds is checked as a request's specs are: a row
-         * written by hand never reaches pip as an option */
-        json_array_foreach(specs, k, e) if (r == 0) {
-            const char *v = json_string_value(e);
-            if (!v || !al_pkg_spec_valid(l, v, strlen(v)))
-                r = al_err(err, "packages", EIO, "thread %s's stored package set holds a spec that is not one",
-                           thread_id);
-            else if ((r = al_pkg_set_put(ret, l, v)) < 0)
-                r = al_err(err, "packages", -r, "thread %s's package set: %s", thread_id, strerror(-r));
-        }
+            r = al_err(err, "packages", EIO, "%s is malformed", what);
+        else
+            r = put_list(ret, l, specs, EIO, what, err);
         json_decref(specs);
         if (r == 0) {
             snprintf(ret->layer, sizeof ret->layer, "%s", rows[i].layer);
@@ -141,6 +156,20 @@ static void asked_names(const al_run_spec *sp, char *buf, size_t len) {
             o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? ", " : "", sp->packages[l][i].s);
 }
 
+/* The installer image's directory into IDIR (LEN bytes), resolved as at
+ * a run's admission and again when its job is built (an image removed
+ * between them is found then): 0, or -ENOENT and what to do in ERR. */
+static int installer_dir(al_service *s, char *idir, size_t len, al_error *err) {
+    char images[PATH_MAX + 16];
+    al_error ierr = { 0 };
+    al_service_images_dir(&s->cfg, images, sizeof images);
+    if (al_install_image(images, idir, len, &ierr) < 0)
+        return al_err(err, "packages", ENOENT, "package installs need the installer image, which this service does "
+                      "not have (%s): an operator builds it with `airlock image build " AL_INSTALLER_IMAGE "`",
+                      ierr.msg);
+    return 0;
+}
+
 #define TELL "tell the user that the packages (%s) could not be installed, and do not substitute something else"
 
 al_status al_packages_admit(al_service *s, const al_principal *p, const al_settings *st, const al_run_spec *sp,
@@ -153,7 +182,7 @@ al_status al_packages_admit(al_service *s, const al_principal *p, const al_setti
     if (!st->package_installs)
         REFUSE(AL_STATUS_INVALID, "packages_disabled", "package installs are disabled on this service: " TELL, names);
     /* only the native driver's helper runs the install box */
-    if (strcmp(s->driver->name, "native") != 0)
+    if (!s->driver->installs_packages)
         REFUSE(AL_STATUS_INVALID, "packages_unsupported", "package installs run on the native driver; this service "
                "runs %s", s->driver->name);
     json_t *allowed = json_object_get(st->doc, "network_allowed"), *m;
@@ -165,13 +194,10 @@ al_status al_packages_admit(al_service *s, const al_principal *p, const al_setti
         REFUSE(AL_STATUS_INVALID, "packages_network_not_allowed", "package installs need the packages network "
                "policy, which this workspace does not allow (%s): " TELL, modes, names);
     }
-    char images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
+    char idir[PATH_MAX + 64];
     al_error ierr = { 0 };
-    al_service_images_dir(&s->cfg, images, sizeof images);
-    if (al_image_resolve(images, "installer", idir, sizeof idir, digest, &ierr) < 0)
-        REFUSE(AL_STATUS_UNAVAILABLE, "packages_unavailable", "package installs need the installer image, which "
-               "this service does not have (%s): an operator builds it with `airlock image build installer`; " TELL,
-               ierr.msg, names);
+    if (installer_dir(s, idir, sizeof idir, &ierr) < 0)
+        REFUSE(AL_STATUS_UNAVAILABLE, "packages_unavailable", "%s; " TELL, ierr.msg, names);
     if (!sp->thread_id.s)
         return AL_STATUS_OK;
     /* the thread's set with this run's: within the cap it will be installed under */
@@ -296,17 +322,9 @@ static int pinned_set(json_t *ins, al_pkg_set *ret, al_error *err) {
     if (!json_is_object(pin))
         return 0;
     int r = 0;
-    for (size_t l = 0; r == 0 && l < _AL_PKG_LANG_MAX; l++) {
-        size_t i;
-        json_t *e;
-        json_array_foreach(json_object_get(pin, al_pkg_lang_names[l]), i, e) if (r == 0) {
-            const char *v = json_string_value(e);
-            if (!v || !al_pkg_spec_valid((al_pkg_lang)l, v, strlen(v)))
-                r = al_err(err, "packages", EINVAL, "the run's pinned packages are malformed");
-            else if ((r = al_pkg_set_put(ret, (al_pkg_lang)l, v)) < 0)
-                r = al_err(err, "packages", -r, "the run's pinned packages: %s", strerror(-r));
-        }
-    }
+    for (size_t l = 0; r == 0 && l < _AL_PKG_LANG_MAX; l++)
+        r = put_list(ret, (al_pkg_lang)l, json_object_get(pin, al_pkg_lang_names[l]), EINVAL,
+                     "the run's pinned packages", err);
     return r < 0 ? r : 1;
 }
 
@@ -330,19 +348,10 @@ static int job_set(al_service *s, const al_store_run *run, bool installs, al_pkg
         return -EIO;
     }
     json_t *pk = json_object_get(ins, "packages");
-    for (size_t l = 0; r == 0 && l < _AL_PKG_LANG_MAX; l++) {
-        size_t i;
-        json_t *e;
-        json_array_foreach(json_object_get(pk, al_pkg_lang_names[l]), i, e) if (r == 0) {
-            const char *v = json_string_value(e);
-            /* checked at admission; read back from the store, checked again */
-            if (!v || !al_pkg_spec_valid((al_pkg_lang)l, v, strlen(v)))
-                r = al_err(err, "packages", EINVAL, "the run's recorded packages are malformed");
-            else if ((r = al_pkg_set_put(ret, (al_pkg_lang)l, v)) < 0)
-                r = al_err(err, "packages", -r, "the thread's set with the run's packages: %s", r == -E2BIG
-                           ? "more than 32 of one language" : strerror(-r));
-        }
-    }
+    /* checked at admission; read back from the store, checked again */
+    for (size_t l = 0; r == 0 && l < _AL_PKG_LANG_MAX; l++)
+        r = put_list(ret, (al_pkg_lang)l, json_object_get(pk, al_pkg_lang_names[l]), EINVAL,
+                     "the thread's set with the run's recorded packages", err);
     json_decref(ins);
     if (r < 0)
         al_pkg_set_free(ret);
@@ -351,15 +360,13 @@ static int job_set(al_service *s, const al_store_run *run, bool installs, al_pkg
 
 /* What J's install step is given beside its specs. */
 static int job_install(al_service *s, const al_settings *st, al_job *j, al_error *err) {
-    char layers[PATH_MAX + 16], images[PATH_MAX + 16], idir[PATH_MAX + 64], digest[65];
+    char layers[PATH_MAX + 16], idir[PATH_MAX + 64];
     snprintf(layers, sizeof layers, "%s/layers", s->cfg.state_dir);
     if (mkdir(layers, 0700) < 0 && errno != EEXIST)
         return al_err(err, "packages", errno, "mkdir %s: %m", layers);
-    al_service_images_dir(&s->cfg, images, sizeof images);
-    al_error ierr = { 0 };
-    if (al_image_resolve(images, "installer", idir, sizeof idir, digest, &ierr) < 0)
-        return al_err(err, "packages", ENOENT, "package installs need the installer image (%s): an operator builds "
-                      "it with `airlock image build installer`", ierr.msg);
+    int r = installer_dir(s, idir, sizeof idir, err);
+    if (r < 0)
+        return r;
     if (al_job_set(&j->pkg_layers_dir, layers) < 0 || al_job_set(&j->pkg_installer_dir, idir) < 0 ||
         al_job_set(&j->pkg_index_python, s->cfg.package_index_python) < 0 ||
         al_job_set(&j->pkg_registry_node, s->cfg.package_registry_node) < 0 ||
@@ -389,7 +396,7 @@ int al_packages_job(al_service *s, const al_store_run *run, al_job *j, al_error 
     al_pkg_set set;
     /* installs turned off since: the thread's set is not installed (its
      * layer kept), and a run that asked was refused at admission */
-    r = job_set(s, run, st.package_installs && strcmp(s->driver->name, "native") == 0, &set, err);
+    r = job_set(s, run, st.package_installs && s->driver->installs_packages, &set, err);
     if (r == 0 && al_pkg_set_any(&set)) {
         for (size_t i = 0; r == 0 && i < set.n[AL_PKG_PYTHON]; i++)
             r = al_job_add_pkg_python(j, set.specs[AL_PKG_PYTHON][i]);
@@ -435,8 +442,15 @@ int al_packages_installed(al_service *s, const al_store_run *run, const al_job *
         return 0;
     if (!layer || strlen(layer) >= sizeof(((al_pkg_set *)0)->layer))
         return al_err(err, "packages", EBADMSG, "the helper's installed event names no layer");
-    al_pkg_set set;
-    int r = union_with_job(s, run, j, layer, &set, err);
+    /* read, union, write as one unit under the thread's lock: two runs of
+     * the thread ending their installs at once would each write the union
+     * of the set as it was with their own, and one's packages be lost */
+    int r = al_store_begin(s->store, err);
+    if (r < 0)
+        return r;
+    al_pkg_set set = { 0 };
+    if ((r = al_store_thread_packages_lock(s->store, run->workspace_id, run->thread_id, err)) == 0)
+        r = union_with_job(s, run, j, layer, &set, err);
     for (size_t l = 0; r == 0 && l < _AL_PKG_LANG_MAX; l++) {
         if (!set.n[l])
             continue;
@@ -458,5 +472,32 @@ int al_packages_installed(al_service *s, const al_store_run *run, const al_job *
         json_decref(a);
     }
     al_pkg_set_free(&set);
-    return r;
+    if (r < 0) {
+        al_store_rollback(s->store);
+        return r;
+    }
+    return al_store_commit(s->store, err);
+}
+
+al_status al_packages_of_metadata(json_t *metadata, al_run_spec *sp, char *msg, size_t msglen, const char **code) {
+    json_t *v = json_object_get(metadata, AL_SANDBOX_META_PACKAGES);
+    if (!v)
+        return AL_STATUS_OK;
+    /* metadata values are strings (E2B's rule, checked at create) */
+    json_t *o = json_is_string(v) ? json_loadb(json_string_value(v), json_string_length(v), 0, NULL) : NULL;
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return al_run_refuse(msg, msglen, code, AL_STATUS_INVALID, "bad_request",
+                             "metadata." AL_SANDBOX_META_PACKAGES " must be a JSON string of an object {\"python\": "
+                             "[specs], \"node\": [specs]}");
+    }
+    al_status st = al_run_spec_packages_of(sp, o, msg, msglen, code);
+    json_decref(o);
+    if (st == AL_STATUS_OK && (st = al_run_spec_check_packages(sp, msg, msglen, code)) != AL_STATUS_OK) {
+        /* the check's words, said of the metadata key they came in */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", msg);
+        snprintf(msg, msglen, "metadata." AL_SANDBOX_META_PACKAGES ": %s", why);
+    }
+    return st;
 }

@@ -93,3 +93,10 @@ int al_packages_job(al_service *s, const al_store_run *run, al_job *j, al_error 
  * J's, with that layer and what it resolved. 0 (and for a run without a
  * thread), or -errno with ERR. */
 int al_packages_installed(al_service *s, const al_store_run *run, const al_job *j, json_t *installed, al_error *err);
+
+/* A sandbox's METADATA's packages (key AL_SANDBOX_META_PACKAGES, a JSON
+ * string of POST /v1/runs's `packages` object; NULL or no key: none) into
+ * SP, each spec checked: every run of the sandbox asks for them, so its
+ * thread's environment holds them from its first command on. AL_STATUS_OK,
+ * or the refusal with its code in *CODE and message in MSG. */
+al_status al_packages_of_metadata(json_t *metadata, al_run_spec *sp, char *msg, size_t msglen, const char **code);

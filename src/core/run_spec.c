@@ -14,6 +14,7 @@
 
 #include "../drivers/driver.h"
 #include "../util/hash.h"
+#include "../util/json_keys.h"
 #include "../util/util.h"
 
 const char *const al_run_languages[_AL_RUN_LANG_MAX] = { "python", "node", "bash" };
@@ -433,6 +434,84 @@ al_status al_run_spec_check_folders(const al_run_spec *sp, char *msg, size_t msg
 }
 #undef REFUSE
 
+#define REFUSE(...) return al_run_refuse(msg, msglen, code, __VA_ARGS__)
+/* (the REST body's, MCP's and E2B's metadata's folders: one reader) */
+al_status al_run_spec_folders_of(al_run_spec *sp, json_t *v, char *msg, size_t msglen, const char **code) {
+    if (!json_is_array(v) || json_array_size(v) > AL_RUN_FOLDERS_MAX)
+        REFUSE(AL_STATUS_INVALID, "bad_request", "%s", AL_RUN_RULE_FOLDERS);
+    static const char *const keys[] = { "folder", "paths" };
+    size_t i, k, total = 0;
+    json_t *f, *p;
+    json_array_foreach(v, i, f) {
+        json_t *nv = json_object_get(f, "folder"), *pv = json_object_get(f, "paths");
+        if (!json_is_object(f) || !json_is_string(nv) || !json_is_array(pv))
+            REFUSE(AL_STATUS_INVALID, "bad_request", "folders[%zu] must be {\"folder\": NAME, \"paths\": [PATH, ...]}",
+                   i);
+        char where[32];
+        snprintf(where, sizeof where, "folders[%zu]", i);
+        if (!al_json_keys_check(f, where, keys, ELEMENTSOF(keys), msg, msglen)) {
+            *code = "bad_request";
+            return AL_STATUS_INVALID;
+        }
+        total += json_array_size(pv);
+        if (total > AL_RUN_FOLDER_PATHS_MAX)
+            REFUSE(AL_STATUS_INVALID, "bad_request", "folders: at most %d paths in all", AL_RUN_FOLDER_PATHS_MAX);
+        if (al_run_spec_add_folder(sp, json_string_value(nv), json_string_length(nv)) < 0)
+            REFUSE(AL_STATUS_INTERNAL, "internal", "out of memory");
+        json_array_foreach(pv, k, p) {
+            if (!json_is_string(p))
+                REFUSE(AL_STATUS_INVALID, "bad_request", "folders[%zu].paths[%zu] must be a string", i, k);
+            if (al_run_spec_add_folder_path(sp, json_string_value(p), json_string_length(p)) < 0)
+                REFUSE(AL_STATUS_INTERNAL, "internal", "out of memory");
+        }
+    }
+    return AL_STATUS_OK;
+}
+
+al_status al_run_spec_packages_of(al_run_spec *sp, json_t *v, char *msg, size_t msglen, const char **code) {
+    if (!v || json_is_null(v))
+        return AL_STATUS_OK;
+    if (!json_is_object(v))
+        REFUSE(AL_STATUS_INVALID, "bad_request", "%s", AL_RUN_RULE_PACKAGES);
+    /* a key no installer reads (pip, gem, "Python") is refused, not dropped */
+    if (!al_json_keys_check(v, "packages", al_pkg_lang_names, _AL_PKG_LANG_MAX, msg, msglen)) {
+        *code = "bad_request";
+        return AL_STATUS_INVALID;
+    }
+    for (size_t l = 0; l < _AL_PKG_LANG_MAX; l++) {
+        json_t *list = json_object_get(v, al_pkg_lang_names[l]), *e;
+        size_t i;
+        if (!list || json_is_null(list))
+            continue;
+        /* a list longer than the most it may hold is not copied */
+        bool ok = json_is_array(list) && json_array_size(list) <= AL_RUN_PACKAGES_MAX;
+        json_array_foreach(list, i, e) ok = ok && json_is_string(e);
+        if (!ok)
+            REFUSE(AL_STATUS_INVALID, "bad_request", "%s", AL_RUN_RULE_PACKAGES);
+        json_array_foreach(list, i, e) if (al_run_spec_add_package(sp, (al_pkg_lang)l, json_string_value(e),
+                                                                   json_string_length(e)) < 0)
+            REFUSE(AL_STATUS_INTERNAL, "internal", "out of memory");
+    }
+    return AL_STATUS_OK;
+}
+#undef REFUSE
+
+al_status al_run_spec_check_packages(const al_run_spec *sp, char *msg, size_t msglen, const char **code) {
+    static const char *const want[_AL_PKG_LANG_MAX] = { "NAME[EXTRAS][==VERSION] (e.g. requests==2.31.0)",
+                                                        "[@SCOPE/]NAME[@RANGE] (e.g. lodash@4.17.21)" };
+    for (size_t l = 0; l < _AL_PKG_LANG_MAX; l++) {
+        if (sp->n_packages[l] > AL_RUN_PACKAGES_MAX)
+            return al_run_refuse(msg, msglen, code, AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_PACKAGES);
+        for (size_t i = 0; i < sp->n_packages[l]; i++) {
+            const al_run_text *t = &sp->packages[l][i];
+            if (!al_pkg_spec_valid((al_pkg_lang)l, t->s, t->len))
+                return al_run_refuse(msg, msglen, code, AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_PACKAGE_SPEC,
+                                     al_pkg_lang_names[l], i, c_text(t) ? t->s : "(with a NUL)", want[l]);
+        }
+    }
+    return AL_STATUS_OK;
+}
+
 al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, size_t msglen, const char **code) {
     static char none[1];
     if (!msg || msglen == 0) {
@@ -505,18 +584,9 @@ al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, 
     al_status fst = al_run_spec_check_folders(sp, msg, msglen, code);
     if (fst != AL_STATUS_OK)
         return fst;
-    static const char *const pkg_want[_AL_PKG_LANG_MAX] = { "NAME[EXTRAS][==VERSION] (e.g. requests==2.31.0)",
-                                                            "[@SCOPE/]NAME[@RANGE] (e.g. lodash@4.17.21)" };
-    for (size_t l = 0; l < _AL_PKG_LANG_MAX; l++) {
-        if (sp->n_packages[l] > AL_RUN_PACKAGES_MAX)
-            REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_PACKAGES);
-        for (size_t i = 0; i < sp->n_packages[l]; i++) {
-            const al_run_text *t = &sp->packages[l][i];
-            if (!al_pkg_spec_valid((al_pkg_lang)l, t->s, t->len))
-                REFUSE(AL_STATUS_INVALID, "bad_request", AL_RUN_RULE_PACKAGE_SPEC, al_pkg_lang_names[l], i,
-                       c_text(t) ? t->s : "(with a NUL)", pkg_want[l]);
-        }
-    }
+    al_status pst = al_run_spec_check_packages(sp, msg, msglen, code);
+    if (pst != AL_STATUS_OK)
+        return pst;
     /* a timeout in milliseconds is held to the bounds in seconds, rounded
      * up: 1 ms is asked as a second of the budget, and boxed as 1 ms */
     if (sp->timeout_ms) {
@@ -588,10 +658,12 @@ void al_run_staged_free(al_run_staged *st) {
     *st = (al_run_staged){ 0 };
 }
 
-int al_run_staged_add_import(al_run_staged *st, const char *folder, const char *path, uint64_t size,
-                             const char *sha256) {
+/* One import appended to a list (a spec's as pinned, a staged record's as
+ * hashed): the same record, written once. 0 or -ENOMEM. */
+static int import_add(al_run_import_id **v, size_t *n, const char *folder, const char *path, uint64_t size,
+                      const char *sha256) {
     char *f = strdup(folder), *p = strdup(path);
-    al_run_import_id *e = f && p ? grow(&st->imports, &st->n_imports, sizeof *e) : NULL;
+    al_run_import_id *e = f && p ? grow(v, n, sizeof *e) : NULL;
     if (!e) {
         free(f);
         free(p);
@@ -600,6 +672,11 @@ int al_run_staged_add_import(al_run_staged *st, const char *folder, const char *
     *e = (al_run_import_id){ .folder = f, .path = p, .size = size };
     snprintf(e->sha256, sizeof e->sha256, "%s", sha256);
     return 0;
+}
+
+int al_run_staged_add_import(al_run_staged *st, const char *folder, const char *path, uint64_t size,
+                             const char *sha256) {
+    return import_add(&st->imports, &st->n_imports, folder, path, size, sha256);
 }
 
 int al_run_staged_add_file(al_run_staged *st, const char *name, uint64_t size, const char *sha256) {
@@ -739,6 +816,9 @@ static void put_flag(struct sha256_ctx *c, bool present) {
     sha256_update(c, 1, &f);
 }
 
+/* A trailer's tag (the form above): what tells one trailer from another */
+static void put_tag(struct sha256_ctx *c, uint8_t tag) { sha256_update(c, 1, &tag); }
+
 static int cmp_input(const void *a, const void *b) {
     const al_run_input_id *x = *(const al_run_input_id *const *)a, *y = *(const al_run_input_id *const *)b;
     int r = strcmp(x->name ? x->name : "", y->name ? y->name : "");
@@ -824,13 +904,11 @@ void al_run_spec_hash(const al_run_spec *sp, const al_run_staged *st, char out[6
         put_text(&c, &sp->sandbox);
     }
     if (sp->limits.timeout_ms != sp->limits.timeout_s * 1000) {
-        uint8_t tag = 2;
-        sha256_update(&c, 1, &tag);
+        put_tag(&c, 2);
         put_u64(&c, (uint64_t)sp->limits.timeout_ms);
     }
     if (st->n_imports) {
-        uint8_t tag = 3;
-        sha256_update(&c, 1, &tag);
+        put_tag(&c, 3);
         put_u64(&c, st->n_imports);
         for (size_t i = 0; i < st->n_imports; i++) {
             put_str(&c, st->imports[i].folder);
@@ -840,8 +918,7 @@ void al_run_spec_hash(const al_run_spec *sp, const al_run_staged *st, char out[6
         }
     }
     if (al_run_spec_wants_packages(sp)) {
-        uint8_t tag = 4;
-        sha256_update(&c, 1, &tag);
+        put_tag(&c, 4);
         for (size_t l = 0; l < _AL_PKG_LANG_MAX; l++) {
             put_u64(&c, sp->n_packages[l]);
             for (size_t i = 0; i < sp->n_packages[l]; i++)
@@ -901,12 +978,8 @@ int al_run_spec_record(const al_run_spec *sp, const char *via, json_t *documents
         ok = json_object_set_new(inputs, "sandbox", text_json(&sp->sandbox)) == 0;
     /* the folders' files as read at the request: what the start copies */
     if (ok && sp->n_imports) {
-        json_t *imps = json_array();
+        json_t *imps = al_run_spec_imports_json(sp);
         ok = imps && json_object_set_new(inputs, "imports", imps) == 0;
-        for (size_t i = 0; ok && i < sp->n_imports; i++)
-            ok = json_array_append_new(imps, json_pack("{s:s, s:s, s:I, s:s}", "folder", sp->imports[i].folder, "path",
-                                                       sp->imports[i].path, "size", (json_int_t)sp->imports[i].size,
-                                                       "sha256", sp->imports[i].sha256)) == 0;
     }
     /* the packages asked, as asked: the start of the run reads them back */
     if (ok && al_run_spec_wants_packages(sp)) {
@@ -972,16 +1045,19 @@ static int add_node(al_run_spec *sp, const char *s, size_t n) { return al_run_sp
 
 int al_run_spec_add_import(al_run_spec *sp, const char *folder, const char *path, uint64_t size,
                            const char *sha256) {
-    char *f = strdup(folder), *p = strdup(path);
-    al_run_import_id *e = f && p ? grow(&sp->imports, &sp->n_imports, sizeof *e) : NULL;
-    if (!e) {
-        free(f);
-        free(p);
-        return -ENOMEM;
-    }
-    *e = (al_run_import_id){ .folder = f, .path = p, .size = size };
-    snprintf(e->sha256, sizeof e->sha256, "%s", sha256);
-    return 0;
+    return import_add(&sp->imports, &sp->n_imports, folder, path, size, sha256);
+}
+
+json_t *al_run_spec_imports_json(const al_run_spec *sp) {
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < sp->n_imports; i++)
+        if (json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:s}", "folder", sp->imports[i].folder, "path",
+                                               sp->imports[i].path, "size", (json_int_t)sp->imports[i].size,
+                                               "sha256", sp->imports[i].sha256)) < 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
 }
 
 int al_run_spec_imports_of(json_t *imports, al_run_spec *sp) {

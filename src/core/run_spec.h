@@ -201,6 +201,9 @@ int al_run_spec_add_folder_path(al_run_spec *sp, const char *path, size_t len);
 /* A file a folder's import pinned (the core's, core/folders.c); 0 or -ENOMEM. */
 int al_run_spec_add_import(al_run_spec *sp, const char *folder, const char *path, uint64_t size,
                            const char *sha256);
+/* SP's imports as JSON, [{folder, path, size, sha256}] (the record's
+ * inputs.imports, the audit's and the approval card's view), or NULL. */
+json_t *al_run_spec_imports_json(const al_run_spec *sp);
 /* The imports a record's inputs.imports lists (NULL: none), added to SP:
  * 0, -ENOMEM, -EBADMSG for a list that is not one. */
 int al_run_spec_imports_of(json_t *imports, al_run_spec *sp);
@@ -229,6 +232,20 @@ int al_run_spec_set_skill(al_run_spec *sp, const al_run_skill *k);
  * spec), limits, each file's name. */
 al_status al_run_spec_check(al_run_spec *sp, const al_run_bounds *b, char *msg, size_t msglen, const char **code);
 
+/* A `packages` object V (NULL or null: none) into SP's packages: an object
+ * of at most the keys python and node, each a list of at most
+ * AL_RUN_PACKAGES_MAX strings (their values are al_run_spec_check_packages'),
+ * as al_run_spec_check answers: the REST body's, MCP's and E2B's reader. */
+al_status al_run_spec_packages_of(al_run_spec *sp, json_t *v, char *msg, size_t msglen, const char **code);
+/* V, a `folders` array of {folder, paths: [PATH, ...]} objects and nothing
+ * else, into SP's folders (counts beyond the most the check takes are not
+ * copied): the one reader of the REST body's, MCP's and E2B's metadata's
+ * folders. AL_STATUS_OK, or the refusal as al_run_spec_check answers. */
+al_status al_run_spec_folders_of(al_run_spec *sp, json_t *v, char *msg, size_t msglen, const char **code);
+/* SP's package specs, each list within AL_RUN_PACKAGES_MAX and each spec
+ * al_pkg_spec_valid's: AL_STATUS_OK, or the refusal (naming the spec and
+ * the form it must take) as al_run_spec_check answers. */
+al_status al_run_spec_check_packages(const al_run_spec *sp, char *msg, size_t msglen, const char **code);
 /* The folders' part of the check (al_run_spec_check runs it too): for a
  * request that names folders without a run (an E2B sandbox's create). */
 al_status al_run_spec_check_folders(const al_run_spec *sp, char *msg, size_t msglen, const char **code);

@@ -45,7 +45,7 @@ static al_run_state state_of(json_t *result) {
     /* the packages asked for could not be installed (a name no index has,
      * a build that failed, a cap): the request's failure, as a script's
      * non-zero exit is, charged; no box was made */
-    if (strcmp(reason, "install_failed") == 0)
+    if (strcmp(reason, al_reason_name(AL_REASON_INSTALL_FAILED)) == 0)
         return AL_RUN_FAILED;
     return AL_RUN_ERROR;
 }

@@ -253,7 +253,7 @@ static int stage_folders(al_service *s, const al_principal *p, json_t *md, const
     if (r == 0 && (r = al_folder_stage(s->store, p->workspace_id, &fs, docs, false, err)) > 0)
         r = 0;
     if (r == 0)
-        *ret_imports = al_folder_imports_json(&fs);
+        *ret_imports = al_run_spec_imports_json(&fs);
     al_run_spec_free(&fs);
     return r;
 }

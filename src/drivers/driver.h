@@ -50,6 +50,10 @@ typedef struct al_driver_ops {
      * entry (no rootfs, what the server image carries) is enough for it
      * (al_image_resolve_ref). */
     bool image_by_reference;
+    /* Its helper installs a job's packages (pkg_* fields) before the run's
+     * box (drivers/install.c): a run that asks for packages is refused on
+     * a driver without, by this fact, not by the driver's name. */
+    bool installs_packages;
     /* Whether its boxes are held to network mode MODE (their own network
      * namespace, and the egress proxy's listener in it, where the mode has
      * one); when not, *RET_WHY may say why. NULL: no mode is (no runs

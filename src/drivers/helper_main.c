@@ -723,7 +723,7 @@ static int install_packages(helper *h) {
     json_t *result = al_box_result_json(&res, j->runtime);
     if (result) {
         /* canceled meanwhile: the run's end is its cancel, not the install's */
-        json_object_set_new(result, "reason", json_string(err.err == ECANCELED ? "canceled" : "install_failed"));
+        json_object_set_new(result, "reason", json_string(al_reason_name(err.err == ECANCELED ? AL_REASON_CANCELED : AL_REASON_INSTALL_FAILED)));
         json_object_set_new(result, "packages", al_install_result(&h->install));
         json_object_set_new(result, "network", al_box_net_finish(j->net, &res));
     }

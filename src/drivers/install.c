@@ -138,10 +138,9 @@ static const char *installer_digest(const char *dir) {
     return strncmp(base, "sha256-", 7) == 0 && al_is_sha256_hex(base + 7) ? base + 7 : NULL;
 }
 
-/* Whether a skip of the collect means the layer is over a cap (an install
- * that fails), not a link or special file left out (counted). */
-static bool over_cap(const char *why) {
-    return strstr(why, "cap") || strstr(why, "limit");
+int al_install_image(const char *images_dir, char *ret_dir, size_t len, al_error *err) {
+    char digest[65];
+    return al_image_resolve(images_dir, AL_INSTALLER_IMAGE, ret_dir, len, digest, err);
 }
 
 /* One install box: SCRIPT run with bash on the installer image, its /out
@@ -261,7 +260,8 @@ static int step_failed(al_install *in, const step *st, const al_box_result *res,
     in->exit_code = res->exit_code;
     if (res->reason == AL_REASON_EXITED && res->exit_code == 0) {
         for (size_t i = 0; i < res->n_skipped; i++)
-            if (over_cap(res->skipped[i].why)) {
+            /* a cap's skip fails the install; a link or special file left out is counted */
+            if (res->skipped[i].kind == AL_SKIP_CAP) {
                 in->failed_step = st->name;
                 return al_err(err, "install", EFBIG, "the %s install is over the layer's caps: %s: %s", st->name,
                               res->skipped[i].path, res->skipped[i].why);
@@ -387,7 +387,7 @@ static int install_new(al_install *in, al_error *err) {
         for (size_t i = 0; i < res.n_artifacts; i++)
             bytes += res.artifacts[i].size;
         for (size_t i = 0; i < res.n_skipped; i++)
-            skipped_links += strstr(res.skipped[i].why, "link") != NULL;
+            skipped_links += res.skipped[i].kind == AL_SKIP_LINK;
         al_box_result_free(&res);
     }
     const char *pm = NULL, *pm_lang = NULL;

@@ -63,6 +63,22 @@ typedef struct al_install {
 int al_install_run(al_install *in, al_error *err);
 void al_install_free(al_install *in);
 
+/* The install step's defaults (docs/operations.md): the service's config
+ * (package_*) and `airlock run --package` both start from these */
+#define AL_INSTALL_INDEX_PYTHON_DEFAULT "https://pypi.org/simple"
+#define AL_INSTALL_REGISTRY_NODE_DEFAULT "https://registry.npmjs.org/"
+#define AL_INSTALL_TIMEOUT_S_DEFAULT 300
+#define AL_INSTALL_MEMORY_MB_DEFAULT 1024
+#define AL_INSTALL_LAYER_MAX_MB_DEFAULT 512
+#define AL_INSTALL_LAYER_MAX_FILES_DEFAULT 50000
+
+/* The image installs run on, by its name in the image store */
+#define AL_INSTALLER_IMAGE "installer"
+/* The installer image's directory under IMAGES_DIR (the image store) into
+ * RET_DIR (LEN bytes), resolved as a run's image is: what a job's
+ * pkg_installer_dir holds. 0, or -errno with why in ERR. */
+int al_install_image(const char *images_dir, char *ret_dir, size_t len, al_error *err);
+
 /* The install box's network policy for REGISTRIES (package_registries'
  * form: HOST or HOST=CIDR+CIDR, comma-separated; NULL: the default
  * registries) in RET ("packages:REGISTRIES", as `airlock run --net` and

@@ -201,4 +201,5 @@ const al_driver_ops al_driver_native = {
     .stop = al_warm_pool_stop,
     .pool = al_warm_pool_json,
     .net_mode_held = native_net_mode_held,
+    .installs_packages = true,
 };

@@ -20,10 +20,14 @@ const char *al_pkg_lang_name(al_pkg_lang l);
 /* by name: 0 and *RET, or -EINVAL */
 int al_pkg_lang_from_name(const char *name, al_pkg_lang *ret);
 
+/* What al_pkg_spec_check accepts, as the regular expressions a client is
+ * shown (MCP's input schema): written once here, beside the checker */
+#define AL_PKG_PYTHON_PATTERN "^[A-Za-z0-9][A-Za-z0-9._-]*(\\[[A-Za-z0-9,._-]+\\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]+)?$"
+#define AL_PKG_NODE_PATTERN "^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*(@[A-Za-z0-9.^~<>=*|+_ -]+)?$"
+
 /* SPEC as a LANG spec: at most AL_JOB_PKG_SPEC_MAX (214) bytes matching
- *   python: ^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?((==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]+)?$
- *   node:   ^(@[a-z0-9][a-z0-9._-]*\/)?[a-z0-9][a-z0-9._-]*(@[A-Za-z0-9.^~<>=*|+_ -]+)?$
- * 0, or -EINVAL and why (naming the spec) in ERR (step "packages"). */
+ * AL_PKG_PYTHON_PATTERN or AL_PKG_NODE_PATTERN. 0, or -EINVAL and why
+ * (naming the spec) in ERR (step "packages"). */
 int al_pkg_spec_check(al_pkg_lang lang, const char *spec, al_error *err);
 /* The name a spec installs (python: before its extras or constraint;
  * node: before its version's @, a scope kept), in BUF (LEN bytes). */

@@ -2,6 +2,7 @@
 #include "packages.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,4 +59,11 @@ int al_store_thread_packages_put(al_store *s, const char *org_id, const char *ws
                           "ssssssss", org_id, ws_id, thread_id, r->lang, r->specs, r->layer ? r->layer : "",
                           r->resolved ? r->resolved : "[]", r->updated_at);
     return n < 0 ? n : 0;
+}
+
+int al_store_thread_packages_lock(al_store *s, const char *ws_id, const char *thread_id, al_error *err) {
+    char key[256];
+    if (snprintf(key, sizeof key, "thread_packages:%s:%s", ws_id, thread_id) >= (int)sizeof key)
+        return al_err(err, "packages", ENAMETOOLONG, "thread %s: its id is too long", thread_id);
+    return al_store_lock(s, err, key);
 }

@@ -30,3 +30,10 @@ int al_store_thread_packages_get(al_store *s, const char *ws_id, const char *thr
  * organisation's): 0 or -errno with ERR. */
 int al_store_thread_packages_put(al_store *s, const char *org_id, const char *ws_id, const char *thread_id,
                                  const al_store_thread_packages *r, al_error *err);
+/* In a unit of work (al_store_begin), hold thread THREAD_ID's package set
+ * (WS_ID's) until the unit ends: what a read-then-write of the set (the
+ * union a finished install makes with what other runs of the thread
+ * added) takes before its read, so that two runs of one thread finishing
+ * their installs at once both land. SQLite's writer lock, PostgreSQL's
+ * advisory lock. 0 or -errno with ERR. */
+int al_store_thread_packages_lock(al_store *s, const char *ws_id, const char *thread_id, al_error *err);

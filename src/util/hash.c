@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util.h"
+
 void al_hex(const uint8_t *d, size_t n, char *out) {
     static const char digits[] = "0123456789abcdef";
     for (size_t i = 0; i < n; i++) {
@@ -70,4 +72,31 @@ int al_sha256_fd(int fd, char out[65], uint64_t *ret_size) {
 
 bool al_is_sha256_hex(const char *s) {
     return s && strlen(s) == 64 && strspn(s, "0123456789abcdef") == 64;
+}
+
+int al_sha256_fd_capped(int fd, uint64_t max, int copy, char out[65], uint64_t *ret_got) {
+    struct sha256_ctx c;
+    sha256_init(&c);
+    uint8_t buf[65536];
+    uint64_t got = 0;
+    while (got < max) {
+        size_t want = max - got < sizeof buf ? (size_t)(max - got) : sizeof buf;
+        ssize_t n = pread(fd, buf, want, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        sha256_update(&c, (size_t)n, buf);
+        if (copy >= 0) {
+            int r = al_write_all(copy, buf, (size_t)n);
+            if (r < 0)
+                return r;
+        }
+        got += (uint64_t)n;
+    }
+    al_sha256_finish_hex(&c, out);
+    *ret_got = got;
+    return 0;
 }

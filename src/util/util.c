@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <inttypes.h>
 #include <string.h>
@@ -358,4 +360,22 @@ int al_name_index(const char *const *names, size_t n, const char *name) {
         if (names[i] && strcmp(names[i], name) == 0)
             return (int)i;
     return -1;
+}
+
+int al_openat_beneath(int dirfd, const char *name, int flags, mode_t mode) {
+    /* openat2 refuses O_NOCTTY beside O_PATH */
+    struct open_how how = {
+        .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW | ((flags & O_PATH) ? 0 : O_NOCTTY)),
+        .mode = (flags & O_CREAT) ? mode : 0,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+    };
+    /* bounded: a tree renamed in a loop under us costs a few tries, then -EAGAIN */
+    for (int tries = 0; tries < 8; tries++) {
+        long fd = syscall(SYS_openat2, dirfd, name, &how, sizeof how);
+        if (fd >= 0)
+            return (int)fd;
+        if (errno != EAGAIN && errno != EINTR)
+            return -errno;
+    }
+    return -EAGAIN;
 }

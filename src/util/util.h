@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -86,6 +87,14 @@ int al_read_small(int dirfd, const char *path, size_t max, char **ret_buf, size_
  * not a regular file: never blocks on a FIFO or a device) into a
  * NUL-terminated buffer; NOFOLLOW: a link at PATH's end is not followed. */
 int al_read_regular(int dirfd, const char *path, size_t max, bool nofollow, char **ret_buf, size_t *ret_len);
+
+/* NAME opened beneath DIRFD (openat2 RESOLVE_BENEATH | NO_SYMLINKS |
+ * NO_MAGICLINKS | NO_XDEV, O_CLOEXEC | O_NOFOLLOW, O_NOCTTY unless O_PATH):
+ * how whatever a box or a tenant holds is opened, so that no "..", link,
+ * magic link or mount point leads out of its tree. An fd, or -errno
+ * (-ELOOP a link on the way, -EXDEV a mount point or an escape). EINTR,
+ * and EAGAIN (a rename racing the lookup), are tried again a few times. */
+int al_openat_beneath(int dirfd, const char *name, int flags, mode_t mode);
 
 /* Write a whole small file, creating or truncating it. */
 int al_write_str(int dirfd, const char *path, const char *s);

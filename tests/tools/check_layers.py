@@ -86,8 +86,6 @@ INCLUDE_EXCEPTIONS = {
     "core/artifacts.c: box/box.h": "artifact staging uses the box's limits (a driver operation to come)",
     "core/artifacts.c: box/collect.h": "artifact staging reads files beneath their tree with the box's collector",
     "core/config.c: image/image.h": "settings name an image; its digest is checked here",
-    "core/packages.c: image/image.h": "the installer image is resolved as a run's is: when a run asks for "
-                                      "packages, and again when its job is built",
     "core/run_spec.h: proxy/policy.h": "a run spec holds the network policy as the proxy's type",
     "core/runner.c: image/image.h": "a run's image is resolved before its driver is called",
     "core/runs.c: image/image.h": "a run's image is checked when it is requested",

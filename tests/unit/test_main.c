@@ -124,6 +124,7 @@ static void test_defaults(void) {
     CHECK(l.tmpfs_bytes == 64ULL << 20);
     CHECK(l.output_bytes == 1ULL << 20);
     CHECK(strcmp(al_reason_name(AL_REASON_OUTPUT_LIMIT), "output_limit") == 0);
+    CHECK(strcmp(al_reason_name(AL_REASON_INSTALL_FAILED), "install_failed") == 0);
     CHECK(strcmp(al_reason_name(_AL_REASON_MAX), "error") == 0);
 }
 
