@@ -228,10 +228,10 @@ void al_e2b_end_of(al_service *s, const al_principal *p, const char *run_id, al_
             snprintf(ret->error, sizeof ret->error, "%s", ret->status);
         /* the sandbox's packages did not install: the command never ran,
          * and its error says why and what to tell (its output is empty) */
-        if (strcmp(json_string_value(json_object_get(res, "reason")) ?: "", "install_failed") == 0)
-            snprintf(ret->error, sizeof ret->error, "the sandbox's packages could not be installed: %.400s. Tell "
-                     "the user so, and do not substitute something else",
-                     json_string_value(json_object_get(json_object_get(res, "error"), "message")) ?: "install_failed");
+        const char *why = al_packages_install_failure(res);
+        if (why)
+            snprintf(ret->error, sizeof ret->error,
+                     "the sandbox's packages could not be installed: %.400s. " AL_PACKAGES_FAILED_TELL, why);
         break;
     case AL_RUN_TIMED_OUT:
     case AL_RUN_KILLED:

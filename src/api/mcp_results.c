@@ -3,6 +3,7 @@
 #include <nettle/base64.h>
 #include <string.h>
 
+#include "../core/packages.h"
 #include "mcp_results.h"
 
 #define OUTPUT_TEXT_MAX (64u << 10)  /* per stream, in the result's text */
@@ -164,10 +165,10 @@ json_t *al_mcp_run_result(al_service *s, json_t *run) {
     /* a failed install says why (its message: pip's or npm's words) and
      * what the agent does with it, as the refusals before it do: an
      * agent told only "install_failed" reaches for something else */
-    const char *rmsg = json_is_object(r) ? json_string_value(json_object_get(json_object_get(r, "error"), "message")) : NULL;
-    if (rmsg && strcmp(json_string_value(json_object_get(r, "reason")) ?: "", "install_failed") == 0) {
-        snprintf(line, sizeof line, " The packages could not be installed: %.1200s. Tell the user so, and do not "
-                 "substitute something else.", rmsg);
+    const char *rmsg = json_is_object(r) ? al_packages_install_failure(r) : NULL;
+    if (rmsg) {
+        snprintf(line, sizeof line, " The packages could not be installed: %.1200s. " AL_PACKAGES_FAILED_TELL ".",
+                 rmsg);
         al_mcp_append_str(&b, &len, &cap, line);
     }
     static const char *const streams[] = { "stdout", "stderr" };

@@ -501,3 +501,10 @@ al_status al_packages_of_metadata(json_t *metadata, al_run_spec *sp, char *msg, 
     }
     return st;
 }
+
+const char *al_packages_install_failure(json_t *result) {
+    const char *reason = json_string_value(json_object_get(result, "reason"));
+    if (!reason || strcmp(reason, al_reason_name(AL_REASON_INSTALL_FAILED)) != 0)
+        return NULL;
+    return json_string_value(json_object_get(json_object_get(result, "error"), "message")) ?: "the install failed";
+}

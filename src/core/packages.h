@@ -100,3 +100,10 @@ int al_packages_installed(al_service *s, const al_store_run *run, const al_job *
  * thread's environment holds them from its first command on. AL_STATUS_OK,
  * or the refusal with its code in *CODE and message in MSG. */
 al_status al_packages_of_metadata(json_t *metadata, al_run_spec *sp, char *msg, size_t msglen, const char **code);
+
+/* What a failed install tells whoever reads a result: RESULT's error
+ * message (pip's or npm's reason) when its reason is install_failed, else
+ * NULL; the surfaces append AL_PACKAGES_FAILED_TELL to it, as the
+ * refusals before an install tell what to do. */
+const char *al_packages_install_failure(json_t *result);
+#define AL_PACKAGES_FAILED_TELL "Tell the user so, and do not substitute something else"
