@@ -41,11 +41,8 @@ HOSTILE_FILE = '<img src=x onerror="window.__pwned=1">.csv'
 
 @pytest.fixture(scope="module")
 def index():
-    """The tests' Python index (builder P's pypi_util) with one tiny wheel."""
-    try:
-        import pypi_util
-    except ImportError:
-        need(False, "the test Python index (tests/integration/pypi_util.py)")
+    """The tests' Python index (pypi_util) with one tiny wheel."""
+    import pypi_util
     pypi = pypi_util.PyPI().start()
     pypi.add(pypi_util.wheel(PKG_NAME, PKG_VERSION, {f"{PKG_MODULE}/__init__.py": f"VERSION = {PKG_VERSION!r}\n".encode()}))
     yield pypi

@@ -5,10 +5,10 @@ no installer image, bad specs), a thread's package set, the approval card,
 credits and audit, through the real daemon; MCP and E2B through their
 official clients (tests/e2e/packages.test.mjs).
 
-The install itself is builder P's (e-pkg: the installer image, the helper's
-install step, the proxy's package_registries, pypi_util's index): the tests
-that need it say so through need(), naming what is missing, so that they
-run (and must pass under AIRLOCK_MUST_WORK=1) once both halves are merged."""
+The install itself (the installer image, the helper's install step, the
+proxy's package_registries) is tested by test_packages.py through `airlock
+run`; the tests here that need the installer image say so through need(),
+naming it (a failure under AIRLOCK_MUST_WORK=1)."""
 import json
 import subprocess
 import uuid
@@ -35,7 +35,7 @@ def installer_images():
     """The images directory holding the installer image (P's image/installer),
     built and cached as the other images are; need() when it is not there."""
     need((ROOT / "image" / "installer").is_dir(),
-         "the installer image's recipe (image/installer: builder P's part of issue 38, branch e-pkg)")
+         "the installer image's recipe (image/installer)")
     import image_util
     image_util.ensure_image("installer")
     image_util.ensure_default_image()
@@ -158,7 +158,7 @@ def test_thread_packages_view_empty(service):
 
 def put_thread_set(svc, t, thread, lang, specs, layer="sha256:" + "ab" * 32):
     """A thread's set as a run's install would leave it, written behind the
-    service's back (the install is builder P's part): what the core reads."""
+    service's back: what the core reads."""
     svc.sql("INSERT INTO thread_packages (org_id, workspace_id, thread_id, lang, specs, layer, resolved, updated_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", t.org, t.workspace, thread, lang, json.dumps(specs), layer,
             json.dumps([{"name": s.split("=")[0], "version": "1.0"} for s in specs]), "2026-01-01T00:00:00.000Z")
@@ -219,21 +219,18 @@ def test_official_clients_refusals(service):
 
 
 # ---------------------------------------------------------------------------
-# With the install (builder P's part): a thread's environment end to end.
+# With the install: a thread's environment end to end.
 
 
 class Index:
-    """builder P's test index (pypi_util: a PEP 503 index on loopback, named
+    """The tests' index (pypi_util: a PEP 503 index on loopback, named
     pypi.airlock.test, reached through the proxy with its range given in
     package_registries) serving one wheel made with the stdlib: MODULE,
     whose VERSION is the wheel's (a run that prints it imported what the
     index served, nothing else)."""
 
     def __init__(self):
-        try:
-            import pypi_util
-        except ImportError:
-            need(False, "the test Python index (tests/integration/pypi_util.py: builder P's part of issue 38, e-pkg)")
+        import pypi_util
         self.name, self.version, self.module = "airlock-svc-tiny", "4.2.17", "airlock_svc_tiny"
         self.pypi = pypi_util.PyPI().start()
         self.pypi.add(pypi_util.wheel(self.name, self.version,

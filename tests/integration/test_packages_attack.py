@@ -157,10 +157,7 @@ PYPROJECT = b'[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-
 
 @pytest.fixture(scope="module")
 def index():
-    try:
-        import pypi_util
-    except ImportError:
-        need(False, "the test Python index (tests/integration/pypi_util.py)")
+    import pypi_util
     pypi = pypi_util.PyPI().start()
     # python: apatk and a project named "node"; npm: "node" and patk-x
     pypi.add(pypi_util.wheel("apatk", "1.0", {"apatk/__init__.py": b"V = 'apatk'\n"}))
