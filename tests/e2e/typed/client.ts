@@ -29,6 +29,7 @@ function ended(reason: Reason): string {
     case "exited": return "exited";
     case "timeout": case "memory": case "pids": case "output_limit": return "limit";
     case "error": case "canceled": case "service_stopped": return "stopped";
+    case "install_failed": return "install";
   }
 }
 
