@@ -122,6 +122,10 @@ char *al_metrics_text(al_metrics_cache *mc, al_service *s, unsigned long long la
         st->boxes_alive);
     OUT("# HELP airlock_runs_started_total Runs started since the service started.\n# TYPE airlock_runs_started_total counter\n"
         "airlock_runs_started_total %llu\n", (unsigned long long)st->runs_started);
+    OUT("# HELP airlock_package_layers_removed_total Package layers removed by the layer collection (unused past "
+        "package_layer_retention_days, or the least recently used over package_layers_max_mb).\n"
+        "# TYPE airlock_package_layers_removed_total counter\nairlock_package_layers_removed_total %llu\n",
+        (unsigned long long)st->layers_removed);
     static const char *const le[12] = { "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "30", "60", "120", "+Inf" };
     OUT("# HELP airlock_run_duration_seconds Time from provisioning to the end of a run.\n"
         "# TYPE airlock_run_duration_seconds histogram\n");

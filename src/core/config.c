@@ -73,6 +73,8 @@ void al_service_config_default(al_service_config *c) {
     c->package_install_memory_mb = AL_INSTALL_MEMORY_MB_DEFAULT;
     c->package_layer_max_mb = AL_INSTALL_LAYER_MAX_MB_DEFAULT;
     c->package_layer_max_files = AL_INSTALL_LAYER_MAX_FILES_DEFAULT;
+    c->package_layer_retention_days = 30;
+    c->package_layers_max_mb = 20480;
 }
 
 /* Whether V is module names separated by commas: each of dotted parts
@@ -138,6 +140,8 @@ static const struct {
     { "package_install_memory_mb", offsetof(al_service_config, package_install_memory_mb), 64, 1 << 16 },
     { "package_layer_max_mb", offsetof(al_service_config, package_layer_max_mb), 1, 1 << 16 },
     { "package_layer_max_files", offsetof(al_service_config, package_layer_max_files), 1, 10000000 },
+    { "package_layer_retention_days", offsetof(al_service_config, package_layer_retention_days), 1, 3650 },
+    { "package_layers_max_mb", offsetof(al_service_config, package_layers_max_mb), 1, 1 << 30 },
 };
 
 /* the package installs' keys that are no bounded integer: 0 or -errno
@@ -404,6 +408,10 @@ int al_service_config_load(al_service_config *c, const char *path, al_error *err
         if (r < 0)
             return r;
     }
+    /* a store smaller than one layer would lose each layer after its run */
+    if (c->package_layers_max_mb < c->package_layer_max_mb)
+        return al_err(err, "config", EINVAL, "%s: package_layers_max_mb = %d is less than one layer "
+                      "(package_layer_max_mb = %d)", path, c->package_layers_max_mb, c->package_layer_max_mb);
     return 0;
 }
 

@@ -8,7 +8,12 @@
  * both sweep, and a node that dies mid-sweep leaves the rest to the next.
  */
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
+
+#include "../drivers/install.h"
 
 #include "service.h"
 #include "service_int.h"
@@ -59,7 +64,34 @@ static int sweep_workspace(al_service *s, const char *ws_id, int budget) {
     return done;
 }
 
+/* One layer removed: logged (a layer is shared by every workspace whose
+ * threads name the same set, so it is no workspace's audit chain's) and
+ * counted. */
+static void layer_removed(void *ud, const al_layer_info *li, const char *why) {
+    al_service *s = ud;
+    pthread_mutex_lock(&s->mu);
+    s->layers_removed++;
+    pthread_mutex_unlock(&s->mu);
+    al_service_log(s, AL_LOG_INFO, "layer.removed", json_pack("{s:s, s:I, s:s, s:I}", "key", li->key, "bytes",
+                                                              (json_int_t)li->bytes, "why", why, "last_used",
+                                                              (json_int_t)li->used));
+}
+
+int al_layers_collect(al_service *s) {
+    char layers[PATH_MAX + 16];
+    snprintf(layers, sizeof layers, "%s/layers", s->cfg.state_dir);
+    al_error err = { 0 };
+    int r = al_install_layers_collect(layers, (int64_t)time(NULL), (int64_t)s->cfg.package_layer_retention_days * 86400,
+                                      (uint64_t)s->cfg.package_layers_max_mb << 20, layer_removed, s, &err);
+    if (r < 0)
+        al_service_log(s, AL_LOG_WARN, "layers.collect_failed", json_pack("{s:s}", "error", err.msg));
+    return r;
+}
+
 int al_retention_sweep(al_service *s) {
+    /* this node's layers (each node has its own store of them): not the
+     * claimed sweep's, which is one node's for the cluster */
+    al_layers_collect(s);
     char now[40], next[40];
     al_store_now(now, sizeof now);
     al_cluster_time_after((int64_t)s->cfg.run_sweep_s * 1000, next, sizeof next);

@@ -45,6 +45,9 @@ int al_run_cancel(al_service *s, const al_principal *p, const char *id);
  * and events (retention.c), if this node claims the sweep that is due: how
  * many, or -errno. */
 int al_retention_sweep(al_service *s);
+/* This node's package layers collected (package_layer_retention_days,
+ * package_layers_max_mb): how many were removed, or -errno. */
+int al_layers_collect(al_service *s);
 json_t *al_run_json(al_service *s, const al_store_run *run);
 /* Up to LIMIT events of RUN_ID after AFTER, as its stream carried them
  * (run_events.c: an output event whose bytes the result holds, and the

@@ -94,6 +94,9 @@ typedef struct al_service_config {
      * separated ("": the default registries; proxy/policy.h) */
     char package_registries[2048];
     int package_install_timeout_s, package_install_memory_mb, package_layer_max_mb, package_layer_max_files;
+    /* layer garbage collection: a layer unused this long goes, and the
+     * least recently used go while the store holds more than this */
+    int package_layer_retention_days, package_layers_max_mb;
     /* service-wide figures (/metrics, /operator/status) are the operator's */
     al_operator_access operator_access;
     char operator_token_file[PATH_MAX]; /* holds the operator's token; "" = none */

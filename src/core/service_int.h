@@ -55,6 +55,7 @@ struct al_service {
 
     /* metrics */
     uint64_t runs_started, runs_finished;
+    uint64_t layers_removed;      /* package layers collected (retention.c) */
     uint64_t duration_buckets[12]; /* histogram of run wall time */
     double duration_sum;
 

@@ -287,6 +287,7 @@ void al_view_figures_get(al_service *s, al_view_figures *ret) {
     ret->boxes_alive = s->active_count;
     ret->runs_started = s->runs_started;
     ret->runs_finished = s->runs_finished;
+    ret->layers_removed = s->layers_removed;
     memcpy(ret->duration_buckets, s->duration_buckets, sizeof ret->duration_buckets);
     ret->duration_sum = s->duration_sum;
     pthread_mutex_unlock(&s->mu);

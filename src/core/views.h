@@ -161,6 +161,7 @@ typedef struct al_view_figures {
     al_store_stats store;
     int queued, boxes_alive;
     uint64_t runs_started, runs_finished;
+    uint64_t layers_removed;
     uint64_t duration_buckets[12];
     double duration_sum;
 } al_view_figures;

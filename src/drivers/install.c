@@ -477,7 +477,7 @@ static int check_job(al_install *in, al_error *err) {
 int al_install_run(al_install *in, al_error *err) {
     const al_job *j = in->job;
     uint64_t start = al_now_ms();
-    in->layer_fd = -1;
+    in->layer_fd = in->use_fd = -1;
     in->exit_code = -1;
     in->n_binds = in->n_env = 0;
     int r = check_job(in, err);
@@ -489,16 +489,41 @@ int al_install_run(al_install *in, al_error *err) {
     in->failed_step = "prepare";
     if ((r = al_layer_dir_open(j->pkg_layers_dir, &in->layer_fd, err)) < 0)
         return r;
-    _cleanup_close_ int dirfd = -1, lockfd = -1;
-    r = al_layer_find(in->layer_fd, in->key, &dirfd, &in->meta, err);
-    if (r == 0) {
+    _cleanup_close_ int dirfd = -1;
+    uint64_t wait_ms = j->pkg_limits.wall_ms + LOCK_SLACK_MS;
+    bool installed = false;
+    /* The layer is used under its lock held shared (al_layer_use) until
+     * the run ends: the collector takes it exclusively, so it never
+     * removes a layer a box has mounted. Found, then locked, then found
+     * again (a collector may have removed it in between); not there: it
+     * is installed under the lock held exclusively, and the loop comes
+     * round to use it. A collector between the two is a bounded race. */
+    for (int attempt = 0; attempt < 4; attempt++) {
+        if (dirfd >= 0)
+            close(TAKE_FD(dirfd));
+        json_decref(in->meta);
+        in->meta = NULL;
+        r = al_layer_find(in->layer_fd, in->key, NULL, NULL, err);
+        if (r < 0)
+            return r;
+        if (r == 1) {
+            if ((r = al_layer_use(in->layer_fd, in->key, in->cancel_fd, wait_ms, &in->use_fd, err)) < 0)
+                return r;
+            if ((r = al_layer_find(in->layer_fd, in->key, &dirfd, &in->meta, err)) < 0)
+                return r;
+            if (r == 1)
+                break;
+            close(TAKE_FD(in->use_fd));
+            continue;
+        }
         /* not there: install it, holding its lock; a helper that held it
          * before this one may have made it meanwhile */
         /* (the other install is bound by the same timeout) */
-        if ((r = al_layer_lock(in->layer_fd, in->key, in->cancel_fd, j->pkg_limits.wall_ms + LOCK_SLACK_MS, &lockfd,
-                               err)) < 0)
+        _cleanup_close_ int lockfd = -1;
+        if ((r = al_layer_lock(in->layer_fd, in->key, in->cancel_fd, wait_ms, &lockfd, err)) < 0)
             return r;
-        r = al_layer_find(in->layer_fd, in->key, &dirfd, &in->meta, err);
+        if ((r = al_layer_find(in->layer_fd, in->key, NULL, NULL, err)) < 0)
+            return r;
         if (r == 0) {
             in->failed_step = NULL;
             /* the collect makes the layer's directories: readable by every
@@ -508,19 +533,15 @@ int al_install_run(al_install *in, al_error *err) {
             umask(um);
             if (r < 0)
                 return r;
-            json_decref(in->meta);
-            in->meta = NULL;
-            r = al_layer_find(in->layer_fd, in->key, &dirfd, &in->meta, err);
-            if (r == 0)
-                r = al_err(err, "install", ENOENT, "the layer just made is not there");
-        } else {
-            in->reused = true;
+            in->failed_step = "prepare";
+            installed = true;
         }
-    } else {
-        in->reused = true;
     }
-    if (r < 0)
-        return r;
+    if (in->use_fd < 0)
+        return al_err(err, "install", ENOENT, "the layer was removed each time it was about to be used");
+    in->reused = !installed;
+    /* its last use, for the collector's age and LRU rules */
+    al_layer_touch(dirfd);
     in->failed_step = "prepare";
     if ((r = layer_binds(in, dirfd, err)) < 0)
         return r;
@@ -540,6 +561,10 @@ void al_install_free(al_install *in) {
     if (in->layer_fd >= 0)
         close(in->layer_fd);
     in->layer_fd = -1;
+    /* the run's box is gone: the layer may be collected */
+    if (in->use_fd >= 0)
+        close(in->use_fd);
+    in->use_fd = -1;
     json_decref(in->meta);
     in->meta = NULL;
 }
@@ -615,4 +640,34 @@ int al_install_network(const char *registries, const char *index_python, const c
             return al_err(err, "packages", EINVAL, "%s: %s", what[i], why);
     }
     return 0;
+}
+
+/* LAYERS_DIR opened, without making it: 0 with no fd when it is not there */
+static int layers_open(const char *layers_dir, int *ret_fd, al_error *err) {
+    *ret_fd = -1;
+    struct stat st;
+    if (!layers_dir || layers_dir[0] != '/')
+        return al_err(err, "install", EINVAL, "the layers directory must be an absolute path");
+    if (stat(layers_dir, &st) < 0)
+        return errno == ENOENT ? 0 : al_err(err, "install", errno, "stat %s: %m", layers_dir);
+    return al_layer_dir_open(layers_dir, ret_fd, err);
+}
+
+int al_install_layers_collect(const char *layers_dir, int64_t now, int64_t max_age_s, uint64_t max_bytes,
+                              al_layer_removed_fn fn, void *ud, al_error *err) {
+    _cleanup_close_ int fd = -1;
+    int r = layers_open(layers_dir, &fd, err);
+    if (r < 0 || fd < 0)
+        return r;
+    return al_layer_collect(fd, now, max_age_s, max_bytes, fn, ud, err);
+}
+
+int al_install_layers_list(const char *layers_dir, al_layer_info **ret, size_t *ret_n, al_error *err) {
+    *ret = NULL;
+    *ret_n = 0;
+    _cleanup_close_ int fd = -1;
+    int r = layers_open(layers_dir, &fd, err);
+    if (r < 0 || fd < 0)
+        return r;
+    return al_layer_list(fd, ret, ret_n, err);
 }

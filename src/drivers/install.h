@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "../box/box.h"
+#include "../image/layer.h"
 #include "job.h"
 
 /* The install's output, bytes of one of its streams (the helper sends
@@ -45,6 +46,7 @@ typedef struct al_install {
     int exit_code;
     /* private */
     int layer_fd;
+    int use_fd;                   /* the layer's lock, shared, while the run's box has it (al_layer_use) */
     uint64_t output_sent;
     bool output_cut;
     char tail[4096];              /* the last bytes of the install's stderr: why it failed */
@@ -94,3 +96,11 @@ json_t *al_install_event(const al_install *in);
 /* the result's "packages": {"layer","reused","install_ms","python","node"}
  * (and "failed": the step, when it failed) */
 json_t *al_install_result(const al_install *in);
+
+/* Layer garbage collection (al_layer_collect) over LAYERS_DIR (missing:
+ * nothing to collect, 0): how many layers were removed, or -errno. */
+int al_install_layers_collect(const char *layers_dir, int64_t now, int64_t max_age_s, uint64_t max_bytes,
+                              al_layer_removed_fn fn, void *ud, al_error *err);
+
+/* The layers under LAYERS_DIR, least recently used first (free()). */
+int al_install_layers_list(const char *layers_dir, al_layer_info **ret, size_t *ret_n, al_error *err);

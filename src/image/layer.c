@@ -4,6 +4,7 @@
 #include "layer.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
@@ -136,30 +137,64 @@ int al_layer_find(int layers_fd, const char *key, int *ret_fd, json_t **ret_meta
     return 1;
 }
 
-int al_layer_lock(int layers_fd, const char *key, int cancel_fd, uint64_t timeout_ms, int *ret_fd, al_error *err) {
+/* KEY's lock file opened and flock'd (HOW: LOCK_EX or LOCK_SH) without
+ * blocking: 1 with its fd in *RET_FD, 0 when held otherwise, -errno. The
+ * lock is the name's own: a collector removes a layer's lock file (holding
+ * it), so one taken on an inode that no longer has the name is let go and
+ * the name opened again, or two lockers would hold two different locks. */
+static int lock_try(int layers_fd, const char *name, int how, int *ret_fd) {
+    for (int attempt = 0; attempt < 8; attempt++) {
+        _cleanup_close_ int fd = openat(layers_fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+            return -errno;
+        if (flock(fd, how | LOCK_NB) < 0)
+            return errno == EWOULDBLOCK || errno == EINTR ? 0 : -errno;
+        struct stat held, named;
+        if (fstat(fd, &held) == 0 && fstatat(layers_fd, name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+            held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
+            *ret_fd = TAKE_FD(fd);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int lock_wait(int layers_fd, const char *key, int how, int cancel_fd, uint64_t timeout_ms, int *ret_fd,
+                     al_error *err) {
     if (!key_ok(key))
         return al_err(err, "install", EINVAL, "a layer's key is 64 hex digits");
     char name[80];
     snprintf(name, sizeof name, "sha256-%s.lock", key);
-    _cleanup_close_ int fd = openat(layers_fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return al_err(err, "install", errno, "open %s: %m", name);
     uint64_t until = al_now_ms() + timeout_ms;
     for (;;) {
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-            break;
-        if (errno != EWOULDBLOCK && errno != EINTR)
-            return al_err(err, "install", errno, "lock %s: %m", name);
+        int r = lock_try(layers_fd, name, how, ret_fd);
+        if (r < 0)
+            return al_err(err, "install", -r, "lock %s: %s", name, strerror(-r));
+        if (r > 0)
+            return 0;
         if (al_now_ms() >= until)
             return al_err(err, "install", ETIMEDOUT, "another install of the same packages held %s for %llu ms", name,
                           (unsigned long long)timeout_ms);
-        /* another helper installs the same set: wait for it (its layer is
-         * this run's too), unless this run is canceled meanwhile */
+        /* another helper installs the same set (or a collector removes
+         * it): wait for it, unless this run is canceled meanwhile */
         struct pollfd p = { .fd = cancel_fd, .events = POLLIN };
         if (poll(&p, cancel_fd >= 0 ? 1 : 0, 100) > 0)
             return al_err(err, "install", ECANCELED, "canceled while another install of the same packages ran");
     }
-    *ret_fd = TAKE_FD(fd);
+}
+
+int al_layer_lock(int layers_fd, const char *key, int cancel_fd, uint64_t timeout_ms, int *ret_fd, al_error *err) {
+    return lock_wait(layers_fd, key, LOCK_EX, cancel_fd, timeout_ms, ret_fd, err);
+}
+
+int al_layer_use(int layers_fd, const char *key, int cancel_fd, uint64_t timeout_ms, int *ret_fd, al_error *err) {
+    return lock_wait(layers_fd, key, LOCK_SH, cancel_fd, timeout_ms, ret_fd, err);
+}
+
+int al_layer_touch(int layer_fd) {
+    _cleanup_close_ int fd = openat(layer_fd, "used", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 || futimens(fd, NULL) < 0)
+        return -errno;
     return 0;
 }
 
@@ -358,4 +393,139 @@ int al_layer_commit(int layers_fd, const char *tmp_name, const char *key, json_t
 void al_layer_discard(int layers_fd, const char *tmp_name) {
     if (tmp_name && strncmp(tmp_name, "tmp-", 4) == 0)
         al_rm_tree(layers_fd, tmp_name);
+}
+
+/* The bytes under DIRFD (its blocks), DEPTH levels down at most: a layer
+ * came out of a capped collect, so the walk is bounded by its caps. */
+static uint64_t tree_bytes(int dirfd, int depth) {
+    uint64_t total = 0;
+    DIR *d = depth > 0 ? al_dir_open(dirfd) : NULL;
+    struct dirent *e;
+    while (d && (e = al_dir_next(d))) {
+        struct stat st;
+        if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        total += (uint64_t)st.st_blocks * 512;
+        if (S_ISDIR(st.st_mode)) {
+            _cleanup_close_ int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0)
+                total += tree_bytes(sub, depth - 1);
+        }
+    }
+    if (d)
+        closedir(d);
+    return total;
+}
+
+static int cmp_lru(const void *a, const void *b) {
+    const al_layer_info *x = a, *y = b;
+    return x->used < y->used ? -1 : x->used > y->used ? 1 : strcmp(x->key, y->key);
+}
+
+int al_layer_list(int layers_fd, al_layer_info **ret, size_t *ret_n, al_error *err) {
+    *ret = NULL;
+    *ret_n = 0;
+    DIR *d = al_dir_open(layers_fd);
+    if (!d)
+        return al_err(err, "install", errno, "read the layers directory: %m");
+    al_layer_info *v = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = al_dir_next(d))) {
+        if (strncmp(e->d_name, "sha256-", 7) != 0 || !key_ok(e->d_name + 7))
+            continue;
+        _cleanup_close_ int fd = openat(layers_fd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0)
+            continue;
+        /* its last use: the used file a run touches, else when it was made */
+        if (fstatat(fd, "used", &st, AT_SYMLINK_NOFOLLOW) < 0 && fstatat(fd, "layer.json", &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+            fstat(fd, &st) < 0)
+            continue;
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            al_layer_info *nv = realloc(v, nc * sizeof *v);
+            if (!nv) {
+                free(v);
+                closedir(d);
+                return al_err(err, "install", ENOMEM, "list the layers: out of memory");
+            }
+            v = nv;
+            cap = nc;
+        }
+        al_layer_info *li = &v[n++];
+        memset(li, 0, sizeof *li);
+        snprintf(li->key, sizeof li->key, "%s", e->d_name + 7);
+        li->used = st.st_mtim.tv_sec;
+        li->bytes = tree_bytes(fd, 64);
+    }
+    closedir(d);
+    if (n)
+        qsort(v, n, sizeof *v, cmp_lru);
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}
+
+/* KEY's layer removed, if nobody uses it: 1 removed, 0 busy (a run holds
+ * it, or an install), -errno. Under the key's lock taken exclusively; the
+ * directory is renamed to a tmp- name first (a lookup never sees half a
+ * layer), and the lock file goes last, still held (lock_try's check). */
+int al_layer_remove(int layers_fd, const char *key, al_error *err) {
+    if (!key_ok(key))
+        return al_err(err, "install", EINVAL, "a layer's key is 64 hex digits");
+    char name[80], lock[88];
+    snprintf(name, sizeof name, "sha256-%s", key);
+    snprintf(lock, sizeof lock, "sha256-%s.lock", key);
+    _cleanup_close_ int lfd = -1;
+    int r = lock_try(layers_fd, lock, LOCK_EX, &lfd);
+    if (r <= 0)
+        return r < 0 ? al_err(err, "install", -r, "lock %s: %s", lock, strerror(-r)) : 0;
+    char tmp[16];
+    _cleanup_close_ int tfd = -1;
+    /* an empty tmp- directory exchanged with the layer: the layer's name
+     * is at once an empty (incomplete) directory, the layer a tmp- one */
+    if ((r = al_layer_tmp(layers_fd, tmp, &tfd, err)) < 0)
+        return r;
+    if (renameat2(layers_fd, name, layers_fd, tmp, RENAME_EXCHANGE) < 0) {
+        int e = errno;
+        al_rm_tree(layers_fd, tmp);
+        if (e == ENOENT)
+            return 0;
+        return al_err(err, "install", e, "rename %s: %m", name);
+    }
+    /* NAME is now the empty directory made for the exchange: gone first */
+    unlinkat(layers_fd, name, AT_REMOVEDIR);
+    al_rm_tree(layers_fd, tmp);
+    unlinkat(layers_fd, lock, 0);
+    return 1;
+}
+
+int al_layer_collect(int layers_fd, int64_t now, int64_t max_age_s, uint64_t max_bytes, al_layer_removed_fn fn,
+                     void *ud, al_error *err) {
+    al_layer_info *v = NULL;
+    size_t n = 0;
+    int r = al_layer_list(layers_fd, &v, &n, err);
+    if (r < 0)
+        return r;
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += v[i].bytes;
+    int removed = 0;
+    /* least recently used first: the old ones, then while over the bound */
+    for (size_t i = 0; i < n; i++) {
+        const char *why = max_age_s >= 0 && now - v[i].used > max_age_s ? "unused" : total > max_bytes ? "store_full" : NULL;
+        if (!why)
+            continue;
+        al_error e = { 0 };
+        int x = al_layer_remove(layers_fd, v[i].key, &e);
+        if (x <= 0)
+            continue;
+        total -= v[i].bytes;
+        removed++;
+        if (fn)
+            fn(ud, &v[i], why);
+    }
+    free(v);
+    return removed;
 }

@@ -61,6 +61,41 @@ int al_layer_find(int layers_fd, const char *key, int *ret_fd, json_t **ret_meta
  * none) is readable; -ETIMEDOUT when another helper held it that long. */
 int al_layer_lock(int layers_fd, const char *key, int cancel_fd, uint64_t timeout_ms, int *ret_fd, al_error *err);
 
+/* KEY's lock held shared in *RET_FD while a run's box has the layer
+ * mounted: a collector (al_layer_remove) takes it exclusively, so a layer
+ * in use is never removed. Waits as al_layer_lock does (an install holds
+ * it exclusively). Take it, then find the layer again: it may have been
+ * removed before. */
+int al_layer_use(int layers_fd, const char *key, int cancel_fd, uint64_t timeout_ms, int *ret_fd, al_error *err);
+
+/* The layer's last use (LAYER_FD's used file, its mtime) set to now. */
+int al_layer_touch(int layer_fd);
+
+/* A layer as the collector sees it. */
+typedef struct al_layer_info {
+    char key[65];
+    int64_t used;   /* last use, seconds since the epoch (made, when never used) */
+    uint64_t bytes; /* its blocks */
+} al_layer_info;
+
+/* The complete-or-not layers under LAYERS_FD, least recently used first,
+ * in *RET (free()) and *RET_N. */
+int al_layer_list(int layers_fd, al_layer_info **ret, size_t *ret_n, al_error *err);
+
+/* KEY's layer removed unless in use: 1 removed, 0 busy or absent. */
+int al_layer_remove(int layers_fd, const char *key, al_error *err);
+
+typedef void (*al_layer_removed_fn)(void *ud, const al_layer_info *li, const char *why);
+
+/* Garbage collection, a function of the directory alone: each layer
+ * unused for more than MAX_AGE_S (-1: no age rule) is removed ("unused"),
+ * then, least recently used first, layers while the store holds more than
+ * MAX_BYTES ("store_full"). A layer in use (al_layer_use) or being
+ * installed is skipped. FN is told each removal. How many were removed,
+ * or -errno. */
+int al_layer_collect(int layers_fd, int64_t now, int64_t max_age_s, uint64_t max_bytes, al_layer_removed_fn fn,
+                     void *ud, al_error *err);
+
 /* A new empty directory tmp-XXXXXX under LAYERS_FD (its name in RET_NAME,
  * its fd in *RET_FD, holding the directory's flock: keep it open while the
  * install lives; a tmp- directory whose lock is free is a dead install's,

@@ -3,7 +3,10 @@
  * the reports a layer's list is made from are read as hostile (types,
  * forms, sizes); a layer is complete only with its layer.json, and the
  * commit is a rename of a complete directory. */
+#include <dirent.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,6 +19,110 @@
 
 static int put(int dirfd, const char *path, const char *text) {
     return al_write_str(dirfd, path, text);
+}
+
+/* A layer KEY (64 of C) under LFD holding BYTES of data, last used AGE_S
+ * seconds before NOW (its used file's mtime). */
+static void mk_layer(int lfd, char c, size_t bytes, time_t now, time_t age_s, char ret_key[65]) {
+    memset(ret_key, c, 64);
+    ret_key[64] = '\0';
+    char name[80], json[120];
+    snprintf(name, sizeof name, "sha256-%s", ret_key);
+    mkdirat(lfd, name, 0755);
+    int fd = openat(lfd, name, O_RDONLY | O_DIRECTORY);
+    snprintf(json, sizeof json, "{\"key\":\"%s\"}", ret_key);
+    put(fd, "layer.json", json);
+    mkdirat(fd, "python", 0755);
+    int dfd = openat(fd, "python/data", O_WRONLY | O_CREAT, 0644);
+    char *buf = calloc(1, bytes);
+    if (dfd >= 0 && buf)
+        (void)!write(dfd, buf, bytes);
+    free(buf);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    al_layer_touch(fd);
+    struct timespec t[2] = { { now - age_s, 0 }, { now - age_s, 0 } };
+    utimensat(fd, "used", t, 0);
+    close(fd);
+}
+
+static bool exists(int lfd, const char *key, const char *suffix) {
+    char name[100];
+    snprintf(name, sizeof name, "sha256-%s%s", key, suffix);
+    return faccessat(lfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static int n_removed;
+static char last_why[32];
+static void on_removed(void *ud, const al_layer_info *li, const char *why) {
+    (void)ud;
+    (void)li;
+    n_removed++;
+    snprintf(last_why, sizeof last_why, "%s", why);
+}
+
+/* Garbage collection on a directory of its own: the age rule, then the
+ * size bound least recently used first, a layer in use never removed. */
+static void test_collect(const char *root) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/gc", root);
+    int lfd = -1;
+    al_error err = { 0 };
+    CHECK(al_layer_dir_open(dir, &lfd, &err) == 0);
+    time_t now = time(NULL);
+    const time_t day = 86400;
+    char a[65], b[65], c[65], d[65], e[65];
+    mk_layer(lfd, 'a', 8192, now, 40 * day, a);
+    mk_layer(lfd, 'b', 65536, now, 3 * day, b);
+    mk_layer(lfd, 'c', 65536, now, 2 * day, c);
+    mk_layer(lfd, 'd', 65536, now, 1 * day, d);
+    mk_layer(lfd, 'e', 65536, now, 50 * day, e);
+    /* e is in use: a run's helper holds its lock shared */
+    int use = -1;
+    CHECK(al_layer_use(lfd, e, -1, 1000, &use, &err) == 0);
+    /* an install's exclusive lock waits for it */
+    int ex = -1;
+    CHECK(al_layer_lock(lfd, e, -1, 150, &ex, &err) == -ETIMEDOUT);
+    al_layer_info *v = NULL;
+    size_t n = 0;
+    CHECK(al_layer_list(lfd, &v, &n, &err) == 0 && n == 5);
+    /* least recently used first */
+    CHECK(n == 5 && v[0].key[0] == 'e' && v[1].key[0] == 'a' && v[2].key[0] == 'b' && v[3].key[0] == 'c' &&
+          v[4].key[0] == 'd');
+    CHECK(n == 5 && v[1].used == now - 40 * day && v[2].bytes >= 65536 && v[1].bytes >= 8192 && v[1].bytes < 65536);
+    uint64_t cd = n == 5 ? v[3].bytes + v[4].bytes + v[0].bytes : 0;
+    free(v);
+    /* the age rule: a (40 days) goes, e (50 days, in use) stays */
+    CHECK(al_layer_collect(lfd, now, 30 * day, UINT64_MAX, on_removed, NULL, &err) == 1);
+    CHECK(n_removed == 1 && strcmp(last_why, "unused") == 0);
+    CHECK(!exists(lfd, a, "") && !exists(lfd, a, ".lock") && exists(lfd, e, "") && exists(lfd, b, ""));
+    /* the bound: b, the least recently used of the free ones, goes until under */
+    CHECK(al_layer_collect(lfd, now, 30 * day, cd, on_removed, NULL, &err) == 1);
+    CHECK(n_removed == 2 && strcmp(last_why, "store_full") == 0);
+    CHECK(!exists(lfd, b, "") && exists(lfd, c, "") && exists(lfd, d, "") && exists(lfd, e, ""));
+    /* nothing to do: nothing removed */
+    CHECK(al_layer_collect(lfd, now, 30 * day, cd, on_removed, NULL, &err) == 0);
+    /* the bound again, e held: c (used before d) goes, d stays */
+    CHECK(al_layer_collect(lfd, now, -1, cd - 1, on_removed, NULL, &err) == 1 && !exists(lfd, c, "") &&
+          exists(lfd, d, "") && exists(lfd, e, ""));
+    /* the run ends: e goes by age; its lock, taken again, is a new one */
+    close(use);
+    CHECK(al_layer_collect(lfd, now, 30 * day, UINT64_MAX, on_removed, NULL, &err) == 1 && !exists(lfd, e, ""));
+    CHECK(al_layer_lock(lfd, e, -1, 150, &ex, &err) == 0);
+    close(ex);
+    CHECK(al_layer_find(lfd, e, NULL, NULL, &err) == 0);
+    /* no tmp- directory is left behind */
+    DIR *dd = al_dir_open(lfd);
+    struct dirent *de;
+    int tmps = 0;
+    while (dd && (de = al_dir_next(dd)))
+        tmps += strncmp(de->d_name, "tmp-", 4) == 0;
+    if (dd)
+        closedir(dd);
+    CHECK(tmps == 0);
+    close(lfd);
 }
 
 static bool python_ok(int dirfd, const char *text, size_t *ret_n) {
@@ -171,6 +278,7 @@ int main(void) {
     json_decref(meta);
     close(tfd);
     close(lfd);
+    test_collect(tmpl);
     al_rm_tree(AT_FDCWD, tmpl);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
