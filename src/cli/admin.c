@@ -40,7 +40,12 @@ static int usage_to(FILE *f) {
                     "  audit verify [--expect-head WS:SEQ:HASH]... [--checkpoint FILE]... [--key FILE | --verifier KEY]\n"
                     "                                     check every workspace's audit hash chain and print its head;\n"
                     "                                     fail unless each head given (printed or signed earlier) is in it\n"
-                    "  audit key [--key FILE]             the verifier (public) key of the service's audit checkpoints\n");
+                    "  audit key [--key FILE]             the verifier (public) key of the service's audit checkpoints\n"
+                    "  layers ls                          the package layers, least recently used first, and their bytes\n"
+                    "  layers prune [--older-than DAYS]   remove the layers unused for DAYS (the config's\n"
+                    "                                     package_layer_retention_days unless given; 0: every one), and\n"
+                    "                                     the least recently used over package_layers_max_mb; a layer in\n"
+                    "                                     use by a run is never removed\n");
     return f == stdout ? 0 : 125;
 }
 
@@ -527,6 +532,11 @@ int cli_admin(int argc, char **argv) {
                     argv[k], argv[i]);
             return 125;
         }
+    /* the layer store is the state's, no store's */
+    if (strcmp(argv[i], "layers") == 0) {
+        al_layer_limits lim = { cfg.package_layer_retention_days, (unsigned long long)cfg.package_layers_max_mb << 20 };
+        return cli_admin_layers(state, &lim, argc - i - 1, argv + i + 1);
+    }
     int allowed = words_allowed(argv[i], i + 1 < argc ? argv[i + 1] : "");
     if (allowed >= 0 && argc - i > allowed) {
         fprintf(stderr, "airlock admin: unexpected argument \"%s\"\n", argv[i + allowed]);

@@ -15,6 +15,12 @@ int cli_run(int argc, char **argv);
 int cli_helper(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_admin(int argc, char **argv);
+/* `airlock admin layers ls|prune [--older-than DAYS]` (admin_layers.c) */
+typedef struct al_layer_limits {
+    int retention_days;
+    unsigned long long max_bytes;
+} al_layer_limits;
+int cli_admin_layers(const char *state, const al_layer_limits *lim, int argc, char **argv);
 /* airlock-server only: MCP over stdio, forwarded to a service */
 int cli_mcp(int argc, char **argv);
 /* airlock mcp --local: start a private service on STATE; its URL, a key,

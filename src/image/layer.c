@@ -514,7 +514,7 @@ int al_layer_collect(int layers_fd, int64_t now, int64_t max_age_s, uint64_t max
     int removed = 0;
     /* least recently used first: the old ones, then while over the bound */
     for (size_t i = 0; i < n; i++) {
-        const char *why = max_age_s >= 0 && now - v[i].used > max_age_s ? "unused" : total > max_bytes ? "store_full" : NULL;
+        const char *why = max_age_s >= 0 && now - v[i].used >= max_age_s ? "unused" : total > max_bytes ? "store_full" : NULL;
         if (!why)
             continue;
         al_error e = { 0 };

@@ -88,7 +88,7 @@ int al_layer_remove(int layers_fd, const char *key, al_error *err);
 typedef void (*al_layer_removed_fn)(void *ud, const al_layer_info *li, const char *why);
 
 /* Garbage collection, a function of the directory alone: each layer
- * unused for more than MAX_AGE_S (-1: no age rule) is removed ("unused"),
+ * unused for MAX_AGE_S or more (-1: no age rule; 0: every one) is removed ("unused"),
  * then, least recently used first, layers while the store holds more than
  * MAX_BYTES ("store_full"). A layer in use (al_layer_use) or being
  * installed is skipped. FN is told each removal. How many were removed,
