@@ -230,6 +230,7 @@ MODULES = {
     "test_ops_logs.py": ("asan",),
     "test_ops_unit.py": ("asan",),
     "test_packages_api.py": ("asan", "postgresql"),         # packages in the service (issue 38): settings, refusals, a thread's set
+    "test_packages_gc.py": ("asan",),                       # package layers collected (issue 38): in use kept, age, LRU, the service's loop
     "test_packages_attack.py": ("asan",),                   # packages attacked (issue 38): file specs, key framing, install output DLP, tree, threads
     "test_piston.py": ("asan",),
     "test_piston_client.py": ("asan",),
