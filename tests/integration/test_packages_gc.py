@@ -151,3 +151,29 @@ def test_the_retention_loop_collects_old_layers_never_one_in_use(services):
     said = [ln for ln in svc.log_path.read_text(errors="replace").splitlines() if "layer.removed" in ln]
     assert len(said) == 2 and old in said[0] and held in said[1], said
     assert all("unused" in ln and "bytes" in ln for ln in said), said
+
+
+def test_the_layer_settings_are_checked(tmp_path):
+    """package_layer_retention_days and package_layers_max_mb: bounded, and
+    a store smaller than one layer refused (each layer would go after its
+    run); what is set is what the collection uses."""
+    state = tmp_path / "state"
+    state.mkdir()
+    cfg = tmp_path / "airlock.conf"
+    for text, said in (("package_layer_retention_days = 0\n", "package_layer_retention_days = 0"),
+                       ("package_layer_retention_days = x\n", "package_layer_retention_days = x"),
+                       ("package_layers_max_mb = 100\n", "less than one layer")):
+        cfg.write_text(text)
+        p = subprocess.run([str(AIRLOCK), "admin", "--config", str(cfg), "--state", str(state), "layers", "ls"],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 125 and said in p.stderr, (text, p.stdout, p.stderr)
+    cfg.write_text("package_layer_retention_days = 7\npackage_layers_max_mb = 1024\n")
+    layers = state / "layers"
+    layers.mkdir()
+    eight, six = fake_layer(layers, "d", 8 * DAY), fake_layer(layers, "e", 6 * DAY)
+    p = subprocess.run([str(AIRLOCK), "admin", "--config", str(cfg), "--state", str(state), "layers", "prune"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and f"removed sha256:{eight}" in p.stdout and six not in p.stdout, (p.stdout, p.stderr)
+    p = subprocess.run([str(AIRLOCK), "admin", "--config", str(cfg), "--state", str(state), "layers", "ls"],
+                       capture_output=True, text=True, timeout=30)
+    assert "1 layers" in p.stdout and "bound 1073741824 bytes" in p.stdout and "after 7 days" in p.stdout, p.stdout
