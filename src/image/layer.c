@@ -417,6 +417,43 @@ static uint64_t tree_bytes(int dirfd, int depth) {
     return total;
 }
 
+/* A layer's bytes: its layer.json's count (the collector's, made when the
+ * layer was: a sweep every minute does not stat each file of every layer
+ * again), else, for a layer without one, the walk. */
+static uint64_t layer_bytes(int fd) {
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    if (al_read_regular(fd, "layer.json", AL_LAYER_REPORT_MAX, true, &text, &len) >= 0) {
+        json_t *meta = json_loadb(text, len, 0, NULL), *b = json_object_get(meta, "bytes");
+        json_int_t n = json_is_integer(b) ? json_integer_value(b) : -1;
+        json_decref(meta);
+        if (n >= 0)
+            return (uint64_t)n;
+    }
+    return tree_bytes(fd, 64);
+}
+
+/* Lock files of keys that have no layer (a failed install's): removed
+ * under their lock, as al_layer_remove removes a layer's. */
+static void sweep_locks(int layers_fd) {
+    DIR *d = al_dir_open(layers_fd);
+    struct dirent *e;
+    while (d && (e = al_dir_next(d))) {
+        size_t n = strlen(e->d_name);
+        char dir[80];
+        if (n != 7 + 64 + 5 || strncmp(e->d_name, "sha256-", 7) != 0 || strcmp(e->d_name + 71, ".lock") != 0)
+            continue;
+        snprintf(dir, sizeof dir, "%.71s", e->d_name);
+        _cleanup_close_ int lfd = -1;
+        if (faccessat(layers_fd, dir, F_OK, AT_SYMLINK_NOFOLLOW) == 0 || lock_try(layers_fd, e->d_name, LOCK_EX, &lfd) <= 0)
+            continue;
+        if (faccessat(layers_fd, dir, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+            unlinkat(layers_fd, e->d_name, 0);
+    }
+    if (d)
+        closedir(d);
+}
+
 static int cmp_lru(const void *a, const void *b) {
     const al_layer_info *x = a, *y = b;
     return x->used < y->used ? -1 : x->used > y->used ? 1 : strcmp(x->key, y->key);
@@ -457,7 +494,7 @@ int al_layer_list(int layers_fd, al_layer_info **ret, size_t *ret_n, al_error *e
         memset(li, 0, sizeof *li);
         snprintf(li->key, sizeof li->key, "%s", e->d_name + 7);
         li->used = st.st_mtim.tv_sec;
-        li->bytes = tree_bytes(fd, 64);
+        li->bytes = layer_bytes(fd);
     }
     closedir(d);
     if (n)
@@ -511,6 +548,7 @@ int al_layer_collect(int layers_fd, int64_t now, int64_t max_age_s, uint64_t max
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++)
         total += v[i].bytes;
+    sweep_locks(layers_fd);
     int removed = 0;
     /* least recently used first: the old ones, then while over the bound */
     for (size_t i = 0; i < n; i++) {

@@ -113,6 +113,27 @@ static void test_collect(const char *root) {
     CHECK(al_layer_lock(lfd, e, -1, 150, &ex, &err) == 0);
     close(ex);
     CHECK(al_layer_find(lfd, e, NULL, NULL, &err) == 0);
+    /* a failed install's lock (no layer) goes with the next collection; a held one stays */
+    char f[65], g[65];
+    memset(f, 'f', 64);
+    f[64] = g[64] = '\0';
+    memset(g, '9', 64);
+    int gl = -1;
+    CHECK(al_layer_lock(lfd, f, -1, 150, &ex, &err) == 0);
+    close(ex);
+    CHECK(al_layer_lock(lfd, g, -1, 150, &gl, &err) == 0);
+    CHECK(exists(lfd, f, ".lock") && exists(lfd, g, ".lock"));
+    CHECK(al_layer_collect(lfd, now, 30 * day, UINT64_MAX, on_removed, NULL, &err) == 0);
+    CHECK(!exists(lfd, f, ".lock") && exists(lfd, g, ".lock") && exists(lfd, d, ".lock") == false);
+    close(gl);
+    /* a layer.json's bytes are the layer's size (no walk) */
+    mk_layer(lfd, '7', 10, now, 0, g);
+    char gn[100];
+    snprintf(gn, sizeof gn, "sha256-%s/layer.json", g);
+    unlinkat(lfd, gn, 0);
+    put(lfd, gn, "{\"bytes\": 123456789}");
+    CHECK(al_layer_list(lfd, &v, &n, &err) == 0 && n == 2 && v[1].bytes == 123456789);
+    free(v);
     /* no tmp- directory is left behind */
     DIR *dd = al_dir_open(lfd);
     struct dirent *de;
