@@ -280,8 +280,13 @@ static int open_upstream(conn *c, const al_host *h) {
     char why[384];
     if (last == -ENOENT && first_why) {
         snprintf(c->addr, sizeof c->addr, "%s", first_addr);
-        snprintf(why, sizeof why, "network policy \"%s\": %s resolves to %s, which is refused: %s",
-                 al_net_mode_name(p->mode), h->kind == AL_HOST_NAME ? h->name : c->host, first_addr, first_why);
+        /* a registry with ranges is held to them, every other name to the
+         * public-address rule: the words say which */
+        size_t nr = 0;
+        al_net_registry_ranges(p, h->kind == AL_HOST_NAME ? h->name : NULL, &nr);
+        snprintf(why, sizeof why, "network policy \"%s\": %s resolves to %s, which is %s: %s",
+                 al_net_mode_name(p->mode), h->kind == AL_HOST_NAME ? h->name : c->host, first_addr,
+                 nr ? "refused" : "not public", first_why);
         reply(c, 403, "Forbidden", "denied", why);
         return -EACCES;
     }
