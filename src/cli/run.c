@@ -418,11 +418,15 @@ static int install_failed(const run_opts *o, const cli_pkg_run *pkg, const al_ru
     return EXIT_AIRLOCK;
 }
 
-/* --package: the layer made (or found) before the box, into PKG: -1 to go
- * on to the box, else the status the run ends with (the install failed,
- * or could not start), PKG freed. */
-static int packages_first(const run_opts *o, cli_pkg_run *pkg, const char *img_digest, int sig_fd,
+/* --package: the layer made (or found) before the box, into *RET_PKG
+ * (allocated here, for the caller to free): -1 to go on to the box, else
+ * the status the run ends with (the install failed, or could not start),
+ * its contents freed. */
+static int packages_first(const run_opts *o, cli_pkg_run **ret_pkg, const char *img_digest, int sig_fd,
                           const al_runtime *rt, al_box_net *net) {
+    cli_pkg_run *pkg = *ret_pkg = calloc(1, sizeof *pkg);
+    if (!pkg)
+        return EXIT_AIRLOCK;
     if (!cli_pkg_wanted(&o->pkg))
         return -1;
     int st = cli_pkg_install(&o->pkg, img_digest[0] ? img_digest : NULL, sig_fd, pkg);
@@ -531,10 +535,8 @@ int cli_run(int argc, char **argv) {
         snprintf(img_digest, sizeof img_digest, "%s", digest);
     }
     /* --package: the layer before the box (or the run ends here) */
-    _cleanup_free_ cli_pkg_run *pkg = calloc(1, sizeof *pkg);
-    if (!pkg)
-        return EXIT_AIRLOCK;
-    if ((st = packages_first(o, pkg, img_digest, sig_fd, runtime, &ud->net)) >= 0)
+    _cleanup_free_ cli_pkg_run *pkg = NULL;
+    if ((st = packages_first(o, &pkg, img_digest, sig_fd, runtime, &ud->net)) >= 0)
         return st;
     al_box_file sf = { script_name, script, script_len, 0644 };
     al_box_config cfg = {
